@@ -1,0 +1,197 @@
+// prelude.cuh: fixed-width integer names and exact element-type conversions shared by every
+// kernel. It is prepended to each family's source before NVRTC sees it.
+//
+// NVRTC runs here without the CUDA toolkit headers (the wheel ships only libnvrtc), so the
+// 16- and 8-bit float types are stored as raw bits and converted with PTX or integer code.
+// Every conversion below matches crates/runtime/src/cpu/cast.rs bit for bit:
+//   * float -> float goes through f64 (exact for every source), then rounds once to nearest-even;
+//     narrow targets round through an f32 rounded-to-odd, which makes the double rounding exact.
+//   * NaN becomes the target's canonical quiet NaN with the sign kept.
+//   * float -> int truncates toward zero, saturates at the target's range, NaN -> 0.
+//   * int -> int wraps (two's complement); anything -> bool is `x != 0` (NaN is true).
+//   * float8_e4m3fn has no infinity: overflow and inf become NaN; float8_e5m2 overflows to inf.
+
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Raw-bit wrappers so overloads can tell the narrow float types apart.
+struct f16 { u16 bits; };
+struct bf16 { u16 bits; };
+struct f8e4m3 { u8 bits; };
+struct f8e5m2 { u8 bits; };
+
+__device__ __forceinline__ u32 f32_bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ float bits_f32(u32 b) { return __uint_as_float(b); }
+
+// f64 -> f32 rounded to odd: truncate, then set the last bit if anything was dropped.
+// Rounding that result once more to a format of <= 22 significant bits is correctly rounded.
+__device__ __forceinline__ float f64_to_f32_odd(double v) {
+    float t = __double2float_rz(v);
+    if (!isnan(v) && (double)t != v) t = bits_f32(f32_bits(t) | 1u);
+    return t;
+}
+
+// f32 -> a small float format (mbits mantissa bits, exponent bias `bias`), round to nearest even.
+// Returns the magnitude bits; the caller adds the sign and handles NaN/inf/overflow.
+__device__ __forceinline__ u32 round_f32_to_small(u32 abs, int mbits, int bias) {
+    u32 exp = abs >> 23;
+    if (exp == 0) return 0;  // f32 subnormals are far below every small format's range
+    int e = (int)exp - 127 + bias;
+    u32 full = (abs & 0x7FFFFFu) | 0x800000u;
+    int shift = 23 - mbits;
+    if (e < 1) { shift += 1 - e; e = 0; }
+    if (shift > 31) return 0;
+    u32 q = full >> shift;
+    u32 rem = full & ((1u << shift) - 1u);
+    u32 half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q += 1;
+    return e >= 1 ? ((u32)e << mbits) + q - (1u << mbits) : q;
+}
+
+// ---- decode: every type to f64 (exact) -----------------------------------------------------
+__device__ __forceinline__ double to_f64(float x) { return (double)x; }
+__device__ __forceinline__ double to_f64(double x) { return x; }
+__device__ __forceinline__ double to_f64(f16 x) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x.bits));
+    return (double)r;
+}
+__device__ __forceinline__ double to_f64(bf16 x) { return (double)bits_f32((u32)x.bits << 16); }
+__device__ __forceinline__ double small_to_f64(u32 b, int mbits, int bias) {
+    u32 sign = b >> 7;
+    u32 mag = b & 0x7Fu;
+    u32 e = mag >> mbits;
+    u32 m = mag & ((1u << mbits) - 1u);
+    double v = e == 0 ? (double)m * exp2((double)(1 - bias - mbits))
+                      : (1.0 + (double)m / (double)(1u << mbits)) * exp2((double)((int)e - bias));
+    return sign ? -v : v;
+}
+__device__ __forceinline__ double to_f64(f8e4m3 x) {
+    if ((x.bits & 0x7Fu) == 0x7Fu) return (x.bits & 0x80u) ? -__longlong_as_double(0x7FF8000000000000ll) : __longlong_as_double(0x7FF8000000000000ll);
+    return small_to_f64(x.bits, 3, 7);
+}
+__device__ __forceinline__ double to_f64(f8e5m2 x) {
+    u32 mag = x.bits & 0x7Fu;
+    double s = (x.bits & 0x80u) ? -1.0 : 1.0;
+    if (mag == 0x7Cu) return s * __longlong_as_double(0x7FF0000000000000ll);
+    if (mag > 0x7Cu) return s * __longlong_as_double(0x7FF8000000000000ll);
+    return small_to_f64(x.bits, 2, 15);
+}
+
+// ---- encode: f64 to every float type ----------------------------------------------------------
+__device__ __forceinline__ bool sign_of(double v) { return (__double_as_longlong(v) >> 63) != 0; }
+
+template <typename T> struct FromF64;
+template <> struct FromF64<double> {
+    static __device__ __forceinline__ double go(double v) {
+        return isnan(v) ? __longlong_as_double((long long)(((u64)sign_of(v) << 63) | 0x7FF8000000000000ull)) : v;
+    }
+};
+template <> struct FromF64<float> {
+    static __device__ __forceinline__ float go(double v) {
+        return isnan(v) ? bits_f32(((u32)sign_of(v) << 31) | 0x7FC00000u) : __double2float_rn(v);
+    }
+};
+template <> struct FromF64<f16> {
+    static __device__ __forceinline__ f16 go(double v) {
+        u16 s = (u16)sign_of(v) << 15;
+        if (isnan(v)) return f16{(u16)(s | 0x7E00u)};
+        float t = f64_to_f32_odd(v);
+        u16 b;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(t));
+        return f16{b};
+    }
+};
+template <> struct FromF64<bf16> {
+    static __device__ __forceinline__ bf16 go(double v) {
+        u32 s = (u32)sign_of(v);
+        if (isnan(v)) return bf16{(u16)((s << 15) | 0x7FC0u)};
+        u32 b = f32_bits(f64_to_f32_odd(v));
+        u32 abs = b & 0x7FFFFFFFu;
+        if (abs == 0x7F800000u) return bf16{(u16)(b >> 16)};
+        // nearest-even on the 16 dropped bits; a carry into the exponent gives inf correctly
+        u32 r = abs + 0x7FFFu + ((abs >> 16) & 1u);
+        return bf16{(u16)((s << 15) | (r >> 16))};
+    }
+};
+template <> struct FromF64<f8e4m3> {
+    static __device__ __forceinline__ f8e4m3 go(double v) {
+        u32 s = (u32)sign_of(v) << 7;
+        if (isnan(v) || isinf(v)) return f8e4m3{(u8)(s | 0x7Fu)};
+        u32 m = round_f32_to_small(f32_bits(f64_to_f32_odd(v)) & 0x7FFFFFFFu, 3, 7);
+        return f8e4m3{(u8)(s | (m > 0x7Eu ? 0x7Fu : m))};
+    }
+};
+template <> struct FromF64<f8e5m2> {
+    static __device__ __forceinline__ f8e5m2 go(double v) {
+        u32 s = (u32)sign_of(v) << 7;
+        if (isnan(v)) return f8e5m2{(u8)(s | 0x7Eu)};
+        if (isinf(v)) return f8e5m2{(u8)(s | 0x7Cu)};
+        u32 m = round_f32_to_small(f32_bits(f64_to_f32_odd(v)) & 0x7FFFFFFFu, 2, 15);
+        return f8e5m2{(u8)(s | (m >= 0x7Cu ? 0x7Cu : m))};
+    }
+};
+
+// ---- the conversion every kernel uses: convert<Dst>(src) -----------------------------------
+template <typename T> struct Kind { static const int value = 0; };  // 0 float, 1 signed, 2 unsigned, 3 bool
+template <> struct Kind<i8> { static const int value = 1; };
+template <> struct Kind<i16> { static const int value = 1; };
+template <> struct Kind<i32> { static const int value = 1; };
+template <> struct Kind<i64> { static const int value = 1; };
+template <> struct Kind<u8> { static const int value = 2; };
+template <> struct Kind<u16> { static const int value = 2; };
+template <> struct Kind<u32> { static const int value = 2; };
+template <> struct Kind<u64> { static const int value = 2; };
+template <> struct Kind<bool> { static const int value = 3; };
+
+template <typename T> struct IntRange;
+template <> struct IntRange<i8> { static __device__ double lo() { return -128.0; } static __device__ double hi() { return 127.0; } };
+template <> struct IntRange<i16> { static __device__ double lo() { return -32768.0; } static __device__ double hi() { return 32767.0; } };
+template <> struct IntRange<i32> { static __device__ double lo() { return -2147483648.0; } static __device__ double hi() { return 2147483647.0; } };
+template <> struct IntRange<i64> { static __device__ double lo() { return -9223372036854775808.0; } static __device__ double hi() { return 9223372036854775808.0; } };
+template <> struct IntRange<u8> { static __device__ double lo() { return 0.0; } static __device__ double hi() { return 255.0; } };
+template <> struct IntRange<u16> { static __device__ double lo() { return 0.0; } static __device__ double hi() { return 65535.0; } };
+template <> struct IntRange<u32> { static __device__ double lo() { return 0.0; } static __device__ double hi() { return 4294967295.0; } };
+template <> struct IntRange<u64> { static __device__ double lo() { return 0.0; } static __device__ double hi() { return 18446744073709551616.0; } };
+
+// float -> int with saturation (hi() of the 64-bit types is 2^63 / 2^64, not representable in
+// the target, so it is treated as "at or above the top").
+template <typename D> __device__ __forceinline__ D float_to_int(double v) {
+    if (isnan(v)) return (D)0;
+    if (v <= IntRange<D>::lo()) return (D)IntRange<D>::lo();
+    if (v >= IntRange<D>::hi()) {
+        if (sizeof(D) == 8) return Kind<D>::value == 1 ? (D)0x7FFFFFFFFFFFFFFFll : (D)0xFFFFFFFFFFFFFFFFull;
+        return (D)IntRange<D>::hi();
+    }
+    return Kind<D>::value == 1 ? (D)(i64)trunc(v) : (D)(u64)trunc(v);
+}
+
+template <typename D, int DK, typename S, int SK> struct Convert;
+// float source
+template <typename D, typename S> struct Convert<D, 0, S, 0> { static __device__ D go(S x) { return FromF64<D>::go(to_f64(x)); } };
+template <typename D, typename S> struct Convert<D, 1, S, 0> { static __device__ D go(S x) { return float_to_int<D>(to_f64(x)); } };
+template <typename D, typename S> struct Convert<D, 2, S, 0> { static __device__ D go(S x) { return float_to_int<D>(to_f64(x)); } };
+template <typename D, typename S> struct Convert<D, 3, S, 0> { static __device__ D go(S x) { return to_f64(x) != 0.0; } };
+// signed / unsigned / bool source
+template <typename D, typename S, int SK> struct IntToFloat {
+    static __device__ D go(S x) { return FromF64<D>::go(SK == 1 ? (double)(i64)x : (double)(u64)x); }
+};
+template <typename S, int SK> struct IntToFloat<float, S, SK> {
+    static __device__ float go(S x) { return SK == 1 ? (float)(i64)x : (float)(u64)x; }
+};
+template <typename D, typename S> struct Convert<D, 0, S, 1> { static __device__ D go(S x) { return IntToFloat<D, S, 1>::go(x); } };
+template <typename D, typename S> struct Convert<D, 0, S, 2> { static __device__ D go(S x) { return IntToFloat<D, S, 2>::go(x); } };
+template <typename D, typename S> struct Convert<D, 0, S, 3> { static __device__ D go(S x) { return IntToFloat<D, u8, 2>::go((u8)x); } };
+template <typename D, int DK, typename S> struct Convert<D, DK, S, 1> { static __device__ D go(S x) { return DK == 3 ? (D)(x != 0) : (D)(i64)x; } };
+template <typename D, int DK, typename S> struct Convert<D, DK, S, 2> { static __device__ D go(S x) { return DK == 3 ? (D)(x != 0) : (D)(u64)x; } };
+template <typename D, int DK, typename S> struct Convert<D, DK, S, 3> { static __device__ D go(S x) { return (D)(x ? 1 : 0); } };
+
+template <typename D, typename S> __device__ __forceinline__ D convert(S x) {
+    return Convert<D, Kind<D>::value, S, Kind<S>::value>::go(x);
+}

@@ -1,0 +1,106 @@
+//! The compiled-kernel cache: in memory for this process, on disk across processes.
+//!
+//! The key is a SHA-256 of everything that changes the output: this crate's version, NVRTC's
+//! version, the architecture, the target, the options and the full source. The directory is
+//! `MAX_KERNEL_CACHE_DIR` if set, else `$XDG_CACHE_HOME/max-engine/kernels`, else
+//! `~/.cache/max-engine/kernels`. A cache that cannot be read or written only costs a compile.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+use crate::compile::{Target, compile, options};
+use crate::{Result, library::nvrtc_version, sources::Family};
+
+static MEMORY_HITS: AtomicU64 = AtomicU64::new(0);
+static DISK_HITS: AtomicU64 = AtomicU64::new(0);
+static COMPILES: AtomicU64 = AtomicU64::new(0);
+
+type Images = HashMap<String, Arc<Vec<u8>>>;
+static MEMORY: Mutex<Option<Images>> = Mutex::new(None);
+
+/// What the cache has done in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub memory_hits: u64,
+    pub disk_hits: u64,
+    pub compiles: u64,
+}
+
+pub fn cache_stats() -> CacheStats {
+    CacheStats {
+        memory_hits: MEMORY_HITS.load(Ordering::Relaxed),
+        disk_hits: DISK_HITS.load(Ordering::Relaxed),
+        compiles: COMPILES.load(Ordering::Relaxed),
+    }
+}
+
+/// Where compiled kernels are kept, if anywhere.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("MAX_KERNEL_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("max-engine").join("kernels"))
+}
+
+fn key(family: &Family, arch: &str, target: Target, nvrtc: (i32, i32)) -> String {
+    let mut h = Sha256::new();
+    h.update(env!("CARGO_PKG_VERSION"));
+    h.update(format!("nvrtc {}.{} {arch} {target:?}", nvrtc.0, nvrtc.1));
+    for opt in options(arch, target) {
+        h.update(opt);
+        h.update([0u8]);
+    }
+    h.update(family.full_source());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn write_atomically(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The compiled image of `family` for `arch`, from memory, disk, or a fresh compile.
+pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Arc<Vec<u8>>> {
+    let k = key(family, arch, target, nvrtc_version()?);
+    let mut memory = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
+    let images = memory.get_or_insert_with(HashMap::new);
+    if let Some(image) = images.get(&k) {
+        MEMORY_HITS.fetch_add(1, Ordering::Relaxed);
+        return Ok(image.clone());
+    }
+    let ext = match target {
+        Target::Cubin => "cubin",
+        Target::Ptx => "ptx",
+    };
+    let file = cache_dir().map(|d| d.join(format!("{}-{k}.{ext}", family.name)));
+    let from_disk = file.as_ref().and_then(|f| std::fs::read(f).ok()).filter(|b| !b.is_empty());
+    let image = match from_disk {
+        Some(bytes) => {
+            DISK_HITS.fetch_add(1, Ordering::Relaxed);
+            bytes
+        }
+        None => {
+            let bytes = compile(family, arch, target)?;
+            COMPILES.fetch_add(1, Ordering::Relaxed);
+            if let Some(f) = &file {
+                // A read-only or full disk only means the next process compiles again.
+                let _ = write_atomically(f, &bytes);
+            }
+            bytes
+        }
+    };
+    let image = Arc::new(image);
+    images.insert(k, image.clone());
+    Ok(image)
+}

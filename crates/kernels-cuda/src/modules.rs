@@ -1,0 +1,61 @@
+//! Loaded kernels per device: each family's cubin is loaded once per device, and each function
+//! handle is looked up once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys::CUdevice_attribute};
+use cudarc::nvrtc::Ptx;
+
+use crate::cache::compiled;
+use crate::{Error, Result, Target, sources::Family};
+
+type Modules = HashMap<(usize, &'static str), Arc<CudaModule>>;
+type Functions = HashMap<(usize, String), CudaFunction>;
+static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
+static FUNCTIONS: Mutex<Option<Functions>> = Mutex::new(None);
+
+/// The NVRTC architecture for a device: `sm_90a` on Hopper (wgmma, TMA, setmaxnreg need the
+/// `a` variant), `sm_100a` on Blackwell, plain `sm_XY` elsewhere.
+pub fn arch_name(ctx: &CudaContext) -> Result<String> {
+    let major = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?;
+    let minor = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?;
+    let suffix = if major >= 9 && minor == 0 { "a" } else { "" };
+    Ok(format!("sm_{major}{minor}{suffix}"))
+}
+
+fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
+    let key = (ctx.ordinal(), family.name);
+    let mut guard = MODULES.lock().unwrap_or_else(|p| p.into_inner());
+    let modules = guard.get_or_insert_with(HashMap::new);
+    if let Some(m) = modules.get(&key) {
+        return Ok(m.clone());
+    }
+    let image = compiled(family, &arch_name(ctx)?, Target::Cubin)?;
+    let m = ctx
+        .load_module(Ptx::from_binary(image.as_ref().clone()))
+        .map_err(Error::driver("cuModuleLoadData"))?;
+    modules.insert(key, m.clone());
+    Ok(m)
+}
+
+/// The kernel `name` of `family` on the device of `ctx`, compiling and loading on first use.
+pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<CudaFunction> {
+    let key = (ctx.ordinal(), name.to_string());
+    if let Some(f) = FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(f.clone());
+    }
+    let f = module(ctx, family)?
+        .load_function(name)
+        .map_err(Error::driver("cuModuleGetFunction"))?;
+    FUNCTIONS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(key, f.clone());
+    Ok(f)
+}

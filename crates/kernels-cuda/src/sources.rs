@@ -1,0 +1,27 @@
+//! The kernel families: one `.cu` file each, embedded at build time. Every family is compiled as
+//! one NVRTC program with `prelude.cuh` in front of it.
+
+/// Shared types and dtype conversions, prepended to every family.
+pub const PRELUDE: &str = include_str!("../kernels/prelude.cuh");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Family {
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+pub const CAST: Family = Family { name: "cast", source: include_str!("../kernels/cast.cu") };
+pub const FILL: Family = Family { name: "fill", source: include_str!("../kernels/fill.cu") };
+pub const COPY_STRIDED: Family =
+    Family { name: "copy_strided", source: include_str!("../kernels/copy_strided.cu") };
+
+/// Every family, for ahead-of-time compile checks.
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED];
+
+impl Family {
+    /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the
+    /// family's own file.
+    pub fn full_source(&self) -> String {
+        format!("{PRELUDE}\n#line 1 \"{}.cu\"\n{}", self.name, self.source)
+    }
+}
