@@ -1,0 +1,140 @@
+//! CUDA devices through cudarc. The driver library is probed once, before anything else touches
+//! CUDA: cudarc panics when a library is missing, so the probe runs under `catch_unwind` and a
+//! machine without a driver simply has zero accelerators, with the reason kept for the error
+//! `Accelerator()` raises.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaStream, result};
+
+use crate::{Error, Result};
+
+/// One GPU: its primary context and the stream work goes to unless a caller names another.
+pub struct CudaDevice {
+    pub ordinal: usize,
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub arch: String,
+    pub name: String,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice({}, {}, {})", self.ordinal, self.name, self.arch)
+    }
+}
+
+fn probe() -> std::result::Result<usize, String> {
+    // SAFETY: opens and closes the driver library; no symbol is called.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("the NVIDIA driver library libcuda.so could not be loaded (no NVIDIA driver \
+                    is installed on this machine)"
+            .into());
+    }
+    result::init().map_err(|e| format!("the CUDA driver failed to initialise: {e}"))?;
+    let n = result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {e}"))?;
+    Ok(n.max(0) as usize)
+}
+
+fn status() -> &'static std::result::Result<usize, String> {
+    static STATUS: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
+    STATUS.get_or_init(|| {
+        catch_unwind(probe).unwrap_or_else(|_| {
+            Err("the CUDA driver library is present but unusable (missing symbols)".into())
+        })
+    })
+}
+
+/// How many CUDA devices this process can use (0 without a driver).
+pub fn accelerator_count() -> usize {
+    match status() {
+        Ok(n) => *n,
+        Err(_) => 0,
+    }
+}
+
+/// Why there is no accelerator, when there is none.
+pub fn cuda_unavailable_reason() -> Option<String> {
+    match status() {
+        Ok(0) => Some(
+            "the CUDA driver is installed but reports no devices (check CUDA_VISIBLE_DEVICES)"
+                .into(),
+        ),
+        Ok(_) => None,
+        Err(reason) => Some(reason.clone()),
+    }
+}
+
+fn open(ordinal: usize) -> Result<Arc<CudaDevice>> {
+    let ctx = CudaContext::new(ordinal).map_err(Error::cuda("cuDevicePrimaryCtxRetain"))?;
+    // Buffers here are raw allocations ordered by our own streams; cudarc's per-slice event
+    // tracking is not used and must not add synchronisation.
+    // SAFETY: no cudarc CudaSlice is ever created on this context.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let arch = max_kernels_cuda::arch_name(&ctx)?;
+    let name = ctx.name().map_err(Error::cuda("cuDeviceGetName"))?;
+    Ok(Arc::new(CudaDevice { ordinal, ctx, stream, arch, name }))
+}
+
+/// The device with this ordinal, opened once per process.
+pub fn cuda_device(ordinal: usize) -> Result<Arc<CudaDevice>> {
+    let count = accelerator_count();
+    if count == 0 {
+        let reason = cuda_unavailable_reason().unwrap_or_default();
+        return Err(Error::Device(format!("no accelerator is available: {reason}")));
+    }
+    if ordinal >= count {
+        return Err(Error::Device(format!(
+            "accelerator id {ordinal} does not exist: this machine has {count} accelerator(s), \
+             ids 0..{}",
+            count - 1
+        )));
+    }
+    static OPEN: Mutex<Option<HashMap<usize, Arc<CudaDevice>>>> = Mutex::new(None);
+    let mut guard = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    let map = guard.get_or_insert_with(HashMap::new);
+    if let Some(d) = map.get(&ordinal) {
+        return Ok(d.clone());
+    }
+    let dev = catch_unwind(AssertUnwindSafe(|| open(ordinal))).unwrap_or_else(|_| {
+        Err(Error::Device(format!("opening accelerator {ordinal} failed inside the CUDA driver")))
+    })?;
+    map.insert(ordinal, dev.clone());
+    Ok(dev)
+}
+
+impl CudaDevice {
+    /// Makes this device's context current on the calling thread (every entry point calls it:
+    /// Python may call from any thread).
+    pub fn bind(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.bind()?;
+        self.ctx.mem_get_info().map_err(Error::cuda("cuMemGetInfo"))
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize"))
+    }
+
+    pub fn can_access_peer(&self, other: &CudaDevice) -> Result<bool> {
+        if self.ordinal == other.ordinal {
+            return Ok(true);
+        }
+        let (a, b) = (self.ctx.cu_device(), other.ctx.cu_device());
+        let mut can = 0i32;
+        // SAFETY: both are valid device handles from cuDeviceGet.
+        unsafe { cudarc::driver::sys::cuDeviceCanAccessPeer(&mut can, a, b) }
+            .result()
+            .map_err(Error::cuda("cuDeviceCanAccessPeer"))?;
+        Ok(can != 0)
+    }
+}
+

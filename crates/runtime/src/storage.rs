@@ -1,0 +1,157 @@
+//! Memory a buffer views: allocated here (host, page-locked host, or CUDA device memory) or
+//! owned by someone else (a numpy array, a DLPack producer) and kept alive by a handle.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cudarc::driver::{CudaStream, result};
+
+use crate::cuda::CudaDevice;
+use crate::{Device, Error, Result};
+
+/// Host allocations are aligned for any vector width the kernels use.
+pub const HOST_ALIGN: usize = 64;
+
+/// Something that keeps externally owned memory alive; dropped when the storage is.
+pub type External = Box<dyn Send + Sync>;
+
+enum Owner {
+    Host(Layout),
+    Pinned(Arc<CudaDevice>),
+    Cuda(Arc<CudaDevice>, Arc<CudaStream>),
+    External(#[allow(dead_code)] External),
+    Empty,
+}
+
+pub struct Storage {
+    /// Host pointer or CUDA device pointer, as an address.
+    addr: u64,
+    nbytes: usize,
+    device: Device,
+    owner: Owner,
+    /// Set once a DLPack consumer may hold the memory on its own stream: freeing then waits for
+    /// the device to be idle, since the consumer's stream is not ours to order against.
+    exported: AtomicBool,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} bytes on {:?})", self.nbytes, self.device)
+    }
+}
+
+impl Storage {
+    fn new(addr: u64, nbytes: usize, device: Device, owner: Owner) -> Storage {
+        Storage { addr, nbytes, device, owner, exported: AtomicBool::new(false) }
+    }
+
+    /// Zero-filled host memory.
+    pub fn host(nbytes: usize) -> Result<Storage> {
+        if nbytes == 0 {
+            return Ok(Storage::new(0, 0, Device::Cpu, Owner::Empty));
+        }
+        let layout = Layout::from_size_align(nbytes, HOST_ALIGN)
+            .map_err(|_| Error::Value(format!("a host buffer of {nbytes} bytes is too large")))?;
+        // SAFETY: layout has non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::OutOfMemory(format!("could not allocate {nbytes} bytes of host memory")));
+        }
+        Ok(Storage::new(ptr as u64, nbytes, Device::Cpu, Owner::Host(layout)))
+    }
+
+    /// Page-locked host memory, registered with the CUDA driver for fast async copies.
+    pub fn pinned(nbytes: usize, dev: &Arc<CudaDevice>) -> Result<Storage> {
+        if nbytes == 0 {
+            return Ok(Storage::new(0, 0, Device::Cpu, Owner::Empty));
+        }
+        dev.bind()?;
+        // SAFETY: a plain allocation call; the pointer is freed once, in Drop.
+        let ptr = unsafe { result::malloc_host(nbytes, 0) }.map_err(Error::cuda("cuMemHostAlloc"))?;
+        // SAFETY: ptr points at nbytes of fresh host memory.
+        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, nbytes) };
+        Ok(Storage::new(ptr as u64, nbytes, Device::Cpu, Owner::Pinned(dev.clone())))
+    }
+
+    /// Uninitialised device memory, allocated (and later freed) in the order of `stream`.
+    pub fn cuda(nbytes: usize, dev: &Arc<CudaDevice>, stream: &Arc<CudaStream>) -> Result<Storage> {
+        let device = Device::Cuda(dev.clone());
+        if nbytes == 0 {
+            return Ok(Storage::new(0, 0, device, Owner::Empty));
+        }
+        dev.bind()?;
+        // SAFETY: allocation calls; the pointer is freed once, in Drop.
+        let ptr = unsafe {
+            if dev.ctx.has_async_alloc() {
+                result::malloc_async(stream.cu_stream(), nbytes)
+            } else {
+                result::malloc_sync(nbytes)
+            }
+        }
+        .map_err(Error::cuda("cuMemAlloc"))?;
+        Ok(Storage::new(ptr, nbytes, device, Owner::Cuda(dev.clone(), stream.clone())))
+    }
+
+    /// Memory owned elsewhere: `addr..addr+nbytes` stays valid while `keep` lives.
+    ///
+    /// # Safety
+    /// The range must be valid memory on `device` for as long as `keep` is alive.
+    pub unsafe fn external(addr: u64, nbytes: usize, device: Device, keep: External) -> Storage {
+        Storage::new(addr, nbytes, device, Owner::External(keep))
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        matches!(self.owner, Owner::Pinned(_))
+    }
+
+    pub fn mark_exported(&self) {
+        self.exported.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // Errors cannot propagate out of drop; a failed free leaks rather than aborting.
+        match &self.owner {
+            // SAFETY: allocated with exactly this layout in Storage::host.
+            Owner::Host(layout) => unsafe { dealloc(self.addr as *mut u8, *layout) },
+            Owner::Pinned(dev) => {
+                if dev.bind().is_ok() {
+                    // SAFETY: allocated by cuMemHostAlloc in Storage::pinned.
+                    let _ = unsafe { result::free_host(self.addr as *mut std::ffi::c_void) };
+                }
+            }
+            Owner::Cuda(dev, stream) => {
+                if dev.bind().is_err() {
+                    return;
+                }
+                if self.exported.load(Ordering::Relaxed) {
+                    let _ = dev.ctx.synchronize();
+                }
+                // SAFETY: allocated in Storage::cuda on this device; freed in the order of its
+                // stream, after all work already queued there.
+                let _ = unsafe {
+                    if dev.ctx.has_async_alloc() {
+                        result::free_async(self.addr, stream.cu_stream())
+                    } else {
+                        result::free_sync(self.addr)
+                    }
+                };
+            }
+            Owner::External(_) | Owner::Empty => {}
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Copies between any two buffers: host and GPU, either direction, contiguous or strided.
+//! The destination is always a contiguous buffer of the same dtype and element count.
+//! Device work is ordered on the destination's stream after the source's stream.
+
+use cudarc::driver::result;
+
+use crate::{Buffer, Error, Result, Stream, cpu};
+
+fn host_bytes<'a>(b: &Buffer) -> &'a [u8] {
+    // SAFETY: callers pass contiguous host buffers; the slice is used before the buffer drops.
+    unsafe { std::slice::from_raw_parts(b.addr() as *const u8, b.nbytes()) }
+}
+
+fn host_bytes_mut<'a>(b: &Buffer) -> &'a mut [u8] {
+    // SAFETY: as above; the destination is a fresh or exclusively targeted buffer.
+    unsafe { std::slice::from_raw_parts_mut(b.addr() as *mut u8, b.nbytes()) }
+}
+
+/// Copies `src` into `dst` (contiguous, same dtype and element count).
+pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
+    debug_assert!(dst.is_contiguous() && src.num_elements() == dst.num_elements());
+    if src.num_elements() == 0 {
+        return Ok(());
+    }
+    let width = src.dtype().size_in_bytes();
+    match (src.stream(), dst.stream()) {
+        (Stream::Host, Stream::Host) => {
+            // SAFETY: src's view lies in its storage; dst is contiguous with room for every
+            // element, and the two do not overlap (inplace copies go through a temporary).
+            unsafe { cpu::copy::gather(src.addr() as *const u8, dst.addr() as *mut u8, width, src.shape(), src.strides()) };
+            Ok(())
+        }
+        (Stream::Host, Stream::Cuda { device, stream }) => {
+            let packed;
+            let src = if src.is_contiguous() {
+                src
+            } else {
+                packed = src.contiguous()?;
+                &packed
+            };
+            device.bind()?;
+            // SAFETY: dst is device memory of nbytes; the host slice is valid for the call.
+            // Pageable sources are staged by the driver before the call returns; pinned ones
+            // are read asynchronously, so the stream is drained before the source can drop.
+            unsafe { result::memcpy_htod_async(dst.addr(), host_bytes(src), stream.cu_stream()) }
+                .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+            if src.is_pinned() {
+                dst.synchronize()?;
+            }
+            Ok(())
+        }
+        (Stream::Cuda { .. }, Stream::Host) => {
+            let packed;
+            let src = if src.is_contiguous() {
+                src
+            } else {
+                packed = src.contiguous()?;
+                &packed
+            };
+            let (device, stream) = src.stream().cuda().ok_or_else(|| Error::Value("unreachable".into()))?;
+            device.bind()?;
+            // SAFETY: src is device memory of nbytes; dst is host memory of the same size.
+            unsafe { result::memcpy_dtoh_async(host_bytes_mut(dst), src.addr(), stream.cu_stream()) }
+                .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+            stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
+        }
+        (Stream::Cuda { device: sd, .. }, Stream::Cuda { device: dd, stream }) => {
+            let packed;
+            let src = if src.is_contiguous() || sd.ordinal == dd.ordinal {
+                src
+            } else {
+                packed = src.contiguous()?;
+                &packed
+            };
+            dst.stream().wait_for(src.stream())?;
+            dd.bind()?;
+            if sd.ordinal != dd.ordinal {
+                // SAFETY: both ranges are device memory of nbytes in their own contexts.
+                unsafe {
+                    result::memcpy_peer_async(
+                        dd.ctx.cu_ctx(),
+                        dst.addr(),
+                        sd.ctx.cu_ctx(),
+                        src.addr(),
+                        src.nbytes(),
+                        stream.cu_stream(),
+                    )
+                }
+                .map_err(Error::cuda("cuMemcpyPeerAsync"))?;
+            } else if src.is_contiguous() {
+                // SAFETY: both ranges are device memory of nbytes on this device.
+                unsafe { result::memcpy_dtod_async(dst.addr(), src.addr(), src.nbytes(), stream.cu_stream()) }
+                    .map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
+            } else {
+                let (shape, strides) = cpu::copy::coalesce(src.shape(), src.strides());
+                max_kernels_cuda::launch::copy_strided(stream, src.addr(), dst.addr(), width, &shape, &strides)
+                    .map_err(|e| match e {
+                        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
+                        other => other.into(),
+                    })?;
+            }
+            // The source is freed in the order of its own stream: keep that after this copy.
+            src.stream().wait_for(dst.stream())
+        }
+    }
+}
