@@ -81,6 +81,21 @@ impl Stream {
         }
     }
 
+    /// Makes a foreign CUDA stream (a DLPack consumer's handle; 1 and 2 are the legacy and
+    /// per-thread default streams) wait for the work queued here so far.
+    pub fn make_wait(&self, foreign: u64) -> Result<()> {
+        let Stream::Cuda { device, stream } = self else { return Ok(()) };
+        device.bind()?;
+        let event = stream.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
+        // SAFETY: the consumer promises `foreign` is a live stream of this device's context;
+        // the event stays alive until the call returns (CUDA defers its destruction).
+        unsafe {
+            cudarc::driver::sys::cuStreamWaitEvent(foreign as cudarc::driver::sys::CUstream, event.cu_event(), 0)
+        }
+        .result()
+        .map_err(Error::cuda("cuStreamWaitEvent"))
+    }
+
     /// The raw CUDA stream handle (null for the host).
     pub fn cu_stream(&self) -> u64 {
         match self {

@@ -1,0 +1,88 @@
+//! Python index expressions and scalar values, turned into the runtime's types.
+
+use max_runtime::{IndexItem, Scalar};
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyEllipsis, PyFloat, PySlice, PyTuple};
+
+fn opt_i64(obj: Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    if obj.is_none() { Ok(None) } else { Ok(Some(obj.extract()?)) }
+}
+
+fn item(obj: &Bound<'_, PyAny>) -> PyResult<IndexItem> {
+    if obj.is_none() {
+        return Ok(IndexItem::NewAxis);
+    }
+    if obj.is_instance_of::<PyEllipsis>() {
+        return Ok(IndexItem::Ellipsis);
+    }
+    if let Ok(s) = obj.cast::<PySlice>() {
+        return Ok(IndexItem::Slice {
+            start: opt_i64(s.getattr("start")?)?,
+            stop: opt_i64(s.getattr("stop")?)?,
+            step: opt_i64(s.getattr("step")?)?,
+        });
+    }
+    if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyFloat>() {
+        return Err(PyTypeError::new_err(format!(
+            "Buffer indices must be integers, slices, '...' or None, got {}",
+            obj.get_type().name()?
+        )));
+    }
+    match obj.extract::<i64>() {
+        Ok(i) => Ok(IndexItem::At(i)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Err(PyOverflowError::new_err(format!(
+            "Buffer index {obj} does not fit in 64 bits"
+        ))),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "Buffer indices must be integers, slices, '...' or None, got {}",
+            obj.get_type().name()?
+        ))),
+    }
+}
+
+/// `buf[...]`'s key as index items (a tuple is one item per entry).
+pub fn parse_index(key: &Bound<'_, PyAny>) -> PyResult<Vec<IndexItem>> {
+    match key.cast::<PyTuple>() {
+        Ok(t) => t.iter().map(|k| item(&k)).collect(),
+        Err(_) => Ok(vec![item(key)?]),
+    }
+}
+
+/// A Python bool, int or float (numpy scalars included) as a Scalar; None if it is not one.
+pub fn parse_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Some(Scalar::Bool(obj.extract()?)));
+    }
+    let np_bool = obj.get_type().name().map(|n| n == "bool" || n == "bool_").unwrap_or(false);
+    if np_bool {
+        return Ok(Some(Scalar::Bool(obj.is_truthy()?)));
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return Ok(Some(Scalar::Float(obj.extract()?)));
+    }
+    if obj.hasattr("__index__")? {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Some(Scalar::Int(i)));
+        }
+        if let Ok(u) = obj.extract::<u64>() {
+            return Ok(Some(Scalar::UInt(u)));
+        }
+        return Err(PyOverflowError::new_err(format!("{obj} does not fit in 64 bits")));
+    }
+    if obj.hasattr("__float__")? && !obj.hasattr("__len__")? {
+        return Ok(Some(Scalar::Float(obj.extract()?)));
+    }
+    Ok(None)
+}
+
+/// A Scalar as the matching Python object.
+pub fn scalar_to_py(py: Python<'_>, s: Scalar) -> PyResult<Py<PyAny>> {
+    use pyo3::IntoPyObjectExt;
+    match s {
+        Scalar::Bool(b) => b.into_py_any(py),
+        Scalar::Int(i) => i.into_py_any(py),
+        Scalar::UInt(u) => u.into_py_any(py),
+        Scalar::Float(f) => f.into_py_any(py),
+    }
+}
