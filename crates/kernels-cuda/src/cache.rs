@@ -104,3 +104,12 @@ pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Ar
     images.insert(k, image.clone());
     Ok(image)
 }
+
+/// Compiles (or finds in the cache) every kernel family for `arch`, so later processes start
+/// without compiling. Needs NVRTC but no GPU.
+pub fn warm_cache(arch: &str) -> Result<()> {
+    for family in crate::sources::ALL {
+        compiled(family, arch, Target::Cubin)?;
+    }
+    Ok(())
+}

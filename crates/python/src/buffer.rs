@@ -20,7 +20,8 @@ fn shape_arg(shape: &Bound<'_, PyAny>, op: &str) -> PyResult<Vec<i64>> {
     if let Ok(n) = shape.extract::<i64>() {
         return Ok(vec![n]);
     }
-    let seq = shape.cast::<PySequence>().map_err(|_| {
+    let is_text = shape.is_instance_of::<pyo3::types::PyString>() || shape.is_instance_of::<pyo3::types::PyBytes>();
+    let seq = shape.cast::<PySequence>().ok().filter(|_| !is_text).ok_or_else(|| {
         PyTypeError::new_err(format!("{op}: shape must be a sequence of ints, got {}", shape.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
     })?;
     let mut dims = Vec::new();

@@ -304,6 +304,11 @@ pub fn import(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Buffer> {
         )));
     }
     let (dev_type, dev_id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
+    if ![KDL_CPU, KDL_CUDA, KDL_CUDA_HOST].contains(&dev_type) {
+        return Err(PyBufferError::new_err(format!(
+            "from_dlpack: tensors on DLPack device type {dev_type} are not supported (CPU and CUDA are)"
+        )));
+    }
     // CUDA producers must make the data ready on the stream we will use: our default stream.
     let stream = if dev_type == KDL_CUDA {
         let dev = Device::accelerator(dev_id as i64).map_err(crate::errors::to_py)?;

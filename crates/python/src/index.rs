@@ -51,6 +51,16 @@ pub fn parse_index(key: &Bound<'_, PyAny>) -> PyResult<Vec<IndexItem>> {
 
 /// A Python bool, int or float (numpy scalars included) as a Scalar; None if it is not one.
 pub fn parse_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
+    // Arrays (numpy, Buffer, torch) are not scalars, except numpy's 0-d ones.
+    if let Ok(ndim) = obj.getattr("ndim").and_then(|n| n.extract::<usize>()) {
+        if ndim > 0 || !obj.hasattr("item")? {
+            return Ok(None);
+        }
+        return parse_scalar(&obj.call_method0("item")?);
+    }
+    if obj.hasattr("__len__")? {
+        return Ok(None);
+    }
     if obj.is_instance_of::<PyBool>() {
         return Ok(Some(Scalar::Bool(obj.extract()?)));
     }

@@ -1,7 +1,7 @@
 //! Private hooks into the kernel compiler, for tests and CI: compile every family for an
 //! architecture without a GPU, and read the compiled-kernel cache's counters.
 
-use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, sources};
+use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, sources, warm_cache};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -46,6 +46,14 @@ fn _kernel_cache_dir() -> Option<String> {
     cache_dir().map(|p| p.display().to_string())
 }
 
+/// Compiles every kernel family for `arch` through the cache (memory, then disk, then NVRTC).
+#[pyfunction]
+#[pyo3(signature = (arch = "sm_90a"))]
+fn _warm_kernel_cache(py: Python<'_>, arch: &str) -> PyResult<()> {
+    let arch = arch.to_string();
+    py.detach(move || warm_cache(&arch)).map_err(kernel_err)
+}
+
 /// NVRTC's (major, minor); RuntimeError saying where it looked when it cannot be loaded.
 #[pyfunction]
 fn _nvrtc_version() -> PyResult<(i32, i32)> {
@@ -57,5 +65,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_kernel_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(_nvrtc_version, m)?)?;
+    m.add_function(wrap_pyfunction!(_warm_kernel_cache, m)?)?;
     Ok(())
 }

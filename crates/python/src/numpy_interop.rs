@@ -112,12 +112,15 @@ pub fn from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<Buffer> {
     })?;
     let dtype = dtype::extract(&dt, "dtype")?;
     let flags = arr.getattr("flags")?;
-    let shareable: bool = flags.getattr("c_contiguous")?.extract::<bool>()? && flags.getattr("writeable")?.extract()?;
+    let native: bool = np_dtype.getattr("isnative")?.extract()?;
+    let shareable: bool =
+        native && flags.getattr("c_contiguous")?.extract::<bool>()? && flags.getattr("writeable")?.extract()?;
     let arr = if shareable {
         arr.clone()
     } else {
         let kw = PyDict::new(py);
         kw.set_item("order", "C")?;
+        kw.set_item("dtype", np_dtype.call_method1("newbyteorder", ("=",))?)?;
         np.call_method("array", (arr,), Some(&kw))?
     };
     let ua = arr.cast::<PyUntypedArray>()?;

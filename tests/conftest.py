@@ -1,0 +1,24 @@
+"""Shared fixtures: fresh random generators, and GPU tests that skip cleanly without a GPU."""
+
+import os
+
+import numpy as np
+import pytest
+
+from max import driver
+
+
+@pytest.fixture
+def rng(request):
+    """A generator with a fresh seed per test; the seed is printed so a failure can be replayed."""
+    seed = int(os.environ.get("MAX_TEST_SEED", np.random.SeedSequence().entropy % (2**32)))
+    print(f"{request.node.name}: MAX_TEST_SEED={seed}")
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """The first accelerator; skips the test on a machine without one."""
+    if driver.accelerator_count() == 0:
+        pytest.skip("no GPU on this machine")
+    return driver.Accelerator()

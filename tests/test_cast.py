@@ -1,0 +1,94 @@
+"""Buffer._cast on the host against numpy/ml_dtypes, for every pair of cast dtypes.
+
+The reference is numpy's own astype (ml_dtypes for bfloat16 and float8). Where numpy leaves the
+result undefined (out-of-range or NaN float -> int) the engine's rule (saturate, NaN -> 0) is
+checked on its own.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from helpers import CAST_DTYPES, VALUE_TYPES, random_values
+from max import driver
+from max.dtype import DType
+
+
+def reference(src: np.ndarray, to: DType) -> np.ndarray:
+    if src.dtype.kind == "V" or src.dtype in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.bfloat16):
+        src = src.astype(np.float64)  # exact; ml_dtypes converts through float32 otherwise
+    with np.errstate(over="ignore", invalid="ignore"):
+        return src.astype(VALUE_TYPES[to])
+
+
+def safe_values(rng, src: DType, to: DType, n: int) -> np.ndarray:
+    """Values whose conversion numpy defines: floats within the integer target's range."""
+    v = random_values(rng, src, (n,))
+    if src.is_float() and (to.is_integral()):
+        info = np.iinfo(VALUE_TYPES[to])
+        v64 = v.astype(np.float64)
+        ok = np.isfinite(v64) & (v64 > info.min - 1) & (v64 < float(info.max) * (1 - 2**-53))
+        v = v[ok]
+    if src.is_float() and to in (DType.float8_e4m3fn, DType.float8_e5m2, DType.bfloat16):
+        v = v.astype(np.float32).astype(VALUE_TYPES[src]) if src is DType.float64 else v
+    if src.is_integral() and to in (DType.bfloat16, DType.float8_e4m3fn, DType.float8_e5m2, DType.float16):
+        v = v[np.abs(v.astype(np.float64)) < 2**24]
+    return v
+
+
+@pytest.mark.parametrize("src", CAST_DTYPES, ids=lambda d: d.name)
+def test_cast_matches_numpy(rng, src):
+    for to in CAST_DTYPES:
+        v = safe_values(rng, src, to, 4000)
+        got = driver.Buffer.from_numpy(v)._cast(to)
+        assert got.dtype is to
+        out = got.to_numpy()
+        expected = reference(v, to)
+        if to.is_float8():
+            out = out.view(VALUE_TYPES[to])
+        bits = np.uint8 if to.size_in_bytes == 1 else {2: np.uint16, 4: np.uint32, 8: np.uint64}[to.size_in_bytes]
+        mismatch = out.view(bits) != expected.view(bits)
+        # NaN payloads differ between libraries; the engine's NaN is canonical (checked below)
+        if to.is_float():
+            both_nan = np.isnan(out.astype(np.float64)) & np.isnan(expected.astype(np.float64))
+            mismatch &= ~both_nan
+        assert not mismatch.any(), f"{src.name}->{to.name}: {v[mismatch][:5]} -> {out[mismatch][:5]} vs {expected[mismatch][:5]}"
+
+
+def test_float_to_int_saturates_and_nan_is_zero():
+    v = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 127.9, -128.9, 300.0], np.float32)
+    out = driver.Buffer.from_numpy(v)._cast(DType.int8).to_numpy()
+    assert out.tolist() == [0, 127, -128, 127, -128, 127, -128, 127]
+    out = driver.Buffer.from_numpy(v)._cast(DType.uint64).to_numpy()
+    assert out.tolist() == [0, 2**64 - 1, 0, 2**64 - 1, 0, 127, 0, 300]
+    out = driver.Buffer.from_numpy(v)._cast(DType.bool).to_numpy()
+    assert out.tolist() == [True] * 8
+
+
+def test_nan_is_canonical_with_sign():
+    v = np.array([0x7FC12345, 0xFF812345], np.uint32).view(np.float32)
+    b = driver.Buffer.from_numpy(v)
+    assert b._cast(DType.float16).view(DType.uint16).to_numpy().tolist() == [0x7E00, 0xFE00]
+    assert b._cast(DType.bfloat16).view(DType.uint16).to_numpy().tolist() == [0x7FC0, 0xFFC0]
+    assert b._cast(DType.float8_e4m3fn).to_numpy().tolist() == [0x7F, 0xFF]
+    assert b._cast(DType.float8_e5m2).to_numpy().tolist() == [0x7E, 0xFE]
+
+
+def test_float64_to_narrow_types_round_once():
+    # 1 + 2^-11 + 2^-40 is above the float16 halfway point: one correct rounding goes up,
+    # rounding through float32 first would go down.
+    v = np.array([1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 1 + 2**-11], np.float64)
+    b = driver.Buffer.from_numpy(v)
+    assert b._cast(DType.float16).to_numpy().tolist() == [1 + 2**-10, 1 + 2**-8, 1.0]
+    assert b._cast(DType.bfloat16).to_numpy().astype(np.float64).tolist()[1] == 1 + 2**-7
+
+
+def test_unsupported_cast_is_a_value_error():
+    with pytest.raises(ValueError, match="cast from float32 to float4_e2m1fn is not supported"):
+        driver.Buffer(DType.float32, [3])._cast(DType.float4_e2m1fn)
+
+
+def test_cast_of_a_strided_view(rng):
+    a = rng.standard_normal((6, 4)).astype(np.float32)
+    out = driver.Buffer.from_numpy(a)[::-2, 1:]._cast(DType.float64).to_numpy()
+    assert np.array_equal(out, a[::-2, 1:].astype(np.float64))
