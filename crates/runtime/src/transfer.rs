@@ -93,14 +93,32 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
                     .map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
             } else {
                 let (shape, strides) = cpu::copy::coalesce(src.shape(), src.strides());
-                max_kernels_cuda::launch::copy_strided(stream, src.addr(), dst.addr(), width, &shape, &strides)
-                    .map_err(|e| match e {
-                        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-                        other => other.into(),
-                    })?;
+                gather_on_device(stream, src.addr(), dst.addr(), width, &shape, &strides)?;
             }
             // The source is freed in the order of its own stream: keep that after this copy.
             src.stream().wait_for(dst.stream())
         }
     }
+}
+
+/// Gathers a strided device view into contiguous device memory. Views with more dimensions
+/// than the kernel takes (after merging) are split along their leading dimension.
+fn gather_on_device(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    src: u64,
+    dst: u64,
+    width: usize,
+    shape: &[usize],
+    strides: &[isize],
+) -> Result<()> {
+    use max_kernels_cuda::launch::{MAX_STRIDED_RANK, copy_strided};
+    if shape.len() <= MAX_STRIDED_RANK {
+        return Ok(copy_strided(stream, src, dst, width, shape, strides)?);
+    }
+    let inner: usize = shape[1..].iter().product::<usize>() * width;
+    for i in 0..shape[0] {
+        let from = (src as i128 + i as i128 * strides[0] as i128 * width as i128) as u64;
+        gather_on_device(stream, from, dst + (i * inner) as u64, width, &shape[1..], &strides[1..])?;
+    }
+    Ok(())
 }

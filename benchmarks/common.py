@@ -1,0 +1,52 @@
+"""Shared pieces of the benchmark scripts: device timing, the result table and JSON output."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def time_gpu(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 3, reps: int = 20) -> float:
+    """Median seconds of `fn` with the device synchronised around each run."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def write(name: str, device: str, rows: list[dict], command: str) -> Path:
+    """Prints the rows as a table and writes them, with where and when, as JSON."""
+    keys = list(rows[0]) if rows else []
+    widths = [max(len(k), *(len(f"{r[k]}") for r in rows)) for k in keys]
+    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+    for r in rows:
+        print("  ".join(f"{r[k]}".ljust(w) for k, w in zip(keys, widths)))
+    out_dir = Path(os.environ.get("MAX_BENCH_OUT", RESULTS))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = device.lower().replace(" ", "-")
+    path = out_dir / f"{name}-{slug}.json"
+    payload = {
+        "benchmark": name,
+        "device": device,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "command": command,
+        "rows": rows,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {path}")
+    return path
