@@ -168,11 +168,17 @@ impl DType {
     }
 
     pub fn is_signed_integral(self) -> bool {
-        matches!(self, DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64)
+        matches!(
+            self,
+            DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64
+        )
     }
 
     pub fn is_unsigned_integral(self) -> bool {
-        matches!(self, DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64)
+        matches!(
+            self,
+            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64
+        )
     }
 
     pub fn is_bool(self) -> bool {

@@ -54,65 +54,71 @@ __device__ __forceinline__ u32 round_f32_to_small(u32 abs, int mbits, int bias) 
     return e >= 1 ? ((u32)e << mbits) + q - (1u << mbits) : q;
 }
 
-// ---- decode: every type to f64 (exact) -----------------------------------------------------
-__device__ __forceinline__ double to_f64(float x) { return (double)x; }
-__device__ __forceinline__ double to_f64(double x) { return x; }
-__device__ __forceinline__ double to_f64(f16 x) {
+// ---- decode: every float type to f32 (narrow types, exact) or f64 (all, exact) -------------
+// NaNs are rebuilt from their sign bit: hardware conversions of NaN do not keep the sign.
+__device__ __forceinline__ float nan32(bool negative) { return bits_f32(((u32)negative << 31) | 0x7FC00000u); }
+__device__ __forceinline__ double nan64(bool negative) {
+    return __longlong_as_double((long long)(((u64)negative << 63) | 0x7FF8000000000000ull));
+}
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(f16 x) {
+    if ((x.bits & 0x7FFFu) > 0x7C00u) return nan32(x.bits >> 15);
     float r;
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x.bits));
-    return (double)r;
+    return r;
 }
-__device__ __forceinline__ double to_f64(bf16 x) { return (double)bits_f32((u32)x.bits << 16); }
-__device__ __forceinline__ double small_to_f64(u32 b, int mbits, int bias) {
-    u32 sign = b >> 7;
+__device__ __forceinline__ float to_f32(bf16 x) { return bits_f32((u32)x.bits << 16); }
+// A small float (sign, exponent with `bias`, mbits mantissa bits) that is finite.
+__device__ __forceinline__ float small_to_f32(u32 b, int mbits, int bias) {
+    u32 sign = (b >> 7) << 31;
     u32 mag = b & 0x7Fu;
     u32 e = mag >> mbits;
     u32 m = mag & ((1u << mbits) - 1u);
-    double v = e == 0 ? (double)m * exp2((double)(1 - bias - mbits))
-                      : (1.0 + (double)m / (double)(1u << mbits)) * exp2((double)((int)e - bias));
-    return sign ? -v : v;
+    if (e == 0) {  // subnormal: m * 2^(1 - bias - mbits), a normal f32 power of two
+        float v = (float)m * bits_f32((u32)(127 + 1 - bias - mbits) << 23);
+        return bits_f32(f32_bits(v) | sign);
+    }
+    return bits_f32(sign | ((e - bias + 127) << 23) | (m << (23 - mbits)));
 }
-__device__ __forceinline__ double to_f64(f8e4m3 x) {
-    if ((x.bits & 0x7Fu) == 0x7Fu) return (x.bits & 0x80u) ? -__longlong_as_double(0x7FF8000000000000ll) : __longlong_as_double(0x7FF8000000000000ll);
-    return small_to_f64(x.bits, 3, 7);
+__device__ __forceinline__ float to_f32(f8e4m3 x) {
+    if ((x.bits & 0x7Fu) == 0x7Fu) return nan32(x.bits >> 7);
+    return small_to_f32(x.bits, 3, 7);
 }
-__device__ __forceinline__ double to_f64(f8e5m2 x) {
+__device__ __forceinline__ float to_f32(f8e5m2 x) {
     u32 mag = x.bits & 0x7Fu;
-    double s = (x.bits & 0x80u) ? -1.0 : 1.0;
-    if (mag == 0x7Cu) return s * __longlong_as_double(0x7FF0000000000000ll);
-    if (mag > 0x7Cu) return s * __longlong_as_double(0x7FF8000000000000ll);
-    return small_to_f64(x.bits, 2, 15);
+    if (mag > 0x7Cu) return nan32(x.bits >> 7);
+    if (mag == 0x7Cu) return bits_f32(((u32)(x.bits >> 7) << 31) | 0x7F800000u);
+    return small_to_f32(x.bits, 2, 15);
 }
 
-// ---- encode: f64 to every float type ----------------------------------------------------------
-__device__ __forceinline__ bool sign_of(double v) { return (__double_as_longlong(v) >> 63) != 0; }
+__device__ __forceinline__ double to_f64(double x) { return x; }
+template <typename S> __device__ __forceinline__ double to_f64(S x) {
+    float f = to_f32(x);
+    return isnan(f) ? nan64(f32_bits(f) >> 31) : (double)f;
+}
 
-template <typename T> struct FromF64;
-template <> struct FromF64<double> {
-    static __device__ __forceinline__ double go(double v) {
-        return isnan(v) ? __longlong_as_double((long long)(((u64)sign_of(v) << 63) | 0x7FF8000000000000ull)) : v;
-    }
+// ---- encode: f32 (or f64) to every float type -------------------------------------------------
+template <typename T> struct FromF32;
+template <> struct FromF32<float> {
+    static __device__ __forceinline__ float go(float v) { return isnan(v) ? nan32(f32_bits(v) >> 31) : v; }
 };
-template <> struct FromF64<float> {
-    static __device__ __forceinline__ float go(double v) {
-        return isnan(v) ? bits_f32(((u32)sign_of(v) << 31) | 0x7FC00000u) : __double2float_rn(v);
-    }
+template <> struct FromF32<double> {
+    static __device__ __forceinline__ double go(float v) { return isnan(v) ? nan64(f32_bits(v) >> 31) : (double)v; }
 };
-template <> struct FromF64<f16> {
-    static __device__ __forceinline__ f16 go(double v) {
-        u16 s = (u16)sign_of(v) << 15;
-        if (isnan(v)) return f16{(u16)(s | 0x7E00u)};
-        float t = f64_to_f32_odd(v);
+template <> struct FromF32<f16> {
+    static __device__ __forceinline__ f16 go(float v) {
+        if (isnan(v)) return f16{(u16)(((f32_bits(v) >> 31) << 15) | 0x7E00u)};
         u16 b;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(t));
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(v));
         return f16{b};
     }
 };
-template <> struct FromF64<bf16> {
-    static __device__ __forceinline__ bf16 go(double v) {
-        u32 s = (u32)sign_of(v);
+template <> struct FromF32<bf16> {
+    static __device__ __forceinline__ bf16 go(float v) {
+        u32 b = f32_bits(v);
+        u32 s = b >> 31;
         if (isnan(v)) return bf16{(u16)((s << 15) | 0x7FC0u)};
-        u32 b = f32_bits(f64_to_f32_odd(v));
         u32 abs = b & 0x7FFFFFFFu;
         if (abs == 0x7F800000u) return bf16{(u16)(b >> 16)};
         // nearest-even on the 16 dropped bits; a carry into the exponent gives inf correctly
@@ -120,22 +126,38 @@ template <> struct FromF64<bf16> {
         return bf16{(u16)((s << 15) | (r >> 16))};
     }
 };
-template <> struct FromF64<f8e4m3> {
-    static __device__ __forceinline__ f8e4m3 go(double v) {
-        u32 s = (u32)sign_of(v) << 7;
+template <> struct FromF32<f8e4m3> {
+    static __device__ __forceinline__ f8e4m3 go(float v) {
+        u32 s = (f32_bits(v) >> 31) << 7;
         if (isnan(v) || isinf(v)) return f8e4m3{(u8)(s | 0x7Fu)};
-        u32 m = round_f32_to_small(f32_bits(f64_to_f32_odd(v)) & 0x7FFFFFFFu, 3, 7);
+        u32 m = round_f32_to_small(f32_bits(v) & 0x7FFFFFFFu, 3, 7);
         return f8e4m3{(u8)(s | (m > 0x7Eu ? 0x7Fu : m))};
     }
 };
-template <> struct FromF64<f8e5m2> {
-    static __device__ __forceinline__ f8e5m2 go(double v) {
-        u32 s = (u32)sign_of(v) << 7;
+template <> struct FromF32<f8e5m2> {
+    static __device__ __forceinline__ f8e5m2 go(float v) {
+        u32 s = (f32_bits(v) >> 31) << 7;
         if (isnan(v)) return f8e5m2{(u8)(s | 0x7Eu)};
         if (isinf(v)) return f8e5m2{(u8)(s | 0x7Cu)};
-        u32 m = round_f32_to_small(f32_bits(f64_to_f32_odd(v)) & 0x7FFFFFFFu, 2, 15);
+        u32 m = round_f32_to_small(f32_bits(v) & 0x7FFFFFFFu, 2, 15);
         return f8e5m2{(u8)(s | (m >= 0x7Cu ? 0x7Cu : m))};
     }
+};
+
+__device__ __forceinline__ bool sign_of(double v) { return (__double_as_longlong(v) >> 63) != 0; }
+
+// f64 -> any float type: one correct rounding (narrow targets through an f32 rounded to odd).
+template <typename T> struct FromF64 {
+    static __device__ __forceinline__ T go(double v) {
+        if (isnan(v)) return FromF32<T>::go(nan32(sign_of(v)));
+        return FromF32<T>::go(f64_to_f32_odd(v));
+    }
+};
+template <> struct FromF64<double> {
+    static __device__ __forceinline__ double go(double v) { return isnan(v) ? nan64(sign_of(v)) : v; }
+};
+template <> struct FromF64<float> {
+    static __device__ __forceinline__ float go(double v) { return isnan(v) ? nan32(sign_of(v)) : __double2float_rn(v); }
 };
 
 // ---- the conversion every kernel uses: convert<Dst>(src) -----------------------------------
@@ -174,7 +196,10 @@ template <typename D> __device__ __forceinline__ D float_to_int(double v) {
 
 template <typename D, int DK, typename S, int SK> struct Convert;
 // float source
-template <typename D, typename S> struct Convert<D, 0, S, 0> { static __device__ D go(S x) { return FromF64<D>::go(to_f64(x)); } };
+// Every float type but f64 is exact in f32, so those convert through f32 (one rounding, fast);
+// f64 sources take the f64 path.
+template <typename D, typename S> struct Convert<D, 0, S, 0> { static __device__ D go(S x) { return FromF32<D>::go(to_f32(x)); } };
+template <typename D> struct Convert<D, 0, double, 0> { static __device__ D go(double x) { return FromF64<D>::go(x); } };
 template <typename D, typename S> struct Convert<D, 1, S, 0> { static __device__ D go(S x) { return float_to_int<D>(to_f64(x)); } };
 template <typename D, typename S> struct Convert<D, 2, S, 0> { static __device__ D go(S x) { return float_to_int<D>(to_f64(x)); } };
 template <typename D, typename S> struct Convert<D, 3, S, 0> { static __device__ D go(S x) { return to_f64(x) != 0.0; } };

@@ -22,7 +22,12 @@ fn every_family_compiles_for_sm90a() {
     }
     for family in sources::ALL {
         let cubin = compile(family, "sm_90a", Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin is not an ELF image", family.name);
+        assert_eq!(
+            &cubin[..4],
+            b"\x7fELF",
+            "{} cubin is not an ELF image",
+            family.name
+        );
         let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap()).unwrap();
         assert!(ptx.contains(".target sm_90a"), "{}", family.name);
     }
@@ -52,7 +57,12 @@ fn a_broken_source_reports_the_log() {
     if !nvrtc_or_skip() {
         return;
     }
-    let bad = sources::Family { name: "broken", source: "extern \"C\" __global__ void k() { oops; }" };
-    let err = compile(&bad, "sm_90a", Target::Cubin).unwrap_err().to_string();
+    let bad = sources::Family {
+        name: "broken",
+        source: "extern \"C\" __global__ void k() { oops; }",
+    };
+    let err = compile(&bad, "sm_90a", Target::Cubin)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("broken") && err.contains("oops"), "{err}");
 }

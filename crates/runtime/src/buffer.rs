@@ -22,7 +22,11 @@ pub struct Buffer {
 
 fn fmt_dims<T: std::fmt::Display>(dims: &[T]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
-    format!("({}{})", parts.join(", "), if parts.len() == 1 { "," } else { "" })
+    format!(
+        "({}{})",
+        parts.join(", "),
+        if parts.len() == 1 { "," } else { "" }
+    )
 }
 
 /// Validates a requested shape; returns the extents and the byte size.
@@ -59,7 +63,14 @@ fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
 impl Buffer {
     fn whole(storage: Storage, dtype: DType, shape: Vec<usize>, stream: Stream) -> Buffer {
         let strides = contiguous_strides(&shape);
-        Buffer { storage: Arc::new(storage), dtype, shape, strides, offset: 0, stream }
+        Buffer {
+            storage: Arc::new(storage),
+            dtype,
+            shape,
+            strides,
+            offset: 0,
+            stream,
+        }
     }
 
     /// A new buffer on the device of `stream`: zero-filled on the host, uninitialised on a GPU.
@@ -84,7 +95,12 @@ impl Buffer {
             ));
         };
         let (shape, nbytes) = checked_shape("Buffer", shape, dtype)?;
-        Ok(Buffer::whole(Storage::pinned(nbytes, dev)?, dtype, shape, Stream::Host))
+        Ok(Buffer::whole(
+            Storage::pinned(nbytes, dev)?,
+            dtype,
+            shape,
+            Stream::Host,
+        ))
     }
 
     pub fn zeros(dtype: DType, shape: &[i64], device: &Device) -> Result<Buffer> {
@@ -110,7 +126,9 @@ impl Buffer {
     ) -> Result<Buffer> {
         let item = dtype.size_in_bytes() as isize;
         if shape.len() != byte_strides.len() {
-            return Err(Error::Value("external array: shape and strides differ in length".into()));
+            return Err(Error::Value(
+                "external array: shape and strides differ in length".into(),
+            ));
         }
         if byte_strides.iter().any(|s| s % item != 0) {
             return Err(Error::Value(format!(
@@ -200,21 +218,35 @@ impl Buffer {
                 stream.device().label()
             )));
         }
-        Ok(Buffer { stream: stream.clone(), ..self.clone() })
+        Ok(Buffer {
+            stream: stream.clone(),
+            ..self.clone()
+        })
     }
 
     /// numpy basic indexing; the result shares memory.
     pub fn index(&self, items: &[IndexItem]) -> Result<Buffer> {
-        let view = View { shape: self.shape.clone(), strides: self.strides.clone(), offset: self.offset as isize };
+        let view = View {
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            offset: self.offset as isize,
+        };
         let v = index::apply(&view, items, self.dtype.size_in_bytes())?;
-        Ok(Buffer { shape: v.shape, strides: v.strides, offset: v.offset as usize, ..self.clone() })
+        Ok(Buffer {
+            shape: v.shape,
+            strides: v.strides,
+            offset: v.offset as usize,
+            ..self.clone()
+        })
     }
 
     /// Reinterprets the bytes of a contiguous buffer as another dtype and shape. Without a
     /// shape, the last dimension absorbs the change of element size.
     pub fn view(&self, dtype: DType, shape: Option<&[i64]>) -> Result<Buffer> {
         if !self.is_contiguous() {
-            return Err(Error::Value("Buffer.view needs a contiguous buffer; call .contiguous() first".into()));
+            return Err(Error::Value(
+                "Buffer.view needs a contiguous buffer; call .contiguous() first".into(),
+            ));
         }
         let (new_shape, _) = match shape {
             Some(dims) => {
@@ -253,7 +285,12 @@ impl Buffer {
             }
         };
         let strides = contiguous_strides(&new_shape);
-        Ok(Buffer { dtype, shape: new_shape, strides, ..self.clone() })
+        Ok(Buffer {
+            dtype,
+            shape: new_shape,
+            strides,
+            ..self.clone()
+        })
     }
 
     /// Writes one bit pattern into every element of this view.
@@ -263,7 +300,14 @@ impl Buffer {
             Stream::Host => {
                 let pattern = &bits.to_le_bytes()[..width];
                 // SAFETY: the view lies inside host storage this buffer keeps alive.
-                unsafe { cpu::copy::fill_strided(self.addr() as *mut u8, pattern, &self.shape, &self.strides) };
+                unsafe {
+                    cpu::copy::fill_strided(
+                        self.addr() as *mut u8,
+                        pattern,
+                        &self.shape,
+                        &self.strides,
+                    )
+                };
                 Ok(())
             }
             Stream::Cuda { device, stream } => {
@@ -275,7 +319,13 @@ impl Buffer {
                     ));
                 }
                 device.bind()?;
-                max_kernels_cuda::launch::fill(stream, self.addr(), self.num_elements() as u64, width, bits)?;
+                max_kernels_cuda::launch::fill(
+                    stream,
+                    self.addr(),
+                    self.num_elements() as u64,
+                    width,
+                    bits,
+                )?;
                 Ok(())
             }
         }
@@ -299,7 +349,11 @@ impl Buffer {
         let mut bytes = [0u8; 8];
         // SAFETY: the host buffer holds one element of size_in_bytes <= 8 bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(host.addr() as *const u8, bytes.as_mut_ptr(), self.dtype.size_in_bytes())
+            std::ptr::copy_nonoverlapping(
+                host.addr() as *const u8,
+                bytes.as_mut_ptr(),
+                self.dtype.size_in_bytes(),
+            )
         };
         Ok(Scalar::from_bits(self.dtype, u64::from_le_bytes(bytes)))
     }
@@ -324,7 +378,11 @@ impl Buffer {
 
     /// This buffer if it already lives on `device`, else a copy there.
     pub fn to(&self, device: &Device) -> Result<Buffer> {
-        if self.device() == device { Ok(self.clone()) } else { self.copy_to(device) }
+        if self.device() == device {
+            Ok(self.clone())
+        } else {
+            self.copy_to(device)
+        }
     }
 
     /// Copies `src` into this buffer: both contiguous, same dtype and element count.
@@ -340,7 +398,9 @@ impl Buffer {
             )));
         }
         if !self.is_contiguous() || !src.is_contiguous() {
-            return Err(Error::Value("inplace_copy_from: both buffers must be contiguous".into()));
+            return Err(Error::Value(
+                "inplace_copy_from: both buffers must be contiguous".into(),
+            ));
         }
         if Arc::ptr_eq(&self.storage, &src.storage) {
             let tmp = src.contiguous()?;
@@ -351,7 +411,11 @@ impl Buffer {
 
     /// A new contiguous buffer with every element converted to `dtype`, on the same device.
     pub fn cast(&self, dtype: DType) -> Result<Buffer> {
-        let src = if self.is_contiguous() { self.clone() } else { self.contiguous()? };
+        let src = if self.is_contiguous() {
+            self.clone()
+        } else {
+            self.contiguous()?
+        };
         let shape: Vec<i64> = self.shape.iter().map(|d| *d as i64).collect();
         let out = Buffer::empty_on(dtype, &shape, &self.stream)?;
         match &self.stream {
@@ -367,11 +431,18 @@ impl Buffer {
             }
             Stream::Cuda { device, stream } => {
                 device.bind()?;
-                max_kernels_cuda::launch::cast(stream, src.addr(), self.dtype, out.addr(), dtype, self.num_elements() as u64)
-                    .map_err(|e| match e {
-                        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-                        other => other.into(),
-                    })?;
+                max_kernels_cuda::launch::cast(
+                    stream,
+                    src.addr(),
+                    self.dtype,
+                    out.addr(),
+                    dtype,
+                    self.num_elements() as u64,
+                )
+                .map_err(|e| match e {
+                    max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
+                    other => other.into(),
+                })?;
             }
         }
         Ok(out)

@@ -22,16 +22,22 @@ pub struct CudaDevice {
 
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaDevice({}, {}, {})", self.ordinal, self.name, self.arch)
+        write!(
+            f,
+            "CudaDevice({}, {}, {})",
+            self.ordinal, self.name, self.arch
+        )
     }
 }
 
 fn probe() -> std::result::Result<usize, String> {
     // SAFETY: opens and closes the driver library; no symbol is called.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err("the NVIDIA driver library libcuda.so could not be loaded (no NVIDIA driver \
+        return Err(
+            "the NVIDIA driver library libcuda.so could not be loaded (no NVIDIA driver \
                     is installed on this machine)"
-            .into());
+                .into(),
+        );
     }
     result::init().map_err(|e| format!("the CUDA driver failed to initialise: {e}"))?;
     let n = result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {e}"))?;
@@ -74,9 +80,40 @@ fn open(ordinal: usize) -> Result<Arc<CudaDevice>> {
     // SAFETY: no cudarc CudaSlice is ever created on this context.
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    if ctx.has_async_alloc() {
+        keep_pool_memory(&ctx)?;
+    }
     let arch = max_kernels_cuda::arch_name(&ctx)?;
     let name = ctx.name().map_err(Error::cuda("cuDeviceGetName"))?;
-    Ok(Arc::new(CudaDevice { ordinal, ctx, stream, arch, name }))
+    Ok(Arc::new(CudaDevice {
+        ordinal,
+        ctx,
+        stream,
+        arch,
+        name,
+    }))
+}
+
+/// Stream-ordered allocations come from the device's default memory pool, which by default
+/// hands memory back to the driver at every synchronisation; a pool that keeps it makes a
+/// freed-then-reallocated buffer cost a pointer bump instead of a page mapping.
+fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::sys;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold = u64::MAX;
+    // SAFETY: valid device handle and out-pointers for the duration of the calls.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+            .result()
+            .map_err(Error::cuda("cuDeviceGetDefaultMemPool"))?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .result()
+        .map_err(Error::cuda("cuMemPoolSetAttribute"))
+    }
 }
 
 /// The device with this ordinal, opened once per process.
@@ -84,7 +121,9 @@ pub fn cuda_device(ordinal: usize) -> Result<Arc<CudaDevice>> {
     let count = accelerator_count();
     if count == 0 {
         let reason = cuda_unavailable_reason().unwrap_or_default();
-        return Err(Error::Device(format!("no accelerator is available: {reason}")));
+        return Err(Error::Device(format!(
+            "no accelerator is available: {reason}"
+        )));
     }
     if ordinal >= count {
         return Err(Error::Device(format!(
@@ -100,7 +139,9 @@ pub fn cuda_device(ordinal: usize) -> Result<Arc<CudaDevice>> {
         return Ok(d.clone());
     }
     let dev = catch_unwind(AssertUnwindSafe(|| open(ordinal))).unwrap_or_else(|_| {
-        Err(Error::Device(format!("opening accelerator {ordinal} failed inside the CUDA driver")))
+        Err(Error::Device(format!(
+            "opening accelerator {ordinal} failed inside the CUDA driver"
+        )))
     })?;
     map.insert(ordinal, dev.clone());
     Ok(dev)
@@ -110,7 +151,9 @@ impl CudaDevice {
     /// Makes this device's context current on the calling thread (every entry point calls it:
     /// Python may call from any thread).
     pub fn bind(&self) -> Result<()> {
-        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
+        self.ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("cuCtxSetCurrent"))
     }
 
     /// (free, total) device memory in bytes.
@@ -121,7 +164,9 @@ impl CudaDevice {
 
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        self.ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize"))
+        self.ctx
+            .synchronize()
+            .map_err(Error::cuda("cuCtxSynchronize"))
     }
 
     pub fn can_access_peer(&self, other: &CudaDevice) -> Result<bool> {
@@ -137,4 +182,3 @@ impl CudaDevice {
         Ok(can != 0)
     }
 }
-

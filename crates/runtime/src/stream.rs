@@ -10,7 +10,10 @@ use crate::{Device, Error, Result};
 #[derive(Clone, Debug)]
 pub enum Stream {
     Host,
-    Cuda { device: Arc<CudaDevice>, stream: Arc<CudaStream> },
+    Cuda {
+        device: Arc<CudaDevice>,
+        stream: Arc<CudaStream>,
+    },
 }
 
 impl PartialEq for Stream {
@@ -30,7 +33,10 @@ impl Stream {
     pub fn default_for(device: &Device) -> Stream {
         match device {
             Device::Cpu => Stream::Host,
-            Device::Cuda(d) => Stream::Cuda { device: d.clone(), stream: d.stream.clone() },
+            Device::Cuda(d) => Stream::Cuda {
+                device: d.clone(),
+                stream: d.stream.clone(),
+            },
         }
     }
 
@@ -41,7 +47,10 @@ impl Stream {
             Device::Cuda(d) => {
                 d.bind()?;
                 let stream = d.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-                Ok(Stream::Cuda { device: d.clone(), stream })
+                Ok(Stream::Cuda {
+                    device: d.clone(),
+                    stream,
+                })
             }
         }
     }
@@ -59,7 +68,9 @@ impl Stream {
             Stream::Host => Ok(()),
             Stream::Cuda { device, stream } => {
                 device.bind()?;
-                stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
+                stream
+                    .synchronize()
+                    .map_err(Error::cuda("cuStreamSynchronize"))
             }
         }
     }
@@ -69,14 +80,24 @@ impl Stream {
         match (self, other) {
             (_, Stream::Host) => Ok(()),
             (Stream::Host, s) => s.synchronize(),
-            (Stream::Cuda { device, stream }, Stream::Cuda { device: od, stream: other }) => {
+            (
+                Stream::Cuda { device, stream },
+                Stream::Cuda {
+                    device: od,
+                    stream: other,
+                },
+            ) => {
                 if stream.cu_stream() == other.cu_stream() {
                     return Ok(());
                 }
                 od.bind()?;
-                let event = other.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
+                let event = other
+                    .record_event(None)
+                    .map_err(Error::cuda("cuEventRecord"))?;
                 device.bind()?;
-                stream.wait(&event).map_err(Error::cuda("cuStreamWaitEvent"))
+                stream
+                    .wait(&event)
+                    .map_err(Error::cuda("cuStreamWaitEvent"))
             }
         }
     }
@@ -84,13 +105,21 @@ impl Stream {
     /// Makes a foreign CUDA stream (a DLPack consumer's handle; 1 and 2 are the legacy and
     /// per-thread default streams) wait for the work queued here so far.
     pub fn make_wait(&self, foreign: u64) -> Result<()> {
-        let Stream::Cuda { device, stream } = self else { return Ok(()) };
+        let Stream::Cuda { device, stream } = self else {
+            return Ok(());
+        };
         device.bind()?;
-        let event = stream.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
+        let event = stream
+            .record_event(None)
+            .map_err(Error::cuda("cuEventRecord"))?;
         // SAFETY: the consumer promises `foreign` is a live stream of this device's context;
         // the event stays alive until the call returns (CUDA defers its destruction).
         unsafe {
-            cudarc::driver::sys::cuStreamWaitEvent(foreign as cudarc::driver::sys::CUstream, event.cu_event(), 0)
+            cudarc::driver::sys::cuStreamWaitEvent(
+                foreign as cudarc::driver::sys::CUstream,
+                event.cu_event(),
+                0,
+            )
         }
         .result()
         .map_err(Error::cuda("cuStreamWaitEvent"))

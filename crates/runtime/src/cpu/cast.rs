@@ -66,7 +66,11 @@ fn round_f32_to_small(abs: u32, mbits: u32, bias: i32) -> u32 {
     if rem > half || (rem == half && q & 1 == 1) {
         q += 1;
     }
-    if e >= 1 { ((e as u32) << mbits) + q - (1 << mbits) } else { q }
+    if e >= 1 {
+        ((e as u32) << mbits) + q - (1 << mbits)
+    } else {
+        q
+    }
 }
 
 /// A small float (1 sign bit, ebits, mbits) to f64; the caller handles NaN and inf codes.
@@ -110,7 +114,11 @@ impl Elem for f64 {
     }
     fn from_canon(c: Canon) -> Self {
         let v = to_f64_checked(c);
-        if v.is_nan() { nan_with_sign(v.is_sign_negative()) } else { v }
+        if v.is_nan() {
+            nan_with_sign(v.is_sign_negative())
+        } else {
+            v
+        }
     }
 }
 
@@ -120,7 +128,9 @@ impl Elem for f32 {
     }
     fn from_canon(c: Canon) -> Self {
         match c {
-            Canon::F(v) if v.is_nan() => f32::from_bits(((v.is_sign_negative() as u32) << 31) | 0x7FC0_0000),
+            Canon::F(v) if v.is_nan() => {
+                f32::from_bits(((v.is_sign_negative() as u32) << 31) | 0x7FC0_0000)
+            }
             Canon::F(v) => v as f32,
             Canon::I(i) => i as f32,
             Canon::U(u) => u as f32,
@@ -182,7 +192,11 @@ impl Elem for F8E5m2 {
     fn canon(self) -> Canon {
         let neg = self.0 & 0x80 != 0;
         match self.0 & 0x7F {
-            0x7C => Canon::F(if neg { f64::NEG_INFINITY } else { f64::INFINITY }),
+            0x7C => Canon::F(if neg {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }),
             m if m > 0x7C => Canon::F(nan_with_sign(neg)),
             _ => Canon::F(small_to_f64(self.0 as u32, 5, 2, 15)),
         }
@@ -237,21 +251,66 @@ int_elem!(i8 => I, i16 => I, i32 => I, i64 => I, u8 => U, u16 => U, u32 => U, u6
 macro_rules! with_cast_type {
     ($dtype:expr, $t:ident, $body:expr, $otherwise:expr) => {
         match $dtype {
-            DType::Bool => { type $t = bool; $body }
-            DType::Int8 => { type $t = i8; $body }
-            DType::Int16 => { type $t = i16; $body }
-            DType::Int32 => { type $t = i32; $body }
-            DType::Int64 => { type $t = i64; $body }
-            DType::UInt8 => { type $t = u8; $body }
-            DType::UInt16 => { type $t = u16; $body }
-            DType::UInt32 => { type $t = u32; $body }
-            DType::UInt64 => { type $t = u64; $body }
-            DType::Float16 => { type $t = half::f16; $body }
-            DType::BFloat16 => { type $t = half::bf16; $body }
-            DType::Float32 => { type $t = f32; $body }
-            DType::Float64 => { type $t = f64; $body }
-            DType::Float8E4m3fn => { type $t = $crate::cpu::cast::F8E4m3; $body }
-            DType::Float8E5m2 => { type $t = $crate::cpu::cast::F8E5m2; $body }
+            DType::Bool => {
+                type $t = bool;
+                $body
+            }
+            DType::Int8 => {
+                type $t = i8;
+                $body
+            }
+            DType::Int16 => {
+                type $t = i16;
+                $body
+            }
+            DType::Int32 => {
+                type $t = i32;
+                $body
+            }
+            DType::Int64 => {
+                type $t = i64;
+                $body
+            }
+            DType::UInt8 => {
+                type $t = u8;
+                $body
+            }
+            DType::UInt16 => {
+                type $t = u16;
+                $body
+            }
+            DType::UInt32 => {
+                type $t = u32;
+                $body
+            }
+            DType::UInt64 => {
+                type $t = u64;
+                $body
+            }
+            DType::Float16 => {
+                type $t = half::f16;
+                $body
+            }
+            DType::BFloat16 => {
+                type $t = half::bf16;
+                $body
+            }
+            DType::Float32 => {
+                type $t = f32;
+                $body
+            }
+            DType::Float64 => {
+                type $t = f64;
+                $body
+            }
+            DType::Float8E4m3fn => {
+                type $t = $crate::cpu::cast::F8E4m3;
+                $body
+            }
+            DType::Float8E5m2 => {
+                type $t = $crate::cpu::cast::F8E5m2;
+                $body
+            }
             _ => $otherwise,
         }
     };
@@ -271,7 +330,10 @@ fn cast_typed<S: Elem, D: Elem>(src: &[u8], dst: &mut [u8]) {
         // is used so host slices of any alignment work.
         unsafe {
             let s = std::ptr::read_unaligned(src.as_ptr().cast::<S>().add(i));
-            std::ptr::write_unaligned(dst.as_mut_ptr().cast::<D>().add(i), D::from_canon(s.canon()));
+            std::ptr::write_unaligned(
+                dst.as_mut_ptr().cast::<D>().add(i),
+                D::from_canon(s.canon()),
+            );
         }
     }
 }
@@ -286,8 +348,20 @@ pub fn cast_slice(src: &[u8], from: DType, dst: &mut [u8], to: DType) -> Result<
             dst.len()
         )));
     }
-    with_cast_type!(from, S, with_cast_type!(to, D, { cast_typed::<S, D>(src, dst); Ok(()) },
-        Err(unsupported(from, to))), Err(unsupported(from, to)))
+    with_cast_type!(
+        from,
+        S,
+        with_cast_type!(
+            to,
+            D,
+            {
+                cast_typed::<S, D>(src, dst);
+                Ok(())
+            },
+            Err(unsupported(from, to))
+        ),
+        Err(unsupported(from, to))
+    )
 }
 
 /// Decodes one element's bits (little-endian, in the low bytes of `bits`) to its widest form.
@@ -330,9 +404,14 @@ pub fn encode(dtype: DType, value: Canon) -> Result<u64> {
         unsafe { std::ptr::write_unaligned(out.as_mut_ptr().cast::<T>(), v) };
         u64::from_le_bytes(out)
     }
-    with_cast_type!(dtype, T, Ok(bits_of(T::from_canon(value))), Err(Error::Value(format!(
-        "values cannot be written as {dtype}: only its bit pattern can (use Buffer.view)"
-    ))))
+    with_cast_type!(
+        dtype,
+        T,
+        Ok(bits_of(T::from_canon(value))),
+        Err(Error::Value(format!(
+            "values cannot be written as {dtype}: only its bit pattern can (use Buffer.view)"
+        )))
+    )
 }
 
 #[cfg(test)]
@@ -345,8 +424,14 @@ mod tests {
         // rounding through a plain f32 would lose the 2^-40 and round to even (down).
         let v = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
         assert_eq!(f16::from_canon(Canon::F(v)).to_f64(), 1.0 + 2f64.powi(-10));
-        assert_eq!(f16::from_canon(Canon::F(1.0 + 2f64.powi(-11))).to_f64(), 1.0);
-        assert_eq!(bf16::from_canon(Canon::F(1.0 + 2f64.powi(-8) + 2f64.powi(-40))).to_f64(), 1.0 + 2f64.powi(-7));
+        assert_eq!(
+            f16::from_canon(Canon::F(1.0 + 2f64.powi(-11))).to_f64(),
+            1.0
+        );
+        assert_eq!(
+            bf16::from_canon(Canon::F(1.0 + 2f64.powi(-8) + 2f64.powi(-40))).to_f64(),
+            1.0 + 2f64.powi(-7)
+        );
     }
 
     #[test]
@@ -397,10 +482,16 @@ mod tests {
 
     #[test]
     fn slices_convert() {
-        let src: Vec<u8> = [1.5f32, -2.25, 70000.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let src: Vec<u8> = [1.5f32, -2.25, 70000.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let mut dst = vec![0u8; 6];
         cast_slice(&src, DType::Float32, &mut dst, DType::Float16).unwrap();
-        let got: Vec<f32> = dst.chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+        let got: Vec<f32> = dst
+            .chunks(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect();
         assert_eq!(got, vec![1.5, -2.25, f32::INFINITY]);
         assert!(cast_slice(&src, DType::Float32, &mut dst, DType::Float4E2m1fn).is_err());
     }
