@@ -8,6 +8,7 @@ mod device;
 mod dlpack;
 mod dtype;
 mod errors;
+mod graph;
 mod index;
 mod kernels;
 mod numpy_interop;
@@ -59,5 +60,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     buffer::register(&driver_mod)?;
     kernels::register(&driver_mod)?;
     add_submodule(m, &driver_mod)?;
+
+    let graph_mod = PyModule::new(py, "graph")?;
+    graph::register(&graph_mod)?;
+    add_submodule(m, &graph_mod)?;
     Ok(())
 }

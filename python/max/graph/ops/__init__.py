@@ -1,0 +1,26 @@
+"""Ops you can add while staging a graph (``max.graph.ops``), one module per family."""
+
+from max.graph.ops.buffer import *  # noqa: F403
+from max.graph.ops.buffer import __all__ as _buffer
+from max.graph.ops.control import *  # noqa: F403
+from max.graph.ops.control import __all__ as _control
+from max.graph.ops.conv import *  # noqa: F403
+from max.graph.ops.conv import __all__ as _conv
+from max.graph.ops.creation import *  # noqa: F403
+from max.graph.ops.creation import __all__ as _creation
+from max.graph.ops.elementwise import *  # noqa: F403
+from max.graph.ops.elementwise import __all__ as _elementwise
+from max.graph.ops.indexing import *  # noqa: F403
+from max.graph.ops.indexing import __all__ as _indexing
+from max.graph.ops.layout import *  # noqa: F403
+from max.graph.ops.layout import __all__ as _layout
+from max.graph.ops.linalg import *  # noqa: F403
+from max.graph.ops.linalg import __all__ as _linalg
+from max.graph.ops.quant import *  # noqa: F403
+from max.graph.ops.quant import __all__ as _quant
+from max.graph.ops.reduction import *  # noqa: F403
+from max.graph.ops.reduction import __all__ as _reduction
+
+__all__ = sorted(
+    {*_buffer, *_control, *_conv, *_creation, *_elementwise, *_indexing, *_layout, *_linalg, *_quant, *_reduction}
+)

@@ -1,0 +1,153 @@
+"""Ops that make tensors: constants, external constants (weights), ranges, shapes as
+tensors, casts and rebinds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from max.dtype import DType
+from max.graph.dim import Dim, StaticDim
+from max.graph.ops._stage import as_tensor, device_attr, dims_attr, dtype_attr, stage1, types_attr
+from max.graph.type import DeviceRef, FilterLayout, TensorType
+from max.graph.value import TensorValue
+
+_INT_RANGE = {d: (np.iinfo(d.to_numpy()).min, np.iinfo(d.to_numpy()).max) for d in DType if d.is_integral()}
+
+
+def _host_array(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__dlpack__") and not isinstance(value, (list, tuple)):
+        from max import driver
+
+        buf = value if isinstance(value, driver.Buffer) else driver.Buffer.from_dlpack(value)
+        return buf.to(driver.CPU()).to_numpy() if not buf.dtype.is_float8() else buf.to_numpy()
+    return np.asarray(value)
+
+
+def _default_dtype(value: Any, arr: np.ndarray) -> DType:
+    python_like = not isinstance(value, np.ndarray) and not hasattr(value, "__dlpack__")
+    if python_like and arr.dtype.kind == "f":
+        return DType.float32
+    if python_like and arr.dtype.kind in "iu":
+        return DType.int64
+    try:
+        return DType.from_numpy(arr.dtype)
+    except ValueError:
+        raise TypeError(f"constant: value: numpy dtype {arr.dtype} has no max.dtype.DType") from None
+
+
+def _encode(arr: np.ndarray, dtype: DType) -> bytes:
+    """The array's elements as `dtype`, little-endian, with the engine's cast rules."""
+    from max import driver
+
+    src_dtype = DType.from_numpy(arr.dtype)
+    if dtype.is_integral() and arr.size:
+        lo, hi = _INT_RANGE[dtype]
+        if src_dtype.is_float():
+            wide = arr.astype(np.float64)
+            if not np.all(np.isfinite(wide)) or np.any(wide != np.trunc(wide)):
+                raise ValueError(f"constant: value: non-integral values cannot be loaded as {dtype.name}")
+            vmin, vmax = wide.min(), wide.max()
+        else:
+            vmin, vmax = int(arr.min()), int(arr.max())
+        if vmin < lo or vmax > hi:
+            bad = vmin if vmin < lo else vmax
+            raise ValueError(f"constant: value: {bad} does not fit in {dtype.name} (range {lo}..{hi})")
+    buf = driver.Buffer.from_numpy(np.ascontiguousarray(arr))
+    if src_dtype != dtype:
+        buf = buf._cast(dtype)
+    if dtype is DType.bool:
+        return buf.view(DType.uint8).to_numpy().tobytes()
+    return buf.view(DType.uint8, [buf.num_elements * dtype.size_in_bytes]).to_numpy().tobytes()
+
+
+def constant(value: Any, dtype: DType | None = None, device: Any = None) -> TensorValue:
+    """A tensor holding `value` (a number, nested list, numpy array or DLPack array), loaded
+    as `dtype` (default: the value's own type; Python floats give float32, ints int64).
+    Integers that do not fit `dtype` are an error; floats are rounded to it."""
+    arr = _host_array(value)
+    if arr.dtype == object:
+        raise TypeError(f"constant: value must be numeric, got {type(value).__name__}")
+    if dtype is None:
+        dtype = _default_dtype(value, arr)
+    if not isinstance(dtype, DType):
+        raise TypeError(f"constant: dtype must be a max.dtype.DType, got {dtype!r}")
+    data = _encode(arr, dtype)
+    attrs = {
+        "data": ("data", data),
+        "dtype": dtype_attr(dtype),
+        "shape": dims_attr(arr.shape),
+        "device": device_attr(device if device is not None else DeviceRef.CPU()),
+    }
+    return stage1("constant", [], attrs)
+
+
+def constant_external(name: str, type: TensorType, align: int | None = None) -> TensorValue:  # noqa: A002
+    """A tensor supplied at load time by name (a weight)."""
+    if not isinstance(type, TensorType):
+        raise TypeError(f"constant_external: type must be a TensorType, got {type!r}")
+    return stage1("constant_external", [], {"name": name, "type": types_attr([type]), "align": align})
+
+
+def shape_to_tensor(shape: Iterable[Any]) -> TensorValue:
+    """The dims of `shape` as an int64 tensor (symbolic dims are read at run time)."""
+    return stage1("shape_to_tensor", [], {"shape": dims_attr(shape)})
+
+
+def cast(x: Any, dtype: DType) -> TensorValue:
+    """`x` converted elementwise to `dtype`."""
+    return stage1("cast", [as_tensor(x, op="cast", arg="x")], {"dtype": dtype_attr(dtype)})
+
+
+def rebind(x: Any, shape: Iterable[Any], message: str = "", layout: FilterLayout | None = None) -> TensorValue:
+    """`x` with its shape asserted (at run time) to be `shape`."""
+    t = as_tensor(x, op="rebind", arg="x")
+    return stage1("rebind", [t], {"shape": dims_attr(shape), "message": message})
+
+
+def _range_length(start: Any, stop: Any, step: Any) -> Dim | None:
+    def num(v: Any) -> Any:
+        if isinstance(v, StaticDim):
+            return int(v)
+        if isinstance(v, (bool, int, float, np.integer, np.floating)):
+            return v.item() if isinstance(v, np.generic) else v
+        return None
+
+    a, b, s = num(start), num(stop), num(step)
+    if a is not None and b is not None and s is not None:
+        if s == 0:
+            raise ValueError("range: step must be non-zero")
+        if (b - a) * s < 0:
+            raise ValueError(f"range: stop - start ({b} - {a}) must be zero or have the sign of step ({s})")
+        return Dim(max(0, math.ceil((b - a) / s)))
+    if isinstance(s, int) and s > 0 and isinstance(stop, (Dim, int)) and isinstance(start, (Dim, int)):
+        return (Dim(stop) - Dim(start) + (s - 1)) // s
+    return None
+
+
+def range(  # noqa: A001 - MAX's name
+    start: Any, stop: Any, step: Any = 1, out_dim: Any = None, *, dtype: DType, device: Any
+) -> TensorValue:
+    """`start`, `start + step`, ... up to (not including) `stop`, as a rank-1 tensor."""
+    length = Dim(out_dim) if out_dim is not None else _range_length(start, stop, step)
+    if length is None:
+        raise ValueError("range: out_dim is required when start, stop or step is only known at run time")
+    where = DeviceRef.from_device(device)
+    args = []
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(v, TensorValue):
+            args.append(v)
+        elif isinstance(v, Dim):
+            args.append(as_tensor(v, op="range", arg=name).cast(dtype) if dtype is not DType.int64 else as_tensor(v, op="range", arg=name))
+        else:
+            args.append(constant(v, dtype, where))
+    attrs = {"dtype": dtype_attr(dtype), "device": device_attr(where), "out_dim": dims_attr([length])}
+    return stage1("range", args, attrs)
+
+
+__all__ = ["cast", "constant", "constant_external", "range", "rebind", "shape_to_tensor"]

@@ -1,0 +1,3 @@
+"""The indexing ops (being filled in with the family)."""
+
+__all__: list[str] = []

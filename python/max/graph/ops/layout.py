@@ -1,0 +1,3 @@
+"""The layout ops (being filled in with the family)."""
+
+__all__: list[str] = []

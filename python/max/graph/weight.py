@@ -1,0 +1,101 @@
+"""``Weight``: a named tensor whose data is supplied when the graph is loaded. It joins a graph
+(as an external constant) the first time it is used there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from max.dtype import DType
+from max.graph.shape import Shape, ShapeLike
+from max.graph.type import DeviceRef, TensorType
+
+
+class Weight:
+    """A weight: name, dtype, shape and device, plus an optional quantization encoding."""
+
+    def __init__(
+        self,
+        name: str,
+        dtype: DType,
+        shape: ShapeLike,
+        device: Any = None,
+        quantization_encoding: Any = None,
+        align: int | None = None,
+        sharding_strategy: Any = None,
+        _placeholder: bool = False,
+        _has_alias: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"Weight name must be a non-empty string, got {name!r}")
+        if not isinstance(dtype, DType):
+            raise TypeError(f"Weight {name!r}: dtype must be a max.dtype.DType, got {dtype!r}")
+        self.name = name
+        self._dtype = dtype
+        self._shape = Shape(shape)
+        self._device = DeviceRef.from_device(device) if device is not None else DeviceRef.CPU()
+        self.quantization_encoding = quantization_encoding
+        self.align = align
+        self._sharding_strategy = sharding_strategy
+        self.shard_idx: int | None = None
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def device(self) -> DeviceRef:
+        return self._device
+
+    @property
+    def rank(self) -> int:
+        return len(self._shape)
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(self._dtype, self._shape, self._device)
+
+    @property
+    def original_dtype_and_shape(self) -> tuple[DType, Shape]:
+        return self._dtype, self._shape
+
+    @property
+    def sharding_strategy(self) -> Any:
+        return self._sharding_strategy
+
+    def shard(self, devices: Any) -> list[Weight]:
+        raise NotImplementedError("weight sharding across devices is not supported")
+
+    def _value(self) -> Any:
+        from max.graph.graph import Graph
+
+        return Graph.current.add_weight(self)
+
+    def __tensorvalue__(self) -> Any:
+        return self._value()
+
+    def __getattr__(self, name: str) -> Any:
+        # Methods and operators of TensorValue act on the weight's value in the current graph.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._value(), name)
+
+    def __repr__(self) -> str:
+        return f"Weight({self.name!r}, {self._dtype.name}, {list(self._shape)!r}, {self._device})"
+
+
+def _forward(op: str):
+    def method(self: Weight, *args: Any) -> Any:
+        return getattr(self._value(), op)(*args)
+
+    method.__name__ = op
+    return method
+
+
+for _op in ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+            "__matmul__", "__rmatmul__", "__neg__", "__getitem__", "__pow__", "__floordiv__", "__mod__",
+            "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__", "__xor__", "__invert__", "__abs__"]:
+    setattr(Weight, _op, _forward(_op))
