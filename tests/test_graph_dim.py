@@ -1,0 +1,104 @@
+"""max.graph.dim and shape: the dim algebra of graph.dim.md and its canonical form."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from max.graph import AlgebraicDim, Dim, Shape, StaticDim, SymbolicDim
+
+
+def test_constructors_pick_the_subclass():
+    assert type(Dim(4)) is StaticDim and Dim(4).dim == 4
+    assert type(Dim(np.int64(7))) is StaticDim
+    assert type(Dim("batch")) is SymbolicDim and Dim("batch").name == "batch"
+    assert type(Dim("batch") * 5) is AlgebraicDim
+    assert isinstance(Dim("batch") * 5, AlgebraicDim)
+    assert type(AlgebraicDim(Dim("batch") + 1)) is AlgebraicDim
+    assert type(Dim(2) * Dim(3)) is StaticDim and Dim(2) * Dim(3) == 6
+    assert type(Dim("a") + 0) is SymbolicDim
+
+
+def test_documented_examples():
+    assert str(Dim("batch") * 5) == "batch * 5"
+    assert -Dim("x") - 4 == -(Dim("x") + 4)
+    assert repr(Dim("batch") * 5) == "Dim('batch') * Dim(5)"
+
+
+@pytest.mark.parametrize("expr, text", [
+    (lambda b, x: b + 4 - x * 2, "(x * -2) + batch + 4"),
+    (lambda b, x: (b + 1) * (b - 1), "(batch * batch) + -1"),
+    (lambda b, x: (b * 4) // 2, "batch * 2"),
+    (lambda b, x: b // 2, "batch // 2"),
+    (lambda b, x: 3 - b, "(batch * -1) + 3"),
+    (lambda b, x: (b + x) // (b + x), "1"),
+    (lambda b, x: b * x - x * b, "0"),
+])
+def test_canonical_forms(expr, text):
+    assert str(expr(Dim("batch"), Dim("x"))) == text
+
+
+def test_algebraic_identities():
+    a, b = Dim("a"), Dim("b")
+    assert a * b == b * a
+    assert (a + b) * 2 == 2 * a + 2 * b
+    assert (a * 6) // 3 == a * 2
+    assert a - a == 0 and type(a - a) is StaticDim
+    assert a + 1 != a
+    assert hash(a * 2) == hash(2 * a)
+    assert {a * 2: 1}[a + a] == 1
+    assert (a * b + 1).parameters == [SymbolicDim("a"), SymbolicDim("b")]
+    assert ((a // 2) * 2 + 1).substitute({"a": 9}) == 9
+
+
+def test_static_arithmetic_and_conversions():
+    assert int(Dim(5)) == 5 and list(range(Dim(3))) == [0, 1, 2]
+    assert Dim(7) // 2 == 3 and Dim(-7) // 2 == -4
+    assert Dim(-1) == -1
+    assert Dim(2) < 3
+    with pytest.raises(TypeError, match="Int conversions only supported for static dims"):
+        int(Dim("a"))
+    with pytest.raises(ValueError, match="division by zero"):
+        Dim("a") // 0
+    with pytest.raises(ValueError, match="overflows"):
+        Dim(2**62) * 4
+
+
+@pytest.mark.parametrize("bad", [2.5, None, [1], True])
+def test_bad_values_are_type_errors(bad):
+    with pytest.raises(TypeError, match="Unsupported dimension type"):
+        Dim(bad)
+
+
+@pytest.mark.parametrize("name", ["1abc", "", "a b", "x-y"])
+def test_bad_names_are_value_errors(name):
+    with pytest.raises(ValueError, match="invalid name"):
+        Dim(name)
+
+
+def test_unsupported_operators():
+    with pytest.raises(TypeError):
+        Dim("a") % 4
+    with pytest.raises(TypeError):
+        Dim("a") / 2
+    with pytest.raises(TypeError):
+        StaticDim("a")
+    with pytest.raises(TypeError):
+        SymbolicDim(3)
+
+
+def test_shape():
+    s = Shape([1, "a", Dim("b") * 2])
+    assert s.rank == 3 and s == [1, "a", Dim("b") * 2]
+    assert repr(s) == "[Dim(1), Dim('a'), Dim('b') * Dim(2)]"
+    assert Shape([1, 2]).static_dims == [1, 2] and Shape([1, "a"]).static_dims == [1]
+    assert Shape.is_static(Shape([3, 4])) and not Shape.is_static(s)
+    assert [p.name for p in Shape(["x", Dim("x") * Dim("y")]).parameters] == ["x", "y"]
+    assert isinstance(s[1:], Shape)
+    with pytest.raises(TypeError):
+        Shape("ab")
+
+
+def test_dims_pickle():
+    for d in [Dim(3), Dim("batch")]:
+        assert pickle.loads(pickle.dumps(d)) == d
