@@ -8,6 +8,7 @@ mod buffer;
 pub mod cpu;
 mod cuda;
 mod device;
+pub mod engine;
 mod error;
 mod index;
 mod scalar;
