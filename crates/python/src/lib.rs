@@ -7,6 +7,7 @@ mod buffer;
 mod device;
 mod dlpack;
 mod dtype;
+mod engine;
 mod errors;
 mod graph;
 mod index;
@@ -60,6 +61,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     buffer::register(&driver_mod)?;
     kernels::register(&driver_mod)?;
     add_submodule(m, &driver_mod)?;
+
+    let engine_mod = PyModule::new(py, "engine")?;
+    engine::register(&engine_mod)?;
+    add_submodule(m, &engine_mod)?;
 
     let graph_mod = PyModule::new(py, "graph")?;
     graph::register(&graph_mod)?;

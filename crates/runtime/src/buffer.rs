@@ -158,6 +158,42 @@ impl Buffer {
         })
     }
 
+    /// A contiguous tensor at `offset` bytes inside `storage` (an execution arena).
+    pub(crate) fn in_storage(
+        storage: &Arc<Storage>,
+        offset: usize,
+        dtype: DType,
+        shape: Vec<usize>,
+        stream: Stream,
+    ) -> Buffer {
+        let strides = contiguous_strides(&shape);
+        Buffer {
+            storage: storage.clone(),
+            dtype,
+            shape,
+            strides,
+            offset,
+            stream,
+        }
+    }
+
+    /// The same memory with another shape (the buffer must be contiguous).
+    pub fn reshaped(&self, shape: Vec<usize>) -> Result<Buffer> {
+        if !self.is_contiguous() || shape.iter().product::<usize>() != self.num_elements() {
+            return Err(Error::Value(format!(
+                "cannot view {} as shape {}",
+                fmt_dims(&self.shape),
+                fmt_dims(&shape)
+            )));
+        }
+        let strides = contiguous_strides(&shape);
+        Ok(Buffer {
+            shape,
+            strides,
+            ..self.clone()
+        })
+    }
+
     pub fn dtype(&self) -> DType {
         self.dtype
     }

@@ -2,3 +2,5 @@
 
 pub mod cast;
 pub mod copy;
+pub mod elementwise;
+pub mod lanes;

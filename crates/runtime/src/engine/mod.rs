@@ -1,4 +1,10 @@
 //! Compiling graphs into executable plans and running them.
 
+pub(crate) mod exec;
 pub mod memory;
+pub mod model;
+pub mod plan;
+pub mod program;
 pub mod shapes;
+
+pub use model::Model;

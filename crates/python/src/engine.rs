@@ -1,0 +1,112 @@
+//! `max._core.engine`: compiling a staged graph and executing it (the GIL is released while a
+//! model runs, so several threads can run one model at once).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use max_runtime::engine::Model;
+use max_runtime::{Buffer, Device};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::buffer::PyBuffer;
+use crate::device::extract_device;
+use crate::errors::PyResultExt;
+use crate::graph::{PyGraphIR, type_to_py};
+
+#[pyclass(frozen, module = "max._core.engine", name = "Model")]
+pub struct PyModel {
+    inner: Arc<Model>,
+}
+
+#[pymethods]
+impl PyModel {
+    /// Compiles `graph` for `devices`; `weights` maps each external constant's name to a Buffer.
+    #[staticmethod]
+    #[pyo3(signature = (graph, devices, weights, num_threads = None))]
+    fn load(
+        py: Python<'_>,
+        graph: PyRef<'_, PyGraphIR>,
+        devices: Vec<Bound<'_, PyAny>>,
+        weights: &Bound<'_, PyDict>,
+        num_threads: Option<usize>,
+    ) -> PyResult<PyModel> {
+        let devices: Vec<Device> = devices
+            .iter()
+            .map(|d| extract_device(d, "devices"))
+            .collect::<PyResult<_>>()?;
+        let mut w: HashMap<String, Buffer> = HashMap::new();
+        for (k, v) in weights.iter() {
+            w.insert(k.extract()?, v.cast::<PyBuffer>()?.get().inner.clone());
+        }
+        let g = graph.inner.clone();
+        let model = py
+            .detach(move || Model::load(&g, &devices, &w, num_threads))
+            .py()?;
+        Ok(PyModel {
+            inner: Arc::new(model),
+        })
+    }
+
+    /// Runs the model on Buffers (already converted and on the right devices).
+    fn execute(
+        &self,
+        py: Python<'_>,
+        inputs: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Py<PyBuffer>>> {
+        let bufs: Vec<Buffer> = inputs
+            .iter()
+            .map(|b| Ok(b.cast::<PyBuffer>()?.get().inner.clone()))
+            .collect::<PyResult<_>>()?;
+        let model = self.inner.clone();
+        let outs = py.detach(move || model.execute(bufs)).py()?;
+        outs.into_iter().map(|b| PyBuffer::wrap(py, b)).collect()
+    }
+
+    #[getter]
+    fn input_types<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyTuple>>> {
+        self.inner
+            .input_types
+            .iter()
+            .map(|t| type_to_py(py, t))
+            .collect()
+    }
+
+    #[getter]
+    fn output_types<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Vec<Bound<'py, pyo3::types::PyTuple>>> {
+        self.inner
+            .output_types
+            .iter()
+            .map(|t| type_to_py(py, t))
+            .collect()
+    }
+
+    #[getter]
+    fn num_plans(&self) -> usize {
+        self.inner.num_plans()
+    }
+
+    /// The plan for inputs of these (dtype code, shape) pairs: kernels, fused groups, arena
+    /// bytes and the max-live lower bound.
+    fn plan_report(&self, given: Vec<(i64, Vec<usize>)>) -> PyResult<String> {
+        let given = given
+            .into_iter()
+            .map(|(c, s)| {
+                Ok((
+                    max_graph::DType::from_code(c)
+                        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?,
+                    s,
+                ))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let plan = self.inner.plan_for(&given).py()?;
+        Ok(self.inner.describe_plan(&plan))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyModel>()
+}

@@ -1,0 +1,134 @@
+//! Running a plan: the step loop, output allocation (arena views or own buffers), and control
+//! flow. Kernels are chosen per step from the op and the device of its result.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use max_graph::{OpKind, Type, ValueId};
+
+use super::model::{Model, resolve_device};
+use super::plan::{Plan, Slot};
+use super::program::{Body, Step, StepKind};
+use crate::storage::Storage;
+use crate::{Buffer, Device, Error, Result, Stream, cpu};
+
+pub(crate) struct State<'a> {
+    pub model: &'a Model,
+    pub plan: &'a Plan,
+    pub arenas: &'a HashMap<String, Arc<Storage>>,
+    pub env: HashMap<ValueId, Buffer>,
+}
+
+fn device_of(model: &Model, ty: &Type) -> Result<Device> {
+    match ty {
+        Type::Tensor(t) | Type::Buffer(t) => resolve_device(&model.devices, t.device),
+        Type::Chain => Ok(Device::Cpu),
+    }
+}
+
+/// A buffer for result `v` of shape `shape`: a view of the arena when the plan placed it
+/// there, else a fresh allocation.
+fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffer> {
+    let ty = &state.model.program.types[v];
+    let t = match ty {
+        Type::Tensor(t) | Type::Buffer(t) => t,
+        Type::Chain => return Buffer::empty(max_graph::DType::Bool, &[0], &Device::Cpu),
+    };
+    let device = device_of(state.model, ty)?;
+    if let Some(Slot::Arena(offset)) = state.plan.slots.get(&v) {
+        if let Some(arena) = state.arenas.get(&t.device.to_string()) {
+            return Ok(Buffer::in_storage(
+                arena,
+                *offset,
+                t.dtype,
+                shape.to_vec(),
+                Stream::default_for(&device),
+            ));
+        }
+    }
+    Buffer::empty(
+        t.dtype,
+        &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(),
+        &device,
+    )
+}
+
+fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
+    if let Some(s) = state.plan.shapes.get(&v) {
+        return Ok(s.clone());
+    }
+    match &state.model.program.types[v] {
+        Type::Tensor(t) | Type::Buffer(t) => state.plan.bindings.eval(&t.shape)?.ok_or_else(|| {
+            Error::Value(format!(
+                "the shape of %{v} is not known before it is computed"
+            ))
+        }),
+        Type::Chain => Ok(vec![0]),
+    }
+}
+
+pub(crate) fn run_body(state: &mut State, body: &Body) -> Result<()> {
+    for step in &body.steps {
+        run_step(state, step)?;
+    }
+    Ok(())
+}
+
+fn run_step(state: &mut State, step: &Step) -> Result<()> {
+    if let StepKind::Op(op) = &step.kind {
+        match op.kind {
+            OpKind::Constant | OpKind::ConstantExternal => return Ok(()),
+            OpKind::ChainCreate => {
+                let chain = output(state, step.outputs[0], &[0])?;
+                state.env.insert(step.outputs[0], chain);
+                return Ok(());
+            }
+            _ => {}
+        }
+    }
+    let inputs: Vec<Buffer> = step
+        .inputs
+        .iter()
+        .map(|v| {
+            state.env.get(v).cloned().ok_or_else(|| {
+                Error::Value(format!("{}: input %{v} is not available", step.name()))
+            })
+        })
+        .collect::<Result<_>>()?;
+    let outputs: Vec<Buffer> = step
+        .outputs
+        .iter()
+        .map(|&v| output(state, v, &shape_of(state, v)?))
+        .collect::<Result<_>>()?;
+    let device = match step.outputs.first() {
+        Some(&v) => device_of(state.model, &state.model.program.types[v])?,
+        None => Device::Cpu,
+    };
+    if !device.is_host() {
+        return Err(Error::Value(format!(
+            "{}: no GPU kernel for this op yet",
+            step.name()
+        )));
+    }
+    match &step.kind {
+        StepKind::Fused(f) => cpu::elementwise::run(f, &inputs, &outputs[0])?,
+        StepKind::Op(op) if crate::engine::program::fusible(op.kind) => {
+            let ty = &state.model.program.types[step.outputs[0]];
+            cpu::elementwise::run(
+                &cpu::elementwise::single(op, ty, inputs.len()),
+                &inputs,
+                &outputs[0],
+            )?
+        }
+        StepKind::Op(op) => {
+            return Err(Error::Value(format!(
+                "{}: no CPU kernel for this op yet",
+                op.kind.name()
+            )));
+        }
+    }
+    for (v, b) in step.outputs.iter().zip(outputs) {
+        state.env.insert(*v, b);
+    }
+    Ok(())
+}

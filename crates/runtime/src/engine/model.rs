@@ -1,0 +1,335 @@
+//! A loaded model: the lowered program, its constants and weights already on their devices,
+//! and a cache of plans keyed by the input shapes. `execute` binds the inputs, picks (or
+//! builds) the plan, allocates one arena per device, and runs the steps.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use max_graph::attrs::Attr;
+use max_graph::graph::Graph;
+use max_graph::{DType, DeviceKind, DeviceRef, OpKind, Type, ValueId};
+
+use super::exec;
+use super::plan::{self, Plan};
+use super::program::{self, Body, Program, StepKind};
+use super::shapes::bind_inputs;
+use crate::storage::Storage;
+use crate::{Buffer, Device, Error, Result, Stream};
+
+pub struct Model {
+    pub name: String,
+    pub program: Program,
+    pub input_types: Vec<Type>,
+    pub output_types: Vec<Type>,
+    pub devices: Vec<Device>,
+    /// Constants and weights, on their devices, by value id.
+    pub(crate) fixed: HashMap<ValueId, Buffer>,
+    plans: Mutex<HashMap<Vec<(DType, Vec<usize>)>, Arc<Plan>>>,
+    pub(crate) pool: Arc<rayon::ThreadPool>,
+}
+
+/// The session device a graph device refers to.
+pub fn resolve_device(devices: &[Device], d: DeviceRef) -> Result<Device> {
+    match d.kind {
+        DeviceKind::Cpu => Ok(Device::Cpu),
+        DeviceKind::Gpu => devices
+            .iter()
+            .find(|dev| !dev.is_host() && dev.id() as i64 == d.id)
+            .cloned()
+            .ok_or_else(|| Error::Value(format!("the graph uses {d} but the session has no such device (pass it in InferenceSession(devices=[...]))"))),
+    }
+}
+
+fn tensor_device(devices: &[Device], t: &Type) -> Result<Device> {
+    match t {
+        Type::Tensor(t) | Type::Buffer(t) => resolve_device(devices, t.device),
+        Type::Chain => Ok(Device::Cpu),
+    }
+}
+
+impl Model {
+    /// Compiles `graph` for `devices`; `weights` supplies every external constant by name.
+    pub fn load(
+        graph: &Graph,
+        devices: &[Device],
+        weights: &HashMap<String, Buffer>,
+        threads: Option<usize>,
+    ) -> Result<Model> {
+        graph.verify().map_err(|e| Error::Value(e.to_string()))?;
+        let program = program::lower(graph);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.unwrap_or(0))
+            .thread_name(|i| format!("max-cpu-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::Value(format!("could not start {threads:?} worker threads: {e}"))
+            })?;
+        let mut fixed = HashMap::new();
+        load_fixed(&program, &program.body, devices, weights, &mut fixed)?;
+        let input_types = graph
+            .inputs()
+            .iter()
+            .map(|v| program.types[*v].clone())
+            .collect::<Vec<_>>();
+        for t in &input_types {
+            tensor_device(devices, t)?;
+        }
+        let output_types = graph
+            .outputs()
+            .unwrap_or(&[])
+            .iter()
+            .map(|v| program.types[*v].clone())
+            .collect();
+        Ok(Model {
+            name: graph.name.clone(),
+            program,
+            input_types,
+            output_types,
+            devices: devices.to_vec(),
+            fixed,
+            plans: Mutex::new(HashMap::new()),
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// The plan for inputs of these dtypes and shapes (built once per shape tuple).
+    pub fn plan_for(&self, given: &[(DType, Vec<usize>)]) -> Result<Arc<Plan>> {
+        let key = given.to_vec();
+        if let Some(p) = self
+            .plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(p.clone());
+        }
+        let bindings = bind_inputs(&self.input_types, given)?;
+        let p = Arc::new(plan::build(&self.program, bindings)?);
+        self.plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, p.clone());
+        Ok(p)
+    }
+
+    pub fn num_plans(&self) -> usize {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Runs the model; inputs must be on the devices of the graph's input types.
+    pub fn execute(&self, inputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
+        for (i, (buf, ty)) in inputs.iter().zip(&self.input_types).enumerate() {
+            let want = tensor_device(&self.devices, ty)?;
+            if *buf.device() != want {
+                return Err(Error::Type(format!(
+                    "input {i} is on {}:{} but the graph expects it on {}:{}",
+                    buf.device().label(),
+                    buf.device().id(),
+                    want.label(),
+                    want.id()
+                )));
+            }
+        }
+        let given: Vec<(DType, Vec<usize>)> = inputs
+            .iter()
+            .map(|b| (b.dtype(), b.shape().to_vec()))
+            .collect();
+        let plan = self.plan_for(&given)?;
+        let mut arenas: HashMap<String, Arc<Storage>> = HashMap::new();
+        for (key, &size) in &plan.arenas {
+            let storage = if key.starts_with("cpu") {
+                Storage::host(size)?
+            } else {
+                let dev = resolve_device(&self.devices, parse_key(key)?)?;
+                let cuda = dev
+                    .cuda()
+                    .ok_or_else(|| Error::Value(format!("{key} is not a GPU")))?;
+                Storage::cuda(size, cuda, &cuda.stream)?
+            };
+            arenas.insert(key.clone(), Arc::new(storage));
+        }
+        let mut env: HashMap<ValueId, Buffer> = self.fixed.clone();
+        for (v, buf) in self.program.body.args.iter().zip(inputs) {
+            let buf = if buf.is_contiguous() {
+                buf
+            } else {
+                buf.contiguous()?
+            };
+            env.insert(*v, buf);
+        }
+        let mut state = exec::State {
+            model: self,
+            plan: &plan,
+            arenas: &arenas,
+            env,
+        };
+        self.pool
+            .install(|| exec::run_body(&mut state, &self.program.body))?;
+        self.program
+            .body
+            .results
+            .iter()
+            .map(|v| {
+                state
+                    .env
+                    .get(v)
+                    .cloned()
+                    .ok_or_else(|| Error::Value(format!("output %{v} was not computed")))
+            })
+            .collect()
+    }
+
+    /// Shape, dtype and device of the values of one plan, for the plan report.
+    pub fn describe_plan(&self, plan: &Plan) -> String {
+        let mut out = format!("plan for {} with {:?}\n", self.name, plan.bindings.0);
+        describe_body(&self.program, &self.program.body, plan, 1, &mut out);
+        out.push_str(&plan.report);
+        out
+    }
+}
+
+fn parse_key(key: &str) -> Result<DeviceRef> {
+    let (kind, id) = key
+        .split_once(':')
+        .ok_or_else(|| Error::Value(format!("bad device key {key}")))?;
+    let id: i64 = id
+        .parse()
+        .map_err(|_| Error::Value(format!("bad device key {key}")))?;
+    Ok(DeviceRef {
+        kind: if kind == "cpu" {
+            DeviceKind::Cpu
+        } else {
+            DeviceKind::Gpu
+        },
+        id,
+    })
+}
+
+fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    for step in &body.steps {
+        let outs: Vec<String> = step
+            .outputs
+            .iter()
+            .map(|v| {
+                let where_ = match plan.slots.get(v) {
+                    Some(plan::Slot::Arena(o)) => format!("arena+{o}"),
+                    _ => "own".into(),
+                };
+                let shape = plan
+                    .shapes
+                    .get(v)
+                    .map(|s| format!("{s:?}"))
+                    .unwrap_or_else(|| "dynamic".into());
+                format!(
+                    "%{v} {} {shape} @{where_}",
+                    match &program.types[*v] {
+                        Type::Tensor(t) | Type::Buffer(t) => t.dtype.to_string(),
+                        Type::Chain => "chain".into(),
+                    }
+                )
+            })
+            .collect();
+        out.push_str(&format!("{pad}{} -> {}\n", step.name(), outs.join(", ")));
+        for inner in &step.bodies {
+            describe_body(program, inner, plan, depth + 1, out);
+        }
+    }
+}
+
+/// Materialises constants (from their attribute bytes) and weights (from the registry) on
+/// their devices, checking every weight's presence, dtype and shape.
+fn load_fixed(
+    program: &Program,
+    body: &Body,
+    devices: &[Device],
+    weights: &HashMap<String, Buffer>,
+    fixed: &mut HashMap<ValueId, Buffer>,
+) -> Result<()> {
+    for step in &body.steps {
+        for inner in &step.bodies {
+            load_fixed(program, inner, devices, weights, fixed)?;
+        }
+        let StepKind::Op(op) = &step.kind else {
+            continue;
+        };
+        let ty = match step.outputs.first().map(|v| &program.types[*v]) {
+            Some(Type::Tensor(t)) => t,
+            _ => continue,
+        };
+        let device = resolve_device(devices, ty.device)?;
+        let static_shape = || -> Result<Vec<usize>> {
+            ty.shape
+                .iter()
+                .map(|d| {
+                    d.as_static().map(|n| n as usize).ok_or_else(|| {
+                        Error::Value(format!("{} has a symbolic shape", op.kind.name()))
+                    })
+                })
+                .collect()
+        };
+        let buf = match op.kind {
+            OpKind::Constant => {
+                let Some(Attr::Data(data)) = op.attrs.get("data") else {
+                    return Err(Error::Value("constant without data".into()));
+                };
+                let shape = static_shape()?;
+                let host = Buffer::empty(
+                    ty.dtype,
+                    &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(),
+                    &Device::Cpu,
+                )?;
+                if data.len() != host.nbytes() {
+                    return Err(Error::Value(format!(
+                        "constant data has {} bytes, expected {}",
+                        data.len(),
+                        host.nbytes()
+                    )));
+                }
+                // SAFETY: the fresh host buffer holds exactly data.len() bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), host.addr() as *mut u8, data.len())
+                };
+                host.to(&device)?
+            }
+            OpKind::ConstantExternal => {
+                let Some(Attr::Str(name)) = op.attrs.get("name") else {
+                    return Err(Error::Value("constant_external without a name".into()));
+                };
+                let w = weights.get(name).ok_or_else(|| {
+                    let mut known: Vec<&String> = weights.keys().collect();
+                    known.sort();
+                    let hint = known
+                        .iter()
+                        .take(8)
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    Error::Value(format!(
+                        "weight {name:?} is missing from weights_registry (it has: {hint})"
+                    ))
+                })?;
+                let shape = static_shape()?;
+                if w.dtype() != ty.dtype || w.shape() != shape.as_slice() {
+                    return Err(Error::Value(format!(
+                        "weight {name:?}: the graph expects {} {:?} but weights_registry has {} {:?}",
+                        ty.dtype,
+                        shape,
+                        w.dtype(),
+                        w.shape()
+                    )));
+                }
+                let w = if w.is_contiguous() {
+                    w.clone()
+                } else {
+                    w.contiguous()?
+                };
+                w.to(&device)?
+            }
+            _ => continue,
+        };
+        let buf = buf.with_stream(&Stream::default_for(&device))?;
+        fixed.insert(step.outputs[0], buf);
+    }
+    Ok(())
+}

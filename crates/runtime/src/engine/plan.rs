@@ -1,0 +1,173 @@
+//! A program specialised to concrete input shapes: the shape of every value, where each
+//! intermediate tensor lives (an offset in its device's arena), and the arena sizes.
+//! Plans are cached per input-shape tuple by the model.
+
+use std::collections::HashMap;
+
+use max_graph::{DType, Type, ValueId};
+
+use super::memory::{self, Interval};
+use super::program::{Body, Program, StepKind};
+use super::shapes::Bindings;
+use crate::{Error, Result};
+
+/// Where a value's memory comes from during one execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// A byte offset in the arena of the value's device.
+    Arena(usize),
+    /// Its own allocation: graph outputs (handed to the caller), values whose shape is known
+    /// only at run time, and everything inside control-flow bodies.
+    Own,
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub bindings: Bindings,
+    /// Concrete shapes of the values known before running (block 0 and its static bodies).
+    pub shapes: HashMap<ValueId, Vec<usize>>,
+    pub slots: HashMap<ValueId, Slot>,
+    /// Arena bytes per device key ("cpu:0", "gpu:0").
+    pub arenas: HashMap<String, usize>,
+    pub report: String,
+}
+
+fn device_key(t: &Type) -> String {
+    match t {
+        Type::Tensor(t) | Type::Buffer(t) => t.device.to_string(),
+        Type::Chain => "cpu:0".into(),
+    }
+}
+
+fn bytes(dtype: DType, shape: &[usize]) -> usize {
+    shape.iter().product::<usize>() * dtype.size_in_bytes()
+}
+
+/// Builds the plan for `program` under `bindings` (from the inputs).
+pub fn build(program: &Program, bindings: Bindings) -> Result<Plan> {
+    let mut shapes = HashMap::new();
+    for v in program.body.args.iter() {
+        if let Some(s) = eval(program, &bindings, *v)? {
+            shapes.insert(*v, s);
+        }
+    }
+    collect_shapes(program, &program.body, &bindings, &mut shapes)?;
+    // Liveness over the steps of the body: [defining step, last step that reads].
+    let body = &program.body;
+    let mut first: HashMap<ValueId, usize> = HashMap::new();
+    let mut last: HashMap<ValueId, usize> = HashMap::new();
+    for (i, step) in body.steps.iter().enumerate() {
+        for v in &step.outputs {
+            first.insert(*v, i);
+            last.insert(*v, i);
+        }
+        let mut used = step.inputs.clone();
+        nested_uses(&step.bodies, &mut used);
+        for v in used {
+            if let Some(l) = last.get_mut(&v) {
+                *l = i;
+            }
+        }
+    }
+    let mut slots = HashMap::new();
+    let mut per_device: HashMap<String, (Vec<ValueId>, Vec<Interval>)> = HashMap::new();
+    for step in &body.steps {
+        let arena_ok = matches!(&step.kind, StepKind::Op(op) if !matches!(op.kind, max_graph::OpKind::Constant | max_graph::OpKind::ConstantExternal))
+            || matches!(step.kind, StepKind::Fused(_));
+        for v in &step.outputs {
+            let ty = &program.types[*v];
+            let placeable = arena_ok && !body.results.contains(v) && matches!(ty, Type::Tensor(_));
+            match (placeable, shapes.get(v), ty) {
+                (true, Some(shape), Type::Tensor(t)) => {
+                    let entry = per_device.entry(device_key(ty)).or_default();
+                    entry.0.push(*v);
+                    entry.1.push(Interval {
+                        size: bytes(t.dtype, shape),
+                        first: first[v],
+                        last: last[v],
+                    });
+                }
+                _ => {
+                    slots.insert(*v, Slot::Own);
+                }
+            }
+        }
+    }
+    let mut arenas = HashMap::new();
+    let mut report = String::new();
+    for (device, (values, intervals)) in per_device {
+        let p = memory::plan(&intervals);
+        for (v, off) in values.iter().zip(&p.offsets) {
+            slots.insert(*v, Slot::Arena(*off));
+        }
+        report.push_str(&format!(
+            "arena {device}: {} bytes for {} tensors; max-live lower bound {} bytes ({:.3}x)\n",
+            p.arena,
+            values.len(),
+            p.lower_bound,
+            if p.lower_bound > 0 {
+                p.arena as f64 / p.lower_bound as f64
+            } else {
+                1.0
+            }
+        ));
+        arenas.insert(device, p.arena);
+    }
+    Ok(Plan {
+        bindings,
+        shapes,
+        slots,
+        arenas,
+        report,
+    })
+}
+
+fn eval(program: &Program, b: &Bindings, v: ValueId) -> Result<Option<Vec<usize>>> {
+    match &program.types[v] {
+        Type::Tensor(t) | Type::Buffer(t) => b.eval(&t.shape),
+        Type::Chain => Ok(Some(vec![])),
+    }
+}
+
+fn collect_shapes(
+    program: &Program,
+    body: &Body,
+    b: &Bindings,
+    shapes: &mut HashMap<ValueId, Vec<usize>>,
+) -> Result<()> {
+    for step in &body.steps {
+        for v in &step.outputs {
+            if let Some(s) = eval(program, b, *v)? {
+                shapes.insert(*v, s);
+            }
+        }
+        for inner in &step.bodies {
+            for a in &inner.args {
+                if let Some(s) = eval(program, b, *a)? {
+                    shapes.insert(*a, s);
+                }
+            }
+            collect_shapes(program, inner, b, shapes)?;
+        }
+    }
+    Ok(())
+}
+
+fn nested_uses(bodies: &[Body], out: &mut Vec<ValueId>) {
+    for body in bodies {
+        for step in &body.steps {
+            out.extend(step.inputs.iter().copied());
+            nested_uses(&step.bodies, out);
+        }
+        out.extend(body.results.iter().copied());
+    }
+}
+
+impl Plan {
+    pub fn shape(&self, v: ValueId) -> Result<&[usize]> {
+        self.shapes
+            .get(&v)
+            .map(Vec::as_slice)
+            .ok_or_else(|| Error::Value(format!("value %{v} has no known shape")))
+    }
+}
