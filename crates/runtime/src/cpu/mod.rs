@@ -4,3 +4,4 @@ pub mod cast;
 pub mod copy;
 pub mod elementwise;
 pub mod lanes;
+pub mod matmul;

@@ -1,6 +1,7 @@
 //! Compiling graphs into executable plans and running them.
 
 pub(crate) mod exec;
+pub mod kernels;
 pub mod memory;
 pub mod model;
 pub mod plan;
