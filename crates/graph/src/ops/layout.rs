@@ -14,7 +14,7 @@ use crate::error::{GraphError, Result};
 use crate::types::{TensorType, Type, shape_str};
 
 mod combine;
-mod slice;
+pub mod slice;
 
 pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
     use OpKind::*;

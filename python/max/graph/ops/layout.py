@@ -187,24 +187,19 @@ _INDEX, _SLICE, _NEW_AXIS, _ELLIPSIS, _TENSOR_INDEX, _SIZED_SLICE = range(6)
 _HAS_START, _HAS_STOP, _TENSOR_START, _TENSOR_STOP = 1, 2, 4, 8
 
 
-def _index_dim(value: Any, what: str) -> Dim:
+def _index_dim(value: Any, what: str, op: str, arg: str) -> Dim:
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"slice_tensor: indices: boolean {what}s are not supported, got {value!r}")
+        raise TypeError(f"{op}: {arg}: boolean {what}s are not supported, got {value!r}")
     if isinstance(value, (int, np.integer, Dim)):
         return Dim(value)
-    raise TypeError(
-        f"slice_tensor: indices: {what}s must be ints, Dims or scalar tensors, got {value!r} "
-        f"({type(value).__name__})"
-    )
+    raise TypeError(f"{op}: {arg}: {what}s must be ints, Dims or scalar tensors, got {value!r} ({type(value).__name__})")
 
 
-def slice_tensor(x: Any, indices: Any) -> TensorValue:
-    """A sub-tensor of `x`, with numpy's basic indexing: ints, slices (any non-zero step, bounds
-    that are ints or Dims), `...`, None (a new axis), scalar integer tensors, and
-    `(slice, out_dim)` for a slice with tensor bounds or a known result size."""
-    t = as_tensor(x, op="slice_tensor", arg="x")
+def _slice_attrs(indices: Any, op: str = "slice_tensor", arg: str = "indices") -> tuple[dict[str, Any], list[TensorValue]]:
+    """The attributes and index tensors that encode `indices` for the Rust slice inference
+    (crates/graph/src/ops/layout/slice.rs, `sliced_shape`, documents the encoding)."""
     if not isinstance(indices, (list, tuple)):
-        raise TypeError(f"slice_tensor: indices: expected a sequence of indices, got {type(indices).__name__}")
+        raise TypeError(f"{op}: {arg}: expected a sequence of indices, got {type(indices).__name__}")
     zero = Dim(0)
     kinds: list[int] = []
     starts: list[Dim] = []
@@ -231,24 +226,23 @@ def slice_tensor(x: Any, indices: Any) -> TensorValue:
             elif isinstance(value, TensorValue):
                 if not sized:
                     raise TypeError(
-                        "slice_tensor: indices: a slice with tensor bounds needs its result size: "
+                        f"{op}: {arg}: a slice with tensor bounds needs its result size: "
                         "write it as (slice(start, stop), out_dim)"
                     )
                 tensors.append(value)
                 flags |= is_tensor
                 ends.append(zero)
             else:
-                ends.append(_index_dim(value, "slice bound"))
+                ends.append(_index_dim(value, "slice bound", op, arg))
                 flags |= given
         if s.step is None:
-            step = 1
-        elif isinstance(s.step, (bool, np.bool_)) or not isinstance(s.step, (int, np.integer, Dim)):
-            raise TypeError(f"slice_tensor: indices: a slice step must be an int, got {s.step!r}")
-        else:
-            try:
-                step = operator.index(s.step)
-            except TypeError:
-                raise TypeError(f"slice_tensor: indices: a slice step must be a static int, got {s.step!r}") from None
+            return ends[0], ends[1], 1, flags
+        if isinstance(s.step, (bool, np.bool_)):
+            raise TypeError(f"{op}: {arg}: a slice step must be an int, got {s.step!r}")
+        try:
+            step = operator.index(s.step)
+        except TypeError:
+            raise TypeError(f"{op}: {arg}: a slice step must be a static int, got {s.step!r}") from None
         return ends[0], ends[1], step, flags
 
     for idx in indices:
@@ -263,11 +257,11 @@ def slice_tensor(x: Any, indices: Any) -> TensorValue:
             start, stop, step, flags = slice_parts(idx, sized=False)
             add(_SLICE, start, stop, step, flags)
         elif isinstance(idx, tuple) and len(idx) == 2 and isinstance(idx[0], slice):
-            out = _dim("slice_tensor", "indices", idx[1])
+            out = _dim(op, arg, idx[1])
             start, stop, step, flags = slice_parts(idx[0], sized=True)
             add(_SIZED_SLICE, start, stop, step, flags, out)
         else:
-            add(_INDEX, _index_dim(idx, "index"))
+            add(_INDEX, _index_dim(idx, "index", op, arg))
     attrs = {
         "kinds": kinds,
         "starts": ("dims", [d._d for d in starts]),
@@ -276,6 +270,15 @@ def slice_tensor(x: Any, indices: Any) -> TensorValue:
         "bounds": bounds,
         "out_dims": ("dims", [d._d for d in out_dims]),
     }
+    return attrs, tensors
+
+
+def slice_tensor(x: Any, indices: Any) -> TensorValue:
+    """A sub-tensor of `x`, with numpy's basic indexing: ints, slices (any non-zero step, bounds
+    that are ints or Dims), `...`, None (a new axis), scalar integer tensors, and
+    `(slice, out_dim)` for a slice with tensor bounds or a known result size."""
+    t = as_tensor(x, op="slice_tensor", arg="x")
+    attrs, tensors = _slice_attrs(indices)
     return stage1("slice_tensor", [t, *tensors], attrs)
 
 

@@ -12,7 +12,7 @@ use super::dim_err;
 use crate::dim::Dim;
 use crate::error::Result;
 use crate::ops::{Ctx, one};
-use crate::types::{Type, shape_str};
+use crate::types::{TensorType, Type, shape_str};
 
 const INDEX: i64 = 0;
 const SLICE: i64 = 1;
@@ -34,17 +34,24 @@ struct SliceSpec<'a> {
 }
 
 pub fn slice_tensor(ctx: &Ctx) -> Result<Vec<Type>> {
-    // Inputs: x, then the tensors the indices use, in the order they appear (scalar integer
-    // index tensors, and tensor bounds of sized slices). attrs, one entry per index:
-    //   kinds: Ints — 0 integer index (its value in `starts`), 1 slice, 2 new axis (None),
-    //          3 ellipsis, 4 tensor index (the next tensor input), 5 sized slice: a slice whose
-    //          result dim is given in `out_dims`.
-    //   starts, stops: Dims — slice bounds (0 where absent or unused).
-    //   steps: Ints — slice steps (1 for entries that are not slices).
-    //   bounds: Ints — bit 0: start given, bit 1: stop given, bit 2: start is the next tensor
-    //          input, bit 3: stop is the next tensor input (bits 2 and 3 for sized slices only).
-    //   out_dims: Dims — the result dim of each sized slice (0 elsewhere).
     let x = ctx.tensor(0)?;
+    one(x.with_shape(sliced_shape(ctx, x, 1)?))
+}
+
+/// The shape `x[indices]` has, for slice_tensor and for ops that store into a slice (such as
+/// buffer_store_slice). The index tensors are the op's inputs from `first` on.
+///
+/// attrs, one entry per index:
+///   kinds: Ints — 0 integer index (its value in `starts`), 1 slice, 2 new axis (None),
+///          3 ellipsis, 4 tensor index (the next index tensor), 5 sized slice: a slice whose
+///          result dim is given in `out_dims`.
+///   starts, stops: Dims — slice bounds (0 where absent or unused).
+///   steps: Ints — slice steps (1 for entries that are not slices).
+///   bounds: Ints — bit 0: start given, bit 1: stop given, bit 2: start is the next index
+///          tensor, bit 3: stop is the next index tensor (bits 2 and 3 for sized slices only).
+///   out_dims: Dims — the result dim of each sized slice (0 elsewhere).
+/// Index tensors are scalar integer tensors, in the order the indices use them.
+pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>> {
     let kinds = ctx.ints("kinds")?;
     let starts = ctx.dims("starts")?;
     let stops = ctx.dims("stops")?;
@@ -62,7 +69,7 @@ pub fn slice_tensor(ctx: &Ctx) -> Result<Vec<Type>> {
     if consumed > x.rank() {
         return Err(ctx.value_err("indices", format!("{consumed} indices for a tensor of rank {} ({})", x.rank(), shape_str(&x.shape))));
     }
-    let mut next_input = 1;
+    let mut next_input = first;
     let mut axis = 0;
     let mut out = Vec::with_capacity(x.rank() + n);
     for i in 0..n {
@@ -115,10 +122,11 @@ pub fn slice_tensor(ctx: &Ctx) -> Result<Vec<Type>> {
         }
     }
     if next_input != ctx.inputs.len() {
-        return Err(ctx.value_err("indices", format!("the indices use {} tensors but {} were given", next_input - 1, ctx.inputs.len() - 1)));
+        let given = ctx.inputs.len().saturating_sub(first);
+        return Err(ctx.value_err("indices", format!("the indices use {} tensors but {given} were given", next_input - first)));
     }
     out.extend_from_slice(&x.shape[axis..]);
-    one(x.with_shape(out))
+    Ok(out)
 }
 
 /// A scalar integer tensor used as an index or a bound.
