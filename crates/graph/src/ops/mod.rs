@@ -124,7 +124,7 @@ op_kinds! {
         Unsqueeze => "unsqueeze" ["x"],
         Transpose => "transpose" ["x"],
         Permute => "permute" ["x"],
-        BroadcastTo => "broadcast_to" ["x"],
+        BroadcastTo => "broadcast_to" ["x", "shape"],
         Concat => "concat" ["original_vals"],
         Stack => "stack" ["values"],
         Split => "split" ["x"],
