@@ -32,7 +32,10 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
             // attrs: device: Device, where the result lives.
             ctx.expect_inputs(1)?;
             let x = ctx.tensor(0)?;
-            one(TensorType { device: ctx.device("device")?, ..x.clone() })
+            one(TensorType {
+                device: ctx.device("device")?,
+                ..x.clone()
+            })
         }
         Concat => combine::concat(ctx),
         Stack => combine::stack(ctx),
@@ -52,7 +55,10 @@ fn dim_err<'a>(ctx: &'a Ctx, arg: &'a str) -> impl Fn(GraphError) -> GraphError 
 
 /// The number of elements of `shape`, as a canonical dim.
 fn product(ctx: &Ctx, arg: &str, shape: &[Dim]) -> Result<Dim> {
-    shape.iter().try_fold(Dim::stat(1), |acc, d| acc.mul(d)).map_err(dim_err(ctx, arg))
+    shape
+        .iter()
+        .try_fold(Dim::stat(1), |acc, d| acc.mul(d))
+        .map_err(dim_err(ctx, arg))
 }
 
 fn reshape(ctx: &Ctx) -> Result<Vec<Type>> {
@@ -64,11 +70,23 @@ fn reshape(ctx: &Ctx) -> Result<Vec<Type>> {
     for (i, d) in target.iter().enumerate() {
         match d.as_static() {
             Some(-1) if infer_at.is_some() => {
-                return Err(ctx.value_err("shape", format!("at most one -1 dimension is allowed, got {}", shape_str(target))));
+                return Err(ctx.value_err(
+                    "shape",
+                    format!(
+                        "at most one -1 dimension is allowed, got {}",
+                        shape_str(target)
+                    ),
+                ));
             }
             Some(-1) => infer_at = Some(i),
             Some(n) if n < 0 => {
-                return Err(ctx.value_err("shape", format!("dimensions must be non-negative (or -1 to infer one), got {}", shape_str(target))));
+                return Err(ctx.value_err(
+                    "shape",
+                    format!(
+                        "dimensions must be non-negative (or -1 to infer one), got {}",
+                        shape_str(target)
+                    ),
+                ));
             }
             _ => {}
         }
@@ -76,10 +94,21 @@ fn reshape(ctx: &Ctx) -> Result<Vec<Type>> {
     let total = product(ctx, "shape", &x.shape)?;
     let mut out = target.to_vec();
     if let Some(k) = infer_at {
-        let others: Vec<Dim> = target.iter().enumerate().filter(|(i, _)| *i != k).map(|(_, d)| d.clone()).collect();
+        let others: Vec<Dim> = target
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != k)
+            .map(|(_, d)| d.clone())
+            .collect();
         let known = product(ctx, "shape", &others)?;
         if known.as_static() == Some(0) {
-            return Err(ctx.value_err("shape", format!("cannot infer the -1 dimension of {} when another dimension is 0", shape_str(target))));
+            return Err(ctx.value_err(
+                "shape",
+                format!(
+                    "cannot infer the -1 dimension of {} when another dimension is 0",
+                    shape_str(target)
+                ),
+            ));
         }
         out[k] = total.floordiv(&known).map_err(dim_err(ctx, "shape"))?;
     }
@@ -102,11 +131,21 @@ fn flatten(ctx: &Ctx) -> Result<Vec<Type>> {
     // flattens like a rank-1 tensor of one element.
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
-    let shape: Vec<Dim> = if x.rank() == 0 { vec![Dim::stat(1)] } else { x.shape.clone() };
+    let shape: Vec<Dim> = if x.rank() == 0 {
+        vec![Dim::stat(1)]
+    } else {
+        x.shape.clone()
+    };
     let start = ctx.axis("start_dim", ctx.int("start_dim")?, shape.len())?;
     let end = ctx.axis("end_dim", ctx.int("end_dim")?, shape.len())?;
     if start > end {
-        return Err(ctx.value_err("start_dim", format!("start_dim ({start}) comes after end_dim ({end}) for shape {}", shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "start_dim",
+            format!(
+                "start_dim ({start}) comes after end_dim ({end}) for shape {}",
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let mut out = shape[..start].to_vec();
     out.push(product(ctx, "x", &shape[start..=end])?);
@@ -120,7 +159,14 @@ fn squeeze(ctx: &Ctx) -> Result<Vec<Type>> {
     let x = ctx.tensor(0)?;
     let axis = ctx.axis("axis", ctx.int("axis")?, x.rank())?;
     if x.shape[axis].as_static() != Some(1) {
-        return Err(ctx.value_err("axis", format!("the squeezed dimension must be 1, got {} at axis {axis} of {}", x.shape[axis], shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "axis",
+            format!(
+                "the squeezed dimension must be 1, got {} at axis {axis} of {}",
+                x.shape[axis],
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let mut out = x.shape.clone();
     out.remove(axis);
@@ -135,7 +181,13 @@ fn unsqueeze(ctx: &Ctx) -> Result<Vec<Type>> {
     let r = x.rank() as i64;
     if raw < -(r + 1) || raw > r {
         // A ValueError, as the reference raises for this op.
-        return Err(ctx.value_err("axis", format!("axis {raw} is out of range for rank {r} (expected {}..={r})", -(r + 1))));
+        return Err(ctx.value_err(
+            "axis",
+            format!(
+                "axis {raw} is out of range for rank {r} (expected {}..={r})",
+                -(r + 1)
+            ),
+        ));
     }
     let axis = if raw < 0 { raw + r + 1 } else { raw } as usize;
     let mut out = x.shape.clone();
@@ -163,7 +215,14 @@ fn permute(ctx: &Ctx) -> Result<Vec<Type>> {
     let x = ctx.tensor(0)?;
     let dims = ctx.ints("dims")?;
     if dims.len() != x.rank() {
-        return Err(ctx.value_err("dims", format!("{dims:?} has {} entries but the input has rank {}", dims.len(), x.rank())));
+        return Err(ctx.value_err(
+            "dims",
+            format!(
+                "{dims:?} has {} entries but the input has rank {}",
+                dims.len(),
+                x.rank()
+            ),
+        ));
     }
     let mut seen = vec![false; x.rank()];
     let mut out = Vec::with_capacity(x.rank());
@@ -188,14 +247,42 @@ fn broadcast_to(ctx: &Ctx) -> Result<Vec<Type>> {
         2 => {
             let s = ctx.tensor(1)?;
             if !s.dtype.is_integral() {
-                return Err(ctx.type_err("shape", format!("a tensor-valued shape must have an integer dtype, got {}", s.dtype)));
+                return Err(ctx.type_err(
+                    "shape",
+                    format!(
+                        "a tensor-valued shape must have an integer dtype, got {}",
+                        s.dtype
+                    ),
+                ));
             }
             if s.rank() != 1 {
-                return Err(ctx.value_err("shape", format!("a tensor-valued shape must have rank 1, got {}", shape_str(&s.shape))));
+                return Err(ctx.value_err(
+                    "shape",
+                    format!(
+                        "a tensor-valued shape must have rank 1, got {}",
+                        shape_str(&s.shape)
+                    ),
+                ));
             }
-            let out = ctx.dims("out_dims").map_err(|_| ctx.value_err("out_dims", "out_dims must be given with a tensor-valued shape"))?;
-            if s.shape[0].as_static().is_some_and(|n| n != out.len() as i64) {
-                return Err(ctx.value_err("out_dims", format!("{} has {} dims but the shape tensor holds {}", shape_str(out), out.len(), s.shape[0])));
+            let out = ctx.dims("out_dims").map_err(|_| {
+                ctx.value_err(
+                    "out_dims",
+                    "out_dims must be given with a tensor-valued shape",
+                )
+            })?;
+            if s.shape[0]
+                .as_static()
+                .is_some_and(|n| n != out.len() as i64)
+            {
+                return Err(ctx.value_err(
+                    "out_dims",
+                    format!(
+                        "{} has {} dims but the shape tensor holds {}",
+                        shape_str(out),
+                        out.len(),
+                        s.shape[0]
+                    ),
+                ));
             }
             ("out_dims", out)
         }
@@ -203,10 +290,24 @@ fn broadcast_to(ctx: &Ctx) -> Result<Vec<Type>> {
     };
     if let Some(d) = target.iter().find(|d| d.as_static().is_some_and(|n| n < 0)) {
         // A TypeError, as the reference raises: the result type itself would be invalid.
-        return Err(ctx.type_err(key, format!("static dimensions must be non-negative, got {d} in {}", shape_str(target))));
+        return Err(ctx.type_err(
+            key,
+            format!(
+                "static dimensions must be non-negative, got {d} in {}",
+                shape_str(target)
+            ),
+        ));
     }
     if target.len() < x.rank() {
-        return Err(ctx.value_err(key, format!("the target rank {} is less than the input's rank {} ({})", target.len(), x.rank(), shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            key,
+            format!(
+                "the target rank {} is less than the input's rank {} ({})",
+                target.len(),
+                x.rank(),
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let lead = target.len() - x.rank();
     for (i, d) in x.shape.iter().enumerate() {
@@ -230,7 +331,10 @@ fn as_interleaved_complex(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     let Some(last) = x.shape.last() else {
-        return Err(ctx.value_err("x", "needs rank 1 or more: its last dimension holds (real, imag) pairs"));
+        return Err(ctx.value_err(
+            "x",
+            "needs rank 1 or more: its last dimension holds (real, imag) pairs",
+        ));
     };
     let two = Dim::stat(2);
     let half = last.floordiv(&two).map_err(dim_err(ctx, "x"))?;
@@ -238,7 +342,10 @@ fn as_interleaved_complex(ctx: &Ctx) -> Result<Vec<Type>> {
         if last.is_static() {
             return Err(ctx.value_err("x", format!("the last dimension must be even, got {last}")));
         }
-        return Err(ctx.type_err("x", format!("the last dimension must be static (or a known multiple of 2), got {last}")));
+        return Err(ctx.type_err(
+            "x",
+            format!("the last dimension must be static (or a known multiple of 2), got {last}"),
+        ));
     }
     let mut out = x.shape[..x.rank() - 1].to_vec();
     out.push(half);
@@ -252,17 +359,29 @@ fn band_part(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     if x.rank() < 2 {
-        return Err(ctx.value_err("x", format!("needs rank 2 or more (the last two axes are the matrices), got {}", shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "x",
+            format!(
+                "needs rank 2 or more (the last two axes are the matrices), got {}",
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let rows = &x.shape[x.rank() - 2];
     let cols = &x.shape[x.rank() - 1];
     for (key, bound) in [("num_lower", rows), ("num_upper", cols)] {
         if let Some(n) = ctx.opt_int(key)? {
             if n < -1 {
-                return Err(ctx.value_err(key, format!("must be non-negative (or None or -1 for the whole triangle), got {n}")));
+                return Err(ctx.value_err(
+                    key,
+                    format!("must be non-negative (or None or -1 for the whole triangle), got {n}"),
+                ));
             }
             if bound.as_static().is_some_and(|b| n >= b) {
-                return Err(ctx.value_err(key, format!("{n} is out of bounds for dimension size {bound}")));
+                return Err(ctx.value_err(
+                    key,
+                    format!("{n} is out of bounds for dimension size {bound}"),
+                ));
             }
         }
     }
@@ -282,12 +401,19 @@ pub(crate) mod testing {
 
     /// "3" is static, "-1" static -1, "a" symbolic, "a*2" / "a+1" / "a-2" / "a//2" algebraic.
     pub fn d(s: &str) -> Dim {
-        for (op, f) in [("+", Dim::add as fn(&Dim, &Dim) -> _), ("-", Dim::sub), ("//", Dim::floordiv), ("*", Dim::mul)] {
+        for (op, f) in [
+            ("+", Dim::add as fn(&Dim, &Dim) -> _),
+            ("-", Dim::sub),
+            ("//", Dim::floordiv),
+            ("*", Dim::mul),
+        ] {
             if let Some((a, b)) = s.split_once(op).filter(|(a, _)| !a.is_empty()) {
                 return f(&d(a), &d(b)).unwrap();
             }
         }
-        s.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(s).unwrap())
+        s.parse::<i64>()
+            .map(Dim::stat)
+            .unwrap_or_else(|_| Dim::sym(s).unwrap())
     }
 
     pub fn dims(s: &[&str]) -> Vec<Dim> {
@@ -357,102 +483,422 @@ mod tests {
 
     #[test]
     fn reshape_infers_minus_one_with_symbolic_dims() {
-        assert_eq!(shape(Reshape, &[f32(&["batch", "3"])], &[("shape", dims_attr(&["-1"]))]), dims(&["batch*3"]));
-        assert_eq!(shape(Reshape, &[f32(&["batch", "3"])], &[("shape", dims_attr(&["3", "-1"]))]), dims(&["3", "batch"]));
-        assert_eq!(shape(Reshape, &[f32(&["b", "6"])], &[("shape", dims_attr(&["b", "2", "-1"]))]), dims(&["b", "2", "3"]));
-        assert_eq!(shape(Reshape, &[f32(&["a", "6"])], &[("shape", dims_attr(&["a*2", "-1"]))]), dims(&["a*2", "3"]));
-        assert_eq!(shape(Reshape, &[f32(&["a*2"])], &[("shape", dims_attr(&["-1", "2"]))]), dims(&["a", "2"]));
-        assert_eq!(shape(Reshape, &[f32(&["0", "6"])], &[("shape", dims_attr(&["-1"]))]), dims(&["0"]));
-        assert_eq!(shape(Reshape, &[f32(&[])], &[("shape", dims_attr(&["1", "1"]))]), dims(&["1", "1"]));
-        assert_eq!(shape(Reshape, &[f32(&["b", "c"])], &[("shape", dims_attr(&["c", "b"]))]), dims(&["c", "b"]));
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["batch", "3"])],
+                &[("shape", dims_attr(&["-1"]))]
+            ),
+            dims(&["batch*3"])
+        );
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["batch", "3"])],
+                &[("shape", dims_attr(&["3", "-1"]))]
+            ),
+            dims(&["3", "batch"])
+        );
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["b", "6"])],
+                &[("shape", dims_attr(&["b", "2", "-1"]))]
+            ),
+            dims(&["b", "2", "3"])
+        );
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["a", "6"])],
+                &[("shape", dims_attr(&["a*2", "-1"]))]
+            ),
+            dims(&["a*2", "3"])
+        );
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["a*2"])],
+                &[("shape", dims_attr(&["-1", "2"]))]
+            ),
+            dims(&["a", "2"])
+        );
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["0", "6"])],
+                &[("shape", dims_attr(&["-1"]))]
+            ),
+            dims(&["0"])
+        );
+        assert_eq!(
+            shape(Reshape, &[f32(&[])], &[("shape", dims_attr(&["1", "1"]))]),
+            dims(&["1", "1"])
+        );
+        assert_eq!(
+            shape(
+                Reshape,
+                &[f32(&["b", "c"])],
+                &[("shape", dims_attr(&["c", "b"]))]
+            ),
+            dims(&["c", "b"])
+        );
     }
 
     #[test]
     fn reshape_rejects_bad_targets() {
-        value_err(run(Reshape, &[f32(&["2", "6"])], &[("shape", dims_attr(&["5", "2"]))]), "reshape: shape: input and output number of elements");
-        value_err(run(Reshape, &[f32(&["2", "6"])], &[("shape", dims_attr(&["5", "-1"]))]), "number of elements");
-        value_err(run(Reshape, &[f32(&["b", "4"])], &[("shape", dims_attr(&["-1", "8"]))]), "number of elements");
-        value_err(run(Reshape, &[f32(&["b", "6"])], &[("shape", dims_attr(&["c", "6"]))]), "rebind");
-        value_err(run(Reshape, &[f32(&["2", "6"])], &[("shape", dims_attr(&["-1", "-1"]))]), "at most one -1");
-        value_err(run(Reshape, &[f32(&["2", "6"])], &[("shape", dims_attr(&["-2", "-6"]))]), "non-negative");
-        value_err(run(Reshape, &[f32(&["0", "6"])], &[("shape", dims_attr(&["0", "-1"]))]), "another dimension is 0");
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["2", "6"])],
+                &[("shape", dims_attr(&["5", "2"]))],
+            ),
+            "reshape: shape: input and output number of elements",
+        );
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["2", "6"])],
+                &[("shape", dims_attr(&["5", "-1"]))],
+            ),
+            "number of elements",
+        );
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["b", "4"])],
+                &[("shape", dims_attr(&["-1", "8"]))],
+            ),
+            "number of elements",
+        );
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["b", "6"])],
+                &[("shape", dims_attr(&["c", "6"]))],
+            ),
+            "rebind",
+        );
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["2", "6"])],
+                &[("shape", dims_attr(&["-1", "-1"]))],
+            ),
+            "at most one -1",
+        );
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["2", "6"])],
+                &[("shape", dims_attr(&["-2", "-6"]))],
+            ),
+            "non-negative",
+        );
+        value_err(
+            run(
+                Reshape,
+                &[f32(&["0", "6"])],
+                &[("shape", dims_attr(&["0", "-1"]))],
+            ),
+            "another dimension is 0",
+        );
     }
 
     #[test]
     fn flatten_squeeze_unsqueeze() {
         let x = f32(&["b", "3", "4"]);
-        let fl = |s, e| shape(Flatten, std::slice::from_ref(&x), &[("start_dim", int(s)), ("end_dim", int(e))]);
+        let fl = |s, e| {
+            shape(
+                Flatten,
+                std::slice::from_ref(&x),
+                &[("start_dim", int(s)), ("end_dim", int(e))],
+            )
+        };
         assert_eq!(fl(0, -1), dims(&["b*12"]));
         assert_eq!(fl(1, -1), dims(&["b", "12"]));
         assert_eq!(fl(-3, -2), dims(&["b*3", "4"]));
         assert_eq!(fl(1, 1), dims(&["b", "3", "4"]));
-        assert_eq!(shape(Flatten, &[f32(&[])], &[("start_dim", int(0)), ("end_dim", int(-1))]), dims(&["1"]));
-        value_err(run(Flatten, std::slice::from_ref(&x), &[("start_dim", int(2)), ("end_dim", int(1))]), "flatten: start_dim:");
-        index_err(run(Flatten, std::slice::from_ref(&x), &[("start_dim", int(0)), ("end_dim", int(5))]), "flatten: end_dim:");
+        assert_eq!(
+            shape(
+                Flatten,
+                &[f32(&[])],
+                &[("start_dim", int(0)), ("end_dim", int(-1))]
+            ),
+            dims(&["1"])
+        );
+        value_err(
+            run(
+                Flatten,
+                std::slice::from_ref(&x),
+                &[("start_dim", int(2)), ("end_dim", int(1))],
+            ),
+            "flatten: start_dim:",
+        );
+        index_err(
+            run(
+                Flatten,
+                std::slice::from_ref(&x),
+                &[("start_dim", int(0)), ("end_dim", int(5))],
+            ),
+            "flatten: end_dim:",
+        );
 
-        assert_eq!(shape(Squeeze, &[f32(&["b", "1", "4"])], &[("axis", int(-2))]), dims(&["b", "4"]));
-        value_err(run(Squeeze, &[f32(&["b", "1", "4"])], &[("axis", int(0))]), "squeeze: axis: the squeezed dimension must be 1");
-        index_err(run(Squeeze, &[f32(&["3", "1", "4"])], &[("axis", int(3))]), "squeeze: axis:");
+        assert_eq!(
+            shape(Squeeze, &[f32(&["b", "1", "4"])], &[("axis", int(-2))]),
+            dims(&["b", "4"])
+        );
+        value_err(
+            run(Squeeze, &[f32(&["b", "1", "4"])], &[("axis", int(0))]),
+            "squeeze: axis: the squeezed dimension must be 1",
+        );
+        index_err(
+            run(Squeeze, &[f32(&["3", "1", "4"])], &[("axis", int(3))]),
+            "squeeze: axis:",
+        );
 
-        assert_eq!(shape(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(0))]), dims(&["1", "b", "4"]));
-        assert_eq!(shape(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(-1))]), dims(&["b", "4", "1"]));
-        assert_eq!(shape(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(-3))]), dims(&["1", "b", "4"]));
-        assert_eq!(shape(Unsqueeze, &[f32(&[])], &[("axis", int(0))]), dims(&["1"]));
-        value_err(run(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(3))]), "unsqueeze: axis:");
-        value_err(run(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(-4))]), "out of range");
+        assert_eq!(
+            shape(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(0))]),
+            dims(&["1", "b", "4"])
+        );
+        assert_eq!(
+            shape(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(-1))]),
+            dims(&["b", "4", "1"])
+        );
+        assert_eq!(
+            shape(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(-3))]),
+            dims(&["1", "b", "4"])
+        );
+        assert_eq!(
+            shape(Unsqueeze, &[f32(&[])], &[("axis", int(0))]),
+            dims(&["1"])
+        );
+        value_err(
+            run(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(3))]),
+            "unsqueeze: axis:",
+        );
+        value_err(
+            run(Unsqueeze, &[f32(&["b", "4"])], &[("axis", int(-4))]),
+            "out of range",
+        );
     }
 
     #[test]
     fn transpose_and_permute() {
         let x = f32(&["b", "3", "4"]);
-        assert_eq!(shape(Transpose, std::slice::from_ref(&x), &[("axis_1", int(0)), ("axis_2", int(-1))]), dims(&["4", "3", "b"]));
-        assert_eq!(shape(Transpose, &[f32(&[])], &[("axis_1", int(-1)), ("axis_2", int(0))]), dims(&[]));
-        index_err(run(Transpose, std::slice::from_ref(&x), &[("axis_1", int(0)), ("axis_2", int(3))]), "transpose: axis_2:");
-        assert_eq!(shape(Permute, std::slice::from_ref(&x), &[("dims", Attr::Ints(vec![2, 0, 1]))]), dims(&["4", "b", "3"]));
-        assert_eq!(shape(Permute, std::slice::from_ref(&x), &[("dims", Attr::Ints(vec![-1, 0, 1]))]), dims(&["4", "b", "3"]));
-        value_err(run(Permute, std::slice::from_ref(&x), &[("dims", Attr::Ints(vec![0, 0, 1]))]), "permute: dims:");
-        value_err(run(Permute, std::slice::from_ref(&x), &[("dims", Attr::Ints(vec![0, 1]))]), "rank 3");
-        index_err(run(Permute, std::slice::from_ref(&x), &[("dims", Attr::Ints(vec![0, 1, 3]))]), "permute: dims:");
+        assert_eq!(
+            shape(
+                Transpose,
+                std::slice::from_ref(&x),
+                &[("axis_1", int(0)), ("axis_2", int(-1))]
+            ),
+            dims(&["4", "3", "b"])
+        );
+        assert_eq!(
+            shape(
+                Transpose,
+                &[f32(&[])],
+                &[("axis_1", int(-1)), ("axis_2", int(0))]
+            ),
+            dims(&[])
+        );
+        index_err(
+            run(
+                Transpose,
+                std::slice::from_ref(&x),
+                &[("axis_1", int(0)), ("axis_2", int(3))],
+            ),
+            "transpose: axis_2:",
+        );
+        assert_eq!(
+            shape(
+                Permute,
+                std::slice::from_ref(&x),
+                &[("dims", Attr::Ints(vec![2, 0, 1]))]
+            ),
+            dims(&["4", "b", "3"])
+        );
+        assert_eq!(
+            shape(
+                Permute,
+                std::slice::from_ref(&x),
+                &[("dims", Attr::Ints(vec![-1, 0, 1]))]
+            ),
+            dims(&["4", "b", "3"])
+        );
+        value_err(
+            run(
+                Permute,
+                std::slice::from_ref(&x),
+                &[("dims", Attr::Ints(vec![0, 0, 1]))],
+            ),
+            "permute: dims:",
+        );
+        value_err(
+            run(
+                Permute,
+                std::slice::from_ref(&x),
+                &[("dims", Attr::Ints(vec![0, 1]))],
+            ),
+            "rank 3",
+        );
+        index_err(
+            run(
+                Permute,
+                std::slice::from_ref(&x),
+                &[("dims", Attr::Ints(vec![0, 1, 3]))],
+            ),
+            "permute: dims:",
+        );
     }
 
     #[test]
     fn broadcast_to_static_and_tensor_shapes() {
-        assert_eq!(shape(BroadcastTo, &[f32(&["b", "1"])], &[("shape", dims_attr(&["2", "b", "3"]))]), dims(&["2", "b", "3"]));
-        assert_eq!(shape(BroadcastTo, &[f32(&["1", "3"])], &[("shape", dims_attr(&["c*2", "3"]))]), dims(&["c*2", "3"]));
-        value_err(run(BroadcastTo, &[f32(&["b", "3"])], &[("shape", dims_attr(&["c", "3"]))]), "broadcast_to: shape: input dimension 0 (b)");
-        value_err(run(BroadcastTo, &[f32(&["2"])], &[("shape", dims_attr(&["3"]))]), "must be 1 or equal");
-        value_err(run(BroadcastTo, &[f32(&["1", "3"])], &[("shape", dims_attr(&["3"]))]), "target rank 1");
-        type_err(run(BroadcastTo, &[f32(&["1", "3"])], &[("shape", dims_attr(&["-1", "3"]))]), "non-negative");
+        assert_eq!(
+            shape(
+                BroadcastTo,
+                &[f32(&["b", "1"])],
+                &[("shape", dims_attr(&["2", "b", "3"]))]
+            ),
+            dims(&["2", "b", "3"])
+        );
+        assert_eq!(
+            shape(
+                BroadcastTo,
+                &[f32(&["1", "3"])],
+                &[("shape", dims_attr(&["c*2", "3"]))]
+            ),
+            dims(&["c*2", "3"])
+        );
+        value_err(
+            run(
+                BroadcastTo,
+                &[f32(&["b", "3"])],
+                &[("shape", dims_attr(&["c", "3"]))],
+            ),
+            "broadcast_to: shape: input dimension 0 (b)",
+        );
+        value_err(
+            run(BroadcastTo, &[f32(&["2"])], &[("shape", dims_attr(&["3"]))]),
+            "must be 1 or equal",
+        );
+        value_err(
+            run(
+                BroadcastTo,
+                &[f32(&["1", "3"])],
+                &[("shape", dims_attr(&["3"]))],
+            ),
+            "target rank 1",
+        );
+        type_err(
+            run(
+                BroadcastTo,
+                &[f32(&["1", "3"])],
+                &[("shape", dims_attr(&["-1", "3"]))],
+            ),
+            "non-negative",
+        );
         let shp = tt(DType::Int64, &["2"]);
         let inputs = [f32(&["1", "3"]), shp.clone()];
-        assert_eq!(shape(BroadcastTo, &inputs, &[("out_dims", dims_attr(&["n", "3"]))]), dims(&["n", "3"]));
-        value_err(run(BroadcastTo, &inputs, &[("out_dims", dims_attr(&["n", "4"]))]), "broadcast_to: out_dims:");
-        value_err(run(BroadcastTo, &inputs, &[("out_dims", dims_attr(&["n", "m", "3"]))]), "holds 2");
+        assert_eq!(
+            shape(
+                BroadcastTo,
+                &inputs,
+                &[("out_dims", dims_attr(&["n", "3"]))]
+            ),
+            dims(&["n", "3"])
+        );
+        value_err(
+            run(
+                BroadcastTo,
+                &inputs,
+                &[("out_dims", dims_attr(&["n", "4"]))],
+            ),
+            "broadcast_to: out_dims:",
+        );
+        value_err(
+            run(
+                BroadcastTo,
+                &inputs,
+                &[("out_dims", dims_attr(&["n", "m", "3"]))],
+            ),
+            "holds 2",
+        );
         value_err(run(BroadcastTo, &inputs, &[]), "out_dims must be given");
-        type_err(run(BroadcastTo, &[f32(&["1", "3"]), f32(&["2"])], &[("out_dims", dims_attr(&["n", "3"]))]), "integer dtype");
-        value_err(run(BroadcastTo, &[f32(&["1", "3"]), tt(DType::Int64, &["1", "2"])], &[("out_dims", dims_attr(&["n", "3"]))]), "rank 1");
+        type_err(
+            run(
+                BroadcastTo,
+                &[f32(&["1", "3"]), f32(&["2"])],
+                &[("out_dims", dims_attr(&["n", "3"]))],
+            ),
+            "integer dtype",
+        );
+        value_err(
+            run(
+                BroadcastTo,
+                &[f32(&["1", "3"]), tt(DType::Int64, &["1", "2"])],
+                &[("out_dims", dims_attr(&["n", "3"]))],
+            ),
+            "rank 1",
+        );
     }
 
     #[test]
     fn interleaved_complex_band_part_and_transfer() {
-        assert_eq!(shape(AsInterleavedComplex, &[f32(&["b", "8"])], &[]), dims(&["b", "4", "2"]));
-        assert_eq!(shape(AsInterleavedComplex, &[f32(&["b", "c*2"])], &[]), dims(&["b", "c", "2"]));
-        value_err(run(AsInterleavedComplex, &[f32(&["b", "7"])], &[]), "as_interleaved_complex: x: the last dimension must be even");
-        type_err(run(AsInterleavedComplex, &[f32(&["b", "c"])], &[]), "must be static");
+        assert_eq!(
+            shape(AsInterleavedComplex, &[f32(&["b", "8"])], &[]),
+            dims(&["b", "4", "2"])
+        );
+        assert_eq!(
+            shape(AsInterleavedComplex, &[f32(&["b", "c*2"])], &[]),
+            dims(&["b", "c", "2"])
+        );
+        value_err(
+            run(AsInterleavedComplex, &[f32(&["b", "7"])], &[]),
+            "as_interleaved_complex: x: the last dimension must be even",
+        );
+        type_err(
+            run(AsInterleavedComplex, &[f32(&["b", "c"])], &[]),
+            "must be static",
+        );
         value_err(run(AsInterleavedComplex, &[f32(&[])], &[]), "rank 1");
 
         let x = f32(&["b", "3", "4"]);
-        let band = |lo: Attr, up: Attr| run(BandPart, std::slice::from_ref(&x), &[("num_lower", lo), ("num_upper", up)]);
+        let band = |lo: Attr, up: Attr| {
+            run(
+                BandPart,
+                std::slice::from_ref(&x),
+                &[("num_lower", lo), ("num_upper", up)],
+            )
+        };
         assert_eq!(band(int(1), int(2)).unwrap()[0], x);
         assert_eq!(band(Attr::None, Attr::None).unwrap()[0], x);
         assert_eq!(band(int(-1), int(3)).unwrap()[0], x);
-        value_err(band(int(3), Attr::None), "band_part: num_lower: 3 is out of bounds");
+        value_err(
+            band(int(3), Attr::None),
+            "band_part: num_lower: 3 is out of bounds",
+        );
         value_err(band(Attr::None, int(4)), "band_part: num_upper:");
         value_err(band(int(-2), Attr::None), "non-negative");
-        value_err(run(BandPart, &[f32(&["4"])], &[]), "band_part: x: needs rank 2");
-        assert!(run(BandPart, &[f32(&["m", "n"])], &[("num_lower", int(100)), ("num_upper", int(100))]).is_ok());
+        value_err(
+            run(BandPart, &[f32(&["4"])], &[]),
+            "band_part: x: needs rank 2",
+        );
+        assert!(
+            run(
+                BandPart,
+                &[f32(&["m", "n"])],
+                &[("num_lower", int(100)), ("num_upper", int(100))]
+            )
+            .is_ok()
+        );
 
-        let out = run(TransferTo, &[f32(&["b", "3"])], &[("device", Attr::Device(DeviceRef::gpu(1)))]).unwrap();
+        let out = run(
+            TransferTo,
+            &[f32(&["b", "3"])],
+            &[("device", Attr::Device(DeviceRef::gpu(1)))],
+        )
+        .unwrap();
         assert_eq!(out[0].tensor().unwrap().device, DeviceRef::gpu(1));
         assert_eq!(out[0].tensor().unwrap().shape, dims(&["b", "3"]));
     }

@@ -8,6 +8,9 @@ use crate::{Buffer, Error, Result, cpu};
 pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     match op.kind {
         OpKind::Matmul => cpu::matmul::run(&inputs[0], &inputs[1], &outputs[0]),
-        other => Err(Error::Value(format!("{}: no CPU kernel for this op yet", other.name()))),
+        other => Err(Error::Value(format!(
+            "{}: no CPU kernel for this op yet",
+            other.name()
+        ))),
     }
 }

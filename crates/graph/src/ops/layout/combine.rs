@@ -10,15 +10,27 @@ use crate::types::{TensorType, Type, shape_str};
 /// The variadic inputs of concat and stack: at least one tensor, one dtype, one device.
 fn joined<'a>(ctx: &Ctx<'a>, what: &str) -> Result<Vec<&'a TensorType>> {
     if ctx.inputs.is_empty() {
-        return Err(ctx.value_err(ctx.kind.arg_names()[0], format!("must provide at least one value to {what}")));
+        return Err(ctx.value_err(
+            ctx.kind.arg_names()[0],
+            format!("must provide at least one value to {what}"),
+        ));
     }
-    let ts = (0..ctx.inputs.len()).map(|i| ctx.tensor(i)).collect::<Result<Vec<_>>>()?;
+    let ts = (0..ctx.inputs.len())
+        .map(|i| ctx.tensor(i))
+        .collect::<Result<Vec<_>>>()?;
     for (i, t) in ts.iter().enumerate().skip(1) {
         if t.dtype != ts[0].dtype {
             // A ValueError, as the reference raises for both ops.
-            return Err(
-                ctx.value_err(&ctx.arg(i), format!("all inputs must have the same dtype: {} is {}, {} is {}", ctx.arg(i), t.dtype, ctx.arg(0), ts[0].dtype))
-            );
+            return Err(ctx.value_err(
+                &ctx.arg(i),
+                format!(
+                    "all inputs must have the same dtype: {} is {}, {} is {}",
+                    ctx.arg(i),
+                    t.dtype,
+                    ctx.arg(0),
+                    ts[0].dtype
+                ),
+            ));
         }
     }
     let all: Vec<usize> = (0..ts.len()).collect();
@@ -35,7 +47,13 @@ pub fn concat(ctx: &Ctx) -> Result<Vec<Type>> {
         if t.rank() != first.rank() {
             return Err(ctx.value_err(
                 &ctx.arg(i),
-                format!("all inputs must have the same rank: {} has rank {}, {} has rank {}", ctx.arg(i), t.rank(), ctx.arg(0), first.rank()),
+                format!(
+                    "all inputs must have the same rank: {} has rank {}, {} has rank {}",
+                    ctx.arg(i),
+                    t.rank(),
+                    ctx.arg(0),
+                    first.rank()
+                ),
             ));
         }
     }
@@ -54,7 +72,9 @@ pub fn concat(ctx: &Ctx) -> Result<Vec<Type>> {
                 ));
             }
         }
-        total = total.add(&t.shape[axis]).map_err(dim_err(ctx, "original_vals"))?;
+        total = total
+            .add(&t.shape[axis])
+            .map_err(dim_err(ctx, "original_vals"))?;
     }
     let mut out = first.shape.clone();
     out[axis] = total;
@@ -70,7 +90,13 @@ pub fn stack(ctx: &Ctx) -> Result<Vec<Type>> {
         if t.shape != first.shape {
             return Err(ctx.value_err(
                 &ctx.arg(i),
-                format!("all inputs must have the same shape: {} is {}, {} is {}", ctx.arg(i), shape_str(&t.shape), ctx.arg(0), shape_str(&first.shape)),
+                format!(
+                    "all inputs must have the same shape: {} is {}, {} is {}",
+                    ctx.arg(i),
+                    shape_str(&t.shape),
+                    ctx.arg(0),
+                    shape_str(&first.shape)
+                ),
             ));
         }
     }
@@ -88,11 +114,27 @@ pub fn split(ctx: &Ctx) -> Result<Vec<Type>> {
     let sizes = ctx.dims("split_sizes")?;
     let axis = ctx.axis("axis", ctx.int("axis")?, x.rank())?;
     if let Some(bad) = sizes.iter().find(|d| d.as_static().is_some_and(|n| n < 0)) {
-        return Err(ctx.value_err("split_sizes", format!("sizes must be non-negative, got {bad} in {}", shape_str(sizes))));
+        return Err(ctx.value_err(
+            "split_sizes",
+            format!(
+                "sizes must be non-negative, got {bad} in {}",
+                shape_str(sizes)
+            ),
+        ));
     }
-    let sum = sizes.iter().try_fold(Dim::stat(0), |acc, d| acc.add(d)).map_err(dim_err(ctx, "split_sizes"))?;
+    let sum = sizes
+        .iter()
+        .try_fold(Dim::stat(0), |acc, d| acc.add(d))
+        .map_err(dim_err(ctx, "split_sizes"))?;
     if sum != x.shape[axis] {
-        return Err(ctx.value_err("split_sizes", format!("sizes {} add up to {sum}, not to the dimension {} at axis {axis}", shape_str(sizes), x.shape[axis])));
+        return Err(ctx.value_err(
+            "split_sizes",
+            format!(
+                "sizes {} add up to {sum}, not to the dimension {} at axis {axis}",
+                shape_str(sizes),
+                x.shape[axis]
+            ),
+        ));
     }
     Ok(sizes
         .iter()
@@ -110,12 +152,33 @@ pub fn tile(ctx: &Ctx) -> Result<Vec<Type>> {
     let x = ctx.tensor(0)?;
     let repeats = ctx.dims("repeats")?;
     if repeats.len() != x.rank() {
-        return Err(ctx.value_err("repeats", format!("needs one entry per input dim: {} for shape {}", shape_str(repeats), shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "repeats",
+            format!(
+                "needs one entry per input dim: {} for shape {}",
+                shape_str(repeats),
+                shape_str(&x.shape)
+            ),
+        ));
     }
-    if let Some(bad) = repeats.iter().find(|d| d.as_static().is_some_and(|n| n <= 0)) {
-        return Err(ctx.value_err("repeats", format!("repeats must all be positive, got {bad} in {}", shape_str(repeats))));
+    if let Some(bad) = repeats
+        .iter()
+        .find(|d| d.as_static().is_some_and(|n| n <= 0))
+    {
+        return Err(ctx.value_err(
+            "repeats",
+            format!(
+                "repeats must all be positive, got {bad} in {}",
+                shape_str(repeats)
+            ),
+        ));
     }
-    let out = x.shape.iter().zip(repeats).map(|(d, r)| d.mul(r)).collect::<std::result::Result<Vec<_>, _>>();
+    let out = x
+        .shape
+        .iter()
+        .zip(repeats)
+        .map(|(d, r)| d.mul(r))
+        .collect::<std::result::Result<Vec<_>, _>>();
     one(x.with_shape(out.map_err(dim_err(ctx, "repeats"))?))
 }
 
@@ -127,26 +190,51 @@ pub fn pad(ctx: &Ctx) -> Result<Vec<Type>> {
     let value = ctx.tensor(1)?;
     let mode = ctx.string("mode")?;
     if mode != "constant" {
-        return Err(ctx.value_err("mode", format!("only 'constant' padding is supported, got {mode:?}")));
+        return Err(ctx.value_err(
+            "mode",
+            format!("only 'constant' padding is supported, got {mode:?}"),
+        ));
     }
     let paddings = ctx.ints("paddings")?;
     if paddings.len() != 2 * x.rank() {
         return Err(ctx.value_err(
             "paddings",
-            format!("needs 2 values (before, after) per input dim, {} for shape {}, got {}", 2 * x.rank(), shape_str(&x.shape), paddings.len()),
+            format!(
+                "needs 2 values (before, after) per input dim, {} for shape {}, got {}",
+                2 * x.rank(),
+                shape_str(&x.shape),
+                paddings.len()
+            ),
         ));
     }
     if paddings.iter().any(|&p| p < 0) {
-        return Err(ctx.value_err("paddings", format!("padding values must be non-negative, got {paddings:?}")));
+        return Err(ctx.value_err(
+            "paddings",
+            format!("padding values must be non-negative, got {paddings:?}"),
+        ));
     }
     if value.rank() != 0 {
-        return Err(ctx.value_err("value", format!("must be a scalar, got shape {}", shape_str(&value.shape))));
+        return Err(ctx.value_err(
+            "value",
+            format!("must be a scalar, got shape {}", shape_str(&value.shape)),
+        ));
     }
     if value.dtype != x.dtype {
-        return Err(ctx.type_err("value", format!("must have the input's dtype {}, got {}", x.dtype, value.dtype)));
+        return Err(ctx.type_err(
+            "value",
+            format!(
+                "must have the input's dtype {}, got {}",
+                x.dtype, value.dtype
+            ),
+        ));
     }
     ctx.same_device(&[0, 1])?;
-    let out = x.shape.iter().zip(paddings.chunks(2)).map(|(d, p)| d.add(&Dim::stat(p[0] + p[1]))).collect::<std::result::Result<Vec<_>, _>>();
+    let out = x
+        .shape
+        .iter()
+        .zip(paddings.chunks(2))
+        .map(|(d, p)| d.add(&Dim::stat(p[0] + p[1])))
+        .collect::<std::result::Result<Vec<_>, _>>();
     one(x.with_shape(out.map_err(dim_err(ctx, "paddings"))?))
 }
 
@@ -174,7 +262,10 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
         }
         Some([d]) => Some(d.clone()),
         Some(other) => {
-            return Err(ctx.value_err("out_dim", format!("must be a single dim, got {}", shape_str(other))));
+            return Err(ctx.value_err(
+                "out_dim",
+                format!("must be a single dim, got {}", shape_str(other)),
+            ));
         }
     };
     let dim = match ctx.inputs.len() {
@@ -183,10 +274,17 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
             if n <= 0 {
                 return Err(ctx.value_err("repeats", format!("must be positive, got {n}")));
             }
-            let dim = shape[axis].mul(&Dim::stat(n)).map_err(dim_err(ctx, "repeats"))?;
-            if let (Some(want), Some(got)) = (out_dim.as_ref().and_then(Dim::as_static), dim.as_static()) {
+            let dim = shape[axis]
+                .mul(&Dim::stat(n))
+                .map_err(dim_err(ctx, "repeats"))?;
+            if let (Some(want), Some(got)) =
+                (out_dim.as_ref().and_then(Dim::as_static), dim.as_static())
+            {
                 if want != got {
-                    return Err(ctx.value_err("out_dim", format!("{want} contradicts the repeated size {got}")));
+                    return Err(ctx.value_err(
+                        "out_dim",
+                        format!("{want} contradicts the repeated size {got}"),
+                    ));
                 }
             }
             dim
@@ -194,17 +292,36 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
         2 => {
             let r = ctx.tensor(1)?;
             if !r.dtype.is_integral() {
-                return Err(ctx.type_err("repeats", format!("must have an integer dtype, got {}", r.dtype)));
+                return Err(ctx.type_err(
+                    "repeats",
+                    format!("must have an integer dtype, got {}", r.dtype),
+                ));
             }
             if r.rank() > 1 {
-                return Err(ctx.value_err("repeats", format!("must be a scalar or rank 1, got shape {}", shape_str(&r.shape))));
+                return Err(ctx.value_err(
+                    "repeats",
+                    format!(
+                        "must be a scalar or rank 1, got shape {}",
+                        shape_str(&r.shape)
+                    ),
+                ));
             }
-            if let (Some(len), Some(size)) = (r.shape.first().and_then(Dim::as_static), shape[axis].as_static()) {
+            if let (Some(len), Some(size)) = (
+                r.shape.first().and_then(Dim::as_static),
+                shape[axis].as_static(),
+            ) {
                 if len != 1 && len != size {
-                    return Err(ctx.value_err("repeats", format!("has {len} counts for a dimension of size {size} (expected 1 or {size})")));
+                    return Err(ctx.value_err(
+                        "repeats",
+                        format!(
+                            "has {len} counts for a dimension of size {size} (expected 1 or {size})"
+                        ),
+                    ));
                 }
             }
-            out_dim.ok_or_else(|| ctx.value_err("out_dim", "out_dim must be given when repeats is a tensor"))?
+            out_dim.ok_or_else(|| {
+                ctx.value_err("out_dim", "out_dim must be given when repeats is a tensor")
+            })?
         }
         n => return Err(ctx.value_err("inputs", format!("expected 1 or 2 inputs, got {n}"))),
     };
@@ -221,23 +338,90 @@ mod tests {
     use crate::types::{DeviceRef, TensorType, Type};
 
     fn shapes(out: Vec<Type>) -> Vec<Vec<crate::dim::Dim>> {
-        out.iter().map(|t| t.tensor().unwrap().shape.clone()).collect()
+        out.iter()
+            .map(|t| t.tensor().unwrap().shape.clone())
+            .collect()
     }
 
     #[test]
     fn concat_sums_the_axis() {
-        assert_eq!(shape(Concat, &[f32(&["batch", "3"]), f32(&["batch", "3"])], &[("axis", int(0))]), dims(&["batch*2", "3"]));
-        assert_eq!(shape(Concat, &[f32(&["b", "3"]), f32(&["b", "c"])], &[("axis", int(-1))]), dims(&["b", "c+3"]));
-        assert_eq!(shape(Concat, &[f32(&["a", "3"]), f32(&["b", "3"]), f32(&["2", "3"])], &[("axis", int(0))]), dims(&["a+b+2", "3"]));
-        assert_eq!(shape(Concat, &[f32(&["3"])], &[("axis", int(0))]), dims(&["3"]));
-        value_err(run(Concat, &[f32(&["a", "3"]), f32(&["b", "4"])], &[("axis", int(0))]), "concat: original_vals[1]: inputs differ on non-concat axis 1");
-        value_err(run(Concat, &[f32(&["3"]), tt(DType::Int32, &["3"])], &[("axis", int(0))]), "same dtype");
-        value_err(run(Concat, &[f32(&["3"]), f32(&["3", "1"])], &[("axis", int(0))]), "same rank");
-        value_err(run(Concat, &[], &[("axis", int(0))]), "concat: original_vals: must provide at least one value");
-        index_err(run(Concat, &[f32(&["b", "3"]), f32(&["b", "3"])], &[("axis", int(2))]), "concat: axis:");
-        index_err(run(Concat, &[f32(&[]), f32(&[])], &[("axis", int(0))]), "concat: axis:");
-        let gpu = Type::Tensor(TensorType::new(DType::Float32, dims(&["3"]), DeviceRef::gpu(0)));
-        value_err(run(Concat, &[f32(&["3"]), gpu], &[("axis", int(0))]), "same device");
+        assert_eq!(
+            shape(
+                Concat,
+                &[f32(&["batch", "3"]), f32(&["batch", "3"])],
+                &[("axis", int(0))]
+            ),
+            dims(&["batch*2", "3"])
+        );
+        assert_eq!(
+            shape(
+                Concat,
+                &[f32(&["b", "3"]), f32(&["b", "c"])],
+                &[("axis", int(-1))]
+            ),
+            dims(&["b", "c+3"])
+        );
+        assert_eq!(
+            shape(
+                Concat,
+                &[f32(&["a", "3"]), f32(&["b", "3"]), f32(&["2", "3"])],
+                &[("axis", int(0))]
+            ),
+            dims(&["a+b+2", "3"])
+        );
+        assert_eq!(
+            shape(Concat, &[f32(&["3"])], &[("axis", int(0))]),
+            dims(&["3"])
+        );
+        value_err(
+            run(
+                Concat,
+                &[f32(&["a", "3"]), f32(&["b", "4"])],
+                &[("axis", int(0))],
+            ),
+            "concat: original_vals[1]: inputs differ on non-concat axis 1",
+        );
+        value_err(
+            run(
+                Concat,
+                &[f32(&["3"]), tt(DType::Int32, &["3"])],
+                &[("axis", int(0))],
+            ),
+            "same dtype",
+        );
+        value_err(
+            run(
+                Concat,
+                &[f32(&["3"]), f32(&["3", "1"])],
+                &[("axis", int(0))],
+            ),
+            "same rank",
+        );
+        value_err(
+            run(Concat, &[], &[("axis", int(0))]),
+            "concat: original_vals: must provide at least one value",
+        );
+        index_err(
+            run(
+                Concat,
+                &[f32(&["b", "3"]), f32(&["b", "3"])],
+                &[("axis", int(2))],
+            ),
+            "concat: axis:",
+        );
+        index_err(
+            run(Concat, &[f32(&[]), f32(&[])], &[("axis", int(0))]),
+            "concat: axis:",
+        );
+        let gpu = Type::Tensor(TensorType::new(
+            DType::Float32,
+            dims(&["3"]),
+            DeviceRef::gpu(0),
+        ));
+        value_err(
+            run(Concat, &[f32(&["3"]), gpu], &[("axis", int(0))]),
+            "same device",
+        );
     }
 
     #[test]
@@ -249,69 +433,225 @@ mod tests {
         assert_eq!(shapes(st(1).unwrap()), vec![dims(&["b", "2", "3"])]);
         index_err(st(3), "stack: axis:");
         index_err(st(-4), "stack: axis:");
-        assert_eq!(shape(Stack, &[f32(&[]), f32(&[]), f32(&[])], &[("axis", int(0))]), dims(&["3"]));
-        value_err(run(Stack, &[x.clone(), f32(&["c", "3"])], &[("axis", int(0))]), "stack: values[1]: all inputs must have the same shape");
-        value_err(run(Stack, &[x.clone(), tt(DType::Int32, &["b", "3"])], &[("axis", int(0))]), "same dtype");
-        value_err(run(Stack, &[], &[("axis", int(0))]), "stack: values: must provide at least one value");
+        assert_eq!(
+            shape(Stack, &[f32(&[]), f32(&[]), f32(&[])], &[("axis", int(0))]),
+            dims(&["3"])
+        );
+        value_err(
+            run(Stack, &[x.clone(), f32(&["c", "3"])], &[("axis", int(0))]),
+            "stack: values[1]: all inputs must have the same shape",
+        );
+        value_err(
+            run(
+                Stack,
+                &[x.clone(), tt(DType::Int32, &["b", "3"])],
+                &[("axis", int(0))],
+            ),
+            "same dtype",
+        );
+        value_err(
+            run(Stack, &[], &[("axis", int(0))]),
+            "stack: values: must provide at least one value",
+        );
     }
 
     #[test]
     fn split_needs_sizes_that_add_up() {
-        let sp = |x: Type, sizes: &[&str], axis| run(Split, &[x], &[("split_sizes", dims_attr(sizes)), ("axis", int(axis))]);
-        assert_eq!(shapes(sp(f32(&["3", "4"]), &["1", "2"], 0).unwrap()), vec![dims(&["1", "4"]), dims(&["2", "4"])]);
-        assert_eq!(shapes(sp(f32(&["3", "4"]), &["2", "2"], -1).unwrap()), vec![dims(&["3", "2"]), dims(&["3", "2"])]);
-        assert_eq!(shapes(sp(f32(&["b", "4"]), &["b-1", "1"], 0).unwrap()), vec![dims(&["b-1", "4"]), dims(&["1", "4"])]);
-        assert_eq!(shapes(sp(f32(&["3", "4"]), &["0", "3"], 0).unwrap()), vec![dims(&["0", "4"]), dims(&["3", "4"])]);
+        let sp = |x: Type, sizes: &[&str], axis| {
+            run(
+                Split,
+                &[x],
+                &[("split_sizes", dims_attr(sizes)), ("axis", int(axis))],
+            )
+        };
+        assert_eq!(
+            shapes(sp(f32(&["3", "4"]), &["1", "2"], 0).unwrap()),
+            vec![dims(&["1", "4"]), dims(&["2", "4"])]
+        );
+        assert_eq!(
+            shapes(sp(f32(&["3", "4"]), &["2", "2"], -1).unwrap()),
+            vec![dims(&["3", "2"]), dims(&["3", "2"])]
+        );
+        assert_eq!(
+            shapes(sp(f32(&["b", "4"]), &["b-1", "1"], 0).unwrap()),
+            vec![dims(&["b-1", "4"]), dims(&["1", "4"])]
+        );
+        assert_eq!(
+            shapes(sp(f32(&["3", "4"]), &["0", "3"], 0).unwrap()),
+            vec![dims(&["0", "4"]), dims(&["3", "4"])]
+        );
         assert!(sp(f32(&["0", "4"]), &[], 0).unwrap().is_empty());
-        value_err(sp(f32(&["3", "4"]), &["1", "1"], 0), "split: split_sizes: sizes [1, 1] add up to 2");
-        value_err(sp(f32(&["b", "4"]), &["1", "2"], 0), "not to the dimension b");
+        value_err(
+            sp(f32(&["3", "4"]), &["1", "1"], 0),
+            "split: split_sizes: sizes [1, 1] add up to 2",
+        );
+        value_err(
+            sp(f32(&["b", "4"]), &["1", "2"], 0),
+            "not to the dimension b",
+        );
         value_err(sp(f32(&["3", "4"]), &["4", "-1"], 0), "non-negative");
         index_err(sp(f32(&["3", "4"]), &["2", "2"], 2), "split: axis:");
     }
 
     #[test]
     fn tile_multiplies_dims() {
-        assert_eq!(shape(Tile, &[f32(&["b", "3"])], &[("repeats", dims_attr(&["2", "3"]))]), dims(&["b*2", "9"]));
-        assert_eq!(shape(Tile, &[f32(&["b", "3"])], &[("repeats", dims_attr(&["n", "1"]))]), dims(&["b*n", "3"]));
-        value_err(run(Tile, &[f32(&["b", "3"])], &[("repeats", dims_attr(&["0", "3"]))]), "tile: repeats: repeats must all be positive");
-        value_err(run(Tile, &[f32(&["b", "3"])], &[("repeats", dims_attr(&["3"]))]), "one entry per input dim");
+        assert_eq!(
+            shape(
+                Tile,
+                &[f32(&["b", "3"])],
+                &[("repeats", dims_attr(&["2", "3"]))]
+            ),
+            dims(&["b*2", "9"])
+        );
+        assert_eq!(
+            shape(
+                Tile,
+                &[f32(&["b", "3"])],
+                &[("repeats", dims_attr(&["n", "1"]))]
+            ),
+            dims(&["b*n", "3"])
+        );
+        value_err(
+            run(
+                Tile,
+                &[f32(&["b", "3"])],
+                &[("repeats", dims_attr(&["0", "3"]))],
+            ),
+            "tile: repeats: repeats must all be positive",
+        );
+        value_err(
+            run(Tile, &[f32(&["b", "3"])], &[("repeats", dims_attr(&["3"]))]),
+            "one entry per input dim",
+        );
     }
 
     #[test]
     fn pad_grows_each_dim() {
-        let pd = |x: Type, v: Type, p: Vec<i64>, mode: &str| run(Pad, &[x, v], &[("paddings", Attr::Ints(p)), ("mode", Attr::Str(mode.into()))]);
+        let pd = |x: Type, v: Type, p: Vec<i64>, mode: &str| {
+            run(
+                Pad,
+                &[x, v],
+                &[
+                    ("paddings", Attr::Ints(p)),
+                    ("mode", Attr::Str(mode.into())),
+                ],
+            )
+        };
         let out = pd(f32(&["b", "3"]), f32(&[]), vec![1, 2, 0, 3], "constant").unwrap();
         assert_eq!(shapes(out), vec![dims(&["b+3", "6"])]);
-        assert_eq!(shapes(pd(f32(&["a*2"]), f32(&[]), vec![1, 1], "constant").unwrap()), vec![dims(&["a*2+2"])]);
-        value_err(pd(f32(&["b", "3"]), f32(&[]), vec![1, 2], "constant"), "pad: paddings: needs 2 values");
-        value_err(pd(f32(&["b", "3"]), f32(&[]), vec![-1, 2, 0, 0], "constant"), "non-negative");
-        value_err(pd(f32(&["b", "3"]), f32(&[]), vec![1, 2, 0, 0], "reflect"), "pad: mode:");
-        value_err(pd(f32(&["3"]), f32(&["1"]), vec![1, 1], "constant"), "pad: value: must be a scalar");
-        type_err(pd(f32(&["3"]), tt(DType::Int32, &[]), vec![1, 1], "constant"), "pad: value: must have the input's dtype");
+        assert_eq!(
+            shapes(pd(f32(&["a*2"]), f32(&[]), vec![1, 1], "constant").unwrap()),
+            vec![dims(&["a*2+2"])]
+        );
+        value_err(
+            pd(f32(&["b", "3"]), f32(&[]), vec![1, 2], "constant"),
+            "pad: paddings: needs 2 values",
+        );
+        value_err(
+            pd(f32(&["b", "3"]), f32(&[]), vec![-1, 2, 0, 0], "constant"),
+            "non-negative",
+        );
+        value_err(
+            pd(f32(&["b", "3"]), f32(&[]), vec![1, 2, 0, 0], "reflect"),
+            "pad: mode:",
+        );
+        value_err(
+            pd(f32(&["3"]), f32(&["1"]), vec![1, 1], "constant"),
+            "pad: value: must be a scalar",
+        );
+        type_err(
+            pd(f32(&["3"]), tt(DType::Int32, &[]), vec![1, 1], "constant"),
+            "pad: value: must have the input's dtype",
+        );
     }
 
     #[test]
     fn repeat_interleave_counts_and_tensors() {
-        let ri = |x: Type, n: i64, axis: Attr| shape(RepeatInterleave, &[x], &[("repeats", int(n)), ("axis", axis)]);
+        let ri = |x: Type, n: i64, axis: Attr| {
+            shape(
+                RepeatInterleave,
+                &[x],
+                &[("repeats", int(n)), ("axis", axis)],
+            )
+        };
         assert_eq!(ri(f32(&["2", "2"]), 2, Attr::None), dims(&["8"]));
         assert_eq!(ri(f32(&["b", "2"]), 2, Attr::None), dims(&["b*4"]));
         assert_eq!(ri(f32(&["b", "2"]), 2, int(0)), dims(&["b*2", "2"]));
         assert_eq!(ri(f32(&["b", "2"]), 3, int(-1)), dims(&["b", "6"]));
         assert_eq!(ri(f32(&[]), 2, Attr::None), dims(&["2"]));
         let x = f32(&["b", "2"]);
-        value_err(run(RepeatInterleave, std::slice::from_ref(&x), &[("repeats", int(0)), ("axis", int(0))]), "repeat_interleave: repeats: must be positive");
-        value_err(run(RepeatInterleave, std::slice::from_ref(&x), &[("repeats", int(2)), ("axis", int(2))]), "repeat_interleave: axis:");
-        value_err(run(RepeatInterleave, &[f32(&["2"])], &[("repeats", int(2)), ("axis", int(0)), ("out_dim", dims_attr(&["5"]))]), "contradicts");
+        value_err(
+            run(
+                RepeatInterleave,
+                std::slice::from_ref(&x),
+                &[("repeats", int(0)), ("axis", int(0))],
+            ),
+            "repeat_interleave: repeats: must be positive",
+        );
+        value_err(
+            run(
+                RepeatInterleave,
+                std::slice::from_ref(&x),
+                &[("repeats", int(2)), ("axis", int(2))],
+            ),
+            "repeat_interleave: axis:",
+        );
+        value_err(
+            run(
+                RepeatInterleave,
+                &[f32(&["2"])],
+                &[
+                    ("repeats", int(2)),
+                    ("axis", int(0)),
+                    ("out_dim", dims_attr(&["5"])),
+                ],
+            ),
+            "contradicts",
+        );
 
         let counts = tt(DType::Int64, &["2"]);
         let with = |x: Type, c: Type, attrs: &[(&str, Attr)]| run(RepeatInterleave, &[x, c], attrs);
-        let out = with(f32(&["2", "2"]), counts.clone(), &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))]).unwrap();
+        let out = with(
+            f32(&["2", "2"]),
+            counts.clone(),
+            &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))],
+        )
+        .unwrap();
         assert_eq!(shapes(out), vec![dims(&["n", "2"])]);
-        let out = with(f32(&["2", "2"]), tt(DType::Int32, &[]), &[("out_dim", dims_attr(&["5"]))]).unwrap();
+        let out = with(
+            f32(&["2", "2"]),
+            tt(DType::Int32, &[]),
+            &[("out_dim", dims_attr(&["5"]))],
+        )
+        .unwrap();
         assert_eq!(shapes(out), vec![dims(&["5"])]);
-        value_err(with(f32(&["2", "2"]), counts.clone(), &[("axis", int(0))]), "repeat_interleave: out_dim: out_dim must be given");
-        value_err(with(f32(&["4", "2"]), tt(DType::Int64, &["3"]), &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))]), "has 3 counts");
-        type_err(with(f32(&["2", "2"]), f32(&["2"]), &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))]), "integer dtype");
-        value_err(with(f32(&["2", "2"]), tt(DType::Int64, &["1", "2"]), &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))]), "rank 1");
+        value_err(
+            with(f32(&["2", "2"]), counts.clone(), &[("axis", int(0))]),
+            "repeat_interleave: out_dim: out_dim must be given",
+        );
+        value_err(
+            with(
+                f32(&["4", "2"]),
+                tt(DType::Int64, &["3"]),
+                &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))],
+            ),
+            "has 3 counts",
+        );
+        type_err(
+            with(
+                f32(&["2", "2"]),
+                f32(&["2"]),
+                &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))],
+            ),
+            "integer dtype",
+        );
+        value_err(
+            with(
+                f32(&["2", "2"]),
+                tt(DType::Int64, &["1", "2"]),
+                &[("axis", int(0)), ("out_dim", dims_attr(&["n"]))],
+            ),
+            "rank 1",
+        );
     }
 }

@@ -59,22 +59,44 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
     let bounds = ctx.ints("bounds")?;
     let out_dims = ctx.dims("out_dims")?;
     let n = kinds.len();
-    if [starts.len(), stops.len(), steps.len(), bounds.len(), out_dims.len()].iter().any(|&l| l != n) {
+    if [
+        starts.len(),
+        stops.len(),
+        steps.len(),
+        bounds.len(),
+        out_dims.len(),
+    ]
+    .iter()
+    .any(|&l| l != n)
+    {
         return Err(ctx.value_err("indices", "malformed slice attributes: kinds, starts, stops, steps, bounds and out_dims must have one entry per index"));
     }
-    let consumed = kinds.iter().filter(|k| matches!(**k, INDEX | SLICE | TENSOR_INDEX | SIZED_SLICE)).count();
+    let consumed = kinds
+        .iter()
+        .filter(|k| matches!(**k, INDEX | SLICE | TENSOR_INDEX | SIZED_SLICE))
+        .count();
     if kinds.iter().filter(|k| **k == ELLIPSIS).count() > 1 {
         return Err(ctx.value_err("indices", "at most one Ellipsis (...) is allowed"));
     }
     if consumed > x.rank() {
-        return Err(ctx.value_err("indices", format!("{consumed} indices for a tensor of rank {} ({})", x.rank(), shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "indices",
+            format!(
+                "{consumed} indices for a tensor of rank {} ({})",
+                x.rank(),
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let mut next_input = first;
     let mut axis = 0;
     let mut out = Vec::with_capacity(x.rank() + n);
     for i in 0..n {
-        let spec =
-            SliceSpec { start: (bounds[i] & HAS_START != 0).then_some(&starts[i]), stop: (bounds[i] & HAS_STOP != 0).then_some(&stops[i]), step: steps[i] };
+        let spec = SliceSpec {
+            start: (bounds[i] & HAS_START != 0).then_some(&starts[i]),
+            stop: (bounds[i] & HAS_STOP != 0).then_some(&stops[i]),
+            step: steps[i],
+        };
         match kinds[i] {
             INDEX => {
                 check_index(ctx, &starts[i], &x.shape[axis], axis)?;
@@ -98,9 +120,15 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
             SIZED_SLICE => {
                 let want = &out_dims[i];
                 if want.as_static().is_some_and(|v| v < 0) {
-                    return Err(ctx.value_err("indices", format!("the result dim of a sized slice must be non-negative, got {want}")));
+                    return Err(ctx.value_err(
+                        "indices",
+                        format!("the result dim of a sized slice must be non-negative, got {want}"),
+                    ));
                 }
-                let tensors = [TENSOR_START, TENSOR_STOP].iter().filter(|b| bounds[i] & **b != 0).count();
+                let tensors = [TENSOR_START, TENSOR_STOP]
+                    .iter()
+                    .filter(|b| bounds[i] & **b != 0)
+                    .count();
                 for _ in 0..tensors {
                     scalar_index(ctx, next_input)?;
                     next_input += 1;
@@ -108,22 +136,39 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
                 if tensors == 0 {
                     let len = slice_len(ctx, &spec, &x.shape[axis], axis)?;
                     if len.is_static() && want.is_static() && len != *want {
-                        return Err(ctx.value_err("indices", format!("the slice at axis {axis} has {len} elements, not the given {want}")));
+                        return Err(ctx.value_err(
+                            "indices",
+                            format!(
+                                "the slice at axis {axis} has {len} elements, not the given {want}"
+                            ),
+                        ));
                     }
                 } else if spec.step == 0 {
-                    return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
+                    return Err(ctx.value_err(
+                        "indices",
+                        format!("slice step cannot be zero (axis {axis})"),
+                    ));
                 }
                 out.push(want.clone());
                 axis += 1;
             }
             k => {
-                return Err(ctx.value_err("indices", format!("malformed slice attributes: unknown index kind {k}")));
+                return Err(ctx.value_err(
+                    "indices",
+                    format!("malformed slice attributes: unknown index kind {k}"),
+                ));
             }
         }
     }
     if next_input != ctx.inputs.len() {
         let given = ctx.inputs.len().saturating_sub(first);
-        return Err(ctx.value_err("indices", format!("the indices use {} tensors but {given} were given", next_input - first)));
+        return Err(ctx.value_err(
+            "indices",
+            format!(
+                "the indices use {} tensors but {given} were given",
+                next_input - first
+            ),
+        ));
     }
     out.extend_from_slice(&x.shape[axis..]);
     Ok(out)
@@ -133,10 +178,22 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
 fn scalar_index(ctx: &Ctx, i: usize) -> Result<()> {
     let t = ctx.tensor(i)?;
     if !t.dtype.is_integral() {
-        return Err(ctx.type_err(&ctx.arg(i), format!("an index tensor must have an integer dtype, got {}", t.dtype)));
+        return Err(ctx.type_err(
+            &ctx.arg(i),
+            format!(
+                "an index tensor must have an integer dtype, got {}",
+                t.dtype
+            ),
+        ));
     }
     if t.rank() != 0 {
-        return Err(ctx.value_err(&ctx.arg(i), format!("an index tensor must be a scalar, got shape {}", shape_str(&t.shape))));
+        return Err(ctx.value_err(
+            &ctx.arg(i),
+            format!(
+                "an index tensor must be a scalar, got shape {}",
+                shape_str(&t.shape)
+            ),
+        ));
     }
     Ok(())
 }
@@ -160,7 +217,10 @@ fn check_index(ctx: &Ctx, raw: &Dim, dim: &Dim, axis: usize) -> Result<()> {
     let at = absolute(ctx, raw, dim)?;
     let last = dim.sub(&Dim::stat(1)).map_err(dim_err(ctx, "indices"))?;
     if surely_outside(&at, &Dim::stat(0), &last).map_err(dim_err(ctx, "indices"))? {
-        return Err(ctx.value_err("indices", format!("index {raw} is out of range for dimension {dim} at axis {axis}")));
+        return Err(ctx.value_err(
+            "indices",
+            format!("index {raw} is out of range for dimension {dim} at axis {axis}"),
+        ));
     }
     Ok(())
 }
@@ -169,20 +229,34 @@ fn check_index(ctx: &Ctx, raw: &Dim, dim: &Dim, axis: usize) -> Result<()> {
 fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
     let err = dim_err(ctx, "indices");
     if s.step == 0 {
-        return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
+        return Err(ctx.value_err(
+            "indices",
+            format!("slice step cannot be zero (axis {axis})"),
+        ));
     }
     let one = Dim::stat(1);
     // Positions a bound may take, after counting negative ones from the end: 0..=dim going
     // forward, and -1..=dim-1 going backward (where -1 is "before the first element").
-    let (lo, hi) = if s.step > 0 { (Dim::stat(0), dim.clone()) } else { (Dim::stat(-1), dim.sub(&one).map_err(&err)?) };
+    let (lo, hi) = if s.step > 0 {
+        (Dim::stat(0), dim.clone())
+    } else {
+        (Dim::stat(-1), dim.sub(&one).map_err(&err)?)
+    };
     let mut ends = Vec::with_capacity(2);
-    for (bound, default) in [(s.start, if s.step > 0 { lo.clone() } else { hi.clone() }), (s.stop, if s.step > 0 { hi.clone() } else { lo.clone() })] {
+    for (bound, default) in [
+        (s.start, if s.step > 0 { lo.clone() } else { hi.clone() }),
+        (s.stop, if s.step > 0 { hi.clone() } else { lo.clone() }),
+    ] {
         let at = match bound {
             None => default,
             Some(raw) => {
                 let at = absolute(ctx, raw, dim)?;
                 if surely_outside(&at, &lo, &hi).map_err(&err)? {
-                    let range = if s.step > 0 { "[-dim, dim]" } else { "[-dim - 1, dim - 1]" };
+                    let range = if s.step > 0 {
+                        "[-dim, dim]"
+                    } else {
+                        "[-dim - 1, dim - 1]"
+                    };
                     return Err(ctx.value_err(
                         "indices",
                         format!("slice bound {raw} is out of range for dimension {dim} at axis {axis} (bounds must lie in {range} for step {})", s.step),
@@ -195,9 +269,22 @@ fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
     }
     let (start, stop) = (&ends[0], &ends[1]);
     let stride = Dim::stat(s.step.abs());
-    let span = if s.step > 0 { stop.sub(start) } else { start.sub(stop) }.map_err(&err)?;
-    let len = span.add(&stride).and_then(|d| d.sub(&one)).and_then(|d| d.floordiv(&stride)).map_err(&err)?;
-    Ok(if len.as_static().is_some_and(|v| v < 0) { Dim::stat(0) } else { len })
+    let span = if s.step > 0 {
+        stop.sub(start)
+    } else {
+        start.sub(stop)
+    }
+    .map_err(&err)?;
+    let len = span
+        .add(&stride)
+        .and_then(|d| d.sub(&one))
+        .and_then(|d| d.floordiv(&stride))
+        .map_err(&err)?;
+    Ok(if len.as_static().is_some_and(|v| v < 0) {
+        Dim::stat(0)
+    } else {
+        len
+    })
 }
 
 #[cfg(test)]
@@ -243,7 +330,10 @@ mod tests {
             flags |= HAS_STOP;
             d(parts[1])
         };
-        let step = parts.get(2).filter(|p| !p.is_empty()).map_or(1, |p| p.parse().unwrap());
+        let step = parts
+            .get(2)
+            .filter(|p| !p.is_empty())
+            .map_or(1, |p| p.parse().unwrap());
         (SLICE, start, stop, step, flags, z)
     }
 
@@ -256,11 +346,20 @@ mod tests {
             &inputs,
             &[
                 ("kinds", Attr::Ints(es.iter().map(|e| e.0).collect())),
-                ("starts", Attr::Dims(es.iter().map(|e| e.1.clone()).collect())),
-                ("stops", Attr::Dims(es.iter().map(|e| e.2.clone()).collect())),
+                (
+                    "starts",
+                    Attr::Dims(es.iter().map(|e| e.1.clone()).collect()),
+                ),
+                (
+                    "stops",
+                    Attr::Dims(es.iter().map(|e| e.2.clone()).collect()),
+                ),
                 ("steps", Attr::Ints(es.iter().map(|e| e.3).collect())),
                 ("bounds", Attr::Ints(es.iter().map(|e| e.4).collect())),
-                ("out_dims", Attr::Dims(es.iter().map(|e| e.5.clone()).collect())),
+                (
+                    "out_dims",
+                    Attr::Dims(es.iter().map(|e| e.5.clone()).collect()),
+                ),
             ],
         )
     }
@@ -275,10 +374,16 @@ mod tests {
         assert_eq!(ok(&["a"], &[":-2"]), dims(&["a-2"]));
         assert_eq!(ok(&["a"], &["1:-1"]), dims(&["a-2"]));
         assert_eq!(ok(&["a"], &["-3:"]), dims(&["3"]));
-        assert_eq!(ok(&["a"], &["::2"]), vec![d("a+1").floordiv(&Dim::stat(2)).unwrap()]);
+        assert_eq!(
+            ok(&["a"], &["::2"]),
+            vec![d("a+1").floordiv(&Dim::stat(2)).unwrap()]
+        );
         assert_eq!(ok(&["a"], &["1::2"]), dims(&["a//2"]));
         assert_eq!(ok(&["a", "3"], &[":a//2"]), dims(&["a//2", "3"]));
-        assert_eq!(ok(&["a"], &["a//2:"]), vec![d("a").sub(&d("a//2")).unwrap()]);
+        assert_eq!(
+            ok(&["a"], &["a//2:"]),
+            vec![d("a").sub(&d("a//2")).unwrap()]
+        );
         assert_eq!(ok(&["a"], &[":b"]), dims(&["b"]));
         assert_eq!(ok(&["a"], &["a:"]), dims(&["0"]));
     }
@@ -312,7 +417,10 @@ mod tests {
         assert_eq!(ok(&["5", "3"], &["-1"]), dims(&["3"]));
         assert_eq!(ok(&["a", "3"], &["-1"]), dims(&["3"]));
         assert_eq!(ok(&["a", "3", "4"], &["...", "0"]), dims(&["a", "3"]));
-        assert_eq!(ok(&["a", "3", "4"], &["...", "None", ":"]), dims(&["a", "3", "1", "4"]));
+        assert_eq!(
+            ok(&["a", "3", "4"], &["...", "None", ":"]),
+            dims(&["a", "3", "1", "4"])
+        );
         assert_eq!(ok(&["a", "3"], &["None"]), dims(&["1", "a", "3"]));
         assert_eq!(ok(&["a", "3"], &[":", "None", "1"]), dims(&["a", "1"]));
         assert_eq!(ok(&["a", "3", "4"], &["1", "...", "1"]), dims(&["3"]));
@@ -345,13 +453,28 @@ mod tests {
         is_value(sl(&["5", "3"], &["-6"], &[]), "out of range");
         is_value(sl(&["a", "3"], &["a"], &[]), "out of range");
         is_value(sl(&["5"], &["::0"], &[]), "step cannot be zero");
-        is_value(sl(&["a", "3"], &["...", "..."], &[]), "at most one Ellipsis");
-        is_value(sl(&["a", "3"], &["0", "0", "0"], &[]), "3 indices for a tensor of rank 2");
+        is_value(
+            sl(&["a", "3"], &["...", "..."], &[]),
+            "at most one Ellipsis",
+        );
+        is_value(
+            sl(&["a", "3"], &["0", "0", "0"], &[]),
+            "3 indices for a tensor of rank 2",
+        );
         is_value(sl(&[], &["0"], &[]), "rank 0");
-        is_value(sl(&["5", "3"], &["S:4"], &[]), "has 5 elements, not the given 4");
+        is_value(
+            sl(&["5", "3"], &["S:4"], &[]),
+            "has 5 elements, not the given 4",
+        );
         is_value(sl(&["a", "3"], &["T"], &[]), "missing input");
-        is_value(sl(&["a", "3"], &["T"], &[tt(DType::Int64, &["2"])]), "slice_tensor: indices: an index tensor must be a scalar");
+        is_value(
+            sl(&["a", "3"], &["T"], &[tt(DType::Int64, &["2"])]),
+            "slice_tensor: indices: an index tensor must be a scalar",
+        );
         type_err(sl(&["a", "3"], &["T"], &[f32(&[])]), "integer dtype");
-        is_value(sl(&["a", "3"], &[":"], &[tt(DType::Int64, &[])]), "use 0 tensors but 1 were given");
+        is_value(
+            sl(&["a", "3"], &[":"], &[tt(DType::Int64, &[])]),
+            "use 0 tensors but 1 were given",
+        );
     }
 }
