@@ -85,6 +85,11 @@ impl PyModel {
     }
 
     #[getter]
+    fn num_threads(&self) -> usize {
+        self.inner.num_threads()
+    }
+
+    #[getter]
     fn num_plans(&self) -> usize {
         self.inner.num_plans()
     }

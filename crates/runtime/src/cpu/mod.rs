@@ -1,7 +1,14 @@
-//! Host kernels. Each is also the reference its CUDA twin is checked against.
+//! Host kernels, one module per op family. Each is also the reference its CUDA twin is checked
+//! against.
 
 pub mod cast;
+pub mod conv;
 pub mod copy;
 pub mod elementwise;
+pub mod indexing;
 pub mod lanes;
+pub mod layout;
+pub mod linalg;
 pub mod matmul;
+pub mod quant;
+pub mod reduction;

@@ -112,6 +112,11 @@ impl Model {
         Ok(p)
     }
 
+    /// Worker threads the host kernels of this model use.
+    pub fn num_threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
     pub fn num_plans(&self) -> usize {
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
