@@ -110,25 +110,30 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
             step.name()
         )));
     }
-    match &step.kind {
-        StepKind::Fused(f) => cpu::elementwise::run(f, &inputs, &outputs[0])?,
-        StepKind::Op(op) if crate::engine::program::fusible(op.kind) => {
-            let ty = &state.model.program.types[step.outputs[0]];
-            cpu::elementwise::run(
-                &cpu::elementwise::single(op, ty, inputs.len()),
-                &inputs,
-                &outputs[0],
-            )?
-        }
-        StepKind::Op(op) => {
-            return Err(Error::Value(format!(
-                "{}: no CPU kernel for this op yet",
-                op.kind.name()
-            )));
-        }
-    }
+    run_host_kernel(&state.model.program.types, step, &inputs, &outputs)?;
     for (v, b) in step.outputs.iter().zip(outputs) {
         state.env.insert(*v, b);
     }
     Ok(())
+}
+
+/// Runs one step's host kernel on host buffers (also used to fold constants at load).
+pub(crate) fn run_host_kernel(
+    types: &[Type],
+    step: &Step,
+    inputs: &[Buffer],
+    outputs: &[Buffer],
+) -> Result<()> {
+    match &step.kind {
+        StepKind::Fused(f) => cpu::elementwise::run(f, inputs, &outputs[0]),
+        StepKind::Op(op) if crate::engine::program::fusible(op.kind) => {
+            let ty = &types[step.outputs[0]];
+            cpu::elementwise::run(
+                &cpu::elementwise::single(op, ty, inputs.len()),
+                inputs,
+                &outputs[0],
+            )
+        }
+        StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
+    }
 }

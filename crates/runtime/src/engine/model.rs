@@ -66,6 +66,8 @@ impl Model {
             })?;
         let mut fixed = HashMap::new();
         load_fixed(&program, &program.body, devices, weights, &mut fixed)?;
+        let mut program = program;
+        pool.install(|| fold_constants(&mut program, devices, &mut fixed))?;
         let input_types = graph
             .inputs()
             .iter()
@@ -175,11 +177,17 @@ impl Model {
             .results
             .iter()
             .map(|v| {
-                state
+                let b = state
                     .env
                     .get(v)
-                    .cloned()
-                    .ok_or_else(|| Error::Value(format!("output %{v} was not computed")))
+                    .ok_or_else(|| Error::Value(format!("output %{v} was not computed")))?;
+                // Constants, weights and inputs returned as outputs are copied: the caller must
+                // not be able to change the model's own data or see later writes to its input.
+                if self.fixed.contains_key(v) || self.program.body.args.contains(v) {
+                    b.contiguous()
+                } else {
+                    Ok(b.clone())
+                }
             })
             .collect()
     }
@@ -191,6 +199,101 @@ impl Model {
         out.push_str(&plan.report);
         out
     }
+}
+
+/// Largest result (in elements) constant folding may create; bigger ones stay in the plan.
+const FOLD_LIMIT: usize = 1 << 22;
+
+/// Constant folding: a top-level step whose inputs are all constants or weights runs once, on
+/// the host, at load; its results become fixed values and the step leaves the program. This is
+/// also how weight transforms (a transpose or cast of a weight) happen once instead of per call.
+fn fold_constants(
+    program: &mut Program,
+    devices: &[Device],
+    fixed: &mut HashMap<ValueId, Buffer>,
+) -> Result<()> {
+    let steps = std::mem::take(&mut program.body.steps);
+    let mut kept = Vec::with_capacity(steps.len());
+    for step in steps {
+        let foldable = step.bodies.is_empty()
+            && !step.inputs.is_empty()
+            && step.inputs.iter().all(|v| fixed.contains_key(v))
+            && match &step.kind {
+                StepKind::Fused(_) => true,
+                StepKind::Op(op) => !matches!(
+                    op.kind,
+                    OpKind::Constant
+                        | OpKind::ConstantExternal
+                        | OpKind::ChainCreate
+                        | OpKind::Print
+                        | OpKind::BufferCreate
+                        | OpKind::BufferLoad
+                        | OpKind::BufferStore
+                        | OpKind::BufferStoreSlice
+                        | OpKind::Cond
+                        | OpKind::WhileLoop
+                        | OpKind::Call
+                        | OpKind::TransferTo
+                        | OpKind::NonZero
+                ),
+            };
+        let shapes: Option<Vec<(Vec<usize>, DType, Device)>> = step
+            .outputs
+            .iter()
+            .map(|v| match &program.types[*v] {
+                Type::Tensor(t) => {
+                    let shape: Option<Vec<usize>> = t
+                        .shape
+                        .iter()
+                        .map(|d| d.as_static().map(|n| n as usize))
+                        .collect();
+                    let device = resolve_device(devices, t.device).ok()?;
+                    shape
+                        .filter(|s| s.iter().product::<usize>() <= FOLD_LIMIT)
+                        .map(|s| (s, t.dtype, device))
+                }
+                _ => None,
+            })
+            .collect();
+        let (true, Some(shapes)) = (foldable, shapes) else {
+            kept.push(step);
+            continue;
+        };
+        let folded = (|| -> Result<Vec<Buffer>> {
+            let inputs: Vec<Buffer> = step
+                .inputs
+                .iter()
+                .map(|v| fixed[v].to(&Device::Cpu))
+                .collect::<Result<_>>()?;
+            let outputs: Vec<Buffer> = shapes
+                .iter()
+                .map(|(s, d, _)| {
+                    Buffer::empty(
+                        *d,
+                        &s.iter().map(|x| *x as i64).collect::<Vec<_>>(),
+                        &Device::Cpu,
+                    )
+                })
+                .collect::<Result<_>>()?;
+            super::exec::run_host_kernel(&program.types, &step, &inputs, &outputs)?;
+            outputs
+                .iter()
+                .zip(&shapes)
+                .map(|(b, (_, _, dev))| b.to(dev)?.with_stream(&Stream::default_for(dev)))
+                .collect()
+        })();
+        match folded {
+            Ok(bufs) => {
+                for (v, b) in step.outputs.iter().zip(bufs) {
+                    fixed.insert(*v, b);
+                }
+            }
+            // A kernel that cannot run here fails the same way at execution; keep the step.
+            Err(_) => kept.push(step),
+        }
+    }
+    program.body.steps = kept;
+    Ok(())
 }
 
 fn parse_key(key: &str) -> Result<DeviceRef> {
