@@ -293,6 +293,12 @@ fn fold_constants(
         }
     }
     program.body.steps = kept;
+    // Constants that only fed folded steps are no longer needed.
+    super::program::dce(&mut program.body);
+    let mut used: std::collections::HashSet<ValueId> =
+        program.body.results.iter().copied().collect();
+    super::program::free_uses(std::slice::from_ref(&program.body), &mut used);
+    fixed.retain(|v, _| used.contains(v));
     Ok(())
 }
 

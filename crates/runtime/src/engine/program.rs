@@ -178,7 +178,7 @@ fn cse(
 }
 
 /// Removes steps whose results nothing needs (side-effecting ops always stay).
-fn dce(body: &mut Body) {
+pub(crate) fn dce(body: &mut Body) {
     for step in body.steps.iter_mut() {
         for inner in step.bodies.iter_mut() {
             dce(inner);
@@ -199,7 +199,7 @@ fn dce(body: &mut Body) {
 }
 
 /// Values used inside bodies (including ones defined outside them).
-fn free_uses(bodies: &[Body], needed: &mut HashSet<ValueId>) {
+pub(crate) fn free_uses(bodies: &[Body], needed: &mut HashSet<ValueId>) {
     for body in bodies {
         for step in &body.steps {
             needed.extend(step.inputs.iter().copied());
