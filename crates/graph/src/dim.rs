@@ -50,13 +50,7 @@ pub fn valid_symbol(name: &str) -> bool {
 
 impl Dim {
     pub fn stat(n: i64) -> Dim {
-        if n == 0 {
-            Dim { terms: vec![] }
-        } else {
-            Dim {
-                terms: vec![(vec![], n)],
-            }
-        }
+        if n == 0 { Dim { terms: vec![] } } else { Dim { terms: vec![(vec![], n)] } }
     }
 
     pub fn sym(name: &str) -> Result<Dim, GraphError> {
@@ -66,15 +60,11 @@ impl Dim {
                  letters, digits, '_' or '.')"
             )));
         }
-        Ok(Dim {
-            terms: vec![(vec![(Atom::Sym(Arc::from(name)), 1)], 1)],
-        })
+        Ok(Dim { terms: vec![(vec![(Atom::Sym(Arc::from(name)), 1)], 1)] })
     }
 
     fn from_map(map: BTreeMap<Monomial, i64>) -> Dim {
-        Dim {
-            terms: map.into_iter().filter(|(_, c)| *c != 0).collect(),
-        }
+        Dim { terms: map.into_iter().filter(|(_, c)| *c != 0).collect() }
     }
 
     pub fn kind(&self) -> DimKind {
@@ -175,17 +165,11 @@ impl Dim {
     /// the rest stay as a `//` atom.
     pub fn floordiv(&self, other: &Dim) -> Result<Dim, GraphError> {
         if other.as_static() == Some(0) {
-            return Err(GraphError::Value(format!(
-                "dimension division by zero: {self} // 0"
-            )));
+            return Err(GraphError::Value(format!("dimension division by zero: {self} // 0")));
         }
         if let (Some(a), Some(b)) = (self.as_static(), other.as_static()) {
             let q = a.checked_div(b).ok_or_else(overflow)?;
-            let floor = if a % b != 0 && ((a < 0) != (b < 0)) {
-                q - 1
-            } else {
-                q
-            };
+            let floor = if a % b != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q };
             return Ok(Dim::stat(floor));
         }
         if self.as_static() == Some(0) {
@@ -212,23 +196,14 @@ impl Dim {
                 }
             }
             if exact {
-                let map: BTreeMap<Monomial, i64> =
-                    out.into_iter().fold(BTreeMap::new(), |mut acc, (m, c)| {
-                        *acc.entry(m).or_insert(0) += c;
-                        acc
-                    });
+                let map: BTreeMap<Monomial, i64> = out.into_iter().fold(BTreeMap::new(), |mut acc, (m, c)| {
+                    *acc.entry(m).or_insert(0) += c;
+                    acc
+                });
                 return Ok(Dim::from_map(map));
             }
         }
-        Ok(Dim {
-            terms: vec![(
-                vec![(
-                    Atom::FloorDiv(Box::new(self.clone()), Box::new(other.clone())),
-                    1,
-                )],
-                1,
-            )],
-        })
+        Ok(Dim { terms: vec![(vec![(Atom::FloorDiv(Box::new(self.clone()), Box::new(other.clone())), 1)], 1)] })
     }
 
     /// Replaces symbols by dims (for binding symbolic shapes to concrete ones).
@@ -238,9 +213,7 @@ impl Dim {
             let mut term = Dim::stat(*c);
             for (atom, p) in m {
                 let base = match atom {
-                    Atom::Sym(s) => env(s).unwrap_or_else(|| Dim {
-                        terms: vec![(vec![(atom.clone(), 1)], 1)],
-                    }),
+                    Atom::Sym(s) => env(s).unwrap_or_else(|| Dim { terms: vec![(vec![(atom.clone(), 1)], 1)] }),
                     Atom::FloorDiv(a, b) => a.substitute(env)?.floordiv(&b.substitute(env)?)?,
                 };
                 for _ in 0..*p {
@@ -265,11 +238,7 @@ impl Dim {
 
     fn render(&self, repr: bool) -> String {
         if let Some(n) = self.as_static() {
-            return if repr {
-                format!("Dim({n})")
-            } else {
-                n.to_string()
-            };
+            return if repr { format!("Dim({n})") } else { n.to_string() };
         }
         let atom = |a: &Atom| -> String {
             match a {
@@ -278,11 +247,7 @@ impl Dim {
                 Atom::FloorDiv(x, y) => {
                     let wrap = |d: &Dim| {
                         let s = d.render(repr);
-                        if d.terms.len() > 1
-                            || d.terms
-                                .first()
-                                .is_some_and(|(m, c)| m.len() + (*c != 1) as usize > 1)
-                        {
+                        if d.terms.len() > 1 || d.terms.first().is_some_and(|(m, c)| m.len() + (*c != 1) as usize > 1) {
                             format!("({s})")
                         } else {
                             s
@@ -301,11 +266,7 @@ impl Dim {
                 }
             }
             if m.is_empty() || *c != 1 {
-                factors.push(if repr {
-                    format!("Dim({c})")
-                } else {
-                    c.to_string()
-                });
+                factors.push(if repr { format!("Dim({c})") } else { c.to_string() });
             }
             let product = factors.len() > 1;
             terms.push((product, factors.join(" * ")));
@@ -374,45 +335,23 @@ mod tests {
         let rhs = x.add(&four).unwrap().neg().unwrap();
         assert_eq!(lhs, rhs);
         assert_eq!(x.add(&Dim::stat(0)).unwrap(), x);
-        assert_eq!(
-            x.add(&four).unwrap().sub(&four).unwrap().kind(),
-            DimKind::Symbolic
-        );
+        assert_eq!(x.add(&four).unwrap().sub(&four).unwrap().kind(), DimKind::Symbolic);
         let b = s("batch");
-        let expanded = b
-            .add(&Dim::stat(1))
-            .unwrap()
-            .mul(&b.sub(&Dim::stat(1)).unwrap())
-            .unwrap();
+        let expanded = b.add(&Dim::stat(1)).unwrap().mul(&b.sub(&Dim::stat(1)).unwrap()).unwrap();
         assert_eq!(expanded, b.mul(&b).unwrap().sub(&Dim::stat(1)).unwrap());
-        assert_eq!(
-            Dim::stat(2).mul(&Dim::stat(3)).unwrap().as_static(),
-            Some(6)
-        );
+        assert_eq!(Dim::stat(2).mul(&Dim::stat(3)).unwrap().as_static(), Some(6));
     }
 
     #[test]
     fn floordiv_simplifies_exact_divisions() {
         let b = s("b");
-        assert_eq!(
-            b.mul(&Dim::stat(4))
-                .unwrap()
-                .floordiv(&Dim::stat(2))
-                .unwrap(),
-            b.mul(&Dim::stat(2)).unwrap()
-        );
+        assert_eq!(b.mul(&Dim::stat(4)).unwrap().floordiv(&Dim::stat(2)).unwrap(), b.mul(&Dim::stat(2)).unwrap());
         assert_eq!(b.floordiv(&b).unwrap().as_static(), Some(1));
         let half = b.floordiv(&Dim::stat(2)).unwrap();
         assert_eq!(half.kind(), DimKind::Algebraic);
         assert_eq!(half.to_string(), "b // 2");
-        assert_eq!(
-            Dim::stat(7).floordiv(&Dim::stat(2)).unwrap().as_static(),
-            Some(3)
-        );
-        assert_eq!(
-            Dim::stat(-7).floordiv(&Dim::stat(2)).unwrap().as_static(),
-            Some(-4)
-        );
+        assert_eq!(Dim::stat(7).floordiv(&Dim::stat(2)).unwrap().as_static(), Some(3));
+        assert_eq!(Dim::stat(-7).floordiv(&Dim::stat(2)).unwrap().as_static(), Some(-4));
         assert!(b.floordiv(&Dim::stat(0)).is_err());
         let env = |n: &str| (n == "b").then_some(9);
         assert_eq!(half.evaluate(&env).unwrap(), Some(4));
@@ -422,25 +361,12 @@ mod tests {
     fn printing_matches_max() {
         let b = s("batch");
         assert_eq!(b.mul(&Dim::stat(5)).unwrap().to_string(), "batch * 5");
-        assert_eq!(
-            b.mul(&Dim::stat(5)).unwrap().repr(),
-            "Dim('batch') * Dim(5)"
-        );
-        assert_eq!(
-            b.neg().unwrap().sub(&Dim::stat(4)).unwrap().to_string(),
-            "(batch * -1) + -4"
-        );
+        assert_eq!(b.mul(&Dim::stat(5)).unwrap().repr(), "Dim('batch') * Dim(5)");
+        assert_eq!(b.neg().unwrap().sub(&Dim::stat(4)).unwrap().to_string(), "(batch * -1) + -4");
         let x = s("x");
-        let e = b
-            .add(&Dim::stat(4))
-            .unwrap()
-            .sub(&x.mul(&Dim::stat(2)).unwrap())
-            .unwrap();
+        let e = b.add(&Dim::stat(4)).unwrap().sub(&x.mul(&Dim::stat(2)).unwrap()).unwrap();
         assert_eq!(e.to_string(), "(x * -2) + batch + 4");
-        assert_eq!(
-            b.add(&Dim::stat(-1)).unwrap().repr(),
-            "Dim('batch') + Dim(-1)"
-        );
+        assert_eq!(b.add(&Dim::stat(-1)).unwrap().repr(), "Dim('batch') + Dim(-1)");
     }
 
     #[test]

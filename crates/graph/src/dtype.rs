@@ -66,17 +66,11 @@ impl DType {
     ];
 
     pub fn from_code(code: i64) -> Result<DType, DTypeError> {
-        DType::ALL
-            .into_iter()
-            .find(|d| *d as i64 == code)
-            .ok_or(DTypeError::UnknownCode(code))
+        DType::ALL.into_iter().find(|d| *d as i64 == code).ok_or(DTypeError::UnknownCode(code))
     }
 
     pub fn from_name(name: &str) -> Result<DType, DTypeError> {
-        DType::ALL
-            .into_iter()
-            .find(|d| d.name() == name)
-            .ok_or_else(|| DTypeError::UnknownName(name.to_string()))
+        DType::ALL.into_iter().find(|d| d.name() == name).ok_or_else(|| DTypeError::UnknownName(name.to_string()))
     }
 
     pub fn code(self) -> u8 {
@@ -168,17 +162,11 @@ impl DType {
     }
 
     pub fn is_signed_integral(self) -> bool {
-        matches!(
-            self,
-            DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64
-        )
+        matches!(self, DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64)
     }
 
     pub fn is_unsigned_integral(self) -> bool {
-        matches!(
-            self,
-            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64
-        )
+        matches!(self, DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64)
     }
 
     pub fn is_bool(self) -> bool {

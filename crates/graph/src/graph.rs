@@ -149,24 +149,18 @@ impl Graph {
     ) -> Result<Vec<ValueId>> {
         let types = self.check_inputs(op.kind, &inputs)?;
         for (i, &b) in blocks.iter().enumerate() {
-            let blk = self.blocks.get(b).ok_or_else(|| {
-                GraphError::Value(format!("{}: block {b} does not exist", op.kind.name()))
-            })?;
-            let results = blk.results.clone().ok_or_else(|| {
-                GraphError::Value(format!("{}: block {b} is still open", op.kind.name()))
-            })?;
-            let arg_types = blk
-                .args
-                .iter()
-                .map(|v| self.values[*v].ty.clone())
-                .collect();
+            let blk = self
+                .blocks
+                .get(b)
+                .ok_or_else(|| GraphError::Value(format!("{}: block {b} does not exist", op.kind.name())))?;
+            let results = blk
+                .results
+                .clone()
+                .ok_or_else(|| GraphError::Value(format!("{}: block {b} is still open", op.kind.name())))?;
+            let arg_types = blk.args.iter().map(|v| self.values[*v].ty.clone()).collect();
             let res_types = results.iter().map(|v| self.values[*v].ty.clone()).collect();
-            op.attrs
-                .0
-                .insert(format!("block{i}_args"), Attr::Types(arg_types));
-            op.attrs
-                .0
-                .insert(format!("block{i}_results"), Attr::Types(res_types));
+            op.attrs.0.insert(format!("block{i}_args"), Attr::Types(arg_types));
+            op.attrs.0.insert(format!("block{i}_results"), Attr::Types(res_types));
         }
         let out_types = ops::infer(&op, &types)?;
         let node = self.nodes.len();
@@ -176,13 +170,7 @@ impl Graph {
             .map(|(index, ty)| self.new_value(ty, Def::Node { node, index }))
             .collect();
         let parent = self.current();
-        self.nodes.push(Node {
-            op,
-            inputs,
-            outputs: outputs.clone(),
-            blocks,
-            parent,
-        });
+        self.nodes.push(Node { op, inputs, outputs: outputs.clone(), blocks, parent });
         self.blocks[parent].nodes.push(node);
         Ok(outputs)
     }
@@ -190,10 +178,7 @@ impl Graph {
     /// Starts a nested block with arguments of these types; new nodes go into it.
     pub fn open_block(&mut self, arg_types: Vec<Type>) -> (BlockId, Vec<ValueId>) {
         let id = self.blocks.len();
-        self.blocks.push(Block {
-            outer: Some(self.current()),
-            ..Block::default()
-        });
+        self.blocks.push(Block { outer: Some(self.current()), ..Block::default() });
         let args: Vec<ValueId> = arg_types
             .into_iter()
             .enumerate()
@@ -212,9 +197,7 @@ impl Graph {
         }
         for &v in &results {
             if v >= self.values.len() || !self.visible(v, id) {
-                return Err(GraphError::Value(format!(
-                    "block result %{v} is not visible in the block"
-                )));
+                return Err(GraphError::Value(format!("block result %{v} is not visible in the block")));
             }
         }
         self.blocks[id].results = Some(results);
@@ -233,9 +216,7 @@ impl Graph {
     pub fn set_outputs(&mut self, outputs: Vec<ValueId>) -> Result<()> {
         for &v in &outputs {
             if v >= self.values.len() || self.block_of(v) != 0 {
-                return Err(GraphError::Value(format!(
-                    "output %{v} is not a value of the graph body"
-                )));
+                return Err(GraphError::Value(format!("output %{v} is not a value of the graph body")));
             }
             if matches!(self.values[v].ty, Type::Chain) {
                 return Err(GraphError::Type("a chain cannot be a graph output".into()));
@@ -249,16 +230,10 @@ impl Graph {
     /// node's types what inference gives, every block closed, outputs set.
     pub fn verify(&self) -> Result<()> {
         if self.open.len() != 1 {
-            return Err(GraphError::Value(format!(
-                "graph {}: a nested block is still open",
-                self.name
-            )));
+            return Err(GraphError::Value(format!("graph {}: a nested block is still open", self.name)));
         }
         if self.outputs().is_none() {
-            return Err(GraphError::Value(format!(
-                "graph {}: no outputs were set (call Graph.output)",
-                self.name
-            )));
+            return Err(GraphError::Value(format!("graph {}: no outputs were set (call Graph.output)", self.name)));
         }
         let mut defined = vec![false; self.values.len()];
         self.verify_block(0, &mut defined)
@@ -282,17 +257,9 @@ impl Graph {
             for &inner in &node.blocks {
                 self.verify_block(inner, defined)?;
             }
-            let types: Vec<Type> = node
-                .inputs
-                .iter()
-                .map(|v| self.values[*v].ty.clone())
-                .collect();
+            let types: Vec<Type> = node.inputs.iter().map(|v| self.values[*v].ty.clone()).collect();
             let inferred = ops::infer(&node.op, &types)?;
-            let actual: Vec<Type> = node
-                .outputs
-                .iter()
-                .map(|v| self.values[*v].ty.clone())
-                .collect();
+            let actual: Vec<Type> = node.outputs.iter().map(|v| self.values[*v].ty.clone()).collect();
             if inferred != actual {
                 return Err(GraphError::Value(format!(
                     "graph {}: {} result types changed",
@@ -304,15 +271,13 @@ impl Graph {
                 defined[v] = true;
             }
         }
-        let results = self.blocks[b].results.as_ref().ok_or_else(|| {
-            GraphError::Value(format!("graph {}: block {b} is not closed", self.name))
-        })?;
+        let results = self.blocks[b]
+            .results
+            .as_ref()
+            .ok_or_else(|| GraphError::Value(format!("graph {}: block {b} is not closed", self.name)))?;
         for &v in results {
             if !defined[v] {
-                return Err(GraphError::Value(format!(
-                    "graph {}: block result %{v} is not defined",
-                    self.name
-                )));
+                return Err(GraphError::Value(format!("graph {}: block result %{v} is not defined", self.name)));
             }
         }
         Ok(())
@@ -321,23 +286,9 @@ impl Graph {
     /// The readable text form (also `str(graph)` in Python).
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let args: Vec<String> = self
-            .inputs()
-            .iter()
-            .map(|v| format!("%{v}: {}", self.values[*v].ty))
-            .collect();
-        let outs: Vec<String> = self
-            .outputs()
-            .unwrap_or(&[])
-            .iter()
-            .map(|v| self.values[*v].ty.to_string())
-            .collect();
-        out.push_str(&format!(
-            "graph @{}({}) -> ({}) {{\n",
-            self.name,
-            args.join(", "),
-            outs.join(", ")
-        ));
+        let args: Vec<String> = self.inputs().iter().map(|v| format!("%{v}: {}", self.values[*v].ty)).collect();
+        let outs: Vec<String> = self.outputs().unwrap_or(&[]).iter().map(|v| self.values[*v].ty.to_string()).collect();
+        out.push_str(&format!("graph @{}({}) -> ({}) {{\n", self.name, args.join(", "), outs.join(", ")));
         self.print_block(0, 1, &mut out);
         out.push_str("}\n");
         out
@@ -357,21 +308,9 @@ impl Graph {
                 .filter(|(k, v)| !k.starts_with("block") && **v != Attr::None)
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            let attrs = if attrs.is_empty() {
-                String::new()
-            } else {
-                format!(" {{{}}}", attrs.join(", "))
-            };
-            let tys: Vec<String> = node
-                .outputs
-                .iter()
-                .map(|v| self.values[*v].ty.to_string())
-                .collect();
-            let assign = if lhs.is_empty() {
-                String::new()
-            } else {
-                format!("{} = ", lhs.join(", "))
-            };
+            let attrs = if attrs.is_empty() { String::new() } else { format!(" {{{}}}", attrs.join(", ")) };
+            let tys: Vec<String> = node.outputs.iter().map(|v| self.values[*v].ty.to_string()).collect();
+            let assign = if lhs.is_empty() { String::new() } else { format!("{} = ", lhs.join(", ")) };
             out.push_str(&format!(
                 "{pad}{assign}{}({}){attrs} : {}\n",
                 node.op.kind.name(),
@@ -379,11 +318,8 @@ impl Graph {
                 tys.join(", ")
             ));
             for &inner in &node.blocks {
-                let args: Vec<String> = self.blocks[inner]
-                    .args
-                    .iter()
-                    .map(|v| format!("%{v}: {}", self.values[*v].ty))
-                    .collect();
+                let args: Vec<String> =
+                    self.blocks[inner].args.iter().map(|v| format!("%{v}: {}", self.values[*v].ty)).collect();
                 out.push_str(&format!("{pad}  block({}) {{\n", args.join(", ")));
                 self.print_block(inner, depth + 2, out);
                 out.push_str(&format!("{pad}  }}\n"));

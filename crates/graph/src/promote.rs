@@ -46,16 +46,11 @@ pub fn converts_losslessly(from: DType, to: DType) -> bool {
                 return false;
             };
             // magnitude bits the integer needs (the most negative value is a power of two)
-            let need = if f.is_signed_integral() {
-                bits(f) - 1
-            } else {
-                bits(f)
-            };
+            let need = if f.is_signed_integral() { bits(f) - 1 } else { bits(f) };
             p >= need && emax >= need && t != DType::Float8E8m0fnu
         }
         (f, t) if f.is_float() && t.is_float() => {
-            let (Some((pf, ef, nf)), Some((pt, et, nt))) = (float_params(f), float_params(t))
-            else {
+            let (Some((pf, ef, nf)), Some((pt, et, nt))) = (float_params(f), float_params(t)) else {
                 return false;
             };
             // precision, range, and the smallest subnormal all covered
@@ -111,9 +106,7 @@ pub fn scalar_fits(dtype: DType, value: Scalar) -> Result<(), String> {
                 _ => return Ok(()),
             };
             if v < lo || v > hi {
-                return Err(format!(
-                    "the Python int {v} does not fit in {dtype} (range {lo}..={hi})"
-                ));
+                return Err(format!("the Python int {v} does not fit in {dtype} (range {lo}..={hi})"));
             }
             Ok(())
         }

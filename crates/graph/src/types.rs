@@ -19,16 +19,10 @@ pub struct DeviceRef {
 }
 
 impl DeviceRef {
-    pub const CPU: DeviceRef = DeviceRef {
-        kind: DeviceKind::Cpu,
-        id: 0,
-    };
+    pub const CPU: DeviceRef = DeviceRef { kind: DeviceKind::Cpu, id: 0 };
 
     pub fn gpu(id: i64) -> DeviceRef {
-        DeviceRef {
-            kind: DeviceKind::Gpu,
-            id,
-        }
+        DeviceRef { kind: DeviceKind::Gpu, id }
     }
 }
 
@@ -53,11 +47,7 @@ pub struct TensorType {
 
 impl TensorType {
     pub fn new(dtype: DType, shape: Shape, device: DeviceRef) -> TensorType {
-        TensorType {
-            dtype,
-            shape,
-            device,
-        }
+        TensorType { dtype, shape, device }
     }
 
     pub fn rank(&self) -> usize {
@@ -65,17 +55,11 @@ impl TensorType {
     }
 
     pub fn with_shape(&self, shape: Shape) -> TensorType {
-        TensorType {
-            shape,
-            ..self.clone()
-        }
+        TensorType { shape, ..self.clone() }
     }
 
     pub fn with_dtype(&self, dtype: DType) -> TensorType {
-        TensorType {
-            dtype,
-            ..self.clone()
-        }
+        TensorType { dtype, ..self.clone() }
     }
 }
 
@@ -87,13 +71,7 @@ pub fn shape_str(shape: &[Dim]) -> String {
 
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}{} on {}",
-            self.dtype,
-            shape_str(&self.shape),
-            self.device
-        )
+        write!(f, "{}{} on {}", self.dtype, shape_str(&self.shape), self.device)
     }
 }
 

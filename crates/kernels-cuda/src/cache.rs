@@ -84,10 +84,7 @@ pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Ar
         Target::Ptx => "ptx",
     };
     let file = cache_dir().map(|d| d.join(format!("{}-{k}.{ext}", family.name)));
-    let from_disk = file
-        .as_ref()
-        .and_then(|f| std::fs::read(f).ok())
-        .filter(|b| !b.is_empty());
+    let from_disk = file.as_ref().and_then(|f| std::fs::read(f).ok()).filter(|b| !b.is_empty());
     let image = match from_disk {
         Some(bytes) => {
             DISK_HITS.fetch_add(1, Ordering::Relaxed);

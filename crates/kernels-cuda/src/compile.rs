@@ -21,11 +21,7 @@ pub(crate) fn options(arch: &str, target: Target) -> Vec<String> {
         Target::Cubin => arch.to_string(),
         Target::Ptx => arch.replacen("sm_", "compute_", 1),
     };
-    vec![
-        format!("--gpu-architecture={arch}"),
-        "-std=c++17".into(),
-        "-lineinfo".into(),
-    ]
+    vec![format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-lineinfo".into()]
 }
 
 struct Program(sys::nvrtcProgram);
@@ -38,21 +34,14 @@ impl Drop for Program {
 }
 
 fn nvrtc_err(op: &'static str) -> impl FnOnce(result::NvrtcError) -> Error {
-    move |e| Error::Nvrtc {
-        op,
-        msg: format!("{e:?}"),
-    }
+    move |e| Error::Nvrtc { op, msg: format!("{e:?}") }
 }
 
 fn log_of(prog: &Program) -> String {
     // SAFETY: prog is a live program.
     match unsafe { result::get_program_log(prog.0) } {
         Ok(chars) => {
-            let bytes: Vec<u8> = chars
-                .iter()
-                .map(|c| *c as u8)
-                .take_while(|b| *b != 0)
-                .collect();
+            let bytes: Vec<u8> = chars.iter().map(|c| *c as u8).take_while(|b| *b != 0).collect();
             String::from_utf8_lossy(&bytes).into_owned()
         }
         Err(e) => format!("(no log: {e:?})"),
@@ -69,28 +58,18 @@ pub fn compile(family: &Family, arch: &str, target: Target) -> Result<Vec<u8>> {
     let prog = Program(result::create_program(&src, Some(&name)).map_err(nvrtc_err("create"))?);
     // SAFETY: prog is live; options are plain ASCII without NUL.
     if unsafe { result::compile_program(prog.0, &options(arch, target)) }.is_err() {
-        return Err(Error::Compile {
-            family: family.name.to_string(),
-            arch: arch.to_string(),
-            log: log_of(&prog),
-        });
+        return Err(Error::Compile { family: family.name.to_string(), arch: arch.to_string(), log: log_of(&prog) });
     }
     match target {
         Target::Ptx => {
             // SAFETY: prog compiled successfully.
             let chars = unsafe { result::get_ptx(prog.0) }.map_err(nvrtc_err("get_ptx"))?;
-            Ok(chars
-                .iter()
-                .map(|c| *c as u8)
-                .take_while(|b| *b != 0)
-                .collect())
+            Ok(chars.iter().map(|c| *c as u8).take_while(|b| *b != 0).collect())
         }
         Target::Cubin => {
             let mut size = 0usize;
             // SAFETY: prog compiled for a real architecture; the buffer has the reported size.
-            unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
-                .result()
-                .map_err(nvrtc_err("get_cubin_size"))?;
+            unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }.result().map_err(nvrtc_err("get_cubin_size"))?;
             let mut cubin = vec![0u8; size];
             unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
                 .result()

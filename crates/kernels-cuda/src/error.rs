@@ -7,11 +7,7 @@ pub enum Error {
     #[error("NVRTC could not be loaded: {0}")]
     NvrtcMissing(String),
     #[error("NVRTC failed to compile {family} for {arch}:\n{log}")]
-    Compile {
-        family: String,
-        arch: String,
-        log: String,
-    },
+    Compile { family: String, arch: String, log: String },
     #[error("NVRTC error in {op}: {msg}")]
     Nvrtc { op: &'static str, msg: String },
     #[error("CUDA error in {op}: {err}")]

@@ -16,11 +16,7 @@ const MAX_BLOCKS: u64 = 1 << 16;
 
 fn grid_for(n: u64) -> LaunchConfig {
     let blocks = n.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32;
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
 fn width_suffix(elem_bytes: usize) -> Result<&'static str> {
@@ -30,9 +26,7 @@ fn width_suffix(elem_bytes: usize) -> Result<&'static str> {
         4 => "b32",
         8 => "b64",
         other => {
-            return Err(Error::Unsupported(format!(
-                "no kernel for {other}-byte elements"
-            )));
+            return Err(Error::Unsupported(format!("no kernel for {other}-byte elements")));
         }
     })
 }
@@ -60,13 +54,7 @@ pub fn cast_name(dtype: DType) -> Option<&'static str> {
 }
 
 /// Writes `pattern` (truncated to `elem_bytes`) into `n` contiguous elements at `dst`.
-pub fn fill(
-    stream: &Arc<CudaStream>,
-    dst: u64,
-    n: u64,
-    elem_bytes: usize,
-    pattern: u64,
-) -> Result<()> {
+pub fn fill(stream: &Arc<CudaStream>, dst: u64, n: u64, elem_bytes: usize, pattern: u64) -> Result<()> {
     if n == 0 {
         return Ok(());
     }
@@ -80,18 +68,9 @@ pub fn fill(
 }
 
 /// Converts `n` contiguous elements from `src` (dtype `from`) into `dst` (dtype `to`).
-pub fn cast(
-    stream: &Arc<CudaStream>,
-    src: u64,
-    from: DType,
-    dst: u64,
-    to: DType,
-    n: u64,
-) -> Result<()> {
+pub fn cast(stream: &Arc<CudaStream>, src: u64, from: DType, dst: u64, to: DType, n: u64) -> Result<()> {
     let (Some(a), Some(b)) = (cast_name(from), cast_name(to)) else {
-        return Err(Error::Unsupported(format!(
-            "cast from {from} to {to} is not supported on the GPU"
-        )));
+        return Err(Error::Unsupported(format!("cast from {from} to {to} is not supported on the GPU")));
     };
     if n == 0 {
         return Ok(());
@@ -138,11 +117,8 @@ pub fn copy_strided(
     if n == 0 {
         return Ok(());
     }
-    let mut view = StridedView {
-        shape: [1; MAX_STRIDED_RANK],
-        strides: [0; MAX_STRIDED_RANK],
-        rank: shape.len() as i32,
-    };
+    let mut view =
+        StridedView { shape: [1; MAX_STRIDED_RANK], strides: [0; MAX_STRIDED_RANK], rank: shape.len() as i32 };
     for (i, (d, s)) in shape.iter().zip(strides).enumerate() {
         view.shape[i] = *d as i64;
         view.strides[i] = *s as i64;

@@ -6,6 +6,7 @@
 mod cache;
 mod compile;
 mod error;
+pub mod fused;
 pub mod launch;
 mod library;
 mod modules;

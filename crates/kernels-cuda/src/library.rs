@@ -19,16 +19,10 @@ struct State {
     ready: bool,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
-    extra_dirs: Vec::new(),
-    opened: Vec::new(),
-    ready: false,
-});
+static STATE: Mutex<State> = Mutex::new(State { extra_dirs: Vec::new(), opened: Vec::new(), ready: false });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
-    STATE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Adds a directory to search for libnvrtc (checked after the system locations).
@@ -51,21 +45,15 @@ fn find_in(dir: &Path, stem: &str) -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(OsStr::to_str)
-                .is_some_and(|n| n.starts_with(&prefix) && !n.contains("alt"))
-        })
+        .filter(|p| p.file_name().and_then(OsStr::to_str).is_some_and(|n| n.starts_with(&prefix) && !n.contains("alt")))
         .collect();
     found.sort();
     found.pop()
 }
 
 fn candidate_dirs(extra: &[PathBuf]) -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"]
-        .iter()
-        .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
-        .collect();
+    let mut roots: Vec<PathBuf> =
+        ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"].iter().filter_map(|v| std::env::var_os(v).map(PathBuf::from)).collect();
     roots.push(PathBuf::from("/usr/local/cuda"));
     let mut dirs = Vec::new();
     for root in roots {
@@ -99,9 +87,7 @@ pub fn ensure_nvrtc() -> Result<()> {
         open(&mut st, &path)?;
     } else if !loadable_by_name() {
         let dirs = candidate_dirs(&st.extra_dirs);
-        let hit = dirs
-            .iter()
-            .find_map(|d| find_in(d, "libnvrtc").map(|lib| (d.clone(), lib)));
+        let hit = dirs.iter().find_map(|d| find_in(d, "libnvrtc").map(|lib| (d.clone(), lib)));
         let Some((dir, lib)) = hit else {
             let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
             return Err(Error::NvrtcMissing(format!(
@@ -130,9 +116,6 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: libnvrtc is loaded (checked above); the pointers are valid for the call.
     let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    status.result().map_err(|e| Error::Nvrtc {
-        op: "nvrtcVersion",
-        msg: format!("{e:?}"),
-    })?;
+    status.result().map_err(|e| Error::Nvrtc { op: "nvrtcVersion", msg: format!("{e:?}") })?;
     Ok((major, minor))
 }

@@ -36,9 +36,7 @@ fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
         return Ok(m.clone());
     }
     let image = compiled(family, &arch_name(ctx)?, Target::Cubin)?;
-    let m = ctx
-        .load_module(Ptx::from_binary(image.as_ref().clone()))
-        .map_err(Error::driver("cuModuleLoadData"))?;
+    let m = ctx.load_module(Ptx::from_binary(image.as_ref().clone())).map_err(Error::driver("cuModuleLoadData"))?;
     modules.insert(key, m.clone());
     Ok(m)
 }
@@ -46,21 +44,10 @@ fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
 /// The kernel `name` of `family` on the device of `ctx`, compiling and loading on first use.
 pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<CudaFunction> {
     let key = (ctx.ordinal(), name.to_string());
-    if let Some(f) = FUNCTIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(HashMap::new)
-        .get(&key)
-    {
+    if let Some(f) = FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(f.clone());
     }
-    let f = module(ctx, family)?
-        .load_function(name)
-        .map_err(Error::driver("cuModuleGetFunction"))?;
-    FUNCTIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(HashMap::new)
-        .insert(key, f.clone());
+    let f = module(ctx, family)?.load_function(name).map_err(Error::driver("cuModuleGetFunction"))?;
+    FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, f.clone());
     Ok(f)
 }

@@ -10,18 +10,9 @@ pub struct Family {
     pub source: &'static str,
 }
 
-pub const CAST: Family = Family {
-    name: "cast",
-    source: include_str!("../kernels/cast.cu"),
-};
-pub const FILL: Family = Family {
-    name: "fill",
-    source: include_str!("../kernels/fill.cu"),
-};
-pub const COPY_STRIDED: Family = Family {
-    name: "copy_strided",
-    source: include_str!("../kernels/copy_strided.cu"),
-};
+pub const CAST: Family = Family { name: "cast", source: include_str!("../kernels/cast.cu") };
+pub const FILL: Family = Family { name: "fill", source: include_str!("../kernels/fill.cu") };
+pub const COPY_STRIDED: Family = Family { name: "copy_strided", source: include_str!("../kernels/copy_strided.cu") };
 
 /// Every family, for ahead-of-time compile checks.
 pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED];

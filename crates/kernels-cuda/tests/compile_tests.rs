@@ -22,12 +22,7 @@ fn every_family_compiles_for_sm90a() {
     }
     for family in sources::ALL {
         let cubin = compile(family, "sm_90a", Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            &cubin[..4],
-            b"\x7fELF",
-            "{} cubin is not an ELF image",
-            family.name
-        );
+        assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin is not an ELF image", family.name);
         let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap()).unwrap();
         assert!(ptx.contains(".target sm_90a"), "{}", family.name);
     }
@@ -39,10 +34,8 @@ fn every_cast_pair_is_a_kernel() {
         return;
     }
     let ptx = String::from_utf8(compile(&sources::CAST, "sm_90a", Target::Ptx).unwrap()).unwrap();
-    let names: Vec<&str> = max_graph::DType::ALL
-        .iter()
-        .filter_map(|d| max_kernels_cuda::launch::cast_name(*d))
-        .collect();
+    let names: Vec<&str> =
+        max_graph::DType::ALL.iter().filter_map(|d| max_kernels_cuda::launch::cast_name(*d)).collect();
     assert_eq!(names.len(), 15);
     for a in &names {
         for b in &names {
@@ -57,12 +50,7 @@ fn a_broken_source_reports_the_log() {
     if !nvrtc_or_skip() {
         return;
     }
-    let bad = sources::Family {
-        name: "broken",
-        source: "extern \"C\" __global__ void k() { oops; }",
-    };
-    let err = compile(&bad, "sm_90a", Target::Cubin)
-        .unwrap_err()
-        .to_string();
+    let bad = sources::Family { name: "broken", source: "extern \"C\" __global__ void k() { oops; }" };
+    let err = compile(&bad, "sm_90a", Target::Cubin).unwrap_err().to_string();
     assert!(err.contains("broken") && err.contains("oops"), "{err}");
 }

@@ -20,22 +20,13 @@ fn shape_arg(shape: &Bound<'_, PyAny>, op: &str) -> PyResult<Vec<i64>> {
     if let Ok(n) = shape.extract::<i64>() {
         return Ok(vec![n]);
     }
-    let is_text = shape.is_instance_of::<pyo3::types::PyString>()
-        || shape.is_instance_of::<pyo3::types::PyBytes>();
-    let seq = shape
-        .cast::<PySequence>()
-        .ok()
-        .filter(|_| !is_text)
-        .ok_or_else(|| {
-            PyTypeError::new_err(format!(
-                "{op}: shape must be a sequence of ints, got {}",
-                shape
-                    .get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
-            ))
-        })?;
+    let is_text = shape.is_instance_of::<pyo3::types::PyString>() || shape.is_instance_of::<pyo3::types::PyBytes>();
+    let seq = shape.cast::<PySequence>().ok().filter(|_| !is_text).ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "{op}: shape must be a sequence of ints, got {}",
+            shape.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })?;
     let mut dims = Vec::new();
     for d in seq.try_iter()? {
         let d = d?;
@@ -45,22 +36,18 @@ fn shape_arg(shape: &Bound<'_, PyAny>, op: &str) -> PyResult<Vec<i64>> {
                 d.get_type().name()?
             )));
         }
-        dims.push(d.extract::<i64>().map_err(|_| {
-            PyValueError::new_err(format!("{op}: dimension {d} does not fit in 64 bits"))
-        })?);
+        dims.push(
+            d.extract::<i64>()
+                .map_err(|_| PyValueError::new_err(format!("{op}: dimension {d} does not fit in 64 bits")))?,
+        );
     }
     Ok(dims)
 }
 
 /// (device, stream) from optional `device=` and `stream=` arguments.
-fn placement(
-    device: Option<&Bound<'_, PyAny>>,
-    stream: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Stream> {
+fn placement(device: Option<&Bound<'_, PyAny>>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
     if let Some(s) = stream.filter(|s| !s.is_none()) {
-        let s = s
-            .cast::<PyStream>()
-            .map_err(|_| PyTypeError::new_err("stream must be a max.driver.DeviceStream"))?;
+        let s = s.cast::<PyStream>().map_err(|_| PyTypeError::new_err("stream must be a max.driver.DeviceStream"))?;
         return Ok(s.get().inner.clone());
     }
     let device = match device.filter(|d| !d.is_none()) {
@@ -111,8 +98,7 @@ impl PyBuffer {
             };
             py.detach(|| Buffer::pinned(dtype, &shape, &gpu)).py()?
         } else {
-            py.detach(|| Buffer::empty_on(dtype, &shape, &stream))
-                .py()?
+            py.detach(|| Buffer::empty_on(dtype, &shape, &stream)).py()?
         };
         Ok(PyBuffer { inner })
     }
@@ -129,9 +115,7 @@ impl PyBuffer {
         let dtype = dtype::extract(dtype, "Buffer.zeros(dtype)")?;
         let shape = shape_arg(shape, "Buffer.zeros")?;
         let device = placement(device, None)?.device();
-        Ok(PyBuffer {
-            inner: py.detach(|| Buffer::zeros(dtype, &shape, &device)).py()?,
-        })
+        Ok(PyBuffer { inner: py.detach(|| Buffer::zeros(dtype, &shape, &device)).py()? })
     }
 
     /// A rank-0 buffer holding `value`.
@@ -147,11 +131,7 @@ impl PyBuffer {
         let value = parse_scalar(value)?.ok_or_else(|| {
             PyTypeError::new_err(format!(
                 "Buffer.scalar: value must be a bool, int or float, got {}",
-                value
-                    .get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
+                value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
             ))
         })?;
         let device = placement(device, None)?.device();
@@ -163,9 +143,7 @@ impl PyBuffer {
     /// Shares the array's memory (copying only non-contiguous or read-only arrays).
     #[staticmethod]
     fn from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<PyBuffer> {
-        Ok(PyBuffer {
-            inner: numpy_interop::from_numpy(arr)?,
-        })
+        Ok(PyBuffer { inner: numpy_interop::from_numpy(arr)? })
     }
 
     /// Shares the memory of any DLPack producer (numpy, torch, jax, another Buffer).
@@ -174,17 +152,9 @@ impl PyBuffer {
     fn from_dlpack(array: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyBuffer> {
         if let Ok(b) = array.cast::<PyBuffer>() {
             let inner = b.get().inner.clone();
-            return Ok(PyBuffer {
-                inner: if copy == Some(true) {
-                    inner.contiguous().py()?
-                } else {
-                    inner
-                },
-            });
+            return Ok(PyBuffer { inner: if copy == Some(true) { inner.contiguous().py()? } else { inner } });
         }
-        Ok(PyBuffer {
-            inner: dlpack::import(array, copy)?,
-        })
+        Ok(PyBuffer { inner: dlpack::import(array, copy)? })
     }
 
     /// Maps a file into a host buffer (numpy.memmap underneath; `mode` as numpy takes it).
@@ -200,24 +170,18 @@ impl PyBuffer {
     ) -> PyResult<PyBuffer> {
         let d = dtype::extract(dtype, "Buffer.mmap(dtype)")?;
         let dims = shape_arg(shape, "Buffer.mmap")?;
-        let bits = dtype::class(py)?.call1((max_runtime::DType::from_name(&format!(
-            "uint{}",
-            d.size_in_bytes() * 8
-        ))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?
-        .code(),))?;
+        let bits =
+            dtype::class(py)?.call1((max_runtime::DType::from_name(&format!("uint{}", d.size_in_bytes() * 8))
+                .map_err(|e| PyValueError::new_err(e.to_string()))?
+                .code(),))?;
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item("dtype", bits.call_method0("to_numpy")?)?;
         kw.set_item("mode", mode)?;
         kw.set_item("offset", offset)?;
         kw.set_item("shape", PyTuple::new(py, &dims)?)?;
-        let mm = py
-            .import("numpy")?
-            .call_method("memmap", (filename,), Some(&kw))?;
+        let mm = py.import("numpy")?.call_method("memmap", (filename,), Some(&kw))?;
         let raw = numpy_interop::from_numpy(&mm)?;
-        Ok(PyBuffer {
-            inner: raw.view(d, Some(&dims)).py()?,
-        })
+        Ok(PyBuffer { inner: raw.view(d, Some(&dims)).py()? })
     }
 
     #[getter]
@@ -237,9 +201,7 @@ impl PyBuffer {
 
     #[getter]
     fn stream(&self) -> PyStream {
-        PyStream {
-            inner: self.inner.stream().clone(),
-        }
+        PyStream { inner: self.inner.stream().clone() }
     }
 
     #[getter]
@@ -290,9 +252,7 @@ impl PyBuffer {
     /// A contiguous copy on the same device.
     fn contiguous(&self, py: Python<'_>) -> PyResult<PyBuffer> {
         let b = self.inner.clone();
-        Ok(PyBuffer {
-            inner: py.detach(move || b.contiguous()).py()?,
-        })
+        Ok(PyBuffer { inner: py.detach(move || b.contiguous()).py()? })
     }
 
     /// A deep copy: on `device` (default: this buffer's), or on the device of `stream`.
@@ -307,17 +267,13 @@ impl PyBuffer {
         let dest = match target.filter(|t| !t.is_none()) {
             Some(t) if t.cast::<PyStream>().is_ok() => placement(None, Some(t))?,
             Some(t) => placement(Some(t), None)?,
-            None if device.is_some_and(|d| !d.is_none())
-                || stream.is_some_and(|s| !s.is_none()) =>
-            {
+            None if device.is_some_and(|d| !d.is_none()) || stream.is_some_and(|s| !s.is_none()) => {
                 placement(device, stream)?
             }
             None => self.inner.stream().clone(),
         };
         let b = self.inner.clone();
-        Ok(PyBuffer {
-            inner: py.detach(move || b.copy_to_stream(&dest)).py()?,
-        })
+        Ok(PyBuffer { inner: py.detach(move || b.copy_to_stream(&dest)).py()? })
     }
 
     /// This buffer on a device or stream (copied only when the device differs), or a list of
@@ -338,11 +294,9 @@ impl PyBuffer {
         if target.cast::<PyDevice>().is_ok() || target.cast::<PyStream>().is_ok() {
             return PyBuffer::wrap(py, one(target)?)?.into_py_any(py);
         }
-        let seq = target.cast::<PySequence>().map_err(|_| {
-            PyTypeError::new_err(
-                "Buffer.to expects a Device, a DeviceStream, or a sequence of them",
-            )
-        })?;
+        let seq = target
+            .cast::<PySequence>()
+            .map_err(|_| PyTypeError::new_err("Buffer.to expects a Device, a DeviceStream, or a sequence of them"))?;
         let mut out = Vec::new();
         for t in seq.try_iter()? {
             out.push(PyBuffer::wrap(py, one(&t?)?)?);
@@ -352,19 +306,13 @@ impl PyBuffer {
 
     /// The same bytes as another dtype (and shape); needs a contiguous buffer.
     #[pyo3(signature = (dtype, shape = None))]
-    fn view(
-        &self,
-        dtype: &Bound<'_, PyAny>,
-        shape: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyBuffer> {
+    fn view(&self, dtype: &Bound<'_, PyAny>, shape: Option<&Bound<'_, PyAny>>) -> PyResult<PyBuffer> {
         let d = dtype::extract(dtype, "Buffer.view(dtype)")?;
         let dims = match shape.filter(|s| !s.is_none()) {
             Some(s) => Some(shape_arg(s, "Buffer.view")?),
             None => None,
         };
-        Ok(PyBuffer {
-            inner: self.inner.view(d, dims.as_deref()).py()?,
-        })
+        Ok(PyBuffer { inner: self.inner.view(d, dims.as_deref()).py()? })
     }
 
     /// Copies `src` (same dtype and element count, both contiguous) into this buffer.
@@ -383,24 +331,15 @@ impl PyBuffer {
     fn _cast(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<PyBuffer> {
         let d = dtype::extract(dtype, "cast(dtype)")?;
         let b = self.inner.clone();
-        Ok(PyBuffer {
-            inner: py.detach(move || b.cast(d)).py()?,
-        })
+        Ok(PyBuffer { inner: py.detach(move || b.cast(d)).py()? })
     }
 
     fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<PyBuffer> {
-        Ok(PyBuffer {
-            inner: self.inner.index(&parse_index(key)?).py()?,
-        })
+        Ok(PyBuffer { inner: self.inner.index(&parse_index(key)?).py()? })
     }
 
     /// `buf[idx] = scalar` fills the selected elements; `buf[idx] = buffer_or_array` copies.
-    fn __setitem__(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    fn __setitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let view = self.inner.index(&parse_index(key)?).py()?;
         if let Some(s) = parse_scalar(value)? {
             return py.detach(move || view.fill(s)).py();
@@ -413,11 +352,7 @@ impl PyBuffer {
                 view.shape()
             )));
         }
-        let src = if src.dtype() == view.dtype() {
-            src
-        } else {
-            src.cast(view.dtype()).py()?
-        };
+        let src = if src.dtype() == view.dtype() { src } else { src.cast(view.dtype()).py()? };
         py.detach(move || view.inplace_copy_from(&src)).py()
     }
 
@@ -457,8 +392,7 @@ impl PyBuffer {
                     let handle: i64 = s.extract()?;
                     if handle != -1 {
                         let b = buf.clone();
-                        py.detach(move || b.stream().make_wait(handle as u64))
-                            .py()?;
+                        py.detach(move || b.stream().make_wait(handle as u64)).py()?;
                     }
                 }
             }
@@ -475,17 +409,8 @@ impl PyBuffer {
     fn __repr__(&self) -> String {
         let b = &self.inner;
         let dims: Vec<String> = b.shape().iter().map(|d| d.to_string()).collect();
-        let shape = if dims.len() == 1 {
-            format!("({},)", dims[0])
-        } else {
-            format!("({})", dims.join(", "))
-        };
-        format!(
-            "max.driver.Buffer(DType.{}, {shape}, {}[{}])",
-            b.dtype(),
-            b.device().label(),
-            b.device().id()
-        )
+        let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+        format!("max.driver.Buffer(DType.{}, {shape}, {}[{}])", b.dtype(), b.device().label(), b.device().id())
     }
 
     fn __str__(&self, py: Python<'_>) -> PyResult<String> {
@@ -495,11 +420,7 @@ impl PyBuffer {
             Err(_) => "...".into(),
         };
         let dims: Vec<String> = b.shape().iter().map(|d| d.to_string()).collect();
-        let shape = if dims.len() == 1 {
-            format!("({},)", dims[0])
-        } else {
-            format!("({})", dims.join(", "))
-        };
+        let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
         Ok(format!(
             "Buffer({values}, dtype=DType.{}, shape={shape}, device=Device(type={},id={}))",
             b.dtype(),
@@ -513,8 +434,7 @@ impl PyBuffer {
 #[pyfunction]
 fn _scalar_bits(value: &Bound<'_, PyAny>, dtype: &Bound<'_, PyAny>) -> PyResult<u64> {
     let d = dtype::extract(dtype, "dtype")?;
-    let s: Scalar = parse_scalar(value)?
-        .ok_or_else(|| PyTypeError::new_err("value must be a bool, int or float"))?;
+    let s: Scalar = parse_scalar(value)?.ok_or_else(|| PyTypeError::new_err("value must be a bool, int or float"))?;
     s.to_bits(d).py()
 }
 

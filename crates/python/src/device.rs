@@ -26,9 +26,7 @@ pub struct PyStream {
 
 /// A Python object (CPU or Accelerator instance) for a runtime device.
 pub fn device_to_py(py: Python<'_>, device: &Device) -> PyResult<Py<PyAny>> {
-    let base = PyClassInitializer::from(PyDevice {
-        inner: device.clone(),
-    });
+    let base = PyClassInitializer::from(PyDevice { inner: device.clone() });
     Ok(match device {
         Device::Cpu => Py::new(py, base.add_subclass(PyCpu))?.into_any(),
         Device::Cuda(_) => Py::new(py, base.add_subclass(PyAccelerator))?.into_any(),
@@ -97,16 +95,13 @@ impl PyDevice {
 
     #[getter]
     fn default_stream(&self) -> PyStream {
-        PyStream {
-            inner: Stream::default_for(&self.inner),
-        }
+        PyStream { inner: Stream::default_for(&self.inner) }
     }
 
     /// Waits for all work on this device; errors of earlier asynchronous work surface here.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let d = self.inner.clone();
-        py.detach(move || d.synchronize())
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+        py.detach(move || d.synchronize()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     fn can_access(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -115,9 +110,7 @@ impl PyDevice {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyDevice>()
-            .is_ok_and(|o| o.get().inner == self.inner)
+        other.cast::<PyDevice>().is_ok_and(|o| o.get().inner == self.inner)
     }
 
     fn __hash__(&self) -> u64 {
@@ -161,9 +154,7 @@ impl PyStream {
     #[new]
     fn new(device: &Bound<'_, PyAny>) -> PyResult<PyStream> {
         let device = extract_device(device, "DeviceStream(device)")?;
-        Ok(PyStream {
-            inner: Stream::new_on(&device).py()?,
-        })
+        Ok(PyStream { inner: Stream::new_on(&device).py()? })
     }
 
     #[getter]
@@ -173,8 +164,7 @@ impl PyStream {
 
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let s = self.inner.clone();
-        py.detach(move || s.synchronize())
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+        py.detach(move || s.synchronize()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Later work on this stream waits for what is queued now on `other` (a stream, or a
@@ -188,9 +178,7 @@ impl PyStream {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyStream>()
-            .is_ok_and(|o| o.get().inner == self.inner)
+        other.cast::<PyStream>().is_ok_and(|o| o.get().inner == self.inner)
     }
 
     fn __hash__(&self) -> u64 {
@@ -199,12 +187,7 @@ impl PyStream {
 
     fn __repr__(&self) -> String {
         let d = self.inner.device();
-        format!(
-            "DeviceStream({}[{}], handle={:#x})",
-            d.label(),
-            d.id(),
-            self.inner.cu_stream()
-        )
+        format!("DeviceStream({}[{}], handle={:#x})", d.label(), d.id(), self.inner.cu_stream())
     }
 }
 
@@ -217,11 +200,7 @@ fn py_accelerator_count() -> usize {
 /// "cuda" when an accelerator is present, else "cpu".
 #[pyfunction]
 fn accelerator_api() -> &'static str {
-    if accelerator_count() > 0 {
-        "cuda"
-    } else {
-        "cpu"
-    }
+    if accelerator_count() > 0 { "cuda" } else { "cpu" }
 }
 
 /// The first accelerator's architecture (`sm_90a`); RuntimeError without one.
@@ -229,12 +208,9 @@ fn accelerator_api() -> &'static str {
 fn accelerator_architecture_name(py: Python<'_>) -> PyResult<String> {
     if accelerator_count() == 0 {
         let why = cuda_unavailable_reason().unwrap_or_default();
-        return Err(PyRuntimeError::new_err(format!(
-            "no accelerator is available: {why}"
-        )));
+        return Err(PyRuntimeError::new_err(format!("no accelerator is available: {why}")));
     }
-    py.detach(|| Device::accelerator(0)?.architecture_name())
-        .py()
+    py.detach(|| Device::accelerator(0)?.architecture_name()).py()
 }
 
 /// Why there is no accelerator (None when there is one).

@@ -85,11 +85,7 @@ pub fn dl_dtype(dtype: DType) -> Option<DLDataType> {
         DType::Float8E8m0fnu => 14,
         _ => return None,
     };
-    Some(DLDataType {
-        code,
-        bits,
-        lanes: 1,
-    })
+    Some(DLDataType { code, bits, lanes: 1 })
 }
 
 fn dtype_from_dl(t: DLDataType) -> PyResult<DType> {
@@ -165,8 +161,7 @@ unsafe extern "C" fn capsule_destructor(cap: *mut ffi::PyObject) {
                 del(p);
             }
         } else if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
-            let p =
-                ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
+            let p = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
             if let Some(del) = p.as_ref().and_then(|t| t.deleter) {
                 del(p);
             }
@@ -176,14 +171,8 @@ unsafe extern "C" fn capsule_destructor(cap: *mut ffi::PyObject) {
 
 pub fn dl_device(device: &Device) -> DLDevice {
     match device {
-        Device::Cpu => DLDevice {
-            device_type: KDL_CPU,
-            device_id: 0,
-        },
-        Device::Cuda(d) => DLDevice {
-            device_type: KDL_CUDA,
-            device_id: d.ordinal as i32,
-        },
+        Device::Cpu => DLDevice { device_type: KDL_CPU, device_id: 0 },
+        Device::Cuda(d) => DLDevice { device_type: KDL_CUDA, device_id: d.ordinal as i32 },
     }
 }
 
@@ -220,11 +209,7 @@ pub fn export(py: Python<'_>, buf: &Buffer, versioned: bool) -> PyResult<Py<PyAn
                 flags: 0,
                 dl_tensor: tensor,
             }));
-            (
-                t as *mut c_void,
-                VERSIONED,
-                Box::new(move || delete_versioned(t)),
-            )
+            (t as *mut c_void, VERSIONED, Box::new(move || delete_versioned(t)))
         } else {
             let t = Box::into_raw(Box::new(DLManagedTensor {
                 dl_tensor: tensor,
@@ -274,22 +259,13 @@ impl Drop for Imported {
 unsafe fn wrap(t: &DLTensor, keep: Imported, read_only: bool) -> PyResult<(Buffer, bool)> {
     let dtype = dtype_from_dl(t.dtype)?;
     if !(0..=64).contains(&t.ndim) || (t.ndim > 0 && t.shape.is_null()) {
-        return Err(PyValueError::new_err(format!(
-            "from_dlpack: invalid tensor rank {}",
-            t.ndim
-        )));
+        return Err(PyValueError::new_err(format!("from_dlpack: invalid tensor rank {}", t.ndim)));
     }
     let rank = t.ndim as usize;
     // SAFETY: the producer promises `ndim` entries behind shape (and strides, when present).
-    let shape: &[i64] = if rank == 0 {
-        &[]
-    } else {
-        unsafe { std::slice::from_raw_parts(t.shape, rank) }
-    };
+    let shape: &[i64] = if rank == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.shape, rank) } };
     if shape.iter().any(|d| *d < 0) {
-        return Err(PyValueError::new_err(format!(
-            "from_dlpack: negative extent in shape {shape:?}"
-        )));
+        return Err(PyValueError::new_err(format!("from_dlpack: negative extent in shape {shape:?}")));
     }
     let shape: Vec<usize> = shape.iter().map(|d| *d as usize).collect();
     let item = dtype.size_in_bytes() as isize;
@@ -303,10 +279,7 @@ unsafe fn wrap(t: &DLTensor, keep: Imported, read_only: bool) -> PyResult<(Buffe
         s
     } else {
         // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts(t.strides, rank) }
-            .iter()
-            .map(|s| *s as isize * item)
-            .collect()
+        unsafe { std::slice::from_raw_parts(t.strides, rank) }.iter().map(|s| *s as isize * item).collect()
     };
     let device = match t.device.device_type {
         KDL_CPU | KDL_CUDA_HOST => Device::Cpu,
@@ -319,9 +292,8 @@ unsafe fn wrap(t: &DLTensor, keep: Imported, read_only: bool) -> PyResult<(Buffe
     };
     let addr = (t.data as u64).wrapping_add(t.byte_offset);
     // SAFETY: the producer keeps this memory valid until its deleter runs (when `keep` drops).
-    let buf =
-        unsafe { Buffer::from_external(addr, dtype, &shape, &strides, device, Box::new(keep)) }
-            .map_err(crate::errors::to_py)?;
+    let buf = unsafe { Buffer::from_external(addr, dtype, &shape, &strides, device, Box::new(keep)) }
+        .map_err(crate::errors::to_py)?;
     Ok((buf, read_only))
 }
 
@@ -344,9 +316,7 @@ pub fn import(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Buffer> {
     // CUDA producers must make the data ready on the stream we will use: our default stream.
     let stream = if dev_type == KDL_CUDA {
         let dev = Device::accelerator(dev_id as i64).map_err(crate::errors::to_py)?;
-        max_runtime::Stream::default_for(&dev)
-            .cu_stream()
-            .into_py_any(py)?
+        max_runtime::Stream::default_for(&dev).cu_stream().into_py_any(py)?
     } else {
         py.None()
     };
@@ -367,8 +337,7 @@ pub fn import(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Buffer> {
     // so the producer's capsule destructor will not free what we now own.
     let (buf, read_only) = unsafe {
         if ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr())
-                as *mut DLManagedTensorVersioned;
+            let p = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
             if p.is_null() {
                 return Err(PyErr::fetch(py));
             }
@@ -380,41 +349,23 @@ pub fn import(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Buffer> {
             }
             ffi::PyCapsule_SetName(capsule, VERSIONED_USED.as_ptr());
             let read_only = (*p).flags & FLAG_READ_ONLY != 0;
-            wrap(
-                &(*p).dl_tensor,
-                Imported {
-                    legacy: std::ptr::null_mut(),
-                    versioned: p,
-                },
-                read_only,
-            )?
+            wrap(&(*p).dl_tensor, Imported { legacy: std::ptr::null_mut(), versioned: p }, read_only)?
         } else if ffi::PyCapsule_IsValid(capsule, LEGACY.as_ptr()) == 1 {
             let p = ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()) as *mut DLManagedTensor;
             if p.is_null() {
                 return Err(PyErr::fetch(py));
             }
             ffi::PyCapsule_SetName(capsule, LEGACY_USED.as_ptr());
-            wrap(
-                &(*p).dl_tensor,
-                Imported {
-                    legacy: p,
-                    versioned: std::ptr::null_mut(),
-                },
-                false,
-            )?
+            wrap(&(*p).dl_tensor, Imported { legacy: p, versioned: std::ptr::null_mut() }, false)?
         } else {
-            return Err(PyBufferError::new_err(
-                "from_dlpack: __dlpack__ did not return an unused DLPack capsule",
-            ));
+            return Err(PyBufferError::new_err("from_dlpack: __dlpack__ did not return an unused DLPack capsule"));
         }
     };
     match (copy, read_only) {
-        (Some(true), _) | (None, true) => {
-            py.detach(|| buf.contiguous()).map_err(crate::errors::to_py)
+        (Some(true), _) | (None, true) => py.detach(|| buf.contiguous()).map_err(crate::errors::to_py),
+        (Some(false), true) => {
+            Err(PyBufferError::new_err("from_dlpack: the producer's memory is read-only and copy=False forbids a copy"))
         }
-        (Some(false), true) => Err(PyBufferError::new_err(
-            "from_dlpack: the producer's memory is read-only and copy=False forbids a copy",
-        )),
         _ => Ok(buf),
     }
 }

@@ -10,11 +10,7 @@ use pyo3::types::PyDict;
 static DTYPE_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 pub fn class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    Ok(DTYPE_CLASS
-        .get_or_try_init(py, || {
-            py.import("max.dtype")?.getattr("DType").map(Bound::unbind)
-        })?
-        .bind(py))
+    Ok(DTYPE_CLASS.get_or_try_init(py, || py.import("max.dtype")?.getattr("DType").map(Bound::unbind))?.bind(py))
 }
 
 /// A `max.dtype.DType` member as the Rust enum; anything else is a TypeError naming `what`.
@@ -22,9 +18,7 @@ pub fn extract(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
     let cls = class(obj.py())?;
     if !obj.is_instance(cls)? {
         let got = obj.get_type().name()?;
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be a max.dtype.DType, got {got} ({obj})"
-        )));
+        return Err(PyTypeError::new_err(format!("{what} must be a max.dtype.DType, got {got} ({obj})")));
     }
     let code: i64 = obj.getattr("value")?.extract()?;
     DType::from_code(code).map_err(|e| PyTypeError::new_err(format!("{what}: {e}")))

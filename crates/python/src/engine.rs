@@ -31,33 +31,20 @@ impl PyModel {
         weights: &Bound<'_, PyDict>,
         num_threads: Option<usize>,
     ) -> PyResult<PyModel> {
-        let devices: Vec<Device> = devices
-            .iter()
-            .map(|d| extract_device(d, "devices"))
-            .collect::<PyResult<_>>()?;
+        let devices: Vec<Device> = devices.iter().map(|d| extract_device(d, "devices")).collect::<PyResult<_>>()?;
         let mut w: HashMap<String, Buffer> = HashMap::new();
         for (k, v) in weights.iter() {
             w.insert(k.extract()?, v.cast::<PyBuffer>()?.get().inner.clone());
         }
         let g = graph.inner.clone();
-        let model = py
-            .detach(move || Model::load(&g, &devices, &w, num_threads))
-            .py()?;
-        Ok(PyModel {
-            inner: Arc::new(model),
-        })
+        let model = py.detach(move || Model::load(&g, &devices, &w, num_threads)).py()?;
+        Ok(PyModel { inner: Arc::new(model) })
     }
 
     /// Runs the model on Buffers (already converted and on the right devices).
-    fn execute(
-        &self,
-        py: Python<'_>,
-        inputs: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<Vec<Py<PyBuffer>>> {
-        let bufs: Vec<Buffer> = inputs
-            .iter()
-            .map(|b| Ok(b.cast::<PyBuffer>()?.get().inner.clone()))
-            .collect::<PyResult<_>>()?;
+    fn execute(&self, py: Python<'_>, inputs: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<Py<PyBuffer>>> {
+        let bufs: Vec<Buffer> =
+            inputs.iter().map(|b| Ok(b.cast::<PyBuffer>()?.get().inner.clone())).collect::<PyResult<_>>()?;
         let model = self.inner.clone();
         let outs = py.detach(move || model.execute(bufs)).py()?;
         outs.into_iter().map(|b| PyBuffer::wrap(py, b)).collect()
@@ -65,23 +52,12 @@ impl PyModel {
 
     #[getter]
     fn input_types<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyTuple>>> {
-        self.inner
-            .input_types
-            .iter()
-            .map(|t| type_to_py(py, t))
-            .collect()
+        self.inner.input_types.iter().map(|t| type_to_py(py, t)).collect()
     }
 
     #[getter]
-    fn output_types<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Vec<Bound<'py, pyo3::types::PyTuple>>> {
-        self.inner
-            .output_types
-            .iter()
-            .map(|t| type_to_py(py, t))
-            .collect()
+    fn output_types<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyTuple>>> {
+        self.inner.output_types.iter().map(|t| type_to_py(py, t)).collect()
     }
 
     #[getter]

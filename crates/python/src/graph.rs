@@ -8,9 +8,7 @@ use std::sync::Arc;
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::ops::elementwise::promote_operands;
 use max_graph::promote::{Scalar, scalar_fits};
-use max_graph::{
-    DType, DeviceKind, DeviceRef, Dim, DimKind, Graph, GraphError, Op, OpKind, TensorType, Type,
-};
+use max_graph::{DType, DeviceKind, DeviceRef, Dim, DimKind, Graph, GraphError, Op, OpKind, TensorType, Type};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -35,16 +33,12 @@ impl PyDim {
     #[staticmethod]
     #[pyo3(name = "static")]
     fn static_(n: i64) -> PyDim {
-        PyDim {
-            inner: Dim::stat(n),
-        }
+        PyDim { inner: Dim::stat(n) }
     }
 
     #[staticmethod]
     fn symbol(name: &str) -> PyResult<PyDim> {
-        Ok(PyDim {
-            inner: Dim::sym(name).map_err(graph_err)?,
-        })
+        Ok(PyDim { inner: Dim::sym(name).map_err(graph_err)? })
     }
 
     /// 0 static, 1 symbolic, 2 algebraic.
@@ -69,56 +63,36 @@ impl PyDim {
 
     #[getter]
     fn parameters(&self) -> Vec<String> {
-        self.inner
-            .parameters()
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        self.inner.parameters().iter().map(|s| s.to_string()).collect()
     }
 
     fn add(&self, o: &PyDim) -> PyResult<PyDim> {
-        Ok(PyDim {
-            inner: self.inner.add(&o.inner).map_err(graph_err)?,
-        })
+        Ok(PyDim { inner: self.inner.add(&o.inner).map_err(graph_err)? })
     }
 
     fn sub(&self, o: &PyDim) -> PyResult<PyDim> {
-        Ok(PyDim {
-            inner: self.inner.sub(&o.inner).map_err(graph_err)?,
-        })
+        Ok(PyDim { inner: self.inner.sub(&o.inner).map_err(graph_err)? })
     }
 
     fn mul(&self, o: &PyDim) -> PyResult<PyDim> {
-        Ok(PyDim {
-            inner: self.inner.mul(&o.inner).map_err(graph_err)?,
-        })
+        Ok(PyDim { inner: self.inner.mul(&o.inner).map_err(graph_err)? })
     }
 
     fn floordiv(&self, o: &PyDim) -> PyResult<PyDim> {
-        Ok(PyDim {
-            inner: self.inner.floordiv(&o.inner).map_err(graph_err)?,
-        })
+        Ok(PyDim { inner: self.inner.floordiv(&o.inner).map_err(graph_err)? })
     }
 
     fn neg(&self) -> PyResult<PyDim> {
-        Ok(PyDim {
-            inner: self.inner.neg().map_err(graph_err)?,
-        })
+        Ok(PyDim { inner: self.inner.neg().map_err(graph_err)? })
     }
 
     /// Replaces symbols by dims from `env` (name -> Dim).
     fn substitute(&self, env: &Bound<'_, PyDict>) -> PyResult<PyDim> {
         let mut map = std::collections::HashMap::new();
         for (k, v) in env.iter() {
-            map.insert(
-                k.extract::<String>()?,
-                v.cast::<PyDim>()?.get().inner.clone(),
-            );
+            map.insert(k.extract::<String>()?, v.cast::<PyDim>()?.get().inner.clone());
         }
-        let out = self
-            .inner
-            .substitute(&|s| map.get(s).cloned())
-            .map_err(graph_err)?;
+        let out = self.inner.substitute(&|s| map.get(s).cloned()).map_err(graph_err)?;
         Ok(PyDim { inner: out })
     }
 
@@ -148,23 +122,14 @@ fn device_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DeviceRef> {
         "cpu" => DeviceKind::Cpu,
         "gpu" => DeviceKind::Gpu,
         other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown device kind {other:?}"
-            )));
+            return Err(PyValueError::new_err(format!("unknown device kind {other:?}")));
         }
     };
     Ok(DeviceRef { kind, id })
 }
 
 fn device_to_py(d: DeviceRef) -> (&'static str, i64) {
-    (
-        if d.kind == DeviceKind::Cpu {
-            "cpu"
-        } else {
-            "gpu"
-        },
-        d.id,
-    )
+    (if d.kind == DeviceKind::Cpu { "cpu" } else { "gpu" }, d.id)
 }
 
 fn dims_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Dim>> {
@@ -181,17 +146,14 @@ pub fn type_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Type> {
     if kind == "chain" {
         return Ok(Type::Chain);
     }
-    let dtype = DType::from_code(t.get_item(1)?.extract()?)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let dtype = DType::from_code(t.get_item(1)?.extract()?).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let shape = dims_from_py(&t.get_item(2)?)?;
     let device = device_from_py(&t.get_item(3)?)?;
     let tt = TensorType::new(dtype, shape, device);
     match kind.as_str() {
         "tensor" => Ok(Type::Tensor(tt)),
         "buffer" => Ok(Type::Buffer(tt)),
-        other => Err(PyValueError::new_err(format!(
-            "unknown type kind {other:?}"
-        ))),
+        other => Err(PyValueError::new_err(format!("unknown type kind {other:?}"))),
     }
 }
 
@@ -199,16 +161,8 @@ pub fn type_to_py<'py>(py: Python<'py>, t: &Type) -> PyResult<Bound<'py, PyTuple
     match t {
         Type::Chain => PyTuple::new(py, ["chain"]),
         Type::Tensor(tt) | Type::Buffer(tt) => {
-            let kind = if matches!(t, Type::Tensor(_)) {
-                "tensor"
-            } else {
-                "buffer"
-            };
-            let dims: Vec<PyDim> = tt
-                .shape
-                .iter()
-                .map(|d| PyDim { inner: d.clone() })
-                .collect();
+            let kind = if matches!(t, Type::Tensor(_)) { "tensor" } else { "buffer" };
+            let dims: Vec<PyDim> = tt.shape.iter().map(|d| PyDim { inner: d.clone() }).collect();
             let dims = PyList::new(py, dims)?;
             (kind, tt.dtype.code(), dims, device_to_py(tt.device)).into_pyobject(py)
         }
@@ -237,9 +191,7 @@ fn attr_from_py(v: &Bound<'_, PyAny>) -> PyResult<Attr> {
                 "dims" => return Ok(Attr::Dims(dims_from_py(&t.get_item(1)?)?)),
                 "dtype" => {
                     let code: i64 = t.get_item(1)?.extract()?;
-                    return DType::from_code(code)
-                        .map(Attr::DType)
-                        .map_err(|e| PyValueError::new_err(e.to_string()));
+                    return DType::from_code(code).map(Attr::DType).map_err(|e| PyValueError::new_err(e.to_string()));
                 }
                 "device" => return Ok(Attr::Device(device_from_py(&t.get_item(1)?)?)),
                 "types" => {
@@ -250,24 +202,18 @@ fn attr_from_py(v: &Bound<'_, PyAny>) -> PyResult<Attr> {
                     return Ok(Attr::Types(out));
                 }
                 "data" => {
-                    return Ok(Attr::Data(Arc::new(
-                        t.get_item(1)?.cast::<PyBytes>()?.as_bytes().to_vec(),
-                    )));
+                    return Ok(Attr::Data(Arc::new(t.get_item(1)?.cast::<PyBytes>()?.as_bytes().to_vec())));
                 }
                 _ => {}
             }
         }
     }
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
-        let ints: Vec<i64> = v.extract().map_err(|_| {
-            PyTypeError::new_err(format!("attribute lists must hold ints, got {v}"))
-        })?;
+        let ints: Vec<i64> =
+            v.extract().map_err(|_| PyTypeError::new_err(format!("attribute lists must hold ints, got {v}")))?;
         return Ok(Attr::Ints(ints));
     }
-    Err(PyTypeError::new_err(format!(
-        "unsupported attribute value {v} of type {}",
-        v.get_type().name()?
-    )))
+    Err(PyTypeError::new_err(format!("unsupported attribute value {v} of type {}", v.get_type().name()?)))
 }
 
 fn attrs_from_py(d: Option<&Bound<'_, PyDict>>) -> PyResult<Attrs> {
@@ -294,9 +240,7 @@ pub struct PyGraphIR {
 impl PyGraphIR {
     #[new]
     fn new(name: &str) -> PyGraphIR {
-        PyGraphIR {
-            inner: Graph::new(name),
-        }
+        PyGraphIR { inner: Graph::new(name) }
     }
 
     #[getter]
@@ -310,16 +254,8 @@ impl PyGraphIR {
 
     /// Stages op `name` on value ids `inputs`; returns the result value ids.
     #[pyo3(signature = (name, inputs, attrs = None))]
-    fn add_op(
-        &mut self,
-        name: &str,
-        inputs: Vec<usize>,
-        attrs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Vec<usize>> {
-        let op = Op {
-            kind: op_kind(name)?,
-            attrs: attrs_from_py(attrs)?,
-        };
+    fn add_op(&mut self, name: &str, inputs: Vec<usize>, attrs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<usize>> {
+        let op = Op { kind: op_kind(name)?, attrs: attrs_from_py(attrs)? };
         self.inner.add_node(op, inputs).map_err(graph_err)
     }
 
@@ -332,20 +268,12 @@ impl PyGraphIR {
         blocks: Vec<usize>,
         attrs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<usize>> {
-        let op = Op {
-            kind: op_kind(name)?,
-            attrs: attrs_from_py(attrs)?,
-        };
-        self.inner
-            .add_node_with_blocks(op, inputs, blocks)
-            .map_err(graph_err)
+        let op = Op { kind: op_kind(name)?, attrs: attrs_from_py(attrs)? };
+        self.inner.add_node_with_blocks(op, inputs, blocks).map_err(graph_err)
     }
 
     fn open_block(&mut self, types: Vec<Bound<'_, PyAny>>) -> PyResult<(usize, Vec<usize>)> {
-        let types = types
-            .iter()
-            .map(type_from_py)
-            .collect::<PyResult<Vec<_>>>()?;
+        let types = types.iter().map(type_from_py).collect::<PyResult<Vec<_>>>()?;
         Ok(self.inner.open_block(types))
     }
 
@@ -362,22 +290,15 @@ impl PyGraphIR {
     }
 
     fn value_type<'py>(&self, py: Python<'py>, v: usize) -> PyResult<Bound<'py, PyTuple>> {
-        let t = self
-            .inner
-            .ty(v)
-            .ok_or_else(|| PyValueError::new_err(format!("no value %{v}")))?;
+        let t = self.inner.ty(v).ok_or_else(|| PyValueError::new_err(format!("no value %{v}")))?;
         type_to_py(py, t)
     }
 
     /// (kind, dtype code, rank, (device kind, id)) without building the shape.
     fn value_summary(&self, v: usize) -> PyResult<(&'static str, u8, usize, (&'static str, i64))> {
         match self.inner.ty(v) {
-            Some(Type::Tensor(t)) => {
-                Ok(("tensor", t.dtype.code(), t.rank(), device_to_py(t.device)))
-            }
-            Some(Type::Buffer(t)) => {
-                Ok(("buffer", t.dtype.code(), t.rank(), device_to_py(t.device)))
-            }
+            Some(Type::Tensor(t)) => Ok(("tensor", t.dtype.code(), t.rank(), device_to_py(t.device))),
+            Some(Type::Buffer(t)) => Ok(("buffer", t.dtype.code(), t.rank(), device_to_py(t.device))),
             Some(Type::Chain) => Ok(("chain", 0, 0, ("cpu", 0))),
             None => Err(PyValueError::new_err(format!("no value %{v}"))),
         }
@@ -389,9 +310,7 @@ impl PyGraphIR {
             (Some(x), Some(y)) => (x, y),
             _ => return Err(PyValueError::new_err("promote: no such value")),
         };
-        promote_operands(op_kind(name)?, ta, tb)
-            .map(|d| d.code())
-            .map_err(graph_err)
+        promote_operands(op_kind(name)?, ta, tb).map(|d| d.code()).map_err(graph_err)
     }
 
     fn inputs(&self) -> Vec<usize> {
@@ -440,10 +359,7 @@ fn check_scalar(op: &str, arg: &str, dtype_code: i64, value: &Bound<'_, PyAny>) 
 /// Every op name the graph knows, with its family.
 #[pyfunction]
 fn op_names() -> Vec<(&'static str, String)> {
-    OpKind::ALL
-        .iter()
-        .map(|k| (k.name(), format!("{:?}", k.family())))
-        .collect()
+    OpKind::ALL.iter().map(|k| (k.name(), format!("{:?}", k.family()))).collect()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

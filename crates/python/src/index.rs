@@ -6,11 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyEllipsis, PyFloat, PySlice, PyTuple};
 
 fn opt_i64(obj: Bound<'_, PyAny>) -> PyResult<Option<i64>> {
-    if obj.is_none() {
-        Ok(None)
-    } else {
-        Ok(Some(obj.extract()?))
-    }
+    if obj.is_none() { Ok(None) } else { Ok(Some(obj.extract()?)) }
 }
 
 fn item(obj: &Bound<'_, PyAny>) -> PyResult<IndexItem> {
@@ -35,9 +31,9 @@ fn item(obj: &Bound<'_, PyAny>) -> PyResult<IndexItem> {
     }
     match obj.extract::<i64>() {
         Ok(i) => Ok(IndexItem::At(i)),
-        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Err(PyOverflowError::new_err(
-            format!("Buffer index {obj} does not fit in 64 bits"),
-        )),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
+            Err(PyOverflowError::new_err(format!("Buffer index {obj} does not fit in 64 bits")))
+        }
         Err(_) => Err(PyTypeError::new_err(format!(
             "Buffer indices must be integers, slices, '...' or None, got {}",
             obj.get_type().name()?
@@ -68,11 +64,7 @@ pub fn parse_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
     if obj.is_instance_of::<PyBool>() {
         return Ok(Some(Scalar::Bool(obj.extract()?)));
     }
-    let np_bool = obj
-        .get_type()
-        .name()
-        .map(|n| n == "bool" || n == "bool_")
-        .unwrap_or(false);
+    let np_bool = obj.get_type().name().map(|n| n == "bool" || n == "bool_").unwrap_or(false);
     if np_bool {
         return Ok(Some(Scalar::Bool(obj.is_truthy()?)));
     }
@@ -86,9 +78,7 @@ pub fn parse_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
         if let Ok(u) = obj.extract::<u64>() {
             return Ok(Some(Scalar::UInt(u)));
         }
-        return Err(PyOverflowError::new_err(format!(
-            "{obj} does not fit in 64 bits"
-        )));
+        return Err(PyOverflowError::new_err(format!("{obj} does not fit in 64 bits")));
     }
     if obj.hasattr("__float__")? && !obj.hasattr("__len__")? {
         return Ok(Some(Scalar::Float(obj.extract()?)));

@@ -1,9 +1,7 @@
 //! Private hooks into the kernel compiler, for tests and CI: compile every family for an
 //! architecture without a GPU, and read the compiled-kernel cache's counters.
 
-use max_kernels_cuda::{
-    Target, cache_dir, cache_stats, compile, nvrtc_version, sources, warm_cache,
-};
+use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, sources, warm_cache};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -15,26 +13,17 @@ fn kernel_err(e: max_kernels_cuda::Error) -> PyErr {
 /// {family: image} for every kernel family, compiled now (no cache) for `arch`.
 #[pyfunction]
 #[pyo3(signature = (arch = "sm_90a", target = "cubin"))]
-fn _compile_kernels<'py>(
-    py: Python<'py>,
-    arch: &str,
-    target: &str,
-) -> PyResult<Bound<'py, PyDict>> {
+fn _compile_kernels<'py>(py: Python<'py>, arch: &str, target: &str) -> PyResult<Bound<'py, PyDict>> {
     let target = match target {
         "cubin" => Target::Cubin,
         "ptx" => Target::Ptx,
         other => {
-            return Err(PyValueError::new_err(format!(
-                "target must be 'cubin' or 'ptx', got {other:?}"
-            )));
+            return Err(PyValueError::new_err(format!("target must be 'cubin' or 'ptx', got {other:?}")));
         }
     };
     let arch = arch.to_string();
     let images = py.detach(move || {
-        sources::ALL
-            .iter()
-            .map(|f| compile(f, &arch, target).map(|img| (f.name, img)))
-            .collect::<Result<Vec<_>, _>>()
+        sources::ALL.iter().map(|f| compile(f, &arch, target).map(|img| (f.name, img))).collect::<Result<Vec<_>, _>>()
     });
     let out = PyDict::new(py);
     for (name, img) in images.map_err(kernel_err)? {

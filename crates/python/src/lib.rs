@@ -17,11 +17,7 @@ mod numpy_interop;
 /// Lets the kernel compiler find libnvrtc from the `nvidia-cuda-nvrtc` wheel: the folders it
 /// installs into (CUDA 13 wheels use nvidia/cu13/lib, older ones nvidia/cuda_nvrtc/lib).
 fn register_wheel_library_dirs(py: Python<'_>) -> PyResult<()> {
-    let paths: Vec<String> = py
-        .import("sys")?
-        .getattr("path")?
-        .extract()
-        .unwrap_or_default();
+    let paths: Vec<String> = py.import("sys")?.getattr("path")?.extract().unwrap_or_default();
     for p in paths {
         for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"] {
             let dir = std::path::Path::new(&p).join(sub);
@@ -39,11 +35,7 @@ fn add_submodule(parent: &Bound<'_, PyModule>, sub: &Bound<'_, PyModule>) -> PyR
     parent.add_submodule(sub)?;
     let name = format!("max._core.{}", sub.name()?);
     sub.setattr("__name__", &name)?;
-    parent
-        .py()
-        .import("sys")?
-        .getattr("modules")?
-        .set_item(name, sub)
+    parent.py().import("sys")?.getattr("modules")?.set_item(name, sub)
 }
 
 #[pymodule]

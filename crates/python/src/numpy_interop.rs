@@ -74,11 +74,7 @@ pub fn to_numpy(py: Python<'_>, buf: &Buffer) -> PyResult<Py<PyAny>> {
     } else {
         np.call_method1("asarray", (HostArrayView { buf: host.clone() },))?
     };
-    let native = !host.dtype().is_float()
-        || matches!(
-            host.dtype(),
-            DType::Float16 | DType::Float32 | DType::Float64
-        );
+    let native = !host.dtype().is_float() || matches!(host.dtype(), DType::Float16 | DType::Float32 | DType::Float64);
     if native {
         return Ok(arr.unbind());
     }
@@ -116,9 +112,8 @@ pub fn from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<Buffer> {
     let dtype = dtype::extract(&dt, "dtype")?;
     let flags = arr.getattr("flags")?;
     let native: bool = np_dtype.getattr("isnative")?.extract()?;
-    let shareable: bool = native
-        && flags.getattr("c_contiguous")?.extract::<bool>()?
-        && flags.getattr("writeable")?.extract()?;
+    let shareable: bool =
+        native && flags.getattr("c_contiguous")?.extract::<bool>()? && flags.getattr("writeable")?.extract()?;
     let arr = if shareable {
         arr.clone()
     } else {
@@ -141,8 +136,7 @@ pub fn from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<Buffer> {
     let data = unsafe { (*ua.as_array_ptr()).data } as u64;
     let keep: Py<PyAny> = arr.clone().unbind();
     // SAFETY: the array owns (or keeps alive) its data for as long as `keep` holds it.
-    unsafe { Buffer::from_external(data, dtype, &shape, &strides, Device::Cpu, Box::new(keep)) }
-        .py()
+    unsafe { Buffer::from_external(data, dtype, &shape, &strides, Device::Cpu, Box::new(keep)) }.py()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -22,11 +22,7 @@ pub struct Buffer {
 
 fn fmt_dims<T: std::fmt::Display>(dims: &[T]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
-    format!(
-        "({}{})",
-        parts.join(", "),
-        if parts.len() == 1 { "," } else { "" }
-    )
+    format!("({}{})", parts.join(", "), if parts.len() == 1 { "," } else { "" })
 }
 
 /// Validates a requested shape; returns the extents and the byte size.
@@ -34,10 +30,7 @@ pub(crate) fn checked_shape(op: &str, dims: &[i64], dtype: DType) -> Result<(Vec
     let mut bytes = dtype.size_in_bytes() as u128;
     for &d in dims {
         if d < 0 {
-            return Err(Error::Value(format!(
-                "{op}: shape {} has a negative dimension {d}",
-                fmt_dims(dims)
-            )));
+            return Err(Error::Value(format!("{op}: shape {} has a negative dimension {d}", fmt_dims(dims))));
         }
         bytes = bytes.saturating_mul(d as u128);
     }
@@ -63,14 +56,7 @@ fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
 impl Buffer {
     fn whole(storage: Storage, dtype: DType, shape: Vec<usize>, stream: Stream) -> Buffer {
         let strides = contiguous_strides(&shape);
-        Buffer {
-            storage: Arc::new(storage),
-            dtype,
-            shape,
-            strides,
-            offset: 0,
-            stream,
-        }
+        Buffer { storage: Arc::new(storage), dtype, shape, strides, offset: 0, stream }
     }
 
     /// A new buffer on the device of `stream`: zero-filled on the host, uninitialised on a GPU.
@@ -90,17 +76,10 @@ impl Buffer {
     /// Page-locked host memory (needs a CUDA driver); copies from it to a GPU run asynchronously.
     pub fn pinned(dtype: DType, shape: &[i64], gpu: &Device) -> Result<Buffer> {
         let Some(dev) = gpu.cuda() else {
-            return Err(Error::Value(
-                "Buffer(pinned=True) needs an accelerator to register the memory with".into(),
-            ));
+            return Err(Error::Value("Buffer(pinned=True) needs an accelerator to register the memory with".into()));
         };
         let (shape, nbytes) = checked_shape("Buffer", shape, dtype)?;
-        Ok(Buffer::whole(
-            Storage::pinned(nbytes, dev)?,
-            dtype,
-            shape,
-            Stream::Host,
-        ))
+        Ok(Buffer::whole(Storage::pinned(nbytes, dev)?, dtype, shape, Stream::Host))
     }
 
     pub fn zeros(dtype: DType, shape: &[i64], device: &Device) -> Result<Buffer> {
@@ -126,9 +105,7 @@ impl Buffer {
     ) -> Result<Buffer> {
         let item = dtype.size_in_bytes() as isize;
         if shape.len() != byte_strides.len() {
-            return Err(Error::Value(
-                "external array: shape and strides differ in length".into(),
-            ));
+            return Err(Error::Value("external array: shape and strides differ in length".into()));
         }
         if byte_strides.iter().any(|s| s % item != 0) {
             return Err(Error::Value(format!(
@@ -167,31 +144,16 @@ impl Buffer {
         stream: Stream,
     ) -> Buffer {
         let strides = contiguous_strides(&shape);
-        Buffer {
-            storage: storage.clone(),
-            dtype,
-            shape,
-            strides,
-            offset,
-            stream,
-        }
+        Buffer { storage: storage.clone(), dtype, shape, strides, offset, stream }
     }
 
     /// The same memory with another shape (the buffer must be contiguous).
     pub fn reshaped(&self, shape: Vec<usize>) -> Result<Buffer> {
         if !self.is_contiguous() || shape.iter().product::<usize>() != self.num_elements() {
-            return Err(Error::Value(format!(
-                "cannot view {} as shape {}",
-                fmt_dims(&self.shape),
-                fmt_dims(&shape)
-            )));
+            return Err(Error::Value(format!("cannot view {} as shape {}", fmt_dims(&self.shape), fmt_dims(&shape))));
         }
         let strides = contiguous_strides(&shape);
-        Ok(Buffer {
-            shape,
-            strides,
-            ..self.clone()
-        })
+        Ok(Buffer { shape, strides, ..self.clone() })
     }
 
     pub fn dtype(&self) -> DType {
@@ -254,35 +216,21 @@ impl Buffer {
                 stream.device().label()
             )));
         }
-        Ok(Buffer {
-            stream: stream.clone(),
-            ..self.clone()
-        })
+        Ok(Buffer { stream: stream.clone(), ..self.clone() })
     }
 
     /// numpy basic indexing; the result shares memory.
     pub fn index(&self, items: &[IndexItem]) -> Result<Buffer> {
-        let view = View {
-            shape: self.shape.clone(),
-            strides: self.strides.clone(),
-            offset: self.offset as isize,
-        };
+        let view = View { shape: self.shape.clone(), strides: self.strides.clone(), offset: self.offset as isize };
         let v = index::apply(&view, items, self.dtype.size_in_bytes())?;
-        Ok(Buffer {
-            shape: v.shape,
-            strides: v.strides,
-            offset: v.offset as usize,
-            ..self.clone()
-        })
+        Ok(Buffer { shape: v.shape, strides: v.strides, offset: v.offset as usize, ..self.clone() })
     }
 
     /// Reinterprets the bytes of a contiguous buffer as another dtype and shape. Without a
     /// shape, the last dimension absorbs the change of element size.
     pub fn view(&self, dtype: DType, shape: Option<&[i64]>) -> Result<Buffer> {
         if !self.is_contiguous() {
-            return Err(Error::Value(
-                "Buffer.view needs a contiguous buffer; call .contiguous() first".into(),
-            ));
+            return Err(Error::Value("Buffer.view needs a contiguous buffer; call .contiguous() first".into()));
         }
         let (new_shape, _) = match shape {
             Some(dims) => {
@@ -321,12 +269,7 @@ impl Buffer {
             }
         };
         let strides = contiguous_strides(&new_shape);
-        Ok(Buffer {
-            dtype,
-            shape: new_shape,
-            strides,
-            ..self.clone()
-        })
+        Ok(Buffer { dtype, shape: new_shape, strides, ..self.clone() })
     }
 
     /// Writes one bit pattern into every element of this view.
@@ -336,14 +279,7 @@ impl Buffer {
             Stream::Host => {
                 let pattern = &bits.to_le_bytes()[..width];
                 // SAFETY: the view lies inside host storage this buffer keeps alive.
-                unsafe {
-                    cpu::copy::fill_strided(
-                        self.addr() as *mut u8,
-                        pattern,
-                        &self.shape,
-                        &self.strides,
-                    )
-                };
+                unsafe { cpu::copy::fill_strided(self.addr() as *mut u8, pattern, &self.shape, &self.strides) };
                 Ok(())
             }
             Stream::Cuda { device, stream } => {
@@ -355,13 +291,7 @@ impl Buffer {
                     ));
                 }
                 device.bind()?;
-                max_kernels_cuda::launch::fill(
-                    stream,
-                    self.addr(),
-                    self.num_elements() as u64,
-                    width,
-                    bits,
-                )?;
+                max_kernels_cuda::launch::fill(stream, self.addr(), self.num_elements() as u64, width, bits)?;
                 Ok(())
             }
         }
@@ -385,11 +315,7 @@ impl Buffer {
         let mut bytes = [0u8; 8];
         // SAFETY: the host buffer holds one element of size_in_bytes <= 8 bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                host.addr() as *const u8,
-                bytes.as_mut_ptr(),
-                self.dtype.size_in_bytes(),
-            )
+            std::ptr::copy_nonoverlapping(host.addr() as *const u8, bytes.as_mut_ptr(), self.dtype.size_in_bytes())
         };
         Ok(Scalar::from_bits(self.dtype, u64::from_le_bytes(bytes)))
     }
@@ -414,11 +340,7 @@ impl Buffer {
 
     /// This buffer if it already lives on `device`, else a copy there.
     pub fn to(&self, device: &Device) -> Result<Buffer> {
-        if self.device() == device {
-            Ok(self.clone())
-        } else {
-            self.copy_to(device)
-        }
+        if self.device() == device { Ok(self.clone()) } else { self.copy_to(device) }
     }
 
     /// Copies `src` into this buffer: both contiguous, same dtype and element count.
@@ -434,9 +356,7 @@ impl Buffer {
             )));
         }
         if !self.is_contiguous() || !src.is_contiguous() {
-            return Err(Error::Value(
-                "inplace_copy_from: both buffers must be contiguous".into(),
-            ));
+            return Err(Error::Value("inplace_copy_from: both buffers must be contiguous".into()));
         }
         if Arc::ptr_eq(&self.storage, &src.storage) {
             let tmp = src.contiguous()?;
@@ -447,11 +367,7 @@ impl Buffer {
 
     /// A new contiguous buffer with every element converted to `dtype`, on the same device.
     pub fn cast(&self, dtype: DType) -> Result<Buffer> {
-        let src = if self.is_contiguous() {
-            self.clone()
-        } else {
-            self.contiguous()?
-        };
+        let src = if self.is_contiguous() { self.clone() } else { self.contiguous()? };
         let shape: Vec<i64> = self.shape.iter().map(|d| *d as i64).collect();
         let out = Buffer::empty_on(dtype, &shape, &self.stream)?;
         match &self.stream {

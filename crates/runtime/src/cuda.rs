@@ -22,22 +22,16 @@ pub struct CudaDevice {
 
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "CudaDevice({}, {}, {})",
-            self.ordinal, self.name, self.arch
-        )
+        write!(f, "CudaDevice({}, {}, {})", self.ordinal, self.name, self.arch)
     }
 }
 
 fn probe() -> std::result::Result<usize, String> {
     // SAFETY: opens and closes the driver library; no symbol is called.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(
-            "the NVIDIA driver library libcuda.so could not be loaded (no NVIDIA driver \
+        return Err("the NVIDIA driver library libcuda.so could not be loaded (no NVIDIA driver \
                     is installed on this machine)"
-                .into(),
-        );
+            .into());
     }
     result::init().map_err(|e| format!("the CUDA driver failed to initialise: {e}"))?;
     let n = result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {e}"))?;
@@ -47,9 +41,8 @@ fn probe() -> std::result::Result<usize, String> {
 fn status() -> &'static std::result::Result<usize, String> {
     static STATUS: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
     STATUS.get_or_init(|| {
-        catch_unwind(probe).unwrap_or_else(|_| {
-            Err("the CUDA driver library is present but unusable (missing symbols)".into())
-        })
+        catch_unwind(probe)
+            .unwrap_or_else(|_| Err("the CUDA driver library is present but unusable (missing symbols)".into()))
     })
 }
 
@@ -64,10 +57,7 @@ pub fn accelerator_count() -> usize {
 /// Why there is no accelerator, when there is none.
 pub fn cuda_unavailable_reason() -> Option<String> {
     match status() {
-        Ok(0) => Some(
-            "the CUDA driver is installed but reports no devices (check CUDA_VISIBLE_DEVICES)"
-                .into(),
-        ),
+        Ok(0) => Some("the CUDA driver is installed but reports no devices (check CUDA_VISIBLE_DEVICES)".into()),
         Ok(_) => None,
         Err(reason) => Some(reason.clone()),
     }
@@ -85,13 +75,7 @@ fn open(ordinal: usize) -> Result<Arc<CudaDevice>> {
     }
     let arch = max_kernels_cuda::arch_name(&ctx)?;
     let name = ctx.name().map_err(Error::cuda("cuDeviceGetName"))?;
-    Ok(Arc::new(CudaDevice {
-        ordinal,
-        ctx,
-        stream,
-        arch,
-        name,
-    }))
+    Ok(Arc::new(CudaDevice { ordinal, ctx, stream, arch, name }))
 }
 
 /// Stream-ordered allocations come from the device's default memory pool, which by default
@@ -121,9 +105,7 @@ pub fn cuda_device(ordinal: usize) -> Result<Arc<CudaDevice>> {
     let count = accelerator_count();
     if count == 0 {
         let reason = cuda_unavailable_reason().unwrap_or_default();
-        return Err(Error::Device(format!(
-            "no accelerator is available: {reason}"
-        )));
+        return Err(Error::Device(format!("no accelerator is available: {reason}")));
     }
     if ordinal >= count {
         return Err(Error::Device(format!(
@@ -139,9 +121,7 @@ pub fn cuda_device(ordinal: usize) -> Result<Arc<CudaDevice>> {
         return Ok(d.clone());
     }
     let dev = catch_unwind(AssertUnwindSafe(|| open(ordinal))).unwrap_or_else(|_| {
-        Err(Error::Device(format!(
-            "opening accelerator {ordinal} failed inside the CUDA driver"
-        )))
+        Err(Error::Device(format!("opening accelerator {ordinal} failed inside the CUDA driver")))
     })?;
     map.insert(ordinal, dev.clone());
     Ok(dev)
@@ -151,9 +131,7 @@ impl CudaDevice {
     /// Makes this device's context current on the calling thread (every entry point calls it:
     /// Python may call from any thread).
     pub fn bind(&self) -> Result<()> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(Error::cuda("cuCtxSetCurrent"))
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
     }
 
     /// (free, total) device memory in bytes.
@@ -164,9 +142,7 @@ impl CudaDevice {
 
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        self.ctx
-            .synchronize()
-            .map_err(Error::cuda("cuCtxSynchronize"))
+        self.ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize"))
     }
 
     pub fn can_access_peer(&self, other: &CudaDevice) -> Result<bool> {

@@ -33,9 +33,7 @@ impl Device {
     /// The accelerator with this id; an error that says why when there is none.
     pub fn accelerator(id: i64) -> Result<Device> {
         if id < 0 {
-            return Err(Error::Value(format!(
-                "accelerator id must be >= 0, got {id}"
-            )));
+            return Err(Error::Value(format!("accelerator id must be >= 0, got {id}")));
         }
         Ok(Device::Cuda(cuda_device(id as usize)?))
     }
@@ -70,9 +68,7 @@ impl Device {
     /// `sm_90a` and the like; the CPU has none.
     pub fn architecture_name(&self) -> Result<String> {
         match self {
-            Device::Cpu => Err(Error::Value(
-                "the CPU device has no architecture name".into(),
-            )),
+            Device::Cpu => Err(Error::Value("the CPU device has no architecture name".into())),
             Device::Cuda(d) => Ok(d.arch.clone()),
         }
     }
@@ -104,10 +100,7 @@ impl Device {
             Device::Cpu => Ok(host_memory()),
             Device::Cuda(d) => {
                 let (free, total) = d.memory_info()?;
-                Ok(DeviceStats {
-                    free_memory: free as u64,
-                    total_memory: total as u64,
-                })
+                Ok(DeviceStats { free_memory: free as u64, total_memory: total as u64 })
             }
         }
     }
@@ -123,8 +116,5 @@ fn host_memory() -> DeviceStats {
             .and_then(|kb| kb.parse::<u64>().ok())
             .map_or(0, |kb| kb * 1024)
     };
-    DeviceStats {
-        free_memory: field("MemAvailable:"),
-        total_memory: field("MemTotal:"),
-    }
+    DeviceStats { free_memory: field("MemAvailable:"), total_memory: field("MemTotal:") }
 }

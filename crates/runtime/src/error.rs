@@ -44,9 +44,7 @@ impl Error {
 impl From<max_kernels_cuda::Error> for Error {
     fn from(e: max_kernels_cuda::Error) -> Self {
         match e.driver_error() {
-            Some(d) if d.0 == cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
-                Error::OutOfMemory(e.to_string())
-            }
+            Some(d) if d.0 == cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory(e.to_string()),
             _ => Error::Kernel(e),
         }
     }

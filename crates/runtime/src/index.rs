@@ -8,11 +8,7 @@ pub enum IndexItem {
     /// One position along a dimension (negative counts from the end); removes the dimension.
     At(i64),
     /// `start:stop:step` with Python's defaults and clamping.
-    Slice {
-        start: Option<i64>,
-        stop: Option<i64>,
-        step: Option<i64>,
-    },
+    Slice { start: Option<i64>, stop: Option<i64>, step: Option<i64> },
     /// `...`: as many full slices as needed.
     Ellipsis,
     /// `None`: a new dimension of extent 1.
@@ -28,23 +24,14 @@ pub(crate) struct View {
 }
 
 /// Python's slice.indices(len) followed by the slice length.
-fn resolve_slice(
-    start: Option<i64>,
-    stop: Option<i64>,
-    step: Option<i64>,
-    len: i64,
-) -> Result<(i64, i64, i64)> {
+fn resolve_slice(start: Option<i64>, stop: Option<i64>, step: Option<i64>, len: i64) -> Result<(i64, i64, i64)> {
     let step = step.unwrap_or(1);
     if step == 0 {
         return Err(Error::Value("slice step cannot be zero".into()));
     }
     let clamp = |v: i64| -> i64 {
         let v = if v < 0 { v.saturating_add(len) } else { v };
-        if step > 0 {
-            v.clamp(0, len)
-        } else {
-            v.clamp(-1, len - 1)
-        }
+        if step > 0 { v.clamp(0, len) } else { v.clamp(-1, len - 1) }
     };
     let (start, stop) = if step > 0 {
         (start.map_or(0, clamp), stop.map_or(len, clamp))
@@ -52,11 +39,7 @@ fn resolve_slice(
         (start.map_or(len - 1, clamp), stop.map_or(-1, clamp))
     };
     let count = if step > 0 {
-        if stop > start {
-            (stop - start - 1) / step + 1
-        } else {
-            0
-        }
+        if stop > start { (stop - start - 1) / step + 1 } else { 0 }
     } else if start > stop {
         (start - stop - 1) / (-step) + 1
     } else {
@@ -66,36 +49,18 @@ fn resolve_slice(
 }
 
 pub(crate) fn apply(view: &View, items: &[IndexItem], elem_bytes: usize) -> Result<View> {
-    let ellipses = items
-        .iter()
-        .filter(|i| matches!(i, IndexItem::Ellipsis))
-        .count();
+    let ellipses = items.iter().filter(|i| matches!(i, IndexItem::Ellipsis)).count();
     if ellipses > 1 {
-        return Err(Error::Index(
-            "an index can only have a single ellipsis ('...')".into(),
-        ));
+        return Err(Error::Index("an index can only have a single ellipsis ('...')".into()));
     }
-    let consuming = items
-        .iter()
-        .filter(|i| matches!(i, IndexItem::At(_) | IndexItem::Slice { .. }))
-        .count();
+    let consuming = items.iter().filter(|i| matches!(i, IndexItem::At(_) | IndexItem::Slice { .. })).count();
     let rank = view.shape.len();
     if consuming > rank {
-        return Err(Error::Index(format!(
-            "too many indices: the buffer has rank {rank} but {consuming} were indexed"
-        )));
+        return Err(Error::Index(format!("too many indices: the buffer has rank {rank} but {consuming} were indexed")));
     }
-    let mut out = View {
-        shape: Vec::new(),
-        strides: Vec::new(),
-        offset: view.offset,
-    };
+    let mut out = View { shape: Vec::new(), strides: Vec::new(), offset: view.offset };
     let mut dim = 0usize;
-    let full = IndexItem::Slice {
-        start: None,
-        stop: None,
-        step: None,
-    };
+    let full = IndexItem::Slice { start: None, stop: None, step: None };
     let mut expanded: Vec<IndexItem> = Vec::with_capacity(rank + items.len());
     for item in items {
         if *item == IndexItem::Ellipsis {
@@ -117,9 +82,7 @@ pub(crate) fn apply(view: &View, items: &[IndexItem], elem_bytes: usize) -> Resu
                 let len = view.shape[dim] as i64;
                 let pos = if i < 0 { i + len } else { i };
                 if pos < 0 || pos >= len {
-                    return Err(Error::Index(format!(
-                        "index {i} is out of bounds for axis {dim} with size {len}"
-                    )));
+                    return Err(Error::Index(format!("index {i} is out of bounds for axis {dim} with size {len}")));
                 }
                 out.offset += pos as isize * view.strides[dim] * elem_bytes as isize;
                 dim += 1;
@@ -146,11 +109,7 @@ mod tests {
     use IndexItem::*;
 
     fn base() -> View {
-        View {
-            shape: vec![3, 4],
-            strides: vec![4, 1],
-            offset: 0,
-        }
+        View { shape: vec![3, 4], strides: vec![4, 1], offset: 0 }
     }
 
     fn sl(start: Option<i64>, stop: Option<i64>, step: Option<i64>) -> IndexItem {
@@ -162,14 +121,8 @@ mod tests {
         assert_eq!(resolve_slice(None, None, Some(-1), 5).unwrap(), (4, -1, 5));
         assert_eq!(resolve_slice(Some(-2), None, None, 5).unwrap(), (3, 1, 2));
         assert_eq!(resolve_slice(Some(10), Some(20), None, 5).unwrap().2, 0);
-        assert_eq!(
-            resolve_slice(Some(1), Some(-1), Some(2), 6).unwrap(),
-            (1, 2, 2)
-        );
-        assert_eq!(
-            resolve_slice(Some(-100), Some(100), Some(-3), 7).unwrap(),
-            (-1, -3, 0)
-        );
+        assert_eq!(resolve_slice(Some(1), Some(-1), Some(2), 6).unwrap(), (1, 2, 2));
+        assert_eq!(resolve_slice(Some(-100), Some(100), Some(-3), 7).unwrap(), (-1, -3, 0));
         assert!(resolve_slice(None, None, Some(0), 3).is_err());
     }
 
@@ -179,33 +132,15 @@ mod tests {
         assert_eq!((v.shape, v.strides, v.offset), (vec![4], vec![1], 16));
         let v = apply(&base(), &[Ellipsis, At(-1)], 4).unwrap();
         assert_eq!((v.shape, v.strides, v.offset), (vec![3], vec![4], 12));
-        let v = apply(
-            &base(),
-            &[
-                sl(None, None, Some(-1)),
-                NewAxis,
-                sl(Some(1), None, Some(2)),
-            ],
-            4,
-        )
-        .unwrap();
-        assert_eq!(
-            (v.shape, v.strides, v.offset),
-            (vec![3, 1, 2], vec![-4, 0, 2], 36)
-        );
+        let v = apply(&base(), &[sl(None, None, Some(-1)), NewAxis, sl(Some(1), None, Some(2))], 4).unwrap();
+        assert_eq!((v.shape, v.strides, v.offset), (vec![3, 1, 2], vec![-4, 0, 2], 36));
     }
 
     #[test]
     fn errors() {
         assert!(matches!(apply(&base(), &[At(3)], 4), Err(Error::Index(_))));
         assert!(matches!(apply(&base(), &[At(-5)], 4), Err(Error::Index(_))));
-        assert!(matches!(
-            apply(&base(), &[At(0), At(0), At(0)], 4),
-            Err(Error::Index(_))
-        ));
-        assert!(matches!(
-            apply(&base(), &[Ellipsis, Ellipsis], 4),
-            Err(Error::Index(_))
-        ));
+        assert!(matches!(apply(&base(), &[At(0), At(0), At(0)], 4), Err(Error::Index(_))));
+        assert!(matches!(apply(&base(), &[Ellipsis, Ellipsis], 4), Err(Error::Index(_))));
     }
 }

@@ -43,13 +43,7 @@ impl std::fmt::Debug for Storage {
 
 impl Storage {
     fn new(addr: u64, nbytes: usize, device: Device, owner: Owner) -> Storage {
-        Storage {
-            addr,
-            nbytes,
-            device,
-            owner,
-            exported: AtomicBool::new(false),
-        }
+        Storage { addr, nbytes, device, owner, exported: AtomicBool::new(false) }
     }
 
     /// Zero-filled host memory.
@@ -62,16 +56,9 @@ impl Storage {
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(Error::OutOfMemory(format!(
-                "could not allocate {nbytes} bytes of host memory"
-            )));
+            return Err(Error::OutOfMemory(format!("could not allocate {nbytes} bytes of host memory")));
         }
-        Ok(Storage::new(
-            ptr as u64,
-            nbytes,
-            Device::Cpu,
-            Owner::Host(layout),
-        ))
+        Ok(Storage::new(ptr as u64, nbytes, Device::Cpu, Owner::Host(layout)))
     }
 
     /// Page-locked host memory, registered with the CUDA driver for fast async copies.
@@ -81,16 +68,10 @@ impl Storage {
         }
         dev.bind()?;
         // SAFETY: a plain allocation call; the pointer is freed once, in Drop.
-        let ptr =
-            unsafe { result::malloc_host(nbytes, 0) }.map_err(Error::cuda("cuMemHostAlloc"))?;
+        let ptr = unsafe { result::malloc_host(nbytes, 0) }.map_err(Error::cuda("cuMemHostAlloc"))?;
         // SAFETY: ptr points at nbytes of fresh host memory.
         unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, nbytes) };
-        Ok(Storage::new(
-            ptr as u64,
-            nbytes,
-            Device::Cpu,
-            Owner::Pinned(dev.clone()),
-        ))
+        Ok(Storage::new(ptr as u64, nbytes, Device::Cpu, Owner::Pinned(dev.clone())))
     }
 
     /// Uninitialised device memory, allocated (and later freed) in the order of `stream`.
@@ -109,12 +90,7 @@ impl Storage {
             }
         }
         .map_err(Error::cuda("cuMemAlloc"))?;
-        Ok(Storage::new(
-            ptr,
-            nbytes,
-            device,
-            Owner::Cuda(dev.clone(), stream.clone()),
-        ))
+        Ok(Storage::new(ptr, nbytes, device, Owner::Cuda(dev.clone(), stream.clone())))
     }
 
     /// Memory owned elsewhere: `addr..addr+nbytes` stays valid while `keep` lives.

@@ -10,19 +10,14 @@ use crate::{Device, Error, Result};
 #[derive(Clone, Debug)]
 pub enum Stream {
     Host,
-    Cuda {
-        device: Arc<CudaDevice>,
-        stream: Arc<CudaStream>,
-    },
+    Cuda { device: Arc<CudaDevice>, stream: Arc<CudaStream> },
 }
 
 impl PartialEq for Stream {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Stream::Host, Stream::Host) => true,
-            (Stream::Cuda { stream: a, .. }, Stream::Cuda { stream: b, .. }) => {
-                a.cu_stream() == b.cu_stream()
-            }
+            (Stream::Cuda { stream: a, .. }, Stream::Cuda { stream: b, .. }) => a.cu_stream() == b.cu_stream(),
             _ => false,
         }
     }
@@ -33,10 +28,7 @@ impl Stream {
     pub fn default_for(device: &Device) -> Stream {
         match device {
             Device::Cpu => Stream::Host,
-            Device::Cuda(d) => Stream::Cuda {
-                device: d.clone(),
-                stream: d.stream.clone(),
-            },
+            Device::Cuda(d) => Stream::Cuda { device: d.clone(), stream: d.stream.clone() },
         }
     }
 
@@ -47,10 +39,7 @@ impl Stream {
             Device::Cuda(d) => {
                 d.bind()?;
                 let stream = d.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-                Ok(Stream::Cuda {
-                    device: d.clone(),
-                    stream,
-                })
+                Ok(Stream::Cuda { device: d.clone(), stream })
             }
         }
     }
@@ -68,9 +57,7 @@ impl Stream {
             Stream::Host => Ok(()),
             Stream::Cuda { device, stream } => {
                 device.bind()?;
-                stream
-                    .synchronize()
-                    .map_err(Error::cuda("cuStreamSynchronize"))
+                stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
             }
         }
     }
@@ -80,24 +67,14 @@ impl Stream {
         match (self, other) {
             (_, Stream::Host) => Ok(()),
             (Stream::Host, s) => s.synchronize(),
-            (
-                Stream::Cuda { device, stream },
-                Stream::Cuda {
-                    device: od,
-                    stream: other,
-                },
-            ) => {
+            (Stream::Cuda { device, stream }, Stream::Cuda { device: od, stream: other }) => {
                 if stream.cu_stream() == other.cu_stream() {
                     return Ok(());
                 }
                 od.bind()?;
-                let event = other
-                    .record_event(None)
-                    .map_err(Error::cuda("cuEventRecord"))?;
+                let event = other.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
                 device.bind()?;
-                stream
-                    .wait(&event)
-                    .map_err(Error::cuda("cuStreamWaitEvent"))
+                stream.wait(&event).map_err(Error::cuda("cuStreamWaitEvent"))
             }
         }
     }
@@ -109,20 +86,12 @@ impl Stream {
             return Ok(());
         };
         device.bind()?;
-        let event = stream
-            .record_event(None)
-            .map_err(Error::cuda("cuEventRecord"))?;
+        let event = stream.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
         // SAFETY: the consumer promises `foreign` is a live stream of this device's context;
         // the event stays alive until the call returns (CUDA defers its destruction).
-        unsafe {
-            cudarc::driver::sys::cuStreamWaitEvent(
-                foreign as cudarc::driver::sys::CUstream,
-                event.cu_event(),
-                0,
-            )
-        }
-        .result()
-        .map_err(Error::cuda("cuStreamWaitEvent"))
+        unsafe { cudarc::driver::sys::cuStreamWaitEvent(foreign as cudarc::driver::sys::CUstream, event.cu_event(), 0) }
+            .result()
+            .map_err(Error::cuda("cuStreamWaitEvent"))
     }
 
     /// The raw CUDA stream handle (null for the host).

@@ -28,13 +28,7 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
             // SAFETY: src's view lies in its storage; dst is contiguous with room for every
             // element, and the two do not overlap (inplace copies go through a temporary).
             unsafe {
-                cpu::copy::gather(
-                    src.addr() as *const u8,
-                    dst.addr() as *mut u8,
-                    width,
-                    src.shape(),
-                    src.strides(),
-                )
+                cpu::copy::gather(src.addr() as *const u8, dst.addr() as *mut u8, width, src.shape(), src.strides())
             };
             Ok(())
         }
@@ -65,19 +59,12 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
                 packed = src.contiguous()?;
                 &packed
             };
-            let (device, stream) = src
-                .stream()
-                .cuda()
-                .ok_or_else(|| Error::Value("unreachable".into()))?;
+            let (device, stream) = src.stream().cuda().ok_or_else(|| Error::Value("unreachable".into()))?;
             device.bind()?;
             // SAFETY: src is device memory of nbytes; dst is host memory of the same size.
-            unsafe {
-                result::memcpy_dtoh_async(host_bytes_mut(dst), src.addr(), stream.cu_stream())
-            }
-            .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
-            stream
-                .synchronize()
-                .map_err(Error::cuda("cuStreamSynchronize"))
+            unsafe { result::memcpy_dtoh_async(host_bytes_mut(dst), src.addr(), stream.cu_stream()) }
+                .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+            stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
         }
         (Stream::Cuda { device: sd, .. }, Stream::Cuda { device: dd, stream }) => {
             let packed;
@@ -104,15 +91,8 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
                 .map_err(Error::cuda("cuMemcpyPeerAsync"))?;
             } else if src.is_contiguous() {
                 // SAFETY: both ranges are device memory of nbytes on this device.
-                unsafe {
-                    result::memcpy_dtod_async(
-                        dst.addr(),
-                        src.addr(),
-                        src.nbytes(),
-                        stream.cu_stream(),
-                    )
-                }
-                .map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
+                unsafe { result::memcpy_dtod_async(dst.addr(), src.addr(), src.nbytes(), stream.cu_stream()) }
+                    .map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
             } else {
                 let (shape, strides) = cpu::copy::coalesce(src.shape(), src.strides());
                 gather_on_device(stream, src.addr(), dst.addr(), width, &shape, &strides)?;
@@ -140,14 +120,7 @@ fn gather_on_device(
     let inner: usize = shape[1..].iter().product::<usize>() * width;
     for i in 0..shape[0] {
         let from = (src as i128 + i as i128 * strides[0] as i128 * width as i128) as u64;
-        gather_on_device(
-            stream,
-            from,
-            dst + (i * inner) as u64,
-            width,
-            &shape[1..],
-            &strides[1..],
-        )?;
+        gather_on_device(stream, from, dst + (i * inner) as u64, width, &shape[1..], &strides[1..])?;
     }
     Ok(())
 }

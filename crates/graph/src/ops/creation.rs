@@ -15,16 +15,8 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
         OpKind::Range => range(ctx),
         OpKind::ShapeToTensor => {
             let dims = ctx.dims("shape")?;
-            let device = if ctx.attr("device").is_some() {
-                ctx.device("device")?
-            } else {
-                DeviceRef::CPU
-            };
-            one(TensorType::new(
-                DType::Int64,
-                vec![Dim::stat(dims.len() as i64)],
-                device,
-            ))
+            let device = if ctx.attr("device").is_some() { ctx.device("device")? } else { DeviceRef::CPU };
+            one(TensorType::new(DType::Int64, vec![Dim::stat(dims.len() as i64)], device))
         }
         OpKind::Cast => {
             ctx.expect_inputs(1)?;
@@ -42,17 +34,12 @@ fn static_shape(ctx: &Ctx, key: &str) -> Result<(Vec<Dim>, usize)> {
     for d in dims {
         match d.as_static() {
             Some(v) if v >= 0 => {
-                n = n
-                    .checked_mul(v as usize)
-                    .ok_or_else(|| ctx.value_err(key, "too many elements"))?
+                n = n.checked_mul(v as usize).ok_or_else(|| ctx.value_err(key, "too many elements"))?
             }
             _ => {
                 return Err(ctx.value_err(
                     key,
-                    format!(
-                        "a constant needs a static, non-negative shape, got {}",
-                        shape_str(dims)
-                    ),
+                    format!("a constant needs a static, non-negative shape, got {}", shape_str(dims)),
                 ));
             }
         }
@@ -92,18 +79,12 @@ fn constant_external(ctx: &Ctx) -> Result<Vec<Type>> {
         [Type::Tensor(t)] => {
             if let Some(align) = ctx.opt_int("align")? {
                 if align <= 0 || (align & (align - 1)) != 0 {
-                    return Err(ctx.value_err(
-                        "align",
-                        format!("must be a positive power of two, got {align}"),
-                    ));
+                    return Err(ctx.value_err("align", format!("must be a positive power of two, got {align}")));
                 }
             }
             one(t.clone())
         }
-        other => Err(ctx.type_err(
-            "type",
-            format!("expected one tensor type, got {} types", other.len()),
-        )),
+        other => Err(ctx.type_err("type", format!("expected one tensor type, got {} types", other.len()))),
     }
 }
 
@@ -113,16 +94,10 @@ fn range(ctx: &Ctx) -> Result<Vec<Type>> {
     for i in 0..3 {
         let t = ctx.tensor(i)?;
         if t.rank() != 0 {
-            return Err(ctx.value_err(
-                &ctx.arg(i),
-                format!("must be a scalar, got shape {}", shape_str(&t.shape)),
-            ));
+            return Err(ctx.value_err(&ctx.arg(i), format!("must be a scalar, got shape {}", shape_str(&t.shape))));
         }
         if t.dtype != dtype {
-            return Err(ctx.type_err(
-                &ctx.arg(i),
-                format!("must have the range's dtype {dtype}, got {}", t.dtype),
-            ));
+            return Err(ctx.type_err(&ctx.arg(i), format!("must have the range's dtype {dtype}, got {}", t.dtype)));
         }
     }
     let out = ctx.dims("out_dim")?;
@@ -142,21 +117,13 @@ fn rebind(ctx: &Ctx) -> Result<Vec<Type>> {
     if shape.len() != x.rank() {
         return Err(ctx.value_err(
             "shape",
-            format!(
-                "rank {} does not match the input's rank {} ({})",
-                shape.len(),
-                x.rank(),
-                shape_str(&x.shape)
-            ),
+            format!("rank {} does not match the input's rank {} ({})", shape.len(), x.rank(), shape_str(&x.shape)),
         ));
     }
     for (i, (a, b)) in x.shape.iter().zip(shape).enumerate() {
         if let (Some(p), Some(q)) = (a.as_static(), b.as_static()) {
             if p != q {
-                return Err(ctx.value_err(
-                    "shape",
-                    format!("dimension {i} is {p} and can never be {q}"),
-                ));
+                return Err(ctx.value_err("shape", format!("dimension {i} is {p} and can never be {q}")));
             }
         }
     }
@@ -177,61 +144,19 @@ mod tests {
             .with("shape", Attr::Dims(vec![Dim::stat(2), Dim::stat(3)]))
             .with("device", Attr::Device(DeviceRef::CPU))
             .with("data", Attr::Data(Arc::new(vec![0; 24])));
-        let out = infer_op(
-            &Op {
-                kind: OpKind::Constant,
-                attrs: attrs.clone(),
-            },
-            &[],
-        )
-        .unwrap();
-        assert_eq!(
-            out[0].tensor().unwrap().shape,
-            vec![Dim::stat(2), Dim::stat(3)]
-        );
+        let out = infer_op(&Op { kind: OpKind::Constant, attrs: attrs.clone() }, &[]).unwrap();
+        assert_eq!(out[0].tensor().unwrap().shape, vec![Dim::stat(2), Dim::stat(3)]);
         let short = attrs.with("data", Attr::Data(Arc::new(vec![0; 20])));
-        assert!(
-            infer_op(
-                &Op {
-                    kind: OpKind::Constant,
-                    attrs: short
-                },
-                &[]
-            )
-            .is_err()
-        );
+        assert!(infer_op(&Op { kind: OpKind::Constant, attrs: short }, &[]).is_err());
     }
 
     #[test]
     fn rebind_keeps_rank_and_static_agreement() {
-        let x = Type::Tensor(TensorType::new(
-            DType::Int8,
-            vec![Dim::sym("a").unwrap(), Dim::stat(3)],
-            DeviceRef::CPU,
-        ));
-        let ok = Attrs::new().with(
-            "shape",
-            Attr::Dims(vec![Dim::sym("z").unwrap(), Dim::stat(3)]),
-        );
-        let out = infer_op(
-            &Op {
-                kind: OpKind::Rebind,
-                attrs: ok,
-            },
-            std::slice::from_ref(&x),
-        )
-        .unwrap();
+        let x = Type::Tensor(TensorType::new(DType::Int8, vec![Dim::sym("a").unwrap(), Dim::stat(3)], DeviceRef::CPU));
+        let ok = Attrs::new().with("shape", Attr::Dims(vec![Dim::sym("z").unwrap(), Dim::stat(3)]));
+        let out = infer_op(&Op { kind: OpKind::Rebind, attrs: ok }, std::slice::from_ref(&x)).unwrap();
         assert_eq!(out[0].tensor().unwrap().shape[0], Dim::sym("z").unwrap());
         let bad = Attrs::new().with("shape", Attr::Dims(vec![Dim::stat(2), Dim::stat(4)]));
-        assert!(
-            infer_op(
-                &Op {
-                    kind: OpKind::Rebind,
-                    attrs: bad
-                },
-                &[x]
-            )
-            .is_err()
-        );
+        assert!(infer_op(&Op { kind: OpKind::Rebind, attrs: bad }, &[x]).is_err());
     }
 }

@@ -27,10 +27,7 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
             ctx.expect_inputs(1)?;
             let x = ctx.tensor(0)?;
             if !x.dtype.is_float() {
-                return Err(ctx.type_err(
-                    "x",
-                    format!("expected a floating-point tensor, got {}", x.dtype),
-                ));
+                return Err(ctx.type_err("x", format!("expected a floating-point tensor, got {}", x.dtype)));
             }
             unary(ctx, Some(DType::Bool))
         }
@@ -40,10 +37,7 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
                 Some(_) => ctx.string("approximate")?,
             };
             if !["none", "tanh", "quick"].contains(&approx) {
-                return Err(ctx.value_err(
-                    "approximate",
-                    format!("must be 'none', 'tanh' or 'quick', got {approx:?}"),
-                ));
+                return Err(ctx.value_err("approximate", format!("must be 'none', 'tanh' or 'quick', got {approx:?}")));
             }
             numeric_unary(ctx)
         }
@@ -54,10 +48,7 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
 fn require_bool(ctx: &Ctx, i: usize) -> Result<()> {
     let t = ctx.tensor(i)?;
     if t.dtype != DType::Bool {
-        return Err(ctx.type_err(
-            &ctx.arg(i),
-            format!("{} needs bool inputs, got {}", ctx.name(), t.dtype),
-        ));
+        return Err(ctx.type_err(&ctx.arg(i), format!("{} needs bool inputs, got {}", ctx.name(), t.dtype)));
     }
     Ok(())
 }
@@ -69,10 +60,7 @@ fn numeric_unary(ctx: &Ctx) -> Result<Vec<Type>> {
 fn unary(ctx: &Ctx, out: Option<DType>) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
-    one(TensorType {
-        dtype: out.unwrap_or(x.dtype),
-        ..x.clone()
-    })
+    one(TensorType { dtype: out.unwrap_or(x.dtype), ..x.clone() })
 }
 
 fn binary(ctx: &Ctx, out: Option<DType>) -> Result<Vec<Type>> {
@@ -83,11 +71,7 @@ fn binary(ctx: &Ctx, out: Option<DType>) -> Result<Vec<Type>> {
         return Err(dtype_mismatch(ctx, a.dtype, b.dtype));
     }
     let shape = broadcast_shapes(ctx, &a.shape, &b.shape, (&ctx.arg(0), &ctx.arg(1)))?;
-    one(TensorType {
-        dtype: out.unwrap_or(a.dtype),
-        shape,
-        device,
-    })
+    one(TensorType { dtype: out.unwrap_or(a.dtype), shape, device })
 }
 
 fn dtype_mismatch(ctx: &Ctx, a: DType, b: DType) -> crate::error::GraphError {
@@ -105,29 +89,17 @@ fn dtype_mismatch(ctx: &Ctx, a: DType, b: DType) -> crate::error::GraphError {
 pub fn promote_operands(kind: OpKind, a: &Type, b: &Type) -> Result<DType> {
     let inputs = [a.clone(), b.clone()];
     let attrs = crate::attrs::Attrs::new();
-    let ctx = Ctx {
-        kind,
-        inputs: &inputs,
-        attrs: &attrs,
-    };
+    let ctx = Ctx { kind, inputs: &inputs, attrs: &attrs };
     let (ta, tb) = (ctx.tensor(0)?, ctx.tensor(1)?);
-    let p = promote::promote(ta.dtype, tb.dtype)
-        .ok_or_else(|| dtype_mismatch(&ctx, ta.dtype, tb.dtype))?;
-    Ok(if kind == OpKind::Div {
-        promote::true_division_dtype(p)
-    } else {
-        p
-    })
+    let p = promote::promote(ta.dtype, tb.dtype).ok_or_else(|| dtype_mismatch(&ctx, ta.dtype, tb.dtype))?;
+    Ok(if kind == OpKind::Div { promote::true_division_dtype(p) } else { p })
 }
 
 fn infer_where(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(3)?;
     let (c, x, y) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
     if c.dtype != DType::Bool {
-        return Err(ctx.type_err(
-            "condition",
-            format!("expected a bool tensor, got {}", c.dtype),
-        ));
+        return Err(ctx.type_err("condition", format!("expected a bool tensor, got {}", c.dtype)));
     }
     let device = ctx.same_device(&[0, 1, 2])?;
     if x.dtype != y.dtype {
@@ -135,11 +107,7 @@ fn infer_where(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     let s = broadcast_shapes(ctx, &c.shape, &x.shape, ("condition", "x"))?;
     let shape = broadcast_shapes(ctx, &s, &y.shape, ("condition and x", "y"))?;
-    one(TensorType {
-        dtype: x.dtype,
-        shape,
-        device,
-    })
+    one(TensorType { dtype: x.dtype, shape, device })
 }
 
 #[cfg(test)]
@@ -152,43 +120,20 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape = dims
-            .iter()
-            .map(|d| {
-                d.parse::<i64>()
-                    .map(Dim::stat)
-                    .unwrap_or_else(|_| Dim::sym(d).unwrap())
-            })
-            .collect();
+        let shape =
+            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
         Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
     }
 
     fn run(kind: OpKind, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(
-            &Op {
-                kind,
-                attrs: Attrs::new(),
-            },
-            inputs,
-        )
+        infer_op(&Op { kind, attrs: Attrs::new() }, inputs)
     }
 
     #[test]
     fn broadcasting_static_and_symbolic() {
-        let out = run(
-            OpKind::Add,
-            &[
-                t(DType::Float32, &["batch", "1", "3"]),
-                t(DType::Float32, &["4", "1"]),
-            ],
-        )
-        .unwrap();
+        let out = run(OpKind::Add, &[t(DType::Float32, &["batch", "1", "3"]), t(DType::Float32, &["4", "1"])]).unwrap();
         assert_eq!(out[0], t(DType::Float32, &["batch", "4", "3"]));
-        let err = run(
-            OpKind::Mul,
-            &[t(DType::Float32, &["a"]), t(DType::Float32, &["b"])],
-        )
-        .unwrap_err();
+        let err = run(OpKind::Mul, &[t(DType::Float32, &["a"]), t(DType::Float32, &["b"])]).unwrap_err();
         assert!(
             matches!(&err, GraphError::Value(m) if m.starts_with("mul: rhs:") && m.contains("float32[a] on cpu:0")),
             "{err}"
@@ -197,39 +142,20 @@ mod tests {
 
     #[test]
     fn comparisons_give_bool_and_logic_needs_bool() {
-        let out = run(
-            OpKind::Greater,
-            &[t(DType::Int32, &["2"]), t(DType::Int32, &["2"])],
-        )
-        .unwrap();
+        let out = run(OpKind::Greater, &[t(DType::Int32, &["2"]), t(DType::Int32, &["2"])]).unwrap();
         assert_eq!(out[0], t(DType::Bool, &["2"]));
         assert!(matches!(
-            run(
-                OpKind::LogicalAnd,
-                &[t(DType::Float32, &["2"]), t(DType::Float32, &["2"])]
-            ),
+            run(OpKind::LogicalAnd, &[t(DType::Float32, &["2"]), t(DType::Float32, &["2"])]),
             Err(GraphError::Type(_))
         ));
-        assert!(matches!(
-            run(OpKind::IsNan, &[t(DType::Int32, &["2"])]),
-            Err(GraphError::Type(_))
-        ));
+        assert!(matches!(run(OpKind::IsNan, &[t(DType::Int32, &["2"])]), Err(GraphError::Type(_))));
     }
 
     #[test]
     fn mixed_dtypes_are_rejected_with_the_rule() {
-        let err = run(
-            OpKind::Add,
-            &[t(DType::Int32, &["2"]), t(DType::Float32, &["2"])],
-        )
-        .unwrap_err();
+        let err = run(OpKind::Add, &[t(DType::Int32, &["2"]), t(DType::Float32, &["2"])]).unwrap_err();
         assert!(err.to_string().contains("insert an explicit cast"), "{err}");
-        let p = promote_operands(
-            OpKind::Div,
-            &t(DType::Int32, &["2"]),
-            &t(DType::Int16, &["2"]),
-        )
-        .unwrap();
+        let p = promote_operands(OpKind::Div, &t(DType::Int32, &["2"]), &t(DType::Int16, &["2"])).unwrap();
         assert_eq!(p, DType::Float64);
     }
 
@@ -237,11 +163,7 @@ mod tests {
     fn where_broadcasts_three_ways() {
         let out = run(
             OpKind::Where,
-            &[
-                t(DType::Bool, &["3", "1"]),
-                t(DType::Float16, &["4"]),
-                t(DType::Float16, &["1", "4"]),
-            ],
+            &[t(DType::Bool, &["3", "1"]), t(DType::Float16, &["4"]), t(DType::Float16, &["1", "4"])],
         )
         .unwrap();
         assert_eq!(out[0], t(DType::Float16, &["3", "4"]));

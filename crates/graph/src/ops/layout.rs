@@ -32,10 +32,7 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
             // attrs: device: Device, where the result lives.
             ctx.expect_inputs(1)?;
             let x = ctx.tensor(0)?;
-            one(TensorType {
-                device: ctx.device("device")?,
-                ..x.clone()
-            })
+            one(TensorType { device: ctx.device("device")?, ..x.clone() })
         }
         Concat => combine::concat(ctx),
         Stack => combine::stack(ctx),
@@ -55,10 +52,7 @@ fn dim_err<'a>(ctx: &'a Ctx, arg: &'a str) -> impl Fn(GraphError) -> GraphError 
 
 /// The number of elements of `shape`, as a canonical dim.
 fn product(ctx: &Ctx, arg: &str, shape: &[Dim]) -> Result<Dim> {
-    shape
-        .iter()
-        .try_fold(Dim::stat(1), |acc, d| acc.mul(d))
-        .map_err(dim_err(ctx, arg))
+    shape.iter().try_fold(Dim::stat(1), |acc, d| acc.mul(d)).map_err(dim_err(ctx, arg))
 }
 
 fn reshape(ctx: &Ctx) -> Result<Vec<Type>> {
@@ -70,22 +64,15 @@ fn reshape(ctx: &Ctx) -> Result<Vec<Type>> {
     for (i, d) in target.iter().enumerate() {
         match d.as_static() {
             Some(-1) if infer_at.is_some() => {
-                return Err(ctx.value_err(
-                    "shape",
-                    format!(
-                        "at most one -1 dimension is allowed, got {}",
-                        shape_str(target)
-                    ),
-                ));
+                return Err(
+                    ctx.value_err("shape", format!("at most one -1 dimension is allowed, got {}", shape_str(target)))
+                );
             }
             Some(-1) => infer_at = Some(i),
             Some(n) if n < 0 => {
                 return Err(ctx.value_err(
                     "shape",
-                    format!(
-                        "dimensions must be non-negative (or -1 to infer one), got {}",
-                        shape_str(target)
-                    ),
+                    format!("dimensions must be non-negative (or -1 to infer one), got {}", shape_str(target)),
                 ));
             }
             _ => {}
@@ -94,20 +81,12 @@ fn reshape(ctx: &Ctx) -> Result<Vec<Type>> {
     let total = product(ctx, "shape", &x.shape)?;
     let mut out = target.to_vec();
     if let Some(k) = infer_at {
-        let others: Vec<Dim> = target
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != k)
-            .map(|(_, d)| d.clone())
-            .collect();
+        let others: Vec<Dim> = target.iter().enumerate().filter(|(i, _)| *i != k).map(|(_, d)| d.clone()).collect();
         let known = product(ctx, "shape", &others)?;
         if known.as_static() == Some(0) {
             return Err(ctx.value_err(
                 "shape",
-                format!(
-                    "cannot infer the -1 dimension of {} when another dimension is 0",
-                    shape_str(target)
-                ),
+                format!("cannot infer the -1 dimension of {} when another dimension is 0", shape_str(target)),
             ));
         }
         out[k] = total.floordiv(&known).map_err(dim_err(ctx, "shape"))?;
@@ -131,20 +110,13 @@ fn flatten(ctx: &Ctx) -> Result<Vec<Type>> {
     // flattens like a rank-1 tensor of one element.
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
-    let shape: Vec<Dim> = if x.rank() == 0 {
-        vec![Dim::stat(1)]
-    } else {
-        x.shape.clone()
-    };
+    let shape: Vec<Dim> = if x.rank() == 0 { vec![Dim::stat(1)] } else { x.shape.clone() };
     let start = ctx.axis("start_dim", ctx.int("start_dim")?, shape.len())?;
     let end = ctx.axis("end_dim", ctx.int("end_dim")?, shape.len())?;
     if start > end {
         return Err(ctx.value_err(
             "start_dim",
-            format!(
-                "start_dim ({start}) comes after end_dim ({end}) for shape {}",
-                shape_str(&x.shape)
-            ),
+            format!("start_dim ({start}) comes after end_dim ({end}) for shape {}", shape_str(&x.shape)),
         ));
     }
     let mut out = shape[..start].to_vec();
@@ -181,13 +153,9 @@ fn unsqueeze(ctx: &Ctx) -> Result<Vec<Type>> {
     let r = x.rank() as i64;
     if raw < -(r + 1) || raw > r {
         // A ValueError, as the reference raises for this op.
-        return Err(ctx.value_err(
-            "axis",
-            format!(
-                "axis {raw} is out of range for rank {r} (expected {}..={r})",
-                -(r + 1)
-            ),
-        ));
+        return Err(
+            ctx.value_err("axis", format!("axis {raw} is out of range for rank {r} (expected {}..={r})", -(r + 1)))
+        );
     }
     let axis = if raw < 0 { raw + r + 1 } else { raw } as usize;
     let mut out = x.shape.clone();
@@ -215,14 +183,9 @@ fn permute(ctx: &Ctx) -> Result<Vec<Type>> {
     let x = ctx.tensor(0)?;
     let dims = ctx.ints("dims")?;
     if dims.len() != x.rank() {
-        return Err(ctx.value_err(
-            "dims",
-            format!(
-                "{dims:?} has {} entries but the input has rank {}",
-                dims.len(),
-                x.rank()
-            ),
-        ));
+        return Err(
+            ctx.value_err("dims", format!("{dims:?} has {} entries but the input has rank {}", dims.len(), x.rank()))
+        );
     }
     let mut seen = vec![false; x.rank()];
     let mut out = Vec::with_capacity(x.rank());
@@ -247,41 +210,23 @@ fn broadcast_to(ctx: &Ctx) -> Result<Vec<Type>> {
         2 => {
             let s = ctx.tensor(1)?;
             if !s.dtype.is_integral() {
-                return Err(ctx.type_err(
-                    "shape",
-                    format!(
-                        "a tensor-valued shape must have an integer dtype, got {}",
-                        s.dtype
-                    ),
-                ));
+                return Err(
+                    ctx.type_err("shape", format!("a tensor-valued shape must have an integer dtype, got {}", s.dtype))
+                );
             }
             if s.rank() != 1 {
                 return Err(ctx.value_err(
                     "shape",
-                    format!(
-                        "a tensor-valued shape must have rank 1, got {}",
-                        shape_str(&s.shape)
-                    ),
+                    format!("a tensor-valued shape must have rank 1, got {}", shape_str(&s.shape)),
                 ));
             }
-            let out = ctx.dims("out_dims").map_err(|_| {
-                ctx.value_err(
-                    "out_dims",
-                    "out_dims must be given with a tensor-valued shape",
-                )
-            })?;
-            if s.shape[0]
-                .as_static()
-                .is_some_and(|n| n != out.len() as i64)
-            {
+            let out = ctx
+                .dims("out_dims")
+                .map_err(|_| ctx.value_err("out_dims", "out_dims must be given with a tensor-valued shape"))?;
+            if s.shape[0].as_static().is_some_and(|n| n != out.len() as i64) {
                 return Err(ctx.value_err(
                     "out_dims",
-                    format!(
-                        "{} has {} dims but the shape tensor holds {}",
-                        shape_str(out),
-                        out.len(),
-                        s.shape[0]
-                    ),
+                    format!("{} has {} dims but the shape tensor holds {}", shape_str(out), out.len(), s.shape[0]),
                 ));
             }
             ("out_dims", out)
@@ -290,13 +235,9 @@ fn broadcast_to(ctx: &Ctx) -> Result<Vec<Type>> {
     };
     if let Some(d) = target.iter().find(|d| d.as_static().is_some_and(|n| n < 0)) {
         // A TypeError, as the reference raises: the result type itself would be invalid.
-        return Err(ctx.type_err(
-            key,
-            format!(
-                "static dimensions must be non-negative, got {d} in {}",
-                shape_str(target)
-            ),
-        ));
+        return Err(
+            ctx.type_err(key, format!("static dimensions must be non-negative, got {d} in {}", shape_str(target)))
+        );
     }
     if target.len() < x.rank() {
         return Err(ctx.value_err(
@@ -331,10 +272,7 @@ fn as_interleaved_complex(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     let Some(last) = x.shape.last() else {
-        return Err(ctx.value_err(
-            "x",
-            "needs rank 1 or more: its last dimension holds (real, imag) pairs",
-        ));
+        return Err(ctx.value_err("x", "needs rank 1 or more: its last dimension holds (real, imag) pairs"));
     };
     let two = Dim::stat(2);
     let half = last.floordiv(&two).map_err(dim_err(ctx, "x"))?;
@@ -342,10 +280,9 @@ fn as_interleaved_complex(ctx: &Ctx) -> Result<Vec<Type>> {
         if last.is_static() {
             return Err(ctx.value_err("x", format!("the last dimension must be even, got {last}")));
         }
-        return Err(ctx.type_err(
-            "x",
-            format!("the last dimension must be static (or a known multiple of 2), got {last}"),
-        ));
+        return Err(
+            ctx.type_err("x", format!("the last dimension must be static (or a known multiple of 2), got {last}"))
+        );
     }
     let mut out = x.shape[..x.rank() - 1].to_vec();
     out.push(half);
@@ -361,10 +298,7 @@ fn band_part(ctx: &Ctx) -> Result<Vec<Type>> {
     if x.rank() < 2 {
         return Err(ctx.value_err(
             "x",
-            format!(
-                "needs rank 2 or more (the last two axes are the matrices), got {}",
-                shape_str(&x.shape)
-            ),
+            format!("needs rank 2 or more (the last two axes are the matrices), got {}", shape_str(&x.shape)),
         ));
     }
     let rows = &x.shape[x.rank() - 2];
@@ -372,16 +306,12 @@ fn band_part(ctx: &Ctx) -> Result<Vec<Type>> {
     for (key, bound) in [("num_lower", rows), ("num_upper", cols)] {
         if let Some(n) = ctx.opt_int(key)? {
             if n < -1 {
-                return Err(ctx.value_err(
-                    key,
-                    format!("must be non-negative (or None or -1 for the whole triangle), got {n}"),
-                ));
+                return Err(
+                    ctx.value_err(key, format!("must be non-negative (or None or -1 for the whole triangle), got {n}"))
+                );
             }
             if bound.as_static().is_some_and(|b| n >= b) {
-                return Err(ctx.value_err(
-                    key,
-                    format!("{n} is out of bounds for dimension size {bound}"),
-                ));
+                return Err(ctx.value_err(key, format!("{n} is out of bounds for dimension size {bound}")));
             }
         }
     }

@@ -240,10 +240,7 @@ impl<'a> Ctx<'a> {
 
     pub fn expect_inputs(&self, n: usize) -> Result<()> {
         if self.inputs.len() != n {
-            return Err(self.value_err(
-                "inputs",
-                format!("expected {n} inputs, got {}", self.inputs.len()),
-            ));
+            return Err(self.value_err("inputs", format!("expected {n} inputs, got {}", self.inputs.len())));
         }
         Ok(())
     }
@@ -252,9 +249,7 @@ impl<'a> Ctx<'a> {
     pub fn tensor(&self, i: usize) -> Result<&'a TensorType> {
         match self.inputs.get(i) {
             Some(Type::Tensor(t)) => Ok(t),
-            Some(other) => {
-                Err(self.type_err(&self.arg(i), format!("expected a tensor, got {other}")))
-            }
+            Some(other) => Err(self.type_err(&self.arg(i), format!("expected a tensor, got {other}"))),
             None => Err(self.value_err(&self.arg(i), "missing input")),
         }
     }
@@ -263,9 +258,7 @@ impl<'a> Ctx<'a> {
     pub fn buffer(&self, i: usize) -> Result<&'a TensorType> {
         match self.inputs.get(i) {
             Some(Type::Buffer(t)) => Ok(t),
-            Some(other) => {
-                Err(self.type_err(&self.arg(i), format!("expected a buffer, got {other}")))
-            }
+            Some(other) => Err(self.type_err(&self.arg(i), format!("expected a buffer, got {other}"))),
             None => Err(self.value_err(&self.arg(i), "missing input")),
         }
     }
@@ -367,16 +360,11 @@ impl<'a> Ctx<'a> {
         let r = rank as i64;
         if axis < -r || axis >= r {
             let hi = r - 1;
-            return Err(self.index_err(
-                key,
-                format!("axis {axis} is out of range for rank {rank} (expected -{r}..={hi})"),
-            ));
+            return Err(
+                self.index_err(key, format!("axis {axis} is out of range for rank {rank} (expected -{r}..={hi})"))
+            );
         }
-        Ok(if axis < 0 {
-            (axis + r) as usize
-        } else {
-            axis as usize
-        })
+        Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
     }
 
     /// All tensor inputs on one device; ValueError naming the first that differs.
@@ -401,9 +389,7 @@ impl<'a> Ctx<'a> {
     pub fn tensor_or_buffer(&self, i: usize) -> Result<&'a TensorType> {
         match self.inputs.get(i) {
             Some(Type::Tensor(t)) | Some(Type::Buffer(t)) => Ok(t),
-            Some(other) => {
-                Err(self.type_err(&self.arg(i), format!("expected a tensor, got {other}")))
-            }
+            Some(other) => Err(self.type_err(&self.arg(i), format!("expected a tensor, got {other}"))),
             None => Err(self.value_err(&self.arg(i), "missing input")),
         }
     }
@@ -411,11 +397,7 @@ impl<'a> Ctx<'a> {
 
 /// Infers the result types of `op` applied to `inputs`.
 pub fn infer(op: &Op, inputs: &[Type]) -> Result<Vec<Type>> {
-    let ctx = Ctx {
-        kind: op.kind,
-        inputs,
-        attrs: &op.attrs,
-    };
+    let ctx = Ctx { kind: op.kind, inputs, attrs: &op.attrs };
     match op.kind.family() {
         Family::Creation => creation::infer(&ctx),
         Family::Elementwise => elementwise::infer(&ctx),
@@ -441,16 +423,8 @@ pub fn broadcast_shapes(ctx: &Ctx, a: &[Dim], b: &[Dim], names: (&str, &str)) ->
     let one = Dim::stat(1);
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
-        let da = if i + a.len() >= rank {
-            &a[i + a.len() - rank]
-        } else {
-            &one
-        };
-        let db = if i + b.len() >= rank {
-            &b[i + b.len() - rank]
-        } else {
-            &one
-        };
+        let da = if i + a.len() >= rank { &a[i + a.len() - rank] } else { &one };
+        let db = if i + b.len() >= rank { &b[i + b.len() - rank] } else { &one };
         let d = if da == db || *db == one {
             da.clone()
         } else if *da == one {

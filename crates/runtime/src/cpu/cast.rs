@@ -66,11 +66,7 @@ fn round_f32_to_small(abs: u32, mbits: u32, bias: i32) -> u32 {
     if rem > half || (rem == half && q & 1 == 1) {
         q += 1;
     }
-    if e >= 1 {
-        ((e as u32) << mbits) + q - (1 << mbits)
-    } else {
-        q
-    }
+    if e >= 1 { ((e as u32) << mbits) + q - (1 << mbits) } else { q }
 }
 
 /// A small float (1 sign bit, ebits, mbits) to f64; the caller handles NaN and inf codes.
@@ -114,11 +110,7 @@ impl Elem for f64 {
     }
     fn from_canon(c: Canon) -> Self {
         let v = to_f64_checked(c);
-        if v.is_nan() {
-            nan_with_sign(v.is_sign_negative())
-        } else {
-            v
-        }
+        if v.is_nan() { nan_with_sign(v.is_sign_negative()) } else { v }
     }
 }
 
@@ -128,9 +120,7 @@ impl Elem for f32 {
     }
     fn from_canon(c: Canon) -> Self {
         match c {
-            Canon::F(v) if v.is_nan() => {
-                f32::from_bits(((v.is_sign_negative() as u32) << 31) | 0x7FC0_0000)
-            }
+            Canon::F(v) if v.is_nan() => f32::from_bits(((v.is_sign_negative() as u32) << 31) | 0x7FC0_0000),
             Canon::F(v) => v as f32,
             Canon::I(i) => i as f32,
             Canon::U(u) => u as f32,
@@ -192,11 +182,7 @@ impl Elem for F8E5m2 {
     fn canon(self) -> Canon {
         let neg = self.0 & 0x80 != 0;
         match self.0 & 0x7F {
-            0x7C => Canon::F(if neg {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }),
+            0x7C => Canon::F(if neg { f64::NEG_INFINITY } else { f64::INFINITY }),
             m if m > 0x7C => Canon::F(nan_with_sign(neg)),
             _ => Canon::F(small_to_f64(self.0 as u32, 5, 2, 15)),
         }
@@ -330,10 +316,7 @@ fn cast_typed<S: Elem, D: Elem>(src: &[u8], dst: &mut [u8]) {
         // is used so host slices of any alignment work.
         unsafe {
             let s = std::ptr::read_unaligned(src.as_ptr().cast::<S>().add(i));
-            std::ptr::write_unaligned(
-                dst.as_mut_ptr().cast::<D>().add(i),
-                D::from_canon(s.canon()),
-            );
+            std::ptr::write_unaligned(dst.as_mut_ptr().cast::<D>().add(i), D::from_canon(s.canon()));
         }
     }
 }
@@ -408,9 +391,7 @@ pub fn encode(dtype: DType, value: Canon) -> Result<u64> {
         dtype,
         T,
         Ok(bits_of(T::from_canon(value))),
-        Err(Error::Value(format!(
-            "values cannot be written as {dtype}: only its bit pattern can (use Buffer.view)"
-        )))
+        Err(Error::Value(format!("values cannot be written as {dtype}: only its bit pattern can (use Buffer.view)")))
     )
 }
 
@@ -424,14 +405,8 @@ mod tests {
         // rounding through a plain f32 would lose the 2^-40 and round to even (down).
         let v = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
         assert_eq!(f16::from_canon(Canon::F(v)).to_f64(), 1.0 + 2f64.powi(-10));
-        assert_eq!(
-            f16::from_canon(Canon::F(1.0 + 2f64.powi(-11))).to_f64(),
-            1.0
-        );
-        assert_eq!(
-            bf16::from_canon(Canon::F(1.0 + 2f64.powi(-8) + 2f64.powi(-40))).to_f64(),
-            1.0 + 2f64.powi(-7)
-        );
+        assert_eq!(f16::from_canon(Canon::F(1.0 + 2f64.powi(-11))).to_f64(), 1.0);
+        assert_eq!(bf16::from_canon(Canon::F(1.0 + 2f64.powi(-8) + 2f64.powi(-40))).to_f64(), 1.0 + 2f64.powi(-7));
     }
 
     #[test]
@@ -482,16 +457,10 @@ mod tests {
 
     #[test]
     fn slices_convert() {
-        let src: Vec<u8> = [1.5f32, -2.25, 70000.0]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
+        let src: Vec<u8> = [1.5f32, -2.25, 70000.0].iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut dst = vec![0u8; 6];
         cast_slice(&src, DType::Float32, &mut dst, DType::Float16).unwrap();
-        let got: Vec<f32> = dst
-            .chunks(2)
-            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect();
+        let got: Vec<f32> = dst.chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
         assert_eq!(got, vec![1.5, -2.25, f32::INFINITY]);
         assert!(cast_slice(&src, DType::Float32, &mut dst, DType::Float4E2m1fn).is_err());
     }

@@ -28,13 +28,7 @@ pub fn coalesce(shape: &[usize], strides: &[isize]) -> (Vec<usize>, Vec<isize>) 
 /// # Safety
 /// `src` plus every offset the view reaches must be readable memory; `dst` must hold
 /// `product(shape) * elem_bytes` writable bytes not overlapping the source.
-pub unsafe fn gather(
-    src: *const u8,
-    dst: *mut u8,
-    elem_bytes: usize,
-    shape: &[usize],
-    strides: &[isize],
-) {
+pub unsafe fn gather(src: *const u8, dst: *mut u8, elem_bytes: usize, shape: &[usize], strides: &[isize]) {
     let (shape, strides) = coalesce(shape, strides);
     let n: usize = shape.iter().product();
     if n == 0 {
@@ -52,11 +46,7 @@ pub unsafe fn gather(
     let mut out = dst;
     let outer: usize = shape[..rank - 1].iter().product();
     for _ in 0..outer {
-        let base: isize = index
-            .iter()
-            .zip(&strides)
-            .map(|(i, s)| *i as isize * s)
-            .sum();
+        let base: isize = index.iter().zip(&strides).map(|(i, s)| *i as isize * s).sum();
         unsafe {
             let row = src.offset(base * elem_bytes as isize);
             if inner_stride == 1 {
@@ -89,14 +79,8 @@ pub unsafe fn fill_strided(dst: *mut u8, pattern: &[u8], shape: &[usize], stride
     let elem = pattern.len() as isize;
     let mut index = vec![0usize; shape.len()];
     for _ in 0..n {
-        let off: isize = index
-            .iter()
-            .zip(&strides)
-            .map(|(i, s)| *i as isize * s)
-            .sum();
-        unsafe {
-            std::ptr::copy_nonoverlapping(pattern.as_ptr(), dst.offset(off * elem), pattern.len())
-        };
+        let off: isize = index.iter().zip(&strides).map(|(i, s)| *i as isize * s).sum();
+        unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), dst.offset(off * elem), pattern.len()) };
         for d in (0..shape.len()).rev() {
             index[d] += 1;
             if index[d] < shape[d] {
@@ -114,10 +98,7 @@ mod tests {
     #[test]
     fn coalesce_merges_contiguous_runs() {
         assert_eq!(coalesce(&[2, 3, 4], &[12, 4, 1]), (vec![24], vec![1]));
-        assert_eq!(
-            coalesce(&[2, 3, 4], &[24, 4, 1]),
-            (vec![2, 12], vec![24, 1])
-        );
+        assert_eq!(coalesce(&[2, 3, 4], &[24, 4, 1]), (vec![2, 12], vec![24, 1]));
         assert_eq!(coalesce(&[1, 5, 1], &[0, -2, 7]), (vec![5], vec![-2]));
     }
 
@@ -126,15 +107,7 @@ mod tests {
         let src: Vec<u32> = (0..12).collect();
         let mut dst = vec![0u32; 12];
         // transpose of a 3x4 matrix
-        unsafe {
-            gather(
-                src.as_ptr().cast(),
-                dst.as_mut_ptr().cast(),
-                4,
-                &[4, 3],
-                &[1, 4],
-            )
-        };
+        unsafe { gather(src.as_ptr().cast(), dst.as_mut_ptr().cast(), 4, &[4, 3], &[1, 4]) };
         assert_eq!(dst, vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
         // reversed rows: start at the last row, stride -4
         let last = unsafe { src.as_ptr().add(8) };

@@ -86,47 +86,24 @@ fn unary(op: &Op, x: Lane) -> Result<Lane> {
             OpKind::Negate => Lane::I(v.into_iter().map(i64::wrapping_neg).collect()),
             OpKind::Relu => Lane::I(v.into_iter().map(|x| x.max(0)).collect()),
             OpKind::Floor | OpKind::Round | OpKind::Trunc => Lane::I(v),
-            _ => Lane::F(
-                v.into_iter()
-                    .map(|x| unary_f(k, &op.attrs, x as f64))
-                    .collect(),
-            ),
+            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x as f64)).collect()),
         },
         Lane::U(v) => match k {
-            OpKind::Abs | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => {
-                Lane::U(v)
-            }
+            OpKind::Abs | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => Lane::U(v),
             OpKind::Negate => Lane::U(v.into_iter().map(u64::wrapping_neg).collect()),
-            _ => Lane::F(
-                v.into_iter()
-                    .map(|x| unary_f(k, &op.attrs, x as f64))
-                    .collect(),
-            ),
+            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x as f64)).collect()),
         },
         Lane::B(v) => match k {
             OpKind::LogicalNot => Lane::B(v.into_iter().map(|b| !b).collect()),
-            OpKind::Abs
-            | OpKind::Negate
-            | OpKind::Relu
-            | OpKind::Floor
-            | OpKind::Round
-            | OpKind::Trunc => Lane::B(v),
-            _ => Lane::F(
-                v.into_iter()
-                    .map(|x| unary_f(k, &op.attrs, x as u8 as f64))
-                    .collect(),
-            ),
+            OpKind::Abs | OpKind::Negate | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => Lane::B(v),
+            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x as u8 as f64)).collect()),
         },
     })
 }
 
 fn py_mod_f(a: f64, b: f64) -> f64 {
     let r = a % b;
-    if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
-        r + b
-    } else {
-        r
-    }
+    if r != 0.0 && ((r < 0.0) != (b < 0.0)) { r + b } else { r }
 }
 
 fn pow_i(mut base: i64, mut exp: i64) -> i64 {
@@ -172,16 +149,8 @@ fn binary(kind: OpKind, a: &Lane, b: &Lane) -> Result<Lane> {
             FloorDiv => Lane::F(zip!(a, b, |x, y| (x / y).floor())),
             Mod => Lane::F(zip!(a, b, |x, y| py_mod_f(x, y))),
             Pow => Lane::F(zip!(a, b, |x, y| x.powf(y))),
-            Maximum => Lane::F(zip!(a, b, |x, y| if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else {
-                x.max(y)
-            })),
-            Minimum => Lane::F(zip!(a, b, |x, y| if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else {
-                x.min(y)
-            })),
+            Maximum => Lane::F(zip!(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) })),
+            Minimum => Lane::F(zip!(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) })),
             Equal => Lane::B(zip!(a, b, |x, y| x == y)),
             NotEqual => Lane::B(zip!(a, b, |x, y| x != y)),
             Greater => Lane::B(zip!(a, b, |x, y| x > y)),
@@ -202,11 +171,7 @@ fn binary(kind: OpKind, a: &Lane, b: &Lane) -> Result<Lane> {
                 0
             } else {
                 let r = x.wrapping_rem(y);
-                if r != 0 && ((r < 0) != (y < 0)) {
-                    r + y
-                } else {
-                    r
-                }
+                if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }
             })),
             Pow => Lane::I(zip!(a, b, |x, y| pow_i(x, y))),
             Maximum => Lane::I(zip!(a, b, |x, y| x.max(y))),
@@ -243,9 +208,7 @@ fn binary(kind: OpKind, a: &Lane, b: &Lane) -> Result<Lane> {
             _ => return Err(bad(name, "bool")),
         },
         _ => {
-            return Err(Error::Value(format!(
-                "{name}: operands of different kinds reached the kernel"
-            )));
+            return Err(Error::Value(format!("{name}: operands of different kinds reached the kernel")));
         }
     })
 }
@@ -256,12 +219,7 @@ fn select(c: &Lane, x: &Lane, y: &Lane) -> Result<Lane> {
     };
     macro_rules! pick {
         ($v:ident, $a:expr, $b:expr) => {
-            Lane::$v(
-                c.iter()
-                    .zip($a.iter().zip($b.iter()))
-                    .map(|(&c, (&a, &b))| if c { a } else { b })
-                    .collect(),
-            )
+            Lane::$v(c.iter().zip($a.iter().zip($b.iter())).map(|(&c, (&a, &b))| if c { a } else { b }).collect())
         };
     }
     Ok(match (x, y) {
@@ -270,9 +228,7 @@ fn select(c: &Lane, x: &Lane, y: &Lane) -> Result<Lane> {
         (Lane::U(a), Lane::U(b)) => pick!(U, a, b),
         (Lane::B(a), Lane::B(b)) => pick!(B, a, b),
         _ => {
-            return Err(Error::Value(
-                "where: branches of different kinds reached the kernel".into(),
-            ));
+            return Err(Error::Value("where: branches of different kinds reached the kernel".into()));
         }
     })
 }
@@ -289,18 +245,10 @@ pub fn apply(op: &Op, args: &[&Lane], out: &Type) -> Result<Lane> {
         (_, [x]) => unary(op, (*x).clone())?,
         (_, [a, b]) => binary(op.kind, a, b)?,
         _ => {
-            return Err(Error::Value(format!(
-                "{}: wrong number of operands",
-                op.kind.name()
-            )));
+            return Err(Error::Value(format!("{}: wrong number of operands", op.kind.name())));
         }
     };
-    if raw.kind() == kind_of(dtype)
-        && matches!(
-            dtype,
-            DType::Float64 | DType::Int64 | DType::UInt64 | DType::Bool
-        )
-    {
+    if raw.kind() == kind_of(dtype) && matches!(dtype, DType::Float64 | DType::Int64 | DType::UInt64 | DType::Bool) {
         Ok(raw)
     } else {
         raw.convert(dtype)
@@ -325,9 +273,7 @@ impl Reader {
         let rank = out_shape.len();
         let shape = buf.shape();
         if shape.len() > rank {
-            return Err(Error::Value(
-                "elementwise input has a higher rank than the output".into(),
-            ));
+            return Err(Error::Value("elementwise input has a higher rank than the output".into()));
         }
         let pad = rank - shape.len();
         let mut strides = vec![0isize; rank];
@@ -363,11 +309,7 @@ impl Reader {
                 idx[d] = rest % out_shape[d].max(1);
                 rest /= out_shape[d].max(1);
             }
-            let mut off: isize = idx
-                .iter()
-                .zip(&self.strides)
-                .map(|(i, s)| *i as isize * s)
-                .sum();
+            let mut off: isize = idx.iter().zip(&self.strides).map(|(i, s)| *i as isize * s).sum();
             let mut out = Vec::with_capacity(len);
             for _ in 0..len {
                 out.push(off);
@@ -390,20 +332,14 @@ impl Reader {
 /// Runs a fused group (or a single op wrapped as one) over host buffers; `out` is contiguous.
 pub fn run(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
     let out_shape = out.shape().to_vec();
-    let readers: Vec<Reader> = inputs
-        .iter()
-        .map(|b| Reader::new(b, &out_shape))
-        .collect::<Result<_>>()?;
+    let readers: Vec<Reader> = inputs.iter().map(|b| Reader::new(b, &out_shape)).collect::<Result<_>>()?;
     let n = out.num_elements();
     let out_dtype = out.dtype();
     let out_ptr = out.addr() as usize;
     let chunks: Vec<usize> = (0..n).step_by(CHUNK).collect();
     chunks.par_iter().try_for_each(|&start| -> Result<()> {
         let len = CHUNK.min(n - start);
-        let loaded: Vec<Lane> = readers
-            .iter()
-            .map(|r| r.read(&out_shape, start, len))
-            .collect::<Result<_>>()?;
+        let loaded: Vec<Lane> = readers.iter().map(|r| r.read(&out_shape, start, len)).collect::<Result<_>>()?;
         let mut values: Vec<Lane> = Vec::with_capacity(group.nodes.len());
         for (op, operands, ty) in &group.nodes {
             let args: Vec<&Lane> = operands
@@ -416,20 +352,12 @@ pub fn run(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
             let v = apply(op, &args, ty)?;
             values.push(v);
         }
-        let result = values
-            .last()
-            .ok_or_else(|| Error::Value("empty fused group".into()))?;
+        let result = values.last().ok_or_else(|| Error::Value("empty fused group".into()))?;
         store(out_dtype, result, out_ptr as *mut u8, start)
     })
 }
 
 /// A single elementwise op as a one-node group.
 pub fn single(op: &Op, out_type: &Type, arity: usize) -> Fused {
-    Fused {
-        nodes: vec![(
-            op.clone(),
-            (0..arity).map(Operand::Input).collect(),
-            out_type.clone(),
-        )],
-    }
+    Fused { nodes: vec![(op.clone(), (0..arity).map(Operand::Input).collect(), out_type.clone())] }
 }

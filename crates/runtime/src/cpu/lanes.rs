@@ -75,30 +75,12 @@ impl Lane {
             to,
             T,
             {
-                let vals: Vec<Canon> = (0..n)
-                    .map(|i| T::from_canon(self.canon(i)).canon())
-                    .collect();
+                let vals: Vec<Canon> = (0..n).map(|i| T::from_canon(self.canon(i)).canon()).collect();
                 Ok(match kind_of(to) {
-                    LaneKind::F => Lane::F(
-                        vals.iter()
-                            .map(|c| if let Canon::F(f) = c { *f } else { 0.0 })
-                            .collect(),
-                    ),
-                    LaneKind::I => Lane::I(
-                        vals.iter()
-                            .map(|c| if let Canon::I(v) = c { *v } else { 0 })
-                            .collect(),
-                    ),
-                    LaneKind::U => Lane::U(
-                        vals.iter()
-                            .map(|c| if let Canon::U(v) = c { *v } else { 0 })
-                            .collect(),
-                    ),
-                    LaneKind::B => Lane::B(
-                        vals.iter()
-                            .map(|c| matches!(c, Canon::U(v) if *v != 0))
-                            .collect(),
-                    ),
+                    LaneKind::F => Lane::F(vals.iter().map(|c| if let Canon::F(f) = c { *f } else { 0.0 }).collect()),
+                    LaneKind::I => Lane::I(vals.iter().map(|c| if let Canon::I(v) = c { *v } else { 0 }).collect()),
+                    LaneKind::U => Lane::U(vals.iter().map(|c| if let Canon::U(v) = c { *v } else { 0 }).collect()),
+                    LaneKind::B => Lane::B(vals.iter().map(|c| matches!(c, Canon::U(v) if *v != 0)).collect()),
                 })
             },
             Err(Error::Value(format!("elementwise ops do not support {to}")))
@@ -109,10 +91,7 @@ impl Lane {
 fn load_typed<T: Elem>(ptr: *const u8, offsets: &[isize]) -> Vec<Canon> {
     // SAFETY: every offset addresses an element inside the operand's buffer (checked by the
     // caller against the buffer's shape).
-    offsets
-        .iter()
-        .map(|&o| unsafe { std::ptr::read_unaligned(ptr.cast::<T>().offset(o)) }.canon())
-        .collect()
+    offsets.iter().map(|&o| unsafe { std::ptr::read_unaligned(ptr.cast::<T>().offset(o)) }.canon()).collect()
 }
 
 /// Reads the elements at `offsets` (in elements from `ptr`) of dtype `d` into a lane.
@@ -121,35 +100,17 @@ pub fn load(d: DType, ptr: *const u8, offsets: &[isize]) -> Result<Lane> {
         return Err(Error::Value(format!("elementwise ops do not support {d}")));
     });
     Ok(match kind_of(d) {
-        LaneKind::F => Lane::F(
-            vals.iter()
-                .map(|c| if let Canon::F(f) = c { *f } else { 0.0 })
-                .collect(),
-        ),
-        LaneKind::I => Lane::I(
-            vals.iter()
-                .map(|c| if let Canon::I(v) = c { *v } else { 0 })
-                .collect(),
-        ),
-        LaneKind::U => Lane::U(
-            vals.iter()
-                .map(|c| if let Canon::U(v) = c { *v } else { 0 })
-                .collect(),
-        ),
-        LaneKind::B => Lane::B(
-            vals.iter()
-                .map(|c| matches!(c, Canon::U(v) if *v != 0))
-                .collect(),
-        ),
+        LaneKind::F => Lane::F(vals.iter().map(|c| if let Canon::F(f) = c { *f } else { 0.0 }).collect()),
+        LaneKind::I => Lane::I(vals.iter().map(|c| if let Canon::I(v) = c { *v } else { 0 }).collect()),
+        LaneKind::U => Lane::U(vals.iter().map(|c| if let Canon::U(v) = c { *v } else { 0 }).collect()),
+        LaneKind::B => Lane::B(vals.iter().map(|c| matches!(c, Canon::U(v) if *v != 0)).collect()),
     })
 }
 
 fn store_typed<T: Elem>(lane: &Lane, ptr: *mut u8, start: usize) {
     for i in 0..lane.len() {
         // SAFETY: the output buffer holds at least start + lane.len() elements of T.
-        unsafe {
-            std::ptr::write_unaligned(ptr.cast::<T>().add(start + i), T::from_canon(lane.canon(i)))
-        };
+        unsafe { std::ptr::write_unaligned(ptr.cast::<T>().add(start + i), T::from_canon(lane.canon(i))) };
     }
 }
 

@@ -13,9 +13,6 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
             let b = inputs[1].reshaped(vec![1, inputs[1].num_elements()])?;
             cpu::matmul::run(&a, &b, &outputs[0])
         }
-        other => Err(Error::Value(format!(
-            "{}: no CPU kernel for this op",
-            other.name()
-        ))),
+        other => Err(Error::Value(format!("{}: no CPU kernel for this op", other.name()))),
     }
 }

@@ -18,26 +18,10 @@ struct Operand {
 
 fn split(shape: &[usize], is_lhs: bool) -> Operand {
     match shape.len() {
-        0 => Operand {
-            batch: vec![],
-            rows: 1,
-            cols: 1,
-        },
-        1 if is_lhs => Operand {
-            batch: vec![],
-            rows: 1,
-            cols: shape[0],
-        },
-        1 => Operand {
-            batch: vec![],
-            rows: shape[0],
-            cols: 1,
-        },
-        r => Operand {
-            batch: shape[..r - 2].to_vec(),
-            rows: shape[r - 2],
-            cols: shape[r - 1],
-        },
+        0 => Operand { batch: vec![], rows: 1, cols: 1 },
+        1 if is_lhs => Operand { batch: vec![], rows: 1, cols: shape[0] },
+        1 => Operand { batch: vec![], rows: shape[0], cols: 1 },
+        r => Operand { batch: shape[..r - 2].to_vec(), rows: shape[r - 2], cols: shape[r - 1] },
     }
 }
 
@@ -68,11 +52,7 @@ fn batch_offsets(op: &Operand, out_batch: &[usize]) -> Vec<usize> {
 
 fn threads() -> Parallelism {
     let n = rayon::current_num_threads();
-    if n > 1 {
-        Parallelism::Rayon(n)
-    } else {
-        Parallelism::None
-    }
+    if n > 1 { Parallelism::Rayon(n) } else { Parallelism::None }
 }
 
 /// Widens any float buffer to f32 values.
@@ -84,14 +64,9 @@ fn to_f32(b: &Buffer) -> Result<Vec<f32>> {
         {
             let ptr = b.addr() as *const T;
             // SAFETY: b is a contiguous host buffer of n elements of T.
-            Ok((0..n)
-                .map(|i| f32::from_canon(unsafe { std::ptr::read_unaligned(ptr.add(i)) }.canon()))
-                .collect())
+            Ok((0..n).map(|i| f32::from_canon(unsafe { std::ptr::read_unaligned(ptr.add(i)) }.canon())).collect())
         },
-        Err(Error::Value(format!(
-            "matmul: unsupported dtype {}",
-            b.dtype()
-        )))
+        Err(Error::Value(format!("matmul: unsupported dtype {}", b.dtype())))
     )
 }
 
@@ -99,27 +74,15 @@ fn to_f32(b: &Buffer) -> Result<Vec<f32>> {
 pub fn run(lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
     let (a, b) = (split(lhs.shape(), true), split(rhs.shape(), false));
     if a.cols != b.rows {
-        return Err(Error::Value(format!(
-            "matmul: shapes {:?} and {:?} do not contract",
-            lhs.shape(),
-            rhs.shape()
-        )));
+        return Err(Error::Value(format!("matmul: shapes {:?} and {:?} do not contract", lhs.shape(), rhs.shape())));
     }
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let out_batch: Vec<usize> = {
         let rank = a.batch.len().max(b.batch.len());
         (0..rank)
             .map(|i| {
-                let da = if i + a.batch.len() >= rank {
-                    a.batch[i + a.batch.len() - rank]
-                } else {
-                    1
-                };
-                let db = if i + b.batch.len() >= rank {
-                    b.batch[i + b.batch.len() - rank]
-                } else {
-                    1
-                };
+                let da = if i + a.batch.len() >= rank { a.batch[i + a.batch.len() - rank] } else { 1 };
+                let db = if i + b.batch.len() >= rank { b.batch[i + b.batch.len() - rank] } else { 1 };
                 da.max(db)
             })
             .collect()
@@ -150,16 +113,7 @@ pub fn run(lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
         d if d.is_float() => {
             let (xa, xb) = (to_f32(lhs)?, to_f32(rhs)?);
             let mut acc = vec![0f32; out.num_elements()];
-            gemm_batches::<f32>(
-                xa.as_ptr(),
-                xb.as_ptr(),
-                acc.as_mut_ptr(),
-                &oa,
-                &ob,
-                m,
-                k,
-                n,
-            );
+            gemm_batches::<f32>(xa.as_ptr(), xb.as_ptr(), acc.as_mut_ptr(), &oa, &ob, m, k, n);
             with_cast_type!(
                 d,
                 T,
@@ -167,12 +121,7 @@ pub fn run(lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
                     let ptr = out.addr() as *mut T;
                     for (i, v) in acc.iter().enumerate() {
                         // SAFETY: out holds acc.len() elements of T.
-                        unsafe {
-                            std::ptr::write_unaligned(
-                                ptr.add(i),
-                                T::from_canon(Canon::F(*v as f64)),
-                            )
-                        };
+                        unsafe { std::ptr::write_unaligned(ptr.add(i), T::from_canon(Canon::F(*v as f64))) };
                     }
                 },
                 return Err(Error::Value(format!("matmul: unsupported dtype {d}")))
@@ -243,16 +192,7 @@ fn gemm_batches<T: 'static + Copy + Default>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn int_batches<T: Elem>(
-    a: *const T,
-    b: *const T,
-    c: *mut T,
-    oa: &[usize],
-    ob: &[usize],
-    m: usize,
-    k: usize,
-    n: usize,
-) {
+fn int_batches<T: Elem>(a: *const T, b: *const T, c: *mut T, oa: &[usize], ob: &[usize], m: usize, k: usize, n: usize) {
     let as_i = |v: T| match v.canon() {
         Canon::I(i) => i,
         Canon::U(u) => u as i64,
@@ -273,12 +213,7 @@ fn int_batches<T: Elem>(
                     acc = acc.wrapping_add(as_i(x).wrapping_mul(as_i(y)));
                 }
                 // SAFETY: output index inside batch bi.
-                unsafe {
-                    std::ptr::write_unaligned(
-                        c.add(bi * m * n + i * n + j),
-                        T::from_canon(Canon::I(acc)),
-                    )
-                };
+                unsafe { std::ptr::write_unaligned(c.add(bi * m * n + i * n + j), T::from_canon(Canon::I(acc))) };
             }
         }
     }

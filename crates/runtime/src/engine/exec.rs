@@ -37,20 +37,10 @@ fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffer> {
     let device = device_of(state.model, ty)?;
     if let Some(Slot::Arena(offset)) = state.plan.slots.get(&v) {
         if let Some(arena) = state.arenas.get(&t.device.to_string()) {
-            return Ok(Buffer::in_storage(
-                arena,
-                *offset,
-                t.dtype,
-                shape.to_vec(),
-                Stream::default_for(&device),
-            ));
+            return Ok(Buffer::in_storage(arena, *offset, t.dtype, shape.to_vec(), Stream::default_for(&device)));
         }
     }
-    Buffer::empty(
-        t.dtype,
-        &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(),
-        &device,
-    )
+    Buffer::empty(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
 }
 
 fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
@@ -58,11 +48,11 @@ fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
         return Ok(s.clone());
     }
     match &state.model.program.types[v] {
-        Type::Tensor(t) | Type::Buffer(t) => state.plan.bindings.eval(&t.shape)?.ok_or_else(|| {
-            Error::Value(format!(
-                "the shape of %{v} is not known before it is computed"
-            ))
-        }),
+        Type::Tensor(t) | Type::Buffer(t) => state
+            .plan
+            .bindings
+            .eval(&t.shape)?
+            .ok_or_else(|| Error::Value(format!("the shape of %{v} is not known before it is computed"))),
         Type::Chain => Ok(vec![0]),
     }
 }
@@ -90,27 +80,30 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
         .inputs
         .iter()
         .map(|v| {
-            state.env.get(v).cloned().ok_or_else(|| {
-                Error::Value(format!("{}: input %{v} is not available", step.name()))
-            })
+            state
+                .env
+                .get(v)
+                .cloned()
+                .ok_or_else(|| Error::Value(format!("{}: input %{v} is not available", step.name())))
         })
         .collect::<Result<_>>()?;
-    let outputs: Vec<Buffer> = step
-        .outputs
-        .iter()
-        .map(|&v| output(state, v, &shape_of(state, v)?))
-        .collect::<Result<_>>()?;
+    let outputs: Vec<Buffer> =
+        step.outputs.iter().map(|&v| output(state, v, &shape_of(state, v)?)).collect::<Result<_>>()?;
     let device = match step.outputs.first() {
         Some(&v) => device_of(state.model, &state.model.program.types[v])?,
         None => Device::Cpu,
     };
-    if !device.is_host() {
-        return Err(Error::Value(format!(
-            "{}: no GPU kernel for this op yet",
-            step.name()
-        )));
+    match &device {
+        Device::Cpu => {
+            // A transfer to the host reads its device input; the kernel needs it on the host.
+            let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&Device::Cpu)).collect::<Result<_>>()?;
+            run_host_kernel(&state.model.program.types, step, &inputs, &outputs)?
+        }
+        Device::Cuda(dev) => {
+            let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&device)).collect::<Result<_>>()?;
+            super::gpu::run(dev, &state.model.program.types, step, &inputs, &outputs)?
+        }
     }
-    run_host_kernel(&state.model.program.types, step, &inputs, &outputs)?;
     for (v, b) in step.outputs.iter().zip(outputs) {
         state.env.insert(*v, b);
     }
@@ -118,21 +111,12 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
 }
 
 /// Runs one step's host kernel on host buffers (also used to fold constants at load).
-pub(crate) fn run_host_kernel(
-    types: &[Type],
-    step: &Step,
-    inputs: &[Buffer],
-    outputs: &[Buffer],
-) -> Result<()> {
+pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     match &step.kind {
         StepKind::Fused(f) => cpu::elementwise::run(f, inputs, &outputs[0]),
         StepKind::Op(op) if crate::engine::program::fusible(op.kind) => {
             let ty = &types[step.outputs[0]];
-            cpu::elementwise::run(
-                &cpu::elementwise::single(op, ty, inputs.len()),
-                inputs,
-                &outputs[0],
-            )
+            cpu::elementwise::run(&cpu::elementwise::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
     }

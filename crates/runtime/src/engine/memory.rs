@@ -61,24 +61,12 @@ pub fn plan(intervals: &[Interval]) -> MemoryPlan {
     };
     let orders = [
         by(&|iv| (usize::MAX - aligned(iv.size), iv.first)),
-        by(&|iv| {
-            (
-                usize::MAX - aligned(iv.size).saturating_mul(iv.last - iv.first + 1),
-                iv.first,
-            )
-        }),
+        by(&|iv| (usize::MAX - aligned(iv.size).saturating_mul(iv.last - iv.first + 1), iv.first)),
         by(&|iv| (iv.first, usize::MAX - aligned(iv.size))),
     ];
-    let (offsets, arena) = orders
-        .iter()
-        .map(|order| place(intervals, order))
-        .min_by_key(|(_, arena)| *arena)
-        .unwrap_or_default();
-    MemoryPlan {
-        offsets,
-        arena,
-        lower_bound: max_live(intervals),
-    }
+    let (offsets, arena) =
+        orders.iter().map(|order| place(intervals, order)).min_by_key(|(_, arena)| *arena).unwrap_or_default();
+    MemoryPlan { offsets, arena, lower_bound: max_live(intervals) }
 }
 
 fn place(intervals: &[Interval], order: &[usize]) -> (Vec<usize>, usize) {
@@ -132,10 +120,7 @@ mod tests {
         let p = plan(intervals);
         for i in 0..intervals.len() {
             for j in i + 1..intervals.len() {
-                assert!(
-                    !overlap(&intervals[i], p.offsets[i], &intervals[j], p.offsets[j]),
-                    "{i} and {j} overlap"
-                );
+                assert!(!overlap(&intervals[i], p.offsets[i], &intervals[j], p.offsets[j]), "{i} and {j} overlap");
             }
             assert!(p.offsets[i] % ALIGN == 0);
         }
@@ -146,13 +131,7 @@ mod tests {
     #[test]
     fn a_chain_reuses_two_slots() {
         // x0 -> x1 -> x2 -> ... each read only by the next step
-        let ivs: Vec<Interval> = (0..50)
-            .map(|s| Interval {
-                size: 4096,
-                first: s,
-                last: s + 1,
-            })
-            .collect();
+        let ivs: Vec<Interval> = (0..50).map(|s| Interval { size: 4096, first: s, last: s + 1 }).collect();
         let p = check(&ivs);
         assert_eq!(p.lower_bound, 2 * 4096);
         assert_eq!(p.arena, 2 * 4096);
@@ -165,51 +144,19 @@ mod tests {
         let mut step = 0;
         for b in 0..50 {
             let width = 1000 * (1 + b % 4);
-            ivs.push(Interval {
-                size: width * 4,
-                first: step,
-                last: step + 4,
-            });
-            ivs.push(Interval {
-                size: width * 8,
-                first: step + 1,
-                last: step + 2,
-            });
-            ivs.push(Interval {
-                size: width * 2,
-                first: step + 2,
-                last: step + 3,
-            });
-            ivs.push(Interval {
-                size: width * 4,
-                first: step + 3,
-                last: step + 4,
-            });
+            ivs.push(Interval { size: width * 4, first: step, last: step + 4 });
+            ivs.push(Interval { size: width * 8, first: step + 1, last: step + 2 });
+            ivs.push(Interval { size: width * 2, first: step + 2, last: step + 3 });
+            ivs.push(Interval { size: width * 4, first: step + 3, last: step + 4 });
             step += 4;
         }
         let p = check(&ivs);
-        assert!(
-            p.arena as f64 <= 1.05 * p.lower_bound as f64,
-            "arena {} vs bound {}",
-            p.arena,
-            p.lower_bound
-        );
+        assert!(p.arena as f64 <= 1.05 * p.lower_bound as f64, "arena {} vs bound {}", p.arena, p.lower_bound);
     }
 
     #[test]
     fn zero_sized_and_single() {
-        let p = check(&[
-            Interval {
-                size: 0,
-                first: 0,
-                last: 3,
-            },
-            Interval {
-                size: 10,
-                first: 1,
-                last: 1,
-            },
-        ]);
+        let p = check(&[Interval { size: 0, first: 0, last: 3 }, Interval { size: 10, first: 1, last: 1 }]);
         assert_eq!(p.arena, 64);
         assert_eq!(plan(&[]).arena, 0);
     }

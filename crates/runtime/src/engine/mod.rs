@@ -1,6 +1,7 @@
 //! Compiling graphs into executable plans and running them.
 
 pub(crate) mod exec;
+mod gpu;
 pub mod kernels;
 pub mod memory;
 pub mod model;

@@ -32,11 +32,13 @@ pub struct Model {
 pub fn resolve_device(devices: &[Device], d: DeviceRef) -> Result<Device> {
     match d.kind {
         DeviceKind::Cpu => Ok(Device::Cpu),
-        DeviceKind::Gpu => devices
-            .iter()
-            .find(|dev| !dev.is_host() && dev.id() as i64 == d.id)
-            .cloned()
-            .ok_or_else(|| Error::Value(format!("the graph uses {d} but the session has no such device (pass it in InferenceSession(devices=[...]))"))),
+        DeviceKind::Gpu => {
+            devices.iter().find(|dev| !dev.is_host() && dev.id() as i64 == d.id).cloned().ok_or_else(|| {
+                Error::Value(format!(
+                    "the graph uses {d} but the session has no such device (pass it in InferenceSession(devices=[...]))"
+                ))
+            })
+        }
     }
 }
 
@@ -61,27 +63,16 @@ impl Model {
             .num_threads(threads.unwrap_or(0))
             .thread_name(|i| format!("max-cpu-{i}"))
             .build()
-            .map_err(|e| {
-                Error::Value(format!("could not start {threads:?} worker threads: {e}"))
-            })?;
+            .map_err(|e| Error::Value(format!("could not start {threads:?} worker threads: {e}")))?;
         let mut fixed = HashMap::new();
         load_fixed(&program, &program.body, devices, weights, &mut fixed)?;
         let mut program = program;
         pool.install(|| fold_constants(&mut program, devices, &mut fixed))?;
-        let input_types = graph
-            .inputs()
-            .iter()
-            .map(|v| program.types[*v].clone())
-            .collect::<Vec<_>>();
+        let input_types = graph.inputs().iter().map(|v| program.types[*v].clone()).collect::<Vec<_>>();
         for t in &input_types {
             tensor_device(devices, t)?;
         }
-        let output_types = graph
-            .outputs()
-            .unwrap_or(&[])
-            .iter()
-            .map(|v| program.types[*v].clone())
-            .collect();
+        let output_types = graph.outputs().unwrap_or(&[]).iter().map(|v| program.types[*v].clone()).collect();
         Ok(Model {
             name: graph.name.clone(),
             program,
@@ -97,20 +88,12 @@ impl Model {
     /// The plan for inputs of these dtypes and shapes (built once per shape tuple).
     pub fn plan_for(&self, given: &[(DType, Vec<usize>)]) -> Result<Arc<Plan>> {
         let key = given.to_vec();
-        if let Some(p) = self
-            .plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(p) = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(p.clone());
         }
         let bindings = bind_inputs(&self.input_types, given)?;
         let p = Arc::new(plan::build(&self.program, bindings)?);
-        self.plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, p.clone());
+        self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, p.clone());
         Ok(p)
     }
 
@@ -137,10 +120,7 @@ impl Model {
                 )));
             }
         }
-        let given: Vec<(DType, Vec<usize>)> = inputs
-            .iter()
-            .map(|b| (b.dtype(), b.shape().to_vec()))
-            .collect();
+        let given: Vec<(DType, Vec<usize>)> = inputs.iter().map(|b| (b.dtype(), b.shape().to_vec())).collect();
         let plan = self.plan_for(&given)?;
         let mut arenas: HashMap<String, Arc<Storage>> = HashMap::new();
         for (key, &size) in &plan.arenas {
@@ -148,39 +128,24 @@ impl Model {
                 Storage::host(size)?
             } else {
                 let dev = resolve_device(&self.devices, parse_key(key)?)?;
-                let cuda = dev
-                    .cuda()
-                    .ok_or_else(|| Error::Value(format!("{key} is not a GPU")))?;
+                let cuda = dev.cuda().ok_or_else(|| Error::Value(format!("{key} is not a GPU")))?;
                 Storage::cuda(size, cuda, &cuda.stream)?
             };
             arenas.insert(key.clone(), Arc::new(storage));
         }
         let mut env: HashMap<ValueId, Buffer> = self.fixed.clone();
         for (v, buf) in self.program.body.args.iter().zip(inputs) {
-            let buf = if buf.is_contiguous() {
-                buf
-            } else {
-                buf.contiguous()?
-            };
+            let buf = if buf.is_contiguous() { buf } else { buf.contiguous()? };
             env.insert(*v, buf);
         }
-        let mut state = exec::State {
-            model: self,
-            plan: &plan,
-            arenas: &arenas,
-            env,
-        };
-        self.pool
-            .install(|| exec::run_body(&mut state, &self.program.body))?;
+        let mut state = exec::State { model: self, plan: &plan, arenas: &arenas, env };
+        self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
         self.program
             .body
             .results
             .iter()
             .map(|v| {
-                let b = state
-                    .env
-                    .get(v)
-                    .ok_or_else(|| Error::Value(format!("output %{v} was not computed")))?;
+                let b = state.env.get(v).ok_or_else(|| Error::Value(format!("output %{v} was not computed")))?;
                 // Constants, weights and inputs returned as outputs are copied: the caller must
                 // not be able to change the model's own data or see later writes to its input.
                 if self.fixed.contains_key(v) || self.program.body.args.contains(v) {
@@ -207,11 +172,7 @@ const FOLD_LIMIT: usize = 1 << 22;
 /// Constant folding: a top-level step whose inputs are all constants or weights runs once, on
 /// the host, at load; its results become fixed values and the step leaves the program. This is
 /// also how weight transforms (a transpose or cast of a weight) happen once instead of per call.
-fn fold_constants(
-    program: &mut Program,
-    devices: &[Device],
-    fixed: &mut HashMap<ValueId, Buffer>,
-) -> Result<()> {
+fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap<ValueId, Buffer>) -> Result<()> {
     let steps = std::mem::take(&mut program.body.steps);
     let mut kept = Vec::with_capacity(steps.len());
     for step in steps {
@@ -242,15 +203,9 @@ fn fold_constants(
             .iter()
             .map(|v| match &program.types[*v] {
                 Type::Tensor(t) => {
-                    let shape: Option<Vec<usize>> = t
-                        .shape
-                        .iter()
-                        .map(|d| d.as_static().map(|n| n as usize))
-                        .collect();
+                    let shape: Option<Vec<usize>> = t.shape.iter().map(|d| d.as_static().map(|n| n as usize)).collect();
                     let device = resolve_device(devices, t.device).ok()?;
-                    shape
-                        .filter(|s| s.iter().product::<usize>() <= FOLD_LIMIT)
-                        .map(|s| (s, t.dtype, device))
+                    shape.filter(|s| s.iter().product::<usize>() <= FOLD_LIMIT).map(|s| (s, t.dtype, device))
                 }
                 _ => None,
             })
@@ -260,20 +215,10 @@ fn fold_constants(
             continue;
         };
         let folded = (|| -> Result<Vec<Buffer>> {
-            let inputs: Vec<Buffer> = step
-                .inputs
-                .iter()
-                .map(|v| fixed[v].to(&Device::Cpu))
-                .collect::<Result<_>>()?;
+            let inputs: Vec<Buffer> = step.inputs.iter().map(|v| fixed[v].to(&Device::Cpu)).collect::<Result<_>>()?;
             let outputs: Vec<Buffer> = shapes
                 .iter()
-                .map(|(s, d, _)| {
-                    Buffer::empty(
-                        *d,
-                        &s.iter().map(|x| *x as i64).collect::<Vec<_>>(),
-                        &Device::Cpu,
-                    )
-                })
+                .map(|(s, d, _)| Buffer::empty(*d, &s.iter().map(|x| *x as i64).collect::<Vec<_>>(), &Device::Cpu))
                 .collect::<Result<_>>()?;
             super::exec::run_host_kernel(&program.types, &step, &inputs, &outputs)?;
             outputs
@@ -295,28 +240,16 @@ fn fold_constants(
     program.body.steps = kept;
     // Constants that only fed folded steps are no longer needed.
     super::program::dce(&mut program.body);
-    let mut used: std::collections::HashSet<ValueId> =
-        program.body.results.iter().copied().collect();
+    let mut used: std::collections::HashSet<ValueId> = program.body.results.iter().copied().collect();
     super::program::free_uses(std::slice::from_ref(&program.body), &mut used);
     fixed.retain(|v, _| used.contains(v));
     Ok(())
 }
 
 fn parse_key(key: &str) -> Result<DeviceRef> {
-    let (kind, id) = key
-        .split_once(':')
-        .ok_or_else(|| Error::Value(format!("bad device key {key}")))?;
-    let id: i64 = id
-        .parse()
-        .map_err(|_| Error::Value(format!("bad device key {key}")))?;
-    Ok(DeviceRef {
-        kind: if kind == "cpu" {
-            DeviceKind::Cpu
-        } else {
-            DeviceKind::Gpu
-        },
-        id,
-    })
+    let (kind, id) = key.split_once(':').ok_or_else(|| Error::Value(format!("bad device key {key}")))?;
+    let id: i64 = id.parse().map_err(|_| Error::Value(format!("bad device key {key}")))?;
+    Ok(DeviceRef { kind: if kind == "cpu" { DeviceKind::Cpu } else { DeviceKind::Gpu }, id })
 }
 
 fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out: &mut String) {
@@ -330,11 +263,7 @@ fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out:
                     Some(plan::Slot::Arena(o)) => format!("arena+{o}"),
                     _ => "own".into(),
                 };
-                let shape = plan
-                    .shapes
-                    .get(v)
-                    .map(|s| format!("{s:?}"))
-                    .unwrap_or_else(|| "dynamic".into());
+                let shape = plan.shapes.get(v).map(|s| format!("{s:?}")).unwrap_or_else(|| "dynamic".into());
                 format!(
                     "%{v} {} {shape} @{where_}",
                     match &program.types[*v] {
@@ -376,9 +305,9 @@ fn load_fixed(
             ty.shape
                 .iter()
                 .map(|d| {
-                    d.as_static().map(|n| n as usize).ok_or_else(|| {
-                        Error::Value(format!("{} has a symbolic shape", op.kind.name()))
-                    })
+                    d.as_static()
+                        .map(|n| n as usize)
+                        .ok_or_else(|| Error::Value(format!("{} has a symbolic shape", op.kind.name())))
                 })
                 .collect()
         };
@@ -388,11 +317,7 @@ fn load_fixed(
                     return Err(Error::Value("constant without data".into()));
                 };
                 let shape = static_shape()?;
-                let host = Buffer::empty(
-                    ty.dtype,
-                    &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(),
-                    &Device::Cpu,
-                )?;
+                let host = Buffer::empty(ty.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &Device::Cpu)?;
                 if data.len() != host.nbytes() {
                     return Err(Error::Value(format!(
                         "constant data has {} bytes, expected {}",
@@ -401,9 +326,7 @@ fn load_fixed(
                     )));
                 }
                 // SAFETY: the fresh host buffer holds exactly data.len() bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(data.as_ptr(), host.addr() as *mut u8, data.len())
-                };
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host.addr() as *mut u8, data.len()) };
                 host.to(&device)?
             }
             OpKind::ConstantExternal => {
@@ -413,15 +336,8 @@ fn load_fixed(
                 let w = weights.get(name).ok_or_else(|| {
                     let mut known: Vec<&String> = weights.keys().collect();
                     known.sort();
-                    let hint = known
-                        .iter()
-                        .take(8)
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    Error::Value(format!(
-                        "weight {name:?} is missing from weights_registry (it has: {hint})"
-                    ))
+                    let hint = known.iter().take(8).map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+                    Error::Value(format!("weight {name:?} is missing from weights_registry (it has: {hint})"))
                 })?;
                 let shape = static_shape()?;
                 if w.dtype() != ty.dtype || w.shape() != shape.as_slice() {
@@ -433,11 +349,7 @@ fn load_fixed(
                         w.shape()
                     )));
                 }
-                let w = if w.is_contiguous() {
-                    w.clone()
-                } else {
-                    w.contiguous()?
-                };
+                let w = if w.is_contiguous() { w.clone() } else { w.contiguous()? };
                 w.to(&device)?
             }
             _ => continue,

@@ -81,11 +81,7 @@ pub fn build(program: &Program, bindings: Bindings) -> Result<Plan> {
                 (true, Some(shape), Type::Tensor(t)) => {
                     let entry = per_device.entry(device_key(ty)).or_default();
                     entry.0.push(*v);
-                    entry.1.push(Interval {
-                        size: bytes(t.dtype, shape),
-                        first: first[v],
-                        last: last[v],
-                    });
+                    entry.1.push(Interval { size: bytes(t.dtype, shape), first: first[v], last: last[v] });
                 }
                 _ => {
                     slots.insert(*v, Slot::Own);
@@ -105,21 +101,11 @@ pub fn build(program: &Program, bindings: Bindings) -> Result<Plan> {
             p.arena,
             values.len(),
             p.lower_bound,
-            if p.lower_bound > 0 {
-                p.arena as f64 / p.lower_bound as f64
-            } else {
-                1.0
-            }
+            if p.lower_bound > 0 { p.arena as f64 / p.lower_bound as f64 } else { 1.0 }
         ));
         arenas.insert(device, p.arena);
     }
-    Ok(Plan {
-        bindings,
-        shapes,
-        slots,
-        arenas,
-        report,
-    })
+    Ok(Plan { bindings, shapes, slots, arenas, report })
 }
 
 fn eval(program: &Program, b: &Bindings, v: ValueId) -> Result<Option<Vec<usize>>> {
@@ -165,9 +151,6 @@ fn nested_uses(bodies: &[Body], out: &mut Vec<ValueId>) {
 
 impl Plan {
     pub fn shape(&self, v: ValueId) -> Result<&[usize]> {
-        self.shapes
-            .get(&v)
-            .map(Vec::as_slice)
-            .ok_or_else(|| Error::Value(format!("value %{v} has no known shape")))
+        self.shapes.get(&v).map(Vec::as_slice).ok_or_else(|| Error::Value(format!("value %{v} has no known shape")))
     }
 }

@@ -72,11 +72,7 @@ pub fn fusible(kind: OpKind) -> bool {
 fn has_effects(kind: OpKind) -> bool {
     matches!(
         kind,
-        OpKind::Print
-            | OpKind::BufferStore
-            | OpKind::BufferStoreSlice
-            | OpKind::BufferLoad
-            | OpKind::ChainCreate
+        OpKind::Print | OpKind::BufferStore | OpKind::BufferStoreSlice | OpKind::BufferLoad | OpKind::ChainCreate
     )
 }
 
@@ -103,19 +99,11 @@ fn lower_block(graph: &Graph, b: BlockId) -> Body {
                 kind: StepKind::Op(node.op.clone()),
                 inputs: node.inputs.clone(),
                 outputs: node.outputs.clone(),
-                bodies: node
-                    .blocks
-                    .iter()
-                    .map(|&inner| lower_block(graph, inner))
-                    .collect(),
+                bodies: node.blocks.iter().map(|&inner| lower_block(graph, inner)).collect(),
             }
         })
         .collect();
-    Body {
-        args: block.args.clone(),
-        steps,
-        results: block.results.clone().unwrap_or_default(),
-    }
+    Body { args: block.args.clone(), steps, results: block.results.clone().unwrap_or_default() }
 }
 
 fn op_key(op: &Op, inputs: &[ValueId]) -> Option<String> {
@@ -138,11 +126,7 @@ fn op_key(op: &Op, inputs: &[ValueId]) -> Option<String> {
 
 /// Merges steps that apply the same op with the same attributes to the same inputs. `seen`
 /// is scoped: a body may reuse a result of the blocks around it, never the other way round.
-fn cse(
-    body: &mut Body,
-    seen: &mut HashMap<String, Vec<ValueId>>,
-    rename: &mut HashMap<ValueId, ValueId>,
-) {
+fn cse(body: &mut Body, seen: &mut HashMap<String, Vec<ValueId>>, rename: &mut HashMap<ValueId, ValueId>) {
     let resolve = |v: &mut ValueId, rename: &HashMap<ValueId, ValueId>| {
         if let Some(r) = rename.get(v) {
             *v = *r;
@@ -230,12 +214,8 @@ fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
             fuse(b, types, uses);
         }
     }
-    let producer: HashMap<ValueId, usize> = body
-        .steps
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i)))
-        .collect();
+    let producer: HashMap<ValueId, usize> =
+        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
     let mut absorbed = vec![false; body.steps.len()];
     let mut fused_steps: HashMap<usize, Step> = HashMap::new();
     // Walk consumers last to first so a whole tree lands in its root.
@@ -252,18 +232,8 @@ fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
         let mut group = Fused { nodes: Vec::new() };
         let mut inputs: Vec<ValueId> = Vec::new();
         let mut members = Vec::new();
-        let operand = build(
-            root,
-            body,
-            &producer,
-            uses,
-            types,
-            &mut absorbed,
-            &mut group,
-            &mut inputs,
-            &mut members,
-            true,
-        );
+        let operand =
+            build(root, body, &producer, uses, types, &mut absorbed, &mut group, &mut inputs, &mut members, true);
         if members.len() < 2 {
             for m in members {
                 absorbed[m] = false;
@@ -273,12 +243,7 @@ fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
         debug_assert_eq!(operand, Operand::Node(group.nodes.len() - 1));
         fused_steps.insert(
             root,
-            Step {
-                kind: StepKind::Fused(group),
-                inputs,
-                outputs: body.steps[root].outputs.clone(),
-                bodies: vec![],
-            },
+            Step { kind: StepKind::Fused(group), inputs, outputs: body.steps[root].outputs.clone(), bodies: vec![] },
         );
     }
     let old = std::mem::take(&mut body.steps);
@@ -305,9 +270,7 @@ fn build(
     is_root: bool,
 ) -> Operand {
     let step = &body.steps[i];
-    let StepKind::Op(op) = &step.kind else {
-        unreachable!("only ops are fused")
-    };
+    let StepKind::Op(op) = &step.kind else { unreachable!("only ops are fused") };
     if !is_root {
         absorbed[i] = true;
     }
@@ -322,9 +285,7 @@ fn build(
                 && !body.results.contains(&v)
         });
         let operand = match inner {
-            Some(p) => build(
-                p, body, producer, uses, types, absorbed, group, inputs, members, false,
-            ),
+            Some(p) => build(p, body, producer, uses, types, absorbed, group, inputs, members, false),
             None => {
                 let k = inputs.iter().position(|x| *x == v).unwrap_or_else(|| {
                     inputs.push(v);
@@ -335,9 +296,7 @@ fn build(
         };
         operands.push(operand);
     }
-    group
-        .nodes
-        .push((op.clone(), operands, types[step.outputs[0]].clone()));
+    group.nodes.push((op.clone(), operands, types[step.outputs[0]].clone()));
     Operand::Node(group.nodes.len() - 1)
 }
 
@@ -348,19 +307,12 @@ mod tests {
     use max_graph::{DType, DeviceRef, Dim, TensorType};
 
     fn op(kind: OpKind) -> Op {
-        Op {
-            kind,
-            attrs: Attrs::new(),
-        }
+        Op { kind, attrs: Attrs::new() }
     }
 
     fn graph() -> (Graph, ValueId) {
         let mut g = Graph::new("t");
-        let x = g.add_input(Type::Tensor(TensorType::new(
-            DType::Float32,
-            vec![Dim::stat(4)],
-            DeviceRef::CPU,
-        )));
+        let x = g.add_input(Type::Tensor(TensorType::new(DType::Float32, vec![Dim::stat(4)], DeviceRef::CPU)));
         (g, x)
     }
 
@@ -393,9 +345,7 @@ mod tests {
         let fused = &p.body.steps[1];
         assert_eq!(fused.inputs, vec![a, x]);
         assert_eq!(fused.outputs, vec![d]);
-        let StepKind::Fused(f) = &fused.kind else {
-            panic!()
-        };
+        let StepKind::Fused(f) = &fused.kind else { panic!() };
         assert_eq!(f.nodes[1].1, vec![Operand::Node(0), Operand::Input(1)]);
     }
 }

@@ -21,15 +21,11 @@ impl Bindings {
     pub fn eval(&self, dims: &[Dim]) -> Result<Option<Vec<usize>>> {
         let mut out = Vec::with_capacity(dims.len());
         for d in dims {
-            let v = d
-                .evaluate(&|s| self.get(s))
-                .map_err(|e| Error::Value(e.to_string()))?;
+            let v = d.evaluate(&|s| self.get(s)).map_err(|e| Error::Value(e.to_string()))?;
             match v {
                 Some(n) if n >= 0 => out.push(n as usize),
                 Some(n) => {
-                    return Err(Error::Value(format!(
-                        "dimension {d} evaluates to {n}, which is negative"
-                    )));
+                    return Err(Error::Value(format!("dimension {d} evaluates to {n}, which is negative")));
                 }
                 None => return Ok(None),
             }
@@ -60,11 +56,7 @@ fn fmt_shape(shape: &[usize]) -> String {
 /// Algebraic dims are checked once every symbol they use is bound.
 pub fn bind_inputs(types: &[Type], given: &[(DType, Vec<usize>)]) -> Result<Bindings> {
     if types.len() != given.len() {
-        return Err(Error::Value(format!(
-            "the model takes {} inputs but {} were given",
-            types.len(),
-            given.len()
-        )));
+        return Err(Error::Value(format!("the model takes {} inputs but {} were given", types.len(), given.len())));
     }
     let mut b = Bindings::default();
     let mut deferred: Vec<(usize, usize, &Dim)> = Vec::new();
@@ -75,10 +67,7 @@ pub fn bind_inputs(types: &[Type], given: &[(DType, Vec<usize>)]) -> Result<Bind
         };
         let want = max_graph::types::shape_str(&t.shape);
         if *dtype != t.dtype {
-            return Err(Error::Value(format!(
-                "input {i}: expected dtype {} (shape {want}), got {dtype}",
-                t.dtype
-            )));
+            return Err(Error::Value(format!("input {i}: expected dtype {} (shape {want}), got {dtype}", t.dtype)));
         }
         if shape.len() != t.rank() {
             return Err(Error::Value(format!(
@@ -104,15 +93,10 @@ pub fn bind_inputs(types: &[Type], given: &[(DType, Vec<usize>)]) -> Result<Bind
     }
     for (i, axis, d) in deferred {
         let n = given[i].1[axis] as i64;
-        match d
-            .evaluate(&|s| b.get(s))
-            .map_err(|e| Error::Value(e.to_string()))?
-        {
+        match d.evaluate(&|s| b.get(s)).map_err(|e| Error::Value(e.to_string()))? {
             Some(v) if v == n => {}
             Some(v) => {
-                return Err(Error::Value(format!(
-                    "input {i}: dimension {axis} must be {d} = {v}, got {n}"
-                )));
+                return Err(Error::Value(format!("input {i}: dimension {axis} must be {d} = {v}, got {n}")));
             }
             None => {
                 // A symbol that appears only inside expressions: solve the simple case `k*s + c`.
@@ -148,48 +132,24 @@ mod tests {
     #[test]
     fn binds_and_checks() {
         let batch = Dim::sym("batch").unwrap();
-        let types = vec![
-            ty(vec![batch.clone(), Dim::stat(3)]),
-            ty(vec![batch.mul(&Dim::stat(2)).unwrap()]),
-        ];
-        let b = bind_inputs(
-            &types,
-            &[(DType::Float32, vec![5, 3]), (DType::Float32, vec![10])],
-        )
-        .unwrap();
+        let types = vec![ty(vec![batch.clone(), Dim::stat(3)]), ty(vec![batch.mul(&Dim::stat(2)).unwrap()])];
+        let b = bind_inputs(&types, &[(DType::Float32, vec![5, 3]), (DType::Float32, vec![10])]).unwrap();
         assert_eq!(b.get("batch"), Some(5));
-        let err = bind_inputs(
-            &types,
-            &[(DType::Float32, vec![5, 3]), (DType::Float32, vec![9])],
-        )
-        .unwrap_err();
+        let err = bind_inputs(&types, &[(DType::Float32, vec![5, 3]), (DType::Float32, vec![9])]).unwrap_err();
         assert!(err.to_string().contains("must be batch * 2 = 10"), "{err}");
-        let err = bind_inputs(
-            &types,
-            &[(DType::Float32, vec![5, 4]), (DType::Float32, vec![10])],
-        )
-        .unwrap_err();
+        let err = bind_inputs(&types, &[(DType::Float32, vec![5, 4]), (DType::Float32, vec![10])]).unwrap_err();
         assert!(err.to_string().contains("dimension 1 must be 3"), "{err}");
-        let err = bind_inputs(
-            &types,
-            &[(DType::Int32, vec![5, 3]), (DType::Float32, vec![10])],
-        )
-        .unwrap_err();
+        let err = bind_inputs(&types, &[(DType::Int32, vec![5, 3]), (DType::Float32, vec![10])]).unwrap_err();
         assert!(err.to_string().contains("expected dtype float32"), "{err}");
     }
 
     #[test]
     fn solves_a_symbol_seen_only_in_an_expression() {
         let n = Dim::sym("n").unwrap();
-        let types = vec![ty(vec![
-            n.mul(&Dim::stat(2)).unwrap().add(&Dim::stat(1)).unwrap(),
-        ])];
+        let types = vec![ty(vec![n.mul(&Dim::stat(2)).unwrap().add(&Dim::stat(1)).unwrap()])];
         let b = bind_inputs(&types, &[(DType::Float32, vec![9])]).unwrap();
         assert_eq!(b.get("n"), Some(4));
-        assert_eq!(
-            b.eval(&[n.add(&Dim::stat(1)).unwrap()]).unwrap(),
-            Some(vec![5])
-        );
+        assert_eq!(b.eval(&[n.add(&Dim::stat(1)).unwrap()]).unwrap(), Some(vec![5]));
         assert!(bind_inputs(&types, &[(DType::Float32, vec![8])]).is_err());
     }
 }

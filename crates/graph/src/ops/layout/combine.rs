@@ -10,14 +10,9 @@ use crate::types::{TensorType, Type, shape_str};
 /// The variadic inputs of concat and stack: at least one tensor, one dtype, one device.
 fn joined<'a>(ctx: &Ctx<'a>, what: &str) -> Result<Vec<&'a TensorType>> {
     if ctx.inputs.is_empty() {
-        return Err(ctx.value_err(
-            ctx.kind.arg_names()[0],
-            format!("must provide at least one value to {what}"),
-        ));
+        return Err(ctx.value_err(ctx.kind.arg_names()[0], format!("must provide at least one value to {what}")));
     }
-    let ts = (0..ctx.inputs.len())
-        .map(|i| ctx.tensor(i))
-        .collect::<Result<Vec<_>>>()?;
+    let ts = (0..ctx.inputs.len()).map(|i| ctx.tensor(i)).collect::<Result<Vec<_>>>()?;
     for (i, t) in ts.iter().enumerate().skip(1) {
         if t.dtype != ts[0].dtype {
             // A ValueError, as the reference raises for both ops.
@@ -72,9 +67,7 @@ pub fn concat(ctx: &Ctx) -> Result<Vec<Type>> {
                 ));
             }
         }
-        total = total
-            .add(&t.shape[axis])
-            .map_err(dim_err(ctx, "original_vals"))?;
+        total = total.add(&t.shape[axis]).map_err(dim_err(ctx, "original_vals"))?;
     }
     let mut out = first.shape.clone();
     out[axis] = total;
@@ -114,18 +107,11 @@ pub fn split(ctx: &Ctx) -> Result<Vec<Type>> {
     let sizes = ctx.dims("split_sizes")?;
     let axis = ctx.axis("axis", ctx.int("axis")?, x.rank())?;
     if let Some(bad) = sizes.iter().find(|d| d.as_static().is_some_and(|n| n < 0)) {
-        return Err(ctx.value_err(
-            "split_sizes",
-            format!(
-                "sizes must be non-negative, got {bad} in {}",
-                shape_str(sizes)
-            ),
-        ));
+        return Err(
+            ctx.value_err("split_sizes", format!("sizes must be non-negative, got {bad} in {}", shape_str(sizes)))
+        );
     }
-    let sum = sizes
-        .iter()
-        .try_fold(Dim::stat(0), |acc, d| acc.add(d))
-        .map_err(dim_err(ctx, "split_sizes"))?;
+    let sum = sizes.iter().try_fold(Dim::stat(0), |acc, d| acc.add(d)).map_err(dim_err(ctx, "split_sizes"))?;
     if sum != x.shape[axis] {
         return Err(ctx.value_err(
             "split_sizes",
@@ -154,31 +140,15 @@ pub fn tile(ctx: &Ctx) -> Result<Vec<Type>> {
     if repeats.len() != x.rank() {
         return Err(ctx.value_err(
             "repeats",
-            format!(
-                "needs one entry per input dim: {} for shape {}",
-                shape_str(repeats),
-                shape_str(&x.shape)
-            ),
+            format!("needs one entry per input dim: {} for shape {}", shape_str(repeats), shape_str(&x.shape)),
         ));
     }
-    if let Some(bad) = repeats
-        .iter()
-        .find(|d| d.as_static().is_some_and(|n| n <= 0))
-    {
-        return Err(ctx.value_err(
-            "repeats",
-            format!(
-                "repeats must all be positive, got {bad} in {}",
-                shape_str(repeats)
-            ),
-        ));
+    if let Some(bad) = repeats.iter().find(|d| d.as_static().is_some_and(|n| n <= 0)) {
+        return Err(
+            ctx.value_err("repeats", format!("repeats must all be positive, got {bad} in {}", shape_str(repeats)))
+        );
     }
-    let out = x
-        .shape
-        .iter()
-        .zip(repeats)
-        .map(|(d, r)| d.mul(r))
-        .collect::<std::result::Result<Vec<_>, _>>();
+    let out = x.shape.iter().zip(repeats).map(|(d, r)| d.mul(r)).collect::<std::result::Result<Vec<_>, _>>();
     one(x.with_shape(out.map_err(dim_err(ctx, "repeats"))?))
 }
 
@@ -190,10 +160,7 @@ pub fn pad(ctx: &Ctx) -> Result<Vec<Type>> {
     let value = ctx.tensor(1)?;
     let mode = ctx.string("mode")?;
     if mode != "constant" {
-        return Err(ctx.value_err(
-            "mode",
-            format!("only 'constant' padding is supported, got {mode:?}"),
-        ));
+        return Err(ctx.value_err("mode", format!("only 'constant' padding is supported, got {mode:?}")));
     }
     let paddings = ctx.ints("paddings")?;
     if paddings.len() != 2 * x.rank() {
@@ -208,25 +175,13 @@ pub fn pad(ctx: &Ctx) -> Result<Vec<Type>> {
         ));
     }
     if paddings.iter().any(|&p| p < 0) {
-        return Err(ctx.value_err(
-            "paddings",
-            format!("padding values must be non-negative, got {paddings:?}"),
-        ));
+        return Err(ctx.value_err("paddings", format!("padding values must be non-negative, got {paddings:?}")));
     }
     if value.rank() != 0 {
-        return Err(ctx.value_err(
-            "value",
-            format!("must be a scalar, got shape {}", shape_str(&value.shape)),
-        ));
+        return Err(ctx.value_err("value", format!("must be a scalar, got shape {}", shape_str(&value.shape))));
     }
     if value.dtype != x.dtype {
-        return Err(ctx.type_err(
-            "value",
-            format!(
-                "must have the input's dtype {}, got {}",
-                x.dtype, value.dtype
-            ),
-        ));
+        return Err(ctx.type_err("value", format!("must have the input's dtype {}, got {}", x.dtype, value.dtype)));
     }
     ctx.same_device(&[0, 1])?;
     let out = x
@@ -262,10 +217,7 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
         }
         Some([d]) => Some(d.clone()),
         Some(other) => {
-            return Err(ctx.value_err(
-                "out_dim",
-                format!("must be a single dim, got {}", shape_str(other)),
-            ));
+            return Err(ctx.value_err("out_dim", format!("must be a single dim, got {}", shape_str(other))));
         }
     };
     let dim = match ctx.inputs.len() {
@@ -274,17 +226,10 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
             if n <= 0 {
                 return Err(ctx.value_err("repeats", format!("must be positive, got {n}")));
             }
-            let dim = shape[axis]
-                .mul(&Dim::stat(n))
-                .map_err(dim_err(ctx, "repeats"))?;
-            if let (Some(want), Some(got)) =
-                (out_dim.as_ref().and_then(Dim::as_static), dim.as_static())
-            {
+            let dim = shape[axis].mul(&Dim::stat(n)).map_err(dim_err(ctx, "repeats"))?;
+            if let (Some(want), Some(got)) = (out_dim.as_ref().and_then(Dim::as_static), dim.as_static()) {
                 if want != got {
-                    return Err(ctx.value_err(
-                        "out_dim",
-                        format!("{want} contradicts the repeated size {got}"),
-                    ));
+                    return Err(ctx.value_err("out_dim", format!("{want} contradicts the repeated size {got}")));
                 }
             }
             dim
@@ -292,36 +237,22 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
         2 => {
             let r = ctx.tensor(1)?;
             if !r.dtype.is_integral() {
-                return Err(ctx.type_err(
-                    "repeats",
-                    format!("must have an integer dtype, got {}", r.dtype),
-                ));
+                return Err(ctx.type_err("repeats", format!("must have an integer dtype, got {}", r.dtype)));
             }
             if r.rank() > 1 {
-                return Err(ctx.value_err(
-                    "repeats",
-                    format!(
-                        "must be a scalar or rank 1, got shape {}",
-                        shape_str(&r.shape)
-                    ),
-                ));
+                return Err(
+                    ctx.value_err("repeats", format!("must be a scalar or rank 1, got shape {}", shape_str(&r.shape)))
+                );
             }
-            if let (Some(len), Some(size)) = (
-                r.shape.first().and_then(Dim::as_static),
-                shape[axis].as_static(),
-            ) {
+            if let (Some(len), Some(size)) = (r.shape.first().and_then(Dim::as_static), shape[axis].as_static()) {
                 if len != 1 && len != size {
                     return Err(ctx.value_err(
                         "repeats",
-                        format!(
-                            "has {len} counts for a dimension of size {size} (expected 1 or {size})"
-                        ),
+                        format!("has {len} counts for a dimension of size {size} (expected 1 or {size})"),
                     ));
                 }
             }
-            out_dim.ok_or_else(|| {
-                ctx.value_err("out_dim", "out_dim must be given when repeats is a tensor")
-            })?
+            out_dim.ok_or_else(|| ctx.value_err("out_dim", "out_dim must be given when repeats is a tensor"))?
         }
         n => return Err(ctx.value_err("inputs", format!("expected 1 or 2 inputs, got {n}"))),
     };

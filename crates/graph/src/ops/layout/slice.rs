@@ -59,33 +59,17 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
     let bounds = ctx.ints("bounds")?;
     let out_dims = ctx.dims("out_dims")?;
     let n = kinds.len();
-    if [
-        starts.len(),
-        stops.len(),
-        steps.len(),
-        bounds.len(),
-        out_dims.len(),
-    ]
-    .iter()
-    .any(|&l| l != n)
-    {
+    if [starts.len(), stops.len(), steps.len(), bounds.len(), out_dims.len()].iter().any(|&l| l != n) {
         return Err(ctx.value_err("indices", "malformed slice attributes: kinds, starts, stops, steps, bounds and out_dims must have one entry per index"));
     }
-    let consumed = kinds
-        .iter()
-        .filter(|k| matches!(**k, INDEX | SLICE | TENSOR_INDEX | SIZED_SLICE))
-        .count();
+    let consumed = kinds.iter().filter(|k| matches!(**k, INDEX | SLICE | TENSOR_INDEX | SIZED_SLICE)).count();
     if kinds.iter().filter(|k| **k == ELLIPSIS).count() > 1 {
         return Err(ctx.value_err("indices", "at most one Ellipsis (...) is allowed"));
     }
     if consumed > x.rank() {
         return Err(ctx.value_err(
             "indices",
-            format!(
-                "{consumed} indices for a tensor of rank {} ({})",
-                x.rank(),
-                shape_str(&x.shape)
-            ),
+            format!("{consumed} indices for a tensor of rank {} ({})", x.rank(), shape_str(&x.shape)),
         ));
     }
     let mut next_input = first;
@@ -125,10 +109,7 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
                         format!("the result dim of a sized slice must be non-negative, got {want}"),
                     ));
                 }
-                let tensors = [TENSOR_START, TENSOR_STOP]
-                    .iter()
-                    .filter(|b| bounds[i] & **b != 0)
-                    .count();
+                let tensors = [TENSOR_START, TENSOR_STOP].iter().filter(|b| bounds[i] & **b != 0).count();
                 for _ in 0..tensors {
                     scalar_index(ctx, next_input)?;
                     next_input += 1;
@@ -138,37 +119,25 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
                     if len.is_static() && want.is_static() && len != *want {
                         return Err(ctx.value_err(
                             "indices",
-                            format!(
-                                "the slice at axis {axis} has {len} elements, not the given {want}"
-                            ),
+                            format!("the slice at axis {axis} has {len} elements, not the given {want}"),
                         ));
                     }
                 } else if spec.step == 0 {
-                    return Err(ctx.value_err(
-                        "indices",
-                        format!("slice step cannot be zero (axis {axis})"),
-                    ));
+                    return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
                 }
                 out.push(want.clone());
                 axis += 1;
             }
             k => {
-                return Err(ctx.value_err(
-                    "indices",
-                    format!("malformed slice attributes: unknown index kind {k}"),
-                ));
+                return Err(ctx.value_err("indices", format!("malformed slice attributes: unknown index kind {k}")));
             }
         }
     }
     if next_input != ctx.inputs.len() {
         let given = ctx.inputs.len().saturating_sub(first);
-        return Err(ctx.value_err(
-            "indices",
-            format!(
-                "the indices use {} tensors but {given} were given",
-                next_input - first
-            ),
-        ));
+        return Err(
+            ctx.value_err("indices", format!("the indices use {} tensors but {given} were given", next_input - first))
+        );
     }
     out.extend_from_slice(&x.shape[axis..]);
     Ok(out)
@@ -178,22 +147,12 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
 fn scalar_index(ctx: &Ctx, i: usize) -> Result<()> {
     let t = ctx.tensor(i)?;
     if !t.dtype.is_integral() {
-        return Err(ctx.type_err(
-            &ctx.arg(i),
-            format!(
-                "an index tensor must have an integer dtype, got {}",
-                t.dtype
-            ),
-        ));
+        return Err(ctx.type_err(&ctx.arg(i), format!("an index tensor must have an integer dtype, got {}", t.dtype)));
     }
     if t.rank() != 0 {
-        return Err(ctx.value_err(
-            &ctx.arg(i),
-            format!(
-                "an index tensor must be a scalar, got shape {}",
-                shape_str(&t.shape)
-            ),
-        ));
+        return Err(
+            ctx.value_err(&ctx.arg(i), format!("an index tensor must be a scalar, got shape {}", shape_str(&t.shape)))
+        );
     }
     Ok(())
 }
@@ -217,10 +176,7 @@ fn check_index(ctx: &Ctx, raw: &Dim, dim: &Dim, axis: usize) -> Result<()> {
     let at = absolute(ctx, raw, dim)?;
     let last = dim.sub(&Dim::stat(1)).map_err(dim_err(ctx, "indices"))?;
     if surely_outside(&at, &Dim::stat(0), &last).map_err(dim_err(ctx, "indices"))? {
-        return Err(ctx.value_err(
-            "indices",
-            format!("index {raw} is out of range for dimension {dim} at axis {axis}"),
-        ));
+        return Err(ctx.value_err("indices", format!("index {raw} is out of range for dimension {dim} at axis {axis}")));
     }
     Ok(())
 }
@@ -229,19 +185,12 @@ fn check_index(ctx: &Ctx, raw: &Dim, dim: &Dim, axis: usize) -> Result<()> {
 fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
     let err = dim_err(ctx, "indices");
     if s.step == 0 {
-        return Err(ctx.value_err(
-            "indices",
-            format!("slice step cannot be zero (axis {axis})"),
-        ));
+        return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
     }
     let one = Dim::stat(1);
     // Positions a bound may take, after counting negative ones from the end: 0..=dim going
     // forward, and -1..=dim-1 going backward (where -1 is "before the first element").
-    let (lo, hi) = if s.step > 0 {
-        (Dim::stat(0), dim.clone())
-    } else {
-        (Dim::stat(-1), dim.sub(&one).map_err(&err)?)
-    };
+    let (lo, hi) = if s.step > 0 { (Dim::stat(0), dim.clone()) } else { (Dim::stat(-1), dim.sub(&one).map_err(&err)?) };
     let mut ends = Vec::with_capacity(2);
     for (bound, default) in [
         (s.start, if s.step > 0 { lo.clone() } else { hi.clone() }),
@@ -252,11 +201,7 @@ fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
             Some(raw) => {
                 let at = absolute(ctx, raw, dim)?;
                 if surely_outside(&at, &lo, &hi).map_err(&err)? {
-                    let range = if s.step > 0 {
-                        "[-dim, dim]"
-                    } else {
-                        "[-dim - 1, dim - 1]"
-                    };
+                    let range = if s.step > 0 { "[-dim, dim]" } else { "[-dim - 1, dim - 1]" };
                     return Err(ctx.value_err(
                         "indices",
                         format!("slice bound {raw} is out of range for dimension {dim} at axis {axis} (bounds must lie in {range} for step {})", s.step),
@@ -269,22 +214,9 @@ fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
     }
     let (start, stop) = (&ends[0], &ends[1]);
     let stride = Dim::stat(s.step.abs());
-    let span = if s.step > 0 {
-        stop.sub(start)
-    } else {
-        start.sub(stop)
-    }
-    .map_err(&err)?;
-    let len = span
-        .add(&stride)
-        .and_then(|d| d.sub(&one))
-        .and_then(|d| d.floordiv(&stride))
-        .map_err(&err)?;
-    Ok(if len.as_static().is_some_and(|v| v < 0) {
-        Dim::stat(0)
-    } else {
-        len
-    })
+    let span = if s.step > 0 { stop.sub(start) } else { start.sub(stop) }.map_err(&err)?;
+    let len = span.add(&stride).and_then(|d| d.sub(&one)).and_then(|d| d.floordiv(&stride)).map_err(&err)?;
+    Ok(if len.as_static().is_some_and(|v| v < 0) { Dim::stat(0) } else { len })
 }
 
 #[cfg(test)]

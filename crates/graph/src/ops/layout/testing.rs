@@ -8,19 +8,12 @@ use crate::types::{DeviceRef, TensorType, Type};
 
 /// "3" is static, "-1" static -1, "a" symbolic, "a*2" / "a+1" / "a-2" / "a//2" algebraic.
 pub fn d(s: &str) -> Dim {
-    for (op, f) in [
-        ("+", Dim::add as fn(&Dim, &Dim) -> _),
-        ("-", Dim::sub),
-        ("//", Dim::floordiv),
-        ("*", Dim::mul),
-    ] {
+    for (op, f) in [("+", Dim::add as fn(&Dim, &Dim) -> _), ("-", Dim::sub), ("//", Dim::floordiv), ("*", Dim::mul)] {
         if let Some((a, b)) = s.split_once(op).filter(|(a, _)| !a.is_empty()) {
             return f(&d(a), &d(b)).unwrap();
         }
     }
-    s.parse::<i64>()
-        .map(Dim::stat)
-        .unwrap_or_else(|_| Dim::sym(s).unwrap())
+    s.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(s).unwrap())
 }
 
 pub fn dims(s: &[&str]) -> Vec<Dim> {

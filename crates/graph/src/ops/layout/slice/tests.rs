@@ -39,10 +39,7 @@ fn entry(s: &str) -> (i64, Dim, Dim, i64, i64, Dim) {
         flags |= HAS_STOP;
         d(parts[1])
     };
-    let step = parts
-        .get(2)
-        .filter(|p| !p.is_empty())
-        .map_or(1, |p| p.parse().unwrap());
+    let step = parts.get(2).filter(|p| !p.is_empty()).map_or(1, |p| p.parse().unwrap());
     (SLICE, start, stop, step, flags, z)
 }
 
@@ -55,20 +52,11 @@ fn sl(x: &[&str], idx: &[&str], extra: &[Type]) -> crate::error::Result<Vec<Type
         &inputs,
         &[
             ("kinds", Attr::Ints(es.iter().map(|e| e.0).collect())),
-            (
-                "starts",
-                Attr::Dims(es.iter().map(|e| e.1.clone()).collect()),
-            ),
-            (
-                "stops",
-                Attr::Dims(es.iter().map(|e| e.2.clone()).collect()),
-            ),
+            ("starts", Attr::Dims(es.iter().map(|e| e.1.clone()).collect())),
+            ("stops", Attr::Dims(es.iter().map(|e| e.2.clone()).collect())),
             ("steps", Attr::Ints(es.iter().map(|e| e.3).collect())),
             ("bounds", Attr::Ints(es.iter().map(|e| e.4).collect())),
-            (
-                "out_dims",
-                Attr::Dims(es.iter().map(|e| e.5.clone()).collect()),
-            ),
+            ("out_dims", Attr::Dims(es.iter().map(|e| e.5.clone()).collect())),
         ],
     )
 }
@@ -83,16 +71,10 @@ fn symbolic_slices_match_the_reference() {
     assert_eq!(ok(&["a"], &[":-2"]), dims(&["a-2"]));
     assert_eq!(ok(&["a"], &["1:-1"]), dims(&["a-2"]));
     assert_eq!(ok(&["a"], &["-3:"]), dims(&["3"]));
-    assert_eq!(
-        ok(&["a"], &["::2"]),
-        vec![d("a+1").floordiv(&Dim::stat(2)).unwrap()]
-    );
+    assert_eq!(ok(&["a"], &["::2"]), vec![d("a+1").floordiv(&Dim::stat(2)).unwrap()]);
     assert_eq!(ok(&["a"], &["1::2"]), dims(&["a//2"]));
     assert_eq!(ok(&["a", "3"], &[":a//2"]), dims(&["a//2", "3"]));
-    assert_eq!(
-        ok(&["a"], &["a//2:"]),
-        vec![d("a").sub(&d("a//2")).unwrap()]
-    );
+    assert_eq!(ok(&["a"], &["a//2:"]), vec![d("a").sub(&d("a//2")).unwrap()]);
     assert_eq!(ok(&["a"], &[":b"]), dims(&["b"]));
     assert_eq!(ok(&["a"], &["a:"]), dims(&["0"]));
 }
@@ -126,10 +108,7 @@ fn indices_ellipsis_and_new_axes() {
     assert_eq!(ok(&["5", "3"], &["-1"]), dims(&["3"]));
     assert_eq!(ok(&["a", "3"], &["-1"]), dims(&["3"]));
     assert_eq!(ok(&["a", "3", "4"], &["...", "0"]), dims(&["a", "3"]));
-    assert_eq!(
-        ok(&["a", "3", "4"], &["...", "None", ":"]),
-        dims(&["a", "3", "1", "4"])
-    );
+    assert_eq!(ok(&["a", "3", "4"], &["...", "None", ":"]), dims(&["a", "3", "1", "4"]));
     assert_eq!(ok(&["a", "3"], &["None"]), dims(&["1", "a", "3"]));
     assert_eq!(ok(&["a", "3"], &[":", "None", "1"]), dims(&["a", "1"]));
     assert_eq!(ok(&["a", "3", "4"], &["1", "...", "1"]), dims(&["3"]));
@@ -162,27 +141,15 @@ fn out_of_range_and_malformed_indices() {
     is_value(sl(&["5", "3"], &["-6"], &[]), "out of range");
     is_value(sl(&["a", "3"], &["a"], &[]), "out of range");
     is_value(sl(&["5"], &["::0"], &[]), "step cannot be zero");
-    is_value(
-        sl(&["a", "3"], &["...", "..."], &[]),
-        "at most one Ellipsis",
-    );
-    is_value(
-        sl(&["a", "3"], &["0", "0", "0"], &[]),
-        "3 indices for a tensor of rank 2",
-    );
+    is_value(sl(&["a", "3"], &["...", "..."], &[]), "at most one Ellipsis");
+    is_value(sl(&["a", "3"], &["0", "0", "0"], &[]), "3 indices for a tensor of rank 2");
     is_value(sl(&[], &["0"], &[]), "rank 0");
-    is_value(
-        sl(&["5", "3"], &["S:4"], &[]),
-        "has 5 elements, not the given 4",
-    );
+    is_value(sl(&["5", "3"], &["S:4"], &[]), "has 5 elements, not the given 4");
     is_value(sl(&["a", "3"], &["T"], &[]), "missing input");
     is_value(
         sl(&["a", "3"], &["T"], &[tt(DType::Int64, &["2"])]),
         "slice_tensor: indices: an index tensor must be a scalar",
     );
     type_err(sl(&["a", "3"], &["T"], &[f32(&[])]), "integer dtype");
-    is_value(
-        sl(&["a", "3"], &[":"], &[tt(DType::Int64, &[])]),
-        "use 0 tensors but 1 were given",
-    );
+    is_value(sl(&["a", "3"], &[":"], &[tt(DType::Int64, &[])]), "use 0 tensors but 1 were given");
 }

@@ -1,0 +1,472 @@
+//! Generated CUDA source for fused elementwise groups. A group is a small expression tree over
+//! its inputs; it becomes one kernel that reads each input once per output element
+//! (broadcasting by index math: each input has its own strides per output axis, 0 where it
+//! broadcasts), evaluates the tree in registers and writes the result. A second entry point,
+//! `fused_contig`, skips the index math when every input is the output's shape or a scalar.
+//!
+//! The arithmetic follows the host kernels (crates/runtime/src/cpu/elementwise.rs): floats in
+//! f32 (f64 for float64), each node rounded to its dtype; integers in 64 bits with wrapping;
+//! casts with the rules of prelude.cuh.
+
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use max_graph::DType;
+use max_graph::ops::OpKind;
+
+use crate::sources::Family;
+use crate::{Error, Result, function};
+
+/// An operand of a node: a group input or an earlier node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arg {
+    Input(usize),
+    Node(usize),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub op: OpKind,
+    pub args: Vec<Arg>,
+    pub dtype: DType,
+    /// gelu's approximation ("none", "tanh", "quick").
+    pub approximate: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FusedSpec {
+    pub inputs: Vec<DType>,
+    pub nodes: Vec<Node>,
+    /// Rank of the output (the index math is generated for exactly this rank).
+    pub rank: usize,
+}
+
+/// The most output dims generated index math handles (views merge dims before this).
+pub const MAX_RANK: usize = 8;
+/// The most inputs a group may read.
+pub const MAX_INPUTS: usize = 16;
+
+fn storage(d: DType) -> Result<&'static str> {
+    Ok(match d {
+        DType::Bool => "bool",
+        DType::Int8 => "i8",
+        DType::Int16 => "i16",
+        DType::Int32 => "i32",
+        DType::Int64 => "i64",
+        DType::UInt8 => "u8",
+        DType::UInt16 => "u16",
+        DType::UInt32 => "u32",
+        DType::UInt64 => "u64",
+        DType::Float16 => "f16",
+        DType::BFloat16 => "bf16",
+        DType::Float32 => "float",
+        DType::Float64 => "double",
+        DType::Float8E4m3fn => "f8e4m3",
+        DType::Float8E5m2 => "f8e5m2",
+        other => return Err(Error::Unsupported(format!("fused elementwise kernels do not support {other}"))),
+    })
+}
+
+/// The register type values of `d` are computed in.
+fn compute(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "bool",
+        DType::Float64 => "double",
+        d if d.is_float() => "float",
+        d if d.is_signed_integral() => "long long",
+        _ => "unsigned long long",
+    }
+}
+
+/// Loads a storage value into its compute type (exact).
+fn load(d: DType, expr: &str) -> String {
+    match d {
+        DType::Bool | DType::Float32 | DType::Float64 => expr.to_string(),
+        d if d.is_float() => format!("to_f32({expr})"),
+        d => format!("({})({expr})", compute(d)),
+    }
+}
+
+/// Rounds a compute value to dtype `d` and back (floats narrower than their compute type,
+/// integers narrower than 64 bits).
+fn round(d: DType, expr: &str) -> String {
+    match d {
+        DType::Float16 | DType::BFloat16 | DType::Float8E4m3fn | DType::Float8E5m2 => {
+            format!("to_f32(FromF32<{}>::go({expr}))", storage(d).unwrap_or("float"))
+        }
+        DType::Int8 | DType::Int16 | DType::Int32 | DType::UInt8 | DType::UInt16 | DType::UInt32 => {
+            format!("({})({})({expr})", compute(d), storage(d).unwrap_or("i64"))
+        }
+        _ => expr.to_string(),
+    }
+}
+
+fn unary_float(op: OpKind, x: &str, double: bool, approximate: Option<&str>) -> Option<String> {
+    let f = |name: &str| if double { format!("{name}({x})") } else { format!("{name}f({x})") };
+    Some(match op {
+        OpKind::Abs => f("fabs"),
+        OpKind::Negate => format!("(-{x})"),
+        OpKind::Exp => f("exp"),
+        OpKind::Log => f("log"),
+        OpKind::Log1p => f("log1p"),
+        OpKind::Sqrt => f("sqrt"),
+        OpKind::Rsqrt => {
+            if double {
+                format!("(1.0 / sqrt({x}))")
+            } else {
+                format!("(1.0f / sqrtf({x}))")
+            }
+        }
+        OpKind::Sin => f("sin"),
+        OpKind::Cos => f("cos"),
+        OpKind::Tanh => f("tanh"),
+        OpKind::Acos => f("acos"),
+        OpKind::Atanh => f("atanh"),
+        OpKind::Erf => f("erf"),
+        OpKind::Floor => f("floor"),
+        OpKind::Round => f("rint"),
+        OpKind::Trunc => f("trunc"),
+        OpKind::Relu => format!("relu_({x})"),
+        OpKind::Sigmoid => format!("sigmoid_({x})"),
+        OpKind::Silu => format!("({x} * sigmoid_({x}))"),
+        OpKind::Gelu => match approximate {
+            Some("tanh") => format!("gelu_tanh_({x})"),
+            Some("quick") => format!("({x} * sigmoid_(1.702f * {x}))"),
+            _ => format!("gelu_erf_({x})"),
+        },
+        _ => return None,
+    })
+}
+
+fn binary(op: OpKind, a: &str, b: &str, kind: &str) -> Option<String> {
+    let float = kind == "float" || kind == "double";
+    let signed = kind == "long long";
+    Some(match (op, kind) {
+        (OpKind::Add, "bool") | (OpKind::Maximum, "bool") | (OpKind::LogicalOr, _) => format!("({a} || {b})"),
+        (OpKind::Mul, "bool") | (OpKind::Minimum, "bool") | (OpKind::LogicalAnd, _) => format!("({a} && {b})"),
+        (OpKind::Sub, "bool") | (OpKind::LogicalXor, _) => format!("({a} != {b})"),
+        (OpKind::Greater, "bool") => format!("({a} && !{b})"),
+        (OpKind::GreaterEqual, "bool") => format!("({a} || !{b})"),
+        (OpKind::Add, _) if !float => format!("({kind})((unsigned long long){a} + (unsigned long long){b})"),
+        (OpKind::Sub, _) if !float => format!("({kind})((unsigned long long){a} - (unsigned long long){b})"),
+        (OpKind::Mul, _) if !float => format!("({kind})((unsigned long long){a} * (unsigned long long){b})"),
+        (OpKind::Add, _) => format!("({a} + {b})"),
+        (OpKind::Sub, _) => format!("({a} - {b})"),
+        (OpKind::Mul, _) => format!("({a} * {b})"),
+        (OpKind::Div, _) => format!("({a} / {b})"),
+        (OpKind::FloorDiv, _) if float => format!("floor_div_({a}, {b})"),
+        (OpKind::FloorDiv, _) => format!("{}({a}, {b})", if signed { "idiv_floor_" } else { "udiv_" }),
+        (OpKind::Mod, _) if float => format!("py_mod_({a}, {b})"),
+        (OpKind::Mod, _) => format!("{}({a}, {b})", if signed { "imod_py_" } else { "umod_" }),
+        (OpKind::Pow, "double") => format!("pow({a}, {b})"),
+        (OpKind::Pow, "float") => format!("powf({a}, {b})"),
+        (OpKind::Pow, _) => format!("{}({a}, {b})", if signed { "ipow_" } else { "upow_" }),
+        (OpKind::Maximum, _) if float => format!("fmax_nan_({a}, {b})"),
+        (OpKind::Minimum, _) if float => format!("fmin_nan_({a}, {b})"),
+        (OpKind::Maximum, _) => format!("({a} > {b} ? {a} : {b})"),
+        (OpKind::Minimum, _) => format!("({a} < {b} ? {a} : {b})"),
+        (OpKind::Equal, _) => format!("({a} == {b})"),
+        (OpKind::NotEqual, _) => format!("({a} != {b})"),
+        (OpKind::Greater, _) => format!("({a} > {b})"),
+        (OpKind::GreaterEqual, _) => format!("({a} >= {b})"),
+        _ => return None,
+    })
+}
+
+/// Helper functions the generated expressions call.
+const HELPERS: &str = r#"
+template <typename T> __device__ __forceinline__ T relu_(T x) { return x > (T)0 ? x : (x != x ? x : (T)0); }
+__device__ __forceinline__ float sigmoid_(float x) { return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x)); }
+__device__ __forceinline__ double sigmoid_(double x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+__device__ __forceinline__ float gelu_erf_(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ double gelu_erf_(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
+__device__ __forceinline__ float gelu_tanh_(float x) { return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
+__device__ __forceinline__ double gelu_tanh_(double x) { return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x))); }
+__device__ __forceinline__ float floor_div_(float a, float b) { return floorf(a / b); }
+__device__ __forceinline__ double floor_div_(double a, double b) { return floor(a / b); }
+__device__ __forceinline__ float py_mod_(float a, float b) { float r = fmodf(a, b); return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r; }
+__device__ __forceinline__ double py_mod_(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
+__device__ __forceinline__ float fmax_nan_(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b); }
+__device__ __forceinline__ double fmax_nan_(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : fmax(a, b); }
+__device__ __forceinline__ float fmin_nan_(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b); }
+__device__ __forceinline__ double fmin_nan_(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : fmin(a, b); }
+__device__ __forceinline__ long long idiv_floor_(long long a, long long b) { if (b == 0) return 0; long long q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+__device__ __forceinline__ long long imod_py_(long long a, long long b) { if (b == 0) return 0; long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+__device__ __forceinline__ unsigned long long udiv_(unsigned long long a, unsigned long long b) { return b == 0 ? 0 : a / b; }
+__device__ __forceinline__ unsigned long long umod_(unsigned long long a, unsigned long long b) { return b == 0 ? 0 : a % b; }
+__device__ __forceinline__ long long ipow_(long long b, long long e) {
+    if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e % 2 == 0) ? 1 : -1) : 0);
+    unsigned long long acc = 1, base = (unsigned long long)b;
+    while (e > 0) { if (e & 1) acc *= base; base *= base; e >>= 1; }
+    return (long long)acc;
+}
+__device__ __forceinline__ unsigned long long upow_(unsigned long long b, unsigned long long e) {
+    unsigned long long acc = 1;
+    while (e > 0) { if (e & 1) acc *= b; b *= b; e >>= 1; }
+    return acc;
+}
+"#;
+
+/// Converts a compute value of `from` into the compute type of `to` with the cast rules.
+fn cast(from: DType, to: DType, x: &str) -> Result<String> {
+    let (s_from, s_to) = (storage(from)?, storage(to)?);
+    let as_storage = match from {
+        DType::Bool | DType::Float32 | DType::Float64 => x.to_string(),
+        d if d.is_float() => format!("FromF32<{s_from}>::go({x})"),
+        _ => format!("({s_from})({x})"),
+    };
+    Ok(load(to, &format!("convert<{s_to}>({as_storage})")))
+}
+
+fn expression(spec: &FusedSpec, node: &Node, vals: &[String], inputs: &[DType], nodes: &[Node]) -> Result<String> {
+    let dtype_of = |a: &Arg| match a {
+        Arg::Input(i) => inputs[*i],
+        Arg::Node(j) => nodes[*j].dtype,
+    };
+    let arg = |k: usize| -> Result<(String, DType)> {
+        let a =
+            node.args.get(k).ok_or_else(|| Error::Unsupported(format!("{}: missing operand {k}", node.op.name())))?;
+        let v = match a {
+            Arg::Input(i) => format!("a{i}"),
+            Arg::Node(j) => vals[*j].clone(),
+        };
+        Ok((v, dtype_of(a)))
+    };
+    let _ = spec;
+    let out_kind = compute(node.dtype);
+    let raw = match node.op {
+        OpKind::Cast => {
+            let (x, d) = arg(0)?;
+            return cast(d, node.dtype, &x);
+        }
+        OpKind::Where => {
+            let ((c, _), (x, _), (y, _)) = (arg(0)?, arg(1)?, arg(2)?);
+            format!("({c} ? {x} : {y})")
+        }
+        OpKind::IsNan => format!("({0} != {0})", arg(0)?.0),
+        OpKind::IsInf => format!("isinf({})", arg(0)?.0),
+        OpKind::LogicalNot => format!("(!{})", arg(0)?.0),
+        op if node.args.len() == 1 => {
+            let (x, d) = arg(0)?;
+            let in_kind = compute(d);
+            match in_kind {
+                "float" | "double" => unary_float(op, &x, in_kind == "double", node.approximate.as_deref())
+                    .ok_or_else(|| Error::Unsupported(format!("{} has no fused form", op.name())))?,
+                "bool" => match op {
+                    OpKind::Abs | OpKind::Negate | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => x,
+                    _ => cast(
+                        DType::Float64,
+                        node.dtype,
+                        &unary_float(op, &format!("(double){x}"), true, node.approximate.as_deref())
+                            .unwrap_or_default(),
+                    )?,
+                },
+                k => match op {
+                    OpKind::Abs if k == "long long" => {
+                        format!("({x} < 0 ? (long long)(0ull - (unsigned long long){x}) : {x})")
+                    }
+                    OpKind::Negate => format!("({k})(0ull - (unsigned long long){x})"),
+                    OpKind::Relu if k == "long long" => format!("({x} > 0 ? {x} : 0ll)"),
+                    OpKind::Abs | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => x,
+                    _ => {
+                        let f = unary_float(op, &format!("(double){x}"), true, node.approximate.as_deref())
+                            .ok_or_else(|| Error::Unsupported(format!("{} has no fused form", op.name())))?;
+                        return cast(DType::Float64, node.dtype, &f);
+                    }
+                },
+            }
+        }
+        op => {
+            let ((a, da), (b, _)) = (arg(0)?, arg(1)?);
+            binary(op, &a, &b, compute(da))
+                .ok_or_else(|| Error::Unsupported(format!("{} has no fused form", op.name())))?
+        }
+    };
+    let _ = out_kind;
+    Ok(round(node.dtype, &raw))
+}
+
+/// The CUDA source of a group (entry points `fused` and `fused_contig`).
+pub fn source(spec: &FusedSpec) -> Result<String> {
+    if spec.rank > MAX_RANK || spec.inputs.len() > MAX_INPUTS || spec.nodes.is_empty() {
+        return Err(Error::Unsupported(format!(
+            "fused group too large for one kernel (rank {}, {} inputs, {} nodes)",
+            spec.rank,
+            spec.inputs.len(),
+            spec.nodes.len()
+        )));
+    }
+    let out = spec.nodes.last().map(|n| n.dtype).unwrap_or(DType::Float32);
+    let mut s = String::new();
+    s.push_str(HELPERS);
+    let r = spec.rank.max(1);
+    let ni = spec.inputs.len().max(1);
+    let _ = writeln!(s, "struct Geometry {{ i64 shape[{r}]; i64 strides[{ni}][{r}]; }};");
+    let params: Vec<String> = spec
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Ok(format!("const {}* __restrict__ in{i}", storage(*d)?)))
+        .collect::<Result<_>>()?;
+    let mut body = String::new();
+    let mut vals: Vec<String> = Vec::new();
+    for (j, node) in spec.nodes.iter().enumerate() {
+        let e = expression(spec, node, &vals, &spec.inputs, &spec.nodes)?;
+        let _ = writeln!(body, "        const {} v{j} = {e};", compute(node.dtype));
+        vals.push(format!("v{j}"));
+    }
+    let last = vals.len() - 1;
+    let store = match out {
+        DType::Bool | DType::Float32 | DType::Float64 => format!("v{last}"),
+        d if d.is_float() => format!("FromF32<{}>::go(v{last})", storage(d)?),
+        d => format!("({})v{last}", storage(d)?),
+    };
+    let loads_at = |offset: &dyn Fn(usize) -> String| -> Result<String> {
+        let mut l = String::new();
+        for (i, d) in spec.inputs.iter().enumerate() {
+            let _ = writeln!(l, "        const {} a{i} = {};", compute(*d), load(*d, &format!("in{i}[{}]", offset(i))));
+        }
+        Ok(l)
+    };
+    let out_ty = storage(out)?;
+    let sig =
+        format!("{out_ty}* __restrict__ out{}{}, u64 n", if params.is_empty() { "" } else { ", " }, params.join(", "));
+    // General form: per-input offsets from the output index.
+    let _ = writeln!(s, "extern \"C\" __global__ void fused({sig}, Geometry g) {{");
+    let _ = writeln!(
+        s,
+        "    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {{"
+    );
+    let _ = writeln!(s, "        u64 rest = i;");
+    for i in 0..spec.inputs.len() {
+        let _ = writeln!(s, "        i64 o{i} = 0;");
+    }
+    let _ = writeln!(s, "        for (int d = {} - 1; d >= 0; --d) {{", spec.rank);
+    let _ = writeln!(s, "            const i64 c = (i64)(rest % (u64)g.shape[d]); rest /= (u64)g.shape[d];");
+    for i in 0..spec.inputs.len() {
+        let _ = writeln!(s, "            o{i} += c * g.strides[{i}][d];");
+    }
+    let _ = writeln!(s, "        }}");
+    s.push_str(&loads_at(&|i| format!("o{i}"))?);
+    s.push_str(&body);
+    let _ = writeln!(s, "        out[i] = {store};\n    }}\n}}");
+    // Contiguous form: same-shape inputs read at i, scalars at 0 (flagged per input).
+    let _ = writeln!(s, "extern \"C\" __global__ void fused_contig({sig}, u32 scalar_mask) {{");
+    let _ = writeln!(
+        s,
+        "    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {{"
+    );
+    s.push_str(&loads_at(&|i| format!("((scalar_mask >> {i}) & 1u) ? 0 : i"))?);
+    s.push_str(&body);
+    let _ = writeln!(s, "        out[i] = {store};\n    }}\n}}");
+    Ok(s)
+}
+
+/// Each generated source becomes a `Family` (leaked once: there is one per distinct group).
+fn family(spec: &FusedSpec) -> Result<Family> {
+    static KNOWN: Mutex<Vec<(FusedSpec, Family)>> = Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, f)) = known.iter().find(|(s, _)| s == spec) {
+        return Ok(*f);
+    }
+    let src: &'static str = Box::leak(source(spec)?.into_boxed_str());
+    let name: &'static str = Box::leak(format!("fused{}", known.len()).into_boxed_str());
+    let f = Family { name, source: src };
+    known.push((spec.clone(), f));
+    Ok(f)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Geometry<const R: usize, const N: usize> {
+    shape: [i64; R],
+    strides: [[i64; R]; N],
+}
+// SAFETY: plain-old-data matching the generated `Geometry` struct.
+unsafe impl<const R: usize, const N: usize> DeviceRepr for Geometry<R, N> {}
+
+/// How one input is read: its device address and element strides per output axis.
+pub struct Input {
+    pub ptr: u64,
+    pub strides: Vec<i64>,
+    /// Same shape as the output and contiguous.
+    pub same_layout: bool,
+    pub scalar: bool,
+}
+
+fn push_geometry<const R: usize>(
+    launch: &mut cudarc::driver::LaunchArgs<'_>,
+    shape: &[usize],
+    inputs: &[Input],
+    keep: &mut Vec<Arc<dyn std::any::Any>>,
+) -> Result<()> {
+    macro_rules! with_n {
+        ($($n:literal)*) => {
+            match inputs.len().max(1) {
+                $($n => {
+                    let mut g = Geometry::<R, $n> { shape: [1; R], strides: [[0; R]; $n] };
+                    for (d, s) in shape.iter().enumerate() { g.shape[d] = *s as i64; }
+                    for (i, inp) in inputs.iter().enumerate() {
+                        for (d, st) in inp.strides.iter().enumerate() { g.strides[i][d] = *st; }
+                    }
+                    let g = Arc::new(g);
+                    // SAFETY: the Arc outlives the launch (kept in `keep` until it returns).
+                    let r: &'static Geometry<R, $n> = unsafe { &*Arc::as_ptr(&g) };
+                    launch.arg(r);
+                    keep.push(g);
+                    Ok(())
+                })*
+                n => Err(Error::Unsupported(format!("fused group with {n} inputs"))),
+            }
+        };
+    }
+    with_n!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+}
+
+/// Launches the group on `stream`: `out` holds `shape`'s elements (contiguous).
+pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usize], inputs: &[Input]) -> Result<()> {
+    let n: u64 = shape.iter().map(|d| *d as u64).product();
+    if n == 0 {
+        return Ok(());
+    }
+    let fam = family(spec)?;
+    let contig = inputs.iter().all(|i| i.same_layout || i.scalar);
+    let f = function(stream.context(), &fam, if contig { "fused_contig" } else { "fused" })?;
+    let blocks = n.div_ceil(256).clamp(1, 1 << 16) as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let mut launch = stream.launch_builder(&f);
+    launch.arg(&out).arg(&n);
+    let ptrs: Vec<u64> = inputs.iter().map(|i| i.ptr).collect();
+    for p in &ptrs {
+        launch.arg(p);
+    }
+    let mut keep: Vec<Arc<dyn std::any::Any>> = Vec::new();
+    let mask: u32 =
+        inputs.iter().enumerate().map(|(i, inp)| if inp.scalar && !inp.same_layout { 1 << i } else { 0 }).sum();
+    if contig {
+        launch.arg(&mask);
+    } else {
+        macro_rules! with_r {
+            ($($r:literal)*) => {
+                match spec.rank.max(1) {
+                    $($r => push_geometry::<$r>(&mut launch, shape, inputs, &mut keep)?,)*
+                    r => return Err(Error::Unsupported(format!("fused group of rank {r}"))),
+                }
+            };
+        }
+        with_r!(1 2 3 4 5 6 7 8);
+    }
+    // SAFETY: argument list matches the generated signature; every pointer addresses a live
+    // device buffer of the right size (the caller's contract).
+    unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(fused)"))?;
+    drop(keep);
+    Ok(())
+}
+
+/// Compiles a group's source for `arch` without a GPU (CI checks generated kernels this way).
+pub fn compile_check(spec: &FusedSpec, arch: &str) -> Result<Vec<u8>> {
+    let src = source(spec)?;
+    let fam = Family { name: "fused_check", source: Box::leak(src.into_boxed_str()) };
+    crate::compile(&fam, arch, crate::Target::Ptx)
+}

@@ -1,0 +1,79 @@
+//! Running steps on a CUDA device: fused elementwise groups through generated kernels, and the
+//! other ops through the kernels of crates/kernels-cuda (more land with the CUDA backend).
+
+use max_graph::ops::OpKind;
+use max_graph::{Attr, Type};
+use max_kernels_cuda::fused::{Arg, FusedSpec, Input, Node, launch};
+
+use super::program::{Fused, Operand, Step, StepKind, fusible};
+use crate::cuda::CudaDevice;
+use crate::{Buffer, Error, Result};
+
+fn spec_of(f: &Fused, inputs: &[Buffer], rank: usize) -> Result<FusedSpec> {
+    let nodes = f
+        .nodes
+        .iter()
+        .map(|(op, operands, ty)| {
+            let dtype =
+                ty.tensor().map(|t| t.dtype).ok_or_else(|| Error::Value("fused result is not a tensor".into()))?;
+            let approximate = match op.attrs.get("approximate") {
+                Some(Attr::Str(s)) => Some(s.clone()),
+                _ => None,
+            };
+            let args = operands
+                .iter()
+                .map(|o| match o {
+                    Operand::Input(i) => Arg::Input(*i),
+                    Operand::Node(j) => Arg::Node(*j),
+                })
+                .collect();
+            Ok(Node { op: op.kind, args, dtype, approximate })
+        })
+        .collect::<Result<_>>()?;
+    Ok(FusedSpec { inputs: inputs.iter().map(|b| b.dtype()).collect(), nodes, rank })
+}
+
+/// Broadcast strides of `b` for an output of `shape` (0 where it broadcasts).
+fn reader(b: &Buffer, shape: &[usize]) -> Result<Input> {
+    let pad = shape
+        .len()
+        .checked_sub(b.rank())
+        .ok_or_else(|| Error::Value("elementwise input has a higher rank than its output".into()))?;
+    let mut strides = vec![0i64; shape.len()];
+    for (i, (&d, &s)) in b.shape().iter().zip(b.strides()).enumerate() {
+        if d != 1 {
+            strides[pad + i] = s as i64;
+        }
+    }
+    Ok(Input {
+        ptr: b.addr(),
+        strides,
+        same_layout: b.shape() == shape && b.is_contiguous(),
+        scalar: b.num_elements() == 1,
+    })
+}
+
+fn run_fused(dev: &CudaDevice, f: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
+    let (shape, strides) = (out.shape().to_vec(), ());
+    let _ = strides;
+    let spec = spec_of(f, inputs, shape.len())?;
+    let readers: Vec<Input> = inputs.iter().map(|b| reader(b, &shape)).collect::<Result<_>>()?;
+    dev.bind()?;
+    launch(&dev.stream, &spec, out.addr(), &shape, &readers).map_err(|e| match e {
+        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
+        other => other.into(),
+    })
+}
+
+/// Runs one step on `dev`; inputs and outputs are device buffers on its stream.
+pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    match &step.kind {
+        StepKind::Fused(f) => run_fused(dev, f, inputs, &outputs[0]),
+        StepKind::Op(op) if fusible(op.kind) => {
+            let f = crate::cpu::elementwise::single(op, &types[step.outputs[0]], inputs.len());
+            run_fused(dev, &f, inputs, &outputs[0])
+        }
+        StepKind::Op(op) if op.kind == OpKind::TransferTo => outputs[0].inplace_copy_from(&inputs[0]),
+        StepKind::Op(op) => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
+    }
+}
