@@ -202,6 +202,137 @@ impl Graph {
         }
     }
 
+    /// Copies the body of `sub` into the current block (`ops.call`), re-inferring every node.
+    /// `args` become its inputs; `bound` maps further values of `sub` (its weights, already
+    /// staged here) to values of this graph, and nodes whose results are all bound are skipped;
+    /// its `chain_create` nodes become `chain` when given; external constants get `prefix` in
+    /// front of their names. Returns the values that `wanted` (values of `sub`) became.
+    pub fn inline(
+        &mut self,
+        sub: &Graph,
+        args: &[ValueId],
+        bound: &[(ValueId, ValueId)],
+        chain: Option<ValueId>,
+        prefix: &str,
+        wanted: &[ValueId],
+    ) -> Result<Vec<ValueId>> {
+        let err = |m: String| GraphError::Value(format!("call: {m}"));
+        if sub.open.len() != 1 {
+            return Err(err(format!(
+                "graph: graph {} still has an open block",
+                sub.name
+            )));
+        }
+        if args.len() != sub.inputs().len() {
+            return Err(err(format!(
+                "args: graph {} takes {} arguments, got {}",
+                sub.name,
+                sub.inputs().len(),
+                args.len()
+            )));
+        }
+        let mut map = std::collections::HashMap::new();
+        for (i, (&a, &p)) in args.iter().zip(sub.inputs()).enumerate() {
+            let (have, want) = (
+                self.ty(a)
+                    .ok_or_else(|| err(format!("args[{i}]: no value %{a}")))?,
+                &sub.values[p].ty,
+            );
+            if have != want {
+                return Err(err(format!(
+                    "args[{i}]: graph {} expects {want}, got {have}",
+                    sub.name
+                )));
+            }
+            map.insert(p, a);
+        }
+        map.extend(bound.iter().copied());
+        self.inline_block(sub, 0, &mut map, chain, prefix)?;
+        wanted
+            .iter()
+            .map(|v| {
+                map.get(v).copied().ok_or_else(|| {
+                    err(format!(
+                        "graph: value %{v} of graph {} was not inlined",
+                        sub.name
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    fn inline_block(
+        &mut self,
+        sub: &Graph,
+        b: BlockId,
+        map: &mut std::collections::HashMap<ValueId, ValueId>,
+        chain: Option<ValueId>,
+        prefix: &str,
+    ) -> Result<()> {
+        for &n in &sub.blocks[b].nodes {
+            let node = &sub.nodes[n];
+            if node.outputs.iter().all(|v| map.contains_key(v)) {
+                continue;
+            }
+            if let (OpKind::ChainCreate, Some(c)) = (node.op.kind, chain) {
+                map.insert(node.outputs[0], c);
+                continue;
+            }
+            let lookup = |v: &ValueId| {
+                map.get(v).copied().ok_or_else(|| {
+                    GraphError::Value(format!(
+                        "call: value %{v} of graph {} is used before it is defined",
+                        sub.name
+                    ))
+                })
+            };
+            let inputs = node.inputs.iter().map(lookup).collect::<Result<Vec<_>>>()?;
+            let mut blocks = Vec::with_capacity(node.blocks.len());
+            for &inner in &node.blocks {
+                let arg_types = sub.blocks[inner]
+                    .args
+                    .iter()
+                    .map(|v| sub.values[*v].ty.clone())
+                    .collect();
+                let (id, new_args) = self.open_block(arg_types);
+                map.extend(sub.blocks[inner].args.iter().copied().zip(new_args));
+                let closed = self
+                    .inline_block(sub, inner, map, chain, prefix)
+                    .and_then(|_| {
+                        let results = sub.blocks[inner].results.as_deref().unwrap_or(&[]);
+                        let results = results
+                            .iter()
+                            .map(|v| {
+                                map.get(v).copied().ok_or_else(|| {
+                                    GraphError::Value(format!(
+                                        "call: block result %{v} was not inlined"
+                                    ))
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()?;
+                        self.close_block(results)
+                    });
+                if let Err(e) = closed {
+                    if self.current() == id {
+                        self.discard_block();
+                    }
+                    return Err(e);
+                }
+                blocks.push(id);
+            }
+            let mut op = node.op.clone();
+            if op.kind == OpKind::ConstantExternal && !prefix.is_empty() {
+                if let Some(Attr::Str(name)) = op.attrs.0.get("name") {
+                    let renamed = format!("{prefix}{name}");
+                    op.attrs.0.insert("name".into(), Attr::Str(renamed));
+                }
+            }
+            let outs = self.add_node_with_blocks(op, inputs, blocks)?;
+            map.extend(node.outputs.iter().copied().zip(outs));
+        }
+        Ok(())
+    }
+
     pub fn set_outputs(&mut self, outputs: Vec<ValueId>) -> Result<()> {
         for &v in &outputs {
             if v >= self.values.len() || self.block_of(v) != 0 {
