@@ -90,14 +90,16 @@ fn check_results(
     };
     if got.len() != want.len() {
         return Err(err(format!(
-            "returned {} values, but {what} has {}",
+            "returned {} values, expected {} ({what})",
             got.len(),
             want.len()
         )));
     }
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g != w {
-            return Err(err(format!("result {i} has type {g}, but {what} says {w}")));
+            return Err(err(format!(
+                "result {i} has type {g}, expected {w} ({what})"
+            )));
         }
     }
     Ok(())
@@ -151,7 +153,9 @@ fn cond(ctx: &Ctx) -> Result<Vec<Type>> {
 }
 
 /// inputs `[initial_values..., chain?]`; the predicate block maps the loop values to a bool
-/// scalar, the body block maps them to new loop values of the same types.
+/// scalar, the body block maps them to new loop values of the same types. With a chain, the
+/// predicate also yields its chain last, and that chain is what the body (or, once the
+/// predicate is false, the loop's result) continues from.
 fn while_loop(ctx: &Ctx) -> Result<Vec<Type>> {
     let threaded = matches!(ctx.inputs.last(), Some(Type::Chain));
     let carried = &ctx.inputs[..ctx.inputs.len() - usize::from(threaded)];
@@ -174,7 +178,18 @@ fn while_loop(ctx: &Ctx) -> Result<Vec<Type>> {
             ));
         }
     }
-    match block(ctx, 0, "results", "predicate")? {
+    let pred = block(ctx, 0, "results", "predicate")?;
+    let pred = match (threaded, pred.split_last()) {
+        (true, Some((Type::Chain, rest))) => rest,
+        (true, _) => {
+            return Err(ctx.value_err(
+                "predicate",
+                "the block does not yield the chain as its last result",
+            ));
+        }
+        (false, _) => pred,
+    };
+    match pred {
         [t] => bool_scalar(ctx, "predicate", Some(t))?,
         other => {
             return Err(ctx.value_err(
@@ -309,13 +324,16 @@ mod tests {
         let ins = vec![x.clone(), Type::Chain];
         let ok = blocks(
             Attrs::new(),
-            &[(ins.clone(), vec![b.clone()]), (ins.clone(), ins.clone())],
+            &[
+                (ins.clone(), vec![b.clone(), Type::Chain]),
+                (ins.clone(), ins.clone()),
+            ],
         );
         assert_eq!(run(OpKind::WhileLoop, ok, &ins).unwrap(), ins);
         let changed = blocks(
             Attrs::new(),
             &[
-                (ins.clone(), vec![b.clone()]),
+                (ins.clone(), vec![b.clone(), Type::Chain]),
                 (ins.clone(), vec![t(DType::Float32, &["m"]), Type::Chain]),
             ],
         );
@@ -326,7 +344,10 @@ mod tests {
         );
         let bad_pred = blocks(
             Attrs::new(),
-            &[(ins.clone(), vec![x.clone()]), (ins.clone(), ins.clone())],
+            &[
+                (ins.clone(), vec![x.clone(), Type::Chain]),
+                (ins.clone(), ins.clone()),
+            ],
         );
         assert!(
             matches!(run(OpKind::WhileLoop, bad_pred, &ins), Err(GraphError::Value(m)) if m.starts_with("while_loop: predicate:"))
