@@ -1,6 +1,7 @@
 """Staging control flow: cond, while_loop, print, call (inlined subgraphs) and
 assert_same_device; result types, chain threading and the documented errors."""
 
+import numpy as np
 import pytest
 
 from max.dtype import DType
@@ -385,3 +386,10 @@ def test_assert_same_device():
         assert "q: BufferType" in str(info.value) and "gpu:1" in str(info.value)
         with pytest.raises(TypeError, match="assert_same_device: 1"):
             ops.assert_same_device(x, 3)
+
+
+def test_cond_branch_may_return_an_array():
+    with Graph("cond", input_types=[BOOL]) as g:
+        ty = [T(DType.float32, [2])]
+        (r,) = ops.cond(g.inputs[0], ty, lambda: np.array([1.0, 2.0]), lambda: np.zeros(2, np.float32))
+        assert r.type == ty[0]

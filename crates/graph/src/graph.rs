@@ -3,6 +3,8 @@
 //! the graph inputs); control-flow nodes own further blocks, which may use values of the
 //! blocks around them.
 
+use std::collections::HashMap;
+
 use crate::attrs::Attr;
 use crate::error::{GraphError, Result};
 use crate::ops::{self, Op, OpKind};
@@ -207,70 +209,28 @@ impl Graph {
     /// staged here) to values of this graph, and nodes whose results are all bound are skipped;
     /// its `chain_create` nodes become `chain` when given; external constants get `prefix` in
     /// front of their names. Returns the values that `wanted` (values of `sub`) became.
-    pub fn inline(
-        &mut self,
-        sub: &Graph,
-        args: &[ValueId],
-        bound: &[(ValueId, ValueId)],
-        chain: Option<ValueId>,
-        prefix: &str,
-        wanted: &[ValueId],
-    ) -> Result<Vec<ValueId>> {
-        let err = |m: String| GraphError::Value(format!("call: {m}"));
+    pub fn inline(&mut self, sub: &Graph, args: &[ValueId], bound: &[(ValueId, ValueId)], chain: Option<ValueId>, prefix: &str, wanted: &[ValueId]) -> Result<Vec<ValueId>> {
         if sub.open.len() != 1 {
-            return Err(err(format!(
-                "graph: graph {} still has an open block",
-                sub.name
-            )));
+            return Err(GraphError::Value(format!("call: graph: graph {} still has an open block", sub.name)));
         }
         if args.len() != sub.inputs().len() {
-            return Err(err(format!(
-                "args: graph {} takes {} arguments, got {}",
-                sub.name,
-                sub.inputs().len(),
-                args.len()
-            )));
+            return Err(GraphError::Value(format!("call: args: graph {} takes {} arguments, got {}", sub.name, sub.inputs().len(), args.len())));
         }
-        let mut map = std::collections::HashMap::new();
+        let mut map = HashMap::new();
         for (i, (&a, &p)) in args.iter().zip(sub.inputs()).enumerate() {
-            let (have, want) = (
-                self.ty(a)
-                    .ok_or_else(|| err(format!("args[{i}]: no value %{a}")))?,
-                &sub.values[p].ty,
-            );
-            if have != want {
-                return Err(err(format!(
-                    "args[{i}]: graph {} expects {want}, got {have}",
-                    sub.name
-                )));
-            }
-            map.insert(p, a);
+            let want = &sub.values[p].ty;
+            match self.ty(a) {
+                Some(have) if have == want => map.insert(p, a),
+                have => return Err(GraphError::Value(format!("call: args[{i}]: graph {} expects {want}, got {}", sub.name, have.map_or("nothing".into(), |t| t.to_string())))),
+            };
         }
         map.extend(bound.iter().copied());
         self.inline_block(sub, 0, &mut map, chain, prefix)?;
-        wanted
-            .iter()
-            .map(|v| {
-                map.get(v).copied().ok_or_else(|| {
-                    err(format!(
-                        "graph: value %{v} of graph {} was not inlined",
-                        sub.name
-                    ))
-                })
-            })
-            .collect()
+        wanted.iter().map(|v| mapped(&map, *v, sub)).collect()
     }
 
-    fn inline_block(
-        &mut self,
-        sub: &Graph,
-        b: BlockId,
-        map: &mut std::collections::HashMap<ValueId, ValueId>,
-        chain: Option<ValueId>,
-        prefix: &str,
-    ) -> Result<()> {
-        for &n in &sub.blocks[b].nodes {
-            let node = &sub.nodes[n];
+    fn inline_block(&mut self, sub: &Graph, b: BlockId, map: &mut HashMap<ValueId, ValueId>, chain: Option<ValueId>, prefix: &str) -> Result<()> {
+        for node in sub.blocks[b].nodes.iter().map(|&n| &sub.nodes[n]) {
             if node.outputs.iter().all(|v| map.contains_key(v)) {
                 continue;
             }
@@ -278,40 +238,16 @@ impl Graph {
                 map.insert(node.outputs[0], c);
                 continue;
             }
-            let lookup = |v: &ValueId| {
-                map.get(v).copied().ok_or_else(|| {
-                    GraphError::Value(format!(
-                        "call: value %{v} of graph {} is used before it is defined",
-                        sub.name
-                    ))
-                })
-            };
-            let inputs = node.inputs.iter().map(lookup).collect::<Result<Vec<_>>>()?;
+            let inputs = node.inputs.iter().map(|v| mapped(map, *v, sub)).collect::<Result<Vec<_>>>()?;
             let mut blocks = Vec::with_capacity(node.blocks.len());
             for &inner in &node.blocks {
-                let arg_types = sub.blocks[inner]
-                    .args
-                    .iter()
-                    .map(|v| sub.values[*v].ty.clone())
-                    .collect();
-                let (id, new_args) = self.open_block(arg_types);
-                map.extend(sub.blocks[inner].args.iter().copied().zip(new_args));
-                let closed = self
-                    .inline_block(sub, inner, map, chain, prefix)
-                    .and_then(|_| {
-                        let results = sub.blocks[inner].results.as_deref().unwrap_or(&[]);
-                        let results = results
-                            .iter()
-                            .map(|v| {
-                                map.get(v).copied().ok_or_else(|| {
-                                    GraphError::Value(format!(
-                                        "call: block result %{v} was not inlined"
-                                    ))
-                                })
-                            })
-                            .collect::<Result<Vec<_>>>()?;
-                        self.close_block(results)
-                    });
+                let (id, args) = self.open_block(sub.blocks[inner].args.iter().map(|v| sub.values[*v].ty.clone()).collect());
+                map.extend(sub.blocks[inner].args.iter().copied().zip(args));
+                let closed = self.inline_block(sub, inner, map, chain, prefix).and_then(|_| {
+                    let results = sub.blocks[inner].results.as_deref().unwrap_or(&[]);
+                    let results = results.iter().map(|v| mapped(map, *v, sub)).collect::<Result<Vec<_>>>()?;
+                    self.close_block(results)
+                });
                 if let Err(e) = closed {
                     if self.current() == id {
                         self.discard_block();
@@ -321,11 +257,9 @@ impl Graph {
                 blocks.push(id);
             }
             let mut op = node.op.clone();
-            if op.kind == OpKind::ConstantExternal && !prefix.is_empty() {
-                if let Some(Attr::Str(name)) = op.attrs.0.get("name") {
-                    let renamed = format!("{prefix}{name}");
-                    op.attrs.0.insert("name".into(), Attr::Str(renamed));
-                }
+            if let (OpKind::ConstantExternal, Some(Attr::Str(name))) = (op.kind, op.attrs.get("name")) {
+                let renamed = Attr::Str(format!("{prefix}{name}"));
+                op.attrs.0.insert("name".into(), renamed);
             }
             let outs = self.add_node_with_blocks(op, inputs, blocks)?;
             map.extend(node.outputs.iter().copied().zip(outs));
@@ -434,4 +368,9 @@ impl Graph {
             out.push_str(&format!("{pad}{word} {}\n", rs.join(", ")));
         }
     }
+}
+
+/// The value of the calling graph that value `v` of the inlined graph `sub` became.
+fn mapped(map: &HashMap<ValueId, ValueId>, v: ValueId, sub: &Graph) -> Result<ValueId> {
+    map.get(&v).copied().ok_or_else(|| GraphError::Value(format!("call: value %{v} of graph {} is used before it is defined", sub.name)))
 }

@@ -12,6 +12,8 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from max.graph.graph import Graph
 from max.graph.ops._stage import as_tensor, stage, types_attr
 from max.graph.type import TensorType, Type
@@ -19,9 +21,10 @@ from max.graph.value import BufferValue, TensorValue, Value
 
 
 def _as_list(result: Any) -> list[Any]:
+    """A callable's returned values: None is none, a value or an array is one."""
     if result is None:
         return []
-    if isinstance(result, Value) or not isinstance(result, Iterable):
+    if isinstance(result, (Value, np.ndarray, str)) or hasattr(result, "__dlpack__") or not isinstance(result, Iterable):
         return [result]
     return list(result)
 
