@@ -3,6 +3,8 @@
 //! the graph inputs); control-flow nodes own further blocks, which may use values of the
 //! blocks around them.
 
+use std::collections::HashMap;
+
 use crate::attrs::Attr;
 use crate::error::{GraphError, Result};
 use crate::ops::{self, Op, OpKind};
@@ -213,6 +215,69 @@ impl Graph {
         }
     }
 
+    /// Copies the body of `sub` into the current block (`ops.call`), re-inferring every node.
+    /// `args` become its inputs; `bound` maps further values of `sub` (its weights, already
+    /// staged here) to values of this graph, and nodes whose results are all bound are skipped;
+    /// its `chain_create` nodes become `chain` when given; external constants get `prefix` in
+    /// front of their names. Returns the values that `wanted` (values of `sub`) became.
+    pub fn inline(&mut self, sub: &Graph, args: &[ValueId], bound: &[(ValueId, ValueId)], chain: Option<ValueId>, prefix: &str, wanted: &[ValueId]) -> Result<Vec<ValueId>> {
+        if sub.open.len() != 1 {
+            return Err(GraphError::Value(format!("call: graph: graph {} still has an open block", sub.name)));
+        }
+        if args.len() != sub.inputs().len() {
+            return Err(GraphError::Value(format!("call: args: graph {} takes {} arguments, got {}", sub.name, sub.inputs().len(), args.len())));
+        }
+        let mut map = HashMap::new();
+        for (i, (&a, &p)) in args.iter().zip(sub.inputs()).enumerate() {
+            let want = &sub.values[p].ty;
+            match self.ty(a) {
+                Some(have) if have == want => map.insert(p, a),
+                have => return Err(GraphError::Value(format!("call: args[{i}]: graph {} expects {want}, got {}", sub.name, have.map_or("nothing".into(), |t| t.to_string())))),
+            };
+        }
+        map.extend(bound.iter().copied());
+        self.inline_block(sub, 0, &mut map, chain, prefix)?;
+        wanted.iter().map(|v| mapped(&map, *v, sub)).collect()
+    }
+
+    fn inline_block(&mut self, sub: &Graph, b: BlockId, map: &mut HashMap<ValueId, ValueId>, chain: Option<ValueId>, prefix: &str) -> Result<()> {
+        for node in sub.blocks[b].nodes.iter().map(|&n| &sub.nodes[n]) {
+            if node.outputs.iter().all(|v| map.contains_key(v)) {
+                continue;
+            }
+            if let (OpKind::ChainCreate, Some(c)) = (node.op.kind, chain) {
+                map.insert(node.outputs[0], c);
+                continue;
+            }
+            let inputs = node.inputs.iter().map(|v| mapped(map, *v, sub)).collect::<Result<Vec<_>>>()?;
+            let mut blocks = Vec::with_capacity(node.blocks.len());
+            for &inner in &node.blocks {
+                let (id, args) = self.open_block(sub.blocks[inner].args.iter().map(|v| sub.values[*v].ty.clone()).collect());
+                map.extend(sub.blocks[inner].args.iter().copied().zip(args));
+                let closed = self.inline_block(sub, inner, map, chain, prefix).and_then(|_| {
+                    let results = sub.blocks[inner].results.as_deref().unwrap_or(&[]);
+                    let results = results.iter().map(|v| mapped(map, *v, sub)).collect::<Result<Vec<_>>>()?;
+                    self.close_block(results)
+                });
+                if let Err(e) = closed {
+                    if self.current() == id {
+                        self.discard_block();
+                    }
+                    return Err(e);
+                }
+                blocks.push(id);
+            }
+            let mut op = node.op.clone();
+            if let (OpKind::ConstantExternal, Some(Attr::Str(name))) = (op.kind, op.attrs.get("name")) {
+                let renamed = Attr::Str(format!("{prefix}{name}"));
+                op.attrs.0.insert("name".into(), renamed);
+            }
+            let outs = self.add_node_with_blocks(op, inputs, blocks)?;
+            map.extend(node.outputs.iter().copied().zip(outs));
+        }
+        Ok(())
+    }
+
     pub fn set_outputs(&mut self, outputs: Vec<ValueId>) -> Result<()> {
         for &v in &outputs {
             if v >= self.values.len() || self.block_of(v) != 0 {
@@ -331,4 +396,9 @@ impl Graph {
             out.push_str(&format!("{pad}{word} {}\n", rs.join(", ")));
         }
     }
+}
+
+/// The value of the calling graph that value `v` of the inlined graph `sub` became.
+fn mapped(map: &HashMap<ValueId, ValueId>, v: ValueId, sub: &Graph) -> Result<ValueId> {
+    map.get(&v).copied().ok_or_else(|| GraphError::Value(format!("call: value %{v} of graph {} is used before it is defined", sub.name)))
 }

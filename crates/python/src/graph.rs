@@ -272,6 +272,21 @@ impl PyGraphIR {
         self.inner.add_node_with_blocks(op, inputs, blocks).map_err(graph_err)
     }
 
+    /// Copies graph `sub` into the current block (ops.call); see `Graph::inline`.
+    fn inline(
+        &mut self,
+        sub: PyRef<'_, PyGraphIR>,
+        args: Vec<usize>,
+        bound: Vec<(usize, usize)>,
+        chain: Option<usize>,
+        prefix: &str,
+        wanted: Vec<usize>,
+    ) -> PyResult<Vec<usize>> {
+        self.inner
+            .inline(&sub.inner, &args, &bound, chain, prefix, &wanted)
+            .map_err(graph_err)
+    }
+
     fn open_block(&mut self, types: Vec<Bound<'_, PyAny>>) -> PyResult<(usize, Vec<usize>)> {
         let types = types.iter().map(type_from_py).collect::<PyResult<Vec<_>>>()?;
         Ok(self.inner.open_block(types))

@@ -158,7 +158,7 @@ op_kinds! {
     }
     Control {
         ChainCreate => "chain_create" [],
-        Cond => "cond" ["pred"],
+        Cond => "cond" ["pred", "chain"],
         WhileLoop => "while_loop" ["initial_values"],
         Print => "print" ["chain", "value"],
         Call => "call" ["args"],
