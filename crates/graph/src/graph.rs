@@ -220,19 +220,38 @@ impl Graph {
     /// staged here) to values of this graph, and nodes whose results are all bound are skipped;
     /// its `chain_create` nodes become `chain` when given; external constants get `prefix` in
     /// front of their names. Returns the values that `wanted` (values of `sub`) became.
-    pub fn inline(&mut self, sub: &Graph, args: &[ValueId], bound: &[(ValueId, ValueId)], chain: Option<ValueId>, prefix: &str, wanted: &[ValueId]) -> Result<Vec<ValueId>> {
+    pub fn inline(
+        &mut self,
+        sub: &Graph,
+        args: &[ValueId],
+        bound: &[(ValueId, ValueId)],
+        chain: Option<ValueId>,
+        prefix: &str,
+        wanted: &[ValueId],
+    ) -> Result<Vec<ValueId>> {
         if sub.open.len() != 1 {
             return Err(GraphError::Value(format!("call: graph: graph {} still has an open block", sub.name)));
         }
         if args.len() != sub.inputs().len() {
-            return Err(GraphError::Value(format!("call: args: graph {} takes {} arguments, got {}", sub.name, sub.inputs().len(), args.len())));
+            return Err(GraphError::Value(format!(
+                "call: args: graph {} takes {} arguments, got {}",
+                sub.name,
+                sub.inputs().len(),
+                args.len()
+            )));
         }
         let mut map = HashMap::new();
         for (i, (&a, &p)) in args.iter().zip(sub.inputs()).enumerate() {
             let want = &sub.values[p].ty;
             match self.ty(a) {
                 Some(have) if have == want => map.insert(p, a),
-                have => return Err(GraphError::Value(format!("call: args[{i}]: graph {} expects {want}, got {}", sub.name, have.map_or("nothing".into(), |t| t.to_string())))),
+                have => {
+                    return Err(GraphError::Value(format!(
+                        "call: args[{i}]: graph {} expects {want}, got {}",
+                        sub.name,
+                        have.map_or("nothing".into(), |t| t.to_string())
+                    )));
+                }
             };
         }
         map.extend(bound.iter().copied());
@@ -240,7 +259,14 @@ impl Graph {
         wanted.iter().map(|v| mapped(&map, *v, sub)).collect()
     }
 
-    fn inline_block(&mut self, sub: &Graph, b: BlockId, map: &mut HashMap<ValueId, ValueId>, chain: Option<ValueId>, prefix: &str) -> Result<()> {
+    fn inline_block(
+        &mut self,
+        sub: &Graph,
+        b: BlockId,
+        map: &mut HashMap<ValueId, ValueId>,
+        chain: Option<ValueId>,
+        prefix: &str,
+    ) -> Result<()> {
         for node in sub.blocks[b].nodes.iter().map(|&n| &sub.nodes[n]) {
             if node.outputs.iter().all(|v| map.contains_key(v)) {
                 continue;
@@ -252,7 +278,8 @@ impl Graph {
             let inputs = node.inputs.iter().map(|v| mapped(map, *v, sub)).collect::<Result<Vec<_>>>()?;
             let mut blocks = Vec::with_capacity(node.blocks.len());
             for &inner in &node.blocks {
-                let (id, args) = self.open_block(sub.blocks[inner].args.iter().map(|v| sub.values[*v].ty.clone()).collect());
+                let (id, args) =
+                    self.open_block(sub.blocks[inner].args.iter().map(|v| sub.values[*v].ty.clone()).collect());
                 map.extend(sub.blocks[inner].args.iter().copied().zip(args));
                 let closed = self.inline_block(sub, inner, map, chain, prefix).and_then(|_| {
                     let results = sub.blocks[inner].results.as_deref().unwrap_or(&[]);
@@ -400,5 +427,7 @@ impl Graph {
 
 /// The value of the calling graph that value `v` of the inlined graph `sub` became.
 fn mapped(map: &HashMap<ValueId, ValueId>, v: ValueId, sub: &Graph) -> Result<ValueId> {
-    map.get(&v).copied().ok_or_else(|| GraphError::Value(format!("call: value %{v} of graph {} is used before it is defined", sub.name)))
+    map.get(&v).copied().ok_or_else(|| {
+        GraphError::Value(format!("call: value %{v} of graph {} is used before it is defined", sub.name))
+    })
 }

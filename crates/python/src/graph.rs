@@ -282,9 +282,7 @@ impl PyGraphIR {
         prefix: &str,
         wanted: Vec<usize>,
     ) -> PyResult<Vec<usize>> {
-        self.inner
-            .inline(&sub.inner, &args, &bound, chain, prefix, &wanted)
-            .map_err(graph_err)
+        self.inner.inline(&sub.inner, &args, &bound, chain, prefix, &wanted).map_err(graph_err)
     }
 
     fn open_block(&mut self, types: Vec<Bound<'_, PyAny>>) -> PyResult<(usize, Vec<usize>)> {

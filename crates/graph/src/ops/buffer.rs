@@ -23,13 +23,8 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
             ctx.expect_inputs(0)?;
             match ctx.types("type")? {
                 [Type::Buffer(t)] => Ok(vec![Type::Buffer(t.clone())]),
-                [other] => {
-                    Err(ctx.type_err("type", format!("expected a buffer type, got {other}")))
-                }
-                other => Err(ctx.value_err(
-                    "type",
-                    format!("expected one buffer type, got {} types", other.len()),
-                )),
+                [other] => Err(ctx.type_err("type", format!("expected a buffer type, got {other}"))),
+                other => Err(ctx.value_err("type", format!("expected one buffer type, got {} types", other.len()))),
             }
         }
         OpKind::BufferLoad => {
@@ -60,13 +55,9 @@ fn store_operands<'a>(ctx: &Ctx<'a>) -> Result<(&'a TensorType, &'a TensorType)>
     let dest = ctx.buffer(1)?;
     let source = ctx.tensor(2)?;
     if source.dtype != dest.dtype {
-        return Err(ctx.value_err(
-            "source",
-            format!(
-                "has dtype {} but the destination holds {}",
-                source.dtype, dest.dtype
-            ),
-        ));
+        return Err(
+            ctx.value_err("source", format!("has dtype {} but the destination holds {}", source.dtype, dest.dtype))
+        );
     }
     ctx.same_device(&[1, 2])?;
     Ok((dest, source))
@@ -74,12 +65,7 @@ fn store_operands<'a>(ctx: &Ctx<'a>) -> Result<(&'a TensorType, &'a TensorType)>
 
 enum Index {
     At(Dim),
-    Slice {
-        start: Option<Dim>,
-        stop: Option<Dim>,
-        step: i64,
-        out: Option<Dim>,
-    },
+    Slice { start: Option<Dim>, stop: Option<Dim>, step: i64, out: Option<Dim> },
     Tensor(usize),
     Ellipsis,
 }
@@ -106,7 +92,10 @@ fn decode(ctx: &Ctx) -> Result<Vec<Index>> {
     let outs = list(ctx, "index_out_dims")?;
     let n = kinds.len();
     if bounds.len() != 3 * n || flags.len() != n || outs.len() != n {
-        return Err(ctx.value_err("indices", "malformed index encoding: index_bounds, index_flags and index_out_dims must match index_kinds"));
+        return Err(ctx.value_err(
+            "indices",
+            "malformed index encoding: index_bounds, index_flags and index_out_dims must match index_kinds",
+        ));
     }
     let mut tensors = 3..ctx.inputs.len();
     let mut out = Vec::with_capacity(n);
@@ -119,12 +108,8 @@ fn decode(ctx: &Ctx) -> Result<Vec<Index>> {
                 let step = if f & 4 != 0 {
                     1
                 } else {
-                    b[2].as_static().ok_or_else(|| {
-                        ctx.value_err(
-                            "indices",
-                            format!("slice steps must be static, got {}", b[2]),
-                        )
-                    })?
+                    b[2].as_static()
+                        .ok_or_else(|| ctx.value_err("indices", format!("slice steps must be static, got {}", b[2])))?
                 };
                 if step == 0 {
                     return Err(ctx.value_err("indices", "slice step cannot be zero"));
@@ -136,9 +121,9 @@ fn decode(ctx: &Ctx) -> Result<Vec<Index>> {
                     out: (f & 8 != 0).then(|| outs[i].clone()),
                 }
             }
-            2 => Index::Tensor(tensors.next().ok_or_else(|| {
-                ctx.value_err("indices", "fewer index tensors than tensor indices")
-            })?),
+            2 => Index::Tensor(
+                tensors.next().ok_or_else(|| ctx.value_err("indices", "fewer index tensors than tensor indices"))?,
+            ),
             3 => Index::Ellipsis,
             k => return Err(ctx.value_err("indices", format!("unknown index kind {k}"))),
         });
@@ -165,11 +150,8 @@ fn static_len(n: i64, start: Option<i64>, stop: Option<i64>, step: i64) -> i64 {
         Some(v) if v < 0 => (v + n).max(lower),
         Some(v) => v.min(upper),
     };
-    let (a, b) = if step > 0 {
-        (clamp(start, lower), clamp(stop, upper))
-    } else {
-        (clamp(start, upper), clamp(stop, lower))
-    };
+    let (a, b) =
+        if step > 0 { (clamp(start, lower), clamp(stop, upper)) } else { (clamp(start, upper), clamp(stop, lower)) };
     if step > 0 {
         if b > a { (b - a - 1) / step + 1 } else { 0 }
     } else if a > b {
@@ -202,16 +184,9 @@ fn slice_len(
                 None => dim.clone(),
                 Some(s) => from_end(dim, s)?,
             };
-            Some(
-                b.sub(&a)?
-                    .add(&Dim::stat(step - 1))?
-                    .floordiv(&Dim::stat(step))?,
-            )
+            Some(b.sub(&a)?.add(&Dim::stat(step - 1))?.floordiv(&Dim::stat(step))?)
         }
-        _ if start.is_none() && stop.is_none() => Some(
-            dim.add(&Dim::stat(-step - 1))?
-                .floordiv(&Dim::stat(-step))?,
-        ),
+        _ if start.is_none() && stop.is_none() => Some(dim.add(&Dim::stat(-step - 1))?.floordiv(&Dim::stat(-step))?),
         _ => None,
     };
     match (computed, out) {
@@ -232,24 +207,15 @@ fn slice_len(
 fn store_slice(ctx: &Ctx) -> Result<Vec<Type>> {
     let (dest, source) = store_operands(ctx)?;
     let indices = decode(ctx)?;
-    let ellipses = indices
-        .iter()
-        .filter(|i| matches!(i, Index::Ellipsis))
-        .count();
+    let ellipses = indices.iter().filter(|i| matches!(i, Index::Ellipsis)).count();
     if ellipses > 1 {
-        return Err(ctx.value_err(
-            "indices",
-            "an index can only have a single ellipsis ('...')",
-        ));
+        return Err(ctx.value_err("indices", "an index can only have a single ellipsis ('...')"));
     }
     let used = indices.len() - ellipses;
     if used > dest.rank() {
         return Err(ctx.value_err(
             "indices",
-            format!(
-                "too many indices ({used}) for the destination's shape {}",
-                shape_str(&dest.shape)
-            ),
+            format!("too many indices ({used}) for the destination's shape {}", shape_str(&dest.shape)),
         ));
     }
     let mut shape = Vec::with_capacity(dest.rank());
@@ -266,28 +232,21 @@ fn store_slice(ctx: &Ctx) -> Result<Vec<Type>> {
             Index::At(i) => {
                 if let (Some(n), Some(v)) = (dim.as_static(), i.as_static()) {
                     if v < -n || v >= n {
-                        return Err(ctx.index_err(
-                            "indices",
-                            format!("index {v} is out of range for axis {axis} of size {n}"),
-                        ));
+                        return Err(
+                            ctx.index_err("indices", format!("index {v} is out of range for axis {axis} of size {n}"))
+                        );
                     }
                 }
             }
             Index::Tensor(j) => {
                 let t = ctx.tensor(*j)?;
                 if t.rank() != 0 || !t.dtype.is_integral() {
-                    return Err(ctx.value_err(
-                        &ctx.arg(*j),
-                        format!("a tensor index must be an integer scalar, got {t}"),
-                    ));
+                    return Err(
+                        ctx.value_err(&ctx.arg(*j), format!("a tensor index must be an integer scalar, got {t}"))
+                    );
                 }
             }
-            Index::Slice {
-                start,
-                stop,
-                step,
-                out,
-            } => shape.push(slice_len(ctx, axis, dim, start, stop, *step, out)?),
+            Index::Slice { start, stop, step, out } => shape.push(slice_len(ctx, axis, dim, start, stop, *step, out)?),
             Index::Ellipsis => {}
         }
         axis += 1;
@@ -316,17 +275,11 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn dim(d: &str) -> Dim {
-        d.parse::<i64>()
-            .map(Dim::stat)
-            .unwrap_or_else(|_| Dim::sym(d).unwrap())
+        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
     }
 
     fn tt(dims: &[&str]) -> TensorType {
-        TensorType::new(
-            DType::Float32,
-            dims.iter().map(|d| dim(d)).collect(),
-            DeviceRef::CPU,
-        )
+        TensorType::new(DType::Float32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU)
     }
 
     fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
@@ -346,11 +299,7 @@ mod tests {
                 }
                 "s" => {
                     for k in 0..3 {
-                        if it[k + 1].is_empty() {
-                            f |= 1 << k
-                        } else {
-                            b[k] = dim(it[k + 1])
-                        }
+                        if it[k + 1].is_empty() { f |= 1 << k } else { b[k] = dim(it[k + 1]) }
                     }
                     1
                 }
@@ -370,11 +319,7 @@ mod tests {
     }
 
     fn store(dest: &[&str], source: &[&str], idx: &[&[&str]], extra: &[Type]) -> Result<Vec<Type>> {
-        let mut inputs = vec![
-            Type::Chain,
-            Type::Buffer(tt(dest)),
-            Type::Tensor(tt(source)),
-        ];
+        let mut inputs = vec![Type::Chain, Type::Buffer(tt(dest)), Type::Tensor(tt(source))];
         inputs.extend_from_slice(extra);
         run(OpKind::BufferStoreSlice, enc(idx), &inputs)
     }
@@ -386,30 +331,16 @@ mod tests {
             run(OpKind::BufferLoad, Attrs::new(), &[Type::Chain, b.clone()]).unwrap(),
             vec![Type::Tensor(tt(&["n", "3"])), Type::Chain]
         );
-        let ok = run(
-            OpKind::BufferStore,
-            Attrs::new(),
-            &[Type::Chain, b.clone(), Type::Tensor(tt(&["n", "3"]))],
-        )
-        .unwrap();
+        let ok =
+            run(OpKind::BufferStore, Attrs::new(), &[Type::Chain, b.clone(), Type::Tensor(tt(&["n", "3"]))]).unwrap();
         assert_eq!(ok, vec![Type::Chain]);
-        let err = run(
-            OpKind::BufferStore,
-            Attrs::new(),
-            &[Type::Chain, b.clone(), Type::Tensor(tt(&["m", "3"]))],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("buffer_store: source:")),
-            "{err}"
-        );
+        let err = run(OpKind::BufferStore, Attrs::new(), &[Type::Chain, b.clone(), Type::Tensor(tt(&["m", "3"]))])
+            .unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("buffer_store: source:")), "{err}");
         let create = Attrs::new().with("type", Attr::Types(vec![b.clone()]));
         assert_eq!(run(OpKind::BufferCreate, create, &[]).unwrap(), vec![b]);
         let bad = Attrs::new().with("type", Attr::Types(vec![Type::Tensor(tt(&["2"]))]));
-        assert!(matches!(
-            run(OpKind::BufferCreate, bad, &[]),
-            Err(GraphError::Type(_))
-        ));
+        assert!(matches!(run(OpKind::BufferCreate, bad, &[]), Err(GraphError::Type(_))));
     }
 
     #[test]
@@ -424,30 +355,15 @@ mod tests {
                 &["n", "3"],
                 &["3"],
                 &[&["t"]],
-                &[Type::Tensor(TensorType::new(
-                    DType::Int64,
-                    vec![],
-                    DeviceRef::CPU
-                ))]
+                &[Type::Tensor(TensorType::new(DType::Int64, vec![], DeviceRef::CPU))]
             )
             .is_ok()
         );
         let err = store(&["4", "3"], &["3", "3"], &[&["s", "1", "3", ""]], &[]).unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.contains("expected source to have shape [2, 3]")),
-            "{err}"
-        );
+        assert!(matches!(&err, GraphError::Value(m) if m.contains("expected source to have shape [2, 3]")), "{err}");
+        assert!(matches!(store(&["4", "3"], &["3"], &[&["i", "4"]], &[]), Err(GraphError::Index(_))));
         assert!(matches!(
-            store(&["4", "3"], &["3"], &[&["i", "4"]], &[]),
-            Err(GraphError::Index(_))
-        ));
-        assert!(matches!(
-            store(
-                &["4", "3"],
-                &[],
-                &[&["i", "0"], &["i", "0"], &["i", "0"]],
-                &[]
-            ),
+            store(&["4", "3"], &[], &[&["i", "0"], &["i", "0"], &["i", "0"]], &[]),
             Err(GraphError::Value(_))
         ));
     }
@@ -461,38 +377,16 @@ mod tests {
         let inputs = vec![
             Type::Chain,
             Type::Buffer(tt(&["n", "3"])),
-            Type::Tensor(TensorType::new(
-                DType::Float32,
-                vec![minus_one, Dim::stat(3)],
-                DeviceRef::CPU,
-            )),
+            Type::Tensor(TensorType::new(DType::Float32, vec![minus_one, Dim::stat(3)], DeviceRef::CPU)),
         ];
-        assert!(
-            run(
-                OpKind::BufferStoreSlice,
-                enc(&[&["s", "1", "", ""]]),
-                &inputs
-            )
-            .is_ok()
-        );
+        assert!(run(OpKind::BufferStoreSlice, enc(&[&["s", "1", "", ""]]), &inputs).is_ok());
         assert!(store(&["n", "3"], &["k", "3"], &[&["s", "0", "k", ""]], &[]).is_ok());
-        let half = n
-            .add(&Dim::stat(1))
-            .unwrap()
-            .floordiv(&Dim::stat(2))
-            .unwrap();
+        let half = n.add(&Dim::stat(1)).unwrap().floordiv(&Dim::stat(2)).unwrap();
         let inputs = vec![
             Type::Chain,
             Type::Buffer(tt(&["n"])),
             Type::Tensor(TensorType::new(DType::Float32, vec![half], DeviceRef::CPU)),
         ];
-        assert!(
-            run(
-                OpKind::BufferStoreSlice,
-                enc(&[&["s", "", "", "2"]]),
-                &inputs
-            )
-            .is_ok()
-        );
+        assert!(run(OpKind::BufferStoreSlice, enc(&[&["s", "", "", "2"]]), &inputs).is_ok());
     }
 }

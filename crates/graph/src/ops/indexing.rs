@@ -25,21 +25,10 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
 /// An index tensor must hold integers; `narrow` is the scatter ops' rule (int32 or int64 only).
 fn index_dtype(ctx: &Ctx, i: usize, narrow: bool) -> Result<()> {
     let t = ctx.tensor(i)?;
-    let ok = if narrow {
-        matches!(t.dtype, DType::Int32 | DType::Int64)
-    } else {
-        t.dtype.is_integral()
-    };
+    let ok = if narrow { matches!(t.dtype, DType::Int32 | DType::Int64) } else { t.dtype.is_integral() };
     if !ok {
-        let want = if narrow {
-            "int32 or int64"
-        } else {
-            "an integer dtype"
-        };
-        return Err(ctx.value_err(
-            &ctx.arg(i),
-            format!("indices must have {want}, got {}", t.dtype),
-        ));
+        let want = if narrow { "int32 or int64" } else { "an integer dtype" };
+        return Err(ctx.value_err(&ctx.arg(i), format!("indices must have {want}, got {}", t.dtype)));
     }
     Ok(())
 }
@@ -49,13 +38,7 @@ fn same_dtype(ctx: &Ctx, a: usize, b: usize) -> Result<()> {
     if ta.dtype != tb.dtype {
         return Err(ctx.value_err(
             &ctx.arg(b),
-            format!(
-                "{} has dtype {} but {} has {}; they must match",
-                ctx.arg(b),
-                tb.dtype,
-                ctx.arg(a),
-                ta.dtype
-            ),
+            format!("{} has dtype {} but {} has {}; they must match", ctx.arg(b), tb.dtype, ctx.arg(a), ta.dtype),
         ));
     }
     Ok(())
@@ -88,26 +71,26 @@ fn gather_nd(ctx: &Ctx) -> Result<Vec<Type>> {
     if indices.rank() < batch + 1 {
         return Err(ctx.value_err(
             "indices",
-            format!("needs at least batch_dims + 1 = {} dimensions (the batch dims and the index vector), got shape {}", batch + 1, shape_str(&indices.shape)),
+            format!(
+                "needs at least batch_dims + 1 = {} dimensions (the batch dims and the index vector), got shape {}",
+                batch + 1,
+                shape_str(&indices.shape)
+            ),
         ));
     }
     let last = &indices.shape[indices.rank() - 1];
     let k = match last.as_static() {
         Some(k) if k >= 0 => k as usize,
         _ => {
-            return Err(ctx.value_err(
-                "indices",
-                format!("the last dimension (the index vector) must be static, got {last}"),
-            ));
+            return Err(
+                ctx.value_err("indices", format!("the last dimension (the index vector) must be static, got {last}"))
+            );
         }
     };
     if batch + k > input.rank() {
         return Err(ctx.value_err(
             "input",
-            format!(
-                "has rank {} but batch_dims ({batch}) + index size ({k}) dimensions are indexed",
-                input.rank()
-            ),
+            format!("has rank {} but batch_dims ({batch}) + index size ({k}) dimensions are indexed", input.rank()),
         ));
     }
     for i in 0..batch {
@@ -137,11 +120,7 @@ fn scatter(ctx: &Ctx) -> Result<Vec<Type>> {
     if rank == 0 || axis < -rank || axis >= rank {
         return Err(ctx.value_err(
             "axis",
-            format!(
-                "axis {axis} is out of range for rank {rank} (expected {}..={})",
-                -rank,
-                rank - 1
-            ),
+            format!("axis {axis} is out of range for rank {rank} (expected {}..={})", -rank, rank - 1),
         ));
     }
     let axis = if axis < 0 { axis + rank } else { axis } as usize;
@@ -149,10 +128,7 @@ fn scatter(ctx: &Ctx) -> Result<Vec<Type>> {
         if t.rank() != input.rank() {
             return Err(ctx.value_err(
                 &ctx.arg(i),
-                format!(
-                    "must have the input's rank {rank}, got shape {}",
-                    shape_str(&t.shape)
-                ),
+                format!("must have the input's rank {rank}, got shape {}", shape_str(&t.shape)),
             ));
         }
     }
@@ -166,10 +142,7 @@ fn scatter(ctx: &Ctx) -> Result<Vec<Type>> {
         if d != axis {
             if let (Some(a), Some(b)) = (u.as_static(), input.shape[d].as_static()) {
                 if a > b {
-                    return Err(ctx.value_err(
-                        "updates",
-                        format!("dimension {d} is {a}, larger than the input's {b}"),
-                    ));
+                    return Err(ctx.value_err("updates", format!("dimension {d} is {a}, larger than the input's {b}")));
                 }
             }
         }
@@ -186,20 +159,14 @@ fn scatter_nd(ctx: &Ctx) -> Result<Vec<Type>> {
     index_dtype(ctx, 2, true)?;
     ctx.same_device(&[0, 1, 2])?;
     if indices.rank() == 0 {
-        return Err(ctx.value_err(
-            "indices",
-            "must have at least one dimension (the index vector)",
-        ));
+        return Err(ctx.value_err("indices", "must have at least one dimension (the index vector)"));
     }
     // A symbolic index length leaves the updates shape to be checked at run time.
     if let Some(k) = indices.shape[indices.rank() - 1].as_static() {
         if k < 1 || k as usize > input.rank() {
             return Err(ctx.value_err(
                 "indices",
-                format!(
-                    "index vectors of length {k} cannot address an input of rank {}",
-                    input.rank()
-                ),
+                format!("index vectors of length {k} cannot address an input of rank {}", input.rank()),
             ));
         }
         let mut want = indices.shape[..indices.rank() - 1].to_vec();
@@ -224,10 +191,7 @@ fn masked_scatter(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(3)?;
     let (input, mask) = (ctx.tensor(0)?, ctx.tensor(1)?);
     if mask.dtype != DType::Bool {
-        return Err(ctx.type_err(
-            "mask",
-            format!("expected a bool tensor, got {}", mask.dtype),
-        ));
+        return Err(ctx.type_err("mask", format!("expected a bool tensor, got {}", mask.dtype)));
     }
     same_dtype(ctx, 0, 2)?;
     ctx.same_device(&[0, 1, 2])?;
@@ -241,11 +205,7 @@ fn broadcasts_to(ctx: &Ctx, from: &TensorType, to: &TensorType) -> Result<()> {
     if from.rank() > to.rank() {
         return Err(ctx.value_err(
             "mask",
-            format!(
-                "shape {} has more dimensions than the input's {}",
-                shape_str(&from.shape),
-                shape_str(&to.shape)
-            ),
+            format!("shape {} has more dimensions than the input's {}", shape_str(&from.shape), shape_str(&to.shape)),
         ));
     }
     let offset = to.rank() - from.rank();
@@ -254,7 +214,11 @@ fn broadcasts_to(ctx: &Ctx, from: &TensorType, to: &TensorType) -> Result<()> {
         if d != target && d.as_static() != Some(1) {
             return Err(ctx.value_err(
                 "mask",
-                format!("shape {} does not broadcast to the input's {}: dimension {d} is neither 1 nor {target}", shape_str(&from.shape), shape_str(&to.shape)),
+                format!(
+                    "shape {} does not broadcast to the input's {}: dimension {d} is neither 1 nor {target}",
+                    shape_str(&from.shape),
+                    shape_str(&to.shape)
+                ),
             ));
         }
     }
@@ -276,17 +240,10 @@ fn nonzero(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     if x.rank() == 0 {
-        return Err(ctx.value_err(
-            "x",
-            "scalar inputs are not supported (nonzero needs at least one dimension)",
-        ));
+        return Err(ctx.value_err("x", "scalar inputs are not supported (nonzero needs at least one dimension)"));
     }
     let n = out_dim(ctx)?;
-    one(TensorType::new(
-        DType::Int64,
-        vec![n, Dim::stat(x.rank() as i64)],
-        x.device,
-    ))
+    one(TensorType::new(DType::Int64, vec![n, Dim::stat(x.rank() as i64)], x.device))
 }
 
 #[cfg(test)]
@@ -298,17 +255,11 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn dim(d: &str) -> Dim {
-        d.parse::<i64>()
-            .map(Dim::stat)
-            .unwrap_or_else(|_| Dim::sym(d).unwrap())
+        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
     }
 
     fn t(dtype: DType, dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(
-            dtype,
-            dims.iter().map(|d| dim(d)).collect(),
-            DeviceRef::CPU,
-        ))
+        Type::Tensor(TensorType::new(dtype, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
     }
 
     fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
@@ -321,43 +272,15 @@ mod tests {
 
     #[test]
     fn gather_replaces_the_axis_with_the_index_shape() {
-        let out = run(
-            OpKind::Gather,
-            axis(1),
-            &[
-                t(DType::Float32, &["a", "5", "6"]),
-                t(DType::Int64, &["2", "k"]),
-            ],
-        )
-        .unwrap();
+        let out =
+            run(OpKind::Gather, axis(1), &[t(DType::Float32, &["a", "5", "6"]), t(DType::Int64, &["2", "k"])]).unwrap();
         assert_eq!(out[0], t(DType::Float32, &["a", "2", "k", "6"]));
-        let out = run(
-            OpKind::Gather,
-            axis(-1),
-            &[t(DType::Float32, &["a", "5"]), t(DType::Int32, &[])],
-        )
-        .unwrap();
+        let out = run(OpKind::Gather, axis(-1), &[t(DType::Float32, &["a", "5"]), t(DType::Int32, &[])]).unwrap();
         assert_eq!(out[0], t(DType::Float32, &["a"]));
-        let err = run(
-            OpKind::Gather,
-            axis(2),
-            &[t(DType::Float32, &["a", "5"]), t(DType::Int32, &["3"])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Index(m) if m.starts_with("gather: axis:")),
-            "{err}"
-        );
-        let err = run(
-            OpKind::Gather,
-            axis(0),
-            &[t(DType::Float32, &["4"]), t(DType::Float32, &["3"])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("gather: indices:")),
-            "{err}"
-        );
+        let err = run(OpKind::Gather, axis(2), &[t(DType::Float32, &["a", "5"]), t(DType::Int32, &["3"])]).unwrap_err();
+        assert!(matches!(&err, GraphError::Index(m) if m.starts_with("gather: axis:")), "{err}");
+        let err = run(OpKind::Gather, axis(0), &[t(DType::Float32, &["4"]), t(DType::Float32, &["3"])]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("gather: indices:")), "{err}");
     }
 
     #[test]
@@ -366,23 +289,14 @@ mod tests {
         let out = run(
             OpKind::GatherNd,
             attrs.clone(),
-            &[
-                t(DType::BFloat16, &["a", "b", "c", "d", "e"]),
-                t(DType::Int32, &["a", "f", "3"]),
-            ],
+            &[t(DType::BFloat16, &["a", "b", "c", "d", "e"]), t(DType::Int32, &["a", "f", "3"])],
         )
         .unwrap();
         assert_eq!(out[0], t(DType::BFloat16, &["a", "f", "e"]));
         let zero = Attrs::new().with("batch_dims", Attr::Int(0));
-        let out = run(
-            OpKind::GatherNd,
-            zero.clone(),
-            &[
-                t(DType::Float32, &["4", "5", "6"]),
-                t(DType::Int64, &["n", "3"]),
-            ],
-        )
-        .unwrap();
+        let out =
+            run(OpKind::GatherNd, zero.clone(), &[t(DType::Float32, &["4", "5", "6"]), t(DType::Int64, &["n", "3"])])
+                .unwrap();
         assert_eq!(out[0], t(DType::Float32, &["n"]));
         for (input, idx, a) in [
             (&["4", "5", "6"][..], &["n", "m"][..], zero.clone()),
@@ -391,11 +305,7 @@ mod tests {
             (&["4", "5"], &["4"], attrs),
         ] {
             assert!(matches!(
-                run(
-                    OpKind::GatherNd,
-                    a,
-                    &[t(DType::Float32, input), t(DType::Int64, idx)]
-                ),
+                run(OpKind::GatherNd, a, &[t(DType::Float32, input), t(DType::Int64, idx)]),
                 Err(GraphError::Value(_))
             ));
         }
@@ -404,55 +314,29 @@ mod tests {
     #[test]
     fn scatters_keep_the_input_type_and_check_updates() {
         let x = t(DType::Float32, &["a", "5"]);
-        let out = run(
-            OpKind::Scatter,
-            axis(0),
-            &[
-                x.clone(),
-                t(DType::Float32, &["2", "5"]),
-                t(DType::Int64, &["2", "5"]),
-            ],
-        )
-        .unwrap();
+        let out =
+            run(OpKind::Scatter, axis(0), &[x.clone(), t(DType::Float32, &["2", "5"]), t(DType::Int64, &["2", "5"])])
+                .unwrap();
         assert_eq!(out[0], x);
-        let bad = run(
-            OpKind::Scatter,
-            axis(0),
-            &[
-                x.clone(),
-                t(DType::Float32, &["2", "5"]),
-                t(DType::Int64, &["3", "5"]),
-            ],
-        );
+        let bad =
+            run(OpKind::Scatter, axis(0), &[x.clone(), t(DType::Float32, &["2", "5"]), t(DType::Int64, &["3", "5"])]);
         assert!(matches!(bad, Err(GraphError::Value(m)) if m.starts_with("scatter: indices:")));
         assert!(matches!(
-            run(
-                OpKind::Scatter,
-                axis(2),
-                &[x.clone(), x.clone(), t(DType::Int64, &["a", "5"])]
-            ),
+            run(OpKind::Scatter, axis(2), &[x.clone(), x.clone(), t(DType::Int64, &["a", "5"])]),
             Err(GraphError::Value(_))
         ));
         let y = t(DType::Float32, &["4", "5", "6"]);
         let out = run(
             OpKind::ScatterNd,
             Attrs::new(),
-            &[
-                y.clone(),
-                t(DType::Float32, &["n", "6"]),
-                t(DType::Int64, &["n", "2"]),
-            ],
+            &[y.clone(), t(DType::Float32, &["n", "6"]), t(DType::Int64, &["n", "2"])],
         )
         .unwrap();
         assert_eq!(out[0], y);
         let bad = run(
             OpKind::ScatterNd,
             Attrs::new(),
-            &[
-                y.clone(),
-                t(DType::Float32, &["n", "5"]),
-                t(DType::Int64, &["n", "2"]),
-            ],
+            &[y.clone(), t(DType::Float32, &["n", "5"]), t(DType::Int64, &["n", "2"])],
         );
         assert!(matches!(bad, Err(GraphError::Value(m)) if m.starts_with("scatter_nd: updates:")));
     }
@@ -464,34 +348,18 @@ mod tests {
         let out = run(
             OpKind::MaskedScatter,
             attrs.clone(),
-            &[
-                x.clone(),
-                t(DType::Bool, &["5"]),
-                t(DType::Float32, &["3", "4"]),
-            ],
+            &[x.clone(), t(DType::Bool, &["5"]), t(DType::Float32, &["3", "4"])],
         )
         .unwrap();
         assert_eq!(out[0], x);
         let bad = run(
             OpKind::MaskedScatter,
             attrs.clone(),
-            &[
-                x.clone(),
-                t(DType::Bool, &["3", "5"]),
-                t(DType::Float32, &["7"]),
-            ],
+            &[x.clone(), t(DType::Bool, &["3", "5"]), t(DType::Float32, &["7"])],
         );
         assert!(matches!(bad, Err(GraphError::Value(m)) if m.starts_with("masked_scatter: mask:")));
-        let out = run(
-            OpKind::NonZero,
-            attrs.clone(),
-            &[t(DType::Float16, &["a", "5", "2"])],
-        )
-        .unwrap();
+        let out = run(OpKind::NonZero, attrs.clone(), &[t(DType::Float16, &["a", "5", "2"])]).unwrap();
         assert_eq!(out[0], t(DType::Int64, &["n", "3"]));
-        assert!(matches!(
-            run(OpKind::NonZero, attrs, &[t(DType::Float16, &[])]),
-            Err(GraphError::Value(_))
-        ));
+        assert!(matches!(run(OpKind::NonZero, attrs, &[t(DType::Float16, &[])]), Err(GraphError::Value(_))));
     }
 }

@@ -36,31 +36,22 @@ fn blocks<'a>(ctx: &Ctx<'a>) -> Result<(&'a str, i64, i64)> {
     let enc = ctx.string("encoding")?;
     match block_parameters(enc) {
         Some((e, b)) => Ok((enc, e, b)),
-        None => Err(ctx.value_err("encoding", format!("unsupported quantization encoding {enc} (block encodings: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)"))),
+        None => Err(ctx.value_err(
+            "encoding",
+            format!("unsupported quantization encoding {enc} (block encodings: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)"),
+        )),
     }
 }
 
 /// Elements per row of a quantized tensor whose last dim holds `bytes` bytes.
-fn row_elements(
-    ctx: &Ctx,
-    arg: &str,
-    enc: &str,
-    bytes: &Dim,
-    elems: i64,
-    block: i64,
-) -> Result<i64> {
+fn row_elements(ctx: &Ctx, arg: &str, enc: &str, bytes: &Dim, elems: i64, block: i64) -> Result<i64> {
     let Some(b) = bytes.as_static() else {
-        return Err(ctx.type_err(
-            arg,
-            format!("the last dimension (bytes per row) must be static, got {bytes}"),
-        ));
+        return Err(ctx.type_err(arg, format!("the last dimension (bytes per row) must be static, got {bytes}")));
     };
     if b % block != 0 {
         return Err(ctx.value_err(
             arg,
-            format!(
-                "last dimension ({b}) is not a multiple of the {enc} block size ({block} bytes)"
-            ),
+            format!("last dimension ({b}) is not a multiple of the {enc} block size ({block} bytes)"),
         ));
     }
     Ok(b / block * elems)
@@ -69,10 +60,7 @@ fn row_elements(
 fn quantized<'a>(ctx: &Ctx<'a>, i: usize) -> Result<&'a TensorType> {
     let t = ctx.tensor(i)?;
     if t.dtype != DType::UInt8 {
-        return Err(ctx.type_err(
-            &ctx.arg(i),
-            format!("a quantized tensor must be uint8, got {}", t.dtype),
-        ));
+        return Err(ctx.type_err(&ctx.arg(i), format!("a quantized tensor must be uint8, got {}", t.dtype)));
     }
     Ok(t)
 }
@@ -102,10 +90,7 @@ fn qmatmul(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     let rhs = quantized(ctx, 1)?;
     if rhs.rank() != 2 {
-        return Err(ctx.type_err(
-            &ctx.arg(1),
-            format!("must be a matrix, got shape {}", shape_str(&rhs.shape)),
-        ));
+        return Err(ctx.type_err(&ctx.arg(1), format!("must be a matrix, got shape {}", shape_str(&rhs.shape))));
     }
     let all: Vec<usize> = (0..ctx.inputs.len()).collect();
     ctx.same_device(&all)?;
@@ -117,13 +102,7 @@ fn qmatmul(ctx: &Ctx) -> Result<Vec<Type>> {
         return Err(ctx.type_err("lhs", format!("must be float32, got {}", lhs.dtype)));
     }
     if ctx.inputs.len() != 2 {
-        return Err(ctx.value_err(
-            "rhs",
-            format!(
-                "{enc} takes one quantized tensor, got {}",
-                ctx.inputs.len() - 1
-            ),
-        ));
+        return Err(ctx.value_err("rhs", format!("{enc} takes one quantized tensor, got {}", ctx.inputs.len() - 1)));
     }
     let k = row_elements(ctx, "rhs", enc, &rhs.shape[1], elems, block)?;
     let lhs_k = &lhs.shape[lhs.rank() - 1];
@@ -143,27 +122,19 @@ fn gptq(ctx: &Ctx, lhs: &TensorType, rhs: &TensorType) -> Result<Vec<Type>> {
     if ctx.attr("quant_method").is_none() {
         return Err(ctx.value_err("config", "GPTQ needs a QuantizationConfig"));
     }
-    let (method, bits, group) = (
-        ctx.string("quant_method")?,
-        ctx.int("bits")?,
-        ctx.int("group_size")?,
-    );
+    let (method, bits, group) = (ctx.string("quant_method")?, ctx.int("bits")?, ctx.int("group_size")?);
     if method != "gptq" || bits != 4 || group != 128 {
         return Err(ctx.value_err("config", format!("unsupported GPTQ configuration: quant_method={method:?}, bits={bits}, group_size={group} (supported: 'gptq', 4 bits, groups of 128)")));
     }
     if lhs.dtype != DType::BFloat16 {
-        return Err(ctx.type_err(
-            "lhs",
-            format!("must be bfloat16 for GPTQ, got {}", lhs.dtype),
-        ));
+        return Err(ctx.type_err("lhs", format!("must be bfloat16 for GPTQ, got {}", lhs.dtype)));
     }
     let k = &lhs.shape[lhs.rank() - 1];
     if let Some(kv) = k.as_static() {
         if kv % group != 0 {
-            return Err(ctx.value_err(
-                "lhs",
-                format!("last dimension {kv} is not a multiple of the group size {group}"),
-            ));
+            return Err(
+                ctx.value_err("lhs", format!("last dimension {kv} is not a multiple of the group size {group}"))
+            );
         }
     }
     let desc_act = ctx.boolean("desc_act", false)?;
@@ -174,26 +145,17 @@ fn gptq(ctx: &Ctx, lhs: &TensorType, rhs: &TensorType) -> Result<Vec<Type>> {
         } else {
             "the packed weights only"
         };
-        return Err(ctx.value_err(
-            "rhs",
-            format!("GPTQ takes {what}, got {} tensors", ctx.inputs.len() - 1),
-        ));
+        return Err(ctx.value_err("rhs", format!("GPTQ takes {what}, got {} tensors", ctx.inputs.len() - 1)));
     }
     if desc_act {
         let perm = ctx.tensor(2)?;
         if perm.dtype != DType::Int32 || perm.rank() != 1 {
-            return Err(ctx.type_err(
-                &ctx.arg(2),
-                format!("the permutation must be a rank-1 int32 tensor, got {perm}"),
-            ));
+            return Err(ctx.type_err(&ctx.arg(2), format!("the permutation must be a rank-1 int32 tensor, got {perm}")));
         }
         if perm.shape[0] != *k {
             return Err(ctx.value_err(
                 &ctx.arg(2),
-                format!(
-                    "the permutation has {} entries but lhs has {k} columns",
-                    perm.shape[0]
-                ),
+                format!("the permutation has {} entries but lhs has {k} columns", perm.shape[0]),
             ));
         }
     }
@@ -211,14 +173,8 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape = dims
-            .iter()
-            .map(|d| {
-                d.parse::<i64>()
-                    .map(Dim::stat)
-                    .unwrap_or_else(|_| Dim::sym(d).unwrap())
-            })
-            .collect();
+        let shape =
+            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
         Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
     }
 
@@ -240,90 +196,37 @@ mod tests {
             ("Q5_K", 176, 256),
             ("Q6_K", 210, 256),
         ] {
-            let out = run(
-                OpKind::Dequantize,
-                enc(e),
-                &[t(DType::UInt8, &["n", &bytes.to_string()])],
-            )
-            .unwrap();
+            let out = run(OpKind::Dequantize, enc(e), &[t(DType::UInt8, &["n", &bytes.to_string()])]).unwrap();
             assert_eq!(out[0], t(DType::Float32, &["n", &elems.to_string()]), "{e}");
         }
-        let err = run(
-            OpKind::Dequantize,
-            enc("Q4_0"),
-            &[t(DType::UInt8, &["n", "35"])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("dequantize: quantized:")),
-            "{err}"
-        );
+        let err = run(OpKind::Dequantize, enc("Q4_0"), &[t(DType::UInt8, &["n", "35"])]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("dequantize: quantized:")), "{err}");
+        assert!(matches!(run(OpKind::Dequantize, enc("GPTQ"), &[t(DType::UInt8, &["36"])]), Err(GraphError::Value(_))));
         assert!(matches!(
-            run(OpKind::Dequantize, enc("GPTQ"), &[t(DType::UInt8, &["36"])]),
-            Err(GraphError::Value(_))
-        ));
-        assert!(matches!(
-            run(
-                OpKind::Dequantize,
-                enc("Q4_0"),
-                &[t(DType::Float32, &["36"])]
-            ),
+            run(OpKind::Dequantize, enc("Q4_0"), &[t(DType::Float32, &["36"])]),
             Err(GraphError::Type(_))
         ));
         assert!(matches!(
-            run(
-                OpKind::Dequantize,
-                enc("Q4_0"),
-                &[t(DType::UInt8, &["4", "k"])]
-            ),
+            run(OpKind::Dequantize, enc("Q4_0"), &[t(DType::UInt8, &["4", "k"])]),
             Err(GraphError::Type(_))
         ));
     }
 
     #[test]
     fn qmatmul_checks_k_and_gives_n() {
-        let out = run(
-            OpKind::QMatmul,
-            enc("Q4_0"),
-            &[
-                t(DType::Float32, &["b", "m", "64"]),
-                t(DType::UInt8, &["n", "36"]),
-            ],
-        )
-        .unwrap();
+        let out =
+            run(OpKind::QMatmul, enc("Q4_0"), &[t(DType::Float32, &["b", "m", "64"]), t(DType::UInt8, &["n", "36"])])
+                .unwrap();
         assert_eq!(out[0], t(DType::Float32, &["b", "m", "n"]));
-        let out = run(
-            OpKind::QMatmul,
-            enc("Q6_K"),
-            &[
-                t(DType::Float32, &["m", "512"]),
-                t(DType::UInt8, &["32", "420"]),
-            ],
-        )
-        .unwrap();
+        let out =
+            run(OpKind::QMatmul, enc("Q6_K"), &[t(DType::Float32, &["m", "512"]), t(DType::UInt8, &["32", "420"])])
+                .unwrap();
         assert_eq!(out[0], t(DType::Float32, &["m", "32"]));
-        let err = run(
-            OpKind::QMatmul,
-            enc("Q4_0"),
-            &[
-                t(DType::Float32, &["m", "32"]),
-                t(DType::UInt8, &["32", "36"]),
-            ],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("qmatmul: lhs:")),
-            "{err}"
-        );
+        let err = run(OpKind::QMatmul, enc("Q4_0"), &[t(DType::Float32, &["m", "32"]), t(DType::UInt8, &["32", "36"])])
+            .unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("qmatmul: lhs:")), "{err}");
         assert!(matches!(
-            run(
-                OpKind::QMatmul,
-                enc("Q4_0"),
-                &[
-                    t(DType::BFloat16, &["m", "64"]),
-                    t(DType::UInt8, &["32", "36"])
-                ]
-            ),
+            run(OpKind::QMatmul, enc("Q4_0"), &[t(DType::BFloat16, &["m", "64"]), t(DType::UInt8, &["32", "36"])]),
             Err(GraphError::Type(_))
         ));
     }
@@ -336,38 +239,20 @@ mod tests {
             .with("group_size", Attr::Int(128))
             .with("desc_act", Attr::Bool(false))
             .with("sym", Attr::Bool(true));
-        let out = run(
-            OpKind::QMatmul,
-            cfg.clone(),
-            &[
-                t(DType::BFloat16, &["m", "256"]),
-                t(DType::UInt8, &["132", "64"]),
-            ],
-        )
-        .unwrap();
+        let out =
+            run(OpKind::QMatmul, cfg.clone(), &[t(DType::BFloat16, &["m", "256"]), t(DType::UInt8, &["132", "64"])])
+                .unwrap();
         assert_eq!(out[0], t(DType::BFloat16, &["m", "64"]));
         let act = cfg.clone().with("desc_act", Attr::Bool(true));
         let out = run(
             OpKind::QMatmul,
             act.clone(),
-            &[
-                t(DType::BFloat16, &["m", "256"]),
-                t(DType::UInt8, &["132", "64"]),
-                t(DType::Int32, &["256"]),
-            ],
+            &[t(DType::BFloat16, &["m", "256"]), t(DType::UInt8, &["132", "64"]), t(DType::Int32, &["256"])],
         )
         .unwrap();
         assert_eq!(out[0], t(DType::BFloat16, &["m", "64"]));
         assert!(
-            run(
-                OpKind::QMatmul,
-                act,
-                &[
-                    t(DType::BFloat16, &["m", "256"]),
-                    t(DType::UInt8, &["132", "64"])
-                ]
-            )
-            .is_err()
+            run(OpKind::QMatmul, act, &[t(DType::BFloat16, &["m", "256"]), t(DType::UInt8, &["132", "64"])]).is_err()
         );
         let eight = cfg.with("bits", Attr::Int(8));
         assert!(
