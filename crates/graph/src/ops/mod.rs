@@ -16,6 +16,7 @@ pub mod elementwise;
 pub mod indexing;
 pub mod layout;
 pub mod linalg;
+pub mod pool;
 pub mod quant;
 pub mod reduction;
 
