@@ -1,5 +1,6 @@
-//! Convolutions: conv2d, conv2d_transpose and conv3d. The pooling ops and fold live in
-//! `pool.rs`; this module dispatches the whole family and holds the window arithmetic both use.
+//! Convolutions: conv2d and conv3d. conv2d_transpose lives in `conv_transpose.rs`, the pooling
+//! ops and fold in `pool.rs`; this module dispatches the whole family and holds the window and
+//! argument checks they share.
 //!
 //! Attributes (all optional in Rust, with the Python defaults):
 //! - conv2d: `stride` [2 ints >= 1], `dilation` [2 ints >= 1], `padding` [4 ints >= 0: top,
@@ -22,7 +23,7 @@
 //! MAX infers conv2d and conv3d results channels-last ([N, H, W, F]) for either input layout,
 //! while conv2d_transpose keeps the input's layout; we infer the same shapes.
 
-use super::{Ctx, OpKind, one, pool};
+use super::{Ctx, OpKind, conv_transpose, one, pool};
 use crate::dim::Dim;
 use crate::error::Result;
 use crate::types::{TensorType, Type, shape_str};
@@ -31,7 +32,7 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
     match ctx.kind {
         OpKind::Conv2d => conv(ctx, 2),
         OpKind::Conv3d => conv(ctx, 3),
-        OpKind::Conv2dTranspose => conv_transpose(ctx),
+        OpKind::Conv2dTranspose => conv_transpose::conv_transpose(ctx),
         OpKind::AvgPool2d | OpKind::MaxPool2d => pool::pool2d(ctx),
         OpKind::Fold => pool::fold(ctx),
         _ => Err(ctx.value_err("op", "not a convolution op")),
@@ -57,13 +58,20 @@ pub(super) fn int_list(ctx: &Ctx, key: &str, n: usize, default: i64, min: i64) -
 /// Kernel sizes must be at least 1 where they are known.
 pub(super) fn check_kernel(ctx: &Ctx, arg: &str, kernel: &[Dim]) -> Result<()> {
     if kernel.iter().any(|k| k.as_static().is_some_and(|k| k < 1)) {
-        return Err(ctx.value_err(arg, format!("kernel sizes must be positive, got {}", shape_str(kernel))));
+        return Err(ctx.value_err(
+            arg,
+            format!("kernel sizes must be positive, got {}", shape_str(kernel)),
+        ));
     }
     Ok(())
 }
 
 /// Wraps a Dim arithmetic error (overflow) with the op and argument.
-pub(super) fn dim_ok(ctx: &Ctx, arg: &str, r: std::result::Result<Dim, crate::error::GraphError>) -> Result<Dim> {
+pub(super) fn dim_ok(
+    ctx: &Ctx,
+    arg: &str,
+    r: std::result::Result<Dim, crate::error::GraphError>,
+) -> Result<Dim> {
     r.map_err(|e| ctx.value_err(arg, e.to_string()))
 }
 
@@ -71,13 +79,35 @@ pub(super) fn dim_ok(ctx: &Ctx, arg: &str, r: std::result::Result<Dim, crate::er
 /// - 1) // stride + 1` (rounding up with `ceil`). It is built as one floor division so that a
 /// symbolic result reads as MAX prints it: `(h + 1) // 2`, not `((h + -1) // 2) + 1`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn window_count(ctx: &Ctx, arg: &str, size: &Dim, kernel: &Dim, stride: i64, dilation: i64, pads: i64, ceil: bool) -> Result<Dim> {
-    let span = dim_ok(ctx, arg, kernel.sub(&Dim::stat(1)).and_then(|k| k.mul(&Dim::stat(dilation))))?;
+pub(super) fn window_count(
+    ctx: &Ctx,
+    arg: &str,
+    size: &Dim,
+    kernel: &Dim,
+    stride: i64,
+    dilation: i64,
+    pads: i64,
+    ceil: bool,
+) -> Result<Dim> {
+    let span = dim_ok(
+        ctx,
+        arg,
+        kernel
+            .sub(&Dim::stat(1))
+            .and_then(|k| k.mul(&Dim::stat(dilation))),
+    )?;
     let padded = dim_ok(ctx, arg, size.add(&Dim::stat(pads)))?;
-    let room = dim_ok(ctx, arg, padded.sub(&span).and_then(|r| r.sub(&Dim::stat(1))))?;
+    let room = dim_ok(
+        ctx,
+        arg,
+        padded.sub(&span).and_then(|r| r.sub(&Dim::stat(1))),
+    )?;
     if room.as_static().is_some_and(|r| r < 0) {
         let window = dim_ok(ctx, arg, span.add(&Dim::stat(1)))?;
-        return Err(ctx.value_err(arg, format!("the window spans {window} elements but the padded input has only {padded}")));
+        return Err(ctx.value_err(
+            arg,
+            format!("the window spans {window} elements but the padded input has only {padded}"),
+        ));
     }
     let round_up = if ceil { stride - 1 } else { 0 };
     let num = dim_ok(ctx, arg, room.add(&Dim::stat(stride + round_up)))?;
@@ -85,74 +115,151 @@ pub(super) fn window_count(ctx: &Ctx, arg: &str, size: &Dim, kernel: &Dim, strid
 }
 
 /// x, filter and the optional bias: tensors of one dtype on one device.
-fn conv_inputs<'a>(ctx: &Ctx<'a>) -> Result<(&'a TensorType, &'a TensorType, Option<&'a TensorType>)> {
+pub(super) fn conv_inputs<'a>(
+    ctx: &Ctx<'a>,
+) -> Result<(&'a TensorType, &'a TensorType, Option<&'a TensorType>)> {
     if !(2..=3).contains(&ctx.inputs.len()) {
-        return Err(ctx.value_err("inputs", format!("expected x, filter and an optional bias, got {} inputs", ctx.inputs.len())));
+        return Err(ctx.value_err(
+            "inputs",
+            format!(
+                "expected x, filter and an optional bias, got {} inputs",
+                ctx.inputs.len()
+            ),
+        ));
     }
     let x = ctx.tensor(0)?;
     let f = ctx.tensor(1)?;
-    let bias = if ctx.inputs.len() == 3 { Some(ctx.tensor(2)?) } else { None };
+    let bias = if ctx.inputs.len() == 3 {
+        Some(ctx.tensor(2)?)
+    } else {
+        None
+    };
     let idx: Vec<usize> = (0..ctx.inputs.len()).collect();
     ctx.same_device(&idx)?;
     for (i, t) in [(1, Some(f)), (2, bias)] {
         if let Some(t) = t {
             if t.dtype != x.dtype {
-                return Err(ctx.type_err(&ctx.arg(i), format!("dtype {} differs from x's {}; cast them to one dtype first", t.dtype, x.dtype)));
+                return Err(ctx.type_err(
+                    &ctx.arg(i),
+                    format!(
+                        "dtype {} differs from x's {}; cast them to one dtype first",
+                        t.dtype, x.dtype
+                    ),
+                ));
             }
         }
     }
     Ok((x, f, bias))
 }
 
-fn check_rank(ctx: &Ctx, arg: &str, t: &TensorType, rank: usize, what: &str) -> Result<()> {
+pub(super) fn check_rank(
+    ctx: &Ctx,
+    arg: &str,
+    t: &TensorType,
+    rank: usize,
+    what: &str,
+) -> Result<()> {
     if t.rank() != rank {
-        return Err(ctx.value_err(arg, format!("must be rank {rank} ({what}), got shape {}", shape_str(&t.shape))));
+        return Err(ctx.value_err(
+            arg,
+            format!(
+                "must be rank {rank} ({what}), got shape {}",
+                shape_str(&t.shape)
+            ),
+        ));
     }
     Ok(())
 }
 
-fn check_bias(ctx: &Ctx, bias: Option<&TensorType>, out_channels: &Dim) -> Result<()> {
+pub(super) fn check_bias(ctx: &Ctx, bias: Option<&TensorType>, out_channels: &Dim) -> Result<()> {
     if let Some(b) = bias {
         if b.rank() != 1 || &b.shape[0] != out_channels {
-            return Err(ctx.value_err("bias", format!("shape {} must be [{out_channels}], the output channels", shape_str(&b.shape))));
+            return Err(ctx.value_err(
+                "bias",
+                format!(
+                    "shape {} must be [{out_channels}], the output channels",
+                    shape_str(&b.shape)
+                ),
+            ));
         }
     }
     Ok(())
 }
 
 /// The input split for `input_layout`.
-struct Input {
-    batch: Dim,
-    spatial: Vec<Dim>,
-    channels: Dim,
-    channels_last: bool,
+pub(super) struct Input {
+    pub batch: Dim,
+    pub spatial: Vec<Dim>,
+    pub channels: Dim,
+    pub channels_last: bool,
 }
 
-fn split_input(ctx: &Ctx, x: &TensorType, nd: usize) -> Result<Input> {
-    let layout = if ctx.attr("input_layout").is_some() { ctx.string("input_layout")? } else { "NHWC" };
+pub(super) fn split_input(ctx: &Ctx, x: &TensorType, nd: usize) -> Result<Input> {
+    let layout = if ctx.attr("input_layout").is_some() {
+        ctx.string("input_layout")?
+    } else {
+        "NHWC"
+    };
     let channels_last = match layout {
         "NHWC" => true,
         "NCHW" => false,
-        other => return Err(ctx.value_err("input_layout", format!("must be NHWC or NCHW, got {other:?}"))),
+        other => {
+            return Err(ctx.value_err(
+                "input_layout",
+                format!("must be NHWC or NCHW, got {other:?}"),
+            ));
+        }
     };
-    check_rank(ctx, "x", x, nd + 2, if channels_last { "batch, spatial dims, channels" } else { "batch, channels, spatial dims" })?;
+    check_rank(
+        ctx,
+        "x",
+        x,
+        nd + 2,
+        if channels_last {
+            "batch, spatial dims, channels"
+        } else {
+            "batch, channels, spatial dims"
+        },
+    )?;
     let s = &x.shape;
-    let (spatial, channels) = if channels_last { (s[1..=nd].to_vec(), s[nd + 1].clone()) } else { (s[2..].to_vec(), s[1].clone()) };
-    Ok(Input { batch: s[0].clone(), spatial, channels, channels_last })
+    let (spatial, channels) = if channels_last {
+        (s[1..=nd].to_vec(), s[nd + 1].clone())
+    } else {
+        (s[2..].to_vec(), s[1].clone())
+    };
+    Ok(Input {
+        batch: s[0].clone(),
+        spatial,
+        channels,
+        channels_last,
+    })
 }
 
-fn layout_attr<'a>(ctx: &Ctx<'a>, default: &'a str) -> Result<&'a str> {
-    if ctx.attr("filter_layout").is_some() { ctx.string("filter_layout") } else { Ok(default) }
+pub(super) fn layout_attr<'a>(ctx: &Ctx<'a>, default: &'a str) -> Result<&'a str> {
+    if ctx.attr("filter_layout").is_some() {
+        ctx.string("filter_layout")
+    } else {
+        Ok(default)
+    }
 }
 
 /// Strides, dilations and paddings for `nd` spatial dims.
-fn window_attrs(ctx: &Ctx, nd: usize) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
-    Ok((int_list(ctx, "stride", nd, 1, 1)?, int_list(ctx, "dilation", nd, 1, 1)?, int_list(ctx, "padding", 2 * nd, 0, 0)?))
+pub(super) fn window_attrs(ctx: &Ctx, nd: usize) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+    Ok((
+        int_list(ctx, "stride", nd, 1, 1)?,
+        int_list(ctx, "dilation", nd, 1, 1)?,
+        int_list(ctx, "padding", 2 * nd, 0, 0)?,
+    ))
 }
 
 fn conv(ctx: &Ctx, nd: usize) -> Result<Vec<Type>> {
     let (x, f, bias) = conv_inputs(ctx)?;
-    let Input { batch, spatial, channels, .. } = split_input(ctx, x, nd)?;
+    let Input {
+        batch,
+        spatial,
+        channels,
+        ..
+    } = split_input(ctx, x, nd)?;
     let layout = layout_attr(ctx, if nd == 2 { "RSCF" } else { "QRSCF" })?;
     check_rank(ctx, "filter", f, nd + 2, &format!("{layout} layout"))?;
     let s = &f.shape;
@@ -162,12 +269,23 @@ fn conv(ctx: &Ctx, nd: usize) -> Result<Vec<Type>> {
         (2, "FCRS") | (3, "FCQRS") => (s[2..].to_vec(), &s[1], &s[0]),
         (2, "CFRS") => (s[2..].to_vec(), &s[0], &s[1]),
         _ => {
-            let known = if nd == 2 { "RSCF, FCRS or CFRS" } else { "QRSCF or FCQRS" };
-            return Err(ctx.value_err("filter_layout", format!("a {nd}-D convolution takes {known}, got {layout:?}")));
+            let known = if nd == 2 {
+                "RSCF, FCRS or CFRS"
+            } else {
+                "QRSCF or FCQRS"
+            };
+            return Err(ctx.value_err(
+                "filter_layout",
+                format!("a {nd}-D convolution takes {known}, got {layout:?}"),
+            ));
         }
     };
     check_kernel(ctx, "filter", &kernel)?;
-    let groups = if ctx.attr("groups").is_some() { ctx.int("groups")? } else { 1 };
+    let groups = if ctx.attr("groups").is_some() {
+        ctx.int("groups")?
+    } else {
+        1
+    };
     if groups < 1 {
         return Err(ctx.value_err("groups", format!("must be positive, got {groups}")));
     }
@@ -180,65 +298,29 @@ fn conv(ctx: &Ctx, nd: usize) -> Result<Vec<Type>> {
     }
     if let Some(n) = fo.as_static() {
         if n % groups != 0 {
-            return Err(ctx.value_err("filter", format!("its {n} output channels are not divisible by groups={groups}")));
+            return Err(ctx.value_err(
+                "filter",
+                format!("its {n} output channels are not divisible by groups={groups}"),
+            ));
         }
     }
     let (stride, dilation, padding) = window_attrs(ctx, nd)?;
     let mut shape = vec![batch];
     for i in 0..nd {
         let pads = padding[2 * i] + padding[2 * i + 1];
-        shape.push(window_count(ctx, "x", &spatial[i], &kernel[i], stride[i], dilation[i], pads, false)?);
+        shape.push(window_count(
+            ctx,
+            "x",
+            &spatial[i],
+            &kernel[i],
+            stride[i],
+            dilation[i],
+            pads,
+            false,
+        )?);
     }
     shape.push(fo.clone());
     check_bias(ctx, bias, fo)?;
-    one(TensorType { shape, ..x.clone() })
-}
-
-fn conv_transpose(ctx: &Ctx) -> Result<Vec<Type>> {
-    let (x, f, bias) = conv_inputs(ctx)?;
-    let Input { batch, spatial, channels, channels_last } = split_input(ctx, x, 2)?;
-    let layout = layout_attr(ctx, "RSCF")?;
-    check_rank(ctx, "filter", f, 4, &format!("{layout} layout"))?;
-    let s = &f.shape;
-    // (kernel, in_channels, out_channels)
-    let (kernel, fin, fout) = match layout {
-        "RSCF" => (s[..2].to_vec(), &s[3], &s[2]),
-        "CFRS" => (s[2..].to_vec(), &s[0], &s[1]),
-        "FCRS" => (s[2..].to_vec(), &s[1], &s[0]),
-        _ => return Err(ctx.value_err("filter_layout", format!("a transposed 2-D convolution takes RSCF, CFRS or FCRS, got {layout:?}"))),
-    };
-    check_kernel(ctx, "filter", &kernel)?;
-    if fin != &channels {
-        return Err(ctx.value_err(
-            "filter",
-            format!("x has {channels} channels but the {layout} filter takes {fin} input channels (insert a rebind if they are equal at run time)"),
-        ));
-    }
-    let (stride, dilation, padding) = window_attrs(ctx, 2)?;
-    let out_pad = int_list(ctx, "output_paddings", 2, 0, 0)?;
-    for i in 0..2 {
-        if out_pad[i] >= stride[i] && out_pad[i] >= dilation[i] {
-            return Err(ctx.value_err(
-                "output_paddings",
-                format!("each must be smaller than its stride or its dilation, got {out_pad:?} with stride {stride:?} and dilation {dilation:?}"),
-            ));
-        }
-    }
-    let mut out_spatial = Vec::with_capacity(2);
-    for i in 0..2 {
-        // (size - 1) * stride - pads + dilation * (kernel - 1) + 1 + output_padding
-        let span = dim_ok(ctx, "filter", kernel[i].sub(&Dim::stat(1)).and_then(|k| k.mul(&Dim::stat(dilation[i]))))?;
-        let grown = dim_ok(ctx, "x", spatial[i].sub(&Dim::stat(1)).and_then(|d| d.mul(&Dim::stat(stride[i]))))?;
-        let extra = 1 + out_pad[i] - padding[2 * i] - padding[2 * i + 1];
-        let size = dim_ok(ctx, "x", grown.add(&span).and_then(|d| d.add(&Dim::stat(extra))))?;
-        if size.as_static().is_some_and(|n| n < 1) {
-            return Err(ctx.value_err("padding", format!("{padding:?} leaves no output along spatial dim {i} (size {size})")));
-        }
-        out_spatial.push(size);
-    }
-    check_bias(ctx, bias, fout)?;
-    let [h, w]: [Dim; 2] = out_spatial.try_into().map_err(|_| ctx.value_err("x", "expected two spatial dims"))?;
-    let shape = if channels_last { vec![batch, h, w, fout.clone()] } else { vec![batch, fout.clone(), h, w] };
     one(TensorType { shape, ..x.clone() })
 }
 
@@ -252,11 +334,17 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn dim(d: &str) -> Dim {
-        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
+        d.parse::<i64>()
+            .map(Dim::stat)
+            .unwrap_or_else(|_| Dim::sym(d).unwrap())
     }
 
     fn t(dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(DType::Float32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
+        Type::Tensor(TensorType::new(
+            DType::Float32,
+            dims.iter().map(|d| dim(d)).collect(),
+            DeviceRef::CPU,
+        ))
     }
 
     fn ints(v: &[i64]) -> Attr {
@@ -273,99 +361,252 @@ mod tests {
 
     #[test]
     fn conv2d_static_shapes() {
-        let out = run(OpKind::Conv2d, Attrs::new(), &[t(&["1", "8", "8", "3"]), t(&["3", "3", "3", "16"])]).unwrap();
+        let out = run(
+            OpKind::Conv2d,
+            Attrs::new(),
+            &[t(&["1", "8", "8", "3"]), t(&["3", "3", "3", "16"])],
+        )
+        .unwrap();
         assert_eq!(out, t(&["1", "6", "6", "16"]));
-        let attrs = Attrs::new().with("stride", ints(&[2, 1])).with("dilation", ints(&[2, 1])).with("padding", ints(&[1, 2, 0, 0]));
-        let out = run(OpKind::Conv2d, attrs, &[t(&["1", "9", "7", "3"]), t(&["3", "3", "3", "16"])]).unwrap();
+        let attrs = Attrs::new()
+            .with("stride", ints(&[2, 1]))
+            .with("dilation", ints(&[2, 1]))
+            .with("padding", ints(&[1, 2, 0, 0]));
+        let out = run(
+            OpKind::Conv2d,
+            attrs,
+            &[t(&["1", "9", "7", "3"]), t(&["3", "3", "3", "16"])],
+        )
+        .unwrap();
         assert_eq!(out, t(&["1", "4", "5", "16"]));
     }
 
     #[test]
     fn conv2d_symbolic_shapes_read_like_max() {
-        let attrs = Attrs::new().with("stride", ints(&[2, 2])).with("padding", ints(&[1, 1, 1, 1]));
-        let out = run(OpKind::Conv2d, attrs, &[t(&["n", "h", "w", "3"]), t(&["3", "3", "3", "16"])]).unwrap();
+        let attrs = Attrs::new()
+            .with("stride", ints(&[2, 2]))
+            .with("padding", ints(&[1, 1, 1, 1]));
+        let out = run(
+            OpKind::Conv2d,
+            attrs,
+            &[t(&["n", "h", "w", "3"]), t(&["3", "3", "3", "16"])],
+        )
+        .unwrap();
         assert_eq!(shape(&out), "[n, (h + 1) // 2, (w + 1) // 2, 16]");
-        let attrs = Attrs::new().with("stride", ints(&[2, 1])).with("dilation", ints(&[2, 1])).with("padding", ints(&[1, 2, 0, 0]));
-        let out = run(OpKind::Conv2d, attrs, &[t(&["n", "h", "w", "3"]), t(&["3", "3", "3", "16"])]).unwrap();
+        let attrs = Attrs::new()
+            .with("stride", ints(&[2, 1]))
+            .with("dilation", ints(&[2, 1]))
+            .with("padding", ints(&[1, 2, 0, 0]));
+        let out = run(
+            OpKind::Conv2d,
+            attrs,
+            &[t(&["n", "h", "w", "3"]), t(&["3", "3", "3", "16"])],
+        )
+        .unwrap();
         assert_eq!(shape(&out), "[n, h // 2, w + -2, 16]");
-        let out = run(OpKind::Conv2d, Attrs::new(), &[t(&["1", "8", "8", "3"]), t(&["r", "s", "3", "16"])]).unwrap();
+        let out = run(
+            OpKind::Conv2d,
+            Attrs::new(),
+            &[t(&["1", "8", "8", "3"]), t(&["r", "s", "3", "16"])],
+        )
+        .unwrap();
         assert_eq!(shape(&out), "[1, (r * -1) + 9, (s * -1) + 9, 16]");
     }
 
     #[test]
     fn conv2d_layouts_groups_and_bias() {
-        let nchw = Attrs::new().with("input_layout", Attr::Str("NCHW".into())).with("filter_layout", Attr::Str("FCRS".into()));
-        let out = run(OpKind::Conv2d, nchw, &[t(&["1", "3", "8", "10"]), t(&["16", "3", "3", "5"])]).unwrap();
+        let nchw = Attrs::new()
+            .with("input_layout", Attr::Str("NCHW".into()))
+            .with("filter_layout", Attr::Str("FCRS".into()));
+        let out = run(
+            OpKind::Conv2d,
+            nchw,
+            &[t(&["1", "3", "8", "10"]), t(&["16", "3", "3", "5"])],
+        )
+        .unwrap();
         assert_eq!(out, t(&["1", "6", "6", "16"]));
         let cfrs = Attrs::new().with("filter_layout", Attr::Str("CFRS".into()));
-        assert_eq!(run(OpKind::Conv2d, cfrs, &[t(&["1", "8", "8", "3"]), t(&["3", "16", "3", "3"])]).unwrap(), t(&["1", "6", "6", "16"]));
+        assert_eq!(
+            run(
+                OpKind::Conv2d,
+                cfrs,
+                &[t(&["1", "8", "8", "3"]), t(&["3", "16", "3", "3"])]
+            )
+            .unwrap(),
+            t(&["1", "6", "6", "16"])
+        );
         let g = |n: i64| Attrs::new().with("groups", Attr::Int(n));
-        assert_eq!(run(OpKind::Conv2d, g(4), &[t(&["1", "8", "8", "4"]), t(&["3", "3", "1", "8"])]).unwrap(), t(&["1", "6", "6", "8"]));
-        let err = run(OpKind::Conv2d, g(2), &[t(&["1", "8", "8", "4"]), t(&["3", "3", "2", "15"])]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: filter:") && m.contains("divisible")), "{err}");
-        assert!(matches!(run(OpKind::Conv2d, g(0), &[t(&["1", "8", "8", "4"]), t(&["3", "3", "2", "16"])]), Err(GraphError::Value(m)) if m.starts_with("conv2d: groups:")));
-        let err = run(OpKind::Conv2d, Attrs::new(), &[t(&["1", "8", "8", "c"]), t(&["3", "3", "d", "16"])]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: filter:")), "{err}");
-        let ok = run(OpKind::Conv2d, Attrs::new(), &[t(&["1", "8", "8", "3"]), t(&["3", "3", "3", "16"]), t(&["16"])]).unwrap();
+        assert_eq!(
+            run(
+                OpKind::Conv2d,
+                g(4),
+                &[t(&["1", "8", "8", "4"]), t(&["3", "3", "1", "8"])]
+            )
+            .unwrap(),
+            t(&["1", "6", "6", "8"])
+        );
+        let err = run(
+            OpKind::Conv2d,
+            g(2),
+            &[t(&["1", "8", "8", "4"]), t(&["3", "3", "2", "15"])],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: filter:") && m.contains("divisible")),
+            "{err}"
+        );
+        assert!(
+            matches!(run(OpKind::Conv2d, g(0), &[t(&["1", "8", "8", "4"]), t(&["3", "3", "2", "16"])]), Err(GraphError::Value(m)) if m.starts_with("conv2d: groups:"))
+        );
+        let err = run(
+            OpKind::Conv2d,
+            Attrs::new(),
+            &[t(&["1", "8", "8", "c"]), t(&["3", "3", "d", "16"])],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: filter:")),
+            "{err}"
+        );
+        let ok = run(
+            OpKind::Conv2d,
+            Attrs::new(),
+            &[
+                t(&["1", "8", "8", "3"]),
+                t(&["3", "3", "3", "16"]),
+                t(&["16"]),
+            ],
+        )
+        .unwrap();
         assert_eq!(ok, t(&["1", "6", "6", "16"]));
-        let err = run(OpKind::Conv2d, Attrs::new(), &[t(&["1", "8", "8", "3"]), t(&["3", "3", "3", "16"]), t(&["15"])]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: bias:")), "{err}");
+        let err = run(
+            OpKind::Conv2d,
+            Attrs::new(),
+            &[
+                t(&["1", "8", "8", "3"]),
+                t(&["3", "3", "3", "16"]),
+                t(&["15"]),
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: bias:")),
+            "{err}"
+        );
     }
 
     #[test]
     fn conv2d_rejects_bad_arguments() {
         let x = t(&["1", "8", "8", "3"]);
         let f = t(&["3", "3", "3", "16"]);
-        let bad = |key: &str, v: &[i64]| run(OpKind::Conv2d, Attrs::new().with(key, ints(v)), &[x.clone(), f.clone()]).unwrap_err();
-        for (key, v) in [("stride", &[0, 1][..]), ("dilation", &[1, 0]), ("padding", &[-1, 0, 0, 0]), ("padding", &[1, 1]), ("stride", &[1, 1, 1])] {
-            assert!(matches!(bad(key, v), GraphError::Value(m) if m.starts_with(&format!("conv2d: {key}:"))), "{key} {v:?}");
+        let bad = |key: &str, v: &[i64]| {
+            run(
+                OpKind::Conv2d,
+                Attrs::new().with(key, ints(v)),
+                &[x.clone(), f.clone()],
+            )
+            .unwrap_err()
+        };
+        for (key, v) in [
+            ("stride", &[0, 1][..]),
+            ("dilation", &[1, 0]),
+            ("padding", &[-1, 0, 0, 0]),
+            ("padding", &[1, 1]),
+            ("stride", &[1, 1, 1]),
+        ] {
+            assert!(
+                matches!(bad(key, v), GraphError::Value(m) if m.starts_with(&format!("conv2d: {key}:"))),
+                "{key} {v:?}"
+            );
         }
-        let err = run(OpKind::Conv2d, Attrs::new(), &[t(&["1", "2", "2", "3"]), f.clone()]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: x:") && m.contains("window")), "{err}");
-        assert!(matches!(run(OpKind::Conv2d, Attrs::new(), &[t(&["8", "8", "3"]), f.clone()]), Err(GraphError::Value(m)) if m.starts_with("conv2d: x:")));
-        assert!(matches!(run(OpKind::Conv2d, Attrs::new(), &[x.clone(), t(&["3", "3", "16"])]), Err(GraphError::Value(m)) if m.starts_with("conv2d: filter:")));
+        let err = run(
+            OpKind::Conv2d,
+            Attrs::new(),
+            &[t(&["1", "2", "2", "3"]), f.clone()],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("conv2d: x:") && m.contains("window")),
+            "{err}"
+        );
+        assert!(
+            matches!(run(OpKind::Conv2d, Attrs::new(), &[t(&["8", "8", "3"]), f.clone()]), Err(GraphError::Value(m)) if m.starts_with("conv2d: x:"))
+        );
+        assert!(
+            matches!(run(OpKind::Conv2d, Attrs::new(), &[x.clone(), t(&["3", "3", "16"])]), Err(GraphError::Value(m)) if m.starts_with("conv2d: filter:"))
+        );
         let q = Attrs::new().with("filter_layout", Attr::Str("QRSCF".into()));
-        assert!(matches!(run(OpKind::Conv2d, q, &[x.clone(), f.clone()]), Err(GraphError::Value(m)) if m.starts_with("conv2d: filter_layout:")));
-        let f16 = Type::Tensor(TensorType::new(DType::Float16, vec![Dim::stat(3); 4], DeviceRef::CPU));
-        assert!(matches!(run(OpKind::Conv2d, Attrs::new(), &[x, f16]), Err(GraphError::Type(_))));
+        assert!(
+            matches!(run(OpKind::Conv2d, q, &[x.clone(), f.clone()]), Err(GraphError::Value(m)) if m.starts_with("conv2d: filter_layout:"))
+        );
+        let f16 = Type::Tensor(TensorType::new(
+            DType::Float16,
+            vec![Dim::stat(3); 4],
+            DeviceRef::CPU,
+        ));
+        assert!(matches!(
+            run(OpKind::Conv2d, Attrs::new(), &[x, f16]),
+            Err(GraphError::Type(_))
+        ));
     }
 
     #[test]
     fn conv3d_shapes() {
-        let out = run(OpKind::Conv3d, Attrs::new(), &[t(&["1", "5", "8", "8", "3"]), t(&["2", "3", "3", "3", "16"])]).unwrap();
+        let out = run(
+            OpKind::Conv3d,
+            Attrs::new(),
+            &[
+                t(&["1", "5", "8", "8", "3"]),
+                t(&["2", "3", "3", "3", "16"]),
+            ],
+        )
+        .unwrap();
         assert_eq!(out, t(&["1", "4", "6", "6", "16"]));
-        let attrs = Attrs::new().with("stride", ints(&[1, 2, 3])).with("dilation", ints(&[2, 1, 1])).with("padding", ints(&[0, 1, 1, 1, 1, 0]));
-        let out = run(OpKind::Conv3d, attrs.clone(), &[t(&["2", "7", "9", "11", "3"]), t(&["2", "3", "3", "3", "16"])]).unwrap();
+        let attrs = Attrs::new()
+            .with("stride", ints(&[1, 2, 3]))
+            .with("dilation", ints(&[2, 1, 1]))
+            .with("padding", ints(&[0, 1, 1, 1, 1, 0]));
+        let out = run(
+            OpKind::Conv3d,
+            attrs.clone(),
+            &[
+                t(&["2", "7", "9", "11", "3"]),
+                t(&["2", "3", "3", "3", "16"]),
+            ],
+        )
+        .unwrap();
         assert_eq!(out, t(&["2", "6", "5", "4", "16"]));
-        let out = run(OpKind::Conv3d, attrs, &[t(&["n", "d", "h", "w", "3"]), t(&["2", "3", "3", "3", "16"])]).unwrap();
+        let out = run(
+            OpKind::Conv3d,
+            attrs,
+            &[
+                t(&["n", "d", "h", "w", "3"]),
+                t(&["2", "3", "3", "3", "16"]),
+            ],
+        )
+        .unwrap();
         assert_eq!(shape(&out), "[n, d + -1, (h + 1) // 2, (w + 1) // 3, 16]");
-        let fcqrs = Attrs::new().with("filter_layout", Attr::Str("FCQRS".into())).with("groups", Attr::Int(3));
-        let out = run(OpKind::Conv3d, fcqrs, &[t(&["1", "5", "8", "8", "6"]), t(&["9", "2", "2", "3", "3"])]).unwrap();
+        let fcqrs = Attrs::new()
+            .with("filter_layout", Attr::Str("FCQRS".into()))
+            .with("groups", Attr::Int(3));
+        let out = run(
+            OpKind::Conv3d,
+            fcqrs,
+            &[t(&["1", "5", "8", "8", "6"]), t(&["9", "2", "2", "3", "3"])],
+        )
+        .unwrap();
         assert_eq!(out, t(&["1", "4", "6", "6", "9"]));
         let rscf = Attrs::new().with("filter_layout", Attr::Str("RSCF".into()));
-        assert!(run(OpKind::Conv3d, rscf, &[t(&["1", "5", "8", "8", "3"]), t(&["2", "3", "3", "3", "16"])]).is_err());
-    }
-
-    #[test]
-    fn conv2d_transpose_shapes() {
-        let ct = |attrs: Attrs, x: &[&str], f: &[&str]| run(OpKind::Conv2dTranspose, attrs, &[t(x), t(f)]);
-        assert_eq!(ct(Attrs::new(), &["1", "4", "4", "3"], &["3", "3", "8", "3"]).unwrap(), t(&["1", "6", "6", "8"]));
-        let attrs = Attrs::new().with("stride", ints(&[2, 3])).with("padding", ints(&[1, 0, 0, 2])).with("dilation", ints(&[1, 2]));
-        assert_eq!(ct(attrs.clone(), &["1", "4", "5", "3"], &["3", "3", "8", "3"]).unwrap(), t(&["1", "8", "15", "8"]));
-        assert_eq!(shape(&ct(attrs, &["n", "h", "w", "3"], &["3", "3", "8", "3"]).unwrap()), "[n, h * 2, w * 3, 8]");
-        let op = Attrs::new().with("stride", ints(&[2, 2])).with("output_paddings", ints(&[1, 1]));
-        assert_eq!(ct(op, &["1", "4", "4", "3"], &["3", "3", "8", "3"]).unwrap(), t(&["1", "10", "10", "8"]));
-        let nchw = Attrs::new().with("input_layout", Attr::Str("NCHW".into())).with("filter_layout", Attr::Str("CFRS".into()));
-        assert_eq!(ct(nchw, &["1", "3", "4", "5"], &["3", "8", "3", "3"]).unwrap(), t(&["1", "8", "6", "7"]));
-        let fcrs = Attrs::new().with("filter_layout", Attr::Str("FCRS".into()));
-        assert_eq!(ct(fcrs, &["1", "4", "4", "3"], &["8", "3", "3", "3"]).unwrap(), t(&["1", "6", "6", "8"]));
-        let err = ct(Attrs::new().with("output_paddings", ints(&[1, 0])), &["1", "4", "4", "3"], &["3", "3", "8", "3"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d_transpose: output_paddings:")), "{err}");
-        let err = ct(Attrs::new(), &["1", "4", "4", "4"], &["3", "3", "8", "3"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d_transpose: filter:")), "{err}");
-        let err = ct(Attrs::new().with("padding", ints(&[3, 3, 0, 0])), &["1", "1", "4", "3"], &["3", "3", "8", "3"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("conv2d_transpose: padding:")), "{err}");
-        let with_bias = run(OpKind::Conv2dTranspose, Attrs::new(), &[t(&["1", "4", "4", "3"]), t(&["3", "3", "8", "3"]), t(&["8"])]);
-        assert_eq!(with_bias.unwrap(), t(&["1", "6", "6", "8"]));
+        assert!(
+            run(
+                OpKind::Conv3d,
+                rscf,
+                &[
+                    t(&["1", "5", "8", "8", "3"]),
+                    t(&["2", "3", "3", "3", "16"])
+                ]
+            )
+            .is_err()
+        );
     }
 }

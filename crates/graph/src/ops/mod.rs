@@ -11,6 +11,7 @@ use crate::types::{DeviceRef, TensorType, Type};
 pub mod buffer;
 pub mod control;
 pub mod conv;
+pub mod conv_transpose;
 pub mod creation;
 pub mod elementwise;
 pub mod indexing;

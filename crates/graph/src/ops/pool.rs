@@ -29,7 +29,13 @@ pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     if x.rank() != 4 {
-        return Err(ctx.value_err("input", format!("must be rank 4 (NHWC: batch, height, width, channels), got shape {}", shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "input",
+            format!(
+                "must be rank 4 (NHWC: batch, height, width, channels), got shape {}",
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let kernel = two_dims(ctx, "kernel_size")?;
     check_kernel(ctx, "kernel_size", kernel)?;
@@ -43,7 +49,16 @@ pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
     let mut shape = vec![x.shape[0].clone()];
     for i in 0..2 {
         let pads = padding[2 * i] + padding[2 * i + 1];
-        shape.push(window_count(ctx, "input", &x.shape[1 + i], &kernel[i], stride[i], dilation[i], pads, ceil)?);
+        shape.push(window_count(
+            ctx,
+            "input",
+            &x.shape[1 + i],
+            &kernel[i],
+            stride[i],
+            dilation[i],
+            pads,
+            ceil,
+        )?);
     }
     shape.push(x.shape[3].clone());
     one(TensorType { shape, ..x.clone() })
@@ -55,11 +70,20 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     if x.rank() != 3 {
-        return Err(ctx.value_err("input", format!("must be rank 3 (batch, channels * kernel size, blocks), got shape {}", shape_str(&x.shape))));
+        return Err(ctx.value_err(
+            "input",
+            format!(
+                "must be rank 3 (batch, channels * kernel size, blocks), got shape {}",
+                shape_str(&x.shape)
+            ),
+        ));
     }
     let out = two_dims(ctx, "output_size")?;
     if out.iter().any(|d| d.as_static().is_some_and(|n| n < 1)) {
-        return Err(ctx.value_err("output_size", format!("sizes must be positive, got {}", shape_str(out))));
+        return Err(ctx.value_err(
+            "output_size",
+            format!("sizes must be positive, got {}", shape_str(out)),
+        ));
     }
     let kernel = two_dims(ctx, "kernel_size")?;
     check_kernel(ctx, "kernel_size", kernel)?;
@@ -71,14 +95,29 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
     let packed = &x.shape[1];
     if let (Some(ck), Some(k)) = (packed.as_static(), kernel_elems.as_static()) {
         if ck % k != 0 {
-            return Err(ctx.value_err("input", format!("dimension 1 ({ck}) must be a multiple of the kernel size {} * {} = {k}", kernel[0], kernel[1])));
+            return Err(ctx.value_err(
+                "input",
+                format!(
+                    "dimension 1 ({ck}) must be a multiple of the kernel size {} * {} = {k}",
+                    kernel[0], kernel[1]
+                ),
+            ));
         }
     }
     let channels = dim_ok(ctx, "input", packed.floordiv(&kernel_elems))?;
 
     let mut blocks = Dim::stat(1);
     for i in 0..2 {
-        let n = window_count(ctx, "output_size", &out[i], &kernel[i], stride[i], dilation[i], 2 * padding[i], false)?;
+        let n = window_count(
+            ctx,
+            "output_size",
+            &out[i],
+            &kernel[i],
+            stride[i],
+            dilation[i],
+            2 * padding[i],
+            false,
+        )?;
         blocks = dim_ok(ctx, "input", blocks.mul(&n))?;
     }
     if x.shape[2] != blocks {
@@ -104,11 +143,17 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn dim(d: &str) -> Dim {
-        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
+        d.parse::<i64>()
+            .map(Dim::stat)
+            .unwrap_or_else(|_| Dim::sym(d).unwrap())
     }
 
     fn t(dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(DType::Int32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
+        Type::Tensor(TensorType::new(
+            DType::Int32,
+            dims.iter().map(|d| dim(d)).collect(),
+            DeviceRef::CPU,
+        ))
     }
 
     fn dims(v: &[&str]) -> Attr {
@@ -133,62 +178,169 @@ mod tests {
 
     #[test]
     fn pool_static_shapes() {
-        assert_eq!(run(OpKind::AvgPool2d, k("2", "2"), &["1", "8", "8", "3"]).unwrap(), t(&["1", "7", "7", "3"]));
-        let a = k("3", "2").with("stride", ints(&[2, 3])).with("dilation", ints(&[1, 2])).with("padding", ints(&[1, 1, 0, 0]));
-        assert_eq!(run(OpKind::AvgPool2d, a, &["1", "8", "9", "3"]).unwrap(), t(&["1", "4", "3", "3"]));
-        let ceil = k("2", "2").with("stride", ints(&[2, 2])).with("ceil_mode", Attr::Bool(true));
-        assert_eq!(run(OpKind::MaxPool2d, ceil.clone(), &["1", "7", "9", "3"]).unwrap(), t(&["1", "4", "5", "3"]));
+        assert_eq!(
+            run(OpKind::AvgPool2d, k("2", "2"), &["1", "8", "8", "3"]).unwrap(),
+            t(&["1", "7", "7", "3"])
+        );
+        let a = k("3", "2")
+            .with("stride", ints(&[2, 3]))
+            .with("dilation", ints(&[1, 2]))
+            .with("padding", ints(&[1, 1, 0, 0]));
+        assert_eq!(
+            run(OpKind::AvgPool2d, a, &["1", "8", "9", "3"]).unwrap(),
+            t(&["1", "4", "3", "3"])
+        );
+        let ceil = k("2", "2")
+            .with("stride", ints(&[2, 2]))
+            .with("ceil_mode", Attr::Bool(true));
+        assert_eq!(
+            run(OpKind::MaxPool2d, ceil.clone(), &["1", "7", "9", "3"]).unwrap(),
+            t(&["1", "4", "5", "3"])
+        );
         let ceil_pad = ceil.with("padding", ints(&[1, 1, 1, 1]));
-        assert_eq!(run(OpKind::MaxPool2d, ceil_pad, &["1", "8", "9", "3"]).unwrap(), t(&["1", "5", "6", "3"]));
+        assert_eq!(
+            run(OpKind::MaxPool2d, ceil_pad, &["1", "8", "9", "3"]).unwrap(),
+            t(&["1", "5", "6", "3"])
+        );
     }
 
     #[test]
     fn pool_symbolic_shapes() {
-        let a = k("3", "3").with("stride", ints(&[2, 2])).with("padding", ints(&[1, 1, 1, 1]));
-        assert_eq!(shape(&run(OpKind::AvgPool2d, a, &["n", "h", "w", "3"]).unwrap()), "[n, (h + 1) // 2, (w + 1) // 2, 3]");
-        let ceil = k("3", "3").with("stride", ints(&[2, 2])).with("ceil_mode", Attr::Bool(true));
-        assert_eq!(shape(&run(OpKind::MaxPool2d, ceil, &["n", "h", "w", "3"]).unwrap()), "[n, h // 2, w // 2, 3]");
-        assert_eq!(shape(&run(OpKind::AvgPool2d, k("k", "k"), &["1", "8", "8", "3"]).unwrap()), "[1, (k * -1) + 9, (k * -1) + 9, 3]");
+        let a = k("3", "3")
+            .with("stride", ints(&[2, 2]))
+            .with("padding", ints(&[1, 1, 1, 1]));
+        assert_eq!(
+            shape(&run(OpKind::AvgPool2d, a, &["n", "h", "w", "3"]).unwrap()),
+            "[n, (h + 1) // 2, (w + 1) // 2, 3]"
+        );
+        let ceil = k("3", "3")
+            .with("stride", ints(&[2, 2]))
+            .with("ceil_mode", Attr::Bool(true));
+        assert_eq!(
+            shape(&run(OpKind::MaxPool2d, ceil, &["n", "h", "w", "3"]).unwrap()),
+            "[n, h // 2, w // 2, 3]"
+        );
+        assert_eq!(
+            shape(&run(OpKind::AvgPool2d, k("k", "k"), &["1", "8", "8", "3"]).unwrap()),
+            "[1, (k * -1) + 9, (k * -1) + 9, 3]"
+        );
     }
 
     #[test]
     fn pool_errors() {
         let err = run(OpKind::AvgPool2d, k("9", "3"), &["1", "8", "8", "3"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("avg_pool2d: input:") && m.contains("int32[1, 8, 8, 3]")), "{err}");
-        assert!(matches!(run(OpKind::MaxPool2d, k("0", "2"), &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("max_pool2d: kernel_size:")));
-        assert!(matches!(run(OpKind::MaxPool2d, k("2", "2"), &["8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("max_pool2d: input:")));
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("avg_pool2d: input:") && m.contains("int32[1, 8, 8, 3]")),
+            "{err}"
+        );
+        assert!(
+            matches!(run(OpKind::MaxPool2d, k("0", "2"), &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("max_pool2d: kernel_size:"))
+        );
+        assert!(
+            matches!(run(OpKind::MaxPool2d, k("2", "2"), &["8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("max_pool2d: input:"))
+        );
         let s0 = k("2", "2").with("stride", ints(&[0, 1]));
-        assert!(matches!(run(OpKind::AvgPool2d, s0, &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("avg_pool2d: stride:")));
+        assert!(
+            matches!(run(OpKind::AvgPool2d, s0, &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("avg_pool2d: stride:"))
+        );
         let k3 = Attrs::new().with("kernel_size", dims(&["2", "2", "2"]));
-        assert!(matches!(run(OpKind::AvgPool2d, k3, &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("avg_pool2d: kernel_size:")));
+        assert!(
+            matches!(run(OpKind::AvgPool2d, k3, &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("avg_pool2d: kernel_size:"))
+        );
     }
 
     fn fold_attrs(out: [&str; 2], kernel: [&str; 2]) -> Attrs {
-        Attrs::new().with("output_size", dims(&out)).with("kernel_size", dims(&kernel))
+        Attrs::new()
+            .with("output_size", dims(&out))
+            .with("kernel_size", dims(&kernel))
     }
 
     #[test]
     fn fold_shapes() {
-        assert_eq!(run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["1", "12", "12"]).unwrap(), t(&["1", "3", "4", "5"]));
-        let a = fold_attrs(["5", "6"], ["3", "2"]).with("stride", ints(&[2, 1])).with("padding", ints(&[1, 0])).with("dilation", ints(&[1, 2]));
-        assert_eq!(run(OpKind::Fold, a, &["n", "12", "12"]).unwrap(), t(&["n", "2", "5", "6"]));
-        assert!(run(OpKind::Fold, fold_attrs(["h", "w"], ["2", "2"]), &["n", "12", "L"]).is_err());
-        let blocks = dim("h").sub(&Dim::stat(1)).unwrap().mul(&dim("w").sub(&Dim::stat(1)).unwrap()).unwrap();
-        let x = Type::Tensor(TensorType::new(DType::Int32, vec![dim("n"), dim("ck"), blocks], DeviceRef::CPU));
-        let out = infer_op(&Op { kind: OpKind::Fold, attrs: fold_attrs(["h", "w"], ["2", "2"]) }, &[x]).unwrap();
+        assert_eq!(
+            run(
+                OpKind::Fold,
+                fold_attrs(["4", "5"], ["2", "2"]),
+                &["1", "12", "12"]
+            )
+            .unwrap(),
+            t(&["1", "3", "4", "5"])
+        );
+        let a = fold_attrs(["5", "6"], ["3", "2"])
+            .with("stride", ints(&[2, 1]))
+            .with("padding", ints(&[1, 0]))
+            .with("dilation", ints(&[1, 2]));
+        assert_eq!(
+            run(OpKind::Fold, a, &["n", "12", "12"]).unwrap(),
+            t(&["n", "2", "5", "6"])
+        );
+        assert!(
+            run(
+                OpKind::Fold,
+                fold_attrs(["h", "w"], ["2", "2"]),
+                &["n", "12", "L"]
+            )
+            .is_err()
+        );
+        let blocks = dim("h")
+            .sub(&Dim::stat(1))
+            .unwrap()
+            .mul(&dim("w").sub(&Dim::stat(1)).unwrap())
+            .unwrap();
+        let x = Type::Tensor(TensorType::new(
+            DType::Int32,
+            vec![dim("n"), dim("ck"), blocks],
+            DeviceRef::CPU,
+        ));
+        let out = infer_op(
+            &Op {
+                kind: OpKind::Fold,
+                attrs: fold_attrs(["h", "w"], ["2", "2"]),
+            },
+            &[x],
+        )
+        .unwrap();
         assert_eq!(shape(&out[0]), "[n, ck // 4, h, w]");
     }
 
     #[test]
     fn fold_errors() {
-        let err = run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["1", "12", "11"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("12")), "{err}");
-        let err = run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["1", "13", "12"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("multiple")), "{err}");
-        let err = run(OpKind::Fold, fold_attrs(["4", "5"], ["6", "2"]), &["1", "36", "12"]).unwrap_err();
-        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("fold: output_size:")), "{err}");
-        assert!(matches!(run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["12", "12"]), Err(GraphError::Value(m)) if m.starts_with("fold: input:")));
+        let err = run(
+            OpKind::Fold,
+            fold_attrs(["4", "5"], ["2", "2"]),
+            &["1", "12", "11"],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("12")),
+            "{err}"
+        );
+        let err = run(
+            OpKind::Fold,
+            fold_attrs(["4", "5"], ["2", "2"]),
+            &["1", "13", "12"],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("multiple")),
+            "{err}"
+        );
+        let err = run(
+            OpKind::Fold,
+            fold_attrs(["4", "5"], ["6", "2"]),
+            &["1", "36", "12"],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("fold: output_size:")),
+            "{err}"
+        );
+        assert!(
+            matches!(run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["12", "12"]), Err(GraphError::Value(m)) if m.starts_with("fold: input:"))
+        );
         let s0 = fold_attrs(["4", "5"], ["2", "2"]).with("stride", ints(&[0, 1]));
-        assert!(matches!(run(OpKind::Fold, s0, &["1", "12", "12"]), Err(GraphError::Value(m)) if m.starts_with("fold: stride:")));
+        assert!(
+            matches!(run(OpKind::Fold, s0, &["1", "12", "12"]), Err(GraphError::Value(m)) if m.starts_with("fold: stride:"))
+        );
     }
 }
