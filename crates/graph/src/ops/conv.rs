@@ -10,7 +10,7 @@
 //!   before/after, width before/after], `groups`, `input_layout` ("NHWC" is NDHWC, "NCHW" is
 //!   NCDHW), `filter_layout` ("QRSCF" | "FCQRS").
 //! - conv2d_transpose: `stride`, `dilation`, `padding` as conv2d, `output_paddings` [2 ints >= 0,
-//!   each smaller than its stride or its dilation], `input_layout`, `filter_layout`.
+//!   each smaller than its stride], `input_layout`, `filter_layout`.
 //!
 //! Inputs are `x`, `filter` and an optional `bias` of shape [out_channels], all of one dtype (the
 //! Python layer casts them to the promoted dtype) on one device.
