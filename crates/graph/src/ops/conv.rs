@@ -75,8 +75,8 @@ pub(super) fn dim_ok(
     r.map_err(|e| ctx.value_err(arg, e.to_string()))
 }
 
-/// The number of window positions along one dimension: `(size + pads - dilation * (kernel - 1)
-/// - 1) // stride + 1` (rounding up with `ceil`). It is built as one floor division so that a
+/// The number of window positions along one dimension: `(size + pad_before + pad_after -
+/// dilation * (kernel - 1) - 1) // stride + 1` (rounding up with `ceil`). It is built as one floor division so that a
 /// symbolic result reads as MAX prints it: `(h + 1) // 2`, not `((h + -1) // 2) + 1`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn window_count(
@@ -86,7 +86,7 @@ pub(super) fn window_count(
     kernel: &Dim,
     stride: i64,
     dilation: i64,
-    pads: i64,
+    pads: [i64; 2],
     ceil: bool,
 ) -> Result<Dim> {
     let span = dim_ok(
@@ -96,7 +96,12 @@ pub(super) fn window_count(
             .sub(&Dim::stat(1))
             .and_then(|k| k.mul(&Dim::stat(dilation))),
     )?;
-    let padded = dim_ok(ctx, arg, size.add(&Dim::stat(pads)))?;
+    let padded = dim_ok(
+        ctx,
+        arg,
+        size.add(&Dim::stat(pads[0]))
+            .and_then(|d| d.add(&Dim::stat(pads[1]))),
+    )?;
     let room = dim_ok(
         ctx,
         arg,
@@ -110,7 +115,12 @@ pub(super) fn window_count(
         ));
     }
     let round_up = if ceil { stride - 1 } else { 0 };
-    let num = dim_ok(ctx, arg, room.add(&Dim::stat(stride + round_up)))?;
+    let num = dim_ok(
+        ctx,
+        arg,
+        room.add(&Dim::stat(stride))
+            .and_then(|d| d.add(&Dim::stat(round_up))),
+    )?;
     dim_ok(ctx, arg, num.floordiv(&Dim::stat(stride)))
 }
 
@@ -307,7 +317,7 @@ fn conv(ctx: &Ctx, nd: usize) -> Result<Vec<Type>> {
     let (stride, dilation, padding) = window_attrs(ctx, nd)?;
     let mut shape = vec![batch];
     for i in 0..nd {
-        let pads = padding[2 * i] + padding[2 * i + 1];
+        let pads = [padding[2 * i], padding[2 * i + 1]];
         shape.push(window_count(
             ctx,
             "x",

@@ -72,11 +72,15 @@ pub(super) fn conv_transpose(ctx: &Ctx) -> Result<Vec<Type>> {
                 .sub(&Dim::stat(1))
                 .and_then(|d| d.mul(&Dim::stat(stride[i]))),
         )?;
-        let extra = 1 + out_pad[i] - padding[2 * i] - padding[2 * i + 1];
         let size = dim_ok(
             ctx,
             "x",
-            grown.add(&span).and_then(|d| d.add(&Dim::stat(extra))),
+            grown
+                .add(&span)
+                .and_then(|d| d.add(&Dim::stat(1)))
+                .and_then(|d| d.add(&Dim::stat(out_pad[i])))
+                .and_then(|d| d.sub(&Dim::stat(padding[2 * i])))
+                .and_then(|d| d.sub(&Dim::stat(padding[2 * i + 1]))),
         )?;
         if size.as_static().is_some_and(|n| n < 1) {
             return Err(ctx.value_err(

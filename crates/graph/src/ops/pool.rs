@@ -48,7 +48,7 @@ pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     let mut shape = vec![x.shape[0].clone()];
     for i in 0..2 {
-        let pads = padding[2 * i] + padding[2 * i + 1];
+        let pads = [padding[2 * i], padding[2 * i + 1]];
         shape.push(window_count(
             ctx,
             "input",
@@ -115,7 +115,7 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
             &kernel[i],
             stride[i],
             dilation[i],
-            2 * padding[i],
+            [padding[i], padding[i]],
             false,
         )?;
         blocks = dim_ok(ctx, "input", blocks.mul(&n))?;
@@ -228,6 +228,12 @@ mod tests {
 
     #[test]
     fn pool_errors() {
+        let huge = k("2", "2").with("padding", ints(&[i64::MAX, 1, 0, 0]));
+        let err = run(OpKind::MaxPool2d, huge, &["1", "8", "8", "3"]).unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.contains("overflow")),
+            "{err}"
+        );
         let err = run(OpKind::AvgPool2d, k("9", "3"), &["1", "8", "8", "3"]).unwrap_err();
         assert!(
             matches!(&err, GraphError::Value(m) if m.starts_with("avg_pool2d: input:") && m.contains("int32[1, 8, 8, 3]")),
