@@ -1,6 +1,6 @@
 //! Convolutions: conv2d and conv3d. conv2d_transpose lives in `conv_transpose.rs`, the pooling
-//! ops and fold in `pool.rs`; this module dispatches the whole family and holds the window and
-//! argument checks they share.
+//! ops and fold in `pool.rs` (with the window count all of them use); this module dispatches the
+//! whole family and holds the argument checks they share.
 //!
 //! Attributes (all optional in Rust, with the Python defaults):
 //! - conv2d: `stride` [2 ints >= 1], `dilation` [2 ints >= 1], `padding` [4 ints >= 0: top,
@@ -23,6 +23,7 @@
 //! MAX infers conv2d and conv3d results channels-last ([N, H, W, F]) for either input layout,
 //! while conv2d_transpose keeps the input's layout; we infer the same shapes.
 
+use super::pool::{check_kernel, window_count};
 use super::{Ctx, OpKind, conv_transpose, one, pool};
 use crate::dim::Dim;
 use crate::error::Result;
@@ -55,17 +56,6 @@ pub(super) fn int_list(ctx: &Ctx, key: &str, n: usize, default: i64, min: i64) -
     Ok(v.to_vec())
 }
 
-/// Kernel sizes must be at least 1 where they are known.
-pub(super) fn check_kernel(ctx: &Ctx, arg: &str, kernel: &[Dim]) -> Result<()> {
-    if kernel.iter().any(|k| k.as_static().is_some_and(|k| k < 1)) {
-        return Err(ctx.value_err(
-            arg,
-            format!("kernel sizes must be positive, got {}", shape_str(kernel)),
-        ));
-    }
-    Ok(())
-}
-
 /// Wraps a Dim arithmetic error (overflow) with the op and argument.
 pub(super) fn dim_ok(
     ctx: &Ctx,
@@ -73,55 +63,6 @@ pub(super) fn dim_ok(
     r: std::result::Result<Dim, crate::error::GraphError>,
 ) -> Result<Dim> {
     r.map_err(|e| ctx.value_err(arg, e.to_string()))
-}
-
-/// The number of window positions along one dimension: `(size + pad_before + pad_after -
-/// dilation * (kernel - 1) - 1) // stride + 1` (rounding up with `ceil`). It is built as one floor division so that a
-/// symbolic result reads as MAX prints it: `(h + 1) // 2`, not `((h + -1) // 2) + 1`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn window_count(
-    ctx: &Ctx,
-    arg: &str,
-    size: &Dim,
-    kernel: &Dim,
-    stride: i64,
-    dilation: i64,
-    pads: [i64; 2],
-    ceil: bool,
-) -> Result<Dim> {
-    let span = dim_ok(
-        ctx,
-        arg,
-        kernel
-            .sub(&Dim::stat(1))
-            .and_then(|k| k.mul(&Dim::stat(dilation))),
-    )?;
-    let padded = dim_ok(
-        ctx,
-        arg,
-        size.add(&Dim::stat(pads[0]))
-            .and_then(|d| d.add(&Dim::stat(pads[1]))),
-    )?;
-    let room = dim_ok(
-        ctx,
-        arg,
-        padded.sub(&span).and_then(|r| r.sub(&Dim::stat(1))),
-    )?;
-    if room.as_static().is_some_and(|r| r < 0) {
-        let window = dim_ok(ctx, arg, span.add(&Dim::stat(1)))?;
-        return Err(ctx.value_err(
-            arg,
-            format!("the window spans {window} elements but the padded input has only {padded}"),
-        ));
-    }
-    let round_up = if ceil { stride - 1 } else { 0 };
-    let num = dim_ok(
-        ctx,
-        arg,
-        room.add(&Dim::stat(stride))
-            .and_then(|d| d.add(&Dim::stat(round_up))),
-    )?;
-    dim_ok(ctx, arg, num.floordiv(&Dim::stat(stride)))
 }
 
 /// x, filter and the optional bias: tensors of one dtype on one device.

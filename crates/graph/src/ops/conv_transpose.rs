@@ -2,9 +2,10 @@
 //! Its attributes and filter layouts are described in `conv.rs`, which dispatches here.
 
 use super::conv::{
-    Input, check_bias, check_kernel, check_rank, conv_inputs, dim_ok, int_list, layout_attr,
-    split_input, window_attrs,
+    Input, check_bias, check_rank, conv_inputs, dim_ok, int_list, layout_attr, split_input,
+    window_attrs,
 };
+use super::pool::check_kernel;
 use super::{Ctx, one};
 use crate::dim::Dim;
 use crate::error::Result;

@@ -1,5 +1,5 @@
-//! Pooling (avg_pool2d, max_pool2d on NHWC input) and fold; dispatched from `conv.rs`, whose
-//! window arithmetic they share.
+//! Sliding windows: pooling (avg_pool2d, max_pool2d on NHWC input), fold, and the window count
+//! the convolutions use too. Dispatched from `conv.rs`.
 //!
 //! Attributes:
 //! - avg_pool2d, max_pool2d: `kernel_size` [2 dims, static ones >= 1; symbolic allowed],
@@ -11,11 +11,72 @@
 //!
 //! All keep the input's dtype.
 
-use super::conv::{check_kernel, dim_ok, int_list, window_count};
+use super::conv::{dim_ok, int_list};
 use super::{Ctx, OpKind, one};
 use crate::dim::Dim;
 use crate::error::Result;
 use crate::types::{TensorType, Type, shape_str};
+
+/// Kernel sizes must be at least 1 where they are known.
+pub(super) fn check_kernel(ctx: &Ctx, arg: &str, kernel: &[Dim]) -> Result<()> {
+    if kernel.iter().any(|k| k.as_static().is_some_and(|k| k < 1)) {
+        return Err(ctx.value_err(
+            arg,
+            format!("kernel sizes must be positive, got {}", shape_str(kernel)),
+        ));
+    }
+    Ok(())
+}
+
+/// The number of window positions along one dimension: `(size + pad_before + pad_after -
+/// dilation * (kernel - 1) - 1) // stride + 1` (rounding up with `ceil`). It is built as one
+/// floor division so that a symbolic result reads as MAX prints it: `(h + 1) // 2`, not
+/// `((h + -1) // 2) + 1`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn window_count(
+    ctx: &Ctx,
+    arg: &str,
+    size: &Dim,
+    kernel: &Dim,
+    stride: i64,
+    dilation: i64,
+    pads: [i64; 2],
+    ceil: bool,
+) -> Result<Dim> {
+    let span = dim_ok(
+        ctx,
+        arg,
+        kernel
+            .sub(&Dim::stat(1))
+            .and_then(|k| k.mul(&Dim::stat(dilation))),
+    )?;
+    let padded = dim_ok(
+        ctx,
+        arg,
+        size.add(&Dim::stat(pads[0]))
+            .and_then(|d| d.add(&Dim::stat(pads[1]))),
+    )?;
+    let room = dim_ok(
+        ctx,
+        arg,
+        padded.sub(&span).and_then(|r| r.sub(&Dim::stat(1))),
+    )?;
+    if room.as_static().is_some_and(|r| r < 0) {
+        let window = dim_ok(ctx, arg, span.add(&Dim::stat(1)))?;
+        return Err(ctx.value_err(
+            arg,
+            format!("the window spans {window} elements but the padded input has only {padded}"),
+        ));
+    }
+    let round_up = if ceil { stride - 1 } else { 0 };
+    let num = dim_ok(
+        ctx,
+        arg,
+        room.add(&Dim::stat(stride))
+            .and_then(|d| d.add(&Dim::stat(round_up))),
+    )?;
+    dim_ok(ctx, arg, num.floordiv(&Dim::stat(stride)))
+}
 
 fn two_dims<'a>(ctx: &Ctx<'a>, key: &str) -> Result<&'a [Dim]> {
     let d = ctx.dims(key)?;
