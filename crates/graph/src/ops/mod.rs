@@ -11,11 +11,13 @@ use crate::types::{DeviceRef, TensorType, Type};
 pub mod buffer;
 pub mod control;
 pub mod conv;
+pub mod conv_transpose;
 pub mod creation;
 pub mod elementwise;
 pub mod indexing;
 pub mod layout;
 pub mod linalg;
+pub mod pool;
 pub mod quant;
 pub mod reduction;
 

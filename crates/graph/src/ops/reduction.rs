@@ -1,9 +1,392 @@
-//! The reduction ops' inference (filled in with the family).
+//! Reductions and normalisations along one axis: sum, mean, max, min, argmax, argmin (the axis
+//! stays, with size 1, as MAX keeps it), softmax, logsoftmax, cumsum, top_k, argsort and
+//! layer_norm.
+//!
+//! Attributes:
+//! - sum, mean, reduce_max, reduce_min, argmax, argmin, softmax, logsoftmax: `axis` (int, may be
+//!   negative).
+//! - cumsum: `axis` (int), `exclusive` and `reverse` (bools, default false).
+//! - top_k: `k` (int >= 0), `axis` (int). Two results: the values and their int64 indices.
+//! - argsort: `ascending` (bool, default true).
+//! - layer_norm: `epsilon` (number > 0); gamma and beta are inputs.
+//!
+//! Every op keeps the input's dtype (MAX reduces ints and bools in their own type, so `mean` of
+//! an int tensor is an int tensor) except the index results, which are int64.
 
-use super::Ctx;
-use crate::error::{GraphError, Result};
-use crate::types::Type;
+use super::{Ctx, OpKind, one};
+use crate::dim::Dim;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::types::{TensorType, Type, shape_str};
 
 pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
-    Err(GraphError::Value(format!("{}: not staged yet", ctx.name())))
+    use OpKind::*;
+    match ctx.kind {
+        Sum | Mean | ReduceMax | ReduceMin => reduce(ctx, None),
+        ArgMax | ArgMin => reduce(ctx, Some(DType::Int64)),
+        Softmax | LogSoftmax => softmax(ctx),
+        Cumsum => cumsum(ctx),
+        TopK => top_k(ctx),
+        ArgSort => argsort(ctx),
+        LayerNorm => layer_norm(ctx),
+        _ => Err(ctx.value_err("op", "not a reduction op")),
+    }
+}
+
+/// The normalised `axis` attribute for a tensor of rank `rank`.
+fn axis_attr(ctx: &Ctx, rank: usize) -> Result<usize> {
+    let axis = ctx.int("axis")?;
+    if rank == 0 {
+        return Err(ctx.index_err(
+            "axis",
+            format!(
+                "axis {axis} is out of range: {} has no axes (reshape it to [1] first)",
+                ctx.arg(0)
+            ),
+        ));
+    }
+    ctx.axis("axis", axis, rank)
+}
+
+fn reduce(ctx: &Ctx, out_dtype: Option<DType>) -> Result<Vec<Type>> {
+    ctx.expect_inputs(1)?;
+    let x = ctx.tensor(0)?;
+    let axis = axis_attr(ctx, x.rank())?;
+    let mut shape = x.shape.clone();
+    shape[axis] = Dim::stat(1);
+    one(TensorType {
+        dtype: out_dtype.unwrap_or(x.dtype),
+        shape,
+        device: x.device,
+    })
+}
+
+fn softmax(ctx: &Ctx) -> Result<Vec<Type>> {
+    ctx.expect_inputs(1)?;
+    let x = ctx.tensor(0)?;
+    // A scalar is a one-element distribution (MAX stages it); its only axes are -1 and 0.
+    if x.rank() == 0 {
+        let axis = ctx.int("axis")?;
+        if axis != 0 && axis != -1 {
+            return Err(ctx.index_err(
+                "axis",
+                format!("axis {axis} is out of range for a scalar (expected -1 or 0)"),
+            ));
+        }
+    } else {
+        axis_attr(ctx, x.rank())?;
+    }
+    one(x.clone())
+}
+
+fn cumsum(ctx: &Ctx) -> Result<Vec<Type>> {
+    ctx.expect_inputs(1)?;
+    let x = ctx.tensor(0)?;
+    axis_attr(ctx, x.rank())?;
+    ctx.boolean("exclusive", false)?;
+    ctx.boolean("reverse", false)?;
+    one(x.clone())
+}
+
+fn top_k(ctx: &Ctx) -> Result<Vec<Type>> {
+    ctx.expect_inputs(1)?;
+    let x = ctx.tensor(0)?;
+    let axis = axis_attr(ctx, x.rank())?;
+    let k = ctx.int("k")?;
+    if k < 0 {
+        return Err(ctx.value_err("k", format!("must not be negative, got {k}")));
+    }
+    if let Some(n) = x.shape[axis].as_static() {
+        if k > n {
+            return Err(ctx.value_err(
+                "k",
+                format!("k ({k}) cannot be larger than the size {n} of axis {axis}"),
+            ));
+        }
+    }
+    let mut shape = x.shape.clone();
+    shape[axis] = Dim::stat(k);
+    let values = TensorType {
+        dtype: x.dtype,
+        shape: shape.clone(),
+        device: x.device,
+    };
+    let indices = TensorType {
+        dtype: DType::Int64,
+        shape,
+        device: x.device,
+    };
+    Ok(vec![Type::Tensor(values), Type::Tensor(indices)])
+}
+
+fn argsort(ctx: &Ctx) -> Result<Vec<Type>> {
+    ctx.expect_inputs(1)?;
+    let x = ctx.tensor(0)?;
+    ctx.boolean("ascending", true)?;
+    // MAX sorts along the first (only) dimension and implements rank 1 alone.
+    if x.rank() != 1 {
+        return Err(ctx.value_err(
+            "x",
+            format!(
+                "argsort sorts rank-1 tensors only, got rank {} (shape {})",
+                x.rank(),
+                shape_str(&x.shape)
+            ),
+        ));
+    }
+    one(x.with_dtype(DType::Int64))
+}
+
+fn layer_norm(ctx: &Ctx) -> Result<Vec<Type>> {
+    ctx.expect_inputs(3)?;
+    let x = ctx.tensor(0)?;
+    let device = ctx.same_device(&[0, 1, 2])?;
+    if x.rank() == 0 {
+        return Err(ctx.value_err(
+            "input",
+            "must have at least one dimension to normalise over, got a scalar",
+        ));
+    }
+    let last = &x.shape[x.rank() - 1];
+    for (i, name) in [(1, "gamma"), (2, "beta")] {
+        let p = ctx.tensor(i)?;
+        if p.dtype != x.dtype {
+            return Err(ctx.type_err(
+                name,
+                format!(
+                    "dtype {} differs from the input's {}; cast it first",
+                    p.dtype, x.dtype
+                ),
+            ));
+        }
+        if p.rank() != 1 || &p.shape[0] != last {
+            return Err(ctx.value_err(
+                name,
+                format!("shape {} must be [{last}], the size of the input's last dimension (insert a rebind if they are equal at run time)", shape_str(&p.shape)),
+            ));
+        }
+    }
+    let epsilon = ctx.float("epsilon")?;
+    if epsilon.is_nan() || epsilon <= 0.0 {
+        return Err(ctx.value_err("epsilon", format!("must be positive, got {epsilon}")));
+    }
+    one(TensorType {
+        device,
+        ..x.clone()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Op, infer as infer_op};
+    use super::*;
+    use crate::attrs::{Attr, Attrs};
+    use crate::error::GraphError;
+    use crate::types::DeviceRef;
+
+    fn t(dtype: DType, dims: &[&str]) -> Type {
+        let shape = dims
+            .iter()
+            .map(|d| {
+                d.parse::<i64>()
+                    .map(Dim::stat)
+                    .unwrap_or_else(|_| Dim::sym(d).unwrap())
+            })
+            .collect();
+        Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
+    }
+
+    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
+        infer_op(&Op { kind, attrs }, inputs)
+    }
+
+    fn axis(a: i64) -> Attrs {
+        Attrs::new().with("axis", Attr::Int(a))
+    }
+
+    #[test]
+    fn reductions_keep_the_axis_with_size_one() {
+        for kind in [
+            OpKind::Sum,
+            OpKind::Mean,
+            OpKind::ReduceMax,
+            OpKind::ReduceMin,
+        ] {
+            let out = run(kind, axis(-1), &[t(DType::Int32, &["batch", "3"])]).unwrap();
+            assert_eq!(out, vec![t(DType::Int32, &["batch", "1"])], "{kind:?}");
+        }
+        let out = run(OpKind::Sum, axis(0), &[t(DType::Float16, &["batch", "3"])]).unwrap();
+        assert_eq!(out[0], t(DType::Float16, &["1", "3"]));
+    }
+
+    #[test]
+    fn arg_reductions_give_int64() {
+        let out = run(
+            OpKind::ArgMax,
+            axis(1),
+            &[t(DType::Float32, &["2", "n", "4"])],
+        )
+        .unwrap();
+        assert_eq!(out[0], t(DType::Int64, &["2", "1", "4"]));
+        let out = run(
+            OpKind::ArgMin,
+            axis(-3),
+            &[t(DType::Bool, &["2", "n", "4"])],
+        )
+        .unwrap();
+        assert_eq!(out[0], t(DType::Int64, &["1", "n", "4"]));
+    }
+
+    #[test]
+    fn bad_axes_are_index_errors() {
+        let err = run(OpKind::Sum, axis(2), &[t(DType::Float32, &["b", "3"])]).unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Index(m) if m.starts_with("sum: axis:") && m.contains("float32[b, 3]")),
+            "{err}"
+        );
+        assert!(matches!(
+            run(OpKind::ArgMax, axis(-1), &[t(DType::Float32, &[])]),
+            Err(GraphError::Index(_))
+        ));
+        assert!(matches!(
+            run(OpKind::Cumsum, axis(-3), &[t(DType::Float32, &["2", "2"])]),
+            Err(GraphError::Index(_))
+        ));
+        assert!(matches!(
+            run(OpKind::Softmax, axis(2), &[t(DType::Float32, &["2", "2"])]),
+            Err(GraphError::Index(_))
+        ));
+    }
+
+    #[test]
+    fn softmax_and_cumsum_keep_the_type() {
+        let x = t(DType::Float16, &["b", "7"]);
+        assert_eq!(
+            run(OpKind::Softmax, axis(0), std::slice::from_ref(&x)).unwrap()[0],
+            x
+        );
+        assert_eq!(
+            run(OpKind::LogSoftmax, axis(-1), std::slice::from_ref(&x)).unwrap()[0],
+            x
+        );
+        assert_eq!(
+            run(OpKind::Softmax, axis(-1), &[t(DType::Float32, &[])]).unwrap()[0],
+            t(DType::Float32, &[])
+        );
+        let attrs = axis(0)
+            .with("exclusive", Attr::Bool(true))
+            .with("reverse", Attr::Bool(true));
+        assert_eq!(
+            run(OpKind::Cumsum, attrs, std::slice::from_ref(&x)).unwrap()[0],
+            x
+        );
+        let bad = axis(0).with("exclusive", Attr::Int(1));
+        assert!(matches!(
+            run(OpKind::Cumsum, bad, &[x]),
+            Err(GraphError::Type(_))
+        ));
+    }
+
+    #[test]
+    fn top_k_gives_values_and_indices() {
+        let k = |k: i64, a: i64| axis(a).with("k", Attr::Int(k));
+        let out = run(OpKind::TopK, k(2, -1), &[t(DType::Float32, &["b", "5"])]).unwrap();
+        assert_eq!(
+            out,
+            vec![t(DType::Float32, &["b", "2"]), t(DType::Int64, &["b", "2"])]
+        );
+        let out = run(OpKind::TopK, k(3, 1), &[t(DType::Int8, &["2", "n"])]).unwrap();
+        assert_eq!(
+            out,
+            vec![t(DType::Int8, &["2", "3"]), t(DType::Int64, &["2", "3"])]
+        );
+        assert!(run(OpKind::TopK, k(5, -1), &[t(DType::Float32, &["5"])]).is_ok());
+        let err = run(OpKind::TopK, k(6, -1), &[t(DType::Float32, &["5"])]).unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("top_k: k:")),
+            "{err}"
+        );
+        assert!(matches!(
+            run(OpKind::TopK, k(-1, -1), &[t(DType::Float32, &["5"])]),
+            Err(GraphError::Value(_))
+        ));
+        assert!(matches!(
+            run(OpKind::TopK, k(1, 1), &[t(DType::Float32, &["5"])]),
+            Err(GraphError::Index(_))
+        ));
+    }
+
+    #[test]
+    fn argsort_is_rank_one() {
+        let out = run(
+            OpKind::ArgSort,
+            Attrs::new().with("ascending", Attr::Bool(false)),
+            &[t(DType::Float32, &["n"])],
+        )
+        .unwrap();
+        assert_eq!(out[0], t(DType::Int64, &["n"]));
+        let err = run(
+            OpKind::ArgSort,
+            Attrs::new(),
+            &[t(DType::Float32, &["2", "3"])],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("argsort: x:")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn layer_norm_checks_gamma_beta_and_epsilon() {
+        let eps = |e: f64| Attrs::new().with("epsilon", Attr::Float(e));
+        let x = t(DType::Float32, &["b", "h"]);
+        let p = t(DType::Float32, &["h"]);
+        let out = run(
+            OpKind::LayerNorm,
+            eps(1e-5),
+            &[x.clone(), p.clone(), p.clone()],
+        )
+        .unwrap();
+        assert_eq!(out[0], x);
+        let err = run(
+            OpKind::LayerNorm,
+            eps(1e-5),
+            &[x.clone(), t(DType::Float32, &["4"]), p.clone()],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: gamma:")),
+            "{err}"
+        );
+        let err = run(
+            OpKind::LayerNorm,
+            eps(1e-5),
+            &[x.clone(), p.clone(), t(DType::Float32, &["1", "h"])],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: beta:")),
+            "{err}"
+        );
+        for bad in [0.0, -1.0, f64::NAN] {
+            let err = run(
+                OpKind::LayerNorm,
+                eps(bad),
+                &[x.clone(), p.clone(), p.clone()],
+            )
+            .unwrap_err();
+            assert!(
+                matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: epsilon:")),
+                "{err}"
+            );
+        }
+        let err = run(
+            OpKind::LayerNorm,
+            eps(1e-5),
+            &[x.clone(), t(DType::Float16, &["h"]), p],
+        )
+        .unwrap_err();
+        assert!(matches!(err, GraphError::Type(_)));
+    }
 }
