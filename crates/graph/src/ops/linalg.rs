@@ -25,10 +25,7 @@ fn operands<'a>(ctx: &Ctx<'a>) -> Result<(&'a TensorType, &'a TensorType)> {
     if a.dtype != b.dtype {
         return Err(ctx.type_err(
             "rhs",
-            format!(
-                "dtype {} differs from lhs's {}; cast both to one dtype first",
-                b.dtype, a.dtype
-            ),
+            format!("dtype {} differs from lhs's {}; cast both to one dtype first", b.dtype, a.dtype),
         ));
     }
     Ok((a, b))
@@ -43,11 +40,7 @@ fn matmul(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     let (ra, rb) = (a.rank(), b.rank());
     let k_lhs = &a.shape[ra - 1];
-    let (k_rhs, k_axis) = if rb == 1 {
-        (&b.shape[0], -1)
-    } else {
-        (&b.shape[rb - 2], -2)
-    };
+    let (k_rhs, k_axis) = if rb == 1 { (&b.shape[0], -1) } else { (&b.shape[rb - 2], -2) };
     if k_lhs != k_rhs {
         return Err(ctx.value_err(
             "rhs",
@@ -95,27 +88,15 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn dim(d: &str) -> Dim {
-        d.parse::<i64>()
-            .map(Dim::stat)
-            .unwrap_or_else(|_| Dim::sym(d).unwrap())
+        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
     }
 
     fn t(dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(
-            DType::Float32,
-            dims.iter().map(|d| dim(d)).collect(),
-            DeviceRef::CPU,
-        ))
+        Type::Tensor(TensorType::new(DType::Float32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
     }
 
     fn run(kind: OpKind, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(
-            &Op {
-                kind,
-                attrs: Attrs::new(),
-            },
-            inputs,
-        )
+        infer_op(&Op { kind, attrs: Attrs::new() }, inputs)
     }
 
     fn mm(a: &[&str], b: &[&str]) -> Result<Type> {
@@ -135,15 +116,9 @@ mod tests {
 
     #[test]
     fn batch_dims_broadcast() {
-        assert_eq!(
-            mm(&["b", "1", "2", "3"], &["5", "3", "4"]).unwrap(),
-            t(&["b", "5", "2", "4"])
-        );
+        assert_eq!(mm(&["b", "1", "2", "3"], &["5", "3", "4"]).unwrap(), t(&["b", "5", "2", "4"]));
         let err = mm(&["2", "2", "3"], &["5", "3", "4"]).unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("matmul: rhs:")),
-            "{err}"
-        );
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("matmul: rhs:")), "{err}");
     }
 
     #[test]
@@ -157,59 +132,25 @@ mod tests {
         assert!(mm(&["3"], &["4"]).is_err());
         let two_k = dim("k").mul(&Dim::stat(2)).unwrap();
         let k_plus_k = dim("k").add(&dim("k")).unwrap();
-        let a = Type::Tensor(TensorType::new(
-            DType::Float32,
-            vec![Dim::stat(2), two_k],
-            DeviceRef::CPU,
-        ));
-        let b = Type::Tensor(TensorType::new(
-            DType::Float32,
-            vec![k_plus_k, Dim::stat(4)],
-            DeviceRef::CPU,
-        ));
+        let a = Type::Tensor(TensorType::new(DType::Float32, vec![Dim::stat(2), two_k], DeviceRef::CPU));
+        let b = Type::Tensor(TensorType::new(DType::Float32, vec![k_plus_k, Dim::stat(4)], DeviceRef::CPU));
         assert_eq!(run(OpKind::Matmul, &[a, b]).unwrap()[0], t(&["2", "4"]));
     }
 
     #[test]
     fn scalars_dtypes_and_devices_are_rejected() {
-        assert!(
-            matches!(mm(&[], &["3", "4"]), Err(GraphError::Value(m)) if m.starts_with("matmul: lhs:"))
-        );
-        let f16 = Type::Tensor(TensorType::new(
-            DType::Float16,
-            vec![Dim::stat(3), Dim::stat(4)],
-            DeviceRef::CPU,
-        ));
-        assert!(matches!(
-            run(OpKind::Matmul, &[t(&["2", "3"]), f16]),
-            Err(GraphError::Type(_))
-        ));
-        let gpu = Type::Tensor(TensorType::new(
-            DType::Float32,
-            vec![Dim::stat(3), Dim::stat(4)],
-            DeviceRef::gpu(0),
-        ));
-        assert!(matches!(
-            run(OpKind::Matmul, &[t(&["2", "3"]), gpu]),
-            Err(GraphError::Value(_))
-        ));
+        assert!(matches!(mm(&[], &["3", "4"]), Err(GraphError::Value(m)) if m.starts_with("matmul: lhs:")));
+        let f16 = Type::Tensor(TensorType::new(DType::Float16, vec![Dim::stat(3), Dim::stat(4)], DeviceRef::CPU));
+        assert!(matches!(run(OpKind::Matmul, &[t(&["2", "3"]), f16]), Err(GraphError::Type(_))));
+        let gpu = Type::Tensor(TensorType::new(DType::Float32, vec![Dim::stat(3), Dim::stat(4)], DeviceRef::gpu(0)));
+        assert!(matches!(run(OpKind::Matmul, &[t(&["2", "3"]), gpu]), Err(GraphError::Value(_))));
     }
 
     #[test]
     fn outer_flattens_both_sides() {
-        assert_eq!(
-            run(OpKind::Outer, &[t(&["3"]), t(&["4"])]).unwrap()[0],
-            t(&["3", "4"])
-        );
+        assert_eq!(run(OpKind::Outer, &[t(&["3"]), t(&["4"])]).unwrap()[0], t(&["3", "4"]));
         let out = run(OpKind::Outer, &[t(&["2", "n"]), t(&[])]).unwrap();
         let two_n = dim("n").mul(&Dim::stat(2)).unwrap();
-        assert_eq!(
-            out[0],
-            Type::Tensor(TensorType::new(
-                DType::Float32,
-                vec![two_n, Dim::stat(1)],
-                DeviceRef::CPU
-            ))
-        );
+        assert_eq!(out[0], Type::Tensor(TensorType::new(DType::Float32, vec![two_n, Dim::stat(1)], DeviceRef::CPU)));
     }
 }

@@ -20,10 +20,7 @@ use crate::types::{TensorType, Type, shape_str};
 /// Kernel sizes must be at least 1 where they are known.
 pub(super) fn check_kernel(ctx: &Ctx, arg: &str, kernel: &[Dim]) -> Result<()> {
     if kernel.iter().any(|k| k.as_static().is_some_and(|k| k < 1)) {
-        return Err(ctx.value_err(
-            arg,
-            format!("kernel sizes must be positive, got {}", shape_str(kernel)),
-        ));
+        return Err(ctx.value_err(arg, format!("kernel sizes must be positive, got {}", shape_str(kernel))));
     }
     Ok(())
 }
@@ -43,38 +40,17 @@ pub(super) fn window_count(
     pads: [i64; 2],
     ceil: bool,
 ) -> Result<Dim> {
-    let span = dim_ok(
-        ctx,
-        arg,
-        kernel
-            .sub(&Dim::stat(1))
-            .and_then(|k| k.mul(&Dim::stat(dilation))),
-    )?;
-    let padded = dim_ok(
-        ctx,
-        arg,
-        size.add(&Dim::stat(pads[0]))
-            .and_then(|d| d.add(&Dim::stat(pads[1]))),
-    )?;
-    let room = dim_ok(
-        ctx,
-        arg,
-        padded.sub(&span).and_then(|r| r.sub(&Dim::stat(1))),
-    )?;
+    let span = dim_ok(ctx, arg, kernel.sub(&Dim::stat(1)).and_then(|k| k.mul(&Dim::stat(dilation))))?;
+    let padded = dim_ok(ctx, arg, size.add(&Dim::stat(pads[0])).and_then(|d| d.add(&Dim::stat(pads[1]))))?;
+    let room = dim_ok(ctx, arg, padded.sub(&span).and_then(|r| r.sub(&Dim::stat(1))))?;
     if room.as_static().is_some_and(|r| r < 0) {
         let window = dim_ok(ctx, arg, span.add(&Dim::stat(1)))?;
-        return Err(ctx.value_err(
-            arg,
-            format!("the window spans {window} elements but the padded input has only {padded}"),
-        ));
+        return Err(
+            ctx.value_err(arg, format!("the window spans {window} elements but the padded input has only {padded}"))
+        );
     }
     let round_up = if ceil { stride - 1 } else { 0 };
-    let num = dim_ok(
-        ctx,
-        arg,
-        room.add(&Dim::stat(stride))
-            .and_then(|d| d.add(&Dim::stat(round_up))),
-    )?;
+    let num = dim_ok(ctx, arg, room.add(&Dim::stat(stride)).and_then(|d| d.add(&Dim::stat(round_up))))?;
     dim_ok(ctx, arg, num.floordiv(&Dim::stat(stride)))
 }
 
@@ -92,10 +68,7 @@ pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
     if x.rank() != 4 {
         return Err(ctx.value_err(
             "input",
-            format!(
-                "must be rank 4 (NHWC: batch, height, width, channels), got shape {}",
-                shape_str(&x.shape)
-            ),
+            format!("must be rank 4 (NHWC: batch, height, width, channels), got shape {}", shape_str(&x.shape)),
         ));
     }
     let kernel = two_dims(ctx, "kernel_size")?;
@@ -110,16 +83,7 @@ pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
     let mut shape = vec![x.shape[0].clone()];
     for i in 0..2 {
         let pads = [padding[2 * i], padding[2 * i + 1]];
-        shape.push(window_count(
-            ctx,
-            "input",
-            &x.shape[1 + i],
-            &kernel[i],
-            stride[i],
-            dilation[i],
-            pads,
-            ceil,
-        )?);
+        shape.push(window_count(ctx, "input", &x.shape[1 + i], &kernel[i], stride[i], dilation[i], pads, ceil)?);
     }
     shape.push(x.shape[3].clone());
     one(TensorType { shape, ..x.clone() })
@@ -133,18 +97,12 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
     if x.rank() != 3 {
         return Err(ctx.value_err(
             "input",
-            format!(
-                "must be rank 3 (batch, channels * kernel size, blocks), got shape {}",
-                shape_str(&x.shape)
-            ),
+            format!("must be rank 3 (batch, channels * kernel size, blocks), got shape {}", shape_str(&x.shape)),
         ));
     }
     let out = two_dims(ctx, "output_size")?;
     if out.iter().any(|d| d.as_static().is_some_and(|n| n < 1)) {
-        return Err(ctx.value_err(
-            "output_size",
-            format!("sizes must be positive, got {}", shape_str(out)),
-        ));
+        return Err(ctx.value_err("output_size", format!("sizes must be positive, got {}", shape_str(out))));
     }
     let kernel = two_dims(ctx, "kernel_size")?;
     check_kernel(ctx, "kernel_size", kernel)?;
@@ -158,10 +116,7 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
         if ck % k != 0 {
             return Err(ctx.value_err(
                 "input",
-                format!(
-                    "dimension 1 ({ck}) must be a multiple of the kernel size {} * {} = {k}",
-                    kernel[0], kernel[1]
-                ),
+                format!("dimension 1 ({ck}) must be a multiple of the kernel size {} * {} = {k}", kernel[0], kernel[1]),
             ));
         }
     }
@@ -204,17 +159,11 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn dim(d: &str) -> Dim {
-        d.parse::<i64>()
-            .map(Dim::stat)
-            .unwrap_or_else(|_| Dim::sym(d).unwrap())
+        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
     }
 
     fn t(dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(
-            DType::Int32,
-            dims.iter().map(|d| dim(d)).collect(),
-            DeviceRef::CPU,
-        ))
+        Type::Tensor(TensorType::new(DType::Int32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
     }
 
     fn dims(v: &[&str]) -> Attr {
@@ -239,48 +188,27 @@ mod tests {
 
     #[test]
     fn pool_static_shapes() {
-        assert_eq!(
-            run(OpKind::AvgPool2d, k("2", "2"), &["1", "8", "8", "3"]).unwrap(),
-            t(&["1", "7", "7", "3"])
-        );
+        assert_eq!(run(OpKind::AvgPool2d, k("2", "2"), &["1", "8", "8", "3"]).unwrap(), t(&["1", "7", "7", "3"]));
         let a = k("3", "2")
             .with("stride", ints(&[2, 3]))
             .with("dilation", ints(&[1, 2]))
             .with("padding", ints(&[1, 1, 0, 0]));
-        assert_eq!(
-            run(OpKind::AvgPool2d, a, &["1", "8", "9", "3"]).unwrap(),
-            t(&["1", "4", "3", "3"])
-        );
-        let ceil = k("2", "2")
-            .with("stride", ints(&[2, 2]))
-            .with("ceil_mode", Attr::Bool(true));
-        assert_eq!(
-            run(OpKind::MaxPool2d, ceil.clone(), &["1", "7", "9", "3"]).unwrap(),
-            t(&["1", "4", "5", "3"])
-        );
+        assert_eq!(run(OpKind::AvgPool2d, a, &["1", "8", "9", "3"]).unwrap(), t(&["1", "4", "3", "3"]));
+        let ceil = k("2", "2").with("stride", ints(&[2, 2])).with("ceil_mode", Attr::Bool(true));
+        assert_eq!(run(OpKind::MaxPool2d, ceil.clone(), &["1", "7", "9", "3"]).unwrap(), t(&["1", "4", "5", "3"]));
         let ceil_pad = ceil.with("padding", ints(&[1, 1, 1, 1]));
-        assert_eq!(
-            run(OpKind::MaxPool2d, ceil_pad, &["1", "8", "9", "3"]).unwrap(),
-            t(&["1", "5", "6", "3"])
-        );
+        assert_eq!(run(OpKind::MaxPool2d, ceil_pad, &["1", "8", "9", "3"]).unwrap(), t(&["1", "5", "6", "3"]));
     }
 
     #[test]
     fn pool_symbolic_shapes() {
-        let a = k("3", "3")
-            .with("stride", ints(&[2, 2]))
-            .with("padding", ints(&[1, 1, 1, 1]));
+        let a = k("3", "3").with("stride", ints(&[2, 2])).with("padding", ints(&[1, 1, 1, 1]));
         assert_eq!(
             shape(&run(OpKind::AvgPool2d, a, &["n", "h", "w", "3"]).unwrap()),
             "[n, (h + 1) // 2, (w + 1) // 2, 3]"
         );
-        let ceil = k("3", "3")
-            .with("stride", ints(&[2, 2]))
-            .with("ceil_mode", Attr::Bool(true));
-        assert_eq!(
-            shape(&run(OpKind::MaxPool2d, ceil, &["n", "h", "w", "3"]).unwrap()),
-            "[n, h // 2, w // 2, 3]"
-        );
+        let ceil = k("3", "3").with("stride", ints(&[2, 2])).with("ceil_mode", Attr::Bool(true));
+        assert_eq!(shape(&run(OpKind::MaxPool2d, ceil, &["n", "h", "w", "3"]).unwrap()), "[n, h // 2, w // 2, 3]");
         assert_eq!(
             shape(&run(OpKind::AvgPool2d, k("k", "k"), &["1", "8", "8", "3"]).unwrap()),
             "[1, (k * -1) + 9, (k * -1) + 9, 3]"
@@ -291,10 +219,7 @@ mod tests {
     fn pool_errors() {
         let huge = k("2", "2").with("padding", ints(&[i64::MAX, 1, 0, 0]));
         let err = run(OpKind::MaxPool2d, huge, &["1", "8", "8", "3"]).unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.contains("overflow")),
-            "{err}"
-        );
+        assert!(matches!(&err, GraphError::Value(m) if m.contains("overflow")), "{err}");
         let err = run(OpKind::AvgPool2d, k("9", "3"), &["1", "8", "8", "3"]).unwrap_err();
         assert!(
             matches!(&err, GraphError::Value(m) if m.starts_with("avg_pool2d: input:") && m.contains("int32[1, 8, 8, 3]")),
@@ -317,91 +242,38 @@ mod tests {
     }
 
     fn fold_attrs(out: [&str; 2], kernel: [&str; 2]) -> Attrs {
-        Attrs::new()
-            .with("output_size", dims(&out))
-            .with("kernel_size", dims(&kernel))
+        Attrs::new().with("output_size", dims(&out)).with("kernel_size", dims(&kernel))
     }
 
     #[test]
     fn fold_shapes() {
         assert_eq!(
-            run(
-                OpKind::Fold,
-                fold_attrs(["4", "5"], ["2", "2"]),
-                &["1", "12", "12"]
-            )
-            .unwrap(),
+            run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["1", "12", "12"]).unwrap(),
             t(&["1", "3", "4", "5"])
         );
         let a = fold_attrs(["5", "6"], ["3", "2"])
             .with("stride", ints(&[2, 1]))
             .with("padding", ints(&[1, 0]))
             .with("dilation", ints(&[1, 2]));
-        assert_eq!(
-            run(OpKind::Fold, a, &["n", "12", "12"]).unwrap(),
-            t(&["n", "2", "5", "6"])
-        );
-        assert!(
-            run(
-                OpKind::Fold,
-                fold_attrs(["h", "w"], ["2", "2"]),
-                &["n", "12", "L"]
-            )
-            .is_err()
-        );
-        let blocks = dim("h")
-            .sub(&Dim::stat(1))
-            .unwrap()
-            .mul(&dim("w").sub(&Dim::stat(1)).unwrap())
-            .unwrap();
-        let x = Type::Tensor(TensorType::new(
-            DType::Int32,
-            vec![dim("n"), dim("ck"), blocks],
-            DeviceRef::CPU,
-        ));
-        let out = infer_op(
-            &Op {
-                kind: OpKind::Fold,
-                attrs: fold_attrs(["h", "w"], ["2", "2"]),
-            },
-            &[x],
-        )
-        .unwrap();
+        assert_eq!(run(OpKind::Fold, a, &["n", "12", "12"]).unwrap(), t(&["n", "2", "5", "6"]));
+        assert!(run(OpKind::Fold, fold_attrs(["h", "w"], ["2", "2"]), &["n", "12", "L"]).is_err());
+        let blocks = dim("h").sub(&Dim::stat(1)).unwrap().mul(&dim("w").sub(&Dim::stat(1)).unwrap()).unwrap();
+        let x = Type::Tensor(TensorType::new(DType::Int32, vec![dim("n"), dim("ck"), blocks], DeviceRef::CPU));
+        let out = infer_op(&Op { kind: OpKind::Fold, attrs: fold_attrs(["h", "w"], ["2", "2"]) }, &[x]).unwrap();
         assert_eq!(shape(&out[0]), "[n, ck // 4, h, w]");
     }
 
     #[test]
     fn fold_errors() {
-        let err = run(
-            OpKind::Fold,
-            fold_attrs(["4", "5"], ["2", "2"]),
-            &["1", "12", "11"],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("12")),
-            "{err}"
-        );
-        let err = run(
-            OpKind::Fold,
-            fold_attrs(["4", "5"], ["2", "2"]),
-            &["1", "13", "12"],
-        )
-        .unwrap_err();
+        let err = run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["1", "12", "11"]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("12")), "{err}");
+        let err = run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["1", "13", "12"]).unwrap_err();
         assert!(
             matches!(&err, GraphError::Value(m) if m.starts_with("fold: input:") && m.contains("multiple")),
             "{err}"
         );
-        let err = run(
-            OpKind::Fold,
-            fold_attrs(["4", "5"], ["6", "2"]),
-            &["1", "36", "12"],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("fold: output_size:")),
-            "{err}"
-        );
+        let err = run(OpKind::Fold, fold_attrs(["4", "5"], ["6", "2"]), &["1", "36", "12"]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("fold: output_size:")), "{err}");
         assert!(
             matches!(run(OpKind::Fold, fold_attrs(["4", "5"], ["2", "2"]), &["12", "12"]), Err(GraphError::Value(m)) if m.starts_with("fold: input:"))
         );

@@ -39,10 +39,7 @@ fn axis_attr(ctx: &Ctx, rank: usize) -> Result<usize> {
     if rank == 0 {
         return Err(ctx.index_err(
             "axis",
-            format!(
-                "axis {axis} is out of range: {} has no axes (reshape it to [1] first)",
-                ctx.arg(0)
-            ),
+            format!("axis {axis} is out of range: {} has no axes (reshape it to [1] first)", ctx.arg(0)),
         ));
     }
     ctx.axis("axis", axis, rank)
@@ -54,11 +51,7 @@ fn reduce(ctx: &Ctx, out_dtype: Option<DType>) -> Result<Vec<Type>> {
     let axis = axis_attr(ctx, x.rank())?;
     let mut shape = x.shape.clone();
     shape[axis] = Dim::stat(1);
-    one(TensorType {
-        dtype: out_dtype.unwrap_or(x.dtype),
-        shape,
-        device: x.device,
-    })
+    one(TensorType { dtype: out_dtype.unwrap_or(x.dtype), shape, device: x.device })
 }
 
 fn softmax(ctx: &Ctx) -> Result<Vec<Type>> {
@@ -68,10 +61,7 @@ fn softmax(ctx: &Ctx) -> Result<Vec<Type>> {
     if x.rank() == 0 {
         let axis = ctx.int("axis")?;
         if axis != 0 && axis != -1 {
-            return Err(ctx.index_err(
-                "axis",
-                format!("axis {axis} is out of range for a scalar (expected -1 or 0)"),
-            ));
+            return Err(ctx.index_err("axis", format!("axis {axis} is out of range for a scalar (expected -1 or 0)")));
         }
     } else {
         axis_attr(ctx, x.rank())?;
@@ -98,24 +88,13 @@ fn top_k(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     if let Some(n) = x.shape[axis].as_static() {
         if k > n {
-            return Err(ctx.value_err(
-                "k",
-                format!("k ({k}) cannot be larger than the size {n} of axis {axis}"),
-            ));
+            return Err(ctx.value_err("k", format!("k ({k}) cannot be larger than the size {n} of axis {axis}")));
         }
     }
     let mut shape = x.shape.clone();
     shape[axis] = Dim::stat(k);
-    let values = TensorType {
-        dtype: x.dtype,
-        shape: shape.clone(),
-        device: x.device,
-    };
-    let indices = TensorType {
-        dtype: DType::Int64,
-        shape,
-        device: x.device,
-    };
+    let values = TensorType { dtype: x.dtype, shape: shape.clone(), device: x.device };
+    let indices = TensorType { dtype: DType::Int64, shape, device: x.device };
     Ok(vec![Type::Tensor(values), Type::Tensor(indices)])
 }
 
@@ -127,11 +106,7 @@ fn argsort(ctx: &Ctx) -> Result<Vec<Type>> {
     if x.rank() != 1 {
         return Err(ctx.value_err(
             "x",
-            format!(
-                "argsort sorts rank-1 tensors only, got rank {} (shape {})",
-                x.rank(),
-                shape_str(&x.shape)
-            ),
+            format!("argsort sorts rank-1 tensors only, got rank {} (shape {})", x.rank(), shape_str(&x.shape)),
         ));
     }
     one(x.with_dtype(DType::Int64))
@@ -142,22 +117,15 @@ fn layer_norm(ctx: &Ctx) -> Result<Vec<Type>> {
     let x = ctx.tensor(0)?;
     let device = ctx.same_device(&[0, 1, 2])?;
     if x.rank() == 0 {
-        return Err(ctx.value_err(
-            "input",
-            "must have at least one dimension to normalise over, got a scalar",
-        ));
+        return Err(ctx.value_err("input", "must have at least one dimension to normalise over, got a scalar"));
     }
     let last = &x.shape[x.rank() - 1];
     for (i, name) in [(1, "gamma"), (2, "beta")] {
         let p = ctx.tensor(i)?;
         if p.dtype != x.dtype {
-            return Err(ctx.type_err(
-                name,
-                format!(
-                    "dtype {} differs from the input's {}; cast it first",
-                    p.dtype, x.dtype
-                ),
-            ));
+            return Err(
+                ctx.type_err(name, format!("dtype {} differs from the input's {}; cast it first", p.dtype, x.dtype))
+            );
         }
         if p.rank() != 1 || &p.shape[0] != last {
             return Err(ctx.value_err(
@@ -170,10 +138,7 @@ fn layer_norm(ctx: &Ctx) -> Result<Vec<Type>> {
     if epsilon.is_nan() || epsilon <= 0.0 {
         return Err(ctx.value_err("epsilon", format!("must be positive, got {epsilon}")));
     }
-    one(TensorType {
-        device,
-        ..x.clone()
-    })
+    one(TensorType { device, ..x.clone() })
 }
 
 #[cfg(test)]
@@ -185,14 +150,8 @@ mod tests {
     use crate::types::DeviceRef;
 
     fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape = dims
-            .iter()
-            .map(|d| {
-                d.parse::<i64>()
-                    .map(Dim::stat)
-                    .unwrap_or_else(|_| Dim::sym(d).unwrap())
-            })
-            .collect();
+        let shape =
+            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
         Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
     }
 
@@ -206,12 +165,7 @@ mod tests {
 
     #[test]
     fn reductions_keep_the_axis_with_size_one() {
-        for kind in [
-            OpKind::Sum,
-            OpKind::Mean,
-            OpKind::ReduceMax,
-            OpKind::ReduceMin,
-        ] {
+        for kind in [OpKind::Sum, OpKind::Mean, OpKind::ReduceMax, OpKind::ReduceMin] {
             let out = run(kind, axis(-1), &[t(DType::Int32, &["batch", "3"])]).unwrap();
             assert_eq!(out, vec![t(DType::Int32, &["batch", "1"])], "{kind:?}");
         }
@@ -221,19 +175,9 @@ mod tests {
 
     #[test]
     fn arg_reductions_give_int64() {
-        let out = run(
-            OpKind::ArgMax,
-            axis(1),
-            &[t(DType::Float32, &["2", "n", "4"])],
-        )
-        .unwrap();
+        let out = run(OpKind::ArgMax, axis(1), &[t(DType::Float32, &["2", "n", "4"])]).unwrap();
         assert_eq!(out[0], t(DType::Int64, &["2", "1", "4"]));
-        let out = run(
-            OpKind::ArgMin,
-            axis(-3),
-            &[t(DType::Bool, &["2", "n", "4"])],
-        )
-        .unwrap();
+        let out = run(OpKind::ArgMin, axis(-3), &[t(DType::Bool, &["2", "n", "4"])]).unwrap();
         assert_eq!(out[0], t(DType::Int64, &["1", "n", "4"]));
     }
 
@@ -244,97 +188,44 @@ mod tests {
             matches!(&err, GraphError::Index(m) if m.starts_with("sum: axis:") && m.contains("float32[b, 3]")),
             "{err}"
         );
-        assert!(matches!(
-            run(OpKind::ArgMax, axis(-1), &[t(DType::Float32, &[])]),
-            Err(GraphError::Index(_))
-        ));
-        assert!(matches!(
-            run(OpKind::Cumsum, axis(-3), &[t(DType::Float32, &["2", "2"])]),
-            Err(GraphError::Index(_))
-        ));
-        assert!(matches!(
-            run(OpKind::Softmax, axis(2), &[t(DType::Float32, &["2", "2"])]),
-            Err(GraphError::Index(_))
-        ));
+        assert!(matches!(run(OpKind::ArgMax, axis(-1), &[t(DType::Float32, &[])]), Err(GraphError::Index(_))));
+        assert!(matches!(run(OpKind::Cumsum, axis(-3), &[t(DType::Float32, &["2", "2"])]), Err(GraphError::Index(_))));
+        assert!(matches!(run(OpKind::Softmax, axis(2), &[t(DType::Float32, &["2", "2"])]), Err(GraphError::Index(_))));
     }
 
     #[test]
     fn softmax_and_cumsum_keep_the_type() {
         let x = t(DType::Float16, &["b", "7"]);
-        assert_eq!(
-            run(OpKind::Softmax, axis(0), std::slice::from_ref(&x)).unwrap()[0],
-            x
-        );
-        assert_eq!(
-            run(OpKind::LogSoftmax, axis(-1), std::slice::from_ref(&x)).unwrap()[0],
-            x
-        );
-        assert_eq!(
-            run(OpKind::Softmax, axis(-1), &[t(DType::Float32, &[])]).unwrap()[0],
-            t(DType::Float32, &[])
-        );
-        let attrs = axis(0)
-            .with("exclusive", Attr::Bool(true))
-            .with("reverse", Attr::Bool(true));
-        assert_eq!(
-            run(OpKind::Cumsum, attrs, std::slice::from_ref(&x)).unwrap()[0],
-            x
-        );
+        assert_eq!(run(OpKind::Softmax, axis(0), std::slice::from_ref(&x)).unwrap()[0], x);
+        assert_eq!(run(OpKind::LogSoftmax, axis(-1), std::slice::from_ref(&x)).unwrap()[0], x);
+        assert_eq!(run(OpKind::Softmax, axis(-1), &[t(DType::Float32, &[])]).unwrap()[0], t(DType::Float32, &[]));
+        let attrs = axis(0).with("exclusive", Attr::Bool(true)).with("reverse", Attr::Bool(true));
+        assert_eq!(run(OpKind::Cumsum, attrs, std::slice::from_ref(&x)).unwrap()[0], x);
         let bad = axis(0).with("exclusive", Attr::Int(1));
-        assert!(matches!(
-            run(OpKind::Cumsum, bad, &[x]),
-            Err(GraphError::Type(_))
-        ));
+        assert!(matches!(run(OpKind::Cumsum, bad, &[x]), Err(GraphError::Type(_))));
     }
 
     #[test]
     fn top_k_gives_values_and_indices() {
         let k = |k: i64, a: i64| axis(a).with("k", Attr::Int(k));
         let out = run(OpKind::TopK, k(2, -1), &[t(DType::Float32, &["b", "5"])]).unwrap();
-        assert_eq!(
-            out,
-            vec![t(DType::Float32, &["b", "2"]), t(DType::Int64, &["b", "2"])]
-        );
+        assert_eq!(out, vec![t(DType::Float32, &["b", "2"]), t(DType::Int64, &["b", "2"])]);
         let out = run(OpKind::TopK, k(3, 1), &[t(DType::Int8, &["2", "n"])]).unwrap();
-        assert_eq!(
-            out,
-            vec![t(DType::Int8, &["2", "3"]), t(DType::Int64, &["2", "3"])]
-        );
+        assert_eq!(out, vec![t(DType::Int8, &["2", "3"]), t(DType::Int64, &["2", "3"])]);
         assert!(run(OpKind::TopK, k(5, -1), &[t(DType::Float32, &["5"])]).is_ok());
         let err = run(OpKind::TopK, k(6, -1), &[t(DType::Float32, &["5"])]).unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("top_k: k:")),
-            "{err}"
-        );
-        assert!(matches!(
-            run(OpKind::TopK, k(-1, -1), &[t(DType::Float32, &["5"])]),
-            Err(GraphError::Value(_))
-        ));
-        assert!(matches!(
-            run(OpKind::TopK, k(1, 1), &[t(DType::Float32, &["5"])]),
-            Err(GraphError::Index(_))
-        ));
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("top_k: k:")), "{err}");
+        assert!(matches!(run(OpKind::TopK, k(-1, -1), &[t(DType::Float32, &["5"])]), Err(GraphError::Value(_))));
+        assert!(matches!(run(OpKind::TopK, k(1, 1), &[t(DType::Float32, &["5"])]), Err(GraphError::Index(_))));
     }
 
     #[test]
     fn argsort_is_rank_one() {
-        let out = run(
-            OpKind::ArgSort,
-            Attrs::new().with("ascending", Attr::Bool(false)),
-            &[t(DType::Float32, &["n"])],
-        )
-        .unwrap();
+        let out = run(OpKind::ArgSort, Attrs::new().with("ascending", Attr::Bool(false)), &[t(DType::Float32, &["n"])])
+            .unwrap();
         assert_eq!(out[0], t(DType::Int64, &["n"]));
-        let err = run(
-            OpKind::ArgSort,
-            Attrs::new(),
-            &[t(DType::Float32, &["2", "3"])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("argsort: x:")),
-            "{err}"
-        );
+        let err = run(OpKind::ArgSort, Attrs::new(), &[t(DType::Float32, &["2", "3"])]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("argsort: x:")), "{err}");
     }
 
     #[test]
@@ -342,51 +233,18 @@ mod tests {
         let eps = |e: f64| Attrs::new().with("epsilon", Attr::Float(e));
         let x = t(DType::Float32, &["b", "h"]);
         let p = t(DType::Float32, &["h"]);
-        let out = run(
-            OpKind::LayerNorm,
-            eps(1e-5),
-            &[x.clone(), p.clone(), p.clone()],
-        )
-        .unwrap();
+        let out = run(OpKind::LayerNorm, eps(1e-5), &[x.clone(), p.clone(), p.clone()]).unwrap();
         assert_eq!(out[0], x);
-        let err = run(
-            OpKind::LayerNorm,
-            eps(1e-5),
-            &[x.clone(), t(DType::Float32, &["4"]), p.clone()],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: gamma:")),
-            "{err}"
-        );
-        let err = run(
-            OpKind::LayerNorm,
-            eps(1e-5),
-            &[x.clone(), p.clone(), t(DType::Float32, &["1", "h"])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: beta:")),
-            "{err}"
-        );
+        let err = run(OpKind::LayerNorm, eps(1e-5), &[x.clone(), t(DType::Float32, &["4"]), p.clone()]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: gamma:")), "{err}");
+        let err =
+            run(OpKind::LayerNorm, eps(1e-5), &[x.clone(), p.clone(), t(DType::Float32, &["1", "h"])]).unwrap_err();
+        assert!(matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: beta:")), "{err}");
         for bad in [0.0, -1.0, f64::NAN] {
-            let err = run(
-                OpKind::LayerNorm,
-                eps(bad),
-                &[x.clone(), p.clone(), p.clone()],
-            )
-            .unwrap_err();
-            assert!(
-                matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: epsilon:")),
-                "{err}"
-            );
+            let err = run(OpKind::LayerNorm, eps(bad), &[x.clone(), p.clone(), p.clone()]).unwrap_err();
+            assert!(matches!(&err, GraphError::Value(m) if m.starts_with("layer_norm: epsilon:")), "{err}");
         }
-        let err = run(
-            OpKind::LayerNorm,
-            eps(1e-5),
-            &[x.clone(), t(DType::Float16, &["h"]), p],
-        )
-        .unwrap_err();
+        let err = run(OpKind::LayerNorm, eps(1e-5), &[x.clone(), t(DType::Float16, &["h"]), p]).unwrap_err();
         assert!(matches!(err, GraphError::Type(_)));
     }
 }
