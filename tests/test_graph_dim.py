@@ -102,3 +102,22 @@ def test_shape():
 def test_dims_pickle():
     for d in [Dim(3), Dim("batch")]:
         assert pickle.loads(pickle.dumps(d)) == d
+
+
+def test_algebraic_dims_survive_reshape_concat_and_slice():
+    from max.dtype import DType
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    n = Dim("n")
+    with Graph("alg", input_types=[TensorType(DType.float32, (n * 2 + 1, 4), DeviceRef.CPU())]) as g:
+        x = g.inputs[0].tensor
+        flat = ops.reshape(x, (-1,))
+        assert flat.shape == [(n * 2 + 1) * 4] and str(flat.shape[0]) == "(n * 8) + 4"
+        back = ops.reshape(flat, (n * 2 + 1, 2, 2))
+        assert back.shape == [n * 2 + 1, 2, 2]
+        both = ops.concat([x, x], axis=0)
+        assert both.shape == [n * 4 + 2, 4]
+        head = both[1:]
+        assert head.shape == [n * 4 + 1, 4]
+        assert ops.concat([head, x], axis=0).shape == [n * 6 + 2, 4]
+        assert x[:, ::2].shape == [n * 2 + 1, 2]

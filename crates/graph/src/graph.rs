@@ -141,6 +141,15 @@ impl Graph {
         self.add_node_with_blocks(op, inputs, Vec::new())
     }
 
+    /// Adds an input-free node (a weight) to the graph body even while a nested block is open,
+    /// so its value is visible everywhere, not only in the branch or loop that first used it.
+    pub fn add_node_to_body(&mut self, op: Op) -> Result<Vec<ValueId>> {
+        let saved = std::mem::replace(&mut self.open, vec![0]);
+        let out = self.add_node(op, Vec::new());
+        self.open = saved;
+        out
+    }
+
     /// As add_node, for control-flow nodes that own closed blocks. The blocks' argument and
     /// result types reach inference as the attributes `block{i}_args` and `block{i}_results`.
     pub fn add_node_with_blocks(

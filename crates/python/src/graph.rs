@@ -259,6 +259,13 @@ impl PyGraphIR {
         self.inner.add_node(op, inputs).map_err(graph_err)
     }
 
+    /// Stages an input-free op (a weight) in the graph body, whatever block is open.
+    #[pyo3(signature = (name, attrs = None))]
+    fn add_op_to_body(&mut self, name: &str, attrs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<usize>> {
+        let op = Op { kind: op_kind(name)?, attrs: attrs_from_py(attrs)? };
+        self.inner.add_node_to_body(op).map_err(graph_err)
+    }
+
     /// Stages a control-flow op owning the closed `blocks`.
     #[pyo3(signature = (name, inputs, blocks, attrs = None))]
     fn add_control(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from max._core.graph import GraphIR
-from max.graph.type import Type, _ChainType, _from_core
+from max.graph.type import TensorType, Type, _ChainType, _from_core
 from max.graph.value import BufferValue, TensorValue, Value, _ChainValue
 
 _CURRENT: contextvars.ContextVar[tuple[Graph, ...]] = contextvars.ContextVar("max_graph_stack", default=())
@@ -101,8 +101,6 @@ class Graph:
 
     def add_weight(self, weight: Any, force_initial_weight_on_host: bool = True) -> TensorValue:
         """Adds a Weight to the graph (once per name) and returns its value."""
-        from max.graph.ops.creation import constant_external
-
         existing = self._weights.get(weight.name)
         if existing is not None:
             if existing[0] is not weight and existing[0].type != weight.type:
@@ -110,8 +108,11 @@ class Graph:
                     f"Graph {self.name!r}: a weight named {weight.name!r} already exists with type {existing[0].type}"
                 )
             return existing[1]
-        with self:
-            value = constant_external(weight.name, weight.type, align=weight.align)
+        if not isinstance(weight.type, TensorType):
+            raise TypeError(f"Graph {self.name!r}: add_weight expects a Weight, got {type(weight).__name__}")
+        attrs = {"name": weight.name, "type": ("types", [weight.type._core()]), "align": weight.align}
+        (vid,) = self._ir.add_op_to_body("constant_external", attrs)
+        value = Value._from_id(self, vid)
         self._weights[weight.name] = (weight, value)
         return value
 

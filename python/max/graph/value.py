@@ -102,6 +102,8 @@ class TensorValue(_ShapedValue):
     """A value-semantic tensor in a graph, with numpy-like operators and methods."""
 
     __slots__ = ()
+    # numpy must hand `array @ value` (and other operators) to this class, not loop over it.
+    __array_ufunc__ = None
 
     def __new__(cls, value: Any) -> TensorValue:
         from max.graph.ops._stage import as_tensor
