@@ -17,6 +17,8 @@ pub(crate) struct State<'a> {
     pub plan: &'a Plan,
     pub arenas: &'a HashMap<String, Arc<Storage>>,
     pub env: HashMap<ValueId, Buffer>,
+    /// The plan's bindings, plus symbols learned while running (data-dependent dims).
+    pub bindings: super::shapes::Bindings,
 }
 
 fn device_of(model: &Model, ty: &Type) -> Result<Device> {
@@ -28,7 +30,7 @@ fn device_of(model: &Model, ty: &Type) -> Result<Device> {
 
 /// A buffer for result `v` of shape `shape`: a view of the arena when the plan placed it
 /// there, else a fresh allocation.
-fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffer> {
+pub(crate) fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffer> {
     let ty = &state.model.program.types[v];
     let t = match ty {
         Type::Tensor(t) | Type::Buffer(t) => t,
@@ -43,13 +45,12 @@ fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffer> {
     Buffer::empty(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
 }
 
-fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
+pub(crate) fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
     if let Some(s) = state.plan.shapes.get(&v) {
         return Ok(s.clone());
     }
     match &state.model.program.types[v] {
         Type::Tensor(t) | Type::Buffer(t) => state
-            .plan
             .bindings
             .eval(&t.shape)?
             .ok_or_else(|| Error::Value(format!("the shape of %{v} is not known before it is computed"))),
@@ -87,6 +88,14 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
                 .ok_or_else(|| Error::Value(format!("{}: input %{v} is not available", step.name())))
         })
         .collect::<Result<_>>()?;
+    if let StepKind::Op(op) = &step.kind {
+        if let Some(outs) = super::control::run(state, step, op, &inputs)? {
+            for (v, b) in step.outputs.iter().zip(outs) {
+                state.env.insert(*v, b);
+            }
+            return Ok(());
+        }
+    }
     let outputs: Vec<Buffer> =
         step.outputs.iter().map(|&v| output(state, v, &shape_of(state, v)?)).collect::<Result<_>>()?;
     let device = match step.outputs.first() {

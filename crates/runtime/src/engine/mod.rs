@@ -1,5 +1,6 @@
 //! Compiling graphs into executable plans and running them.
 
+mod control;
 pub(crate) mod exec;
 mod gpu;
 pub mod kernels;

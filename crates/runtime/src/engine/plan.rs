@@ -44,14 +44,14 @@ fn bytes(dtype: DType, shape: &[usize]) -> usize {
 }
 
 /// Builds the plan for `program` under `bindings` (from the inputs).
-pub fn build(program: &Program, bindings: Bindings) -> Result<Plan> {
+pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
     let mut shapes = HashMap::new();
     for v in program.body.args.iter() {
         if let Some(s) = eval(program, &bindings, *v)? {
             shapes.insert(*v, s);
         }
     }
-    collect_shapes(program, &program.body, &bindings, &mut shapes)?;
+    collect_shapes(program, &program.body, &mut bindings, &mut shapes)?;
     // Liveness over the steps of the body: [defining step, last step that reads].
     let body = &program.body;
     let mut first: HashMap<ValueId, usize> = HashMap::new();
@@ -118,10 +118,15 @@ fn eval(program: &Program, b: &Bindings, v: ValueId) -> Result<Option<Vec<usize>
 fn collect_shapes(
     program: &Program,
     body: &Body,
-    b: &Bindings,
+    b: &mut Bindings,
     shapes: &mut HashMap<ValueId, Vec<usize>>,
 ) -> Result<()> {
     for step in &body.steps {
+        if let StepKind::Op(op) = &step.kind {
+            if op.kind == max_graph::OpKind::Rebind {
+                bind_rebind(op, step, b, shapes)?;
+            }
+        }
         for v in &step.outputs {
             if let Some(s) = eval(program, b, *v)? {
                 shapes.insert(*v, s);
@@ -134,6 +139,27 @@ fn collect_shapes(
                 }
             }
             collect_shapes(program, inner, b, shapes)?;
+        }
+    }
+    Ok(())
+}
+
+/// A rebind may name new symbols (`x.rebind(["n", 3])`): they take the input's sizes.
+fn bind_rebind(
+    op: &max_graph::Op,
+    step: &super::program::Step,
+    b: &mut Bindings,
+    shapes: &HashMap<ValueId, Vec<usize>>,
+) -> Result<()> {
+    let (Some(max_graph::Attr::Dims(target)), Some(actual)) = (op.attrs.get("shape"), shapes.get(&step.inputs[0]))
+    else {
+        return Ok(());
+    };
+    for (d, &n) in target.iter().zip(actual) {
+        if let Some(name) = d.as_symbol() {
+            if b.get(name).is_none() {
+                b.bind(name, n as i64, "rebind")?;
+            }
         }
     }
     Ok(())
