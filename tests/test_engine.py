@@ -119,3 +119,32 @@ def test_thread_count_is_respected():
     assert one.execute(np.zeros(4, np.float32))[0].to_numpy().tolist() == [1, 1, 1, 1]
     three = engine.InferenceSession(devices=[driver.CPU()], num_threads=3).load(g)
     assert three._core.num_threads == 3
+
+
+def _arena_and_bound(report):
+    import re
+
+    m = re.search(r"arena cpu:0: (\d+) bytes for (\d+) tensors; max-live lower bound (\d+) bytes", report)
+    assert m, report
+    return int(m.group(1)), int(m.group(3)), int(m.group(2))
+
+
+def test_memory_plan_of_a_50_layer_mlp_is_near_the_lower_bound(rng):
+    widths = [64 + 32 * (i % 5) for i in range(51)]
+    weights = [rng.standard_normal((widths[i], widths[i + 1])).astype(np.float32) / 8 for i in range(50)]
+    biases = [rng.standard_normal(widths[i + 1]).astype(np.float32) for i in range(50)]
+    with Graph("mlp50", input_types=[cpu_type(DType.float32, ("batch", widths[0]))]) as g:
+        x = g.inputs[0].tensor
+        for w, b in zip(weights, biases):
+            x = ops.relu(ops.matmul(x, ops.constant(w, DType.float32, CPU)) + ops.constant(b, DType.float32, CPU))
+        g.output(x)
+    model = session().load(g)
+    inp = rng.standard_normal((32, widths[0])).astype(np.float32)
+    report = model._plan_report(inp)
+    arena, bound, tensors = _arena_and_bound(report)
+    assert tensors >= 99 and arena <= 1.05 * bound, report
+    ref = inp.astype(np.float64)
+    for w, b in zip(weights, biases):
+        ref = np.maximum(ref @ w + b, 0)
+    (out,) = model.execute(inp)
+    np.testing.assert_allclose(out.to_numpy(), ref, rtol=2e-4, atol=1e-4)
