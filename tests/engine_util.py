@@ -29,7 +29,11 @@ def build(fn: Callable[..., Any], *types: TensorType, name: str = "test") -> Gra
 def run(graph: Graph, *inputs: Any, device: driver.Device | None = None, weights: dict | None = None) -> list[np.ndarray]:
     """Compiles `graph` (for `device`, default the CPU) and runs it on `inputs`."""
     model = session(device).load(graph, weights_registry=weights)
-    args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(device) if device is not None and isinstance(x, np.ndarray) else x for x in inputs]
+    args = []
+    for x, t in zip(inputs, model._input_types):
+        if isinstance(x, np.ndarray) and t.device.is_gpu():
+            x = driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(device or driver.Accelerator(t.device.id))
+        args.append(x)
     return [o.to_numpy() for o in model.execute(*args)]
 
 
