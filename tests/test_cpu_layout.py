@@ -101,7 +101,8 @@ def test_reshape_flatten_squeeze_unsqueeze(rng, dtype):
 
 @dtypes
 def test_transpose_permute(rng, dtype):
-    def fn(x, s):
+    # y is large enough for the tiled (cache-blocked) transposing walk.
+    def fn(x, s, y):
         return [
             ops.transpose(x, 0, 2),
             ops.transpose(x, -1, 1),
@@ -110,9 +111,13 @@ def test_transpose_permute(rng, dtype):
             ops.permute(x, [-1, -2, 0, 1]),
             ops.transpose(s, 0, -1),
             x.T,
+            ops.transpose(y, 1, 2),
+            ops.permute(y, [2, 0, 1]),
+            ops.permute(y, [1, 2, 0]),
+            ops.transpose(y, 1, 2)[:, ::-1],
         ]
 
-    def ref(x, s):
+    def ref(x, s, y):
         return [
             x.transpose(2, 1, 0, 3),
             x.transpose(0, 3, 2, 1),
@@ -121,10 +126,14 @@ def test_transpose_permute(rng, dtype):
             x.transpose(3, 2, 0, 1),
             s,
             x.swapaxes(-1, -2),
+            y.transpose(0, 2, 1),
+            y.transpose(2, 0, 1),
+            y.transpose(1, 2, 0),
+            y.transpose(0, 2, 1)[:, ::-1],
         ]
 
-    types = [t(dtype, "batch", 3, 4, 5), t(dtype)]
-    cases = [(rand(rng, dtype, (b, 3, 4, 5)), rand(rng, dtype, ())) for b in BATCHES]
+    types = [t(dtype, "batch", 3, 4, 5), t(dtype), t(dtype, "batch", 37, 70)]
+    cases = [(rand(rng, dtype, (b, 3, 4, 5)), rand(rng, dtype, ()), rand(rng, dtype, (b, 37, 70))) for b in BATCHES]
     check(fn, types, cases, ref)
 
 

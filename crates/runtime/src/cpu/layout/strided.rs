@@ -1,6 +1,8 @@
 //! The one data mover of the layout kernels: an N-d copy between two strided views of raw
 //! elements (any dtype: only the element size matters), split over the rayon pool when large,
-//! and a parallel fill with one element's bit pattern.
+//! and a parallel fill with one element's bit pattern. Dims contiguous on both sides are
+//! merged first, so plain copies are single memcpys; a transposing walk (the source's inner
+//! dim strided, another dim contiguous) goes tile by tile to stay in cache.
 
 use rayon::prelude::*;
 
@@ -190,6 +192,10 @@ pub unsafe fn copy(
         return;
     }
     let p = Ptrs { src, dst };
+    if let Some(q) = transposing(&shape, &sa, &sb) {
+        unsafe { copy_tiled(p, &shape, &sa, &sb, elem, q) };
+        return;
+    }
     let threads = rayon::current_num_threads();
     if threads <= 1 || n * elem <= PAR_BYTES {
         unsafe { copy_range(p, &shape, &sa, &sb, elem, 0, n) };
@@ -203,6 +209,105 @@ pub unsafe fn copy(
         // SAFETY: chunks cover disjoint destination elements; validity is the caller's.
         unsafe { copy_range(p, &shape, &sa, &sb, elem, a, b) };
     });
+}
+
+/// Side of the square tiles of a transposing copy, in elements.
+const TILE: usize = 32;
+
+/// For a walk whose inner dim is strided in the source while another dim `q` is contiguous
+/// there (a transpose), `q`: walking [q, last] tiles keeps both sides in cache.
+fn transposing(shape: &[usize], sa: &[isize], sb: &[isize]) -> Option<usize> {
+    let last = shape.len().checked_sub(1)?;
+    if sa[last].abs() == 1 || sb[last].abs() != 1 || shape[last] < TILE / 4 {
+        return None;
+    }
+    (0..last)
+        .rev()
+        .find(|&q| sa[q].abs() == 1 && shape[q] >= TILE / 4)
+}
+
+/// One [rows of q, all of last] band of a tiled copy, in elements of width `T`.
+///
+/// # Safety
+/// As for [`copy`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn band_typed<T: Copy>(
+    src: *const u8,
+    dst: *mut u8,
+    rows: std::ops::Range<usize>,
+    cols: usize,
+    (aq, al): (isize, isize),
+    (bq, bl): (isize, isize),
+) {
+    let (src, dst) = (src.cast::<T>(), dst.cast::<T>());
+    for j0 in (0..cols).step_by(TILE) {
+        let j1 = (j0 + TILE).min(cols);
+        for i in rows.clone() {
+            let (si, di) = (i as isize * aq, i as isize * bq);
+            for j in j0..j1 {
+                let j = j as isize;
+                unsafe {
+                    dst.offset(di + j * bl)
+                        .write_unaligned(src.offset(si + j * al).read_unaligned())
+                };
+            }
+        }
+    }
+}
+
+/// The copy walked as tiles of the dims `q` and last, for every index of the other dims;
+/// bands of TILE rows of `q` are the units of parallel work.
+///
+/// # Safety
+/// As for [`copy`].
+unsafe fn copy_tiled(p: Ptrs, shape: &[usize], sa: &[isize], sb: &[isize], elem: usize, q: usize) {
+    let last = shape.len() - 1;
+    let outer: Vec<usize> = (0..last).filter(|&d| d != q).collect();
+    let count: usize = outer.iter().map(|&d| shape[d]).product();
+    let bands = shape[q].div_ceil(TILE);
+    let e = elem as isize;
+    let item = |w: usize| {
+        let p: Ptrs = p; // the whole struct (Send + Sync), not its raw fields
+        let (mut o, band) = (w / bands, w % bands);
+        let (mut oa, mut ob) = (0isize, 0isize);
+        for &d in outer.iter().rev() {
+            let i = (o % shape[d]) as isize;
+            o /= shape[d];
+            oa += i * sa[d];
+            ob += i * sb[d];
+        }
+        let rows = band * TILE..((band + 1) * TILE).min(shape[q]);
+        let (s, t) = (p.src.wrapping_offset(oa * e), p.dst.wrapping_offset(ob * e));
+        let geo = ((sa[q], sa[last]), (sb[q], sb[last]));
+        let cols = shape[last];
+        // SAFETY: every (row, col) of the band is an element of both views.
+        unsafe {
+            match elem {
+                1 => band_typed::<u8>(s, t, rows, cols, geo.0, geo.1),
+                2 => band_typed::<u16>(s, t, rows, cols, geo.0, geo.1),
+                4 => band_typed::<u32>(s, t, rows, cols, geo.0, geo.1),
+                8 => band_typed::<u64>(s, t, rows, cols, geo.0, geo.1),
+                _ => {
+                    for i in rows {
+                        for j in 0..cols {
+                            let (i, j) = (i as isize, j as isize);
+                            std::ptr::copy_nonoverlapping(
+                                s.offset((i * geo.0.0 + j * geo.0.1) * e),
+                                t.offset((i * geo.1.0 + j * geo.1.1) * e),
+                                elem,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let n = count * shape[q] * shape[last];
+    if rayon::current_num_threads() <= 1 || n * elem <= PAR_BYTES {
+        (0..count * bands).for_each(item);
+    } else {
+        (0..count * bands).into_par_iter().for_each(item);
+    }
 }
 
 /// Copies `n` contiguous elements.

@@ -63,6 +63,64 @@ fn parallel_copy_matches_serial() {
 }
 
 #[test]
+fn tiled_permutes_match_a_naive_walk() {
+    // [a, b, c] -> every permutation, byte and 8-byte elements, sizes off the tile grid.
+    let (a, b, c) = (3usize, 45usize, 70usize);
+    let src: Vec<u64> = (0..(a * b * c) as u64).map(|v| v * 0x0101_0101).collect();
+    let strides = [(b * c) as isize, c as isize, 1];
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for perm in [[0, 2, 1], [2, 0, 1], [1, 2, 0], [2, 1, 0]] {
+        let shape: Vec<usize> = perm.iter().map(|&p| [a, b, c][p]).collect();
+        let v = View {
+            shape: shape.clone(),
+            strides: perm.iter().map(|&p| strides[p]).collect(),
+        };
+        let mut want = Vec::with_capacity(src.len());
+        for i in 0..shape[0] {
+            for j in 0..shape[1] {
+                for k in 0..shape[2] {
+                    let off = i as isize * v.strides[0]
+                        + j as isize * v.strides[1]
+                        + k as isize * v.strides[2];
+                    want.push(src[off as usize]);
+                }
+            }
+        }
+        let mut dst = vec![0u64; src.len()];
+        let (sp, dp) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
+        pool.install(|| unsafe {
+            strided::copy(
+                sp as *const u8,
+                &v,
+                dp as *mut u8,
+                &contiguous_strides(&shape),
+                8,
+            )
+        });
+        assert_eq!(dst, want, "{perm:?}");
+        let bytes: Vec<u8> = src.iter().map(|x| *x as u8).collect();
+        let mut out = vec![0u8; bytes.len()];
+        unsafe {
+            strided::copy(
+                bytes.as_ptr(),
+                &v,
+                out.as_mut_ptr(),
+                &contiguous_strides(&shape),
+                1,
+            )
+        };
+        assert_eq!(
+            out,
+            want.iter().map(|x| *x as u8).collect::<Vec<_>>(),
+            "{perm:?}"
+        );
+    }
+}
+
+#[test]
 fn fill_pattern() {
     let mut v = vec![0u32; 100_000];
     let pool = rayon::ThreadPoolBuilder::new()
@@ -207,5 +265,47 @@ mod kernels {
             err.contains("repeat_interleave: repeats must be non-negative, got -1"),
             "{err}"
         );
+    }
+}
+
+#[test]
+#[ignore]
+fn bench_copy() {
+    let n = 4096usize;
+    let src: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
+    let mut dst = vec![0f32; n * n];
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for (name, v) in [
+        ("flat", View::contiguous(&[n * n])),
+        (
+            "transpose",
+            View {
+                shape: vec![n, n],
+                strides: vec![1, n as isize],
+            },
+        ),
+        (
+            "rev-rows",
+            View {
+                shape: vec![n, n],
+                strides: vec![-(n as isize), 1],
+            },
+        ),
+    ] {
+        let base = if name == "rev-rows" {
+            unsafe { src.as_ptr().add((n - 1) * n) }
+        } else {
+            src.as_ptr()
+        } as usize;
+        let out = dst.as_mut_ptr() as usize;
+        let d = contiguous_strides(&v.shape);
+        let t = std::time::Instant::now();
+        for _ in 0..5 {
+            pool.install(|| unsafe { strided::copy(base as *const u8, &v, out as *mut u8, &d, 4) });
+        }
+        println!("{name}: {:.1} ms", t.elapsed().as_secs_f64() * 1e3 / 5.0);
     }
 }
