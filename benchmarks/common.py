@@ -30,11 +30,11 @@ def time_gpu(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 3
 
 def write(name: str, device: str, rows: list[dict], command: str) -> Path:
     """Prints the rows as a table and writes them, with where and when, as JSON."""
-    keys = list(rows[0]) if rows else []
-    widths = [max(len(k), *(len(f"{r[k]}") for r in rows)) for k in keys]
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    widths = [max(len(k), *(len(f"{r.get(k, '')}") for r in rows)) for k in keys]
     print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
     for r in rows:
-        print("  ".join(f"{r[k]}".ljust(w) for k, w in zip(keys, widths)))
+        print("  ".join(f"{r.get(k, '')}".ljust(w) for k, w in zip(keys, widths)))
     out_dir = Path(os.environ.get("MAX_BENCH_OUT", RESULTS))
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = device.lower().replace(" ", "-")

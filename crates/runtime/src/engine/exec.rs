@@ -1,14 +1,16 @@
 //! Running a plan: the step loop, output allocation (arena views or own buffers), and control
 //! flow. Kernels are chosen per step from the op and the device of its result.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use max_graph::{OpKind, Type, ValueId};
+use max_graph::{Attr, Dim, Op, OpKind, Type, ValueId};
 
 use super::model::{Model, resolve_device};
 use super::plan::{Plan, Slot};
 use super::program::{Body, Step, StepKind};
+use super::shapes::Bindings;
 use crate::storage::Storage;
 use crate::{Buffer, Device, Error, Result, Stream, cpu};
 
@@ -58,6 +60,27 @@ pub(crate) fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
     }
 }
 
+/// `op` with the symbolic dims of its attributes (slice bounds, split sizes, ...) evaluated
+/// under the plan's bindings, so kernels read numbers; borrowed as is when it has none.
+fn with_dims_bound<'o>(op: &'o Op, b: &Bindings) -> Result<Cow<'o, Op>> {
+    let symbolic = |a: &Attr| matches!(a, Attr::Dims(v) if v.iter().any(|d| !d.is_static()));
+    if !op.attrs.0.values().any(symbolic) {
+        return Ok(Cow::Borrowed(op));
+    }
+    let mut op = op.clone();
+    for a in op.attrs.0.values_mut() {
+        if let Attr::Dims(v) = a {
+            for d in v.iter_mut().filter(|d| !d.is_static()) {
+                let value = d.evaluate(&|s| b.get(s)).map_err(|e| Error::Value(e.to_string()))?;
+                if let Some(n) = value {
+                    *d = Dim::stat(n);
+                }
+            }
+        }
+    }
+    Ok(Cow::Owned(op))
+}
+
 pub(crate) fn run_body(state: &mut State, body: &Body) -> Result<()> {
     for step in &body.steps {
         run_step(state, step)?;
@@ -88,6 +111,18 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
                 .ok_or_else(|| Error::Value(format!("{}: input %{v} is not available", step.name())))
         })
         .collect::<Result<_>>()?;
+    // Kernels read numbers: symbolic dims in attributes take their values now.
+    let bound_step;
+    let step = match &step.kind {
+        StepKind::Op(op) => match with_dims_bound(op, &state.bindings)? {
+            Cow::Owned(op) => {
+                bound_step = Step { kind: StepKind::Op(op), ..step.clone() };
+                &bound_step
+            }
+            Cow::Borrowed(_) => step,
+        },
+        StepKind::Fused(_) => step,
+    };
     if let StepKind::Op(op) = &step.kind {
         if let Some(outs) = super::control::run(state, step, op, &inputs)? {
             for (v, b) in step.outputs.iter().zip(outs) {
