@@ -146,13 +146,13 @@ impl Model {
             .iter()
             .map(|v| {
                 let b = state.env.get(v).ok_or_else(|| Error::Value(format!("output %{v} was not computed")))?;
-                // Constants, weights and inputs returned as outputs are copied: the caller must
-                // not be able to change the model's own data or see later writes to its input.
-                if self.fixed.contains_key(v) || self.program.body.args.contains(v) {
-                    b.contiguous()
-                } else {
-                    Ok(b.clone())
-                }
+                // Constants, weights and inputs (or views of them) returned as outputs are
+                // copied: the caller must not be able to change the model's own data or see
+                // later writes to its input.
+                let shared = |other: &Buffer| Arc::ptr_eq(other.storage(), b.storage());
+                let aliased = self.fixed.values().any(shared)
+                    || self.program.body.args.iter().filter_map(|a| state.env.get(a)).any(shared);
+                if aliased { b.contiguous() } else { Ok(b.clone()) }
             })
             .collect()
     }
@@ -261,6 +261,7 @@ fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out:
             .map(|v| {
                 let where_ = match plan.slots.get(v) {
                     Some(plan::Slot::Arena(o)) => format!("arena+{o}"),
+                    Some(plan::Slot::View) => "view".into(),
                     _ => "own".into(),
                 };
                 let shape = plan.shapes.get(v).map(|s| format!("{s:?}")).unwrap_or_else(|| "dynamic".into());

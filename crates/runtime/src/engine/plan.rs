@@ -19,6 +19,18 @@ pub enum Slot {
     /// Its own allocation: graph outputs (handed to the caller), values whose shape is known
     /// only at run time, and everything inside control-flow bodies.
     Own,
+    /// The memory of its (contiguous) input, seen with another shape.
+    View,
+}
+
+/// Steps whose result is their input's memory with another shape.
+pub fn is_view(step: &super::program::Step) -> bool {
+    matches!(&step.kind, StepKind::Op(op) if matches!(
+        op.kind,
+        max_graph::OpKind::Reshape | max_graph::OpKind::Flatten | max_graph::OpKind::Squeeze
+            | max_graph::OpKind::Unsqueeze | max_graph::OpKind::Rebind
+    )) && step.inputs.len() == 1
+        && step.outputs.len() == 1
 }
 
 #[derive(Clone, Debug)]
@@ -52,11 +64,23 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
         }
     }
     collect_shapes(program, &program.body, &mut bindings, &mut shapes)?;
-    // Liveness over the steps of the body: [defining step, last step that reads].
+    // Liveness over the steps of the body: [defining step, last step that reads]. A view
+    // (a reshape of a contiguous tensor) is the same memory as its source, so its uses extend
+    // the source's life; a view that is a graph output keeps its source out of the arena.
     let body = &program.body;
+    let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
+    let root = |alias: &HashMap<ValueId, ValueId>, mut v: ValueId| {
+        while let Some(&s) = alias.get(&v) {
+            v = s;
+        }
+        v
+    };
     let mut first: HashMap<ValueId, usize> = HashMap::new();
     let mut last: HashMap<ValueId, usize> = HashMap::new();
     for (i, step) in body.steps.iter().enumerate() {
+        if is_view(step) {
+            alias.insert(step.outputs[0], step.inputs[0]);
+        }
         for v in &step.outputs {
             first.insert(*v, i);
             last.insert(*v, i);
@@ -64,19 +88,24 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
         let mut used = step.inputs.clone();
         nested_uses(&step.bodies, &mut used);
         for v in used {
-            if let Some(l) = last.get_mut(&v) {
+            if let Some(l) = last.get_mut(&root(&alias, v)) {
                 *l = i;
             }
         }
     }
+    let escaping: std::collections::HashSet<ValueId> = body.results.iter().map(|v| root(&alias, *v)).collect();
     let mut slots = HashMap::new();
     let mut per_device: HashMap<String, (Vec<ValueId>, Vec<Interval>)> = HashMap::new();
     for step in &body.steps {
+        if is_view(step) {
+            slots.insert(step.outputs[0], Slot::View);
+            continue;
+        }
         let arena_ok = matches!(&step.kind, StepKind::Op(op) if !matches!(op.kind, max_graph::OpKind::Constant | max_graph::OpKind::ConstantExternal))
             || matches!(step.kind, StepKind::Fused(_));
         for v in &step.outputs {
             let ty = &program.types[*v];
-            let placeable = arena_ok && !body.results.contains(v) && matches!(ty, Type::Tensor(_));
+            let placeable = arena_ok && !escaping.contains(v) && matches!(ty, Type::Tensor(_));
             match (placeable, shapes.get(v), ty) {
                 (true, Some(shape), Type::Tensor(t)) => {
                     let entry = per_device.entry(device_key(ty)).or_default();
