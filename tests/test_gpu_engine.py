@@ -95,3 +95,29 @@ def test_gpu_inputs_must_be_on_the_gpu(gpu):
         model.execute(driver.Buffer.from_numpy(np.zeros(2, np.float32)))
     out = model.execute(driver.Buffer.from_numpy(np.zeros(2, np.float32)).to(gpu))[0]
     assert out.device == gpu and out.to_numpy().tolist() == [1, 1]
+
+
+MATMUL_SHAPES = [
+    ((256, 512), (512, 128)),      # tensor-core path, whole tiles
+    ((1, 4096), (4096, 64)),       # decode-like M = 1
+    ((300, 200), (200, 72)),       # edges in M and N
+    ((3, 17, 24), (24, 40)),       # batch with a shared right operand
+    ((2, 1, 8, 16), (3, 16, 8)),   # broadcast batch dims
+    ((5, 7), (7, 3)),              # odd K and N: SIMT path
+    ((64,), (64, 16)),             # 1-D left operand
+]
+
+
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16, DType.float32, DType.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul_matches_numpy(rng, gpu, dtype, shapes):
+    sa, sb = shapes
+    a = (rng.standard_normal(sa) / 4).astype(as_np(dtype))
+    b = (rng.standard_normal(sb) / 4).astype(as_np(dtype))
+    with Graph("mm", input_types=[TensorType(dtype, sa, GPU), TensorType(dtype, sb, GPU)]) as g:
+        g.output(ops.matmul(*g.inputs))
+    (out,) = run(g, a, b, device=gpu)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    k = sa[-1]
+    tol = {DType.bfloat16: 1e-2, DType.float16: 2e-3, DType.float32: 1e-5, DType.float64: 1e-12}[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=tol, atol=tol * np.sqrt(k) / 4)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
-use crate::sources::{CAST, COPY_STRIDED, FILL};
+use crate::sources::{CAST, COPY_STRIDED, FILL, MATMUL};
 use crate::{Error, Result, function};
 
 const BLOCK: u32 = 256;
@@ -130,5 +130,79 @@ pub fn copy_strided(
     // SAFETY: copy_strided_* takes (const T*, T*, u64, StridedView); every address the view
     // reaches lies inside the source allocation (the caller's Buffer checked its view).
     unsafe { launch.launch(grid_for(n)) }.map_err(Error::driver("cuLaunchKernel(copy_strided)"))?;
+    Ok(())
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MatmulArgs {
+    a: u64,
+    b: u64,
+    c: u64,
+    m: i64,
+    n: i64,
+    k: i64,
+    stride_a: i64,
+    stride_b: i64,
+    stride_c: i64,
+}
+
+// SAFETY: plain-old-data with the layout of the kernel's `MatmulArgs`.
+unsafe impl DeviceRepr for MatmulArgs {}
+
+/// Shared memory of the tensor-core kernel: 3 stages of a 128x40 A tile and a 32x136 B tile.
+const MMA_SMEM: u32 = 3 * (128 * 40 + 32 * 136) * 2;
+
+/// `batch` products C = A @ B of row-major matrices (A [m, k], B [k, n], C [m, n]) that follow
+/// each other at the given element strides (0 repeats an operand for every batch). Tensor
+/// cores for bf16/f16 when the shapes allow 16-byte loads, a SIMT kernel otherwise.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, b, c): (u64, u64, u64),
+    (m, n, k): (usize, usize, usize),
+    batch: usize,
+    (stride_a, stride_b, stride_c): (usize, usize, usize),
+) -> Result<()> {
+    if m == 0 || n == 0 || batch == 0 {
+        return Ok(());
+    }
+    let aligned = k % 8 == 0 && n % 8 == 0 && (a | b) % 16 == 0;
+    let (name, tile, threads, smem) = match dtype {
+        DType::BFloat16 if aligned => ("matmul_mma_bf16", 128, 256, MMA_SMEM),
+        DType::Float16 if aligned => ("matmul_mma_f16", 128, 256, MMA_SMEM),
+        DType::BFloat16 => ("matmul_simt_bf16", 16, 256, 0),
+        DType::Float16 => ("matmul_simt_f16", 16, 256, 0),
+        DType::Float32 => ("matmul_simt_f32", 16, 256, 0),
+        DType::Float64 => ("matmul_simt_f64", 16, 256, 0),
+        other => return Err(Error::Unsupported(format!("matmul of {other} is not supported on the GPU"))),
+    };
+    let f = function(stream.context(), &MATMUL, name)?;
+    if smem > 48 * 1024 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    }
+    let args = MatmulArgs {
+        a,
+        b,
+        c,
+        m: m as i64,
+        n: n as i64,
+        k: k as i64,
+        stride_a: stride_a as i64,
+        stride_b: stride_b as i64,
+        stride_c: stride_c as i64,
+    };
+    let grid = (n.div_ceil(tile) as u32, m.div_ceil(tile) as u32, batch as u32);
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem };
+    let mut launch = stream.launch_builder(&f);
+    launch.arg(&args);
+    // SAFETY: the argument struct matches the kernel's; the caller guarantees the matrices lie
+    // inside their buffers for every batch.
+    unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(matmul)"))?;
     Ok(())
 }

@@ -14,8 +14,10 @@ pub const CAST: Family = Family { name: "cast", source: include_str!("../kernels
 pub const FILL: Family = Family { name: "fill", source: include_str!("../kernels/fill.cu") };
 pub const COPY_STRIDED: Family = Family { name: "copy_strided", source: include_str!("../kernels/copy_strided.cu") };
 
+pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../kernels/matmul.cu") };
+
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED];
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the
