@@ -9,6 +9,7 @@ use max_graph::{OpKind, Type, ValueId};
 use super::model::{Model, resolve_device};
 use super::plan::{Plan, Slot};
 use super::program::{Body, Step, StepKind};
+use super::shapes::Bindings;
 use crate::storage::Storage;
 use crate::{Buffer, Device, Error, Result, Stream, cpu};
 
@@ -17,6 +18,9 @@ pub(crate) struct State<'a> {
     pub plan: &'a Plan,
     pub arenas: &'a HashMap<String, Arc<Storage>>,
     pub env: HashMap<ValueId, Buffer>,
+    /// The plan's bindings plus the symbols that data-dependent ops (nonzero's count) bound
+    /// during this execution; shapes not in `plan.shapes` are evaluated under these.
+    pub bindings: Bindings,
 }
 
 fn device_of(model: &Model, ty: &Type) -> Result<Device> {
@@ -49,7 +53,6 @@ fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
     }
     match &state.model.program.types[v] {
         Type::Tensor(t) | Type::Buffer(t) => state
-            .plan
             .bindings
             .eval(&t.shape)?
             .ok_or_else(|| Error::Value(format!("the shape of %{v} is not known before it is computed"))),
@@ -87,6 +90,13 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
                 .ok_or_else(|| Error::Value(format!("{}: input %{v} is not available", step.name())))
         })
         .collect::<Result<_>>()?;
+    // A data-dependent op whose result shape is not known yet (nonzero with an unbound count
+    // symbol) allocates its result itself; see run_dynamic_step.
+    if let StepKind::Op(op) = &step.kind {
+        if super::kernels::data_dependent(op.kind) && step.outputs.iter().any(|v| shape_of(state, *v).is_err()) {
+            return run_dynamic_step(state, step, op, &inputs);
+        }
+    }
     let outputs: Vec<Buffer> =
         step.outputs.iter().map(|&v| output(state, v, &shape_of(state, v)?)).collect::<Result<_>>()?;
     let device = match step.outputs.first() {
@@ -106,6 +116,22 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
     }
     for (v, b) in step.outputs.iter().zip(outputs) {
         state.env.insert(*v, b);
+    }
+    Ok(())
+}
+
+/// Runs a data-dependent op on the host: its kernel allocates the results and reports the
+/// values of the symbols they introduce, which are bound for the rest of the execution (a
+/// conflicting earlier binding is an error). Results go to their value's device afterwards.
+fn run_dynamic_step(state: &mut State, step: &Step, op: &max_graph::ops::Op, inputs: &[Buffer]) -> Result<()> {
+    let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&Device::Cpu)).collect::<Result<_>>()?;
+    let (outputs, bound) = super::kernels::run_dynamic(op, &inputs)?;
+    for (name, value) in bound {
+        state.bindings.bind(&name, value, &format!("the result of {}", op.kind.name()))?;
+    }
+    for (v, b) in step.outputs.iter().zip(outputs) {
+        let device = device_of(state.model, &state.model.program.types[*v])?;
+        state.env.insert(*v, b.to(&device)?);
     }
     Ok(())
 }

@@ -138,7 +138,7 @@ impl Model {
             let buf = if buf.is_contiguous() { buf } else { buf.contiguous()? };
             env.insert(*v, buf);
         }
-        let mut state = exec::State { model: self, plan: &plan, arenas: &arenas, env };
+        let mut state = exec::State { model: self, plan: &plan, arenas: &arenas, env, bindings: plan.bindings.clone() };
         self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
         self.program
             .body
