@@ -134,7 +134,14 @@ fn dequantize(op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
 /// `out[i, j] = sum_k lhs[i, k] * w_j[k]` for `lhs` `[m, k]` and `out` `[m, n]`, where
 /// `column(j, buf)` writes the k weights `w_j`. Tiles of columns are decoded and multiplied
 /// in parallel, each with one gemm into its columns of `out`.
-fn matmul_columns(lhs: &[f32], m: usize, k: usize, n: usize, out: &mut [f32], column: impl Fn(usize, &mut [f32]) + Sync) {
+fn matmul_columns(
+    lhs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [f32],
+    column: impl Fn(usize, &mut [f32]) + Sync,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -234,7 +241,11 @@ fn qmatmul_gptq(op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()> {
     let (lhs, rhs, perm) = match (inputs, desc_act) {
         ([lhs, rhs], false) => (lhs, rhs, None),
         ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
-        _ => return Err(Error::Value(format!("{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"))),
+        _ => {
+            return Err(Error::Value(format!(
+                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
+            )));
+        }
     };
     expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
     expect_dtype(op, "rhs", rhs, DType::UInt8)?;

@@ -25,9 +25,11 @@ pub fn data_dependent(kind: OpKind) -> bool {
     matches!(kind, OpKind::NonZero)
 }
 
-/// Runs a data-dependent op on host `inputs`, allocating its results; returns them with the
-/// (symbol, value) bindings their new dims introduce.
-pub fn run_dynamic(op: &Op, inputs: &[Buffer]) -> Result<(Vec<Buffer>, Vec<(String, i64)>)> {
+/// The results of a data-dependent op, and the (symbol, value) bindings their new dims introduce.
+pub type Dynamic = (Vec<Buffer>, Vec<(String, i64)>);
+
+/// Runs a data-dependent op on host `inputs`, allocating its results.
+pub fn run_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {
     match op.kind {
         OpKind::NonZero => cpu::indexing::nonzero_dynamic(op, inputs),
         _ => Err(Error::Value(format!("{}: not a data-dependent op", op.kind.name()))),

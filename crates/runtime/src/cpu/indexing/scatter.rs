@@ -7,6 +7,7 @@ use max_graph::{DType, Dim};
 
 use super::{axis_of, bytes, bytes_mut, read_indices, resolve};
 use crate::cpu::cast::{Canon, Elem};
+use crate::engine::kernels::Dynamic;
 use crate::{Buffer, Device, Error, Result, with_cast_type};
 
 fn same_dtype(op: &Op, input: &Buffer, updates: &Buffer) -> Result<()> {
@@ -22,7 +23,11 @@ fn same_dtype(op: &Op, input: &Buffer, updates: &Buffer) -> Result<()> {
 }
 
 /// Copies the input into the output (which has the input's type) and returns the output bytes.
-fn start_from_input<'a>(op: &Op, input: &Buffer, out: &'a Buffer) -> Result<&'a mut [u8]> {
+///
+/// # Safety
+/// `out` must be this step's own output buffer, not aliased by any input.
+#[allow(clippy::mut_from_ref)]
+unsafe fn start_from_input<'a>(op: &Op, input: &Buffer, out: &'a Buffer) -> Result<&'a mut [u8]> {
     if out.nbytes() != input.nbytes() {
         return Err(Error::Value(format!(
             "{}: the result has {} bytes but the input {}",
@@ -31,7 +36,7 @@ fn start_from_input<'a>(op: &Op, input: &Buffer, out: &'a Buffer) -> Result<&'a 
             input.nbytes()
         )));
     }
-    // SAFETY: out is this step's own output buffer.
+    // SAFETY: see the function's contract.
     let dst = unsafe { bytes_mut(out) };
     dst.copy_from_slice(bytes(input));
     Ok(dst)
@@ -84,7 +89,8 @@ pub(super) fn scatter(op: &Op, input: &Buffer, updates: &Buffer, indices: &Buffe
         .map(|i| resolve(op, i, size, &|| format!("axis {axis}")))
         .collect::<Result<_>>()?;
     let esize = input.dtype().size_in_bytes();
-    let dst = start_from_input(op, input, out)?;
+    // SAFETY: out is this step's own output buffer.
+    let dst = unsafe { start_from_input(op, input, out) }?;
     let src = bytes(updates);
     let st = strides(shape);
     let mut c = vec![0usize; shape.len()];
@@ -128,7 +134,8 @@ pub(super) fn scatter_nd(op: &Op, input: &Buffer, updates: &Buffer, indices: &Bu
         }
         starts.push(lin * row);
     }
-    let dst = start_from_input(op, input, out)?;
+    // SAFETY: out is this step's own output buffer.
+    let dst = unsafe { start_from_input(op, input, out) }?;
     let src = bytes(updates);
     for (u, &at) in starts.iter().enumerate() {
         dst[at..at + row].copy_from_slice(&src[u * row..(u + 1) * row]);
@@ -190,7 +197,8 @@ pub(super) fn masked_scatter(op: &Op, input: &Buffer, mask: &Buffer, updates: &B
         )));
     }
     let esize = input.dtype().size_in_bytes();
-    let dst = start_from_input(op, input, out)?;
+    // SAFETY: out is this step's own output buffer.
+    let dst = unsafe { start_from_input(op, input, out) }?;
     let src = bytes(updates);
     for (u, p) in positions.into_iter().enumerate() {
         dst[p * esize..(p + 1) * esize].copy_from_slice(&src[u * esize..(u + 1) * esize]);
@@ -264,7 +272,7 @@ pub(super) fn nonzero_into(op: &Op, x: &Buffer, out: &Buffer) -> Result<()> {
 
 /// nonzero allocating its own result, `[count, rank]`; binds out_dim's symbol to the count (a
 /// static out_dim must equal it).
-pub fn nonzero_dynamic(op: &Op, inputs: &[Buffer]) -> Result<(Vec<Buffer>, Vec<(String, i64)>)> {
+pub fn nonzero_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {
     let name = op.kind.name();
     let [x] = inputs else {
         return Err(Error::Value(format!("{name}: expected 1 input, got {}", inputs.len())));

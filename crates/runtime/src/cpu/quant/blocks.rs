@@ -92,7 +92,11 @@ fn q8_0(b: &[u8], out: &mut [f32]) {
 
 /// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block `j` (0..8) from 12 bytes.
 fn scale_min(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) }
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
 }
 
 /// The (scale, min) multipliers of the 8 sub-blocks of 32 of a Q4_K/Q5_K super-block.

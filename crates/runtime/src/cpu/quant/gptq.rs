@@ -42,7 +42,10 @@ impl<'a> Gptq<'a> {
             Some(p) => {
                 let idx = read_indices(op, p)?;
                 if idx.len() != k {
-                    return Err(Error::Value(format!("{name}: the permutation has {} entries, expected {k}", idx.len())));
+                    return Err(Error::Value(format!(
+                        "{name}: the permutation has {} entries, expected {k}",
+                        idx.len()
+                    )));
                 }
                 let v = idx
                     .into_iter()
