@@ -1,9 +1,268 @@
-//! Host kernels of the quant ops (being written).
+//! Host kernels of the quantized ops: dequantize (GGUF blocks to float32) and qmatmul,
+//! `lhs[..., K] @ dequantize(rhs)^T` with rhs `[N, K_bytes]`, or GPTQ (see quant/gptq.rs).
+//!
+//! qmatmul never materialises the whole dequantized matrix: the N weight rows are decoded in
+//! tiles (a few dozen rows, about a megabyte), each multiplied with gemm into its columns of
+//! the result; tiles run in parallel.
 
-use max_graph::ops::Op;
+mod blocks;
+mod gptq;
+#[cfg(test)]
+mod tests;
 
+use std::borrow::Cow;
+
+use gemm::{Parallelism, gemm};
+use max_graph::DType;
+use max_graph::attrs::Attr;
+use max_graph::ops::{Op, OpKind};
+use rayon::prelude::*;
+
+pub use blocks::Encoding;
+
+use super::cast::{Canon, Elem};
+use super::indexing::{bytes, bytes_mut};
 use crate::{Buffer, Error, Result};
 
-pub fn run(op: &Op, _inputs: &[Buffer], _outputs: &[Buffer]) -> Result<()> {
-    Err(Error::Value(format!("{}: no CPU kernel for this op yet", op.kind.name())))
+pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = op.kind.name();
+    let (Some(first), [out]) = (inputs.first(), outputs) else {
+        return Err(Error::Value(format!("{name}: expected inputs and one output")));
+    };
+    let encoding = match op.attrs.get("encoding") {
+        Some(Attr::Str(s)) => s.as_str(),
+        _ => return Err(Error::Value(format!("{name}: attribute encoding must be a string"))),
+    };
+    match op.kind {
+        OpKind::Dequantize => dequantize(op, block_encoding(op, encoding)?, first, out),
+        OpKind::QMatmul if encoding == "GPTQ" => qmatmul_gptq(op, inputs, out),
+        OpKind::QMatmul => {
+            let [lhs, rhs] = inputs else {
+                return Err(Error::Value(format!("{name}: {encoding} takes lhs and one quantized tensor")));
+            };
+            qmatmul(op, block_encoding(op, encoding)?, lhs, rhs, out)
+        }
+        _ => Err(Error::Value(format!("{name}: no CPU kernel for this op"))),
+    }
+}
+
+fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
+    Encoding::parse(name).ok_or_else(|| {
+        Error::Value(format!(
+            "{}: unsupported quantization encoding {name} (block encodings: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)",
+            op.kind.name()
+        ))
+    })
+}
+
+fn expect_dtype(op: &Op, what: &str, b: &Buffer, dtype: DType) -> Result<()> {
+    if b.dtype() != dtype {
+        return Err(Error::Value(format!("{}: {what} must be {dtype}, got {}", op.kind.name(), b.dtype())));
+    }
+    Ok(())
+}
+
+/// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
+fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
+    let (elems, bytes) = enc.block();
+    if row_bytes % bytes != 0 {
+        return Err(Error::Value(format!(
+            "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
+            op.kind.name()
+        )));
+    }
+    Ok(row_bytes / bytes * elems)
+}
+
+/// A host buffer's f32 values, borrowed when aligned.
+fn f32s(b: &Buffer) -> Cow<'_, [f32]> {
+    let raw = bytes(b);
+    if (b.addr() as usize) % std::mem::align_of::<f32>() == 0 {
+        // SAFETY: aligned, and raw holds raw.len() / 4 whole f32 values.
+        Cow::Borrowed(unsafe { std::slice::from_raw_parts(raw.as_ptr().cast::<f32>(), raw.len() / 4) })
+    } else {
+        Cow::Owned(raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+}
+
+/// Runs `f` on the output's f32 values (through a temporary when it is not aligned).
+fn with_f32_out(out: &Buffer, f: impl FnOnce(&mut [f32])) {
+    // SAFETY: out is this step's own output buffer.
+    let raw = unsafe { bytes_mut(out) };
+    if (out.addr() as usize) % std::mem::align_of::<f32>() == 0 {
+        // SAFETY: aligned, and raw holds raw.len() / 4 whole f32 values.
+        f(unsafe { std::slice::from_raw_parts_mut(raw.as_mut_ptr().cast::<f32>(), raw.len() / 4) });
+    } else {
+        let mut tmp = vec![0f32; raw.len() / 4];
+        f(&mut tmp);
+        for (c, v) in raw.chunks_exact_mut(4).zip(tmp) {
+            c.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// float32 values of quantized uint8 `[..., K_bytes]` as `[..., K]`; blocks decode in parallel.
+fn dequantize(op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
+    expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
+    let row_bytes = x.shape().last().copied().unwrap_or(0);
+    let per_row = row_elements(op, enc, row_bytes)?;
+    let rows = x.num_elements().checked_div(row_bytes).unwrap_or(0);
+    if out.dtype() != DType::Float32 || out.num_elements() != rows * per_row {
+        return Err(Error::Value(format!(
+            "{}: the result must be float32 with {} elements, got {} {:?}",
+            op.kind.name(),
+            rows * per_row,
+            out.dtype(),
+            out.shape()
+        )));
+    }
+    let (elems, nbytes) = enc.block();
+    let src = bytes(x);
+    with_f32_out(out, |dst| {
+        const PER_TASK: usize = 64; // blocks
+        if dst.len() < 1 << 15 {
+            enc.decode_blocks(src, dst);
+        } else {
+            dst.par_chunks_mut(elems * PER_TASK)
+                .zip(src.par_chunks(nbytes * PER_TASK))
+                .for_each(|(o, s)| enc.decode_blocks(s, o));
+        }
+    });
+    Ok(())
+}
+
+/// `out[i, j] = sum_k lhs[i, k] * w_j[k]` for `lhs` `[m, k]` and `out` `[m, n]`, where
+/// `column(j, buf)` writes the k weights `w_j`. Tiles of columns are decoded and multiplied
+/// in parallel, each with one gemm into its columns of `out`.
+fn matmul_columns(
+    lhs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [f32],
+    column: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    // Tiles of about a megabyte of decoded weights, at least two per thread when n allows.
+    let tile = (262_144 / k).clamp(4, 64).min(n.div_ceil(2 * threads)).max(1);
+    let tiles = n.div_ceil(tile);
+    let inner = if tiles >= threads || threads == 1 { Parallelism::None } else { Parallelism::Rayon(threads) };
+    let dst = out.as_mut_ptr() as usize;
+    let body = |t: usize| {
+        let (j0, cols) = (t * tile, tile.min(n - t * tile));
+        let mut w = vec![0f32; cols * k];
+        for (c, row) in w.chunks_exact_mut(k).enumerate() {
+            column(j0 + c, row);
+        }
+        // SAFETY: lhs is [m, k] row-major, w holds `cols` rows of k (read as a [k, cols] matrix
+        // with column stride k), and this tile writes only columns j0..j0+cols of the [m, n]
+        // output, which no other tile touches.
+        unsafe {
+            gemm(
+                m,
+                cols,
+                k,
+                (dst as *mut f32).add(j0),
+                1,
+                n as isize,
+                false,
+                lhs.as_ptr(),
+                1,
+                k as isize,
+                w.as_ptr(),
+                k as isize,
+                1,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                inner,
+            )
+        };
+    };
+    if tiles == 1 || threads == 1 {
+        (0..tiles).for_each(body);
+    } else {
+        (0..tiles).into_par_iter().for_each(body);
+    }
+}
+
+/// Leading rows of lhs `[..., k]` (its last dim must be `k`).
+fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
+    match lhs.shape().last() {
+        Some(&d) if d == k => Ok(lhs.shape()[..lhs.rank() - 1].iter().product()),
+        _ => Err(Error::Value(format!(
+            "{}: lhs of shape {:?} must end in the {k} elements of a rhs row",
+            op.kind.name(),
+            lhs.shape()
+        ))),
+    }
+}
+
+fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
+    expect_dtype(op, "lhs", lhs, DType::Float32)?;
+    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let &[n, row_bytes] = rhs.shape() else {
+        return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
+    };
+    let k = row_elements(op, enc, row_bytes)?;
+    let m = lhs_rows(op, lhs, k)?;
+    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
+        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
+    }
+    let (a, w) = (f32s(lhs), bytes(rhs));
+    with_f32_out(out, |dst| {
+        matmul_columns(&a, m, k, n, dst, |j, row| enc.decode_blocks(&w[j * row_bytes..(j + 1) * row_bytes], row))
+    });
+    Ok(())
+}
+
+/// GPTQ: bfloat16 lhs `[..., K]` times the dequantized `[K, N]` weights, accumulated in f32 and
+/// rounded once to bfloat16.
+fn qmatmul_gptq(op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()> {
+    let name = op.kind.name();
+    let int = |key: &str| match op.attrs.get(key) {
+        Some(Attr::Int(i)) => Ok(*i),
+        _ => Err(Error::Value(format!("{name}: GPTQ needs the integer attribute {key}"))),
+    };
+    let (bits, group) = (int("bits")?, int("group_size")?);
+    if bits != 4 || group <= 0 {
+        return Err(Error::Value(format!("{name}: unsupported GPTQ configuration: bits={bits}, group_size={group}")));
+    }
+    let desc_act = matches!(op.attrs.get("desc_act"), Some(Attr::Bool(true)));
+    let (lhs, rhs, perm) = match (inputs, desc_act) {
+        ([lhs, rhs], false) => (lhs, rhs, None),
+        ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
+        _ => {
+            return Err(Error::Value(format!(
+                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
+            )));
+        }
+    };
+    expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
+    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let k = lhs.shape().last().copied().unwrap_or(0);
+    let w = gptq::Gptq::new(op, rhs, perm, k, group as usize)?;
+    let n = rhs.shape()[1];
+    let m = lhs_rows(op, lhs, k)?;
+    if out.dtype() != DType::BFloat16 || out.num_elements() != m * n {
+        return Err(Error::Value(format!("{name}: the result must be bfloat16 [{m}, {n}]")));
+    }
+    let a: Vec<f32> = bytes(lhs).chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+    let mut acc = vec![0f32; m * n];
+    matmul_columns(&a, m, k, n, &mut acc, |j, col| w.column(j, col));
+    // SAFETY: out is this step's own output buffer.
+    let dst = unsafe { bytes_mut(out) };
+    dst.par_chunks_mut(2).zip(acc.par_iter()).for_each(|(o, &v)| {
+        o.copy_from_slice(&half::bf16::from_canon(Canon::F(v as f64)).to_le_bytes());
+    });
+    Ok(())
 }

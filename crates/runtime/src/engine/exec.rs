@@ -19,8 +19,9 @@ pub(crate) struct State<'a> {
     pub plan: &'a Plan,
     pub arenas: &'a HashMap<String, Arc<Storage>>,
     pub env: HashMap<ValueId, Buffer>,
-    /// The plan's bindings, plus symbols learned while running (data-dependent dims).
-    pub bindings: super::shapes::Bindings,
+    /// The plan's bindings plus the symbols that data-dependent ops (nonzero's count) bound
+    /// during this execution; shapes not in `plan.shapes` are evaluated under these.
+    pub bindings: Bindings,
 }
 
 fn device_of(model: &Model, ty: &Type) -> Result<Device> {
@@ -123,7 +124,7 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
         },
         StepKind::Fused(_) => step,
     };
-    if state.plan.slots.get(&step.outputs[0]) == Some(&Slot::View) && inputs[0].is_contiguous() {
+    if step.outputs.first().and_then(|v| state.plan.slots.get(v)) == Some(&Slot::View) && inputs[0].is_contiguous() {
         if let StepKind::Op(op) = &step.kind {
             if op.kind == OpKind::Rebind {
                 // rebind still checks the shape at run time
@@ -140,6 +141,13 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
                 state.env.insert(*v, b);
             }
             return Ok(());
+        }
+    }
+    // A data-dependent op whose result shape is not known yet (nonzero with an unbound count
+    // symbol) allocates its result itself; see run_dynamic_step.
+    if let StepKind::Op(op) = &step.kind {
+        if super::kernels::data_dependent(op.kind) && step.outputs.iter().any(|v| shape_of(state, *v).is_err()) {
+            return run_dynamic_step(state, step, op, &inputs);
         }
     }
     let outputs: Vec<Buffer> =
@@ -161,6 +169,22 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
     }
     for (v, b) in step.outputs.iter().zip(outputs) {
         state.env.insert(*v, b);
+    }
+    Ok(())
+}
+
+/// Runs a data-dependent op on the host: its kernel allocates the results and reports the
+/// values of the symbols they introduce, which are bound for the rest of the execution (a
+/// conflicting earlier binding is an error). Results go to their value's device afterwards.
+fn run_dynamic_step(state: &mut State, step: &Step, op: &max_graph::ops::Op, inputs: &[Buffer]) -> Result<()> {
+    let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&Device::Cpu)).collect::<Result<_>>()?;
+    let (outputs, bound) = super::kernels::run_dynamic(op, &inputs)?;
+    for (name, value) in bound {
+        state.bindings.bind(&name, value, &format!("the result of {}", op.kind.name()))?;
+    }
+    for (v, b) in step.outputs.iter().zip(outputs) {
+        let device = device_of(state.model, &state.model.program.types[*v])?;
+        state.env.insert(*v, b.to(&device)?);
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Kernel choice: which host kernel runs each op that is not elementwise (elementwise ops and
 //! fused groups go to cpu::elementwise from exec.rs). One entry point per op family.
 
-use max_graph::ops::{Family, Op};
+use max_graph::ops::{Family, Op, OpKind};
 
 use crate::{Buffer, Error, Result, cpu};
 
@@ -15,5 +15,23 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Indexing => cpu::indexing::run(op, inputs, outputs),
         Family::Quant => cpu::quant::run(op, inputs, outputs),
         _ => Err(Error::Value(format!("{}: no CPU kernel for this op", op.kind.name()))),
+    }
+}
+
+/// Ops whose result shape depends on the input values (nonzero's count of non-zero elements).
+/// When such a result's shape cannot be evaluated before the step runs, the executor calls
+/// `run_dynamic` instead of `run_cpu`.
+pub fn data_dependent(kind: OpKind) -> bool {
+    matches!(kind, OpKind::NonZero)
+}
+
+/// The results of a data-dependent op, and the (symbol, value) bindings their new dims introduce.
+pub type Dynamic = (Vec<Buffer>, Vec<(String, i64)>);
+
+/// Runs a data-dependent op on host `inputs`, allocating its results.
+pub fn run_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {
+    match op.kind {
+        OpKind::NonZero => cpu::indexing::nonzero_dynamic(op, inputs),
+        _ => Err(Error::Value(format!("{}: not a data-dependent op", op.kind.name()))),
     }
 }
