@@ -1,4 +1,6 @@
 //! Typed launch wrappers: the only place that knows each kernel's name and argument list.
+//! The buffer kernels (fill, cast, strided copy) and matmul are here; each further kernel
+//! family has its own submodule.
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 

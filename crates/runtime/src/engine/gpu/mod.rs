@@ -1,7 +1,13 @@
 //! Running steps on a CUDA device: fused elementwise groups through generated kernels, and the
 //! other ops through the kernels of crates/kernels-cuda (more land with the CUDA backend).
 
-use max_graph::ops::OpKind;
+use max_graph::ops::{Family, OpKind};
+
+mod conv;
+mod indexing;
+mod layout;
+mod quant;
+mod reduction;
 use max_graph::{Attr, Type};
 use max_kernels_cuda::fused::{Arg, FusedSpec, Input, Node, launch};
 
@@ -80,7 +86,14 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             let b = inputs[1].reshaped(vec![1, inputs[1].num_elements()])?;
             matmul(dev, &a, &b, &outputs[0])
         }
-        StepKind::Op(op) => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
+        StepKind::Op(op) => match op.kind.family() {
+            Family::Reduction => reduction::run(dev, op, inputs, outputs),
+            Family::Layout => layout::run(dev, op, inputs, outputs),
+            Family::Indexing => indexing::run(dev, op, inputs, outputs),
+            Family::Conv => conv::run(dev, op, inputs, outputs),
+            Family::Quant => quant::run(dev, op, inputs, outputs),
+            _ => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
+        },
     }
 }
 
