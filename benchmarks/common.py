@@ -28,6 +28,19 @@ def time_gpu(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 3
     return statistics.median(times)
 
 
+def time_async(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 3, reps: int = 20) -> float:
+    """Mean seconds per call of `fn` over `reps` back-to-back calls with one sync at the end:
+    device work queued on any stream is included, launch overhead is amortised as in real use."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / reps
+
+
 def write(name: str, device: str, rows: list[dict], command: str) -> Path:
     """Prints the rows as a table and writes them, with where and when, as JSON."""
     keys = list(dict.fromkeys(k for r in rows for k in r))

@@ -4,28 +4,23 @@ against torch eager doing the same math, in one process. JSON to benchmarks/resu
     python benchmarks/gpu_elementwise.py
 """
 
-import statistics
 import sys
 
-from common import write
+from common import time_async, write
 from max import driver, engine
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
 
-def cuda_time(torch, fn, reps=30):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(times)
+def cuda_time(torch, fn, reps=20):
+    """Seconds per call, with torch's and our streams both drained (see common.time_async)."""
+    gpu = driver.Accelerator()
+
+    def sync():
+        torch.cuda.synchronize()
+        gpu.synchronize()
+
+    return time_async(fn, sync, reps=reps)
 
 
 def main() -> None:

@@ -5,30 +5,25 @@ with CUDA events after warm-up (median). bf16 and f16: 8192^3, 4096^3, and M in 
     python benchmarks/gpu_gemm.py
 """
 
-import statistics
 import sys
 
 import numpy as np
 
-from common import write
+from common import time_async, write
 from max import driver, engine
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
 
 def cuda_time(torch, fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(times)
+    """Seconds per call, with torch's and our streams both drained (see common.time_async)."""
+    gpu = driver.Accelerator()
+
+    def sync():
+        torch.cuda.synchronize()
+        gpu.synchronize()
+
+    return time_async(fn, sync, reps=reps)
 
 
 def main() -> None:

@@ -43,7 +43,8 @@ fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
 
 /// The kernel `name` of `family` on the device of `ctx`, compiling and loading on first use.
 pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<CudaFunction> {
-    let key = (ctx.ordinal(), name.to_string());
+    // Generated families reuse kernel names (`fused`), so the family is part of the key.
+    let key = (ctx.ordinal(), format!("{}::{name}", family.name));
     if let Some(f) = FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(f.clone());
     }
