@@ -446,11 +446,13 @@ pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usi
     let blocks = n.div_ceil(per_block).clamp(1, 1 << 16) as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let mut launch = stream.launch_builder(&f);
-    launch.arg(&out).arg(&n);
+    // The generated signature is (out, in0, in1, ..., n, geometry-or-mask).
+    launch.arg(&out);
     let ptrs: Vec<u64> = inputs.iter().map(|i| i.ptr).collect();
     for p in &ptrs {
         launch.arg(p);
     }
+    launch.arg(&n);
     let mut keep: Vec<Arc<dyn std::any::Any>> = Vec::new();
     let mask: u32 =
         inputs.iter().enumerate().map(|(i, inp)| if inp.scalar && !inp.same_layout { 1 << i } else { 0 }).sum();
