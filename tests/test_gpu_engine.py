@@ -105,6 +105,9 @@ MATMUL_SHAPES = [
     ((2, 1, 8, 16), (3, 16, 8)),   # broadcast batch dims
     ((5, 7), (7, 3)),              # odd K and N: SIMT path
     ((64,), (64, 16)),             # 1-D left operand
+    ((4, 300, 64), (4, 64, 520)),  # Hopper path, batched operands
+    ((2, 300, 64), (64, 100)),     # Hopper path, batches folded into rows
+    ((1000, 1000), (1000, 1000)),  # Hopper path, many tiles and K tiles, ragged edges
 ]
 
 

@@ -16,8 +16,11 @@ pub const COPY_STRIDED: Family = Family { name: "copy_strided", source: include_
 
 pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../kernels/matmul.cu") };
 
+/// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
+pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
+
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL];
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

@@ -72,7 +72,12 @@ fn every_elementwise_op_compiles_for_each_dtype_class() {
         let spec = FusedSpec { inputs: vec![dtype, dtype], nodes, rank: 3 };
         let ptx = compile_check(&spec, "sm_90a").unwrap_or_else(|e| panic!("{dtype}: {e}"));
         let text = String::from_utf8_lossy(&ptx);
-        assert!(text.contains(".entry fused(") && text.contains(".entry fused_contig(") && text.contains(".entry fused_vec("), "{dtype}");
+        assert!(
+            text.contains(".entry fused(")
+                && text.contains(".entry fused_contig(")
+                && text.contains(".entry fused_vec("),
+            "{dtype}"
+        );
     }
 }
 

@@ -4,6 +4,8 @@
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 
+pub mod gemm_sm90;
+
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};

@@ -124,6 +124,27 @@ fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer) -> Result<()> 
                 other => other.into(),
             })
     };
+    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
+    if hopper
+        && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), m, k, a.addr(), b.addr())
+        && na == batch
+        && (nb == batch || nb == 1)
+    {
+        // wgmma + TMA: batched A with one shared B folds into the rows of a single GEMM.
+        let r = max_kernels_cuda::launch::gemm_sm90::gemm(
+            &dev.stream,
+            out.dtype(),
+            (a.addr(), b.addr(), out.addr()),
+            (m, n, k),
+            batch,
+            (na, nb),
+        );
+        match r {
+            Ok(()) => return Ok(()),
+            Err(max_kernels_cuda::Error::Unsupported(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     if (na == batch || na == 1) && (nb == batch || nb == 1) {
         // Each operand either has every batch or one matrix shared by all: one launch.
         let sa = if na == 1 { 0 } else { m * k };

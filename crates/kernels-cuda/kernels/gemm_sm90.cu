@@ -1,0 +1,185 @@
+// gemm_sm90.cu: C[b] = A[b] @ B[b] on Hopper (sm_90a) with wgmma tensor cores fed by TMA.
+//
+// A [M, K] row-major and Bt [N, K] row-major (the caller transposes B [K, N] once, see
+// transpose_b16): both operands are then K-major, the layout wgmma reads from shared memory
+// with the 128-byte swizzle that TMA writes. Block tile 128 x 256 x 64; 3 warpgroups: one
+// producer (a single thread issues the TMA loads of a 4-stage ring, guarded by mbarriers) and
+// two consumers, each computing a 64 x 256 slice with m64n256k16 wgmma into 128 f32 registers
+// per thread (setmaxnreg moves registers from the producer to the consumers). Out-of-range
+// rows and columns are zero-filled by TMA on load and skipped on store, so any M and N work;
+// K must be a multiple of 8 (16-byte TMA strides). The epilogue converts to the output type
+// in registers and stores straight to global memory.
+
+#define G_BM 128
+#define G_BN 256
+#define G_BK 64
+#define G_STAGES 4
+#define G_A_BYTES (G_BM * G_BK * 2)
+#define G_B_BYTES (G_BN * G_BK * 2)
+#define G_STAGE_BYTES (G_A_BYTES + G_B_BYTES)
+
+struct alignas(64) TmaMap { u64 data[16]; };
+
+struct GemmArgs {
+    u64 c;
+    i64 m, n, k;
+    i64 stride_c;  // elements between batches of C
+};
+
+__device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(s_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nLAB_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// A shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle: rows of 128
+// bytes, 8-row groups 1024 bytes apart (the stride byte offset); the leading byte offset is
+// unused in this layout. The tile base must be 1024-byte aligned.
+__device__ __forceinline__ u64 sw128_desc(const void* p) {
+    u64 addr = s_addr(p);
+    return ((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+template <bool BF16>
+__device__ __forceinline__ void wgmma_256(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
+    if (BF16) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+            "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+            : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    } else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+            "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+            : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    }
+}
+
+template <typename T, bool BF16>
+__device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map_bt, const GemmArgs& p) {
+    extern __shared__ u8 raw_smem[];
+    // Stage buffers start on a 1024-byte boundary (the swizzle pattern repeats every 1024 bytes).
+    u8* smem = (u8*)(((u64)raw_smem + 1023) & ~(u64)1023);
+    u64* full = (u64*)(smem + G_STAGES * G_STAGE_BYTES);
+    u64* empty = full + G_STAGES;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int m0 = blockIdx.y * G_BM, n0 = blockIdx.x * G_BN, z = blockIdx.z;
+    const int ktiles = (int)((p.k + G_BK - 1) / G_BK);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < G_STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            for (int kt = 0; kt < ktiles; ++kt) {
+                const int s = kt % G_STAGES;
+                mbar_wait(&empty[s], ((kt / G_STAGES) & 1) ^ 1);
+                u8* sa = smem + s * G_STAGE_BYTES;
+                mbar_expect_tx(&full[s], G_STAGE_BYTES);
+                tma_load_3d(sa, map_a, &full[s], kt * G_BK, m0, z);
+                tma_load_3d(sa + G_A_BYTES, map_bt, &full[s], kt * G_BK, n0, z);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int c = wg - 1;  // consumer 0 takes rows 0..63 of the tile, consumer 1 rows 64..127
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % G_STAGES;
+        mbar_wait(&full[s], (kt / G_STAGES) & 1);
+        const u8* sa = smem + s * G_STAGE_BYTES + c * (64 * 128);
+        const u8* sb = smem + s * G_STAGE_BYTES + G_A_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < G_BK / 16; ++kk) {
+            // Within a swizzled row, the k-th 16-element slice starts 32 bytes further.
+            wgmma_256<BF16>(d, sw128_desc(sa) + 2 * kk, sw128_desc(sb) + 2 * kk, (kt > 0 || kk > 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        wgmma_wait0();
+        mbar_arrive(&empty[s]);
+    }
+    // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds
+    // rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for j = 0..N/8-1.
+    T* C = (T*)p.c + (i64)z * p.stride_c;
+    const int warp = tid / 32, lane = tid % 32;
+    const i64 r0 = (i64)m0 + c * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < G_BN / 8; ++j) {
+        const i64 col = (i64)n0 + j * 8 + (lane % 4) * 2;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const i64 row = r0 + h * 8;
+            if (row < p.m) {
+                if (col < p.n) C[row * p.n + col] = FromF32<T>::go(d[j * 4 + h * 2]);
+                if (col + 1 < p.n) C[row * p.n + col + 1] = FromF32<T>::go(d[j * 4 + h * 2 + 1]);
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+gemm_sm90_bf16(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_bt, GemmArgs p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    gemm_sm90<bf16, true>(&map_a, &map_bt, p);
+#endif
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+gemm_sm90_f16(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_bt, GemmArgs p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    gemm_sm90<f16, false>(&map_a, &map_bt, p);
+#endif
+}
+
+// out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that
+// both the reads and the writes are coalesced.
+extern "C" __global__ void transpose_b16(const u16* __restrict__ in, u16* __restrict__ out, i64 rows, i64 cols) {
+    __shared__ u16 tile[32][33];
+    const i64 b = blockIdx.z;
+    const i64 r0 = (i64)blockIdx.y * 32, c0 = (i64)blockIdx.x * 32;
+    const u16* src = in + b * rows * cols;
+    u16* dst = out + b * rows * cols;
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        i64 r = r0 + i, c = c0 + threadIdx.x;
+        if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * cols + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        i64 c = c0 + i, r = r0 + threadIdx.x;
+        if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
+    }
+}

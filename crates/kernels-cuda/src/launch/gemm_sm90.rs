@@ -1,0 +1,141 @@
+//! Launching the Hopper GEMM (kernels/gemm_sm90.cu): B is transposed into a scratch buffer
+//! (the kernel reads both operands K-major), TMA descriptors are encoded for A and Bt, and one
+//! block runs per 128 x 256 tile of C (per batch).
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{
+    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
+    CUtensorMapSwizzle,
+};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
+use max_graph::DType;
+
+use crate::sources::GEMM_SM90;
+use crate::{Error, Result, function};
+
+const BM: usize = 128;
+const BN: usize = 256;
+const BK: u32 = 64;
+/// 4 stages of (128 + 256) x 64 16-bit elements, the stage barriers, and slack to align the
+/// stages to 1024 bytes.
+const SMEM: u32 = 4 * ((BM + BN) as u32 * BK * 2) + 64 + 1024;
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TmaMap([u64; 16]);
+// SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
+unsafe impl DeviceRepr for TmaMap {}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GemmArgs {
+    c: u64,
+    m: i64,
+    n: i64,
+    k: i64,
+    stride_c: i64,
+}
+// SAFETY: plain-old-data with the kernel's `GemmArgs` layout.
+unsafe impl DeviceRepr for GemmArgs {}
+
+/// A 3-D tiled TMA map over `batch` row-major [rows, k] matrices of 16-bit elements.
+fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usize, box_rows: u32) -> Result<TmaMap> {
+    let data = match dtype {
+        DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    };
+    let dims: [u64; 3] = [k as u64, rows as u64, batch as u64];
+    let strides: [u64; 2] = [(k * 2) as u64, (rows * k * 2) as u64];
+    let boxes: [u32; 3] = [BK, box_rows, 1];
+    let elem: [u32; 3] = [1, 1, 1];
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the length the rank (3) requires; the address is a live device
+    // allocation of batch * rows * k elements (the caller's contract).
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data,
+            3,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(Error::driver("cuTensorMapEncodeTiled"))?;
+    Ok(TmaMap(map.opaque))
+}
+
+/// Whether the Hopper kernel can take this problem (16-bit types, K a multiple of 8, 16-byte
+/// aligned operands) and is worth it (enough rows to fill tiles; small M goes to mma.sync,
+/// which reads B without transposing it).
+pub fn suitable(dtype: DType, m: usize, k: usize, a: u64, b: u64) -> bool {
+    matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && m >= 256 && (a | b) % 16 == 0
+}
+
+/// `batch` products C = A @ B: A [m, k] batches at `a` (or one shared when `batch_a` is 1),
+/// B [k, n] batches at `b` (likewise), C [m, n] batches at `c`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, b, c): (u64, u64, u64),
+    (m, n, k): (usize, usize, usize),
+    batch: usize,
+    (batch_a, batch_b): (usize, usize),
+) -> Result<()> {
+    if m == 0 || n == 0 || batch == 0 {
+        return Ok(());
+    }
+    let name = if dtype == DType::BFloat16 { "gemm_sm90_bf16" } else { "gemm_sm90_f16" };
+    let f = function(stream.context(), &GEMM_SM90, name)?;
+    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM as i32)
+        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    // Bt: batch_b matrices [n, k].
+    let bt_bytes = batch_b * n * k * 2;
+    // SAFETY: stream-ordered allocation, freed below on the same stream after its last use.
+    let bt = unsafe { result::malloc_async(stream.cu_stream(), bt_bytes) }.map_err(Error::driver("cuMemAllocAsync"))?;
+    let run = || -> Result<()> {
+        let t = function(stream.context(), &GEMM_SM90, "transpose_b16")?;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(32) as u32, k.div_ceil(32) as u32, batch_b as u32),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, cols) = (k as i64, n as i64);
+        let mut launch = stream.launch_builder(&t);
+        launch.arg(&b).arg(&bt).arg(&rows).arg(&cols);
+        // SAFETY: b holds batch_b [k, n] matrices, bt has room for as many [n, k] ones.
+        unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(transpose_b16)"))?;
+        // A shared by all batches with B batched is rare; everything else is one launch:
+        // batched A with shared B folds the batches into the rows of one big A.
+        let (rows_a, z) = if batch_b == 1 && batch_a == batch { (m * batch, 1) } else { (m, batch) };
+        let map_a = tma_map(dtype, a, k, rows_a, if z == 1 { 1 } else { batch_a }, BM as u32)?;
+        let map_b = tma_map(dtype, bt, k, n, batch_b, BN as u32)?;
+        if z > 1 && (batch_a != batch || batch_b != batch) {
+            return Err(Error::Unsupported("gemm_sm90: this batch broadcast goes through the generic path".into()));
+        }
+        let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64 };
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(BN) as u32, rows_a.div_ceil(BM) as u32, z as u32),
+            block_dim: (384, 1, 1),
+            shared_mem_bytes: SMEM,
+        };
+        let mut launch = stream.launch_builder(&f);
+        launch.arg(&map_a).arg(&map_b).arg(&args);
+        // SAFETY: the maps describe live allocations; C holds z batches of rows_a x n.
+        unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gemm_sm90)"))?;
+        Ok(())
+    };
+    let out = run();
+    // SAFETY: allocated above on this stream; freed after the kernels that use it.
+    let _ = unsafe { result::free_async(bt, stream.cu_stream()) };
+    out
+}
