@@ -61,6 +61,7 @@ __device__ __forceinline__ u64 sw128_desc(const void* p) {
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 
 template <bool BF16>
 __device__ __forceinline__ void wgmma_256(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
@@ -130,9 +131,12 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
             wgmma_256<BF16>(d, sw128_desc(sa) + 2 * kk, sw128_desc(sb) + 2 * kk, (kt > 0 || kk > 0) ? 1u : 0u);
         }
         wgmma_commit();
-        wgmma_wait0();
-        mbar_arrive(&empty[s]);
+        // Keep this k-tile's MMAs in flight; once the previous tile's have finished, its
+        // stage can be refilled.
+        wgmma_wait1();
+        if (kt > 0) mbar_arrive(&empty[(kt - 1) % G_STAGES]);
     }
+    wgmma_wait0();
     // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds
     // rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for j = 0..N/8-1.
     T* C = (T*)p.c + (i64)z * p.stride_c;
