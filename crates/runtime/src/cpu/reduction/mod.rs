@@ -19,6 +19,8 @@ use rayon::prelude::*;
 use crate::{Buffer, Error, Result};
 use work::Typed;
 
+pub(crate) use reduce::better;
+
 /// Below this many elements a kernel stays on the calling thread.
 pub(crate) const PAR_MIN: usize = 1 << 15;
 

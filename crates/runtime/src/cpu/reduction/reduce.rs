@@ -52,7 +52,7 @@ pub(super) fn run(kind: OpKind, ax: Axis, x: &Buffer, out: &Buffer) -> Result<()
 
 /// The better of two candidates for the extreme (NaN wins and stays).
 #[inline]
-pub(super) fn better<W: Num>(v: W, best: W, max: bool) -> bool {
+pub(crate) fn better<W: Num>(v: W, best: W, max: bool) -> bool {
     !best.is_nan() && (v.is_nan() || if max { v > best } else { v < best })
 }
 

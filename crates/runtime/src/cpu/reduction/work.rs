@@ -26,8 +26,6 @@ pub(crate) trait Num: Copy + Default + Send + Sync + PartialOrd + 'static {
     fn div_count(self, n: usize) -> Option<Self>;
     /// The identity of max: -inf, or the type's minimum.
     fn lowest() -> Self;
-    /// The identity of min: +inf, or the type's maximum.
-    fn highest() -> Self;
     /// Adds `x` to the running sum `(sum, comp)`: compensated (Neumaier) for floats, wrapping
     /// for integers; the sum so far is `sum + comp`.
     fn comp_add(sum: &mut Self, comp: &mut Self, x: Self);
@@ -76,9 +74,6 @@ macro_rules! float_num {
             }
             fn lowest() -> Self {
                 <$t>::NEG_INFINITY
-            }
-            fn highest() -> Self {
-                <$t>::INFINITY
             }
             #[inline]
             fn comp_add(sum: &mut Self, comp: &mut Self, x: Self) {
@@ -149,9 +144,6 @@ macro_rules! int_num {
             }
             fn lowest() -> Self {
                 <$t>::MIN
-            }
-            fn highest() -> Self {
-                <$t>::MAX
             }
             #[inline]
             fn comp_add(sum: &mut Self, _comp: &mut Self, x: Self) {
