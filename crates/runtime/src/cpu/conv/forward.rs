@@ -12,7 +12,7 @@ use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
 use super::gemm::{Mac, Mat};
-use super::{PAR_MIN, channels_last, check_out, ints, load_channels_last, steps, store, string, window_count};
+use super::{PAR_MIN, channels_last, check_out, ints, load_channels_last, steps, string, window_count, with_acc};
 use crate::cpu::reduction::typed_dispatch;
 use crate::cpu::reduction::work::{Num, Src, Typed};
 use crate::{Buffer, Error, Result};
@@ -151,16 +151,16 @@ where
     T::W: Mac,
 {
     let xw = load_channels_last::<T>(x, cl);
-    let mut acc = vec![T::W::default(); geo.n * geo.positions() * geo.f];
-    if !acc.is_empty() && geo.taps() * geo.cg > 0 {
-        let fw = Src::<T>::of(filter);
-        if geo.cg == 1 && geo.groups > 1 {
-            depthwise(geo, &xw, &depthwise_weights(geo, |i| fw.get(i).work()), &mut acc);
-        } else {
-            im2col_gemm(geo, &xw, &group_matrices(geo, |i| fw.get(i).work()), &mut acc);
+    with_acc::<T>(out, geo.n * geo.positions() * geo.f, geo.f, bias, true, |acc| {
+        if !acc.is_empty() && geo.taps() * geo.cg > 0 {
+            let fw = Src::<T>::of(filter);
+            if geo.cg == 1 && geo.groups > 1 {
+                depthwise(geo, &xw, &depthwise_weights(geo, |i| fw.get(i).work()), acc);
+            } else {
+                im2col_gemm(geo, &xw, &group_matrices(geo, |i| fw.get(i).work()), acc);
+            }
         }
-    }
-    store::<T>(&acc, geo.f, bias, true, out);
+    });
 }
 
 /// The filter as `groups` matrices [K, fg], K ordered (q, r, s, input channel).

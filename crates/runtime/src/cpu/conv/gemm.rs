@@ -14,6 +14,7 @@ pub(super) struct Mat<'a, E> {
 pub(super) trait Mac: Num {
     /// `dst = a × b` (m × k times k × n), overwriting the m × n block of `dst` whose rows are
     /// `ldd` apart; `par` lets the product use the rayon pool.
+    #[allow(clippy::too_many_arguments)]
     fn matmul(m: usize, n: usize, k: usize, dst: &mut [Self], ldd: usize, a: Mat<Self>, b: Mat<Self>, par: bool);
 }
 

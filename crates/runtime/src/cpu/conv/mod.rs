@@ -13,6 +13,8 @@ mod gemm;
 mod pool;
 mod transpose;
 
+use std::any::TypeId;
+
 use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
@@ -122,10 +124,7 @@ fn load_channels_last<T: Typed>(x: &Buffer, channels_last: bool) -> Vec<T::W> {
         return out;
     }
     if channels_last || shape.len() < 3 {
-        let fill = |(ci, chunk): (usize, &mut [T::W])| {
-            let base = ci * 4096;
-            chunk.iter_mut().enumerate().for_each(|(i, v)| *v = src.get(base + i).work());
-        };
+        let fill = |(ci, chunk): (usize, &mut [T::W])| src.read(ci * 4096, chunk);
         if total >= PAR_MIN {
             out.par_chunks_mut(4096).enumerate().for_each(fill);
         } else {
@@ -136,10 +135,11 @@ fn load_channels_last<T: Typed>(x: &Buffer, channels_last: bool) -> Vec<T::W> {
     let c = shape[1];
     let s: usize = shape[2..].iter().product();
     let image = |(b, img): (usize, &mut [T::W])| {
+        let mut plane = vec![T::W::default(); s];
         for ch in 0..c {
-            let base = (b * c + ch) * s;
-            for p in 0..s {
-                img[p * c + ch] = src.get(base + p).work();
+            src.read((b * c + ch) * s, &mut plane);
+            for (p, &v) in plane.iter().enumerate() {
+                img[p * c + ch] = v;
             }
         }
     };
@@ -151,41 +151,86 @@ fn load_channels_last<T: Typed>(x: &Buffer, channels_last: bool) -> Vec<T::W> {
     out
 }
 
+/// Runs `f` on a zeroed channels-last working accumulator of `len` elements ([N, S..., F]),
+/// then stores it into `out` with `bias` (see `store`). When the working type is the output's
+/// own type and the output is channels-last and aligned, the accumulator is `out` itself.
+fn with_acc<T: Typed>(
+    out: &Buffer,
+    len: usize,
+    f: usize,
+    bias: Option<&Buffer>,
+    channels_last: bool,
+    run: impl FnOnce(&mut [T::W]),
+) {
+    let direct = channels_last
+        && TypeId::of::<T>() == TypeId::of::<T::W>()
+        && out.num_elements() == len
+        && len > 0
+        && (out.addr() as usize).is_multiple_of(align_of::<T::W>());
+    if !direct {
+        let mut acc = vec![T::W::default(); len];
+        run(&mut acc);
+        store::<T>(&mut acc, f, bias, channels_last, out);
+        return;
+    }
+    let ptr = out.addr() as *mut T::W;
+    // SAFETY: `out` is this kernel's own host output of `len` elements of T::W (same type),
+    // aligned (checked above); it is zeroed before the slice over it is formed, and nothing
+    // else touches it during the call.
+    let acc = unsafe {
+        std::ptr::write_bytes(ptr, 0, len);
+        std::slice::from_raw_parts_mut(ptr, len)
+    };
+    run(acc);
+    if let Some(b) = bias {
+        let mut bs = vec![T::W::default(); f];
+        Src::<T>::of(b).read(0, &mut bs);
+        let add = |px: &mut [T::W]| px.iter_mut().zip(&bs).for_each(|(v, &b)| *v = v.wadd(b));
+        if len >= PAR_MIN {
+            acc.par_chunks_mut(f).for_each(add);
+        } else {
+            acc.chunks_mut(f).for_each(add);
+        }
+    }
+}
+
 /// Stores the channels-last working result `acc` ([N, S..., F]) into `out`, adding `bias`
 /// ([F]) and writing channels-first ([N, F, S...]) when `channels_last` is false.
-fn store<T: Typed>(acc: &[T::W], f: usize, bias: Option<&Buffer>, channels_last: bool, out: &Buffer) {
+fn store<T: Typed>(acc: &mut [T::W], f: usize, bias: Option<&Buffer>, channels_last: bool, out: &Buffer) {
     let total = acc.len();
     if total == 0 || f == 0 {
         return;
     }
     let bias: Option<Vec<T::W>> = bias.map(|b| {
-        let s = Src::<T>::of(b);
-        (0..f).map(|i| s.get(i).work()).collect()
+        let mut v = vec![T::W::default(); f];
+        Src::<T>::of(b).read(0, &mut v);
+        v
     });
     let dst = Dst::<T>::of(out);
-    let per_image = if out.shape().is_empty() { total } else { total / out.shape()[0].max(1) };
+    let per_image = total / out.shape().first().copied().unwrap_or(1).max(1);
     let spatial = per_image / f;
-    let chunk = |ci: usize| {
-        let (a, b) = (ci * 4096, ((ci + 1) * 4096).min(total));
-        for i in a..b {
-            let ch = i % f;
-            let v = match &bias {
-                Some(bs) => acc[i].wadd(bs[ch]),
-                None => acc[i],
-            };
-            let at = if channels_last {
-                i
-            } else {
-                let (img, p) = (i / per_image, (i % per_image) / f);
-                (img * f + ch) * spatial + p
-            };
-            dst.set(at, T::store(v));
+    // Chunks of whole pixels (f channels each).
+    let step = f * 4096usize.div_ceil(f);
+    let chunk = |(ci, vals): (usize, &mut [T::W])| {
+        if let Some(bs) = &bias {
+            for px in vals.chunks_mut(f) {
+                px.iter_mut().zip(bs).for_each(|(v, &b)| *v = v.wadd(b));
+            }
+        }
+        let a = ci * step;
+        if channels_last {
+            dst.write(a, vals);
+            return;
+        }
+        for (k, &v) in vals.iter().enumerate() {
+            let i = a + k;
+            let (img, p, ch) = (i / per_image, (i % per_image) / f, i % f);
+            dst.set((img * f + ch) * spatial + p, T::store(v));
         }
     };
-    let chunks = total.div_ceil(4096);
     if total >= PAR_MIN {
-        (0..chunks).into_par_iter().for_each(chunk);
+        acc.par_chunks_mut(step).enumerate().for_each(chunk);
     } else {
-        (0..chunks).for_each(chunk);
+        acc.chunks_mut(step).enumerate().for_each(chunk);
     }
 }

@@ -20,7 +20,7 @@ use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
 use super::{PAR_MIN, check_out, ints, steps, window_count};
-use crate::cpu::reduction::better;
+use crate::cpu::reduction::max_of;
 use crate::cpu::reduction::typed_dispatch;
 use crate::cpu::reduction::work::{Dst, Num, Src, Typed};
 use crate::{Buffer, Error, Result};
@@ -125,33 +125,34 @@ fn pool<T: Typed>(p: &Pool, avg: Option<bool>, x: &Buffer, out: &Buffer) {
     let tap = |i: usize, z: usize, k: usize| {
         (z * p.stride[i] + k * p.dil[i]).checked_sub(p.pad[i]).filter(|&v| v < p.input[i])
     };
-    let row = |acc: &mut Vec<T::W>, ri: usize| {
+    let row = |scratch: &mut Vec<T::W>, ri: usize| {
         let (img, y) = (ri / oh, ri % oh);
+        scratch.resize(3 * c, T::W::default());
+        let (acc, rest) = scratch.split_at_mut(c);
+        let (tmp, res) = rest.split_at_mut(c);
         for xo in 0..ow {
-            acc.clear();
-            acc.resize(c, if avg.is_some() { T::W::default() } else { T::W::lowest() });
+            acc.fill(if avg.is_some() { T::W::default() } else { T::W::lowest() });
             let mut inside = 0;
             for r in 0..kh {
                 let Some(h) = tap(0, y, r) else { continue };
                 for s in 0..kw {
                     let Some(w) = tap(1, xo, s) else { continue };
                     inside += 1;
-                    let at = ((img * ih + h) * iw + w) * c;
-                    for (ch, a) in acc.iter_mut().enumerate() {
-                        let v = src.get(at + ch).work();
-                        if avg.is_some() {
-                            *a = a.wadd(v);
-                        } else if better(v, *a, true) {
-                            *a = v;
-                        }
+                    src.read(((img * ih + h) * iw + w) * c, tmp);
+                    if avg.is_some() {
+                        acc.iter_mut().zip(tmp.iter()).for_each(|(a, &v)| *a = a.wadd(v));
+                    } else {
+                        acc.iter_mut().zip(tmp.iter()).for_each(|(a, &v)| *a = max_of(*a, v));
                     }
                 }
             }
             let count = if avg == Some(true) { kh * kw } else { inside };
             let at = ((img * oh + y) * ow + xo) * c;
-            for (ch, &a) in acc.iter().enumerate() {
-                let v = if avg.is_some() { a.div_count(count).unwrap_or_default() } else { a };
-                dst.set(at + ch, T::store(v));
+            if avg.is_some() {
+                res.iter_mut().zip(acc.iter()).for_each(|(r, &a)| *r = a.div_count(count).unwrap_or_default());
+                dst.write(at, res);
+            } else {
+                dst.write(at, acc);
             }
         }
     };
@@ -177,12 +178,12 @@ pub(super) fn fold(op: &Op, x: &Buffer, out: &Buffer) -> Result<()> {
         let a = window_count(size[0], k[0], stride[0], dil[0], 2 * pad[0], false)?;
         Some(a * window_count(size[1], k[1], stride[1], dil[1], 2 * pad[1], false)?)
     };
-    let taps = if c == 0 { 0 } else { xs[1] / c };
+    let taps = xs[1].checked_div(c).unwrap_or(0);
     let given = two_dims(op, "kernel_size")?;
     let kernel = match given {
         [Some(a), Some(b)] => [a, b],
-        [Some(a), None] => [a, if a == 0 { 0 } else { taps / a }],
-        [None, Some(b)] => [if b == 0 { 0 } else { taps / b }, b],
+        [Some(a), None] => [a, taps.checked_div(a).unwrap_or(0)],
+        [None, Some(b)] => [taps.checked_div(b).unwrap_or(0), b],
         [None, None] => {
             let a = solve(name, taps, |a| taps % a == 0 && blocks([a, taps / a]) == Some(xs[2]))?;
             [a, taps / a]

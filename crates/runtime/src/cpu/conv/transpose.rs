@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::forward::strides_of;
 use super::gemm::{Mac, Mat};
-use super::{PAR_MIN, channels_last, check_out, ints, load_channels_last, steps, store, string};
+use super::{PAR_MIN, channels_last, check_out, ints, load_channels_last, steps, string, with_acc};
 use crate::cpu::reduction::typed_dispatch;
 use crate::cpu::reduction::work::{Src, Typed};
 use crate::{Buffer, Error, Result};
@@ -106,7 +106,6 @@ where
 {
     let xw = load_channels_last::<T>(x, cl);
     let [oh, ow] = geo.output;
-    let mut acc = vec![T::W::default(); geo.n * oh * ow * geo.f];
     let fw = Src::<T>::of(filter);
     let [kh, kw] = geo.kernel;
     let cols = kh * kw * geo.f;
@@ -122,7 +121,10 @@ where
             }
         }
     }
-    if !acc.is_empty() && cols > 0 {
+    with_acc::<T>(out, geo.n * oh * ow * geo.f, geo.f, bias, cl, |acc| {
+        if acc.is_empty() || cols == 0 {
+            return;
+        }
         let per_image = oh * ow * geo.f;
         let work = geo.n * geo.input[0] * geo.input[1] * geo.cin * cols;
         let threads = rayon::current_num_threads();
@@ -134,8 +136,7 @@ where
                 image(geo, &xw, &b, img, o, par);
             }
         }
-    }
-    store::<T>(&acc, geo.f, bias, cl, out);
+    });
 }
 
 /// One image: GEMM over blocks of input rows, then col2im into `out` ([OH, OW, F]).

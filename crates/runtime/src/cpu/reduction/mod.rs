@@ -17,9 +17,9 @@ use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
 use crate::{Buffer, Error, Result};
-use work::Typed;
+use work::{Dst, Num, Src, Typed};
 
-pub(crate) use reduce::better;
+pub(crate) use reduce::max_of;
 
 /// Below this many elements a kernel stays on the calling thread.
 pub(crate) const PAR_MIN: usize = 1 << 15;
@@ -140,32 +140,55 @@ pub(crate) fn expect(name: &str, what: &str, b: &Buffer, dtype: DType, want: usi
 /// them reads whole cache lines.
 const TILE: usize = 16;
 
-/// Calls `f(values, line)` for every line of `x` along `ax`, with the line's n values
-/// converted by `conv` into a scratch slice that `f` may change. Tiles of lines run in
-/// parallel for large tensors; `f` writes its results for `line` only.
-pub(crate) fn lines<T: Typed, V: Copy + Default + Send>(
-    x: &Buffer,
-    ax: Axis,
-    conv: impl Fn(T) -> V + Sync,
-    f: impl Fn(&mut [V], usize) + Sync,
-) {
-    let src = work::Src::<T>::of(x);
+/// Calls `f(values, line)` for every line of `x` along `ax`, with the line's n values as
+/// working values in a scratch slice that `f` may change. Tiles of lines run in parallel for
+/// large tensors; `f` writes its results for `line` only.
+pub(crate) fn lines<T: Typed, V: Num>(x: &Buffer, ax: Axis, f: impl Fn(&mut [V], usize) + Sync) {
+    tiles::<T, V>(x, ax, None, f)
+}
+
+/// Like `lines`, and then stores each line's scratch slice, as `f` left it, into the same
+/// line of `out` (a tensor shaped like `x`).
+pub(crate) fn map_lines<T: Typed, V: Num>(x: &Buffer, out: &Buffer, ax: Axis, f: impl Fn(&mut [V]) + Sync) {
+    tiles::<T, V>(x, ax, Some(Dst::<T>::of(out)), |row, _| f(row))
+}
+
+fn tiles<T: Typed, V: Num>(x: &Buffer, ax: Axis, out: Option<Dst<T>>, f: impl Fn(&mut [V], usize) + Sync) {
+    let src = Src::<T>::of(x);
     let (n, inner) = (ax.n, ax.inner);
-    let tw = inner.min(TILE);
-    let tiles_per = inner.div_ceil(tw.max(1));
+    let tw = inner.clamp(1, TILE);
+    let tiles_per = inner.div_ceil(tw);
     let tasks = ax.outer * tiles_per;
     let task = |buf: &mut Vec<V>, t: usize| {
         let (o, i0) = (t / tiles_per, (t % tiles_per) * tw);
         let w = tw.min(inner - i0);
-        buf.resize(n * w, V::default());
+        buf.resize(n * w + TILE, V::default());
+        let (buf, tmp) = buf.split_at_mut(n * w);
         let base = o * n * inner + i0;
+        if w == 1 {
+            src.read(base, buf);
+            f(buf, o * inner + i0);
+            if let Some(d) = &out {
+                d.write(base, buf);
+            }
+            return;
+        }
         for j in 0..n {
-            for c in 0..w {
-                buf[c * n + j] = conv(src.get(base + j * inner + c));
+            src.read(base + j * inner, &mut tmp[..w]);
+            for (c, &v) in tmp[..w].iter().enumerate() {
+                buf[c * n + j] = v;
             }
         }
         for c in 0..w {
             f(&mut buf[c * n..(c + 1) * n], o * inner + i0 + c);
+        }
+        if let Some(d) = &out {
+            for j in 0..n {
+                for c in 0..w {
+                    tmp[c] = buf[c * n + j];
+                }
+                d.write(base + j * inner, &tmp[..w]);
+            }
         }
     };
     if ax.elems(n) < PAR_MIN || tasks < 2 {

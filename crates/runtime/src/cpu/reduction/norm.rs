@@ -8,9 +8,9 @@
 use max_graph::DType;
 use max_graph::ops::OpKind;
 
-use super::reduce::{better, pairwise_by};
-use super::work::{Dst, Float, Num, Src, Typed};
-use super::{Axis, expect, lines, typed_dispatch};
+use super::reduce::{fold_extreme, pairwise_by};
+use super::work::{Float, Num, Src, Typed};
+use super::{Axis, expect, map_lines, typed_dispatch};
 use crate::{Buffer, Error, Result};
 
 pub(super) fn softmax(log: bool, ax: Axis, x: &Buffer, out: &Buffer) -> Result<()> {
@@ -24,29 +24,19 @@ pub(super) fn softmax(log: bool, ax: Axis, x: &Buffer, out: &Buffer) -> Result<(
 }
 
 fn softmax_typed<T: Typed>(log: bool, ax: Axis, x: &Buffer, out: &Buffer) {
-    let dst = Dst::<T>::of(out);
     let n = ax.n;
-    lines::<T, T::F>(
-        x,
-        ax,
-        |v| v.real(),
-        |row, line| {
-            let m = row.iter().fold(T::F::lowest(), |m, &v| if better(v, m, true) { v } else { m });
-            if log {
-                row.iter_mut().for_each(|v| *v = *v - m);
-                let ls = pairwise_by(n, |k| row[k].exp()).ln();
-                for (k, &v) in row.iter().enumerate() {
-                    dst.set(ax.at(line, n, k), T::store(v - ls));
-                }
-            } else {
-                row.iter_mut().for_each(|v| *v = (*v - m).exp());
-                let s = pairwise_by(n, |k| row[k]);
-                for (k, &v) in row.iter().enumerate() {
-                    dst.set(ax.at(line, n, k), T::store(v / s));
-                }
-            }
-        },
-    );
+    map_lines::<T, T::F>(x, out, ax, |row| {
+        let m = fold_extreme(T::F::lowest(), row, true);
+        if log {
+            row.iter_mut().for_each(|v| *v = *v - m);
+            let ls = pairwise_by(n, |k| row[k].exp()).ln();
+            row.iter_mut().for_each(|v| *v = *v - ls);
+        } else {
+            row.iter_mut().for_each(|v| *v = (*v - m).exp());
+            let s = pairwise_by(n, |k| row[k]);
+            row.iter_mut().for_each(|v| *v = *v / s);
+        }
+    });
 }
 
 pub(super) fn layer_norm(x: &Buffer, gamma: &Buffer, beta: &Buffer, eps: f64, out: &Buffer) -> Result<()> {
@@ -74,23 +64,17 @@ fn layer_norm_typed<T: Typed>(ax: Axis, x: &Buffer, gamma: &Buffer, beta: &Buffe
     let (g, b) = (Src::<T>::of(gamma), Src::<T>::of(beta));
     let g: Vec<T::F> = (0..d).map(|k| g.get(k).real()).collect();
     let b: Vec<T::F> = (0..d).map(|k| b.get(k).real()).collect();
-    let dst = Dst::<T>::of(out);
     let count = T::F::from_f64(d as f64);
     let eps = T::F::from_f64(eps);
-    lines::<T, T::F>(
-        x,
-        ax,
-        |v| v.real(),
-        |row, line| {
-            let mean = pairwise_by(d, |k| row[k]) / count;
-            let var = pairwise_by(d, |k| {
-                let c = row[k] - mean;
-                c * c
-            }) / count;
-            let inv = T::F::from_f64(1.0) / (var + eps).sqrt();
-            for (k, &v) in row.iter().enumerate() {
-                dst.set(line * d + k, T::store((v - mean) * inv * g[k] + b[k]));
-            }
-        },
-    );
+    map_lines::<T, T::F>(x, out, ax, |row| {
+        let mean = pairwise_by(d, |k| row[k]) / count;
+        let var = pairwise_by(d, |k| {
+            let c = row[k] - mean;
+            c * c
+        }) / count;
+        let inv = T::F::from_f64(1.0) / (var + eps).sqrt();
+        for ((v, &gk), &bk) in row.iter_mut().zip(&g).zip(&b) {
+            *v = (*v - mean) * inv * gk + bk;
+        }
+    });
 }

@@ -56,6 +56,34 @@ pub(crate) fn better<W: Num>(v: W, best: W, max: bool) -> bool {
     !best.is_nan() && (v.is_nan() || if max { v > best } else { v < best })
 }
 
+/// max(a, v) with NaN propagating (vectorisable: no index to keep).
+#[inline]
+pub(crate) fn max_of<W: Num>(a: W, v: W) -> W {
+    if v > a || v.is_nan() { v } else { a }
+}
+
+/// min(a, v) with NaN propagating.
+#[inline]
+fn min_of<W: Num>(a: W, v: W) -> W {
+    if v < a || v.is_nan() { v } else { a }
+}
+
+/// The max (or min) of `init` and `v`, NaN propagating, in 8 independent lanes.
+#[inline]
+pub(crate) fn fold_extreme<W: Num>(init: W, v: &[W], max: bool) -> W {
+    let pick = if max { max_of::<W> } else { min_of::<W> };
+    let mut l = [init; 8];
+    let chunks = v.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            l[k] = pick(l[k], c[k]);
+        }
+    }
+    let m = pick(pick(pick(l[0], l[1]), pick(l[2], l[3])), pick(pick(l[4], l[5]), pick(l[6], l[7])));
+    rest.iter().fold(m, |a, &x| pick(a, x))
+}
+
 /// A binary counter of partial sums: two sums of the same level merge into one of the next,
 /// so that every addition is between sums of similar size (pairwise summation).
 struct Cascade<W> {
@@ -123,22 +151,40 @@ pub(super) fn pairwise_by<W: Num>(len: usize, get: impl Fn(usize) -> W) -> W {
 
 /// The cascaded sum of elements a..b.
 fn sum_range<T: Typed>(src: Src<T>, a: usize, b: usize) -> T::W {
-    pairwise_by(b - a, |k| src.get(a + k).work())
+    let mut cascade = Cascade::new();
+    let mut buf = [T::W::default(); BLOCK];
+    let mut i = a;
+    while i < b {
+        let m = (b - i).min(BLOCK);
+        src.read(i, &mut buf[..m]);
+        cascade.push(block_sum(&buf[..m]));
+        i += m;
+    }
+    cascade.total()
 }
 
-/// The first extreme of elements a..b (a < b) and its index.
-fn extreme_range<T: Typed>(src: Src<T>, a: usize, b: usize, max: bool) -> (T::W, usize) {
-    let mut best = src.get(a).work();
-    let mut at = a;
-    for i in a + 1..b {
-        if best.is_nan() {
-            break;
+/// The first extreme of elements a..b (a < b) and its index (only for argmax/argmin).
+fn extreme_range<T: Typed>(src: Src<T>, a: usize, b: usize, red: Red) -> (T::W, usize) {
+    let max = matches!(red, Red::Max | Red::ArgMax);
+    let arg = matches!(red, Red::ArgMax | Red::ArgMin);
+    let mut buf = [T::W::default(); BLOCK];
+    src.read(a, &mut buf[..1]);
+    let (mut best, mut at) = (buf[0], a);
+    let mut i = a;
+    while i < b && !best.is_nan() {
+        let m = (b - i).min(BLOCK);
+        src.read(i, &mut buf[..m]);
+        if arg {
+            for (k, &v) in buf[..m].iter().enumerate() {
+                if better(v, best, max) {
+                    best = v;
+                    at = i + k;
+                }
+            }
+        } else {
+            best = fold_extreme(best, &buf[..m], max);
         }
-        let v = src.get(i).work();
-        if better(v, best, max) {
-            best = v;
-            at = i;
-        }
+        i += m;
     }
     (best, at)
 }
@@ -206,7 +252,7 @@ fn contiguous<T: Typed>(name: &str, red: Red, ax: Axis, src: Src<T>, out: &Buffe
     let max = matches!(red, Red::Max | Red::ArgMax);
     let part = |t: usize| {
         let (a, b) = range(t);
-        extreme_range(src, a, b, max)
+        extreme_range(src, a, b, red)
     };
     let parts: Vec<(T::W, usize)> =
         if par { (0..tasks).into_par_iter().map(part).collect() } else { (0..tasks).map(part).collect() };
@@ -242,6 +288,7 @@ fn interleaved<T: Typed>(name: &str, red: Red, ax: Axis, src: Src<T>, out: &Buff
         let w = COLS.min(inner - i0);
         let base = o * n * inner + i0;
         let out_at = o * inner + i0;
+        let mut tmp = [T::W::default(); COLS];
         if matches!(red, Red::Sum | Red::Mean) {
             let mut stack: Vec<(Vec<T::W>, u32)> = Vec::new();
             let mut j = 0;
@@ -249,10 +296,8 @@ fn interleaved<T: Typed>(name: &str, red: Red, ax: Axis, src: Src<T>, out: &Buff
                 let m = (n - j).min(ROW_BLOCK);
                 let mut acc = vec![T::W::default(); w];
                 for jj in j..j + m {
-                    let row = base + jj * inner;
-                    for (c, a) in acc.iter_mut().enumerate() {
-                        *a = a.wadd(src.get(row + c).work());
-                    }
+                    src.read(base + jj * inner, &mut tmp[..w]);
+                    acc.iter_mut().zip(&tmp[..w]).for_each(|(a, &v)| *a = a.wadd(v));
                 }
                 let mut level = 0;
                 while stack.last().is_some_and(|(_, l)| *l == level) {
@@ -276,16 +321,23 @@ fn interleaved<T: Typed>(name: &str, red: Red, ax: Axis, src: Src<T>, out: &Buff
             }
             return Ok(());
         }
-        let mut best: Vec<T::W> = (0..w).map(|c| src.get(base + c).work()).collect();
-        let mut at = vec![0usize; w];
+        let mut best = [T::W::default(); COLS];
+        src.read(base, &mut best[..w]);
+        let mut at = [0usize; COLS];
         for j in 1..n {
-            let row = base + j * inner;
-            for c in 0..w {
-                let v = src.get(row + c).work();
-                if better(v, best[c], max) {
-                    best[c] = v;
-                    at[c] = j;
+            src.read(base + j * inner, &mut tmp[..w]);
+            let row = tmp[..w].iter().zip(&mut best[..w]);
+            if arg {
+                for (c, (&v, b)) in row.enumerate() {
+                    if better(v, *b, max) {
+                        *b = v;
+                        at[c] = j;
+                    }
                 }
+            } else if max {
+                row.for_each(|(&v, b)| *b = max_of(*b, v));
+            } else {
+                row.for_each(|(&v, b)| *b = min_of(*b, v));
             }
         }
         for c in 0..w {

@@ -10,7 +10,7 @@ use max_graph::ops::OpKind;
 use rayon::prelude::*;
 
 use super::work::{Dst, Num, Src, Typed};
-use super::{Axis, PAR_MIN, expect, lines, typed_dispatch};
+use super::{Axis, PAR_MIN, expect, lines, map_lines, typed_dispatch};
 use crate::{Buffer, Error, Result};
 
 /// A total order of working values, NaN last.
@@ -35,26 +35,21 @@ pub(super) fn cumsum(ax: Axis, exclusive: bool, reverse: bool, x: &Buffer, out: 
 }
 
 fn cumsum_typed<T: Typed>(ax: Axis, exclusive: bool, reverse: bool, x: &Buffer, out: &Buffer) {
-    let dst = Dst::<T>::of(out);
     let n = ax.n;
-    lines::<T, T::W>(
-        x,
-        ax,
-        |v| v.work(),
-        |row, line| {
-            let (mut sum, mut comp) = (T::W::default(), T::W::default());
-            for step in 0..n {
-                let k = if reverse { n - 1 - step } else { step };
-                if exclusive {
-                    dst.set(ax.at(line, n, k), T::store(sum.wadd(comp)));
-                    T::W::comp_add(&mut sum, &mut comp, row[k]);
-                } else {
-                    T::W::comp_add(&mut sum, &mut comp, row[k]);
-                    dst.set(ax.at(line, n, k), T::store(sum.wadd(comp)));
-                }
+    map_lines::<T, T::W>(x, out, ax, |row| {
+        let (mut sum, mut comp) = (T::W::default(), T::W::default());
+        for step in 0..n {
+            let k = if reverse { n - 1 - step } else { step };
+            let v = row[k];
+            if exclusive {
+                row[k] = sum.wadd(comp);
+                T::W::comp_add(&mut sum, &mut comp, v);
+            } else {
+                T::W::comp_add(&mut sum, &mut comp, v);
+                row[k] = sum.wadd(comp);
             }
-        },
-    );
+        }
+    });
 }
 
 pub(super) fn top_k(ax: Axis, x: &Buffer, values: &Buffer, indices: &Buffer) -> Result<()> {
@@ -79,28 +74,42 @@ pub(super) fn top_k(ax: Axis, x: &Buffer, values: &Buffer, indices: &Buffer) -> 
     })
 }
 
+/// Up to this k, top_k keeps a sorted list of the best so far while scanning each line.
+const SMALL_K: usize = 64;
+
 fn top_k_typed<T: Typed>(ax: Axis, k: usize, x: &Buffer, values: &Buffer, indices: &Buffer) {
     let (vals, idx) = (Dst::<T>::of(values), Dst::<i64>::of(indices));
-    lines::<T, T::W>(
-        x,
-        ax,
-        |v| v.work(),
-        |row, line| {
-            let row = &*row;
-            let desc = |a: &usize, b: &usize| order(row[*b], row[*a]).then(a.cmp(b));
-            let mut best: Vec<usize> = (0..row.len()).collect();
-            if k < row.len() {
-                best.select_nth_unstable_by(k - 1, desc);
+    lines::<T, T::W>(x, ax, |row, line| {
+        let row = &*row;
+        let base = ax.at(line, k, 0);
+        let best: Vec<usize> = if k <= SMALL_K && k < row.len() {
+            // Later indices lose ties, so a newcomer goes after every entry it does not beat.
+            let mut best: Vec<usize> = Vec::with_capacity(k + 1);
+            for (i, &v) in row.iter().enumerate() {
+                if best.len() == k && order(v, row[best[k - 1]]) != Ordering::Greater {
+                    continue;
+                }
+                let at = best.iter().position(|&e| order(v, row[e]) == Ordering::Greater).unwrap_or(best.len());
+                best.insert(at, i);
                 best.truncate(k);
             }
-            best.sort_unstable_by(desc);
-            for (t, &i) in best.iter().enumerate() {
-                let at = ax.at(line, k, t);
-                vals.set(at, T::store(row[i]));
-                idx.set(at, i as i64);
+            best
+        } else {
+            let desc = |a: &usize, b: &usize| order(row[*b], row[*a]).then(a.cmp(b));
+            let mut all: Vec<usize> = (0..row.len()).collect();
+            if k < row.len() {
+                all.select_nth_unstable_by(k - 1, desc);
+                all.truncate(k);
             }
-        },
-    );
+            all.sort_unstable_by(desc);
+            all
+        };
+        for (t, &i) in best.iter().enumerate() {
+            let at = base + t * ax.inner;
+            vals.set(at, T::store(row[i]));
+            idx.set(at, i as i64);
+        }
+    });
 }
 
 pub(super) fn argsort(ascending: bool, x: &Buffer, out: &Buffer) -> Result<()> {

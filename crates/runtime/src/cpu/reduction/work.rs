@@ -6,6 +6,7 @@
 //! reals (softmax, layer_norm) compute in [`Typed::F`]: f32 as above, f64 for float64 and the
 //! integer types. Values load exactly and store with the cast rules of `cpu::cast`.
 
+use std::any::TypeId;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 use half::{bf16, f16};
@@ -219,6 +220,49 @@ impl<T: Copy> Src<T> {
         assert!(i < self.len);
         // SAFETY: i is inside the buffer (checked above); unaligned reads accept any host buffer.
         unsafe { std::ptr::read_unaligned(self.ptr.add(i)) }
+    }
+}
+
+impl<T: Elem> Src<T> {
+    /// Elements a..a + out.len() as working values.
+    #[inline]
+    pub fn read<V: Num>(&self, a: usize, out: &mut [V]) {
+        assert!(a.checked_add(out.len()).is_some_and(|b| b <= self.len));
+        if TypeId::of::<T>() == TypeId::of::<V>() {
+            // SAFETY: T and V are one type; the range is inside the buffer (checked above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.ptr.add(a) as *const u8,
+                    out.as_mut_ptr() as *mut u8,
+                    size_of_val(out),
+                )
+            };
+        } else {
+            for (i, o) in out.iter_mut().enumerate() {
+                // SAFETY: as above; unaligned reads accept any host buffer.
+                *o = V::from_canon(unsafe { std::ptr::read_unaligned(self.ptr.add(a + i)) }.canon());
+            }
+        }
+    }
+}
+
+impl<T: Elem> Dst<T> {
+    /// Stores `vals` (rounded with the cast rules) at elements a..a + vals.len().
+    #[inline]
+    pub fn write<V: Num>(&self, a: usize, vals: &[V]) {
+        assert!(a.checked_add(vals.len()).is_some_and(|b| b <= self.len));
+        if TypeId::of::<T>() == TypeId::of::<V>() {
+            // SAFETY: T and V are one type; the range is inside the buffer (checked above) and
+            // written by this caller only.
+            unsafe {
+                std::ptr::copy_nonoverlapping(vals.as_ptr() as *const u8, self.ptr.add(a) as *mut u8, size_of_val(vals))
+            };
+        } else {
+            for (i, v) in vals.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe { std::ptr::write_unaligned(self.ptr.add(a + i), T::from_canon(v.to_canon())) };
+            }
+        }
     }
 }
 
