@@ -48,6 +48,8 @@ fn solve(name: &str, limit: usize, fits: impl Fn(usize) -> bool) -> Result<usize
     }
 }
 
+/// A window op's sizes. For fold, `input` is the grid of block positions and `output` the
+/// folded image.
 struct Pool {
     n: usize,
     c: usize,
