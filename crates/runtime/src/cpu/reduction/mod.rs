@@ -1,0 +1,213 @@
+//! Host kernels of the reduction ops: sum, mean, reduce_max, reduce_min, argmax, argmin
+//! (`reduce`), softmax, logsoftmax and layer_norm (`norm`), cumsum, top_k and argsort (`sort`).
+//! Attributes are parsed as crates/graph/src/ops/reduction.rs documents them.
+//!
+//! A tensor is seen as [outer, n, inner] around the op's axis; a *line* is the n elements of
+//! one (outer, inner) pair, `inner` apart in memory. Floats compute in f32 (f64 for float64),
+//! integers in 64 bits with wrapping (see `work`).
+
+mod norm;
+mod reduce;
+mod sort;
+pub(crate) mod work;
+
+use max_graph::DType;
+use max_graph::attrs::Attr;
+use max_graph::ops::{Op, OpKind};
+use rayon::prelude::*;
+
+use crate::{Buffer, Error, Result};
+use work::{Dst, Num, Src, Typed};
+
+pub(crate) use reduce::max_of;
+
+/// Below this many elements a kernel stays on the calling thread.
+pub(crate) const PAR_MIN: usize = 1 << 15;
+
+pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = op.kind.name();
+    let (Some(x), Some(out)) = (inputs.first(), outputs.first()) else {
+        return Err(Error::Value(format!("{name}: expected an input and an output")));
+    };
+    if x.num_elements() == 0 && out.num_elements() == 0 {
+        return Ok(());
+    }
+    match op.kind {
+        OpKind::Sum | OpKind::Mean | OpKind::ReduceMax | OpKind::ReduceMin | OpKind::ArgMax | OpKind::ArgMin => {
+            let ax = Axis::of(op, x, true)?;
+            reduce::run(op.kind, ax, x, out)
+        }
+        OpKind::Softmax | OpKind::LogSoftmax => {
+            let ax = Axis::of(op, x, false)?;
+            norm::softmax(op.kind == OpKind::LogSoftmax, ax, x, out)
+        }
+        OpKind::LayerNorm => {
+            let (Some(gamma), Some(beta)) = (inputs.get(1), inputs.get(2)) else {
+                return Err(Error::Value(format!("{name}: expected input, gamma and beta")));
+            };
+            let eps = match op.attrs.get("epsilon") {
+                Some(Attr::Float(e)) => *e,
+                Some(Attr::Int(e)) => *e as f64,
+                _ => return Err(Error::Value(format!("{name}: epsilon: expected a number"))),
+            };
+            norm::layer_norm(x, gamma, beta, eps, out)
+        }
+        OpKind::Cumsum => {
+            let ax = Axis::of(op, x, true)?;
+            sort::cumsum(ax, flag(op, "exclusive", false)?, flag(op, "reverse", false)?, x, out)
+        }
+        OpKind::TopK => {
+            let ax = Axis::of(op, x, true)?;
+            let Some(indices) = outputs.get(1) else {
+                return Err(Error::Value(format!("{name}: expected the values and indices outputs")));
+            };
+            sort::top_k(ax, x, out, indices)
+        }
+        OpKind::ArgSort => {
+            if x.rank() != 1 {
+                return Err(Error::Value(format!("{name}: sorts rank-1 tensors only, got shape {:?}", x.shape())));
+            }
+            sort::argsort(flag(op, "ascending", true)?, x, out)
+        }
+        other => Err(Error::Value(format!("{}: no CPU kernel for this op", other.name()))),
+    }
+}
+
+fn flag(op: &Op, key: &str, default: bool) -> Result<bool> {
+    match op.attrs.get(key) {
+        None => Ok(default),
+        Some(Attr::Bool(b)) => Ok(*b),
+        Some(a) => Err(Error::Value(format!("{}: {key}: expected a bool, got {a}", op.kind.name()))),
+    }
+}
+
+/// A tensor's shape around one axis: [outer, n, inner].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Axis {
+    pub outer: usize,
+    pub n: usize,
+    pub inner: usize,
+}
+
+impl Axis {
+    /// The split of `x` around the op's `axis` attribute (a scalar is one element when
+    /// `need_rank` is false).
+    fn of(op: &Op, x: &Buffer, need_rank: bool) -> Result<Axis> {
+        let name = op.kind.name();
+        let axis = match op.attrs.get("axis") {
+            Some(Attr::Int(a)) => *a,
+            _ => return Err(Error::Value(format!("{name}: axis: expected an integer"))),
+        };
+        let shape = x.shape();
+        let rank = shape.len() as i64;
+        if rank == 0 && !need_rank && (axis == 0 || axis == -1) {
+            return Ok(Axis { outer: 1, n: 1, inner: 1 });
+        }
+        let a = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&a) {
+            return Err(Error::Index(format!("{name}: axis {axis} is out of range for shape {shape:?}")));
+        }
+        let a = a as usize;
+        Ok(Axis { outer: shape[..a].iter().product(), n: shape[a], inner: shape[a + 1..].iter().product() })
+    }
+
+    /// The number of elements of a tensor with `m` elements along the axis.
+    pub fn elems(&self, m: usize) -> usize {
+        self.outer * m * self.inner
+    }
+
+    /// The index of element `k` of line `line` in a tensor with `m` elements along the axis.
+    #[inline]
+    pub fn at(&self, line: usize, m: usize, k: usize) -> usize {
+        let (o, i) = (line / self.inner, line % self.inner);
+        (o * m + k) * self.inner + i
+    }
+}
+
+/// Checks that `b` holds `want` elements of `dtype` (the planned output of the op).
+pub(crate) fn expect(name: &str, what: &str, b: &Buffer, dtype: DType, want: usize) -> Result<()> {
+    if b.dtype() != dtype || b.num_elements() != want {
+        return Err(Error::Value(format!(
+            "{name}: {what} is {} {:?}, expected {want} elements of {dtype}",
+            b.dtype(),
+            b.shape()
+        )));
+    }
+    Ok(())
+}
+
+/// Lines processed together when they are interleaved in memory (inner > 1), so that gathering
+/// them reads whole cache lines.
+const TILE: usize = 16;
+
+/// Calls `f(values, line)` for every line of `x` along `ax`, with the line's n values as
+/// working values in a scratch slice that `f` may change. Tiles of lines run in parallel for
+/// large tensors; `f` writes its results for `line` only.
+pub(crate) fn lines<T: Typed, V: Num>(x: &Buffer, ax: Axis, f: impl Fn(&mut [V], usize) + Sync) {
+    tiles::<T, V>(x, ax, None, f)
+}
+
+/// Like `lines`, and then stores each line's scratch slice, as `f` left it, into the same
+/// line of `out` (a tensor shaped like `x`).
+pub(crate) fn map_lines<T: Typed, V: Num>(x: &Buffer, out: &Buffer, ax: Axis, f: impl Fn(&mut [V]) + Sync) {
+    tiles::<T, V>(x, ax, Some(Dst::<T>::of(out)), |row, _| f(row))
+}
+
+fn tiles<T: Typed, V: Num>(x: &Buffer, ax: Axis, out: Option<Dst<T>>, f: impl Fn(&mut [V], usize) + Sync) {
+    let src = Src::<T>::of(x);
+    let (n, inner) = (ax.n, ax.inner);
+    let tw = inner.clamp(1, TILE);
+    let tiles_per = inner.div_ceil(tw);
+    let tasks = ax.outer * tiles_per;
+    let task = |buf: &mut Vec<V>, t: usize| {
+        let (o, i0) = (t / tiles_per, (t % tiles_per) * tw);
+        let w = tw.min(inner - i0);
+        buf.resize(n * w + TILE, V::default());
+        let (buf, tmp) = buf.split_at_mut(n * w);
+        let base = o * n * inner + i0;
+        if w == 1 {
+            src.read(base, buf);
+            f(buf, o * inner + i0);
+            if let Some(d) = &out {
+                d.write(base, buf);
+            }
+            return;
+        }
+        for j in 0..n {
+            src.read(base + j * inner, &mut tmp[..w]);
+            for (c, &v) in tmp[..w].iter().enumerate() {
+                buf[c * n + j] = v;
+            }
+        }
+        for c in 0..w {
+            f(&mut buf[c * n..(c + 1) * n], o * inner + i0 + c);
+        }
+        if let Some(d) = &out {
+            for j in 0..n {
+                for c in 0..w {
+                    tmp[c] = buf[c * n + j];
+                }
+                d.write(base + j * inner, &tmp[..w]);
+            }
+        }
+    };
+    if ax.elems(n) < PAR_MIN || tasks < 2 {
+        let mut buf = Vec::new();
+        (0..tasks).for_each(|t| task(&mut buf, t));
+    } else {
+        (0..tasks).into_par_iter().for_each_init(Vec::new, task);
+    }
+}
+
+/// Runs `$body` with `$t` bound to the storage type of `$dtype` (any dtype cast supports).
+macro_rules! typed_dispatch {
+    ($name:expr, $dtype:expr, $t:ident, $body:expr) => {
+        crate::with_cast_type!(
+            $dtype,
+            $t,
+            $body,
+            Err(crate::Error::Value(format!("{}: unsupported dtype {}", $name, $dtype)))
+        )
+    };
+}
+pub(crate) use typed_dispatch;
