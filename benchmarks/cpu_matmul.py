@@ -81,6 +81,40 @@ def main() -> None:
     ours, ref = median_time(lambda: model.execute(x)), median_time(mlp_numpy)
     rows.append({"op": f"mlp {depth}x{width} batch 64", "max_ms": round(ours * 1e3, 2), "numpy_ms": round(ref * 1e3, 2),
                  "ratio_vs_numpy": round(ref / ours, 3)})
+    # A small conv net: three 3x3 convs (NHWC, RSCF) with bias and relu, batch 8, 32x32x32.
+    convs = [(rng.standard_normal((3, 3, 32, 32)).astype(np.float32) / 16, rng.standard_normal(32).astype(np.float32)) for _ in range(3)]
+    with Graph("convnet", input_types=[TensorType(DType.float32, ("batch", 32, 32, 32), CPU)]) as g:
+        y = g.inputs[0].tensor
+        for w, b in convs:
+            y = ops.relu(ops.conv2d(y, ops.constant(w, DType.float32, CPU), padding=(1, 1, 1, 1)) + ops.constant(b, DType.float32, CPU))
+        g.output(y)
+    model = session.load(g)
+    x = rng.standard_normal((8, 32, 32, 32)).astype(np.float32)
+
+    def conv_numpy():
+        y = x
+        for w, b in convs:
+            p = np.pad(y, ((0, 0), (1, 1), (1, 1), (0, 0)))
+            cols = np.stack([p[:, i:i + 32, j:j + 32, :] for i in range(3) for j in range(3)], axis=3)
+            y = np.maximum(cols.reshape(8 * 32 * 32, 9 * 32) @ w.reshape(9 * 32, 32) + b, 0).reshape(8, 32, 32, 32)
+        return y
+
+    assert np.allclose(model.execute(x)[0].to_numpy(), conv_numpy(), rtol=1e-3, atol=1e-3)
+    ours, ref = median_time(lambda: model.execute(x)), median_time(conv_numpy)
+    row = {"op": "convnet 3x conv3x3 32ch 32x32 batch 8", "max_ms": round(ours * 1e3, 2), "numpy_ms": round(ref * 1e3, 2),
+           "ratio_vs_numpy": round(ref / ours, 3)}
+    if torch is not None:
+        tx = torch.from_numpy(x).permute(0, 3, 1, 2)
+        tw = [(torch.from_numpy(w).permute(3, 2, 0, 1).contiguous(), torch.from_numpy(b)) for w, b in convs]
+
+        def conv_torch():
+            y = tx
+            for w, b in tw:
+                y = torch.relu(torch.nn.functional.conv2d(y, w, b, padding=1))
+            return y
+
+        row["torch_ms"] = round(median_time(conv_torch) * 1e3, 2)
+    rows.append(row)
     write("cpu_matmul", platform.processor() or platform.machine(), rows, " ".join([sys.executable, *sys.argv]))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -133,7 +132,9 @@ class InferenceSession:
     """Loads (compiles) graphs for a set of devices.
 
     ``num_threads`` caps the CPU worker threads of the models it loads (default: one per core).
-    Set ``MAX_PRINT_PLAN=1`` to print each model's execution plan when it is first built."""
+    Set ``MAX_PRINT_PLAN=1`` to print (on stderr) each execution plan when it is built: one line
+    per step with its kernel or fused group, result shapes and where each result lives (arena
+    offset, view, own buffer), then the arena bytes per device and the max-live lower bound."""
 
     def __init__(self, devices: Iterable[driver.Device] = (), num_threads: int | None = None, *,
                  custom_extensions: CustomExtensionsType | None = None) -> None:
@@ -176,7 +177,4 @@ class InferenceSession:
             else:
                 raise TypeError(f"weights_registry[{name!r}]: expected an array, got {type(value).__name__}")
         core = _CoreModel.load(model._ir, self._devices, weights, self._num_threads)
-        loaded = Model(core, model, self._devices)
-        if os.environ.get("MAX_PRINT_PLAN") == "1":
-            print(f"loaded {model.name}: {loaded.input_metadata}")
-        return loaded
+        return Model(core, model, self._devices)

@@ -93,6 +93,9 @@ impl Model {
         }
         let bindings = bind_inputs(&self.input_types, given)?;
         let p = Arc::new(plan::build(&self.program, bindings)?);
+        if std::env::var("MAX_PRINT_PLAN").as_deref() == Ok("1") {
+            eprintln!("{}", self.describe_plan(&p));
+        }
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, p.clone());
         Ok(p)
     }
@@ -160,7 +163,7 @@ impl Model {
     /// Shape, dtype and device of the values of one plan, for the plan report.
     pub fn describe_plan(&self, plan: &Plan) -> String {
         let mut out = format!("plan for {} with {:?}\n", self.name, plan.bindings.0);
-        describe_body(&self.program, &self.program.body, plan, 1, &mut out);
+        describe_body(&self.program, &self.program.body, plan, &self.fixed, 1, &mut out);
         out.push_str(&plan.report);
         out
     }
@@ -252,7 +255,14 @@ fn parse_key(key: &str) -> Result<DeviceRef> {
     Ok(DeviceRef { kind: if kind == "cpu" { DeviceKind::Cpu } else { DeviceKind::Gpu }, id })
 }
 
-fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out: &mut String) {
+fn describe_body(
+    program: &Program,
+    body: &Body,
+    plan: &Plan,
+    fixed: &HashMap<ValueId, Buffer>,
+    depth: usize,
+    out: &mut String,
+) {
     let pad = "  ".repeat(depth);
     for step in &body.steps {
         let outs: Vec<String> = step
@@ -260,6 +270,7 @@ fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out:
             .iter()
             .map(|v| {
                 let where_ = match plan.slots.get(v) {
+                    _ if fixed.contains_key(v) => "loaded".into(),
                     Some(plan::Slot::Arena(o)) => format!("arena+{o}"),
                     Some(plan::Slot::View) => "view".into(),
                     _ => "own".into(),
@@ -276,7 +287,7 @@ fn describe_body(program: &Program, body: &Body, plan: &Plan, depth: usize, out:
             .collect();
         out.push_str(&format!("{pad}{} -> {}\n", step.name(), outs.join(", ")));
         for inner in &step.bodies {
-            describe_body(program, inner, plan, depth + 1, out);
+            describe_body(program, inner, plan, fixed, depth + 1, out);
         }
     }
 }
