@@ -263,3 +263,144 @@ pub fn scatter_rows(
     unsafe { launch.launch(grid_for(total)) }.map_err(Error::driver("cuLaunchKernel(scatter_rows)"))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The kernels' index arithmetic emulated on the host (same geometry structs, same
+    //! formulas) against naive sequential references.
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// scatter_target of kernels/indexing.cu.
+    fn target(u: u64, t: i64, g: &ScatterGeo) -> (i64, i64) {
+        let (mut rest, mut kmul, mut key, mut off) = (u, 1i64, 0i64, 0i64);
+        for d in (0..g.rank as usize).rev() {
+            let e = g.ushape[d] as u64;
+            let c = (rest % e) as i64;
+            rest /= e;
+            if d == g.axis as usize {
+                off += t * g.ostride[d];
+            } else {
+                off += c * g.ostride[d];
+                key += c * kmul;
+                kmul *= g.ushape[d];
+            }
+        }
+        (key * g.size + t, off)
+    }
+
+    #[test]
+    #[allow(clippy::needless_range_loop)]
+    fn two_phase_scatter_matches_sequential_writes() {
+        let mut rng = Rng(0xDEADBEEF);
+        for _ in 0..500 {
+            let rank = 1 + rng.below(4);
+            let shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(5)).collect();
+            let axis = rng.below(rank);
+            let ushape: Vec<usize> =
+                (0..rank).map(|d| if d == axis { 1 + rng.below(8) } else { 1 + rng.below(shape[d]) }).collect();
+            let n: usize = ushape.iter().product();
+            let idx: Vec<i64> = (0..n).map(|_| rng.below(shape[axis]) as i64).collect();
+            let g = scatter_geo(&ushape, &shape, axis).unwrap();
+            let total: usize = shape.iter().product();
+            // Phase 1 and 2 as the kernels do them (the order of claims does not matter).
+            let mut winner = vec![0u32; n / ushape[axis] * shape[axis]];
+            for u in (0..n).rev() {
+                let (key, _) = target(u as u64, idx[u], &g);
+                winner[key as usize] = winner[key as usize].max(u as u32 + 1);
+            }
+            let mut got = vec![-1i64; total];
+            for u in 0..n {
+                let (key, off) = target(u as u64, idx[u], &g);
+                if winner[key as usize] == u as u32 + 1 {
+                    assert_eq!(got[off as usize], -1, "two winners for one place");
+                    got[off as usize] = u as i64;
+                }
+            }
+            // Sequential reference: row-major over the updates, later writes win.
+            let mut want = vec![-1i64; total];
+            for u in 0..n {
+                let (mut rest, mut off, mut stride) = (u, 0usize, 1usize);
+                let mut c = vec![0usize; rank];
+                for d in (0..rank).rev() {
+                    c[d] = rest % ushape[d];
+                    rest /= ushape[d];
+                }
+                c[axis] = idx[u] as usize;
+                for d in (0..rank).rev() {
+                    off += c[d] * stride;
+                    stride *= shape[d];
+                }
+                want[off] = u as i64;
+            }
+            assert_eq!(got, want, "shape {shape:?} updates {ushape:?} axis {axis}");
+        }
+    }
+
+    #[test]
+    fn resolved_rows_address_gather_nd_slices() {
+        let mut rng = Rng(0xC0FFEE);
+        for _ in 0..300 {
+            let batch = rng.below(3);
+            let k = 1 + rng.below(3);
+            let rest = rng.below(3);
+            let shape: Vec<usize> = (0..batch + k + rest).map(|_| 1 + rng.below(4)).collect();
+            let per_batch = 1 + rng.below(5);
+            let nbatch: usize = shape[..batch].iter().product();
+            let sdims = &shape[batch..batch + k];
+            let slices: usize = sdims.iter().product();
+            let row: usize = shape[batch + k..].iter().product();
+            let nvec = nbatch * per_batch;
+            let raw: Vec<i64> =
+                (0..nvec * k).map(|i| rng.below(2 * sdims[i % k]) as i64 - sdims[i % k] as i64).collect();
+            // resolve, as the kernel computes it
+            let rows: Vec<i64> = (0..nvec)
+                .map(|v| {
+                    let mut lin = 0i64;
+                    for t in 0..k {
+                        let (d, x) = (sdims[t] as i64, raw[v * k + t]);
+                        lin = lin * d + if x < 0 { x + d } else { x };
+                    }
+                    (v / per_batch) as i64 * slices as i64 + lin
+                })
+                .collect();
+            // gather_rows with outer 1: element (v, r) comes from rows[v] * row + r.
+            let strides = {
+                let mut s = vec![1usize; shape.len()];
+                for d in (0..shape.len().saturating_sub(1)).rev() {
+                    s[d] = s[d + 1] * shape[d + 1];
+                }
+                s
+            };
+            for v in 0..nvec {
+                let b = v / per_batch;
+                let mut coords = vec![0usize; batch];
+                let mut rest = b;
+                for d in (0..batch).rev() {
+                    coords[d] = rest % shape[d];
+                    rest /= shape[d];
+                }
+                for t in 0..k {
+                    let x = raw[v * k + t];
+                    coords.push(if x < 0 { (x + sdims[t] as i64) as usize } else { x as usize });
+                }
+                let first: usize = coords.iter().zip(&strides).map(|(c, s)| c * s).sum();
+                assert_eq!(rows[v] as usize * row, first, "shape {shape:?} batch {batch} k {k}");
+            }
+        }
+        // Row widening: 16-byte rows when sizes and addresses allow, else narrower.
+        assert_eq!(wide(1024, 2, &[0, 4096]), (128, 16));
+        assert_eq!(wide(6, 2, &[0, 4]), (3, 4));
+        assert_eq!(wide(3, 4, &[0, 16]), (3, 4));
+        assert_eq!(wide(8, 1, &[1, 16]), (8, 1));
+    }
+}

@@ -17,8 +17,8 @@ const MAX_BATCH: usize = 6;
 const MIN_TILE_EXTENT: usize = 8;
 
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct CopyGeo {
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CopyGeo {
     shape: [i64; MAX_RANK],
     src: [i64; MAX_RANK],
     dst: [i64; MAX_RANK],
@@ -28,8 +28,8 @@ struct CopyGeo {
 unsafe impl DeviceRepr for CopyGeo {}
 
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct TileGeo {
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TileGeo {
     rows: i64,
     cols: i64,
     src_r: i64,
@@ -46,8 +46,8 @@ struct TileGeo {
 unsafe impl DeviceRepr for TileGeo {}
 
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct PadGeo {
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PadGeo {
     shape: [i64; MAX_RANK],
     lo: [i64; MAX_RANK],
     input: [i64; MAX_RANK],
@@ -91,6 +91,63 @@ fn launch_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) ->
     Error::driver(what)
 }
 
+/// One kernel launch of this family, with its arguments: what the wrappers plan before
+/// launching (and what the tests check on the host).
+#[derive(Clone, Copy)]
+pub(crate) enum Launch {
+    Copy { elem: usize, src: u64, dst: u64, n: u64, geo: CopyGeo },
+    Transpose { elem: usize, src: u64, dst: u64, geo: TileGeo },
+    Pad { elem: usize, src: u64, value: u64, dst: u64, n: u64, geo: PadGeo },
+}
+
+fn wide_suffix(elem: usize) -> Result<&'static str> {
+    if elem == 16 { Ok("b128") } else { width_suffix(elem) }
+}
+
+fn launch(stream: &Arc<CudaStream>, plan: &[Launch]) -> Result<()> {
+    for l in plan {
+        match l {
+            Launch::Copy { elem, src, dst, n, geo } => {
+                let name = format!("copy_view_{}_{}", wide_suffix(*elem)?, index_suffix(*n));
+                let f = function(stream.context(), &LAYOUT, &name)?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(src).arg(dst).arg(n).arg(geo);
+                // SAFETY: copy_view_* takes (const T*, T*, u64, CopyGeo); the views lie inside
+                // their allocations (the caller's contract) and widening keeps the same bytes.
+                unsafe { b.launch(grid_for(*n)) }.map_err(launch_err("cuLaunchKernel(copy_view)"))?;
+            }
+            Launch::Transpose { elem, src, dst, geo } => {
+                let tiles_c = (geo.cols as u64).div_ceil(32);
+                if tiles_c > i32::MAX as u64 {
+                    return Err(Error::Unsupported(format!("transpose: a dim of {} elements is too long", geo.cols)));
+                }
+                let grid = (
+                    tiles_c as u32,
+                    (geo.rows as u64).div_ceil(32).min(65535) as u32,
+                    (geo.nbatch as u64).min(65535) as u32,
+                );
+                let cfg = LaunchConfig { grid_dim: grid, block_dim: (32, 8, 1), shared_mem_bytes: 0 };
+                let f = function(stream.context(), &LAYOUT, &format!("transpose_{}", width_suffix(*elem)?))?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(src).arg(dst).arg(geo);
+                // SAFETY: transpose_* takes (const T*, T*, TileGeo); the tiles are bounds-checked
+                // against rows and cols, and the views lie inside their allocations.
+                unsafe { b.launch(cfg) }.map_err(launch_err("cuLaunchKernel(transpose)"))?;
+            }
+            Launch::Pad { elem, src, value, dst, n, geo } => {
+                let name = format!("pad_{}_{}", width_suffix(*elem)?, index_suffix(*n));
+                let f = function(stream.context(), &LAYOUT, &name)?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(src).arg(value).arg(dst).arg(n).arg(geo);
+                // SAFETY: pad_* takes (const T*, const T*, T*, u64, PadGeo); the source is read
+                // only inside the input's box, which lies in its allocation; dst holds n elements.
+                unsafe { b.launch(grid_for(*n)) }.map_err(launch_err("cuLaunchKernel(pad)"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Copies the view (`shape`, `src_strides`) at `src` into the view (`shape`, `dst_strides`) at
 /// `dst`, element by element. Source strides may be negative or 0; the destination view must
 /// not reach an element twice, and the two must not overlap. The caller guarantees that every
@@ -101,6 +158,18 @@ pub fn copy_view(
     src_strides: &[isize],
     dst: u64,
     dst_strides: &[isize],
+    shape: &[usize],
+    elem: usize,
+) -> Result<()> {
+    let mut plan = vec![];
+    plan_copy(&mut plan, (src, src_strides), (dst, dst_strides), shape, elem)?;
+    launch(stream, &plan)
+}
+
+pub(crate) fn plan_copy(
+    plan: &mut Vec<Launch>,
+    (src, src_strides): (u64, &[isize]),
+    (dst, dst_strides): (u64, &[isize]),
     shape: &[usize],
     elem: usize,
 ) -> Result<()> {
@@ -117,28 +186,23 @@ pub fn copy_view(
         for i in 0..shape[0] as i128 {
             let from = (src as i128 + i * s0 * e) as u64;
             let to = (dst as i128 + i * d0 * e) as u64;
-            copy_view(stream, from, &sa[1..], to, &sb[1..], &shape[1..], elem)?;
+            plan_copy(plan, (from, &sa[1..]), (to, &sb[1..]), &shape[1..], elem)?;
         }
         return Ok(());
     }
     if let Some(q) = transposing(&shape, &sa, &sb) {
-        return transpose(stream, src, dst, &shape, &sa, &sb, q, elem);
+        plan.push(transpose(src, dst, &shape, &sa, &sb, q, elem));
+        return Ok(());
     }
     let (shape, sa, sb, elem) = widen(shape, sa, sb, elem, src, dst);
     let n: u64 = shape.iter().map(|d| *d as u64).product();
-    let mut g = CopyGeo { shape: [1; MAX_RANK], src: [0; MAX_RANK], dst: [0; MAX_RANK], rank: shape.len() as i32 };
+    let mut geo = CopyGeo { shape: [1; MAX_RANK], src: [0; MAX_RANK], dst: [0; MAX_RANK], rank: shape.len() as i32 };
     for (i, ((d, x), y)) in shape.iter().zip(&sa).zip(&sb).enumerate() {
-        g.shape[i] = *d as i64;
-        g.src[i] = *x as i64;
-        g.dst[i] = *y as i64;
+        geo.shape[i] = *d as i64;
+        geo.src[i] = *x as i64;
+        geo.dst[i] = *y as i64;
     }
-    let w = if elem == 16 { "b128" } else { width_suffix(elem)? };
-    let f = function(stream.context(), &LAYOUT, &format!("copy_view_{w}_{}", index_suffix(n)))?;
-    let mut launch = stream.launch_builder(&f);
-    launch.arg(&src).arg(&dst).arg(&n).arg(&g);
-    // SAFETY: copy_view_* takes (const T*, T*, u64, CopyGeo); the views lie inside their
-    // allocations (the caller's contract) and widening keeps the same bytes.
-    unsafe { launch.launch(grid_for(n)) }.map_err(launch_err("cuLaunchKernel(copy_view)"))?;
+    plan.push(Launch::Copy { elem, src, dst, n, geo });
     Ok(())
 }
 
@@ -152,19 +216,9 @@ fn transposing(shape: &[usize], sa: &[isize], sb: &[isize]) -> Option<usize> {
     (0..last).rev().find(|&q| sa[q].abs() == 1 && shape[q] >= MIN_TILE_EXTENT)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn transpose(
-    stream: &Arc<CudaStream>,
-    src: u64,
-    dst: u64,
-    shape: &[usize],
-    sa: &[isize],
-    sb: &[isize],
-    q: usize,
-    elem: usize,
-) -> Result<()> {
+fn transpose(src: u64, dst: u64, shape: &[usize], sa: &[isize], sb: &[isize], q: usize, elem: usize) -> Launch {
     let last = shape.len() - 1;
-    let mut g = TileGeo {
+    let mut geo = TileGeo {
         rows: shape[q] as i64,
         cols: shape[last] as i64,
         src_r: sa[q] as i64,
@@ -178,26 +232,14 @@ fn transpose(
         nbatch: 1,
     };
     for d in (0..last).filter(|&d| d != q) {
-        let i = g.brank as usize;
-        g.bshape[i] = shape[d] as i64;
-        g.bsrc[i] = sa[d] as i64;
-        g.bdst[i] = sb[d] as i64;
-        g.brank += 1;
-        g.nbatch *= shape[d] as i64;
+        let i = geo.brank as usize;
+        geo.bshape[i] = shape[d] as i64;
+        geo.bsrc[i] = sa[d] as i64;
+        geo.bdst[i] = sb[d] as i64;
+        geo.brank += 1;
+        geo.nbatch *= shape[d] as i64;
     }
-    let tiles_c = shape[last].div_ceil(32);
-    if tiles_c > i32::MAX as usize {
-        return Err(Error::Unsupported(format!("transpose: a dim of {} elements is too long", shape[last])));
-    }
-    let grid = (tiles_c as u32, shape[q].div_ceil(32).min(65535) as u32, (g.nbatch as u64).min(65535) as u32);
-    let cfg = LaunchConfig { grid_dim: grid, block_dim: (32, 8, 1), shared_mem_bytes: 0 };
-    let f = function(stream.context(), &LAYOUT, &format!("transpose_{}", width_suffix(elem)?))?;
-    let mut launch = stream.launch_builder(&f);
-    launch.arg(&src).arg(&dst).arg(&g);
-    // SAFETY: transpose_* takes (const T*, T*, TileGeo); the tiles are bounds-checked against
-    // rows and cols, and the views lie inside their allocations (the caller's contract).
-    unsafe { launch.launch(cfg) }.map_err(launch_err("cuLaunchKernel(transpose)"))?;
-    Ok(())
+    Launch::Transpose { elem, src, dst, geo }
 }
 
 /// Reinterprets a copy whose innermost dim is contiguous on both sides as a copy of wider
@@ -251,12 +293,24 @@ pub fn pad(
     lo: &[usize],
     elem: usize,
 ) -> Result<()> {
+    let plan = plan_pad((src, src_strides, in_shape), value, (dst, out_shape), lo, elem)?;
+    launch(stream, &plan)
+}
+
+pub(crate) fn plan_pad(
+    (src, src_strides, in_shape): (u64, &[isize], &[usize]),
+    value: u64,
+    (dst, out_shape): (u64, &[usize]),
+    lo: &[usize],
+    elem: usize,
+) -> Result<Vec<Launch>> {
     let r = out_shape.len();
     if in_shape.len() != r || src_strides.len() != r || lo.len() != r {
         return Err(Error::Unsupported("pad: shapes, strides and paddings differ in length".into()));
     }
+    let mut plan = vec![];
     if out_shape.contains(&0) {
-        return Ok(());
+        return Ok(plan);
     }
     // (out, lo, in, stride) per dim; unpadded extent-1 dims dropped, and a dim merged into the
     // one before it when it is unpadded and contiguous with it in the source.
@@ -271,18 +325,19 @@ pub fn pad(
             _ => dims.push((o, l, n, s)),
         }
     }
-    pad_dims(stream, src, &dims, value, dst, elem, false)
+    pad_dims(&mut plan, src, &dims, value, dst, elem, false);
+    Ok(plan)
 }
 
 fn pad_dims(
-    stream: &Arc<CudaStream>,
+    plan: &mut Vec<Launch>,
     src: u64,
     dims: &[(usize, usize, usize, isize)],
     value: u64,
     dst: u64,
     elem: usize,
     outside: bool,
-) -> Result<()> {
+) {
     if dims.len() > MAX_RANK {
         // Split the leading dim: rows inside the input recurse on its rows, the others are all
         // padding (an input extent of 0 puts every element outside).
@@ -291,31 +346,25 @@ fn pad_dims(
         for i in 0..o {
             let inside = !outside && i >= l && i < l + n;
             let from = if inside { (src as i128 + (i - l) as i128 * s as i128 * elem as i128) as u64 } else { src };
-            pad_dims(stream, from, &dims[1..], value, dst + i as u64 * row, elem, !inside)?;
+            pad_dims(plan, from, &dims[1..], value, dst + i as u64 * row, elem, !inside);
         }
-        return Ok(());
+        return;
     }
-    let mut g = PadGeo { shape: [1; MAX_RANK], lo: [0; MAX_RANK], input: [1; MAX_RANK], src: [0; MAX_RANK], rank: 0 };
+    let mut geo = PadGeo { shape: [1; MAX_RANK], lo: [0; MAX_RANK], input: [1; MAX_RANK], src: [0; MAX_RANK], rank: 0 };
     for (i, &(o, l, n, s)) in dims.iter().enumerate() {
-        g.shape[i] = o as i64;
-        g.lo[i] = l as i64;
-        g.input[i] = n as i64;
-        g.src[i] = s as i64;
+        geo.shape[i] = o as i64;
+        geo.lo[i] = l as i64;
+        geo.input[i] = n as i64;
+        geo.src[i] = s as i64;
     }
-    g.rank = dims.len() as i32;
+    geo.rank = dims.len() as i32;
     if outside {
         // Everything is padding: one dim (a dummy one at rank 0) with an empty input.
-        g.input[0] = 0;
-        g.rank = g.rank.max(1);
+        geo.input[0] = 0;
+        geo.rank = geo.rank.max(1);
     }
     let n: u64 = dims.iter().map(|d| d.0 as u64).product();
-    let f = function(stream.context(), &LAYOUT, &format!("pad_{}_{}", width_suffix(elem)?, index_suffix(n)))?;
-    let mut launch = stream.launch_builder(&f);
-    launch.arg(&src).arg(&value).arg(&dst).arg(&n).arg(&g);
-    // SAFETY: pad_* takes (const T*, const T*, T*, u64, PadGeo); the source is read only inside
-    // the input's box, which lies in its allocation (the caller's contract); dst holds n elements.
-    unsafe { launch.launch(grid_for(n)) }.map_err(launch_err("cuLaunchKernel(pad)"))?;
-    Ok(())
+    plan.push(Launch::Pad { elem, src, value, dst, n, geo });
 }
 
 /// band_part of contiguous `[.., rows, cols]` matrices: `n` elements from `src` to `dst`, those
@@ -343,3 +392,7 @@ pub fn band_part(
     unsafe { launch.launch(grid_for(n)) }.map_err(launch_err("cuLaunchKernel(band_part)"))?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "layout_tests.rs"]
+mod tests;
