@@ -15,12 +15,14 @@ pub const FILL: Family = Family { name: "fill", source: include_str!("../kernels
 pub const COPY_STRIDED: Family = Family { name: "copy_strided", source: include_str!("../kernels/copy_strided.cu") };
 
 pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../kernels/matmul.cu") };
+pub const LAYOUT: Family = Family { name: "layout", source: include_str!("../kernels/layout.cu") };
+pub const INDEXING: Family = Family { name: "indexing", source: include_str!("../kernels/indexing.cu") };
 
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90];
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, LAYOUT, INDEXING];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

@@ -12,6 +12,9 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use crate::sources::{CAST, COPY_STRIDED, FILL, MATMUL};
+
+pub mod indexing;
+pub mod layout;
 use crate::{Error, Result, function};
 
 const BLOCK: u32 = 256;

@@ -79,7 +79,6 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             let f = crate::cpu::elementwise::single(op, &types[step.outputs[0]], inputs.len());
             run_fused(dev, &f, inputs, &outputs[0])
         }
-        StepKind::Op(op) if op.kind == OpKind::TransferTo => outputs[0].inplace_copy_from(&inputs[0]),
         StepKind::Op(op) if op.kind == OpKind::Matmul => matmul(dev, &inputs[0], &inputs[1], &outputs[0]),
         StepKind::Op(op) if op.kind == OpKind::Outer => {
             let a = inputs[0].reshaped(vec![inputs[0].num_elements(), 1])?;
