@@ -220,3 +220,34 @@ template <typename D, int DK, typename S> struct Convert<D, DK, S, 3> { static _
 template <typename D, typename S> __device__ __forceinline__ D convert(S x) {
     return Convert<D, Kind<D>::value, S, Kind<S>::value>::go(x);
 }
+
+// GEMM epilogue, shared by every matmul kernel so that a fused matmul means the same thing on
+// every path: out[idx] = residual[idx] + act(acc + bias[col]), each part optional (a zero pointer
+// skips it), computed in f32 and rounded once to the output type. `idx` is the element's linear
+// offset in the output (batch included), so the residual has the output's contiguous layout;
+// the bias is one row of `n` values broadcast over every row.
+enum EpilogueAct { EPI_NONE = 0, EPI_RELU = 1, EPI_GELU = 2, EPI_GELU_TANH = 3, EPI_SILU = 4, EPI_SIGMOID = 5, EPI_GELU_QUICK = 6 };
+struct Epilogue {
+    u64 bias;
+    u64 residual;
+    int act;
+    int pad;
+};
+__device__ __forceinline__ float epi_sigmoid(float x) { return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x)); }
+__device__ __forceinline__ float epi_act(int act, float x) {
+    switch (act) {
+        case EPI_RELU: return x > 0.f ? x : 0.f;
+        case EPI_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+        case EPI_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+        case EPI_SILU: return x * epi_sigmoid(x);
+        case EPI_SIGMOID: return epi_sigmoid(x);
+        case EPI_GELU_QUICK: return x * epi_sigmoid(1.702f * x);
+        default: return x;
+    }
+}
+template <typename T> __device__ __forceinline__ float epilogue(const Epilogue& e, float acc, long long idx, long long col) {
+    if (e.bias) acc += to_f32(reinterpret_cast<const T*>(e.bias)[col]);
+    acc = epi_act(e.act, acc);
+    if (e.residual) acc += to_f32(reinterpret_cast<const T*>(e.residual)[idx]);
+    return acc;
+}

@@ -4,6 +4,7 @@
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 
+pub mod epilogue;
 pub mod gemm_sm90;
 
 use std::sync::Arc;
