@@ -7,8 +7,8 @@
 // two consumers, each computing a 64 x 256 slice with m64n256k16 wgmma into 128 f32 registers
 // per thread (setmaxnreg moves registers from the producer to the consumers). Out-of-range
 // rows and columns are zero-filled by TMA on load and skipped on store, so any M and N work;
-// K must be a multiple of 8 (16-byte TMA strides). The epilogue converts to the output type
-// in registers and stores straight to global memory.
+// K must be a multiple of 8 (16-byte TMA strides). The epilogue (bias, activation, residual:
+// see prelude.cuh) runs in registers and stores straight to global memory.
 
 #define G_BM 128
 #define G_BN 256
@@ -24,6 +24,7 @@ struct GemmArgs {
     u64 c;
     i64 m, n, k;
     i64 stride_c;  // elements between batches of C
+    Epilogue epi;  // applied to every output element (prelude.cuh)
 };
 
 __device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -149,8 +150,10 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
         for (int h = 0; h < 2; ++h) {
             const i64 row = r0 + h * 8;
             if (row < p.m) {
-                if (col < p.n) C[row * p.n + col] = FromF32<T>::go(d[j * 4 + h * 2]);
-                if (col + 1 < p.n) C[row * p.n + col + 1] = FromF32<T>::go(d[j * 4 + h * 2 + 1]);
+                const i64 idx = (i64)z * p.stride_c + row * p.n + col;
+                if (col < p.n) C[row * p.n + col] = FromF32<T>::go(epilogue<T>(p.epi, d[j * 4 + h * 2], idx, col));
+                if (col + 1 < p.n)
+                    C[row * p.n + col + 1] = FromF32<T>::go(epilogue<T>(p.epi, d[j * 4 + h * 2 + 1], idx + 1, col + 1));
             }
         }
     }

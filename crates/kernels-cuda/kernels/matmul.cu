@@ -23,6 +23,7 @@ struct MatmulArgs {
     u64 a, b, c;
     i64 m, n, k;
     i64 stride_a, stride_b, stride_c;  // elements between batches (0 = broadcast)
+    Epilogue epi;                      // applied to every output element (prelude.cuh)
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -137,8 +138,10 @@ __device__ __forceinline__ void mma_kernel(const MatmulArgs& p) {
                 i64 r = m0 + wm + i * 16 + lane / 4 + h * 8;
                 i64 cc = n0 + wn + j * 8 + (lane % 4) * 2;
                 if (r < p.m) {
-                    if (cc < p.n) C[r * p.n + cc] = FromF32<T>::go(acc[i][j][h * 2]);
-                    if (cc + 1 < p.n) C[r * p.n + cc + 1] = FromF32<T>::go(acc[i][j][h * 2 + 1]);
+                    const i64 idx = (i64)blockIdx.z * p.stride_c + r * p.n + cc;
+                    if (cc < p.n) C[r * p.n + cc] = FromF32<T>::go(epilogue<T>(p.epi, acc[i][j][h * 2], idx, cc));
+                    if (cc + 1 < p.n)
+                        C[r * p.n + cc + 1] = FromF32<T>::go(epilogue<T>(p.epi, acc[i][j][h * 2 + 1], idx + 1, cc + 1));
                 }
             }
 }
@@ -165,7 +168,12 @@ __device__ __forceinline__ void simt_kernel(const MatmulArgs& p) {
         for (int q = 0; q < 16; ++q) acc = acc + ta[ty][q] * tb[q][tx];
         __syncthreads();
     }
-    if (row < p.m && col < p.n) C[row * p.n + col] = FromF64<T>::go((double)acc);
+    if (row < p.m && col < p.n) {
+        // The launcher refuses an epilogue for f64, whose accumulator would lose precision here.
+        const i64 idx = (i64)blockIdx.z * p.stride_c + row * p.n + col;
+        const double v = (p.epi.bias | p.epi.residual | (u64)p.epi.act) ? (double)epilogue<T>(p.epi, (float)acc, idx, col) : (double)acc;
+        C[row * p.n + col] = FromF64<T>::go(v);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256) matmul_simt_f32(MatmulArgs p) { simt_kernel<float, float>(p); }

@@ -11,6 +11,7 @@ use cudarc::driver::sys::{
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
 
+use super::epilogue::Epilogue;
 use crate::sources::GEMM_SM90;
 use crate::{Error, Result, function};
 
@@ -35,6 +36,7 @@ struct GemmArgs {
     n: i64,
     k: i64,
     stride_c: i64,
+    epi: Epilogue,
 }
 // SAFETY: plain-old-data with the kernel's `GemmArgs` layout.
 unsafe impl DeviceRepr for GemmArgs {}
@@ -90,6 +92,7 @@ pub fn gemm(
     (m, n, k): (usize, usize, usize),
     batch: usize,
     (batch_a, batch_b): (usize, usize),
+    epi: &Epilogue,
 ) -> Result<()> {
     if m == 0 || n == 0 || batch == 0 {
         return Ok(());
@@ -122,7 +125,7 @@ pub fn gemm(
         if z > 1 && (batch_a != batch || batch_b != batch) {
             return Err(Error::Unsupported("gemm_sm90: this batch broadcast goes through the generic path".into()));
         }
-        let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64 };
+        let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, epi: *epi };
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(BN) as u32, rows_a.div_ceil(BM) as u32, z as u32),
             block_dim: (384, 1, 1),

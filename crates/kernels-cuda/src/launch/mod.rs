@@ -153,6 +153,7 @@ struct MatmulArgs {
     stride_a: i64,
     stride_b: i64,
     stride_c: i64,
+    epi: epilogue::Epilogue,
 }
 
 // SAFETY: plain-old-data with the layout of the kernel's `MatmulArgs`.
@@ -172,9 +173,13 @@ pub fn matmul(
     (m, n, k): (usize, usize, usize),
     batch: usize,
     (stride_a, stride_b, stride_c): (usize, usize, usize),
+    epi: &epilogue::Epilogue,
 ) -> Result<()> {
     if m == 0 || n == 0 || batch == 0 {
         return Ok(());
+    }
+    if dtype == DType::Float64 && !epi.is_identity() {
+        return Err(Error::Unsupported("matmul: a fused epilogue needs a 16- or 32-bit float output".into()));
     }
     let aligned = k % 8 == 0 && n % 8 == 0 && (a | b) % 16 == 0;
     let (name, tile, threads, smem) = match dtype {
@@ -204,6 +209,7 @@ pub fn matmul(
         stride_a: stride_a as i64,
         stride_b: stride_b as i64,
         stride_c: stride_c as i64,
+        epi: *epi,
     };
     let grid = (n.div_ceil(tile) as u32, m.div_ceil(tile) as u32, batch as u32);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem };

@@ -122,7 +122,7 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
             }
             Cow::Borrowed(_) => step,
         },
-        StepKind::Fused(_) => step,
+        StepKind::Fused(_) | StepKind::Gemm(_) => step,
     };
     if step.outputs.first().and_then(|v| state.plan.slots.get(v)) == Some(&Slot::View) && inputs[0].is_contiguous() {
         if let StepKind::Op(op) = &step.kind {
@@ -198,5 +198,13 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             cpu::elementwise::run(&cpu::elementwise::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
+        StepKind::Gemm(g) => {
+            let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
+            let product = Buffer::empty(outputs[0].dtype(), &shape, &Device::Cpu)?;
+            cpu::matmul::run(&inputs[0], &inputs[1], &product)?;
+            let mut tail_inputs = vec![product];
+            tail_inputs.extend(inputs[2..].iter().cloned());
+            cpu::elementwise::run(&g.tail, &tail_inputs, &outputs[0])
+        }
     }
 }

@@ -183,7 +183,7 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             && !step.inputs.is_empty()
             && step.inputs.iter().all(|v| fixed.contains_key(v))
             && match &step.kind {
-                StepKind::Fused(_) => true,
+                StepKind::Fused(_) | StepKind::Gemm(_) => true,
                 StepKind::Op(op) => !matches!(
                     op.kind,
                     OpKind::Constant

@@ -27,6 +27,8 @@ pub struct Fused {
 pub enum StepKind {
     Op(Op),
     Fused(Fused),
+    /// A matmul with its bias/activation/residual epilogue (see epilogue.rs).
+    Gemm(super::epilogue::GemmEpilogue),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +62,7 @@ impl Step {
                 let names: Vec<&str> = f.nodes.iter().map(|(op, _, _)| op.kind.name()).collect();
                 format!("fused[{}]", names.join("+"))
             }
+            StepKind::Gemm(g) => g.name(),
         }
     }
 }
@@ -84,6 +87,9 @@ pub fn lower(graph: &Graph) -> Program {
     dce(&mut body);
     let mut uses = HashMap::new();
     count_uses(&body, &mut uses);
+    if std::env::var_os("MAX_NO_EPILOGUE_FUSION").is_none() {
+        super::epilogue::fuse(&mut body, &types, &uses);
+    }
     fuse(&mut body, &types, &uses);
     Program { types, body }
 }

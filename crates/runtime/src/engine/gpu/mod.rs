@@ -6,10 +6,12 @@ use max_graph::ops::{Family, OpKind};
 mod conv;
 mod indexing;
 mod layout;
+mod matmul;
 mod quant;
 mod reduction;
 use max_graph::{Attr, Type};
 use max_kernels_cuda::fused::{Arg, FusedSpec, Input, Node, launch};
+use max_kernels_cuda::launch::epilogue::Epilogue;
 
 use super::program::{Fused, Operand, Step, StepKind, fusible};
 use crate::cuda::CudaDevice;
@@ -79,11 +81,14 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             let f = crate::cpu::elementwise::single(op, &types[step.outputs[0]], inputs.len());
             run_fused(dev, &f, inputs, &outputs[0])
         }
-        StepKind::Op(op) if op.kind == OpKind::Matmul => matmul(dev, &inputs[0], &inputs[1], &outputs[0]),
+        StepKind::Gemm(g) => matmul::fused(dev, g, inputs, &outputs[0]),
+        StepKind::Op(op) if op.kind == OpKind::Matmul => {
+            matmul::matmul(dev, &inputs[0], &inputs[1], &outputs[0], &Epilogue::default())
+        }
         StepKind::Op(op) if op.kind == OpKind::Outer => {
             let a = inputs[0].reshaped(vec![inputs[0].num_elements(), 1])?;
             let b = inputs[1].reshaped(vec![1, inputs[1].num_elements()])?;
-            matmul(dev, &a, &b, &outputs[0])
+            matmul::matmul(dev, &a, &b, &outputs[0], &Epilogue::default())
         }
         StepKind::Op(op) => match op.kind.family() {
             Family::Reduction => reduction::run(dev, op, inputs, outputs),
@@ -94,85 +99,4 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             _ => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
         },
     }
-}
-
-/// (batch dims, rows, cols) of a matmul operand under MAX's rank rules.
-fn matrix_dims(shape: &[usize], is_lhs: bool) -> (Vec<usize>, usize, usize) {
-    match shape.len() {
-        0 => (vec![], 1, 1),
-        1 if is_lhs => (vec![], 1, shape[0]),
-        1 => (vec![], shape[0], 1),
-        r => (shape[..r - 2].to_vec(), shape[r - 2], shape[r - 1]),
-    }
-}
-
-fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer) -> Result<()> {
-    let (ba, m, k) = matrix_dims(a.shape(), true);
-    let (bb, k2, n) = matrix_dims(b.shape(), false);
-    if k != k2 {
-        return Err(Error::Value(format!("matmul: shapes {:?} and {:?} do not contract", a.shape(), b.shape())));
-    }
-    let batch = out.num_elements() / (m * n).max(1);
-    let (na, nb) = (ba.iter().product::<usize>(), bb.iter().product::<usize>());
-    let width = out.dtype().size_in_bytes() as u64;
-    dev.bind()?;
-    let run = |pa: u64, pb: u64, pc: u64, count: usize, sa: usize, sb: usize| {
-        max_kernels_cuda::launch::matmul(&dev.stream, out.dtype(), (pa, pb, pc), (m, n, k), count, (sa, sb, m * n))
-            .map_err(|e| match e {
-                max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
-                other => other.into(),
-            })
-    };
-    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
-    if hopper
-        && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), m, k, a.addr(), b.addr())
-        && na == batch
-        && (nb == batch || nb == 1)
-    {
-        // wgmma + TMA: batched A with one shared B folds into the rows of a single GEMM.
-        let r = max_kernels_cuda::launch::gemm_sm90::gemm(
-            &dev.stream,
-            out.dtype(),
-            (a.addr(), b.addr(), out.addr()),
-            (m, n, k),
-            batch,
-            (na, nb),
-        );
-        match r {
-            Ok(()) => return Ok(()),
-            Err(max_kernels_cuda::Error::Unsupported(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if (na == batch || na == 1) && (nb == batch || nb == 1) {
-        // Each operand either has every batch or one matrix shared by all: one launch.
-        let sa = if na == 1 { 0 } else { m * k };
-        let sb = if nb == 1 { 0 } else { k * n };
-        return run(a.addr(), b.addr(), out.addr(), batch, sa, sb);
-    }
-    // General broadcasting of batch dims: one launch per output batch.
-    let out_batch: Vec<usize> = out.shape()[..out.rank().saturating_sub(2)].to_vec();
-    let offset = |dims: &[usize], mut lin: usize| -> usize {
-        let pad = out_batch.len() - dims.len();
-        let mut off = 0;
-        let mut stride = 1;
-        let mut idx = vec![0; out_batch.len()];
-        for d in (0..out_batch.len()).rev() {
-            idx[d] = lin % out_batch[d];
-            lin /= out_batch[d];
-        }
-        for d in (0..dims.len()).rev() {
-            if dims[d] != 1 {
-                off += idx[pad + d] * stride;
-            }
-            stride *= dims[d];
-        }
-        off
-    };
-    for z in 0..batch {
-        let pa = a.addr() + (offset(&ba, z) * m * k) as u64 * width;
-        let pb = b.addr() + (offset(&bb, z) * k * n) as u64 * width;
-        run(pa, pb, out.addr() + (z * m * n) as u64 * width, 1, 0, 0)?;
-    }
-    Ok(())
 }
