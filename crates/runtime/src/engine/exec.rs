@@ -22,6 +22,8 @@ pub(crate) struct State<'a> {
     /// The plan's bindings plus the symbols that data-dependent ops (nonzero's count) bound
     /// during this execution; shapes not in `plan.shapes` are evaluated under these.
     pub bindings: Bindings,
+    /// Buffers chosen in advance for some results (a CUDA graph capture's fixed outputs).
+    pub preset: Option<&'a HashMap<ValueId, Buffer>>,
 }
 
 fn device_of(model: &Model, ty: &Type) -> Result<Device> {
@@ -39,6 +41,11 @@ pub(crate) fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffe
         Type::Tensor(t) | Type::Buffer(t) => t,
         Type::Chain => return Buffer::empty(max_graph::DType::Bool, &[0], &Device::Cpu),
     };
+    if let Some(b) = state.preset.and_then(|p| p.get(&v)) {
+        if b.shape() == shape {
+            return Ok(b.clone());
+        }
+    }
     let device = device_of(state.model, ty)?;
     if let Some(Slot::Arena(offset)) = state.plan.slots.get(&v) {
         if let Some(arena) = state.arenas.get(&t.device.to_string()) {

@@ -4,6 +4,7 @@ mod control;
 pub mod epilogue;
 pub(crate) mod exec;
 mod gpu;
+mod graphs;
 pub mod kernels;
 pub mod memory;
 pub mod model;

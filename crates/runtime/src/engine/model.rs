@@ -25,6 +25,9 @@ pub struct Model {
     /// Constants and weights, on their devices, by value id.
     pub(crate) fixed: HashMap<ValueId, Buffer>,
     plans: Mutex<HashMap<Vec<(DType, Vec<usize>)>, Arc<Plan>>>,
+    /// CUDA graph state per plan (see graphs.rs); unused when `use_graphs` is off.
+    pub(crate) graphs: Mutex<HashMap<Vec<(DType, Vec<usize>)>, super::graphs::GraphState>>,
+    use_graphs: bool,
     pub(crate) pool: Arc<rayon::ThreadPool>,
 }
 
@@ -81,6 +84,8 @@ impl Model {
             devices: devices.to_vec(),
             fixed,
             plans: Mutex::new(HashMap::new()),
+            graphs: Mutex::new(HashMap::new()),
+            use_graphs: super::graphs::enabled(),
             pool: Arc::new(pool),
         })
     }
@@ -125,6 +130,11 @@ impl Model {
         }
         let given: Vec<(DType, Vec<usize>)> = inputs.iter().map(|b| (b.dtype(), b.shape().to_vec())).collect();
         let plan = self.plan_for(&given)?;
+        if self.use_graphs && self.devices.iter().any(|d| !d.is_host()) {
+            if let Some(outputs) = super::graphs::execute(self, &given, &plan, &inputs)? {
+                return Ok(outputs);
+            }
+        }
         let mut arenas: HashMap<String, Arc<Storage>> = HashMap::new();
         for (key, &size) in &plan.arenas {
             let storage = if key.starts_with("cpu") {
@@ -141,7 +151,14 @@ impl Model {
             let buf = if buf.is_contiguous() { buf } else { buf.contiguous()? };
             env.insert(*v, buf);
         }
-        let mut state = exec::State { model: self, plan: &plan, arenas: &arenas, env, bindings: plan.bindings.clone() };
+        let mut state = exec::State {
+            model: self,
+            plan: &plan,
+            arenas: &arenas,
+            env,
+            bindings: plan.bindings.clone(),
+            preset: None,
+        };
         self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
         self.program
             .body
