@@ -70,6 +70,12 @@ impl PyModel {
         self.inner.num_plans()
     }
 
+    /// How many plans run as captured CUDA graphs.
+    #[getter]
+    fn num_cuda_graphs(&self) -> usize {
+        self.inner.num_cuda_graphs()
+    }
+
     /// The plan for inputs of these (dtype code, shape) pairs: kernels, fused groups, arena
     /// bytes and the max-live lower bound.
     fn plan_report(&self, given: Vec<(i64, Vec<usize>)>) -> PyResult<String> {

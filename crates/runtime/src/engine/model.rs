@@ -110,6 +110,11 @@ impl Model {
         self.pool.current_num_threads()
     }
 
+    pub fn num_cuda_graphs(&self) -> usize {
+        let graphs = self.graphs.lock().unwrap_or_else(|p| p.into_inner());
+        graphs.values().filter(|g| matches!(g, super::graphs::GraphState::Ready(_))).count()
+    }
+
     pub fn num_plans(&self) -> usize {
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

@@ -1,0 +1,112 @@
+"""CUDA graphs: a static single-GPU plan is captured on its second execution and replayed
+after that. Replays must read each call's new inputs, return fresh buffers every time, and
+give the same values as step-by-step execution (MAX_CUDA_GRAPHS=0). Skips without a GPU."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from max import driver, engine
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType, ops
+
+pytestmark = pytest.mark.gpu
+GPU = DeviceRef.GPU()
+
+
+def mlp(rng, dtype=DType.float32, hidden=64):
+    w1 = rng.standard_normal((32, hidden)).astype(np.float32) / math.sqrt(32)
+    w2 = rng.standard_normal((hidden, 32)).astype(np.float32) / math.sqrt(hidden)
+    b1 = rng.standard_normal(hidden).astype(np.float32)
+
+    def fn(x):
+        h = ops.relu(x @ ops.constant(w1, dtype, GPU) + ops.constant(b1, dtype, GPU))
+        return ops.tanh(h @ ops.constant(w2, dtype, GPU)) + x, ops.sum(h, axis=-1)
+
+    def ref(x):
+        h = np.maximum(x.astype(np.float64) @ w1 + b1, 0)
+        return np.tanh(h @ w2) + x, h.sum(axis=-1, keepdims=True)
+
+    g = Graph("mlp", fn, input_types=[TensorType(dtype, (8, 32), GPU)])
+    return g, ref
+
+
+def load(g, gpu):
+    return engine.InferenceSession(devices=[driver.CPU(), gpu]).load(g)
+
+
+def run(model, x, gpu):
+    return [o.to_numpy() for o in model.execute(driver.Buffer.from_numpy(x).to(gpu))]
+
+
+def test_replays_read_new_inputs_and_match_numpy(rng, gpu):
+    g, ref = mlp(rng)
+    model = load(g, gpu)
+    for i in range(5):
+        x = rng.standard_normal((8, 32)).astype(np.float32)
+        got = run(model, x, gpu)
+        for a, b in zip(got, ref(x)):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+        # step by step on the first call, captured on the second, replayed afterwards
+        assert model._core.num_cuda_graphs == (0 if i == 0 else 1)
+
+
+def test_results_of_earlier_calls_are_not_overwritten(rng, gpu):
+    g, ref = mlp(rng)
+    model = load(g, gpu)
+    xs = [rng.standard_normal((8, 32)).astype(np.float32) for _ in range(4)]
+    outs = [model.execute(driver.Buffer.from_numpy(x).to(gpu)) for x in xs]
+    for x, o in zip(xs, outs):
+        np.testing.assert_allclose(o[0].to_numpy(), ref(x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_opt_out_gives_the_same_values(rng, gpu, monkeypatch):
+    g, _ = mlp(rng, DType.bfloat16)
+    captured = load(g, gpu)
+    monkeypatch.setenv("MAX_CUDA_GRAPHS", "0")
+    stepwise = load(g, gpu)
+    for _ in range(3):
+        x = rng.standard_normal((8, 32)).astype(ml_dtypes.bfloat16)
+        a, b = run(captured, x, gpu), run(stepwise, x, gpu)
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u.astype(np.float32), v.astype(np.float32))
+    assert captured._core.num_cuda_graphs == 1 and stepwise._core.num_cuda_graphs == 0
+
+
+def test_each_input_shape_gets_its_own_graph(rng, gpu):
+    def fn(x):
+        return ops.exp(x) * 2 + 1
+
+    g = Graph("dyn", fn, input_types=[TensorType(DType.float32, ("n", 5), GPU)])
+    model = load(g, gpu)
+    for n in [3, 7, 3, 7, 3, 7]:
+        x = rng.standard_normal((n, 5)).astype(np.float32)
+        (got,) = run(model, x, gpu)
+        np.testing.assert_allclose(got, np.exp(x) * 2 + 1, rtol=1e-6)
+    assert model._core.num_cuda_graphs == 2
+
+
+def test_host_transfers_keep_a_plan_step_by_step(rng, gpu):
+    def fn(x):
+        return ops.transfer_to(ops.exp(x), DeviceRef.CPU())
+
+    g = Graph("xfer", fn, input_types=[TensorType(DType.float32, (4,), GPU)])
+    model = load(g, gpu)
+    for _ in range(3):
+        x = rng.standard_normal(4).astype(np.float32)
+        (got,) = run(model, x, gpu)
+        np.testing.assert_allclose(got, np.exp(x), rtol=1e-6)
+    assert model._core.num_cuda_graphs == 0
+
+
+def test_inputs_returned_as_outputs_are_copies(rng, gpu):
+    g = Graph("id", lambda x: (x, x + 1), input_types=[TensorType(DType.float32, (6,), GPU)])
+    model = load(g, gpu)
+    for _ in range(3):
+        x = rng.standard_normal(6).astype(np.float32)
+        buf = driver.Buffer.from_numpy(x).to(gpu)
+        a, b = model.execute(buf)
+        np.testing.assert_array_equal(a.to_numpy(), x)
+        np.testing.assert_allclose(b.to_numpy(), x + 1, rtol=1e-6)
