@@ -123,6 +123,20 @@ fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer) -> Result<()> 
                 other => other.into(),
             })
     };
+    if (na == batch || na == 1) && (nb == batch || nb == 1) {
+        // Few rows (decode): split-K kernels that stream B (batches sharing B fold into rows).
+        use max_kernels_cuda::launch::{epilogue::Epilogue, gemm_skinny};
+        let strides = (if na == 1 { 0 } else { m * k }, if nb == 1 { 0 } else { k * n }, m * n);
+        if gemm_skinny::suitable(out.dtype(), (m, n, k), batch, strides, (a.addr(), b.addr())) {
+            let ptrs = (a.addr(), b.addr(), out.addr());
+            let epi = Epilogue::default();
+            return gemm_skinny::gemm_skinny(&dev.stream, out.dtype(), ptrs, (m, n, k), batch, strides, &epi, None)
+                .map_err(|e| match e {
+                    max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
+                    other => other.into(),
+                });
+        }
+    }
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     if hopper
         && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), m, k, a.addr(), b.addr())
