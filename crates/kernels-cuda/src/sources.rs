@@ -21,8 +21,11 @@ pub const INDEXING: Family = Family { name: "indexing", source: include_str!("..
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
+/// Small-M GEMM (decode shapes): split-K SIMT and mma.sync kernels plus the split reduction.
+pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_str!("../kernels/gemm_skinny.cu") };
+
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, LAYOUT, INDEXING];
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, GEMM_SKINNY, LAYOUT, INDEXING];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

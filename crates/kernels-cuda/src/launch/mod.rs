@@ -5,6 +5,7 @@
 //! alive until the stream has run the launch.
 
 pub mod epilogue;
+pub mod gemm_skinny;
 pub mod gemm_sm90;
 
 use std::sync::Arc;

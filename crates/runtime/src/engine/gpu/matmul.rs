@@ -4,6 +4,7 @@
 use max_graph::Attr;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
+use max_kernels_cuda::launch::gemm_skinny;
 
 use super::super::epilogue::GemmEpilogue;
 use crate::cuda::CudaDevice;
@@ -59,6 +60,18 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
                 other => other.into(),
             })
     };
+    if (na == batch || na == 1) && (nb == batch || nb == 1) {
+        // Few rows (decode): split-K kernels that stream B (batches sharing B fold into rows).
+        let strides = (if na == 1 { 0 } else { m * k }, if nb == 1 { 0 } else { k * n }, m * n);
+        if gemm_skinny::suitable(out.dtype(), (m, n, k), batch, strides, (a.addr(), b.addr())) {
+            let ptrs = (a.addr(), b.addr(), out.addr());
+            return gemm_skinny::gemm_skinny(&dev.stream, out.dtype(), ptrs, (m, n, k), batch, strides, epi, None)
+                .map_err(|e| match e {
+                    max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
+                    other => other.into(),
+                });
+        }
+    }
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     if hopper
         && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), m, k, a.addr(), b.addr())
