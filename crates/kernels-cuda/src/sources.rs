@@ -19,8 +19,15 @@ pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../ker
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
+/// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
+pub const CONV: Family = Family { name: "conv", source: include_str!("../kernels/conv.cu") };
+/// max_pool2d, avg_pool2d, fold.
+pub const POOL: Family = Family { name: "pool", source: include_str!("../kernels/pool.cu") };
+/// dequantize, qmatmul (GGUF block encodings), GPTQ.
+pub const QUANT: Family = Family { name: "quant", source: include_str!("../kernels/quant.cu") };
+
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90];
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, CONV, POOL, QUANT];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

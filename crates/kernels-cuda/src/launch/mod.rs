@@ -4,7 +4,9 @@
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 
+pub mod conv;
 pub mod gemm_sm90;
+pub mod quant;
 
 use std::sync::Arc;
 
