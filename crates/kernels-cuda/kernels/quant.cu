@@ -14,7 +14,8 @@
 //                elements: the lhs chunk ([MR, 1024] f32) is staged once in shared memory for the
 //                whole block (lane runs 36 floats apart: 16-byte reads without bank
 //                conflicts), each warp copies its rows' chunk bytes (whole blocks) into shared
-//                memory, then lane l decodes elements 32l .. 32l+31 of the chunk (one 32-element
+//                memory (cp.async, double-buffered: the next chunk loads while this one is
+//                decoded), then lane l decodes elements 32l .. 32l+31 of the chunk (one 32-element
 //                block, or one sub-block of a 256-element super-block) of each of its rows and
 //                accumulates the dot products with the lhs rows. Quants are turned into floats
 //                with the 2^23 trick (bit operations instead of the slower int-to-float
@@ -172,7 +173,19 @@ template <int E> __device__ __forceinline__ float combine(const u8* b, int sb, c
     return (d * (float)(i8)b[192 + 2 * sb]) * s[0] + (d * (float)(i8)b[192 + 2 * sb + 1]) * s[1];
 }
 
-// Copies bytes [0, len) at src into dst + (src % 16): 16-byte vectors for the aligned middle.
+// cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in groups.
+// src-size 0 zero-fills the destination without reading.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+// Copies bytes [0, len) at src into slot + (src % 16), so that 16-byte aligned global vectors
+// land on 16-byte aligned shared addresses: cp.async for the aligned middle, plain byte copies
+// for the unaligned head and tail (only rows that do not start on 16 bytes have them).
 __device__ __forceinline__ void stage_bytes(const u8* __restrict__ src, i64 len, u8* __restrict__ slot, int lane) {
     const u64 a = (u64)src, end = a + (u64)len;
     u8* dst = slot + (a & 15);
@@ -181,40 +194,71 @@ __device__ __forceinline__ void stage_bytes(const u8* __restrict__ src, i64 len,
     u64 vb = end & ~15ull;
     if (vb < va) vb = va;
     for (u64 i = lane; i < va - a; i += 32) dst[i] = src[i];
-    for (u64 i = lane; i < (vb - va) / 16; i += 32)
-        *(uint4*)(dst + (va - a) + 16 * i) = *(const uint4*)(src + (va - a) + 16 * i);
+    for (u64 i = lane; i < (vb - va) / 16; i += 32) cp_async16(dst + (va - a) + 16 * i, src + (va - a) + 16 * i, true);
     for (u64 i = lane; i < end - vb; i += 32) dst[(vb - a) + i] = src[(vb - a) + i];
 }
+
+// Two buffers of: the lhs chunk [MR][32 lanes][QV_LD] f32, then QV_WARPS * QV_CW weight slots.
+template <int E, int MR> struct QvSmem {
+    enum { LHS = MR * 32 * QV_LD * 4, BUF = LHS + QV_WARPS * QV_CW * Chunk<E>::SLOT };
+};
 
 template <int E, int MR>
 __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
                                       i64 m, i64 n, i64 k, i64 row_bytes) {
     extern __shared__ __align__(16) u8 qv_smem[];
-    float* ls = (float*)qv_smem;                           // [MR][32 lanes][QV_LD]
-    u8* slots = qv_smem + MR * 32 * QV_LD * sizeof(float);  // [QV_WARPS * QV_CW][SLOT]
+    typedef QvSmem<E, MR> S;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 row0 = ((i64)blockIdx.x * QV_WARPS + warp) * QV_CW;
     const int sb = lane % (Enc<E>::ELEMS / 32);
+    const bool lhs_aligned = ((u64)lhs & 15) == 0;  // k is a multiple of 32: every row then is
+    const i64 chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
+
+    // Issues the copies of chunk ch into buffer buf (one cp.async group per thread).
+    auto stage = [&](i64 ch, int buf) {
+        float* ls = (float*)(qv_smem + buf * S::BUF);
+        u8* slots = qv_smem + buf * S::BUF + S::LHS;
+        const i64 k0 = ch * QV_CHUNK;
+        for (int i = threadIdx.x; i < MR * QV_CHUNK / 4; i += blockDim.x) {
+            const int r = i / (QV_CHUNK / 4), t = (i % (QV_CHUNK / 4)) * 4;  // 4 floats t..t+3 of row r
+            const bool ok = r < m && k0 + t < k;
+            float* d = ls + r * 32 * QV_LD + (t / 32) * QV_LD + t % 32;
+            if (lhs_aligned) {
+                cp_async16(d, ok ? lhs + r * k + k0 + t : lhs, ok);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) d[j] = ok ? lhs[r * k + k0 + t + j] : 0.f;
+            }
+        }
+        const i64 b0 = ch * Chunk<E>::BYTES, blen = min((i64)Chunk<E>::BYTES, row_bytes - b0);
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c)
+            if (row0 + c < n) stage_bytes(w + (row0 + c) * row_bytes + b0, blen, slots + (warp * QV_CW + c) * Chunk<E>::SLOT, lane);
+        cp_async_commit();
+    };
+
     float acc[QV_CW][MR];
 #pragma unroll
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
 
-    const i64 chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
+    stage(0, 0);
     for (i64 ch = 0; ch < chunks; ++ch) {
-        const i64 k0 = ch * QV_CHUNK;
-        const int klen = (int)min((i64)QV_CHUNK, k - k0);
-        for (int i = threadIdx.x; i < MR * QV_CHUNK; i += blockDim.x) {
-            const int r = i / QV_CHUNK, t = i % QV_CHUNK;
-            ls[r * 32 * QV_LD + (t / 32) * QV_LD + t % 32] = (r < m && t < klen) ? lhs[r * k + k0 + t] : 0.f;
+        // Chunk ch + 1 loads into the other buffer (free since the barrier that ended the last
+        // step) while chunk ch is decoded.
+        if (ch + 1 < chunks) {
+            stage(ch + 1, (int)((ch + 1) & 1));
+            cp_async_wait_all_but_one();
+        } else {
+            cp_async_wait_all();
         }
-        const i64 b0 = ch * Chunk<E>::BYTES, blen = min((i64)Chunk<E>::BYTES, row_bytes - b0);
-#pragma unroll
-        for (int c = 0; c < QV_CW; ++c)
-            if (row0 + c < n) stage_bytes(w + (row0 + c) * row_bytes + b0, blen, slots + (warp * QV_CW + c) * Chunk<E>::SLOT, lane);
         __syncthreads();
-        if (32 * lane < klen) {
+        const int buf = (int)(ch & 1);
+        const i64 k0 = ch * QV_CHUNK, b0 = ch * Chunk<E>::BYTES;
+        if (k0 + 32 * lane < k) {
+            const float* ls = (const float*)(qv_smem + buf * S::BUF);
+            const u8* slots = qv_smem + buf * S::BUF + S::LHS;
             const u8* bb[QV_CW];
 #pragma unroll
             for (int c = 0; c < QV_CW; ++c)
@@ -273,21 +317,22 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
 // perm[c] (already checked on the host; negative entries count from the end) and its scale from
 // group c / group. w = (q - 8) * scale, rounded once in f32 as the CPU does.
 
-__device__ __forceinline__ float gptq_weight(const u8* __restrict__ rhs, const i32* __restrict__ perm, i64 c, i64 col,
-                                             i64 n, i64 k, i64 group) {
-    i64 s = c;
+// The weight of row c, column col (K < 2^31, checked on the host: row arithmetic is 32-bit).
+__device__ __forceinline__ float gptq_weight(const u8* __restrict__ rhs, const i32* __restrict__ perm, int c, i64 col,
+                                             i64 n, int k, int group) {
+    int s = c;
     if (perm) {
         s = perm[c];
         if (s < 0) s += k;
     }
-    const u32 word = ((const u32*)rhs)[(s / 8) * n + col];
-    const u32 q = (word >> (4 * (s % 8))) & 0xF;
-    const u16 sc = ((const u16*)(rhs + n * k / 2))[(c / group) * n + col];
+    const u32 word = ((const u32*)rhs)[(i64)(s >> 3) * n + col];
+    const u32 q = (word >> (4 * (s & 7))) & 0xF;
+    const u16 sc = ((const u16*)(rhs + n * k / 2))[(i64)(c / group) * n + col];
     return __fmul_rn(__fsub_rn((float)q, 8.f), to_f32(f16{sc}));
 }
 
 // One lane per weight column (consecutive lanes read consecutive words), the 8 warps of a block
-// split K; partial sums are added in warp order through shared memory.
+// split K in whole words; partial sums are added in warp order through shared memory.
 template <int MR>
 __device__ __forceinline__ void gptq_gemv(const bf16* __restrict__ lhs, const u8* __restrict__ rhs,
                                           const i32* __restrict__ perm, bf16* __restrict__ out, i64 m, i64 n, i64 k,
@@ -295,17 +340,26 @@ __device__ __forceinline__ void gptq_gemv(const bf16* __restrict__ lhs, const u8
     __shared__ float part[QV_WARPS][MR][32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 col = (i64)blockIdx.x * 32 + lane;
-    const i64 words = k / 8, per = (words + QV_WARPS - 1) / QV_WARPS;
-    const i64 c0 = min(words, warp * per) * 8, c1 = min(words, (warp + 1) * per) * 8;
+    const int words = (int)(k / 8), per = (words + QV_WARPS - 1) / QV_WARPS;
+    const int w0 = min(words, warp * per), w1 = min(words, (warp + 1) * per);
+    const int kk = (int)k, gs = (int)group;
+    const u16* scales = (const u16*)(rhs + n * k / 2);
     float acc[MR];
 #pragma unroll
     for (int r = 0; r < MR; ++r) acc[r] = 0.f;
     if (col < n) {
-        for (i64 c = c0; c < c1; ++c) {
-            const float wv = gptq_weight(rhs, perm, c, col, n, k, group);
+        for (int wi = w0; wi < w1; ++wi) {
+            const u32 word = perm ? 0u : ((const u32*)rhs)[(i64)wi * n + col];
 #pragma unroll
-            for (int r = 0; r < MR; ++r)
-                if (r < m) acc[r] = fmaf(to_f32(lhs[r * k + c]), wv, acc[r]);
+            for (int u = 0; u < 8; ++u) {
+                const int c = wi * 8 + u;
+                const float wv = perm ? gptq_weight(rhs, perm, c, col, n, kk, gs)
+                                      : __fmul_rn(__fsub_rn((float)((word >> (4 * u)) & 0xF), 8.f),
+                                                  to_f32(f16{scales[(i64)(c / gs) * n + col]}));
+#pragma unroll
+                for (int r = 0; r < MR; ++r)
+                    if (r < m) acc[r] = fmaf(to_f32(lhs[r * k + c]), wv, acc[r]);
+            }
         }
     }
 #pragma unroll
@@ -323,7 +377,10 @@ __device__ __forceinline__ void gptq_gemv(const bf16* __restrict__ lhs, const u8
 
 __device__ __forceinline__ void gptq_dequant_t(const u8* __restrict__ rhs, const i32* __restrict__ perm,
                                                float* __restrict__ wt, i64 n, i64 k, i64 group, i64 n0, i64 nc) {
-    GRID_STRIDE(e, k * nc) wt[e] = gptq_weight(rhs, perm, e / nc, n0 + e % nc, n, k, group);
+    GRID_STRIDE(e, k * nc) {
+        const i64 c = e / nc;
+        wt[e] = gptq_weight(rhs, perm, (int)c, n0 + (e - c * nc), n, (int)k, (int)group);
+    }
 }
 
 // out[r, n0 + jj] = tmp[r, jj] for a [rows, nc] block of an [rows, n] result.
@@ -354,7 +411,7 @@ __device__ __forceinline__ void store_cols(const float* __restrict__ tmp, T* __r
 ENCODINGS(ENC_KERNELS)
 
 #define GPTQ_GEMV(MR)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(256) gptq_gemv_m##MR(                                      \
+    extern "C" __global__ void __launch_bounds__(256, 1) gptq_gemv_m##MR(                                      \
         const bf16* lhs, const u8* rhs, const i32* perm, bf16* out, i64 m, i64 n, i64 k, i64 group) {       \
         gptq_gemv<MR>(lhs, rhs, perm, out, m, n, k, group);                                                  \
     }

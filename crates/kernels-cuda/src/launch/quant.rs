@@ -94,7 +94,8 @@ pub fn qmatmul(
         let f = function(stream.context(), &QUANT, &format!("qgemv_{}_m{mr}", enc.suffix()))?;
         let (elems, bytes) = enc.block();
         let slot = (QV_CHUNK / elems * bytes + 16).next_multiple_of(16);
-        let smem = (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot) as u32;
+        // Two buffers (double-buffered chunks) of the lhs chunk and the weight slots.
+        let smem = (2 * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
         if smem > 48 * 1024 {
             f.set_attribute(
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -137,6 +138,9 @@ pub fn gptq(
     }
     if k == 0 {
         return super::fill(stream, out, (m * n) as u64, 2, 0);
+    }
+    if k > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("GPTQ with K = {k} (the kernels index K with 32-bit ints)")));
     }
     let (ni, ki, gi) = (n as i64, k as i64, group as i64);
     if m <= GEMV_MAX_ROWS {
