@@ -499,3 +499,38 @@ pub fn pool(stream: &Arc<CudaStream>, dtype: DType, kind: PoolKind, (x, out): (u
     unsafe { l.launch(image_grid(per, g.n)) }.map_err(Error::driver("cuLaunchKernel(pool)"))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::plan_bands;
+
+    /// Bands tile every image's output rows once, and hold every input row that reaches them.
+    #[test]
+    fn bands_cover_outputs_and_their_inputs() {
+        for (n, ih, kh, dh, sh, pt) in
+            [(2, 7, 3, 1, 1, 1), (1, 20, 4, 2, 3, 2), (3, 9, 1, 1, 2, 0), (1, 30, 5, 3, 1, 6)]
+        {
+            let oh = (ih - 1) * sh + dh * (kh - 1) + 1 - pt.min(((ih - 1) * sh + dh * (kh - 1)) / 2);
+            for budget in 1..=ih + 1 {
+                let bands = plan_bands((n, ih, oh), (kh, dh, sh, pt), budget);
+                let mut covered = vec![0; n * oh];
+                for b in &bands {
+                    assert!(b.h_lo <= b.h_hi && b.h_hi as usize <= ih);
+                    for img in b.img0..b.img0 + b.nimg {
+                        for oy in b.oy0..b.oy1 {
+                            covered[img as usize * oh + oy as usize] += 1;
+                            for r in 0..kh as i64 {
+                                let num = oy + pt as i64 - r * dh as i64;
+                                if num >= 0 && num % sh as i64 == 0 && num / (sh as i64) < ih as i64 {
+                                    let h = num / sh as i64;
+                                    assert!(h >= b.h_lo && h < b.h_hi, "{b:?}: output row {oy} needs input row {h}");
+                                }
+                            }
+                        }
+                    }
+                }
+                assert!(covered.iter().all(|&c| c == 1), "{n} {ih} {kh} {dh} {sh} {pt} budget {budget}");
+            }
+        }
+    }
+}
