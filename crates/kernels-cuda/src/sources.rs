@@ -23,9 +23,16 @@ pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("
 
 /// Small-M GEMM (decode shapes): split-K SIMT and mma.sync kernels plus the split reduction.
 pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_str!("../kernels/gemm_skinny.cu") };
+/// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
+pub const CONV: Family = Family { name: "conv", source: include_str!("../kernels/conv.cu") };
+/// max_pool2d, avg_pool2d, fold.
+pub const POOL: Family = Family { name: "pool", source: include_str!("../kernels/pool.cu") };
+/// dequantize, qmatmul (GGUF block encodings), GPTQ.
+pub const QUANT: Family = Family { name: "quant", source: include_str!("../kernels/quant.cu") };
 
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, GEMM_SKINNY, LAYOUT, INDEXING];
+pub const ALL: &[Family] =
+    &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, GEMM_SKINNY, LAYOUT, INDEXING, CONV, POOL, QUANT];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

@@ -4,9 +4,11 @@
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 
+pub mod conv;
 pub mod epilogue;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
+pub mod quant;
 
 use std::sync::Arc;
 

@@ -1,10 +1,193 @@
-//! GPU kernels of the quant ops (being written).
+//! GPU kernels of the quant ops (kernels/quant.cu through `max_kernels_cuda::launch::quant`):
+//! dequantize of the GGUF block encodings (bit-identical to the CPU), qmatmul (decode in
+//! registers for up to 8 lhs rows, dequantize + f32 GEMM above) and GPTQ. Arguments are checked
+//! as crates/runtime/src/cpu/quant.rs checks them, with the same messages. A GPTQ permutation
+//! is copied to the host and checked there (the CPU's exact index errors); the kernels then
+//! read it from the device.
 
-use max_graph::ops::Op;
+use max_graph::DType;
+use max_graph::attrs::Attr;
+use max_graph::ops::{Op, OpKind};
+use max_kernels_cuda::launch::quant as k;
 
+use crate::cpu::indexing::{read_indices, resolve};
+use crate::cpu::quant::Encoding;
 use crate::cuda::CudaDevice;
-use crate::{Buffer, Error, Result};
+use crate::{Buffer, Device, Error, Result};
 
-pub(crate) fn run(_dev: &CudaDevice, op: &Op, _inputs: &[Buffer], _outputs: &[Buffer]) -> Result<()> {
-    Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name())))
+pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = op.kind.name();
+    let (Some(first), [out]) = (inputs.first(), outputs) else {
+        return Err(Error::Value(format!("{name}: expected inputs and one output")));
+    };
+    let encoding = match op.attrs.get("encoding") {
+        Some(Attr::Str(s)) => s.as_str(),
+        _ => return Err(Error::Value(format!("{name}: attribute encoding must be a string"))),
+    };
+    match op.kind {
+        OpKind::Dequantize => dequantize(dev, op, block_encoding(op, encoding)?, first, out),
+        OpKind::QMatmul if encoding == "GPTQ" => gptq(dev, op, inputs, out),
+        OpKind::QMatmul => {
+            let [lhs, rhs] = inputs else {
+                return Err(Error::Value(format!("{name}: {encoding} takes lhs and one quantized tensor")));
+            };
+            qmatmul(dev, op, block_encoding(op, encoding)?, lhs, rhs, out)
+        }
+        _ => Err(Error::Value(format!("{name}: no GPU kernel for this op"))),
+    }
+}
+
+fn kernel_err(e: max_kernels_cuda::Error) -> Error {
+    match e {
+        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
+        other => other.into(),
+    }
+}
+
+fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
+    Encoding::parse(name).ok_or_else(|| {
+        Error::Value(format!(
+            "{}: unsupported quantization encoding {name} (block encodings: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)",
+            op.kind.name()
+        ))
+    })
+}
+
+fn device_encoding(enc: Encoding) -> k::Encoding {
+    match enc {
+        Encoding::Q4_0 => k::Encoding::Q4_0,
+        Encoding::Q4_1 => k::Encoding::Q4_1,
+        Encoding::Q8_0 => k::Encoding::Q8_0,
+        Encoding::Q4K => k::Encoding::Q4K,
+        Encoding::Q5K => k::Encoding::Q5K,
+        Encoding::Q6K => k::Encoding::Q6K,
+    }
+}
+
+fn expect_dtype(op: &Op, what: &str, b: &Buffer, dtype: DType) -> Result<()> {
+    if b.dtype() != dtype {
+        return Err(Error::Value(format!("{}: {what} must be {dtype}, got {}", op.kind.name(), b.dtype())));
+    }
+    Ok(())
+}
+
+/// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
+fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
+    let (elems, bytes) = enc.block();
+    if row_bytes % bytes != 0 {
+        return Err(Error::Value(format!(
+            "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
+            op.kind.name()
+        )));
+    }
+    Ok(row_bytes / bytes * elems)
+}
+
+fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
+    expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
+    let row_bytes = x.shape().last().copied().unwrap_or(0);
+    let per_row = row_elements(op, enc, row_bytes)?;
+    let rows = x.num_elements().checked_div(row_bytes).unwrap_or(0);
+    if out.dtype() != DType::Float32 || out.num_elements() != rows * per_row {
+        return Err(Error::Value(format!(
+            "{}: the result must be float32 with {} elements, got {} {:?}",
+            op.kind.name(),
+            rows * per_row,
+            out.dtype(),
+            out.shape()
+        )));
+    }
+    dev.bind()?;
+    k::dequantize(&dev.stream, device_encoding(enc), x.addr(), out.addr(), rows * per_row).map_err(kernel_err)
+}
+
+/// Leading rows of lhs `[..., k]` (its last dim must be `k`).
+fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
+    match lhs.shape().last() {
+        Some(&d) if d == k => Ok(lhs.shape()[..lhs.rank() - 1].iter().product()),
+        _ => Err(Error::Value(format!(
+            "{}: lhs of shape {:?} must end in the {k} elements of a rhs row",
+            op.kind.name(),
+            lhs.shape()
+        ))),
+    }
+}
+
+fn qmatmul(dev: &CudaDevice, op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
+    expect_dtype(op, "lhs", lhs, DType::Float32)?;
+    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let &[n, row_bytes] = rhs.shape() else {
+        return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
+    };
+    let kk = row_elements(op, enc, row_bytes)?;
+    let m = lhs_rows(op, lhs, kk)?;
+    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
+        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
+    }
+    dev.bind()?;
+    k::qmatmul(&dev.stream, device_encoding(enc), (lhs.addr(), rhs.addr(), out.addr()), (m, n, kk, row_bytes))
+        .map_err(kernel_err)
+}
+
+/// GPTQ: the checks of crates/runtime/src/cpu/quant/gptq.rs, then the device kernels.
+fn gptq(dev: &CudaDevice, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()> {
+    let name = op.kind.name();
+    let int = |key: &str| match op.attrs.get(key) {
+        Some(Attr::Int(i)) => Ok(*i),
+        _ => Err(Error::Value(format!("{name}: GPTQ needs the integer attribute {key}"))),
+    };
+    let (bits, group) = (int("bits")?, int("group_size")?);
+    if bits != 4 || group <= 0 {
+        return Err(Error::Value(format!("{name}: unsupported GPTQ configuration: bits={bits}, group_size={group}")));
+    }
+    let group = group as usize;
+    let desc_act = matches!(op.attrs.get("desc_act"), Some(Attr::Bool(true)));
+    let (lhs, rhs, perm) = match (inputs, desc_act) {
+        ([lhs, rhs], false) => (lhs, rhs, None),
+        ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
+        _ => {
+            return Err(Error::Value(format!(
+                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
+            )));
+        }
+    };
+    expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
+    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let kk = lhs.shape().last().copied().unwrap_or(0);
+    let &[rows, n] = rhs.shape() else {
+        return Err(Error::Value(format!("{name}: GPTQ weights must be a matrix, got shape {:?}", rhs.shape())));
+    };
+    if kk % group != 0 || kk % 8 != 0 {
+        return Err(Error::Value(format!("{name}: K = {kk} is not a multiple of the group size {group}")));
+    }
+    let want = kk / 2 + 2 * (kk / group);
+    if rows != want {
+        return Err(Error::Value(format!(
+            "{name}: GPTQ weights for K = {kk} (groups of {group}) have K/2 + 2*K/{group} = {want} rows of bytes, got {rows}"
+        )));
+    }
+    if let Some(p) = perm {
+        // The permutation is small (K entries): checked on the host, with the CPU's messages.
+        let host = p.copy_to(&Device::Cpu)?;
+        let idx = read_indices(op, &host)?;
+        if idx.len() != kk {
+            return Err(Error::Value(format!("{name}: the permutation has {} entries, expected {kk}", idx.len())));
+        }
+        for i in idx {
+            resolve(op, i, kk, &|| "the GPTQ permutation (the K dimension)".to_string())?;
+        }
+        if p.dtype() != DType::Int32 {
+            return Err(Error::Value(format!(
+                "{name}: the GPTQ permutation must be int32 on the GPU, got {}",
+                p.dtype()
+            )));
+        }
+    }
+    let m = lhs_rows(op, lhs, kk)?;
+    if out.dtype() != DType::BFloat16 || out.num_elements() != m * n {
+        return Err(Error::Value(format!("{name}: the result must be bfloat16 [{m}, {n}]")));
+    }
+    dev.bind()?;
+    let ptrs = (lhs.addr(), rhs.addr(), perm.map_or(0, |p| p.addr()), out.addr());
+    k::gptq(&dev.stream, ptrs, (m, n, kk, group)).map_err(kernel_err)
 }

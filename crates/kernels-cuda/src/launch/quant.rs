@@ -1,0 +1,228 @@
+//! The quant family (kernels/quant.cu): dequantize of the GGUF block encodings, qmatmul
+//! (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32 GEMM above), GPTQ.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use max_graph::DType;
+
+use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
+use crate::sources::QUANT;
+use crate::{Error, Result, function};
+
+/// The GGUF block encodings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Q4_0,
+    Q4_1,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl Encoding {
+    /// (elements, bytes) of one block.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            Encoding::Q4_0 => (32, 18),
+            Encoding::Q4_1 => (32, 20),
+            Encoding::Q8_0 => (32, 34),
+            Encoding::Q4K => (256, 144),
+            Encoding::Q5K => (256, 176),
+            Encoding::Q6K => (256, 210),
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Encoding::Q4_0 => "q4_0",
+            Encoding::Q4_1 => "q4_1",
+            Encoding::Q8_0 => "q8_0",
+            Encoding::Q4K => "q4_k",
+            Encoding::Q5K => "q5_k",
+            Encoding::Q6K => "q6_k",
+        }
+    }
+}
+
+/// lhs rows up to which qmatmul decodes in registers (qgemv) instead of through a GEMM.
+pub const GEMV_MAX_ROWS: usize = 8;
+/// Matches QV_WARPS * QV_CW, QV_CHUNK and QV_LD in quant.cu.
+const QV_ROWS_PER_BLOCK: usize = 16;
+const QV_CHUNK: usize = 1024;
+const QV_LD: usize = 36;
+
+fn rows_variant(m: usize) -> usize {
+    match m {
+        1 => 1,
+        2 => 2,
+        3..=4 => 4,
+        _ => 8,
+    }
+}
+
+/// Decodes `total` elements (whole blocks) at `x` into f32 `out`.
+pub fn dequantize(stream: &Arc<CudaStream>, enc: Encoding, x: u64, out: u64, total: usize) -> Result<()> {
+    if total == 0 {
+        return Ok(());
+    }
+    let f = function(stream.context(), &QUANT, &format!("dequantize_{}", enc.suffix()))?;
+    let t = total as i64;
+    let mut l = stream.launch_builder(&f);
+    l.arg(&x).arg(&out).arg(&t);
+    // SAFETY: x holds total / elems whole blocks, out total f32 values (the caller's contract).
+    unsafe { l.launch(grid(total as u64)) }.map_err(Error::driver("cuLaunchKernel(dequantize)"))?;
+    Ok(())
+}
+
+/// out [m, n] (f32) = lhs [m, k] (f32) @ dequantize(w)^T, w [n, row_bytes].
+pub fn qmatmul(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (lhs, w, out): (u64, u64, u64),
+    (m, n, k, row_bytes): (usize, usize, usize, usize),
+) -> Result<()> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        return super::fill(stream, out, (m * n) as u64, 4, 0);
+    }
+    if m <= GEMV_MAX_ROWS {
+        let mr = rows_variant(m);
+        let f = function(stream.context(), &QUANT, &format!("qgemv_{}_m{mr}", enc.suffix()))?;
+        let (elems, bytes) = enc.block();
+        let slot = (QV_CHUNK / elems * bytes + 16).next_multiple_of(16);
+        // Two buffers (double-buffered chunks) of the lhs chunk and the weight slots.
+        let smem = (2 * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
+        if smem > 48 * 1024 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .map_err(Error::driver("cuFuncSetAttribute"))?;
+        }
+        let blocks = n.div_ceil(QV_ROWS_PER_BLOCK);
+        if blocks > i32::MAX as usize {
+            return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
+        }
+        let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
+        let (mi, ni, ki, rb) = (m as i64, n as i64, k as i64, row_bytes as i64);
+        let mut l = stream.launch_builder(&f);
+        l.arg(&lhs).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb);
+        // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32.
+        unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
+        return Ok(());
+    }
+    let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", enc.suffix()))?;
+    large_m(stream, DType::Float32, (lhs, out), (m, n, k), |n0, nc, wt| {
+        let (rb, ki, n0i, nci) = (row_bytes as i64, k as i64, n0 as i64, nc as i64);
+        let mut l = stream.launch_builder(&deq);
+        l.arg(&w).arg(&wt).arg(&rb).arg(&ki).arg(&n0i).arg(&nci);
+        // SAFETY: wt holds k x nc f32; rows n0 .. n0 + nc of w exist.
+        unsafe { l.launch(grid((k * nc) as u64)) }.map_err(Error::driver("cuLaunchKernel(dequant_t)"))?;
+        Ok(())
+    })
+}
+
+/// GPTQ: out [m, n] (bf16) = lhs [m, k] (bf16) @ W [k, n], W decoded from `rhs` (see quant.cu),
+/// with the (host-checked) int32 permutation `perm` of K when it is not 0.
+pub fn gptq(
+    stream: &Arc<CudaStream>,
+    (lhs, rhs, perm, out): (u64, u64, u64, u64),
+    (m, n, k, group): (usize, usize, usize, usize),
+) -> Result<()> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        return super::fill(stream, out, (m * n) as u64, 2, 0);
+    }
+    if k > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("GPTQ with K = {k} (the kernels index K with 32-bit ints)")));
+    }
+    let (ni, ki, gi) = (n as i64, k as i64, group as i64);
+    if m <= GEMV_MAX_ROWS {
+        let f = function(stream.context(), &QUANT, &format!("gptq_gemv_m{}", rows_variant(m)))?;
+        let cfg = LaunchConfig { grid_dim: (n.div_ceil(32) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let mi = m as i64;
+        let mut l = stream.launch_builder(&f);
+        l.arg(&lhs).arg(&rhs).arg(&perm).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&gi);
+        // SAFETY: lhs holds m x k bf16, rhs the packed [k/2 + 2k/group, n] bytes, perm k int32
+        // (or is null), out m x n bf16.
+        unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gptq_gemv)"))?;
+        return Ok(());
+    }
+    let deq = function(stream.context(), &QUANT, "gptq_dequant_t_f32")?;
+    large_m(stream, DType::BFloat16, (lhs, out), (m, n, k), |n0, nc, wt| {
+        let (n0i, nci) = (n0 as i64, nc as i64);
+        let mut l = stream.launch_builder(&deq);
+        l.arg(&rhs).arg(&perm).arg(&wt).arg(&ni).arg(&ki).arg(&gi).arg(&n0i).arg(&nci);
+        // SAFETY: wt holds k x nc f32; columns n0 .. n0 + nc of the weights exist.
+        unsafe { l.launch(grid((k * nc) as u64)) }.map_err(Error::driver("cuLaunchKernel(gptq_dequant_t)"))?;
+        Ok(())
+    })
+}
+
+/// The many-rows path: for chunks of nc weight columns, `decode(n0, nc, wt)` writes W^T's
+/// columns n0 .. n0 + nc as f32 [k, nc] into scratch; then, for chunks of lhs rows (converted
+/// to f32 when `dtype` is bf16), an f32 GEMM, stored (and rounded to `dtype`) into out's columns.
+fn large_m(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (lhs, out): (u64, u64),
+    (m, n, k): (usize, usize, usize),
+    decode: impl Fn(usize, usize, u64) -> Result<()>,
+) -> Result<()> {
+    let half = SCRATCH_BUDGET / 2;
+    let nc = (half / (4 * k)).clamp(1, n);
+    let convert = dtype != DType::Float32;
+    // Rows per GEMM: the f32 result [mc, nc] (and the f32 lhs copy [mc, k]) within the budget.
+    let per_row = 4 * (nc + if convert { k } else { 0 });
+    let mc = (half / per_row).clamp(1, GEMM_MAX_ROWS).min(m);
+    let wt = Scratch::new(stream, k * nc * 4)?;
+    // The GEMM writes f32 straight into out when out is f32 and one chunk covers every column.
+    let direct = !convert && nc == n;
+    let tmp = if direct { None } else { Some(Scratch::new(stream, mc * nc * 4)?) };
+    let a32 = if convert { Some(Scratch::new(stream, mc * k * 4)?) } else { None };
+    let store = function(stream.context(), &QUANT, if convert { "store_cols_bf16" } else { "store_cols_f32" })?;
+    let es = dtype.size_in_bytes();
+    for n0 in (0..n).step_by(nc) {
+        let ncur = (n - n0).min(nc);
+        decode(n0, ncur, wt.ptr())?;
+        for m0 in (0..m).step_by(mc) {
+            let rows = (m - m0).min(mc);
+            let a = match &a32 {
+                Some(buf) => {
+                    super::cast(
+                        stream,
+                        lhs + (m0 * k * es) as u64,
+                        dtype,
+                        buf.ptr(),
+                        DType::Float32,
+                        (rows * k) as u64,
+                    )?;
+                    buf.ptr()
+                }
+                None => lhs + (m0 * k * 4) as u64,
+            };
+            match &tmp {
+                None => {
+                    gemm(stream, DType::Float32, false, (a, wt.ptr(), out + (m0 * n * 4) as u64), (rows, ncur, k), 1)?
+                }
+                Some(t) => {
+                    gemm(stream, DType::Float32, false, (a, wt.ptr(), t.ptr()), (rows, ncur, k), 1)?;
+                    let (tp, o) = (t.ptr(), out + (m0 * n * es) as u64);
+                    let (ri, nci, ni, n0i) = (rows as i64, ncur as i64, n as i64, n0 as i64);
+                    let mut l = stream.launch_builder(&store);
+                    l.arg(&tp).arg(&o).arg(&ri).arg(&nci).arg(&ni).arg(&n0i);
+                    // SAFETY: tmp holds rows x ncur f32; out rows m0 .. m0 + rows of n columns.
+                    unsafe { l.launch(grid((rows * ncur) as u64)) }
+                        .map_err(Error::driver("cuLaunchKernel(store_cols)"))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

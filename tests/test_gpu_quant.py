@@ -1,0 +1,242 @@
+"""The quantized ops on the GPU: dequantize (bit for bit against the CPU backend, and against the
+`gguf` package's decoders where it is installed), qmatmul over every GGUF block encoding (the
+in-register decode for up to 8 lhs rows, dequantize + GEMM above) against the CPU backend and a
+float64 product with the CPU's dequantized weights, and GPTQ against a numpy unpacking of its
+layout. Every test skips without a GPU.
+
+The block generators are written here rather than imported from tests/test_cpu_quant.py: that
+module skips itself at import when `gguf` is missing, which it is on the GPU machines."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from engine_util import session
+from max import driver
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType, ops
+from max.graph.quantization import QuantizationConfig, QuantizationEncoding as Q
+
+pytestmark = pytest.mark.gpu
+GPU, CPU = DeviceRef.GPU(), DeviceRef.CPU()
+
+ENCODINGS = [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+# Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
+F16_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
+
+
+def random_blocks(rng, enc, rows, blocks):
+    """uint8 [rows, blocks * block_size]: random bytes with finite random f16 scales."""
+    raw = rng.integers(0, 256, size=(rows, blocks, enc.block_size), dtype=np.uint8)
+    for off in F16_FIELDS[enc]:
+        scale = (rng.standard_normal((rows, blocks)) * rng.choice([1e-3, 0.05, 2.0], size=(rows, blocks))).astype(np.float16)
+        raw[:, :, off : off + 2] = scale.view(np.uint8).reshape(rows, blocks, 2)
+    return raw.reshape(rows, blocks * enc.block_size)
+
+
+def gguf_reference(q, enc):
+    """gguf's decoding of `q`, or None when the package is not installed."""
+    try:
+        from gguf import GGMLQuantizationType as GT
+        from gguf import quants
+    except ImportError:
+        return None
+    return quants.dequantize(q, getattr(GT, enc.value))
+
+
+def models(fn, types, gpu):
+    cpu = session().load(Graph("cpu", fn, input_types=[TensorType(d, s, CPU) for d, s in types]))
+    dev = session(gpu).load(Graph("gpu", fn, input_types=[TensorType(d, s, GPU) for d, s in types]))
+    return cpu, dev
+
+
+def execute(model, inputs, gpu=None):
+    args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) if gpu is not None else x for x in inputs]
+    return [o.to_numpy() for o in model.execute(*args)]
+
+
+def same_bits(got, want):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    bad = got.view(np.uint8) != want.view(np.uint8)
+    assert not bad.any(), f"{bad.sum()} bytes of {got.nbytes} differ"
+
+
+def cpu_dequantize(enc, q):
+    g = Graph("deq", lambda x: ops.dequantize(enc, x), input_types=[TensorType(DType.uint8, q.shape, CPU)])
+    (out,) = execute(session().load(g), [q])
+    return out
+
+
+def check_f32_product(got, lhs, w):
+    """`got` is lhs @ w.T computed in float32: within the rounding bound of a K-term f32 dot
+    product of the float64 result."""
+    lhs64, w64 = lhs.astype(np.float64), w.astype(np.float64)
+    ref = lhs64 @ w64.T
+    bound = 2 * lhs.shape[-1] * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
+    assert got.shape == ref.shape and got.dtype == np.float32
+    err = np.abs(got.astype(np.float64) - ref)
+    assert (err <= bound + 1e-30).all(), f"max error {err.max()}"
+
+
+# -- dequantize -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
+def test_dequantize_bit_for_bit(gpu, rng, enc):
+    blocks = 3
+    cpu, dev = models(lambda x: ops.dequantize(enc, x), [(DType.uint8, ("rows", blocks * enc.block_size))], gpu)
+    for rows in [1, 37]:
+        q = random_blocks(rng, enc, rows, blocks)
+        (c,) = execute(cpu, [q])
+        (g,) = execute(dev, [q], gpu)
+        same_bits(g, c)
+        ref = gguf_reference(q, enc)
+        if ref is not None:
+            same_bits(g, ref)
+
+
+@pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
+def test_dequantize_leading_dims_and_large_input(gpu, rng, enc):
+    # 240 rows of 5120 elements: more than 2^20 in all
+    q = random_blocks(rng, enc, 2 * 3 * 40, 5120 // enc.elements_per_block).reshape(2, 3, 40, -1)
+    cpu, dev = models(lambda x: ops.dequantize(enc, x), [(DType.uint8, q.shape)], gpu)
+    (c,) = execute(cpu, [q])
+    (g,) = execute(dev, [q], gpu)
+    same_bits(g, c)
+
+
+# -- qmatmul ----------------------------------------------------------------------------------
+
+
+def run_qmatmul(gpu, rng, enc, k, n, shapes):
+    """qmatmul of lhs [batch, m, k] (symbolic batch and m) by n weight rows, for each (batch, m)."""
+    kb = k // enc.elements_per_block * enc.block_size
+    cpu, dev = models(
+        lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, ("batch", "m", k)), (DType.uint8, (n, kb))], gpu
+    )
+    w = random_blocks(rng, enc, n, k // enc.elements_per_block)
+    deq = cpu_dequantize(enc, w)
+    for batch, m in shapes:
+        lhs = rng.standard_normal((batch, m, k)).astype(np.float32)
+        (c,) = execute(cpu, [lhs, w])
+        (g,) = execute(dev, [lhs, w], gpu)
+        check_f32_product(g.reshape(-1, n), lhs.reshape(-1, k), deq)
+        check_f32_product(c.reshape(-1, n), lhs.reshape(-1, k), deq)
+        np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-4 * np.abs(c).max())
+
+
+@pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
+@pytest.mark.parametrize("k_blocks", [1, 3, 8, 9], ids=lambda b: f"{b}blocks")
+def test_qmatmul_small_m(gpu, rng, enc, k_blocks):
+    """1 to 8 lhs rows (every row variant of the in-register kernel), K of 1 to 9 blocks (whole
+    and partial 1024-element chunks), weight rows not a multiple of the 16 per block."""
+    e = enc.elements_per_block
+    k = k_blocks * e * (4 if e == 32 else 1)
+    run_qmatmul(gpu, rng, enc, k, 37, [(1, 1), (1, 2), (1, 3), (2, 2), (1, 5), (2, 4), (1, 8)])
+
+
+@pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
+def test_qmatmul_many_rows(gpu, rng, enc):
+    """More than 8 lhs rows: dequantize to scratch and an f32 GEMM."""
+    run_qmatmul(gpu, rng, enc, 512, 300, [(1, 9), (2, 7), (3, 100)])
+
+
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q8_0, Q.Q4_K, Q.Q6_K], ids=lambda e: e.value)
+def test_qmatmul_decode_shape(gpu, rng, enc):
+    """The decode shape: one row against 4096 x 4096 weights."""
+    run_qmatmul(gpu, rng, enc, 4096, 4096, [(1, 1)])
+
+
+def test_qmatmul_weight_chunks(gpu, rng):
+    """More weight columns than one f32 scratch chunk holds (K * N * 4 > 128 MB): the GEMM writes
+    a temporary that is stored into column ranges of the result."""
+    run_qmatmul(gpu, rng, Q.Q4_0, 4096, 10000, [(1, 16)])
+
+
+def test_qmatmul_unaligned_rows(gpu, rng):
+    """Rows of 54 bytes (3 Q4_0 blocks): no row but the first starts on 16 bytes."""
+    run_qmatmul(gpu, rng, Q.Q4_0, 96, 45, [(1, 1), (1, 3), (1, 12)])
+
+
+def test_qmatmul_rank_one_lhs(gpu, rng):
+    enc, k, n = Q.Q4_K, 512, 40
+    w = random_blocks(rng, enc, n, k // 256)
+    cpu, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (k,)), (DType.uint8, w.shape)], gpu)
+    lhs = rng.standard_normal(k).astype(np.float32)
+    (g,) = execute(dev, [lhs, w], gpu)
+    assert g.shape == (n,)
+    check_f32_product(g[None], lhs[None], cpu_dequantize(enc, w))
+
+
+# -- GPTQ -------------------------------------------------------------------------------------
+
+
+def gptq_weights(rng, k, n, group):
+    """GPTQ's qweight (int32 [K/8, N], nibble k % 8 of word k // 8) and scales (f16
+    [K/group, N]), MAX's uint8 [K/2 + 2*K/group, N] packing of the two, and the quants - 8 and
+    the scales as float64."""
+    qweight = rng.integers(0, 2**32, size=(k // 8, n), dtype=np.uint64).astype(np.uint32)
+    scales = (rng.uniform(0.005, 0.05, size=(k // group, n)) * rng.choice([-1, 1], size=(k // group, n))).astype(np.float16)
+    packed = np.concatenate([qweight.view(np.uint8).reshape(-1), scales.view(np.uint8).reshape(-1)])
+    packed = packed.reshape(k // 2 + 2 * (k // group), n)
+    nibbles = (qweight[np.arange(k) // 8] >> (4 * (np.arange(k) % 8))[:, None].astype(np.uint32)) & 0xF
+    return packed, nibbles.astype(np.float64) - 8, scales.astype(np.float64)
+
+
+def check_bf16(got, lhs64, w64):
+    ref = lhs64 @ w64
+    got = got.astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2 * lhs64.shape[-1] * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64))
+    err = np.abs(got - ref)
+    assert (err <= bound + 1e-30).all(), f"max error {err.max()}"
+
+
+@pytest.mark.parametrize("desc_act", [False, True])
+@pytest.mark.parametrize(("k", "n"), [(384, 96), (256, 37), (1024, 300)])
+def test_gptq_qmatmul(gpu, rng, desc_act, k, n):
+    group = 128
+    config = QuantizationConfig("gptq", 4, group, desc_act=desc_act, sym=True)
+    packed, q, scales = gptq_weights(rng, k, n, group)
+    perm = rng.permutation(k).astype(np.int32)
+    types = [(DType.bfloat16, ("m", k)), (DType.uint8, packed.shape)] + ([(DType.int32, (k,))] if desc_act else [])
+    cpu, dev = models(lambda a, b, *p: ops.qmatmul(Q.GPTQ, config, a, b, *p), types, gpu)
+    w64 = (q[perm] if desc_act else q) * scales[np.arange(k) // group]
+    for m in [1, 2, 5, 8, 9, 40]:
+        lhs = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+        args = [lhs, packed] + ([perm] if desc_act else [])
+        (c,) = execute(cpu, args)
+        (g,) = execute(dev, args, gpu)
+        check_bf16(g, lhs.astype(np.float64), w64)
+        np.testing.assert_allclose(g.astype(np.float64), c.astype(np.float64), rtol=2**-7, atol=1e-3)
+
+
+def test_gptq_negative_permutation_entries(gpu, rng):
+    """Negative permutation entries count from the end, as on the CPU."""
+    k, n, group = 256, 64, 128
+    config = QuantizationConfig("gptq", 4, group, desc_act=True, sym=True)
+    packed, q, scales = gptq_weights(rng, k, n, group)
+    perm = rng.permutation(k).astype(np.int32)
+    neg = perm - k  # same rows
+    types = [(DType.bfloat16, (3, k)), (DType.uint8, packed.shape), (DType.int32, (k,))]
+    cpu, dev = models(lambda a, b, p: ops.qmatmul(Q.GPTQ, config, a, b, p), types, gpu)
+    lhs = rng.standard_normal((3, k)).astype(ml_dtypes.bfloat16)
+    (want,) = execute(dev, [lhs, packed, perm], gpu)
+    (got,) = execute(dev, [lhs, packed, neg], gpu)
+    same_bits(got, want)
+
+
+def test_gptq_run_time_errors(gpu, rng):
+    k, n = 256, 64
+    config = QuantizationConfig("gptq", 4, 128, desc_act=True, sym=True)
+    packed, _, _ = gptq_weights(rng, k, n, 128)
+    types = [(DType.bfloat16, (1, k)), (DType.uint8, packed.shape), (DType.int32, (k,))]
+    _, dev = models(lambda a, b, p: ops.qmatmul(Q.GPTQ, config, a, b, p), types, gpu)
+    perm = np.arange(k, dtype=np.int32)
+    perm[7] = k
+    lhs = np.zeros((1, k), ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match=r"qmatmul: index 256 is out of range for the GPTQ permutation"):
+        execute(dev, [lhs, packed, perm], gpu)
+    types = [(DType.bfloat16, (1, k)), (DType.uint8, (100, n))]
+    _, dev = models(lambda a, b: ops.qmatmul(Q.GPTQ, QuantizationConfig("gptq", 4, 128, sym=True), a, b), types, gpu)
+    with pytest.raises(ValueError, match=r"qmatmul: GPTQ weights for K = 256 \(groups of 128\) have K/2 \+ 2\*K/128 = 132 rows of bytes, got 100"):
+        execute(dev, [lhs, np.zeros((100, n), np.uint8)], gpu)
