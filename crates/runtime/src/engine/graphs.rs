@@ -8,7 +8,10 @@
 //! inputs into the staging buffers, launches the graph and copies the results into fresh
 //! buffers for the caller (all stream-ordered on the device's stream). Kernels that need the
 //! host (index checks read back to the host, data-dependent shapes) make the capture fail; the
-//! plan then runs step by step for good. `MAX_CUDA_GRAPHS=0` turns capture off.
+//! plan then runs step by step for good. The staging copies cost what moving the inputs and
+//! results once more costs, so only plans whose launches outweigh that are captured (see
+//! `worth_it`). `MAX_CUDA_GRAPHS=0` turns capture off, `MAX_CUDA_GRAPHS=always` drops the
+//! cost test.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -108,6 +111,31 @@ fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
     Some(dev)
 }
 
+/// Launch overhead saved (a few microseconds per step) against the staging copies (inputs
+/// and results moved once more at ~1.5 TB/s, read plus write): capture when the copies cost at
+/// most about a quarter of the launches saved, i.e. up to ~1 MiB of inputs and results per step.
+fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
+    if std::env::var("MAX_CUDA_GRAPHS").as_deref() == Ok("always") {
+        return true;
+    }
+    let body = &model.program.body;
+    let steps = body
+        .steps
+        .iter()
+        .filter(|s| !matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)))
+        .count();
+    let result_bytes: usize = body
+        .results
+        .iter()
+        .map(|v| match (&model.program.types[*v], plan.shapes.get(v)) {
+            (Type::Tensor(t), Some(s)) => s.iter().product::<usize>() * t.dtype.size_in_bytes(),
+            _ => 0,
+        })
+        .sum();
+    let input_bytes: usize = inputs.iter().map(|b| b.nbytes()).sum();
+    input_bytes + result_bytes <= steps << 20
+}
+
 fn fresh_like(b: &Buffer) -> Result<Buffer> {
     let shape: Vec<i64> = b.shape().iter().map(|&d| d as i64).collect();
     Buffer::empty(b.dtype(), &shape, b.device())
@@ -183,7 +211,11 @@ pub(crate) fn execute(
     let mut graphs = model.graphs.lock().unwrap_or_else(|p| p.into_inner());
     let ready = match graphs.get(key) {
         None => {
-            let next = if capturable(model, plan).is_some() { GraphState::Warm } else { GraphState::Stepwise };
+            let next = if capturable(model, plan).is_some() && worth_it(model, plan, inputs) {
+                GraphState::Warm
+            } else {
+                GraphState::Stepwise
+            };
             graphs.insert(key.to_vec(), next);
             return Ok(None);
         }
