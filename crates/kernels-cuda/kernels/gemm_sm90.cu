@@ -14,6 +14,7 @@
 #define G_BN 256
 #define G_BK 64
 #define G_STAGES 4
+#define G_GROUP_M 16
 #define G_A_BYTES (G_BM * G_BK * 2)
 #define G_B_BYTES (G_BN * G_BK * 2)
 #define G_STAGE_BYTES (G_A_BYTES + G_B_BYTES)
@@ -91,7 +92,15 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
     u64* full = (u64*)(smem + G_STAGES * G_STAGE_BYTES);
     u64* empty = full + G_STAGES;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int m0 = blockIdx.y * G_BM, n0 = blockIdx.x * G_BN, z = blockIdx.z;
+    // Grouped raster: consecutive blocks walk G_GROUP_M row tiles down before moving one
+    // column tile right, so the blocks resident at once share A row strips and B column strips
+    // in L2 instead of sweeping all of B for a handful of rows.
+    const int n_tiles = (int)((p.n + G_BN - 1) / G_BN), m_tiles = (int)((p.m + G_BM - 1) / G_BM);
+    const int id = blockIdx.x, per_group = G_GROUP_M * n_tiles;
+    const int first_m = (id / per_group) * G_GROUP_M;
+    const int group_rows = min(m_tiles - first_m, G_GROUP_M);
+    const int m0 = (first_m + (id % per_group) % group_rows) * G_BM;
+    const int n0 = ((id % per_group) / group_rows) * G_BN, z = blockIdx.z;
     const int ktiles = (int)((p.k + G_BK - 1) / G_BK);
     if (threadIdx.x == 0) {
         for (int s = 0; s < G_STAGES; ++s) {

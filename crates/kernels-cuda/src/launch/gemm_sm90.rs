@@ -127,7 +127,7 @@ pub fn gemm(
         }
         let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, epi: *epi };
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(BN) as u32, rows_a.div_ceil(BM) as u32, z as u32),
+            grid_dim: ((n.div_ceil(BN) * rows_a.div_ceil(BM)) as u32, 1, z as u32),
             block_dim: (384, 1, 1),
             shared_mem_bytes: SMEM,
         };
