@@ -19,8 +19,27 @@ pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../ker
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
+/// The reduction families (kernels/reduction_common.cuh in front of each; every file starts
+/// with its own `#line`, so compile errors name the right file and line).
+pub const REDUCTION: Family = Family {
+    name: "reduction",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/reduction.cu")),
+};
+pub const NORM: Family = Family {
+    name: "norm",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/norm.cu")),
+};
+pub const SCAN: Family = Family {
+    name: "scan",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/scan.cu")),
+};
+pub const SORT: Family = Family {
+    name: "sort",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/sort.cu")),
+};
+
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90];
+pub const ALL: &[Family] = &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, REDUCTION, NORM, SCAN, SORT];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

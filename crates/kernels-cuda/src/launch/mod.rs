@@ -5,6 +5,7 @@
 //! alive until the stream has run the launch.
 
 pub mod gemm_sm90;
+pub mod reduction;
 
 use std::sync::Arc;
 

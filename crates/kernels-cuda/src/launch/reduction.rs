@@ -1,0 +1,451 @@
+//! Launching the reduction families: reduction.cu (sum, mean, max, min, argmax, argmin),
+//! norm.cu (softmax, logsoftmax, layer_norm), scan.cu (cumsum) and sort.cu (top_k, argsort).
+//! Every tensor is contiguous and seen as [outer, n, inner] around the op's axis ([`Lines`]);
+//! the kernels' comments say how each layout is mapped to threads.
+//!
+//! Some launches need a device scratch buffer (partial results of long reductions, sort
+//! buffers); the caller allocates `*_scratch` bytes on the stream and passes its address.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use max_graph::DType;
+
+use super::cast_name;
+use crate::sources::{NORM, REDUCTION, SCAN, SORT};
+use crate::{Error, Result, function};
+
+/// Grid-stride loops cover the rest; this many blocks fill any current GPU.
+const MAX_BLOCKS: usize = 1 << 16;
+/// Blocks worth running at once: below this many lines, long lines are split into segments.
+const TARGET_BLOCKS: usize = 1024;
+/// The largest line the sort kernels sort in shared memory (CAP in sort.cu).
+pub const SORT_CAP: usize = 4096;
+
+/// A contiguous tensor around one axis: `outer` blocks of `n` elements along the axis, each
+/// element `inner` apart (a line is one (outer, inner) pair).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lines {
+    pub outer: usize,
+    pub n: usize,
+    pub inner: usize,
+}
+
+impl Lines {
+    pub fn count(&self) -> usize {
+        self.outer * self.inner
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+}
+
+fn short(dtype: DType) -> Result<&'static str> {
+    cast_name(dtype).ok_or_else(|| Error::Unsupported(format!("reductions of {dtype} are not supported on the GPU")))
+}
+
+fn blocks(n: usize) -> u32 {
+    n.clamp(1, MAX_BLOCKS) as u32
+}
+
+fn cfg(grid: u32, block: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: smem }
+}
+
+/// Launches `f` with one argument struct.
+fn go<A: DeviceRepr>(stream: &Arc<CudaStream>, f: &CudaFunction, args: &A, config: LaunchConfig) -> Result<()> {
+    let mut launch = stream.launch_builder(f);
+    launch.arg(args);
+    // SAFETY: every caller passes the argument struct its kernel takes (same #[repr(C)] layout),
+    // with pointers to device buffers that hold the elements the shapes in it describe.
+    unsafe { launch.launch(config) }.map_err(Error::driver("cuLaunchKernel(reduction)"))?;
+    Ok(())
+}
+
+// ---- sum, mean, max, min, argmax, argmin ----------------------------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RedArgs {
+    x: u64,
+    out: u64,
+    part: u64,
+    outer: i64,
+    n: i64,
+    inner: i64,
+    splits: i64,
+    seg: i64,
+    tiles: i64,
+    kind: i32,
+    g: i32,
+    tx: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `RedArgs`.
+unsafe impl DeviceRepr for RedArgs {}
+
+/// How a reduction is spread over the GPU.
+struct RedPlan {
+    rows: bool,
+    /// Rows: threads per row (32, or the 512-thread block). Cols: lines per block.
+    width: usize,
+    splits: usize,
+    seg: usize,
+    tiles: usize,
+    grid: usize,
+}
+
+/// Splits lines of `n` elements into segments so that about TARGET_BLOCKS tasks exist, with
+/// at least `min_seg` elements per segment; returns (splits, seg).
+fn split(tasks: usize, n: usize, min_seg: usize, align: usize) -> (usize, usize) {
+    if tasks >= TARGET_BLOCKS / 4 || n < 2 * min_seg {
+        return (1, n);
+    }
+    let want = (n / min_seg).min(TARGET_BLOCKS.div_ceil(tasks)).max(1);
+    let seg = n.div_ceil(want).next_multiple_of(align);
+    (n.div_ceil(seg), seg)
+}
+
+fn red_plan(l: Lines) -> RedPlan {
+    if l.inner == 1 {
+        if l.n <= 1024 {
+            return RedPlan { rows: true, width: 32, splits: 1, seg: l.n, tiles: 1, grid: l.outer.div_ceil(8) };
+        }
+        let (splits, seg) = split(l.outer, l.n, 8192, 16);
+        return RedPlan { rows: true, width: 512, splits, seg, tiles: 1, grid: l.outer * splits };
+    }
+    let tx = l.inner.next_power_of_two().min(32);
+    let tiles = l.inner.div_ceil(tx);
+    let (splits, seg) = split(l.outer * tiles, l.n, (256 / tx) * 16, 1);
+    RedPlan { rows: false, width: tx, splits, seg, tiles, grid: l.outer * tiles * splits }
+}
+
+/// Bytes of scratch `reduce` needs for `lines` (0: none).
+pub fn reduce_scratch(lines: Lines) -> usize {
+    let p = red_plan(lines);
+    if p.splits > 1 { lines.count() * p.splits * 16 } else { 0 }
+}
+
+/// Reduces `x` ([outer, n, inner] of `dtype`) along the axis into `out` ([outer, inner]: of
+/// `dtype`, int64 for argmax/argmin). The caller has rejected empty axes where the op has no
+/// value (max, min, argmax, argmin, integer mean). `scratch` holds `reduce_scratch` bytes.
+pub fn reduce(
+    stream: &Arc<CudaStream>,
+    kind: Reduce,
+    dtype: DType,
+    (x, out, scratch): (u64, u64, u64),
+    lines: Lines,
+) -> Result<()> {
+    if lines.count() == 0 {
+        return Ok(());
+    }
+    let dt = short(dtype)?;
+    let class = match kind {
+        Reduce::Sum | Reduce::Mean => "sum",
+        Reduce::Max | Reduce::Min => "ext",
+        Reduce::ArgMax | Reduce::ArgMin => "arg",
+    };
+    let p = red_plan(lines);
+    if p.splits > 1 && scratch == 0 {
+        return Err(Error::Unsupported("reduce: the scratch buffer is missing".into()));
+    }
+    let args = RedArgs {
+        x,
+        out,
+        part: scratch,
+        outer: lines.outer as i64,
+        n: lines.n as i64,
+        inner: lines.inner as i64,
+        splits: p.splits as i64,
+        seg: p.seg as i64,
+        tiles: p.tiles as i64,
+        kind: kind as i32,
+        g: if p.rows { p.width as i32 } else { 0 },
+        tx: if p.rows { 0 } else { p.width as i32 },
+    };
+    let ctx = stream.context();
+    let (layout, block) = if p.rows { ("rows", if p.width == 32 { 256 } else { 512 }) } else { ("cols", 256) };
+    let f = function(ctx, &REDUCTION, &format!("red_{layout}_{class}_{dt}"))?;
+    go(stream, &f, &args, cfg(blocks(p.grid), block, 0))?;
+    if p.splits > 1 {
+        let f = function(ctx, &REDUCTION, &format!("red_finish_{class}_{dt}"))?;
+        go(stream, &f, &args, cfg(blocks(lines.count().div_ceil(256)), 256, 0))?;
+    }
+    Ok(())
+}
+
+// ---- softmax, logsoftmax, layer_norm --------------------------------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NormArgs {
+    x: u64,
+    out: u64,
+    gamma: u64,
+    beta: u64,
+    outer: i64,
+    n: i64,
+    inner: i64,
+    eps: f64,
+    log: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `NormArgs`.
+unsafe impl DeviceRepr for NormArgs {}
+
+/// The row kernel for a row op ("softmax", "layer_norm") on rows of `n` elements: a warp per
+/// row up to 1024 elements, a 1024-thread block beyond; the register-cached variant when the
+/// rows are whole 16-byte vectors at 16-byte aligned addresses and fit (see norm.cu).
+fn row_kernel(op: &str, dtype: DType, n: usize, ptrs: &[u64]) -> Result<(String, u32, usize)> {
+    let dt = short(dtype)?;
+    let warp = n <= 1024;
+    let (group, per_thread) = if warp { ("warp", 32 * 8 * 16) } else { ("block", 1024 * 4 * 16) };
+    let bytes = n * dtype.size_in_bytes();
+    let cached = matches!(dtype, DType::Float32 | DType::BFloat16 | DType::Float16 | DType::Float64)
+        && bytes % 16 == 0
+        && bytes <= per_thread
+        && ptrs.iter().all(|p| p % 16 == 0);
+    let variant = if cached { "cached" } else { "rows" };
+    Ok((format!("{op}_{variant}_{group}_{dt}"), if warp { 256 } else { 1024 }, if warp { 8 } else { 1 }))
+}
+
+/// softmax (or logsoftmax) of `x` along the axis into `out`, both [outer, n, inner] of `dtype`.
+pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u64, lines: Lines) -> Result<()> {
+    if lines.count() == 0 || lines.n == 0 {
+        return Ok(());
+    }
+    let args = NormArgs {
+        x,
+        out,
+        gamma: 0,
+        beta: 0,
+        outer: lines.outer as i64,
+        n: lines.n as i64,
+        inner: lines.inner as i64,
+        eps: 0.0,
+        log: log as i32,
+    };
+    if lines.inner > 1 {
+        let f = function(stream.context(), &NORM, &format!("softmax_cols_{}", short(dtype)?))?;
+        return go(stream, &f, &args, cfg(blocks(lines.count().div_ceil(256)), 256, 0));
+    }
+    let (name, block, rows_per_block) = row_kernel("softmax", dtype, lines.n, &[x, out])?;
+    let f = function(stream.context(), &NORM, &name)?;
+    go(stream, &f, &args, cfg(blocks(lines.outer.div_ceil(rows_per_block)), block, 0))
+}
+
+/// layer_norm over the last dim: `x` and `out` are [rows, d], `gamma` and `beta` [d], all of
+/// `dtype`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (x, gamma, beta, out): (u64, u64, u64, u64),
+    rows: usize,
+    d: usize,
+    eps: f64,
+) -> Result<()> {
+    if rows == 0 || d == 0 {
+        return Ok(());
+    }
+    let args = NormArgs { x, out, gamma, beta, outer: rows as i64, n: d as i64, inner: 1, eps, log: 0 };
+    let (name, block, rows_per_block) = row_kernel("layer_norm", dtype, d, &[x, out, gamma, beta])?;
+    let f = function(stream.context(), &NORM, &name)?;
+    go(stream, &f, &args, cfg(blocks(rows.div_ceil(rows_per_block)), block, 0))
+}
+
+// ---- cumsum ---------------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ScanArgs {
+    x: u64,
+    out: u64,
+    outer: i64,
+    n: i64,
+    inner: i64,
+    exclusive: i32,
+    reverse: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `ScanArgs`.
+unsafe impl DeviceRepr for ScanArgs {}
+
+/// cumsum of `x` along the axis into `out` (both [outer, n, inner] of `dtype`).
+pub fn cumsum(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (x, out): (u64, u64),
+    lines: Lines,
+    exclusive: bool,
+    reverse: bool,
+) -> Result<()> {
+    if lines.count() == 0 || lines.n == 0 {
+        return Ok(());
+    }
+    let dt = short(dtype)?;
+    let args = ScanArgs {
+        x,
+        out,
+        outer: lines.outer as i64,
+        n: lines.n as i64,
+        inner: lines.inner as i64,
+        exclusive: exclusive as i32,
+        reverse: reverse as i32,
+    };
+    let (name, block, grid) = if lines.inner > 1 {
+        (format!("cumsum_cols_{dt}"), 256, lines.count().div_ceil(256))
+    } else if lines.n <= 256 {
+        (format!("cumsum_rows_warp_{dt}"), 256, lines.outer.div_ceil(8))
+    } else {
+        (format!("cumsum_rows_block_{dt}"), 512, lines.outer)
+    };
+    let f = function(stream.context(), &SCAN, &name)?;
+    go(stream, &f, &args, cfg(blocks(grid), block, 0))
+}
+
+// ---- top_k, argsort -------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SortArgs {
+    x: u64,
+    values: u64,
+    indices: u64,
+    keys: u64,
+    idx: u64,
+    outer: i64,
+    n: i64,
+    inner: i64,
+    k: i64,
+    desc: i32,
+    p: i32,
+    k2: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `SortArgs`.
+unsafe impl DeviceRepr for SortArgs {}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MergeArgs {
+    keys_in: u64,
+    idx_in: u64,
+    keys_out: u64,
+    idx_out: u64,
+    lines: i64,
+    n: i64,
+    width: i64,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `MergeArgs`.
+unsafe impl DeviceRepr for MergeArgs {}
+
+/// Whether the first `k` of lines of `n` elements can be found by one block per line in shared
+/// memory (else the lines are merge-sorted through a scratch buffer).
+fn in_block(n: usize, k: usize) -> bool {
+    n <= SORT_CAP || k.next_power_of_two() <= SORT_CAP / 2
+}
+
+/// Whether lines of `n` elements can be sorted on the GPU at all (indices are 32-bit there).
+pub fn sortable(n: usize) -> bool {
+    n < u32::MAX as usize
+}
+
+/// Bytes of scratch `sort` needs for the first `k` of each line (0: none).
+pub fn sort_scratch(lines: Lines, k: usize) -> usize {
+    if k == 0 || in_block(lines.n, k) { 0 } else { lines.count() * lines.n * 24 }
+}
+
+fn with_smem(f: &CudaFunction, smem: u32) -> Result<()> {
+    if smem > 48 * 1024 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    }
+    Ok(())
+}
+
+/// The first `k` elements of every line of `x` in sorted order (`desc`: largest first; ties by
+/// the lower index): their int64 positions along the axis into `indices` and, unless `values`
+/// is 0, the elements themselves into `values` (both [outer, k, inner]). top_k is `desc` with
+/// its k; argsort is one line with k = n. `scratch` holds `sort_scratch` bytes.
+pub fn sort(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (x, values, indices, scratch): (u64, u64, u64, u64),
+    lines: Lines,
+    k: usize,
+    desc: bool,
+) -> Result<()> {
+    if lines.count() == 0 || k == 0 {
+        return Ok(());
+    }
+    if k > lines.n || !sortable(lines.n) {
+        return Err(Error::Unsupported(format!("sort: cannot take {k} of {} elements on the GPU", lines.n)));
+    }
+    let dt = short(dtype)?;
+    let ctx = stream.context();
+    let mut args = SortArgs {
+        x,
+        values,
+        indices,
+        keys: 0,
+        idx: 0,
+        outer: lines.outer as i64,
+        n: lines.n as i64,
+        inner: lines.inner as i64,
+        k: k as i64,
+        desc: desc as i32,
+        p: 0,
+        k2: 0,
+    };
+    if in_block(lines.n, k) {
+        let p = if lines.n <= SORT_CAP { lines.n.next_power_of_two() } else { SORT_CAP };
+        args.p = p as i32;
+        args.k2 = k.next_power_of_two() as i32;
+        let threads = (p / 2).clamp(32, 1024) as u32;
+        let smem = (p * 12 + 16) as u32;
+        let f = function(ctx, &SORT, &format!("sort_block_{dt}"))?;
+        with_smem(&f, smem)?;
+        return go(stream, &f, &args, cfg(blocks(lines.count()), threads, smem));
+    }
+    if scratch == 0 {
+        return Err(Error::Unsupported("sort: the scratch buffer is missing".into()));
+    }
+    // Scratch: keys [2][total] u64, then indices [2][total] u32.
+    let total = (lines.count() * lines.n) as u64;
+    let keys = [scratch, scratch + 8 * total];
+    let idx = [scratch + 16 * total, scratch + 20 * total];
+    args.keys = keys[0];
+    args.idx = idx[0];
+    let smem = (SORT_CAP * 12) as u32;
+    let f = function(ctx, &SORT, &format!("sort_chunks_{dt}"))?;
+    with_smem(&f, smem)?;
+    go(stream, &f, &args, cfg(blocks(lines.count() * lines.n.div_ceil(SORT_CAP)), 1024, smem))?;
+    let merge = function(ctx, &SORT, "sort_merge")?;
+    let mut cur = 0;
+    let mut width = SORT_CAP;
+    while width < lines.n {
+        let m = MergeArgs {
+            keys_in: keys[cur],
+            idx_in: idx[cur],
+            keys_out: keys[1 - cur],
+            idx_out: idx[1 - cur],
+            lines: lines.count() as i64,
+            n: lines.n as i64,
+            width: width as i64,
+        };
+        go(stream, &merge, &m, cfg(blocks((total as usize).div_ceil(256)), 256, 0))?;
+        cur = 1 - cur;
+        width *= 2;
+    }
+    args.keys = keys[cur];
+    args.idx = idx[cur];
+    let f = function(ctx, &SORT, &format!("sort_emit_{dt}"))?;
+    go(stream, &f, &args, cfg(blocks((lines.count() * k).div_ceil(256)), 256, 0))
+}
