@@ -206,13 +206,13 @@ template <typename T, typename Acc> __device__ __forceinline__ void reduce_finis
 }
 
 #define RED_CLASS(CLS, ACC, NAME, T)                                                                       \
-    extern "C" __global__ void __launch_bounds__(RED_BLOCK) red_rows_##CLS##_##NAME(RedArgs a) {          \
+    extern "C" __global__ void __launch_bounds__(RED_BLOCK, 1) red_rows_##CLS##_##NAME(RedArgs a) {          \
         reduce_rows<T, ACC<Work<T>::W> >(a);                                                               \
     }                                                                                                      \
-    extern "C" __global__ void __launch_bounds__(256) red_cols_##CLS##_##NAME(RedArgs a) {                \
+    extern "C" __global__ void __launch_bounds__(256, 1) red_cols_##CLS##_##NAME(RedArgs a) {                \
         reduce_cols<T, ACC<Work<T>::W> >(a);                                                               \
     }                                                                                                      \
-    extern "C" __global__ void __launch_bounds__(256) red_finish_##CLS##_##NAME(RedArgs a) {              \
+    extern "C" __global__ void __launch_bounds__(256, 1) red_finish_##CLS##_##NAME(RedArgs a) {              \
         reduce_finish<T, ACC<Work<T>::W> >(a);                                                             \
     }
 

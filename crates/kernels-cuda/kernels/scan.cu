@@ -100,13 +100,13 @@ template <typename T> __device__ __forceinline__ void cumsum_cols(const ScanArgs
 }
 
 #define SCAN_DTYPE(NAME, T)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) cumsum_rows_warp_##NAME(ScanArgs a) {         \
+    extern "C" __global__ void __launch_bounds__(256, 1) cumsum_rows_warp_##NAME(ScanArgs a) {         \
         cumsum_rows<T, 32>(a);                                                                       \
     }                                                                                                \
-    extern "C" __global__ void __launch_bounds__(512) cumsum_rows_block_##NAME(ScanArgs a) {        \
+    extern "C" __global__ void __launch_bounds__(512, 1) cumsum_rows_block_##NAME(ScanArgs a) {        \
         cumsum_rows<T, 512>(a);                                                                      \
     }                                                                                                \
-    extern "C" __global__ void __launch_bounds__(256) cumsum_cols_##NAME(ScanArgs a) { cumsum_cols<T>(a); }
+    extern "C" __global__ void __launch_bounds__(256, 1) cumsum_cols_##NAME(ScanArgs a) { cumsum_cols<T>(a); }
 
 SCAN_DTYPE(bool, bool)
 SCAN_DTYPE(i8, i8)

@@ -109,8 +109,9 @@ template <typename T> __device__ __forceinline__ void sort_block(const SortArgs&
             u32 ti = SENTINEL_IDX;
             __syncthreads();
             for (i64 base = 0; base < a.n; base += blockDim.x) {
-                if (*pending > room - (int)blockDim.x) {  // (uniform: read after a barrier)
-                    __syncthreads();
+                const int pend = *pending;
+                __syncthreads();  // every thread has read the count before any adds to it
+                if (pend > room - (int)blockDim.x) {  // (uniform)
                     bitonic(keys, idx, p);
                     for (int t = k2 + threadIdx.x; t < p; t += blockDim.x) {
                         keys[t] = SENTINEL_KEY;
@@ -179,7 +180,7 @@ struct MergeArgs {
     i64 lines, n, width;                     // runs of `width` sorted elements
 };
 
-extern "C" __global__ void __launch_bounds__(256) sort_merge(MergeArgs a) {
+extern "C" __global__ void __launch_bounds__(256, 1) sort_merge(MergeArgs a) {
     const u64* ki = (const u64*)a.keys_in;
     const u32* ii = (const u32*)a.idx_in;
     u64* ko = (u64*)a.keys_out;
@@ -222,9 +223,9 @@ template <typename T> __device__ __forceinline__ void sort_emit(const SortArgs& 
 }
 
 #define SORT_DTYPE(NAME, T)                                                                             \
-    extern "C" __global__ void __launch_bounds__(1024) sort_block_##NAME(SortArgs a) { sort_block<T>(a); } \
-    extern "C" __global__ void __launch_bounds__(1024) sort_chunks_##NAME(SortArgs a) { sort_chunks<T>(a); } \
-    extern "C" __global__ void __launch_bounds__(256) sort_emit_##NAME(SortArgs a) { sort_emit<T>(a); }
+    extern "C" __global__ void __launch_bounds__(1024, 1) sort_block_##NAME(SortArgs a) { sort_block<T>(a); } \
+    extern "C" __global__ void __launch_bounds__(1024, 1) sort_chunks_##NAME(SortArgs a) { sort_chunks<T>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 1) sort_emit_##NAME(SortArgs a) { sort_emit<T>(a); }
 
 SORT_DTYPE(bool, bool)
 SORT_DTYPE(i8, i8)

@@ -198,23 +198,42 @@ struct NormArgs {
 // SAFETY: plain-old-data with the layout of the kernel's `NormArgs`.
 unsafe impl DeviceRepr for NormArgs {}
 
+/// The dtype softmax and layer_norm of `dtype` compute in, the only dtypes their kernels take:
+/// the 16-, 32- and 64-bit floats themselves, f32 for the float8 types, f64 for integers and
+/// bool (as the CPU kernels compute). Callers cast other inputs to it and the result back.
+pub fn norm_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64 => dtype,
+        DType::Float8E4m3fn | DType::Float8E5m2 => DType::Float32,
+        _ => DType::Float64,
+    }
+}
+
+fn norm_short(dtype: DType) -> Result<&'static str> {
+    if norm_dtype(dtype) != dtype {
+        return Err(Error::Unsupported(format!(
+            "softmax/layer_norm kernels take no {dtype}: cast to {} first",
+            norm_dtype(dtype)
+        )));
+    }
+    short(dtype)
+}
+
 /// The row kernel for a row op ("softmax", "layer_norm") on rows of `n` elements: a warp per
 /// row up to 1024 elements, a 1024-thread block beyond; the register-cached variant when the
 /// rows are whole 16-byte vectors at 16-byte aligned addresses and fit (see norm.cu).
 fn row_kernel(op: &str, dtype: DType, n: usize, ptrs: &[u64]) -> Result<(String, u32, usize)> {
-    let dt = short(dtype)?;
+    let dt = norm_short(dtype)?;
     let warp = n <= 1024;
     let (group, per_thread) = if warp { ("warp", 32 * 8 * 16) } else { ("block", 1024 * 4 * 16) };
     let bytes = n * dtype.size_in_bytes();
-    let cached = matches!(dtype, DType::Float32 | DType::BFloat16 | DType::Float16 | DType::Float64)
-        && bytes % 16 == 0
-        && bytes <= per_thread
-        && ptrs.iter().all(|p| p % 16 == 0);
+    let cached = bytes % 16 == 0 && bytes <= per_thread && ptrs.iter().all(|p| p % 16 == 0);
     let variant = if cached { "cached" } else { "rows" };
     Ok((format!("{op}_{variant}_{group}_{dt}"), if warp { 256 } else { 1024 }, if warp { 8 } else { 1 }))
 }
 
-/// softmax (or logsoftmax) of `x` along the axis into `out`, both [outer, n, inner] of `dtype`.
+/// softmax (or logsoftmax) of `x` along the axis into `out`, both [outer, n, inner] of `dtype`
+/// (one that is its own [`norm_dtype`]).
 pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u64, lines: Lines) -> Result<()> {
     if lines.count() == 0 || lines.n == 0 {
         return Ok(());
@@ -231,7 +250,7 @@ pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u
         log: log as i32,
     };
     if lines.inner > 1 {
-        let f = function(stream.context(), &NORM, &format!("softmax_cols_{}", short(dtype)?))?;
+        let f = function(stream.context(), &NORM, &format!("softmax_cols_{}", norm_short(dtype)?))?;
         return go(stream, &f, &args, cfg(blocks(lines.count().div_ceil(256)), 256, 0));
     }
     let (name, block, rows_per_block) = row_kernel("softmax", dtype, lines.n, &[x, out])?;
@@ -240,7 +259,7 @@ pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u
 }
 
 /// layer_norm over the last dim: `x` and `out` are [rows, d], `gamma` and `beta` [d], all of
-/// `dtype`.
+/// `dtype` (one that is its own [`norm_dtype`]).
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm(
     stream: &Arc<CudaStream>,
@@ -448,4 +467,64 @@ pub fn sort(
     args.idx = idx[cur];
     let f = function(ctx, &SORT, &format!("sort_emit_{dt}"))?;
     go(stream, &f, &args, cfg(blocks((lines.count() * k).div_ceil(256)), 256, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reduction_plans_cover_every_element_once() {
+        for outer in [1, 3, 100, 5000] {
+            for n in [0, 1, 31, 1024, 1025, 5000, 16_384, 100_000, 300_001, 1 << 21] {
+                for inner in [1, 2, 3, 33, 129] {
+                    let l = Lines { outer, n, inner };
+                    let p = red_plan(l);
+                    assert!(p.splits >= 1 && p.grid >= 1);
+                    if p.splits > 1 {
+                        // Every segment is non-empty and together they cover the axis.
+                        assert!(p.seg * p.splits >= n && p.seg * (p.splits - 1) < n, "{l:?}");
+                        assert_eq!(reduce_scratch(l), outer * inner * p.splits * 16);
+                    } else {
+                        assert_eq!(p.seg, n);
+                        assert_eq!(reduce_scratch(l), 0);
+                    }
+                    if inner == 1 {
+                        assert!(p.rows && (p.width == 32) == (n <= 1024));
+                    } else {
+                        assert!(!p.rows && p.width.is_power_of_two() && p.width <= 32);
+                        assert!(p.tiles * p.width >= inner);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sorts_pick_a_path_by_size() {
+        let l = |n| Lines { outer: 2, n, inner: 3 };
+        assert!(in_block(4096, 4096) && in_block(100_000, 2048) && !in_block(100_000, 2049));
+        assert_eq!(sort_scratch(l(100_000), 64), 0);
+        assert_eq!(sort_scratch(l(5000), 3000), 6 * 5000 * 24);
+        assert_eq!(sort_scratch(l(5000), 0), 0);
+    }
+
+    #[test]
+    fn norm_kernels_take_the_float_dtypes() {
+        assert_eq!(norm_dtype(DType::BFloat16), DType::BFloat16);
+        assert_eq!(norm_dtype(DType::Float8E4m3fn), DType::Float32);
+        assert_eq!(norm_dtype(DType::Int32), DType::Float64);
+        assert_eq!(norm_dtype(DType::Bool), DType::Float64);
+        let (name, block, rows) = row_kernel("softmax", DType::Float32, 1024, &[0, 4096]).unwrap();
+        assert_eq!((name.as_str(), block, rows), ("softmax_cached_warp_f32", 256, 8));
+        let (name, ..) = row_kernel("softmax", DType::Float32, 1023, &[0, 4096]).unwrap();
+        assert_eq!(name, "softmax_rows_warp_f32");
+        let (name, block, _) = row_kernel("layer_norm", DType::BFloat16, 32_768, &[0; 4]).unwrap();
+        assert_eq!((name.as_str(), block), ("layer_norm_cached_block_bf16", 1024));
+        let (name, ..) = row_kernel("layer_norm", DType::Float32, 16_385, &[0; 4]).unwrap();
+        assert_eq!(name, "layer_norm_rows_block_f32");
+        let (name, ..) = row_kernel("softmax", DType::Float16, 64, &[0, 8]).unwrap();
+        assert_eq!(name, "softmax_rows_warp_f16");
+        assert!(row_kernel("softmax", DType::Int8, 64, &[0, 0]).is_err());
+    }
 }

@@ -51,7 +51,10 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         OpKind::Softmax | OpKind::LogSoftmax => {
             let l = lines(op, x, false)?;
             expect(name, "the output", out, dtype, x.num_elements())?;
-            k::softmax(&dev.stream, op.kind == OpKind::LogSoftmax, dtype, x.addr(), out.addr(), l).map_err(kernel_err)
+            let log = op.kind == OpKind::LogSoftmax;
+            in_norm_dtype(dev, &[x], out, |ins, y| {
+                k::softmax(&dev.stream, log, y.dtype(), ins[0].addr(), y.addr(), l).map_err(kernel_err)
+            })
         }
         OpKind::LayerNorm => {
             let (Some(gamma), Some(beta)) = (inputs.get(1), inputs.get(2)) else {
@@ -74,8 +77,10 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             }
             let (gamma, beta) = (packed(gamma)?, packed(beta)?);
             let rows = x.num_elements() / d;
-            let ptrs = (x.addr(), gamma.addr(), beta.addr(), out.addr());
-            k::layer_norm(&dev.stream, dtype, ptrs, rows, d, eps).map_err(kernel_err)
+            in_norm_dtype(dev, &[x, &gamma, &beta], out, |ins, y| {
+                let ptrs = (ins[0].addr(), ins[1].addr(), ins[2].addr(), y.addr());
+                k::layer_norm(&dev.stream, y.dtype(), ptrs, rows, d, eps).map_err(kernel_err)
+            })
         }
         OpKind::Cumsum => {
             let l = lines(op, x, true)?;
@@ -143,6 +148,28 @@ fn sort(
     let scratch = scratch(&outputs[0], k::sort_scratch(l, kk))?;
     let ptrs = (x.addr(), values, indices, addr(&scratch));
     k::sort(&dev.stream, x.dtype(), ptrs, l, kk, desc).map_err(kernel_err)
+}
+
+/// Runs `f(inputs, output)` in the dtype the softmax and layer_norm kernels compute `out`'s
+/// dtype in ([`k::norm_dtype`]): directly, or on copies of the inputs cast to it, writing a
+/// temporary that is then cast into `out` (the cast rounds as the CPU kernels' stores do).
+fn in_norm_dtype(
+    dev: &CudaDevice,
+    inputs: &[&Buffer],
+    out: &Buffer,
+    f: impl FnOnce(&[Buffer], &Buffer) -> Result<()>,
+) -> Result<()> {
+    let (dtype, work) = (out.dtype(), k::norm_dtype(out.dtype()));
+    if work == dtype {
+        let ins: Vec<Buffer> = inputs.iter().map(|b| (*b).clone()).collect();
+        return f(&ins, out);
+    }
+    let ins: Vec<Buffer> = inputs.iter().map(|b| b.cast(work)).collect::<Result<_>>()?;
+    let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
+    let tmp = Buffer::empty_on(work, &shape, out.stream())?;
+    f(&ins, &tmp)?;
+    let n = out.num_elements() as u64;
+    max_kernels_cuda::launch::cast(&dev.stream, tmp.addr(), work, out.addr(), dtype, n).map_err(kernel_err)
 }
 
 /// `b` itself when contiguous, else a contiguous copy on its stream.
