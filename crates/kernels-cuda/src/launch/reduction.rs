@@ -69,6 +69,59 @@ fn go<A: DeviceRepr>(stream: &Arc<CudaStream>, f: &CudaFunction, args: &A, confi
     Ok(())
 }
 
+// ---- kernel names ---------------------------------------------------------------------------
+
+fn red_kernel(layout: &str, class: &str, dt: &str) -> String {
+    format!("red_{layout}_{class}_{dt}")
+}
+
+/// `group` is empty for the cols kernel.
+fn norm_kernel(op: &str, variant: &str, group: &str, dt: &str) -> String {
+    if group.is_empty() { format!("{op}_{variant}_{dt}") } else { format!("{op}_{variant}_{group}_{dt}") }
+}
+
+fn scan_kernel(variant: &str, dt: &str) -> String {
+    format!("cumsum_{variant}_{dt}")
+}
+
+fn sort_kernel(variant: &str, dt: &str) -> String {
+    format!("sort_{variant}_{dt}")
+}
+
+const SORT_MERGE: &str = "sort_merge";
+
+/// Every kernel these wrappers launch: (family, name, bytes of its argument struct), for the
+/// compile checks in tests/ (each must exist, taking an argument of that size).
+#[doc(hidden)]
+pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
+    let mut all = vec![(SORT, SORT_MERGE.to_string(), size_of::<MergeArgs>())];
+    for dtype in DType::ALL.iter().copied().filter(|d| cast_name(*d).is_some()) {
+        let Ok(dt) = short(dtype) else { continue };
+        for class in ["sum", "ext", "arg"] {
+            for layout in ["rows", "cols", "finish"] {
+                all.push((REDUCTION, red_kernel(layout, class, dt), size_of::<RedArgs>()));
+            }
+        }
+        for variant in ["cols", "rows_warp", "rows_block"] {
+            all.push((SCAN, scan_kernel(variant, dt), size_of::<ScanArgs>()));
+        }
+        for variant in ["block", "chunks", "emit"] {
+            all.push((SORT, sort_kernel(variant, dt), size_of::<SortArgs>()));
+        }
+        if norm_dtype(dtype) == dtype {
+            for op in ["softmax", "layer_norm"] {
+                for variant in ["cached", "rows"] {
+                    for group in ["warp", "block"] {
+                        all.push((NORM, norm_kernel(op, variant, group, dt), size_of::<NormArgs>()));
+                    }
+                }
+            }
+            all.push((NORM, norm_kernel("softmax", "cols", "", dt), size_of::<NormArgs>()));
+        }
+    }
+    all
+}
+
 // ---- sum, mean, max, min, argmax, argmin ----------------------------------------------------
 
 #[repr(C)]
@@ -171,10 +224,10 @@ pub fn reduce(
     };
     let ctx = stream.context();
     let (layout, block) = if p.rows { ("rows", if p.width == 32 { 256 } else { 512 }) } else { ("cols", 256) };
-    let f = function(ctx, &REDUCTION, &format!("red_{layout}_{class}_{dt}"))?;
+    let f = function(ctx, &REDUCTION, &red_kernel(layout, class, dt))?;
     go(stream, &f, &args, cfg(blocks(p.grid), block, 0))?;
     if p.splits > 1 {
-        let f = function(ctx, &REDUCTION, &format!("red_finish_{class}_{dt}"))?;
+        let f = function(ctx, &REDUCTION, &red_kernel("finish", class, dt))?;
         go(stream, &f, &args, cfg(blocks(lines.count().div_ceil(256)), 256, 0))?;
     }
     Ok(())
@@ -229,7 +282,7 @@ fn row_kernel(op: &str, dtype: DType, n: usize, ptrs: &[u64]) -> Result<(String,
     let bytes = n * dtype.size_in_bytes();
     let cached = bytes % 16 == 0 && bytes <= per_thread && ptrs.iter().all(|p| p % 16 == 0);
     let variant = if cached { "cached" } else { "rows" };
-    Ok((format!("{op}_{variant}_{group}_{dt}"), if warp { 256 } else { 1024 }, if warp { 8 } else { 1 }))
+    Ok((norm_kernel(op, variant, group, dt), if warp { 256 } else { 1024 }, if warp { 8 } else { 1 }))
 }
 
 /// softmax (or logsoftmax) of `x` along the axis into `out`, both [outer, n, inner] of `dtype`
@@ -250,7 +303,7 @@ pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u
         log: log as i32,
     };
     if lines.inner > 1 {
-        let f = function(stream.context(), &NORM, &format!("softmax_cols_{}", norm_short(dtype)?))?;
+        let f = function(stream.context(), &NORM, &norm_kernel("softmax", "cols", "", norm_short(dtype)?))?;
         return go(stream, &f, &args, cfg(blocks(lines.count().div_ceil(256)), 256, 0));
     }
     let (name, block, rows_per_block) = row_kernel("softmax", dtype, lines.n, &[x, out])?;
@@ -317,11 +370,11 @@ pub fn cumsum(
         reverse: reverse as i32,
     };
     let (name, block, grid) = if lines.inner > 1 {
-        (format!("cumsum_cols_{dt}"), 256, lines.count().div_ceil(256))
+        (scan_kernel("cols", dt), 256, lines.count().div_ceil(256))
     } else if lines.n <= 256 {
-        (format!("cumsum_rows_warp_{dt}"), 256, lines.outer.div_ceil(8))
+        (scan_kernel("rows_warp", dt), 256, lines.outer.div_ceil(8))
     } else {
-        (format!("cumsum_rows_block_{dt}"), 512, lines.outer)
+        (scan_kernel("rows_block", dt), 512, lines.outer)
     };
     let f = function(stream.context(), &SCAN, &name)?;
     go(stream, &f, &args, cfg(blocks(grid), block, 0))
@@ -429,7 +482,7 @@ pub fn sort(
         args.k2 = k.next_power_of_two() as i32;
         let threads = (p / 2).clamp(32, 1024) as u32;
         let smem = (p * 12 + 16) as u32;
-        let f = function(ctx, &SORT, &format!("sort_block_{dt}"))?;
+        let f = function(ctx, &SORT, &sort_kernel("block", dt))?;
         with_smem(&f, smem)?;
         return go(stream, &f, &args, cfg(blocks(lines.count()), threads, smem));
     }
@@ -443,10 +496,10 @@ pub fn sort(
     args.keys = keys[0];
     args.idx = idx[0];
     let smem = (SORT_CAP * 12) as u32;
-    let f = function(ctx, &SORT, &format!("sort_chunks_{dt}"))?;
+    let f = function(ctx, &SORT, &sort_kernel("chunks", dt))?;
     with_smem(&f, smem)?;
     go(stream, &f, &args, cfg(blocks(lines.count() * lines.n.div_ceil(SORT_CAP)), 1024, smem))?;
-    let merge = function(ctx, &SORT, "sort_merge")?;
+    let merge = function(ctx, &SORT, SORT_MERGE)?;
     let mut cur = 0;
     let mut width = SORT_CAP;
     while width < lines.n {
@@ -465,7 +518,7 @@ pub fn sort(
     }
     args.keys = keys[cur];
     args.idx = idx[cur];
-    let f = function(ctx, &SORT, &format!("sort_emit_{dt}"))?;
+    let f = function(ctx, &SORT, &sort_kernel("emit", dt))?;
     go(stream, &f, &args, cfg(blocks((lines.count() * k).div_ceil(256)), 256, 0))
 }
 
