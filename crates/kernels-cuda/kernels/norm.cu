@@ -18,8 +18,9 @@
 //     (Chan's formula for Welford); a second pass reads the row again and writes. The online
 //     softmax skips -inf elements (they add exactly 0 once any finite max exists), which keeps
 //     every inf/NaN case identical to the CPU's two-pass formula.
-//   softmax_cols: inner > 1, one thread per line (threads over inner: coalesced), the online
-//     pass with a compensated sum (a thread walks the whole axis), then the write pass.
+//   softmax_cols: inner > 1. A block takes up to 32 neighbouring lines (threads over inner:
+//     coalesced) with 256 / lines threads along the axis for each: the online pass, a merge of
+//     the threads' states in shared memory, then the write pass.
 //
 // Kernels exist for float16, bfloat16, float32 and float64 only. The other dtypes compute in
 // one of those (float8: f32; integers and bool: f64, as the CPU does), so the host casts them
@@ -30,7 +31,8 @@ struct NormArgs {
     u64 x, out, gamma, beta;  // gamma and beta: layer_norm only, [n]
     i64 outer, n, inner;
     double eps;
-    i32 log;  // logsoftmax
+    i32 log;   // logsoftmax
+    i32 tile;  // softmax_cols: lines per block
 };
 
 __device__ __forceinline__ float exp_(float v) { return expf(v); }
@@ -225,31 +227,40 @@ template <typename T, int G> __device__ __forceinline__ void softmax_rows(const 
     }
 }
 
+// A block covers `tx` neighbouring lines (tx = a.tile, a power of two <= 32); its 256 / tx
+// threads per line stride along the axis, their online states merge in a fixed shared-memory
+// tree, and the same threads then write their elements.
 template <typename T> __device__ __forceinline__ void softmax_cols(const NormArgs& a) {
     typedef typename Work<T>::F F;
-    const i64 lines = a.outer * a.inner;
-    for (i64 line = blockIdx.x * (i64)blockDim.x + threadIdx.x; line < lines; line += (i64)gridDim.x * blockDim.x) {
-        const i64 o = line / a.inner, i = line % a.inner;
+    __shared__ Online<F> part[256];
+    const int tw = a.tile, tx = threadIdx.x % tw, ty = threadIdx.x / tw, ny = blockDim.x / tw;
+    const i64 tiles = (a.inner + tw - 1) / tw;
+    for (i64 t = blockIdx.x; t < a.outer * tiles; t += gridDim.x) {  // uniform per block
+        const i64 o = t / tiles, i = (t % tiles) * tw + tx;
+        const bool live = i < a.inner;
         const T* in = (const T*)a.x + o * a.n * a.inner + i;
         T* out = (T*)a.out + o * a.n * a.inner + i;
-        F m = neg_inf<F>(), s = 0, c = 0;
-        for (i64 j = 0; j < a.n; ++j) {
-            F x = convert<F>(in[j * a.inner]);
-            if (x == neg_inf<F>()) continue;
-            F m2 = max_nan(m, x);
-            if (!(m2 == m)) {  // (also when either is NaN)
-                F f = exp_(m - m2);
-                s *= f;
-                c *= f;
-                m = m2;
+        Online<F> acc;
+        acc.init();
+        if (live)
+            for (i64 j = ty; j < a.n; j += ny) acc.add(convert<F>(in[j * a.inner]));
+        part[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = ny / 2; s > 0; s >>= 1) {
+            if (ty < s) {
+                acc.merge(part[threadIdx.x + s * tw]);
+                part[threadIdx.x] = acc;
             }
-            comp_add(s, c, exp_(x - m));
+            __syncthreads();
         }
-        const F sum = s + c, ls = log_(sum);
-        for (i64 j = 0; j < a.n; ++j) {
-            F z = convert<F>(in[j * a.inner]) - m;
-            out[j * a.inner] = convert<T>(a.log ? z - ls : exp_(z) / sum);
-        }
+        const Online<F> line = part[tx];
+        __syncthreads();  // part is reused by the next task
+        const F mx = line.m, sum = line.s, ls = log_(line.s);
+        if (live)
+            for (i64 j = ty; j < a.n; j += ny) {
+                const F z = convert<F>(in[j * a.inner]) - mx;
+                out[j * a.inner] = convert<T>(a.log ? z - ls : exp_(z) / sum);
+            }
     }
 }
 

@@ -247,6 +247,7 @@ struct NormArgs {
     inner: i64,
     eps: f64,
     log: i32,
+    tile: i32,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `NormArgs`.
 unsafe impl DeviceRepr for NormArgs {}
@@ -301,10 +302,12 @@ pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u
         inner: lines.inner as i64,
         eps: 0.0,
         log: log as i32,
+        tile: lines.inner.next_power_of_two().min(32) as i32,
     };
     if lines.inner > 1 {
         let f = function(stream.context(), &NORM, &norm_kernel("softmax", "cols", "", norm_short(dtype)?))?;
-        return go(stream, &f, &args, cfg(blocks(lines.count().div_ceil(256)), 256, 0));
+        let tiles = lines.inner.div_ceil(args.tile as usize);
+        return go(stream, &f, &args, cfg(blocks(lines.outer * tiles), 256, 0));
     }
     let (name, block, rows_per_block) = row_kernel("softmax", dtype, lines.n, &[x, out])?;
     let f = function(stream.context(), &NORM, &name)?;
@@ -325,7 +328,7 @@ pub fn layer_norm(
     if rows == 0 || d == 0 {
         return Ok(());
     }
-    let args = NormArgs { x, out, gamma, beta, outer: rows as i64, n: d as i64, inner: 1, eps, log: 0 };
+    let args = NormArgs { x, out, gamma, beta, outer: rows as i64, n: d as i64, inner: 1, eps, log: 0, tile: 0 };
     let (name, block, rows_per_block) = row_kernel("layer_norm", dtype, d, &[x, out, gamma, beta])?;
     let f = function(stream.context(), &NORM, &name)?;
     go(stream, &f, &args, cfg(blocks(rows.div_ceil(rows_per_block)), block, 0))
