@@ -207,6 +207,17 @@ def test_softmax_logsoftmax_floats(rng, dtype, shape, axis):
         close(lsm, ref_lsm, dtype, np.abs(ref_lsm).max(axis=axis, keepdims=True))
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((2, 37, 129), 1), ((33, 5), 0), ((4, 17, 17), 1)], ids=ids)
+def test_softmax_when_the_last_column_tile_is_one_wide(rng, shape, axis):
+    # inner sizes of 16k + 1 leave a one-column tile: it must still be read with its stride
+    g = build(lambda x: [ops.softmax(x, axis), ops.logsoftmax(x, axis)], cpu_type(DType.float32, shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    sm, lsm = execute(g, x)
+    ref_sm, ref_lsm = softmax_ref(f64(x), axis)
+    close(sm, ref_sm, DType.float32, 1e-300)
+    close(lsm, ref_lsm, DType.float32, np.abs(ref_lsm).max(axis=axis, keepdims=True))
+
+
 def test_softmax_edge_values():
     g = build(lambda x: [ops.softmax(x, -1), ops.logsoftmax(x, -1)], cpu_type(DType.float32, (3, 3)))
     x = np.array([[-np.inf, 0, 0], [1e30, -1e30, 1e30], [2, 2, 2]], np.float32)

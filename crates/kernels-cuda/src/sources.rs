@@ -30,9 +30,43 @@ pub const POOL: Family = Family { name: "pool", source: include_str!("../kernels
 /// dequantize, qmatmul (GGUF block encodings), GPTQ.
 pub const QUANT: Family = Family { name: "quant", source: include_str!("../kernels/quant.cu") };
 
+/// The reduction families (kernels/reduction_common.cuh in front of each; every file starts
+/// with its own `#line`, so compile errors name the right file and line).
+pub const REDUCTION: Family = Family {
+    name: "reduction",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/reduction.cu")),
+};
+pub const NORM: Family = Family {
+    name: "norm",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/norm.cu")),
+};
+pub const SCAN: Family = Family {
+    name: "scan",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/scan.cu")),
+};
+pub const SORT: Family = Family {
+    name: "sort",
+    source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/sort.cu")),
+};
+
 /// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] =
-    &[CAST, FILL, COPY_STRIDED, MATMUL, GEMM_SM90, GEMM_SKINNY, LAYOUT, INDEXING, CONV, POOL, QUANT];
+pub const ALL: &[Family] = &[
+    CAST,
+    FILL,
+    COPY_STRIDED,
+    MATMUL,
+    GEMM_SM90,
+    GEMM_SKINNY,
+    LAYOUT,
+    INDEXING,
+    CONV,
+    POOL,
+    QUANT,
+    REDUCTION,
+    NORM,
+    SCAN,
+    SORT,
+];
 
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the

@@ -9,6 +9,7 @@ pub mod epilogue;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod quant;
+pub mod reduction;
 
 use std::sync::Arc;
 

@@ -122,7 +122,9 @@ fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
     let steps = body
         .steps
         .iter()
-        .filter(|s| !matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)))
+        .filter(
+            |s| !matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)),
+        )
         .count();
     let result_bytes: usize = body
         .results

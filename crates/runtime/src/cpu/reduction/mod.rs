@@ -165,7 +165,7 @@ fn tiles<T: Typed, V: Num>(x: &Buffer, ax: Axis, out: Option<Dst<T>>, f: impl Fn
         buf.resize(n * w + TILE, V::default());
         let (buf, tmp) = buf.split_at_mut(n * w);
         let base = o * n * inner + i0;
-        if w == 1 {
+        if inner == 1 {
             src.read(base, buf);
             f(buf, o * inner + i0);
             if let Some(d) = &out {
