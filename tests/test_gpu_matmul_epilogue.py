@@ -85,9 +85,11 @@ def test_each_activation_with_bias_and_residual(rng, gpu, dtype, act):
 
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
 @pytest.mark.parametrize("m", [1, 129, 300, 1000])
-def test_every_gemm_path_applies_the_epilogue(rng, gpu, dtype, m):
-    # m >= 256 takes the wgmma kernel on Hopper; N = 300 leaves a partial 256-wide tile.
-    check(rng, gpu, dtype, (m, 128), 128, 300, "gelu_tanh")
+@pytest.mark.parametrize("n", [300, 264])
+def test_every_gemm_path_applies_the_epilogue(rng, gpu, dtype, m, n):
+    # m >= 256 takes the wgmma kernel on Hopper, which reads B as it is when N % 8 == 0 (264:
+    # a partial 256-wide tile and a partial 64-column box) and transposes it first otherwise.
+    check(rng, gpu, dtype, (m, 128), 128, n, "gelu_tanh")
 
 
 @pytest.mark.parametrize("bias,residual", [(True, False), (False, True), (False, False)])
@@ -131,3 +133,16 @@ def test_constant_weights_fold_through_the_host_epilogue(rng, gpu):
     v = x.astype(np.float64) @ w + b
     ref = 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [136, 100])
+def test_batched_b_on_the_hopper_path(rng, gpu, n):
+    # both operands batched (no folding): the B map has a batch dimension, with and without
+    # the transpose
+    dtype = DType.bfloat16
+    x, w = rand(rng, dtype, (3, 300, 64)), rand(rng, dtype, (3, 64, n), 1 / 8)
+    b = rand(rng, dtype, (n,))
+    types = [TensorType(dtype, a.shape, GPU) for a in (x, w, b)]
+    (got,) = run(Graph("bmm", lambda x, w, b: x @ w + b, input_types=types), x, w, b, device=gpu)
+    ref = np.einsum("bmk,bkn->bmn", x.astype(np.float64), w.astype(np.float64)) + b.astype(np.float64)
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=4e-2, atol=4e-2)

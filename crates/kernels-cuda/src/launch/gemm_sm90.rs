@@ -1,6 +1,6 @@
-//! Launching the Hopper GEMM (kernels/gemm_sm90.cu): B is transposed into a scratch buffer
-//! (the kernel reads both operands K-major), TMA descriptors are encoded for A and Bt, and one
-//! block runs per 128 x 256 tile of C (per batch).
+//! Launching the Hopper GEMM (kernels/gemm_sm90.cu): TMA descriptors are encoded for A and B
+//! (read as it is when N % 8 == 0, else transposed into a scratch Bt first), and one block runs
+//! per 128 x 256 tile of C (per batch).
 
 use std::sync::Arc;
 
@@ -41,7 +41,8 @@ struct GemmArgs {
 // SAFETY: plain-old-data with the kernel's `GemmArgs` layout.
 unsafe impl DeviceRepr for GemmArgs {}
 
-/// A 3-D tiled TMA map over `batch` row-major [rows, k] matrices of 16-bit elements.
+/// A 3-D tiled TMA map over `batch` row-major [rows, k] matrices of 16-bit elements, in boxes
+/// of 64 (the inner `k` extent, 128 bytes) x `box_rows`.
 fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usize, box_rows: u32) -> Result<TmaMap> {
     let data = match dtype {
         DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -97,10 +98,41 @@ pub fn gemm(
     if m == 0 || n == 0 || batch == 0 {
         return Ok(());
     }
-    let name = if dtype == DType::BFloat16 { "gemm_sm90_bf16" } else { "gemm_sm90_f16" };
+    // B as given (N-major) when TMA can stride its rows; else transposed into a scratch Bt.
+    let n_major = n % 8 == 0 && b % 16 == 0;
+    let name = match (dtype == DType::BFloat16, n_major) {
+        (true, true) => "gemm_sm90_bf16_nn",
+        (false, true) => "gemm_sm90_f16_nn",
+        (true, false) => "gemm_sm90_bf16",
+        (false, false) => "gemm_sm90_f16",
+    };
     let f = function(stream.context(), &GEMM_SM90, name)?;
     f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
+    // A shared by all batches with B batched is rare; everything else is one launch: batched A
+    // with shared B folds the batches into the rows of one big A.
+    let (rows_a, z) = if batch_b == 1 && batch_a == batch { (m * batch, 1) } else { (m, batch) };
+    if z > 1 && (batch_a != batch || batch_b != batch) {
+        return Err(Error::Unsupported("gemm_sm90: this batch broadcast goes through the generic path".into()));
+    }
+    let launch_gemm = |map_b: TmaMap| -> Result<()> {
+        let map_a = tma_map(dtype, a, k, rows_a, if z == 1 { 1 } else { batch_a }, BM as u32)?;
+        let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, epi: *epi };
+        let cfg = LaunchConfig {
+            grid_dim: ((n.div_ceil(BN) * rows_a.div_ceil(BM)) as u32, 1, z as u32),
+            block_dim: (384, 1, 1),
+            shared_mem_bytes: SMEM,
+        };
+        let mut launch = stream.launch_builder(&f);
+        launch.arg(&map_a).arg(&map_b).arg(&args);
+        // SAFETY: the maps describe live allocations; C holds z batches of rows_a x n.
+        unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gemm_sm90)"))?;
+        Ok(())
+    };
+    if n_major {
+        // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
+        return launch_gemm(tma_map(dtype, b, n, k, batch_b, BK)?);
+    }
     // Bt: batch_b matrices [n, k].
     let bt_bytes = batch_b * n * k * 2;
     // SAFETY: stream-ordered allocation, freed below on the same stream after its last use.
@@ -117,25 +149,7 @@ pub fn gemm(
         launch.arg(&b).arg(&bt).arg(&rows).arg(&cols);
         // SAFETY: b holds batch_b [k, n] matrices, bt has room for as many [n, k] ones.
         unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(transpose_b16)"))?;
-        // A shared by all batches with B batched is rare; everything else is one launch:
-        // batched A with shared B folds the batches into the rows of one big A.
-        let (rows_a, z) = if batch_b == 1 && batch_a == batch { (m * batch, 1) } else { (m, batch) };
-        let map_a = tma_map(dtype, a, k, rows_a, if z == 1 { 1 } else { batch_a }, BM as u32)?;
-        let map_b = tma_map(dtype, bt, k, n, batch_b, BN as u32)?;
-        if z > 1 && (batch_a != batch || batch_b != batch) {
-            return Err(Error::Unsupported("gemm_sm90: this batch broadcast goes through the generic path".into()));
-        }
-        let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, epi: *epi };
-        let cfg = LaunchConfig {
-            grid_dim: ((n.div_ceil(BN) * rows_a.div_ceil(BM)) as u32, 1, z as u32),
-            block_dim: (384, 1, 1),
-            shared_mem_bytes: SMEM,
-        };
-        let mut launch = stream.launch_builder(&f);
-        launch.arg(&map_a).arg(&map_b).arg(&args);
-        // SAFETY: the maps describe live allocations; C holds z batches of rows_a x n.
-        unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gemm_sm90)"))?;
-        Ok(())
+        launch_gemm(tma_map(dtype, bt, k, n, batch_b, BN as u32)?)
     };
     let out = run();
     // SAFETY: allocated above on this stream; freed after the kernels that use it.
