@@ -15,7 +15,6 @@
 #define G_BN 256
 #define G_BK 64
 #define G_STAGES 4
-#define G_GROUP_M 16
 #define G_A_BYTES (G_BM * G_BK * 2)
 #define G_B_BYTES (G_BN * G_BK * 2)
 #define G_STAGE_BYTES (G_A_BYTES + G_B_BYTES)
@@ -26,6 +25,7 @@ struct GemmArgs {
     u64 c;
     i64 m, n, k;
     i64 stride_c;  // elements between batches of C
+    i64 group_m;   // row tiles per raster group (see below)
     Epilogue epi;  // applied to every output element (prelude.cuh)
 };
 
@@ -103,13 +103,14 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
     u64* full = (u64*)(smem + G_STAGES * G_STAGE_BYTES);
     u64* empty = full + G_STAGES;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    // Grouped raster: consecutive blocks walk G_GROUP_M row tiles down before moving one
+    // Grouped raster: consecutive blocks walk group_m row tiles down before moving one
     // column tile right, so the blocks resident at once share A row strips and B column strips
     // in L2 instead of sweeping all of B for a handful of rows.
     const int n_tiles = (int)((p.n + G_BN - 1) / G_BN), m_tiles = (int)((p.m + G_BM - 1) / G_BM);
-    const int id = blockIdx.x, per_group = G_GROUP_M * n_tiles;
-    const int first_m = (id / per_group) * G_GROUP_M;
-    const int group_rows = min(m_tiles - first_m, G_GROUP_M);
+    const int group_m = (int)p.group_m;
+    const int id = blockIdx.x, per_group = group_m * n_tiles;
+    const int first_m = (id / per_group) * group_m;
+    const int group_rows = min(m_tiles - first_m, group_m);
     const int m0 = (first_m + (id % per_group) % group_rows) * G_BM;
     const int n0 = ((id % per_group) / group_rows) * G_BN, z = blockIdx.z;
     const int ktiles = (int)((p.k + G_BK - 1) / G_BK);
@@ -169,22 +170,50 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
     wgmma_wait0();
     // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds
     // rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for j = 0..N/8-1.
-    T* C = (T*)p.c + (i64)z * p.stride_c;
     const int warp = tid / 32, lane = tid % 32;
-    const i64 r0 = (i64)m0 + c * 64 + warp * 16 + lane / 4;
+    // This thread's rows (row0, row0 + 8) and first column; column j * 8 (+1) of the fragment
+    // exists while it is below `cols`. Pointers to the two rows keep the per-element
+    // arithmetic 32-bit, which leaves registers for the 128 accumulators.
+    const i64 row0 = (i64)m0 + c * 64 + warp * 16 + lane / 4;
+    const int col0 = n0 + (lane % 4) * 2;
+    const int cols = (int)min(p.n - col0, (i64)G_BN);
+    const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+    // The epilogue runs as whole-fragment passes (bias, activation, residual), each skipped
+    // entirely when absent, so the store loop stays the same compact code for every GEMM.
+    if (p.epi.bias) {
+        const T* bias = (const T*)p.epi.bias + col0;
+#pragma unroll
+        for (int j = 0; j < G_BN / 8; ++j) {
+            const float b0 = j * 8 < cols ? to_f32(bias[j * 8]) : 0.f;
+            const float b1 = j * 8 + 1 < cols ? to_f32(bias[j * 8 + 1]) : 0.f;
+            d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+            // Keeps the compiler from hoisting all 64 bias loads ahead of their adds: with 128
+            // live accumulators there are no registers for them.
+            asm volatile("" ::: "memory");
+        }
+    }
+    if (p.epi.act != EPI_NONE) epi_act_all<128>(p.epi.act, d);
+    const i64 offset = (i64)z * p.stride_c + row0 * p.n + col0;
+    if (p.epi.residual) {
+        const T* r0 = (const T*)p.epi.residual + offset;
+        const T* r1 = r0 + 8 * p.n;
+#pragma unroll
+        for (int j = 0; j < G_BN / 8; ++j) {
+            if (has0 && j * 8 < cols) d[j * 4] += to_f32(r0[j * 8]);
+            if (has0 && j * 8 + 1 < cols) d[j * 4 + 1] += to_f32(r0[j * 8 + 1]);
+            if (has1 && j * 8 < cols) d[j * 4 + 2] += to_f32(r1[j * 8]);
+            if (has1 && j * 8 + 1 < cols) d[j * 4 + 3] += to_f32(r1[j * 8 + 1]);
+            asm volatile("" ::: "memory");
+        }
+    }
+    T* c0 = (T*)p.c + offset;
+    T* c1 = c0 + 8 * p.n;
 #pragma unroll
     for (int j = 0; j < G_BN / 8; ++j) {
-        const i64 col = (i64)n0 + j * 8 + (lane % 4) * 2;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const i64 row = r0 + h * 8;
-            if (row < p.m) {
-                const i64 idx = (i64)z * p.stride_c + row * p.n + col;
-                if (col < p.n) C[row * p.n + col] = FromF32<T>::go(epilogue<T>(p.epi, d[j * 4 + h * 2], idx, col));
-                if (col + 1 < p.n)
-                    C[row * p.n + col + 1] = FromF32<T>::go(epilogue<T>(p.epi, d[j * 4 + h * 2 + 1], idx + 1, col + 1));
-            }
-        }
+        if (has0 && j * 8 < cols) c0[j * 8] = FromF32<T>::go(d[j * 4]);
+        if (has0 && j * 8 + 1 < cols) c0[j * 8 + 1] = FromF32<T>::go(d[j * 4 + 1]);
+        if (has1 && j * 8 < cols) c1[j * 8] = FromF32<T>::go(d[j * 4 + 2]);
+        if (has1 && j * 8 + 1 < cols) c1[j * 8 + 1] = FromF32<T>::go(d[j * 4 + 3]);
     }
 }
 

@@ -128,7 +128,21 @@ __device__ __forceinline__ void mma_kernel(const MatmulArgs& p) {
         }
     }
     cp_async_wait<0>();
-    // Accumulator layout: rows lane/4 (+8), cols 2*(lane%4) (+1) of each 16x8 tile.
+    // Accumulator layout: rows lane/4 (+8), cols 2*(lane%4) (+1) of each 16x8 tile. The
+    // epilogue runs as whole-fragment passes, each skipped when absent (see prelude.cuh).
+    float* v = &acc[0][0][0];
+    if (p.epi.bias) {
+        const T* bias = (const T*)p.epi.bias;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const i64 cc = n0 + wn + j * 8 + (lane % 4) * 2;
+            const float b0 = cc < p.n ? to_f32(bias[cc]) : 0.f, b1 = cc + 1 < p.n ? to_f32(bias[cc + 1]) : 0.f;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[i][j][0] += b0, acc[i][j][1] += b1, acc[i][j][2] += b0, acc[i][j][3] += b1;
+        }
+    }
+    if (p.epi.act != EPI_NONE) epi_act_all<64>(p.epi.act, v);
+    const T* res = p.epi.residual ? (const T*)p.epi.residual + blockIdx.z * p.stride_c : nullptr;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -138,10 +152,13 @@ __device__ __forceinline__ void mma_kernel(const MatmulArgs& p) {
                 i64 r = m0 + wm + i * 16 + lane / 4 + h * 8;
                 i64 cc = n0 + wn + j * 8 + (lane % 4) * 2;
                 if (r < p.m) {
-                    const i64 idx = (i64)blockIdx.z * p.stride_c + r * p.n + cc;
-                    if (cc < p.n) C[r * p.n + cc] = FromF32<T>::go(epilogue<T>(p.epi, acc[i][j][h * 2], idx, cc));
-                    if (cc + 1 < p.n)
-                        C[r * p.n + cc + 1] = FromF32<T>::go(epilogue<T>(p.epi, acc[i][j][h * 2 + 1], idx + 1, cc + 1));
+                    float x0 = acc[i][j][h * 2], x1 = acc[i][j][h * 2 + 1];
+                    if (res) {
+                        if (cc < p.n) x0 += to_f32(res[r * p.n + cc]);
+                        if (cc + 1 < p.n) x1 += to_f32(res[r * p.n + cc + 1]);
+                    }
+                    if (cc < p.n) C[r * p.n + cc] = FromF32<T>::go(x0);
+                    if (cc + 1 < p.n) C[r * p.n + cc + 1] = FromF32<T>::go(x1);
                 }
             }
 }

@@ -251,6 +251,39 @@ __device__ __forceinline__ float epi_act(int act, float x) {
         default: return x;
     }
 }
+// The activation over a whole register fragment, with the choice made once: per-element
+// switching in a fully unrolled store loop spreads the code of every activation over the
+// kernel's instruction stream, and fetching it costs more than the GEMM's epilogue itself.
+template <int N> __device__ __forceinline__ void epi_act_all(int act, float* v) {
+    switch (act) {
+        case EPI_RELU:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = epi_act(EPI_RELU, v[i]);
+            break;
+        case EPI_GELU:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = epi_act(EPI_GELU, v[i]);
+            break;
+        case EPI_GELU_TANH:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = epi_act(EPI_GELU_TANH, v[i]);
+            break;
+        case EPI_SILU:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = epi_act(EPI_SILU, v[i]);
+            break;
+        case EPI_SIGMOID:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = epi_act(EPI_SIGMOID, v[i]);
+            break;
+        case EPI_GELU_QUICK:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = epi_act(EPI_GELU_QUICK, v[i]);
+            break;
+        default:
+            break;
+    }
+}
 template <typename T> __device__ __forceinline__ float epilogue(const Epilogue& e, float acc, long long idx, long long col) {
     if (e.bias) acc += to_f32(reinterpret_cast<const T*>(e.bias)[col]);
     acc = epi_act(e.act, acc);
