@@ -102,7 +102,7 @@ pub fn gemm(
     // B as given (N-major) when TMA can stride its rows; else transposed into a scratch Bt.
     // MAX_GEMM_SM90_TRANSPOSE=1 and MAX_GEMM_SM90_GROUP_M=<row tiles> are tuning knobs.
     let n_major = n % 8 == 0 && b % 16 == 0 && std::env::var("MAX_GEMM_SM90_TRANSPOSE").as_deref() != Ok("1");
-    let group_m: i64 = std::env::var("MAX_GEMM_SM90_GROUP_M").ok().and_then(|v| v.parse().ok()).unwrap_or(16).max(1);
+    let group_m: i64 = std::env::var("MAX_GEMM_SM90_GROUP_M").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
     let name = match (dtype == DType::BFloat16, n_major) {
         (true, true) => "gemm_sm90_bf16_nn",
         (false, true) => "gemm_sm90_f16_nn",
@@ -120,7 +120,8 @@ pub fn gemm(
     }
     let launch_gemm = |map_b: TmaMap| -> Result<()> {
         let map_a = tma_map(dtype, a, k, rows_a, if z == 1 { 1 } else { batch_a }, BM as u32)?;
-        let args = GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, group_m, epi: *epi };
+        let args =
+            GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, group_m, epi: *epi };
         let cfg = LaunchConfig {
             grid_dim: ((n.div_ceil(BN) * rows_a.div_ceil(BM)) as u32, 1, z as u32),
             block_dim: (384, 1, 1),

@@ -28,6 +28,9 @@ pub struct Model {
     /// CUDA graph state per plan (see graphs.rs); unused when `use_graphs` is off.
     pub(crate) graphs: Mutex<HashMap<Vec<(DType, Vec<usize>)>, super::graphs::GraphState>>,
     use_graphs: bool,
+    /// Whether any step runs on the host (and so needs the worker pool); a plan that only
+    /// launches GPU kernels runs on the calling thread, saving a hand-off per execution.
+    host_work: bool,
     pub(crate) pool: Arc<rayon::ThreadPool>,
 }
 
@@ -76,6 +79,7 @@ impl Model {
             tensor_device(devices, t)?;
         }
         let output_types = graph.outputs().unwrap_or(&[]).iter().map(|v| program.types[*v].clone()).collect();
+        let host_work = has_host_work(&program.body, &program.types);
         Ok(Model {
             name: graph.name.clone(),
             program,
@@ -86,6 +90,7 @@ impl Model {
             plans: Mutex::new(HashMap::new()),
             graphs: Mutex::new(HashMap::new()),
             use_graphs: super::graphs::enabled(),
+            host_work,
             pool: Arc::new(pool),
         })
     }
@@ -164,7 +169,11 @@ impl Model {
             bindings: plan.bindings.clone(),
             preset: None,
         };
-        self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
+        if self.host_work {
+            self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
+        } else {
+            exec::run_body(&mut state, &self.program.body)?;
+        }
         self.program
             .body
             .results
@@ -269,6 +278,13 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
     super::program::free_uses(std::slice::from_ref(&program.body), &mut used);
     fixed.retain(|v, _| used.contains(v));
     Ok(())
+}
+
+fn has_host_work(body: &Body, types: &[Type]) -> bool {
+    body.steps.iter().any(|s| {
+        !s.bodies.is_empty()
+            || s.outputs.iter().any(|v| !matches!(&types[*v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu))
+    })
 }
 
 fn parse_key(key: &str) -> Result<DeviceRef> {
