@@ -158,3 +158,34 @@ impl CudaDevice {
         Ok(can != 0)
     }
 }
+
+thread_local! {
+    /// Set while this thread records a CUDA graph (engine/graphs.rs).
+    static CAPTURING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as recording a CUDA graph until the guard drops.
+pub(crate) struct CaptureScope;
+
+impl CaptureScope {
+    pub(crate) fn enter() -> CaptureScope {
+        CAPTURING.with(|c| c.set(true));
+        CaptureScope
+    }
+}
+
+impl Drop for CaptureScope {
+    fn drop(&mut self) {
+        CAPTURING.with(|c| c.set(false));
+    }
+}
+
+/// Fails, before any CUDA call, when this thread is recording a CUDA graph: host<->device
+/// copies and stream synchronisation cannot be captured, and attempting them would invalidate
+/// the capture with a driver error. The engine then runs the plan step by step instead.
+pub(crate) fn forbid_in_capture(what: &str) -> Result<()> {
+    if CAPTURING.with(|c| c.get()) {
+        return Err(Error::Value(format!("{what} needs the host and cannot be part of a CUDA graph")));
+    }
+    Ok(())
+}

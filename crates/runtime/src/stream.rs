@@ -56,6 +56,7 @@ impl Stream {
         match self {
             Stream::Host => Ok(()),
             Stream::Cuda { device, stream } => {
+                crate::cuda::forbid_in_capture("waiting for the stream")?;
                 device.bind()?;
                 stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
             }

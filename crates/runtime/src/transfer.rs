@@ -23,6 +23,9 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
         return Ok(());
     }
     let width = src.dtype().size_in_bytes();
+    if src.device().is_host() != dst.device().is_host() {
+        crate::cuda::forbid_in_capture("a copy between host and device")?;
+    }
     match (src.stream(), dst.stream()) {
         (Stream::Host, Stream::Host) => {
             // SAFETY: src's view lies in its storage; dst is contiguous with room for every

@@ -174,7 +174,9 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], dev: &Arc<CudaDevice>)
     dev.stream
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(Error::cuda("cuStreamBeginCapture"))?;
-    let ran = model.pool.install(|| exec::run_body(&mut state, body));
+    let scope = crate::cuda::CaptureScope::enter();
+    let ran = exec::run_body(&mut state, body);
+    drop(scope);
     // Capture always ends, also after an error, so the stream is usable again.
     let ended = dev.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
     ran?;

@@ -91,6 +91,7 @@ fn rows_buffer(dev: &CudaDevice, n: usize, like: &Buffer) -> Result<(Buffer, u64
 
 /// Whether `resolve` recorded an out-of-range index (waits for the stream).
 fn index_error(dev: &CudaDevice, err: u64) -> Result<bool> {
+    crate::cuda::forbid_in_capture("an index range check")?;
     let mut word = [0u64; 1];
     // SAFETY: `err` is one u64 of device memory that stays alive (its buffer is held by the
     // caller) until the synchronisation below; `word` is host memory of that size.
