@@ -166,20 +166,22 @@ fn gemm_batches<T: 'static + Copy + Default>(
         // SAFETY: the offsets address whole row-major matrices inside the buffers (shapes were
         // checked above); the output batch bi holds m * n elements.
         unsafe {
+            // Row-major C = A B is column-major C^T = B^T A^T, the layout the gemm crate's
+            // kernels write directly (no staging of the destination).
             gemm(
-                m,
                 n,
+                m,
                 k,
                 c.add(bi * m * n),
-                1,
                 n as isize,
+                1,
                 false,
-                a.add(xa),
-                1,
-                k as isize,
                 b.add(xb),
-                1,
                 n as isize,
+                1,
+                a.add(xa),
+                k as isize,
+                1,
                 T::default(),
                 T::one(),
                 false,
