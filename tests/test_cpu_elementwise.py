@@ -154,5 +154,5 @@ def test_gelu_approximations(rng):
     g = build(lambda x: [ops.gelu(x, approximate="tanh"), ops.gelu(x, approximate="quick")], cpu_type(DType.float64, (50,)))
     x = rng.uniform(-4, 4, 50)
     t, q = run(g, x)
-    np.testing.assert_allclose(t, 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))), rtol=1e-12)
-    np.testing.assert_allclose(q, x * sigmoid(1.702 * x), rtol=1e-12)
+    np.testing.assert_allclose(t, 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))), rtol=1e-10, atol=1e-15)  # 1 + tanh cancels for x < 0
+    np.testing.assert_allclose(q, x * sigmoid(1.702 * x), rtol=1e-10, atol=1e-15)
