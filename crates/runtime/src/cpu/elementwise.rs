@@ -1,258 +1,76 @@
 //! Elementwise ops on the host, one op or a fused group at a time, in one pass over memory:
 //! the output is produced in chunks small enough to stay in cache; for each chunk every group
 //! input is gathered (broadcasting by index math), every op of the group applied lane by lane,
-//! and the result stored. Floats compute in f64, integers in 64 bits with wrapping, and the
-//! result is rounded to its dtype with the cast rules.
+//! and the result stored. Floats compute in f64, integers in 64 bits with wrapping, and each
+//! op's result is rounded to its dtype with the cast rules.
+//!
+//! Groups of float32, bfloat16, float16 and bool values run on f32 lanes with the same bits
+//! (single.rs); the others on lanes of f64, i64, u64 and bool (lanes.rs, math.rs), whose buffers
+//! are reused from chunk to chunk and whose common dtypes load, round and store through direct
+//! loops (lanes::fast). The float functions are vectorisable f64 code (vmath.rs).
 
-use max_graph::attrs::Attrs;
+mod math;
+mod single;
+mod vmath;
+
 use max_graph::ops::{Op, OpKind};
 use max_graph::{DType, Type};
 use rayon::prelude::*;
 
-use super::lanes::{Lane, kind_of, load, store};
+use super::lanes::{self, Arg, Lane, fast, kind_of};
 use crate::engine::program::{Fused, Operand};
 use crate::{Buffer, Error, Result};
 
-const CHUNK: usize = 4096;
+/// Elements per chunk: the lanes of a group (8 bytes an element) stay in the L1/L2 caches.
+const CHUNK: usize = 1024;
 
-fn bad(op: &str, what: &str) -> Error {
-    Error::Value(format!("{op}: not defined for {what} values"))
+/// Work (in element-op units, roughly a nanosecond each) worth handing to another thread.
+const TASK_WORK: usize = 1 << 16;
+
+/// The same for single.rs, in units of a float32 add (a fraction of a nanosecond).
+const SINGLE_TASK_WORK: usize = 1 << 17;
+
+fn dtype_of(op: &Op, ty: &Type) -> Result<DType> {
+    ty.tensor().map(|t| t.dtype).ok_or_else(|| Error::Value(format!("{}: result is not a tensor", op.kind.name())))
 }
 
-fn erf(x: f64) -> f64 {
-    libm::erf(x)
-}
-
-fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
-
-fn unary_f(kind: OpKind, attrs: &Attrs, x: f64) -> f64 {
-    match kind {
-        OpKind::Abs => x.abs(),
-        OpKind::Negate => -x,
-        OpKind::Exp => x.exp(),
-        OpKind::Log => x.ln(),
-        OpKind::Log1p => x.ln_1p(),
-        OpKind::Sqrt => x.sqrt(),
-        OpKind::Rsqrt => 1.0 / x.sqrt(),
-        OpKind::Sin => x.sin(),
-        OpKind::Cos => x.cos(),
-        OpKind::Tanh => x.tanh(),
-        OpKind::Acos => x.acos(),
-        OpKind::Atanh => x.atanh(),
-        OpKind::Erf => erf(x),
-        OpKind::Floor => x.floor(),
-        OpKind::Round => x.round_ties_even(),
-        OpKind::Trunc => x.trunc(),
-        OpKind::Relu => {
-            if x > 0.0 {
-                x
-            } else if x.is_nan() {
-                x
-            } else {
-                0.0
-            }
-        }
-        OpKind::Sigmoid => sigmoid(x),
-        OpKind::Silu => x * sigmoid(x),
-        OpKind::Gelu => match attrs.get("approximate") {
-            Some(max_graph::Attr::Str(s)) if s == "tanh" => {
-                let c = (2.0 / std::f64::consts::PI).sqrt();
-                0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
-            }
-            Some(max_graph::Attr::Str(s)) if s == "quick" => x * sigmoid(1.702 * x),
-            _ => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
-        },
-        _ => f64::NAN,
-    }
-}
-
-fn unary(op: &Op, x: Lane) -> Result<Lane> {
-    let k = op.kind;
-    Ok(match x {
-        Lane::F(v) => match k {
-            OpKind::IsNan => Lane::B(v.iter().map(|x| x.is_nan()).collect()),
-            OpKind::IsInf => Lane::B(v.iter().map(|x| x.is_infinite()).collect()),
-            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x)).collect()),
-        },
-        Lane::I(v) => match k {
-            OpKind::Abs => Lane::I(v.into_iter().map(i64::wrapping_abs).collect()),
-            OpKind::Negate => Lane::I(v.into_iter().map(i64::wrapping_neg).collect()),
-            OpKind::Relu => Lane::I(v.into_iter().map(|x| x.max(0)).collect()),
-            OpKind::Floor | OpKind::Round | OpKind::Trunc => Lane::I(v),
-            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x as f64)).collect()),
-        },
-        Lane::U(v) => match k {
-            OpKind::Abs | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => Lane::U(v),
-            OpKind::Negate => Lane::U(v.into_iter().map(u64::wrapping_neg).collect()),
-            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x as f64)).collect()),
-        },
-        Lane::B(v) => match k {
-            OpKind::LogicalNot => Lane::B(v.into_iter().map(|b| !b).collect()),
-            OpKind::Abs | OpKind::Negate | OpKind::Relu | OpKind::Floor | OpKind::Round | OpKind::Trunc => Lane::B(v),
-            _ => Lane::F(v.into_iter().map(|x| unary_f(k, &op.attrs, x as u8 as f64)).collect()),
-        },
-    })
-}
-
-fn py_mod_f(a: f64, b: f64) -> f64 {
-    let r = a % b;
-    if r != 0.0 && ((r < 0.0) != (b < 0.0)) { r + b } else { r }
-}
-
-fn pow_i(mut base: i64, mut exp: i64) -> i64 {
-    if exp < 0 {
-        return match base {
-            1 => 1,
-            -1 => {
-                if exp % 2 == 0 {
-                    1
-                } else {
-                    -1
-                }
-            }
-            _ => 0,
-        };
-    }
-    let mut acc: i64 = 1;
-    while exp > 0 {
-        if exp & 1 == 1 {
-            acc = acc.wrapping_mul(base);
-        }
-        base = base.wrapping_mul(base);
-        exp >>= 1;
-    }
-    acc
-}
-
-macro_rules! zip {
-    ($a:expr, $b:expr, |$x:ident, $y:ident| $e:expr) => {
-        $a.iter().zip($b.iter()).map(|(&$x, &$y)| $e).collect()
-    };
-}
-
-fn binary(kind: OpKind, a: &Lane, b: &Lane) -> Result<Lane> {
-    use OpKind::*;
-    let name = kind.name();
-    Ok(match (a, b) {
-        (Lane::F(a), Lane::F(b)) => match kind {
-            Add => Lane::F(zip!(a, b, |x, y| x + y)),
-            Sub => Lane::F(zip!(a, b, |x, y| x - y)),
-            Mul => Lane::F(zip!(a, b, |x, y| x * y)),
-            Div => Lane::F(zip!(a, b, |x, y| x / y)),
-            FloorDiv => Lane::F(zip!(a, b, |x, y| (x / y).floor())),
-            Mod => Lane::F(zip!(a, b, |x, y| py_mod_f(x, y))),
-            Pow => Lane::F(zip!(a, b, |x, y| x.powf(y))),
-            Maximum => Lane::F(zip!(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) })),
-            Minimum => Lane::F(zip!(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) })),
-            Equal => Lane::B(zip!(a, b, |x, y| x == y)),
-            NotEqual => Lane::B(zip!(a, b, |x, y| x != y)),
-            Greater => Lane::B(zip!(a, b, |x, y| x > y)),
-            GreaterEqual => Lane::B(zip!(a, b, |x, y| x >= y)),
-            _ => return Err(bad(name, "float")),
-        },
-        (Lane::I(a), Lane::I(b)) => match kind {
-            Add => Lane::I(zip!(a, b, |x, y| x.wrapping_add(y))),
-            Sub => Lane::I(zip!(a, b, |x, y| x.wrapping_sub(y))),
-            Mul => Lane::I(zip!(a, b, |x, y| x.wrapping_mul(y))),
-            Div => Lane::F(zip!(a, b, |x, y| x as f64 / y as f64)),
-            FloorDiv => Lane::I(zip!(a, b, |x, y| if y == 0 {
-                0
-            } else {
-                x.wrapping_div(y) - ((x.wrapping_rem(y) != 0 && ((x < 0) != (y < 0))) as i64)
-            })),
-            Mod => Lane::I(zip!(a, b, |x, y| if y == 0 {
-                0
-            } else {
-                let r = x.wrapping_rem(y);
-                if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }
-            })),
-            Pow => Lane::I(zip!(a, b, |x, y| pow_i(x, y))),
-            Maximum => Lane::I(zip!(a, b, |x, y| x.max(y))),
-            Minimum => Lane::I(zip!(a, b, |x, y| x.min(y))),
-            Equal => Lane::B(zip!(a, b, |x, y| x == y)),
-            NotEqual => Lane::B(zip!(a, b, |x, y| x != y)),
-            Greater => Lane::B(zip!(a, b, |x, y| x > y)),
-            GreaterEqual => Lane::B(zip!(a, b, |x, y| x >= y)),
-            _ => return Err(bad(name, "integer")),
-        },
-        (Lane::U(a), Lane::U(b)) => match kind {
-            Add => Lane::U(zip!(a, b, |x, y| x.wrapping_add(y))),
-            Sub => Lane::U(zip!(a, b, |x, y| x.wrapping_sub(y))),
-            Mul => Lane::U(zip!(a, b, |x, y| x.wrapping_mul(y))),
-            Div => Lane::F(zip!(a, b, |x, y| x as f64 / y as f64)),
-            FloorDiv => Lane::U(zip!(a, b, |x, y| x.checked_div(y).unwrap_or(0))),
-            Mod => Lane::U(zip!(a, b, |x, y| x.checked_rem(y).unwrap_or(0))),
-            Pow => Lane::U(zip!(a, b, |x, y| x.wrapping_pow(y.min(u32::MAX as u64) as u32))),
-            Maximum => Lane::U(zip!(a, b, |x, y| x.max(y))),
-            Minimum => Lane::U(zip!(a, b, |x, y| x.min(y))),
-            Equal => Lane::B(zip!(a, b, |x, y| x == y)),
-            NotEqual => Lane::B(zip!(a, b, |x, y| x != y)),
-            Greater => Lane::B(zip!(a, b, |x, y| x > y)),
-            GreaterEqual => Lane::B(zip!(a, b, |x, y| x >= y)),
-            _ => return Err(bad(name, "unsigned integer")),
-        },
-        (Lane::B(a), Lane::B(b)) => match kind {
-            LogicalAnd | Mul | Minimum => Lane::B(zip!(a, b, |x, y| x && y)),
-            LogicalOr | Add | Maximum => Lane::B(zip!(a, b, |x, y| x || y)),
-            LogicalXor | Sub | NotEqual => Lane::B(zip!(a, b, |x, y| x != y)),
-            Equal => Lane::B(zip!(a, b, |x, y| x == y)),
-            Greater => Lane::B(zip!(a, b, |x, y| x & !y)),
-            GreaterEqual => Lane::B(zip!(a, b, |x, y| x | !y)),
-            _ => return Err(bad(name, "bool")),
-        },
-        _ => {
-            return Err(Error::Value(format!("{name}: operands of different kinds reached the kernel")));
-        }
-    })
-}
-
-fn select(c: &Lane, x: &Lane, y: &Lane) -> Result<Lane> {
-    let Lane::B(c) = c else {
-        return Err(Error::Value("where: condition is not bool".into()));
-    };
-    macro_rules! pick {
-        ($v:ident, $a:expr, $b:expr) => {
-            Lane::$v(c.iter().zip($a.iter().zip($b.iter())).map(|(&c, (&a, &b))| if c { a } else { b }).collect())
-        };
-    }
-    Ok(match (x, y) {
-        (Lane::F(a), Lane::F(b)) => pick!(F, a, b),
-        (Lane::I(a), Lane::I(b)) => pick!(I, a, b),
-        (Lane::U(a), Lane::U(b)) => pick!(U, a, b),
-        (Lane::B(a), Lane::B(b)) => pick!(B, a, b),
-        _ => {
-            return Err(Error::Value("where: branches of different kinds reached the kernel".into()));
-        }
-    })
+/// Whether a result of `d` that is already of `d`'s lane kind is kept as computed: these
+/// dtypes are their lane's own width.
+fn kept_raw(kind: lanes::LaneKind, d: DType) -> bool {
+    kind == kind_of(d) && matches!(d, DType::Float64 | DType::Int64 | DType::UInt64 | DType::Bool)
 }
 
 /// Applies one elementwise op to lanes; the result is rounded to `out`'s dtype.
 pub fn apply(op: &Op, args: &[&Lane], out: &Type) -> Result<Lane> {
-    let dtype = out
-        .tensor()
-        .map(|t| t.dtype)
-        .ok_or_else(|| Error::Value(format!("{}: result is not a tensor", op.kind.name())))?;
-    let raw = match (op.kind, args) {
-        (OpKind::Cast, [x]) => (*x).clone(),
-        (OpKind::Where, [c, x, y]) => select(c, x, y)?,
-        (_, [x]) => unary(op, (*x).clone())?,
-        (_, [a, b]) => binary(op.kind, a, b)?,
-        _ => {
-            return Err(Error::Value(format!("{}: wrong number of operands", op.kind.name())));
-        }
-    };
-    if raw.kind() == kind_of(dtype) && matches!(dtype, DType::Float64 | DType::Int64 | DType::UInt64 | DType::Bool) {
-        Ok(raw)
-    } else {
-        raw.convert(dtype)
+    let dtype = dtype_of(op, out)?;
+    let len = args.iter().map(|a| a.len()).min().unwrap_or(0);
+    let args: Vec<Arg> = args.iter().map(|a| a.arg(len)).collect();
+    let mut raw = Lane::F(Vec::new());
+    math::eval(op, &args, &mut raw)?;
+    if kept_raw(raw.kind(), dtype) { Ok(raw) } else { raw.convert(dtype) }
+}
+
+/// Rounds a result lane to `d` in place (`tmp` is scratch for a change of lane kind).
+fn settle(v: &mut Lane, d: DType, tmp: &mut Lane) -> Result<()> {
+    if kept_raw(v.kind(), d) || fast::round(d, v) {
+        return Ok(());
     }
+    if fast::convert(d, v.arg(v.len()), tmp) {
+        std::mem::swap(v, tmp);
+    } else {
+        *v = v.convert(d)?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// One element for every output element.
+    Constant,
+    /// Output element i is input element i.
+    Contiguous,
+    /// Anything else: walked along `Reader::dims`.
+    Strided,
 }
 
 /// How one group input is read for a chunk of the output.
@@ -261,8 +79,14 @@ struct Reader {
     ptr: *const u8,
     /// Element strides per output axis (0 where the input broadcasts).
     strides: Vec<isize>,
-    same_layout: bool,
-    scalar: bool,
+    /// The output axes of extent > 1 as (extent, stride) for this input, outermost first, with
+    /// neighbours this input steps through evenly merged into one.
+    dims: Vec<(usize, isize)>,
+    access: Access,
+    /// The dtype has direct loops and the memory is aligned for them.
+    fast: bool,
+    /// Elements of the buffer.
+    count: usize,
 }
 
 // SAFETY: readers only read host memory that outlives the kernel call.
@@ -287,74 +111,294 @@ impl Reader {
                 strides[pad + i] = s;
             }
         }
+        let mut dims: Vec<(usize, isize)> = Vec::new();
+        for (&e, &s) in out_shape.iter().zip(&strides) {
+            if e == 1 {
+                continue;
+            }
+            match dims.last_mut() {
+                Some(outer) if outer.1 == s * e as isize => *outer = (outer.0 * e, s),
+                _ => dims.push((e, s)),
+            }
+        }
+        let access = match dims.as_slice() {
+            [] | [(_, 0)] => Access::Constant,
+            [(_, 1)] => Access::Contiguous,
+            _ => Access::Strided,
+        };
+        let dtype = buf.dtype();
+        let ptr = buf.addr() as *const u8;
         Ok(Reader {
-            dtype: buf.dtype(),
-            ptr: buf.addr() as *const u8,
-            same_layout: shape == out_shape && buf.is_contiguous(),
-            scalar: buf.num_elements() == 1,
+            dtype,
+            ptr,
             strides,
+            dims,
+            access,
+            fast: fast::is_fast(dtype) && (ptr as usize) % dtype.size_in_bytes() == 0,
+            count: buf.num_elements(),
         })
     }
 
-    fn read(&self, out_shape: &[usize], start: usize, len: usize) -> Result<Lane> {
-        let offsets: Vec<isize> = if self.same_layout {
-            (start as isize..(start + len) as isize).collect()
-        } else if self.scalar {
-            vec![0; len]
-        } else {
-            let rank = out_shape.len();
-            let mut idx = vec![0usize; rank];
-            let mut rest = start;
+    /// Element offsets of output elements `start..start + len` (the path through `Canon`).
+    fn offsets(&self, out_shape: &[usize], start: usize, len: usize) -> Vec<isize> {
+        let rank = out_shape.len();
+        let mut idx = vec![0usize; rank];
+        let mut rest = start;
+        for d in (0..rank).rev() {
+            idx[d] = rest % out_shape[d].max(1);
+            rest /= out_shape[d].max(1);
+        }
+        let mut off: isize = idx.iter().zip(&self.strides).map(|(i, s)| *i as isize * s).sum();
+        let mut out = Vec::with_capacity(len);
+        for _ in 0..len {
+            out.push(off);
             for d in (0..rank).rev() {
-                idx[d] = rest % out_shape[d].max(1);
-                rest /= out_shape[d].max(1);
-            }
-            let mut off: isize = idx.iter().zip(&self.strides).map(|(i, s)| *i as isize * s).sum();
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(off);
-                for d in (0..rank).rev() {
-                    idx[d] += 1;
-                    off += self.strides[d];
-                    if idx[d] < out_shape[d] {
-                        break;
-                    }
-                    off -= self.strides[d] * out_shape[d] as isize;
-                    idx[d] = 0;
+                idx[d] += 1;
+                off += self.strides[d];
+                if idx[d] < out_shape[d] {
+                    break;
                 }
+                off -= self.strides[d] * out_shape[d] as isize;
+                idx[d] = 0;
             }
-            out
-        };
-        load(self.dtype, self.ptr, &offsets)
+        }
+        out
     }
+
+    /// Loads output elements `start..start + len` into `lane`. A constant input keeps what it
+    /// loaded: it is filled once, to a whole chunk.
+    fn read(&self, out_shape: &[usize], start: usize, len: usize, lane: &mut Lane) -> Result<()> {
+        if self.access == Access::Constant {
+            if lane.len() >= len && lane.kind() == kind_of(self.dtype) {
+                return Ok(());
+            }
+            let fill = len.max(CHUNK);
+            if !self.fast {
+                *lane = lanes::load(self.dtype, self.ptr, &vec![0; fill])?;
+                return Ok(());
+            }
+            lane.reset(kind_of(self.dtype));
+            // SAFETY: element 0 is inside the buffer and the pointer is aligned (`fast`).
+            unsafe { fast::load_run(self.dtype, self.ptr, 0, 0, fill, lane) };
+            return Ok(());
+        }
+        if !self.fast {
+            *lane = lanes::load(self.dtype, self.ptr, &self.offsets(out_shape, start, len))?;
+            return Ok(());
+        }
+        lane.reset(kind_of(self.dtype));
+        for (off, stride, run) in self.runs(start, len) {
+            // SAFETY: the run addresses elements of the buffer (see `runs`).
+            unsafe { fast::load_run(self.dtype, self.ptr, off, stride, run, lane) }
+        }
+        Ok(())
+    }
+
+    /// The runs of elements, as (offset, stride, count) in elements, this input holds for
+    /// output elements `start..start + len`, in order; every element a run addresses is inside
+    /// the buffer when `start + len` is at most the output's size.
+    fn runs(&self, start: usize, len: usize) -> Runs<'_> {
+        let dims: &[(usize, isize)] = match self.access {
+            Access::Constant => &[],
+            Access::Contiguous => return Runs { dims: &[], idx: Vec::new(), off: start as isize, left: len, flat: 1 },
+            Access::Strided => &self.dims,
+        };
+        let mut idx = vec![0usize; dims.len()];
+        let mut rest = start;
+        for d in (0..dims.len()).rev() {
+            idx[d] = rest % dims[d].0;
+            rest /= dims[d].0;
+        }
+        let off = idx.iter().zip(dims).map(|(&i, &(_, s))| i as isize * s).sum();
+        Runs { dims, idx, off, left: len, flat: 0 }
+    }
+}
+
+/// See `Reader::runs`.
+struct Runs<'a> {
+    dims: &'a [(usize, isize)],
+    idx: Vec<usize>,
+    off: isize,
+    left: usize,
+    /// The stride of the one run when there are no dims (1 contiguous, 0 constant).
+    flat: isize,
+}
+
+impl Iterator for Runs<'_> {
+    type Item = (isize, isize, usize);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(isize, isize, usize)> {
+        if self.left == 0 {
+            return None;
+        }
+        let dims = self.dims;
+        let Some(inner) = dims.len().checked_sub(1) else {
+            return Some((self.off, self.flat, std::mem::take(&mut self.left)));
+        };
+        let idx = &mut self.idx;
+        let run = (dims[inner].0 - idx[inner]).min(self.left);
+        let item = (self.off, dims[inner].1, run);
+        self.left -= run;
+        idx[inner] += run;
+        self.off += run as isize * dims[inner].1;
+        let mut d = inner;
+        while d > 0 && idx[d] == dims[d].0 {
+            self.off -= dims[d].0 as isize * dims[d].1;
+            idx[d] = 0;
+            d -= 1;
+            idx[d] += 1;
+            self.off += dims[d].1;
+        }
+        Some(item)
+    }
+}
+
+/// Rough cost of one element of an op, relative to an add.
+fn cost(kind: OpKind) -> usize {
+    use OpKind::*;
+    match kind {
+        Exp | Log | Log1p | Sin | Cos | Tanh | Acos | Atanh | Erf | Sigmoid | Silu | Gelu | Pow | Mod => 16,
+        _ => 1,
+    }
+}
+
+/// A group checked against its buffers, ready to evaluate any range of the output.
+struct Plan<'a> {
+    nodes: &'a [(Op, Vec<Operand>, Type)],
+    dtypes: Vec<DType>,
+    readers: Vec<Reader>,
+    out_shape: Vec<usize>,
+    out_dtype: DType,
+    out_ptr: usize,
+    out_fast: bool,
+}
+
+/// Per-thread lanes, reused from chunk to chunk.
+struct Scratch {
+    inputs: Vec<Lane>,
+    values: Vec<Lane>,
+    tmp: Lane,
+}
+
+impl<'a> Plan<'a> {
+    fn new(group: &'a Fused, readers: Vec<Reader>, out: &Buffer) -> Result<Plan<'a>> {
+        let out_shape = out.shape().to_vec();
+        if group.nodes.is_empty() {
+            return Err(Error::Value("empty fused group".into()));
+        }
+        let mut dtypes = Vec::with_capacity(group.nodes.len());
+        for (j, (op, operands, ty)) in group.nodes.iter().enumerate() {
+            dtypes.push(dtype_of(op, ty)?);
+            let valid = |o: &Operand| match o {
+                Operand::Input(i) => *i < readers.len(),
+                Operand::Node(k) => *k < j,
+            };
+            if operands.len() > 3 || !operands.iter().all(valid) {
+                return Err(Error::Value(format!("{}: malformed fused group", op.kind.name())));
+            }
+        }
+        let out_dtype = out.dtype();
+        Ok(Plan {
+            nodes: &group.nodes,
+            dtypes,
+            readers,
+            out_shape,
+            out_dtype,
+            out_ptr: out.addr() as usize,
+            out_fast: fast::is_fast(out_dtype) && out.addr() as usize % out_dtype.size_in_bytes() == 0,
+        })
+    }
+
+    fn scratch(&self) -> Scratch {
+        let empty = || Lane::F(Vec::with_capacity(CHUNK));
+        Scratch {
+            inputs: self.readers.iter().map(|_| empty()).collect(),
+            values: self.nodes.iter().map(|_| empty()).collect(),
+            tmp: Lane::F(Vec::new()),
+        }
+    }
+
+    /// Work per output element, in units of TASK_WORK.
+    fn cost(&self) -> usize {
+        2 + self.readers.len() + self.nodes.iter().map(|(op, _, _)| cost(op.kind)).sum::<usize>()
+    }
+
+    fn chunk(&self, s: &mut Scratch, start: usize, len: usize) -> Result<()> {
+        for (r, lane) in self.readers.iter().zip(&mut s.inputs) {
+            r.read(&self.out_shape, start, len, lane)?;
+        }
+        let last = self.nodes.len() - 1;
+        for (j, (op, operands, _)) in self.nodes.iter().enumerate() {
+            let (done, rest) = s.values.split_at_mut(j);
+            let mut args = [Arg::B(&[]); 3];
+            for (a, o) in args.iter_mut().zip(operands) {
+                *a = match o {
+                    Operand::Input(i) => s.inputs[*i].arg(len),
+                    Operand::Node(k) => done[*k].arg(len),
+                };
+            }
+            math::eval(op, &args[..operands.len()], &mut rest[0])?;
+            // The last result is rounded by the store, which applies the same rules.
+            if j < last {
+                settle(&mut rest[0], self.dtypes[j], &mut s.tmp)?;
+            }
+        }
+        let result = s.values[last].arg(len);
+        if result.len() != len {
+            return Err(Error::Value("fused group result has the wrong length".into()));
+        }
+        // SAFETY: the output is contiguous with the output shape, aligned when `out_fast`, and
+        // each chunk is written by one task only.
+        if self.out_fast && unsafe { fast::store(self.out_dtype, result, self.out_ptr as *mut u8, start) } {
+            return Ok(());
+        }
+        lanes::store(self.out_dtype, result, self.out_ptr as *mut u8, start)
+    }
+
+    fn range(&self, lo: usize, hi: usize) -> Result<()> {
+        let mut s = self.scratch();
+        for start in (lo..hi).step_by(CHUNK) {
+            self.chunk(&mut s, start, CHUNK.min(hi - start))?;
+        }
+        Ok(())
+    }
+}
+
+/// Output elements per task: enough work (`per_elem` of `task_work` per element) to be worth a
+/// thread, and enough tasks to balance the threads; a multiple of CHUNK.
+fn grain(n: usize, per_elem: usize, task_work: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    let grain = (task_work / per_elem.max(1)).max(n.div_ceil(threads * 4));
+    grain.div_ceil(CHUNK) * CHUNK
+}
+
+/// Runs `f` over `0..n` in ranges of `grain`, on the rayon pool when there is more than one.
+fn for_ranges(n: usize, grain: usize, f: impl Fn(usize, usize) -> Result<()> + Sync) -> Result<()> {
+    if n <= grain {
+        return f(0, n);
+    }
+    (0..n.div_ceil(grain)).into_par_iter().try_for_each(|t| f(t * grain, n.min((t + 1) * grain)))
 }
 
 /// Runs a fused group (or a single op wrapped as one) over host buffers; `out` is contiguous.
 pub fn run(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
-    let out_shape = out.shape().to_vec();
-    let readers: Vec<Reader> = inputs.iter().map(|b| Reader::new(b, &out_shape)).collect::<Result<_>>()?;
+    let out_shape = out.shape();
+    let readers: Vec<Reader> = inputs.iter().map(|b| Reader::new(b, out_shape)).collect::<Result<_>>()?;
     let n = out.num_elements();
-    let out_dtype = out.dtype();
-    let out_ptr = out.addr() as usize;
-    let chunks: Vec<usize> = (0..n).step_by(CHUNK).collect();
-    chunks.par_iter().try_for_each(|&start| -> Result<()> {
-        let len = CHUNK.min(n - start);
-        let loaded: Vec<Lane> = readers.iter().map(|r| r.read(&out_shape, start, len)).collect::<Result<_>>()?;
-        let mut values: Vec<Lane> = Vec::with_capacity(group.nodes.len());
-        for (op, operands, ty) in &group.nodes {
-            let args: Vec<&Lane> = operands
-                .iter()
-                .map(|o| match o {
-                    Operand::Input(i) => &loaded[*i],
-                    Operand::Node(j) => &values[*j],
-                })
-                .collect();
-            let v = apply(op, &args, ty)?;
-            values.push(v);
-        }
-        let result = values.last().ok_or_else(|| Error::Value("empty fused group".into()))?;
-        store(out_dtype, result, out_ptr as *mut u8, start)
-    })
+    if let Some(plan) = single::Single::new(group, &readers, out) {
+        return for_ranges(n, grain(n, plan.cost(), SINGLE_TASK_WORK), |lo, hi| plan.range(lo, hi));
+    }
+    let plan = Plan::new(group, readers, out)?;
+    for_ranges(n, grain(n, plan.cost(), TASK_WORK), |lo, hi| plan.range(lo, hi))
+}
+
+/// `run` without single.rs, for its tests.
+#[cfg(test)]
+fn run_generic(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
+    let readers: Vec<Reader> = inputs.iter().map(|b| Reader::new(b, out.shape())).collect::<Result<_>>()?;
+    let plan = Plan::new(group, readers, out)?;
+    for_ranges(out.num_elements(), grain(out.num_elements(), plan.cost(), TASK_WORK), |lo, hi| plan.range(lo, hi))
 }
 
 /// A single elementwise op as a one-node group.
