@@ -40,16 +40,6 @@ fn kept_raw(kind: lanes::LaneKind, d: DType) -> bool {
     kind == kind_of(d) && matches!(d, DType::Float64 | DType::Int64 | DType::UInt64 | DType::Bool)
 }
 
-/// Applies one elementwise op to lanes; the result is rounded to `out`'s dtype.
-pub fn apply(op: &Op, args: &[&Lane], out: &Type) -> Result<Lane> {
-    let dtype = dtype_of(op, out)?;
-    let len = args.iter().map(|a| a.len()).min().unwrap_or(0);
-    let args: Vec<Arg> = args.iter().map(|a| a.arg(len)).collect();
-    let mut raw = Lane::F(Vec::new());
-    math::eval(op, &args, &mut raw)?;
-    if kept_raw(raw.kind(), dtype) { Ok(raw) } else { raw.convert(dtype) }
-}
-
 /// Rounds a result lane to `d` in place (`tmp` is scratch for a change of lane kind).
 fn settle(v: &mut Lane, d: DType, tmp: &mut Lane) -> Result<()> {
     if kept_raw(v.kind(), d) || fast::round(d, v) {
@@ -366,11 +356,11 @@ impl<'a> Plan<'a> {
 }
 
 /// Output elements per task: enough work (`per_elem` of `task_work` per element) to be worth a
-/// thread, and enough tasks to balance the threads; a multiple of CHUNK.
-fn grain(n: usize, per_elem: usize, task_work: usize) -> usize {
+/// thread, and enough tasks to balance the threads; a multiple of `chunk`.
+fn grain(n: usize, per_elem: usize, task_work: usize, chunk: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
     let grain = (task_work / per_elem.max(1)).max(n.div_ceil(threads * 4));
-    grain.div_ceil(CHUNK) * CHUNK
+    grain.div_ceil(chunk) * chunk
 }
 
 /// Runs `f` over `0..n` in ranges of `grain`, on the rayon pool when there is more than one.
@@ -387,10 +377,10 @@ pub fn run(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
     let readers: Vec<Reader> = inputs.iter().map(|b| Reader::new(b, out_shape)).collect::<Result<_>>()?;
     let n = out.num_elements();
     if let Some(plan) = single::Single::new(group, &readers, out) {
-        return for_ranges(n, grain(n, plan.cost(), SINGLE_TASK_WORK), |lo, hi| plan.range(lo, hi));
+        return for_ranges(n, grain(n, plan.cost(), SINGLE_TASK_WORK, single::CHUNK), |lo, hi| plan.range(lo, hi));
     }
     let plan = Plan::new(group, readers, out)?;
-    for_ranges(n, grain(n, plan.cost(), TASK_WORK), |lo, hi| plan.range(lo, hi))
+    for_ranges(n, grain(n, plan.cost(), TASK_WORK, CHUNK), |lo, hi| plan.range(lo, hi))
 }
 
 /// `run` without single.rs, for its tests.
@@ -398,7 +388,9 @@ pub fn run(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
 fn run_generic(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
     let readers: Vec<Reader> = inputs.iter().map(|b| Reader::new(b, out.shape())).collect::<Result<_>>()?;
     let plan = Plan::new(group, readers, out)?;
-    for_ranges(out.num_elements(), grain(out.num_elements(), plan.cost(), TASK_WORK), |lo, hi| plan.range(lo, hi))
+    for_ranges(out.num_elements(), grain(out.num_elements(), plan.cost(), TASK_WORK, CHUNK), |lo, hi| {
+        plan.range(lo, hi)
+    })
 }
 
 /// A single elementwise op as a one-node group.

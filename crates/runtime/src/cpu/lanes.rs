@@ -133,15 +133,6 @@ impl Arg<'_> {
         }
     }
 
-    pub fn to_lane(self) -> Lane {
-        match self {
-            Arg::F(v) => Lane::F(v.to_vec()),
-            Arg::I(v) => Lane::I(v.to_vec()),
-            Arg::U(v) => Lane::U(v.to_vec()),
-            Arg::B(v) => Lane::B(v.to_vec()),
-        }
-    }
-
     fn canon(&self, i: usize) -> Canon {
         match self {
             Arg::F(v) => Canon::F(v[i]),
@@ -207,3 +198,6 @@ pub fn store(d: DType, arg: Arg, ptr: *mut u8, start: usize) -> Result<()> {
         Err(unsupported(d))
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,7 +19,11 @@ use max_graph::DType;
 use max_graph::ops::{Op, OpKind};
 
 use super::vmath::{Unary, multiversion};
-use super::{Access, CHUNK, Reader};
+use super::{Access, Reader};
+
+/// Elements per chunk: the f32 lanes of a group stay in the L1/L2 caches.
+pub(super) const CHUNK: usize = 2048;
+
 use crate::engine::program::{Fused, Operand};
 use crate::{Buffer, Error, Result};
 use conv::Float;
