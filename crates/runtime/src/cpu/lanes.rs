@@ -4,7 +4,7 @@
 //!
 //! The functions here go through `Canon` one element at a time and handle every dtype cast
 //! handles: they define the results. `fast` has direct loops for the common dtypes that give
-//! the same bits (the elementwise tests compare the two).
+//! the same bits (lanes/tests.rs compares the two).
 
 pub mod fast;
 

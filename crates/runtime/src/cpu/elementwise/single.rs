@@ -8,9 +8,11 @@
 //!     with the cast rules (through an f32 rounded to odd for the narrow types), as that path;
 //!   * max, min, abs, relu, where, comparisons and the like are exact in either;
 //!   * a float32 result gets NaN's canonical bits when stored, as the cast rules give.
+//! The one difference: the sign of a NaN that arithmetic on NaNs produces (IEEE 754 leaves it
+//! unspecified; x86 gives the first operand's, in an order the compiler picks in either path).
 //!
 //! A float32 input read in order is used in place, and a float32 or bool result written in
-//! place; the chunk loop is compiled for AVX2 as well and chosen at run time.
+//! place; the chunk loop is compiled for AVX2 and AVX-512 as well and chosen at run time.
 
 mod conv;
 mod kernels;
@@ -20,14 +22,13 @@ use max_graph::ops::{Op, OpKind};
 
 use super::vmath::{Unary, multiversion};
 use super::{Access, Reader};
-
-/// Elements per chunk: the f32 lanes of a group stay in the L1/L2 caches.
-pub(super) const CHUNK: usize = 2048;
-
 use crate::engine::program::{Fused, Operand};
 use crate::{Buffer, Error, Result};
 use conv::Float;
 use kernels::{Code, Out, Round, V};
+
+/// Elements per chunk: the f32 lanes of a group stay in the L1/L2 caches.
+pub(super) const CHUNK: usize = 2048;
 
 /// The type of a value of the group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,20 +278,21 @@ impl<'r> Single<'r> {
         1 + 2 * gathered + self.nodes.iter().map(|n| cost(n.code)).sum::<usize>()
     }
 
-    fn scratch(&self) -> Scratch {
+    /// Lanes for chunks of up to `len` elements.
+    fn scratch(&self, len: usize) -> Scratch {
         Scratch {
             inputs: self
                 .inputs
                 .iter()
-                .map(|i| Lane::new(i.ty, if matches!(i.source, Source::Gather) { CHUNK } else { 0 }))
+                .map(|i| Lane::new(i.ty, if matches!(i.source, Source::Gather) { len } else { 0 }))
                 .collect(),
-            nodes: self.nodes.iter().map(|n| Lane::new(n.ty, if n.scalar { 1 } else { CHUNK })).collect(),
+            nodes: self.nodes.iter().map(|n| Lane::new(n.ty, if n.scalar { 1 } else { len })).collect(),
         }
     }
 
     /// Computes output elements `lo..hi`.
     pub(super) fn range(&self, lo: usize, hi: usize) -> Result<()> {
-        let mut s = self.scratch();
+        let mut s = self.scratch(CHUNK.min(hi - lo));
         for start in (lo..hi).step_by(CHUNK) {
             if !chunk(self, &mut s, start, CHUNK.min(hi - start)) {
                 return Err(Error::Value("elementwise: operands of unexpected kinds reached the kernel".into()));

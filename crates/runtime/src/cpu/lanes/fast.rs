@@ -1,7 +1,7 @@
 //! Direct loops for the common storage dtypes (float32, float64, bfloat16, float16, int32, int64,
 //! bool): loading, rounding and storing without going through `Canon` element by element. The
-//! conversions repeat the rules of cast.rs inline so the loops can vectorise; the elementwise
-//! tests check them against cast.rs bit for bit.
+//! conversions repeat the rules of cast.rs inline so the loops can vectorise; lanes/tests.rs
+//! checks them against the `Canon` paths bit for bit.
 
 use half::{bf16, f16};
 use max_graph::DType;

@@ -1,12 +1,13 @@
 //! The loops of single.rs: one op over a chunk of f32 (float) or u8 (bool, 0 or 1) values,
 //! each operand a run of values or one value for the whole chunk. Everything here is
-//! `#[inline(always)]` so it is compiled into the AVX2 version of the chunk loop.
+//! `#[inline(always)]` (and conversions are functions or traits, not closures passed around,
+//! which the compiler may leave as calls) so it is compiled into each version of the chunk loop.
 
 use super::conv::{Float, f64_to_f32_odd, quiet, round_bf16, round_f16};
 use crate::cpu::elementwise::math::{fmax, fmin};
 use crate::cpu::elementwise::vmath::{self, Unary};
 
-/// An op with the kinds of its operands resolved (see `Single::code`).
+/// An op with the kinds of its operands resolved (see single.rs's `code`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
     /// Float arithmetic in f32, rounded to the node's type: the same as rounding the f64
