@@ -52,7 +52,7 @@ pub(crate) fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffe
             return Ok(Buffer::in_storage(arena, *offset, t.dtype, shape.to_vec(), Stream::default_for(&device)));
         }
     }
-    Buffer::empty(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
+    Buffer::for_result(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
 }
 
 pub(crate) fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
@@ -207,7 +207,7 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
         StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
         StepKind::Gemm(g) => {
             let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
-            let product = Buffer::empty(outputs[0].dtype(), &shape, &Device::Cpu)?;
+            let product = Buffer::for_result(outputs[0].dtype(), &shape, &Device::Cpu)?;
             cpu::matmul::run(&inputs[0], &inputs[1], &product)?;
             let mut tail_inputs = vec![product];
             tail_inputs.extend(inputs[2..].iter().cloned());
