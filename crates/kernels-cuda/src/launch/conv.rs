@@ -281,7 +281,7 @@ pub fn conv_forward_epi(
     fits("convolution", &extents)?;
     let depthwise = g.cg == 1 && g.groups > 1;
     let gemm_path = gemm_dtype(dtype) && !depthwise && g.kg != 0;
-    if !epi.is_identity() && !(gemm_path && epilogue_fits(dtype, &g)) {
+    if !(epi.is_identity() || gemm_path && epilogue_fits(dtype, &g)) {
         return Ok(false);
     }
     if !gemm_path {

@@ -211,21 +211,25 @@ fn match_chain(
     }
     // 3. clamp: max(v, a) maps [lo, hi] to [max(lo, a), max(hi, a)], min(v, b) to
     // [min(lo, b), min(hi, b)], so any sequence of them is one clamp.
-    while allowed.clamp {
-        let Some(s) = single(c.result) else { break };
-        let step = &body.steps[s];
-        let found = [OpKind::Maximum, OpKind::Minimum].into_iter().find_map(|kind| {
-            let k = partner(step, kind, c.result)?;
-            Some((kind, k, scalar(k)?))
-        });
-        let Some((kind, k, value)) = found.filter(|_| same_type(step.outputs[0])) else { break };
-        let (lo, hi) = c.clamp.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        c.clamp =
-            Some(if kind == OpKind::Maximum { (lo.max(value), hi.max(value)) } else { (lo.min(value), hi.min(value)) });
-        let operand = input(&mut c, k);
-        last = node(&mut c, kind, vec![last, operand]);
-        c.members.push(s);
-        c.result = step.outputs[0];
+    if allowed.clamp {
+        while let Some(s) = single(c.result) {
+            let step = &body.steps[s];
+            let found = [OpKind::Maximum, OpKind::Minimum].into_iter().find_map(|kind| {
+                let k = partner(step, kind, c.result)?;
+                Some((kind, k, scalar(k)?))
+            });
+            let Some((kind, k, value)) = found.filter(|_| same_type(step.outputs[0])) else { break };
+            let (lo, hi) = c.clamp.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+            c.clamp = Some(if kind == OpKind::Maximum {
+                (lo.max(value), hi.max(value))
+            } else {
+                (lo.min(value), hi.min(value))
+            });
+            let operand = input(&mut c, k);
+            last = node(&mut c, kind, vec![last, operand]);
+            c.members.push(s);
+            c.result = step.outputs[0];
+        }
     }
     // 4. residual: a tensor of exactly the product's type, or one times a scalar constant
     if let Some(s) = single(c.result) {
