@@ -88,9 +88,10 @@ class Timer:
             host = time.perf_counter() - t0
             end.record(stream)
         end.synchronize()
-        if host > 0.8 * self.spin_s:  # the GPU may have waited for the host: spin longer next time
+        starved = host > 0.8 * self.spin_s  # the GPU may have waited for the host
+        if starved:
             self.spin_s = min(0.5, 2 * host)
-        return start.elapsed_time(end) / 1e3 / reps, host > 0.8 * self.spin_s
+        return start.elapsed_time(end) / 1e3 / reps, starved
 
     def __call__(self, stream, fn):
         self.torch.cuda.synchronize()
