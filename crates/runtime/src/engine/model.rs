@@ -214,7 +214,7 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             && !step.inputs.is_empty()
             && step.inputs.iter().all(|v| fixed.contains_key(v))
             && match &step.kind {
-                StepKind::Fused(_) | StepKind::Gemm(_) => true,
+                StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => true,
                 StepKind::Op(op) => !matches!(
                     op.kind,
                     OpKind::Constant

@@ -7,11 +7,15 @@
 //! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
 //! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
 
+mod epilogue;
 mod pool;
+
+pub(super) use epilogue::fused;
 
 use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
-use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward, conv_transpose};
+use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward_epi, conv_transpose};
+use max_kernels_cuda::launch::epilogue::Epilogue;
 
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
@@ -126,6 +130,19 @@ fn strides_of(shape: &[usize]) -> Vec<usize> {
 }
 
 fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<&Buffer>, out: &Buffer) -> Result<()> {
+    forward_epi(dev, op, x, filter, bias, out, &Epilogue::default()).map(|_| ())
+}
+
+/// `forward` with a fused epilogue: false (nothing launched) when the GEMM cannot apply it.
+fn forward_epi(
+    dev: &CudaDevice,
+    op: &Op,
+    x: &Buffer,
+    filter: &Buffer,
+    bias: Option<&Buffer>,
+    out: &Buffer,
+    epi: &Epilogue,
+) -> Result<bool> {
     let name = op.kind.name();
     let nd = if op.kind == OpKind::Conv3d { 3 } else { 2 };
     let cl = channels_last(op)?;
@@ -209,7 +226,7 @@ fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<
     }
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_forward(&dev.stream, x.dtype(), hopper(dev), ptrs, g).map_err(kernel_err)
+    conv_forward_epi(&dev.stream, x.dtype(), hopper(dev), ptrs, g, epi).map_err(kernel_err)
 }
 
 fn transpose(
