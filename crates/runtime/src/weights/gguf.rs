@@ -45,6 +45,27 @@ pub enum MetaValue {
     Array(MetaArray),
 }
 
+impl MetaValue {
+    /// The GGUF type name: `"UINT32"`, `"ARRAY[STRING]"`, `"ARRAY[ARRAY[INT32]]"`.
+    pub fn type_name(&self) -> String {
+        match self {
+            MetaValue::U8(_) => "UINT8".into(),
+            MetaValue::I8(_) => "INT8".into(),
+            MetaValue::U16(_) => "UINT16".into(),
+            MetaValue::I16(_) => "INT16".into(),
+            MetaValue::U32(_) => "UINT32".into(),
+            MetaValue::I32(_) => "INT32".into(),
+            MetaValue::F32(_) => "FLOAT32".into(),
+            MetaValue::Bool(_) => "BOOL".into(),
+            MetaValue::Str(_) => "STRING".into(),
+            MetaValue::U64(_) => "UINT64".into(),
+            MetaValue::I64(_) => "INT64".into(),
+            MetaValue::F64(_) => "FLOAT64".into(),
+            MetaValue::Array(a) => a.type_name(),
+        }
+    }
+}
+
 /// A metadata array: one vector per element type, so a long array of small numbers costs
 /// what it costs in the file.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +106,26 @@ impl MetaArray {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// `"ARRAY[<element type>]"`; an empty array of arrays cannot say what its arrays hold.
+    pub fn type_name(&self) -> String {
+        let inner = match self {
+            MetaArray::U8(_) => "UINT8".to_string(),
+            MetaArray::I8(_) => "INT8".into(),
+            MetaArray::U16(_) => "UINT16".into(),
+            MetaArray::I16(_) => "INT16".into(),
+            MetaArray::U32(_) => "UINT32".into(),
+            MetaArray::I32(_) => "INT32".into(),
+            MetaArray::F32(_) => "FLOAT32".into(),
+            MetaArray::Bool(_) => "BOOL".into(),
+            MetaArray::Str(_) => "STRING".into(),
+            MetaArray::U64(_) => "UINT64".into(),
+            MetaArray::I64(_) => "INT64".into(),
+            MetaArray::F64(_) => "FLOAT64".into(),
+            MetaArray::Array(v) => v.first().map(MetaArray::type_name).unwrap_or_else(|| "ARRAY".into()),
+        };
+        format!("ARRAY[{inner}]")
     }
 }
 
