@@ -69,7 +69,8 @@ struct PyGgufFile {
 
 fn array_to_py(py: Python<'_>, a: &MetaArray) -> PyResult<Py<PyAny>> {
     Ok(match a {
-        MetaArray::U8(v) => v.into_py_any(py)?,
+        // A list of ints like the other arrays (a Vec<u8> would become bytes).
+        MetaArray::U8(v) => PyList::new(py, v.iter().copied())?.into_any().unbind(),
         MetaArray::I8(v) => v.into_py_any(py)?,
         MetaArray::U16(v) => v.into_py_any(py)?,
         MetaArray::I16(v) => v.into_py_any(py)?,

@@ -445,8 +445,9 @@ fn check_overlaps(tensors: &[GgufTensor]) -> std::result::Result<(), String> {
         .collect();
     spans.sort_unstable();
     for w in spans.windows(2) {
-        let ((_, end, a), (start, _, b)) = (w[0], w[1]);
-        if start < end {
+        let ((_, end_a, a), (start, end_b, b)) = (w[0], w[1]);
+        if start < end_a {
+            let end = end_a.min(end_b);
             return Err(format!("tensors {a:?} and {b:?} overlap (bytes {start}..{end} belong to both)"));
         }
     }
