@@ -236,6 +236,23 @@ def test_allocated_weights_run_in_a_model(model):
     np.testing.assert_allclose(out, want, rtol=1e-6)
 
 
+def test_host_weights_are_not_copied_by_the_session(model):
+    """The model reads the mapped file's memory itself: a change made through another view of
+    the same tensor after loading shows in its results (the process-private copy of the page;
+    the file is untouched)."""
+    tensors, path = model
+    w = SafetensorWeights([path])
+    bias = w.encoder.layer[0].attention.query.bias.allocate()
+    with Graph("add_bias", input_types=[TensorType(DType.float32, [4], DeviceRef.CPU())]) as g:
+        g.output(g.inputs[0] + bias)
+    m = engine.InferenceSession(devices=[driver.CPU()]).load(g, weights_registry=w.allocated_weights)
+    x = np.zeros(4, np.float32)
+    np.testing.assert_array_equal(m.execute(x)[0].to_numpy(), tensors["encoder.layer.0.attention.query.bias"])
+    view = w.encoder.layer[0].attention.query.bias.data().data.to_numpy()
+    view[:] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(m.execute(x)[0].to_numpy(), [1, 2, 3, 4])
+
+
 def test_load_weights_and_format_errors(tmp_path, model):
     _, path = model
     with pytest.raises(ValueError, match="load_weights: paths: no paths given"):

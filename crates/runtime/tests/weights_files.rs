@@ -167,8 +167,7 @@ fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
 #[test]
 fn unaligned_tensors_are_copied_aligned_and_writes_stay_private() {
     // Alignment 1 puts the f32 tensor at an odd file offset.
-    let mut g = GgufBuilder::default();
-    g.alignment = 1;
+    let mut g = GgufBuilder { alignment: 1, ..Default::default() };
     g.kv_u32("general.alignment", 1).tensor("u", &[3], 24, vec![1, 2, 3]).tensor("f", &[2], 0, {
         let mut v = 1.5f32.to_le_bytes().to_vec();
         v.extend_from_slice(&(-2.0f32).to_le_bytes());

@@ -73,7 +73,7 @@ impl Model {
             .map_err(|e| Error::Value(format!("could not start {threads:?} worker threads: {e}")))?;
         let mut fixed = HashMap::new();
         // A bar on stderr when moving the weights takes over a second (weights/progress.rs).
-        let mut progress = Progress::new("loading weights", external_bytes(&program, &program.body, weights));
+        let mut progress = Progress::new("loading weights", external_bytes(&program.body, weights));
         load_fixed(&program, &program.body, devices, weights, &mut fixed, &mut progress)?;
         progress.finish();
         let mut program = program;
@@ -335,10 +335,10 @@ fn describe_body(
 }
 
 /// Bytes of the registry's weights that the graph uses, for the progress bar.
-fn external_bytes(program: &Program, body: &Body, weights: &HashMap<String, Buffer>) -> u64 {
+fn external_bytes(body: &Body, weights: &HashMap<String, Buffer>) -> u64 {
     let mut total = 0u64;
     for step in &body.steps {
-        total += step.bodies.iter().map(|b| external_bytes(program, b, weights)).sum::<u64>();
+        total += step.bodies.iter().map(|b| external_bytes(b, weights)).sum::<u64>();
         if let StepKind::Op(op) = &step.kind
             && op.kind == OpKind::ConstantExternal
             && let Some(Attr::Str(name)) = op.attrs.get("name")

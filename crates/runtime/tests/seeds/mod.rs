@@ -25,13 +25,17 @@ pub fn gguf_string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
+/// A tensor of a GgufBuilder: name, dims (innermost first), GGML type code, data, and an
+/// offset that overrides the builder's placement.
+pub type TensorSpec = (Vec<u8>, Vec<u64>, u32, Vec<u8>, Option<u64>);
+
 /// A GGUF file under construction. Tensor data is placed in order at aligned offsets unless
 /// an offset is forced.
 pub struct GgufBuilder {
     pub version: u32,
     pub alignment: u64,
     pub kv: Vec<(Vec<u8>, u32, Vec<u8>)>,
-    pub tensors: Vec<(Vec<u8>, Vec<u64>, u32, Vec<u8>, Option<u64>)>,
+    pub tensors: Vec<TensorSpec>,
 }
 
 impl Default for GgufBuilder {
