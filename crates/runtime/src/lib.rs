@@ -16,6 +16,7 @@ mod scalar;
 mod storage;
 mod stream;
 mod transfer;
+pub mod weights;
 
 pub use buffer::Buffer;
 pub use cuda::{CudaDevice, accelerator_count, cuda_unavailable_reason};
