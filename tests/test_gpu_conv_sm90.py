@@ -299,3 +299,89 @@ def test_float32_keeps_the_generic_path(sm90, rng):
     g = run_gpu(dev, [x, w], sm90, cv)
     ref = conv_ref(x.astype(np.float64), w.astype(np.float64), cv)
     assert np.allclose(g, ref, rtol=1e-4, atol=1e-4)
+
+
+# -- fused epilogues (engine/conv_epilogue.rs): conv2d [+ its bias] + b -> act -> [clamp] -> + beta * r
+
+def sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def erf(v):
+    return np.vectorize(math.erf)(v)
+
+
+EPI_ACTS = {  # name: (staged, float64 reference)
+    "none": (lambda v: v, lambda v: v),
+    "relu": (ops.relu, lambda v: np.maximum(v, 0)),
+    "gelu": (ops.gelu, lambda v: 0.5 * v * (1 + erf(v / math.sqrt(2)))),
+    "gelu_tanh": (lambda v: ops.gelu(v, approximate="tanh"),
+                  lambda v: 0.5 * v * (1 + np.tanh(0.7978845608028654 * (v + 0.044715 * v**3)))),
+    "gelu_quick": (lambda v: ops.gelu(v, approximate="quick"), lambda v: v * sig(1.702 * v)),
+    "silu": (ops.silu, lambda v: v * sig(v)),
+    "sigmoid": (ops.sigmoid, sig),
+    "clamp": (lambda v: ops.min(ops.max(v, -4.0), 6.0), lambda v: np.clip(v, -4, 6)),
+    "relu6": (lambda v: ops.min(ops.relu(v), 6.0), lambda v: np.clip(v, 0, 6)),
+}
+EPI_SHAPES = [ODD[3], ODD[5], ODD[16], RESNET_B2[3], RESNET_B2[6]]
+
+
+def run_epilogue(gpu, rng, cv, dtype, act, conv_bias, beta, exact):
+    """The fused block on the GPU (one step, on the Hopper kernel) against float64 and the CPU
+    (which runs it unfused, rounding each intermediate)."""
+    vt = VALUE_TYPES[dtype]
+    p, q = cv.out_hw()
+    taps = cv.r * cv.s * cv.c
+    if exact:
+        gen = lambda shape, lim=1: rng.integers(-lim, lim + 1, size=shape).astype(vt)  # noqa: E731
+        x, w, b, cb, r = gen((cv.n, cv.h, cv.w, cv.c)), gen((cv.r, cv.s, cv.c, cv.k)), gen((cv.k,), 4), \
+            gen((cv.k,), 4), gen((cv.n, p, q, cv.k), 4)
+    else:
+        gen = lambda shape, scale=1.0: (rng.standard_normal(shape) * scale).astype(vt)  # noqa: E731
+        x, w, b, cb, r = gen((cv.n, cv.h, cv.w, cv.c)), gen((cv.r, cv.s, cv.c, cv.k), 1 / math.sqrt(taps)), \
+            gen((cv.k,)), gen((cv.k,)), gen((cv.n, p, q, cv.k))
+
+    def fn(x, w, b, r, *rest):
+        y = ops.conv2d(x, w, stride=cv.stride, dilation=cv.dil, padding=cv.pad, bias=rest[0] if conv_bias else None)
+        y = EPI_ACTS[act][0](y + b)
+        return y + (r if beta == 1 else r * beta)
+
+    inputs = [x, w, b, r] + ([cb] if conv_bias else [])
+    types = lambda dev: [TensorType(dtype, a.shape, dev) for a in inputs]  # noqa: E731
+    dev = session(gpu).load(Graph("conv_epi_gpu", fn, input_types=types(GPU)))
+    args = [driver.Buffer.from_numpy(np.ascontiguousarray(a)).to(gpu) for a in inputs]
+    report = dev._plan_report(*args)
+    assert "conv[conv2d" in report, report
+    g = run_gpu(dev, inputs, gpu, cv)
+    (c,) = execute(session().load(Graph("conv_epi_cpu", fn, input_types=types(CPU))), inputs)
+    y = conv_ref(x.astype(np.float64), w.astype(np.float64), cv) + b.astype(np.float64)
+    if conv_bias:
+        y = y + cb.astype(np.float64)
+    ref = EPI_ACTS[act][1](y) + beta * r.astype(np.float64)
+    what = f"{cv} {dtype.name} {act} conv_bias={conv_bias} beta={beta}"
+    if exact:
+        check_exact(g, ref.astype(np.float32).astype(vt), what + " vs float64")
+    else:
+        err = np.abs(g.astype(np.float64) - ref)
+        bound = EPS[dtype] * np.abs(ref) + 1e-3
+        assert (err <= bound).all(), f"{what}: worst error {err.max():.4g} against float64"
+    # The CPU runs the chain unfused and rounds each intermediate (the conv, + b, the
+    # activation, + beta * r): half an ulp of each, none amplified by the activations.
+    tol = 4 * EPS[dtype] * (np.abs(y) + np.abs(beta * r.astype(np.float64)) + np.abs(ref) + 1)
+    err = np.abs(g.astype(np.float64) - c.astype(np.float64))
+    assert (err <= tol).all(), f"{what}: worst error {err.max():.4g} against the CPU"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", list(EPI_ACTS))
+def test_fused_epilogue_every_activation(sm90, rng, dtype, act):
+    for i, cv in enumerate(EPI_SHAPES):
+        run_epilogue(sm90, rng, cv, dtype, act, conv_bias=i % 2 == 0, beta=(1, 0.5)[i % 2], exact=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", ["none", "relu", "clamp", "relu6"])
+@pytest.mark.parametrize("cv", EPI_SHAPES, ids=repr)
+def test_fused_epilogue_exact(sm90, rng, cv, dtype, act):
+    """Integer data: relu, clamp and beta = 0.5 keep every value exact until the one rounding."""
+    run_epilogue(sm90, rng, cv, dtype, act, conv_bias=True, beta=0.5, exact=True)

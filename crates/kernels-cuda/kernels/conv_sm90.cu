@@ -1,5 +1,6 @@
 // conv_sm90.cu: conv2d forward on Hopper (sm_90a) as an implicit GEMM on wgmma tensor cores fed
-// by TMA, with the epilogue (bias, activation, beta * residual) applied in registers.
+// by TMA, with the epilogue (the conv's bias, then prelude.cuh's: bias, activation, clamp,
+// beta * residual) applied in registers.
 //
 // GEMM view: out[M, K] = A[M, R*S*C] x B[R*S*C, K], where M = N*P*Q output pixels (the rows of
 // the NHWC output), K = output channels, A is the im2col matrix of the NHWC input (never
@@ -33,9 +34,9 @@
 // read it have completed (wgmma.wait_group), so a refill never overwrites data still being read.
 // Shared memory is written only by TMA and read only by wgmma (both async proxy, ordered by the
 // full barrier's complete_tx); nothing is written through the generic proxy, so no
-// fence.proxy.async is needed. The epilogue (bias, activation, beta * residual) runs in registers
-// and stores pairs of outputs straight to global memory; rows past M and columns past K are
-// skipped.
+// fence.proxy.async is needed. The epilogue (conv bias, bias, activation, clamp, beta * residual)
+// runs in registers and stores pairs of outputs straight to global memory; rows past M and
+// columns past K are skipped.
 //
 // Requirements (checked by the launcher, which falls back otherwise): bf16/f16; C % 8 == 0 and
 // K % 8 == 0 (16-byte TMA strides); 16-byte aligned input and filter, 4-byte aligned output,
@@ -62,9 +63,8 @@ struct ConvArgs {
     i32 c_tiles;   // 64-channel slices per tap
     i32 n_tiles;   // column tiles: ceil(K / BN)
     i32 tiles;     // row tiles * column tiles
-    float beta;    // residual scale: out = act(acc + bias) + beta * residual
-    i32 pad;
-    Epilogue epi;
+    u64 bias;      // the conv's own bias (K values) or 0; added before the epilogue's
+    Epilogue epi;  // out = beta * residual + clamp(act(acc + bias + epi.bias)) (prelude.cuh)
 };
 
 __device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -195,6 +195,21 @@ template <int N> __device__ __forceinline__ void cv_act_all(int act, float* v) {
     }
 }
 
+// d += bias[col] over the fragment (see the accumulator layout below); `bias` points at this
+// thread's first column, column pair j exists while 8j < cols.
+template <typename T, int BN> __device__ __forceinline__ void add_bias(float* d, const T* bias_at, int cols) {
+    const u32* bias = (const u32*)bias_at;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const u32 b = j * 8 < cols ? bias[j * 4] : 0u;
+        const float b0 = lo_of<T>(b), b1 = hi_of<T>(b);
+        d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+        // Keeps the compiler from hoisting every bias load ahead of its adds: with the
+        // accumulators live there are no registers for them.
+        asm volatile("" ::: "memory");
+    }
+}
+
 template <typename T, bool BF16, int BN>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const ConvArgs& p) {
     constexpr int STAGES = Ring<BN>::stages;
@@ -284,24 +299,15 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
         const int cols = p.k - col0;
         const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
-        if (p.epi.bias) {
-            const u32* bias = (const u32*)((const T*)p.epi.bias + col0);
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                const u32 b = j * 8 < cols ? bias[j * 4] : 0u;
-                const float b0 = lo_of<T>(b), b1 = hi_of<T>(b);
-                d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
-                // Keeps the compiler from hoisting every bias load ahead of its adds: with the
-                // accumulators live there are no registers for them.
-                asm volatile("" ::: "memory");
-            }
-        }
+        if (p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
+        if (p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
         if (p.epi.act != EPI_NONE) cv_act_all<BN / 2>(p.epi.act, d);
+        if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
         const i64 offset = row0 * p.k + col0;
         if (p.epi.residual) {
             const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
             const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
-            const float beta = p.beta;
+            const float beta = p.epi.beta;
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
                 if (has0 && j * 8 < cols) {

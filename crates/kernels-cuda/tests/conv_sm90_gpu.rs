@@ -1,8 +1,8 @@
 //! The Hopper implicit-GEMM conv2d (launch/conv_sm90.rs) on a GPU against a host f64 reference:
-//! every epilogue part the engine does not reach yet (each activation, the residual with several
-//! betas) on top of bias, for bf16 and f16, on shapes with partial row and column tiles, channel
-//! slices past C, stride, dilation and asymmetric padding; guard bytes around the output (no
-//! write past a partial tile) and an output, bias and residual only 4-byte aligned. Skips
+//! every epilogue part (the conv's own bias, the epilogue's bias, each activation, the clamp,
+//! the residual with several betas), for bf16 and f16, on shapes with partial row and column
+//! tiles, channel slices past C, stride, dilation and asymmetric padding; guard bytes around the
+//! output (no write past a partial tile) and an output, biases and residual only 4-byte aligned. Skips
 //! without an sm_90a GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip into a failure.
 
 use std::sync::{Arc, OnceLock};
@@ -195,19 +195,38 @@ fn shape(
     }
 }
 
-/// Runs one conv with bias, `a` and (when beta is given) the residual, and checks every output.
-fn check(s: &Arc<CudaStream>, dtype: DType, sh: &Conv2dShape, a: Act, beta: Option<f32>, rng: &mut Rng) {
-    let what = format!("{dtype} {sh:?} {a:?} beta={beta:?}");
+/// Runs one conv with the conv's own bias (when `conv_bias`), the epilogue's bias, `a`, the
+/// clamp to [-0.75, 0.5] (when `clamp`) and (when beta is given) the residual, and checks every
+/// output.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    s: &Arc<CudaStream>,
+    dtype: DType,
+    sh: &Conv2dShape,
+    a: Act,
+    beta: Option<f32>,
+    conv_bias: bool,
+    clamp: bool,
+    rng: &mut Rng,
+) {
+    let what = format!("{dtype} {sh:?} {a:?} beta={beta:?} conv_bias={conv_bias} clamp={clamp}");
     let (m, k) = (sh.m(), sh.k);
     let x = Dev::random(s, dtype, sh.n * sh.h * sh.w * sh.c, 16, rng);
     let f = Dev::random(s, dtype, sh.r * sh.s * sh.c * k, 16, rng);
     let bias = Dev::random(s, dtype, k, GUARD, rng);
+    let cbias = Dev::random(s, dtype, k, GUARD, rng);
     let res = Dev::random(s, dtype, m * k, GUARD, rng);
     let out = s.clone_htod(&vec![0x7Fu8; m * k * 2 + 2 * GUARD]).unwrap_or_else(|e| panic!("{e}"));
-    let epi = Epilogue::new(Some(bias.ptr(s, GUARD)), a, beta.map(|_| res.ptr(s, GUARD)));
-    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), out.device_ptr(s).0 + GUARD as u64);
-    let ran =
-        conv_sm90::conv2d(s, dtype, ptrs, sh, &epi, beta.unwrap_or(1.0)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut epi = Epilogue::new(Some(bias.ptr(s, GUARD)), a, beta.map(|_| res.ptr(s, GUARD)));
+    if let Some(b) = beta {
+        epi = epi.with_beta(b);
+    }
+    if clamp {
+        epi = epi.with_clamp(-0.75, 0.5);
+    }
+    let cb = if conv_bias { cbias.ptr(s, GUARD) } else { 0 };
+    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), cb, out.device_ptr(s).0 + GUARD as u64);
+    let ran = conv_sm90::conv2d(s, dtype, ptrs, sh, &epi).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(ran, Outcome::Ran, "{what}");
     s.synchronize().unwrap_or_else(|e| panic!("{what}: {e}"));
     let bytes = s.clone_dtoh(&out).unwrap_or_else(|e| panic!("{e}"));
@@ -219,6 +238,10 @@ fn check(s: &Arc<CudaStream>, dtype: DType, sh: &Conv2dShape, a: Act, beta: Opti
         let (oy, ox) = (pix / sh.q, pix % sh.q);
         for col in 0..k {
             let (mut acc, mut mag) = (bias.host[col], bias.host[col].abs());
+            if conv_bias {
+                acc += cbias.host[col];
+                mag += cbias.host[col].abs();
+            }
             for r in 0..sh.r {
                 for t in 0..sh.s {
                     let iy = (oy * sh.stride[0] + r * sh.dil[0]) as isize - sh.pad[0] as isize;
@@ -236,6 +259,9 @@ fn check(s: &Arc<CudaStream>, dtype: DType, sh: &Conv2dShape, a: Act, beta: Opti
                 }
             }
             let mut want = act(a, acc);
+            if clamp {
+                want = want.clamp(-0.75, 0.5);
+            }
             if let Some(b) = beta {
                 want += b as f64 * res.host[row * k + col];
             }
@@ -265,7 +291,7 @@ fn epilogue_parts_against_the_host() {
         for sh in &shapes {
             for a in ACTS {
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
-                check(&s, dtype, sh, a, beta, &mut rng);
+                check(&s, dtype, sh, a, beta, i % 3 == 1, i % 5 == 2, &mut rng);
                 i += 1;
             }
         }
@@ -277,6 +303,6 @@ fn unsuitable_problems_launch_nothing() {
     let Some(ctx) = context() else { return };
     let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
     let sh = shape(1, [8, 8], 3, 64, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]);
-    let got = conv_sm90::conv2d(&s, DType::BFloat16, (256, 256, 256), &sh, &Epilogue::default(), 1.0);
+    let got = conv_sm90::conv2d(&s, DType::BFloat16, (256, 256, 0, 256), &sh, &Epilogue::default());
     assert!(matches!(got, Ok(Outcome::NotEligible(_))), "{got:?}");
 }

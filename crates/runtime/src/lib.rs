@@ -10,6 +10,7 @@ mod cuda;
 mod device;
 pub mod engine;
 mod error;
+mod host_pool;
 mod index;
 mod scalar;
 mod storage;

@@ -110,17 +110,21 @@ struct ConvArgs {
     c_tiles: i32,
     n_tiles: i32,
     tiles: i32,
-    beta: f32,
-    pad: i32,
+    bias: u64,
     epi: Epilogue,
 }
 // SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
 unsafe impl DeviceRepr for ConvArgs {}
 
 /// Why the Hopper kernel cannot take this problem, or None when it can (the kernel header's
-/// requirements). `x`, `f` and `out` are the device addresses of the input, the filter and the
-/// output.
-pub fn unsuitable(dtype: DType, sh: &Conv2dShape, (x, f, out): (u64, u64, u64), epi: &Epilogue) -> Option<String> {
+/// requirements). `x`, `f`, `bias` and `out` are the device addresses of the input, the filter,
+/// the conv's own bias (0: none) and the output.
+pub fn unsuitable(
+    dtype: DType,
+    sh: &Conv2dShape,
+    (x, f, bias, out): (u64, u64, u64, u64),
+    epi: &Epilogue,
+) -> Option<String> {
     let why = |s: &str| Some(s.to_string());
     if !matches!(dtype, DType::BFloat16 | DType::Float16) {
         return why("only bf16 and f16");
@@ -138,7 +142,7 @@ pub fn unsuitable(dtype: DType, sh: &Conv2dShape, (x, f, out): (u64, u64, u64), 
     if sh.c % 8 != 0 || sh.k % 8 != 0 {
         return why("input or output channels not a multiple of 8 (TMA strides are multiples of 16 bytes)");
     }
-    if (x | f) % 16 != 0 || (out | epi.bias | epi.residual) % 4 != 0 {
+    if (x | f) % 16 != 0 || (out | bias | epi.bias | epi.residual) % 4 != 0 {
         return why("misaligned operands");
     }
     if sh.stride.iter().any(|&s| s > 8) {
@@ -270,20 +274,21 @@ fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
     Ok(n.max(1) as usize)
 }
 
-/// out = act(conv2d(x, f) + bias) + beta * residual (the epilogue's parts optional), on the
-/// Hopper kernel. `x`, `f` and `out` are device addresses of the NHWC input, the RSCF filter
-/// and the NHWC output; the epilogue's bias has K values and its residual the output's shape.
+/// out = beta * residual + clamp(act(conv2d(x, f) + bias + epi.bias)) (every part but the
+/// convolution optional: `epi` as prelude.cuh's `Epilogue`), on the Hopper kernel. `x`, `f`,
+/// `bias` and `out` are device addresses of the NHWC input, the RSCF filter, the conv's own
+/// bias (K values; 0 for none) and the NHWC output; the epilogue's bias has K values and its
+/// residual the output's shape.
 /// Returns [`Outcome::NotEligible`] (launching nothing) when [`unsuitable`] says so, off
 /// sm_90a, or when the driver rejects a tensor map; errors only on launch failures.
 pub fn conv2d(
     stream: &Arc<CudaStream>,
     dtype: DType,
-    (x, f, out): (u64, u64, u64),
+    (x, f, bias, out): (u64, u64, u64, u64),
     sh: &Conv2dShape,
     epi: &Epilogue,
-    beta: f32,
 ) -> Result<Outcome> {
-    if let Some(why) = unsuitable(dtype, sh, (x, f, out), epi) {
+    if let Some(why) = unsuitable(dtype, sh, (x, f, bias, out), epi) {
         return Ok(Outcome::NotEligible(why));
     }
     let arch = arch_name(stream.context())?;
@@ -318,8 +323,7 @@ pub fn conv2d(
         c_tiles: sh.c.div_ceil(BK) as i32,
         n_tiles: n_tiles as i32,
         tiles: tiles as i32,
-        beta,
-        pad: 0,
+        bias,
         epi: *epi,
     };
     let name = format!("conv_sm90_{}_n{bn}", if dtype == DType::BFloat16 { "bf16" } else { "f16" });
@@ -330,8 +334,8 @@ pub fn conv2d(
     let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
     let mut launch = stream.launch_builder(&func);
     launch.arg(&map_a).arg(&map_b).arg(&args);
-    // SAFETY: the maps describe the live input and filter; out (and the epilogue's bias and
-    // residual) hold what the shape says (the caller's contract).
+    // SAFETY: the maps describe the live input and filter; out, the bias and the epilogue's bias
+    // and residual hold what the shape says (the caller's contract).
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90)"))?;
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
     Ok(Outcome::Ran)
@@ -365,6 +369,8 @@ mod tests {
 
     #[test]
     fn args_have_the_kernels_layout() {
+        assert_eq!(std::mem::offset_of!(ConvArgs, bias), 72);
+        assert_eq!(std::mem::offset_of!(ConvArgs, epi), 80);
         assert_eq!(std::mem::size_of::<ConvArgs>(), 80 + std::mem::size_of::<Epilogue>());
         assert_eq!(std::mem::size_of::<TmaMap>(), 128);
     }
@@ -392,22 +398,22 @@ mod tests {
     fn unsuitable_shapes_say_why() {
         let e = Epilogue::default();
         let ok = shape(56, 64, 64, 3, 1, 1);
-        assert_eq!(unsuitable(DType::BFloat16, &ok, (0, 0, 0), &e), None);
-        assert_eq!(unsuitable(DType::Float16, &shape(9, 24, 40, 3, 2, 2), (0, 0, 0), &e), None);
-        assert!(unsuitable(DType::Float32, &ok, (0, 0, 0), &e).is_some());
+        assert_eq!(unsuitable(DType::BFloat16, &ok, (0, 0, 0, 0), &e), None);
+        assert_eq!(unsuitable(DType::Float16, &shape(9, 24, 40, 3, 2, 2), (0, 0, 0, 0), &e), None);
+        assert!(unsuitable(DType::Float32, &ok, (0, 0, 0, 0), &e).is_some());
         // the ResNet stem: C = 3
-        assert!(unsuitable(DType::BFloat16, &shape(56, 3, 64, 7, 2, 3), (0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::BFloat16, &shape(56, 64, 62, 3, 1, 1), (0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::BFloat16, &ok, (8, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::BFloat16, &ok, (0, 0, 2), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &shape(56, 3, 64, 7, 2, 3), (0, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &shape(56, 64, 62, 3, 1, 1), (0, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &ok, (8, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &ok, (0, 0, 0, 2), &e).is_some());
         assert!(
-            unsuitable(DType::BFloat16, &ok, (0, 0, 0), &Epilogue::new(Some(6), Default::default(), None)).is_some()
+            unsuitable(DType::BFloat16, &ok, (0, 0, 0, 0), &Epilogue::new(Some(6), Default::default(), None)).is_some()
         );
-        assert!(unsuitable(DType::Float16, &shape(56, 64, 64, 3, 9, 1), (0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::Float16, &shape(600, 64, 64, 3, 1, 200), (0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::Float16, &shape(56, 64, 64, 3, 9, 1), (0, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::Float16, &shape(600, 64, 64, 3, 1, 200), (0, 0, 0, 0), &e).is_some());
         let mut dilated = ok;
         dilated.dil = [128, 1];
-        assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
     }
 
     #[test]

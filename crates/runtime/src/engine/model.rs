@@ -148,7 +148,7 @@ impl Model {
         let mut arenas: HashMap<String, Arc<Storage>> = HashMap::new();
         for (key, &size) in &plan.arenas {
             let storage = if key.starts_with("cpu") {
-                Storage::host(size)?
+                Storage::host_recycled(size)?
             } else {
                 let dev = resolve_device(&self.devices, parse_key(key)?)?;
                 let cuda = dev.cuda().ok_or_else(|| Error::Value(format!("{key} is not a GPU")))?;
@@ -214,7 +214,7 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             && !step.inputs.is_empty()
             && step.inputs.iter().all(|v| fixed.contains_key(v))
             && match &step.kind {
-                StepKind::Fused(_) | StepKind::Gemm(_) => true,
+                StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => true,
                 StepKind::Op(op) => !matches!(
                     op.kind,
                     OpKind::Constant

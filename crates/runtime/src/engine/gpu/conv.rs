@@ -3,20 +3,23 @@
 //! col2im), and the window ops in `conv/pool.rs`. The kernels are in
 //! crates/kernels-cuda/kernels/conv.cu and pool.cu, strung together by
 //! `max_kernels_cuda::launch::conv`. With `MAX_CONV_SM90=1` on sm_90a, 16-bit NHWC conv2d with
-//! an RSCF filter and groups == 1 runs on the Hopper implicit-GEMM kernel (kernels/conv_sm90.cu)
-//! when its launcher finds the shape eligible.
+//! an RSCF filter and groups == 1 (fused epilogue included) runs on the Hopper implicit-GEMM
+//! kernel (kernels/conv_sm90.cu) when its launcher finds the shape eligible.
 //!
 //! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
 //! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
 
+mod epilogue;
 mod pool;
+
+pub(super) use epilogue::fused;
 
 use max_graph::DType;
 use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
-use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward, conv_transpose};
+use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward_epi, conv_transpose};
 use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Outcome};
-use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
+use max_kernels_cuda::launch::epilogue::Epilogue;
 
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
@@ -140,6 +143,19 @@ fn strides_of(shape: &[usize]) -> Vec<usize> {
 }
 
 fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<&Buffer>, out: &Buffer) -> Result<()> {
+    forward_epi(dev, op, x, filter, bias, out, &Epilogue::default()).map(|_| ())
+}
+
+/// `forward` with a fused epilogue: false (nothing launched) when the GEMM cannot apply it.
+fn forward_epi(
+    dev: &CudaDevice,
+    op: &Op,
+    x: &Buffer,
+    filter: &Buffer,
+    bias: Option<&Buffer>,
+    out: &Buffer,
+    epi: &Epilogue,
+) -> Result<bool> {
     let name = op.kind.name();
     let nd = if op.kind == OpKind::Conv3d { 3 } else { 2 };
     let cl = channels_last(op)?;
@@ -228,11 +244,10 @@ fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<
             pad: [pad[0], pad[2]],
             dil: [dil[0], dil[1]],
         };
-        let epi = Epilogue::new(bias.map(|b| b.addr()), Act::None, None);
         dev.bind()?;
-        let ptrs = (x.addr(), filter.addr(), out.addr());
-        if conv_sm90::conv2d(&dev.stream, x.dtype(), ptrs, &shape, &epi, 1.0).map_err(kernel_err)? == Outcome::Ran {
-            return Ok(());
+        let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
+        if conv_sm90::conv2d(&dev.stream, x.dtype(), ptrs, &shape, epi).map_err(kernel_err)? == Outcome::Ran {
+            return Ok(true);
         }
     }
     // x as [N, C, D, H, W] or [N, D, H, W, C] (D = 1 for conv2d), contiguous.
@@ -245,7 +260,7 @@ fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<
     }
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_forward(&dev.stream, x.dtype(), hopper(dev), ptrs, g).map_err(kernel_err)
+    conv_forward_epi(&dev.stream, x.dtype(), hopper(dev), ptrs, g, epi).map_err(kernel_err)
 }
 
 fn transpose(
