@@ -5,6 +5,8 @@ cudnn.benchmark) in the same process, bf16, NHWC activations and RSCF filters:
   and the whole 53-convolution stack (each layer's time times its count);
 * the stem (7x7, stride 2) at batch 256, and two large 3x3 layers at batch 1
   (128x128x512 -> 512, 256x256x256 -> 256);
+* for each, both of our paths: im2col + GEMM, and the Hopper implicit-GEMM kernel
+  (kernels/conv_sm90.cu, MAX_CONV_SM90=1) where it takes the shape; the faster one is "ours";
 * the fused block relu(conv(x, w) + b) + r (one step with the GEMM epilogue, see
   crates/runtime/src/engine/conv_epilogue.rs) against torch eager doing the same math and
   against our convolution alone.
@@ -33,6 +35,7 @@ os.environ["MAX_CUDA_GRAPHS"] = "0"  # read when a model loads
 
 from common import write  # noqa: E402
 from max import driver, engine  # noqa: E402
+from max._core import driver as core  # noqa: E402
 from max.dtype import DType  # noqa: E402
 from max.graph import DeviceRef, Graph, TensorType, ops  # noqa: E402
 
@@ -154,22 +157,37 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
         args += [b, r]
     model = max_model(session, L, fused)
     bufs = [driver.Buffer.from_dlpack(a) for a in args]
-    torch.cuda.synchronize()
-    (out,) = model.execute(*bufs)
-    gpu.synchronize()
-    ours = torch.from_dlpack(out)
     if fused:
         ref = torch.relu(F.conv2d(tx, tw, b, stride=L["stride"], padding=L["pad"])) + tr
         report = model._plan_report(*bufs)
         assert "conv[conv2d+bias+relu+residual]" in report, report
     else:
         ref = F.conv2d(tx, tw, stride=L["stride"], padding=L["pad"])
-    err = rel_err(torch, ours, ref.permute(0, 2, 3, 1))
-    assert err < 3e-2, f"{L['name']}: ours differs from cuDNN by {err:.3g} of the largest value"
-    del ours, out, ref
-    t_ours = timer(stream, lambda: model.execute(*bufs))
+    ref = ref.permute(0, 2, 3, 1)
+    # Both conv paths, chosen per call by MAX_CONV_SM90: im2col + GEMM, and the Hopper kernel
+    # (when it takes the shape: its launch counter says). MAX_BENCH_CONV_SM90=0 skips the latter.
+    paths = {}
+    for mode in ("", "1") if os.environ.get("MAX_BENCH_CONV_SM90", "1") != "0" else ("",):
+        os.environ["MAX_CONV_SM90"] = mode
+        before = core._conv_sm90_launches()
+        torch.cuda.synchronize()
+        (out,) = model.execute(*bufs)
+        gpu.synchronize()
+        took_sm90 = core._conv_sm90_launches() > before
+        if mode == "1" and not took_sm90:
+            continue
+        err = rel_err(torch, torch.from_dlpack(out), ref)
+        assert err < 3e-2, f"{L['name']} ({'sm90' if mode else 'im2col'}): differs from cuDNN by {err:.3g} of the largest value"
+        del out
+        paths["sm90" if mode else "im2col"] = (timer(stream, lambda: model.execute(*bufs)), err)
+    os.environ["MAX_CONV_SM90"] = ""
+    del ref
+    best = min(paths, key=lambda k: paths[k][0])
+    t_ours, err = paths[best]
     row = {"name": L["name"], "count": L["count"], "n": L["N"], "hw": f"{L['H']}x{L['W']}", "c": L["C"],
-           "k": L["K"], "rs": f"{L['R']}x{L['S']}", "stride": L["stride"], "rel_err": float(f"{err:.2e}")}
+           "k": L["K"], "rs": f"{L['R']}x{L['S']}", "stride": L["stride"], "rel_err": float(f"{err:.2e}"), "path": best,
+           "im2col_us": round(paths["im2col"][0] * 1e6, 1),
+           "sm90_us": round(paths["sm90"][0] * 1e6, 1) if "sm90" in paths else None}
     side = torch.cuda.Stream()
     if fused:
         def eager():
