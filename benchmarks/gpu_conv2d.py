@@ -25,8 +25,6 @@ JSON to benchmarks/results/.
 
 import csv
 import os
-import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +32,7 @@ from pathlib import Path
 os.environ["MAX_CUDA_GRAPHS"] = "0"  # read when a model loads
 
 from common import write  # noqa: E402
+from gpu_timing import Timer, our_stream  # noqa: E402
 from max import driver, engine  # noqa: E402
 from max._core import driver as core  # noqa: E402
 from max.dtype import DType  # noqa: E402
@@ -41,8 +40,6 @@ from max.graph import DeviceRef, Graph, TensorType, ops  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "resnet50_conv_b32.csv"
 FUSED = ("s2_1x1_64_256", "s3_3x3_128", "s4_1x1_256_1024")
-TARGET_S = 2e-3  # GPU time per timed round
-SPIN_HZ = 2.0e9  # clock64 ticks per second, about (spin length only)
 
 
 def layers():
@@ -70,51 +67,6 @@ def out_hw(L):
 def flops(L):
     oh, ow = out_hw(L)
     return 2 * L["N"] * oh * ow * L["K"] * L["R"] * L["S"] * L["C"]
-
-
-class Timer:
-    """GPU seconds per call of `fn`, queued `reps` times behind a spin kernel on `stream`."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        self.spin_s = 5e-3
-
-    def once(self, stream, fn, reps):
-        torch = self.torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(stream):
-            torch.cuda._sleep(int(self.spin_s * SPIN_HZ))
-            start.record(stream)
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            host = time.perf_counter() - t0
-            end.record(stream)
-        end.synchronize()
-        starved = host > 0.8 * self.spin_s  # the GPU may have waited for the host
-        if starved:
-            self.spin_s = min(0.5, 2 * host)
-        return start.elapsed_time(end) / 1e3 / reps, starved
-
-    def __call__(self, stream, fn):
-        self.torch.cuda.synchronize()
-        est, _ = self.once(stream, fn, 2)
-        reps = max(3, min(100, int(TARGET_S / max(est, 1e-7))))
-        times = []
-        for _ in range(3):
-            t, starved = self.once(stream, fn, reps)
-            if starved:
-                t, _ = self.once(stream, fn, reps)
-            times.append(t)
-        return statistics.median(times)
-
-
-def our_stream(gpu):
-    """The model's stream as a torch stream (its handle is in the stream's repr)."""
-    import torch
-
-    handle = int(re.search(r"handle=(0x[0-9a-f]+)", repr(gpu.default_stream)).group(1), 16)
-    return torch.cuda.ExternalStream(handle)
 
 
 def max_model(session, L, fused):
@@ -167,7 +119,7 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
     # Both conv paths, chosen per call by MAX_CONV_SM90: im2col + GEMM, and the Hopper kernel
     # (when it takes the shape: its launch counter says). MAX_BENCH_CONV_SM90=0 skips the latter.
     paths = {}
-    for mode in ("", "1") if os.environ.get("MAX_BENCH_CONV_SM90", "1") != "0" else ("",):
+    for mode in ("0", "1") if os.environ.get("MAX_BENCH_CONV_SM90", "1") != "0" else ("0",):
         os.environ["MAX_CONV_SM90"] = mode
         before = core._conv_sm90_launches()
         torch.cuda.synchronize()
@@ -177,10 +129,10 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
         if mode == "1" and not took_sm90:
             continue
         err = rel_err(torch, torch.from_dlpack(out), ref)
-        assert err < 3e-2, f"{L['name']} ({'sm90' if mode else 'im2col'}): differs from cuDNN by {err:.3g} of the largest value"
+        assert err < 3e-2, f"{L['name']} ({'sm90' if mode == '1' else 'im2col'}): differs from cuDNN by {err:.3g} of the largest value"
         del out
-        paths["sm90" if mode else "im2col"] = (timer(stream, lambda: model.execute(*bufs)), err)
-    os.environ["MAX_CONV_SM90"] = ""
+        paths["sm90" if mode == "1" else "im2col"] = (timer(stream, lambda: model.execute(*bufs)), err)
+    os.environ.pop("MAX_CONV_SM90")
     del ref
     best = min(paths, key=lambda k: paths[k][0])
     t_ours, err = paths[best]

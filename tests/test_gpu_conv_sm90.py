@@ -1,6 +1,5 @@
 """The Hopper implicit-GEMM conv2d (crates/kernels-cuda/kernels/conv_sm90.cu), reached through the
-engine's conv2d with MAX_CONV_SM90=1 (read at every conv2d, so monkeypatch.setenv before running
-is enough): bf16 and f16, NHWC input, RSCF filter (a graph input, or a constant), groups = 1.
+engine's conv2d (on by default on sm_90a; MAX_CONV_SM90=0, read at every conv2d, turns it off): bf16 and f16, NHWC input, RSCF filter (a graph input, or a constant), groups = 1.
 
 Every run checks through `_conv_sm90_launches()` that the kernel ran (or, for the shapes it must
 refuse, that it did not), then compares the result
@@ -283,12 +282,19 @@ def test_forced_tile_width_and_grid(sm90, rng, monkeypatch, cv, bn, grid):
     run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
 
 
-def test_opt_in_only(gpu, rng, monkeypatch):
-    """Without MAX_CONV_SM90=1 the Hopper kernel never runs."""
-    monkeypatch.delenv("MAX_CONV_SM90", raising=False)
+def test_opt_out(gpu, rng, monkeypatch):
+    """With MAX_CONV_SM90=0 the Hopper kernel never runs."""
+    monkeypatch.setenv("MAX_CONV_SM90", "0")
     monkeypatch.setenv("MAX_CUDA_GRAPHS", "0")
     cv = Conv("default_path", 2, 9, 9, 64, 64, 3, 3, 1, 1, sm90=False)
     run_case(gpu, rng, cv, DType.bfloat16, exact=True)
+
+
+def test_on_by_default(sm90, rng, monkeypatch):
+    """Without MAX_CONV_SM90 set the Hopper kernel takes an eligible shape."""
+    monkeypatch.delenv("MAX_CONV_SM90", raising=False)
+    cv = Conv("default_on", 2, 9, 9, 64, 64, 3, 3, 1, 1)
+    run_case(sm90, rng, cv, DType.bfloat16, exact=True)
 
 
 def test_float32_keeps_the_generic_path(sm90, rng):

@@ -2,9 +2,10 @@
 //! depthwise convolutions and for the dtypes the GEMM does not take), conv2d_transpose (GEMM +
 //! col2im), and the window ops in `conv/pool.rs`. The kernels are in
 //! crates/kernels-cuda/kernels/conv.cu and pool.cu, strung together by
-//! `max_kernels_cuda::launch::conv`. With `MAX_CONV_SM90=1` on sm_90a, 16-bit NHWC conv2d with
-//! an RSCF filter and groups == 1 (fused epilogue included) runs on the Hopper implicit-GEMM
-//! kernel (kernels/conv_sm90.cu) when its launcher finds the shape eligible.
+//! `max_kernels_cuda::launch::conv`. On sm_90a, 16-bit NHWC conv2d with an RSCF filter and
+//! groups == 1 (fused epilogue included) runs on the Hopper implicit-GEMM kernel
+//! (kernels/conv_sm90.cu) when its launcher finds the shape eligible; `MAX_CONV_SM90=0` turns
+//! that off.
 //!
 //! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
 //! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
@@ -74,12 +75,12 @@ fn hopper(dev: &CudaDevice) -> bool {
 }
 
 /// Whether a 16-bit NHWC/RSCF conv2d may take the Hopper implicit-GEMM kernel
-/// (launch/conv_sm90.rs, which still checks the shape): on sm_90a with `MAX_CONV_SM90=1` (read
-/// per call; opt-in until the kernel has been validated on a GPU).
+/// (launch/conv_sm90.rs, which still checks the shape): on sm_90a unless `MAX_CONV_SM90=0`
+/// (read per call).
 fn sm90_enabled(dev: &CudaDevice, dtype: DType) -> bool {
     matches!(dtype, DType::BFloat16 | DType::Float16)
         && dev.arch == "sm_90a"
-        && std::env::var("MAX_CONV_SM90").as_deref() == Ok("1")
+        && std::env::var("MAX_CONV_SM90").map_or(true, |v| v.trim() != "0")
 }
 
 /// `n` non-negative integers of attribute `key` (each `default` when it is absent).
