@@ -1,5 +1,5 @@
 """qmatmul at M=1 (one token of decode) on the GPU for Q4_0, Q8_0 and Q4_K weights of
-[N, K] = [4096, 4096] and [11008, 4096]: the time per call, the effective weight-read
+[N, K] = [4096, 4096], [11008, 4096] and [32000, 4096] (a vocabulary projection): the time per call, the effective weight-read
 bandwidth (quantized weight bytes / time), and that bandwidth as a fraction of the device's
 copy rate measured in the same run (a 1 GiB device-to-device copy, read + write bytes / time).
 
@@ -33,7 +33,7 @@ from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.quantization import QuantizationEncoding as Q
 
 ENCODINGS = [Q.Q4_0, Q.Q8_0, Q.Q4_K]
-SHAPES = [(4096, 4096), (11008, 4096)]  # (N, K): weight rows, elements per row
+SHAPES = [(4096, 4096), (11008, 4096), (32000, 4096)]  # (N, K): weight rows, elements per row
 # Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
 ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: beyond any L2
 F16_FIELDS = {Q.Q4_0: [0], Q.Q8_0: [0], Q.Q4_K: [0, 2]}
