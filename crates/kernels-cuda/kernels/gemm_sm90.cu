@@ -193,16 +193,18 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
         }
     }
     if (p.epi.act != EPI_NONE) epi_act_all<128>(p.epi.act, d);
+    if (p.epi.clamp) epi_clamp_all<128>(p.epi, d);
     const i64 offset = (i64)z * p.stride_c + row0 * p.n + col0;
     if (p.epi.residual) {
+        const float beta = p.epi.beta;
         const T* r0 = (const T*)p.epi.residual + offset;
         const T* r1 = r0 + 8 * p.n;
 #pragma unroll
         for (int j = 0; j < G_BN / 8; ++j) {
-            if (has0 && j * 8 < cols) d[j * 4] += to_f32(r0[j * 8]);
-            if (has0 && j * 8 + 1 < cols) d[j * 4 + 1] += to_f32(r0[j * 8 + 1]);
-            if (has1 && j * 8 < cols) d[j * 4 + 2] += to_f32(r1[j * 8]);
-            if (has1 && j * 8 + 1 < cols) d[j * 4 + 3] += to_f32(r1[j * 8 + 1]);
+            if (has0 && j * 8 < cols) d[j * 4] += beta * to_f32(r0[j * 8]);
+            if (has0 && j * 8 + 1 < cols) d[j * 4 + 1] += beta * to_f32(r0[j * 8 + 1]);
+            if (has1 && j * 8 < cols) d[j * 4 + 2] += beta * to_f32(r1[j * 8]);
+            if (has1 && j * 8 + 1 < cols) d[j * 4 + 3] += beta * to_f32(r1[j * 8 + 1]);
             asm volatile("" ::: "memory");
         }
     }

@@ -142,7 +142,9 @@ __device__ __forceinline__ void mma_kernel(const MatmulArgs& p) {
         }
     }
     if (p.epi.act != EPI_NONE) epi_act_all<64>(p.epi.act, v);
+    if (p.epi.clamp) epi_clamp_all<64>(p.epi, v);
     const T* res = p.epi.residual ? (const T*)p.epi.residual + blockIdx.z * p.stride_c : nullptr;
+    const float beta = p.epi.beta;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -154,8 +156,8 @@ __device__ __forceinline__ void mma_kernel(const MatmulArgs& p) {
                 if (r < p.m) {
                     float x0 = acc[i][j][h * 2], x1 = acc[i][j][h * 2 + 1];
                     if (res) {
-                        if (cc < p.n) x0 += to_f32(res[r * p.n + cc]);
-                        if (cc + 1 < p.n) x1 += to_f32(res[r * p.n + cc + 1]);
+                        if (cc < p.n) x0 += beta * to_f32(res[r * p.n + cc]);
+                        if (cc + 1 < p.n) x1 += beta * to_f32(res[r * p.n + cc + 1]);
                     }
                     if (cc < p.n) C[r * p.n + cc] = FromF32<T>::go(x0);
                     if (cc + 1 < p.n) C[r * p.n + cc + 1] = FromF32<T>::go(x1);
@@ -188,7 +190,7 @@ __device__ __forceinline__ void simt_kernel(const MatmulArgs& p) {
     if (row < p.m && col < p.n) {
         // The launcher refuses an epilogue for f64, whose accumulator would lose precision here.
         const i64 idx = (i64)blockIdx.z * p.stride_c + row * p.n + col;
-        const double v = (p.epi.bias | p.epi.residual | (u64)p.epi.act) ? (double)epilogue<T>(p.epi, (float)acc, idx, col) : (double)acc;
+        const double v = (p.epi.bias | p.epi.residual | (u64)p.epi.act | (u64)p.epi.clamp) ? (double)epilogue<T>(p.epi, (float)acc, idx, col) : (double)acc;
         C[row * p.n + col] = FromF64<T>::go(v);
     }
 }

@@ -228,15 +228,19 @@ template <typename D, typename S> __device__ __forceinline__ D convert(S x) {
 }
 
 // GEMM epilogue, shared by every matmul kernel so that a fused matmul means the same thing on
-// every path: out[idx] = residual[idx] + act(acc + bias[col]), each part optional (a zero pointer
-// skips it), computed in f32 and rounded once to the output type. `idx` is the element's linear
-// offset in the output (batch included), so the residual has the output's contiguous layout;
-// the bias is one row of `n` values broadcast over every row.
+// every path: out[idx] = beta * residual[idx] + clamp(act(acc + bias[col])), each part optional
+// (a zero pointer skips it; `clamp` is 0 unless the bounds apply), computed in f32 and rounded
+// once to the output type. `idx` is the element's linear offset in the output (batch included),
+// so the residual has the output's contiguous layout; the bias is one row of `n` values
+// broadcast over every row. beta is 1 unless a scaled residual was fused (conv epilogues).
 enum EpilogueAct { EPI_NONE = 0, EPI_RELU = 1, EPI_GELU = 2, EPI_GELU_TANH = 3, EPI_SILU = 4, EPI_SIGMOID = 5, EPI_GELU_QUICK = 6 };
 struct Epilogue {
     u64 bias;
     u64 residual;
     int act;
+    float beta;     // residual scale
+    int clamp;      // nonzero: clamp to [lo, hi] after the activation (NaN stays NaN)
+    float lo, hi;
     int pad;
 };
 __device__ __forceinline__ float epi_sigmoid(float x) { return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x)); }
@@ -284,9 +288,17 @@ template <int N> __device__ __forceinline__ void epi_act_all(int act, float* v) 
             break;
     }
 }
+// min(max(x, lo), hi) with the NaN propagation of the elementwise max/min ops.
+__device__ __forceinline__ float epi_clamp(float x, float lo, float hi) { return x != x ? x : fminf(fmaxf(x, lo), hi); }
+template <int N> __device__ __forceinline__ void epi_clamp_all(const Epilogue& e, float* v) {
+    const float lo = e.lo, hi = e.hi;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = epi_clamp(v[i], lo, hi);
+}
 template <typename T> __device__ __forceinline__ float epilogue(const Epilogue& e, float acc, long long idx, long long col) {
     if (e.bias) acc += to_f32(reinterpret_cast<const T*>(e.bias)[col]);
     acc = epi_act(e.act, acc);
-    if (e.residual) acc += to_f32(reinterpret_cast<const T*>(e.residual)[idx]);
+    if (e.clamp) acc = epi_clamp(acc, e.lo, e.hi);
+    if (e.residual) acc += e.beta * to_f32(reinterpret_cast<const T*>(e.residual)[idx]);
     return acc;
 }

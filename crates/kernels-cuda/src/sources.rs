@@ -21,6 +21,9 @@ pub const INDEXING: Family = Family { name: "indexing", source: include_str!("..
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
+/// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).
+pub const CONV_SM90: Family = Family { name: "conv_sm90", source: include_str!("../kernels/conv_sm90.cu") };
+
 /// Small-M GEMM (decode shapes): split-K SIMT and mma.sync kernels plus the split reduction.
 pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_str!("../kernels/gemm_skinny.cu") };
 /// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
@@ -56,6 +59,7 @@ pub const ALL: &[Family] = &[
     COPY_STRIDED,
     MATMUL,
     GEMM_SM90,
+    CONV_SM90,
     GEMM_SKINNY,
     LAYOUT,
     INDEXING,

@@ -94,6 +94,16 @@ impl PyModel {
     }
 }
 
+/// The step names of `graph` as compiled, before any plan (e.g. `conv[conv2d+bias+relu]` for a
+/// fused convolution): what the fusion passes did, whatever devices the graph names (tests).
+#[pyfunction]
+fn _lowered_steps(graph: PyRef<'_, PyGraphIR>) -> PyResult<Vec<String>> {
+    graph.inner.verify().map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let program = max_runtime::engine::program::lower(&graph.inner);
+    Ok(program.body.steps.iter().map(|s| s.name()).collect())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyModel>()
+    m.add_class::<PyModel>()?;
+    m.add_function(wrap_pyfunction!(_lowered_steps, m)?)
 }

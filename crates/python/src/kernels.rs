@@ -1,5 +1,6 @@
 //! Private hooks into the kernel compiler, for tests and CI: compile every family for an
-//! architecture without a GPU, and read the compiled-kernel cache's counters.
+//! architecture without a GPU, read the compiled-kernel cache's counters, count launches of the
+//! Hopper conv2d kernel.
 
 use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, sources, warm_cache};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -56,6 +57,13 @@ fn _warm_kernel_cache(py: Python<'_>, arch: &str) -> PyResult<()> {
     py.detach(move || warm_cache(&arch)).map_err(kernel_err)
 }
 
+/// How many times this process has launched the Hopper implicit-GEMM conv2d
+/// (max_kernels_cuda::launch::conv_sm90): lets tests check that a shape took that path.
+#[pyfunction]
+fn _conv_sm90_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::launches()
+}
+
 /// NVRTC's (major, minor); RuntimeError saying where it looked when it cannot be loaded.
 #[pyfunction]
 fn _nvrtc_version() -> PyResult<(i32, i32)> {
@@ -68,5 +76,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_kernel_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(_nvrtc_version, m)?)?;
     m.add_function(wrap_pyfunction!(_warm_kernel_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
     Ok(())
 }

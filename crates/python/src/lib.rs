@@ -13,6 +13,7 @@ mod graph;
 mod index;
 mod kernels;
 mod numpy_interop;
+mod weights;
 
 /// Lets the kernel compiler find libnvrtc from the `nvidia-cuda-nvrtc` wheel: the folders it
 /// installs into (CUDA 13 wheels use nvidia/cu13/lib, older ones nvidia/cuda_nvrtc/lib).
@@ -61,5 +62,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let graph_mod = PyModule::new(py, "graph")?;
     graph::register(&graph_mod)?;
     add_submodule(m, &graph_mod)?;
+
+    let weights_mod = PyModule::new(py, "weights")?;
+    weights::register(&weights_mod)?;
+    add_submodule(m, &weights_mod)?;
     Ok(())
 }

@@ -69,6 +69,16 @@ impl Buffer {
         Ok(Buffer::whole(storage, dtype, shape, stream.clone()))
     }
 
+    /// A result buffer for the engine: like `empty`, but host memory may be recycled from an
+    /// earlier result and hold its values (every kernel writes all of its outputs).
+    pub fn for_result(dtype: DType, shape: &[i64], device: &Device) -> Result<Buffer> {
+        if !device.is_host() {
+            return Buffer::empty(dtype, shape, device);
+        }
+        let (shape, nbytes) = checked_shape("Buffer", shape, dtype)?;
+        Ok(Buffer::whole(Storage::host_recycled(nbytes)?, dtype, shape, Stream::Host))
+    }
+
     pub fn empty(dtype: DType, shape: &[i64], device: &Device) -> Result<Buffer> {
         Buffer::empty_on(dtype, shape, &Stream::default_for(device))
     }

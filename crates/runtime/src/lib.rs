@@ -10,11 +10,13 @@ mod cuda;
 mod device;
 pub mod engine;
 mod error;
+mod host_pool;
 mod index;
 mod scalar;
 mod storage;
 mod stream;
 mod transfer;
+pub mod weights;
 
 pub use buffer::Buffer;
 pub use cuda::{CudaDevice, accelerator_count, cuda_unavailable_reason};

@@ -18,6 +18,7 @@ pub type External = Box<dyn Send + Sync>;
 
 enum Owner {
     Host(Layout),
+    Recycled(Layout),
     Pinned(Arc<CudaDevice>),
     Cuda(Arc<CudaDevice>, Arc<CudaStream>),
     External(#[allow(dead_code)] External),
@@ -59,6 +60,21 @@ impl Storage {
             return Err(Error::OutOfMemory(format!("could not allocate {nbytes} bytes of host memory")));
         }
         Ok(Storage::new(ptr as u64, nbytes, Device::Cpu, Owner::Host(layout)))
+    }
+
+    /// Host memory for the engine's own results: recycled from earlier results of the same size
+    /// (with their old contents; see host_pool.rs), else zero-filled.
+    pub fn host_recycled(nbytes: usize) -> Result<Storage> {
+        if nbytes == 0 {
+            return Ok(Storage::new(0, 0, Device::Cpu, Owner::Empty));
+        }
+        let layout = Layout::from_size_align(nbytes, HOST_ALIGN)
+            .map_err(|_| Error::Value(format!("a host buffer of {nbytes} bytes is too large")))?;
+        let ptr = crate::host_pool::take(layout);
+        if ptr.is_null() {
+            return Err(Error::OutOfMemory(format!("could not allocate {nbytes} bytes of host memory")));
+        }
+        Ok(Storage::new(ptr as u64, nbytes, Device::Cpu, Owner::Recycled(layout)))
     }
 
     /// Page-locked host memory, registered with the CUDA driver for fast async copies.
@@ -128,6 +144,8 @@ impl Drop for Storage {
         match &self.owner {
             // SAFETY: allocated with exactly this layout in Storage::host.
             Owner::Host(layout) => unsafe { dealloc(self.addr as *mut u8, *layout) },
+            // SAFETY: allocated with exactly this layout in Storage::host_recycled.
+            Owner::Recycled(layout) => unsafe { crate::host_pool::give(self.addr as *mut u8, *layout) },
             Owner::Pinned(dev) => {
                 if dev.bind().is_ok() {
                     // SAFETY: allocated by cuMemHostAlloc in Storage::pinned.

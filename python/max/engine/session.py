@@ -159,15 +159,21 @@ class InferenceSession:
     def load(self, model: Any, *, custom_extensions: CustomExtensionsType | None = None,
              weights_registry: Mapping[str, Any] | None = None) -> Model:
         """Compiles a staged Graph. Weights (Weight / constant_external values) come from
-        `weights_registry`, name -> array (Buffer, numpy or any DLPack array)."""
+        `weights_registry`, name -> array (Buffer, numpy, any DLPack array, or WeightData), as
+        ``Weights.allocated_weights`` gives it; host arrays are shared, not copied, unless a
+        weight lives on a GPU."""
         if isinstance(model, (str, Path)):
             raise RuntimeError(f"loading a model from a path ({model}) is not supported; stage a max.graph.Graph")
         if not isinstance(model, Graph):
             raise TypeError(f"InferenceSession.load expects a max.graph.Graph, got {type(model).__name__}")
         if custom_extensions:
             raise NotImplementedError("custom extensions (Mojo kernels) are not supported")
+        from max.graph.weights import WeightData
+
         weights = {}
         for name, value in (weights_registry or {}).items():
+            if isinstance(value, WeightData):
+                value = value.data
             if isinstance(value, driver.Buffer):
                 weights[name] = value
             elif isinstance(value, np.ndarray):

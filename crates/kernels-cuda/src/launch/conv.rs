@@ -9,6 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
 
+use super::epilogue::Epilogue;
 use super::{cast_name, gemm_sm90};
 use crate::sources::{CONV, POOL};
 use crate::{Error, Result, function};
@@ -98,24 +99,45 @@ fn gemm_align(dtype: DType) -> usize {
 /// `batch` products C[b] = A[b] @ B[b] of row-major A [m, k], B [k, n], C [m, n] stored back to
 /// back. One batch may have any number of rows; with batch > 1, m must be at most
 /// GEMM_MAX_ROWS.
-#[allow(clippy::too_many_arguments)]
 pub fn gemm(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    hopper: bool,
+    abc: (u64, u64, u64),
+    mnk: (usize, usize, usize),
+    batch: usize,
+) -> Result<()> {
+    gemm_epi(stream, dtype, hopper, abc, mnk, batch, &Epilogue::default())
+}
+
+/// `gemm` with a fused epilogue (its residual laid out like C, batches back to back).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_epi(
     stream: &Arc<CudaStream>,
     dtype: DType,
     hopper: bool,
     (a, b, c): (u64, u64, u64),
     (m, n, k): (usize, usize, usize),
     batch: usize,
+    epi: &Epilogue,
 ) -> Result<()> {
     if m == 0 || n == 0 || batch == 0 {
         return Ok(());
     }
     let es = dtype.size_in_bytes() as u64;
+    // The residual moves with C.
+    let shifted = |bytes: u64| {
+        let mut e = *epi;
+        if e.residual != 0 {
+            e.residual += bytes;
+        }
+        e
+    };
     if batch == 1 && m > GEMM_MAX_ROWS {
         for r0 in (0..m).step_by(GEMM_MAX_ROWS) {
             let rows = (m - r0).min(GEMM_MAX_ROWS);
             let (ao, co) = ((r0 * k) as u64 * es, (r0 * n) as u64 * es);
-            gemm(stream, dtype, hopper, (a + ao, b, c + co), (rows, n, k), 1)?;
+            gemm_epi(stream, dtype, hopper, (a + ao, b, c + co), (rows, n, k), 1, &shifted(co))?;
         }
         return Ok(());
     }
@@ -127,14 +149,15 @@ pub fn gemm(
         let nb = (batch - z0).min(65535);
         let off = |per: usize| (z0 * per) as u64 * es;
         let (a, b, c) = (a + off(m * k), b + off(k * n), c + off(m * n));
+        let e = shifted(off(m * n));
         if hopper && gemm_sm90::suitable(dtype, m, k, a, b) {
-            match gemm_sm90::gemm(stream, dtype, (a, b, c), (m, n, k), nb, (nb, nb), &Default::default()) {
+            match gemm_sm90::gemm(stream, dtype, (a, b, c), (m, n, k), nb, (nb, nb), &e) {
                 Ok(()) => continue,
                 Err(Error::Unsupported(_)) => {}
                 Err(e) => return Err(e),
             }
         }
-        super::matmul(stream, dtype, (a, b, c), (m, n, k), nb, (m * k, k * n, m * n), &Default::default())?;
+        super::matmul(stream, dtype, (a, b, c), (m, n, k), nb, (m * k, k * n, m * n), &e)?;
     }
     Ok(())
 }
@@ -224,13 +247,28 @@ pub fn conv_forward(
     stream: &Arc<CudaStream>,
     dtype: DType,
     hopper: bool,
+    ptrs: (u64, u64, u64, u64),
+    g: ConvGeo,
+) -> Result<()> {
+    conv_forward_epi(stream, dtype, hopper, ptrs, g, &Epilogue::default()).map(|_| ())
+}
+
+/// `conv_forward` whose GEMM also applies `epi` (its bias indexed by output channel, its
+/// residual shaped like `out`), when the GEMM writes `out` itself: one group, F needing no
+/// padding, a GEMM dtype. Otherwise (and for a non-identity `epi`) it launches nothing and
+/// returns false: the caller runs the plain convolution and applies the epilogue after.
+pub fn conv_forward_epi(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    hopper: bool,
     (x, w, bias, out): (u64, u64, u64, u64),
     mut g: ConvGeo,
-) -> Result<()> {
+    epi: &Epilogue,
+) -> Result<bool> {
     let positions = (g.output.iter().product::<i64>()) as usize;
     let (total_rows, f) = (g.n as usize * positions, g.f as usize);
     if total_rows == 0 || f == 0 {
-        return Ok(());
+        return Ok(true);
     }
     let sfx = suffix(dtype)?;
     g.has_bias = (bias != 0) as i64;
@@ -242,14 +280,18 @@ pub fn conv_forward(
     }
     fits("convolution", &extents)?;
     let depthwise = g.cg == 1 && g.groups > 1;
-    if !gemm_dtype(dtype) || depthwise || g.kg == 0 {
+    let gemm_path = gemm_dtype(dtype) && !depthwise && g.kg != 0;
+    if !(epi.is_identity() || gemm_path && epilogue_fits(dtype, &g)) {
+        return Ok(false);
+    }
+    if !gemm_path {
         let func = function(stream.context(), &CONV, &format!("conv_direct_{sfx}"))?;
         let mut l = stream.launch_builder(&func);
         l.arg(&x).arg(&w).arg(&bias).arg(&out).arg(&g);
         // SAFETY: the tensors hold what the geometry describes (the caller's contract).
         unsafe { l.launch(image_grid((positions * f) as i64, g.n)) }
             .map_err(Error::driver("cuLaunchKernel(conv_direct)"))?;
-        return Ok(());
+        return Ok(true);
     }
     let align = gemm_align(dtype);
     let (groups, kg, fg) = (g.groups as usize, g.kg as usize, g.fg as usize);
@@ -261,6 +303,7 @@ pub fn conv_forward(
     // The GEMM writes the output itself when it has one group and F needs no padding; a 1x1
     // stride-1 unpadded convolution of channels-last x multiplies x itself.
     let direct_out = groups == 1 && np == f;
+    debug_assert!(direct_out || epi.is_identity());
     let one_by_one = groups == 1
         && kp == kg
         && g.kernel == [1; 3]
@@ -303,7 +346,16 @@ pub fn conv_forward(
             None => out + (p0 * f * es) as u64,
             Some(b) => b.ptr(),
         };
-        gemm(stream, dtype, hopper, (a, wm.ptr(), dst), (rows, np, kp), groups)?;
+        if cbuf.is_none() {
+            // The GEMM writes rows p0.. of out: its residual starts there too.
+            let mut e = *epi;
+            if e.residual != 0 {
+                e.residual += (p0 * f * es) as u64;
+            }
+            gemm_epi(stream, dtype, hopper, (a, wm.ptr(), dst), (rows, np, kp), groups, &e)?;
+        } else {
+            gemm(stream, dtype, hopper, (a, wm.ptr(), dst), (rows, np, kp), groups)?;
+        }
         if let Some(b) = &cbuf {
             let (bp, o, rowsi) = (b.ptr(), out + (p0 * f * es) as u64, rows as i64);
             let mut l = stream.launch_builder(&scatter);
@@ -313,7 +365,13 @@ pub fn conv_forward(
                 .map_err(Error::driver("cuLaunchKernel(conv_scatter)"))?;
         }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Whether the GEMM of a conv on the GEMM path writes the output itself (one group, F a
+/// multiple of the GEMM's alignment), so that it can apply a fused epilogue.
+fn epilogue_fits(dtype: DType, g: &ConvGeo) -> bool {
+    g.groups == 1 && (g.fg as usize) % gemm_align(dtype) == 0
 }
 
 /// conv2d_transpose into `out` (channels-last or channels-first as `g.channels_last`).

@@ -17,26 +17,63 @@ pub enum Act {
 }
 
 /// Device pointers of the optional bias (`n` values of the output dtype) and residual (the
-/// output's shape and dtype, contiguous); zero means absent.
+/// output's shape and dtype, contiguous); zero means absent. `beta` scales the residual (1
+/// unless `with_beta`), and `with_clamp` clamps after the activation:
+/// `out = beta * residual + clamp(act(acc + bias))`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Epilogue {
     pub bias: u64,
     pub residual: u64,
     act: i32,
+    beta: f32,
+    clamp: i32,
+    lo: f32,
+    hi: f32,
     pad: i32,
 }
 
 // SAFETY: plain-old-data with the C layout of the kernel-side struct.
 unsafe impl DeviceRepr for Epilogue {}
 
+impl Default for Epilogue {
+    fn default() -> Self {
+        Epilogue::new(None, Act::None, None)
+    }
+}
+
 impl Epilogue {
     pub fn new(bias: Option<u64>, act: Act, residual: Option<u64>) -> Self {
-        Epilogue { bias: bias.unwrap_or(0), residual: residual.unwrap_or(0), act: act as i32, pad: 0 }
+        Epilogue {
+            bias: bias.unwrap_or(0),
+            residual: residual.unwrap_or(0),
+            act: act as i32,
+            beta: 1.0,
+            clamp: 0,
+            lo: f32::NEG_INFINITY,
+            hi: f32::INFINITY,
+            pad: 0,
+        }
+    }
+
+    /// The residual scaled by `beta` (`out = beta * residual + ...`).
+    pub fn with_beta(mut self, beta: f32) -> Self {
+        self.beta = beta;
+        self
+    }
+
+    /// `min(max(v, lo), hi)` after the activation (a NaN stays NaN).
+    pub fn with_clamp(mut self, lo: f32, hi: f32) -> Self {
+        (self.clamp, self.lo, self.hi) = (1, lo, hi);
+        self
+    }
+
+    pub fn beta(&self) -> f32 {
+        self.beta
     }
 
     /// True when the epilogue leaves the accumulator unchanged.
     pub fn is_identity(&self) -> bool {
-        self.bias == 0 && self.residual == 0 && self.act == 0
+        self.bias == 0 && self.residual == 0 && self.act == 0 && self.clamp == 0
     }
 }

@@ -428,9 +428,9 @@ mod tests {
 
     #[test]
     fn argument_structs_match_the_kernel_layout() {
-        assert_eq!(std::mem::size_of::<Epilogue>(), 24);
-        assert_eq!(std::mem::size_of::<SkinnyArgs>(), 13 * 8 + 24);
-        assert_eq!(std::mem::size_of::<ReduceArgs>(), 7 * 8 + 24);
+        assert_eq!(std::mem::size_of::<Epilogue>(), 40);
+        assert_eq!(std::mem::size_of::<SkinnyArgs>(), 13 * 8 + 40);
+        assert_eq!(std::mem::size_of::<ReduceArgs>(), 7 * 8 + 40);
     }
 
     #[test]

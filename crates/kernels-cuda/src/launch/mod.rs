@@ -5,6 +5,7 @@
 //! alive until the stream has run the launch.
 
 pub mod conv;
+pub mod conv_sm90;
 pub mod epilogue;
 pub mod gemm_skinny;
 pub mod gemm_sm90;

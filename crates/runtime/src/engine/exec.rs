@@ -52,7 +52,7 @@ pub(crate) fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffe
             return Ok(Buffer::in_storage(arena, *offset, t.dtype, shape.to_vec(), Stream::default_for(&device)));
         }
     }
-    Buffer::empty(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
+    Buffer::for_result(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
 }
 
 pub(crate) fn shape_of(state: &State, v: ValueId) -> Result<Vec<usize>> {
@@ -129,7 +129,7 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
             }
             Cow::Borrowed(_) => step,
         },
-        StepKind::Fused(_) | StepKind::Gemm(_) => step,
+        StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => step,
     };
     if step.outputs.first().and_then(|v| state.plan.slots.get(v)) == Some(&Slot::View) && inputs[0].is_contiguous() {
         if let StepKind::Op(op) = &step.kind {
@@ -207,11 +207,21 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
         StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
         StepKind::Gemm(g) => {
             let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
-            let product = Buffer::empty(outputs[0].dtype(), &shape, &Device::Cpu)?;
+            let product = Buffer::for_result(outputs[0].dtype(), &shape, &Device::Cpu)?;
             cpu::matmul::run(&inputs[0], &inputs[1], &product)?;
             let mut tail_inputs = vec![product];
             tail_inputs.extend(inputs[2..].iter().cloned());
             cpu::elementwise::run(&g.tail, &tail_inputs, &outputs[0])
+        }
+        StepKind::Conv(c) => {
+            // The convolution, then the epilogue's elementwise group over its result.
+            let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
+            let product = Buffer::empty(outputs[0].dtype(), &shape, &Device::Cpu)?;
+            let head = inputs.get(..c.head).ok_or_else(|| Error::Value(format!("{}: missing inputs", step.name())))?;
+            super::kernels::run_cpu(&c.conv, head, std::slice::from_ref(&product))?;
+            let mut tail_inputs = vec![product];
+            tail_inputs.extend(inputs[c.head..].iter().cloned());
+            cpu::elementwise::run(&c.tail, &tail_inputs, &outputs[0])
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Compiling graphs into executable plans and running them.
 
 mod control;
+pub mod conv_epilogue;
 pub mod epilogue;
 pub(crate) mod exec;
 mod gpu;

@@ -14,6 +14,7 @@ use super::plan::{self, Plan};
 use super::program::{self, Body, Program, StepKind};
 use super::shapes::bind_inputs;
 use crate::storage::Storage;
+use crate::weights::Progress;
 use crate::{Buffer, Device, Error, Result, Stream};
 
 pub struct Model {
@@ -71,7 +72,10 @@ impl Model {
             .build()
             .map_err(|e| Error::Value(format!("could not start {threads:?} worker threads: {e}")))?;
         let mut fixed = HashMap::new();
-        load_fixed(&program, &program.body, devices, weights, &mut fixed)?;
+        // A bar on stderr when moving the weights takes over a second (weights/progress.rs).
+        let mut progress = Progress::new("loading weights", external_bytes(&program.body, weights));
+        load_fixed(&program, &program.body, devices, weights, &mut fixed, &mut progress)?;
+        progress.finish();
         let mut program = program;
         pool.install(|| fold_constants(&mut program, devices, &mut fixed))?;
         let input_types = graph.inputs().iter().map(|v| program.types[*v].clone()).collect::<Vec<_>>();
@@ -148,7 +152,7 @@ impl Model {
         let mut arenas: HashMap<String, Arc<Storage>> = HashMap::new();
         for (key, &size) in &plan.arenas {
             let storage = if key.starts_with("cpu") {
-                Storage::host(size)?
+                Storage::host_recycled(size)?
             } else {
                 let dev = resolve_device(&self.devices, parse_key(key)?)?;
                 let cuda = dev.cuda().ok_or_else(|| Error::Value(format!("{key} is not a GPU")))?;
@@ -214,7 +218,7 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             && !step.inputs.is_empty()
             && step.inputs.iter().all(|v| fixed.contains_key(v))
             && match &step.kind {
-                StepKind::Fused(_) | StepKind::Gemm(_) => true,
+                StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => true,
                 StepKind::Op(op) => !matches!(
                     op.kind,
                     OpKind::Constant
@@ -330,6 +334,21 @@ fn describe_body(
     }
 }
 
+/// Bytes of the registry's weights that the graph uses, for the progress bar.
+fn external_bytes(body: &Body, weights: &HashMap<String, Buffer>) -> u64 {
+    let mut total = 0u64;
+    for step in &body.steps {
+        total += step.bodies.iter().map(|b| external_bytes(b, weights)).sum::<u64>();
+        if let StepKind::Op(op) = &step.kind
+            && op.kind == OpKind::ConstantExternal
+            && let Some(Attr::Str(name)) = op.attrs.get("name")
+        {
+            total += weights.get(name).map_or(0, |w| w.nbytes() as u64);
+        }
+    }
+    total
+}
+
 /// Materialises constants (from their attribute bytes) and weights (from the registry) on
 /// their devices, checking every weight's presence, dtype and shape.
 fn load_fixed(
@@ -338,10 +357,11 @@ fn load_fixed(
     devices: &[Device],
     weights: &HashMap<String, Buffer>,
     fixed: &mut HashMap<ValueId, Buffer>,
+    progress: &mut Progress,
 ) -> Result<()> {
     for step in &body.steps {
         for inner in &step.bodies {
-            load_fixed(program, inner, devices, weights, fixed)?;
+            load_fixed(program, inner, devices, weights, fixed, progress)?;
         }
         let StepKind::Op(op) = &step.kind else {
             continue;
@@ -400,7 +420,9 @@ fn load_fixed(
                     )));
                 }
                 let w = if w.is_contiguous() { w.clone() } else { w.contiguous()? };
-                w.to(&device)?
+                let moved = w.to(&device)?;
+                progress.advance(w.nbytes() as u64);
+                moved
             }
             _ => continue,
         };

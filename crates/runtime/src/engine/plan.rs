@@ -102,7 +102,7 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
             continue;
         }
         let arena_ok = matches!(&step.kind, StepKind::Op(op) if !matches!(op.kind, max_graph::OpKind::Constant | max_graph::OpKind::ConstantExternal))
-            || matches!(step.kind, StepKind::Fused(_) | StepKind::Gemm(_));
+            || matches!(step.kind, StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_));
         for v in &step.outputs {
             let ty = &program.types[*v];
             let placeable = arena_ok && !escaping.contains(v) && matches!(ty, Type::Tensor(_));

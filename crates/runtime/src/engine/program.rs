@@ -29,6 +29,8 @@ pub enum StepKind {
     Fused(Fused),
     /// A matmul with its bias/activation/residual epilogue (see epilogue.rs).
     Gemm(super::epilogue::GemmEpilogue),
+    /// A conv2d with its bias/activation/clamp/scaled-residual epilogue (see conv_epilogue.rs).
+    Conv(super::conv_epilogue::ConvEpilogue),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +65,7 @@ impl Step {
                 format!("fused[{}]", names.join("+"))
             }
             StepKind::Gemm(g) => g.name(),
+            StepKind::Conv(c) => c.name(),
         }
     }
 }
@@ -89,6 +92,7 @@ pub fn lower(graph: &Graph) -> Program {
     count_uses(&body, &mut uses);
     if std::env::var_os("MAX_NO_EPILOGUE_FUSION").is_none() {
         super::epilogue::fuse(&mut body, &types, &uses);
+        super::conv_epilogue::fuse(&mut body, &types, &uses);
     }
     fuse(&mut body, &types, &uses);
     Program { types, body }

@@ -2,16 +2,25 @@
 //! depthwise convolutions and for the dtypes the GEMM does not take), conv2d_transpose (GEMM +
 //! col2im), and the window ops in `conv/pool.rs`. The kernels are in
 //! crates/kernels-cuda/kernels/conv.cu and pool.cu, strung together by
-//! `max_kernels_cuda::launch::conv`.
+//! `max_kernels_cuda::launch::conv`. On sm_90a, 16-bit NHWC conv2d with an RSCF filter and
+//! groups == 1 (fused epilogue included) runs on the Hopper implicit-GEMM kernel
+//! (kernels/conv_sm90.cu) when its launcher finds the shape eligible; `MAX_CONV_SM90=0` turns
+//! that off.
 //!
 //! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
 //! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
 
+mod epilogue;
 mod pool;
 
+pub(super) use epilogue::fused;
+
+use max_graph::DType;
 use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
-use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward, conv_transpose};
+use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward_epi, conv_transpose};
+use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Outcome};
+use max_kernels_cuda::launch::epilogue::Epilogue;
 
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
@@ -63,6 +72,15 @@ fn kernel_err(e: max_kernels_cuda::Error) -> Error {
 
 fn hopper(dev: &CudaDevice) -> bool {
     dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10")
+}
+
+/// Whether a 16-bit NHWC/RSCF conv2d may take the Hopper implicit-GEMM kernel
+/// (launch/conv_sm90.rs, which still checks the shape): on sm_90a unless `MAX_CONV_SM90=0`
+/// (read per call).
+fn sm90_enabled(dev: &CudaDevice, dtype: DType) -> bool {
+    matches!(dtype, DType::BFloat16 | DType::Float16)
+        && dev.arch == "sm_90a"
+        && std::env::var("MAX_CONV_SM90").map_or(true, |v| v.trim() != "0")
 }
 
 /// `n` non-negative integers of attribute `key` (each `default` when it is absent).
@@ -126,6 +144,19 @@ fn strides_of(shape: &[usize]) -> Vec<usize> {
 }
 
 fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<&Buffer>, out: &Buffer) -> Result<()> {
+    forward_epi(dev, op, x, filter, bias, out, &Epilogue::default()).map(|_| ())
+}
+
+/// `forward` with a fused epilogue: false (nothing launched) when the GEMM cannot apply it.
+fn forward_epi(
+    dev: &CudaDevice,
+    op: &Op,
+    x: &Buffer,
+    filter: &Buffer,
+    bias: Option<&Buffer>,
+    out: &Buffer,
+    epi: &Epilogue,
+) -> Result<bool> {
     let name = op.kind.name();
     let nd = if op.kind == OpKind::Conv3d { 3 } else { 2 };
     let cl = channels_last(op)?;
@@ -199,6 +230,27 @@ fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<
             return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
         }
     }
+    if nd == 2 && groups == 1 && cl && layout == "RSCF" && sm90_enabled(dev, x.dtype()) {
+        let shape = Conv2dShape {
+            n: xs[0],
+            h: spatial[0],
+            w: spatial[1],
+            c,
+            k: f,
+            r: fs[0],
+            s: fs[1],
+            p: want[1],
+            q: want[2],
+            stride: [stride[0], stride[1]],
+            pad: [pad[0], pad[2]],
+            dil: [dil[0], dil[1]],
+        };
+        dev.bind()?;
+        let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
+        if conv_sm90::conv2d(&dev.stream, x.dtype(), ptrs, &shape, epi).map_err(kernel_err)? == Outcome::Ran {
+            return Ok(true);
+        }
+    }
     // x as [N, C, D, H, W] or [N, D, H, W, C] (D = 1 for conv2d), contiguous.
     let [id, ih, iw] = g.input;
     let ci = c as i64;
@@ -209,7 +261,7 @@ fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<
     }
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_forward(&dev.stream, x.dtype(), hopper(dev), ptrs, g).map_err(kernel_err)
+    conv_forward_epi(&dev.stream, x.dtype(), hopper(dev), ptrs, g, epi).map_err(kernel_err)
 }
 
 fn transpose(

@@ -10,7 +10,7 @@ use super::super::epilogue::GemmEpilogue;
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
 
-fn act_of(op: &Op) -> Result<Act> {
+pub(super) fn act_of(op: &Op) -> Result<Act> {
     Ok(match op.kind {
         OpKind::Relu => Act::Relu,
         OpKind::Silu => Act::Silu,

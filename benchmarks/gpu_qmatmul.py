@@ -1,0 +1,114 @@
+"""qmatmul at M=1 (one token of decode) on the GPU for Q4_0, Q8_0 and Q4_K weights of
+[N, K] = [4096, 4096], [11008, 4096] and [32000, 4096] (a vocabulary projection): the time per call, the effective weight-read
+bandwidth (quantized weight bytes / time), and that bandwidth as a fraction of the device's
+copy rate measured in the same run (a 1 GiB device-to-device copy, read + write bytes / time).
+
+Two times per shape: `wall_us`, calls back to back from Python (the engine's per-call host
+overhead included), and `gpu_us`, the GPU time per call with the host out of the way
+(gpu_timing.py), as a decode step replayed from a CUDA graph sees it. The bandwidth figures use
+`gpu_us`. Successive timed calls read different copies of the weights, more of them than the
+L2 cache holds, so every call reads its weights from memory.
+For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
+is checked against ops.dequantize followed by a float32 product in torch.
+
+The weights are random blocks with finite f16 scales, made in memory (no files). Needs a GPU,
+numpy and torch.
+
+    python benchmarks/gpu_qmatmul.py
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import itertools
+
+from common import time_async, time_gpu, write
+from gpu_timing import Timer, our_stream
+from max import driver, engine
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType, ops
+from max.graph.quantization import QuantizationEncoding as Q
+
+ENCODINGS = [Q.Q4_0, Q.Q8_0, Q.Q4_K]
+SHAPES = [(4096, 4096), (11008, 4096), (32000, 4096)]  # (N, K): weight rows, elements per row
+# Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
+ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: beyond any L2
+F16_FIELDS = {Q.Q4_0: [0], Q.Q8_0: [0], Q.Q4_K: [0, 2]}
+
+
+def random_blocks(rng: np.random.Generator, enc: Q, rows: int, k: int) -> np.ndarray:
+    blocks = k // enc.elements_per_block
+    raw = rng.integers(0, 256, size=(rows, blocks, enc.block_size), dtype=np.uint8)
+    for off in F16_FIELDS[enc]:
+        scale = (rng.standard_normal((rows, blocks)) * 0.02).astype(np.float16)
+        raw[:, :, off : off + 2] = scale.view(np.uint8).reshape(rows, blocks, 2)
+    return raw.reshape(rows, blocks * enc.block_size)
+
+
+def main() -> None:
+    if driver.accelerator_count() == 0:
+        print("no GPU: nothing to measure")
+        return
+    import torch
+
+    gpu = driver.Accelerator()
+
+    def sync() -> None:
+        torch.cuda.synchronize()
+        gpu.synchronize()
+
+    session = engine.InferenceSession(devices=[driver.CPU(), gpu])
+    stream, timer = our_stream(gpu), Timer(torch)
+    side = torch.cuda.Stream()
+    rng = np.random.default_rng(0)
+
+    copy_bytes = 1 << 30
+    src = driver.Buffer(DType.uint8, [copy_bytes], device=gpu)
+    copy_s = time_gpu(lambda: src.copy(), sync)
+    copy_gbps = 2 * copy_bytes / copy_s / 1e9
+    del src
+
+    rows = []
+    for enc in ENCODINGS:
+        for n, k in SHAPES:
+            kb = k // enc.elements_per_block * enc.block_size
+            gref = DeviceRef.GPU()
+            with Graph("qmm", input_types=[TensorType(DType.float32, (1, k), gref), TensorType(DType.uint8, (n, kb), gref)]) as g:
+                g.output(ops.qmatmul(enc, None, *g.inputs))
+            model = session.load(g)
+            with Graph("deq", input_types=[TensorType(DType.uint8, (n, kb), gref)]) as g:
+                g.output(ops.dequantize(enc, g.inputs[0]))
+            deq = session.load(g)
+            x = driver.Buffer.from_numpy(rng.standard_normal((1, k)).astype(np.float32)).to(gpu)
+            w = driver.Buffer.from_numpy(random_blocks(rng, enc, n, k)).to(gpu)
+            (out,) = model.execute(x, w)
+            (wd,) = deq.execute(w)
+            tw = torch.from_dlpack(wd)
+            tx = torch.from_dlpack(x)
+            ref = tx @ tw.T
+            err = (torch.from_dlpack(out) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+            wall = time_async(lambda: model.execute(x, w), sync, warmup=10, reps=200)
+            weight_bytes = n * kb
+            ws = itertools.cycle([w] + [w.copy() for _ in range(ROTATE_BYTES // weight_bytes)])
+            ours = timer(stream, lambda: model.execute(x, next(ws)))
+            tx16 = tx.to(torch.bfloat16)
+            tw16 = tw.to(torch.bfloat16)
+            tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])
+            theirs = timer(side, lambda: tx16 @ next(tws).T)
+            gbps = weight_bytes / ours / 1e9
+            rows.append({
+                "encoding": enc.value, "m": 1, "n": n, "k": k, "weight_MB": round(weight_bytes / 1e6, 2),
+                "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1), "weight_GBps": round(gbps, 1),
+                "of_copy_rate": round(gbps / copy_gbps, 3), "device_copy_GBps": round(copy_gbps, 1),
+                "torch_bf16_gemv_gpu_us": round(theirs * 1e6, 1),
+                "torch_bf16_GBps": round(n * k * 2 / theirs / 1e9, 1), "rel_err": float(f"{err:.2e}"),
+            })
+            print(rows[-1])
+    write("gpu_qmatmul", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,351 @@
+// conv_sm90.cu: conv2d forward on Hopper (sm_90a) as an implicit GEMM on wgmma tensor cores fed
+// by TMA, with the epilogue (the conv's bias, then prelude.cuh's: bias, activation, clamp,
+// beta * residual) applied in registers.
+//
+// GEMM view: out[M, K] = A[M, R*S*C] x B[R*S*C, K], where M = N*P*Q output pixels (the rows of
+// the NHWC output), K = output channels, A is the im2col matrix of the NHWC input (never
+// materialised) and B the filter as the graph holds it, RSCF ([R, S, C, K]: row (r, s, c) holds
+// the K output channels), so no filter transform is needed. The reduction runs tap by tap
+// (r, s), and within a tap over C in 64-channel (128-byte) slices.
+//
+// A: one TMA load in im2col mode per (tile, r, s, channel slice) brings 128 consecutive output
+//    pixels x 64 channels. The tensor map (launch/conv_sm90.rs) describes the input [N, H, W, C]
+//    with the conv's stride as the traversal stride and a pixel bounding box from -pad to the
+//    last window corner, so walking 128 pixels from the tile's first one follows the output's
+//    row-major (n, p, q) order across rows and images; the instruction's im2col offsets
+//    (s * dilation_w, r * dilation_h) move every pixel to tap (r, s). Padding, channels past C
+//    and pixels past the last image are zero-filled by TMA. K-major, 128-byte swizzle.
+// B: tiled TMA over the filter viewed as [R*S, C, K]: boxes of 64 channels (rows) x 64 output
+//    channels (columns, 128 bytes) x 1 tap, BN / 64 of them side by side per k-step (boxes
+//    wholly past K are not loaded; their stale columns only feed accumulators that are never
+//    stored). Channels past C and output channels past K are zero-filled. This is the N-major
+//    operand of wgmma (imm-trans-b = 1) with the 128-byte swizzle, exactly as gemm_sm90.cu reads
+//    a row-major B: 64-column groups BK * 128 bytes apart, 8-row groups 1024 bytes apart.
+//
+// Block: 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg.dec to 40; one thread issues the
+// TMA loads into a ring of STAGES buffers guarded by full/empty mbarriers); warpgroups 1 and 2
+// each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN/2 f32 registers per
+// thread (setmaxnreg.inc to 232). BN is 64, 128 or 256 (chosen per shape on the host).
+// The grid is persistent: block b takes tiles b, b + gridDim.x, ... (column tile fastest, so
+// the blocks running at once share activation rows in L2). The ring and its phase bits run on
+// across tiles (producer and consumers walk the same (tile, k-step) sequence), so the producer
+// loads the next tile while the consumers run the epilogue of the current one. A stage is
+// handed back (empty barrier, 256 arrivals: every consumer thread) only once the wgmmas that
+// read it have completed (wgmma.wait_group), so a refill never overwrites data still being read.
+// Shared memory is written only by TMA and read only by wgmma (both async proxy, ordered by the
+// full barrier's complete_tx); nothing is written through the generic proxy, so no
+// fence.proxy.async is needed. The epilogue (conv bias, bias, activation, clamp, beta * residual)
+// runs in registers and stores pairs of outputs straight to global memory; rows past M and
+// columns past K are skipped.
+//
+// Requirements (checked by the launcher, which falls back otherwise): bf16/f16; C % 8 == 0 and
+// K % 8 == 0 (16-byte TMA strides); 16-byte aligned input and filter, 4-byte aligned output,
+// bias and residual (paired accesses); stride <= 8; padding and the bounding box within the
+// im2col corner range [-128, 127]; dilated taps (r - 1) * dilation <= 255; extents below 2^31.
+
+#define CV_BM 128
+#define CV_BK 64
+#define CV_A_BYTES (CV_BM * CV_BK * 2)
+#define CV_B_BOX_BYTES (64 * CV_BK * 2)
+
+struct alignas(64) TmaMap { u64 data[16]; };
+
+struct ConvArgs {
+    u64 out;       // [M, K] (the NHWC output)
+    i64 m;         // output pixels N * P * Q
+    i32 k;         // output channels
+    i32 pq, q;     // output pixels per image, output width
+    i32 sh, sw;    // stride
+    i32 ph, pw;    // padding before (top, left)
+    i32 dh, dw;    // dilation
+    i32 s;         // filter width
+    i32 taps;      // R * S
+    i32 c_tiles;   // 64-channel slices per tap
+    i32 n_tiles;   // column tiles: ceil(K / BN)
+    i32 tiles;     // row tiles * column tiles
+    u64 bias;      // the conv's own bias (K values) or 0; added before the epilogue's
+    Epilogue epi;  // out = beta * residual + clamp(act(acc + bias + epi.bias)) (prelude.cuh)
+};
+
+__device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(s_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nLAB_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
+}
+
+// 128 pixels x 64 channels of the input in im2col mode: coordinates (c, w, h, n) of the tile's
+// first window corner, offsets (w, h) of the tap.
+__device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* bar, int c, int w, int h, int n, u16 ow,
+                                           u16 oh) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(ow), "h"(oh)
+        : "memory");
+}
+__device__ __forceinline__ void tma_tile_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Shared-memory matrix descriptor of a K-major tile with the 128-byte swizzle (A): rows of 128
+// bytes, 8-row groups 1024 bytes apart (stride byte offset); the leading byte offset is unused
+// in this layout. The tile base is 1024-byte aligned. The k-th 16-element slice starts 32 bytes
+// further (+2 in the descriptor's 16-byte units).
+__device__ __forceinline__ u64 sw128_desc(const void* p) {
+    u64 addr = s_addr(p);
+    return ((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+// Descriptor of the N-major B tile (gemm_sm90.cu's sw128_desc_nmajor): 64-column groups
+// CV_BK * 128 bytes apart (leading byte offset), 8-row groups 1024 bytes apart (stride byte
+// offset). The k-th 16-row slice starts 16 rows (2048 bytes) further down each box.
+__device__ __forceinline__ u64 sw128_desc_nmajor(const void* p) {
+    u64 addr = s_addr(p);
+    return ((addr & 0x3FFFF) >> 4) | ((u64)((CV_BK * 128) >> 4) << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+
+#define CW_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define CW_OUTS32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define CW_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define CW_OUTS64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define CW_REGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define CW_OUTS128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// m64nNk16, A K-major (imm-trans-a = 0) and B N-major (imm-trans-b = 1) from shared memory,
+// scale-d from a predicate (0 on a tile's first MMA), imm-scale-a/b = 1. IA is the argument index
+// of desc_a, i.e. the number of accumulator registers.
+#define CW_MMA(SHAPE, REGS, OUTS, IA, IB, IS, TYPES)                                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                        \
+                 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPES " " REGS ", %" IA ", %" IB ", p, 1, 1, 0, 1;\n}\n" \
+                 : OUTS                                                                                   \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <int BN, bool BF16> struct Wgmma;
+template <bool BF16> struct Wgmma<64, BF16> {
+    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
+        if (BF16) CW_MMA("m64n64k16", CW_REGS32, CW_OUTS32, "32", "33", "34", "bf16.bf16");
+        else CW_MMA("m64n64k16", CW_REGS32, CW_OUTS32, "32", "33", "34", "f16.f16");
+    }
+};
+template <bool BF16> struct Wgmma<128, BF16> {
+    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
+        if (BF16) CW_MMA("m64n128k16", CW_REGS64, CW_OUTS64, "64", "65", "66", "bf16.bf16");
+        else CW_MMA("m64n128k16", CW_REGS64, CW_OUTS64, "64", "65", "66", "f16.f16");
+    }
+};
+template <bool BF16> struct Wgmma<256, BF16> {
+    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
+        if (BF16) CW_MMA("m64n256k16", CW_REGS128, CW_OUTS128, "128", "129", "130", "bf16.bf16");
+        else CW_MMA("m64n256k16", CW_REGS128, CW_OUTS128, "128", "129", "130", "f16.f16");
+    }
+};
+
+// Stages of the ring per column tile width: (128 + BN) x 64 16-bit elements each (192 KB in
+// all), within the 227 KB of shared memory a block may have. launch/conv_sm90.rs mirrors this.
+template <int BN> struct Ring { static const int stages = BN == 256 ? 4 : BN == 128 ? 6 : 8; };
+
+template <typename T> __device__ __forceinline__ u32 pack2(float a, float b) {
+    return (u32)FromF32<T>::go(a).bits | ((u32)FromF32<T>::go(b).bits << 16);
+}
+template <typename T> __device__ __forceinline__ float lo_of(u32 v) { return to_f32(T{(u16)(v & 0xFFFFu)}); }
+template <typename T> __device__ __forceinline__ float hi_of(u32 v) { return to_f32(T{(u16)(v >> 16)}); }
+
+// The activation over the accumulator fragment, as prelude.cuh's epi_act_all, except that the
+// sigmoid family uses one exponential per element: with 128 accumulators live across the
+// persistent loop, the two-exponential form spills under the 168-register bound.
+__device__ __forceinline__ float cv_sigmoid(float x) {
+    const float t = expf(-fabsf(x));
+    const float r = 1.f / (1.f + t);
+    return x >= 0.f ? r : t * r;
+}
+template <int N> __device__ __forceinline__ void cv_act_all(int act, float* v) {
+    switch (act) {
+        case EPI_SILU:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = v[i] * cv_sigmoid(v[i]);
+            break;
+        case EPI_SIGMOID:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = cv_sigmoid(v[i]);
+            break;
+        case EPI_GELU_QUICK:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = v[i] * cv_sigmoid(1.702f * v[i]);
+            break;
+        default:
+            epi_act_all<N>(act, v);
+    }
+}
+
+// d += bias[col] over the fragment (see the accumulator layout below); `bias` points at this
+// thread's first column, column pair j exists while 8j < cols.
+template <typename T, int BN> __device__ __forceinline__ void add_bias(float* d, const T* bias_at, int cols) {
+    const u32* bias = (const u32*)bias_at;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const u32 b = j * 8 < cols ? bias[j * 4] : 0u;
+        const float b0 = lo_of<T>(b), b1 = hi_of<T>(b);
+        d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+        // Keeps the compiler from hoisting every bias load ahead of its adds: with the
+        // accumulators live there are no registers for them.
+        asm volatile("" ::: "memory");
+    }
+}
+
+template <typename T, bool BF16, int BN>
+__device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const ConvArgs& p) {
+    constexpr int STAGES = Ring<BN>::stages;
+    constexpr int STAGE_BYTES = CV_A_BYTES + (BN / 64) * CV_B_BOX_BYTES;
+    extern __shared__ u8 raw_smem[];
+    // Stage buffers start on a 1024-byte boundary (the swizzle pattern repeats every 1024 bytes).
+    u8* smem = (u8*)(((u64)raw_smem + 1023) & ~(u64)1023);
+    u64* full = (u64*)(smem + STAGES * STAGE_BYTES);
+    u64* empty = full + STAGES;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int ktiles = p.taps * p.c_tiles;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int stage = 0;
+            u32 phase = 0;
+            for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+                const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
+                // B boxes holding at least one output channel below K.
+                const int boxes = min(BN / 64, (p.k - n0 + 63) / 64);
+                const u32 bytes = CV_A_BYTES + boxes * CV_B_BOX_BYTES;
+                // The tile's first output pixel (image, row, column) and its window corner.
+                const i64 m0 = (i64)mt * CV_BM;
+                const int img = (int)(m0 / p.pq);
+                const int rem = (int)(m0 - (i64)img * p.pq);
+                const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
+                const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
+                for (int t = 0; t < p.taps; ++t) {
+                    const int r = t / p.s, s = t - (t / p.s) * p.s;
+                    const u16 ow = (u16)(s * p.dw), oh = (u16)(r * p.dh);
+                    for (int ct = 0; ct < p.c_tiles; ++ct) {
+                        mbar_wait(&empty[stage], phase ^ 1);
+                        u8* sa = smem + stage * STAGE_BYTES;
+                        mbar_expect_tx(&full[stage], bytes);
+                        tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
+                        for (int j = 0; j < boxes; ++j)
+                            tma_tile_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
+                        if (++stage == STAGES) stage = 0, phase ^= 1;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int c = wg - 1;  // consumer 0 takes rows 0..63 of the tile, consumer 1 rows 64..127
+    const int warp = tid / 32, lane = tid % 32;
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+    int stage = 0;
+    u32 phase = 0;
+    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+        const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
+        int prev = 0;
+        for (int kt = 0; kt < ktiles; ++kt) {
+            mbar_wait(&full[stage], phase);
+            const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
+            const u8* sb = smem + stage * STAGE_BYTES + CV_A_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < CV_BK / 16; ++kk)
+                Wgmma<BN, BF16>::run(d, sw128_desc(sa) + 2 * kk, sw128_desc_nmajor(sb) + kk * (2048 >> 4),
+                                     (kt > 0 || kk > 0) ? 1u : 0u);
+            wgmma_commit();
+            // Keep this k-step's MMAs in flight; once the previous step's have finished, its
+            // stage can be refilled.
+            wgmma_wait1();
+            if (kt > 0) mbar_arrive(&empty[prev]);
+            prev = stage;
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+        wgmma_wait0();
+        mbar_arrive(&empty[prev]);
+        // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l
+        // holds rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for j = 0..N/8-1.
+        const i64 row0 = (i64)mt * CV_BM + c * 64 + warp * 16 + lane / 4;
+        const int col0 = n0 + (lane % 4) * 2;
+        // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
+        const int cols = p.k - col0;
+        const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+        if (p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
+        if (p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
+        if (p.epi.act != EPI_NONE) cv_act_all<BN / 2>(p.epi.act, d);
+        if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
+        const i64 offset = row0 * p.k + col0;
+        if (p.epi.residual) {
+            const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
+            const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
+            const float beta = p.epi.beta;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                if (has0 && j * 8 < cols) {
+                    const u32 v = r0[j * 4];
+                    d[j * 4] += beta * lo_of<T>(v), d[j * 4 + 1] += beta * hi_of<T>(v);
+                }
+                if (has1 && j * 8 < cols) {
+                    const u32 v = r1[j * 4];
+                    d[j * 4 + 2] += beta * lo_of<T>(v), d[j * 4 + 3] += beta * hi_of<T>(v);
+                }
+                asm volatile("" ::: "memory");
+            }
+        }
+        u32* o0 = (u32*)((T*)p.out + offset);
+        u32* o1 = (u32*)((T*)p.out + offset + 8 * (i64)p.k);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            if (has0 && j * 8 < cols) o0[j * 4] = pack2<T>(d[j * 4], d[j * 4 + 1]);
+            if (has1 && j * 8 < cols) o1[j * 4] = pack2<T>(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+    }
+}
+
+#define CONV_ENTRY(NAME, T, BF16, BN)                                                                  \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
+        NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, ConvArgs p) {   \
+        CONV_BODY(T, BF16, BN)                                                                          \
+    }
+// wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
+// launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CONV_BODY(T, BF16, BN) conv_sm90<T, BF16, BN>(&map_a, &map_b, p);
+#else
+#define CONV_BODY(T, BF16, BN) asm volatile("trap;");
+#endif
+CONV_ENTRY(conv_sm90_bf16_n64, bf16, true, 64)
+CONV_ENTRY(conv_sm90_bf16_n128, bf16, true, 128)
+CONV_ENTRY(conv_sm90_bf16_n256, bf16, true, 256)
+CONV_ENTRY(conv_sm90_f16_n64, f16, false, 64)
+CONV_ENTRY(conv_sm90_f16_n128, f16, false, 128)
+CONV_ENTRY(conv_sm90_f16_n256, f16, false, 256)

@@ -1,0 +1,428 @@
+//! Launching the Hopper implicit-GEMM conv2d (kernels/conv_sm90.cu): the im2col tensor map of
+//! the NHWC input, the tiled map of the RSCF filter (read as it is: the kernel's B operand is
+//! N-major, so no filter transform is needed), the column-tile width and the persistent grid.
+//! [`unsuitable`] says why a problem cannot run here; [`conv2d`] runs one that can, or returns
+//! [`Outcome::NotEligible`] without launching anything (the caller then takes the im2col + GEMM
+//! path of launch/conv.rs).
+//!
+//! Tuning knobs (environment, read per call): `MAX_CONV_SM90_BN` = 64 | 128 | 256 forces the
+//! column-tile width; `MAX_CONV_SM90_GRID` = n runs at most n persistent blocks (default: one
+//! per SM, at most one per tile).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cudarc::driver::sys::{
+    self, CUdevice_attribute, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+    CUtensorMapL2promotion, CUtensorMapSwizzle,
+};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use max_graph::DType;
+
+use super::epilogue::Epilogue;
+use crate::sources::CONV_SM90;
+use crate::{Error, Result, arch_name, function};
+
+/// Rows (output pixels) per tile and channels per k-step, as in the kernel.
+const BM: usize = 128;
+const BK: usize = 64;
+/// The im2col bounding-box corners of a 4-D tensor map are signed 8-bit; tap offsets unsigned 8-bit.
+const CORNER: std::ops::RangeInclusive<i64> = -128..=127;
+const MAX_OFFSET: usize = 255;
+const I32: usize = i32::MAX as usize;
+
+/// Launches of the kernel in this process (tests check that a shape took this path).
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+pub fn launches() -> u64 {
+    LAUNCHES.load(Ordering::Relaxed)
+}
+
+/// A conv2d on NHWC input [n, h, w, c] with an RSCF filter [r, s, c, k] into the NHWC output
+/// [n, p, q, k]. `pad` is the padding before each spatial dim (top, left); the padding after
+/// only shows in `p` and `q`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conv2dShape {
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub k: usize,
+    pub r: usize,
+    pub s: usize,
+    pub p: usize,
+    pub q: usize,
+    /// (height, width) of the stride, the padding before, and the dilation.
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dil: [usize; 2],
+}
+
+impl Conv2dShape {
+    /// Output pixels: the GEMM's rows (saturating).
+    pub fn m(&self) -> usize {
+        self.n.saturating_mul(self.p).saturating_mul(self.q)
+    }
+
+    /// The im2col bounding box of the window corners in (w, h) order: from -pad to the last
+    /// window's corner, relative to (0, 0) and to (W - 1, H - 1) respectively.
+    fn corners(&self) -> ([i64; 2], [i64; 2]) {
+        let last = |out: usize, stride: usize, pad: usize, size: usize| {
+            (out as i64 - 1) * stride as i64 - pad as i64 - (size as i64 - 1)
+        };
+        let lower = [-(self.pad[1] as i64), -(self.pad[0] as i64)];
+        let upper =
+            [last(self.q, self.stride[1], self.pad[1], self.w), last(self.p, self.stride[0], self.pad[0], self.h)];
+        (lower, upper)
+    }
+}
+
+/// What [`conv2d`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ran,
+    /// Nothing was launched; the reason.
+    NotEligible(String),
+}
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TmaMap([u64; 16]);
+// SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
+unsafe impl DeviceRepr for TmaMap {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct ConvArgs {
+    out: u64,
+    m: i64,
+    k: i32,
+    pq: i32,
+    q: i32,
+    sh: i32,
+    sw: i32,
+    ph: i32,
+    pw: i32,
+    dh: i32,
+    dw: i32,
+    s: i32,
+    taps: i32,
+    c_tiles: i32,
+    n_tiles: i32,
+    tiles: i32,
+    bias: u64,
+    epi: Epilogue,
+}
+// SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
+unsafe impl DeviceRepr for ConvArgs {}
+
+/// Why the Hopper kernel cannot take this problem, or None when it can (the kernel header's
+/// requirements). `x`, `f`, `bias` and `out` are the device addresses of the input, the filter,
+/// the conv's own bias (0: none) and the output.
+pub fn unsuitable(
+    dtype: DType,
+    sh: &Conv2dShape,
+    (x, f, bias, out): (u64, u64, u64, u64),
+    epi: &Epilogue,
+) -> Option<String> {
+    let why = |s: &str| Some(s.to_string());
+    if !matches!(dtype, DType::BFloat16 | DType::Float16) {
+        return why("only bf16 and f16");
+    }
+    let dims = [sh.n, sh.h, sh.w, sh.c, sh.k, sh.r, sh.s, sh.p, sh.q];
+    if dims.contains(&0) {
+        return why("an empty dim");
+    }
+    if sh.stride.contains(&0) || sh.dil.contains(&0) {
+        return why("a zero stride or dilation");
+    }
+    if dims.iter().any(|&d| d > I32) || sh.p.saturating_mul(sh.q) > I32 || sh.r.saturating_mul(sh.s) > I32 {
+        return why("extents past 2^31");
+    }
+    if sh.c % 8 != 0 || sh.k % 8 != 0 {
+        return why("input or output channels not a multiple of 8 (TMA strides are multiples of 16 bytes)");
+    }
+    if (x | f) % 16 != 0 || (out | bias | epi.bias | epi.residual) % 4 != 0 {
+        return why("misaligned operands");
+    }
+    if sh.stride.iter().any(|&s| s > 8) {
+        return why("a stride past 8 (the TMA traversal stride)");
+    }
+    if (sh.r - 1).saturating_mul(sh.dil[0]) > MAX_OFFSET || (sh.s - 1).saturating_mul(sh.dil[1]) > MAX_OFFSET {
+        return why("a dilated filter wider than 256 (the im2col offset range)");
+    }
+    let (lower, upper) = sh.corners();
+    if !lower.iter().chain(&upper).all(|v| CORNER.contains(v)) {
+        return why("padding or a window range outside the im2col corner range [-128, 127]");
+    }
+    let tiles = sh.m().div_ceil(BM).saturating_mul(sh.k.div_ceil(64));
+    let elems = [sh.n, sh.h, sh.w, sh.c].iter().fold(1usize, |a, &b| a.saturating_mul(b));
+    let filter = [sh.r, sh.s, sh.c, sh.k].iter().fold(1usize, |a, &b| a.saturating_mul(b));
+    if tiles > I32 || sh.m() > i64::MAX as usize || elems >= 1 << 38 || filter >= 1 << 38 {
+        return why("too large");
+    }
+    None
+}
+
+fn data_type(dtype: DType) -> CUtensorMapDataType {
+    match dtype {
+        DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    }
+}
+
+/// The input [N, H, W, C] in im2col mode: boxes of 128 pixels x 64 channels, the conv stride as
+/// the traversal stride, the window corners' bounding box (see the kernel's header).
+fn im2col_map(dtype: DType, x: u64, sh: &Conv2dShape) -> std::result::Result<TmaMap, String> {
+    let (n, h, w, c) = (sh.n as u64, sh.h as u64, sh.w as u64, sh.c as u64);
+    let dims: [u64; 4] = [c, w, h, n];
+    let strides: [u64; 3] = [c * 2, w * c * 2, h * w * c * 2];
+    let (lower, upper) = sh.corners();
+    let lower = lower.map(|v| v as i32);
+    let upper = upper.map(|v| v as i32);
+    let elem: [u32; 4] = [1, sh.stride[1] as u32, sh.stride[0] as u32, 1];
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the length rank 4 requires (corners: rank - 2); the address is a
+    // live device allocation holding the input (the caller's contract).
+    unsafe {
+        sys::cuTensorMapEncodeIm2col(
+            &mut map,
+            data_type(dtype),
+            4,
+            x as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            lower.as_ptr(),
+            upper.as_ptr(),
+            BK as u32,
+            BM as u32,
+            elem.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(|e| format!("cuTensorMapEncodeIm2col rejected {sh:?}: {e}"))?;
+    Ok(TmaMap(map.opaque))
+}
+
+/// The RSCF filter viewed as [R*S, C, K] (K innermost) in boxes of 64 output channels x 64
+/// channels x 1 tap: the N-major B tile of one k-step is BN / 64 such boxes.
+fn filter_map(dtype: DType, f: u64, sh: &Conv2dShape) -> std::result::Result<TmaMap, String> {
+    let (c, taps, k) = (sh.c as u64, (sh.r * sh.s) as u64, sh.k as u64);
+    let dims: [u64; 3] = [k, c, taps];
+    let strides: [u64; 2] = [k * 2, c * k * 2];
+    let boxes: [u32; 3] = [64, BK as u32, 1];
+    let elem: [u32; 3] = [1, 1, 1];
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the length rank 3 requires; the address is a live device
+    // allocation holding the filter (the caller's contract).
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type(dtype),
+            3,
+            f as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the filter of {sh:?}: {e}"))?;
+    Ok(TmaMap(map.opaque))
+}
+
+fn env_usize(key: &str) -> Option<usize> {
+    std::env::var(key).ok().and_then(|v| v.parse().ok())
+}
+
+/// The column-tile width: the one whose waves of tiles over `sms` persistent blocks cost least,
+/// a k-step of a 128 x BN tile costing about BN + 48 (wider MMAs amortise the shared A tile).
+pub fn tile_width(m: usize, k: usize, sms: usize) -> usize {
+    if let Some(bn) = env_usize("MAX_CONV_SM90_BN").filter(|b| [64, 128, 256].contains(b)) {
+        return bn;
+    }
+    let m_tiles = m.div_ceil(BM);
+    let cost = |bn: usize| (m_tiles * k.div_ceil(bn)).div_ceil(sms.max(1)) * (bn + 48);
+    [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
+}
+
+/// Dynamic shared memory of the kernel for a tile width: the ring (the kernel's `Ring`), its
+/// barriers, alignment slack.
+fn smem_bytes(bn: usize) -> u32 {
+    let stages = match bn {
+        256 => 4,
+        128 => 6,
+        _ => 8,
+    };
+    (stages * (BM + bn) * BK * 2 + stages * 16 + 1024) as u32
+}
+
+fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
+    let n = stream
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?;
+    Ok(n.max(1) as usize)
+}
+
+/// out = beta * residual + clamp(act(conv2d(x, f) + bias + epi.bias)) (every part but the
+/// convolution optional: `epi` as prelude.cuh's `Epilogue`), on the Hopper kernel. `x`, `f`,
+/// `bias` and `out` are device addresses of the NHWC input, the RSCF filter, the conv's own
+/// bias (K values; 0 for none) and the NHWC output; the epilogue's bias has K values and its
+/// residual the output's shape.
+/// Returns [`Outcome::NotEligible`] (launching nothing) when [`unsuitable`] says so, off
+/// sm_90a, or when the driver rejects a tensor map; errors only on launch failures.
+pub fn conv2d(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (x, f, bias, out): (u64, u64, u64, u64),
+    sh: &Conv2dShape,
+    epi: &Epilogue,
+) -> Result<Outcome> {
+    if let Some(why) = unsuitable(dtype, sh, (x, f, bias, out), epi) {
+        return Ok(Outcome::NotEligible(why));
+    }
+    let arch = arch_name(stream.context())?;
+    if arch != "sm_90a" {
+        return Ok(Outcome::NotEligible(format!("the kernel needs sm_90a, the device is {arch}")));
+    }
+    let m = sh.m();
+    let sms = sm_count(stream)?;
+    let bn = tile_width(m, sh.k, sms);
+    let maps = im2col_map(dtype, x, sh).and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
+    let (map_a, map_b) = match maps {
+        Ok(m) => m,
+        Err(why) => return Ok(Outcome::NotEligible(why)),
+    };
+    let n_tiles = sh.k.div_ceil(bn);
+    let tiles = m.div_ceil(BM) * n_tiles;
+    let grid = env_usize("MAX_CONV_SM90_GRID").filter(|&g| g > 0).unwrap_or(sms).min(tiles);
+    let args = ConvArgs {
+        out,
+        m: m as i64,
+        k: sh.k as i32,
+        pq: (sh.p * sh.q) as i32,
+        q: sh.q as i32,
+        sh: sh.stride[0] as i32,
+        sw: sh.stride[1] as i32,
+        ph: sh.pad[0] as i32,
+        pw: sh.pad[1] as i32,
+        dh: sh.dil[0] as i32,
+        dw: sh.dil[1] as i32,
+        s: sh.s as i32,
+        taps: (sh.r * sh.s) as i32,
+        c_tiles: sh.c.div_ceil(BK) as i32,
+        n_tiles: n_tiles as i32,
+        tiles: tiles as i32,
+        bias,
+        epi: *epi,
+    };
+    let name = format!("conv_sm90_{}_n{bn}", if dtype == DType::BFloat16 { "bf16" } else { "f16" });
+    let func = function(stream.context(), &CONV_SM90, &name)?;
+    let smem = smem_bytes(bn);
+    func.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
+        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
+    let mut launch = stream.launch_builder(&func);
+    launch.arg(&map_a).arg(&map_b).arg(&args);
+    // SAFETY: the maps describe the live input and filter; out, the bias and the epilogue's bias
+    // and residual hold what the shape says (the caller's contract).
+    unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90)"))?;
+    LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    Ok(Outcome::Ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out_extent(size: usize, kernel: usize, stride: usize, dil: usize, pads: usize) -> usize {
+        (size + pads - dil * (kernel - 1) - 1) / stride + 1
+    }
+
+    fn shape(hw: usize, c: usize, k: usize, rs: usize, stride: usize, pad: usize) -> Conv2dShape {
+        let o = out_extent(hw, rs, stride, 1, 2 * pad);
+        Conv2dShape {
+            n: 2,
+            h: hw,
+            w: hw,
+            c,
+            k,
+            r: rs,
+            s: rs,
+            p: o,
+            q: o,
+            stride: [stride; 2],
+            pad: [pad; 2],
+            dil: [1; 2],
+        }
+    }
+
+    #[test]
+    fn args_have_the_kernels_layout() {
+        assert_eq!(std::mem::offset_of!(ConvArgs, bias), 72);
+        assert_eq!(std::mem::offset_of!(ConvArgs, epi), 80);
+        assert_eq!(std::mem::size_of::<ConvArgs>(), 80 + std::mem::size_of::<Epilogue>());
+        assert_eq!(std::mem::size_of::<TmaMap>(), 128);
+    }
+
+    #[test]
+    fn corners_span_exactly_the_window_positions() {
+        // 3x3 pad 1 stride 1 on 56: corners -1 .. 54 - 55 = -1 (the PTX ISA's first example)
+        assert_eq!(shape(56, 64, 64, 3, 1, 1).corners(), ([-1, -1], [-1, -1]));
+        // 7x7 stride 2 pad 3 on 224: 112 outputs, last corner 222 - 3 = 219 = 223 - 4
+        assert_eq!(shape(224, 8, 64, 7, 2, 3).corners(), ([-3, -3], [-4, -4]));
+        // 1x1 stride 2 on 56: 28 outputs, last corner 54 = 55 - 1
+        assert_eq!(shape(56, 256, 512, 1, 2, 0).corners(), ([0, 0], [-1, -1]));
+        // 3x3 stride 2 pad 1 on 15: 8 outputs, last corner 14 - 1 = 13 = 14 - 1
+        assert_eq!(shape(15, 64, 64, 3, 2, 1).corners(), ([-1, -1], [-1, -1]));
+        // the bounding box holds exactly `q` traversal points: (upper + W - 1 - lower) / stride + 1
+        for (hw, rs, stride, pad) in [(56, 3, 1, 1), (224, 7, 2, 3), (15, 3, 2, 1), (9, 1, 3, 0), (10, 2, 2, 2)] {
+            let sh = shape(hw, 64, 64, rs, stride, pad);
+            let (lo, up) = sh.corners();
+            assert_eq!(((up[0] + hw as i64 - 1 - lo[0]) / stride as i64 + 1) as usize, sh.q);
+            assert_eq!((up[0] + hw as i64 - 1 - lo[0]) % stride as i64, 0);
+        }
+    }
+
+    #[test]
+    fn unsuitable_shapes_say_why() {
+        let e = Epilogue::default();
+        let ok = shape(56, 64, 64, 3, 1, 1);
+        assert_eq!(unsuitable(DType::BFloat16, &ok, (0, 0, 0, 0), &e), None);
+        assert_eq!(unsuitable(DType::Float16, &shape(9, 24, 40, 3, 2, 2), (0, 0, 0, 0), &e), None);
+        assert!(unsuitable(DType::Float32, &ok, (0, 0, 0, 0), &e).is_some());
+        // the ResNet stem: C = 3
+        assert!(unsuitable(DType::BFloat16, &shape(56, 3, 64, 7, 2, 3), (0, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &shape(56, 64, 62, 3, 1, 1), (0, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &ok, (8, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::BFloat16, &ok, (0, 0, 0, 2), &e).is_some());
+        assert!(
+            unsuitable(DType::BFloat16, &ok, (0, 0, 0, 0), &Epilogue::new(Some(6), Default::default(), None)).is_some()
+        );
+        assert!(unsuitable(DType::Float16, &shape(56, 64, 64, 3, 9, 1), (0, 0, 0, 0), &e).is_some());
+        assert!(unsuitable(DType::Float16, &shape(600, 64, 64, 3, 1, 200), (0, 0, 0, 0), &e).is_some());
+        let mut dilated = ok;
+        dilated.dil = [128, 1];
+        assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
+    }
+
+    #[test]
+    fn tile_width_fills_the_machine() {
+        // K = 64: one 64-wide column tile, nothing wasted
+        assert_eq!(tile_width(100352, 64, 132), 64);
+        // many rows and K = 256: full-width tiles
+        assert_eq!(tile_width(100352, 256, 132), 256);
+        // few rows: narrow tiles put more SMs to work
+        assert_eq!(tile_width(1568, 512, 132), 64);
+    }
+}

@@ -1,0 +1,308 @@
+//! The Hopper implicit-GEMM conv2d (launch/conv_sm90.rs) on a GPU against a host f64 reference:
+//! every epilogue part (the conv's own bias, the epilogue's bias, each activation, the clamp,
+//! the residual with several betas), for bf16 and f16, on shapes with partial row and column
+//! tiles, channel slices past C, stride, dilation and asymmetric padding; guard bytes around the
+//! output (no write past a partial tile) and an output, biases and residual only 4-byte aligned. Skips
+//! without an sm_90a GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip into a failure.
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use max_graph::DType;
+use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Outcome};
+use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
+
+fn skip(why: &str) -> Option<Arc<CudaContext>> {
+    if std::env::var("MAX_REQUIRE_GPU").as_deref() == Ok("1") {
+        panic!("MAX_REQUIRE_GPU=1 but {why}");
+    }
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// libnvrtc from the repository's virtual environment, when the loader's path has none.
+fn add_venv_nvrtc() {
+    let lib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/lib");
+    for py in std::fs::read_dir(lib).into_iter().flatten().flatten() {
+        for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"] {
+            let dir = py.path().join("site-packages").join(sub);
+            if dir.is_dir() {
+                max_kernels_cuda::add_search_dir(dir);
+            }
+        }
+    }
+}
+
+fn context() -> Option<Arc<CudaContext>> {
+    static CTX: OnceLock<Option<Arc<CudaContext>>> = OnceLock::new();
+    CTX.get_or_init(|| {
+        // SAFETY: only opens and closes the driver library.
+        let present = std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() });
+        if !present.unwrap_or(false) {
+            return skip("no CUDA driver");
+        }
+        if cudarc::driver::result::init().is_err() {
+            return skip("the CUDA driver failed to initialise");
+        }
+        match cudarc::driver::result::device::get_count() {
+            Ok(n) if n > 0 => {}
+            _ => return skip("no GPU"),
+        }
+        add_venv_nvrtc();
+        if let Err(e) = max_kernels_cuda::ensure_nvrtc() {
+            return skip(&format!("{e}"));
+        }
+        let ctx = match CudaContext::new(0) {
+            Ok(c) => c,
+            Err(e) => return skip(&format!("cuCtx: {e}")),
+        };
+        match max_kernels_cuda::arch_name(&ctx) {
+            Ok(a) if a == "sm_90a" => Some(ctx),
+            Ok(a) => skip(&format!("the kernel needs sm_90a, the GPU is {a}")),
+            Err(e) => skip(&format!("{e}")),
+        }
+    })
+    .clone()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// The 16-bit pattern of `x` (rounded to nearest even) and its exact value.
+fn encode(dtype: DType, x: f32) -> (u16, f64) {
+    if dtype == DType::BFloat16 {
+        let b = x.to_bits();
+        let h = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16;
+        return (h, f32::from_bits((h as u32) << 16) as f64);
+    }
+    // |x| < 4 here: normal f16 values, or zero
+    let v = (x as f64 * 1024.0).round() / 1024.0;
+    let h = half_bits(v);
+    (h, f16_value(h))
+}
+
+fn half_bits(v: f64) -> u16 {
+    if v == 0.0 {
+        return 0;
+    }
+    let sign = if v < 0.0 { 0x8000 } else { 0 };
+    let a = v.abs();
+    let e = a.log2().floor() as i32;
+    let m = ((a / 2f64.powi(e) - 1.0) * 1024.0).round() as u16;
+    sign | (((e + 15) as u16) << 10) | m
+}
+
+fn f16_value(h: u16) -> f64 {
+    let s = if h >> 15 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = ((h >> 10) & 0x1F, (h & 0x3FF) as f64);
+    if e == 0 { s * m * 2f64.powi(-24) } else { s * (1.0 + m / 1024.0) * 2f64.powi(e as i32 - 15) }
+}
+
+fn value(dtype: DType, h: u16) -> f64 {
+    if dtype == DType::BFloat16 { f32::from_bits((h as u32) << 16) as f64 } else { f16_value(h) }
+}
+
+/// Device data with `GUARD` bytes of 0x7F before and after; the pointer is `GUARD` bytes in, so
+/// only 4-byte aligned when GUARD is.
+const GUARD: usize = 36;
+
+struct Dev {
+    host: Vec<f64>,
+    buf: CudaSlice<u8>,
+}
+
+impl Dev {
+    fn random(s: &Arc<CudaStream>, dtype: DType, len: usize, guard: usize, rng: &mut Rng) -> Dev {
+        let mut bytes = vec![0x7Fu8; guard];
+        let mut host = Vec::with_capacity(len);
+        for _ in 0..len {
+            let (h, v) = encode(dtype, rng.unit());
+            bytes.extend_from_slice(&h.to_le_bytes());
+            host.push(v);
+        }
+        bytes.resize(bytes.len() + guard, 0x7F);
+        let buf = s.clone_htod(&bytes).unwrap_or_else(|e| panic!("upload: {e}"));
+        Dev { host, buf }
+    }
+    fn ptr(&self, s: &Arc<CudaStream>, guard: usize) -> u64 {
+        self.buf.device_ptr(s).0 + guard as u64
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+fn act(a: Act, x: f64) -> f64 {
+    match a {
+        Act::None => x,
+        Act::Relu => x.max(0.0),
+        // erf through its Taylor series (|x| stays small here)
+        Act::Gelu => {
+            let z = x / 2f64.sqrt();
+            let (mut term, mut sum) = (z, z);
+            for n in 1..120 {
+                term *= -z * z / n as f64;
+                sum += term / (2 * n + 1) as f64;
+            }
+            0.5 * x * (1.0 + sum * 2.0 / std::f64::consts::PI.sqrt())
+        }
+        Act::GeluTanh => 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * x * x * x)).tanh()),
+        Act::Silu => x * sigmoid(x),
+        Act::Sigmoid => sigmoid(x),
+        Act::GeluQuick => x * sigmoid(1.702 * x),
+    }
+}
+
+const ACTS: [Act; 7] = [Act::None, Act::Relu, Act::Gelu, Act::GeluTanh, Act::Silu, Act::Sigmoid, Act::GeluQuick];
+
+#[allow(clippy::too_many_arguments)]
+fn shape(
+    n: usize,
+    hw: [usize; 2],
+    c: usize,
+    k: usize,
+    rs: [usize; 2],
+    stride: [usize; 2],
+    pad: [usize; 4],
+    dil: [usize; 2],
+) -> Conv2dShape {
+    let out = |i: usize| (hw[i] + pad[2 * i] + pad[2 * i + 1] - dil[i] * (rs[i] - 1) - 1) / stride[i] + 1;
+    Conv2dShape {
+        n,
+        h: hw[0],
+        w: hw[1],
+        c,
+        k,
+        r: rs[0],
+        s: rs[1],
+        p: out(0),
+        q: out(1),
+        stride,
+        pad: [pad[0], pad[2]],
+        dil,
+    }
+}
+
+/// Runs one conv with the conv's own bias (when `conv_bias`), the epilogue's bias, `a`, the
+/// clamp to [-0.75, 0.5] (when `clamp`) and (when beta is given) the residual, and checks every
+/// output.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    s: &Arc<CudaStream>,
+    dtype: DType,
+    sh: &Conv2dShape,
+    a: Act,
+    beta: Option<f32>,
+    conv_bias: bool,
+    clamp: bool,
+    rng: &mut Rng,
+) {
+    let what = format!("{dtype} {sh:?} {a:?} beta={beta:?} conv_bias={conv_bias} clamp={clamp}");
+    let (m, k) = (sh.m(), sh.k);
+    let x = Dev::random(s, dtype, sh.n * sh.h * sh.w * sh.c, 16, rng);
+    let f = Dev::random(s, dtype, sh.r * sh.s * sh.c * k, 16, rng);
+    let bias = Dev::random(s, dtype, k, GUARD, rng);
+    let cbias = Dev::random(s, dtype, k, GUARD, rng);
+    let res = Dev::random(s, dtype, m * k, GUARD, rng);
+    let out = s.clone_htod(&vec![0x7Fu8; m * k * 2 + 2 * GUARD]).unwrap_or_else(|e| panic!("{e}"));
+    let mut epi = Epilogue::new(Some(bias.ptr(s, GUARD)), a, beta.map(|_| res.ptr(s, GUARD)));
+    if let Some(b) = beta {
+        epi = epi.with_beta(b);
+    }
+    if clamp {
+        epi = epi.with_clamp(-0.75, 0.5);
+    }
+    let cb = if conv_bias { cbias.ptr(s, GUARD) } else { 0 };
+    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), cb, out.device_ptr(s).0 + GUARD as u64);
+    let ran = conv_sm90::conv2d(s, dtype, ptrs, sh, &epi).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(ran, Outcome::Ran, "{what}");
+    s.synchronize().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let bytes = s.clone_dtoh(&out).unwrap_or_else(|e| panic!("{e}"));
+    let (head, body, tail) = (&bytes[..GUARD], &bytes[GUARD..GUARD + m * k * 2], &bytes[GUARD + m * k * 2..]);
+    assert!(head.iter().chain(tail).all(|&b| b == 0x7F), "{what}: wrote outside the output");
+    let eps = if dtype == DType::BFloat16 { 2f64.powi(-8) } else { 2f64.powi(-11) };
+    for row in 0..m {
+        let (img, pix) = (row / (sh.p * sh.q), row % (sh.p * sh.q));
+        let (oy, ox) = (pix / sh.q, pix % sh.q);
+        for col in 0..k {
+            let (mut acc, mut mag) = (bias.host[col], bias.host[col].abs());
+            if conv_bias {
+                acc += cbias.host[col];
+                mag += cbias.host[col].abs();
+            }
+            for r in 0..sh.r {
+                for t in 0..sh.s {
+                    let iy = (oy * sh.stride[0] + r * sh.dil[0]) as isize - sh.pad[0] as isize;
+                    let ix = (ox * sh.stride[1] + t * sh.dil[1]) as isize - sh.pad[1] as isize;
+                    if iy < 0 || ix < 0 || iy >= sh.h as isize || ix >= sh.w as isize {
+                        continue;
+                    }
+                    let xb = ((img * sh.h + iy as usize) * sh.w + ix as usize) * sh.c;
+                    let fb = (r * sh.s + t) * sh.c * k + col;
+                    for c in 0..sh.c {
+                        let p = x.host[xb + c] * f.host[fb + c * k];
+                        acc += p;
+                        mag += p.abs();
+                    }
+                }
+            }
+            let mut want = act(a, acc);
+            if clamp {
+                want = want.clamp(-0.75, 0.5);
+            }
+            if let Some(b) = beta {
+                want += b as f64 * res.host[row * k + col];
+            }
+            let i = row * k + col;
+            let got = value(dtype, u16::from_le_bytes([body[2 * i], body[2 * i + 1]]));
+            let tol = eps * (want.abs() + 1.0) + 1e-5 * mag;
+            assert!((got - want).abs() <= tol, "{what}: out[{row}][{col}] = {got}, expected {want} (tolerance {tol})");
+        }
+    }
+}
+
+#[test]
+fn epilogue_parts_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let shapes = [
+        // 3 row tiles (the last partial), one column tile, 2 channel slices (the second partial)
+        shape(2, [9, 11], 72, 64, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        // K = 40 below the tile width, C = 24, stride 2, dilation 2, asymmetric padding
+        shape(3, [13, 10], 24, 40, [3, 3], [2, 2], [2, 1, 0, 2], [2, 2]),
+        // 1x1 with K = 328: several column tiles, the last one partial
+        shape(1, [7, 9], 136, 328, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+    ];
+    let mut i = 0;
+    for dtype in [DType::BFloat16, DType::Float16] {
+        for sh in &shapes {
+            for a in ACTS {
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check(&s, dtype, sh, a, beta, i % 3 == 1, i % 5 == 2, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn unsuitable_problems_launch_nothing() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let sh = shape(1, [8, 8], 3, 64, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]);
+    let got = conv_sm90::conv2d(&s, DType::BFloat16, (256, 256, 0, 256), &sh, &Epilogue::default());
+    assert!(matches!(got, Ok(Outcome::NotEligible(_))), "{got:?}");
+}

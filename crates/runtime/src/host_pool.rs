@@ -1,0 +1,120 @@
+//! Recycled host memory for the engine's own outputs and arenas.
+//!
+//! Executing a model allocates its host arena and every host result afresh. A fresh allocation
+//! of a few megabytes costs zero-filling (and, when the allocator maps new pages, a page fault
+//! per 4 KiB) — as much as 5% of a 1024³ float32 matmul. Blocks the engine allocated go back to
+//! this pool when their buffers are dropped and are handed out again for the same size, so a
+//! model executed in a loop touches no new memory.
+//!
+//! A recycled block holds whatever its previous user wrote: the engine's kernels write every
+//! element of their outputs, and intermediate values are written before they are read. The
+//! bytes are always initialised (a block is zero-filled when first allocated), so handing them
+//! out is sound. `MAX_HOST_POOL_POISON=1` fills every recycled block with 0xFF bytes (NaN for
+//! floats) to expose a kernel that would rely on zeroed outputs.
+//!
+//! The pool keeps at most `MAX_HOST_POOL_MB` MiB (default 256; 0 turns recycling off), handing
+//! back the oldest blocks to the system allocator beyond that.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::collections::VecDeque;
+use std::sync::{Mutex, OnceLock};
+
+struct Pool {
+    blocks: VecDeque<(usize, Layout)>,
+    bytes: usize,
+}
+
+struct Config {
+    limit: usize,
+    poison: bool,
+}
+
+fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let mb = std::env::var("MAX_HOST_POOL_MB").ok().and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(256);
+        let poison = std::env::var("MAX_HOST_POOL_POISON").is_ok_and(|v| v.trim() == "1");
+        Config { limit: mb.saturating_mul(1 << 20), poison }
+    })
+}
+
+fn pool() -> &'static Mutex<Pool> {
+    static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
+    POOL.get_or_init(|| Mutex::new(Pool { blocks: VecDeque::new(), bytes: 0 }))
+}
+
+/// A block of exactly `layout`, recycled when one is free, else freshly zero-filled; null when
+/// the system is out of memory.
+pub(crate) fn take(layout: Layout) -> *mut u8 {
+    if config().limit > 0 {
+        let found = {
+            let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
+            let at = p.blocks.iter().position(|&(_, l)| l == layout);
+            at.and_then(|i| p.blocks.remove(i)).map(|(addr, l)| {
+                p.bytes -= l.size();
+                addr
+            })
+        };
+        if let Some(addr) = found {
+            let ptr = addr as *mut u8;
+            if config().poison {
+                // SAFETY: the block is `layout.size()` bytes we own.
+                unsafe { std::ptr::write_bytes(ptr, 0xFF, layout.size()) };
+            }
+            return ptr;
+        }
+    }
+    // SAFETY: callers pass layouts of non-zero size.
+    unsafe { alloc_zeroed(layout) }
+}
+
+/// Returns a block from `take` (or any `alloc` of `layout`) to the pool or the system.
+///
+/// # Safety
+/// `ptr` must have been allocated with `layout` and not be used again by the caller.
+pub(crate) unsafe fn give(ptr: *mut u8, layout: Layout) {
+    let limit = config().limit;
+    if layout.size() <= limit / 4 {
+        let mut evicted = Vec::new();
+        {
+            let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
+            p.blocks.push_back((ptr as usize, layout));
+            p.bytes += layout.size();
+            while p.bytes > limit {
+                let Some((addr, l)) = p.blocks.pop_front() else { break };
+                p.bytes -= l.size();
+                evicted.push((addr, l));
+            }
+        }
+        for (addr, l) in evicted {
+            // SAFETY: every pooled block was allocated with its recorded layout.
+            unsafe { dealloc(addr as *mut u8, l) };
+        }
+        return;
+    }
+    // SAFETY: per this function's contract.
+    unsafe { dealloc(ptr, layout) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freed_block_is_handed_out_again_for_the_same_layout() {
+        let layout = Layout::from_size_align(12345 * 64, 64).unwrap();
+        let a = take(layout);
+        assert!(!a.is_null());
+        unsafe { a.write(7) };
+        unsafe { give(a, layout) };
+        let b = take(layout);
+        assert_eq!(a, b);
+        let other = Layout::from_size_align(12346 * 64, 64).unwrap();
+        let c = take(other);
+        assert_ne!(b, c);
+        unsafe {
+            give(b, layout);
+            give(c, other);
+        }
+    }
+}
