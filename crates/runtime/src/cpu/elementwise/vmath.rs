@@ -10,10 +10,11 @@
 use max_graph::attrs::Attrs;
 use max_graph::ops::{Op, OpKind};
 
-/// Defines `fn $name(args) -> ret` running `$body`, compiled again for AVX2 and for AVX-512 and
-/// dispatched at run time on x86-64 (everything `$body` calls must be `#[inline(always)]` to be
-/// compiled for them as well). No version contracts a * b + c into a fused multiply-add (Rust
-/// never does), so all give the same results.
+/// Defines `fn $name(args) -> ret` running `$body`, compiled again for AVX2 and for AVX-512 (both
+/// with FMA) and dispatched at run time on x86-64 (everything `$body` calls must be
+/// `#[inline(always)]` to be compiled for them as well). All give the same results: Rust never
+/// contracts a * b + c into a fused multiply-add, and `mul_add` is fused everywhere (a libm
+/// call without FMA).
 macro_rules! multiversion {
     ($(#[$m:meta])* $vis:vis fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $r:ty $body:block) => {
         $(#[$m])*
@@ -23,11 +24,11 @@ macro_rules! multiversion {
             #[cfg(target_arch = "x86_64")]
             {
                 let isa = $crate::cpu::elementwise::vmath::MAX_ISA.load(std::sync::atomic::Ordering::Relaxed);
-                #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+                #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
                 unsafe fn avx512($($a: $t),*) -> $r {
                     body($($a),*)
                 }
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($a: $t),*) -> $r {
                     body($($a),*)
                 }
@@ -36,11 +37,12 @@ macro_rules! multiversion {
                     && std::arch::is_x86_feature_detected!("avx512vl")
                     && std::arch::is_x86_feature_detected!("avx512dq")
                     && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("fma")
                 {
                     // SAFETY: the CPU has these extensions.
                     return unsafe { avx512($($a),*) };
                 }
-                if isa >= 1 && std::arch::is_x86_feature_detected!("avx2") {
+                if isa >= 1 && std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
                     // SAFETY: the CPU has AVX2.
                     return unsafe { avx2($($a),*) };
                 }
@@ -72,11 +74,11 @@ pub fn exp(x: f64) -> f64 {
     } else {
         x
     };
-    let t = x * std::f64::consts::LOG2_E + SHIFT;
+    let t = x.mul_add(std::f64::consts::LOG2_E, SHIFT);
     let k = t - SHIFT;
-    let r = (x - k * LN2_HI) - k * LN2_LO;
+    let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, x));
     // e^r = 1 + r + r^2 q(r), q(r) = 1/2! + r/3! + ... + r^11/13!: the Taylor series, to 4e-18,
-    // with q evaluated by Estrin's scheme (a short dependency chain).
+    // with q evaluated by Estrin's scheme (a short dependency chain) in fused multiply-adds.
     const C: [f64; 12] = [
         1.0 / 2.0,
         1.0 / 6.0,
@@ -94,9 +96,9 @@ pub fn exp(x: f64) -> f64 {
     let r2 = r * r;
     let r4 = r2 * r2;
     let r8 = r4 * r4;
-    let a = |i: usize| C[i] + C[i + 1] * r;
-    let q = (a(0) + a(2) * r2) + (a(4) + a(6) * r2) * r4 + (a(8) + a(10) * r2) * r8;
-    let er = 1.0 + (r + r2 * q);
+    let a = |i: usize| C[i + 1].mul_add(r, C[i]);
+    let q = a(10).mul_add(r2, a(8)).mul_add(r8, a(6).mul_add(r2, a(4)).mul_add(r4, a(2).mul_add(r2, a(0))));
+    let er = 1.0 + r2.mul_add(q, r);
     // 2^k as two factors (k is in [-1075, 1024]) so neither leaves the normal range.
     let ki = (t.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
     let k1 = ki >> 1;
