@@ -1,13 +1,14 @@
 //! Fused groups whose inputs, values and result are all float32, bfloat16, float16 or bool: they
 //! run on lanes of f32 (every value of these types is an f32) and u8 (bools as 0 or 1), with
 //! the same bits as the f64 lanes of elementwise.rs:
-//!   * + - * / and sqrt compute in f32 when their operands are of the result's type: rounding
-//!     the f32 result to float32, bfloat16 or float16 gives what rounding the exact result does
-//!     (f32 has at least 2p + 2 bits of these types' p), which is what the f64 path gives;
-//!   * other float functions widen to f64 (exactly), compute there and round to the node's type
-//!     with the cast rules (through an f32 rounded to odd for the narrow types), as that path;
-//!   * max, min, abs, relu, where, comparisons and the like are exact in either;
-//!   * a float32 result gets NaN's canonical bits when stored, as the cast rules give.
+//! * add, sub, mul, div and sqrt compute in f32 when their operands are of the result's type:
+//!   rounding the f32 result to float32, bfloat16 or float16 gives what rounding the exact
+//!   result does (f32 has at least 2p + 2 bits of these types' p), as the f64 path gives;
+//! * other float functions widen to f64 (exactly), compute there and round to the node's type
+//!   with the cast rules (through an f32 rounded to odd for the narrow types), as that path;
+//! * max, min, abs, relu, where, comparisons and the like are exact in either;
+//! * a float32 result gets NaN's canonical bits when stored, as the cast rules give.
+//!
 //! The one difference: the sign of a NaN that arithmetic on NaNs produces (IEEE 754 leaves it
 //! unspecified; x86 gives the first operand's, in an order the compiler picks in either path).
 //!
