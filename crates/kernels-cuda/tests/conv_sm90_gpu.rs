@@ -5,6 +5,8 @@
 //! output (no write past a partial tile) and an output, biases and residual only 4-byte aligned. Skips
 //! without an sm_90a GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip into a failure.
 
+mod common;
+
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
@@ -12,71 +14,20 @@ use max_graph::DType;
 use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Outcome};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 
-fn skip(why: &str) -> Option<Arc<CudaContext>> {
-    if std::env::var("MAX_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("MAX_REQUIRE_GPU=1 but {why}");
-    }
-    eprintln!("skipping: {why}");
-    None
-}
+use common::{Rng, f16_value};
 
-/// libnvrtc from the repository's virtual environment, when the loader's path has none.
-fn add_venv_nvrtc() {
-    let lib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/lib");
-    for py in std::fs::read_dir(lib).into_iter().flatten().flatten() {
-        for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"] {
-            let dir = py.path().join("site-packages").join(sub);
-            if dir.is_dir() {
-                max_kernels_cuda::add_search_dir(dir);
-            }
-        }
-    }
-}
-
+/// The shared test context, when its GPU is sm_90a.
 fn context() -> Option<Arc<CudaContext>> {
     static CTX: OnceLock<Option<Arc<CudaContext>>> = OnceLock::new();
     CTX.get_or_init(|| {
-        // SAFETY: only opens and closes the driver library.
-        let present = std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() });
-        if !present.unwrap_or(false) {
-            return skip("no CUDA driver");
-        }
-        if cudarc::driver::result::init().is_err() {
-            return skip("the CUDA driver failed to initialise");
-        }
-        match cudarc::driver::result::device::get_count() {
-            Ok(n) if n > 0 => {}
-            _ => return skip("no GPU"),
-        }
-        add_venv_nvrtc();
-        if let Err(e) = max_kernels_cuda::ensure_nvrtc() {
-            return skip(&format!("{e}"));
-        }
-        let ctx = match CudaContext::new(0) {
-            Ok(c) => c,
-            Err(e) => return skip(&format!("cuCtx: {e}")),
-        };
+        let ctx = common::context()?;
         match max_kernels_cuda::arch_name(&ctx) {
             Ok(a) if a == "sm_90a" => Some(ctx),
-            Ok(a) => skip(&format!("the kernel needs sm_90a, the GPU is {a}")),
-            Err(e) => skip(&format!("{e}")),
+            Ok(a) => common::skip(&format!("the kernel needs sm_90a, the GPU is {a}")),
+            Err(e) => common::skip(&format!("{e}")),
         }
     })
     .clone()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [-1, 1).
-    fn unit(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
 }
 
 /// The 16-bit pattern of `x` (rounded to nearest even) and its exact value.
@@ -101,12 +52,6 @@ fn half_bits(v: f64) -> u16 {
     let e = a.log2().floor() as i32;
     let m = ((a / 2f64.powi(e) - 1.0) * 1024.0).round() as u16;
     sign | (((e + 15) as u16) << 10) | m
-}
-
-fn f16_value(h: u16) -> f64 {
-    let s = if h >> 15 != 0 { -1.0 } else { 1.0 };
-    let (e, m) = ((h >> 10) & 0x1F, (h & 0x3FF) as f64);
-    if e == 0 { s * m * 2f64.powi(-24) } else { s * (1.0 + m / 1024.0) * 2f64.powi(e as i32 - 15) }
 }
 
 fn value(dtype: DType, h: u16) -> f64 {

@@ -4,61 +4,16 @@
 //! guard bytes around C, determinism and a caller-provided workspace. Skips without a GPU (or
 //! without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip into a failure.
 
-use std::sync::{Arc, OnceLock};
+mod common;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use max_graph::DType;
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 use max_kernels_cuda::launch::gemm_skinny::{self, Force, Path};
 
-fn skip(why: &str) -> Option<Arc<CudaContext>> {
-    if std::env::var("MAX_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("MAX_REQUIRE_GPU=1 but {why}");
-    }
-    eprintln!("skipping: {why}");
-    None
-}
-
-/// libnvrtc from the repository's virtual environment (the nvidia wheels), when the system
-/// has none on the loader's path.
-fn add_venv_nvrtc() {
-    let lib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/lib");
-    for py in std::fs::read_dir(lib).into_iter().flatten().flatten() {
-        for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"] {
-            let dir = py.path().join("site-packages").join(sub);
-            if dir.is_dir() {
-                max_kernels_cuda::add_search_dir(dir);
-            }
-        }
-    }
-}
-
-fn context() -> Option<Arc<CudaContext>> {
-    static CTX: OnceLock<Option<Arc<CudaContext>>> = OnceLock::new();
-    CTX.get_or_init(|| {
-        // SAFETY: only opens and closes the driver library.
-        let present = std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() });
-        if !present.unwrap_or(false) {
-            return skip("no CUDA driver");
-        }
-        if cudarc::driver::result::init().is_err() {
-            return skip("the CUDA driver failed to initialise");
-        }
-        match cudarc::driver::result::device::get_count() {
-            Ok(n) if n > 0 => {}
-            _ => return skip("no GPU"),
-        }
-        add_venv_nvrtc();
-        if let Err(e) = max_kernels_cuda::ensure_nvrtc() {
-            return skip(&format!("{e}"));
-        }
-        match CudaContext::new(0) {
-            Ok(c) => Some(c),
-            Err(e) => skip(&format!("cuCtx: {e}")),
-        }
-    })
-    .clone()
-}
+use common::{Rng, context, f16_value};
 
 fn stream() -> Option<Arc<CudaStream>> {
     let ctx = context()?;
@@ -66,31 +21,6 @@ fn stream() -> Option<Arc<CudaStream>> {
 }
 
 // ---- host values in each dtype ---------------------------------------------------------------
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [-1, 1).
-    fn unit(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-}
-
-fn f16_value(h: u16) -> f64 {
-    let s = if h >> 15 != 0 { -1.0 } else { 1.0 };
-    let (e, m) = ((h >> 10) & 0x1F, (h & 0x3FF) as f64);
-    match e {
-        0 => s * m * 2f64.powi(-24),
-        31 if m == 0.0 => s * f64::INFINITY,
-        31 => f64::NAN,
-        _ => s * (1.0 + m / 1024.0) * 2f64.powi(e as i32 - 15),
-    }
-}
 
 /// `x` truncated to the dtype: the bytes to upload and the exact value they hold.
 fn encode(dtype: DType, x: f32, out: &mut Vec<u8>) -> f64 {
@@ -511,7 +441,7 @@ fn caller_workspace() {
 #[test]
 fn planned_kernels_exist() {
     use max_kernels_cuda::{Target, compile, ensure_nvrtc, sources};
-    add_venv_nvrtc();
+    common::add_venv_nvrtc();
     if let Err(e) = ensure_nvrtc() {
         if std::env::var("MAX_REQUIRE_NVRTC").as_deref() == Ok("1") {
             panic!("MAX_REQUIRE_NVRTC=1 but {e}");
