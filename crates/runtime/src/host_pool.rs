@@ -12,12 +12,17 @@
 //! out is sound. `MAX_HOST_POOL_POISON=1` fills every recycled block with 0xFF bytes (NaN for
 //! floats) to expose a kernel that would rely on zeroed outputs.
 //!
-//! The pool keeps at most `MAX_HOST_POOL_MB` MiB (default 256; 0 turns recycling off), handing
-//! back the oldest blocks to the system allocator beyond that.
+//! The pool keeps at most `MAX_HOST_POOL_MB` MiB (default 256; 0 turns recycling off) in at most
+//! `MAX_BLOCKS` blocks, handing the oldest back to the system allocator beyond that. Blocks under
+//! `MIN_BLOCK` bytes are not kept: the allocator serves those quickly and zero-filling them is
+//! cheap, and leaving them out keeps the pool's lookup a short scan.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::collections::VecDeque;
 use std::sync::{Mutex, OnceLock};
+
+const MIN_BLOCK: usize = 64 << 10;
+const MAX_BLOCKS: usize = 256;
 
 struct Pool {
     blocks: VecDeque<(usize, Layout)>,
@@ -46,7 +51,7 @@ fn pool() -> &'static Mutex<Pool> {
 /// A block of exactly `layout`, recycled when one is free, else freshly zero-filled; null when
 /// the system is out of memory.
 pub(crate) fn take(layout: Layout) -> *mut u8 {
-    if config().limit > 0 {
+    if config().limit > 0 && layout.size() >= MIN_BLOCK {
         let found = {
             let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
             let at = p.blocks.iter().position(|&(_, l)| l == layout);
@@ -74,13 +79,13 @@ pub(crate) fn take(layout: Layout) -> *mut u8 {
 /// `ptr` must have been allocated with `layout` and not be used again by the caller.
 pub(crate) unsafe fn give(ptr: *mut u8, layout: Layout) {
     let limit = config().limit;
-    if layout.size() <= limit / 4 {
+    if layout.size() >= MIN_BLOCK && layout.size() <= limit / 4 {
         let mut evicted = Vec::new();
         {
             let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
             p.blocks.push_back((ptr as usize, layout));
             p.bytes += layout.size();
-            while p.bytes > limit {
+            while p.bytes > limit || p.blocks.len() > MAX_BLOCKS {
                 let Some((addr, l)) = p.blocks.pop_front() else { break };
                 p.bytes -= l.size();
                 evicted.push((addr, l));
