@@ -7,7 +7,8 @@ Two times per shape: `wall_us`, calls back to back from Python (the engine's per
 overhead included), and `gpu_us`, the GPU time per call with the host out of the way
 (gpu_timing.py), as a decode step replayed from a CUDA graph sees it. The bandwidth figures use
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
-L2 cache holds, so every call reads its weights from memory.
+L2 cache holds, so every call reads its weights from memory. `gpu_us_tensor_cores` times the
+opt-in tensor-core kernel (MAX_QGEMV_TC=1; 4-bit encodings, others ignore it).
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 
@@ -19,6 +20,7 @@ numpy and torch.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -94,6 +96,10 @@ def main() -> None:
             weight_bytes = n * kb
             ws = itertools.cycle([w] + [w.copy() for _ in range(ROTATE_BYTES // weight_bytes)])
             ours = timer(stream, lambda: model.execute(x, next(ws)))
+            # The tensor-core kernel on the same weights (4-bit encodings, opt-in).
+            os.environ["MAX_QGEMV_TC"] = "1"
+            tensor_cores = timer(stream, lambda: model.execute(x, next(ws)))
+            del os.environ["MAX_QGEMV_TC"]
             tx16 = tx.to(torch.bfloat16)
             tw16 = tw.to(torch.bfloat16)
             tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])
@@ -101,7 +107,8 @@ def main() -> None:
             gbps = weight_bytes / ours / 1e9
             rows.append({
                 "encoding": enc.value, "m": 1, "n": n, "k": k, "weight_MB": round(weight_bytes / 1e6, 2),
-                "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1), "weight_GBps": round(gbps, 1),
+                "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1),
+                "gpu_us_tensor_cores": round(tensor_cores * 1e6, 1), "weight_GBps": round(gbps, 1),
                 "of_copy_rate": round(gbps / copy_gbps, 3), "device_copy_GBps": round(copy_gbps, 1),
                 "torch_bf16_gemv_gpu_us": round(theirs * 1e6, 1),
                 "torch_bf16_GBps": round(n * k * 2 / theirs / 1e9, 1), "rel_err": float(f"{err:.2e}"),

@@ -240,3 +240,27 @@ def test_gptq_run_time_errors(gpu, rng):
     _, dev = models(lambda a, b: ops.qmatmul(Q.GPTQ, QuantizationConfig("gptq", 4, 128, sym=True), a, b), types, gpu)
     with pytest.raises(ValueError, match=r"qmatmul: GPTQ weights for K = 256 \(groups of 128\) have K/2 \+ 2\*K/128 = 132 rows of bytes, got 100"):
         execute(dev, [lhs, np.zeros((100, n), np.uint8)], gpu)
+
+
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("k", [256, 1280, 4096])
+@pytest.mark.parametrize("tensor_cores", [True, False], ids=["tc", "cuda_cores"])
+def test_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, tensor_cores, monkeypatch):
+    """One or two lhs rows over 4-bit weights whose rows start on 16 bytes: the tensor-core
+    kernel (bf16 mma over an exact three-way split of the lhs; MAX_QGEMV_TC=1) and the CUDA-core
+    one; K of half a 512-element chunk to 8 chunks, weight rows not a multiple of 32."""
+    monkeypatch.setenv("MAX_QGEMV_TC", "1" if tensor_cores else "0")
+    run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1)])
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-3, 1e25])
+def test_qmatmul_4bit_lhs_magnitudes(gpu, rng, scale, monkeypatch):
+    """The lhs split stays exact over the f32 range (tiny, ordinary and huge values, mixed signs)."""
+    monkeypatch.setenv("MAX_QGEMV_TC", "1")
+    enc, k, n = Q.Q4_K, 512, 64
+    kb = k // enc.elements_per_block * enc.block_size
+    cpu, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (n, kb))], gpu)
+    w = random_blocks(rng, enc, n, k // enc.elements_per_block)
+    lhs = (rng.standard_normal((1, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(1, k))).astype(np.float32)
+    (g,) = execute(dev, [lhs, w], gpu)
+    check_f32_product(g, lhs, cpu_dequantize(enc, w))

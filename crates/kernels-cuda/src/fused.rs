@@ -400,31 +400,50 @@ pub fn source(spec: &FusedSpec) -> Result<String> {
     let vec = (16 / widest.max(1)).max(1);
     let _ = writeln!(s, "#define VEC {vec}");
     let _ = writeln!(s, "template <typename T> struct alignas(sizeof(T) * VEC) Pack {{ T v[VEC]; }};");
-    let _ = writeln!(s, "extern \"C\" __global__ void fused_vec({sig}, u32 scalar_mask) {{");
-    let _ = writeln!(s, "    const u64 nvec = n / VEC, stride = (u64)gridDim.x * blockDim.x;");
-    let _ = writeln!(s, "    for (u64 j = blockIdx.x * (u64)blockDim.x + threadIdx.x; j < nvec; j += stride) {{");
-    let _ = writeln!(s, "        const u64 base = j * VEC;");
-    for (i, d) in spec.inputs.iter().enumerate() {
-        let t = storage(*d)?;
-        let _ = writeln!(s, "        Pack<{t}> p{i};");
+    // fused_vec2 has each thread load two vectors per input before computing either: twice the
+    // bytes in flight per thread, for groups whose arithmetic keeps register use (and so
+    // occupancy) from hiding memory latency with one.
+    for (name, vu) in [("fused_vec", 1), ("fused_vec2", 2)] {
+        let _ = writeln!(s, "extern \"C\" __global__ void {name}({sig}, u32 scalar_mask) {{");
+        let _ = writeln!(s, "    const u64 nvec = n / VEC, stride = (u64)gridDim.x * blockDim.x;");
         let _ = writeln!(
             s,
-            "        if ((scalar_mask >> {i}) & 1u) {{ for (int q = 0; q < VEC; ++q) p{i}.v[q] = in{i}[0]; }} else {{ p{i} = *reinterpret_cast<const Pack<{t}>*>(in{i} + base); }}"
+            "    for (u64 j0 = blockIdx.x * (u64)blockDim.x + threadIdx.x; j0 < nvec; j0 += stride * {vu}) {{"
         );
+        for (i, d) in spec.inputs.iter().enumerate() {
+            let t = storage(*d)?;
+            let _ = writeln!(s, "        Pack<{t}> p{i}[{vu}];");
+        }
+        let _ = writeln!(s, "#pragma unroll\n        for (int u = 0; u < {vu}; ++u) {{");
+        let _ = writeln!(s, "            const u64 j = j0 + u * stride;");
+        let _ = writeln!(s, "            if (j >= nvec) break;");
+        for (i, d) in spec.inputs.iter().enumerate() {
+            let t = storage(*d)?;
+            let _ = writeln!(
+                s,
+                "            if ((scalar_mask >> {i}) & 1u) {{ for (int q = 0; q < VEC; ++q) p{i}[u].v[q] = in{i}[0]; }} else {{ p{i}[u] = *reinterpret_cast<const Pack<{t}>*>(in{i} + j * VEC); }}"
+            );
+        }
+        let _ = writeln!(s, "        }}");
+        let _ = writeln!(s, "#pragma unroll\n        for (int u = 0; u < {vu}; ++u) {{");
+        let _ = writeln!(s, "            const u64 j = j0 + u * stride;");
+        let _ = writeln!(s, "            if (j >= nvec) break;");
+        let _ = writeln!(s, "            Pack<{out_ty}> po;");
+        let _ = writeln!(s, "#pragma unroll\n            for (int q = 0; q < VEC; ++q) {{");
+        for (i, d) in spec.inputs.iter().enumerate() {
+            let _ = writeln!(s, "        const {} a{i} = {};", compute(*d), load(*d, &format!("p{i}[u].v[q]")));
+        }
+        s.push_str(&body);
+        let _ = writeln!(s, "            po.v[q] = {store};\n            }}");
+        let _ = writeln!(s, "            *reinterpret_cast<Pack<{out_ty}>*>(out + j * VEC) = po;\n        }}\n    }}");
+        let _ = writeln!(
+            s,
+            "    for (u64 i = nvec * VEC + blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += stride) {{"
+        );
+        s.push_str(&loads_at(&|i| format!("((scalar_mask >> {i}) & 1u) ? 0 : i"))?);
+        s.push_str(&body);
+        let _ = writeln!(s, "        out[i] = {store};\n    }}\n}}");
     }
-    let _ = writeln!(s, "        Pack<{out_ty}> po;");
-    let _ = writeln!(s, "#pragma unroll\n        for (int q = 0; q < VEC; ++q) {{");
-    for (i, d) in spec.inputs.iter().enumerate() {
-        let _ = writeln!(s, "        const {} a{i} = {};", compute(*d), load(*d, &format!("p{i}.v[q]")));
-    }
-    s.push_str(&body);
-    let _ = writeln!(s, "        po.v[q] = {store};\n        }}");
-    let _ = writeln!(s, "        *reinterpret_cast<Pack<{out_ty}>*>(out + base) = po;\n    }}");
-    let _ =
-        writeln!(s, "    for (u64 i = nvec * VEC + blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += stride) {{");
-    s.push_str(&loads_at(&|i| format!("((scalar_mask >> {i}) & 1u) ? 0 : i"))?);
-    s.push_str(&body);
-    let _ = writeln!(s, "        out[i] = {store};\n    }}\n}}");
     Ok(s)
 }
 
@@ -489,6 +508,17 @@ fn push_geometry<const R: usize>(
     with_n!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
 }
 
+/// Whether the vector form loads two vectors per thread step: for 16-bit (and narrower) data,
+/// where one 16-byte vector is 8 elements of arithmetic per load. `MAX_FUSED_VEC2=0|1` forces
+/// the choice (read at each launch, so a benchmark can compare both in one process).
+fn two_vectors(widest: usize) -> bool {
+    match std::env::var("MAX_FUSED_VEC2").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => widest <= 2,
+    }
+}
+
 /// Launches the group on `stream`: `out` holds `shape`'s elements (contiguous).
 pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usize], inputs: &[Input]) -> Result<()> {
     let n: u64 = shape.iter().map(|d| *d as u64).product();
@@ -499,7 +529,12 @@ pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usi
     let contig = inputs.iter().all(|i| i.same_layout || i.scalar);
     // The vector form needs every streamed pointer 16-byte aligned.
     let vectorized = contig && out % 16 == 0 && inputs.iter().all(|i| i.scalar || i.ptr % 16 == 0);
-    let name = if vectorized {
+    let out_dtype = spec.nodes.last().map(|nd| nd.dtype).unwrap_or(DType::Float32);
+    let widest = spec.inputs.iter().chain(std::iter::once(&out_dtype)).map(|d| d.size_in_bytes()).max().unwrap_or(4);
+    let two = vectorized && two_vectors(widest);
+    let name = if two {
+        "fused_vec2"
+    } else if vectorized {
         "fused_vec"
     } else if contig {
         "fused_contig"
@@ -507,10 +542,8 @@ pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usi
         "fused"
     };
     let f = function(stream.context(), &fam, name)?;
-    let out_dtype = spec.nodes.last().map(|nd| nd.dtype).unwrap_or(DType::Float32);
-    let widest = spec.inputs.iter().chain(std::iter::once(&out_dtype)).map(|d| d.size_in_bytes()).max().unwrap_or(4);
     let per_block = if vectorized {
-        256 * (16 / widest.max(1)).max(1) as u64
+        256 * (16 / widest.max(1)).max(1) as u64 * if two { 2 } else { 1 }
     } else if contig {
         256 * UNROLL
     } else {

@@ -30,8 +30,22 @@ pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_st
 pub const CONV: Family = Family { name: "conv", source: include_str!("../kernels/conv.cu") };
 /// max_pool2d, avg_pool2d, fold.
 pub const POOL: Family = Family { name: "pool", source: include_str!("../kernels/pool.cu") };
-/// dequantize, qmatmul (GGUF block encodings), GPTQ.
-pub const QUANT: Family = Family { name: "quant", source: include_str!("../kernels/quant.cu") };
+/// dequantize and large-M qmatmul of the GGUF block encodings, GPTQ (kernels/quant_common.cuh in
+/// front, as for QGEMV).
+pub const QUANT: Family = Family {
+    name: "quant",
+    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/quant.cu")),
+};
+/// qmatmul with 1 or 2 lhs rows over 4-bit weights on tensor cores (sm_80+).
+pub const QGEMV_TC: Family = Family {
+    name: "qgemv_tc",
+    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv_tc.cu")),
+};
+/// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings).
+pub const QGEMV: Family = Family {
+    name: "qgemv",
+    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv.cu")),
+};
 
 /// The reduction families (kernels/reduction_common.cuh in front of each; every file starts
 /// with its own `#line`, so compile errors name the right file and line).
@@ -66,6 +80,8 @@ pub const ALL: &[Family] = &[
     CONV,
     POOL,
     QUANT,
+    QGEMV,
+    QGEMV_TC,
     REDUCTION,
     NORM,
     SCAN,

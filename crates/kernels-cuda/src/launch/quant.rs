@@ -1,4 +1,4 @@
-//! The quant family (kernels/quant.cu): dequantize of the GGUF block encodings, qmatmul
+//! The quant families (kernels/quant.cu, kernels/qgemv.cu): dequantize of the GGUF block encodings, qmatmul
 //! (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32 GEMM above), GPTQ.
 
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
-use crate::sources::QUANT;
+use crate::sources::{QGEMV, QGEMV_TC, QUANT};
 use crate::{Error, Result, function};
 
 /// The GGUF block encodings.
@@ -48,7 +48,7 @@ impl Encoding {
 
 /// lhs rows up to which qmatmul decodes in registers (qgemv) instead of through a GEMM.
 pub const GEMV_MAX_ROWS: usize = 8;
-/// Matches QV_WARPS * QV_CW, QV_CHUNK and QV_LD in quant.cu.
+/// Matches QV_ROWS, QV_CHUNK, QV_LD, Chunk::SLOT and Qv::ST in qgemv.cu.
 const QV_ROWS_PER_BLOCK: usize = 16;
 const QV_CHUNK: usize = 1024;
 const QV_LD: usize = 36;
@@ -89,13 +89,21 @@ pub fn qmatmul(
     if k == 0 {
         return super::fill(stream, out, (m * n) as u64, 4, 0);
     }
+    if tensor_core_gemv(stream, enc, m, w, row_bytes)? {
+        return qgemv_tc(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
+    }
     if m <= GEMV_MAX_ROWS {
         let mr = rows_variant(m);
-        let f = function(stream.context(), &QUANT, &format!("qgemv_{}_m{mr}", enc.suffix()))?;
+        let f = function(stream.context(), &QGEMV, &format!("qgemv_{}_m{mr}", enc.suffix()))?;
         let (elems, bytes) = enc.block();
-        let slot = (QV_CHUNK / elems * bytes + 16).next_multiple_of(16);
-        // Two buffers (double-buffered chunks) of the lhs chunk and the weight slots.
-        let smem = (2 * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
+        let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
+        // A ring of stages, each the lhs chunk and the weight slots.
+        let stages = match mr {
+            1 | 2 => 4,
+            4 => 3,
+            _ => 2,
+        };
+        let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
         if smem > 48 * 1024 {
             f.set_attribute(
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -110,7 +118,9 @@ pub fn qmatmul(
         let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
         let (mi, ni, ki, rb) = (m as i64, n as i64, k as i64, row_bytes as i64);
         let mut l = stream.launch_builder(&f);
-        l.arg(&lhs).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb);
+        // 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).
+        let magic: u32 = 0x4B00_0000;
+        l.arg(&lhs).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb).arg(&magic);
         // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32.
         unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
         return Ok(());
@@ -124,6 +134,78 @@ pub fn qmatmul(
         unsafe { l.launch(grid((k * nc) as u64)) }.map_err(Error::driver("cuLaunchKernel(dequant_t)"))?;
         Ok(())
     })
+}
+
+/// Whether qmatmul takes the tensor-core GEMV (qgemv_tc.cu): 4-bit encodings, one or two lhs
+/// rows, rows on 16-byte boundaries, an sm_80+ device, and `MAX_QGEMV_TC=1` (read at each call,
+/// so a benchmark can compare both kernels in one process): it is exact and tested, but not yet
+/// faster than qgemv.cu on an H200, so it is not the default.
+fn tensor_core_gemv(stream: &Arc<CudaStream>, enc: Encoding, m: usize, w: u64, row_bytes: usize) -> Result<bool> {
+    if m > 2 || !matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K) || row_bytes % 16 != 0 || w % 16 != 0 {
+        return Ok(false);
+    }
+    if std::env::var("MAX_QGEMV_TC").as_deref() != Ok("1") {
+        return Ok(false);
+    }
+    let arch = crate::modules::arch_name(stream.context())?;
+    let major: u32 = arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().unwrap_or(0) / 10;
+    Ok(major >= 8)
+}
+
+/// Matches TC_ROWS, TC_CHUNK, TC_ST and Tc::SMEM in qgemv_tc.cu.
+const TC_ROWS: usize = 32;
+const TC_CHUNK: usize = 512;
+const TC_STAGES: usize = 3;
+
+fn qgemv_tc(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (lhs, w, out): (u64, u64, u64),
+    (m, n, k, row_bytes): (usize, usize, usize, usize),
+) -> Result<()> {
+    let mr = if m == 1 { 1 } else { 2 };
+    if k > 1 << 30 {
+        return Err(Error::Unsupported(format!("qmatmul with K = {k}")));
+    }
+    let ctx = stream.context();
+    // The lhs split into B fragments ([K/16][12 * mr][2] u32) and its unit sums ([mr][K/32] f32).
+    let frag_bytes = (k / 16) * 12 * mr * 8;
+    let lsum_at = frag_bytes.next_multiple_of(256);
+    let scratch = Scratch::new(stream, lsum_at + mr * (k / 32) * 4)?;
+    let (frag, lsum) = (scratch.ptr(), scratch.ptr() + lsum_at as u64);
+    let prep = function(ctx, &QGEMV_TC, &format!("qgemv_tc_prep_m{mr}"))?;
+    let ki = k as i64;
+    let mut l = stream.launch_builder(&prep);
+    l.arg(&lhs).arg(&frag).arg(&lsum).arg(&ki);
+    // SAFETY: lhs holds mr x k f32; the scratch holds the fragments and sums written.
+    let threads = mr * k;
+    let prep_cfg =
+        LaunchConfig { grid_dim: (threads.div_ceil(256) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    unsafe { l.launch(prep_cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv_tc_prep)"))?;
+
+    let f = function(ctx, &QGEMV_TC, &format!("qgemv_tc_{}_m{mr}", enc.suffix()))?;
+    let (elems, bytes) = enc.block();
+    let slot = TC_CHUNK / elems * bytes + 16;
+    // The stages (fragments, unit sums, row slots), then the unit scales.
+    let stage = 32 * 12 * mr * 8 + mr * 16 * 4 + TC_ROWS * slot;
+    let smem = (TC_STAGES * stage + TC_ROWS * 16 * 8) as u32;
+    f.set_attribute(
+        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        smem as i32,
+    )
+    .map_err(Error::driver("cuFuncSetAttribute"))?;
+    let blocks = n.div_ceil(TC_ROWS);
+    if blocks > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
+    }
+    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: smem };
+    let (mi, ni, rb) = (m as i64, n as i64, row_bytes as i64);
+    let mut l = stream.launch_builder(&f);
+    l.arg(&frag).arg(&lsum).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb);
+    // SAFETY: the fragments and sums above; w n rows of row_bytes (k elements, 16-byte aligned),
+    // out m x n f32. The scratch is freed in stream order after the launch.
+    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv_tc)"))?;
+    Ok(())
 }
 
 /// GPTQ: out [m, n] (bf16) = lhs [m, k] (bf16) @ W [k, n], W decoded from `rhs` (see quant.cu),

@@ -1,0 +1,317 @@
+#line 1 "qgemv.cu"
+// qgemv.cu: qmatmul for up to 8 lhs rows (qgemv_<enc>_m{1,2,4,8}), the memory-bound decode case:
+// the quantized weights are read once and decoded in registers. The layouts and the CPU reference
+// are those of quant.cu; launch/quant.rs picks this path for M <= 8.
+//
+// A block of 8 warps handles 16 weight rows (2 per warp) and walks K in chunks of 1024 elements
+// through a ring of ST shared-memory stages (4 for M <= 2): each stage holds the lhs chunk
+// ([MR, 1024] f32, lane runs 36 floats apart so 16-byte reads have no bank conflicts) and the
+// chunk's bytes of each of the block's rows (whole blocks, cp.async). ST - 1 chunks are in flight
+// while one is decoded, so a K = 4096 row is requested all at once: at M = 1 the kernel is
+// bound by memory latency and bandwidth only if enough bytes are in flight, and with two stages
+// it was not.
+//
+// Lane l decodes elements 32l .. 32l+31 of the chunk (one 32-element block, or one sub-block of
+// a 256-element super-block) of each of its rows. For Q4_0, Q4_1, Q8_0 and Q4_K it reads the
+// quants as 32-bit words (aligned shared loads and funnel shifts, whatever the row's alignment)
+// and turns each quant into a float with one byte permute (the quant becomes the low byte of
+// 2^23's bit pattern) and one subtraction: three instructions per weight and lhs row with the
+// fma, which keeps decode under the memory time. Q5_K and Q6_K decode byte by byte. Block scales
+// are applied once per 16 or 32 elements (sum of lhs * q, times the scale, minus min times the
+// sum of lhs), so the result equals lhs @ dequantize(w)^T up to f32 rounding, like the CPU's
+// gemm; the summation order is fixed, so the result is deterministic.
+
+#define QV_WARPS 8
+#define QV_CW 2        // weight rows per warp
+#define QV_ROWS (QV_WARPS * QV_CW)
+#define QV_CHUNK 1024  // elements of K per step, 32 per lane
+#define QV_LD 36       // floats between lane runs in the staged lhs
+
+// SLOT leaves room for the misalignment offset (< 16) and for the word reads that run up to 3
+// bytes past a block's end.
+template <int E> struct Chunk {
+    enum { BYTES = QV_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES, SLOT = (BYTES + 32 + 15) / 16 * 16 };
+};
+
+// One stage: the lhs chunk [MR][32 lanes][QV_LD] f32, then QV_ROWS weight slots. ST stages.
+template <int E, int MR> struct Qv {
+    enum {
+        ST = MR <= 2 ? 4 : (MR == 4 ? 3 : 2),
+        LHS = MR * 32 * QV_LD * 4,
+        BUF = LHS + QV_ROWS * Chunk<E>::SLOT,
+    };
+};
+
+// (float)v for 0 <= v < 2^23 with bit operations; `bias` is subtracted exactly.
+__device__ __forceinline__ float small_float(u32 v, float bias) { return __int_as_float(0x4B000000u | v) - (8388608.f + bias); }
+
+// The quant of element t (0..32) of sub-block sb of the block at b, as a float, with the
+// encoding's offset applied (q - 8, signed q, q - 32); Q4_1, Q4_K, Q5_K give q >= 0.
+template <int E> __device__ __forceinline__ float quant(const u8* b, int sb, int t);
+template <> __device__ __forceinline__ float quant<ENC_Q4_0>(const u8* b, int, int t) {
+    const u32 byte = b[2 + (t & 15)];
+    return small_float(t < 16 ? byte & 0xF : byte >> 4, 8.f);
+}
+template <> __device__ __forceinline__ float quant<ENC_Q4_1>(const u8* b, int, int t) {
+    const u32 byte = b[4 + (t & 15)];
+    return small_float(t < 16 ? byte & 0xF : byte >> 4, 0.f);
+}
+template <> __device__ __forceinline__ float quant<ENC_Q8_0>(const u8* b, int, int t) {
+    return small_float((u32)b[2 + t] ^ 0x80u, 128.f);
+}
+template <> __device__ __forceinline__ float quant<ENC_Q4_K>(const u8* b, int sb, int t) {
+    return small_float((b[16 + 32 * (sb >> 1) + t] >> (4 * (sb & 1))) & 0xF, 0.f);
+}
+template <> __device__ __forceinline__ float quant<ENC_Q5_K>(const u8* b, int sb, int t) {
+    const u32 lo = (b[48 + 32 * (sb >> 1) + t] >> (4 * (sb & 1))) & 0xF;
+    return small_float(lo | (((b[16 + t] >> sb) & 1) << 4), 0.f);
+}
+template <> __device__ __forceinline__ float quant<ENC_Q6_K>(const u8* b, int sb, int t) {
+    const int h = sb >> 2, p = sb & 3;
+    const u32 nib = (b[64 * h + 32 * (p & 1) + t] >> (4 * (p >> 1))) & 0xF;
+    const u32 hi = (b[128 + 32 * h + t] >> (2 * p)) & 3;
+    return small_float(nib | (hi << 4), 32.f);
+}
+
+// The sub-block's contribution from s[h] = sum of lhs * quant and l[h] = sum of lhs over its
+// halves h (elements 0..15, 16..31).
+template <int E> __device__ __forceinline__ float combine(const u8* b, int sb, const float* s, const float* l) {
+    if (E == ENC_Q4_0 || E == ENC_Q8_0) return f16_at(b, 0) * (s[0] + s[1]);
+    if (E == ENC_Q4_1) return f16_at(b, 0) * (s[0] + s[1]) + f16_at(b, 2) * (l[0] + l[1]);
+    if (E == ENC_Q4_K || E == ENC_Q5_K) {
+        u32 sc, m;
+        scale_min(sb, b + 4, sc, m);
+        return (f16_at(b, 0) * (float)sc) * (s[0] + s[1]) - (f16_at(b, 2) * (float)m) * (l[0] + l[1]);
+    }
+    const float d = f16_at(b, 208);  // Q6_K: one scale per 16 elements
+    return (d * (float)(i8)b[192 + 2 * sb]) * s[0] + (d * (float)(i8)b[192 + 2 * sb + 1]) * s[1];
+}
+
+// Copies bytes [0, len) at src into slot + (src % 16), so that 16-byte aligned global vectors
+// land on 16-byte aligned shared addresses: cp.async for the aligned middle, plain byte copies
+// for the unaligned head and tail (only rows that do not start on 16 bytes have them).
+__device__ __forceinline__ void stage_bytes(const u8* __restrict__ src, i64 len, u8* __restrict__ slot, int lane) {
+    const u64 a = (u64)src, end = a + (u64)len;
+    u8* dst = slot + (a & 15);
+    u64 va = (a + 15) & ~15ull;
+    if (va > end) va = end;
+    u64 vb = end & ~15ull;
+    if (vb < va) vb = va;
+    for (u64 i = lane; i < va - a; i += 32) dst[i] = src[i];
+    for (u64 i = lane; i < (vb - va) / 16; i += 32) cp_async16(dst + (va - a) + 16 * i, src + (va - a) + 16 * i, true);
+    for (u64 i = lane; i < end - vb; i += 32) dst[(vb - a) + i] = src[(vb - a) + i];
+}
+
+// Where the lane's 32 quants sit and how they are packed, for the encodings decoded by words.
+// SPLIT: 16 bytes, element t < 16 in the low nibble of byte t, t >= 16 in the high nibble of
+// byte t - 16 (Q4_0, Q4_1). Otherwise 32 bytes, element t in byte t (Q8_0, signed), or in the
+// nibble 4 * (sb & 1) of byte t (Q4_K).
+template <int E> struct Words {
+    enum { FAST = 0, NW = 1, SPLIT = 0 };
+};
+template <> struct Words<ENC_Q4_0> { enum { FAST = 1, NW = 4, SPLIT = 1 }; };
+template <> struct Words<ENC_Q4_1> { enum { FAST = 1, NW = 4, SPLIT = 1 }; };
+template <> struct Words<ENC_Q8_0> { enum { FAST = 1, NW = 8, SPLIT = 0 }; };
+template <> struct Words<ENC_Q4_K> { enum { FAST = 1, NW = 8, SPLIT = 0 }; };
+
+template <int E> __device__ __forceinline__ int quant_offset(int sb) {
+    return E == ENC_Q4_0 ? 2 : E == ENC_Q4_1 ? 4 : E == ENC_Q8_0 ? 2 : 16 + 32 * (sb >> 1);
+}
+template <int E> __device__ __forceinline__ float quant_bias() { return E == ENC_Q4_0 ? 8.f : E == ENC_Q8_0 ? 128.f : 0.f; }
+
+// NW little-endian words from the shared-memory bytes at p (any alignment): aligned loads
+// (pointer arithmetic on p keeps them shared-memory loads) joined by funnel shifts.
+template <int NW> __device__ __forceinline__ void load_words(const u8* p, u32 (&wd)[NW]) {
+    const int mis = (int)((u64)p & 3);
+    const u32* b = (const u32*)(p - mis);
+    const u32 sh = 8u * (u32)mis;
+    u32 prev = b[0];
+#pragma unroll
+    for (int i = 0; i < NW; ++i) {
+        const u32 next = b[i + 1];
+        wd[i] = __funnelshift_r(prev, next, sh);
+        prev = next;
+    }
+}
+
+// Byte j (0..3) of v as a float, minus bias: v's byte under 2^23's exponent (`magic` holds
+// 0x4B000000; a kernel argument, so that the permute's selector, not the magic, is its immediate
+// and no selector has to be moved into a register first), then one subtraction.
+__device__ __forceinline__ float byte_float(u32 v, u32 magic, int j, float bias) {
+    return __int_as_float(__byte_perm(v, magic, 0x7440u | (u32)j)) - (8388608.f + bias);
+}
+
+template <int E, int MR>
+__device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
+                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic) {
+    extern __shared__ __align__(16) u8 qv_smem[];
+    typedef Qv<E, MR> S;
+    typedef Words<E> WD;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const i64 row0 = ((i64)blockIdx.x * QV_WARPS + warp) * QV_CW;
+    const int sb = lane % (Enc<E>::ELEMS / 32);
+    const bool lhs_aligned = ((u64)lhs & 15) == 0;  // k is a multiple of 32: every row then is
+    const i64 chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
+    const u8* wrow = w + row0 * row_bytes;  // the warp's first row
+    // Rows on 16-byte boundaries: each row's chunk is whole vectors (every chunk but Q6_K's is a
+    // multiple of 16 bytes).
+    const bool aligned = Chunk<E>::BYTES % 16 == 0 && row_bytes % 16 == 0 && ((u64)w & 15) == 0;
+
+    // Issues the copies of chunk ch (if it exists) into stage ch % ST; one cp.async group per
+    // thread either way, so group counting stays uniform.
+    auto stage = [&](i64 ch) {
+        if (ch < chunks) {
+            const int buf = (int)(ch % S::ST);
+            float* ls = (float*)(qv_smem + buf * S::BUF);
+            u8* slots = qv_smem + buf * S::BUF + S::LHS;
+            const i64 k0 = ch * QV_CHUNK;
+            const int kc = (int)min((i64)QV_CHUNK, k - k0);  // elements of this chunk
+#pragma unroll
+            for (int r = 0; r < MR; ++r) {
+                const int t = 4 * (int)threadIdx.x;  // floats t..t+3 of row r (256 threads, 1024 floats)
+                const bool ok = r < m && t < kc;
+                float* d = ls + r * 32 * QV_LD + (t / 32) * QV_LD + t % 32;
+                if (lhs_aligned) {
+                    cp_async16(d, ok ? lhs + r * k + k0 + t : lhs, ok);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) d[j] = ok ? lhs[r * k + k0 + t + j] : 0.f;
+                }
+            }
+            const i64 b0 = ch * Chunk<E>::BYTES, blen = min((i64)Chunk<E>::BYTES, row_bytes - b0);
+            u8* mine = slots + warp * QV_CW * Chunk<E>::SLOT;
+            if (aligned) {
+                // Whole 16-byte vectors at offset 0 of each slot; the warp's rows share the loop.
+                const int V = Chunk<E>::BYTES / 16, nv = (int)(blen / 16);
+                for (int v = lane; v < QV_CW * V; v += 32) {
+                    const int c = v / V, o = v - c * V;
+                    if (o < nv && row0 + c < n) cp_async16(mine + c * Chunk<E>::SLOT + 16 * o, wrow + c * row_bytes + b0 + 16 * o, true);
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < QV_CW; ++c)
+                    if (row0 + c < n) stage_bytes(wrow + c * row_bytes + b0, blen, mine + c * Chunk<E>::SLOT, lane);
+            }
+        }
+        cp_async_commit();
+    };
+
+    float acc[QV_CW][MR];
+#pragma unroll
+    for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < S::ST - 1; ++s) stage(s);
+    for (i64 ch = 0; ch < chunks; ++ch) {
+        cp_async_wait<S::ST - 2>();  // chunk ch has landed (this thread's copies) ...
+        __syncthreads();             // ... everyone's, and stage (ch - 1) % ST is no longer read
+        stage(ch + S::ST - 1);
+        const int buf = (int)(ch % S::ST);
+        const i64 k0 = ch * QV_CHUNK, b0 = ch * Chunk<E>::BYTES;
+        if (k0 + 32 * lane >= k) continue;
+        const float* lr = (const float*)(qv_smem + buf * S::BUF) + lane * QV_LD;
+        const u8* slots = qv_smem + buf * S::BUF + S::LHS;
+        const u8* bb[QV_CW];
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c)
+            bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(w + (row0 + c) * row_bytes + b0) & 15) +
+                    (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
+        float s[QV_CW][MR][2], l[MR][2];
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+            l[r][0] = l[r][1] = 0.f;
+#pragma unroll
+            for (int c = 0; c < QV_CW; ++c) s[c][r][0] = s[c][r][1] = 0.f;
+        }
+        if (WD::FAST) {
+            u32 wd[QV_CW][WD::NW];
+#pragma unroll
+            for (int c = 0; c < QV_CW; ++c) {
+                load_words<WD::NW>(bb[c] + quant_offset<E>(sb), wd[c]);
+#pragma unroll
+                for (int i = 0; i < WD::NW; ++i) {
+                    if (E == ENC_Q8_0) wd[c][i] ^= 0x80808080u;
+                    if (E == ENC_Q4_K) wd[c][i] >>= 4 * (sb & 1);
+                }
+            }
+            // Word i holds elements 4i .. 4i+3 (and, SPLIT, 16+4i .. 16+4i+3 in its high nibbles).
+#pragma unroll
+            for (int i = 0; i < WD::NW; ++i) {
+#pragma unroll
+                for (int half = 0; half < (WD::SPLIT ? 2 : 1); ++half) {
+                    const int t0 = 4 * i + 16 * half, h = t0 / 16;
+                    float x[MR][4];
+#pragma unroll
+                    for (int r = 0; r < MR; ++r) {
+                        const float4 v = *(const float4*)(lr + r * 32 * QV_LD + t0);
+                        x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
+                    }
+                    u32 q4[QV_CW];
+#pragma unroll
+                    for (int c = 0; c < QV_CW; ++c) {
+                        const u32 v = WD::SPLIT ? (half ? wd[c][i] >> 4 : wd[c][i]) : wd[c][i];
+                        q4[c] = E == ENC_Q8_0 ? v : v & 0x0F0F0F0Fu;
+                    }
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                        for (int r = 0; r < MR; ++r) l[r][h] += x[r][j];
+#pragma unroll
+                        for (int c = 0; c < QV_CW; ++c) {
+                            const float q = byte_float(q4[c], magic, j, quant_bias<E>());
+#pragma unroll
+                            for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][j], q, s[c][r][h]);
+                        }
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int t4 = 0; t4 < 8; ++t4) {
+                float x[MR][4];
+#pragma unroll
+                for (int r = 0; r < MR; ++r) {
+                    const float4 v = *(const float4*)(lr + r * 32 * QV_LD + 4 * t4);
+                    x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
+                }
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const int t = 4 * t4 + u, h = t / 16;
+#pragma unroll
+                    for (int r = 0; r < MR; ++r) l[r][h] += x[r][u];
+#pragma unroll
+                    for (int c = 0; c < QV_CW; ++c) {
+                        const float q = quant<E>(bb[c], sb, t);
+#pragma unroll
+                        for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][u], q, s[c][r][h]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+            for (int r = 0; r < MR; ++r) acc[c][r] += combine<E>(bb[c], sb, s[c][r], l[r]);
+    }
+    cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+#pragma unroll
+    for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+            float v = acc[c][r];
+#pragma unroll
+            for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+            if (lane == 0 && r < m && row0 + c < n) out[r * n + row0 + c] = v;
+        }
+}
+
+#define QGEMV(NAME, E, MR)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256)                                                     \
+        qgemv_##NAME##_m##MR(const float* lhs, const u8* w, float* out, i64 m, i64 n, i64 k, i64 row_bytes, \
+                             u32 magic) {                                                                 \
+        qgemv<E, MR>(lhs, w, out, m, n, k, row_bytes, magic);                                             \
+    }
+#define QGEMV_ALL(NAME, E) QGEMV(NAME, E, 1) QGEMV(NAME, E, 2) QGEMV(NAME, E, 4) QGEMV(NAME, E, 8)
+ENCODINGS(QGEMV_ALL)

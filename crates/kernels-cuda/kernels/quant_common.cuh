@@ -1,0 +1,46 @@
+#line 1 "quant_common.cuh"
+// quant_common.cuh: the GGUF block encodings shared by quant.cu (dequantize, large-M qmatmul,
+// GPTQ) and qgemv.cu (small-M qmatmul); sources.rs puts it in front of both, after prelude.cuh.
+// A block of ELEMS elements takes BYTES bytes: f16 scale(s), then packed quants (ggml layout).
+
+#define ENC_Q4_0 0
+#define ENC_Q4_1 1
+#define ENC_Q8_0 2
+#define ENC_Q4_K 3
+#define ENC_Q5_K 4
+#define ENC_Q6_K 5
+
+template <int E> struct Enc;
+template <> struct Enc<ENC_Q4_0> { enum { ELEMS = 32, BYTES = 18 }; };
+template <> struct Enc<ENC_Q4_1> { enum { ELEMS = 32, BYTES = 20 }; };
+template <> struct Enc<ENC_Q8_0> { enum { ELEMS = 32, BYTES = 34 }; };
+template <> struct Enc<ENC_Q4_K> { enum { ELEMS = 256, BYTES = 144 }; };
+template <> struct Enc<ENC_Q5_K> { enum { ELEMS = 256, BYTES = 176 }; };
+template <> struct Enc<ENC_Q6_K> { enum { ELEMS = 256, BYTES = 210 }; };
+
+__device__ __forceinline__ float f16_at(const u8* b, int o) {
+    return to_f32(f16{(u16)((u32)b[o] | ((u32)b[o + 1] << 8))});
+}
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..8) from 12 bytes.
+__device__ __forceinline__ void scale_min(int j, const u8* q, u32& sc, u32& m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+#define ENCODINGS(X) X(q4_0, ENC_Q4_0) X(q4_1, ENC_Q4_1) X(q8_0, ENC_Q8_0) X(q4_k, ENC_Q4_K) X(q5_k, ENC_Q5_K) X(q6_k, ENC_Q6_K)
+
+// cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in groups.
+// src-size 0 zero-fills the destination without reading.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
