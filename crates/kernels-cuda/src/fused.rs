@@ -94,7 +94,10 @@ fn load(d: DType, expr: &str) -> String {
 /// integers narrower than 64 bits).
 fn round(d: DType, expr: &str) -> String {
     match d {
-        DType::Float16 | DType::BFloat16 | DType::Float8E4m3fn | DType::Float8E5m2 => {
+        // NaN needs no canonical bits here: only the stored result's are visible.
+        DType::Float16 => format!("round_f16_({expr})"),
+        DType::BFloat16 => format!("round_bf16_({expr})"),
+        DType::Float8E4m3fn | DType::Float8E5m2 => {
             format!("to_f32(FromF32<{}>::go({expr}))", storage(d).unwrap_or("float"))
         }
         DType::Int8 | DType::Int16 | DType::Int32 | DType::UInt8 | DType::UInt16 | DType::UInt32 => {
@@ -177,57 +180,7 @@ fn binary(op: OpKind, a: &str, b: &str, kind: &str) -> Option<String> {
 }
 
 /// Helper functions the generated expressions call.
-const HELPERS: &str = r#"
-template <typename T> __device__ __forceinline__ T relu_(T x) { return x > (T)0 ? x : (x != x ? x : (T)0); }
-__device__ __forceinline__ float sigmoid_(float x) { return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x)); }
-__device__ __forceinline__ double sigmoid_(double x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
-__device__ __forceinline__ float gelu_erf_(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
-__device__ __forceinline__ double gelu_erf_(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
-// gelu for 16-bit results through erfc (Numerical Recipes' Chebyshev fit, relative error below
-// 1.2e-7 for every argument): 0.5 x erfc(-x / sqrt 2) has no cancellation in the negative tail,
-// and costs one fast reciprocal, one fast exp and nine FMAs instead of libdevice's branchy erff.
-__device__ __forceinline__ float gelu_erf16_(float x) {
-    const float z = fabsf(x) * 0.70710678118654752f;
-    const float t = __fdividef(1.f, fmaf(0.5f, z, 1.f));
-    float p = 0.17087277f;
-    p = fmaf(p, t, -0.82215223f);
-    p = fmaf(p, t, 1.48851587f);
-    p = fmaf(p, t, -1.13520398f);
-    p = fmaf(p, t, 0.27886807f);
-    p = fmaf(p, t, -0.18628806f);
-    p = fmaf(p, t, 0.09678418f);
-    p = fmaf(p, t, 0.37409196f);
-    p = fmaf(p, t, 1.00002368f);
-    p = fmaf(p, t, -1.26551223f);
-    const float q = t * __expf(p - z * z);  // erfc(|x| / sqrt 2)
-    return 0.5f * x * (x >= 0.f ? 2.f - q : q);
-}
-__device__ __forceinline__ float gelu_tanh_(float x) { return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
-__device__ __forceinline__ double gelu_tanh_(double x) { return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x))); }
-__device__ __forceinline__ float floor_div_(float a, float b) { return floorf(a / b); }
-__device__ __forceinline__ double floor_div_(double a, double b) { return floor(a / b); }
-__device__ __forceinline__ float py_mod_(float a, float b) { float r = fmodf(a, b); return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r; }
-__device__ __forceinline__ double py_mod_(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
-__device__ __forceinline__ float fmax_nan_(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b); }
-__device__ __forceinline__ double fmax_nan_(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : fmax(a, b); }
-__device__ __forceinline__ float fmin_nan_(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b); }
-__device__ __forceinline__ double fmin_nan_(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : fmin(a, b); }
-__device__ __forceinline__ long long idiv_floor_(long long a, long long b) { if (b == 0) return 0; long long q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-__device__ __forceinline__ long long imod_py_(long long a, long long b) { if (b == 0) return 0; long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-__device__ __forceinline__ unsigned long long udiv_(unsigned long long a, unsigned long long b) { return b == 0 ? 0 : a / b; }
-__device__ __forceinline__ unsigned long long umod_(unsigned long long a, unsigned long long b) { return b == 0 ? 0 : a % b; }
-__device__ __forceinline__ long long ipow_(long long b, long long e) {
-    if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e % 2 == 0) ? 1 : -1) : 0);
-    unsigned long long acc = 1, base = (unsigned long long)b;
-    while (e > 0) { if (e & 1) acc *= base; base *= base; e >>= 1; }
-    return (long long)acc;
-}
-__device__ __forceinline__ unsigned long long upow_(unsigned long long b, unsigned long long e) {
-    unsigned long long acc = 1;
-    while (e > 0) { if (e & 1) acc *= b; b *= b; e >>= 1; }
-    return acc;
-}
-"#;
+const HELPERS: &str = include_str!("../kernels/fused_helpers.cuh");
 
 /// Converts a compute value of `from` into the compute type of `to` with the cast rules.
 fn cast(from: DType, to: DType, x: &str) -> Result<String> {
@@ -240,7 +193,16 @@ fn cast(from: DType, to: DType, x: &str) -> Result<String> {
     Ok(load(to, &format!("convert<{s_to}>({as_storage})")))
 }
 
-fn expression(spec: &FusedSpec, node: &Node, vals: &[String], inputs: &[DType], nodes: &[Node]) -> Result<String> {
+/// The value of `node`, rounded to its dtype; the stored (`last`) 16-bit float is left unrounded,
+/// as the store rounds it.
+fn expression(
+    spec: &FusedSpec,
+    node: &Node,
+    vals: &[String],
+    inputs: &[DType],
+    nodes: &[Node],
+    last: bool,
+) -> Result<String> {
     let dtype_of = |a: &Arg| match a {
         Arg::Input(i) => inputs[*i],
         Arg::Node(j) => nodes[*j].dtype,
@@ -311,6 +273,9 @@ fn expression(spec: &FusedSpec, node: &Node, vals: &[String], inputs: &[DType], 
         }
     };
     let _ = out_kind;
+    if last && matches!(node.dtype, DType::Float16 | DType::BFloat16) {
+        return Ok(raw);
+    }
     Ok(round(node.dtype, &raw))
 }
 
@@ -339,7 +304,7 @@ pub fn source(spec: &FusedSpec) -> Result<String> {
     let mut body = String::new();
     let mut vals: Vec<String> = Vec::new();
     for (j, node) in spec.nodes.iter().enumerate() {
-        let e = expression(spec, node, &vals, &spec.inputs, &spec.nodes)?;
+        let e = expression(spec, node, &vals, &spec.inputs, &spec.nodes, j + 1 == spec.nodes.len())?;
         let _ = writeln!(body, "        const {} v{j} = {e};", compute(node.dtype));
         vals.push(format!("v{j}"));
     }
@@ -508,14 +473,16 @@ fn push_geometry<const R: usize>(
     with_n!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
 }
 
-/// Whether the vector form loads two vectors per thread step: for 16-bit (and narrower) data,
-/// where one 16-byte vector is 8 elements of arithmetic per load. `MAX_FUSED_VEC2=0|1` forces
+/// Whether the vector form loads two vectors per thread step: for 16-bit (and narrower) data
+/// with at most two streamed inputs, where one 16-byte vector per input leaves too few bytes in
+/// flight per thread for 8 elements of arithmetic (measured on an H200: relu and gelu(a)+b gain,
+/// a*b+c loses). `MAX_FUSED_VEC2=0|1` forces
 /// the choice (read at each launch, so a benchmark can compare both in one process).
-fn two_vectors(widest: usize) -> bool {
+fn two_vectors(widest: usize, streamed: usize) -> bool {
     match std::env::var("MAX_FUSED_VEC2").as_deref() {
         Ok("0") => false,
         Ok("1") => true,
-        _ => widest <= 2,
+        _ => widest <= 2 && streamed <= 2,
     }
 }
 
@@ -531,7 +498,8 @@ pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usi
     let vectorized = contig && out % 16 == 0 && inputs.iter().all(|i| i.scalar || i.ptr % 16 == 0);
     let out_dtype = spec.nodes.last().map(|nd| nd.dtype).unwrap_or(DType::Float32);
     let widest = spec.inputs.iter().chain(std::iter::once(&out_dtype)).map(|d| d.size_in_bytes()).max().unwrap_or(4);
-    let two = vectorized && two_vectors(widest);
+    let streamed = inputs.iter().filter(|i| !i.scalar).count();
+    let two = vectorized && two_vectors(widest, streamed);
     let name = if two {
         "fused_vec2"
     } else if vectorized {
