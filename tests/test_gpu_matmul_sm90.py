@@ -20,7 +20,7 @@ from max.graph import DeviceRef, Graph, TensorType, ops
 pytestmark = pytest.mark.gpu
 GPU = DeviceRef.GPU()
 TOL = {DType.float16: 1.5e-2, DType.bfloat16: 5e-2}
-KNOBS = ("LEGACY", "PERSISTENT", "CLUSTER", "SPLITK", "BN", "GRID", "GROUP_M", "TRANSPOSE", "MIN_M")
+KNOBS = ("LEGACY", "PERSISTENT", "CLUSTER", "SPLITK", "BN", "GRID", "GROUP_M", "TRANSPOSE", "MIN_M", "TAIL")
 
 VARIANTS = {
     "default": {},
@@ -179,8 +179,13 @@ def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
     np.testing.assert_allclose(a.astype(np.float64), ref, rtol=5e-2, atol=5e-2)
 
 
-@pytest.mark.parametrize("variant", ["default", "c1_n256", "one_cta_per_unit"])
+@pytest.mark.parametrize("variant", ["default", "c1_n256", "one_cta_per_unit", "no_tail_split", "c2_n128"])
 def test_many_tiles(sm90, rng, monkeypatch, variant):
-    # more units than SMs: persistent CTAs walk several units, the ring running on across them
-    use(monkeypatch, variant)
-    check(sm90, rng, DType.bfloat16, (2304, 256), (256, 2056), bias=True, residual=True)
+    # more units than SMs: persistent CTAs walk several units, the ring running on across them;
+    # by default (132 SMs) the 81 cluster tiles leave a last wave of 15, split 4 ways over K
+    if variant == "no_tail_split":
+        monkeypatch.setenv("MAX_GEMM_SM90_TAIL", "0")
+    else:
+        use(monkeypatch, variant)
+    check(sm90, rng, DType.bfloat16, (2304, 1024), (1024, 2056), bias=True, residual=True)
+    check(sm90, rng, DType.float16, (2, 1100, 520), (2, 520, 2050), act="silu")

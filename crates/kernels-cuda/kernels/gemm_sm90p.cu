@@ -8,13 +8,16 @@
 // or transposed by the caller to Bt [N, K] (K-major, TB = 0). Out-of-range rows, columns and
 // k are zero-filled by TMA, so any M, N and K % 8 == 0 work. 128-byte swizzled tiles.
 //
-// Work units: a unit is (batch z, split s, cluster row unit, column tile). A cluster of CL CTAs
-// (CL = 1 or 2, along M) takes CL row tiles of 128 rows that share one BN-column tile of B:
-// each CTA loads its own A tile and 1/CL of the B tile, multicast to every CTA of the cluster,
-// so B crosses L2 once per cluster. Units are numbered with the splits of one tile adjacent,
-// then in a grouped raster (p.group row units per group, walked down the rows before moving one
-// column tile right) so the units running at once share A rows and B columns in L2. Cluster c
-// takes units c, c + clusters, ... (a grid of one cluster per unit is the non-persistent form).
+// Work units: a cluster of CL CTAs (CL = 1 or 2, along M) takes CL row tiles of 128 rows that
+// share one BN-column tile of B: each CTA loads its own A tile and 1/CL of the B tile, multicast
+// to every CTA of the cluster, so B crosses L2 once per cluster. Such a cluster tile is numbered
+// r = (batch, then a grouped raster: p.group row units per group, walked down the rows before
+// moving one column tile right, so the units running at once share A rows and B columns in L2).
+// The first p.dp_units units are the cluster tiles 0 .. dp_units - 1 over all of K; each later
+// cluster tile is p.splits units, one per k-range (splits of one tile adjacent): all tiles split
+// when the tiles alone leave SMs idle (dp_units = 0), or only the tiles of a last, partial wave
+// (a data-parallel + split-K hybrid). Cluster c takes units c, c + clusters, ... (a grid of one
+// cluster per unit is the non-persistent form).
 // A row tile past the last one (M not a multiple of CL * 128) is computed on zeros and never
 // stored.
 //
@@ -30,7 +33,7 @@
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
 //
-// Split-K (p.splits > 1): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split). Each
+// Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split). Each
 // CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
 // across threads), fences, and bumps the tile's counter; the CTA that brings it to `splits`
 // reads all partials back in split order 0, 1, ... (so the sum is deterministic), then runs
@@ -50,21 +53,30 @@ struct GemmPArgs {
     i32 splits, k_per_split;
     i32 m_tiles, n_tiles;
     i32 group;       // cluster row units per raster group
-    i32 units;       // batch * ceil(m_tiles / CL) * n_tiles * splits
+    i32 units;       // dp_units + (batch * ceil(m_tiles / CL) * n_tiles - dp_units) * splits
+    i32 dp_units;    // leading units that take a whole cluster tile (all of K)
     i32 pairs;       // nonzero: 32-bit pair accesses in the epilogue
     Epilogue epi;
 };
 
-struct Work { int z, split, mt, nt; };
+// A unit: batch z, row tile mt (of this CTA), column tile nt, k-tiles [k0, k1), and for a split
+// unit the index of its tile among the split ones (its counter and partials), else -1.
+struct Work { int z, mt, nt, k0, k1, split, slot; };
 
 __device__ __forceinline__ Work decode(const GemmPArgs& p, int u, int rank, int CL) {
-    const int m_units = (p.m_tiles + CL - 1) / CL;
-    const int per_batch = m_units * p.n_tiles * p.splits;
     Work w;
-    w.z = u / per_batch;
-    int r = u - w.z * per_batch;
-    w.split = r % p.splits;
-    r /= p.splits;
+    int r;
+    if (u < p.dp_units) {
+        r = u, w.split = 0, w.slot = -1, w.k0 = 0, w.k1 = p.k_tiles;
+    } else {
+        const int v = u - p.dp_units, t = v / p.splits;
+        r = p.dp_units + t, w.split = v - t * p.splits, w.slot = t * CL + rank;
+        w.k0 = w.split * p.k_per_split, w.k1 = min(w.k0 + p.k_per_split, p.k_tiles);
+    }
+    const int m_units = (p.m_tiles + CL - 1) / CL;
+    const int per_batch = m_units * p.n_tiles;
+    w.z = r / per_batch;
+    r -= w.z * per_batch;
     const int per_group = p.group * p.n_tiles;
     const int g = r / per_group, first = g * p.group;
     const int rows = min(m_units - first, p.group);
@@ -230,8 +242,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             u32 phase = 0;
             for (int u = cid; u < p.units; u += clusters) {
                 const Work w = decode(p, u, rank, CL);
-                const int k0 = w.split * p.k_per_split, k1 = min(k0 + p.k_per_split, p.k_tiles);
-                for (int kt = k0; kt < k1; ++kt) {
+                for (int kt = w.k0; kt < w.k1; ++kt) {
                     if (CL > 1) mbar_wait_cluster(&empty[stage], phase ^ 1);
                     else mbar_wait(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
@@ -267,7 +278,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         u32 phase = 0;
         for (int u = cid; u < p.units; u += clusters) {
             const Work w = decode(p, u, rank, CL);
-            const int k0 = w.split * p.k_per_split, k1 = min(k0 + p.k_per_split, p.k_tiles);
+            const int k0 = w.k0, k1 = w.k1;
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
             int prev = 0;
@@ -294,8 +305,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             wgmma_wait0();
             if (k1 > k0) release(&empty[prev], lane, CL);
             if (w.mt >= p.m_tiles) continue;  // the cluster's row tile past the last one
-            if (p.splits > 1) {
-                const int tile = (w.z * p.m_tiles + w.mt) * p.n_tiles + w.nt;
+            if (w.slot >= 0) {
+                const int tile = w.slot;
                 float* slot = (float*)p.ws + (i64)tile * p.splits * (P_BM * BN);
                 float* mine = slot + (i64)w.split * (P_BM * BN) + ctid * 4;
 #pragma unroll

@@ -7,7 +7,8 @@
 //! (CTAs per cluster along M sharing B by TMA multicast), `MAX_GEMM_SM90_SPLITK` = n (k splits,
 //! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
 //! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
-//! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group).
+//! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
+//! (split-K for the tiles of a last, partial wave: on by default).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,6 +43,7 @@ struct GemmPArgs {
     n_tiles: i32,
     group: i32,
     units: i32,
+    dp_units: i32,
     pairs: i32,
     epi: Epilogue,
 }
@@ -66,6 +68,7 @@ pub struct Knobs {
     pub persistent: Option<bool>,
     pub grid: Option<usize>,
     pub group_m: Option<usize>,
+    pub tail: Option<bool>,
 }
 
 impl Knobs {
@@ -77,6 +80,7 @@ impl Knobs {
             persistent: env_usize("MAX_GEMM_SM90_PERSISTENT").map(|p| p != 0),
             grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
             group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
+            tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
         }
     }
 }
@@ -93,7 +97,11 @@ pub struct Plan {
     pub n_tiles: usize,
     /// Cluster row units per raster group.
     pub group: usize,
-    /// Work units: batch * ceil(m_tiles / cluster) * n_tiles * splits.
+    /// Cluster tiles: batch * ceil(m_tiles / cluster) * n_tiles.
+    pub cluster_tiles: usize,
+    /// Leading units that take a whole cluster tile; each later cluster tile is `splits` units.
+    pub dp_units: usize,
+    /// dp_units + (cluster_tiles - dp_units) * splits.
     pub units: usize,
     pub persistent: bool,
 }
@@ -141,19 +149,52 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     }
     let (_, bn, splits) = best?;
     let cluster = cluster_for(m_tiles);
+    let n_tiles = n.div_ceil(bn);
+    let cluster_tiles = z.checked_mul(m_tiles.div_ceil(cluster))?.checked_mul(n_tiles)?;
+    // Every tile split (splits > 1: the tiles alone leave SMs idle), or none, or (by default)
+    // only those of a last wave at most half full, so that it ends sooner: split s ways with
+    // s * tail <= the clusters that run at once.
+    let waves_of = (sms / cluster).max(1);
+    let tail = cluster_tiles % waves_of;
+    let (dp_units, splits) = if splits > 1 {
+        (0, splits)
+    } else if knobs.splits.is_none()
+        && knobs.tail.unwrap_or(true)
+        && cluster_tiles > waves_of
+        && tail > 0
+        && tail * 2 <= waves_of
+    {
+        let s = (waves_of / tail).min(k_tiles / 4).min(8);
+        if s >= 2 { (cluster_tiles - tail, s) } else { (cluster_tiles, 1) }
+    } else {
+        (cluster_tiles, 1)
+    };
     let k_per_split = k_tiles.div_ceil(splits);
     // No empty split: the splits actually needed for that many k-tiles each.
     let splits = k_tiles.div_ceil(k_per_split);
-    let n_tiles = n.div_ceil(bn);
-    let units = z.checked_mul(m_tiles.div_ceil(cluster))?.checked_mul(n_tiles)?.checked_mul(splits)?;
-    if units == 0 || units * cluster > i32::MAX as usize || z * m_tiles * n_tiles > i32::MAX as usize {
+    let dp_units = if splits == 1 { cluster_tiles } else { dp_units };
+    let units = dp_units.checked_add((cluster_tiles - dp_units).checked_mul(splits)?)?;
+    if units == 0 || units.checked_mul(cluster)? > i32::MAX as usize || cluster_tiles * cluster > i32::MAX as usize {
         return None;
     }
     // Row tiles per raster group: 16 (2048 rows) by default, so the ~132 tiles in flight cover
     // about 16 x 8 tiles of 128 x 256, a square of C, sharing A rows and B columns in L2.
     let group = (knobs.group_m.unwrap_or(16) / cluster).max(1);
     let persistent = knobs.persistent.unwrap_or(true);
-    Some(Plan { bn, cluster, splits, k_per_split, k_tiles, m_tiles, n_tiles, group, units, persistent })
+    Some(Plan {
+        bn,
+        cluster,
+        splits,
+        k_per_split,
+        k_tiles,
+        m_tiles,
+        n_tiles,
+        group,
+        cluster_tiles,
+        dp_units,
+        units,
+        persistent,
+    })
 }
 
 /// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
@@ -265,10 +306,10 @@ pub(crate) fn launch(
         p.units
     };
     let grid = (clusters * p.cluster) as u32;
-    let tiles = z * p.m_tiles * p.n_tiles;
-    // Split-K workspace: one u32 counter per output tile (zeroed), then the f32 partials.
-    let counters_bytes = (tiles * 4).div_ceil(256) * 256;
-    let ws_bytes = if p.splits > 1 { counters_bytes + tiles * p.splits * BM * p.bn * 4 } else { 0 };
+    // Split-K workspace: one u32 counter per split tile (zeroed), then the f32 partials.
+    let split_tiles = (p.cluster_tiles - p.dp_units) * p.cluster;
+    let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
+    let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * p.splits * BM * p.bn * 4 } else { 0 };
     let ws = if ws_bytes > 0 {
         // SAFETY: stream-ordered allocation, freed below on the same stream after the launch.
         let ws =
@@ -298,6 +339,7 @@ pub(crate) fn launch(
         n_tiles: p.n_tiles as i32,
         group: p.group as i32,
         units: p.units as i32,
+        dp_units: p.dp_units as i32,
         pairs: pairs as i32,
         epi: *epi,
     };
@@ -328,56 +370,87 @@ pub(crate) fn launch(
 mod tests {
     use super::*;
 
-    /// The kernel's `decode`, to check that the units cover every (batch, split, tile) once.
-    fn decode(p: &Plan, u: usize, rank: usize) -> (usize, usize, usize, usize) {
+    /// The kernel's `decode`: (batch, row tile, column tile, k0, k1).
+    fn decode(p: &Plan, u: usize, rank: usize) -> (usize, usize, usize, usize, usize) {
         let cl = p.cluster;
+        let (mut r, k0, k1) = if u < p.dp_units {
+            (u, 0, p.k_tiles)
+        } else {
+            let v = u - p.dp_units;
+            let split = v % p.splits;
+            (p.dp_units + v / p.splits, split * p.k_per_split, ((split + 1) * p.k_per_split).min(p.k_tiles))
+        };
         let m_units = p.m_tiles.div_ceil(cl);
-        let per_batch = m_units * p.n_tiles * p.splits;
-        let z = u / per_batch;
-        let mut r = u - z * per_batch;
-        let split = r % p.splits;
-        r /= p.splits;
+        let per_batch = m_units * p.n_tiles;
+        let z = r / per_batch;
+        r -= z * per_batch;
         let per_group = p.group * p.n_tiles;
         let g = r / per_group;
         let first = g * p.group;
         let rows = (m_units - first).min(p.group);
         let inn = r - g * per_group;
-        (z, split, (first + inn % rows) * cl + rank, inn / rows)
+        (z, (first + inn % rows) * cl + rank, inn / rows, k0, k1)
+    }
+
+    fn knobs(cluster: usize, bn: usize, splits: Option<usize>, group_m: usize) -> Knobs {
+        Knobs { cluster: Some(cluster), bn: Some(bn), splits, group_m: Some(group_m), ..Knobs::default() }
     }
 
     #[test]
-    fn units_cover_every_tile_once() {
-        for (rows, n, k, z) in
-            [(1, 8, 8, 1), (300, 1000, 4096, 3), (8192, 8192, 8192, 1), (128, 11008, 4096, 1), (2049, 520, 136, 2)]
-        {
-            for knobs in [
+    fn units_cover_every_tile_and_k_once() {
+        let shapes = [
+            (1, 8, 8, 1),
+            (300, 1000, 4096, 3),
+            (8192, 8192, 8192, 1),
+            (128, 11008, 4096, 1),
+            (2048, 11008, 4096, 1),
+            (2049, 520, 136, 2),
+        ];
+        for (rows, n, k, z) in shapes {
+            let all = [
                 Knobs::default(),
-                Knobs { cluster: Some(1), bn: Some(128), splits: Some(3), group_m: Some(3), ..Knobs::default() },
-                Knobs { cluster: Some(2), bn: Some(256), splits: Some(2), group_m: Some(5), ..Knobs::default() },
-            ] {
-                let p = plan(rows, n, k, z, 132, knobs).unwrap();
+                knobs(1, 128, Some(3), 3),
+                knobs(2, 256, Some(2), 5),
+                knobs(2, 128, None, 4),
+                knobs(1, 256, None, 1),
+            ];
+            for kn in all {
+                let p = plan(rows, n, k, z, 132, kn).unwrap();
                 assert!(p.splits * p.k_per_split >= p.k_tiles && (p.splits - 1) * p.k_per_split < p.k_tiles);
-                let mut seen = std::collections::HashSet::new();
+                assert!(p.splits > 1 || p.dp_units == p.cluster_tiles, "{p:?}");
+                let mut ks: HashMap<(usize, usize, usize), Vec<(usize, usize)>> = HashMap::new();
                 for u in 0..p.units {
                     for rank in 0..p.cluster {
-                        let (bz, s, mt, nt) = decode(&p, u, rank);
-                        assert!(
-                            bz < z && s < p.splits && nt < p.n_tiles && mt < p.m_tiles.div_ceil(p.cluster) * p.cluster
-                        );
-                        assert!(seen.insert((bz, s, mt, nt)), "{rows}x{n}x{k} {knobs:?}: unit {u} repeats");
+                        let (bz, mt, nt, k0, k1) = decode(&p, u, rank);
+                        assert!(bz < z && nt < p.n_tiles && mt < p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                        assert!(k0 < k1, "{rows}x{n}x{k} {kn:?}: unit {u} has no k");
+                        ks.entry((bz, mt, nt)).or_default().push((k0, k1));
                     }
                 }
-                assert_eq!(seen.len(), z * p.splits * p.n_tiles * p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                assert_eq!(ks.len(), z * p.n_tiles * p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                for (tile, mut ranges) in ks {
+                    ranges.sort();
+                    let mut at = 0;
+                    for (k0, k1) in ranges {
+                        assert_eq!(k0, at, "{rows}x{n}x{k} {kn:?}: tile {tile:?}");
+                        at = k1;
+                    }
+                    assert_eq!(at, p.k_tiles);
+                }
             }
         }
     }
 
     #[test]
-    fn heuristic_fills_the_gpu_for_mid_m() {
+    fn heuristic_fills_the_gpu() {
         let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
-        assert!(p.units * p.cluster >= 64, "{p:?}");
-        assert!(p.splits > 1, "{p:?}");
+        assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
         let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
         assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
+        // 344 cluster tiles on 66 clusters: 5 full waves, the 14 tiles left split 4 ways.
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
+        assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.splits), (256, 2, 344, 330, 4), "{p:?}");
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..Knobs::default() }).unwrap();
+        assert_eq!((p.dp_units, p.splits), (344, 1));
     }
 }
