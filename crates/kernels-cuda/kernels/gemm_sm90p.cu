@@ -349,14 +349,20 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
 #define GEMMP_BODY(T, BF16, TB, BN) asm volatile("trap;");
 #endif
 // gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>; the cluster size is the launch's.
+// sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
+// process compiles only the kernels of the types it multiplies.
+#if defined(GP_BF16)
 GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256)
 GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128)
+#else
 GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256)
 GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128)
+#endif
+
 // out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that
 // both the reads and the writes are coalesced.
 extern "C" __global__ void transpose_b16(const u16* __restrict__ in, u16* __restrict__ out, i64 rows, i64 cols) {

@@ -21,9 +21,18 @@ pub const INDEXING: Family = Family { name: "indexing", source: include_str!("..
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
-/// The persistent, clustered, split-K Hopper GEMM (gemm_sm90_pipe.cuh in front of it).
-pub const GEMM_SM90P: Family = Family {
-    name: "gemm_sm90p",
+/// The persistent, clustered, split-K Hopper GEMM (gemm_sm90_pipe.cuh in front of it), one
+/// family per 16-bit type so that only the kernels in use are compiled.
+pub const GEMM_SM90P_BF16: Family = Family {
+    name: "gemm_sm90p_bf16",
+    source: concat!(
+        "#define GP_BF16 1\n",
+        include_str!("../kernels/gemm_sm90_pipe.cuh"),
+        include_str!("../kernels/gemm_sm90p.cu")
+    ),
+};
+pub const GEMM_SM90P_F16: Family = Family {
+    name: "gemm_sm90p_f16",
     source: concat!(include_str!("../kernels/gemm_sm90_pipe.cuh"), include_str!("../kernels/gemm_sm90p.cu")),
 };
 
@@ -65,7 +74,8 @@ pub const ALL: &[Family] = &[
     COPY_STRIDED,
     MATMUL,
     GEMM_SM90,
-    GEMM_SM90P,
+    GEMM_SM90P_BF16,
+    GEMM_SM90P_F16,
     CONV_SM90,
     GEMM_SKINNY,
     LAYOUT,

@@ -15,7 +15,7 @@ use max_graph::DType;
 
 use super::epilogue::Epilogue;
 use super::gemm_sm90p;
-use crate::sources::{GEMM_SM90, GEMM_SM90P};
+use crate::sources::GEMM_SM90;
 use crate::{Error, Result, function};
 
 const BM: usize = 128;
@@ -167,7 +167,8 @@ pub fn gemm(
     let bt = unsafe { result::malloc_async(stream.cu_stream(), bt_bytes) }.map_err(Error::driver("cuMemAllocAsync"))?;
     let run = || -> Result<()> {
         // Both families have the transpose, so only the one in use is compiled.
-        let t = function(stream.context(), if legacy { &GEMM_SM90 } else { &GEMM_SM90P }, "transpose_b16")?;
+        let t =
+            function(stream.context(), if legacy { &GEMM_SM90 } else { gemm_sm90p::family(dtype) }, "transpose_b16")?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(32) as u32, k.div_ceil(32) as u32, batch_b as u32),
             block_dim: (32, 8, 1),

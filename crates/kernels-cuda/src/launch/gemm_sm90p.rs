@@ -19,7 +19,7 @@ use max_graph::DType;
 
 use super::epilogue::Epilogue;
 use super::gemm_sm90::{TmaMap, tma_map};
-use crate::sources::GEMM_SM90P;
+use crate::sources::{GEMM_SM90P_BF16, GEMM_SM90P_F16};
 use crate::{Error, Result, function};
 
 const BM: usize = 128;
@@ -46,6 +46,11 @@ struct GemmPArgs {
     dp_units: i32,
     pairs: i32,
     epi: Epilogue,
+}
+
+/// The family with this type's kernels (and a transpose_b16).
+pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
+    if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
 }
 
 /// Shared memory of a block: the ring (192 KB for either tile width, as `PRing` in the kernel),
@@ -286,7 +291,7 @@ pub(crate) fn launch(
         if n_major { "b" } else { "t" },
         p.bn
     );
-    let f = function(stream.context(), &GEMM_SM90P, &name)?;
+    let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn);
     f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
