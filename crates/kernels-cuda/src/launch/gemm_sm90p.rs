@@ -278,12 +278,39 @@ pub(crate) fn launch(
     n_major: bool,
     epi: &Epilogue,
 ) -> Result<()> {
+    let knobs = Knobs::from_env();
+    let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs);
+    match r {
+        // A cluster launch the device refuses (cluster scheduling is not guaranteed) falls back
+        // to single-CTA clusters, unless the cluster size was forced.
+        Err(Error::Driver { op, .. }) if op == LAUNCH && knobs.cluster.is_none() => {
+            let knobs = Knobs { cluster: Some(1), ..knobs };
+            launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs)
+        }
+        other => other,
+    }
+}
+
+const LAUNCH: &str = "cuLaunchKernelEx(gemm_sm90p)";
+
+#[allow(clippy::too_many_arguments)]
+fn launch_with(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, b, c): (u64, u64, u64),
+    (rows_a, n, k): (usize, usize, usize),
+    z: usize,
+    batch_b: usize,
+    n_major: bool,
+    epi: &Epilogue,
+    knobs: Knobs,
+) -> Result<()> {
     let sms = stream
         .context()
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(Error::driver("cuDeviceGetAttribute"))?
         .max(1) as usize;
-    let p = plan(rows_a, n, k, z, sms, Knobs::from_env())
+    let p = plan(rows_a, n, k, z, sms, knobs)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
     let name = format!(
         "gemm_sm90p_{}_{}_n{}",
@@ -305,7 +332,7 @@ pub(crate) fn launch(
     };
     let clusters = if p.persistent {
         let cap = max_clusters(stream, &f, &name, p.cluster, smem)?;
-        let cap = Knobs::from_env().grid.map_or(cap, |g| (g / p.cluster).max(1));
+        let cap = knobs.grid.map_or(cap, |g| (g / p.cluster).max(1));
         p.units.min(cap)
     } else {
         p.units
@@ -362,7 +389,7 @@ pub(crate) fn launch(
         // z batches of rows_a x n, the workspace covers every tile's partials and counter.
         unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
             .result()
-            .map_err(Error::driver("cuLaunchKernelEx(gemm_sm90p)"))
+            .map_err(Error::driver(LAUNCH))
     });
     if ws != 0 {
         // SAFETY: allocated above on this stream; freed after the kernel that uses it.
