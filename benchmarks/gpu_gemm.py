@@ -9,7 +9,8 @@ with CUDA events after warm-up (median). bf16 and f16: 8192^3, 4096^3, and M in 
 --variants: ';'-separated variants, each 'default' or ','-separated VAR=VALUE settings (the
 launch wrappers read them at each launch); our side is re-timed per variant, in the same process,
 each with a freshly loaded model; cuBLAS once per shape. --shapes: MxKxN list (default: all).
-With --variants the JSON goes to gpu_gemm_variants-<device>.json.
+'--variants sweep' runs the preset SWEEP below. With --variants the JSON goes to
+gpu_gemm_variants-<device>.json.
 """
 
 import argparse
@@ -33,7 +34,23 @@ def cuda_time(torch, fn, reps=20):
     return time_async(fn, sync, reps=reps)
 
 
+# --variants sweep: the Hopper GEMM's knobs one at a time against the default and the legacy kernel.
+SWEEP = ";".join([
+    "default",
+    "MAX_GEMM_SM90_LEGACY=1",
+    "MAX_GEMM_SM90_CLUSTER=1",
+    "MAX_GEMM_SM90_PERSISTENT=0",
+    "MAX_GEMM_SM90_BN=128",
+    "MAX_GEMM_SM90_BN=256",
+    "MAX_GEMM_SM90_TAIL=0",
+    "MAX_GEMM_SM90_GROUP_M=8",
+    "MAX_GEMM_SM90_GROUP_M=32",
+])
+
+
 def parse_variants(spec):
+    if spec == "sweep":
+        spec = SWEEP
     variants = []
     for v in spec.split(";"):
         v = v.strip()
