@@ -203,7 +203,8 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
 }
 
 /// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
-/// device and kernel), or SMs / cluster when the driver cannot say.
+/// device and kernel), or SMs / cluster when the driver cannot say. A persistent grid larger
+/// than that would leave some clusters waiting for a whole round of units.
 fn max_clusters(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, cluster: usize, smem: u32) -> Result<usize> {
     type Cache = Mutex<Option<HashMap<(usize, String, usize), usize>>>;
     static CACHE: Cache = Mutex::new(None);
@@ -226,7 +227,9 @@ fn max_clusters(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, cluster:
         // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
         let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, f.cu_function(), &cfg) };
         match r.result() {
-            Ok(()) if count > 0 => (count as usize).min(fallback),
+            // Fewer than SMs / cluster when some GPC has an odd SM left over; an answer far
+            // below that would mean the query misread the launch, and is not trusted.
+            Ok(()) if count as usize * 4 >= fallback * 3 => (count as usize).min(fallback),
             _ => fallback,
         }
     };
