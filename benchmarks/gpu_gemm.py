@@ -3,11 +3,19 @@ with CUDA events after warm-up (median). bf16 and f16: 8192^3, 4096^3, and M in 
 2048} x 4096x4096 and x11008. JSON to benchmarks/results/.
 
     python benchmarks/gpu_gemm.py
+    python benchmarks/gpu_gemm.py --variants "default;MAX_GEMM_SM90_CLUSTER=1;MAX_GEMM_SM90_BN=128,MAX_GEMM_SM90_SPLITK=2" \
+        --shapes 8192x8192x8192,128x4096x4096 --dtypes bf16
+
+--variants: ';'-separated variants, each 'default' or ','-separated VAR=VALUE settings (the
+launch wrappers read them at each launch); our side is re-timed per variant, in the same process,
+each with a freshly loaded model; cuBLAS once per shape. --shapes: MxKxN list (default: all).
+'--variants sweep' runs the preset SWEEP below. With --variants the JSON goes to
+gpu_gemm_variants-<device>.json.
 """
 
+import argparse
+import os
 import sys
-
-import numpy as np
 
 from common import time_async, write
 from max import driver, engine
@@ -26,7 +34,44 @@ def cuda_time(torch, fn, reps=20):
     return time_async(fn, sync, reps=reps)
 
 
+# --variants sweep: the Hopper GEMM's knobs one at a time against the default and the legacy kernel.
+SWEEP = ";".join([
+    "default",
+    "MAX_GEMM_SM90_LEGACY=1",
+    "MAX_GEMM_SM90_CLUSTER=1",
+    "MAX_GEMM_SM90_PERSISTENT=0",
+    "MAX_GEMM_SM90_BN=128",
+    "MAX_GEMM_SM90_BN=256",
+    "MAX_GEMM_SM90_TAIL=0",
+    "MAX_GEMM_SM90_GROUP_M=8",
+    "MAX_GEMM_SM90_GROUP_M=32",
+])
+
+
+def parse_variants(spec):
+    if spec == "sweep":
+        spec = SWEEP
+    variants = []
+    for v in spec.split(";"):
+        v = v.strip()
+        if not v:
+            continue
+        env = {}
+        if v != "default":
+            for kv in v.split(","):
+                key, _, value = kv.partition("=")
+                env[key.strip()] = value.strip()
+        variants.append((v, env))
+    return variants
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default=None)
+    ap.add_argument("--shapes", default=None)
+    ap.add_argument("--dtypes", default="bf16,f16")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
         return
@@ -36,26 +81,45 @@ def main() -> None:
     session = engine.InferenceSession(devices=[driver.CPU(), gpu])
     shapes = [(8192, 8192, 8192), (4096, 4096, 4096)]
     shapes += [(m, 4096, n) for n in (4096, 11008) for m in (1, 16, 128, 2048)]
+    if args.shapes:
+        shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    variants = parse_variants(args.variants) if args.variants else [("default", {})]
+    dtypes = [(DType.bfloat16, torch.bfloat16, "bf16"), (DType.float16, torch.float16, "f16")]
+    dtypes = [d for d in dtypes if d[2] in args.dtypes.split(",")]
     rows = []
-    for dtype, tdtype in [(DType.bfloat16, torch.bfloat16), (DType.float16, torch.float16)]:
+    for dtype, tdtype, _ in dtypes:
         for m, k, n in shapes:
             with Graph("gemm", input_types=[TensorType(dtype, (m, k), DeviceRef.GPU()), TensorType(dtype, (k, n), DeviceRef.GPU())]) as g:
                 g.output(ops.matmul(*g.inputs))
-            model = session.load(g)
             ta = torch.randn(m, k, device="cuda", dtype=tdtype) / 8
             tb = torch.randn(k, n, device="cuda", dtype=tdtype) / 8
             a, b = driver.Buffer.from_dlpack(ta), driver.Buffer.from_dlpack(tb)
-            (out,) = model.execute(a, b)
             ref = ta.float() @ tb.float()
-            err = (torch.from_dlpack(out).float() - ref).abs().max().item() / ref.abs().max().item()
-            ours = cuda_time(torch, lambda: model.execute(a, b))
-            theirs = cuda_time(torch, lambda: ta @ tb)
+            theirs = cuda_time(torch, lambda: ta @ tb, args.reps)
             flops = 2 * m * k * n
-            rows.append({"dtype": dtype.name, "m": m, "k": k, "n": n, "max_tflops": round(flops / ours / 1e12, 1),
-                         "cublas_tflops": round(flops / theirs / 1e12, 1), "ratio": round(theirs / ours, 3),
-                         "rel_err": float(f"{err:.2e}")})
-            print(rows[-1])
-    write("gpu_gemm", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+            for label, env in variants:
+                saved = {key: os.environ.get(key) for key in env}
+                os.environ.update(env)
+                try:
+                    model = session.load(g)
+                    (out,) = model.execute(a, b)
+                    err = (torch.from_dlpack(out).float() - ref).abs().max().item() / ref.abs().max().item()
+                    ours = cuda_time(torch, lambda: model.execute(a, b), args.reps)
+                finally:
+                    for key, value in saved.items():
+                        if value is None:
+                            os.environ.pop(key, None)
+                        else:
+                            os.environ[key] = value
+                row = {"dtype": dtype.name, "m": m, "k": k, "n": n}
+                if args.variants:
+                    row["variant"] = label
+                row.update({"max_tflops": round(flops / ours / 1e12, 1), "cublas_tflops": round(flops / theirs / 1e12, 1),
+                            "ratio": round(theirs / ours, 3), "rel_err": float(f"{err:.2e}")})
+                rows.append(row)
+                print(rows[-1], flush=True)
+    write("gpu_gemm_variants" if args.variants else "gpu_gemm", torch.cuda.get_device_name(), rows,
+          " ".join([sys.executable, *sys.argv]))
 
 
 if __name__ == "__main__":

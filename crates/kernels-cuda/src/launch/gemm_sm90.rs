@@ -1,6 +1,8 @@
-//! Launching the Hopper GEMM (kernels/gemm_sm90.cu): TMA descriptors are encoded for A and B
-//! (read as it is when N % 8 == 0, else transposed into a scratch Bt first), and one block runs
-//! per 128 x 256 tile of C (per batch).
+//! Launching the Hopper GEMM: TMA descriptors are encoded for A and B (read as it is when
+//! N % 8 == 0, else transposed into a scratch Bt first), then the persistent, clustered,
+//! split-K kernel of kernels/gemm_sm90p.cu runs (launch/gemm_sm90p.rs plans it), or with
+//! `MAX_GEMM_SM90_LEGACY=1` the original kernels/gemm_sm90.cu (one block per 128 x 256 tile).
+//! `MAX_GEMM_SM90_MIN_M` = rows from which matmul prefers this kernel (default 128).
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result
 use max_graph::DType;
 
 use super::epilogue::Epilogue;
+use super::gemm_sm90p;
 use crate::sources::GEMM_SM90;
 use crate::{Error, Result, function};
 
@@ -24,7 +27,7 @@ const SMEM: u32 = 4 * ((BM + BN) as u32 * BK * 2) + 64 + 1024;
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
-struct TmaMap([u64; 16]);
+pub(crate) struct TmaMap([u64; 16]);
 // SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
 unsafe impl DeviceRepr for TmaMap {}
 
@@ -44,7 +47,7 @@ unsafe impl DeviceRepr for GemmArgs {}
 
 /// A 3-D tiled TMA map over `batch` row-major [rows, k] matrices of 16-bit elements, in boxes
 /// of 64 (the inner `k` extent, 128 bytes) x `box_rows`.
-fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usize, box_rows: u32) -> Result<TmaMap> {
+pub(crate) fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usize, box_rows: u32) -> Result<TmaMap> {
     let data = match dtype {
         DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -77,11 +80,22 @@ fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usize, box_rows
     Ok(TmaMap(map.opaque))
 }
 
+fn legacy() -> bool {
+    std::env::var("MAX_GEMM_SM90_LEGACY").as_deref() == Ok("1")
+}
+
+/// Rows from which the Hopper kernel is worth it: 128 (split-K fills the GPU from there; the
+/// legacy kernel wants 256), or `MAX_GEMM_SM90_MIN_M` (1 sends every shape here, for tests).
+pub fn min_rows() -> usize {
+    let default = if legacy() { 256 } else { 128 };
+    std::env::var("MAX_GEMM_SM90_MIN_M").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default).max(1)
+}
+
 /// Whether the Hopper kernel can take this problem (16-bit types, K a multiple of 8, 16-byte
-/// aligned operands) and is worth it (enough rows to fill tiles; small M goes to mma.sync,
-/// which reads B without transposing it).
+/// aligned operands) and is worth it (at least [`min_rows`] rows; fewer go to mma.sync, which
+/// reads B without transposing it).
 pub fn suitable(dtype: DType, m: usize, k: usize, a: u64, b: u64) -> bool {
-    matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && m >= 256 && (a | b) % 16 == 0
+    matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && m >= min_rows() && (a | b) % 16 == 0
 }
 
 /// `batch` products C = A @ B: A [m, k] batches at `a` (or one shared when `batch_a` is 1),
@@ -102,23 +116,34 @@ pub fn gemm(
     // B as given (N-major) when TMA can stride its rows; else transposed into a scratch Bt.
     // MAX_GEMM_SM90_TRANSPOSE=1 and MAX_GEMM_SM90_GROUP_M=<row tiles> are tuning knobs.
     let n_major = n % 8 == 0 && b % 16 == 0 && std::env::var("MAX_GEMM_SM90_TRANSPOSE").as_deref() != Ok("1");
-    let group_m: i64 = std::env::var("MAX_GEMM_SM90_GROUP_M").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
-    let name = match (dtype == DType::BFloat16, n_major) {
-        (true, true) => "gemm_sm90_bf16_nn",
-        (false, true) => "gemm_sm90_f16_nn",
-        (true, false) => "gemm_sm90_bf16",
-        (false, false) => "gemm_sm90_f16",
-    };
-    let f = function(stream.context(), &GEMM_SM90, name)?;
-    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM as i32)
-        .map_err(Error::driver("cuFuncSetAttribute"))?;
     // A shared by all batches with B batched is rare; everything else is one launch: batched A
     // with shared B folds the batches into the rows of one big A.
     let (rows_a, z) = if batch_b == 1 && batch_a == batch { (m * batch, 1) } else { (m, batch) };
     if z > 1 && (batch_a != batch || batch_b != batch) {
         return Err(Error::Unsupported("gemm_sm90: this batch broadcast goes through the generic path".into()));
     }
-    let launch_gemm = |map_b: TmaMap| -> Result<()> {
+    let legacy = legacy();
+    // B [k, n] (n_major) or Bt [n, k] at `ptr`, batch_b of them.
+    let launch_b = |ptr: u64, n_major: bool| -> Result<()> {
+        if !legacy {
+            return gemm_sm90p::launch(stream, dtype, (a, ptr, c), (rows_a, n, k), z, batch_b, n_major, epi);
+        }
+        let group_m: i64 = std::env::var("MAX_GEMM_SM90_GROUP_M").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+        let name = match (dtype == DType::BFloat16, n_major) {
+            (true, true) => "gemm_sm90_bf16_nn",
+            (false, true) => "gemm_sm90_f16_nn",
+            (true, false) => "gemm_sm90_bf16",
+            (false, false) => "gemm_sm90_f16",
+        };
+        let f = function(stream.context(), &GEMM_SM90, name)?;
+        f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM as i32)
+            .map_err(Error::driver("cuFuncSetAttribute"))?;
+        let map_b = if n_major {
+            // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
+            tma_map(dtype, ptr, n, k, batch_b, BK)?
+        } else {
+            tma_map(dtype, ptr, k, n, batch_b, BN as u32)?
+        };
         let map_a = tma_map(dtype, a, k, rows_a, if z == 1 { 1 } else { batch_a }, BM as u32)?;
         let args =
             GemmArgs { c, m: rows_a as i64, n: n as i64, k: k as i64, stride_c: (m * n) as i64, group_m, epi: *epi };
@@ -134,15 +159,16 @@ pub fn gemm(
         Ok(())
     };
     if n_major {
-        // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
-        return launch_gemm(tma_map(dtype, b, n, k, batch_b, BK)?);
+        return launch_b(b, true);
     }
     // Bt: batch_b matrices [n, k].
     let bt_bytes = batch_b * n * k * 2;
     // SAFETY: stream-ordered allocation, freed below on the same stream after its last use.
     let bt = unsafe { result::malloc_async(stream.cu_stream(), bt_bytes) }.map_err(Error::driver("cuMemAllocAsync"))?;
     let run = || -> Result<()> {
-        let t = function(stream.context(), &GEMM_SM90, "transpose_b16")?;
+        // Both families have the transpose, so only the one in use is compiled.
+        let t =
+            function(stream.context(), if legacy { &GEMM_SM90 } else { gemm_sm90p::family(dtype) }, "transpose_b16")?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(32) as u32, k.div_ceil(32) as u32, batch_b as u32),
             block_dim: (32, 8, 1),
@@ -153,7 +179,7 @@ pub fn gemm(
         launch.arg(&b).arg(&bt).arg(&rows).arg(&cols);
         // SAFETY: b holds batch_b [k, n] matrices, bt has room for as many [n, k] ones.
         unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(transpose_b16)"))?;
-        launch_gemm(tma_map(dtype, bt, k, n, batch_b, BN as u32)?)
+        launch_b(bt, false)
     };
     let out = run();
     // SAFETY: allocated above on this stream; freed after the kernels that use it.

@@ -9,6 +9,7 @@ pub mod conv_sm90;
 pub mod epilogue;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
+pub mod gemm_sm90p;
 pub mod quant;
 pub mod reduction;
 

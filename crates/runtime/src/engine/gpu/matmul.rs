@@ -60,7 +60,14 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
                 other => other.into(),
             })
     };
-    if (na == batch || na == 1) && (nb == batch || nb == 1) {
+    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
+    // Batched A with one shared B folds into the rows of a single GEMM.
+    let rows = if nb == 1 && na == batch { m * batch } else { m };
+    let sm90 = hopper
+        && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), rows, k, a.addr(), b.addr())
+        && na == batch
+        && (nb == batch || nb == 1);
+    if (na == batch || na == 1) && (nb == batch || nb == 1) && !sm90 {
         // Few rows (decode): split-K kernels that stream B (batches sharing B fold into rows).
         let strides = (if na == 1 { 0 } else { m * k }, if nb == 1 { 0 } else { k * n }, m * n);
         if gemm_skinny::suitable(out.dtype(), (m, n, k), batch, strides, (a.addr(), b.addr())) {
@@ -72,13 +79,8 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
                 });
         }
     }
-    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
-    if hopper
-        && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), m, k, a.addr(), b.addr())
-        && na == batch
-        && (nb == batch || nb == 1)
-    {
-        // wgmma + TMA: batched A with one shared B folds into the rows of a single GEMM.
+    if sm90 {
+        // wgmma + TMA (persistent, clustered, split-K for few rows: launch/gemm_sm90p.rs).
         let r = max_kernels_cuda::launch::gemm_sm90::gemm(
             &dev.stream,
             out.dtype(),

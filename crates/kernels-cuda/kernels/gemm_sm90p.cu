@@ -1,0 +1,383 @@
+#line 1 "gemm_sm90p.cu"
+// gemm_sm90p.cu: C[b] = A[b] @ B[b] on Hopper (sm_90a), the persistent, clustered and split-K
+// form of gemm_sm90.cu (same operands, same epilogue, same results up to the f32 summation
+// order of split-K). gemm_sm90_pipe.cuh (in front of this file) has the building blocks.
+//
+// Operands: A [M, K] row-major (K-major), read through a 3-D TMA map (k, row, batch); B [K, N]
+// row-major read as it is (N-major, wgmma's transposed-B mode, TB = 1) through 64-column boxes,
+// or transposed by the caller to Bt [N, K] (K-major, TB = 0). Out-of-range rows, columns and
+// k are zero-filled by TMA, so any M, N and K % 8 == 0 work. 128-byte swizzled tiles.
+//
+// Work units: a cluster of CL CTAs (CL = 1 or 2, along M) takes CL row tiles of 128 rows that
+// share one BN-column tile of B: each CTA loads its own A tile and 1/CL of the B tile, multicast
+// to every CTA of the cluster, so B crosses L2 once per cluster. Such a cluster tile is numbered
+// r = (batch, then a grouped raster: p.group row units per group, walked down the rows before
+// moving one column tile right, so the units running at once share A rows and B columns in L2).
+// The first p.dp_units units are the cluster tiles 0 .. dp_units - 1 over all of K; each later
+// cluster tile is p.splits units, one per k-range (splits of one tile adjacent): all tiles split
+// when the tiles alone leave SMs idle (dp_units = 0), or only the tiles of a last, partial wave
+// (a data-parallel + split-K hybrid). Cluster c takes units c, c + clusters, ... (a grid of one
+// cluster per unit is the non-persistent form).
+// A row tile past the last one (M not a multiple of CL * 128) is computed on zeros and never
+// stored.
+//
+// Block: 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg.dec to 40): one thread walks the
+// block's (unit, k-tile) sequence and issues the TMA loads of a STAGES-deep ring guarded by
+// mbarriers: full[s] (1 arrival: the producer's expect_tx of the whole stage, A plus all of B,
+// completed by the bytes of its own loads and of the peer's multicast) and empty[s] (8 * CL
+// arrivals: lane 0 of each of the 8 consumer warps of every CTA in the cluster, after the warp's
+// wgmma.wait_group has retired the MMAs that read the stage; the peer must release a stage
+// before this CTA's producer multicasts into it again). Warpgroups 1 and 2 (setmaxnreg.inc to
+// 232) each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN / 2 f32
+// registers per thread. The ring's stage and phase run on across units, so the producer loads
+// the next unit while the consumers run the epilogue of the current one. Shared memory is
+// written only by TMA and read only by wgmma (both async proxy).
+//
+// Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split). Each
+// CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
+// across threads), fences, and bumps the tile's counter; the CTA that brings it to `splits`
+// reads all partials back in split order 0, 1, ... (so the sum is deterministic), then runs
+// the epilogue. Counters are zeroed by the launcher before every launch.
+//
+// Epilogue (prelude.cuh: bias, activation, clamp, beta * residual) in registers, stored
+// straight to global memory: 32-bit pairs when p.pairs (N even, 4-byte aligned C, bias and
+// residual), else element by element.
+
+struct GemmPArgs {
+    u64 c;
+    u64 ws;          // split-K partials: per (output tile, split) 128 x BN f32 in fragment order
+    u64 counters;    // split-K: one u32 per output tile, zero at launch
+    i64 m, n;        // rows per batch (of A's map and of C), columns
+    i64 stride_c;    // elements between batches of C
+    i32 k_tiles;     // ceil(K / 64)
+    i32 splits, k_per_split;
+    i32 m_tiles, n_tiles;
+    i32 group;       // cluster row units per raster group
+    i32 units;       // dp_units + (batch * ceil(m_tiles / CL) * n_tiles - dp_units) * splits
+    i32 dp_units;    // leading units that take a whole cluster tile (all of K)
+    i32 pairs;       // nonzero: 32-bit pair accesses in the epilogue
+    Epilogue epi;
+};
+
+// A unit: batch z, row tile mt (of this CTA), column tile nt, k-tiles [k0, k1), and for a split
+// unit the index of its tile among the split ones (its counter and partials), else -1.
+struct Work { int z, mt, nt, k0, k1, split, slot; };
+
+__device__ __forceinline__ Work decode(const GemmPArgs& p, int u, int rank, int CL) {
+    Work w;
+    int r;
+    if (u < p.dp_units) {
+        r = u, w.split = 0, w.slot = -1, w.k0 = 0, w.k1 = p.k_tiles;
+    } else {
+        const int v = u - p.dp_units, t = v / p.splits;
+        r = p.dp_units + t, w.split = v - t * p.splits, w.slot = t * CL + rank;
+        w.k0 = w.split * p.k_per_split, w.k1 = min(w.k0 + p.k_per_split, p.k_tiles);
+    }
+    const int m_units = (p.m_tiles + CL - 1) / CL;
+    const int per_batch = m_units * p.n_tiles;
+    w.z = r / per_batch;
+    r -= w.z * per_batch;
+    const int per_group = p.group * p.n_tiles;
+    const int g = r / per_group, first = g * p.group;
+    const int rows = min(m_units - first, p.group);
+    const int in = r - g * per_group;
+    w.mt = (first + in % rows) * CL + rank;
+    w.nt = in / rows;
+    return w;
+}
+
+// The sigmoid family with one exponential per element (as conv_sm90.cu): the two-exponential
+// form of prelude.cuh does not fit next to 128 live accumulators.
+__device__ __forceinline__ float p_sigmoid(float x) {
+    const float t = expf(-fabsf(x));
+    const float r = 1.f / (1.f + t);
+    return x >= 0.f ? r : t * r;
+}
+template <int N> __device__ __forceinline__ void p_act_all(int act, float* v) {
+    switch (act) {
+        case EPI_SILU:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = v[i] * p_sigmoid(v[i]);
+            break;
+        case EPI_SIGMOID:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = p_sigmoid(v[i]);
+            break;
+        case EPI_GELU_QUICK:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = v[i] * p_sigmoid(1.702f * v[i]);
+            break;
+        default:
+            epi_act_all<N>(act, v);
+    }
+}
+
+// Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows
+// l/4 and l/4+8, columns 8j + 2(l%4) and +1 (d[4j], d[4j+1] and d[4j+2], d[4j+3]) for
+// j = 0..N/8-1. `offset` is the element offset in C of (row0, col0); column pair j exists while
+// 8j < cols (elements: 8j and 8j + 1 < cols); rows row0 (has0) and row0 + 8 (has1).
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 offset, int col0, int cols, bool has0,
+                                           bool has1) {
+    const i64 n = p.n;
+    if (p.epi.bias) {
+        if (p.pairs) {
+            const u32* bias = (const u32*)((const T*)p.epi.bias + col0);
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const u32 b = j * 8 < cols ? bias[j * 4] : 0u;
+                const float b0 = lo_of<T>(b), b1 = hi_of<T>(b);
+                d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+                // Keeps the compiler from hoisting every load ahead of its adds: with the
+                // accumulators live there are no registers for them.
+                asm volatile("" ::: "memory");
+            }
+        } else {
+            const T* bias = (const T*)p.epi.bias + col0;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const float b0 = j * 8 < cols ? to_f32(bias[j * 8]) : 0.f;
+                const float b1 = j * 8 + 1 < cols ? to_f32(bias[j * 8 + 1]) : 0.f;
+                d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+                asm volatile("" ::: "memory");
+            }
+        }
+    }
+    if (p.epi.act != EPI_NONE) p_act_all<BN / 2>(p.epi.act, d);
+    if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
+    const float beta = p.epi.beta;
+    if (p.pairs) {
+        const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
+        const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * n);
+        u32* o0 = (u32*)((T*)p.c + offset);
+        u32* o1 = (u32*)((T*)p.c + offset + 8 * n);
+        const bool res = p.epi.residual != 0;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            if (has0 && j * 8 < cols) {
+                float x = d[j * 4], y = d[j * 4 + 1];
+                if (res) {
+                    const u32 v = r0[j * 4];
+                    x += beta * lo_of<T>(v), y += beta * hi_of<T>(v);
+                }
+                o0[j * 4] = pack2<T>(x, y);
+            }
+            if (has1 && j * 8 < cols) {
+                float x = d[j * 4 + 2], y = d[j * 4 + 3];
+                if (res) {
+                    const u32 v = r1[j * 4];
+                    x += beta * lo_of<T>(v), y += beta * hi_of<T>(v);
+                }
+                o1[j * 4] = pack2<T>(x, y);
+            }
+        }
+        return;
+    }
+    const T* r0 = (const T*)p.epi.residual + offset;
+    const T* r1 = r0 + 8 * n;
+    T* c0 = (T*)p.c + offset;
+    T* c1 = c0 + 8 * n;
+    const bool res = p.epi.residual != 0;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            if (has0 && j * 8 + e < cols)
+                c0[j * 8 + e] = FromF32<T>::go(d[j * 4 + e] + (res ? beta * to_f32(r0[j * 8 + e]) : 0.f));
+            if (has1 && j * 8 + e < cols)
+                c1[j * 8 + e] = FromF32<T>::go(d[j * 4 + 2 + e] + (res ? beta * to_f32(r1[j * 8 + e]) : 0.f));
+        }
+    }
+}
+
+// Stages of the ring: (128 + BN) x 64 16-bit elements each, 192 KB in all (launch/gemm_sm90p.rs
+// mirrors this), within the 227 KB a block may have.
+template <int BN> struct PRing { static const int stages = BN == 256 ? 4 : 6; };
+
+// Hands stage s back to the producers of every CTA of the cluster, once this warp's MMAs that
+// read it have retired (all lanes have passed wgmma.wait_group).
+__device__ __forceinline__ void release(u64* empty, int lane, int CL) {
+    __syncwarp();
+    if (lane == 0) {
+        if (CL == 1) {
+            mbar_arrive(empty);
+        } else {
+            for (int r = 0; r < CL; ++r) mbar_arrive_cluster(empty, (u32)r);
+        }
+    }
+}
+
+template <typename T, bool BF16, bool TB, int BN>
+__device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
+    constexpr int STAGES = PRing<BN>::stages;
+    constexpr int B_BYTES = BN * P_BK * 2;
+    constexpr int STAGE_BYTES = P_A_BYTES + B_BYTES;
+    extern __shared__ u8 raw_smem[];
+    // Stage buffers start on a 1024-byte boundary (the swizzle pattern repeats every 1024 bytes);
+    // the offsets are the same in every CTA, as multicast needs.
+    u8* smem = (u8*)(((u64)raw_smem + 1023) & ~(u64)1023);
+    u64* full = (u64*)(smem + STAGES * STAGE_BYTES);
+    u64* empty = full + STAGES;
+    int* last_flag = (int*)(empty + STAGES);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    // Cluster size (1 or 2: the launch attribute) and this CTA's rank in its cluster.
+    const int CL = (int)cluster_size();
+    const int rank = CL > 1 ? (int)cluster_rank() : 0;
+    const int cid = blockIdx.x / CL, clusters = gridDim.x / CL;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8 * CL);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    // The peer's barriers must be initialised before anything is multicast or arrived on them.
+    if (CL > 1) cluster_sync();
+    else __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            const u16 mask = (u16)((1u << CL) - 1);
+            int stage = 0;
+            u32 phase = 0;
+            for (int u = cid; u < p.units; u += clusters) {
+                const Work w = decode(p, u, rank, CL);
+                for (int kt = w.k0; kt < w.k1; ++kt) {
+                    if (CL > 1) mbar_wait_cluster(&empty[stage], phase ^ 1);
+                    else mbar_wait(&empty[stage], phase ^ 1);
+                    u8* sa = smem + stage * STAGE_BYTES;
+                    u8* sb = sa + P_A_BYTES;
+                    mbar_expect_tx(&full[stage], STAGE_BYTES);
+                    tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * P_BM, w.z);
+                    if (TB) {
+                        // B [K, N]: BN / 64 boxes of 64 columns x 64 rows; this CTA loads its
+                        // share (boxes rank * per .. + per - 1) for the whole cluster.
+                        const int per = BN / 64 / CL;
+                        for (int j = rank * per; j < rank * per + per; ++j) {
+                            if (CL > 1)
+                                tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z, mask);
+                            else
+                                tma_load_3d(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z);
+                        }
+                    } else if (CL > 1) {
+                        // Bt [N, K]: rows rank * BN / CL .. of the column tile (boxes of BN / CL rows).
+                        tma_load_3d_mc(sb + rank * (B_BYTES / CL), map_b, &full[stage], kt * P_BK, w.nt * BN + rank * (BN / CL), w.z, mask);
+                    } else {
+                        tma_load_3d(sb, map_b, &full[stage], kt * P_BK, w.nt * BN, w.z);
+                    }
+                    if (++stage == STAGES) stage = 0, phase ^= 1;
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int c = wg - 1;  // consumer 0 takes rows 0..63 of the tile, consumer 1 rows 64..127
+        const int warp = tid / 32, lane = tid % 32, ctid = threadIdx.x - 128;
+        float d[BN / 2];
+        int stage = 0;
+        u32 phase = 0;
+        for (int u = cid; u < p.units; u += clusters) {
+            const Work w = decode(p, u, rank, CL);
+            const int k0 = w.k0, k1 = w.k1;
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+            int prev = 0;
+            for (int kt = k0; kt < k1; ++kt) {
+                mbar_wait(&full[stage], phase);
+                const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
+                const u8* sb = smem + stage * STAGE_BYTES + P_A_BYTES;
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < P_BK / 16; ++kk) {
+                    // K-major B: the k-th 16-element slice is 32 bytes into each row; N-major B:
+                    // 16 rows (2048 bytes) further down each box.
+                    const u64 desc_b = TB ? sw128_desc_nmajor(sb) + kk * (2048 >> 4) : sw128_desc(sb) + 2 * kk;
+                    Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, (kt > k0 || kk > 0) ? 1u : 0u);
+                }
+                wgmma_commit();
+                // Keep this k-tile's MMAs in flight; once the previous tile's have retired, its
+                // stage can be refilled.
+                wgmma_wait1();
+                if (kt > k0) release(&empty[prev], lane, CL);
+                prev = stage;
+                if (++stage == STAGES) stage = 0, phase ^= 1;
+            }
+            wgmma_wait0();
+            if (k1 > k0) release(&empty[prev], lane, CL);
+            if (w.mt >= p.m_tiles) continue;  // the cluster's row tile past the last one
+            if (w.slot >= 0) {
+                const int tile = w.slot;
+                float* slot = (float*)p.ws + (i64)tile * p.splits * (P_BM * BN);
+                float* mine = slot + (i64)w.split * (P_BM * BN) + ctid * 4;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j) st_cg4(mine + j * 1024, d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
+                __threadfence();
+                consumers_sync(256);
+                if (ctid == 0) *last_flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(p.splits - 1);
+                consumers_sync(256);
+                if (!*last_flag) continue;
+                __threadfence();
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+                for (int s = 0; s < p.splits; ++s) {
+                    const float* part = slot + (i64)s * (P_BM * BN) + ctid * 4;
+#pragma unroll
+                    for (int j = 0; j < BN / 8; ++j) ld_cg4_add(part + j * 1024, d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
+                }
+            }
+            const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
+            const int col0 = w.nt * BN + (lane % 4) * 2;
+            const int cols = (int)min(p.n - col0, (i64)BN);
+            const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
+            store_tile<T, BN>(d, p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+        }
+    }
+    // No CTA may exit while its peer can still arrive on its barriers.
+    if (CL > 1) cluster_sync();
+}
+
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN)                                                              \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
+        NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
+        GEMMP_BODY(T, BF16, TB, BN)                                                                     \
+    }
+// wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
+// uses them there).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GEMMP_BODY(T, BF16, TB, BN) gemm_sm90p<T, BF16, TB, BN>(&map_a, &map_b, p);
+#else
+#define GEMMP_BODY(T, BF16, TB, BN) asm volatile("trap;");
+#endif
+// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>; the cluster size is the launch's.
+// sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
+// process compiles only the kernels of the types it multiplies.
+#if defined(GP_BF16)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128)
+#else
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128)
+#endif
+
+// out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that
+// both the reads and the writes are coalesced.
+extern "C" __global__ void transpose_b16(const u16* __restrict__ in, u16* __restrict__ out, i64 rows, i64 cols) {
+    __shared__ u16 tile[32][33];
+    const i64 b = blockIdx.z;
+    const i64 r0 = (i64)blockIdx.y * 32, c0 = (i64)blockIdx.x * 32;
+    const u16* src = in + b * rows * cols;
+    u16* dst = out + b * rows * cols;
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        i64 r = r0 + i, c = c0 + threadIdx.x;
+        if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * cols + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        i64 c = c0 + i, r = r0 + threadIdx.x;
+        if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
+    }
+}

@@ -1,0 +1,491 @@
+//! Launching the persistent Hopper GEMM (kernels/gemm_sm90p.cu): the plan (column tile width,
+//! cluster size, split-K, grid) and the launch through `cuLaunchKernelEx` (the cluster size is a
+//! launch attribute). [`super::gemm_sm90::gemm`] prepares A and B and calls [`launch`].
+//!
+//! Every choice can be forced through the environment, read at each launch (so one process can
+//! A/B them): `MAX_GEMM_SM90_BN` = 128 | 256 (column tile), `MAX_GEMM_SM90_CLUSTER` = 1 | 2
+//! (CTAs per cluster along M sharing B by TMA multicast), `MAX_GEMM_SM90_SPLITK` = n (k splits,
+//! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
+//! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
+//! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
+//! (split-K for the tiles of a last, partial wave: on by default).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::{self, CUdevice_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
+use cudarc::driver::{CudaFunction, CudaStream, result};
+use max_graph::DType;
+
+use super::epilogue::Epilogue;
+use super::gemm_sm90::{TmaMap, tma_map};
+use crate::sources::{GEMM_SM90P_BF16, GEMM_SM90P_F16};
+use crate::{Error, Result, function};
+
+const BM: usize = 128;
+const BK: usize = 64;
+const THREADS: u32 = 384;
+
+/// The kernel's `GemmPArgs`, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GemmPArgs {
+    c: u64,
+    ws: u64,
+    counters: u64,
+    m: i64,
+    n: i64,
+    stride_c: i64,
+    k_tiles: i32,
+    splits: i32,
+    k_per_split: i32,
+    m_tiles: i32,
+    n_tiles: i32,
+    group: i32,
+    units: i32,
+    dp_units: i32,
+    pairs: i32,
+    epi: Epilogue,
+}
+
+/// The family with this type's kernels (and a transpose_b16).
+pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
+    if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
+}
+
+/// Shared memory of a block: the ring (192 KB for either tile width, as `PRing` in the kernel),
+/// its 2 * stages barriers, the split-K flag, and slack to align the ring to 1024 bytes.
+fn smem_bytes(bn: usize) -> u32 {
+    let stages = if bn == 256 { 4 } else { 6 };
+    (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 1024) as u32
+}
+
+fn env_usize(key: &str) -> Option<usize> {
+    std::env::var(key).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// The forced choices (environment), each `None` when left to the heuristic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    pub bn: Option<usize>,
+    pub cluster: Option<usize>,
+    pub splits: Option<usize>,
+    pub persistent: Option<bool>,
+    pub grid: Option<usize>,
+    pub group_m: Option<usize>,
+    pub tail: Option<bool>,
+}
+
+impl Knobs {
+    pub fn from_env() -> Knobs {
+        Knobs {
+            bn: env_usize("MAX_GEMM_SM90_BN").filter(|&b| b == 128 || b == 256),
+            cluster: env_usize("MAX_GEMM_SM90_CLUSTER").filter(|&c| c == 1 || c == 2),
+            splits: env_usize("MAX_GEMM_SM90_SPLITK").filter(|&s| s >= 1),
+            persistent: env_usize("MAX_GEMM_SM90_PERSISTENT").map(|p| p != 0),
+            grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
+            group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
+            tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
+        }
+    }
+}
+
+/// How one product runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub bn: usize,
+    pub cluster: usize,
+    pub splits: usize,
+    pub k_per_split: usize,
+    pub k_tiles: usize,
+    pub m_tiles: usize,
+    pub n_tiles: usize,
+    /// Cluster row units per raster group.
+    pub group: usize,
+    /// Cluster tiles: batch * ceil(m_tiles / cluster) * n_tiles.
+    pub cluster_tiles: usize,
+    /// Leading units that take a whole cluster tile; each later cluster tile is `splits` units.
+    pub dp_units: usize,
+    /// dp_units + (cluster_tiles - dp_units) * splits.
+    pub units: usize,
+    pub persistent: bool,
+}
+
+/// Relative time of one k-tile of a 128 x `bn` tile (a 128-column tile moves 3/4 of the bytes
+/// for half the work), of the split-K partial round trip, and of a unit's fixed cost (pipeline
+/// fill, epilogue): a rough model to pick the tile width and the splits when the tiles alone
+/// leave SMs idle.
+fn unit_cost(bn: usize, k_tiles: usize, splits: usize) -> f64 {
+    let (step, reduce) = if bn == 256 { (1.0, 3.0) } else { (0.55, 1.5) };
+    let kps = k_tiles.div_ceil(splits);
+    kps as f64 * step + if splits > 1 { reduce } else { 0.0 } + 2.0
+}
+
+/// The plan for `z` batches of [rows, k] x [k, n] on `sms` SMs.
+pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs) -> Option<Plan> {
+    let sms = sms.max(1);
+    let k_tiles = k.div_ceil(BK).max(1);
+    let m_tiles = rows.div_ceil(BM);
+    let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles % 2 == 0 || m_tiles >= 8 { 2 } else { 1 });
+    let mut best: Option<(f64, usize, usize)> = None;
+    for bn in [256, 128] {
+        if knobs.bn.is_some_and(|b| b != bn) {
+            continue;
+        }
+        let n_tiles = n.div_ceil(bn);
+        let cl = cluster_for(m_tiles);
+        let ctas_per_split = z * m_tiles.div_ceil(cl) * cl * n_tiles;
+        let choices: Vec<usize> = match knobs.splits {
+            Some(s) => vec![s.min(k_tiles)],
+            // Split only while the tiles leave SMs idle, each split keeping 4 k-tiles or more
+            // and the units within two waves (bounding the partials' workspace).
+            None if ctas_per_split < sms => {
+                (1..=16).filter(|&s| s == 1 || (k_tiles / s >= 4 && ctas_per_split * s <= 2 * sms)).collect()
+            }
+            None => vec![1],
+        };
+        for s in choices {
+            let waves = (ctas_per_split * s).div_ceil(sms);
+            let cost = waves as f64 * unit_cost(bn, k_tiles, s);
+            if best.is_none_or(|(c, _, _)| cost < c - 1e-9) {
+                best = Some((cost, bn, s));
+            }
+        }
+    }
+    let (_, bn, splits) = best?;
+    let cluster = cluster_for(m_tiles);
+    let n_tiles = n.div_ceil(bn);
+    let cluster_tiles = z.checked_mul(m_tiles.div_ceil(cluster))?.checked_mul(n_tiles)?;
+    // Every tile split (splits > 1: the tiles alone leave SMs idle), or none, or (by default)
+    // only those of a last wave at most half full, so that it ends sooner: split s ways with
+    // s * tail <= the clusters that run at once.
+    let waves_of = (sms / cluster).max(1);
+    let tail = cluster_tiles % waves_of;
+    let (dp_units, splits) = if splits > 1 {
+        (0, splits)
+    } else if knobs.splits.is_none()
+        && knobs.tail.unwrap_or(true)
+        && cluster_tiles > waves_of
+        && tail > 0
+        && tail * 2 <= waves_of
+    {
+        let s = (waves_of / tail).min(k_tiles / 4).min(8);
+        if s >= 2 { (cluster_tiles - tail, s) } else { (cluster_tiles, 1) }
+    } else {
+        (cluster_tiles, 1)
+    };
+    let k_per_split = k_tiles.div_ceil(splits);
+    // No empty split: the splits actually needed for that many k-tiles each.
+    let splits = k_tiles.div_ceil(k_per_split);
+    let dp_units = if splits == 1 { cluster_tiles } else { dp_units };
+    let units = dp_units.checked_add((cluster_tiles - dp_units).checked_mul(splits)?)?;
+    if units == 0 || units.checked_mul(cluster)? > i32::MAX as usize || cluster_tiles * cluster > i32::MAX as usize {
+        return None;
+    }
+    // Row tiles per raster group: 16 (2048 rows) by default, so the ~132 tiles in flight cover
+    // about 16 x 8 tiles of 128 x 256, a square of C, sharing A rows and B columns in L2.
+    let group = (knobs.group_m.unwrap_or(16) / cluster).max(1);
+    let persistent = knobs.persistent.unwrap_or(true);
+    Some(Plan {
+        bn,
+        cluster,
+        splits,
+        k_per_split,
+        k_tiles,
+        m_tiles,
+        n_tiles,
+        group,
+        cluster_tiles,
+        dp_units,
+        units,
+        persistent,
+    })
+}
+
+/// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
+/// device and kernel), or SMs / cluster when the driver cannot say. A persistent grid larger
+/// than that would leave some clusters waiting for a whole round of units.
+fn max_clusters(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, cluster: usize, smem: u32) -> Result<usize> {
+    type Cache = Mutex<Option<HashMap<(usize, String, usize), usize>>>;
+    static CACHE: Cache = Mutex::new(None);
+    let key = (stream.context().ordinal(), name.to_string(), cluster);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(v);
+    }
+    let sms = stream
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?
+        .max(1) as usize;
+    let fallback = (sms / cluster).max(1);
+    let v = if cluster == 1 {
+        sms
+    } else {
+        let mut attr = cluster_attr(cluster);
+        let cfg = config(stream, (cluster * fallback) as u32, smem, &mut attr, cluster);
+        let mut count: std::ffi::c_int = 0;
+        // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
+        let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, f.cu_function(), &cfg) };
+        match r.result() {
+            // Fewer than SMs / cluster when some GPC has an odd SM left over; an answer far
+            // below that would mean the query misread the launch, and is not trusted.
+            Ok(()) if count as usize * 4 >= fallback * 3 => (count as usize).min(fallback),
+            _ => fallback,
+        }
+    };
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
+    Ok(v)
+}
+
+fn cluster_attr(cluster: usize) -> CUlaunchAttribute {
+    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
+    let mut attr: CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster as u32;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    attr
+}
+
+fn config(
+    stream: &Arc<CudaStream>,
+    grid: u32,
+    smem: u32,
+    attr: &mut CUlaunchAttribute,
+    cluster: usize,
+) -> CUlaunchConfig {
+    CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: THREADS,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: if cluster > 1 { attr as *mut _ } else { std::ptr::null_mut() },
+        numAttrs: if cluster > 1 { 1 } else { 0 },
+    }
+}
+
+/// Runs the kernel: A [rows_a, k] per batch (`z` batches at `a`, or one), B at `b` either
+/// [k, n] (`n_major`) or transposed [n, k], `batch_b` of them, C [rows_a, n] per batch at `c`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, b, c): (u64, u64, u64),
+    (rows_a, n, k): (usize, usize, usize),
+    z: usize,
+    batch_b: usize,
+    n_major: bool,
+    epi: &Epilogue,
+) -> Result<()> {
+    let knobs = Knobs::from_env();
+    let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs);
+    match r {
+        // A cluster launch the device refuses (cluster scheduling is not guaranteed) falls back
+        // to single-CTA clusters, unless the cluster size was forced.
+        Err(Error::Driver { op, .. }) if op == LAUNCH && knobs.cluster.is_none() => {
+            let knobs = Knobs { cluster: Some(1), ..knobs };
+            launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs)
+        }
+        other => other,
+    }
+}
+
+const LAUNCH: &str = "cuLaunchKernelEx(gemm_sm90p)";
+
+#[allow(clippy::too_many_arguments)]
+fn launch_with(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, b, c): (u64, u64, u64),
+    (rows_a, n, k): (usize, usize, usize),
+    z: usize,
+    batch_b: usize,
+    n_major: bool,
+    epi: &Epilogue,
+    knobs: Knobs,
+) -> Result<()> {
+    let sms = stream
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?
+        .max(1) as usize;
+    let p = plan(rows_a, n, k, z, sms, knobs)
+        .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
+    let name = format!(
+        "gemm_sm90p_{}_{}_n{}",
+        if dtype == DType::BFloat16 { "bf16" } else { "f16" },
+        if n_major { "b" } else { "t" },
+        p.bn
+    );
+    let f = function(stream.context(), family(dtype), &name)?;
+    let smem = smem_bytes(p.bn);
+    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
+        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    let map_a = tma_map(dtype, a, k, rows_a, z, BM as u32)?;
+    let map_b = if n_major {
+        // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
+        tma_map(dtype, b, n, k, batch_b, BK as u32)?
+    } else {
+        // Each CTA of a cluster loads bn / cluster rows of Bt [n, k].
+        tma_map(dtype, b, k, n, batch_b, (p.bn / p.cluster) as u32)?
+    };
+    let clusters = if p.persistent {
+        let cap = max_clusters(stream, &f, &name, p.cluster, smem)?;
+        let cap = knobs.grid.map_or(cap, |g| (g / p.cluster).max(1));
+        p.units.min(cap)
+    } else {
+        p.units
+    };
+    let grid = (clusters * p.cluster) as u32;
+    // Split-K workspace: one u32 counter per split tile (zeroed), then the f32 partials.
+    let split_tiles = (p.cluster_tiles - p.dp_units) * p.cluster;
+    let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
+    let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * p.splits * BM * p.bn * 4 } else { 0 };
+    let ws = if ws_bytes > 0 {
+        // SAFETY: stream-ordered allocation, freed below on the same stream after the launch.
+        let ws =
+            unsafe { result::malloc_async(stream.cu_stream(), ws_bytes) }.map_err(Error::driver("cuMemAllocAsync"))?;
+        // SAFETY: the counters lie at the start of the allocation just made.
+        if let Err(e) = unsafe { result::memset_d8_async(ws, 0, counters_bytes, stream.cu_stream()) } {
+            // SAFETY: allocated above on this stream, not used by any launch.
+            let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
+            return Err(Error::driver("cuMemsetD8Async")(e));
+        }
+        ws
+    } else {
+        0
+    };
+    let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
+    let mut args = GemmPArgs {
+        c,
+        ws: if ws != 0 { ws + counters_bytes as u64 } else { 0 },
+        counters: ws,
+        m: rows_a as i64,
+        n: n as i64,
+        stride_c: (rows_a * n) as i64,
+        k_tiles: p.k_tiles as i32,
+        splits: p.splits as i32,
+        k_per_split: p.k_per_split as i32,
+        m_tiles: p.m_tiles as i32,
+        n_tiles: p.n_tiles as i32,
+        group: p.group as i32,
+        units: p.units as i32,
+        dp_units: p.dp_units as i32,
+        pairs: pairs as i32,
+        epi: *epi,
+    };
+    let (mut map_a, mut map_b) = (map_a, map_b);
+    let mut params: [*mut std::ffi::c_void; 3] = [
+        &mut map_a as *mut TmaMap as *mut _,
+        &mut map_b as *mut TmaMap as *mut _,
+        &mut args as *mut GemmPArgs as *mut _,
+    ];
+    let mut attr = cluster_attr(p.cluster);
+    let cfg = config(stream, grid, smem, &mut attr, p.cluster);
+    let out = stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent")).and_then(|()| {
+        // SAFETY: the parameters match the kernel's (TmaMap, TmaMap, GemmPArgs) by value and live
+        // across the call (the driver copies them); the maps describe live allocations, C holds
+        // z batches of rows_a x n, the workspace covers every tile's partials and counter.
+        unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()
+            .map_err(Error::driver(LAUNCH))
+    });
+    if ws != 0 {
+        // SAFETY: allocated above on this stream; freed after the kernel that uses it.
+        let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's `decode`: (batch, row tile, column tile, k0, k1).
+    fn decode(p: &Plan, u: usize, rank: usize) -> (usize, usize, usize, usize, usize) {
+        let cl = p.cluster;
+        let (mut r, k0, k1) = if u < p.dp_units {
+            (u, 0, p.k_tiles)
+        } else {
+            let v = u - p.dp_units;
+            let split = v % p.splits;
+            (p.dp_units + v / p.splits, split * p.k_per_split, ((split + 1) * p.k_per_split).min(p.k_tiles))
+        };
+        let m_units = p.m_tiles.div_ceil(cl);
+        let per_batch = m_units * p.n_tiles;
+        let z = r / per_batch;
+        r -= z * per_batch;
+        let per_group = p.group * p.n_tiles;
+        let g = r / per_group;
+        let first = g * p.group;
+        let rows = (m_units - first).min(p.group);
+        let inn = r - g * per_group;
+        (z, (first + inn % rows) * cl + rank, inn / rows, k0, k1)
+    }
+
+    fn knobs(cluster: usize, bn: usize, splits: Option<usize>, group_m: usize) -> Knobs {
+        Knobs { cluster: Some(cluster), bn: Some(bn), splits, group_m: Some(group_m), ..Knobs::default() }
+    }
+
+    #[test]
+    fn units_cover_every_tile_and_k_once() {
+        let shapes = [
+            (1, 8, 8, 1),
+            (300, 1000, 4096, 3),
+            (8192, 8192, 8192, 1),
+            (128, 11008, 4096, 1),
+            (2048, 11008, 4096, 1),
+            (2049, 520, 136, 2),
+        ];
+        for (rows, n, k, z) in shapes {
+            let all = [
+                Knobs::default(),
+                knobs(1, 128, Some(3), 3),
+                knobs(2, 256, Some(2), 5),
+                knobs(2, 128, None, 4),
+                knobs(1, 256, None, 1),
+            ];
+            for kn in all {
+                let p = plan(rows, n, k, z, 132, kn).unwrap();
+                assert!(p.splits * p.k_per_split >= p.k_tiles && (p.splits - 1) * p.k_per_split < p.k_tiles);
+                assert!(p.splits > 1 || p.dp_units == p.cluster_tiles, "{p:?}");
+                let mut ks: HashMap<(usize, usize, usize), Vec<(usize, usize)>> = HashMap::new();
+                for u in 0..p.units {
+                    for rank in 0..p.cluster {
+                        let (bz, mt, nt, k0, k1) = decode(&p, u, rank);
+                        assert!(bz < z && nt < p.n_tiles && mt < p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                        assert!(k0 < k1, "{rows}x{n}x{k} {kn:?}: unit {u} has no k");
+                        ks.entry((bz, mt, nt)).or_default().push((k0, k1));
+                    }
+                }
+                assert_eq!(ks.len(), z * p.n_tiles * p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                for (tile, mut ranges) in ks {
+                    ranges.sort();
+                    let mut at = 0;
+                    for (k0, k1) in ranges {
+                        assert_eq!(k0, at, "{rows}x{n}x{k} {kn:?}: tile {tile:?}");
+                        at = k1;
+                    }
+                    assert_eq!(at, p.k_tiles);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn heuristic_fills_the_gpu() {
+        let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
+        assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
+        let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
+        assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
+        // 344 cluster tiles on 66 clusters: 5 full waves, the 14 tiles left split 4 ways.
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
+        assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.splits), (256, 2, 344, 330, 4), "{p:?}");
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..Knobs::default() }).unwrap();
+        assert_eq!((p.dp_units, p.splits), (344, 1));
+    }
+}
