@@ -23,6 +23,8 @@ pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("
 
 /// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).
 pub const CONV_SM90: Family = Family { name: "conv_sm90", source: include_str!("../kernels/conv_sm90.cu") };
+/// The Hopper conv2d's helpers (plain CUDA): channel padding and the split-K reduction.
+pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: include_str!("../kernels/conv_sm90_aux.cu") };
 
 /// Small-M GEMM (decode shapes): split-K SIMT and mma.sync kernels plus the split reduction.
 pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_str!("../kernels/gemm_skinny.cu") };
@@ -60,6 +62,7 @@ pub const ALL: &[Family] = &[
     MATMUL,
     GEMM_SM90,
     CONV_SM90,
+    CONV_SM90_AUX,
     GEMM_SKINNY,
     LAYOUT,
     INDEXING,
