@@ -218,20 +218,22 @@ template <int N> __device__ __forceinline__ void cv_act_all(int act, float* v) {
 
 // Column groups whose epilogue operands (bias pairs, residual pairs) are loaded at once: the
 // loads of a chunk are in flight together, so a tile's epilogue waits on BN / 8 / CV_CHUNK
-// round trips instead of BN / 8; a chunk's registers come on top of the BN / 2 accumulators.
-#define CV_CHUNK 8
+// round trips instead of BN / 8; a chunk's registers come on top of the BN / 2 accumulators
+// (16 keeps BN = 256 free of spills). Chunk<BN> never exceeds the BN / 8 groups of a tile.
+#define CV_CHUNK 16
+template <int BN> struct Chunk { static const int n = BN / 8 < CV_CHUNK ? BN / 8 : CV_CHUNK; };
 
 // d += bias[col] over the fragment (see the accumulator layout below); `bias` points at this
 // thread's first column, column pair j exists while 8j < cols.
 template <typename T, int BN> __device__ __forceinline__ void add_bias(float* d, const T* bias_at, int cols) {
     const u32* bias = (const u32*)bias_at;
 #pragma unroll
-    for (int j0 = 0; j0 < BN / 8; j0 += CV_CHUNK) {
-        u32 b[CV_CHUNK];
+    for (int j0 = 0; j0 < BN / 8; j0 += Chunk<BN>::n) {
+        u32 b[Chunk<BN>::n];
 #pragma unroll
-        for (int i = 0; i < CV_CHUNK; ++i) b[i] = (j0 + i) * 8 < cols ? bias[(j0 + i) * 4] : 0u;
+        for (int i = 0; i < Chunk<BN>::n; ++i) b[i] = (j0 + i) * 8 < cols ? bias[(j0 + i) * 4] : 0u;
 #pragma unroll
-        for (int i = 0; i < CV_CHUNK; ++i) {
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
             const int j = j0 + i;
             const float b0 = lo_of<T>(b[i]), b1 = hi_of<T>(b[i]);
             d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
@@ -249,16 +251,16 @@ template <typename T, int BN>
 __device__ __forceinline__ void add_residual(float* d, const u32* r0, const u32* r1, bool has0, bool has1, int cols,
                                              float beta) {
 #pragma unroll
-    for (int j0 = 0; j0 < BN / 8; j0 += CV_CHUNK) {
-        u32 v0[CV_CHUNK], v1[CV_CHUNK];
+    for (int j0 = 0; j0 < BN / 8; j0 += Chunk<BN>::n) {
+        u32 v0[Chunk<BN>::n], v1[Chunk<BN>::n];
 #pragma unroll
-        for (int i = 0; i < CV_CHUNK; ++i) {
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
             const bool col = (j0 + i) * 8 < cols;
             v0[i] = has0 && col ? r0[(j0 + i) * 4] : 0u;
             v1[i] = has1 && col ? r1[(j0 + i) * 4] : 0u;
         }
 #pragma unroll
-        for (int i = 0; i < CV_CHUNK; ++i) {
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
             const int j = j0 + i;
             d[j * 4] += beta * lo_of<T>(v0[i]), d[j * 4 + 1] += beta * hi_of<T>(v0[i]);
             d[j * 4 + 2] += beta * lo_of<T>(v1[i]), d[j * 4 + 3] += beta * hi_of<T>(v1[i]);
