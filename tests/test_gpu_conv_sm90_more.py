@@ -10,7 +10,8 @@ split modules), against the float64 reference and the CPU backend like tests/tes
   kernel that applies the whole epilogue): every split count on late-layer shapes (few output
   tiles, long reductions), with each tile width, with fused bias + activation + residual
   epilogues and beta != 1;
-- the residual prefetch (MAX_CONV_SM90_PREFETCH=0/1): the same bits either way.
+- the residual prefetch (MAX_CONV_SM90_PREFETCH=0/1) and the staged epilogue
+  (MAX_CONV_SM90_STAGED=0/1): the same bits either way, and right against float64 and the CPU.
 
 Skips without an sm_90a GPU."""
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.gpu
 Conv = base.Conv
 DTYPES = base.DTYPES
 KNOBS = ("MAX_CONV_SM90_BN", "MAX_CONV_SM90_GRID", "MAX_CONV_SM90_SPLITK", "MAX_CONV_SM90_PREFETCH",
-         "MAX_CONV_SM90_FOLD")
+         "MAX_CONV_SM90_FOLD", "MAX_CONV_SM90_STAGED")
 
 
 @pytest.fixture
@@ -215,7 +216,7 @@ def test_split_k_default_heuristic_is_right(sm90, rng):
 PREFETCH = [LATE[4], base.ODD[5], base.RESNET_B2[3], base.RESNET_B2[6], Conv("m_partial", 3, 7, 11, 64, 128, 3, 3, 1, 1)]
 
 
-def fused_bits(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, **env):
+def fused_bits(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, act="relu", **env):
     """The fused block's output on the GPU with the prefetch on or off (same inputs per seed)."""
     monkeypatch.setenv("MAX_CONV_SM90_PREFETCH", prefetch)
     for k, v in env.items():
@@ -229,7 +230,7 @@ def fused_bits(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, **env):
 
     monkeypatch.setattr(base, "run_gpu", grab)
     try:
-        base.run_epilogue(gpu, np.random.default_rng(rng_seed), cv, dtype, "relu", True, 0.5, exact=False)
+        base.run_epilogue(gpu, np.random.default_rng(rng_seed), cv, dtype, act, True, 0.5, exact=False)
     finally:
         monkeypatch.setattr(base, "run_gpu", orig)
     return base.bits(out["g"])
@@ -259,3 +260,28 @@ def test_prefetch_exact(sm90, rng, monkeypatch, cv, act, prefetch):
     monkeypatch.setenv("MAX_CONV_SM90_SPLITK", "1")
     base.run_epilogue(sm90, rng, cv, DType.bfloat16, act, conv_bias=True, beta=0.5, exact=True)
     base.run_epilogue(sm90, rng, cv, DType.float16, act, conv_bias=False, beta=1, exact=True)
+
+
+# -- the staged epilogue
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", list(base.EPI_ACTS))
+@pytest.mark.parametrize("bn", [None, "64", "256"])
+def test_staged_epilogue_same_bits(sm90, rng, monkeypatch, bn, act, dtype):
+    """The staged epilogue does the register epilogue's arithmetic in the same order."""
+    env = {"MAX_CONV_SM90_SPLITK": "1"}
+    if bn is not None:
+        env["MAX_CONV_SM90_BN"] = bn
+    for cv in PREFETCH + [PADDED[0]]:
+        seed = int(rng.integers(1 << 31))
+        staged = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_STAGED="1", **env)
+        plain = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_STAGED="0", **env)
+        assert (staged == plain).all(), f"{cv} {act}: {(staged != plain).sum()} elements differ when staged"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("cv", base.RESNET_B2 + base.ODD[:8], ids=repr)
+def test_staged_epilogue_plain_conv(sm90, rng, monkeypatch, cv, dtype):
+    monkeypatch.setenv("MAX_CONV_SM90_STAGED", "1")
+    base.run_case(sm90, rng, cv, dtype, exact=True)
+    base.run_case(sm90, rng, cv, dtype, exact=False, bias=False)

@@ -51,6 +51,15 @@
 // epilogue's residual loads, issued in chunks of several column groups at once, hit L2 instead
 // of waiting on DRAM. A prefetch only warms L2: it changes no result.
 //
+// Staged epilogue (args.staged, unsplit): instead of storing the accumulator fragment as it
+// lies (each warp store instruction then touches 8 rows x 16 bytes: 8 partial 32-byte sectors),
+// each warp passes its 16 rows through a private shared-memory buffer 32 columns at a time
+// (f32, rows CV_SW floats apart: conflict-free float2 writes and float4 reads) and reads them
+// back row-contiguous: a lane then owns 4 consecutive columns of one row, so the bias,
+// residual and output accesses are 8 bytes per lane and 64 contiguous bytes per row (whole
+// sectors), and the next chunk's bias and residual are loaded while this chunk is computed.
+// Same arithmetic in the same order as the register epilogue: the same bits.
+//
 // Requirements (checked by the launcher, which falls back otherwise): bf16/f16; C % 8 == 0 and
 // K % 8 == 0 (16-byte TMA strides); 16-byte aligned input and filter, 4-byte aligned output,
 // bias and residual (paired accesses); stride <= 8; padding and the bounding box within the
@@ -81,6 +90,8 @@ struct ConvArgs {
     u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
     i32 prefetch;  // nonzero: prefetch each tile's residual rows into L2 through map_r
+    i32 staged;    // nonzero: the staged epilogue (8-byte aligned out, biases and residual)
+    i32 pad_;
 };
 
 __device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -269,6 +280,75 @@ __device__ __forceinline__ void add_residual(float* d, const u32* r0, const u32*
     }
 }
 
+// The staged epilogue's buffer: per consumer warp 16 rows of 32 f32 columns, CV_SW floats apart
+// (the 8-float pad moves each row 8 banks over: a float2 store of 16 lanes over 4 rows and a
+// float4 load of 8 lanes along a row hit 32 distinct banks).
+#define CV_SW 40
+#define CV_STAGE_FLOATS (8 * 16 * CV_SW)
+
+template <typename T> __device__ __forceinline__ void add4(float* v, const uint2 x, float scale) {
+    v[0] += scale * lo_of<T>(x.x), v[1] += scale * hi_of<T>(x.x);
+    v[2] += scale * lo_of<T>(x.y), v[3] += scale * hi_of<T>(x.y);
+}
+
+// Loads of one 32-column chunk of the staged epilogue for this lane: its 4 columns `col` of the
+// conv bias, the epilogue bias and the residual rows row0 + 4 * it (zeros where absent).
+template <typename T> struct StagedLoads {
+    uint2 cb, eb, res[4];
+    __device__ __forceinline__ void load(const ConvArgs& p, i64 row0, int col) {
+        const uint2 z = make_uint2(0u, 0u);
+        const bool in = col < p.k;
+        cb = in && p.bias ? *(const uint2*)((const T*)p.bias + col) : z;
+        eb = in && p.epi.bias ? *(const uint2*)((const T*)p.epi.bias + col) : z;
+#pragma unroll
+        for (int it = 0; it < 4; ++it) {
+            const i64 row = row0 + 4 * it;
+            res[it] = in && row < p.m && p.epi.residual ? *(const uint2*)((const T*)p.epi.residual + row * p.k + col) : z;
+        }
+    }
+};
+
+// The staged epilogue of one consumer warp (see the header): rows rowbase..rowbase + 15 of the
+// tile, columns n0..n0 + BN - 1; `buf` is the warp's CV_SW x 16 floats.
+template <typename T, int BN>
+__device__ __forceinline__ void staged_epilogue(const float* d, float* buf, const ConvArgs& p, i64 rowbase, int n0,
+                                                int lane) {
+    const int r_in = lane / 8, cc = (lane % 8) * 4;  // this lane's first row (of 4) and its columns
+    StagedLoads<T> next;
+    next.load(p, rowbase + r_in, n0 + cc);
+#pragma unroll
+    for (int h = 0; h < BN / 32; ++h) {
+        const StagedLoads<T> cur = next;
+        if (h + 1 < BN / 32) next.load(p, rowbase + r_in, n0 + 32 * (h + 1) + cc);
+        __syncwarp();
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * h + jj;
+            float* at = buf + (lane / 4) * CV_SW + jj * 8 + 2 * (lane % 4);
+            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
+            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+        __syncwarp();
+        const int col = n0 + 32 * h + cc;
+        if (col < p.k) {
+#pragma unroll
+            for (int it = 0; it < 4; ++it) {
+                const int r = r_in + 4 * it;
+                const i64 row = rowbase + r;
+                const float4 a = *(const float4*)(buf + r * CV_SW + cc);
+                float v[4] = {a.x, a.y, a.z, a.w};
+                if (p.bias) add4<T>(v, cur.cb, 1.f);
+                if (p.epi.bias) add4<T>(v, cur.eb, 1.f);
+                if (p.epi.act != EPI_NONE) cv_act_all<4>(p.epi.act, v);
+                if (p.epi.clamp) epi_clamp_all<4>(p.epi, v);
+                if (p.epi.residual) add4<T>(v, cur.res[it], p.epi.beta);
+                if (row < p.m)
+                    *(uint2*)((T*)p.out + row * p.k + col) = make_uint2(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]));
+            }
+        }
+    }
+}
+
 template <typename T, bool BF16, int BN>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
@@ -374,6 +454,11 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 if (has0 && j * 8 < cols) *(float2*)(w0 + j * 8) = make_float2(d[j * 4], d[j * 4 + 1]);
                 if (has1 && j * 8 < cols) *(float2*)(w1 + j * 8) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
             }
+            continue;
+        }
+        if (p.staged) {
+            float* buf = (float*)(empty + STAGES) + (c * 4 + warp) * (16 * CV_SW);
+            staged_epilogue<T, BN>(d, buf, p, (i64)mt * CV_BM + c * 64 + warp * 16, n0, lane);
             continue;
         }
         if (p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);

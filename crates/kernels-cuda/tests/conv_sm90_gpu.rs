@@ -160,39 +160,39 @@ fn check(
     check_with(s, dtype, sh, (a, beta, conv_bias, clamp), &Knobs::default(), GUARD, rng);
 }
 
-/// `check` with the launcher's knobs and the residual `res_guard` bytes into its allocation
-/// (16: 16-byte aligned, so the prefetch may run).
+/// `check` with the launcher's knobs, the biases, residual and output `guard` bytes into their
+/// allocations (16: 16-byte aligned, so the prefetch and the staged epilogue may run).
 fn check_with(
     s: &Arc<CudaStream>,
     dtype: DType,
     sh: &Conv2dShape,
     (a, beta, conv_bias, clamp): (Act, Option<f32>, bool, bool),
     knobs: &Knobs,
-    res_guard: usize,
+    guard: usize,
     rng: &mut Rng,
 ) {
     let what = format!("{dtype} {sh:?} {a:?} beta={beta:?} conv_bias={conv_bias} clamp={clamp} {knobs:?}");
     let (m, k) = (sh.m(), sh.k);
     let x = Dev::random(s, dtype, sh.n * sh.h * sh.w * sh.c, 16, rng);
     let f = Dev::random(s, dtype, sh.r * sh.s * sh.c * k, 16, rng);
-    let bias = Dev::random(s, dtype, k, GUARD, rng);
-    let cbias = Dev::random(s, dtype, k, GUARD, rng);
-    let res = Dev::random(s, dtype, m * k, res_guard, rng);
-    let out = s.clone_htod(&vec![0x7Fu8; m * k * 2 + 2 * GUARD]).unwrap_or_else(|e| panic!("{e}"));
-    let mut epi = Epilogue::new(Some(bias.ptr(s, GUARD)), a, beta.map(|_| res.ptr(s, res_guard)));
+    let bias = Dev::random(s, dtype, k, guard, rng);
+    let cbias = Dev::random(s, dtype, k, guard, rng);
+    let res = Dev::random(s, dtype, m * k, guard, rng);
+    let out = s.clone_htod(&vec![0x7Fu8; m * k * 2 + 2 * guard]).unwrap_or_else(|e| panic!("{e}"));
+    let mut epi = Epilogue::new(Some(bias.ptr(s, guard)), a, beta.map(|_| res.ptr(s, guard)));
     if let Some(b) = beta {
         epi = epi.with_beta(b);
     }
     if clamp {
         epi = epi.with_clamp(-0.75, 0.5);
     }
-    let cb = if conv_bias { cbias.ptr(s, GUARD) } else { 0 };
-    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), cb, out.device_ptr(s).0 + GUARD as u64);
+    let cb = if conv_bias { cbias.ptr(s, guard) } else { 0 };
+    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), cb, out.device_ptr(s).0 + guard as u64);
     let ran = conv_sm90::conv2d_with(s, dtype, ptrs, sh, &epi, knobs).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(ran, Outcome::Ran, "{what}");
     s.synchronize().unwrap_or_else(|e| panic!("{what}: {e}"));
     let bytes = s.clone_dtoh(&out).unwrap_or_else(|e| panic!("{e}"));
-    let (head, body, tail) = (&bytes[..GUARD], &bytes[GUARD..GUARD + m * k * 2], &bytes[GUARD + m * k * 2..]);
+    let (head, body, tail) = (&bytes[..guard], &bytes[guard..guard + m * k * 2], &bytes[guard + m * k * 2..]);
     assert!(head.iter().chain(tail).all(|&b| b == 0x7F), "{what}: wrote outside the output");
     let eps = if dtype == DType::BFloat16 { 2f64.powi(-8) } else { 2f64.powi(-11) };
     for row in 0..m {
@@ -325,6 +325,33 @@ fn split_k_against_the_host() {
                 let a = ACTS[i % ACTS.len()];
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, GUARD, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn staged_epilogue_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0x3C6E_F372_FE94_F82B);
+    let shapes = [
+        shape(2, [9, 11], 72, 200, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        shape(3, [13, 10], 24, 40, [3, 3], [2, 2], [2, 1, 0, 2], [2, 2]),
+        shape(1, [7, 9], 136, 328, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        shape(2, [19, 17], 3, 64, [7, 7], [2, 2], [3, 3, 3, 3], [1, 1]),
+    ];
+    let mut i = 0;
+    for dtype in [DType::BFloat16, DType::Float16] {
+        for sh in &shapes {
+            for a in ACTS {
+                let (bn, grid) = [(None, None), (Some(64), Some(2)), (Some(128), None), (Some(256), Some(1))][i % 4];
+                let knobs = Knobs { bn, grid, splits: Some(1), staged: true, ..Knobs::default() };
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
+                // 4-byte aligned operands: the register epilogue instead
+                check_with(&s, dtype, sh, (a, beta, i % 3 == 0, i % 5 == 1), &knobs, GUARD, &mut rng);
                 i += 1;
             }
         }

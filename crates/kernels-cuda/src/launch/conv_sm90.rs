@@ -16,7 +16,9 @@
 //! column-tile width; `MAX_CONV_SM90_GRID` = n runs at most n persistent blocks (default: one
 //! per SM, at most one per work unit); `MAX_CONV_SM90_SPLITK` = n forces n splits (1: off);
 //! `MAX_CONV_SM90_PREFETCH=0` turns the residual prefetch off; `MAX_CONV_SM90_FOLD=0` keeps
-//! padded convs unfolded ([`pad`]).
+//! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
+//! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
+//! measured).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,6 +144,8 @@ struct ConvArgs {
     ws: u64,
     splits: i32,
     prefetch: i32,
+    staged: i32,
+    pad_: i32,
 }
 // SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
 unsafe impl DeviceRepr for ConvArgs {}
@@ -314,6 +318,9 @@ pub fn tile_width(m: usize, k: usize, sms: usize) -> usize {
     [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
 }
 
+/// The staged epilogue's buffers (the kernel's CV_STAGE_FLOATS): 8 warps x 16 rows x 40 f32.
+const STAGE_BYTES: u32 = 8 * 16 * 40 * 4;
+
 /// Dynamic shared memory of the kernel for a tile width: the ring (the kernel's `Ring`), its
 /// barriers, alignment slack.
 fn smem_bytes(bn: usize) -> u32 {
@@ -380,6 +387,8 @@ pub struct Knobs {
     pub no_prefetch: bool,
     /// Padded convs stay unfolded (`MAX_CONV_SM90_FOLD=0`).
     pub no_fold: bool,
+    /// The staged epilogue (`MAX_CONV_SM90_STAGED=1`; see kernels/conv_sm90.cu).
+    pub staged: bool,
 }
 
 impl Knobs {
@@ -391,6 +400,7 @@ impl Knobs {
             splits: env_usize("MAX_CONV_SM90_SPLITK").filter(|&n| n > 0),
             no_prefetch: env_usize("MAX_CONV_SM90_PREFETCH") == Some(0),
             no_fold: env_usize("MAX_CONV_SM90_FOLD") == Some(0),
+            staged: env_usize("MAX_CONV_SM90_STAGED") == Some(1),
         }
     }
 }
@@ -435,6 +445,8 @@ fn run(
     } else {
         None
     };
+    // The staged epilogue's 8-byte accesses (unsplit: the reduce kernel does the epilogue).
+    let staged = knobs.staged && splits == 1 && (out | bias | epi.bias | epi.residual) % 8 == 0;
     let n_tiles = sh.k.div_ceil(bn);
     let tiles = m.div_ceil(BM) * n_tiles;
     let units = tiles.saturating_mul(splits);
@@ -465,11 +477,13 @@ fn run(
         ws: ws.as_ref().map_or(0, |w| w.ptr()),
         splits: splits as i32,
         prefetch: map_r.is_some() as i32,
+        staged: staged as i32,
+        pad_: 0,
     };
     let map_r = map_r.unwrap_or(TmaMap([0; 16]));
     let name = format!("conv_sm90_{}_n{bn}", if dtype == DType::BFloat16 { "bf16" } else { "f16" });
     let func = function(stream.context(), &CONV_SM90, &name)?;
-    let smem = smem_bytes(bn);
+    let smem = smem_bytes(bn) + if staged { STAGE_BYTES } else { 0 };
     func.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
     let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
@@ -519,7 +533,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(ConvArgs, bias), 72);
         assert_eq!(std::mem::offset_of!(ConvArgs, epi), 80);
         assert_eq!(std::mem::offset_of!(ConvArgs, ws), 80 + std::mem::size_of::<Epilogue>());
-        assert_eq!(std::mem::size_of::<ConvArgs>(), 96 + std::mem::size_of::<Epilogue>());
+        assert_eq!(std::mem::size_of::<ConvArgs>(), 104 + std::mem::size_of::<Epilogue>());
         assert_eq!(std::mem::size_of::<TmaMap>(), 128);
     }
 
