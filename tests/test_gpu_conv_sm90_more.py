@@ -265,14 +265,14 @@ def test_prefetch_exact(sm90, rng, monkeypatch, cv, act, prefetch):
 # -- the staged epilogue
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("act", list(base.EPI_ACTS))
-@pytest.mark.parametrize("bn", [None, "64", "256"])
+@pytest.mark.parametrize("act", ["none", "relu", "gelu", "silu", "clamp"])
+@pytest.mark.parametrize("bn", [None, "256"])
 def test_staged_epilogue_same_bits(sm90, rng, monkeypatch, bn, act, dtype):
     """The staged epilogue does the register epilogue's arithmetic in the same order."""
     env = {"MAX_CONV_SM90_SPLITK": "1"}
     if bn is not None:
         env["MAX_CONV_SM90_BN"] = bn
-    for cv in PREFETCH + [PADDED[0]]:
+    for cv in PREFETCH[:3] + [PADDED[0]]:
         seed = int(rng.integers(1 << 31))
         staged = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_STAGED="1", **env)
         plain = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_STAGED="0", **env)
