@@ -24,8 +24,9 @@ Variants (--variants NAME=VAR=VALUE,VAR=VALUE ...) re-time our Hopper path once 
 environment settings (read per call by the launcher: MAX_CONV_SM90_SPLITK, _PREFETCH, _FOLD,
 _STAGED, _BN, _GRID) on every layer, the stack and the fused blocks, as `v_NAME_us` columns and a stack
 total per variant; `--layers a,b` keeps only the named layers (and the fused blocks among them),
-`--no-large` drops the large set. The default run's `sm90_split` / `sm90_padded` say whether
-our Hopper path split the reduction or ran on channel-padded copies.
+`--no-large` drops the large set (such runs write gpu_conv2d_variants-*.json instead). The default
+run's `sm90_split` / `sm90_padded` say whether our Hopper path split the reduction or ran on
+channel-padded copies.
 
     python benchmarks/gpu_conv2d.py
     python benchmarks/gpu_conv2d.py --variants old=MAX_CONV_SM90_SPLITK=1,MAX_CONV_SM90_PREFETCH=0 \
@@ -292,7 +293,9 @@ def main() -> None:
         rows.append({"set": "fused_block", **row})
         print(rows[-1], flush=True)
     print(f"total {time.perf_counter() - start:.1f} s")
-    write("gpu_conv2d", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+    # A partial or variant run keeps the full run's results file.
+    name = "gpu_conv2d" if not (keep or args.no_large or variants) else "gpu_conv2d_variants"
+    write(name, torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
 
 
 if __name__ == "__main__":
