@@ -122,6 +122,10 @@ __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* ba
         ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(ow), "h"(oh)
         : "memory");
 }
+// Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_desc(const TmaMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
+}
 // Asks for one box of a 2-D tensor map (columns c0.., rows c1..) in L2; nothing is written.
 __device__ __forceinline__ void tma_prefetch_2d(const TmaMap* map, int c0, int c1) {
     asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((u64)map), "r"(c0), "r"(c1)
@@ -363,6 +367,9 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     const int ktiles = p.taps * p.c_tiles;
     const int units = p.tiles * p.splits;
     if (threadIdx.x == 0) {
+        tma_prefetch_desc(map_a);
+        tma_prefetch_desc(map_b);
+        if (p.prefetch) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 256);
