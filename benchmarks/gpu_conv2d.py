@@ -20,8 +20,21 @@ model's stream (MAX_CUDA_GRAPHS=0: our captured plans copy their inputs and resu
 staging buffers, which would add the activations' traffic to every call). Median of 3 rounds.
 JSON to benchmarks/results/.
 
+Variants (--variants NAME=VAR=VALUE,VAR=VALUE ...) re-time our Hopper path once per set of
+environment settings (read per call by the launcher: MAX_CONV_SM90_SPLITK, _PREFETCH, _FOLD,
+_STAGED, _BN, _GRID) on every layer, the stack and the fused blocks, as `v_NAME_us` columns and a stack
+total per variant; `--layers a,b` keeps only the named layers (and the fused blocks among them),
+`--no-large` drops the large set (such runs write gpu_conv2d_variants-*.json instead). The default
+run's `sm90_split` / `sm90_padded` say whether our Hopper path split the reduction or ran on
+channel-padded copies.
+
     python benchmarks/gpu_conv2d.py
+    python benchmarks/gpu_conv2d.py --variants old=MAX_CONV_SM90_SPLITK=1,MAX_CONV_SM90_PREFETCH=0 \
+        split2=MAX_CONV_SM90_SPLITK=2 split4=MAX_CONV_SM90_SPLITK=4 nofold=MAX_CONV_SM90_FOLD=0 \
+        staged=MAX_CONV_SM90_STAGED=1
 """
+
+import argparse
 
 import csv
 import os
@@ -93,7 +106,39 @@ def rel_err(torch, ours, ref):
     return ((ours - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
+def parse_variants(items):
+    """NAME=VAR=VALUE,VAR=VALUE -> {NAME: {VAR: VALUE}} (an empty setting list: the defaults)."""
+    out = {}
+    for item in items or ():
+        name, _, rest = item.partition("=")
+        env = {}
+        for kv in filter(None, rest.split(",")):
+            k, _, v = kv.partition("=")
+            env[k.strip()] = v.strip()
+        out[name] = env
+    return out
+
+
+class Env:
+    """Sets environment variables for a block, restoring them after."""
+
+    def __init__(self, env):
+        self.env, self.saved = env, {}
+
+    def __enter__(self):
+        for k, v in self.env.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_layer(torch, F, session, gpu, stream, timer, L, fused=False, variants=None):
     g = torch.Generator(device="cuda").manual_seed(0)
     oh, ow = out_hw(L)
     x = torch.randn(L["N"], L["H"], L["W"], L["C"], device="cuda", generator=g).to(torch.bfloat16)
@@ -118,20 +163,37 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
     ref = ref.permute(0, 2, 3, 1)
     # Both conv paths, chosen per call by MAX_CONV_SM90: im2col + GEMM, and the Hopper kernel
     # (when it takes the shape: its launch counter says). MAX_BENCH_CONV_SM90=0 skips the latter.
-    paths = {}
+    paths, flags = {}, {}
     for mode in ("0", "1") if os.environ.get("MAX_BENCH_CONV_SM90", "1") != "0" else ("0",):
         os.environ["MAX_CONV_SM90"] = mode
         before = core._conv_sm90_launches()
+        counts = core._conv_sm90_path_counts()
         torch.cuda.synchronize()
         (out,) = model.execute(*bufs)
         gpu.synchronize()
         took_sm90 = core._conv_sm90_launches() > before
         if mode == "1" and not took_sm90:
             continue
+        if mode == "1":
+            after = core._conv_sm90_path_counts()
+            flags = {"sm90_padded": after[0] > counts[0], "sm90_split": after[1] > counts[1]}
         err = rel_err(torch, torch.from_dlpack(out), ref)
         assert err < 3e-2, f"{L['name']} ({'sm90' if mode == '1' else 'im2col'}): differs from cuDNN by {err:.3g} of the largest value"
         del out
         paths["sm90" if mode == "1" else "im2col"] = (timer(stream, lambda: model.execute(*bufs)), err)
+    # Our Hopper path again under each variant's settings (only where it takes the shape).
+    timed_variants = {}
+    if "sm90" in paths:
+        os.environ["MAX_CONV_SM90"] = "1"
+        for vname, env in (variants or {}).items():
+            with Env(env):
+                torch.cuda.synchronize()
+                (out,) = model.execute(*bufs)
+                gpu.synchronize()
+                err = rel_err(torch, torch.from_dlpack(out), ref)
+                assert err < 3e-2, f"{L['name']} (variant {vname}): differs from cuDNN by {err:.3g} of the largest value"
+                del out
+                timed_variants[vname] = timer(stream, lambda: model.execute(*bufs))
     os.environ.pop("MAX_CONV_SM90")
     del ref
     best = min(paths, key=lambda k: paths[k][0])
@@ -139,7 +201,9 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
     row = {"name": L["name"], "count": L["count"], "n": L["N"], "hw": f"{L['H']}x{L['W']}", "c": L["C"],
            "k": L["K"], "rs": f"{L['R']}x{L['S']}", "stride": L["stride"], "rel_err": float(f"{err:.2e}"), "path": best,
            "im2col_us": round(paths["im2col"][0] * 1e6, 1),
-           "sm90_us": round(paths["sm90"][0] * 1e6, 1) if "sm90" in paths else None}
+           "sm90_us": round(paths["sm90"][0] * 1e6, 1) if "sm90" in paths else None, **flags}
+    for vname, t in timed_variants.items():
+        row[f"v_{vname}_us"] = round(t * 1e6, 1)
     side = torch.cuda.Stream()
     if fused:
         def eager():
@@ -150,7 +214,7 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
         t_torch = timer(side, eager)
         row.update(max_fused_us=round(t_ours * 1e6, 1), torch_eager_us=round(t_torch * 1e6, 1),
                    ratio_vs_eager=round(t_torch / t_ours, 3))
-        return row, t_ours
+        return row, (t_ours, timed_variants)
     F.conv2d(tx, tw, stride=L["stride"], padding=L["pad"])  # cudnn.benchmark picks its algorithm
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -165,10 +229,17 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False):
                max_tflops=round(fl / t_ours / 1e12, 1), cudnn_tflops=round(fl / t_torch / 1e12, 1),
                ratio=round(t_torch / t_ours, 3))
     del graph
-    return row, (t_ours, t_torch)
+    return row, (t_ours, t_torch, timed_variants)
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variants", nargs="*", default=[], help="NAME=VAR=VALUE,VAR=VALUE ...")
+    ap.add_argument("--layers", default="", help="comma-separated layer names to keep")
+    ap.add_argument("--no-large", action="store_true", help="skip the large set")
+    args = ap.parse_args()
+    variants = parse_variants(args.variants)
+    keep = set(filter(None, args.layers.split(",")))
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
         return
@@ -181,29 +252,50 @@ def main() -> None:
     session = engine.InferenceSession(devices=[driver.CPU(), gpu])
     stream, timer = our_stream(gpu), Timer(torch)
     resnet, big = layers()
+    if keep:
+        resnet = [L for L in resnet if L["name"] in keep]
+        big = [L for L in big if L["name"] in keep]
+    if args.no_large:
+        big = []
     rows, times = [], {}
     for group, ls in (("resnet50_b32", resnet), ("large", big)):
         for L in ls:
-            row, times[L["name"]] = run_layer(torch, F, session, gpu, stream, timer, L)
+            row, times[L["name"]] = run_layer(torch, F, session, gpu, stream, timer, L, variants=variants)
             rows.append({"set": group, **row})
             print(rows[-1], flush=True)
             torch.cuda.empty_cache()
     ours = sum(L["count"] * times[L["name"]][0] for L in resnet)
     theirs = sum(L["count"] * times[L["name"]][1] for L in resnet)
     total = sum(L["count"] * flops(L) for L in resnet)
-    rows.append({"set": "resnet50_b32_stack", "name": f"{sum(L['count'] for L in resnet)} convs", "max_us": round(ours * 1e6, 1),
-                 "cudnn_us": round(theirs * 1e6, 1), "max_tflops": round(total / ours / 1e12, 1),
-                 "cudnn_tflops": round(total / theirs / 1e12, 1), "ratio": round(theirs / ours, 3)})
-    print(rows[-1], flush=True)
+    if resnet:
+        stack = {"set": "resnet50_b32_stack", "name": f"{sum(L['count'] for L in resnet)} convs",
+                 "max_us": round(ours * 1e6, 1), "cudnn_us": round(theirs * 1e6, 1),
+                 "max_tflops": round(total / ours / 1e12, 1), "cudnn_tflops": round(total / theirs / 1e12, 1),
+                 "ratio": round(theirs / ours, 3)}
+        for vname in variants:
+            # a layer the Hopper path does not take counts with our best time
+            t = sum(L["count"] * times[L["name"]][2].get(vname, times[L["name"]][0]) for L in resnet)
+            stack[f"v_{vname}_us"] = round(t * 1e6, 1)
+        rows.append(stack)
+        print(rows[-1], flush=True)
     for name in FUSED:
-        L = next(L for L in resnet if L["name"] == name)
-        row, t_fused = run_layer(torch, F, session, gpu, stream, timer, L, fused=True)
+        L = next((L for L in resnet if L["name"] == name), None)
+        if L is None:
+            continue
+        row, (t_fused, fused_variants) = run_layer(torch, F, session, gpu, stream, timer, L, fused=True,
+                                                   variants=variants)
         conv = times[name][0]
         row.update(max_conv_us=round(conv * 1e6, 1), epilogue_cost=round(t_fused / conv - 1, 3))
+        for vname, t in fused_variants.items():
+            conv_v = times[name][2].get(vname)
+            if conv_v:
+                row[f"v_{vname}_epilogue_cost"] = round(t / conv_v - 1, 3)
         rows.append({"set": "fused_block", **row})
         print(rows[-1], flush=True)
     print(f"total {time.perf_counter() - start:.1f} s")
-    write("gpu_conv2d", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+    # A partial or variant run keeps the full run's results file.
+    name = "gpu_conv2d" if not (keep or args.no_large or variants) else "gpu_conv2d_variants"
+    write(name, torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
 
 
 if __name__ == "__main__":

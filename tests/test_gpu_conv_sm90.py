@@ -9,7 +9,7 @@ refuse, that it did not), then compares the result
 - for normal random inputs, with the float64 reference of the same rounded inputs and with the
   CPU backend, within the dtype's rounding: eps * (|ref| + sqrt(R*S*C)).
 Shapes: the 23 ResNet-50 convolutions of /work/shared/bench/resnet50_conv_b32.csv (inlined
-below) at batch 2 (the 7x7 C=3 stem must fall back), two of them at batch 32 (several tiles per
+below) at batch 2 (the 7x7 C=3 stem runs on channel-padded copies), two of them at batch 32 (several tiles per
 persistent block), and odd shapes (channels and extents off the tile sizes, batch 1, dilation,
 asymmetric stride and padding, K below the tile width), each tile width and a small persistent
 grid forced through MAX_CONV_SM90_BN / MAX_CONV_SM90_GRID. CUDA graphs are off so that every
@@ -88,13 +88,13 @@ def resnet_shapes(batch):
     for line in RESNET50.splitlines():
         name, _, _, h, w, c, k, r, s, stride, pad = line.split(",")
         h, w, c, k, r, s, stride, pad = map(int, (h, w, c, k, r, s, stride, pad))
-        out.append(Conv(f"{name}_b{batch}", batch, h, w, c, k, r, s, stride, pad, sm90=c % 8 == 0))
+        out.append(Conv(f"{name}_b{batch}", batch, h, w, c, k, r, s, stride, pad))
     return out
 
 
 RESNET_B2 = resnet_shapes(2)
 ODD = [
-    Conv("stem_7x7_s2_c3_falls_back", 2, 31, 29, 3, 64, 7, 7, 2, 3, sm90=False),
+    Conv("stem_7x7_s2_c3_padded", 2, 31, 29, 3, 64, 7, 7, 2, 3),
     Conv("k12_falls_back", 2, 9, 9, 16, 12, 3, 3, 1, 1, sm90=False),
     Conv("1x1_s2", 2, 15, 13, 64, 64, 1, 1, 2, 0),
     Conv("c24_k40", 2, 11, 13, 24, 40, 3, 3, 1, 1),
@@ -127,7 +127,8 @@ def sm90(gpu, monkeypatch):
         pytest.skip(f"the Hopper conv2d needs sm_90a, this GPU is {gpu.architecture_name}")
     monkeypatch.setenv("MAX_CONV_SM90", "1")
     monkeypatch.setenv("MAX_CUDA_GRAPHS", "0")
-    for var in ("MAX_CONV_SM90_BN", "MAX_CONV_SM90_GRID"):
+    for var in ("MAX_CONV_SM90_BN", "MAX_CONV_SM90_GRID", "MAX_CONV_SM90_SPLITK", "MAX_CONV_SM90_PREFETCH",
+                "MAX_CONV_SM90_FOLD"):
         monkeypatch.delenv(var, raising=False)
     return gpu
 

@@ -38,6 +38,28 @@
 // runs in registers and stores pairs of outputs straight to global memory; rows past M and
 // columns past K are skipped.
 //
+// Split-K (args.splits > 1, chosen by the launcher for problems with few output tiles and long
+// reductions): the work units are (tile, split) pairs, split fastest; split j of a tile reduces
+// k-steps [j * ktiles / splits, (j + 1) * ktiles / splits) (never empty: splits <= ktiles) and
+// stores its raw f32 accumulators to its own plane of the workspace [splits, M, K] (paired
+// 8-byte stores, no atomics); conv_sm90_aux.cu's reduce kernel sums the planes in split order
+// and applies the epilogue. The ring runs on across units exactly as across tiles.
+//
+// Residual prefetch (args.prefetch, unsplit convs with a 16-byte aligned residual): when the
+// producer starts a tile it asks for the tile's residual rows in L2 (cp.async.bulk.prefetch.tensor
+// over a 2-D map of the residual [M, K], one 64-column x 128-row box per B box), so the
+// epilogue's residual loads, issued in chunks of several column groups at once, hit L2 instead
+// of waiting on DRAM. A prefetch only warms L2: it changes no result.
+//
+// Staged epilogue (args.staged, unsplit): instead of storing the accumulator fragment as it
+// lies (each warp store instruction then touches 8 rows x 16 bytes: 8 partial 32-byte sectors),
+// each warp passes its 16 rows through a private shared-memory buffer 32 columns at a time
+// (f32, rows CV_SW floats apart: conflict-free float2 writes and float4 reads) and reads them
+// back row-contiguous: a lane then owns 4 consecutive columns of one row, so the bias,
+// residual and output accesses are 8 bytes per lane and 64 contiguous bytes per row (whole
+// sectors), and the next chunk's bias and residual are loaded while this chunk is computed.
+// Same arithmetic in the same order as the register epilogue: the same bits.
+//
 // Requirements (checked by the launcher, which falls back otherwise): bf16/f16; C % 8 == 0 and
 // K % 8 == 0 (16-byte TMA strides); 16-byte aligned input and filter, 4-byte aligned output,
 // bias and residual (paired accesses); stride <= 8; padding and the bounding box within the
@@ -65,6 +87,11 @@ struct ConvArgs {
     i32 tiles;     // row tiles * column tiles
     u64 bias;      // the conv's own bias (K values) or 0; added before the epilogue's
     Epilogue epi;  // out = beta * residual + clamp(act(acc + bias + epi.bias)) (prelude.cuh)
+    u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
+    i32 splits;    // splits of the reduction (1: the epilogue runs here)
+    i32 prefetch;  // nonzero: prefetch each tile's residual rows into L2 through map_r
+    i32 staged;    // nonzero: the staged epilogue (8-byte aligned out, biases and residual)
+    i32 pad_;
 };
 
 __device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -94,6 +121,15 @@ __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* ba
         " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\n"
         ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(ow), "h"(oh)
         : "memory");
+}
+// Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_desc(const TmaMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
+}
+// Asks for one box of a 2-D tensor map (columns c0.., rows c1..) in L2; nothing is written.
+__device__ __forceinline__ void tma_prefetch_2d(const TmaMap* map, int c0, int c1) {
+    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((u64)map), "r"(c0), "r"(c1)
+                 : "memory");
 }
 __device__ __forceinline__ void tma_tile_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
     asm volatile(
@@ -195,23 +231,131 @@ template <int N> __device__ __forceinline__ void cv_act_all(int act, float* v) {
     }
 }
 
+// Column groups whose epilogue operands (bias pairs, residual pairs) are loaded at once: the
+// loads of a chunk are in flight together, so a tile's epilogue waits on BN / 8 / CV_CHUNK
+// round trips instead of BN / 8; a chunk's registers come on top of the BN / 2 accumulators
+// (16 keeps BN = 256 free of spills). Chunk<BN> never exceeds the BN / 8 groups of a tile.
+#define CV_CHUNK 16
+template <int BN> struct Chunk { static const int n = BN / 8 < CV_CHUNK ? BN / 8 : CV_CHUNK; };
+
 // d += bias[col] over the fragment (see the accumulator layout below); `bias` points at this
 // thread's first column, column pair j exists while 8j < cols.
 template <typename T, int BN> __device__ __forceinline__ void add_bias(float* d, const T* bias_at, int cols) {
     const u32* bias = (const u32*)bias_at;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const u32 b = j * 8 < cols ? bias[j * 4] : 0u;
-        const float b0 = lo_of<T>(b), b1 = hi_of<T>(b);
-        d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
-        // Keeps the compiler from hoisting every bias load ahead of its adds: with the
+    for (int j0 = 0; j0 < BN / 8; j0 += Chunk<BN>::n) {
+        u32 b[Chunk<BN>::n];
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) b[i] = (j0 + i) * 8 < cols ? bias[(j0 + i) * 4] : 0u;
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
+            const int j = j0 + i;
+            const float b0 = lo_of<T>(b[i]), b1 = hi_of<T>(b[i]);
+            d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+        }
+        // Keeps the compiler from hoisting every chunk's loads ahead of the adds: with the
         // accumulators live there are no registers for them.
         asm volatile("" ::: "memory");
     }
 }
 
+// d += beta * residual over the fragment, rows row0 (has0) and row0 + 8 (has1); r0 and r1 point
+// at this thread's first column of those rows. Missing elements (rows past M, columns past K)
+// load nothing, add zeros and are never stored.
+template <typename T, int BN>
+__device__ __forceinline__ void add_residual(float* d, const u32* r0, const u32* r1, bool has0, bool has1, int cols,
+                                             float beta) {
+#pragma unroll
+    for (int j0 = 0; j0 < BN / 8; j0 += Chunk<BN>::n) {
+        u32 v0[Chunk<BN>::n], v1[Chunk<BN>::n];
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
+            const bool col = (j0 + i) * 8 < cols;
+            v0[i] = has0 && col ? r0[(j0 + i) * 4] : 0u;
+            v1[i] = has1 && col ? r1[(j0 + i) * 4] : 0u;
+        }
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
+            const int j = j0 + i;
+            d[j * 4] += beta * lo_of<T>(v0[i]), d[j * 4 + 1] += beta * hi_of<T>(v0[i]);
+            d[j * 4 + 2] += beta * lo_of<T>(v1[i]), d[j * 4 + 3] += beta * hi_of<T>(v1[i]);
+        }
+        asm volatile("" ::: "memory");
+    }
+}
+
+// The staged epilogue's buffer: per consumer warp 16 rows of 32 f32 columns, CV_SW floats apart
+// (the 8-float pad moves each row 8 banks over: a float2 store of 16 lanes over 4 rows and a
+// float4 load of 8 lanes along a row hit 32 distinct banks).
+#define CV_SW 40
+#define CV_STAGE_FLOATS (8 * 16 * CV_SW)
+
+template <typename T> __device__ __forceinline__ void add4(float* v, const uint2 x, float scale) {
+    v[0] += scale * lo_of<T>(x.x), v[1] += scale * hi_of<T>(x.x);
+    v[2] += scale * lo_of<T>(x.y), v[3] += scale * hi_of<T>(x.y);
+}
+
+// Loads of one 32-column chunk of the staged epilogue for this lane: its 4 columns `col` of the
+// conv bias, the epilogue bias and the residual rows row0 + 4 * it (zeros where absent).
+template <typename T> struct StagedLoads {
+    uint2 cb, eb, res[4];
+    __device__ __forceinline__ void load(const ConvArgs& p, i64 row0, int col) {
+        const uint2 z = make_uint2(0u, 0u);
+        const bool in = col < p.k;
+        cb = in && p.bias ? *(const uint2*)((const T*)p.bias + col) : z;
+        eb = in && p.epi.bias ? *(const uint2*)((const T*)p.epi.bias + col) : z;
+#pragma unroll
+        for (int it = 0; it < 4; ++it) {
+            const i64 row = row0 + 4 * it;
+            res[it] = in && row < p.m && p.epi.residual ? *(const uint2*)((const T*)p.epi.residual + row * p.k + col) : z;
+        }
+    }
+};
+
+// The staged epilogue of one consumer warp (see the header): rows rowbase..rowbase + 15 of the
+// tile, columns n0..n0 + BN - 1; `buf` is the warp's CV_SW x 16 floats.
+template <typename T, int BN>
+__device__ __forceinline__ void staged_epilogue(const float* d, float* buf, const ConvArgs& p, i64 rowbase, int n0,
+                                                int lane) {
+    const int r_in = lane / 8, cc = (lane % 8) * 4;  // this lane's first row (of 4) and its columns
+    StagedLoads<T> next;
+    next.load(p, rowbase + r_in, n0 + cc);
+#pragma unroll
+    for (int h = 0; h < BN / 32; ++h) {
+        const StagedLoads<T> cur = next;
+        if (h + 1 < BN / 32) next.load(p, rowbase + r_in, n0 + 32 * (h + 1) + cc);
+        __syncwarp();
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * h + jj;
+            float* at = buf + (lane / 4) * CV_SW + jj * 8 + 2 * (lane % 4);
+            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
+            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+        __syncwarp();
+        const int col = n0 + 32 * h + cc;
+        if (col < p.k) {
+#pragma unroll
+            for (int it = 0; it < 4; ++it) {
+                const int r = r_in + 4 * it;
+                const i64 row = rowbase + r;
+                const float4 a = *(const float4*)(buf + r * CV_SW + cc);
+                float v[4] = {a.x, a.y, a.z, a.w};
+                if (p.bias) add4<T>(v, cur.cb, 1.f);
+                if (p.epi.bias) add4<T>(v, cur.eb, 1.f);
+                if (p.epi.act != EPI_NONE) cv_act_all<4>(p.epi.act, v);
+                if (p.epi.clamp) epi_clamp_all<4>(p.epi, v);
+                if (p.epi.residual) add4<T>(v, cur.res[it], p.epi.beta);
+                if (row < p.m)
+                    *(uint2*)((T*)p.out + row * p.k + col) = make_uint2(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]));
+            }
+        }
+    }
+}
+
 template <typename T, bool BF16, int BN>
-__device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const ConvArgs& p) {
+__device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
+                                          const ConvArgs& p) {
     constexpr int STAGES = Ring<BN>::stages;
     constexpr int STAGE_BYTES = CV_A_BYTES + (BN / 64) * CV_B_BOX_BYTES;
     extern __shared__ u8 raw_smem[];
@@ -221,7 +365,11 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     u64* empty = full + STAGES;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ktiles = p.taps * p.c_tiles;
+    const int units = p.tiles * p.splits;
     if (threadIdx.x == 0) {
+        tma_prefetch_desc(map_a);
+        tma_prefetch_desc(map_b);
+        if (p.prefetch) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 256);
@@ -234,7 +382,9 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (tid == 0) {
             int stage = 0;
             u32 phase = 0;
-            for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+            for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+                const int tile = unit / p.splits, split = unit - tile * p.splits;
+                const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
                 const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
                 // B boxes holding at least one output channel below K.
                 const int boxes = min(BN / 64, (p.k - n0 + 63) / 64);
@@ -245,18 +395,19 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int rem = (int)(m0 - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
-                for (int t = 0; t < p.taps; ++t) {
-                    const int r = t / p.s, s = t - (t / p.s) * p.s;
+                if (p.prefetch)
+                    for (int j = 0; j < boxes; ++j) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
+                for (int kt = k0; kt < k1; ++kt) {
+                    const int t = kt / p.c_tiles, ct = kt - t * p.c_tiles;
+                    const int r = t / p.s, s = t - r * p.s;
                     const u16 ow = (u16)(s * p.dw), oh = (u16)(r * p.dh);
-                    for (int ct = 0; ct < p.c_tiles; ++ct) {
-                        mbar_wait(&empty[stage], phase ^ 1);
-                        u8* sa = smem + stage * STAGE_BYTES;
-                        mbar_expect_tx(&full[stage], bytes);
-                        tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
-                        for (int j = 0; j < boxes; ++j)
-                            tma_tile_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
-                        if (++stage == STAGES) stage = 0, phase ^= 1;
-                    }
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    u8* sa = smem + stage * STAGE_BYTES;
+                    mbar_expect_tx(&full[stage], bytes);
+                    tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
+                    for (int j = 0; j < boxes; ++j)
+                        tma_tile_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
+                    if (++stage == STAGES) stage = 0, phase ^= 1;
                 }
             }
         }
@@ -270,10 +421,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
     int stage = 0;
     u32 phase = 0;
-    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int tile = unit / p.splits, split = unit - tile * p.splits;
+        const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
         int prev = 0;
-        for (int kt = 0; kt < ktiles; ++kt) {
+        for (int kt = k0; kt < k1; ++kt) {
             mbar_wait(&full[stage], phase);
             const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
             const u8* sb = smem + stage * STAGE_BYTES + CV_A_BYTES;
@@ -281,12 +434,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
 #pragma unroll
             for (int kk = 0; kk < CV_BK / 16; ++kk)
                 Wgmma<BN, BF16>::run(d, sw128_desc(sa) + 2 * kk, sw128_desc_nmajor(sb) + kk * (2048 >> 4),
-                                     (kt > 0 || kk > 0) ? 1u : 0u);
+                                     (kt > k0 || kk > 0) ? 1u : 0u);
             wgmma_commit();
             // Keep this k-step's MMAs in flight; once the previous step's have finished, its
             // stage can be refilled.
             wgmma_wait1();
-            if (kt > 0) mbar_arrive(&empty[prev]);
+            if (kt > k0) mbar_arrive(&empty[prev]);
             prev = stage;
             if (++stage == STAGES) stage = 0, phase ^= 1;
         }
@@ -299,6 +452,22 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
         const int cols = p.k - col0;
         const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+        if (p.splits > 1) {
+            // This split's raw partial products into its plane of the workspace.
+            float* w0 = (float*)p.ws + (i64)split * p.m * p.k + row0 * p.k + col0;
+            float* w1 = w0 + 8 * (i64)p.k;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                if (has0 && j * 8 < cols) *(float2*)(w0 + j * 8) = make_float2(d[j * 4], d[j * 4 + 1]);
+                if (has1 && j * 8 < cols) *(float2*)(w1 + j * 8) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+            }
+            continue;
+        }
+        if (p.staged) {
+            float* buf = (float*)(empty + STAGES) + (c * 4 + warp) * (16 * CV_SW);
+            staged_epilogue<T, BN>(d, buf, p, (i64)mt * CV_BM + c * 64 + warp * 16, n0, lane);
+            continue;
+        }
         if (p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
         if (p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
         if (p.epi.act != EPI_NONE) cv_act_all<BN / 2>(p.epi.act, d);
@@ -307,19 +476,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (p.epi.residual) {
             const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
             const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
-            const float beta = p.epi.beta;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                if (has0 && j * 8 < cols) {
-                    const u32 v = r0[j * 4];
-                    d[j * 4] += beta * lo_of<T>(v), d[j * 4 + 1] += beta * hi_of<T>(v);
-                }
-                if (has1 && j * 8 < cols) {
-                    const u32 v = r1[j * 4];
-                    d[j * 4 + 2] += beta * lo_of<T>(v), d[j * 4 + 3] += beta * hi_of<T>(v);
-                }
-                asm volatile("" ::: "memory");
-            }
+            add_residual<T, BN>(d, r0, r1, has0, has1, cols, p.epi.beta);
         }
         u32* o0 = (u32*)((T*)p.out + offset);
         u32* o1 = (u32*)((T*)p.out + offset + 8 * (i64)p.k);
@@ -333,13 +490,14 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
 
 #define CONV_ENTRY(NAME, T, BF16, BN)                                                                  \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
-        NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, ConvArgs p) {   \
+        NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
+             const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
         CONV_BODY(T, BF16, BN)                                                                          \
     }
 // wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
 // launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV_BODY(T, BF16, BN) conv_sm90<T, BF16, BN>(&map_a, &map_b, p);
+#define CONV_BODY(T, BF16, BN) conv_sm90<T, BF16, BN>(&map_a, &map_b, &map_r, p);
 #else
 #define CONV_BODY(T, BF16, BN) asm volatile("trap;");
 #endif

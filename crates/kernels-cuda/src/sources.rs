@@ -38,6 +38,8 @@ pub const GEMM_SM90P_F16: Family = Family {
 
 /// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).
 pub const CONV_SM90: Family = Family { name: "conv_sm90", source: include_str!("../kernels/conv_sm90.cu") };
+/// The Hopper conv2d's helpers (plain CUDA): channel padding and the split-K reduction.
+pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: include_str!("../kernels/conv_sm90_aux.cu") };
 
 /// Small-M GEMM (decode shapes): split-K SIMT and mma.sync kernels plus the split reduction.
 pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_str!("../kernels/gemm_skinny.cu") };
@@ -91,6 +93,7 @@ pub const ALL: &[Family] = &[
     GEMM_SM90P_BF16,
     GEMM_SM90P_F16,
     CONV_SM90,
+    CONV_SM90_AUX,
     GEMM_SKINNY,
     LAYOUT,
     INDEXING,

@@ -2,8 +2,11 @@
 //! every epilogue part (the conv's own bias, the epilogue's bias, each activation, the clamp,
 //! the residual with several betas), for bf16 and f16, on shapes with partial row and column
 //! tiles, channel slices past C, stride, dilation and asymmetric padding; guard bytes around the
-//! output (no write past a partial tile) and an output, biases and residual only 4-byte aligned. Skips
-//! without an sm_90a GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip into a failure.
+//! output (no write past a partial tile) and an output, biases and residual only 4-byte aligned;
+//! also channel counts that are not a multiple of 8 (padded copies, folded and plain), every
+//! split-K count with each tile width and small persistent grids, and the residual prefetch
+//! (16-byte aligned residuals) on and off. Skips without an sm_90a GPU (or without libnvrtc);
+//! MAX_REQUIRE_GPU=1 turns a skip into a failure.
 
 mod common;
 
@@ -11,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use max_graph::DType;
-use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Outcome};
+use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Knobs, Outcome};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 
 use common::{Rng, f16_value};
@@ -154,28 +157,42 @@ fn check(
     clamp: bool,
     rng: &mut Rng,
 ) {
-    let what = format!("{dtype} {sh:?} {a:?} beta={beta:?} conv_bias={conv_bias} clamp={clamp}");
+    check_with(s, dtype, sh, (a, beta, conv_bias, clamp), &Knobs::default(), GUARD, rng);
+}
+
+/// `check` with the launcher's knobs, the biases, residual and output `guard` bytes into their
+/// allocations (16: 16-byte aligned, so the prefetch and the staged epilogue may run).
+fn check_with(
+    s: &Arc<CudaStream>,
+    dtype: DType,
+    sh: &Conv2dShape,
+    (a, beta, conv_bias, clamp): (Act, Option<f32>, bool, bool),
+    knobs: &Knobs,
+    guard: usize,
+    rng: &mut Rng,
+) {
+    let what = format!("{dtype} {sh:?} {a:?} beta={beta:?} conv_bias={conv_bias} clamp={clamp} {knobs:?}");
     let (m, k) = (sh.m(), sh.k);
     let x = Dev::random(s, dtype, sh.n * sh.h * sh.w * sh.c, 16, rng);
     let f = Dev::random(s, dtype, sh.r * sh.s * sh.c * k, 16, rng);
-    let bias = Dev::random(s, dtype, k, GUARD, rng);
-    let cbias = Dev::random(s, dtype, k, GUARD, rng);
-    let res = Dev::random(s, dtype, m * k, GUARD, rng);
-    let out = s.clone_htod(&vec![0x7Fu8; m * k * 2 + 2 * GUARD]).unwrap_or_else(|e| panic!("{e}"));
-    let mut epi = Epilogue::new(Some(bias.ptr(s, GUARD)), a, beta.map(|_| res.ptr(s, GUARD)));
+    let bias = Dev::random(s, dtype, k, guard, rng);
+    let cbias = Dev::random(s, dtype, k, guard, rng);
+    let res = Dev::random(s, dtype, m * k, guard, rng);
+    let out = s.clone_htod(&vec![0x7Fu8; m * k * 2 + 2 * guard]).unwrap_or_else(|e| panic!("{e}"));
+    let mut epi = Epilogue::new(Some(bias.ptr(s, guard)), a, beta.map(|_| res.ptr(s, guard)));
     if let Some(b) = beta {
         epi = epi.with_beta(b);
     }
     if clamp {
         epi = epi.with_clamp(-0.75, 0.5);
     }
-    let cb = if conv_bias { cbias.ptr(s, GUARD) } else { 0 };
-    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), cb, out.device_ptr(s).0 + GUARD as u64);
-    let ran = conv_sm90::conv2d(s, dtype, ptrs, sh, &epi).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let cb = if conv_bias { cbias.ptr(s, guard) } else { 0 };
+    let ptrs = (x.ptr(s, 16), f.ptr(s, 16), cb, out.device_ptr(s).0 + guard as u64);
+    let ran = conv_sm90::conv2d_with(s, dtype, ptrs, sh, &epi, knobs).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(ran, Outcome::Ran, "{what}");
     s.synchronize().unwrap_or_else(|e| panic!("{what}: {e}"));
     let bytes = s.clone_dtoh(&out).unwrap_or_else(|e| panic!("{e}"));
-    let (head, body, tail) = (&bytes[..GUARD], &bytes[GUARD..GUARD + m * k * 2], &bytes[GUARD + m * k * 2..]);
+    let (head, body, tail) = (&bytes[..guard], &bytes[guard..guard + m * k * 2], &bytes[guard + m * k * 2..]);
     assert!(head.iter().chain(tail).all(|&b| b == 0x7F), "{what}: wrote outside the output");
     let eps = if dtype == DType::BFloat16 { 2f64.powi(-8) } else { 2f64.powi(-11) };
     for row in 0..m {
@@ -247,7 +264,120 @@ fn epilogue_parts_against_the_host() {
 fn unsuitable_problems_launch_nothing() {
     let Some(ctx) = context() else { return };
     let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
-    let sh = shape(1, [8, 8], 3, 64, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]);
-    let got = conv_sm90::conv2d(&s, DType::BFloat16, (256, 256, 0, 256), &sh, &Epilogue::default());
-    assert!(matches!(got, Ok(Outcome::NotEligible(_))), "{got:?}");
+    // K = 62: not a multiple of 8, padded input channels or not
+    for c in [64, 3] {
+        let sh = shape(1, [8, 8], c, 62, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]);
+        let got = conv_sm90::conv2d(&s, DType::BFloat16, (256, 256, 0, 256), &sh, &Epilogue::default());
+        assert!(matches!(got, Ok(Outcome::NotEligible(_))), "{got:?}");
+    }
+}
+
+#[test]
+fn padded_channels_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let shapes = [
+        // the ResNet stem on a small image: C = 3, 7x7, stride 2, padding 3
+        shape(2, [19, 17], 3, 64, [7, 7], [2, 2], [3, 3, 3, 3], [1, 1]),
+        // C = 5, K = 40, dilation 2, asymmetric padding
+        shape(2, [11, 13], 5, 40, [3, 3], [1, 1], [2, 1, 0, 2], [2, 2]),
+        // C = 1, 5x2 filter, stride (1, 3)
+        shape(3, [10, 14], 1, 16, [5, 2], [1, 3], [2, 2, 0, 1], [1, 1]),
+        // C = 13 1x1 (nothing to fold), K = 328
+        shape(1, [7, 9], 13, 328, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // C = 45 3x3: folding saves no k-steps
+        shape(1, [6, 7], 45, 64, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+    ];
+    let mut i = 0;
+    for dtype in [DType::BFloat16, DType::Float16] {
+        for sh in &shapes {
+            for no_fold in [false, true] {
+                let knobs = Knobs { no_fold, ..Knobs::default() };
+                let a = ACTS[i % ACTS.len()];
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, GUARD, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn split_k_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0x6A09_E667_F3BC_C908);
+    let shapes = [
+        // 7x7 output, C = 256, K = 128: one row tile (partial), 36 k-steps
+        shape(1, [7, 7], 256, 128, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        // 2 row tiles, 3 column tiles of 64 (the last partial), 18 k-steps with partial slices
+        shape(2, [9, 11], 72, 136, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        // a padded, folded stem: 7 k-steps
+        shape(1, [17, 15], 3, 64, [7, 7], [2, 2], [3, 3, 3, 3], [1, 1]),
+    ];
+    let mut i = 0;
+    for sh in &shapes {
+        for splits in [1, 2, 3, 5, 7, 100] {
+            for (bn, grid) in [(None, None), (Some(64), Some(3)), (Some(128), None), (Some(256), Some(1))] {
+                let dtype = [DType::BFloat16, DType::Float16][i % 2];
+                let knobs = Knobs { bn, grid, splits: Some(splits), ..Knobs::default() };
+                let a = ACTS[i % ACTS.len()];
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, GUARD, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn staged_epilogue_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0x3C6E_F372_FE94_F82B);
+    let shapes = [
+        shape(2, [9, 11], 72, 200, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        shape(3, [13, 10], 24, 40, [3, 3], [2, 2], [2, 1, 0, 2], [2, 2]),
+        shape(1, [7, 9], 136, 328, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        shape(2, [19, 17], 3, 64, [7, 7], [2, 2], [3, 3, 3, 3], [1, 1]),
+    ];
+    let mut i = 0;
+    for dtype in [DType::BFloat16, DType::Float16] {
+        for sh in &shapes {
+            for a in ACTS {
+                let (bn, grid) = [(None, None), (Some(64), Some(2)), (Some(128), None), (Some(256), Some(1))][i % 4];
+                let knobs = Knobs { bn, grid, splits: Some(1), staged: true, ..Knobs::default() };
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
+                // 4-byte aligned operands: the register epilogue instead
+                check_with(&s, dtype, sh, (a, beta, i % 3 == 0, i % 5 == 1), &knobs, GUARD, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn residual_prefetch_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0xBB67_AE85_84CA_A73B);
+    let shapes = [
+        shape(2, [9, 11], 72, 200, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        shape(3, [7, 11], 64, 128, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        shape(2, [16, 16], 64, 256, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+    ];
+    let mut i = 0;
+    for sh in &shapes {
+        for no_prefetch in [false, true] {
+            for (bn, grid) in [(None, None), (Some(64), Some(2)), (Some(256), Some(1))] {
+                let dtype = [DType::BFloat16, DType::Float16][i % 2];
+                let knobs = Knobs { bn, grid, splits: Some(1), no_prefetch, ..Knobs::default() };
+                let beta = [Some(1.0), Some(0.5), Some(-2.0)][i % 3];
+                check_with(&s, dtype, sh, (ACTS[i % 3], beta, i % 2 == 0, i % 4 == 1), &knobs, 16, &mut rng);
+                i += 1;
+            }
+        }
+    }
 }

@@ -64,6 +64,14 @@ fn _conv_sm90_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::launches()
 }
 
+/// Of those launches, (padded, split-K): how many ran on channel-padded copies of the input
+/// and how many split the reduction (launch::conv_sm90::{padded_launches, split_launches}).
+#[pyfunction]
+fn _conv_sm90_path_counts() -> (u64, u64) {
+    use max_kernels_cuda::launch::conv_sm90 as c;
+    (c::padded_launches(), c::split_launches())
+}
+
 /// NVRTC's (major, minor); RuntimeError saying where it looked when it cannot be loaded.
 #[pyfunction]
 fn _nvrtc_version() -> PyResult<(i32, i32)> {
@@ -77,5 +85,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_nvrtc_version, m)?)?;
     m.add_function(wrap_pyfunction!(_warm_kernel_cache, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
     Ok(())
 }

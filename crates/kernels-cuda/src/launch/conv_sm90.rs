@@ -5,9 +5,20 @@
 //! [`Outcome::NotEligible`] without launching anything (the caller then takes the im2col + GEMM
 //! path of launch/conv.rs).
 //!
+//! Input channel counts that are not a multiple of 8 run on padded copies of the input and the
+//! filter ([`pad`]).
+//!
+//! Problems with few output tiles and long reductions split them ([`split`]: split-K with f32
+//! partials and a reduce kernel that applies the epilogue). A fused residual is prefetched into
+//! L2 while the tile's mainloop runs.
+//!
 //! Tuning knobs (environment, read per call): `MAX_CONV_SM90_BN` = 64 | 128 | 256 forces the
 //! column-tile width; `MAX_CONV_SM90_GRID` = n runs at most n persistent blocks (default: one
-//! per SM, at most one per tile).
+//! per SM, at most one per work unit); `MAX_CONV_SM90_SPLITK` = n forces n splits (1: off);
+//! `MAX_CONV_SM90_PREFETCH=0` turns the residual prefetch off; `MAX_CONV_SM90_FOLD=0` keeps
+//! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
+//! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
+//! measured).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +30,7 @@ use cudarc::driver::sys::{
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
+use super::conv::Scratch;
 use super::epilogue::Epilogue;
 use crate::sources::CONV_SM90;
 use crate::{Error, Result, arch_name, function};
@@ -30,12 +42,29 @@ const BK: usize = 64;
 const CORNER: std::ops::RangeInclusive<i64> = -128..=127;
 const MAX_OFFSET: usize = 255;
 const I32: usize = i32::MAX as usize;
+/// The largest split-K workspace (bytes); larger problems run unsplit.
+const MAX_WORKSPACE: usize = 1 << 30;
+
+pub mod pad;
+pub mod split;
 
 /// Launches of the kernel in this process (tests check that a shape took this path).
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
 
 pub fn launches() -> u64 {
     LAUNCHES.load(Ordering::Relaxed)
+}
+
+/// Of [`launches`], those that split the reduction (split-K).
+static SPLIT: AtomicU64 = AtomicU64::new(0);
+
+pub fn split_launches() -> u64 {
+    SPLIT.load(Ordering::Relaxed)
+}
+
+/// Of [`launches`], those that ran on channel-padded copies ([`pad`]).
+pub fn padded_launches() -> u64 {
+    pad::PADDED.load(Ordering::Relaxed)
 }
 
 /// A conv2d on NHWC input [n, h, w, c] with an RSCF filter [r, s, c, k] into the NHWC output
@@ -112,6 +141,11 @@ struct ConvArgs {
     tiles: i32,
     bias: u64,
     epi: Epilogue,
+    ws: u64,
+    splits: i32,
+    prefetch: i32,
+    staged: i32,
+    pad_: i32,
 }
 // SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
 unsafe impl DeviceRepr for ConvArgs {}
@@ -240,6 +274,38 @@ fn filter_map(dtype: DType, f: u64, sh: &Conv2dShape) -> std::result::Result<Tma
     Ok(TmaMap(map.opaque))
 }
 
+/// The residual [M, K] in boxes of 64 columns x 128 rows (one per B box of a tile), for the
+/// kernel's L2 prefetch (cp.async.bulk.prefetch.tensor; the swizzle is the one a TMA load of
+/// the residual tile into shared memory would use).
+fn residual_map(dtype: DType, r: u64, m: usize, k: usize) -> std::result::Result<TmaMap, String> {
+    let dims: [u64; 2] = [k as u64, m as u64];
+    let strides: [u64; 1] = [k as u64 * 2];
+    let boxes: [u32; 2] = [64, BM as u32];
+    let elem: [u32; 2] = [1, 1];
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the length rank 2 requires; the address is a live device
+    // allocation holding the residual (the caller's contract).
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type(dtype),
+            2,
+            r as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the residual [{m}, {k}]: {e}"))?;
+    Ok(TmaMap(map.opaque))
+}
+
 fn env_usize(key: &str) -> Option<usize> {
     std::env::var(key).ok().and_then(|v| v.parse().ok())
 }
@@ -247,13 +313,13 @@ fn env_usize(key: &str) -> Option<usize> {
 /// The column-tile width: the one whose waves of tiles over `sms` persistent blocks cost least,
 /// a k-step of a 128 x BN tile costing about BN + 48 (wider MMAs amortise the shared A tile).
 pub fn tile_width(m: usize, k: usize, sms: usize) -> usize {
-    if let Some(bn) = env_usize("MAX_CONV_SM90_BN").filter(|b| [64, 128, 256].contains(b)) {
-        return bn;
-    }
     let m_tiles = m.div_ceil(BM);
     let cost = |bn: usize| (m_tiles * k.div_ceil(bn)).div_ceil(sms.max(1)) * (bn + 48);
     [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
 }
+
+/// The staged epilogue's buffers (the kernel's CV_STAGE_FLOATS): 8 warps x 16 rows x 40 f32.
+const STAGE_BYTES: u32 = 8 * 16 * 40 * 4;
 
 /// Dynamic shared memory of the kernel for a tile width: the ring (the kernel's `Ring`), its
 /// barriers, alignment slack.
@@ -280,13 +346,73 @@ fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
 /// bias (K values; 0 for none) and the NHWC output; the epilogue's bias has K values and its
 /// residual the output's shape.
 /// Returns [`Outcome::NotEligible`] (launching nothing) when [`unsuitable`] says so, off
-/// sm_90a, or when the driver rejects a tensor map; errors only on launch failures.
+/// sm_90a, or when the driver rejects a tensor map; errors only on launch failures. Input
+/// channel counts that are not a multiple of 8 run on padded copies ([`pad`]). The tuning
+/// knobs come from the environment ([`Knobs::from_env`]).
 pub fn conv2d(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    ptrs: (u64, u64, u64, u64),
+    sh: &Conv2dShape,
+    epi: &Epilogue,
+) -> Result<Outcome> {
+    conv2d_with(stream, dtype, ptrs, sh, epi, &Knobs::from_env())
+}
+
+/// [`conv2d`] with the given tuning knobs.
+pub fn conv2d_with(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    ptrs: (u64, u64, u64, u64),
+    sh: &Conv2dShape,
+    epi: &Epilogue,
+    knobs: &Knobs,
+) -> Result<Outcome> {
+    if sh.c % 8 != 0 {
+        return pad::conv2d(stream, dtype, ptrs, sh, epi, knobs);
+    }
+    run(stream, dtype, ptrs, sh, epi, knobs)
+}
+
+/// The launcher's tuning knobs (None / false: chosen per shape, the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// The column-tile width, 64, 128 or 256 (`MAX_CONV_SM90_BN`).
+    pub bn: Option<usize>,
+    /// At most this many persistent blocks (`MAX_CONV_SM90_GRID`; default one per SM).
+    pub grid: Option<usize>,
+    /// Splits of the reduction, 1 = never split (`MAX_CONV_SM90_SPLITK`).
+    pub splits: Option<usize>,
+    /// No residual prefetch (`MAX_CONV_SM90_PREFETCH=0`).
+    pub no_prefetch: bool,
+    /// Padded convs stay unfolded (`MAX_CONV_SM90_FOLD=0`).
+    pub no_fold: bool,
+    /// The staged epilogue (`MAX_CONV_SM90_STAGED=1`; see kernels/conv_sm90.cu).
+    pub staged: bool,
+}
+
+impl Knobs {
+    /// The knobs as the environment sets them (read at every call, so a process can switch).
+    pub fn from_env() -> Knobs {
+        Knobs {
+            bn: env_usize("MAX_CONV_SM90_BN").filter(|b| [64, 128, 256].contains(b)),
+            grid: env_usize("MAX_CONV_SM90_GRID").filter(|&g| g > 0),
+            splits: env_usize("MAX_CONV_SM90_SPLITK").filter(|&n| n > 0),
+            no_prefetch: env_usize("MAX_CONV_SM90_PREFETCH") == Some(0),
+            no_fold: env_usize("MAX_CONV_SM90_FOLD") == Some(0),
+            staged: env_usize("MAX_CONV_SM90_STAGED") == Some(1),
+        }
+    }
+}
+
+/// [`conv2d`] on the kernel itself (C % 8 == 0).
+fn run(
     stream: &Arc<CudaStream>,
     dtype: DType,
     (x, f, bias, out): (u64, u64, u64, u64),
     sh: &Conv2dShape,
     epi: &Epilogue,
+    knobs: &Knobs,
 ) -> Result<Outcome> {
     if let Some(why) = unsuitable(dtype, sh, (x, f, bias, out), epi) {
         return Ok(Outcome::NotEligible(why));
@@ -297,15 +423,38 @@ pub fn conv2d(
     }
     let m = sh.m();
     let sms = sm_count(stream)?;
-    let bn = tile_width(m, sh.k, sms);
+    let ktiles = sh.r * sh.s * sh.c.div_ceil(BK);
+    let forced_bn = knobs.bn.filter(|b| [64, 128, 256].contains(b));
+    let unsplit_bn = forced_bn.unwrap_or_else(|| tile_width(m, sh.k, sms));
+    let (bn, mut splits) =
+        split::choose((m, sh.k, ktiles), sms, epi.residual != 0, unsplit_bn, forced_bn, knobs.splits);
+    // One split per k-step at most (so that none is empty); a workspace within reason.
+    splits = splits.clamp(1, ktiles.max(1));
+    if splits > 1 && splits.saturating_mul(m).saturating_mul(sh.k).saturating_mul(4) > MAX_WORKSPACE {
+        splits = 1;
+    }
     let maps = im2col_map(dtype, x, sh).and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
         Ok(m) => m,
         Err(why) => return Ok(Outcome::NotEligible(why)),
     };
+    // The residual's L2 prefetch (unsplit: otherwise the reduce kernel reads it); off when
+    // MAX_CONV_SM90_PREFETCH=0, for residuals not 16-byte aligned, or if the map is refused.
+    let map_r = if splits == 1 && epi.residual != 0 && epi.residual % 16 == 0 && m <= I32 && !knobs.no_prefetch {
+        residual_map(dtype, epi.residual, m, sh.k).ok()
+    } else {
+        None
+    };
+    // The staged epilogue's 8-byte accesses (unsplit: the reduce kernel does the epilogue).
+    let staged = knobs.staged && splits == 1 && (out | bias | epi.bias | epi.residual) % 8 == 0;
     let n_tiles = sh.k.div_ceil(bn);
     let tiles = m.div_ceil(BM) * n_tiles;
-    let grid = env_usize("MAX_CONV_SM90_GRID").filter(|&g| g > 0).unwrap_or(sms).min(tiles);
+    let units = tiles.saturating_mul(splits);
+    if units > I32 {
+        return Ok(Outcome::NotEligible("too many tiles".into()));
+    }
+    let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
+    let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
         m: m as i64,
@@ -325,19 +474,31 @@ pub fn conv2d(
         tiles: tiles as i32,
         bias,
         epi: *epi,
+        ws: ws.as_ref().map_or(0, |w| w.ptr()),
+        splits: splits as i32,
+        prefetch: map_r.is_some() as i32,
+        staged: staged as i32,
+        pad_: 0,
     };
+    let map_r = map_r.unwrap_or(TmaMap([0; 16]));
     let name = format!("conv_sm90_{}_n{bn}", if dtype == DType::BFloat16 { "bf16" } else { "f16" });
     let func = function(stream.context(), &CONV_SM90, &name)?;
-    let smem = smem_bytes(bn);
+    let smem = smem_bytes(bn) + if staged { STAGE_BYTES } else { 0 };
     func.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
     let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
     let mut launch = stream.launch_builder(&func);
-    launch.arg(&map_a).arg(&map_b).arg(&args);
-    // SAFETY: the maps describe the live input and filter; out, the bias and the epilogue's bias
-    // and residual hold what the shape says (the caller's contract).
+    launch.arg(&map_a).arg(&map_b).arg(&map_r).arg(&args);
+    // SAFETY: the maps describe the live input, filter and residual (map_r is read only when
+    // args.prefetch is set); out, the bias and the epilogue's bias and residual hold what the
+    // shape says (the caller's contract); ws holds splits planes of M x K f32.
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90)"))?;
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    if let Some(ws) = &ws {
+        split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;
+        SPLIT.fetch_add(1, Ordering::Relaxed);
+    }
+    // ws is freed on the stream after the reduce (Drop, stream-ordered).
     Ok(Outcome::Ran)
 }
 
@@ -371,7 +532,8 @@ mod tests {
     fn args_have_the_kernels_layout() {
         assert_eq!(std::mem::offset_of!(ConvArgs, bias), 72);
         assert_eq!(std::mem::offset_of!(ConvArgs, epi), 80);
-        assert_eq!(std::mem::size_of::<ConvArgs>(), 80 + std::mem::size_of::<Epilogue>());
+        assert_eq!(std::mem::offset_of!(ConvArgs, ws), 80 + std::mem::size_of::<Epilogue>());
+        assert_eq!(std::mem::size_of::<ConvArgs>(), 104 + std::mem::size_of::<Epilogue>());
         assert_eq!(std::mem::size_of::<TmaMap>(), 128);
     }
 

@@ -4,8 +4,9 @@
 //! crates/kernels-cuda/kernels/conv.cu and pool.cu, strung together by
 //! `max_kernels_cuda::launch::conv`. On sm_90a, 16-bit NHWC conv2d with an RSCF filter and
 //! groups == 1 (fused epilogue included) runs on the Hopper implicit-GEMM kernel
-//! (kernels/conv_sm90.cu) when its launcher finds the shape eligible; `MAX_CONV_SM90=0` turns
-//! that off.
+//! (kernels/conv_sm90.cu) when its launcher finds the shape eligible (input channel counts that
+//! are not a multiple of 8, like the ResNet stem's 3, on zero-padded copies; split-K for few
+//! output tiles; see launch/conv_sm90.rs for its knobs); `MAX_CONV_SM90=0` turns that off.
 //!
 //! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
 //! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
