@@ -190,9 +190,10 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     }
 }
 
-// Stages of the ring: (128 + BN) x 64 16-bit elements each, 192 KB in all (launch/gemm_sm90p.rs
-// mirrors this), within the 227 KB a block may have.
-template <int BN> struct PRing { static const int stages = BN == 256 ? 4 : 6; };
+// Stages of the ring: (128 + BN) x 64 16-bit elements each: 4 x 48 KB or 7 x 32 KB (the
+// 128-column tiles serve the memory-bound few-row shapes, where depth hides latency), within the
+// 227 KB a block may have. launch/gemm_sm90p.rs mirrors this.
+template <int BN> struct PRing { static const int stages = BN == 256 ? 4 : 7; };
 
 // Hands stage s back to the producers of every CTA of the cluster, once this warp's MMAs that
 // read it have retired (all lanes have passed wgmma.wait_group).

@@ -53,10 +53,11 @@ pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
     if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
 }
 
-/// Shared memory of a block: the ring (192 KB for either tile width, as `PRing` in the kernel),
-/// its 2 * stages barriers, the split-K flag, and slack to align the ring to 1024 bytes.
+/// Shared memory of a block: the ring (4 x 48 KB or 7 x 32 KB, as `PRing` in the kernel), its
+/// 2 * stages barriers, the split-K flag, and slack to align the ring to 1024 bytes: at most
+/// 230,528 bytes, within the 232,448 (227 KB) a Hopper block may have.
 fn smem_bytes(bn: usize) -> u32 {
-    let stages = if bn == 256 { 4 } else { 6 };
+    let stages = if bn == 256 { 4 } else { 7 };
     (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 1024) as u32
 }
 
@@ -474,6 +475,11 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn shared_memory_fits_a_hopper_block() {
+        assert!(smem_bytes(256) <= 232_448 && smem_bytes(128) <= 232_448);
     }
 
     #[test]
