@@ -8,7 +8,8 @@
 //! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
 //! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
 //! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
-//! (split-K for the tiles of a last, partial wave: on by default).
+//! (split-K for the tiles of a last, partial wave: on by default). `MAX_GEMM_SM90_LOG=1` prints
+//! each launch's plan to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -342,6 +343,9 @@ fn launch_with(
         p.units
     };
     let grid = (clusters * p.cluster) as u32;
+    if std::env::var("MAX_GEMM_SM90_LOG").as_deref() == Ok("1") {
+        eprintln!("gemm_sm90p: {name} rows={rows_a} n={n} k={k} z={z} grid={grid} {p:?}");
+    }
     // Split-K workspace: one u32 counter per split tile (zeroed), then the f32 partials.
     let split_tiles = (p.cluster_tiles - p.dp_units) * p.cluster;
     let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
