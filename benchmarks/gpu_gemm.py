@@ -34,7 +34,8 @@ def cuda_time(torch, fn, reps=20):
     return time_async(fn, sync, reps=reps)
 
 
-# --variants sweep: the Hopper GEMM's knobs one at a time against the default and the legacy kernel.
+# --variants sweep: the Hopper GEMM's knobs one at a time against the default and the legacy
+# kernel (MIN_M=256: M < 256 back on the small-M kernels, as before gemm_sm90p).
 SWEEP = ";".join([
     "default",
     "MAX_GEMM_SM90_LEGACY=1",
@@ -45,6 +46,8 @@ SWEEP = ";".join([
     "MAX_GEMM_SM90_TAIL=0",
     "MAX_GEMM_SM90_GROUP_M=8",
     "MAX_GEMM_SM90_GROUP_M=32",
+    "MAX_GEMM_SM90_SPLITK=1",
+    "MAX_GEMM_SM90_MIN_M=256",
 ])
 
 

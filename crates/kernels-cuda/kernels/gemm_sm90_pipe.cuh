@@ -30,19 +30,29 @@ __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 rank) {
         "r"(rank)
         : "memory");
 }
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n.reg .pred p;\nLAB_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
-}
-// As mbar_wait, acquiring at cluster scope (for barriers that other CTAs arrive on).
-__device__ __forceinline__ void mbar_wait_cluster(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n.reg .pred p;\nLAB_WAIT:\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
-}
+// Waits for the phase with this parity to complete. A wait longer than 20 s (%globaltimer, in
+// ns) cannot be a slow GEMM stage, only a pipeline bug: it traps, so the launch fails with an
+// error instead of hanging the process. SEM is "" or ".acquire.cluster" (barriers that other CTAs
+// arrive on).
+#define MBAR_WAIT(SEM)                                                                               \
+    asm volatile(                                                                                    \
+        "{\n.reg .pred p;\n.reg .u64 t0, t1;\n"                                                      \
+        "mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%0], %1;\n"                              \
+        "@p bra WAIT_DONE;\n"                                                                     \
+        "mov.u64 t0, %%globaltimer;\n"                                                                \
+        "WAIT_LOOP:\n"                                                                                \
+        "mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%0], %1;\n"                              \
+        "@p bra WAIT_DONE;\n"                                                                     \
+        "mov.u64 t1, %%globaltimer;\n"                                                                \
+        "sub.u64 t1, t1, t0;\n"                                                                       \
+        "setp.lt.u64 p, t1, 20000000000;\n"                                                           \
+        "@p bra WAIT_LOOP;\n"                                                                     \
+        "trap;\n"                                                                                     \
+        "WAIT_DONE:\n}\n" ::"r"(s_addr(bar)),                                                         \
+        "r"(parity)                                                                                  \
+        : "memory")
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) { MBAR_WAIT(""); }
+__device__ __forceinline__ void mbar_wait_cluster(u64* bar, u32 parity) { MBAR_WAIT(".acquire.cluster"); }
 // Every thread of every CTA of the cluster (threads that exited excepted) meets here.
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");

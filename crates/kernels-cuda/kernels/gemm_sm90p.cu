@@ -33,8 +33,8 @@
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
 //
-// Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split). Each
-// CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
+// Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split).
+// Each CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
 // across threads), fences, and bumps the tile's counter; the CTA that brings it to `splits`
 // reads all partials back in split order 0, 1, ... (so the sum is deterministic), then runs
 // the epilogue. Counters are zeroed by the launcher before every launch.
@@ -45,8 +45,8 @@
 
 struct GemmPArgs {
     u64 c;
-    u64 ws;          // split-K partials: per (output tile, split) 128 x BN f32 in fragment order
-    u64 counters;    // split-K: one u32 per output tile, zero at launch
+    u64 ws;          // split-K partials: per (split tile, split) 128 x BN f32 in fragment order
+    u64 counters;    // split-K: one u32 per split tile (Work::slot), zero at launch
     i64 m, n;        // rows per batch (of A's map and of C), columns
     i64 stride_c;    // elements between batches of C
     i32 k_tiles;     // ceil(K / 64)
@@ -190,9 +190,10 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     }
 }
 
-// Stages of the ring: (128 + BN) x 64 16-bit elements each, 192 KB in all (launch/gemm_sm90p.rs
-// mirrors this), within the 227 KB a block may have.
-template <int BN> struct PRing { static const int stages = BN == 256 ? 4 : 6; };
+// Stages of the ring: (128 + BN) x 64 16-bit elements each: 4 x 48 KB or 7 x 32 KB (the
+// 128-column tiles serve the memory-bound few-row shapes, where depth hides latency), within the
+// 227 KB a block may have. launch/gemm_sm90p.rs mirrors this.
+template <int BN> struct PRing { static const int stages = BN == 256 ? 4 : 7; };
 
 // Hands stage s back to the producers of every CTA of the cluster, once this warp's MMAs that
 // read it have retired (all lanes have passed wgmma.wait_group).

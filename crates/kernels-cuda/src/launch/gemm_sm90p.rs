@@ -8,7 +8,8 @@
 //! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
 //! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
 //! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
-//! (split-K for the tiles of a last, partial wave: on by default).
+//! (split-K for the tiles of a last, partial wave: on by default). `MAX_GEMM_SM90_LOG=1` prints
+//! each launch's plan to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,10 +54,11 @@ pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
     if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
 }
 
-/// Shared memory of a block: the ring (192 KB for either tile width, as `PRing` in the kernel),
-/// its 2 * stages barriers, the split-K flag, and slack to align the ring to 1024 bytes.
+/// Shared memory of a block: the ring (4 x 48 KB or 7 x 32 KB, as `PRing` in the kernel), its
+/// 2 * stages barriers, the split-K flag, and slack to align the ring to 1024 bytes: at most
+/// 230,528 bytes, within the 232,448 (227 KB) a Hopper block may have.
 fn smem_bytes(bn: usize) -> u32 {
-    let stages = if bn == 256 { 4 } else { 6 };
+    let stages = if bn == 256 { 4 } else { 7 };
     (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 1024) as u32
 }
 
@@ -341,6 +343,9 @@ fn launch_with(
         p.units
     };
     let grid = (clusters * p.cluster) as u32;
+    if std::env::var("MAX_GEMM_SM90_LOG").as_deref() == Ok("1") {
+        eprintln!("gemm_sm90p: {name} rows={rows_a} n={n} k={k} z={z} grid={grid} {p:?}");
+    }
     // Split-K workspace: one u32 counter per split tile (zeroed), then the f32 partials.
     let split_tiles = (p.cluster_tiles - p.dp_units) * p.cluster;
     let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
@@ -474,6 +479,11 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn shared_memory_fits_a_hopper_block() {
+        assert!(smem_bytes(256) <= 232_448 && smem_bytes(128) <= 232_448);
     }
 
     #[test]
