@@ -18,17 +18,18 @@
 //
 // Layout. qgemv_tc_prep_m{1,2} first splits the lhs once per call into the mma's B fragments
 // ([K/16 k-steps][12 lanes per lhs row][2 registers], the lanes that hold columns 0 .. 3MR-1)
-// and its sums per 32-element unit, in scratch memory. A block of 2 warps owns 32 weight rows
-// (16 per warp: the mma's M) and walks K in chunks of 512 elements (16 units of 32) through a
-// ring of 3 shared-memory stages, each holding the chunk's B fragments, unit sums and each row's
-// chunk bytes, by cp.async. Per chunk the block turns each row's unit scales (and mins) into f32
-// pairs; each warp then runs 2 mma per unit (elements 0-15, 16-31) and scales the unit's result
-// into its accumulators. Rows must start on 16 bytes (row_bytes % 16 == 0, w aligned):
+// and its sums per 32-element unit, in scratch memory. A block of 4 warps owns 32 weight rows
+// (two groups of 16, the mma's M; two warps per group take half of each chunk's units, for twice
+// the warps to hide latency with) and walks K in chunks of 512 elements (16 units of 32) through
+// a ring of 3 shared-memory stages, each holding the chunk's B fragments, unit sums and each
+// row's chunk bytes, by cp.async. Per chunk the block turns each row's unit scales (and mins)
+// into f32 pairs; each warp then runs 2 mma per unit (elements 0-15, 16-31) and scales the unit's
+// result into its accumulators. Rows must start on 16 bytes (row_bytes % 16 == 0, w aligned):
 // launch/quant.rs sends other layouts to qgemv.cu.
 
-#define TC_WARPS 2
+#define TC_WARPS 4                 // 2 row groups of 16 (the mma's M) x 2 halves of each chunk's units
 #define TC_THREADS (TC_WARPS * 32)
-#define TC_ROWS (TC_WARPS * 16)
+#define TC_ROWS 32
 #define TC_CHUNK 512
 #define TC_UNITS (TC_CHUNK / 32)
 #define TC_ST 3
@@ -49,7 +50,8 @@ template <int E, int MR> struct Tc {
         SLOTS = FRAG + LSUM,
         BUF = SLOTS + TC_ROWS * TcChunk<E>::SLOT,
         SC_OFF = TC_ST * BUF,
-        SMEM = SC_OFF + TC_ROWS * TC_UNITS * 8,
+        RED_OFF = SC_OFF + TC_ROWS * TC_UNITS * 8,
+        SMEM = RED_OFF + 2 * 32 * (4 + 2 * MR) * 4,
     };
 };
 
@@ -149,12 +151,13 @@ __device__ __forceinline__ void qgemv_tc(const u32* __restrict__ frag, const flo
     typedef Tc<E, MR> S;
     typedef TcChunk<E> C;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int rg = warp % 2, kh = warp / 2;  // row group (rows 16 rg ..) and half of the units
     const i64 row0 = (i64)blockIdx.x * TC_ROWS;
     const i64 chunks = (k + TC_CHUNK - 1) / TC_CHUNK, units_k = k / 32;
     const u32 bias2 = E == ENC_Q4_0 ? 0xC308C308u : 0xC300C300u;  // -136 (q - 8) or -128 (q)
     float2* scales = (float2*)(tc_smem + S::SC_OFF);
-    // Staging: thread pair (c, half) copies half of row c's chunk, 16 bytes at a time.
-    const int my_row = tid / 2, my_half = tid % 2;
+    // Staging: threads (c, part) copy a quarter of row c's chunk, 16 bytes at a time.
+    const int my_row = tid / 4, my_part = tid % 4;
     const bool row_ok = row0 + my_row < n;
     const u8* my_src = w + (row0 + my_row) * row_bytes;
 
@@ -174,10 +177,10 @@ __device__ __forceinline__ void qgemv_tc(const u32* __restrict__ frag, const flo
             const int nv = (int)(min((i64)C::BYTES, row_bytes - b0) / 16);
             u8* dst = st + S::SLOTS + my_row * C::SLOT;
             const u8* src = my_src + b0;
-            constexpr int V = C::BYTES / 16, HALF = (V + 1) / 2;
+            constexpr int V = C::BYTES / 16, PART = (V + 3) / 4;
 #pragma unroll
-            for (int j = 0; j < HALF; ++j) {
-                const int o = my_half * HALF + j;
+            for (int j = 0; j < PART; ++j) {
+                const int o = my_part * PART + j;
                 if (o < V && o < nv && row_ok) cp_async16(dst + 16 * o, src + 16 * o, true);
             }
         }
@@ -201,21 +204,21 @@ __device__ __forceinline__ void qgemv_tc(const u32* __restrict__ frag, const flo
         const u8* slots = st + S::SLOTS;
         const int units = (int)min((i64)TC_UNITS, units_k - ch * TC_UNITS);
 
-        // Unit scales of every row: thread pair (c, half) takes 8 units of row c (zero past
-        // K's end, so that bytes never staged add nothing).
+        // Unit scales of every row: threads (c, part) take 4 units of row c (zero past K's end,
+        // so that bytes never staged add nothing).
         {
             const u8* p = slots + my_row * C::SLOT;
 #pragma unroll
-            for (int j = 0; j < TC_UNITS / 2; ++j) {
-                const int u = my_half * (TC_UNITS / 2) + j;
+            for (int j = 0; j < TC_UNITS / 4; ++j) {
+                const int u = my_part * (TC_UNITS / 4) + j;
                 scales[my_row * TC_UNITS + u] = u < units ? unit_scale<E>(p, u) : make_float2(0.f, 0.f);
             }
         }
         __syncthreads();
 
-        const u8* r_lo = slots + (warp * 16 + g) * C::SLOT;  // row g
+        const u8* r_lo = slots + (rg * 16 + g) * C::SLOT;  // row g
         const u8* r_hi = r_lo + 8 * C::SLOT;                  // row g + 8
-        const float2* sc_lo = scales + (warp * 16 + g) * TC_UNITS;
+        const float2* sc_lo = scales + (rg * 16 + g) * TC_UNITS;
         const float2* sc_hi = sc_lo + 8 * TC_UNITS;
         const bool has_b = lane < S::BLANES;
         // Unit u, its quants in nibble `nib` of their bytes for both steps (Q4_K) or in the low
@@ -254,20 +257,36 @@ __device__ __forceinline__ void qgemv_tc(const u32* __restrict__ frag, const flo
         };
         // In pairs, so that a Q4_K unit's nibble is known at compile time (units is even there);
         // whole chunks unrolled, so that loads run ahead of the mma chains.
-        if (units == TC_UNITS) {
+        constexpr int HALF = TC_UNITS / 2;
+        const int u0 = kh * HALF, u1 = min(units, u0 + HALF);
+        if (u1 - u0 == HALF) {
 #pragma unroll
-            for (int u = 0; u < TC_UNITS; u += 2) {
-                unit(u, 0);
-                unit(u + 1, 1);
+            for (int j = 0; j < HALF; j += 2) {
+                unit(u0 + j, 0);
+                unit(u0 + j + 1, 1);
             }
         } else {
-            for (int u = 0; u < units; u += 2) {
+            for (int u = u0; u < u1; u += 2) {
                 unit(u, 0);
-                if (u + 1 < units) unit(u + 1, 1);
+                if (u + 1 < u1) unit(u + 1, 1);
             }
         }
     }
     cp_async_wait<0>();
+    // The second half's warps hand their sums to the first half's (a fixed order: deterministic).
+    float* red = (float*)(tc_smem + S::RED_OFF) + (rg * 32 + lane) * (4 + 2 * MR);
+    if (kh == 1) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[i] = acc[i];
+#pragma unroll
+        for (int r = 0; r < MR; ++r) red[4 + r] = mins[0][r], red[4 + MR + r] = mins[1][r];
+    }
+    __syncthreads();
+    if (kh == 1) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] += red[i];
+#pragma unroll
+    for (int r = 0; r < MR; ++r) mins[0][r] += red[4 + r], mins[1][r] += red[4 + MR + r];
     // Column c of the accumulators is part c % 3 of lhs row c / 3: add the parts (and the mins)
     // across the 4 lanes of the row.
 #pragma unroll
@@ -279,7 +298,7 @@ __device__ __forceinline__ void qgemv_tc(const u32* __restrict__ frag, const flo
             if ((2 * t + 1) / 3 == r) v += acc[2 * h + 1];
             v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
             v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-            const i64 row = row0 + warp * 16 + g + 8 * h;
+            const i64 row = row0 + rg * 16 + g + 8 * h;
             if (t == 0 && r < m && row < n) out[r * n + row] = v;
         }
 }

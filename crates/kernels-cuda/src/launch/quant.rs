@@ -188,7 +188,8 @@ fn qgemv_tc(
     let slot = TC_CHUNK / elems * bytes + 16;
     // The stages (fragments, unit sums, row slots), then the unit scales.
     let stage = 32 * 12 * mr * 8 + mr * 16 * 4 + TC_ROWS * slot;
-    let smem = (TC_STAGES * stage + TC_ROWS * 16 * 8) as u32;
+    // ... and the second half-warps' partial sums (2 row groups x 32 lanes x (4 + 2 mr) f32).
+    let smem = (TC_STAGES * stage + TC_ROWS * 16 * 8 + 2 * 32 * (4 + 2 * mr) * 4) as u32;
     f.set_attribute(
         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         smem as i32,
@@ -198,7 +199,7 @@ fn qgemv_tc(
     if blocks > i32::MAX as usize {
         return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
     }
-    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: smem };
+    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: smem };
     let (mi, ni, rb) = (m as i64, n as i64, row_bytes as i64);
     let mut l = stream.launch_builder(&f);
     l.arg(&frag).arg(&lsum).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb);
