@@ -18,7 +18,8 @@
 //! `MAX_CONV_SM90_PREFETCH=0` turns the residual prefetch off; `MAX_CONV_SM90_FOLD=0` keeps
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
-//! measured).
+//! measured); `MAX_CONV_SM90_TILED_A=1` makes 1x1 stride-1 unpadded convs load x with a plain
+//! tiled map of [M, C] instead of the im2col one (off by default until measured).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,7 +146,7 @@ struct ConvArgs {
     splits: i32,
     prefetch: i32,
     staged: i32,
-    pad_: i32,
+    tiled_a: i32,
 }
 // SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
 unsafe impl DeviceRepr for ConvArgs {}
@@ -274,23 +275,32 @@ fn filter_map(dtype: DType, f: u64, sh: &Conv2dShape) -> std::result::Result<Tma
     Ok(TmaMap(map.opaque))
 }
 
-/// The residual [M, K] in boxes of 64 columns x 128 rows (one per B box of a tile), for the
-/// kernel's L2 prefetch (cp.async.bulk.prefetch.tensor; the swizzle is the one a TMA load of
-/// the residual tile into shared memory would use).
-fn residual_map(dtype: DType, r: u64, m: usize, k: usize) -> std::result::Result<TmaMap, String> {
-    let dims: [u64; 2] = [k as u64, m as u64];
-    let strides: [u64; 1] = [k as u64 * 2];
-    let boxes: [u32; 2] = [64, BM as u32];
+/// x as the matrix [M, C] (a 1x1 conv with stride 1 and no padding) in boxes of 64 channels x
+/// 128 rows with the 128-byte swizzle: the same shared-memory tile as the im2col map's.
+fn matrix_map(dtype: DType, x: u64, m: usize, c: usize) -> std::result::Result<TmaMap, String> {
+    tiled_2d(dtype, x, (m, c), (BK as u32, BM as u32)).map_err(|e| format!("the input as [{m}, {c}]: {e}"))
+}
+
+/// A row-major [rows, cols] 16-bit matrix in boxes of `bx` columns x `by` rows, 128-byte swizzle.
+fn tiled_2d(
+    dtype: DType,
+    ptr: u64,
+    (rows, cols): (usize, usize),
+    (bx, by): (u32, u32),
+) -> std::result::Result<TmaMap, String> {
+    let dims: [u64; 2] = [cols as u64, rows as u64];
+    let strides: [u64; 1] = [cols as u64 * 2];
+    let boxes: [u32; 2] = [bx, by];
     let elem: [u32; 2] = [1, 1];
     let mut map = CUtensorMap { opaque: [0; 16] };
     // SAFETY: every array has the length rank 2 requires; the address is a live device
-    // allocation holding the residual (the caller's contract).
+    // allocation holding the matrix (the caller's contract).
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
             data_type(dtype),
             2,
-            r as *mut std::ffi::c_void,
+            ptr as *mut std::ffi::c_void,
             dims.as_ptr(),
             strides.as_ptr(),
             boxes.as_ptr(),
@@ -302,8 +312,15 @@ fn residual_map(dtype: DType, r: u64, m: usize, k: usize) -> std::result::Result
         )
     }
     .result()
-    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the residual [{m}, {k}]: {e}"))?;
+    .map_err(|e| format!("cuTensorMapEncodeTiled rejected it: {e}"))?;
     Ok(TmaMap(map.opaque))
+}
+
+/// The residual [M, K] in boxes of 64 columns x 128 rows (one per B box of a tile), for the
+/// kernel's L2 prefetch (cp.async.bulk.prefetch.tensor; the swizzle is the one a TMA load of
+/// the residual tile into shared memory would use).
+fn residual_map(dtype: DType, r: u64, m: usize, k: usize) -> std::result::Result<TmaMap, String> {
+    tiled_2d(dtype, r, (m, k), (64, BM as u32)).map_err(|e| format!("the residual [{m}, {k}]: {e}"))
 }
 
 fn env_usize(key: &str) -> Option<usize> {
@@ -389,6 +406,9 @@ pub struct Knobs {
     pub no_fold: bool,
     /// The staged epilogue (`MAX_CONV_SM90_STAGED=1`; see kernels/conv_sm90.cu).
     pub staged: bool,
+    /// 1x1 convs with stride 1 and no padding read x through a tiled map of [M, C] instead of
+    /// the im2col one (`MAX_CONV_SM90_TILED_A=1`).
+    pub tiled_a: bool,
 }
 
 impl Knobs {
@@ -401,6 +421,7 @@ impl Knobs {
             no_prefetch: env_usize("MAX_CONV_SM90_PREFETCH") == Some(0),
             no_fold: env_usize("MAX_CONV_SM90_FOLD") == Some(0),
             staged: env_usize("MAX_CONV_SM90_STAGED") == Some(1),
+            tiled_a: env_usize("MAX_CONV_SM90_TILED_A") == Some(1),
         }
     }
 }
@@ -433,7 +454,14 @@ fn run(
     if splits > 1 && splits.saturating_mul(m).saturating_mul(sh.k).saturating_mul(4) > MAX_WORKSPACE {
         splits = 1;
     }
-    let maps = im2col_map(dtype, x, sh).and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
+    // A 1x1 conv with stride 1 and no padding may read x as the matrix [M, C] (tiled map).
+    let tiled_a = knobs.tiled_a
+        && (sh.r, sh.s, sh.p, sh.q) == (1, 1, sh.h, sh.w)
+        && sh.stride == [1, 1]
+        && sh.pad == [0, 0]
+        && m <= I32;
+    let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c) } else { im2col_map(dtype, x, sh) };
+    let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
         Ok(m) => m,
         Err(why) => return Ok(Outcome::NotEligible(why)),
@@ -478,7 +506,7 @@ fn run(
         splits: splits as i32,
         prefetch: map_r.is_some() as i32,
         staged: staged as i32,
-        pad_: 0,
+        tiled_a: tiled_a as i32,
     };
     let map_r = map_r.unwrap_or(TmaMap([0; 16]));
     let name = format!("conv_sm90_{}_n{bn}", if dtype == DType::BFloat16 { "bf16" } else { "f16" });
