@@ -22,7 +22,7 @@ JSON to benchmarks/results/.
 
 Variants (--variants NAME=VAR=VALUE,VAR=VALUE ...) re-time our Hopper path once per set of
 environment settings (read per call by the launcher: MAX_CONV_SM90_SPLITK, _PREFETCH, _FOLD,
-_STAGED, _BN, _GRID) on every layer, the stack and the fused blocks, as `v_NAME_us` columns and a stack
+_STAGED, _TILED_A, _BN, _GRID) on every layer, the stack and the fused blocks, as `v_NAME_us` columns and a stack
 total per variant; `--layers a,b` keeps only the named layers (and the fused blocks among them),
 `--no-large` drops the large set (such runs write gpu_conv2d_variants-*.json instead). The default
 run's `sm90_split` / `sm90_padded` say whether our Hopper path split the reduction or ran on
@@ -31,7 +31,7 @@ channel-padded copies.
     python benchmarks/gpu_conv2d.py
     python benchmarks/gpu_conv2d.py --variants old=MAX_CONV_SM90_SPLITK=1,MAX_CONV_SM90_PREFETCH=0 \
         split2=MAX_CONV_SM90_SPLITK=2 split4=MAX_CONV_SM90_SPLITK=4 nofold=MAX_CONV_SM90_FOLD=0 \
-        staged=MAX_CONV_SM90_STAGED=1
+        staged=MAX_CONV_SM90_STAGED=1 tileda=MAX_CONV_SM90_TILED_A=1
 """
 
 import argparse

@@ -51,6 +51,10 @@
 // epilogue's residual loads, issued in chunks of several column groups at once, hit L2 instead
 // of waiting on DRAM. A prefetch only warms L2: it changes no result.
 //
+// Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
+// [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
+// swizzle, so the shared-memory tile is the same (rows past M are zero-filled).
+//
 // Staged epilogue (args.staged, unsplit): instead of storing the accumulator fragment as it
 // lies (each warp store instruction then touches 8 rows x 16 bytes: 8 partial 32-byte sectors),
 // each warp passes its 16 rows through a private shared-memory buffer 32 columns at a time
@@ -91,7 +95,7 @@ struct ConvArgs {
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
     i32 prefetch;  // nonzero: prefetch each tile's residual rows into L2 through map_r
     i32 staged;    // nonzero: the staged epilogue (8-byte aligned out, biases and residual)
-    i32 pad_;
+    i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
 };
 
 __device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -130,6 +134,11 @@ __device__ __forceinline__ void tma_prefetch_desc(const TmaMap* map) {
 __device__ __forceinline__ void tma_prefetch_2d(const TmaMap* map, int c0, int c1) {
     asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((u64)map), "r"(c0), "r"(c1)
                  : "memory");
+}
+__device__ __forceinline__ void tma_tile_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1) : "memory");
 }
 __device__ __forceinline__ void tma_tile_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
     asm volatile(
@@ -404,7 +413,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                     mbar_wait(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
                     mbar_expect_tx(&full[stage], bytes);
-                    tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
+                    if (p.tiled_a) tma_tile_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
+                    else tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
                     for (int j = 0; j < boxes; ++j)
                         tma_tile_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
                     if (++stage == STAGES) stage = 0, phase ^= 1;

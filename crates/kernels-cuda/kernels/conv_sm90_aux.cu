@@ -35,36 +35,32 @@ struct PadXArgs {
     i32 sw, pw, dw;
 };
 
+// Grid: x over the q_out * c_out / 8 groups of one row, y over the rows (both grid-stride), so
+// that the per-thread index arithmetic stays in 32 bits; the channel index (s, c) of each of the
+// thread's 8 elements is stepped, not divided.
 extern "C" __global__ void conv_sm90_pad_x(PadXArgs p) {
     const int groups = p.c_out / 8;
-    const i64 total = p.rows * p.q_out * groups;
+    const int per_row = p.q_out * groups;
     const int real = p.fold * p.c_in;
     const u16* src = (const u16*)p.src;
-    for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x; g < total; g += (i64)gridDim.x * blockDim.x) {
-        const i64 pix = g / groups;  // row * q_out + q
-        const int j0 = (int)(g - pix * groups) * 8;
-        const i64 row = pix / p.q_out;
-        const int q = (int)(pix - row * p.q_out);
-        const i64 base = row * p.w_in;
-        u32 v[4];
+    for (i64 row = blockIdx.y; row < p.rows; row += gridDim.y) {
+        const u16* in = src + row * p.w_in * p.c_in;
+        u16* out_row = (u16*)p.dst + row * p.q_out * p.c_out;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row; i += gridDim.x * blockDim.x) {
+            const int q = i / groups;
+            const int j0 = (i - q * groups) * 8;
+            int s = j0 / p.c_in, c = j0 - s * p.c_in;
+            u32 v[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-        for (int e = 0; e < 8; e += 2) {
-            u32 pair = 0;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int j = j0 + e + h;
-                u16 x = 0;
-                if (j < real) {
-                    const int s = j / p.c_in, c = j - s * p.c_in;
+            for (int e = 0; e < 8; ++e) {
+                if (j0 + e < real) {
                     const int w = q * p.sw - p.pw + s * p.dw;
-                    if (w >= 0 && w < p.w_in) x = src[(base + w) * p.c_in + c];
+                    if (w >= 0 && w < p.w_in) v[e / 2] |= (u32)in[(i64)w * p.c_in + c] << (16 * (e % 2));
                 }
-                pair |= (u32)x << (16 * h);
+                if (++c == p.c_in) c = 0, ++s;
             }
-            v[e / 2] = pair;
+            *(uint4*)(out_row + (i64)i * 8) = make_uint4(v[0], v[1], v[2], v[3]);
         }
-        uint4* out = (uint4*)((u16*)p.dst + pix * p.c_out + j0);
-        *out = make_uint4(v[0], v[1], v[2], v[3]);
     }
 }
 

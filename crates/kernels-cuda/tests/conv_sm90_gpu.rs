@@ -359,6 +359,34 @@ fn staged_epilogue_against_the_host() {
 }
 
 #[test]
+fn tiled_a_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0xA54F_F53A_5F1D_36F1);
+    let shapes = [
+        // 1x1, stride 1, no padding: x read as [M, C] (partial row tiles, channel slices, columns)
+        shape(2, [9, 11], 72, 200, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        shape(3, [7, 11], 64, 128, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        shape(1, [7, 9], 136, 328, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        shape(1, [5, 7], 13, 24, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // not eligible (stride 2; padding): the im2col map as before
+        shape(2, [15, 13], 64, 64, [1, 1], [2, 2], [0, 0, 0, 0], [1, 1]),
+        shape(2, [6, 7], 32, 64, [1, 1], [1, 1], [1, 0, 0, 1], [1, 1]),
+    ];
+    let mut i = 0;
+    for dtype in [DType::BFloat16, DType::Float16] {
+        for sh in &shapes {
+            for (splits, staged, bn) in [(Some(1), false, None), (Some(3), false, Some(128)), (None, true, Some(64))] {
+                let knobs = Knobs { splits, staged, bn, tiled_a: true, ..Knobs::default() };
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check_with(&s, dtype, sh, (ACTS[i % ACTS.len()], beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
 fn residual_prefetch_against_the_host() {
     let Some(ctx) = context() else { return };
     let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));

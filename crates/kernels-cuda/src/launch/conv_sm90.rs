@@ -18,15 +18,13 @@
 //! `MAX_CONV_SM90_PREFETCH=0` turns the residual prefetch off; `MAX_CONV_SM90_FOLD=0` keeps
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
-//! measured).
+//! measured); `MAX_CONV_SM90_TILED_A=1` makes 1x1 stride-1 unpadded convs load x with a plain
+//! tiled map of [M, C] instead of the im2col one (off by default until measured).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cudarc::driver::sys::{
-    self, CUdevice_attribute, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
-    CUtensorMapL2promotion, CUtensorMapSwizzle,
-};
+use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
@@ -45,8 +43,11 @@ const I32: usize = i32::MAX as usize;
 /// The largest split-K workspace (bytes); larger problems run unsplit.
 const MAX_WORKSPACE: usize = 1 << 30;
 
+mod maps;
 pub mod pad;
 pub mod split;
+
+use maps::{TmaMap, filter_map, im2col_map, matrix_map, residual_map};
 
 /// Launches of the kernel in this process (tests check that a shape took this path).
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
@@ -114,12 +115,6 @@ pub enum Outcome {
     NotEligible(String),
 }
 
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct TmaMap([u64; 16]);
-// SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
-unsafe impl DeviceRepr for TmaMap {}
-
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 struct ConvArgs {
@@ -145,7 +140,7 @@ struct ConvArgs {
     splits: i32,
     prefetch: i32,
     staged: i32,
-    pad_: i32,
+    tiled_a: i32,
 }
 // SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
 unsafe impl DeviceRepr for ConvArgs {}
@@ -196,114 +191,6 @@ pub fn unsuitable(
         return why("too large");
     }
     None
-}
-
-fn data_type(dtype: DType) -> CUtensorMapDataType {
-    match dtype {
-        DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-    }
-}
-
-/// The input [N, H, W, C] in im2col mode: boxes of 128 pixels x 64 channels, the conv stride as
-/// the traversal stride, the window corners' bounding box (see the kernel's header).
-fn im2col_map(dtype: DType, x: u64, sh: &Conv2dShape) -> std::result::Result<TmaMap, String> {
-    let (n, h, w, c) = (sh.n as u64, sh.h as u64, sh.w as u64, sh.c as u64);
-    let dims: [u64; 4] = [c, w, h, n];
-    let strides: [u64; 3] = [c * 2, w * c * 2, h * w * c * 2];
-    let (lower, upper) = sh.corners();
-    let lower = lower.map(|v| v as i32);
-    let upper = upper.map(|v| v as i32);
-    let elem: [u32; 4] = [1, sh.stride[1] as u32, sh.stride[0] as u32, 1];
-    let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length rank 4 requires (corners: rank - 2); the address is a
-    // live device allocation holding the input (the caller's contract).
-    unsafe {
-        sys::cuTensorMapEncodeIm2col(
-            &mut map,
-            data_type(dtype),
-            4,
-            x as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            lower.as_ptr(),
-            upper.as_ptr(),
-            BK as u32,
-            BM as u32,
-            elem.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| format!("cuTensorMapEncodeIm2col rejected {sh:?}: {e}"))?;
-    Ok(TmaMap(map.opaque))
-}
-
-/// The RSCF filter viewed as [R*S, C, K] (K innermost) in boxes of 64 output channels x 64
-/// channels x 1 tap: the N-major B tile of one k-step is BN / 64 such boxes.
-fn filter_map(dtype: DType, f: u64, sh: &Conv2dShape) -> std::result::Result<TmaMap, String> {
-    let (c, taps, k) = (sh.c as u64, (sh.r * sh.s) as u64, sh.k as u64);
-    let dims: [u64; 3] = [k, c, taps];
-    let strides: [u64; 2] = [k * 2, c * k * 2];
-    let boxes: [u32; 3] = [64, BK as u32, 1];
-    let elem: [u32; 3] = [1, 1, 1];
-    let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length rank 3 requires; the address is a live device
-    // allocation holding the filter (the caller's contract).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            data_type(dtype),
-            3,
-            f as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            elem.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the filter of {sh:?}: {e}"))?;
-    Ok(TmaMap(map.opaque))
-}
-
-/// The residual [M, K] in boxes of 64 columns x 128 rows (one per B box of a tile), for the
-/// kernel's L2 prefetch (cp.async.bulk.prefetch.tensor; the swizzle is the one a TMA load of
-/// the residual tile into shared memory would use).
-fn residual_map(dtype: DType, r: u64, m: usize, k: usize) -> std::result::Result<TmaMap, String> {
-    let dims: [u64; 2] = [k as u64, m as u64];
-    let strides: [u64; 1] = [k as u64 * 2];
-    let boxes: [u32; 2] = [64, BM as u32];
-    let elem: [u32; 2] = [1, 1];
-    let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length rank 2 requires; the address is a live device
-    // allocation holding the residual (the caller's contract).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            data_type(dtype),
-            2,
-            r as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            elem.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the residual [{m}, {k}]: {e}"))?;
-    Ok(TmaMap(map.opaque))
 }
 
 fn env_usize(key: &str) -> Option<usize> {
@@ -389,6 +276,9 @@ pub struct Knobs {
     pub no_fold: bool,
     /// The staged epilogue (`MAX_CONV_SM90_STAGED=1`; see kernels/conv_sm90.cu).
     pub staged: bool,
+    /// 1x1 convs with stride 1 and no padding read x through a tiled map of [M, C] instead of
+    /// the im2col one (`MAX_CONV_SM90_TILED_A=1`).
+    pub tiled_a: bool,
 }
 
 impl Knobs {
@@ -401,6 +291,7 @@ impl Knobs {
             no_prefetch: env_usize("MAX_CONV_SM90_PREFETCH") == Some(0),
             no_fold: env_usize("MAX_CONV_SM90_FOLD") == Some(0),
             staged: env_usize("MAX_CONV_SM90_STAGED") == Some(1),
+            tiled_a: env_usize("MAX_CONV_SM90_TILED_A") == Some(1),
         }
     }
 }
@@ -433,7 +324,14 @@ fn run(
     if splits > 1 && splits.saturating_mul(m).saturating_mul(sh.k).saturating_mul(4) > MAX_WORKSPACE {
         splits = 1;
     }
-    let maps = im2col_map(dtype, x, sh).and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
+    // A 1x1 conv with stride 1 and no padding may read x as the matrix [M, C] (tiled map).
+    let tiled_a = knobs.tiled_a
+        && (sh.r, sh.s, sh.p, sh.q) == (1, 1, sh.h, sh.w)
+        && sh.stride == [1, 1]
+        && sh.pad == [0, 0]
+        && m <= I32;
+    let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c) } else { im2col_map(dtype, x, sh) };
+    let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
         Ok(m) => m,
         Err(why) => return Ok(Outcome::NotEligible(why)),
@@ -478,7 +376,7 @@ fn run(
         splits: splits as i32,
         prefetch: map_r.is_some() as i32,
         staged: staged as i32,
-        pad_: 0,
+        tiled_a: tiled_a as i32,
     };
     let map_r = map_r.unwrap_or(TmaMap([0; 16]));
     let name = format!("conv_sm90_{}_n{bn}", if dtype == DType::BFloat16 { "bf16" } else { "f16" });

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use super::super::conv::{Scratch, grid};
@@ -81,8 +81,11 @@ pub fn plan(dtype: DType, sh: &Conv2dShape, ptrs: (u64, u64, u64, u64), epi: &Ep
     let (_, f, bias, out) = ptrs;
     // The copies are fresh allocations: only the caller's filter, bias, output and epilogue
     // operands need checking for alignment.
+    // (The copy kernel indexes within a row of x' in 32 bits.)
     let fits = |p: &Padded| {
-        p.x_elems().saturating_mul(2) <= MAX_COPY && unsuitable(dtype, &p.shape, (0, f, bias, out), epi).is_none()
+        p.x_elems().saturating_mul(2) <= MAX_COPY
+            && p.shape.w.saturating_mul(p.shape.c) < i32::MAX as usize
+            && unsuitable(dtype, &p.shape, (0, f, bias, out), epi).is_none()
     };
     let mut forms = Vec::new();
     if fold && sh.s > 1 && folded.k_steps() < plain.k_steps() && fits(&folded) {
@@ -163,8 +166,15 @@ pub fn conv2d(
     let func = function(stream.context(), &CONV_SM90_AUX, "conv_sm90_pad_x")?;
     let mut l = stream.launch_builder(&func);
     l.arg(&xa);
+    // x over the 8-channel groups of a row of x', y over its N * H rows (both grid-stride).
+    let per_row = p.shape.w * p.shape.c / 8;
+    let cfg = LaunchConfig {
+        grid_dim: (per_row.div_ceil(256).clamp(1, 65535) as u32, (sh.n * sh.h).clamp(1, 65535) as u32, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
     // SAFETY: x holds [N, H, W, C] (the caller's contract); xp the padded copy's x_elems.
-    unsafe { l.launch(grid((p.x_elems() / 8) as u64)) }.map_err(Error::driver("cuLaunchKernel(conv_sm90_pad_x)"))?;
+    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90_pad_x)"))?;
     let fa = PadFArgs {
         src: f,
         dst: fp.ptr(),
