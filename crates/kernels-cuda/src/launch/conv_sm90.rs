@@ -18,8 +18,8 @@
 //! `MAX_CONV_SM90_PREFETCH=0` turns the residual prefetch off; `MAX_CONV_SM90_FOLD=0` keeps
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
-//! measured); `MAX_CONV_SM90_TILED_A=1` makes 1x1 stride-1 unpadded convs load x with a plain
-//! tiled map of [M, C] instead of the im2col one (off by default until measured).
+//! measured); 1x1 stride-1 unpadded convs load x with a plain tiled map of [M, C] instead of the
+//! im2col one unless `MAX_CONV_SM90_TILED_A=0`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -277,7 +277,7 @@ pub struct Knobs {
     /// The staged epilogue (`MAX_CONV_SM90_STAGED=1`; see kernels/conv_sm90.cu).
     pub staged: bool,
     /// 1x1 convs with stride 1 and no padding read x through a tiled map of [M, C] instead of
-    /// the im2col one (`MAX_CONV_SM90_TILED_A=1`).
+    /// the im2col one (on unless `MAX_CONV_SM90_TILED_A=0`).
     pub tiled_a: bool,
 }
 
@@ -291,7 +291,9 @@ impl Knobs {
             no_prefetch: env_usize("MAX_CONV_SM90_PREFETCH") == Some(0),
             no_fold: env_usize("MAX_CONV_SM90_FOLD") == Some(0),
             staged: env_usize("MAX_CONV_SM90_STAGED") == Some(1),
-            tiled_a: env_usize("MAX_CONV_SM90_TILED_A") == Some(1),
+            // Measured on an H200 (ResNet-50 batch 32): the 53-conv stack 1523 us with it, 1559
+            // without, no layer slower by more than noise.
+            tiled_a: env_usize("MAX_CONV_SM90_TILED_A") != Some(0),
         }
     }
 }
