@@ -307,8 +307,12 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         }
 }
 
+// The byte-decoded encodings (Q5_K, Q6_K) take a minimum-blocks hint of 1: without it ptxas
+// squeezes qgemv_q6_k_m1 into 40 registers and spills; the others keep their lower register
+// counts (and 4 blocks per SM) without it.
+#define QV_BOUNDS(E) __launch_bounds__(256, Words<E>::FAST ? 0 : 1)
 #define QGEMV(NAME, E, MR)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(256)                                                     \
+    extern "C" __global__ void QV_BOUNDS(E)                                                               \
         qgemv_##NAME##_m##MR(const float* lhs, const u8* w, float* out, i64 m, i64 n, i64 k, i64 row_bytes, \
                              u32 magic) {                                                                 \
         qgemv<E, MR>(lhs, w, out, m, n, k, row_bytes, magic);                                             \

@@ -29,13 +29,15 @@ const STACK_ALLOWED: &[(&str, &str, u64)] = &[
     // sinf/cosf (and sin/cos) reduce huge arguments (|x| > 105615) with the Payne-Hanek slow
     // path of CUDA's math library, which keeps its 7-word (f64: 5-word) product in a local
     // array: 32 (40) bytes of stack, touched only on that rare path. Fused groups with sin or
-    // cos have it in each of their three entry points.
+    // cos have it in each of their four entry points.
     ("fused:f32_sincos_r2", "fused", 32),
     ("fused:f32_sincos_r2", "fused_contig", 32),
     ("fused:f32_sincos_r2", "fused_vec", 32),
+    ("fused:f32_sincos_r2", "fused_vec2", 32),
     ("fused:f64_sincos_r3", "fused", 40),
     ("fused:f64_sincos_r3", "fused_contig", 40),
     ("fused:f64_sincos_r3", "fused_vec", 40),
+    ("fused:f64_sincos_r3", "fused_vec2", 40),
 ];
 
 fn required() -> bool {
