@@ -7,8 +7,11 @@ Two times per shape: `wall_us`, calls back to back from Python (the engine's per
 overhead included), and `gpu_us`, the GPU time per call with the host out of the way
 (gpu_timing.py), as a decode step replayed from a CUDA graph sees it. The bandwidth figures use
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
-L2 cache holds, so every call reads its weights from memory. `gpu_us_tensor_cores` times the
-opt-in tensor-core kernel (MAX_QGEMV_TC=1; 4-bit encodings, others ignore it).
+L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
+`rel_err_<variant>`) times the other kernels on the same weights: `general` qgemv.cu's kernel
+(MAX_QGEMV_STREAM=0), `half` the streaming kernel's 0.5 + q/256 decode (MAX_QGEMV_HALF=1) and
+`tensor_cores` the tensor-core kernel (MAX_QGEMV_TC=1); the last two take 4-bit encodings
+only (Q8_0 then runs the default kernel).
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 
@@ -28,6 +31,8 @@ import numpy as np
 import itertools
 
 from common import time_async, time_gpu, write
+
+VARIANTS = {"general": "MAX_QGEMV_STREAM", "half": "MAX_QGEMV_HALF", "tensor_cores": "MAX_QGEMV_TC"}
 from gpu_timing import Timer, our_stream
 from max import driver, engine
 from max.dtype import DType
@@ -96,10 +101,18 @@ def main() -> None:
             weight_bytes = n * kb
             ws = itertools.cycle([w] + [w.copy() for _ in range(ROTATE_BYTES // weight_bytes)])
             ours = timer(stream, lambda: model.execute(x, next(ws)))
-            # The tensor-core kernel on the same weights (4-bit encodings, opt-in).
-            os.environ["MAX_QGEMV_TC"] = "1"
-            tensor_cores = timer(stream, lambda: model.execute(x, next(ws)))
-            del os.environ["MAX_QGEMV_TC"]
+            # The other kernels on the same weights: qgemv.cu's general one, the streaming one's
+            # 0.5 + q/256 decode (4-bit encodings), the tensor-core one (4-bit encodings).
+            variants = {}
+            for name, var in VARIANTS.items():
+                os.environ[var] = "0" if var == "MAX_QGEMV_STREAM" else "1"
+                try:
+                    (vout,) = model.execute(x, w)
+                    verr = (torch.from_dlpack(vout) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+                    variants[f"gpu_us_{name}"] = round(timer(stream, lambda: model.execute(x, next(ws))) * 1e6, 1)
+                    variants[f"rel_err_{name}"] = float(f"{verr:.2e}")
+                finally:
+                    del os.environ[var]
             tx16 = tx.to(torch.bfloat16)
             tw16 = tw.to(torch.bfloat16)
             tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])
@@ -108,7 +121,7 @@ def main() -> None:
             rows.append({
                 "encoding": enc.value, "m": 1, "n": n, "k": k, "weight_MB": round(weight_bytes / 1e6, 2),
                 "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1),
-                "gpu_us_tensor_cores": round(tensor_cores * 1e6, 1), "weight_GBps": round(gbps, 1),
+                **variants, "weight_GBps": round(gbps, 1),
                 "of_copy_rate": round(gbps / copy_gbps, 3), "device_copy_GBps": round(copy_gbps, 1),
                 "torch_bf16_gemv_gpu_us": round(theirs * 1e6, 1),
                 "torch_bf16_GBps": round(n * k * 2 / theirs / 1e9, 1), "rel_err": float(f"{err:.2e}"),

@@ -264,3 +264,42 @@ def test_qmatmul_4bit_lhs_magnitudes(gpu, rng, scale, monkeypatch):
     lhs = (rng.standard_normal((1, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(1, k))).astype(np.float32)
     (g,) = execute(dev, [lhs, w], gpu)
     check_f32_product(g, lhs, cpu_dequantize(enc, w))
+
+
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("k", [1280, 4352])
+@pytest.mark.parametrize("grid", ["1", "3", None], ids=["grid1", "grid3", "grid_auto"])
+def test_qmatmul_streaming_kernel(gpu, rng, enc, k, grid, monkeypatch):
+    """The persistent streaming GEMV (qgemv_stream.cu: 16-byte aligned rows, up to 8 lhs rows):
+    K with a partial last 1024-element chunk, weight rows not a multiple of 16, blocks walking
+    several row groups (the grid capped at 1 and 3 blocks: the ring of stages runs on across
+    groups). The general kernel (MAX_QGEMV_STREAM=0) on the same inputs gives the same bits."""
+    if grid:
+        monkeypatch.setenv("MAX_QGEMV_GRID", grid)
+    run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 8)])
+    kb = k // enc.elements_per_block * enc.block_size
+    assert kb % 16 == 0
+    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (5, k)), (DType.uint8, (70, kb))], gpu)
+    w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
+    lhs = rng.standard_normal((5, k)).astype(np.float32)
+    (streamed,) = execute(dev, [lhs, w], gpu)
+    monkeypatch.setenv("MAX_QGEMV_STREAM", "0")
+    (general,) = execute(dev, [lhs, w], gpu)
+    np.testing.assert_array_equal(streamed, general)
+
+
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
+def test_qmatmul_half_decode(gpu, rng, enc, monkeypatch):
+    """The streaming kernel's opt-in 0.5 + q/256 decode (MAX_QGEMV_HALF=1, one lhs row): within
+    2^-16 of sum |lhs| |w| of the float64 product."""
+    monkeypatch.setenv("MAX_QGEMV_HALF", "1")
+    k, n = 4096, 300
+    kb = k // enc.elements_per_block * enc.block_size
+    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (n, kb))], gpu)
+    w = random_blocks(rng, enc, n, k // enc.elements_per_block)
+    lhs = rng.standard_normal((1, k)).astype(np.float32)
+    (g,) = execute(dev, [lhs, w], gpu)
+    deq = cpu_dequantize(enc, w).astype(np.float64)
+    ref = lhs.astype(np.float64) @ deq.T
+    bound = 2.0**-16 * (np.abs(lhs.astype(np.float64)) @ np.abs(deq).T)
+    assert (np.abs(g - ref) <= bound).all()

@@ -141,12 +141,112 @@ __device__ __forceinline__ float byte_float(u32 v, u32 magic, int j, float bias)
     return __int_as_float(__byte_perm(v, magic, 0x7440u | (u32)j)) - (8388608.f + bias);
 }
 
+// One chunk's contribution for the lane: its 32 elements (one 32-element block, or sub-block sb
+// of a 256-element super-block) of each of the warp's QV_CW rows, whose bytes start at bb[c],
+// against the staged lhs at lr (the lane's run of each of the MR rows, QV_LD floats apart per
+// lane), added to acc.
+//
+// HALF (4-bit encodings; `magic` then holds 0x3F000000): each quant q becomes 0.5 + q / 256 in
+// one byte permute (q under the exponent of 0.5, in the top mantissa bits), with no subtraction;
+// the sums are turned back into sum(lhs * (q - bias)) = 256 s - (128 + bias) l per half.
+// The rounding errors then grow by about 2^4 against exact decoding (the sum carries the 0.5's
+// share): results still agree with the f32 reference to about 2^-20.
+template <int E, int MR, bool HALF = false>
+__device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)[QV_CW], int sb, u32 magic,
+                                          float (&acc)[QV_CW][MR]) {
+    typedef Words<E> WD;
+    float s[QV_CW][MR][2], l[MR][2];
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+        l[r][0] = l[r][1] = 0.f;
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c) s[c][r][0] = s[c][r][1] = 0.f;
+    }
+    if (WD::FAST) {
+        u32 wd[QV_CW][WD::NW];
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c) {
+            load_words<WD::NW>(bb[c] + quant_offset<E>(sb), wd[c]);
+#pragma unroll
+            for (int i = 0; i < WD::NW; ++i) {
+                if (E == ENC_Q8_0) wd[c][i] ^= 0x80808080u;
+                if (E == ENC_Q4_K) wd[c][i] >>= 4 * (sb & 1);
+            }
+        }
+        // Word i holds elements 4i .. 4i+3 (and, SPLIT, 16+4i .. 16+4i+3 in its high nibbles).
+#pragma unroll
+        for (int i = 0; i < WD::NW; ++i) {
+#pragma unroll
+            for (int half = 0; half < (WD::SPLIT ? 2 : 1); ++half) {
+                const int t0 = 4 * i + 16 * half, h = t0 / 16;
+                float x[MR][4];
+#pragma unroll
+                for (int r = 0; r < MR; ++r) {
+                    const float4 v = *(const float4*)(lr + r * 32 * QV_LD + t0);
+                    x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
+                }
+                u32 q4[QV_CW];
+#pragma unroll
+                for (int c = 0; c < QV_CW; ++c) {
+                    const u32 v = WD::SPLIT ? (half ? wd[c][i] >> 4 : wd[c][i]) : wd[c][i];
+                    q4[c] = E == ENC_Q8_0 ? v : v & 0x0F0F0F0Fu;
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                    for (int r = 0; r < MR; ++r) l[r][h] += x[r][j];
+#pragma unroll
+                    for (int c = 0; c < QV_CW; ++c) {
+                        const float q = HALF ? __int_as_float(__byte_perm(q4[c], magic, 0x7054u | ((u32)j << 8)))
+                                             : byte_float(q4[c], magic, j, quant_bias<E>());
+#pragma unroll
+                        for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][j], q, s[c][r][h]);
+                    }
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int t4 = 0; t4 < 8; ++t4) {
+            float x[MR][4];
+#pragma unroll
+            for (int r = 0; r < MR; ++r) {
+                const float4 v = *(const float4*)(lr + r * 32 * QV_LD + 4 * t4);
+                x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int t = 4 * t4 + u, h = t / 16;
+#pragma unroll
+                for (int r = 0; r < MR; ++r) l[r][h] += x[r][u];
+#pragma unroll
+                for (int c = 0; c < QV_CW; ++c) {
+                    const float q = quant<E>(bb[c], sb, t);
+#pragma unroll
+                    for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][u], q, s[c][r][h]);
+                }
+            }
+        }
+    }
+    if (HALF) {
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+            for (int r = 0; r < MR; ++r)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) s[c][r][h] = 256.f * s[c][r][h] - (128.f + quant_bias<E>()) * l[r][h];
+    }
+#pragma unroll
+    for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) acc[c][r] += combine<E>(bb[c], sb, s[c][r], l[r]);
+}
+
 template <int E, int MR>
 __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
                                       i64 m, i64 n, i64 k, i64 row_bytes, u32 magic) {
     extern __shared__ __align__(16) u8 qv_smem[];
     typedef Qv<E, MR> S;
-    typedef Words<E> WD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 row0 = ((i64)blockIdx.x * QV_WARPS + warp) * QV_CW;
     const int sb = lane % (Enc<E>::ELEMS / 32);
@@ -218,82 +318,7 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         for (int c = 0; c < QV_CW; ++c)
             bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(w + (row0 + c) * row_bytes + b0) & 15) +
                     (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
-        float s[QV_CW][MR][2], l[MR][2];
-#pragma unroll
-        for (int r = 0; r < MR; ++r) {
-            l[r][0] = l[r][1] = 0.f;
-#pragma unroll
-            for (int c = 0; c < QV_CW; ++c) s[c][r][0] = s[c][r][1] = 0.f;
-        }
-        if (WD::FAST) {
-            u32 wd[QV_CW][WD::NW];
-#pragma unroll
-            for (int c = 0; c < QV_CW; ++c) {
-                load_words<WD::NW>(bb[c] + quant_offset<E>(sb), wd[c]);
-#pragma unroll
-                for (int i = 0; i < WD::NW; ++i) {
-                    if (E == ENC_Q8_0) wd[c][i] ^= 0x80808080u;
-                    if (E == ENC_Q4_K) wd[c][i] >>= 4 * (sb & 1);
-                }
-            }
-            // Word i holds elements 4i .. 4i+3 (and, SPLIT, 16+4i .. 16+4i+3 in its high nibbles).
-#pragma unroll
-            for (int i = 0; i < WD::NW; ++i) {
-#pragma unroll
-                for (int half = 0; half < (WD::SPLIT ? 2 : 1); ++half) {
-                    const int t0 = 4 * i + 16 * half, h = t0 / 16;
-                    float x[MR][4];
-#pragma unroll
-                    for (int r = 0; r < MR; ++r) {
-                        const float4 v = *(const float4*)(lr + r * 32 * QV_LD + t0);
-                        x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
-                    }
-                    u32 q4[QV_CW];
-#pragma unroll
-                    for (int c = 0; c < QV_CW; ++c) {
-                        const u32 v = WD::SPLIT ? (half ? wd[c][i] >> 4 : wd[c][i]) : wd[c][i];
-                        q4[c] = E == ENC_Q8_0 ? v : v & 0x0F0F0F0Fu;
-                    }
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-                        for (int r = 0; r < MR; ++r) l[r][h] += x[r][j];
-#pragma unroll
-                        for (int c = 0; c < QV_CW; ++c) {
-                            const float q = byte_float(q4[c], magic, j, quant_bias<E>());
-#pragma unroll
-                            for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][j], q, s[c][r][h]);
-                        }
-                    }
-                }
-            }
-        } else {
-#pragma unroll
-            for (int t4 = 0; t4 < 8; ++t4) {
-                float x[MR][4];
-#pragma unroll
-                for (int r = 0; r < MR; ++r) {
-                    const float4 v = *(const float4*)(lr + r * 32 * QV_LD + 4 * t4);
-                    x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
-                }
-#pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    const int t = 4 * t4 + u, h = t / 16;
-#pragma unroll
-                    for (int r = 0; r < MR; ++r) l[r][h] += x[r][u];
-#pragma unroll
-                    for (int c = 0; c < QV_CW; ++c) {
-                        const float q = quant<E>(bb[c], sb, t);
-#pragma unroll
-                        for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][u], q, s[c][r][h]);
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < QV_CW; ++c)
-#pragma unroll
-            for (int r = 0; r < MR; ++r) acc[c][r] += combine<E>(bb[c], sb, s[c][r], l[r]);
+        chunk_dot<E, MR>(lr, bb, sb, magic, acc);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 #pragma unroll

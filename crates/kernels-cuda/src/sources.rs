@@ -61,7 +61,11 @@ pub const QGEMV_TC: Family = Family {
 /// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings).
 pub const QGEMV: Family = Family {
     name: "qgemv",
-    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv.cu")),
+    source: concat!(
+        include_str!("../kernels/quant_common.cuh"),
+        include_str!("../kernels/qgemv.cu"),
+        include_str!("../kernels/qgemv_stream.cu")
+    ),
 };
 
 /// The reduction families (kernels/reduction_common.cuh in front of each; every file starts

@@ -93,37 +93,7 @@ pub fn qmatmul(
         return qgemv_tc(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
     }
     if m <= GEMV_MAX_ROWS {
-        let mr = rows_variant(m);
-        let f = function(stream.context(), &QGEMV, &format!("qgemv_{}_m{mr}", enc.suffix()))?;
-        let (elems, bytes) = enc.block();
-        let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
-        // A ring of stages, each the lhs chunk and the weight slots.
-        let stages = match mr {
-            1 | 2 => 4,
-            4 => 3,
-            _ => 2,
-        };
-        let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
-        if smem > 48 * 1024 {
-            f.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem as i32,
-            )
-            .map_err(Error::driver("cuFuncSetAttribute"))?;
-        }
-        let blocks = n.div_ceil(QV_ROWS_PER_BLOCK);
-        if blocks > i32::MAX as usize {
-            return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
-        }
-        let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
-        let (mi, ni, ki, rb) = (m as i64, n as i64, k as i64, row_bytes as i64);
-        let mut l = stream.launch_builder(&f);
-        // 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).
-        let magic: u32 = 0x4B00_0000;
-        l.arg(&lhs).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb).arg(&magic);
-        // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32.
-        unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
-        return Ok(());
+        return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
     }
     let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", enc.suffix()))?;
     large_m(stream, DType::Float32, (lhs, out), (m, n, k), |n0, nc, wt| {
@@ -134,6 +104,110 @@ pub fn qmatmul(
         unsafe { l.launch(grid((k * nc) as u64)) }.map_err(Error::driver("cuLaunchKernel(dequant_t)"))?;
         Ok(())
     })
+}
+
+/// Whether qmatmul at M <= 8 takes qgemv_stream.cu (persistent, precomputed copy offsets): the
+/// word-decoded encodings over 16-byte aligned rows and lhs, on sm_90 and later.
+/// `MAX_QGEMV_STREAM=0` forces qgemv.cu's general kernel; `MAX_QGEMV_GRID=n` caps the streaming
+/// kernel's grid; `MAX_QGEMV_HALF=1` takes its 0.5 + q / 256 decode at M = 1 (4-bit encodings).
+fn streaming_gemv(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (lhs, w): (u64, u64),
+    (n, k, row_bytes): (usize, usize, usize),
+) -> Result<bool> {
+    if !matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
+        || (lhs | w) % 16 != 0
+        || row_bytes % 16 != 0
+        || n >= i32::MAX as usize
+        || k >= i32::MAX as usize
+        || std::env::var("MAX_QGEMV_STREAM").as_deref() == Ok("0")
+    {
+        return Ok(false);
+    }
+    Ok(arch_major(stream)? >= 9)
+}
+
+/// The device's compute capability major version (9 on Hopper).
+fn arch_major(stream: &Arc<CudaStream>) -> Result<u32> {
+    let arch = crate::modules::arch_name(stream.context())?;
+    Ok(arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().unwrap_or(0) / 10)
+}
+
+/// qmatmul for m <= 8 lhs rows: qgemv.cu (one block per 16 weight rows) or qgemv_stream.cu.
+fn qgemv(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (lhs, w, out): (u64, u64, u64),
+    (m, n, k, row_bytes): (usize, usize, usize, usize),
+) -> Result<()> {
+    let mr = rows_variant(m);
+    let streaming = streaming_gemv(stream, enc, (lhs, w), (n, k, row_bytes))?;
+    // qgemv_stream.cu's 0.5 + q / 256 decode (opt-in: larger rounding errors).
+    let half = streaming && mr == 1 && enc != Encoding::Q8_0 && std::env::var("MAX_QGEMV_HALF").as_deref() == Ok("1");
+    let prefix = if half {
+        "h_"
+    } else if streaming {
+        "s_"
+    } else {
+        ""
+    };
+    let name = format!("qgemv_{prefix}{}_m{mr}", enc.suffix());
+    let f = function(stream.context(), &QGEMV, &name)?;
+    let (elems, bytes) = enc.block();
+    let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
+    // A ring of stages, each the lhs chunk and the weight slots.
+    let stages = match mr {
+        1 | 2 => 4,
+        4 => 3,
+        _ => 2,
+    };
+    // The streaming kernel adds an mbarrier per stage.
+    let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot + if streaming { 8 } else { 0 })) as u32;
+    if smem > 48 * 1024 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    }
+    let groups = n.div_ceil(QV_ROWS_PER_BLOCK);
+    if groups > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
+    }
+    let blocks = if streaming {
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(256, smem as usize, None)
+            .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+            .max(1) as usize;
+        let sms = stream
+            .context()
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(Error::driver("cuDeviceGetAttribute"))?
+            .max(1) as usize;
+        // MAX_QGEMV_GRID=n caps the grid (tests: several row groups per block).
+        let cap = std::env::var("MAX_QGEMV_GRID").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&g| g > 0);
+        groups.min(per_sm * sms).min(cap.unwrap_or(usize::MAX))
+    } else {
+        groups
+    };
+    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
+    let mut l = stream.launch_builder(&f);
+    // 2^23's bit pattern (see byte_float in qgemv.cu), or 0.5's for the streaming kernel's
+    // 4-bit decode (chunk_dot's HALF); an argument rather than a constant.
+    let magic: u32 = if half { 0x3F00_0000 } else { 0x4B00_0000 };
+    let rb = row_bytes as i64;
+    let (mi, ni, ki) = (m as i64, n as i64, k as i64);
+    let (ms, ns, ks) = (m as i32, n as i32, k as i32);
+    if streaming {
+        l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&magic);
+    } else {
+        l.arg(&lhs).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb).arg(&magic);
+    }
+    // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32; the
+    // streaming kernel's int arguments fit (streaming_gemv).
+    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
+    Ok(())
 }
 
 /// Whether qmatmul takes the tensor-core GEMV (qgemv_tc.cu): 4-bit encodings, one or two lhs
@@ -147,9 +221,7 @@ fn tensor_core_gemv(stream: &Arc<CudaStream>, enc: Encoding, m: usize, w: u64, r
     if std::env::var("MAX_QGEMV_TC").as_deref() != Ok("1") {
         return Ok(false);
     }
-    let arch = crate::modules::arch_name(stream.context())?;
-    let major: u32 = arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().unwrap_or(0) / 10;
-    Ok(major >= 8)
+    Ok(arch_major(stream)? >= 8)
 }
 
 /// Matches TC_ROWS, TC_CHUNK, TC_ST and Tc::SMEM in qgemv_tc.cu.

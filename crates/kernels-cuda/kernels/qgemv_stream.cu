@@ -1,0 +1,146 @@
+#line 1 "qgemv_stream.cu"
+// qgemv_stream.cu: the decode GEMV of qgemv.cu (qgemv_s_<enc>_m{1,2,4,8}) for the word-decoded
+// encodings (Q4_0, Q4_1, Q8_0, Q4_K) on sm_90, when the weights are 16-byte aligned rows (the
+// base pointer and row_bytes multiples of 16) and lhs is 16-byte aligned: launch/quant.rs picks
+// it then, and qgemv.cu's general kernel otherwise. Same block shape (8 warps, 16 weight rows),
+// chunking, stage layout and per-lane arithmetic (chunk_dot); at M = 1 the general kernel is
+// bound by instruction issue (an H200 profile: 0.8 instructions issued per scheduler and cycle,
+// 37% of DRAM bandwidth, about 8 instructions per weight), so this one cuts instructions:
+//
+// - Bulk copies: lane c < 2 of each warp copies the chunk of the warp's row c (contiguous) with
+//   cp.async.bulk, completing on the stage's mbarrier; each thread copies its 16 bytes of lhs
+//   with cp.async (the lane runs of the staged lhs are padded, so no single copy fills them).
+//   Per-thread 16-byte cp.async copies of the weights cost about 1.5 instructions per weight in
+//   address arithmetic.
+// - Optionally (qgemv_h_*, MAX_QGEMV_HALF=1; one lhs row, 4-bit encodings) quants decode to
+//   0.5 + q / 256 (chunk_dot's HALF): one permute per weight, no subtraction, at the price of
+//   about 2^4 larger rounding errors.
+// - Persistent: a grid of at most (blocks per SM) x SMs blocks, block b taking row groups
+//   b, b + gridDim.x, ...; the ring of stages runs on across groups, so the next group's first
+//   chunks are in flight while this group's last one is decoded (with K = 4096 a group is four
+//   chunks, and a block per group filled and drained the ring each time).
+//
+// The __syncthreads after the waits of step it (the stage's mbarrier, this thread's cp.async
+// group) publishes every thread's lhs copies and tells every warp that the stage refilled next,
+// the one read in step it - 1, is free.
+
+__device__ __forceinline__ u32 qs_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+template <int E, int MR, bool HALF>
+__device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
+                                        int m, int n, int k, i64 row_bytes, u32 magic) {
+#if __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) u8 qv_smem[];
+    typedef Qv<E, MR> S;
+    u64* full = (u64*)(qv_smem + S::ST * S::BUF);  // one mbarrier per stage
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int sb = lane % (Enc<E>::ELEMS / 32);
+    const int chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
+    const int groups = (n + QV_ROWS - 1) / QV_ROWS;
+    const int my_groups = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int items = my_groups * chunks;
+    if (tid < S::ST) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qs_addr(&full[tid])), "n"(QV_ROWS));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncthreads();
+    // This thread's lhs vector: floats 4 tid .. 4 tid + 3 of the chunk, in lane run tid / 8.
+    const int lhs_dst = (tid / 8) * QV_LD + (4 * tid) % 32;
+
+    // Stages the next item: each thread its lhs vector of each row (cp.async, one group per
+    // stage), lane c < QV_CW of each warp the chunk of the warp's row c (a bulk copy completing
+    // on the stage's mbarrier, which expects one arrival per row of the block).
+    int st_g = blockIdx.x, st_ch = 0, st_buf = 0;
+    auto stage = [&]() {
+        if (st_g < groups) {
+            const int k0 = st_ch * QV_CHUNK;
+            float* ls = (float*)(qv_smem + st_buf * S::BUF);
+            const bool lok = 4 * tid < k - k0;
+#pragma unroll
+            for (int r = 0; r < MR; ++r) {
+                const bool ok = lok && r < m;
+                cp_async16(ls + r * 32 * QV_LD + lhs_dst, ok ? lhs + (i64)r * k + k0 + 4 * tid : lhs, ok);
+            }
+            if (lane < QV_CW) {
+                const int row = st_g * QV_ROWS + warp * QV_CW + lane;
+                const i64 b0 = (i64)st_ch * Chunk<E>::BYTES;
+                const u32 bytes = row < n ? (u32)min((i64)Chunk<E>::BYTES, row_bytes - b0) : 0u;  // a multiple of 16
+                const u32 bar = qs_addr(&full[st_buf]);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+                if (bytes)
+                    asm volatile(
+                        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                            qs_addr(qv_smem + st_buf * S::BUF + S::LHS + (warp * QV_CW + lane) * Chunk<E>::SLOT)),
+                        "l"(w + (i64)row * row_bytes + b0), "r"(bytes), "r"(bar)
+                        : "memory");
+            }
+        }
+        cp_async_commit();
+        if (++st_ch == chunks) st_ch = 0, st_g += gridDim.x;
+        if (++st_buf == S::ST) st_buf = 0;
+    };
+
+#pragma unroll
+    for (int s = 0; s < S::ST - 1; ++s) stage();
+    float acc[QV_CW][MR];
+#pragma unroll
+    for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
+    const int lane_bytes = (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
+    int g = blockIdx.x, ch = 0, buf = 0;
+    u32 phase = 0;
+    for (int it = 0; it < items; ++it) {
+        cp_async_wait<S::ST - 2>();  // this thread's lhs copies of item it have landed
+        const u32 bar = qs_addr(&full[buf]);
+        asm volatile(
+            "{\n.reg .pred p;\nQS_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra QS_WAIT;\n}\n" ::"r"(
+                bar),
+            "r"(phase)
+            : "memory");
+        __syncthreads();  // everyone's lhs copies too; every warp is past step it - 1, whose stage is refilled now
+        stage();
+        if (ch * QV_CHUNK + 32 * lane < k) {
+            const u8* sbase = qv_smem + buf * S::BUF;
+            const u8* bb[QV_CW];
+#pragma unroll
+            for (int c = 0; c < QV_CW; ++c) bb[c] = sbase + S::LHS + (warp * QV_CW + c) * Chunk<E>::SLOT + lane_bytes;
+            chunk_dot<E, MR, HALF>((const float*)sbase + lane * QV_LD, bb, sb, magic, acc);
+        }
+        if (++ch == chunks) {
+            const int row0 = g * QV_ROWS + warp * QV_CW;
+#pragma unroll
+            for (int c = 0; c < QV_CW; ++c)
+#pragma unroll
+                for (int r = 0; r < MR; ++r) {
+                    float v = acc[c][r];
+#pragma unroll
+                    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+                    if (lane == 0 && r < m && row0 + c < n) out[(i64)r * n + row0 + c] = v;
+                    acc[c][r] = 0.f;
+                }
+            ch = 0;
+            g += gridDim.x;
+        }
+        if (++buf == S::ST) buf = 0, phase ^= 1u;
+    }
+#else
+    __trap();  // launch/quant.rs launches these on sm_90 and later only
+#endif
+}
+
+// MR >= 4 takes a minimum-blocks hint of 1: without it ptxas held qgemv_s_q8_0_m4 to 64
+// registers and spilled. qgemv_h_<enc>_m1 (4-bit encodings, one lhs row) decodes with HALF.
+#define QGEMV_S(NAME, E, MR, PRE, HALF)                                                                      \
+    extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                      \
+        qgemv_##PRE##_##NAME##_m##MR(const float* lhs, const u8* w, float* out, int m, int n, int k,        \
+                                     i64 row_bytes, u32 magic) {                                            \
+        qgemv_s<E, MR, HALF>(lhs, w, out, m, n, k, row_bytes, magic);                                       \
+    }
+#define QGEMV_S_ALL(NAME, E) \
+    QGEMV_S(NAME, E, 1, s, false) QGEMV_S(NAME, E, 2, s, false) QGEMV_S(NAME, E, 4, s, false) QGEMV_S(NAME, E, 8, s, false)
+QGEMV_S_ALL(q4_0, ENC_Q4_0)
+QGEMV_S_ALL(q4_1, ENC_Q4_1)
+QGEMV_S_ALL(q8_0, ENC_Q8_0)
+QGEMV_S_ALL(q4_k, ENC_Q4_K)
+QGEMV_S(q4_0, ENC_Q4_0, 1, h, true)
+QGEMV_S(q4_1, ENC_Q4_1, 1, h, true)
+QGEMV_S(q4_k, ENC_Q4_K, 1, h, true)
