@@ -1,6 +1,8 @@
 """GEMM on the GPU through max.engine against torch.matmul (cuBLAS) in the same process, timed
-with CUDA events after warm-up (median). bf16 and f16: 8192^3, 4096^3, and M in {1, 16, 128,
-2048} x 4096x4096 and x11008. JSON to benchmarks/results/.
+with CUDA events after warm-up (median of --reps calls), cuBLAS and ours alternating --rounds
+times (the ratio is the median of the per-round ratios, with its min and max). bf16 and f16:
+8192^3, 4096^3, and M in {1, 16, 128, 2048} x 4096x4096 and x11008. JSON to
+benchmarks/results/.
 
     python benchmarks/gpu_gemm.py
     python benchmarks/gpu_gemm.py --variants "default;MAX_GEMM_SM90_CLUSTER=1;MAX_GEMM_SM90_BN=128,MAX_GEMM_SM90_SPLITK=2" \
@@ -14,6 +16,7 @@ gpu_gemm_variants-<device>.json.
 """
 
 import argparse
+import statistics
 import os
 import sys
 
@@ -74,6 +77,7 @@ def main() -> None:
     ap.add_argument("--shapes", default=None)
     ap.add_argument("--dtypes", default="bf16,f16")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
@@ -98,7 +102,6 @@ def main() -> None:
             tb = torch.randn(k, n, device="cuda", dtype=tdtype) / 8
             a, b = driver.Buffer.from_dlpack(ta), driver.Buffer.from_dlpack(tb)
             ref = ta.float() @ tb.float()
-            theirs = cuda_time(torch, lambda: ta @ tb, args.reps)
             flops = 2 * m * k * n
             for label, env in variants:
                 saved = {key: os.environ.get(key) for key in env}
@@ -107,7 +110,13 @@ def main() -> None:
                     model = session.load(g)
                     (out,) = model.execute(a, b)
                     err = (torch.from_dlpack(out).float() - ref).abs().max().item() / ref.abs().max().item()
-                    ours = cuda_time(torch, lambda: model.execute(a, b), args.reps)
+                    # cuBLAS and ours alternate, `rounds` times each; the medians (and the
+                    # median of the per-round ratios) absorb clock drift between the two.
+                    times = [(cuda_time(torch, lambda: ta @ tb, args.reps), cuda_time(torch, lambda: model.execute(a, b), args.reps))
+                             for _ in range(max(args.rounds, 1))]
+                    theirs = statistics.median(t for t, _ in times)
+                    ours = statistics.median(o for _, o in times)
+                    ratios = [t / o for t, o in times]
                 finally:
                     for key, value in saved.items():
                         if value is None:
@@ -118,7 +127,8 @@ def main() -> None:
                 if args.variants:
                     row["variant"] = label
                 row.update({"max_tflops": round(flops / ours / 1e12, 1), "cublas_tflops": round(flops / theirs / 1e12, 1),
-                            "ratio": round(theirs / ours, 3), "rel_err": float(f"{err:.2e}")})
+                            "ratio": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
+                            "ratio_max": round(max(ratios), 3), "rel_err": float(f"{err:.2e}")})
                 rows.append(row)
                 print(rows[-1], flush=True)
     write("gpu_gemm_variants" if args.variants else "gpu_gemm", torch.cuda.get_device_name(), rows,
