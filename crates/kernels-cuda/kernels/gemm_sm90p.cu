@@ -244,8 +244,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             for (int u = cid; u < p.units; u += clusters) {
                 const Work w = decode(p, u, rank, CL);
                 for (int kt = w.k0; kt < w.k1; ++kt) {
-                    if (CL > 1) mbar_wait_cluster(&empty[stage], phase ^ 1);
-                    else mbar_wait(&empty[stage], phase ^ 1);
+                    // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
+                    mbar_wait(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
                     u8* sb = sa + P_A_BYTES;
                     mbar_expect_tx(&full[stage], STAGE_BYTES);
