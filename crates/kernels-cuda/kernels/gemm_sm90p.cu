@@ -27,7 +27,8 @@
 // completed by the bytes of its own loads and of the peer's multicast) and empty[s] (8 * CL
 // arrivals: lane 0 of each of the 8 consumer warps of every CTA in the cluster, after the warp's
 // wgmma.wait_group has retired the MMAs that read the stage; the peer must release a stage
-// before this CTA's producer multicasts into it again). Warpgroups 1 and 2 (setmaxnreg.inc to
+// before this CTA's producer multicasts into it again; arrivals and waits at the default .cta
+// semantics, see mbar_arrive_cluster). Warpgroups 1 and 2 (setmaxnreg.inc to
 // 232) each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN / 2 f32
 // registers per thread. The ring's stage and phase run on across units, so the producer loads
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
@@ -202,8 +203,9 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL) {
     if (lane == 0) {
         if (CL == 1) {
             mbar_arrive(empty);
-        } else {
-            for (int r = 0; r < CL; ++r) mbar_arrive_cluster(empty, (u32)r);
+        } else {  // CL == 2 (the launcher's only other size)
+            mbar_arrive_cluster(empty, 0u);
+            mbar_arrive_cluster(empty, 1u);
         }
     }
 }
