@@ -105,10 +105,11 @@ pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Ar
     Ok(image)
 }
 
-/// Compiles (or finds in the cache) every kernel family for `arch`, so later processes start
-/// without compiling. Needs NVRTC but no GPU.
-pub fn warm_cache(arch: &str) -> Result<()> {
-    for family in crate::sources::ALL {
+/// Compiles (or finds in the cache) the kernel families named in `only`, or every family when
+/// `only` is `None`, for `arch`, so later processes start without compiling. Needs NVRTC but
+/// no GPU. An unknown name is an error listing the known ones.
+pub fn warm_cache(arch: &str, only: Option<&[String]>) -> Result<()> {
+    for family in crate::sources::select(only)? {
         compiled(family, arch, Target::Cubin)?;
     }
     Ok(())

@@ -108,6 +108,17 @@ pub const ALL: &[Family] = &[
     SORT,
 ];
 
+/// The families named in `only` (all of them for `None`), in `ALL`'s order; an unknown name is
+/// an `Unsupported` error listing the known ones.
+pub fn select(only: Option<&[String]>) -> crate::Result<Vec<&'static Family>> {
+    let Some(names) = only else { return Ok(ALL.iter().collect()) };
+    if let Some(bad) = names.iter().find(|n| !ALL.iter().any(|f| f.name == n.as_str())) {
+        let known: Vec<&str> = ALL.iter().map(|f| f.name).collect();
+        return Err(crate::Error::Unsupported(format!("unknown kernel family {bad:?}; known: {}", known.join(", "))));
+    }
+    Ok(ALL.iter().filter(|f| names.iter().any(|n| n == f.name)).collect())
+}
+
 impl Family {
     /// The exact text NVRTC compiles. The `#line` directive keeps error lines relative to the
     /// family's own file.

@@ -1,4 +1,5 @@
-//! Every kernel family compiles with NVRTC for sm_90a, to a cubin and to PTX, with no GPU.
+//! Kernel families compile with NVRTC for sm_90a, with no GPU (every family's PTX, and its
+//! ptxas check, is in tests/ptxas.rs).
 //! Skips (with a message) when libnvrtc cannot be found, unless MAX_REQUIRE_NVRTC=1 (CI sets
 //! it, so a broken kernel cannot land silently).
 
@@ -15,16 +16,16 @@ fn nvrtc_or_skip() -> bool {
     }
 }
 
+/// Every family's PTX is compiled (and assembled by ptxas) in tests/ptxas.rs; here the cubin
+/// target, which runs NVRTC's own assembler, on the smaller families.
 #[test]
-fn every_family_compiles_for_sm90a() {
+fn small_families_compile_to_cubins_for_sm90a() {
     if !nvrtc_or_skip() {
         return;
     }
-    for family in sources::ALL {
+    for family in [&sources::FILL, &sources::CAST] {
         let cubin = compile(family, "sm_90a", Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin is not an ELF image", family.name);
-        let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap()).unwrap();
-        assert!(ptx.contains(".target sm_90a"), "{}", family.name);
     }
 }
 

@@ -257,14 +257,29 @@ fn check(ptxas: &Path, modules: Vec<(String, Vec<u8>)>) {
 #[test]
 fn every_family_is_clean_under_ptxas() {
     let Some(ptxas) = tools() else { return };
-    let modules = sources::ALL
-        .iter()
-        .map(|f| {
-            let ptx = compile(f, ARCH, Target::Ptx).unwrap_or_else(|e| panic!("{e}"));
-            (f.name.to_string(), ptx)
-        })
-        .collect();
-    check(&ptxas, modules);
+    // NVRTC is thread-safe for distinct programs: compile on every core (CI has two).
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(sources::ALL.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut modules: Vec<(usize, String, Vec<u8>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(f) = sources::ALL.get(i) else { return done };
+                        let ptx = compile(f, ARCH, Target::Ptx).unwrap_or_else(|e| panic!("{e}"));
+                        let text = String::from_utf8_lossy(&ptx);
+                        assert!(text.contains(&format!(".target {ARCH}")), "{} PTX is not for {ARCH}", f.name);
+                        done.push((i, f.name.to_string(), ptx));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
+    modules.sort_by_key(|m| m.0);
+    check(&ptxas, modules.into_iter().map(|(_, n, p)| (n, p)).collect());
 }
 
 fn node(op: OpKind, args: Vec<Arg>, dtype: DType) -> Node {

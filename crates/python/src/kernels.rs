@@ -11,10 +11,16 @@ fn kernel_err(e: max_kernels_cuda::Error) -> PyErr {
     PyRuntimeError::new_err(e.to_string())
 }
 
-/// {family: image} for every kernel family, compiled now (no cache) for `arch`.
+/// {family: image} for the kernel families named in `families` (default: every one), compiled
+/// now (no cache) for `arch`.
 #[pyfunction]
-#[pyo3(signature = (arch = "sm_90a", target = "cubin"))]
-fn _compile_kernels<'py>(py: Python<'py>, arch: &str, target: &str) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (arch = "sm_90a", target = "cubin", families = None))]
+fn _compile_kernels<'py>(
+    py: Python<'py>,
+    arch: &str,
+    target: &str,
+    families: Option<Vec<String>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let target = match target {
         "cubin" => Target::Cubin,
         "ptx" => Target::Ptx,
@@ -22,9 +28,10 @@ fn _compile_kernels<'py>(py: Python<'py>, arch: &str, target: &str) -> PyResult<
             return Err(PyValueError::new_err(format!("target must be 'cubin' or 'ptx', got {other:?}")));
         }
     };
+    let selected = sources::select(families.as_deref()).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let arch = arch.to_string();
     let images = py.detach(move || {
-        sources::ALL.iter().map(|f| compile(f, &arch, target).map(|img| (f.name, img))).collect::<Result<Vec<_>, _>>()
+        selected.into_iter().map(|f| compile(f, &arch, target).map(|img| (f.name, img))).collect::<Result<Vec<_>, _>>()
     });
     let out = PyDict::new(py);
     for (name, img) in images.map_err(kernel_err)? {
@@ -49,12 +56,19 @@ fn _kernel_cache_dir() -> Option<String> {
     cache_dir().map(|p| p.display().to_string())
 }
 
-/// Compiles every kernel family for `arch` through the cache (memory, then disk, then NVRTC).
+/// Compiles the kernel families named in `families` (default: every one) for `arch` through the
+/// cache (memory, then disk, then NVRTC).
 #[pyfunction]
-#[pyo3(signature = (arch = "sm_90a"))]
-fn _warm_kernel_cache(py: Python<'_>, arch: &str) -> PyResult<()> {
+#[pyo3(signature = (arch = "sm_90a", families = None))]
+fn _warm_kernel_cache(py: Python<'_>, arch: &str, families: Option<Vec<String>>) -> PyResult<()> {
     let arch = arch.to_string();
-    py.detach(move || warm_cache(&arch)).map_err(kernel_err)
+    py.detach(move || warm_cache(&arch, families.as_deref())).map_err(kernel_err)
+}
+
+/// The names of every kernel family, in compile order.
+#[pyfunction]
+fn _kernel_families() -> Vec<&'static str> {
+    sources::ALL.iter().map(|f| f.name).collect()
 }
 
 /// How many times this process has launched the Hopper implicit-GEMM conv2d
@@ -84,6 +98,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_kernel_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(_nvrtc_version, m)?)?;
     m.add_function(wrap_pyfunction!(_warm_kernel_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(_kernel_families, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
     Ok(())
