@@ -69,8 +69,8 @@ __device__ __forceinline__ u32 cluster_rank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
-// Named barrier 1 over the `n` threads of the consumer warpgroups (barrier 0 is __syncthreads).
-__device__ __forceinline__ void consumers_sync(u32 n) { asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory"); }
+// Named barrier `id` over `n` threads (0 is __syncthreads).
+__device__ __forceinline__ void named_sync(u32 id, u32 n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 
 __device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
     asm volatile(

@@ -34,6 +34,15 @@
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
 //
+// Ping-pong schedule (PP, 128-column tiles only): the two consumer warpgroups take alternate units
+// of the block's sequence, each a whole 128 x 128 tile (two m64n128k16 per 16-element k step, one
+// per 64-row half, 128 accumulators per thread), so one warpgroup's epilogue runs while the other
+// keeps the tensor cores busy (CUTLASS's "ping-pong" kernel schedule). The producer still loads
+// the units in order into the one ring; a warpgroup steps over the stages of the other's units
+// without waiting on them, and a stage's empty barrier expects the 4 warps of one warpgroup per
+// CTA of the cluster. The ring's order keeps the two mainloops mostly apart: the next unit's
+// stages are loaded only as the current unit's are released.
+//
 // Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split).
 // Each CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
 // across threads), fences, and bumps the tile's counter; the CTA that brings it to `splits`
@@ -210,7 +219,14 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL) {
     }
 }
 
-template <typename T, bool BF16, bool TB, int BN>
+// Stage and phase of the ring `n` k-tiles further on.
+template <int STAGES> __device__ __forceinline__ void ring_skip(int& stage, u32& phase, int n) {
+    const int t = stage + n;
+    stage = t % STAGES;
+    phase ^= (u32)((t / STAGES) & 1);
+}
+
+template <typename T, bool BF16, bool TB, int BN, bool PP>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
     constexpr int STAGES = PRing<BN>::stages;
     constexpr int B_BYTES = BN * P_BK * 2;
@@ -230,7 +246,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8 * CL);
+            mbar_init(&empty[s], (PP ? 4 : 8) * CL);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -274,20 +290,33 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int c = wg - 1;  // consumer 0 takes rows 0..63 of the tile, consumer 1 rows 64..127
-        const int warp = tid / 32, lane = tid % 32, ctid = threadIdx.x - 128;
-        float d[BN / 2];
+        // Cooperative: consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127.
+        // Ping-pong: consumer c takes the whole tile of every other unit (index % 2 == c).
+        const int c = wg - 1;
+        const int warp = tid / 32, lane = tid % 32;
+        // This thread's index among the threads that share a tile.
+        const int ctid = PP ? tid : threadIdx.x - 128;
+        constexpr int NACC = PP ? BN : BN / 2;  // accumulators per thread
+        constexpr int SYNC_N = PP ? 128 : 256;  // threads per tile
+        const u32 sync_id = PP ? 2 + c : 1;  // named barrier of the tile's threads
+        static_assert(!PP || BN == 128, "ping-pong tiles are 128 x 128");
+        float d[NACC];
         int stage = 0;
         u32 phase = 0;
-        for (int u = cid; u < p.units; u += clusters) {
+        int index = 0;  // of the unit in this block's sequence
+        for (int u = cid; u < p.units; u += clusters, ++index) {
             const Work w = decode(p, u, rank, CL);
             const int k0 = w.k0, k1 = w.k1;
+            if (PP && (index & 1) != c) {
+                ring_skip<STAGES>(stage, phase, k1 - k0);  // the other warpgroup's unit
+                continue;
+            }
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+            for (int i = 0; i < NACC; ++i) d[i] = 0.f;
             int prev = 0;
             for (int kt = k0; kt < k1; ++kt) {
                 mbar_wait(&full[stage], phase);
-                const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
+                const u8* sa = smem + stage * STAGE_BYTES + (PP ? 0 : c * (64 * 128));
                 const u8* sb = smem + stage * STAGE_BYTES + P_A_BYTES;
                 wgmma_fence();
 #pragma unroll
@@ -295,7 +324,11 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     // K-major B: the k-th 16-element slice is 32 bytes into each row; N-major B:
                     // 16 rows (2048 bytes) further down each box.
                     const u64 desc_b = TB ? sw128_desc_nmajor(sb) + kk * (2048 >> 4) : sw128_desc(sb) + 2 * kk;
-                    Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, (kt > k0 || kk > 0) ? 1u : 0u);
+                    const u32 scale_d = (kt > k0 || kk > 0) ? 1u : 0u;
+                    Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, scale_d);
+                    // Ping-pong: the second 64-row half (64 rows of 128 bytes further), the
+                    // second half of the accumulators.
+                    if (PP) Wgmma<BN, BF16, TB>::run(d + BN / 2, sw128_desc(sa + 64 * 128) + 2 * kk, desc_b, scale_d);
                 }
                 wgmma_commit();
                 // Keep this k-tile's MMAs in flight; once the previous tile's have retired, its
@@ -311,59 +344,73 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             if (w.slot >= 0) {
                 const int tile = w.slot;
                 float* slot = (float*)p.ws + (i64)tile * p.splits * (P_BM * BN);
+                // Fragment order: 4 floats per thread and step, SYNC_N threads per step.
                 float* mine = slot + (i64)w.split * (P_BM * BN) + ctid * 4;
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j) st_cg4(mine + j * 1024, d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
+                for (int j = 0; j < NACC / 4; ++j)
+                    st_cg4(mine + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 __threadfence();
-                consumers_sync(256);
-                if (ctid == 0) *last_flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(p.splits - 1);
-                consumers_sync(256);
-                if (!*last_flag) continue;
+                int* flag = last_flag + (PP ? c : 0);
+                named_sync(sync_id, SYNC_N);
+                if (ctid == 0) *flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(p.splits - 1);
+                named_sync(sync_id, SYNC_N);
+                // (Thread 0 rewrites the flag only after the first sync of a later split unit,
+                // which every thread reaches after reading it.)
+                if (!*flag) continue;
                 __threadfence();
 #pragma unroll
-                for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+                for (int i = 0; i < NACC; ++i) d[i] = 0.f;
                 for (int s = 0; s < p.splits; ++s) {
                     const float* part = slot + (i64)s * (P_BM * BN) + ctid * 4;
 #pragma unroll
-                    for (int j = 0; j < BN / 8; ++j) ld_cg4_add(part + j * 1024, d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
+                    for (int j = 0; j < NACC / 4; ++j)
+                        ld_cg4_add(part + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 }
             }
-            const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
             const int col0 = w.nt * BN + (lane % 4) * 2;
             const int cols = (int)min(p.n - col0, (i64)BN);
-            const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
-            store_tile<T, BN>(d, p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+#pragma unroll
+            for (int h = 0; h < (PP ? 2 : 1); ++h) {
+                const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
+                const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
+                store_tile<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+            }
         }
     }
     // No CTA may exit while its peer can still arrive on its barriers.
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN)                                                              \
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP)                                                          \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN)                                                                     \
+        GEMMP_BODY(T, BF16, TB, BN, PP)                                                                 \
     }
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN) gemm_sm90p<T, BF16, TB, BN>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BN, PP) gemm_sm90p<T, BF16, TB, BN, PP>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BN, PP) asm volatile("trap;");
 #endif
-// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>; the cluster size is the launch's.
+// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[pp: ping-pong]; the cluster size
+// is the launch's.
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true)
 #else
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true)
 #endif
 
 // out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that
