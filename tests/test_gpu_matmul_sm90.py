@@ -42,6 +42,10 @@ VARIANTS = {
     "pingpong_grid3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "1", "GRID": "3"},
     "pingpong_c2_split3_grid4": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "3", "GRID": "4"},
     "pingpong_split2_grid3_transposed": {"SCHEDULE": "pingpong", "SPLITK": "2", "GRID": "3", "TRANSPOSE": "1"},
+    # one block (or one cluster) walks every unit: odd and even unit counts, and a warpgroup
+    # stepping over more than a ring's worth of the other's k-tiles (the turn barriers)
+    "pingpong_grid1_split3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "3", "GRID": "1"},
+    "pingpong_c2_grid2_split2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "2", "GRID": "2"},
 }
 
 # (M, K, N): M = 1..3, K = 8 and K % 64 != 0, M and N past the tile edges (and past the last
@@ -165,7 +169,16 @@ def test_batches(sm90, rng, monkeypatch, variant):
 
 
 @pytest.mark.parametrize(
-    "variant", ["default", "c2_n256_split3", "c1_n128_split2_grid3", "pingpong", "pingpong_c2_split3_grid4"]
+    "variant",
+    [
+        "default",
+        "c2_n256_split3",
+        "c1_n128_split2_grid3",
+        "pingpong",
+        "pingpong_c2_split3_grid4",
+        "pingpong_split2_grid3_transposed",
+        "pingpong_grid1_split3",
+    ],
 )
 def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
     # the split-K shapes: few rows, long K
@@ -192,7 +205,17 @@ def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
 
 @pytest.mark.parametrize(
     "variant",
-    ["default", "c1_n256", "c2_n256", "one_cta_per_unit", "no_tail_split", "c2_n128", "pingpong", "pingpong_c2"],
+    [
+        "default",
+        "c1_n256",
+        "c2_n256",
+        "one_cta_per_unit",
+        "no_tail_split",
+        "c2_n128",
+        "pingpong",
+        "pingpong_c2",
+        "pingpong_grid3",
+    ],
 )
 def test_many_tiles(sm90, rng, monkeypatch, variant):
     # more units than SMs: persistent CTAs walk several units, the ring running on across them;

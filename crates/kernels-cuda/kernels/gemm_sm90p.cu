@@ -40,8 +40,15 @@
 // keeps the tensor cores busy (CUTLASS's "ping-pong" kernel schedule). The producer still loads
 // the units in order into the one ring; a warpgroup steps over the stages of the other's units
 // without waiting on them, and a stage's empty barrier expects the 4 warps of one warpgroup per
-// CTA of the cluster. The ring's order keeps the two mainloops mostly apart: the next unit's
-// stages are loaded only as the current unit's are released.
+// CTA of the cluster. The mainloops take turns (turn[c], 4 arrivals: the warps of the other
+// warpgroup once they have passed the full waits of the unit before): a parity wait only tells
+// a phase from the one before it, so a warpgroup that stepped over the other's stages must not
+// wait on a stage whose previous fill (in the other's unit) may not have landed yet; once the
+// previous unit's full waits are all passed, every fill before this unit has landed and this
+// warpgroup's waits are at most one phase ahead, as in the cooperative schedule. (Without the
+// turns a warpgroup stepping over more than STAGES - 1 k-tiles could pass a wait at once, read
+// a stale stage and release it early, and the barriers' phases fell apart.) The epilogues are
+// not ordered: they touch no shared memory but the warpgroup's own split-K flag.
 //
 // Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split).
 // Each CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
@@ -238,6 +245,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     u64* full = (u64*)(smem + STAGES * STAGE_BYTES);
     u64* empty = full + STAGES;
     int* last_flag = (int*)(empty + STAGES);
+    // Ping-pong: turn[c] completes a phase when warpgroup c may start its next unit's mainloop.
+    u64* turn = (u64*)(last_flag + 4);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     // Cluster size (1 or 2: the launch attribute) and this CTA's rank in its cluster.
     const int CL = (int)cluster_size();
@@ -248,6 +257,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], (PP ? 4 : 8) * CL);
         }
+        if (PP) mbar_init(&turn[0], 4), mbar_init(&turn[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     // The peer's barriers must be initialised before anything is multicast or arrived on them.
@@ -304,12 +314,20 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         int stage = 0;
         u32 phase = 0;
         int index = 0;  // of the unit in this block's sequence
+        u32 turn_phase = 0;  // ping-pong: of this warpgroup's next wait on turn[c]
         for (int u = cid; u < p.units; u += clusters, ++index) {
             const Work w = decode(p, u, rank, CL);
             const int k0 = w.k0, k1 = w.k1;
             if (PP && (index & 1) != c) {
                 ring_skip<STAGES>(stage, phase, k1 - k0);  // the other warpgroup's unit
                 continue;
+            }
+            // Ping-pong: wait until the other warpgroup has passed the full waits of the unit
+            // before (index - 1, always its own), which arrives on turn[c] once per unit; it
+            // cannot arrive again before this wait, as its next unit waits on this one's turn.
+            if (PP && index > 0) {
+                mbar_wait(&turn[c], turn_phase);
+                turn_phase ^= 1;
             }
 #pragma unroll
             for (int i = 0; i < NACC; ++i) d[i] = 0.f;
@@ -337,6 +355,12 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 if (kt > k0) release(&empty[prev], lane, CL);
                 prev = stage;
                 if (++stage == STAGES) stage = 0, phase ^= 1;
+            }
+            // Ping-pong: every full wait of this unit passed; the other warpgroup's turn (an
+            // arrival nobody waits on when this was the block's last unit).
+            if (PP) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&turn[c ^ 1]);
             }
             wgmma_wait0();
             if (k1 > k0) release(&empty[prev], lane, CL);

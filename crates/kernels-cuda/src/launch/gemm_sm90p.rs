@@ -58,11 +58,12 @@ pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
 }
 
 /// Shared memory of a block: the ring (4 x 48 KB or 7 x 32 KB, as `PRing` in the kernel), its
-/// 2 * stages barriers, the split-K flags (one per consumer warpgroup), and slack to align the ring to 1024 bytes: at most
-/// 230,528 bytes, within the 232,448 (227 KB) a Hopper block may have.
+/// 2 * stages barriers, 16 bytes of split-K flags (one per consumer warpgroup), the ping-pong
+/// schedule's two turn barriers, and slack to align the ring to 1024 bytes: at most 230,544
+/// bytes, within the 232,448 (227 KB) a Hopper block may have.
 fn smem_bytes(bn: usize) -> u32 {
     let stages = if bn == 256 { 4 } else { 7 };
-    (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 1024) as u32
+    (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 2 * 8 + 1024) as u32
 }
 
 fn env_usize(key: &str) -> Option<usize> {
