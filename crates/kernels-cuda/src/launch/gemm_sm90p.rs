@@ -146,9 +146,11 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     let sms = sms.max(1);
     let k_tiles = k.div_ceil(BK).max(1);
     let m_tiles = rows.div_ceil(BM);
-    // Clusters of 2 (B multicast) measured slower on an H200 than single CTAs at every shape
-    // tried (8192^3: 394 vs 565 TFLOP/s; 4096^3: 376 vs 634): opt-in until that is understood.
-    let cluster_for = |_m_tiles: usize| knobs.cluster.unwrap_or(1);
+    // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048), where they measured faster on
+    // an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670 TFLOP/s, 4096^3 666 vs 642,
+    // 2048 x 4096 x 4096 627 vs 618); with few row tiles a cluster's second CTA idles
+    // (128 x 4096 x 4096: 145 vs 193).
+    let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 { 2 } else { 1 });
     let pingpong = knobs.pingpong.unwrap_or(false);
     let mut best: Option<(f64, usize, usize)> = None;
     for bn in [256, 128] {
@@ -516,22 +518,25 @@ mod tests {
     fn heuristic_fills_the_gpu() {
         let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
         assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
+        // From 16 row tiles, clusters of 2.
         let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
-        assert_eq!((p.bn, p.cluster, p.splits), (256, 1, 1));
+        assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
+        assert_eq!(plan(1920, 8192, 8192, 1, 132, Knobs::default()).unwrap().cluster, 1);
         // 688 tiles on 132 SMs: 5 full waves, the 28 tiles left split.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
+        let c1 = Knobs { cluster: Some(1), ..Knobs::default() };
+        let p = plan(2048, 11008, 4096, 1, 132, c1).unwrap();
         assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units), (256, 1, 688, 660), "{p:?}");
         assert!(p.splits > 1, "{p:?}");
-        // Clusters of 2 when asked: 344 cluster tiles on 66 clusters, the 14 left split 4 ways.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { cluster: Some(2), ..Knobs::default() }).unwrap();
+        // Clusters of 2: 344 cluster tiles on 66 clusters, the 14 left split 4 ways.
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
         assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.splits), (256, 2, 344, 330, 4), "{p:?}");
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..Knobs::default() }).unwrap();
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..c1 }).unwrap();
         assert_eq!((p.dp_units, p.splits), (688, 1));
     }
 
     #[test]
     fn pingpong_takes_128_column_tiles() {
-        let pp = Knobs { pingpong: Some(true), ..Knobs::default() };
+        let pp = Knobs { pingpong: Some(true), cluster: Some(1), ..Knobs::default() };
         let p = plan(8192, 8192, 8192, 1, 132, pp).unwrap();
         assert_eq!((p.bn, p.cluster, p.n_tiles, p.pingpong), (128, 1, 64, true), "{p:?}");
         let p = plan(8192, 8192, 8192, 1, 132, Knobs { bn: Some(256), cluster: Some(2), ..pp }).unwrap();
