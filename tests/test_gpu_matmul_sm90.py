@@ -20,7 +20,7 @@ from max.graph import DeviceRef, Graph, TensorType, ops
 pytestmark = pytest.mark.gpu
 GPU = DeviceRef.GPU()
 TOL = {DType.float16: 1.5e-2, DType.bfloat16: 5e-2}
-KNOBS = ("LEGACY", "PERSISTENT", "CLUSTER", "SPLITK", "BN", "GRID", "GROUP_M", "TRANSPOSE", "MIN_M", "TAIL")
+KNOBS = ("LEGACY", "PERSISTENT", "CLUSTER", "SPLITK", "BN", "GRID", "GROUP_M", "TRANSPOSE", "MIN_M", "TAIL", "SCHEDULE")
 
 VARIANTS = {
     "default": {},
@@ -35,6 +35,17 @@ VARIANTS = {
     "c2_n128_split5_grid4_group3": {"CLUSTER": "2", "BN": "128", "SPLITK": "5", "GRID": "4", "GROUP_M": "3"},
     "c2_transposed": {"CLUSTER": "2", "TRANSPOSE": "1"},
     "c1_n128_transposed_split2": {"CLUSTER": "1", "BN": "128", "SPLITK": "2", "TRANSPOSE": "1"},
+    # ping-pong: each consumer warpgroup on its own 128 x 128 tile, alternating units; small grids
+    # give every block several units, so both warpgroups work and step over each other's stages
+    "pingpong": {"SCHEDULE": "pingpong"},
+    "pingpong_c2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "1"},
+    "pingpong_grid3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "1", "GRID": "3"},
+    "pingpong_c2_split3_grid4": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "3", "GRID": "4"},
+    "pingpong_split2_grid3_transposed": {"SCHEDULE": "pingpong", "SPLITK": "2", "GRID": "3", "TRANSPOSE": "1"},
+    # one block (or one cluster) walks every unit: odd and even unit counts, and a warpgroup
+    # stepping over more than a ring's worth of the other's k-tiles (the turn barriers)
+    "pingpong_grid1_split3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "3", "GRID": "1"},
+    "pingpong_c2_grid2_split2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "2", "GRID": "2"},
 }
 
 # (M, K, N): M = 1..3, K = 8 and K % 64 != 0, M and N past the tile edges (and past the last
@@ -157,7 +168,18 @@ def test_batches(sm90, rng, monkeypatch, variant):
     check(sm90, rng, DType.bfloat16, (2, 3, 1, 200), (1, 200, 264))
 
 
-@pytest.mark.parametrize("variant", ["default", "c2_n256_split3", "c1_n128_split2_grid3"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "default",
+        "c2_n256_split3",
+        "c1_n128_split2_grid3",
+        "pingpong",
+        "pingpong_c2_split3_grid4",
+        "pingpong_split2_grid3_transposed",
+        "pingpong_grid1_split3",
+    ],
+)
 def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
     # the split-K shapes: few rows, long K
     use(monkeypatch, variant)
@@ -165,7 +187,9 @@ def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
     check(sm90, rng, DType.float16, (200, 2056), (2056, 1000))
 
 
-@pytest.mark.parametrize("variant", ["default", "c2_n256_split3", "c2_n128_split5_grid4_group3"])
+@pytest.mark.parametrize(
+    "variant", ["default", "c2_n256_split3", "c2_n128_split5_grid4_group3", "pingpong_c2_split3_grid4"]
+)
 def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
     use(monkeypatch, variant)
     dtype = DType.bfloat16
@@ -179,7 +203,20 @@ def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
     np.testing.assert_allclose(a.astype(np.float64), ref, rtol=5e-2, atol=5e-2)
 
 
-@pytest.mark.parametrize("variant", ["default", "c1_n256", "one_cta_per_unit", "no_tail_split", "c2_n128"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "default",
+        "c1_n256",
+        "c2_n256",
+        "one_cta_per_unit",
+        "no_tail_split",
+        "c2_n128",
+        "pingpong",
+        "pingpong_c2",
+        "pingpong_grid3",
+    ],
+)
 def test_many_tiles(sm90, rng, monkeypatch, variant):
     # more units than SMs: persistent CTAs walk several units, the ring running on across them;
     # by default (132 SMs) the 81 cluster tiles leave a last wave of 15, split 4 ways over K

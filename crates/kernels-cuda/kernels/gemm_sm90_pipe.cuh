@@ -22,18 +22,21 @@ __device__ __forceinline__ void mbar_arrive(u64* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
 }
 // Arrive on the barrier at the same shared-memory offset in CTA `rank` of this cluster (this
-// CTA included), releasing this thread's prior accesses at cluster scope.
+// CTA included). The default .release.cta semantics, as CUTLASS's ClusterBarrier::arrive: the
+// only accesses ordered by the empty barriers are wgmma's shared-memory reads, retired by
+// wgmma.wait_group before the arrival, and the peer's TMA writes after its producer's wait.
+// (.release.cluster made every arrival a cluster-scope fence, and the producer's
+// .acquire.cluster wait another, on the critical path of every k-tile of a clustered launch.)
 __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 rank) {
     asm volatile(
         "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(s_addr(bar)),
+        "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(s_addr(bar)),
         "r"(rank)
         : "memory");
 }
 // Waits for the phase with this parity to complete. A wait longer than 20 s (%globaltimer, in
 // ns) cannot be a slow GEMM stage, only a pipeline bug: it traps, so the launch fails with an
-// error instead of hanging the process. SEM is "" or ".acquire.cluster" (barriers that other CTAs
-// arrive on).
+// error instead of hanging the process. SEM is "" (.acquire.cta) or a stronger semantics.
 #define MBAR_WAIT(SEM)                                                                               \
     asm volatile(                                                                                    \
         "{\n.reg .pred p;\n.reg .u64 t0, t1;\n"                                                      \
@@ -52,7 +55,6 @@ __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 rank) {
         "r"(parity)                                                                                  \
         : "memory")
 __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) { MBAR_WAIT(""); }
-__device__ __forceinline__ void mbar_wait_cluster(u64* bar, u32 parity) { MBAR_WAIT(".acquire.cluster"); }
 // Every thread of every CTA of the cluster (threads that exited excepted) meets here.
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
@@ -67,8 +69,8 @@ __device__ __forceinline__ u32 cluster_rank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
-// Named barrier 1 over the `n` threads of the consumer warpgroups (barrier 0 is __syncthreads).
-__device__ __forceinline__ void consumers_sync(u32 n) { asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory"); }
+// Named barrier `id` over `n` threads (0 is __syncthreads).
+__device__ __forceinline__ void named_sync(u32 id, u32 n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 
 __device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
     asm volatile(

@@ -27,11 +27,28 @@
 // completed by the bytes of its own loads and of the peer's multicast) and empty[s] (8 * CL
 // arrivals: lane 0 of each of the 8 consumer warps of every CTA in the cluster, after the warp's
 // wgmma.wait_group has retired the MMAs that read the stage; the peer must release a stage
-// before this CTA's producer multicasts into it again). Warpgroups 1 and 2 (setmaxnreg.inc to
+// before this CTA's producer multicasts into it again; arrivals and waits at the default .cta
+// semantics, see mbar_arrive_cluster). Warpgroups 1 and 2 (setmaxnreg.inc to
 // 232) each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN / 2 f32
 // registers per thread. The ring's stage and phase run on across units, so the producer loads
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
+//
+// Ping-pong schedule (PP, 128-column tiles only): the two consumer warpgroups take alternate units
+// of the block's sequence, each a whole 128 x 128 tile (two m64n128k16 per 16-element k step, one
+// per 64-row half, 128 accumulators per thread), so one warpgroup's epilogue runs while the other
+// keeps the tensor cores busy (CUTLASS's "ping-pong" kernel schedule). The producer still loads
+// the units in order into the one ring; a warpgroup steps over the stages of the other's units
+// without waiting on them, and a stage's empty barrier expects the 4 warps of one warpgroup per
+// CTA of the cluster. The mainloops take turns (turn[c], 4 arrivals: the warps of the other
+// warpgroup once they have passed the full waits of the unit before): a parity wait only tells
+// a phase from the one before it, so a warpgroup that stepped over the other's stages must not
+// wait on a stage whose previous fill (in the other's unit) may not have landed yet; once the
+// previous unit's full waits are all passed, every fill before this unit has landed and this
+// warpgroup's waits are at most one phase ahead, as in the cooperative schedule. (Without the
+// turns a warpgroup stepping over more than STAGES - 1 k-tiles could pass a wait at once, read
+// a stale stage and release it early, and the barriers' phases fell apart.) The epilogues are
+// not ordered: they touch no shared memory but the warpgroup's own split-K flag.
 //
 // Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split).
 // Each CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
@@ -202,13 +219,21 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL) {
     if (lane == 0) {
         if (CL == 1) {
             mbar_arrive(empty);
-        } else {
-            for (int r = 0; r < CL; ++r) mbar_arrive_cluster(empty, (u32)r);
+        } else {  // CL == 2 (the launcher's only other size)
+            mbar_arrive_cluster(empty, 0u);
+            mbar_arrive_cluster(empty, 1u);
         }
     }
 }
 
-template <typename T, bool BF16, bool TB, int BN>
+// Stage and phase of the ring `n` k-tiles further on.
+template <int STAGES> __device__ __forceinline__ void ring_skip(int& stage, u32& phase, int n) {
+    const int t = stage + n;
+    stage = t % STAGES;
+    phase ^= (u32)((t / STAGES) & 1);
+}
+
+template <typename T, bool BF16, bool TB, int BN, bool PP>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
     constexpr int STAGES = PRing<BN>::stages;
     constexpr int B_BYTES = BN * P_BK * 2;
@@ -220,6 +245,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     u64* full = (u64*)(smem + STAGES * STAGE_BYTES);
     u64* empty = full + STAGES;
     int* last_flag = (int*)(empty + STAGES);
+    // Ping-pong: turn[c] completes a phase when warpgroup c may start its next unit's mainloop.
+    u64* turn = (u64*)(last_flag + 4);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     // Cluster size (1 or 2: the launch attribute) and this CTA's rank in its cluster.
     const int CL = (int)cluster_size();
@@ -228,8 +255,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8 * CL);
+            mbar_init(&empty[s], (PP ? 4 : 8) * CL);
         }
+        if (PP) mbar_init(&turn[0], 4), mbar_init(&turn[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     // The peer's barriers must be initialised before anything is multicast or arrived on them.
@@ -244,8 +272,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             for (int u = cid; u < p.units; u += clusters) {
                 const Work w = decode(p, u, rank, CL);
                 for (int kt = w.k0; kt < w.k1; ++kt) {
-                    if (CL > 1) mbar_wait_cluster(&empty[stage], phase ^ 1);
-                    else mbar_wait(&empty[stage], phase ^ 1);
+                    // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
+                    mbar_wait(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
                     u8* sb = sa + P_A_BYTES;
                     mbar_expect_tx(&full[stage], STAGE_BYTES);
@@ -272,20 +300,41 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int c = wg - 1;  // consumer 0 takes rows 0..63 of the tile, consumer 1 rows 64..127
-        const int warp = tid / 32, lane = tid % 32, ctid = threadIdx.x - 128;
-        float d[BN / 2];
+        // Cooperative: consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127.
+        // Ping-pong: consumer c takes the whole tile of every other unit (index % 2 == c).
+        const int c = wg - 1;
+        const int warp = tid / 32, lane = tid % 32;
+        // This thread's index among the threads that share a tile.
+        const int ctid = PP ? tid : threadIdx.x - 128;
+        constexpr int NACC = PP ? BN : BN / 2;  // accumulators per thread
+        constexpr int SYNC_N = PP ? 128 : 256;  // threads per tile
+        const u32 sync_id = PP ? 2 + c : 1;  // named barrier of the tile's threads
+        static_assert(!PP || BN == 128, "ping-pong tiles are 128 x 128");
+        float d[NACC];
         int stage = 0;
         u32 phase = 0;
-        for (int u = cid; u < p.units; u += clusters) {
+        int index = 0;  // of the unit in this block's sequence
+        u32 turn_phase = 0;  // ping-pong: of this warpgroup's next wait on turn[c]
+        for (int u = cid; u < p.units; u += clusters, ++index) {
             const Work w = decode(p, u, rank, CL);
             const int k0 = w.k0, k1 = w.k1;
+            if (PP && (index & 1) != c) {
+                ring_skip<STAGES>(stage, phase, k1 - k0);  // the other warpgroup's unit
+                continue;
+            }
+            // Ping-pong: wait until the other warpgroup has passed the full waits of the unit
+            // before (index - 1, always its own), which arrives on turn[c] once per unit; it
+            // cannot arrive again before this wait, as its next unit waits on this one's turn.
+            if (PP && index > 0) {
+                mbar_wait(&turn[c], turn_phase);
+                turn_phase ^= 1;
+            }
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+            for (int i = 0; i < NACC; ++i) d[i] = 0.f;
             int prev = 0;
             for (int kt = k0; kt < k1; ++kt) {
                 mbar_wait(&full[stage], phase);
-                const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
+                const u8* sa = smem + stage * STAGE_BYTES + (PP ? 0 : c * (64 * 128));
                 const u8* sb = smem + stage * STAGE_BYTES + P_A_BYTES;
                 wgmma_fence();
 #pragma unroll
@@ -293,7 +342,11 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     // K-major B: the k-th 16-element slice is 32 bytes into each row; N-major B:
                     // 16 rows (2048 bytes) further down each box.
                     const u64 desc_b = TB ? sw128_desc_nmajor(sb) + kk * (2048 >> 4) : sw128_desc(sb) + 2 * kk;
-                    Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, (kt > k0 || kk > 0) ? 1u : 0u);
+                    const u32 scale_d = (kt > k0 || kk > 0) ? 1u : 0u;
+                    Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, scale_d);
+                    // Ping-pong: the second 64-row half (64 rows of 128 bytes further), the
+                    // second half of the accumulators.
+                    if (PP) Wgmma<BN, BF16, TB>::run(d + BN / 2, sw128_desc(sa + 64 * 128) + 2 * kk, desc_b, scale_d);
                 }
                 wgmma_commit();
                 // Keep this k-tile's MMAs in flight; once the previous tile's have retired, its
@@ -303,65 +356,85 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 prev = stage;
                 if (++stage == STAGES) stage = 0, phase ^= 1;
             }
+            // Ping-pong: every full wait of this unit passed; the other warpgroup's turn (an
+            // arrival nobody waits on when this was the block's last unit).
+            if (PP) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&turn[c ^ 1]);
+            }
             wgmma_wait0();
             if (k1 > k0) release(&empty[prev], lane, CL);
             if (w.mt >= p.m_tiles) continue;  // the cluster's row tile past the last one
             if (w.slot >= 0) {
                 const int tile = w.slot;
                 float* slot = (float*)p.ws + (i64)tile * p.splits * (P_BM * BN);
+                // Fragment order: 4 floats per thread and step, SYNC_N threads per step.
                 float* mine = slot + (i64)w.split * (P_BM * BN) + ctid * 4;
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j) st_cg4(mine + j * 1024, d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
+                for (int j = 0; j < NACC / 4; ++j)
+                    st_cg4(mine + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 __threadfence();
-                consumers_sync(256);
-                if (ctid == 0) *last_flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(p.splits - 1);
-                consumers_sync(256);
-                if (!*last_flag) continue;
+                int* flag = last_flag + (PP ? c : 0);
+                named_sync(sync_id, SYNC_N);
+                if (ctid == 0) *flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(p.splits - 1);
+                named_sync(sync_id, SYNC_N);
+                // (Thread 0 rewrites the flag only after the first sync of a later split unit,
+                // which every thread reaches after reading it.)
+                if (!*flag) continue;
                 __threadfence();
 #pragma unroll
-                for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+                for (int i = 0; i < NACC; ++i) d[i] = 0.f;
                 for (int s = 0; s < p.splits; ++s) {
                     const float* part = slot + (i64)s * (P_BM * BN) + ctid * 4;
 #pragma unroll
-                    for (int j = 0; j < BN / 8; ++j) ld_cg4_add(part + j * 1024, d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
+                    for (int j = 0; j < NACC / 4; ++j)
+                        ld_cg4_add(part + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 }
             }
-            const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
             const int col0 = w.nt * BN + (lane % 4) * 2;
             const int cols = (int)min(p.n - col0, (i64)BN);
-            const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
-            store_tile<T, BN>(d, p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+#pragma unroll
+            for (int h = 0; h < (PP ? 2 : 1); ++h) {
+                const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
+                const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
+                store_tile<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+            }
         }
     }
     // No CTA may exit while its peer can still arrive on its barriers.
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN)                                                              \
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP)                                                          \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN)                                                                     \
+        GEMMP_BODY(T, BF16, TB, BN, PP)                                                                 \
     }
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN) gemm_sm90p<T, BF16, TB, BN>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BN, PP) gemm_sm90p<T, BF16, TB, BN, PP>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BN, PP) asm volatile("trap;");
 #endif
-// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>; the cluster size is the launch's.
+// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[pp: ping-pong]; the cluster size
+// is the launch's.
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true)
 #else
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true)
 #endif
 
 // out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that

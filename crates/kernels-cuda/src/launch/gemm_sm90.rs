@@ -84,22 +84,12 @@ fn legacy() -> bool {
     std::env::var("MAX_GEMM_SM90_LEGACY").as_deref() == Ok("1")
 }
 
-/// Whether a problem of `tiles` 128 x 256 tiles goes to the one-tile-per-CTA kernel: when forced
-/// (`MAX_GEMM_SM90_LEGACY=1`), or by default from 8 waves of tiles on, where it measured faster
-/// than the persistent kernel on an H200 (8192^3 bf16: 620 vs 565 TFLOP/s; at 4096^3, 4 waves,
-/// the persistent kernel leads 634 to 600). `MAX_GEMM_SM90_LEGACY=0` never takes it.
-fn use_legacy(stream: &Arc<CudaStream>, tiles: usize) -> Result<bool> {
-    match std::env::var("MAX_GEMM_SM90_LEGACY").as_deref() {
-        Ok("1") => return Ok(true),
-        Ok("0") => return Ok(false),
-        _ => {}
-    }
-    let sms = stream
-        .context()
-        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?
-        .max(1) as usize;
-    Ok(tiles >= 8 * sms)
+/// Whether the one-tile-per-CTA kernel runs: only when forced (`MAX_GEMM_SM90_LEGACY=1`). It led
+/// the persistent kernel from 8 waves of tiles until the clusters' barrier fix; since then the
+/// persistent kernel with 2-CTA clusters measured faster on an H200 (8192^3 bf16: 704 vs 624
+/// TFLOP/s).
+fn use_legacy(_stream: &Arc<CudaStream>, _tiles: usize) -> Result<bool> {
+    Ok(legacy())
 }
 
 /// Rows from which the Hopper kernel is worth it: 128 (split-K fills the GPU from there; the

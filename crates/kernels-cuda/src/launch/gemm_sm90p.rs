@@ -8,8 +8,11 @@
 //! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
 //! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
 //! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
-//! (split-K for the tiles of a last, partial wave: on by default). `MAX_GEMM_SM90_LOG=1` prints
-//! each launch's plan to stderr.
+//! (split-K for the tiles of a last, partial wave: on by default),
+//! `MAX_GEMM_SM90_SCHEDULE` = cooperative | pingpong (both consumer warpgroups on one tile, or
+//! each on its own 128 x 128 tile, alternating, so that one's epilogue overlaps the other's
+//! mainloop; pingpong implies 128-column tiles and, in [`super::gemm_sm90::gemm`], never the
+//! legacy kernel). `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,15 +58,25 @@ pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
 }
 
 /// Shared memory of a block: the ring (4 x 48 KB or 7 x 32 KB, as `PRing` in the kernel), its
-/// 2 * stages barriers, the split-K flag, and slack to align the ring to 1024 bytes: at most
-/// 230,528 bytes, within the 232,448 (227 KB) a Hopper block may have.
+/// 2 * stages barriers, 16 bytes of split-K flags (one per consumer warpgroup), the ping-pong
+/// schedule's two turn barriers, and slack to align the ring to 1024 bytes: at most 230,544
+/// bytes, within the 232,448 (227 KB) a Hopper block may have.
 fn smem_bytes(bn: usize) -> u32 {
     let stages = if bn == 256 { 4 } else { 7 };
-    (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 1024) as u32
+    (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 2 * 8 + 1024) as u32
 }
 
 fn env_usize(key: &str) -> Option<usize> {
     std::env::var(key).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// `MAX_GEMM_SM90_SCHEDULE`: `Some(true)` for pingpong, `Some(false)` for cooperative.
+pub fn pingpong_knob() -> Option<bool> {
+    match std::env::var("MAX_GEMM_SM90_SCHEDULE").ok()?.trim() {
+        "pingpong" => Some(true),
+        "cooperative" => Some(false),
+        _ => None,
+    }
 }
 
 /// The forced choices (environment), each `None` when left to the heuristic.
@@ -76,6 +89,8 @@ pub struct Knobs {
     pub grid: Option<usize>,
     pub group_m: Option<usize>,
     pub tail: Option<bool>,
+    /// The ping-pong schedule (`Some(true)`) or the cooperative one.
+    pub pingpong: Option<bool>,
 }
 
 impl Knobs {
@@ -88,6 +103,7 @@ impl Knobs {
             grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
             group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
             tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
+            pingpong: pingpong_knob(),
         }
     }
 }
@@ -111,6 +127,8 @@ pub struct Plan {
     /// dp_units + (cluster_tiles - dp_units) * splits.
     pub units: usize,
     pub persistent: bool,
+    /// Ping-pong schedule (bn is 128).
+    pub pingpong: bool,
 }
 
 /// Relative time of one k-tile of a 128 x `bn` tile (a 128-column tile moves 3/4 of the bytes
@@ -128,12 +146,16 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     let sms = sms.max(1);
     let k_tiles = k.div_ceil(BK).max(1);
     let m_tiles = rows.div_ceil(BM);
-    // Clusters of 2 (B multicast) measured slower on an H200 than single CTAs at every shape
-    // tried (8192^3: 394 vs 565 TFLOP/s; 4096^3: 376 vs 634): opt-in until that is understood.
-    let cluster_for = |_m_tiles: usize| knobs.cluster.unwrap_or(1);
+    // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048), where they measured faster on
+    // an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670 TFLOP/s, 4096^3 666 vs 642,
+    // 2048 x 4096 x 4096 627 vs 618); with few row tiles a cluster's second CTA idles
+    // (128 x 4096 x 4096: 145 vs 193).
+    let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 { 2 } else { 1 });
+    let pingpong = knobs.pingpong.unwrap_or(false);
     let mut best: Option<(f64, usize, usize)> = None;
     for bn in [256, 128] {
-        if knobs.bn.is_some_and(|b| b != bn) {
+        // Ping-pong tiles are 128 x 128 (one warpgroup's 128 accumulators).
+        if (pingpong && bn != 128) || (!pingpong && knobs.bn.is_some_and(|b| b != bn)) {
             continue;
         }
         let n_tiles = n.div_ceil(bn);
@@ -203,6 +225,7 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
         dp_units,
         units,
         persistent,
+        pingpong,
     })
 }
 
@@ -320,10 +343,11 @@ fn launch_with(
     let p = plan(rows_a, n, k, z, sms, knobs)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
     let name = format!(
-        "gemm_sm90p_{}_{}_n{}",
+        "gemm_sm90p_{}_{}_n{}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
         if n_major { "b" } else { "t" },
-        p.bn
+        p.bn,
+        if p.pingpong { "pp" } else { "" }
     );
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn);
@@ -455,6 +479,8 @@ mod tests {
                 knobs(2, 256, Some(2), 5),
                 knobs(2, 128, None, 4),
                 knobs(1, 256, None, 1),
+                Knobs { pingpong: Some(true), ..knobs(2, 128, Some(3), 2) },
+                Knobs { pingpong: Some(true), ..Knobs::default() },
             ];
             for kn in all {
                 let p = plan(rows, n, k, z, 132, kn).unwrap();
@@ -492,16 +518,29 @@ mod tests {
     fn heuristic_fills_the_gpu() {
         let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
         assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
+        // From 16 row tiles, clusters of 2.
         let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
-        assert_eq!((p.bn, p.cluster, p.splits), (256, 1, 1));
+        assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
+        assert_eq!(plan(1920, 8192, 8192, 1, 132, Knobs::default()).unwrap().cluster, 1);
         // 688 tiles on 132 SMs: 5 full waves, the 28 tiles left split.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
+        let c1 = Knobs { cluster: Some(1), ..Knobs::default() };
+        let p = plan(2048, 11008, 4096, 1, 132, c1).unwrap();
         assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units), (256, 1, 688, 660), "{p:?}");
         assert!(p.splits > 1, "{p:?}");
-        // Clusters of 2 when asked: 344 cluster tiles on 66 clusters, the 14 left split 4 ways.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { cluster: Some(2), ..Knobs::default() }).unwrap();
+        // Clusters of 2: 344 cluster tiles on 66 clusters, the 14 left split 4 ways.
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
         assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.splits), (256, 2, 344, 330, 4), "{p:?}");
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..Knobs::default() }).unwrap();
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..c1 }).unwrap();
         assert_eq!((p.dp_units, p.splits), (688, 1));
+    }
+
+    #[test]
+    fn pingpong_takes_128_column_tiles() {
+        let pp = Knobs { pingpong: Some(true), cluster: Some(1), ..Knobs::default() };
+        let p = plan(8192, 8192, 8192, 1, 132, pp).unwrap();
+        assert_eq!((p.bn, p.cluster, p.n_tiles, p.pingpong), (128, 1, 64, true), "{p:?}");
+        let p = plan(8192, 8192, 8192, 1, 132, Knobs { bn: Some(256), cluster: Some(2), ..pp }).unwrap();
+        assert_eq!((p.bn, p.cluster, p.pingpong), (128, 2, true), "{p:?}");
+        assert!(!plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().pingpong);
     }
 }
