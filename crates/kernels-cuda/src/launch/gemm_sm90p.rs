@@ -12,7 +12,9 @@
 //! `MAX_GEMM_SM90_SCHEDULE` = cooperative | pingpong (both consumer warpgroups on one tile, or
 //! each on its own 128 x 128 tile, alternating, so that one's epilogue overlaps the other's
 //! mainloop; pingpong implies 128-column tiles and, in [`super::gemm_sm90::gemm`], never the
-//! legacy kernel). `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
+//! legacy kernel; cooperative is the default: ping-pong measured 0.62-0.64x cuBLAS on an H200
+//! where cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows). `MAX_GEMM_SM90_LOG=1` prints
+//! each launch's plan to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
