@@ -142,7 +142,7 @@ __device__ __forceinline__ float byte_float(u32 v, u32 magic, int j, float bias)
 }
 
 // One chunk's contribution for the lane: its 32 elements (one 32-element block, or sub-block sb
-// of a 256-element super-block) of each of the warp's QV_CW rows, whose bytes start at bb[c],
+// of a 256-element super-block) of each of the warp's CW rows, whose bytes start at bb[c],
 // against the staged lhs at lr (the lane's run of each of the MR rows, QV_LD floats apart per
 // lane), added to acc.
 //
@@ -151,21 +151,21 @@ __device__ __forceinline__ float byte_float(u32 v, u32 magic, int j, float bias)
 // the sums are turned back into sum(lhs * (q - bias)) = 256 s - (128 + bias) l per half.
 // The rounding errors then grow by about 2^4 against exact decoding (the sum carries the 0.5's
 // share): results still agree with the f32 reference to about 2^-20.
-template <int E, int MR, bool HALF = false>
-__device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)[QV_CW], int sb, u32 magic,
-                                          float (&acc)[QV_CW][MR]) {
+template <int E, int MR, bool HALF, int CW>
+__device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)[CW], int sb, u32 magic,
+                                          float (&acc)[CW][MR]) {
     typedef Words<E> WD;
-    float s[QV_CW][MR][2], l[MR][2];
+    float s[CW][MR][2], l[MR][2];
 #pragma unroll
     for (int r = 0; r < MR; ++r) {
         l[r][0] = l[r][1] = 0.f;
 #pragma unroll
-        for (int c = 0; c < QV_CW; ++c) s[c][r][0] = s[c][r][1] = 0.f;
+        for (int c = 0; c < CW; ++c) s[c][r][0] = s[c][r][1] = 0.f;
     }
     if (WD::FAST) {
-        u32 wd[QV_CW][WD::NW];
+        u32 wd[CW][WD::NW];
 #pragma unroll
-        for (int c = 0; c < QV_CW; ++c) {
+        for (int c = 0; c < CW; ++c) {
             load_words<WD::NW>(bb[c] + quant_offset<E>(sb), wd[c]);
 #pragma unroll
             for (int i = 0; i < WD::NW; ++i) {
@@ -185,9 +185,9 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
                     const float4 v = *(const float4*)(lr + r * 32 * QV_LD + t0);
                     x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
                 }
-                u32 q4[QV_CW];
+                u32 q4[CW];
 #pragma unroll
-                for (int c = 0; c < QV_CW; ++c) {
+                for (int c = 0; c < CW; ++c) {
                     const u32 v = WD::SPLIT ? (half ? wd[c][i] >> 4 : wd[c][i]) : wd[c][i];
                     q4[c] = E == ENC_Q8_0 ? v : v & 0x0F0F0F0Fu;
                 }
@@ -196,7 +196,7 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
 #pragma unroll
                     for (int r = 0; r < MR; ++r) l[r][h] += x[r][j];
 #pragma unroll
-                    for (int c = 0; c < QV_CW; ++c) {
+                    for (int c = 0; c < CW; ++c) {
                         const float q = HALF ? __int_as_float(__byte_perm(q4[c], magic, 0x7054u | ((u32)j << 8)))
                                              : byte_float(q4[c], magic, j, quant_bias<E>());
 #pragma unroll
@@ -220,7 +220,7 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
 #pragma unroll
                 for (int r = 0; r < MR; ++r) l[r][h] += x[r][u];
 #pragma unroll
-                for (int c = 0; c < QV_CW; ++c) {
+                for (int c = 0; c < CW; ++c) {
                     const float q = quant<E>(bb[c], sb, t);
 #pragma unroll
                     for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][u], q, s[c][r][h]);
@@ -230,14 +230,14 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
     }
     if (HALF) {
 #pragma unroll
-        for (int c = 0; c < QV_CW; ++c)
+        for (int c = 0; c < CW; ++c)
 #pragma unroll
             for (int r = 0; r < MR; ++r)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) s[c][r][h] = 256.f * s[c][r][h] - (128.f + quant_bias<E>()) * l[r][h];
     }
 #pragma unroll
-    for (int c = 0; c < QV_CW; ++c)
+    for (int c = 0; c < CW; ++c)
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] += combine<E>(bb[c], sb, s[c][r], l[r]);
 }
@@ -318,7 +318,7 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         for (int c = 0; c < QV_CW; ++c)
             bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(w + (row0 + c) * row_bytes + b0) & 15) +
                     (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
-        chunk_dot<E, MR>(lr, bb, sb, magic, acc);
+        chunk_dot<E, MR, false, QV_CW>(lr, bb, sb, magic, acc);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 #pragma unroll

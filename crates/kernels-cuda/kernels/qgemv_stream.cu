@@ -2,8 +2,8 @@
 // qgemv_stream.cu: the decode GEMV of qgemv.cu (qgemv_s_<enc>_m{1,2,4,8}) for the word-decoded
 // encodings (Q4_0, Q4_1, Q8_0, Q4_K) on sm_90, when the weights are 16-byte aligned rows (the
 // base pointer and row_bytes multiples of 16) and lhs is 16-byte aligned: launch/quant.rs picks
-// it then, and qgemv.cu's general kernel otherwise. Same block shape (8 warps, 16 weight rows),
-// chunking, stage layout and per-lane arithmetic (chunk_dot); at M = 1 the general kernel is
+// it then, and qgemv.cu's general kernel otherwise. Same chunking, stage layout and per-lane
+// arithmetic (chunk_dot), so the same bits; at M = 1 the general kernel is
 // bound by instruction issue (an H200 profile: 0.8 instructions issued per scheduler and cycle,
 // 37% of DRAM bandwidth, about 8 instructions per weight), so this one cuts instructions:
 //
@@ -26,27 +26,42 @@
 
 __device__ __forceinline__ u32 qs_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
+// The streaming kernel's block: 8 warps of CW weight rows each (4 for up to two lhs rows, which
+// halves the per-row share of each step's fixed costs: waits, the barrier, issuing copies);
+// a ring of ST stages, each the lhs chunk ([MR][32 lanes][QV_LD] f32) and ROWS weight slots,
+// then an mbarrier per stage. launch/quant.rs (stream_layout) sizes it the same way.
+template <int E, int MR> struct Qs {
+    enum {
+        CW = MR <= 2 ? 4 : 2,
+        ROWS = QV_WARPS * CW,
+        ST = MR <= 4 ? 3 : 2,
+        LHS = MR * 32 * QV_LD * 4,
+        BUF = LHS + ROWS * Chunk<E>::SLOT,
+    };
+};
+
 template <int E, int MR, bool HALF>
 __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
                                         int m, int n, int k, i64 row_bytes, u32 magic) {
 #if __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) u8 qv_smem[];
-    typedef Qv<E, MR> S;
+    typedef Qs<E, MR> S;
+    enum { CW = S::CW, ROWS = S::ROWS };
     u64* full = (u64*)(qv_smem + S::ST * S::BUF);  // one mbarrier per stage
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int sb = lane % (Enc<E>::ELEMS / 32);
     const int chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
-    const int groups = (n + QV_ROWS - 1) / QV_ROWS;
+    const int groups = (n + ROWS - 1) / ROWS;
     const int my_groups = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int items = my_groups * chunks;
-    if (tid < S::ST) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qs_addr(&full[tid])), "n"(QV_ROWS));
+    if (tid < S::ST) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qs_addr(&full[tid])), "r"((u32)ROWS));
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     __syncthreads();
     // This thread's lhs vector: floats 4 tid .. 4 tid + 3 of the chunk, in lane run tid / 8.
     const int lhs_dst = (tid / 8) * QV_LD + (4 * tid) % 32;
 
     // Stages the next item: each thread its lhs vector of each row (cp.async, one group per
-    // stage), lane c < QV_CW of each warp the chunk of the warp's row c (a bulk copy completing
+    // stage), lane c < CW of each warp the chunk of the warp's row c (a bulk copy completing
     // on the stage's mbarrier, which expects one arrival per row of the block).
     int st_g = blockIdx.x, st_ch = 0, st_buf = 0;
     auto stage = [&]() {
@@ -59,8 +74,8 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
                 const bool ok = lok && r < m;
                 cp_async16(ls + r * 32 * QV_LD + lhs_dst, ok ? lhs + (i64)r * k + k0 + 4 * tid : lhs, ok);
             }
-            if (lane < QV_CW) {
-                const int row = st_g * QV_ROWS + warp * QV_CW + lane;
+            if (lane < CW) {
+                const int row = st_g * ROWS + warp * CW + lane;
                 const i64 b0 = (i64)st_ch * Chunk<E>::BYTES;
                 const u32 bytes = row < n ? (u32)min((i64)Chunk<E>::BYTES, row_bytes - b0) : 0u;  // a multiple of 16
                 const u32 bar = qs_addr(&full[st_buf]);
@@ -68,7 +83,7 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
                 if (bytes)
                     asm volatile(
                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                            qs_addr(qv_smem + st_buf * S::BUF + S::LHS + (warp * QV_CW + lane) * Chunk<E>::SLOT)),
+                            qs_addr(qv_smem + st_buf * S::BUF + S::LHS + (warp * CW + lane) * Chunk<E>::SLOT)),
                         "l"(w + (i64)row * row_bytes + b0), "r"(bytes), "r"(bar)
                         : "memory");
             }
@@ -80,9 +95,9 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
 
 #pragma unroll
     for (int s = 0; s < S::ST - 1; ++s) stage();
-    float acc[QV_CW][MR];
+    float acc[CW][MR];
 #pragma unroll
-    for (int c = 0; c < QV_CW; ++c)
+    for (int c = 0; c < CW; ++c)
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
     const int lane_bytes = (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
@@ -100,15 +115,15 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
         stage();
         if (ch * QV_CHUNK + 32 * lane < k) {
             const u8* sbase = qv_smem + buf * S::BUF;
-            const u8* bb[QV_CW];
+            const u8* bb[CW];
 #pragma unroll
-            for (int c = 0; c < QV_CW; ++c) bb[c] = sbase + S::LHS + (warp * QV_CW + c) * Chunk<E>::SLOT + lane_bytes;
-            chunk_dot<E, MR, HALF>((const float*)sbase + lane * QV_LD, bb, sb, magic, acc);
+            for (int c = 0; c < CW; ++c) bb[c] = sbase + S::LHS + (warp * CW + c) * Chunk<E>::SLOT + lane_bytes;
+            chunk_dot<E, MR, HALF, CW>((const float*)sbase + lane * QV_LD, bb, sb, magic, acc);
         }
         if (++ch == chunks) {
-            const int row0 = g * QV_ROWS + warp * QV_CW;
+            const int row0 = g * ROWS + warp * CW;
 #pragma unroll
-            for (int c = 0; c < QV_CW; ++c)
+            for (int c = 0; c < CW; ++c)
 #pragma unroll
                 for (int r = 0; r < MR; ++r) {
                     float v = acc[c][r];

@@ -156,14 +156,17 @@ fn qgemv(
     let f = function(stream.context(), &QGEMV, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
-    // A ring of stages, each the lhs chunk and the weight slots.
-    let stages = match mr {
-        1 | 2 => 4,
-        4 => 3,
-        _ => 2,
+    // A ring of stages, each the lhs chunk and the weight slots of the block's rows (Qv in
+    // qgemv.cu; Qs in qgemv_stream.cu, which adds an mbarrier per stage).
+    let (stages, rows_per_block, bar) = match (streaming, mr) {
+        (false, 1 | 2) => (4, QV_ROWS_PER_BLOCK, 0),
+        (false, 4) => (3, QV_ROWS_PER_BLOCK, 0),
+        (false, _) => (2, QV_ROWS_PER_BLOCK, 0),
+        (true, 1 | 2) => (3, 32, 8),
+        (true, 4) => (3, 16, 8),
+        (true, _) => (2, 16, 8),
     };
-    // The streaming kernel adds an mbarrier per stage.
-    let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot + if streaming { 8 } else { 0 })) as u32;
+    let smem = (stages * (mr * 32 * QV_LD * 4 + rows_per_block * slot + bar)) as u32;
     if smem > 48 * 1024 {
         f.set_attribute(
             cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -171,7 +174,7 @@ fn qgemv(
         )
         .map_err(Error::driver("cuFuncSetAttribute"))?;
     }
-    let groups = n.div_ceil(QV_ROWS_PER_BLOCK);
+    let groups = n.div_ceil(rows_per_block);
     if groups > i32::MAX as usize {
         return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
     }
