@@ -1,7 +1,9 @@
 """The Hopper GEMM (kernels/gemm_sm90p.cu, launch/gemm_sm90p.rs) under every forced variant:
 column tile 128/256, clusters of 1/2 CTAs with B multicast, split-K with its deterministic
 reduction, persistent or one CTA per unit, small grids walking many units, raster groups, B as
-given or transposed, and the legacy kernel. MAX_GEMM_SM90_MIN_M=1 sends every shape to it, so
+given or transposed, the staged epilogue (MAX_GEMM_SM90_EPI=staged: C through per-warp
+shared-memory tiles, taken where N % 8 == 0; other shapes fall back to the direct stores), and
+the legacy kernel. MAX_GEMM_SM90_MIN_M=1 sends every shape to it, so
 odd shapes (M = 1..3, M and N past the tiles, K = 8, K not a multiple of 64, odd N) and
 batches (batched B, shared B folded into rows) run through each variant, with and without the
 fused bias / activation / residual epilogue, against numpy float64. Skips unless the GPU is
@@ -20,7 +22,21 @@ from max.graph import DeviceRef, Graph, TensorType, ops
 pytestmark = pytest.mark.gpu
 GPU = DeviceRef.GPU()
 TOL = {DType.float16: 1.5e-2, DType.bfloat16: 5e-2}
-KNOBS = ("LEGACY", "PERSISTENT", "CLUSTER", "SPLITK", "BN", "GRID", "GROUP_M", "TRANSPOSE", "MIN_M", "TAIL", "SCHEDULE")
+KNOBS = (
+    "LEGACY",
+    "PERSISTENT",
+    "CLUSTER",
+    "SPLITK",
+    "BN",
+    "GRID",
+    "GROUP_M",
+    "TRANSPOSE",
+    "MIN_M",
+    "TAIL",
+    "SCHEDULE",
+    "EPI",
+    "LOG",
+)
 
 VARIANTS = {
     "default": {},
@@ -46,6 +62,23 @@ VARIANTS = {
     # stepping over more than a ring's worth of the other's k-tiles (the turn barriers)
     "pingpong_grid1_split3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "3", "GRID": "1"},
     "pingpong_c2_grid2_split2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "2", "GRID": "2"},
+    # the staged epilogue (the _st kernels, a 6-stage ring for 128-column tiles): partial tiles
+    # (rows past M, 8-column pieces past N), split-K's reducing CTA, ping-pong's two warpgroups
+    # each staging its own tile (both 64-row halves through the same per-warp tiles)
+    "staged": {"EPI": "staged"},
+    "staged_c1_n256": {"EPI": "staged", "CLUSTER": "1", "BN": "256", "SPLITK": "1"},
+    "staged_c2_n128": {"EPI": "staged", "CLUSTER": "2", "BN": "128", "SPLITK": "1"},
+    "staged_n128_split2": {"EPI": "staged", "CLUSTER": "1", "BN": "128", "SPLITK": "2", "GRID": "3"},
+    "staged_c2_n256_split3": {"EPI": "staged", "CLUSTER": "2", "BN": "256", "SPLITK": "3"},
+    "staged_transposed": {"EPI": "staged", "CLUSTER": "2", "TRANSPOSE": "1"},
+    "staged_pingpong": {"EPI": "staged", "SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "1", "GRID": "3"},
+    "staged_pingpong_c2_split3_grid4": {
+        "EPI": "staged",
+        "SCHEDULE": "pingpong",
+        "CLUSTER": "2",
+        "SPLITK": "3",
+        "GRID": "4",
+    },
 }
 
 # (M, K, N): M = 1..3, K = 8 and K % 64 != 0, M and N past the tile edges (and past the last
@@ -178,6 +211,9 @@ def test_batches(sm90, rng, monkeypatch, variant):
         "pingpong_c2_split3_grid4",
         "pingpong_split2_grid3_transposed",
         "pingpong_grid1_split3",
+        "staged",
+        "staged_n128_split2",
+        "staged_pingpong_c2_split3_grid4",
     ],
 )
 def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
@@ -188,7 +224,15 @@ def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
 
 
 @pytest.mark.parametrize(
-    "variant", ["default", "c2_n256_split3", "c2_n128_split5_grid4_group3", "pingpong_c2_split3_grid4"]
+    "variant",
+    [
+        "default",
+        "c2_n256_split3",
+        "c2_n128_split5_grid4_group3",
+        "pingpong_c2_split3_grid4",
+        "staged_c2_n256_split3",
+        "staged_pingpong_c2_split3_grid4",
+    ],
 )
 def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
     use(monkeypatch, variant)
@@ -215,6 +259,10 @@ def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
         "pingpong",
         "pingpong_c2",
         "pingpong_grid3",
+        "staged",
+        "staged_c1_n256",
+        "staged_c2_n128",
+        "staged_pingpong",
     ],
 )
 def test_many_tiles(sm90, rng, monkeypatch, variant):
@@ -226,3 +274,47 @@ def test_many_tiles(sm90, rng, monkeypatch, variant):
         use(monkeypatch, variant)
     check(sm90, rng, DType.bfloat16, (2304, 1024), (1024, 2056), bias=True, residual=True)
     check(sm90, rng, DType.float16, (2, 1100, 520), (2, 520, 2050), act="silu")
+
+
+STAGED_VS_DIRECT = [
+    "staged",
+    "staged_c1_n256",
+    "staged_c2_n128",
+    "staged_n128_split2",
+    "staged_c2_n256_split3",
+    "staged_transposed",
+    "staged_pingpong",
+    "staged_pingpong_c2_split3_grid4",
+]
+
+
+@pytest.mark.parametrize("variant", STAGED_VS_DIRECT)
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
+def test_staged_matches_direct(sm90, rng, monkeypatch, capfd, variant, dtype):
+    # the staged epilogue does the same math as the direct one: bit for bit the same C, and the
+    # launch takes an _st kernel (MAX_GEMM_SM90_LOG prints its name) where N % 8 == 0
+    use(monkeypatch, variant)
+    monkeypatch.setenv("MAX_GEMM_SM90_LOG", "1")
+    for m, k, n in [(2304, 136, 1000), (257, 520, 264), (130, 64, 40)]:
+        x, w = rand(rng, dtype, (m, k)), rand(rng, dtype, (k, n), 1 / math.sqrt(k))
+        b, r = rand(rng, dtype, (n,)), rand(rng, dtype, (m, n))
+        types = [TensorType(dtype, a.shape, GPU) for a in (x, w, b, r)]
+        g = Graph("stg", lambda x, w, b, r: r + ops.gelu(x @ w + b, approximate="tanh"), input_types=types)
+        monkeypatch.setenv("MAX_GEMM_SM90_EPI", "direct")
+        capfd.readouterr()
+        (direct,) = run(g, x, w, b, r, device=sm90)
+        assert "_st " not in capfd.readouterr().err
+        monkeypatch.setenv("MAX_GEMM_SM90_EPI", "staged")
+        (staged,) = run(g, x, w, b, r, device=sm90)
+        err = capfd.readouterr().err
+        assert "gemm_sm90p_" in err and "_st " in err, err
+        assert np.array_equal(direct.view(np.uint16), staged.view(np.uint16)), f"{m}x{k}x{n}"
+
+
+def test_staged_falls_back_where_n_is_odd(sm90, rng, monkeypatch, capfd):
+    monkeypatch.setenv("MAX_GEMM_SM90_EPI", "staged")
+    monkeypatch.setenv("MAX_GEMM_SM90_LOG", "1")
+    capfd.readouterr()
+    check(sm90, rng, DType.bfloat16, (300, 72), (72, 77), bias=True, residual=True)
+    err = capfd.readouterr().err
+    assert "gemm_sm90p_" in err and "_st " not in err, err

@@ -58,7 +58,8 @@
 //
 // Epilogue (prelude.cuh: bias, activation, clamp, beta * residual) in registers, stored
 // straight to global memory: 32-bit pairs when p.pairs (N even, 4-byte aligned C, bias and
-// residual), else element by element.
+// residual), else element by element; or, in the _st kernels (opt-in), staged through a per-warp
+// shared-memory tile into coalesced 16-byte stores (see store_tile_staged).
 
 struct GemmPArgs {
     u64 c;
@@ -133,10 +134,8 @@ template <int N> __device__ __forceinline__ void p_act_all(int act, float* v) {
 // l/4 and l/4+8, columns 8j + 2(l%4) and +1 (d[4j], d[4j+1] and d[4j+2], d[4j+3]) for
 // j = 0..N/8-1. `offset` is the element offset in C of (row0, col0); column pair j exists while
 // 8j < cols (elements: 8j and 8j + 1 < cols); rows row0 (has0) and row0 + 8 (has1).
-template <typename T, int BN>
-__device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 offset, int col0, int cols, bool has0,
-                                           bool has1) {
-    const i64 n = p.n;
+// epi_math: bias, activation and clamp in registers (the residual comes with the stores).
+template <typename T, int BN> __device__ __forceinline__ void epi_math(float* d, const GemmPArgs& p, int col0, int cols) {
     if (p.epi.bias) {
         if (p.pairs) {
             const u32* bias = (const u32*)((const T*)p.epi.bias + col0);
@@ -162,6 +161,13 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     }
     if (p.epi.act != EPI_NONE) p_act_all<BN / 2>(p.epi.act, d);
     if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
+}
+
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 offset, int col0, int cols, bool has0,
+                                           bool has1) {
+    const i64 n = p.n;
+    epi_math<T, BN>(d, p, col0, cols);
     const float beta = p.epi.beta;
     if (p.pairs) {
         const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
@@ -207,10 +213,87 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     }
 }
 
+// Staged epilogue (the _st kernels, MAX_GEMM_SM90_EPI=staged; the launcher picks them only when
+// p.pairs, n % 8 == 0 and C is 16-byte aligned, so every 8-column piece of a row is one aligned
+// 16-byte vector, either wholly inside C or wholly past column n). Each consumer warp owns a
+// 16-row x 64-column staging tile of T in shared memory (rows STG_STRIDE = 144 bytes apart: 128
+// plus 16 of padding), after the ring and its barriers, which nothing else touches. For each
+// 64-column chunk of its 16 x BN fragment the warp writes the packed pairs (after the same math
+// as store_tile, residual included, so the results are bit for bit the same) and reads back
+// 16-byte vectors, 8 lanes per row: each store instruction writes 4 rows of 128 contiguous bytes.
+// Bank conflict free: a fragment write puts lane l at word 36 * (l / 4) + 4 * jj + l % 4, i.e.
+// bank 4 * (l / 4 + jj) + l % 4 (mod 32), all distinct; a 16-byte read phase (8 lanes) covers
+// one row's 128 bytes. Rows past m and vectors past column n are not stored.
+#define STG_STRIDE 144
+#define STG_WARP_BYTES (16 * STG_STRIDE)
+
+// Orders this warp's shared-memory accesses (the asm below is volatile, never moved across it).
+__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync -1;\n" ::: "memory"); }
+__device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v)); }
+__device__ __forceinline__ void lds128(u32 a, u32& x, u32& y, u32& z, u32& w) {
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a));
+}
+__device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+
+// As store_tile (same d, offset, col0, cols, has0, has1), plus: row_w, the warp's first row (of
+// the batch); base_w, the element offset in C of (row_w, col_t), col_t the tile's first column;
+// stg, the shared address of this warp's staging tile.
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, i64 offset, int col0, int cols,
+                                                  bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t, u32 stg,
+                                                  int lane) {
+    epi_math<T, BN>(d, p, col0, cols);
+    const float beta = p.epi.beta;
+    const bool res = p.epi.residual != 0;
+    const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
+    const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * p.n);
+    // Fragment writes: rows lane / 4 and lane / 4 + 8, the pair at column 8 jj + 2 (lane % 4).
+    const u32 w0 = stg + (lane / 4) * STG_STRIDE + (lane % 4) * 4;
+    const u32 w1 = w0 + 8 * STG_STRIDE;
+    // Vector reads: row 4 i + rr, columns 8 v .. 8 v + 7 of the chunk.
+    const int rr = lane / 8, v = lane % 8;
+    const u32 rd = stg + rr * STG_STRIDE + v * 16;
+    T* out = (T*)p.c + base_w + (i64)rr * p.n + v * 8;
+    const i64 left = p.m - row_w - rr;  // row 4 i + rr exists while 4 i < left
+#pragma unroll
+    for (int q = 0; q < BN / 64; ++q) {
+        // The reads of the previous chunk (or of the previous call) are done.
+        warp_sync();
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            const int j = q * 8 + jj;
+            float x0 = d[j * 4], y0 = d[j * 4 + 1], x1 = d[j * 4 + 2], y1 = d[j * 4 + 3];
+            if (res && j * 8 < cols) {
+                if (has0) {
+                    const u32 t = r0[j * 4];
+                    x0 += beta * lo_of<T>(t), y0 += beta * hi_of<T>(t);
+                }
+                if (has1) {
+                    const u32 t = r1[j * 4];
+                    x1 += beta * lo_of<T>(t), y1 += beta * hi_of<T>(t);
+                }
+            }
+            sts32(w0 + jj * 16, pack2<T>(x0, y0));
+            sts32(w1 + jj * 16, pack2<T>(x1, y1));
+        }
+        warp_sync();
+        const bool col_ok = col_t + q * 64 + v * 8 < p.n;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            u32 a, b, c, e;
+            lds128(rd + i * 4 * STG_STRIDE, a, b, c, e);
+            if (col_ok && i * 4 < left) stg128(out + (i64)(i * 4) * p.n + q * 64, a, b, c, e);
+        }
+    }
+}
+
 // Stages of the ring: (128 + BN) x 64 16-bit elements each: 4 x 48 KB or 7 x 32 KB (the
 // 128-column tiles serve the memory-bound few-row shapes, where depth hides latency), within the
-// 227 KB a block may have. launch/gemm_sm90p.rs mirrors this.
-template <int BN> struct PRing { static const int stages = BN == 256 ? 4 : 7; };
+// 227 KB a block may have; 6 x 32 KB with the staged epilogue (ST), whose 18 KB of staging
+// tiles do not fit next to 7. launch/gemm_sm90p.rs mirrors this.
+template <int BN, bool ST> struct PRing { static const int stages = BN == 256 ? 4 : (ST ? 6 : 7); };
 
 // Hands stage s back to the producers of every CTA of the cluster, once this warp's MMAs that
 // read it have retired (all lanes have passed wgmma.wait_group).
@@ -233,9 +316,9 @@ template <int STAGES> __device__ __forceinline__ void ring_skip(int& stage, u32&
     phase ^= (u32)((t / STAGES) & 1);
 }
 
-template <typename T, bool BF16, bool TB, int BN, bool PP>
+template <typename T, bool BF16, bool TB, int BN, bool PP, bool ST>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
-    constexpr int STAGES = PRing<BN>::stages;
+    constexpr int STAGES = PRing<BN, ST>::stages;
     constexpr int B_BYTES = BN * P_BK * 2;
     constexpr int STAGE_BYTES = P_A_BYTES + B_BYTES;
     extern __shared__ u8 raw_smem[];
@@ -247,6 +330,10 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     int* last_flag = (int*)(empty + STAGES);
     // Ping-pong: turn[c] completes a phase when warpgroup c may start its next unit's mainloop.
     u64* turn = (u64*)(last_flag + 4);
+    // Staged epilogue: 8 warps' staging tiles, 256 bytes past the ring (the barriers, flags and
+    // turns take at most 2 * 7 * 8 + 16 + 16 = 144 of them).
+    static_assert(2 * STAGES * 8 + 32 <= 256, "barriers past the ring");
+    u8* staging = smem + STAGES * STAGE_BYTES + 256;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     // Cluster size (1 or 2: the launch attribute) and this CTA's rank in its cluster.
     const int CL = (int)cluster_size();
@@ -397,7 +484,17 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             for (int h = 0; h < (PP ? 2 : 1); ++h) {
                 const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
-                store_tile<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+                if (ST) {
+                    // This warp's staging tile (consumer warps 0..7; under ping-pong each
+                    // warpgroup's 4 warps, reused for both halves of its tile).
+                    const u32 stg = s_addr(staging + (c * 4 + warp) * STG_WARP_BYTES);
+                    const i64 row_w = row0 - lane / 4;
+                    const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
+                    store_tile_staged<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m,
+                                             row_w, base_w, (i64)w.nt * BN, stg, lane);
+                } else {
+                    store_tile<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+                }
             }
         }
     }
@@ -405,36 +502,48 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP)                                                          \
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP, ST)                                                      \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN, PP)                                                                 \
+        GEMMP_BODY(T, BF16, TB, BN, PP, ST)                                                             \
     }
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN, PP) gemm_sm90p<T, BF16, TB, BN, PP>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BN, PP, ST) gemm_sm90p<T, BF16, TB, BN, PP, ST>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN, PP) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BN, PP, ST) asm volatile("trap;");
 #endif
-// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[pp: ping-pong]; the cluster size
-// is the launch's.
+// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[pp: ping-pong][_st: staged
+// epilogue]; the cluster size is the launch's.
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st, bf16, true, true, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st, bf16, true, true, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st, bf16, true, false, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st, bf16, true, false, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp_st, bf16, true, true, 128, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp_st, bf16, true, false, 128, true, true)
 #else
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st, f16, false, true, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp_st, f16, false, true, 128, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp_st, f16, false, false, 128, true, true)
 #endif
 
 // out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that

@@ -13,8 +13,11 @@
 //! each on its own 128 x 128 tile, alternating, so that one's epilogue overlaps the other's
 //! mainloop; pingpong implies 128-column tiles and, in [`super::gemm_sm90::gemm`], never the
 //! legacy kernel; cooperative is the default: ping-pong measured 0.62-0.64x cuBLAS on an H200
-//! where cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows). `MAX_GEMM_SM90_LOG=1` prints
-//! each launch's plan to stderr.
+//! where cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows), `MAX_GEMM_SM90_EPI` = direct |
+//! staged (the epilogue stores straight from the accumulator fragments, 8 scattered 8-byte
+//! pieces per store instruction, or through a per-warp shared-memory tile as coalesced 16-byte
+//! vectors: the `_st` kernels, taken only where C allows them, see [`staged_ok`]; direct is the
+//! default). `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -59,13 +62,38 @@ pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
     if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
 }
 
-/// Shared memory of a block: the ring (4 x 48 KB or 7 x 32 KB, as `PRing` in the kernel), its
-/// 2 * stages barriers, 16 bytes of split-K flags (one per consumer warpgroup), the ping-pong
-/// schedule's two turn barriers, and slack to align the ring to 1024 bytes: at most 230,544
-/// bytes, within the 232,448 (227 KB) a Hopper block may have.
-fn smem_bytes(bn: usize) -> u32 {
-    let stages = if bn == 256 { 4 } else { 7 };
-    (stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 16 + 2 * 8 + 1024) as u32
+/// Ring stages, as `PRing` in the kernel: 4 x 48 KB (bn 256), 7 x 32 KB (bn 128), 6 x 32 KB
+/// (bn 128 with the staged epilogue, whose staging tiles do not fit next to 7).
+fn stages(bn: usize, staged: bool) -> usize {
+    if bn == 256 {
+        4
+    } else if staged {
+        6
+    } else {
+        7
+    }
+}
+
+/// The staged epilogue's staging tiles: 8 consumer warps x 16 rows of 144 bytes (64 columns of
+/// a 16-bit type plus 16 bytes of padding), as STG_WARP_BYTES in the kernel.
+const STAGING_BYTES: usize = 8 * 16 * 144;
+
+/// Shared memory of a block: the ring, its 2 * stages barriers, 16 bytes of split-K flags (one
+/// per consumer warpgroup), the ping-pong schedule's two turn barriers, and slack to align the
+/// ring to 1024 bytes: at most 230,544 bytes, within the 232,448 (227 KB) a Hopper block may
+/// have. Staged: the barriers get 256 bytes, then the staging tiles: 216,320 bytes for bn 256
+/// (4 x 48 KB) and for bn 128 (6 x 32 KB).
+fn smem_bytes(bn: usize, staged: bool) -> u32 {
+    let ring = stages(bn, staged) * (BM + bn) * BK * 2;
+    let rest = if staged { 256 + STAGING_BYTES } else { 2 * stages(bn, false) * 8 + 16 + 2 * 8 };
+    (ring + rest + 1024) as u32
+}
+
+/// Whether the staged epilogue may store C: every 8-column piece of a row one aligned 16-byte
+/// vector (n % 8 == 0, C 16-byte aligned, batches n * rows elements apart) and the fragment
+/// math's 32-bit pairs (`pairs`: bias and residual 4-byte aligned).
+fn staged_ok(n: usize, c: u64, pairs: bool) -> bool {
+    pairs && n % 8 == 0 && c % 16 == 0
 }
 
 fn env_usize(key: &str) -> Option<usize> {
@@ -77,6 +105,15 @@ pub fn pingpong_knob() -> Option<bool> {
     match std::env::var("MAX_GEMM_SM90_SCHEDULE").ok()?.trim() {
         "pingpong" => Some(true),
         "cooperative" => Some(false),
+        _ => None,
+    }
+}
+
+/// `MAX_GEMM_SM90_EPI`: `Some(true)` for staged, `Some(false)` for direct.
+pub fn staged_knob() -> Option<bool> {
+    match std::env::var("MAX_GEMM_SM90_EPI").ok()?.trim() {
+        "staged" => Some(true),
+        "direct" => Some(false),
         _ => None,
     }
 }
@@ -93,6 +130,8 @@ pub struct Knobs {
     pub tail: Option<bool>,
     /// The ping-pong schedule (`Some(true)`) or the cooperative one.
     pub pingpong: Option<bool>,
+    /// The staged epilogue (`Some(true)`) or the direct one.
+    pub staged: Option<bool>,
 }
 
 impl Knobs {
@@ -106,6 +145,7 @@ impl Knobs {
             group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
             tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
             pingpong: pingpong_knob(),
+            staged: staged_knob(),
         }
     }
 }
@@ -351,8 +391,11 @@ fn launch_with(
         p.bn,
         if p.pingpong { "pp" } else { "" }
     );
+    let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
+    let staged = knobs.staged.unwrap_or(false) && staged_ok(n, c, pairs);
+    let name = if staged { format!("{name}_st") } else { name };
     let f = function(stream.context(), family(dtype), &name)?;
-    let smem = smem_bytes(p.bn);
+    let smem = smem_bytes(p.bn, staged);
     f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
     let map_a = tma_map(dtype, a, k, rows_a, z, BM as u32)?;
@@ -392,7 +435,6 @@ fn launch_with(
     } else {
         0
     };
-    let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
     let mut args = GemmPArgs {
         c,
         ws: if ws != 0 { ws + counters_bytes as u64 } else { 0 },
@@ -513,7 +555,14 @@ mod tests {
 
     #[test]
     fn shared_memory_fits_a_hopper_block() {
-        assert!(smem_bytes(256) <= 232_448 && smem_bytes(128) <= 232_448);
+        for staged in [false, true] {
+            assert!(smem_bytes(256, staged) <= 232_448 && smem_bytes(128, staged) <= 232_448);
+        }
+        // The default layout as before the staged epilogue existed.
+        assert_eq!((smem_bytes(256, false), smem_bytes(128, false)), (197_728, 230_544));
+        assert_eq!((smem_bytes(256, true), smem_bytes(128, true)), (216_320, 216_320));
+        assert!(staged_ok(8192, 256, true) && !staged_ok(8190, 256, true) && !staged_ok(8192, 8, true));
+        assert!(!staged_ok(8192, 256, false));
     }
 
     #[test]
