@@ -2,7 +2,8 @@
 column tile 128/256, clusters of 1/2 CTAs with B multicast, split-K with its deterministic
 reduction, persistent or one CTA per unit, small grids walking many units, raster groups, B as
 given or transposed, the staged epilogue (MAX_GEMM_SM90_EPI=staged: C through per-warp
-shared-memory tiles, taken where N % 8 == 0; other shapes fall back to the direct stores), and
+shared-memory tiles, taken where N % 8 == 0 under the cooperative schedule; other shapes and
+ping-pong fall back to the direct stores), and
 the legacy kernel. MAX_GEMM_SM90_MIN_M=1 sends every shape to it, so
 odd shapes (M = 1..3, M and N past the tiles, K = 8, K not a multiple of 64, odd N) and
 batches (batched B, shared B folded into rows) run through each variant, with and without the
@@ -63,8 +64,8 @@ VARIANTS = {
     "pingpong_grid1_split3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "3", "GRID": "1"},
     "pingpong_c2_grid2_split2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "2", "GRID": "2"},
     # the staged epilogue (the _st kernels, a 6-stage ring for 128-column tiles): partial tiles
-    # (rows past M, 8-column pieces past N), split-K's reducing CTA, ping-pong's two warpgroups
-    # each staging its own tile (both 64-row halves through the same per-warp tiles)
+    # (rows past M, 8-column pieces past N), split-K's reducing CTA; under ping-pong the knob
+    # is ignored (the direct epilogue: no _st ping-pong kernels)
     "staged": {"EPI": "staged"},
     "staged_c1_n256": {"EPI": "staged", "CLUSTER": "1", "BN": "256", "SPLITK": "1"},
     "staged_c2_n128": {"EPI": "staged", "CLUSTER": "2", "BN": "128", "SPLITK": "1"},
@@ -283,8 +284,6 @@ STAGED_VS_DIRECT = [
     "staged_n128_split2",
     "staged_c2_n256_split3",
     "staged_transposed",
-    "staged_pingpong",
-    "staged_pingpong_c2_split3_grid4",
 ]
 
 
@@ -318,3 +317,12 @@ def test_staged_falls_back_where_n_is_odd(sm90, rng, monkeypatch, capfd):
     check(sm90, rng, DType.bfloat16, (300, 72), (72, 77), bias=True, residual=True)
     err = capfd.readouterr().err
     assert "gemm_sm90p_" in err and "_st " not in err, err
+
+
+def test_staged_is_ignored_under_pingpong(sm90, rng, monkeypatch, capfd):
+    use(monkeypatch, "staged_pingpong")
+    monkeypatch.setenv("MAX_GEMM_SM90_LOG", "1")
+    capfd.readouterr()
+    check(sm90, rng, DType.bfloat16, (257, 136), (136, 264), bias=True, act="gelu_tanh", residual=True)
+    err = capfd.readouterr().err
+    assert "n128pp " in err and "_st " not in err, err

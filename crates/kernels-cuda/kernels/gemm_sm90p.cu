@@ -213,8 +213,8 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     }
 }
 
-// Staged epilogue (the _st kernels, MAX_GEMM_SM90_EPI=staged; the launcher picks them only when
-// p.pairs, n % 8 == 0 and C is 16-byte aligned, so every 8-column piece of a row is one aligned
+// Staged epilogue (the _st kernels, MAX_GEMM_SM90_EPI=staged, cooperative schedule only; the
+// launcher picks them only when p.pairs, n % 8 == 0 and C is 16-byte aligned, so every 8-column piece of a row is one aligned
 // 16-byte vector, either wholly inside C or wholly past column n). Each consumer warp owns a
 // 16-row x 64-column staging tile of T in shared memory (rows STG_STRIDE = 144 bytes apart: 128
 // plus 16 of padding), after the ring and its barriers, which nothing else touches. For each
@@ -228,10 +228,14 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
 #define STG_WARP_BYTES (16 * STG_STRIDE)
 
 // Orders this warp's shared-memory accesses (the asm below is volatile, never moved across it).
-__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync -1;\n" ::: "memory"); }
-__device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v)); }
+__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync 0xffffffff;\n" ::: "memory"); }
+// The memory clobbers keep the residual loads in step with the stores (as in store_tile, where
+// the stores to C order them): hoisted ahead, they would need registers the accumulators hold.
+__device__ __forceinline__ void sts32(u32 a, u32 v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
 __device__ __forceinline__ void lds128(u32 a, u32& x, u32& y, u32& z, u32& w) {
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a));
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a) : "memory");
 }
 __device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
@@ -239,11 +243,19 @@ __device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
 
 // As store_tile (same d, offset, col0, cols, has0, has1), plus: row_w, the warp's first row (of
 // the batch); base_w, the element offset in C of (row_w, col_t), col_t the tile's first column;
-// stg, the shared address of this warp's staging tile.
+// staging, the 8 consumer warps' staging tiles (warp (threadIdx.x - 128) / 32 owns the tile at
+// that index, under either schedule).
 template <typename T, int BN>
 __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, i64 offset, int col0, int cols,
-                                                  bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t, u32 stg,
-                                                  int lane) {
+                                                  bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t,
+                                                  u8* staging) {
+    // The thread index read here (volatile), so that the lane's shared addresses are computed
+    // at each epilogue rather than hoisted out of the unit loop into registers held across the
+    // mainloops.
+    u32 tid;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+    const int lane = (int)(tid % 32);
+    const u32 stg = s_addr(staging) + (tid / 32 - 4) * STG_WARP_BYTES;
     epi_math<T, BN>(d, p, col0, cols);
     const float beta = p.epi.beta;
     const bool res = p.epi.residual != 0;
@@ -256,7 +268,9 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
     const int rr = lane / 8, v = lane % 8;
     const u32 rd = stg + rr * STG_STRIDE + v * 16;
     T* out = (T*)p.c + base_w + (i64)rr * p.n + v * 8;
-    const i64 left = p.m - row_w - rr;  // row 4 i + rr exists while 4 i < left
+    // Row 4 i + rr exists while 4 i < rows; 8-column piece v of chunk q while 64 q < cols_v.
+    const int rows = (int)min(p.m - row_w - rr, (i64)16);
+    const int cols_v = (int)min(p.n - col_t - v * 8, (i64)BN);
 #pragma unroll
     for (int q = 0; q < BN / 64; ++q) {
         // The reads of the previous chunk (or of the previous call) are done.
@@ -264,27 +278,25 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
             const int j = q * 8 + jj;
-            float x0 = d[j * 4], y0 = d[j * 4 + 1], x1 = d[j * 4 + 2], y1 = d[j * 4 + 3];
-            if (res && j * 8 < cols) {
-                if (has0) {
-                    const u32 t = r0[j * 4];
-                    x0 += beta * lo_of<T>(t), y0 += beta * hi_of<T>(t);
-                }
-                if (has1) {
-                    const u32 t = r1[j * 4];
-                    x1 += beta * lo_of<T>(t), y1 += beta * hi_of<T>(t);
-                }
+            float x0 = d[j * 4], y0 = d[j * 4 + 1];
+            if (res && has0 && j * 8 < cols) {
+                const u32 t = r0[j * 4];
+                x0 += beta * lo_of<T>(t), y0 += beta * hi_of<T>(t);
             }
             sts32(w0 + jj * 16, pack2<T>(x0, y0));
+            float x1 = d[j * 4 + 2], y1 = d[j * 4 + 3];
+            if (res && has1 && j * 8 < cols) {
+                const u32 t = r1[j * 4];
+                x1 += beta * lo_of<T>(t), y1 += beta * hi_of<T>(t);
+            }
             sts32(w1 + jj * 16, pack2<T>(x1, y1));
         }
         warp_sync();
-        const bool col_ok = col_t + q * 64 + v * 8 < p.n;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             u32 a, b, c, e;
             lds128(rd + i * 4 * STG_STRIDE, a, b, c, e);
-            if (col_ok && i * 4 < left) stg128(out + (i64)(i * 4) * p.n + q * 64, a, b, c, e);
+            if (q * 64 < cols_v && i * 4 < rows) stg128(out + (i64)(i * 4) * p.n + q * 64, a, b, c, e);
         }
     }
 }
@@ -397,6 +409,11 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         constexpr int SYNC_N = PP ? 128 : 256;  // threads per tile
         const u32 sync_id = PP ? 2 + c : 1;  // named barrier of the tile's threads
         static_assert(!PP || BN == 128, "ping-pong tiles are 128 x 128");
+        // The staged epilogue under ping-pong (two halves of 64 accumulators each, all 128 live
+        // through the first) spilled 12 bytes: ptxas hoists the residual loads above the
+        // shared-memory stores (different state spaces cannot alias), where in store_tile the
+        // stores to C hold them back. The launcher keeps ping-pong on the direct epilogue.
+        static_assert(!(PP && ST), "no staged epilogue under ping-pong");
         float d[NACC];
         int stage = 0;
         u32 phase = 0;
@@ -485,13 +502,11 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
                 if (ST) {
-                    // This warp's staging tile (consumer warps 0..7; under ping-pong each
-                    // warpgroup's 4 warps, reused for both halves of its tile).
-                    const u32 stg = s_addr(staging + (c * 4 + warp) * STG_WARP_BYTES);
+                    // (Ping-pong, were it staged, would pass both halves through one tile.)
                     const i64 row_w = row0 - lane / 4;
                     const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
                     store_tile_staged<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m,
-                                             row_w, base_w, (i64)w.nt * BN, stg, lane);
+                                             row_w, base_w, (i64)w.nt * BN, staging);
                 } else {
                     store_tile<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
                 }
@@ -529,8 +544,6 @@ GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st, bf16, true, true, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st, bf16, true, true, 128, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st, bf16, true, false, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st, bf16, true, false, 128, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp_st, bf16, true, true, 128, true, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp_st, bf16, true, false, 128, true, true)
 #else
 GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
 GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)
@@ -542,8 +555,6 @@ GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st, f16, false, true, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp_st, f16, false, true, 128, true, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp_st, f16, false, false, 128, true, true)
 #endif
 
 // out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that

@@ -16,8 +16,8 @@
 //! where cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows), `MAX_GEMM_SM90_EPI` = direct |
 //! staged (the epilogue stores straight from the accumulator fragments, 8 scattered 8-byte
 //! pieces per store instruction, or through a per-warp shared-memory tile as coalesced 16-byte
-//! vectors: the `_st` kernels, taken only where C allows them, see [`staged_ok`]; direct is the
-//! default). `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
+//! vectors: the `_st` kernels, cooperative schedule only, taken only where C allows them, see
+//! [`staged_ok`]; direct is the default and the ping-pong schedule's only epilogue). `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -392,7 +392,8 @@ fn launch_with(
         if p.pingpong { "pp" } else { "" }
     );
     let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
-    let staged = knobs.staged.unwrap_or(false) && staged_ok(n, c, pairs);
+    // Not under ping-pong (no _st kernels: see the kernel), which keeps the direct epilogue.
+    let staged = knobs.staged.unwrap_or(false) && !p.pingpong && staged_ok(n, c, pairs);
     let name = if staged { format!("{name}_st") } else { name };
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn, staged);
