@@ -214,8 +214,8 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
 }
 
 // Staged epilogue (the _st kernels, MAX_GEMM_SM90_EPI=staged, cooperative schedule only; the
-// launcher picks them only when p.pairs, n % 8 == 0 and C is 16-byte aligned, so every 8-column piece of a row is one aligned
-// 16-byte vector, either wholly inside C or wholly past column n). Each consumer warp owns a
+// launcher picks them only when p.pairs, n % 8 == 0 and C is 16-byte aligned, so every 8-column
+// piece of a row is one aligned 16-byte vector, either wholly inside C or wholly past column n). Each consumer warp owns a
 // 16-row x 64-column staging tile of T in shared memory (rows STG_STRIDE = 144 bytes apart: 128
 // plus 16 of padding), after the ring and its barriers, which nothing else touches. For each
 // 64-column chunk of its 16 x BN fragment the warp writes the packed pairs (after the same math
@@ -229,8 +229,8 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
 
 // Orders this warp's shared-memory accesses (the asm below is volatile, never moved across it).
 __device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync 0xffffffff;\n" ::: "memory"); }
-// The memory clobbers keep the residual loads in step with the stores (as in store_tile, where
-// the stores to C order them): hoisted ahead, they would need registers the accumulators hold.
+// The memory clobbers keep NVVM from moving the residual loads across the staging stores (ptxas
+// may still hoist them: global loads and shared stores cannot alias).
 __device__ __forceinline__ void sts32(u32 a, u32 v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
 }
@@ -244,7 +244,7 @@ __device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
 // As store_tile (same d, offset, col0, cols, has0, has1), plus: row_w, the warp's first row (of
 // the batch); base_w, the element offset in C of (row_w, col_t), col_t the tile's first column;
 // staging, the 8 consumer warps' staging tiles (warp (threadIdx.x - 128) / 32 owns the tile at
-// that index, under either schedule).
+// that index).
 template <typename T, int BN>
 __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, i64 offset, int col0, int cols,
                                                   bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t,
