@@ -150,17 +150,9 @@ pub fn run(lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gemm_batches<T: 'static + Copy + Default>(
-    a: *const T,
-    b: *const T,
-    c: *mut T,
-    oa: &[usize],
-    ob: &[usize],
-    m: usize,
-    k: usize,
-    n: usize,
-) where
-    T: num_one::One,
+fn gemm_batches<T>(a: *const T, b: *const T, c: *mut T, oa: &[usize], ob: &[usize], m: usize, k: usize, n: usize)
+where
+    T: 'static + Copy + Default + num_one::One,
 {
     for (bi, (&xa, &xb)) in oa.iter().zip(ob).enumerate() {
         // SAFETY: the offsets address whole row-major matrices inside the buffers (shapes were

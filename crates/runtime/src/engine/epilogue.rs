@@ -356,8 +356,8 @@ mod tests {
     /// x @ w + b -> gelu(tanh) -> + x: one gemm step on the GPU, separate steps on the host.
     fn mlp_block(device: DeviceRef) -> Vec<String> {
         let mut g = Graph::new("t");
-        let x = input(&mut g, &[8, 16], device.clone());
-        let w = input(&mut g, &[16, 16], device.clone());
+        let x = input(&mut g, &[8, 16], device);
+        let w = input(&mut g, &[16, 16], device);
         let b = input(&mut g, &[16], device);
         let y = g.add_node(op(OpKind::Matmul), vec![x, w]).unwrap()[0];
         let y = g.add_node(op(OpKind::Add), vec![b, y]).unwrap()[0];
@@ -378,9 +378,9 @@ mod tests {
     fn a_product_read_twice_or_a_broadcast_residual_stays_unfused() {
         let gpu = DeviceRef::gpu(0);
         let mut g = Graph::new("t");
-        let x = input(&mut g, &[16, 16], gpu.clone());
-        let w = input(&mut g, &[16, 16], gpu.clone());
-        let row = input(&mut g, &[1, 16], gpu.clone());
+        let x = input(&mut g, &[16, 16], gpu);
+        let w = input(&mut g, &[16, 16], gpu);
+        let row = input(&mut g, &[1, 16], gpu);
         let full = input(&mut g, &[4, 16, 16], gpu);
         let y = g.add_node(op(OpKind::Matmul), vec![x, w]).unwrap()[0];
         let twice = g.add_node(op(OpKind::Mul), vec![y, y]).unwrap()[0];

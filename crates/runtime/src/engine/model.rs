@@ -14,6 +14,9 @@ use super::plan::{self, Plan};
 use super::program::{self, Body, Program, StepKind};
 use super::shapes::bind_inputs;
 use crate::storage::Storage;
+
+/// Input dtypes and shapes: the key of a model's per-shape plans and CUDA graphs.
+type ShapeKey = Vec<(DType, Vec<usize>)>;
 use crate::weights::Progress;
 use crate::{Buffer, Device, Error, Result, Stream};
 
@@ -25,9 +28,9 @@ pub struct Model {
     pub devices: Vec<Device>,
     /// Constants and weights, on their devices, by value id.
     pub(crate) fixed: HashMap<ValueId, Buffer>,
-    plans: Mutex<HashMap<Vec<(DType, Vec<usize>)>, Arc<Plan>>>,
+    plans: Mutex<HashMap<ShapeKey, Arc<Plan>>>,
     /// CUDA graph state per plan (see graphs.rs); unused when `use_graphs` is off.
-    pub(crate) graphs: Mutex<HashMap<Vec<(DType, Vec<usize>)>, super::graphs::GraphState>>,
+    pub(crate) graphs: Mutex<HashMap<ShapeKey, super::graphs::GraphState>>,
     use_graphs: bool,
     /// Whether any step runs on the host (and so needs the worker pool); a plan that only
     /// launches GPU kernels runs on the calling thread, saving a hand-off per execution.

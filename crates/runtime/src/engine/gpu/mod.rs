@@ -62,8 +62,7 @@ fn reader(b: &Buffer, shape: &[usize]) -> Result<Input> {
 }
 
 fn run_fused(dev: &CudaDevice, f: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
-    let (shape, strides) = (out.shape().to_vec(), ());
-    let _ = strides;
+    let shape = out.shape().to_vec();
     let spec = spec_of(f, inputs, shape.len())?;
     let readers: Vec<Input> = inputs.iter().map(|b| reader(b, &shape)).collect::<Result<_>>()?;
     dev.bind()?;
