@@ -9,9 +9,8 @@ overhead included), and `gpu_us`, the GPU time per call with the host out of the
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
 L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
 `rel_err_<variant>`) times the other kernels on the same weights: `general` qgemv.cu's kernel
-(MAX_QGEMV_STREAM=0), `half` the streaming kernel's 0.5 + q/256 decode (MAX_QGEMV_HALF=1) and
-`tensor_cores` the tensor-core kernel (MAX_QGEMV_TC=1); the last two take 4-bit encodings
-only (Q8_0 then runs the default kernel).
+(MAX_QGEMV_STREAM=0) and `tensor_cores` the tensor-core kernel (MAX_QGEMV_TC=1; 4-bit
+encodings only, Q8_0 then runs the default kernel).
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 
@@ -32,7 +31,7 @@ import itertools
 
 from common import time_async, time_gpu, write
 
-VARIANTS = {"general": "MAX_QGEMV_STREAM", "half": "MAX_QGEMV_HALF", "tensor_cores": "MAX_QGEMV_TC"}
+VARIANTS = {"general": "MAX_QGEMV_STREAM", "tensor_cores": "MAX_QGEMV_TC"}
 from gpu_timing import Timer, our_stream
 from max import driver, engine
 from max.dtype import DType

@@ -287,19 +287,3 @@ def test_qmatmul_streaming_kernel(gpu, rng, enc, k, grid, monkeypatch):
     (general,) = execute(dev, [lhs, w], gpu)
     np.testing.assert_array_equal(streamed, general)
 
-
-@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
-def test_qmatmul_half_decode(gpu, rng, enc, monkeypatch):
-    """The streaming kernel's opt-in 0.5 + q/256 decode (MAX_QGEMV_HALF=1, one lhs row): within
-    2^-16 of sum |lhs| |w| of the float64 product."""
-    monkeypatch.setenv("MAX_QGEMV_HALF", "1")
-    k, n = 4096, 300
-    kb = k // enc.elements_per_block * enc.block_size
-    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (n, kb))], gpu)
-    w = random_blocks(rng, enc, n, k // enc.elements_per_block)
-    lhs = rng.standard_normal((1, k)).astype(np.float32)
-    (g,) = execute(dev, [lhs, w], gpu)
-    deq = cpu_dequantize(enc, w).astype(np.float64)
-    ref = lhs.astype(np.float64) @ deq.T
-    bound = 2.0**-16 * (np.abs(lhs.astype(np.float64)) @ np.abs(deq).T)
-    assert (np.abs(g - ref) <= bound).all()

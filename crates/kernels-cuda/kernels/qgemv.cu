@@ -145,13 +145,7 @@ __device__ __forceinline__ float byte_float(u32 v, u32 magic, int j, float bias)
 // of a 256-element super-block) of each of the warp's CW rows, whose bytes start at bb[c],
 // against the staged lhs at lr (the lane's run of each of the MR rows, QV_LD floats apart per
 // lane), added to acc.
-//
-// HALF (4-bit encodings; `magic` then holds 0x3F000000): each quant q becomes 0.5 + q / 256 in
-// one byte permute (q under the exponent of 0.5, in the top mantissa bits), with no subtraction;
-// the sums are turned back into sum(lhs * (q - bias)) = 256 s - (128 + bias) l per half.
-// The rounding errors then grow by about 2^4 against exact decoding (the sum carries the 0.5's
-// share): results still agree with the f32 reference to about 2^-20.
-template <int E, int MR, bool HALF, int CW>
+template <int E, int MR, int CW>
 __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)[CW], int sb, u32 magic,
                                           float (&acc)[CW][MR]) {
     typedef Words<E> WD;
@@ -197,8 +191,7 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
                     for (int r = 0; r < MR; ++r) l[r][h] += x[r][j];
 #pragma unroll
                     for (int c = 0; c < CW; ++c) {
-                        const float q = HALF ? __int_as_float(__byte_perm(q4[c], magic, 0x7054u | ((u32)j << 8)))
-                                             : byte_float(q4[c], magic, j, quant_bias<E>());
+                        const float q = byte_float(q4[c], magic, j, quant_bias<E>());
 #pragma unroll
                         for (int r = 0; r < MR; ++r) s[c][r][h] = fmaf(x[r][j], q, s[c][r][h]);
                     }
@@ -227,14 +220,6 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
                 }
             }
         }
-    }
-    if (HALF) {
-#pragma unroll
-        for (int c = 0; c < CW; ++c)
-#pragma unroll
-            for (int r = 0; r < MR; ++r)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) s[c][r][h] = 256.f * s[c][r][h] - (128.f + quant_bias<E>()) * l[r][h];
     }
 #pragma unroll
     for (int c = 0; c < CW; ++c)
@@ -318,7 +303,7 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         for (int c = 0; c < QV_CW; ++c)
             bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(w + (row0 + c) * row_bytes + b0) & 15) +
                     (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
-        chunk_dot<E, MR, false, QV_CW>(lr, bb, sb, magic, acc);
+        chunk_dot<E, MR, QV_CW>(lr, bb, sb, magic, acc);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 #pragma unroll

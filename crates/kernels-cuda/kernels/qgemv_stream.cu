@@ -12,9 +12,6 @@
 //   with cp.async (the lane runs of the staged lhs are padded, so no single copy fills them).
 //   Per-thread 16-byte cp.async copies of the weights cost about 1.5 instructions per weight in
 //   address arithmetic.
-// - Optionally (qgemv_h_*, MAX_QGEMV_HALF=1; one lhs row, 4-bit encodings) quants decode to
-//   0.5 + q / 256 (chunk_dot's HALF): one permute per weight, no subtraction, at the price of
-//   about 2^4 larger rounding errors.
 // - Persistent: a grid of at most (blocks per SM) x SMs blocks, block b taking row groups
 //   b, b + gridDim.x, ...; the ring of stages runs on across groups, so the next group's first
 //   chunks are in flight while this group's last one is decoded (with K = 4096 a group is four
@@ -40,7 +37,7 @@ template <int E, int MR> struct Qs {
     };
 };
 
-template <int E, int MR, bool HALF>
+template <int E, int MR>
 __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
                                         int m, int n, int k, i64 row_bytes, u32 magic) {
 #if __CUDA_ARCH__ >= 900
@@ -118,7 +115,7 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
             const u8* bb[CW];
 #pragma unroll
             for (int c = 0; c < CW; ++c) bb[c] = sbase + S::LHS + (warp * CW + c) * Chunk<E>::SLOT + lane_bytes;
-            chunk_dot<E, MR, HALF, CW>((const float*)sbase + lane * QV_LD, bb, sb, magic, acc);
+            chunk_dot<E, MR, CW>((const float*)sbase + lane * QV_LD, bb, sb, magic, acc);
         }
         if (++ch == chunks) {
             const int row0 = g * ROWS + warp * CW;
@@ -143,19 +140,15 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
 }
 
 // MR >= 4 takes a minimum-blocks hint of 1: without it ptxas held qgemv_s_q8_0_m4 to 64
-// registers and spilled. qgemv_h_<enc>_m1 (4-bit encodings, one lhs row) decodes with HALF.
-#define QGEMV_S(NAME, E, MR, PRE, HALF)                                                                      \
-    extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                      \
-        qgemv_##PRE##_##NAME##_m##MR(const float* lhs, const u8* w, float* out, int m, int n, int k,        \
-                                     i64 row_bytes, u32 magic) {                                            \
-        qgemv_s<E, MR, HALF>(lhs, w, out, m, n, k, row_bytes, magic);                                       \
+// registers and spilled.
+#define QGEMV_S(NAME, E, MR)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                          \
+        qgemv_s_##NAME##_m##MR(const float* lhs, const u8* w, float* out, int m, int n, int k, i64 row_bytes, \
+                               u32 magic) {                                                                     \
+        qgemv_s<E, MR>(lhs, w, out, m, n, k, row_bytes, magic);                                                 \
     }
-#define QGEMV_S_ALL(NAME, E) \
-    QGEMV_S(NAME, E, 1, s, false) QGEMV_S(NAME, E, 2, s, false) QGEMV_S(NAME, E, 4, s, false) QGEMV_S(NAME, E, 8, s, false)
+#define QGEMV_S_ALL(NAME, E) QGEMV_S(NAME, E, 1) QGEMV_S(NAME, E, 2) QGEMV_S(NAME, E, 4) QGEMV_S(NAME, E, 8)
 QGEMV_S_ALL(q4_0, ENC_Q4_0)
 QGEMV_S_ALL(q4_1, ENC_Q4_1)
 QGEMV_S_ALL(q8_0, ENC_Q8_0)
 QGEMV_S_ALL(q4_k, ENC_Q4_K)
-QGEMV_S(q4_0, ENC_Q4_0, 1, h, true)
-QGEMV_S(q4_1, ENC_Q4_1, 1, h, true)
-QGEMV_S(q4_k, ENC_Q4_K, 1, h, true)

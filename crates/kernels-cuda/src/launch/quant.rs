@@ -1,9 +1,10 @@
 //! The quant families (kernels/quant.cu, kernels/qgemv.cu): dequantize of the GGUF block encodings, qmatmul
 //! (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32 GEMM above), GPTQ.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
@@ -109,7 +110,7 @@ pub fn qmatmul(
 /// Whether qmatmul at M <= 8 takes qgemv_stream.cu (persistent, precomputed copy offsets): the
 /// word-decoded encodings over 16-byte aligned rows and lhs, on sm_90 and later.
 /// `MAX_QGEMV_STREAM=0` forces qgemv.cu's general kernel; `MAX_QGEMV_GRID=n` caps the streaming
-/// kernel's grid; `MAX_QGEMV_HALF=1` takes its 0.5 + q / 256 decode at M = 1 (4-bit encodings).
+/// kernel's grid.
 fn streaming_gemv(
     stream: &Arc<CudaStream>,
     enc: Encoding,
@@ -143,16 +144,7 @@ fn qgemv(
 ) -> Result<()> {
     let mr = rows_variant(m);
     let streaming = streaming_gemv(stream, enc, (lhs, w), (n, k, row_bytes))?;
-    // qgemv_stream.cu's 0.5 + q / 256 decode (opt-in: larger rounding errors).
-    let half = streaming && mr == 1 && enc != Encoding::Q8_0 && std::env::var("MAX_QGEMV_HALF").as_deref() == Ok("1");
-    let prefix = if half {
-        "h_"
-    } else if streaming {
-        "s_"
-    } else {
-        ""
-    };
-    let name = format!("qgemv_{prefix}{}_m{mr}", enc.suffix());
+    let name = format!("qgemv_{}{}_m{mr}", if streaming { "s_" } else { "" }, enc.suffix());
     let f = function(stream.context(), &QGEMV, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
@@ -179,26 +171,16 @@ fn qgemv(
         return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
     }
     let blocks = if streaming {
-        let per_sm = f
-            .occupancy_max_active_blocks_per_multiprocessor(256, smem as usize, None)
-            .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
-            .max(1) as usize;
-        let sms = stream
-            .context()
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(Error::driver("cuDeviceGetAttribute"))?
-            .max(1) as usize;
         // MAX_QGEMV_GRID=n caps the grid (tests: several row groups per block).
         let cap = std::env::var("MAX_QGEMV_GRID").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&g| g > 0);
-        groups.min(per_sm * sms).min(cap.unwrap_or(usize::MAX))
+        groups.min(resident_blocks(stream, &f, &name, smem)?).min(cap.unwrap_or(usize::MAX))
     } else {
         groups
     };
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
     let mut l = stream.launch_builder(&f);
-    // 2^23's bit pattern (see byte_float in qgemv.cu), or 0.5's for the streaming kernel's
-    // 4-bit decode (chunk_dot's HALF); an argument rather than a constant.
-    let magic: u32 = if half { 0x3F00_0000 } else { 0x4B00_0000 };
+    // 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).
+    let magic: u32 = 0x4B00_0000;
     let rb = row_bytes as i64;
     let (mi, ni, ki) = (m as i64, n as i64, k as i64);
     let (ms, ns, ks) = (m as i32, n as i32, k as i32);
@@ -211,6 +193,28 @@ fn qgemv(
     // streaming kernel's int arguments fit (streaming_gemv).
     unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     Ok(())
+}
+
+/// Blocks of 256 threads with `smem` bytes of this kernel that fit on the device at once (per
+/// SM times SMs), cached per device, kernel and shared-memory size: the persistent grid.
+fn resident_blocks(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, smem: u32) -> Result<usize> {
+    type Cache = Mutex<Option<HashMap<(usize, String, u32), usize>>>;
+    static CACHE: Cache = Mutex::new(None);
+    let key = (stream.context().ordinal(), name.to_string(), smem);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(v);
+    }
+    let per_sm = f
+        .occupancy_max_active_blocks_per_multiprocessor(256, smem as usize, None)
+        .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+        .max(1) as usize;
+    let sms = stream
+        .context()
+        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?
+        .max(1) as usize;
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, per_sm * sms);
+    Ok(per_sm * sms)
 }
 
 /// Whether qmatmul takes the tensor-core GEMV (qgemv_tc.cu): 4-bit encodings, one or two lhs
