@@ -2,11 +2,12 @@
 //
 // A [M, K] row-major (K-major). B [K, N] row-major is read as it is (N-major, wgmma's
 // transposed-B mode) when N % 8 == 0 (TMA needs 16-byte row strides); otherwise the caller
-// transposes it to Bt [N, K] first (transpose_b16) and it is read K-major. Shared-memory tiles
-// use the 128-byte swizzle that TMA writes. Block tile 128 x 256 x 64; 3 warpgroups: one
-// producer (a single thread issues the TMA loads of a 4-stage ring, guarded by mbarriers) and
-// two consumers, each computing a 64 x 256 slice with m64n256k16 wgmma into 128 f32 registers
-// per thread (setmaxnreg moves registers from the producer to the consumers). Out-of-range
+// transposes it to Bt [N, K] first (the layout family's tiled transpose) and it is read
+// K-major. Shared-memory tiles use the 128-byte swizzle that TMA writes. Block tile
+// 128 x 256 x 64; 3 warpgroups: one producer (a single thread issues the TMA loads of a
+// 4-stage ring, guarded by mbarriers) and two consumers, each computing a 64 x 256 slice with
+// m64n256k16 wgmma into 128 f32 registers per thread (setmaxnreg moves registers from the
+// producer to the consumers). Out-of-range
 // rows and columns are zero-filled by TMA on load and skipped on store, so any M and N work;
 // K must be a multiple of 8 (16-byte TMA strides). The epilogue (bias, activation, residual:
 // see prelude.cuh) runs in registers and stores straight to global memory.
@@ -229,27 +230,8 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
 #else
 #define GEMM_BODY(T, BF16, TB)
 #endif
-// B transposed to [N, K] by transpose_b16 (any N) / B as given, [K, N] (N % 8 == 0).
+// B transposed to [N, K] first (any N) / B as given, [K, N] (N % 8 == 0).
 GEMM_ENTRY(gemm_sm90_bf16, bf16, true, false)
 GEMM_ENTRY(gemm_sm90_f16, f16, false, false)
 GEMM_ENTRY(gemm_sm90_bf16_nn, bf16, true, true)
 GEMM_ENTRY(gemm_sm90_f16_nn, f16, false, true)
-
-// out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that
-// both the reads and the writes are coalesced.
-extern "C" __global__ void transpose_b16(const u16* __restrict__ in, u16* __restrict__ out, i64 rows, i64 cols) {
-    __shared__ u16 tile[32][33];
-    const i64 b = blockIdx.z;
-    const i64 r0 = (i64)blockIdx.y * 32, c0 = (i64)blockIdx.x * 32;
-    const u16* src = in + b * rows * cols;
-    u16* dst = out + b * rows * cols;
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        i64 r = r0 + i, c = c0 + threadIdx.x;
-        if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * cols + c];
-    }
-    __syncthreads();
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        i64 c = c0 + i, r = r0 + threadIdx.x;
-        if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
-    }
-}

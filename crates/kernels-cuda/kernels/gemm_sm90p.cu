@@ -556,22 +556,3 @@ GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, false, true)
 #endif
-
-// out[b][c][r] = in[b][r][c] for 16-bit elements: 32 x 32 tiles through shared memory so that
-// both the reads and the writes are coalesced.
-extern "C" __global__ void transpose_b16(const u16* __restrict__ in, u16* __restrict__ out, i64 rows, i64 cols) {
-    __shared__ u16 tile[32][33];
-    const i64 b = blockIdx.z;
-    const i64 r0 = (i64)blockIdx.y * 32, c0 = (i64)blockIdx.x * 32;
-    const u16* src = in + b * rows * cols;
-    u16* dst = out + b * rows * cols;
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        i64 r = r0 + i, c = c0 + threadIdx.x;
-        if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * cols + c];
-    }
-    __syncthreads();
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        i64 c = c0 + i, r = r0 + threadIdx.x;
-        if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
-    }
-}

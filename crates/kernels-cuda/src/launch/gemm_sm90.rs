@@ -174,19 +174,9 @@ pub fn gemm(
     // SAFETY: stream-ordered allocation, freed below on the same stream after its last use.
     let bt = unsafe { result::malloc_async(stream.cu_stream(), bt_bytes) }.map_err(Error::driver("cuMemAllocAsync"))?;
     let run = || -> Result<()> {
-        // Both families have the transpose, so only the one in use is compiled.
-        let t =
-            function(stream.context(), if legacy { &GEMM_SM90 } else { gemm_sm90p::family(dtype) }, "transpose_b16")?;
-        let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(32) as u32, k.div_ceil(32) as u32, batch_b as u32),
-            block_dim: (32, 8, 1),
-            shared_mem_bytes: 0,
-        };
-        let (rows, cols) = (k as i64, n as i64);
-        let mut launch = stream.launch_builder(&t);
-        launch.arg(&b).arg(&bt).arg(&rows).arg(&cols);
-        // SAFETY: b holds batch_b [k, n] matrices, bt has room for as many [n, k] ones.
-        unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(transpose_b16)"))?;
+        // The layout family's tiled transpose: Bt[z][j][i] = B[z][i][j].
+        let (kn, ki, ni) = ((k * n) as isize, k as isize, n as isize);
+        super::layout::copy_view(stream, b, &[kn, 1, ni], bt, &[kn, ki, 1], &[batch_b, n, k], 2)?;
         launch_b(bt, false)
     };
     let out = run();

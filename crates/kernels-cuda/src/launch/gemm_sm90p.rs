@@ -59,7 +59,7 @@ struct GemmPArgs {
     epi: Epilogue,
 }
 
-/// The family with this type's kernels (and a transpose_b16).
+/// The family with this type's kernels.
 pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
     if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
 }
