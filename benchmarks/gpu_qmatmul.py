@@ -8,9 +8,10 @@ overhead included), and `gpu_us`, the GPU time per call with the host out of the
 (gpu_timing.py), as a decode step replayed from a CUDA graph sees it. The bandwidth figures use
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
 L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
-`rel_err_<variant>`) times the other kernels on the same weights: `general` qgemv.cu's kernel
-(MAX_QGEMV_STREAM=0) and `tensor_cores` the tensor-core kernel (MAX_QGEMV_TC=1; 4-bit
-encodings only, Q8_0 then runs the default kernel).
+`rel_err_<variant>`) times the other kernels on the same weights: `stream` qgemv_stream.cu's
+CUDA-core kernel (MAX_QGEMV_MMA=0: for Q8_0 the default anyway) and `general` qgemv.cu's
+(MAX_QGEMV_MMA=0 MAX_QGEMV_STREAM=0); the default for the 4-bit encodings is the integer
+tensor-core kernel, qgemv_mma.cu.
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 
@@ -31,7 +32,7 @@ import itertools
 
 from common import time_async, time_gpu, write
 
-VARIANTS = {"general": "MAX_QGEMV_STREAM", "tensor_cores": "MAX_QGEMV_TC"}
+VARIANTS = {"stream": {"MAX_QGEMV_MMA": "0"}, "general": {"MAX_QGEMV_MMA": "0", "MAX_QGEMV_STREAM": "0"}}
 from gpu_timing import Timer, our_stream
 from max import driver, engine
 from max.dtype import DType
@@ -100,18 +101,18 @@ def main() -> None:
             weight_bytes = n * kb
             ws = itertools.cycle([w] + [w.copy() for _ in range(ROTATE_BYTES // weight_bytes)])
             ours = timer(stream, lambda: model.execute(x, next(ws)))
-            # The other kernels on the same weights: qgemv.cu's general one, the streaming one's
-            # 0.5 + q/256 decode (4-bit encodings), the tensor-core one (4-bit encodings).
+            # The other kernels on the same weights.
             variants = {}
-            for name, var in VARIANTS.items():
-                os.environ[var] = "0" if var == "MAX_QGEMV_STREAM" else "1"
+            for name, env in VARIANTS.items():
+                os.environ.update(env)
                 try:
                     (vout,) = model.execute(x, w)
                     verr = (torch.from_dlpack(vout) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
                     variants[f"gpu_us_{name}"] = round(timer(stream, lambda: model.execute(x, next(ws))) * 1e6, 1)
                     variants[f"rel_err_{name}"] = float(f"{verr:.2e}")
                 finally:
-                    del os.environ[var]
+                    for var in env:
+                        del os.environ[var]
             tx16 = tx.to(torch.bfloat16)
             tw16 = tw.to(torch.bfloat16)
             tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])

@@ -242,28 +242,88 @@ def test_gptq_run_time_errors(gpu, rng):
         execute(dev, [lhs, np.zeros((100, n), np.uint8)], gpu)
 
 
-@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
+FOUR_BIT = [Q.Q4_0, Q.Q4_1, Q.Q4_K]
+
+
+def mma_launches():
+    from max._core import driver as core
+
+    return core._qgemv_mma_launches()
+
+
+@pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [256, 1280, 4096])
-@pytest.mark.parametrize("tensor_cores", [True, False], ids=["tc", "cuda_cores"])
-def test_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, tensor_cores, monkeypatch):
-    """One or two lhs rows over 4-bit weights whose rows start on 16 bytes: the tensor-core
-    kernel (bf16 mma over an exact three-way split of the lhs; MAX_QGEMV_TC=1) and the CUDA-core
-    one; K of half a 512-element chunk to 8 chunks, weight rows not a multiple of 32."""
-    monkeypatch.setenv("MAX_QGEMV_TC", "1" if tensor_cores else "0")
+@pytest.mark.parametrize("kernel", ["mma", "stream"])
+def test_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, kernel, monkeypatch):
+    """One or two lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
+    tensor-core kernel (qgemv_mma.cu, the default) and the CUDA-core one (MAX_QGEMV_MMA=0); K of
+    one to 16 256-element chunks, weight rows not a multiple of 16."""
+    monkeypatch.setenv("MAX_QGEMV_MMA", "1" if kernel == "mma" else "0")
+    before = mma_launches()
     run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1)])
+    assert (mma_launches() > before) == (kernel == "mma")
 
 
+@pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("scale", [1e-30, 1e-3, 1e25])
-def test_qmatmul_4bit_lhs_magnitudes(gpu, rng, scale, monkeypatch):
-    """The lhs split stays exact over the f32 range (tiny, ordinary and huge values, mixed signs)."""
-    monkeypatch.setenv("MAX_QGEMV_TC", "1")
-    enc, k, n = Q.Q4_K, 512, 64
+def test_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):
+    """The fixed-point lhs of qgemv_mma.cu keeps to the f32 bound over the f32 range (tiny,
+    ordinary and huge values, mixed signs, units whose values span 10^8), for one and two rows."""
+    k, n = 512, 64
     kb = k // enc.elements_per_block * enc.block_size
-    cpu, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (n, kb))], gpu)
     w = random_blocks(rng, enc, n, k // enc.elements_per_block)
-    lhs = (rng.standard_normal((1, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(1, k))).astype(np.float32)
+    deq = cpu_dequantize(enc, w)
+    for m in (1, 2):
+        _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (m, k)), (DType.uint8, (n, kb))], gpu)
+        lhs = (rng.standard_normal((m, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(m, k))).astype(np.float32)
+        lhs[:, 32:64] = 0.0  # an all-zero unit
+        before = mma_launches()
+        (g,) = execute(dev, [lhs, w], gpu)
+        assert mma_launches() == before + 1
+        check_f32_product(g, lhs, deq)
+
+
+def test_qmatmul_4bit_nonfinite_lhs(gpu, rng):
+    """An inf or NaN in the lhs makes every output of that lhs row NaN; other rows are exact."""
+    enc, k, n = Q.Q4_0, 256, 40
+    kb = k // 32 * 18
+    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (2, k)), (DType.uint8, (n, kb))], gpu)
+    w = random_blocks(rng, enc, n, k // 32)
+    lhs = rng.standard_normal((2, k)).astype(np.float32)
+    lhs[1, 77] = np.inf
     (g,) = execute(dev, [lhs, w], gpu)
-    check_f32_product(g, lhs, cpu_dequantize(enc, w))
+    assert np.isnan(g[1]).all()
+    check_f32_product(g[:1], lhs[:1], cpu_dequantize(enc, w))
+
+
+@pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
+@pytest.mark.parametrize("k", [1280, 4352])
+@pytest.mark.parametrize("layout", ["grid1_split1", "grid3_split2", "split8", "auto"])
+def test_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout, monkeypatch):
+    """qgemv_mma.cu's work distribution: a grid of 1 or 3 blocks (warps walking several tiles,
+    their rings of stages running on across tiles), K split over 2 or 8 warps of a block (the
+    parts summed in order; 8 parts of 17 chunks, or 4 of 5 since a part is at least a chunk),
+    the automatic choice; weight rows not a multiple of 16. Within f32 rounding of one warp per
+    tile, and the same bits with one block and no split."""
+    for part in layout.split("_"):
+        if part.startswith("grid"):
+            monkeypatch.setenv("MAX_QGEMV_GRID", part[4:])
+        elif part.startswith("split"):
+            monkeypatch.setenv("MAX_QGEMV_SPLIT", part[5:])
+    run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2)])
+    kb = k // enc.elements_per_block * enc.block_size
+    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (70, kb))], gpu)
+    w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
+    lhs = rng.standard_normal((1, k)).astype(np.float32)
+    (got,) = execute(dev, [lhs, w], gpu)
+    for key in ("MAX_QGEMV_GRID", "MAX_QGEMV_SPLIT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MAX_QGEMV_SPLIT", "1")
+    (one,) = execute(dev, [lhs, w], gpu)
+    # Sums over K parts are added in a different order than one warp's running sum.
+    np.testing.assert_allclose(got, one, rtol=1e-5, atol=1e-5 * np.abs(one).max())
+    if layout == "grid1_split1":
+        np.testing.assert_array_equal(got, one)
 
 
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K], ids=lambda e: e.value)

@@ -53,10 +53,10 @@ pub const QUANT: Family = Family {
     name: "quant",
     source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/quant.cu")),
 };
-/// qmatmul with 1 or 2 lhs rows over 4-bit weights on tensor cores (sm_80+).
-pub const QGEMV_TC: Family = Family {
-    name: "qgemv_tc",
-    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv_tc.cu")),
+/// qmatmul with 1 or 2 lhs rows over 4-bit weights on integer tensor cores (sm_90).
+pub const QGEMV_MMA: Family = Family {
+    name: "qgemv_mma",
+    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv_mma.cu")),
 };
 /// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings).
 pub const QGEMV: Family = Family {
@@ -105,7 +105,7 @@ pub const ALL: &[Family] = &[
     POOL,
     QUANT,
     QGEMV,
-    QGEMV_TC,
+    QGEMV_MMA,
     REDUCTION,
     NORM,
     SCAN,

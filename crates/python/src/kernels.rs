@@ -86,6 +86,13 @@ fn _conv_sm90_path_counts() -> (u64, u64) {
     (c::padded_launches(), c::split_launches())
 }
 
+/// How many times this process has launched the integer tensor-core decode GEMV
+/// (max_kernels_cuda::launch::quant, kernels/qgemv_mma.cu).
+#[pyfunction]
+fn _qgemv_mma_launches() -> u64 {
+    max_kernels_cuda::launch::quant::mma_gemv_launches()
+}
+
 /// NVRTC's (major, minor); RuntimeError saying where it looked when it cannot be loaded.
 #[pyfunction]
 fn _nvrtc_version() -> PyResult<(i32, i32)> {
@@ -101,5 +108,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_kernel_families, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
     Ok(())
 }

@@ -31,6 +31,12 @@ pub(crate) struct TmaMap([u64; 16]);
 // SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
 unsafe impl DeviceRepr for TmaMap {}
 
+impl TmaMap {
+    pub(crate) fn from_opaque(opaque: [u64; 16]) -> Self {
+        TmaMap(opaque)
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct GemmArgs {

@@ -2,13 +2,16 @@
 //! (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32 GEMM above), GPTQ.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
-use crate::sources::{QGEMV, QGEMV_TC, QUANT};
+use super::gemm_sm90::TmaMap;
+use crate::sources::{QGEMV, QGEMV_MMA, QUANT};
 use crate::{Error, Result, function};
 
 /// The GGUF block encodings.
@@ -90,8 +93,8 @@ pub fn qmatmul(
     if k == 0 {
         return super::fill(stream, out, (m * n) as u64, 4, 0);
     }
-    if tensor_core_gemv(stream, enc, m, w, row_bytes)? {
-        return qgemv_tc(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
+    if mma_gemv(stream, enc, (m, n, k), (lhs, w, row_bytes))? {
+        return qgemv_mma(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
     }
     if m <= GEMV_MAX_ROWS {
         return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
@@ -217,74 +220,142 @@ fn resident_blocks(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, smem:
     Ok(per_sm * sms)
 }
 
-/// Whether qmatmul takes the tensor-core GEMV (qgemv_tc.cu): 4-bit encodings, one or two lhs
-/// rows, rows on 16-byte boundaries, an sm_80+ device, and `MAX_QGEMV_TC=1` (read at each call,
-/// so a benchmark can compare both kernels in one process): it is exact and tested, but not yet
-/// faster than qgemv.cu on an H200, so it is not the default.
-fn tensor_core_gemv(stream: &Arc<CudaStream>, enc: Encoding, m: usize, w: u64, row_bytes: usize) -> Result<bool> {
-    if m > 2 || !matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K) || row_bytes % 16 != 0 || w % 16 != 0 {
-        return Ok(false);
-    }
-    if std::env::var("MAX_QGEMV_TC").as_deref() != Ok("1") {
-        return Ok(false);
-    }
-    Ok(arch_major(stream)? >= 8)
+/// Matches QM_WARPS, QM_CHUNK, QM_ST and Qm::SLOT in qgemv_mma.cu.
+const QM_WARPS: usize = 8;
+const QM_CHUNK: usize = 256;
+const QM_STAGES: usize = 2;
+/// Shared memory for the lhs fragments (96 bytes per 32 elements and lhs row, plus 16 bytes of
+/// per-unit terms) beyond which qmatmul keeps to qgemv_stream.cu: K * M up to about 30000.
+const QM_PREP_BUDGET: usize = 104 * 1024;
+
+/// The integer tensor-core GEMV's shared memory: lhs fragments and per-unit terms, 128 zero
+/// bytes, each warp's stages and mbarriers, the group sums.
+fn mma_gemv_smem(enc: Encoding, mr: usize, k: usize) -> (usize, usize) {
+    let (elems, bytes) = enc.block();
+    let slot = QM_CHUNK / elems * bytes;
+    let prep = (k / 32) * mr * (96 + 16);
+    (prep, (prep + 128).next_multiple_of(128) + QM_WARPS * QM_STAGES * (16 * slot + 8) + QM_WARPS * 64 * 4)
 }
 
-/// Matches TC_ROWS, TC_CHUNK, TC_ST and Tc::SMEM in qgemv_tc.cu.
-const TC_ROWS: usize = 32;
-const TC_CHUNK: usize = 512;
-const TC_STAGES: usize = 3;
+/// Whether qmatmul takes qgemv_mma.cu: Q4_0, Q4_1 or Q4_K with one or two lhs rows, weight
+/// rows on 16-byte boundaries, K whose lhs fragments fit in shared memory, on sm_90 and later.
+/// `MAX_QGEMV_MMA=0` keeps to qgemv_stream.cu (read at each call, so a benchmark can compare).
+fn mma_gemv(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (m, n, k): (usize, usize, usize),
+    (lhs, w, row_bytes): (u64, u64, usize),
+) -> Result<bool> {
+    if m > 2
+        || !matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
+        || row_bytes % 16 != 0
+        || (w | lhs) % 16 != 0
+        || n >= i32::MAX as usize
+        || mma_gemv_smem(enc, m, k).0 > QM_PREP_BUDGET
+        || std::env::var("MAX_QGEMV_MMA").as_deref() == Ok("0")
+    {
+        return Ok(false);
+    }
+    Ok(arch_major(stream)? >= 9)
+}
 
-fn qgemv_tc(
+/// K parts per tile (1, 2, 4 or 8, at most `chunks`) for `tiles` tiles over `slots` resident
+/// warps: enough parts to keep at least half the warps busy, then the fewest rounds of
+/// tile parts (ceil(tiles * split / slots) / split tile times), the smaller split on a tie.
+fn auto_split(tiles: usize, chunks: usize, slots: usize) -> usize {
+    let max_split = (1..=QM_WARPS.min(chunks)).filter(|s| s.is_power_of_two()).max().unwrap_or(1);
+    let mut best: Option<(usize, usize)> = None; // (rounds, split)
+    let mut split = 1;
+    while split <= max_split {
+        if 2 * tiles * split >= slots || split == max_split {
+            let rounds = (tiles * split).div_ceil(slots.max(1));
+            if best.is_none_or(|(r, s)| rounds * s < r * split) {
+                best = Some((rounds, split));
+            }
+        }
+        split *= 2;
+    }
+    best.map_or(1, |(_, s)| s)
+}
+
+/// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of 16 rows x `chunk` bytes
+/// (qgemv_mma.cu's QmMap); out-of-range rows and bytes read as zeros.
+fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32) -> Result<TmaMap> {
+    let dims: [u64; 2] = [row_bytes as u64, n as u64];
+    let strides: [u64; 1] = [row_bytes as u64];
+    let boxes: [u32; 2] = [chunk, 16];
+    let elem: [u32; 2] = [1, 1];
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the length rank 2 requires; w is a live device allocation of n
+    // rows of row_bytes, 16-byte aligned with row_bytes % 16 == 0 (mma_gemv).
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            2,
+            w as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(Error::driver("cuTensorMapEncodeTiled"))?;
+    Ok(TmaMap::from_opaque(map.opaque))
+}
+
+static MMA_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process has launched qgemv_mma.cu (tests check which path a shape took).
+pub fn mma_gemv_launches() -> u64 {
+    MMA_LAUNCHES.load(Ordering::Relaxed)
+}
+
+fn qgemv_mma(
     stream: &Arc<CudaStream>,
     enc: Encoding,
     (lhs, w, out): (u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
 ) -> Result<()> {
-    let mr = if m == 1 { 1 } else { 2 };
-    if k > 1 << 30 {
-        return Err(Error::Unsupported(format!("qmatmul with K = {k}")));
-    }
-    let ctx = stream.context();
-    // The lhs split into B fragments ([K/16][12 * mr][2] u32) and its unit sums ([mr][K/32] f32).
-    let frag_bytes = (k / 16) * 12 * mr * 8;
-    let lsum_at = frag_bytes.next_multiple_of(256);
-    let scratch = Scratch::new(stream, lsum_at + mr * (k / 32) * 4)?;
-    let (frag, lsum) = (scratch.ptr(), scratch.ptr() + lsum_at as u64);
-    let prep = function(ctx, &QGEMV_TC, &format!("qgemv_tc_prep_m{mr}"))?;
-    let ki = k as i64;
-    let mut l = stream.launch_builder(&prep);
-    l.arg(&lhs).arg(&frag).arg(&lsum).arg(&ki);
-    // SAFETY: lhs holds mr x k f32; the scratch holds the fragments and sums written.
-    let threads = mr * k;
-    let prep_cfg =
-        LaunchConfig { grid_dim: (threads.div_ceil(256) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-    unsafe { l.launch(prep_cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv_tc_prep)"))?;
-
-    let f = function(ctx, &QGEMV_TC, &format!("qgemv_tc_{}_m{mr}", enc.suffix()))?;
-    let (elems, bytes) = enc.block();
-    let slot = TC_CHUNK / elems * bytes + 16;
-    // The stages (fragments, unit sums, row slots), then the unit scales.
-    let stage = 32 * 12 * mr * 8 + mr * 16 * 4 + TC_ROWS * slot;
-    // ... and the second half-warps' partial sums (2 row groups x 32 lanes x (4 + 2 mr) f32).
-    let smem = (TC_STAGES * stage + TC_ROWS * 16 * 8 + 2 * 32 * (4 + 2 * mr) * 4) as u32;
+    let name = format!("qgemv_mma_{}_m{m}", enc.suffix());
+    let f = function(stream.context(), &QGEMV_MMA, &name)?;
+    let smem = mma_gemv_smem(enc, m, k).1 as u32;
     f.set_attribute(
         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         smem as i32,
     )
     .map_err(Error::driver("cuFuncSetAttribute"))?;
-    let blocks = n.div_ceil(TC_ROWS);
-    if blocks > i32::MAX as usize {
-        return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
+    let resident = resident_blocks(stream, &f, &name, smem)?;
+    // Tiles of 16 rows go round-robin over the warps; with fewer tiles than warps, `split`
+    // warps share a tile, each taking 1/split of K's chunks (at least one each).
+    let tiles = n.div_ceil(16);
+    let chunks = k.div_ceil(QM_CHUNK);
+    let env_usize = |key: &str| std::env::var(key).ok().and_then(|v| v.parse::<usize>().ok()).filter(|&v| v > 0);
+    let mut split = auto_split(tiles, chunks, resident * QM_WARPS);
+    // MAX_QGEMV_SPLIT (1, 2, 4 or 8) and MAX_QGEMV_GRID=n (tests: several tiles per warp).
+    if let Some(s) = env_usize("MAX_QGEMV_SPLIT").filter(|s| s.is_power_of_two() && *s <= QM_WARPS) {
+        split = s;
+        while split > chunks {
+            split /= 2;
+        }
     }
-    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: smem };
-    let (mi, ni, rb) = (m as i64, n as i64, row_bytes as i64);
+    let blocks = tiles.div_ceil(QM_WARPS / split).min(resident).min(env_usize("MAX_QGEMV_GRID").unwrap_or(usize::MAX));
+    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
+    let (elems, bytes) = enc.block();
+    let map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
+    let (ms, ns, ks, sp) = (m as i32, n as i32, k as i32, split as i32);
     let mut l = stream.launch_builder(&f);
-    l.arg(&frag).arg(&lsum).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb);
-    // SAFETY: the fragments and sums above; w n rows of row_bytes (k elements, 16-byte aligned),
-    // out m x n f32. The scratch is freed in stream order after the launch.
-    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv_tc)"))?;
+    l.arg(&map).arg(&lhs).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&sp);
+    // SAFETY: the map describes w's n rows of row_bytes (k elements, 16-byte aligned rows); lhs
+    // holds m x k f32 and out m x n f32; n and k fit in i32 (mma_gemv: k is bounded by the
+    // fragment budget).
+    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv_mma)"))?;
+    MMA_LAUNCHES.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 

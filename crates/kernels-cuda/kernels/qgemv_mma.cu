@@ -1,0 +1,352 @@
+#line 1 "qgemv_mma.cu"
+// qgemv_mma.cu: qmatmul for 1 or 2 lhs rows over 4-bit weights (Q4_0, Q4_1, Q4_K) on integer
+// tensor cores, sm_90: qgemv_mma_<enc>_m{1,2}. At M = 1 qgemv_stream.cu spends three
+// instructions per weight on decode (permute, subtract, fma) and is bound by instruction issue
+// at half the memory system's rate; here the quants go into an mma as they are stored, 8 per
+// lane per 3 instructions (two masks and a shift), and one mma does 512 multiply-adds.
+//
+// Exactness. mma.m16n8k32.u8.s8.s32 multiplies the quants (0..15, exact) by the lhs in fixed
+// point: per 32-element unit the lhs x is scaled by 2^-e (e from the unit's largest |x|, so
+// the largest lands in [2^20, 2^21)), rounded to an integer x' (|x - 2^e x'| <= 2^(e-1), under
+// 2^-21 of the unit's largest value) and split into three int8 columns of the mma's B operand,
+// x' = hi * 2^14 + mid * 2^7 + lo (hi signed, mid and lo in 0..127). Integer sums are exact;
+// each lane joins its two columns in 32 bits, converts once to f32 and applies the unit's
+// scales: the result is lhs @ dequantize(w)^T with f32 rounding plus the fixed-point rounding
+// of the lhs, well inside the bound of a K-term f32 dot product. Summation order is fixed
+// (deterministic). Q4_0's "q - 8" is folded in as -8 * sum(x') per unit; the mins of Q4_1 and
+// Q4_K multiply the unit's sum of lhs (2^e * sum(x')).
+//
+// Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
+// (qm_prep, overlapped with the first weight copies), then each warp walks its own tiles of 16
+// weight rows (the mma's M) through a private ring of QM_ST stages: lane r < 16 copies row r's
+// 256-element chunk with cp.async.bulk onto the stage's mbarrier, so warps never wait on each
+// other. Tiles go round-robin over the grid's warps; when there are fewer tiles than warps,
+// S = 2, 4 or 8 warps of a block share a tile, each taking 1/S of K, and the group sums the
+// parts in order through shared memory. launch/quant.rs (qgemv_mma) sizes the grid, S and the
+// shared memory: rows must start on 16 bytes (row_bytes % 16 == 0, w aligned).
+
+#define QM_WARPS 8
+#define QM_CHUNK 256  // K elements per stage: 8 units of 32 (one Q4_K super-block)
+#define QM_UNITS (QM_CHUNK / 32)
+#define QM_ST 2  // stages per warp
+
+// A row chunk's bytes and its slot: 144 bytes for Q4_0 and Q4_K (36 words, so the 8 rows of a
+// load fall in distinct banks), Q4_1's 160 padded to 176 for the same reason.
+template <int E> struct Qm {
+    enum {
+        CHUNK_BYTES = QM_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES,
+        SLOT = CHUNK_BYTES,
+        STAGE = 16 * SLOT,  // a multiple of 128 bytes, as TMA destinations must be
+    };
+};
+
+// The weights as a 2-D tensor of bytes [n rows, row_bytes], boxes of 16 rows x CHUNK_BYTES
+// (launch/quant.rs encodes it): one TMA copy fills a stage, rows past n and bytes past a row's
+// end read as zeros.
+struct __align__(64) QmMap {
+    u64 opaque[16];
+};
+
+// Shared memory: the lhs fragments [units][MR][3 columns][4 lanes][2 words] (96 bytes per unit
+// and row), the per-unit terms [units][MR] (QmMeta), 16 zero bytes (the fragments of unused
+// columns), then per warp QM_ST stages, their mbarriers and the group sums.
+struct QmMeta {
+    float s;   // 2^e
+    int x;     // sum of x'
+    float xf;  // 2^e * sum of x'
+    float pad;
+};
+
+__device__ __forceinline__ u32 qm_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+// Warp `warp`'s share of the lhs fragments: per iteration four (unit, row) pairs, lanes 8i..8i+7
+// the i-th, lane q of them elements 4q..4q+3 (one 16-byte load). Fragment register 0 of lane t
+// of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
+// one piece are one 32-bit store.
+template <int MR>
+__device__ __forceinline__ void qm_prep(const float* __restrict__ lhs, int k, u8* frag, QmMeta* meta, int warp,
+                                        int lane) {
+    const int pairs = k / 32 * MR, q = lane % 8;
+    for (int base = 4 * warp; base < pairs; base += 4 * QM_WARPS) {
+        const int pr = base + lane / 8;
+        const bool ok = pr < pairs;
+        const int u = ok ? pr / MR : 0, r = ok ? pr % MR : 0;
+        const float4 x = ok ? *(const float4*)(lhs + (i64)r * k + 32 * u + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+        // Largest |x| of the unit, inf when it holds an inf or NaN.
+        auto mag = [](float v) { return fabsf(v) <= 3.40282347e38f ? fabsf(v) : __int_as_float(0x7F800000); };
+        float amax = fmaxf(fmaxf(mag(x.x), mag(x.y)), fmaxf(mag(x.z), mag(x.w)));
+#pragma unroll
+        for (int off = 4; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+        int xq[4] = {0, 0, 0, 0};
+        float s = 1.f;
+        if (amax == __int_as_float(0x7F800000)) {
+            s = __int_as_float(0x7FC00000);  // the unit's products are NaN
+        } else if (amax > 0.f) {
+            const int e = ilogbf(amax) - 20;
+            const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) xq[i] = min(__float2int_rn(scalbnf(xs[i], -e)), (1 << 21) - 1);
+            s = scalbnf(1.f, e);
+        }
+        int sum = xq[0] + xq[1] + xq[2] + xq[3];
+#pragma unroll
+        for (int off = 4; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+        if (ok) {
+            u32 hi = 0, mid = 0, lo = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                hi |= ((u32)(xq[i] >> 14) & 0xFFu) << (8 * i);
+                mid |= ((u32)(xq[i] >> 7) & 0x7Fu) << (8 * i);
+                lo |= ((u32)xq[i] & 0x7Fu) << (8 * i);
+            }
+            u32* f = (u32*)(frag + pr * 96 + (q % 4) * 8 + (q / 4) * 4);
+            f[0] = hi;
+            f[8] = mid;
+            f[16] = lo;
+            if (q == 0) {
+                QmMeta mt;
+                mt.s = s;
+                mt.x = sum;
+                mt.xf = (float)sum * s;
+                mt.pad = 0.f;
+                meta[pr] = mt;
+            }
+        }
+    }
+}
+
+// D = A (16 x 32 u8, row) * B (32 x 8 s8, col), s32.
+__device__ __forceinline__ void mma_u8s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
+__device__ __forceinline__ float qm_h2f(u32 bits) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"((u16)bits));
+    return r;
+}
+__device__ __forceinline__ float qm_f16(const u8* p) { return qm_h2f(*(const u16*)p); }
+
+// The 4 quant bytes of lane t in unit j of a row slot (Q4_0's 18-byte blocks leave even units'
+// quants 2-byte aligned).
+template <int E> __device__ __forceinline__ u32 qm_word(const u8* row, int j, int t) {
+    if (E == ENC_Q4_0) {
+        const u8* p = row + 18 * j + 2 + 4 * t;
+        if (j % 2) return *(const u32*)p;
+        return (u32)*(const u16*)p | ((u32)*(const u16*)(p + 2) << 16);
+    }
+    return *(const u32*)(row + 20 * j + 4 + 4 * t);
+}
+
+// One unit's sums for the lane's rows g (i[0]) and g + 8 (i[1]): the lane's two columns joined
+// (weights m0, m1) plus `xk` (Q4_0's -8 * sum(x'), or 0), as floats times 2^e.
+__device__ __forceinline__ void qm_join(const int (&c)[4], int m0, int m1, int xk, float s, float (&v)[2]) {
+    v[0] = (float)(c[0] * m0 + c[1] * m1 + xk) * s;
+    v[1] = (float)(c[2] * m0 + c[3] * m1 + xk) * s;
+}
+
+template <int E, int MR>
+__device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restrict__ lhs, float* __restrict__ out,
+                                          int m, int n, int k, int split) {
+#if __CUDA_ARCH__ >= 900
+    typedef Qm<E> Q;
+    extern __shared__ __align__(128) u8 qm_smem[];
+    const int units = k / 32;
+    u8* frag = qm_smem;
+    QmMeta* meta = (QmMeta*)(qm_smem + units * MR * 96);
+    u8* zero = (u8*)(meta + units * MR);
+    u8* stages = qm_smem + ((units * MR * 112 + 128 + 127) & ~127);  // TMA destinations: 128-byte aligned
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    u8* ring = stages + warp * (QM_ST * Q::STAGE);
+    u64* full = (u64*)(stages + QM_WARPS * QM_ST * Q::STAGE) + warp * QM_ST;
+    float* red = (float*)(full + (QM_WARPS - warp) * QM_ST) + warp * 64;  // [warp][lane][2]
+
+    // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
+    const int tiles = (n + 15) / 16, chunks = (k + QM_CHUNK - 1) / QM_CHUNK;
+    const int grp = warp / split, part = warp % split;
+    const int gid = grp * gridDim.x + blockIdx.x, gstride = (QM_WARPS / split) * gridDim.x;
+    const int c0 = part * chunks / split, c1 = (part + 1) * chunks / split, nch = c1 - c0;
+    const int my_tiles = gid < tiles ? (tiles - 1 - gid) / gstride + 1 : 0;
+    const int items = nch > 0 ? my_tiles * nch : 0;
+
+    if (lane == 0)
+        for (int s = 0; s < QM_ST; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qm_addr(&full[s])), "r"(1));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncwarp();
+
+    // Item it (tile it / nch, chunk c0 + it % nch) into stage it % QM_ST: one TMA copy by lane 0.
+    auto stage = [&](int it) {
+        if (it >= items || lane != 0) return;
+        const int tile = gid + (it / nch) * gstride, ch = c0 + it % nch;
+        const u32 bar = qm_addr(&full[it % QM_ST]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"((u32)Q::STAGE) : "memory");
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+                qm_addr(ring + (it % QM_ST) * Q::STAGE)),
+            "l"(&map), "r"(ch * (int)Q::CHUNK_BYTES), "r"(tile * 16), "r"(bar)
+            : "memory");
+    };
+#pragma unroll
+    for (int s = 0; s < QM_ST; ++s) stage(s);
+
+    for (int i = tid; i < 128 / 4; i += blockDim.x) ((u32*)zero)[i] = 0u;
+    qm_prep<MR>(lhs, k, frag, meta, warp, lane);
+    __syncthreads();
+
+    // Lane (g, t): B column g is piece g % 4 of lhs row g / 4 (pieces 0..2; column 3 of each
+    // row is empty); C columns 2t, 2t + 1 are pieces (0, 1) of row t / 2 for even t, (2, -)
+    // for odd t. The lane joins them with weights (2^14, 2^7) or (1, 0); the even lane of a
+    // row that exists also adds the row's offset and min terms.
+    const int br = g / 4, bp = g % 4;
+    const bool bcol = bp < 3 && br < m;
+    const u8* bsrc = bcol ? frag + br * 96 + bp * 32 + t * 8 : zero;
+    const int bstride = bcol ? MR * 96 : 0;
+    const int crow = min(t / 2, MR - 1);
+    const bool lead = t % 2 == 0 && t / 2 < m;
+    const int m0 = t % 2 ? 1 : 1 << 14, m1 = t % 2 ? 0 : 1 << 7;
+    const int xk_mul = (E == ENC_Q4_0 && lead) ? -8 : 0;
+    const float min_mul = lead ? 1.f : 0.f;
+
+    float acc[2] = {0.f, 0.f};
+    int tile_it = 0;
+    u32 phase = 0;
+    for (int it = 0; it < items; ++it) {
+        const int buf = it % QM_ST;
+        const u32 bar = qm_addr(&full[buf]);
+        asm volatile(
+            "{\n.reg .pred p;\nQM_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra QM_WAIT;\n}\n" ::"r"(
+                bar),
+            "r"(phase)
+            : "memory");
+        const int ch = c0 + it % nch;
+        const u8* r0 = ring + buf * Q::STAGE + g * Q::SLOT;
+        const u8* r1 = r0 + 8 * Q::SLOT;
+        const int u0 = ch * QM_UNITS;
+        if (E == ENC_Q4_K) {
+            // The super-block's scales: sc and min of sub-block j in byte j % 4 of sc[j / 4], mn[j / 4].
+            float d[2], dm[2];
+            u32 sc[2][2], mn[2][2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint4 v = *(const uint4*)(h ? r1 : r0);
+                d[h] = qm_h2f(v.x & 0xFFFFu);
+                dm[h] = qm_h2f(v.x >> 16);
+                sc[h][0] = v.y & 0x3F3F3F3Fu;
+                mn[h][0] = v.z & 0x3F3F3F3Fu;
+                sc[h][1] = (v.w & 0x0F0F0F0Fu) | ((v.y >> 2) & 0x30303030u);
+                mn[h][1] = ((v.w >> 4) & 0x0F0F0F0Fu) | ((v.z >> 2) & 0x30303030u);
+            }
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                u32 wa[2], wb[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u8* q = (h ? r1 : r0) + 16 + 32 * p + 4 * t;
+                    wa[h] = *(const u32*)q;
+                    wb[h] = *(const u32*)(q + 16);
+                }
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi) {
+                    const int j = 2 * p + hi, u = u0 + j;
+                    const uint2 b = *(const uint2*)(bsrc + u * bstride);
+                    const QmMeta mt = meta[u * MR + crow];
+                    int c[4];
+                    const int sh = 4 * hi;
+                    mma_u8s8(c, (wa[0] >> sh) & 0x0F0F0F0Fu, (wa[1] >> sh) & 0x0F0F0F0Fu, (wb[0] >> sh) & 0x0F0F0F0Fu,
+                             (wb[1] >> sh) & 0x0F0F0F0Fu, b.x, b.y);
+                    float v[2];
+                    qm_join(c, m0, m1, 0, mt.s, v);
+                    const float xm = mt.xf * min_mul;
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const float scf = (float)((sc[h][j / 4] >> (8 * (j % 4))) & 0xFF);
+                        const float mnf = (float)((mn[h][j / 4] >> (8 * (j % 4))) & 0xFF);
+                        acc[h] = fmaf(v[h], d[h] * scf, acc[h]);
+                        acc[h] = fmaf(-(dm[h] * mnf), xm, acc[h]);
+                    }
+                }
+            }
+        } else {
+            auto unit = [&](int j) {
+                const int u = u0 + j;
+                const uint2 b = *(const uint2*)(bsrc + u * bstride);
+                const QmMeta mt = meta[u * MR + crow];
+                const u32 qa = qm_word<E>(r0, j, t), qb = qm_word<E>(r1, j, t);
+                int c[4];
+                mma_u8s8(c, qa & 0x0F0F0F0Fu, qb & 0x0F0F0F0Fu, (qa >> 4) & 0x0F0F0F0Fu, (qb >> 4) & 0x0F0F0F0Fu, b.x,
+                         b.y);
+                float v[2];
+                qm_join(c, m0, m1, mt.x * xk_mul, mt.s, v);
+                const float xm = mt.xf * min_mul;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u8* blk = (h ? r1 : r0) + Enc<E>::BYTES * j;
+                    acc[h] = fmaf(v[h], qm_f16(blk), acc[h]);
+                    if (E == ENC_Q4_1) acc[h] = fmaf(qm_f16(blk + 2), xm, acc[h]);
+                }
+            };
+            // Whole chunks without a bound check per unit, so loads of later units can be
+            // scheduled ahead of earlier units' arithmetic.
+            if (u0 + QM_UNITS <= units) {
+#pragma unroll
+                for (int j = 0; j < QM_UNITS; ++j) unit(j);
+            } else {
+#pragma unroll
+                for (int j = 0; j < QM_UNITS; ++j)
+                    if (u0 + j < units) unit(j);
+            }
+        }
+        __syncwarp();  // every lane is done with the stage: refill it
+        stage(it + QM_ST);
+        if (++tile_it == nch) {
+            // The tile's sums: over the lane's columns (the quad, or each half of it at MR = 2),
+            // then over the group's K parts in order.
+            tile_it = 0;
+            const int tile = gid + (it / nch) * gstride;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                acc[h] += __shfl_xor_sync(0xFFFFFFFFu, acc[h], 1);
+                if (MR == 1) acc[h] += __shfl_xor_sync(0xFFFFFFFFu, acc[h], 2);
+            }
+            if (split > 1) {
+                red[2 * lane] = acc[0];
+                red[2 * lane + 1] = acc[1];
+                asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
+                if (part == 0)
+                    for (int p = 1; p < split; ++p) {
+                        acc[0] += red[64 * p + 2 * lane];
+                        acc[1] += red[64 * p + 2 * lane + 1];
+                    }
+                asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
+            }
+            if (part == 0 && t % 2 == 0 && t / 2 < m) {
+                const int row = tile * 16 + g;
+                if (row < n) out[(i64)(t / 2) * n + row] = acc[0];
+                if (row + 8 < n) out[(i64)(t / 2) * n + row + 8] = acc[1];
+            }
+            acc[0] = acc[1] = 0.f;
+        }
+        if (buf == QM_ST - 1) phase ^= 1u;
+    }
+#else
+    __trap();  // launch/quant.rs launches these on sm_90 and later only
+#endif
+}
+
+// Four blocks of 8 warps per SM (64 registers) where that does not spill; the Q4_0 kernels
+// spilled a register at 64 and take three.
+#define QGEMV_MMA(NAME, E, MR, MINB)                                                                             \
+    extern "C" __global__ void __launch_bounds__(256, MINB) qgemv_mma_##NAME##_m##MR(                             \
+        const __grid_constant__ QmMap map, const float* lhs, float* out, int m, int n, int k, int split) {         \
+        qgemv_mma<E, MR>(map, lhs, out, m, n, k, split);                                                          \
+    }
+QGEMV_MMA(q4_0, ENC_Q4_0, 1, 3)
+QGEMV_MMA(q4_0, ENC_Q4_0, 2, 3)
+QGEMV_MMA(q4_1, ENC_Q4_1, 1, 4)
+QGEMV_MMA(q4_1, ENC_Q4_1, 2, 4)
+QGEMV_MMA(q4_k, ENC_Q4_K, 1, 4)
+QGEMV_MMA(q4_k, ENC_Q4_K, 2, 4)
