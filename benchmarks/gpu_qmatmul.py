@@ -32,7 +32,11 @@ import itertools
 
 from common import time_async, time_gpu, write
 
-VARIANTS = {"stream": {"MAX_QGEMV_MMA": "0"}, "general": {"MAX_QGEMV_MMA": "0", "MAX_QGEMV_STREAM": "0"}}
+VARIANTS = {
+    "stream": {"MAX_QGEMV_MMA": "0"},
+    "general": {"MAX_QGEMV_MMA": "0", "MAX_QGEMV_STREAM": "0"},
+    "no_pdl": {"MAX_QGEMV_PDL": "0"},
+}
 from gpu_timing import Timer, our_stream
 from max import driver, engine
 from max.dtype import DType

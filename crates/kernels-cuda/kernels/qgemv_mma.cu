@@ -18,7 +18,7 @@
 //
 // Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
 // (qm_prep, overlapped with the first weight copies), then each warp walks its own tiles of 16
-// weight rows (the mma's M) through a private ring of QM_ST stages: lane r < 16 copies row r's
+// weight rows (the mma's M) through a private ring of Q::ST stages: lane r < 16 copies row r's
 // 256-element chunk with cp.async.bulk onto the stage's mbarrier, so warps never wait on each
 // other. Tiles go round-robin over the grid's warps; when there are fewer tiles than warps,
 // S = 2, 4 or 8 warps of a block share a tile, each taking 1/S of K, and the group sums the
@@ -28,7 +28,6 @@
 #define QM_WARPS 8
 #define QM_CHUNK 256  // K elements per stage: 8 units of 32 (one Q4_K super-block)
 #define QM_UNITS (QM_CHUNK / 32)
-#define QM_ST 2  // stages per warp
 
 // A row chunk's bytes and its slot: 144 bytes for Q4_0 and Q4_K (36 words, so the 8 rows of a
 // load fall in distinct banks), Q4_1's 160 padded to 176 for the same reason.
@@ -37,6 +36,7 @@ template <int E> struct Qm {
         CHUNK_BYTES = QM_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES,
         SLOT = CHUNK_BYTES,
         STAGE = 16 * SLOT,  // a multiple of 128 bytes, as TMA destinations must be
+        ST = 2,  // stages per warp (3 measured no faster, and would cost a block per SM)
     };
 };
 
@@ -49,7 +49,7 @@ struct __align__(64) QmMap {
 
 // Shared memory: the lhs fragments [units][MR][3 columns][4 lanes][2 words] (96 bytes per unit
 // and row), the per-unit terms [units][MR] (QmMeta), 16 zero bytes (the fragments of unused
-// columns), then per warp QM_ST stages, their mbarriers and the group sums.
+// columns), then per warp Q::ST stages, their mbarriers and the group sums.
 struct QmMeta {
     float s;   // 2^e
     int x;     // sum of x'
@@ -59,6 +59,9 @@ struct QmMeta {
 
 __device__ __forceinline__ u32 qm_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
+// 2^n for -126 <= n <= 127.
+__device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127) << 23); }
+
 // Warp `warp`'s share of the lhs fragments: per iteration four (unit, row) pairs, lanes 8i..8i+7
 // the i-th, lane q of them elements 4q..4q+3 (one 16-byte load). Fragment register 0 of lane t
 // of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
@@ -67,49 +70,64 @@ template <int MR>
 __device__ __forceinline__ void qm_prep(const float* __restrict__ lhs, int k, u8* frag, QmMeta* meta, int warp,
                                         int lane) {
     const int pairs = k / 32 * MR, q = lane % 8;
-    for (int base = 4 * warp; base < pairs; base += 4 * QM_WARPS) {
-        const int pr = base + lane / 8;
-        const bool ok = pr < pairs;
-        const int u = ok ? pr / MR : 0, r = ok ? pr % MR : 0;
-        const float4 x = ok ? *(const float4*)(lhs + (i64)r * k + 32 * u + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
-        // Largest |x| of the unit, inf when it holds an inf or NaN.
-        auto mag = [](float v) { return fabsf(v) <= 3.40282347e38f ? fabsf(v) : __int_as_float(0x7F800000); };
-        float amax = fmaxf(fmaxf(mag(x.x), mag(x.y)), fmaxf(mag(x.z), mag(x.w)));
+    // Four iterations' loads are issued before any is used.
+    for (int b0 = 4 * warp; b0 < pairs; b0 += 16 * QM_WARPS) {
+        float4 xv[4];
 #pragma unroll
-        for (int off = 4; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-        int xq[4] = {0, 0, 0, 0};
-        float s = 1.f;
-        if (amax == __int_as_float(0x7F800000)) {
-            s = __int_as_float(0x7FC00000);  // the unit's products are NaN
-        } else if (amax > 0.f) {
-            const int e = ilogbf(amax) - 20;
-            const float xs[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) xq[i] = min(__float2int_rn(scalbnf(xs[i], -e)), (1 << 21) - 1);
-            s = scalbnf(1.f, e);
+        for (int i = 0; i < 4; ++i) {
+            const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
+            const int u = pr / MR, r = pr % MR;
+            xv[i] = pr < pairs ? *(const float4*)(lhs + (i64)r * k + 32 * u + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
-        int sum = xq[0] + xq[1] + xq[2] + xq[3];
 #pragma unroll
-        for (int off = 4; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
-        if (ok) {
-            u32 hi = 0, mid = 0, lo = 0;
+        for (int i = 0; i < 4; ++i) {
+            const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
+            const bool ok = pr < pairs;
+            const float4 x = xv[i];
+            // Largest |x| of the unit, inf when it holds an inf or NaN.
+            auto mag = [](float v) { return fabsf(v) <= 3.40282347e38f ? fabsf(v) : __int_as_float(0x7F800000); };
+            float amax = fmaxf(fmaxf(mag(x.x), mag(x.y)), fmaxf(mag(x.z), mag(x.w)));
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                hi |= ((u32)(xq[i] >> 14) & 0xFFu) << (8 * i);
-                mid |= ((u32)(xq[i] >> 7) & 0x7Fu) << (8 * i);
-                lo |= ((u32)xq[i] & 0x7Fu) << (8 * i);
+            for (int off = 4; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+            int xq[4] = {0, 0, 0, 0};
+            float s = 1.f;
+            if (amax == __int_as_float(0x7F800000)) {
+                s = __int_as_float(0x7FC00000);  // the unit's products are NaN
+            } else if (amax > 0.f) {
+                // amax in [2^E, 2^(E+1)); x' = x * 2^(20 - E), scaled in two exact steps (a
+                // power of two may be out of f32's range, each half is not).
+                const u32 ab = __float_as_uint(amax);
+                const int big = ab >= 0x00800000u ? (int)(ab >> 23) - 127 : ilogbf(amax);
+                const int a = (20 - big) / 2, b = 20 - big - a;
+                const float fa = qm_pow2(a), fb = qm_pow2(b);
+                const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j) xq[j] = min(__float2int_rn(xs[j] * fa * fb), (1 << 21) - 1);
+                s = qm_pow2(-a) * qm_pow2(-b);
             }
-            u32* f = (u32*)(frag + pr * 96 + (q % 4) * 8 + (q / 4) * 4);
-            f[0] = hi;
-            f[8] = mid;
-            f[16] = lo;
-            if (q == 0) {
-                QmMeta mt;
-                mt.s = s;
-                mt.x = sum;
-                mt.xf = (float)sum * s;
-                mt.pad = 0.f;
-                meta[pr] = mt;
+            int sum = xq[0] + xq[1] + xq[2] + xq[3];
+#pragma unroll
+            for (int off = 4; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+            if (ok) {
+                u32 hi = 0, mid = 0, lo = 0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    hi |= ((u32)(xq[j] >> 14) & 0xFFu) << (8 * j);
+                    mid |= ((u32)(xq[j] >> 7) & 0x7Fu) << (8 * j);
+                    lo |= ((u32)xq[j] & 0x7Fu) << (8 * j);
+                }
+                u32* f = (u32*)(frag + pr * 96 + (q % 4) * 8 + (q / 4) * 4);
+                f[0] = hi;
+                f[8] = mid;
+                f[16] = lo;
+                if (q == 0) {
+                    QmMeta mt;
+                    mt.s = s;
+                    mt.x = sum;
+                    mt.xf = (float)sum * s;
+                    mt.pad = 0.f;
+                    meta[pr] = mt;
+                }
             }
         }
     }
@@ -129,6 +147,10 @@ __device__ __forceinline__ float qm_h2f(u32 bits) {
     return r;
 }
 __device__ __forceinline__ float qm_f16(const u8* p) { return qm_h2f(*(const u16*)p); }
+// Byte j of v as a float: the byte under 2^23's exponent (one permute), minus 2^23.
+__device__ __forceinline__ float qm_byte(u32 v, int j) {
+    return __int_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | (u32)j)) - 8388608.f;
+}
 
 // The 4 quant bytes of lane t in unit j of a row slot (Q4_0's 18-byte blocks leave even units'
 // quants 2-byte aligned).
@@ -160,42 +182,55 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
     u8* zero = (u8*)(meta + units * MR);
     u8* stages = qm_smem + ((units * MR * 112 + 128 + 127) & ~127);  // TMA destinations: 128-byte aligned
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    u8* ring = stages + warp * (QM_ST * Q::STAGE);
-    u64* full = (u64*)(stages + QM_WARPS * QM_ST * Q::STAGE) + warp * QM_ST;
-    float* red = (float*)(full + (QM_WARPS - warp) * QM_ST) + warp * 64;  // [warp][lane][2]
+    u8* ring = stages + warp * (Q::ST * Q::STAGE);
+    u64* full = (u64*)(stages + QM_WARPS * Q::ST * Q::STAGE) + warp * Q::ST;
+    float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64;  // [warp][lane][2]
 
     // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
     const int tiles = (n + 15) / 16, chunks = (k + QM_CHUNK - 1) / QM_CHUNK;
     const int grp = warp / split, part = warp % split;
     const int gid = grp * gridDim.x + blockIdx.x, gstride = (QM_WARPS / split) * gridDim.x;
-    const int c0 = part * chunks / split, c1 = (part + 1) * chunks / split, nch = c1 - c0;
+    // Part p takes chunks p, p + split, ...: the group's warps read neighbouring pieces of the
+    // same rows at about the same time (longer runs of each DRAM page than contiguous ranges).
+    const int nch = (chunks - part + split - 1) / split;
     const int my_tiles = gid < tiles ? (tiles - 1 - gid) / gstride + 1 : 0;
     const int items = nch > 0 ? my_tiles * nch : 0;
 
     if (lane == 0)
-        for (int s = 0; s < QM_ST; ++s)
+        for (int s = 0; s < Q::ST; ++s)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qm_addr(&full[s])), "r"(1));
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     __syncwarp();
 
-    // Item it (tile it / nch, chunk c0 + it % nch) into stage it % QM_ST: one TMA copy by lane 0.
-    auto stage = [&](int it) {
-        if (it >= items || lane != 0) return;
-        const int tile = gid + (it / nch) * gstride, ch = c0 + it % nch;
-        const u32 bar = qm_addr(&full[it % QM_ST]);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"((u32)Q::STAGE) : "memory");
-        asm volatile(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-                qm_addr(ring + (it % QM_ST) * Q::STAGE)),
-            "l"(&map), "r"(ch * (int)Q::CHUNK_BYTES), "r"(tile * 16), "r"(bar)
-            : "memory");
+    // Stages the next item (tile st_tile, chunk part + st_k * split) into stage st_n % Q::ST:
+    // one TMA copy by lane 0. Items go in order, so no division is needed.
+    int st_n = 0, st_k = 0, st_tile = gid;
+    auto stage = [&]() {
+        if (st_n < items && lane == 0) {
+            const u32 bar = qm_addr(&full[st_n % Q::ST]);
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"((u32)Q::STAGE)
+                         : "memory");
+            asm volatile(
+                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                "[%4];\n" ::"r"(qm_addr(ring + (st_n % Q::ST) * Q::STAGE)),
+                "l"(&map), "r"((part + st_k * split) * (int)Q::CHUNK_BYTES), "r"(st_tile * 16), "r"(bar)
+                : "memory");
+        }
+        ++st_n;
+        if (++st_k == nch) st_k = 0, st_tile += gstride;
     };
+    // Launched with programmatic stream serialization (launch/quant.rs), this grid may start
+    // while the previous kernel of the stream finishes: nothing that kernel may write is read
+    // (nor out written) before griddepcontrol.wait. (An L2 prefetch of the first weight boxes
+    // before the wait made the kernel 14% slower on its own.)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #pragma unroll
-    for (int s = 0; s < QM_ST; ++s) stage(s);
+    for (int s = 0; s < Q::ST; ++s) stage();
 
     for (int i = tid; i < 128 / 4; i += blockDim.x) ((u32*)zero)[i] = 0u;
     qm_prep<MR>(lhs, k, frag, meta, warp, lane);
     __syncthreads();
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
     // Lane (g, t): B column g is piece g % 4 of lhs row g / 4 (pieces 0..2; column 3 of each
     // row is empty); C columns 2t, 2t + 1 are pieces (0, 1) of row t / 2 for even t, (2, -)
@@ -212,17 +247,17 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
     const float min_mul = lead ? 1.f : 0.f;
 
     float acc[2] = {0.f, 0.f};
-    int tile_it = 0;
+    int tile_it = 0, cur_tile = gid;
     u32 phase = 0;
     for (int it = 0; it < items; ++it) {
-        const int buf = it % QM_ST;
+        const int buf = it % Q::ST;
         const u32 bar = qm_addr(&full[buf]);
         asm volatile(
             "{\n.reg .pred p;\nQM_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra QM_WAIT;\n}\n" ::"r"(
                 bar),
             "r"(phase)
             : "memory");
-        const int ch = c0 + it % nch;
+        const int ch = part + tile_it * split;
         const u8* r0 = ring + buf * Q::STAGE + g * Q::SLOT;
         const u8* r1 = r0 + 8 * Q::SLOT;
         const int u0 = ch * QM_UNITS;
@@ -240,6 +275,8 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
                 sc[h][1] = (v.w & 0x0F0F0F0Fu) | ((v.y >> 2) & 0x30303030u);
                 mn[h][1] = ((v.w >> 4) & 0x0F0F0F0Fu) | ((v.z >> 2) & 0x30303030u);
             }
+            // Sums over the super-block of v * sc and of min * sum(lhs); d and dmin once at its end.
+            float aq[2] = {0.f, 0.f}, am[2] = {0.f, 0.f};
 #pragma unroll
             for (int p = 0; p < 4; ++p) {
                 u32 wa[2], wb[2];
@@ -263,13 +300,13 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
                     const float xm = mt.xf * min_mul;
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        const float scf = (float)((sc[h][j / 4] >> (8 * (j % 4))) & 0xFF);
-                        const float mnf = (float)((mn[h][j / 4] >> (8 * (j % 4))) & 0xFF);
-                        acc[h] = fmaf(v[h], d[h] * scf, acc[h]);
-                        acc[h] = fmaf(-(dm[h] * mnf), xm, acc[h]);
+                        aq[h] = fmaf(v[h], qm_byte(sc[h][j / 4], j % 4), aq[h]);
+                        am[h] = fmaf(qm_byte(mn[h][j / 4], j % 4), xm, am[h]);
                     }
                 }
             }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) acc[h] = fmaf(d[h], aq[h], fmaf(-dm[h], am[h], acc[h]));
         } else {
             auto unit = [&](int j) {
                 const int u = u0 + j;
@@ -292,7 +329,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
             // Whole chunks without a bound check per unit, so loads of later units can be
             // scheduled ahead of earlier units' arithmetic.
             if (u0 + QM_UNITS <= units) {
-#pragma unroll
+#pragma unroll 4
                 for (int j = 0; j < QM_UNITS; ++j) unit(j);
             } else {
 #pragma unroll
@@ -301,12 +338,13 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
             }
         }
         __syncwarp();  // every lane is done with the stage: refill it
-        stage(it + QM_ST);
+        stage();
         if (++tile_it == nch) {
             // The tile's sums: over the lane's columns (the quad, or each half of it at MR = 2),
             // then over the group's K parts in order.
             tile_it = 0;
-            const int tile = gid + (it / nch) * gstride;
+            const int tile = cur_tile;
+            cur_tile += gstride;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 acc[h] += __shfl_xor_sync(0xFFFFFFFFu, acc[h], 1);
@@ -330,23 +368,22 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
             }
             acc[0] = acc[1] = 0.f;
         }
-        if (buf == QM_ST - 1) phase ^= 1u;
+        if (buf == Q::ST - 1) phase ^= 1u;
     }
 #else
     __trap();  // launch/quant.rs launches these on sm_90 and later only
 #endif
 }
 
-// Four blocks of 8 warps per SM (64 registers) where that does not spill; the Q4_0 kernels
-// spilled a register at 64 and take three.
-#define QGEMV_MMA(NAME, E, MR, MINB)                                                                             \
-    extern "C" __global__ void __launch_bounds__(256, MINB) qgemv_mma_##NAME##_m##MR(                             \
+// Four blocks of 8 warps per SM: 64 registers.
+#define QGEMV_MMA(NAME, E, MR)                                                                             \
+    extern "C" __global__ void __launch_bounds__(256, 4) qgemv_mma_##NAME##_m##MR(                             \
         const __grid_constant__ QmMap map, const float* lhs, float* out, int m, int n, int k, int split) {         \
         qgemv_mma<E, MR>(map, lhs, out, m, n, k, split);                                                          \
     }
-QGEMV_MMA(q4_0, ENC_Q4_0, 1, 3)
-QGEMV_MMA(q4_0, ENC_Q4_0, 2, 3)
-QGEMV_MMA(q4_1, ENC_Q4_1, 1, 4)
-QGEMV_MMA(q4_1, ENC_Q4_1, 2, 4)
-QGEMV_MMA(q4_k, ENC_Q4_K, 1, 4)
-QGEMV_MMA(q4_k, ENC_Q4_K, 2, 4)
+QGEMV_MMA(q4_0, ENC_Q4_0, 1)
+QGEMV_MMA(q4_0, ENC_Q4_0, 2)
+QGEMV_MMA(q4_1, ENC_Q4_1, 1)
+QGEMV_MMA(q4_1, ENC_Q4_1, 2)
+QGEMV_MMA(q4_k, ENC_Q4_K, 1)
+QGEMV_MMA(q4_k, ENC_Q4_K, 2)
