@@ -8,10 +8,11 @@ overhead included), and `gpu_us`, the GPU time per call with the host out of the
 (gpu_timing.py), as a decode step replayed from a CUDA graph sees it. The bandwidth figures use
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
 L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
-`rel_err_<variant>`) times the other kernels on the same weights: `stream` qgemv_stream.cu's
-CUDA-core kernel (MAX_QGEMV_MMA=0: for Q8_0 the default anyway) and `general` qgemv.cu's
-(MAX_QGEMV_MMA=0 MAX_QGEMV_STREAM=0); the default for the 4-bit encodings is the integer
-tensor-core kernel, qgemv_mma.cu.
+`rel_err_<variant>`) times the other paths on the same weights: `stream` qgemv_stream.cu's
+CUDA-core kernel (MAX_QGEMV_MMA=0: for Q8_0 the default anyway), `general` qgemv.cu's
+(MAX_QGEMV_MMA=0 MAX_QGEMV_STREAM=0), and `no_pdl` the default 4-bit kernel, qgemv_mma.cu,
+launched without programmatic stream serialization (MAX_QGEMV_PDL=0), so that back-to-back calls
+do not overlap.
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 

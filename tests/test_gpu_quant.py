@@ -253,15 +253,17 @@ def mma_launches():
 
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [256, 1280, 4096])
-@pytest.mark.parametrize("kernel", ["mma", "stream"])
+@pytest.mark.parametrize("kernel", ["mma", "mma_no_pdl", "stream"])
 def test_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, kernel, monkeypatch):
     """One or two lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
-    tensor-core kernel (qgemv_mma.cu, the default) and the CUDA-core one (MAX_QGEMV_MMA=0); K of
-    one to 16 256-element chunks, weight rows not a multiple of 16."""
-    monkeypatch.setenv("MAX_QGEMV_MMA", "1" if kernel == "mma" else "0")
+    tensor-core kernel (qgemv_mma.cu, the default; also launched without programmatic stream
+    serialization, MAX_QGEMV_PDL=0) and the CUDA-core one (MAX_QGEMV_MMA=0); K of one to 16
+    256-element chunks, weight rows not a multiple of 16."""
+    monkeypatch.setenv("MAX_QGEMV_MMA", "0" if kernel == "stream" else "1")
+    monkeypatch.setenv("MAX_QGEMV_PDL", "0" if kernel == "mma_no_pdl" else "1")
     before = mma_launches()
     run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1)])
-    assert (mma_launches() > before) == (kernel == "mma")
+    assert (mma_launches() > before) == (kernel != "stream")
 
 
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
@@ -294,6 +296,31 @@ def test_qmatmul_4bit_nonfinite_lhs(gpu, rng):
     (g,) = execute(dev, [lhs, w], gpu)
     assert np.isnan(g[1]).all()
     check_f32_product(g[:1], lhs[:1], cpu_dequantize(enc, w))
+
+
+@pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
+def test_qmatmul_4bit_reads_what_kernels_just_wrote(gpu, rng, enc):
+    """qgemv_mma.cu may start while the previous kernel of the stream drains (programmatic stream
+    serialization) and must not read before it is done: an lhs and weights written by the
+    kernels just before it, and a second qmatmul on its output, match the CPU backend, call
+    after call."""
+    k, n1, n2 = 512, 512, 96
+    kb = k // enc.elements_per_block * enc.block_size
+
+    def fn(x, wa, wb, w2):
+        y = ops.qmatmul(enc, None, x * 2.0 + 1.0, ops.concat([wa, wb], axis=0))
+        return ops.qmatmul(enc, None, y, w2)
+
+    types = [(DType.float32, (1, k)), (DType.uint8, (200, kb)), (DType.uint8, (n1 - 200, kb)), (DType.uint8, (n2, kb))]
+    cpu, dev = models(fn, types, gpu)
+    ws = [random_blocks(rng, enc, rows, k // enc.elements_per_block) for rows in (200, n1 - 200, n2)]
+    for _ in range(5):
+        lhs = rng.standard_normal((1, k)).astype(np.float32)
+        before = mma_launches()
+        (g,) = execute(dev, [lhs, *ws], gpu)
+        assert mma_launches() == before + 2
+        (c,) = execute(cpu, [lhs, *ws])
+        np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-4 * np.abs(c).max())
 
 
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)

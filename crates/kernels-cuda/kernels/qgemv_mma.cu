@@ -17,20 +17,26 @@
 // Q4_K multiply the unit's sum of lhs (2^e * sum(x')).
 //
 // Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
-// (qm_prep, overlapped with the first weight copies), then each warp walks its own tiles of 16
-// weight rows (the mma's M) through a private ring of Q::ST stages: lane r < 16 copies row r's
-// 256-element chunk with cp.async.bulk onto the stage's mbarrier, so warps never wait on each
-// other. Tiles go round-robin over the grid's warps; when there are fewer tiles than warps,
-// S = 2, 4 or 8 warps of a block share a tile, each taking 1/S of K, and the group sums the
-// parts in order through shared memory. launch/quant.rs (qgemv_mma) sizes the grid, S and the
-// shared memory: rows must start on 16 bytes (row_bytes % 16 == 0, w aligned).
+// (qm_prep, while the first weight copies are in flight), then each warp walks its own tiles of
+// 16 weight rows (the mma's M) through a private ring of Q::ST stages, each filled by one 2-D
+// TMA copy of 16 rows x 256 elements onto the stage's mbarrier, so warps never wait on each
+// other. Tiles go round-robin over the grid's warps; S = 1, 2, 4 or 8 warps of a block share a
+// tile, part p taking K's chunks p, p + S, ... (neighbouring pieces of the same rows are read
+// at about the same time), and the group sums the parts in order through shared memory.
+// launch/quant.rs (qgemv_mma) sizes the grid, S and the shared memory, and launches with
+// programmatic stream serialization: the grid starts while the previous kernel drains and
+// waits (griddepcontrol.wait) before reading anything. Weight rows must start on 16 bytes
+// (row_bytes % 16 == 0, w aligned), as TMA requires.
+//
+// H200, 32000 x 4096 at M = 1 (73.7 MB of Q4_0): 24.5 us back to back, 0.73-0.75 of the
+// device copy rate, against 40 us for qgemv_stream.cu.
 
 #define QM_WARPS 8
 #define QM_CHUNK 256  // K elements per stage: 8 units of 32 (one Q4_K super-block)
 #define QM_UNITS (QM_CHUNK / 32)
 
-// A row chunk's bytes and its slot: 144 bytes for Q4_0 and Q4_K (36 words, so the 8 rows of a
-// load fall in distinct banks), Q4_1's 160 padded to 176 for the same reason.
+// A row chunk's bytes, also its pitch in a stage: 144 bytes for Q4_0 and Q4_K (36 words, so the
+// 8 rows of a load fall in distinct banks), 160 for Q4_1 (two-way conflicts).
 template <int E> struct Qm {
     enum {
         CHUNK_BYTES = QM_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES,
@@ -48,8 +54,8 @@ struct __align__(64) QmMap {
 };
 
 // Shared memory: the lhs fragments [units][MR][3 columns][4 lanes][2 words] (96 bytes per unit
-// and row), the per-unit terms [units][MR] (QmMeta), 16 zero bytes (the fragments of unused
-// columns), then per warp Q::ST stages, their mbarriers and the group sums.
+// and row), the per-unit terms [units][MR] (QmMeta), 128 zero bytes (the fragments of unused
+// columns), then, 128-byte aligned, per warp Q::ST stages, their mbarriers and the group sums.
 struct QmMeta {
     float s;   // 2^e
     int x;     // sum of x'
