@@ -303,7 +303,7 @@ def test_qmatmul_4bit_reads_what_kernels_just_wrote(gpu, rng, enc):
     """qgemv_mma.cu may start while the previous kernel of the stream drains (programmatic stream
     serialization) and must not read before it is done: an lhs and weights written by the
     kernels just before it, and a second qmatmul on its output, match the CPU backend, call
-    after call."""
+    after call (launched, then replayed from a CUDA graph)."""
     k, n1, n2 = 512, 512, 96
     kb = k // enc.elements_per_block * enc.block_size
 
@@ -314,11 +314,13 @@ def test_qmatmul_4bit_reads_what_kernels_just_wrote(gpu, rng, enc):
     types = [(DType.float32, (1, k)), (DType.uint8, (200, kb)), (DType.uint8, (n1 - 200, kb)), (DType.uint8, (n2, kb))]
     cpu, dev = models(fn, types, gpu)
     ws = [random_blocks(rng, enc, rows, k // enc.elements_per_block) for rows in (200, n1 - 200, n2)]
-    for _ in range(5):
+    before = mma_launches()
+    for i in range(5):
+        # The first call launches both (later ones may replay a CUDA graph of them).
         lhs = rng.standard_normal((1, k)).astype(np.float32)
-        before = mma_launches()
         (g,) = execute(dev, [lhs, *ws], gpu)
-        assert mma_launches() == before + 2
+        if i == 0:
+            assert mma_launches() == before + 2
         (c,) = execute(cpu, [lhs, *ws])
         np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-4 * np.abs(c).max())
 
