@@ -63,8 +63,6 @@ struct QmMeta {
     float pad;
 };
 
-__device__ __forceinline__ u32 qm_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
 // 2^n for -126 <= n <= 127.
 __device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127) << 23); }
 
@@ -204,8 +202,8 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
 
     if (lane == 0)
         for (int s = 0; s < Q::ST; ++s)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qm_addr(&full[s])), "r"(1));
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            mbar_init(smem_u32(&full[s]), 1);
+    mbar_init_fence();
     __syncwarp();
 
     // Stages the next item (tile st_tile, chunk part + st_k * split) into stage st_n % Q::ST:
@@ -213,12 +211,11 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
     int st_n = 0, st_k = 0, st_tile = gid;
     auto stage = [&]() {
         if (st_n < items && lane == 0) {
-            const u32 bar = qm_addr(&full[st_n % Q::ST]);
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"((u32)Q::STAGE)
-                         : "memory");
+            const u32 bar = smem_u32(&full[st_n % Q::ST]);
+            mbar_expect(bar, (u32)Q::STAGE);
             asm volatile(
                 "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                "[%4];\n" ::"r"(qm_addr(ring + (st_n % Q::ST) * Q::STAGE)),
+                "[%4];\n" ::"r"(smem_u32(ring + (st_n % Q::ST) * Q::STAGE)),
                 "l"(&map), "r"((part + st_k * split) * (int)Q::CHUNK_BYTES), "r"(st_tile * 16), "r"(bar)
                 : "memory");
         }
@@ -257,12 +254,8 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
     u32 phase = 0;
     for (int it = 0; it < items; ++it) {
         const int buf = it % Q::ST;
-        const u32 bar = qm_addr(&full[buf]);
-        asm volatile(
-            "{\n.reg .pred p;\nQM_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra QM_WAIT;\n}\n" ::"r"(
-                bar),
-            "r"(phase)
-            : "memory");
+        const u32 bar = smem_u32(&full[buf]);
+        mbar_wait(bar, phase);
         const int ch = part + tile_it * split;
         const u8* r0 = ring + buf * Q::STAGE + g * Q::SLOT;
         const u8* r1 = r0 + 8 * Q::SLOT;

@@ -21,8 +21,6 @@
 // group) publishes every thread's lhs copies and tells every warp that the stage refilled next,
 // the one read in step it - 1, is free.
 
-__device__ __forceinline__ u32 qs_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
 // The streaming kernel's block: 8 warps of CW weight rows each (4 for up to two lhs rows, which
 // halves the per-row share of each step's fixed costs: waits, the barrier, issuing copies);
 // a ring of ST stages, each the lhs chunk ([MR][32 lanes][QV_LD] f32) and ROWS weight slots,
@@ -51,8 +49,8 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
     const int groups = (n + ROWS - 1) / ROWS;
     const int my_groups = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int items = my_groups * chunks;
-    if (tid < S::ST) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qs_addr(&full[tid])), "r"((u32)ROWS));
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if (tid < S::ST) mbar_init(smem_u32(&full[tid]), (u32)ROWS);
+    mbar_init_fence();
     __syncthreads();
     // This thread's lhs vector: floats 4 tid .. 4 tid + 3 of the chunk, in lane run tid / 8.
     const int lhs_dst = (tid / 8) * QV_LD + (4 * tid) % 32;
@@ -75,12 +73,12 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
                 const int row = st_g * ROWS + warp * CW + lane;
                 const i64 b0 = (i64)st_ch * Chunk<E>::BYTES;
                 const u32 bytes = row < n ? (u32)min((i64)Chunk<E>::BYTES, row_bytes - b0) : 0u;  // a multiple of 16
-                const u32 bar = qs_addr(&full[st_buf]);
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+                const u32 bar = smem_u32(&full[st_buf]);
+                mbar_expect(bar, bytes);
                 if (bytes)
                     asm volatile(
                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                            qs_addr(qv_smem + st_buf * S::BUF + S::LHS + (warp * CW + lane) * Chunk<E>::SLOT)),
+                            smem_u32(qv_smem + st_buf * S::BUF + S::LHS + (warp * CW + lane) * Chunk<E>::SLOT)),
                         "l"(w + (i64)row * row_bytes + b0), "r"(bytes), "r"(bar)
                         : "memory");
             }
@@ -102,12 +100,8 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
     u32 phase = 0;
     for (int it = 0; it < items; ++it) {
         cp_async_wait<S::ST - 2>();  // this thread's lhs copies of item it have landed
-        const u32 bar = qs_addr(&full[buf]);
-        asm volatile(
-            "{\n.reg .pred p;\nQS_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra QS_WAIT;\n}\n" ::"r"(
-                bar),
-            "r"(phase)
-            : "memory");
+        const u32 bar = smem_u32(&full[buf]);
+        mbar_wait(bar, phase);
         __syncthreads();  // everyone's lhs copies too; every warp is past step it - 1, whose stage is refilled now
         stage();
         if (ch * QV_CHUNK + 32 * lane < k) {
