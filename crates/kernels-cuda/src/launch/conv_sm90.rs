@@ -47,7 +47,8 @@ mod maps;
 pub mod pad;
 pub mod split;
 
-use maps::{TmaMap, filter_map, im2col_map, matrix_map, residual_map};
+use super::tma::TmaMap;
+use maps::{filter_map, im2col_map, matrix_map, residual_map};
 
 /// Launches of the kernel in this process (tests check that a shape took this path).
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);

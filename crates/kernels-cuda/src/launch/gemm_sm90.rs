@@ -6,15 +6,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{
-    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
-    CUtensorMapSwizzle,
-};
+use cudarc::driver::sys::{self, CUtensorMapSwizzle};
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
 
 use super::epilogue::Epilogue;
 use super::gemm_sm90p;
+use super::tma::{self, TmaMap};
 use crate::sources::GEMM_SM90;
 use crate::{Error, Result, function};
 
@@ -24,18 +22,6 @@ const BK: u32 = 64;
 /// 4 stages of (128 + 256) x 64 16-bit elements, the stage barriers, and slack to align the
 /// stages to 1024 bytes.
 const SMEM: u32 = 4 * ((BM + BN) as u32 * BK * 2) + 64 + 1024;
-
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-pub(crate) struct TmaMap([u64; 16]);
-// SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
-unsafe impl DeviceRepr for TmaMap {}
-
-impl TmaMap {
-    pub(crate) fn from_opaque(opaque: [u64; 16]) -> Self {
-        TmaMap(opaque)
-    }
-}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -52,38 +38,19 @@ struct GemmArgs {
 unsafe impl DeviceRepr for GemmArgs {}
 
 /// A 3-D tiled TMA map over `batch` row-major [rows, k] matrices of 16-bit elements, in boxes
-/// of 64 (the inner `k` extent, 128 bytes) x `box_rows`.
+/// of 64 (the inner `k` extent, 128 bytes) x `box_rows`, 128-byte swizzle.
 pub(crate) fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usize, box_rows: u32) -> Result<TmaMap> {
-    let data = match dtype {
-        DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-    };
-    let dims: [u64; 3] = [k as u64, rows as u64, batch as u64];
-    let strides: [u64; 2] = [(k * 2) as u64, (rows * k * 2) as u64];
-    let boxes: [u32; 3] = [BK, box_rows, 1];
-    let elem: [u32; 3] = [1, 1, 1];
-    let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length the rank (3) requires; the address is a live device
-    // allocation of batch * rows * k elements (the caller's contract).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            data,
-            3,
-            ptr as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            elem.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(Error::driver("cuTensorMapEncodeTiled"))?;
-    Ok(TmaMap(map.opaque))
+    let dims = [k as u64, rows as u64, batch as u64];
+    let strides = [(k * 2) as u64, (rows * k * 2) as u64];
+    tma::tiled(
+        tma::half_type(dtype),
+        ptr,
+        &dims,
+        &strides,
+        &[BK, box_rows, 1],
+        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+    )
+    .map_err(Error::driver("cuTensorMapEncodeTiled"))
 }
 
 fn legacy() -> bool {

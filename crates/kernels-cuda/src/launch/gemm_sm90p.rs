@@ -29,7 +29,7 @@ use cudarc::driver::{CudaFunction, CudaStream, result};
 use max_graph::DType;
 
 use super::epilogue::Epilogue;
-use super::gemm_sm90::{TmaMap, tma_map};
+use super::{gemm_sm90::tma_map, tma::TmaMap};
 use crate::sources::{GEMM_SM90P_BF16, GEMM_SM90P_F16};
 use crate::{Error, Result, function};
 

@@ -12,6 +12,7 @@ pub mod gemm_sm90;
 pub mod gemm_sm90p;
 pub mod quant;
 pub mod reduction;
+mod tma;
 
 use std::sync::Arc;
 

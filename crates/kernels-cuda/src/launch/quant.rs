@@ -10,7 +10,7 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
-use super::gemm_sm90::TmaMap;
+use super::tma::{self, TmaMap};
 use crate::sources::{QGEMV, QGEMV_MMA, QUANT};
 use crate::{Error, Result, function};
 
@@ -278,32 +278,15 @@ fn auto_split(tiles: usize, chunks: usize, slots: usize) -> usize {
 /// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of 16 rows x `chunk` bytes
 /// (qgemv_mma.cu's QmMap); out-of-range rows and bytes read as zeros.
 fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32) -> Result<TmaMap> {
-    let dims: [u64; 2] = [row_bytes as u64, n as u64];
-    let strides: [u64; 1] = [row_bytes as u64];
-    let boxes: [u32; 2] = [chunk, 16];
-    let elem: [u32; 2] = [1, 1];
-    let mut map = sys::CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length rank 2 requires; w is a live device allocation of n
-    // rows of row_bytes, 16-byte aligned with row_bytes % 16 == 0 (mma_gemv).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-            2,
-            w as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            elem.as_ptr(),
-            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(Error::driver("cuTensorMapEncodeTiled"))?;
-    Ok(TmaMap::from_opaque(map.opaque))
+    tma::tiled(
+        sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        w,
+        &[row_bytes as u64, n as u64],
+        &[row_bytes as u64],
+        &[chunk, 16],
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+    )
+    .map_err(Error::driver("cuTensorMapEncodeTiled"))
 }
 
 static MMA_LAUNCHES: AtomicU64 = AtomicU64::new(0);

@@ -2,27 +2,13 @@
 //! (or as a plain matrix for 1x1 stride-1 convs), the RSCF filter, and the residual for its L2
 //! prefetch. Each returns the driver's refusal as a message (the caller then falls back).
 
-use cudarc::driver::DeviceRepr;
 use cudarc::driver::sys::{
-    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
-    CUtensorMapSwizzle,
+    self, CUtensorMap, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
 use max_graph::DType;
 
+use super::super::tma::{self, TmaMap, half_type as data_type};
 use super::{BK, BM, Conv2dShape};
-
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-pub(super) struct TmaMap(pub(super) [u64; 16]);
-// SAFETY: the opaque 128-byte, 64-byte-aligned CUtensorMap, passed by value as a grid constant.
-unsafe impl DeviceRepr for TmaMap {}
-
-fn data_type(dtype: DType) -> CUtensorMapDataType {
-    match dtype {
-        DType::BFloat16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-    }
-}
 
 /// The input [N, H, W, C] in im2col mode: boxes of 128 pixels x 64 channels, the conv stride as
 /// the traversal stride, the window corners' bounding box (see the kernel's header).
@@ -65,32 +51,17 @@ pub(super) fn im2col_map(dtype: DType, x: u64, sh: &Conv2dShape) -> std::result:
 /// channels x 1 tap: the N-major B tile of one k-step is BN / 64 such boxes.
 pub(super) fn filter_map(dtype: DType, f: u64, sh: &Conv2dShape) -> std::result::Result<TmaMap, String> {
     let (c, taps, k) = (sh.c as u64, (sh.r * sh.s) as u64, sh.k as u64);
-    let dims: [u64; 3] = [k, c, taps];
-    let strides: [u64; 2] = [k * 2, c * k * 2];
-    let boxes: [u32; 3] = [64, BK as u32, 1];
-    let elem: [u32; 3] = [1, 1, 1];
-    let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length rank 3 requires; the address is a live device
-    // allocation holding the filter (the caller's contract).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            data_type(dtype),
-            3,
-            f as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            elem.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the filter of {sh:?}: {e}"))?;
-    Ok(TmaMap(map.opaque))
+    let dims = [k, c, taps];
+    let strides = [k * 2, c * k * 2];
+    tma::tiled(
+        data_type(dtype),
+        f,
+        &dims,
+        &strides,
+        &[64, BK as u32, 1],
+        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+    )
+    .map_err(|e| format!("cuTensorMapEncodeTiled rejected the filter of {sh:?}: {e}"))
 }
 
 /// x as the matrix [M, C] (a 1x1 conv with stride 1 and no padding) in boxes of 64 channels x
@@ -106,32 +77,10 @@ fn tiled_2d(
     (rows, cols): (usize, usize),
     (bx, by): (u32, u32),
 ) -> std::result::Result<TmaMap, String> {
-    let dims: [u64; 2] = [cols as u64, rows as u64];
-    let strides: [u64; 1] = [cols as u64 * 2];
-    let boxes: [u32; 2] = [bx, by];
-    let elem: [u32; 2] = [1, 1];
-    let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the length rank 2 requires; the address is a live device
-    // allocation holding the matrix (the caller's contract).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            data_type(dtype),
-            2,
-            ptr as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            elem.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| format!("cuTensorMapEncodeTiled rejected it: {e}"))?;
-    Ok(TmaMap(map.opaque))
+    let dims = [cols as u64, rows as u64];
+    let strides = [cols as u64 * 2];
+    tma::tiled(data_type(dtype), ptr, &dims, &strides, &[bx, by], CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B)
+        .map_err(|e| format!("cuTensorMapEncodeTiled rejected it: {e}"))
 }
 
 /// The residual [M, K] in boxes of 64 columns x 128 rows (one per B box of a tile), for the
