@@ -339,7 +339,9 @@ def test_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout, monkeypatch):
             monkeypatch.setenv("MAX_QGEMV_GRID", part[4:])
         elif part.startswith("split"):
             monkeypatch.setenv("MAX_QGEMV_SPLIT", part[5:])
+    before = mma_launches()
     run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2)])
+    assert mma_launches() > before
     kb = k // enc.elements_per_block * enc.block_size
     _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (70, kb))], gpu)
     w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
