@@ -1,7 +1,8 @@
 #line 1 "gemm_sm90p.cu"
 // gemm_sm90p.cu: C[b] = A[b] @ B[b] on Hopper (sm_90a), the persistent, clustered and split-K
 // form of gemm_sm90.cu (same operands, same epilogue, same results up to the f32 summation
-// order of split-K). gemm_sm90_pipe.cuh (in front of this file) has the building blocks.
+// order of split-K). gemm_sm90_pipe.cuh (in front of this file) has the building blocks,
+// gemm_sm90p_sched.cuh (between them) the arguments and the tile scheduler.
 //
 // Operands: A [M, K] row-major (K-major), read through a 3-D TMA map (k, row, batch); B [K, N]
 // row-major read as it is (N-major, wgmma's transposed-B mode, TB = 1) through 64-column boxes,
@@ -15,9 +16,9 @@
 // moving one column tile right, so the units running at once share A rows and B columns in L2).
 // The first p.dp_units units are the cluster tiles 0 .. dp_units - 1 over all of K; each later
 // cluster tile is p.splits units, one per k-range (splits of one tile adjacent): all tiles split
-// when the tiles alone leave SMs idle (dp_units = 0), or only the tiles of a last, partial wave
-// (a data-parallel + split-K hybrid). Cluster c takes units c, c + clusters, ... (a grid of one
-// cluster per unit is the non-persistent form).
+// when the tiles alone leave SMs idle (dp_units = 0), or none. Cluster c takes units c,
+// c + clusters, ... (a grid of one cluster per unit is the non-persistent form), then, with
+// stream-K, its share of the last, partial wave (see Stream-K below).
 // A row tile past the last one (M not a multiple of CL * 128) is computed on zeros and never
 // stored.
 //
@@ -51,58 +52,21 @@
 // not ordered: they touch no shared memory but the warpgroup's own split-K flag.
 //
 // Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split).
-// Each CTA writes its f32 partial tile to the workspace in fragment order (16-byte stores, coalesced
-// across threads), fences, and bumps the tile's counter; the CTA that brings it to `splits`
-// reads all partials back in split order 0, 1, ... (so the sum is deterministic), then runs
-// the epilogue. Counters are zeroed by the launcher before every launch.
+// Stream-K (p.sk_len > 0, persistent grids only; then p.units == dp_units and every unit is a
+// whole tile): the p.sk_tiles cluster tiles after the data-parallel ones are one run of
+// sk_tiles * k_tiles k-tiles, cut into ranges of sk_len; cluster i takes range i (after its
+// data-parallel units), one piece per tile the range touches, so the last, partial wave's work
+// is spread evenly over the clusters. A tile's pieces (its parts) are numbered in range order.
+// A split or stream-K piece writes its f32 partial tile to the workspace in fragment order
+// (16-byte stores, coalesced across threads), fences, and bumps the tile's counter; the CTA
+// that brings it to the tile's part count reads all partials back in part order 0, 1, ... (so
+// the sum is deterministic), then runs the epilogue. A stream-K tile that one range covers
+// whole is not split. Counters are zeroed by the launcher before every launch.
 //
 // Epilogue (prelude.cuh: bias, activation, clamp, beta * residual) in registers, stored
 // straight to global memory: 32-bit pairs when p.pairs (N even, 4-byte aligned C, bias and
 // residual), else element by element; or, in the _st kernels (opt-in), staged through a per-warp
 // shared-memory tile into coalesced 16-byte stores (see store_tile_staged).
-
-struct GemmPArgs {
-    u64 c;
-    u64 ws;          // split-K partials: per (split tile, split) 128 x BN f32 in fragment order
-    u64 counters;    // split-K: one u32 per split tile (Work::slot), zero at launch
-    i64 m, n;        // rows per batch (of A's map and of C), columns
-    i64 stride_c;    // elements between batches of C
-    i32 k_tiles;     // ceil(K / 64)
-    i32 splits, k_per_split;
-    i32 m_tiles, n_tiles;
-    i32 group;       // cluster row units per raster group
-    i32 units;       // dp_units + (batch * ceil(m_tiles / CL) * n_tiles - dp_units) * splits
-    i32 dp_units;    // leading units that take a whole cluster tile (all of K)
-    i32 pairs;       // nonzero: 32-bit pair accesses in the epilogue
-    Epilogue epi;
-};
-
-// A unit: batch z, row tile mt (of this CTA), column tile nt, k-tiles [k0, k1), and for a split
-// unit the index of its tile among the split ones (its counter and partials), else -1.
-struct Work { int z, mt, nt, k0, k1, split, slot; };
-
-__device__ __forceinline__ Work decode(const GemmPArgs& p, int u, int rank, int CL) {
-    Work w;
-    int r;
-    if (u < p.dp_units) {
-        r = u, w.split = 0, w.slot = -1, w.k0 = 0, w.k1 = p.k_tiles;
-    } else {
-        const int v = u - p.dp_units, t = v / p.splits;
-        r = p.dp_units + t, w.split = v - t * p.splits, w.slot = t * CL + rank;
-        w.k0 = w.split * p.k_per_split, w.k1 = min(w.k0 + p.k_per_split, p.k_tiles);
-    }
-    const int m_units = (p.m_tiles + CL - 1) / CL;
-    const int per_batch = m_units * p.n_tiles;
-    w.z = r / per_batch;
-    r -= w.z * per_batch;
-    const int per_group = p.group * p.n_tiles;
-    const int g = r / per_group, first = g * p.group;
-    const int rows = min(m_units - first, p.group);
-    const int in = r - g * per_group;
-    w.mt = (first + in % rows) * CL + rank;
-    w.nt = in / rows;
-    return w;
-}
 
 // The sigmoid family with one exponential per element (as conv_sm90.cu): the two-exponential
 // form of prelude.cuh does not fit next to 128 live accumulators.
@@ -368,8 +332,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             const u16 mask = (u16)((1u << CL) - 1);
             int stage = 0;
             u32 phase = 0;
-            for (int u = cid; u < p.units; u += clusters) {
-                const Work w = decode(p, u, rank, CL);
+            int step = 0;
+            Work w;
+            while (next_unit(p, cid, clusters, rank, CL, step, w)) {
                 for (int kt = w.k0; kt < w.k1; ++kt) {
                     // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
                     mbar_wait(&empty[stage], phase ^ 1);
@@ -419,8 +384,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         u32 phase = 0;
         int index = 0;  // of the unit in this block's sequence
         u32 turn_phase = 0;  // ping-pong: of this warpgroup's next wait on turn[c]
-        for (int u = cid; u < p.units; u += clusters, ++index) {
-            const Work w = decode(p, u, rank, CL);
+        int step = 0;
+        Work w;
+        for (; next_unit(p, cid, clusters, rank, CL, step, w); ++index) {
             const int k0 = w.k0, k1 = w.k1;
             if (PP && (index & 1) != c) {
                 ring_skip<STAGES>(stage, phase, k1 - k0);  // the other warpgroup's unit
@@ -471,7 +437,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             if (w.mt >= p.m_tiles) continue;  // the cluster's row tile past the last one
             if (w.slot >= 0) {
                 const int tile = w.slot;
-                float* slot = (float*)p.ws + (i64)tile * p.splits * (P_BM * BN);
+                const int stride = p.sk_len > 0 ? p.sk_stride : p.splits;
+                float* slot = (float*)p.ws + (i64)tile * stride * (P_BM * BN);
                 // Fragment order: 4 floats per thread and step, SYNC_N threads per step.
                 float* mine = slot + (i64)w.split * (P_BM * BN) + ctid * 4;
 #pragma unroll
@@ -480,7 +447,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 __threadfence();
                 int* flag = last_flag + (PP ? c : 0);
                 named_sync(sync_id, SYNC_N);
-                if (ctid == 0) *flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(p.splits - 1);
+                if (ctid == 0) *flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(w.parts - 1);
                 named_sync(sync_id, SYNC_N);
                 // (Thread 0 rewrites the flag only after the first sync of a later split unit,
                 // which every thread reaches after reading it.)
@@ -488,7 +455,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 __threadfence();
 #pragma unroll
                 for (int i = 0; i < NACC; ++i) d[i] = 0.f;
-                for (int s = 0; s < p.splits; ++s) {
+                for (int s = 0; s < w.parts; ++s) {
                     const float* part = slot + (i64)s * (P_BM * BN) + ctid * 4;
 #pragma unroll
                     for (int j = 0; j < NACC / 4; ++j)

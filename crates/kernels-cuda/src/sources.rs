@@ -21,19 +21,24 @@ pub const INDEXING: Family = Family { name: "indexing", source: include_str!("..
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
 pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
 
-/// The persistent, clustered, split-K Hopper GEMM (gemm_sm90_pipe.cuh in front of it), one
+/// The persistent, clustered, split-K Hopper GEMM (gemm_sm90_pipe.cuh and its scheduler in front), one
 /// family per 16-bit type so that only the kernels in use are compiled.
 pub const GEMM_SM90P_BF16: Family = Family {
     name: "gemm_sm90p_bf16",
     source: concat!(
         "#define GP_BF16 1\n",
         include_str!("../kernels/gemm_sm90_pipe.cuh"),
+        include_str!("../kernels/gemm_sm90p_sched.cuh"),
         include_str!("../kernels/gemm_sm90p.cu")
     ),
 };
 pub const GEMM_SM90P_F16: Family = Family {
     name: "gemm_sm90p_f16",
-    source: concat!(include_str!("../kernels/gemm_sm90_pipe.cuh"), include_str!("../kernels/gemm_sm90p.cu")),
+    source: concat!(
+        include_str!("../kernels/gemm_sm90_pipe.cuh"),
+        include_str!("../kernels/gemm_sm90p_sched.cuh"),
+        include_str!("../kernels/gemm_sm90p.cu")
+    ),
 };
 
 /// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).

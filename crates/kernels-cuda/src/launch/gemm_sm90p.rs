@@ -33,6 +33,9 @@ use super::{gemm_sm90::tma_map, tma::TmaMap};
 use crate::sources::{GEMM_SM90P_BF16, GEMM_SM90P_F16};
 use crate::{Error, Result, function};
 
+mod plan;
+pub use plan::{Knobs, Plan, pingpong_knob, plan, staged_knob};
+
 const BM: usize = 128;
 const BK: usize = 64;
 const THREADS: u32 = 384;
@@ -56,6 +59,10 @@ struct GemmPArgs {
     units: i32,
     dp_units: i32,
     pairs: i32,
+    sk_len: i32,
+    sk_tiles: i32,
+    sk_stride: i32,
+    pad: i32,
     epi: Epilogue,
 }
 
@@ -96,181 +103,6 @@ fn smem_bytes(bn: usize, staged: bool) -> u32 {
 /// math's 32-bit pairs (`pairs`: bias and residual 4-byte aligned).
 fn staged_ok(n: usize, c: u64, pairs: bool) -> bool {
     pairs && n % 8 == 0 && c % 16 == 0
-}
-
-fn env_usize(key: &str) -> Option<usize> {
-    std::env::var(key).ok().and_then(|v| v.trim().parse().ok())
-}
-
-/// `MAX_GEMM_SM90_SCHEDULE`: `Some(true)` for pingpong, `Some(false)` for cooperative.
-pub fn pingpong_knob() -> Option<bool> {
-    match std::env::var("MAX_GEMM_SM90_SCHEDULE").ok()?.trim() {
-        "pingpong" => Some(true),
-        "cooperative" => Some(false),
-        _ => None,
-    }
-}
-
-/// `MAX_GEMM_SM90_EPI`: `Some(true)` for staged, `Some(false)` for direct.
-pub fn staged_knob() -> Option<bool> {
-    match std::env::var("MAX_GEMM_SM90_EPI").ok()?.trim() {
-        "staged" => Some(true),
-        "direct" => Some(false),
-        _ => None,
-    }
-}
-
-/// The forced choices (environment), each `None` when left to the heuristic.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Knobs {
-    pub bn: Option<usize>,
-    pub cluster: Option<usize>,
-    pub splits: Option<usize>,
-    pub persistent: Option<bool>,
-    pub grid: Option<usize>,
-    pub group_m: Option<usize>,
-    pub tail: Option<bool>,
-    /// The ping-pong schedule (`Some(true)`) or the cooperative one.
-    pub pingpong: Option<bool>,
-    /// The staged epilogue (`Some(true)`) or the direct one.
-    pub staged: Option<bool>,
-}
-
-impl Knobs {
-    pub fn from_env() -> Knobs {
-        Knobs {
-            bn: env_usize("MAX_GEMM_SM90_BN").filter(|&b| b == 128 || b == 256),
-            cluster: env_usize("MAX_GEMM_SM90_CLUSTER").filter(|&c| c == 1 || c == 2),
-            splits: env_usize("MAX_GEMM_SM90_SPLITK").filter(|&s| s >= 1),
-            persistent: env_usize("MAX_GEMM_SM90_PERSISTENT").map(|p| p != 0),
-            grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
-            group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
-            tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
-            pingpong: pingpong_knob(),
-            staged: staged_knob(),
-        }
-    }
-}
-
-/// How one product runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Plan {
-    pub bn: usize,
-    pub cluster: usize,
-    pub splits: usize,
-    pub k_per_split: usize,
-    pub k_tiles: usize,
-    pub m_tiles: usize,
-    pub n_tiles: usize,
-    /// Cluster row units per raster group.
-    pub group: usize,
-    /// Cluster tiles: batch * ceil(m_tiles / cluster) * n_tiles.
-    pub cluster_tiles: usize,
-    /// Leading units that take a whole cluster tile; each later cluster tile is `splits` units.
-    pub dp_units: usize,
-    /// dp_units + (cluster_tiles - dp_units) * splits.
-    pub units: usize,
-    pub persistent: bool,
-    /// Ping-pong schedule (bn is 128).
-    pub pingpong: bool,
-}
-
-/// Relative time of one k-tile of a 128 x `bn` tile (a 128-column tile moves 3/4 of the bytes
-/// for half the work), of the split-K partial round trip, and of a unit's fixed cost (pipeline
-/// fill, epilogue): a rough model to pick the tile width and the splits when the tiles alone
-/// leave SMs idle.
-fn unit_cost(bn: usize, k_tiles: usize, splits: usize) -> f64 {
-    let (step, reduce) = if bn == 256 { (1.0, 3.0) } else { (0.55, 1.5) };
-    let kps = k_tiles.div_ceil(splits);
-    kps as f64 * step + if splits > 1 { reduce } else { 0.0 } + 2.0
-}
-
-/// The plan for `z` batches of [rows, k] x [k, n] on `sms` SMs.
-pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs) -> Option<Plan> {
-    let sms = sms.max(1);
-    let k_tiles = k.div_ceil(BK).max(1);
-    let m_tiles = rows.div_ceil(BM);
-    // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048), where they measured faster on
-    // an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670 TFLOP/s, 4096^3 666 vs 642,
-    // 2048 x 4096 x 4096 627 vs 618); with few row tiles a cluster's second CTA idles
-    // (128 x 4096 x 4096: 145 vs 193).
-    let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 { 2 } else { 1 });
-    let pingpong = knobs.pingpong.unwrap_or(false);
-    let mut best: Option<(f64, usize, usize)> = None;
-    for bn in [256, 128] {
-        // Ping-pong tiles are 128 x 128 (one warpgroup's 128 accumulators).
-        if (pingpong && bn != 128) || (!pingpong && knobs.bn.is_some_and(|b| b != bn)) {
-            continue;
-        }
-        let n_tiles = n.div_ceil(bn);
-        let cl = cluster_for(m_tiles);
-        let ctas_per_split = z * m_tiles.div_ceil(cl) * cl * n_tiles;
-        let choices: Vec<usize> = match knobs.splits {
-            Some(s) => vec![s.min(k_tiles)],
-            // Split only while the tiles leave SMs idle, each split keeping 4 k-tiles or more
-            // and the units within two waves (bounding the partials' workspace).
-            None if ctas_per_split < sms => {
-                (1..=16).filter(|&s| s == 1 || (k_tiles / s >= 4 && ctas_per_split * s <= 2 * sms)).collect()
-            }
-            None => vec![1],
-        };
-        for s in choices {
-            let waves = (ctas_per_split * s).div_ceil(sms);
-            let cost = waves as f64 * unit_cost(bn, k_tiles, s);
-            if best.is_none_or(|(c, _, _)| cost < c - 1e-9) {
-                best = Some((cost, bn, s));
-            }
-        }
-    }
-    let (_, bn, splits) = best?;
-    let cluster = cluster_for(m_tiles);
-    let n_tiles = n.div_ceil(bn);
-    let cluster_tiles = z.checked_mul(m_tiles.div_ceil(cluster))?.checked_mul(n_tiles)?;
-    // Every tile split (splits > 1: the tiles alone leave SMs idle), or none, or (by default)
-    // only those of a last wave at most half full, so that it ends sooner: split s ways with
-    // s * tail <= the clusters that run at once.
-    let waves_of = (sms / cluster).max(1);
-    let tail = cluster_tiles % waves_of;
-    let (dp_units, splits) = if splits > 1 {
-        (0, splits)
-    } else if knobs.splits.is_none()
-        && knobs.tail.unwrap_or(true)
-        && cluster_tiles > waves_of
-        && tail > 0
-        && tail * 2 <= waves_of
-    {
-        let s = (waves_of / tail).min(k_tiles / 4).min(8);
-        if s >= 2 { (cluster_tiles - tail, s) } else { (cluster_tiles, 1) }
-    } else {
-        (cluster_tiles, 1)
-    };
-    let k_per_split = k_tiles.div_ceil(splits);
-    // No empty split: the splits actually needed for that many k-tiles each.
-    let splits = k_tiles.div_ceil(k_per_split);
-    let dp_units = if splits == 1 { cluster_tiles } else { dp_units };
-    let units = dp_units.checked_add((cluster_tiles - dp_units).checked_mul(splits)?)?;
-    if units == 0 || units.checked_mul(cluster)? > i32::MAX as usize || cluster_tiles * cluster > i32::MAX as usize {
-        return None;
-    }
-    // Row tiles per raster group: 16 (2048 rows) by default, so the ~132 tiles in flight cover
-    // about 16 x 8 tiles of 128 x 256, a square of C, sharing A rows and B columns in L2.
-    let group = (knobs.group_m.unwrap_or(16) / cluster).max(1);
-    let persistent = knobs.persistent.unwrap_or(true);
-    Some(Plan {
-        bn,
-        cluster,
-        splits,
-        k_per_split,
-        k_tiles,
-        m_tiles,
-        n_tiles,
-        group,
-        cluster_tiles,
-        dp_units,
-        units,
-        persistent,
-        pingpong,
-    })
 }
 
 /// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
@@ -409,21 +241,25 @@ fn launch_with(
         // Each CTA of a cluster loads bn / cluster rows of Bt [n, k].
         tma_map(dtype, b, k, n, batch_b, (p.bn / p.cluster) as u32)?
     };
-    let clusters = if p.persistent {
+    let (p, clusters) = if p.persistent {
         let cap = max_clusters(stream, &f, &name, p.cluster, smem)?;
         let cap = knobs.grid.map_or(cap, |g| (g / p.cluster).max(1));
-        p.units.min(cap)
+        let p = p.with_clusters(cap);
+        // Stream-K ranges go to clusters 0, 1, ...: as many as there are ranges, at least.
+        let ranges = if p.sk_len > 0 { (p.sk_tiles * p.k_tiles).div_ceil(p.sk_len) } else { 0 };
+        (p, p.units.max(ranges).min(cap))
     } else {
-        p.units
+        (p, p.units)
     };
     let grid = (clusters * p.cluster) as u32;
     if std::env::var("MAX_GEMM_SM90_LOG").as_deref() == Ok("1") {
         eprintln!("gemm_sm90p: {name} rows={rows_a} n={n} k={k} z={z} grid={grid} {p:?}");
     }
-    // Split-K workspace: one u32 counter per split tile (zeroed), then the f32 partials.
-    let split_tiles = (p.cluster_tiles - p.dp_units) * p.cluster;
+    // Split-K / stream-K workspace: one u32 counter per split tile (zeroed), then the f32
+    // partials.
+    let (split_tiles, parts) = p.split_tiles();
     let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
-    let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * p.splits * BM * p.bn * 4 } else { 0 };
+    let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * parts * BM * p.bn * 4 } else { 0 };
     let ws = if ws_bytes > 0 {
         // SAFETY: stream-ordered allocation, freed below on the same stream after the launch.
         let ws =
@@ -454,6 +290,10 @@ fn launch_with(
         units: p.units as i32,
         dp_units: p.dp_units as i32,
         pairs: pairs as i32,
+        sk_len: p.sk_len as i32,
+        sk_tiles: p.sk_tiles as i32,
+        sk_stride: p.sk_stride as i32,
+        pad: 0,
         epi: *epi,
     };
     let (mut map_a, mut map_b) = (map_a, map_b);
@@ -483,79 +323,6 @@ fn launch_with(
 mod tests {
     use super::*;
 
-    /// The kernel's `decode`: (batch, row tile, column tile, k0, k1).
-    fn decode(p: &Plan, u: usize, rank: usize) -> (usize, usize, usize, usize, usize) {
-        let cl = p.cluster;
-        let (mut r, k0, k1) = if u < p.dp_units {
-            (u, 0, p.k_tiles)
-        } else {
-            let v = u - p.dp_units;
-            let split = v % p.splits;
-            (p.dp_units + v / p.splits, split * p.k_per_split, ((split + 1) * p.k_per_split).min(p.k_tiles))
-        };
-        let m_units = p.m_tiles.div_ceil(cl);
-        let per_batch = m_units * p.n_tiles;
-        let z = r / per_batch;
-        r -= z * per_batch;
-        let per_group = p.group * p.n_tiles;
-        let g = r / per_group;
-        let first = g * p.group;
-        let rows = (m_units - first).min(p.group);
-        let inn = r - g * per_group;
-        (z, (first + inn % rows) * cl + rank, inn / rows, k0, k1)
-    }
-
-    fn knobs(cluster: usize, bn: usize, splits: Option<usize>, group_m: usize) -> Knobs {
-        Knobs { cluster: Some(cluster), bn: Some(bn), splits, group_m: Some(group_m), ..Knobs::default() }
-    }
-
-    #[test]
-    fn units_cover_every_tile_and_k_once() {
-        let shapes = [
-            (1, 8, 8, 1),
-            (300, 1000, 4096, 3),
-            (8192, 8192, 8192, 1),
-            (128, 11008, 4096, 1),
-            (2048, 11008, 4096, 1),
-            (2049, 520, 136, 2),
-        ];
-        for (rows, n, k, z) in shapes {
-            let all = [
-                Knobs::default(),
-                knobs(1, 128, Some(3), 3),
-                knobs(2, 256, Some(2), 5),
-                knobs(2, 128, None, 4),
-                knobs(1, 256, None, 1),
-                Knobs { pingpong: Some(true), ..knobs(2, 128, Some(3), 2) },
-                Knobs { pingpong: Some(true), ..Knobs::default() },
-            ];
-            for kn in all {
-                let p = plan(rows, n, k, z, 132, kn).unwrap();
-                assert!(p.splits * p.k_per_split >= p.k_tiles && (p.splits - 1) * p.k_per_split < p.k_tiles);
-                assert!(p.splits > 1 || p.dp_units == p.cluster_tiles, "{p:?}");
-                let mut ks: HashMap<(usize, usize, usize), Vec<(usize, usize)>> = HashMap::new();
-                for u in 0..p.units {
-                    for rank in 0..p.cluster {
-                        let (bz, mt, nt, k0, k1) = decode(&p, u, rank);
-                        assert!(bz < z && nt < p.n_tiles && mt < p.m_tiles.div_ceil(p.cluster) * p.cluster);
-                        assert!(k0 < k1, "{rows}x{n}x{k} {kn:?}: unit {u} has no k");
-                        ks.entry((bz, mt, nt)).or_default().push((k0, k1));
-                    }
-                }
-                assert_eq!(ks.len(), z * p.n_tiles * p.m_tiles.div_ceil(p.cluster) * p.cluster);
-                for (tile, mut ranges) in ks {
-                    ranges.sort();
-                    let mut at = 0;
-                    for (k0, k1) in ranges {
-                        assert_eq!(k0, at, "{rows}x{n}x{k} {kn:?}: tile {tile:?}");
-                        at = k1;
-                    }
-                    assert_eq!(at, p.k_tiles);
-                }
-            }
-        }
-    }
-
     #[test]
     fn shared_memory_fits_a_hopper_block() {
         for staged in [false, true] {
@@ -566,35 +333,5 @@ mod tests {
         assert_eq!((smem_bytes(256, true), smem_bytes(128, true)), (216_320, 216_320));
         assert!(staged_ok(8192, 256, true) && !staged_ok(8190, 256, true) && !staged_ok(8192, 8, true));
         assert!(!staged_ok(8192, 256, false));
-    }
-
-    #[test]
-    fn heuristic_fills_the_gpu() {
-        let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
-        assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
-        // From 16 row tiles, clusters of 2.
-        let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
-        assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
-        assert_eq!(plan(1920, 8192, 8192, 1, 132, Knobs::default()).unwrap().cluster, 1);
-        // 688 tiles on 132 SMs: 5 full waves, the 28 tiles left split.
-        let c1 = Knobs { cluster: Some(1), ..Knobs::default() };
-        let p = plan(2048, 11008, 4096, 1, 132, c1).unwrap();
-        assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units), (256, 1, 688, 660), "{p:?}");
-        assert!(p.splits > 1, "{p:?}");
-        // Clusters of 2: 344 cluster tiles on 66 clusters, the 14 left split 4 ways.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap();
-        assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.splits), (256, 2, 344, 330, 4), "{p:?}");
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..c1 }).unwrap();
-        assert_eq!((p.dp_units, p.splits), (688, 1));
-    }
-
-    #[test]
-    fn pingpong_takes_128_column_tiles() {
-        let pp = Knobs { pingpong: Some(true), cluster: Some(1), ..Knobs::default() };
-        let p = plan(8192, 8192, 8192, 1, 132, pp).unwrap();
-        assert_eq!((p.bn, p.cluster, p.n_tiles, p.pingpong), (128, 1, 64, true), "{p:?}");
-        let p = plan(8192, 8192, 8192, 1, 132, Knobs { bn: Some(256), cluster: Some(2), ..pp }).unwrap();
-        assert_eq!((p.bn, p.cluster, p.pingpong), (128, 2, true), "{p:?}");
-        assert!(!plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().pingpong);
     }
 }

@@ -1,0 +1,398 @@
+//! The persistent Hopper GEMM's plan: column tile width, cluster size, split-K or stream-K, the
+//! raster, and the environment knobs that force them (see the parent module).
+
+use super::{BK, BM};
+
+fn env_usize(key: &str) -> Option<usize> {
+    std::env::var(key).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// `MAX_GEMM_SM90_SCHEDULE`: `Some(true)` for pingpong, `Some(false)` for cooperative.
+pub fn pingpong_knob() -> Option<bool> {
+    match std::env::var("MAX_GEMM_SM90_SCHEDULE").ok()?.trim() {
+        "pingpong" => Some(true),
+        "cooperative" => Some(false),
+        _ => None,
+    }
+}
+
+/// `MAX_GEMM_SM90_EPI`: `Some(true)` for staged, `Some(false)` for direct.
+pub fn staged_knob() -> Option<bool> {
+    match std::env::var("MAX_GEMM_SM90_EPI").ok()?.trim() {
+        "staged" => Some(true),
+        "direct" => Some(false),
+        _ => None,
+    }
+}
+
+/// The forced choices (environment), each `None` when left to the heuristic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    pub bn: Option<usize>,
+    pub cluster: Option<usize>,
+    pub splits: Option<usize>,
+    pub persistent: Option<bool>,
+    pub grid: Option<usize>,
+    pub group_m: Option<usize>,
+    pub tail: Option<bool>,
+    /// The ping-pong schedule (`Some(true)`) or the cooperative one.
+    pub pingpong: Option<bool>,
+    /// The staged epilogue (`Some(true)`) or the direct one.
+    pub staged: Option<bool>,
+}
+
+impl Knobs {
+    pub fn from_env() -> Knobs {
+        Knobs {
+            bn: env_usize("MAX_GEMM_SM90_BN").filter(|&b| b == 128 || b == 256),
+            cluster: env_usize("MAX_GEMM_SM90_CLUSTER").filter(|&c| c == 1 || c == 2),
+            splits: env_usize("MAX_GEMM_SM90_SPLITK").filter(|&s| s >= 1),
+            persistent: env_usize("MAX_GEMM_SM90_PERSISTENT").map(|p| p != 0),
+            grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
+            group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
+            tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
+            pingpong: pingpong_knob(),
+            staged: staged_knob(),
+        }
+    }
+}
+
+/// How one product runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub bn: usize,
+    pub cluster: usize,
+    pub splits: usize,
+    pub k_per_split: usize,
+    pub k_tiles: usize,
+    pub m_tiles: usize,
+    pub n_tiles: usize,
+    /// Cluster row units per raster group.
+    pub group: usize,
+    /// Cluster tiles: batch * ceil(m_tiles / cluster) * n_tiles.
+    pub cluster_tiles: usize,
+    /// Leading units that take a whole cluster tile; each later cluster tile is `splits` units.
+    pub dp_units: usize,
+    /// dp_units + (cluster_tiles - dp_units) * splits.
+    pub units: usize,
+    pub persistent: bool,
+    /// Ping-pong schedule (bn is 128).
+    pub pingpong: bool,
+    /// A last, partial wave may be split (stream-K on persistent grids).
+    pub tail: bool,
+    /// Stream-K: k-tiles per cluster range (0: none), the tiles after `dp_units` it covers,
+    /// and the most ranges one tile meets (partials per tile in the workspace).
+    pub sk_len: usize,
+    pub sk_tiles: usize,
+    pub sk_stride: usize,
+}
+
+/// Relative time of one k-tile of a 128 x `bn` tile (a 128-column tile moves 3/4 of the bytes
+/// for half the work), of the split-K partial round trip, and of a unit's fixed cost (pipeline
+/// fill, epilogue): a rough model to pick the tile width and the splits when the tiles alone
+/// leave SMs idle.
+fn unit_cost(bn: usize, k_tiles: usize, splits: usize) -> f64 {
+    let (step, reduce) = if bn == 256 { (1.0, 3.0) } else { (0.55, 1.5) };
+    let kps = k_tiles.div_ceil(splits);
+    kps as f64 * step + if splits > 1 { reduce } else { 0.0 } + 2.0
+}
+
+/// The plan for `z` batches of [rows, k] x [k, n] on `sms` SMs.
+pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs) -> Option<Plan> {
+    let sms = sms.max(1);
+    let k_tiles = k.div_ceil(BK).max(1);
+    let m_tiles = rows.div_ceil(BM);
+    // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048), where they measured faster on
+    // an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670 TFLOP/s, 4096^3 666 vs 642,
+    // 2048 x 4096 x 4096 627 vs 618); with few row tiles a cluster's second CTA idles
+    // (128 x 4096 x 4096: 145 vs 193).
+    let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 { 2 } else { 1 });
+    let pingpong = knobs.pingpong.unwrap_or(false);
+    let mut best: Option<(f64, usize, usize)> = None;
+    for bn in [256, 128] {
+        // Ping-pong tiles are 128 x 128 (one warpgroup's 128 accumulators).
+        if (pingpong && bn != 128) || (!pingpong && knobs.bn.is_some_and(|b| b != bn)) {
+            continue;
+        }
+        let n_tiles = n.div_ceil(bn);
+        let cl = cluster_for(m_tiles);
+        let ctas_per_split = z * m_tiles.div_ceil(cl) * cl * n_tiles;
+        let choices: Vec<usize> = match knobs.splits {
+            Some(s) => vec![s.min(k_tiles)],
+            // Split only while the tiles leave SMs idle, each split keeping 4 k-tiles or more
+            // and the units within two waves (bounding the partials' workspace).
+            None if ctas_per_split < sms => {
+                (1..=16).filter(|&s| s == 1 || (k_tiles / s >= 4 && ctas_per_split * s <= 2 * sms)).collect()
+            }
+            None => vec![1],
+        };
+        for s in choices {
+            let waves = (ctas_per_split * s).div_ceil(sms);
+            let cost = waves as f64 * unit_cost(bn, k_tiles, s);
+            if best.is_none_or(|(c, _, _)| cost < c - 1e-9) {
+                best = Some((cost, bn, s));
+            }
+        }
+    }
+    let (_, bn, splits) = best?;
+    let cluster = cluster_for(m_tiles);
+    let n_tiles = n.div_ceil(bn);
+    let cluster_tiles = z.checked_mul(m_tiles.div_ceil(cluster))?.checked_mul(n_tiles)?;
+    // Every tile split (splits > 1: the tiles alone leave SMs idle), or none, or (by default)
+    // only those of a last wave at most half full, so that it ends sooner: split s ways with
+    // s * tail <= the clusters that run at once.
+    // (Persistent grids spread such a wave over every cluster instead: [`Plan::with_clusters`].)
+    let persistent = knobs.persistent.unwrap_or(true);
+    let waves_of = (sms / cluster).max(1);
+    let tail = cluster_tiles % waves_of;
+    let (dp_units, splits) = if splits > 1 {
+        (0, splits)
+    } else if knobs.splits.is_none()
+        && !persistent
+        && knobs.tail.unwrap_or(true)
+        && cluster_tiles > waves_of
+        && tail > 0
+        && tail * 2 <= waves_of
+    {
+        let s = (waves_of / tail).min(k_tiles / 4).min(8);
+        if s >= 2 { (cluster_tiles - tail, s) } else { (cluster_tiles, 1) }
+    } else {
+        (cluster_tiles, 1)
+    };
+    let k_per_split = k_tiles.div_ceil(splits);
+    // No empty split: the splits actually needed for that many k-tiles each.
+    let splits = k_tiles.div_ceil(k_per_split);
+    let dp_units = if splits == 1 { cluster_tiles } else { dp_units };
+    let units = dp_units.checked_add((cluster_tiles - dp_units).checked_mul(splits)?)?;
+    if units == 0 || units.checked_mul(cluster)? > i32::MAX as usize || cluster_tiles * cluster > i32::MAX as usize {
+        return None;
+    }
+    // Row tiles per raster group: 16 (2048 rows) by default, so the ~132 tiles in flight cover
+    // about 16 x 8 tiles of 128 x 256, a square of C, sharing A rows and B columns in L2.
+    let group = (knobs.group_m.unwrap_or(16) / cluster).max(1);
+    Some(Plan {
+        bn,
+        cluster,
+        splits,
+        k_per_split,
+        k_tiles,
+        m_tiles,
+        n_tiles,
+        group,
+        cluster_tiles,
+        dp_units,
+        units,
+        persistent,
+        pingpong,
+        // (A forced split count turns it off unless MAX_GEMM_SM90_TAIL=1 asks for it.)
+        tail: knobs.tail.unwrap_or(knobs.splits.is_none()),
+        sk_len: 0,
+        sk_tiles: 0,
+        sk_stride: 0,
+    })
+}
+
+/// A stream-K range's fixed cost in k-tiles of a 128 x 256 tile: its partials' round trip
+/// (about two 128 KB partial tiles written and three read per CTA; a k-tile of 8192^3 takes
+/// about 0.8 us on an H200).
+const SK_COST: usize = 8;
+
+impl Plan {
+    /// The plan for a persistent grid of `clusters` clusters: a last, partial wave of whole
+    /// tiles becomes stream-K ranges over all of them (see the kernel), when each range's
+    /// k-tiles plus [`SK_COST`] are fewer than a whole tile's. Ranges are at least an eighth
+    /// of a tile (at most 9 partials to add per tile) and 2 k-tiles.
+    pub fn with_clusters(mut self, clusters: usize) -> Plan {
+        let c = clusters.max(1);
+        let t = self.cluster_tiles % c;
+        if !self.persistent || !self.tail || self.splits > 1 || self.cluster_tiles <= c || t == 0 {
+            return self;
+        }
+        let kt = self.k_tiles;
+        let len = (t * kt).div_ceil(c).max(kt.div_ceil(8)).max(2);
+        if len + SK_COST >= kt {
+            return self;
+        }
+        self.dp_units = self.cluster_tiles - t;
+        self.units = self.dp_units;
+        self.sk_len = len;
+        self.sk_tiles = t;
+        // A tile meets at most ceil(kt / len) + 1 ranges.
+        self.sk_stride = kt.div_ceil(len) + 1;
+        self
+    }
+
+    /// CTA tiles whose pieces meet in the workspace (each with a counter), and partials per tile.
+    pub fn split_tiles(&self) -> (usize, usize) {
+        if self.sk_len > 0 {
+            (self.sk_tiles * self.cluster, self.sk_stride)
+        } else {
+            ((self.cluster_tiles - self.dp_units) * self.cluster, self.splits)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// A piece of work as the kernel's `next_unit` gives it: (batch, row tile, column tile, k0,
+    /// k1, part, parts, slot).
+    type Piece = (usize, usize, usize, usize, usize, usize, usize, Option<usize>);
+
+    /// The kernel's `place`: cluster tile r to (batch, row tile, column tile).
+    fn place(p: &Plan, mut r: usize, rank: usize) -> (usize, usize, usize) {
+        let cl = p.cluster;
+        let m_units = p.m_tiles.div_ceil(cl);
+        let per_batch = m_units * p.n_tiles;
+        let z = r / per_batch;
+        r -= z * per_batch;
+        let per_group = p.group * p.n_tiles;
+        let g = r / per_group;
+        let first = g * p.group;
+        let rows = (m_units - first).min(p.group);
+        let inn = r - g * per_group;
+        (z, (first + inn % rows) * cl + rank, inn / rows)
+    }
+
+    /// The kernel's `next_unit` walk for cluster `cid` of `clusters`.
+    fn walk(p: &Plan, cid: usize, clusters: usize, rank: usize) -> Vec<Piece> {
+        let mut out = Vec::new();
+        for u in (cid..p.units).step_by(clusters) {
+            let (r, k0, k1, split, parts, slot) = if u < p.dp_units {
+                (u, 0, p.k_tiles, 0, 1, None)
+            } else {
+                let v = u - p.dp_units;
+                let (t, split) = (v / p.splits, v % p.splits);
+                let k0 = split * p.k_per_split;
+                (p.dp_units + t, k0, (k0 + p.k_per_split).min(p.k_tiles), split, p.splits, Some(t * p.cluster + rank))
+            };
+            let (z, mt, nt) = place(p, r, rank);
+            out.push((z, mt, nt, k0, k1, split, parts, slot));
+        }
+        if p.sk_len > 0 {
+            let (kt, len) = (p.k_tiles, p.sk_len);
+            let (s0, total) = (cid * len, p.sk_tiles * kt);
+            let s1 = (s0 + len).min(total);
+            let mut t = s0 / kt;
+            while s0 < total && t * kt < s1 {
+                let (first, last) = (t * kt / len, ((t + 1) * kt - 1) / len);
+                let parts = last - first + 1;
+                let (z, mt, nt) = place(p, p.dp_units + t, rank);
+                let slot = (parts > 1).then_some(t * p.cluster + rank);
+                out.push((z, mt, nt, s0.max(t * kt) - t * kt, s1.min((t + 1) * kt) - t * kt, cid - first, parts, slot));
+                t += 1;
+            }
+        }
+        out
+    }
+
+    fn knobs(cluster: usize, bn: usize, splits: Option<usize>, group_m: usize) -> Knobs {
+        Knobs { cluster: Some(cluster), bn: Some(bn), splits, group_m: Some(group_m), ..Knobs::default() }
+    }
+
+    #[test]
+    fn units_cover_every_tile_and_k_once() {
+        let shapes = [
+            (1, 8, 8, 1),
+            (300, 1000, 4096, 3),
+            (8192, 8192, 8192, 1),
+            (128, 11008, 4096, 1),
+            (2048, 11008, 4096, 1),
+            (2049, 520, 136, 2),
+        ];
+        for (rows, n, k, z) in shapes {
+            let all = [
+                Knobs::default(),
+                knobs(1, 128, Some(3), 3),
+                knobs(2, 256, Some(2), 5),
+                knobs(2, 128, None, 4),
+                knobs(1, 256, None, 1),
+                Knobs { pingpong: Some(true), ..knobs(2, 128, Some(3), 2) },
+                Knobs { pingpong: Some(true), ..Knobs::default() },
+                Knobs { persistent: Some(false), ..Knobs::default() },
+                Knobs { tail: Some(false), ..Knobs::default() },
+            ];
+            for kn in all {
+                let p = plan(rows, n, k, z, 132, kn).unwrap();
+                assert!(p.splits * p.k_per_split >= p.k_tiles && (p.splits - 1) * p.k_per_split < p.k_tiles);
+                assert!(p.splits > 1 || p.dp_units == p.cluster_tiles, "{p:?}");
+                for clusters in [132 / p.cluster, 7, 1] {
+                    let (p, clusters) = if p.persistent { (p.with_clusters(clusters), clusters) } else { (p, p.units) };
+                    let (split_tiles, stride) = p.split_tiles();
+                    let mut ks: HashMap<(usize, usize, usize), Vec<Piece>> = HashMap::new();
+                    for cid in 0..clusters {
+                        for rank in 0..p.cluster {
+                            for piece in walk(&p, cid, clusters, rank) {
+                                let (bz, mt, nt, k0, k1, split, parts, slot) = piece;
+                                assert!(bz < z && nt < p.n_tiles && mt < p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                                assert!(k0 < k1, "{rows}x{n}x{k} {kn:?}: cluster {cid} has an empty piece");
+                                assert!(split < parts && (parts == 1) == slot.is_none(), "{piece:?} {p:?}");
+                                assert!(slot.is_none_or(|s| s < split_tiles && parts <= stride), "{piece:?} {p:?}");
+                                ks.entry((bz, mt, nt)).or_default().push(piece);
+                            }
+                        }
+                    }
+                    assert_eq!(ks.len(), z * p.n_tiles * p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                    for (tile, mut pieces) in ks {
+                        pieces.sort_by_key(|q| q.3);
+                        let mut at = 0;
+                        for (i, q) in pieces.iter().enumerate() {
+                            assert_eq!((q.3, q.5, q.6), (at, i, pieces.len()), "{rows}x{n}x{k} {kn:?}: tile {tile:?}");
+                            at = q.4;
+                        }
+                        assert_eq!(at, p.k_tiles);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn heuristic_fills_the_gpu() {
+        let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
+        assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
+        // From 16 row tiles, clusters of 2.
+        let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
+        assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
+        assert_eq!(plan(1920, 8192, 8192, 1, 132, Knobs::default()).unwrap().cluster, 1);
+        // 688 tiles on 132 SMs: 5 full waves; the 28 tiles left are 28 * 64 k-tiles spread over
+        // the 132 CTAs as stream-K ranges of 14 (each tile meets at most 6 of them).
+        let c1 = Knobs { cluster: Some(1), ..Knobs::default() };
+        let p = plan(2048, 11008, 4096, 1, 132, c1).unwrap();
+        assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.sk_len), (256, 1, 688, 688, 0), "{p:?}");
+        let p = p.with_clusters(132);
+        assert_eq!((p.dp_units, p.units, p.splits, p.sk_len, p.sk_tiles, p.sk_stride), (660, 660, 1, 14, 28, 6));
+        assert_eq!(p.split_tiles(), (28, 6));
+        // Clusters of 2: 344 cluster tiles on 66 clusters, the 14 left as ranges of 14 k-tiles.
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap().with_clusters(66);
+        assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.sk_len, p.sk_tiles), (256, 2, 344, 330, 14, 14));
+        assert_eq!(p.split_tiles(), (28, 6));
+        // 8192^3: 1024 cluster tiles, 34 in the last wave, ranges of 66 of their 128 k-tiles.
+        let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().with_clusters(66);
+        assert_eq!((p.dp_units, p.sk_len, p.sk_tiles, p.sk_stride), (990, 66, 34, 3));
+        // Not when a range would cost as much as the wave it replaces, nor when forced off.
+        let p = plan(4096, 4096, 4096, 1, 132, Knobs::default()).unwrap().with_clusters(66);
+        assert_eq!((p.dp_units, p.sk_len), (256, 0), "{p:?}");
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..c1 }).unwrap().with_clusters(132);
+        assert_eq!((p.dp_units, p.splits, p.sk_len), (688, 1, 0));
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { splits: Some(1), ..c1 }).unwrap().with_clusters(132);
+        assert_eq!((p.dp_units, p.splits, p.sk_len), (688, 1, 0));
+        // Non-persistent grids keep the fixed split of the last wave's tiles.
+        let p = plan(2048, 11008, 4096, 1, 132, Knobs { persistent: Some(false), ..c1 }).unwrap();
+        assert_eq!((p.dp_units, p.sk_len), (660, 0));
+        assert!(p.splits > 1 && p.with_clusters(132) == p, "{p:?}");
+    }
+
+    #[test]
+    fn pingpong_takes_128_column_tiles() {
+        let pp = Knobs { pingpong: Some(true), cluster: Some(1), ..Knobs::default() };
+        let p = plan(8192, 8192, 8192, 1, 132, pp).unwrap();
+        assert_eq!((p.bn, p.cluster, p.n_tiles, p.pingpong), (128, 1, 64, true), "{p:?}");
+        let p = plan(8192, 8192, 8192, 1, 132, Knobs { bn: Some(256), cluster: Some(2), ..pp }).unwrap();
+        assert_eq!((p.bn, p.cluster, p.pingpong), (128, 2, true), "{p:?}");
+        assert!(!plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().pingpong);
+    }
+}
