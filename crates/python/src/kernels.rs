@@ -86,6 +86,12 @@ fn _conv_sm90_path_counts() -> (u64, u64) {
     (c::padded_launches(), c::split_launches())
 }
 
+/// Of `_conv_sm90_launches()`, the 1x1 convs that ran as a GEMM on the Hopper GEMM kernel.
+#[pyfunction]
+fn _conv_sm90_gemm_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::gemm_launches()
+}
+
 /// How many times this process has launched the integer tensor-core decode GEMV
 /// (max_kernels_cuda::launch::quant, kernels/qgemv_mma.cu).
 #[pyfunction]
@@ -109,5 +115,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;
     Ok(())
 }

@@ -43,6 +43,7 @@ const I32: usize = i32::MAX as usize;
 /// The largest split-K workspace (bytes); larger problems run unsplit.
 const MAX_WORKSPACE: usize = 1 << 30;
 
+mod gemm;
 mod maps;
 pub mod pad;
 pub mod split;
@@ -62,6 +63,11 @@ static SPLIT: AtomicU64 = AtomicU64::new(0);
 
 pub fn split_launches() -> u64 {
     SPLIT.load(Ordering::Relaxed)
+}
+
+/// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
+pub fn gemm_launches() -> u64 {
+    gemm::GEMM.load(Ordering::Relaxed)
 }
 
 /// Of [`launches`], those that ran on channel-padded copies ([`pad`]).
@@ -315,6 +321,10 @@ fn run(
     if arch != "sm_90a" {
         return Ok(Outcome::NotEligible(format!("the kernel needs sm_90a, the device is {arch}")));
     }
+    if let Some(done) = gemm::try_run(stream, dtype, (x, f, bias, out), sh, epi, knobs)? {
+        LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        return Ok(done);
+    }
     let m = sh.m();
     let sms = sm_count(stream)?;
     let ktiles = sh.r * sh.s * sh.c.div_ceil(BK);
@@ -328,11 +338,7 @@ fn run(
         splits = 1;
     }
     // A 1x1 conv with stride 1 and no padding may read x as the matrix [M, C] (tiled map).
-    let tiled_a = knobs.tiled_a
-        && (sh.r, sh.s, sh.p, sh.q) == (1, 1, sh.h, sh.w)
-        && sh.stride == [1, 1]
-        && sh.pad == [0, 0]
-        && m <= I32;
+    let tiled_a = knobs.tiled_a && gemm::is_gemm(sh) && m <= I32;
     let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c) } else { im2col_map(dtype, x, sh) };
     let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
