@@ -1,3 +1,4 @@
+#line 1 "conv_sm90.cu"
 // conv_sm90.cu: conv2d forward on Hopper (sm_90a) as an implicit GEMM on wgmma tensor cores fed
 // by TMA, with the epilogue (the conv's bias, then prelude.cuh's: bias, activation, clamp,
 // beta * residual) applied in registers.
@@ -74,8 +75,6 @@
 #define CV_A_BYTES (CV_BM * CV_BK * 2)
 #define CV_B_BOX_BYTES (64 * CV_BK * 2)
 
-struct alignas(64) TmaMap { u64 data[16]; };
-
 struct ConvArgs {
     u64 out;       // [M, K] (the NHWC output)
     i64 m;         // output pixels N * P * Q
@@ -98,24 +97,6 @@ struct ConvArgs {
     i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
 };
 
-__device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(s_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u64* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n.reg .pred p;\nLAB_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
-}
-
 // 128 pixels x 64 channels of the input in im2col mode: coordinates (c, w, h, n) of the tile's
 // first window corner, offsets (w, h) of the tap.
 __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* bar, int c, int w, int h, int n, u16 ow,
@@ -126,119 +107,10 @@ __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* ba
         ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(ow), "h"(oh)
         : "memory");
 }
-// Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use.
-__device__ __forceinline__ void tma_prefetch_desc(const TmaMap* map) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
-}
-// Asks for one box of a 2-D tensor map (columns c0.., rows c1..) in L2; nothing is written.
-__device__ __forceinline__ void tma_prefetch_2d(const TmaMap* map, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((u64)map), "r"(c0), "r"(c1)
-                 : "memory");
-}
-__device__ __forceinline__ void tma_tile_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
-        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1) : "memory");
-}
-__device__ __forceinline__ void tma_tile_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
-        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-
-// Shared-memory matrix descriptor of a K-major tile with the 128-byte swizzle (A): rows of 128
-// bytes, 8-row groups 1024 bytes apart (stride byte offset); the leading byte offset is unused
-// in this layout. The tile base is 1024-byte aligned. The k-th 16-element slice starts 32 bytes
-// further (+2 in the descriptor's 16-byte units).
-__device__ __forceinline__ u64 sw128_desc(const void* p) {
-    u64 addr = s_addr(p);
-    return ((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-// Descriptor of the N-major B tile (gemm_sm90.cu's sw128_desc_nmajor): 64-column groups
-// CV_BK * 128 bytes apart (leading byte offset), 8-row groups 1024 bytes apart (stride byte
-// offset). The k-th 16-row slice starts 16 rows (2048 bytes) further down each box.
-__device__ __forceinline__ u64 sw128_desc_nmajor(const void* p) {
-    u64 addr = s_addr(p);
-    return ((addr & 0x3FFFF) >> 4) | ((u64)((CV_BK * 128) >> 4) << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-
-#define CW_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define CW_OUTS32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define CW_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define CW_OUTS64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define CW_REGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define CW_OUTS128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-
-// m64nNk16, A K-major (imm-trans-a = 0) and B N-major (imm-trans-b = 1) from shared memory,
-// scale-d from a predicate (0 on a tile's first MMA), imm-scale-a/b = 1. IA is the argument index
-// of desc_a, i.e. the number of accumulator registers.
-#define CW_MMA(SHAPE, REGS, OUTS, IA, IB, IS, TYPES)                                                          \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                        \
-                 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPES " " REGS ", %" IA ", %" IB ", p, 1, 1, 0, 1;\n}\n" \
-                 : OUTS                                                                                   \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-
-template <int BN, bool BF16> struct Wgmma;
-template <bool BF16> struct Wgmma<64, BF16> {
-    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-        if (BF16) CW_MMA("m64n64k16", CW_REGS32, CW_OUTS32, "32", "33", "34", "bf16.bf16");
-        else CW_MMA("m64n64k16", CW_REGS32, CW_OUTS32, "32", "33", "34", "f16.f16");
-    }
-};
-template <bool BF16> struct Wgmma<128, BF16> {
-    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-        if (BF16) CW_MMA("m64n128k16", CW_REGS64, CW_OUTS64, "64", "65", "66", "bf16.bf16");
-        else CW_MMA("m64n128k16", CW_REGS64, CW_OUTS64, "64", "65", "66", "f16.f16");
-    }
-};
-template <bool BF16> struct Wgmma<256, BF16> {
-    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-        if (BF16) CW_MMA("m64n256k16", CW_REGS128, CW_OUTS128, "128", "129", "130", "bf16.bf16");
-        else CW_MMA("m64n256k16", CW_REGS128, CW_OUTS128, "128", "129", "130", "f16.f16");
-    }
-};
 
 // Stages of the ring per column tile width: (128 + BN) x 64 16-bit elements each (192 KB in
 // all), within the 227 KB of shared memory a block may have. launch/conv_sm90.rs mirrors this.
 template <int BN> struct Ring { static const int stages = BN == 256 ? 4 : BN == 128 ? 6 : 8; };
-
-template <typename T> __device__ __forceinline__ u32 pack2(float a, float b) {
-    return (u32)FromF32<T>::go(a).bits | ((u32)FromF32<T>::go(b).bits << 16);
-}
-template <typename T> __device__ __forceinline__ float lo_of(u32 v) { return to_f32(T{(u16)(v & 0xFFFFu)}); }
-template <typename T> __device__ __forceinline__ float hi_of(u32 v) { return to_f32(T{(u16)(v >> 16)}); }
-
-// The activation over the accumulator fragment, as prelude.cuh's epi_act_all, except that the
-// sigmoid family uses one exponential per element: with 128 accumulators live across the
-// persistent loop, the two-exponential form spills under the 168-register bound.
-__device__ __forceinline__ float cv_sigmoid(float x) {
-    const float t = expf(-fabsf(x));
-    const float r = 1.f / (1.f + t);
-    return x >= 0.f ? r : t * r;
-}
-template <int N> __device__ __forceinline__ void cv_act_all(int act, float* v) {
-    switch (act) {
-        case EPI_SILU:
-#pragma unroll
-            for (int i = 0; i < N; ++i) v[i] = v[i] * cv_sigmoid(v[i]);
-            break;
-        case EPI_SIGMOID:
-#pragma unroll
-            for (int i = 0; i < N; ++i) v[i] = cv_sigmoid(v[i]);
-            break;
-        case EPI_GELU_QUICK:
-#pragma unroll
-            for (int i = 0; i < N; ++i) v[i] = v[i] * cv_sigmoid(1.702f * v[i]);
-            break;
-        default:
-            epi_act_all<N>(act, v);
-    }
-}
 
 // Column groups whose epilogue operands (bias pairs, residual pairs) are loaded at once: the
 // loads of a chunk are in flight together, so a tile's epilogue waits on BN / 8 / CV_CHUNK
@@ -352,7 +224,7 @@ __device__ __forceinline__ void staged_epilogue(const float* d, float* buf, cons
                 float v[4] = {a.x, a.y, a.z, a.w};
                 if (p.bias) add4<T>(v, cur.cb, 1.f);
                 if (p.epi.bias) add4<T>(v, cur.eb, 1.f);
-                if (p.epi.act != EPI_NONE) cv_act_all<4>(p.epi.act, v);
+                if (p.epi.act != EPI_NONE) act_all_1exp<4>(p.epi.act, v);
                 if (p.epi.clamp) epi_clamp_all<4>(p.epi, v);
                 if (p.epi.residual) add4<T>(v, cur.res[it], p.epi.beta);
                 if (row < p.m)
@@ -410,13 +282,13 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                     const int t = kt / p.c_tiles, ct = kt - t * p.c_tiles;
                     const int r = t / p.s, s = t - r * p.s;
                     const u16 ow = (u16)(s * p.dw), oh = (u16)(r * p.dh);
-                    mbar_wait(&empty[stage], phase ^ 1);
+                    mbar_wait_spin(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
                     mbar_expect_tx(&full[stage], bytes);
-                    if (p.tiled_a) tma_tile_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
+                    if (p.tiled_a) tma_load_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
                     else tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
                     for (int j = 0; j < boxes; ++j)
-                        tma_tile_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
+                        tma_load_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
                     if (++stage == STAGES) stage = 0, phase ^= 1;
                 }
             }
@@ -437,13 +309,13 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
         int prev = 0;
         for (int kt = k0; kt < k1; ++kt) {
-            mbar_wait(&full[stage], phase);
+            mbar_wait_spin(&full[stage], phase);
             const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
             const u8* sb = smem + stage * STAGE_BYTES + CV_A_BYTES;
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < CV_BK / 16; ++kk)
-                Wgmma<BN, BF16>::run(d, sw128_desc(sa) + 2 * kk, sw128_desc_nmajor(sb) + kk * (2048 >> 4),
+                Wgmma<BN, BF16, true>::run(d, sw128_desc(sa) + 2 * kk, sw128_desc_nmajor(sb) + kk * (2048 >> 4),
                                      (kt > k0 || kk > 0) ? 1u : 0u);
             wgmma_commit();
             // Keep this k-step's MMAs in flight; once the previous step's have finished, its
@@ -480,7 +352,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         }
         if (p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
         if (p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
-        if (p.epi.act != EPI_NONE) cv_act_all<BN / 2>(p.epi.act, d);
+        if (p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
         if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
         const i64 offset = row0 * p.k + col0;
         if (p.epi.residual) {

@@ -98,32 +98,6 @@ struct ReduceArgs {
     Epilogue epi;
 };
 
-// conv_sm90.cu's single-exponential sigmoid family, so that a split and an unsplit conv apply
-// the same activation.
-__device__ __forceinline__ float rd_sigmoid(float x) {
-    const float t = expf(-fabsf(x));
-    const float r = 1.f / (1.f + t);
-    return x >= 0.f ? r : t * r;
-}
-__device__ __forceinline__ void rd_act4(int act, float* v) {
-    switch (act) {
-        case EPI_SILU:
-#pragma unroll
-            for (int i = 0; i < 4; ++i) v[i] = v[i] * rd_sigmoid(v[i]);
-            break;
-        case EPI_SIGMOID:
-#pragma unroll
-            for (int i = 0; i < 4; ++i) v[i] = rd_sigmoid(v[i]);
-            break;
-        case EPI_GELU_QUICK:
-#pragma unroll
-            for (int i = 0; i < 4; ++i) v[i] = v[i] * rd_sigmoid(1.702f * v[i]);
-            break;
-        default:
-            epi_act_all<4>(act, v);
-    }
-}
-
 template <typename T> __device__ __forceinline__ void rd_add_pairs(float* v, const T* at, float scale) {
     const u32* a = (const u32*)at;
 #pragma unroll
@@ -148,7 +122,7 @@ template <typename T> __device__ __forceinline__ void splitk_reduce(const Reduce
         }
         if (p.bias) rd_add_pairs<T>(v, (const T*)p.bias + col, 1.f);
         if (p.epi.bias) rd_add_pairs<T>(v, (const T*)p.epi.bias + col, 1.f);
-        if (p.epi.act != EPI_NONE) rd_act4(p.epi.act, v);
+        if (p.epi.act != EPI_NONE) act_all_1exp<4>(p.epi.act, v);
         if (p.epi.clamp) epi_clamp_all<4>(p.epi, v);
         if (p.epi.residual) rd_add_pairs<T>(v, (const T*)p.epi.residual + idx, p.epi.beta);
         u32* o = (u32*)((T*)p.out + idx);

@@ -1,3 +1,4 @@
+#line 1 "gemm_sm90.cu"
 // gemm_sm90.cu: C[b] = A[b] @ B[b] on Hopper (sm_90a) with wgmma tensor cores fed by TMA.
 //
 // A [M, K] row-major (K-major). B [K, N] row-major is read as it is (N-major, wgmma's
@@ -10,7 +11,8 @@
 // producer to the consumers). Out-of-range
 // rows and columns are zero-filled by TMA on load and skipped on store, so any M and N work;
 // K must be a multiple of 8 (16-byte TMA strides). The epilogue (bias, activation, residual:
-// see prelude.cuh) runs in registers and stores straight to global memory.
+// see prelude.cuh) runs in registers and stores straight to global memory. sm90_pipe.cuh (in
+// front of this file) has the building blocks.
 
 #define G_BM 128
 #define G_BN 256
@@ -20,8 +22,6 @@
 #define G_B_BYTES (G_BN * G_BK * 2)
 #define G_STAGE_BYTES (G_A_BYTES + G_B_BYTES)
 
-struct alignas(64) TmaMap { u64 data[16]; };
-
 struct GemmArgs {
     u64 c;
     i64 m, n, k;
@@ -29,72 +29,6 @@ struct GemmArgs {
     i64 group_m;   // row tiles per raster group (see below)
     Epilogue epi;  // applied to every output element (prelude.cuh)
 };
-
-__device__ __forceinline__ u32 s_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(s_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u64* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n.reg .pred p;\nLAB_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
-}
-
-__device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
-        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-
-// A shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle: rows of 128
-// bytes, 8-row groups 1024 bytes apart (the stride byte offset); the leading byte offset is
-// unused in this layout. The tile base must be 1024-byte aligned.
-__device__ __forceinline__ u64 sw128_desc(const void* p) {
-    u64 addr = s_addr(p);
-    return ((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-
-// The 128 accumulator operands of m64n256 (d[0..127]), shared by every wgmma variant below.
-#define WG_D_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define WG_D_OUTS "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-// scale-d is a predicate from operand 130; imm-scale-a/b = 1; imm-trans-a = 0 (A K-major);
-// imm-trans-b = TB (1: B N-major, i.e. row-major [K, N] as the caller stores it).
-#define WG_MMA(TYPES, TB)                                                                                   \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                           \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " " WG_D_REGS ", %128, %129, p, 1, 1, 0, " #TB \
-                 ";\n}\n"                                                                                 \
-                 : WG_D_OUTS                                                                               \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-
-template <bool BF16, bool TB>
-__device__ __forceinline__ void wgmma_256(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-    if (BF16) {
-        if (TB) WG_MMA("bf16.bf16", 1); else WG_MMA("bf16.bf16", 0);
-    } else {
-        if (TB) WG_MMA("f16.f16", 1); else WG_MMA("f16.f16", 0);
-    }
-}
-
-// Descriptor of an N-major B tile: TMA writes it as 64-column (128-byte) swizzled boxes of
-// G_BK rows each, so the 64-column groups lie G_BK * 128 bytes apart (leading byte offset)
-// and 8-row groups 1024 bytes apart (stride byte offset).
-__device__ __forceinline__ u64 sw128_desc_nmajor(const void* p) {
-    u64 addr = s_addr(p);
-    return ((addr & 0x3FFFF) >> 4) | ((u64)((G_BK * 128) >> 4) << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
 
 template <typename T, bool BF16, bool TB>
 __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map_bt, const GemmArgs& p) {
@@ -128,7 +62,7 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
         if (tid == 0) {
             for (int kt = 0; kt < ktiles; ++kt) {
                 const int s = kt % G_STAGES;
-                mbar_wait(&empty[s], ((kt / G_STAGES) & 1) ^ 1);
+                mbar_wait_spin(&empty[s], ((kt / G_STAGES) & 1) ^ 1);
                 u8* sa = smem + s * G_STAGE_BYTES;
                 mbar_expect_tx(&full[s], G_STAGE_BYTES);
                 tma_load_3d(sa, map_a, &full[s], kt * G_BK, m0, z);
@@ -150,7 +84,7 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
     for (int i = 0; i < 128; ++i) d[i] = 0.f;
     for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % G_STAGES;
-        mbar_wait(&full[s], (kt / G_STAGES) & 1);
+        mbar_wait_spin(&full[s], (kt / G_STAGES) & 1);
         const u8* sa = smem + s * G_STAGE_BYTES + c * (64 * 128);
         const u8* sb = smem + s * G_STAGE_BYTES + G_A_BYTES;
         wgmma_fence();
@@ -160,7 +94,7 @@ __device__ __forceinline__ void gemm_sm90(const TmaMap* map_a, const TmaMap* map
             // K-major B: the k-th 16-element slice is 32 bytes into each row; N-major B: it is
             // 16 rows (2048 bytes) further down each box.
             const u64 desc_b = TB ? sw128_desc_nmajor(sb) + kk * (2048 >> 4) : sw128_desc(sb) + 2 * kk;
-            wgmma_256<BF16, TB>(d, sw128_desc(sa) + 2 * kk, desc_b, (kt > 0 || kk > 0) ? 1u : 0u);
+            Wgmma<256, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, (kt > 0 || kk > 0) ? 1u : 0u);
         }
         wgmma_commit();
         // Keep this k-tile's MMAs in flight; once the previous tile's have finished, its

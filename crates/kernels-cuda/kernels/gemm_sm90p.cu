@@ -1,7 +1,7 @@
 #line 1 "gemm_sm90p.cu"
 // gemm_sm90p.cu: C[b] = A[b] @ B[b] on Hopper (sm_90a), the persistent, clustered and split-K
 // form of gemm_sm90.cu (same operands, same epilogue, same results up to the f32 summation
-// order of split-K). gemm_sm90_pipe.cuh (in front of this file) has the building blocks,
+// order of split-K). sm90_pipe.cuh (in front of this file) has the building blocks,
 // gemm_sm90p_sched.cuh (between them) the arguments and the tile scheduler.
 //
 // Operands: A [M, K] row-major (K-major), read through a 3-D TMA map (k, row, batch); B [K, N]
@@ -68,32 +68,6 @@
 // residual), else element by element; or, in the _st kernels (opt-in), staged through a per-warp
 // shared-memory tile into coalesced 16-byte stores (see store_tile_staged).
 
-// The sigmoid family with one exponential per element (as conv_sm90.cu): the two-exponential
-// form of prelude.cuh does not fit next to 128 live accumulators.
-__device__ __forceinline__ float p_sigmoid(float x) {
-    const float t = expf(-fabsf(x));
-    const float r = 1.f / (1.f + t);
-    return x >= 0.f ? r : t * r;
-}
-template <int N> __device__ __forceinline__ void p_act_all(int act, float* v) {
-    switch (act) {
-        case EPI_SILU:
-#pragma unroll
-            for (int i = 0; i < N; ++i) v[i] = v[i] * p_sigmoid(v[i]);
-            break;
-        case EPI_SIGMOID:
-#pragma unroll
-            for (int i = 0; i < N; ++i) v[i] = p_sigmoid(v[i]);
-            break;
-        case EPI_GELU_QUICK:
-#pragma unroll
-            for (int i = 0; i < N; ++i) v[i] = v[i] * p_sigmoid(1.702f * v[i]);
-            break;
-        default:
-            epi_act_all<N>(act, v);
-    }
-}
-
 // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows
 // l/4 and l/4+8, columns 8j + 2(l%4) and +1 (d[4j], d[4j+1] and d[4j+2], d[4j+3]) for
 // j = 0..N/8-1. `offset` is the element offset in C of (row0, col0); column pair j exists while
@@ -123,7 +97,7 @@ template <typename T, int BN> __device__ __forceinline__ void epi_math(float* d,
             }
         }
     }
-    if (p.epi.act != EPI_NONE) p_act_all<BN / 2>(p.epi.act, d);
+    if (p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
     if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
 }
 

@@ -288,6 +288,35 @@ template <int N> __device__ __forceinline__ void epi_act_all(int act, float* v) 
             break;
     }
 }
+
+// epi_act_all, except that the sigmoid family uses one exponential per element: the Hopper GEMM
+// and conv2d epilogues (and the conv2d's split-K reduce, which must apply the same activation),
+// where the two-exponential form does not fit next to 128 live accumulators (it spilled under
+// the 168-register bound).
+__device__ __forceinline__ float sigmoid1(float x) {
+    const float t = expf(-fabsf(x));
+    const float r = 1.f / (1.f + t);
+    return x >= 0.f ? r : t * r;
+}
+template <int N> __device__ __forceinline__ void act_all_1exp(int act, float* v) {
+    switch (act) {
+        case EPI_SILU:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = v[i] * sigmoid1(v[i]);
+            break;
+        case EPI_SIGMOID:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = sigmoid1(v[i]);
+            break;
+        case EPI_GELU_QUICK:
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = v[i] * sigmoid1(1.702f * v[i]);
+            break;
+        default:
+            epi_act_all<N>(act, v);
+    }
+}
+
 // min(max(x, lo), hi) with the NaN propagation of the elementwise max/min ops.
 __device__ __forceinline__ float epi_clamp(float x, float lo, float hi) { return x != x ? x : fminf(fmaxf(x, lo), hi); }
 template <int N> __device__ __forceinline__ void epi_clamp_all(const Epilogue& e, float* v) {

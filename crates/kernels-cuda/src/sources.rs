@@ -19,15 +19,18 @@ pub const LAYOUT: Family = Family { name: "layout", source: include_str!("../ker
 pub const INDEXING: Family = Family { name: "indexing", source: include_str!("../kernels/indexing.cu") };
 
 /// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
-pub const GEMM_SM90: Family = Family { name: "gemm_sm90", source: include_str!("../kernels/gemm_sm90.cu") };
+pub const GEMM_SM90: Family = Family {
+    name: "gemm_sm90",
+    source: concat!(include_str!("../kernels/sm90_pipe.cuh"), include_str!("../kernels/gemm_sm90.cu")),
+};
 
-/// The persistent, clustered, split-K Hopper GEMM (gemm_sm90_pipe.cuh and its scheduler in front), one
+/// The persistent, clustered, split-K Hopper GEMM (sm90_pipe.cuh and its scheduler in front), one
 /// family per 16-bit type so that only the kernels in use are compiled.
 pub const GEMM_SM90P_BF16: Family = Family {
     name: "gemm_sm90p_bf16",
     source: concat!(
         "#define GP_BF16 1\n",
-        include_str!("../kernels/gemm_sm90_pipe.cuh"),
+        include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/gemm_sm90p_sched.cuh"),
         include_str!("../kernels/gemm_sm90p.cu")
     ),
@@ -35,14 +38,17 @@ pub const GEMM_SM90P_BF16: Family = Family {
 pub const GEMM_SM90P_F16: Family = Family {
     name: "gemm_sm90p_f16",
     source: concat!(
-        include_str!("../kernels/gemm_sm90_pipe.cuh"),
+        include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/gemm_sm90p_sched.cuh"),
         include_str!("../kernels/gemm_sm90p.cu")
     ),
 };
 
 /// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).
-pub const CONV_SM90: Family = Family { name: "conv_sm90", source: include_str!("../kernels/conv_sm90.cu") };
+pub const CONV_SM90: Family = Family {
+    name: "conv_sm90",
+    source: concat!(include_str!("../kernels/sm90_pipe.cuh"), include_str!("../kernels/conv_sm90.cu")),
+};
 /// The Hopper conv2d's helpers (plain CUDA): channel padding and the split-K reduction.
 pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: include_str!("../kernels/conv_sm90_aux.cu") };
 

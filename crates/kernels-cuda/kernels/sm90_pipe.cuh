@@ -1,8 +1,10 @@
-#line 1 "gemm_sm90_pipe.cuh"
-// gemm_sm90_pipe.cuh: the Hopper building blocks of gemm_sm90p.cu (sources.rs puts this file in
-// front of it, after prelude.cuh): mbarriers (local and cluster-wide), TMA tile loads (plain and
-// multicast to every CTA of a cluster), shared-memory matrix descriptors for the 128-byte
-// swizzle, and m64nNk16 wgmma with N = 128 or 256.
+#line 1 "sm90_pipe.cuh"
+// sm90_pipe.cuh: the Hopper (sm_90a) building blocks of the GEMMs (gemm_sm90p.cu, and the
+// one-tile-per-CTA gemm_sm90.cu) and of the conv2d kernel (conv_sm90.cu); sources.rs puts this
+// file in front of each, after prelude.cuh: mbarriers (local and cluster-wide), TMA tile loads
+// (plain and multicast to every CTA of a cluster) and L2 prefetches, shared-memory matrix
+// descriptors for the 128-byte swizzle, m64nNk16 wgmma with N = 64, 128 or 256, and 16-bit
+// pairs.
 
 #define P_BM 128
 #define P_BK 64
@@ -55,6 +57,13 @@ __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 rank) {
         "r"(parity)                                                                                  \
         : "memory")
 __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) { MBAR_WAIT(""); }
+// The same wait without the time limit (the conv2d and one-tile-per-CTA GEMM pipelines).
+__device__ __forceinline__ void mbar_wait_spin(u64* bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nLAB_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
+}
 // Every thread of every CTA of the cluster (threads that exited excepted) meets here.
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
@@ -76,6 +85,20 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, u64* b
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
         ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1) : "memory");
+}
+// Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_desc(const TmaMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
+}
+// Asks for one box of a 2-D tensor map (columns c0.., rows c1..) in L2; nothing is written.
+__device__ __forceinline__ void tma_prefetch_2d(const TmaMap* map, int c0, int c1) {
+    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((u64)map), "r"(c0), "r"(c1)
+                 : "memory");
 }
 // The same box written to the same offset in every CTA of `mask` (this one included), each
 // CTA's barrier at `bar`'s offset receiving the bytes.
@@ -106,6 +129,8 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 
+#define PW_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define PW_OUTS32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define PW_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define PW_OUTS64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 #define PW_REGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
@@ -122,6 +147,17 @@ __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.s
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 
 template <int BN, bool BF16, bool TB> struct Wgmma;
+template <bool BF16, bool TB> struct Wgmma<64, BF16, TB> {
+    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
+        if (BF16) {
+            if (TB) PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "bf16.bf16", 1);
+            else PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "bf16.bf16", 0);
+        } else {
+            if (TB) PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "f16.f16", 1);
+            else PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "f16.f16", 0);
+        }
+    }
+};
 template <bool BF16, bool TB> struct Wgmma<128, BF16, TB> {
     static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
         if (BF16) {
