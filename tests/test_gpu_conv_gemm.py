@@ -92,7 +92,9 @@ def test_route_and_results(sm90, rng, monkeypatch, case, dtype, conv_bias, resid
 @pytest.mark.parametrize("dtype", base.DTYPES, ids=lambda d: d.name)
 def test_random_data_against_float64(sm90, rng, dtype):
     cv = Conv("1x1_64_256_b3", 3, 13, 11, 64, 256, 1, 1)
+    before = core._conv_sm90_gemm_launches()
     base.run_case(sm90, rng, cv, dtype, exact=False)
+    assert core._conv_sm90_gemm_launches() == before + 1
 
 
 def test_never_for_other_windows_and_strides(sm90, rng, monkeypatch):

@@ -52,6 +52,12 @@ def test_stream_k_tail(sm90, rng, monkeypatch, capfd, case, dtype):
     (got,) = run(g, x, w, b, r, device=sm90)
     err = capfd.readouterr().err
     assert re.search(r"sk_len: [1-9]", err), err
+    # the variant's kernel ran: staged (_st), ping-pong (pp), B transposed to Bt (_t_: forced,
+    # or N % 8 != 0, which TMA cannot stride as it is)
+    name = re.search(r"gemm_sm90p_\w+", err).group(0)
+    assert ("EPI" in knobs) == name.endswith("_st"), name
+    assert ("SCHEDULE" in knobs) == name.endswith("pp"), name
+    assert ("TRANSPOSE" in knobs or n % 8 != 0) == ("_t_" in name), name
     (again,) = run(g, x, w, b, r, device=sm90)
     assert np.array_equal(got.view(np.uint16), again.view(np.uint16))
     f = [a.astype(np.float64) for a in (x, w, b, r)]

@@ -55,16 +55,16 @@ pub(super) fn try_run(
 ) -> Result<Option<Outcome>> {
     let tuned = knobs.bn.is_some() || knobs.splits.is_some() || knobs.grid.is_some() || knobs.staged;
     let wanted = knob().unwrap_or(!tuned && prefer(sh, epi));
-    // One bias in the GEMM's epilogue: the conv's own or the fused one, not both.
-    if !wanted || !is_gemm(sh) || (bias != 0 && epi.bias != 0) {
+    // One bias in the GEMM's epilogue: the conv's own or the fused one, not both; row
+    // coordinates within the GEMM's 32-bit TMA coordinates.
+    if !wanted || !is_gemm(sh) || (bias != 0 && epi.bias != 0) || sh.m() > i32::MAX as usize {
         return Ok(None);
     }
     let mut e = *epi;
     if bias != 0 {
         e.bias = bias;
     }
-    let m = sh.n * sh.h * sh.w;
-    gemm_sm90::gemm(stream, dtype, (x, f, out), (m, sh.k, sh.c), 1, (1, 1), &e)?;
+    gemm_sm90::gemm(stream, dtype, (x, f, out), (sh.m(), sh.k, sh.c), 1, (1, 1), &e)?;
     GEMM.fetch_add(1, Ordering::Relaxed);
     Ok(Some(Outcome::Ran))
 }
