@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import test_gpu_conv_sm90 as base
+from test_gpu_conv_sm90_more import sm90  # noqa: F401 (a fixture: MAX_CONV_SM90=1, knobs unset)
 from max._core import driver as core
 from max.dtype import DType
 from max.graph import Graph, TensorType, ops
@@ -17,8 +18,6 @@ from max.graph.type import ConvInputLayout, FilterLayout
 
 pytestmark = pytest.mark.gpu
 Conv = base.Conv
-KNOBS = ("MAX_CONV_SM90_GEMM", "MAX_CONV_SM90_BN", "MAX_CONV_SM90_GRID", "MAX_CONV_SM90_SPLITK",
-         "MAX_CONV_SM90_STAGED", "MAX_CONV_SM90_TILED_A")
 
 # (conv, routed by default when there is no residual)
 CASES = [
@@ -28,17 +27,6 @@ CASES = [
     (Conv("1x1_1024_256", 2, 7, 9, 1024, 256, 1, 1), False),  # long reduction: the conv kernel
     (Conv("1x1_256_64", 2, 9, 9, 256, 64, 1, 1), False),  # narrow output: the conv kernel
 ]
-
-
-@pytest.fixture
-def sm90(gpu, monkeypatch):
-    if gpu.architecture_name != "sm_90a":
-        pytest.skip(f"the Hopper conv2d needs sm_90a, this GPU is {gpu.architecture_name}")
-    monkeypatch.setenv("MAX_CONV_SM90", "1")
-    monkeypatch.setenv("MAX_CUDA_GRAPHS", "0")
-    for var in KNOBS:
-        monkeypatch.delenv(var, raising=False)
-    return gpu
 
 
 def counts():

@@ -146,38 +146,32 @@ __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.s
                  : OUTS                                                                                   \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 
+// One m64nNk16 for each type (BF16) and B layout (TB), as the immediates the instruction needs;
+// R is the accumulator count per thread (PW_REGS<R> / PW_OUTS<R>, pasted here so that their
+// commas reach PW_MMA as one argument).
+#define PW_MMA_ANY(SHAPE, R, IA, IB, IS)                                                   \
+    if (BF16) {                                                                            \
+        if (TB) PW_MMA(SHAPE, PW_REGS##R, PW_OUTS##R, IA, IB, IS, "bf16.bf16", 1);         \
+        else PW_MMA(SHAPE, PW_REGS##R, PW_OUTS##R, IA, IB, IS, "bf16.bf16", 0);            \
+    } else {                                                                               \
+        if (TB) PW_MMA(SHAPE, PW_REGS##R, PW_OUTS##R, IA, IB, IS, "f16.f16", 1);           \
+        else PW_MMA(SHAPE, PW_REGS##R, PW_OUTS##R, IA, IB, IS, "f16.f16", 0);              \
+    }
+
 template <int BN, bool BF16, bool TB> struct Wgmma;
 template <bool BF16, bool TB> struct Wgmma<64, BF16, TB> {
     static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-        if (BF16) {
-            if (TB) PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "bf16.bf16", 1);
-            else PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "bf16.bf16", 0);
-        } else {
-            if (TB) PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "f16.f16", 1);
-            else PW_MMA("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "f16.f16", 0);
-        }
+        PW_MMA_ANY("m64n64k16", 32, "32", "33", "34")
     }
 };
 template <bool BF16, bool TB> struct Wgmma<128, BF16, TB> {
     static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-        if (BF16) {
-            if (TB) PW_MMA("m64n128k16", PW_REGS64, PW_OUTS64, "64", "65", "66", "bf16.bf16", 1);
-            else PW_MMA("m64n128k16", PW_REGS64, PW_OUTS64, "64", "65", "66", "bf16.bf16", 0);
-        } else {
-            if (TB) PW_MMA("m64n128k16", PW_REGS64, PW_OUTS64, "64", "65", "66", "f16.f16", 1);
-            else PW_MMA("m64n128k16", PW_REGS64, PW_OUTS64, "64", "65", "66", "f16.f16", 0);
-        }
+        PW_MMA_ANY("m64n128k16", 64, "64", "65", "66")
     }
 };
 template <bool BF16, bool TB> struct Wgmma<256, BF16, TB> {
     static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
-        if (BF16) {
-            if (TB) PW_MMA("m64n256k16", PW_REGS128, PW_OUTS128, "128", "129", "130", "bf16.bf16", 1);
-            else PW_MMA("m64n256k16", PW_REGS128, PW_OUTS128, "128", "129", "130", "bf16.bf16", 0);
-        } else {
-            if (TB) PW_MMA("m64n256k16", PW_REGS128, PW_OUTS128, "128", "129", "130", "f16.f16", 1);
-            else PW_MMA("m64n256k16", PW_REGS128, PW_OUTS128, "128", "129", "130", "f16.f16", 0);
-        }
+        PW_MMA_ANY("m64n256k16", 128, "128", "129", "130")
     }
 };
 

@@ -244,10 +244,9 @@ fn launch_with(
     let (p, clusters) = if p.persistent {
         let cap = max_clusters(stream, &f, &name, p.cluster, smem)?;
         let cap = knobs.grid.map_or(cap, |g| (g / p.cluster).max(1));
+        // (With stream-K, units >= cap: every cluster runs, taking ranges 0, 1, ... in order.)
         let p = p.with_clusters(cap);
-        // Stream-K ranges go to clusters 0, 1, ...: as many as there are ranges, at least.
-        let ranges = if p.sk_len > 0 { (p.sk_tiles * p.k_tiles).div_ceil(p.sk_len) } else { 0 };
-        (p, p.units.max(ranges).min(cap))
+        (p, p.units.min(cap))
     } else {
         (p, p.units)
     };
