@@ -27,6 +27,7 @@ KNOBS = (
     "LEGACY",
     "PERSISTENT",
     "CLUSTER",
+    "CLUSTER_N",
     "SPLITK",
     "BN",
     "GRID",
@@ -52,6 +53,13 @@ VARIANTS = {
     "c2_n128_split5_grid4_group3": {"CLUSTER": "2", "BN": "128", "SPLITK": "5", "GRID": "4", "GROUP_M": "3"},
     "c2_transposed": {"CLUSTER": "2", "TRANSPOSE": "1"},
     "c1_n128_transposed_split2": {"CLUSTER": "1", "BN": "128", "SPLITK": "2", "TRANSPOSE": "1"},
+    # clusters along N sharing A (2 x 2 and 1 x 2): column tiles past the last one, split-K
+    "c2x2_n256": {"CLUSTER": "2", "CLUSTER_N": "2", "BN": "256", "SPLITK": "1"},
+    "c2x2_n128_split3": {"CLUSTER": "2", "CLUSTER_N": "2", "BN": "128", "SPLITK": "3"},
+    "c1x2_n128_grid4": {"CLUSTER": "1", "CLUSTER_N": "2", "BN": "128", "SPLITK": "1", "GRID": "4"},
+    "c2x2_transposed": {"CLUSTER": "2", "CLUSTER_N": "2", "TRANSPOSE": "1", "SPLITK": "1"},
+    "c2x2_staged_grid8": {"CLUSTER": "2", "CLUSTER_N": "2", "EPI": "staged", "SPLITK": "1", "GRID": "8"},
+    "c2x2_pingpong_grid4": {"SCHEDULE": "pingpong", "CLUSTER": "2", "CLUSTER_N": "2", "SPLITK": "1", "GRID": "4"},
     # ping-pong: each consumer warpgroup on its own 128 x 128 tile, alternating units; small grids
     # give every block several units, so both warpgroups work and step over each other's stages
     "pingpong": {"SCHEDULE": "pingpong"},

@@ -32,6 +32,11 @@ CASES = {
     # K not a multiple of 64, rows and columns past the tile edges (and a cluster's second row
     # tile past the last one)
     "c2_grid10_ragged": ({"CLUSTER": "2", "BN": "256", "GRID": "10"}, (777, 3000, 520)),
+    # 2 x 2 clusters (A shared along N too): 7 x 5 tiles as 4 x 3 cluster tiles (the last row
+    # and column past the edge) on 5 clusters: 2 left, 47 k-tiles as ranges of 19
+    "c2x2_grid20": ({"CLUSTER": "2", "CLUSTER_N": "2", "BN": "256", "GRID": "20"}, (777, 3000, 1100)),
+    # 1 x 2: 3 x 6 tiles as 3 x 3 cluster tiles on 2 clusters: 1 left, 64 k-tiles as 2 ranges
+    "c1x2_n128_grid4": ({"CLUSTER": "1", "CLUSTER_N": "2", "BN": "128", "GRID": "4"}, (300, 4096, 700)),
 }
 
 

@@ -9,9 +9,10 @@
 // or transposed by the caller to Bt [N, K] (K-major, TB = 0). Out-of-range rows, columns and
 // k are zero-filled by TMA, so any M, N and K % 8 == 0 work. 128-byte swizzled tiles.
 //
-// Work units: a cluster of CL CTAs (CL = 1 or 2, along M) takes CL row tiles of 128 rows that
-// share one BN-column tile of B: each CTA loads its own A tile and 1/CL of the B tile, multicast
-// to every CTA of the cluster, so B crosses L2 once per cluster. Such a cluster tile is numbered
+// Work units: a cluster of CL = CM x CN CTAs (1, 2 x 1 or 2 x 2; CN = p.cn) takes CM row tiles
+// of 128 rows by CN column tiles of BN: the CTAs of a cluster row share an A tile, those of a
+// cluster column a B tile, each loading 1/CN of its A tile and 1/CM of its B tile, multicast to
+// the CTAs that share it, so each crosses L2 once per cluster. Such a cluster tile is numbered
 // r = (batch, then a grouped raster: p.group row units per group, walked down the rows before
 // moving one column tile right, so the units running at once share A rows and B columns in L2).
 // The first p.dp_units units are the cluster tiles 0 .. dp_units - 1 over all of K; each later
@@ -19,16 +20,16 @@
 // when the tiles alone leave SMs idle (dp_units = 0), or none. Cluster c takes units c,
 // c + clusters, ... (a grid of one cluster per unit is the non-persistent form), then, with
 // stream-K, its share of the last, partial wave (see Stream-K below).
-// A row tile past the last one (M not a multiple of CL * 128) is computed on zeros and never
-// stored.
+// A row or column tile past the last one (M not a multiple of CM * 128, or the column tiles not
+// of CN) is computed on zeros and never stored.
 //
 // Block: 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg.dec to 40): one thread walks the
 // block's (unit, k-tile) sequence and issues the TMA loads of a STAGES-deep ring guarded by
 // mbarriers: full[s] (1 arrival: the producer's expect_tx of the whole stage, A plus all of B,
-// completed by the bytes of its own loads and of the peer's multicast) and empty[s] (8 * CL
-// arrivals: lane 0 of each of the 8 consumer warps of every CTA in the cluster, after the warp's
-// wgmma.wait_group has retired the MMAs that read the stage; the peer must release a stage
-// before this CTA's producer multicasts into it again; arrivals and waits at the default .cta
+// completed by the bytes of its own loads and of the peers' multicasts) and empty[s]
+// (8 * (CM + CN - 1) arrivals: lane 0 of each of the 8 consumer warps of every CTA this
+// CTA's producer writes into, itself included, after the warp's wgmma.wait_group has retired
+// the MMAs that read the stage; arrivals and waits at the default .cta
 // semantics, see mbar_arrive_cluster). Warpgroups 1 and 2 (setmaxnreg.inc to
 // 232) each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN / 2 f32
 // registers per thread. The ring's stage and phase run on across units, so the producer loads
@@ -101,23 +102,23 @@ template <typename T, int BN> __device__ __forceinline__ void epi_math(float* d,
     if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
 }
 
-template <typename T, int BN>
+// After epi_math. RES: p.epi.residual is set (a template argument, so that the path without a
+// residual carries no predicated-off loads: the epilogue's code is fetched cold once per tile).
+template <typename T, int BN, bool RES>
 __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 offset, int col0, int cols, bool has0,
                                            bool has1) {
     const i64 n = p.n;
-    epi_math<T, BN>(d, p, col0, cols);
     const float beta = p.epi.beta;
     if (p.pairs) {
         const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
         const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * n);
         u32* o0 = (u32*)((T*)p.c + offset);
         u32* o1 = (u32*)((T*)p.c + offset + 8 * n);
-        const bool res = p.epi.residual != 0;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
             if (has0 && j * 8 < cols) {
                 float x = d[j * 4], y = d[j * 4 + 1];
-                if (res) {
+                if (RES) {
                     const u32 v = r0[j * 4];
                     x += beta * lo_of<T>(v), y += beta * hi_of<T>(v);
                 }
@@ -125,7 +126,7 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
             }
             if (has1 && j * 8 < cols) {
                 float x = d[j * 4 + 2], y = d[j * 4 + 3];
-                if (res) {
+                if (RES) {
                     const u32 v = r1[j * 4];
                     x += beta * lo_of<T>(v), y += beta * hi_of<T>(v);
                 }
@@ -138,15 +139,14 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     const T* r1 = r0 + 8 * n;
     T* c0 = (T*)p.c + offset;
     T* c1 = c0 + 8 * n;
-    const bool res = p.epi.residual != 0;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             if (has0 && j * 8 + e < cols)
-                c0[j * 8 + e] = FromF32<T>::go(d[j * 4 + e] + (res ? beta * to_f32(r0[j * 8 + e]) : 0.f));
+                c0[j * 8 + e] = FromF32<T>::go(d[j * 4 + e] + (RES ? beta * to_f32(r0[j * 8 + e]) : 0.f));
             if (has1 && j * 8 + e < cols)
-                c1[j * 8 + e] = FromF32<T>::go(d[j * 4 + 2 + e] + (res ? beta * to_f32(r1[j * 8 + e]) : 0.f));
+                c1[j * 8 + e] = FromF32<T>::go(d[j * 4 + 2 + e] + (RES ? beta * to_f32(r1[j * 8 + e]) : 0.f));
         }
     }
 }
@@ -183,7 +183,7 @@ __device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
 // the batch); base_w, the element offset in C of (row_w, col_t), col_t the tile's first column;
 // staging, the 8 consumer warps' staging tiles (warp (threadIdx.x - 128) / 32 owns the tile at
 // that index).
-template <typename T, int BN>
+template <typename T, int BN, bool RES>
 __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, i64 offset, int col0, int cols,
                                                   bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t,
                                                   u8* staging) {
@@ -194,9 +194,7 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
     asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
     const int lane = (int)(tid % 32);
     const u32 stg = s_addr(staging) + (tid / 32 - 4) * STG_WARP_BYTES;
-    epi_math<T, BN>(d, p, col0, cols);
     const float beta = p.epi.beta;
-    const bool res = p.epi.residual != 0;
     const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
     const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * p.n);
     // Fragment writes: rows lane / 4 and lane / 4 + 8, the pair at column 8 jj + 2 (lane % 4).
@@ -217,13 +215,13 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
         for (int jj = 0; jj < 8; ++jj) {
             const int j = q * 8 + jj;
             float x0 = d[j * 4], y0 = d[j * 4 + 1];
-            if (res && has0 && j * 8 < cols) {
+            if (RES && has0 && j * 8 < cols) {
                 const u32 t = r0[j * 4];
                 x0 += beta * lo_of<T>(t), y0 += beta * hi_of<T>(t);
             }
             sts32(w0 + jj * 16, pack2<T>(x0, y0));
             float x1 = d[j * 4 + 2], y1 = d[j * 4 + 3];
-            if (res && has1 && j * 8 < cols) {
+            if (RES && has1 && j * 8 < cols) {
                 const u32 t = r1[j * 4];
                 x1 += beta * lo_of<T>(t), y1 += beta * hi_of<T>(t);
             }
@@ -245,16 +243,17 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
 // tiles do not fit next to 7. launch/gemm_sm90p.rs mirrors this.
 template <int BN, bool ST> struct PRing { static const int stages = BN == 256 ? 4 : (ST ? 6 : 7); };
 
-// Hands stage s back to the producers of every CTA of the cluster, once this warp's MMAs that
-// read it have retired (all lanes have passed wgmma.wait_group).
-__device__ __forceinline__ void release(u64* empty, int lane, int CL) {
+// Hands stage s back to the producers of every CTA of the cluster that writes into it (`peers`,
+// a mask of ranks: see the producer), once this warp's MMAs that read it have retired (all lanes
+// have passed wgmma.wait_group).
+__device__ __forceinline__ void release(u64* empty, int lane, int CL, u32 peers) {
     __syncwarp();
     if (lane == 0) {
         if (CL == 1) {
             mbar_arrive(empty);
-        } else {  // CL == 2 (the launcher's only other size)
-            mbar_arrive_cluster(empty, 0u);
-            mbar_arrive_cluster(empty, 1u);
+        } else {
+            for (u32 r = 0; r < (u32)CL; ++r)
+                if (peers >> r & 1u) mbar_arrive_cluster(empty, r);
         }
     }
 }
@@ -289,10 +288,19 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     const int CL = (int)cluster_size();
     const int rank = CL > 1 ? (int)cluster_rank() : 0;
     const int cid = blockIdx.x / CL, clusters = gridDim.x / CL;
+    // The cluster's CTAs: CM along M (sharing B) by CN = p.cn along N (sharing A), rank =
+    // rm + CM * rn. This CTA's A tile goes to the CTAs of its row (mask_a), its B tile to those of
+    // its column (mask_b); each loads 1/CN of the A tile and 1/CM of the B tile, multicast to
+    // them. Before a producer refills a stage, every CTA it writes into must have released it.
+    const int CN = p.cn, CM = CL / CN, rm = rank % CM, rn = rank / CM;
+    u32 mask_a = 0, mask_b = 0;
+    for (int j = 0; j < CN; ++j) mask_a |= 1u << (rm + CM * j);
+    for (int i = 0; i < CM; ++i) mask_b |= 1u << (i + CM * rn);
+    const u32 peers = mask_a | mask_b;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], (PP ? 4 : 8) * CL);
+            mbar_init(&empty[s], (PP ? 4 : 8) * (CM + CN - 1));
         }
         if (PP) mbar_init(&turn[0], 4), mbar_init(&turn[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -303,8 +311,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            const u16 mask = (u16)((1u << CL) - 1);
-            int stage = 0;
+                        int stage = 0;
             u32 phase = 0;
             int step = 0;
             Work w;
@@ -315,20 +322,25 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     u8* sa = smem + stage * STAGE_BYTES;
                     u8* sb = sa + P_A_BYTES;
                     mbar_expect_tx(&full[stage], STAGE_BYTES);
-                    tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * P_BM, w.z);
+                    if (CN > 1) {
+                        // Rows rn * 128 / CN .. of the A tile (boxes of 128 / CN rows).
+                        tma_load_3d_mc(sa + rn * (P_A_BYTES / CN), map_a, &full[stage], kt * P_BK,
+                                       w.mt * P_BM + rn * (P_BM / CN), w.z, (u16)mask_a);
+                    } else {
+                        tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * P_BM, w.z);
+                    }
                     if (TB) {
                         // B [K, N]: BN / 64 boxes of 64 columns x 64 rows; this CTA loads its
-                        // share (boxes rank * per .. + per - 1) for the whole cluster.
-                        const int per = BN / 64 / CL;
-                        for (int j = rank * per; j < rank * per + per; ++j) {
-                            if (CL > 1)
-                                tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z, mask);
+                        // share (boxes rm, rm + CM, ...) for its cluster column.
+                        for (int j = rm; j < BN / 64; j += CM) {
+                            if (CM > 1)
+                                tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z, (u16)mask_b);
                             else
                                 tma_load_3d(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z);
                         }
-                    } else if (CL > 1) {
-                        // Bt [N, K]: rows rank * BN / CL .. of the column tile (boxes of BN / CL rows).
-                        tma_load_3d_mc(sb + rank * (B_BYTES / CL), map_b, &full[stage], kt * P_BK, w.nt * BN + rank * (BN / CL), w.z, mask);
+                    } else if (CM > 1) {
+                        // Bt [N, K]: rows rm * BN / CM .. of the column tile (boxes of BN / CM rows).
+                        tma_load_3d_mc(sb + rm * (B_BYTES / CM), map_b, &full[stage], kt * P_BK, w.nt * BN + rm * (BN / CM), w.z, (u16)mask_b);
                     } else {
                         tma_load_3d(sb, map_b, &full[stage], kt * P_BK, w.nt * BN, w.z);
                     }
@@ -396,7 +408,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 // Keep this k-tile's MMAs in flight; once the previous tile's have retired, its
                 // stage can be refilled.
                 wgmma_wait1();
-                if (kt > k0) release(&empty[prev], lane, CL);
+                if (kt > k0) release(&empty[prev], lane, CL, peers);
                 prev = stage;
                 if (++stage == STAGES) stage = 0, phase ^= 1;
             }
@@ -407,8 +419,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 if (lane == 0) mbar_arrive(&turn[c ^ 1]);
             }
             wgmma_wait0();
-            if (k1 > k0) release(&empty[prev], lane, CL);
-            if (w.mt >= p.m_tiles) continue;  // the cluster's row tile past the last one
+            if (k1 > k0) release(&empty[prev], lane, CL, peers);
+            // The cluster's row or column tile past the last one.
+            if (w.mt >= p.m_tiles || w.nt >= p.n_tiles) continue;
             if (w.slot >= 0) {
                 const int tile = w.slot;
                 const int stride = p.sk_len > 0 ? p.sk_stride : p.splits;
@@ -442,14 +455,21 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             for (int h = 0; h < (PP ? 2 : 1); ++h) {
                 const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
+                const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+                float* dh = d + h * (BN / 2);
+                epi_math<T, BN>(dh, p, col0, cols);
                 if (ST) {
                     // (Ping-pong, were it staged, would pass both halves through one tile.)
                     const i64 row_w = row0 - lane / 4;
                     const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
-                    store_tile_staged<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m,
-                                             row_w, base_w, (i64)w.nt * BN, staging);
+                    if (p.epi.residual)
+                        store_tile_staged<T, BN, true>(dh, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
+                    else
+                        store_tile_staged<T, BN, false>(dh, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
+                } else if (p.epi.residual) {
+                    store_tile<T, BN, true>(dh, p, offset, col0, cols, has0, has1);
                 } else {
-                    store_tile<T, BN>(d + h * (BN / 2), p, offset, col0, cols, row0 < p.m, row0 + 8 < p.m);
+                    store_tile<T, BN, false>(dh, p, offset, col0, cols, has0, has1);
                 }
             }
         }

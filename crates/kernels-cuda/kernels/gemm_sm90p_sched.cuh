@@ -13,12 +13,13 @@ struct GemmPArgs {
     i32 splits, k_per_split;
     i32 m_tiles, n_tiles;
     i32 group;       // cluster row units per raster group
-    i32 units;       // dp_units + (batch * ceil(m_tiles / CL) * n_tiles - dp_units) * splits
+    i32 units;       // dp_units + (cluster tiles - dp_units) * splits
     i32 dp_units;    // leading units that take a whole cluster tile (all of K)
     i32 pairs;       // nonzero: 32-bit pair accesses in the epilogue
     i32 sk_len;      // stream-K: k-tiles per cluster range (0: no stream-K)
     i32 sk_tiles;    // stream-K: cluster tiles after the dp_units ones
     i32 sk_stride;   // stream-K: partials per split tile in the workspace (most parts a tile has)
+    i32 cn;          // CTAs of a cluster along N (1 or 2; the cluster's CL / cn along M)
     i32 pad_;
     Epilogue epi;
 };
@@ -28,18 +29,20 @@ struct GemmPArgs {
 // the split ones (its counter and partials), else slot -1.
 struct Work { int z, mt, nt, k0, k1, split, parts, slot; };
 
-// Places cluster tile r: its batch, then the grouped raster (see the top of the file).
+// Places cluster tile r: its batch, then the grouped raster (see the top of the file). The
+// cluster's CTAs are CM = CL / p.cn along M by p.cn along N, rank = rm + CM * rn.
 __device__ __forceinline__ void place(const GemmPArgs& p, int r, int rank, int CL, Work& w) {
-    const int m_units = (p.m_tiles + CL - 1) / CL;
-    const int per_batch = m_units * p.n_tiles;
+    const int cm = CL / p.cn, rm = rank % cm, rn = rank / cm;
+    const int m_units = (p.m_tiles + cm - 1) / cm, n_units = (p.n_tiles + p.cn - 1) / p.cn;
+    const int per_batch = m_units * n_units;
     w.z = r / per_batch;
     r -= w.z * per_batch;
-    const int per_group = p.group * p.n_tiles;
+    const int per_group = p.group * n_units;
     const int g = r / per_group, first = g * p.group;
     const int rows = min(m_units - first, p.group);
     const int in = r - g * per_group;
-    w.mt = (first + in % rows) * CL + rank;
-    w.nt = in / rows;
+    w.mt = (first + in % rows) * cm + rm;
+    w.nt = (in / rows) * p.cn + rn;
 }
 
 __device__ __forceinline__ Work decode(const GemmPArgs& p, int u, int rank, int CL) {

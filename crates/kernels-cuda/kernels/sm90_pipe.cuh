@@ -176,8 +176,19 @@ template <bool BF16, bool TB> struct Wgmma<256, BF16, TB> {
 };
 
 // 16-bit pairs packed into / unpacked from one 32-bit word (lower address in the low half).
-template <typename T> __device__ __forceinline__ u32 pack2(float a, float b) {
-    return (u32)FromF32<T>::go(a).bits | ((u32)FromF32<T>::go(b).bits << 16);
+// Packing is one conversion instruction per pair, rounding to nearest even as FromF32 does; a
+// NaN becomes the type's canonical NaN (FromF32 keeps its sign, which for a sum of products
+// means nothing, at a compare and a select per element of every epilogue).
+template <typename T> __device__ __forceinline__ u32 pack2(float a, float b);
+template <> __device__ __forceinline__ u32 pack2<bf16>(float a, float b) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
+template <> __device__ __forceinline__ u32 pack2<f16>(float a, float b) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
+    return r;
 }
 template <typename T> __device__ __forceinline__ float lo_of(u32 v) { return to_f32(T{(u16)(v & 0xFFFFu)}); }
 template <typename T> __device__ __forceinline__ float hi_of(u32 v) { return to_f32(T{(u16)(v >> 16)}); }

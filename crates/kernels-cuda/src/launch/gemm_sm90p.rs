@@ -4,7 +4,8 @@
 //!
 //! Every choice can be forced through the environment, read at each launch (so one process can
 //! A/B them): `MAX_GEMM_SM90_BN` = 128 | 256 (column tile), `MAX_GEMM_SM90_CLUSTER` = 1 | 2
-//! (CTAs per cluster along M sharing B by TMA multicast), `MAX_GEMM_SM90_SPLITK` = n (k splits,
+//! (CTAs per cluster along M sharing B by TMA multicast), `MAX_GEMM_SM90_CLUSTER_N` = 1 | 2 (CTAs
+//! per cluster along N sharing A), `MAX_GEMM_SM90_SPLITK` = n (k splits,
 //! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
 //! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
 //! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
@@ -62,6 +63,7 @@ struct GemmPArgs {
     sk_len: i32,
     sk_tiles: i32,
     sk_stride: i32,
+    cn: i32,
     pad: i32,
     epi: Epilogue,
 }
@@ -189,8 +191,8 @@ pub(crate) fn launch(
     match r {
         // A cluster launch the device refuses (cluster scheduling is not guaranteed) falls back
         // to single-CTA clusters, unless the cluster size was forced.
-        Err(Error::Driver { op, .. }) if op == LAUNCH && knobs.cluster.is_none() => {
-            let knobs = Knobs { cluster: Some(1), ..knobs };
+        Err(Error::Driver { op, .. }) if op == LAUNCH && knobs.cluster.is_none() && knobs.cluster_n.is_none() => {
+            let knobs = Knobs { cluster: Some(1), cluster_n: Some(1), ..knobs };
             launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs)
         }
         other => other,
@@ -233,13 +235,15 @@ fn launch_with(
     let smem = smem_bytes(p.bn, staged);
     f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
-    let map_a = tma_map(dtype, a, k, rows_a, z, BM as u32)?;
+    // Each CTA of a cluster row loads BM / cluster_n rows of the A tile, and each of a cluster
+    // column bn / cm rows of Bt (with B [k, n], whole 64 x 64 boxes).
+    let cm = p.cluster / p.cluster_n;
+    let map_a = tma_map(dtype, a, k, rows_a, z, (BM / p.cluster_n) as u32)?;
     let map_b = if n_major {
         // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
         tma_map(dtype, b, n, k, batch_b, BK as u32)?
     } else {
-        // Each CTA of a cluster loads bn / cluster rows of Bt [n, k].
-        tma_map(dtype, b, k, n, batch_b, (p.bn / p.cluster) as u32)?
+        tma_map(dtype, b, k, n, batch_b, (p.bn / cm) as u32)?
     };
     let (p, clusters) = if p.persistent {
         let cap = max_clusters(stream, &f, &name, p.cluster, smem)?;
@@ -292,6 +296,7 @@ fn launch_with(
         sk_len: p.sk_len as i32,
         sk_tiles: p.sk_tiles as i32,
         sk_stride: p.sk_stride as i32,
+        cn: p.cluster_n as i32,
         pad: 0,
         epi: *epi,
     };

@@ -29,7 +29,10 @@ pub fn staged_knob() -> Option<bool> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Knobs {
     pub bn: Option<usize>,
+    /// CTAs per cluster along M (sharing B).
     pub cluster: Option<usize>,
+    /// CTAs per cluster along N (sharing A).
+    pub cluster_n: Option<usize>,
     pub splits: Option<usize>,
     pub persistent: Option<bool>,
     pub grid: Option<usize>,
@@ -46,6 +49,7 @@ impl Knobs {
         Knobs {
             bn: env_usize("MAX_GEMM_SM90_BN").filter(|&b| b == 128 || b == 256),
             cluster: env_usize("MAX_GEMM_SM90_CLUSTER").filter(|&c| c == 1 || c == 2),
+            cluster_n: env_usize("MAX_GEMM_SM90_CLUSTER_N").filter(|&c| c == 1 || c == 2),
             splits: env_usize("MAX_GEMM_SM90_SPLITK").filter(|&s| s >= 1),
             persistent: env_usize("MAX_GEMM_SM90_PERSISTENT").map(|p| p != 0),
             grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
@@ -61,7 +65,9 @@ impl Knobs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub bn: usize,
+    /// CTAs per cluster: cluster / cluster_n along M by cluster_n along N.
     pub cluster: usize,
+    pub cluster_n: usize,
     pub splits: usize,
     pub k_per_split: usize,
     pub k_tiles: usize,
@@ -69,7 +75,7 @@ pub struct Plan {
     pub n_tiles: usize,
     /// Cluster row units per raster group.
     pub group: usize,
-    /// Cluster tiles: batch * ceil(m_tiles / cluster) * n_tiles.
+    /// Cluster tiles: batch * ceil(m_tiles / (cluster / cluster_n)) * ceil(n_tiles / cluster_n).
     pub cluster_tiles: usize,
     /// Leading units that take a whole cluster tile; each later cluster tile is `splits` units.
     pub dp_units: usize,
@@ -107,6 +113,8 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     // 2048 x 4096 x 4096 627 vs 618); with few row tiles a cluster's second CTA idles
     // (128 x 4096 x 4096: 145 vs 193).
     let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 { 2 } else { 1 });
+    // Clusters along N (sharing A) only when forced, and from 2 column tiles.
+    let cluster_n_for = |n_tiles: usize| knobs.cluster_n.unwrap_or(1).min(n_tiles.max(1));
     let pingpong = knobs.pingpong.unwrap_or(false);
     let mut best: Option<(f64, usize, usize)> = None;
     for bn in [256, 128] {
@@ -115,8 +123,8 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
             continue;
         }
         let n_tiles = n.div_ceil(bn);
-        let cl = cluster_for(m_tiles);
-        let ctas_per_split = z * m_tiles.div_ceil(cl) * cl * n_tiles;
+        let (cm, cn) = (cluster_for(m_tiles), cluster_n_for(n_tiles));
+        let ctas_per_split = z * m_tiles.div_ceil(cm) * cm * n_tiles.div_ceil(cn) * cn;
         let choices: Vec<usize> = match knobs.splits {
             Some(s) => vec![s.min(k_tiles)],
             // Split only while the tiles leave SMs idle, each split keeping 4 k-tiles or more
@@ -135,9 +143,10 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
         }
     }
     let (_, bn, splits) = best?;
-    let cluster = cluster_for(m_tiles);
     let n_tiles = n.div_ceil(bn);
-    let cluster_tiles = z.checked_mul(m_tiles.div_ceil(cluster))?.checked_mul(n_tiles)?;
+    let (cm, cluster_n) = (cluster_for(m_tiles), cluster_n_for(n_tiles));
+    let cluster = cm * cluster_n;
+    let cluster_tiles = z.checked_mul(m_tiles.div_ceil(cm))?.checked_mul(n_tiles.div_ceil(cluster_n))?;
     // Every tile split (splits > 1: the tiles alone leave SMs idle), or none, or (by default)
     // only those of a last wave at most half full, so that it ends sooner: split s ways with
     // s * tail <= the clusters that run at once.
@@ -169,10 +178,11 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     }
     // Row tiles per raster group: 16 (2048 rows) by default, so the ~132 tiles in flight cover
     // about 16 x 8 tiles of 128 x 256, a square of C, sharing A rows and B columns in L2.
-    let group = (knobs.group_m.unwrap_or(16) / cluster).max(1);
+    let group = (knobs.group_m.unwrap_or(16) / cm).max(1);
     Some(Plan {
         bn,
         cluster,
+        cluster_n,
         splits,
         k_per_split,
         k_tiles,
@@ -244,17 +254,18 @@ mod tests {
 
     /// The kernel's `place`: cluster tile r to (batch, row tile, column tile).
     fn place(p: &Plan, mut r: usize, rank: usize) -> (usize, usize, usize) {
-        let cl = p.cluster;
-        let m_units = p.m_tiles.div_ceil(cl);
-        let per_batch = m_units * p.n_tiles;
+        let (cn, cm) = (p.cluster_n, p.cluster / p.cluster_n);
+        let (rm, rn) = (rank % cm, rank / cm);
+        let (m_units, n_units) = (p.m_tiles.div_ceil(cm), p.n_tiles.div_ceil(cn));
+        let per_batch = m_units * n_units;
         let z = r / per_batch;
         r -= z * per_batch;
-        let per_group = p.group * p.n_tiles;
+        let per_group = p.group * n_units;
         let g = r / per_group;
         let first = g * p.group;
         let rows = (m_units - first).min(p.group);
         let inn = r - g * per_group;
-        (z, (first + inn % rows) * cl + rank, inn / rows)
+        (z, (first + inn % rows) * cm + rm, (inn / rows) * cn + rn)
     }
 
     /// The kernel's `next_unit` walk for cluster `cid` of `clusters`.
@@ -310,6 +321,9 @@ mod tests {
                 knobs(2, 256, Some(2), 5),
                 knobs(2, 128, None, 4),
                 knobs(1, 256, None, 1),
+                Knobs { cluster_n: Some(2), ..knobs(2, 256, None, 4) },
+                Knobs { cluster_n: Some(2), ..knobs(1, 128, Some(3), 3) },
+                Knobs { cluster_n: Some(2), ..Knobs::default() },
                 Knobs { pingpong: Some(true), ..knobs(2, 128, Some(3), 2) },
                 Knobs { pingpong: Some(true), ..Knobs::default() },
                 Knobs { persistent: Some(false), ..Knobs::default() },
@@ -327,7 +341,8 @@ mod tests {
                         for rank in 0..p.cluster {
                             for piece in walk(&p, cid, clusters, rank) {
                                 let (bz, mt, nt, k0, k1, split, parts, slot) = piece;
-                                assert!(bz < z && nt < p.n_tiles && mt < p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                                let (cm, cn) = (p.cluster / p.cluster_n, p.cluster_n);
+                                assert!(bz < z && nt < p.n_tiles.div_ceil(cn) * cn && mt < p.m_tiles.div_ceil(cm) * cm);
                                 assert!(k0 < k1, "{rows}x{n}x{k} {kn:?}: cluster {cid} has an empty piece");
                                 assert!(split < parts && (parts == 1) == slot.is_none(), "{piece:?} {p:?}");
                                 assert!(slot.is_none_or(|s| s < split_tiles && parts <= stride), "{piece:?} {p:?}");
@@ -335,7 +350,8 @@ mod tests {
                             }
                         }
                     }
-                    assert_eq!(ks.len(), z * p.n_tiles * p.m_tiles.div_ceil(p.cluster) * p.cluster);
+                    let (cm, cn) = (p.cluster / p.cluster_n, p.cluster_n);
+                    assert_eq!(ks.len(), z * p.n_tiles.div_ceil(cn) * cn * p.m_tiles.div_ceil(cm) * cm);
                     for (tile, mut pieces) in ks {
                         pieces.sort_by_key(|q| q.3);
                         let mut at = 0;
