@@ -31,15 +31,18 @@ pub(super) fn is_gemm(sh: &Conv2dShape) -> bool {
 }
 
 /// The default choice: wide outputs from short reductions (K >= 256 output channels from
-/// C <= 512 input channels) without a residual: output-bound GEMMs whose staged epilogue stores
-/// C as coalesced 16-byte vectors. Measured on an H200 against the conv kernel (ResNet-50 batch
-/// 32, plain convs): 56x56 64 -> 256 40.2 against 57.3 us, 28x28 128 -> 512 24.1 against 32.3,
-/// 28x28 512 -> 256 23.7 against 25.6, 7x7 512 -> 2048 15.0 against 16.6, 14x14 256 -> 1024 a
-/// tie; the other 1x1 layers ran faster on the conv kernel. With a residual the conv kernel's
-/// epilogue (the residual prefetched into L2 by TMA) won: conv + bias + relu + residual 91 against
-/// 109 us (64 -> 256) and 26 against 34 us (256 -> 1024).
+/// C <= 512 input channels, or K >= 128 from C <= 256) without a residual: output-bound GEMMs
+/// whose staged epilogue stores C as coalesced 16-byte vectors. Measured on an H200 against the
+/// conv kernel (ResNet-50 batch 32, plain convs, `benchmarks/gpu_conv2d.py --variants`): 56x56
+/// 64 -> 256 26.3 against 57.2 us, 56x56 256 -> 128 30.2 against 37.3, 28x28 128 -> 512 18.0
+/// against 31.7, 28x28 512 -> 256 22.8 against 25.3, 14x14 256 -> 1024 16.2 against 19.7, 7x7
+/// 512 -> 2048 12.6 against 16.7; the other 1x1 layers ran faster on the conv kernel (28x28
+/// 512 -> 128 15.9 against 17.2, 14x14 1024 -> 256 15.3 against 17.6, 56x56 256 -> 64 25.9
+/// against 38.0). With a residual the conv kernel's epilogue (the residual prefetched into L2
+/// by TMA) won: conv + bias + relu + residual 86.8 against 109.4 us (64 -> 256) and 25.0
+/// against 33.7 us (256 -> 1024).
 fn prefer(sh: &Conv2dShape, epi: &Epilogue) -> bool {
-    epi.residual == 0 && sh.k >= 256 && sh.c <= 512
+    epi.residual == 0 && ((sh.k >= 256 && sh.c <= 512) || (sh.k >= 128 && sh.c <= 256))
 }
 
 /// Runs the conv as a GEMM when it is one and the GEMM is the better (or forced) path; None
