@@ -31,7 +31,7 @@
 // the blocks running at once share activation rows in L2). The ring and its phase bits run on
 // across tiles (producer and consumers walk the same (tile, k-step) sequence), so the producer
 // loads the next tile while the consumers run the epilogue of the current one. A stage is
-// handed back (empty barrier, 256 arrivals: every consumer thread) only once the wgmmas that
+// handed back (empty barrier, 8 arrivals: lane 0 of every consumer warp) only once the wgmmas that
 // read it have completed (wgmma.wait_group), so a refill never overwrites data still being read.
 // Shared memory is written only by TMA and read only by wgmma (both async proxy, ordered by the
 // full barrier's complete_tx); nothing is written through the generic proxy, so no
@@ -234,6 +234,14 @@ __device__ __forceinline__ void staged_epilogue(const float* d, float* buf, cons
     }
 }
 
+// Hands a stage back: one arrival per consumer warp (lane 0, once every lane has passed the
+// wgmma.wait_group that retired the warp's MMAs reading it), 8 in all, as gemm_sm90p.cu does
+// (one per thread, 256, measured the same on an H200).
+__device__ __forceinline__ void release_stage(u64* empty, int lane) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty);
+}
+
 template <typename T, bool BF16, int BN>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
@@ -253,7 +261,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (p.prefetch) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 256);
+            mbar_init(&empty[s], 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -321,12 +329,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             // Keep this k-step's MMAs in flight; once the previous step's have finished, its
             // stage can be refilled.
             wgmma_wait1();
-            if (kt > k0) mbar_arrive(&empty[prev]);
+            if (kt > k0) release_stage(&empty[prev], lane);
             prev = stage;
             if (++stage == STAGES) stage = 0, phase ^= 1;
         }
         wgmma_wait0();
-        mbar_arrive(&empty[prev]);
+        release_stage(&empty[prev], lane);
         // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l
         // holds rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for j = 0..N/8-1.
         const i64 row0 = (i64)mt * CV_BM + c * 64 + warp * 16 + lane / 4;
