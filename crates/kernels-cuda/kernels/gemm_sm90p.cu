@@ -114,23 +114,34 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
         const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * n);
         u32* o0 = (u32*)((T*)p.c + offset);
         u32* o1 = (u32*)((T*)p.c + offset + 8 * n);
+        // The residual of RC column pairs loaded together ahead of their stores: C and the
+        // residual may alias as far as the compiler knows, so a load after a store would wait
+        // for it, and each pair would pay a whole memory round trip.
+        constexpr int RC = 4;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            if (has0 && j * 8 < cols) {
-                float x = d[j * 4], y = d[j * 4 + 1];
-                if (RES) {
-                    const u32 v = r0[j * 4];
-                    x += beta * lo_of<T>(v), y += beta * hi_of<T>(v);
+        for (int j0 = 0; j0 < BN / 8; j0 += RC) {
+            u32 v0[RC], v1[RC];
+            if (RES) {
+#pragma unroll
+                for (int i = 0; i < RC; ++i) {
+                    const bool col = (j0 + i) * 8 < cols;
+                    v0[i] = has0 && col ? r0[(j0 + i) * 4] : 0u;
+                    v1[i] = has1 && col ? r1[(j0 + i) * 4] : 0u;
                 }
-                o0[j * 4] = pack2<T>(x, y);
             }
-            if (has1 && j * 8 < cols) {
-                float x = d[j * 4 + 2], y = d[j * 4 + 3];
-                if (RES) {
-                    const u32 v = r1[j * 4];
-                    x += beta * lo_of<T>(v), y += beta * hi_of<T>(v);
+#pragma unroll
+            for (int i = 0; i < RC; ++i) {
+                const int j = j0 + i;
+                if (has0 && j * 8 < cols) {
+                    float x = d[j * 4], y = d[j * 4 + 1];
+                    if (RES) x += beta * lo_of<T>(v0[i]), y += beta * hi_of<T>(v0[i]);
+                    o0[j * 4] = pack2<T>(x, y);
                 }
-                o1[j * 4] = pack2<T>(x, y);
+                if (has1 && j * 8 < cols) {
+                    float x = d[j * 4 + 2], y = d[j * 4 + 3];
+                    if (RES) x += beta * lo_of<T>(v1[i]), y += beta * hi_of<T>(v1[i]);
+                    o1[j * 4] = pack2<T>(x, y);
+                }
             }
         }
         return;
@@ -211,6 +222,8 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
     for (int q = 0; q < BN / 64; ++q) {
         // The reads of the previous chunk (or of the previous call) are done.
         warp_sync();
+        // (The residual loads need no batching here: ptxas hoists them above the shared-memory
+        // stores, which cannot alias them.)
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
             const int j = q * 8 + jj;
@@ -234,6 +247,24 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
             lds128(rd + i * 4 * STG_STRIDE, a, b, c, e);
             if (q * 64 < cols_v && i * 4 < rows) stg128(out + (i64)(i * 4) * p.n + q * 64, a, b, c, e);
         }
+    }
+}
+
+// The residual rows of this thread's part of unit w's tile asked into L2 as the unit starts, so
+// that the epilogue's loads hit L2: lane l takes the 128-byte line l % 4 (64 columns) of its
+// rows l / 4 and l / 4 + 8 (the rows as the epilogue has them: PP, both 64-row halves).
+template <typename T, int BN, bool PP>
+__device__ __forceinline__ void prefetch_residual(const GemmPArgs& p, const Work& w, int c, int warp, int lane) {
+    const int line = (lane % 4) * 64;
+    const i64 col = (i64)w.nt * BN + line;
+    if (w.mt >= p.m_tiles || w.nt >= p.n_tiles || line >= BN || col >= p.n) return;
+#pragma unroll
+    for (int h = 0; h < (PP ? 2 : 1); ++h) {
+        const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            if (row0 + 8 * r < p.m)
+                prefetch_l2((const T*)p.epi.residual + (i64)w.z * p.stride_c + (row0 + 8 * r) * p.n + col);
     }
 }
 
@@ -387,6 +418,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             }
 #pragma unroll
             for (int i = 0; i < NACC; ++i) d[i] = 0.f;
+            if (p.epi.residual) prefetch_residual<T, BN, PP>(p, w, c, warp, lane);
             int prev = 0;
             for (int kt = k0; kt < k1; ++kt) {
                 mbar_wait(&full[stage], phase);
