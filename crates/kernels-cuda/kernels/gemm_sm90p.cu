@@ -342,7 +342,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-                        int stage = 0;
+            int stage = 0;
             u32 phase = 0;
             int step = 0;
             Work w;
