@@ -286,18 +286,26 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
                 if (p.prefetch)
                     for (int j = 0; j < boxes; ++j) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
+                // The k-step's tap t = (r, s) and channel slice ct, advanced by counting: this one
+                // thread issues every load of the block, and per-step divisions made it the
+                // pipeline's bottleneck on short tiles (consumers waited on full stages while it
+                // never waited on an empty one).
+                int t = k0 / p.c_tiles, ct = k0 - t * p.c_tiles;
+                int r = t / p.s, s = t - r * p.s;
+                int ow = s * p.dw, oh = r * p.dh;
                 for (int kt = k0; kt < k1; ++kt) {
-                    const int t = kt / p.c_tiles, ct = kt - t * p.c_tiles;
-                    const int r = t / p.s, s = t - r * p.s;
-                    const u16 ow = (u16)(s * p.dw), oh = (u16)(r * p.dh);
                     mbar_wait_spin(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
                     mbar_expect_tx(&full[stage], bytes);
                     if (p.tiled_a) tma_load_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
-                    else tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, ow, oh);
+                    else tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, (u16)ow, (u16)oh);
                     for (int j = 0; j < boxes; ++j)
                         tma_load_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
                     if (++stage == STAGES) stage = 0, phase ^= 1;
+                    if (++ct == p.c_tiles) {
+                        ct = 0, ++t, ++s, ow += p.dw;
+                        if (s == p.s) s = 0, ow = 0, ++r, oh += p.dh;
+                    }
                 }
             }
         }
