@@ -242,7 +242,12 @@ __device__ __forceinline__ void release_stage(u64* empty, int lane) {
     if (lane == 0) mbar_arrive(empty);
 }
 
-template <typename T, bool BF16, int BN>
+// PLAIN: the launch has no epilogue (no bias, activation, clamp or residual), no split-K and no
+// staged epilogue, so the tile's end is only the conversion and the stores. A short tile (one per
+// block on most ResNet layers) runs its epilogue once with a cold instruction cache; in the
+// general kernel that path jumps across the code of every epilogue option, and the misses cost
+// more than the stores (ncu: "no instruction" stalls at each jump).
+template <typename T, bool BF16, int BN, bool PLAIN>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
     constexpr int STAGES = Ring<BN>::stages;
@@ -284,7 +289,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int rem = (int)(m0 - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
-                if (p.prefetch)
+                if (!PLAIN && p.prefetch)
                     for (int j = 0; j < boxes; ++j) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
                 // The k-step's tap t = (r, s) and channel slice ct, advanced by counting: this one
                 // thread issues every load of the block, and per-step divisions made it the
@@ -350,7 +355,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
         const int cols = p.k - col0;
         const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
-        if (p.splits > 1) {
+        if (!PLAIN && p.splits > 1) {
             // This split's raw partial products into its plane of the workspace.
             float* w0 = (float*)p.ws + (i64)split * p.m * p.k + row0 * p.k + col0;
             float* w1 = w0 + 8 * (i64)p.k;
@@ -361,17 +366,17 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             }
             continue;
         }
-        if (p.staged) {
+        if (!PLAIN && p.staged) {
             float* buf = (float*)(empty + STAGES) + (c * 4 + warp) * (16 * CV_SW);
             staged_epilogue<T, BN>(d, buf, p, (i64)mt * CV_BM + c * 64 + warp * 16, n0, lane);
             continue;
         }
-        if (p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
-        if (p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
-        if (p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
-        if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
+        if (!PLAIN && p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
+        if (!PLAIN && p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
+        if (!PLAIN && p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
+        if (!PLAIN && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
         const i64 offset = row0 * p.k + col0;
-        if (p.epi.residual) {
+        if (!PLAIN && p.epi.residual) {
             const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
             const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
             add_residual<T, BN>(d, r0, r1, has0, has1, cols, p.epi.beta);
@@ -386,22 +391,28 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     }
 }
 
-#define CONV_ENTRY(NAME, T, BF16, BN)                                                                  \
+#define CONV_ENTRY(NAME, T, BF16, BN, PLAIN)                                                               \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
              const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
-        CONV_BODY(T, BF16, BN)                                                                          \
+        CONV_BODY(T, BF16, BN, PLAIN)                                                                   \
     }
 // wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
 // launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV_BODY(T, BF16, BN) conv_sm90<T, BF16, BN>(&map_a, &map_b, &map_r, p);
+#define CONV_BODY(T, BF16, BN, PLAIN) conv_sm90<T, BF16, BN, PLAIN>(&map_a, &map_b, &map_r, p);
 #else
-#define CONV_BODY(T, BF16, BN) asm volatile("trap;");
+#define CONV_BODY(T, BF16, BN, PLAIN) asm volatile("trap;");
 #endif
-CONV_ENTRY(conv_sm90_bf16_n64, bf16, true, 64)
-CONV_ENTRY(conv_sm90_bf16_n128, bf16, true, 128)
-CONV_ENTRY(conv_sm90_bf16_n256, bf16, true, 256)
-CONV_ENTRY(conv_sm90_f16_n64, f16, false, 64)
-CONV_ENTRY(conv_sm90_f16_n128, f16, false, 128)
-CONV_ENTRY(conv_sm90_f16_n256, f16, false, 256)
+CONV_ENTRY(conv_sm90_bf16_n64, bf16, true, 64, false)
+CONV_ENTRY(conv_sm90_bf16_n128, bf16, true, 128, false)
+CONV_ENTRY(conv_sm90_bf16_n256, bf16, true, 256, false)
+CONV_ENTRY(conv_sm90_f16_n64, f16, false, 64, false)
+CONV_ENTRY(conv_sm90_f16_n128, f16, false, 128, false)
+CONV_ENTRY(conv_sm90_f16_n256, f16, false, 256, false)
+CONV_ENTRY(conv_sm90_bf16_n64_plain, bf16, true, 64, true)
+CONV_ENTRY(conv_sm90_bf16_n128_plain, bf16, true, 128, true)
+CONV_ENTRY(conv_sm90_bf16_n256_plain, bf16, true, 256, true)
+CONV_ENTRY(conv_sm90_f16_n64_plain, f16, false, 64, true)
+CONV_ENTRY(conv_sm90_f16_n128_plain, f16, false, 128, true)
+CONV_ENTRY(conv_sm90_f16_n256_plain, f16, false, 256, true)

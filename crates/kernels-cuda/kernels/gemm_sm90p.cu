@@ -296,7 +296,10 @@ template <int STAGES> __device__ __forceinline__ void ring_skip(int& stage, u32&
     phase ^= (u32)((t / STAGES) & 1);
 }
 
-template <typename T, bool BF16, bool TB, int BN, bool PP, bool ST>
+// PL: the launch's epilogue is the identity (no bias, activation, clamp or residual), so the
+// kernel is compiled without that code (the `_pl` kernels): a tile's epilogue runs with a cold
+// instruction cache, and in the general kernel its path jumps across the code of every option.
+template <typename T, bool BF16, bool TB, int BN, bool PP, bool ST, bool PL>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
     constexpr int STAGES = PRing<BN, ST>::stages;
     constexpr int B_BYTES = BN * P_BK * 2;
@@ -489,16 +492,16 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
                 const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
                 float* dh = d + h * (BN / 2);
-                epi_math<T, BN>(dh, p, col0, cols);
+                if (!PL) epi_math<T, BN>(dh, p, col0, cols);
                 if (ST) {
                     // (Ping-pong, were it staged, would pass both halves through one tile.)
                     const i64 row_w = row0 - lane / 4;
                     const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
-                    if (p.epi.residual)
+                    if (!PL && p.epi.residual)
                         store_tile_staged<T, BN, true>(dh, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
                     else
                         store_tile_staged<T, BN, false>(dh, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
-                } else if (p.epi.residual) {
+                } else if (!PL && p.epi.residual) {
                     store_tile<T, BN, true>(dh, p, offset, col0, cols, has0, has1);
                 } else {
                     store_tile<T, BN, false>(dh, p, offset, col0, cols, has0, has1);
@@ -510,42 +513,58 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP, ST)                                                      \
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP, ST, PL)                                                  \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN, PP, ST)                                                             \
+        GEMMP_BODY(T, BF16, TB, BN, PP, ST, PL)                                                         \
     }
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN, PP, ST) gemm_sm90p<T, BF16, TB, BN, PP, ST>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BN, PP, ST, PL) gemm_sm90p<T, BF16, TB, BN, PP, ST, PL>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN, PP, ST) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BN, PP, ST, PL) asm volatile("trap;");
 #endif
 // gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[pp: ping-pong][_st: staged
-// epilogue]; the cluster size is the launch's.
+// epilogue][_pl: no epilogue operations]; the cluster size is the launch's.
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st, bf16, true, true, 256, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st, bf16, true, true, 128, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st, bf16, true, false, 256, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st, bf16, true, false, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st, bf16, true, true, 256, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st, bf16, true, true, 128, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st, bf16, true, false, 256, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st, bf16, true, false, 128, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_pl, bf16, true, true, 256, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st_pl, bf16, true, true, 256, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_pl, bf16, true, true, 128, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st_pl, bf16, true, true, 128, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_pl, bf16, true, false, 256, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st_pl, bf16, true, false, 256, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_pl, bf16, true, false, 128, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st_pl, bf16, true, false, 128, false, true, true)
 #else
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st, f16, false, true, 256, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st, f16, false, true, 256, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, false, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_pl, f16, false, true, 256, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st_pl, f16, false, true, 256, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_pl, f16, false, true, 128, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st_pl, f16, false, true, 128, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_pl, f16, false, false, 256, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st_pl, f16, false, false, 256, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_pl, f16, false, false, 128, false, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st_pl, f16, false, false, 128, false, true, true)
 #endif

@@ -231,6 +231,9 @@ fn launch_with(
     // Not under ping-pong (no _st kernels: see the kernel), which keeps the direct epilogue.
     let staged = knobs.staged.unwrap_or(k <= 512 && n >= 128) && !p.pingpong && staged_ok(n, c, pairs);
     let name = if staged { format!("{name}_st") } else { name };
+    // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`;
+    // none under ping-pong).
+    let name = if epi.is_identity() && !p.pingpong { format!("{name}_pl") } else { name };
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn, staged);
     f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
