@@ -18,8 +18,8 @@
 //! staged (the epilogue stores straight from the accumulator fragments, 8 scattered 8-byte
 //! pieces per store instruction, or through a per-warp shared-memory tile as coalesced 16-byte
 //! vectors: the `_st` kernels, cooperative schedule only, taken only where C allows them, see
-//! [`staged_ok`]; by default staged for K <= 512 and N >= 128, output-bound GEMMs where it
-//! measured 1.2-1.5x faster on an H200, else direct; ping-pong has only the direct one).
+//! [`staged_ok`]; by default staged for K <= 2048 ([`STAGED_MAX_K`]), where it measured
+//! 1.1-1.5x faster on an H200, else direct; ping-pong has only the direct one).
 //! `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
 
 use std::collections::HashMap;
@@ -99,6 +99,13 @@ fn smem_bytes(bn: usize, staged: bool) -> u32 {
     let rest = if staged { 256 + STAGING_BYTES } else { 2 * stages(bn, false) * 8 + 16 + 2 * 8 };
     (ring + rest + 1024) as u32
 }
+
+/// The staged epilogue is the default up to this reduction length, where a tile's stores weigh
+/// against its mainloop. Measured on an H200 (bf16, ResNet-50 1x1-conv shapes), staged against
+/// direct: 6272x512x1024 17.9 against 23.5 us, 1568x512x2048 22.2 against 24.0, 100352x64x64
+/// 16.9 against 22.1 (the rule was K <= 512 and N >= 128 before); at 8192^3 it measured 0.80x
+/// cuBLAS against 0.82x.
+const STAGED_MAX_K: usize = 2048;
 
 /// Whether the staged epilogue may store C: every 8-column piece of a row one aligned 16-byte
 /// vector (n % 8 == 0, C 16-byte aligned, batches n * rows elements apart) and the fragment
@@ -229,7 +236,7 @@ fn launch_with(
     );
     let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
     // Not under ping-pong (no _st kernels: see the kernel), which keeps the direct epilogue.
-    let staged = knobs.staged.unwrap_or(k <= 512 && n >= 128) && !p.pingpong && staged_ok(n, c, pairs);
+    let staged = knobs.staged.unwrap_or(k <= STAGED_MAX_K) && !p.pingpong && staged_ok(n, c, pairs);
     let name = if staged { format!("{name}_st") } else { name };
     // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`;
     // none under ping-pong).

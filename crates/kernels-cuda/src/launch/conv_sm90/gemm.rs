@@ -30,19 +30,19 @@ pub(super) fn is_gemm(sh: &Conv2dShape) -> bool {
     (sh.r, sh.s, sh.p, sh.q) == (1, 1, sh.h, sh.w) && sh.stride == [1, 1] && sh.pad == [0, 0]
 }
 
-/// The default choice: wide outputs from short reductions (K >= 256 output channels from
-/// C <= 512 input channels, or K >= 128 from C <= 256) without a residual: output-bound GEMMs
-/// whose staged epilogue stores C as coalesced 16-byte vectors. Measured on an H200 against the
-/// conv kernel (ResNet-50 batch 32, plain convs, `benchmarks/gpu_conv2d.py --variants`): 56x56
-/// 64 -> 256 26.3 against 57.2 us, 56x56 256 -> 128 30.2 against 37.3, 28x28 128 -> 512 18.0
-/// against 31.7, 28x28 512 -> 256 22.8 against 25.3, 14x14 256 -> 1024 16.2 against 19.7, 7x7
-/// 512 -> 2048 12.6 against 16.7; the other 1x1 layers ran faster on the conv kernel (28x28
-/// 512 -> 128 15.9 against 17.2, 14x14 1024 -> 256 15.3 against 17.6, 56x56 256 -> 64 25.9
-/// against 38.0). With a residual the conv kernel's epilogue (the residual prefetched into L2
-/// by TMA) won: conv + bias + relu + residual 86.8 against 109.4 us (64 -> 256) and 25.0
-/// against 33.7 us (256 -> 1024).
+/// The default choice: every plain 1x1 conv without a residual whose reduction is shorter than
+/// 2048 input channels. Measured on an H200 against the conv kernel (ResNet-50 batch 32,
+/// `benchmarks/gpu_conv2d.py --variants gemm=MAX_CONV_SM90_GEMM=1 conv=MAX_CONV_SM90_GEMM=0`,
+/// after the GEMM's staged epilogue became its default up to K = 2048), GEMM against conv
+/// kernel in us: 56x56 64 -> 64 16.0 / 18.4, 64 -> 256 25.0 / 57.9, 256 -> 64 24.1 / 25.9,
+/// 256 -> 128 25.6 / 37.7; 28x28 128 -> 512 16.5 / 31.8, 512 -> 128 14.7 / 15.5, 512 -> 256
+/// 19.7 / 24.1; 14x14 256 -> 1024 14.9 / 18.5, 1024 -> 256 13.5 / 14.0, 1024 -> 512 17.3 /
+/// 21.2; 7x7 512 -> 2048 12.2 / 16.3; but 7x7 2048 -> 512 22.3 / 12.4 (the GEMM splits its
+/// long reduction). With a residual the conv kernel's epilogue (the residual prefetched into
+/// L2 by TMA) is the one: conv + bias + relu + residual 84.2 against 86.8 us (64 -> 256) but
+/// 32.3 against 25.4 us (256 -> 1024).
 fn prefer(sh: &Conv2dShape, epi: &Epilogue) -> bool {
-    epi.residual == 0 && ((sh.k >= 256 && sh.c <= 512) || (sh.k >= 128 && sh.c <= 256))
+    epi.residual == 0 && sh.c < 2048
 }
 
 /// Runs the conv as a GEMM when it is one and the GEMM is the better (or forced) path; None

@@ -103,16 +103,22 @@ fn unit_cost(bn: usize, k_tiles: usize, splits: usize) -> f64 {
     kps as f64 * step + if splits > 1 { reduce } else { 0.0 } + 2.0
 }
 
+/// Clusters of 2 only for reductions of at least this many k-tiles (see [`plan`]).
+const CLUSTER_MIN_K_TILES: usize = 32;
+
 /// The plan for `z` batches of [rows, k] x [k, n] on `sms` SMs.
 pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs) -> Option<Plan> {
     let sms = sms.max(1);
     let k_tiles = k.div_ceil(BK).max(1);
     let m_tiles = rows.div_ceil(BM);
-    // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048), where they measured faster on
-    // an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670 TFLOP/s, 4096^3 666 vs 642,
-    // 2048 x 4096 x 4096 627 vs 618); with few row tiles a cluster's second CTA idles
-    // (128 x 4096 x 4096: 145 vs 193).
-    let cluster_for = |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 { 2 } else { 1 });
+    // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048) and 32 k-tiles (K >= 2048),
+    // where they measured faster on an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670
+    // TFLOP/s, 4096^3 666 vs 642, 2048 x 4096 x 4096 627 vs 618); with few row tiles a
+    // cluster's second CTA idles (128 x 4096 x 4096: 145 vs 193), and short reductions ran
+    // slower in pairs (us, cluster 2 against 1: 100352x64x256 36.4 vs 30.1, 25088x128x512
+    // 16.1 vs 14.6, 6272x512x1024 23.5 vs 22.3).
+    let cluster_for =
+        |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 && k_tiles >= CLUSTER_MIN_K_TILES { 2 } else { 1 });
     // Clusters along N (sharing A) only when forced, and from 2 column tiles.
     let cluster_n_for = |n_tiles: usize| knobs.cluster_n.unwrap_or(1).min(n_tiles.max(1));
     let pingpong = knobs.pingpong.unwrap_or(false);
