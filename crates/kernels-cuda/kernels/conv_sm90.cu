@@ -93,7 +93,8 @@ struct ConvArgs {
     u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
     i32 prefetch;  // nonzero: prefetch each tile's residual rows into L2 through map_r
-    i32 staged;    // nonzero: the staged epilogue (8-byte aligned out, biases and residual)
+    i32 staged;    // nonzero: the staged epilogue (8-byte aligned out, biases and residual); in
+                   // the _plain kernels, 16-byte staged stores (16-byte aligned out)
     i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
 };
 
@@ -234,6 +235,43 @@ __device__ __forceinline__ void staged_epilogue(const float* d, float* buf, cons
     }
 }
 
+// The _plain kernels' stores with p.staged (the launcher's default where the output is 16-byte
+// aligned): the warp's 16 x BN fragment passes through its staging tile (sm90_pipe.cuh) 64
+// columns at a time and leaves as 16-byte vectors, 8 lanes per 128-byte row piece, instead of
+// 4-byte pairs scattered over 8 rows per store instruction (as gemm_sm90p.cu's
+// store_tile_staged; K % 8 == 0, so a vector is wholly inside the row or wholly past column K).
+// row_w: the warp's first row; n0: the tile's first column; wid: the warp's index 0..7 among
+// the consumer warps.
+template <typename T, int BN>
+__device__ __forceinline__ void store_plain_staged(const float* d, const u8* staging, const ConvArgs& p, i64 row_w,
+                                                   int n0, int wid, int lane) {
+    const u32 stg = s_addr(staging) + wid * STG_WARP_BYTES;
+    const u32 w0 = stg + (lane / 4) * STG_STRIDE + (lane % 4) * 4, w1 = w0 + 8 * STG_STRIDE;
+    const int rr = lane / 8, v = lane % 8;
+    const u32 rd = stg + rr * STG_STRIDE + v * 16;
+    T* out = (T*)p.out + (row_w + rr) * p.k + n0 + v * 8;
+    // Row 4 i + rr exists while 4 i < rows; this lane's vector of chunk q while 64 q < cols_v.
+    const i64 rows = p.m - row_w - rr;
+    const int cols_v = p.k - n0 - v * 8;
+#pragma unroll
+    for (int q = 0; q < BN / 64; ++q) {
+        warp_sync();  // the previous chunk's (or tile's) reads are done
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            const int j = q * 8 + jj;
+            sts32(w0 + jj * 16, pack2<T>(d[j * 4], d[j * 4 + 1]));
+            sts32(w1 + jj * 16, pack2<T>(d[j * 4 + 2], d[j * 4 + 3]));
+        }
+        warp_sync();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            u32 a, b, c, e;
+            lds128(rd + i * 4 * STG_STRIDE, a, b, c, e);
+            if (q * 64 < cols_v && i * 4 < rows) stg128(out + (i64)(i * 4) * p.k + q * 64, a, b, c, e);
+        }
+    }
+}
+
 // Hands a stage back: one arrival per consumer warp (lane 0, once every lane has passed the
 // wgmma.wait_group that retired the warp's MMAs reading it), 8 in all, as gemm_sm90p.cu does
 // (one per thread, 256, measured the same on an H200).
@@ -364,6 +402,11 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 if (has0 && j * 8 < cols) *(float2*)(w0 + j * 8) = make_float2(d[j * 4], d[j * 4 + 1]);
                 if (has1 && j * 8 < cols) *(float2*)(w1 + j * 8) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
             }
+            continue;
+        }
+        if (PLAIN && p.staged) {
+            store_plain_staged<T, BN>(d, (const u8*)(empty + STAGES), p, (i64)mt * CV_BM + c * 64 + warp * 16, n0,
+                                      c * 4 + warp, lane);
             continue;
         }
         if (!PLAIN && p.staged) {

@@ -173,22 +173,7 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
 // Bank conflict free: a fragment write puts lane l at word 36 * (l / 4) + 4 * jj + l % 4, i.e.
 // bank 4 * (l / 4 + jj) + l % 4 (mod 32), all distinct; a 16-byte read phase (8 lanes) covers
 // one row's 128 bytes. Rows past m and vectors past column n are not stored.
-#define STG_STRIDE 144
-#define STG_WARP_BYTES (16 * STG_STRIDE)
-
-// Orders this warp's shared-memory accesses (the asm below is volatile, never moved across it).
-__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync 0xffffffff;\n" ::: "memory"); }
-// The memory clobbers keep NVVM from moving the residual loads across the staging stores (ptxas
-// may still hoist them: global loads and shared stores cannot alias).
-__device__ __forceinline__ void sts32(u32 a, u32 v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
-}
-__device__ __forceinline__ void lds128(u32 a, u32& x, u32& y, u32& z, u32& w) {
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a) : "memory");
-}
-__device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
-}
+// (STG_STRIDE, STG_WARP_BYTES and the staging accessors are in sm90_pipe.cuh.)
 
 // As store_tile (same d, offset, col0, cols, has0, has1), plus: row_w, the warp's first row (of
 // the batch); base_w, the element offset in C of (row_w, col_t), col_t the tile's first column;

@@ -205,3 +205,23 @@ __device__ __forceinline__ void ld_cg4_add(const float* p, float& a, float& b, f
     asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "l"(p) : "memory");
     a += x, b += y, c += z, d += w;
 }
+
+// A consumer warp's 16-row staging tile for coalesced epilogue stores (gemm_sm90p.cu's
+// store_tile_staged, conv_sm90.cu's store_plain_staged): rows of 64 16-bit columns (128 bytes)
+// STG_STRIDE = 144 bytes apart, so fragment writes and 16-byte row reads are bank-conflict free.
+#define STG_STRIDE 144
+#define STG_WARP_BYTES (16 * STG_STRIDE)
+
+// Orders this warp's shared-memory accesses (the asm below is volatile, never moved across it).
+__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync 0xffffffff;\n" ::: "memory"); }
+// The memory clobbers keep NVVM from moving the residual loads across the staging stores (ptxas
+// may still hoist them: global loads and shared stores cannot alias).
+__device__ __forceinline__ void sts32(u32 a, u32 v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
+__device__ __forceinline__ void lds128(u32 a, u32& x, u32& y, u32& z, u32& w) {
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a) : "memory");
+}
+__device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}

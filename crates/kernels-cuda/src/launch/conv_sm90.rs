@@ -19,7 +19,8 @@
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
 //! measured); 1x1 stride-1 unpadded convs load x with a plain tiled map of [M, C] instead of the
-//! im2col one unless `MAX_CONV_SM90_TILED_A=0`.
+//! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` keeps launches without an
+//! epilogue on direct fragment stores instead of staged 16-byte vectors.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -212,7 +213,8 @@ pub fn tile_width(m: usize, k: usize, sms: usize) -> usize {
     [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
 }
 
-/// The staged epilogue's buffers (the kernel's CV_STAGE_FLOATS): 8 warps x 16 rows x 40 f32.
+/// The staged epilogue's buffers (the kernel's CV_STAGE_FLOATS): 8 warps x 16 rows x 40 f32;
+/// also room for the plain kernels' 16-byte staging (8 warps x 16 rows x 144 bytes).
 const STAGE_BYTES: u32 = 8 * 16 * 40 * 4;
 
 /// Dynamic shared memory of the kernel for a tile width: the ring (the kernel's `Ring`), its
@@ -286,6 +288,9 @@ pub struct Knobs {
     /// 1x1 convs with stride 1 and no padding read x through a tiled map of [M, C] instead of
     /// the im2col one (on unless `MAX_CONV_SM90_TILED_A=0`).
     pub tiled_a: bool,
+    /// Launches without an epilogue store their fragments directly instead of as 16-byte
+    /// vectors staged through shared memory (`MAX_CONV_SM90_VEC=0`).
+    pub no_vec: bool,
 }
 
 impl Knobs {
@@ -301,6 +306,7 @@ impl Knobs {
             // Measured on an H200 (ResNet-50 batch 32): the 53-conv stack 1523 us with it, 1559
             // without, no layer slower by more than noise.
             tiled_a: env_usize("MAX_CONV_SM90_TILED_A") != Some(0),
+            no_vec: env_usize("MAX_CONV_SM90_VEC") == Some(0),
         }
     }
 }
@@ -352,8 +358,17 @@ fn run(
     } else {
         None
     };
-    // The staged epilogue's 8-byte accesses (unsplit: the reduce kernel does the epilogue).
-    let staged = knobs.staged && splits == 1 && (out | bias | epi.bias | epi.residual) % 8 == 0;
+    // A launch with nothing to do after the mainloop but store takes the kernel compiled without
+    // the epilogue options (`_plain`: compact code for the one cold pass of a short tile), whose
+    // stores are 16-byte vectors staged through shared memory where the output is 16-byte
+    // aligned. Otherwise the staged epilogue's 8-byte accesses when asked for (unsplit: the
+    // reduce kernel does the epilogue).
+    let plain = bias == 0 && epi.is_identity() && splits == 1 && !knobs.staged;
+    let staged = if plain {
+        !knobs.no_vec && out % 16 == 0
+    } else {
+        knobs.staged && splits == 1 && (out | bias | epi.bias | epi.residual) % 8 == 0
+    };
     let n_tiles = sh.k.div_ceil(bn);
     let tiles = m.div_ceil(BM) * n_tiles;
     let units = tiles.saturating_mul(splits);
@@ -388,9 +403,6 @@ fn run(
         tiled_a: tiled_a as i32,
     };
     let map_r = map_r.unwrap_or(TmaMap([0; 16]));
-    // A launch with nothing to do after the mainloop but store takes the kernel compiled without
-    // the epilogue options (`_plain`: compact code for the one cold pass of a short tile).
-    let plain = bias == 0 && epi.is_identity() && splits == 1 && !staged;
     let name = format!(
         "conv_sm90_{}_n{bn}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
