@@ -1,7 +1,6 @@
 """1x1 stride-1 unpadded conv2d as the GEMM it is (crates/kernels-cuda/src/launch/conv_sm90/gemm.rs):
-the Hopper conv2d path runs such convs on the persistent GEMM kernel where that measured faster
-(wide outputs from short reductions, no residual), or always with MAX_CONV_SM90_GEMM=1,
-never with 0.
+the Hopper conv2d path runs such convs on the persistent GEMM kernel with MAX_CONV_SM90_GEMM=1,
+and on the conv kernel by default (it measured faster) or with 0.
 `_conv_sm90_gemm_launches()` counts them (they count as Hopper conv2d launches too). Each case
 against float64 (bit for bit on small-integer data) and against the conv kernel on the same
 inputs. Skips without an sm_90a GPU."""
@@ -19,16 +18,17 @@ from max.graph.type import ConvInputLayout, FilterLayout
 pytestmark = pytest.mark.gpu
 Conv = base.Conv
 
-# (conv, routed by default when there is no residual)
+# (conv, routed by default when there is no residual: none since the conv kernel stores staged
+# 16-byte vectors; MAX_CONV_SM90_GEMM=1 routes every one)
 CASES = [
-    (Conv("1x1_64_256", 2, 14, 15, 64, 256, 1, 1), True),
-    (Conv("1x1_512_2048_m49", 1, 7, 7, 512, 2048, 1, 1), True),
-    (Conv("1x1_136_328_ragged", 1, 7, 6, 136, 328, 1, 1), True),
-    (Conv("1x1_256_128", 1, 9, 10, 256, 128, 1, 1), True),
-    (Conv("1x1_512_128", 1, 9, 10, 512, 128, 1, 1), True),
-    (Conv("1x1_1024_256", 2, 7, 9, 1024, 256, 1, 1), True),
-    (Conv("1x1_256_64", 2, 9, 9, 256, 64, 1, 1), True),
-    (Conv("1x1_2048_512", 1, 7, 7, 2048, 512, 1, 1), False),  # long reduction: the conv kernel
+    (Conv("1x1_64_256", 2, 14, 15, 64, 256, 1, 1), False),
+    (Conv("1x1_512_2048_m49", 1, 7, 7, 512, 2048, 1, 1), False),
+    (Conv("1x1_136_328_ragged", 1, 7, 6, 136, 328, 1, 1), False),
+    (Conv("1x1_256_128", 1, 9, 10, 256, 128, 1, 1), False),
+    (Conv("1x1_512_128", 1, 9, 10, 512, 128, 1, 1), False),
+    (Conv("1x1_1024_256", 2, 7, 9, 1024, 256, 1, 1), False),
+    (Conv("1x1_256_64", 2, 9, 9, 256, 64, 1, 1), False),
+    (Conv("1x1_2048_512", 1, 7, 7, 2048, 512, 1, 1), False),
     (Conv("1x1_2048_64", 2, 5, 6, 2048, 64, 1, 1), False),
 ]
 
@@ -82,8 +82,9 @@ def test_route_and_results(sm90, rng, monkeypatch, case, dtype, conv_bias, resid
 
 
 @pytest.mark.parametrize("dtype", base.DTYPES, ids=lambda d: d.name)
-def test_random_data_against_float64(sm90, rng, dtype):
+def test_random_data_against_float64(sm90, rng, monkeypatch, dtype):
     cv = Conv("1x1_64_256_b3", 3, 13, 11, 64, 256, 1, 1)
+    monkeypatch.setenv("MAX_CONV_SM90_GEMM", "1")
     before = core._conv_sm90_gemm_launches()
     base.run_case(sm90, rng, cv, dtype, exact=False)
     assert core._conv_sm90_gemm_launches() == before + 1
@@ -99,7 +100,7 @@ def test_never_for_other_windows_and_strides(sm90, rng, monkeypatch):
         assert core._conv_sm90_gemm_launches() == before, cv
 
 
-def test_conv_kernel_knobs_keep_it_on_the_conv_kernel(sm90, rng, monkeypatch):
+def test_default_is_the_conv_kernel(sm90, rng, monkeypatch):
     cv = Conv("1x1_64_256_split", 2, 14, 15, 64, 256, 1, 1)
     monkeypatch.setenv("MAX_CONV_SM90_SPLITK", "2")
     before = core._conv_sm90_gemm_launches()

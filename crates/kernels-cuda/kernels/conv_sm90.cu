@@ -93,8 +93,9 @@ struct ConvArgs {
     u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
     i32 prefetch;  // nonzero: prefetch each tile's residual rows into L2 through map_r
-    i32 staged;    // nonzero: the staged epilogue (8-byte aligned out, biases and residual); in
-                   // the _plain kernels, 16-byte staged stores (16-byte aligned out)
+    i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
+                   // results stored as 16-byte vectors staged through shared memory (16-byte
+                   // aligned out)
     i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
 };
 
@@ -235,15 +236,16 @@ __device__ __forceinline__ void staged_epilogue(const float* d, float* buf, cons
     }
 }
 
-// The _plain kernels' stores with p.staged (the launcher's default where the output is 16-byte
-// aligned): the warp's 16 x BN fragment passes through its staging tile (sm90_pipe.cuh) 64
+// The stores with p.staged == 2 (the launcher's default for unsplit launches whose output is
+// 16-byte aligned), after the epilogue's math: the warp's 16 x BN fragment (d, the results in
+// f32) passes through its staging tile (sm90_pipe.cuh) 64
 // columns at a time and leaves as 16-byte vectors, 8 lanes per 128-byte row piece, instead of
 // 4-byte pairs scattered over 8 rows per store instruction (as gemm_sm90p.cu's
 // store_tile_staged; K % 8 == 0, so a vector is wholly inside the row or wholly past column K).
 // row_w: the warp's first row; n0: the tile's first column; wid: the warp's index 0..7 among
 // the consumer warps.
 template <typename T, int BN>
-__device__ __forceinline__ void store_plain_staged(const float* d, const u8* staging, const ConvArgs& p, i64 row_w,
+__device__ __forceinline__ void store_vec_staged(const float* d, const u8* staging, const ConvArgs& p, i64 row_w,
                                                    int n0, int wid, int lane) {
     const u32 stg = s_addr(staging) + wid * STG_WARP_BYTES;
     const u32 w0 = stg + (lane / 4) * STG_STRIDE + (lane % 4) * 4, w1 = w0 + 8 * STG_STRIDE;
@@ -404,12 +406,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             }
             continue;
         }
-        if (PLAIN && p.staged) {
-            store_plain_staged<T, BN>(d, (const u8*)(empty + STAGES), p, (i64)mt * CV_BM + c * 64 + warp * 16, n0,
-                                      c * 4 + warp, lane);
-            continue;
-        }
-        if (!PLAIN && p.staged) {
+        if (!PLAIN && p.staged == 1) {
             float* buf = (float*)(empty + STAGES) + (c * 4 + warp) * (16 * CV_SW);
             staged_epilogue<T, BN>(d, buf, p, (i64)mt * CV_BM + c * 64 + warp * 16, n0, lane);
             continue;
@@ -423,6 +420,11 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
             const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
             add_residual<T, BN>(d, r0, r1, has0, has1, cols, p.epi.beta);
+        }
+        if (p.staged == 2) {
+            store_vec_staged<T, BN>(d, (const u8*)(empty + STAGES), p, (i64)mt * CV_BM + c * 64 + warp * 16, n0,
+                                    c * 4 + warp, lane);
+            continue;
         }
         u32* o0 = (u32*)((T*)p.out + offset);
         u32* o1 = (u32*)((T*)p.out + offset + 8 * (i64)p.k);

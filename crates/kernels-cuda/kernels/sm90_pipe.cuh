@@ -207,7 +207,7 @@ __device__ __forceinline__ void ld_cg4_add(const float* p, float& a, float& b, f
 }
 
 // A consumer warp's 16-row staging tile for coalesced epilogue stores (gemm_sm90p.cu's
-// store_tile_staged, conv_sm90.cu's store_plain_staged): rows of 64 16-bit columns (128 bytes)
+// store_tile_staged, conv_sm90.cu's store_vec_staged): rows of 64 16-bit columns (128 bytes)
 // STG_STRIDE = 144 bytes apart, so fragment writes and 16-byte row reads are bank-conflict free.
 #define STG_STRIDE 144
 #define STG_WARP_BYTES (16 * STG_STRIDE)

@@ -19,8 +19,8 @@
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
 //! measured); 1x1 stride-1 unpadded convs load x with a plain tiled map of [M, C] instead of the
-//! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` keeps launches without an
-//! epilogue on direct fragment stores instead of staged 16-byte vectors.
+//! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` stores results straight from the
+//! accumulator fragments instead of as 16-byte vectors staged through shared memory.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -288,8 +288,8 @@ pub struct Knobs {
     /// 1x1 convs with stride 1 and no padding read x through a tiled map of [M, C] instead of
     /// the im2col one (on unless `MAX_CONV_SM90_TILED_A=0`).
     pub tiled_a: bool,
-    /// Launches without an epilogue store their fragments directly instead of as 16-byte
-    /// vectors staged through shared memory (`MAX_CONV_SM90_VEC=0`).
+    /// Results stored straight from the fragments instead of as 16-byte vectors staged through
+    /// shared memory (`MAX_CONV_SM90_VEC=0`).
     pub no_vec: bool,
 }
 
@@ -327,7 +327,7 @@ fn run(
     if arch != "sm_90a" {
         return Ok(Outcome::NotEligible(format!("the kernel needs sm_90a, the device is {arch}")));
     }
-    if let Some(done) = gemm::try_run(stream, dtype, (x, f, bias, out), sh, epi, knobs)? {
+    if let Some(done) = gemm::try_run(stream, dtype, (x, f, bias, out), sh, epi)? {
         LAUNCHES.fetch_add(1, Ordering::Relaxed);
         return Ok(done);
     }
@@ -359,15 +359,20 @@ fn run(
         None
     };
     // A launch with nothing to do after the mainloop but store takes the kernel compiled without
-    // the epilogue options (`_plain`: compact code for the one cold pass of a short tile), whose
-    // stores are 16-byte vectors staged through shared memory where the output is 16-byte
-    // aligned. Otherwise the staged epilogue's 8-byte accesses when asked for (unsplit: the
-    // reduce kernel does the epilogue).
+    // the epilogue options (`_plain`: compact code for the one cold pass of a short tile).
+    // Unsplit launches store their results as 16-byte vectors staged through shared memory
+    // (staged = 2) where the output is 16-byte aligned, or run the 8-byte staged epilogue when
+    // asked for (staged = 1; its accesses 8-byte aligned); split ones leave the epilogue to the
+    // reduce kernel.
     let plain = bias == 0 && epi.is_identity() && splits == 1 && !knobs.staged;
-    let staged = if plain {
-        !knobs.no_vec && out % 16 == 0
+    let staged = if splits > 1 {
+        0
+    } else if knobs.staged && (out | bias | epi.bias | epi.residual) % 8 == 0 {
+        1
+    } else if !knobs.no_vec && out % 16 == 0 {
+        2
     } else {
-        knobs.staged && splits == 1 && (out | bias | epi.bias | epi.residual) % 8 == 0
+        0
     };
     let n_tiles = sh.k.div_ceil(bn);
     let tiles = m.div_ceil(BM) * n_tiles;
@@ -399,7 +404,7 @@ fn run(
         ws: ws.as_ref().map_or(0, |w| w.ptr()),
         splits: splits as i32,
         prefetch: map_r.is_some() as i32,
-        staged: staged as i32,
+        staged,
         tiled_a: tiled_a as i32,
     };
     let map_r = map_r.unwrap_or(TmaMap([0; 16]));
@@ -409,7 +414,7 @@ fn run(
         if plain { "_plain" } else { "" }
     );
     let func = function(stream.context(), &CONV_SM90, &name)?;
-    let smem = smem_bytes(bn) + if staged { STAGE_BYTES } else { 0 };
+    let smem = smem_bytes(bn) + if staged > 0 { STAGE_BYTES } else { 0 };
     func.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
         .map_err(Error::driver("cuFuncSetAttribute"))?;
     let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
