@@ -80,3 +80,37 @@ __device__ __forceinline__ unsigned long long upow_(unsigned long long b, unsign
     while (e > 0) { if (e & 1) acc *= b; b *= b; e >>= 1; }
     return acc;
 }
+// The vector loops' f16 fast paths (src/fused.rs): a 16-byte (or narrower) pack of f16 is
+// checked for NaNs a 32-bit word (two halves) at a time, (h & 0x7FFF) > 0x7C00 being bit 15 of
+// (h & 0x7FFF) + 0x3FF (no carry crosses into the upper half); a NaN-free pack decodes with one
+// conversion per element, and results free of NaNs encode with one conversion per pair. The
+// per-element to_f32 / FromF32 (which keep a NaN's sign) serve the packs that hold a NaN.
+template <int N> __device__ __forceinline__ bool f16_pack_has_nan(const f16 (&v)[N]) {
+    static_assert(N % 2 == 0, "f16 packs hold pairs");
+    // (The pack is 4-byte aligned at least: alignas(sizeof(T) * VEC) with VEC >= 2.)
+    const u32* w = reinterpret_cast<const u32*>(v);
+    u32 any = 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) any |= (w[i] & 0x7FFF7FFFu) + 0x03FF03FFu;
+    return (any & 0x80008000u) != 0;
+}
+__device__ __forceinline__ float f16_to_f32_finite(f16 x) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x.bits));
+    return r;
+}
+template <int N> __device__ __forceinline__ void f16_pack_from_f32(const float (&r)[N], f16 (&v)[N]) {
+    static_assert(N % 2 == 0, "f16 packs hold pairs");
+    bool nan = false;
+#pragma unroll
+    for (int i = 0; i < N; ++i) nan |= isnan(r[i]);
+    if (nan) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) v[i] = FromF32<f16>::go(r[i]);
+        return;
+    }
+    u32* w = reinterpret_cast<u32*>(v);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(r[2 * i + 1]), "f"(r[2 * i]));
+}

@@ -394,12 +394,39 @@ pub fn source(spec: &FusedSpec) -> Result<String> {
         let _ = writeln!(s, "            const u64 j = j0 + u * stride;");
         let _ = writeln!(s, "            if (j >= nvec) break;");
         let _ = writeln!(s, "            Pack<{out_ty}> po;");
-        let _ = writeln!(s, "#pragma unroll\n            for (int q = 0; q < VEC; ++q) {{");
-        for (i, d) in spec.inputs.iter().enumerate() {
-            let _ = writeln!(s, "        const {} a{i} = {};", compute(*d), load(*d, &format!("p{i}[u].v[q]")));
+        // f16 fast paths (fused_helpers.cuh): packs of f16 inputs free of NaNs decode with one
+        // conversion per element (the body is emitted twice, the branch taken per pack), and
+        // f16 results free of NaNs encode a pair per conversion.
+        let f16_in: Vec<usize> = (0..spec.inputs.len()).filter(|&i| spec.inputs[i] == DType::Float16).collect();
+        let f16_out = out == DType::Float16;
+        if f16_out {
+            let _ = writeln!(s, "            float r[VEC];");
         }
-        s.push_str(&body);
-        let _ = writeln!(s, "            po.v[q] = {store};\n            }}");
+        let result = if f16_out { format!("r[q] = v{last};") } else { format!("po.v[q] = {store};") };
+        let per_element = |fast: bool| {
+            let mut e = String::from("#pragma unroll\n            for (int q = 0; q < VEC; ++q) {\n");
+            for (i, d) in spec.inputs.iter().enumerate() {
+                let at = format!("p{i}[u].v[q]");
+                let v = if fast && *d == DType::Float16 { format!("f16_to_f32_finite({at})") } else { load(*d, &at) };
+                let _ = writeln!(e, "        const {} a{i} = {v};", compute(*d));
+            }
+            e.push_str(&body);
+            let _ = writeln!(e, "            {result}\n            }}");
+            e
+        };
+        if f16_in.is_empty() {
+            s.push_str(&per_element(false));
+        } else {
+            let nan: Vec<String> = f16_in.iter().map(|i| format!("f16_pack_has_nan(p{i}[u].v)")).collect();
+            let _ = writeln!(s, "            if (!({})) {{", nan.join(" || "));
+            s.push_str(&per_element(true));
+            let _ = writeln!(s, "            }} else {{");
+            s.push_str(&per_element(false));
+            let _ = writeln!(s, "            }}");
+        }
+        if f16_out {
+            let _ = writeln!(s, "            f16_pack_from_f32(r, po.v);");
+        }
         let _ = writeln!(s, "            *reinterpret_cast<Pack<{out_ty}>*>(out + j * VEC) = po;\n        }}\n    }}");
         let _ = writeln!(
             s,
