@@ -19,8 +19,8 @@
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
 //! measured); 1x1 stride-1 unpadded convs load x with a plain tiled map of [M, C] instead of the
-//! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` stores results straight from the
-//! accumulator fragments instead of as 16-byte vectors staged through shared memory.
+//! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` stores results straight
+//! from the accumulator fragments instead of as 16-byte vectors staged through shared memory.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -213,8 +213,9 @@ pub fn tile_width(m: usize, k: usize, sms: usize) -> usize {
     [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
 }
 
-/// The staged epilogue's buffers (the kernel's CV_STAGE_FLOATS): 8 warps x 16 rows x 40 f32;
-/// also room for the plain kernels' 16-byte staging (8 warps x 16 rows x 144 bytes).
+/// Shared memory past the barriers for either staging: the 8-byte staged epilogue's buffers
+/// (the kernel's CV_STAGE_FLOATS: 8 warps x 16 rows x 40 f32) or the 16-byte result stores'
+/// tiles (8 warps x 16 rows x 144 bytes, fewer).
 const STAGE_BYTES: u32 = 8 * 16 * 40 * 4;
 
 /// Dynamic shared memory of the kernel for a tile width: the ring (the kernel's `Ring`), its
