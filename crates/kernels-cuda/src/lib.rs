@@ -16,6 +16,6 @@ pub use cache::{CacheStats, cache_dir, cache_stats, warm_cache};
 pub use compile::{Target, compile};
 pub use error::Error;
 pub use library::{add_search_dir, ensure_nvrtc, nvrtc_version};
-pub use modules::{arch_name, function};
+pub use modules::{allow_smem, arch_name, function};
 
 pub type Result<T> = std::result::Result<T, Error>;

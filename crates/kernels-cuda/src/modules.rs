@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys::CUdevice_attribute};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 use crate::cache::compiled;
@@ -51,4 +52,26 @@ pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<C
     let f = module(ctx, family)?.load_function(name).map_err(Error::driver("cuModuleGetFunction"))?;
     FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, f.clone());
     Ok(f)
+}
+
+/// Lets `f` launch with `smem` bytes of dynamic shared memory. Past the 48 KiB any kernel may
+/// take, the kernel's allowance is raised to the most the device gives one block (less the
+/// kernel's static shared memory): one value per kernel whatever the launch asks, so threads
+/// launching the same kernel with different sizes never lower it under each other's launches.
+pub fn allow_smem(ctx: &Arc<CudaContext>, f: &CudaFunction, smem: u32) -> Result<()> {
+    if smem <= 48 * 1024 {
+        return Ok(());
+    }
+    let optin = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?;
+    let fixed = f.shared_size_bytes().map_err(Error::driver("cuFuncGetAttribute"))?;
+    let most = optin.saturating_sub(fixed);
+    if i64::from(smem) > i64::from(most) {
+        return Err(Error::Unsupported(format!(
+            "a launch asking for {smem} bytes of shared memory; the device gives a block at most {most}"
+        )));
+    }
+    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most)
+        .map_err(Error::driver("cuFuncSetAttribute"))
 }

@@ -17,7 +17,7 @@ use max_graph::DType;
 use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Knobs, Outcome};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 
-use common::{Rng, f16_value};
+use common::{Rng, act, f16_value};
 
 /// The shared test context, when its GPU is sm_90a.
 fn context() -> Option<Arc<CudaContext>> {
@@ -85,31 +85,6 @@ impl Dev {
     }
     fn ptr(&self, s: &Arc<CudaStream>, guard: usize) -> u64 {
         self.buf.device_ptr(s).0 + guard as u64
-    }
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-fn act(a: Act, x: f64) -> f64 {
-    match a {
-        Act::None => x,
-        Act::Relu => x.max(0.0),
-        // erf through its Taylor series (|x| stays small here)
-        Act::Gelu => {
-            let z = x / 2f64.sqrt();
-            let (mut term, mut sum) = (z, z);
-            for n in 1..120 {
-                term *= -z * z / n as f64;
-                sum += term / (2 * n + 1) as f64;
-            }
-            0.5 * x * (1.0 + sum * 2.0 / std::f64::consts::PI.sqrt())
-        }
-        Act::GeluTanh => 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * x * x * x)).tanh()),
-        Act::Silu => x * sigmoid(x),
-        Act::Sigmoid => sigmoid(x),
-        Act::GeluQuick => x * sigmoid(1.702 * x),
     }
 }
 

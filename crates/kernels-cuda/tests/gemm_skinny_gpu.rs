@@ -13,7 +13,7 @@ use max_graph::DType;
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 use max_kernels_cuda::launch::gemm_skinny::{self, Force, Path};
 
-use common::{Rng, context, f16_value};
+use common::{Rng, act, context, f16_value};
 
 fn stream() -> Option<Arc<CudaStream>> {
     let ctx = context()?;
@@ -78,42 +78,6 @@ impl Mat {
 }
 
 // ---- the reference ---------------------------------------------------------------------------
-
-fn erf(x: f64) -> f64 {
-    let a = x.abs();
-    let r = if a < 3.0 {
-        // Taylor series: alternating terms stay below 1e3 here, so ~1e-13 accuracy
-        let (mut term, mut sum, x2) = (a, a, a * a);
-        for n in 1..80 {
-            term *= -x2 / n as f64;
-            sum += term / (2 * n + 1) as f64;
-        }
-        sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else {
-        // asymptotic erfc, error below 1e-9 for x >= 3
-        let x2 = a * a;
-        let s =
-            1.0 - 1.0 / (2.0 * x2) + 3.0 / (4.0 * x2 * x2) - 15.0 / (8.0 * x2.powi(3)) + 105.0 / (16.0 * x2.powi(4));
-        1.0 - (-x2).exp() / (a * std::f64::consts::PI.sqrt()) * s
-    };
-    r.copysign(x)
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-fn act(a: Act, x: f64) -> f64 {
-    match a {
-        Act::None => x,
-        Act::Relu => x.max(0.0),
-        Act::Gelu => 0.5 * x * (1.0 + erf(x / 2f64.sqrt())),
-        Act::GeluTanh => 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * x * x * x)).tanh()),
-        Act::Silu => x * sigmoid(x),
-        Act::Sigmoid => sigmoid(x),
-        Act::GeluQuick => x * sigmoid(1.702 * x),
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Epi {

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cudarc::driver::sys::{self, CUdevice_attribute};
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
@@ -416,8 +416,7 @@ fn run(
     );
     let func = function(stream.context(), &CONV_SM90, &name)?;
     let smem = smem_bytes(bn) + if staged > 0 { STAGE_BYTES } else { 0 };
-    func.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
-        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    crate::allow_smem(stream.context(), &func, smem)?;
     let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
     let mut launch = stream.launch_builder(&func);
     launch.arg(&map_a).arg(&map_b).arg(&map_r).arg(&args);

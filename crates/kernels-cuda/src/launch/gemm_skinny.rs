@@ -17,7 +17,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
 
@@ -365,10 +365,7 @@ fn launch(
     epi: &Epilogue,
 ) -> Result<()> {
     let f = function(stream.context(), &GEMM_SKINNY, &p.kernel)?;
-    if p.smem > 48 * 1024 {
-        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p.smem as i32)
-            .map_err(Error::driver("cuFuncSetAttribute"))?;
-    }
+    crate::allow_smem(stream.context(), &f, p.smem)?;
     let args = SkinnyArgs {
         a,
         b,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUtensorMapSwizzle};
+use cudarc::driver::sys::CUtensorMapSwizzle;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
 
@@ -117,8 +117,7 @@ pub fn gemm(
             (false, false) => "gemm_sm90_f16",
         };
         let f = function(stream.context(), &GEMM_SM90, name)?;
-        f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM as i32)
-            .map_err(Error::driver("cuFuncSetAttribute"))?;
+        crate::allow_smem(stream.context(), &f, SMEM)?;
         let map_b = if n_major {
             // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
             tma_map(dtype, ptr, n, k, batch_b, BK)?

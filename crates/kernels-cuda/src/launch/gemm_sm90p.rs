@@ -243,8 +243,7 @@ fn launch_with(
     let name = if epi.is_identity() && !p.pingpong { format!("{name}_pl") } else { name };
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn, staged);
-    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
-        .map_err(Error::driver("cuFuncSetAttribute"))?;
+    crate::allow_smem(stream.context(), &f, smem)?;
     // Each CTA of a cluster row loads BM / cluster_n rows of the A tile, and each of a cluster
     // column bn / cm rows of Bt (with B [k, n], whole 64 x 64 boxes).
     let cm = p.cluster / p.cluster_n;

@@ -199,13 +199,7 @@ pub fn matmul(
         other => return Err(Error::Unsupported(format!("matmul of {other} is not supported on the GPU"))),
     };
     let f = function(stream.context(), &MATMUL, name)?;
-    if smem > 48 * 1024 {
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )
-        .map_err(Error::driver("cuFuncSetAttribute"))?;
-    }
+    crate::allow_smem(stream.context(), &f, smem)?;
     let args = MatmulArgs {
         a,
         b,

@@ -162,13 +162,7 @@ fn qgemv(
         (true, _) => (2, 16, 8),
     };
     let smem = (stages * (mr * 32 * QV_LD * 4 + rows_per_block * slot + bar)) as u32;
-    if smem > 48 * 1024 {
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )
-        .map_err(Error::driver("cuFuncSetAttribute"))?;
-    }
+    crate::allow_smem(stream.context(), &f, smem)?;
     let groups = n.div_ceil(rows_per_block);
     if groups > i32::MAX as usize {
         return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
@@ -305,11 +299,7 @@ fn qgemv_mma(
     let name = format!("qgemv_mma_{}_m{m}", enc.suffix());
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
     let smem = mma_gemv_smem(enc, m, k).1 as u32;
-    f.set_attribute(
-        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        smem as i32,
-    )
-    .map_err(Error::driver("cuFuncSetAttribute"))?;
+    crate::allow_smem(stream.context(), &f, smem)?;
     let resident = resident_blocks(stream, &f, &name, smem)?;
     // Tiles of 16 rows go round-robin over the warps; with fewer tiles than warps, `split`
     // warps share a tile, each taking 1/split of K's chunks (at least one each).

@@ -434,17 +434,6 @@ pub fn sort_scratch(lines: Lines, k: usize) -> usize {
     if k == 0 || in_block(lines.n, k) { 0 } else { lines.count() * lines.n * 24 }
 }
 
-fn with_smem(f: &CudaFunction, smem: u32) -> Result<()> {
-    if smem > 48 * 1024 {
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )
-        .map_err(Error::driver("cuFuncSetAttribute"))?;
-    }
-    Ok(())
-}
-
 /// The first `k` elements of every line of `x` in sorted order (`desc`: largest first; ties by
 /// the lower index): their int64 positions along the axis into `indices` and, unless `values`
 /// is 0, the elements themselves into `values` (both [outer, k, inner]). top_k is `desc` with
@@ -486,7 +475,7 @@ pub fn sort(
         let threads = (p / 2).clamp(32, 1024) as u32;
         let smem = (p * 12 + 16) as u32;
         let f = function(ctx, &SORT, &sort_kernel("block", dt))?;
-        with_smem(&f, smem)?;
+        crate::allow_smem(stream.context(), &f, smem)?;
         return go(stream, &f, &args, cfg(blocks(lines.count()), threads, smem));
     }
     if scratch == 0 {
@@ -500,7 +489,7 @@ pub fn sort(
     args.idx = idx[0];
     let smem = (SORT_CAP * 12) as u32;
     let f = function(ctx, &SORT, &sort_kernel("chunks", dt))?;
-    with_smem(&f, smem)?;
+    crate::allow_smem(stream.context(), &f, smem)?;
     go(stream, &f, &args, cfg(blocks(lines.count() * lines.n.div_ceil(SORT_CAP)), 1024, smem))?;
     let merge = function(ctx, &SORT, SORT_MERGE)?;
     let mut cur = 0;

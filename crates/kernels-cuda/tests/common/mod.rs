@@ -80,3 +80,19 @@ pub fn f16_value(h: u16) -> f64 {
         _ => s * (1.0 + m / 1024.0) * 2f64.powi(e as i32 - 15),
     }
 }
+
+/// The epilogue activations in f64 (erf from libm: exact over the whole range, where a series
+/// would lose every digit for |x| beyond a few units).
+pub fn act(a: max_kernels_cuda::launch::epilogue::Act, x: f64) -> f64 {
+    use max_kernels_cuda::launch::epilogue::Act;
+    let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+    match a {
+        Act::None => x,
+        Act::Relu => x.max(0.0),
+        Act::Gelu => 0.5 * x * (1.0 + libm::erf(x / 2f64.sqrt())),
+        Act::GeluTanh => 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * x * x * x)).tanh()),
+        Act::Silu => x * sigmoid(x),
+        Act::Sigmoid => sigmoid(x),
+        Act::GeluQuick => x * sigmoid(1.702 * x),
+    }
+}
