@@ -12,5 +12,6 @@ pub mod model;
 pub mod plan;
 pub mod program;
 pub mod shapes;
+mod workers;
 
 pub use model::Model;

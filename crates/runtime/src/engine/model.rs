@@ -13,6 +13,7 @@ use super::exec;
 use super::plan::{self, Plan};
 use super::program::{self, Body, Program, StepKind};
 use super::shapes::bind_inputs;
+use super::workers;
 use crate::storage::Storage;
 
 /// Input dtypes and shapes: the key of a model's per-shape plans and CUDA graphs.
@@ -69,11 +70,7 @@ impl Model {
     ) -> Result<Model> {
         graph.verify().map_err(|e| Error::Value(e.to_string()))?;
         let program = program::lower(graph);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.unwrap_or(0))
-            .thread_name(|i| format!("max-cpu-{i}"))
-            .build()
-            .map_err(|e| Error::Value(format!("could not start {threads:?} worker threads: {e}")))?;
+        let pool = workers::pool(threads)?;
         let mut fixed = HashMap::new();
         // A bar on stderr when moving the weights takes over a second (weights/progress.rs).
         let mut progress = Progress::new("loading weights", external_bytes(&program.body, weights));
@@ -98,7 +95,7 @@ impl Model {
             graphs: Mutex::new(HashMap::new()),
             use_graphs: super::graphs::enabled(),
             host_work,
-            pool: Arc::new(pool),
+            pool,
         })
     }
 
