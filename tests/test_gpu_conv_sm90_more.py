@@ -287,6 +287,25 @@ def test_staged_epilogue_same_bits(sm90, rng, monkeypatch, bn, act, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", ["none", "relu", "gelu", "clamp"])
+@pytest.mark.parametrize("bn", [None, "64", "256"])
+def test_residual_vectors_same_bits(sm90, rng, monkeypatch, bn, act, dtype):
+    """The residual read as 16-byte vectors on the way out (the default) gives the bits of the
+    residual added in the fragments, but for a multiply-add contracted in one path only."""
+    env = {"MAX_CONV_SM90_SPLITK": "1"}
+    if bn is not None:
+        env["MAX_CONV_SM90_BN"] = bn
+    for cv in PREFETCH + [PADDED[0]]:
+        seed = int(rng.integers(1 << 31))
+        vec = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_RESVEC="1", **env)
+        frag = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_RESVEC="0", **env)
+        vt = base.VALUE_TYPES[dtype]
+        a, b = vec.view(vt).astype(np.float64), frag.view(vt).astype(np.float64)
+        bad = ~(np.abs(a - b) <= base.EPS[dtype] * np.abs(b))
+        assert not bad.any(), f"{cv} {act}: {bad.sum()} elements differ, e.g. {a[bad][:4]} vs {b[bad][:4]}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("cv", base.RESNET_B2 + base.ODD[:8], ids=repr)
 def test_staged_epilogue_plain_conv(sm90, rng, monkeypatch, cv, dtype):
     monkeypatch.setenv("MAX_CONV_SM90_STAGED", "1")

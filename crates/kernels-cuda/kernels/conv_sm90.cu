@@ -39,6 +39,8 @@
 // runs in registers; the results leave through a per-warp shared-memory staging tile as 16-byte
 // vectors (store_vec_staged; the staging area lies past the barriers, which the ring never
 // touches) or, where the output is not 16-byte aligned, as pairs straight from the fragments.
+// A 16-byte aligned residual is then added on the way out, read as 16-byte vectors
+// (store_vec_residual, staged == 3) instead of as pairs in the fragments' scattered layout.
 // Rows past M and columns past K are not stored.
 //
 // Split-K (args.splits > 1, chosen by the launcher for problems with few output tiles and long
@@ -52,7 +54,11 @@
 // producer starts a tile it asks for the tile's residual rows in L2 (cp.async.bulk.prefetch.tensor
 // over a 2-D map of the residual [M, K], one 64-column x 128-row box per B box), so the
 // epilogue's residual loads, issued in chunks of several column groups at once, hit L2 instead
-// of waiting on DRAM. A prefetch only warms L2: it changes no result.
+// of waiting on DRAM. With args.prefetch bit 1 (unsplit convs with a residual) each consumer warp
+// also asks for its own 16 rows of the tile's residual when it starts the tile, one 128-byte
+// line per lane, so those lines arrive during the mainloop whatever the producer's lead; the
+// producer's prefetch is left out for residuals above half of L2 (it runs up to a ring ahead
+// and evicted lines before their use). A prefetch only warms L2: it changes no result.
 //
 // Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
 // [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
@@ -96,10 +102,11 @@ struct ConvArgs {
     Epilogue epi;  // out = beta * residual + clamp(act(acc + bias + epi.bias)) (prelude.cuh)
     u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
-    i32 prefetch;  // nonzero: prefetch each tile's residual rows into L2 through map_r
+    i32 prefetch;  // bit 0: the producer prefetches each tile's residual rows into L2 through
+                   // map_r; bit 1: each consumer warp prefetches its rows before the mainloop
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
                    // results stored as 16-byte vectors staged through shared memory (16-byte
-                   // aligned out)
+                   // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
     i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
 };
 
@@ -277,6 +284,68 @@ __device__ __forceinline__ void store_vec_staged(const float* d, const u8* stagi
     }
 }
 
+// The stores with p.staged == 3 (as 2, with a 16-byte aligned residual): the residual is added
+// on the way out instead of in the fragments. The warp's results (bias, activation and clamp
+// applied) pass through the staged epilogue's buffer as f32, 32 columns at a time; a lane then
+// owns 8 consecutive columns of rows lane / 4 and + 8, reads the residual there as 16-byte
+// vectors (64 contiguous bytes per row piece, where the fragments read 4-byte pairs over 8 rows)
+// and stores 16-byte vectors. The next chunk's residual loads are in flight while this one is
+// stored. Same arithmetic as add_residual (d += beta * r, one rounding at the store): the same
+// bits. Lanes of odd rows read their two 16-byte halves in the other order, which keeps the
+// buffer reads free of bank conflicts.
+template <typename T, int BN>
+__device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
+                                                   int lane) {
+    const int r = lane / 4, v = lane % 4, swap = r & 1;
+    const i64 row_a = row_w + r, row_b = row_a + 8;
+    const bool has_a = row_a < p.m, has_b = row_b < p.m;
+    const T* res = (const T*)p.epi.residual;
+    T* out = (T*)p.out;
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 na = z, nb = z;
+    {
+        const int col = n0 + 8 * v;
+        if (col < p.k && has_a) na = *(const uint4*)(res + row_a * p.k + col);
+        if (col < p.k && has_b) nb = *(const uint4*)(res + row_b * p.k + col);
+    }
+#pragma unroll
+    for (int h = 0; h < BN / 32; ++h) {
+        const uint4 ra = na, rb = nb;
+        const int col = n0 + 32 * h + 8 * v;
+        if (h + 1 < BN / 32) {
+            na = col + 32 < p.k && has_a ? *(const uint4*)(res + row_a * p.k + col + 32) : z;
+            nb = col + 32 < p.k && has_b ? *(const uint4*)(res + row_b * p.k + col + 32) : z;
+        }
+        __syncwarp();  // the previous chunk's (or tile's) reads are done
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * h + jj;
+            float* at = buf + r * CV_SW + jj * 8 + 2 * v;
+            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
+            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int rr = r + 8 * i;
+            const float* src = buf + rr * CV_SW + 8 * v;
+            const float4 x = *(const float4*)(src + 4 * swap), y = *(const float4*)(src + 4 - 4 * swap);
+            float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+            if (swap) f[0] = y.x, f[1] = y.y, f[2] = y.z, f[3] = y.w, f[4] = x.x, f[5] = x.y, f[6] = x.z, f[7] = x.w;
+            const uint4 rv = i == 0 ? ra : rb;
+            const u32 w[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                f[2 * e] += p.epi.beta * lo_of<T>(w[e]);
+                f[2 * e + 1] += p.epi.beta * hi_of<T>(w[e]);
+            }
+            if (col < p.k && (i == 0 ? has_a : has_b))
+                stg128(out + (i == 0 ? row_a : row_b) * p.k + col, pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]),
+                       pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+        }
+    }
+}
+
 // Hands a stage back: one arrival per consumer warp (lane 0, once every lane has passed the
 // wgmma.wait_group that retired the warp's MMAs reading it), 8 in all, as gemm_sm90p.cu does
 // (one per thread, 256, measured the same on an H200).
@@ -306,7 +375,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     if (threadIdx.x == 0) {
         tma_prefetch_desc(map_a);
         tma_prefetch_desc(map_b);
-        if (p.prefetch) tma_prefetch_desc(map_r);
+        if (p.prefetch & 1) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);
@@ -332,7 +401,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int rem = (int)(m0 - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
-                if (!PLAIN && p.prefetch)
+                if (!PLAIN && (p.prefetch & 1))
                     for (int j = 0; j < boxes; ++j) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
                 // The k-step's tap t = (r, s) and channel slice ct, advanced by counting: this one
                 // thread issues every load of the block, and per-step divisions made it the
@@ -371,6 +440,18 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int tile = unit / p.splits, split = unit - tile * p.splits;
         const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
+        if (!PLAIN && (p.prefetch & 2)) {
+            // This warp's 16 rows of the tile's residual into L2 before the mainloop (one
+            // 128-byte line of 64 columns per lane and step), so that the epilogue's loads,
+            // issued a few at a time, hit L2 instead of each waiting on DRAM.
+            const i64 rw = (i64)mt * CV_BM + c * 64 + warp * 16;
+#pragma unroll
+            for (int i = lane; i < 16 * (BN / 64); i += 32) {
+                const i64 row = rw + i / (BN / 64);
+                const int col = n0 + (i % (BN / 64)) * 64;
+                if (row < p.m && col < p.k) prefetch_l2((const T*)p.epi.residual + row * p.k + col);
+            }
+        }
         int prev = 0;
         for (int kt = k0; kt < k1; ++kt) {
             mbar_wait_spin(&full[stage], phase);
@@ -419,6 +500,11 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (!PLAIN && p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
         if (!PLAIN && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
         const i64 offset = row0 * p.k + col0;
+        if (!PLAIN && p.staged == 3) {
+            float* buf = (float*)(empty + STAGES) + (c * 4 + warp) * (16 * CV_SW);
+            store_vec_residual<T, BN>(d, buf, p, (i64)mt * CV_BM + c * 64 + warp * 16, n0, lane);
+            continue;
+        }
         if (!PLAIN && p.epi.residual) {
             const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
             const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);

@@ -5,8 +5,9 @@
 //! output (no write past a partial tile) and an output, biases and residual only 4-byte aligned;
 //! also channel counts that are not a multiple of 8 (padded copies, folded and plain), every
 //! split-K count with each tile width and small persistent grids, and the residual prefetch
-//! (16-byte aligned residuals) on and off. Skips without an sm_90a GPU (or without libnvrtc);
-//! MAX_REQUIRE_GPU=1 turns a skip into a failure.
+//! (16-byte aligned residuals) on and off, the residual read as 16-byte vectors or in the
+//! fragments. Skips without an sm_90a GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip
+//! into a failure.
 
 mod common;
 
@@ -373,10 +374,10 @@ fn residual_prefetch_against_the_host() {
     ];
     let mut i = 0;
     for sh in &shapes {
-        for no_prefetch in [false, true] {
+        for (no_prefetch, no_res_vec) in [(false, false), (true, false), (false, true)] {
             for (bn, grid) in [(None, None), (Some(64), Some(2)), (Some(256), Some(1))] {
                 let dtype = [DType::BFloat16, DType::Float16][i % 2];
-                let knobs = Knobs { bn, grid, splits: Some(1), no_prefetch, ..Knobs::default() };
+                let knobs = Knobs { bn, grid, splits: Some(1), no_prefetch, no_res_vec, ..Knobs::default() };
                 let beta = [Some(1.0), Some(0.5), Some(-2.0)][i % 3];
                 check_with(&s, dtype, sh, (ACTS[i % 3], beta, i % 2 == 0, i % 4 == 1), &knobs, 16, &mut rng);
                 i += 1;

@@ -15,12 +15,14 @@
 //! Tuning knobs (environment, read per call): `MAX_CONV_SM90_BN` = 64 | 128 | 256 forces the
 //! column-tile width; `MAX_CONV_SM90_GRID` = n runs at most n persistent blocks (default: one
 //! per SM, at most one per work unit); `MAX_CONV_SM90_SPLITK` = n forces n splits (1: off);
-//! `MAX_CONV_SM90_PREFETCH=0` turns the residual prefetch off; `MAX_CONV_SM90_FOLD=0` keeps
+//! `MAX_CONV_SM90_PREFETCH=0` turns the producer's residual prefetch off and
+//! `MAX_CONV_SM90_LINE_PREFETCH=0` the consumer warps' one; `MAX_CONV_SM90_FOLD=0` keeps
 //! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
 //! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
 //! measured); 1x1 stride-1 unpadded convs load x with a plain tiled map of [M, C] instead of the
 //! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` stores results straight
-//! from the accumulator fragments instead of as 16-byte vectors staged through shared memory.
+//! from the accumulator fragments instead of as 16-byte vectors staged through shared memory;
+//! `MAX_CONV_SM90_RESVEC=0` adds a residual in the fragments instead of as 16-byte vectors.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -229,6 +231,14 @@ fn smem_bytes(bn: usize) -> u32 {
     (stages * (BM + bn) * BK * 2 + stages * 16 + 1024) as u32
 }
 
+fn l2_bytes(stream: &Arc<CudaStream>) -> Result<usize> {
+    let n = stream
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .map_err(Error::driver("cuDeviceGetAttribute"))?;
+    Ok(n.max(0) as usize)
+}
+
 fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
     let n = stream
         .context()
@@ -292,6 +302,12 @@ pub struct Knobs {
     /// Results stored straight from the fragments instead of as 16-byte vectors staged through
     /// shared memory (`MAX_CONV_SM90_VEC=0`).
     pub no_vec: bool,
+    /// No prefetch of each warp's residual rows at the start of a tile
+    /// (`MAX_CONV_SM90_LINE_PREFETCH=0`).
+    pub no_line_prefetch: bool,
+    /// A 16-byte aligned residual added in the fragments instead of read as 16-byte vectors
+    /// on the way out (`MAX_CONV_SM90_RESVEC=0`).
+    pub no_res_vec: bool,
 }
 
 impl Knobs {
@@ -308,6 +324,8 @@ impl Knobs {
             // without, no layer slower by more than noise.
             tiled_a: env_usize("MAX_CONV_SM90_TILED_A") != Some(0),
             no_vec: env_usize("MAX_CONV_SM90_VEC") == Some(0),
+            no_res_vec: env_usize("MAX_CONV_SM90_RESVEC") == Some(0),
+            no_line_prefetch: env_usize("MAX_CONV_SM90_LINE_PREFETCH") == Some(0),
         }
     }
 }
@@ -354,24 +372,30 @@ fn run(
     };
     // The residual's L2 prefetch (unsplit: otherwise the reduce kernel reads it); off when
     // MAX_CONV_SM90_PREFETCH=0, for residuals not 16-byte aligned, or if the map is refused.
-    let map_r = if splits == 1 && epi.residual != 0 && epi.residual % 16 == 0 && m <= I32 && !knobs.no_prefetch {
-        residual_map(dtype, epi.residual, m, sh.k).ok()
-    } else {
-        None
-    };
+    // A residual larger than half of L2 is left out: prefetching it only evicts what the
+    // block is about to read (the 51 MB residual of the 56x56 64->256 ResNet block on an H200:
+    // 60.9 us with the prefetch, 51.0 without).
+    let fits_l2 = m.saturating_mul(sh.k).saturating_mul(2) <= l2_bytes(stream)? / 2;
+    let map_r =
+        if splits == 1 && epi.residual != 0 && epi.residual % 16 == 0 && m <= I32 && !knobs.no_prefetch && fits_l2 {
+            residual_map(dtype, epi.residual, m, sh.k).ok()
+        } else {
+            None
+        };
     // A launch with nothing to do after the mainloop but store takes the kernel compiled without
     // the epilogue options (`_plain`: compact code for the one cold pass of a short tile).
     // Unsplit launches store their results as 16-byte vectors staged through shared memory
-    // (staged = 2) where the output is 16-byte aligned, or run the 8-byte staged epilogue when
-    // asked for (staged = 1; its accesses 8-byte aligned); split ones leave the epilogue to the
-    // reduce kernel.
+    // (staged = 2) where the output is 16-byte aligned, adding a 16-byte aligned residual on the
+    // way out as 16-byte vectors too (staged = 3), or run the 8-byte staged epilogue when asked
+    // for (staged = 1; its accesses 8-byte aligned); split ones leave the epilogue to the reduce
+    // kernel.
     let plain = bias == 0 && epi.is_identity() && splits == 1 && !knobs.staged;
     let staged = if splits > 1 {
         0
     } else if knobs.staged && (out | bias | epi.bias | epi.residual) % 8 == 0 {
         1
     } else if !knobs.no_vec && out % 16 == 0 {
-        2
+        if epi.residual != 0 && epi.residual % 16 == 0 && !knobs.no_res_vec { 3 } else { 2 }
     } else {
         0
     };
@@ -404,7 +428,8 @@ fn run(
         epi: *epi,
         ws: ws.as_ref().map_or(0, |w| w.ptr()),
         splits: splits as i32,
-        prefetch: map_r.is_some() as i32,
+        prefetch: map_r.is_some() as i32
+            | (((splits == 1 && epi.residual != 0 && !knobs.no_line_prefetch) as i32) << 1),
         staged,
         tiled_a: tiled_a as i32,
     };
@@ -421,7 +446,7 @@ fn run(
     let mut launch = stream.launch_builder(&func);
     launch.arg(&map_a).arg(&map_b).arg(&map_r).arg(&args);
     // SAFETY: the maps describe the live input, filter and residual (map_r is read only when
-    // args.prefetch is set); out, the bias and the epilogue's bias and residual hold what the
+    // bit 0 of args.prefetch is set); out, the bias and the epilogue's bias and residual hold what the
     // shape says (the caller's contract); ws holds splits planes of M x K f32.
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90)"))?;
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
