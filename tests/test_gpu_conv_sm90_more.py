@@ -206,9 +206,11 @@ def test_split_k_fused_epilogue_exact(sm90, rng, monkeypatch, cv, dtype, act, sp
 
 
 def test_split_k_default_heuristic_is_right(sm90, rng):
-    """Without the knob the launcher picks the split itself (on the late layers, at batch 32)."""
+    """Without the knob the launcher picks the split itself: the late layers at batch 32 (which
+    it leaves unsplit) and at batch 1 (one row tile: split)."""
     for cv in (Conv("s5_3x3_512_b32", 32, 7, 7, 512, 512, 3, 3, 1, 1),
-               Conv("s5_1x1_2048_512_b32", 32, 7, 7, 2048, 512, 1, 1, 1, 0)):
+               Conv("s5_1x1_2048_512_b32", 32, 7, 7, 2048, 512, 1, 1, 1, 0),
+               Conv("s5_3x3_512_b1", 1, 7, 7, 512, 512, 3, 3, 1, 1)):
         base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
 
 
