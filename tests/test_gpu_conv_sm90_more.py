@@ -267,6 +267,15 @@ def test_prefetch_exact(sm90, rng, monkeypatch, cv, act, prefetch):
 
 # -- the staged epilogue
 
+def assert_same_but_contraction(got, want, dtype, what):
+    """The same bits, but for a multiply-add the compiler might contract in one path only (one
+    rounding of the last step): one unit in the last place at most."""
+    vt = base.VALUE_TYPES[dtype]
+    a, b = got.view(vt).astype(np.float64), want.view(vt).astype(np.float64)
+    bad = ~(np.abs(a - b) <= base.EPS[dtype] * np.abs(b))
+    assert not bad.any(), f"{what}: {bad.sum()} elements differ, e.g. {a[bad][:4]} vs {b[bad][:4]}"
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("act", ["none", "relu", "gelu", "silu", "clamp"])
 @pytest.mark.parametrize("bn", [None, "256"])
@@ -280,12 +289,7 @@ def test_staged_epilogue_same_bits(sm90, rng, monkeypatch, bn, act, dtype):
         seed = int(rng.integers(1 << 31))
         staged = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_STAGED="1", **env)
         plain = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_STAGED="0", **env)
-        # The same bits, but for a multiply-add the compiler might contract in one path only
-        # (one rounding of the last step): allow one unit in the last place, nothing more.
-        vt = base.VALUE_TYPES[dtype]
-        a, b = staged.view(vt).astype(np.float64), plain.view(vt).astype(np.float64)
-        bad = ~(np.abs(a - b) <= base.EPS[dtype] * np.abs(b))
-        assert not bad.any(), f"{cv} {act}: {bad.sum()} elements differ when staged, e.g. {a[bad][:4]} vs {b[bad][:4]}"
+        assert_same_but_contraction(staged, plain, dtype, f"{cv} {act} staged")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
@@ -301,10 +305,7 @@ def test_residual_vectors_same_bits(sm90, rng, monkeypatch, bn, act, dtype):
         seed = int(rng.integers(1 << 31))
         vec = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_RESVEC="1", **env)
         frag = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_RESVEC="0", **env)
-        vt = base.VALUE_TYPES[dtype]
-        a, b = vec.view(vt).astype(np.float64), frag.view(vt).astype(np.float64)
-        bad = ~(np.abs(a - b) <= base.EPS[dtype] * np.abs(b))
-        assert not bad.any(), f"{cv} {act}: {bad.sum()} elements differ, e.g. {a[bad][:4]} vs {b[bad][:4]}"
+        assert_same_but_contraction(vec, frag, dtype, f"{cv} {act} residual vectors")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)

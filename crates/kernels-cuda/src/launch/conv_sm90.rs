@@ -27,12 +27,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
 use super::conv::Scratch;
 use super::epilogue::Epilogue;
+use super::{l2_bytes, sm_count};
 use crate::sources::CONV_SM90;
 use crate::{Error, Result, arch_name, function};
 
@@ -229,22 +229,6 @@ fn smem_bytes(bn: usize) -> u32 {
         _ => 8,
     };
     (stages * (BM + bn) * BK * 2 + stages * 16 + 1024) as u32
-}
-
-fn l2_bytes(stream: &Arc<CudaStream>) -> Result<usize> {
-    let n = stream
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?;
-    Ok(n.max(0) as usize)
-}
-
-fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
-    let n = stream
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?;
-    Ok(n.max(1) as usize)
 }
 
 /// out = beta * residual + clamp(act(conv2d(x, f) + bias + epi.bias)) (every part but the

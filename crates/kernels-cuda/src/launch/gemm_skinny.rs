@@ -17,12 +17,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
 
 use super::epilogue::Epilogue;
-use super::grid_for;
+use super::{grid_for, sm_count};
 use crate::sources::GEMM_SKINNY;
 use crate::{Error, Result, function};
 
@@ -272,14 +271,6 @@ pub fn suitable(
     ptrs: (u64, u64),
 ) -> bool {
     plan(dtype, dims, batch, strides, ptrs, DEFAULT_SMS, Force::default()).is_some()
-}
-
-fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
-    let n = stream
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?;
-    Ok(n.max(1) as usize)
 }
 
 /// Bytes of workspace [`gemm_skinny`] uses for this product on the stream's device (0 when

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{self, CUdevice_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
+use cudarc::driver::sys::{self, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
 use cudarc::driver::{CudaFunction, CudaStream, result};
 use max_graph::DType;
 
@@ -124,11 +124,7 @@ fn max_clusters(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, cluster:
     if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(v);
     }
-    let sms = stream
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?
-        .max(1) as usize;
+    let sms = super::sm_count(stream)?;
     let fallback = (sms / cluster).max(1);
     let v = if cluster == 1 {
         sms
@@ -220,11 +216,7 @@ fn launch_with(
     epi: &Epilogue,
     knobs: Knobs,
 ) -> Result<()> {
-    let sms = stream
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?
-        .max(1) as usize;
+    let sms = super::sm_count(stream)?;
     let p = plan(rows_a, n, k, z, sms, knobs)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
     let name = format!(

@@ -16,6 +16,7 @@ mod tma;
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 
@@ -220,4 +221,18 @@ pub fn matmul(
     // inside their buffers for every batch.
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(matmul)"))?;
     Ok(())
+}
+
+/// The stream's device's SM count (at least 1).
+pub(crate) fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
+    Ok(device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as usize)
+}
+
+/// The stream's device's L2 cache size in bytes.
+pub(crate) fn l2_bytes(stream: &Arc<CudaStream>) -> Result<usize> {
+    Ok(device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?.max(0) as usize)
+}
+
+fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Result<i32> {
+    stream.context().attribute(attr).map_err(Error::driver("cuDeviceGetAttribute"))
 }

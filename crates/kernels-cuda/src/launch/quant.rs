@@ -205,11 +205,7 @@ fn resident_blocks(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, smem:
         .occupancy_max_active_blocks_per_multiprocessor(256, smem as usize, None)
         .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
         .max(1) as usize;
-    let sms = stream
-        .context()
-        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::driver("cuDeviceGetAttribute"))?
-        .max(1) as usize;
+    let sms = super::sm_count(stream)?;
     CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, per_sm * sms);
     Ok(per_sm * sms)
 }
