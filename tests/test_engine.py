@@ -1,6 +1,7 @@
 """max.engine on the CPU: compile and execute, plans per input shape, input checking,
 weights, threads, and the memory plan."""
 
+import os
 import threading
 
 import numpy as np
@@ -119,6 +120,24 @@ def test_thread_count_is_respected():
     assert one.execute(np.zeros(4, np.float32))[0].to_numpy().tolist() == [1, 1, 1, 1]
     three = engine.InferenceSession(devices=[driver.CPU()], num_threads=3).load(g)
     assert three._core.num_threads == 3
+
+
+def _os_threads():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="counts threads through /proc")
+def test_models_share_their_worker_threads():
+    """Loading many models keeps one worker pool per thread count, not one per model."""
+    g = build(lambda x: x * 2, cpu_type(DType.float32, (4,)))
+    session = engine.InferenceSession(devices=[driver.CPU()], num_threads=4)
+    first = session.load(g)
+    before = _os_threads()
+    models = [first] + [session.load(g) for _ in range(24)]
+    assert _os_threads() - before < 4, "each model started its own worker threads"
+    for m in models:
+        assert m.execute(np.ones(4, np.float32))[0].to_numpy().tolist() == [2, 2, 2, 2]
 
 
 def _arena_and_bound(report):
