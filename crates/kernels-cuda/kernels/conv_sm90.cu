@@ -103,7 +103,8 @@ struct ConvArgs {
     u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
     i32 prefetch;  // bit 0: the producer prefetches each tile's residual rows into L2 through
-                   // map_r; bit 1: each consumer warp prefetches its rows before the mainloop
+                   // map_r; bit 1: each consumer warp prefetches its rows before the mainloop;
+                   // bit 2: launched under programmatic stream serialization (wait first)
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
                    // results stored as 16-byte vectors staged through shared memory (16-byte
                    // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
@@ -383,6 +384,15 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    if (p.prefetch & 4) {
+        // Launched under programmatic stream serialization (MAX_CONV_SM90_PDL=1), the grid may
+        // start while the stream's previous kernel drains: nothing in global memory is read or
+        // written before this wait (the setup above touches shared memory and the kernel's
+        // parameters only). The next such grid may then launch; its blocks start on the SMs
+        // this grid's blocks leave.
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    }
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {

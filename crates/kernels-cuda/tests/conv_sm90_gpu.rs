@@ -6,8 +6,8 @@
 //! also channel counts that are not a multiple of 8 (padded copies, folded and plain), every
 //! split-K count with each tile width and small persistent grids, and the residual prefetch
 //! (16-byte aligned residuals) on and off, the residual read as 16-byte vectors or in the
-//! fragments. Skips without an sm_90a GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip
-//! into a failure.
+//! fragments, and launches under programmatic stream serialization. Skips without an sm_90a
+//! GPU (or without libnvrtc); MAX_REQUIRE_GPU=1 turns a skip into a failure.
 
 mod common;
 
@@ -297,7 +297,8 @@ fn split_k_against_the_host() {
         for splits in [1, 2, 3, 5, 7, 100] {
             for (bn, grid) in [(None, None), (Some(64), Some(3)), (Some(128), None), (Some(256), Some(1))] {
                 let dtype = [DType::BFloat16, DType::Float16][i % 2];
-                let knobs = Knobs { bn, grid, splits: Some(splits), ..Knobs::default() };
+                // Every third launch under programmatic stream serialization.
+                let knobs = Knobs { bn, grid, splits: Some(splits), pdl: i % 3 == 0, ..Knobs::default() };
                 let a = ACTS[i % ACTS.len()];
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, GUARD, &mut rng);

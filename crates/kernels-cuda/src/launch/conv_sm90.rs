@@ -289,6 +289,10 @@ pub struct Knobs {
     /// No prefetch of each warp's residual rows at the start of a tile
     /// (`MAX_CONV_SM90_LINE_PREFETCH=0`).
     pub no_line_prefetch: bool,
+    /// Launches under programmatic stream serialization (`MAX_CONV_SM90_PDL=1`; off by default,
+    /// not yet measured): the grid may start while the stream's previous kernel drains, and
+    /// lets the next one start as its blocks leave.
+    pub pdl: bool,
     /// A 16-byte aligned residual added in the fragments instead of read as 16-byte vectors
     /// on the way out (`MAX_CONV_SM90_RESVEC=0`).
     pub no_res_vec: bool,
@@ -310,6 +314,7 @@ impl Knobs {
             no_vec: env_usize("MAX_CONV_SM90_VEC") == Some(0),
             no_res_vec: env_usize("MAX_CONV_SM90_RESVEC") == Some(0),
             no_line_prefetch: env_usize("MAX_CONV_SM90_LINE_PREFETCH") == Some(0),
+            pdl: env_usize("MAX_CONV_SM90_PDL") == Some(1),
         }
     }
 }
@@ -413,7 +418,8 @@ fn run(
         ws: ws.as_ref().map_or(0, |w| w.ptr()),
         splits: splits as i32,
         prefetch: map_r.is_some() as i32
-            | (((splits == 1 && epi.residual != 0 && !knobs.no_line_prefetch) as i32) << 1),
+            | (((splits == 1 && epi.residual != 0 && !knobs.no_line_prefetch) as i32) << 1)
+            | ((knobs.pdl as i32) << 2),
         staged,
         tiled_a: tiled_a as i32,
     };
@@ -426,13 +432,31 @@ fn run(
     let func = function(stream.context(), &CONV_SM90, &name)?;
     let smem = smem_bytes(bn) + if staged > 0 { STAGE_BYTES } else { 0 };
     crate::allow_smem(stream.context(), &func, smem)?;
-    let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
-    let mut launch = stream.launch_builder(&func);
-    launch.arg(&map_a).arg(&map_b).arg(&map_r).arg(&args);
-    // SAFETY: the maps describe the live input, filter and residual (map_r is read only when
-    // bit 0 of args.prefetch is set); out, the bias and the epilogue's bias and residual hold what the
-    // shape says (the caller's contract); ws holds splits planes of M x K f32.
-    unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90)"))?;
+    // SAFETY (both launches): the maps describe the live input, filter and residual (map_r is
+    // read only when bit 0 of args.prefetch is set); out, the bias and the epilogue's bias and
+    // residual hold what the shape says (the caller's contract); ws holds splits planes of
+    // M x K f32.
+    if knobs.pdl {
+        let (mut map_a, mut map_b, mut map_r, mut args) = (map_a, map_b, map_r, args);
+        let mut params: [*mut std::ffi::c_void; 4] = [
+            &mut map_a as *mut TmaMap as *mut _,
+            &mut map_b as *mut TmaMap as *mut _,
+            &mut map_r as *mut TmaMap as *mut _,
+            &mut args as *mut ConvArgs as *mut _,
+        ];
+        // SAFETY: as above; the parameters are the kernel's (three maps, ConvArgs) by value,
+        // live across the call, and the kernel waits (bit 2 of args.prefetch) before touching
+        // global memory.
+        unsafe {
+            super::launch_ex(stream, &func, (grid as u32, 384, smem), &mut params, true, "cuLaunchKernelEx(conv_sm90)")
+        }?;
+    } else {
+        let cfg = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (384, 1, 1), shared_mem_bytes: smem };
+        let mut launch = stream.launch_builder(&func);
+        launch.arg(&map_a).arg(&map_b).arg(&map_r).arg(&args);
+        // SAFETY: as above.
+        unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(conv_sm90)"))?;
+    }
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;

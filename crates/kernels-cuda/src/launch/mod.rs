@@ -236,3 +236,45 @@ pub(crate) fn l2_bytes(stream: &Arc<CudaStream>) -> Result<usize> {
 fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Result<i32> {
     stream.context().attribute(attr).map_err(Error::driver("cuDeviceGetAttribute"))
 }
+
+/// Launches `f` on a 1-D grid of `grid` blocks of `block` threads with `smem` bytes of dynamic
+/// shared memory, through cuLaunchKernelEx; with `pdl`, under programmatic stream
+/// serialization: the grid may start while the stream's previous kernel drains, so the kernel
+/// must wait (griddepcontrol.wait) before touching global memory that kernel may use.
+///
+/// # Safety
+/// `params` points at the kernel's arguments in order, each matching the kernel's parameter
+/// type by value and live across the call (the driver copies them), and the memory they
+/// describe holds what the kernel reads and writes.
+pub(crate) unsafe fn launch_ex(
+    stream: &Arc<CudaStream>,
+    f: &cudarc::driver::CudaFunction,
+    (grid, block, smem): (u32, u32, u32),
+    params: &mut [*mut std::ffi::c_void],
+    pdl: bool,
+    what: &'static str,
+) -> Result<()> {
+    use cudarc::driver::sys;
+    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: if pdl { &mut attr as *mut _ } else { std::ptr::null_mut() },
+        numAttrs: u32::from(pdl),
+    };
+    stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
+    // SAFETY: the caller's contract (the parameters and the memory behind them); cfg and attr
+    // live across the call.
+    unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(Error::driver(what))
+}
