@@ -291,8 +291,9 @@ __device__ __forceinline__ void store_vec_staged(const float* d, const u8* stagi
 // owns 8 consecutive columns of rows lane / 4 and + 8, reads the residual there as 16-byte
 // vectors (64 contiguous bytes per row piece, where the fragments read 4-byte pairs over 8 rows)
 // and stores 16-byte vectors. The next chunk's residual loads are in flight while this one is
-// stored. Same arithmetic as add_residual (d += beta * r, one rounding at the store): the same
-// bits. Lanes of odd rows read their two 16-byte halves in the other order, which keeps the
+// stored. Same arithmetic as add_residual (d += beta * r, one rounding at the store); the
+// compiler may contract the multiply-add in one path only, so results agree to one unit in the
+// last place (tests/test_gpu_conv_sm90_more.py). Lanes of odd rows read their two 16-byte halves in the other order, which keeps the
 // buffer reads free of bank conflicts.
 template <typename T, int BN>
 __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,

@@ -1,6 +1,8 @@
 //! The CPU worker pools models run their host steps on: one per thread count for the whole
 //! process, shared by every model asking for that count, so loading many models does not start
-//! a pool of one thread per core for each.
+//! a pool of one thread per core for each. Pools live as long as the process. Models running at
+//! once share their pool's threads, and a worker waiting inside a parallel step may run another
+//! model's steps meanwhile (rayon's work stealing): no lock may be held across a parallel call.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
