@@ -18,18 +18,17 @@ from max.graph.type import ConvInputLayout, FilterLayout
 pytestmark = pytest.mark.gpu
 Conv = base.Conv
 
-# (conv, routed by default when there is no residual: none since the conv kernel stores staged
-# 16-byte vectors; MAX_CONV_SM90_GEMM=1 routes every one)
+# The conv kernel runs each by default; MAX_CONV_SM90_GEMM=1 routes each to the GEMM.
 CASES = [
-    (Conv("1x1_64_256", 2, 14, 15, 64, 256, 1, 1), False),
-    (Conv("1x1_512_2048_m49", 1, 7, 7, 512, 2048, 1, 1), False),
-    (Conv("1x1_136_328_ragged", 1, 7, 6, 136, 328, 1, 1), False),
-    (Conv("1x1_256_128", 1, 9, 10, 256, 128, 1, 1), False),
-    (Conv("1x1_512_128", 1, 9, 10, 512, 128, 1, 1), False),
-    (Conv("1x1_1024_256", 2, 7, 9, 1024, 256, 1, 1), False),
-    (Conv("1x1_256_64", 2, 9, 9, 256, 64, 1, 1), False),
-    (Conv("1x1_2048_512", 1, 7, 7, 2048, 512, 1, 1), False),
-    (Conv("1x1_2048_64", 2, 5, 6, 2048, 64, 1, 1), False),
+    Conv("1x1_64_256", 2, 14, 15, 64, 256, 1, 1),
+    Conv("1x1_512_2048_m49", 1, 7, 7, 512, 2048, 1, 1),
+    Conv("1x1_136_328_ragged", 1, 7, 6, 136, 328, 1, 1),
+    Conv("1x1_256_128", 1, 9, 10, 256, 128, 1, 1),
+    Conv("1x1_512_128", 1, 9, 10, 512, 128, 1, 1),
+    Conv("1x1_1024_256", 2, 7, 9, 1024, 256, 1, 1),
+    Conv("1x1_256_64", 2, 9, 9, 256, 64, 1, 1),
+    Conv("1x1_2048_512", 1, 7, 7, 2048, 512, 1, 1),
+    Conv("1x1_2048_64", 2, 5, 6, 2048, 64, 1, 1),
 ]
 
 
@@ -58,26 +57,24 @@ def run(sm90, g, inputs):
     return out, after[0] - before[0], after[1] - before[1]
 
 
-@pytest.mark.parametrize("case", range(len(CASES)), ids=[c[0].name for c in CASES])
+@pytest.mark.parametrize("cv", CASES, ids=lambda c: c.name)
 @pytest.mark.parametrize("dtype", base.DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("conv_bias", [True, False], ids=["conv_bias", "fused_bias"])
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
-def test_route_and_results(sm90, rng, monkeypatch, case, dtype, conv_bias, residual):
-    cv, wide = CASES[case]
-    routed = wide and not residual
+def test_route_and_results(sm90, rng, monkeypatch, cv, dtype, conv_bias, residual):
     vt = base.VALUE_TYPES[dtype]
     small = lambda *s: rng.integers(-1, 2, size=s).astype(vt)  # noqa: E731
     x, w, b, r = small(cv.n, cv.h, cv.w, cv.c), small(1, 1, cv.c, cv.k), small(cv.k), small(cv.n, cv.h, cv.w, cv.k)
     g = fused_graph(cv, dtype, conv_bias, residual)
     got, launched, as_gemm = run(sm90, g, [x, w, b, r])
-    assert (launched, as_gemm) == (1, int(routed)), f"{cv}: {launched} conv launches, {as_gemm} as a GEMM"
+    assert (launched, as_gemm) == (1, 0), f"{cv}: {launched} conv launches, {as_gemm} as a GEMM"
     f = [a.astype(np.float64) for a in (x, w, b, r)]
     ref = np.maximum(f[0] @ f[1][0, 0] + f[2], 0) + (0.5 * f[3] if residual else 0)
     base.check_exact(got, ref.astype(np.float32).astype(vt), f"{cv} {dtype.name} vs float64")
-    # forced the other way: the same bits
-    monkeypatch.setenv("MAX_CONV_SM90_GEMM", "0" if routed else "1")
+    # as the GEMM: the same bits
+    monkeypatch.setenv("MAX_CONV_SM90_GEMM", "1")
     other, launched, as_gemm = run(sm90, g, [x, w, b, r])
-    assert (launched, as_gemm) == (1, int(not routed))
+    assert (launched, as_gemm) == (1, 1)
     base.check_exact(other, got, f"{cv} {dtype.name}: the conv kernel against the GEMM")
 
 
@@ -98,11 +95,3 @@ def test_never_for_other_windows_and_strides(sm90, rng, monkeypatch):
         before = core._conv_sm90_gemm_launches()
         base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
         assert core._conv_sm90_gemm_launches() == before, cv
-
-
-def test_default_is_the_conv_kernel(sm90, rng, monkeypatch):
-    cv = Conv("1x1_64_256_split", 2, 14, 15, 64, 256, 1, 1)
-    monkeypatch.setenv("MAX_CONV_SM90_SPLITK", "2")
-    before = core._conv_sm90_gemm_launches()
-    base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
-    assert core._conv_sm90_gemm_launches() == before
