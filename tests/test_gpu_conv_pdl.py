@@ -1,6 +1,6 @@
-"""The Hopper conv2d launched under programmatic stream serialization (MAX_CONV_SM90_PDL=1, off
-by default): a conv may then start while the stream's previous kernel drains and must wait before
-touching memory. Two chained convs (the second reads what the first writes), executed four times
+"""The Hopper conv2d launched under programmatic stream serialization (the default;
+MAX_CONV_SM90_PDL=0 turns it off): a conv may then start while the stream's previous kernel
+drains and must wait before touching memory. Two chained convs (the second reads what the first writes), executed four times
 back to back without a sync between, give the bits of the ordinary launch, with CUDA graphs off
 (plain stream launches) and captured. Skips without an sm_90a GPU."""
 

@@ -386,9 +386,9 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     }
     __syncthreads();
     if (p.prefetch & 4) {
-        // Launched under programmatic stream serialization (MAX_CONV_SM90_PDL=1), the grid may
-        // start while the stream's previous kernel drains: nothing in global memory is read or
-        // written before this wait (the setup above touches shared memory and the kernel's
+        // Launched under programmatic stream serialization (unless MAX_CONV_SM90_PDL=0), the
+        // grid may start while the stream's previous kernel drains: nothing in global memory is
+        // read or written before this wait (the setup above touches shared memory and the kernel's
         // parameters only). The next such grid may then launch; its blocks start on the SMs
         // this grid's blocks leave.
         asm volatile("griddepcontrol.wait;\n" ::: "memory");

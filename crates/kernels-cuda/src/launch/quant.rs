@@ -326,31 +326,14 @@ fn qgemv_mma(
     ];
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
-    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
     let pdl = std::env::var("MAX_QGEMV_PDL").as_deref() != Ok("0");
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: blocks as u32,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: 256,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem,
-        hStream: stream.cu_stream(),
-        attrs: if pdl { &mut attr as *mut _ } else { std::ptr::null_mut() },
-        numAttrs: u32::from(pdl),
-    };
-    stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
     // SAFETY: the parameters match the kernel's (QmMap, lhs, out, m, n, k, split) by value and
     // live across the call (the driver copies them); the map describes w's n rows of row_bytes
     // (k elements, 16-byte aligned rows); lhs holds m x k f32 and out m x n f32; n and k fit in
     // i32 (mma_gemv: k is bounded by the fragment budget).
-    unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
-        .result()
-        .map_err(Error::driver("cuLaunchKernelEx(qgemv_mma)"))?;
+    unsafe {
+        super::launch_ex(stream, &f, (blocks as u32, 256, smem), &mut params, pdl, "cuLaunchKernelEx(qgemv_mma)")
+    }?;
     MMA_LAUNCHES.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
