@@ -80,6 +80,10 @@ __device__ __forceinline__ u32 cluster_rank() {
 }
 // Named barrier `id` over `n` threads (0 is __syncthreads).
 __device__ __forceinline__ void named_sync(u32 id, u32 n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+// Arrives at named barrier `id` (of `n` threads) without waiting.
+__device__ __forceinline__ void named_arrive(u32 id, u32 n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 __device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
     asm volatile(

@@ -47,7 +47,11 @@ pub const GEMM_SM90P_F16: Family = Family {
 /// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).
 pub const CONV_SM90: Family = Family {
     name: "conv_sm90",
-    source: concat!(include_str!("../kernels/sm90_pipe.cuh"), include_str!("../kernels/conv_sm90.cu")),
+    source: concat!(
+        include_str!("../kernels/sm90_pipe.cuh"),
+        include_str!("../kernels/conv_sm90.cuh"),
+        include_str!("../kernels/conv_sm90.cu")
+    ),
 };
 /// The Hopper conv2d's helpers (plain CUDA): channel padding and the split-K reduction.
 pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: include_str!("../kernels/conv_sm90_aux.cu") };

@@ -298,7 +298,8 @@ fn split_k_against_the_host() {
             for (bn, grid) in [(None, None), (Some(64), Some(3)), (Some(128), None), (Some(256), Some(1))] {
                 let dtype = [DType::BFloat16, DType::Float16][i % 2];
                 // Every third launch under programmatic stream serialization.
-                let knobs = Knobs { bn, grid, splits: Some(splits), pdl: i % 3 == 0, ..Knobs::default() };
+                let pingpong = Some((i / 2) % 2 == 1);
+                let knobs = Knobs { bn, grid, splits: Some(splits), pdl: i % 3 == 0, pingpong, ..Knobs::default() };
                 let a = ACTS[i % ACTS.len()];
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, GUARD, &mut rng);
@@ -324,7 +325,8 @@ fn staged_epilogue_against_the_host() {
         for sh in &shapes {
             for a in ACTS {
                 let (bn, grid) = [(None, None), (Some(64), Some(2)), (Some(128), None), (Some(256), Some(1))][i % 4];
-                let knobs = Knobs { bn, grid, splits: Some(1), staged: true, ..Knobs::default() };
+                let pingpong = Some((i / 4) % 2 == 1);
+                let knobs = Knobs { bn, grid, splits: Some(1), staged: true, pingpong, ..Knobs::default() };
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
                 // 4-byte aligned operands: the register epilogue instead
@@ -354,7 +356,8 @@ fn tiled_a_against_the_host() {
     for dtype in [DType::BFloat16, DType::Float16] {
         for sh in &shapes {
             for (splits, staged, bn) in [(Some(1), false, None), (Some(3), false, Some(128)), (None, true, Some(64))] {
-                let knobs = Knobs { splits, staged, bn, tiled_a: true, ..Knobs::default() };
+                let pingpong = Some((i / 3) % 2 == 0);
+                let knobs = Knobs { splits, staged, bn, tiled_a: true, pingpong, ..Knobs::default() };
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (ACTS[i % ACTS.len()], beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
                 i += 1;
@@ -378,9 +381,51 @@ fn residual_prefetch_against_the_host() {
         for (no_prefetch, no_res_vec) in [(false, false), (true, false), (false, true)] {
             for (bn, grid) in [(None, None), (Some(64), Some(2)), (Some(256), Some(1))] {
                 let dtype = [DType::BFloat16, DType::Float16][i % 2];
-                let knobs = Knobs { bn, grid, splits: Some(1), no_prefetch, no_res_vec, ..Knobs::default() };
+                let pingpong = Some((i / 2) % 2 == 0);
+                let knobs = Knobs { bn, grid, splits: Some(1), no_prefetch, no_res_vec, pingpong, ..Knobs::default() };
                 let beta = [Some(1.0), Some(0.5), Some(-2.0)][i % 3];
                 check_with(&s, dtype, sh, (ACTS[i % 3], beta, i % 2 == 0, i % 4 == 1), &knobs, 16, &mut rng);
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn pingpong_against_the_host() {
+    let Some(ctx) = context() else { return };
+    let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
+    let mut rng = Rng(0x510E_527F_ADE6_82D1);
+    let shapes = [
+        // 7 row tiles x 3 column tiles of 64 (the last partial): odd unit counts per block
+        shape(2, [21, 20], 72, 136, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        // 1x1 through the tiled map, partial last row tile
+        shape(3, [15, 13], 64, 128, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // strided, dilated, one 64-channel slice
+        shape(2, [17, 19], 16, 64, [3, 3], [2, 2], [2, 1, 0, 2], [2, 2]),
+    ];
+    let mut i = 0;
+    for sh in &shapes {
+        for (bn, grid, splits) in [
+            (Some(64), Some(1), 1),
+            (Some(64), Some(3), 1),
+            (Some(128), Some(2), 1),
+            (Some(128), Some(5), 2),
+            (None, None, 1),
+        ] {
+            for dtype in [DType::BFloat16, DType::Float16] {
+                let knobs = Knobs { bn, grid, splits: Some(splits), pingpong: Some(true), ..Knobs::default() };
+                let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
+                check_with(&s, dtype, sh, (ACTS[i % ACTS.len()], beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
+                check_with(
+                    &s,
+                    dtype,
+                    sh,
+                    (ACTS[(i + 1) % ACTS.len()], beta, i % 3 == 0, i % 5 == 1),
+                    &knobs,
+                    GUARD,
+                    &mut rng,
+                );
                 i += 1;
             }
         }

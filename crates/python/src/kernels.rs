@@ -86,6 +86,12 @@ fn _conv_sm90_path_counts() -> (u64, u64) {
     (c::padded_launches(), c::split_launches())
 }
 
+/// Of those launches, how many had the consumer warpgroups take alternate tiles (ping-pong).
+#[pyfunction]
+fn _conv_sm90_pingpong_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::pingpong_launches()
+}
+
 /// Of `_conv_sm90_launches()`, the 1x1 convs that ran as a GEMM on the Hopper GEMM kernel.
 #[pyfunction]
 fn _conv_sm90_gemm_launches() -> u64 {
@@ -114,6 +120,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_kernel_families, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_pingpong_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;
     Ok(())

@@ -68,6 +68,13 @@ pub fn split_launches() -> u64 {
     SPLIT.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those whose consumer warpgroups took alternate tiles (ping-pong).
+static PINGPONG: AtomicU64 = AtomicU64::new(0);
+
+pub fn pingpong_launches() -> u64 {
+    PINGPONG.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
 pub fn gemm_launches() -> u64 {
     gemm::GEMM.load(Ordering::Relaxed)
@@ -215,6 +222,18 @@ pub fn tile_width(m: usize, k: usize, sms: usize) -> usize {
     [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
 }
 
+/// Whether the consumer warpgroups should take alternate work units (ping-pong) rather than
+/// share each one, so that one warpgroup's epilogue overlaps the other's mainloop: when every
+/// block of the persistent grid has at least four. Measured on an H200 (ResNet-50 batch 32,
+/// ping-pong against cooperative, us): with 784 tiles (about 6 per block) 56x56 64 -> 64 9.0 /
+/// 9.2, 3x3 64 -> 64 22.2 / 22.8, 256 -> 64 19.4 / 19.9, 256 -> 128 22.8 / 22.9; with 392 (about
+/// 3) slower, 28x28 512 -> 256 16.7 / 15.8, 512 -> 1024 s2 15.7 / 15.0, 14x14 256 -> 1024 11.2 /
+/// 11.0 (the last warpgroup's epilogue runs alone, on half the warps). With one unit per block
+/// a warpgroup would be idle.
+pub fn pingpong(units: usize, grid: usize) -> bool {
+    units >= 4 * grid.max(1)
+}
+
 /// Shared memory past the barriers for either staging: the 8-byte staged epilogue's buffers
 /// (the kernel's CV_STAGE_FLOATS: 8 warps x 16 rows x 40 f32) or the 16-byte result stores'
 /// tiles (8 warps x 16 rows x 144 bytes, fewer).
@@ -296,6 +315,9 @@ pub struct Knobs {
     /// A 16-byte aligned residual added in the fragments instead of read as 16-byte vectors
     /// on the way out (`MAX_CONV_SM90_RESVEC=0`).
     pub no_res_vec: bool,
+    /// The consumer warpgroups take alternate tiles (`MAX_CONV_SM90_PINGPONG=1`) or share every
+    /// tile (`=0`); unset, [`pingpong`] decides. Tile widths up to 128 only.
+    pub pingpong: Option<bool>,
 }
 
 impl Knobs {
@@ -317,6 +339,7 @@ impl Knobs {
             // Measured on an H200 (ResNet-50 batch 32, back-to-back launches): the 53-conv stack
             // 1014 us without it, 908 with it; the 1x1 layers about 2 us faster each.
             pdl: env_usize("MAX_CONV_SM90_PDL") != Some(0),
+            pingpong: env_usize("MAX_CONV_SM90_PINGPONG").filter(|&v| v <= 1).map(|v| v == 1),
         }
     }
 }
@@ -397,6 +420,7 @@ fn run(
         return Ok(Outcome::NotEligible("too many tiles".into()));
     }
     let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
+    let pp = bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid));
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
@@ -427,8 +451,9 @@ fn run(
     };
     let map_r = map_r.unwrap_or(TmaMap([0; 16]));
     let name = format!(
-        "conv_sm90_{}_n{bn}{}",
+        "conv_sm90_{}_n{bn}{}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
+        if pp { "_pp" } else { "" },
         if plain { "_plain" } else { "" }
     );
     let func = function(stream.context(), &CONV_SM90, &name)?;
@@ -452,6 +477,9 @@ fn run(
         super::launch_ex(stream, &func, (grid as u32, 384, smem), &mut params, knobs.pdl, "cuLaunchKernelEx(conv_sm90)")
     }?;
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    if pp {
+        PINGPONG.fetch_add(1, Ordering::Relaxed);
+    }
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;
         SPLIT.fetch_add(1, Ordering::Relaxed);
@@ -534,6 +562,15 @@ mod tests {
         let mut dilated = ok;
         dilated.dil = [128, 1];
         assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
+    }
+
+    #[test]
+    fn pingpong_needs_four_units_per_block() {
+        assert!(pingpong(784, 132));
+        assert!(pingpong(528, 132));
+        assert!(!pingpong(527, 132));
+        assert!(!pingpong(392, 132));
+        assert!(!pingpong(1, 0));
     }
 
     #[test]

@@ -1,0 +1,328 @@
+#line 1 "conv_sm90.cuh"
+// conv_sm90.cuh: the Hopper conv2d's arguments and the end of its tiles (conv_sm90.cu, whose
+// header describes the kernel, follows this file in the module): the epilogue's math in the
+// accumulator fragments, the staged forms of the stores, and tile_out, which runs one consumer
+// warp's 16 rows of a tile through them.
+
+#define CV_BM 128
+#define CV_BK 64
+#define CV_A_BYTES (CV_BM * CV_BK * 2)
+#define CV_B_BOX_BYTES (64 * CV_BK * 2)
+
+struct ConvArgs {
+    u64 out;       // [M, K] (the NHWC output)
+    i64 m;         // output pixels N * P * Q
+    i32 k;         // output channels
+    i32 pq, q;     // output pixels per image, output width
+    i32 sh, sw;    // stride
+    i32 ph, pw;    // padding before (top, left)
+    i32 dh, dw;    // dilation
+    i32 s;         // filter width
+    i32 taps;      // R * S
+    i32 c_tiles;   // 64-channel slices per tap
+    i32 n_tiles;   // column tiles: ceil(K / BN)
+    i32 tiles;     // row tiles * column tiles
+    u64 bias;      // the conv's own bias (K values) or 0; added before the epilogue's
+    Epilogue epi;  // out = beta * residual + clamp(act(acc + bias + epi.bias)) (prelude.cuh)
+    u64 ws;        // split-K: the f32 workspace [splits, M, K] (0 when splits == 1)
+    i32 splits;    // splits of the reduction (1: the epilogue runs here)
+    i32 prefetch;  // bit 0: the producer prefetches each tile's residual rows into L2 through
+                   // map_r; bit 1: each consumer warp prefetches its rows before the mainloop;
+                   // bit 2: launched under programmatic stream serialization (wait first)
+    i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
+                   // results stored as 16-byte vectors staged through shared memory (16-byte
+                   // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
+    i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
+};
+
+// Column groups whose epilogue operands (bias pairs, residual pairs) are loaded at once: the
+// loads of a chunk are in flight together, so a tile's epilogue waits on BN / 8 / CV_CHUNK
+// round trips instead of BN / 8; a chunk's registers come on top of the BN / 2 accumulators
+// (16 keeps BN = 256 free of spills). Chunk<BN> never exceeds the BN / 8 groups of a tile.
+#define CV_CHUNK 16
+template <int BN> struct Chunk { static const int n = BN / 8 < CV_CHUNK ? BN / 8 : CV_CHUNK; };
+
+// d += bias[col] over the fragment (see the accumulator layout below); `bias` points at this
+// thread's first column, column pair j exists while 8j < cols.
+template <typename T, int BN> __device__ __forceinline__ void add_bias(float* d, const T* bias_at, int cols) {
+    const u32* bias = (const u32*)bias_at;
+#pragma unroll
+    for (int j0 = 0; j0 < BN / 8; j0 += Chunk<BN>::n) {
+        u32 b[Chunk<BN>::n];
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) b[i] = (j0 + i) * 8 < cols ? bias[(j0 + i) * 4] : 0u;
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
+            const int j = j0 + i;
+            const float b0 = lo_of<T>(b[i]), b1 = hi_of<T>(b[i]);
+            d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+        }
+        // Keeps the compiler from hoisting every chunk's loads ahead of the adds: with the
+        // accumulators live there are no registers for them.
+        asm volatile("" ::: "memory");
+    }
+}
+
+// d += beta * residual over the fragment, rows row0 (has0) and row0 + 8 (has1); r0 and r1 point
+// at this thread's first column of those rows. Missing elements (rows past M, columns past K)
+// load nothing, add zeros and are never stored.
+template <typename T, int BN>
+__device__ __forceinline__ void add_residual(float* d, const u32* r0, const u32* r1, bool has0, bool has1, int cols,
+                                             float beta) {
+#pragma unroll
+    for (int j0 = 0; j0 < BN / 8; j0 += Chunk<BN>::n) {
+        u32 v0[Chunk<BN>::n], v1[Chunk<BN>::n];
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
+            const bool col = (j0 + i) * 8 < cols;
+            v0[i] = has0 && col ? r0[(j0 + i) * 4] : 0u;
+            v1[i] = has1 && col ? r1[(j0 + i) * 4] : 0u;
+        }
+#pragma unroll
+        for (int i = 0; i < Chunk<BN>::n; ++i) {
+            const int j = j0 + i;
+            d[j * 4] += beta * lo_of<T>(v0[i]), d[j * 4 + 1] += beta * hi_of<T>(v0[i]);
+            d[j * 4 + 2] += beta * lo_of<T>(v1[i]), d[j * 4 + 3] += beta * hi_of<T>(v1[i]);
+        }
+        asm volatile("" ::: "memory");
+    }
+}
+
+// The staged epilogue's buffer: per consumer warp 16 rows of 32 f32 columns, CV_SW floats apart
+// (the 8-float pad moves each row 8 banks over: a float2 store of 16 lanes over 4 rows and a
+// float4 load of 8 lanes along a row hit 32 distinct banks).
+#define CV_SW 40
+#define CV_STAGE_FLOATS (8 * 16 * CV_SW)
+
+template <typename T> __device__ __forceinline__ void add4(float* v, const uint2 x, float scale) {
+    v[0] += scale * lo_of<T>(x.x), v[1] += scale * hi_of<T>(x.x);
+    v[2] += scale * lo_of<T>(x.y), v[3] += scale * hi_of<T>(x.y);
+}
+
+// Loads of one 32-column chunk of the staged epilogue for this lane: its 4 columns `col` of the
+// conv bias, the epilogue bias and the residual rows row0 + 4 * it (zeros where absent).
+template <typename T> struct StagedLoads {
+    uint2 cb, eb, res[4];
+    __device__ __forceinline__ void load(const ConvArgs& p, i64 row0, int col) {
+        const uint2 z = make_uint2(0u, 0u);
+        const bool in = col < p.k;
+        cb = in && p.bias ? *(const uint2*)((const T*)p.bias + col) : z;
+        eb = in && p.epi.bias ? *(const uint2*)((const T*)p.epi.bias + col) : z;
+#pragma unroll
+        for (int it = 0; it < 4; ++it) {
+            const i64 row = row0 + 4 * it;
+            res[it] = in && row < p.m && p.epi.residual ? *(const uint2*)((const T*)p.epi.residual + row * p.k + col) : z;
+        }
+    }
+};
+
+// The staged epilogue of one consumer warp (see the header): rows rowbase..rowbase + 15 of the
+// tile, columns n0..n0 + BN - 1; `buf` is the warp's CV_SW x 16 floats.
+template <typename T, int BN>
+__device__ __forceinline__ void staged_epilogue(const float* d, float* buf, const ConvArgs& p, i64 rowbase, int n0,
+                                                int lane) {
+    const int r_in = lane / 8, cc = (lane % 8) * 4;  // this lane's first row (of 4) and its columns
+    StagedLoads<T> next;
+    next.load(p, rowbase + r_in, n0 + cc);
+#pragma unroll
+    for (int h = 0; h < BN / 32; ++h) {
+        const StagedLoads<T> cur = next;
+        if (h + 1 < BN / 32) next.load(p, rowbase + r_in, n0 + 32 * (h + 1) + cc);
+        __syncwarp();
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * h + jj;
+            float* at = buf + (lane / 4) * CV_SW + jj * 8 + 2 * (lane % 4);
+            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
+            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+        __syncwarp();
+        const int col = n0 + 32 * h + cc;
+        if (col < p.k) {
+#pragma unroll
+            for (int it = 0; it < 4; ++it) {
+                const int r = r_in + 4 * it;
+                const i64 row = rowbase + r;
+                const float4 a = *(const float4*)(buf + r * CV_SW + cc);
+                float v[4] = {a.x, a.y, a.z, a.w};
+                if (p.bias) add4<T>(v, cur.cb, 1.f);
+                if (p.epi.bias) add4<T>(v, cur.eb, 1.f);
+                if (p.epi.act != EPI_NONE) act_all_1exp<4>(p.epi.act, v);
+                if (p.epi.clamp) epi_clamp_all<4>(p.epi, v);
+                if (p.epi.residual) add4<T>(v, cur.res[it], p.epi.beta);
+                if (row < p.m)
+                    *(uint2*)((T*)p.out + row * p.k + col) = make_uint2(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]));
+            }
+        }
+    }
+}
+
+// The stores with p.staged == 2 (the launcher's default for unsplit launches whose output is
+// 16-byte aligned), after the epilogue's math: the warp's 16 x BN fragment (d, the results in
+// f32) passes through its staging tile (sm90_pipe.cuh) 64 columns at a time and leaves as
+// 16-byte vectors, 8 lanes per 128-byte row piece, instead of 4-byte pairs scattered over 8
+// rows per store instruction (as gemm_sm90p.cu's store_tile_staged; K % 8 == 0, so a vector is
+// wholly inside the row or wholly past column K). row_w: the warp's first row; n0: the tile's
+// first column; wid: the warp's index 0..7 among the consumer warps.
+template <typename T, int BN>
+__device__ __forceinline__ void store_vec_staged(const float* d, const u8* staging, const ConvArgs& p, i64 row_w,
+                                                   int n0, int wid, int lane) {
+    const u32 stg = s_addr(staging) + wid * STG_WARP_BYTES;
+    const u32 w0 = stg + (lane / 4) * STG_STRIDE + (lane % 4) * 4, w1 = w0 + 8 * STG_STRIDE;
+    const int rr = lane / 8, v = lane % 8;
+    const u32 rd = stg + rr * STG_STRIDE + v * 16;
+    T* out = (T*)p.out + (row_w + rr) * p.k + n0 + v * 8;
+    // Row 4 i + rr exists while 4 i < rows; this lane's vector of chunk q while 64 q < cols_v.
+    const i64 rows = p.m - row_w - rr;
+    const int cols_v = p.k - n0 - v * 8;
+#pragma unroll
+    for (int q = 0; q < BN / 64; ++q) {
+        warp_sync();  // the previous chunk's (or tile's) reads are done
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            const int j = q * 8 + jj;
+            sts32(w0 + jj * 16, pack2<T>(d[j * 4], d[j * 4 + 1]));
+            sts32(w1 + jj * 16, pack2<T>(d[j * 4 + 2], d[j * 4 + 3]));
+        }
+        warp_sync();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            u32 a, b, c, e;
+            lds128(rd + i * 4 * STG_STRIDE, a, b, c, e);
+            if (q * 64 < cols_v && i * 4 < rows) stg128(out + (i64)(i * 4) * p.k + q * 64, a, b, c, e);
+        }
+    }
+}
+
+// The stores with p.staged == 3 (as 2, with a 16-byte aligned residual): the residual is added
+// on the way out instead of in the fragments. The warp's results (bias, activation and clamp
+// applied) pass through the staged epilogue's buffer as f32, 32 columns at a time; a lane then
+// owns 8 consecutive columns of rows lane / 4 and + 8, reads the residual there as 16-byte
+// vectors (64 contiguous bytes per row piece, where the fragments read 4-byte pairs over 8 rows)
+// and stores 16-byte vectors. The next chunk's residual loads are in flight while this one is
+// stored. Same arithmetic as add_residual (d += beta * r, one rounding at the store); the
+// compiler may contract the multiply-add in one path only, so results agree to one unit in the
+// last place (tests/test_gpu_conv_sm90_more.py). Lanes of odd rows read their two 16-byte halves in the other order, which keeps the
+// buffer reads free of bank conflicts.
+template <typename T, int BN>
+__device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
+                                                   int lane) {
+    const int r = lane / 4, v = lane % 4, swap = r & 1;
+    const i64 row_a = row_w + r, row_b = row_a + 8;
+    const bool has_a = row_a < p.m, has_b = row_b < p.m;
+    const T* res = (const T*)p.epi.residual;
+    T* out = (T*)p.out;
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 na = z, nb = z;
+    {
+        const int col = n0 + 8 * v;
+        if (col < p.k && has_a) na = *(const uint4*)(res + row_a * p.k + col);
+        if (col < p.k && has_b) nb = *(const uint4*)(res + row_b * p.k + col);
+    }
+#pragma unroll
+    for (int h = 0; h < BN / 32; ++h) {
+        const uint4 ra = na, rb = nb;
+        const int col = n0 + 32 * h + 8 * v;
+        if (h + 1 < BN / 32) {
+            na = col + 32 < p.k && has_a ? *(const uint4*)(res + row_a * p.k + col + 32) : z;
+            nb = col + 32 < p.k && has_b ? *(const uint4*)(res + row_b * p.k + col + 32) : z;
+        }
+        __syncwarp();  // the previous chunk's (or tile's) reads are done
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * h + jj;
+            float* at = buf + r * CV_SW + jj * 8 + 2 * v;
+            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
+            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int rr = r + 8 * i;
+            const float* src = buf + rr * CV_SW + 8 * v;
+            const float4 x = *(const float4*)(src + 4 * swap), y = *(const float4*)(src + 4 - 4 * swap);
+            float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+            if (swap) f[0] = y.x, f[1] = y.y, f[2] = y.z, f[3] = y.w, f[4] = x.x, f[5] = x.y, f[6] = x.z, f[7] = x.w;
+            const uint4 rv = i == 0 ? ra : rb;
+            const u32 w[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                f[2 * e] += p.epi.beta * lo_of<T>(w[e]);
+                f[2 * e + 1] += p.epi.beta * hi_of<T>(w[e]);
+            }
+            if (col < p.k && (i == 0 ? has_a : has_b))
+                stg128(out + (i == 0 ? row_a : row_b) * p.k + col, pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]),
+                       pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+        }
+    }
+}
+
+
+// The end of one consumer warp's 16 rows of a work unit: rows row_w..row_w + 15, columns
+// n0..n0 + BN - 1, accumulators d in the m64nN layout: warp w of a warpgroup owns rows
+// 16w..16w+15 of its 64; lane l holds rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for
+// j = 0..N/8-1. A split unit stores its raw partial products to its workspace plane; any other
+// runs the epilogue and stores the results. `staging`: the shared memory past the ring's
+// barriers; `slot`: the warp's staging area (0..7, one per consumer warp).
+template <typename T, int BN, bool PLAIN>
+__device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& p, i64 row_w, int n0, int split,
+                                         int slot, int lane) {
+    const i64 row0 = row_w + lane / 4;
+    const int col0 = n0 + (lane % 4) * 2;
+    // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
+    const int cols = p.k - col0;
+    const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+    if (!PLAIN && p.splits > 1) {
+        float* w0 = (float*)p.ws + (i64)split * p.m * p.k + row0 * p.k + col0;
+        float* w1 = w0 + 8 * (i64)p.k;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            if (has0 && j * 8 < cols) *(float2*)(w0 + j * 8) = make_float2(d[j * 4], d[j * 4 + 1]);
+            if (has1 && j * 8 < cols) *(float2*)(w1 + j * 8) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        }
+        return;
+    }
+    float* buf = (float*)staging + slot * (16 * CV_SW);
+    if (!PLAIN && p.staged == 1) {
+        staged_epilogue<T, BN>(d, buf, p, row_w, n0, lane);
+        return;
+    }
+    if (!PLAIN && p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
+    if (!PLAIN && p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
+    if (!PLAIN && p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
+    if (!PLAIN && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
+    const i64 offset = row0 * p.k + col0;
+    if (!PLAIN && p.staged == 3) {
+        store_vec_residual<T, BN>(d, buf, p, row_w, n0, lane);
+        return;
+    }
+    if (!PLAIN && p.epi.residual) {
+        const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
+        const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
+        add_residual<T, BN>(d, r0, r1, has0, has1, cols, p.epi.beta);
+    }
+    if (p.staged == 2) {
+        store_vec_staged<T, BN>(d, staging, p, row_w, n0, slot, lane);
+        return;
+    }
+    u32* o0 = (u32*)((T*)p.out + offset);
+    u32* o1 = (u32*)((T*)p.out + offset + 8 * (i64)p.k);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        if (has0 && j * 8 < cols) o0[j * 4] = pack2<T>(d[j * 4], d[j * 4 + 1]);
+        if (has1 && j * 8 < cols) o1[j * 4] = pack2<T>(d[j * 4 + 2], d[j * 4 + 3]);
+    }
+}
+
+// Asks L2 for one consumer warp's 16 rows (from row_w) of a tile's residual, one 128-byte line
+// of 64 columns per lane and step, so that the epilogue's loads, issued a few at a time, hit L2
+// instead of each waiting on DRAM.
+template <typename T, int BN>
+__device__ __forceinline__ void prefetch_residual_rows(const ConvArgs& p, i64 row_w, int n0, int lane) {
+#pragma unroll
+    for (int i = lane; i < 16 * (BN / 64); i += 32) {
+        const i64 row = row_w + i / (BN / 64);
+        const int col = n0 + (i % (BN / 64)) * 64;
+        if (row < p.m && col < p.k) prefetch_l2((const T*)p.epi.residual + row * p.k + col);
+    }
+}
