@@ -272,16 +272,23 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
 #else
 #define CONV_BODY(T, BF16, BN, PLAIN, PP) asm volatile("trap;");
 #endif
-#define CONV_ENTRIES(SUFFIX, PLAIN)                                     \
-    CONV_ENTRY(conv_sm90_bf16_n64##SUFFIX, bf16, true, 64, PLAIN, false)      \
-    CONV_ENTRY(conv_sm90_bf16_n128##SUFFIX, bf16, true, 128, PLAIN, false)    \
-    CONV_ENTRY(conv_sm90_bf16_n256##SUFFIX, bf16, true, 256, PLAIN, false)    \
-    CONV_ENTRY(conv_sm90_f16_n64##SUFFIX, f16, false, 64, PLAIN, false)       \
-    CONV_ENTRY(conv_sm90_f16_n128##SUFFIX, f16, false, 128, PLAIN, false)     \
-    CONV_ENTRY(conv_sm90_f16_n256##SUFFIX, f16, false, 256, PLAIN, false)     \
-    CONV_ENTRY(conv_sm90_bf16_n64_pp##SUFFIX, bf16, true, 64, PLAIN, true)    \
-    CONV_ENTRY(conv_sm90_bf16_n128_pp##SUFFIX, bf16, true, 128, PLAIN, true)  \
-    CONV_ENTRY(conv_sm90_f16_n64_pp##SUFFIX, f16, false, 64, PLAIN, true)     \
-    CONV_ENTRY(conv_sm90_f16_n128_pp##SUFFIX, f16, false, 128, PLAIN, true)
-CONV_ENTRIES(, false)
-CONV_ENTRIES(_plain, true)
+// sources.rs builds four families from this file, one per element type (CV_BF16 defined or
+// not) and form (CV_PP: the ping-pong entries), so that a process compiles only what it runs.
+#if defined(CV_BF16)
+#define CV_ENTRY(NAME, BN, PLAIN, PP) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, PLAIN, PP)
+#else
+#define CV_ENTRY(NAME, BN, PLAIN, PP) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, PLAIN, PP)
+#endif
+#if defined(CV_PP)
+CV_ENTRY(n64_pp, 64, false, true)
+CV_ENTRY(n128_pp, 128, false, true)
+CV_ENTRY(n64_pp_plain, 64, true, true)
+CV_ENTRY(n128_pp_plain, 128, true, true)
+#else
+CV_ENTRY(n64, 64, false, false)
+CV_ENTRY(n128, 128, false, false)
+CV_ENTRY(n256, 256, false, false)
+CV_ENTRY(n64_plain, 64, true, false)
+CV_ENTRY(n128_plain, 128, true, false)
+CV_ENTRY(n256_plain, 256, true, false)
+#endif

@@ -44,15 +44,25 @@ pub const GEMM_SM90P_F16: Family = Family {
     ),
 };
 
-/// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only).
-pub const CONV_SM90: Family = Family {
-    name: "conv_sm90",
-    source: concat!(
-        include_str!("../kernels/sm90_pipe.cuh"),
-        include_str!("../kernels/conv_sm90.cuh"),
-        include_str!("../kernels/conv_sm90.cu")
-    ),
-};
+/// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only), one
+/// family per element type and form (the ping-pong entries apart; see the kernel's end), so
+/// that a process compiles only the kernels it runs.
+macro_rules! conv_sm90_source {
+    ($defines:literal) => {
+        concat!(
+            $defines,
+            include_str!("../kernels/sm90_pipe.cuh"),
+            include_str!("../kernels/conv_sm90.cuh"),
+            include_str!("../kernels/conv_sm90.cu")
+        )
+    };
+}
+pub const CONV_SM90_BF16: Family = Family { name: "conv_sm90_bf16", source: conv_sm90_source!("#define CV_BF16 1\n") };
+pub const CONV_SM90_F16: Family = Family { name: "conv_sm90_f16", source: conv_sm90_source!("") };
+pub const CONV_SM90_PP_BF16: Family =
+    Family { name: "conv_sm90_pp_bf16", source: conv_sm90_source!("#define CV_BF16 1\n#define CV_PP 1\n") };
+pub const CONV_SM90_PP_F16: Family =
+    Family { name: "conv_sm90_pp_f16", source: conv_sm90_source!("#define CV_PP 1\n") };
 /// The Hopper conv2d's helpers (plain CUDA): channel padding and the split-K reduction.
 pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: include_str!("../kernels/conv_sm90_aux.cu") };
 
@@ -111,7 +121,10 @@ pub const ALL: &[Family] = &[
     GEMM_SM90,
     GEMM_SM90P_BF16,
     GEMM_SM90P_F16,
-    CONV_SM90,
+    CONV_SM90_BF16,
+    CONV_SM90_F16,
+    CONV_SM90_PP_BF16,
+    CONV_SM90_PP_F16,
     CONV_SM90_AUX,
     GEMM_SKINNY,
     LAYOUT,
