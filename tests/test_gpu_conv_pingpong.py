@@ -1,15 +1,18 @@
-"""The Hopper conv2d's ping-pong form (kernels/conv_sm90.cu, PP): the two consumer warpgroups take
-alternate tiles of their block whole instead of sharing each one. MAX_CONV_SM90_PINGPONG=1 forces
-it (tile widths 64 and 128), =0 forbids it; unset, the launcher takes it when every block of the
-persistent grid has at least four work units. `_conv_sm90_pingpong_launches()` says which form ran.
+"""Two forms of the Hopper conv2d (kernels/conv_sm90.cu) beside the cooperative one:
 
-- bit for bit against float64 for exact inputs, and within rounding for random ones, with small
-  persistent grids (1, 2, 3 and 5 blocks: even and odd unit counts per block, the ring wrapping
-  across the other warpgroup's units), split-K, both tile widths, bf16 and f16;
-- the same bits as the cooperative form for fused epilogues (bias, activations, clamp, scaled
-  residual) with each store path (fragments, 16-byte vectors, vectors with the residual, the
-  staged epilogue);
-- the default's choice on ResNet-50 shapes at batch 32.
+- ping-pong (PP): the two consumer warpgroups take alternate tiles of their block whole instead
+  of sharing each one. MAX_CONV_SM90_PINGPONG=1 forces it (tile widths 64 and 128), =0 forbids
+  it; unset, the launcher takes it when every block of the persistent grid has at least four
+  work units (`_conv_sm90_pingpong_launches()` counts it);
+- tiles of 256 rows (WIDE): each consumer warpgroup computes 128 rows as two m64 halves.
+  MAX_CONV_SM90_BM=256 forces it (tile widths 64 and 128, unsplit), =128 forbids it; unset,
+  launch::conv_sm90::wide_tiles decides (`_conv_sm90_wide_launches()` counts it).
+
+Each is checked bit for bit against float64 for exact inputs, and within rounding for random
+ones, with small persistent grids (1, 2, 3 and 5 blocks: even and odd unit counts per block,
+the ring wrapping across units), split-K, both tile widths, bf16 and f16; for the same bits as
+the cooperative 128-row form with fused epilogues (bias, activations, clamp, scaled residual)
+and each store path; and for the default's choice on ResNet-50 shapes at batch 32.
 
 Skips without an sm_90a GPU."""
 
@@ -50,6 +53,7 @@ class PingPongs:
 @pytest.mark.parametrize("cv", SHAPES, ids=repr)
 def test_forced(sm90, rng, monkeypatch, cv, bn, grid, split, dtype):
     monkeypatch.setenv("MAX_CONV_SM90_PINGPONG", "1")
+    monkeypatch.setenv("MAX_CONV_SM90_BM", "128")
     monkeypatch.setenv("MAX_CONV_SM90_BN", bn)
     monkeypatch.setenv("MAX_CONV_SM90_GRID", grid)
     monkeypatch.setenv("MAX_CONV_SM90_SPLITK", split)
@@ -68,7 +72,8 @@ def test_same_bits_as_cooperative(sm90, rng, monkeypatch, act, store, dtype):
     for a multiply-add the compiler may contract in one of the two kernels only)."""
     for cv in PREFETCH[:4]:
         for bn, grid in (("64", "2"), ("128", "3")):
-            env = dict(store, MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_BN=bn, MAX_CONV_SM90_GRID=grid)
+            env = dict(store, MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_BN=bn, MAX_CONV_SM90_GRID=grid,
+                       MAX_CONV_SM90_BM="128")
             seed = int(rng.integers(1 << 31))
             with PingPongs() as pp:
                 on = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_PINGPONG="1", **env)
@@ -82,6 +87,7 @@ def test_same_bits_as_cooperative(sm90, rng, monkeypatch, act, store, dtype):
 @pytest.mark.parametrize("act", ["relu", "clamp"])
 def test_fused_exact(sm90, rng, monkeypatch, act):
     monkeypatch.setenv("MAX_CONV_SM90_PINGPONG", "1")
+    monkeypatch.setenv("MAX_CONV_SM90_BM", "128")
     monkeypatch.setenv("MAX_CONV_SM90_GRID", "3")
     for i, cv in enumerate(PREFETCH):
         monkeypatch.setenv("MAX_CONV_SM90_BN", ("64", "128")[i % 2])
@@ -100,14 +106,71 @@ def test_wide_tiles_stay_cooperative(sm90, rng, monkeypatch):
     assert pp.n == 0
 
 
-@pytest.mark.parametrize("name, want", [("s2_1x1_64_64", 1), ("s2_3x3_64", 1), ("s3_1x1_512_128", 0),
-                                        ("s5_1x1_1024_512", 0)])
-def test_default_choice(sm90, rng, name, want):
-    """Unset, ping-pong runs where every block of the grid (one per SM) has four tiles or more:
-    784 tiles of 128 x 64 for the 56x56 layers at batch 32; not the 392 of 28x28 512 -> 128
-    (about 3 per block on an H100 or H200), nor tiles 256 wide (14x14 1024 -> 512). Exact
-    either way."""
+class Wides:
+    def __enter__(self):
+        self.before = core._conv_sm90_wide_launches()
+        return self
+
+    def __exit__(self, *exc):
+        self.n = core._conv_sm90_wide_launches() - self.before
+
+
+@pytest.mark.parametrize("name, want_pp, want_wide", [
+    ("s2_1x1_64_64", 0, 1), ("s2_3x3_64", 0, 1), ("s3_3x3_128", 0, 1), ("s2_1x1_256_64", 0, 1),
+    ("s3_1x1_256_128", 1, 0), ("s3_1x1_512_128", 0, 0), ("s4_3x3_256", 0, 0), ("s5_1x1_1024_512", 0, 0)])
+def test_default_choice(sm90, rng, name, want_pp, want_wide):
+    """Unset, tiles of 256 rows where they measured faster (wide_tiles: 64-wide tiles, or 128-wide
+    with long reductions, when the waves of bigger tiles cost less), else ping-pong where every
+    block of the grid (one per SM) has four tiles or more (784 tiles of 128 x 128 for 56x56
+    256 -> 128 at batch 32); neither with about 3 tiles per block (28x28 512 -> 128), one (14x14
+    3x3 256 -> 256) or tiles 256 wide (14x14 1024 -> 512). Exact either way."""
     (cv,) = [c for c in base.resnet_shapes(32) if c.name == f"{name}_b32"]
-    with PingPongs() as pp:
+    with PingPongs() as pp, Wides() as wide:
         base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
-    assert pp.n == want, f"{cv}: {pp.n} ping-pong launches, want {want}"
+    assert (pp.n, wide.n) == (want_pp, want_wide), f"{cv}: {pp.n} ping-pong, {wide.n} wide launches"
+
+
+# -- tiles of 256 rows (MAX_CONV_SM90_BM=256): each consumer warpgroup two m64 halves of its 128
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("bn, grid, split", [("64", "1", "1"), ("64", "3", "1"), ("128", None, "1"),
+                                             ("128", "2", "2"), ("64", "2", "3")])
+@pytest.mark.parametrize("cv", SHAPES, ids=repr)
+def test_wide_tiles(sm90, rng, monkeypatch, cv, bn, grid, split, dtype):
+    """Forced; split launches keep 128 rows."""
+    monkeypatch.setenv("MAX_CONV_SM90_BM", "256")
+    monkeypatch.setenv("MAX_CONV_SM90_BN", bn)
+    monkeypatch.setenv("MAX_CONV_SM90_SPLITK", split)
+    if grid is not None:
+        monkeypatch.setenv("MAX_CONV_SM90_GRID", grid)
+    with PingPongs() as pp, Wides() as wide:
+        base.run_case(sm90, rng, cv, dtype, exact=True, with_cpu=False)
+        base.run_case(sm90, rng, cv, dtype, exact=False, with_cpu=False)
+    if split == "1":  # (split launches may take ping-pong instead)
+        assert (pp.n, wide.n) == (0, 2), f"{cv}: {pp.n} ping-pong, {wide.n} 256-row launches of 2"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("store", [{}, {"MAX_CONV_SM90_VEC": "0"}, {"MAX_CONV_SM90_STAGED": "1"}],
+                         ids=["vec_res", "frag", "staged"])
+@pytest.mark.parametrize("act", ["none", "relu", "gelu", "clamp"])
+def test_wide_same_bits_as_128(sm90, rng, monkeypatch, act, store, dtype):
+    for cv in PREFETCH[:4]:
+        for bn, grid in (("64", "2"), ("128", None)):
+            env = dict(store, MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_BN=bn, MAX_CONV_SM90_PINGPONG="0")
+            if grid is not None:
+                env["MAX_CONV_SM90_GRID"] = grid
+            seed = int(rng.integers(1 << 31))
+            wide = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM="256", **env)
+            narrow = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM="128", **env)
+            assert_same_but_contraction(wide, narrow, dtype, f"{cv} bn={bn} {act} {store} 256 rows")
+
+
+@pytest.mark.parametrize("name", ["s2_1x1_64_64", "s4_1x1_256_1024"])
+def test_wide_resnet50_batch32(sm90, rng, monkeypatch, name):
+    monkeypatch.setenv("MAX_CONV_SM90_BM", "256")
+    (cv,) = [c for c in base.resnet_shapes(32) if c.name == f"{name}_b32"]
+    with Wides() as wide:
+        base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
+    assert wide.n == 1

@@ -30,6 +30,8 @@
 // ping-pong form (BN <= 128, chosen by the host when every block has several tiles) warpgroups 1
 // and 2 instead take alternate tiles whole (two m64 wgmmas per k16 step, BN f32 registers per
 // thread), so that one's epilogue overlaps the other's mainloop; a stage then has 4 readers.
+// In the 256-row form (WIDE, BN <= 128, MAX_CONV_SM90_BM=256) a tile is 256 rows: each consumer
+// warpgroup computes 128 of them as two m64 halves, and one TMA load brings the 256 rows of A.
 // The grid is persistent: block b takes tiles b, b + gridDim.x, ... (column tile fastest, so
 // the blocks running at once share activation rows in L2). The ring and its phase bits run on
 // across tiles (producer and consumers walk the same (tile, k-step) sequence), so the producer
@@ -96,7 +98,11 @@ __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* ba
 
 // Stages of the ring per column tile width: (128 + BN) x 64 16-bit elements each (192 KB in
 // all), within the 227 KB of shared memory a block may have. launch/conv_sm90.rs mirrors this.
-template <int BN> struct Ring { static const int stages = BN == 256 ? 4 : BN == 128 ? 6 : 8; };
+// The 256-row form (WIDE) has 256 + BN rows a stage: 5 stages for BN = 64, 4 for 128 (200 and
+// 192 KB).
+template <int BN, bool WIDE> struct Ring {
+    static const int stages = WIDE ? (BN == 128 ? 4 : 5) : BN == 256 ? 4 : BN == 128 ? 6 : 8;
+};
 
 // Hands a stage back: one arrival per consumer warp that read it (lane 0, once every lane has
 // passed the wgmma.wait_group that retired the warp's MMAs reading it): 8 in all, or the 4 of
@@ -116,11 +122,15 @@ __device__ __forceinline__ void release_stage(u64* empty, int lane) {
 // each computing all 128 rows of its unit (two m64 wgmmas per k16 step, 2 x BN / 2 accumulators),
 // so one warpgroup's epilogue runs while the other's MMAs do. Without it (cooperative) both
 // take every unit, 64 rows each. The producer's loads are the same either way.
-template <typename T, bool BF16, int BN, bool PLAIN, bool PP>
+template <typename T, bool BF16, int BN, bool PLAIN, int FORM>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
-    constexpr int STAGES = Ring<BN>::stages;
-    constexpr int STAGE_BYTES = CV_A_BYTES + (BN / 64) * CV_B_BOX_BYTES;
+    // FORM 0: cooperative, 1: ping-pong (PP), 2: tiles of 256 rows (WIDE; see the header).
+    constexpr bool PP = FORM == 1, WIDE = FORM == 2;
+    constexpr int BM = WIDE ? 2 * CV_BM : CV_BM;
+    constexpr int A_BYTES = WIDE ? 2 * CV_A_BYTES : CV_A_BYTES;
+    constexpr int STAGES = Ring<BN, WIDE>::stages;
+    constexpr int STAGE_BYTES = A_BYTES + (BN / 64) * CV_B_BOX_BYTES;
     extern __shared__ u8 raw_smem[];
     // Stage buffers start on a 1024-byte boundary (the swizzle pattern repeats every 1024 bytes).
     u8* smem = (u8*)(((u64)raw_smem + 1023) & ~(u64)1023);
@@ -160,15 +170,18 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
                 // B boxes holding at least one output channel below K.
                 const int boxes = min(BN / 64, (p.k - n0 + 63) / 64);
-                const u32 bytes = CV_A_BYTES + boxes * CV_B_BOX_BYTES;
+                const u32 bytes = A_BYTES + boxes * CV_B_BOX_BYTES;
                 // The tile's first output pixel (image, row, column) and its window corner.
-                const i64 m0 = (i64)mt * CV_BM;
+                const i64 m0 = (i64)mt * BM;
                 const int img = (int)(m0 / p.pq);
                 const int rem = (int)(m0 - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
                 if (!PLAIN && (p.prefetch & 1))
-                    for (int j = 0; j < boxes; ++j) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
+                    for (int j = 0; j < boxes; ++j) {
+                        tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
+                        if (WIDE) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0 + 128);
+                    }
                 // The k-step's tap t = (r, s) and channel slice ct, advanced by counting: this one
                 // thread issues every load of the block, and per-step divisions made it the
                 // pipeline's bottleneck on short tiles (consumers waited on full stages while it
@@ -183,7 +196,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                     if (p.tiled_a) tma_load_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
                     else tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, (u16)ow, (u16)oh);
                     for (int j = 0; j < boxes; ++j)
-                        tma_load_3d(sa + CV_A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
+                        tma_load_3d(sa + A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
                     if (++stage == STAGES) stage = 0, phase ^= 1;
                     if (++ct == p.c_tiles) {
                         ct = 0, ++t, ++s, ow += p.dw;
@@ -198,7 +211,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     // Cooperative: consumer c takes rows 64c..64c+63 of every unit. Ping-pong: consumer c takes
     // the block's units c, c + 2, ... whole (rows 0..63 into d[0], 64..127 into d[1]).
     const int c = wg - 1;
-    constexpr int HALVES = PP ? 2 : 1;
+    constexpr int HALVES = PP || WIDE ? 2 : 1;
     const int warp = tid / 32, lane = tid % 32;
     u8* staging = (u8*)(empty + STAGES);
     float d[HALVES][BN / 2];
@@ -220,7 +233,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             continue;
         }
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
-        const i64 row_w = (i64)mt * CV_BM + (PP ? 0 : c * 64) + warp * 16;  // this warp's first row
+        const i64 row_w = (i64)mt * BM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
         if (!PLAIN && (p.prefetch & 2)) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) prefetch_residual_rows<T, BN>(p, row_w + 64 * h, n0, lane);
@@ -233,8 +246,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         int prev = 0;
         for (int kt = k0; kt < k1; ++kt) {
             mbar_wait_spin(&full[stage], phase);
-            const u8* sa = smem + stage * STAGE_BYTES + (PP ? 0 : c * (64 * 128));
-            const u8* sb = smem + stage * STAGE_BYTES + CV_A_BYTES;
+            const u8* sa = smem + stage * STAGE_BYTES + (PP ? 0 : WIDE ? c * (128 * 128) : c * (64 * 128));
+            const u8* sb = smem + stage * STAGE_BYTES + A_BYTES;
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < CV_BK / 16; ++kk)
@@ -259,36 +272,41 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     }
 }
 
-#define CONV_ENTRY(NAME, T, BF16, BN, PLAIN, PP)                                                         \
+#define CONV_ENTRY(NAME, T, BF16, BN, PLAIN, FORM)                                                         \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
              const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
-        CONV_BODY(T, BF16, BN, PLAIN, PP)                                                               \
+        CONV_BODY(T, BF16, BN, PLAIN, FORM)                                                             \
     }
 // wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
 // launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV_BODY(T, BF16, BN, PLAIN, PP) conv_sm90<T, BF16, BN, PLAIN, PP>(&map_a, &map_b, &map_r, p);
+#define CONV_BODY(T, BF16, BN, PLAIN, FORM) conv_sm90<T, BF16, BN, PLAIN, FORM>(&map_a, &map_b, &map_r, p);
 #else
-#define CONV_BODY(T, BF16, BN, PLAIN, PP) asm volatile("trap;");
+#define CONV_BODY(T, BF16, BN, PLAIN, FORM) asm volatile("trap;");
 #endif
 // sources.rs builds four families from this file, one per element type (CV_BF16 defined or
-// not) and form (CV_PP: the ping-pong entries), so that a process compiles only what it runs.
+// not) and form (CV_PP: the ping-pong and 256-row entries), so that a process compiles only
+// what it runs.
 #if defined(CV_BF16)
-#define CV_ENTRY(NAME, BN, PLAIN, PP) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, PLAIN, PP)
+#define CV_ENTRY(NAME, BN, PLAIN, FORM) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, PLAIN, FORM)
 #else
-#define CV_ENTRY(NAME, BN, PLAIN, PP) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, PLAIN, PP)
+#define CV_ENTRY(NAME, BN, PLAIN, FORM) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, PLAIN, FORM)
 #endif
 #if defined(CV_PP)
-CV_ENTRY(n64_pp, 64, false, true)
-CV_ENTRY(n128_pp, 128, false, true)
-CV_ENTRY(n64_pp_plain, 64, true, true)
-CV_ENTRY(n128_pp_plain, 128, true, true)
+CV_ENTRY(n64_pp, 64, false, 1)
+CV_ENTRY(n128_pp, 128, false, 1)
+CV_ENTRY(n64_pp_plain, 64, true, 1)
+CV_ENTRY(n128_pp_plain, 128, true, 1)
+CV_ENTRY(n64_w, 64, false, 2)
+CV_ENTRY(n128_w, 128, false, 2)
+CV_ENTRY(n64_w_plain, 64, true, 2)
+CV_ENTRY(n128_w_plain, 128, true, 2)
 #else
-CV_ENTRY(n64, 64, false, false)
-CV_ENTRY(n128, 128, false, false)
-CV_ENTRY(n256, 256, false, false)
-CV_ENTRY(n64_plain, 64, true, false)
-CV_ENTRY(n128_plain, 128, true, false)
-CV_ENTRY(n256_plain, 256, true, false)
+CV_ENTRY(n64, 64, false, 0)
+CV_ENTRY(n128, 128, false, 0)
+CV_ENTRY(n256, 256, false, 0)
+CV_ENTRY(n64_plain, 64, true, 0)
+CV_ENTRY(n128_plain, 128, true, 0)
+CV_ENTRY(n256_plain, 256, true, 0)
 #endif

@@ -392,7 +392,7 @@ fn residual_prefetch_against_the_host() {
 }
 
 #[test]
-fn pingpong_against_the_host() {
+fn pingpong_and_wide_tiles_against_the_host() {
     let Some(ctx) = context() else { return };
     let s = ctx.new_stream().unwrap_or_else(|e| panic!("cuStreamCreate: {e}"));
     let mut rng = Rng(0x510E_527F_ADE6_82D1);
@@ -413,8 +413,16 @@ fn pingpong_against_the_host() {
             (Some(128), Some(5), 2),
             (None, None, 1),
         ] {
-            for dtype in [DType::BFloat16, DType::Float16] {
-                let knobs = Knobs { bn, grid, splits: Some(splits), pingpong: Some(true), ..Knobs::default() };
+            for (dtype, wide) in [(DType::BFloat16, false), (DType::Float16, false), (DType::BFloat16, true)] {
+                // Ping-pong, or tiles of 256 rows (which take precedence)
+                let knobs = Knobs {
+                    bn,
+                    grid,
+                    splits: Some(splits),
+                    pingpong: Some(true),
+                    wide: Some(wide),
+                    ..Knobs::default()
+                };
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (ACTS[i % ACTS.len()], beta, i % 3 == 1, i % 5 == 2), &knobs, 16, &mut rng);
                 check_with(

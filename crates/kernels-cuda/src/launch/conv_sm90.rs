@@ -77,6 +77,13 @@ pub fn pingpong_launches() -> u64 {
     PINGPONG.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those with tiles of 256 rows.
+static WIDE: AtomicU64 = AtomicU64::new(0);
+
+pub fn wide_launches() -> u64 {
+    WIDE.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
 pub fn gemm_launches() -> u64 {
     gemm::GEMM.load(Ordering::Relaxed)
@@ -228,6 +235,26 @@ pub fn tile_width(m: usize, k: usize, ktiles: usize, residual: bool, sms: usize)
     [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
 }
 
+/// Whether tiles of 256 rows (each consumer warpgroup two m64 halves) should replace tiles of
+/// 128 for a tile width `bn`: where the tile cost of [`tile_width`] (rows + columns of A and B
+/// per k-step, the epilogue per output) over the waves says so, for 64-wide tiles, or 128-wide
+/// ones with 9 k-steps or more. Measured on an H200 (ResNet-50 batch 32, 256 / 128 rows, us):
+/// 56x56 64 -> 64 7.4 / 9.1, 3x3 64 -> 64 20.4 / 22.3, 28x28 3x3 128 -> 128 15.9 / 18.1 (s2:
+/// 16.1 / 18.2), the stem 137.3 / 140.6; slower where tiles become too few (14x14 3x3 256 -> 256
+/// 24.7 / 16.7) and on 128-wide 56x56 256 -> 128 (4 k-steps: 24.9 / 22.9), which the rule
+/// leaves out.
+pub fn wide_tiles(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, sms: usize) -> bool {
+    if !(bn == 64 || bn == 128 && ktiles >= 9) {
+        return false;
+    }
+    let epilogue = if residual { 24 } else { 12 };
+    let cost = |bm: usize| {
+        let waves = m.div_ceil(bm).saturating_mul(k.div_ceil(bn)).div_ceil(sms.max(1));
+        waves.saturating_mul(ktiles.saturating_mul(bm + bn).saturating_add(epilogue * bn * bm / BM))
+    };
+    cost(2 * BM) < cost(BM)
+}
+
 /// Whether the consumer warpgroups should take alternate work units (ping-pong) rather than
 /// share each one, so that one warpgroup's epilogue overlaps the other's mainloop: when every
 /// block of the persistent grid has at least four. Measured on an H200 (ResNet-50 batch 32,
@@ -245,15 +272,17 @@ pub fn pingpong(units: usize, grid: usize) -> bool {
 /// tiles (8 warps x 16 rows x 144 bytes, fewer).
 const STAGE_BYTES: u32 = 8 * 16 * 40 * 4;
 
-/// Dynamic shared memory of the kernel for a tile width: the ring (the kernel's `Ring`), its
-/// barriers, alignment slack.
-fn smem_bytes(bn: usize) -> u32 {
-    let stages = match bn {
-        256 => 4,
-        128 => 6,
+/// Dynamic shared memory of the kernel for a tile of `bm` rows (128, or 256: `wide`) and `bn`
+/// columns: the ring (the kernel's `Ring`), its barriers, alignment slack.
+fn smem_bytes(bm: usize, bn: usize) -> u32 {
+    let stages = match (bm, bn) {
+        (256, 128) => 4,
+        (256, _) => 5,
+        (_, 256) => 4,
+        (_, 128) => 6,
         _ => 8,
     };
-    (stages * (BM + bn) * BK * 2 + stages * 16 + 1024) as u32
+    (stages * (bm + bn) * BK * 2 + stages * 16 + 1024) as u32
 }
 
 /// out = beta * residual + clamp(act(conv2d(x, f) + bias + epi.bias)) (every part but the
@@ -324,7 +353,12 @@ fn run(
     }
     // A 1x1 conv with stride 1 and no padding may read x as the matrix [M, C] (tiled map).
     let tiled_a = knobs.tiled_a && gemm::is_gemm(sh) && m <= I32;
-    let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c) } else { im2col_map(dtype, x, sh) };
+    // Tiles of 256 rows (unsplit, tile widths up to 128).
+    let wide = splits == 1
+        && bn <= 128
+        && knobs.wide.unwrap_or_else(|| wide_tiles(m, sh.k, ktiles, bn, epi.residual != 0, sms));
+    let bm = if wide { 2 * BM } else { BM };
+    let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c, bm) } else { im2col_map(dtype, x, sh, bm) };
     let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
         Ok(m) => m,
@@ -360,13 +394,13 @@ fn run(
         0
     };
     let n_tiles = sh.k.div_ceil(bn);
-    let tiles = m.div_ceil(BM) * n_tiles;
+    let tiles = m.div_ceil(bm) * n_tiles;
     let units = tiles.saturating_mul(splits);
     if units > I32 {
         return Ok(Outcome::NotEligible("too many tiles".into()));
     }
     let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
-    let pp = bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid));
+    let pp = !wide && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid));
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
@@ -399,17 +433,23 @@ fn run(
     let name = format!(
         "conv_sm90_{}_n{bn}{}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
-        if pp { "_pp" } else { "" },
+        if pp {
+            "_pp"
+        } else if wide {
+            "_w"
+        } else {
+            ""
+        },
         if plain { "_plain" } else { "" }
     );
-    let family = match (dtype == DType::BFloat16, pp) {
+    let family = match (dtype == DType::BFloat16, pp || wide) {
         (true, false) => &CONV_SM90_BF16,
         (false, false) => &CONV_SM90_F16,
         (true, true) => &CONV_SM90_PP_BF16,
         (false, true) => &CONV_SM90_PP_F16,
     };
     let func = function(stream.context(), family, &name)?;
-    let smem = smem_bytes(bn) + if staged > 0 { STAGE_BYTES } else { 0 };
+    let smem = smem_bytes(bm, bn) + if staged > 0 { STAGE_BYTES } else { 0 };
     crate::allow_smem(stream.context(), &func, smem)?;
     // SAFETY (both launches): the maps describe the live input, filter and residual (map_r is
     // read only when bit 0 of args.prefetch is set); out, the bias and the epilogue's bias and
@@ -431,6 +471,9 @@ fn run(
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
     if pp {
         PINGPONG.fetch_add(1, Ordering::Relaxed);
+    }
+    if wide {
+        WIDE.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;
@@ -523,6 +566,21 @@ mod tests {
         assert!(!pingpong(527, 132));
         assert!(!pingpong(392, 132));
         assert!(!pingpong(1, 0));
+    }
+
+    #[test]
+    fn wide_tiles_where_they_measured_faster() {
+        // 56x56 64 -> 64 (1 k-step), 3x3 64 -> 64, 28x28 3x3 128 -> 128
+        assert!(wide_tiles(100352, 64, 1, 64, false, 132));
+        assert!(wide_tiles(100352, 64, 9, 64, false, 132));
+        assert!(wide_tiles(25088, 128, 18, 128, false, 132));
+        // too few tiles left (14x14 3x3 256 -> 256, 7x7 3x3 512), 128 wide and 4 k-steps, 256 wide
+        assert!(!wide_tiles(6272, 256, 36, 128, false, 132));
+        assert!(!wide_tiles(1568, 512, 72, 64, false, 132));
+        assert!(!wide_tiles(100352, 128, 4, 128, false, 132));
+        assert!(!wide_tiles(100352, 256, 1, 256, false, 132));
+        // 28x28 3x3 128 -> 128 with a residual (64 wide): 128 rows
+        assert!(!wide_tiles(25088, 128, 18, 64, true, 132));
     }
 
     #[test]

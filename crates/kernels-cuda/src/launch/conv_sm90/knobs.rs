@@ -34,6 +34,9 @@ pub struct Knobs {
     /// The consumer warpgroups take alternate tiles (`MAX_CONV_SM90_PINGPONG=1`) or share every
     /// tile (`=0`); unset, [`super::pingpong`] decides. Tile widths up to 128 only.
     pub pingpong: Option<bool>,
+    /// Tiles of 256 rows (`MAX_CONV_SM90_BM=256`; tile widths up to 128, unsplit) or of 128
+    /// (`=128`); unset, [`super::wide_tiles`] decides.
+    pub wide: Option<bool>,
 }
 
 impl Knobs {
@@ -56,6 +59,7 @@ impl Knobs {
             // 1014 us without it, 908 with it; the 1x1 layers about 2 us faster each.
             pdl: env_usize("MAX_CONV_SM90_PDL") != Some(0),
             pingpong: env_usize("MAX_CONV_SM90_PINGPONG").filter(|&v| v <= 1).map(|v| v == 1),
+            wide: env_usize("MAX_CONV_SM90_BM").filter(|b| [128, 256].contains(b)).map(|b| b == 256),
         }
     }
 }

@@ -10,9 +10,10 @@ use max_graph::DType;
 use super::super::tma::{self, TmaMap, half_type as data_type};
 use super::{BK, BM, Conv2dShape};
 
-/// The input [N, H, W, C] in im2col mode: boxes of 128 pixels x 64 channels, the conv stride as
-/// the traversal stride, the window corners' bounding box (see the kernel's header).
-pub(super) fn im2col_map(dtype: DType, x: u64, sh: &Conv2dShape) -> std::result::Result<TmaMap, String> {
+/// The input [N, H, W, C] in im2col mode: boxes of `pixels` pixels (the tile's rows, 128 or 256)
+/// x 64 channels, the conv stride as the traversal stride, the window corners' bounding box (see
+/// the kernel's header).
+pub(super) fn im2col_map(dtype: DType, x: u64, sh: &Conv2dShape, pixels: usize) -> std::result::Result<TmaMap, String> {
     let (n, h, w, c) = (sh.n as u64, sh.h as u64, sh.w as u64, sh.c as u64);
     let dims: [u64; 4] = [c, w, h, n];
     let strides: [u64; 3] = [c * 2, w * c * 2, h * w * c * 2];
@@ -34,7 +35,7 @@ pub(super) fn im2col_map(dtype: DType, x: u64, sh: &Conv2dShape) -> std::result:
             lower.as_ptr(),
             upper.as_ptr(),
             BK as u32,
-            BM as u32,
+            pixels as u32,
             elem.as_ptr(),
             CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
@@ -65,9 +66,10 @@ pub(super) fn filter_map(dtype: DType, f: u64, sh: &Conv2dShape) -> std::result:
 }
 
 /// x as the matrix [M, C] (a 1x1 conv with stride 1 and no padding) in boxes of 64 channels x
-/// 128 rows with the 128-byte swizzle: the same shared-memory tile as the im2col map's.
-pub(super) fn matrix_map(dtype: DType, x: u64, m: usize, c: usize) -> std::result::Result<TmaMap, String> {
-    tiled_2d(dtype, x, (m, c), (BK as u32, BM as u32)).map_err(|e| format!("the input as [{m}, {c}]: {e}"))
+/// `rows` rows (the tile's, 128 or 256) with the 128-byte swizzle: the same shared-memory tile
+/// as the im2col map's.
+pub(super) fn matrix_map(dtype: DType, x: u64, m: usize, c: usize, rows: usize) -> std::result::Result<TmaMap, String> {
+    tiled_2d(dtype, x, (m, c), (BK as u32, rows as u32)).map_err(|e| format!("the input as [{m}, {c}]: {e}"))
 }
 
 /// A row-major [rows, cols] 16-bit matrix in boxes of `bx` columns x `by` rows, 128-byte swizzle.
