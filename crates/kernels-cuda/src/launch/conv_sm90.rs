@@ -51,10 +51,12 @@ mod knobs;
 mod maps;
 pub mod pad;
 pub mod split;
+mod tiles;
 
 use super::tma::TmaMap;
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, residual_map};
+pub use tiles::{pingpong, tile_width, wide_tiles};
 
 /// Launches of the kernel in this process (tests check that a shape took this path).
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
@@ -217,54 +219,6 @@ pub fn unsuitable(
         return why("too large");
     }
     None
-}
-
-/// The column-tile width: the one whose waves of tiles over `sms` persistent blocks cost least.
-/// A 128 x BN tile of `ktiles` k-steps costs about ktiles * (128 + BN) (each step's A and B
-/// tiles) plus 12 * BN for its epilogue, 24 * BN with a residual to read. On an H200 (ResNet-50
-/// batch 32, every width forced on each layer) this picks the fastest width of all 22 layers
-/// and 3 fused blocks; the former model (waves x (BN + 48)) lost 0.4-0.9 us on the 28x28 3x3
-/// layers (64 wide: 18.5 / 18.9 us, 128 wide: 18.1 / 18.1).
-pub fn tile_width(m: usize, k: usize, ktiles: usize, residual: bool, sms: usize) -> usize {
-    let m_tiles = m.div_ceil(BM);
-    let epilogue = if residual { 24 } else { 12 };
-    let cost = |bn: usize| {
-        let waves = m_tiles.saturating_mul(k.div_ceil(bn)).div_ceil(sms.max(1));
-        waves.saturating_mul(ktiles.saturating_mul(BM + bn).saturating_add(epilogue * bn))
-    };
-    [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
-}
-
-/// Whether tiles of 256 rows (each consumer warpgroup two m64 halves) should replace tiles of
-/// 128 for a tile width `bn`: where the tile cost of [`tile_width`] (rows + columns of A and B
-/// per k-step, the epilogue per output) over the waves says so, for 64-wide tiles, or 128-wide
-/// ones with 9 k-steps or more. Measured on an H200 (ResNet-50 batch 32, 256 / 128 rows, us):
-/// 56x56 64 -> 64 7.4 / 9.1, 3x3 64 -> 64 20.4 / 22.3, 28x28 3x3 128 -> 128 15.9 / 18.1 (s2:
-/// 16.1 / 18.2), the stem 137.3 / 140.6; slower where tiles become too few (14x14 3x3 256 -> 256
-/// 24.7 / 16.7) and on 128-wide 56x56 256 -> 128 (4 k-steps: 24.9 / 22.9), which the rule
-/// leaves out.
-pub fn wide_tiles(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, sms: usize) -> bool {
-    if !(bn == 64 || bn == 128 && ktiles >= 9) {
-        return false;
-    }
-    let epilogue = if residual { 24 } else { 12 };
-    let cost = |bm: usize| {
-        let waves = m.div_ceil(bm).saturating_mul(k.div_ceil(bn)).div_ceil(sms.max(1));
-        waves.saturating_mul(ktiles.saturating_mul(bm + bn).saturating_add(epilogue * bn * bm / BM))
-    };
-    cost(2 * BM) < cost(BM)
-}
-
-/// Whether the consumer warpgroups should take alternate work units (ping-pong) rather than
-/// share each one, so that one warpgroup's epilogue overlaps the other's mainloop: when every
-/// block of the persistent grid has at least four. Measured on an H200 (ResNet-50 batch 32,
-/// ping-pong against cooperative, us): with 784 tiles (about 6 per block) 56x56 64 -> 64 9.0 /
-/// 9.2, 3x3 64 -> 64 22.2 / 22.8, 256 -> 64 19.4 / 19.9, 256 -> 128 22.8 / 22.9; with 392 (about
-/// 3) slower, 28x28 512 -> 256 16.7 / 15.8, 512 -> 1024 s2 15.7 / 15.0, 14x14 256 -> 1024 11.2 /
-/// 11.0 (the last warpgroup's epilogue runs alone, on half the warps). With one unit per block
-/// a warpgroup would be idle.
-pub fn pingpong(units: usize, grid: usize) -> bool {
-    units >= 4 * grid.max(1)
 }
 
 /// Shared memory past the barriers for either staging: the 8-byte staged epilogue's buffers
@@ -557,46 +511,5 @@ mod tests {
         let mut dilated = ok;
         dilated.dil = [128, 1];
         assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
-    }
-
-    #[test]
-    fn pingpong_needs_four_units_per_block() {
-        assert!(pingpong(784, 132));
-        assert!(pingpong(528, 132));
-        assert!(!pingpong(527, 132));
-        assert!(!pingpong(392, 132));
-        assert!(!pingpong(1, 0));
-    }
-
-    #[test]
-    fn wide_tiles_where_they_measured_faster() {
-        // 56x56 64 -> 64 (1 k-step), 3x3 64 -> 64, 28x28 3x3 128 -> 128
-        assert!(wide_tiles(100352, 64, 1, 64, false, 132));
-        assert!(wide_tiles(100352, 64, 9, 64, false, 132));
-        assert!(wide_tiles(25088, 128, 18, 128, false, 132));
-        // too few tiles left (14x14 3x3 256 -> 256, 7x7 3x3 512), 128 wide and 4 k-steps, 256 wide
-        assert!(!wide_tiles(6272, 256, 36, 128, false, 132));
-        assert!(!wide_tiles(1568, 512, 72, 64, false, 132));
-        assert!(!wide_tiles(100352, 128, 4, 128, false, 132));
-        assert!(!wide_tiles(100352, 256, 1, 256, false, 132));
-        // 28x28 3x3 128 -> 128 with a residual (64 wide): 128 rows
-        assert!(!wide_tiles(25088, 128, 18, 64, true, 132));
-    }
-
-    #[test]
-    fn tile_width_fills_the_machine() {
-        // K = 64: one 64-wide column tile, nothing wasted
-        assert_eq!(tile_width(100352, 64, 1, false, 132), 64);
-        // many rows and K = 256: full-width tiles
-        assert_eq!(tile_width(100352, 256, 1, false, 132), 256);
-        // few rows: narrow tiles put more SMs to work
-        assert_eq!(tile_width(1568, 512, 72, false, 132), 64);
-        // 196 tiles 128 wide (two waves) against 392 64 wide (three): long reductions take the
-        // wider tiles, short ones or a residual to add the narrower
-        assert_eq!(tile_width(25088, 128, 18, false, 132), 128);
-        assert_eq!(tile_width(25088, 128, 8, false, 132), 64);
-        assert_eq!(tile_width(25088, 128, 18, true, 132), 64);
-        // 14x14 256 -> 1024 with a residual: 128 wide
-        assert_eq!(tile_width(6272, 1024, 4, true, 132), 128);
     }
 }
