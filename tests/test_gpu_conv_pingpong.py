@@ -16,7 +16,6 @@ and each store path; and for the default's choice on ResNet-50 shapes at batch 3
 
 Skips without an sm_90a GPU."""
 
-import numpy as np
 import pytest
 
 import test_gpu_conv_sm90 as base
@@ -38,13 +37,26 @@ SHAPES = [
 ]
 
 
-class PingPongs:
+class Count:
+    """How many times `counter()` advanced within the block (`.n`)."""
+
+    def __init__(self, counter):
+        self.counter = counter
+
     def __enter__(self):
-        self.before = core._conv_sm90_pingpong_launches()
+        self.before = self.counter()
         return self
 
     def __exit__(self, *exc):
-        self.n = core._conv_sm90_pingpong_launches() - self.before
+        self.n = self.counter() - self.before
+
+
+def PingPongs():  # noqa: N802
+    return Count(core._conv_sm90_pingpong_launches)
+
+
+def Wides():  # noqa: N802
+    return Count(core._conv_sm90_wide_launches)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
@@ -104,15 +116,6 @@ def test_wide_tiles_stay_cooperative(sm90, rng, monkeypatch):
     with PingPongs() as pp:
         base.run_case(sm90, rng, base.ODD[5], DType.bfloat16, exact=True, with_cpu=False)
     assert pp.n == 0
-
-
-class Wides:
-    def __enter__(self):
-        self.before = core._conv_sm90_wide_launches()
-        return self
-
-    def __exit__(self, *exc):
-        self.n = core._conv_sm90_wide_launches() - self.before
 
 
 @pytest.mark.parametrize("name, want_pp, want_wide", [
