@@ -45,8 +45,8 @@ pub const GEMM_SM90P_F16: Family = Family {
 };
 
 /// conv2d forward on Hopper: implicit GEMM with TMA im2col loads and wgmma (sm_90a only), one
-/// family per element type and form (the ping-pong entries apart; see the kernel's end), so
-/// that a process compiles only the kernels it runs.
+/// family per element type and form (the ping-pong and 256-row entries apart; see the end of
+/// kernels/conv_sm90.cu), so that a process compiles only the kernels it runs.
 macro_rules! conv_sm90_source {
     ($defines:literal) => {
         concat!(
