@@ -30,8 +30,9 @@
 // ping-pong form (BN <= 128, chosen by the host when every block has several tiles) warpgroups 1
 // and 2 instead take alternate tiles whole (two m64 wgmmas per k16 step, BN f32 registers per
 // thread), so that one's epilogue overlaps the other's mainloop; a stage then has 4 readers.
-// In the 256-row form (WIDE, BN <= 128, MAX_CONV_SM90_BM=256) a tile is 256 rows: each consumer
-// warpgroup computes 128 of them as two m64 halves, and one TMA load brings the 256 rows of A.
+// In the 256-row form (WIDE, BN <= 128, chosen by the host where bigger tiles cost less) a tile
+// is 256 rows: each consumer warpgroup computes 128 of them as two m64 halves, and one TMA load
+// brings the 256 rows of A.
 // The grid is persistent: block b takes tiles b, b + gridDim.x, ... (column tile fastest, so
 // the blocks running at once share activation rows in L2). The ring and its phase bits run on
 // across tiles (producer and consumers walk the same (tile, k-step) sequence), so the producer
@@ -85,8 +86,8 @@
 // bias and residual (paired accesses); stride <= 8; padding and the bounding box within the
 // im2col corner range [-128, 127]; dilated taps (r - 1) * dilation <= 255; extents below 2^31.
 
-// 128 pixels x 64 channels of the input in im2col mode: coordinates (c, w, h, n) of the tile's
-// first window corner, offsets (w, h) of the tap.
+// The tile's 128 (or 256) pixels x 64 channels of the input in im2col mode: coordinates
+// (c, w, h, n) of the tile's first window corner, offsets (w, h) of the tap.
 __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* bar, int c, int w, int h, int n, u16 ow,
                                            u16 oh) {
     asm volatile(
@@ -209,7 +210,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     // Cooperative: consumer c takes rows 64c..64c+63 of every unit. Ping-pong: consumer c takes
-    // the block's units c, c + 2, ... whole (rows 0..63 into d[0], 64..127 into d[1]).
+    // the block's units c, c + 2, ... whole (rows 0..63 into d[0], 64..127 into d[1]). WIDE:
+    // consumer c takes rows 128c..128c+127 of every unit (d[0] and d[1] 64 rows each).
     const int c = wg - 1;
     constexpr int HALVES = PP || WIDE ? 2 : 1;
     const int warp = tid / 32, lane = tid % 32;

@@ -1,6 +1,6 @@
 //! Launching the Hopper implicit-GEMM conv2d (kernels/conv_sm90.cu): the im2col tensor map of
 //! the NHWC input, the tiled map of the RSCF filter (read as it is: the kernel's B operand is
-//! N-major, so no filter transform is needed), the column-tile width and the persistent grid.
+//! N-major, so no filter transform is needed), the tile shape and the persistent grid.
 //! [`unsuitable`] says why a problem cannot run here; [`conv2d`] runs one that can, or returns
 //! [`Outcome::NotEligible`] without launching anything (the caller then takes the im2col + GEMM
 //! path of launch/conv.rs).
@@ -12,17 +12,8 @@
 //! partials and a reduce kernel that applies the epilogue). A fused residual is prefetched into
 //! L2 while the tile's mainloop runs.
 //!
-//! Tuning knobs (environment, read per call): `MAX_CONV_SM90_BN` = 64 | 128 | 256 forces the
-//! column-tile width; `MAX_CONV_SM90_GRID` = n runs at most n persistent blocks (default: one
-//! per SM, at most one per work unit); `MAX_CONV_SM90_SPLITK` = n forces n splits (1: off);
-//! `MAX_CONV_SM90_PREFETCH=0` turns the producer's residual prefetch off and
-//! `MAX_CONV_SM90_LINE_PREFETCH=0` the consumer warps' one; `MAX_CONV_SM90_FOLD=0` keeps
-//! padded convs unfolded ([`pad`]); `MAX_CONV_SM90_STAGED=1` turns on the staged epilogue
-//! (row-contiguous 8-byte epilogue accesses through shared memory; off by default until
-//! measured); 1x1 stride-1 unpadded convs load x with a plain tiled map of [M, C] instead of the
-//! im2col one unless `MAX_CONV_SM90_TILED_A=0`; `MAX_CONV_SM90_VEC=0` stores results straight
-//! from the accumulator fragments instead of as 16-byte vectors staged through shared memory;
-//! `MAX_CONV_SM90_RESVEC=0` adds a residual in the fragments instead of as 16-byte vectors.
+//! The tile shape (column width, 128 or 256 rows, ping-pong) comes from the cost models of
+//! `tiles.rs`; every choice can be forced through the environment ([`Knobs`], read per call).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -405,10 +396,6 @@ fn run(
     let func = function(stream.context(), family, &name)?;
     let smem = smem_bytes(bm, bn) + if staged > 0 { STAGE_BYTES } else { 0 };
     crate::allow_smem(stream.context(), &func, smem)?;
-    // SAFETY (both launches): the maps describe the live input, filter and residual (map_r is
-    // read only when bit 0 of args.prefetch is set); out, the bias and the epilogue's bias and
-    // residual hold what the shape says (the caller's contract); ws holds splits planes of
-    // M x K f32.
     let (mut map_a, mut map_b, mut map_r, mut args) = (map_a, map_b, map_r, args);
     let mut params: [*mut std::ffi::c_void; 4] = [
         &mut map_a as *mut TmaMap as *mut _,
@@ -416,9 +403,11 @@ fn run(
         &mut map_r as *mut TmaMap as *mut _,
         &mut args as *mut ConvArgs as *mut _,
     ];
-    // SAFETY: as above; the parameters are the kernel's (three maps, ConvArgs) by value, live
-    // across the call, and under PDL the kernel waits (bit 2 of args.prefetch) before touching
-    // global memory.
+    // SAFETY: the parameters are the kernel's (three maps, ConvArgs) by value, live across the
+    // call; the maps describe the live input, filter and residual (map_r is read only when bit
+    // 0 of args.prefetch is set); out, the bias and the epilogue's bias and residual hold what
+    // the shape says (the caller's contract); ws holds splits planes of M x K f32; under PDL the
+    // kernel waits (bit 2 of args.prefetch) before touching global memory.
     unsafe {
         super::launch_ex(stream, &func, (grid as u32, 384, smem), &mut params, knobs.pdl, "cuLaunchKernelEx(conv_sm90)")
     }?;

@@ -4,40 +4,34 @@
 
 use super::BM;
 
-/// The column-tile width: the one whose waves of tiles over `sms` persistent blocks cost least.
-/// A 128 x BN tile of `ktiles` k-steps costs about ktiles * (128 + BN) (each step's A and B
-/// tiles) plus 12 * BN for its epilogue, 24 * BN with a residual to read. On an H200 (ResNet-50
+/// The cost of a conv of `m` rows, `k` columns and `ktiles` k-steps in tiles of `bm` x `bn` over
+/// `sms` persistent blocks: its waves of tiles times a tile's cost, about ktiles * (bm + bn)
+/// (each step's A and B tiles) plus 12 per 128 x 1 outputs for its epilogue, 24 with a residual
+/// to read.
+fn cost(m: usize, k: usize, ktiles: usize, (bm, bn): (usize, usize), residual: bool, sms: usize) -> usize {
+    let epilogue = if residual { 24 } else { 12 };
+    let waves = m.div_ceil(bm).saturating_mul(k.div_ceil(bn)).div_ceil(sms.max(1));
+    waves.saturating_mul(ktiles.saturating_mul(bm + bn).saturating_add(epilogue * bn * bm / BM))
+}
+
+/// The column-tile width of 128-row tiles: the one of least `cost`. On an H200 (ResNet-50
 /// batch 32, every width forced on each layer) this picks the fastest width of all 22 layers
 /// and 3 fused blocks; the former model (waves x (BN + 48)) lost 0.4-0.9 us on the 28x28 3x3
 /// layers (64 wide: 18.5 / 18.9 us, 128 wide: 18.1 / 18.1).
 pub fn tile_width(m: usize, k: usize, ktiles: usize, residual: bool, sms: usize) -> usize {
-    let m_tiles = m.div_ceil(BM);
-    let epilogue = if residual { 24 } else { 12 };
-    let cost = |bn: usize| {
-        let waves = m_tiles.saturating_mul(k.div_ceil(bn)).div_ceil(sms.max(1));
-        waves.saturating_mul(ktiles.saturating_mul(BM + bn).saturating_add(epilogue * bn))
-    };
-    [256, 128, 64].into_iter().min_by_key(|&bn| cost(bn)).unwrap_or(128)
+    [256, 128, 64].into_iter().min_by_key(|&bn| cost(m, k, ktiles, (BM, bn), residual, sms)).unwrap_or(128)
 }
 
 /// Whether tiles of 256 rows (each consumer warpgroup two m64 halves) should replace tiles of
-/// 128 for a tile width `bn`: where the tile cost of [`tile_width`] (rows + columns of A and B
-/// per k-step, the epilogue per output) over the waves says so, for 64-wide tiles, or 128-wide
-/// ones with 9 k-steps or more. Measured on an H200 (ResNet-50 batch 32, 256 / 128 rows, us):
+/// 128 for a tile width `bn`: where they `cost` less, for 64-wide tiles, or 128-wide ones
+/// with 9 k-steps or more. Measured on an H200 (ResNet-50 batch 32, 256 / 128 rows, us):
 /// 56x56 64 -> 64 7.4 / 9.1, 3x3 64 -> 64 20.4 / 22.3, 28x28 3x3 128 -> 128 15.9 / 18.1 (s2:
 /// 16.1 / 18.2), the stem 137.3 / 140.6; slower where tiles become too few (14x14 3x3 256 -> 256
 /// 24.7 / 16.7) and on 128-wide 56x56 256 -> 128 (4 k-steps: 24.9 / 22.9), which the rule
 /// leaves out.
 pub fn wide_tiles(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, sms: usize) -> bool {
-    if !(bn == 64 || bn == 128 && ktiles >= 9) {
-        return false;
-    }
-    let epilogue = if residual { 24 } else { 12 };
-    let cost = |bm: usize| {
-        let waves = m.div_ceil(bm).saturating_mul(k.div_ceil(bn)).div_ceil(sms.max(1));
-        waves.saturating_mul(ktiles.saturating_mul(bm + bn).saturating_add(epilogue * bn * bm / BM))
-    };
-    cost(2 * BM) < cost(BM)
+    (bn == 64 || bn == 128 && ktiles >= 9)
+        && cost(m, k, ktiles, (2 * BM, bn), residual, sms) < cost(m, k, ktiles, (BM, bn), residual, sms)
 }
 
 /// Whether the consumer warpgroups should take alternate work units (ping-pong) rather than
