@@ -133,6 +133,16 @@ def test_default_choice(sm90, rng, name, want_pp, want_wide):
     assert (pp.n, wide.n) == (want_pp, want_wide), f"{cv}: {pp.n} ping-pong, {wide.n} wide launches"
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_default_choice_with_a_residual(sm90, rng, dtype):
+    """The 28x28 3x3 block relu(conv + b) + r at batch 32 takes one 256 x 128 tile per block,
+    as the conv alone does (tile_width weighs each width with its better row count)."""
+    (cv,) = [c for c in base.resnet_shapes(32) if c.name == "s3_3x3_128_b32"]
+    with PingPongs() as pp, Wides() as wide:
+        base.run_epilogue(sm90, rng, cv, dtype, "relu", conv_bias=False, beta=1, exact=True)
+    assert (pp.n, wide.n) == (0, 1), f"{cv}: {pp.n} ping-pong, {wide.n} wide launches"
+
+
 # -- tiles of 256 rows (MAX_CONV_SM90_BM=256): each consumer warpgroup two m64 halves of its 128
 
 

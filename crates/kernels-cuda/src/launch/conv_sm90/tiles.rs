@@ -14,12 +14,25 @@ fn cost(m: usize, k: usize, ktiles: usize, (bm, bn): (usize, usize), residual: b
     waves.saturating_mul(ktiles.saturating_mul(bm + bn).saturating_add(epilogue * bn * bm / BM))
 }
 
-/// The column-tile width of 128-row tiles: the one of least `cost`. On an H200 (ResNet-50
-/// batch 32, every width forced on each layer) this picks the fastest width of all 22 layers
-/// and 3 fused blocks; the former model (waves x (BN + 48)) lost 0.4-0.9 us on the 28x28 3x3
-/// layers (64 wide: 18.5 / 18.9 us, 128 wide: 18.1 / 18.1).
+/// The column-tile width: the one of least `cost` with its better row count (128, or 256 where
+/// [`wide_tiles`] may take them). On an H200 (ResNet-50 batch 32, every width forced on each
+/// layer) this picks the fastest width of all 22 layers and 3 fused blocks; the former model
+/// (waves x (BN + 48)) lost 0.4-0.9 us on the 28x28 3x3 layers (64 wide: 18.5 / 18.9 us, 128
+/// wide: 18.1 / 18.1). Weighing each width at 128 rows only kept the 28x28 3x3 block with a
+/// residual on 128 x 64 tiles (three per block), where 256 x 128 (one per block) measured
+/// faster on an H100: 21.5 against 24.6 us (the conv alone 17.2).
 pub fn tile_width(m: usize, k: usize, ktiles: usize, residual: bool, sms: usize) -> usize {
-    [256, 128, 64].into_iter().min_by_key(|&bn| cost(m, k, ktiles, (BM, bn), residual, sms)).unwrap_or(128)
+    let best = |bn: usize| {
+        let narrow = cost(m, k, ktiles, (BM, bn), residual, sms);
+        if wide_allowed(bn, ktiles) { narrow.min(cost(m, k, ktiles, (2 * BM, bn), residual, sms)) } else { narrow }
+    };
+    [256, 128, 64].into_iter().min_by_key(|&bn| best(bn)).unwrap_or(128)
+}
+
+/// Tiles of 256 rows exist for 64- and 128-wide tiles (a consumer thread holds two halves of
+/// BN / 2 accumulators); 128-wide ones only paid with 9 k-steps or more (see [`wide_tiles`]).
+fn wide_allowed(bn: usize, ktiles: usize) -> bool {
+    bn == 64 || bn == 128 && ktiles >= 9
 }
 
 /// Whether tiles of 256 rows (each consumer warpgroup two m64 halves) should replace tiles of
@@ -30,7 +43,7 @@ pub fn tile_width(m: usize, k: usize, ktiles: usize, residual: bool, sms: usize)
 /// 24.7 / 16.7) and on 128-wide 56x56 256 -> 128 (4 k-steps: 24.9 / 22.9), which the rule
 /// leaves out.
 pub fn wide_tiles(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, sms: usize) -> bool {
-    (bn == 64 || bn == 128 && ktiles >= 9)
+    wide_allowed(bn, ktiles)
         && cost(m, k, ktiles, (2 * BM, bn), residual, sms) < cost(m, k, ktiles, (BM, bn), residual, sms)
 }
 
@@ -70,7 +83,8 @@ mod tests {
         assert!(!wide_tiles(1568, 512, 72, 64, false, 132));
         assert!(!wide_tiles(100352, 128, 4, 128, false, 132));
         assert!(!wide_tiles(100352, 256, 1, 256, false, 132));
-        // 28x28 3x3 128 -> 128 with a residual (64 wide): 128 rows
+        // 28x28 3x3 128 -> 128 with a residual: 256 x 128 (see tile_width), never 256 x 64
+        assert!(wide_tiles(25088, 128, 18, 128, true, 132));
         assert!(!wide_tiles(25088, 128, 18, 64, true, 132));
     }
 
@@ -83,10 +97,10 @@ mod tests {
         // few rows: narrow tiles put more SMs to work
         assert_eq!(tile_width(1568, 512, 72, false, 132), 64);
         // 196 tiles 128 wide (two waves) against 392 64 wide (three): long reductions take the
-        // wider tiles, short ones or a residual to add the narrower
+        // wider tiles, short ones the narrower; with a residual, 98 tiles of 256 x 128 (one wave)
         assert_eq!(tile_width(25088, 128, 18, false, 132), 128);
         assert_eq!(tile_width(25088, 128, 8, false, 132), 64);
-        assert_eq!(tile_width(25088, 128, 18, true, 132), 64);
+        assert_eq!(tile_width(25088, 128, 18, true, 132), 128);
         // 14x14 256 -> 1024 with a residual: 128 wide
         assert_eq!(tile_width(6272, 1024, 4, true, 132), 128);
     }
