@@ -120,13 +120,15 @@ def test_wide_tiles_stay_cooperative(sm90, rng, monkeypatch):
 
 @pytest.mark.parametrize("name, want_pp, want_wide", [
     ("s2_1x1_64_64", 0, 1), ("s2_3x3_64", 0, 1), ("s3_3x3_128", 0, 1), ("s2_1x1_256_64", 0, 1),
-    ("s3_1x1_256_128", 1, 0), ("s3_1x1_512_128", 0, 0), ("s4_3x3_256", 0, 0), ("s5_1x1_1024_512", 0, 0)])
+    ("s3_1x1_256_128", 1, 0), ("s3_1x1_512_128", 0, 0), ("s4_3x3_256", 0, 0), ("s5_1x1_1024_512", 0, 0),
+    ("s5_3x3_512", 1, 0)])
 def test_default_choice(sm90, rng, name, want_pp, want_wide):
     """Unset, tiles of 256 rows where they measured faster (wide_tiles: 64-wide tiles, or 128-wide
     with long reductions, when the waves of bigger tiles cost less), else ping-pong where every
     block of the grid (one per SM) has four tiles or more (784 tiles of 128 x 128 for 56x56
-    256 -> 128 at batch 32); neither with about 3 tiles per block (28x28 512 -> 128), one (14x14
-    3x3 256 -> 256) or tiles 256 wide (14x14 1024 -> 512). Exact either way."""
+    256 -> 128 at batch 32), or one 64-wide tile of 64 k-steps or more (7x7 3x3 512 -> 512);
+    neither with about 3 tiles per block (28x28 512 -> 128), one 128 wide (14x14 3x3 256 -> 256)
+    or tiles 256 wide (14x14 1024 -> 512). Exact either way."""
     (cv,) = [c for c in base.resnet_shapes(32) if c.name == f"{name}_b32"]
     with PingPongs() as pp, Wides() as wide:
         base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)

@@ -352,7 +352,8 @@ fn run(
         return Ok(Outcome::NotEligible("too many tiles".into()));
     }
     let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
-    let pp = !wide && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid));
+    let steps = ktiles.div_ceil(splits);
+    let pp = !wide && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid, bn, steps));
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,

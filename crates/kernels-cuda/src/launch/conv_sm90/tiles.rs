@@ -48,15 +48,20 @@ pub fn wide_tiles(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, 
 }
 
 /// Whether the consumer warpgroups should take alternate work units (ping-pong) rather than
-/// share each one, so that one warpgroup's epilogue overlaps the other's mainloop: when every
-/// block of the persistent grid has at least four. Measured on an H200 (ResNet-50 batch 32,
-/// ping-pong against cooperative, us): with 784 tiles (about 6 per block) 56x56 64 -> 64 9.0 /
-/// 9.2, 3x3 64 -> 64 22.2 / 22.8, 256 -> 64 19.4 / 19.9, 256 -> 128 22.8 / 22.9; with 392 (about
-/// 3) slower, 28x28 512 -> 256 16.7 / 15.8, 512 -> 1024 s2 15.7 / 15.0, 14x14 256 -> 1024 11.2 /
-/// 11.0 (the last warpgroup's epilogue runs alone, on half the warps). With one unit per block
-/// a warpgroup would be idle.
-pub fn pingpong(units: usize, grid: usize) -> bool {
-    units >= 4 * grid.max(1)
+/// share each one, for units of `bn`-wide tiles with `steps` k-steps each: when every block of
+/// the persistent grid has at least four, so that one warpgroup's epilogue overlaps the other's
+/// mainloop. Measured on an H200 (ResNet-50 batch 32, ping-pong against cooperative, us): with
+/// 784 tiles (about 6 per block) 56x56 64 -> 64 9.0 / 9.2, 3x3 64 -> 64 22.2 / 22.8, 256 -> 64
+/// 19.4 / 19.9, 256 -> 128 22.8 / 22.9; with 392 (about 3) slower, 28x28 512 -> 256 16.7 / 15.8,
+/// 512 -> 1024 s2 15.7 / 15.0, 14x14 256 -> 1024 11.2 / 11.0 (the last warpgroup's epilogue runs
+/// alone, on half the warps).
+/// Also where every block has one 64-wide unit with a long reduction (64 k-steps or more), although
+/// a warpgroup then idles: one warpgroup issuing both m64 halves of each k16 step kept the tensor
+/// cores busier than two issuing one each. Measured on an H100 (batch 32, 104 tiles of 128 x 64,
+/// 72 k-steps): 7x7 3x3 512 -> 512 20.3 / 22.3 us, its stride-2 form from 14x14 21.4 / 22.1.
+pub fn pingpong(units: usize, grid: usize, bn: usize, steps: usize) -> bool {
+    let grid = grid.max(1);
+    units >= 4 * grid || bn == 64 && units <= grid && steps >= 64
 }
 
 #[cfg(test)]
@@ -64,12 +69,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pingpong_needs_four_units_per_block() {
-        assert!(pingpong(784, 132));
-        assert!(pingpong(528, 132));
-        assert!(!pingpong(527, 132));
-        assert!(!pingpong(392, 132));
-        assert!(!pingpong(1, 0));
+    fn pingpong_with_four_units_per_block_or_one_long_narrow_one() {
+        assert!(pingpong(784, 132, 128, 4));
+        assert!(pingpong(528, 132, 64, 1));
+        assert!(!pingpong(527, 132, 128, 4));
+        assert!(!pingpong(392, 132, 128, 8));
+        assert!(!pingpong(1, 0, 128, 1));
+        // one 64-wide unit per block with a long reduction (7x7 3x3 512 -> 512 at batch 32)
+        assert!(pingpong(104, 132, 64, 72));
+        assert!(!pingpong(104, 132, 64, 32));
+        assert!(!pingpong(104, 132, 128, 72));
+        assert!(!pingpong(133, 132, 64, 72));
     }
 
     #[test]
