@@ -27,7 +27,8 @@
 // TMA loads into a ring of STAGES buffers guarded by full/empty mbarriers); warpgroups 1 and 2
 // each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN/2 f32 registers per
 // thread (setmaxnreg.inc to 232). BN is 64, 128 or 256 (chosen per shape on the host). In the
-// ping-pong form (BN <= 128, chosen by the host when every block has several tiles) warpgroups 1
+// ping-pong form (BN <= 128, chosen by the host when every block has several tiles, or one long
+// 64-wide one, which one warpgroup then computes alone) warpgroups 1
 // and 2 instead take alternate tiles whole (two m64 wgmmas per k16 step, BN f32 registers per
 // thread), so that one's epilogue overlaps the other's mainloop; a stage then has 4 readers.
 // In the 256-row form (WIDE, BN <= 128, chosen by the host where bigger tiles cost less) a tile
