@@ -59,6 +59,11 @@ def Wides():  # noqa: N802
     return Count(core._conv_sm90_wide_launches)
 
 
+def Trios():  # noqa: N802
+    """Launches with tiles of 192 rows (tests/test_gpu_conv_trio.py)."""
+    return Count(core._conv_sm90_trio_launches)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("bn, grid, split", [("64", "1", "1"), ("64", "3", "1"), ("128", "2", "1"),
                                              ("128", "5", "1"), ("64", "2", "3"), ("128", "1", "2")])
@@ -118,31 +123,35 @@ def test_wide_tiles_stay_cooperative(sm90, rng, monkeypatch):
     assert pp.n == 0
 
 
-@pytest.mark.parametrize("name, want_pp, want_wide", [
-    ("s2_1x1_64_64", 0, 1), ("s2_3x3_64", 0, 1), ("s3_3x3_128", 0, 1), ("s2_1x1_256_64", 0, 1),
-    ("s3_1x1_256_128", 1, 0), ("s3_1x1_512_128", 0, 0), ("s4_3x3_256", 0, 0), ("s5_1x1_1024_512", 0, 0),
-    ("s5_3x3_512", 1, 0)])
-def test_default_choice(sm90, rng, name, want_pp, want_wide):
-    """Unset, tiles of 256 rows where they measured faster (wide_tiles: 64-wide tiles, or 128-wide
+@pytest.mark.parametrize("name, want", [
+    ("s2_1x1_64_64", (0, 1, 0)), ("s2_3x3_64", (0, 1, 0)), ("s3_3x3_128", (0, 0, 1)), ("s2_1x1_256_64", (0, 1, 0)),
+    ("s3_1x1_256_128", (0, 0, 1)), ("s3_1x1_512_128", (0, 0, 1)), ("s4_3x3_256", (0, 0, 0)),
+    ("s5_1x1_1024_512", (0, 0, 1)), ("s4_1x1_1024_256", (0, 0, 0)), ("s3_ds_256_512_s2", (0, 0, 0)),
+    ("s5_3x3_512", (1, 0, 0))])
+def test_default_choice(sm90, rng, name, want):
+    """Unset, (ping-pong, 256-row, 192-row) launches: tiles of 192 rows over three consumer
+    warpgroups where they fill the last wave and the reduction is long enough (trio_tiles:
+    28x28 3x3 128 -> 128, 512 -> 128, 14x14 1024 -> 512, 56x56 256 -> 128 in 4 waves instead of
+    6), else tiles of 256 rows where they measured faster (wide_tiles: 64-wide tiles, or 128-wide
     with long reductions, when the waves of bigger tiles cost less), else ping-pong where every
-    block of the grid (one per SM) has four tiles or more (784 tiles of 128 x 128 for 56x56
-    256 -> 128 at batch 32), or one 64-wide tile of 64 k-steps or more (7x7 3x3 512 -> 512);
-    neither with about 3 tiles per block (28x28 512 -> 128), one 128 wide (14x14 3x3 256 -> 256)
-    or tiles 256 wide (14x14 1024 -> 512). Exact either way."""
+    block of the grid (one per SM) has four tiles or more, or one 64-wide tile of 64 k-steps or
+    more (7x7 3x3 512 -> 512); none of them for half a wave of 192-row tiles (14x14 3x3 256 ->
+    256, 1024 -> 256) or 4 k-steps in more waves (56x56 256 -> 512 s2). Exact either way."""
     (cv,) = [c for c in base.resnet_shapes(32) if c.name == f"{name}_b32"]
-    with PingPongs() as pp, Wides() as wide:
+    with PingPongs() as pp, Wides() as wide, Trios() as trio:
         base.run_case(sm90, rng, cv, DType.bfloat16, exact=True, with_cpu=False)
-    assert (pp.n, wide.n) == (want_pp, want_wide), f"{cv}: {pp.n} ping-pong, {wide.n} wide launches"
+    assert (pp.n, wide.n, trio.n) == want, f"{cv}: {pp.n} ping-pong, {wide.n} wide, {trio.n} 192-row launches"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_default_choice_with_a_residual(sm90, rng, dtype):
-    """The 28x28 3x3 block relu(conv + b) + r at batch 32 takes one 256 x 128 tile per block,
-    as the conv alone does (tile_width weighs each width with its better row count)."""
-    (cv,) = [c for c in base.resnet_shapes(32) if c.name == "s3_3x3_128_b32"]
-    with PingPongs() as pp, Wides() as wide:
-        base.run_epilogue(sm90, rng, cv, dtype, "relu", conv_bias=False, beta=1, exact=True)
-    assert (pp.n, wide.n) == (0, 1), f"{cv}: {pp.n} ping-pong, {wide.n} wide launches"
+    """The 28x28 3x3 block relu(conv + b) + r at batch 32 takes 192 x 128 tiles (one per block), as
+    the conv alone does; 14x14 256 -> 1024 (4 k-steps) keeps 128 x 128 tiles with a residual."""
+    for name, want in (("s3_3x3_128", (0, 0, 1)), ("s4_1x1_256_1024", (0, 0, 0))):
+        (cv,) = [c for c in base.resnet_shapes(32) if c.name == f"{name}_b32"]
+        with PingPongs() as pp, Wides() as wide, Trios() as trio:
+            base.run_epilogue(sm90, rng, cv, dtype, "relu", conv_bias=False, beta=1, exact=True)
+        assert (pp.n, wide.n, trio.n) == want, f"{cv}: {pp.n} ping-pong, {wide.n} wide, {trio.n} 192-row"
 
 
 # -- tiles of 256 rows (MAX_CONV_SM90_BM=256): each consumer warpgroup two m64 halves of its 128

@@ -23,7 +23,7 @@
 //    operand of wgmma (imm-trans-b = 1) with the 128-byte swizzle, exactly as gemm_sm90.cu reads
 //    a row-major B: 64-column groups BK * 128 bytes apart, 8-row groups 1024 bytes apart.
 //
-// Block: 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg.dec to 40; one thread issues the
+// Block: 3 warpgroups (4 in the 192-row form). Warpgroup 0 is the producer (setmaxnreg.dec to 40; one thread issues the
 // TMA loads into a ring of STAGES buffers guarded by full/empty mbarriers); warpgroups 1 and 2
 // each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN/2 f32 registers per
 // thread (setmaxnreg.inc to 232). BN is 64, 128 or 256 (chosen per shape on the host). In the
@@ -33,7 +33,9 @@
 // thread), so that one's epilogue overlaps the other's mainloop; a stage then has 4 readers.
 // In the 256-row form (WIDE, BN <= 128, chosen by the host where bigger tiles cost less) a tile
 // is 256 rows: each consumer warpgroup computes 128 of them as two m64 halves, and one TMA load
-// brings the 256 rows of A.
+// brings the 256 rows of A. In the 192-row form (TRIO, BN = 128, chosen by the host where such
+// tiles fill the grid's last wave) the block has three consumer warpgroups (512 threads; the
+// consumers' registers raised to 152), each computing 64 rows as in the cooperative form.
 // The grid is persistent: block b takes tiles b, b + gridDim.x, ... (column tile fastest, so
 // the blocks running at once share activation rows in L2). The ring and its phase bits run on
 // across tiles (producer and consumers walk the same (tile, k-step) sequence), so the producer
@@ -61,9 +63,12 @@
 // producer starts a tile it asks for the tile's residual rows in L2 (cp.async.bulk.prefetch.tensor
 // over a 2-D map of the residual [M, K], one 64-column x 128-row box per B box), so the
 // epilogue's residual loads, issued in chunks of several column groups at once, hit L2 instead
-// of waiting on DRAM. With args.prefetch bit 1 (unsplit convs with a residual) each consumer warp
-// also asks for its own 16 rows of the tile's residual when it starts the tile, one 128-byte
-// line per lane, so those lines arrive during the mainloop whatever the producer's lead; the
+// of waiting on DRAM. Where the residual is read as 16-byte vectors (staged == 3) and a consumer
+// holds at most 64 accumulators a thread, each consumer warp loads its rows of the tile's
+// residual into registers when it starts the tile (ResidualRows in conv_sm90.cuh), so the
+// epilogue does not wait on them; otherwise, with args.prefetch bit 1 (unsplit convs with a
+// residual), each consumer warp asks for its own 16 rows when it starts the tile, one 128-byte
+// line per lane, so those lines arrive during the mainloop whatever the producer's lead. The
 // producer's prefetch is left out for residuals above half of L2 (it runs up to a ring ahead
 // and evicted lines before their use). A prefetch only warms L2: it changes no result.
 //
@@ -102,8 +107,10 @@ __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* ba
 // all), within the 227 KB of shared memory a block may have. launch/conv_sm90.rs mirrors this.
 // The 256-row form (WIDE) has 256 + BN rows a stage: 5 stages for BN = 64, 4 for 128 (200 and
 // 192 KB).
-template <int BN, bool WIDE> struct Ring {
-    static const int stages = WIDE ? (BN == 128 ? 4 : 5) : BN == 256 ? 4 : BN == 128 ? 6 : 8;
+// The 192-row form (TRIO, three consumer warpgroups) has 192 + BN rows a stage and 12 warps'
+// staging buffers (30 KB): 4 stages for BN = 128 (160 KB).
+template <int BN, int FORM> struct Ring {
+    static const int stages = FORM >= 2 ? (BN == 128 ? 4 : 5) : BN == 256 ? 4 : BN == 128 ? 6 : 8;
 };
 
 // Hands a stage back: one arrival per consumer warp that read it (lane 0, once every lane has
@@ -127,11 +134,13 @@ __device__ __forceinline__ void release_stage(u64* empty, int lane) {
 template <typename T, bool BF16, int BN, bool PLAIN, int FORM>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
-    // FORM 0: cooperative, 1: ping-pong (PP), 2: tiles of 256 rows (WIDE; see the header).
-    constexpr bool PP = FORM == 1, WIDE = FORM == 2;
-    constexpr int BM = WIDE ? 2 * CV_BM : CV_BM;
-    constexpr int A_BYTES = WIDE ? 2 * CV_A_BYTES : CV_A_BYTES;
-    constexpr int STAGES = Ring<BN, WIDE>::stages;
+    // FORM 0: cooperative, 1: ping-pong (PP), 2: tiles of 256 rows (WIDE), 3: tiles of 192 rows
+    // over three consumer warpgroups (TRIO; see the header).
+    constexpr bool PP = FORM == 1, WIDE = FORM == 2, TRIO = FORM == 3;
+    constexpr int CONSUMERS = TRIO ? 3 : 2;
+    constexpr int BM = WIDE ? 2 * CV_BM : TRIO ? 3 * 64 : CV_BM;
+    constexpr int A_BYTES = BM * CV_BK * 2;
+    constexpr int STAGES = Ring<BN, FORM>::stages;
     constexpr int STAGE_BYTES = A_BYTES + (BN / 64) * CV_B_BOX_BYTES;
     extern __shared__ u8 raw_smem[];
     // Stage buffers start on a 1024-byte boundary (the swizzle pattern repeats every 1024 bytes).
@@ -147,7 +156,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (p.prefetch & 1) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], PP ? 4 : 8);
+            mbar_init(&empty[s], PP ? 4 : 4 * CONSUMERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -182,7 +191,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 if (!PLAIN && (p.prefetch & 1))
                     for (int j = 0; j < boxes; ++j) {
                         tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
-                        if (WIDE) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0 + 128);
+                        if (BM > 128) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0 + 128);
                     }
                 // The k-step's tap t = (r, s) and channel slice ct, advanced by counting: this one
                 // thread issues every load of the block, and per-step divisions made it the
@@ -209,12 +218,16 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         }
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    // Cooperative: consumer c takes rows 64c..64c+63 of every unit. Ping-pong: consumer c takes
+    // Three consumer warpgroups: 40 + 3 x 152 of the 4 x 128 registers a thread the launch holds
+    // (without the increase ptxas spilled the epilogue of the 192-row form).
+    if (TRIO) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;\n");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    // Cooperative (and TRIO, c = 0..2): consumer c takes rows 64c..64c+63 of every unit. Ping-pong: consumer c takes
     // the block's units c, c + 2, ... whole (rows 0..63 into d[0], 64..127 into d[1]). WIDE:
     // consumer c takes rows 128c..128c+127 of every unit (d[0] and d[1] 64 rows each).
     const int c = wg - 1;
     constexpr int HALVES = PP || WIDE ? 2 : 1;
+    constexpr bool PRE = Preload<BN, HALVES, TRIO ? 128 : 168>::on;
     const int warp = tid / 32, lane = tid % 32;
     u8* staging = (u8*)(empty + STAGES);
     float d[HALVES][BN / 2];
@@ -237,7 +250,11 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         }
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
         const i64 row_w = (i64)mt * BM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
-        if (!PLAIN && (p.prefetch & 2)) {
+        ResidualRows<T, BN> res[HALVES];
+        if (!PLAIN && PRE && p.staged == 3) {
+#pragma unroll
+            for (int h = 0; h < HALVES; ++h) res[h].load(p, row_w + 64 * h, n0, lane);
+        } else if (!PLAIN && (p.prefetch & 2)) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) prefetch_residual_rows<T, BN>(p, row_w + 64 * h, n0, lane);
         }
@@ -271,12 +288,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (PP && unit + (int)gridDim.x < units) named_arrive(2 - c, 256);  // the other's turn
 #pragma unroll
         for (int h = 0; h < HALVES; ++h)
-            tile_out<T, BN, PLAIN>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane);
+            tile_out<T, BN, PLAIN, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h]);
     }
 }
 
 #define CONV_ENTRY(NAME, T, BF16, BN, PLAIN, FORM)                                                         \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
+    extern "C" __global__ void __launch_bounds__(FORM == 3 ? 512 : 384, 1)                               \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
              const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
         CONV_BODY(T, BF16, BN, PLAIN, FORM)                                                             \
@@ -305,6 +322,8 @@ CV_ENTRY(n64_w, 64, false, 2)
 CV_ENTRY(n128_w, 128, false, 2)
 CV_ENTRY(n64_w_plain, 64, true, 2)
 CV_ENTRY(n128_w_plain, 128, true, 2)
+CV_ENTRY(n128_t, 128, false, 3)
+CV_ENTRY(n128_t_plain, 128, true, 3)
 #else
 CV_ENTRY(n64, 64, false, 0)
 CV_ENTRY(n128, 128, false, 0)

@@ -194,66 +194,98 @@ __device__ __forceinline__ void store_vec_staged(const float* d, const u8* stagi
     }
 }
 
-// The stores with p.staged == 3 (as 2, with a 16-byte aligned residual): the residual is added
-// on the way out instead of in the fragments. The warp's results (bias, activation and clamp
-// applied) pass through the staged epilogue's buffer as f32, 32 columns at a time; a lane then
-// owns 8 consecutive columns of rows lane / 4 and + 8, reads the residual there as 16-byte
-// vectors (64 contiguous bytes per row piece, where the fragments read 4-byte pairs over 8 rows)
-// and stores 16-byte vectors. The next chunk's residual loads are in flight while this one is
-// stored. Same arithmetic as add_residual (d += beta * r, one rounding at the store); the
-// compiler may contract the multiply-add in one path only, so results agree to one unit in the
-// last place (tests/test_gpu_conv_sm90_more.py). Lanes of odd rows read their two 16-byte halves in the other order, which keeps the
-// buffer reads free of bank conflicts.
-template <typename T, int BN>
-__device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
-                                                   int lane) {
+// One consumer warp's residual for the stores with p.staged == 3, loaded when the warp starts
+// the tile (before its mainloop) and held in registers until the epilogue: lane l's rows
+// row_w + l / 4 (a) and + 8 (b), 8 columns (one 16-byte vector) at n0 + 32 h + 8 (l % 4) for
+// h < BN / 32; zeros where a row is past M or a vector past K. Issuing the whole tile's loads
+// at once, a mainloop ahead, takes the residual's L2 (or DRAM) latency out of the epilogue,
+// which otherwise waits on BN / 32 round trips. It costs BN / 4 registers a thread per 16-row
+// half on top of the BN / 2 accumulators, within the 168 a thread has (ptxas allocates for the
+// launch bounds, not for setmaxnreg) only where the accumulators are 64 at most (`Preload`);
+// larger tiles load each 32-column chunk during the previous one's stores instead.
+template <typename T, int BN> struct ResidualRows {
+    uint4 a[BN / 32], b[BN / 32];
+    __device__ __forceinline__ void load(const ConvArgs& p, i64 row_w, int n0, int lane) {
+#pragma unroll
+        for (int h = 0; h < BN / 32; ++h) load_chunk(p, row_w, n0, lane, h, a[h], b[h]);
+    }
+    // Chunk h (columns n0 + 32 h ..) of lane `lane`'s two rows.
+    static __device__ __forceinline__ void load_chunk(const ConvArgs& p, i64 row_w, int n0, int lane, int h,
+                                                      uint4& ra, uint4& rb) {
+        const i64 row_a = row_w + lane / 4, row_b = row_a + 8;
+        const T* res = (const T*)p.epi.residual;
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        const int col = n0 + 32 * h + 8 * (lane % 4);
+        ra = col < p.k && row_a < p.m ? *(const uint4*)(res + row_a * p.k + col) : z;
+        rb = col < p.k && row_b < p.m ? *(const uint4*)(res + row_b * p.k + col) : z;
+    }
+};
+// Whether a consumer holding HALVES x BN / 2 accumulators, with 168 registers a thread (REGS;
+// 128 with three consumer warpgroups, whose epilogue spilled with the preload), preloads its
+// residual rows.
+template <int BN, int HALVES, int REGS> struct Preload { static const bool on = HALVES * BN <= 128 && REGS > 128; };
+
+// One 32-column chunk h of the stores with p.staged == 3 (as 2, with a 16-byte aligned
+// residual; see store_vec_residual): the chunk's f32 results pass through the staged epilogue's
+// buffer; a lane then owns 8 consecutive columns of rows lane / 4 and + 8, adds beta times
+// their residual (ra, rb: 16-byte vectors) and stores 16-byte vectors. Lanes of odd rows read
+// their two 16-byte halves in the other order, which keeps the buffer reads free of bank
+// conflicts.
+template <typename T>
+__device__ __forceinline__ void residual_chunk_out(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
+                                                   int lane, int h, const uint4 ra, const uint4 rb) {
     const int r = lane / 4, v = lane % 4, swap = r & 1;
     const i64 row_a = row_w + r, row_b = row_a + 8;
-    const bool has_a = row_a < p.m, has_b = row_b < p.m;
-    const T* res = (const T*)p.epi.residual;
-    T* out = (T*)p.out;
-    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    uint4 na = z, nb = z;
-    {
-        const int col = n0 + 8 * v;
-        if (col < p.k && has_a) na = *(const uint4*)(res + row_a * p.k + col);
-        if (col < p.k && has_b) nb = *(const uint4*)(res + row_b * p.k + col);
+    const int col = n0 + 32 * h + 8 * v;
+    __syncwarp();  // the previous chunk's (or tile's) reads are done
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+        const int j = 4 * h + jj;
+        float* at = buf + r * CV_SW + jj * 8 + 2 * v;
+        *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
+        *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
     }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const float* src = buf + (r + 8 * i) * CV_SW + 8 * v;
+        const float4 x = *(const float4*)(src + 4 * swap), y = *(const float4*)(src + 4 - 4 * swap);
+        float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+        if (swap) f[0] = y.x, f[1] = y.y, f[2] = y.z, f[3] = y.w, f[4] = x.x, f[5] = x.y, f[6] = x.z, f[7] = x.w;
+        const uint4 rv = i == 0 ? ra : rb;
+        const u32 w[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            f[2 * e] += p.epi.beta * lo_of<T>(w[e]);
+            f[2 * e + 1] += p.epi.beta * hi_of<T>(w[e]);
+        }
+        const i64 row = i == 0 ? row_a : row_b;
+        if (col < p.k && row < p.m)
+            stg128((T*)p.out + row * p.k + col, pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]),
+                   pack2<T>(f[6], f[7]));
+    }
+}
+
+// The stores with p.staged == 3: the residual is added on the way out instead of in the
+// fragments, 32 columns at a time (residual_chunk_out), from the rows preloaded in `res` (PRE)
+// or loaded here a chunk ahead of the stores. Same arithmetic as add_residual (d += beta * r,
+// one rounding at the store); the compiler may contract the multiply-add in one path only, so
+// results agree to one unit in the last place (tests/test_gpu_conv_sm90_more.py).
+template <typename T, int BN, bool PRE>
+__device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
+                                                   int lane, const ResidualRows<T, BN>& res) {
+    if (PRE) {
+#pragma unroll
+        for (int h = 0; h < BN / 32; ++h) residual_chunk_out<T>(d, buf, p, row_w, n0, lane, h, res.a[h], res.b[h]);
+        return;
+    }
+    uint4 na, nb;
+    ResidualRows<T, BN>::load_chunk(p, row_w, n0, lane, 0, na, nb);
 #pragma unroll
     for (int h = 0; h < BN / 32; ++h) {
         const uint4 ra = na, rb = nb;
-        const int col = n0 + 32 * h + 8 * v;
-        if (h + 1 < BN / 32) {
-            na = col + 32 < p.k && has_a ? *(const uint4*)(res + row_a * p.k + col + 32) : z;
-            nb = col + 32 < p.k && has_b ? *(const uint4*)(res + row_b * p.k + col + 32) : z;
-        }
-        __syncwarp();  // the previous chunk's (or tile's) reads are done
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-            const int j = 4 * h + jj;
-            float* at = buf + r * CV_SW + jj * 8 + 2 * v;
-            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
-            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
-        }
-        __syncwarp();
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int rr = r + 8 * i;
-            const float* src = buf + rr * CV_SW + 8 * v;
-            const float4 x = *(const float4*)(src + 4 * swap), y = *(const float4*)(src + 4 - 4 * swap);
-            float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-            if (swap) f[0] = y.x, f[1] = y.y, f[2] = y.z, f[3] = y.w, f[4] = x.x, f[5] = x.y, f[6] = x.z, f[7] = x.w;
-            const uint4 rv = i == 0 ? ra : rb;
-            const u32 w[4] = {rv.x, rv.y, rv.z, rv.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                f[2 * e] += p.epi.beta * lo_of<T>(w[e]);
-                f[2 * e + 1] += p.epi.beta * hi_of<T>(w[e]);
-            }
-            if (col < p.k && (i == 0 ? has_a : has_b))
-                stg128(out + (i == 0 ? row_a : row_b) * p.k + col, pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]),
-                       pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
-        }
+        if (h + 1 < BN / 32) ResidualRows<T, BN>::load_chunk(p, row_w, n0, lane, h + 1, na, nb);
+        residual_chunk_out<T>(d, buf, p, row_w, n0, lane, h, ra, rb);
     }
 }
 
@@ -263,10 +295,12 @@ __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, c
 // 16w..16w+15 of its 64; lane l holds rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for
 // j = 0..N/8-1. A split unit stores its raw partial products to its workspace plane; any other
 // runs the epilogue and stores the results. `staging`: the shared memory past the ring's
-// barriers; `slot`: the warp's staging area (0..7, one per consumer warp).
-template <typename T, int BN, bool PLAIN>
+// barriers; `slot`: the warp's staging area (one per consumer warp). With p.staged == 3 the
+// residual rows are in `res` (PRE: preloaded at the tile's start, see ResidualRows), or loaded
+// a chunk at a time in store_vec_residual.
+template <typename T, int BN, bool PLAIN, bool PRE>
 __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& p, i64 row_w, int n0, int split,
-                                         int slot, int lane) {
+                                         int slot, int lane, const ResidualRows<T, BN>& res) {
     const i64 row0 = row_w + lane / 4;
     const int col0 = n0 + (lane % 4) * 2;
     // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
@@ -293,7 +327,7 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
     if (!PLAIN && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
     const i64 offset = row0 * p.k + col0;
     if (!PLAIN && p.staged == 3) {
-        store_vec_residual<T, BN>(d, buf, p, row_w, n0, lane);
+        store_vec_residual<T, BN, PRE>(d, buf, p, row_w, n0, lane, res);
         return;
     }
     if (!PLAIN && p.epi.residual) {

@@ -413,14 +413,16 @@ fn pingpong_and_wide_tiles_against_the_host() {
             (Some(128), Some(5), 2),
             (None, None, 1),
         ] {
-            for (dtype, wide) in [(DType::BFloat16, false), (DType::Float16, false), (DType::BFloat16, true)] {
-                // Ping-pong, or tiles of 256 rows (which take precedence)
+            for (dtype, rows) in
+                [(DType::BFloat16, 128), (DType::Float16, 128), (DType::BFloat16, 256), (DType::Float16, 192)]
+            {
+                // Ping-pong, or tiles of 256 or 192 rows (which take precedence; 192 only 128 wide)
                 let knobs = Knobs {
                     bn,
                     grid,
                     splits: Some(splits),
                     pingpong: Some(true),
-                    wide: Some(wide),
+                    rows: Some(rows),
                     ..Knobs::default()
                 };
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];

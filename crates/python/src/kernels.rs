@@ -98,6 +98,12 @@ fn _conv_sm90_wide_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::wide_launches()
 }
 
+/// Of those launches, how many had tiles of 192 rows (three consumer warpgroups).
+#[pyfunction]
+fn _conv_sm90_trio_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::trio_launches()
+}
+
 /// Of `_conv_sm90_launches()`, the 1x1 convs that ran as a GEMM on the Hopper GEMM kernel.
 #[pyfunction]
 fn _conv_sm90_gemm_launches() -> u64 {
@@ -128,6 +134,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_pingpong_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_wide_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_trio_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;
     Ok(())

@@ -12,7 +12,7 @@
 //! partials and a reduce kernel that applies the epilogue). A fused residual is prefetched into
 //! L2 while the tile's mainloop runs.
 //!
-//! The tile shape (column width, 128 or 256 rows, ping-pong) comes from the cost models of
+//! The tile shape (column width, 128, 192 or 256 rows, ping-pong) comes from the cost models of
 //! `tiles.rs`; every choice can be forced through the environment ([`Knobs`], read per call).
 //!
 //! Not here on purpose: clusters. Pairs of CTAs on adjacent row tiles sharing each k-step's
@@ -54,7 +54,7 @@ mod tiles;
 use super::tma::TmaMap;
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, residual_map};
-pub use tiles::{pingpong, tile_width, wide_tiles};
+pub use tiles::{pingpong, tile_rows, tile_width, trio_tiles, wide_tiles};
 
 /// Launches of the kernel in this process (tests check that a shape took this path).
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
@@ -82,6 +82,13 @@ static WIDE: AtomicU64 = AtomicU64::new(0);
 
 pub fn wide_launches() -> u64 {
     WIDE.load(Ordering::Relaxed)
+}
+
+/// Of [`launches`], those with tiles of 192 rows (three consumer warpgroups).
+static TRIO: AtomicU64 = AtomicU64::new(0);
+
+pub fn trio_launches() -> u64 {
+    TRIO.load(Ordering::Relaxed)
 }
 
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
@@ -219,17 +226,17 @@ pub fn unsuitable(
     None
 }
 
-/// Shared memory past the barriers for either staging: the 8-byte staged epilogue's buffers
-/// (the kernel's CV_STAGE_FLOATS: 8 warps x 16 rows x 40 f32) or the 16-byte result stores'
-/// tiles (8 warps x 16 rows x 144 bytes, fewer).
-const STAGE_BYTES: u32 = 8 * 16 * 40 * 4;
+/// Shared memory past the barriers for either staging, per consumer warp: the 8-byte staged
+/// epilogue's buffer (16 rows x 40 f32, the kernel's CV_SW) or the 16-byte result stores' tile
+/// (16 rows x 144 bytes, less).
+const STAGE_WARP_BYTES: u32 = 16 * 40 * 4;
 
-/// Dynamic shared memory of the kernel for a tile of `bm` rows (128, or 256: `wide`) and `bn`
+/// Dynamic shared memory of the kernel for a tile of `bm` rows (128, 192 or 256) and `bn`
 /// columns: the ring (the kernel's `Ring`), its barriers, alignment slack.
 fn smem_bytes(bm: usize, bn: usize) -> u32 {
     let stages = match (bm, bn) {
-        (256, 128) => 4,
-        (256, _) => 5,
+        (256 | 192, 128) => 4,
+        (256 | 192, _) => 5,
         (_, 256) => 4,
         (_, 128) => 6,
         _ => 8,
@@ -294,10 +301,18 @@ fn run(
     let m = sh.m();
     let sms = sm_count(stream)?;
     let ktiles = sh.r * sh.s * sh.c.div_ceil(BK);
+    let residual = epi.residual != 0;
     let forced_bn = knobs.bn.filter(|b| [64, 128, 256].contains(b));
-    let unsplit_bn = forced_bn.unwrap_or_else(|| tile_width(m, sh.k, ktiles, epi.residual != 0, sms));
-    let (bn, mut splits) =
-        split::choose((m, sh.k, ktiles), sms, epi.residual != 0, unsplit_bn, forced_bn, knobs.splits);
+    // Tiles of 192 rows (128 wide only) where forced, or where they beat the default's tiles.
+    let trio = knobs.rows == Some(192)
+        || knobs.rows.is_none() && forced_bn.is_none() && knobs.splits.is_none_or(|s| s == 1) && {
+            let bn = tile_width(m, sh.k, ktiles, residual, sms);
+            let current = m.div_ceil(tile_rows(m, sh.k, ktiles, bn, residual, sms)) * sh.k.div_ceil(bn);
+            trio_tiles(m, sh.k, ktiles, residual, sms, current)
+        };
+    let forced_bn = forced_bn.or(if trio { Some(128) } else { None });
+    let unsplit_bn = forced_bn.unwrap_or_else(|| tile_width(m, sh.k, ktiles, residual, sms));
+    let (bn, mut splits) = split::choose((m, sh.k, ktiles), sms, residual, unsplit_bn, forced_bn, knobs.splits);
     // One split per k-step at most (so that none is empty); a workspace within reason.
     splits = splits.clamp(1, ktiles.max(1));
     if splits > 1 && splits.saturating_mul(m).saturating_mul(sh.k).saturating_mul(4) > MAX_WORKSPACE {
@@ -305,11 +320,18 @@ fn run(
     }
     // A 1x1 conv with stride 1 and no padding may read x as the matrix [M, C] (tiled map).
     let tiled_a = knobs.tiled_a && gemm::is_gemm(sh) && m <= I32;
-    // Tiles of 256 rows (unsplit, tile widths up to 128).
-    let wide = splits == 1
-        && bn <= 128
-        && knobs.wide.unwrap_or_else(|| wide_tiles(m, sh.k, ktiles, bn, epi.residual != 0, sms));
-    let bm = if wide { 2 * BM } else { BM };
+    // Tiles of 256 rows (unsplit, tile widths up to 128) or of 192 (unsplit, 128 wide).
+    let bm = if splits > 1 {
+        BM
+    } else {
+        match knobs.rows {
+            _ if trio && bn == 128 => 192,
+            Some(256) if bn <= 128 => 256,
+            Some(_) => BM,
+            None => tile_rows(m, sh.k, ktiles, bn, residual, sms),
+        }
+    };
+    let (wide, trio) = (bm == 256, bm == 192);
     let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c, bm) } else { im2col_map(dtype, x, sh, bm) };
     let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
@@ -353,7 +375,7 @@ fn run(
     }
     let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
     let steps = ktiles.div_ceil(splits);
-    let pp = !wide && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid, bn, steps));
+    let pp = bm == BM && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid, bn, steps));
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
@@ -390,19 +412,23 @@ fn run(
             "_pp"
         } else if wide {
             "_w"
+        } else if trio {
+            "_t"
         } else {
             ""
         },
         if plain { "_plain" } else { "" }
     );
-    let family = match (dtype == DType::BFloat16, pp || wide) {
+    let family = match (dtype == DType::BFloat16, pp || bm != BM) {
         (true, false) => &CONV_SM90_BF16,
         (false, false) => &CONV_SM90_F16,
         (true, true) => &CONV_SM90_PP_BF16,
         (false, true) => &CONV_SM90_PP_F16,
     };
     let func = function(stream.context(), family, &name)?;
-    let smem = smem_bytes(bm, bn) + if staged > 0 { STAGE_BYTES } else { 0 };
+    // One producer warpgroup and two consumer ones, or three with tiles of 192 rows.
+    let consumers: u32 = if trio { 3 } else { 2 };
+    let smem = smem_bytes(bm, bn) + if staged > 0 { 4 * consumers * STAGE_WARP_BYTES } else { 0 };
     crate::allow_smem(stream.context(), &func, smem)?;
     let (mut map_a, mut map_b, mut map_r, mut args) = (map_a, map_b, map_r, args);
     let mut params: [*mut std::ffi::c_void; 4] = [
@@ -417,7 +443,14 @@ fn run(
     // the shape says (the caller's contract); ws holds splits planes of M x K f32; under PDL the
     // kernel waits (bit 2 of args.prefetch) before touching global memory.
     unsafe {
-        super::launch_ex(stream, &func, (grid as u32, 384, smem), &mut params, knobs.pdl, "cuLaunchKernelEx(conv_sm90)")
+        super::launch_ex(
+            stream,
+            &func,
+            (grid as u32, 128 * (1 + consumers), smem),
+            &mut params,
+            knobs.pdl,
+            "cuLaunchKernelEx(conv_sm90)",
+        )
     }?;
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
     if pp {
@@ -425,6 +458,9 @@ fn run(
     }
     if wide {
         WIDE.fetch_add(1, Ordering::Relaxed);
+    }
+    if trio {
+        TRIO.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;

@@ -34,9 +34,10 @@ pub struct Knobs {
     /// The consumer warpgroups take alternate tiles (`MAX_CONV_SM90_PINGPONG=1`) or share every
     /// tile (`=0`); unset, [`super::pingpong`] decides. Tile widths up to 128 only.
     pub pingpong: Option<bool>,
-    /// Tiles of 256 rows (`MAX_CONV_SM90_BM=256`; tile widths up to 128, unsplit) or of 128
-    /// (`=128`); unset, [`super::wide_tiles`] decides.
-    pub wide: Option<bool>,
+    /// Rows per tile: 256 (`MAX_CONV_SM90_BM=256`; tile widths up to 128, unsplit), 192 over
+    /// three consumer warpgroups (`=192`; 128 wide, unsplit: the width is forced to 128 unless
+    /// `MAX_CONV_SM90_BN` says otherwise) or 128 (`=128`); unset, [`super::tile_rows`] decides.
+    pub rows: Option<usize>,
 }
 
 impl Knobs {
@@ -59,7 +60,7 @@ impl Knobs {
             // 1014 us without it, 908 with it; the 1x1 layers about 2 us faster each.
             pdl: env_usize("MAX_CONV_SM90_PDL") != Some(0),
             pingpong: env_usize("MAX_CONV_SM90_PINGPONG").filter(|&v| v <= 1).map(|v| v == 1),
-            wide: env_usize("MAX_CONV_SM90_BM").filter(|b| [128, 256].contains(b)).map(|b| b == 256),
+            rows: env_usize("MAX_CONV_SM90_BM").filter(|b| [128, 192, 256].contains(b)),
         }
     }
 }

@@ -47,6 +47,34 @@ pub fn wide_tiles(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, 
         && cost(m, k, ktiles, (2 * BM, bn), residual, sms) < cost(m, k, ktiles, (BM, bn), residual, sms)
 }
 
+/// Rows per tile for `bn`-wide tiles when the 192-row form is not taken ([`trio_tiles`]): 256
+/// where [`wide_tiles`] says so, else 128.
+pub fn tile_rows(m: usize, k: usize, ktiles: usize, bn: usize, residual: bool, sms: usize) -> usize {
+    if wide_tiles(m, k, ktiles, bn, residual, sms) { 2 * BM } else { BM }
+}
+
+/// Whether 192 x 128 tiles over three consumer warpgroups should replace the tiles of
+/// `current` units (the choice of [`tile_width`] and [`tile_rows`]): where they fill the
+/// persistent grid's last wave (95% or more), the reduction has 4 k-steps or more (8 with a
+/// residual: those threads have 128 registers, too few to load the residual before the
+/// mainloop), and either it has 8 or more or the 192-row tiles take fewer waves.
+/// Measured on an H100 (ResNet-50 batch 32, 192 rows forced against the default, us): 28x28
+/// 3x3 128 -> 128 14.3 / 17.2 (131 tiles against 98 of 256 x 128), its stride-2 form 14.6 /
+/// 17.4, 512 -> 128 9.7 / 11.6, 512 -> 256 18.1 / 19.0, 14x14 1024 -> 512 12.2 / 14.3 (132
+/// tiles against 98 of 128 x 256), 256 -> 1024 10.9 / 11.3, 28x28 512 -> 1024 s2 14.8 / 15.8,
+/// the 3x3 block with a residual 18.1 / 22.1; slower with half a wave (14x14 3x3 256 -> 256
+/// 20.8 / 16.8, 66 tiles), 64-wide layers, one k-step (56x56 64 -> 256 25.9 / 25.2), 4 k-steps
+/// in more waves (56x56 256 -> 512 s2 19.4 / 17.7) and with a residual and 4 k-steps (14x14
+/// 256 -> 1024 17.6 / 15.6).
+pub fn trio_tiles(m: usize, k: usize, ktiles: usize, residual: bool, sms: usize, current: usize) -> bool {
+    let sms = sms.max(1);
+    let tiles = m.div_ceil(3 * BM / 2).saturating_mul(k.div_ceil(128));
+    let waves = tiles.div_ceil(sms);
+    let full = tiles.saturating_mul(100) >= waves.saturating_mul(sms).saturating_mul(95);
+    let deep = ktiles >= if residual { 8 } else { 4 };
+    k >= 128 && deep && full && (ktiles >= 8 || waves < current.div_ceil(sms))
+}
+
 /// Whether the consumer warpgroups should take alternate work units (ping-pong) rather than
 /// share each one, for units of `bn`-wide tiles with `steps` k-steps each: when every block of
 /// the persistent grid has at least four, so that one warpgroup's epilogue overlaps the other's
@@ -96,6 +124,30 @@ mod tests {
         // 28x28 3x3 128 -> 128 with a residual: 256 x 128 (see tile_width), never 256 x 64
         assert!(wide_tiles(25088, 128, 18, 128, true, 132));
         assert!(!wide_tiles(25088, 128, 18, 64, true, 132));
+    }
+
+    #[test]
+    fn trio_tiles_where_they_measured_faster() {
+        // (m, k, k-steps, residual, the current choice's units)
+        let trio = |m, k, kt, res, cur| trio_tiles(m, k, kt, res, 132, cur);
+        // 28x28 3x3 128 -> 128 (98 tiles of 256 x 128), with and without a residual
+        assert!(trio(25088, 128, 18, false, 98));
+        assert!(trio(25088, 128, 18, true, 98));
+        // 28x28 512 -> 128 and 512 -> 256, 14x14 1024 -> 512, 14x14 256 -> 1024 (3 waves -> 2)
+        assert!(trio(25088, 128, 8, false, 196));
+        assert!(trio(25088, 256, 8, false, 392));
+        assert!(trio(6272, 512, 16, false, 98));
+        assert!(trio(6272, 1024, 4, false, 392));
+        // the same with a residual (4 k-steps), 56x56 256 -> 512 s2 (3 waves -> 4), one k-step
+        assert!(!trio(6272, 1024, 4, true, 392));
+        assert!(!trio(25088, 512, 4, false, 392));
+        assert!(!trio(100352, 256, 1, false, 784));
+        // half a wave (14x14 3x3 256 -> 256), 64 wide, the 7x7 layers
+        assert!(!trio(6272, 256, 36, false, 196));
+        assert!(!trio(100352, 64, 9, false, 392));
+        assert!(!trio(1568, 2048, 8, false, 208));
+        assert!(!trio(1568, 512, 72, false, 104));
+        assert!(!trio(0, 0, 0, false, 0));
     }
 
     #[test]
