@@ -180,15 +180,23 @@ def test_wide_tiles(sm90, rng, monkeypatch, cv, bn, grid, split, dtype):
                          ids=["vec_res", "frag", "staged"])
 @pytest.mark.parametrize("act", ["none", "relu", "gelu", "clamp"])
 def test_wide_same_bits_as_128(sm90, rng, monkeypatch, act, store, dtype):
+    assert_rows_same_bits(sm90, rng, monkeypatch, act, store, dtype, "256", (("64", "2"), ("128", None)), Wides)
+
+
+def assert_rows_same_bits(sm90, rng, monkeypatch, act, store, dtype, rows, widths_grids, counter):
+    """The fused block on tiles of `rows` rows (one launch, as `counter` counts) gives the bits of
+    128-row tiles, for each (tile width, grid) of `widths_grids` (grid None: one block per SM)."""
     for cv in PREFETCH[:4]:
-        for bn, grid in (("64", "2"), ("128", None)):
+        for bn, grid in widths_grids:
             env = dict(store, MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_BN=bn, MAX_CONV_SM90_PINGPONG="0")
             if grid is not None:
                 env["MAX_CONV_SM90_GRID"] = grid
             seed = int(rng.integers(1 << 31))
-            wide = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM="256", **env)
+            with counter() as launches:
+                got = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM=rows, **env)
+            assert launches.n == 1, f"{cv} bn={bn}: {launches.n} launches of {rows} rows"
             narrow = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM="128", **env)
-            assert_same_but_contraction(wide, narrow, dtype, f"{cv} bn={bn} {act} {store} 256 rows")
+            assert_same_but_contraction(got, narrow, dtype, f"{cv} bn={bn} {act} {store} {rows} rows")
 
 
 @pytest.mark.parametrize("name", ["s2_1x1_64_64", "s4_1x1_256_1024"])

@@ -13,8 +13,8 @@ import pytest
 
 import test_gpu_conv_sm90 as base
 from max.dtype import DType
-from test_gpu_conv_pingpong import SHAPES, Trios
-from test_gpu_conv_sm90_more import PREFETCH, assert_same_but_contraction, fused_bits, sm90  # noqa: F401
+from test_gpu_conv_pingpong import SHAPES, Trios, assert_rows_same_bits
+from test_gpu_conv_sm90_more import PREFETCH, sm90  # noqa: F401
 
 pytestmark = pytest.mark.gpu
 DTYPES = base.DTYPES
@@ -50,17 +50,7 @@ def test_other_widths_and_splits_keep_128_rows(sm90, rng, monkeypatch, env):
                          ids=["vec_res", "frag", "staged"])
 @pytest.mark.parametrize("act", ["none", "relu", "gelu", "clamp"])
 def test_same_bits_as_128_rows(sm90, rng, monkeypatch, act, store, dtype):
-    for cv in PREFETCH[:4]:
-        for grid in (None, "3"):
-            env = dict(store, MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_BN="128", MAX_CONV_SM90_PINGPONG="0")
-            if grid is not None:
-                env["MAX_CONV_SM90_GRID"] = grid
-            seed = int(rng.integers(1 << 31))
-            with Trios() as trio:
-                tall = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM="192", **env)
-            assert trio.n == 1
-            narrow = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_BM="128", **env)
-            assert_same_but_contraction(tall, narrow, dtype, f"{cv} {act} {store} 192 rows")
+    assert_rows_same_bits(sm90, rng, monkeypatch, act, store, dtype, "192", (("128", None), ("128", "3")), Trios)
 
 
 @pytest.mark.parametrize("act", ["none", "relu", "clamp"])
