@@ -23,8 +23,9 @@
 //    operand of wgmma (imm-trans-b = 1) with the 128-byte swizzle, exactly as gemm_sm90.cu reads
 //    a row-major B: 64-column groups BK * 128 bytes apart, 8-row groups 1024 bytes apart.
 //
-// Block: 3 warpgroups (4 in the 192-row form). Warpgroup 0 is the producer (setmaxnreg.dec to 40; one thread issues the
-// TMA loads into a ring of STAGES buffers guarded by full/empty mbarriers); warpgroups 1 and 2
+// Block: 3 warpgroups (4 in the 192-row form). Warpgroup 0 is the producer (setmaxnreg.dec to
+// 40; one thread issues the TMA loads into a ring of STAGES buffers guarded by full/empty
+// mbarriers); warpgroups 1 and 2
 // each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN/2 f32 registers per
 // thread (setmaxnreg.inc to 232). BN is 64, 128 or 256 (chosen per shape on the host). In the
 // ping-pong form (BN <= 128, chosen by the host when every block has several tiles, or one long
@@ -222,9 +223,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     // (without the increase ptxas spilled the epilogue of the 192-row form).
     if (TRIO) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;\n");
     else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    // Cooperative (and TRIO, c = 0..2): consumer c takes rows 64c..64c+63 of every unit. Ping-pong: consumer c takes
-    // the block's units c, c + 2, ... whole (rows 0..63 into d[0], 64..127 into d[1]). WIDE:
-    // consumer c takes rows 128c..128c+127 of every unit (d[0] and d[1] 64 rows each).
+    // Cooperative (and TRIO, c = 0..2): consumer c takes rows 64c..64c+63 of every unit.
+    // Ping-pong: consumer c takes the block's units c, c + 2, ... whole (rows 0..63 into d[0],
+    // 64..127 into d[1]). WIDE: consumer c takes rows 128c..128c+127 of every unit (d[0] and
+    // d[1] 64 rows each).
     const int c = wg - 1;
     constexpr int HALVES = PP || WIDE ? 2 : 1;
     constexpr bool PRE = Preload<BN, HALVES, TRIO ? 128 : 168>::on;

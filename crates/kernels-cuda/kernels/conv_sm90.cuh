@@ -200,9 +200,9 @@ __device__ __forceinline__ void store_vec_staged(const float* d, const u8* stagi
 // h < BN / 32; zeros where a row is past M or a vector past K. Issuing the whole tile's loads
 // at once, a mainloop ahead, takes the residual's L2 (or DRAM) latency out of the epilogue,
 // which otherwise waits on BN / 32 round trips. It costs BN / 4 registers a thread per 16-row
-// half on top of the BN / 2 accumulators, within the 168 a thread has (ptxas allocates for the
-// launch bounds, not for setmaxnreg) only where the accumulators are 64 at most (`Preload`);
-// larger tiles load each 32-column chunk during the previous one's stores instead.
+// half on top of the BN / 2 accumulators: ptxas -v showed spills wherever the accumulators
+// were more than 64, so only those tiles preload (`Preload`); larger ones load each 32-column
+// chunk during the previous one's stores instead.
 template <typename T, int BN> struct ResidualRows {
     uint4 a[BN / 32], b[BN / 32];
     __device__ __forceinline__ void load(const ConvArgs& p, i64 row_w, int n0, int lane) {

@@ -303,15 +303,15 @@ fn run(
     let ktiles = sh.r * sh.s * sh.c.div_ceil(BK);
     let residual = epi.residual != 0;
     let forced_bn = knobs.bn.filter(|b| [64, 128, 256].contains(b));
+    let default_bn = tile_width(m, sh.k, ktiles, residual, sms);
     // Tiles of 192 rows (128 wide only) where forced, or where they beat the default's tiles.
-    let trio = knobs.rows == Some(192)
+    let want_trio = knobs.rows == Some(192)
         || knobs.rows.is_none() && forced_bn.is_none() && knobs.splits.is_none_or(|s| s == 1) && {
-            let bn = tile_width(m, sh.k, ktiles, residual, sms);
-            let current = m.div_ceil(tile_rows(m, sh.k, ktiles, bn, residual, sms)) * sh.k.div_ceil(bn);
-            trio_tiles(m, sh.k, ktiles, residual, sms, current)
+            let rows = tile_rows(m, sh.k, ktiles, default_bn, residual, sms);
+            trio_tiles(m, sh.k, ktiles, residual, sms, m.div_ceil(rows) * sh.k.div_ceil(default_bn))
         };
-    let forced_bn = forced_bn.or(if trio { Some(128) } else { None });
-    let unsplit_bn = forced_bn.unwrap_or_else(|| tile_width(m, sh.k, ktiles, residual, sms));
+    let forced_bn = forced_bn.or(if want_trio { Some(128) } else { None });
+    let unsplit_bn = forced_bn.unwrap_or(default_bn);
     let (bn, mut splits) = split::choose((m, sh.k, ktiles), sms, residual, unsplit_bn, forced_bn, knobs.splits);
     // One split per k-step at most (so that none is empty); a workspace within reason.
     splits = splits.clamp(1, ktiles.max(1));
@@ -325,7 +325,7 @@ fn run(
         BM
     } else {
         match knobs.rows {
-            _ if trio && bn == 128 => 192,
+            _ if want_trio && bn == 128 => 192,
             Some(256) if bn <= 128 => 256,
             Some(_) => BM,
             None => tile_rows(m, sh.k, ktiles, bn, residual, sms),
