@@ -22,8 +22,8 @@ JSON to benchmarks/results/.
 
 Variants (--variants NAME=VAR=VALUE,VAR=VALUE ...) re-time our Hopper path once per set of
 environment settings (read per call by the launcher: MAX_CONV_SM90_SPLITK, _PREFETCH, _FOLD,
-_STAGED, _TILED_A, _BN, _GRID) on every layer, the stack and the fused blocks, as `v_NAME_us` columns and a stack
-total per variant; `--layers a,b` keeps only the named layers (and the fused blocks among them),
+_STAGED, _TILED_A, _BN, _GRID, _BM, _RES_RING) on every layer, the stack and the fused blocks, as
+`v_NAME_us` columns and a stack total per variant; `--layers a,b` keeps only the named layers (and the fused blocks among them),
 `--no-large` drops the large set (such runs write gpu_conv2d_variants-*.json instead). The default
 run's `sm90_split` / `sm90_padded` say whether our Hopper path split the reduction or ran on
 channel-padded copies.

@@ -29,7 +29,7 @@ DTYPES = base.DTYPES
 KNOBS = ("MAX_CONV_SM90_BN", "MAX_CONV_SM90_GRID", "MAX_CONV_SM90_SPLITK", "MAX_CONV_SM90_PREFETCH",
          "MAX_CONV_SM90_FOLD", "MAX_CONV_SM90_STAGED", "MAX_CONV_SM90_TILED_A", "MAX_CONV_SM90_GEMM",
          "MAX_CONV_SM90_VEC", "MAX_CONV_SM90_RESVEC", "MAX_CONV_SM90_LINE_PREFETCH", "MAX_CONV_SM90_PDL",
-         "MAX_CONV_SM90_PINGPONG", "MAX_CONV_SM90_BM")
+         "MAX_CONV_SM90_PINGPONG", "MAX_CONV_SM90_BM", "MAX_CONV_SM90_RES_RING")
 
 
 @pytest.fixture
@@ -246,7 +246,7 @@ def fused_bits(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, act="relu", **en
 @pytest.mark.parametrize("bn", [None, "64", "256"])
 @pytest.mark.parametrize("cv", PREFETCH, ids=repr)
 def test_prefetch_on_and_off_agree(sm90, rng, monkeypatch, cv, bn, grid, dtype):
-    env = {"MAX_CONV_SM90_SPLITK": "1"}
+    env = {"MAX_CONV_SM90_SPLITK": "1", "MAX_CONV_SM90_RES_RING": "0"}  # the residual read from global memory
     if bn is not None:
         env["MAX_CONV_SM90_BN"] = bn
     if grid is not None:
@@ -262,6 +262,7 @@ def test_prefetch_on_and_off_agree(sm90, rng, monkeypatch, cv, bn, grid, dtype):
 @pytest.mark.parametrize("cv", PREFETCH, ids=repr)
 def test_prefetch_exact(sm90, rng, monkeypatch, cv, act, prefetch):
     monkeypatch.setenv("MAX_CONV_SM90_PREFETCH", prefetch)
+    monkeypatch.setenv("MAX_CONV_SM90_RES_RING", "0")
     monkeypatch.setenv("MAX_CONV_SM90_SPLITK", "1")
     base.run_epilogue(sm90, rng, cv, DType.bfloat16, act, conv_bias=True, beta=0.5, exact=True)
     base.run_epilogue(sm90, rng, cv, DType.float16, act, conv_bias=False, beta=1, exact=True)

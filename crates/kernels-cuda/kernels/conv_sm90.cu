@@ -73,6 +73,18 @@
 // producer's prefetch is left out for residuals above half of L2 (it runs up to a ring ahead
 // and evicted lines before their use). A prefetch only warms L2: it changes no result.
 //
+// Residual in the ring (args.prefetch bit 3, the launcher's default for unsplit convs whose
+// residual is read as 16-byte vectors, staged == 3; the seed's C prefetch): after a tile's last k-step the producer takes
+// the next RS ring slots and loads the tile's residual into them by TMA (map_r with 64 x 64
+// boxes, 8 KB each, packed STAGE_BYTES / 8 KB to a slot: RS = 1 for 128 x 64 and 128 x 128
+// tiles, 2 for 192 x 128 and 128 x 256). The loads are issued while the consumers still run the
+// tile's last STAGES - RS k-steps, so the residual is in shared memory when the epilogue starts;
+// the consumers wait on the slots' full barriers after their mainloop, read their rows from
+// there (RingResidual in conv_sm90.cuh) and hand the slots back after their stores, as they do
+// k-step slots. The next tile's loads then start RS slots later. Not in the forms holding 128
+// accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide: their epilogue
+// spilled with it); the launcher never asks for it there.
+//
 // Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
 // [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
 // swizzle, so the shared-memory tile is the same (rows past M are zero-filled).
@@ -151,10 +163,17 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ktiles = p.taps * p.c_tiles;
     const int units = p.tiles * p.splits;
+    // The residual tile in the ring (p.prefetch bit 3): RS slots after each tile's k-steps,
+    // PER 64 x 64 boxes a slot.
+    // Not with 128 accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide),
+    // whose epilogue then spilled (the launcher never asks for it there).
+    constexpr int PER = STAGE_BYTES / CV_RBOX, RBOXES = (BM / 64) * (BN / 64), RS = (RBOXES + PER - 1) / PER;
+    constexpr bool RING_OK = !PLAIN && !((PP || WIDE) && BN == 128);
+    const bool rring = RING_OK && (p.prefetch & 8);
     if (threadIdx.x == 0) {
         tma_prefetch_desc(map_a);
         tma_prefetch_desc(map_b);
-        if (p.prefetch & 1) tma_prefetch_desc(map_r);
+        if (p.prefetch & 9) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], PP ? 4 : 4 * CONSUMERS);
@@ -215,6 +234,24 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                         if (s == p.s) s = 0, ow = 0, ++r, oh += p.dh;
                     }
                 }
+                // The tile's residual into the next RS slots (boxes wholly past M or K are not
+                // loaded: the epilogue stores nothing there).
+                if (rring)
+                    for (int j = 0; j < RS; ++j) {
+                        mbar_wait_spin(&empty[stage], phase ^ 1);
+                        u8* sr = smem + stage * STAGE_BYTES;
+                        u32 rbytes = 0;
+                        for (int i = j * PER; i < min(RBOXES, (j + 1) * PER); ++i)
+                            if (n0 + 64 * (i % (BN / 64)) < p.k && m0 + 64 * (i / (BN / 64)) < p.m) rbytes += CV_RBOX;
+                        mbar_expect_tx(&full[stage], rbytes);
+                        for (int i = j * PER; i < min(RBOXES, (j + 1) * PER); ++i) {
+                            const int col = n0 + 64 * (i % (BN / 64));
+                            const i64 row = m0 + 64 * (i / (BN / 64));
+                            if (col < p.k && row < p.m)
+                                tma_load_2d(sr + (i - j * PER) * CV_RBOX, map_r, &full[stage], col, (int)row);
+                        }
+                        if (++stage == STAGES) stage = 0, phase ^= 1;
+                    }
             }
         }
         return;
@@ -245,7 +282,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
         if (PP && (local & 1) != c) {
             // The other consumer's unit: its k-steps pass this one's place in the ring by.
-            const int n = stage + (k1 - k0);
+            const int n = stage + (k1 - k0) + (rring ? RS : 0);
             phase ^= (u32)(n / STAGES) & 1u;
             stage = n % STAGES;
             continue;
@@ -253,7 +290,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
         const i64 row_w = (i64)mt * BM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
         ResidualRows<T, BN> res[HALVES];
-        if (!PLAIN && PRE && p.staged == 3) {
+        if (!PLAIN && PRE && p.staged == 3 && !rring) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) res[h].load(p, row_w + 64 * h, n0, lane);
         } else if (!PLAIN && (p.prefetch & 2)) {
@@ -288,9 +325,23 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         wgmma_wait0();
         release_stage(&empty[prev], lane);
         if (PP && unit + (int)gridDim.x < units) named_arrive(2 - c, 256);  // the other's turn
+        const int rstage = stage;
+        if (rring)
+            for (int j = 0; j < RS; ++j) {
+                mbar_wait_spin(&full[stage], phase);
+                if (++stage == STAGES) stage = 0, phase ^= 1;
+            }
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h)
-            tile_out<T, BN, PLAIN, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h]);
+        for (int h = 0; h < HALVES; ++h) {
+            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, (int)(row_w - (i64)mt * BM) + 64 * h};
+            tile_out<T, BN, PLAIN, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring);
+        }
+        if (rring) {
+            // The residual's slots go back to the producer, whose TMA (the async proxy) refills
+            // them: order this warp's shared-memory reads of them before its arrival.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            for (int j = 0; j < RS; ++j) release_stage(&empty[(rstage + j) % STAGES], lane);
+        }
     }
 }
 

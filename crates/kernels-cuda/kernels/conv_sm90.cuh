@@ -28,7 +28,9 @@ struct ConvArgs {
     i32 splits;    // splits of the reduction (1: the epilogue runs here)
     i32 prefetch;  // bit 0: the producer prefetches each tile's residual rows into L2 through
                    // map_r; bit 1: each consumer warp prefetches its rows before the mainloop;
-                   // bit 2: launched under programmatic stream serialization (wait first)
+                   // bit 2: launched under programmatic stream serialization (wait first);
+                   // bit 3: the producer loads each tile's residual into the ring through map_r
+                   // (64 x 64 boxes; staged == 3, unsplit)
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
                    // results stored as 16-byte vectors staged through shared memory (16-byte
                    // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
@@ -266,14 +268,51 @@ __device__ __forceinline__ void residual_chunk_out(const float* d, float* buf, c
     }
 }
 
+// The residual tile in the ring (p.prefetch bit 3): the producer loads it by TMA into the ring
+// slots that follow the tile's k-steps, in boxes of 64 rows x 64 columns (8 KB, the 128-byte
+// swizzle), box (row block rb, column block cb) = rb * BN / 64 + cb, packed per * 8 KB to a
+// stage; the epilogue reads it from there instead of from global memory. `a[cb]`: the shared
+// address of this lane's row a (row_w + lane / 4; row b is 8 rows on) in column block cb.
+#define CV_RBOX (64 * 64 * 2)
+template <int BN, int STAGES, int STAGE_BYTES, bool ON> struct RingResidual {
+    static const bool on = ON;  // whether the kernel form has this path at all
+    // ring: the address of stage 0; stage0: the stage of the tile's first residual slot; tr:
+    // the warp's first row within the tile (a multiple of 16). The addresses are computed at
+    // each use: held across the epilogue's math they cost registers the larger tiles lack.
+    u32 ring;
+    int stage0, tr;
+    // Chunk h (columns 32 h + 8 (lane % 4) of the tile) of rows a (tr + lane / 4) and b (8 rows
+    // on): the 16-byte piece (h % 2) * 4 + lane % 4 of the 128-byte row of column block h / 2,
+    // swizzled with the row's index mod 8 (lane / 4 for both: the rows are 16-aligned).
+    __device__ __forceinline__ void chunk(int h, int lane, uint4& ra, uint4& rb) const {
+        constexpr int per = STAGE_BYTES / CV_RBOX;
+        const int box = (tr / 64) * (BN / 64) + h / 2;
+        const int st = (stage0 + box / per) % STAGES;
+        const u32 at = ring + st * STAGE_BYTES + (box % per) * CV_RBOX + (tr % 64 + lane / 4) * 128 +
+                       ((((h % 2) * 4 + lane % 4) ^ (lane / 4)) * 16);
+        lds128(at, ra.x, ra.y, ra.z, ra.w);
+        lds128(at + 8 * 128, rb.x, rb.y, rb.z, rb.w);
+    }
+};
+
 // The stores with p.staged == 3: the residual is added on the way out instead of in the
-// fragments, 32 columns at a time (residual_chunk_out), from the rows preloaded in `res` (PRE)
-// or loaded here a chunk ahead of the stores. Same arithmetic as add_residual (d += beta * r,
-// one rounding at the store); the compiler may contract the multiply-add in one path only, so
-// results agree to one unit in the last place (tests/test_gpu_conv_sm90_more.py).
-template <typename T, int BN, bool PRE>
+// fragments, 32 columns at a time (residual_chunk_out), from the tile in the ring (p.prefetch
+// bit 3, `ring`), from the rows preloaded in `res` (PRE) or loaded here a chunk ahead of the
+// stores. Same arithmetic as add_residual (d += beta * r, one rounding at the store); the
+// compiler may contract the multiply-add in one path only, so results agree to one unit in the
+// last place (tests/test_gpu_conv_sm90_more.py).
+template <typename T, int BN, bool PRE, typename RING>
 __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
-                                                   int lane, const ResidualRows<T, BN>& res) {
+                                                   int lane, const ResidualRows<T, BN>& res, const RING& ring) {
+    if (RING::on && (p.prefetch & 8)) {
+#pragma unroll
+        for (int h = 0; h < BN / 32; ++h) {
+            uint4 ra, rb;
+            ring.chunk(h, lane, ra, rb);
+            residual_chunk_out<T>(d, buf, p, row_w, n0, lane, h, ra, rb);
+        }
+        return;
+    }
     if (PRE) {
 #pragma unroll
         for (int h = 0; h < BN / 32; ++h) residual_chunk_out<T>(d, buf, p, row_w, n0, lane, h, res.a[h], res.b[h]);
@@ -297,10 +336,10 @@ __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, c
 // runs the epilogue and stores the results. `staging`: the shared memory past the ring's
 // barriers; `slot`: the warp's staging area (one per consumer warp). With p.staged == 3 the
 // residual rows are in `res` (PRE: preloaded at the tile's start, see ResidualRows), or loaded
-// a chunk at a time in store_vec_residual.
-template <typename T, int BN, bool PLAIN, bool PRE>
+// a chunk at a time in store_vec_residual, or in the ring (p.prefetch bit 3, `ring`).
+template <typename T, int BN, bool PLAIN, bool PRE, typename RING>
 __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& p, i64 row_w, int n0, int split,
-                                         int slot, int lane, const ResidualRows<T, BN>& res) {
+                                         int slot, int lane, const ResidualRows<T, BN>& res, const RING& ring) {
     const i64 row0 = row_w + lane / 4;
     const int col0 = n0 + (lane % 4) * 2;
     // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
@@ -327,7 +366,7 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
     if (!PLAIN && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
     const i64 offset = row0 * p.k + col0;
     if (!PLAIN && p.staged == 3) {
-        store_vec_residual<T, BN, PRE>(d, buf, p, row_w, n0, lane, res);
+        store_vec_residual<T, BN, PRE>(d, buf, p, row_w, n0, lane, res, ring);
         return;
     }
     if (!PLAIN && p.epi.residual) {

@@ -95,9 +95,9 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaMap* map, u64* b
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
         ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1) : "memory");
 }
-// Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use.
 // Asks L2 for the 128-byte line holding p (a hint: no result, no fault).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+// Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use.
 __device__ __forceinline__ void tma_prefetch_desc(const TmaMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
 }

@@ -54,7 +54,7 @@ mod tiles;
 use super::tma::TmaMap;
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, residual_map};
-pub use tiles::{pingpong, tile_rows, tile_width, trio_tiles, wide_tiles};
+pub use tiles::{pingpong, ring_fits, tile_rows, tile_width, trio_tiles, wide_tiles};
 
 /// Launches of the kernel in this process (tests check that a shape took this path).
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
@@ -89,6 +89,13 @@ static TRIO: AtomicU64 = AtomicU64::new(0);
 
 pub fn trio_launches() -> u64 {
     TRIO.load(Ordering::Relaxed)
+}
+
+/// Of [`launches`], those that loaded the residual into the ring (see the kernel's header).
+static RES_RING: AtomicU64 = AtomicU64::new(0);
+
+pub fn res_ring_launches() -> u64 {
+    RES_RING.load(Ordering::Relaxed)
 }
 
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
@@ -338,18 +345,6 @@ fn run(
         Ok(m) => m,
         Err(why) => return Ok(Outcome::NotEligible(why)),
     };
-    // The residual's L2 prefetch (unsplit: otherwise the reduce kernel reads it); off when
-    // MAX_CONV_SM90_PREFETCH=0, for residuals not 16-byte aligned, or if the map is refused.
-    // A residual larger than half of L2 is left out: prefetching it only evicts what the
-    // block is about to read (the 51 MB residual of the 56x56 64->256 ResNet block on an H200:
-    // 60.9 us with the prefetch, 51.0 without).
-    let fits_l2 = m.saturating_mul(sh.k).saturating_mul(2) <= l2_bytes(stream)? / 2;
-    let map_r =
-        if splits == 1 && epi.residual != 0 && epi.residual % 16 == 0 && m <= I32 && !knobs.no_prefetch && fits_l2 {
-            residual_map(dtype, epi.residual, m, sh.k).ok()
-        } else {
-            None
-        };
     // A launch with nothing to do after the mainloop but store takes the kernel compiled without
     // the epilogue options (`_plain`: compact code for the one cold pass of a short tile).
     // Unsplit launches store their results as 16-byte vectors staged through shared memory
@@ -376,6 +371,27 @@ fn run(
     let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
     let steps = ktiles.div_ceil(splits);
     let pp = bm == BM && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid, bn, steps));
+    // The residual tile loaded into the ring by TMA (staged = 3 only: the epilogue reads it as
+    // 16-byte vectors) where the tile form allows it, unless MAX_CONV_SM90_RES_RING=0, if the
+    // map is accepted; otherwise read from global memory, with its L2 prefetch (unsplit: otherwise the reduce kernel reads it) unless
+    // MAX_CONV_SM90_PREFETCH=0, for residuals not 16-byte aligned, or if the map is refused. A
+    // residual larger than half of L2 is left out: prefetching it only evicts what the block is
+    // about to read (the 51 MB residual of the 56x56 64->256 ResNet block on an H200: 60.9 us
+    // with the prefetch, 51.0 without).
+    let ring_map = if staged == 3 && m <= I32 && ring_fits(bm, bn, pp) && !knobs.no_res_ring {
+        residual_map(dtype, epi.residual, m, sh.k, 64).ok()
+    } else {
+        None
+    };
+    let res_ring = ring_map.is_some();
+    let fits_l2 = m.saturating_mul(sh.k).saturating_mul(2) <= l2_bytes(stream)? / 2;
+    let map_r = if res_ring {
+        None
+    } else if splits == 1 && epi.residual != 0 && epi.residual % 16 == 0 && m <= I32 && !knobs.no_prefetch && fits_l2 {
+        residual_map(dtype, epi.residual, m, sh.k, BM as u32).ok()
+    } else {
+        None
+    };
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
@@ -399,12 +415,13 @@ fn run(
         ws: ws.as_ref().map_or(0, |w| w.ptr()),
         splits: splits as i32,
         prefetch: map_r.is_some() as i32
-            | (((splits == 1 && epi.residual != 0 && !knobs.no_line_prefetch) as i32) << 1)
-            | ((knobs.pdl as i32) << 2),
+            | (((splits == 1 && epi.residual != 0 && !res_ring && !knobs.no_line_prefetch) as i32) << 1)
+            | ((knobs.pdl as i32) << 2)
+            | ((res_ring as i32) << 3),
         staged,
         tiled_a: tiled_a as i32,
     };
-    let map_r = map_r.unwrap_or(TmaMap([0; 16]));
+    let map_r = map_r.or(ring_map).unwrap_or(TmaMap([0; 16]));
     let name = format!(
         "conv_sm90_{}_n{bn}{}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
@@ -461,6 +478,9 @@ fn run(
     }
     if trio {
         TRIO.fetch_add(1, Ordering::Relaxed);
+    }
+    if res_ring {
+        RES_RING.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;

@@ -8,7 +8,7 @@ use cudarc::driver::sys::{
 use max_graph::DType;
 
 use super::super::tma::{self, TmaMap, half_type as data_type};
-use super::{BK, BM, Conv2dShape};
+use super::{BK, Conv2dShape};
 
 /// The input [N, H, W, C] in im2col mode: boxes of `pixels` pixels (the tile's rows, 128 or 256)
 /// x 64 channels, the conv stride as the traversal stride, the window corners' bounding box (see
@@ -85,9 +85,9 @@ fn tiled_2d(
         .map_err(|e| format!("cuTensorMapEncodeTiled rejected it: {e}"))
 }
 
-/// The residual [M, K] in boxes of 64 columns x 128 rows (one per B box of a tile), for the
-/// kernel's L2 prefetch (cp.async.bulk.prefetch.tensor; the swizzle is the one a TMA load of
-/// the residual tile into shared memory would use).
-pub(super) fn residual_map(dtype: DType, r: u64, m: usize, k: usize) -> std::result::Result<TmaMap, String> {
-    tiled_2d(dtype, r, (m, k), (64, BM as u32)).map_err(|e| format!("the residual [{m}, {k}]: {e}"))
+/// The residual [M, K] in boxes of 64 columns x `rows` rows with the 128-byte swizzle: 128 (one
+/// per B box of a tile) for the kernel's L2 prefetch (cp.async.bulk.prefetch.tensor), 64 for its
+/// loads of a tile's residual into the ring (see the kernel's header).
+pub(super) fn residual_map(dtype: DType, r: u64, m: usize, k: usize, rows: u32) -> std::result::Result<TmaMap, String> {
+    tiled_2d(dtype, r, (m, k), (64, rows)).map_err(|e| format!("the residual [{m}, {k}]: {e}"))
 }

@@ -167,3 +167,10 @@ mod tests {
         assert_eq!(tile_width(6272, 1024, 4, true, 132), 128);
     }
 }
+
+/// Whether the kernel for tiles of `bm` x `bn` (ping-pong or not) can load a fused residual into
+/// the ring: not where a consumer holds 128 accumulators in two halves (ping-pong or 256-row
+/// tiles, 128 wide), whose epilogue spilled with it (the kernel's RING_OK).
+pub fn ring_fits(bm: usize, bn: usize, pp: bool) -> bool {
+    !((pp || bm == 256) && bn == 128)
+}
