@@ -60,29 +60,30 @@
 // 8-byte stores, no atomics); conv_sm90_aux.cu's reduce kernel sums the planes in split order
 // and applies the epilogue. The ring runs on across units exactly as across tiles.
 //
-// Residual prefetch (args.prefetch, unsplit convs with a 16-byte aligned residual): when the
-// producer starts a tile it asks for the tile's residual rows in L2 (cp.async.bulk.prefetch.tensor
-// over a 2-D map of the residual [M, K], one 64-column x 128-row box per B box), so the
-// epilogue's residual loads, issued in chunks of several column groups at once, hit L2 instead
-// of waiting on DRAM. Where the residual is read as 16-byte vectors (staged == 3) and a consumer
-// holds at most 64 accumulators a thread, each consumer warp loads its rows of the tile's
-// residual into registers when it starts the tile (ResidualRows in conv_sm90.cuh), so the
-// epilogue does not wait on them; otherwise, with args.prefetch bit 1 (unsplit convs with a
-// residual), each consumer warp asks for its own 16 rows when it starts the tile, one 128-byte
-// line per lane, so those lines arrive during the mainloop whatever the producer's lead. The
-// producer's prefetch is left out for residuals above half of L2 (it runs up to a ring ahead
-// and evicted lines before their use). A prefetch only warms L2: it changes no result.
+// Residual prefetch (args.prefetch bits 0 and 1, unsplit convs with a 16-byte aligned residual that
+// is not loaded into the ring, see below): when the producer starts a tile it asks for the tile's
+// residual rows in L2 (cp.async.bulk.prefetch.tensor over a 2-D map of the residual [M, K], one
+// 64-column x 128-row box per B box), so the epilogue's residual loads, issued in chunks of several
+// column groups at once, hit L2 instead of waiting on DRAM. Where the residual is read as 16-byte
+// vectors (staged == 3) and a consumer holds at most 64 accumulators a thread, each consumer warp
+// loads its rows of the tile's residual into registers when it starts the tile (ResidualRows in
+// conv_sm90.cuh), so the epilogue does not wait on them; otherwise, with args.prefetch bit 1
+// (unsplit convs with a residual), each consumer warp asks for its own 16 rows when it starts the
+// tile, one 128-byte line per lane, so those lines arrive during the mainloop whatever the
+// producer's lead. The producer's prefetch is left out for residuals above half of L2 (it runs up
+// to a ring ahead and evicted lines before their use). A prefetch only warms L2: it changes no
+// result.
 //
 // Residual in the ring (args.prefetch bit 3, the launcher's default for unsplit convs whose
-// residual is read as 16-byte vectors, staged == 3; the seed's C prefetch): after a tile's last k-step the producer takes
-// the next RS ring slots and loads the tile's residual into them by TMA (map_r with 64 x 64
-// boxes, 8 KB each, packed STAGE_BYTES / 8 KB to a slot: RS = 1 for 128 x 64 and 128 x 128
-// tiles, 2 for 192 x 128 and 128 x 256). The loads are issued while the consumers still run the
-// tile's last STAGES - RS k-steps, so the residual is in shared memory when the epilogue starts;
-// the consumers wait on the slots' full barriers after their mainloop, read their rows from
-// there (RingResidual in conv_sm90.cuh) and hand the slots back after their stores, as they do
-// k-step slots. The next tile's loads then start RS slots later. Not in the forms holding 128
-// accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide: their epilogue
+// residual is read as 16-byte vectors, staged == 3; the seed's C prefetch): after a tile's last
+// k-step the producer takes the next RS ring slots and loads the tile's residual into them by TMA
+// (map_r with 64 x 64 boxes, 8 KB each, packed STAGE_BYTES / 8 KB to a slot: RS = 1 for 128 x 64
+// and 128 x 128 tiles, 2 for 192 x 128 and 128 x 256). The loads are issued while the consumers
+// still run the tile's last STAGES - RS k-steps, so the residual is in shared memory when the
+// epilogue starts; the consumers wait on the slots' full barriers after their mainloop, read their
+// rows from there (RingResidual in conv_sm90.cuh) and hand the slots back after their stores, as
+// they do k-step slots. The next tile's loads then start RS slots later. Not in the forms holding
+// 128 accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide: their epilogue
 // spilled with it); the launcher never asks for it there.
 //
 // Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
@@ -333,7 +334,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             }
 #pragma unroll
         for (int h = 0; h < HALVES; ++h) {
-            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, (int)(row_w - (i64)mt * BM) + 64 * h};
+            const int tr = (int)(row_w - (i64)mt * BM) + 64 * h;  // the warp's first row within the tile
+            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, tr};
             tile_out<T, BN, PLAIN, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring);
         }
         if (rring) {

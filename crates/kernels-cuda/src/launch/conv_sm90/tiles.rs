@@ -92,6 +92,13 @@ pub fn pingpong(units: usize, grid: usize, bn: usize, steps: usize) -> bool {
     units >= 4 * grid || bn == 64 && units <= grid && steps >= 64
 }
 
+/// Whether the kernel for tiles of `bm` x `bn` (ping-pong or not) can load a fused residual into
+/// the ring: not where a consumer holds 128 accumulators in two halves (ping-pong or 256-row
+/// tiles, 128 wide), whose epilogue spilled with it (the kernel's RING_OK).
+pub fn ring_fits(bm: usize, bn: usize, pp: bool) -> bool {
+    !((pp || bm == 256) && bn == 128)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,11 +173,20 @@ mod tests {
         // 14x14 256 -> 1024 with a residual: 128 wide
         assert_eq!(tile_width(6272, 1024, 4, true, 132), 128);
     }
-}
 
-/// Whether the kernel for tiles of `bm` x `bn` (ping-pong or not) can load a fused residual into
-/// the ring: not where a consumer holds 128 accumulators in two halves (ping-pong or 256-row
-/// tiles, 128 wide), whose epilogue spilled with it (the kernel's RING_OK).
-pub fn ring_fits(bm: usize, bn: usize, pp: bool) -> bool {
-    !((pp || bm == 256) && bn == 128)
+    #[test]
+    fn the_ring_takes_the_residual_except_in_two_halves_of_128() {
+        for (bm, bn, pp, fits) in [
+            (128, 64, false, true),
+            (128, 128, false, true),
+            (128, 256, false, true),
+            (128, 64, true, true),
+            (128, 128, true, false),
+            (256, 64, false, true),
+            (256, 128, false, false),
+            (192, 128, false, true),
+        ] {
+            assert_eq!(ring_fits(bm, bn, pp), fits, "{bm} x {bn}, ping-pong {pp}");
+        }
+    }
 }
