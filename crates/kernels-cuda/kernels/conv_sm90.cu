@@ -164,10 +164,9 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ktiles = p.taps * p.c_tiles;
     const int units = p.tiles * p.splits;
-    // The residual tile in the ring (p.prefetch bit 3): RS slots after each tile's k-steps,
-    // PER 64 x 64 boxes a slot.
-    // Not with 128 accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide),
-    // whose epilogue then spilled (the launcher never asks for it there).
+    // The residual tile in the ring (p.prefetch bit 3): RS slots after each tile's k-steps, PER
+    // 64 x 64 boxes a slot. Not with 128 accumulators a thread in two halves (ping-pong and
+    // 256-row tiles 128 wide), whose epilogue then spilled (the launcher never asks for it there).
     constexpr int PER = STAGE_BYTES / CV_RBOX, RBOXES = (BM / 64) * (BN / 64), RS = (RBOXES + PER - 1) / PER;
     constexpr bool RING_OK = !PLAIN && !((PP || WIDE) && BN == 128);
     const bool rring = RING_OK && (p.prefetch & 8);

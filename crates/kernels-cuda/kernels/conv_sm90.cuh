@@ -270,9 +270,9 @@ __device__ __forceinline__ void residual_chunk_out(const float* d, float* buf, c
 
 // The residual tile in the ring (p.prefetch bit 3): the producer loads it by TMA into the ring
 // slots that follow the tile's k-steps, in boxes of 64 rows x 64 columns (8 KB, the 128-byte
-// swizzle), box (row block rb, column block cb) = rb * BN / 64 + cb, packed per * 8 KB to a
-// stage; the epilogue reads it from there instead of from global memory. `a[cb]`: the shared
-// address of this lane's row a (row_w + lane / 4; row b is 8 rows on) in column block cb.
+// swizzle); box rb * BN / 64 + cb (row block rb, column block cb) lies in slot box / per at
+// offset (box % per) * 8 KB, per = STAGE_BYTES / 8 KB. The epilogue reads it from there instead
+// of from global memory.
 #define CV_RBOX (64 * 64 * 2)
 template <int BN, int STAGES, int STAGE_BYTES, bool ON> struct RingResidual {
     static const bool on = ON;  // whether the kernel form has this path at all

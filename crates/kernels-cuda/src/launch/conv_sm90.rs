@@ -373,11 +373,11 @@ fn run(
     let pp = bm == BM && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid, bn, steps));
     // The residual tile loaded into the ring by TMA (staged = 3 only: the epilogue reads it as
     // 16-byte vectors) where the tile form allows it, unless MAX_CONV_SM90_RES_RING=0, if the
-    // map is accepted; otherwise read from global memory, with its L2 prefetch (unsplit: otherwise the reduce kernel reads it) unless
-    // MAX_CONV_SM90_PREFETCH=0, for residuals not 16-byte aligned, or if the map is refused. A
-    // residual larger than half of L2 is left out: prefetching it only evicts what the block is
-    // about to read (the 51 MB residual of the 56x56 64->256 ResNet block on an H200: 60.9 us
-    // with the prefetch, 51.0 without).
+    // map is accepted. Otherwise it is read from global memory, with its L2 prefetch (unsplit:
+    // otherwise the reduce kernel reads it) unless MAX_CONV_SM90_PREFETCH=0, for residuals not
+    // 16-byte aligned, or if the map is refused. A residual larger than half of L2 is left out:
+    // prefetching it only evicts what the block is about to read (the 51 MB residual of the
+    // 56x56 64->256 ResNet block on an H200: 60.9 us with the prefetch, 51.0 without).
     let ring_map = if staged == 3 && m <= I32 && ring_fits(bm, bn, pp) && !knobs.no_res_ring {
         residual_map(dtype, epi.residual, m, sh.k, 64).ok()
     } else {
