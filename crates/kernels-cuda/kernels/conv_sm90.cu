@@ -136,21 +136,24 @@ __device__ __forceinline__ void release_stage(u64* empty, int lane) {
     if (lane == 0) mbar_arrive(empty);
 }
 
-// PLAIN: the launch has no epilogue (no bias, activation, clamp or residual), no split-K and no
-// staged epilogue, so the tile's end is only the conversion and the stores. A short tile (one per
-// block on most ResNet layers) runs its epilogue once with a cold instruction cache; in the
-// general kernel that path jumps across the code of every epilogue option, and the misses cost
-// more than the stores (ncu: "no instruction" stalls at each jump).
+// EPI (conv_sm90.cuh): CV_PLAIN where the launch has no epilogue (no bias, activation, clamp or
+// residual), no split-K and no staged epilogue, so the tile's end is only the conversion and the
+// stores; CV_LEAN where it has the ResNet pattern only (biases, relu, the residual in the ring);
+// CV_FULL otherwise. A short tile (one per block on most ResNet layers) runs its epilogue once
+// with a cold instruction cache; in the general kernel that path jumps across the code of every
+// epilogue option, and the misses cost more than the stores (ncu: "no instruction" stalls at
+// each jump).
 // PP (ping-pong, BN <= 128): the two consumer warpgroups take alternate work units of the block,
 // each computing all 128 rows of its unit (two m64 wgmmas per k16 step, 2 x BN / 2 accumulators),
 // so one warpgroup's epilogue runs while the other's MMAs do. Without it (cooperative) both
 // take every unit, 64 rows each. The producer's loads are the same either way.
-template <typename T, bool BF16, int BN, bool PLAIN, int FORM>
+template <typename T, bool BF16, int BN, int EPI, int FORM>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
     // FORM 0: cooperative, 1: ping-pong (PP), 2: tiles of 256 rows (WIDE), 3: tiles of 192 rows
     // over three consumer warpgroups (TRIO; see the header).
     constexpr bool PP = FORM == 1, WIDE = FORM == 2, TRIO = FORM == 3;
+    constexpr bool PLAIN = EPI == CV_PLAIN, FULL = EPI == CV_FULL;
     constexpr int CONSUMERS = TRIO ? 3 : 2;
     constexpr int BM = WIDE ? 2 * CV_BM : TRIO ? 3 * 64 : CV_BM;
     constexpr int A_BYTES = BM * CV_BK * 2;
@@ -208,7 +211,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int rem = (int)(m0 - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
-                if (!PLAIN && (p.prefetch & 1))
+                if (FULL && (p.prefetch & 1))
                     for (int j = 0; j < boxes; ++j) {
                         tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0);
                         if (BM > 128) tma_prefetch_2d(map_r, n0 + 64 * j, (int)m0 + 128);
@@ -290,10 +293,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
         const i64 row_w = (i64)mt * BM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
         ResidualRows<T, BN> res[HALVES];
-        if (!PLAIN && PRE && p.staged == 3 && !rring) {
+        if (FULL && PRE && p.staged == 3 && !rring) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) res[h].load(p, row_w + 64 * h, n0, lane);
-        } else if (!PLAIN && (p.prefetch & 2)) {
+        } else if (FULL && (p.prefetch & 2)) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) prefetch_residual_rows<T, BN>(p, row_w + 64 * h, n0, lane);
         }
@@ -335,7 +338,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         for (int h = 0; h < HALVES; ++h) {
             const int tr = (int)(row_w - (i64)mt * BM) + 64 * h;  // the warp's first row within the tile
             const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, tr};
-            tile_out<T, BN, PLAIN, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring);
+            tile_out<T, BN, EPI, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring);
         }
         if (rring) {
             // The residual's slots go back to the producer, whose TMA (the async proxy) refills
@@ -346,43 +349,47 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     }
 }
 
-#define CONV_ENTRY(NAME, T, BF16, BN, PLAIN, FORM)                                                         \
+#define CONV_ENTRY(NAME, T, BF16, BN, EPI, FORM)                                                         \
     extern "C" __global__ void __launch_bounds__(FORM == 3 ? 512 : 384, 1)                               \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
              const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
-        CONV_BODY(T, BF16, BN, PLAIN, FORM)                                                             \
+        CONV_BODY(T, BF16, BN, EPI, FORM)                                                             \
     }
 // wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
 // launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV_BODY(T, BF16, BN, PLAIN, FORM) conv_sm90<T, BF16, BN, PLAIN, FORM>(&map_a, &map_b, &map_r, p);
+#define CONV_BODY(T, BF16, BN, EPI, FORM) conv_sm90<T, BF16, BN, EPI, FORM>(&map_a, &map_b, &map_r, p);
 #else
-#define CONV_BODY(T, BF16, BN, PLAIN, FORM) asm volatile("trap;");
+#define CONV_BODY(T, BF16, BN, EPI, FORM) asm volatile("trap;");
 #endif
 // sources.rs builds four families from this file, one per element type (CV_BF16 defined or
 // not) and form (CV_PP: the ping-pong and 256-row entries), so that a process compiles only
 // what it runs.
 #if defined(CV_BF16)
-#define CV_ENTRY(NAME, BN, PLAIN, FORM) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, PLAIN, FORM)
+#define CV_ENTRY(NAME, BN, EPI, FORM) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, EPI, FORM)
 #else
-#define CV_ENTRY(NAME, BN, PLAIN, FORM) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, PLAIN, FORM)
+#define CV_ENTRY(NAME, BN, EPI, FORM) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, EPI, FORM)
 #endif
 #if defined(CV_PP)
-CV_ENTRY(n64_pp, 64, false, 1)
-CV_ENTRY(n128_pp, 128, false, 1)
-CV_ENTRY(n64_pp_plain, 64, true, 1)
-CV_ENTRY(n128_pp_plain, 128, true, 1)
-CV_ENTRY(n64_w, 64, false, 2)
-CV_ENTRY(n128_w, 128, false, 2)
-CV_ENTRY(n64_w_plain, 64, true, 2)
-CV_ENTRY(n128_w_plain, 128, true, 2)
-CV_ENTRY(n128_t, 128, false, 3)
-CV_ENTRY(n128_t_plain, 128, true, 3)
+CV_ENTRY(n64_pp, 64, CV_FULL, 1)
+CV_ENTRY(n128_pp, 128, CV_FULL, 1)
+CV_ENTRY(n64_pp_plain, 64, CV_PLAIN, 1)
+CV_ENTRY(n128_pp_plain, 128, CV_PLAIN, 1)
+CV_ENTRY(n64_w, 64, CV_FULL, 2)
+CV_ENTRY(n128_w, 128, CV_FULL, 2)
+CV_ENTRY(n64_w_plain, 64, CV_PLAIN, 2)
+CV_ENTRY(n128_w_plain, 128, CV_PLAIN, 2)
+CV_ENTRY(n128_t, 128, CV_FULL, 3)
+CV_ENTRY(n128_t_plain, 128, CV_PLAIN, 3)
+CV_ENTRY(n128_t_lean, 128, CV_LEAN, 3)
 #else
-CV_ENTRY(n64, 64, false, 0)
-CV_ENTRY(n128, 128, false, 0)
-CV_ENTRY(n256, 256, false, 0)
-CV_ENTRY(n64_plain, 64, true, 0)
-CV_ENTRY(n128_plain, 128, true, 0)
-CV_ENTRY(n256_plain, 256, true, 0)
+CV_ENTRY(n64, 64, CV_FULL, 0)
+CV_ENTRY(n128, 128, CV_FULL, 0)
+CV_ENTRY(n256, 256, CV_FULL, 0)
+CV_ENTRY(n64_plain, 64, CV_PLAIN, 0)
+CV_ENTRY(n128_plain, 128, CV_PLAIN, 0)
+CV_ENTRY(n256_plain, 256, CV_PLAIN, 0)
+CV_ENTRY(n64_lean, 64, CV_LEAN, 0)
+CV_ENTRY(n128_lean, 128, CV_LEAN, 0)
+CV_ENTRY(n256_lean, 256, CV_LEAN, 0)
 #endif

@@ -301,10 +301,11 @@ template <int BN, int STAGES, int STAGE_BYTES, bool ON> struct RingResidual {
 // stores. Same arithmetic as add_residual (d += beta * r, one rounding at the store); the
 // compiler may contract the multiply-add in one path only, so results agree to one unit in the
 // last place (tests/test_gpu_conv_sm90_more.py).
-template <typename T, int BN, bool PRE, typename RING>
+template <typename T, int BN, bool PRE, bool RING_ONLY, typename RING>
 __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
                                                    int lane, const ResidualRows<T, BN>& res, const RING& ring) {
-    if (RING::on && (p.prefetch & 8)) {
+    static_assert(!RING_ONLY || RING::on, "a ring-only epilogue needs the ring");
+    if (RING_ONLY || (RING::on && (p.prefetch & 8))) {
 #pragma unroll
         for (int h = 0; h < BN / 32; ++h) {
             uint4 ra, rb;
@@ -329,6 +330,21 @@ __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, c
 }
 
 
+// The epilogue forms of a kernel entry (the launcher picks one per launch). The code of an
+// epilogue runs once per tile with a cold instruction cache, and a short tile (one per block on
+// most ResNet-50 layers) pays for every cache line of it: ncu on the 28x28 3x3 block (bias, relu,
+// residual) showed "no instruction" stalls in half of its epilogue's samples in CV_FULL,
+// whose code (every activation, clamp, split and store path) is 15 times the plain one.
+//   CV_FULL: every option (split-K partials, the staged epilogue, any activation and clamp, the
+//            residual from the ring, preloaded, or read from global memory).
+//   CV_PLAIN: no epilogue: conversion and stores only.
+//   CV_LEAN: the ResNet pattern only: the conv's bias and the epilogue's bias (either or both),
+//            relu or no activation, no clamp, the residual absent or in the ring (p.prefetch
+//            bit 3), unsplit, stored as 16-byte vectors (p.staged 2 or 3).
+#define CV_FULL 0
+#define CV_PLAIN 1
+#define CV_LEAN 2
+
 // The end of one consumer warp's 16 rows of a work unit: rows row_w..row_w + 15, columns
 // n0..n0 + BN - 1, accumulators d in the m64nN layout: warp w of a warpgroup owns rows
 // 16w..16w+15 of its 64; lane l holds rows l/4 and l/4+8, columns 8j + 2(l%4) and +1, for
@@ -336,16 +352,18 @@ __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, c
 // runs the epilogue and stores the results. `staging`: the shared memory past the ring's
 // barriers; `slot`: the warp's staging area (one per consumer warp). With p.staged == 3 the
 // residual rows are in `res` (PRE: preloaded at the tile's start, see ResidualRows), or loaded
-// a chunk at a time in store_vec_residual, or in the ring (p.prefetch bit 3, `ring`).
-template <typename T, int BN, bool PLAIN, bool PRE, typename RING>
+// a chunk at a time in store_vec_residual, or in the ring (p.prefetch bit 3, `ring`). EPI: the
+// entry's epilogue form (above).
+template <typename T, int BN, int EPI, bool PRE, typename RING>
 __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& p, i64 row_w, int n0, int split,
                                          int slot, int lane, const ResidualRows<T, BN>& res, const RING& ring) {
+    constexpr bool PLAIN = EPI == CV_PLAIN, FULL = EPI == CV_FULL;
     const i64 row0 = row_w + lane / 4;
     const int col0 = n0 + (lane % 4) * 2;
     // Column pair j (col0 + 8j, + 1) exists while 8j < cols; K is even, so both do.
     const int cols = p.k - col0;
     const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
-    if (!PLAIN && p.splits > 1) {
+    if (FULL && p.splits > 1) {
         float* w0 = (float*)p.ws + (i64)split * p.m * p.k + row0 * p.k + col0;
         float* w1 = w0 + 8 * (i64)p.k;
 #pragma unroll
@@ -356,25 +374,29 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
         return;
     }
     float* buf = (float*)staging + slot * (16 * CV_SW);
-    if (!PLAIN && p.staged == 1) {
+    if (FULL && p.staged == 1) {
         staged_epilogue<T, BN>(d, buf, p, row_w, n0, lane);
         return;
     }
     if (!PLAIN && p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
     if (!PLAIN && p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
-    if (!PLAIN && p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
-    if (!PLAIN && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
+    if (EPI == CV_LEAN && p.epi.act == EPI_RELU) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) d[i] = epi_act(EPI_RELU, d[i]);
+    }
+    if (FULL && p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
+    if (FULL && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
     const i64 offset = row0 * p.k + col0;
     if (!PLAIN && p.staged == 3) {
-        store_vec_residual<T, BN, PRE>(d, buf, p, row_w, n0, lane, res, ring);
+        store_vec_residual<T, BN, PRE, EPI == CV_LEAN>(d, buf, p, row_w, n0, lane, res, ring);
         return;
     }
-    if (!PLAIN && p.epi.residual) {
+    if (FULL && p.epi.residual) {
         const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
         const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * (i64)p.k);
         add_residual<T, BN>(d, r0, r1, has0, has1, cols, p.epi.beta);
     }
-    if (p.staged == 2) {
+    if (EPI == CV_LEAN || p.staged == 2) {
         store_vec_staged<T, BN>(d, staging, p, row_w, n0, slot, lane);
         return;
     }

@@ -110,6 +110,12 @@ fn _conv_sm90_res_ring_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::res_ring_launches()
 }
 
+/// Of those launches, how many took an entry compiled with the lean epilogue only.
+#[pyfunction]
+fn _conv_sm90_lean_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::lean_launches()
+}
+
 /// Of `_conv_sm90_launches()`, the 1x1 convs that ran as a GEMM on the Hopper GEMM kernel.
 #[pyfunction]
 fn _conv_sm90_gemm_launches() -> u64 {
@@ -142,6 +148,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_wide_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_trio_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_res_ring_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;
     Ok(())

@@ -98,6 +98,14 @@ pub fn res_ring_launches() -> u64 {
     RES_RING.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those that took an entry compiled with the lean epilogue (`_lean`: biases,
+/// relu or none, the residual in the ring or absent; see kernels/conv_sm90.cuh).
+static LEAN: AtomicU64 = AtomicU64::new(0);
+
+pub fn lean_launches() -> u64 {
+    LEAN.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
 pub fn gemm_launches() -> u64 {
     gemm::GEMM.load(Ordering::Relaxed)
@@ -392,6 +400,17 @@ fn run(
     } else {
         None
     };
+    // An epilogue of the ResNet pattern (the biases, relu or no activation, the residual in the
+    // ring or absent; unsplit, stored as 16-byte vectors) takes the entry compiled for it alone
+    // where the tile form has one (cooperative and 192-row tiles), unless MAX_CONV_SM90_LEAN=0.
+    let lean = !plain
+        && !knobs.no_lean
+        && splits == 1
+        && matches!(staged, 2 | 3)
+        && epi.relu_at_most()
+        && (epi.residual == 0 || res_ring)
+        && !pp
+        && !wide;
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
@@ -434,7 +453,13 @@ fn run(
         } else {
             ""
         },
-        if plain { "_plain" } else { "" }
+        if plain {
+            "_plain"
+        } else if lean {
+            "_lean"
+        } else {
+            ""
+        }
     );
     let family = match (dtype == DType::BFloat16, pp || bm != BM) {
         (true, false) => &CONV_SM90_BF16,
@@ -478,6 +503,9 @@ fn run(
     }
     if trio {
         TRIO.fetch_add(1, Ordering::Relaxed);
+    }
+    if lean {
+        LEAN.fetch_add(1, Ordering::Relaxed);
     }
     if res_ring {
         RES_RING.fetch_add(1, Ordering::Relaxed);

@@ -72,6 +72,12 @@ impl Epilogue {
         self.beta
     }
 
+    /// True when the activation is relu or none and nothing is clamped (the pattern the conv
+    /// kernel's lean epilogue runs).
+    pub fn relu_at_most(&self) -> bool {
+        (self.act == Act::None as i32 || self.act == Act::Relu as i32) && self.clamp == 0
+    }
+
     /// True when the epilogue leaves the accumulator unchanged.
     pub fn is_identity(&self) -> bool {
         self.bias == 0 && self.residual == 0 && self.act == 0 && self.clamp == 0

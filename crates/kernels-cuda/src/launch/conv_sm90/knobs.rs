@@ -42,6 +42,9 @@ pub struct Knobs {
     /// instead of loaded by TMA into the ring after each tile's k-steps, where the tile form
     /// allows that ([`super::ring_fits`]).
     pub no_res_ring: bool,
+    /// The kernel entry with every epilogue option even where the lean one (biases, relu, the
+    /// residual in the ring) would do (`MAX_CONV_SM90_LEAN=0`).
+    pub no_lean: bool,
 }
 
 impl Knobs {
@@ -68,6 +71,7 @@ impl Knobs {
             // Measured on an H200 (fused ResNet-50 blocks at batch 32, with it / without, us):
             // 56x56 64 -> 256 40.2 / 43.4; 28x28 3x3 128 16.5 / 16.5; 14x14 256 -> 1024 15.6 / 15.3.
             no_res_ring: env_usize("MAX_CONV_SM90_RES_RING") == Some(0),
+            no_lean: env_usize("MAX_CONV_SM90_LEAN") == Some(0),
         }
     }
 }
