@@ -227,33 +227,45 @@ template <typename T, int BN> struct ResidualRows {
 // residual rows.
 template <int BN, int HALVES, int REGS> struct Preload { static const bool on = HALVES * BN <= 128 && REGS > 128; };
 
+__device__ __forceinline__ void sts64f(u32 a, float x, float y) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void lds128f(u32 a, float* v) {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(a) : "memory");
+}
+
 // One 32-column chunk h of the stores with p.staged == 3 (as 2, with a 16-byte aligned
 // residual; see store_vec_residual): the chunk's f32 results pass through the staged epilogue's
 // buffer; a lane then owns 8 consecutive columns of rows lane / 4 and + 8, adds beta times
-// their residual (ra, rb: 16-byte vectors) and stores 16-byte vectors. Lanes of odd rows read
-// their two 16-byte halves in the other order, which keeps the buffer reads free of bank
-// conflicts.
+// their residual (ra, rb: 16-byte vectors) and stores 16-byte vectors. In odd rows the two
+// 16-byte halves of each lane's 8 columns trade places in the buffer (written there swapped,
+// read back from the swapped addresses, so no register is moved), which keeps the reads free
+// of bank conflicts; the buffer is addressed as shared memory (generic accesses to it cost
+// address conversions in an epilogue that is short of issue slots).
 template <typename T>
 __device__ __forceinline__ void residual_chunk_out(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
                                                    int lane, int h, const uint4 ra, const uint4 rb) {
     const int r = lane / 4, v = lane % 4, swap = r & 1;
     const i64 row_a = row_w + r, row_b = row_a + 8;
     const int col = n0 + 32 * h + 8 * v;
+    const u32 b = s_addr(buf);
     __syncwarp();  // the previous chunk's (or tile's) reads are done
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
         const int j = 4 * h + jj;
-        float* at = buf + r * CV_SW + jj * 8 + 2 * v;
-        *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
-        *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+        // Columns 8 jj + 2 v, + 1 of rows r and r + 8 (the same parity): 16-byte unit 2 jj + v / 2
+        // of the row, at its place swapped in odd rows.
+        const u32 at = b + 4 * (r * CV_SW + (((2 * jj + v / 2) ^ swap) * 4) + (v % 2) * 2);
+        sts64f(at, d[j * 4], d[j * 4 + 1]);
+        sts64f(at + 4 * 8 * CV_SW, d[j * 4 + 2], d[j * 4 + 3]);
     }
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-        const float* src = buf + (r + 8 * i) * CV_SW + 8 * v;
-        const float4 x = *(const float4*)(src + 4 * swap), y = *(const float4*)(src + 4 - 4 * swap);
-        float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-        if (swap) f[0] = y.x, f[1] = y.y, f[2] = y.z, f[3] = y.w, f[4] = x.x, f[5] = x.y, f[6] = x.z, f[7] = x.w;
+        const u32 src = b + 4 * ((r + 8 * i) * CV_SW + 8 * v);
+        float f[8];
+        lds128f(src + 16 * swap, f);
+        lds128f(src + 16 - 16 * swap, f + 4);
         const uint4 rv = i == 0 ? ra : rb;
         const u32 w[4] = {rv.x, rv.y, rv.z, rv.w};
 #pragma unroll
