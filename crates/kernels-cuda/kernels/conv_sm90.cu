@@ -86,6 +86,15 @@
 // 128 accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide: their epilogue
 // spilled with it); the launcher never asks for it there.
 //
+// Clusters of two (CL = 2, 192-row tiles, unsplit, an even number of column tiles; the `_c2`
+// entries): the CTAs of a cluster take the two column tiles of a pair of the same row tile, and
+// each loads half of every k-step's A tile (96 rows, its own map with 96-row boxes) multicast to
+// both, so the activations cross L2 once per pair instead of once per column tile (cuDNN's kernel
+// for the 28x28 1x1 512 -> 256 ResNet layer does the same: ncu showed it moving 76 MB through L2
+// against our 91). A stage's full barrier counts the whole A tile and this CTA's B boxes; its
+// empty barrier counts the consumer warps of both CTAs (each producer writes into the peer's
+// stage). The CTAs meet at a cluster barrier before the first load and before leaving.
+//
 // Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
 // [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
 // swizzle, so the shared-memory tile is the same (rows past M are zero-filled).
@@ -116,6 +125,24 @@ __device__ __forceinline__ void tma_im2col(void* dst, const TmaMap* map, u64* ba
         ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(ow), "h"(oh)
         : "memory");
 }
+// The same load written to the same offset in both CTAs of a cluster of two, each CTA's barrier
+// at `bar`'s offset receiving the bytes (and the tiled 2-D form of it).
+__device__ __forceinline__ void tma_im2col_mc2(void* dst, const TmaMap* map, u64* bar, int c, int w, int h, int n,
+                                               u16 ow, u16 oh) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8}, %9;\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(ow), "h"(oh),
+        "h"((u16)3)
+        : "memory");
+}
+__device__ __forceinline__ void tma_load_2d_mc2(void* dst, const TmaMap* map, u64* bar, int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4}], [%2], %5;\n"
+        ::"r"(s_addr(dst)), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "h"((u16)3)
+        : "memory");
+}
 
 // Stages of the ring per column tile width: (128 + BN) x 64 16-bit elements each (192 KB in
 // all), within the 227 KB of shared memory a block may have. launch/conv_sm90.rs mirrors this.
@@ -131,9 +158,22 @@ template <int BN, int FORM> struct Ring {
 // passed the wgmma.wait_group that retired the warp's MMAs reading it): 8 in all, or the 4 of
 // one warpgroup in the ping-pong form, as gemm_sm90p.cu does (one per thread, 256, measured the
 // same on an H200).
-__device__ __forceinline__ void release_stage(u64* empty, int lane) {
+// In a cluster of two (CL = 2) the stage goes back to both CTAs' producers: each writes half of
+// every stage's A tile into both CTAs.
+template <int CL> __device__ __forceinline__ void release_stage(u64* empty, int lane) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty);
+    if (lane == 0) {
+        if (CL == 1) mbar_arrive(empty);
+        else
+            for (u32 r = 0; r < (u32)CL; ++r) mbar_arrive_cluster(empty, r);
+    }
+}
+
+// The tile of work unit `unit` for the CTA of rank `rank` in a cluster of CL: unit u is the
+// pair (row tile u / (n_tiles / CL), column tiles CL * (u % (n_tiles / CL)) + 0 .. CL - 1).
+template <int CL> __device__ __forceinline__ int unit_tile(int unit, int n_tiles, int rank) {
+    const int pairs = n_tiles / CL, mt = unit / pairs;
+    return mt * n_tiles + CL * (unit - mt * pairs) + rank;
 }
 
 // EPI (conv_sm90.cuh): CV_PLAIN where the launch has no epilogue (no bias, activation, clamp or
@@ -147,7 +187,11 @@ __device__ __forceinline__ void release_stage(u64* empty, int lane) {
 // each computing all 128 rows of its unit (two m64 wgmmas per k16 step, 2 x BN / 2 accumulators),
 // so one warpgroup's epilogue runs while the other's MMAs do. Without it (cooperative) both
 // take every unit, 64 rows each. The producer's loads are the same either way.
-template <typename T, bool BF16, int BN, int EPI, int FORM>
+// CL (1 or 2, the launch's cluster size; 2 with 192-row tiles only): the two CTAs of a cluster
+// take the two column tiles of a pair (2j, 2j + 1) of the same row tile, and each loads half of
+// every k-step's A tile (96 rows) multicast to both, so the activations cross L2 once per pair
+// (see the header).
+template <typename T, bool BF16, int BN, int EPI, int FORM, int CL>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const ConvArgs& p) {
     // FORM 0: cooperative, 1: ping-pong (PP), 2: tiles of 256 rows (WIDE), 3: tiles of 192 rows
@@ -166,7 +210,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     u64* empty = full + STAGES;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ktiles = p.taps * p.c_tiles;
-    const int units = p.tiles * p.splits;
+    static_assert(CL == 1 || TRIO, "clusters of two with 192-row tiles only");
+    // Clustered: work units are pairs of column tiles (unsplit, n_tiles even), cluster
+    // blockIdx.x / 2 taking units blockIdx.x / 2, + gridDim.x / 2, ...; the rank within the
+    // cluster is blockIdx.x % 2 (clusters are consecutive blocks of the 1-D grid).
+    const int units = p.tiles * p.splits / CL;
+    const int rank = CL > 1 ? (int)(blockIdx.x % CL) : 0;
     // The residual tile in the ring (p.prefetch bit 3): RS slots after each tile's k-steps, PER
     // 64 x 64 boxes a slot. Not with 128 accumulators a thread in two halves (ping-pong and
     // 256-row tiles 128 wide), whose epilogue then spilled (the launcher never asks for it there).
@@ -179,11 +228,13 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (p.prefetch & 9) tma_prefetch_desc(map_r);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], PP ? 4 : 4 * CONSUMERS);
+            mbar_init(&empty[s], PP ? 4 : 4 * CONSUMERS * CL);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    // The peer's barriers are initialised before anything is multicast or arrived on them.
+    if (CL > 1) cluster_sync();
+    else __syncthreads();
     if (p.prefetch & 4) {
         // Launched under programmatic stream serialization (unless MAX_CONV_SM90_PDL=0), the
         // grid may start while the stream's previous kernel drains: nothing in global memory is
@@ -198,17 +249,19 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (tid == 0) {
             int stage = 0;
             u32 phase = 0;
-            for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-                const int tile = unit / p.splits, split = unit - tile * p.splits;
+            for (int unit = blockIdx.x / CL; unit < units; unit += gridDim.x / CL) {
+                const int tile = CL > 1 ? unit_tile<CL>(unit, p.n_tiles, rank) : unit / p.splits;
+                const int split = CL > 1 ? 0 : unit - tile * p.splits;
                 const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
                 const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
                 // B boxes holding at least one output channel below K.
                 const int boxes = min(BN / 64, (p.k - n0 + 63) / 64);
                 const u32 bytes = A_BYTES + boxes * CV_B_BOX_BYTES;
-                // The tile's first output pixel (image, row, column) and its window corner.
-                const i64 m0 = (i64)mt * BM;
-                const int img = (int)(m0 / p.pq);
-                const int rem = (int)(m0 - (i64)img * p.pq);
+                // The tile's first output pixel (image, row, column) and its window corner; in a
+                // cluster, those of this CTA's half of the A tile.
+                const i64 m0 = (i64)mt * BM, mh = m0 + rank * (BM / CL);
+                const int img = (int)(mh / p.pq);
+                const int rem = (int)(mh - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
                 const int h0 = oy * p.sh - p.ph, w0 = ox * p.sw - p.pw;
                 if (FULL && (p.prefetch & 1))
@@ -227,8 +280,15 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                     mbar_wait_spin(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
                     mbar_expect_tx(&full[stage], bytes);
-                    if (p.tiled_a) tma_load_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
-                    else tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, (u16)ow, (u16)oh);
+                    if (CL > 1) {
+                        u8* half = sa + rank * (A_BYTES / CL);
+                        if (p.tiled_a) tma_load_2d_mc2(half, map_a, &full[stage], ct * CV_BK, (int)mh);
+                        else tma_im2col_mc2(half, map_a, &full[stage], ct * CV_BK, w0, h0, img, (u16)ow, (u16)oh);
+                    } else if (p.tiled_a) {
+                        tma_load_2d(sa, map_a, &full[stage], ct * CV_BK, (int)m0);
+                    } else {
+                        tma_im2col(sa, map_a, &full[stage], ct * CV_BK, w0, h0, img, (u16)ow, (u16)oh);
+                    }
                     for (int j = 0; j < boxes; ++j)
                         tma_load_3d(sa + A_BYTES + j * CV_B_BOX_BYTES, map_b, &full[stage], n0 + 64 * j, ct * CV_BK, t);
                     if (++stage == STAGES) stage = 0, phase ^= 1;
@@ -257,6 +317,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                     }
             }
         }
+        // No CTA of a cluster leaves while its peer may still write into it or arrive on it.
+        if (CL > 1) cluster_sync();
         return;
     }
     // Three consumer warpgroups: 40 + 3 x 152 of the 4 x 128 registers a thread the launch holds
@@ -280,8 +342,9 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     int stage = 0;
     u32 phase = 0;
     int local = 0;  // the unit's index among this block's
-    for (int unit = blockIdx.x; unit < units; unit += gridDim.x, ++local) {
-        const int tile = unit / p.splits, split = unit - tile * p.splits;
+    for (int unit = blockIdx.x / CL; unit < units; unit += gridDim.x / CL, ++local) {
+        const int tile = CL > 1 ? unit_tile<CL>(unit, p.n_tiles, rank) : unit / p.splits;
+        const int split = CL > 1 ? 0 : unit - tile * p.splits;
         const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
         if (PP && (local & 1) != c) {
             // The other consumer's unit: its k-steps pass this one's place in the ring by.
@@ -321,12 +384,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             // Keep this k-step's MMAs in flight; once the previous step's have finished, its
             // stage can be refilled.
             wgmma_wait1();
-            if (kt > k0) release_stage(&empty[prev], lane);
+            if (kt > k0) release_stage<CL>(&empty[prev], lane);
             prev = stage;
             if (++stage == STAGES) stage = 0, phase ^= 1;
         }
         wgmma_wait0();
-        release_stage(&empty[prev], lane);
+        release_stage<CL>(&empty[prev], lane);
         if (PP && unit + (int)gridDim.x < units) named_arrive(2 - c, 256);  // the other's turn
         const int rstage = stage;
         if (rring)
@@ -344,32 +407,34 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             // The residual's slots go back to the producer, whose TMA (the async proxy) refills
             // them: order this warp's shared-memory reads of them before its arrival.
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            for (int j = 0; j < RS; ++j) release_stage(&empty[(rstage + j) % STAGES], lane);
+            for (int j = 0; j < RS; ++j) release_stage<CL>(&empty[(rstage + j) % STAGES], lane);
         }
     }
+    if (CL > 1) cluster_sync();
 }
 
-#define CONV_ENTRY(NAME, T, BF16, BN, EPI, FORM)                                                         \
+#define CONV_ENTRY(NAME, T, BF16, BN, EPI, FORM, CL)                                                     \
     extern "C" __global__ void __launch_bounds__(FORM == 3 ? 512 : 384, 1)                               \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
              const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
-        CONV_BODY(T, BF16, BN, EPI, FORM)                                                             \
+        CONV_BODY(T, BF16, BN, EPI, FORM, CL)                                                         \
     }
 // wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
 // launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV_BODY(T, BF16, BN, EPI, FORM) conv_sm90<T, BF16, BN, EPI, FORM>(&map_a, &map_b, &map_r, p);
+#define CONV_BODY(T, BF16, BN, EPI, FORM, CL) conv_sm90<T, BF16, BN, EPI, FORM, CL>(&map_a, &map_b, &map_r, p);
 #else
-#define CONV_BODY(T, BF16, BN, EPI, FORM) asm volatile("trap;");
+#define CONV_BODY(T, BF16, BN, EPI, FORM, CL) asm volatile("trap;");
 #endif
 // sources.rs builds four families from this file, one per element type (CV_BF16 defined or
 // not) and form (CV_PP: the ping-pong and 256-row entries), so that a process compiles only
 // what it runs.
 #if defined(CV_BF16)
-#define CV_ENTRY(NAME, BN, EPI, FORM) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, EPI, FORM)
+#define CV_ENTRY_CL(NAME, BN, EPI, FORM, CL) CONV_ENTRY(conv_sm90_bf16_##NAME, bf16, true, BN, EPI, FORM, CL)
 #else
-#define CV_ENTRY(NAME, BN, EPI, FORM) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, EPI, FORM)
+#define CV_ENTRY_CL(NAME, BN, EPI, FORM, CL) CONV_ENTRY(conv_sm90_f16_##NAME, f16, false, BN, EPI, FORM, CL)
 #endif
+#define CV_ENTRY(NAME, BN, EPI, FORM) CV_ENTRY_CL(NAME, BN, EPI, FORM, 1)
 #if defined(CV_PP)
 CV_ENTRY(n64_pp, 64, CV_FULL, 1)
 CV_ENTRY(n128_pp, 128, CV_FULL, 1)
@@ -382,6 +447,8 @@ CV_ENTRY(n128_w_plain, 128, CV_PLAIN, 2)
 CV_ENTRY(n128_t, 128, CV_FULL, 3)
 CV_ENTRY(n128_t_plain, 128, CV_PLAIN, 3)
 CV_ENTRY(n128_t_lean, 128, CV_LEAN, 3)
+CV_ENTRY_CL(n128_t_plain_c2, 128, CV_PLAIN, 3, 2)
+CV_ENTRY_CL(n128_t_lean_c2, 128, CV_LEAN, 3, 2)
 #else
 CV_ENTRY(n64, 64, CV_FULL, 0)
 CV_ENTRY(n128, 128, CV_FULL, 0)

@@ -106,6 +106,13 @@ pub fn lean_launches() -> u64 {
     LEAN.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those launched as clusters of two CTAs sharing the A tile by multicast.
+static CLUSTER: AtomicU64 = AtomicU64::new(0);
+
+pub fn cluster_launches() -> u64 {
+    CLUSTER.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
 pub fn gemm_launches() -> u64 {
     gemm::GEMM.load(Ordering::Relaxed)
@@ -246,6 +253,69 @@ pub fn unsuitable(
 /// (16 rows x 144 bytes, less).
 const STAGE_WARP_BYTES: u32 = 16 * 40 * 4;
 
+/// Whether clusters of two sharing A pay for 192-row tiles: where the blocks hold 1.5 tiles each
+/// or more. Measured on an H200 (ResNet-50 batch 32, `benchmarks/gpu_conv2d.py --variants
+/// one=MAX_CONV_SM90_CLUSTER=1 two=MAX_CONV_SM90_CLUSTER=2`, single CTAs / clusters, us):
+/// 28x28 1x1 512 -> 256 (262 tiles) 15.4 / 13.8 (cuDNN 13.4); 14x14 256 -> 1024 (264) 10.3 /
+/// 9.7; 28x28 512 -> 1024 stride 2 (264) 13.9 / 13.6; but 14x14 1024 -> 512 (132 tiles, one a
+/// block) 11.5 / 11.9.
+fn cluster_pays(tiles: usize, sms: usize) -> bool {
+    2 * tiles >= 3 * sms
+}
+
+/// The launch's dynamic shared memory: the ring and, where the results are staged, a staging
+/// buffer per consumer warp.
+fn smem_of(bm: usize, bn: usize, staged: i32, consumers: u32) -> u32 {
+    smem_bytes(bm, bn) + if staged > 0 { 4 * consumers * STAGE_WARP_BYTES } else { 0 }
+}
+
+/// Clusters of two CTAs of the 192-row kernel (512 threads, `smem` bytes) the device holds at
+/// once (cached per device), or 0 where the driver cannot say or holds far fewer than one per
+/// SM pair (a persistent grid larger than that would leave clusters waiting for a whole round).
+fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32) -> Result<usize> {
+    use cudarc::driver::sys;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<HashMap<(usize, u32), usize>>> = Mutex::new(None);
+    let key = (stream.context().ordinal(), smem);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(v);
+    }
+    let family = if dtype == DType::BFloat16 { &CONV_SM90_PP_BF16 } else { &CONV_SM90_PP_F16 };
+    let name =
+        if dtype == DType::BFloat16 { "conv_sm90_bf16_n128_t_plain_c2" } else { "conv_sm90_f16_n128_t_plain_c2" };
+    let func = function(stream.context(), family, name)?;
+    crate::allow_smem(stream.context(), &func, smem)?;
+    let sms = sm_count(stream)?;
+    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: (sms / 2 * 2) as u32,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 512,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr as *mut _,
+        numAttrs: 1,
+    };
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
+    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, func.cu_function(), &cfg) };
+    let v = match r.result() {
+        Ok(()) if count as usize * 4 >= sms / 2 * 3 => (count as usize).min(sms / 2),
+        _ => 0,
+    };
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
+    Ok(v)
+}
+
 /// Dynamic shared memory of the kernel for a tile of `bm` rows (128, 192 or 256) and `bn`
 /// columns: the ring (the kernel's `Ring`), its barriers, alignment slack.
 fn smem_bytes(bm: usize, bn: usize) -> u32 {
@@ -347,12 +417,6 @@ fn run(
         }
     };
     let (wide, trio) = (bm == 256, bm == 192);
-    let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c, bm) } else { im2col_map(dtype, x, sh, bm) };
-    let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
-    let (map_a, map_b) = match maps {
-        Ok(m) => m,
-        Err(why) => return Ok(Outcome::NotEligible(why)),
-    };
     // A launch with nothing to do after the mainloop but store takes the kernel compiled without
     // the epilogue options (`_plain`: compact code for the one cold pass of a short tile).
     // Unsplit launches store their results as 16-byte vectors staged through shared memory
@@ -411,6 +475,31 @@ fn run(
         && (epi.residual == 0 || res_ring)
         && !pp
         && !wide;
+    // Clusters of two sharing A (192-row tiles, the plain or lean entry, unsplit, an even number
+    // of column tiles) where the device holds nearly one cluster per SM pair, and either
+    // MAX_CONV_SM90_CLUSTER=2 asks for them or, unset, the blocks have one and a half tiles each
+    // or more (`cluster_pays`).
+    let want_cluster = trio
+        && splits == 1
+        && n_tiles % 2 == 0
+        && (plain || lean)
+        && knobs.cluster.map_or_else(|| cluster_pays(tiles, sms), |c| c == 2);
+    let clusters = if want_cluster { max_clusters(stream, dtype, smem_of(bm, bn, staged, 3))? } else { 0 };
+    let cluster = want_cluster && clusters > 0;
+    let grid = if cluster {
+        let pairs = tiles / 2;
+        (2 * clusters.min(pairs)).min(knobs.grid.map_or(usize::MAX, |g| (g / 2 * 2).max(2)))
+    } else {
+        grid
+    };
+    // Each CTA of a cluster loads half of the A tile.
+    let a_rows = if cluster { bm / 2 } else { bm };
+    let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c, a_rows) } else { im2col_map(dtype, x, sh, a_rows) };
+    let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
+    let (map_a, map_b) = match maps {
+        Ok(m) => m,
+        Err(why) => return Ok(Outcome::NotEligible(why)),
+    };
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     let args = ConvArgs {
         out,
@@ -442,7 +531,7 @@ fn run(
     };
     let map_r = map_r.or(ring_map).unwrap_or(TmaMap([0; 16]));
     let name = format!(
-        "conv_sm90_{}_n{bn}{}{}",
+        "conv_sm90_{}_n{bn}{}{}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
         if pp {
             "_pp"
@@ -459,7 +548,8 @@ fn run(
             "_lean"
         } else {
             ""
-        }
+        },
+        if cluster { "_c2" } else { "" }
     );
     let family = match (dtype == DType::BFloat16, pp || bm != BM) {
         (true, false) => &CONV_SM90_BF16,
@@ -470,7 +560,7 @@ fn run(
     let func = function(stream.context(), family, &name)?;
     // One producer warpgroup and two consumer ones, or three with tiles of 192 rows.
     let consumers: u32 = if trio { 3 } else { 2 };
-    let smem = smem_bytes(bm, bn) + if staged > 0 { 4 * consumers * STAGE_WARP_BYTES } else { 0 };
+    let smem = smem_of(bm, bn, staged, consumers);
     crate::allow_smem(stream.context(), &func, smem)?;
     let (mut map_a, mut map_b, mut map_r, mut args) = (map_a, map_b, map_r, args);
     let mut params: [*mut std::ffi::c_void; 4] = [
@@ -485,12 +575,13 @@ fn run(
     // the shape says (the caller's contract); ws holds splits planes of M x K f32; under PDL the
     // kernel waits (bit 2 of args.prefetch) before touching global memory.
     unsafe {
-        super::launch_ex(
+        super::launch_ex_cluster(
             stream,
             &func,
             (grid as u32, 128 * (1 + consumers), smem),
             &mut params,
             knobs.pdl,
+            if cluster { 2 } else { 1 },
             "cuLaunchKernelEx(conv_sm90)",
         )
     }?;
@@ -506,6 +597,9 @@ fn run(
     }
     if lean {
         LEAN.fetch_add(1, Ordering::Relaxed);
+    }
+    if cluster {
+        CLUSTER.fetch_add(1, Ordering::Relaxed);
     }
     if res_ring {
         RES_RING.fetch_add(1, Ordering::Relaxed);
@@ -592,5 +686,14 @@ mod tests {
         let mut dilated = ok;
         dilated.dil = [128, 1];
         assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
+    }
+
+    #[test]
+    fn clusters_where_blocks_hold_one_and_a_half_tiles() {
+        assert!(cluster_pays(262, 132));
+        assert!(cluster_pays(264, 132));
+        assert!(cluster_pays(198, 132));
+        assert!(!cluster_pays(132, 132));
+        assert!(!cluster_pays(197, 132));
     }
 }

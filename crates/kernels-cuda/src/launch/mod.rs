@@ -249,16 +249,44 @@ fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Resul
 pub(crate) unsafe fn launch_ex(
     stream: &Arc<CudaStream>,
     f: &cudarc::driver::CudaFunction,
-    (grid, block, smem): (u32, u32, u32),
+    dims: (u32, u32, u32),
     params: &mut [*mut std::ffi::c_void],
     pdl: bool,
     what: &'static str,
 ) -> Result<()> {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { launch_ex_cluster(stream, f, dims, params, pdl, 1, what) }
+}
+
+/// [`launch_ex`] in clusters of `cluster` consecutive blocks (1: none); `grid` a multiple of it.
+///
+/// # Safety
+/// As [`launch_ex`].
+pub(crate) unsafe fn launch_ex_cluster(
+    stream: &Arc<CudaStream>,
+    f: &cudarc::driver::CudaFunction,
+    (grid, block, smem): (u32, u32, u32),
+    params: &mut [*mut std::ffi::c_void],
+    pdl: bool,
+    cluster: u32,
+    what: &'static str,
+) -> Result<()> {
     use cudarc::driver::sys;
     // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+    let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    let mut n = 0;
+    if pdl {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attrs[n].value.programmaticStreamSerializationAllowed = 1;
+        n += 1;
+    }
+    if cluster > 1 {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attrs[n].value.clusterDim.x = cluster;
+        attrs[n].value.clusterDim.y = 1;
+        attrs[n].value.clusterDim.z = 1;
+        n += 1;
+    }
     let cfg = sys::CUlaunchConfig {
         gridDimX: grid,
         gridDimY: 1,
@@ -268,8 +296,8 @@ pub(crate) unsafe fn launch_ex(
         blockDimZ: 1,
         sharedMemBytes: smem,
         hStream: stream.cu_stream(),
-        attrs: if pdl { &mut attr as *mut _ } else { std::ptr::null_mut() },
-        numAttrs: u32::from(pdl),
+        attrs: if n > 0 { attrs.as_mut_ptr() } else { std::ptr::null_mut() },
+        numAttrs: n as u32,
     };
     stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
     // SAFETY: the caller's contract (the parameters and the memory behind them); cfg and attr

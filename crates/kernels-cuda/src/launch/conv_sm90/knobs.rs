@@ -45,6 +45,9 @@ pub struct Knobs {
     /// The kernel entry with every epilogue option even where the lean one (biases, relu, the
     /// residual in the ring) would do (`MAX_CONV_SM90_LEAN=0`).
     pub no_lean: bool,
+    /// Clusters of two CTAs sharing each k-step's A tile by multicast, for 192-row tiles with an
+    /// even number of column tiles (`MAX_CONV_SM90_CLUSTER=2`; `=1` or unset: none).
+    pub cluster: Option<usize>,
 }
 
 impl Knobs {
@@ -72,6 +75,7 @@ impl Knobs {
             // 56x56 64 -> 256 40.2 / 43.4; 28x28 3x3 128 16.5 / 16.5; 14x14 256 -> 1024 15.6 / 15.3.
             no_res_ring: env_usize("MAX_CONV_SM90_RES_RING") == Some(0),
             no_lean: env_usize("MAX_CONV_SM90_LEAN") == Some(0),
+            cluster: env_usize("MAX_CONV_SM90_CLUSTER").filter(|c| [1, 2].contains(c)),
         }
     }
 }
