@@ -15,12 +15,11 @@
 //! The tile shape (column width, 128, 192 or 256 rows, ping-pong) comes from the cost models of
 //! `tiles.rs`; every choice can be forced through the environment ([`Knobs`], read per call).
 //!
-//! Not here on purpose: clusters. Pairs of CTAs on adjacent row tiles sharing each k-step's
-//! filter tile by TMA multicast measured slower than single CTAs on every ResNet-50 layer at
-//! batch 32 on an H100 (28x28 512 -> 256: 19.9 against 19.0 us, 14x14 1024 -> 512: 16.0
-//! against 14.4, 256-wide tiles no better), as pairs sharing the input tile had on an H200:
-//! the pair's lockstep (a stage is refilled only once both CTAs have read it) costs more than
-//! the halved L2 traffic saves.
+//! Clusters of two CTAs run only the 192-row tiles, where both CTAs take the column tiles of one
+//! row tile and share its activations ([`cluster_pays`] says where). Pairs on adjacent row tiles
+//! of 128 rows sharing the filter tile instead measured slower than single CTAs on every
+//! ResNet-50 layer at batch 32 on an H100 (28x28 512 -> 256: 19.9 against 19.0 us, 14x14
+//! 1024 -> 512: 16.0 against 14.4, 256-wide tiles no better).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
