@@ -22,7 +22,7 @@
 //! 1024 -> 512: 16.0 against 14.4, 256-wide tiles no better).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use cudarc::driver::{CudaStream, DeviceRepr};
 use max_graph::DType;
@@ -43,6 +43,8 @@ const I32: usize = i32::MAX as usize;
 /// The largest split-K workspace (bytes); larger problems run unsplit.
 const MAX_WORKSPACE: usize = 1 << 30;
 
+mod cluster;
+mod counts;
 mod gemm;
 mod knobs;
 mod maps;
@@ -51,76 +53,15 @@ pub mod split;
 mod tiles;
 
 use super::tma::TmaMap;
+use cluster::{cluster_pays, max_clusters};
+use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_RING, SPLIT, TRIO, WIDE};
+pub use counts::{
+    cluster_launches, gemm_launches, launches, lean_launches, padded_launches, pingpong_launches, res_ring_launches,
+    split_launches, trio_launches, wide_launches,
+};
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, residual_map};
 pub use tiles::{pingpong, ring_fits, tile_rows, tile_width, trio_tiles, wide_tiles};
-
-/// Launches of the kernel in this process (tests check that a shape took this path).
-static LAUNCHES: AtomicU64 = AtomicU64::new(0);
-
-pub fn launches() -> u64 {
-    LAUNCHES.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those that split the reduction (split-K).
-static SPLIT: AtomicU64 = AtomicU64::new(0);
-
-pub fn split_launches() -> u64 {
-    SPLIT.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those whose consumer warpgroups took alternate tiles (ping-pong).
-static PINGPONG: AtomicU64 = AtomicU64::new(0);
-
-pub fn pingpong_launches() -> u64 {
-    PINGPONG.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those with tiles of 256 rows.
-static WIDE: AtomicU64 = AtomicU64::new(0);
-
-pub fn wide_launches() -> u64 {
-    WIDE.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those with tiles of 192 rows (three consumer warpgroups).
-static TRIO: AtomicU64 = AtomicU64::new(0);
-
-pub fn trio_launches() -> u64 {
-    TRIO.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those that loaded the residual into the ring (see the kernel's header).
-static RES_RING: AtomicU64 = AtomicU64::new(0);
-
-pub fn res_ring_launches() -> u64 {
-    RES_RING.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those that took an entry compiled with the lean epilogue (`_lean`: biases,
-/// relu or none, the residual in the ring or absent; see kernels/conv_sm90.cuh).
-static LEAN: AtomicU64 = AtomicU64::new(0);
-
-pub fn lean_launches() -> u64 {
-    LEAN.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those launched as clusters of two CTAs sharing the A tile by multicast.
-static CLUSTER: AtomicU64 = AtomicU64::new(0);
-
-pub fn cluster_launches() -> u64 {
-    CLUSTER.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
-pub fn gemm_launches() -> u64 {
-    gemm::GEMM.load(Ordering::Relaxed)
-}
-
-/// Of [`launches`], those that ran on channel-padded copies ([`pad`]).
-pub fn padded_launches() -> u64 {
-    pad::PADDED.load(Ordering::Relaxed)
-}
 
 /// A conv2d on NHWC input [n, h, w, c] with an RSCF filter [r, s, c, k] into the NHWC output
 /// [n, p, q, k]. `pad` is the padding before each spatial dim (top, left); the padding after
@@ -252,67 +193,10 @@ pub fn unsuitable(
 /// (16 rows x 144 bytes, less).
 const STAGE_WARP_BYTES: u32 = 16 * 40 * 4;
 
-/// Whether clusters of two sharing A pay for 192-row tiles: where the blocks hold 1.5 tiles each
-/// or more. Measured on an H200 (ResNet-50 batch 32, `benchmarks/gpu_conv2d.py --variants
-/// one=MAX_CONV_SM90_CLUSTER=1 two=MAX_CONV_SM90_CLUSTER=2`, single CTAs / clusters, us):
-/// 28x28 1x1 512 -> 256 (262 tiles) 15.4 / 13.8 (cuDNN 13.4); 14x14 256 -> 1024 (264) 10.3 /
-/// 9.7; 28x28 512 -> 1024 stride 2 (264) 13.9 / 13.6; but 14x14 1024 -> 512 (132 tiles, one a
-/// block) 11.5 / 11.9.
-fn cluster_pays(tiles: usize, sms: usize) -> bool {
-    2 * tiles >= 3 * sms
-}
-
 /// The launch's dynamic shared memory: the ring and, where the results are staged, a staging
 /// buffer per consumer warp.
 fn smem_of(bm: usize, bn: usize, staged: i32, consumers: u32) -> u32 {
     smem_bytes(bm, bn) + if staged > 0 { 4 * consumers * STAGE_WARP_BYTES } else { 0 }
-}
-
-/// Clusters of two CTAs of the 192-row kernel (512 threads, `smem` bytes) the device holds at
-/// once (cached per device), or 0 where the driver cannot say or holds far fewer than one per
-/// SM pair (a persistent grid larger than that would leave clusters waiting for a whole round).
-fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32) -> Result<usize> {
-    use cudarc::driver::sys;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<(usize, u32), usize>>> = Mutex::new(None);
-    let key = (stream.context().ordinal(), smem);
-    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(v);
-    }
-    let family = if dtype == DType::BFloat16 { &CONV_SM90_PP_BF16 } else { &CONV_SM90_PP_F16 };
-    let name =
-        if dtype == DType::BFloat16 { "conv_sm90_bf16_n128_t_plain_c2" } else { "conv_sm90_f16_n128_t_plain_c2" };
-    let func = function(stream.context(), family, name)?;
-    crate::allow_smem(stream.context(), &func, smem)?;
-    let sms = sm_count(stream)?;
-    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = 2;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: (sms / 2 * 2) as u32,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: 512,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem,
-        hStream: stream.cu_stream(),
-        attrs: &mut attr as *mut _,
-        numAttrs: 1,
-    };
-    let mut count: std::ffi::c_int = 0;
-    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
-    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, func.cu_function(), &cfg) };
-    let v = match r.result() {
-        Ok(()) if count as usize * 4 >= sms / 2 * 3 => (count as usize).min(sms / 2),
-        _ => 0,
-    };
-    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
-    Ok(v)
 }
 
 /// Dynamic shared memory of the kernel for a tile of `bm` rows (128, 192 or 256) and `bn`
@@ -685,14 +569,5 @@ mod tests {
         let mut dilated = ok;
         dilated.dil = [128, 1];
         assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
-    }
-
-    #[test]
-    fn clusters_where_blocks_hold_one_and_a_half_tiles() {
-        assert!(cluster_pays(262, 132));
-        assert!(cluster_pays(264, 132));
-        assert!(cluster_pays(198, 132));
-        assert!(!cluster_pays(132, 132));
-        assert!(!cluster_pays(197, 132));
     }
 }

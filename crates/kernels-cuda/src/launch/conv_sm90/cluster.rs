@@ -1,0 +1,82 @@
+//! Clusters of two CTAs for the 192-row tiles (the kernel's `_c2` entries, see
+//! kernels/conv_sm90.cu): where they pay, and how many the device holds at once.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use max_graph::DType;
+
+use super::super::sm_count;
+use crate::sources::{CONV_SM90_PP_BF16, CONV_SM90_PP_F16};
+use crate::{Result, function};
+
+/// Whether clusters of two sharing A pay for 192-row tiles: where the blocks hold 1.5 tiles each
+/// or more. Measured on an H200 (ResNet-50 batch 32, `benchmarks/gpu_conv2d.py --variants
+/// one=MAX_CONV_SM90_CLUSTER=1 two=MAX_CONV_SM90_CLUSTER=2`, single CTAs / clusters, us):
+/// 28x28 1x1 512 -> 256 (262 tiles) 15.4 / 13.8 (cuDNN 13.4); 14x14 256 -> 1024 (264) 10.3 /
+/// 9.7; 28x28 512 -> 1024 stride 2 (264) 13.9 / 13.6; but 14x14 1024 -> 512 (132 tiles, one a
+/// block) 11.5 / 11.9.
+pub(super) fn cluster_pays(tiles: usize, sms: usize) -> bool {
+    2 * tiles >= 3 * sms
+}
+
+/// Clusters of two CTAs of the 192-row kernel (512 threads, `smem` bytes) the device holds at
+/// once (cached per device), or 0 where the driver cannot say or holds far fewer than one per
+/// SM pair (a persistent grid larger than that would leave clusters waiting for a whole round).
+pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32) -> Result<usize> {
+    use cudarc::driver::sys;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<HashMap<(usize, u32), usize>>> = Mutex::new(None);
+    let key = (stream.context().ordinal(), smem);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(v);
+    }
+    let family = if dtype == DType::BFloat16 { &CONV_SM90_PP_BF16 } else { &CONV_SM90_PP_F16 };
+    let name =
+        if dtype == DType::BFloat16 { "conv_sm90_bf16_n128_t_plain_c2" } else { "conv_sm90_f16_n128_t_plain_c2" };
+    let func = function(stream.context(), family, name)?;
+    crate::allow_smem(stream.context(), &func, smem)?;
+    let sms = sm_count(stream)?;
+    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: (sms / 2 * 2) as u32,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 512,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr as *mut _,
+        numAttrs: 1,
+    };
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
+    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, func.cu_function(), &cfg) };
+    let v = match r.result() {
+        Ok(()) if count as usize * 4 >= sms / 2 * 3 => (count as usize).min(sms / 2),
+        _ => 0,
+    };
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusters_where_blocks_hold_one_and_a_half_tiles() {
+        assert!(cluster_pays(262, 132));
+        assert!(cluster_pays(264, 132));
+        assert!(cluster_pays(198, 132));
+        assert!(!cluster_pays(132, 132));
+        assert!(!cluster_pays(197, 132));
+    }
+}
