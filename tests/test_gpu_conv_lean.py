@@ -63,6 +63,19 @@ def test_same_bits_as_full(sm90, rng, monkeypatch, form, act, grid, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("form", ["coop64", "coop128", "trio"])
+def test_biases_loaded_early_same_bits(sm90, rng, monkeypatch, form, dtype):
+    """Tiles up to 128 wide load both biases when a warp starts a tile (the default) or after the
+    mainloop (MAX_CONV_SM90_EARLY_BIAS=0): the same arithmetic, the same bits."""
+    env = dict(LEAN_FORMS[form], MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_GRID="1")
+    for cv in SHAPES:
+        seed = int(rng.integers(1 << 31))
+        early = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", "relu", MAX_CONV_SM90_EARLY_BIAS="1", **env)
+        late = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", "relu", MAX_CONV_SM90_EARLY_BIAS="0", **env)
+        assert np.array_equal(early, late), f"{cv} {form}: early and late biases differ"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("form", list(LEAN_FORMS))
 def test_exact_with_residual(sm90, rng, monkeypatch, form, dtype):
     setenv(monkeypatch, dict(LEAN_FORMS[form], MAX_CONV_SM90_SPLITK="1"))

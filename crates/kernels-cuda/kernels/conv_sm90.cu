@@ -193,7 +193,7 @@ template <int CL> __device__ __forceinline__ int unit_tile(int unit, int n_tiles
 // (see the header).
 template <typename T, bool BF16, int BN, int EPI, int FORM, int CL>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
-                                          const ConvArgs& p) {
+                                          const TmaMap* map_o, const ConvArgs& p) {
     // FORM 0: cooperative, 1: ping-pong (PP), 2: tiles of 256 rows (WIDE), 3: tiles of 192 rows
     // over three consumer warpgroups (TRIO; see the header).
     constexpr bool PP = FORM == 1, WIDE = FORM == 2, TRIO = FORM == 3;
@@ -226,6 +226,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         tma_prefetch_desc(map_a);
         tma_prefetch_desc(map_b);
         if (p.prefetch & 9) tma_prefetch_desc(map_r);
+        if (p.prefetch & 32) tma_prefetch_desc(map_o);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], PP ? 4 : 4 * CONSUMERS * CL);
@@ -356,6 +357,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
         const i64 row_w = (i64)mt * BM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
         ResidualRows<T, BN> res[HALVES];
+        LeanBias<T, BN> lb;
+        if (EPI == CV_LEAN && BN <= 128 && (p.prefetch & 64)) lb.load(p, n0 + (lane % 4) * 2);
         if (FULL && PRE && p.staged == 3 && !rring) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) res[h].load(p, row_w + 64 * h, n0, lane);
@@ -400,8 +403,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
 #pragma unroll
         for (int h = 0; h < HALVES; ++h) {
             const int tr = (int)(row_w - (i64)mt * BM) + 64 * h;  // the warp's first row within the tile
-            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, tr};
-            tile_out<T, BN, EPI, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring);
+            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, tr, map_o};
+            tile_out<T, BN, EPI, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring, lb);
         }
         if (rring) {
             // The residual's slots go back to the producer, whose TMA (the async proxy) refills
@@ -416,13 +419,13 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
 #define CONV_ENTRY(NAME, T, BF16, BN, EPI, FORM, CL)                                                     \
     extern "C" __global__ void __launch_bounds__(FORM == 3 ? 512 : 384, 1)                               \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,                 \
-             const __grid_constant__ TmaMap map_r, ConvArgs p) {                                          \
+             const __grid_constant__ TmaMap map_r, const __grid_constant__ TmaMap map_o, ConvArgs p) {    \
         CONV_BODY(T, BF16, BN, EPI, FORM, CL)                                                         \
     }
 // wgmma and setmaxnreg exist on sm_90a only; on any other target the entry points trap (the
 // launcher never uses them there), so a wrong launch fails loudly instead of leaving `out` unset.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV_BODY(T, BF16, BN, EPI, FORM, CL) conv_sm90<T, BF16, BN, EPI, FORM, CL>(&map_a, &map_b, &map_r, p);
+#define CONV_BODY(T, BF16, BN, EPI, FORM, CL) conv_sm90<T, BF16, BN, EPI, FORM, CL>(&map_a, &map_b, &map_r, &map_o, p);
 #else
 #define CONV_BODY(T, BF16, BN, EPI, FORM, CL) asm volatile("trap;");
 #endif

@@ -30,7 +30,10 @@ struct ConvArgs {
                    // map_r; bit 1: each consumer warp prefetches its rows before the mainloop;
                    // bit 2: launched under programmatic stream serialization (wait first);
                    // bit 3: the producer loads each tile's residual into the ring through map_r
-                   // (64 x 64 boxes; staged == 3, unsplit)
+                   // (64 x 64 boxes; staged == 3, unsplit); bit 5: with bit 3,
+                   // the lean entries store the results by TMA through map_o from the residual's
+                   // slots (ring_out_tma); bit 6: the lean entries (up to 128 wide) load their
+                   // biases when a warp starts a tile (LeanBias)
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
                    // results stored as 16-byte vectors staged through shared memory (16-byte
                    // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
@@ -280,6 +283,32 @@ __device__ __forceinline__ void residual_chunk_out(const float* d, float* buf, c
     }
 }
 
+// The lean epilogue's biases (the conv's and the epilogue's) at this lane's column pairs j
+// (columns col0 + 8 j, + 1), loaded when a warp starts a tile (p.prefetch bit 6; tiles up to 128
+// wide: 2 x BN / 8 registers across the mainloop), so that the epilogue does not wait on their
+// round trip to L2 after the last MMA. Zeros where a bias is absent or past K.
+template <typename T, int BN> struct LeanBias {
+    u32 c[BN / 8], e[BN / 8];
+    __device__ __forceinline__ void load(const ConvArgs& p, int col0) {
+        const int cols = p.k - col0;
+        const u32* cb = (const u32*)((const T*)p.bias + col0);
+        const u32* eb = (const u32*)((const T*)p.epi.bias + col0);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            c[j] = p.bias && j * 8 < cols ? cb[j * 4] : 0u;
+            e[j] = p.epi.bias && j * 8 < cols ? eb[j * 4] : 0u;
+        }
+    }
+};
+// d += b[j] over the fragment (add_bias's arithmetic, from registers).
+template <typename T, int BN> __device__ __forceinline__ void add_bias_regs(float* d, const u32* b) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const float b0 = lo_of<T>(b[j]), b1 = hi_of<T>(b[j]);
+        d[j * 4] += b0, d[j * 4 + 1] += b1, d[j * 4 + 2] += b0, d[j * 4 + 3] += b1;
+    }
+}
+
 // The residual tile in the ring (p.prefetch bit 3): the producer loads it by TMA into the ring
 // slots that follow the tile's k-steps, in boxes of 64 rows x 64 columns (8 KB, the 128-byte
 // swizzle); box rb * BN / 64 + cb (row block rb, column block cb) lies in slot box / per at
@@ -293,6 +322,19 @@ template <int BN, int STAGES, int STAGE_BYTES, bool ON> struct RingResidual {
     // each use: held across the epilogue's math they cost registers the larger tiles lack.
     u32 ring;
     int stage0, tr;
+    const TmaMap* map_o;  // the output [M, K] in boxes of 64 columns x 16 rows (p.prefetch bit 5)
+    // The address of row tr % 64 of box `box` (the warp's first row there).
+    __device__ __forceinline__ u32 box_at(int box) const {
+        constexpr int per = STAGE_BYTES / CV_RBOX;
+        return ring + ((stage0 + box / per) % STAGES) * STAGE_BYTES + (box % per) * CV_RBOX + (tr % 64) * 128;
+    }
+    // This lane's pair of column group 8 q (columns 64 q + 2 (lane % 4), + 1 of the tile) in row
+    // tr + lane / 4 (8 rows on: + 1024); group 8 q + jj is at this address ^ (jj << 4): rows are
+    // 128-byte aligned, and the 128-byte swizzle XORs the 16-byte unit with the row's index mod
+    // 8, lane / 4.
+    __device__ __forceinline__ u32 pair_base(int q, int lane) const {
+        return box_at((tr / 64) * (BN / 64) + q) + (lane / 4) * 128 + (lane / 4) * 16 + (lane % 4) * 4;
+    }
     // Chunk h (columns 32 h + 8 (lane % 4) of the tile) of rows a (tr + lane / 4) and b (8 rows
     // on): the 16-byte piece (h % 2) * 4 + lane % 4 of the 128-byte row of column block h / 2,
     // swizzled with the row's index mod 8 (lane / 4 for both: the rows are 16-aligned).
@@ -306,6 +348,53 @@ template <int BN, int STAGES, int STAGE_BYTES, bool ON> struct RingResidual {
         lds128(at + 8 * 128, rb.x, rb.y, rb.z, rb.w);
     }
 };
+;
+
+// The lean epilogue's end with the residual in the ring and p.prefetch bit 5: each lane adds
+// beta times its fragment's residual pairs, read from the ring slot where they lie (4-byte reads:
+// the 8 rows of a read are 8 different swizzle rows, so its 32 lanes hit 32 banks), writes the
+// results over them, and lane 0 stores the warp's 16 rows by TMA (one box of 64 columns per
+// column block; rows past M and columns past K are not written), then waits until the stores have
+// read the slot, which goes back to the producer after. No staging buffer and no global stores
+// from the threads: the fragment is the only layout change. Same arithmetic as
+// residual_chunk_out (d + beta * r, one rounding at the store). 32 columns (8 reads) at a time.
+template <typename T, int BN, typename RING>
+__device__ __forceinline__ void ring_out_tma(const float* d, const ConvArgs& p, const RING& ring, i64 row_w, int n0,
+                                             int lane) {
+#pragma unroll
+    for (int q = 0; q < BN / 64; ++q) {
+        const u32 base = ring.pair_base(q, lane);
+#pragma unroll
+        for (int j0 = 0; j0 < 8; j0 += 4) {
+            u32 r[8];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const u32 at = base ^ ((j0 + jj) << 4);
+                r[2 * jj] = lds32(at), r[2 * jj + 1] = lds32(at + 8 * 128);
+            }
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const int j = q * 8 + j0 + jj;
+                const u32 at = base ^ ((j0 + jj) << 4);
+                const float beta = p.epi.beta;
+                sts32(at, pack2<T>(d[j * 4] + beta * lo_of<T>(r[2 * jj]), d[j * 4 + 1] + beta * hi_of<T>(r[2 * jj])));
+                sts32(at + 8 * 128, pack2<T>(d[j * 4 + 2] + beta * lo_of<T>(r[2 * jj + 1]),
+                                             d[j * 4 + 3] + beta * hi_of<T>(r[2 * jj + 1])));
+            }
+        }
+    }
+    fence_proxy_async_smem();
+    __syncwarp();
+    if (lane == 0) {
+        if (row_w < p.m)
+#pragma unroll
+            for (int q = 0; q < BN / 64; ++q)
+                if (n0 + 64 * q < p.k)
+                    tma_store_2d(ring.map_o, ring.box_at((ring.tr / 64) * (BN / 64) + q), n0 + 64 * q, (int)row_w);
+        bulk_commit();
+        bulk_wait_read0();
+    }
+}
 
 // The stores with p.staged == 3: the residual is added on the way out instead of in the
 // fragments, 32 columns at a time (residual_chunk_out), from the tile in the ring (p.prefetch
@@ -368,7 +457,8 @@ __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, c
 // entry's epilogue form (above).
 template <typename T, int BN, int EPI, bool PRE, typename RING>
 __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& p, i64 row_w, int n0, int split,
-                                         int slot, int lane, const ResidualRows<T, BN>& res, const RING& ring) {
+                                         int slot, int lane, const ResidualRows<T, BN>& res, const RING& ring,
+                                         const LeanBias<T, BN>& lb) {
     constexpr bool PLAIN = EPI == CV_PLAIN, FULL = EPI == CV_FULL;
     const i64 row0 = row_w + lane / 4;
     const int col0 = n0 + (lane % 4) * 2;
@@ -390,8 +480,13 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
         staged_epilogue<T, BN>(d, buf, p, row_w, n0, lane);
         return;
     }
-    if (!PLAIN && p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
-    if (!PLAIN && p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
+    if (EPI == CV_LEAN && BN <= 128 && (p.prefetch & 64)) {
+        if (p.bias) add_bias_regs<T, BN>(d, lb.c);
+        if (p.epi.bias) add_bias_regs<T, BN>(d, lb.e);
+    } else {
+        if (!PLAIN && p.bias) add_bias<T, BN>(d, (const T*)p.bias + col0, cols);
+        if (!PLAIN && p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
+    }
     if (EPI == CV_LEAN && p.epi.act == EPI_RELU) {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) d[i] = epi_act(EPI_RELU, d[i]);
@@ -399,6 +494,10 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
     if (FULL && p.epi.act != EPI_NONE) act_all_1exp<BN / 2>(p.epi.act, d);
     if (FULL && p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
     const i64 offset = row0 * p.k + col0;
+    if (EPI == CV_LEAN && (p.prefetch & 32)) {
+        ring_out_tma<T, BN>(d, p, ring, row_w, n0, lane);
+        return;
+    }
     if (!PLAIN && p.staged == 3) {
         store_vec_residual<T, BN, PRE, EPI == CV_LEAN>(d, buf, p, row_w, n0, lane, res, ring);
         return;

@@ -226,6 +226,23 @@ __device__ __forceinline__ void sts32(u32 a, u32 v) {
 __device__ __forceinline__ void lds128(u32 a, u32& x, u32& y, u32& z, u32& w) {
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a) : "memory");
 }
+__device__ __forceinline__ u32 lds32(u32 a) {
+    u32 v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
+// Makes this thread's shared-memory writes visible to the async proxy (TMA) that reads them next.
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Stores one box of a 2-D tensor map (columns c0.., rows c1..) from shared memory at `src`; rows
+// and columns past the tensor's extents are not written. Completion is tracked by bulk groups.
+__device__ __forceinline__ void tma_store_2d(const TmaMap* map, u32 src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"((u64)map),
+                 "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until this thread's committed bulk stores have read their shared-memory sources.
+__device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }

@@ -116,6 +116,12 @@ fn _conv_sm90_lean_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::lean_launches()
 }
 
+/// Of those launches, how many stored their results by TMA from the residual's ring slots.
+#[pyfunction]
+fn _conv_sm90_tma_out_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::tma_out_launches()
+}
+
 /// Of those launches, how many ran as clusters of two CTAs sharing the A tile.
 #[pyfunction]
 fn _conv_sm90_cluster_launches() -> u64 {
@@ -155,6 +161,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_trio_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_res_ring_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_tma_out_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_cluster_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;

@@ -54,13 +54,13 @@ mod tiles;
 
 use super::tma::TmaMap;
 use cluster::{cluster_pays, max_clusters};
-use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_RING, SPLIT, TRIO, WIDE};
+use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_RING, SPLIT, TMA_OUT, TRIO, WIDE};
 pub use counts::{
     cluster_launches, gemm_launches, launches, lean_launches, padded_launches, pingpong_launches, res_ring_launches,
-    split_launches, trio_launches, wide_launches,
+    split_launches, tma_out_launches, trio_launches, wide_launches,
 };
 pub use knobs::Knobs;
-use maps::{filter_map, im2col_map, matrix_map, residual_map};
+use maps::{filter_map, im2col_map, matrix_map, output_map, residual_map};
 pub use tiles::{pingpong, ring_fits, tile_rows, tile_width, trio_tiles, wide_tiles};
 
 /// A conv2d on NHWC input [n, h, w, c] with an RSCF filter [r, s, c, k] into the NHWC output
@@ -367,6 +367,13 @@ fn run(
         && n_tiles % 2 == 0
         && (plain || lean)
         && knobs.cluster.map_or_else(|| cluster_pays(tiles, sms), |c| c == 2);
+    // The lean epilogue with the residual in the ring stores its results by TMA from the ring
+    // (16-byte aligned output), unless MAX_CONV_SM90_TMA_OUT=0 or the map is refused.
+    let map_o = if lean && res_ring && out % 16 == 0 && !knobs.no_tma_out {
+        output_map(dtype, out, m, sh.k).ok()
+    } else {
+        None
+    };
     let clusters = if want_cluster { max_clusters(stream, dtype, smem_of(bm, bn, staged, 3))? } else { 0 };
     let cluster = want_cluster && clusters > 0;
     let grid = if cluster {
@@ -408,11 +415,15 @@ fn run(
         prefetch: map_r.is_some() as i32
             | (((splits == 1 && epi.residual != 0 && !res_ring && !knobs.no_line_prefetch) as i32) << 1)
             | ((knobs.pdl as i32) << 2)
-            | ((res_ring as i32) << 3),
+            | ((res_ring as i32) << 3)
+            | ((map_o.is_some() as i32) << 5)
+            | (((lean && bn <= 128 && !knobs.late_bias) as i32) << 6),
         staged,
         tiled_a: tiled_a as i32,
     };
+    let tma_out = map_o.is_some();
     let map_r = map_r.or(ring_map).unwrap_or(TmaMap([0; 16]));
+    let map_o = map_o.unwrap_or(TmaMap([0; 16]));
     let name = format!(
         "conv_sm90_{}_n{bn}{}{}{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
@@ -445,16 +456,17 @@ fn run(
     let consumers: u32 = if trio { 3 } else { 2 };
     let smem = smem_of(bm, bn, staged, consumers);
     crate::allow_smem(stream.context(), &func, smem)?;
-    let (mut map_a, mut map_b, mut map_r, mut args) = (map_a, map_b, map_r, args);
-    let mut params: [*mut std::ffi::c_void; 4] = [
+    let (mut map_a, mut map_b, mut map_r, mut map_o, mut args) = (map_a, map_b, map_r, map_o, args);
+    let mut params: [*mut std::ffi::c_void; 5] = [
         &mut map_a as *mut TmaMap as *mut _,
         &mut map_b as *mut TmaMap as *mut _,
         &mut map_r as *mut TmaMap as *mut _,
+        &mut map_o as *mut TmaMap as *mut _,
         &mut args as *mut ConvArgs as *mut _,
     ];
-    // SAFETY: the parameters are the kernel's (three maps, ConvArgs) by value, live across the
-    // call; the maps describe the live input, filter and residual (map_r is read only when bit
-    // 0 of args.prefetch is set); out, the bias and the epilogue's bias and residual hold what
+    // SAFETY: the parameters are the kernel's (four maps, ConvArgs) by value, live across the
+    // call; the maps describe the live input, filter, residual and output (map_r is read only
+    // when bit 0 or 3 of args.prefetch is set, map_o only with bit 5); out, the bias and the epilogue's bias and residual hold what
     // the shape says (the caller's contract); ws holds splits planes of M x K f32; under PDL the
     // kernel waits (bit 2 of args.prefetch) before touching global memory.
     unsafe {
@@ -486,6 +498,9 @@ fn run(
     }
     if res_ring {
         RES_RING.fetch_add(1, Ordering::Relaxed);
+    }
+    if tma_out {
+        TMA_OUT.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;

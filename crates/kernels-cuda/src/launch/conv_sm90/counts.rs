@@ -60,6 +60,14 @@ pub fn cluster_launches() -> u64 {
     CLUSTER.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those whose lean epilogue stored the results by TMA from the residual's ring
+/// slots (see kernels/conv_sm90.cuh, `ring_out_tma`).
+pub(super) static TMA_OUT: AtomicU64 = AtomicU64::new(0);
+
+pub fn tma_out_launches() -> u64 {
+    TMA_OUT.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
 pub fn gemm_launches() -> u64 {
     super::gemm::GEMM.load(Ordering::Relaxed)

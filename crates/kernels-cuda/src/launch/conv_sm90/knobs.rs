@@ -48,6 +48,12 @@ pub struct Knobs {
     /// Clusters of two CTAs sharing each k-step's A tile by multicast, for 192-row tiles with an
     /// even number of column tiles (`MAX_CONV_SM90_CLUSTER=2`; `=1` or unset: none).
     pub cluster: Option<usize>,
+    /// The lean epilogue stores its results from the staging buffer instead of by TMA from the
+    /// residual's ring slots (`MAX_CONV_SM90_TMA_OUT=0`).
+    pub no_tma_out: bool,
+    /// The lean epilogue loads its biases after the mainloop instead of when a warp starts a tile
+    /// (`MAX_CONV_SM90_EARLY_BIAS=0`).
+    pub late_bias: bool,
 }
 
 impl Knobs {
@@ -76,6 +82,8 @@ impl Knobs {
             no_res_ring: env_usize("MAX_CONV_SM90_RES_RING") == Some(0),
             no_lean: env_usize("MAX_CONV_SM90_LEAN") == Some(0),
             cluster: env_usize("MAX_CONV_SM90_CLUSTER").filter(|c| [1, 2].contains(c)),
+            no_tma_out: env_usize("MAX_CONV_SM90_TMA_OUT") == Some(0),
+            late_bias: env_usize("MAX_CONV_SM90_EARLY_BIAS") == Some(0),
         }
     }
 }

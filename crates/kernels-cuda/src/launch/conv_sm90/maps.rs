@@ -91,3 +91,9 @@ fn tiled_2d(
 pub(super) fn residual_map(dtype: DType, r: u64, m: usize, k: usize, rows: u32) -> std::result::Result<TmaMap, String> {
     tiled_2d(dtype, r, (m, k), (64, rows)).map_err(|e| format!("the residual [{m}, {k}]: {e}"))
 }
+
+/// The output [M, K] in boxes of 64 columns x 16 rows (one consumer warp's rows) with the 128-byte
+/// swizzle, for the lean epilogue's TMA stores from the residual's ring slots.
+pub(super) fn output_map(dtype: DType, out: u64, m: usize, k: usize) -> std::result::Result<TmaMap, String> {
+    tiled_2d(dtype, out, (m, k), (64, 16)).map_err(|e| format!("the output [{m}, {k}]: {e}"))
+}
