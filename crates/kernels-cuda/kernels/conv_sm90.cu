@@ -86,6 +86,13 @@
 // 128 accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide: their epilogue
 // spilled with it); the launcher never asks for it there.
 //
+// Stores by TMA from the ring (args.prefetch bit 5, the launcher's default for the lean entries
+// with the residual in the ring; conv_sm90.cuh's ring_out_tma): each lane reads its fragment's
+// residual pairs where they lie in the slots, writes its results over them in the same swizzled
+// layout, and lane 0 of each warp stores the warp's 16 rows by TMA (a 2-D map of the output with
+// 64 x 16 boxes), then waits until the stores have read the slots before they go back to the
+// producer. No staging buffer, no stores from the threads.
+//
 // Clusters of two (CL = 2, 192-row tiles, unsplit, an even number of column tiles; the `_c2`
 // entries): the CTAs of a cluster take the two column tiles of a pair of the same row tile, and
 // each loads half of every k-step's A tile (96 rows, its own map with 96-row boxes) multicast to
