@@ -19,7 +19,7 @@ import test_gpu_conv_sm90 as base
 from max._core import driver as core
 from max.dtype import DType
 from test_gpu_conv_cluster import SHAPES as CLUSTER_SHAPES
-from test_gpu_conv_lean import LEAN_FORMS, bias_act
+from test_gpu_conv_lean import LEAN_FORMS, bias_act, setenv
 from test_gpu_conv_pingpong import Count
 from test_gpu_conv_res_ring import SHAPES
 from test_gpu_conv_sm90_more import assert_same_but_contraction, fused_bits, sm90  # noqa: F401
@@ -35,11 +35,6 @@ def shapes_of(form):
 
 def TmaOuts():  # noqa: N802
     return Count(core._conv_sm90_tma_out_launches)
-
-
-def setenv(monkeypatch, env):
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)

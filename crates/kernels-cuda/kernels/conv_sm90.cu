@@ -416,7 +416,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (rring) {
             // The residual's slots go back to the producer, whose TMA (the async proxy) refills
             // them: order this warp's shared-memory reads of them before its arrival.
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            fence_proxy_async_smem();
             for (int j = 0; j < RS; ++j) release_stage<CL>(&empty[(rstage + j) % STAGES], lane);
         }
     }

@@ -339,10 +339,7 @@ template <int BN, int STAGES, int STAGE_BYTES, bool ON> struct RingResidual {
     // on): the 16-byte piece (h % 2) * 4 + lane % 4 of the 128-byte row of column block h / 2,
     // swizzled with the row's index mod 8 (lane / 4 for both: the rows are 16-aligned).
     __device__ __forceinline__ void chunk(int h, int lane, uint4& ra, uint4& rb) const {
-        constexpr int per = STAGE_BYTES / CV_RBOX;
-        const int box = (tr / 64) * (BN / 64) + h / 2;
-        const int st = (stage0 + box / per) % STAGES;
-        const u32 at = ring + st * STAGE_BYTES + (box % per) * CV_RBOX + (tr % 64 + lane / 4) * 128 +
+        const u32 at = box_at((tr / 64) * (BN / 64) + h / 2) + (lane / 4) * 128 +
                        ((((h % 2) * 4 + lane % 4) ^ (lane / 4)) * 16);
         lds128(at, ra.x, ra.y, ra.z, ra.w);
         lds128(at + 8 * 128, rb.x, rb.y, rb.z, rb.w);

@@ -466,8 +466,8 @@ fn run(
     ];
     // SAFETY: the parameters are the kernel's (four maps, ConvArgs) by value, live across the
     // call; the maps describe the live input, filter, residual and output (map_r is read only
-    // when bit 0 or 3 of args.prefetch is set, map_o only with bit 5); out, the bias and the epilogue's bias and residual hold what
-    // the shape says (the caller's contract); ws holds splits planes of M x K f32; under PDL the
+    // when bit 0 or 3 of args.prefetch is set, map_o only with bit 5); out, the bias and the
+    // epilogue's bias and residual hold what the shape says (the caller's contract); ws holds splits planes of M x K f32; under PDL the
     // kernel waits (bit 2 of args.prefetch) before touching global memory.
     unsafe {
         super::launch_ex_cluster(
