@@ -1,6 +1,7 @@
 """The Hopper conv2d (kernels/conv_sm90.cu) launched as clusters of two CTAs that share each
-k-step's A tile by multicast (192-row tiles, an even number of column tiles, the plain or lean
-entry; MAX_CONV_SM90_CLUSTER=2; `_conv_sm90_cluster_launches()` counts them).
+k-step's A tile by multicast (an even number of column tiles; 192-row tiles in the plain or lean
+entry, or 128 x 64 ping-pong tiles in the plain one; MAX_CONV_SM90_CLUSTER=2;
+`_conv_sm90_cluster_launches()` counts them).
 
 Checked: the same bits as the unclustered kernel, and exact against float64, for 1x1 convs (A
 through the tiled map) and padded / strided 3x3 ones (A in im2col mode), with M off the tile
@@ -25,6 +26,8 @@ pytestmark = pytest.mark.gpu
 Conv = base.Conv
 DTYPES = base.DTYPES
 TRIO = {"MAX_CONV_SM90_BM": "192", "MAX_CONV_SM90_SPLITK": "1"}
+PP64 = {"MAX_CONV_SM90_BM": "128", "MAX_CONV_SM90_BN": "64", "MAX_CONV_SM90_PINGPONG": "1", "MAX_CONV_SM90_SPLITK": "1"}
+FORMS = {"trio": TRIO, "pp64": PP64}
 SHAPES = [
     Conv("1x1_512_256", 2, 28, 28, 512, 256, 1, 1, 1, 0),  # 1568 rows: the last tile's half past M
     Conv("1x1_256_1024_m_off", 3, 11, 13, 256, 1024, 1, 1, 1, 0),  # 429 rows, 8 column tiles
@@ -60,8 +63,9 @@ def plain_bits(gpu, rng, monkeypatch, cv, dtype, env):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("grid", [None, "2"])
 @pytest.mark.parametrize("cv", SHAPES, ids=repr)
-def test_plain_exact_and_same_bits(sm90, rng, monkeypatch, cv, grid, dtype):
-    env = dict(TRIO)
+@pytest.mark.parametrize("form", list(FORMS))
+def test_plain_exact_and_same_bits(sm90, rng, monkeypatch, form, cv, grid, dtype):
+    env = dict(FORMS[form])
     if grid is not None:
         env["MAX_CONV_SM90_GRID"] = grid
     seed = int(rng.integers(1 << 31))
@@ -101,12 +105,21 @@ def test_fused_exact(sm90, rng, monkeypatch, dtype):
     assert clusters.n == runs
 
 
-@pytest.mark.parametrize("case", ["odd_column_tiles", "rows128", "split", "full_epilogue"])
+@pytest.mark.parametrize("case", ["odd_column_tiles", "rows128", "split", "full_epilogue", "pp128", "pp64_odd",
+                                  "pp64_epilogue"])
 def test_not_clustered(sm90, rng, monkeypatch, case):
     env = dict(TRIO, MAX_CONV_SM90_CLUSTER="2")
     cv = SHAPES[2]
     if case == "odd_column_tiles":
         cv = ODD_COLUMN_TILES
+    elif case == "pp128":
+        env.update(PP64, MAX_CONV_SM90_BN="128")
+    elif case == "pp64_odd":
+        env.update(PP64)
+        cv = Conv("k192", 2, 14, 14, 128, 192, 3, 3, 1, 1)
+    elif case == "pp64_epilogue":
+        env.update(PP64)
+        case = "full_epilogue"
     elif case == "rows128":
         env["MAX_CONV_SM90_BM"] = "128"
     elif case == "split":

@@ -93,14 +93,16 @@
 // 64 x 16 boxes), then waits until the stores have read the slots before they go back to the
 // producer. No staging buffer, no stores from the threads.
 //
-// Clusters of two (CL = 2, 192-row tiles, unsplit, an even number of column tiles; the `_c2`
-// entries): the CTAs of a cluster take the two column tiles of a pair of the same row tile, and
-// each loads half of every k-step's A tile (96 rows, its own map with 96-row boxes) multicast to
-// both, so the activations cross L2 once per pair instead of once per column tile (cuDNN's kernel
-// for the 28x28 1x1 512 -> 256 ResNet layer does the same: ncu showed it moving 76 MB through L2
-// against our 91). A stage's full barrier counts the whole A tile and this CTA's B boxes; its
-// empty barrier counts the consumer warps of both CTAs (each producer writes into the peer's
-// stage). The CTAs meet at a cluster barrier before the first load and before leaving.
+// Clusters of two (CL = 2: 192-row tiles, or 128 x 64 ping-pong tiles without an epilogue; unsplit,
+// an even number of column tiles; the `_c2` entries): the CTAs of a cluster take the two column tiles of a
+// pair of the same row tile, and each loads half of every k-step's A tile (96 or 64 rows, its
+// own map with boxes of that many rows) multicast to both, so the activations cross L2 once per
+// pair instead of once per column tile (cuDNN's kernel for the 28x28 1x1 512 -> 256 ResNet
+// layer does the same: ncu showed it moving 76 MB through L2 against our 91). A stage's full
+// barrier counts the whole A tile and this CTA's B boxes; its empty barrier counts the consumer
+// warps of both CTAs (each producer writes into the peer's stage; in the ping-pong form the two
+// CTAs' consumers c take the same units, the pair's tiles). The CTAs meet at a cluster barrier
+// before the first load and before leaving.
 //
 // Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
 // [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
@@ -194,10 +196,10 @@ template <int CL> __device__ __forceinline__ int unit_tile(int unit, int n_tiles
 // each computing all 128 rows of its unit (two m64 wgmmas per k16 step, 2 x BN / 2 accumulators),
 // so one warpgroup's epilogue runs while the other's MMAs do. Without it (cooperative) both
 // take every unit, 64 rows each. The producer's loads are the same either way.
-// CL (1 or 2, the launch's cluster size; 2 with 192-row tiles only): the two CTAs of a cluster
-// take the two column tiles of a pair (2j, 2j + 1) of the same row tile, and each loads half of
-// every k-step's A tile (96 rows) multicast to both, so the activations cross L2 once per pair
-// (see the header).
+// CL (1 or 2, the launch's cluster size; 2 with 192-row tiles and 128 x 64 ping-pong ones only):
+// the two CTAs of a cluster take the two column tiles of a pair (2j, 2j + 1) of the same row
+// tile, and each loads half of every k-step's A tile multicast to both, so the activations
+// cross L2 once per pair (see the header).
 template <typename T, bool BF16, int BN, int EPI, int FORM, int CL>
 __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map_b, const TmaMap* map_r,
                                           const TmaMap* map_o, const ConvArgs& p) {
@@ -217,7 +219,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     u64* empty = full + STAGES;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ktiles = p.taps * p.c_tiles;
-    static_assert(CL == 1 || TRIO, "clusters of two with 192-row tiles only");
+    static_assert(CL == 1 || TRIO || PP && BN == 64, "clusters of two with 192-row or ping-pong 64-wide tiles only");
     // Clustered: work units are pairs of column tiles (unsplit, n_tiles even), cluster
     // blockIdx.x / 2 taking units blockIdx.x / 2, + gridDim.x / 2, ...; the rank within the
     // cluster is blockIdx.x % 2 (clusters are consecutive blocks of the 1-D grid).
@@ -236,7 +238,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (p.prefetch & 32) tma_prefetch_desc(map_o);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], PP ? 4 : 4 * CONSUMERS * CL);
+            mbar_init(&empty[s], PP ? 4 * CL : 4 * CONSUMERS * CL);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -400,7 +402,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         }
         wgmma_wait0();
         release_stage<CL>(&empty[prev], lane);
-        if (PP && unit + (int)gridDim.x < units) named_arrive(2 - c, 256);  // the other's turn
+        if (PP && unit + (int)gridDim.x / CL < units) named_arrive(2 - c, 256);  // the other's turn
         const int rstage = stage;
         if (rring)
             for (int j = 0; j < RS; ++j) {
@@ -449,6 +451,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
 CV_ENTRY(n64_pp, 64, CV_FULL, 1)
 CV_ENTRY(n128_pp, 128, CV_FULL, 1)
 CV_ENTRY(n64_pp_plain, 64, CV_PLAIN, 1)
+CV_ENTRY_CL(n64_pp_plain_c2, 64, CV_PLAIN, 1, 2)
 CV_ENTRY(n128_pp_plain, 128, CV_PLAIN, 1)
 CV_ENTRY(n64_w, 64, CV_FULL, 2)
 CV_ENTRY(n128_w, 128, CV_FULL, 2)

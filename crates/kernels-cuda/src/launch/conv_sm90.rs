@@ -358,15 +358,16 @@ fn run(
         && (epi.residual == 0 || res_ring)
         && !pp
         && !wide;
-    // Clusters of two sharing A (192-row tiles, the plain or lean entry, unsplit, an even number
-    // of column tiles) where the device holds nearly one cluster per SM pair, and either
-    // MAX_CONV_SM90_CLUSTER=2 asks for them or, unset, the blocks have one and a half tiles each
-    // or more (`cluster_pays`).
-    let want_cluster = trio
-        && splits == 1
+    // Clusters of two sharing A (unsplit, an even number of column tiles; 192-row tiles in the
+    // plain or lean entry, or 128 x 64 ping-pong tiles in the plain one: the entry with every
+    // epilogue option spilled with clusters) where the device holds nearly one cluster per SM
+    // pair, and either MAX_CONV_SM90_CLUSTER=2 asks for them or, unset, the blocks have one and a
+    // half tiles each or more (`cluster_pays`, 192-row tiles).
+    let pp_pairs = pp && bn == 64 && bm == BM && plain;
+    let want_cluster = splits == 1
         && n_tiles % 2 == 0
-        && (plain || lean)
-        && knobs.cluster.map_or_else(|| cluster_pays(tiles, sms), |c| c == 2);
+        && (trio && (plain || lean) && knobs.cluster.map_or_else(|| cluster_pays(tiles, sms), |c| c == 2)
+            || pp_pairs && knobs.cluster == Some(2));
     // The lean epilogue with the residual in the ring stores its results by TMA from the ring
     // (16-byte aligned output), unless MAX_CONV_SM90_TMA_OUT=0 or the map is refused.
     let map_o = if lean && res_ring && out % 16 == 0 && !knobs.no_tma_out {
@@ -374,7 +375,9 @@ fn run(
     } else {
         None
     };
-    let clusters = if want_cluster { max_clusters(stream, dtype, smem_of(bm, bn, staged, 3))? } else { 0 };
+    let consumers: u32 = if trio { 3 } else { 2 };
+    let clusters =
+        if want_cluster { max_clusters(stream, dtype, smem_of(bm, bn, staged, consumers), trio)? } else { 0 };
     let cluster = want_cluster && clusters > 0;
     let grid = if cluster {
         let pairs = tiles / 2;
@@ -453,7 +456,6 @@ fn run(
     };
     let func = function(stream.context(), family, &name)?;
     // One producer warpgroup and two consumer ones, or three with tiles of 192 rows.
-    let consumers: u32 = if trio { 3 } else { 2 };
     let smem = smem_of(bm, bn, staged, consumers);
     crate::allow_smem(stream.context(), &func, smem)?;
     let (mut map_a, mut map_b, mut map_r, mut map_o, mut args) = (map_a, map_b, map_r, map_o, args);

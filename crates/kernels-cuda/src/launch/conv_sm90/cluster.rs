@@ -1,5 +1,5 @@
-//! Clusters of two CTAs for the 192-row tiles (the kernel's `_c2` entries, see
-//! kernels/conv_sm90.cu): where they pay, and how many the device holds at once.
+//! Clusters of two CTAs for the 192-row tiles and the 128 x 64 ping-pong ones (the kernel's `_c2`
+//! entries, see kernels/conv_sm90.cu): where they pay, and how many the device holds at once.
 
 use std::sync::Arc;
 
@@ -20,22 +20,26 @@ pub(super) fn cluster_pays(tiles: usize, sms: usize) -> bool {
     2 * tiles >= 3 * sms
 }
 
-/// Clusters of two CTAs of the 192-row kernel (512 threads, `smem` bytes) the device holds at
-/// once (cached per device), or 0 where the driver cannot say or holds far fewer than one per
-/// SM pair (a persistent grid larger than that would leave clusters waiting for a whole round).
-pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32) -> Result<usize> {
+/// Clusters of two CTAs of the 192-row kernel (`trio`: 512 threads) or the 128 x 64 ping-pong one
+/// (384 threads) with `smem` bytes the device holds at once (cached per device), or 0 where the
+/// driver cannot say or holds far fewer than one per SM pair (a persistent grid larger than that
+/// would leave clusters waiting for a whole round).
+pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32, trio: bool) -> Result<usize> {
     use cudarc::driver::sys;
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<(usize, u32), usize>>> = Mutex::new(None);
-    let key = (stream.context().ordinal(), smem);
+    static CACHE: Mutex<Option<HashMap<(usize, u32, bool), usize>>> = Mutex::new(None);
+    let key = (stream.context().ordinal(), smem, trio);
     if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(v);
     }
     let family = if dtype == DType::BFloat16 { &CONV_SM90_PP_BF16 } else { &CONV_SM90_PP_F16 };
-    let name =
-        if dtype == DType::BFloat16 { "conv_sm90_bf16_n128_t_plain_c2" } else { "conv_sm90_f16_n128_t_plain_c2" };
-    let func = function(stream.context(), family, name)?;
+    let name = format!(
+        "conv_sm90_{}_{}_plain_c2",
+        if dtype == DType::BFloat16 { "bf16" } else { "f16" },
+        if trio { "n128_t" } else { "n64_pp" }
+    );
+    let func = function(stream.context(), family, &name)?;
     crate::allow_smem(stream.context(), &func, smem)?;
     let sms = sm_count(stream)?;
     // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
@@ -48,7 +52,7 @@ pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32) ->
         gridDimX: (sms / 2 * 2) as u32,
         gridDimY: 1,
         gridDimZ: 1,
-        blockDimX: 512,
+        blockDimX: if trio { 512 } else { 384 },
         blockDimY: 1,
         blockDimZ: 1,
         sharedMemBytes: smem,
