@@ -28,7 +28,9 @@ pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32, tr
     use cudarc::driver::sys;
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<(usize, u32, bool), usize>>> = Mutex::new(None);
+    // (device, shared memory, 192-row form) -> clusters
+    type Cache = HashMap<(usize, u32, bool), usize>;
+    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
     let key = (stream.context().ordinal(), smem, trio);
     if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(v);
