@@ -45,8 +45,9 @@ pub struct Knobs {
     /// The kernel entry with every epilogue option even where the lean one (biases, relu, the
     /// residual in the ring) would do (`MAX_CONV_SM90_LEAN=0`).
     pub no_lean: bool,
-    /// Clusters of two CTAs sharing each k-step's A tile by multicast, for 192-row tiles with an
-    /// even number of column tiles (`MAX_CONV_SM90_CLUSTER=2`; `=1` or unset: none).
+    /// Clusters of two CTAs sharing each k-step's A tile by multicast, for 192-row tiles (plain
+    /// or lean) and 128 x 64 ping-pong tiles (plain) with an even number of column tiles
+    /// (`MAX_CONV_SM90_CLUSTER=2`; `=1`: none; unset: 192-row tiles where they pay).
     pub cluster: Option<usize>,
     /// The lean epilogue stores its results from the staging buffer instead of by TMA from the
     /// residual's ring slots (`MAX_CONV_SM90_TMA_OUT=0`).
