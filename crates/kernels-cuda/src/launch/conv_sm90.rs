@@ -375,6 +375,7 @@ fn run(
     } else {
         None
     };
+    // One producer warpgroup and two consumer ones, or three with tiles of 192 rows.
     let consumers: u32 = if trio { 3 } else { 2 };
     let clusters =
         if want_cluster { max_clusters(stream, dtype, smem_of(bm, bn, staged, consumers), trio)? } else { 0 };
@@ -455,7 +456,6 @@ fn run(
         (false, true) => &CONV_SM90_PP_F16,
     };
     let func = function(stream.context(), family, &name)?;
-    // One producer warpgroup and two consumer ones, or three with tiles of 192 rows.
     let smem = smem_of(bm, bn, staged, consumers);
     crate::allow_smem(stream.context(), &func, smem)?;
     let (mut map_a, mut map_b, mut map_r, mut map_o, mut args) = (map_a, map_b, map_r, map_o, args);
