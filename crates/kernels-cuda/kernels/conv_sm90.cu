@@ -104,6 +104,13 @@
 // CTAs' consumers c take the same units, the pair's tiles). The CTAs meet at a cluster barrier
 // before the first load and before leaving.
 //
+// Short tiles (args.prefetch bits 8-15 nonzero: TM rows, a multiple of 16 below 128; plain
+// ping-pong entries, unclustered, chosen by the launcher where every block has one unit): row
+// tile mt covers rows mt * TM .. + TM - 1, so that more blocks share the rows and each loads
+// fewer bytes per k-step. A's map has boxes of TM pixels; the stage keeps its 128-row layout,
+// whose last 128 - TM rows are not loaded (stale): the MMAs still compute 128 rows, and the warps
+// whose 16 rows lie past TM store nothing.
+//
 // Tiled A (args.tiled_a): a 1x1 conv with stride 1 and no padding reads x as the plain matrix
 // [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
 // swizzle, so the shared-memory tile is the same (rows past M are zero-filled).
@@ -231,6 +238,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     constexpr int PER = STAGE_BYTES / CV_RBOX, RBOXES = (BM / 64) * (BN / 64), RS = (RBOXES + PER - 1) / PER;
     constexpr bool RING_OK = !PLAIN && !((PP || WIDE) && BN == 128);
     const bool rring = RING_OK && (p.prefetch & 8);
+    // Rows per tile: BM, or fewer (a multiple of 16, args.prefetch bits 8-15) for plain ping-pong
+    // tiles, so that more, shorter tiles fill the grid; the A tile's last BM - TM rows are then
+    // never loaded and their accumulators never stored.
+    const int TM = PP && PLAIN && CL == 1 && (p.prefetch >> 8) ? (p.prefetch >> 8) & 255 : BM;
     if (threadIdx.x == 0) {
         tma_prefetch_desc(map_a);
         tma_prefetch_desc(map_b);
@@ -266,10 +277,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                 const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
                 // B boxes holding at least one output channel below K.
                 const int boxes = min(BN / 64, (p.k - n0 + 63) / 64);
-                const u32 bytes = A_BYTES + boxes * CV_B_BOX_BYTES;
+                const u32 bytes = TM * CV_BK * 2 + boxes * CV_B_BOX_BYTES;
                 // The tile's first output pixel (image, row, column) and its window corner; in a
                 // cluster, those of this CTA's half of the A tile.
-                const i64 m0 = (i64)mt * BM, mh = m0 + rank * (BM / CL);
+                const i64 m0 = (i64)mt * TM, mh = m0 + rank * (BM / CL);
                 const int img = (int)(mh / p.pq);
                 const int rem = (int)(mh - (i64)img * p.pq);
                 const int oy = rem / p.q, ox = rem - (rem / p.q) * p.q;
@@ -364,7 +375,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             continue;
         }
         const int mt = tile / p.n_tiles, n0 = (tile - mt * p.n_tiles) * BN;
-        const i64 row_w = (i64)mt * BM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
+        const i64 row_w = (i64)mt * TM + (PP ? 0 : WIDE ? c * 128 : c * 64) + warp * 16;  // this warp's first row
         ResidualRows<T, BN> res[HALVES];
         LeanBias<T, BN> lb;
         if (EPI == CV_LEAN && BN <= 128 && (p.prefetch & 64)) lb.load(p, n0 + (lane % 4) * 2);
@@ -411,7 +422,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             }
 #pragma unroll
         for (int h = 0; h < HALVES; ++h) {
-            const int tr = (int)(row_w - (i64)mt * BM) + 64 * h;  // the warp's first row within the tile
+            const int tr = (int)(row_w - (i64)mt * TM) + 64 * h;  // the warp's first row within the tile
+            if (PP && PLAIN && tr >= TM) continue;  // rows of the next short tile
             const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, tr, map_o};
             tile_out<T, BN, EPI, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring, lb);
         }

@@ -33,7 +33,8 @@ struct ConvArgs {
                    // (64 x 64 boxes; staged == 3, unsplit); bit 5: with bit 3,
                    // the lean entries store the results by TMA through map_o from the residual's
                    // slots (ring_out_tma); bit 6: the lean entries (up to 128 wide) load their
-                   // biases when a warp starts a tile (LeanBias)
+                   // biases when a warp starts a tile (LeanBias); bits 8-15: rows per tile below
+                   // 128 (a multiple of 16) for the plain ping-pong entries, or 0
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
                    // results stored as 16-byte vectors staged through shared memory (16-byte
                    // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out

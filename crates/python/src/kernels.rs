@@ -100,6 +100,11 @@ fn _conv_sm90_wide_launches() -> u64 {
 
 /// Of those launches, how many had tiles of 192 rows (three consumer warpgroups).
 #[pyfunction]
+fn _conv_sm90_short_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::short_launches()
+}
+
+#[pyfunction]
 fn _conv_sm90_trio_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::trio_launches()
 }
@@ -159,6 +164,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_pingpong_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_wide_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_trio_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_short_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_res_ring_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_tma_out_launches, m)?)?;

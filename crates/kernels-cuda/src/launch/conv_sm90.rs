@@ -54,14 +54,14 @@ mod tiles;
 
 use super::tma::TmaMap;
 use cluster::{cluster_pays, max_clusters};
-use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_RING, SPLIT, TMA_OUT, TRIO, WIDE};
+use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, WIDE};
 pub use counts::{
     cluster_launches, gemm_launches, launches, lean_launches, padded_launches, pingpong_launches, res_ring_launches,
-    split_launches, tma_out_launches, trio_launches, wide_launches,
+    short_launches, split_launches, tma_out_launches, trio_launches, wide_launches,
 };
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, output_map, residual_map};
-pub use tiles::{pingpong, ring_fits, tile_rows, tile_width, trio_tiles, wide_tiles};
+pub use tiles::{pingpong, ring_fits, short_rows, tile_rows, tile_width, trio_tiles, wide_tiles};
 
 /// A conv2d on NHWC input [n, h, w, c] with an RSCF filter [r, s, c, k] into the NHWC output
 /// [n, p, q, k]. `pad` is the padding before each spatial dim (top, left); the padding after
@@ -386,8 +386,26 @@ fn run(
     } else {
         grid
     };
-    // Each CTA of a cluster loads half of the A tile.
-    let a_rows = if cluster { bm / 2 } else { bm };
+    // Plain 128 x 64 ping-pong tiles (unclustered) of fewer rows, so that more blocks share the
+    // work, where forced or where every block has one unit and `short_rows` finds a height.
+    let tm = if pp && bn == 64 && bm == BM && plain && !cluster {
+        match knobs.tm {
+            Some(t) => Some(t).filter(|&t| t < BM),
+            None if units <= grid => short_rows(m, n_tiles, sms),
+            None => None,
+        }
+    } else {
+        None
+    };
+    let (tiles, grid) = match tm {
+        Some(t) => {
+            let tiles = m.div_ceil(t) * n_tiles;
+            (tiles, knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(tiles))
+        }
+        None => (tiles, grid),
+    };
+    // Each CTA of a cluster loads half of the A tile; a short tile loads its rows.
+    let a_rows = if cluster { bm / 2 } else { tm.unwrap_or(bm) };
     let a_map = if tiled_a { matrix_map(dtype, x, m, sh.c, a_rows) } else { im2col_map(dtype, x, sh, a_rows) };
     let maps = a_map.and_then(|a| Ok((a, filter_map(dtype, f, sh)?)));
     let (map_a, map_b) = match maps {
@@ -421,7 +439,8 @@ fn run(
             | ((knobs.pdl as i32) << 2)
             | ((res_ring as i32) << 3)
             | ((map_o.is_some() as i32) << 5)
-            | (((lean && bn <= 128 && !knobs.late_bias) as i32) << 6),
+            | (((lean && bn <= 128 && !knobs.late_bias) as i32) << 6)
+            | ((tm.unwrap_or(0) as i32) << 8),
         staged,
         tiled_a: tiled_a as i32,
     };
@@ -491,6 +510,9 @@ fn run(
     }
     if trio {
         TRIO.fetch_add(1, Ordering::Relaxed);
+    }
+    if tm.is_some() {
+        SHORT.fetch_add(1, Ordering::Relaxed);
     }
     if lean {
         LEAN.fetch_add(1, Ordering::Relaxed);

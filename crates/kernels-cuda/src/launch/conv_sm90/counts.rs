@@ -31,6 +31,13 @@ pub fn wide_launches() -> u64 {
     WIDE.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those whose plain ping-pong tiles have fewer than 128 rows.
+pub(super) static SHORT: AtomicU64 = AtomicU64::new(0);
+
+pub fn short_launches() -> u64 {
+    SHORT.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those with tiles of 192 rows (three consumer warpgroups).
 pub(super) static TRIO: AtomicU64 = AtomicU64::new(0);
 

@@ -52,6 +52,10 @@ pub struct Knobs {
     /// The lean epilogue stores its results from the staging buffer instead of by TMA from the
     /// residual's ring slots (`MAX_CONV_SM90_TMA_OUT=0`).
     pub no_tma_out: bool,
+    /// Rows per plain 128 x 64 ping-pong tile (unclustered), a multiple of 16 up to 128
+    /// (`MAX_CONV_SM90_TM`; 128: full tiles); unset, [`super::short_rows`] decides where every
+    /// block has one unit.
+    pub tm: Option<usize>,
     /// The lean epilogue loads its biases after the mainloop instead of when a warp starts a tile
     /// (`MAX_CONV_SM90_EARLY_BIAS=0`).
     pub late_bias: bool,
@@ -85,6 +89,7 @@ impl Knobs {
             cluster: env_usize("MAX_CONV_SM90_CLUSTER").filter(|c| [1, 2].contains(c)),
             no_tma_out: env_usize("MAX_CONV_SM90_TMA_OUT") == Some(0),
             late_bias: env_usize("MAX_CONV_SM90_EARLY_BIAS") == Some(0),
+            tm: env_usize("MAX_CONV_SM90_TM").filter(|&t| t % 16 == 0 && (16..=128).contains(&t)),
         }
     }
 }
