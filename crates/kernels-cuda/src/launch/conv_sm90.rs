@@ -36,9 +36,6 @@ use crate::{Result, arch_name, function};
 /// Rows (output pixels) per tile and channels per k-step, as in the kernel.
 const BM: usize = 128;
 const BK: usize = 64;
-/// The im2col bounding-box corners of a 4-D tensor map are signed 8-bit; tap offsets unsigned 8-bit.
-const CORNER: std::ops::RangeInclusive<i64> = -128..=127;
-const MAX_OFFSET: usize = 255;
 const I32: usize = i32::MAX as usize;
 /// The largest split-K workspace (bytes); larger problems run unsplit.
 const MAX_WORKSPACE: usize = 1 << 30;
@@ -49,6 +46,7 @@ mod gemm;
 mod knobs;
 mod maps;
 pub mod pad;
+mod shape;
 pub mod split;
 mod tiles;
 
@@ -61,46 +59,8 @@ pub use counts::{
 };
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, output_map, residual_map};
+pub use shape::{Conv2dShape, unsuitable};
 pub use tiles::{pingpong, ring_fits, short_rows, tile_rows, tile_width, trio_tiles, wide_tiles};
-
-/// A conv2d on NHWC input [n, h, w, c] with an RSCF filter [r, s, c, k] into the NHWC output
-/// [n, p, q, k]. `pad` is the padding before each spatial dim (top, left); the padding after
-/// only shows in `p` and `q`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Conv2dShape {
-    pub n: usize,
-    pub h: usize,
-    pub w: usize,
-    pub c: usize,
-    pub k: usize,
-    pub r: usize,
-    pub s: usize,
-    pub p: usize,
-    pub q: usize,
-    /// (height, width) of the stride, the padding before, and the dilation.
-    pub stride: [usize; 2],
-    pub pad: [usize; 2],
-    pub dil: [usize; 2],
-}
-
-impl Conv2dShape {
-    /// Output pixels: the GEMM's rows (saturating).
-    pub fn m(&self) -> usize {
-        self.n.saturating_mul(self.p).saturating_mul(self.q)
-    }
-
-    /// The im2col bounding box of the window corners in (w, h) order: from -pad to the last
-    /// window's corner, relative to (0, 0) and to (W - 1, H - 1) respectively.
-    fn corners(&self) -> ([i64; 2], [i64; 2]) {
-        let last = |out: usize, stride: usize, pad: usize, size: usize| {
-            (out as i64 - 1) * stride as i64 - pad as i64 - (size as i64 - 1)
-        };
-        let lower = [-(self.pad[1] as i64), -(self.pad[0] as i64)];
-        let upper =
-            [last(self.q, self.stride[1], self.pad[1], self.w), last(self.p, self.stride[0], self.pad[0], self.h)];
-        (lower, upper)
-    }
-}
 
 /// What [`conv2d`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,54 +99,6 @@ struct ConvArgs {
 }
 // SAFETY: plain-old-data with the kernel's `ConvArgs` layout (no implicit padding).
 unsafe impl DeviceRepr for ConvArgs {}
-
-/// Why the Hopper kernel cannot take this problem, or None when it can (the kernel header's
-/// requirements). `x`, `f`, `bias` and `out` are the device addresses of the input, the filter,
-/// the conv's own bias (0: none) and the output.
-pub fn unsuitable(
-    dtype: DType,
-    sh: &Conv2dShape,
-    (x, f, bias, out): (u64, u64, u64, u64),
-    epi: &Epilogue,
-) -> Option<String> {
-    let why = |s: &str| Some(s.to_string());
-    if !matches!(dtype, DType::BFloat16 | DType::Float16) {
-        return why("only bf16 and f16");
-    }
-    let dims = [sh.n, sh.h, sh.w, sh.c, sh.k, sh.r, sh.s, sh.p, sh.q];
-    if dims.contains(&0) {
-        return why("an empty dim");
-    }
-    if sh.stride.contains(&0) || sh.dil.contains(&0) {
-        return why("a zero stride or dilation");
-    }
-    if dims.iter().any(|&d| d > I32) || sh.p.saturating_mul(sh.q) > I32 || sh.r.saturating_mul(sh.s) > I32 {
-        return why("extents past 2^31");
-    }
-    if sh.c % 8 != 0 || sh.k % 8 != 0 {
-        return why("input or output channels not a multiple of 8 (TMA strides are multiples of 16 bytes)");
-    }
-    if (x | f) % 16 != 0 || (out | bias | epi.bias | epi.residual) % 4 != 0 {
-        return why("misaligned operands");
-    }
-    if sh.stride.iter().any(|&s| s > 8) {
-        return why("a stride past 8 (the TMA traversal stride)");
-    }
-    if (sh.r - 1).saturating_mul(sh.dil[0]) > MAX_OFFSET || (sh.s - 1).saturating_mul(sh.dil[1]) > MAX_OFFSET {
-        return why("a dilated filter wider than 256 (the im2col offset range)");
-    }
-    let (lower, upper) = sh.corners();
-    if !lower.iter().chain(&upper).all(|v| CORNER.contains(v)) {
-        return why("padding or a window range outside the im2col corner range [-128, 127]");
-    }
-    let tiles = sh.m().div_ceil(BM).saturating_mul(sh.k.div_ceil(64));
-    let elems = [sh.n, sh.h, sh.w, sh.c].iter().fold(1usize, |a, &b| a.saturating_mul(b));
-    let filter = [sh.r, sh.s, sh.c, sh.k].iter().fold(1usize, |a, &b| a.saturating_mul(b));
-    if tiles > I32 || sh.m() > i64::MAX as usize || elems >= 1 << 38 || filter >= 1 << 38 {
-        return why("too large");
-    }
-    None
-}
 
 /// Shared memory past the barriers for either staging, per consumer warp: the 8-byte staged
 /// epilogue's buffer (16 rows x 40 f32, the kernel's CV_SW) or the 16-byte result stores' tile
@@ -323,7 +235,9 @@ fn run(
     if units > I32 {
         return Ok(Outcome::NotEligible("too many tiles".into()));
     }
-    let grid = knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
+    // The persistent grid for `units` work units: one block per SM, or MAX_CONV_SM90_GRID.
+    let grid_for = |units: usize| knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(units);
+    let grid = grid_for(units);
     let steps = ktiles.div_ceil(splits);
     let pp = bm == BM && bn <= 128 && knobs.pingpong.unwrap_or_else(|| pingpong(units, grid, bn, steps));
     // The residual tile loaded into the ring by TMA (staged = 3 only: the epilogue reads it as
@@ -388,20 +302,14 @@ fn run(
     };
     // Plain 128 x 64 ping-pong tiles (unclustered) of fewer rows, so that more blocks share the
     // work, where forced or where every block has one unit and `short_rows` finds a height.
-    let tm = if pp && bn == 64 && bm == BM && plain && !cluster {
-        match knobs.tm {
-            Some(t) => Some(t).filter(|&t| t < BM),
-            None if units <= grid => short_rows(m, n_tiles, sms),
-            None => None,
-        }
-    } else {
-        None
+    let tm = match knobs.tm {
+        _ if !(pp && bn == 64 && bm == BM && plain && !cluster) => None,
+        Some(t) => (t < BM).then_some(t),
+        None if units <= grid => short_rows(m, n_tiles, sms),
+        None => None,
     };
     let (tiles, grid) = match tm {
-        Some(t) => {
-            let tiles = m.div_ceil(t) * n_tiles;
-            (tiles, knobs.grid.filter(|&g| g > 0).unwrap_or(sms).min(tiles))
-        }
+        Some(t) => (m.div_ceil(t) * n_tiles, grid_for(m.div_ceil(t) * n_tiles)),
         None => (tiles, grid),
     };
     // Each CTA of a cluster loads half of the A tile; a short tile loads its rows.
@@ -538,28 +446,6 @@ fn run(
 mod tests {
     use super::*;
 
-    fn out_extent(size: usize, kernel: usize, stride: usize, dil: usize, pads: usize) -> usize {
-        (size + pads - dil * (kernel - 1) - 1) / stride + 1
-    }
-
-    fn shape(hw: usize, c: usize, k: usize, rs: usize, stride: usize, pad: usize) -> Conv2dShape {
-        let o = out_extent(hw, rs, stride, 1, 2 * pad);
-        Conv2dShape {
-            n: 2,
-            h: hw,
-            w: hw,
-            c,
-            k,
-            r: rs,
-            s: rs,
-            p: o,
-            q: o,
-            stride: [stride; 2],
-            pad: [pad; 2],
-            dil: [1; 2],
-        }
-    }
-
     #[test]
     fn args_have_the_kernels_layout() {
         assert_eq!(std::mem::offset_of!(ConvArgs, bias), 72);
@@ -567,46 +453,5 @@ mod tests {
         assert_eq!(std::mem::offset_of!(ConvArgs, ws), 80 + std::mem::size_of::<Epilogue>());
         assert_eq!(std::mem::size_of::<ConvArgs>(), 104 + std::mem::size_of::<Epilogue>());
         assert_eq!(std::mem::size_of::<TmaMap>(), 128);
-    }
-
-    #[test]
-    fn corners_span_exactly_the_window_positions() {
-        // 3x3 pad 1 stride 1 on 56: corners -1 .. 54 - 55 = -1 (the PTX ISA's first example)
-        assert_eq!(shape(56, 64, 64, 3, 1, 1).corners(), ([-1, -1], [-1, -1]));
-        // 7x7 stride 2 pad 3 on 224: 112 outputs, last corner 222 - 3 = 219 = 223 - 4
-        assert_eq!(shape(224, 8, 64, 7, 2, 3).corners(), ([-3, -3], [-4, -4]));
-        // 1x1 stride 2 on 56: 28 outputs, last corner 54 = 55 - 1
-        assert_eq!(shape(56, 256, 512, 1, 2, 0).corners(), ([0, 0], [-1, -1]));
-        // 3x3 stride 2 pad 1 on 15: 8 outputs, last corner 14 - 1 = 13 = 14 - 1
-        assert_eq!(shape(15, 64, 64, 3, 2, 1).corners(), ([-1, -1], [-1, -1]));
-        // the bounding box holds exactly `q` traversal points: (upper + W - 1 - lower) / stride + 1
-        for (hw, rs, stride, pad) in [(56, 3, 1, 1), (224, 7, 2, 3), (15, 3, 2, 1), (9, 1, 3, 0), (10, 2, 2, 2)] {
-            let sh = shape(hw, 64, 64, rs, stride, pad);
-            let (lo, up) = sh.corners();
-            assert_eq!(((up[0] + hw as i64 - 1 - lo[0]) / stride as i64 + 1) as usize, sh.q);
-            assert_eq!((up[0] + hw as i64 - 1 - lo[0]) % stride as i64, 0);
-        }
-    }
-
-    #[test]
-    fn unsuitable_shapes_say_why() {
-        let e = Epilogue::default();
-        let ok = shape(56, 64, 64, 3, 1, 1);
-        assert_eq!(unsuitable(DType::BFloat16, &ok, (0, 0, 0, 0), &e), None);
-        assert_eq!(unsuitable(DType::Float16, &shape(9, 24, 40, 3, 2, 2), (0, 0, 0, 0), &e), None);
-        assert!(unsuitable(DType::Float32, &ok, (0, 0, 0, 0), &e).is_some());
-        // the ResNet stem: C = 3
-        assert!(unsuitable(DType::BFloat16, &shape(56, 3, 64, 7, 2, 3), (0, 0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::BFloat16, &shape(56, 64, 62, 3, 1, 1), (0, 0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::BFloat16, &ok, (8, 0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::BFloat16, &ok, (0, 0, 0, 2), &e).is_some());
-        assert!(
-            unsuitable(DType::BFloat16, &ok, (0, 0, 0, 0), &Epilogue::new(Some(6), Default::default(), None)).is_some()
-        );
-        assert!(unsuitable(DType::Float16, &shape(56, 64, 64, 3, 9, 1), (0, 0, 0, 0), &e).is_some());
-        assert!(unsuitable(DType::Float16, &shape(600, 64, 64, 3, 1, 200), (0, 0, 0, 0), &e).is_some());
-        let mut dilated = ok;
-        dilated.dil = [128, 1];
-        assert!(unsuitable(DType::BFloat16, &dilated, (0, 0, 0, 0), &e).is_some());
     }
 }
