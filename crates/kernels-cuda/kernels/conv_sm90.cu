@@ -24,10 +24,11 @@
 //    a row-major B: 64-column groups BK * 128 bytes apart, 8-row groups 1024 bytes apart.
 //
 // Block: 3 warpgroups (4 in the 192-row form). Warpgroup 0 is the producer (setmaxnreg.dec to
-// 40; one thread issues the TMA loads into a ring of STAGES buffers guarded by full/empty
-// mbarriers); warpgroups 1 and 2
+// 40, 56 in the lean entries; one thread issues the TMA loads into a ring of STAGES buffers
+// guarded by full/empty mbarriers); warpgroups 1 and 2
 // each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN/2 f32 registers per
-// thread (setmaxnreg.inc to 232). BN is 64, 128 or 256 (chosen per shape on the host). In the
+// thread (setmaxnreg.inc to 232, 224 in the lean entries). BN is 64, 128 or 256 (chosen per
+// shape on the host). In the
 // ping-pong form (BN <= 128, chosen by the host when every block has several tiles, or one long
 // 64-wide one, which one warpgroup then computes alone) warpgroups 1
 // and 2 instead take alternate tiles whole (two m64 wgmmas per k16 step, BN f32 registers per
@@ -85,6 +86,18 @@
 // they do k-step slots. The next tile's loads then start RS slots later. Not in the forms holding
 // 128 accumulators a thread in two halves (ping-pong and 256-row tiles 128 wide: their epilogue
 // spilled with it); the launcher never asks for it there.
+//
+// Residual buffer (args.prefetch bit 4, with bits 3 and 5; the lean entries, where shared memory
+// has room): the tile's residual goes to a buffer of its own past the ring's barriers instead of
+// to ring slots, so the next tile's k-steps no longer wait behind it for slots (the 14x14
+// 256 -> 1024 ResNet block, three tiles a block: 14.2 against 14.5 us on an H100). Boxes lie 8 KB
+// apart in box order, which is the ring's slot layout read from slot 0 (a stage is a whole number
+// of boxes), so the epilogue is the ring's with its first slot moved there. Its own barriers: a
+// full one per 64-row block (its TMA bytes: each consumer warpgroup waits for its own rows only)
+// and an empty one (the consumer warps, once their TMA stores have read it). The producer loads
+// it after the tile's last k-step, as it did the ring slots: loaded 2 to 13 k-steps earlier, it
+// made the 28x28 3x3 block slower (15.9 -> 16.7-17.0 us on an H100), its mainloop being bound by
+// L2 traffic, to which the residual's bytes then add.
 //
 // Stores by TMA from the ring (args.prefetch bit 5, the launcher's default for the lean entries
 // with the residual in the ring; conv_sm90.cuh's ring_out_tma): each lane reads its fragment's
@@ -192,6 +205,25 @@ template <int CL> __device__ __forceinline__ int unit_tile(int unit, int n_tiles
     return mt * n_tiles + CL * (unit - mt * pairs) + rank;
 }
 
+// The residual buffer's load for one tile (p.prefetch bit 4, the producer's thread): once the
+// consumers have handed back the previous tile's (empty barrier, parity `ph`), its boxes of 64
+// rows x 64 columns in box order, row block major, each row block's on a full barrier of its own
+// (full[rb]: consumer warpgroup rb's rows), so the first warpgroups start their epilogue while the
+// last boxes arrive. Boxes wholly past M or K are not loaded.
+template <int BM, int BN>
+__device__ __forceinline__ void load_residual_buf(u8* buf, u64* full, u64* empty, u32 ph, const TmaMap* map_r,
+                                                  const ConvArgs& p, int n0, i64 m0) {
+    mbar_wait_spin(empty, ph ^ 1);
+    const int cols = min(BN / 64, (p.k - n0 + 63) / 64);
+    for (int rb = 0; rb < BM / 64; ++rb) {
+        const i64 row = m0 + 64 * rb;
+        const int n = row < p.m ? cols : 0;
+        mbar_expect_tx(&full[rb], n * CV_RBOX);
+        for (int cb = 0; cb < n; ++cb)
+            tma_load_2d(buf + (rb * (BN / 64) + cb) * CV_RBOX, map_r, &full[rb], n0 + 64 * cb, (int)row);
+    }
+}
+
 // EPI (conv_sm90.cuh): CV_PLAIN where the launch has no epilogue (no bias, activation, clamp or
 // residual), no split-K and no staged epilogue, so the tile's end is only the conversion and the
 // stores; CV_LEAN where it has the ResNet pattern only (biases, relu, the residual in the ring);
@@ -238,6 +270,19 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     constexpr int PER = STAGE_BYTES / CV_RBOX, RBOXES = (BM / 64) * (BN / 64), RS = (RBOXES + PER - 1) / PER;
     constexpr bool RING_OK = !PLAIN && !((PP || WIDE) && BN == 128);
     const bool rring = RING_OK && (p.prefetch & 8);
+    static_assert(STAGE_BYTES % CV_RBOX == 0 && RS <= STAGES, "a slot holds whole residual boxes");
+    // Registers a thread after setmaxnreg: the producer's 40 (56 in the lean entries, whose
+    // producer also loads the residual buffer: a first form of it spilled at 40), the consumers'
+    // the rest of the 504 (512 with three consumer warpgroups) the launch holds per thread slot.
+    constexpr int REGS_PRODUCER = EPI == CV_LEAN ? 56 : 40;
+    constexpr int REGS_CONSUMER = TRIO ? 152 : EPI == CV_LEAN ? 224 : 232;
+    static_assert(REGS_PRODUCER + CONSUMERS * REGS_CONSUMER <= (TRIO ? 512 : 504), "the launch's registers");
+    // The residual's own buffer (p.prefetch bit 4, lean entries only): RBOXES boxes, 1024 bytes
+    // past the ring (room for the ring's barriers), its barriers just before it.
+    const bool rbuf = EPI == CV_LEAN && RING_OK && rring && (p.prefetch & 16);
+    u8* resbuf = smem + STAGES * STAGE_BYTES + 1024;
+    u64* rempty = (u64*)resbuf - 1 - BM / 64;
+    u64* rfull = rempty + 1;  // one a row block of 64 rows
     // Rows per tile: BM, or fewer (a multiple of 16, args.prefetch bits 8-15) for plain ping-pong
     // tiles, so that more, shorter tiles fill the grid; the A tile's last BM - TM rows are then
     // never loaded and their accumulators never stored.
@@ -250,6 +295,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], PP ? 4 * CL : 4 * CONSUMERS * CL);
+        }
+        if (rbuf) {
+            for (int rb = 0; rb < BM / 64; ++rb) mbar_init(&rfull[rb], 1);
+            mbar_init(rempty, 4 * CONSUMERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -266,10 +315,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     }
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS_PRODUCER));
         if (tid == 0) {
             int stage = 0;
-            u32 phase = 0;
+            u32 phase = 0, rphase = 0;
             for (int unit = blockIdx.x / CL; unit < units; unit += gridDim.x / CL) {
                 const int tile = CL > 1 ? unit_tile<CL>(unit, p.n_tiles, rank) : unit / p.splits;
                 const int split = CL > 1 ? 0 : unit - tile * p.splits;
@@ -318,9 +367,12 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                         if (s == p.s) s = 0, ow = 0, ++r, oh += p.dh;
                     }
                 }
-                // The tile's residual into the next RS slots (boxes wholly past M or K are not
-                // loaded: the epilogue stores nothing there).
-                if (rring)
+                // The tile's residual into its buffer or the next RS slots (boxes wholly past M or
+                // K are not loaded: the epilogue stores nothing there).
+                if (rbuf) {
+                    load_residual_buf<BM, BN>(resbuf, rfull, rempty, rphase, map_r, p, n0, m0);
+                    rphase ^= 1;
+                } else if (rring) {
                     for (int j = 0; j < RS; ++j) {
                         mbar_wait_spin(&empty[stage], phase ^ 1);
                         u8* sr = smem + stage * STAGE_BYTES;
@@ -336,16 +388,16 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
                         }
                         if (++stage == STAGES) stage = 0, phase ^= 1;
                     }
+                }
             }
         }
         // No CTA of a cluster leaves while its peer may still write into it or arrive on it.
         if (CL > 1) cluster_sync();
         return;
     }
-    // Three consumer warpgroups: 40 + 3 x 152 of the 4 x 128 registers a thread the launch holds
-    // (without the increase ptxas spilled the epilogue of the 192-row form).
-    if (TRIO) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;\n");
-    else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    // REGS_CONSUMER (above); with three consumer warpgroups, 152 of the 4 x 128 registers a
+    // thread the launch holds (without the increase ptxas spilled the epilogue of that form).
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
     // Cooperative (and TRIO, c = 0..2): consumer c takes rows 64c..64c+63 of every unit.
     // Ping-pong: consumer c takes the block's units c, c + 2, ... whole (rows 0..63 into d[0],
     // 64..127 into d[1]). WIDE: consumer c takes rows 128c..128c+127 of every unit (d[0] and
@@ -369,7 +421,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
         if (PP && (local & 1) != c) {
             // The other consumer's unit: its k-steps pass this one's place in the ring by.
-            const int n = stage + (k1 - k0) + (rring ? RS : 0);
+            const int n = stage + (k1 - k0) + (rring && !rbuf ? RS : 0);
             phase ^= (u32)(n / STAGES) & 1u;
             stage = n % STAGES;
             continue;
@@ -415,23 +467,30 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         release_stage<CL>(&empty[prev], lane);
         if (PP && unit + (int)gridDim.x / CL < units) named_arrive(2 - c, 256);  // the other's turn
         const int rstage = stage;
-        if (rring)
+        if (rbuf) {
+            mbar_wait_spin(&rfull[c], (u32)local & 1u);  // this warpgroup's rows (the lean forms: 64c..)
+        } else if (rring) {
             for (int j = 0; j < RS; ++j) {
                 mbar_wait_spin(&full[stage], phase);
                 if (++stage == STAGES) stage = 0, phase ^= 1;
             }
+        }
 #pragma unroll
         for (int h = 0; h < HALVES; ++h) {
             const int tr = (int)(row_w - (i64)mt * TM) + 64 * h;  // the warp's first row within the tile
             if (PP && PLAIN && tr >= TM) continue;  // rows of the next short tile
-            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {s_addr(smem), rstage, tr, map_o};
+            // The residual buffer is the ring's layout from slot 0 (see the header).
+            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK> ring = {rbuf ? s_addr(resbuf) : s_addr(smem),
+                                                                         rbuf ? 0 : rstage, tr, map_o};
             tile_out<T, BN, EPI, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring, lb);
         }
         if (rring) {
             // The residual's slots go back to the producer, whose TMA (the async proxy) refills
             // them: order this warp's shared-memory reads of them before its arrival.
             fence_proxy_async_smem();
-            for (int j = 0; j < RS; ++j) release_stage<CL>(&empty[(rstage + j) % STAGES], lane);
+            if (rbuf) release_stage<1>(rempty, lane);
+            else
+                for (int j = 0; j < RS; ++j) release_stage<CL>(&empty[(rstage + j) % STAGES], lane);
         }
     }
     if (CL > 1) cluster_sync();

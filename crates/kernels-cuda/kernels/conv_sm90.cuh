@@ -30,9 +30,10 @@ struct ConvArgs {
                    // map_r; bit 1: each consumer warp prefetches its rows before the mainloop;
                    // bit 2: launched under programmatic stream serialization (wait first);
                    // bit 3: the producer loads each tile's residual into the ring through map_r
-                   // (64 x 64 boxes; staged == 3, unsplit); bit 5: with bit 3,
-                   // the lean entries store the results by TMA through map_o from the residual's
-                   // slots (ring_out_tma); bit 6: the lean entries (up to 128 wide) load their
+                   // (64 x 64 boxes; staged == 3, unsplit); bit 4: with bits 3 and 5, the lean
+                   // entries load it into a buffer of its own instead (conv_sm90.cu's "Residual
+                   // buffer"); bit 5: with bit 3, the lean entries store the results by TMA
+                   // through map_o from the residual's slots (ring_out_tma); bit 6: the lean entries (up to 128 wide) load their
                    // biases when a warp starts a tile (LeanBias); bits 8-15: rows per tile below
                    // 128 (a multiple of 16) for the plain ping-pong entries, or 0
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the

@@ -127,6 +127,12 @@ fn _conv_sm90_tma_out_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::tma_out_launches()
 }
 
+/// Of those launches, how many loaded the residual into a shared-memory buffer of its own.
+#[pyfunction]
+fn _conv_sm90_res_buf_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::res_buf_launches()
+}
+
 /// Of those launches, how many ran as clusters of two CTAs sharing the A tile.
 #[pyfunction]
 fn _conv_sm90_cluster_launches() -> u64 {
@@ -168,6 +174,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_res_ring_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_tma_out_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_res_buf_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_cluster_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;

@@ -52,10 +52,10 @@ mod tiles;
 
 use super::tma::TmaMap;
 use cluster::{cluster_pays, max_clusters};
-use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, WIDE};
+use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_BUF, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, WIDE};
 pub use counts::{
-    cluster_launches, gemm_launches, launches, lean_launches, padded_launches, pingpong_launches, res_ring_launches,
-    short_launches, split_launches, tma_out_launches, trio_launches, wide_launches,
+    cluster_launches, gemm_launches, launches, lean_launches, padded_launches, pingpong_launches, res_buf_launches,
+    res_ring_launches, short_launches, split_launches, tma_out_launches, trio_launches, wide_launches,
 };
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, output_map, residual_map};
@@ -109,6 +109,16 @@ const STAGE_WARP_BYTES: u32 = 16 * 40 * 4;
 /// buffer per consumer warp.
 fn smem_of(bm: usize, bn: usize, staged: i32, consumers: u32) -> u32 {
     smem_bytes(bm, bn) + if staged > 0 { 4 * consumers * STAGE_WARP_BYTES } else { 0 }
+}
+
+/// The most dynamic shared memory a block may have on sm_90 (227 KB).
+const SMEM_MAX: u32 = 227 * 1024;
+
+/// The launch's dynamic shared memory with the residual in a buffer of its own (the lean
+/// epilogue storing by TMA, no staging buffer): the ring, 1024 bytes for the barriers, then
+/// the tile's residual in 64 x 64 boxes of 8 KB.
+fn res_buf_smem(bm: usize, bn: usize) -> u32 {
+    smem_bytes(bm, bn) + 1024 + ((bm / 64) * bn.div_ceil(64) * 64 * 64 * 2) as u32
 }
 
 /// Dynamic shared memory of the kernel for a tile of `bm` rows (128, 192 or 256) and `bn`
@@ -291,8 +301,14 @@ fn run(
     };
     // One producer warpgroup and two consumer ones, or three with tiles of 192 rows.
     let consumers: u32 = if trio { 3 } else { 2 };
-    let clusters =
-        if want_cluster { max_clusters(stream, dtype, smem_of(bm, bn, staged, consumers), trio)? } else { 0 };
+    // With TMA stores the lean epilogue needs no staging buffer; its residual then takes a buffer
+    // of its own (no ring slots taken from the next tile's k-steps) where shared memory has room
+    // for it, unless
+    // MAX_CONV_SM90_RES_BUF=0.
+    let buf_smem = res_buf_smem(bm, bn);
+    let res_buf = map_o.is_some() && !knobs.no_res_buf && buf_smem <= SMEM_MAX;
+    let smem = if res_buf { buf_smem } else { smem_of(bm, bn, staged, consumers) };
+    let clusters = if want_cluster { max_clusters(stream, dtype, smem, trio)? } else { 0 };
     let cluster = want_cluster && clusters > 0;
     let grid = if cluster {
         let pairs = tiles / 2;
@@ -346,6 +362,7 @@ fn run(
             | (((splits == 1 && epi.residual != 0 && !res_ring && !knobs.no_line_prefetch) as i32) << 1)
             | ((knobs.pdl as i32) << 2)
             | ((res_ring as i32) << 3)
+            | ((res_buf as i32) << 4)
             | ((map_o.is_some() as i32) << 5)
             | (((lean && bn <= 128 && !knobs.late_bias) as i32) << 6)
             | ((tm.unwrap_or(0) as i32) << 8),
@@ -383,7 +400,6 @@ fn run(
         (false, true) => &CONV_SM90_PP_F16,
     };
     let func = function(stream.context(), family, &name)?;
-    let smem = smem_of(bm, bn, staged, consumers);
     crate::allow_smem(stream.context(), &func, smem)?;
     let (mut map_a, mut map_b, mut map_r, mut map_o, mut args) = (map_a, map_b, map_r, map_o, args);
     let mut params: [*mut std::ffi::c_void; 5] = [
@@ -434,6 +450,9 @@ fn run(
     if tma_out {
         TMA_OUT.fetch_add(1, Ordering::Relaxed);
     }
+    if res_buf {
+        RES_BUF.fetch_add(1, Ordering::Relaxed);
+    }
     if let Some(ws) = &ws {
         split::reduce(stream, dtype, ws.ptr(), out, bias, (m, sh.k), splits, epi, sms)?;
         SPLIT.fetch_add(1, Ordering::Relaxed);
@@ -445,6 +464,15 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn residual_buffer_fits_all_but_256_wide_tiles() {
+        assert_eq!(res_buf_smem(192, 128), 4 * 320 * 128 + 64 + 1024 + 1024 + 6 * 8192);
+        assert!(res_buf_smem(192, 128) <= SMEM_MAX);
+        assert!(res_buf_smem(128, 128) <= SMEM_MAX);
+        assert!(res_buf_smem(128, 64) <= SMEM_MAX);
+        assert!(res_buf_smem(128, 256) > SMEM_MAX);
+    }
 
     #[test]
     fn args_have_the_kernels_layout() {

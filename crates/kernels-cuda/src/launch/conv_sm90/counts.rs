@@ -75,6 +75,14 @@ pub fn tma_out_launches() -> u64 {
     TMA_OUT.load(Ordering::Relaxed)
 }
 
+/// Of [`launches`], those whose residual went to a shared-memory buffer of its own, loaded during
+/// the mainloop, instead of to ring slots after it (kernels/conv_sm90.cu, "Residual buffer").
+pub(super) static RES_BUF: AtomicU64 = AtomicU64::new(0);
+
+pub fn res_buf_launches() -> u64 {
+    RES_BUF.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those that ran as a GEMM (1x1 convs, see `gemm.rs`).
 pub fn gemm_launches() -> u64 {
     super::gemm::GEMM.load(Ordering::Relaxed)

@@ -59,6 +59,9 @@ pub struct Knobs {
     /// The lean epilogue loads its biases after the mainloop instead of when a warp starts a tile
     /// (`MAX_CONV_SM90_EARLY_BIAS=0`).
     pub late_bias: bool,
+    /// The lean epilogue's residual loaded into ring slots after each tile's k-steps instead of
+    /// into a buffer of its own (`MAX_CONV_SM90_RES_BUF=0`).
+    pub no_res_buf: bool,
 }
 
 impl Knobs {
@@ -88,6 +91,7 @@ impl Knobs {
             no_lean: env_usize("MAX_CONV_SM90_LEAN") == Some(0),
             cluster: env_usize("MAX_CONV_SM90_CLUSTER").filter(|c| [1, 2].contains(c)),
             no_tma_out: env_usize("MAX_CONV_SM90_TMA_OUT") == Some(0),
+            no_res_buf: env_usize("MAX_CONV_SM90_RES_BUF") == Some(0),
             late_bias: env_usize("MAX_CONV_SM90_EARLY_BIAS") == Some(0),
             tm: env_usize("MAX_CONV_SM90_TM").filter(|&t| t % 16 == 0 && (16..=128).contains(&t)),
         }
