@@ -24,11 +24,10 @@
 //    a row-major B: 64-column groups BK * 128 bytes apart, 8-row groups 1024 bytes apart.
 //
 // Block: 3 warpgroups (4 in the 192-row form). Warpgroup 0 is the producer (setmaxnreg.dec to
-// 40, 56 in the lean entries; one thread issues the TMA loads into a ring of STAGES buffers
-// guarded by full/empty mbarriers); warpgroups 1 and 2
+// 40; one thread issues the TMA loads into a ring of STAGES buffers guarded by full/empty
+// mbarriers); warpgroups 1 and 2
 // each compute 64 rows of the 128 x BN tile with m64nBNk16 wgmma into BN/2 f32 registers per
-// thread (setmaxnreg.inc to 232, 224 in the lean entries). BN is 64, 128 or 256 (chosen per
-// shape on the host). In the
+// thread (setmaxnreg.inc to 232). BN is 64, 128 or 256 (chosen per shape on the host). In the
 // ping-pong form (BN <= 128, chosen by the host when every block has several tiles, or one long
 // 64-wide one, which one warpgroup then computes alone) warpgroups 1
 // and 2 instead take alternate tiles whole (two m64 wgmmas per k16 step, BN f32 registers per
@@ -271,12 +270,6 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     constexpr bool RING_OK = !PLAIN && !((PP || WIDE) && BN == 128);
     const bool rring = RING_OK && (p.prefetch & 8);
     static_assert(STAGE_BYTES % CV_RBOX == 0 && RS <= STAGES, "a slot holds whole residual boxes");
-    // Registers a thread after setmaxnreg: the producer's 40 (56 in the lean entries, whose
-    // producer also loads the residual buffer: a first form of it spilled at 40), the consumers'
-    // the rest of the 504 (512 with three consumer warpgroups) the launch holds per thread slot.
-    constexpr int REGS_PRODUCER = EPI == CV_LEAN ? 56 : 40;
-    constexpr int REGS_CONSUMER = TRIO ? 152 : EPI == CV_LEAN ? 224 : 232;
-    static_assert(REGS_PRODUCER + CONSUMERS * REGS_CONSUMER <= (TRIO ? 512 : 504), "the launch's registers");
     // The residual's own buffer (p.prefetch bit 4, lean entries only): RBOXES boxes, 1024 bytes
     // past the ring (room for the ring's barriers), its barriers just before it.
     const bool rbuf = EPI == CV_LEAN && RING_OK && rring && (p.prefetch & 16);
@@ -315,7 +308,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     }
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS_PRODUCER));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             int stage = 0;
             u32 phase = 0, rphase = 0;
@@ -395,9 +388,10 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         if (CL > 1) cluster_sync();
         return;
     }
-    // REGS_CONSUMER (above); with three consumer warpgroups, 152 of the 4 x 128 registers a
-    // thread the launch holds (without the increase ptxas spilled the epilogue of that form).
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
+    // Three consumer warpgroups: 40 + 3 x 152 of the 4 x 128 registers a thread the launch holds
+    // (without the increase ptxas spilled the epilogue of the 192-row form).
+    if (TRIO) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;\n");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     // Cooperative (and TRIO, c = 0..2): consumer c takes rows 64c..64c+63 of every unit.
     // Ping-pong: consumer c takes the block's units c, c + 2, ... whole (rows 0..63 into d[0],
     // 64..127 into d[1]). WIDE: consumer c takes rows 128c..128c+127 of every unit (d[0] and
