@@ -39,6 +39,10 @@ def ResBufs():  # noqa: N802
     return Count(core._conv_sm90_res_buf_launches)
 
 
+def Clusters():  # noqa: N802
+    return Count(core._conv_sm90_cluster_launches)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("grid", [None, "small"])
 @pytest.mark.parametrize("form", list(FORMS))
@@ -49,9 +53,10 @@ def test_same_bits_as_ring_slots(sm90, rng, monkeypatch, form, grid, dtype):
     for i, cv in enumerate(shapes_of(form)):
         seed = int(rng.integers(1 << 31))
         act = ("relu", "none")[i % 2]
-        with ResBufs() as bufs:
+        with ResBufs() as bufs, Clusters() as clusters:
             got = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_RES_BUF="1", **env)
         assert bufs.n == 1, f"{cv} {form}: {bufs.n} residual-buffer launches, of 1"
+        assert clusters.n == (form == "trio_c2"), f"{cv} {form}: {clusters.n} clustered launches"
         with ResBufs() as bufs:
             want = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", act, MAX_CONV_SM90_RES_BUF="0", **env)
         assert bufs.n == 0
@@ -64,12 +69,13 @@ def test_same_bits_as_ring_slots(sm90, rng, monkeypatch, form, grid, dtype):
 def test_exact(sm90, rng, monkeypatch, form, dtype):
     setenv(monkeypatch, dict(FORMS[form], MAX_CONV_SM90_SPLITK="1"))
     runs = 0
-    with ResBufs() as bufs:
+    with ResBufs() as bufs, Clusters() as clusters:
         for i, cv in enumerate(shapes_of(form)):
             base.run_epilogue(sm90, rng, cv, dtype, ("relu", "none")[i % 2], conv_bias=i % 2 == 0,
                               beta=(0.5, 1)[i % 2], exact=True)
             runs += 1
     assert bufs.n == runs
+    assert clusters.n == (runs if form == "trio_c2" else 0)
 
 
 @pytest.mark.parametrize("case", ["coop256", "staged_stores", "no_residual", "full_entry"])

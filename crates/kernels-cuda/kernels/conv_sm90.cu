@@ -89,7 +89,7 @@
 // Residual buffer (args.prefetch bit 4, with bits 3 and 5; the lean entries, where shared memory
 // has room): the tile's residual goes to a buffer of its own past the ring's barriers instead of
 // to ring slots, so the next tile's k-steps no longer wait behind it for slots (the 14x14
-// 256 -> 1024 ResNet block, three tiles a block: 14.2 against 14.5 us on an H100). Boxes lie 8 KB
+// 256 -> 1024 ResNet block, three tiles a block: 14.2 against 14.4 us on an H100). Boxes lie 8 KB
 // apart in box order, which is the ring's slot layout read from slot 0 (a stage is a whole number
 // of boxes), so the epilogue is the ring's with its first slot moved there. Its own barriers: a
 // full one per 64-row block (its TMA bytes: each consumer warpgroup waits for its own rows only)
@@ -272,7 +272,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
     static_assert(STAGE_BYTES % CV_RBOX == 0 && RS <= STAGES, "a slot holds whole residual boxes");
     // The residual's own buffer (p.prefetch bit 4, lean entries only): RBOXES boxes, 1024 bytes
     // past the ring (room for the ring's barriers), its barriers just before it.
-    const bool rbuf = EPI == CV_LEAN && RING_OK && rring && (p.prefetch & 16);
+    // With the TMA stores only (bit 5): the staging buffer of the other stores overlaps it.
+    const bool rbuf = EPI == CV_LEAN && RING_OK && rring && (p.prefetch & 48) == 48;
     u8* resbuf = smem + STAGES * STAGE_BYTES + 1024;
     u64* rempty = (u64*)resbuf - 1 - BM / 64;
     u64* rfull = rempty + 1;  // one a row block of 64 rows

@@ -75,8 +75,8 @@ pub fn tma_out_launches() -> u64 {
     TMA_OUT.load(Ordering::Relaxed)
 }
 
-/// Of [`launches`], those whose residual went to a shared-memory buffer of its own, loaded during
-/// the mainloop, instead of to ring slots after it (kernels/conv_sm90.cu, "Residual buffer").
+/// Of [`launches`], those whose residual went to a shared-memory buffer of its own instead of to
+/// ring slots (kernels/conv_sm90.cu, "Residual buffer").
 pub(super) static RES_BUF: AtomicU64 = AtomicU64::new(0);
 
 pub fn res_buf_launches() -> u64 {
