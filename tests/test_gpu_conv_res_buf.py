@@ -19,28 +19,22 @@ import pytest
 import test_gpu_conv_sm90 as base
 from max._core import driver as core
 from max.dtype import DType
-from test_gpu_conv_cluster import SHAPES as CLUSTER_SHAPES
+from test_gpu_conv_cluster import Clusters
 from test_gpu_conv_lean import LEAN_FORMS, bias_act, setenv
 from test_gpu_conv_pingpong import Count
 from test_gpu_conv_res_ring import SHAPES
 from test_gpu_conv_sm90_more import fused_bits, sm90  # noqa: F401
+from test_gpu_conv_tma_out import FORMS as TMA_OUT_FORMS
+from test_gpu_conv_tma_out import shapes_of
 
 pytestmark = pytest.mark.gpu
 DTYPES = base.DTYPES
-FORMS = {k: LEAN_FORMS[k] for k in ("coop64", "coop128", "trio")}
-FORMS["trio_c2"] = {"MAX_CONV_SM90_BM": "192", "MAX_CONV_SM90_CLUSTER": "2"}
-
-
-def shapes_of(form):
-    return CLUSTER_SHAPES if form == "trio_c2" else SHAPES
+# The TMA-store forms whose buffer fits (not 256 wide).
+FORMS = {k: v for k, v in TMA_OUT_FORMS.items() if k != "coop256"}
 
 
 def ResBufs():  # noqa: N802
     return Count(core._conv_sm90_res_buf_launches)
-
-
-def Clusters():  # noqa: N802
-    return Count(core._conv_sm90_cluster_launches)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)

@@ -416,7 +416,7 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
         const int k0 = (int)((i64)split * ktiles / p.splits), k1 = (int)((i64)(split + 1) * ktiles / p.splits);
         if (PP && (local & 1) != c) {
             // The other consumer's unit: its k-steps pass this one's place in the ring by.
-            const int n = stage + (k1 - k0) + (rring && !rbuf ? RS : 0);
+            const int n = stage + (k1 - k0) + (rring ? RS : 0);
             phase ^= (u32)(n / STAGES) & 1u;
             stage = n % STAGES;
             continue;
