@@ -303,8 +303,7 @@ fn run(
     let consumers: u32 = if trio { 3 } else { 2 };
     // With TMA stores the lean epilogue needs no staging buffer; its residual then takes a buffer
     // of its own (no ring slots taken from the next tile's k-steps) where shared memory has room
-    // for it, unless
-    // MAX_CONV_SM90_RES_BUF=0.
+    // for it, unless MAX_CONV_SM90_RES_BUF=0.
     let buf_smem = res_buf_smem(bm, bn);
     let res_buf = map_o.is_some() && !knobs.no_res_buf && buf_smem <= SMEM_MAX;
     let smem = if res_buf { buf_smem } else { smem_of(bm, bn, staged, consumers) };
