@@ -4,8 +4,9 @@ split modules), against the float64 reference and the CPU backend like tests/tes
 
 - channel padding for C % 8 != 0 (the ResNet stem's C = 3, C = 5, 12, 13, ...): the input and the
   filter are copied with zero channels added, plain (C rounded up to 8) or folded (the filter
-  columns moved into the channels; MAX_CONV_SM90_FOLD=0 keeps the plain form); both forms are
-  run on each shape, and `_conv_sm90_path_counts()` says that the padded path ran;
+  columns, and for height strides above 1 that many input rows, moved into the channels;
+  MAX_CONV_SM90_FOLD=0 keeps the plain form, =1 folds the columns only); every level is run on
+  each shape, and `_conv_sm90_path_counts()` says that the padded path ran;
 - split-K (MAX_CONV_SM90_SPLITK=n forces n splits of the reduction; f32 partials and a reduce
   kernel that applies the whole epilogue): every split count on late-layer shapes (few output
   tiles, long reductions), with each tile width, with fused bias + activation + residual
@@ -73,26 +74,38 @@ PADDED = [
     Conv("c7_rect_5x2_stride_1x3", 2, 14, 15, 7, 32, 5, 2, (1, 3), (2, 2, 0, 1)),
     Conv("c3_k328_many_columns", 1, 13, 12, 3, 328, 3, 3, 1, 1),
     Conv("c6_m_not_128_multiple", 3, 7, 11, 6, 128, 3, 3, 1, 1),
+    # rows folded: 3 rows of a stride-3 5-row filter (the last group past the filter), an odd
+    # stem-like input with asymmetric height padding, a 2x2 filter in one folded row, and rows
+    # wider than one unit of the copy kernel (segments)
+    Conv("c5_5x3_stride_3x2_rows", 2, 16, 13, 5, 24, 5, 3, (3, 2), (2, 1, 1, 0)),
+    Conv("c3_7x7_s2_odd_pad_asym", 3, 27, 25, 3, 16, 7, 7, 2, (2, 4, 3, 3)),
+    Conv("c2_2x2_s2_one_row", 2, 10, 11, 2, 8, 2, 2, 2, 0),
+    Conv("c7_wide_row_segments", 1, 6, 2500, 7, 16, 3, 3, 2, 1),
+    # more 8-channel groups per pixel (257) than the copy kernel has threads
+    Conv("c2051_1x1_many_groups", 1, 3, 5, 2051, 16, 1, 1, 1, 0),
 ]
+# MAX_CONV_SM90_FOLD levels: rows and columns (the default), columns only, none.
+FOLDS = ["2", "1", "0"]
+FOLD_IDS = ["rows", "columns", "plain"]
 # C = 24 needs no padding: the kernel takes it as it is (and must still be right next to C = 5).
 C24 = Conv("c24_k40_unpadded", 2, 11, 13, 24, 40, 3, 3, 1, 1)
 
 
 def run_padded(gpu, rng, monkeypatch, cv, dtype, fold, **kw):
-    monkeypatch.setenv("MAX_CONV_SM90_FOLD", "1" if fold else "0")
+    monkeypatch.setenv("MAX_CONV_SM90_FOLD", fold)
     with Counted() as n:
         base.run_case(gpu, rng, cv, dtype, **kw)
     assert n.launches > 0 and n.padded == n.launches, f"{cv}: {n.padded} of {n.launches} launches padded"
 
 
-@pytest.mark.parametrize("fold", [True, False], ids=["folded", "plain"])
+@pytest.mark.parametrize("fold", FOLDS, ids=FOLD_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_resnet_stem_batch_1_and_2(sm90, rng, monkeypatch, dtype, fold):
     run_padded(sm90, rng, monkeypatch, STEM, dtype, fold, exact=True, batches=(2, 1))
     run_padded(sm90, rng, monkeypatch, STEM, dtype, fold, exact=False, batches=(1, 2))
 
 
-@pytest.mark.parametrize("fold", [True, False], ids=["folded", "plain"])
+@pytest.mark.parametrize("fold", FOLDS, ids=FOLD_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("cv", PADDED, ids=repr)
 def test_padded_channels(sm90, rng, monkeypatch, cv, dtype, fold):
@@ -102,8 +115,8 @@ def test_padded_channels(sm90, rng, monkeypatch, cv, dtype, fold):
 
 @pytest.mark.parametrize("cv", [PADDED[0], PADDED[1], PADDED[6]], ids=repr)
 def test_padded_without_bias_and_with_a_constant_filter(sm90, rng, monkeypatch, cv):
-    run_padded(sm90, rng, monkeypatch, cv, DType.bfloat16, True, exact=True, bias=False)
-    run_padded(sm90, rng, monkeypatch, cv, DType.float16, True, exact=True, const_filter=True)
+    run_padded(sm90, rng, monkeypatch, cv, DType.bfloat16, "2", exact=True, bias=False)
+    run_padded(sm90, rng, monkeypatch, cv, DType.float16, "1", exact=True, const_filter=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
@@ -118,19 +131,21 @@ def test_c24_is_not_padded(sm90, rng, dtype):
 def test_padded_stem_each_tile_width_and_a_small_grid(sm90, rng, monkeypatch, bn):
     monkeypatch.setenv("MAX_CONV_SM90_BN", bn)
     monkeypatch.setenv("MAX_CONV_SM90_GRID", "3")
-    run_padded(sm90, rng, monkeypatch, PADDED[0], DType.bfloat16, True, exact=True, with_cpu=False)
+    run_padded(sm90, rng, monkeypatch, PADDED[0], DType.bfloat16, "2", exact=True, with_cpu=False)
+    run_padded(sm90, rng, monkeypatch, PADDED[11], DType.bfloat16, "2", exact=True, with_cpu=False)
 
 
-@pytest.mark.parametrize("fold", [True, False], ids=["folded", "plain"])
+@pytest.mark.parametrize("fold", FOLDS, ids=FOLD_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("act", ["relu", "silu"])
 def test_padded_fused_epilogue(sm90, rng, monkeypatch, dtype, act, fold):
-    monkeypatch.setenv("MAX_CONV_SM90_FOLD", "1" if fold else "0")
+    monkeypatch.setenv("MAX_CONV_SM90_FOLD", fold)
     with Counted() as n:
         for i, cv in enumerate(PADDED[:4]):
             base.run_epilogue(sm90, rng, cv, dtype, act, conv_bias=i % 2 == 0, beta=(1, 0.5)[i % 2], exact=False)
         base.run_epilogue(sm90, rng, PADDED[0], dtype, "relu", conv_bias=True, beta=0.5, exact=True)
-    assert n.launches == 5 and n.padded == 5
+        base.run_epilogue(sm90, rng, PADDED[11], dtype, act, conv_bias=False, beta=1, exact=True)
+    assert n.launches == 6 and n.padded == 6
 
 
 # -- split-K

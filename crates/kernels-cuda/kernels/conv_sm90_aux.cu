@@ -3,18 +3,27 @@
 //
 // * conv_sm90_pad_x / conv_sm90_pad_f: channel padding, for inputs whose channel count C is not
 //   a multiple of 8 (the kernel's TMA strides must be multiples of 16 bytes). The input
-//   [N*H, W, C] becomes x' [N*H, Q', C'] and the RSCF filter [G, real, K] becomes f' [G, C', K],
-//   with zeros in every added channel, so the padded conv is the same sum plus exact zeros.
-//   Two forms (launch/conv_sm90/pad.rs picks one):
-//   - plain: Q' = W, C' = C rounded up to 8; x'[row, w, c] = x[row, w, c] for c < C.
-//   - folded: the S filter columns move into the channels (a 1-D im2col along the width):
-//     Q' = Q (the output width), C' = S*C rounded up to 8, and
-//     x'[row, q, s*C + c] = x[row, q*sw - pw + s*dw, c] (zero outside the input), so the conv
-//     becomes an R x 1 conv with stride (sh, 1), padding (ph, 0) and dilation (dh, 1) over x'.
-//     In RSCF the rows (s, c) of one filter row r are already in the order s*C + c, so the
-//     filter needs the same padding as in the plain form, with G = R and real = S*C.
-//   Both work on raw 16-bit values (bf16 and f16 alike) and write 8 elements (16 bytes) per
-//   thread: C' and K are multiples of 8, the destinations are fresh allocations (256-byte
+//   [N, H, W, C] becomes x' [N, H', Q', C'] and the RSCF filter, as [R*S*C, K], becomes
+//   f' [G, C', K] (f'[g, e] = f[g*real + e] for e < real and g*real + e < R*S*C, else 0), so the
+//   padded conv is the same sum plus exact zeros. In general
+//     x'[n, t, q, (j*F + s)*C + c] = x[n, t*a + j - b, q*sw - pw + s*dw, c]  (j < J, s < F)
+//   and zero outside the input and for channels past J*F*C. Three forms (launch/conv_sm90/pad.rs
+//   picks one):
+//   - plain: J = F = 1, a = 1, b = 0, H' = H, Q' = W, C' = C rounded up to 8; G = R*S, real = C.
+//   - columns folded (a 1-D im2col along the width): J = 1, F = S, a = 1, b = 0, H' = H,
+//     Q' = Q (the output width), C' = S*C rounded up to 8; the conv becomes R x 1 with stride
+//     (sh, 1), padding (ph, 0) and dilation (dh, 1); G = R, real = S*C.
+//   - rows and columns folded (stride sh > 1, dh = 1): J = sh input rows of the columns fold
+//     side by side, a = sh, b = ph, H' = P + R' - 1 with R' = ceil(R / sh), C' = sh*S*C rounded
+//     up to 8; the conv becomes R' x 1 with stride 1 and no padding (x' row p + i holds input
+//     rows p*sh - ph + i*sh + j, that is filter rows r = i*sh + j), G = R', real = sh*S*C, and
+//     filter rows r >= R are zero. For the ResNet stem (C = 3, 7x7, stride 2) that is 4 k-steps
+//     of 48 channels (42 real) per tile, against 7 of 24 (21) with the columns fold, for a copy
+//     of about the same size.
+//   x' is written one (row, segment of Q') unit per block: the J input row spans the segment
+//   needs are read, coalesced, into shared memory (zeros outside the input), then each thread
+//   writes 8 channels (16 bytes) at a time from there. Both work on raw 16-bit values (bf16 and
+//   f16 alike): C' and K are multiples of 8, the destinations are fresh allocations (256-byte
 //   aligned) and the filter is 16-byte aligned (checked by the launcher).
 //
 // * conv_sm90_splitk_reduce_<dtype>: the split-K epilogue. The conv kernel with S > 1 splits of
@@ -26,64 +35,129 @@
 //   bias, residual and output accesses (those are only 4-byte aligned).
 
 struct PadXArgs {
-    u64 src;     // [rows, w_in, c_in]
-    u64 dst;     // [rows, q_out, c_out]
-    i64 rows;    // N * H
-    i32 w_in, c_in;
-    i32 q_out, c_out;
-    i32 fold;    // S (folded) or 1 (plain)
-    i32 sw, pw, dw;
+    u64 src;       // [N, H, W, C]
+    u64 dst;       // [N, H', Q', C']
+    i64 units;     // N * H' * segments
+    i32 h_in, w_in, c_in;
+    i32 h_out, q_out, c_out;
+    i32 rows, row_step, row_pad;  // J, a, b
+    i32 fold, sw, pw, dw;         // F and the width's stride, padding and dilation
+    i32 seg;       // output pixels per unit (the last unit of a row may have fewer)
+    i32 span;      // input pixels of a unit's row span: (seg - 1) * sw + (F - 1) * dw + 1
+    i32 pad;
 };
 
-// Grid: x over the q_out * c_out / 8 groups of one row, y over the rows (both grid-stride), so
-// that the per-thread index arithmetic stays in 32 bits; the channel index (s, c) of each of the
-// thread's 8 elements is stepped, not divided.
-extern "C" __global__ void conv_sm90_pad_x(PadXArgs p) {
-    const int groups = p.c_out / 8;
-    const int per_row = p.q_out * groups;
-    const int real = p.fold * p.c_in;
-    const u16* src = (const u16*)p.src;
-    for (i64 row = blockIdx.y; row < p.rows; row += gridDim.y) {
-        const u16* in = src + row * p.w_in * p.c_in;
-        u16* out_row = (u16*)p.dst + row * p.q_out * p.c_out;
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row; i += gridDim.x * blockDim.x) {
-            const int q = i / groups;
-            const int j0 = (i - q * groups) * 8;
-            int s = j0 / p.c_in, c = j0 - s * p.c_in;
-            u32 v[4] = {0u, 0u, 0u, 0u};
+// The shared-memory offsets of the 8 channels e0 .. e0 + 7 of one x' pixel, relative to the
+// pixel's first input column in the spans, -1 for the padding channels (e >= J * F * C).
+__device__ __forceinline__ void pad_x_offsets(const PadXArgs& p, int run, int e0, int (&off)[8]) {
+    const int pix = p.fold * p.c_in;
+    int j = e0 / pix;
+    int s = (e0 - j * pix) / p.c_in;
+    int c = e0 - j * pix - s * p.c_in;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                if (j0 + e < real) {
-                    const int w = q * p.sw - p.pw + s * p.dw;
-                    if (w >= 0 && w < p.w_in) v[e / 2] |= (u32)in[(i64)w * p.c_in + c] << (16 * (e % 2));
-                }
-                if (++c == p.c_in) c = 0, ++s;
-            }
-            *(uint4*)(out_row + (i64)i * 8) = make_uint4(v[0], v[1], v[2], v[3]);
+    for (int e = 0; e < 8; ++e) {
+        off[e] = j < p.rows ? j * run + s * p.dw * p.c_in + c : -1;
+        if (++c == p.c_in) {
+            c = 0;
+            if (++s == p.fold) s = 0, ++j;
         }
     }
 }
 
+// The 8 channels of x' pixel ql of the unit from the spans, as one 16-byte store.
+__device__ __forceinline__ void pad_x_store(const PadXArgs& p, const u16* spans, const int (&off)[8], int ql, u16* dst) {
+    const int at = ql * p.sw * p.c_in;
+    u32 v[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        if (off[e] >= 0) v[e / 2] |= (u32)spans[at + off[e]] << (16 * (e % 2));
+    *(uint4*)dst = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+// One block per unit (grid-stride), `span * C * J` 16-bit words of dynamic shared memory.
+extern "C" __global__ void conv_sm90_pad_x(PadXArgs p) {
+    extern __shared__ u16 rows_smem[];
+    const int segs = (p.q_out + p.seg - 1) / p.seg;
+    const int groups = p.c_out / 8;
+    const int run = p.span * p.c_in;      // words of one input row span
+    const int total = p.rows * run;
+    // Each thread keeps one 8-channel group (and so its 8 offsets) for the whole unit and
+    // steps over the pixels, `per` at a time; with more groups than threads, it loops over
+    // groups too.
+    const int per = blockDim.x / groups;
+    const u16* src = (const u16*)p.src;
+    for (i64 u = blockIdx.x; u < p.units; u += gridDim.x) {
+        const i64 row = u / segs;             // n * H' + t
+        const int q0 = (int)(u - row * segs) * p.seg;
+        const int nq = min(p.seg, p.q_out - q0);
+        const i64 n = row / p.h_out;
+        const int t = (int)(row - n * p.h_out);
+        // The input words of span j: w0 * C + i for i < run of input row h(j), in the input
+        // where 0 <= w0 * C + i < W * C (a pixel is inside exactly when its words are). Eight
+        // loads per thread are in flight at once: a unit is only a few KB, so it is their
+        // latency that counts.
+        const i64 w0c = ((i64)q0 * p.sw - p.pw) * p.c_in;
+        const i64 wc = (i64)p.w_in * p.c_in;
+        for (int base = 0; base < total; base += 8 * blockDim.x) {
+            u16 v[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const int i = base + k * blockDim.x + threadIdx.x;
+                int j = 0, rem = i;
+                while (rem >= run && j < p.rows) rem -= run, ++j;
+                const int h = t * p.row_step + j - p.row_pad;
+                const i64 at = w0c + rem;
+                const bool inside = i < total && h >= 0 && h < p.h_in && at >= 0 && at < wc;
+                v[k] = inside ? src[(n * p.h_in + h) * wc + at] : (u16)0;
+            }
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const int i = base + k * blockDim.x + threadIdx.x;
+                if (i < total) rows_smem[i] = v[k];
+            }
+        }
+        __syncthreads();
+        u16* out = (u16*)p.dst + (row * p.q_out + q0) * p.c_out;
+        int off[8];
+        if (per > 0) {
+            if (threadIdx.x < per * groups) {
+                const int g = threadIdx.x % groups;
+                pad_x_offsets(p, run, g * 8, off);
+                for (int ql = threadIdx.x / groups; ql < nq; ql += per)
+                    pad_x_store(p, rows_smem, off, ql, out + (i64)ql * p.c_out + g * 8);
+            }
+        } else {
+            for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+                pad_x_offsets(p, run, g * 8, off);
+                for (int ql = 0; ql < nq; ++ql) pad_x_store(p, rows_smem, off, ql, out + (i64)ql * p.c_out + g * 8);
+            }
+        }
+        __syncthreads();
+    }
+}
+
 struct PadFArgs {
-    u64 src;     // [g, real, k]
-    u64 dst;     // [g, c_out, k]
-    i64 g;       // filter rows: R (folded) or R * S (plain)
-    i32 real;    // channels per row in the source: S * C (folded) or C (plain)
-    i32 c_out;   // channels per row in the destination (a multiple of 8, >= real)
-    i32 k;       // output channels (a multiple of 8)
+    u64 src;       // [R*S*C, k]
+    u64 dst;       // [g, c_out, k]
+    i64 g;         // filter rows of f': R' (rows folded), R (columns folded) or R * S (plain)
+    i64 total;     // rows of the source, R * S * C
+    i32 real;      // source rows per f' row: J * S * C, S * C or C
+    i32 c_out;     // channels per row in the destination (a multiple of 8, >= real)
+    i32 k;         // output channels (a multiple of 8)
     i32 pad;
 };
 
 extern "C" __global__ void conv_sm90_pad_f(PadFArgs p) {
     const int kg = p.k / 8;
-    const i64 total = p.g * p.c_out * kg;
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    const i64 all = p.g * p.c_out * kg;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < all; i += (i64)gridDim.x * blockDim.x) {
         const i64 rj = i / kg;  // g * c_out + j
         const int k0 = (int)(i - rj * kg) * 8;
         const i64 g = rj / p.c_out;
         const int j = (int)(rj - g * p.c_out);
+        const i64 from = g * p.real + j;
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (j < p.real) v = *(const uint4*)((const u16*)p.src + (g * p.real + j) * p.k + k0);
+        if (j < p.real && from < p.total) v = *(const uint4*)((const u16*)p.src + from * p.k + k0);
         *(uint4*)((u16*)p.dst + rj * p.k + k0) = v;
     }
 }

@@ -260,6 +260,9 @@ fn padded_channels_against_the_host() {
         shape(2, [11, 13], 5, 40, [3, 3], [1, 1], [2, 1, 0, 2], [2, 2]),
         // C = 1, 5x2 filter, stride (1, 3)
         shape(3, [10, 14], 1, 16, [5, 2], [1, 3], [2, 2, 0, 1], [1, 1]),
+        // C = 5, 5x3 filter, stride (3, 2), asymmetric padding: three rows folded, the last
+        // folded row group partly past the filter
+        shape(2, [16, 13], 5, 24, [5, 3], [3, 2], [2, 1, 1, 0], [1, 1]),
         // C = 13 1x1 (nothing to fold), K = 328
         shape(1, [7, 9], 13, 328, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
         // C = 45 3x3: folding saves no k-steps
@@ -268,8 +271,8 @@ fn padded_channels_against_the_host() {
     let mut i = 0;
     for dtype in [DType::BFloat16, DType::Float16] {
         for sh in &shapes {
-            for no_fold in [false, true] {
-                let knobs = Knobs { no_fold, ..Knobs::default() };
+            for fold in [None, Some(1), Some(0)] {
+                let knobs = Knobs { fold, ..Knobs::default() };
                 let a = ACTS[i % ACTS.len()];
                 let beta = [None, Some(1.0), Some(0.5), Some(-2.0)][i % 4];
                 check_with(&s, dtype, sh, (a, beta, i % 3 == 1, i % 5 == 2), &knobs, GUARD, &mut rng);

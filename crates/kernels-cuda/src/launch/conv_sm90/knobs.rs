@@ -11,8 +11,10 @@ pub struct Knobs {
     pub splits: Option<usize>,
     /// No residual prefetch (`MAX_CONV_SM90_PREFETCH=0`).
     pub no_prefetch: bool,
-    /// Padded convs stay unfolded (`MAX_CONV_SM90_FOLD=0`).
-    pub no_fold: bool,
+    /// How far padded convs may fold the filter into the channels ([`super::pad`]):
+    /// `MAX_CONV_SM90_FOLD=0` keeps them unfolded, `=1` folds the columns only; unset, the
+    /// rows may fold too.
+    pub fold: Option<usize>,
     /// The staged epilogue (`MAX_CONV_SM90_STAGED=1`; see kernels/conv_sm90.cu).
     pub staged: bool,
     /// 1x1 convs with stride 1 and no padding read x through a tiled map of [M, C] instead of
@@ -72,7 +74,7 @@ impl Knobs {
             grid: env_usize("MAX_CONV_SM90_GRID").filter(|&g| g > 0),
             splits: env_usize("MAX_CONV_SM90_SPLITK").filter(|&n| n > 0),
             no_prefetch: env_usize("MAX_CONV_SM90_PREFETCH") == Some(0),
-            no_fold: env_usize("MAX_CONV_SM90_FOLD") == Some(0),
+            fold: env_usize("MAX_CONV_SM90_FOLD").filter(|&f| f <= 2),
             staged: env_usize("MAX_CONV_SM90_STAGED") == Some(1),
             // Measured on an H200 (ResNet-50 batch 32): the 53-conv stack 1523 us with it, 1559
             // without, no layer slower by more than noise.
