@@ -21,8 +21,9 @@
 //     of 48 channels (42 real) per tile, against 7 of 24 (21) with the columns fold, for a copy
 //     of about the same size.
 //   x' is written one (row, segment of Q') unit per block: the J input row spans the segment
-//   needs are read, coalesced, into shared memory (zeros outside the input), then each thread
-//   writes 8 channels (16 bytes) at a time from there. Both work on raw 16-bit values (bf16 and
+//   needs are read, coalesced (4-byte loads where every input row starts 4-byte aligned), into
+//   shared memory (zeros outside the input), then each thread writes 8 channels (16 bytes) at
+//   a time from there. Both work on raw 16-bit values (bf16 and
 //   f16 alike): C' and K are multiples of 8, the destinations are fresh allocations (256-byte
 //   aligned) and the filter is 16-byte aligned (checked by the launcher).
 //
@@ -47,16 +48,29 @@ struct PadXArgs {
     i32 pad;
 };
 
+// Words of shared memory per input row span of `run` words: room for one word of lead (the
+// pair loads' alignment) and even, so that every span starts 4-byte aligned.
+__device__ __forceinline__ int pad_x_stride(int run) { return (run + 3) & ~1; }
+
+// i / n for 0 <= i, n < 2^20, without an integer division.
+__device__ __forceinline__ int pad_x_div(int i, int n, float inv) {
+    int q = __float2int_rz(__int2float_rn(i) * inv);
+    if (q * n > i) --q;
+    if ((q + 1) * n <= i) ++q;
+    return q;
+}
+
 // The shared-memory offsets of the 8 channels e0 .. e0 + 7 of one x' pixel, relative to the
-// pixel's first input column in the spans, -1 for the padding channels (e >= J * F * C).
-__device__ __forceinline__ void pad_x_offsets(const PadXArgs& p, int run, int e0, int (&off)[8]) {
+// pixel's first input column in the spans (each `stride` words, its input words from `lead`
+// on), -1 for the padding channels (e >= J * F * C).
+__device__ __forceinline__ void pad_x_offsets(const PadXArgs& p, int stride, int lead, int e0, int (&off)[8]) {
     const int pix = p.fold * p.c_in;
     int j = e0 / pix;
     int s = (e0 - j * pix) / p.c_in;
     int c = e0 - j * pix - s * p.c_in;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-        off[e] = j < p.rows ? j * run + s * p.dw * p.c_in + c : -1;
+        off[e] = j < p.rows ? j * stride + lead + s * p.dw * p.c_in + c : -1;
         if (++c == p.c_in) {
             c = 0;
             if (++s == p.fold) s = 0, ++j;
@@ -74,46 +88,56 @@ __device__ __forceinline__ void pad_x_store(const PadXArgs& p, const u16* spans,
     *(uint4*)dst = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
-// One block per unit (grid-stride), `span * C * J` 16-bit words of dynamic shared memory.
-extern "C" __global__ void conv_sm90_pad_x(PadXArgs p) {
+// One block of 256 threads per unit (grid-stride), J * pad_x_stride(span * C) 16-bit words of
+// dynamic shared memory; 6 blocks per SM (40 registers).
+extern "C" __global__ void __launch_bounds__(256, 6) conv_sm90_pad_x(PadXArgs p) {
     extern __shared__ u16 rows_smem[];
     const int segs = (p.q_out + p.seg - 1) / p.seg;
     const int groups = p.c_out / 8;
-    const int run = p.span * p.c_in;      // words of one input row span
-    const int total = p.rows * run;
+    const int stride = pad_x_stride(p.span * p.c_in);
+    const int wc = p.w_in * p.c_in;  // < 2^31 (checked by the launcher)
+    // Input words are read in pairs (4-byte loads) where every row starts 4-byte aligned.
+    const bool pairs = (wc & 1) == 0 && (p.src & 3) == 0;
+    const int width = pairs ? stride / 2 : stride;  // loads per span
+    const int total = p.rows * width;
+    const float inv = 1.0f / (float)width;
     // Each thread keeps one 8-channel group (and so its 8 offsets) for the whole unit and
     // steps over the pixels, `per` at a time; with more groups than threads, it loops over
     // groups too.
     const int per = blockDim.x / groups;
-    const u16* src = (const u16*)p.src;
     for (i64 u = blockIdx.x; u < p.units; u += gridDim.x) {
         const i64 row = u / segs;             // n * H' + t
         const int q0 = (int)(u - row * segs) * p.seg;
         const int nq = min(p.seg, p.q_out - q0);
         const i64 n = row / p.h_out;
         const int t = (int)(row - n * p.h_out);
-        // The input words of span j: w0 * C + i for i < run of input row h(j), in the input
-        // where 0 <= w0 * C + i < W * C (a pixel is inside exactly when its words are). Eight
-        // loads per thread are in flight at once: a unit is only a few KB, so it is their
-        // latency that counts.
-        const i64 w0c = ((i64)q0 * p.sw - p.pw) * p.c_in;
-        const i64 wc = (i64)p.w_in * p.c_in;
+        const int h0 = t * p.row_step - p.row_pad;
+        // Span j holds the words of input row h0 + j from w0 * C - lead on (zeros outside the
+        // input: a pixel is inside exactly when its words are), lead = 1 where pairs need the
+        // even word before. Eight loads per thread are in flight at once: a unit is only a few
+        // KB, so it is their latency that counts.
+        const int w0c = (q0 * p.sw - p.pw) * p.c_in;
+        const int lead = pairs ? (w0c & 1) : 0;
+        const u16* image = (const u16*)p.src + n * p.h_in * (i64)wc;
         for (int base = 0; base < total; base += 8 * blockDim.x) {
-            u16 v[8];
+            u32 v[8];
 #pragma unroll
             for (int k = 0; k < 8; ++k) {
                 const int i = base + k * blockDim.x + threadIdx.x;
-                int j = 0, rem = i;
-                while (rem >= run && j < p.rows) rem -= run, ++j;
-                const int h = t * p.row_step + j - p.row_pad;
-                const i64 at = w0c + rem;
+                const int j = pad_x_div(i, width, inv);
+                const int h = h0 + j;
+                const int at = w0c - lead + (pairs ? 2 : 1) * (i - j * width);
                 const bool inside = i < total && h >= 0 && h < p.h_in && at >= 0 && at < wc;
-                v[k] = inside ? src[(n * p.h_in + h) * wc + at] : (u16)0;
+                const u16* from = image + (i64)h * wc + at;
+                v[k] = !inside ? 0u : pairs ? *(const u32*)from : (u32)*from;
             }
 #pragma unroll
             for (int k = 0; k < 8; ++k) {
                 const int i = base + k * blockDim.x + threadIdx.x;
-                if (i < total) rows_smem[i] = v[k];
+                if (i < total) {
+                    if (pairs) ((u32*)rows_smem)[i] = v[k];
+                    else rows_smem[i] = (u16)v[k];
+                }
             }
         }
         __syncthreads();
@@ -122,13 +146,13 @@ extern "C" __global__ void conv_sm90_pad_x(PadXArgs p) {
         if (per > 0) {
             if (threadIdx.x < per * groups) {
                 const int g = threadIdx.x % groups;
-                pad_x_offsets(p, run, g * 8, off);
+                pad_x_offsets(p, stride, lead, g * 8, off);
                 for (int ql = threadIdx.x / groups; ql < nq; ql += per)
                     pad_x_store(p, rows_smem, off, ql, out + (i64)ql * p.c_out + g * 8);
             }
         } else {
             for (int g = threadIdx.x; g < groups; g += blockDim.x) {
-                pad_x_offsets(p, run, g * 8, off);
+                pad_x_offsets(p, stride, lead, g * 8, off);
                 for (int ql = 0; ql < nq; ++ql) pad_x_store(p, rows_smem, off, ql, out + (i64)ql * p.c_out + g * 8);
             }
         }

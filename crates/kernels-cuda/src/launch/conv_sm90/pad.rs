@@ -77,6 +77,12 @@ impl Padded {
     pub fn span(&self) -> usize {
         span(self.seg, self.width[0], self.fold_cols, self.width[2])
     }
+
+    /// Shared memory of the copy kernel's unit: J spans of [`span_words`] (bytes).
+    pub fn smem(&self) -> usize {
+        let c = self.real / (self.fold_rows * self.fold_cols).max(1);
+        self.fold_rows.saturating_mul(span_words(self.span().saturating_mul(c))).saturating_mul(2)
+    }
 }
 
 /// Input pixels of `seg` output pixels' row span (saturating).
@@ -84,10 +90,17 @@ fn span(seg: usize, sw: usize, fold: usize, dw: usize) -> usize {
     seg.saturating_sub(1).saturating_mul(sw).saturating_add(fold.saturating_sub(1).saturating_mul(dw)).saturating_add(1)
 }
 
+/// Shared-memory words the copy kernel gives a span of `run` input words: a word of lead for
+/// its 4-byte loads, rounded up to even (kernels/conv_sm90_aux.cu, `pad_x_stride`).
+fn span_words(run: usize) -> usize {
+    run.saturating_add(3) & !1
+}
+
 /// The largest unit of output pixels (at most `q`) whose `rows` input spans of `c` channels
 /// fit [`SPAN_SMEM`]; 0 when not even one does.
 fn seg_for(q: usize, rows: usize, c: usize, [sw, _, dw]: [usize; 3], fold: usize) -> usize {
-    let per_span = SPAN_SMEM / 2 / rows.max(1) / c.max(1);
+    // span_words(x) <= x + 3
+    let per_span = (SPAN_SMEM / 2 / rows.max(1)).saturating_sub(3) / c.max(1);
     let fixed = span(1, sw, fold, dw);
     if per_span < fixed {
         return 0;
@@ -156,6 +169,7 @@ pub fn plan(dtype: DType, sh: &Conv2dShape, ptrs: (u64, u64, u64, u64), epi: &Ep
             && p.x_elems().saturating_mul(2) <= MAX_COPY
             && p.shape.w.saturating_mul(p.shape.c) < i32::MAX as usize
             && p.shape.h < i32::MAX as usize
+            && sh.w.saturating_mul(sh.c) < i32::MAX as usize
             && unsuitable(dtype, &p.shape, (0, f, bias, out), epi).is_none()
     };
     let mut forms = Vec::new();
@@ -263,7 +277,7 @@ pub fn conv2d(
     let mut l = stream.launch_builder(&func);
     l.arg(&xa);
     // One block per unit (a row of x', or a segment of one), grid-stride beyond 8192.
-    let smem = p.fold_rows * p.span() * sh.c * 2;
+    let smem = p.smem();
     let cfg = LaunchConfig {
         grid_dim: (units.clamp(1, 8192) as u32, 1, 1),
         block_dim: (256, 1, 1),
@@ -328,7 +342,7 @@ mod tests {
             (r.shape.h, r.shape.w, r.shape.c, r.shape.r, r.shape.s, r.shape.stride, r.shape.pad),
             (115, 112, 48, 4, 1, [1, 1], [0, 0])
         );
-        assert_eq!((r.rows, r.real, r.k_steps(), r.seg, r.span()), (4, 42, 4, 112, 229));
+        assert_eq!((r.rows, r.real, r.k_steps(), r.seg, r.span(), r.smem()), (4, 42, 4, 112, 229, 2 * 690 * 2));
         assert_eq!((r.shape.p, r.shape.q, r.shape.m()), (112, 112, stem(32).m()));
         // about the copy of the columns fold: 115 rows of 48 channels against 224 of 24
         let f = forms[1];
@@ -375,15 +389,14 @@ mod tests {
     #[test]
     fn the_copy_units_fit_their_shared_memory() {
         // C = 7, 3 columns of stride 1 over a 4000-wide row: 32 KB holds 2340 pixels of 7
-        // channels, so units of 2338 output pixels
+        // channels and 3 words, so units of 2338 output pixels
         let sh = Conv2dShape { h: 4, w: 4000, c: 7, r: 3, s: 3, stride: [1, 1], pad: [1, 1], p: 4, q: 4000, ..stem(1) };
         for p in plan(DType::BFloat16, &sh, (0, 0, 0, 0), &Epilogue::default(), 2) {
             assert!(p.seg >= 1);
-            assert!(p.fold_rows * p.span() * sh.c * 2 <= SPAN_SMEM, "{p:?}");
-            assert!(
-                span(p.seg + 1, p.width[0], p.fold_cols, p.width[2]) * p.fold_rows * sh.c * 2 > SPAN_SMEM
-                    || p.seg == p.shape.w
-            );
+            assert!(p.smem() <= SPAN_SMEM, "{p:?}");
+            // the next larger unit would not fit (within the 3 words of lead allowed for)
+            let next = span(p.seg + 1, p.width[0], p.fold_cols, p.width[2]) * sh.c + 3;
+            assert!(p.fold_rows * next * 2 > SPAN_SMEM || p.seg == p.shape.w, "{p:?}");
         }
         assert_eq!(seg_for(4000, 1, 7, [1, 1, 1], 3), 2338);
         // a pixel span wider than the budget: no unit fits
