@@ -83,6 +83,10 @@ PADDED = [
     Conv("c7_wide_row_segments", 1, 6, 2500, 7, 16, 3, 3, 2, 1),
     # more 8-channel groups per pixel (257) than the copy kernel has threads
     Conv("c2051_1x1_many_groups", 1, 3, 5, 2051, 16, 1, 1, 1, 0),
+    # more units (rows of x') than the copy kernel's grid, so blocks take several; rows of an
+    # odd number of words (2-byte loads) in segments
+    Conv("c3_3x3_s2_many_units", 128, 140, 6, 3, 8, 3, 3, 2, 1),
+    Conv("c7_odd_row_segments", 1, 5, 2501, 7, 16, 3, 3, 2, 1),
 ]
 # MAX_CONV_SM90_FOLD levels: rows and columns (the default), columns only, none.
 FOLDS = ["2", "1", "0"]

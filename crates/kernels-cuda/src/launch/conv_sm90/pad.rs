@@ -85,6 +85,11 @@ impl Padded {
     }
 }
 
+/// `x` rounded up to a multiple of 8 (saturating to a count no copy fits).
+fn round8(x: usize) -> usize {
+    x.checked_next_multiple_of(8).unwrap_or(usize::MAX)
+}
+
 /// Input pixels of `seg` output pixels' row span (saturating).
 fn span(seg: usize, sw: usize, fold: usize, dw: usize) -> usize {
     seg.saturating_sub(1).saturating_mul(sw).saturating_add(fold.saturating_sub(1).saturating_mul(dw)).saturating_add(1)
@@ -113,7 +118,7 @@ fn seg_for(q: usize, rows: usize, c: usize, [sw, _, dw]: [usize; 3], fold: usize
 /// plain and columns forms.
 pub fn plan(dtype: DType, sh: &Conv2dShape, ptrs: (u64, u64, u64, u64), epi: &Epilogue, fold: usize) -> Vec<Padded> {
     let plain = Padded {
-        shape: Conv2dShape { c: sh.c.next_multiple_of(8), ..*sh },
+        shape: Conv2dShape { c: round8(sh.c), ..*sh },
         fold_rows: 1,
         fold_cols: 1,
         rows: sh.r * sh.s,
@@ -125,7 +130,7 @@ pub fn plan(dtype: DType, sh: &Conv2dShape, ptrs: (u64, u64, u64, u64), epi: &Ep
     let cols = Padded {
         shape: Conv2dShape {
             w: sh.q,
-            c: sh.s.saturating_mul(sh.c).next_multiple_of(8),
+            c: round8(sh.s.saturating_mul(sh.c)),
             s: 1,
             stride: [sh.stride[0], 1],
             pad: [sh.pad[0], 0],
@@ -143,9 +148,9 @@ pub fn plan(dtype: DType, sh: &Conv2dShape, ptrs: (u64, u64, u64, u64), epi: &Ep
     let r2 = sh.r.div_ceil(j.max(1));
     let rows = Padded {
         shape: Conv2dShape {
-            h: sh.p + r2 - 1,
+            h: (sh.p + r2).saturating_sub(1),
             w: sh.q,
-            c: j.saturating_mul(sh.s).saturating_mul(sh.c).next_multiple_of(8),
+            c: round8(j.saturating_mul(sh.s).saturating_mul(sh.c)),
             r: r2,
             s: 1,
             stride: [1, 1],
@@ -169,7 +174,10 @@ pub fn plan(dtype: DType, sh: &Conv2dShape, ptrs: (u64, u64, u64, u64), epi: &Ep
             && p.x_elems().saturating_mul(2) <= MAX_COPY
             && p.shape.w.saturating_mul(p.shape.c) < i32::MAX as usize
             && p.shape.h < i32::MAX as usize
-            && sh.w.saturating_mul(sh.c) < i32::MAX as usize
+            // the kernel's 32-bit word index within an input row, up to a unit's span past the
+            // last window start
+            && sh.q.saturating_mul(sh.stride[1]).saturating_add(sh.w).saturating_mul(sh.c).saturating_add(SPAN_SMEM)
+                < i32::MAX as usize
             && unsuitable(dtype, &p.shape, (0, f, bias, out), epi).is_none()
     };
     let mut forms = Vec::new();
@@ -240,7 +248,7 @@ pub fn conv2d(
     knobs: &Knobs,
 ) -> Result<Outcome> {
     let Some(p) = plan(dtype, sh, (x, f, bias, out), epi, knobs.fold.unwrap_or(2)).into_iter().next() else {
-        let why = unsuitable(dtype, &Conv2dShape { c: sh.c.next_multiple_of(8), ..*sh }, (0, f, bias, out), epi);
+        let why = unsuitable(dtype, &Conv2dShape { c: round8(sh.c), ..*sh }, (0, f, bias, out), epi);
         return Ok(Outcome::NotEligible(why.unwrap_or_else(|| "the padded input copy is too large".into())));
     };
     let arch = arch_name(stream.context())?;
@@ -377,9 +385,16 @@ mod tests {
         assert_eq!(forms.iter().map(|p| (p.fold_rows, p.k_steps())).collect::<Vec<_>>(), [(1, 3), (2, 4), (1, 9)]);
         // stride 1 or dilated rows: nothing to fold
         let sh = Conv2dShape { stride: [1, 2], p: 224, ..stem(2) };
+        let forms = plan(DType::BFloat16, &sh, (0, 0, 0, 0), &e, 2);
+        assert!(!forms.is_empty() && forms.iter().all(|p| p.fold_rows == 1));
+        let sh = Conv2dShape { dil: [2, 1], p: 109, ..stem(2) };
+        let forms = plan(DType::BFloat16, &sh, (0, 0, 0, 0), &e, 2);
+        assert!(!forms.is_empty() && forms.iter().all(|p| p.fold_rows == 1));
+        // degenerate shapes plan nothing, without overflowing
+        let sh = Conv2dShape { r: 0, p: 0, ..stem(2) };
         assert!(plan(DType::BFloat16, &sh, (0, 0, 0, 0), &e, 2).iter().all(|p| p.fold_rows == 1));
-        let sh = Conv2dShape { dil: [2, 1], p: 106, ..stem(2) };
-        assert!(plan(DType::BFloat16, &sh, (0, 0, 0, 0), &e, 2).iter().all(|p| p.fold_rows == 1));
+        let sh = Conv2dShape { c: usize::MAX - 2, ..stem(2) };
+        assert!(plan(DType::BFloat16, &sh, (0, 0, 0, 0), &e, 2).is_empty());
         // stride 3 over 5 rows: 2 folded rows, the last one's third input row past the filter
         let sh = Conv2dShape { c: 5, r: 5, s: 3, stride: [3, 2], pad: [2, 1], p: 5, q: 6, h: 16, w: 13, ..stem(2) };
         let r = plan(DType::Float16, &sh, (0, 0, 0, 0), &e, 2)[0];
