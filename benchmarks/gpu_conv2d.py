@@ -30,7 +30,7 @@ channel-padded copies.
 
     python benchmarks/gpu_conv2d.py
     python benchmarks/gpu_conv2d.py --variants old=MAX_CONV_SM90_SPLITK=1,MAX_CONV_SM90_PREFETCH=0 \
-        split2=MAX_CONV_SM90_SPLITK=2 split4=MAX_CONV_SM90_SPLITK=4 nofold=MAX_CONV_SM90_FOLD=0 \
+        split2=MAX_CONV_SM90_SPLITK=2 split4=MAX_CONV_SM90_SPLITK=4 nofold=MAX_CONV_SM90_FOLD=0 cols=MAX_CONV_SM90_FOLD=1 \
         staged=MAX_CONV_SM90_STAGED=1 tileda=MAX_CONV_SM90_TILED_A=1
 """
 
