@@ -23,9 +23,9 @@
 //   x' is written one (row, segment of Q') unit per block: the J input row spans the segment
 //   needs are read, coalesced (4-byte loads where every input row starts 4-byte aligned), into
 //   shared memory (zeros outside the input), then each thread writes 8 channels (16 bytes) at
-//   a time from there. Both work on raw 16-bit values (bf16 and
-//   f16 alike): C' and K are multiples of 8, the destinations are fresh allocations (256-byte
-//   aligned) and the filter is 16-byte aligned (checked by the launcher).
+//   a time from there. Both work on raw 16-bit values (bf16 and f16 alike): C' and K are
+//   multiples of 8, the destinations are fresh allocations (256-byte aligned) and the filter is
+//   16-byte aligned (checked by the launcher).
 //
 // * conv_sm90_splitk_reduce_<dtype>: the split-K epilogue. The conv kernel with S > 1 splits of
 //   the reduction writes S f32 partial products [S, M, K] (each split its own plane, no
