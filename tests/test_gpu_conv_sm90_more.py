@@ -243,15 +243,24 @@ PREFETCH = [LATE[4], base.ODD[5], base.RESNET_B2[3], base.RESNET_B2[6], Conv("m_
 
 
 def fused_bits(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, act="relu", **env):
-    """The fused block's output on the GPU with the prefetch on or off (same inputs per seed)."""
+    """The fused block's output on the GPU with the prefetch on or off (same inputs per seed).
+    The lean epilogue's packed arithmetic (which rounds relu's output before the residual is
+    added) stays off unless MAX_CONV_SM90_PACKED is given, so that every path compared here
+    does the same arithmetic."""
+    return fused_run(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, act, **env)[0]
+
+
+def fused_run(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, act="relu", **env):
+    """fused_bits, and the block's inputs (x, w, b, r, the conv's bias)."""
     monkeypatch.setenv("MAX_CONV_SM90_PREFETCH", prefetch)
+    monkeypatch.setenv("MAX_CONV_SM90_PACKED", env.pop("MAX_CONV_SM90_PACKED", "0"))
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     out = {}
     orig = base.run_gpu
 
     def grab(model, inputs, g, c):
-        out["g"] = orig(model, inputs, g, c)
+        out["g"], out["inputs"] = orig(model, inputs, g, c), inputs
         return out["g"]
 
     monkeypatch.setattr(base, "run_gpu", grab)
@@ -259,7 +268,7 @@ def fused_bits(gpu, rng_seed, monkeypatch, cv, dtype, prefetch, act="relu", **en
         base.run_epilogue(gpu, np.random.default_rng(rng_seed), cv, dtype, act, True, 0.5, exact=False)
     finally:
         monkeypatch.setattr(base, "run_gpu", orig)
-    return base.bits(out["g"])
+    return base.bits(out["g"]), out["inputs"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)

@@ -1,7 +1,8 @@
-"""The Hopper conv2d (kernels/conv_sm90.cu) storing the lean epilogue's results by TMA from the
-residual's ring slots (`ring_out_tma` in kernels/conv_sm90.cuh): the launcher's default where
-the lean entry runs with the residual in the ring; MAX_CONV_SM90_TMA_OUT=0 keeps the stores
-staged through shared memory; `_conv_sm90_tma_out_launches()` counts it.
+"""The Hopper conv2d (kernels/conv_sm90.cu) writing the lean epilogue's results over the
+residual's ring slots and storing them from there (`ring_out` in kernels/conv_sm90.cuh; as
+16-byte vectors, or by TMA in clusters; test_gpu_conv_packed.py checks both): the launcher's
+default where the lean entry runs with the residual in the ring; MAX_CONV_SM90_TMA_OUT=0 keeps
+the stores staged through shared memory; `_conv_sm90_tma_out_launches()` counts it.
 
 Checked: the same results as the staged stores on every lean form (cooperative 64, 128 and 256
 wide, 192 rows, 192 rows in clusters of two) with persistent grids of one block or one cluster

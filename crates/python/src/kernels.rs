@@ -121,10 +121,17 @@ fn _conv_sm90_lean_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::lean_launches()
 }
 
-/// Of those launches, how many stored their results by TMA from the residual's ring slots.
+/// Of those launches, how many wrote their results over the residual's slots and stored them
+/// from there.
 #[pyfunction]
 fn _conv_sm90_tma_out_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::tma_out_launches()
+}
+
+/// Of those, how many added the residual on pairs of the element type to relu's rounded output.
+#[pyfunction]
+fn _conv_sm90_packed_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::packed_launches()
 }
 
 /// Of those launches, how many loaded the residual into a shared-memory buffer of its own.
@@ -174,6 +181,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_res_ring_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_tma_out_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_packed_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_res_buf_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_cluster_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;

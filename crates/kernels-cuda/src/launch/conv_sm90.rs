@@ -52,10 +52,11 @@ mod tiles;
 
 use super::tma::TmaMap;
 use cluster::{cluster_pays, max_clusters};
-use counts::{CLUSTER, LAUNCHES, LEAN, PINGPONG, RES_BUF, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, WIDE};
+use counts::{CLUSTER, LAUNCHES, LEAN, PACKED, PINGPONG, RES_BUF, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, WIDE};
 pub use counts::{
-    cluster_launches, gemm_launches, launches, lean_launches, padded_launches, pingpong_launches, res_buf_launches,
-    res_ring_launches, short_launches, split_launches, tma_out_launches, trio_launches, wide_launches,
+    cluster_launches, gemm_launches, launches, lean_launches, packed_launches, padded_launches, pingpong_launches,
+    res_buf_launches, res_ring_launches, short_launches, split_launches, tma_out_launches, trio_launches,
+    wide_launches,
 };
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, output_map, residual_map};
@@ -292,8 +293,11 @@ fn run(
         && n_tiles % 2 == 0
         && (trio && (plain || lean) && knobs.cluster.map_or_else(|| cluster_pays(tiles, sms), |c| c == 2)
             || pp_pairs && knobs.cluster == Some(2));
-    // The lean epilogue with the residual in the ring stores its results by TMA from the ring
-    // (16-byte aligned output), unless MAX_CONV_SM90_TMA_OUT=0 or the map is refused.
+    // The lean epilogue with the residual in the ring writes its results over the residual's
+    // slots and stores them from there (16-byte aligned output; as 16-byte vectors, or by TMA in
+    // clusters or with MAX_CONV_SM90_STORE_TMA=1), unless MAX_CONV_SM90_TMA_OUT=0 or the output
+    // map is refused. There, unless MAX_CONV_SM90_PACKED=0, it adds the residual on pairs of the
+    // element type to relu's output rounded to it, where beta is exact in the element type.
     let map_o = if lean && res_ring && out % 16 == 0 && !knobs.no_tma_out {
         output_map(dtype, out, m, sh.k).ok()
     } else {
@@ -336,6 +340,8 @@ fn run(
         Err(why) => return Ok(Outcome::NotEligible(why)),
     };
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
+    // The in-place end's packed arithmetic (relu, beta exact in the element type).
+    let packed = map_o.is_some() && !knobs.no_packed && epi.is_relu() && epi.beta_exact_in(dtype);
     let args = ConvArgs {
         out,
         m: m as i64,
@@ -364,7 +370,9 @@ fn run(
             | ((res_buf as i32) << 4)
             | ((map_o.is_some() as i32) << 5)
             | (((lean && bn <= 128 && !knobs.late_bias) as i32) << 6)
-            | ((tm.unwrap_or(0) as i32) << 8),
+            | (((map_o.is_some() && !knobs.store_tma && !cluster) as i32) << 7)
+            | ((tm.unwrap_or(0) as i32) << 8)
+            | ((packed as i32) << 16),
         staged,
         tiled_a: tiled_a as i32,
     };
@@ -448,6 +456,9 @@ fn run(
     }
     if tma_out {
         TMA_OUT.fetch_add(1, Ordering::Relaxed);
+    }
+    if packed {
+        PACKED.fetch_add(1, Ordering::Relaxed);
     }
     if res_buf {
         RES_BUF.fetch_add(1, Ordering::Relaxed);

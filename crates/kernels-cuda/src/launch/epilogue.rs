@@ -2,6 +2,7 @@
 //! (see `Epilogue` in kernels/prelude.cuh, whose layout this mirrors).
 
 use cudarc::driver::DeviceRepr;
+use max_graph::DType;
 
 /// The activation applied after the bias; the discriminants are the kernel's `EpilogueAct`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,6 +73,20 @@ impl Epilogue {
         self.beta
     }
 
+    /// True when the activation is relu (clamp or not).
+    pub fn is_relu(&self) -> bool {
+        self.act == Act::Relu as i32
+    }
+
+    /// True when `beta` converts to `dtype` (bf16 or f16) without rounding.
+    pub fn beta_exact_in(&self, dtype: DType) -> bool {
+        match dtype {
+            DType::BFloat16 => half::bf16::from_f32(self.beta).to_f32() == self.beta,
+            DType::Float16 => half::f16::from_f32(self.beta).to_f32() == self.beta,
+            _ => false,
+        }
+    }
+
     /// True when the activation is relu or none and nothing is clamped (the pattern the conv
     /// kernel's lean epilogue runs).
     pub fn relu_at_most(&self) -> bool {
@@ -81,5 +96,27 @@ impl Epilogue {
     /// True when the epilogue leaves the accumulator unchanged.
     pub fn is_identity(&self) -> bool {
         self.bias == 0 && self.residual == 0 && self.act == 0 && self.clamp == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beta_exact_in_the_element_type() {
+        let e = |beta| Epilogue::default().with_beta(beta);
+        for beta in [1.0, 0.5, -2.0, 0.0, 0.30078125] {
+            assert!(e(beta).beta_exact_in(DType::BFloat16), "{beta}");
+            assert!(e(beta).beta_exact_in(DType::Float16), "{beta}");
+        }
+        assert!(!e(0.3).beta_exact_in(DType::BFloat16));
+        assert!(!e(0.3).beta_exact_in(DType::Float16));
+        // 1 + 2^-10 fits f16's mantissa, not bf16's; 2^20 is past f16's range
+        assert!(!e(1.0 + 1.0 / 1024.0).beta_exact_in(DType::BFloat16));
+        assert!(e(1.0 + 1.0 / 1024.0).beta_exact_in(DType::Float16));
+        assert!(!e(1_048_576.0).beta_exact_in(DType::Float16));
+        assert!(!e(0.5).beta_exact_in(DType::Float32));
+        assert!(!e(f32::NAN).beta_exact_in(DType::BFloat16));
     }
 }

@@ -67,12 +67,20 @@ pub fn cluster_launches() -> u64 {
     CLUSTER.load(Ordering::Relaxed)
 }
 
-/// Of [`launches`], those whose lean epilogue stored the results by TMA from the residual's ring
-/// slots (see kernels/conv_sm90.cuh, `ring_out_tma`).
+/// Of [`launches`], those whose lean epilogue wrote its results over the residual's slots and
+/// stored them from there (see kernels/conv_sm90.cuh, `ring_out`).
 pub(super) static TMA_OUT: AtomicU64 = AtomicU64::new(0);
 
 pub fn tma_out_launches() -> u64 {
     TMA_OUT.load(Ordering::Relaxed)
+}
+
+/// Of [`tma_out_launches`], those that added the residual on pairs of the element type to relu's
+/// rounded output (see kernels/conv_sm90.cuh, `ring_out`).
+pub(super) static PACKED: AtomicU64 = AtomicU64::new(0);
+
+pub fn packed_launches() -> u64 {
+    PACKED.load(Ordering::Relaxed)
 }
 
 /// Of [`launches`], those whose residual went to a shared-memory buffer of its own instead of to

@@ -51,8 +51,8 @@ pub struct Knobs {
     /// or lean) and 128 x 64 ping-pong tiles (plain) with an even number of column tiles
     /// (`MAX_CONV_SM90_CLUSTER=2`; `=1`: none; unset: 192-row tiles where they pay).
     pub cluster: Option<usize>,
-    /// The lean epilogue stores its results from the staging buffer instead of by TMA from the
-    /// residual's ring slots (`MAX_CONV_SM90_TMA_OUT=0`).
+    /// The lean epilogue stores its results from the staging buffer instead of from the
+    /// residual's ring slots, where it writes them over the residual (`MAX_CONV_SM90_TMA_OUT=0`).
     pub no_tma_out: bool,
     /// Rows per plain 128 x 64 ping-pong tile (unclustered), a multiple of 16 up to 128
     /// (`MAX_CONV_SM90_TM`; 128: full tiles); unset, [`super::short_rows`] decides where every
@@ -64,6 +64,13 @@ pub struct Knobs {
     /// The lean epilogue's residual loaded into ring slots after each tile's k-steps instead of
     /// into a buffer of its own (`MAX_CONV_SM90_RES_BUF=0`).
     pub no_res_buf: bool,
+    /// The lean epilogue's results, written over the residual's slots, stored from there by TMA
+    /// instead of as 16-byte vectors from the threads (`MAX_CONV_SM90_STORE_TMA=1`; clusters
+    /// always store by TMA).
+    pub store_tma: bool,
+    /// The lean epilogue with relu and the residual in its slots adds it in f32 instead of on
+    /// pairs of the element type after rounding relu's output (`MAX_CONV_SM90_PACKED=0`).
+    pub no_packed: bool,
 }
 
 impl Knobs {
@@ -95,6 +102,8 @@ impl Knobs {
             no_tma_out: env_usize("MAX_CONV_SM90_TMA_OUT") == Some(0),
             no_res_buf: env_usize("MAX_CONV_SM90_RES_BUF") == Some(0),
             late_bias: env_usize("MAX_CONV_SM90_EARLY_BIAS") == Some(0),
+            store_tma: env_usize("MAX_CONV_SM90_STORE_TMA") == Some(1),
+            no_packed: env_usize("MAX_CONV_SM90_PACKED") == Some(0),
             tm: env_usize("MAX_CONV_SM90_TM").filter(|&t| t % 16 == 0 && (16..=128).contains(&t)),
         }
     }
