@@ -356,18 +356,20 @@ template <int BN, int STAGES, int STAGE_BYTES, bool ON, bool VEC = false> struct
 // each lane adds beta times its fragment's residual pairs, read where they lie in the ring slots
 // or the residual buffer (4-byte reads: the 8 rows of a read are 8 different swizzle rows, so its
 // 32 lanes hit 32 banks), and writes the results over them; the warp then stores its 16 rows
-// from there, as 16-byte vectors (p.prefetch bit 7, unclustered entries: 8 lanes per 128-byte row
-// piece, the row's index mod 8 undoing the swizzle) or by TMA (lane 0: one box of 64 columns x 16 rows per column
-// block, then a wait until the stores have read the rows). Rows past M and columns past K are not
-// written. No staging buffer: the fragment is the only layout change. The slots or the buffer go
-// back to the producer after. On an H200 (ResNet-50 batch 32, 28x28 3x3 128 -> 128 block) the
-// vector stores took 14.25 us against 14.51 by TMA, the 14x14 256 -> 1024 block 14.25 against
-// 14.57.
+// from there, as 16-byte vectors (p.prefetch bit 7, unclustered entries: 8 lanes per 128-byte
+// row piece, the row's index mod 8 undoing the swizzle) or by TMA (lane 0: one box of 64
+// columns x 16 rows per column block, then a wait until the stores have read the rows). Rows past
+// M and columns past K are not written. No staging buffer: the fragment is the only layout
+// change. The slots or the buffer go back to the producer after. On an H200 (ResNet-50 batch 32)
+// the vector stores took 14.25 us against 14.51 by TMA on the 28x28 3x3 128 -> 128 block, 14.25
+// against 14.57 on the 14x14 256 -> 1024 one (clustered entries spilled with them).
 // The arithmetic: with relu and p.prefetch bit 16 (set where beta is exact in T), relu(acc +
-// biases) is rounded to T (by the conversion, which applies relu) and beta * r + y computed on the
-// pair with one rounding (as a graph that stores relu's output before the add rounds it; an fma on T x 2 in place of two f32
-// unpacks, an activation and an f32 fma per element: 13.87 us against 14.25 on the 3x3 block);
-// otherwise d + beta * r in f32, one rounding at the store (residual_chunk_out's arithmetic).
+// biases) is rounded to T (by the conversion, which applies relu) and beta * r + y computed on
+// the pair with one rounding, as a graph that stores relu's output before the add rounds it: an
+// fma on T x 2 in place of two f32 unpacks, a relu and an f32 fma per element, the epilogue's
+// ALU work being what its time went to (13.87 us against 14.25 on the 3x3 block). A NaN stays a
+// NaN through that relu (the f32 one makes it 0). Otherwise d + beta * r in f32, one rounding at
+// the store (residual_chunk_out's arithmetic).
 template <typename T> struct IsBf16 { static const bool v = false; };
 template <> struct IsBf16<bf16> { static const bool v = true; };
 // The pair (a, b) rounded to T, relu applied by the conversion where RELU.
@@ -412,7 +414,8 @@ __device__ __forceinline__ void ring_math(const float* d, const ConvArgs& p, con
                                                  d[j * 4 + 3] + beta * hi_of<T>(r[2 * jj + 1])));
                 } else {
                     sts32(at, fma2<T>(r[2 * jj], beta2, pack2_act<T, true>(d[j * 4], d[j * 4 + 1])));
-                    sts32(at + 8 * 128, fma2<T>(r[2 * jj + 1], beta2, pack2_act<T, true>(d[j * 4 + 2], d[j * 4 + 3])));
+                    sts32(at + 8 * 128,
+                          fma2<T>(r[2 * jj + 1], beta2, pack2_act<T, true>(d[j * 4 + 2], d[j * 4 + 3])));
                 }
             }
         }
