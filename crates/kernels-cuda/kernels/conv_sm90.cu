@@ -102,10 +102,10 @@
 // residual in the ring; conv_sm90.cuh's ring_out): each lane reads its fragment's residual pairs
 // where they lie in the slots, writes its results over them in the same swizzled layout, and
 // each warp stores its 16 rows from there: as 16-byte vectors (bit 7, the default without
-// clusters), or lane 0 by TMA (a 2-D map of the output with 64 x 16 boxes), then waiting until the stores have read the
-// slots before they go back to the producer. No staging buffer. With relu, bit 16 (the default)
-// and beta exact in the element type, relu's output is rounded to it before beta * r is added on
-// pairs (ring_out's packed arithmetic).
+// clusters), or lane 0 by TMA (a 2-D map of the output with 64 x 16 boxes), then waiting until
+// the stores have read the slots before they go back to the producer. No staging buffer. With
+// relu, bit 16 (the default) and beta exact in the element type, relu's output is rounded to it
+// before beta * r is added on pairs (ring_out's packed arithmetic).
 //
 // Clusters of two (CL = 2: 192-row tiles, or 128 x 64 ping-pong tiles without an epilogue; unsplit,
 // an even number of column tiles; the `_c2` entries): the CTAs of a cluster take the two column tiles of a
@@ -477,8 +477,8 @@ __device__ __forceinline__ void conv_sm90(const TmaMap* map_a, const TmaMap* map
             const int tr = (int)(row_w - (i64)mt * TM) + 64 * h;  // the warp's first row within the tile
             if (PP && PLAIN && tr >= TM) continue;  // rows of the next short tile
             // The residual buffer is the ring's layout from slot 0 (see the header).
-            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK, CL == 1> ring = {rbuf ? s_addr(resbuf) : s_addr(smem),
-                                                                         rbuf ? 0 : rstage, tr, map_o};
+            const RingResidual<BN, STAGES, STAGE_BYTES, RING_OK, CL == 1> ring = {
+                rbuf ? s_addr(resbuf) : s_addr(smem), rbuf ? 0 : rstage, tr, map_o};
             tile_out<T, BN, EPI, PRE>(d[h], staging, p, row_w + 64 * h, n0, split, c * 4 + warp, lane, res[h], ring, lb);
         }
         if (rring) {

@@ -37,7 +37,8 @@ struct ConvArgs {
                    // map_o, or with bit 7 as 16-byte vectors); bit 6: the lean entries (up to 128
                    // wide) load their biases when a warp starts a tile (LeanBias); bits 8-15: rows
                    // per tile below 128 (a multiple of 16) for the plain ping-pong entries, or 0;
-                   // bit 16: with bit 5, ring_out's packed arithmetic where beta is exact in T
+                   // bit 16: with bit 5 and relu, ring_out's packed arithmetic (set where beta
+                   // is exact in T)
     i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
                    // results stored as 16-byte vectors staged through shared memory (16-byte
                    // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
