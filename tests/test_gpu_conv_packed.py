@@ -3,8 +3,8 @@ in kernels/conv_sm90.cuh): where the results are written over the residual's slo
 activation is relu and beta is exact in the element type, relu's output is rounded to it and
 beta * r + y is computed on pairs with one rounding, as a graph that stores relu's output before
 the add does (the launcher's default; MAX_CONV_SM90_PACKED=0 adds in f32 and rounds once);
-`_conv_sm90_packed_launches()` counts it. The results leave from the slots as 16-byte vectors, or
-by TMA (MAX_CONV_SM90_STORE_TMA=1, and always in clusters).
+`_conv_sm90_packed_launches()` counts it. The results leave from the slots as 16-byte vectors
+(`_conv_sm90_vector_out_launches()`), or by TMA (MAX_CONV_SM90_STORE_TMA=1, and always in clusters).
 
 Checked: within the extra rounding of the f32 arithmetic's results on every lean form
 (cooperative 64, 128 and 256 wide, 192 rows, 192 rows in clusters of two), on grids of one block
@@ -33,6 +33,10 @@ DTYPES = base.DTYPES
 
 def Packeds():  # noqa: N802
     return Count(core._conv_sm90_packed_launches)
+
+
+def Vectors():  # noqa: N802
+    return Count(core._conv_sm90_vector_out_launches)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
@@ -80,8 +84,12 @@ def test_vector_and_tma_stores_same_bits(sm90, rng, monkeypatch, form, packed, d
     env = dict(LEAN_FORMS[form], MAX_CONV_SM90_SPLITK="1", MAX_CONV_SM90_PACKED=packed)
     for cv in shapes_of(form):
         seed = int(rng.integers(1 << 31))
-        vec = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", "relu", MAX_CONV_SM90_STORE_TMA="0", **env)
-        tma = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", "relu", MAX_CONV_SM90_STORE_TMA="1", **env)
+        with Vectors() as vectors:
+            vec = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", "relu", MAX_CONV_SM90_STORE_TMA="0", **env)
+        assert vectors.n == 1, f"{cv} {form}: {vectors.n} vector-store launches, of 1"
+        with Vectors() as vectors:
+            tma = fused_bits(sm90, seed, monkeypatch, cv, dtype, "1", "relu", MAX_CONV_SM90_STORE_TMA="1", **env)
+        assert vectors.n == 0
         assert np.array_equal(vec, tma), f"{cv} {form} packed={packed}: vector and TMA stores differ"
 
 

@@ -134,6 +134,12 @@ fn _conv_sm90_packed_launches() -> u64 {
     max_kernels_cuda::launch::conv_sm90::packed_launches()
 }
 
+/// Of those, how many stored the results from the slots as 16-byte vectors (the rest by TMA).
+#[pyfunction]
+fn _conv_sm90_vector_out_launches() -> u64 {
+    max_kernels_cuda::launch::conv_sm90::vector_out_launches()
+}
+
 /// Of those launches, how many loaded the residual into a shared-memory buffer of its own.
 #[pyfunction]
 fn _conv_sm90_res_buf_launches() -> u64 {
@@ -182,6 +188,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_tma_out_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_packed_launches, m)?)?;
+    m.add_function(wrap_pyfunction!(_conv_sm90_vector_out_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_res_buf_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_conv_sm90_cluster_launches, m)?)?;
     m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;

@@ -52,11 +52,11 @@ mod tiles;
 
 use super::tma::TmaMap;
 use cluster::{cluster_pays, max_clusters};
-use counts::{CLUSTER, LAUNCHES, LEAN, PACKED, PINGPONG, RES_BUF, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, WIDE};
+use counts::{CLUSTER, LAUNCHES, LEAN, PACKED, PINGPONG, RES_BUF, RES_RING, SHORT, SPLIT, TMA_OUT, TRIO, VECTOR, WIDE};
 pub use counts::{
     cluster_launches, gemm_launches, launches, lean_launches, packed_launches, padded_launches, pingpong_launches,
     res_buf_launches, res_ring_launches, short_launches, split_launches, tma_out_launches, trio_launches,
-    wide_launches,
+    vector_out_launches, wide_launches,
 };
 pub use knobs::Knobs;
 use maps::{filter_map, im2col_map, matrix_map, output_map, residual_map};
@@ -342,6 +342,8 @@ fn run(
     let ws = if splits > 1 { Some(Scratch::new(stream, splits * m * sh.k * 4)?) } else { None };
     // The in-place end's packed arithmetic (relu, beta exact in the element type).
     let packed = map_o.is_some() && !knobs.no_packed && epi.is_relu() && epi.beta_exact_in(dtype);
+    // Its stores: 16-byte vectors from the threads, or TMA (clusters, MAX_CONV_SM90_STORE_TMA=1).
+    let vector = map_o.is_some() && !knobs.store_tma && !cluster;
     let args = ConvArgs {
         out,
         m: m as i64,
@@ -370,7 +372,7 @@ fn run(
             | ((res_buf as i32) << 4)
             | ((map_o.is_some() as i32) << 5)
             | (((lean && bn <= 128 && !knobs.late_bias) as i32) << 6)
-            | (((map_o.is_some() && !knobs.store_tma && !cluster) as i32) << 7)
+            | ((vector as i32) << 7)
             | ((tm.unwrap_or(0) as i32) << 8)
             | ((packed as i32) << 16),
         staged,
@@ -459,6 +461,9 @@ fn run(
     }
     if packed {
         PACKED.fetch_add(1, Ordering::Relaxed);
+    }
+    if vector {
+        VECTOR.fetch_add(1, Ordering::Relaxed);
     }
     if res_buf {
         RES_BUF.fetch_add(1, Ordering::Relaxed);

@@ -83,6 +83,14 @@ pub fn packed_launches() -> u64 {
     PACKED.load(Ordering::Relaxed)
 }
 
+/// Of [`tma_out_launches`], those whose threads stored the results from the slots as 16-byte
+/// vectors (the others stored them by TMA).
+pub(super) static VECTOR: AtomicU64 = AtomicU64::new(0);
+
+pub fn vector_out_launches() -> u64 {
+    VECTOR.load(Ordering::Relaxed)
+}
+
 /// Of [`launches`], those whose residual went to a shared-memory buffer of its own instead of to
 /// ring slots (kernels/conv_sm90.cu, "Residual buffer").
 pub(super) static RES_BUF: AtomicU64 = AtomicU64::new(0);
