@@ -25,7 +25,7 @@ from max.dtype import DType
 from test_gpu_conv_lean import LEAN_FORMS, setenv
 from test_gpu_conv_pingpong import Count
 from test_gpu_conv_sm90_more import fused_bits, fused_run, sm90  # noqa: F401
-from test_gpu_conv_tma_out import FORMS, shapes_of
+from test_gpu_conv_tma_out import FORMS, form_env, shapes_of
 
 pytestmark = pytest.mark.gpu
 DTYPES = base.DTYPES
@@ -46,9 +46,7 @@ def test_within_one_more_rounding_of_f32(sm90, rng, monkeypatch, form, grid, dty
     """|packed - f32| stays within half an ulp of relu's output (rounded once more) and one of the
     result: u * (3 |f32| + beta |r|), u the unit roundoff; a wrong residual, bias or relu is far
     outside it."""
-    env = dict(FORMS[form], MAX_CONV_SM90_SPLITK="1")
-    if grid is not None:
-        env["MAX_CONV_SM90_GRID"] = "2" if form == "trio_c2" else "1"
+    env = form_env(form, grid)
     vt = base.VALUE_TYPES[dtype]
     for cv in shapes_of(form):
         seed = int(rng.integers(1 << 31))
@@ -108,7 +106,6 @@ def test_not_taken(sm90, rng, monkeypatch, case):
 
 
 def test_default_on_the_resnet50_3x3_block(sm90, rng):
-    (cv,) = [c for c in base.resnet_shapes(32) if c.name == "s3_3x3_128_b32"]
     with Packeds() as packed:
-        base.run_epilogue(sm90, rng, cv, DType.bfloat16, "relu", conv_bias=False, beta=1, exact=True)
+        base.run_resnet50_3x3_block(sm90, rng)
     assert packed.n == 1

@@ -25,7 +25,7 @@ from test_gpu_conv_pingpong import Count
 from test_gpu_conv_res_ring import SHAPES
 from test_gpu_conv_sm90_more import fused_bits, sm90  # noqa: F401
 from test_gpu_conv_tma_out import FORMS as TMA_OUT_FORMS
-from test_gpu_conv_tma_out import shapes_of
+from test_gpu_conv_tma_out import form_env, shapes_of
 
 pytestmark = pytest.mark.gpu
 DTYPES = base.DTYPES
@@ -41,9 +41,7 @@ def ResBufs():  # noqa: N802
 @pytest.mark.parametrize("grid", [None, "small"])
 @pytest.mark.parametrize("form", list(FORMS))
 def test_same_bits_as_ring_slots(sm90, rng, monkeypatch, form, grid, dtype):
-    env = dict(FORMS[form], MAX_CONV_SM90_SPLITK="1")
-    if grid is not None:
-        env["MAX_CONV_SM90_GRID"] = "2" if form == "trio_c2" else "1"
+    env = form_env(form, grid)
     for i, cv in enumerate(shapes_of(form)):
         seed = int(rng.integers(1 << 31))
         act = ("relu", "none")[i % 2]
@@ -93,7 +91,6 @@ def test_not_taken(sm90, rng, monkeypatch, case):
 
 
 def test_default_on_the_resnet50_3x3_block(sm90, rng):
-    (cv,) = [c for c in base.resnet_shapes(32) if c.name == "s3_3x3_128_b32"]
     with ResBufs() as bufs:
-        base.run_epilogue(sm90, rng, cv, DType.bfloat16, "relu", conv_bias=False, beta=1, exact=True)
+        base.run_resnet50_3x3_block(sm90, rng)
     assert bufs.n == 1

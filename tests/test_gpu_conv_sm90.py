@@ -381,6 +381,13 @@ def run_epilogue(gpu, rng, cv, dtype, act, conv_bias, beta, exact):
     assert (err <= tol).all(), f"{what}: worst error {err.max():.4g} against the CPU"
 
 
+def run_resnet50_3x3_block(gpu, rng):
+    """The ResNet-50 28x28 3x3 128 -> 128 block at batch 32 (no conv bias, relu, + r), bf16,
+    exact against float64: where the epilogue paths' defaults are checked."""
+    (cv,) = [c for c in resnet_shapes(32) if c.name == "s3_3x3_128_b32"]
+    run_epilogue(gpu, rng, cv, DType.bfloat16, "relu", conv_bias=False, beta=1, exact=True)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("act", list(EPI_ACTS))
 def test_fused_epilogue_every_activation(sm90, rng, dtype, act):

@@ -34,6 +34,15 @@ def shapes_of(form):
     return CLUSTER_SHAPES if form == "trio_c2" else SHAPES
 
 
+def form_env(form, grid):
+    """The knobs of `form`, unsplit, on a grid of one block (one cluster for trio_c2) where
+    grid is "small", else the default grid."""
+    env = dict(FORMS[form], MAX_CONV_SM90_SPLITK="1")
+    if grid is not None:
+        env["MAX_CONV_SM90_GRID"] = "2" if form == "trio_c2" else "1"
+    return env
+
+
 def TmaOuts():  # noqa: N802
     return Count(core._conv_sm90_tma_out_launches)
 
@@ -42,9 +51,7 @@ def TmaOuts():  # noqa: N802
 @pytest.mark.parametrize("grid", [None, "small"])
 @pytest.mark.parametrize("form", list(FORMS))
 def test_same_results_as_staged_stores(sm90, rng, monkeypatch, form, grid, dtype):
-    env = dict(FORMS[form], MAX_CONV_SM90_SPLITK="1")
-    if grid is not None:
-        env["MAX_CONV_SM90_GRID"] = "2" if form == "trio_c2" else "1"
+    env = form_env(form, grid)
     for i, cv in enumerate(shapes_of(form)):
         seed = int(rng.integers(1 << 31))
         act = ("relu", "none")[i % 2]
@@ -94,7 +101,6 @@ def test_not_taken(sm90, rng, monkeypatch, case):
 
 
 def test_default_on_the_resnet50_3x3_block(sm90, rng):
-    (cv,) = [c for c in base.resnet_shapes(32) if c.name == "s3_3x3_128_b32"]
     with TmaOuts() as outs:
-        base.run_epilogue(sm90, rng, cv, DType.bfloat16, "relu", conv_bias=False, beta=1, exact=True)
+        base.run_resnet50_3x3_block(sm90, rng)
     assert outs.n == 1

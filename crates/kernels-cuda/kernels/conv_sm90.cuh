@@ -371,23 +371,6 @@ template <int BN, int STAGES, int STAGE_BYTES, bool ON, bool VEC = false> struct
 // ALU work being what its time went to (13.87 us against 14.25 on the 3x3 block). A NaN stays a
 // NaN through that relu (the f32 one makes it 0). Otherwise d + beta * r in f32, one rounding at
 // the store (residual_chunk_out's arithmetic).
-template <typename T> struct IsBf16 { static const bool v = false; };
-template <> struct IsBf16<bf16> { static const bool v = true; };
-// The pair (a, b) rounded to T, relu applied by the conversion where RELU.
-template <typename T, bool RELU> __device__ __forceinline__ u32 pack2_act(float a, float b) {
-    if (!RELU) return pack2<T>(a, b);
-    u32 r;
-    if (IsBf16<T>::v) asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
-    else asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
-    return r;
-}
-// a * b + c on pairs of T, one rounding.
-template <typename T> __device__ __forceinline__ u32 fma2(u32 a, u32 b, u32 c) {
-    u32 r;
-    if (IsBf16<T>::v) asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    else asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
 // PACKED: the packed arithmetic with relu (see above), else d + beta * r in f32. 32 columns (8
 // reads) at a time.
 template <typename T, int BN, bool PACKED, typename RING>
@@ -414,9 +397,9 @@ __device__ __forceinline__ void ring_math(const float* d, const ConvArgs& p, con
                     sts32(at + 8 * 128, pack2<T>(d[j * 4 + 2] + beta * lo_of<T>(r[2 * jj + 1]),
                                                  d[j * 4 + 3] + beta * hi_of<T>(r[2 * jj + 1])));
                 } else {
-                    sts32(at, fma2<T>(r[2 * jj], beta2, pack2_act<T, true>(d[j * 4], d[j * 4 + 1])));
+                    sts32(at, fma2<T>(r[2 * jj], beta2, pack2_relu<T>(d[j * 4], d[j * 4 + 1])));
                     sts32(at + 8 * 128,
-                          fma2<T>(r[2 * jj + 1], beta2, pack2_act<T, true>(d[j * 4 + 2], d[j * 4 + 3])));
+                          fma2<T>(r[2 * jj + 1], beta2, pack2_relu<T>(d[j * 4 + 2], d[j * 4 + 3])));
                 }
             }
         }
@@ -552,8 +535,8 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
         if (!PLAIN && p.epi.bias) add_bias<T, BN>(d, (const T*)p.epi.bias + col0, cols);
     }
     // The in-place end's packed arithmetic with relu (see ring_out; the launcher sets bit 16 only
-    // where beta is exact in T).
-    const bool packed = EPI == CV_LEAN && (p.prefetch & (32 | 1 << 16)) == (32 | 1 << 16) && p.epi.act == EPI_RELU;
+    // with bit 5 and relu, where beta is exact in T).
+    const bool packed = EPI == CV_LEAN && (p.prefetch & 1 << 16);
     if (EPI == CV_LEAN && p.epi.act == EPI_RELU && !packed) {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) d[i] = epi_act(EPI_RELU, d[i]);

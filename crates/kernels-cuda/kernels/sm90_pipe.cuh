@@ -196,6 +196,30 @@ template <> __device__ __forceinline__ u32 pack2<f16>(float a, float b) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
     return r;
 }
+// The pair (a, b) rounded to T by a conversion that applies relu (a NaN stays a NaN).
+template <typename T> __device__ __forceinline__ u32 pack2_relu(float a, float b);
+template <> __device__ __forceinline__ u32 pack2_relu<bf16>(float a, float b) {
+    u32 r;
+    asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
+template <> __device__ __forceinline__ u32 pack2_relu<f16>(float a, float b) {
+    u32 r;
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
+// a * b + c on pairs of T, one rounding.
+template <typename T> __device__ __forceinline__ u32 fma2(u32 a, u32 b, u32 c);
+template <> __device__ __forceinline__ u32 fma2<bf16>(u32 a, u32 b, u32 c) {
+    u32 r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+template <> __device__ __forceinline__ u32 fma2<f16>(u32 a, u32 b, u32 c) {
+    u32 r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
 template <typename T> __device__ __forceinline__ float lo_of(u32 v) { return to_f32(T{(u16)(v & 0xFFFFu)}); }
 template <typename T> __device__ __forceinline__ float hi_of(u32 v) { return to_f32(T{(u16)(v >> 16)}); }
 
