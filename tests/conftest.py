@@ -22,3 +22,13 @@ def gpu():
     if driver.accelerator_count() == 0:
         pytest.skip("no GPU on this machine")
     return driver.Accelerator()
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    """Each test body once per device: the CPU, and the first accelerator (skipped without one)."""
+    if request.param == "gpu":
+        if driver.accelerator_count() == 0:
+            pytest.skip("no GPU on this machine")
+        return driver.Accelerator()
+    return driver.CPU()

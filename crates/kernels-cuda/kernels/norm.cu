@@ -1,5 +1,5 @@
 #line 1 "norm.cu"
-// norm.cu: softmax and logsoftmax along one axis, layer_norm over the last dim. Inputs and
+// norm.cu: softmax and logsoftmax along one axis, layer_norm and rms_norm over the last dim. Inputs and
 // outputs are contiguous; the input is seen as [outer, n, inner] around the axis (layer_norm:
 // inner == 1). Everything computes in F (f32, or f64 for float64 and integer inputs) and stores
 // with the cast rules, as crates/runtime/src/cpu/reduction/norm.rs does:
@@ -7,6 +7,8 @@
 //   with M the row max (NaN propagating) and S = sum exp(x - M);
 //   layer_norm y = (x - mean) * (1 / sqrt(var + eps)) * gamma + beta, var the mean squared
 //   deviation from the mean.
+//   rms_norm   y = x * (1 / sqrt(mean(x^2) + eps)) * (gamma + offset), the product in F and
+//   rounded once (mbc), or x * inv rounded to T first and multiplied by the rounded weight.
 //
 // Rows (inner == 1) go to a group of G threads: a warp for rows of up to 1024 elements (8 rows
 // per 256-thread block), the whole 1024-thread block otherwise.
@@ -33,6 +35,9 @@ struct NormArgs {
     double eps;
     i32 log;   // logsoftmax
     i32 tile;  // softmax_cols: lines per block
+    double offset;  // rms_norm: added to gamma
+    i32 mbc;        // rms_norm: multiply before the cast to T
+    i32 pad;
 };
 
 __device__ __forceinline__ float exp_(float v) { return expf(v); }
@@ -339,6 +344,31 @@ template <typename T, int G> __device__ __forceinline__ void layer_norm_rows(con
     }
 }
 
+// ---- rms_norm -----------------------------------------------------------------------------
+
+template <typename T, int G> __device__ __forceinline__ void rms_norm_rows(const NormArgs& a) {
+    typedef typename Work<T>::F F;
+    __shared__ Sum<F> sm[32];
+    const int groups = blockDim.x / G, lane = threadIdx.x % G;
+    const T* gamma = (const T*)a.gamma;
+    const F count = (F)a.n, eps = (F)a.eps, offset = (F)a.offset;
+    for (i64 row = (i64)blockIdx.x * groups + threadIdx.x / G; row < a.outer; row += (i64)gridDim.x * groups) {
+        const T* in = (const T*)a.x + row * a.n;
+        Sum<F> acc{0};
+        walk_row(in, a.n, lane, G, [&](T v, i64) {
+            const F f = convert<F>(v);
+            acc.v += f * f;
+        });
+        const F inv = rsqrt_(group_all<G>(acc, sm).v / count + eps);
+        const bool mbc = a.mbc != 0;
+        map_row(in, (T*)a.out + row * a.n, a.n, lane, G, [&](T v, i64 j) {
+            const F g = convert<F>(gamma[j]) + offset;
+            if (mbc) return convert<T>(convert<F>(v) * inv * g);
+            return convert<T>(convert<F>(convert<T>(convert<F>(v) * inv)) * convert<F>(convert<T>(g)));
+        });
+    }
+}
+
 // ---- entry points -------------------------------------------------------------------------
 
 #define NORM_GENERIC(NAME, T)                                                                             \
@@ -354,6 +384,12 @@ template <typename T, int G> __device__ __forceinline__ void layer_norm_rows(con
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(1024, 1) layer_norm_rows_block_##NAME(NormArgs a) {        \
         layer_norm_rows<T, 1024>(a);                                                                      \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(256, 1) rms_norm_rows_warp_##NAME(NormArgs a) {            \
+        rms_norm_rows<T, 32>(a);                                                                          \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(1024, 1) rms_norm_rows_block_##NAME(NormArgs a) {          \
+        rms_norm_rows<T, 1024>(a);                                                                        \
     }
 
 // Register-cached variants: NV 16-byte vectors per thread, 8 for a warp per row (rows of up to

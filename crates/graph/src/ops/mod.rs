@@ -8,6 +8,7 @@ use crate::dtype::DType;
 use crate::error::{GraphError, Result};
 use crate::types::{DeviceRef, TensorType, Type};
 
+pub mod attention;
 pub mod buffer;
 pub mod control;
 pub mod conv;
@@ -118,6 +119,7 @@ op_kinds! {
         TopK => "top_k" ["input"],
         ArgSort => "argsort" ["x"],
         LayerNorm => "layer_norm" ["input", "gamma", "beta"],
+        RmsNorm => "rms_norm" ["input", "weight"],
     }
     Layout {
         Reshape => "reshape" ["x"],
@@ -174,6 +176,11 @@ op_kinds! {
     Quant {
         Dequantize => "dequantize" ["quantized"],
         QMatmul => "qmatmul" ["lhs", "rhs"],
+    }
+    Attention {
+        Rope => "rope" ["x", "freqs_cis", "positions"],
+        KvCacheStore => "kv_cache_store" ["chain", "blocks", "k", "v", "slots"],
+        PagedAttention => "paged_attention" ["chain", "q", "blocks", "input_row_offsets", "cache_lengths", "lookup_table"],
     }
 }
 
@@ -411,6 +418,7 @@ pub fn infer(op: &Op, inputs: &[Type]) -> Result<Vec<Type>> {
         Family::Control => control::infer(&ctx),
         Family::Buffer => buffer::infer(&ctx),
         Family::Quant => quant::infer(&ctx),
+        Family::Attention => attention::infer(&ctx),
     }
 }
 

@@ -9,6 +9,8 @@
 //! - top_k: `k` (int >= 0), `axis` (int). Two results: the values and their int64 indices.
 //! - argsort: `ascending` (bool, default true).
 //! - layer_norm: `epsilon` (number > 0); gamma and beta are inputs.
+//! - rms_norm: `epsilon` (number > 0), `weight_offset` (number, default 0) and
+//!   `multiply_before_cast` (bool, default true): [`RmsNormParams`].
 //!
 //! Every op keeps the input's dtype (MAX reduces ints and bools in their own type, so `mean` of
 //! an int tensor is an int tensor) except the index results, which are int64.
@@ -29,6 +31,7 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
         TopK => top_k(ctx),
         ArgSort => argsort(ctx),
         LayerNorm => layer_norm(ctx),
+        RmsNorm => rms_norm(ctx),
         _ => Err(ctx.value_err("op", "not a reduction op")),
     }
 }
@@ -137,6 +140,74 @@ fn layer_norm(ctx: &Ctx) -> Result<Vec<Type>> {
     let epsilon = ctx.float("epsilon")?;
     if epsilon.is_nan() || epsilon <= 0.0 {
         return Err(ctx.value_err("epsilon", format!("must be positive, got {epsilon}")));
+    }
+    one(TensorType { device, ..x.clone() })
+}
+
+/// rms_norm's attributes: `y = x / sqrt(mean(x^2) + epsilon) * (weight + weight_offset)` over
+/// the last dim, computed in f32 (f64 for float64). With `multiply_before_cast` the product is
+/// taken in f32 and rounded once to the input's dtype; otherwise the normalised value is
+/// rounded first and multiplied in the dtype (MAX's RMSNorm options).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RmsNormParams {
+    pub epsilon: f64,
+    pub weight_offset: f64,
+    pub multiply_before_cast: bool,
+}
+
+impl RmsNormParams {
+    pub fn from_attrs(attrs: &crate::attrs::Attrs) -> std::result::Result<RmsNormParams, String> {
+        use crate::attrs::Attr;
+        let num = |key: &str, default: Option<f64>| match (attrs.get(key), default) {
+            (Some(Attr::Float(x)), _) => Ok(*x),
+            (Some(Attr::Int(i)), _) => Ok(*i as f64),
+            (Some(other), _) => Err(format!("{key}: expected a number, got {other}")),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(format!("{key}: missing number")),
+        };
+        let epsilon = num("epsilon", None)?;
+        if epsilon.is_nan() || epsilon <= 0.0 {
+            return Err(format!("epsilon: must be positive, got {epsilon}"));
+        }
+        let weight_offset = num("weight_offset", Some(0.0))?;
+        if !weight_offset.is_finite() {
+            return Err(format!("weight_offset: must be finite, got {weight_offset}"));
+        }
+        let multiply_before_cast = match attrs.get("multiply_before_cast") {
+            None => true,
+            Some(Attr::Bool(b)) => *b,
+            Some(other) => return Err(format!("multiply_before_cast: expected a bool, got {other}")),
+        };
+        Ok(RmsNormParams { epsilon, weight_offset, multiply_before_cast })
+    }
+}
+
+fn rms_norm(ctx: &Ctx) -> Result<Vec<Type>> {
+    ctx.expect_inputs(2)?;
+    RmsNormParams::from_attrs(ctx.attrs).map_err(|m| match m.split_once(": ") {
+        Some((key, msg)) => ctx.value_err(key, msg),
+        None => ctx.value_err("attributes", m),
+    })?;
+    let x = ctx.tensor(0)?;
+    let device = ctx.same_device(&[0, 1])?;
+    if !x.dtype.is_float() || x.dtype.is_float8() {
+        return Err(ctx.type_err("input", format!("must be float32, float64, float16 or bfloat16, got {}", x.dtype)));
+    }
+    if x.rank() == 0 {
+        return Err(ctx.value_err("input", "must have at least one dimension to normalise over, got a scalar"));
+    }
+    let w = ctx.tensor(1)?;
+    if w.dtype != x.dtype {
+        return Err(
+            ctx.type_err("weight", format!("dtype {} differs from the input's {}; cast it first", w.dtype, x.dtype))
+        );
+    }
+    let last = &x.shape[x.rank() - 1];
+    if w.rank() != 1 || &w.shape[0] != last {
+        return Err(ctx.value_err(
+            "weight",
+            format!("shape {} must be [{last}], the size of the input's last dimension", shape_str(&w.shape)),
+        ));
     }
     one(TensorType { device, ..x.clone() })
 }

@@ -4,6 +4,7 @@
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 
+pub mod attention;
 pub mod conv;
 pub mod conv_sm90;
 pub mod epilogue;

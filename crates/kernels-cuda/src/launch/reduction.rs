@@ -117,6 +117,9 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
                 }
             }
             all.push((NORM, norm_kernel("softmax", "cols", "", dt), size_of::<NormArgs>()));
+            for group in ["warp", "block"] {
+                all.push((NORM, norm_kernel("rms_norm", "rows", group, dt), size_of::<NormArgs>()));
+            }
         }
     }
     all
@@ -248,6 +251,9 @@ struct NormArgs {
     eps: f64,
     log: i32,
     tile: i32,
+    offset: f64,
+    mbc: i32,
+    pad: i32,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `NormArgs`.
 unsafe impl DeviceRepr for NormArgs {}
@@ -303,6 +309,9 @@ pub fn softmax(stream: &Arc<CudaStream>, log: bool, dtype: DType, x: u64, out: u
         eps: 0.0,
         log: log as i32,
         tile: lines.inner.next_power_of_two().min(32) as i32,
+        offset: 0.0,
+        mbc: 0,
+        pad: 0,
     };
     if lines.inner > 1 {
         let f = function(stream.context(), &NORM, &norm_kernel("softmax", "cols", "", norm_short(dtype)?))?;
@@ -328,9 +337,60 @@ pub fn layer_norm(
     if rows == 0 || d == 0 {
         return Ok(());
     }
-    let args = NormArgs { x, out, gamma, beta, outer: rows as i64, n: d as i64, inner: 1, eps, log: 0, tile: 0 };
+    let args = NormArgs {
+        x,
+        out,
+        gamma,
+        beta,
+        outer: rows as i64,
+        n: d as i64,
+        inner: 1,
+        eps,
+        log: 0,
+        tile: 0,
+        offset: 0.0,
+        mbc: 0,
+        pad: 0,
+    };
     let (name, block, rows_per_block) = row_kernel("layer_norm", dtype, d, &[x, out, gamma, beta])?;
     let f = function(stream.context(), &NORM, &name)?;
+    go(stream, &f, &args, cfg(blocks(rows.div_ceil(rows_per_block)), block, 0))
+}
+
+/// rms_norm over the last dim: `x` and `out` are [rows, d], `weight` [d], all of `dtype` (one
+/// that is its own [`norm_dtype`]); see norm.cu for `weight_offset` and `multiply_before_cast`.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (x, weight, out): (u64, u64, u64),
+    rows: usize,
+    d: usize,
+    eps: f64,
+    weight_offset: f64,
+    multiply_before_cast: bool,
+) -> Result<()> {
+    if rows == 0 || d == 0 {
+        return Ok(());
+    }
+    let args = NormArgs {
+        x,
+        out,
+        gamma: weight,
+        beta: 0,
+        outer: rows as i64,
+        n: d as i64,
+        inner: 1,
+        eps,
+        log: 0,
+        tile: 0,
+        offset: weight_offset,
+        mbc: multiply_before_cast as i32,
+        pad: 0,
+    };
+    let dt = norm_short(dtype)?;
+    let (group, block, rows_per_block) = if d <= 1024 { ("warp", 256, 8) } else { ("block", 1024, 1) };
+    let f = function(stream.context(), &NORM, &norm_kernel("rms_norm", "rows", group, dt))?;
     go(stream, &f, &args, cfg(blocks(rows.div_ceil(rows_per_block)), block, 0))
 }
 

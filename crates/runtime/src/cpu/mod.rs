@@ -1,6 +1,7 @@
 //! Host kernels, one module per op family. Each is also the reference its CUDA twin is checked
 //! against.
 
+pub mod attention;
 pub mod cast;
 pub mod conv;
 pub mod copy;

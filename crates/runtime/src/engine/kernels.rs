@@ -14,6 +14,7 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Conv => cpu::conv::run(op, inputs, outputs),
         Family::Indexing => cpu::indexing::run(op, inputs, outputs),
         Family::Quant => cpu::quant::run(op, inputs, outputs),
+        Family::Attention => cpu::attention::run(op, inputs, outputs),
         _ => Err(Error::Value(format!("{}: no CPU kernel for this op", op.kind.name()))),
     }
 }

@@ -229,6 +229,8 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
                         | OpKind::BufferLoad
                         | OpKind::BufferStore
                         | OpKind::BufferStoreSlice
+                        | OpKind::KvCacheStore
+                        | OpKind::PagedAttention
                         | OpKind::Cond
                         | OpKind::WhileLoop
                         | OpKind::Call

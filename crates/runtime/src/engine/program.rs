@@ -78,7 +78,13 @@ pub fn fusible(kind: OpKind) -> bool {
 fn has_effects(kind: OpKind) -> bool {
     matches!(
         kind,
-        OpKind::Print | OpKind::BufferStore | OpKind::BufferStoreSlice | OpKind::BufferLoad | OpKind::ChainCreate
+        OpKind::Print
+            | OpKind::BufferStore
+            | OpKind::BufferStoreSlice
+            | OpKind::BufferLoad
+            | OpKind::ChainCreate
+            | OpKind::KvCacheStore
+            | OpKind::PagedAttention
     )
 }
 

@@ -52,6 +52,14 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
             };
             norm::layer_norm(x, gamma, beta, eps, out)
         }
+        OpKind::RmsNorm => {
+            let Some(weight) = inputs.get(1) else {
+                return Err(Error::Value(format!("{name}: expected input and weight")));
+            };
+            let p = max_graph::ops::reduction::RmsNormParams::from_attrs(&op.attrs)
+                .map_err(|m| Error::Value(format!("{name}: {m}")))?;
+            norm::rms_norm(x, weight, p, out)
+        }
         OpKind::Cumsum => {
             let ax = Axis::of(op, x, true)?;
             sort::cumsum(ax, flag(op, "exclusive", false)?, flag(op, "reverse", false)?, x, out)

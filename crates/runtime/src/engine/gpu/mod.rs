@@ -3,6 +3,7 @@
 
 use max_graph::ops::{Family, OpKind};
 
+mod attention;
 mod conv;
 mod indexing;
 mod layout;
@@ -96,6 +97,7 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             Family::Indexing => indexing::run(dev, op, inputs, outputs),
             Family::Conv => conv::run(dev, op, inputs, outputs),
             Family::Quant => quant::run(dev, op, inputs, outputs),
+            Family::Attention => attention::run(dev, op, inputs, outputs),
             _ => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
         },
     }

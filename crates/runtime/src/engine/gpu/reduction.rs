@@ -82,6 +82,34 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 k::layer_norm(&dev.stream, y.dtype(), ptrs, rows, d, eps).map_err(kernel_err)
             })
         }
+        OpKind::RmsNorm => {
+            let Some(weight) = inputs.get(1) else {
+                return Err(Error::Value(format!("{name}: expected input and weight")));
+            };
+            let p = max_graph::ops::reduction::RmsNormParams::from_attrs(&op.attrs)
+                .map_err(|m| Error::Value(format!("{name}: {m}")))?;
+            let Some(&d) = x.shape().last() else {
+                return Err(Error::Value(format!("{name}: the input must have at least one dimension")));
+            };
+            expect(name, "weight", weight, dtype, d)?;
+            expect(name, "the output", out, dtype, x.num_elements())?;
+            if d == 0 {
+                return Ok(());
+            }
+            let weight = packed(weight)?;
+            let rows = x.num_elements() / d;
+            k::rms_norm(
+                &dev.stream,
+                dtype,
+                (x.addr(), weight.addr(), out.addr()),
+                rows,
+                d,
+                p.epsilon,
+                p.weight_offset,
+                p.multiply_before_cast,
+            )
+            .map_err(kernel_err)
+        }
         OpKind::Cumsum => {
             let l = lines(op, x, true)?;
             expect(name, "the output", out, dtype, x.num_elements())?;

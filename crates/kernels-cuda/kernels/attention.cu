@@ -1,0 +1,191 @@
+#line 1 "attention.cu"
+// attention.cu: rope, kv_cache_store and paged_attention (crates/graph/src/ops/attention.rs
+// defines them; crates/runtime/src/cpu/attention is the reference). Activations and the cache
+// are f32, f16 or bf16 (T); everything computes in f32.
+//
+// The cache is [pages, 2, layers, page_size, kv_heads, head_dim]; keys of (page, layer) start at
+// ((page * 2 + 0) * layers + layer) * page_size * kv_heads * head_dim, values one layer-block on.
+//
+// These are the straightforward forms: one thread per output element for rope and the store,
+// and for attention one warp per (query row, query head) walking the visible keys 32 at a time
+// (a lane per key for the scores, an online softmax, then a lane per dim for the values). Index
+// tensors come from the engine's own KV-cache bookkeeping; out-of-range positions or pages do
+// not fault: rope writes NaN, the store skips the token, attention skips the key.
+
+#define FULL_MASK 0xffffffffu
+#define NEG_INF (-__int_as_float(0x7f800000))
+
+struct RopeArgs {
+    u64 x, out, freqs, pos;
+    i64 tokens, heads, dim, rot, npos;
+    i32 interleaved, freqs_f32;
+};
+
+template <typename T> __device__ __forceinline__ void rope(const RopeArgs& a) {
+    const i64 total = a.tokens * a.heads * a.dim;
+    for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        const i64 k = e % a.dim, row = e / a.dim, t = row / a.heads;
+        const T* x = (const T*)a.x + row * a.dim;
+        T* out = (T*)a.out + e;
+        if (k >= a.rot) {
+            *out = x[k];
+            continue;
+        }
+        const u32 p = ((const u32*)a.pos)[t];
+        if ((i64)p >= a.npos) {
+            *out = convert<T>(nan32(false));
+            continue;
+        }
+        const i64 half = a.rot / 2;
+        // The pair (ia, ib) this dim belongs to, and the pair's index j.
+        i64 j, ia, ib;
+        if (a.interleaved) {
+            j = k / 2;
+            ia = 2 * j;
+            ib = ia + 1;
+        } else {
+            j = k < half ? k : k - half;
+            ia = j;
+            ib = j + half;
+        }
+        float c, s;
+        if (a.freqs_f32) {
+            const float* f = (const float*)a.freqs + (i64)p * a.rot + 2 * j;
+            c = f[0];
+            s = f[1];
+        } else {
+            const T* f = (const T*)a.freqs + (i64)p * a.rot + 2 * j;
+            c = to_f32(f[0]);
+            s = to_f32(f[1]);
+        }
+        const float xa = to_f32(x[ia]), xb = to_f32(x[ib]);
+        *out = convert<T>(k == ia ? xa * c - xb * s : xb * c + xa * s);
+    }
+}
+
+struct StoreArgs {
+    u64 blocks, k, v, slots;
+    i64 tokens, row, page_size, layers, pages, layer;
+};
+
+template <typename T> __device__ __forceinline__ void kv_cache_store(const StoreArgs& a) {
+    const i64 total = a.tokens * a.row;
+    for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        const i64 t = e / a.row, c = e % a.row;
+        const i64 slot = ((const u32*)a.slots)[t];
+        if (slot >= a.pages * a.page_size) continue;
+        const i64 page = slot / a.page_size, off = slot % a.page_size;
+        const i64 base = ((page * 2) * a.layers + a.layer) * a.page_size * a.row + off * a.row + c;
+        T* cache = (T*)a.blocks;
+        cache[base] = ((const T*)a.k)[e];
+        cache[base + a.layers * a.page_size * a.row] = ((const T*)a.v)[e];
+    }
+}
+
+struct AttnArgs {
+    u64 q, blocks, offsets, lengths, table, out;
+    i64 tokens, batch, width, q_heads, kv_heads, dim, page_size, layers, pages, layer, window;
+    float scale, softcap;
+    i32 mask;  // 0 causal, 1 sliding window, 2 none
+    i32 pad;
+};
+
+// The most head dims a lane holds (head_dim <= 32 * MAXV).
+#define MAXV 8
+
+template <typename T> __device__ __forceinline__ void paged_attention(const AttnArgs& a) {
+    extern __shared__ float smem[];  // [warps per block][dim] query rows
+    const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
+    const i64 task = (i64)blockIdx.x * (blockDim.x / 32) + wib;
+    if (task >= a.tokens * a.q_heads) return;
+    const i64 i = task / a.q_heads, h = task % a.q_heads;
+    const u32* offsets = (const u32*)a.offsets;
+    // The sequence of row i: the last b with offsets[b] <= i.
+    i64 lo_b = 0, hi_b = a.batch - 1;
+    while (lo_b < hi_b) {
+        const i64 mid = (lo_b + hi_b + 1) / 2;
+        if ((i64)offsets[mid] <= i) lo_b = mid; else hi_b = mid - 1;
+    }
+    const i64 b = lo_b;
+    const i64 q_len = (i64)offsets[b + 1] - (i64)offsets[b];
+    const i64 cached = ((const u32*)a.lengths)[b];
+    const i64 total = cached + q_len, pos = cached + (i - (i64)offsets[b]);
+    i64 lo = 0, hi = pos + 1 < total ? pos + 1 : total;
+    if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
+    if (a.mask == 2) hi = total;
+    const i64 g = h / (a.q_heads / a.kv_heads);
+    const i64 row = a.kv_heads * a.dim;
+    const i64 layer_stride = a.layers * a.page_size * row;  // keys -> values of one page
+    const u32* table = (const u32*)a.table + b * a.width;
+    const T* cache = (const T*)a.blocks;
+
+    float* q = smem + wib * a.dim;
+    for (i64 d = lane; d < a.dim; d += 32) q[d] = to_f32(((const T*)a.q)[(i * a.q_heads + h) * a.dim + d]);
+    __syncwarp();
+
+    float m = NEG_INF, l = 0.f, acc[MAXV];
+#pragma unroll
+    for (int v = 0; v < MAXV; ++v) acc[v] = 0.f;
+    for (i64 j0 = lo; j0 < hi; j0 += 32) {
+        const i64 j = j0 + lane;
+        float s = NEG_INF;
+        i64 key_at = -1;
+        if (j < hi) {
+            const i64 page = table[j / a.page_size];
+            if (page < a.pages) {
+                key_at = ((page * 2) * a.layers + a.layer) * a.page_size * row + (j % a.page_size) * row + g * a.dim;
+                const T* k = cache + key_at;
+                float dot = 0.f;
+                for (i64 d = 0; d < a.dim; ++d) dot += q[d] * to_f32(k[d]);
+                s = dot * a.scale;
+                if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
+            }
+        }
+        float cm = s;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(FULL_MASK, cm, o));
+        if (cm == NEG_INF) continue;  // no visible key in this chunk
+        const float m2 = fmaxf(m, cm);
+        const float rescale = m == NEG_INF ? 0.f : __expf(m - m2);
+        const float p = s == NEG_INF ? 0.f : __expf(s - m2);
+        float ps = p;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(FULL_MASK, ps, o);
+        l = l * rescale + ps;
+        m = m2;
+#pragma unroll
+        for (int v = 0; v < MAXV; ++v) acc[v] *= rescale;
+        const i64 n = hi - j0 < 32 ? hi - j0 : 32;
+        for (int c = 0; c < n; ++c) {
+            const float pc = __shfl_sync(FULL_MASK, p, c);
+            const i64 at = __shfl_sync(FULL_MASK, key_at, c);
+            if (pc == 0.f || at < 0) continue;
+            const T* vrow = cache + at + layer_stride;
+#pragma unroll
+            for (int v = 0; v < MAXV; ++v) {
+                const i64 d = lane + 32 * v;
+                if (d < a.dim) acc[v] += pc * to_f32(vrow[d]);
+            }
+        }
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    T* out = (T*)a.out + (i * a.q_heads + h) * a.dim;
+#pragma unroll
+    for (int v = 0; v < MAXV; ++v) {
+        const i64 d = lane + 32 * v;
+        if (d < a.dim) out[d] = convert<T>(acc[v] * inv);
+    }
+}
+
+#define ATTENTION(NAME, T)                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) rope_##NAME(RopeArgs a) { rope<T>(a); }            \
+    extern "C" __global__ void __launch_bounds__(256) kv_cache_store_##NAME(StoreArgs a) {                 \
+        kv_cache_store<T>(a);                                                                            \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(128) paged_attention_##NAME(AttnArgs a) {                 \
+        paged_attention<T>(a);                                                                           \
+    }
+
+ATTENTION(f32, float)
+ATTENTION(f16, f16)
+ATTENTION(bf16, bf16)

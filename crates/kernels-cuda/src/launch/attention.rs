@@ -1,0 +1,255 @@
+//! Launching attention.cu: rope, kv_cache_store and paged_attention. Every tensor is contiguous
+//! and of one activation dtype (f32, f16 or bf16); index tensors are uint32 (see the kernels'
+//! comment for what out-of-range indices do).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use max_graph::DType;
+use max_graph::ops::attention::{AttentionParams, CacheLayout, Mask};
+
+use crate::sources::ATTENTION;
+use crate::{Error, Result, function};
+
+/// The largest head dim paged_attention takes (32 lanes x MAXV dims in attention.cu).
+pub const MAX_HEAD_DIM: usize = 256;
+/// Warps (one (row, head) task each) per paged_attention block.
+const WARPS: usize = 4;
+
+fn short(dtype: DType) -> Result<&'static str> {
+    match dtype {
+        DType::Float32 => Ok("f32"),
+        DType::Float16 => Ok("f16"),
+        DType::BFloat16 => Ok("bf16"),
+        other => Err(Error::Unsupported(format!("attention kernels take float32, float16 or bfloat16, not {other}"))),
+    }
+}
+
+fn elementwise(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(256).clamp(1, 1 << 16) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn go<A: DeviceRepr>(stream: &Arc<CudaStream>, name: &str, args: &A, config: LaunchConfig) -> Result<()> {
+    let f = function(stream.context(), &ATTENTION, name)?;
+    let mut launch = stream.launch_builder(&f);
+    launch.arg(args);
+    // SAFETY: each caller passes the #[repr(C)] twin of its kernel's argument struct, with device
+    // pointers to buffers holding the elements its shapes describe.
+    unsafe { launch.launch(config) }.map_err(Error::driver("cuLaunchKernel(attention)"))?;
+    Ok(())
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RopeArgs {
+    x: u64,
+    out: u64,
+    freqs: u64,
+    pos: u64,
+    tokens: i64,
+    heads: i64,
+    dim: i64,
+    rot: i64,
+    npos: i64,
+    interleaved: i32,
+    freqs_f32: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `RopeArgs`.
+unsafe impl DeviceRepr for RopeArgs {}
+
+/// The shapes of a rope call: `x` [tokens, heads, dim], `freqs_cis` [positions, rot].
+#[derive(Clone, Copy, Debug)]
+pub struct RopeShape {
+    pub tokens: usize,
+    pub heads: usize,
+    pub dim: usize,
+    pub rot: usize,
+    pub positions: usize,
+}
+
+/// rope of `x` into `out` (both `dtype`); `freqs` is float32 when `freqs_f32`, else `dtype`.
+pub fn rope(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (x, freqs, positions, out): (u64, u64, u64, u64),
+    s: RopeShape,
+    interleaved: bool,
+    freqs_f32: bool,
+) -> Result<()> {
+    let n = s.tokens * s.heads * s.dim;
+    if n == 0 {
+        return Ok(());
+    }
+    let args = RopeArgs {
+        x,
+        out,
+        freqs,
+        pos: positions,
+        tokens: s.tokens as i64,
+        heads: s.heads as i64,
+        dim: s.dim as i64,
+        rot: s.rot as i64,
+        npos: s.positions as i64,
+        interleaved: interleaved as i32,
+        freqs_f32: freqs_f32 as i32,
+    };
+    go(stream, &format!("rope_{}", short(dtype)?), &args, elementwise(n))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct StoreArgs {
+    blocks: u64,
+    k: u64,
+    v: u64,
+    slots: u64,
+    tokens: i64,
+    row: i64,
+    page_size: i64,
+    layers: i64,
+    pages: i64,
+    layer: i64,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `StoreArgs`.
+unsafe impl DeviceRepr for StoreArgs {}
+
+/// Writes `tokens` rows of `k` and `v` ([tokens, kv_heads, head_dim]) into `blocks` at `slots`.
+pub fn kv_cache_store(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (blocks, k, v, slots): (u64, u64, u64, u64),
+    cache: CacheLayout,
+    tokens: usize,
+    layer: usize,
+) -> Result<()> {
+    let row = cache.kv_heads * cache.head_dim;
+    if tokens * row == 0 {
+        return Ok(());
+    }
+    let args = StoreArgs {
+        blocks,
+        k,
+        v,
+        slots,
+        tokens: tokens as i64,
+        row: row as i64,
+        page_size: cache.page_size as i64,
+        layers: cache.layers as i64,
+        pages: cache.pages as i64,
+        layer: layer as i64,
+    };
+    go(stream, &format!("kv_cache_store_{}", short(dtype)?), &args, elementwise(tokens * row))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AttnArgs {
+    q: u64,
+    blocks: u64,
+    offsets: u64,
+    lengths: u64,
+    table: u64,
+    out: u64,
+    tokens: i64,
+    batch: i64,
+    width: i64,
+    q_heads: i64,
+    kv_heads: i64,
+    dim: i64,
+    page_size: i64,
+    layers: i64,
+    pages: i64,
+    layer: i64,
+    window: i64,
+    scale: f32,
+    softcap: f32,
+    mask: i32,
+    pad: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `AttnArgs`.
+unsafe impl DeviceRepr for AttnArgs {}
+
+/// The device tensors of a paged_attention call.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionPtrs {
+    pub q: u64,
+    pub blocks: u64,
+    pub offsets: u64,
+    pub lengths: u64,
+    pub table: u64,
+    pub out: u64,
+}
+
+/// Attention of `tokens` query rows of `q_heads` heads over the cache, for a batch of `batch`
+/// sequences whose lookup-table rows hold `width` page ids.
+#[allow(clippy::too_many_arguments)]
+pub fn paged_attention(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    ptrs: AttentionPtrs,
+    cache: CacheLayout,
+    p: &AttentionParams,
+    (tokens, q_heads, batch, width): (usize, usize, usize, usize),
+) -> Result<()> {
+    if cache.head_dim > MAX_HEAD_DIM {
+        return Err(Error::Unsupported(format!(
+            "paged_attention takes head dims up to {MAX_HEAD_DIM} on the GPU, got {}",
+            cache.head_dim
+        )));
+    }
+    if tokens * q_heads == 0 || batch == 0 {
+        return Ok(());
+    }
+    let (mask, window) = match p.mask {
+        Mask::Causal => (0, 0),
+        Mask::SlidingWindow(w) => (1, w as i64),
+        Mask::Null => (2, 0),
+    };
+    let args = AttnArgs {
+        q: ptrs.q,
+        blocks: ptrs.blocks,
+        offsets: ptrs.offsets,
+        lengths: ptrs.lengths,
+        table: ptrs.table,
+        out: ptrs.out,
+        tokens: tokens as i64,
+        batch: batch as i64,
+        width: width as i64,
+        q_heads: q_heads as i64,
+        kv_heads: cache.kv_heads as i64,
+        dim: cache.head_dim as i64,
+        page_size: cache.page_size as i64,
+        layers: cache.layers as i64,
+        pages: cache.pages as i64,
+        layer: p.layer as i64,
+        window,
+        scale: p.scale,
+        softcap: p.softcap,
+        mask,
+        pad: 0,
+    };
+    let tasks = tokens * q_heads;
+    let config = LaunchConfig {
+        grid_dim: (tasks.div_ceil(WARPS) as u32, 1, 1),
+        block_dim: (32 * WARPS as u32, 1, 1),
+        shared_mem_bytes: (WARPS * cache.head_dim * 4) as u32,
+    };
+    go(stream, &format!("paged_attention_{}", short(dtype)?), &args, config)
+}
+
+/// Every kernel these wrappers launch: (family, name, bytes of its argument struct), for the
+/// compile checks in tests/.
+#[doc(hidden)]
+pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
+    let mut all = Vec::new();
+    for dt in ["f32", "f16", "bf16"] {
+        all.push((ATTENTION, format!("rope_{dt}"), size_of::<RopeArgs>()));
+        all.push((ATTENTION, format!("kv_cache_store_{dt}"), size_of::<StoreArgs>()));
+        all.push((ATTENTION, format!("paged_attention_{dt}"), size_of::<AttnArgs>()));
+    }
+    all
+}

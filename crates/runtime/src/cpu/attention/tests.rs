@@ -1,0 +1,119 @@
+//! The attention kernels against a direct computation over contiguous keys and values.
+
+use crate::Device;
+use half::bf16;
+use max_graph::DType;
+use max_graph::attrs::{Attr, Attrs};
+use max_graph::ops::{Op, OpKind};
+
+use super::run;
+use crate::Buffer;
+
+fn buf<T: Copy>(dtype: DType, shape: &[usize], data: &[T]) -> Buffer {
+    let b = Buffer::empty(dtype, &shape.iter().map(|&d| d as i64).collect::<Vec<_>>(), &Device::Cpu).unwrap();
+    let dst = super::slice_mut::<T>("test", &b).unwrap();
+    dst.copy_from_slice(data);
+    b
+}
+
+fn chain() -> Buffer {
+    Buffer::empty(DType::Bool, &[0], &Device::Cpu).unwrap()
+}
+
+/// A small deterministic pseudo-random sequence in [-1, 1).
+fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+#[test]
+fn stored_keys_are_attended_like_contiguous_ones() {
+    // Two sequences: 3 cached + 2 new tokens, and 0 cached + 4 new; pages of 2 tokens.
+    let (hq, hkv, d, ps, pages, layers) = (4, 2, 8, 2, 8, 2);
+    let lens = [3u32, 0];
+    let qlens = [2usize, 4];
+    let tokens: usize = qlens.iter().sum();
+    let table: Vec<u32> = vec![5, 1, 6, 0, 2, 3, 4, 7];
+    let blocks =
+        buf::<f32>(DType::Float32, &[pages, 2, layers, ps, hkv, d], &noise(pages * 2 * layers * ps * hkv * d, 1));
+    // Every position of both sequences, written through kv_cache_store at layer 1.
+    let full = [5usize, 4];
+    let k_all = noise(9 * hkv * d, 2);
+    let v_all = noise(9 * hkv * d, 3);
+    let slot = |b: usize, j: usize| table[b * 4 + j / ps] * ps as u32 + (j % ps) as u32;
+    let slots: Vec<u32> = (0..full[0]).map(|j| slot(0, j)).chain((0..full[1]).map(|j| slot(1, j))).collect();
+    let store = Op { kind: OpKind::KvCacheStore, attrs: Attrs::new().with("layer", Attr::Int(1)) };
+    let k = buf::<f32>(DType::Float32, &[9, hkv, d], &k_all);
+    let v = buf::<f32>(DType::Float32, &[9, hkv, d], &v_all);
+    let s = buf::<u32>(DType::UInt32, &[9], &slots);
+    run(&store, &[chain(), blocks.clone(), k, v, s], &[chain()]).unwrap();
+
+    let q_all = noise(tokens * hq * d, 4);
+    let q = buf::<f32>(DType::Float32, &[tokens, hq, d], &q_all);
+    let out = Buffer::empty(DType::Float32, &[tokens as i64, hq as i64, d as i64], &Device::Cpu).unwrap();
+    let attn = Op {
+        kind: OpKind::PagedAttention,
+        attrs: Attrs::new()
+            .with("layer", Attr::Int(1))
+            .with("scale", Attr::Float(0.3))
+            .with("mask", Attr::Str("causal".into())),
+    };
+    let offsets = buf::<u32>(DType::UInt32, &[3], &[0, 2, 6]);
+    let lengths = buf::<u32>(DType::UInt32, &[2], &lens);
+    let tab = buf::<u32>(DType::UInt32, &[2, 4], &table);
+    run(&attn, &[chain(), q, blocks, offsets, lengths, tab], &[out.clone(), chain()]).unwrap();
+    let got = super::slice::<f32>("test", &out).unwrap();
+
+    let base = [0usize, 5];
+    let mut row = 0;
+    for b in 0..2 {
+        for i in 0..qlens[b] {
+            let pos = lens[b] as usize + i;
+            for h in 0..hq {
+                let g = h / (hq / hkv);
+                let qv = &q_all[(row * hq + h) * d..][..d];
+                let scores: Vec<f64> = (0..=pos)
+                    .map(|j| {
+                        let kv = &k_all[((base[b] + j) * hkv + g) * d..][..d];
+                        0.3 * qv.iter().zip(kv).map(|(a, b)| (*a as f64) * (*b as f64)).sum::<f64>()
+                    })
+                    .collect();
+                let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..d {
+                    let want: f64 = (0..=pos).map(|j| e[j] / z * v_all[((base[b] + j) * hkv + g) * d + c] as f64).sum();
+                    let have = got[(row * hq + h) * d + c] as f64;
+                    assert!((want - have).abs() < 1e-5, "seq {b} row {i} head {h} dim {c}: {have} vs {want}");
+                }
+            }
+            row += 1;
+        }
+    }
+}
+
+#[test]
+fn bad_slots_and_pages_are_errors() {
+    let blocks = buf::<bf16>(DType::BFloat16, &[2, 2, 1, 4, 1, 2], &[bf16::ZERO; 32]);
+    let k = buf::<bf16>(DType::BFloat16, &[1, 1, 2], &[bf16::ONE; 2]);
+    let store = Op { kind: OpKind::KvCacheStore, attrs: Attrs::new().with("layer", Attr::Int(0)) };
+    let s = buf::<u32>(DType::UInt32, &[1], &[8]);
+    let e = run(&store, &[chain(), blocks.clone(), k.clone(), k.clone(), s], &[chain()]).unwrap_err();
+    assert!(e.to_string().contains("slot 8 is past"), "{e}");
+    let attn = Op {
+        kind: OpKind::PagedAttention,
+        attrs: Attrs::new().with("layer", Attr::Int(0)).with("scale", Attr::Float(1.0)),
+    };
+    let q = buf::<bf16>(DType::BFloat16, &[1, 1, 2], &[bf16::ONE; 2]);
+    let out = Buffer::empty(DType::BFloat16, &[1, 1, 2], &Device::Cpu).unwrap();
+    let offsets = buf::<u32>(DType::UInt32, &[2], &[0, 1]);
+    let lengths = buf::<u32>(DType::UInt32, &[1], &[4]);
+    let tab = buf::<u32>(DType::UInt32, &[1, 2], &[0, 3]);
+    let e = run(&attn, &[chain(), q, blocks, offsets, lengths, tab], &[out, chain()]).unwrap_err();
+    assert!(e.to_string().contains("uses page 3"), "{e}");
+}

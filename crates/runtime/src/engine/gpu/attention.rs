@@ -1,0 +1,136 @@
+//! GPU kernels of the attention family (rope, kv_cache_store, paged_attention) through
+//! max_kernels_cuda::launch::attention. The shapes are checked here as the CPU kernels check
+//! them (crates/runtime/src/cpu/attention defines the behaviour); the index tensors' values stay
+//! on the device and are not read back (see attention.cu for what out-of-range values do).
+
+use max_graph::DType;
+use max_graph::ops::attention::{AttentionParams, CacheLayout, KvStoreParams, RopeParams};
+use max_graph::ops::{Op, OpKind};
+use max_kernels_cuda::launch::attention::{self as k, AttentionPtrs, RopeShape};
+
+use crate::cuda::CudaDevice;
+use crate::{Buffer, Error, Result};
+
+fn kernel_err(e: max_kernels_cuda::Error) -> Error {
+    match e {
+        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
+        other => other.into(),
+    }
+}
+
+fn packed(b: &Buffer) -> Result<Buffer> {
+    if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }
+}
+
+fn index(name: &str, what: &str, b: &Buffer, len: usize) -> Result<()> {
+    if b.dtype() != DType::UInt32 || b.num_elements() != len {
+        return Err(Error::Value(format!(
+            "{name}: {what} must be {len} uint32 values, got {} {:?}",
+            b.dtype(),
+            b.shape()
+        )));
+    }
+    Ok(())
+}
+
+fn attrs<T>(name: &str, r: std::result::Result<T, String>) -> Result<T> {
+    r.map_err(|m| Error::Value(format!("{name}: {m}")))
+}
+
+fn layout(name: &str, blocks: &Buffer, dtype: DType) -> Result<CacheLayout> {
+    if blocks.dtype() != dtype {
+        return Err(Error::Value(format!(
+            "{name}: the cache holds {} but the activations are {dtype}",
+            blocks.dtype()
+        )));
+    }
+    CacheLayout::from_shape(blocks.shape()).map_err(|m| Error::Value(format!("{name}: {m}")))
+}
+
+pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = op.kind.name();
+    let inputs: Vec<Buffer> = inputs.iter().map(packed).collect::<Result<_>>()?;
+    dev.bind()?;
+    match (op.kind, inputs.as_slice(), outputs) {
+        (OpKind::Rope, [x, freqs, positions], [out]) => {
+            let p: RopeParams = attrs(name, RopeParams::from_attrs(&op.attrs))?;
+            let (&[tokens, heads, dim], &[npos, rot]) = (x.shape(), freqs.shape()) else {
+                return Err(Error::Value(format!(
+                    "{name}: x must be [tokens, heads, dim] and freqs_cis [positions, rot]"
+                )));
+            };
+            if rot % 2 != 0 || rot > dim || rot == 0 {
+                return Err(Error::Value(format!("{name}: rotary dim {rot} must be even, positive and at most {dim}")));
+            }
+            index(name, "positions", positions, tokens)?;
+            let freqs_f32 = freqs.dtype() == DType::Float32;
+            if !freqs_f32 && freqs.dtype() != x.dtype() {
+                return Err(Error::Value(format!("{name}: freqs_cis must be float32 or {}", x.dtype())));
+            }
+            let shape = RopeShape { tokens, heads, dim, rot, positions: npos };
+            let ptrs = (x.addr(), freqs.addr(), positions.addr(), out.addr());
+            k::rope(&dev.stream, x.dtype(), ptrs, shape, p.interleaved, freqs_f32).map_err(kernel_err)
+        }
+        (OpKind::KvCacheStore, [_, blocks, kk, v, slots], _) => {
+            let p: KvStoreParams = attrs(name, KvStoreParams::from_attrs(&op.attrs))?;
+            let c = layout(name, blocks, kk.dtype())?;
+            let tokens = slots.num_elements();
+            index(name, "slots", slots, tokens)?;
+            for (what, t) in [("k", kk), ("v", v)] {
+                if t.shape() != [tokens, c.kv_heads, c.head_dim] || t.dtype() != blocks.dtype() {
+                    return Err(Error::Value(format!(
+                        "{name}: {what} is {} {:?}, which does not fit the cache",
+                        t.dtype(),
+                        t.shape()
+                    )));
+                }
+            }
+            if p.layer >= c.layers {
+                return Err(Error::Value(format!("{name}: layer {} of a cache of {} layers", p.layer, c.layers)));
+            }
+            let ptrs = (blocks.addr(), kk.addr(), v.addr(), slots.addr());
+            k::kv_cache_store(&dev.stream, kk.dtype(), ptrs, c, tokens, p.layer).map_err(kernel_err)
+        }
+        (OpKind::PagedAttention, [_, q, blocks, offsets, lengths, table], [out, ..]) => {
+            let p: AttentionParams = attrs(name, AttentionParams::from_attrs(&op.attrs))?;
+            let c = layout(name, blocks, q.dtype())?;
+            let &[tokens, q_heads, dim] = q.shape() else {
+                return Err(Error::Value(format!("{name}: q must be [tokens, heads, head_dim], got {:?}", q.shape())));
+            };
+            if dim != c.head_dim || c.kv_heads == 0 || q_heads % c.kv_heads != 0 || p.layer >= c.layers {
+                return Err(Error::Value(format!(
+                    "{name}: q {:?} does not fit the cache {:?} (layer {})",
+                    q.shape(),
+                    blocks.shape(),
+                    p.layer
+                )));
+            }
+            let batch = offsets
+                .num_elements()
+                .checked_sub(1)
+                .ok_or_else(|| Error::Value(format!("{name}: input_row_offsets is empty")))?;
+            index(name, "cache_lengths", lengths, batch)?;
+            let &[rows, width] = table.shape() else {
+                return Err(Error::Value(format!(
+                    "{name}: lookup_table must be [batch, pages], got {:?}",
+                    table.shape()
+                )));
+            };
+            index(name, "lookup_table", table, batch * width)?;
+            index(name, "input_row_offsets", offsets, batch + 1)?;
+            if rows != batch {
+                return Err(Error::Value(format!("{name}: lookup_table has {rows} rows for {batch} sequences")));
+            }
+            let ptrs = AttentionPtrs {
+                q: q.addr(),
+                blocks: blocks.addr(),
+                offsets: offsets.addr(),
+                lengths: lengths.addr(),
+                table: table.addr(),
+                out: out.addr(),
+            };
+            k::paged_attention(&dev.stream, q.dtype(), ptrs, c, &p, (tokens, q_heads, batch, width)).map_err(kernel_err)
+        }
+        _ => Err(Error::Value(format!("{name}: unexpected inputs or outputs for this op"))),
+    }
+}
