@@ -1,0 +1,8 @@
+"""Attention layers: ``AttentionWithRope`` over the paged KV cache, ``MultiheadAttention``
+without a cache, and the mask variants."""
+
+from max.nn.attention.attention_with_rope import AttentionWithRope
+from max.nn.attention.mask_config import AttentionMaskVariant, MHAMaskVariant
+from max.nn.attention.multihead_attention import MultiheadAttention
+
+__all__ = ["AttentionMaskVariant", "AttentionWithRope", "MHAMaskVariant", "MultiheadAttention"]

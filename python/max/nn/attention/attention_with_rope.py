@@ -1,0 +1,151 @@
+"""``AttentionWithRope``: the self-attention of Llama-family decoders over the paged KV cache.
+Per layer: q/k/v projections (optional biases, optional per-head RMSNorm of q and k), rotary
+embeddings at each token's position, the new keys and values written to the cache, attention
+of the queries over their sequences' cached tokens (GQA, causal or sliding-window mask), and
+the output projection. Inputs are ragged: ``x [total_tokens, hidden]``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from max.dtype import DType
+from max.graph import DeviceRef, TensorValue, ops
+from max.graph.quantization import QuantizationEncoding
+from max.nn import kernels
+from max.nn.attention.mask_config import AttentionMaskVariant, op_mask
+from max.nn.kv_cache.cache_params import KVCacheParams, PagedCacheValues
+from max.nn.layer import Module
+from max.nn.linear import Linear
+from max.nn.norm import RMSNorm
+from max.nn.rotary_embedding import RotaryEmbedding
+
+
+class AttentionWithRope(Module):
+    """Multi-head (grouped-query) attention with rotary embeddings over a paged KV cache.
+
+    Beyond MAX's arguments: `quantization_encoding` for GGUF-quantized projections,
+    `mask_variant`/`local_window_size` for sliding-window layers, `qk_norm_weight_offset`
+    (Gemma's ``1 + w``) and `attn_logit_softcapping`."""
+
+    def __init__(
+        self,
+        *,
+        rope: RotaryEmbedding,
+        sharding_strategy: Any = None,
+        num_attention_heads: int,
+        num_key_value_heads: int,
+        hidden_size: int,
+        kv_params: KVCacheParams,
+        devices: Sequence[DeviceRef] | None = None,
+        dtype: DType = DType.float32,
+        linear_cls: type = Linear,
+        stacked_qkv: bool = False,
+        scale: float | None = None,
+        has_bias: bool = False,
+        float8_config: Any = None,
+        clip_qkv: float | None = None,
+        use_qk_norm: bool = False,
+        rms_norm_eps: float = 1e-6,
+        quantization_encoding: QuantizationEncoding | None = None,
+        mask_variant: AttentionMaskVariant = AttentionMaskVariant.CAUSAL_MASK,
+        local_window_size: int | None = None,
+        qk_norm_weight_offset: float = 0.0,
+        attn_logit_softcapping: float | None = None,
+        head_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        if sharding_strategy is not None:
+            raise NotImplementedError("AttentionWithRope: sharding across devices is not supported yet")
+        if clip_qkv is not None:
+            raise NotImplementedError("AttentionWithRope: clip_qkv is not supported")
+        self.rope = rope
+        self.n_heads = int(num_attention_heads)
+        self.n_kv_heads = int(num_key_value_heads)
+        self.hidden_size = int(hidden_size)
+        self.kv_params = kv_params
+        self.head_dim = int(head_dim or kv_params.head_dim)
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"AttentionWithRope: {self.n_heads} heads are not a multiple of {self.n_kv_heads} kv heads")
+        self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim)
+        self.mask_variant = AttentionMaskVariant(mask_variant)
+        self.local_window_size = local_window_size
+        self.softcap = float(attn_logit_softcapping or 0.0)
+        self.stacked_qkv = stacked_qkv
+        device = (devices or [DeviceRef.CPU()])[0]
+        self.devices = list(devices or [device])
+        q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+
+        def linear(i: int, o: int, bias: bool) -> Module:
+            return linear_cls(i, o, dtype, device, has_bias=bias, quantization_encoding=quantization_encoding,
+                              float8_config=float8_config)
+
+        if stacked_qkv:
+            self.qkv_proj = linear(self.hidden_size, q_dim + 2 * kv_dim, has_bias)
+        else:
+            self.q_proj = linear(self.hidden_size, q_dim, has_bias)
+            self.k_proj = linear(self.hidden_size, kv_dim, has_bias)
+            self.v_proj = linear(self.hidden_size, kv_dim, has_bias)
+        self.o_proj = linear(q_dim, self.hidden_size, False)
+        if use_qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, dtype, rms_norm_eps, weight_offset=qk_norm_weight_offset)
+            self.k_norm = RMSNorm(self.head_dim, dtype, rms_norm_eps, weight_offset=qk_norm_weight_offset)
+        self.use_qk_norm = use_qk_norm
+
+    def _qkv(self, x: TensorValue) -> tuple[TensorValue, TensorValue, TensorValue]:
+        tokens = x.shape[0]
+        q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        if self.stacked_qkv:
+            qkv = self.qkv_proj(x)
+            q, k, v = qkv[:, :q_dim], qkv[:, q_dim : q_dim + kv_dim], qkv[:, q_dim + kv_dim :]
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return (
+            q.reshape([tokens, self.n_heads, self.head_dim]),
+            k.reshape([tokens, self.n_kv_heads, self.head_dim]),
+            v.reshape([tokens, self.n_kv_heads, self.head_dim]),
+        )
+
+    def __call__(
+        self,
+        layer_idx: int,
+        x: TensorValue,
+        kv_collection: PagedCacheValues,
+        freqs_cis: TensorValue,
+        input_row_offsets: TensorValue,
+    ) -> TensorValue:
+        if not isinstance(layer_idx, int):
+            raise TypeError("AttentionWithRope: layer_idx must be a Python int (the layer's index in the cache)")
+        if kv_collection.positions is None or kv_collection.slots is None:
+            raise ValueError("AttentionWithRope: the cache values need the token positions and slots")
+        q, k, v = self._qkv(x)
+        if self.use_qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        interleaved = self.rope.interleaved
+        q = kernels.rope(q, freqs_cis, kv_collection.positions, interleaved=interleaved)
+        k = kernels.rope(k, freqs_cis, kv_collection.positions, interleaved=interleaved)
+        blocks = kv_collection.kv_blocks
+        kernels.kv_cache_store(blocks, k.cast(blocks.dtype) if k.dtype != blocks.dtype else k,
+                               v.cast(blocks.dtype) if v.dtype != blocks.dtype else v, kv_collection.slots, layer_idx)
+        if q.dtype != blocks.dtype:
+            q = q.cast(blocks.dtype)
+        attn = kernels.paged_attention(
+            q,
+            blocks,
+            input_row_offsets,
+            kv_collection.cache_lengths,
+            kv_collection.lookup_table,
+            layer=layer_idx,
+            scale=self.scale,
+            mask=op_mask(self.mask_variant),
+            window=self.local_window_size,
+            softcap=self.softcap,
+        )
+        attn = attn.reshape([x.shape[0], self.n_heads * self.head_dim])
+        if attn.dtype != x.dtype:
+            attn = attn.cast(x.dtype)
+        return self.o_proj(attn)
+
+
+__all__ = ["AttentionWithRope"]

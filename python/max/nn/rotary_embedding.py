@@ -1,0 +1,140 @@
+"""Rotary position embeddings: the frequency tables (``freqs_cis``: per position, ``(cos, sin)``
+pairs side by side) of ``RotaryEmbedding`` and its Llama-3 scaled variant, applied by the
+``rope`` graph op (``max.nn.kernels.rope``) in attention, or by ``__call__`` on padded
+``[batch, seq, heads, head_dim]`` tensors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorValue, ops
+from max.nn.layer import Module
+
+
+@dataclass
+class Llama3RopeScalingParams:
+    """Llama 3.1's frequency scaling: long wavelengths divided by `factor`, short ones kept,
+    a smooth blend between ``orig_max_position / low_freq_factor`` and
+    ``orig_max_position / high_freq_factor``."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    orig_max_position: int
+
+
+class RotaryEmbedding(Module):
+    """Rotary embeddings with base `theta` for heads of `head_dim` (default ``dim // n_heads``)
+    over `max_seq_len` positions. `interleaved`: rotate adjacent pairs (GGUF Llama); otherwise
+    dim i with dim i + head_dim/2 (Hugging Face). `rotary_dim` < head_dim rotates only the
+    first dims (partial rotary), and `scaling_factor` divides every frequency (linear scaling)."""
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int,
+        theta: float,
+        max_seq_len: int,
+        head_dim: int | None = None,
+        _freqs_cis: Any = None,
+        interleaved: bool = True,
+        *,
+        rotary_dim: int | None = None,
+        scaling_factor: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.dim, self.n_heads = int(dim), int(n_heads)
+        self.theta = float(theta)
+        self.max_seq_len = int(max_seq_len)
+        self.head_dim = int(head_dim) if head_dim is not None else self.dim // self.n_heads
+        self.rotary_dim = int(rotary_dim) if rotary_dim is not None else self.head_dim
+        if self.rotary_dim % 2 or self.rotary_dim > self.head_dim:
+            raise ValueError(f"RotaryEmbedding: rotary_dim {self.rotary_dim} must be even and at most {self.head_dim}")
+        self.interleaved = bool(interleaved)
+        self.scaling_factor = float(scaling_factor)
+        self._freqs_cis = _freqs_cis
+        self._constants: dict[tuple[int, str], TensorValue] = {}
+
+    def compute_inv_freqs(self) -> np.ndarray:
+        """The rotation frequency of each pair of dims, float64 ``[rotary_dim / 2]``."""
+        exponents = np.arange(0, self.rotary_dim, 2, dtype=np.float64) / self.rotary_dim
+        return 1.0 / (self.theta**exponents) / self.scaling_factor
+
+    def freqs_cis_base(self) -> np.ndarray:
+        """``[max_seq_len, rotary_dim]`` float32: per position, ``(cos, sin)`` of each pair's angle."""
+        if self._freqs_cis is not None:
+            return np.asarray(self._freqs_cis, np.float32)
+        angles = np.outer(np.arange(self.max_seq_len, dtype=np.float64), self.compute_inv_freqs())
+        return np.stack([np.cos(angles), np.sin(angles)], axis=-1).reshape(self.max_seq_len, -1).astype(np.float32)
+
+    def freqs_cis_on(self, device: DeviceRef) -> TensorValue:
+        """The table as a constant of the graph being staged, on `device` (once per graph)."""
+        g = Graph.current
+        key = (id(g), str(device))
+        cached = self._constants.get(key)
+        if cached is None or cached._graph is not g:
+            cached = ops.constant(self.freqs_cis_base(), DType.float32, device)
+            self._constants[key] = cached
+        return cached
+
+    @property
+    def freqs_cis(self) -> TensorValue:
+        """The table on the CPU, as a constant of the graph being staged."""
+        return self.freqs_cis_on(DeviceRef.CPU())
+
+    def __call__(self, x: TensorValue, start_pos: int = 0, seq_len: Any = None) -> TensorValue:
+        """Rotates padded ``x [batch, seq, heads, head_dim]``: row ``s`` of every sequence at
+        position ``start_pos + s``."""
+        from max.nn import kernels
+
+        if x.rank != 4:
+            raise ValueError(f"RotaryEmbedding: expected x of shape [batch, seq, heads, head_dim], got {x.shape}")
+        if not isinstance(start_pos, int):
+            raise TypeError("RotaryEmbedding: start_pos must be an int here; ragged batches pass positions to ops")
+        batch, seq, heads, head_dim = x.shape
+        pos = ops.range(start_pos, start_pos + seq, 1, out_dim=seq, dtype=DType.int64, device=x.device)
+        pos = (ops.unsqueeze(pos, 0) + ops.broadcast_to(ops.constant(0, DType.int64, x.device), [batch, 1]))
+        flat = x.reshape([batch * seq, heads, head_dim])
+        out = kernels.rope(flat, self.freqs_cis_on(x.device), pos.reshape([batch * seq]).cast(DType.uint32),
+                           interleaved=self.interleaved)
+        return out.reshape([batch, seq, heads, head_dim])
+
+
+class Llama3RotaryEmbedding(RotaryEmbedding):
+    """RotaryEmbedding with Llama 3.1's frequency scaling (`scaling_params`)."""
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int,
+        theta: float,
+        max_seq_len: int,
+        head_dim: int | None = None,
+        _freqs_cis: Any = None,
+        interleaved: bool = True,
+        scaling_params: Llama3RopeScalingParams | None = None,
+    ) -> None:
+        super().__init__(dim, n_heads, theta, max_seq_len, head_dim, _freqs_cis, interleaved)
+        self.scaling_params = scaling_params
+
+    def compute_inv_freqs(self) -> np.ndarray:
+        inv = super().compute_inv_freqs()
+        p = self.scaling_params
+        if p is None:
+            return inv
+        low_wavelen = p.orig_max_position / p.low_freq_factor
+        high_wavelen = p.orig_max_position / p.high_freq_factor
+        wavelen = 2 * math.pi / inv
+        scaled = np.where(wavelen > low_wavelen, inv / p.factor, inv)
+        smooth = (p.orig_max_position / wavelen - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor)
+        blended = (1 - smooth) * scaled / p.factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return np.where(medium, blended, scaled)
+
+
+__all__ = ["Llama3RopeScalingParams", "Llama3RotaryEmbedding", "RotaryEmbedding"]
