@@ -1,0 +1,25 @@
+"""The architectures of the registry; ``register_all_models`` adds each once."""
+
+from __future__ import annotations
+
+import importlib
+
+_MODULES = ["llama3", "qwen2", "qwen3", "gemma3", "bert"]
+
+
+def register_all_models() -> None:
+    from max.pipelines.lib.registry import PIPELINE_REGISTRY
+
+    for name in _MODULES:
+        try:
+            module = importlib.import_module(f"max.pipelines.architectures.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"max.pipelines.architectures.{name}":
+                continue
+            raise
+        for arch in module.ARCHITECTURES:
+            if arch.name not in PIPELINE_REGISTRY.architectures:
+                PIPELINE_REGISTRY.register(arch)
+
+
+__all__ = ["register_all_models"]

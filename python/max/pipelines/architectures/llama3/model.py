@@ -1,0 +1,156 @@
+"""The Llama-family decoder graph (Llama 2/3.x, SmolLM2, Mistral-style; Qwen2 with q/k/v
+biases; Qwen3 with per-head q/k RMSNorm): token embedding, pre-norm blocks of rotary attention
+over the paged KV cache and a SiLU-gated MLP, final RMSNorm, and the output projection (tied
+to the embedding when the checkpoint has no ``lm_head``). Each projection takes its own
+weight's GGUF encoding, so mixed-type files (Q4_K_M) work."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from max.nn import (
+    MLP,
+    AttentionWithRope,
+    Embedding,
+    Linear,
+    Llama3RopeScalingParams,
+    Llama3RotaryEmbedding,
+    RMSNorm,
+    RotaryEmbedding,
+    Transformer,
+    TransformerBlock,
+)
+from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
+
+_GGUF_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GGUF_TOP = {
+    "token_embd.weight": "embed_tokens.weight",
+    "output_norm.weight": "norm.weight",
+    "output.weight": "lm_head.weight",
+    "rope_freqs.weight": "rope_freqs.weight",
+}
+
+
+def rename(fmt: str, name: str) -> str | None:
+    """Module names from safetensors (``model.`` prefix dropped) or GGUF (``blk.N.attn_q``)."""
+    if fmt == "gguf":
+        if name in _GGUF_TOP:
+            return _GGUF_TOP[name]
+        m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
+        if m and m.group(2) in _GGUF_BLOCK:
+            return f"layers.{m.group(1)}.{_GGUF_BLOCK[m.group(2)]}.{m.group(3)}"
+        return None
+    if name.endswith("rotary_emb.inv_freq"):
+        return None
+    return name[len("model."):] if name.startswith("model.") else name
+
+
+def kv_geometry(config: dict) -> tuple[int, int, int]:
+    heads = int(config["num_attention_heads"])
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // heads)
+    return int(config.get("num_key_value_heads") or heads), head_dim, int(config["num_hidden_layers"])
+
+
+def linear(spec: DecoderSpec, name: str, in_dim: int, out_dim: int, bias: bool = False) -> Linear:
+    """A projection whose weight is `name`.weight, with that tensor's own encoding."""
+    return Linear(in_dim, out_dim, spec.dtype, spec.device, has_bias=bias,
+                  quantization_encoding=spec.encoding(f"{name}.weight"))
+
+
+def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None,
+             scaling: dict | None = None) -> RotaryEmbedding:
+    """The rotary embedding of a config: plain, linear-scaled or Llama-3-scaled, partial rotary
+    dims, and GGUF's per-frequency divisors (``rope_freqs.weight``)."""
+    c = spec.config
+    heads = int(c["num_attention_heads"])
+    head_dim = int(c.get("head_dim") or c["hidden_size"] // heads)
+    rotary_dim = int(round(head_dim * float(c.get("partial_rotary_factor") or 1.0)))
+    theta = float(theta if theta is not None else c.get("rope_theta") or 10000.0)
+    scaling = scaling if scaling is not None else (c.get("rope_scaling") or {})
+    kind = scaling.get("rope_type") or scaling.get("type")
+    if kind == "llama3":
+        rope: RotaryEmbedding = Llama3RotaryEmbedding(
+            int(c["hidden_size"]), heads, theta, spec.max_seq_len, head_dim, interleaved=interleaved,
+            scaling_params=Llama3RopeScalingParams(
+                factor=float(scaling["factor"]),
+                low_freq_factor=float(scaling.get("low_freq_factor", 1.0)),
+                high_freq_factor=float(scaling.get("high_freq_factor", 4.0)),
+                orig_max_position=int(scaling.get("original_max_position_embeddings", 8192)),
+            ),
+        )
+    elif kind in (None, "default", "linear"):
+        factor = float(scaling.get("factor", 1.0)) if kind == "linear" else 1.0
+        rope = RotaryEmbedding(int(c["hidden_size"]), heads, theta, spec.max_seq_len, head_dim,
+                               interleaved=interleaved, rotary_dim=rotary_dim, scaling_factor=factor)
+    else:
+        raise NotImplementedError(f"rope scaling {kind!r} is not supported")
+    divisors = spec.weights.get("rope_freqs.weight")
+    if divisors is not None:
+        factors = np.asarray(divisors.to_buffer().to_numpy(), np.float64).reshape(-1)
+        base = rope.compute_inv_freqs
+        rope.compute_inv_freqs = lambda: base() / factors  # type: ignore[method-assign]
+    return rope
+
+
+def build(spec: DecoderSpec) -> Transformer:
+    c = spec.config
+    arch = (c.get("architectures") or ["LlamaForCausalLM"])[0]
+    hidden, n_layers = int(c["hidden_size"]), int(c["num_hidden_layers"])
+    heads = int(c["num_attention_heads"])
+    kv_heads, head_dim, _ = kv_geometry(c)
+    ffn = int(c["intermediate_size"])
+    eps = float(c.get("rms_norm_eps") or 1e-6)
+    qkv_bias = arch == "Qwen2ForCausalLM" or bool(c.get("attention_bias"))
+    qk_norm = arch == "Qwen3ForCausalLM"
+    mlp_bias = bool(c.get("mlp_bias"))
+    # llama.cpp's converter permutes Llama's q/k rows so that adjacent dims pair up.
+    interleaved = spec.weights_format == "gguf" and arch == "LlamaForCausalLM"
+    rope = rope_for(spec, interleaved=interleaved)
+    act = c.get("hidden_act") or "silu"
+    blocks = []
+    for i in range(n_layers):
+        p = f"layers.{i}"
+        attn = AttentionWithRope(
+            rope=rope, num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=hidden,
+            kv_params=spec.kv_params, devices=[spec.device], dtype=spec.dtype, has_bias=qkv_bias,
+            use_qk_norm=qk_norm, rms_norm_eps=eps, head_dim=head_dim,
+        )
+        attn.q_proj = linear(spec, f"{p}.self_attn.q_proj", hidden, heads * head_dim, qkv_bias)
+        attn.k_proj = linear(spec, f"{p}.self_attn.k_proj", hidden, kv_heads * head_dim, qkv_bias)
+        attn.v_proj = linear(spec, f"{p}.self_attn.v_proj", hidden, kv_heads * head_dim, qkv_bias)
+        attn.o_proj = linear(spec, f"{p}.self_attn.o_proj", heads * head_dim, hidden)
+        mlp = MLP(spec.dtype, None, hidden, ffn, [spec.device], activation_function=act, has_bias=mlp_bias)
+        mlp.gate_proj = linear(spec, f"{p}.mlp.gate_proj", hidden, ffn, mlp_bias)
+        mlp.up_proj = linear(spec, f"{p}.mlp.up_proj", hidden, ffn, mlp_bias)
+        mlp.down_proj = linear(spec, f"{p}.mlp.down_proj", ffn, hidden, mlp_bias)
+        blocks.append(TransformerBlock(attn, mlp, RMSNorm(hidden, spec.dtype, eps), RMSNorm(hidden, spec.dtype, eps)))
+    emb_w = spec.weights["embed_tokens.weight"]
+    vocab = int(emb_w.shape[0])
+    embedding = Embedding(vocab, hidden, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
+    if spec.has("lm_head.weight") and not c.get("tie_word_embeddings_forced"):
+        head_w = spec.weights["lm_head.weight"]
+        lm_head = Linear(hidden, int(head_w.shape[0]), spec.dtype, spec.device,
+                         quantization_encoding=head_w.quantization_encoding)
+    else:
+        lm_head = Linear(hidden, vocab, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
+        lm_head.set_shared_weight("weight", embedding.weight)
+    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope)
+
+
+LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
+
+__all__ = ["LLAMA", "build", "kv_geometry", "linear", "rename", "rope_for"]

@@ -1,0 +1,195 @@
+"""Pipeline configuration (MAX's ``PipelineConfig``, ``MAXModelConfig``, ``KVCacheConfig``,
+``SamplingConfig``), keyword-only dataclasses with MAX's field names and defaults. As in MAX,
+``PipelineConfig(model_path=...)`` routes fields of the nested configs to them."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from max.driver import DeviceSpec
+from max.dtype import DType
+from max.nn.kv_cache import KVCacheStrategy
+
+
+class PipelineRole(str, enum.Enum):
+    PrefillAndDecode = "prefill_and_decode"
+    PrefillOnly = "prefill_only"
+    DecodeOnly = "decode_only"
+
+
+class RopeType(str, enum.Enum):
+    """How rotary embeddings pair dims: ``normal`` adjacent pairs (GGUF Llama), ``neox`` halves."""
+
+    none = "none"
+    normal = "normal"
+    neox = "neox"
+    longrope = "longrope"
+    yarn = "yarn"
+
+
+@dataclass(kw_only=True)
+class KVCacheConfig:
+    """The paged KV cache: page size in tokens, prefix caching, and how much device memory the
+    cache may take (``device_memory_utilization`` of what is free after the weights)."""
+
+    cache_strategy: KVCacheStrategy = KVCacheStrategy.MODEL_DEFAULT
+    kv_cache_page_size: int = 128
+    enable_prefix_caching: bool = False
+    enable_kvcache_swapping_to_host: bool = False
+    device_memory_utilization: float = 0.9
+    host_kvcache_swap_space_gb: float = 50.0
+    kv_cache_format: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kv_cache_page_size < 1:
+            raise ValueError(f"kv_cache_page_size must be positive, got {self.kv_cache_page_size}")
+        if not 0 < self.device_memory_utilization <= 1:
+            raise ValueError(f"device_memory_utilization must be in (0, 1], got {self.device_memory_utilization}")
+
+
+@dataclass(kw_only=True)
+class MAXModelConfig:
+    """Which model: a local Hugging Face directory or GGUF file (`model_path`), optional explicit
+    weight files, the weight encoding, devices and cache settings."""
+
+    model_path: str = ""
+    served_model_name: str | None = None
+    weight_path: list[Path] = field(default_factory=list)
+    quantization_encoding: Any = None
+    huggingface_model_revision: str = "main"
+    huggingface_weight_revision: str = "main"
+    trust_remote_code: bool = False
+    device_specs: list[DeviceSpec] = field(default_factory=list)
+    force_download: bool = False
+    vision_config_overrides: dict[str, Any] = field(default_factory=dict)
+    rope_type: RopeType | None = None
+    use_subgraphs: bool = True
+    data_parallel_degree: int = 1
+    allow_safetensors_weights_fp32_bf6_bidirectional_cast: bool = False
+    kv_cache: KVCacheConfig = field(default_factory=KVCacheConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.weight_path, (str, Path)):
+            self.weight_path = [Path(self.weight_path)]
+        self.weight_path = [Path(p) for p in self.weight_path]
+        if self.data_parallel_degree != 1:
+            raise NotImplementedError("data_parallel_degree > 1 is not supported yet")
+
+
+@dataclass(kw_only=True)
+class SamplingConfig:
+    """Sampling features the model is built with."""
+
+    in_dtype: DType = DType.float32
+    out_dtype: DType = DType.float32
+    enable_structured_output: bool = False
+    enable_variable_logits: bool = False
+    enable_penalties: bool = True
+    enable_min_tokens: bool = True
+    do_penalties: bool = True
+
+
+@dataclass(kw_only=True)
+class ProfilingConfig:
+    gpu_profiling: str = "off"
+
+
+@dataclass(kw_only=True, init=False)
+class PipelineConfig:
+    """Everything a pipeline needs. Unknown keyword arguments are an error naming them."""
+
+    max_length: int | None = None
+    pipeline_role: PipelineRole = PipelineRole.PrefillAndDecode
+    max_batch_size: int | None = None
+    max_queue_size_tg: int | None = None
+    min_batch_size_tg: int | None = None
+    ep_size: int = 1
+    ce_delay_ms: float = 0.0
+    enable_prioritize_first_decode: bool = False
+    enable_chunked_prefill: bool = True
+    enable_in_flight_batching: bool = False
+    max_num_steps: int = -1
+    max_batch_input_tokens: int = 8192
+    enable_echo: bool = False
+    pool_embeddings: bool = True
+    chat_template: str | Path | None = None
+    use_experimental_kernels: str = "false"
+    use_vendor_blas: str = "false"
+    custom_architectures: list[str] = field(default_factory=list)
+    execute_empty_batches: bool = False
+    max_batch_total_tokens: int | None = None
+    device_graph_capture: bool = False
+    force: bool = False
+    kvcache_ce_watermark: float = 0.95
+    enable_overlap_scheduler: bool = False
+    use_legacy_module: bool = True
+    defer_resolve: bool = False
+    model: MAXModelConfig = field(default_factory=MAXModelConfig)
+    draft_model: MAXModelConfig | None = None
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
+    lora: Any = None
+    speculative: Any = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        own = {f.name: f for f in dataclasses.fields(PipelineConfig)}
+        model_fields = {f.name for f in dataclasses.fields(MAXModelConfig)}
+        kv_fields = {f.name for f in dataclasses.fields(KVCacheConfig)}
+        sampling_fields = {f.name for f in dataclasses.fields(SamplingConfig)}
+        model_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in model_fields and k not in own}
+        kv_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in kv_fields}
+        sampling_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in sampling_fields and k not in own}
+        if "model_name" in kwargs:
+            model_kw["model_path"] = kwargs.pop("model_name")
+        unknown = [k for k in kwargs if k not in own]
+        if unknown:
+            raise TypeError(f"PipelineConfig: unknown arguments: {', '.join(sorted(unknown))}")
+        for name, f in own.items():
+            if name in kwargs:
+                value = kwargs[name]
+            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+                value = f.default_factory()  # type: ignore[misc]
+            else:
+                value = f.default
+            object.__setattr__(self, name, value)
+        if model_kw or kv_kw:
+            base = self.model
+            if kv_kw:
+                model_kw["kv_cache"] = dataclasses.replace(base.kv_cache, **kv_kw)
+            self.model = dataclasses.replace(base, **model_kw)
+        if sampling_kw:
+            self.sampling = dataclasses.replace(self.sampling, **sampling_kw)
+        self._validate()
+
+    def _validate(self) -> None:
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+        if self.max_batch_size is not None and self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be positive, got {self.max_batch_size}")
+        if self.max_batch_input_tokens < 1:
+            raise ValueError(f"max_batch_input_tokens must be positive, got {self.max_batch_input_tokens}")
+        if self.draft_model is not None or self.speculative is not None:
+            raise NotImplementedError("speculative decoding is not supported")
+        if self.lora is not None:
+            raise NotImplementedError("LoRA adapters are not supported")
+
+    # MAX exposes the model's fields on the pipeline config too.
+    @property
+    def model_path(self) -> str:
+        return self.model.model_path
+
+    @property
+    def weight_path(self) -> list[Path]:
+        return self.model.weight_path
+
+    @property
+    def quantization_encoding(self) -> Any:
+        return self.model.quantization_encoding
+
+
+__all__ = ["KVCacheConfig", "MAXModelConfig", "PipelineConfig", "PipelineRole", "ProfilingConfig", "RopeType",
+           "SamplingConfig"]

@@ -1,0 +1,135 @@
+"""``TextContext``: one request's state in a text-generation pipeline: its tokens (prompt, then
+generated), how many of them the KV cache already holds (``start_idx``), which ones the next
+step processes (``start_idx:active_idx``; a prompt can be processed in chunks), its sampling
+parameters and status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from max.interfaces import GenerationStatus, SamplingParams, new_request_id
+
+
+@dataclass
+class TextContext:
+    """A request being generated."""
+
+    max_length: int
+    tokens: np.ndarray
+    request_id: str = field(default_factory=new_request_id)
+    eos_token_ids: set[int] = field(default_factory=set)
+    eos_sequences: list[list[int]] = field(default_factory=list)
+    log_probabilities: int = 0
+    log_probabilities_echo: bool = False
+    ignore_eos: bool = False
+    json_schema: str | None = None
+    sampling_params: SamplingParams = field(default_factory=SamplingParams)
+    model_name: str = ""
+    status: GenerationStatus = GenerationStatus.ACTIVE
+
+    def __post_init__(self) -> None:
+        self.tokens = np.asarray(self.tokens, dtype=np.int64).reshape(-1)
+        if self.tokens.size == 0:
+            raise ValueError("the prompt is empty: at least one token is needed")
+        if self.tokens.size > self.max_length:
+            raise ValueError(
+                f"the prompt has {self.tokens.size} tokens, more than max_length {self.max_length}"
+            )
+        self.prompt_length = int(self.tokens.size)
+        self._start = 0
+        self._active = int(self.tokens.size)
+        self.step_count = 0
+
+    # -- the token window -------------------------------------------------------------------
+
+    @property
+    def start_idx(self) -> int:
+        """Tokens already in the KV cache."""
+        return self._start
+
+    @property
+    def active_idx(self) -> int:
+        """One past the last token the next step processes."""
+        return self._active
+
+    @property
+    def end_idx(self) -> int:
+        return int(self.tokens.size)
+
+    @property
+    def current_length(self) -> int:
+        return int(self.tokens.size)
+
+    @property
+    def active_length(self) -> int:
+        return self._active - self._start
+
+    @property
+    def next_tokens(self) -> np.ndarray:
+        return self.tokens[self._start : self._active]
+
+    @property
+    def all_tokens(self) -> np.ndarray:
+        return self.tokens
+
+    @property
+    def prompt_tokens(self) -> np.ndarray:
+        return self.tokens[: self.prompt_length]
+
+    @property
+    def generated_tokens(self) -> np.ndarray:
+        return self.tokens[self.prompt_length :]
+
+    @property
+    def is_initial_prompt(self) -> bool:
+        return self._start < self.prompt_length
+
+    @property
+    def needs_prefill(self) -> bool:
+        """Whether prompt tokens remain to be processed."""
+        return self._start < self.prompt_length
+
+    def chunk(self, max_tokens: int) -> None:
+        """Limits the next step to at most `max_tokens` of the pending tokens (chunked prefill)."""
+        self._active = min(self.end_idx, self._start + max(1, int(max_tokens)))
+
+    def commit(self) -> None:
+        """The step ran: its tokens are now cached; the rest (if any) are next."""
+        self._start = self._active
+        self._active = self.end_idx
+
+    def append(self, token: int) -> None:
+        """Adds a generated token; it is the next step's input."""
+        self.tokens = np.append(self.tokens, np.int64(token))
+        self._active = self.end_idx
+        self.step_count += 1
+
+    # -- status -----------------------------------------------------------------------------
+
+    @property
+    def is_done(self) -> bool:
+        return self.status.is_done
+
+    @property
+    def min_tokens(self) -> int:
+        return self.sampling_params.min_new_tokens
+
+    def __repr__(self) -> str:
+        return (f"TextContext({self.request_id!r}, prompt={self.prompt_length}, generated="
+                f"{self.tokens.size - self.prompt_length}, cached={self._start}, status={self.status.value})")
+
+
+@dataclass
+class EmbeddingContext:
+    """A request for an embedding: its tokens."""
+
+    tokens: np.ndarray
+    request_id: str = field(default_factory=new_request_id)
+    model_name: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+__all__ = ["EmbeddingContext", "TextContext"]

@@ -1,0 +1,162 @@
+"""Compiling and running a decoder LLM: its graph takes one step of a ragged batch (the new
+tokens of every sequence, their row offsets and the paged KV cache inputs) and returns the
+float32 logits of each sequence's last token. An architecture supplies the module tree
+(``DecoderArchitecture.build``) and the weight names; this file does the rest: activation dtype,
+device, KV-cache geometry, weights (memory-mapped, renamed, per-tensor GGUF encodings) and
+the compiled model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from max import driver, engine
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType
+from max.graph.quantization import QuantizationEncoding
+from max.graph.weights import WeightData
+from max.nn.kv_cache import KVCacheParams, PagedCacheValues
+from max.nn.transformer import Transformer
+
+
+@dataclass
+class DecoderSpec:
+    """What an architecture's builder gets: the Hugging Face config, the activation dtype, the
+    device, the cache parameters, the (renamed) weights and how to read them."""
+
+    config: dict[str, Any]
+    dtype: DType
+    device: DeviceRef
+    kv_params: KVCacheParams
+    weights: dict[str, WeightData]
+    weights_format: str
+    max_seq_len: int
+
+    def encoding(self, name: str) -> QuantizationEncoding | None:
+        """The GGUF block encoding of weight `name` (None for plain floats)."""
+        w = self.weights.get(name)
+        return None if w is None else w.quantization_encoding
+
+    def has(self, name: str) -> bool:
+        return name in self.weights
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.config.get(key)
+        return default if value is None else value
+
+
+@dataclass
+class DecoderArchitecture:
+    """An architecture's parts: weight renaming per format (None drops a tensor), the module
+    builder, and the KV geometry ``(kv_heads, head_dim, layers)`` of a config."""
+
+    rename: Callable[[str, str], str | None]
+    build: Callable[[DecoderSpec], Transformer]
+    kv_geometry: Callable[[dict[str, Any]], tuple[int, int, int]]
+    tied_names: tuple[str, str] = ("lm_head.weight", "embed_tokens.weight")
+
+
+def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver.Device,
+                 weights: dict[str, WeightData]) -> DType:
+    """The activation dtype: an explicit float encoding; float32 for GGUF files (their block
+    products run in float32) and on the CPU; otherwise the checkpoint's own dtype."""
+    from max.pipelines.lib.registry import SupportedEncoding
+
+    if encoding is not None:
+        enc = SupportedEncoding.parse(encoding)
+        if enc.quantization_encoding is None:
+            return enc.dtype
+        if fmt != "gguf":
+            raise ValueError(f"--quantization-encoding {enc.value} needs a GGUF file; this model is {fmt}")
+        return DType.float32
+    if fmt == "gguf" or device.is_host:
+        return DType.float32
+    stored = config.get("torch_dtype") or config.get("dtype")
+    for d in (DType.bfloat16, DType.float16, DType.float32):
+        if stored == d.name:
+            return d
+    floats = [w.dtype for w in weights.values() if w.dtype.is_float()]
+    return floats[0] if floats else DType.float32
+
+
+class DecoderModel:
+    """A compiled decoder and its KV cache geometry."""
+
+    def __init__(
+        self,
+        arch: DecoderArchitecture,
+        source: Any,
+        raw_weights: dict[str, WeightData],
+        session: engine.InferenceSession,
+        device: driver.Device,
+        *,
+        encoding: Any,
+        max_seq_len: int,
+        page_size: int,
+        cache_dtype: DType | None = None,
+    ) -> None:
+        self.arch = arch
+        self.source = source
+        self.config = source.config
+        self.device = device
+        self.device_ref = DeviceRef.from_device(device)
+        fmt = source.format
+        weights = {}
+        for name, data in raw_weights.items():
+            new = arch.rename(fmt, name)
+            if new is not None:
+                weights[new] = data
+        self.dtype = choose_dtype(fmt, self.config, encoding, device, weights)
+        kv_heads, head_dim, layers = arch.kv_geometry(self.config)
+        self.kv_params = KVCacheParams(
+            dtype=cache_dtype or self.dtype,
+            n_kv_heads=kv_heads,
+            head_dim=head_dim,
+            num_layers=layers,
+            devices=[self.device_ref],
+            page_size=page_size,
+        )
+        self.max_seq_len = max_seq_len
+        spec = DecoderSpec(self.config, self.dtype, self.device_ref, self.kv_params, weights, fmt, max_seq_len)
+        self.module = arch.build(spec)
+        self._load_state(weights)
+        self.graph = self._graph()
+        self.model = session.load(self.graph, weights_registry=self.module.state_dict())
+
+    def _load_state(self, weights: dict[str, WeightData]) -> None:
+        expected = self.module.raw_state_dict()
+        missing = [n for n in expected if n not in weights]
+        if missing:
+            shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+            raise ValueError(f"{self.source.model_path}: the checkpoint lacks weights this architecture needs: {shown}")
+        self.module.load_state_dict({n: weights[n] for n in expected}, strict=True)
+
+    def _graph(self) -> Graph:
+        ref = self.device_ref
+        symbols = self.kv_params.get_symbolic_inputs()[0]
+        types = [
+            TensorType(DType.int64, ["total_seq_len"], ref),
+            TensorType(DType.uint32, ["input_row_offsets_len"], ref),
+            *symbols,
+        ]
+        with Graph(type(self.module).__name__.lower(), input_types=types) as g:
+            tokens, offsets, *cache = g.inputs
+            kv = PagedCacheValues.from_values(cache)
+            (logits, *_rest) = self.module(tokens.tensor, kv, offsets.tensor)
+            g.output(logits)
+        return g
+
+    def execute(self, tokens: np.ndarray, offsets: np.ndarray, cache_inputs: Sequence[driver.Buffer]) -> driver.Buffer:
+        """The logits ``[batch, vocab]`` (on the model's device) of one step."""
+
+        def put(a: np.ndarray) -> driver.Buffer:
+            b = driver.Buffer.from_numpy(np.ascontiguousarray(a))
+            return b if self.device.is_host else b.to(self.device)
+
+        return self.model.execute(put(tokens), put(offsets), *cache_inputs)[0]
+
+
+__all__ = ["DecoderArchitecture", "DecoderModel", "DecoderSpec", "choose_dtype"]

@@ -1,0 +1,207 @@
+"""Finding a model on disk: `model_path` is a local Hugging Face directory (config.json plus
+safetensors weights, sharded or not) or one GGUF file (hyper-parameters, weights and tokenizer
+all inside), or a repository id already in the local Hugging Face cache. There is no download:
+anything else is a clear error. GGUF metadata is turned into the Hugging Face config keys the
+architectures read."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ModelSource:
+    """A resolved model: its format, files, Hugging Face style config and (GGUF) metadata."""
+
+    model_path: str
+    format: str  # "gguf" or "safetensors"
+    weight_files: list[Path]
+    config: dict[str, Any]
+    directory: Path | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def architecture(self) -> str:
+        archs = self.config.get("architectures") or []
+        return archs[0] if archs else ""
+
+    @property
+    def gguf_file(self) -> Path | None:
+        return self.weight_files[0] if self.format == "gguf" else None
+
+
+def _hub_snapshot(repo_id: str) -> Path | None:
+    """The newest snapshot of `repo_id` in the local Hugging Face cache, if any."""
+    root = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    snaps = root / f"models--{repo_id.replace('/', '--')}" / "snapshots"
+    if not snaps.is_dir():
+        return None
+    candidates = sorted((p for p in snaps.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    return candidates[0] if candidates else None
+
+
+def _not_found(model_path: str) -> FileNotFoundError:
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", model_path):
+        return FileNotFoundError(
+            f"model {model_path!r} is not a local directory or file, and this engine does not download from the "
+            f"Hugging Face Hub. Download it first (for example `huggingface-cli download {model_path} --local-dir "
+            f"<dir>`) and pass --model-path <dir>, or pass the path of a .gguf file."
+        )
+    return FileNotFoundError(f"model path {model_path!r} does not exist")
+
+
+def _safetensors_files(directory: Path) -> list[Path]:
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError) as e:
+            raise ValueError(f"{index} is not a valid safetensors index: {e}") from None
+        files = sorted({directory / f for f in weight_map.values()})
+        missing = [str(f) for f in files if not f.is_file()]
+        if missing:
+            raise FileNotFoundError(f"{index} names shards that are missing: {', '.join(missing)}")
+        return files
+    single = directory / "model.safetensors"
+    if single.is_file():
+        return [single]
+    return sorted(directory.glob("*.safetensors"))
+
+
+def resolve(model_path: str, weight_path: list[Path] | None = None) -> ModelSource:
+    """Locates the model and reads its configuration. Raises FileNotFoundError for missing
+    paths and ValueError for files that are not what they claim to be."""
+    if not model_path:
+        raise ValueError("no model given: pass --model-path (a local directory or .gguf file)")
+    path = Path(model_path).expanduser()
+    if not path.exists():
+        snap = _hub_snapshot(model_path)
+        if snap is None:
+            raise _not_found(model_path)
+        path = snap
+    weights = [Path(p).expanduser() for p in (weight_path or [])]
+    for p in weights:
+        if not p.is_absolute() and path.is_dir() and (path / p).exists():
+            p = path / p
+        if not p.exists():
+            raise FileNotFoundError(f"weight path {str(p)!r} does not exist")
+    weights = [path / p if not p.is_absolute() and path.is_dir() and (path / p).exists() else p for p in weights]
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ValueError(f"{path} is a file but not a .gguf file; pass a GGUF file or a model directory")
+        return _from_gguf(str(model_path), path, None)
+    if not path.is_dir():
+        raise ValueError(f"model path {path} is neither a file nor a directory")
+    ggufs = [p for p in weights if p.suffix.lower() == ".gguf"]
+    if not weights:
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            found = sorted(path.glob("*.gguf"))
+            if len(found) == 1:
+                return _from_gguf(str(model_path), found[0], path)
+            raise FileNotFoundError(f"{path} has no config.json (and not exactly one .gguf file)")
+    if ggufs:
+        return _from_gguf(str(model_path), ggufs[0], path)
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{path} has no config.json")
+    try:
+        config = json.loads(config_file.read_text())
+    except ValueError as e:
+        raise ValueError(f"{config_file} is not valid JSON: {e}") from None
+    files = weights or _safetensors_files(path)
+    if not files:
+        raise FileNotFoundError(f"{path} holds no safetensors weights (model.safetensors or shards)")
+    for f in files:
+        if f.suffix.lower() != ".safetensors":
+            raise ValueError(f"{f}: only safetensors and GGUF weights are supported")
+    return ModelSource(str(model_path), "safetensors", files, config, path)
+
+
+def read_gguf_metadata(path: Path) -> dict[str, Any]:
+    """The GGUF file's key/value metadata (plain Python values)."""
+    from max.graph.weights import GGUFWeights
+
+    return {k: v[1] for k, v in GGUFWeights(path)._metadata.items()}
+
+
+# GGUF general.architecture -> the Hugging Face architecture name it converts from.
+GGUF_ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+    "bert": "BertModel",
+}
+
+
+def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
+    """Hugging Face config keys from GGUF hyper-parameters (``{arch}.block_count`` ...)."""
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise ValueError("the GGUF file has no general.architecture")
+
+    def get(key: str, default: Any = None) -> Any:
+        return meta.get(f"{arch}.{key}", default)
+
+    hidden = get("embedding_length")
+    heads = get("attention.head_count")
+    if hidden is None or heads is None or get("block_count") is None:
+        raise ValueError(f"the GGUF file lacks {arch}.embedding_length, .attention.head_count or .block_count")
+    if isinstance(heads, list):
+        heads = heads[0]
+    kv_heads = get("attention.head_count_kv", heads)
+    if isinstance(kv_heads, list):
+        kv_heads = kv_heads[0]
+    tokens = meta.get("tokenizer.ggml.tokens")
+    config: dict[str, Any] = {
+        "architectures": [GGUF_ARCHITECTURES.get(arch, f"gguf:{arch}")],
+        "model_type": arch,
+        "hidden_size": int(hidden),
+        "num_hidden_layers": int(get("block_count")),
+        "num_attention_heads": int(heads),
+        "num_key_value_heads": int(kv_heads),
+        "intermediate_size": int(get("feed_forward_length", 4 * hidden)),
+        "max_position_embeddings": int(get("context_length", 2048)),
+        "rms_norm_eps": float(get("attention.layer_norm_rms_epsilon", 1e-6)),
+        "rope_theta": float(get("rope.freq_base", 10000.0)),
+        "vocab_size": int(get("vocab_size", len(tokens) if tokens else 0)),
+        "head_dim": int(get("attention.key_length", hidden // heads)),
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+    }
+    rot = get("rope.dimension_count")
+    if rot is not None and int(rot) != config["head_dim"]:
+        config["partial_rotary_factor"] = int(rot) / config["head_dim"]
+    scaling = get("rope.scaling.type")
+    if scaling == "linear":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": float(get("rope.scaling.factor", 1.0))}
+    elif scaling not in (None, "none"):
+        config["rope_scaling"] = {"rope_type": str(scaling), "factor": float(get("rope.scaling.factor", 1.0))}
+    if arch == "gemma3":
+        config["sliding_window"] = int(get("attention.sliding_window", 4096))
+        config["rope_local_base_freq"] = 10000.0
+        config["hidden_activation"] = "gelu_pytorch_tanh"
+        config["sliding_window_pattern"] = 6
+        config["final_logit_softcapping"] = get("final_logit_softcapping")
+        config["attn_logit_softcapping"] = get("attn_logit_softcapping")
+    return config
+
+
+def _from_gguf(model_path: str, path: Path, directory: Path | None) -> ModelSource:
+    try:
+        meta = read_gguf_metadata(path)
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError) as e:
+        raise ValueError(f"{path} is not a readable GGUF file: {e}") from None
+    return ModelSource(model_path, "gguf", [path], gguf_to_hf_config(meta), directory, meta)
+
+
+__all__ = ["GGUF_ARCHITECTURES", "ModelSource", "gguf_to_hf_config", "read_gguf_metadata", "resolve"]

@@ -1,0 +1,175 @@
+"""``TextGenerationPipeline``: a decoder model, its tokenizer, KV cache and sampler. ``execute``
+runs one step for a batch of requests (each processes its next prompt chunk or its last
+generated token) and samples the next token of every request whose prompt is complete;
+``load_pipeline`` builds one from a ``PipelineConfig``."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from max import driver, engine
+from max.driver import DeviceSpec
+from max.interfaces import GenerationStatus, PipelineTask, TextGenerationInputs, TextGenerationOutput
+from max.kv_cache import PagedKVCacheManager
+from max.pipelines.lib.config import PipelineConfig
+from max.pipelines.lib.context import TextContext
+from max.pipelines.lib.decoder import DecoderModel
+from max.pipelines.lib.model_source import ModelSource, resolve
+from max.pipelines.lib.sampler import Sampler
+from max.pipelines.lib.weights import read_weights
+
+
+def pick_device(specs: list[DeviceSpec]) -> driver.Device:
+    """The device a model runs on: the first spec's, else the first GPU, else the CPU."""
+    if len(specs) > 1:
+        raise NotImplementedError("running one model on several devices is not supported yet")
+    if specs:
+        spec = specs[0]
+        if spec.device_type == "cpu":
+            return driver.CPU()
+        if driver.accelerator_count() <= max(0, spec.id):
+            raise ValueError(f"--devices asks for gpu:{spec.id} but this machine has {driver.accelerator_count()} GPUs")
+        return driver.Accelerator(spec.id)
+    return driver.Accelerator() if driver.accelerator_count() else driver.CPU()
+
+
+def session_for(device: driver.Device) -> engine.InferenceSession:
+    return engine.InferenceSession(devices=[driver.CPU()] if device.is_host else [driver.CPU(), device])
+
+
+def _host_available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 << 30
+
+
+def cache_pages(model: DecoderModel, config: PipelineConfig, max_batch: int, device: driver.Device,
+                weights_bytes: int) -> int:
+    """Pages for `max_batch` sequences of max_length tokens, within the memory budget (GPU:
+    device_memory_utilization of free memory; host: a quarter of available memory), and at
+    least one full sequence."""
+    p = model.kv_params
+    per_seq = -(-model.max_seq_len // p.page_size)
+    want = per_seq * max_batch
+    if device.is_host:
+        budget = _host_available_bytes() // 4
+    else:
+        stats = device.stats
+        free = int(stats.get("free_memory", 0)) if isinstance(stats, dict) else 0
+        budget = int(free * config.model.kv_cache.device_memory_utilization) - weights_bytes // 8
+    fit = max(per_seq, budget // p.bytes_per_block)
+    return int(min(want, fit))
+
+
+class TextGenerationPipeline:
+    """Generates tokens for batches of ``TextContext``s."""
+
+    def __init__(self, pipeline_config: PipelineConfig, source: ModelSource, arch: Any, tokenizer: Any) -> None:
+        t0 = time.perf_counter()
+        self.pipeline_config = pipeline_config
+        self.source = source
+        self.architecture = arch
+        self.tokenizer = tokenizer
+        mc = pipeline_config.model
+        self.device = pick_device(mc.device_specs)
+        self.session = session_for(self.device)
+        model_max = int(source.config.get("max_position_embeddings") or 4096)
+        self.max_length = int(pipeline_config.max_length or model_max)
+        if self.max_length > model_max:
+            raise ValueError(f"max_length {self.max_length} exceeds the model's {model_max} positions")
+        self.max_batch_size = int(pipeline_config.max_batch_size or 32)
+        raw = read_weights(source.weight_files)
+        page_size = int(mc.kv_cache.kv_cache_page_size)
+        self.model = DecoderModel(arch.pipeline_model, source, raw, self.session, self.device,
+                                  encoding=mc.quantization_encoding, max_seq_len=self.max_length, page_size=page_size)
+        from max.pipelines.lib.weights import weight_bytes
+
+        pages = cache_pages(self.model, pipeline_config, self.max_batch_size, self.device, weight_bytes(raw))
+        self.kv_manager = PagedKVCacheManager(self.model.kv_params, self.session, pages, max_seq_len=self.max_length,
+                                              devices=[self.device])
+        self.sampler = Sampler(self.session, self.device)
+        self.load_seconds = time.perf_counter() - t0
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        return set(getattr(self.tokenizer, "eos_token_ids", set()) or set())
+
+    def release(self, request_id: Any) -> None:
+        if self.kv_manager.contains(request_id):
+            self.kv_manager.release(request_id)
+
+    def execute(self, inputs: TextGenerationInputs) -> dict[str, TextGenerationOutput]:
+        """One step over the batch: each context processes its pending tokens (a prompt chunk
+        set with ``ctx.chunk``, or its last token); contexts whose prompt is now complete get
+        their next token sampled, appended and checked against the stop conditions."""
+        ctxs: list[TextContext] = list(inputs.batch.values())
+        if not ctxs:
+            return {}
+        for ctx in ctxs:
+            if not self.kv_manager.contains(ctx.request_id):
+                self.kv_manager.claim(ctx.request_id)
+            self.kv_manager.alloc(ctx)
+        tokens = np.concatenate([ctx.next_tokens for ctx in ctxs])
+        offsets = np.zeros(len(ctxs) + 1, np.uint32)
+        offsets[1:] = np.cumsum([ctx.active_length for ctx in ctxs])
+        (cache,) = self.kv_manager.get_runtime_inputs([ctxs])
+        logits = self.model.execute(tokens, offsets, list(cache))
+        self.kv_manager.step([ctxs])
+        finishing = [i for i, ctx in enumerate(ctxs) if ctx.active_idx == ctx.end_idx]
+        for ctx in ctxs:
+            ctx.commit()
+        outputs: dict[str, TextGenerationOutput] = {}
+        if finishing:
+            chosen = self.sampler.sample(logits, [ctxs[i] for i in finishing], finishing)
+            for i, token in zip(finishing, chosen):
+                ctx = ctxs[i]
+                ctx.append(int(token))
+                ctx.status = self._status(ctx, int(token))
+                outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, [int(token)], ctx.status)
+        return outputs
+
+    def _status(self, ctx: TextContext, token: int) -> GenerationStatus:
+        sp = ctx.sampling_params
+        generated = ctx.end_idx - ctx.prompt_length
+        may_stop = generated >= sp.min_new_tokens
+        if may_stop and not (sp.ignore_eos or ctx.ignore_eos) and token in (ctx.eos_token_ids or self.eos_token_ids):
+            return GenerationStatus.END_OF_SEQUENCE
+        if may_stop and sp.stop_token_ids and token in sp.stop_token_ids:
+            return GenerationStatus.END_OF_SEQUENCE
+        if sp.max_new_tokens is not None and generated >= sp.max_new_tokens:
+            return GenerationStatus.MAXIMUM_LENGTH
+        if ctx.end_idx >= self.max_length:
+            return GenerationStatus.MAXIMUM_LENGTH
+        return GenerationStatus.ACTIVE
+
+
+def load_pipeline(pipeline_config: PipelineConfig, task: PipelineTask = PipelineTask.TEXT_GENERATION,
+                  registry: Any = None) -> Any:
+    """The pipeline for the config's model: the architecture from its config.json or GGUF
+    metadata, the tokenizer from its files."""
+    from max.pipelines.lib.registry import PIPELINE_REGISTRY
+
+    registry = registry or PIPELINE_REGISTRY
+    if pipeline_config.custom_architectures:
+        registry.load_custom(pipeline_config.custom_architectures)
+    mc = pipeline_config.model
+    source = resolve(mc.model_path, mc.weight_path)
+    arch = registry.architecture_for(source, task)
+    tokenizer = arch.tokenizer(source, pipeline_config)
+    if task == PipelineTask.EMBEDDINGS_GENERATION:
+        from max.pipelines.lib.embeddings import EmbeddingsPipeline
+
+        return EmbeddingsPipeline(pipeline_config, source, arch, tokenizer)
+    return TextGenerationPipeline(pipeline_config, source, arch, tokenizer)
+
+
+__all__ = ["TextGenerationPipeline", "cache_pages", "load_pipeline", "pick_device", "session_for"]

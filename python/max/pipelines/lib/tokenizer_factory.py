@@ -1,0 +1,30 @@
+"""The tokenizer of a resolved model: from a GGUF file's metadata, or the directory's
+tokenizer.json; the chat template from the config (``--chat-template``: text or a file) or
+the model's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def chat_template_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    p = Path(str(value)).expanduser()
+    if len(str(value)) < 4096 and p.is_file():
+        return p.read_text()
+    return str(value)
+
+
+def text_tokenizer(source: Any, pipeline_config: Any) -> Any:
+    from max.pipelines.tokenizer import TextTokenizer
+
+    template = chat_template_text(getattr(pipeline_config, "chat_template", None))
+    max_length = getattr(pipeline_config, "max_length", None)
+    if source.format == "gguf" and (source.directory is None or not (source.directory / "tokenizer.json").is_file()):
+        return TextTokenizer.from_gguf_metadata(source.metadata, max_length=max_length, chat_template=template)
+    return TextTokenizer(str(source.directory), max_length=max_length, chat_template=template)
+
+
+__all__ = ["chat_template_text", "text_tokenizer"]
