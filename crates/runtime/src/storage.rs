@@ -12,6 +12,9 @@ use crate::{Device, Error, Result};
 
 /// Host allocations are aligned for any vector width the kernels use.
 pub const HOST_ALIGN: usize = 64;
+/// From this size on, zero-filled host buffers are anonymous mappings (page aligned, zeroed
+/// lazily by the kernel).
+const LAZY_ZERO_BYTES: usize = 4 << 20;
 
 /// Something that keeps externally owned memory alive; dropped when the storage is.
 pub type External = Box<dyn Send + Sync>;
@@ -47,10 +50,18 @@ impl Storage {
         Storage { addr, nbytes, device, owner, exported: AtomicBool::new(false) }
     }
 
-    /// Zero-filled host memory.
+    /// Zero-filled host memory. Large buffers (a KV cache, a converted weight) are anonymous
+    /// mappings, whose pages the kernel zeroes lazily on first touch, so allocating them costs
+    /// nothing up front; small ones come from the allocator.
     pub fn host(nbytes: usize) -> Result<Storage> {
         if nbytes == 0 {
             return Ok(Storage::new(0, 0, Device::Cpu, Owner::Empty));
+        }
+        if nbytes >= LAZY_ZERO_BYTES {
+            let mut map = memmap2::MmapMut::map_anon(nbytes)
+                .map_err(|e| Error::OutOfMemory(format!("could not map {nbytes} bytes of host memory: {e}")))?;
+            let addr = map.as_mut_ptr() as u64;
+            return Ok(Storage::new(addr, nbytes, Device::Cpu, Owner::External(Box::new(map))));
         }
         let layout = Layout::from_size_align(nbytes, HOST_ALIGN)
             .map_err(|_| Error::Value(format!("a host buffer of {nbytes} bytes is too large")))?;

@@ -1,0 +1,7 @@
+"""``python -m max``: the ``max`` command."""
+
+import sys
+
+from max.entrypoints.cli import main
+
+sys.exit(main())

@@ -1,0 +1,87 @@
+"""The model flags shared by ``max generate``, ``encode`` and ``warm-cache`` (MAX's names), and
+turning parsed flags into a ``PipelineConfig``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from max.driver import DeviceSpec
+
+
+def parse_devices(value: str) -> list[DeviceSpec]:
+    """``cpu``, ``gpu`` (the first GPU) or ``gpu:0,1``."""
+    v = value.strip().lower()
+    if v == "cpu":
+        return [DeviceSpec.cpu()]
+    if v == "gpu":
+        return [DeviceSpec.accelerator(0)]
+    if v.startswith("gpu:"):
+        try:
+            ids = [int(x) for x in v[4:].split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad device list {value!r} (expected cpu, gpu or gpu:0,1)") from None
+        if not ids or any(i < 0 for i in ids):
+            raise argparse.ArgumentTypeError(f"bad device list {value!r}")
+        return [DeviceSpec.accelerator(i) for i in ids]
+    raise argparse.ArgumentTypeError(f"unknown device {value!r} (expected cpu, gpu or gpu:N)")
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model-path", "--model", dest="model_path", required=True,
+                   help="a local Hugging Face model directory or a .gguf file")
+    g.add_argument("--weight-path", action="append", default=[], help="weight files to use instead of the directory's")
+    g.add_argument("--quantization-encoding", default=None,
+                   help="float32, bfloat16, float16 (safetensors), or the GGUF file's block encoding")
+    g.add_argument("--devices", type=parse_devices, default=None,
+                   help="cpu, gpu or gpu:N (default: the first GPU, else the CPU)")
+    g.add_argument("--max-length", type=int, default=None, help="longest sequence (prompt + generated tokens)")
+    g.add_argument("--max-batch-size", type=int, default=None, help="most sequences in one step")
+    g.add_argument("--max-batch-input-tokens", type=int, default=8192, help="token budget of one step (chunked prefill)")
+    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--kv-cache-page-size", type=int, default=128, help="tokens per KV-cache page")
+    g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
+    g.add_argument("--device-memory-utilization", type=float, default=0.9,
+                   help="fraction of free GPU memory the KV cache may use")
+    g.add_argument("--chat-template", default=None, help="a chat template (text or a file) instead of the model's")
+    g.add_argument("--custom-architectures", action="append", default=[],
+                   help="a module (or path:module) whose ARCHITECTURES list is registered")
+    g.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False)
+
+
+def pipeline_config(args: argparse.Namespace) -> Any:
+    from max.pipelines import PipelineConfig
+
+    kw: dict[str, Any] = {
+        "model_path": args.model_path,
+        "weight_path": [Path(p) for p in args.weight_path],
+        "quantization_encoding": args.quantization_encoding,
+        "device_specs": args.devices or [],
+        "max_length": args.max_length,
+        "max_batch_size": args.max_batch_size,
+        "max_batch_input_tokens": args.max_batch_input_tokens,
+        "enable_chunked_prefill": args.enable_chunked_prefill,
+        "kv_cache_page_size": args.kv_cache_page_size,
+        "enable_prefix_caching": args.enable_prefix_caching,
+        "device_memory_utilization": args.device_memory_utilization,
+        "chat_template": args.chat_template,
+        "custom_architectures": args.custom_architectures,
+        "trust_remote_code": args.trust_remote_code,
+    }
+    return PipelineConfig(**kw)
+
+
+def load_messages(value: str) -> list[dict[str, Any]]:
+    """Chat messages from JSON text or a JSON file: a list of {"role", "content"} objects."""
+    p = Path(value).expanduser()
+    text = p.read_text() if len(value) < 4096 and p.is_file() else value
+    try:
+        messages = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"--messages: not valid JSON ({e})") from None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
+        raise ValueError('--messages: expected a JSON list of {"role": ..., "content": ...} objects')
+    return messages

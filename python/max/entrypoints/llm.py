@@ -1,0 +1,91 @@
+"""The offline Python API (MAX's ``max.entrypoints.llm.LLM``)::
+
+    from max.entrypoints.llm import LLM
+    from max.pipelines import PipelineConfig
+
+    llm = LLM(PipelineConfig(model_path="SmolLM2-135M-Instruct.Q4_1.gguf"))
+    print(llm.generate(["The capital of France is"], max_new_tokens=20))
+
+``generate`` takes text prompts (or token-id lists) and returns the generated texts; a
+``SamplingParams`` chooses how tokens are picked (default greedy here, for reproducible
+offline runs). ``chat`` applies the model's chat template first. For embedding models
+(``BertModel``), ``encode`` returns one vector per prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from max.interfaces import PipelineTask, SamplingParams
+from max.pipelines import PIPELINE_REGISTRY, PipelineConfig
+from max.pipelines.lib.generate import GenerationResult, Generator
+from max.pipelines.lib.model_source import resolve
+from max.pipelines.lib.pipeline import load_pipeline
+
+
+class LLM:
+    """A model loaded once, for generating text (or embeddings) from Python."""
+
+    def __init__(self, pipeline_config: PipelineConfig) -> None:
+        if not isinstance(pipeline_config, PipelineConfig):
+            raise TypeError(f"LLM: expected a PipelineConfig, got {type(pipeline_config).__name__}")
+        self.pipeline_config = pipeline_config
+        mc = pipeline_config.model
+        source = resolve(mc.model_path, mc.weight_path)
+        self.task = PIPELINE_REGISTRY.architecture_for(source).task
+        self._pipeline = load_pipeline(pipeline_config, task=self.task)
+        self.last_results: list[GenerationResult] = []
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._pipeline.tokenizer
+
+    def _generator(self) -> Generator:
+        if self.task != PipelineTask.TEXT_GENERATION:
+            raise ValueError(f"{self.pipeline_config.model_path} is an embedding model: use encode()")
+        return Generator(self._pipeline)
+
+    def generate(
+        self,
+        prompts: str | Sequence[str] | Sequence[Sequence[int]],
+        max_new_tokens: int | None = 100,
+        use_tqdm: bool = True,
+        sampling_params: SamplingParams | None = None,
+    ) -> list[str]:
+        """The continuation of each prompt (a string, or a list of token ids)."""
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]  # type: ignore[list-item]
+        sp = sampling_params or SamplingParams(top_k=1)
+        if max_new_tokens is not None:
+            sp = SamplingParams(**{**sp.__dict__, "max_new_tokens": max_new_tokens})
+        gen = self._generator()
+        ctxs = [gen.context(p, sp) for p in prompts]
+        self.last_results = gen.run(ctxs)
+        self.last_stats = gen.stats
+        return [r.text for r in self.last_results]
+
+    def chat(self, messages: Sequence[dict[str, Any]] | Sequence[Sequence[dict[str, Any]]], max_new_tokens: int | None = 100,
+             sampling_params: SamplingParams | None = None) -> list[str]:
+        """The assistant's reply to each conversation (the chat template applied)."""
+        convs = [messages] if messages and isinstance(messages[0], dict) else messages
+        prompts = [self.tokenizer.apply_chat_template(list(c)) for c in convs]
+        gen = self._generator()
+        sp = sampling_params or SamplingParams(top_k=1)
+        if max_new_tokens is not None:
+            sp = SamplingParams(**{**sp.__dict__, "max_new_tokens": max_new_tokens})
+        ctxs = [gen.context(p, sp, add_special_tokens=False) for p in prompts]
+        self.last_results = gen.run(ctxs)
+        return [r.text for r in self.last_results]
+
+    def encode(self, prompts: str | Sequence[str]) -> np.ndarray:
+        """One embedding per prompt, ``[len(prompts), hidden]`` float32."""
+        if self.task != PipelineTask.EMBEDDINGS_GENERATION:
+            raise ValueError(f"{self.pipeline_config.model_path} is a text-generation model, not an embedding model")
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        return self._pipeline.encode(list(prompts))
+
+
+__all__ = ["LLM"]

@@ -1,0 +1,192 @@
+"""Running requests to completion offline (``max generate``, ``LLM.generate``): requests join
+the running batch as KV pages allow, prompts are processed in chunks within the step's token
+budget (``max_batch_input_tokens``) alongside the decoding requests, and each request's tokens
+become streamed text (stop strings honoured, incomplete characters held back)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from max.interfaces import GenerationStatus, SamplingParams, TextGenerationInputs
+from max.kv_cache import KVCacheExhaustedError
+from max.pipelines.lib.context import TextContext
+
+
+@dataclass
+class GenerationResult:
+    """A finished request: its prompt, tokens, text, why it stopped and its timings."""
+
+    request_id: str
+    prompt_tokens: np.ndarray
+    tokens: list[int]
+    text: str
+    finish_reason: str
+    time_to_first_token: float | None = None
+
+
+@dataclass
+class GenerationStats:
+    """Timings of one ``run``: prefill (prompt tokens until every first token) and decode."""
+
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    decode_tokens: int = 0
+    first_token_seconds: float | None = None
+    steps: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        return self.decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+
+@dataclass
+class _Running:
+    ctx: TextContext
+    decoder: Any
+    text: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    first_token_at: float | None = None
+
+
+def _finish_reason(status: GenerationStatus, stopped_by_string: bool) -> str:
+    if stopped_by_string or status == GenerationStatus.END_OF_SEQUENCE:
+        return "stop"
+    if status == GenerationStatus.CANCELLED:
+        return "cancelled"
+    return "length"
+
+
+class Generator:
+    """Drives a ``TextGenerationPipeline`` over a set of requests."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.pipeline = pipeline
+        self.tokenizer = pipeline.tokenizer
+        self.stats = GenerationStats()
+
+    def context(self, prompt: str | Sequence[int], sampling: SamplingParams, *, request_id: str | None = None,
+                add_special_tokens: bool = True) -> TextContext:
+        """A context for a text prompt (tokenized) or a list of token ids."""
+        ids = self.tokenizer.encode_sync(prompt, add_special_tokens=add_special_tokens) \
+            if isinstance(prompt, str) else np.asarray(prompt, np.int64)
+        max_length = self.pipeline.max_length
+        if len(ids) >= max_length:
+            raise ValueError(
+                f"the prompt is {len(ids)} tokens long; with --max-length {max_length} no token is left to generate"
+            )
+        kwargs: dict[str, Any] = {"request_id": request_id} if request_id else {}
+        return TextContext(max_length=max_length, tokens=ids, sampling_params=sampling,
+                           eos_token_ids=self.pipeline.eos_token_ids, **kwargs)
+
+    def run(
+        self,
+        contexts: Sequence[TextContext],
+        on_text: Callable[[TextContext, str], None] | None = None,
+    ) -> list[GenerationResult]:
+        """Generates every context to completion; `on_text(ctx, delta)` receives printable text
+        as it is produced. Results come back in the order of `contexts`."""
+        p = self.pipeline
+        decode = lambda ids: self.tokenizer.decode_sync(ids, skip_special_tokens=True)  # noqa: E731
+        from max.pipelines.tokenizer import StreamingDecoder
+
+        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop)) for ctx in contexts)
+        order = [c.request_id for c in contexts]
+        running: list[_Running] = []
+        done: dict[str, GenerationResult] = {}
+        stats = self.stats = GenerationStats(prompt_tokens=int(sum(c.prompt_length for c in contexts)))
+        t_start = time.perf_counter()
+        t_prefill_end: float | None = None
+        kv = p.kv_manager
+        while waiting or running:
+            # Admit waiting requests while their prompt's pages fit.
+            while waiting and len(running) < p.max_batch_size:
+                need = -(-(waiting[0].ctx.prompt_length + 1) // kv.page_size)
+                reserved = sum(max(0, -(-(r.ctx.end_idx + 1) // kv.page_size) - len(kv.get_req_blocks(r.ctx.request_id)))
+                               for r in running if kv.contains(r.ctx.request_id))
+                if running and need + reserved > kv.free_pages:
+                    break
+                if need > kv.total_num_pages:
+                    raise KVCacheExhaustedError(f"a prompt needs {need} pages; the cache has {kv.total_num_pages}")
+                running.append(waiting.popleft())
+            batch = self._plan_step(running)
+            outputs = p.execute(TextGenerationInputs([{r.ctx.request_id: r.ctx for r in batch}]))
+            stats.steps += 1
+            now = time.perf_counter()
+            for r in batch:
+                out = outputs.get(r.ctx.request_id)
+                if out is None:
+                    continue
+                if r.first_token_at is None:
+                    r.first_token_at = now - t_start
+                    if stats.first_token_seconds is None:
+                        stats.first_token_seconds = r.first_token_at
+                else:
+                    stats.decode_tokens += 1
+                stats.generated_tokens += 1
+                generated = r.ctx.generated_tokens.tolist()
+                delta = r.decoder.push(generated)
+                if delta.text:
+                    r.text.append(delta.text)
+                    if on_text:
+                        on_text(r.ctx, delta.text)
+                if delta.stopped:
+                    r.stop_reason = "stop"
+                    r.ctx.status = GenerationStatus.END_OF_SEQUENCE
+            if t_prefill_end is None and all(r.first_token_at is not None for r in running) and not waiting:
+                t_prefill_end = now
+                stats.prefill_seconds = now - t_start
+                t_decode_start = now
+            for r in list(running):
+                if r.ctx.is_done:
+                    if r.stop_reason is None:
+                        tail = r.decoder.finish(r.ctx.generated_tokens.tolist())
+                        if tail.text:
+                            r.text.append(tail.text)
+                            if on_text:
+                                on_text(r.ctx, tail.text)
+                    p.release(r.ctx.request_id)
+                    running.remove(r)
+                    done[r.ctx.request_id] = GenerationResult(
+                        r.ctx.request_id, r.ctx.prompt_tokens.copy(), r.ctx.generated_tokens.tolist(),
+                        "".join(r.text), _finish_reason(r.ctx.status, r.stop_reason is not None), r.first_token_at)
+        end = time.perf_counter()
+        if t_prefill_end is None:
+            stats.prefill_seconds = end - t_start
+        else:
+            stats.decode_seconds = end - t_decode_start
+        return [done[i] for i in order]
+
+    def _plan_step(self, running: list[_Running]) -> list[_Running]:
+        """This step's batch: every decoding request, then prompt chunks within the budget."""
+        budget = int(self.pipeline.pipeline_config.max_batch_input_tokens)
+        chunked = bool(self.pipeline.pipeline_config.enable_chunked_prefill)
+        batch = [r for r in running if not r.ctx.needs_prefill]
+        budget -= len(batch)
+        for r in running:
+            if not r.ctx.needs_prefill:
+                continue
+            pending = r.ctx.end_idx - r.ctx.start_idx
+            if budget <= 0 and batch:
+                break
+            if pending > budget and batch and not chunked:
+                break
+            r.ctx.chunk(max(1, budget) if chunked else pending)
+            budget -= r.ctx.active_length
+            batch.append(r)
+        return batch
+
+
+__all__ = ["GenerationResult", "GenerationStats", "Generator"]
