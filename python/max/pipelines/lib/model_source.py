@@ -189,6 +189,10 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         config["rope_local_base_freq"] = 10000.0
         config["hidden_activation"] = "gelu_pytorch_tanh"
         config["sliding_window_pattern"] = 6
+        # llama.cpp scales Gemma 3 queries by 1/sqrt(head_dim), except the 27B model's hidden / heads.
+        config["query_pre_attn_scalar"] = (
+            hidden // heads if int(get("block_count")) == 62 else config["head_dim"]
+        )
         config["final_logit_softcapping"] = get("final_logit_softcapping")
         config["attn_logit_softcapping"] = get("attn_logit_softcapping")
     return config

@@ -1,0 +1,152 @@
+"""The Gemma 3 text decoder: embeddings scaled by sqrt(hidden), four RMSNorms per block (before
+and after attention, before and after the MLP) computing ``x * (1 + w)``, per-head q/k RMSNorm,
+attention scaled by ``query_pre_attn_scalar ** -0.5``, sliding-window layers with their own
+rotary base (``rope_local_base_freq``) between global layers (``layer_types`` or every
+``sliding_window_pattern``-th layer), a GELU-tanh gated MLP and tied output embeddings.
+
+GGUF files store the norm weights with the 1 already added (llama.cpp's converter), so they
+load with no offset."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from max.graph import TensorValue
+from max.nn import MLP, AttentionWithRope, Embedding, Linear, RMSNorm, Transformer, TransformerBlock
+from max.nn.attention.mask_config import AttentionMaskVariant
+from max.nn.kv_cache import PagedCacheValues
+from max.nn.rotary_embedding import RotaryEmbedding
+from max.pipelines.architectures.llama3.model import kv_geometry, linear, rope_for
+from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
+
+_GGUF_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def rename(fmt: str, name: str) -> str | None:
+    if fmt == "gguf":
+        top = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight",
+               "output.weight": "lm_head.weight"}
+        if name in top:
+            return top[name]
+        m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
+        if m and m.group(2) in _GGUF_BLOCK:
+            return f"layers.{m.group(1)}.{_GGUF_BLOCK[m.group(2)]}.{m.group(3)}"
+        return None
+    for prefix in ("model.language_model.", "language_model.model.", "model."):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+class Gemma3Block(TransformerBlock):
+    """``h = x + post_attn_norm(attn(norm(x)))``, ``h + post_ffw_norm(mlp(pre_ffw_norm(h)))``."""
+
+    def __init__(self, attention: Any, mlp: Any, norms: list[RMSNorm]) -> None:
+        super().__init__(attention, mlp, norms[0], norms[1])
+        self.pre_feedforward_layernorm = norms[2]
+        self.post_feedforward_layernorm = norms[3]
+
+    def __call__(self, layer_idx: int, x: TensorValue, kv_collection: PagedCacheValues, freqs_cis: TensorValue,
+                 input_row_offsets: TensorValue) -> TensorValue:
+        a = self.self_attn(layer_idx, self.input_layernorm(x), kv_collection, freqs_cis, input_row_offsets)
+        h = x + self.post_attention_layernorm(a)
+        return h + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(h)))
+
+
+class Gemma3Transformer(Transformer):
+    """A Transformer whose sliding-window layers use the local rotary table."""
+
+    def __init__(self, *args: Any, local_rope: RotaryEmbedding, sliding: list[bool], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.local_rope = local_rope
+        self.sliding = sliding
+
+    def layer_freqs(self, layer_idx: int, device: Any) -> TensorValue:
+        rope = self.local_rope if self.sliding[layer_idx] else self.rope
+        return rope.freqs_cis_on(device)
+
+
+def sliding_layers(c: dict[str, Any]) -> list[bool]:
+    n = int(c["num_hidden_layers"])
+    types = c.get("layer_types")
+    if types:
+        return [t == "sliding_attention" for t in types]
+    pattern = int(c.get("sliding_window_pattern") or 6)
+    return [(i + 1) % pattern != 0 for i in range(n)]
+
+
+def build(spec: DecoderSpec) -> Transformer:
+    c = spec.config
+    hidden, n_layers = int(c["hidden_size"]), int(c["num_hidden_layers"])
+    heads = int(c["num_attention_heads"])
+    kv_heads, head_dim, _ = kv_geometry(c)
+    ffn = int(c["intermediate_size"])
+    eps = float(c.get("rms_norm_eps") or 1e-6)
+    offset = 0.0 if spec.weights_format == "gguf" else 1.0
+    scalar = float(c.get("query_pre_attn_scalar") or head_dim)
+    window = int(c.get("sliding_window") or 4096)
+    sliding = sliding_layers(c)
+    global_rope = rope_for(spec, interleaved=False)
+    local_rope = rope_for(spec, interleaved=False, theta=float(c.get("rope_local_base_freq") or 10000.0), scaling={})
+    act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
+
+    def norm(dim: int) -> RMSNorm:
+        return RMSNorm(dim, spec.dtype, eps, weight_offset=offset, multiply_before_cast=True)
+
+    blocks = []
+    for i in range(n_layers):
+        p = f"layers.{i}"
+        attn = AttentionWithRope(
+            rope=local_rope if sliding[i] else global_rope, num_attention_heads=heads, num_key_value_heads=kv_heads,
+            hidden_size=hidden, kv_params=spec.kv_params, devices=[spec.device], dtype=spec.dtype,
+            scale=1.0 / math.sqrt(scalar), use_qk_norm=True, rms_norm_eps=eps, qk_norm_weight_offset=offset,
+            head_dim=head_dim,
+            mask_variant=AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK if sliding[i] else AttentionMaskVariant.CAUSAL_MASK,
+            local_window_size=window if sliding[i] else None,
+            attn_logit_softcapping=c.get("attn_logit_softcapping"),
+        )
+        attn.q_proj = linear(spec, f"{p}.self_attn.q_proj", hidden, heads * head_dim)
+        attn.k_proj = linear(spec, f"{p}.self_attn.k_proj", hidden, kv_heads * head_dim)
+        attn.v_proj = linear(spec, f"{p}.self_attn.v_proj", hidden, kv_heads * head_dim)
+        attn.o_proj = linear(spec, f"{p}.self_attn.o_proj", heads * head_dim, hidden)
+        mlp = MLP(spec.dtype, None, hidden, ffn, [spec.device], activation_function=act)
+        mlp.gate_proj = linear(spec, f"{p}.mlp.gate_proj", hidden, ffn)
+        mlp.up_proj = linear(spec, f"{p}.mlp.up_proj", hidden, ffn)
+        mlp.down_proj = linear(spec, f"{p}.mlp.down_proj", ffn, hidden)
+        blocks.append(Gemma3Block(attn, mlp, [norm(hidden) for _ in range(4)]))
+    emb_w = spec.weights["embed_tokens.weight"]
+    vocab = int(emb_w.shape[0])
+    embedding = Embedding(vocab, hidden, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
+    if spec.has("lm_head.weight"):
+        head_w = spec.weights["lm_head.weight"]
+        lm_head = Linear(hidden, int(head_w.shape[0]), spec.dtype, spec.device,
+                         quantization_encoding=head_w.quantization_encoding)
+    else:
+        lm_head = Linear(hidden, vocab, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
+        lm_head.set_shared_weight("weight", embedding.weight)
+    return Gemma3Transformer(
+        hidden, heads, blocks, norm(hidden), lm_head, embedding, spec.kv_params, global_rope,
+        embedding_multiplier=math.sqrt(hidden), logits_softcapping=c.get("final_logit_softcapping"),
+        local_rope=local_rope, sliding=sliding,
+    )
+
+
+GEMMA3 = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
+
+__all__ = ["GEMMA3", "build", "rename"]
