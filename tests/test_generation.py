@@ -1,0 +1,116 @@
+"""Text generation through the pipeline on the real SmolLM2 GGUF: the KV cache is used (every
+decode step processes one token, however long the prompt), chunked prefill and batches of
+different prompts give the tokens each prompt gets alone, and the offline LLM API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from max.entrypoints.llm import LLM
+from max.interfaces import SamplingParams, TextGenerationInputs
+from max.pipelines import PipelineConfig
+from max.pipelines.lib.generate import Generator
+from max.pipelines.lib.pipeline import load_pipeline
+from models import smollm2_gguf
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    return load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=1024, max_batch_size=4,
+                                        device_specs=[__import__("max.driver", fromlist=["DeviceSpec"]).DeviceSpec.cpu()]))
+
+
+def _count_tokens(pipeline):
+    """Wraps the model to record how many tokens each step processes."""
+    seen: list[int] = []
+    model = pipeline.model
+    original = model.execute
+
+    def counted(tokens, offsets, cache):
+        seen.append(len(tokens))
+        return original(tokens, offsets, cache)
+
+    model.execute = counted
+    return seen, lambda: setattr(model, "execute", original)
+
+
+@pytest.mark.parametrize("prompt_len", [16, 512])
+def test_decode_processes_one_token_per_step(pipeline, prompt_len):
+    gen = Generator(pipeline)
+    rng = np.random.default_rng(prompt_len)
+    ctx = gen.context(rng.integers(100, 40000, prompt_len).tolist(), SamplingParams(top_k=1, max_new_tokens=12, ignore_eos=True))
+    seen, restore = _count_tokens(pipeline)
+    try:
+        (r,) = gen.run([ctx])
+    finally:
+        restore()
+    assert len(r.tokens) == 12
+    assert sum(seen[: len(seen) - 11]) == prompt_len  # the prompt once (maybe in chunks)
+    assert seen[-11:] == [1] * 11  # then one token per step: nothing is recomputed
+
+
+def test_chunked_prefill_and_batching_match_single_runs(pipeline):
+    prompts = ["The capital of France is", "Once upon a time, in a land far away,", "def fibonacci(n):"]
+    sp = SamplingParams(top_k=1, max_new_tokens=10, ignore_eos=True)
+    alone = []
+    for p in prompts:
+        gen = Generator(pipeline)
+        alone.append(gen.run([gen.context(p, sp)])[0].tokens)
+    gen = Generator(pipeline)
+    together = [r.tokens for r in gen.run([gen.context(p, sp) for p in prompts])]
+    assert together == alone
+    # A prompt processed in chunks of 3 tokens gives the same continuation.
+    old = pipeline.pipeline_config.max_batch_input_tokens
+    pipeline.pipeline_config.max_batch_input_tokens = 3
+    try:
+        gen = Generator(pipeline)
+        chunked = gen.run([gen.context(prompts[1], sp)])[0].tokens
+    finally:
+        pipeline.pipeline_config.max_batch_input_tokens = old
+    assert chunked == alone[1]
+
+
+def test_step_logits_of_a_batch_equal_each_alone(pipeline):
+    """Ragged prefill of three prompts in one step: each row's logits equal its own run."""
+    from max.pipelines.lib.context import TextContext
+
+    rng = np.random.default_rng(7)
+    prompts = [rng.integers(100, 40000, n) for n in (5, 17, 9)]
+
+    def logits_of(ctxs):
+        for c in ctxs:
+            pipeline.kv_manager.claim(c.request_id)
+            pipeline.kv_manager.alloc(c)
+        tokens = np.concatenate([c.next_tokens for c in ctxs])
+        offsets = np.concatenate([[0], np.cumsum([c.active_length for c in ctxs])]).astype(np.uint32)
+        (cache,) = pipeline.kv_manager.get_runtime_inputs([ctxs])
+        out = pipeline.model.execute(tokens, offsets, list(cache)).to_numpy().copy()
+        for c in ctxs:
+            pipeline.release(c.request_id)
+        return out
+
+    mk = lambda p: TextContext(max_length=1024, tokens=p)  # noqa: E731
+    together = logits_of([mk(p) for p in prompts])
+    for i, p in enumerate(prompts):
+        alone = logits_of([mk(p)])[0]
+        np.testing.assert_allclose(together[i], alone, rtol=1e-4, atol=1e-4 * np.abs(alone).max())
+
+
+def test_eos_and_stop_strings(pipeline):
+    gen = Generator(pipeline)
+    r = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=30, stop=["answer"]))])[0]
+    assert "answer" not in r.text and r.finish_reason == "stop"
+    gen = Generator(pipeline)
+    r = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=3))])[0]
+    assert len(r.tokens) == 3 and r.finish_reason == "length"
+
+
+def test_llm_offline_api():
+    llm = LLM(PipelineConfig(model_path=str(smollm2_gguf()), max_length=256))
+    (text,) = llm.generate(["The capital of France is"], max_new_tokens=5)
+    assert text.startswith(" Paris")
+    (reply,) = llm.chat([{"role": "user", "content": "What is the capital of France?"}], max_new_tokens=20)
+    assert "Paris" in reply
+    with pytest.raises(ValueError, match="not an embedding model"):
+        llm.encode(["hi"])
