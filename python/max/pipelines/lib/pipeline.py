@@ -99,6 +99,19 @@ class TextGenerationPipeline:
         self.sampler = Sampler(self.session, self.device)
         self.load_seconds = time.perf_counter() - t0
 
+    def warm_up(self) -> None:
+        """Runs a two-token prompt and one decode step, so that every kernel the model uses is
+        compiled (and cached on disk) before the first real request."""
+        from max.interfaces import SamplingParams
+
+        ctx = TextContext(max_length=self.max_length, tokens=np.zeros(2, np.int64),
+                          sampling_params=SamplingParams(top_k=1, max_new_tokens=2, ignore_eos=True))
+        try:
+            while not ctx.is_done:
+                self.execute(TextGenerationInputs([{ctx.request_id: ctx}]))
+        finally:
+            self.release(ctx.request_id)
+
     @property
     def eos_token_ids(self) -> set[int]:
         return set(getattr(self.tokenizer, "eos_token_ids", set()) or set())
