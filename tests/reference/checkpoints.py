@@ -1,0 +1,508 @@
+"""Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
+
+`write_checkpoint(arch, directory, ...)` for arch in llama, qwen2, qwen3, gemma3 (decoders) and bert
+writes under `directory`:
+- `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
+  tokenizer.json, tokenizer_config.json (with a chat template); for bert also vocab.txt and the
+  sentence-transformers files (modules.json, 1_Pooling/config.json with mean pooling, ...);
+- `model.gguf` (decoders only): written with gguf.GGUFWriter as convert_hf_to_gguf.py writes that
+  architecture (metadata keys, tensor names, q/k permutation for llama, 1 + w Gemma norms, tokenizer).
+
+It returns {"config", "weights", "hf_dir", "gguf", "tokenizer"}: `weights` maps HF names to float64
+arrays holding exactly the values stored (in both files: with `gguf_quant`, the safetensors file stores
+the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
+
+Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/qwen2 2 layers with
+2 kv heads and head_dim 16; qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
+6 layers (5 sliding with window 8, then 1 global: llama.cpp's fixed Gemma 3 pattern), 1 kv head,
+head_dim 32. `config_overrides` changes any config.json value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`,
+`tie_word_embeddings`, `attention_bias`, `hidden_size=256` for K-quant-sized rows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import gguf
+import ml_dtypes
+import numpy as np
+from safetensors.numpy import save_file
+
+from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
+from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
+
+DECODER_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+
+LLAMA3_ROPE_SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    # 8192 as in Llama 3.1: convert_hf_to_gguf.py reads this key at the top level of config.json and
+    # falls back to 8192, so any other value would make the GGUF disagree with the HF model.
+    "original_max_position_embeddings": 8192,
+}
+GEMMA3_LINEAR_ROPE_SCALING = {"rope_type": "linear", "factor": 8.0}  # global layers only, as Gemma 3 4B+
+
+_TOKENIZER_FAMILY = {"llama": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3"}
+_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2"}
+_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+_FLOAT_GGUF_TYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
+_FILE_TYPES = {
+    "F32": gguf.LlamaFileType.ALL_F32,
+    "F16": gguf.LlamaFileType.MOSTLY_F16,
+    "BF16": gguf.LlamaFileType.MOSTLY_BF16,
+    "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+    "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+    "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+    "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# config.json
+# ----------------------------------------------------------------------------------------------
+
+
+def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A small but realistic config.json for `arch`, with the tokenizer's size and special ids."""
+    spec = SPECIALS[_TOKENIZER_FAMILY[arch]]
+    ids = {role: tokenizer.token_to_id(spec[role]) if spec[role] else None for role in ("bos", "eos", "pad")}
+    extra_eos = [tokenizer.token_to_id(t) for t in spec["extra_eos"]]
+    common = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 256,
+        "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
+        "bos_token_id": ids["bos"],
+        "eos_token_id": [ids["eos"], *extra_eos] if extra_eos else ids["eos"],
+        "pad_token_id": ids["pad"],
+        "initializer_range": 0.02,
+        "attention_dropout": 0.0,
+        "use_cache": True,
+        "torch_dtype": "float32",
+    }
+    if arch == "llama":
+        config = {
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", **common,
+            "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
+            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None,
+            "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+        }
+    elif arch in ("qwen2", "qwen3"):
+        config = {
+            "architectures": ["Qwen2ForCausalLM" if arch == "qwen2" else "Qwen3ForCausalLM"], "model_type": arch,
+            **common, "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16 if arch == "qwen2" else 32,
+            "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None,
+            "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
+            "tie_word_embeddings": True,
+        }
+        if arch == "qwen3":
+            config["attention_bias"] = False
+    elif arch == "gemma3":
+        config = {
+            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **common,
+            "num_hidden_layers": 6, "num_key_value_heads": 1, "head_dim": 32,
+            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None,
+            "sliding_window": 8, "sliding_window_pattern": 6, "query_pre_attn_scalar": 32,
+            "attn_logit_softcapping": None, "final_logit_softcapping": None,
+            "attention_bias": False, "tie_word_embeddings": True,
+        }
+    else:
+        raise ValueError(f"unknown decoder arch {arch!r}")
+    config.update(overrides or {})
+    if arch == "gemma3" and "layer_types" not in (overrides or {}):
+        pattern = config["sliding_window_pattern"]
+        config["layer_types"] = [
+            "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+            for i in range(config["num_hidden_layers"])
+        ]
+    return config
+
+
+def bert_config(tokenizer, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A tiny BertModel config.json (MiniLM-shaped)."""
+    config = {
+        "architectures": ["BertModel"], "model_type": "bert",
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_position_embeddings": 128, "type_vocab_size": 2,
+        "vocab_size": tokenizer.get_vocab_size(), "pad_token_id": 0, "position_embedding_type": "absolute",
+        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+        "torch_dtype": "float32",
+    }
+    config.update(overrides or {})
+    return config
+
+
+# ----------------------------------------------------------------------------------------------
+# Random weights
+# ----------------------------------------------------------------------------------------------
+
+
+def _norm_weight(rng, size: int, gemma: bool, scale: float = 1.0) -> np.ndarray:
+    """Near `scale` (Gemma: w near scale - 1, used as 1 + w), on a 2**-16 grid so that 1 + w is exact in
+    float32 (the Gemma GGUF stores 1 + w)."""
+    w = (scale - 1.0 if gemma else scale) + 0.1 * rng.standard_normal(size)
+    return np.round(w * 2.0**16) / 2.0**16
+
+
+def _linear_weight(rng, out_features: int, in_features: int, gain: float = 1.0) -> np.ndarray:
+    return rng.standard_normal((out_features, in_features)) * (gain / math.sqrt(in_features))
+
+
+# Scales chosen so that greedy decoding does not just repeat a token, even with tied embeddings: the
+# attention and MLP updates (o_proj / down_proj gain, Gemma's post-norms) outweigh the token's own
+# embedding in the residual stream, and the logits spread over several units.
+# Linear weights are N(0, (gain / sqrt(fan_in))^2): gain 1 (std 0.125 at fan-in 64) except these.
+EMBED_STD = 0.5
+GEMMA_EMBED_STD = 0.12  # Gemma multiplies embeddings by sqrt(hidden) = 8
+O_PROJ_GAIN = 3.0
+DOWN_PROJ_GAIN = 6.0
+GEMMA_POST_NORM = 3.0  # (1 + w) of Gemma's post-attention / post-feedforward norms
+GEMMA_FINAL_NORM = 3.0
+
+
+def random_decoder_weights(config: dict[str, Any], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """HF-named float64 random weights for a decoder config (before casting to the storage dtype)."""
+    arch = config["model_type"]
+    gemma = arch == "gemma3_text"
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+    n_heads, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or hidden // n_heads
+    attn_bias = config.get("attention_bias", False)
+    qkv_bias = attn_bias or arch == "qwen2"
+    o_bias = attn_bias and arch != "qwen2"
+    mlp_bias = config.get("mlp_bias", False) and arch == "llama"
+
+    embed_std = GEMMA_EMBED_STD if gemma else EMBED_STD
+    w: dict[str, np.ndarray] = {"model.embed_tokens.weight": embed_std * rng.standard_normal((config["vocab_size"], hidden))}
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = _norm_weight(rng, hidden, gemma)
+        for name, rows in (("q_proj", n_heads * head_dim), ("k_proj", n_kv * head_dim), ("v_proj", n_kv * head_dim)):
+            w[p + f"self_attn.{name}.weight"] = _linear_weight(rng, rows, hidden)
+            if qkv_bias:
+                w[p + f"self_attn.{name}.bias"] = 0.2 * rng.standard_normal(rows)
+        w[p + "self_attn.o_proj.weight"] = _linear_weight(rng, hidden, n_heads * head_dim, O_PROJ_GAIN)
+        if o_bias:
+            w[p + "self_attn.o_proj.bias"] = 0.2 * rng.standard_normal(hidden)
+        if arch in ("qwen3", "gemma3_text"):
+            w[p + "self_attn.q_norm.weight"] = _norm_weight(rng, head_dim, gemma)
+            w[p + "self_attn.k_norm.weight"] = _norm_weight(rng, head_dim, gemma)
+        for name, shape in (("gate_proj", (inter, hidden)), ("up_proj", (inter, hidden)), ("down_proj", (hidden, inter))):
+            w[p + f"mlp.{name}.weight"] = _linear_weight(rng, *shape, DOWN_PROJ_GAIN if name == "down_proj" else 1.0)
+            if mlp_bias:
+                w[p + f"mlp.{name}.bias"] = 0.2 * rng.standard_normal(shape[0])
+        w[p + "post_attention_layernorm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_POST_NORM if gemma else 1.0)
+        if gemma:
+            w[p + "pre_feedforward_layernorm.weight"] = _norm_weight(rng, hidden, gemma)
+            w[p + "post_feedforward_layernorm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_POST_NORM)
+    w["model.norm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_FINAL_NORM if gemma else 1.0)
+    if not config.get("tie_word_embeddings", gemma):
+        w["lm_head.weight"] = EMBED_STD * rng.standard_normal((config["vocab_size"], hidden))
+    return w
+
+
+def random_bert_weights(config: dict[str, Any], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """HF-named float64 random BertModel weights (embeddings.*, encoder.layer.N.*, pooler.*)."""
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+
+    def layer_norm(prefix: str) -> dict[str, np.ndarray]:
+        return {prefix + ".weight": _norm_weight(rng, hidden, False), prefix + ".bias": 0.1 * rng.standard_normal(hidden)}
+
+    def dense(prefix: str, out_f: int, in_f: int) -> dict[str, np.ndarray]:
+        return {prefix + ".weight": _linear_weight(rng, out_f, in_f), prefix + ".bias": 0.1 * rng.standard_normal(out_f)}
+
+    w = {
+        "embeddings.word_embeddings.weight": 0.5 * rng.standard_normal((config["vocab_size"], hidden)),
+        "embeddings.position_embeddings.weight": 0.2 * rng.standard_normal((config["max_position_embeddings"], hidden)),
+        "embeddings.token_type_embeddings.weight": 0.2 * rng.standard_normal((config["type_vocab_size"], hidden)),
+        **layer_norm("embeddings.LayerNorm"),
+    }
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        for name in ("query", "key", "value"):
+            w.update(dense(p + f"attention.self.{name}", hidden, hidden))
+        w.update(dense(p + "attention.output.dense", hidden, hidden))
+        w.update(layer_norm(p + "attention.output.LayerNorm"))
+        w.update(dense(p + "intermediate.dense", inter, hidden))
+        w.update(dense(p + "output.dense", hidden, inter))
+        w.update(layer_norm(p + "output.LayerNorm"))
+    w.update(dense("pooler.dense", hidden, hidden))
+    return w
+
+
+# ----------------------------------------------------------------------------------------------
+# Files
+# ----------------------------------------------------------------------------------------------
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_safetensors(hf_dir: Path, tensors: dict[str, np.ndarray], sharded: bool) -> None:
+    """model.safetensors, or model-0000{1,2}-of-00002.safetensors + model.safetensors.index.json."""
+    if not sharded:
+        save_file(tensors, str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
+        return
+    names = list(tensors)
+    parts = [names[: len(names) // 2], names[len(names) // 2 :]]
+    weight_map = {}
+    for k, part in enumerate(parts, start=1):
+        filename = f"model-{k:05d}-of-{len(parts):05d}.safetensors"
+        save_file({n: tensors[n] for n in part}, str(hf_dir / filename), metadata={"format": "pt"})
+        weight_map.update({n: filename for n in part})
+    total = sum(int(t.nbytes) for t in tensors.values())
+    _write_json(hf_dir / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
+
+
+def _write_decoder_tokenizer(hf_dir: Path, arch: str, tokenizer, config: dict[str, Any]) -> None:
+    spec = SPECIALS[_TOKENIZER_FAMILY[arch]]
+    tokenizer.save(str(hf_dir / "tokenizer.json"))
+    decoder = tokenizer.get_added_tokens_decoder()
+    _write_json(
+        hf_dir / "tokenizer_config.json",
+        {
+            "add_bos_token": spec["add_bos"],
+            "add_eos_token": False,
+            "added_tokens_decoder": {
+                str(i): {"content": t.content, "lstrip": t.lstrip, "normalized": t.normalized,
+                         "rstrip": t.rstrip, "single_word": t.single_word, "special": t.special}
+                for i, t in sorted(decoder.items())
+            },
+            "bos_token": spec["bos"],
+            "eos_token": spec["eos"],
+            "pad_token": spec["pad"],
+            "unk_token": None,
+            "chat_template": spec["chat_template"],
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": config["max_position_embeddings"],
+            "tokenizer_class": "PreTrainedTokenizerFast",
+        },
+    )
+    _write_json(
+        hf_dir / "generation_config.json",
+        {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"],
+         "pad_token_id": config["pad_token_id"], "do_sample": False},
+    )
+
+
+def _write_bert_files(hf_dir: Path, tokenizer, config: dict[str, Any]) -> None:
+    tokenizer.save(str(hf_dir / "tokenizer.json"))
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    (hf_dir / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
+    specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    _write_json(hf_dir / "special_tokens_map.json", specials)
+    _write_json(hf_dir / "tokenizer_config.json", {"do_lower_case": True, **specials, "tokenize_chinese_chars": True,
+                                                    "strip_accents": None, "tokenizer_class": "BertTokenizer",
+                                                    "model_max_length": config["max_position_embeddings"]})
+    _write_json(hf_dir / "modules.json", [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ])
+    _write_json(hf_dir / "sentence_bert_config.json", {"max_seq_length": config["max_position_embeddings"], "do_lower_case": False})
+    _write_json(hf_dir / "1_Pooling" / "config.json", {
+        "word_embedding_dimension": config["hidden_size"], "pooling_mode_cls_token": False,
+        "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+    })
+    _write_json(hf_dir / "config_sentence_transformers.json", {"__version__": {"sentence_transformers": "2.0.0"}})
+
+
+# ----------------------------------------------------------------------------------------------
+# GGUF
+# ----------------------------------------------------------------------------------------------
+
+
+def _gguf_payloads(arch: str, config: dict[str, Any], stored: dict[str, np.ndarray], dtype: str, quant: str | None):
+    """[(gguf name, array to write, raw ggml type or None)] and the HF-layout float64 values they hold.
+
+    Follows convert_hf_to_gguf.py: 1-D tensors are F32; 2-D ones take the output type (F32/F16/BF16, or
+    `quant`, falling back to F16 where a row is not a whole number of quant blocks)."""
+    heads = {"q": config["num_attention_heads"], "k": config["num_key_value_heads"]}
+    qtype = gguf.GGMLQuantizationType[quant] if quant else None
+    payloads, held = [], {}
+    for hf_name, value in stored.items():
+        name = hf_to_gguf_name(arch, hf_name)
+        data = np.asarray(value, dtype=np.float32)
+        if (which := is_permuted(arch, name)) is not None:
+            data = permute_for_llama_cpp(data, heads[which])
+        data = data + np.float32(gemma_norm_shift(arch, name))  # float32 arithmetic, as the converter
+        ggml = gguf.GGMLQuantizationType.F32 if data.ndim == 1 else gguf.GGMLQuantizationType[_FLOAT_GGUF_TYPES[dtype]]
+        if data.ndim == 2 and qtype is not None:
+            block = gguf.GGML_QUANT_SIZES[qtype][0]
+            ggml = qtype if data.shape[1] % block == 0 else gguf.GGMLQuantizationType.F16
+        raw = ggml not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+        payload = gguf.quants.quantize(data, ggml)  # float32 / float16 arrays, or the raw block bytes
+        back = np.asarray(gguf.quants.dequantize(payload, ggml) if raw else payload, dtype=np.float64)
+        back = back.reshape(data.shape) - gemma_norm_shift(arch, name)
+        if which is not None:
+            back = unpermute_from_llama_cpp(back, heads[which])
+        held[hf_name] = back
+        payloads.append((name, payload, ggml if raw else None))
+    return payloads, held
+
+
+def _llama3_rope_factors(config: dict[str, Any]) -> np.ndarray:
+    """rope_freqs.weight as convert_hf_to_gguf.py computes it (float32 frequencies, 8192 fallback)."""
+    scaling = config["rope_scaling"]
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    freqs = 1.0 / (np.float32(config.get("rope_theta", 10000.0)) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    factor = scaling.get("factor", 8.0)
+    low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+    old_context = config.get("original_max_position_embeddings", 8192)
+    factors = []
+    for freq in freqs.astype(np.float64):
+        wavelen = 2 * math.pi / freq
+        if wavelen < old_context / high:
+            factors.append(1.0)
+        elif wavelen > old_context / low:
+            factors.append(factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.asarray(factors, dtype=np.float32)
+
+
+def _gguf_tokenizer_metadata(writer: gguf.GGUFWriter, hf_dir: Path, tokenizer, pretokenizer: str) -> None:
+    """tokenizer.ggml.* as the converter's _set_vocab_gpt2 writes them."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    added = tokenizer.get_added_tokens_decoder()
+    by_id = {i: t for t, i in vocab.items()}
+    tokens, types = [], []
+    for i in range(len(by_id)):
+        tokens.append(by_id[i])
+        if i in added:
+            types.append(gguf.TokenType.CONTROL if added[i].special else gguf.TokenType.USER_DEFINED)
+        else:
+            types.append(gguf.TokenType.NORMAL)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pretokenizer)
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    gguf.SpecialVocab(hf_dir, load_merges=True).add_to_gguf(writer, quiet=True)  # merges, ids, add_bos, template
+
+
+def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: Path, tokenizer,
+               pretokenizer: str, file_type: str) -> None:
+    """The GGUF file: metadata as convert_hf_to_gguf.py sets it for `arch`, then the tensors."""
+    if arch == "gemma3":
+        every_sixth = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(config["num_hidden_layers"])]
+        if config["layer_types"] != every_sixth:
+            raise ValueError("llama.cpp's Gemma 3 has one global layer in every 6; a GGUF cannot say otherwise")
+        if config["query_pre_attn_scalar"] != config["head_dim"]:
+            raise ValueError("llama.cpp's Gemma 3 (not 27B) scales attention by 1/sqrt(head_dim)")
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_type(gguf.GGUFType.MODEL)
+    writer.add_name(f"tiny-random-{arch}")
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(config["num_attention_heads"])
+    writer.add_head_count_kv(config["num_key_value_heads"])
+    scaling = config.get("rope_scaling") or {}
+    if scaling.get("rope_type", scaling.get("type")) == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(scaling["factor"])
+    writer.add_rope_freq_base(config["rope_theta"])
+    if arch == "gemma3":  # newer converters: rope_parameters["sliding_attention"]["rope_theta"]
+        writer.add_float32(f"{arch}.rope.freq_base_swa", config["rope_local_base_freq"])
+    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_file_type(_FILE_TYPES[file_type])
+    if arch == "llama":
+        writer.add_vocab_size(config["vocab_size"])
+        writer.add_rope_dimension_count(head_dim)
+    if arch == "gemma3":
+        if config.get("final_logit_softcapping"):
+            writer.add_final_logit_softcapping(config["final_logit_softcapping"])
+        writer.add_sliding_window(config["sliding_window"])
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    _gguf_tokenizer_metadata(writer, hf_dir, tokenizer, pretokenizer)
+
+    if arch == "llama" and scaling.get("rope_type") == "llama3":
+        writer.add_tensor("rope_freqs.weight", _llama3_rope_factors(config))
+    for name, payload, raw_dtype in payloads:
+        writer.add_tensor(name, payload, raw_dtype=raw_dtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Entry point
+# ----------------------------------------------------------------------------------------------
+
+
+def write_checkpoint(
+    arch: str,
+    directory: Path,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    sharded: bool = False,
+    gguf_quant: str | None = None,
+    config_overrides: dict[str, Any] | None = None,
+    pretokenizer: str | None = None,
+) -> dict[str, Any]:
+    """Write a tiny random `arch` model under `directory` (see the module docstring) and describe it.
+
+    dtype: safetensors storage ("float32", "float16", "bfloat16"; the GGUF's 2-D tensors match it);
+    gguf_quant: "Q8_0", "Q4_0", "Q4_1" (or "Q4_K"/"Q6_K" where the gguf package can quantize them)
+    for the GGUF's 2-D tensors; pretokenizer: the llama.cpp pre-tokenizer of the toy BPE (default
+    llama: "llama-bpe", qwen: "qwen2", gemma3: "gpt-2").
+    """
+    directory = Path(directory)
+    hf_dir = directory / "hf"
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    np_dtype = _DTYPES[dtype]
+
+    if arch == "bert":
+        tokenizer = wordpiece_tokenizer()
+        config = bert_config(tokenizer, config_overrides)
+        stored = {k: v.astype(np_dtype) for k, v in random_bert_weights(config, rng).items()}
+        files = {**stored, "embeddings.position_ids": np.arange(config["max_position_embeddings"], dtype=np.int64)[None]}
+        write_safetensors(hf_dir, files, sharded)
+        _write_json(hf_dir / "config.json", {**config, "torch_dtype": dtype})
+        _write_bert_files(hf_dir, tokenizer, config)
+        weights = {k: np.asarray(v, dtype=np.float64) for k, v in stored.items()}
+        return {"config": config, "weights": weights, "hf_dir": hf_dir, "gguf": None, "tokenizer": tokenizer}
+
+    if arch not in DECODER_ARCHS:
+        raise ValueError(f"unknown arch {arch!r}; expected one of {DECODER_ARCHS + ('bert',)}")
+    if gguf_quant is not None:
+        if dtype != "float32":
+            raise ValueError("gguf_quant stores dequantized values in float32 safetensors; use dtype='float32'")
+        try:
+            gguf.quants.quantize(np.zeros((1, 256), np.float32), gguf.GGMLQuantizationType[gguf_quant])
+        except NotImplementedError as e:
+            raise NotImplementedError(f"the installed gguf package cannot quantize to {gguf_quant} ({e}); use Q8_0, Q4_0 or Q4_1") from None
+    pre = pretokenizer or _DEFAULT_PRETOKENIZER[arch]
+    tokenizer = bpe_tokenizer(_TOKENIZER_FAMILY[arch], pre)
+    config = decoder_config(arch, tokenizer, config_overrides)
+    config["torch_dtype"] = dtype
+    stored = {k: v.astype(np_dtype) for k, v in random_decoder_weights(config, rng).items()}
+
+    payloads, held = _gguf_payloads(arch, config, stored, dtype, gguf_quant)
+    if gguf_quant is not None:  # both files hold the dequantized values
+        stored = {k: v.astype(np.float32) for k, v in held.items()}
+    write_safetensors(hf_dir, stored, sharded)
+    _write_json(hf_dir / "config.json", config)
+    _write_decoder_tokenizer(hf_dir, arch, tokenizer, config)
+    gguf_path = directory / "model.gguf"
+    write_gguf(gguf_path, arch, config, payloads, hf_dir, tokenizer, pre, gguf_quant or _FLOAT_GGUF_TYPES[dtype])
+    weights = {k: np.asarray(v, dtype=np.float64) for k, v in stored.items()}
+    return {"config": config, "weights": weights, "hf_dir": hf_dir, "gguf": gguf_path, "tokenizer": tokenizer}

@@ -1,0 +1,76 @@
+"""Cross-check of the float64 reference against Hugging Face `transformers` itself (needs torch).
+
+Skipped where torch is not installed (as in CI). Where it is, e.g. on a GPU machine:
+
+    python3 -m pytest --noconftest tests/reference/test_against_transformers.py
+
+(`--noconftest`: tests/conftest.py imports the engine, which this file does not need). It runs the
+tiny checkpoints through transformers' own modelling code in float64, from the HF directory and from
+the GGUF (transformers' GGUF loader: an independent reading of llama.cpp's conventions), and the tiny
+BERT through sentence-transformers when that is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from .checkpoints import write_checkpoint  # noqa: E402
+from .llm import bert_embeddings, causal_lm_logits  # noqa: E402
+from .test_reference import DECODER_CASES, TEXT  # noqa: E402
+
+
+def _hf_logits(model, ids) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].double().numpy()
+
+
+@pytest.mark.parametrize("case", sorted(DECODER_CASES))
+def test_reference_matches_transformers(case, tmp_path):
+    arch, overrides = DECODER_CASES[case]
+    ck = write_checkpoint(arch, tmp_path, seed=4, config_overrides=overrides)
+    ids = ck["tokenizer"].encode(TEXT).ids
+    ours = causal_lm_logits(ck["config"], ck["weights"], ids)
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(ck["hf_dir"], dtype=torch.float64, attn_implementation="eager")
+    theirs = _hf_logits(model, ids)
+    print(case, "max |diff| vs transformers (HF dir):", np.abs(ours - theirs).max())
+    # transformers computes rope and RMSNorm statistics in float32 even in a float64 model
+    np.testing.assert_allclose(ours, theirs, atol=1e-5 * np.abs(ours).max(), rtol=0)
+
+
+@pytest.mark.parametrize("case", sorted(DECODER_CASES))
+def test_transformers_reads_our_gguf_as_the_same_model(case, tmp_path):
+    """transformers' GGUF loader undoes the tensor conventions (names, llama q/k permutation, Gemma
+    1 + w norms, Q8_0) on its own. Its config reading lacks what llama.cpp hard-codes or keeps in
+    tensors (Gemma 3 attention scale, Qwen3 head_dim, llama biases and rope_freqs), so the config is
+    taken from the HF directory: this checks the tensors."""
+    pytest.importorskip("gguf")
+    arch, overrides = DECODER_CASES[case]
+    ck = write_checkpoint(arch, tmp_path, seed=5, config_overrides=overrides, gguf_quant="Q8_0")
+    ids = ck["tokenizer"].encode(TEXT).ids
+    ours = causal_lm_logits(ck["config"], ck["weights"], ids)
+    config = transformers.AutoConfig.from_pretrained(ck["hf_dir"])
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        ck["gguf"].parent, gguf_file=ck["gguf"].name, config=config, dtype=torch.float64, attn_implementation="eager"
+    )
+    theirs = _hf_logits(model, ids)
+    print(case, "max |diff| vs transformers (GGUF):", np.abs(ours - theirs).max())
+    np.testing.assert_allclose(ours, theirs, atol=1e-5 * np.abs(ours).max(), rtol=0)
+
+
+def test_bert_matches_sentence_transformers(tmp_path):
+    st = pytest.importorskip("sentence_transformers")
+    ck = write_checkpoint("bert", tmp_path, seed=6)
+    model = st.SentenceTransformer(str(ck["hf_dir"]), device="cpu")
+    model = model.double()
+    sentences = ["The cat likes music.", "The old man walks to the river and looks at a red book."]
+    theirs = model.encode(sentences, convert_to_numpy=True, normalize_embeddings=False)
+    for sentence, vec in zip(sentences, theirs):
+        ids = ck["tokenizer"].encode(sentence).ids
+        ours = bert_embeddings(ck["config"], ck["weights"], ids, normalize=True)
+        print("bert max |diff| vs sentence-transformers:", np.abs(ours - vec).max())
+        np.testing.assert_allclose(ours, vec, atol=1e-9)

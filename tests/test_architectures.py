@@ -1,0 +1,139 @@
+"""Every architecture of the registry on tiny random-weight checkpoints written in both formats
+(a Hugging Face safetensors directory, sharded too, and the GGUF llama.cpp's converter would
+make of it), against the independent float64 reference in tests/reference: the logits of a
+prompt and of each decode step (the reference recomputes the whole sequence, we use the KV
+cache), and a batch of prompts of different lengths decoded together equal to each alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from max import driver
+from max.driver import DeviceSpec
+from max.interfaces import SamplingParams, TextGenerationInputs
+from max.pipelines import PipelineConfig
+from max.pipelines.lib.context import TextContext
+from max.pipelines.lib.embeddings import EmbeddingsPipeline
+from max.pipelines.lib.pipeline import load_pipeline
+from reference.checkpoints import LLAMA3_ROPE_SCALING, write_checkpoint
+from reference.llm import bert_embeddings, causal_lm_logits
+
+CASES = {
+    "llama": dict(arch="llama"),
+    "llama3_scaled": dict(arch="llama", config_overrides={"rope_scaling": LLAMA3_ROPE_SCALING}),
+    "qwen2": dict(arch="qwen2"),
+    "qwen3": dict(arch="qwen3"),
+    "gemma3": dict(arch="gemma3"),
+    "llama_q8_0": dict(arch="llama", gguf_quant="Q8_0"),
+}
+
+
+def _spec(device: driver.Device) -> list[DeviceSpec]:
+    return [DeviceSpec.cpu()] if device.is_host else [DeviceSpec.accelerator(device.id)]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(name: str):
+        if name not in made:
+            made[name] = write_checkpoint(directory=tmp_path_factory.mktemp(name), seed=len(made) + 3,
+                                          sharded=name == "qwen2", **CASES[name])
+        return made[name]
+
+    return get
+
+
+def _pipeline(ckpt, fmt: str, device: driver.Device, **kw):
+    path = ckpt["gguf"] if fmt == "gguf" else ckpt["hf_dir"]
+    return load_pipeline(PipelineConfig(model_path=str(path), max_length=96, device_specs=_spec(device),
+                                        quantization_encoding="float32", kv_cache_page_size=16, **kw))
+
+
+def _step(p, ctxs):
+    return p.execute(TextGenerationInputs([{c.request_id: c for c in ctxs}]))
+
+
+def _step_logits(p, ctxs):
+    """One step's logits (all sequences) without sampling, for comparing numbers."""
+    for c in ctxs:
+        if not p.kv_manager.contains(c.request_id):
+            p.kv_manager.claim(c.request_id)
+        p.kv_manager.alloc(c)
+    tokens = np.concatenate([c.next_tokens for c in ctxs])
+    offsets = np.concatenate([[0], np.cumsum([c.active_length for c in ctxs])]).astype(np.uint32)
+    (cache,) = p.kv_manager.get_runtime_inputs([ctxs])
+    out = p.model.execute(tokens, offsets, list(cache))
+    p.kv_manager.step([ctxs])
+    return (out if out.device.is_host else out.to(driver.CPU())).to_numpy().astype(np.float64)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_decoder_matches_reference(device, checkpoints, case, fmt):
+    ckpt = checkpoints(case)
+    p = _pipeline(ckpt, fmt, device)
+    rng = np.random.default_rng(11)
+    vocab = ckpt["config"]["vocab_size"]
+    prompt = rng.integers(5, vocab, 13).tolist()
+    ctx = TextContext(max_length=96, tokens=np.array(prompt))
+    ids = list(prompt)
+    scale = None
+    for step in range(6):
+        got = _step_logits(p, [ctx])[0]
+        want = causal_lm_logits(ckpt["config"], ckpt["weights"], ids)[-1]
+        scale = scale or np.abs(want).max()
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * scale, err_msg=f"{case}/{fmt} step {step}")
+        nxt = int(np.argmax(want))
+        ctx.commit()
+        ctx.append(nxt)
+        ids.append(nxt)
+    p.release(ctx.request_id)
+
+
+@pytest.mark.parametrize("case", ["llama", "gemma3", "qwen3"])
+def test_ragged_batch_decodes_like_each_alone(device, checkpoints, case):
+    ckpt = checkpoints(case)
+    p = _pipeline(ckpt, "safetensors", device, max_batch_size=4)
+    vocab = ckpt["config"]["vocab_size"]
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(5, vocab, n) for n in (3, 20, 9)]  # the 20-token one crosses gemma3's window of 8
+    sp = SamplingParams(top_k=1, max_new_tokens=8, ignore_eos=True)
+
+    def run(group):
+        ctxs = [TextContext(max_length=96, tokens=t, sampling_params=sp) for t in group]
+        while not all(c.is_done for c in ctxs):
+            _step(p, [c for c in ctxs if not c.is_done])
+        for c in ctxs:
+            p.release(c.request_id)
+        return [c.generated_tokens.tolist() for c in ctxs]
+
+    together = run(prompts)
+    alone = [run([t])[0] for t in prompts]
+    assert together == alone
+    for t, got in zip(prompts, alone):  # and greedy decoding agrees with the reference
+        ids = list(t)
+        want = []
+        for _ in range(len(got)):
+            nxt = int(np.argmax(causal_lm_logits(ckpt["config"], ckpt["weights"], ids)[-1]))
+            want.append(nxt)
+            ids.append(nxt)
+        assert got == want
+
+
+def test_bert_embeddings_match_reference(device, tmp_path):
+    ckpt = write_checkpoint("bert", tmp_path, seed=9)
+    p = load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), device_specs=_spec(device)),
+                      task=__import__("max.interfaces", fromlist=["PipelineTask"]).PipelineTask.EMBEDDINGS_GENERATION)
+    assert isinstance(p, EmbeddingsPipeline)
+    tok = ckpt["tokenizer"]
+    texts = ["the cat sat on the mat", "hello", "a much longer sentence about many different things and more"]
+    together = p.encode(texts)
+    for text, vec in zip(texts, together):
+        ids = tok.encode(text).ids
+        want = bert_embeddings(ckpt["config"], ckpt["weights"], ids, normalize=True)
+        cos = float(vec @ want / np.linalg.norm(vec) / np.linalg.norm(want))
+        assert cos >= 0.9999, (text, cos)
+        np.testing.assert_allclose(p.encode([text])[0], vec, rtol=1e-4, atol=1e-5)
