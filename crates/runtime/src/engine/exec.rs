@@ -159,10 +159,7 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
     }
     let outputs: Vec<Buffer> =
         step.outputs.iter().map(|&v| output(state, v, &shape_of(state, v)?)).collect::<Result<_>>()?;
-    let device = match step.outputs.first() {
-        Some(&v) => device_of(state.model, &state.model.program.types[v])?,
-        None => Device::Cpu,
-    };
+    let device = step_device(state, step)?;
     match &device {
         Device::Cpu => {
             // A transfer to the host reads its device input; the kernel needs it on the host.
@@ -178,6 +175,17 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
         state.env.insert(*v, b);
     }
     Ok(())
+}
+
+/// Where a step runs: the device of its first tensor result or, for a step whose results are
+/// only chains (a store into a buffer), of its first buffer or tensor input.
+fn step_device(state: &State, step: &Step) -> Result<Device> {
+    let types = &state.model.program.types;
+    let tensor = |v: &ValueId| !matches!(types[*v], Type::Chain);
+    match step.outputs.iter().find(|v| tensor(v)).or_else(|| step.inputs.iter().find(|v| tensor(v))) {
+        Some(&v) => device_of(state.model, &types[v]),
+        None => Ok(Device::Cpu),
+    }
 }
 
 /// Runs a data-dependent op on the host: its kernel allocates the results and reports the

@@ -186,7 +186,7 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         config["rope_scaling"] = {"rope_type": str(scaling), "factor": float(get("rope.scaling.factor", 1.0))}
     if arch == "gemma3":
         config["sliding_window"] = int(get("attention.sliding_window", 4096))
-        config["rope_local_base_freq"] = 10000.0
+        config["rope_local_base_freq"] = float(get("rope.freq_base_swa", 10000.0))
         config["hidden_activation"] = "gelu_pytorch_tanh"
         config["sliding_window_pattern"] = 6
         # llama.cpp scales Gemma 3 queries by 1/sqrt(head_dim), except the 27B model's hidden / heads.
