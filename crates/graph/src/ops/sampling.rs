@@ -95,6 +95,10 @@ fn apply_penalties(ctx: &Ctx) -> Result<Vec<Type>> {
     Ok(vec![Type::Tensor(logits.clone())])
 }
 
+/// sample_tokens takes rows of fewer values than this: the top-p weights of a row (up to 2^40
+/// each, in fixed point) must sum exactly in a u64.
+pub const MAX_VOCAB: usize = 1 << 24;
+
 /// The row geometry of a sampling op's run-time tensors, checked once for both backends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rows {

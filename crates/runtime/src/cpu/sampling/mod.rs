@@ -10,7 +10,7 @@ pub mod sample;
 mod tests;
 
 use max_graph::DType;
-use max_graph::ops::sampling::Rows;
+use max_graph::ops::sampling::{MAX_VOCAB, Rows};
 use max_graph::ops::{Op, OpKind};
 
 use super::attention::{slice, slice_mut};
@@ -112,6 +112,12 @@ pub fn check(name: &str, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<Row
             "{name}: offsets: holds {} values for {} rows of logits (expected batch + 1)",
             inputs[2].num_elements(),
             rows.batch
+        )));
+    }
+    if op.kind == OpKind::SampleTokens && rows.vocab >= MAX_VOCAB {
+        return Err(Error::Value(format!(
+            "{name}: logits: rows of fewer than {MAX_VOCAB} values are supported, got {}",
+            rows.vocab
         )));
     }
     let out_len = if op.kind == OpKind::SampleTokens { rows.batch } else { rows.batch * rows.vocab };
