@@ -163,3 +163,76 @@ mod tests {
         assert_eq!(top_p_threshold(&z, m, key(-2.0), 0.9), key(-1.0));
     }
 }
+
+/// The device's way to the same thresholds (kernels/sampling.cu), sequentially: bisection over
+/// the 32 bits of the keys with counts and with bracketed sums of the weights. Checked against
+/// the sorting forms above on random rows.
+#[cfg(test)]
+mod bisection {
+    use super::*;
+    use crate::cpu::sampling::math::splitmix64;
+
+    fn bisect_kth(z: &[f32], k: u64) -> u32 {
+        let mut kk = 0u32;
+        for bit in (0..32).rev() {
+            let cand = kk | (1 << bit);
+            if z.iter().filter(|&&v| key(v) >= cand).count() as u64 >= k {
+                kk = cand;
+            }
+        }
+        kk
+    }
+
+    fn bisect_top_p(z: &[f32], m: f32, thr: u32, top_p: f32) -> u32 {
+        let total: u64 = z.iter().filter(|&&v| key(v) >= thr).map(|&v| weight(v - m)).sum();
+        let target = top_p as f64 * total as f64;
+        let (mut t, mut hi, mut above) = (0u32, 1u64 << 32, 0u64);
+        for bit in (0..32).rev() {
+            let cand = t | (1 << bit);
+            let lo = cand.max(thr);
+            let s: u64 = z.iter().filter(|&&v| key(v) >= lo && (key(v) as u64) < hi).map(|&v| weight(v - m)).sum();
+            if (above + s) as f64 >= target {
+                t = cand;
+            } else {
+                hi = cand as u64;
+                above += s;
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn bisection_finds_the_sorted_thresholds() {
+        let mut state = 5u64;
+        let mut next = || {
+            state = splitmix64(state);
+            state
+        };
+        for case in 0..300 {
+            let n = 1 + (next() % 400) as usize;
+            let spread = [0.5f32, 2.0, 8.0, 40.0][case % 4];
+            // Values on a coarse grid, so that many repeat, and a few -inf.
+            let z: Vec<f32> = (0..n)
+                .map(|_| {
+                    let r = next();
+                    if r % 50 == 0 {
+                        f32::NEG_INFINITY
+                    } else {
+                        canon(((r >> 40) % 64) as f32 / 64.0 * spread - spread / 2.0)
+                    }
+                })
+                .collect();
+            let m = argmax(&z).0;
+            if !m.is_finite() {
+                continue;
+            }
+            let k = 1 + (next() % n as u64) as usize;
+            assert_eq!(bisect_kth(&z, k as u64), kth_largest(&z, k), "case {case}: k {k} of {n}");
+            let thr = if next() % 2 == 0 { 0 } else { kth_largest(&z, k) };
+            for top_p in [0.0f32, 0.05, 0.3, 0.5, 0.9, 0.999] {
+                let want = top_p_threshold(&z, m, thr, top_p);
+                assert_eq!(bisect_top_p(&z, m, thr, top_p).min(key(m)), want, "case {case}: top_p {top_p}");
+            }
+        }
+    }
+}
