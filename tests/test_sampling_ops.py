@@ -54,7 +54,7 @@ def _ln(x: np.ndarray) -> np.ndarray:
     """math.rs's ln for positive finite float32 values, one float32 operation at a time."""
     x = np.asarray(x, F32)
     sub = x < _f(0x00800000)
-    x = np.where(sub, x * F32(2.0**24), x)
+    x = x * np.where(sub, F32(2.0**24), F32(1))  # subnormals become normal, exactly
     bits = x.view(np.uint32)
     e = np.where(sub, -24, 0) + (bits >> 23).astype(np.int64) - 127
     m = ((bits & 0x7FFFFF) | 0x3F800000).astype(np.uint32).view(F32)
