@@ -92,7 +92,7 @@ pub fn ln(x: f32) -> f32 {
 /// e^d for d <= 0 (0 below -32, where it is under 2^-46 and every weight is 0, and for -inf):
 /// d = k ln 2 + r with k = floor(d / ln 2 + 1/2), then 2^k times the Taylor series of e^r to r^7.
 pub fn exp_neg(d: f32) -> f32 {
-    if !(d >= -32.0) {
+    if d.is_nan() || d < -32.0 {
         return 0.0;
     }
     let k = (d * f(INV_LN2) + 0.5).floor();

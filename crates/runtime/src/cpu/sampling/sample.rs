@@ -42,7 +42,7 @@ fn argmax(x: &[f32]) -> (f32, usize) {
 
 /// The token of one row.
 pub fn sample_row(x: &[f32], p: &RowParams) -> usize {
-    if !(p.temperature > 0.0) || p.top_k == 1 {
+    if p.temperature.is_nan() || p.temperature <= 0.0 || p.top_k == 1 {
         return argmax(x).1;
     }
     let z: Vec<f32> = x.iter().map(|&v| canon(v / p.temperature)).collect();
@@ -93,7 +93,7 @@ fn top_p_threshold(z: &[f32], m: f32, thr: u32, top_p: f32) -> u32 {
         z.iter().filter(|&&v| key(v) >= thr).map(|&v| (key(v), weight(v - m))).filter(|e| e.1 > 0).collect();
     let total: u64 = kept.iter().map(|e| e.1).sum();
     let target = top_p as f64 * total as f64;
-    kept.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    kept.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
     let mut acc = 0u64;
     for (k, w) in kept {
         acc += w;

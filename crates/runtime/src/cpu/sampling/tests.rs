@@ -130,7 +130,7 @@ fn penalties_change_each_history_id_once() {
     let offsets = [1u32, 6, 7];
     let out = penalties(&x, vocab, &tokens, &offsets, &[2, 1], &[0.5, 0.5], &[0.25, 0.25], &[2.0, 4.0]).unwrap();
     let mut want = x.clone();
-    want[1] = -1.0 * 2.0; // prompt only: repetition
+    want[1] = -2.0; // prompt only: -1 times the repetition 2
     want[2] = 2.0 / 2.0 - (0.5 * 2.0 + 0.25); // prompt and generated twice
     want[4] = 4.0 / 2.0 - (0.5 + 0.25);
     want[8 + 7] = 6.0 / 4.0;
