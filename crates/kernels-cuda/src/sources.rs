@@ -96,6 +96,9 @@ pub const QGEMV: Family = Family {
 /// rope, kv_cache_store and paged_attention over the paged KV cache.
 pub const ATTENTION: Family = Family { name: "attention", source: include_str!("../kernels/attention.cu") };
 
+/// sample_tokens (temperature, top-k, top-p, min-p, Gumbel-max) and apply_penalties.
+pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("../kernels/sampling.cu") };
+
 /// The reduction families (kernels/reduction_common.cuh in front of each; every file starts
 /// with its own `#line`, so compile errors name the right file and line).
 pub const REDUCTION: Family = Family {
@@ -142,6 +145,7 @@ pub const ALL: &[Family] = &[
     SCAN,
     SORT,
     ATTENTION,
+    SAMPLING,
 ];
 
 /// The families named in `only` (all of them for `None`), in `ALL`'s order; an unknown name is

@@ -5,7 +5,7 @@ Each layer is a ``Module`` whose ``__call__`` stages ops on graph values inside 
 weights are ``max.graph.Weight`` attributes named by their attribute path, with values from
 ``load_state_dict`` and handed to ``InferenceSession.load`` by ``state_dict()``."""
 
-from max.nn import kernels
+from max.nn import kernels, sampling_ops
 from max.nn.attention import AttentionMaskVariant, AttentionWithRope, MHAMaskVariant, MultiheadAttention
 from max.nn.embedding import Embedding
 from max.nn.kv_cache import (
@@ -28,5 +28,5 @@ __all__ = [
     "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "MultiheadAttention",
     "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates", "ReturnLogits",
     "RotaryEmbedding", "Sequential", "Shardable", "Transformer", "TransformerBlock", "add_layer_hook",
-    "clear_hooks", "kernels",
+    "clear_hooks", "kernels", "sampling_ops",
 ]

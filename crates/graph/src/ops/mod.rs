@@ -21,6 +21,7 @@ pub mod linalg;
 pub mod pool;
 pub mod quant;
 pub mod reduction;
+pub mod sampling;
 
 macro_rules! op_kinds {
     ($($family:ident { $($variant:ident => $name:literal [$($arg:literal),*]),* $(,)? })*) => {
@@ -181,6 +182,10 @@ op_kinds! {
         Rope => "rope" ["x", "freqs_cis", "positions"],
         KvCacheStore => "kv_cache_store" ["chain", "blocks", "k", "v", "slots"],
         PagedAttention => "paged_attention" ["chain", "q", "blocks", "input_row_offsets", "cache_lengths", "lookup_table"],
+    }
+    Sampling {
+        SampleTokens => "sample_tokens" ["logits", "temperature", "top_k", "top_p", "min_p", "seed"],
+        ApplyPenalties => "apply_penalties" ["logits", "tokens", "offsets", "prompt_lengths", "frequency", "presence", "repetition"],
     }
 }
 
@@ -419,6 +424,7 @@ pub fn infer(op: &Op, inputs: &[Type]) -> Result<Vec<Type>> {
         Family::Buffer => buffer::infer(&ctx),
         Family::Quant => quant::infer(&ctx),
         Family::Attention => attention::infer(&ctx),
+        Family::Sampling => sampling::infer(&ctx),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod gemm_sm90;
 pub mod gemm_sm90p;
 pub mod quant;
 pub mod reduction;
+pub mod sampling;
 mod tma;
 
 use std::sync::Arc;

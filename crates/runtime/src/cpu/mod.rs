@@ -13,3 +13,4 @@ pub mod linalg;
 pub mod matmul;
 pub mod quant;
 pub mod reduction;
+pub mod sampling;

@@ -10,6 +10,7 @@ mod layout;
 mod matmul;
 mod quant;
 mod reduction;
+mod sampling;
 use max_graph::{Attr, Type};
 use max_kernels_cuda::fused::{Arg, FusedSpec, Input, Node, launch};
 use max_kernels_cuda::launch::epilogue::Epilogue;
@@ -98,6 +99,7 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             Family::Conv => conv::run(dev, op, inputs, outputs),
             Family::Quant => quant::run(dev, op, inputs, outputs),
             Family::Attention => attention::run(dev, op, inputs, outputs),
+            Family::Sampling => sampling::run(dev, op, inputs, outputs),
             _ => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
         },
     }

@@ -1,0 +1,349 @@
+#line 1 "sampling.cu"
+// sampling.cu: sample_tokens and apply_penalties (crates/graph/src/ops/sampling.rs defines
+// them; crates/runtime/src/cpu/sampling is the reference, and these kernels give its results
+// bit for bit).
+//
+// sample_tokens: one block of 1024 threads per row of logits [B, V] (f32), writing one int64
+// token. A greedy row (temperature <= 0 or NaN, or top_k == 1) is a block-wide argmax of the
+// logits. Otherwise, with z = canon(x / temperature) (NaN -> -inf, -0 -> +0) and m = max z:
+//   1. the keep threshold, as an order-preserving u32 key of the values (key_of), is the
+//      largest of: the k-th largest z for 1 < top_k < V, found by bisection over the 32 bits of
+//      the key (32 passes, each a block-wide count of the keys >= the candidate); the key of
+//      m + ln(min_p) for min_p > 0; and for top_p < 1 the largest key t whose kept values >= t
+//      hold top_p of the kept mass, by the same bisection over block-wide sums of the weights
+//      exp(z - m) in 40-bit fixed point (u64, exact in any order; each pass sums only the
+//      values between the candidate and the smallest key already found too high, the mass
+//      above that being known). The key of m caps it: the largest value is always kept.
+//   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
+//      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
+// No row is sorted, and every pass streams the row from global memory (L2 holds a few rows).
+// Host and device agree exactly because every float operation is one IEEE operation in the
+// order of math.rs: the __f*_rn intrinsics keep NVRTC from contracting a * b + c into an FMA,
+// and ln and exp are our own (math.rs), not the CUDA math library's.
+//
+// apply_penalties: out = logits, then for every distinct token id of row b's history (tokens
+// [offsets[b], offsets[b + 1])) the penalized logit. A [B, V] u32 scratch `counts` holds per
+// (row, id) the times the id was generated (low 31 bits) and a flag for "in the prompt"
+// (bit 31). Four steps, one block per row walking its history: the counts of the history's
+// ids are cleared (only those: the scratch is never swept), counted with atomics, and taken
+// back with atomicExch, so exactly one thread per (row, id) sees the count and writes the
+// penalized logit. Ids outside [0, V) are skipped, offsets past the tokens are clamped and a
+// prompt longer than its history is the whole history (the host kernel rejects all three).
+
+#define THREADS 1024
+#define WARPS (THREADS / 32)
+#define FULL_MASK 0xffffffffu
+#define NONE 0xffffffffu
+#define NEG_INF (__int_as_float(0xff800000))
+
+// ---- the exact arithmetic of crates/runtime/src/cpu/sampling/math.rs ------------------------
+
+#define SQRT2 0x3fb504f3u
+#define LN2_HI 0x3f317200u
+#define LN2_LO 0x35bfbe8eu
+#define INV_LN2 0x3fb8aa3bu
+#define BELOW_ONE 0x3f7fffffu
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float cf(u32 bits) { return __uint_as_float(bits); }
+
+__device__ __forceinline__ float canon(float v) { return isnan(v) ? NEG_INF : (v == 0.f ? 0.f : v); }
+
+__device__ __forceinline__ u32 key_of(float v) {
+    const u32 b = __float_as_uint(v);
+    return (b >> 31) ? ~b : (b | 0x80000000u);
+}
+
+__device__ float ln_f32(float x) {
+    if (isnan(x) || x < 0.f) return __int_as_float(0x7fc00000);
+    if (x == 0.f) return NEG_INF;
+    if (isinf(x)) return x;
+    int e = 0;
+    if (x < cf(0x00800000u)) {
+        x = fmul(x, 16777216.f);
+        e = -24;
+    }
+    const u32 bits = __float_as_uint(x);
+    e += (int)(bits >> 23) - 127;
+    float m = cf((bits & 0x007fffffu) | 0x3f800000u);
+    if (m > cf(SQRT2)) {
+        m = fmul(m, 0.5f);
+        e += 1;
+    }
+    const float s = __fdiv_rn(fsub(m, 1.f), fadd(m, 1.f));
+    const float s2 = fmul(s, s);
+    float p = fmul(s2, cf(0x3e3a2e8cu));
+    p = fmul(s2, fadd(cf(0x3e638e39u), p));
+    p = fmul(s2, fadd(cf(0x3e924925u), p));
+    p = fmul(s2, fadd(cf(0x3ecccccdu), p));
+    p = fmul(s2, fadd(cf(0x3f2aaaabu), p));
+    const float ln_m = fadd(fadd(s, s), fmul(s, p));
+    const float ef = __int2float_rn(e);
+    return fadd(fmul(ef, cf(LN2_HI)), fadd(fmul(ef, cf(LN2_LO)), ln_m));
+}
+
+__device__ __forceinline__ float exp_neg(float d) {
+    if (!(d >= -32.f)) return 0.f;
+    const float k = floorf(fadd(fmul(d, cf(INV_LN2)), 0.5f));
+    const float r = fsub(fsub(d, fmul(k, cf(LN2_HI))), fmul(k, cf(LN2_LO)));
+    float p = fmul(r, cf(0x39500d01u));
+    p = fmul(r, fadd(cf(0x3ab60b61u), p));
+    p = fmul(r, fadd(cf(0x3c088889u), p));
+    p = fmul(r, fadd(cf(0x3d2aaaabu), p));
+    p = fmul(r, fadd(cf(0x3e2aaaabu), p));
+    p = fmul(r, fadd(cf(0x3f000000u), p));
+    p = fmul(r, fadd(1.f, p));
+    p = fadd(1.f, p);
+    return fmul(p, cf((u32)(__float2int_rz(k) + 127) << 23));
+}
+
+// exp(d) in units of 2^-40, truncated.
+__device__ __forceinline__ u64 weight(float d) { return (u64)fmul(exp_neg(d), 1099511627776.f); }
+
+__device__ __forceinline__ u64 splitmix64(u64 x) {
+    u64 z = x + GOLDEN;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ float gumbel(u64 seed, u64 i) {
+    const u64 h = splitmix64(seed ^ ((i + 1) * GOLDEN));
+    const float j = __ull2float_rn(h >> 40);
+    const float u = fminf(fmul(fadd(j, 0.5f), 5.9604644775390625e-8f), cf(BELOW_ONE));
+    return -ln_f32(-ln_f32(u));
+}
+
+// ---- block-wide reductions (every thread of the block calls them; all get the result) ------
+
+struct Best {
+    float v;
+    u32 i;
+};
+
+// Larger value first, then lower index.
+__device__ __forceinline__ bool better(float v, u32 i, const Best& b) { return v > b.v || (v == b.v && i < b.i); }
+
+__device__ __forceinline__ Best warp_best(Best b) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(FULL_MASK, b.v, o);
+        const u32 i = __shfl_xor_sync(FULL_MASK, b.i, o);
+        if (better(v, i, b)) b = Best{v, i};
+    }
+    return b;
+}
+
+// sh: WARPS + 1 slots; the last holds the result, so back-to-back calls need no third barrier.
+__device__ Best block_best(Best b, Best* sh) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    b = warp_best(b);
+    if (lane == 0) sh[warp] = b;
+    __syncthreads();
+    if (warp == 0) {
+        b = lane < WARPS ? sh[lane] : Best{NEG_INF, NONE};
+        b = warp_best(b);
+        if (lane == 0) sh[WARPS] = b;
+    }
+    __syncthreads();
+    return sh[WARPS];
+}
+
+__device__ u64 block_sum(u64 v, u64* sh) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < WARPS ? sh[lane] : 0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+        if (lane == 0) sh[WARPS] = v;
+    }
+    __syncthreads();
+    return sh[WARPS];
+}
+
+// ---- sample_tokens ---------------------------------------------------------------------------
+
+struct SampleArgs {
+    u64 logits, temperature, top_k, top_p, min_p, seed, out;
+    i64 batch, vocab;
+};
+
+struct Row {
+    const float* x;
+    u32 n;
+    float temp;
+};
+
+__device__ __forceinline__ float z_at(const Row& r, u32 j) { return canon(__fdiv_rn(__ldg(r.x + j), r.temp)); }
+
+// The key of the k-th largest z (1 < k < n): the largest K with at least k keys >= K.
+__device__ u32 kth_largest(const Row& r, u64 k, u64* sh) {
+    u32 kk = 0;
+    for (int bit = 31; bit >= 0; --bit) {
+        const u32 cand = kk | (1u << bit);
+        u64 c = 0;
+        for (u32 j = threadIdx.x; j < r.n; j += THREADS) c += key_of(z_at(r, j)) >= cand;
+        if (block_sum(c, sh) >= k) kk = cand;
+    }
+    return kk;
+}
+
+// The top-p threshold over the values with key >= thr: the largest key t such that the weights
+// of the kept values with key >= t sum to at least top_p times the kept total. 0xffffffff when
+// top_p <= 0 (the caller caps it at the key of m).
+__device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64* sh) {
+    u64 s = 0;
+    for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
+        const float z = z_at(r, j);
+        if (key_of(z) >= thr) s += weight(fsub(z, m));
+    }
+    const u64 total = block_sum(s, sh);
+    const double target = __dmul_rn((double)top_p, __ull2double_rn(total));
+    // t: the largest key known to reach the target; hi: the smallest known not to (2^32: none),
+    // and `above` the weight of the kept values with keys >= hi.
+    u32 t = 0;
+    u64 hi = 1ull << 32, above = 0;
+    for (int bit = 31; bit >= 0; --bit) {
+        const u32 cand = t | (1u << bit);
+        const u32 lo = cand > thr ? cand : thr;
+        s = 0;
+        for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
+            const float z = z_at(r, j);
+            const u32 kz = key_of(z);
+            if (kz >= lo && (u64)kz < hi) s += weight(fsub(z, m));
+        }
+        const u64 sum = above + block_sum(s, sh);
+        if (__ull2double_rn(sum) >= target) {
+            t = cand;
+        } else {
+            hi = cand;
+            above = sum;
+        }
+    }
+    return t;
+}
+
+__device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh) {
+    Best b{NEG_INF, NONE};
+    for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
+        const float z = z_at(r, j);
+        if (better(z, j, b)) b = Best{z, j};
+    }
+    b = block_best(b, bsh);
+    // Nothing above -inf (token 0), or +inf values, which win every draw: the first of them.
+    if (!isfinite(b.v)) return b.i == NONE ? 0 : b.i;
+    const float m = b.v;
+    const u32 first = b.i, top = key_of(m);
+    u32 thr = 0;
+    if (top_k > 1 && top_k < (i64)r.n) thr = kth_largest(r, (u64)top_k, ssh);
+    if (min_p > 0.f) thr = max(thr, key_of(canon(fadd(m, ln_f32(min_p)))));
+    thr = min(thr, top);
+    if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, ssh)), top);
+    b = Best{NEG_INF, NONE};
+    for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
+        const float z = z_at(r, j);
+        if (key_of(z) >= thr) {
+            const float s = fadd(z, gumbel(seed, j));
+            if (better(s, j, b)) b = Best{s, j};
+        }
+    }
+    b = block_best(b, bsh);
+    return b.i == NONE ? first : b.i;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a) {
+    __shared__ Best bsh[WARPS + 1];
+    __shared__ u64 ssh[WARPS + 1];
+    for (i64 b = blockIdx.x; b < a.batch; b += gridDim.x) {
+        Row r{(const float*)a.logits + b * a.vocab, (u32)a.vocab, ((const float*)a.temperature)[b]};
+        const i64 top_k = ((const i64*)a.top_k)[b];
+        u32 token;
+        if (!(r.temp > 0.f) || top_k == 1) {
+            Best best{NEG_INF, NONE};
+            for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
+                const float v = __ldg(r.x + j);
+                if (better(isnan(v) ? NEG_INF : v, j, best)) best = Best{isnan(v) ? NEG_INF : v, j};
+            }
+            best = block_best(best, bsh);
+            token = best.i == NONE ? 0 : best.i;
+        } else {
+            const float top_p = ((const float*)a.top_p)[b], min_p = ((const float*)a.min_p)[b];
+            token = sample_row(r, top_k, top_p, min_p, ((const u64*)a.seed)[b], bsh, ssh);
+        }
+        if (threadIdx.x == 0) ((i64*)a.out)[b] = token;
+    }
+}
+
+// ---- apply_penalties -------------------------------------------------------------------------
+
+struct PenaltyArgs {
+    u64 logits, tokens, offsets, prompt_lengths, frequency, presence, repetition, out, counts;
+    i64 batch, vocab, ntokens;
+};
+
+#define IN_PROMPT 0x80000000u
+
+// Row b's history [s, e) of the tokens, clamped to them, and its prompt's length.
+__device__ __forceinline__ void history(const PenaltyArgs& a, i64 b, i64& s, i64& e, i64& prompt) {
+    const u32* off = (const u32*)a.offsets;
+    s = min((i64)off[b], a.ntokens);
+    e = max(min((i64)off[b + 1], a.ntokens), s);
+    prompt = min((i64)((const u32*)a.prompt_lengths)[b], e - s);
+}
+
+// The count slot of the id at history position j, or null for an id outside the vocabulary.
+__device__ __forceinline__ u32* slot(const PenaltyArgs& a, i64 b, i64 j) {
+    const i64 t = ((const i64*)a.tokens)[j];
+    return t >= 0 && t < a.vocab ? (u32*)a.counts + b * a.vocab + t : nullptr;
+}
+
+extern "C" __global__ void __launch_bounds__(256) penalties_clear(PenaltyArgs a) {
+    for (i64 b = blockIdx.x; b < a.batch; b += gridDim.x) {
+        i64 s, e, prompt;
+        history(a, b, s, e, prompt);
+        for (i64 j = s + threadIdx.x; j < e; j += blockDim.x)
+            if (u32* c = slot(a, b, j)) *c = 0;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) penalties_count(PenaltyArgs a) {
+    for (i64 b = blockIdx.x; b < a.batch; b += gridDim.x) {
+        i64 s, e, prompt;
+        history(a, b, s, e, prompt);
+        for (i64 j = s + threadIdx.x; j < e; j += blockDim.x) {
+            if (u32* c = slot(a, b, j)) {
+                if (j - s < prompt) atomicOr(c, IN_PROMPT);
+                else atomicAdd(c, 1u);
+            }
+        }
+    }
+}
+
+// out already holds the logits.
+extern "C" __global__ void __launch_bounds__(256) penalties_apply(PenaltyArgs a) {
+    for (i64 b = blockIdx.x; b < a.batch; b += gridDim.x) {
+        i64 s, e, prompt;
+        history(a, b, s, e, prompt);
+        const float f = ((const float*)a.frequency)[b], p = ((const float*)a.presence)[b];
+        const float r = ((const float*)a.repetition)[b];
+        for (i64 j = s + threadIdx.x; j < e; j += blockDim.x) {
+            u32* c = slot(a, b, j);
+            if (!c) continue;
+            const u32 n = atomicExch(c, 0u);
+            if (n == 0) continue;  // another position of the same id took it
+            const i64 at = c - (u32*)a.counts;
+            const float x = ((const float*)a.logits)[at];
+            float v = x > 0.f ? __fdiv_rn(x, r) : fmul(x, r);
+            const u32 generated = n & ~IN_PROMPT;
+            if (generated > 0) v = fsub(v, fadd(fmul(f, __uint2float_rn(generated)), p));
+            ((float*)a.out)[at] = v;
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Every kernel the sampling launch wrappers can name exists in the family's PTX for sm_90a,
+//! with one parameter of the size of the wrapper's argument struct (so the #[repr(C)] structs
+//! and the kernels' structs agree). Skips without libnvrtc unless MAX_REQUIRE_NVRTC=1.
+
+use max_kernels_cuda::launch::sampling::kernels;
+use max_kernels_cuda::sources::SAMPLING;
+use max_kernels_cuda::{Target, compile, ensure_nvrtc};
+
+#[test]
+fn every_launched_kernel_exists_with_its_argument_size() {
+    match ensure_nvrtc() {
+        Ok(()) => {}
+        Err(e) if std::env::var("MAX_REQUIRE_NVRTC").as_deref() != Ok("1") => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("MAX_REQUIRE_NVRTC=1 but {e}"),
+    }
+    let ptx = String::from_utf8(compile(&SAMPLING, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{e}"))).unwrap();
+    let all = kernels();
+    assert_eq!(all.len(), 4);
+    for (family, name, size) in all {
+        assert_eq!(family.name, SAMPLING.name);
+        let entry = format!(".entry {name}(\n\t.param .align 8 .b8 {name}_param_0[{size}]\n)");
+        assert!(ptx.contains(&entry), "missing or different: {entry}");
+    }
+    // The exact arithmetic must not be contracted: no fused multiply-add in the family.
+    assert!(!ptx.contains("fma.rn.f32"), "sampling.cu must not contract a * b + c into an FMA");
+}
