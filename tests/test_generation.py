@@ -114,3 +114,28 @@ def test_llm_offline_api():
     assert "Paris" in reply
     with pytest.raises(ValueError, match="not an embedding model"):
         llm.encode(["hi"])
+
+
+def test_seeded_sampling_is_reproducible_and_seeds_differ(pipeline):
+    def text(seed, **kw):
+        gen = Generator(pipeline)
+        sp = SamplingParams(top_k=50, temperature=0.9, max_new_tokens=16, ignore_eos=True, seed=seed, **kw)
+        return gen.run([gen.context("Once upon a time", sp)])[0].tokens
+
+    a = text(3)
+    assert text(3) == a
+    assert any(text(s) != a for s in (4, 5, 6))
+    # A strong repetition penalty makes repeated tokens rarer than without it.
+    plain = text(9, min_p=0.0)
+    penalized = text(9, repetition_penalty=2.0)
+    assert len(set(penalized)) >= len(set(plain)) - 1
+
+
+def test_batch_rows_keep_their_own_parameters(pipeline):
+    gen = Generator(pipeline)
+    greedy = SamplingParams(top_k=1, max_new_tokens=8, ignore_eos=True)
+    hot = SamplingParams(temperature=1.5, top_k=0, max_new_tokens=8, ignore_eos=True, seed=1)
+    alone = gen.run([gen.context("The capital of France is", greedy)])[0].tokens
+    gen = Generator(pipeline)
+    mixed = gen.run([gen.context("The capital of France is", greedy), gen.context("Once upon a time", hot)])
+    assert mixed[0].tokens == alone

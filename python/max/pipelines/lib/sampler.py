@@ -1,8 +1,12 @@
-"""Choosing each sequence's next token on the model's device from its logits: a small graph
-compiled once per device; only the chosen token ids come back to the host."""
+"""Choosing each sequence's next token on the model's device: a small graph (compiled once per
+device) over the step's logits with per-row sampling parameters (``sample_tokens``: greedy,
+temperature, top-k, top-p, min-p, a seeded Gumbel choice), preceded by the repetition,
+frequency and presence penalties when a row asks for them (``apply_penalties`` over each row's
+token history). Only the chosen token ids come back to the host."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,28 +15,92 @@ import numpy as np
 from max import driver, engine
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
+from max.nn.sampling_ops import apply_penalties, sample_tokens
+
+_MASK = (1 << 64) - 1
+
+
+def splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def step_seed(ctx: Any) -> int:
+    """The seed of a request's next draw: its own seed (or one derived from its id) mixed with
+    the number of tokens it has generated, so that every step draws fresh noise and a seeded
+    request is reproducible."""
+    base = ctx.sampling_params.seed
+    if base is None:
+        base = int.from_bytes(hashlib.blake2b(str(ctx.request_id).encode(), digest_size=8).digest(), "little")
+    generated = int(ctx.end_idx - ctx.prompt_length)
+    return splitmix64(base ^ splitmix64(generated))
 
 
 class Sampler:
-    """Greedy (argmax) token choice over ``logits [batch, vocab]`` rows."""
+    """Next tokens for rows of a ``logits [batch, vocab]`` buffer."""
 
     def __init__(self, session: engine.InferenceSession, device: driver.Device) -> None:
         self.device = device
         ref = DeviceRef.from_device(device)
-        with Graph("greedy", input_types=[TensorType(DType.float32, ["batch", "vocab"], ref),
-                                          TensorType(DType.int64, ["rows"], ref)]) as g:
-            logits, rows = g.inputs
-            picked = ops.gather(logits.tensor, rows.tensor, axis=0)
-            g.output(ops.argmax(picked, axis=-1).reshape([rows.tensor.shape[0]]))
-        self._greedy = session.load(g)
+        params = [
+            TensorType(DType.float32, ["rows"], ref),
+            TensorType(DType.int64, ["rows"], ref),
+            TensorType(DType.float32, ["rows"], ref),
+            TensorType(DType.float32, ["rows"], ref),
+            TensorType(DType.uint64, ["rows"], ref),
+        ]
+        base = [TensorType(DType.float32, ["batch", "vocab"], ref), TensorType(DType.int64, ["rows"], ref)]
+        with Graph("sample", input_types=base + params) as g:
+            logits, rows, *p = (v.tensor for v in g.inputs)
+            g.output(sample_tokens(ops.gather(logits, rows, axis=0), *p))
+        self._plain = session.load(g)
+        history = [
+            TensorType(DType.int64, ["history"], ref),
+            TensorType(DType.uint32, ["rows_plus_1"], ref),
+            TensorType(DType.uint32, ["rows"], ref),
+            TensorType(DType.float32, ["rows"], ref),
+            TensorType(DType.float32, ["rows"], ref),
+            TensorType(DType.float32, ["rows"], ref),
+        ]
+        with Graph("sample_penalized", input_types=base + params + history) as g:
+            logits, rows, t, k, tp, mp, seed, toks, offs, plen, freq, pres, rep = (v.tensor for v in g.inputs)
+            picked = apply_penalties(ops.gather(logits, rows, axis=0), toks, offs, plen, freq, pres, rep)
+            g.output(sample_tokens(picked, t, k, tp, mp, seed))
+        self._penalized = session.load(g)
+
+    def _put(self, a: np.ndarray) -> driver.Buffer:
+        b = driver.Buffer.from_numpy(np.ascontiguousarray(a))
+        return b if self.device.is_host else b.to(self.device)
 
     def sample(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int]) -> np.ndarray:
         """The next token of each context, from row `rows[i]` of `logits`."""
-        idx = driver.Buffer.from_numpy(np.asarray(rows, np.int64))
-        if not self.device.is_host:
-            idx = idx.to(self.device)
-        out = self._greedy.execute(logits, idx)[0]
-        return out.to(driver.CPU()).to_numpy() if not self.device.is_host else out.to_numpy()
+        sps = [c.sampling_params for c in ctxs]
+        args = [
+            logits,
+            self._put(np.asarray(rows, np.int64)),
+            self._put(np.array([0.0 if sp.top_k == 1 else sp.temperature for sp in sps], np.float32)),
+            self._put(np.array([sp.top_k for sp in sps], np.int64)),
+            self._put(np.array([sp.top_p for sp in sps], np.float32)),
+            self._put(np.array([sp.min_p for sp in sps], np.float32)),
+            self._put(np.array([step_seed(c) for c in ctxs], np.uint64)),
+        ]
+        if any(sp.has_penalties for sp in sps):
+            histories = [np.asarray(c.tokens, np.int64) for c in ctxs]
+            offsets = np.concatenate([[0], np.cumsum([len(h) for h in histories])]).astype(np.uint32)
+            args += [
+                self._put(np.concatenate(histories)),
+                self._put(offsets),
+                self._put(np.array([c.prompt_length for c in ctxs], np.uint32)),
+                self._put(np.array([sp.frequency_penalty for sp in sps], np.float32)),
+                self._put(np.array([sp.presence_penalty for sp in sps], np.float32)),
+                self._put(np.array([sp.repetition_penalty for sp in sps], np.float32)),
+            ]
+            out = self._penalized.execute(*args)[0]
+        else:
+            out = self._plain.execute(*args)[0]
+        return (out if self.device.is_host else out.to(driver.CPU())).to_numpy()
 
 
-__all__ = ["Sampler"]
+__all__ = ["Sampler", "splitmix64", "step_seed"]
