@@ -7,8 +7,9 @@
 // ((page * 2 + 0) * layers + layer) * page_size * kv_heads * head_dim, values one layer-block on.
 //
 // These are the straightforward forms: one thread per output element for rope and the store,
-// and for attention one warp per (query row, query head) walking the visible keys 32 at a time
-// (a lane per key for the scores, an online softmax, then a lane per dim for the values). Index
+// and for attention one block per (query row, query head) whose warps take every eighth chunk of
+// 32 visible keys (a lane per key for the scores, an online softmax, then a lane per dim for the
+// values) and merge their partial results at the end. Index
 // tensors come from the engine's own KV-cache bookkeeping; out-of-range positions or pages do
 // not fault: rope writes NaN, the store skips the token, attention skips the key.
 
@@ -92,12 +93,38 @@ struct AttnArgs {
 
 // The most head dims a lane holds (head_dim <= 32 * MAXV).
 #define MAXV 8
+// Warps of a paged_attention block: one block per (query row, query head); its warps split the
+// visible keys (flash-decoding inside the block) and merge their partial softmaxes at the end.
+#define ATT_WARPS 8
+
+// Dot product of the query (f32, shared memory) with one key row of T, 16 bytes at a time when
+// the row is 16-byte aligned.
+template <typename T> __device__ __forceinline__ float key_dot(const float* q, const T* k, i64 dim) {
+    constexpr int V = 16 / sizeof(T);
+    float dot = 0.f;
+    if (dim % V == 0 && ((u64)k & 15u) == 0) {
+        const uint4* kv = reinterpret_cast<const uint4*>(k);
+        for (i64 c = 0; c < dim / V; ++c) {
+            union {
+                uint4 u;
+                T t[V];
+            } pk;
+            pk.u = __ldg(kv + c);
+#pragma unroll
+            for (int e = 0; e < V; ++e) dot += q[c * V + e] * to_f32(pk.t[e]);
+        }
+    } else {
+        for (i64 d = 0; d < dim; ++d) dot += q[d] * to_f32(k[d]);
+    }
+    return dot;
+}
 
 template <typename T> __device__ __forceinline__ void paged_attention(const AttnArgs& a) {
-    extern __shared__ float smem[];  // [warps per block][dim] query rows
-    const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-    const i64 task = (i64)blockIdx.x * (blockDim.x / 32) + wib;
-    if (task >= a.tokens * a.q_heads) return;
+    // Shared memory: the query row [dim], then per warp its max, sum and partial output [dim].
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const i64 task = blockIdx.x;
+    if (task >= a.tokens * a.q_heads) return;  // uniform per block
     const i64 i = task / a.q_heads, h = task % a.q_heads;
     const u32* offsets = (const u32*)a.offsets;
     // The sequence of row i: the last b with offsets[b] <= i.
@@ -119,14 +146,18 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
     const u32* table = (const u32*)a.table + b * a.width;
     const T* cache = (const T*)a.blocks;
 
-    float* q = smem + wib * a.dim;
-    for (i64 d = lane; d < a.dim; d += 32) q[d] = to_f32(((const T*)a.q)[(i * a.q_heads + h) * a.dim + d]);
-    __syncwarp();
+    float* q = smem;
+    float* wm = smem + a.dim;             // [warps] running max
+    float* wl = wm + warps;               // [warps] running sum
+    float* wacc = wl + warps;             // [warps][dim] partial outputs
+    for (i64 d = threadIdx.x; d < a.dim; d += blockDim.x)
+        q[d] = to_f32(((const T*)a.q)[(i * a.q_heads + h) * a.dim + d]);
+    __syncthreads();
 
     float m = NEG_INF, l = 0.f, acc[MAXV];
 #pragma unroll
     for (int v = 0; v < MAXV; ++v) acc[v] = 0.f;
-    for (i64 j0 = lo; j0 < hi; j0 += 32) {
+    for (i64 j0 = lo + (i64)warp * 32; j0 < hi; j0 += (i64)warps * 32) {
         const i64 j = j0 + lane;
         float s = NEG_INF;
         i64 key_at = -1;
@@ -134,10 +165,7 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
             const i64 page = table[j / a.page_size];
             if (page < a.pages) {
                 key_at = ((page * 2) * a.layers + a.layer) * a.page_size * row + (j % a.page_size) * row + g * a.dim;
-                const T* k = cache + key_at;
-                float dot = 0.f;
-                for (i64 d = 0; d < a.dim; ++d) dot += q[d] * to_f32(k[d]);
-                s = dot * a.scale;
+                s = key_dot(q, cache + key_at, a.dim) * a.scale;
                 if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
             }
         }
@@ -168,12 +196,28 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
             }
         }
     }
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    T* out = (T*)a.out + (i * a.q_heads + h) * a.dim;
+    // Merge the warps' partial softmaxes.
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
 #pragma unroll
     for (int v = 0; v < MAXV; ++v) {
         const i64 d = lane + 32 * v;
-        if (d < a.dim) out[d] = convert<T>(acc[v] * inv);
+        if (d < a.dim) wacc[warp * a.dim + d] = acc[v];
+    }
+    __syncthreads();
+    float big = NEG_INF;
+    for (int w = 0; w < warps; ++w) big = fmaxf(big, wm[w]);
+    float total_l = 0.f;
+    for (int w = 0; w < warps; ++w) total_l += wm[w] == NEG_INF ? 0.f : wl[w] * __expf(wm[w] - big);
+    const float inv = total_l > 0.f ? 1.f / total_l : 0.f;
+    T* out = (T*)a.out + (i * a.q_heads + h) * a.dim;
+    for (i64 d = threadIdx.x; d < a.dim; d += blockDim.x) {
+        float o = 0.f;
+        for (int w = 0; w < warps; ++w)
+            if (wm[w] != NEG_INF) o += wacc[w * a.dim + d] * __expf(wm[w] - big);
+        out[d] = convert<T>(o * inv);
     }
 }
 
@@ -182,7 +226,7 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
     extern "C" __global__ void __launch_bounds__(256) kv_cache_store_##NAME(StoreArgs a) {                 \
         kv_cache_store<T>(a);                                                                            \
     }                                                                                                    \
-    extern "C" __global__ void __launch_bounds__(128) paged_attention_##NAME(AttnArgs a) {                 \
+    extern "C" __global__ void __launch_bounds__(256, 1) paged_attention_##NAME(AttnArgs a) {              \
         paged_attention<T>(a);                                                                           \
     }
 

@@ -13,8 +13,8 @@ use crate::{Error, Result, function};
 
 /// The largest head dim paged_attention takes (32 lanes x MAXV dims in attention.cu).
 pub const MAX_HEAD_DIM: usize = 256;
-/// Warps (one (row, head) task each) per paged_attention block.
-const WARPS: usize = 4;
+/// Warps per paged_attention block (one block per (row, head); ATT_WARPS in attention.cu).
+const WARPS: usize = 8;
 
 fn short(dtype: DType) -> Result<&'static str> {
     match dtype {
@@ -233,10 +233,13 @@ pub fn paged_attention(
         pad: 0,
     };
     let tasks = tokens * q_heads;
+    if tasks > u32::MAX as usize {
+        return Err(Error::Unsupported(format!("paged_attention: {tasks} (row, head) pairs are too many for one launch")));
+    }
     let config = LaunchConfig {
-        grid_dim: (tasks.div_ceil(WARPS) as u32, 1, 1),
+        grid_dim: (tasks as u32, 1, 1),
         block_dim: (32 * WARPS as u32, 1, 1),
-        shared_mem_bytes: (WARPS * cache.head_dim * 4) as u32,
+        shared_mem_bytes: ((cache.head_dim + WARPS * (2 + cache.head_dim)) * 4) as u32,
     };
     go(stream, &format!("paged_attention_{}", short(dtype)?), &args, config)
 }
