@@ -11,6 +11,10 @@ mod dot;
 mod dot_avx2;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx512;
+#[cfg(test)]
+mod dot_bench;
+#[cfg(target_arch = "x86_64")]
+mod dot_panel;
 mod dot_scalar;
 #[cfg(test)]
 mod dot_tests;

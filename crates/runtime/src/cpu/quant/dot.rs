@@ -21,7 +21,7 @@ use super::blocks::Encoding;
 use super::dot_scalar;
 use super::q8act::QAct;
 #[cfg(target_arch = "x86_64")]
-use super::{dot_avx2, dot_avx512};
+use super::{dot_avx2, dot_avx512, dot_panel};
 
 /// Dot products of `W` weight rows (`row_bytes` apart from the start of `w`) with the `R`
 /// activation rows of `a` from `r0`, into `out[x * 4 + i]` (activation row `x`, weight row `i`).
@@ -38,9 +38,14 @@ pub enum Path {
     Avx512Vnni = 2,
 }
 
-/// Calls on each path, for the tests to check that every path runs.
+/// Calls on each path (and, last, of the AVX-512 panels), for the tests to check that every
+/// path runs.
 #[cfg(test)]
-pub static TAKEN: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+pub static TAKEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+/// From this many activation rows on, AVX-512 runs the panel kernels (dot_panel.rs) where the
+/// encoding has them.
+pub const PANEL_M: usize = 1;
 
 /// The widest path this CPU runs.
 pub fn best_path() -> Path {
@@ -105,6 +110,23 @@ pub fn qmatmul(
     row_bytes: usize,
     out: &mut [f32],
 ) {
+    qmatmul_panels_from(path, PANEL_M, enc, a, m, k, w, n, row_bytes, out)
+}
+
+/// qmatmul with the panels from `panel_m` activation rows on (the bench compares).
+#[allow(clippy::too_many_arguments)]
+pub fn qmatmul_panels_from(
+    path: Path,
+    panel_m: usize,
+    enc: Encoding,
+    a: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    n: usize,
+    row_bytes: usize,
+    out: &mut [f32],
+) {
     assert!(a.len() == m * k && w.len() == n * row_bytes && out.len() == m * n, "qmatmul: operand sizes");
     assert!(path <= best_path(), "qmatmul: this CPU cannot run the {path:?} kernels");
     if m == 0 || n == 0 {
@@ -117,19 +139,31 @@ pub fn qmatmul(
     let (block, sub) = act_blocks(enc);
     let act = QAct::new(a, m, k, block, sub);
     let table = tiles(enc, path);
+    #[cfg(target_arch = "x86_64")]
+    let panels = path == Path::Avx512Vnni && m >= panel_m && dot_panel::supports(enc);
+    #[cfg(not(target_arch = "x86_64"))]
+    let panels = panel_m == usize::MAX && false;
     #[cfg(test)]
-    TAKEN[path as usize].fetch_add(1, Ordering::Relaxed);
+    TAKEN[path as usize + if panels { 1 } else { 0 }].fetch_add(1, Ordering::Relaxed);
     let threads = rayon::current_num_threads().max(1);
     // Work in units of weight bytes read per activation row.
     let work = n * row_bytes * m;
     let tasks = if work < SERIAL_WORK || threads == 1 { 1 } else { (work / SERIAL_WORK).min(4 * threads) };
-    let cols = n.div_ceil(tasks).next_multiple_of(4);
+    let cols = n.div_ceil(tasks).next_multiple_of(if panels { 16 } else { 4 });
     let tasks = n.div_ceil(cols);
     let dst = out.as_mut_ptr() as usize;
     let body = |t: usize| {
         let (j0, j1) = (t * cols, ((t + 1) * cols).min(n));
-        // SAFETY: each task writes only columns j0..j1 of the [m, n] output, no other task's.
-        unsafe { chunk(&table, w, row_bytes, &act, m, n, j0, j1, dst as *mut f32) }
+        let dst = dst as *mut f32;
+        // SAFETY: each task writes only columns j0..j1 of the [m, n] output, no other task's;
+        // the CPU runs `path`.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            if panels {
+                return dot_panel::columns(enc, w, row_bytes, &act, m, n, j0, j1, dst);
+            }
+            chunk(&table, w, row_bytes, &act, m, n, j0, j1, dst)
+        }
     };
     if tasks == 1 {
         body(0);

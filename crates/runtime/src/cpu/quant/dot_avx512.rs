@@ -114,7 +114,9 @@ unsafe fn b32<const E: u8, const W: usize, const R: usize>(
     };
     let low4 = _mm512_set1_epi8(0x0F);
     let mut acc = [[_mm512_setzero_ps(); W]; R];
-    let pair = |p: usize, single: bool, acc: &mut [[__m512; W]; R]| {
+    for p in 0..nb.div_ceil(2) {
+        // The last pair of an odd count is one block.
+        let single = 2 * p + 1 == nb;
         let mut wq = [_mm512_setzero_si512(); W];
         let mut wd = [_mm512_setzero_ps(); W];
         let mut wm = [_mm512_setzero_ps(); W];
@@ -172,12 +174,6 @@ unsafe fn b32<const E: u8, const W: usize, const R: usize>(
                 }
             }
         }
-    };
-    for p in 0..nb / 2 {
-        pair(p, false, &mut acc);
-    }
-    if nb % 2 == 1 {
-        pair(nb / 2, true, &mut acc);
     }
     for x in 0..R {
         for i in 0..W {

@@ -95,13 +95,16 @@ fn quantize_row(x: &[f32], block: usize, sub: usize, qs: &mut [i8], d: &mut [f32
     body(x, block, sub, qs, d, sums)
 }
 
+/// Written so that it vectorises: the largest magnitude as the largest of the bit patterns
+/// without sign (which order as the magnitudes do, infinities and NaNs above all finite ones),
+/// and the clamped product cast without a saturating conversion.
 #[inline(always)]
 fn body(x: &[f32], block: usize, sub: usize, qs: &mut [i8], d: &mut [f32], sums: &mut [i32]) {
     for ((xb, qb), db) in x.chunks_exact(block).zip(qs.chunks_exact_mut(block)).zip(d.iter_mut()) {
-        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let finite = xb.iter().fold(0f32, |s, &v| s + (v - v)) == 0.0;
-        let tiny = amax < TINY;
-        let id = if tiny { 0.0 } else { 127.0 / amax };
+        let bits = xb.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF));
+        let amax = f32::from_bits(bits);
+        let (finite, tiny) = (bits < 0x7F80_0000, amax < TINY);
+        let id = if tiny || !finite { 0.0 } else { 127.0 / amax };
         *db = if !finite {
             f32::NAN
         } else if tiny {
@@ -110,8 +113,11 @@ fn body(x: &[f32], block: usize, sub: usize, qs: &mut [i8], d: &mut [f32], sums:
             amax / 127.0
         };
         for (q, &v) in qb.iter_mut().zip(xb) {
-            // |v * id| <= 127 (up to a rounding of 127 itself); NaN casts to 0.
-            *q = (v * id).round_ties_even() as i32 as i8;
+            // |v * id| <= 127 up to a rounding of 127 itself; max/min also turn NaN (v infinite
+            // or NaN times 0) into -127, in a block whose scale is NaN anyway.
+            let t = (v * id).round_ties_even().max(-127.0).min(127.0);
+            // SAFETY: t is an integer in -127..=127.
+            *q = unsafe { t.to_int_unchecked::<i32>() } as i8;
         }
     }
     for (s, qb) in sums.iter_mut().zip(qs.chunks_exact(sub)) {
