@@ -9,12 +9,12 @@ mod blocks;
 mod dot;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
-#[cfg(target_arch = "x86_64")]
-mod dot_avx512;
 #[cfg(test)]
 mod dot_bench;
 #[cfg(target_arch = "x86_64")]
 mod dot_panel;
+#[cfg(target_arch = "x86_64")]
+mod dot_panel_k;
 mod dot_scalar;
 #[cfg(test)]
 mod dot_tests;

@@ -1,11 +1,12 @@
 //! qmatmul through 8-bit activations (llama.cpp's technique): each f32 lhs row is quantized
 //! once per call (q8act.rs), then every output is a sum of integer block dot products of a
-//! weight row with an activation row, scaled in f32. Tiles of up to 4 weight rows by 4
-//! activation rows share their loaded and unpacked blocks; column chunks run in parallel.
+//! weight row with an activation row, scaled in f32. Column chunks run in parallel.
 //!
-//! The kernels: AVX-512 VNNI (dot_avx512.rs), AVX2 (dot_avx2.rs) and portable scalar code
-//! (dot_scalar.rs), picked at run time. They compute the same integers and differ only in the
-//! order of their f32 sums.
+//! The kernels, picked at run time: with AVX-512 VNNI, panels of 16 weight rows repacked one
+//! row per lane (dot_panel.rs, dot_panel_k.rs); with AVX2 (dot_avx2.rs) or in portable scalar
+//! code (dot_scalar.rs), tiles of up to 4 weight rows by 4 activation rows sharing their
+//! loaded and unpacked blocks. All compute the same integers and differ only in the order of
+//! their f32 sums.
 //!
 //! Accuracy: against exact arithmetic on the dequantized weights, the only error beyond f32
 //! rounding is the activations' quantization, at most half a step `d = max|x_b| / 127` per
@@ -21,7 +22,7 @@ use super::blocks::Encoding;
 use super::dot_scalar;
 use super::q8act::QAct;
 #[cfg(target_arch = "x86_64")]
-use super::{dot_avx2, dot_avx512, dot_panel};
+use super::{dot_avx2, dot_panel};
 
 /// Dot products of `W` weight rows (`row_bytes` apart from the start of `w`) with the `R`
 /// activation rows of `a` from `r0`, into `out[x * 4 + i]` (activation row `x`, weight row `i`).
@@ -38,14 +39,9 @@ pub enum Path {
     Avx512Vnni = 2,
 }
 
-/// Calls on each path (and, last, of the AVX-512 panels), for the tests to check that every
-/// path runs.
+/// Calls on each path, for the tests to check that every path runs.
 #[cfg(test)]
-pub static TAKEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
-
-/// From this many activation rows on, AVX-512 runs the panel kernels (dot_panel.rs) where the
-/// encoding has them.
-pub const PANEL_M: usize = 1;
+pub static TAKEN: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
 
 /// The widest path this CPU runs.
 pub fn best_path() -> Path {
@@ -69,11 +65,9 @@ pub fn best_path() -> Path {
     Path::Scalar
 }
 
-/// The tiles of `enc` on `path` (which the CPU must run): `[W = 4, W = 1][R - 1]`.
+/// The row tiles of `enc` on `path` (AVX2 or scalar): `[W = 4, W = 1][R - 1]`.
 fn tiles(enc: Encoding, path: Path) -> [[TileFn; 4]; 2] {
     match path {
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx512Vnni => dot_avx512::tiles(enc),
         #[cfg(target_arch = "x86_64")]
         Path::Avx2 => dot_avx2::tiles(enc),
         _ => dot_scalar::tiles(enc),
@@ -90,10 +84,17 @@ pub fn act_blocks(enc: Encoding) -> (usize, usize) {
 }
 
 /// Whether the integer kernels are the faster way to multiply `m` rows by `enc` weights on
-/// `path` (otherwise dequantizing to f32 and gemm is; measured by the qdot_bench test).
+/// `path`, rather than dequantizing to f32 and gemm. Measured with qdot_bench on a Xeon with
+/// AVX-512 (SmolLM2-135M's shapes): the AVX-512 panels win at every M (2x to 3x at M = 512);
+/// the AVX2 tiles win up to M = 16 and lose from 32 on (Q4_0/Q4_1/Q8_0), win up to 64 and
+/// lose from 128 on (K-quants); the scalar tiles win only for one row of 32-value blocks.
 pub fn preferred(enc: Encoding, m: usize, path: Path) -> bool {
-    let _ = (enc, path);
-    m > 0
+    let kquant = matches!(enc, Encoding::Q4K | Encoding::Q5K | Encoding::Q6K);
+    match path {
+        Path::Avx512Vnni => true,
+        Path::Avx2 => m < if kquant { 96 } else { 24 },
+        Path::Scalar => m == 1 && !kquant,
+    }
 }
 
 /// `out[m, n] = a[m, k] @ dequantize(w)^T` for `w` the `n` rows of `row_bytes` bytes of `enc`
@@ -101,23 +102,6 @@ pub fn preferred(enc: Encoding, m: usize, path: Path) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub fn qmatmul(
     path: Path,
-    enc: Encoding,
-    a: &[f32],
-    m: usize,
-    k: usize,
-    w: &[u8],
-    n: usize,
-    row_bytes: usize,
-    out: &mut [f32],
-) {
-    qmatmul_panels_from(path, PANEL_M, enc, a, m, k, w, n, row_bytes, out)
-}
-
-/// qmatmul with the panels from `panel_m` activation rows on (the bench compares).
-#[allow(clippy::too_many_arguments)]
-pub fn qmatmul_panels_from(
-    path: Path,
-    panel_m: usize,
     enc: Encoding,
     a: &[f32],
     m: usize,
@@ -140,16 +124,16 @@ pub fn qmatmul_panels_from(
     let act = QAct::new(a, m, k, block, sub);
     let table = tiles(enc, path);
     #[cfg(target_arch = "x86_64")]
-    let panels = path == Path::Avx512Vnni && m >= panel_m && dot_panel::supports(enc);
+    let panels = if path == Path::Avx512Vnni { Some(dot_panel::kernels(enc)) } else { None };
     #[cfg(not(target_arch = "x86_64"))]
-    let panels = panel_m == usize::MAX && false;
+    let panels: Option<()> = None;
     #[cfg(test)]
-    TAKEN[path as usize + if panels { 1 } else { 0 }].fetch_add(1, Ordering::Relaxed);
+    TAKEN[path as usize].fetch_add(1, Ordering::Relaxed);
     let threads = rayon::current_num_threads().max(1);
     // Work in units of weight bytes read per activation row.
     let work = n * row_bytes * m;
     let tasks = if work < SERIAL_WORK || threads == 1 { 1 } else { (work / SERIAL_WORK).min(4 * threads) };
-    let cols = n.div_ceil(tasks).next_multiple_of(if panels { 16 } else { 4 });
+    let cols = n.div_ceil(tasks).next_multiple_of(if panels.is_some() { 16 } else { 4 });
     let tasks = n.div_ceil(cols);
     let dst = out.as_mut_ptr() as usize;
     let body = |t: usize| {
@@ -159,8 +143,8 @@ pub fn qmatmul_panels_from(
         // the CPU runs `path`.
         unsafe {
             #[cfg(target_arch = "x86_64")]
-            if panels {
-                return dot_panel::columns(enc, w, row_bytes, &act, m, n, j0, j1, dst);
+            if let Some(kern) = &panels {
+                return dot_panel::columns(kern, w, row_bytes, &act, m, n, j0, j1, dst);
             }
             chunk(&table, w, row_bytes, &act, m, n, j0, j1, dst)
         }

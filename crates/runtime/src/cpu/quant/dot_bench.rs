@@ -29,7 +29,7 @@ fn time(budget: f64, mut f: impl FnMut()) -> f64 {
 const THREADS: Option<usize> = Some(1);
 
 /// Times only this encoding when set (while tuning one).
-const ONLY: Option<Encoding> = Some(Encoding::Q4_1);
+const ONLY: Option<Encoding> = None;
 
 #[test]
 #[ignore = "timing, run with --ignored qdot_bench --nocapture"]
@@ -41,6 +41,7 @@ fn qdot_bench() {
     if best > Path::Avx2 {
         paths.push(Path::Avx2);
     }
+    paths.push(Path::Scalar);
     println!("{threads} threads; integer paths {paths:?}");
     let shapes: &[(Encoding, usize, usize, &str)] = &[
         (Encoding::Q4_1, 576, 576, "attn q/o"),
@@ -79,17 +80,9 @@ fn qdot_bench() {
                 old * 1e6,
                 gb(old)
             );
-            for &p in &paths {
+            for &p in paths.iter().filter(|&&p| p != Path::Scalar || m <= 16) {
                 let new = pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out)));
                 line += &format!(" {:?} {:.1} {:.2} {:.2}x;", p, new * 1e6, gb(new), old / new);
-            }
-            if best == Path::Avx512Vnni && dot_panel_encoding(enc) {
-                // The row tiles where the panels run, and the panels where they do not.
-                let other = if m >= dot::PANEL_M { usize::MAX } else { 0 };
-                let t = pool.install(|| {
-                    time(budget, || dot::qmatmul_panels_from(best, other, enc, &a, m, k, &w, n, row_bytes, &mut out))
-                });
-                line += &format!(" {} {:.1};", if other == 0 { "panels" } else { "tiles" }, t * 1e6);
             }
             let (block, sub) = dot::act_blocks(enc);
             let tq = pool.install(|| time(0.05, || drop(std::hint::black_box(QAct::new(&a, m, k, block, sub)))));
@@ -99,11 +92,7 @@ fn qdot_bench() {
     }
 }
 
-fn dot_panel_encoding(enc: Encoding) -> bool {
-    matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0)
-}
-
 /// The M values timed.
 fn bench_ms() -> Vec<usize> {
-    vec![1, 4, 16, 128]
+    vec![1, 4, 16, 32, 64, 128, 512]
 }

@@ -1,10 +1,11 @@
-//! AVX-512 VNNI qmatmul for many activation rows (Q4_0, Q4_1, Q8_0): panels of 16 weight rows
+//! AVX-512 VNNI qmatmul (Q4_0, Q4_1, Q8_0 here, the K-quants in dot_panel_k.rs): panels of 16 weight rows
 //! are repacked per call so that 32-bit lane i of every register belongs to weight row i. A
 //! block of 32 values then takes 8 `vpdpbusd` per activation row (each adding 4 products of all
 //! 16 rows, the activation's 4 bytes broadcast) and its whole sum lands in one lane: the
 //! scales apply as one multiply-add per block for 16 outputs, with no horizontal sums. The
-//! repacking (gathers, about 5 per panel and block) is paid once per call and panel, so this
-//! is the path for larger M; the integers are those of the other paths.
+//! repacking (an in-register transpose of 16 rows' bytes) is paid once per call and panel and
+//! costs less than unpacking the rows block by block, so the panels serve every M; the
+//! integers are those of the other paths.
 
 use std::arch::x86_64::*;
 
@@ -85,7 +86,7 @@ unsafe fn repack<const E: u8>(w: &[u8], row_bytes: usize, j0: usize, rows: usize
 ///
 /// Safety: the CPU has AVX-512 F; the 16 rows of 16 bytes are readable.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn transpose(p: *const u8, stride: usize) -> [__m512i; 4] {
+pub unsafe fn transpose(p: *const u8, stride: usize) -> [__m512i; 4] {
     // SAFETY: the caller's rows.
     let row = |i: usize| unsafe { _mm_loadu_si128(p.add(i * stride).cast()) };
     let z: [__m512i; 4] = std::array::from_fn(|k| {
@@ -161,27 +162,50 @@ unsafe fn rows<const E: u8, const R: usize>(
 
 const ENCODINGS: [Encoding; 3] = [Encoding::Q4_0, Encoding::Q4_1, Encoding::Q8_0];
 
-type RowsFn = unsafe fn(&[__m512i], &QAct, usize, *mut f32, usize, usize, usize);
-type RepackFn = unsafe fn(&[u8], usize, usize, usize, usize, &mut [__m512i]);
+/// Computes activation rows `r0..r0 + R` against a packed panel into `cols` output columns
+/// from `j0` (see `rows`).
+pub type RowsFn = unsafe fn(&[__m512i], &QAct, usize, *mut f32, usize, usize, usize);
+/// Packs a panel (see `repack`).
+pub type RepackFn = unsafe fn(&[u8], usize, usize, usize, usize, &mut [__m512i]);
 
-fn table<const E: u8>() -> (RepackFn, [RowsFn; 4]) {
-    (repack::<E>, [rows::<E, 1>, rows::<E, 2>, rows::<E, 4>, rows::<E, 8>])
+/// An encoding's panel kernels: its repacking, its row kernels for R = 1, 2, 4, 8, and the
+/// values and registers of a packed block.
+pub struct Kernels {
+    pub repack: RepackFn,
+    pub rows: [RowsFn; 4],
+    pub values: usize,
+    pub regs: usize,
 }
 
-/// Whether `enc` has panel kernels.
-pub fn supports(enc: Encoding) -> bool {
-    matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0)
+fn table<const E: u8>() -> Kernels {
+    Kernels {
+        repack: repack::<E>,
+        rows: [rows::<E, 1>, rows::<E, 2>, rows::<E, 4>, rows::<E, 8>],
+        values: 32,
+        regs: REGS,
+    }
+}
+
+/// The panel kernels of `enc`.
+pub fn kernels(enc: Encoding) -> Kernels {
+    match enc {
+        Encoding::Q4_0 => table::<0>(),
+        Encoding::Q4_1 => table::<1>(),
+        Encoding::Q8_0 => table::<2>(),
+        Encoding::Q4K | Encoding::Q5K | Encoding::Q6K => super::dot_panel_k::kernels(enc),
+    }
 }
 
 /// Columns `j0..j1` of the `[m, n]` output at `out`: panel after panel, each repacked once and
 /// run through all `m` activation rows, 8 at a time.
 ///
-/// Safety: the CPU has AVX-512 F/BW/VL, VNNI and F16C; `w` holds `n` rows of `row_bytes`;
-/// `out` holds `m * n` values of which no other thread touches these columns.
+/// Safety: the CPU has AVX-512 F/BW/VL, VNNI and F16C; `w` holds `n` rows of `row_bytes`, the
+/// blocks of `a.k` values of the kernels' encoding; `out` holds `m * n` values of which no other
+/// thread touches these columns.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn columns(
-    enc: Encoding,
+    kern: &Kernels,
     w: &[u8],
     row_bytes: usize,
     a: &QAct,
@@ -191,24 +215,19 @@ pub unsafe fn columns(
     j1: usize,
     out: *mut f32,
 ) {
-    let nb = a.k / 32;
-    let (repack, fns) = match enc {
-        Encoding::Q4_0 => table::<0>(),
-        Encoding::Q4_1 => table::<1>(),
-        _ => table::<2>(),
-    };
-    let mut pack = vec![_mm512_setzero_si512(); nb * REGS];
+    let nb = a.k / kern.values;
+    let mut pack = vec![_mm512_setzero_si512(); nb * kern.regs];
     for p0 in (j0..j1).step_by(ROWS) {
         let cols = (j1 - p0).min(ROWS);
         // SAFETY: the caller's CPU and rows.
-        unsafe { repack(w, row_bytes, p0, cols, nb, &mut pack) };
+        unsafe { (kern.repack)(w, row_bytes, p0, cols, nb, &mut pack) };
         let mut r = 0;
         while r < m {
             let (f, step) = match m - r {
-                8.. => (fns[3], 8),
-                4..=7 => (fns[2], 4),
-                2..=3 => (fns[1], 2),
-                _ => (fns[0], 1),
+                8.. => (kern.rows[3], 8),
+                4..=7 => (kern.rows[2], 4),
+                2..=3 => (kern.rows[1], 2),
+                _ => (kern.rows[0], 1),
             };
             // SAFETY: the caller's CPU, output and columns; a holds rows r..r + step.
             unsafe { f(&pack, a, r, out, n, p0, cols) };
