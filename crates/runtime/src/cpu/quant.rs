@@ -9,6 +9,8 @@ mod blocks;
 mod dot;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
+#[cfg(target_arch = "x86_64")]
+mod dot_avx512;
 #[cfg(test)]
 mod dot_bench;
 #[cfg(target_arch = "x86_64")]

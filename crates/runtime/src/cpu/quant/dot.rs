@@ -3,9 +3,9 @@
 //! weight row with an activation row, scaled in f32. Column chunks run in parallel.
 //!
 //! The kernels, picked at run time: with AVX-512 VNNI, panels of 16 weight rows repacked one
-//! row per lane (dot_panel.rs, dot_panel_k.rs); with AVX2 (dot_avx2.rs) or in portable scalar
-//! code (dot_scalar.rs), tiles of up to 4 weight rows by 4 activation rows sharing their
-//! loaded and unpacked blocks. All compute the same integers and differ only in the order of
+//! row per lane (dot_panel.rs, dot_panel_k.rs; Q6_K at M <= 2 row tiles, dot_avx512.rs); with
+//! AVX2 (dot_avx2.rs) or in portable scalar code (dot_scalar.rs), tiles of up to 4 weight rows
+//! by 4 activation rows sharing their loaded and unpacked blocks. All compute the same integers and differ only in the order of
 //! their f32 sums.
 //!
 //! Accuracy: against exact arithmetic on the dequantized weights, the only error beyond f32
@@ -22,7 +22,7 @@ use super::blocks::Encoding;
 use super::dot_scalar;
 use super::q8act::QAct;
 #[cfg(target_arch = "x86_64")]
-use super::{dot_avx2, dot_panel};
+use super::{dot_avx2, dot_avx512, dot_panel};
 
 /// Dot products of `W` weight rows (`row_bytes` apart from the start of `w`) with the `R`
 /// activation rows of `a` from `r0`, into `out[x * 4 + i]` (activation row `x`, weight row `i`).
@@ -39,9 +39,10 @@ pub enum Path {
     Avx512Vnni = 2,
 }
 
-/// Calls on each path, for the tests to check that every path runs.
+/// Calls on each path (slot 3: the AVX-512 panels, slot 2 its row tiles), for the tests to
+/// check that every kernel runs.
 #[cfg(test)]
-pub static TAKEN: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+pub static TAKEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
 /// The widest path this CPU runs.
 pub fn best_path() -> Path {
@@ -65,11 +66,14 @@ pub fn best_path() -> Path {
     Path::Scalar
 }
 
-/// The row tiles of `enc` on `path` (AVX2 or scalar): `[W = 4, W = 1][R - 1]`.
+/// The row tiles of `enc` on `path` (AVX-512 has them for the K-quants only):
+/// `[W = 4, W = 1][R - 1]`.
 fn tiles(enc: Encoding, path: Path) -> [[TileFn; 4]; 2] {
     match path {
         #[cfg(target_arch = "x86_64")]
         Path::Avx2 => dot_avx2::tiles(enc),
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx512Vnni => dot_avx512::tiles(enc),
         _ => dot_scalar::tiles(enc),
     }
 }
@@ -124,11 +128,15 @@ pub fn qmatmul(
     let act = QAct::new(a, m, k, block, sub);
     let table = tiles(enc, path);
     #[cfg(target_arch = "x86_64")]
-    let panels = if path == Path::Avx512Vnni { Some(dot_panel::kernels(enc)) } else { None };
+    let panels = if path == Path::Avx512Vnni && !(enc == Encoding::Q6K && m <= 2) {
+        Some(dot_panel::kernels(enc))
+    } else {
+        None
+    };
     #[cfg(not(target_arch = "x86_64"))]
     let panels: Option<()> = None;
     #[cfg(test)]
-    TAKEN[path as usize].fetch_add(1, Ordering::Relaxed);
+    TAKEN[path as usize + usize::from(panels.is_some())].fetch_add(1, Ordering::Relaxed);
     let threads = rayon::current_num_threads().max(1);
     // Work in units of weight bytes read per activation row.
     let work = n * row_bytes * m;

@@ -41,7 +41,6 @@ fn qdot_bench() {
     if best > Path::Avx2 {
         paths.push(Path::Avx2);
     }
-    paths.push(Path::Scalar);
     println!("{threads} threads; integer paths {paths:?}");
     let shapes: &[(Encoding, usize, usize, &str)] = &[
         (Encoding::Q4_1, 576, 576, "attn q/o"),
@@ -49,6 +48,7 @@ fn qdot_bench() {
         (Encoding::Q4_1, 1536, 576, "mlp gate/up"),
         (Encoding::Q4_1, 576, 1536, "mlp down"),
         (Encoding::Q8_0, 49152, 576, "lm head"),
+        (Encoding::Q8_0, 1536, 576, "mlp gate/up"),
         (Encoding::Q4_0, 1536, 576, "mlp gate/up"),
         (Encoding::Q4K, 576, 1536, "mlp down"),
         (Encoding::Q5K, 576, 1536, "mlp down"),
@@ -80,7 +80,7 @@ fn qdot_bench() {
                 old * 1e6,
                 gb(old)
             );
-            for &p in paths.iter().filter(|&&p| p != Path::Scalar || m <= 16) {
+            for &p in &paths {
                 let new = pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out)));
                 line += &format!(" {:?} {:.1} {:.2} {:.2}x;", p, new * 1e6, gb(new), old / new);
             }
@@ -94,5 +94,5 @@ fn qdot_bench() {
 
 /// The M values timed.
 fn bench_ms() -> Vec<usize> {
-    vec![1, 4, 16, 32, 64, 128, 512]
+    vec![1, 4, 16, 128, 512]
 }

@@ -242,9 +242,15 @@ fn every_path_runs() {
     let w = random_weights(Encoding::Q4K, 4, 256, &mut rng);
     let a = random_acts(1, 256, &mut rng);
     for path in paths() {
+        // On AVX-512, Q4_K runs the panels (counted in slot 3) and Q6_K at M = 1 row tiles.
         let before = taken(path as usize);
-        run(path, Encoding::Q4K, &a, 1, 256, &w, 4);
+        run(path, Encoding::Q6K, &a, 1, 256, &random_weights(Encoding::Q6K, 4, 256, &mut rng), 4);
         assert!(taken(path as usize) > before, "{path:?}");
+    }
+    if dot::best_path() == Path::Avx512Vnni {
+        let before = taken(3);
+        run(Path::Avx512Vnni, Encoding::Q4K, &a, 1, 256, &w, 4);
+        assert!(taken(3) > before, "panels");
     }
     println!("qmatmul paths on this CPU: {:?}", paths());
 }
