@@ -235,7 +235,7 @@ fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> 
     }
     let (a, w) = (f32s(lhs), bytes(rhs));
     let path = dot::best_path();
-    if dot::preferred(enc, m, path) {
+    if dot::preferred(enc, m, row_bytes, path) {
         with_f32_out(out, |dst| dot::qmatmul(path, enc, &a, m, k, w, n, row_bytes, dst));
         return Ok(());
     }

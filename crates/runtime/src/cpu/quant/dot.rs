@@ -92,7 +92,11 @@ pub fn act_blocks(enc: Encoding) -> (usize, usize) {
 /// AVX-512 (SmolLM2-135M's shapes): the AVX-512 panels win at every M (2x to 3x at M = 512);
 /// the AVX2 tiles win up to M = 16 and lose from 32 on (Q4_0/Q4_1/Q8_0), win up to 64 and
 /// lose from 128 on (K-quants); the scalar tiles win only for one row of 32-value blocks.
-pub fn preferred(enc: Encoding, m: usize, path: Path) -> bool {
+/// Rows of `row_bytes` must also fit the panels' 32-bit gather offsets (16 rows of them).
+pub fn preferred(enc: Encoding, m: usize, row_bytes: usize, path: Path) -> bool {
+    if row_bytes >= i32::MAX as usize / 16 {
+        return false;
+    }
     let kquant = matches!(enc, Encoding::Q4K | Encoding::Q5K | Encoding::Q6K);
     match path {
         Path::Avx512Vnni => true,
@@ -140,7 +144,9 @@ pub fn qmatmul(
     let threads = rayon::current_num_threads().max(1);
     // Work in units of weight bytes read per activation row.
     let work = n * row_bytes * m;
-    let tasks = if work < SERIAL_WORK || threads == 1 { 1 } else { (work / SERIAL_WORK).min(4 * threads) };
+    // A multiple of the threads, so that equal tasks keep them all busy to the end.
+    let tasks =
+        if work < SERIAL_WORK || threads == 1 { 1 } else { threads * (work / SERIAL_WORK / threads).clamp(1, 4) };
     let cols = n.div_ceil(tasks).next_multiple_of(if panels.is_some() { 16 } else { 4 });
     let tasks = n.div_ceil(cols);
     let dst = out.as_mut_ptr() as usize;
@@ -193,6 +199,9 @@ unsafe fn chunk(
         while j < j1 {
             let wr = if j + 4 <= j1 { 4 } else { 1 };
             let rows = &w[j * row_bytes..(j + wr) * row_bytes];
+            if rb == 0 {
+                prefetch(&w[(j + wr).min(j1) * row_bytes..(j + 2 * wr).min(j1) * row_bytes]);
+            }
             let mut r = rb;
             while r < re {
                 let rr = (re - r).min(4);
@@ -211,6 +220,19 @@ unsafe fn chunk(
             j += wr;
         }
     }
+}
+
+/// Asks for `bytes` in the cache ahead of their use: weight rows are too short for the
+/// hardware's prefetchers to pick them up in time.
+#[inline(always)]
+pub fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for at in (0..bytes.len()).step_by(64) {
+        // SAFETY: a prefetch of an address inside `bytes` (SSE is part of x86-64).
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().add(at).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// The 6-bit scales and mins of the 8 sub-blocks of a Q4_K/Q5_K super-block from its 12

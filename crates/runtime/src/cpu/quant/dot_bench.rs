@@ -26,7 +26,7 @@ fn time(budget: f64, mut f: impl FnMut()) -> f64 {
 }
 
 /// Pool size (None: one thread per core).
-const THREADS: Option<usize> = Some(1);
+const THREADS: Option<usize> = None;
 
 /// Times only this encoding when set (while tuning one).
 const ONLY: Option<Encoding> = None;
@@ -84,6 +84,19 @@ fn qdot_bench() {
                 let new = pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out)));
                 line += &format!(" {:?} {:.1} {:.2} {:.2}x;", p, new * 1e6, gb(new), old / new);
             }
+            if m == 1 {
+                // Weights out of L2, as in a decode step reading every matrix once: copies of
+                // them, 64 MB in all, called in turn.
+                let copies: Vec<Vec<u8>> = (0..(64usize << 20).div_ceil(w.len())).map(|_| w.clone()).collect();
+                let t = pool.install(|| {
+                    time(budget, || {
+                        for c in &copies {
+                            dot::qmatmul(best, enc, &a, m, k, c, n, row_bytes, &mut out);
+                        }
+                    })
+                }) / copies.len() as f64;
+                line += &format!(" streamed {:.1} {:.2};", t * 1e6, gb(t));
+            }
             let (block, sub) = dot::act_blocks(enc);
             let tq = pool.install(|| time(0.05, || drop(std::hint::black_box(QAct::new(&a, m, k, block, sub)))));
             line += &format!(" quantize {:.1}", tq * 1e6);
@@ -95,4 +108,55 @@ fn qdot_bench() {
 /// The M values timed.
 fn bench_ms() -> Vec<usize> {
     vec![1, 4, 16, 128, 512]
+}
+
+/// The matrices of one SmolLM2-135M Q4_1 decode step: 30 layers of q, k, v, o, gate, up, down
+/// (Q4_1), then the tied output matrix (Q8_0), about 96 MB of weights.
+pub(super) fn decode_step_shapes() -> Vec<(Encoding, usize, usize)> {
+    let layer = [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)];
+    let mut v: Vec<(Encoding, usize, usize)> =
+        (0..30).flat_map(|_| layer.iter().map(|&(n, k)| (Encoding::Q4_1, n, k))).collect();
+    v.push((Encoding::Q8_0, 49152, 576));
+    v
+}
+
+#[test]
+#[ignore = "timing, run with --ignored qdot_bench --nocapture"]
+fn qdot_bench_decode_step() {
+    let mut rng = Rng(9);
+    let mats: Vec<(Encoding, usize, usize, Vec<u8>, Vec<f32>)> = decode_step_shapes()
+        .into_iter()
+        .map(|(enc, n, k)| (enc, n, k, random_weights(enc, n, k, &mut rng), random_acts(1, k, &mut rng)))
+        .collect();
+    let bytes: usize = mats.iter().map(|m| m.3.len()).sum();
+    let mut out = vec![0f32; 49152];
+    let best = dot::best_path();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for threads in [1, cores] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+        let step = |old: bool, out: &mut [f32]| {
+            for (enc, n, k, w, a) in &mats {
+                let (n, k, rb) = (*n, *k, w.len() / *n);
+                if old {
+                    matmul_columns(a, 1, k, n, &mut out[..n], |j, row| {
+                        enc.decode_blocks(&w[j * rb..(j + 1) * rb], row)
+                    });
+                } else {
+                    dot::qmatmul(best, *enc, a, 1, k, w, n, rb, &mut out[..n]);
+                }
+            }
+        };
+        let old = pool.install(|| time(2.0, || step(true, &mut out)));
+        let new = pool.install(|| time(2.0, || step(false, &mut out)));
+        println!(
+            "decode step, {} matrices, {:.1} MB, {threads} threads: old {:.0} us ({:.2} GB/s), {best:?} {:.0} us ({:.2} GB/s), {:.2}x",
+            mats.len(),
+            bytes as f64 / 1e6,
+            old * 1e6,
+            bytes as f64 / old / 1e9,
+            new * 1e6,
+            bytes as f64 / new / 1e9,
+            old / new
+        );
+    }
 }

@@ -219,6 +219,8 @@ pub unsafe fn columns(
     let mut pack = vec![_mm512_setzero_si512(); nb * kern.regs];
     for p0 in (j0..j1).step_by(ROWS) {
         let cols = (j1 - p0).min(ROWS);
+        // The next panel's rows (adjacent in memory) while this one is repacked and run.
+        super::dot::prefetch(&w[(p0 + ROWS).min(j1) * row_bytes..(p0 + 2 * ROWS).min(j1) * row_bytes]);
         // SAFETY: the caller's CPU and rows.
         unsafe { (kern.repack)(w, row_bytes, p0, cols, nb, &mut pack) };
         let mut r = 0;

@@ -227,6 +227,28 @@ fn activation_quantization() {
 }
 
 #[test]
+fn quantizer_versions_agree() {
+    // The AVX-512 quantizer (where the CPU has it) against the portable one, bit for bit, with
+    // ties, huge, tiny, infinite and NaN values among normal ones.
+    let mut rng = Rng(5);
+    let specials = [0.5f32, -2.5, 1e30, -1e-31, 3e-39, f32::INFINITY, f32::NAN, 0.0, -0.0, 127.5];
+    for (block, sub) in [(32, 32), (256, 32), (256, 16)] {
+        let k = 4 * block;
+        let mut x = random_acts(1, k, &mut rng);
+        for (i, v) in x.iter_mut().enumerate().skip(3).step_by(block / 2 + 1) {
+            *v = specials[i % specials.len()];
+        }
+        x[..block].iter_mut().for_each(|v| *v *= 1e-33); // a block of tiny values
+        let q = QAct::new(&x, 1, k, block, sub);
+        let (mut qs, mut d, mut s) = (vec![0i8; k], vec![0f32; k / block], vec![0i32; k / sub]);
+        super::q8act::quantize_row_portable(&x, block, sub, &mut qs, &mut d, &mut s);
+        assert_eq!(q.qs, qs);
+        assert_eq!(q.sums, s);
+        assert!(q.d.iter().zip(&d).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())));
+    }
+}
+
+#[test]
 fn every_path_runs() {
     #[cfg(target_arch = "x86_64")]
     {
