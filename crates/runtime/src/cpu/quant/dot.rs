@@ -5,8 +5,8 @@
 //! The kernels, picked at run time: with AVX-512 VNNI, panels of 16 weight rows repacked one
 //! row per lane (dot_panel.rs, dot_panel_k.rs; Q6_K at M <= 2 row tiles, dot_avx512.rs); with
 //! AVX2 (dot_avx2.rs) or in portable scalar code (dot_scalar.rs), tiles of up to 4 weight rows
-//! by 4 activation rows sharing their loaded and unpacked blocks. All compute the same integers and differ only in the order of
-//! their f32 sums.
+//! by 4 activation rows sharing their loaded and unpacked blocks. All compute the same
+//! integers and differ only in the order of their f32 sums.
 //!
 //! Accuracy: against exact arithmetic on the dequantized weights, the only error beyond f32
 //! rounding is the activations' quantization, at most half a step `d = max|x_b| / 127` per
@@ -66,14 +66,15 @@ pub fn best_path() -> Path {
     Path::Scalar
 }
 
-/// The row tiles of `enc` on `path` (AVX-512 has them for the K-quants only):
+/// The row tiles of `enc` on `path` (AVX-512's own for the K-quants, else AVX2's):
 /// `[W = 4, W = 1][R - 1]`.
 fn tiles(enc: Encoding, path: Path) -> [[TileFn; 4]; 2] {
+    let kquant = matches!(enc, Encoding::Q4K | Encoding::Q5K | Encoding::Q6K);
     match path {
         #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => dot_avx2::tiles(enc),
+        Path::Avx512Vnni if kquant => dot_avx512::tiles(enc),
         #[cfg(target_arch = "x86_64")]
-        Path::Avx512Vnni => dot_avx512::tiles(enc),
+        Path::Avx2 | Path::Avx512Vnni => dot_avx2::tiles(enc),
         _ => dot_scalar::tiles(enc),
     }
 }
@@ -143,7 +144,7 @@ pub fn qmatmul(
     TAKEN[path as usize + usize::from(panels.is_some())].fetch_add(1, Ordering::Relaxed);
     let threads = rayon::current_num_threads().max(1);
     // Work in units of weight bytes read per activation row.
-    let work = n * row_bytes * m;
+    let work = (n * row_bytes).saturating_mul(m);
     // A multiple of the threads, so that equal tasks keep them all busy to the end.
     let tasks =
         if work < SERIAL_WORK || threads == 1 { 1 } else { threads * (work / SERIAL_WORK / threads).clamp(1, 4) };

@@ -208,6 +208,7 @@ pub fn tiles(enc: Encoding) -> [[TileFn; 4]; 2] {
     match enc {
         Encoding::Q5K => table!(kq, Q5K),
         Encoding::Q6K => table!(kq, Q6K),
+        // Not a K-quant: tiles that refuse (check() fails) rather than misread its blocks.
         _ => table!(kq, Q4K),
     }
 }

@@ -56,8 +56,8 @@ fn qdot_bench() {
     ];
     let mut rng = Rng(7);
     println!(
-        "{:<5} {:>6} {:>5} {:>4} {:>12} | {:>10} {:>7} | {}",
-        "enc", "n", "k", "m", "", "old us", "GB/s", "new us, GB/s, x old (per path)"
+        "{:<5} {:>6} {:>5} {:>4} {:>12} | {:>10} {:>7} | new us, GB/s, x old (per path)",
+        "enc", "n", "k", "m", "", "old us", "GB/s"
     );
     for &(enc, n, k, what) in shapes.iter().filter(|s| ONLY.is_none_or(|e| e == s.0)) {
         let w = random_weights(enc, n, k, &mut rng);
@@ -124,7 +124,8 @@ pub(super) fn decode_step_shapes() -> Vec<(Encoding, usize, usize)> {
 #[ignore = "timing, run with --ignored qdot_bench --nocapture"]
 fn qdot_bench_decode_step() {
     let mut rng = Rng(9);
-    let mats: Vec<(Encoding, usize, usize, Vec<u8>, Vec<f32>)> = decode_step_shapes()
+    type Matrix = (Encoding, usize, usize, Vec<u8>, Vec<f32>);
+    let mats: Vec<Matrix> = decode_step_shapes()
         .into_iter()
         .map(|(enc, n, k)| (enc, n, k, random_weights(enc, n, k, &mut rng), random_acts(1, k, &mut rng)))
         .collect();

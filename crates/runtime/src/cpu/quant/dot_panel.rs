@@ -1,11 +1,11 @@
-//! AVX-512 VNNI qmatmul (Q4_0, Q4_1, Q8_0 here, the K-quants in dot_panel_k.rs): panels of 16 weight rows
-//! are repacked per call so that 32-bit lane i of every register belongs to weight row i. A
-//! block of 32 values then takes 8 `vpdpbusd` per activation row (each adding 4 products of all
-//! 16 rows, the activation's 4 bytes broadcast) and its whole sum lands in one lane: the
-//! scales apply as one multiply-add per block for 16 outputs, with no horizontal sums. The
-//! repacking (an in-register transpose of 16 rows' bytes) is paid once per call and panel and
-//! costs less than unpacking the rows block by block, so the panels serve every M; the
-//! integers are those of the other paths.
+//! AVX-512 VNNI qmatmul panels (Q4_0, Q4_1, Q8_0 here, the K-quants in dot_panel_k.rs): 16
+//! weight rows at a time are repacked per call so that 32-bit lane i of every register belongs
+//! to weight row i. A block of 32 values then takes 8 `vpdpbusd` per activation row (each
+//! adding 4 products of all 16 rows, the activation's 4 bytes broadcast) and its whole sum
+//! lands in one lane: the scales apply as one multiply-add per block for 16 outputs, with no
+//! horizontal sums. The repacking (an in-register transpose of 16 rows' bytes) is paid once per
+//! call and panel and costs less than unpacking the rows block by block, so the panels serve
+//! every M; the integers are those of the other paths.
 
 use std::arch::x86_64::*;
 

@@ -162,6 +162,7 @@ fn body(x: &[f32], block: usize, sub: usize, qs: &mut [i8], d: &mut [f32], sums:
         for (q, &v) in qb.iter_mut().zip(xb) {
             // |v * id| <= 127 up to a rounding of 127 itself; max/min also turn NaN (v infinite
             // or NaN times 0) into -127, in a block whose scale is NaN anyway.
+            #[allow(clippy::manual_clamp)] // clamp keeps NaN
             let t = (v * id).round_ties_even().max(-127.0).min(127.0);
             // SAFETY: t is an integer in -127..=127.
             *q = unsafe { t.to_int_unchecked::<i32>() } as i8;
