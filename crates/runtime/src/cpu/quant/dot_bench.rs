@@ -1,6 +1,8 @@
 //! qdot_bench (ignored; `cargo test --release -p max-runtime -- --ignored qdot_bench
-//! --nocapture`): qmatmul on SmolLM2-135M's shapes, dequantize + gemm against the integer
-//! kernels, in microseconds per call and GB/s of weight bytes, on a pool of all cores.
+//! --nocapture`): qmatmul on SmolLM2-135M's shapes, dequantize + gemm ("old") against the
+//! integer kernels, in microseconds per call (best of repeated calls, weights in cache; for
+//! M = 1 also "streamed", cycling through 64 MB of copies) and GB/s of weight bytes, on one
+//! thread and on all cores; and the matrices of a whole decode step (qdot_bench_decode_step).
 
 use std::time::Instant;
 
@@ -25,16 +27,17 @@ fn time(budget: f64, mut f: impl FnMut()) -> f64 {
         .fold(first, f64::min)
 }
 
-/// Pool size (None: one thread per core).
-const THREADS: Option<usize> = None;
-
-/// Times only this encoding when set (while tuning one).
-const ONLY: Option<Encoding> = None;
-
 #[test]
 #[ignore = "timing, run with --ignored qdot_bench --nocapture"]
 fn qdot_bench() {
-    let threads = THREADS.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for threads in [1, cores] {
+        bench_shapes(threads);
+    }
+}
+
+/// The SmolLM2 shapes on a pool of `threads`.
+fn bench_shapes(threads: usize) {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
     let best = dot::best_path();
     let mut paths = vec![best];
@@ -59,10 +62,10 @@ fn qdot_bench() {
         "{:<5} {:>6} {:>5} {:>4} {:>12} | {:>10} {:>7} | new us, GB/s, x old (per path)",
         "enc", "n", "k", "m", "", "old us", "GB/s"
     );
-    for &(enc, n, k, what) in shapes.iter().filter(|s| ONLY.is_none_or(|e| e == s.0)) {
+    for &(enc, n, k, what) in shapes {
         let w = random_weights(enc, n, k, &mut rng);
         let row_bytes = w.len() / n;
-        for m in bench_ms() {
+        for m in [1, 4, 16, 128, 512] {
             let a = random_acts(m, k, &mut rng);
             let mut out = vec![0f32; m * n];
             let budget = 0.3;
@@ -103,11 +106,6 @@ fn qdot_bench() {
             println!("{line}");
         }
     }
-}
-
-/// The M values timed.
-fn bench_ms() -> Vec<usize> {
-    vec![1, 4, 16, 128, 512]
 }
 
 /// The matrices of one SmolLM2-135M Q4_1 decode step: 30 layers of q, k, v, o, gate, up, down
