@@ -2,7 +2,7 @@
 //! --nocapture`): qmatmul on SmolLM2-135M's shapes, dequantize + gemm ("old") against the
 //! integer kernels, in microseconds per call (best of repeated calls, weights in cache; for
 //! M = 1 also "streamed", cycling through 64 MB of copies) and GB/s of weight bytes, on one
-//! thread and on all cores; and the matrices of a whole decode step (qdot_bench_decode_step).
+//! thread and on all cores; then the matrices of a whole decode step, one after the other.
 
 use std::time::Instant;
 
@@ -33,6 +33,9 @@ fn qdot_bench() {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     for threads in [1, cores] {
         bench_shapes(threads);
+    }
+    for threads in [1, cores] {
+        bench_decode_step(threads);
     }
 }
 
@@ -118,9 +121,8 @@ pub(super) fn decode_step_shapes() -> Vec<(Encoding, usize, usize)> {
     v
 }
 
-#[test]
-#[ignore = "timing, run with --ignored qdot_bench --nocapture"]
-fn qdot_bench_decode_step() {
+/// All matrices of a decode step (`decode_step_shapes`) in turn, one activation row each.
+fn bench_decode_step(threads: usize) {
     let mut rng = Rng(9);
     type Matrix = (Encoding, usize, usize, Vec<u8>, Vec<f32>);
     let mats: Vec<Matrix> = decode_step_shapes()
@@ -130,8 +132,7 @@ fn qdot_bench_decode_step() {
     let bytes: usize = mats.iter().map(|m| m.3.len()).sum();
     let mut out = vec![0f32; 49152];
     let best = dot::best_path();
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    for threads in [1, cores] {
+    {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
         let step = |old: bool, out: &mut [f32]| {
             for (enc, n, k, w, a) in &mats {
