@@ -1,5 +1,6 @@
 """The quantized ops on the CPU through InferenceSession: dequantize against the `gguf`
-package's reference decoders (bit for bit), qmatmul against numpy in float64, and GPTQ
+package's reference decoders (bit for bit), qmatmul against numpy in float64 (within the bound
+of its 8-bit activations), and GPTQ
 against a numpy unpacking of GPTQ's qweight/scales layout."""
 
 import ml_dtypes
@@ -79,12 +80,19 @@ def test_dequantize_leading_dims_and_large_input(rng, enc):
 # qmatmul
 
 
-def check_qmatmul(got: np.ndarray, lhs: np.ndarray, w: np.ndarray) -> None:
-    """`got` is lhs @ w.T computed in float32: within the float32 rounding bound of a K-term dot
-    product of the float64 result."""
+def check_qmatmul(got: np.ndarray, lhs: np.ndarray, w: np.ndarray, enc: Q) -> None:
+    """`got` is lhs @ w.T as the CPU computes it: lhs quantized to 8 bits per block of 32 values
+    (256 for the K-quants), then integer dot products scaled in float32 (the dequantize + gemm
+    fallback is within this too). So within half a quantization step per value of the float64
+    result, max|lhs_b| / 254 * sum|w_b| over the blocks b, plus the float32 rounding bound of a
+    K-term dot product."""
     lhs64, w64 = lhs.astype(np.float64), w.astype(np.float64)
     ref = lhs64 @ w64.T
-    bound = 2 * lhs.shape[-1] * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
+    k = lhs.shape[-1]
+    block = 256 if enc in (Q.Q4_K, Q.Q5_K, Q.Q6_K) else 32
+    amax = np.abs(lhs64).reshape(*lhs.shape[:-1], k // block, block).max(-1)
+    wsum = np.abs(w64).reshape(w.shape[0], k // block, block).sum(-1)
+    bound = amax / 254 @ wsum.T + 2 * k * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
     assert got.shape == ref.shape and got.dtype == np.float32
     err = np.abs(got.astype(np.float64) - ref)
     assert (err <= bound + 1e-30).all(), f"max error {err.max()} vs bound {bound[err > bound].min()}"
@@ -105,7 +113,7 @@ def test_qmatmul_matches_numpy(rng, enc):
     for batch, m in [(1, 1), (2, 7)]:
         lhs = rng.standard_normal((batch, m, k)).astype(np.float32)
         (out,) = model.execute(lhs, w)
-        check_qmatmul(out.to_numpy(), lhs, deq)
+        check_qmatmul(out.to_numpy(), lhs, deq, enc)
 
 
 def test_qmatmul_rank_one_lhs_and_weight(rng):
@@ -116,7 +124,7 @@ def test_qmatmul_rank_one_lhs_and_weight(rng):
         g.output(ops.qmatmul(enc, None, g.inputs[0], weight))
     lhs = rng.standard_normal(k).astype(np.float32)
     (out,) = run(g, lhs, weights={"w": w})
-    check_qmatmul(out[None], lhs[None], reference(w, enc))
+    check_qmatmul(out[None], lhs[None], reference(w, enc), enc)
 
 
 def test_qmatmul_large_n_single_row(rng):
@@ -126,7 +134,7 @@ def test_qmatmul_large_n_single_row(rng):
     lhs = rng.standard_normal((1, k)).astype(np.float32)
     g = build(lambda a, b: ops.qmatmul(enc, None, a, b), cpu_type(DType.float32, (1, k)), cpu_type(DType.uint8, w.shape))
     (out,) = run(g, lhs, w)
-    check_qmatmul(out, lhs, reference(w, enc))
+    check_qmatmul(out, lhs, reference(w, enc), enc)
 
 
 # GPTQ

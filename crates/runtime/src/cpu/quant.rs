@@ -6,7 +6,22 @@
 //! the result; tiles run in parallel.
 
 mod blocks;
+mod dot;
+#[cfg(target_arch = "x86_64")]
+mod dot_avx2;
+#[cfg(target_arch = "x86_64")]
+mod dot_avx512;
+#[cfg(test)]
+mod dot_bench;
+#[cfg(target_arch = "x86_64")]
+mod dot_panel;
+#[cfg(target_arch = "x86_64")]
+mod dot_panel_k;
+mod dot_scalar;
+#[cfg(test)]
+mod dot_tests;
 mod gptq;
+mod q8act;
 #[cfg(test)]
 mod tests;
 
@@ -219,6 +234,11 @@ fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> 
         return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
     }
     let (a, w) = (f32s(lhs), bytes(rhs));
+    let path = dot::best_path();
+    if dot::preferred(enc, m, row_bytes, path) {
+        with_f32_out(out, |dst| dot::qmatmul(path, enc, &a, m, k, w, n, row_bytes, dst));
+        return Ok(());
+    }
     with_f32_out(out, |dst| {
         matmul_columns(&a, m, k, n, dst, |j, row| enc.decode_blocks(&w[j * row_bytes..(j + 1) * row_bytes], row))
     });
