@@ -191,6 +191,12 @@ impl Buffer {
     pub fn stream(&self) -> &Stream {
         &self.stream
     }
+    /// A form derived from this buffer's bytes, made once by `make` and kept with its memory,
+    /// when the memory is frozen (a loaded model's constants and weights); None otherwise.
+    pub fn derived<T: std::any::Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Option<Arc<T>> {
+        self.storage.derived(self.offset, self.nbytes(), make)
+    }
+
     pub fn storage(&self) -> &Arc<Storage> {
         &self.storage
     }

@@ -37,7 +37,14 @@ pub struct Storage {
     /// Set once a DLPack consumer may hold the memory on its own stream: freeing then waits for
     /// the device to be idle, since the consumer's stream is not ours to order against.
     exported: AtomicBool,
+    /// Set when the memory holds a loaded model's constants or weights, which nothing writes
+    /// again: kernels may then keep forms derived from its bytes (see `derived`).
+    frozen: AtomicBool,
+    derived: std::sync::Mutex<std::collections::HashMap<DerivedKey, Arc<dyn std::any::Any + Send + Sync>>>,
 }
+
+/// A derived form's key: the byte range it was made from and its type.
+type DerivedKey = (usize, usize, std::any::TypeId);
 
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -47,7 +54,42 @@ impl std::fmt::Debug for Storage {
 
 impl Storage {
     fn new(addr: u64, nbytes: usize, device: Device, owner: Owner) -> Storage {
-        Storage { addr, nbytes, device, owner, exported: AtomicBool::new(false) }
+        Storage {
+            addr,
+            nbytes,
+            device,
+            owner,
+            exported: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
+            derived: Default::default(),
+        }
+    }
+
+    /// Marks the memory as never written again (a loaded model's constants and weights).
+    pub fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A form derived from bytes `offset..offset + len` of frozen memory (a kernel's repacked
+    /// weights), made once by `make` and kept as long as the memory; None when the memory is not
+    /// frozen (its bytes may still change).
+    pub fn derived<T: std::any::Any + Send + Sync>(
+        &self,
+        offset: usize,
+        len: usize,
+        make: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        if !self.is_frozen() {
+            return None;
+        }
+        let key = (offset, len, std::any::TypeId::of::<T>());
+        let mut map = self.derived.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map.entry(key).or_insert_with(|| Arc::new(make()) as Arc<dyn std::any::Any + Send + Sync>);
+        entry.clone().downcast::<T>().ok()
     }
 
     /// Zero-filled host memory. Large buffers (a KV cache, a converted weight) are anonymous

@@ -78,6 +78,10 @@ impl Model {
         progress.finish();
         let mut program = program;
         pool.install(|| fold_constants(&mut program, devices, &mut fixed))?;
+        // Constants and weights are never written again: kernels may keep forms derived from them.
+        for buf in fixed.values() {
+            buf.storage().freeze();
+        }
         let input_types = graph.inputs().iter().map(|v| program.types[*v].clone()).collect::<Vec<_>>();
         for t in &input_types {
             tensor_device(devices, t)?;
