@@ -141,6 +141,19 @@ GGUF_ARCHITECTURES = {
 }
 
 
+def _number(value: Any, key: str, kind: type = int, positive: bool = True) -> Any:
+    """A metadata value as `kind`, or a ValueError naming the key (model files are untrusted)."""
+    if isinstance(value, list) and value:
+        value = value[0]
+    try:
+        out = kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the model's {key} must be a number, got {value!r}") from None
+    if positive and not out > 0:
+        raise ValueError(f"the model's {key} must be positive, got {value!r}")
+    return out
+
+
 def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
     """Hugging Face config keys from GGUF hyper-parameters (``{arch}.block_count`` ...)."""
     arch = meta.get("general.architecture")
@@ -150,29 +163,28 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
     def get(key: str, default: Any = None) -> Any:
         return meta.get(f"{arch}.{key}", default)
 
-    hidden = get("embedding_length")
-    heads = get("attention.head_count")
-    if hidden is None or heads is None or get("block_count") is None:
-        raise ValueError(f"the GGUF file lacks {arch}.embedding_length, .attention.head_count or .block_count")
-    if isinstance(heads, list):
-        heads = heads[0]
-    kv_heads = get("attention.head_count_kv", heads)
-    if isinstance(kv_heads, list):
-        kv_heads = kv_heads[0]
+    for key in ("embedding_length", "attention.head_count", "block_count"):
+        if get(key) is None:
+            raise ValueError(f"the GGUF file lacks {arch}.{key}")
+    hidden = _number(get("embedding_length"), f"{arch}.embedding_length")
+    heads = _number(get("attention.head_count"), f"{arch}.attention.head_count")
+    kv_heads = _number(get("attention.head_count_kv", heads), f"{arch}.attention.head_count_kv")
+    if heads % kv_heads:
+        raise ValueError(f"the model's {heads} attention heads are not a multiple of its {kv_heads} kv heads")
     tokens = meta.get("tokenizer.ggml.tokens")
     config: dict[str, Any] = {
         "architectures": [GGUF_ARCHITECTURES.get(arch, f"gguf:{arch}")],
         "model_type": arch,
-        "hidden_size": int(hidden),
-        "num_hidden_layers": int(get("block_count")),
-        "num_attention_heads": int(heads),
-        "num_key_value_heads": int(kv_heads),
-        "intermediate_size": int(get("feed_forward_length", 4 * hidden)),
-        "max_position_embeddings": int(get("context_length", 2048)),
-        "rms_norm_eps": float(get("attention.layer_norm_rms_epsilon", 1e-6)),
-        "rope_theta": float(get("rope.freq_base", 10000.0)),
-        "vocab_size": int(get("vocab_size", len(tokens) if tokens else 0)),
-        "head_dim": int(get("attention.key_length", hidden // heads)),
+        "hidden_size": hidden,
+        "num_hidden_layers": _number(get("block_count"), f"{arch}.block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "intermediate_size": _number(get("feed_forward_length", 4 * hidden), f"{arch}.feed_forward_length"),
+        "max_position_embeddings": _number(get("context_length", 2048), f"{arch}.context_length"),
+        "rms_norm_eps": _number(get("attention.layer_norm_rms_epsilon", 1e-6), f"{arch}.attention.layer_norm_rms_epsilon", float),
+        "rope_theta": _number(get("rope.freq_base", 10000.0), f"{arch}.rope.freq_base", float),
+        "vocab_size": _number(get("vocab_size", len(tokens) if tokens else 1), f"{arch}.vocab_size"),
+        "head_dim": _number(get("attention.key_length", max(1, hidden // heads)), f"{arch}.attention.key_length"),
         "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
         "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
     }

@@ -60,9 +60,19 @@ def rename(fmt: str, name: str) -> str | None:
 
 
 def kv_geometry(config: dict) -> tuple[int, int, int]:
-    heads = int(config["num_attention_heads"])
-    head_dim = int(config.get("head_dim") or config["hidden_size"] // heads)
-    return int(config.get("num_key_value_heads") or heads), head_dim, int(config["num_hidden_layers"])
+    """(kv heads, head dim, layers) of a config, checked: model files are untrusted."""
+    from max.pipelines.lib.model_source import _number
+
+    for key in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size"):
+        if key not in config:
+            raise ValueError(f"the model's config lacks {key}")
+    heads = _number(config["num_attention_heads"], "num_attention_heads")
+    hidden = _number(config["hidden_size"], "hidden_size")
+    head_dim = _number(config.get("head_dim") or hidden // heads, "head_dim")
+    kv_heads = _number(config.get("num_key_value_heads") or heads, "num_key_value_heads")
+    if heads % kv_heads:
+        raise ValueError(f"the model's {heads} attention heads are not a multiple of its {kv_heads} kv heads")
+    return kv_heads, head_dim, _number(config["num_hidden_layers"], "num_hidden_layers")
 
 
 def linear(spec: DecoderSpec, name: str, in_dim: int, out_dim: int, bias: bool = False) -> Linear:

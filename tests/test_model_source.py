@@ -1,0 +1,69 @@
+"""Finding models on disk and reading their configuration: clear errors for missing files,
+unreadable or inconsistent metadata (model files are untrusted)."""
+
+from __future__ import annotations
+
+import json
+
+import gguf
+import numpy as np
+import pytest
+
+from max.pipelines.lib.model_source import gguf_to_hf_config, resolve
+
+BASE = {"general.architecture": "llama", "llama.embedding_length": 64, "llama.attention.head_count": 4,
+        "llama.block_count": 2}
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ({"llama.block_count": 0}, "block_count must be positive"),
+    ({"llama.attention.head_count": "x"}, "head_count must be a number"),
+    ({"llama.attention.head_count_kv": 3}, "not a multiple of its 3 kv heads"),
+    ({"llama.embedding_length": None}, "lacks llama.embedding_length"),
+    ({"general.architecture": None}, "no general.architecture"),
+])
+def test_bad_gguf_metadata(bad, needle):
+    with pytest.raises(ValueError, match=needle):
+        gguf_to_hf_config({**BASE, **bad})
+
+
+def test_gguf_config_keys():
+    c = gguf_to_hf_config({**BASE, "llama.attention.head_count_kv": 2, "llama.rope.freq_base": 5e5})
+    assert c["architectures"] == ["LlamaForCausalLM"] and c["head_dim"] == 16 and c["num_key_value_heads"] == 2
+    assert c["rope_theta"] == 5e5
+
+
+def test_resolve_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="has no config.json"):
+        resolve(str(tmp_path))
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        resolve(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    with pytest.raises(FileNotFoundError, match="holds no safetensors"):
+        resolve(str(tmp_path))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "shard-1.safetensors"}}))
+    with pytest.raises(FileNotFoundError, match="names shards that are missing"):
+        resolve(str(tmp_path))
+    text = tmp_path / "weights.txt"
+    text.write_text("hello")
+    with pytest.raises(ValueError, match="not a .gguf file"):
+        resolve(str(text))
+
+
+def test_a_gguf_with_inconsistent_heads_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_embedding_length(64)
+    w.add_head_count(4)
+    w.add_head_count_kv(3)
+    w.add_tensor("token_embd.weight", np.zeros((8, 64), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ValueError, match="not a multiple of its 3 kv heads"):
+        resolve(str(path))
