@@ -99,8 +99,11 @@ def test_step_logits_of_a_batch_equal_each_alone(pipeline):
 
 def test_eos_and_stop_strings(pipeline):
     gen = Generator(pipeline)
-    r = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=30, stop=["answer"]))])[0]
-    assert "answer" not in r.text and r.finish_reason == "stop"
+    full = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=30))])[0].text
+    stop = full.split()[3]  # a word in the middle of the continuation
+    gen = Generator(pipeline)
+    r = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=30, stop=[stop]))])[0]
+    assert r.text == full[: full.index(stop)] and r.finish_reason == "stop"
     gen = Generator(pipeline)
     r = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=3))])[0]
     assert len(r.tokens) == 3 and r.finish_reason == "length"

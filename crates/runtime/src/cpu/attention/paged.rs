@@ -70,8 +70,9 @@ pub(crate) fn batch<'a>(
     Ok(Batch { offsets: offsets_v, lengths: lengths_v, table: table_v, width, seq_of_row })
 }
 
-#[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// `sum(a[i] * b[i])` in eight partial sums (vectorisable).
+#[inline(always)]
+fn dot_body(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
@@ -82,6 +83,66 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     acc.iter().sum::<f32>() + tail
 }
+
+/// `out[i] += w * v[i]`.
+#[inline(always)]
+fn axpy_body(out: &mut [f32], w: f32, v: &[f32]) {
+    out.iter_mut().zip(v).for_each(|(o, x)| *o += w * x);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_body(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn axpy_avx2(out: &mut [f32], w: f32, v: &[f32]) {
+    axpy_body(out, w, v)
+}
+
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: the CPU has AVX2 and FMA (checked once above).
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_body(a, b)
+}
+
+fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: as in `dot`.
+        return unsafe { axpy_avx2(out, w, v) };
+    }
+    axpy_body(out, w, v)
+}
+
+/// A row of the cache as f32: the slice itself for f32, else converted into `buf`.
+fn as_f32<'a, T: Act>(row: &'a [T], buf: &'a mut Vec<f32>) -> &'a [f32] {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        // SAFETY: T is f32 (checked through its TypeId), so the slice is the same memory.
+        return unsafe { std::slice::from_raw_parts(row.as_ptr().cast::<f32>(), row.len()) };
+    }
+    buf.clear();
+    buf.extend(row.iter().map(|v| v.load()));
+    buf
+}
+
+/// Work (key-dims visited) below which a call stays on the calling thread.
+const PAR_WORK: usize = 1 << 20;
 
 pub(super) fn run(
     op: &Op,
@@ -126,42 +187,57 @@ pub(super) fn run(
             let page = bt.table[b * bt.width + j / c.page_size] as usize;
             c.offset(page, kv, p.layer) + (j % c.page_size) * row
         };
+        // One task per (row, kv head): the group of query heads that share it reads each key
+        // and value row once.
         let work = |(task, o): (usize, &mut [T])| {
-            let (i, h) = (task / hq, task % hq);
+            let (i, g) = (task / c.kv_heads, task % c.kv_heads);
             let b = bt.seq_of_row[i] as usize;
             let q_len = (bt.offsets[b + 1] - bt.offsets[b]) as usize;
             let total = bt.lengths[b] as usize + q_len;
             let pos = bt.lengths[b] as usize + (i - bt.offsets[b] as usize);
             let (lo, hi) = p.mask.range(pos, total);
-            let g = h / group;
-            let qv: Vec<f32> = qs[(i * hq + h) * d..][..d].iter().map(|v| v.load()).collect();
-            let mut key = vec![0f32; d];
-            let mut scores: Vec<f32> = (lo..hi)
-                .map(|j| {
-                    let k = &cache[at(b, j, 0) + g * d..][..d];
-                    key.iter_mut().zip(k).for_each(|(dst, v)| *dst = v.load());
-                    let s = dot(&qv, &key) * p.scale;
-                    if p.softcap > 0.0 { p.softcap * (s / p.softcap).tanh() } else { s }
-                })
-                .collect();
-            let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            scores.iter_mut().for_each(|s| {
-                *s = (*s - m).exp();
-                sum += *s;
-            });
-            let mut acc = vec![0f32; d];
-            for (j, &w) in (lo..hi).zip(&scores) {
-                let v = &cache[at(b, j, 1) + g * d..][..d];
-                acc.iter_mut().zip(v).for_each(|(a, x)| *a += w * x.load());
+            let keys = hi.saturating_sub(lo);
+            let qv: Vec<f32> = qs[(i * hq + g * group) * d..][..group * d].iter().map(|v| v.load()).collect();
+            let mut scores = vec![0f32; group * keys];
+            let mut buf = Vec::new();
+            for (jj, j) in (lo..hi).enumerate() {
+                let k = as_f32(&cache[at(b, j, 0) + g * d..][..d], &mut buf);
+                for h in 0..group {
+                    let s = dot(&qv[h * d..][..d], k) * p.scale;
+                    scores[h * keys + jj] = if p.softcap > 0.0 { p.softcap * (s / p.softcap).tanh() } else { s };
+                }
             }
-            let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-            o.iter_mut().zip(&acc).for_each(|(o, a)| *o = T::store(a * inv));
+            let mut sums = vec![0f32; group];
+            for h in 0..group {
+                let row = &mut scores[h * keys..(h + 1) * keys];
+                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                for s in row.iter_mut() {
+                    *s = (*s - m).exp();
+                    sums[h] += *s;
+                }
+            }
+            let mut acc = vec![0f32; group * d];
+            for (jj, j) in (lo..hi).enumerate() {
+                let v = as_f32(&cache[at(b, j, 1) + g * d..][..d], &mut buf);
+                for h in 0..group {
+                    axpy(&mut acc[h * d..(h + 1) * d], scores[h * keys + jj], v);
+                }
+            }
+            for h in 0..group {
+                let inv = if sums[h] > 0.0 { 1.0 / sums[h] } else { 0.0 };
+                for (o, a) in o[h * d..(h + 1) * d].iter_mut().zip(&acc[h * d..(h + 1) * d]) {
+                    *o = T::store(a * inv);
+                }
+            }
         };
-        if tokens * hq > 1 {
-            dst.par_chunks_mut(d).enumerate().for_each(work);
+        let visited: usize = (0..tokens).map(|i| {
+            let b = bt.seq_of_row[i] as usize;
+            bt.lengths[b] as usize + (i - bt.offsets[b] as usize) + 1
+        }).sum::<usize>() * hq * d;
+        if visited >= PAR_WORK && tokens * c.kv_heads > 1 {
+            dst.par_chunks_mut(group * d).enumerate().for_each(work);
         } else {
-            dst.chunks_mut(d).enumerate().for_each(work);
+            dst.chunks_mut(group * d).enumerate().for_each(work);
         }
         Ok(())
     })

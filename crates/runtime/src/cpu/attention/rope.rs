@@ -32,10 +32,14 @@ pub(super) fn run(op: &Op, x: &Buffer, freqs: &Buffer, positions: &Buffer, out: 
     if let Some(&bad) = pos.iter().find(|&&q| q as usize >= s) {
         return Err(Error::Value(format!("{name}: position {bad} is past the {s} rows of freqs_cis")));
     }
-    let table: Vec<f32> = if freqs.dtype() == DType::Float32 {
-        slice::<f32>(name, freqs)?.to_vec()
+    // The angles of the rows used, as f32 (the table itself when it is f32).
+    let converted: Vec<f32>;
+    let table: &[f32] = if freqs.dtype() == DType::Float32 {
+        slice::<f32>(name, freqs)?
     } else {
-        with_act!(name, freqs.dtype(), F, Ok(slice::<F>(name, freqs)?.iter().map(|v| v.load()).collect::<Vec<f32>>()))?
+        converted =
+            with_act!(name, freqs.dtype(), F, Ok(slice::<F>(name, freqs)?.iter().map(|v| v.load()).collect::<Vec<f32>>()))?;
+        &converted
     };
     if t == 0 || h == 0 {
         return Ok(());
