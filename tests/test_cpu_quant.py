@@ -81,18 +81,18 @@ def test_dequantize_leading_dims_and_large_input(rng, enc):
 
 
 def check_qmatmul(got: np.ndarray, lhs: np.ndarray, w: np.ndarray, enc: Q) -> None:
-    """`got` is lhs @ w.T as the CPU computes it: lhs quantized to 8 bits per block of 32 values
-    (256 for the K-quants), then integer dot products scaled in float32 (the dequantize + gemm
-    fallback is within this too). So within half a quantization step per value of the float64
-    result, max|lhs_b| / 254 * sum|w_b| over the blocks b, plus the float32 rounding bound of a
-    K-term dot product."""
+    """`got` is lhs @ w.T as the CPU computes it: lhs in two 8-bit planes per block of 32 values
+    (256 for the K-quants), the values and their residual, then integer dot products scaled in
+    float32 (the dequantize + gemm fallback is within this too). So within half a step of the
+    residual plane per value of the float64 result, max|lhs_b| / 254**2 * sum|w_b| over the
+    blocks b, plus the float32 rounding bound of a K-term dot product."""
     lhs64, w64 = lhs.astype(np.float64), w.astype(np.float64)
     ref = lhs64 @ w64.T
     k = lhs.shape[-1]
     block = 256 if enc in (Q.Q4_K, Q.Q5_K, Q.Q6_K) else 32
     amax = np.abs(lhs64).reshape(*lhs.shape[:-1], k // block, block).max(-1)
     wsum = np.abs(w64).reshape(w.shape[0], k // block, block).sum(-1)
-    bound = amax / 254 @ wsum.T + 2 * k * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
+    bound = amax / 254**2 @ wsum.T + 2 * k * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
     assert got.shape == ref.shape and got.dtype == np.float32
     err = np.abs(got.astype(np.float64) - ref)
     assert (err <= bound + 1e-30).all(), f"max error {err.max()} vs bound {bound[err > bound].min()}"
