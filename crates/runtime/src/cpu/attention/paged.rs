@@ -72,7 +72,7 @@ pub(crate) fn batch<'a>(
 
 /// `sum(a[i] * b[i])` in eight partial sums (vectorisable).
 #[inline(always)]
-fn dot_body(a: &[f32], b: &[f32]) -> f32 {
+fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
@@ -84,22 +84,180 @@ fn dot_body(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `dot` in AVX2 FMA: two independent chains of 8 lanes.
+///
+/// Safety: the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let d = a.len().min(b.len());
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut c = 0;
+    // SAFETY: c + 16 (or c + 8) <= d elements of both slices.
+    unsafe {
+        while c + 16 <= d {
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(c)), _mm256_loadu_ps(pb.add(c)), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(c + 8)), _mm256_loadu_ps(pb.add(c + 8)), s1);
+            c += 16;
+        }
+        if c + 8 <= d {
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(c)), _mm256_loadu_ps(pb.add(c)), s0);
+            c += 8;
+        }
+    }
+    let s = _mm256_add_ps(s0, s1);
+    let h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
+    let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    _mm_cvtss_f32(h) + (c..d).map(|i| a[i] * b[i]).sum::<f32>()
+}
+
 /// `out[i] += w * v[i]`.
 #[inline(always)]
-fn axpy_body(out: &mut [f32], w: f32, v: &[f32]) {
-    out.iter_mut().zip(v).for_each(|(o, x)| *o += w * x);
+fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
+    out.iter_mut().zip(v).for_each(|(o, x)| *o = w.mul_add(*x, *o));
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    dot_body(a, b)
+/// `e^x` for `x <= 0` (a score less the row maximum), branch-free so that loops over it
+/// vectorise: `x = n ln2 + r` with `|r| <= ln2 / 2`, a degree-6 polynomial for `e^r` (relative
+/// error below 3e-7) and `2^n` built in the exponent bits. Zero below -87 (where f32 turns
+/// subnormal); NaN stays NaN.
+#[inline(always)]
+fn exp_nonpositive(x: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
+    let under = x < -87.0;
+    let x = if under { -87.0 } else { x };
+    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let r = (x - n * 0.693_145_75) - n * 1.428_606_8e-6;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    if under { 0.0 } else { p * scale }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn axpy_avx2(out: &mut [f32], w: f32, v: &[f32]) {
-    axpy_body(out, w, v)
+/// A row of the cache as f32: the slice itself for f32, else converted into `buf`.
+#[inline(always)]
+fn as_f32<'a, T: Act>(row: &'a [T], buf: &'a mut Vec<f32>) -> &'a [f32] {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        // SAFETY: T is f32 (checked through its TypeId), so the slice is the same memory.
+        return unsafe { std::slice::from_raw_parts(row.as_ptr().cast::<f32>(), row.len()) };
+    }
+    buf.clear();
+    buf.extend(row.iter().map(|v| v.load()));
+    buf
+}
+
+/// One call's operands and geometry, shared by its tasks.
+struct Call<'a, T> {
+    p: AttentionParams,
+    c: CacheLayout,
+    bt: Batch<'a>,
+    q: &'a [T],
+    cache: &'a [T],
+    heads: usize,
+    group: usize,
+}
+
+impl<T: Act> Call<'_, T> {
+    /// The cache offset of position `j`'s row of kv head 0 in sequence `b`, keys (`kv` 0) or
+    /// values (1).
+    #[inline(always)]
+    fn at(&self, b: usize, j: usize, kv: usize) -> usize {
+        let page = self.bt.table[b * self.bt.width + j / self.c.page_size] as usize;
+        self.c.offset(page, kv, self.p.layer) + (j % self.c.page_size) * self.c.kv_heads * self.c.head_dim
+    }
+
+    /// Query row `i`, kv head `g`: the `group` query heads sharing it read each key and value
+    /// row once; `o` is their `group * head_dim` outputs.
+    #[inline(always)]
+    fn task(&self, i: usize, g: usize, o: &mut [T], fast: bool) {
+        let (p, bt, d, group) = (&self.p, &self.bt, self.c.head_dim, self.group);
+        let b = bt.seq_of_row[i] as usize;
+        let q_len = (bt.offsets[b + 1] - bt.offsets[b]) as usize;
+        let total = bt.lengths[b] as usize + q_len;
+        let pos = bt.lengths[b] as usize + (i - bt.offsets[b] as usize);
+        let (lo, hi) = p.mask.range(pos, total);
+        let keys = hi.saturating_sub(lo);
+        let qv: Vec<f32> = self.q[(i * self.heads + g * group) * d..][..group * d].iter().map(|v| v.load()).collect();
+        let mut scores = vec![0f32; group * keys];
+        let mut buf = Vec::new();
+        for (jj, j) in (lo..hi).enumerate() {
+            if j + AHEAD < hi {
+                prefetch(&self.cache[self.at(b, j + AHEAD, 0) + g * d..][..d]);
+            }
+            let k = as_f32(&self.cache[self.at(b, j, 0) + g * d..][..d], &mut buf);
+            for h in 0..group {
+                let q = &qv[h * d..][..d];
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `fast` only when the CPU has AVX2 and FMA.
+                let s = if fast { unsafe { dot_avx2(q, k) } } else { dot(q, k) };
+                #[cfg(not(target_arch = "x86_64"))]
+                let s = dot(q, k);
+                scores[h * keys + jj] = s * p.scale;
+            }
+        }
+        if p.softcap > 0.0 {
+            scores.iter_mut().for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
+        }
+        let mut sums = vec![0f32; group];
+        for (h, row) in scores.chunks_exact_mut(keys.max(1)).enumerate().take(group) {
+            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            row.iter_mut().for_each(|s| *s = exp_nonpositive(*s - m));
+            sums[h] = row.iter().sum();
+        }
+        let mut acc = vec![0f32; group * d];
+        for (jj, j) in (lo..hi).enumerate() {
+            if j + AHEAD < hi {
+                prefetch(&self.cache[self.at(b, j + AHEAD, 1) + g * d..][..d]);
+            }
+            let v = as_f32(&self.cache[self.at(b, j, 1) + g * d..][..d], &mut buf);
+            for h in 0..group {
+                axpy(&mut acc[h * d..(h + 1) * d], scores[h * keys + jj], v);
+            }
+        }
+        for h in 0..group {
+            let inv = if sums[h] > 0.0 { 1.0 / sums[h] } else { 0.0 };
+            for (o, a) in o[h * d..(h + 1) * d].iter_mut().zip(&acc[h * d..(h + 1) * d]) {
+                *o = T::store(a * inv);
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn task_avx2(&self, i: usize, g: usize, o: &mut [T]) {
+        self.task(i, g, o, true)
+    }
+
+    fn run_task(&self, t: usize, o: &mut [T]) {
+        let (i, g) = (t / self.c.kv_heads, t % self.c.kv_heads);
+        #[cfg(target_arch = "x86_64")]
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA (checked once in `avx2`).
+            return unsafe { self.task_avx2(i, g, o) };
+        }
+        self.task(i, g, o, false)
+    }
+}
+
+/// Cache rows fetched this many positions ahead of their use: each task reads one head's
+/// slice of rows strided by all heads, which the hardware prefetchers follow poorly.
+const AHEAD: usize = 12;
+
+/// Asks for the cache lines of `row` (a no-op off x86-64).
+#[inline(always)]
+fn prefetch<T>(row: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let bytes = std::mem::size_of_val(row);
+        let p = row.as_ptr().cast::<i8>();
+        for off in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch of an address inside `row`; it reads nothing architecturally.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.add(off)) };
+        }
+    }
 }
 
 fn avx2() -> bool {
@@ -112,37 +270,8 @@ fn avx2() -> bool {
     false
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: the CPU has AVX2 and FMA (checked once above).
-        return unsafe { dot_avx2(a, b) };
-    }
-    dot_body(a, b)
-}
-
-fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: as in `dot`.
-        return unsafe { axpy_avx2(out, w, v) };
-    }
-    axpy_body(out, w, v)
-}
-
-/// A row of the cache as f32: the slice itself for f32, else converted into `buf`.
-fn as_f32<'a, T: Act>(row: &'a [T], buf: &'a mut Vec<f32>) -> &'a [f32] {
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        // SAFETY: T is f32 (checked through its TypeId), so the slice is the same memory.
-        return unsafe { std::slice::from_raw_parts(row.as_ptr().cast::<f32>(), row.len()) };
-    }
-    buf.clear();
-    buf.extend(row.iter().map(|v| v.load()));
-    buf
-}
-
 /// Work (key-dims visited) below which a call stays on the calling thread.
-const PAR_WORK: usize = 1 << 20;
+const PAR_WORK: usize = 1 << 17;
 
 pub(super) fn run(
     op: &Op,
@@ -177,67 +306,21 @@ pub(super) fn run(
         return Ok(());
     }
     let group = hq / c.kv_heads;
-    let row = c.kv_heads * c.head_dim;
     with_act!(name, q.dtype(), T, {
-        let qs = slice::<T>(name, q)?;
-        let cache = slice::<T>(name, blocks)?;
         let dst = slice_mut::<T>(name, out)?;
-        // The cache offset of position j's row of kv head 0, keys (kv 0) or values (1).
-        let at = |b: usize, j: usize, kv: usize| {
-            let page = bt.table[b * bt.width + j / c.page_size] as usize;
-            c.offset(page, kv, p.layer) + (j % c.page_size) * row
-        };
-        // One task per (row, kv head): the group of query heads that share it reads each key
-        // and value row once.
-        let work = |(task, o): (usize, &mut [T])| {
-            let (i, g) = (task / c.kv_heads, task % c.kv_heads);
-            let b = bt.seq_of_row[i] as usize;
-            let q_len = (bt.offsets[b + 1] - bt.offsets[b]) as usize;
-            let total = bt.lengths[b] as usize + q_len;
-            let pos = bt.lengths[b] as usize + (i - bt.offsets[b] as usize);
-            let (lo, hi) = p.mask.range(pos, total);
-            let keys = hi.saturating_sub(lo);
-            let qv: Vec<f32> = qs[(i * hq + g * group) * d..][..group * d].iter().map(|v| v.load()).collect();
-            let mut scores = vec![0f32; group * keys];
-            let mut buf = Vec::new();
-            for (jj, j) in (lo..hi).enumerate() {
-                let k = as_f32(&cache[at(b, j, 0) + g * d..][..d], &mut buf);
-                for h in 0..group {
-                    let s = dot(&qv[h * d..][..d], k) * p.scale;
-                    scores[h * keys + jj] = if p.softcap > 0.0 { p.softcap * (s / p.softcap).tanh() } else { s };
-                }
-            }
-            let mut sums = vec![0f32; group];
-            for h in 0..group {
-                let row = &mut scores[h * keys..(h + 1) * keys];
-                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                for s in row.iter_mut() {
-                    *s = (*s - m).exp();
-                    sums[h] += *s;
-                }
-            }
-            let mut acc = vec![0f32; group * d];
-            for (jj, j) in (lo..hi).enumerate() {
-                let v = as_f32(&cache[at(b, j, 1) + g * d..][..d], &mut buf);
-                for h in 0..group {
-                    axpy(&mut acc[h * d..(h + 1) * d], scores[h * keys + jj], v);
-                }
-            }
-            for h in 0..group {
-                let inv = if sums[h] > 0.0 { 1.0 / sums[h] } else { 0.0 };
-                for (o, a) in o[h * d..(h + 1) * d].iter_mut().zip(&acc[h * d..(h + 1) * d]) {
-                    *o = T::store(a * inv);
-                }
-            }
-        };
-        let visited: usize = (0..tokens).map(|i| {
-            let b = bt.seq_of_row[i] as usize;
-            bt.lengths[b] as usize + (i - bt.offsets[b] as usize) + 1
-        }).sum::<usize>() * hq * d;
+        let visited: usize = (0..tokens)
+            .map(|i| {
+                let b = bt.seq_of_row[i] as usize;
+                bt.lengths[b] as usize + (i - bt.offsets[b] as usize) + 1
+            })
+            .sum::<usize>()
+            * hq
+            * d;
+        let call = Call { p, c, bt, q: slice::<T>(name, q)?, cache: slice::<T>(name, blocks)?, heads: hq, group };
         if visited >= PAR_WORK && tokens * c.kv_heads > 1 {
-            dst.par_chunks_mut(group * d).enumerate().for_each(work);
+            dst.par_chunks_mut(group * d).enumerate().for_each(|(t, o)| call.run_task(t, o));
         } else {
-            dst.chunks_mut(group * d).enumerate().for_each(work);
+            dst.chunks_mut(group * d).enumerate().for_each(|(t, o)| call.run_task(t, o));
         }
         Ok(())
     })
