@@ -236,7 +236,10 @@ fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> 
     let (a, w) = (f32s(lhs), bytes(rhs));
     let path = dot::best_path();
     if dot::preferred(enc, m, row_bytes, path) {
-        with_f32_out(out, |dst| dot::qmatmul(path, enc, &a, m, k, w, n, row_bytes, dst));
+        // A loaded model's weights are repacked for the kernels once, on first use.
+        let pre = rhs.derived(|| dot::prepack(path, enc, w, n, row_bytes));
+        let pre = pre.as_deref().and_then(Option::as_ref);
+        with_f32_out(out, |dst| dot::qmatmul(path, enc, &a, m, k, w, n, row_bytes, dst, pre));
         return Ok(());
     }
     with_f32_out(out, |dst| {

@@ -109,9 +109,35 @@ fn kquant(enc: Encoding) -> bool {
     matches!(enc, Encoding::Q4K | Encoding::Q5K | Encoding::Q6K)
 }
 
+/// A weight matrix repacked once for this CPU's kernels (see `prepack`): kept with weights that
+/// never change, a loaded model's.
+pub struct Prepacked {
+    enc: Encoding,
+    n: usize,
+    row_bytes: usize,
+    #[cfg(target_arch = "x86_64")]
+    panels: dot_panel::Panels,
+}
+
+/// The `n` rows of `w` (`row_bytes` each) repacked for `path`'s kernels, when they have a
+/// repacked form of the weights' own size (the AVX-512 panels of Q4_0, Q4_1 and Q8_0); None
+/// otherwise.
+pub fn prepack(path: Path, enc: Encoding, w: &[u8], n: usize, row_bytes: usize) -> Option<Prepacked> {
+    assert!(path <= best_path() && w.len() == n * row_bytes, "prepack: operand sizes");
+    #[cfg(target_arch = "x86_64")]
+    if path == Path::Avx512Vnni && matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0) {
+        let k = row_bytes / enc.block().1 * enc.block().0;
+        // SAFETY: the CPU runs the AVX-512 VNNI path (asserted above).
+        let panels = unsafe { dot_panel::Panels::new(&dot_panel::kernels(enc), w, row_bytes, n, k) };
+        return Some(Prepacked { enc, n, row_bytes, panels });
+    }
+    let _ = (enc, w, n, row_bytes);
+    None
+}
+
 /// `out[m, n] = a[m, k] @ dequantize(w)^T` for `w` the `n` rows of `row_bytes` bytes of `enc`
 /// blocks (`k` values each), through 16-bit activations in two 8-bit planes, on `path` (at most
-/// best_path()).
+/// best_path()); `pre` is `w` as `prepack` made it, if the caller keeps it.
 #[allow(clippy::too_many_arguments)]
 pub fn qmatmul(
     path: Path,
@@ -123,6 +149,7 @@ pub fn qmatmul(
     n: usize,
     row_bytes: usize,
     out: &mut [f32],
+    pre: Option<&Prepacked>,
 ) {
     assert!(a.len() == m * k && w.len() == n * row_bytes && out.len() == m * n, "qmatmul: operand sizes");
     assert!(path <= best_path(), "qmatmul: this CPU cannot run the {path:?} kernels");
@@ -148,6 +175,10 @@ pub fn qmatmul(
     };
     #[cfg(not(target_arch = "x86_64"))]
     let panels: Option<()> = None;
+    #[cfg(target_arch = "x86_64")]
+    let pre = pre.filter(|p| (p.enc, p.n, p.row_bytes) == (enc, n, row_bytes) && panels.is_some()).map(|p| &p.panels);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = pre;
     #[cfg(test)]
     TAKEN[path as usize + usize::from(panels.is_some())].fetch_add(1, Ordering::Relaxed);
     let threads = rayon::current_num_threads().max(1);
@@ -167,7 +198,7 @@ pub fn qmatmul(
         unsafe {
             #[cfg(target_arch = "x86_64")]
             if let Some(kern) = &panels {
-                return dot_panel::columns(kern, w, row_bytes, &act, rows, n, j0, j1, dst);
+                return dot_panel::columns(kern, w, row_bytes, &act, rows, n, j0, j1, dst, pre);
             }
             chunk(&table, w, row_bytes, &act, rows, n, j0, j1, dst)
         }

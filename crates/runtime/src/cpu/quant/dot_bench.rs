@@ -87,7 +87,7 @@ fn bench_shapes(threads: usize) {
                 gb(old)
             );
             for &p in &paths {
-                let new = pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out)));
+                let new = pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out, None)));
                 line += &format!(" {:?} {:.1} {:.2} {:.2}x;", p, new * 1e6, gb(new), old / new);
             }
             if m == 1 {
@@ -97,7 +97,7 @@ fn bench_shapes(threads: usize) {
                 let t = pool.install(|| {
                     time(budget, || {
                         for c in &copies {
-                            dot::qmatmul(best, enc, &a, m, k, c, n, row_bytes, &mut out);
+                            dot::qmatmul(best, enc, &a, m, k, c, n, row_bytes, &mut out, None);
                         }
                     })
                 }) / copies.len() as f64;
@@ -142,7 +142,7 @@ fn bench_decode_step(threads: usize) {
                         enc.decode_blocks(&w[j * rb..(j + 1) * rb], row)
                     });
                 } else {
-                    dot::qmatmul(best, *enc, a, 1, k, w, n, rb, &mut out[..n]);
+                    dot::qmatmul(best, *enc, a, 1, k, w, n, rb, &mut out[..n], None);
                 }
             }
         };

@@ -1,11 +1,12 @@
 //! AVX-512 VNNI qmatmul panels (Q4_0, Q4_1, Q8_0 here, the K-quants in dot_panel_k.rs): 16
-//! weight rows at a time are repacked per call so that 32-bit lane i of every register belongs
-//! to weight row i. A block of 32 values then takes 8 `vpdpbusd` per activation row (each
-//! adding 4 products of all 16 rows, the activation's 4 bytes broadcast) and its whole sum
-//! lands in one lane: the scales apply as one multiply-add per block for 16 outputs, with no
-//! horizontal sums. The repacking (an in-register transpose of 16 rows' bytes) is paid once per
-//! call and panel and costs less than unpacking the rows block by block, so the panels serve
-//! every M; the integers are those of the other paths.
+//! weight rows at a time are repacked so that 32-bit lane i of every register belongs to weight
+//! row i. A block of 32 values then takes 8 `vpdpbusd` per activation row (each adding 4
+//! products of all 16 rows, the activation's 4 bytes broadcast) and its whole sum lands in one
+//! lane: the scales apply as one multiply-add per block for 16 outputs, with no horizontal
+//! sums. The repacked panels keep the encoding's size (nibbles stay packed, the scales stay
+//! f16), so a loaded model's weights are repacked once and kept (`Panels`); other weights are
+//! repacked per call and panel, which still costs less than unpacking the rows block by block.
+//! The integers are those of the other paths.
 
 use std::arch::x86_64::*;
 
@@ -15,10 +16,16 @@ use super::q8act::QAct;
 /// Weight rows per panel: one per 32-bit lane.
 pub const ROWS: usize = 16;
 
-/// Registers per block of a packed panel: 8 of quants (values 4j..4j + 4 of every row in
-/// register j; for Q4_0/Q4_1 low nibbles in 0..4 and high ones in 4..8), the f32 scales and
-/// (Q4_1) the f32 mins.
-const REGS: usize = 10;
+/// Registers per block of a packed panel: the quants (Q8_0: 8 registers, values 4j..4j + 4 of
+/// every row in register j, offset by 128 to unsigned; Q4_0/Q4_1: 4 registers, values 4j..4j + 4
+/// in the low nibbles of register j and 16 + 4j.. in the high ones), then the block heads (the
+/// f16 scale in the low half of each lane, Q4_1's f16 min in the high half).
+const fn regs(enc: Encoding) -> usize {
+    match enc {
+        Encoding::Q8_0 => 9,
+        _ => 5,
+    }
+}
 
 /// Repacks weight rows `j0..j0 + rows` (`rows <= 16`; missing lanes get zero scales) of `w`
 /// into `pack` (`nb * REGS` registers).
@@ -28,15 +35,14 @@ const REGS: usize = 10;
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 unsafe fn repack<const E: u8>(w: &[u8], row_bytes: usize, j0: usize, rows: usize, nb: usize, pack: &mut [__m512i]) {
     let enc = ENCODINGS[E as usize];
-    let size = enc.block().1;
-    assert!(rows <= ROWS && w.len() >= (j0 + rows) * row_bytes && row_bytes == nb * size && pack.len() >= nb * REGS);
+    let (size, regs) = (enc.block().1, regs(enc));
+    assert!(rows <= ROWS && w.len() >= (j0 + rows) * row_bytes && row_bytes == nb * size && pack.len() >= nb * regs);
     assert!(row_bytes < (i32::MAX as usize) / ROWS, "qmatmul: rows too long for the panel kernels");
     let mask: __mmask16 = ((1u32 << rows) - 1) as u16;
     let idx = _mm512_mullo_epi32(
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
         _mm512_set1_epi32(row_bytes as i32),
     );
-    let low4 = _mm512_set1_epi8(0x0F);
     let z = _mm512_setzero_si512();
     for b in 0..nb {
         // SAFETY: lanes i < rows read 4 bytes at offsets below `size` of block b of row j0 + i,
@@ -45,12 +51,8 @@ unsafe fn repack<const E: u8>(w: &[u8], row_bytes: usize, j0: usize, rows: usize
             let base = w.as_ptr().add(j0 * row_bytes + b * size + off);
             _mm512_mask_i32gather_epi32::<1>(z, mask, idx, base.cast())
         };
-        let p = &mut pack[b * REGS..(b + 1) * REGS];
-        let head = gather(0);
-        p[8] = _mm512_castps_si512(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(head)));
-        if enc == Encoding::Q4_1 {
-            p[9] = _mm512_castps_si512(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(head))));
-        }
+        let p = &mut pack[b * regs..(b + 1) * regs];
+        p[regs - 1] = gather(0);
         // The quants: 16 or 32 bytes from `off` of every row, as 4 or 8 dwords per lane.
         let off = match enc {
             Encoding::Q4_1 => 4,
@@ -72,10 +74,7 @@ unsafe fn repack<const E: u8>(w: &[u8], row_bytes: usize, j0: usize, rows: usize
                 p[j] = _mm512_xor_si512(q[j], _mm512_set1_epi8(-128));
             }
         } else {
-            for j in 0..4 {
-                p[j] = _mm512_and_si512(q[j], low4);
-                p[4 + j] = _mm512_and_si512(_mm512_srli_epi32::<4>(q[j]), low4);
-            }
+            p[..4].copy_from_slice(&q[..4]);
         }
     }
 }
@@ -125,12 +124,26 @@ unsafe fn rows<const E: u8, const R: usize>(
     cols: usize,
 ) {
     let nb = a.k / 32;
-    assert!(pack.len() >= nb * REGS && (r0 + R) * a.k <= a.qs.len() && cols <= ROWS);
+    let regs = regs(ENCODINGS[E as usize]);
+    assert!(pack.len() >= nb * regs && (r0 + R) * a.k <= a.qs.len() && cols <= ROWS);
+    let low4 = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); R];
-    for (b, p) in pack.chunks_exact(REGS).take(nb).enumerate() {
-        let wq: [__m512i; 8] = std::array::from_fn(|j| p[j]);
-        let wd = _mm512_castsi512_ps(p[8]);
-        let wm = _mm512_castsi512_ps(p[9]);
+    for (b, p) in pack.chunks_exact(regs).take(nb).enumerate() {
+        // The block PREFETCH_BLOCKS ahead (for a prepacked matrix, into the next panel: they
+        // lie in order). A prefetch reads nothing architecturally, so past the end is harmless.
+        for r in 0..regs {
+            _mm_prefetch::<_MM_HINT_T0>(p.as_ptr().wrapping_add(PREFETCH_BLOCKS * regs + r).cast());
+        }
+        let wq: [__m512i; 8] = if E == 2 {
+            std::array::from_fn(|j| p[j])
+        } else {
+            std::array::from_fn(|j| {
+                if j < 4 { _mm512_and_si512(p[j], low4) } else { _mm512_and_si512(_mm512_srli_epi32::<4>(p[j - 4]), low4) }
+            })
+        };
+        let head = p[regs - 1];
+        let wd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+        let wm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(head)));
         for (x, acc) in acc.iter_mut().enumerate() {
             let blk = (r0 + x) * nb + b;
             // SAFETY: activation row r0 + x holds block b: 32 bytes, its scale and sum.
@@ -160,6 +173,9 @@ unsafe fn rows<const E: u8, const R: usize>(
     }
 }
 
+/// How many blocks ahead `rows` asks for the weights.
+const PREFETCH_BLOCKS: usize = 20;
+
 const ENCODINGS: [Encoding; 3] = [Encoding::Q4_0, Encoding::Q4_1, Encoding::Q8_0];
 
 /// Computes activation rows `r0..r0 + R` against a packed panel into `cols` output columns
@@ -182,7 +198,7 @@ fn table<const E: u8>() -> Kernels {
         repack: repack::<E>,
         rows: [rows::<E, 1>, rows::<E, 2>, rows::<E, 4>, rows::<E, 8>],
         values: 32,
-        regs: REGS,
+        regs: regs(ENCODINGS[E as usize]),
     }
 }
 
@@ -196,12 +212,38 @@ pub fn kernels(enc: Encoding) -> Kernels {
     }
 }
 
-/// Columns `j0..j1` of the `[m, n]` output at `out`: panel after panel, each repacked once and
-/// run through all `m` activation rows, 8 at a time.
+/// All the panels of a weight matrix, repacked once (for weights that do not change: a loaded
+/// model's).
+pub struct Panels {
+    regs: Vec<__m512i>,
+    /// Registers per panel.
+    per_panel: usize,
+}
+
+impl Panels {
+    /// Repacks the `n` rows of `w` (`row_bytes` each, blocks of `kern`'s encoding).
+    ///
+    /// Safety: the CPU has AVX-512 F/BW/VL, VNNI and F16C.
+    pub unsafe fn new(kern: &Kernels, w: &[u8], row_bytes: usize, n: usize, k: usize) -> Panels {
+        use rayon::prelude::*;
+        let per_panel = k / kern.values * kern.regs;
+        // SAFETY: all-zero bits are a valid __m512i.
+        let mut regs = vec![unsafe { std::mem::zeroed::<__m512i>() }; n.div_ceil(ROWS) * per_panel];
+        regs.par_chunks_mut(per_panel.max(1)).enumerate().for_each(|(i, pack)| {
+            let j0 = i * ROWS;
+            // SAFETY: the caller's CPU; rows j0.. of w, at most 16 of them.
+            unsafe { (kern.repack)(w, row_bytes, j0, (n - j0).min(ROWS), k / kern.values, pack) };
+        });
+        Panels { regs, per_panel }
+    }
+}
+
+/// Columns `j0..j1` of the `[m, n]` output at `out`: panel after panel, each repacked once (or
+/// taken from `pre`, all of `w`'s panels) and run through all `m` activation rows, 8 at a time.
 ///
 /// Safety: the CPU has AVX-512 F/BW/VL, VNNI and F16C; `w` holds `n` rows of `row_bytes`, the
-/// blocks of `a.k` values of the kernels' encoding; `out` holds `m * n` values of which no other
-/// thread touches these columns.
+/// blocks of `a.k` values of the kernels' encoding; `pre` (if given) its panels, `j0` then a
+/// multiple of 16; `out` holds `m * n` values of which no other thread touches these columns.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn columns(
@@ -214,15 +256,25 @@ pub unsafe fn columns(
     j0: usize,
     j1: usize,
     out: *mut f32,
+    pre: Option<&Panels>,
 ) {
     let nb = a.k / kern.values;
-    let mut pack = vec![_mm512_setzero_si512(); nb * kern.regs];
+    let mut own = Vec::new();
     for p0 in (j0..j1).step_by(ROWS) {
         let cols = (j1 - p0).min(ROWS);
-        // The next panel's rows (adjacent in memory) while this one is repacked and run.
-        super::dot::prefetch(&w[(p0 + ROWS).min(j1) * row_bytes..(p0 + 2 * ROWS).min(j1) * row_bytes]);
-        // SAFETY: the caller's CPU and rows.
-        unsafe { (kern.repack)(w, row_bytes, p0, cols, nb, &mut pack) };
+        let pack: &[__m512i] = if let Some(pre) = pre {
+            debug_assert!(p0 % ROWS == 0 && pre.per_panel == nb * kern.regs);
+            // Panels lie in order in memory: the hardware prefetchers follow them.
+            let at = |p: usize| &pre.regs[p / ROWS * pre.per_panel..];
+            &at(p0)[..pre.per_panel]
+        } else {
+            // The next panel's rows (adjacent in memory) while this one is repacked and run.
+            super::dot::prefetch(&w[(p0 + ROWS).min(j1) * row_bytes..(p0 + 2 * ROWS).min(j1) * row_bytes]);
+            own.resize(nb * kern.regs, _mm512_setzero_si512());
+            // SAFETY: the caller's CPU and rows.
+            unsafe { (kern.repack)(w, row_bytes, p0, cols, nb, &mut own) };
+            &own
+        };
         let mut r = 0;
         while r < m {
             let (f, step) = match m - r {
@@ -232,7 +284,7 @@ pub unsafe fn columns(
                 _ => (kern.rows[0], 1),
             };
             // SAFETY: the caller's CPU, output and columns; a holds rows r..r + step.
-            unsafe { f(&pack, a, r, out, n, p0, cols) };
+            unsafe { f(pack, a, r, out, n, p0, cols) };
             r += step;
         }
     }

@@ -94,7 +94,7 @@ fn paths() -> Vec<Path> {
 
 fn run(path: Path, enc: Encoding, a: &[f32], m: usize, k: usize, w: &[u8], n: usize) -> Vec<f32> {
     let mut out = vec![f32::NAN; m * n];
-    dot::qmatmul(path, enc, a, m, k, w, n, w.len() / n, &mut out);
+    dot::qmatmul(path, enc, a, m, k, w, n, w.len() / n, &mut out, None);
     out
 }
 
@@ -279,4 +279,31 @@ fn every_path_runs() {
         assert!(taken(3) > before, "panels");
     }
     println!("qmatmul paths on this CPU: {:?}", paths());
+}
+
+#[test]
+fn prepacked_weights_give_the_same_bits() {
+    // Where a path keeps repacked weights (prepack), the results are those of repacking per call.
+    let mut rng = Rng(7);
+    for path in paths() {
+        for enc in ALL {
+            for (m, k, n) in cases(enc) {
+                let w = random_weights(enc, n, k, &mut rng);
+                let a = random_acts(m, k, &mut rng);
+                let Some(pre) = dot::prepack(path, enc, &w, n, w.len() / n) else { continue };
+                let mut out = vec![f32::NAN; m * n];
+                dot::qmatmul(path, enc, &a, m, k, &w, n, w.len() / n, &mut out, Some(&pre));
+                let want = run(path, enc, &a, m, k, &w, n);
+                assert!(
+                    out.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{enc:?} {path:?} m={m} k={k} n={n}"
+                );
+                // A prepacked form of other weights is not used.
+                let mut other = vec![f32::NAN; m * n];
+                let half = dot::prepack(path, enc, &w[..w.len() / n * (n / 2)], n / 2, w.len() / n);
+                dot::qmatmul(path, enc, &a, m, k, &w, n, w.len() / n, &mut other, half.as_ref());
+                assert!(other.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()), "{enc:?} other");
+            }
+        }
+    }
 }
