@@ -187,6 +187,49 @@ def test_store_then_attend(device, rng, dtype, mask, window, softcap):
         np.testing.assert_allclose(out.astype(np.float64), want, rtol=TOL[dtype] * 3, atol=TOL[dtype] * 3)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask,window", [("causal", None), ("sliding_window", 3), ("sliding_window", 300)])
+@pytest.mark.parametrize("hkv,hq,lens", [(1, 4, [2900]), (2, 6, [1800, 5, 700])])
+def test_decode_over_long_caches(device, rng, dtype, mask, window, hkv, hq, lens):
+    """One new token per sequence against caches of thousands of tokens: enough work that a
+    device may split each head's keys into shares and combine them (shares with no visible key
+    under a short sliding window included)."""
+    ref = DeviceRef.from_device(device)
+    ps, d, layers = 64, 64, 1
+    width = max(lens) // ps + 1
+    pages = len(lens) * width
+    table = rng.permutation(pages).astype(np.uint32).reshape(len(lens), width)
+    np_t = NP[dtype]
+    blocks = rng.standard_normal((pages, 2, layers, ps, hkv, d)).astype(np_t)
+    types = [
+        TensorType(dtype, ["t", hq, d], ref),
+        BufferType(dtype, blocks.shape, ref),
+        TensorType(DType.uint32, ["b1"], ref),
+        TensorType(DType.uint32, ["b"], ref),
+        TensorType(DType.uint32, ["b", width], ref),
+    ]
+
+    def body(q, cache, offsets, lengths, tab):
+        return kernels.paged_attention(q, cache, offsets, lengths, tab, layer=0, scale=0.125, mask=mask, window=window)
+
+    model = _session(device).load(Graph("decode", body, input_types=types))
+    q = rng.standard_normal((len(lens), hq, d)).astype(np_t)
+    offsets = np.arange(len(lens) + 1, dtype=np.uint32)
+    out = model.execute(
+        _buf(q, device), _buf(blocks, device), _buf(offsets, device), _buf(np.array(lens, np.uint32), device),
+        _buf(table, device),
+    )[0].to_numpy()
+
+    def rows(b, kv):
+        n = lens[b] + 1
+        return np.concatenate([blocks[table[b, p], kv, 0] for p in range(n // ps + 1)])[:n].astype(np.float64)
+
+    keys = [rows(b, 0) for b in range(len(lens))]
+    values = [rows(b, 1) for b in range(len(lens))]
+    want = _attention_ref(q, keys, values, lens, [1] * len(lens), 0.125, mask, window, 0.0, hq // hkv)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=TOL[dtype] * 3, atol=TOL[dtype] * 3)
+
+
 def test_attention_errors_name_the_argument():
     ref = DeviceRef.CPU()
     with pytest.raises(ValueError, match="paged_attention: mask: unknown mask"):

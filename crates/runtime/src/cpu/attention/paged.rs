@@ -169,17 +169,28 @@ impl<T: Act> Call<'_, T> {
         self.c.offset(page, kv, self.p.layer) + (j % self.c.page_size) * self.c.kv_heads * self.c.head_dim
     }
 
-    /// Query row `i`, kv head `g`: the `group` query heads sharing it read each key and value
-    /// row once; `o` is their `group * head_dim` outputs.
+    /// Query row `i`, kv head `g`, over share `part` of `parts` of its visible keys: the `group`
+    /// query heads sharing the kv head read each key and value row once. For each head h,
+    /// `acc[h * d..]` gets the sum of the value rows weighted by e^(score - m_h), `ml[h]` the
+    /// scores' maximum m_h (-inf over no keys) and `ml[group + h]` the weights' sum.
     #[inline(always)]
-    fn task(&self, i: usize, g: usize, o: &mut [T], fast: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn partial(&self, i: usize, g: usize, part: usize, parts: usize, acc: &mut [f32], ml: &mut [f32], fast: bool) {
         let (p, bt, d, group) = (&self.p, &self.bt, self.c.head_dim, self.group);
         let b = bt.seq_of_row[i] as usize;
         let q_len = (bt.offsets[b + 1] - bt.offsets[b]) as usize;
         let total = bt.lengths[b] as usize + q_len;
         let pos = bt.lengths[b] as usize + (i - bt.offsets[b] as usize);
         let (lo, hi) = p.mask.range(pos, total);
-        let keys = hi.saturating_sub(lo);
+        let share = hi.saturating_sub(lo).div_ceil(parts);
+        let (lo, hi) = ((lo + part * share).min(hi), (lo + (part + 1) * share).min(hi));
+        let keys = hi - lo;
+        acc.fill(0.0);
+        ml[..group].fill(f32::NEG_INFINITY);
+        ml[group..].fill(0.0);
+        if keys == 0 {
+            return;
+        }
         let qv: Vec<f32> = self.q[(i * self.heads + g * group) * d..][..group * d].iter().map(|v| v.load()).collect();
         let mut scores = vec![0f32; group * keys];
         let mut buf = Vec::new();
@@ -201,13 +212,11 @@ impl<T: Act> Call<'_, T> {
         if p.softcap > 0.0 {
             scores.iter_mut().for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
         }
-        let mut sums = vec![0f32; group];
-        for (h, row) in scores.chunks_exact_mut(keys.max(1)).enumerate().take(group) {
+        for (h, row) in scores.chunks_exact_mut(keys).enumerate() {
             let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             row.iter_mut().for_each(|s| *s = exp_nonpositive(*s - m));
-            sums[h] = row.iter().sum();
+            (ml[h], ml[group + h]) = (m, row.iter().sum());
         }
-        let mut acc = vec![0f32; group * d];
         for (jj, j) in (lo..hi).enumerate() {
             if j + AHEAD < hi {
                 prefetch(&self.cache[self.at(b, j + AHEAD, 1) + g * d..][..d]);
@@ -217,28 +226,52 @@ impl<T: Act> Call<'_, T> {
                 axpy(&mut acc[h * d..(h + 1) * d], scores[h * keys + jj], v);
             }
         }
-        for h in 0..group {
-            let inv = if sums[h] > 0.0 { 1.0 / sums[h] } else { 0.0 };
-            for (o, a) in o[h * d..(h + 1) * d].iter_mut().zip(&acc[h * d..(h + 1) * d]) {
-                *o = T::store(a * inv);
-            }
-        }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn task_avx2(&self, i: usize, g: usize, o: &mut [T]) {
-        self.task(i, g, o, true)
+    fn partial_avx2(&self, i: usize, g: usize, part: usize, parts: usize, acc: &mut [f32], ml: &mut [f32]) {
+        self.partial(i, g, part, parts, acc, ml, true)
     }
 
-    fn run_task(&self, t: usize, o: &mut [T]) {
-        let (i, g) = (t / self.c.kv_heads, t % self.c.kv_heads);
+    /// `partial` for task `t` = ((row, kv head), part) into `out` (`partial_len` values).
+    fn run_partial(&self, t: usize, parts: usize, out: &mut [f32]) {
+        let (task, part) = (t / parts, t % parts);
+        let (i, g) = (task / self.c.kv_heads, task % self.c.kv_heads);
+        let (acc, ml) = out.split_at_mut(self.group * self.c.head_dim);
         #[cfg(target_arch = "x86_64")]
         if avx2() {
             // SAFETY: the CPU has AVX2 and FMA (checked once in `avx2`).
-            return unsafe { self.task_avx2(i, g, o) };
+            return unsafe { self.partial_avx2(i, g, part, parts, acc, ml) };
         }
-        self.task(i, g, o, false)
+        self.partial(i, g, part, parts, acc, ml, false)
+    }
+
+    /// Values per partial result: `group * head_dim` sums, then `group` maxima and `group` sums.
+    fn partial_len(&self) -> usize {
+        self.group * (self.c.head_dim + 2)
+    }
+
+    /// The outputs `o` of one (row, kv head) from its `parts` partial results (rescaled to the
+    /// largest maximum, then divided by the total weight).
+    fn combine(&self, partials: &[f32], o: &mut [T]) {
+        let (group, d, len) = (self.group, self.c.head_dim, self.partial_len());
+        for h in 0..group {
+            let m = partials.chunks_exact(len).map(|p| p[group * d + h]).fold(f32::NEG_INFINITY, f32::max);
+            let mut out = vec![0f32; d];
+            let mut sum = 0f32;
+            if m > f32::NEG_INFINITY {
+                for p in partials.chunks_exact(len) {
+                    let scale = (p[group * d + h] - m).exp();
+                    sum += scale * p[group * d + group + h];
+                    out.iter_mut().zip(&p[h * d..(h + 1) * d]).for_each(|(o, a)| *o += scale * a);
+                }
+            }
+            let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+            for (o, a) in o[h * d..(h + 1) * d].iter_mut().zip(&out) {
+                *o = T::store(a * inv);
+            }
+        }
     }
 }
 
@@ -272,6 +305,9 @@ fn avx2() -> bool {
 
 /// Work (key-dims visited) below which a call stays on the calling thread.
 const PAR_WORK: usize = 1 << 17;
+
+/// The fewest keys in one share of a split (row, kv head).
+const MIN_SHARE: usize = 64;
 
 pub(super) fn run(
     op: &Op,
@@ -316,11 +352,25 @@ pub(super) fn run(
             .sum::<usize>()
             * hq
             * d;
+        let longest = bt.lengths.iter().map(|&l| l as usize).max().unwrap_or(0) + tokens;
         let call = Call { p, c, bt, q: slice::<T>(name, q)?, cache: slice::<T>(name, blocks)?, heads: hq, group };
-        if visited >= PAR_WORK && tokens * c.kv_heads > 1 {
-            dst.par_chunks_mut(group * d).enumerate().for_each(|(t, o)| call.run_task(t, o));
+        // Each (row, kv head) split into `parts` shares of its keys, enough tasks for every
+        // thread when a call is large enough to spread (a decode step's few rows and long
+        // caches), combined once all are done.
+        let tasks = tokens * c.kv_heads;
+        let threads = rayon::current_num_threads().max(1);
+        let spread = visited >= PAR_WORK && threads > 1;
+        let parts = if spread { (2 * threads).div_ceil(tasks).min(longest / MIN_SHARE).max(1) } else { 1 };
+        let len = call.partial_len();
+        let mut partials = vec![0f32; tasks * parts * len];
+        if spread {
+            partials.par_chunks_mut(len).enumerate().for_each(|(t, out)| call.run_partial(t, parts, out));
+            dst.par_chunks_mut(group * d)
+                .zip(partials.par_chunks(parts * len))
+                .for_each(|(o, p)| call.combine(p, o));
         } else {
-            dst.chunks_mut(group * d).enumerate().for_each(|(t, o)| call.run_task(t, o));
+            partials.chunks_mut(len).enumerate().for_each(|(t, out)| call.run_partial(t, parts, out));
+            dst.chunks_mut(group * d).zip(partials.chunks(parts * len)).for_each(|(o, p)| call.combine(p, o));
         }
         Ok(())
     })
