@@ -52,6 +52,17 @@ impl std::fmt::Debug for Storage {
     }
 }
 
+/// Asks the kernel to back a large anonymous mapping with huge pages where it allows them on
+/// request (Linux's transparent huge pages in `madvise` mode): a KV cache or repacked weights
+/// read at every step then cost a few TLB entries instead of thousands. Only advice; refusals
+/// are ignored.
+pub(crate) fn huge_pages(map: &memmap2::MmapMut) {
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    #[cfg(not(target_os = "linux"))]
+    let _ = map;
+}
+
 impl Storage {
     fn new(addr: u64, nbytes: usize, device: Device, owner: Owner) -> Storage {
         Storage {
@@ -102,6 +113,7 @@ impl Storage {
         if nbytes >= LAZY_ZERO_BYTES {
             let mut map = memmap2::MmapMut::map_anon(nbytes)
                 .map_err(|e| Error::OutOfMemory(format!("could not map {nbytes} bytes of host memory: {e}")))?;
+            huge_pages(&map);
             let addr = map.as_mut_ptr() as u64;
             return Ok(Storage::new(addr, nbytes, Device::Cpu, Owner::External(Box::new(map))));
         }

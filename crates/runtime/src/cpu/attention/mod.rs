@@ -3,6 +3,8 @@
 //! bfloat16; everything computes in f32. These are also the references of the CUDA kernels.
 
 mod paged;
+#[cfg(target_arch = "x86_64")]
+mod paged_avx2;
 mod rope;
 mod store;
 #[cfg(test)]

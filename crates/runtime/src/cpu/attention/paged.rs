@@ -1,7 +1,9 @@
 //! paged_attention: each query row of a ragged batch attends to its sequence's keys in the paged
 //! cache (see crates/graph/src/ops/attention.rs for the layout and the mask rule). One task per
-//! (row, query head): scaled scores over the visible keys, optional tanh soft-capping, a softmax
-//! with the row max subtracted, then the probability-weighted sum of the values.
+//! query row (or per share of its keys, for a decode step over a long cache), all heads at once
+//! so that the cache's rows are read whole and in order: scaled scores over the visible keys,
+//! optional tanh soft-capping, a softmax with the maximum subtracted, the probability-weighted
+//! sum of the values; shares combine by rescaling to their common maximum.
 
 use max_graph::ops::Op;
 use max_graph::ops::attention::{AttentionParams, CacheLayout};
@@ -169,14 +171,34 @@ impl<T: Act> Call<'_, T> {
         self.c.offset(page, kv, self.p.layer) + (j % self.c.page_size) * self.c.kv_heads * self.c.head_dim
     }
 
-    /// Query row `i`, kv head `g`, over share `part` of `parts` of its visible keys: the `group`
-    /// query heads sharing the kv head read each key and value row once. For each head h,
-    /// `acc[h * d..]` gets the sum of the value rows weighted by e^(score - m_h), `ml[h]` the
-    /// scores' maximum m_h (-inf over no keys) and `ml[group + h]` the weights' sum.
+    /// Calls `f(jj, row)` for positions `lo + jj` in `lo..hi` of sequence `b` with the whole
+    /// cache row of keys (`kv` 0) or values (1): page by page (one table lookup each), asking
+    /// for rows `AHEAD` positions on within the page if `ahead`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn partial(&self, i: usize, g: usize, part: usize, parts: usize, acc: &mut [f32], ml: &mut [f32], fast: bool) {
-        let (p, bt, d, group) = (&self.p, &self.bt, self.c.head_dim, self.group);
+    fn rows(&self, b: usize, lo: usize, hi: usize, kv: usize, ahead: bool, mut f: impl FnMut(usize, &[T])) {
+        let (ps, row) = (self.c.page_size, self.c.kv_heads * self.c.head_dim);
+        let mut j = lo;
+        while j < hi {
+            let end = ((j / ps + 1) * ps).min(hi);
+            let base = self.at(b, j, kv);
+            let page = &self.cache[base..base + (end - j) * row];
+            for (t, r) in page.chunks_exact(row).enumerate() {
+                if let Some(next) = page.get((t + AHEAD) * row..(t + AHEAD + 1) * row).filter(|_| ahead) {
+                    prefetch(next);
+                }
+                f(j - lo + t, r);
+            }
+            j = end;
+        }
+    }
+
+    /// Query row `i` over share `part` of `parts` of its visible keys, every head: each key and
+    /// value row (all kv heads, contiguous in the cache) is read once. For each query head h,
+    /// `acc[h * d..]` gets the sum of the value rows weighted by e^(score - m_h), `ml[h]` the
+    /// scores' maximum m_h (-inf over no keys) and `ml[heads + h]` the weights' sum.
+    #[inline(always)]
+    fn partial(&self, i: usize, part: usize, parts: usize, acc: &mut [f32], ml: &mut [f32], fast: bool) {
+        let (p, bt, d, group, heads) = (&self.p, &self.bt, self.c.head_dim, self.group, self.heads);
         let b = bt.seq_of_row[i] as usize;
         let q_len = (bt.offsets[b + 1] - bt.offsets[b]) as usize;
         let total = bt.lengths[b] as usize + q_len;
@@ -186,84 +208,101 @@ impl<T: Act> Call<'_, T> {
         let (lo, hi) = ((lo + part * share).min(hi), (lo + (part + 1) * share).min(hi));
         let keys = hi - lo;
         acc.fill(0.0);
-        ml[..group].fill(f32::NEG_INFINITY);
-        ml[group..].fill(0.0);
+        ml[..heads].fill(f32::NEG_INFINITY);
+        ml[heads..].fill(0.0);
         if keys == 0 {
             return;
         }
-        let qv: Vec<f32> = self.q[(i * self.heads + g * group) * d..][..group * d].iter().map(|v| v.load()).collect();
-        let mut scores = vec![0f32; group * keys];
+        let qv: Vec<f32> = self.q[i * heads * d..][..heads * d].iter().map(|v| v.load()).collect();
+        let mut scores = vec![0f32; heads * keys];
+        #[cfg(target_arch = "x86_64")]
+        let rows = |kv: usize| {
+            let mut rows = Vec::with_capacity(keys);
+            self.rows(b, lo, hi, kv, false, |_, r| rows.push(r.as_ptr().cast::<f32>()));
+            rows
+        };
+        // float32 caches on AVX2: the blocked loops of paged_avx2.rs.
+        #[cfg(target_arch = "x86_64")]
+        let blocked = fast && d % 8 == 0 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
+        #[cfg(not(target_arch = "x86_64"))]
+        let blocked = false;
         let mut buf = Vec::new();
-        for (jj, j) in (lo..hi).enumerate() {
-            if j + AHEAD < hi {
-                prefetch(&self.cache[self.at(b, j + AHEAD, 0) + g * d..][..d]);
-            }
-            let k = as_f32(&self.cache[self.at(b, j, 0) + g * d..][..d], &mut buf);
-            for h in 0..group {
-                let q = &qv[h * d..][..d];
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `fast` only when the CPU has AVX2 and FMA.
-                let s = if fast { unsafe { dot_avx2(q, k) } } else { dot(q, k) };
-                #[cfg(not(target_arch = "x86_64"))]
-                let s = dot(q, k);
-                scores[h * keys + jj] = s * p.scale;
-            }
+        #[cfg(target_arch = "x86_64")]
+        if blocked {
+            // SAFETY: `fast` only when the CPU has AVX2 and FMA; the rows are whole f32 cache rows.
+            unsafe { super::paged_avx2::scores(&qv, &rows(0), heads, group, d, p.scale, &mut scores) };
+        }
+        if !blocked {
+            self.rows(b, lo, hi, 0, true, |jj, krow| {
+                let krow = as_f32(krow, &mut buf);
+                for h in 0..heads {
+                    let (q, k) = (&qv[h * d..][..d], &krow[h / group * d..][..d]);
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `fast` only when the CPU has AVX2 and FMA.
+                    let s = if fast { unsafe { dot_avx2(q, k) } } else { dot(q, k) };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let s = dot(q, k);
+                    scores[h * keys + jj] = s * p.scale;
+                }
+            });
         }
         if p.softcap > 0.0 {
             scores.iter_mut().for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
         }
-        for (h, row) in scores.chunks_exact_mut(keys).enumerate() {
-            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            row.iter_mut().for_each(|s| *s = exp_nonpositive(*s - m));
-            (ml[h], ml[group + h]) = (m, row.iter().sum());
+        for (h, s) in scores.chunks_exact_mut(keys).enumerate() {
+            let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            s.iter_mut().for_each(|s| *s = exp_nonpositive(*s - m));
+            (ml[h], ml[heads + h]) = (m, s.iter().sum());
         }
-        for (jj, j) in (lo..hi).enumerate() {
-            if j + AHEAD < hi {
-                prefetch(&self.cache[self.at(b, j + AHEAD, 1) + g * d..][..d]);
-            }
-            let v = as_f32(&self.cache[self.at(b, j, 1) + g * d..][..d], &mut buf);
-            for h in 0..group {
-                axpy(&mut acc[h * d..(h + 1) * d], scores[h * keys + jj], v);
-            }
+        #[cfg(target_arch = "x86_64")]
+        if blocked {
+            // SAFETY: as above.
+            unsafe { super::paged_avx2::weighted_sum(&scores, &rows(1), heads, group, d, acc) };
+            return;
         }
+        self.rows(b, lo, hi, 1, true, |jj, vrow| {
+            let vrow = as_f32(vrow, &mut buf);
+            for h in 0..heads {
+                axpy(&mut acc[h * d..(h + 1) * d], scores[h * keys + jj], &vrow[h / group * d..][..d]);
+            }
+        });
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn partial_avx2(&self, i: usize, g: usize, part: usize, parts: usize, acc: &mut [f32], ml: &mut [f32]) {
-        self.partial(i, g, part, parts, acc, ml, true)
+    fn partial_avx2(&self, i: usize, part: usize, parts: usize, acc: &mut [f32], ml: &mut [f32]) {
+        self.partial(i, part, parts, acc, ml, true)
     }
 
-    /// `partial` for task `t` = ((row, kv head), part) into `out` (`partial_len` values).
+    /// `partial` for task `t` = (row, part) into `out` (`partial_len` values).
     fn run_partial(&self, t: usize, parts: usize, out: &mut [f32]) {
-        let (task, part) = (t / parts, t % parts);
-        let (i, g) = (task / self.c.kv_heads, task % self.c.kv_heads);
-        let (acc, ml) = out.split_at_mut(self.group * self.c.head_dim);
+        let (i, part) = (t / parts, t % parts);
+        let (acc, ml) = out.split_at_mut(self.heads * self.c.head_dim);
         #[cfg(target_arch = "x86_64")]
         if avx2() {
             // SAFETY: the CPU has AVX2 and FMA (checked once in `avx2`).
-            return unsafe { self.partial_avx2(i, g, part, parts, acc, ml) };
+            return unsafe { self.partial_avx2(i, part, parts, acc, ml) };
         }
-        self.partial(i, g, part, parts, acc, ml, false)
+        self.partial(i, part, parts, acc, ml, false)
     }
 
-    /// Values per partial result: `group * head_dim` sums, then `group` maxima and `group` sums.
+    /// Values per partial result: `heads * head_dim` sums, then `heads` maxima and `heads` sums.
     fn partial_len(&self) -> usize {
-        self.group * (self.c.head_dim + 2)
+        self.heads * (self.c.head_dim + 2)
     }
 
-    /// The outputs `o` of one (row, kv head) from its `parts` partial results (rescaled to the
-    /// largest maximum, then divided by the total weight).
+    /// The outputs `o` of one row from its `parts` partial results (rescaled to the largest
+    /// maximum, then divided by the total weight).
     fn combine(&self, partials: &[f32], o: &mut [T]) {
-        let (group, d, len) = (self.group, self.c.head_dim, self.partial_len());
-        for h in 0..group {
-            let m = partials.chunks_exact(len).map(|p| p[group * d + h]).fold(f32::NEG_INFINITY, f32::max);
+        let (heads, d, len) = (self.heads, self.c.head_dim, self.partial_len());
+        for h in 0..heads {
+            let m = partials.chunks_exact(len).map(|p| p[heads * d + h]).fold(f32::NEG_INFINITY, f32::max);
             let mut out = vec![0f32; d];
             let mut sum = 0f32;
             if m > f32::NEG_INFINITY {
                 for p in partials.chunks_exact(len) {
-                    let scale = (p[group * d + h] - m).exp();
-                    sum += scale * p[group * d + group + h];
+                    let scale = (p[heads * d + h] - m).exp();
+                    sum += scale * p[heads * d + heads + h];
                     out.iter_mut().zip(&p[h * d..(h + 1) * d]).for_each(|(o, a)| *o += scale * a);
                 }
             }
@@ -354,10 +393,10 @@ pub(super) fn run(
             * d;
         let longest = bt.lengths.iter().map(|&l| l as usize).max().unwrap_or(0) + tokens;
         let call = Call { p, c, bt, q: slice::<T>(name, q)?, cache: slice::<T>(name, blocks)?, heads: hq, group };
-        // Each (row, kv head) split into `parts` shares of its keys, enough tasks for every
-        // thread when a call is large enough to spread (a decode step's few rows and long
-        // caches), combined once all are done.
-        let tasks = tokens * c.kv_heads;
+        // Each row split into `parts` shares of its keys, enough tasks for every thread when a
+        // call is large enough to spread (a decode step's few rows and long caches), combined
+        // once all are done.
+        let tasks = tokens;
         let threads = rayon::current_num_threads().max(1);
         let spread = visited >= PAR_WORK && threads > 1;
         let parts = if spread { (2 * threads).div_ceil(tasks).min(longest / MIN_SHARE).max(1) } else { 1 };
@@ -365,12 +404,10 @@ pub(super) fn run(
         let mut partials = vec![0f32; tasks * parts * len];
         if spread {
             partials.par_chunks_mut(len).enumerate().for_each(|(t, out)| call.run_partial(t, parts, out));
-            dst.par_chunks_mut(group * d)
-                .zip(partials.par_chunks(parts * len))
-                .for_each(|(o, p)| call.combine(p, o));
+            dst.par_chunks_mut(hq * d).zip(partials.par_chunks(parts * len)).for_each(|(o, p)| call.combine(p, o));
         } else {
             partials.chunks_mut(len).enumerate().for_each(|(t, out)| call.run_partial(t, parts, out));
-            dst.chunks_mut(group * d).zip(partials.chunks(parts * len)).for_each(|(o, p)| call.combine(p, o));
+            dst.chunks_mut(hq * d).zip(partials.chunks(parts * len)).for_each(|(o, p)| call.combine(p, o));
         }
         Ok(())
     })

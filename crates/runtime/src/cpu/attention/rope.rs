@@ -37,8 +37,12 @@ pub(super) fn run(op: &Op, x: &Buffer, freqs: &Buffer, positions: &Buffer, out: 
     let table: &[f32] = if freqs.dtype() == DType::Float32 {
         slice::<f32>(name, freqs)?
     } else {
-        converted =
-            with_act!(name, freqs.dtype(), F, Ok(slice::<F>(name, freqs)?.iter().map(|v| v.load()).collect::<Vec<f32>>()))?;
+        converted = with_act!(
+            name,
+            freqs.dtype(),
+            F,
+            Ok(slice::<F>(name, freqs)?.iter().map(|v| v.load()).collect::<Vec<f32>>())
+        )?;
         &converted
     };
     if t == 0 || h == 0 {

@@ -128,7 +128,7 @@ pub fn prepack(path: Path, enc: Encoding, w: &[u8], n: usize, row_bytes: usize) 
     if path == Path::Avx512Vnni && matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0) {
         let k = row_bytes / enc.block().1 * enc.block().0;
         // SAFETY: the CPU runs the AVX-512 VNNI path (asserted above).
-        let panels = unsafe { dot_panel::Panels::new(&dot_panel::kernels(enc), w, row_bytes, n, k) };
+        let panels = unsafe { dot_panel::Panels::new(&dot_panel::kernels(enc), w, row_bytes, n, k) }?;
         return Some(Prepacked { enc, n, row_bytes, panels });
     }
     let _ = (enc, w, n, row_bytes);

@@ -87,7 +87,8 @@ fn bench_shapes(threads: usize) {
                 gb(old)
             );
             for &p in &paths {
-                let new = pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out, None)));
+                let new =
+                    pool.install(|| time(budget, || dot::qmatmul(p, enc, &a, m, k, &w, n, row_bytes, &mut out, None)));
                 line += &format!(" {:?} {:.1} {:.2} {:.2}x;", p, new * 1e6, gb(new), old / new);
             }
             if m == 1 {

@@ -138,7 +138,11 @@ unsafe fn rows<const E: u8, const R: usize>(
             std::array::from_fn(|j| p[j])
         } else {
             std::array::from_fn(|j| {
-                if j < 4 { _mm512_and_si512(p[j], low4) } else { _mm512_and_si512(_mm512_srli_epi32::<4>(p[j - 4]), low4) }
+                if j < 4 {
+                    _mm512_and_si512(p[j], low4)
+                } else {
+                    _mm512_and_si512(_mm512_srli_epi32::<4>(p[j - 4]), low4)
+                }
             })
         };
         let head = p[regs - 1];
@@ -215,26 +219,41 @@ pub fn kernels(enc: Encoding) -> Kernels {
 /// All the panels of a weight matrix, repacked once (for weights that do not change: a loaded
 /// model's).
 pub struct Panels {
-    regs: Vec<__m512i>,
+    /// The registers, in anonymous memory (huge pages where the system gives them).
+    map: memmap2::MmapMut,
     /// Registers per panel.
     per_panel: usize,
 }
 
 impl Panels {
-    /// Repacks the `n` rows of `w` (`row_bytes` each, blocks of `kern`'s encoding).
+    fn regs(&self) -> &[__m512i] {
+        // SAFETY: the map holds `len / 64` registers' bytes, page-aligned, initialised (zeroed
+        // by the kernel, then written by `new`).
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast(), self.map.len() / 64) }
+    }
+}
+
+impl Panels {
+    /// Repacks the `n` rows of `w` (`row_bytes` each, blocks of `kern`'s encoding); None when
+    /// the memory cannot be had.
     ///
     /// Safety: the CPU has AVX-512 F/BW/VL, VNNI and F16C.
-    pub unsafe fn new(kern: &Kernels, w: &[u8], row_bytes: usize, n: usize, k: usize) -> Panels {
+    pub unsafe fn new(kern: &Kernels, w: &[u8], row_bytes: usize, n: usize, k: usize) -> Option<Panels> {
         use rayon::prelude::*;
         let per_panel = k / kern.values * kern.regs;
-        // SAFETY: all-zero bits are a valid __m512i.
-        let mut regs = vec![unsafe { std::mem::zeroed::<__m512i>() }; n.div_ceil(ROWS) * per_panel];
+        let count = n.div_ceil(ROWS) * per_panel;
+        // Without the memory, the weights are repacked per call instead.
+        let mut map = memmap2::MmapMut::map_anon((count * 64).max(1)).ok()?;
+        crate::storage::huge_pages(&map);
+        // SAFETY: the map is page-aligned and holds count registers' bytes (all-zero bits are a
+        // valid __m512i).
+        let regs = unsafe { std::slice::from_raw_parts_mut(map.as_mut_ptr().cast::<__m512i>(), count) };
         regs.par_chunks_mut(per_panel.max(1)).enumerate().for_each(|(i, pack)| {
             let j0 = i * ROWS;
             // SAFETY: the caller's CPU; rows j0.. of w, at most 16 of them.
             unsafe { (kern.repack)(w, row_bytes, j0, (n - j0).min(ROWS), k / kern.values, pack) };
         });
-        Panels { regs, per_panel }
+        Some(Panels { map, per_panel })
     }
 }
 
@@ -265,7 +284,7 @@ pub unsafe fn columns(
         let pack: &[__m512i] = if let Some(pre) = pre {
             debug_assert!(p0 % ROWS == 0 && pre.per_panel == nb * kern.regs);
             // Panels lie in order in memory: the hardware prefetchers follow them.
-            let at = |p: usize| &pre.regs[p / ROWS * pre.per_panel..];
+            let at = |p: usize| &pre.regs()[p / ROWS * pre.per_panel..];
             &at(p0)[..pre.per_panel]
         } else {
             // The next panel's rows (adjacent in memory) while this one is repacked and run.

@@ -73,7 +73,8 @@ impl QAct {
             let (d0, d1) = d.split_at_mut(nb);
             let (s0, s1) = s.split_at_mut(ns);
             quantize_row(x, block, sub, q0, d0, s0);
-            let rest: Vec<f32> = x.iter().zip(q0.iter()).enumerate().map(|(i, (&v, &c))| v - d0[i / block] * c as f32).collect();
+            let rest: Vec<f32> =
+                x.iter().zip(q0.iter()).enumerate().map(|(i, (&v, &c))| v - d0[i / block] * c as f32).collect();
             quantize_row(&rest, block, sub, q1, d1, s1);
         };
         let chunks = q.qs.chunks_mut(2 * k).zip(q.d.chunks_mut(2 * nb)).zip(q.sums.chunks_mut(2 * ns)).zip(a.chunks(k));
