@@ -113,6 +113,36 @@ def test_two_threads_share_a_model(rng):
     assert not errors and len(results) == 2
 
 
+def test_models_running_at_once_on_one_pool_finish_and_agree(rng):
+    """Several threads executing two models with parallel steps (matmuls split across the
+    workers) at once: while one execution keeps the pool's workers awake, the others run on them
+    too; every result is right and nothing waits forever."""
+    g1 = build(lambda a, b: ops.relu(a @ b) + 1, cpu_type(DType.float32, (192, 256)), cpu_type(DType.float32, (256, 320)))
+    g2 = build(lambda a, b: ops.tanh(a @ b), cpu_type(DType.float32, (192, 256)), cpu_type(DType.float32, (256, 320)))
+    models = [session().load(g1), session().load(g2)]
+    refs = [lambda a, b: np.maximum(a @ b, 0) + 1, lambda a, b: np.tanh(a @ b)]
+    errors = []
+
+    def work(i):
+        try:
+            r = np.random.default_rng(i)
+            for _ in range(25):
+                a = r.standard_normal((192, 256)).astype(np.float32)
+                b = r.standard_normal((256, 320)).astype(np.float32) / 16
+                (out,) = models[i % 2].execute(a, b)
+                np.testing.assert_allclose(out.to_numpy(), refs[i % 2](a, b), rtol=1e-4, atol=1e-4)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "an execution did not finish"
+    assert not errors, errors[0]
+
+
 def test_thread_count_is_respected():
     g = build(lambda x: x + 1, cpu_type(DType.float32, (4,)))
     one = engine.InferenceSession(devices=[driver.CPU()], num_threads=1).load(g)

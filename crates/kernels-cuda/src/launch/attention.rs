@@ -234,7 +234,9 @@ pub fn paged_attention(
     };
     let tasks = tokens * q_heads;
     if tasks > u32::MAX as usize {
-        return Err(Error::Unsupported(format!("paged_attention: {tasks} (row, head) pairs are too many for one launch")));
+        return Err(Error::Unsupported(format!(
+            "paged_attention: {tasks} (row, head) pairs are too many for one launch"
+        )));
     }
     let config = LaunchConfig {
         grid_dim: (tasks as u32, 1, 1),

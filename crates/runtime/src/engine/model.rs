@@ -36,6 +36,9 @@ pub struct Model {
     /// Whether any step runs on the host (and so needs the worker pool); a plan that only
     /// launches GPU kernels runs on the calling thread, saving a hand-off per execution.
     host_work: bool,
+    /// Whether every step runs on the host: the pool's workers then stay awake through an
+    /// execution (workers::run_awake).
+    host_only: bool,
     pub(crate) pool: Arc<rayon::ThreadPool>,
 }
 
@@ -88,6 +91,7 @@ impl Model {
         }
         let output_types = graph.outputs().unwrap_or(&[]).iter().map(|v| program.types[*v].clone()).collect();
         let host_work = has_host_work(&program.body, &program.types);
+        let host_only = !touches_gpu(&program.body, &program.types);
         Ok(Model {
             name: graph.name.clone(),
             program,
@@ -99,6 +103,7 @@ impl Model {
             graphs: Mutex::new(HashMap::new()),
             use_graphs: super::graphs::enabled(),
             host_work,
+            host_only,
             pool,
         })
     }
@@ -177,7 +182,9 @@ impl Model {
             bindings: plan.bindings.clone(),
             preset: None,
         };
-        if self.host_work {
+        if self.host_work && self.host_only {
+            super::workers::run_awake(&self.pool, || exec::run_body(&mut state, &self.program.body))?;
+        } else if self.host_work {
             self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
         } else {
             exec::run_body(&mut state, &self.program.body)?;
@@ -294,6 +301,16 @@ fn has_host_work(body: &Body, types: &[Type]) -> bool {
     body.steps.iter().any(|s| {
         !s.bodies.is_empty()
             || s.outputs.iter().any(|v| !matches!(&types[*v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu))
+    })
+}
+
+fn touches_gpu(body: &Body, types: &[Type]) -> bool {
+    body.steps.iter().any(|s| {
+        s.bodies.iter().any(|b| touches_gpu(b, types))
+            || s.inputs
+                .iter()
+                .chain(&s.outputs)
+                .any(|v| matches!(&types[*v], Type::Tensor(t) | Type::Buffer(t) if t.device.kind == DeviceKind::Gpu))
     })
 }
 

@@ -5,6 +5,7 @@
 //! model's steps meanwhile (rayon's work stealing): no lock may be held across a parallel call.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::ThreadPool;
@@ -31,4 +32,78 @@ pub(crate) fn pool(threads: Option<usize>) -> Result<Arc<ThreadPool>> {
     let p = Arc::new(p);
     pools.insert(count, p.clone());
     Ok(p)
+}
+
+/// How long a worker kept awake by `run_awake` spins without finding work before it sleeps.
+const MAX_IDLE_SPIN: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Pools in which a `run_awake` is under way (by address): one at a time per pool.
+static AWAKE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Runs `f` on one worker of `pool` while the pool's other workers stay awake, taking the
+/// parallel work `f` spawns as soon as it appears, instead of sleeping between steps and being
+/// woken (a system call and a context switch each time, several microseconds in a VM) by every
+/// parallel step: a decode step of a small model runs a few hundred of them. The other workers
+/// spin only while `f` runs, and go back to sleep after `MAX_IDLE_SPIN` without work. Where a
+/// run is already under way in the pool, or the pool has one thread, `f` runs as a plain
+/// `install`.
+pub(crate) fn run_awake<R: Send>(pool: &ThreadPool, f: impl FnOnce() -> R + Send) -> R {
+    let key = pool as *const ThreadPool as usize;
+    let claimed = pool.current_num_threads() > 1 && {
+        let mut awake = AWAKE.lock().unwrap_or_else(|p| p.into_inner());
+        !awake.contains(&key) && {
+            awake.push(key);
+            true
+        }
+    };
+    if !claimed {
+        return pool.install(f);
+    }
+    let release = Release(key);
+    let (task, result, done) = (Mutex::new(Some(f)), Mutex::new(None), AtomicBool::new(false));
+    pool.broadcast(|ctx| {
+        if ctx.index() == 0 {
+            let f = task.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(f) = f {
+                // Set even if `f` panics, so that the others stop.
+                struct Done<'a>(&'a AtomicBool);
+                impl Drop for Done<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, Ordering::Release);
+                    }
+                }
+                let _done = Done(&done);
+                let r = f();
+                *result.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            }
+            return;
+        }
+        let mut last = std::time::Instant::now();
+        let mut idle = 0u32;
+        while !done.load(Ordering::Acquire) {
+            if let Some(rayon::Yield::Executed) = rayon::yield_now() {
+                (last, idle) = (std::time::Instant::now(), 0);
+                continue;
+            }
+            idle += 1;
+            std::hint::spin_loop();
+            // Long without work (a serial stretch, or a busy machine that keeps this thread
+            // off the core): back to rayon's sleep, woken by new work as usual.
+            if idle % 64 == 0 && last.elapsed() > MAX_IDLE_SPIN {
+                return;
+            }
+        }
+    });
+    drop(release);
+    let r = result.into_inner().unwrap_or_else(|p| p.into_inner());
+    r.expect("run_awake: the pool's worker 0 ran the task")
+}
+
+/// Ends a pool's claim on `run_awake` (also on unwinding).
+struct Release(usize);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        AWAKE.lock().unwrap_or_else(|p| p.into_inner()).retain(|&k| k != self.0);
+    }
 }
