@@ -184,9 +184,17 @@ pub fn qmatmul(
     let threads = rayon::current_num_threads().max(1);
     // Work in units of weight bytes read per activation row.
     let work = (n * row_bytes).saturating_mul(rows);
-    // A multiple of the threads, so that equal tasks keep them all busy to the end.
-    let tasks =
-        if work < SERIAL_WORK || threads == 1 { 1 } else { threads * (work / SERIAL_WORK / threads).clamp(1, 4) };
+    // At least SERIAL_WORK per task (on many cores a small matrix takes a few of them, not all:
+    // handing out a task costs more than its share of the reading); from the threads' count up,
+    // a multiple of it, so that equal tasks keep them all busy to the end.
+    let units = work / SERIAL_WORK;
+    let tasks = if units <= 1 || threads == 1 {
+        1
+    } else if units < threads {
+        units
+    } else {
+        threads * (units / threads).min(4)
+    };
     let cols = n.div_ceil(tasks).next_multiple_of(if panels.is_some() { 16 } else { 4 });
     let tasks = n.div_ceil(cols);
     let dst = planes.as_mut_ptr() as usize;
