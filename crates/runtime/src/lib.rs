@@ -12,9 +12,12 @@ pub mod engine;
 mod error;
 mod host_pool;
 mod index;
+mod operands;
 mod scalar;
+mod shared;
 mod storage;
 mod stream;
+mod strided;
 mod transfer;
 pub mod weights;
 

@@ -18,7 +18,7 @@ use max_graph::{DType, Type};
 use rayon::prelude::*;
 
 use super::lanes::{self, Arg, Lane, fast, kind_of};
-use crate::engine::program::{Fused, Operand};
+use crate::shared::{Fused, Operand};
 use crate::{Buffer, Error, Result};
 
 /// Elements per chunk: the lanes of a group (8 bytes an element) stay in the L1/L2 caches.

@@ -10,13 +10,11 @@ mod scatter;
 #[cfg(test)]
 mod tests;
 
-use max_graph::DType;
-use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
-use super::cast::{Canon, Elem};
-use crate::{Buffer, Error, Result, with_cast_type};
+pub(crate) use crate::operands::{axis_of, int_attr, read_indices, resolve};
+use crate::{Buffer, Error, Result};
 
 pub use scatter::nonzero_dynamic;
 
@@ -67,64 +65,6 @@ pub(crate) unsafe fn bytes_mut(b: &Buffer) -> &mut [u8] {
     }
     // SAFETY: see the function's contract.
     unsafe { std::slice::from_raw_parts_mut(b.addr() as *mut u8, b.nbytes()) }
-}
-
-pub(crate) fn int_attr(op: &Op, key: &str) -> Result<i64> {
-    match op.attrs.get(key) {
-        Some(Attr::Int(i)) => Ok(*i),
-        _ => Err(Error::Value(format!("{}: attribute {key} must be an integer", op.kind.name()))),
-    }
-}
-
-/// `axis` in `-rank..rank-1` made non-negative.
-pub(crate) fn axis_of(op: &Op, rank: usize) -> Result<usize> {
-    let (axis, r) = (int_attr(op, "axis")?, rank as i64);
-    if axis < -r || axis >= r {
-        return Err(Error::Value(format!(
-            "{}: axis {axis} is out of range for rank {rank} (expected {}..={})",
-            op.kind.name(),
-            -r,
-            r - 1
-        )));
-    }
-    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
-}
-
-/// The values of an integer index tensor as i64 (unsigned values past i64::MAX saturate, which
-/// keeps them out of range instead of wrapping to a valid negative index).
-pub(crate) fn read_indices(op: &Op, b: &Buffer) -> Result<Vec<i64>> {
-    let n = b.num_elements();
-    let dtype = b.dtype();
-    with_cast_type!(
-        dtype,
-        T,
-        {
-            let p = b.addr() as *const T;
-            Ok((0..n)
-                // SAFETY: b is a contiguous host buffer of n elements of T.
-                .map(|i| match unsafe { std::ptr::read_unaligned(p.add(i)) }.canon() {
-                    Canon::I(v) => v,
-                    Canon::U(u) => i64::try_from(u).unwrap_or(i64::MAX),
-                    Canon::F(f) => f as i64,
-                })
-                .collect())
-        },
-        Err(Error::Value(format!("{}: indices of dtype {dtype} are not supported", op.kind.name())))
-    )
-}
-
-/// An index into a dimension of size `size`, negative counting from the end.
-pub(crate) fn resolve(op: &Op, index: i64, size: usize, what: &dyn Fn() -> String) -> Result<usize> {
-    let n = size as i64;
-    if index >= -n && index < n {
-        return Ok(if index < 0 { (index + n) as usize } else { index as usize });
-    }
-    let range = if n == 0 { "it is empty".to_string() } else { format!("expected {}..={}", -n, n - 1) };
-    Err(Error::Value(format!(
-        "{}: index {index} is out of range for {} of size {size} ({range})",
-        op.kind.name(),
-        what()
-    )))
 }
 
 /// Fills `dst`, made of whole rows of `row` bytes, by calling `f(first_row, chunk)` on chunks of

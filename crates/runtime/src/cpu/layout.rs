@@ -1,6 +1,6 @@
 //! Host kernels of the layout ops. They move element bytes (the dtype matters only through its
 //! size), so every dtype works and results are exact. Everything is one strided copy
-//! (`layout/strided.rs`) between a view of the input and the output:
+//! (`crate::strided`) between a view of the input and the output:
 //!   * reshape, flatten, squeeze, unsqueeze, as_interleaved_complex, transfer_to (host to
 //!     host): the input in row-major order;
 //!   * transpose, permute: the input's strides permuted;
@@ -14,15 +14,16 @@
 //! read at run time (index tensors, repeat counts, shape tensors) are checked, and a bad one is
 //! an `Error::Value` naming the op. Input views may be strided; outputs are contiguous.
 
-use max_graph::ops::{Ctx, Op, OpKind};
-use max_graph::{DType, DeviceKind, GraphError};
+use max_graph::DeviceKind;
+use max_graph::ops::{Op, OpKind};
 
-use crate::{Buffer, Error, Result};
+use crate::{Buffer, Result};
 
 mod band;
 mod combine;
 mod slice;
-pub mod strided;
+pub(crate) use crate::operands::{Kernel, elem, graph_err, read_ints, view};
+pub(crate) use crate::strided;
 
 use strided::View;
 
@@ -50,69 +51,7 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     }
 }
 
-/// One kernel call: the op and its buffers, with the helpers every layout kernel uses.
-pub(crate) struct Kernel<'a> {
-    pub op: &'a Op,
-    pub inputs: &'a [Buffer],
-    pub outputs: &'a [Buffer],
-}
-
-/// A graph error (from reading attributes) as a runtime error of the same kind.
-fn graph_err(e: GraphError) -> Error {
-    match e {
-        GraphError::Value(m) => Error::Value(m),
-        GraphError::Type(m) => Error::Type(m),
-        GraphError::Index(m) => Error::Index(m),
-    }
-}
-
-impl<'a> Kernel<'a> {
-    pub fn name(&self) -> &'static str {
-        self.op.kind.name()
-    }
-
-    /// A ValueError naming the op.
-    pub fn err(&self, msg: impl AsRef<str>) -> Error {
-        Error::Value(format!("{}: {}", self.name(), msg.as_ref()))
-    }
-
-    /// The attribute reader of the op's inference (no input types: messages name the op and
-    /// the attribute).
-    pub fn ctx(&self) -> Ctx<'a> {
-        Ctx { kind: self.op.kind, inputs: &[], attrs: &self.op.attrs }
-    }
-
-    pub fn int(&self, key: &str) -> Result<i64> {
-        self.ctx().int(key).map_err(graph_err)
-    }
-
-    pub fn opt_int(&self, key: &str) -> Result<Option<i64>> {
-        self.ctx().opt_int(key).map_err(graph_err)
-    }
-
-    pub fn ints(&self, key: &str) -> Result<&'a [i64]> {
-        self.ctx().ints(key).map_err(graph_err)
-    }
-
-    pub fn boolean(&self, key: &str, default: bool) -> Result<bool> {
-        self.ctx().boolean(key, default).map_err(graph_err)
-    }
-
-    /// A normalised axis of a rank-`rank` value.
-    pub fn axis(&self, key: &str, raw: i64, rank: usize) -> Result<usize> {
-        self.ctx().axis(key, raw, rank).map_err(graph_err)
-    }
-
-    pub fn input(&self, i: usize) -> Result<&'a Buffer> {
-        self.inputs.get(i).ok_or_else(|| self.err(format!("expected an input #{i}, got {} inputs", self.inputs.len())))
-    }
-
-    pub fn output(&self, i: usize) -> Result<&'a Buffer> {
-        self.outputs
-            .get(i)
-            .ok_or_else(|| self.err(format!("expected an output #{i}, got {} outputs", self.outputs.len())))
-    }
-
+impl Kernel<'_> {
     /// Every buffer on the host.
     fn host(&self) -> Result<()> {
         for b in self.inputs.iter().chain(self.outputs) {
@@ -124,23 +63,6 @@ impl<'a> Kernel<'a> {
             }
         }
         Ok(())
-    }
-
-    /// Output `i`, checked to have `x`'s dtype and to be contiguous, with its element size.
-    pub fn out_like(&self, i: usize, x: &Buffer) -> Result<&'a Buffer> {
-        let out = self.output(i)?;
-        if out.dtype() != x.dtype() {
-            return Err(self.err(format!("the result's dtype {} differs from the input's {}", out.dtype(), x.dtype())));
-        }
-        if !out.is_contiguous() {
-            return Err(self.err("the result buffer must be contiguous"));
-        }
-        Ok(out)
-    }
-
-    /// The error for a result whose planned shape does not match what the inputs give.
-    pub fn shape_err(&self, want: &[usize], got: &[usize]) -> Error {
-        self.err(format!("the inputs give a result of shape {want:?} but the result was planned as {got:?}"))
     }
 
     /// Copies the view `v` of `x` into the whole (contiguous) output `out`.
@@ -289,49 +211,6 @@ impl<'a> Kernel<'a> {
         }
         self.gather(x, &b, out)
     }
-}
-
-/// The element size of `b`'s dtype in bytes.
-pub(crate) fn elem(b: &Buffer) -> usize {
-    b.dtype().size_in_bytes()
-}
-
-/// `b`'s shape and element strides.
-pub(crate) fn view(b: &Buffer) -> View {
-    View { shape: b.shape().to_vec(), strides: b.strides().to_vec() }
-}
-
-/// The values of an integer tensor (any integer dtype, any layout) as i64, for counts, shapes
-/// and indices read at run time.
-pub(crate) fn read_ints(k: &Kernel, b: &Buffer, what: &str) -> Result<Vec<i64>> {
-    let dt = b.dtype();
-    if !dt.is_integral() {
-        return Err(k.err(format!("{what}: expected an integer tensor, got {dt}")));
-    }
-    let n = b.num_elements();
-    let width = elem(b);
-    let mut bytes = vec![0u8; n * width];
-    // SAFETY: the view of `b` is valid memory; `bytes` holds its n elements.
-    let dst = strided::contiguous_strides(b.shape());
-    unsafe { strided::copy(b.addr() as *const u8, &view(b), bytes.as_mut_ptr(), &dst, width) };
-    let mut out = Vec::with_capacity(n);
-    for c in bytes.chunks_exact(width) {
-        let mut w = [0u8; 8];
-        w[..width].copy_from_slice(c);
-        let raw = u64::from_le_bytes(w);
-        let v = match dt {
-            DType::Int8 => raw as u8 as i8 as i64,
-            DType::Int16 => raw as u16 as i16 as i64,
-            DType::Int32 => raw as u32 as i32 as i64,
-            DType::Int64 => raw as i64,
-            DType::UInt64 if raw > i64::MAX as u64 => {
-                return Err(k.err(format!("{what}: the value {raw} is too large")));
-            }
-            _ => raw as i64,
-        };
-        out.push(v);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

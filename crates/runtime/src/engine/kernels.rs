@@ -27,8 +27,7 @@ pub fn data_dependent(kind: OpKind) -> bool {
     matches!(kind, OpKind::NonZero)
 }
 
-/// The results of a data-dependent op, and the (symbol, value) bindings their new dims introduce.
-pub type Dynamic = (Vec<Buffer>, Vec<(String, i64)>);
+pub use crate::shared::Dynamic;
 
 /// Runs a data-dependent op on host `inputs`, allocating its results.
 pub fn run_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {

@@ -10,18 +10,7 @@ use max_graph::graph::{BlockId, Graph};
 use max_graph::ops::{Family, Op, OpKind};
 use max_graph::{Type, ValueId};
 
-/// An operand of a fused expression: a group input or an earlier node of the group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operand {
-    Input(usize),
-    Node(usize),
-}
-
-/// A tree of elementwise ops evaluated together; the last node is the result.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fused {
-    pub nodes: Vec<(Op, Vec<Operand>, Type)>,
-}
+pub use crate::shared::{Fused, Operand};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepKind {

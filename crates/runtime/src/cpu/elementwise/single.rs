@@ -23,7 +23,7 @@ use max_graph::ops::{Op, OpKind};
 
 use super::vmath::{Unary, multiversion};
 use super::{Access, Reader};
-use crate::engine::program::{Fused, Operand};
+use crate::shared::{Fused, Operand};
 use crate::{Buffer, Error, Result};
 use conv::Float;
 use kernels::{Code, Out, Round, V};

@@ -7,7 +7,7 @@ use max_graph::{DType, Dim};
 
 use super::{axis_of, bytes, bytes_mut, read_indices, resolve};
 use crate::cpu::cast::{Canon, Elem};
-use crate::engine::kernels::Dynamic;
+use crate::shared::Dynamic;
 use crate::{Buffer, Device, Error, Result, with_cast_type};
 
 fn same_dtype(op: &Op, input: &Buffer, updates: &Buffer) -> Result<()> {

@@ -15,9 +15,9 @@ use max_graph::DType;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::{indexing as ki, layout as kl};
 
-use crate::cpu::indexing::{axis_of, int_attr};
-use crate::cpu::layout::strided::contiguous_strides;
 use crate::cuda::CudaDevice;
+use crate::operands::{axis_of, int_attr};
+use crate::strided::contiguous_strides;
 use crate::{Buffer, Device, Error, Result};
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {

@@ -1,19 +1,20 @@
 //! GPU kernels of the layout ops: the CUDA twins of cpu/layout.rs, with the same checks and
-//! messages (attributes are read through the CPU kernel's `Kernel` helpers). Every op is one or
+//! messages (attributes are read through the shared `operands::Kernel` helpers). Every op is one or
 //! more strided copies between a view of an input and (a block of) an output
 //! (`launch::layout::copy_view`, which picks the tiled transpose and 16-byte paths), except pad
 //! and band_part (their own kernels) and repeat_interleave with a tensor of counts (a row
 //! gather). Values read at run time (slice index tensors, repeat counts, shape tensors) are
 //! copied to the host first: they are a few elements.
 
-use max_graph::{Dim, GraphError, Op, OpKind};
+use max_graph::{Dim, Op, OpKind};
 use max_kernels_cuda::launch::{indexing as ki, layout as kl};
 
 use super::indexing::{kernel_err, upload_i64};
-use crate::cpu::layout::strided::{View, contiguous_strides};
-use crate::cpu::layout::{Kernel, read_ints, view};
 use crate::cuda::CudaDevice;
-use crate::{Buffer, Device, Error, Result};
+pub(super) use crate::operands::graph_err;
+use crate::operands::{Kernel, read_ints, view};
+use crate::strided::{View, contiguous_strides};
+use crate::{Buffer, Device, Result};
 
 mod slice;
 
@@ -39,16 +40,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
     }
 }
 
-/// A graph error (from reading attributes) as a runtime error of the same kind.
-pub(super) fn graph_err(e: GraphError) -> Error {
-    match e {
-        GraphError::Value(m) => Error::Value(m),
-        GraphError::Type(m) => Error::Type(m),
-        GraphError::Index(m) => Error::Index(m),
-    }
-}
-
-/// One layout step on a GPU: the CPU kernel's attribute and buffer helpers, and the device.
+/// One layout step on a GPU: the shared attribute and buffer helpers (operands.rs), and the device.
 pub(super) struct Gpu<'a> {
     pub dev: &'a CudaDevice,
     pub k: Kernel<'a>,

@@ -10,7 +10,7 @@ use max_graph::{DType, DeviceRef, Dim, TensorType, Type};
 use super::conv::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f64_to_f32_odd, round_bf16, round_f16};
 use crate::cpu::cast::{self, Canon, Elem};
 use crate::cpu::elementwise::{Reader, run, run_generic, vmath};
-use crate::engine::program::{Fused, Operand};
+use crate::shared::{Fused, Operand};
 use crate::{Buffer, Device};
 
 /// splitmix64.

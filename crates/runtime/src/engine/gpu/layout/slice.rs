@@ -6,8 +6,8 @@ use max_graph::Dim;
 
 use super::{Gpu, graph_err, host_ints, number};
 use crate::Result;
-use crate::cpu::layout::Kernel;
-use crate::cpu::layout::strided::{View, contiguous_strides};
+use crate::operands::Kernel;
+use crate::strided::{View, contiguous_strides};
 
 const INDEX: i64 = 0;
 const SLICE: i64 = 1;

@@ -28,6 +28,7 @@ pub struct View {
 
 impl View {
     /// The row-major (contiguous) layout of `shape`.
+    #[cfg(test)]
     pub fn contiguous(shape: &[usize]) -> View {
         View { shape: shape.to_vec(), strides: contiguous_strides(shape) }
     }
@@ -270,14 +271,6 @@ unsafe fn copy_tiled(p: Ptrs, shape: &[usize], sa: &[isize], sb: &[isize], elem:
     } else {
         (0..count * bands).into_par_iter().for_each(item);
     }
-}
-
-/// Copies `n` contiguous elements.
-///
-/// # Safety
-/// As for [`copy`].
-pub unsafe fn copy_flat(src: *const u8, dst: *mut u8, n: usize, elem: usize) {
-    unsafe { copy(src, &View::contiguous(&[n]), dst, &[1], elem) };
 }
 
 /// Writes `pattern` (one element's bytes) into `n` contiguous elements at `dst`.
