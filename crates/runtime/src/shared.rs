@@ -20,5 +20,12 @@ pub struct Fused {
     pub nodes: Vec<(Op, Vec<Operand>, Type)>,
 }
 
+impl Fused {
+    /// A single elementwise op as a one-node group.
+    pub fn single(op: &Op, out_type: &Type, arity: usize) -> Fused {
+        Fused { nodes: vec![(op.clone(), (0..arity).map(Operand::Input).collect(), out_type.clone())] }
+    }
+}
+
 /// The results of a data-dependent op, and the (symbol, value) bindings their new dims introduce.
 pub type Dynamic = (Vec<Buffer>, Vec<(String, i64)>);

@@ -19,17 +19,54 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
     }
 }
 
-/// (elements per block, bytes per block) of the block encodings, as GGUF lays them out.
+/// The block encodings of `max.graph.quantization` (GGUF's), the one table of their names and
+/// block sizes for the graph and both backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    Q4_0,
+    Q4_1,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl Encoding {
+    pub const ALL: [Encoding; 6] =
+        [Encoding::Q4_0, Encoding::Q4_1, Encoding::Q8_0, Encoding::Q4K, Encoding::Q5K, Encoding::Q6K];
+
+    /// The encoding of a `max.graph.quantization` name ("Q4_0", "Q4_K", ...).
+    pub fn parse(name: &str) -> Option<Encoding> {
+        Encoding::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Q4_0 => "Q4_0",
+            Encoding::Q4_1 => "Q4_1",
+            Encoding::Q8_0 => "Q8_0",
+            Encoding::Q4K => "Q4_K",
+            Encoding::Q5K => "Q5_K",
+            Encoding::Q6K => "Q6_K",
+        }
+    }
+
+    /// (elements, bytes) of one block, as GGUF lays them out.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            Encoding::Q4_0 => (32, 18),  // f16 scale + 32 4-bit values
+            Encoding::Q4_1 => (32, 20),  // f16 scale and min + 32 4-bit values
+            Encoding::Q8_0 => (32, 34),  // f16 scale + 32 int8 values
+            Encoding::Q4K => (256, 144), // f16 d, dmin + 12 bytes of 6-bit scales + 128 bytes of nibbles
+            Encoding::Q5K => (256, 176), // as Q4_K plus 32 bytes of high bits
+            Encoding::Q6K => (256, 210), // 128 low nibbles + 64 high bits + 16 int8 scales + f16 d
+        }
+    }
+}
+
+/// (elements per block, bytes per block) of the block encoding named `encoding`.
 pub fn block_parameters(encoding: &str) -> Option<(i64, i64)> {
-    Some(match encoding {
-        "Q4_0" => (32, 18),   // f16 scale + 32 4-bit values
-        "Q4_1" => (32, 20),   // f16 scale and min + 32 4-bit values
-        "Q8_0" => (32, 34),   // f16 scale + 32 int8 values
-        "Q4_K" => (256, 144), // f16 d, dmin + 12 bytes of 6-bit scales + 128 bytes of nibbles
-        "Q5_K" => (256, 176), // as Q4_K plus 32 bytes of high bits
-        "Q6_K" => (256, 210), // 128 low nibbles + 64 high bits + 16 int8 scales + f16 d
-        _ => return None,
-    })
+    Encoding::parse(encoding).map(|e| (e.block().0 as i64, e.block().1 as i64))
 }
 
 fn blocks<'a>(ctx: &Ctx<'a>) -> Result<(&'a str, i64, i64)> {

@@ -392,8 +392,3 @@ fn run_generic(group: &Fused, inputs: &[Buffer], out: &Buffer) -> Result<()> {
         plan.range(lo, hi)
     })
 }
-
-/// A single elementwise op as a one-node group.
-pub fn single(op: &Op, out_type: &Type, arity: usize) -> Fused {
-    Fused { nodes: vec![(op.clone(), (0..arity).map(Operand::Input).collect(), out_type.clone())] }
-}

@@ -33,7 +33,7 @@ use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
-pub use blocks::Encoding;
+pub use blocks::{Decode, Encoding};
 
 use super::cast::{Canon, Elem};
 use super::indexing::{bytes, bytes_mut};

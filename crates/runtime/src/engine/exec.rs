@@ -210,7 +210,7 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
         StepKind::Fused(f) => cpu::elementwise::run(f, inputs, &outputs[0]),
         StepKind::Op(op) if crate::engine::program::fusible(op.kind) => {
             let ty = &types[step.outputs[0]];
-            cpu::elementwise::run(&cpu::elementwise::single(op, ty, inputs.len()), inputs, &outputs[0])
+            cpu::elementwise::run(&crate::shared::Fused::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
         StepKind::Gemm(g) => {

@@ -18,6 +18,7 @@ mod gguf_types;
 mod progress;
 pub mod safetensors;
 
+use crate::cpu::quant::Decode;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,13 +118,13 @@ impl MappedFile {
 /// Elements per block and bytes per block of a GGUF block encoding, by the name
 /// `max.graph.quantization.QuantizationEncoding` gives it.
 pub fn encoding_block(name: &str) -> Option<(usize, usize)> {
-    crate::cpu::quant::Encoding::parse(name).map(|e| e.block())
+    max_graph::ops::quant::Encoding::parse(name).map(|e| e.block())
 }
 
 /// Decodes a host uint8 buffer of `encoding` blocks, `[..., bytes_per_row]`, into float32
 /// `[..., elements_per_row]` (the values ops.dequantize produces).
 pub fn dequantize(raw: &Buffer, encoding: &str) -> Result<Buffer> {
-    let enc = crate::cpu::quant::Encoding::parse(encoding)
+    let enc = max_graph::ops::quant::Encoding::parse(encoding)
         .ok_or_else(|| Error::Value(format!("dequantize: {encoding:?} is not a block encoding")))?;
     let (elems, bytes) = enc.block();
     if raw.dtype() != DType::UInt8 || !raw.device().is_host() || raw.rank() == 0 {

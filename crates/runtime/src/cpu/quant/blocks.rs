@@ -2,44 +2,18 @@
 //! `gguf` Python package) do: every product and difference is one f32 operation in the same
 //! order, no fused multiply-add, so the results match bit for bit.
 
-/// The block encodings of `max.graph.quantization`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
-    Q4_0,
-    Q4_1,
-    Q8_0,
-    Q4K,
-    Q5K,
-    Q6K,
+pub use max_graph::ops::quant::Encoding;
+
+/// Decoding an encoding's blocks on the host (the reference of every quantized kernel).
+pub trait Decode {
+    /// Decodes one block (`block().1` bytes) into `out` (`block().0` values).
+    fn decode(self, b: &[u8], out: &mut [f32]);
+    /// Decodes whole blocks: `src` holds `n` blocks and `out` their `n * elements` values.
+    fn decode_blocks(self, src: &[u8], out: &mut [f32]);
 }
 
-impl Encoding {
-    pub fn parse(name: &str) -> Option<Encoding> {
-        Some(match name {
-            "Q4_0" => Encoding::Q4_0,
-            "Q4_1" => Encoding::Q4_1,
-            "Q8_0" => Encoding::Q8_0,
-            "Q4_K" => Encoding::Q4K,
-            "Q5_K" => Encoding::Q5K,
-            "Q6_K" => Encoding::Q6K,
-            _ => return None,
-        })
-    }
-
-    /// (elements, bytes) of one block.
-    pub fn block(self) -> (usize, usize) {
-        match self {
-            Encoding::Q4_0 => (32, 18),
-            Encoding::Q4_1 => (32, 20),
-            Encoding::Q8_0 => (32, 34),
-            Encoding::Q4K => (256, 144),
-            Encoding::Q5K => (256, 176),
-            Encoding::Q6K => (256, 210),
-        }
-    }
-
-    /// Decodes one block (`block().1` bytes) into `out` (`block().0` values).
-    pub fn decode(self, b: &[u8], out: &mut [f32]) {
+impl Decode for Encoding {
+    fn decode(self, b: &[u8], out: &mut [f32]) {
         match self {
             Encoding::Q4_0 => q4_0(b, out),
             Encoding::Q4_1 => q4_1(b, out),
@@ -50,8 +24,7 @@ impl Encoding {
         }
     }
 
-    /// Decodes whole blocks: `src` holds `n` blocks and `out` their `n * elements` values.
-    pub fn decode_blocks(self, src: &[u8], out: &mut [f32]) {
+    fn decode_blocks(self, src: &[u8], out: &mut [f32]) {
         let (elems, bytes) = self.block();
         for (b, o) in src.chunks_exact(bytes).zip(out.chunks_exact_mut(elems)) {
             self.decode(b, o);

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use super::blocks::Encoding;
+use super::blocks::{Decode, Encoding};
 use super::dot::{self, Path};
 use super::dot_tests::{Rng, random_acts, random_weights};
 use super::matmul_columns;

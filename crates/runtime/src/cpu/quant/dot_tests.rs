@@ -5,7 +5,7 @@
 
 use half::f16;
 
-use super::blocks::Encoding;
+use super::blocks::{Decode, Encoding};
 use super::dot::{self, Path, TAKEN};
 use super::q8act::QAct;
 

@@ -3,7 +3,7 @@
 
 use half::f16;
 
-use super::blocks::Encoding;
+use super::blocks::{Decode, Encoding};
 use super::matmul_columns;
 
 fn f16_bytes(v: f32) -> [u8; 2] {

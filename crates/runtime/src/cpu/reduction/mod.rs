@@ -11,11 +11,11 @@ mod reduce;
 mod sort;
 pub(crate) mod work;
 
-use max_graph::DType;
 use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
+pub(crate) use crate::operands::expect;
 use crate::{Buffer, Error, Result};
 use work::{Dst, Num, Src, Typed};
 
@@ -130,18 +130,6 @@ impl Axis {
         let (o, i) = (line / self.inner, line % self.inner);
         (o * m + k) * self.inner + i
     }
-}
-
-/// Checks that `b` holds `want` elements of `dtype` (the planned output of the op).
-pub(crate) fn expect(name: &str, what: &str, b: &Buffer, dtype: DType, want: usize) -> Result<()> {
-    if b.dtype() != dtype || b.num_elements() != want {
-        return Err(Error::Value(format!(
-            "{name}: {what} is {} {:?}, expected {want} elements of {dtype}",
-            b.dtype(),
-            b.shape()
-        )));
-    }
-    Ok(())
 }
 
 /// Lines processed together when they are interleaved in memory (inner > 1), so that gathering

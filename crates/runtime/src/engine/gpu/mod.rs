@@ -79,7 +79,7 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
     match &step.kind {
         StepKind::Fused(f) => run_fused(dev, f, inputs, &outputs[0]),
         StepKind::Op(op) if fusible(op.kind) => {
-            let f = crate::cpu::elementwise::single(op, &types[step.outputs[0]], inputs.len());
+            let f = Fused::single(op, &types[step.outputs[0]], inputs.len());
             run_fused(dev, &f, inputs, &outputs[0])
         }
         StepKind::Gemm(g) => matmul::fused(dev, g, inputs, &outputs[0]),

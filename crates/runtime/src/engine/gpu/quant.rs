@@ -10,10 +10,10 @@ use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::quant as k;
 
-use crate::cpu::quant::Encoding;
 use crate::cuda::CudaDevice;
 use crate::operands::{read_indices, resolve};
 use crate::{Buffer, Device, Error, Result};
+use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let name = op.kind.name();

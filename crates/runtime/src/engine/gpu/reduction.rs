@@ -8,8 +8,8 @@ use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::reduction::{self as k, Lines, Reduce};
 
-use crate::cpu::reduction::expect;
 use crate::cuda::CudaDevice;
+use crate::operands::expect;
 use crate::{Buffer, Device, Error, Result};
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -167,7 +167,7 @@ fn sort(
                 Buffer::empty(b.dtype(), &shape, &Device::Cpu)
             })
             .collect::<Result<_>>()?;
-        crate::cpu::reduction::run(op, &[host_in], &host_out)?;
+        crate::engine::kernels::run_cpu(op, &[host_in], &host_out)?;
         for (dst, src) in outputs.iter().zip(&host_out) {
             dst.inplace_copy_from(src)?;
         }

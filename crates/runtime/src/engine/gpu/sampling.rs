@@ -8,8 +8,8 @@ use max_graph::DType;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::sampling::{self as k, PenaltyPtrs, SamplePtrs};
 
-use crate::cpu::sampling::check;
 use crate::cuda::CudaDevice;
+use crate::operands::check_sampling as check;
 use crate::{Buffer, Error, Result};
 
 fn kernel_err(e: max_kernels_cuda::Error) -> Error {
