@@ -4,6 +4,7 @@
 //! op.
 
 use max_graph::attrs::Attr;
+use max_graph::ops::quant::Encoding;
 use max_graph::ops::sampling::{MAX_VOCAB, Rows};
 use max_graph::ops::{Ctx, Op, OpKind};
 use max_graph::{DType, GraphError};
@@ -254,4 +255,92 @@ pub(crate) fn check_sampling(name: &str, op: &Op, inputs: &[Buffer], out: &Buffe
         )));
     }
     Ok(rows)
+}
+
+/// Checks that `b` (the operand `what` of `op`) holds `dtype` values.
+pub(crate) fn expect_dtype(op: &Op, what: &str, b: &Buffer, dtype: DType) -> Result<()> {
+    if b.dtype() != dtype {
+        return Err(Error::Value(format!("{}: {what} must be {dtype}, got {}", op.kind.name(), b.dtype())));
+    }
+    Ok(())
+}
+
+/// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
+pub(crate) fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
+    let (elems, bytes) = enc.block();
+    if row_bytes % bytes != 0 {
+        return Err(Error::Value(format!(
+            "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
+            op.kind.name()
+        )));
+    }
+    Ok(row_bytes / bytes * elems)
+}
+
+/// The leading rows of `lhs`, whose last dim must be `k`.
+pub(crate) fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
+    match lhs.shape().last() {
+        Some(&d) if d == k => Ok(lhs.shape()[..lhs.rank() - 1].iter().product()),
+        _ => Err(Error::Value(format!(
+            "{}: lhs of shape {:?} must end in the {k} elements of a rhs row",
+            op.kind.name(),
+            lhs.shape()
+        ))),
+    }
+}
+
+/// A block-encoded qmatmul's checked geometry: float32 lhs `[..., K]`, uint8 rhs `[N, row_bytes]`
+/// of whole blocks, a float32 result of `M * N` values; `(m, n, k, row_bytes)`.
+pub(crate) fn qmatmul_geometry(
+    op: &Op,
+    enc: Encoding,
+    lhs: &Buffer,
+    rhs: &Buffer,
+    out: &Buffer,
+) -> Result<(usize, usize, usize, usize)> {
+    expect_dtype(op, "lhs", lhs, DType::Float32)?;
+    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let &[n, row_bytes] = rhs.shape() else {
+        return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
+    };
+    let k = row_elements(op, enc, row_bytes)?;
+    let m = lhs_rows(op, lhs, k)?;
+    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
+        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
+    }
+    Ok((m, n, k, row_bytes))
+}
+
+/// A GPTQ qmatmul's configuration and operands: bfloat16 lhs, the uint8 weights and (with
+/// `desc_act`) the permutation of K, with the group size (4-bit weights only).
+pub(crate) struct GptqCall<'a> {
+    pub group: usize,
+    pub lhs: &'a Buffer,
+    pub rhs: &'a Buffer,
+    pub perm: Option<&'a Buffer>,
+}
+
+pub(crate) fn gptq_call<'a>(op: &Op, inputs: &'a [Buffer]) -> Result<GptqCall<'a>> {
+    let name = op.kind.name();
+    let int = |key: &str| match op.attrs.get(key) {
+        Some(Attr::Int(i)) => Ok(*i),
+        _ => Err(Error::Value(format!("{name}: GPTQ needs the integer attribute {key}"))),
+    };
+    let (bits, group) = (int("bits")?, int("group_size")?);
+    if bits != 4 || group <= 0 {
+        return Err(Error::Value(format!("{name}: unsupported GPTQ configuration: bits={bits}, group_size={group}")));
+    }
+    let desc_act = matches!(op.attrs.get("desc_act"), Some(Attr::Bool(true)));
+    let (lhs, rhs, perm) = match (inputs, desc_act) {
+        ([lhs, rhs], false) => (lhs, rhs, None),
+        ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
+        _ => {
+            return Err(Error::Value(format!(
+                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
+            )));
+        }
+    };
+    expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
+    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    Ok(GptqCall { group: group as usize, lhs, rhs, perm })
 }

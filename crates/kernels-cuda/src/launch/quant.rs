@@ -14,40 +14,11 @@ use super::tma::{self, TmaMap};
 use crate::sources::{QGEMV, QGEMV_MMA, QUANT};
 use crate::{Error, Result, function};
 
-/// The GGUF block encodings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
-    Q4_0,
-    Q4_1,
-    Q8_0,
-    Q4K,
-    Q5K,
-    Q6K,
-}
+pub use max_graph::ops::quant::Encoding;
 
-impl Encoding {
-    /// (elements, bytes) of one block.
-    pub fn block(self) -> (usize, usize) {
-        match self {
-            Encoding::Q4_0 => (32, 18),
-            Encoding::Q4_1 => (32, 20),
-            Encoding::Q8_0 => (32, 34),
-            Encoding::Q4K => (256, 144),
-            Encoding::Q5K => (256, 176),
-            Encoding::Q6K => (256, 210),
-        }
-    }
-
-    fn suffix(self) -> &'static str {
-        match self {
-            Encoding::Q4_0 => "q4_0",
-            Encoding::Q4_1 => "q4_1",
-            Encoding::Q8_0 => "q8_0",
-            Encoding::Q4K => "q4_k",
-            Encoding::Q5K => "q5_k",
-            Encoding::Q6K => "q6_k",
-        }
-    }
+/// The kernel-name suffix of an encoding (`q4_0`, `q4_k`, ...).
+fn suffix(enc: Encoding) -> String {
+    enc.name().to_ascii_lowercase()
 }
 
 /// lhs rows up to which qmatmul decodes in registers (qgemv) instead of through a GEMM.
@@ -71,7 +42,7 @@ pub fn dequantize(stream: &Arc<CudaStream>, enc: Encoding, x: u64, out: u64, tot
     if total == 0 {
         return Ok(());
     }
-    let f = function(stream.context(), &QUANT, &format!("dequantize_{}", enc.suffix()))?;
+    let f = function(stream.context(), &QUANT, &format!("dequantize_{}", suffix(enc)))?;
     let t = total as i64;
     let mut l = stream.launch_builder(&f);
     l.arg(&x).arg(&out).arg(&t);
@@ -99,7 +70,7 @@ pub fn qmatmul(
     if m <= GEMV_MAX_ROWS {
         return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
     }
-    let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", enc.suffix()))?;
+    let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", suffix(enc)))?;
     large_m(stream, DType::Float32, (lhs, out), (m, n, k), |n0, nc, wt| {
         let (rb, ki, n0i, nci) = (row_bytes as i64, k as i64, n0 as i64, nc as i64);
         let mut l = stream.launch_builder(&deq);
@@ -147,7 +118,7 @@ fn qgemv(
 ) -> Result<()> {
     let mr = rows_variant(m);
     let streaming = streaming_gemv(stream, enc, (lhs, w), (n, k, row_bytes))?;
-    let name = format!("qgemv_{}{}_m{mr}", if streaming { "s_" } else { "" }, enc.suffix());
+    let name = format!("qgemv_{}{}_m{mr}", if streaming { "s_" } else { "" }, suffix(enc));
     let f = function(stream.context(), &QGEMV, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
@@ -292,7 +263,7 @@ fn qgemv_mma(
     (lhs, w, out): (u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
 ) -> Result<()> {
-    let name = format!("qgemv_mma_{}_m{m}", enc.suffix());
+    let name = format!("qgemv_mma_{}_m{m}", suffix(enc));
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
     let smem = mma_gemv_smem(enc, m, k).1 as u32;
     crate::allow_smem(stream.context(), &f, smem)?;

@@ -37,6 +37,7 @@ pub use blocks::{Decode, Encoding};
 
 use super::cast::{Canon, Elem};
 use super::indexing::{bytes, bytes_mut};
+use crate::operands::{GptqCall, expect_dtype, gptq_call, lhs_rows, qmatmul_geometry, row_elements};
 use crate::{Buffer, Error, Result};
 
 pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -68,25 +69,6 @@ fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
             op.kind.name()
         ))
     })
-}
-
-fn expect_dtype(op: &Op, what: &str, b: &Buffer, dtype: DType) -> Result<()> {
-    if b.dtype() != dtype {
-        return Err(Error::Value(format!("{}: {what} must be {dtype}, got {}", op.kind.name(), b.dtype())));
-    }
-    Ok(())
-}
-
-/// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
-fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
-    let (elems, bytes) = enc.block();
-    if row_bytes % bytes != 0 {
-        return Err(Error::Value(format!(
-            "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
-            op.kind.name()
-        )));
-    }
-    Ok(row_bytes / bytes * elems)
 }
 
 /// A host buffer's f32 values, borrowed when aligned.
@@ -211,28 +193,8 @@ fn matmul_columns(
 }
 
 /// Leading rows of lhs `[..., k]` (its last dim must be `k`).
-fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
-    match lhs.shape().last() {
-        Some(&d) if d == k => Ok(lhs.shape()[..lhs.rank() - 1].iter().product()),
-        _ => Err(Error::Value(format!(
-            "{}: lhs of shape {:?} must end in the {k} elements of a rhs row",
-            op.kind.name(),
-            lhs.shape()
-        ))),
-    }
-}
-
 fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
-    expect_dtype(op, "lhs", lhs, DType::Float32)?;
-    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
-    let &[n, row_bytes] = rhs.shape() else {
-        return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
-    };
-    let k = row_elements(op, enc, row_bytes)?;
-    let m = lhs_rows(op, lhs, k)?;
-    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
-        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
-    }
+    let (m, n, k, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     let (a, w) = (f32s(lhs), bytes(rhs));
     let path = dot::best_path();
     if dot::preferred(enc, m, row_bytes, path) {
@@ -252,28 +214,9 @@ fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> 
 /// rounded once to bfloat16.
 fn qmatmul_gptq(op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()> {
     let name = op.kind.name();
-    let int = |key: &str| match op.attrs.get(key) {
-        Some(Attr::Int(i)) => Ok(*i),
-        _ => Err(Error::Value(format!("{name}: GPTQ needs the integer attribute {key}"))),
-    };
-    let (bits, group) = (int("bits")?, int("group_size")?);
-    if bits != 4 || group <= 0 {
-        return Err(Error::Value(format!("{name}: unsupported GPTQ configuration: bits={bits}, group_size={group}")));
-    }
-    let desc_act = matches!(op.attrs.get("desc_act"), Some(Attr::Bool(true)));
-    let (lhs, rhs, perm) = match (inputs, desc_act) {
-        ([lhs, rhs], false) => (lhs, rhs, None),
-        ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
-        _ => {
-            return Err(Error::Value(format!(
-                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
-            )));
-        }
-    };
-    expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
-    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let GptqCall { group, lhs, rhs, perm } = gptq_call(op, inputs)?;
     let k = lhs.shape().last().copied().unwrap_or(0);
-    let w = gptq::Gptq::new(op, rhs, perm, k, group as usize)?;
+    let w = gptq::Gptq::new(op, rhs, perm, k, group)?;
     let n = rhs.shape()[1];
     let m = lhs_rows(op, lhs, k)?;
     if out.dtype() != DType::BFloat16 || out.num_elements() != m * n {

@@ -11,7 +11,9 @@ use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::quant as k;
 
 use crate::cuda::CudaDevice;
-use crate::operands::{read_indices, resolve};
+use crate::operands::{
+    GptqCall, expect_dtype, gptq_call, lhs_rows, qmatmul_geometry, read_indices, resolve, row_elements,
+};
 use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
@@ -53,36 +55,6 @@ fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
     })
 }
 
-fn device_encoding(enc: Encoding) -> k::Encoding {
-    match enc {
-        Encoding::Q4_0 => k::Encoding::Q4_0,
-        Encoding::Q4_1 => k::Encoding::Q4_1,
-        Encoding::Q8_0 => k::Encoding::Q8_0,
-        Encoding::Q4K => k::Encoding::Q4K,
-        Encoding::Q5K => k::Encoding::Q5K,
-        Encoding::Q6K => k::Encoding::Q6K,
-    }
-}
-
-fn expect_dtype(op: &Op, what: &str, b: &Buffer, dtype: DType) -> Result<()> {
-    if b.dtype() != dtype {
-        return Err(Error::Value(format!("{}: {what} must be {dtype}, got {}", op.kind.name(), b.dtype())));
-    }
-    Ok(())
-}
-
-/// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
-fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
-    let (elems, bytes) = enc.block();
-    if row_bytes % bytes != 0 {
-        return Err(Error::Value(format!(
-            "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
-            op.kind.name()
-        )));
-    }
-    Ok(row_bytes / bytes * elems)
-}
-
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
     expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
     let row_bytes = x.shape().last().copied().unwrap_or(0);
@@ -98,61 +70,20 @@ fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer
         )));
     }
     dev.bind()?;
-    k::dequantize(&dev.stream, device_encoding(enc), x.addr(), out.addr(), rows * per_row).map_err(kernel_err)
+    k::dequantize(&dev.stream, enc, x.addr(), out.addr(), rows * per_row).map_err(kernel_err)
 }
 
 /// Leading rows of lhs `[..., k]` (its last dim must be `k`).
-fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
-    match lhs.shape().last() {
-        Some(&d) if d == k => Ok(lhs.shape()[..lhs.rank() - 1].iter().product()),
-        _ => Err(Error::Value(format!(
-            "{}: lhs of shape {:?} must end in the {k} elements of a rhs row",
-            op.kind.name(),
-            lhs.shape()
-        ))),
-    }
-}
-
 fn qmatmul(dev: &CudaDevice, op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
-    expect_dtype(op, "lhs", lhs, DType::Float32)?;
-    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
-    let &[n, row_bytes] = rhs.shape() else {
-        return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
-    };
-    let kk = row_elements(op, enc, row_bytes)?;
-    let m = lhs_rows(op, lhs, kk)?;
-    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
-        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
-    }
+    let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
-    k::qmatmul(&dev.stream, device_encoding(enc), (lhs.addr(), rhs.addr(), out.addr()), (m, n, kk, row_bytes))
-        .map_err(kernel_err)
+    k::qmatmul(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), (m, n, kk, row_bytes)).map_err(kernel_err)
 }
 
 /// GPTQ: the checks of crates/runtime/src/cpu/quant/gptq.rs, then the device kernels.
 fn gptq(dev: &CudaDevice, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()> {
     let name = op.kind.name();
-    let int = |key: &str| match op.attrs.get(key) {
-        Some(Attr::Int(i)) => Ok(*i),
-        _ => Err(Error::Value(format!("{name}: GPTQ needs the integer attribute {key}"))),
-    };
-    let (bits, group) = (int("bits")?, int("group_size")?);
-    if bits != 4 || group <= 0 {
-        return Err(Error::Value(format!("{name}: unsupported GPTQ configuration: bits={bits}, group_size={group}")));
-    }
-    let group = group as usize;
-    let desc_act = matches!(op.attrs.get("desc_act"), Some(Attr::Bool(true)));
-    let (lhs, rhs, perm) = match (inputs, desc_act) {
-        ([lhs, rhs], false) => (lhs, rhs, None),
-        ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
-        _ => {
-            return Err(Error::Value(format!(
-                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
-            )));
-        }
-    };
-    expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
-    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
+    let GptqCall { group, lhs, rhs, perm } = gptq_call(op, inputs)?;
     let kk = lhs.shape().last().copied().unwrap_or(0);
     let &[rows, n] = rhs.shape() else {
         return Err(Error::Value(format!("{name}: GPTQ weights must be a matrix, got shape {:?}", rhs.shape())));
