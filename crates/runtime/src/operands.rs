@@ -344,3 +344,22 @@ pub(crate) fn gptq_call<'a>(op: &Op, inputs: &'a [Buffer]) -> Result<GptqCall<'a
     expect_dtype(op, "rhs", rhs, DType::UInt8)?;
     Ok(GptqCall { group: group as usize, lhs, rhs, perm })
 }
+
+/// A dequantize's checked geometry: uint8 `[..., row_bytes]` of whole blocks into a float32
+/// result of as many values; `(rows, values per row)`.
+pub(crate) fn dequantize_geometry(op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<(usize, usize)> {
+    expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
+    let row_bytes = x.shape().last().copied().unwrap_or(0);
+    let per_row = row_elements(op, enc, row_bytes)?;
+    let rows = x.num_elements().checked_div(row_bytes).unwrap_or(0);
+    if out.dtype() != DType::Float32 || out.num_elements() != rows * per_row {
+        return Err(Error::Value(format!(
+            "{}: the result must be float32 with {} elements, got {} {:?}",
+            op.kind.name(),
+            rows * per_row,
+            out.dtype(),
+            out.shape()
+        )));
+    }
+    Ok((rows, per_row))
+}

@@ -37,7 +37,7 @@ pub use blocks::{Decode, Encoding};
 
 use super::cast::{Canon, Elem};
 use super::indexing::{bytes, bytes_mut};
-use crate::operands::{GptqCall, expect_dtype, gptq_call, lhs_rows, qmatmul_geometry, row_elements};
+use crate::operands::{GptqCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry};
 use crate::{Buffer, Error, Result};
 
 pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -100,19 +100,7 @@ fn with_f32_out(out: &Buffer, f: impl FnOnce(&mut [f32])) {
 
 /// float32 values of quantized uint8 `[..., K_bytes]` as `[..., K]`; blocks decode in parallel.
 fn dequantize(op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
-    expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
-    let row_bytes = x.shape().last().copied().unwrap_or(0);
-    let per_row = row_elements(op, enc, row_bytes)?;
-    let rows = x.num_elements().checked_div(row_bytes).unwrap_or(0);
-    if out.dtype() != DType::Float32 || out.num_elements() != rows * per_row {
-        return Err(Error::Value(format!(
-            "{}: the result must be float32 with {} elements, got {} {:?}",
-            op.kind.name(),
-            rows * per_row,
-            out.dtype(),
-            out.shape()
-        )));
-    }
+    dequantize_geometry(op, enc, x, out)?;
     let (elems, nbytes) = enc.block();
     let src = bytes(x);
     with_f32_out(out, |dst| {

@@ -11,9 +11,7 @@ use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::quant as k;
 
 use crate::cuda::CudaDevice;
-use crate::operands::{
-    GptqCall, expect_dtype, gptq_call, lhs_rows, qmatmul_geometry, read_indices, resolve, row_elements,
-};
+use crate::operands::{GptqCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, read_indices, resolve};
 use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
@@ -56,19 +54,7 @@ fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
 }
 
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
-    expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
-    let row_bytes = x.shape().last().copied().unwrap_or(0);
-    let per_row = row_elements(op, enc, row_bytes)?;
-    let rows = x.num_elements().checked_div(row_bytes).unwrap_or(0);
-    if out.dtype() != DType::Float32 || out.num_elements() != rows * per_row {
-        return Err(Error::Value(format!(
-            "{}: the result must be float32 with {} elements, got {} {:?}",
-            op.kind.name(),
-            rows * per_row,
-            out.dtype(),
-            out.shape()
-        )));
-    }
+    let (rows, per_row) = dequantize_geometry(op, enc, x, out)?;
     dev.bind()?;
     k::dequantize(&dev.stream, enc, x.addr(), out.addr(), rows * per_row).map_err(kernel_err)
 }
