@@ -363,3 +363,24 @@ pub(crate) fn dequantize_geometry(op: &Op, enc: Encoding, x: &Buffer, out: &Buff
     }
     Ok((rows, per_row))
 }
+
+/// `x` split around the op's `axis` attribute as (outer, n, inner): the elements before the
+/// axis, along it and after it (a scalar is one element when `need_rank` is false).
+pub(crate) fn axis_lines(op: &Op, x: &Buffer, need_rank: bool) -> Result<(usize, usize, usize)> {
+    let name = op.kind.name();
+    let axis = match op.attrs.get("axis") {
+        Some(Attr::Int(a)) => *a,
+        _ => return Err(Error::Value(format!("{name}: axis: expected an integer"))),
+    };
+    let shape = x.shape();
+    let rank = shape.len() as i64;
+    if rank == 0 && !need_rank && (axis == 0 || axis == -1) {
+        return Ok((1, 1, 1));
+    }
+    let a = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&a) {
+        return Err(Error::Index(format!("{name}: axis {axis} is out of range for shape {shape:?}")));
+    }
+    let a = a as usize;
+    Ok((shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product()))
+}

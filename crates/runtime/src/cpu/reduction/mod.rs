@@ -101,22 +101,8 @@ impl Axis {
     /// The split of `x` around the op's `axis` attribute (a scalar is one element when
     /// `need_rank` is false).
     fn of(op: &Op, x: &Buffer, need_rank: bool) -> Result<Axis> {
-        let name = op.kind.name();
-        let axis = match op.attrs.get("axis") {
-            Some(Attr::Int(a)) => *a,
-            _ => return Err(Error::Value(format!("{name}: axis: expected an integer"))),
-        };
-        let shape = x.shape();
-        let rank = shape.len() as i64;
-        if rank == 0 && !need_rank && (axis == 0 || axis == -1) {
-            return Ok(Axis { outer: 1, n: 1, inner: 1 });
-        }
-        let a = if axis < 0 { axis + rank } else { axis };
-        if !(0..rank).contains(&a) {
-            return Err(Error::Index(format!("{name}: axis {axis} is out of range for shape {shape:?}")));
-        }
-        let a = a as usize;
-        Ok(Axis { outer: shape[..a].iter().product(), n: shape[a], inner: shape[a + 1..].iter().product() })
+        let (outer, n, inner) = crate::operands::axis_lines(op, x, need_rank)?;
+        Ok(Axis { outer, n, inner })
     }
 
     /// The number of elements of a tensor with `m` elements along the axis.

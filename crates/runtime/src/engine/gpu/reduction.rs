@@ -233,23 +233,8 @@ fn flag(op: &Op, key: &str, default: bool) -> Result<bool> {
     }
 }
 
-/// `x` around the op's `axis` attribute as [outer, n, inner] (a scalar is one element when
-/// `need_rank` is false), with the CPU's errors.
+/// `x` around the op's `axis` attribute as [outer, n, inner] (see operands::axis_lines).
 fn lines(op: &Op, x: &Buffer, need_rank: bool) -> Result<Lines> {
-    let name = op.kind.name();
-    let axis = match op.attrs.get("axis") {
-        Some(Attr::Int(a)) => *a,
-        _ => return Err(Error::Value(format!("{name}: axis: expected an integer"))),
-    };
-    let shape = x.shape();
-    let rank = shape.len() as i64;
-    if rank == 0 && !need_rank && (axis == 0 || axis == -1) {
-        return Ok(Lines { outer: 1, n: 1, inner: 1 });
-    }
-    let a = if axis < 0 { axis + rank } else { axis };
-    if !(0..rank).contains(&a) {
-        return Err(Error::Index(format!("{name}: axis {axis} is out of range for shape {shape:?}")));
-    }
-    let a = a as usize;
-    Ok(Lines { outer: shape[..a].iter().product(), n: shape[a], inner: shape[a + 1..].iter().product() })
+    let (outer, n, inner) = crate::operands::axis_lines(op, x, need_rank)?;
+    Ok(Lines { outer, n, inner })
 }
