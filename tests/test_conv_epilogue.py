@@ -21,6 +21,7 @@ from max import _core, driver
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.type import ConvInputLayout
+from max import tuning
 from test_cpu_conv import conv_ref
 
 GPU, CPU = DeviceRef.GPU(), DeviceRef.CPU()
@@ -186,9 +187,10 @@ def test_host_placement_and_f64_do_not_fuse():
     assert lowered(block("relu"), block_types(DType.float64)) == ["conv2d", "fused[add+relu+add]"]
 
 
-def test_the_switch_turns_fusion_off(monkeypatch):
-    monkeypatch.setenv("MAX_NO_EPILOGUE_FUSION", "1")
-    assert lowered(block("relu"), block_types()) == ["conv2d", "fused[add+relu+add]"]
+def test_the_switch_turns_fusion_off():
+    assert lowered(block("relu"), block_types()) == ["conv[conv2d+bias+relu+residual]"]
+    with tuning.override(**{"fusion.epilogue": False}):
+        assert lowered(block("relu"), block_types()) == ["conv2d", "fused[add+relu+add]"]
 
 
 def test_host_graph_matches_numpy(rng):

@@ -35,7 +35,7 @@ SMALL = ["cast", "fill", "copy_strided"]
 
 def test_families_are_listed():
     names = core._kernel_families()
-    assert {"cast", "fill", "copy_strided", "matmul", "gemm_sm90", "conv_sm90_bf16", "conv_sm90_pp_f16", "qgemv"} <= set(names)
+    assert {"cast", "fill", "copy_strided", "matmul", "gemm_sm90p_bf16", "conv_sm90_bf16", "conv_sm90_pp_f16", "qgemv"} <= set(names)
     assert len(names) == len(set(names))
 
 

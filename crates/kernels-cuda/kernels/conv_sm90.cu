@@ -129,17 +129,6 @@
 // [M, C]; map_a is then a tiled 2-D map with 64-channel x 128-row boxes and the same 128-byte
 // swizzle, so the shared-memory tile is the same (rows past M are zero-filled).
 //
-// Staged epilogue (args.staged == 1, opt-in, unsplit): instead of storing the accumulator
-// fragment as it lies (each warp store instruction then touches 8 rows x 16 bytes: 8 partial
-// 32-byte sectors), each warp passes its 16 rows through a private shared-memory buffer 32
-// columns at a time (f32, rows CV_SW floats apart: conflict-free float2 writes and float4
-// reads) and reads them back row-contiguous: a lane then owns 4 consecutive columns of one
-// row, so the bias, residual and output accesses are 8 bytes per lane and 64 contiguous bytes
-// per row (whole sectors), and the next chunk's bias and residual are loaded while this chunk
-// is computed.
-// Same arithmetic in the same order as the register epilogue: the same bits. It measured slower
-// than the default (math in registers, then store_vec_staged) on the ResNet-50 layers.
-//
 // Requirements (checked by the launcher, which falls back otherwise): bf16/f16; C % 8 == 0 and
 // K % 8 == 0 (16-byte TMA strides); 16-byte aligned input and filter, 4-byte aligned output,
 // bias and residual (paired accesses); stride <= 8; padding and the bounding box within the
@@ -226,7 +215,7 @@ __device__ __forceinline__ void load_residual_buf(u8* buf, u64* full, u64* empty
 }
 
 // EPI (conv_sm90.cuh): CV_PLAIN where the launch has no epilogue (no bias, activation, clamp or
-// residual), no split-K and no staged epilogue, so the tile's end is only the conversion and the
+// residual), no split-K, so the tile's end is only the conversion and the
 // stores; CV_LEAN where it has the ResNet pattern only (biases, relu, the residual in the ring);
 // CV_FULL otherwise. A short tile (one per block on most ResNet layers) runs its epilogue once
 // with a cold instruction cache; in the general kernel that path jumps across the code of every

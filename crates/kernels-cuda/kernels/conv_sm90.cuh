@@ -39,9 +39,9 @@ struct ConvArgs {
                    // per tile below 128 (a multiple of 16) for the plain ping-pong entries, or 0;
                    // bit 16: with bit 5 and relu, ring_out's packed arithmetic (set where beta
                    // is exact in T)
-    i32 staged;    // 1: the staged epilogue (8-byte aligned out, biases and residual); 2: the
-                   // results stored as 16-byte vectors staged through shared memory (16-byte
-                   // aligned out); 3: as 2, the residual (16-byte aligned) added on the way out
+    i32 staged;    // 0: stored from the fragments; 2: the results stored as 16-byte vectors
+                   // staged through shared memory (16-byte aligned out); 3: as 2, the residual
+                   // (16-byte aligned) added on the way out
     i32 tiled_a;   // nonzero: map_a is a tiled 2-D map of x as [M, C] (1x1, stride 1, no padding)
 };
 
@@ -98,74 +98,11 @@ __device__ __forceinline__ void add_residual(float* d, const u32* r0, const u32*
     }
 }
 
-// The staged epilogue's buffer: per consumer warp 16 rows of 32 f32 columns, CV_SW floats apart
+// The staging buffer of the 16-byte stores: per consumer warp 16 rows of 32 f32 columns, CV_SW floats apart
 // (the 8-float pad moves each row 8 banks over: a float2 store of 16 lanes over 4 rows and a
 // float4 load of 8 lanes along a row hit 32 distinct banks).
 #define CV_SW 40
 #define CV_STAGE_FLOATS (8 * 16 * CV_SW)
-
-template <typename T> __device__ __forceinline__ void add4(float* v, const uint2 x, float scale) {
-    v[0] += scale * lo_of<T>(x.x), v[1] += scale * hi_of<T>(x.x);
-    v[2] += scale * lo_of<T>(x.y), v[3] += scale * hi_of<T>(x.y);
-}
-
-// Loads of one 32-column chunk of the staged epilogue for this lane: its 4 columns `col` of the
-// conv bias, the epilogue bias and the residual rows row0 + 4 * it (zeros where absent).
-template <typename T> struct StagedLoads {
-    uint2 cb, eb, res[4];
-    __device__ __forceinline__ void load(const ConvArgs& p, i64 row0, int col) {
-        const uint2 z = make_uint2(0u, 0u);
-        const bool in = col < p.k;
-        cb = in && p.bias ? *(const uint2*)((const T*)p.bias + col) : z;
-        eb = in && p.epi.bias ? *(const uint2*)((const T*)p.epi.bias + col) : z;
-#pragma unroll
-        for (int it = 0; it < 4; ++it) {
-            const i64 row = row0 + 4 * it;
-            res[it] = in && row < p.m && p.epi.residual ? *(const uint2*)((const T*)p.epi.residual + row * p.k + col) : z;
-        }
-    }
-};
-
-// The staged epilogue of one consumer warp (see the header): rows rowbase..rowbase + 15 of the
-// tile, columns n0..n0 + BN - 1; `buf` is the warp's CV_SW x 16 floats.
-template <typename T, int BN>
-__device__ __forceinline__ void staged_epilogue(const float* d, float* buf, const ConvArgs& p, i64 rowbase, int n0,
-                                                int lane) {
-    const int r_in = lane / 8, cc = (lane % 8) * 4;  // this lane's first row (of 4) and its columns
-    StagedLoads<T> next;
-    next.load(p, rowbase + r_in, n0 + cc);
-#pragma unroll
-    for (int h = 0; h < BN / 32; ++h) {
-        const StagedLoads<T> cur = next;
-        if (h + 1 < BN / 32) next.load(p, rowbase + r_in, n0 + 32 * (h + 1) + cc);
-        __syncwarp();
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-            const int j = 4 * h + jj;
-            float* at = buf + (lane / 4) * CV_SW + jj * 8 + 2 * (lane % 4);
-            *(float2*)at = make_float2(d[j * 4], d[j * 4 + 1]);
-            *(float2*)(at + 8 * CV_SW) = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
-        }
-        __syncwarp();
-        const int col = n0 + 32 * h + cc;
-        if (col < p.k) {
-#pragma unroll
-            for (int it = 0; it < 4; ++it) {
-                const int r = r_in + 4 * it;
-                const i64 row = rowbase + r;
-                const float4 a = *(const float4*)(buf + r * CV_SW + cc);
-                float v[4] = {a.x, a.y, a.z, a.w};
-                if (p.bias) add4<T>(v, cur.cb, 1.f);
-                if (p.epi.bias) add4<T>(v, cur.eb, 1.f);
-                if (p.epi.act != EPI_NONE) act_all_1exp<4>(p.epi.act, v);
-                if (p.epi.clamp) epi_clamp_all<4>(p.epi, v);
-                if (p.epi.residual) add4<T>(v, cur.res[it], p.epi.beta);
-                if (row < p.m)
-                    *(uint2*)((T*)p.out + row * p.k + col) = make_uint2(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]));
-            }
-        }
-    }
-}
 
 // The stores with p.staged == 2 (the launcher's default for unsplit launches whose output is
 // 16-byte aligned), after the epilogue's math: the warp's 16 x BN fragment (d, the results in
@@ -243,7 +180,7 @@ __device__ __forceinline__ void lds128f(u32 a, float* v) {
 }
 
 // One 32-column chunk h of the stores with p.staged == 3 (as 2, with a 16-byte aligned
-// residual; see store_vec_residual): the chunk's f32 results pass through the staged epilogue's
+// residual; see store_vec_residual): the chunk's f32 results pass through the staging
 // buffer; a lane then owns 8 consecutive columns of rows lane / 4 and + 8, adds beta times
 // their residual (ra, rb: 16-byte vectors) and stores 16-byte vectors. In odd rows the two
 // 16-byte halves of each lane's 8 columns trade places in the buffer (written there swapped,
@@ -483,7 +420,7 @@ __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, c
 // most ResNet-50 layers) pays for every cache line of it: ncu on the 28x28 3x3 block (bias, relu,
 // residual) showed "no instruction" stalls in half of its epilogue's samples in CV_FULL,
 // whose code (every activation, clamp, split and store path) is 15 times the plain one.
-//   CV_FULL: every option (split-K partials, the staged epilogue, any activation and clamp, the
+//   CV_FULL: every option (split-K partials, any activation and clamp, the
 //            residual from the ring, preloaded, or read from global memory).
 //   CV_PLAIN: no epilogue: conversion and stores only.
 //   CV_LEAN: the ResNet pattern only: the conv's bias and the epilogue's bias (either or both),
@@ -523,10 +460,6 @@ __device__ __forceinline__ void tile_out(float* d, u8* staging, const ConvArgs& 
         return;
     }
     float* buf = (float*)staging + slot * (16 * CV_SW);
-    if (FULL && p.staged == 1) {
-        staged_epilogue<T, BN>(d, buf, p, row_w, n0, lane);
-        return;
-    }
     if (EPI == CV_LEAN && BN <= 128 && (p.prefetch & 64)) {
         if (p.bias) add_bias_regs<T, BN>(d, lb.c);
         if (p.epi.bias) add_bias_regs<T, BN>(d, lb.e);

@@ -40,7 +40,7 @@ pub fn cache_stats() -> CacheStats {
 
 /// Where compiled kernels are kept, if anywhere.
 pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("MAX_KERNEL_CACHE_DIR") {
+    if let Some(dir) = max_tuning::current().text(max_tuning::Knob::KernelCacheDir).filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir));
     }
     let base = std::env::var_os("XDG_CACHE_HOME")

@@ -503,14 +503,9 @@ fn push_geometry<const R: usize>(
 /// Whether the vector form loads two vectors per thread step: for 16-bit (and narrower) data
 /// with at most two streamed inputs, where one 16-byte vector per input leaves too few bytes in
 /// flight per thread for 8 elements of arithmetic (measured on an H200: relu and gelu(a)+b gain,
-/// a*b+c loses). `MAX_FUSED_VEC2=0|1` forces
-/// the choice (read at each launch, so a benchmark can compare both in one process).
+/// a*b+c loses). The tuning knob `fusion.vec2` forces the choice.
 fn two_vectors(widest: usize, streamed: usize) -> bool {
-    match std::env::var("MAX_FUSED_VEC2").as_deref() {
-        Ok("0") => false,
-        Ok("1") => true,
-        _ => widest <= 2 && streamed <= 2,
-    }
+    max_tuning::current().flag(max_tuning::Knob::FusionVec2).unwrap_or(widest <= 2 && streamed <= 2)
 }
 
 /// Launches the group on `stream`: `out` holds `shape`'s elements (contiguous).
@@ -574,6 +569,7 @@ pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usi
     // device buffer of the right size (the caller's contract).
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(fused)"))?;
     drop(keep);
+    crate::launch::record::record("fused", || (name.to_string(), vec![("inputs", inputs.len() as i64)]));
     Ok(())
 }
 

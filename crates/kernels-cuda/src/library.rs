@@ -79,7 +79,9 @@ pub fn ensure_nvrtc() -> Result<()> {
     if st.ready {
         return Ok(());
     }
-    if let Some(explicit) = std::env::var_os("MAX_NVRTC_LIBRARY") {
+    let explicit =
+        max_tuning::current().text(max_tuning::Knob::NvrtcLibrary).filter(|p| !p.is_empty()).map(PathBuf::from);
+    if let Some(explicit) = explicit {
         let path = PathBuf::from(explicit);
         if let Some(builtins) = path.parent().and_then(|d| find_in(d, "libnvrtc-builtins")) {
             open(&mut st, &builtins)?;

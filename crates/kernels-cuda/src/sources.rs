@@ -18,12 +18,6 @@ pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../ker
 pub const LAYOUT: Family = Family { name: "layout", source: include_str!("../kernels/layout.cu") };
 pub const INDEXING: Family = Family { name: "indexing", source: include_str!("../kernels/indexing.cu") };
 
-/// Hopper-only (wgmma, TMA): compiled for sm_90a and later.
-pub const GEMM_SM90: Family = Family {
-    name: "gemm_sm90",
-    source: concat!(include_str!("../kernels/sm90_pipe.cuh"), include_str!("../kernels/gemm_sm90.cu")),
-};
-
 /// The persistent, clustered, split-K Hopper GEMM (sm90_pipe.cuh and its scheduler in front), one
 /// family per 16-bit type so that only the kernels in use are compiled.
 pub const GEMM_SM90P_BF16: Family = Family {
@@ -124,7 +118,6 @@ pub const ALL: &[Family] = &[
     FILL,
     COPY_STRIDED,
     MATMUL,
-    GEMM_SM90,
     GEMM_SM90P_BF16,
     GEMM_SM90P_F16,
     CONV_SM90_BF16,

@@ -291,7 +291,7 @@ fn every_epilogue_on_both_paths_and_split_counts() {
             let (a, b) = operands(&s, &c, &mut rng);
             for path in [Path::Simt, Path::Mma] {
                 for splits in [1, 3] {
-                    c.force = Force { path: Some(path), splits: Some(splits) };
+                    c.force = Force { path: Some(path), splits: Some(splits), simt_m: None };
                     if plan_path(&c, c.force).is_none() {
                         continue;
                     }
@@ -320,7 +320,7 @@ fn split_counts_and_determinism() {
             let (a, b) = operands(&s, &c, &mut rng);
             for path in [Path::Simt, Path::Mma] {
                 for splits in [1, 2, 5, 64, 10_000] {
-                    c.force = Force { path: Some(path), splits: Some(splits) };
+                    c.force = Force { path: Some(path), splits: Some(splits), simt_m: None };
                     if plan_path(&c, c.force).is_none() {
                         continue;
                     }
@@ -420,7 +420,7 @@ fn planned_kernels_exist() {
         for m in 1..=128 {
             for (n, b) in [(4096, 0), (4095, 0), (4096, 2)] {
                 for path in [Some(Path::Simt), Some(Path::Mma), None] {
-                    let force = Force { path, splits: None };
+                    let force = Force { path, splits: None, simt_m: None };
                     if let Some(p) = gemm_skinny::plan(dtype, (m, n, 4096), 1, (0, 0, 0), (0, b), 132, force) {
                         names.insert(p.kernel);
                     }

@@ -1,6 +1,5 @@
 //! Private hooks into the kernel compiler, for tests and CI: compile every family for an
-//! architecture without a GPU, read the compiled-kernel cache's counters, count launches of the
-//! Hopper conv2d kernel.
+//! architecture without a GPU, read the compiled-kernel cache's counters.
 
 use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, sources, warm_cache};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -71,100 +70,6 @@ fn _kernel_families() -> Vec<&'static str> {
     sources::ALL.iter().map(|f| f.name).collect()
 }
 
-/// How many times this process has launched the Hopper implicit-GEMM conv2d
-/// (max_kernels_cuda::launch::conv_sm90): lets tests check that a shape took that path.
-#[pyfunction]
-fn _conv_sm90_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::launches()
-}
-
-/// Of those launches, (padded, split-K): how many ran on channel-padded copies of the input
-/// and how many split the reduction (launch::conv_sm90::{padded_launches, split_launches}).
-#[pyfunction]
-fn _conv_sm90_path_counts() -> (u64, u64) {
-    use max_kernels_cuda::launch::conv_sm90 as c;
-    (c::padded_launches(), c::split_launches())
-}
-
-/// Of those launches, how many had the consumer warpgroups take alternate tiles (ping-pong).
-#[pyfunction]
-fn _conv_sm90_pingpong_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::pingpong_launches()
-}
-
-/// Of those launches, how many had tiles of 256 rows.
-#[pyfunction]
-fn _conv_sm90_wide_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::wide_launches()
-}
-
-/// Of those launches, how many had tiles of 192 rows (three consumer warpgroups).
-#[pyfunction]
-fn _conv_sm90_short_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::short_launches()
-}
-
-#[pyfunction]
-fn _conv_sm90_trio_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::trio_launches()
-}
-
-/// Of those launches, how many loaded the fused residual into the ring by TMA.
-#[pyfunction]
-fn _conv_sm90_res_ring_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::res_ring_launches()
-}
-
-/// Of those launches, how many took an entry compiled with the lean epilogue only.
-#[pyfunction]
-fn _conv_sm90_lean_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::lean_launches()
-}
-
-/// Of those launches, how many wrote their results over the residual's slots and stored them
-/// from there.
-#[pyfunction]
-fn _conv_sm90_tma_out_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::tma_out_launches()
-}
-
-/// Of those, how many added the residual on pairs of the element type to relu's rounded output.
-#[pyfunction]
-fn _conv_sm90_packed_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::packed_launches()
-}
-
-/// Of those, how many stored the results from the slots as 16-byte vectors (the rest by TMA).
-#[pyfunction]
-fn _conv_sm90_vector_out_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::vector_out_launches()
-}
-
-/// Of those launches, how many loaded the residual into a shared-memory buffer of its own.
-#[pyfunction]
-fn _conv_sm90_res_buf_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::res_buf_launches()
-}
-
-/// Of those launches, how many ran as clusters of two CTAs sharing the A tile.
-#[pyfunction]
-fn _conv_sm90_cluster_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::cluster_launches()
-}
-
-/// Of `_conv_sm90_launches()`, the 1x1 convs that ran as a GEMM on the Hopper GEMM kernel.
-#[pyfunction]
-fn _conv_sm90_gemm_launches() -> u64 {
-    max_kernels_cuda::launch::conv_sm90::gemm_launches()
-}
-
-/// How many times this process has launched the integer tensor-core decode GEMV
-/// (max_kernels_cuda::launch::quant, kernels/qgemv_mma.cu).
-#[pyfunction]
-fn _qgemv_mma_launches() -> u64 {
-    max_kernels_cuda::launch::quant::mma_gemv_launches()
-}
-
 /// NVRTC's (major, minor); RuntimeError saying where it looked when it cannot be loaded.
 #[pyfunction]
 fn _nvrtc_version() -> PyResult<(i32, i32)> {
@@ -178,20 +83,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_nvrtc_version, m)?)?;
     m.add_function(wrap_pyfunction!(_warm_kernel_cache, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_families, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_path_counts, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_pingpong_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_wide_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_trio_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_short_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_res_ring_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_lean_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_tma_out_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_packed_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_vector_out_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_res_buf_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_cluster_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_qgemv_mma_launches, m)?)?;
-    m.add_function(wrap_pyfunction!(_conv_sm90_gemm_launches, m)?)?;
     Ok(())
 }

@@ -13,6 +13,7 @@ mod graph;
 mod index;
 mod kernels;
 mod numpy_interop;
+mod tuning;
 mod weights;
 
 /// Lets the kernel compiler find libnvrtc from the `nvidia-cuda-nvrtc` wheel: the folders it
@@ -62,6 +63,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let graph_mod = PyModule::new(py, "graph")?;
     graph::register(&graph_mod)?;
     add_submodule(m, &graph_mod)?;
+
+    let tuning_mod = PyModule::new(py, "tuning")?;
+    tuning::register(&tuning_mod)?;
+    add_submodule(m, &tuning_mod)?;
 
     let weights_mod = PyModule::new(py, "weights")?;
     weights::register(&weights_mod)?;

@@ -9,7 +9,7 @@
 //! A recycled block holds whatever its previous user wrote: the engine's kernels write every
 //! element of their outputs, and intermediate values are written before they are read. The
 //! bytes are always initialised (a block is zero-filled when first allocated), so handing them
-//! out is sound. `MAX_HOST_POOL_POISON=1` fills every recycled block with 0xFF bytes (NaN for
+//! out is sound. The tuning knob `host_pool.poison` fills every recycled block with 0xFF bytes (NaN for
 //! floats) to expose a kernel that would rely on zeroed outputs.
 //!
 //! The pool keeps at most `MAX_HOST_POOL_MB` MiB (default 256; 0 turns recycling off) in at most
@@ -37,8 +37,9 @@ struct Config {
 fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
     CONFIG.get_or_init(|| {
-        let mb = std::env::var("MAX_HOST_POOL_MB").ok().and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(256);
-        let poison = std::env::var("MAX_HOST_POOL_POISON").is_ok_and(|v| v.trim() == "1");
+        let t = max_tuning::current();
+        let mb = t.int(max_tuning::Knob::HostPoolMb).unwrap_or(256);
+        let poison = t.flag_or(max_tuning::Knob::HostPoolPoison, false);
         Config { limit: mb.saturating_mul(1 << 20), poison }
     })
 }

@@ -15,7 +15,7 @@
 //! stream, which costs a pointer bump with the engine's pool (it keeps freed memory) and needs
 //! no lifetime management by the caller. Without a buffer or a pool there is one split.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use max_graph::DType;
@@ -41,7 +41,7 @@ const MAX_SPLITS: usize = 512;
 /// Most rows the SIMT kernel takes (in row tiles of at most 16).
 const SIMT_MAX_M: usize = 64;
 /// bf16/f16 products with at most this many rows run on the SIMT kernel when the MMA kernel
-/// could also take them (override: `MAX_GEMM_SKINNY_SIMT_M`, 0 to 16).
+/// could also take them (override: the tuning knob `gemm.skinny_simt_m`, 0 to 16).
 const SIMT_MAX_M_16BIT: usize = 4;
 /// The MMA kernel takes fewer rows than this per batch; the Hopper kernel takes the rest.
 const MMA_MAX_M: usize = 256;
@@ -96,6 +96,8 @@ pub enum Path {
 pub struct Force {
     pub path: Option<Path>,
     pub splits: Option<usize>,
+    /// Rows up to which 16-bit products take the SIMT path (`gemm.skinny_simt_m`; default 4).
+    pub simt_m: Option<usize>,
 }
 
 /// How one product runs: the kernel, its tiles and the K split, after folding batches.
@@ -132,16 +134,6 @@ fn short_name(dtype: DType) -> Option<&'static str> {
         DType::Float32 => Some("f32"),
         _ => None,
     }
-}
-
-fn simt_max_m_16bit() -> usize {
-    static V: OnceLock<usize> = OnceLock::new();
-    *V.get_or_init(|| {
-        std::env::var("MAX_GEMM_SKINNY_SIMT_M")
-            .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .map_or(SIMT_MAX_M_16BIT, |v| v.min(16))
-    })
 }
 
 /// (splits, rows of K per split) for `base` blocks without splitting.
@@ -209,7 +201,7 @@ pub fn plan(
         Some(Path::Mma) if mma_ok => Path::Mma,
         Some(Path::Simt) if simt_ok => Path::Simt,
         Some(_) => return None,
-        None if is16 && rows <= simt_max_m_16bit() => Path::Simt,
+        None if is16 && rows <= force.simt_m.unwrap_or(SIMT_MAX_M_16BIT) => Path::Simt,
         None if mma_ok => Path::Mma,
         None if simt_ok => Path::Simt,
         None => return None,
@@ -301,7 +293,8 @@ pub fn gemm_skinny(
     epi: &Epilogue,
     workspace: Option<(u64, usize)>,
 ) -> Result<()> {
-    gemm_skinny_forced(stream, dtype, ptrs, dims, batch, strides, epi, workspace, Force::default())
+    let force = Force { simt_m: max_tuning::current().int(max_tuning::Knob::GemmSkinnySimtM), ..Force::default() };
+    gemm_skinny_forced(stream, dtype, ptrs, dims, batch, strides, epi, workspace, force)
 }
 
 /// [`gemm_skinny`] with the planner's choices overridden (tests, tuning).
@@ -340,6 +333,17 @@ pub fn gemm_skinny_forced(
         }
     };
     let out = launch(stream, dtype, &p, (a, b, c, ws), (n, k), epi);
+    if out.is_ok() {
+        super::record::record("gemm_skinny", || {
+            let fields = vec![
+                ("mma", (p.path == Path::Mma) as i64),
+                ("splits", p.splits as i64),
+                ("m_tiles", p.m_tiles as i64),
+                ("n_tiles", p.n_tiles as i64),
+            ];
+            (p.kernel.clone(), fields)
+        });
+    }
     if owned {
         // SAFETY: allocated above on this stream; the kernels that use it are queued before.
         let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
@@ -412,6 +416,18 @@ mod tests {
 
     fn auto(dtype: DType, m: usize, n: usize, k: usize) -> Option<Plan> {
         plan(dtype, (m, n, k), 1, (0, 0, 0), (0, 0), 132, Force::default())
+    }
+
+    #[test]
+    fn simt_rows_knob_moves_16bit_products_between_paths() {
+        let with = |spec: &str| {
+            let t = max_tuning::Tuning::parse(spec).unwrap();
+            let force = Force { simt_m: t.int(max_tuning::Knob::GemmSkinnySimtM), ..Force::default() };
+            plan(DType::BFloat16, (2, 4096, 4096), 1, (0, 0, 0), (0, 0), 132, force).unwrap().path
+        };
+        assert_eq!(with(""), Path::Simt);
+        assert_eq!(with("gemm.skinny_simt_m=1"), Path::Mma);
+        assert_eq!(with("gemm.skinny_simt_m=2"), Path::Simt);
     }
 
     #[test]

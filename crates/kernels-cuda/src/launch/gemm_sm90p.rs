@@ -2,25 +2,21 @@
 //! cluster size, split-K, grid) and the launch through `cuLaunchKernelEx` (the cluster size is a
 //! launch attribute). [`super::gemm_sm90::gemm`] prepares A and B and calls [`launch`].
 //!
-//! Every choice can be forced through the environment, read at each launch (so one process can
-//! A/B them): `MAX_GEMM_SM90_BN` = 128 | 256 (column tile), `MAX_GEMM_SM90_CLUSTER` = 1 | 2
-//! (CTAs per cluster along M sharing B by TMA multicast), `MAX_GEMM_SM90_CLUSTER_N` = 1 | 2 (CTAs
-//! per cluster along N sharing A), `MAX_GEMM_SM90_SPLITK` = n (k splits,
-//! 1 = none), `MAX_GEMM_SM90_PERSISTENT` = 0 | 1 (one CTA per work unit, or at most one per SM
-//! walking units), `MAX_GEMM_SM90_GRID` = n (at most n CTAs when persistent),
-//! `MAX_GEMM_SM90_GROUP_M` = n (row tiles per raster group), `MAX_GEMM_SM90_TAIL` = 0 | 1
-//! (split-K for the tiles of a last, partial wave: on by default),
-//! `MAX_GEMM_SM90_SCHEDULE` = cooperative | pingpong (both consumer warpgroups on one tile, or
+//! Every choice can be forced through the `gemm.*` tuning knobs (max_tuning's declarations):
+//! `gemm.bn` (column tile), `gemm.cluster` (CTAs per cluster along M sharing B by TMA
+//! multicast), `gemm.cluster_n` (along N sharing A), `gemm.splitk`, `gemm.persistent` (one CTA
+//! per work unit, or at most one per SM walking units), `gemm.grid`, `gemm.group_m` (row tiles
+//! per raster group), `gemm.tail` (split-K for the tiles of a last, partial wave: on by
+//! default), `gemm.schedule` = cooperative | pingpong (both consumer warpgroups on one tile, or
 //! each on its own 128 x 128 tile, alternating, so that one's epilogue overlaps the other's
-//! mainloop; pingpong implies 128-column tiles and, in [`super::gemm_sm90::gemm`], never the
-//! legacy kernel; cooperative is the default: ping-pong measured 0.62-0.64x cuBLAS on an H200
-//! where cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows), `MAX_GEMM_SM90_EPI` = direct |
-//! staged (the epilogue stores straight from the accumulator fragments, 8 scattered 8-byte
-//! pieces per store instruction, or through a per-warp shared-memory tile as coalesced 16-byte
-//! vectors: the `_st` kernels, cooperative schedule only, taken only where C allows them, see
-//! [`staged_ok`]; by default staged for K <= 2048 ([`STAGED_MAX_K`]), where it measured
-//! 1.1-1.5x faster on an H200, else direct; ping-pong has only the direct one).
-//! `MAX_GEMM_SM90_LOG=1` prints each launch's plan to stderr.
+//! mainloop; cooperative is the default: ping-pong measured 0.62-0.64x cuBLAS on an H200 where
+//! cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows), `gemm.epilogue` = direct | staged (the
+//! epilogue stores straight from the accumulator fragments, 8 scattered 8-byte pieces per store
+//! instruction, or through a per-warp shared-memory tile as coalesced 16-byte vectors: the `_st`
+//! kernels, cooperative schedule only, taken only where C allows them, see [`staged_ok`]; by
+//! default staged for K <= 2048 ([`STAGED_MAX_K`]), where it measured 1.1-1.5x faster on an
+//! H200, else direct; ping-pong has only the direct one). Each launch's plan is recorded while
+//! launches are recorded ([`super::record`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,7 +31,7 @@ use crate::sources::{GEMM_SM90P_BF16, GEMM_SM90P_F16};
 use crate::{Error, Result, function};
 
 mod plan;
-pub use plan::{Knobs, Plan, pingpong_knob, plan, staged_knob};
+pub use plan::{Knobs, Plan, plan};
 
 const BM: usize = 128;
 const BK: usize = 64;
@@ -189,7 +185,7 @@ pub(crate) fn launch(
     n_major: bool,
     epi: &Epilogue,
 ) -> Result<()> {
-    let knobs = Knobs::from_env();
+    let knobs = Knobs::from_tuning(&max_tuning::current());
     let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs);
     match r {
         // A cluster launch the device refuses (cluster scheduling is not guaranteed) falls back
@@ -256,9 +252,6 @@ fn launch_with(
         (p, p.units)
     };
     let grid = (clusters * p.cluster) as u32;
-    if std::env::var("MAX_GEMM_SM90_LOG").as_deref() == Ok("1") {
-        eprintln!("gemm_sm90p: {name} rows={rows_a} n={n} k={k} z={z} grid={grid} {p:?}");
-    }
     // Split-K / stream-K workspace: one u32 counter per split tile (zeroed), then the f32
     // partials.
     let (split_tiles, parts) = p.split_tiles();
@@ -320,6 +313,25 @@ fn launch_with(
     if ws != 0 {
         // SAFETY: allocated above on this stream; freed after the kernel that uses it.
         let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
+    }
+    if out.is_ok() {
+        super::record::record("gemm_sm90p", || {
+            let fields = vec![
+                ("bn", p.bn as i64),
+                ("cluster", p.cluster as i64),
+                ("cluster_n", p.cluster_n as i64),
+                ("splits", p.splits as i64),
+                ("persistent", p.persistent as i64),
+                ("pingpong", p.pingpong as i64),
+                ("tail", p.tail as i64),
+                ("group", p.group as i64),
+                ("sk_len", p.sk_len as i64),
+                ("staged", staged as i64),
+                ("n_major", n_major as i64),
+                ("grid", grid as i64),
+            ];
+            (name.clone(), fields)
+        });
     }
     out
 }

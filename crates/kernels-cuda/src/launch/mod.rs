@@ -12,6 +12,7 @@ pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_sm90p;
 pub mod quant;
+pub mod record;
 pub mod reduction;
 pub mod sampling;
 mod tma;

@@ -2,7 +2,6 @@
 //! (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32 GEMM above), GPTQ.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
@@ -83,8 +82,8 @@ pub fn qmatmul(
 
 /// Whether qmatmul at M <= 8 takes qgemv_stream.cu (persistent, precomputed copy offsets): the
 /// word-decoded encodings over 16-byte aligned rows and lhs, on sm_90 and later.
-/// `MAX_QGEMV_STREAM=0` forces qgemv.cu's general kernel; `MAX_QGEMV_GRID=n` caps the streaming
-/// kernel's grid.
+/// `qgemv.stream=0` forces qgemv.cu's general kernel; `qgemv.grid=n` caps the streaming kernel's
+/// grid.
 fn streaming_gemv(
     stream: &Arc<CudaStream>,
     enc: Encoding,
@@ -96,7 +95,7 @@ fn streaming_gemv(
         || row_bytes % 16 != 0
         || n >= i32::MAX as usize
         || k >= i32::MAX as usize
-        || std::env::var("MAX_QGEMV_STREAM").as_deref() == Ok("0")
+        || !max_tuning::current().flag_or(max_tuning::Knob::QgemvStream, true)
     {
         return Ok(false);
     }
@@ -139,8 +138,8 @@ fn qgemv(
         return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
     }
     let blocks = if streaming {
-        // MAX_QGEMV_GRID=n caps the grid (tests: several row groups per block).
-        let cap = std::env::var("MAX_QGEMV_GRID").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&g| g > 0);
+        // qgemv.grid=n caps the grid (tests: several row groups per block).
+        let cap = max_tuning::current().int(max_tuning::Knob::QgemvGrid);
         groups.min(resident_blocks(stream, &f, &name, smem)?).min(cap.unwrap_or(usize::MAX))
     } else {
         groups
@@ -160,6 +159,10 @@ fn qgemv(
     // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32; the
     // streaming kernel's int arguments fit (streaming_gemv).
     unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
+    super::record::record("qgemv", || {
+        let fields = vec![("mma", 0), ("streaming", streaming as i64), ("blocks", blocks as i64)];
+        (name.clone(), fields)
+    });
     Ok(())
 }
 
@@ -200,7 +203,7 @@ fn mma_gemv_smem(enc: Encoding, mr: usize, k: usize) -> (usize, usize) {
 
 /// Whether qmatmul takes qgemv_mma.cu: Q4_0, Q4_1 or Q4_K with one or two lhs rows, weight
 /// rows on 16-byte boundaries, K whose lhs fragments fit in shared memory, on sm_90 and later.
-/// `MAX_QGEMV_MMA=0` keeps to qgemv_stream.cu (read at each call, so a benchmark can compare).
+/// The tuning knob `qgemv.mma=0` keeps to qgemv_stream.cu.
 fn mma_gemv(
     stream: &Arc<CudaStream>,
     enc: Encoding,
@@ -213,7 +216,7 @@ fn mma_gemv(
         || (w | lhs) % 16 != 0
         || n >= i32::MAX as usize
         || mma_gemv_smem(enc, m, k).0 > QM_PREP_BUDGET
-        || std::env::var("MAX_QGEMV_MMA").as_deref() == Ok("0")
+        || !max_tuning::current().flag_or(max_tuning::Knob::QgemvMma, true)
     {
         return Ok(false);
     }
@@ -250,13 +253,6 @@ fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32) -> Result<TmaMap> 
     .map_err(Error::driver("cuTensorMapEncodeTiled"))
 }
 
-static MMA_LAUNCHES: AtomicU64 = AtomicU64::new(0);
-
-/// How many times this process has launched qgemv_mma.cu (tests check which path a shape took).
-pub fn mma_gemv_launches() -> u64 {
-    MMA_LAUNCHES.load(Ordering::Relaxed)
-}
-
 fn qgemv_mma(
     stream: &Arc<CudaStream>,
     enc: Encoding,
@@ -272,16 +268,19 @@ fn qgemv_mma(
     // warps share a tile, each taking 1/split of K's chunks (at least one each).
     let tiles = n.div_ceil(16);
     let chunks = k.div_ceil(QM_CHUNK);
-    let env_usize = |key: &str| std::env::var(key).ok().and_then(|v| v.parse::<usize>().ok()).filter(|&v| v > 0);
+    let tuning = max_tuning::current();
     let mut split = auto_split(tiles, chunks, resident * QM_WARPS);
-    // MAX_QGEMV_SPLIT (1, 2, 4 or 8) and MAX_QGEMV_GRID=n (tests: several tiles per warp).
-    if let Some(s) = env_usize("MAX_QGEMV_SPLIT").filter(|s| s.is_power_of_two() && *s <= QM_WARPS) {
+    // qgemv.split (1, 2, 4 or 8) and qgemv.grid=n (tests: several tiles per warp).
+    if let Some(s) = tuning.int(max_tuning::Knob::QgemvSplit).filter(|s| *s <= QM_WARPS) {
         split = s;
         while split > chunks {
             split /= 2;
         }
     }
-    let blocks = tiles.div_ceil(QM_WARPS / split).min(resident).min(env_usize("MAX_QGEMV_GRID").unwrap_or(usize::MAX));
+    let blocks = tiles
+        .div_ceil(QM_WARPS / split)
+        .min(resident)
+        .min(tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX));
     let (elems, bytes) = enc.block();
     let mut map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
     let (mut lhs, mut out) = (lhs, out);
@@ -297,7 +296,7 @@ fn qgemv_mma(
     ];
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
-    let pdl = std::env::var("MAX_QGEMV_PDL").as_deref() != Ok("0");
+    let pdl = tuning.flag_or(max_tuning::Knob::QgemvPdl, true);
     // SAFETY: the parameters match the kernel's (QmMap, lhs, out, m, n, k, split) by value and
     // live across the call (the driver copies them); the map describes w's n rows of row_bytes
     // (k elements, 16-byte aligned rows); lhs holds m x k f32 and out m x n f32; n and k fit in
@@ -305,7 +304,10 @@ fn qgemv_mma(
     unsafe {
         super::launch_ex(stream, &f, (blocks as u32, 256, smem), &mut params, pdl, "cuLaunchKernelEx(qgemv_mma)")
     }?;
-    MMA_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    super::record::record("qgemv", || {
+        let fields = vec![("mma", 1), ("split", split as i64), ("blocks", blocks as i64), ("pdl", pdl as i64)];
+        (name.clone(), fields)
+    });
     Ok(())
 }
 

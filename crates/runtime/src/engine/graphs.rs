@@ -53,7 +53,7 @@ pub(crate) struct Captured {
 unsafe impl Send for Captured {}
 
 pub(crate) fn enabled() -> bool {
-    std::env::var("MAX_CUDA_GRAPHS").map(|v| v != "0").unwrap_or(true)
+    max_tuning::current().choice(max_tuning::Knob::CudaGraphs) != Some("off")
 }
 
 fn gpu_of(model: &Model, ty: &Type) -> Option<Arc<CudaDevice>> {
@@ -115,7 +115,7 @@ fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
 /// and results moved once more at ~1.5 TB/s, read plus write): capture when the copies cost at
 /// most about a quarter of the launches saved, i.e. up to ~1 MiB of inputs and results per step.
 fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
-    if std::env::var("MAX_CUDA_GRAPHS").as_deref() == Ok("always") {
+    if max_tuning::current().choice(max_tuning::Knob::CudaGraphs) == Some("always") {
         return true;
     }
     let body = &model.program.body;

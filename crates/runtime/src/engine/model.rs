@@ -116,7 +116,7 @@ impl Model {
         }
         let bindings = bind_inputs(&self.input_types, given)?;
         let p = Arc::new(plan::build(&self.program, bindings)?);
-        if std::env::var("MAX_PRINT_PLAN").as_deref() == Ok("1") {
+        if max_tuning::current().flag_or(max_tuning::Knob::PrintPlan, false) {
             eprintln!("{}", self.describe_plan(&p));
         }
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, p.clone());

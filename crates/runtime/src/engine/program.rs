@@ -85,7 +85,7 @@ pub fn lower(graph: &Graph) -> Program {
     dce(&mut body);
     let mut uses = HashMap::new();
     count_uses(&body, &mut uses);
-    if std::env::var_os("MAX_NO_EPILOGUE_FUSION").is_none() {
+    if max_tuning::current().flag_or(max_tuning::Knob::FusionEpilogue, true) {
         super::epilogue::fuse(&mut body, &types, &uses);
         super::conv_epilogue::fuse(&mut body, &types, &uses);
     }

@@ -1,6 +1,6 @@
 //! A progress bar on stderr for slow loads: silent for the first second (most loads end
 //! sooner), then redrawn at most ten times a second. Off when stderr is not a terminal or
-//! when MAX_NO_PROGRESS is set to anything but "" or "0".
+//! when the `no_progress` setting (MAX_NO_PROGRESS=1) asks.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ pub struct Progress {
 
 /// Whether bars are drawn in this process.
 pub fn progress_enabled() -> bool {
-    let disabled = std::env::var("MAX_NO_PROGRESS").is_ok_and(|v| !v.is_empty() && v != "0");
+    let disabled = max_tuning::current().flag_or(max_tuning::Knob::NoProgress, false);
     !disabled && std::io::stderr().is_terminal()
 }
 

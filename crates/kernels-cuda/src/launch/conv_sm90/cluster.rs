@@ -12,7 +12,7 @@ use crate::{Result, function};
 
 /// Whether clusters of two sharing A pay for 192-row tiles: where the blocks hold 1.5 tiles each
 /// or more. Measured on an H200 (ResNet-50 batch 32, `benchmarks/gpu_conv2d.py --variants
-/// one=MAX_CONV_SM90_CLUSTER=1 two=MAX_CONV_SM90_CLUSTER=2`, single CTAs / clusters, us):
+/// one=conv.cluster=1 two=conv.cluster=2`, single CTAs / clusters, us):
 /// 28x28 1x1 512 -> 256 (262 tiles) 15.4 / 13.8 (cuDNN 13.4); 14x14 256 -> 1024 (264) 10.3 /
 /// 9.7; 28x28 512 -> 1024 stride 2 (264) 13.9 / 13.6; but 14x14 1024 -> 512 (132 tiles, one a
 /// block) 11.5 / 11.9.

@@ -15,8 +15,8 @@
 //!   j < sh: an R' x 1 conv with stride 1 over sh*S*C channels, R' = ceil(R / sh)), a copy of
 //!   about the same size with fewer k-steps again: the stem takes 4 of 48 channels (42 real).
 //!
-//! [`plan`] takes the form with the fewest k-steps. The knob `MAX_CONV_SM90_FOLD=0` (read per
-//! call) keeps the plain form, `=1` folds the columns only.
+//! [`plan`] takes the form with the fewest k-steps. The tuning knob `conv.fold=0` keeps the
+//! plain form, `=1` folds the columns only.
 
 use std::sync::Arc;
 
@@ -310,13 +310,14 @@ pub fn conv2d(
     // SAFETY: f holds [R, S, C, K] = [R*S*C, K] (the caller's contract, 16-byte aligned:
     // checked by `plan`; the kernel reads no row past `total`); fp the padded filter's f_elems.
     unsafe { l.launch(grid((p.f_elems() / 8) as u64)) }.map_err(Error::driver("cuLaunchKernel(conv_sm90_pad_f)"))?;
-    PADDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    crate::launch::record::record("conv_sm90_pad", || {
+        let fields =
+            vec![("fold_rows", p.fold_rows as i64), ("fold_cols", p.fold_cols as i64), ("channels", p.shape.c as i64)];
+        ("conv_sm90_pad_x".into(), fields)
+    });
     // xp and fp are freed on the stream after the conv (Drop, stream-ordered).
     run(stream, dtype, (xp.ptr(), fp.ptr(), bias, out), &p.shape, epi, knobs)
 }
-
-/// Padded convolutions launched in this process (tests check that a shape took this path).
-pub(super) static PADDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[cfg(test)]
 mod tests {

@@ -1,31 +1,11 @@
 //! The persistent Hopper GEMM's plan: column tile width, cluster size, split-K or stream-K, the
-//! raster, and the environment knobs that force them (see the parent module).
+//! raster, and the `gemm.*` tuning knobs that force them (see the parent module).
+
+use max_tuning::{Knob, Tuning};
 
 use super::{BK, BM};
 
-fn env_usize(key: &str) -> Option<usize> {
-    std::env::var(key).ok().and_then(|v| v.trim().parse().ok())
-}
-
-/// `MAX_GEMM_SM90_SCHEDULE`: `Some(true)` for pingpong, `Some(false)` for cooperative.
-pub fn pingpong_knob() -> Option<bool> {
-    match std::env::var("MAX_GEMM_SM90_SCHEDULE").ok()?.trim() {
-        "pingpong" => Some(true),
-        "cooperative" => Some(false),
-        _ => None,
-    }
-}
-
-/// `MAX_GEMM_SM90_EPI`: `Some(true)` for staged, `Some(false)` for direct.
-pub fn staged_knob() -> Option<bool> {
-    match std::env::var("MAX_GEMM_SM90_EPI").ok()?.trim() {
-        "staged" => Some(true),
-        "direct" => Some(false),
-        _ => None,
-    }
-}
-
-/// The forced choices (environment), each `None` when left to the heuristic.
+/// The forced choices (the `gemm.*` tuning knobs), each `None` when left to the heuristic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Knobs {
     pub bn: Option<usize>,
@@ -45,18 +25,18 @@ pub struct Knobs {
 }
 
 impl Knobs {
-    pub fn from_env() -> Knobs {
+    pub fn from_tuning(t: &Tuning) -> Knobs {
         Knobs {
-            bn: env_usize("MAX_GEMM_SM90_BN").filter(|&b| b == 128 || b == 256),
-            cluster: env_usize("MAX_GEMM_SM90_CLUSTER").filter(|&c| c == 1 || c == 2),
-            cluster_n: env_usize("MAX_GEMM_SM90_CLUSTER_N").filter(|&c| c == 1 || c == 2),
-            splits: env_usize("MAX_GEMM_SM90_SPLITK").filter(|&s| s >= 1),
-            persistent: env_usize("MAX_GEMM_SM90_PERSISTENT").map(|p| p != 0),
-            grid: env_usize("MAX_GEMM_SM90_GRID").filter(|&g| g >= 1),
-            group_m: env_usize("MAX_GEMM_SM90_GROUP_M").filter(|&g| g >= 1),
-            tail: env_usize("MAX_GEMM_SM90_TAIL").map(|t| t != 0),
-            pingpong: pingpong_knob(),
-            staged: staged_knob(),
+            bn: t.int(Knob::GemmBn),
+            cluster: t.int(Knob::GemmCluster),
+            cluster_n: t.int(Knob::GemmClusterN),
+            splits: t.int(Knob::GemmSplitk),
+            persistent: t.flag(Knob::GemmPersistent),
+            grid: t.int(Knob::GemmGrid),
+            group_m: t.int(Knob::GemmGroupM),
+            tail: t.flag(Knob::GemmTail),
+            pingpong: t.choice(Knob::GemmSchedule).map(|s| s == "pingpong"),
+            staged: t.choice(Knob::GemmEpilogue).map(|s| s == "staged"),
         }
     }
 }
@@ -200,7 +180,7 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
         units,
         persistent,
         pingpong,
-        // (A forced split count turns it off unless MAX_GEMM_SM90_TAIL=1 asks for it.)
+        // (A forced split count turns it off unless gemm.tail=1 asks for it.)
         tail: knobs.tail.unwrap_or(knobs.splits.is_none()),
         sk_len: 0,
         sk_tiles: 0,
@@ -416,5 +396,35 @@ mod tests {
         let p = plan(8192, 8192, 8192, 1, 132, Knobs { bn: Some(256), cluster: Some(2), ..pp }).unwrap();
         assert_eq!((p.bn, p.cluster, p.pingpong), (128, 2, true), "{p:?}");
         assert!(!plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().pingpong);
+    }
+
+    /// Each `gemm.*` knob of the plan, read from the registry, changes the plan of a product
+    /// where it applies (the staged epilogue, `gemm.epilogue`, is chosen at launch and the grid
+    /// cap, `gemm.grid`, once the device's cluster capacity is known: see the launcher).
+    #[test]
+    fn every_gemm_knob_changes_the_plan() {
+        let from = |spec: &str| Knobs::from_tuning(&Tuning::parse(spec).unwrap());
+        let sms = 132;
+        let at = |(m, n, k): (usize, usize, usize), spec: &str| plan(m, n, k, 1, sms, from(spec)).unwrap();
+        let big = (8192, 8192, 8192);
+        let skinny = (256, 4096, 4096);
+        let cases: [(&str, (usize, usize, usize), &str, fn(&Plan) -> bool); 9] = [
+            ("gemm.bn", big, "gemm.bn=128", |p| p.bn == 128),
+            ("gemm.cluster", big, "gemm.cluster=1", |p| p.cluster == 1),
+            ("gemm.cluster_n", big, "gemm.cluster=2,gemm.cluster_n=2", |p| p.cluster_n == 2),
+            ("gemm.splitk", big, "gemm.splitk=2", |p| p.splits == 2),
+            ("gemm.persistent", big, "gemm.persistent=0", |p| !p.persistent),
+            ("gemm.group_m", big, "gemm.group_m=2", |p| p.group == 1),
+            ("gemm.tail", skinny, "gemm.tail=0", |p| !p.tail),
+            ("gemm.schedule", big, "gemm.schedule=pingpong", |p| p.pingpong && p.bn == 128),
+            ("gemm.splitk=1", skinny, "gemm.splitk=1", |p| p.splits == 1 && p.sk_len == 0),
+        ];
+        for (name, dims, spec, holds) in cases {
+            let (before, after) = (at(dims, ""), at(dims, spec));
+            assert!(holds(&after) && before != after, "{name}: {before:?} -> {after:?}");
+        }
+        assert_eq!(from("gemm.epilogue=staged").staged, Some(true));
+        assert_eq!(from("gemm.epilogue=direct").staged, Some(false));
+        assert_eq!(from("gemm.grid=8").grid, Some(8));
     }
 }

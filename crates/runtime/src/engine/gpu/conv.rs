@@ -6,7 +6,8 @@
 //! groups == 1 (fused epilogue included) runs on the Hopper implicit-GEMM kernel
 //! (kernels/conv_sm90.cu) when its launcher finds the shape eligible (input channel counts that
 //! are not a multiple of 8, like the ResNet stem's 3, on zero-padded copies; split-K for few
-//! output tiles; see launch/conv_sm90.rs for its knobs); `MAX_CONV_SM90=0` turns that off.
+//! output tiles; see launch/conv_sm90.rs for its knobs); the tuning knob `conv.sm90=0`
+//! turns that off.
 //!
 //! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
 //! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
@@ -76,12 +77,11 @@ fn hopper(dev: &CudaDevice) -> bool {
 }
 
 /// Whether a 16-bit NHWC/RSCF conv2d may take the Hopper implicit-GEMM kernel
-/// (launch/conv_sm90.rs, which still checks the shape): on sm_90a unless `MAX_CONV_SM90=0`
-/// (read per call).
+/// (launch/conv_sm90.rs, which still checks the shape): on sm_90a unless the tuning knob `conv.sm90` is off.
 fn sm90_enabled(dev: &CudaDevice, dtype: DType) -> bool {
     matches!(dtype, DType::BFloat16 | DType::Float16)
         && dev.arch == "sm_90a"
-        && std::env::var("MAX_CONV_SM90").map_or(true, |v| v.trim() != "0")
+        && max_tuning::current().flag_or(max_tuning::Knob::ConvSm90, true)
 }
 
 /// `n` non-negative integers of attribute `key` (each `default` when it is absent).

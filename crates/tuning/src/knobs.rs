@@ -1,0 +1,190 @@
+//! Every setting and tuning knob, declared once: name, environment variable (user settings
+//! only), type, default ("" = chosen per problem) and what it does. `docs/configuration.md`
+//! lists the same table (a test keeps the two in step).
+
+/// What values an entry takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// On or off.
+    Flag,
+    /// An integer in `min..=max` that is a multiple of `step`.
+    Int { min: usize, max: usize, step: usize },
+    /// One of these integers.
+    OneOf(&'static [usize]),
+    /// One of these words (a flag word picks "on" or "off" where they are among them).
+    Choice(&'static [&'static str]),
+    /// Free text (paths).
+    Text,
+}
+
+/// One entry of the registry.
+#[derive(Clone, Copy, Debug)]
+pub struct Decl {
+    pub knob: Knob,
+    pub name: &'static str,
+    /// The user setting's own environment variable; tuning knobs have none (`MAX_TUNING`).
+    pub env: Option<&'static str>,
+    pub kind: Kind,
+    /// The default in the entry's text form; empty when the launcher decides per problem.
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+const ANY: usize = usize::MAX;
+const fn count(min: usize) -> Kind {
+    Kind::Int { min, max: ANY, step: 1 }
+}
+
+macro_rules! declare {
+    ($( $(#[doc = $doc:literal])+ $id:ident: $name:literal, $env:expr, $kind:expr, $default:literal; )*) => {
+        /// An entry of the registry (the index of its declaration in [`DECLS`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum Knob {
+            $( $(#[doc = $doc])+ $id, )*
+        }
+
+        /// The declarations, in [`Knob`] order.
+        pub static DECLS: &[Decl] = &[
+            $( Decl {
+                knob: Knob::$id,
+                name: $name,
+                env: $env,
+                kind: $kind,
+                default: $default,
+                doc: concat!($($doc),+),
+            }, )*
+        ];
+    };
+}
+
+impl Knob {
+    pub fn decl(self) -> &'static Decl {
+        &DECLS[self as usize]
+    }
+
+    pub fn by_name(name: &str) -> Option<Knob> {
+        DECLS.iter().find(|d| d.name == name).map(|d| d.knob)
+    }
+}
+
+declare! {
+    // ---- user settings -------------------------------------------------------------------
+    /// Where compiled kernels are cached (default `$XDG_CACHE_HOME/max-engine/kernels`, else
+    /// `~/.cache/max-engine/kernels`).
+    KernelCacheDir: "kernel_cache_dir", Some("MAX_KERNEL_CACHE_DIR"), Kind::Text, "";
+    /// The libnvrtc shared library to load (default: found on the loader path, in the
+    /// `nvidia-cuda-nvrtc` wheel or under CUDA_HOME).
+    NvrtcLibrary: "nvrtc_library", Some("MAX_NVRTC_LIBRARY"), Kind::Text, "";
+    /// CUDA graph capture of GPU plans: `on` where it pays (small inputs and results), `always`
+    /// for every eligible plan, `off` never.
+    CudaGraphs: "cuda_graphs", Some("MAX_CUDA_GRAPHS"), Kind::Choice(&["on", "always", "off"]), "on";
+    /// Megabytes of host memory kept for reusing results (0 turns recycling off).
+    HostPoolMb: "host_pool_mb", Some("MAX_HOST_POOL_MB"), count(0), "256";
+    /// Hides the progress bar drawn while weights load or move to a device.
+    NoProgress: "no_progress", Some("MAX_NO_PROGRESS"), Kind::Flag, "0";
+    /// Prints each execution plan (steps, fused groups, memory) on stderr as it is built.
+    PrintPlan: "print_plan", Some("MAX_PRINT_PLAN"), Kind::Flag, "0";
+
+    // ---- the engine ----------------------------------------------------------------------
+    /// Fuses elementwise tails (bias, activation, residual) into the matmul and conv before them.
+    FusionEpilogue: "fusion.epilogue", None, Kind::Flag, "1";
+    /// Fused elementwise groups load two 16-byte vectors per thread step (default: for 16-bit
+    /// data with at most two streamed inputs).
+    FusionVec2: "fusion.vec2", None, Kind::Flag, "";
+    /// Fills recycled host blocks with NaN-like bytes before reuse (finds reads of stale data).
+    HostPoolPoison: "host_pool.poison", None, Kind::Flag, "0";
+
+    // ---- conv2d on Hopper (docs/kernels/conv2d.md) ----------------------------------------
+    /// The Hopper implicit-GEMM conv2d (off: the im2col + GEMM path).
+    ConvSm90: "conv.sm90", None, Kind::Flag, "1";
+    /// Column-tile width.
+    ConvBn: "conv.bn", None, Kind::OneOf(&[64, 128, 256]), "";
+    /// Rows per tile: 256 (tiles up to 128 wide, unsplit), 192 over three consumer warpgroups
+    /// (128 wide, unsplit) or 128.
+    ConvBm: "conv.bm", None, Kind::OneOf(&[128, 192, 256]), "";
+    /// Rows per plain 128 x 64 ping-pong tile (unclustered); 128: full tiles.
+    ConvTm: "conv.tm", None, Kind::Int { min: 16, max: 128, step: 16 }, "";
+    /// At most this many persistent blocks (default one per SM).
+    ConvGrid: "conv.grid", None, count(1), "";
+    /// Splits of the reduction (split-K); 1 never splits.
+    ConvSplitk: "conv.splitk", None, count(1), "";
+    /// CTAs per cluster (2: pairs sharing each k-step's A tile by multicast).
+    ConvCluster: "conv.cluster", None, Kind::OneOf(&[1, 2]), "";
+    /// Consumer warpgroups take alternate tiles (on) or share every tile (off); 128-row tiles.
+    ConvPingpong: "conv.pingpong", None, Kind::Flag, "";
+    /// The entry compiled for the lean epilogue (biases, relu, the residual in the ring) where
+    /// it applies.
+    ConvLean: "conv.lean", None, Kind::Flag, "1";
+    /// Launch under programmatic stream serialization (the grid may start while the previous
+    /// kernel drains).
+    ConvPdl: "conv.pdl", None, Kind::Flag, "1";
+    /// Results stored as 16-byte vectors staged through shared memory.
+    ConvVec: "conv.vec", None, Kind::Flag, "1";
+    /// A 16-byte aligned residual read as 16-byte vectors on the way out.
+    ConvResVec: "conv.res_vec", None, Kind::Flag, "1";
+    /// The residual tile loaded into the ring by TMA after each tile's k-steps, where the tile
+    /// form allows it.
+    ConvResRing: "conv.res_ring", None, Kind::Flag, "1";
+    /// The lean epilogue's residual in a shared-memory buffer of its own.
+    ConvResBuf: "conv.res_buf", None, Kind::Flag, "1";
+    /// The fused residual prefetched into L2 while the tile's mainloop runs.
+    ConvPrefetch: "conv.prefetch", None, Kind::Flag, "1";
+    /// Each warp prefetches its residual rows at the start of a tile.
+    ConvLinePrefetch: "conv.line_prefetch", None, Kind::Flag, "1";
+    /// The lean epilogue loads its biases when a warp starts a tile (off: after the mainloop).
+    ConvEarlyBias: "conv.early_bias", None, Kind::Flag, "1";
+    /// The lean epilogue writes its results over the residual's slots and stores them from there.
+    ConvTmaOut: "conv.tma_out", None, Kind::Flag, "1";
+    /// Those in-place results stored by TMA instead of as 16-byte vectors (clusters always do).
+    ConvStoreTma: "conv.store_tma", None, Kind::Flag, "0";
+    /// With relu and the residual in its slots, the lean epilogue adds it on pairs of the element
+    /// type (off: in f32).
+    ConvPacked: "conv.packed", None, Kind::Flag, "1";
+    /// How far padded convs fold the filter into the channels: 0 not at all, 1 the columns,
+    /// 2 the rows too.
+    ConvFold: "conv.fold", None, Kind::Int { min: 0, max: 2, step: 1 }, "2";
+    /// 1x1 convs with stride 1 and no padding read x through a tiled [M, C] map.
+    ConvTiledA: "conv.tiled_a", None, Kind::Flag, "1";
+
+    // ---- GEMM on Hopper (docs/kernels/gemm.md) --------------------------------------------
+    /// Column-tile width.
+    GemmBn: "gemm.bn", None, Kind::OneOf(&[128, 256]), "";
+    /// CTAs per cluster along M (sharing B).
+    GemmCluster: "gemm.cluster", None, Kind::OneOf(&[1, 2]), "";
+    /// CTAs per cluster along N (sharing A).
+    GemmClusterN: "gemm.cluster_n", None, Kind::OneOf(&[1, 2]), "";
+    /// Splits of the reduction.
+    GemmSplitk: "gemm.splitk", None, count(1), "";
+    /// A persistent grid (on) or one CTA per tile (off).
+    GemmPersistent: "gemm.persistent", None, Kind::Flag, "";
+    /// At most this many CTAs on a persistent grid.
+    GemmGrid: "gemm.grid", None, count(1), "";
+    /// Cluster row units per raster group.
+    GemmGroupM: "gemm.group_m", None, count(1), "";
+    /// A last, partial wave may be split (stream-K).
+    GemmTail: "gemm.tail", None, Kind::Flag, "";
+    /// The consumer schedule.
+    GemmSchedule: "gemm.schedule", None, Kind::Choice(&["pingpong", "cooperative"]), "";
+    /// The epilogue: staged through shared memory, or stored from the fragments.
+    GemmEpilogue: "gemm.epilogue", None, Kind::Choice(&["staged", "direct"]), "";
+    /// Rows from which 16-bit products take the Hopper kernel (fewer: mma.sync); 1 sends every
+    /// shape there.
+    GemmMinM: "gemm.min_m", None, count(1), "128";
+    /// B transposed into a scratch copy even where TMA could read it as it is.
+    GemmTranspose: "gemm.transpose", None, Kind::Flag, "0";
+    /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.
+    GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
+
+    // ---- quantized GEMV ------------------------------------------------------------------
+    /// The tensor-core GEMV (qgemv_mma.cu) for 1-2 rows of Q4_0/Q4_1/Q4_K.
+    QgemvMma: "qgemv.mma", None, Kind::Flag, "1";
+    /// The streaming GEMV (qgemv_stream.cu) on sm_90 (off: qgemv.cu's general kernel).
+    QgemvStream: "qgemv.stream", None, Kind::Flag, "1";
+    /// Warps sharing one tile of the tensor-core GEMV.
+    QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";
+    /// At most this many blocks for the streaming and tensor-core GEMVs.
+    QgemvGrid: "qgemv.grid", None, count(1), "";
+    /// The tensor-core GEMV launches under programmatic stream serialization.
+    QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
+}
