@@ -9,10 +9,11 @@
 //! A recycled block holds whatever its previous user wrote: the engine's kernels write every
 //! element of their outputs, and intermediate values are written before they are read. The
 //! bytes are always initialised (a block is zero-filled when first allocated), so handing them
-//! out is sound. The tuning knob `host_pool.poison` fills every recycled block with 0xFF bytes (NaN for
-//! floats) to expose a kernel that would rely on zeroed outputs.
+//! out is sound. The tuning knob `host_pool.poison` fills every recycled block with 0xFF bytes
+//! (NaN for floats) to expose a kernel that would rely on zeroed outputs.
 //!
-//! The pool keeps at most `MAX_HOST_POOL_MB` MiB (default 256; 0 turns recycling off) in at most
+//! The pool keeps at most `host_pool_mb` MiB (`MAX_HOST_POOL_MB`, default 256; 0 turns
+//! recycling off; read once) in at most
 //! `MAX_BLOCKS` blocks, handing the oldest back to the system allocator beyond that. Blocks under
 //! `MIN_BLOCK` bytes are not kept: the allocator serves those quickly and zero-filling them is
 //! cheap, and leaving them out keeps the pool's lookup a short scan.
@@ -29,18 +30,12 @@ struct Pool {
     bytes: usize,
 }
 
-struct Config {
-    limit: usize,
-    poison: bool,
-}
-
-fn config() -> &'static Config {
-    static CONFIG: OnceLock<Config> = OnceLock::new();
-    CONFIG.get_or_init(|| {
-        let t = max_tuning::current();
-        let mb = t.int(max_tuning::Knob::HostPoolMb).unwrap_or(256);
-        let poison = t.flag_or(max_tuning::Knob::HostPoolPoison, false);
-        Config { limit: mb.saturating_mul(1 << 20), poison }
+/// The pool's size limit in bytes (read once: the pool's contents depend on it).
+fn limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let mb = max_tuning::current().int(max_tuning::Knob::HostPoolMb).unwrap_or(256);
+        mb.saturating_mul(1 << 20)
     })
 }
 
@@ -52,7 +47,7 @@ fn pool() -> &'static Mutex<Pool> {
 /// A block of exactly `layout`, recycled when one is free, else freshly zero-filled; null when
 /// the system is out of memory.
 pub(crate) fn take(layout: Layout) -> *mut u8 {
-    if config().limit > 0 && layout.size() >= MIN_BLOCK {
+    if limit() > 0 && layout.size() >= MIN_BLOCK {
         let found = {
             let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
             let at = p.blocks.iter().position(|&(_, l)| l == layout);
@@ -63,7 +58,7 @@ pub(crate) fn take(layout: Layout) -> *mut u8 {
         };
         if let Some(addr) = found {
             let ptr = addr as *mut u8;
-            if config().poison {
+            if max_tuning::current().flag_or(max_tuning::Knob::HostPoolPoison, false) {
                 // SAFETY: the block is `layout.size()` bytes we own.
                 unsafe { std::ptr::write_bytes(ptr, 0xFF, layout.size()) };
             }
@@ -79,7 +74,7 @@ pub(crate) fn take(layout: Layout) -> *mut u8 {
 /// # Safety
 /// `ptr` must have been allocated with `layout` and not be used again by the caller.
 pub(crate) unsafe fn give(ptr: *mut u8, layout: Layout) {
-    let limit = config().limit;
+    let limit = limit();
     if layout.size() >= MIN_BLOCK && layout.size() <= limit / 4 {
         let mut evicted = Vec::new();
         {
@@ -105,6 +100,25 @@ pub(crate) unsafe fn give(ptr: *mut u8, layout: Layout) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poison_fills_recycled_blocks() {
+        let layout = Layout::from_size_align(12347 * 64, 64).unwrap();
+        let a = take(layout);
+        unsafe { give(a, layout) };
+        let b = {
+            let _poison = max_tuning::scoped("host_pool.poison=1").unwrap();
+            take(layout)
+        };
+        assert_eq!(a, b, "the block was recycled");
+        let bytes = unsafe { std::slice::from_raw_parts(b, layout.size()) };
+        assert!(bytes.iter().all(|&x| x == 0xFF));
+        unsafe { b.write(0) };
+        unsafe { give(b, layout) };
+        let c = take(layout);
+        assert_eq!(unsafe { c.read() }, 0, "not poisoned by default");
+        unsafe { give(c, layout) };
+    }
 
     #[test]
     fn a_freed_block_is_handed_out_again_for_the_same_layout() {
