@@ -63,11 +63,13 @@ pub fn qmatmul(
     if k == 0 {
         return super::fill(stream, out, (m * n) as u64, 4, 0);
     }
-    if mma_gemv(stream, enc, (m, n, k), (lhs, w, row_bytes))? {
-        return qgemv_mma(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
-    }
-    if m <= GEMV_MAX_ROWS {
-        return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes));
+    let tuning = max_tuning::current();
+    let problem = QProblem { enc, m, n, k, row_bytes, lhs, w };
+    match select_path(&problem, arch_major(stream)?, &tuning) {
+        QPath::Mma => return qgemv_mma(stream, enc, (lhs, w, out), (m, n, k, row_bytes), &tuning),
+        QPath::Stream => return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes), true, &tuning),
+        QPath::General => return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes), false, &tuning),
+        QPath::Gemm => {}
     }
     let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", suffix(enc)))?;
     large_m(stream, DType::Float32, (lhs, out), (m, n, k), |n0, nc, wt| {
@@ -80,26 +82,56 @@ pub fn qmatmul(
     })
 }
 
-/// Whether qmatmul at M <= 8 takes qgemv_stream.cu (persistent, precomputed copy offsets): the
-/// word-decoded encodings over 16-byte aligned rows and lhs, on sm_90 and later.
-/// `qgemv.stream=0` forces qgemv.cu's general kernel; `qgemv.grid=n` caps the streaming kernel's
-/// grid.
-fn streaming_gemv(
-    stream: &Arc<CudaStream>,
-    enc: Encoding,
-    (lhs, w): (u64, u64),
-    (n, k, row_bytes): (usize, usize, usize),
-) -> Result<bool> {
-    if !matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
-        || (lhs | w) % 16 != 0
-        || row_bytes % 16 != 0
-        || n >= i32::MAX as usize
-        || k >= i32::MAX as usize
-        || !max_tuning::current().flag_or(max_tuning::Knob::QgemvStream, true)
-    {
-        return Ok(false);
+/// One qmatmul as the kernel choice sees it: the encoding, the sizes, the byte length of a
+/// weight row and the device addresses of lhs and the weights (their alignment matters).
+#[derive(Clone, Copy, Debug)]
+pub struct QProblem {
+    pub enc: Encoding,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub row_bytes: usize,
+    pub lhs: u64,
+    pub w: u64,
+}
+
+/// The kernel a qmatmul takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QPath {
+    /// qgemv_mma.cu: integer tensor cores, 1-2 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
+    Mma,
+    /// qgemv_stream.cu: persistent, precomputed copy offsets, word-decoded encodings over 16-byte
+    /// aligned rows (`qgemv.stream`).
+    Stream,
+    /// qgemv.cu: every encoding, up to 8 rows.
+    General,
+    /// Dequantize to scratch, then the f32 GEMM (more than 8 rows).
+    Gemm,
+}
+
+/// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
+pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
+    let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
+    let mma = p.m <= 2
+        && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
+        && aligned
+        && p.n < i32::MAX as usize
+        && mma_gemv_smem(p.enc, p.m, p.k).0 <= QM_PREP_BUDGET
+        && t.flag_or(max_tuning::Knob::QgemvMma, true)
+        && arch_major >= 9;
+    if mma {
+        return QPath::Mma;
     }
-    Ok(arch_major(stream)? >= 9)
+    if p.m > GEMV_MAX_ROWS {
+        return QPath::Gemm;
+    }
+    let stream = matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
+        && aligned
+        && p.n < i32::MAX as usize
+        && p.k < i32::MAX as usize
+        && t.flag_or(max_tuning::Knob::QgemvStream, true)
+        && arch_major >= 9;
+    if stream { QPath::Stream } else { QPath::General }
 }
 
 /// The device's compute capability major version (9 on Hopper).
@@ -114,9 +146,10 @@ fn qgemv(
     enc: Encoding,
     (lhs, w, out): (u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
+    streaming: bool,
+    tuning: &max_tuning::Tuning,
 ) -> Result<()> {
     let mr = rows_variant(m);
-    let streaming = streaming_gemv(stream, enc, (lhs, w), (n, k, row_bytes))?;
     let name = format!("qgemv_{}{}_m{mr}", if streaming { "s_" } else { "" }, suffix(enc));
     let f = function(stream.context(), &QGEMV, &name)?;
     let (elems, bytes) = enc.block();
@@ -139,7 +172,7 @@ fn qgemv(
     }
     let blocks = if streaming {
         // qgemv.grid=n caps the grid (tests: several row groups per block).
-        let cap = max_tuning::current().int(max_tuning::Knob::QgemvGrid);
+        let cap = tuning.int(max_tuning::Knob::QgemvGrid);
         groups.min(resident_blocks(stream, &f, &name, smem)?).min(cap.unwrap_or(usize::MAX))
     } else {
         groups
@@ -201,28 +234,6 @@ fn mma_gemv_smem(enc: Encoding, mr: usize, k: usize) -> (usize, usize) {
     (prep, (prep + 128).next_multiple_of(128) + QM_WARPS * stages * (16 * slot + 8) + QM_WARPS * 64 * 4)
 }
 
-/// Whether qmatmul takes qgemv_mma.cu: Q4_0, Q4_1 or Q4_K with one or two lhs rows, weight
-/// rows on 16-byte boundaries, K whose lhs fragments fit in shared memory, on sm_90 and later.
-/// The tuning knob `qgemv.mma=0` keeps to qgemv_stream.cu.
-fn mma_gemv(
-    stream: &Arc<CudaStream>,
-    enc: Encoding,
-    (m, n, k): (usize, usize, usize),
-    (lhs, w, row_bytes): (u64, u64, usize),
-) -> Result<bool> {
-    if m > 2
-        || !matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
-        || row_bytes % 16 != 0
-        || (w | lhs) % 16 != 0
-        || n >= i32::MAX as usize
-        || mma_gemv_smem(enc, m, k).0 > QM_PREP_BUDGET
-        || !max_tuning::current().flag_or(max_tuning::Knob::QgemvMma, true)
-    {
-        return Ok(false);
-    }
-    Ok(arch_major(stream)? >= 9)
-}
-
 /// K parts per tile (a power of two up to 8 and at most `chunks`) for `tiles` tiles over
 /// `slots` resident warps: 8 when even that keeps to one part per warp, else the largest up to 4
 /// that keeps to two. Parts interleave K's chunks, so more parts read each row in longer runs;
@@ -253,34 +264,37 @@ fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32) -> Result<TmaMap> 
     .map_err(Error::driver("cuTensorMapEncodeTiled"))
 }
 
-fn qgemv_mma(
-    stream: &Arc<CudaStream>,
-    enc: Encoding,
-    (lhs, w, out): (u64, u64, u64),
-    (m, n, k, row_bytes): (usize, usize, usize, usize),
-) -> Result<()> {
-    let name = format!("qgemv_mma_{}_m{m}", suffix(enc));
-    let f = function(stream.context(), &QGEMV_MMA, &name)?;
-    let smem = mma_gemv_smem(enc, m, k).1 as u32;
-    crate::allow_smem(stream.context(), &f, smem)?;
-    let resident = resident_blocks(stream, &f, &name, smem)?;
-    // Tiles of 16 rows go round-robin over the warps; with fewer tiles than warps, `split`
-    // warps share a tile, each taking 1/split of K's chunks (at least one each).
+/// (K parts per tile, blocks) of qgemv_mma.cu for n weight rows of k elements with `resident`
+/// blocks fitting at once: tiles of 16 rows go round-robin over the warps; with fewer tiles than
+/// warps, `split` warps share a tile, each taking 1/split of K's chunks (at least one each).
+/// `qgemv.split` (1, 2, 4 or 8) and `qgemv.grid` (tests: several tiles per warp) force them.
+fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) -> (usize, usize) {
     let tiles = n.div_ceil(16);
     let chunks = k.div_ceil(QM_CHUNK);
-    let tuning = max_tuning::current();
     let mut split = auto_split(tiles, chunks, resident * QM_WARPS);
-    // qgemv.split (1, 2, 4 or 8) and qgemv.grid=n (tests: several tiles per warp).
     if let Some(s) = tuning.int(max_tuning::Knob::QgemvSplit).filter(|s| *s <= QM_WARPS) {
         split = s;
         while split > chunks {
             split /= 2;
         }
     }
-    let blocks = tiles
-        .div_ceil(QM_WARPS / split)
-        .min(resident)
-        .min(tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX));
+    let cap = tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX);
+    (split, tiles.div_ceil(QM_WARPS / split).min(resident).min(cap))
+}
+
+fn qgemv_mma(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (lhs, w, out): (u64, u64, u64),
+    (m, n, k, row_bytes): (usize, usize, usize, usize),
+    tuning: &max_tuning::Tuning,
+) -> Result<()> {
+    let name = format!("qgemv_mma_{}_m{m}", suffix(enc));
+    let f = function(stream.context(), &QGEMV_MMA, &name)?;
+    let smem = mma_gemv_smem(enc, m, k).1 as u32;
+    crate::allow_smem(stream.context(), &f, smem)?;
+    let resident = resident_blocks(stream, &f, &name, smem)?;
+    let (split, blocks) = mma_grid(n, k, resident, tuning);
     let (elems, bytes) = enc.block();
     let mut map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
     let (mut lhs, mut out) = (lhs, out);
@@ -410,4 +424,50 @@ fn large_m(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use max_tuning::Tuning;
+
+    use super::*;
+
+    fn problem(enc: Encoding, m: usize) -> QProblem {
+        let (k, n) = (4096, 4096);
+        let (elems, bytes) = enc.block();
+        QProblem { enc, m, n, k, row_bytes: k / elems * bytes, lhs: 0x1000, w: 0x10_0000 }
+    }
+
+    fn path(p: &QProblem, arch: u32, spec: &str) -> QPath {
+        select_path(p, arch, &Tuning::parse(spec).unwrap())
+    }
+
+    #[test]
+    fn paths_by_encoding_rows_alignment_and_device() {
+        assert_eq!(path(&problem(Encoding::Q4_0, 1), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4K, 2), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q6K, 1), 9, ""), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q4_0, 1), 8, ""), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Gemm);
+        let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 1) };
+        assert_eq!(path(&unaligned, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn qgemv_knobs_change_the_path_and_grid() {
+        let p = problem(Encoding::Q4_0, 1);
+        assert_eq!(path(&p, 9, "qgemv.mma=0"), QPath::Stream);
+        assert_eq!(path(&p, 9, "qgemv.mma=0,qgemv.stream=0"), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q8_0, 4), 9, "qgemv.stream=off"), QPath::General);
+        let grid = |spec: &str| mma_grid(4096, 4096, 264, &Tuning::parse(spec).unwrap());
+        let (split, blocks) = grid("");
+        assert_eq!((split, blocks), (auto_split(256, 16, 264 * QM_WARPS), 256usize.div_ceil(QM_WARPS / split)));
+        assert_eq!(grid("qgemv.split=1").0, 1);
+        assert_ne!(grid("qgemv.split=1"), grid(""));
+        assert_eq!(grid("qgemv.grid=3").1, 3);
+        // A forced split halves until each part has a chunk of K.
+        assert_eq!(mma_grid(4096, 512, 264, &Tuning::parse("qgemv.split=8").unwrap()).0, 2);
+    }
 }
