@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmark scripts: device timing, the result table and JSON output."""
+"""Shared pieces of the benchmark scripts: device timing, tuning-spec checks, the result table
+and JSON output."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -39,6 +40,16 @@ def time_async(fn: Callable[[], object], sync: Callable[[], None], warmup: int =
         fn()
     sync()
     return (time.perf_counter() - start) / reps
+
+
+def check_tuning(specs: Iterable[str]) -> None:
+    """Raises ValueError naming the first bad entry of any tuning spec ("conv.bn=128,gemm.splitk=2",
+    see docs/configuration.md), before anything is measured."""
+    from max import tuning
+
+    for spec in specs:
+        with tuning.override(spec):
+            pass
 
 
 def write(name: str, device: str, rows: list[dict], command: str) -> Path:

@@ -6,7 +6,7 @@ cudnn.benchmark) in the same process, bf16, NHWC activations and RSCF filters:
 * the stem (7x7, stride 2) at batch 256, and two large 3x3 layers at batch 1
   (128x128x512 -> 512, 256x256x256 -> 256);
 * for each, both of our paths: im2col + GEMM, and the Hopper implicit-GEMM kernel
-  (kernels/conv_sm90.cu, MAX_CONV_SM90=1) where it takes the shape; the faster one is "ours";
+  (kernels/conv_sm90.cu, knob conv.sm90) where it takes the shape; the faster one is "ours";
 * the fused block relu(conv(x, w) + b) + r (one step with the GEMM epilogue, see
   crates/runtime/src/engine/conv_epilogue.rs) against torch eager doing the same math and
   against our convolution alone.
@@ -16,22 +16,22 @@ out of the way: the calls are queued behind a spin kernel (torch.cuda._sleep) on
 they run on, between two CUDA events, so the GPU runs them back to back as it would replay a
 CUDA graph — microsecond kernels are not hidden behind launch overhead. torch runs each
 convolution as a captured torch.cuda.CUDAGraph; ours runs the plan step by step on the
-model's stream (MAX_CUDA_GRAPHS=0: our captured plans copy their inputs and results into
+model's stream (MAX_CUDA_GRAPHS=off: our captured plans copy their inputs and results into
 staging buffers, which would add the activations' traffic to every call). Median of 3 rounds.
 JSON to benchmarks/results/.
 
-Variants (--variants NAME=VAR=VALUE,VAR=VALUE ...) re-time our Hopper path once per set of
-environment settings (read per call by the launcher: MAX_CONV_SM90_SPLITK, _PREFETCH, _FOLD,
-_STAGED, _TILED_A, _BN, _GRID, _BM, _RES_RING) on every layer, the stack and the fused blocks, as
-`v_NAME_us` columns and a stack total per variant; `--layers a,b` keeps only the named layers (and the fused blocks among them),
-`--no-large` drops the large set (such runs write gpu_conv2d_variants-*.json instead). The default
-run's `sm90_split` / `sm90_padded` say whether our Hopper path split the reduction or ran on
-channel-padded copies.
+Variants (--variants NAME=SPEC ..., SPEC a tuning spec such as conv.splitk=2,conv.prefetch=0;
+see docs/configuration.md) re-time our Hopper path once per spec, applied with
+max.tuning.override (the launcher reads the knobs at each call), on every layer, the stack and
+the fused blocks, as `v_NAME_us` columns and a stack total per variant; `--layers a,b` keeps
+only the named layers (and the fused blocks among them), `--no-large` drops the large set (such
+runs write gpu_conv2d_variants-*.json instead). The default run's `sm90_split` / `sm90_padded`
+say whether our Hopper path split the reduction or ran on channel-padded copies (from
+max.tuning.record_launches). MAX_BENCH_CONV_SM90=0 times the im2col + GEMM path only.
 
     python benchmarks/gpu_conv2d.py
-    python benchmarks/gpu_conv2d.py --variants old=MAX_CONV_SM90_SPLITK=1,MAX_CONV_SM90_PREFETCH=0 \
-        split2=MAX_CONV_SM90_SPLITK=2 split4=MAX_CONV_SM90_SPLITK=4 nofold=MAX_CONV_SM90_FOLD=0 cols=MAX_CONV_SM90_FOLD=1 \
-        staged=MAX_CONV_SM90_STAGED=1 tileda=MAX_CONV_SM90_TILED_A=1
+    python benchmarks/gpu_conv2d.py --variants old=conv.splitk=1,conv.prefetch=0 \
+        split2=conv.splitk=2 split4=conv.splitk=4 nofold=conv.fold=0 cols=conv.fold=1 flat_a=conv.tiled_a=0
 """
 
 import argparse
@@ -42,12 +42,11 @@ import sys
 import time
 from pathlib import Path
 
-os.environ["MAX_CUDA_GRAPHS"] = "0"  # read when a model loads
+os.environ["MAX_CUDA_GRAPHS"] = "off"  # a user setting: read when the engine first needs one
 
-from common import write  # noqa: E402
+from common import check_tuning, write  # noqa: E402
 from gpu_timing import Timer, our_stream  # noqa: E402
-from max import driver, engine  # noqa: E402
-from max._core import driver as core  # noqa: E402
+from max import driver, engine, tuning  # noqa: E402
 from max.dtype import DType  # noqa: E402
 from max.graph import DeviceRef, Graph, TensorType, ops  # noqa: E402
 
@@ -107,35 +106,18 @@ def rel_err(torch, ours, ref):
 
 
 def parse_variants(items):
-    """NAME=VAR=VALUE,VAR=VALUE -> {NAME: {VAR: VALUE}} (an empty setting list: the defaults)."""
+    """NAME=SPEC -> {NAME: SPEC}, SPEC a tuning spec ("conv.splitk=2,conv.prefetch=0"; empty: the
+    defaults); the Hopper path is forced on under each."""
     out = {}
     for item in items or ():
-        name, _, rest = item.partition("=")
-        env = {}
-        for kv in filter(None, rest.split(",")):
-            k, _, v = kv.partition("=")
-            env[k.strip()] = v.strip()
-        out[name] = env
+        name, _, spec = item.partition("=")
+        out[name.strip()] = ",".join(filter(None, ["conv.sm90=1", spec.strip()]))
+    check_tuning(out.values())
     return out
 
 
-class Env:
-    """Sets environment variables for a block, restoring them after."""
-
-    def __init__(self, env):
-        self.env, self.saved = env, {}
-
-    def __enter__(self):
-        for k, v in self.env.items():
-            self.saved[k] = os.environ.get(k)
-            os.environ[k] = v
-
-    def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+# Our two conv paths, as tuning specs.
+PATHS = {"im2col": "conv.sm90=0", "sm90": "conv.sm90=1"}
 
 
 def run_layer(torch, F, session, gpu, stream, timer, L, fused=False, variants=None):
@@ -161,32 +143,29 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False, variants=No
     else:
         ref = F.conv2d(tx, tw, stride=L["stride"], padding=L["pad"])
     ref = ref.permute(0, 2, 3, 1)
-    # Both conv paths, chosen per call by MAX_CONV_SM90: im2col + GEMM, and the Hopper kernel
-    # (when it takes the shape: its launch counter says). MAX_BENCH_CONV_SM90=0 skips the latter.
+    # Both conv paths, chosen per call by the knob conv.sm90: im2col + GEMM, and the Hopper
+    # kernel (when it takes the shape: the launch record says). MAX_BENCH_CONV_SM90=0 skips the latter.
     paths, flags = {}, {}
-    for mode in ("0", "1") if os.environ.get("MAX_BENCH_CONV_SM90", "1") != "0" else ("0",):
-        os.environ["MAX_CONV_SM90"] = mode
-        before = core._conv_sm90_launches()
-        counts = core._conv_sm90_path_counts()
-        torch.cuda.synchronize()
-        (out,) = model.execute(*bufs)
-        gpu.synchronize()
-        took_sm90 = core._conv_sm90_launches() > before
-        if mode == "1" and not took_sm90:
-            continue
-        if mode == "1":
-            after = core._conv_sm90_path_counts()
-            flags = {"sm90_padded": after[0] > counts[0], "sm90_split": after[1] > counts[1]}
-        err = rel_err(torch, torch.from_dlpack(out), ref)
-        assert err < 3e-2, f"{L['name']} ({'sm90' if mode == '1' else 'im2col'}): differs from cuDNN by {err:.3g} of the largest value"
-        del out
-        paths["sm90" if mode == "1" else "im2col"] = (timer(stream, lambda: model.execute(*bufs)), err)
-    # Our Hopper path again under each variant's settings (only where it takes the shape).
+    for path in PATHS if os.environ.get("MAX_BENCH_CONV_SM90", "1") != "0" else ("im2col",):
+        with tuning.override(PATHS[path]):
+            torch.cuda.synchronize()
+            with tuning.record_launches() as launches:
+                (out,) = model.execute(*bufs)
+                gpu.synchronize()
+            sm90 = launches.last("conv_sm90")
+            if path == "sm90":
+                if sm90 is None:
+                    continue
+                flags = {"sm90_padded": launches.count("conv_sm90_pad") > 0, "sm90_split": sm90["splits"] > 1}
+            err = rel_err(torch, torch.from_dlpack(out), ref)
+            assert err < 3e-2, f"{L['name']} ({path}): differs from cuDNN by {err:.3g} of the largest value"
+            del out
+            paths[path] = (timer(stream, lambda: model.execute(*bufs)), err)
+    # Our Hopper path again under each variant's knobs (only where it takes the shape).
     timed_variants = {}
     if "sm90" in paths:
-        os.environ["MAX_CONV_SM90"] = "1"
-        for vname, env in (variants or {}).items():
-            with Env(env):
+        for vname, spec in (variants or {}).items():
+            with tuning.override(spec):
                 torch.cuda.synchronize()
                 (out,) = model.execute(*bufs)
                 gpu.synchronize()
@@ -194,7 +173,6 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False, variants=No
                 assert err < 3e-2, f"{L['name']} (variant {vname}): differs from cuDNN by {err:.3g} of the largest value"
                 del out
                 timed_variants[vname] = timer(stream, lambda: model.execute(*bufs))
-    os.environ.pop("MAX_CONV_SM90")
     del ref
     best = min(paths, key=lambda k: paths[k][0])
     t_ours, err = paths[best]
@@ -234,7 +212,7 @@ def run_layer(torch, F, session, gpu, stream, timer, L, fused=False, variants=No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--variants", nargs="*", default=[], help="NAME=VAR=VALUE,VAR=VALUE ...")
+    ap.add_argument("--variants", nargs="*", default=[], help="NAME=SPEC ..., SPEC a tuning spec (conv.splitk=2,conv.fold=0)")
     ap.add_argument("--layers", default="", help="comma-separated layer names to keep")
     ap.add_argument("--no-large", action="store_true", help="skip the large set")
     args = ap.parse_args()

@@ -1,16 +1,16 @@
 """Fused elementwise kernels against the device copy rate (torch's clone of the same bytes) and
 against torch eager doing the same math, in one process. JSON to benchmarks/results/.
 Our side is also timed with one and with two 16-byte vectors per thread step forced
-(MAX_FUSED_VEC2=0/1; the default picks two for 16-bit data), as `ms_vec1` / `ms_vec2`.
+(max.tuning.override("fusion.vec2=0") / "fusion.vec2=1"; the default picks two for 16-bit
+data), as `ms_vec1` / `ms_vec2`.
 
     python benchmarks/gpu_elementwise.py
 """
 
-import os
 import sys
 
 from common import time_async, write
-from max import driver, engine
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
@@ -53,9 +53,8 @@ def main() -> None:
             ours = cuda_time(torch, lambda: model.execute(*bufs))
             forced = {}
             for v in ("0", "1"):
-                os.environ["MAX_FUSED_VEC2"] = v
-                forced[v] = cuda_time(torch, lambda: model.execute(*bufs))
-            del os.environ["MAX_FUSED_VEC2"]
+                with tuning.override(f"fusion.vec2={v}"):
+                    forced[v] = cuda_time(torch, lambda: model.execute(*bufs))
             theirs = cuda_time(torch, lambda: torch_fn(*xs))
             moved = touches * n * xs[0].element_size()
             rows.append({"op": name, "dtype": dtype.name, "max_GBps": round(moved / ours / 1e9, 1),

@@ -5,23 +5,23 @@ times (the ratio is the median of the per-round ratios, with its min and max). b
 benchmarks/results/.
 
     python benchmarks/gpu_gemm.py
-    python benchmarks/gpu_gemm.py --variants "default;MAX_GEMM_SM90_CLUSTER=1;MAX_GEMM_SM90_BN=128,MAX_GEMM_SM90_SPLITK=2" \
+    python benchmarks/gpu_gemm.py --variants "default;gemm.cluster=1;gemm.bn=128,gemm.splitk=2" \
         --shapes 8192x8192x8192,128x4096x4096 --dtypes bf16
 
---variants: ';'-separated variants, each 'default' or ','-separated VAR=VALUE settings (the
-launch wrappers read them at each launch); our side is re-timed per variant, in the same process,
-each with a freshly loaded model; cuBLAS once per shape. --shapes: MxKxN list (default: all).
+--variants: ';'-separated variants, each 'default' or a tuning spec (','-separated knob=value,
+see docs/configuration.md) applied with max.tuning.override around the variant's load and
+timing; our side is re-timed per variant, in the same process, each with a freshly loaded model;
+cuBLAS once per shape. --shapes: MxKxN list (default: all).
 '--variants sweep' runs the preset SWEEP below. With --variants the JSON goes to
 gpu_gemm_variants-<device>.json.
 """
 
 import argparse
 import statistics
-import os
 import sys
 
-from common import time_async, write
-from max import driver, engine
+from common import check_tuning, time_async, write
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
@@ -37,48 +37,44 @@ def cuda_time(torch, fn, reps=20):
     return time_async(fn, sync, reps=reps)
 
 
-# --variants sweep: the Hopper GEMM's knobs one at a time against the default and the legacy
-# kernel (MIN_M=256: M < 256 back on the small-M kernels, as before gemm_sm90p).
+# --variants sweep: the Hopper GEMM's knobs one at a time against the default
+# (gemm.min_m=256: M < 256 back on the small-M kernels, as before gemm_sm90p).
 SWEEP = ";".join([
     "default",
-    "MAX_GEMM_SM90_LEGACY=1",
-    "MAX_GEMM_SM90_CLUSTER=1",
-    "MAX_GEMM_SM90_PERSISTENT=0",
-    "MAX_GEMM_SM90_BN=128",
-    "MAX_GEMM_SM90_BN=256",
-    "MAX_GEMM_SM90_TAIL=0",
-    "MAX_GEMM_SM90_GROUP_M=8",
-    "MAX_GEMM_SM90_GROUP_M=32",
-    "MAX_GEMM_SM90_SPLITK=1",
-    "MAX_GEMM_SM90_MIN_M=256",
+    "gemm.cluster=1",
+    "gemm.persistent=0",
+    "gemm.bn=128",
+    "gemm.bn=256",
+    "gemm.tail=0",
+    "gemm.group_m=8",
+    "gemm.group_m=32",
+    "gemm.splitk=1",
+    "gemm.min_m=256",
 ])
 
 
 def parse_variants(spec):
+    """';'-separated variants -> [(label, tuning spec)]; 'default' is the empty spec."""
     if spec == "sweep":
         spec = SWEEP
     variants = []
     for v in spec.split(";"):
         v = v.strip()
-        if not v:
-            continue
-        env = {}
-        if v != "default":
-            for kv in v.split(","):
-                key, _, value = kv.partition("=")
-                env[key.strip()] = value.strip()
-        variants.append((v, env))
+        if v:
+            variants.append((v, "" if v == "default" else v))
+    check_tuning(s for _, s in variants)
     return variants
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default=None)
-    ap.add_argument("--shapes", default=None)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variants", default=None, help="'sweep', or 'default;SPEC;SPEC...', SPEC a tuning spec (gemm.bn=128,gemm.splitk=2)")
+    ap.add_argument("--shapes", default=None, help="MxKxN,MxKxN... (default: all)")
     ap.add_argument("--dtypes", default="bf16,f16")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    variants = parse_variants(args.variants) if args.variants else [("default", "")]
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
         return
@@ -90,7 +86,6 @@ def main() -> None:
     shapes += [(m, 4096, n) for n in (4096, 11008) for m in (1, 16, 128, 2048)]
     if args.shapes:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
-    variants = parse_variants(args.variants) if args.variants else [("default", {})]
     dtypes = [(DType.bfloat16, torch.bfloat16, "bf16"), (DType.float16, torch.float16, "f16")]
     dtypes = [d for d in dtypes if d[2] in args.dtypes.split(",")]
     rows = []
@@ -103,10 +98,8 @@ def main() -> None:
             a, b = driver.Buffer.from_dlpack(ta), driver.Buffer.from_dlpack(tb)
             ref = ta.float() @ tb.float()
             flops = 2 * m * k * n
-            for label, env in variants:
-                saved = {key: os.environ.get(key) for key in env}
-                os.environ.update(env)
-                try:
+            for label, spec in variants:
+                with tuning.override(spec):
                     model = session.load(g)
                     (out,) = model.execute(a, b)
                     err = (torch.from_dlpack(out).float() - ref).abs().max().item() / ref.abs().max().item()
@@ -117,12 +110,6 @@ def main() -> None:
                     theirs = statistics.median(t for t, _ in times)
                     ours = statistics.median(o for _, o in times)
                     ratios = [t / o for t, o in times]
-                finally:
-                    for key, value in saved.items():
-                        if value is None:
-                            os.environ.pop(key, None)
-                        else:
-                            os.environ[key] = value
                 row = {"dtype": dtype.name, "m": m, "k": k, "n": n}
                 if args.variants:
                     row["variant"] = label

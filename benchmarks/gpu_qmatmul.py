@@ -9,10 +9,10 @@ overhead included), and `gpu_us`, the GPU time per call with the host out of the
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
 L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
 `rel_err_<variant>`) times the other paths on the same weights: `stream` qgemv_stream.cu's
-CUDA-core kernel (MAX_QGEMV_MMA=0: for Q8_0 the default anyway), `general` qgemv.cu's
-(MAX_QGEMV_MMA=0 MAX_QGEMV_STREAM=0), and `no_pdl` the default 4-bit kernel, qgemv_mma.cu,
-launched without programmatic stream serialization (MAX_QGEMV_PDL=0), so that back-to-back calls
-do not overlap.
+CUDA-core kernel (qgemv.mma=0: for Q8_0 the default anyway), `general` qgemv.cu's
+(qgemv.mma=0,qgemv.stream=0), and `no_pdl` the default 4-bit kernel, qgemv_mma.cu, launched
+without programmatic stream serialization (qgemv.pdl=0), so that back-to-back calls do not
+overlap. Each variant is a tuning spec applied with max.tuning.override.
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 
@@ -24,22 +24,14 @@ numpy and torch.
 
 from __future__ import annotations
 
-import os
+import itertools
 import sys
 
 import numpy as np
 
-import itertools
-
-from common import time_async, time_gpu, write
-
-VARIANTS = {
-    "stream": {"MAX_QGEMV_MMA": "0"},
-    "general": {"MAX_QGEMV_MMA": "0", "MAX_QGEMV_STREAM": "0"},
-    "no_pdl": {"MAX_QGEMV_PDL": "0"},
-}
+from common import check_tuning, time_async, time_gpu, write
 from gpu_timing import Timer, our_stream
-from max import driver, engine
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.quantization import QuantizationEncoding as Q
@@ -49,6 +41,11 @@ SHAPES = [(4096, 4096), (11008, 4096), (32000, 4096)]  # (N, K): weight rows, el
 # Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
 ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: beyond any L2
 F16_FIELDS = {Q.Q4_0: [0], Q.Q8_0: [0], Q.Q4_K: [0, 2]}
+VARIANTS = {  # the other GEMV kernels, as tuning specs (docs/configuration.md)
+    "stream": "qgemv.mma=0",
+    "general": "qgemv.mma=0,qgemv.stream=0",
+    "no_pdl": "qgemv.pdl=0",
+}
 
 
 def random_blocks(rng: np.random.Generator, enc: Q, rows: int, k: int) -> np.ndarray:
@@ -61,6 +58,7 @@ def random_blocks(rng: np.random.Generator, enc: Q, rows: int, k: int) -> np.nda
 
 
 def main() -> None:
+    check_tuning(VARIANTS.values())
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
         return
@@ -108,16 +106,12 @@ def main() -> None:
             ours = timer(stream, lambda: model.execute(x, next(ws)))
             # The other kernels on the same weights.
             variants = {}
-            for name, env in VARIANTS.items():
-                os.environ.update(env)
-                try:
+            for name, spec in VARIANTS.items():
+                with tuning.override(spec):
                     (vout,) = model.execute(x, w)
                     verr = (torch.from_dlpack(vout) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
                     variants[f"gpu_us_{name}"] = round(timer(stream, lambda: model.execute(x, next(ws))) * 1e6, 1)
                     variants[f"rel_err_{name}"] = float(f"{verr:.2e}")
-                finally:
-                    for var in env:
-                        del os.environ[var]
             tx16 = tx.to(torch.bfloat16)
             tw16 = tw.to(torch.bfloat16)
             tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])

@@ -25,7 +25,7 @@ SHAPES = {
     "llama-3.2-1b-bf16": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
                               intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True, rope_theta=500000.0),
 }
-# llama.cpp on the same GPU machine (LLM.md section 2): decode tg128 tok/s, prefill pp512 tok/s.
+# llama.cpp on the same GPU machine, measured apart: decode tg128 tok/s, prefill pp512 tok/s.
 LLAMA_CPP = {"smollm2-135m-bf16": (994, 112000), "llama-3.2-1b-bf16": (788, 83600), "smollm2-135m-q4_1": (970, 53000)}
 
 
