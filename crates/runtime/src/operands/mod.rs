@@ -13,6 +13,7 @@ use crate::{Buffer, Error, Result, with_cast_type};
 
 mod attention;
 mod conv;
+pub(crate) mod layout;
 mod pool;
 mod quant;
 mod reduction;
