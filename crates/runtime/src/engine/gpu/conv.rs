@@ -11,10 +11,10 @@
 //! Attributes are parsed and checked once for both backends (operands/conv.rs, which computes
 //! the geometry both consume); the kernels reproduce the CPU's working types and cast rules.
 
-mod epilogue;
+mod fused;
 mod pool;
 
-pub(super) use epilogue::fused;
+pub(super) use fused::fused;
 
 use max_graph::DType;
 use max_graph::ops::{Op, OpKind};

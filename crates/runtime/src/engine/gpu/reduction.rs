@@ -160,7 +160,7 @@ fn sort(
                 Buffer::empty(b.dtype(), &shape, &Device::Cpu)
             })
             .collect::<Result<_>>()?;
-        crate::engine::kernels::run_cpu(op, &[host_in], &host_out)?;
+        crate::engine::host_dispatch::run_cpu(op, &[host_in], &host_out)?;
         for (dst, src) in outputs.iter().zip(&host_out) {
             dst.inplace_copy_from(src)?;
         }
