@@ -99,7 +99,7 @@ impl PyModel {
 #[pyfunction]
 fn _lowered_steps(graph: PyRef<'_, PyGraphIR>) -> PyResult<Vec<String>> {
     graph.inner.verify().map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let program = max_runtime::engine::program::lower(&graph.inner);
+    let program = max_runtime::engine::passes::lower(&graph.inner);
     Ok(program.body.steps.iter().map(|s| s.name()).collect())
 }
 

@@ -160,7 +160,7 @@ impl CudaDevice {
 }
 
 thread_local! {
-    /// Set while this thread records a CUDA graph (engine/graphs.rs).
+    /// Set while this thread records a CUDA graph (engine/cuda_graphs.rs).
     static CAPTURING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 

@@ -29,46 +29,22 @@ use std::borrow::Cow;
 
 use gemm::{Parallelism, gemm};
 use max_graph::DType;
-use max_graph::attrs::Attr;
-use max_graph::ops::{Op, OpKind};
+use max_graph::ops::Op;
 use rayon::prelude::*;
 
 pub use blocks::{Decode, Encoding};
 
 use super::cast::{Canon, Elem};
 use super::indexing::{bytes, bytes_mut};
-use crate::operands::{GptqCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry};
+use crate::operands::{GptqCall, QuantCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, quant_call};
 use crate::{Buffer, Error, Result};
 
 pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let name = op.kind.name();
-    let (Some(first), [out]) = (inputs.first(), outputs) else {
-        return Err(Error::Value(format!("{name}: expected inputs and one output")));
-    };
-    let encoding = match op.attrs.get("encoding") {
-        Some(Attr::Str(s)) => s.as_str(),
-        _ => return Err(Error::Value(format!("{name}: attribute encoding must be a string"))),
-    };
-    match op.kind {
-        OpKind::Dequantize => dequantize(op, block_encoding(op, encoding)?, first, out),
-        OpKind::QMatmul if encoding == "GPTQ" => qmatmul_gptq(op, inputs, out),
-        OpKind::QMatmul => {
-            let [lhs, rhs] = inputs else {
-                return Err(Error::Value(format!("{name}: {encoding} takes lhs and one quantized tensor")));
-            };
-            qmatmul(op, block_encoding(op, encoding)?, lhs, rhs, out)
-        }
-        _ => Err(Error::Value(format!("{name}: no CPU kernel for this op"))),
+    match quant_call(op, inputs, outputs, "CPU")? {
+        (QuantCall::Dequantize { enc, x }, out) => dequantize(op, enc, x, out),
+        (QuantCall::Gptq, out) => qmatmul_gptq(op, inputs, out),
+        (QuantCall::Block { enc, lhs, rhs }, out) => qmatmul(op, enc, lhs, rhs, out),
     }
-}
-
-fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
-    Encoding::parse(name).ok_or_else(|| {
-        Error::Value(format!(
-            "{}: unsupported quantization encoding {name} (block encodings: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)",
-            op.kind.name()
-        ))
-    })
 }
 
 /// A host buffer's f32 values, borrowed when aligned.

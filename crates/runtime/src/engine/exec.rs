@@ -153,7 +153,7 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
     // A data-dependent op whose result shape is not known yet (nonzero with an unbound count
     // symbol) allocates its result itself; see run_dynamic_step.
     if let StepKind::Op(op) = &step.kind {
-        if super::kernels::data_dependent(op.kind) && step.outputs.iter().any(|v| shape_of(state, *v).is_err()) {
+        if super::host_dispatch::data_dependent(op.kind) && step.outputs.iter().any(|v| shape_of(state, *v).is_err()) {
             return run_dynamic_step(state, step, op, &inputs);
         }
     }
@@ -193,7 +193,7 @@ fn step_device(state: &State, step: &Step) -> Result<Device> {
 /// conflicting earlier binding is an error). Results go to their value's device afterwards.
 fn run_dynamic_step(state: &mut State, step: &Step, op: &max_graph::ops::Op, inputs: &[Buffer]) -> Result<()> {
     let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&Device::Cpu)).collect::<Result<_>>()?;
-    let (outputs, bound) = super::kernels::run_dynamic(op, &inputs)?;
+    let (outputs, bound) = super::host_dispatch::run_dynamic(op, &inputs)?;
     for (name, value) in bound {
         state.bindings.bind(&name, value, &format!("the result of {}", op.kind.name()))?;
     }
@@ -212,7 +212,7 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             let ty = &types[step.outputs[0]];
             cpu::elementwise::run(&crate::shared::Fused::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
-        StepKind::Op(op) => super::kernels::run_cpu(op, inputs, outputs),
+        StepKind::Op(op) => super::host_dispatch::run_cpu(op, inputs, outputs),
         StepKind::Gemm(g) => {
             let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
             let product = Buffer::for_result(outputs[0].dtype(), &shape, &Device::Cpu)?;
@@ -226,7 +226,7 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
             let product = Buffer::empty(outputs[0].dtype(), &shape, &Device::Cpu)?;
             let head = inputs.get(..c.head).ok_or_else(|| Error::Value(format!("{}: missing inputs", step.name())))?;
-            super::kernels::run_cpu(&c.conv, head, std::slice::from_ref(&product))?;
+            super::host_dispatch::run_cpu(&c.conv, head, std::slice::from_ref(&product))?;
             let mut tail_inputs = vec![product];
             tail_inputs.extend(inputs[c.head..].iter().cloned());
             cpu::elementwise::run(&c.tail, &tail_inputs, &outputs[0])

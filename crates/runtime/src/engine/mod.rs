@@ -1,14 +1,13 @@
 //! Compiling graphs into executable plans and running them.
 
 mod control;
-pub mod conv_epilogue;
-pub mod epilogue;
+mod cuda_graphs;
 pub(crate) mod exec;
 mod gpu;
-mod graphs;
-pub mod kernels;
+pub mod host_dispatch;
 pub mod memory;
 pub mod model;
+pub mod passes;
 pub mod plan;
 pub mod program;
 pub mod shapes;

@@ -10,8 +10,9 @@ use max_graph::graph::Graph;
 use max_graph::{DType, DeviceKind, DeviceRef, OpKind, Type, ValueId};
 
 use super::exec;
+use super::passes;
 use super::plan::{self, Plan};
-use super::program::{self, Body, Program, StepKind};
+use super::program::{Body, Program, StepKind};
 use super::shapes::bind_inputs;
 use super::workers;
 use crate::storage::Storage;
@@ -30,8 +31,8 @@ pub struct Model {
     /// Constants and weights, on their devices, by value id.
     pub(crate) fixed: HashMap<ValueId, Buffer>,
     plans: Mutex<HashMap<ShapeKey, Arc<Plan>>>,
-    /// CUDA graph state per plan (see graphs.rs); unused when `use_graphs` is off.
-    pub(crate) graphs: Mutex<HashMap<ShapeKey, super::graphs::GraphState>>,
+    /// CUDA graph state per plan (see cuda_graphs.rs); unused when `use_graphs` is off.
+    pub(crate) graphs: Mutex<HashMap<ShapeKey, super::cuda_graphs::GraphState>>,
     use_graphs: bool,
     /// Whether any step runs on the host (and so needs the worker pool); a plan that only
     /// launches GPU kernels runs on the calling thread, saving a hand-off per execution.
@@ -72,7 +73,7 @@ impl Model {
         threads: Option<usize>,
     ) -> Result<Model> {
         graph.verify().map_err(|e| Error::Value(e.to_string()))?;
-        let program = program::lower(graph);
+        let program = passes::lower(graph);
         let pool = workers::pool(threads)?;
         let mut fixed = HashMap::new();
         // A bar on stderr when moving the weights takes over a second (weights/progress.rs).
@@ -101,7 +102,7 @@ impl Model {
             fixed,
             plans: Mutex::new(HashMap::new()),
             graphs: Mutex::new(HashMap::new()),
-            use_graphs: super::graphs::enabled(),
+            use_graphs: super::cuda_graphs::enabled(),
             host_work,
             host_only,
             pool,
@@ -130,7 +131,7 @@ impl Model {
 
     pub fn num_cuda_graphs(&self) -> usize {
         let graphs = self.graphs.lock().unwrap_or_else(|p| p.into_inner());
-        graphs.values().filter(|g| matches!(g, super::graphs::GraphState::Ready(_))).count()
+        graphs.values().filter(|g| matches!(g, super::cuda_graphs::GraphState::Ready(_))).count()
     }
 
     pub fn num_plans(&self) -> usize {
@@ -154,7 +155,7 @@ impl Model {
         let given: Vec<(DType, Vec<usize>)> = inputs.iter().map(|b| (b.dtype(), b.shape().to_vec())).collect();
         let plan = self.plan_for(&given)?;
         if self.use_graphs && self.devices.iter().any(|d| !d.is_host()) {
-            if let Some(outputs) = super::graphs::execute(self, &given, &plan, &inputs)? {
+            if let Some(outputs) = super::cuda_graphs::execute(self, &given, &plan, &inputs)? {
                 return Ok(outputs);
             }
         }
@@ -290,9 +291,9 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
     }
     program.body.steps = kept;
     // Constants that only fed folded steps are no longer needed.
-    super::program::dce(&mut program.body);
+    super::passes::dce(&mut program.body);
     let mut used: std::collections::HashSet<ValueId> = program.body.results.iter().copied().collect();
-    super::program::free_uses(std::slice::from_ref(&program.body), &mut used);
+    super::passes::free_uses(std::slice::from_ref(&program.body), &mut used);
     fixed.retain(|v, _| used.contains(v));
     Ok(())
 }

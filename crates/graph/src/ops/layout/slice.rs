@@ -14,17 +14,19 @@ use crate::error::Result;
 use crate::ops::{Ctx, one};
 use crate::types::{TensorType, Type, shape_str};
 
-const INDEX: i64 = 0;
-const SLICE: i64 = 1;
-const NEW_AXIS: i64 = 2;
-const ELLIPSIS: i64 = 3;
-const TENSOR_INDEX: i64 = 4;
-const SIZED_SLICE: i64 = 5;
+// The `kinds` attribute: what each index is (the runtime's kernels read the same encoding).
+pub const INDEX: i64 = 0;
+pub const SLICE: i64 = 1;
+pub const NEW_AXIS: i64 = 2;
+pub const ELLIPSIS: i64 = 3;
+pub const TENSOR_INDEX: i64 = 4;
+pub const SIZED_SLICE: i64 = 5;
 
-const HAS_START: i64 = 1;
-const HAS_STOP: i64 = 2;
-const TENSOR_START: i64 = 4;
-const TENSOR_STOP: i64 = 8;
+// The `bounds` attribute's bits: which bounds a slice has, and which are index tensors.
+pub const HAS_START: i64 = 1;
+pub const HAS_STOP: i64 = 2;
+pub const TENSOR_START: i64 = 4;
+pub const TENSOR_STOP: i64 = 8;
 
 /// One slice entry, read from the attributes.
 struct SliceSpec<'a> {

@@ -10,6 +10,7 @@ use max_graph::ops::attention::{AttentionParams, CacheLayout};
 use rayon::prelude::*;
 
 use super::{Act, indices, slice, slice_mut, with_act};
+use crate::operands::{fits_cache, query_shape};
 use crate::{Buffer, Error, Result};
 
 /// The checked geometry of one call: which sequence each row belongs to, and where it starts.
@@ -360,10 +361,8 @@ pub(super) fn run(
     let name = op.kind.name();
     let p = AttentionParams::from_attrs(&op.attrs).map_err(|m| Error::Value(format!("{name}: {m}")))?;
     let c = CacheLayout::from_shape(blocks.shape()).map_err(|m| Error::Value(format!("{name}: {m}")))?;
-    let &[tokens, hq, d] = q.shape() else {
-        return Err(Error::Value(format!("{name}: q must be [tokens, heads, head_dim], got {:?}", q.shape())));
-    };
-    if d != c.head_dim || c.kv_heads == 0 || hq % c.kv_heads != 0 || p.layer >= c.layers {
+    let [tokens, hq, d] = query_shape(name, q)?;
+    if !fits_cache(&c, hq, d, p.layer) {
         return Err(Error::Value(format!(
             "{name}: q {:?} does not fit a cache of {} layers, {} kv heads of {} dims (layer {})",
             q.shape(),

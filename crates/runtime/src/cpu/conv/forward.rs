@@ -7,138 +7,23 @@
 //! instead, which keeps every group's tiny product vectorised.
 
 use max_graph::DType;
-use max_graph::attrs::Attr;
-use max_graph::ops::{Op, OpKind};
+use max_graph::ops::Op;
 use rayon::prelude::*;
 
 use super::gemm::{Mac, Mat};
-use super::{PAR_MIN, channels_last, check_out, ints, load_channels_last, steps, string, window_count, with_acc};
+use super::{PAR_MIN, load_channels_last, with_acc};
 use crate::cpu::reduction::typed_dispatch;
 use crate::cpu::reduction::work::{Num, Src, Typed};
-use crate::{Buffer, Error, Result};
+use crate::operands::{ConvGeometry as Geo, conv_geometry};
+use crate::{Buffer, Result};
 
 /// im2col blocks hold about this many elements.
 const BLOCK_ELEMS: usize = 1 << 16;
 
-/// A convolution's sizes, as 3-D (a 2-D one has depth 1).
-pub(super) struct Geo {
-    pub n: usize,
-    pub c: usize,
-    pub f: usize,
-    pub groups: usize,
-    pub cg: usize,
-    pub fg: usize,
-    pub input: [usize; 3],
-    pub output: [usize; 3],
-    pub kernel: [usize; 3],
-    pub stride: [usize; 3],
-    pub dil: [usize; 3],
-    pub pad: [usize; 3],
-    /// Element strides in the filter of each kernel dim, of the input channel, of the output
-    /// channel.
-    pub ftap: [usize; 3],
-    pub fc: usize,
-    pub ff: usize,
-}
-
-impl Geo {
-    fn taps(&self) -> usize {
-        self.kernel.iter().product()
-    }
-
-    fn positions(&self) -> usize {
-        self.output.iter().product()
-    }
-
-    /// The input coordinate of kernel tap `k` for output coordinate `z` along dim `i`.
-    #[inline]
-    fn at(&self, i: usize, z: usize, k: usize) -> Option<usize> {
-        (z * self.stride[i] + k * self.dil[i]).checked_sub(self.pad[i]).filter(|&v| v < self.input[i])
-    }
-}
-
-/// Contiguous element strides of `shape`.
-pub(super) fn strides_of(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
-}
-
 pub(super) fn run(op: &Op, x: &Buffer, filter: &Buffer, bias: Option<&Buffer>, out: &Buffer) -> Result<()> {
     let name = op.kind.name();
-    let nd = if op.kind == OpKind::Conv3d { 3 } else { 2 };
-    let cl = channels_last(op)?;
-    let xs = x.shape();
-    if xs.len() != nd + 2 {
-        return Err(Error::Value(format!("{name}: x must be rank {}, got shape {xs:?}", nd + 2)));
-    }
-    let (spatial, c) = if cl { (&xs[1..=nd], xs[nd + 1]) } else { (&xs[2..], xs[1]) };
-    let layout = string(op, "filter_layout", if nd == 2 { "RSCF" } else { "QRSCF" })?;
-    let fs = filter.shape();
-    if fs.len() != nd + 2 {
-        return Err(Error::Value(format!("{name}: filter must be rank {}, got shape {fs:?}", nd + 2)));
-    }
-    // Positions of the kernel dims, the input-channel dim and the output-channel dim.
-    let (taps, c_pos, f_pos): (Vec<usize>, usize, usize) = match (nd, layout) {
-        (2, "RSCF") | (3, "QRSCF") => ((0..nd).collect(), nd, nd + 1),
-        (2, "FCRS") | (3, "FCQRS") => ((2..nd + 2).collect(), 1, 0),
-        (2, "CFRS") => ((2..4).collect(), 0, 1),
-        _ => return Err(Error::Value(format!("{name}: filter_layout {layout:?} is not supported"))),
-    };
-    let groups = match op.attrs.get("groups") {
-        None => 1,
-        Some(Attr::Int(g)) if *g >= 1 => *g as usize,
-        Some(a) => return Err(Error::Value(format!("{name}: groups: expected a positive integer, got {a}"))),
-    };
-    let (cg, f) = (fs[c_pos], fs[f_pos]);
-    if cg * groups != c || f % groups != 0 {
-        return Err(Error::Value(format!(
-            "{name}: x has {c} channels and the filter {cg} per group with {f} outputs, which groups={groups} does not fit"
-        )));
-    }
-    let (stride, dil) = steps(op, nd)?;
-    let pad = ints(op, "padding", 2 * nd, 0)?;
-    let fstr = strides_of(fs);
-    let lead = 3 - nd;
-    let mut geo = Geo {
-        n: xs[0],
-        c,
-        f,
-        groups,
-        cg,
-        fg: f / groups,
-        input: [1; 3],
-        output: [1; 3],
-        kernel: [1; 3],
-        stride: [1; 3],
-        dil: [1; 3],
-        pad: [0; 3],
-        ftap: [0; 3],
-        fc: fstr[c_pos],
-        ff: fstr[f_pos],
-    };
-    let mut want = vec![geo.n];
-    for i in 0..nd {
-        let j = lead + i;
-        geo.input[j] = spatial[i];
-        geo.kernel[j] = fs[taps[i]];
-        geo.ftap[j] = fstr[taps[i]];
-        geo.stride[j] = stride[i];
-        geo.dil[j] = dil[i];
-        geo.pad[j] = pad[2 * i];
-        geo.output[j] = window_count(spatial[i], fs[taps[i]], stride[i], dil[i], pad[2 * i] + pad[2 * i + 1], false)
-            .ok_or_else(|| Error::Value(format!("{name}: the filter window does not fit the padded input")))?;
-        want.push(geo.output[j]);
-    }
-    want.push(f);
-    check_out(name, out, &want)?;
-    if let Some(b) = bias {
-        if b.shape() != [f] {
-            return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
-        }
-    }
+    let geo = conv_geometry(op, x, filter, bias, out)?;
+    let cl = geo.channels_last;
     let dtype = x.dtype();
     typed_dispatch!(name, dtype, T, {
         conv::<T>(&geo, x, filter, cl, bias, out);

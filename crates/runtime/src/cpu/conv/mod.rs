@@ -1,7 +1,7 @@
 //! Host kernels of the conv ops: conv2d and conv3d (`forward`: im2col + GEMM, with a direct
 //! path for depthwise convolutions), conv2d_transpose (`transpose`: GEMM + col2im), and the
-//! window ops avg_pool2d, max_pool2d and fold (`pool`). Attributes are parsed as
-//! crates/graph/src/ops/conv.rs, conv_transpose.rs and pool.rs document them.
+//! window ops avg_pool2d, max_pool2d and fold (`pool`). Attributes are parsed and the geometry
+//! checked once for both backends, in operands/conv.rs and operands/pool.rs.
 //!
 //! Every kernel computes in the working type of the input (`reduction::work`): f32 for
 //! float16, bfloat16, float32 and the float8 types (accumulating in f32), f64 for float64, and
@@ -15,41 +15,21 @@ mod transpose;
 
 use std::any::TypeId;
 
-use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
 use super::reduction::work::{Dst, Num, Src, Typed};
+use crate::operands::{conv_io, conv_weights};
 use crate::{Buffer, Error, Result};
 
 /// Below this many multiply-adds (or elements) a kernel stays on the calling thread.
 const PAR_MIN: usize = 1 << 16;
 
 pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let name = op.kind.name();
-    let (Some(x), Some(out)) = (inputs.first(), outputs.first()) else {
-        return Err(Error::Value(format!("{name}: expected an input and an output")));
-    };
-    if out.dtype() != x.dtype() {
-        return Err(Error::Value(format!("{name}: the output is {}, expected {}", out.dtype(), x.dtype())));
-    }
+    let (x, out) = conv_io(op, inputs, outputs)?;
     match op.kind {
         OpKind::Conv2d | OpKind::Conv3d | OpKind::Conv2dTranspose => {
-            let Some(filter) = inputs.get(1) else {
-                return Err(Error::Value(format!("{name}: expected x, filter and an optional bias")));
-            };
-            let bias = inputs.get(2);
-            for (what, t) in [("filter", Some(filter)), ("bias", bias)] {
-                if let Some(t) = t {
-                    if t.dtype() != x.dtype() {
-                        return Err(Error::Value(format!(
-                            "{name}: {what} is {}, expected {} like x",
-                            t.dtype(),
-                            x.dtype()
-                        )));
-                    }
-                }
-            }
+            let (filter, bias) = conv_weights(op, inputs, x)?;
             if op.kind == OpKind::Conv2dTranspose {
                 transpose::run(op, x, filter, bias, out)
             } else {
@@ -60,58 +40,6 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         OpKind::Fold => pool::fold(op, x, out),
         other => Err(Error::Value(format!("{}: no CPU kernel for this op", other.name()))),
     }
-}
-
-/// `n` non-negative integers of attribute `key` (each `default` when it is absent).
-fn ints(op: &Op, key: &str, n: usize, default: usize) -> Result<Vec<usize>> {
-    match op.attrs.get(key) {
-        None => Ok(vec![default; n]),
-        Some(Attr::Ints(v)) if v.len() == n && v.iter().all(|&x| x >= 0) => Ok(v.iter().map(|&x| x as usize).collect()),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected {n} non-negative integers, got {a}", op.kind.name()))),
-    }
-}
-
-/// Strides and dilations (at least 1) of `nd` spatial dims.
-fn steps(op: &Op, nd: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let (stride, dilation) = (ints(op, "stride", nd, 1)?, ints(op, "dilation", nd, 1)?);
-    if stride.iter().chain(&dilation).any(|&s| s == 0) {
-        return Err(Error::Value(format!("{}: strides and dilations must be positive", op.kind.name())));
-    }
-    Ok((stride, dilation))
-}
-
-fn string<'a>(op: &'a Op, key: &str, default: &'a str) -> Result<&'a str> {
-    match op.attrs.get(key) {
-        None => Ok(default),
-        Some(Attr::Str(s)) => Ok(s),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected a string, got {a}", op.kind.name()))),
-    }
-}
-
-/// Whether `input_layout` is channels-last (NHWC, or NDHWC for conv3d).
-fn channels_last(op: &Op) -> Result<bool> {
-    match string(op, "input_layout", "NHWC")? {
-        "NHWC" => Ok(true),
-        "NCHW" => Ok(false),
-        other => Err(Error::Value(format!("{}: input_layout: must be NHWC or NCHW, got {other:?}", op.kind.name()))),
-    }
-}
-
-/// The number of window positions along one dim, as the shape inference counts them.
-fn window_count(size: usize, kernel: usize, stride: usize, dilation: usize, pads: usize, ceil: bool) -> Option<usize> {
-    let room = (size + pads).checked_sub(dilation * (kernel.checked_sub(1)?) + 1)?;
-    Some((room + stride + if ceil { stride - 1 } else { 0 }) / stride)
-}
-
-/// Checks that a kernel's computed output shape is the planned one.
-fn check_out(name: &str, out: &Buffer, want: &[usize]) -> Result<()> {
-    if out.shape() != want {
-        return Err(Error::Value(format!(
-            "{name}: the output has shape {:?}, but the inputs and attributes give {want:?}",
-            out.shape()
-        )));
-    }
-    Ok(())
 }
 
 /// Loads `x` ([N, C, S...] or [N, S..., C]) as working values in channels-last order.

@@ -9,90 +9,20 @@ use max_graph::DType;
 use max_graph::ops::Op;
 use rayon::prelude::*;
 
-use super::forward::strides_of;
 use super::gemm::{Mac, Mat};
-use super::{PAR_MIN, channels_last, check_out, ints, load_channels_last, steps, string, with_acc};
+use super::{PAR_MIN, load_channels_last, with_acc};
 use crate::cpu::reduction::typed_dispatch;
 use crate::cpu::reduction::work::{Src, Typed};
-use crate::{Buffer, Error, Result};
+use crate::operands::{TransposeGeometry as Geo, transpose_geometry};
+use crate::{Buffer, Result};
 
 /// The column block of one GEMM holds about this many elements.
 const COLS_ELEMS: usize = 1 << 20;
 
-struct Geo {
-    n: usize,
-    cin: usize,
-    f: usize,
-    input: [usize; 2],
-    output: [usize; 2],
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    dil: [usize; 2],
-    pad: [usize; 2],
-    /// Filter element strides of R, S, the input channel and the output channel.
-    ftap: [usize; 2],
-    fin: usize,
-    fout: usize,
-}
-
 pub(super) fn run(op: &Op, x: &Buffer, filter: &Buffer, bias: Option<&Buffer>, out: &Buffer) -> Result<()> {
     let name = op.kind.name();
-    let cl = channels_last(op)?;
-    let xs = x.shape();
-    if xs.len() != 4 {
-        return Err(Error::Value(format!("{name}: x must be rank 4, got shape {xs:?}")));
-    }
-    let (spatial, cin) = if cl { ([xs[1], xs[2]], xs[3]) } else { ([xs[2], xs[3]], xs[1]) };
-    let layout = string(op, "filter_layout", "RSCF")?;
-    let fs = filter.shape();
-    if fs.len() != 4 {
-        return Err(Error::Value(format!("{name}: filter must be rank 4, got shape {fs:?}")));
-    }
-    // Positions of R, S, the input-channel and the output-channel dims.
-    let (r_pos, s_pos, in_pos, out_pos) = match layout {
-        "RSCF" => (0, 1, 3, 2),
-        "CFRS" => (2, 3, 0, 1),
-        "FCRS" => (2, 3, 1, 0),
-        _ => return Err(Error::Value(format!("{name}: filter_layout {layout:?} is not supported"))),
-    };
-    if fs[in_pos] != cin {
-        return Err(Error::Value(format!("{name}: x has {cin} channels but the filter takes {}", fs[in_pos])));
-    }
-    let (stride, dil) = steps(op, 2)?;
-    let pad = ints(op, "padding", 4, 0)?;
-    let out_pad = ints(op, "output_paddings", 2, 0)?;
-    let fstr = strides_of(fs);
-    let kernel = [fs[r_pos], fs[s_pos]];
-    let f = fs[out_pos];
-    let mut output = [0; 2];
-    for i in 0..2 {
-        let full = spatial[i].saturating_sub(1) * stride[i] + dil[i] * kernel[i].saturating_sub(1) + 1 + out_pad[i];
-        output[i] = full
-            .checked_sub(pad[2 * i] + pad[2 * i + 1])
-            .filter(|_| spatial[i] > 0 && kernel[i] > 0)
-            .ok_or_else(|| Error::Value(format!("{name}: the padding leaves no output")))?;
-    }
-    let want = if cl { vec![xs[0], output[0], output[1], f] } else { vec![xs[0], f, output[0], output[1]] };
-    check_out(name, out, &want)?;
-    if let Some(b) = bias {
-        if b.shape() != [f] {
-            return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
-        }
-    }
-    let geo = Geo {
-        n: xs[0],
-        cin,
-        f,
-        input: spatial,
-        output,
-        kernel,
-        stride: [stride[0], stride[1]],
-        dil: [dil[0], dil[1]],
-        pad: [pad[0], pad[2]],
-        ftap: [fstr[r_pos], fstr[s_pos]],
-        fin: fstr[in_pos],
-        fout: fstr[out_pos],
-    };
+    let geo = transpose_geometry(op, x, filter, bias, out)?;
+    let cl = geo.channels_last;
     let dtype = x.dtype();
     typed_dispatch!(name, dtype, T, {
         transpose::<T>(&geo, x, filter, cl, bias, out);

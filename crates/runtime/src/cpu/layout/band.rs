@@ -9,33 +9,12 @@
 
 use rayon::prelude::*;
 
-use super::{Kernel, view};
+use super::layout::{Band, band_plan};
+use super::{Copier, Kernel, view};
 use crate::Result;
 
 pub(super) fn band_part(k: &Kernel) -> Result<()> {
-    let x = k.input(0)?;
-    let out = k.out_like(0, x)?;
-    if out.shape() != x.shape() {
-        return Err(k.shape_err(x.shape(), out.shape()));
-    }
-    let rank = x.rank();
-    if rank < 2 {
-        return Err(k.err(format!("needs rank 2 or more, got shape {:?}", x.shape())));
-    }
-    let (rows, cols) = (x.shape()[rank - 2], x.shape()[rank - 1]);
-    let exclude = k.boolean("exclude", false)?;
-    let mut bands = [None, None];
-    for (slot, key) in bands.iter_mut().zip(["num_lower", "num_upper"]) {
-        match k.opt_int(key)? {
-            None | Some(-1) => {}
-            Some(n) if n < -1 => {
-                return Err(
-                    k.err(format!("{key} must be non-negative (or None or -1 for the whole triangle), got {n}"))
-                );
-            }
-            Some(n) => *slot = Some(n as usize),
-        }
-    }
+    let Band { x, out, rows, cols, lower, upper, exclude } = band_plan(k)?;
     k.gather(x, &view(x), out)?;
     if out.num_elements() == 0 {
         return Ok(());
@@ -44,7 +23,6 @@ pub(super) fn band_part(k: &Kernel) -> Result<()> {
     let row_bytes = cols * width;
     // SAFETY: the output is a contiguous host buffer of num_elements elements, written only here.
     let data = unsafe { std::slice::from_raw_parts_mut(out.addr() as *mut u8, out.num_elements() * width) };
-    let [lower, upper] = bands;
     let zero_row = |(r, row): (usize, &mut [u8])| {
         let m = r % rows;
         let lo = lower.map_or(0, |l| m.saturating_sub(l)).min(cols);

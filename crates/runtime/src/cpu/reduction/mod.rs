@@ -11,11 +11,11 @@ mod reduce;
 mod sort;
 pub(crate) mod work;
 
-use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
 pub(crate) use crate::operands::expect;
+use crate::operands::{axis_lines, flag, layer_norm_args};
 use crate::{Buffer, Error, Result};
 use work::{Dst, Num, Src, Typed};
 
@@ -42,14 +42,7 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
             norm::softmax(op.kind == OpKind::LogSoftmax, ax, x, out)
         }
         OpKind::LayerNorm => {
-            let (Some(gamma), Some(beta)) = (inputs.get(1), inputs.get(2)) else {
-                return Err(Error::Value(format!("{name}: expected input, gamma and beta")));
-            };
-            let eps = match op.attrs.get("epsilon") {
-                Some(Attr::Float(e)) => *e,
-                Some(Attr::Int(e)) => *e as f64,
-                _ => return Err(Error::Value(format!("{name}: epsilon: expected a number"))),
-            };
+            let (gamma, beta, eps) = layer_norm_args(op, inputs)?;
             norm::layer_norm(x, gamma, beta, eps, out)
         }
         OpKind::RmsNorm => {
@@ -81,14 +74,6 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     }
 }
 
-fn flag(op: &Op, key: &str, default: bool) -> Result<bool> {
-    match op.attrs.get(key) {
-        None => Ok(default),
-        Some(Attr::Bool(b)) => Ok(*b),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected a bool, got {a}", op.kind.name()))),
-    }
-}
-
 /// A tensor's shape around one axis: [outer, n, inner].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Axis {
@@ -101,7 +86,7 @@ impl Axis {
     /// The split of `x` around the op's `axis` attribute (a scalar is one element when
     /// `need_rank` is false).
     fn of(op: &Op, x: &Buffer, need_rank: bool) -> Result<Axis> {
-        let (outer, n, inner) = crate::operands::axis_lines(op, x, need_rank)?;
+        let (outer, n, inner) = axis_lines(op, x, need_rank)?;
         Ok(Axis { outer, n, inner })
     }
 

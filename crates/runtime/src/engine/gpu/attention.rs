@@ -9,6 +9,7 @@ use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::attention::{self as k, AttentionPtrs, RopeShape};
 
 use crate::cuda::CudaDevice;
+use crate::operands::{fits_cache, query_shape};
 use crate::{Buffer, Error, Result};
 
 fn kernel_err(e: max_kernels_cuda::Error) -> Error {
@@ -94,10 +95,8 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         (OpKind::PagedAttention, [_, q, blocks, offsets, lengths, table], [out, ..]) => {
             let p: AttentionParams = attrs(name, AttentionParams::from_attrs(&op.attrs))?;
             let c = layout(name, blocks, q.dtype())?;
-            let &[tokens, q_heads, dim] = q.shape() else {
-                return Err(Error::Value(format!("{name}: q must be [tokens, heads, head_dim], got {:?}", q.shape())));
-            };
-            if dim != c.head_dim || c.kv_heads == 0 || q_heads % c.kv_heads != 0 || p.layer >= c.layers {
+            let [tokens, q_heads, dim] = query_shape(name, q)?;
+            if !fits_cache(&c, q_heads, dim, p.layer) {
                 return Err(Error::Value(format!(
                     "{name}: q {:?} does not fit the cache {:?} (layer {})",
                     q.shape(),

@@ -9,49 +9,29 @@
 //! output tiles; see launch/conv_sm90.rs for its knobs); the tuning knob `conv.sm90=0`
 //! turns that off.
 //!
-//! Attributes are parsed and checked exactly as the CPU kernels do (crates/runtime/src/cpu/conv),
-//! with the same error messages; the kernels reproduce the CPU's working types and cast rules.
+//! Attributes are parsed and checked once for both backends (operands/conv.rs, which computes
+//! the geometry both consume); the kernels reproduce the CPU's working types and cast rules.
 
-mod epilogue;
+mod fused;
 mod pool;
 
-pub(super) use epilogue::fused;
+pub(super) use fused::fused;
 
 use max_graph::DType;
-use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::conv::{ConvGeo, ConvTGeo, conv_forward_epi, conv_transpose};
 use max_kernels_cuda::launch::conv_sm90::{self, Conv2dShape, Outcome};
 use max_kernels_cuda::launch::epilogue::Epilogue;
 
 use crate::cuda::CudaDevice;
+use crate::operands::{conv_geometry, conv_io, conv_weights, transpose_geometry};
 use crate::{Buffer, Error, Result};
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let name = op.kind.name();
-    let (Some(x), Some(out)) = (inputs.first(), outputs.first()) else {
-        return Err(Error::Value(format!("{name}: expected an input and an output")));
-    };
-    if out.dtype() != x.dtype() {
-        return Err(Error::Value(format!("{name}: the output is {}, expected {}", out.dtype(), x.dtype())));
-    }
+    let (x, out) = conv_io(op, inputs, outputs)?;
     match op.kind {
         OpKind::Conv2d | OpKind::Conv3d | OpKind::Conv2dTranspose => {
-            let Some(filter) = inputs.get(1) else {
-                return Err(Error::Value(format!("{name}: expected x, filter and an optional bias")));
-            };
-            let bias = inputs.get(2);
-            for (what, t) in [("filter", Some(filter)), ("bias", bias)] {
-                if let Some(t) = t {
-                    if t.dtype() != x.dtype() {
-                        return Err(Error::Value(format!(
-                            "{name}: {what} is {}, expected {} like x",
-                            t.dtype(),
-                            x.dtype()
-                        )));
-                    }
-                }
-            }
+            let (filter, bias) = conv_weights(op, inputs, x)?;
             if op.kind == OpKind::Conv2dTranspose {
                 transpose(dev, op, x, filter, bias, out)
             } else {
@@ -84,66 +64,6 @@ fn sm90_enabled(dev: &CudaDevice, dtype: DType) -> bool {
         && max_tuning::current().flag_or(max_tuning::Knob::ConvSm90, true)
 }
 
-/// `n` non-negative integers of attribute `key` (each `default` when it is absent).
-fn ints(op: &Op, key: &str, n: usize, default: usize) -> Result<Vec<usize>> {
-    match op.attrs.get(key) {
-        None => Ok(vec![default; n]),
-        Some(Attr::Ints(v)) if v.len() == n && v.iter().all(|&x| x >= 0) => Ok(v.iter().map(|&x| x as usize).collect()),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected {n} non-negative integers, got {a}", op.kind.name()))),
-    }
-}
-
-/// Strides and dilations (at least 1) of `nd` spatial dims.
-fn steps(op: &Op, nd: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let (stride, dilation) = (ints(op, "stride", nd, 1)?, ints(op, "dilation", nd, 1)?);
-    if stride.iter().chain(&dilation).any(|&s| s == 0) {
-        return Err(Error::Value(format!("{}: strides and dilations must be positive", op.kind.name())));
-    }
-    Ok((stride, dilation))
-}
-
-fn string<'a>(op: &'a Op, key: &str, default: &'a str) -> Result<&'a str> {
-    match op.attrs.get(key) {
-        None => Ok(default),
-        Some(Attr::Str(s)) => Ok(s),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected a string, got {a}", op.kind.name()))),
-    }
-}
-
-/// Whether `input_layout` is channels-last (NHWC, or NDHWC for conv3d).
-fn channels_last(op: &Op) -> Result<bool> {
-    match string(op, "input_layout", "NHWC")? {
-        "NHWC" => Ok(true),
-        "NCHW" => Ok(false),
-        other => Err(Error::Value(format!("{}: input_layout: must be NHWC or NCHW, got {other:?}", op.kind.name()))),
-    }
-}
-
-/// The number of window positions along one dim, as the shape inference counts them.
-fn window_count(size: usize, kernel: usize, stride: usize, dilation: usize, pads: usize, ceil: bool) -> Option<usize> {
-    let room = (size + pads).checked_sub(dilation * (kernel.checked_sub(1)?) + 1)?;
-    Some((room + stride + if ceil { stride - 1 } else { 0 }) / stride)
-}
-
-fn check_out(name: &str, out: &Buffer, want: &[usize]) -> Result<()> {
-    if out.shape() != want {
-        return Err(Error::Value(format!(
-            "{name}: the output has shape {:?}, but the inputs and attributes give {want:?}",
-            out.shape()
-        )));
-    }
-    Ok(())
-}
-
-/// Contiguous element strides of `shape`.
-fn strides_of(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
-}
-
 fn forward(dev: &CudaDevice, op: &Op, x: &Buffer, filter: &Buffer, bias: Option<&Buffer>, out: &Buffer) -> Result<()> {
     forward_epi(dev, op, x, filter, bias, out, &Epilogue::default()).map(|_| ())
 }
@@ -158,93 +78,22 @@ fn forward_epi(
     out: &Buffer,
     epi: &Epilogue,
 ) -> Result<bool> {
-    let name = op.kind.name();
-    let nd = if op.kind == OpKind::Conv3d { 3 } else { 2 };
-    let cl = channels_last(op)?;
-    let xs = x.shape();
-    if xs.len() != nd + 2 {
-        return Err(Error::Value(format!("{name}: x must be rank {}, got shape {xs:?}", nd + 2)));
-    }
-    let (spatial, c) = if cl { (&xs[1..=nd], xs[nd + 1]) } else { (&xs[2..], xs[1]) };
-    let layout = string(op, "filter_layout", if nd == 2 { "RSCF" } else { "QRSCF" })?;
-    let fs = filter.shape();
-    if fs.len() != nd + 2 {
-        return Err(Error::Value(format!("{name}: filter must be rank {}, got shape {fs:?}", nd + 2)));
-    }
-    // Positions of the kernel dims, the input-channel dim and the output-channel dim.
-    let (taps, c_pos, f_pos): (Vec<usize>, usize, usize) = match (nd, layout) {
-        (2, "RSCF") | (3, "QRSCF") => ((0..nd).collect(), nd, nd + 1),
-        (2, "FCRS") | (3, "FCQRS") => ((2..nd + 2).collect(), 1, 0),
-        (2, "CFRS") => ((2..4).collect(), 0, 1),
-        _ => return Err(Error::Value(format!("{name}: filter_layout {layout:?} is not supported"))),
-    };
-    let groups = match op.attrs.get("groups") {
-        None => 1,
-        Some(Attr::Int(g)) if *g >= 1 => *g as usize,
-        Some(a) => return Err(Error::Value(format!("{name}: groups: expected a positive integer, got {a}"))),
-    };
-    let (cg, f) = (fs[c_pos], fs[f_pos]);
-    if cg * groups != c || f % groups != 0 {
-        return Err(Error::Value(format!(
-            "{name}: x has {c} channels and the filter {cg} per group with {f} outputs, which groups={groups} does not fit"
-        )));
-    }
-    let (stride, dil) = steps(op, nd)?;
-    let pad = ints(op, "padding", 2 * nd, 0)?;
-    let fstr = strides_of(fs);
-    let lead = 3 - nd;
-    let mut g = ConvGeo {
-        n: xs[0] as i64,
-        c: c as i64,
-        f: f as i64,
-        groups: groups as i64,
-        cg: cg as i64,
-        fg: (f / groups) as i64,
-        input: [1; 3],
-        output: [1; 3],
-        kernel: [1; 3],
-        stride: [1; 3],
-        dil: [1; 3],
-        pad: [0; 3],
-        fc: fstr[c_pos] as i64,
-        ff: fstr[f_pos] as i64,
-        ..ConvGeo::default()
-    };
-    let mut want = vec![xs[0]];
-    for i in 0..nd {
-        let j = lead + i;
-        g.input[j] = spatial[i] as i64;
-        g.kernel[j] = fs[taps[i]] as i64;
-        g.ftap[j] = fstr[taps[i]] as i64;
-        g.stride[j] = stride[i] as i64;
-        g.dil[j] = dil[i] as i64;
-        g.pad[j] = pad[2 * i] as i64;
-        let o = window_count(spatial[i], fs[taps[i]], stride[i], dil[i], pad[2 * i] + pad[2 * i + 1], false)
-            .ok_or_else(|| Error::Value(format!("{name}: the filter window does not fit the padded input")))?;
-        g.output[j] = o as i64;
-        want.push(o);
-    }
-    want.push(f);
-    check_out(name, out, &want)?;
-    if let Some(b) = bias {
-        if b.shape() != [f] {
-            return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
-        }
-    }
-    if nd == 2 && groups == 1 && cl && layout == "RSCF" && sm90_enabled(dev, x.dtype()) {
+    let geo = conv_geometry(op, x, filter, bias, out)?;
+    if geo.nd == 2 && geo.groups == 1 && geo.channels_last && geo.rscf && sm90_enabled(dev, x.dtype()) {
+        // A 2-D geometry's spatial dims are the last two of the 3-D arrays.
         let shape = Conv2dShape {
-            n: xs[0],
-            h: spatial[0],
-            w: spatial[1],
-            c,
-            k: f,
-            r: fs[0],
-            s: fs[1],
-            p: want[1],
-            q: want[2],
-            stride: [stride[0], stride[1]],
-            pad: [pad[0], pad[2]],
-            dil: [dil[0], dil[1]],
+            n: geo.n,
+            h: geo.input[1],
+            w: geo.input[2],
+            c: geo.c,
+            k: geo.f,
+            r: geo.kernel[1],
+            s: geo.kernel[2],
+            p: geo.output[1],
+            q: geo.output[2],
+            stride: [geo.stride[1], geo.stride[2]],
+            pad: [geo.pad[1], geo.pad[2]],
+            dil: [geo.dil[1], geo.dil[2]],
         };
         dev.bind()?;
         let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
@@ -252,9 +101,29 @@ fn forward_epi(
             return Ok(true);
         }
     }
+    let wide = |a: [usize; 3]| a.map(|v| v as i64);
+    let mut g = ConvGeo {
+        n: geo.n as i64,
+        c: geo.c as i64,
+        f: geo.f as i64,
+        groups: geo.groups as i64,
+        cg: geo.cg as i64,
+        fg: geo.fg as i64,
+        input: wide(geo.input),
+        output: wide(geo.output),
+        kernel: wide(geo.kernel),
+        stride: wide(geo.stride),
+        dil: wide(geo.dil),
+        pad: wide(geo.pad),
+        ftap: wide(geo.ftap),
+        fc: geo.fc as i64,
+        ff: geo.ff as i64,
+        ..ConvGeo::default()
+    };
+    let cl = geo.channels_last;
     // x as [N, C, D, H, W] or [N, D, H, W, C] (D = 1 for conv2d), contiguous.
     let [id, ih, iw] = g.input;
-    let ci = c as i64;
+    let ci = geo.c as i64;
     if cl {
         (g.xs_c, g.xs, g.xs_n) = (1, [ih * iw * ci, iw * ci, ci], id * ih * iw * ci);
     } else {
@@ -273,68 +142,28 @@ fn transpose(
     bias: Option<&Buffer>,
     out: &Buffer,
 ) -> Result<()> {
-    let name = op.kind.name();
-    let cl = channels_last(op)?;
-    let xs = x.shape();
-    if xs.len() != 4 {
-        return Err(Error::Value(format!("{name}: x must be rank 4, got shape {xs:?}")));
-    }
-    let (spatial, cin) = if cl { ([xs[1], xs[2]], xs[3]) } else { ([xs[2], xs[3]], xs[1]) };
-    let layout = string(op, "filter_layout", "RSCF")?;
-    let fs = filter.shape();
-    if fs.len() != 4 {
-        return Err(Error::Value(format!("{name}: filter must be rank 4, got shape {fs:?}")));
-    }
-    // Positions of R, S, the input-channel and the output-channel dims.
-    let (r_pos, s_pos, in_pos, out_pos) = match layout {
-        "RSCF" => (0, 1, 3, 2),
-        "CFRS" => (2, 3, 0, 1),
-        "FCRS" => (2, 3, 1, 0),
-        _ => return Err(Error::Value(format!("{name}: filter_layout {layout:?} is not supported"))),
-    };
-    if fs[in_pos] != cin {
-        return Err(Error::Value(format!("{name}: x has {cin} channels but the filter takes {}", fs[in_pos])));
-    }
-    let (stride, dil) = steps(op, 2)?;
-    let pad = ints(op, "padding", 4, 0)?;
-    let out_pad = ints(op, "output_paddings", 2, 0)?;
-    let fstr = strides_of(fs);
-    let kernel = [fs[r_pos], fs[s_pos]];
-    let f = fs[out_pos];
-    let mut output = [0; 2];
-    for i in 0..2 {
-        let full = spatial[i].saturating_sub(1) * stride[i] + dil[i] * kernel[i].saturating_sub(1) + 1 + out_pad[i];
-        output[i] = full
-            .checked_sub(pad[2 * i] + pad[2 * i + 1])
-            .filter(|_| spatial[i] > 0 && kernel[i] > 0)
-            .ok_or_else(|| Error::Value(format!("{name}: the padding leaves no output")))?;
-    }
-    let want = if cl { vec![xs[0], output[0], output[1], f] } else { vec![xs[0], f, output[0], output[1]] };
-    check_out(name, out, &want)?;
-    if let Some(b) = bias {
-        if b.shape() != [f] {
-            return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
-        }
-    }
-    let [ih, iw] = spatial.map(|v| v as i64);
-    let c = cin as i64;
+    let geo = transpose_geometry(op, x, filter, bias, out)?;
+    let cl = geo.channels_last;
+    let [ih, iw] = geo.input.map(|v| v as i64);
+    let c = geo.cin as i64;
     let (xs_n, xs_c, xstr) = if cl { (ih * iw * c, 1, [iw * c, c]) } else { (c * ih * iw, ih * iw, [iw, 1]) };
+    let wide = |a: [usize; 2]| a.map(|v| v as i64);
     let g = ConvTGeo {
-        n: xs[0] as i64,
+        n: geo.n as i64,
         cin: c,
-        f: f as i64,
+        f: geo.f as i64,
         input: [ih, iw],
-        output: output.map(|v| v as i64),
-        kernel: kernel.map(|v| v as i64),
-        stride: [stride[0] as i64, stride[1] as i64],
-        dil: [dil[0] as i64, dil[1] as i64],
-        pad: [pad[0] as i64, pad[2] as i64],
+        output: wide(geo.output),
+        kernel: wide(geo.kernel),
+        stride: wide(geo.stride),
+        dil: wide(geo.dil),
+        pad: wide(geo.pad),
         xs_n,
         xs_c,
         xs: xstr,
-        ftap: [fstr[r_pos] as i64, fstr[s_pos] as i64],
-        fin: fstr[in_pos] as i64,
-        fout: fstr[out_pos] as i64,
+        ftap: wide(geo.ftap),
+        fin: geo.fin as i64,
+        fout: geo.fout as i64,
         channels_last: cl as i64,
         ..ConvTGeo::default()
     };

@@ -56,7 +56,7 @@ pub(super) fn on_host(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<
         .iter()
         .map(|b| Buffer::empty(b.dtype(), &b.shape().iter().map(|d| *d as i64).collect::<Vec<_>>(), &Device::Cpu))
         .collect::<Result<_>>()?;
-    crate::engine::kernels::run_cpu(op, &hin, &hout)?;
+    crate::engine::host_dispatch::run_cpu(op, &hin, &hout)?;
     for (o, h) in outputs.iter().zip(&hout) {
         o.inplace_copy_from(h)?;
     }

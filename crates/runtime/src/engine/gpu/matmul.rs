@@ -6,7 +6,7 @@ use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 use max_kernels_cuda::launch::gemm_skinny;
 
-use super::super::epilogue::GemmEpilogue;
+use super::super::program::GemmEpilogue;
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
 

@@ -6,34 +6,21 @@
 //! read it from the device.
 
 use max_graph::DType;
-use max_graph::attrs::Attr;
-use max_graph::ops::{Op, OpKind};
+use max_graph::ops::Op;
 use max_kernels_cuda::launch::quant as k;
 
 use crate::cuda::CudaDevice;
-use crate::operands::{GptqCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, read_indices, resolve};
+use crate::operands::{
+    GptqCall, QuantCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, quant_call, read_indices, resolve,
+};
 use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let name = op.kind.name();
-    let (Some(first), [out]) = (inputs.first(), outputs) else {
-        return Err(Error::Value(format!("{name}: expected inputs and one output")));
-    };
-    let encoding = match op.attrs.get("encoding") {
-        Some(Attr::Str(s)) => s.as_str(),
-        _ => return Err(Error::Value(format!("{name}: attribute encoding must be a string"))),
-    };
-    match op.kind {
-        OpKind::Dequantize => dequantize(dev, op, block_encoding(op, encoding)?, first, out),
-        OpKind::QMatmul if encoding == "GPTQ" => gptq(dev, op, inputs, out),
-        OpKind::QMatmul => {
-            let [lhs, rhs] = inputs else {
-                return Err(Error::Value(format!("{name}: {encoding} takes lhs and one quantized tensor")));
-            };
-            qmatmul(dev, op, block_encoding(op, encoding)?, lhs, rhs, out)
-        }
-        _ => Err(Error::Value(format!("{name}: no GPU kernel for this op"))),
+    match quant_call(op, inputs, outputs, "GPU")? {
+        (QuantCall::Dequantize { enc, x }, out) => dequantize(dev, op, enc, x, out),
+        (QuantCall::Gptq, out) => gptq(dev, op, inputs, out),
+        (QuantCall::Block { enc, lhs, rhs }, out) => qmatmul(dev, op, enc, lhs, rhs, out),
     }
 }
 
@@ -42,15 +29,6 @@ fn kernel_err(e: max_kernels_cuda::Error) -> Error {
         max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
         other => other.into(),
     }
-}
-
-fn block_encoding(op: &Op, name: &str) -> Result<Encoding> {
-    Encoding::parse(name).ok_or_else(|| {
-        Error::Value(format!(
-            "{}: unsupported quantization encoding {name} (block encodings: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)",
-            op.kind.name()
-        ))
-    })
 }
 
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {

@@ -4,12 +4,12 @@
 //! CPU kernels (crates/runtime/src/cpu/reduction), which define the behaviour.
 
 use max_graph::DType;
-use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::reduction::{self as k, Lines, Reduce};
 
 use crate::cuda::CudaDevice;
 use crate::operands::expect;
+use crate::operands::{axis_lines, flag, layer_norm_args};
 use crate::{Buffer, Device, Error, Result};
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -57,14 +57,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             })
         }
         OpKind::LayerNorm => {
-            let (Some(gamma), Some(beta)) = (inputs.get(1), inputs.get(2)) else {
-                return Err(Error::Value(format!("{name}: expected input, gamma and beta")));
-            };
-            let eps = match op.attrs.get("epsilon") {
-                Some(Attr::Float(e)) => *e,
-                Some(Attr::Int(e)) => *e as f64,
-                _ => return Err(Error::Value(format!("{name}: epsilon: expected a number"))),
-            };
+            let (gamma, beta, eps) = layer_norm_args(op, inputs)?;
             let Some(&d) = x.shape().last() else {
                 return Err(Error::Value(format!("{name}: the input must have at least one dimension")));
             };
@@ -167,7 +160,7 @@ fn sort(
                 Buffer::empty(b.dtype(), &shape, &Device::Cpu)
             })
             .collect::<Result<_>>()?;
-        crate::engine::kernels::run_cpu(op, &[host_in], &host_out)?;
+        crate::engine::host_dispatch::run_cpu(op, &[host_in], &host_out)?;
         for (dst, src) in outputs.iter().zip(&host_out) {
             dst.inplace_copy_from(src)?;
         }
@@ -225,16 +218,8 @@ fn kernel_err(e: max_kernels_cuda::Error) -> Error {
     }
 }
 
-fn flag(op: &Op, key: &str, default: bool) -> Result<bool> {
-    match op.attrs.get(key) {
-        None => Ok(default),
-        Some(Attr::Bool(b)) => Ok(*b),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected a bool, got {a}", op.kind.name()))),
-    }
-}
-
 /// `x` around the op's `axis` attribute as [outer, n, inner] (see operands::axis_lines).
 fn lines(op: &Op, x: &Buffer, need_rank: bool) -> Result<Lines> {
-    let (outer, n, inner) = crate::operands::axis_lines(op, x, need_rank)?;
+    let (outer, n, inner) = axis_lines(op, x, need_rank)?;
     Ok(Lines { outer, n, inner })
 }

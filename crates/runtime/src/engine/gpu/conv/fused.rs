@@ -1,4 +1,4 @@
-//! A fused conv2d step (engine/conv_epilogue.rs) on the GPU: the im2col GEMM applies the
+//! A fused conv2d step (engine/passes/fuse_conv_epilogue.rs) on the GPU: the im2col GEMM applies the
 //! bias, activation, clamp and scaled residual to its accumulators when it writes the output
 //! itself; otherwise the convolution runs into a scratch product and the epilogue's
 //! elementwise group reads it (correct everywhere, fused where the GEMM allows).
@@ -9,7 +9,7 @@ use super::super::matmul::act_of;
 use super::super::run_fused;
 use super::{forward, forward_epi};
 use crate::cuda::CudaDevice;
-use crate::engine::conv_epilogue::ConvEpilogue;
+use crate::engine::program::ConvEpilogue;
 use crate::{Buffer, Error, Result};
 
 pub(in crate::engine::gpu) fn fused(dev: &CudaDevice, c: &ConvEpilogue, inputs: &[Buffer], out: &Buffer) -> Result<()> {

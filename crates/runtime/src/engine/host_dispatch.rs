@@ -1,4 +1,4 @@
-//! Kernel choice: which host kernel runs each op that is not elementwise (elementwise ops and
+//! Host dispatch: which host kernel runs each op that is not elementwise (elementwise ops and
 //! fused groups go to cpu::elementwise from exec.rs). One entry point per op family.
 
 use max_graph::ops::{Family, Op, OpKind};

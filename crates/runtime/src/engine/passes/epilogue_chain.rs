@@ -1,9 +1,8 @@
-//! Matmul epilogue fusion: `residual + act(matmul(a, b) + bias)` — the linear layers of every
-//! transformer and MLP — becomes one step whose GEMM applies the bias, the activation and the
-//! residual add while its accumulators are still in registers, instead of writing the product
-//! and reading it back up to three times. Only GPU-placed matmuls fuse (the GPU GEMMs take the
-//! epilogue); the host path runs the same step as a matmul followed by the epilogue's
-//! elementwise group, so constant folding and host execution stay correct.
+//! The chain matcher shared by the epilogue passes: after a producer (a matmul, a conv2d),
+//! `add bias -> activation -> clamp -> add [beta *] residual`, each part optional, every
+//! intermediate read only by the next step; `fuse_chains` replaces each chain it finds, with its
+//! producer, by the step the pass builds from it. The same chain is kept as an elementwise group
+//! (`Chain::tail`) for the host path.
 
 use std::collections::HashMap;
 
@@ -11,38 +10,9 @@ use max_graph::ops::{Op, OpKind};
 use max_graph::types::DeviceKind;
 use max_graph::{DType, Dim, Type, ValueId};
 
-use super::program::{Body, Fused, Operand, Step, StepKind};
+use crate::engine::program::{Body, Fused, Operand, Step, StepKind};
 
-/// The fused form of a matmul and the elementwise ops applied to its result. Step inputs are
-/// `[a, b]`, then the bias if `bias`, then the residual if `residual`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GemmEpilogue {
-    pub bias: bool,
-    /// The activation op (relu, gelu with its `approximate` attribute, silu or sigmoid).
-    pub act: Option<Op>,
-    pub residual: bool,
-    /// The same epilogue as an elementwise group over `[product, bias?, residual?]`, for the
-    /// host path.
-    pub tail: Fused,
-}
-
-impl GemmEpilogue {
-    pub fn name(&self) -> String {
-        let mut parts = vec!["matmul".to_string()];
-        if self.bias {
-            parts.push("bias".into());
-        }
-        if let Some(op) = &self.act {
-            parts.push(op.kind.name().into());
-        }
-        if self.residual {
-            parts.push("residual".into());
-        }
-        format!("gemm[{}]", parts.join("+"))
-    }
-}
-
-pub(crate) fn tensor(types: &[Type], v: ValueId) -> Option<&max_graph::TensorType> {
+fn tensor(types: &[Type], v: ValueId) -> Option<&max_graph::TensorType> {
     match &types[v] {
         Type::Tensor(t) => Some(t),
         _ => None,
@@ -97,7 +67,7 @@ fn scalar_constant(body: &Body, producer: &HashMap<ValueId, usize>, types: &[Typ
 
 /// What may follow the bias and activation besides a plain residual add.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Allowed {
+pub(super) struct Allowed {
     /// `max`/`min` with scalar constants after the activation, folded into one clamp.
     pub clamp: bool,
     /// A residual scaled by a scalar constant (`residual * beta` or `beta * residual`).
@@ -107,7 +77,7 @@ pub(crate) struct Allowed {
 /// An epilogue chain found after a producer: `add bias -> activation -> clamp -> add
 /// [beta *] residual`, each part optional, every intermediate read only by the next step.
 #[derive(Debug)]
-pub(crate) struct Chain {
+pub(super) struct Chain {
     /// Steps absorbed into the fused step.
     pub members: Vec<usize>,
     /// Values the epilogue reads, after the producer's own inputs.
@@ -275,7 +245,7 @@ fn match_chain(
 /// (not inside control-flow bodies: those run through the same executor but are rarely hot).
 /// Only GPU-placed 16/32-bit float results take an epilogue. `uses` counts each value's
 /// readers.
-pub(crate) fn fuse_chains(
+pub(super) fn fuse_chains(
     body: &mut Body,
     types: &[Type],
     uses: &HashMap<ValueId, usize>,
@@ -317,79 +287,5 @@ pub(crate) fn fuse_chains(
         } else if !removed[i] {
             body.steps.push(step);
         }
-    }
-}
-
-/// Fuses every eligible matmul chain of `body` (bias, activation, residual).
-pub fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
-    let allowed = Allowed { clamp: false, beta: false };
-    fuse_chains(body, types, uses, allowed, |mm, c| {
-        let StepKind::Op(op) = &mm.kind else { return None };
-        if op.kind != OpKind::Matmul || mm.inputs.len() != 2 {
-            return None;
-        }
-        let mut inputs = mm.inputs.clone();
-        inputs.extend(&c.inputs);
-        let epi = GemmEpilogue { bias: c.bias.is_some(), act: c.act, residual: c.residual.is_some(), tail: c.tail };
-        Some(Step { kind: StepKind::Gemm(epi), inputs, outputs: vec![c.result], bodies: vec![] })
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use max_graph::attrs::{Attr, Attrs};
-    use max_graph::graph::Graph;
-    use max_graph::{DeviceRef, TensorType};
-
-    use super::*;
-    use crate::engine::program::lower;
-
-    fn op(kind: OpKind) -> Op {
-        Op { kind, attrs: Attrs::new() }
-    }
-
-    fn input(g: &mut Graph, shape: &[i64], device: DeviceRef) -> ValueId {
-        let shape = shape.iter().map(|&d| Dim::stat(d)).collect();
-        g.add_input(Type::Tensor(TensorType::new(DType::BFloat16, shape, device)))
-    }
-
-    /// x @ w + b -> gelu(tanh) -> + x: one gemm step on the GPU, separate steps on the host.
-    fn mlp_block(device: DeviceRef) -> Vec<String> {
-        let mut g = Graph::new("t");
-        let x = input(&mut g, &[8, 16], device);
-        let w = input(&mut g, &[16, 16], device);
-        let b = input(&mut g, &[16], device);
-        let y = g.add_node(op(OpKind::Matmul), vec![x, w]).unwrap()[0];
-        let y = g.add_node(op(OpKind::Add), vec![b, y]).unwrap()[0];
-        let gelu = Op { kind: OpKind::Gelu, attrs: Attrs::new().with("approximate", Attr::Str("tanh".into())) };
-        let y = g.add_node(gelu, vec![y]).unwrap()[0];
-        let y = g.add_node(op(OpKind::Add), vec![y, x]).unwrap()[0];
-        g.set_outputs(vec![y]).unwrap();
-        lower(&g).body.steps.iter().map(|s| s.name()).collect()
-    }
-
-    #[test]
-    fn bias_activation_and_residual_fuse_into_the_gemm_on_gpu() {
-        assert_eq!(mlp_block(DeviceRef::gpu(0)), vec!["gemm[matmul+bias+gelu+residual]"]);
-        assert_eq!(mlp_block(DeviceRef::CPU), vec!["matmul", "fused[add+gelu+add]"]);
-    }
-
-    #[test]
-    fn a_product_read_twice_or_a_broadcast_residual_stays_unfused() {
-        let gpu = DeviceRef::gpu(0);
-        let mut g = Graph::new("t");
-        let x = input(&mut g, &[16, 16], gpu);
-        let w = input(&mut g, &[16, 16], gpu);
-        let row = input(&mut g, &[1, 16], gpu);
-        let full = input(&mut g, &[4, 16, 16], gpu);
-        let y = g.add_node(op(OpKind::Matmul), vec![x, w]).unwrap()[0];
-        let twice = g.add_node(op(OpKind::Mul), vec![y, y]).unwrap()[0];
-        let z = g.add_node(op(OpKind::Matmul), vec![w, w]).unwrap()[0];
-        // [1, 16] is a bias (broadcast over rows); adding [4, 16, 16] changes the shape: no residual
-        let z = g.add_node(op(OpKind::Add), vec![z, row]).unwrap()[0];
-        let z = g.add_node(op(OpKind::Add), vec![z, full]).unwrap()[0];
-        g.set_outputs(vec![twice, z]).unwrap();
-        let steps: Vec<String> = lower(&g).body.steps.iter().map(|s| s.name()).collect();
-        assert_eq!(steps, vec!["matmul", "mul", "gemm[matmul+bias]", "add"]);
     }
 }

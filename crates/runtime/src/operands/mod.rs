@@ -4,14 +4,27 @@
 //! op.
 
 use max_graph::attrs::Attr;
-use max_graph::ops::quant::Encoding;
-use max_graph::ops::sampling::{MAX_VOCAB, Rows};
-use max_graph::ops::{Ctx, Op, OpKind};
+use max_graph::ops::{Ctx, Op};
 use max_graph::{DType, GraphError};
 
 use crate::cpu::cast::{Canon, Elem};
 use crate::strided::{self, View};
 use crate::{Buffer, Error, Result, with_cast_type};
+
+mod attention;
+mod conv;
+pub(crate) mod layout;
+mod pool;
+mod quant;
+mod reduction;
+mod sampling;
+
+pub(crate) use attention::{fits_cache, query_shape};
+pub(crate) use conv::{ConvGeometry, TransposeGeometry, conv_geometry, conv_io, conv_weights, transpose_geometry};
+pub(crate) use pool::{Window, fold_window, pool_window};
+pub(crate) use quant::{GptqCall, QuantCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, quant_call};
+pub(crate) use reduction::{axis_lines, layer_norm_args};
+pub(crate) use sampling::check_sampling;
 
 /// One kernel call: the op and its buffers, with the helpers every layout kernel uses.
 pub(crate) struct Kernel<'a> {
@@ -137,6 +150,15 @@ pub(crate) fn read_ints(k: &Kernel, b: &Buffer, what: &str) -> Result<Vec<i64>> 
     Ok(out)
 }
 
+/// The boolean attribute `key` of `op`, `default` when absent.
+pub(crate) fn flag(op: &Op, key: &str, default: bool) -> Result<bool> {
+    match op.attrs.get(key) {
+        None => Ok(default),
+        Some(Attr::Bool(b)) => Ok(*b),
+        Some(a) => Err(Error::Value(format!("{}: {key}: expected a bool, got {a}", op.kind.name()))),
+    }
+}
+
 pub(crate) fn int_attr(op: &Op, key: &str) -> Result<i64> {
     match op.attrs.get(key) {
         Some(Attr::Int(i)) => Ok(*i),
@@ -207,180 +229,10 @@ pub(crate) fn expect(name: &str, what: &str, b: &Buffer, dtype: DType, want: usi
     Ok(())
 }
 
-/// The dtypes every input of `op` must have, in order, and its result's.
-pub(crate) fn sampling_dtypes(kind: OpKind) -> (&'static [DType], DType) {
-    use DType::*;
-    match kind {
-        OpKind::SampleTokens => (&[Float32, Float32, Int64, Float32, Float32, UInt64], Int64),
-        _ => (&[Float32, Int64, UInt32, UInt32, Float32, Float32, Float32], Float32),
-    }
-}
-
-/// Checks the dtypes and shapes of a sampling op's run-time tensors.
-pub(crate) fn check_sampling(name: &str, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<Rows> {
-    let (want, out_dtype) = sampling_dtypes(op.kind);
-    let args = op.kind.arg_names();
-    if inputs.len() != want.len() {
-        return Err(Error::Value(format!("{name}: expected {} inputs, got {}", want.len(), inputs.len())));
-    }
-    for ((b, &d), arg) in inputs.iter().zip(want).zip(args) {
-        if b.dtype() != d {
-            return Err(Error::Value(format!("{name}: {arg}: must be {d}, got {}", b.dtype())));
-        }
-    }
-    let per_row: Vec<(&str, usize)> = match op.kind {
-        OpKind::SampleTokens => (1..6).map(|i| (args[i], inputs[i].num_elements())).collect(),
-        _ => (3..7).map(|i| (args[i], inputs[i].num_elements())).collect(),
-    };
-    let rows = Rows::check(inputs[0].shape(), &per_row).map_err(|m| Error::Value(format!("{name}: {m}")))?;
-    if op.kind == OpKind::ApplyPenalties && inputs[2].num_elements() != rows.batch + 1 {
-        return Err(Error::Value(format!(
-            "{name}: offsets: holds {} values for {} rows of logits (expected batch + 1)",
-            inputs[2].num_elements(),
-            rows.batch
-        )));
-    }
-    if op.kind == OpKind::SampleTokens && rows.vocab >= MAX_VOCAB {
-        return Err(Error::Value(format!(
-            "{name}: logits: rows of fewer than {MAX_VOCAB} values are supported, got {}",
-            rows.vocab
-        )));
-    }
-    let out_len = if op.kind == OpKind::SampleTokens { rows.batch } else { rows.batch * rows.vocab };
-    if out.dtype() != out_dtype || out.num_elements() != out_len {
-        return Err(Error::Value(format!(
-            "{name}: the output is {} {:?}, expected {out_len} elements of {out_dtype}",
-            out.dtype(),
-            out.shape()
-        )));
-    }
-    Ok(rows)
-}
-
 /// Checks that `b` (the operand `what` of `op`) holds `dtype` values.
 pub(crate) fn expect_dtype(op: &Op, what: &str, b: &Buffer, dtype: DType) -> Result<()> {
     if b.dtype() != dtype {
         return Err(Error::Value(format!("{}: {what} must be {dtype}, got {}", op.kind.name(), b.dtype())));
     }
     Ok(())
-}
-
-/// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
-pub(crate) fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
-    let (elems, bytes) = enc.block();
-    if row_bytes % bytes != 0 {
-        return Err(Error::Value(format!(
-            "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
-            op.kind.name()
-        )));
-    }
-    Ok(row_bytes / bytes * elems)
-}
-
-/// The leading rows of `lhs`, whose last dim must be `k`.
-pub(crate) fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
-    match lhs.shape().last() {
-        Some(&d) if d == k => Ok(lhs.shape()[..lhs.rank() - 1].iter().product()),
-        _ => Err(Error::Value(format!(
-            "{}: lhs of shape {:?} must end in the {k} elements of a rhs row",
-            op.kind.name(),
-            lhs.shape()
-        ))),
-    }
-}
-
-/// A block-encoded qmatmul's checked geometry: float32 lhs `[..., K]`, uint8 rhs `[N, row_bytes]`
-/// of whole blocks, a float32 result of `M * N` values; `(m, n, k, row_bytes)`.
-pub(crate) fn qmatmul_geometry(
-    op: &Op,
-    enc: Encoding,
-    lhs: &Buffer,
-    rhs: &Buffer,
-    out: &Buffer,
-) -> Result<(usize, usize, usize, usize)> {
-    expect_dtype(op, "lhs", lhs, DType::Float32)?;
-    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
-    let &[n, row_bytes] = rhs.shape() else {
-        return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
-    };
-    let k = row_elements(op, enc, row_bytes)?;
-    let m = lhs_rows(op, lhs, k)?;
-    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
-        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
-    }
-    Ok((m, n, k, row_bytes))
-}
-
-/// A GPTQ qmatmul's configuration and operands: bfloat16 lhs, the uint8 weights and (with
-/// `desc_act`) the permutation of K, with the group size (4-bit weights only).
-pub(crate) struct GptqCall<'a> {
-    pub group: usize,
-    pub lhs: &'a Buffer,
-    pub rhs: &'a Buffer,
-    pub perm: Option<&'a Buffer>,
-}
-
-pub(crate) fn gptq_call<'a>(op: &Op, inputs: &'a [Buffer]) -> Result<GptqCall<'a>> {
-    let name = op.kind.name();
-    let int = |key: &str| match op.attrs.get(key) {
-        Some(Attr::Int(i)) => Ok(*i),
-        _ => Err(Error::Value(format!("{name}: GPTQ needs the integer attribute {key}"))),
-    };
-    let (bits, group) = (int("bits")?, int("group_size")?);
-    if bits != 4 || group <= 0 {
-        return Err(Error::Value(format!("{name}: unsupported GPTQ configuration: bits={bits}, group_size={group}")));
-    }
-    let desc_act = matches!(op.attrs.get("desc_act"), Some(Attr::Bool(true)));
-    let (lhs, rhs, perm) = match (inputs, desc_act) {
-        ([lhs, rhs], false) => (lhs, rhs, None),
-        ([lhs, rhs, perm], true) => (lhs, rhs, Some(perm)),
-        _ => {
-            return Err(Error::Value(format!(
-                "{name}: GPTQ takes lhs, the weights and (with desc_act) the permutation"
-            )));
-        }
-    };
-    expect_dtype(op, "lhs", lhs, DType::BFloat16)?;
-    expect_dtype(op, "rhs", rhs, DType::UInt8)?;
-    Ok(GptqCall { group: group as usize, lhs, rhs, perm })
-}
-
-/// A dequantize's checked geometry: uint8 `[..., row_bytes]` of whole blocks into a float32
-/// result of as many values; `(rows, values per row)`.
-pub(crate) fn dequantize_geometry(op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<(usize, usize)> {
-    expect_dtype(op, "the quantized tensor", x, DType::UInt8)?;
-    let row_bytes = x.shape().last().copied().unwrap_or(0);
-    let per_row = row_elements(op, enc, row_bytes)?;
-    let rows = x.num_elements().checked_div(row_bytes).unwrap_or(0);
-    if out.dtype() != DType::Float32 || out.num_elements() != rows * per_row {
-        return Err(Error::Value(format!(
-            "{}: the result must be float32 with {} elements, got {} {:?}",
-            op.kind.name(),
-            rows * per_row,
-            out.dtype(),
-            out.shape()
-        )));
-    }
-    Ok((rows, per_row))
-}
-
-/// `x` split around the op's `axis` attribute as (outer, n, inner): the elements before the
-/// axis, along it and after it (a scalar is one element when `need_rank` is false).
-pub(crate) fn axis_lines(op: &Op, x: &Buffer, need_rank: bool) -> Result<(usize, usize, usize)> {
-    let name = op.kind.name();
-    let axis = match op.attrs.get("axis") {
-        Some(Attr::Int(a)) => *a,
-        _ => return Err(Error::Value(format!("{name}: axis: expected an integer"))),
-    };
-    let shape = x.shape();
-    let rank = shape.len() as i64;
-    if rank == 0 && !need_rank && (axis == 0 || axis == -1) {
-        return Ok((1, 1, 1));
-    }
-    let a = if axis < 0 { axis + rank } else { axis };
-    if !(0..rank).contains(&a) {
-        return Err(Error::Index(format!("{name}: axis {axis} is out of range for shape {shape:?}")));
-    }
-    let a = a as usize;
-    Ok((shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product()))
 }

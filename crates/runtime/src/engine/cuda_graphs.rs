@@ -10,7 +10,7 @@
 //! host (index checks read back to the host, data-dependent shapes) make the capture fail; the
 //! plan then runs step by step for good. The staging copies cost what moving the inputs and
 //! results once more costs, so only plans whose launches outweigh that are captured (see
-//! `worth_it`). `MAX_CUDA_GRAPHS=0` turns capture off, `MAX_CUDA_GRAPHS=always` drops the
+//! `worth_it`). `MAX_CUDA_GRAPHS=off` turns capture off, `MAX_CUDA_GRAPHS=always` drops the
 //! cost test.
 
 use std::collections::HashMap;

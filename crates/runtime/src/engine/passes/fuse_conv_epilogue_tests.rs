@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::graph::Graph;
+use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType, Type, ValueId};
 
 use super::*;
 use crate::engine::exec::run_host_kernel;
-use crate::engine::program::{Program, lower};
+use crate::engine::passes::lower;
+use crate::engine::program::Program;
 use crate::{Buffer, Device};
 
 fn op(kind: OpKind) -> Op {

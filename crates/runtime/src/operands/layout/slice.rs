@@ -1,46 +1,49 @@
-//! slice_tensor on a GPU: the indices build a strided view of the input on the host (exactly as
-//! cpu/layout/slice.rs does, with its messages), then one strided copy gathers it. Scalar index
-//! tensors are read to the host (one element each).
+//! slice_tensor, for both backends: numpy basic indexing as a strided view of the input, gathered
+//! into the result. The attribute encoding is the inference's
+//! (`max_graph::ops::layout::slice::sliced_shape` documents it); here every bound is a number:
+//! static dims, symbolic ones the engine has evaluated, and scalar index tensors read now (on
+//! the host). As at staging, integer indices must lie in `[-dim, dim - 1]`, and slice bounds in
+//! `[-dim, dim]` (step > 0) or `[-dim - 1, dim - 1]` (step < 0); a value outside is an error
+//! naming the op, the axis and the value.
 
 use max_graph::Dim;
+use max_graph::ops::layout::slice::{
+    ELLIPSIS, HAS_START, HAS_STOP, INDEX, NEW_AXIS, SIZED_SLICE, SLICE, TENSOR_INDEX, TENSOR_START, TENSOR_STOP,
+};
 
-use super::{Gpu, graph_err, host_ints, number};
-use crate::Result;
-use crate::operands::Kernel;
+use super::super::{Kernel, graph_err};
+use super::Copier;
 use crate::strided::{View, contiguous_strides};
+use crate::{Buffer, Result};
 
-const INDEX: i64 = 0;
-const SLICE: i64 = 1;
-const NEW_AXIS: i64 = 2;
-const ELLIPSIS: i64 = 3;
-const TENSOR_INDEX: i64 = 4;
-const SIZED_SLICE: i64 = 5;
-
-const HAS_START: i64 = 1;
-const HAS_STOP: i64 = 2;
-const TENSOR_START: i64 = 4;
-const TENSOR_STOP: i64 = 8;
-
-struct Walk<'k, 'a> {
+/// Walks the indices, building the view they select.
+struct Walk<'k, 'a, C: Copier<'a>> {
+    c: &'k C,
     k: &'k Kernel<'a>,
     /// The next index tensor among the inputs.
     next: usize,
 }
 
-impl Walk<'_, '_> {
+impl<'a, C: Copier<'a>> Walk<'_, 'a, C> {
     /// The value of the next index tensor (a scalar of an integer dtype).
     fn tensor(&mut self) -> Result<i64> {
-        let t = self
+        let t: &Buffer = self
             .k
             .input(self.next)
             .map_err(|_| self.k.err("indices: the indices use more index tensors than were given"))?;
         self.next += 1;
-        match host_ints(self.k, t, "indices")?.as_slice() {
+        match self.c.ints(t, "indices")?.as_slice() {
             [v] => Ok(*v),
             other => Err(self.k.err(format!("indices: an index tensor must hold one value, got {}", other.len()))),
         }
     }
 
+    /// A dim attribute as a number.
+    fn number(&self, d: &Dim) -> Result<i64> {
+        d.as_static().ok_or_else(|| self.k.err(format!("indices: the bound {d} is not known at run time")))
+    }
+
+    /// The element an integer index selects along an axis of `dim` elements.
     fn index(&self, raw: i64, dim: usize, axis: usize) -> Result<i64> {
         let d = dim as i64;
         let at = if raw < 0 { raw + d } else { raw };
@@ -82,14 +85,15 @@ impl Walk<'_, '_> {
     }
 }
 
-pub(super) fn slice_tensor(g: &Gpu) -> Result<()> {
-    let k = &g.k;
+pub(crate) fn slice_tensor<'a>(c: &impl Copier<'a>) -> Result<()> {
+    let k = c.kernel();
     let x = k.input(0)?;
     let out = k.out_like(0, x)?;
     let ctx = k.ctx();
+    let graph = graph_err;
     let kinds = k.ints("kinds")?;
-    let starts = ctx.dims("starts").map_err(graph_err)?;
-    let stops = ctx.dims("stops").map_err(graph_err)?;
+    let starts = ctx.dims("starts").map_err(graph)?;
+    let stops = ctx.dims("stops").map_err(graph)?;
     let steps = k.ints("steps")?;
     let bounds = k.ints("bounds")?;
     let n = kinds.len();
@@ -101,14 +105,14 @@ pub(super) fn slice_tensor(g: &Gpu) -> Result<()> {
     if consumed > x.rank() || kinds.iter().filter(|k| **k == ELLIPSIS).count() > 1 {
         return Err(k.err(format!("indices: {consumed} indices for a tensor of rank {}", x.rank())));
     }
-    let mut w = Walk { k, next: 1 };
+    let mut w = Walk { c, k, next: 1 };
     let mut v = View { shape: Vec::with_capacity(x.rank() + n), strides: Vec::with_capacity(x.rank() + n) };
     let mut offset = 0isize;
     let mut axis = 0;
     for i in 0..n {
         match kinds[i] {
             INDEX | TENSOR_INDEX => {
-                let raw = if kinds[i] == INDEX { number(k, &starts[i])? } else { w.tensor()? };
+                let raw = if kinds[i] == INDEX { w.number(&starts[i])? } else { w.tensor()? };
                 let at = w.index(raw, shape[axis], axis)?;
                 offset += at as isize * strides[axis];
                 axis += 1;
@@ -119,7 +123,7 @@ pub(super) fn slice_tensor(g: &Gpu) -> Result<()> {
                     if kinds[i] == SIZED_SLICE && b & tensor != 0 {
                         Ok(Some(w.tensor()?))
                     } else if b & given != 0 {
-                        Ok(Some(number(k, d)?))
+                        Ok(Some(w.number(d)?))
                     } else {
                         Ok(None)
                     }
@@ -168,5 +172,5 @@ pub(super) fn slice_tensor(g: &Gpu) -> Result<()> {
     if v.shape.contains(&0) {
         return Ok(());
     }
-    g.place(x, &v, offset, out, 0, &contiguous_strides(&v.shape))
+    c.place(x, &v, offset, out, 0, &contiguous_strides(&v.shape))
 }

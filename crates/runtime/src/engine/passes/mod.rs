@@ -1,0 +1,121 @@
+//! The passes that lower a graph into the program IR (program.rs) and rewrite it, in the order
+//! `lower` runs them: common subexpressions merged (`cse`), dead code removed (`dce`), matmul
+//! and conv2d epilogues fused into their producers (`epilogue_chain` finds the chains), then
+//! chains of elementwise ops grouped so each group runs as one pass over memory
+//! (`fuse_elementwise`). The IR does not depend on the passes.
+
+use std::collections::HashMap;
+
+use max_graph::graph::{BlockId, Graph};
+use max_graph::{Type, ValueId};
+
+use super::program::{Body, Program, Step, StepKind};
+
+mod cse;
+mod dce;
+mod epilogue_chain;
+mod fuse_conv_epilogue;
+mod fuse_elementwise;
+mod fuse_matmul_epilogue;
+
+pub(crate) use dce::{dce, free_uses};
+
+/// Lowers `graph`'s body: duplicates merged, dead code removed, elementwise chains fused.
+pub fn lower(graph: &Graph) -> Program {
+    let types: Vec<Type> = graph.values.iter().map(|v| v.ty.clone()).collect();
+    let mut body = lower_block(graph, 0);
+    cse::cse(&mut body, &mut HashMap::new(), &mut HashMap::new());
+    dce(&mut body);
+    let mut uses = HashMap::new();
+    count_uses(&body, &mut uses);
+    if max_tuning::current().flag_or(max_tuning::Knob::FusionEpilogue, true) {
+        fuse_matmul_epilogue::fuse(&mut body, &types, &uses);
+        fuse_conv_epilogue::fuse(&mut body, &types, &uses);
+    }
+    fuse_elementwise::fuse(&mut body, &types, &uses);
+    Program { types, body }
+}
+
+fn lower_block(graph: &Graph, b: BlockId) -> Body {
+    let block = &graph.blocks[b];
+    let steps = block
+        .nodes
+        .iter()
+        .map(|&n| {
+            let node = &graph.nodes[n];
+            Step {
+                kind: StepKind::Op(node.op.clone()),
+                inputs: node.inputs.clone(),
+                outputs: node.outputs.clone(),
+                bodies: node.blocks.iter().map(|&inner| lower_block(graph, inner)).collect(),
+            }
+        })
+        .collect();
+    Body { args: block.args.clone(), steps, results: block.results.clone().unwrap_or_default() }
+}
+
+fn count_uses(body: &Body, uses: &mut HashMap<ValueId, usize>) {
+    for step in &body.steps {
+        for v in &step.inputs {
+            *uses.entry(*v).or_insert(0) += 1;
+        }
+        for b in &step.bodies {
+            count_uses(b, uses);
+        }
+    }
+    for v in &body.results {
+        *uses.entry(*v).or_insert(0) += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::program::{Operand, StepKind};
+    use max_graph::attrs::Attrs;
+    use max_graph::ops::{Op, OpKind};
+    use max_graph::{DType, DeviceRef, Dim, TensorType};
+
+    fn op(kind: OpKind) -> Op {
+        Op { kind, attrs: Attrs::new() }
+    }
+
+    fn graph() -> (Graph, ValueId) {
+        let mut g = Graph::new("t");
+        let x = g.add_input(Type::Tensor(TensorType::new(DType::Float32, vec![Dim::stat(4)], DeviceRef::CPU)));
+        (g, x)
+    }
+
+    #[test]
+    fn duplicates_merge_and_dead_code_goes() {
+        let (mut g, x) = graph();
+        let a = g.add_node(op(OpKind::Exp), vec![x]).unwrap()[0];
+        let b = g.add_node(op(OpKind::Exp), vec![x]).unwrap()[0];
+        let _unused = g.add_node(op(OpKind::Sin), vec![x]).unwrap();
+        let c = g.add_node(op(OpKind::Add), vec![a, b]).unwrap()[0];
+        g.set_outputs(vec![c]).unwrap();
+        let p = lower(&g);
+        let names: Vec<String> = p.body.steps.iter().map(|s| s.name()).collect();
+        assert_eq!(names, vec!["exp", "add"]);
+        assert_eq!(p.body.steps[1].inputs, vec![a, a]);
+    }
+
+    #[test]
+    fn elementwise_chains_fuse_into_one_step() {
+        let (mut g, x) = graph();
+        let a = g.add_node(op(OpKind::Exp), vec![x]).unwrap()[0];
+        let b = g.add_node(op(OpKind::Relu), vec![a]).unwrap()[0];
+        let c = g.add_node(op(OpKind::Mul), vec![b, x]).unwrap()[0];
+        let d = g.add_node(op(OpKind::Sigmoid), vec![c]).unwrap()[0];
+        g.set_outputs(vec![d, a]).unwrap();
+        let p = lower(&g);
+        // `a` is a graph output, so it stays its own step; relu, mul and sigmoid fuse.
+        let names: Vec<String> = p.body.steps.iter().map(|s| s.name()).collect();
+        assert_eq!(names, vec!["exp", "fused[relu+mul+sigmoid]"]);
+        let fused = &p.body.steps[1];
+        assert_eq!(fused.inputs, vec![a, x]);
+        assert_eq!(fused.outputs, vec![d]);
+        let StepKind::Fused(f) = &fused.kind else { panic!() };
+        assert_eq!(f.nodes[1].1, vec![Operand::Node(0), Operand::Input(1)]);
+    }
+}
