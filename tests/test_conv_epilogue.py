@@ -22,7 +22,7 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.type import ConvInputLayout
 from max import tuning
-from test_cpu_conv import conv_ref
+from conv_util import conv_ref
 
 GPU, CPU = DeviceRef.GPU(), DeviceRef.CPU()
 TOL = {DType.float32: 2e-4, DType.float16: 1e-2, DType.bfloat16: 4e-2}
