@@ -364,7 +364,8 @@ def test_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout):
         assert all(r["blocks"] <= int(spec["qgemv.grid"]) for r in launches), launches
     with tuning.override(**{"qgemv.split": 1}), tuning.record_launches() as log:
         (one,) = execute(dev, [lhs, w], gpu)
-    assert [r["split"] for r in log.records("qgemv")] == [1], log.records()
+    splits = [r["split"] for r in log.records("qgemv")]
+    assert splits and all(s == 1 for s in splits), log.records()
     # Sums over K parts are added in a different order than one warp's running sum.
     np.testing.assert_allclose(got, one, rtol=1e-5, atol=1e-5 * np.abs(one).max())
     if layout == "grid1_split1":
