@@ -1,11 +1,12 @@
-"""Shared fixtures: fresh random generators, and GPU tests that skip cleanly without a GPU."""
+"""Shared fixtures: fresh random generators, and GPU tests that skip cleanly without a GPU (or
+without the Hopper GPU that the sm_90a kernels need)."""
 
 import os
 
 import numpy as np
 import pytest
 
-from max import driver
+from max import driver, tuning
 
 
 @pytest.fixture
@@ -22,6 +23,16 @@ def gpu():
     if driver.accelerator_count() == 0:
         pytest.skip("no GPU on this machine")
     return driver.Accelerator()
+
+
+@pytest.fixture
+def hopper(gpu):
+    """The first accelerator when it is a Hopper GPU (sm_90a), with CUDA graphs off so that every
+    execution goes through the launchers (and their launch records); skips otherwise."""
+    if gpu.architecture_name != "sm_90a":
+        pytest.skip(f"the Hopper kernels need sm_90a, this GPU is {gpu.architecture_name}")
+    with tuning.override(cuda_graphs="off"):
+        yield gpu
 
 
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])

@@ -1,17 +1,24 @@
-"""Buffer._cast on the host against numpy/ml_dtypes, for every pair of cast dtypes.
+"""Buffer._cast on each device (the host loops, the CUDA cast kernels) against numpy/ml_dtypes,
+for every pair of cast dtypes.
 
 The reference is numpy's own astype (ml_dtypes for bfloat16 and float8). Where numpy leaves the
 result undefined (out-of-range or NaN float -> int) the engine's rule (saturate, NaN -> 0) is
-checked on its own.
+checked on its own. On the GPU the kernels also match the host cast bit for bit for all 225
+dtype pairs and every bit pattern class (NaN, inf, out-of-range, subnormal) random bits hit.
 """
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from helpers import CAST_DTYPES, VALUE_TYPES, random_values
+from helpers import CAST_DTYPES, VALUE_TYPES, random_bits, random_values
 from max import driver
 from max.dtype import DType
+
+
+def on(device, a: np.ndarray) -> driver.Buffer:
+    """`a` in a buffer on `device`."""
+    return driver.Buffer.from_numpy(a).to(device)
 
 
 def reference(src: np.ndarray, to: DType) -> np.ndarray:
@@ -37,11 +44,11 @@ def safe_values(rng, src: DType, to: DType, n: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("src", CAST_DTYPES, ids=lambda d: d.name)
-def test_cast_matches_numpy(rng, src):
+def test_cast_matches_numpy(rng, device, src):
     for to in CAST_DTYPES:
         v = safe_values(rng, src, to, 4000)
-        got = driver.Buffer.from_numpy(v)._cast(to)
-        assert got.dtype is to
+        got = on(device, v)._cast(to)
+        assert got.dtype is to and got.device == device
         out = got.to_numpy()
         expected = reference(v, to)
         if to.is_float8():
@@ -55,30 +62,30 @@ def test_cast_matches_numpy(rng, src):
         assert not mismatch.any(), f"{src.name}->{to.name}: {v[mismatch][:5]} -> {out[mismatch][:5]} vs {expected[mismatch][:5]}"
 
 
-def test_float_to_int_saturates_and_nan_is_zero():
+def test_float_to_int_saturates_and_nan_is_zero(device):
     v = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 127.9, -128.9, 300.0], np.float32)
-    out = driver.Buffer.from_numpy(v)._cast(DType.int8).to_numpy()
+    out = on(device, v)._cast(DType.int8).to_numpy()
     assert out.tolist() == [0, 127, -128, 127, -128, 127, -128, 127]
-    out = driver.Buffer.from_numpy(v)._cast(DType.uint64).to_numpy()
+    out = on(device, v)._cast(DType.uint64).to_numpy()
     assert out.tolist() == [0, 2**64 - 1, 0, 2**64 - 1, 0, 127, 0, 300]
-    out = driver.Buffer.from_numpy(v)._cast(DType.bool).to_numpy()
+    out = on(device, v)._cast(DType.bool).to_numpy()
     assert out.tolist() == [True] * 8
 
 
-def test_nan_is_canonical_with_sign():
+def test_nan_is_canonical_with_sign(device):
     v = np.array([0x7FC12345, 0xFF812345], np.uint32).view(np.float32)
-    b = driver.Buffer.from_numpy(v)
+    b = on(device, v)
     assert b._cast(DType.float16).view(DType.uint16).to_numpy().tolist() == [0x7E00, 0xFE00]
     assert b._cast(DType.bfloat16).view(DType.uint16).to_numpy().tolist() == [0x7FC0, 0xFFC0]
     assert b._cast(DType.float8_e4m3fn).to_numpy().tolist() == [0x7F, 0xFF]
     assert b._cast(DType.float8_e5m2).to_numpy().tolist() == [0x7E, 0xFE]
 
 
-def test_float64_to_narrow_types_round_once():
+def test_float64_to_narrow_types_round_once(device):
     # 1 + 2^-11 + 2^-40 is above the float16 halfway point: one correct rounding goes up,
     # rounding through float32 first would go down.
     v = np.array([1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 1 + 2**-11], np.float64)
-    b = driver.Buffer.from_numpy(v)
+    b = on(device, v)
     assert b._cast(DType.float16).to_numpy().tolist() == [1 + 2**-10, 1 + 2**-8, 1.0]
     assert b._cast(DType.bfloat16).to_numpy().astype(np.float64).tolist()[1] == 1 + 2**-7
 
@@ -88,7 +95,27 @@ def test_unsupported_cast_is_a_value_error():
         driver.Buffer(DType.float32, [3])._cast(DType.float4_e2m1fn)
 
 
-def test_cast_of_a_strided_view(rng):
-    a = rng.standard_normal((6, 4)).astype(np.float32)
-    out = driver.Buffer.from_numpy(a)[::-2, 1:]._cast(DType.float64).to_numpy()
-    assert np.array_equal(out, a[::-2, 1:].astype(np.float64))
+@pytest.mark.parametrize("to", [DType.float64, DType.float16], ids=lambda d: d.name)
+def test_cast_of_a_strided_view(rng, device, to):
+    a = rng.standard_normal((40, 30)).astype(np.float32)
+    out = on(device, a)[::-3, 2::2]._cast(to).to_numpy()
+    assert np.array_equal(out, a[::-3, 2::2].astype(VALUE_TYPES[to]))
+
+
+BITS = {1: DType.uint8, 2: DType.uint16, 4: DType.uint32, 8: DType.uint64}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src", CAST_DTYPES, ids=lambda d: d.name)
+def test_gpu_cast_matches_host_cast_bit_exact(rng, gpu, src):
+    n = 100_003
+    bits = random_bits(rng, src, (n,))
+    host = driver.Buffer.from_numpy(bits).view(src, [n])
+    dev = host.to(gpu)
+    for to in CAST_DTYPES:
+        want = host._cast(to).view(BITS[to.size_in_bytes], [n]).to_numpy()
+        got_buf = dev._cast(to)
+        assert got_buf.device == gpu and got_buf.dtype is to
+        got = got_buf.view(BITS[to.size_in_bytes], [n]).to_numpy()
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, f"{src.name}->{to.name}: inputs {bits[bad[:4]]} gave {got[bad[:4]]}, host {want[bad[:4]]}"

@@ -5,7 +5,7 @@ ops are GPU-placed and the intermediates have no other readers.
 
 The pass's structure is checked on any machine through `_lowered_steps` (the compiled step
 names, whatever devices the graph names); the results on the GPU (tests marked gpu) against a
-numpy float64 reference and against the same graph compiled with MAX_NO_EPILOGUE_FUSION=1, for
+numpy float64 reference and against the same graph compiled with fusion.epilogue=0, for
 every activation, with and without the bias and the residual, beta 1 and 0.5, in bf16, f16
 and f32, on the GEMM path (which applies the epilogue itself) and on the paths that run the
 convolution and then the epilogue (grouped, depthwise, F not a multiple of 8)."""
@@ -22,7 +22,7 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.type import ConvInputLayout
 from max import tuning
-from test_cpu_conv import conv_ref
+from conv_util import conv_ref
 
 GPU, CPU = DeviceRef.GPU(), DeviceRef.CPU()
 TOL = {DType.float32: 2e-4, DType.float16: 1e-2, DType.bfloat16: 4e-2}
@@ -264,12 +264,8 @@ def check(rng, gpu, dtype, act, bias, residual, beta, xshape=(2, 11, 13, 24), ke
 
 
 def unfused_run(graph, inputs, gpu):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MAX_NO_EPILOGUE_FUSION", "1")
-    try:
+    with tuning.override(**{"fusion.epilogue": False}):
         (out,) = run(graph, *inputs, device=gpu)
-    finally:
-        mp.undo()
     return out
 
 

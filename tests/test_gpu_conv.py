@@ -1,6 +1,6 @@
 """The conv ops on the GPU: conv2d, conv3d, conv2d_transpose, max_pool2d, avg_pool2d and fold,
 each staged twice (CPU and GPU inputs) and run on both backends, against each other and against
-the float64 numpy references of tests/test_cpu_conv.py. Pooling, fold and depthwise
+the float64 numpy references of tests/conv_util.py. Pooling, fold and depthwise
 convolutions are bit-identical to the CPU (same order of operations); integer results are
 exact; the GEMM-based float paths agree within the dtype's rounding. Every graph has a symbolic
 batch dim, run at two sizes. Every test skips without a GPU."""
@@ -13,7 +13,7 @@ from max import driver
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.type import FilterLayout
-from test_cpu_conv import (
+from conv_util import (
     CONV2D,
     CONV3D,
     CONV_T,

@@ -1,6 +1,6 @@
 """CUDA graphs: a static single-GPU plan is captured on its second execution and replayed
 after that. Replays must read each call's new inputs, return fresh buffers every time, and
-give the same values as step-by-step execution (MAX_CUDA_GRAPHS=0). Skips without a GPU."""
+give the same values as step-by-step execution (cuda_graphs=off). Skips without a GPU."""
 
 import math
 
@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from max import driver, engine
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
@@ -62,11 +62,11 @@ def test_results_of_earlier_calls_are_not_overwritten(rng, gpu):
         np.testing.assert_allclose(o[0].to_numpy(), ref(x)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_opt_out_gives_the_same_values(rng, gpu, monkeypatch):
+def test_opt_out_gives_the_same_values(rng, gpu):
     g, _ = mlp(rng, DType.bfloat16)
     captured = load(g, gpu)
-    monkeypatch.setenv("MAX_CUDA_GRAPHS", "0")
-    stepwise = load(g, gpu)
+    with tuning.override(cuda_graphs="off"):
+        stepwise = load(g, gpu)
     for _ in range(3):
         x = rng.standard_normal((8, 32)).astype(ml_dtypes.bfloat16)
         a, b = run(captured, x, gpu), run(stepwise, x, gpu)

@@ -1,94 +1,75 @@
 """The Hopper GEMM (kernels/gemm_sm90p.cu, launch/gemm_sm90p.rs) under every forced variant:
 column tile 128/256, clusters of 1/2 CTAs with B multicast, split-K with its deterministic
 reduction, persistent or one CTA per unit, small grids walking many units, raster groups, B as
-given or transposed, the staged epilogue (MAX_GEMM_SM90_EPI=staged: C through per-warp
+given or transposed, the staged epilogue (gemm.epilogue=staged: C through per-warp
 shared-memory tiles, taken where N % 8 == 0 under the cooperative schedule; other shapes and
-ping-pong fall back to the direct stores), and
-the legacy kernel. MAX_GEMM_SM90_MIN_M=1 sends every shape to it, so
-odd shapes (M = 1..3, M and N past the tiles, K = 8, K not a multiple of 64, odd N) and
-batches (batched B, shared B folded into rows) run through each variant, with and without the
-fused bias / activation / residual epilogue, against numpy float64. Skips unless the GPU is
-sm_90a."""
+ping-pong fall back to the direct stores), and the stream-K tail of persistent grids.
+gemm.min_m=1 sends every shape to it, so odd shapes (M = 1..3, M and N past the tiles, K = 8,
+K not a multiple of 64, odd N) and batches (batched B, shared B folded into rows) run through
+each variant, with and without the fused bias / activation / residual epilogue, against numpy
+float64; the launch record says that each launch took the variant's form. Skips unless the
+GPU is sm_90a."""
 
 import math
+
+from contextlib import contextmanager
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from engine_util import run
+from max import tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
 pytestmark = pytest.mark.gpu
 GPU = DeviceRef.GPU()
 TOL = {DType.float16: 1.5e-2, DType.bfloat16: 5e-2}
-KNOBS = (
-    "LEGACY",
-    "PERSISTENT",
-    "CLUSTER",
-    "CLUSTER_N",
-    "SPLITK",
-    "BN",
-    "GRID",
-    "GROUP_M",
-    "TRANSPOSE",
-    "MIN_M",
-    "TAIL",
-    "SCHEDULE",
-    "EPI",
-    "LOG",
-)
-
 VARIANTS = {
-    "default": {},
-    "legacy": {"LEGACY": "1"},
-    "one_cta_per_unit": {"PERSISTENT": "0"},
-    "c1_n256": {"CLUSTER": "1", "BN": "256", "SPLITK": "1"},
-    "c2_n256": {"CLUSTER": "2", "BN": "256", "SPLITK": "1"},
-    "c1_n128": {"CLUSTER": "1", "BN": "128", "SPLITK": "1"},
-    "c2_n128": {"CLUSTER": "2", "BN": "128", "SPLITK": "1"},
-    "c2_n256_split3": {"CLUSTER": "2", "BN": "256", "SPLITK": "3"},
-    "c1_n128_split2_grid3": {"CLUSTER": "1", "BN": "128", "SPLITK": "2", "GRID": "3"},
-    "c2_n128_split5_grid4_group3": {"CLUSTER": "2", "BN": "128", "SPLITK": "5", "GRID": "4", "GROUP_M": "3"},
-    "c2_transposed": {"CLUSTER": "2", "TRANSPOSE": "1"},
-    "c1_n128_transposed_split2": {"CLUSTER": "1", "BN": "128", "SPLITK": "2", "TRANSPOSE": "1"},
+    "default": "",
+    "one_cta_per_unit": "gemm.persistent=0",
+    "c1_n256": "gemm.cluster=1,gemm.bn=256,gemm.splitk=1",
+    "c2_n256": "gemm.cluster=2,gemm.bn=256,gemm.splitk=1",
+    "c1_n128": "gemm.cluster=1,gemm.bn=128,gemm.splitk=1",
+    "c2_n128": "gemm.cluster=2,gemm.bn=128,gemm.splitk=1",
+    "c2_n256_split3": "gemm.cluster=2,gemm.bn=256,gemm.splitk=3",
+    "c1_n128_split2_grid3": "gemm.cluster=1,gemm.bn=128,gemm.splitk=2,gemm.grid=3",
+    "c2_n128_split5_grid4_group3": "gemm.cluster=2,gemm.bn=128,gemm.splitk=5,gemm.grid=4,gemm.group_m=3",
+    "c2_transposed": "gemm.cluster=2,gemm.transpose=1",
+    "c1_n128_transposed_split2": "gemm.cluster=1,gemm.bn=128,gemm.splitk=2,gemm.transpose=1",
     # clusters along N sharing A (2 x 2 and 1 x 2): column tiles past the last one, split-K
-    "c2x2_n256": {"CLUSTER": "2", "CLUSTER_N": "2", "BN": "256", "SPLITK": "1"},
-    "c2x2_n128_split3": {"CLUSTER": "2", "CLUSTER_N": "2", "BN": "128", "SPLITK": "3"},
-    "c1x2_n128_grid4": {"CLUSTER": "1", "CLUSTER_N": "2", "BN": "128", "SPLITK": "1", "GRID": "4"},
-    "c2x2_transposed": {"CLUSTER": "2", "CLUSTER_N": "2", "TRANSPOSE": "1", "SPLITK": "1"},
-    "c2x2_staged_grid8": {"CLUSTER": "2", "CLUSTER_N": "2", "EPI": "staged", "SPLITK": "1", "GRID": "8"},
-    "c2x2_pingpong_grid4": {"SCHEDULE": "pingpong", "CLUSTER": "2", "CLUSTER_N": "2", "SPLITK": "1", "GRID": "4"},
+    "c2x2_n256": "gemm.cluster=2,gemm.cluster_n=2,gemm.bn=256,gemm.splitk=1",
+    "c2x2_n128_split3": "gemm.cluster=2,gemm.cluster_n=2,gemm.bn=128,gemm.splitk=3",
+    "c1x2_n128_grid4": "gemm.cluster=1,gemm.cluster_n=2,gemm.bn=128,gemm.splitk=1,gemm.grid=4",
+    "c2x2_transposed": "gemm.cluster=2,gemm.cluster_n=2,gemm.transpose=1,gemm.splitk=1",
+    "c2x2_staged_grid8": "gemm.cluster=2,gemm.cluster_n=2,gemm.epilogue=staged,gemm.splitk=1,gemm.grid=8",
+    "c2x2_pingpong_grid4": "gemm.schedule=pingpong,gemm.cluster=2,gemm.cluster_n=2,gemm.splitk=1,gemm.grid=4",
     # ping-pong: each consumer warpgroup on its own 128 x 128 tile, alternating units; small grids
     # give every block several units, so both warpgroups work and step over each other's stages
-    "pingpong": {"SCHEDULE": "pingpong"},
-    "pingpong_c2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "1"},
-    "pingpong_grid3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "1", "GRID": "3"},
-    "pingpong_c2_split3_grid4": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "3", "GRID": "4"},
-    "pingpong_split2_grid3_transposed": {"SCHEDULE": "pingpong", "SPLITK": "2", "GRID": "3", "TRANSPOSE": "1"},
+    "pingpong": "gemm.schedule=pingpong",
+    "pingpong_c2": "gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=1",
+    "pingpong_grid3": "gemm.schedule=pingpong,gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
+    "pingpong_c2_split3_grid4": "gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
+    "pingpong_split2_grid3_transposed": "gemm.schedule=pingpong,gemm.splitk=2,gemm.grid=3,gemm.transpose=1",
     # one block (or one cluster) walks every unit: odd and even unit counts, and a warpgroup
     # stepping over more than a ring's worth of the other's k-tiles (the turn barriers)
-    "pingpong_grid1_split3": {"SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "3", "GRID": "1"},
-    "pingpong_c2_grid2_split2": {"SCHEDULE": "pingpong", "CLUSTER": "2", "SPLITK": "2", "GRID": "2"},
+    "pingpong_grid1_split3": "gemm.schedule=pingpong,gemm.cluster=1,gemm.splitk=3,gemm.grid=1",
+    "pingpong_c2_grid2_split2": "gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=2,gemm.grid=2",
     # the staged epilogue (the _st kernels, a 6-stage ring for 128-column tiles): partial tiles
     # (rows past M, 8-column pieces past N), split-K's reducing CTA; under ping-pong the knob
     # is ignored (the direct epilogue: no _st ping-pong kernels)
-    "staged": {"EPI": "staged"},
-    "staged_c1_n256": {"EPI": "staged", "CLUSTER": "1", "BN": "256", "SPLITK": "1"},
-    "staged_c2_n128": {"EPI": "staged", "CLUSTER": "2", "BN": "128", "SPLITK": "1"},
-    "staged_n128_split2": {"EPI": "staged", "CLUSTER": "1", "BN": "128", "SPLITK": "2", "GRID": "3"},
-    "staged_c2_n256_split3": {"EPI": "staged", "CLUSTER": "2", "BN": "256", "SPLITK": "3"},
-    "staged_transposed": {"EPI": "staged", "CLUSTER": "2", "TRANSPOSE": "1"},
-    "staged_pingpong": {"EPI": "staged", "SCHEDULE": "pingpong", "CLUSTER": "1", "SPLITK": "1", "GRID": "3"},
-    "staged_pingpong_c2_split3_grid4": {
-        "EPI": "staged",
-        "SCHEDULE": "pingpong",
-        "CLUSTER": "2",
-        "SPLITK": "3",
-        "GRID": "4",
-    },
+    "staged": "gemm.epilogue=staged",
+    "staged_c1_n256": "gemm.epilogue=staged,gemm.cluster=1,gemm.bn=256,gemm.splitk=1",
+    "staged_c2_n128": "gemm.epilogue=staged,gemm.cluster=2,gemm.bn=128,gemm.splitk=1",
+    "staged_n128_split2": "gemm.epilogue=staged,gemm.cluster=1,gemm.bn=128,gemm.splitk=2,gemm.grid=3",
+    "staged_c2_n256_split3": "gemm.epilogue=staged,gemm.cluster=2,gemm.bn=256,gemm.splitk=3",
+    "staged_transposed": "gemm.epilogue=staged,gemm.cluster=2,gemm.transpose=1",
+    "staged_pingpong": "gemm.epilogue=staged,gemm.schedule=pingpong,gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
+    "staged_pingpong_c2_split3_grid4": "gemm.epilogue=staged,gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
 }
+# Not a variant of every test: the tail of the last wave left whole.
+SPECS = dict(VARIANTS, no_tail_split="gemm.tail=0")
 
 # (M, K, N): M = 1..3, K = 8 and K % 64 != 0, M and N past the tile edges (and past the last
 # 64-column box), odd N (B transposed, element-wise epilogue), a cluster pair with one real tile.
@@ -113,21 +94,46 @@ def rand(rng, dtype, shape, scale=1.0):
 
 
 @pytest.fixture
-def sm90(gpu, monkeypatch):
-    """The GPU with every shape on the Hopper kernel and CUDA graphs off (the variables are read
-    at each launch); skips unless it is sm_90a."""
-    if gpu.architecture_name != "sm_90a":
-        pytest.skip(f"the Hopper GEMM needs sm_90a, this GPU is {gpu.architecture_name}")
-    for knob in KNOBS:
-        monkeypatch.delenv(f"MAX_GEMM_SM90_{knob}", raising=False)
-    monkeypatch.setenv("MAX_GEMM_SM90_MIN_M", "1")
-    monkeypatch.setenv("MAX_CUDA_GRAPHS", "0")
-    return gpu
+def sm90(hopper):
+    """The Hopper GPU with every shape on the Hopper kernel (and CUDA graphs off)."""
+    with tuning.override(**{"gemm.min_m": 1}):
+        yield hopper
 
 
-def use(monkeypatch, variant):
-    for knob, value in VARIANTS[variant].items():
-        monkeypatch.setenv(f"MAX_GEMM_SM90_{knob}", value)
+def knobs(spec):
+    return dict(item.split("=") for item in spec.split(",") if item)
+
+
+def forced_fields(spec):
+    """The launch record's fields that the knobs of `spec` fix whatever the shape: ping-pong
+    (128-wide tiles), a forced tile width, clusters (unless clusters along N, which narrow
+    N may trim, are asked for too), persistence, B transposed."""
+    k = knobs(spec)
+    want = {"pingpong": int(k.get("gemm.schedule") == "pingpong")}
+    if want["pingpong"]:
+        want["bn"] = 128
+    elif "gemm.bn" in k:
+        want["bn"] = int(k["gemm.bn"])
+    if "gemm.cluster" in k and "gemm.cluster_n" not in k:
+        want["cluster"] = int(k["gemm.cluster"])
+    if "gemm.persistent" in k:
+        want["persistent"] = int(k["gemm.persistent"])
+    if k.get("gemm.transpose") == "1":
+        want["n_major"] = 0
+    return want
+
+
+@contextmanager
+def use(variant):
+    """The knobs of `variant` over the block, then a check that the block launched the Hopper
+    GEMM, each launch in the form the knobs force."""
+    with tuning.override(SPECS[variant]), tuning.record_launches() as log:
+        yield log
+    launches = log.records("gemm_sm90p")
+    assert launches, f"{variant}: the Hopper GEMM never ran"
+    want = forced_fields(SPECS[variant])
+    for r in launches:
+        assert all(r[k] == v for k, v in want.items()), f"{variant}: want {want}, launched {r}"
 
 
 def gelu_tanh(v):
@@ -183,31 +189,31 @@ def check(gpu, rng, dtype, xshape, wshape, bias=False, act=None, residual=False)
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_plain_product(sm90, rng, monkeypatch, variant, shape):
-    use(monkeypatch, variant)
+def test_plain_product(sm90, rng, variant, shape):
     m, k, n = shape
-    check(sm90, rng, DType.bfloat16, (m, k), (k, n))
+    with use(variant):
+        check(sm90, rng, DType.bfloat16, (m, k), (k, n))
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
-def test_epilogue(sm90, rng, monkeypatch, variant, dtype):
-    use(monkeypatch, variant)
-    check(sm90, rng, dtype, (257, 136), (136, 264), bias=True, act="gelu_tanh", residual=True)
-    check(sm90, rng, dtype, (3, 72), (72, 77), bias=True, act="silu", residual=True)
-    check(sm90, rng, dtype, (130, 64), (64, 40), bias=True, residual=False)
-    check(sm90, rng, dtype, (129, 200), (200, 136), bias=False, act="relu", residual=True)
+def test_epilogue(sm90, rng, variant, dtype):
+    with use(variant):
+        check(sm90, rng, dtype, (257, 136), (136, 264), bias=True, act="gelu_tanh", residual=True)
+        check(sm90, rng, dtype, (3, 72), (72, 77), bias=True, act="silu", residual=True)
+        check(sm90, rng, dtype, (130, 64), (64, 40), bias=True, residual=False)
+        check(sm90, rng, dtype, (129, 200), (200, 136), bias=False, act="relu", residual=True)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_batches(sm90, rng, monkeypatch, variant):
-    use(monkeypatch, variant)
-    # both batched (the maps' batch dimension), with B as given and transposed (odd N)
-    check(sm90, rng, DType.bfloat16, (3, 67, 136), (3, 136, 72), bias=True, residual=True)
-    check(sm90, rng, DType.float16, (2, 130, 64), (2, 64, 77))
-    # A batched, B shared (broadcast): folded into the rows of one product
-    check(sm90, rng, DType.bfloat16, (4, 33, 64), (64, 96), bias=True, act="relu", residual=True)
-    check(sm90, rng, DType.bfloat16, (2, 3, 1, 200), (1, 200, 264))
+def test_batches(sm90, rng, variant):
+    with use(variant):
+        # both batched (the maps' batch dimension), with B as given and transposed (odd N)
+        check(sm90, rng, DType.bfloat16, (3, 67, 136), (3, 136, 72), bias=True, residual=True)
+        check(sm90, rng, DType.float16, (2, 130, 64), (2, 64, 77))
+        # A batched, B shared (broadcast): folded into the rows of one product
+        check(sm90, rng, DType.bfloat16, (4, 33, 64), (64, 96), bias=True, act="relu", residual=True)
+        check(sm90, rng, DType.bfloat16, (2, 3, 1, 200), (1, 200, 264))
 
 
 @pytest.mark.parametrize(
@@ -225,11 +231,11 @@ def test_batches(sm90, rng, monkeypatch, variant):
         "staged_pingpong_c2_split3_grid4",
     ],
 )
-def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
+def test_mid_m_long_k(sm90, rng, variant):
     # the split-K shapes: few rows, long K
-    use(monkeypatch, variant)
-    check(sm90, rng, DType.bfloat16, (128, 4096), (4096, 520), bias=True, residual=True)
-    check(sm90, rng, DType.float16, (200, 2056), (2056, 1000))
+    with use(variant):
+        check(sm90, rng, DType.bfloat16, (128, 4096), (4096, 520), bias=True, residual=True)
+        check(sm90, rng, DType.float16, (200, 2056), (2056, 1000))
 
 
 @pytest.mark.parametrize(
@@ -243,14 +249,17 @@ def test_mid_m_long_k(sm90, rng, monkeypatch, variant):
         "staged_pingpong_c2_split3_grid4",
     ],
 )
-def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
-    use(monkeypatch, variant)
+def test_split_k_is_deterministic(sm90, rng, variant):
     dtype = DType.bfloat16
     x, w = rand(rng, dtype, (256, 3000)), rand(rng, dtype, (3000, 264), 1 / 50)
     types = [TensorType(dtype, a.shape, GPU) for a in (x, w)]
     g = Graph("det", lambda x, w: x @ w, input_types=types)
-    (a,) = run(g, x, w, device=sm90)
-    (b,) = run(g, x, w, device=sm90)
+    with use(variant) as log:
+        (a,) = run(g, x, w, device=sm90)
+        (b,) = run(g, x, w, device=sm90)
+    if "gemm.splitk" in knobs(SPECS[variant]):
+        # 47 k-tiles: a forced count of 3 or 5 splits them
+        assert all(r["splits"] > 1 for r in log.records("gemm_sm90p")), log.records("gemm_sm90p")
     assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
     ref = x.astype(np.float64) @ w.astype(np.float64)
     np.testing.assert_allclose(a.astype(np.float64), ref, rtol=5e-2, atol=5e-2)
@@ -274,15 +283,12 @@ def test_split_k_is_deterministic(sm90, rng, monkeypatch, variant):
         "staged_pingpong",
     ],
 )
-def test_many_tiles(sm90, rng, monkeypatch, variant):
+def test_many_tiles(sm90, rng, variant):
     # more units than SMs: persistent CTAs walk several units, the ring running on across them;
     # by default (132 SMs) the 81 cluster tiles leave a last wave of 15, split 4 ways over K
-    if variant == "no_tail_split":
-        monkeypatch.setenv("MAX_GEMM_SM90_TAIL", "0")
-    else:
-        use(monkeypatch, variant)
-    check(sm90, rng, DType.bfloat16, (2304, 1024), (1024, 2056), bias=True, residual=True)
-    check(sm90, rng, DType.float16, (2, 1100, 520), (2, 520, 2050), act="silu")
+    with use(variant):
+        check(sm90, rng, DType.bfloat16, (2304, 1024), (1024, 2056), bias=True, residual=True)
+        check(sm90, rng, DType.float16, (2, 1100, 520), (2, 520, 2050), act="silu")
 
 
 STAGED_VS_DIRECT = [
@@ -295,42 +301,100 @@ STAGED_VS_DIRECT = [
 ]
 
 
+def launches_of(g, inputs, gpu, spec):
+    """The result of `g` under the knobs of `spec`, and its Hopper GEMM launches."""
+    with tuning.override(spec), tuning.record_launches() as log:
+        (out,) = run(g, *inputs, device=gpu)
+    launches = log.records("gemm_sm90p")
+    assert launches, f"{spec}: the Hopper GEMM never ran"
+    return out, launches
+
+
 @pytest.mark.parametrize("variant", STAGED_VS_DIRECT)
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
-def test_staged_matches_direct(sm90, rng, monkeypatch, capfd, variant, dtype):
+def test_staged_matches_direct(sm90, rng, variant, dtype):
     # the staged epilogue does the same math as the direct one: bit for bit the same C, and the
-    # launch takes an _st kernel (MAX_GEMM_SM90_LOG prints its name) where N % 8 == 0
-    use(monkeypatch, variant)
-    monkeypatch.setenv("MAX_GEMM_SM90_LOG", "1")
+    # launch takes an _st kernel where N % 8 == 0
     for m, k, n in [(2304, 136, 1000), (257, 520, 264), (130, 64, 40)]:
         x, w = rand(rng, dtype, (m, k)), rand(rng, dtype, (k, n), 1 / math.sqrt(k))
         b, r = rand(rng, dtype, (n,)), rand(rng, dtype, (m, n))
         types = [TensorType(dtype, a.shape, GPU) for a in (x, w, b, r)]
         g = Graph("stg", lambda x, w, b, r: r + ops.gelu(x @ w + b, approximate="tanh"), input_types=types)
-        monkeypatch.setenv("MAX_GEMM_SM90_EPI", "direct")
-        capfd.readouterr()
-        (direct,) = run(g, x, w, b, r, device=sm90)
-        assert "_st " not in capfd.readouterr().err
-        monkeypatch.setenv("MAX_GEMM_SM90_EPI", "staged")
-        (staged,) = run(g, x, w, b, r, device=sm90)
-        err = capfd.readouterr().err
-        assert "gemm_sm90p_" in err and "_st " in err, err
+        direct, launches = launches_of(g, (x, w, b, r), sm90, VARIANTS[variant] + ",gemm.epilogue=direct")
+        assert all(not rec["staged"] and "_st" not in rec["kernel"] for rec in launches), launches
+        staged, launches = launches_of(g, (x, w, b, r), sm90, VARIANTS[variant])
+        assert all(rec["staged"] and rec["kernel"].endswith("_st") for rec in launches), launches
         assert np.array_equal(direct.view(np.uint16), staged.view(np.uint16)), f"{m}x{k}x{n}"
 
 
-def test_staged_falls_back_where_n_is_odd(sm90, rng, monkeypatch, capfd):
-    monkeypatch.setenv("MAX_GEMM_SM90_EPI", "staged")
-    monkeypatch.setenv("MAX_GEMM_SM90_LOG", "1")
-    capfd.readouterr()
-    check(sm90, rng, DType.bfloat16, (300, 72), (72, 77), bias=True, residual=True)
-    err = capfd.readouterr().err
-    assert "gemm_sm90p_" in err and "_st " not in err, err
+def test_staged_falls_back_where_n_is_odd(sm90, rng):
+    with tuning.override("gemm.epilogue=staged"), tuning.record_launches() as log:
+        check(sm90, rng, DType.bfloat16, (300, 72), (72, 77), bias=True, residual=True)
+    launches = log.records("gemm_sm90p")
+    assert launches and all(not r["staged"] and "_st" not in r["kernel"] for r in launches), launches
 
 
-def test_staged_is_ignored_under_pingpong(sm90, rng, monkeypatch, capfd):
-    use(monkeypatch, "staged_pingpong")
-    monkeypatch.setenv("MAX_GEMM_SM90_LOG", "1")
-    capfd.readouterr()
-    check(sm90, rng, DType.bfloat16, (257, 136), (136, 264), bias=True, act="gelu_tanh", residual=True)
-    err = capfd.readouterr().err
-    assert "n128pp " in err and "_st " not in err, err
+def test_staged_is_ignored_under_pingpong(sm90, rng):
+    with use("staged_pingpong") as log:
+        check(sm90, rng, DType.bfloat16, (257, 136), (136, 264), bias=True, act="gelu_tanh", residual=True)
+    launches = log.records("gemm_sm90p")
+    assert all(r["kernel"].endswith("n128pp") and not r["staged"] for r in launches), launches
+
+
+# -- the stream-K tail (persistent grids): the tiles of a last, partial wave cut into equal
+# k-ranges, one per cluster, whose pieces meet in a workspace and are added in range order.
+# Small grids make the partial wave with few tiles; the launch record's sk_len says that the
+# plan took stream-K. Each case: numpy float64 reference, bit-identical on a second run, and
+# against the same product with the tail left whole (gemm.tail=0).
+
+# (knobs, (M, K, N)), each chosen to leave a partial last wave:
+STREAM_K = {
+    # 5 clusters of 2, 12 cluster tiles: 2 left, 64 k-tiles as 5 ranges of 13 (3 pieces a tile)
+    "c2_grid10": ("gemm.cluster=2,gemm.bn=256,gemm.grid=10", (1000, 2048, 600)),
+    # 7 CTAs, 18 tiles of 128 columns: 4 left, 256 k-tiles as 7 ranges of 37
+    "c1_n128_grid7": ("gemm.cluster=1,gemm.bn=128,gemm.grid=7", (300, 4096, 700)),
+    "c1_n128_grid7_transposed": ("gemm.cluster=1,gemm.bn=128,gemm.grid=7,gemm.transpose=1", (300, 4096, 700)),
+    "c2_grid10_staged": ("gemm.cluster=2,gemm.bn=256,gemm.grid=10,gemm.epilogue=staged", (1000, 2048, 600)),
+    # ping-pong: the warpgroups alternate over the pieces too
+    "pingpong_grid7": ("gemm.schedule=pingpong,gemm.cluster=1,gemm.grid=7", (300, 4096, 700)),
+    "pingpong_c2_grid6": ("gemm.schedule=pingpong,gemm.cluster=2,gemm.grid=6", (1000, 2048, 600)),
+    # K not a multiple of 64, rows and columns past the tile edges (and a cluster's second row
+    # tile past the last one)
+    "c2_grid10_ragged": ("gemm.cluster=2,gemm.bn=256,gemm.grid=10", (777, 3000, 520)),
+    # 2 x 2 clusters (A shared along N too): 7 x 5 tiles as 4 x 3 cluster tiles (the last row
+    # and column past the edge) on 5 clusters: 2 left, 47 k-tiles as ranges of 19
+    "c2x2_grid20": ("gemm.cluster=2,gemm.cluster_n=2,gemm.bn=256,gemm.grid=20", (777, 3000, 1100)),
+    # 1 x 2: 3 x 6 tiles as 3 x 3 cluster tiles on 2 clusters: 1 left, 64 k-tiles as 2 ranges
+    "c1x2_n128_grid4": ("gemm.cluster=1,gemm.cluster_n=2,gemm.bn=128,gemm.grid=4", (300, 4096, 700)),
+}
+
+
+@pytest.mark.parametrize("case", list(STREAM_K))
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
+def test_stream_k_tail(sm90, rng, case, dtype):
+    spec, (m, k, n) = STREAM_K[case]
+    # one split (not split-K over every tile, which the few tiles would otherwise get), the tail
+    # split allowed, the direct epilogue unless the case stages it
+    spec = "gemm.splitk=1,gemm.tail=1,gemm.epilogue=direct," + spec
+    x, w = rand(rng, dtype, (m, k)), rand(rng, dtype, (k, n), 1 / math.sqrt(k))
+    b, r = rand(rng, dtype, (n,)), rand(rng, dtype, (m, n))
+    types = [TensorType(dtype, a.shape, GPU) for a in (x, w, b, r)]
+    g = Graph("sk", lambda x, w, b, r: r + ops.relu(x @ w + b), input_types=types)
+    got, launches = launches_of(g, (x, w, b, r), sm90, spec)
+    rec = launches[0]
+    assert rec["sk_len"] >= 1, launches
+    # the variant's kernel ran: staged (_st), ping-pong (pp), B transposed to Bt (_t_: forced,
+    # or N % 8 != 0, which TMA cannot stride as it is)
+    forced = knobs(spec)
+    name = rec["kernel"]
+    assert (forced["gemm.epilogue"] == "staged") == name.endswith("_st"), name
+    assert ("gemm.schedule" in forced) == name.endswith("pp"), name
+    assert ("gemm.transpose" in forced or n % 8 != 0) == ("_t_" in name), name
+    again, _ = launches_of(g, (x, w, b, r), sm90, spec)
+    assert np.array_equal(got.view(np.uint16), again.view(np.uint16))
+    f = [a.astype(np.float64) for a in (x, w, b, r)]
+    ref = np.maximum(f[0] @ f[1] + f[2], 0) + f[3]
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=TOL[dtype], atol=TOL[dtype])
+    whole, launches = launches_of(g, (x, w, b, r), sm90, spec + ",gemm.tail=0")
+    assert all(rec["sk_len"] == 0 for rec in launches), launches
+    np.testing.assert_allclose(got.astype(np.float64), whole.astype(np.float64), rtol=TOL[dtype], atol=TOL[dtype])

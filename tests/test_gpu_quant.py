@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine_util import session
-from max import driver
+from max import driver, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.quantization import QuantizationConfig, QuantizationEncoding as Q
@@ -262,25 +262,21 @@ def test_gptq_run_time_errors(gpu, rng):
 FOUR_BIT = [Q.Q4_0, Q.Q4_1, Q.Q4_K]
 
 
-def mma_launches():
-    from max._core import driver as core
-
-    return core._qgemv_mma_launches()
-
-
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [256, 1280, 4096])
 @pytest.mark.parametrize("kernel", ["mma", "mma_no_pdl", "stream"])
-def test_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, kernel, monkeypatch):
+def test_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, kernel):
     """One or two lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
     tensor-core kernel (qgemv_mma.cu, the default; also launched without programmatic stream
-    serialization, MAX_QGEMV_PDL=0) and the CUDA-core one (MAX_QGEMV_MMA=0); K of one to 16
+    serialization, qgemv.pdl=0) and the CUDA-core one (qgemv.mma=0); K of one to 16
     256-element chunks, weight rows not a multiple of 16."""
-    monkeypatch.setenv("MAX_QGEMV_MMA", "0" if kernel == "stream" else "1")
-    monkeypatch.setenv("MAX_QGEMV_PDL", "0" if kernel == "mma_no_pdl" else "1")
-    before = mma_launches()
-    run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1)])
-    assert (mma_launches() > before) == (kernel != "stream")
+    mma, pdl = kernel != "stream", kernel != "mma_no_pdl"
+    with tuning.override(**{"qgemv.mma": mma, "qgemv.pdl": pdl}), tuning.record_launches() as log:
+        run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1)])
+    launches = log.records("qgemv")
+    assert launches and all(r["mma"] == mma for r in launches), launches
+    if mma:
+        assert all(r["pdl"] == pdl for r in launches), launches
 
 
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
@@ -296,9 +292,9 @@ def test_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):
         _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (m, k)), (DType.uint8, (n, kb))], gpu)
         lhs = (rng.standard_normal((m, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(m, k))).astype(np.float32)
         lhs[:, 32:64] = 0.0  # an all-zero unit
-        before = mma_launches()
-        (g,) = execute(dev, [lhs, w], gpu)
-        assert mma_launches() == before + 1
+        with tuning.record_launches() as log:
+            (g,) = execute(dev, [lhs, w], gpu)
+        assert log.count("qgemv", mma=1) == 1, log.records()
         check_f32_product(g, lhs, deq)
 
 
@@ -331,13 +327,13 @@ def test_qmatmul_4bit_reads_what_kernels_just_wrote(gpu, rng, enc):
     types = [(DType.float32, (1, k)), (DType.uint8, (200, kb)), (DType.uint8, (n1 - 200, kb)), (DType.uint8, (n2, kb))]
     cpu, dev = models(fn, types, gpu)
     ws = [random_blocks(rng, enc, rows, k // enc.elements_per_block) for rows in (200, n1 - 200, n2)]
-    before = mma_launches()
     for i in range(5):
         # The first call launches both (later ones may replay a CUDA graph of them).
         lhs = rng.standard_normal((1, k)).astype(np.float32)
-        (g,) = execute(dev, [lhs, *ws], gpu)
+        with tuning.record_launches() as log:
+            (g,) = execute(dev, [lhs, *ws], gpu)
         if i == 0:
-            assert mma_launches() == before + 2
+            assert log.count("qgemv", mma=1) == 2, log.records()
         (c,) = execute(cpu, [lhs, *ws])
         # The CPU multiplies 16-bit activations (two 8-bit planes), the GPU f32 ones: far
         # closer than a race would leave them.
@@ -347,29 +343,29 @@ def test_qmatmul_4bit_reads_what_kernels_just_wrote(gpu, rng, enc):
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [1280, 4352])
 @pytest.mark.parametrize("layout", ["grid1_split1", "grid3_split2", "split8", "auto"])
-def test_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout, monkeypatch):
+def test_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout):
     """qgemv_mma.cu's work distribution: a grid of 1 or 3 blocks (warps walking several tiles,
     their rings of stages running on across tiles), K split over 2 or 8 warps of a block (the
     parts summed in order; 8 parts of 17 chunks, or 4 of 5 since a part is at least a chunk),
     the automatic choice; weight rows not a multiple of 16. Within f32 rounding of one warp per
     tile, and the same bits with one block and no split."""
-    for part in layout.split("_"):
-        if part.startswith("grid"):
-            monkeypatch.setenv("MAX_QGEMV_GRID", part[4:])
-        elif part.startswith("split"):
-            monkeypatch.setenv("MAX_QGEMV_SPLIT", part[5:])
-    before = mma_launches()
-    run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2)])
-    assert mma_launches() > before
+    spec = {f"qgemv.{part[:4]}": part[4:] for part in layout.split("_") if part.startswith("grid")}
+    spec |= {f"qgemv.{part[:5]}": part[5:] for part in layout.split("_") if part.startswith("split")}
     kb = k // enc.elements_per_block * enc.block_size
-    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (70, kb))], gpu)
-    w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
-    lhs = rng.standard_normal((1, k)).astype(np.float32)
-    (got,) = execute(dev, [lhs, w], gpu)
-    for key in ("MAX_QGEMV_GRID", "MAX_QGEMV_SPLIT"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("MAX_QGEMV_SPLIT", "1")
-    (one,) = execute(dev, [lhs, w], gpu)
+    with tuning.override(**spec), tuning.record_launches() as log:
+        run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2)])
+        _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (70, kb))], gpu)
+        w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
+        lhs = rng.standard_normal((1, k)).astype(np.float32)
+        (got,) = execute(dev, [lhs, w], gpu)
+    launches = log.records("qgemv")
+    assert launches and all(r["mma"] == 1 for r in launches), launches
+    if "qgemv.grid" in spec:
+        assert all(r["blocks"] <= int(spec["qgemv.grid"]) for r in launches), launches
+    with tuning.override(**{"qgemv.split": 1}), tuning.record_launches() as log:
+        (one,) = execute(dev, [lhs, w], gpu)
+    splits = [r["split"] for r in log.records("qgemv")]
+    assert splits and all(s == 1 for s in splits), log.records()
     # Sums over K parts are added in a different order than one warp's running sum.
     np.testing.assert_allclose(got, one, rtol=1e-5, atol=1e-5 * np.abs(one).max())
     if layout == "grid1_split1":
@@ -379,21 +375,25 @@ def test_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout, monkeypatch):
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [1280, 4352])
 @pytest.mark.parametrize("grid", ["1", "3", None], ids=["grid1", "grid3", "grid_auto"])
-def test_qmatmul_streaming_kernel(gpu, rng, enc, k, grid, monkeypatch):
+def test_qmatmul_streaming_kernel(gpu, rng, enc, k, grid):
     """The persistent streaming GEMV (qgemv_stream.cu: 16-byte aligned rows, up to 8 lhs rows):
     K with a partial last 1024-element chunk, weight rows not a multiple of 16, blocks walking
     several row groups (the grid capped at 1 and 3 blocks: the ring of stages runs on across
-    groups). The general kernel (MAX_QGEMV_STREAM=0) on the same inputs gives the same bits."""
-    if grid:
-        monkeypatch.setenv("MAX_QGEMV_GRID", grid)
-    run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 8)])
+    groups). The general kernel (qgemv.stream=0) on the same inputs gives the same bits."""
     kb = k // enc.elements_per_block * enc.block_size
     assert kb % 16 == 0
-    _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (5, k)), (DType.uint8, (70, kb))], gpu)
-    w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
-    lhs = rng.standard_normal((5, k)).astype(np.float32)
-    (streamed,) = execute(dev, [lhs, w], gpu)
-    monkeypatch.setenv("MAX_QGEMV_STREAM", "0")
-    (general,) = execute(dev, [lhs, w], gpu)
+    with tuning.override(**({"qgemv.grid": grid} if grid else {})):
+        run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 8)])
+        _, dev = models(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (5, k)), (DType.uint8, (70, kb))], gpu)
+        w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
+        lhs = rng.standard_normal((5, k)).astype(np.float32)
+        with tuning.record_launches() as log:
+            (streamed,) = execute(dev, [lhs, w], gpu)
+        # (qgemv_stream.cu runs on sm_90 and later)
+        hopper_or_later = int("".join(c for c in gpu.architecture_name if c.isdigit())) >= 90
+        assert log.count("qgemv", streaming=1) == hopper_or_later, log.records()
+        with tuning.override(**{"qgemv.stream": False}), tuning.record_launches() as log:
+            (general,) = execute(dev, [lhs, w], gpu)
+        assert log.count("qgemv", streaming=1) == 0, log.records()
     np.testing.assert_array_equal(streamed, general)
 

@@ -4,6 +4,8 @@ BufferValue.__setitem__), their result types, chain ordering and the documented 
 import numpy as np
 import pytest
 
+from engine_util import session
+from max import driver
 from max.dtype import DType
 from max.graph import BufferType, BufferValue, DeviceRef, Dim, Graph, TensorType, TensorValue, ops
 from max.graph.value import _ChainValue
@@ -65,13 +67,23 @@ def test_buffer_store_orders_loads_and_stores():
         assert f"buffer_load(%{after_store._id}, " in text
 
 
-def test_buffer_store_converts_numbers_and_arrays_to_the_buffer_dtype():
+def test_buffer_store_converts_numbers_and_arrays_to_the_buffer_dtype(rng):
+    """A float64 array stored into a float16 buffer and a Python int into an int32 one: the
+    buffers keep their dtypes and hold the values rounded once to them."""
+    values = rng.standard_normal((2, 3)) * 100
     with Graph("b", input_types=[B(DType.float16, [2, 3]), B(DType.int32, [])]) as g:
         a, s = g.inputs
-        ops.buffer_store(a, np.ones((2, 3)))
+        ops.buffer_store(a, values)
         ops.buffer_store(s, 7)
         g.output()
         g._verify()
+    fa = driver.Buffer.from_numpy(np.zeros((2, 3), np.float16))
+    fs = driver.Buffer.from_numpy(np.zeros((), np.int32))
+    session().load(g).execute(fa, fs)
+    stored, count = fa.to_numpy(), fs.to_numpy()
+    assert stored.dtype == np.float16 and count.dtype == np.int32
+    np.testing.assert_array_equal(stored, values.astype(np.float16))
+    assert count.item() == 7
 
 
 @pytest.mark.parametrize(
