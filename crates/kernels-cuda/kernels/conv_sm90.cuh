@@ -385,7 +385,7 @@ __device__ __forceinline__ void ring_out(const float* d, const ConvArgs& p, cons
 // bit 3, `ring`), from the rows preloaded in `res` (PRE) or loaded here a chunk ahead of the
 // stores. Same arithmetic as add_residual (d += beta * r, one rounding at the store); the
 // compiler may contract the multiply-add in one path only, so results agree to one unit in the
-// last place (tests/test_gpu_conv_sm90_more.py).
+// last place (tests/test_conv2d_sm90.py).
 template <typename T, int BN, bool PRE, bool RING_ONLY, typename RING>
 __device__ __forceinline__ void store_vec_residual(const float* d, float* buf, const ConvArgs& p, i64 row_w, int n0,
                                                    int lane, const ResidualRows<T, BN>& res, const RING& ring) {
