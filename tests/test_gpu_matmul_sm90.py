@@ -2,8 +2,8 @@
 column tile 128/256, clusters of 1/2 CTAs with B multicast, split-K with its deterministic
 reduction, persistent or one CTA per unit, small grids walking many units, raster groups, B as
 given or transposed, the staged epilogue (gemm.epilogue=staged: C through per-warp
-shared-memory tiles, taken where N % 8 == 0 under the cooperative schedule; other shapes and
-ping-pong fall back to the direct stores), and the stream-K tail of persistent grids.
+shared-memory tiles, taken where N % 8 == 0; other shapes fall back to the direct stores), and
+the stream-K tail of persistent grids.
 gemm.min_m=1 sends every shape to it, so odd shapes (M = 1..3, M and N past the tiles, K = 8,
 K not a multiple of 64, odd N) and batches (batched B, shared B folded into rows) run through
 each variant, with and without the fused bias / activation / residual epilogue, against numpy
@@ -44,29 +44,25 @@ VARIANTS = {
     "c1x2_n128_grid4": "gemm.cluster=1,gemm.cluster_n=2,gemm.bn=128,gemm.splitk=1,gemm.grid=4",
     "c2x2_transposed": "gemm.cluster=2,gemm.cluster_n=2,gemm.transpose=1,gemm.splitk=1",
     "c2x2_staged_grid8": "gemm.cluster=2,gemm.cluster_n=2,gemm.epilogue=staged,gemm.splitk=1,gemm.grid=8",
-    "c2x2_pingpong_grid4": "gemm.schedule=pingpong,gemm.cluster=2,gemm.cluster_n=2,gemm.splitk=1,gemm.grid=4",
-    # ping-pong: each consumer warpgroup on its own 128 x 128 tile, alternating units; small grids
-    # give every block several units, so both warpgroups work and step over each other's stages
-    "pingpong": "gemm.schedule=pingpong",
-    "pingpong_c2": "gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=1",
-    "pingpong_grid3": "gemm.schedule=pingpong,gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
-    "pingpong_c2_split3_grid4": "gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
-    "pingpong_split2_grid3_transposed": "gemm.schedule=pingpong,gemm.splitk=2,gemm.grid=3,gemm.transpose=1",
-    # one block (or one cluster) walks every unit: odd and even unit counts, and a warpgroup
-    # stepping over more than a ring's worth of the other's k-tiles (the turn barriers)
-    "pingpong_grid1_split3": "gemm.schedule=pingpong,gemm.cluster=1,gemm.splitk=3,gemm.grid=1",
-    "pingpong_c2_grid2_split2": "gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=2,gemm.grid=2",
+    "c2x2_grid4": "gemm.cluster=2,gemm.cluster_n=2,gemm.splitk=1,gemm.grid=4",
+    # small grids give every block several units, the ring running on across them
+    "c2_unsplit": "gemm.cluster=2,gemm.splitk=1",
+    "c1_grid3": "gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
+    "c2_split3_grid4": "gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
+    "split2_grid3_transposed": "gemm.splitk=2,gemm.grid=3,gemm.transpose=1",
+    # one block (or one cluster) walks every unit: odd and even unit counts
+    "c1_grid1_split3": "gemm.cluster=1,gemm.splitk=3,gemm.grid=1",
+    "c2_grid2_split2": "gemm.cluster=2,gemm.splitk=2,gemm.grid=2",
     # the staged epilogue (the _st kernels, a 6-stage ring for 128-column tiles): partial tiles
-    # (rows past M, 8-column pieces past N), split-K's reducing CTA; under ping-pong the knob
-    # is ignored (the direct epilogue: no _st ping-pong kernels)
+    # (rows past M, 8-column pieces past N), split-K's reducing CTA
     "staged": "gemm.epilogue=staged",
     "staged_c1_n256": "gemm.epilogue=staged,gemm.cluster=1,gemm.bn=256,gemm.splitk=1",
     "staged_c2_n128": "gemm.epilogue=staged,gemm.cluster=2,gemm.bn=128,gemm.splitk=1",
     "staged_n128_split2": "gemm.epilogue=staged,gemm.cluster=1,gemm.bn=128,gemm.splitk=2,gemm.grid=3",
     "staged_c2_n256_split3": "gemm.epilogue=staged,gemm.cluster=2,gemm.bn=256,gemm.splitk=3",
     "staged_transposed": "gemm.epilogue=staged,gemm.cluster=2,gemm.transpose=1",
-    "staged_pingpong": "gemm.epilogue=staged,gemm.schedule=pingpong,gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
-    "staged_pingpong_c2_split3_grid4": "gemm.epilogue=staged,gemm.schedule=pingpong,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
+    "staged_c1_grid3": "gemm.epilogue=staged,gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
+    "staged_c2_split3_grid4": "gemm.epilogue=staged,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
 }
 # Not a variant of every test: the tail of the last wave left whole.
 SPECS = dict(VARIANTS, no_tail_split="gemm.tail=0")
@@ -105,14 +101,12 @@ def knobs(spec):
 
 
 def forced_fields(spec):
-    """The launch record's fields that the knobs of `spec` fix whatever the shape: ping-pong
-    (128-wide tiles), a forced tile width, clusters (unless clusters along N, which narrow
-    N may trim, are asked for too), persistence, B transposed."""
+    """The launch record's fields that the knobs of `spec` fix whatever the shape: a forced tile
+    width, clusters (unless clusters along N, which narrow N may trim, are asked for too),
+    persistence, B transposed."""
     k = knobs(spec)
-    want = {"pingpong": int(k.get("gemm.schedule") == "pingpong")}
-    if want["pingpong"]:
-        want["bn"] = 128
-    elif "gemm.bn" in k:
+    want = {}
+    if "gemm.bn" in k:
         want["bn"] = int(k["gemm.bn"])
     if "gemm.cluster" in k and "gemm.cluster_n" not in k:
         want["cluster"] = int(k["gemm.cluster"])
@@ -222,13 +216,12 @@ def test_batches(sm90, rng, variant):
         "default",
         "c2_n256_split3",
         "c1_n128_split2_grid3",
-        "pingpong",
-        "pingpong_c2_split3_grid4",
-        "pingpong_split2_grid3_transposed",
-        "pingpong_grid1_split3",
+        "c2_split3_grid4",
+        "split2_grid3_transposed",
+        "c1_grid1_split3",
         "staged",
         "staged_n128_split2",
-        "staged_pingpong_c2_split3_grid4",
+        "staged_c2_split3_grid4",
     ],
 )
 def test_mid_m_long_k(sm90, rng, variant):
@@ -244,9 +237,9 @@ def test_mid_m_long_k(sm90, rng, variant):
         "default",
         "c2_n256_split3",
         "c2_n128_split5_grid4_group3",
-        "pingpong_c2_split3_grid4",
+        "c2_split3_grid4",
         "staged_c2_n256_split3",
-        "staged_pingpong_c2_split3_grid4",
+        "staged_c2_split3_grid4",
     ],
 )
 def test_split_k_is_deterministic(sm90, rng, variant):
@@ -274,13 +267,12 @@ def test_split_k_is_deterministic(sm90, rng, variant):
         "one_cta_per_unit",
         "no_tail_split",
         "c2_n128",
-        "pingpong",
-        "pingpong_c2",
-        "pingpong_grid3",
+        "c2_unsplit",
+        "c1_grid3",
         "staged",
         "staged_c1_n256",
         "staged_c2_n128",
-        "staged_pingpong",
+        "staged_c1_grid3",
     ],
 )
 def test_many_tiles(sm90, rng, variant):
@@ -334,13 +326,6 @@ def test_staged_falls_back_where_n_is_odd(sm90, rng):
     assert launches and all(not r["staged"] and "_st" not in r["kernel"] for r in launches), launches
 
 
-def test_staged_is_ignored_under_pingpong(sm90, rng):
-    with use("staged_pingpong") as log:
-        check(sm90, rng, DType.bfloat16, (257, 136), (136, 264), bias=True, act="gelu_tanh", residual=True)
-    launches = log.records("gemm_sm90p")
-    assert all(r["kernel"].endswith("n128pp") and not r["staged"] for r in launches), launches
-
-
 # -- the stream-K tail (persistent grids): the tiles of a last, partial wave cut into equal
 # k-ranges, one per cluster, whose pieces meet in a workspace and are added in range order.
 # Small grids make the partial wave with few tiles; the launch record's sk_len says that the
@@ -355,9 +340,7 @@ STREAM_K = {
     "c1_n128_grid7": ("gemm.cluster=1,gemm.bn=128,gemm.grid=7", (300, 4096, 700)),
     "c1_n128_grid7_transposed": ("gemm.cluster=1,gemm.bn=128,gemm.grid=7,gemm.transpose=1", (300, 4096, 700)),
     "c2_grid10_staged": ("gemm.cluster=2,gemm.bn=256,gemm.grid=10,gemm.epilogue=staged", (1000, 2048, 600)),
-    # ping-pong: the warpgroups alternate over the pieces too
-    "pingpong_grid7": ("gemm.schedule=pingpong,gemm.cluster=1,gemm.grid=7", (300, 4096, 700)),
-    "pingpong_c2_grid6": ("gemm.schedule=pingpong,gemm.cluster=2,gemm.grid=6", (1000, 2048, 600)),
+    "c2_grid6": ("gemm.cluster=2,gemm.grid=6", (1000, 2048, 600)),
     # K not a multiple of 64, rows and columns past the tile edges (and a cluster's second row
     # tile past the last one)
     "c2_grid10_ragged": ("gemm.cluster=2,gemm.bn=256,gemm.grid=10", (777, 3000, 520)),
@@ -383,12 +366,11 @@ def test_stream_k_tail(sm90, rng, case, dtype):
     got, launches = launches_of(g, (x, w, b, r), sm90, spec)
     rec = launches[0]
     assert rec["sk_len"] >= 1, launches
-    # the variant's kernel ran: staged (_st), ping-pong (pp), B transposed to Bt (_t_: forced,
+    # the variant's kernel ran: staged (_st), B transposed to Bt (_t_: forced,
     # or N % 8 != 0, which TMA cannot stride as it is)
     forced = knobs(spec)
     name = rec["kernel"]
     assert (forced["gemm.epilogue"] == "staged") == name.endswith("_st"), name
-    assert ("gemm.schedule" in forced) == name.endswith("pp"), name
     assert ("gemm.transpose" in forced or n % 8 != 0) == ("_t_" in name), name
     again, _ = launches_of(g, (x, w, b, r), sm90, spec)
     assert np.array_equal(got.view(np.uint16), again.view(np.uint16))

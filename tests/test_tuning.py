@@ -72,7 +72,7 @@ def test_overrides_nest_and_restore():
         ("conv.tm=24", ["conv.tm", "multiple of 16"]),
         ("conv.pdl=maybe", ["conv.pdl", "flag"]),
         ("conv.nope=1", ["conv.nope", "conv.bn"]),
-        ("gemm.schedule=fast", ["pingpong, cooperative"]),
+        ("gemm.epilogue=fast", ["staged, direct"]),
         ("nothing", ["name=value"]),
     ],
 )

@@ -36,21 +36,9 @@
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
 //
-// Ping-pong schedule (PP, 128-column tiles only): the two consumer warpgroups take alternate units
-// of the block's sequence, each a whole 128 x 128 tile (two m64n128k16 per 16-element k step, one
-// per 64-row half, 128 accumulators per thread), so one warpgroup's epilogue runs while the other
-// keeps the tensor cores busy (CUTLASS's "ping-pong" kernel schedule). The producer still loads
-// the units in order into the one ring; a warpgroup steps over the stages of the other's units
-// without waiting on them, and a stage's empty barrier expects the 4 warps of one warpgroup per
-// CTA of the cluster. The mainloops take turns (turn[c], 4 arrivals: the warps of the other
-// warpgroup once they have passed the full waits of the unit before): a parity wait only tells
-// a phase from the one before it, so a warpgroup that stepped over the other's stages must not
-// wait on a stage whose previous fill (in the other's unit) may not have landed yet; once the
-// previous unit's full waits are all passed, every fill before this unit has landed and this
-// warpgroup's waits are at most one phase ahead, as in the cooperative schedule. (Without the
-// turns a warpgroup stepping over more than STAGES - 1 k-tiles could pass a wait at once, read
-// a stale stage and release it early, and the barriers' phases fell apart.) The epilogues are
-// not ordered: they touch no shared memory but the warpgroup's own split-K flag.
+// A ping-pong schedule (each consumer warpgroup on its own 128 x 128 tile, alternating, so that
+// one's epilogue overlaps the other's mainloop) measured 0.62-0.64x cuBLAS on an H200 where this
+// cooperative one ran 0.83-0.90x (bf16, 2048 to 8192 rows) and was deleted.
 //
 // Split-K (units past dp_units): split s sums k-tiles [s * k_per_split, (s + 1) * k_per_split).
 // Stream-K (p.sk_len > 0, persistent grids only; then p.units == dp_units and every unit is a
@@ -237,20 +225,17 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
 
 // The residual rows of this thread's part of unit w's tile asked into L2 as the unit starts, so
 // that the epilogue's loads hit L2: lane l takes the 128-byte line l % 4 (64 columns) of its
-// rows l / 4 and l / 4 + 8 (the rows as the epilogue has them: PP, both 64-row halves).
-template <typename T, int BN, bool PP>
+// rows l / 4 and l / 4 + 8 (the rows as the epilogue has them).
+template <typename T, int BN>
 __device__ __forceinline__ void prefetch_residual(const GemmPArgs& p, const Work& w, int c, int warp, int lane) {
     const int line = (lane % 4) * 64;
     const i64 col = (i64)w.nt * BN + line;
     if (w.mt >= p.m_tiles || w.nt >= p.n_tiles || line >= BN || col >= p.n) return;
+    const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
 #pragma unroll
-    for (int h = 0; h < (PP ? 2 : 1); ++h) {
-        const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-            if (row0 + 8 * r < p.m)
-                prefetch_l2((const T*)p.epi.residual + (i64)w.z * p.stride_c + (row0 + 8 * r) * p.n + col);
-    }
+    for (int r = 0; r < 2; ++r)
+        if (row0 + 8 * r < p.m)
+            prefetch_l2((const T*)p.epi.residual + (i64)w.z * p.stride_c + (row0 + 8 * r) * p.n + col);
 }
 
 // Stages of the ring: (128 + BN) x 64 16-bit elements each: 4 x 48 KB or 7 x 32 KB (the
@@ -274,17 +259,10 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL, u32 peers)
     }
 }
 
-// Stage and phase of the ring `n` k-tiles further on.
-template <int STAGES> __device__ __forceinline__ void ring_skip(int& stage, u32& phase, int n) {
-    const int t = stage + n;
-    stage = t % STAGES;
-    phase ^= (u32)((t / STAGES) & 1);
-}
-
 // PL: the launch's epilogue is the identity (no bias, activation, clamp or residual), so the
 // kernel is compiled without that code (the `_pl` kernels): a tile's epilogue runs with a cold
 // instruction cache, and in the general kernel its path jumps across the code of every option.
-template <typename T, bool BF16, bool TB, int BN, bool PP, bool ST, bool PL>
+template <typename T, bool BF16, bool TB, int BN, bool ST, bool PL>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
     constexpr int STAGES = PRing<BN, ST>::stages;
     constexpr int B_BYTES = BN * P_BK * 2;
@@ -296,10 +274,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     u64* full = (u64*)(smem + STAGES * STAGE_BYTES);
     u64* empty = full + STAGES;
     int* last_flag = (int*)(empty + STAGES);
-    // Ping-pong: turn[c] completes a phase when warpgroup c may start its next unit's mainloop.
-    u64* turn = (u64*)(last_flag + 4);
-    // Staged epilogue: 8 warps' staging tiles, 256 bytes past the ring (the barriers, flags and
-    // turns take at most 2 * 7 * 8 + 16 + 16 = 144 of them).
+    // Staged epilogue: 8 warps' staging tiles, 256 bytes past the ring (the barriers and flags
+    // take at most 2 * 7 * 8 + 16 = 128 of them).
     static_assert(2 * STAGES * 8 + 32 <= 256, "barriers past the ring");
     u8* staging = smem + STAGES * STAGE_BYTES + 256;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -319,9 +295,8 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], (PP ? 4 : 8) * (CM + CN - 1));
+            mbar_init(&empty[s], 8 * (CM + CN - 1));
         }
-        if (PP) mbar_init(&turn[0], 4), mbar_init(&turn[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     // The peer's barriers must be initialised before anything is multicast or arrived on them.
@@ -369,48 +344,28 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        // Cooperative: consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127.
-        // Ping-pong: consumer c takes the whole tile of every other unit (index % 2 == c).
+        // Consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127.
         const int c = wg - 1;
         const int warp = tid / 32, lane = tid % 32;
-        // This thread's index among the threads that share a tile.
-        const int ctid = PP ? tid : threadIdx.x - 128;
-        constexpr int NACC = PP ? BN : BN / 2;  // accumulators per thread
-        constexpr int SYNC_N = PP ? 128 : 256;  // threads per tile
-        const u32 sync_id = PP ? 2 + c : 1;  // named barrier of the tile's threads
-        static_assert(!PP || BN == 128, "ping-pong tiles are 128 x 128");
-        // The staged epilogue under ping-pong (two halves of 64 accumulators each, all 128 live
-        // through the first) spilled 12 bytes: ptxas hoists the residual loads above the
-        // shared-memory stores (different state spaces cannot alias), where in store_tile the
-        // stores to C hold them back. The launcher keeps ping-pong on the direct epilogue.
-        static_assert(!(PP && ST), "no staged epilogue under ping-pong");
+        // This thread's index among the 256 that share a tile.
+        const int ctid = threadIdx.x - 128;
+        constexpr int NACC = BN / 2;  // accumulators per thread
+        constexpr int SYNC_N = 256;  // threads per tile
+        const u32 sync_id = 1;  // named barrier of the tile's threads
         float d[NACC];
         int stage = 0;
         u32 phase = 0;
-        int index = 0;  // of the unit in this block's sequence
-        u32 turn_phase = 0;  // ping-pong: of this warpgroup's next wait on turn[c]
         int step = 0;
         Work w;
-        for (; next_unit(p, cid, clusters, rank, CL, step, w); ++index) {
+        while (next_unit(p, cid, clusters, rank, CL, step, w)) {
             const int k0 = w.k0, k1 = w.k1;
-            if (PP && (index & 1) != c) {
-                ring_skip<STAGES>(stage, phase, k1 - k0);  // the other warpgroup's unit
-                continue;
-            }
-            // Ping-pong: wait until the other warpgroup has passed the full waits of the unit
-            // before (index - 1, always its own), which arrives on turn[c] once per unit; it
-            // cannot arrive again before this wait, as its next unit waits on this one's turn.
-            if (PP && index > 0) {
-                mbar_wait(&turn[c], turn_phase);
-                turn_phase ^= 1;
-            }
 #pragma unroll
             for (int i = 0; i < NACC; ++i) d[i] = 0.f;
-            if (p.epi.residual) prefetch_residual<T, BN, PP>(p, w, c, warp, lane);
+            if (p.epi.residual) prefetch_residual<T, BN>(p, w, c, warp, lane);
             int prev = 0;
             for (int kt = k0; kt < k1; ++kt) {
                 mbar_wait(&full[stage], phase);
-                const u8* sa = smem + stage * STAGE_BYTES + (PP ? 0 : c * (64 * 128));
+                const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
                 const u8* sb = smem + stage * STAGE_BYTES + P_A_BYTES;
                 wgmma_fence();
 #pragma unroll
@@ -420,9 +375,6 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     const u64 desc_b = TB ? sw128_desc_nmajor(sb) + kk * (2048 >> 4) : sw128_desc(sb) + 2 * kk;
                     const u32 scale_d = (kt > k0 || kk > 0) ? 1u : 0u;
                     Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, scale_d);
-                    // Ping-pong: the second 64-row half (64 rows of 128 bytes further), the
-                    // second half of the accumulators.
-                    if (PP) Wgmma<BN, BF16, TB>::run(d + BN / 2, sw128_desc(sa + 64 * 128) + 2 * kk, desc_b, scale_d);
                 }
                 wgmma_commit();
                 // Keep this k-tile's MMAs in flight; once the previous tile's have retired, its
@@ -431,12 +383,6 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 if (kt > k0) release(&empty[prev], lane, CL, peers);
                 prev = stage;
                 if (++stage == STAGES) stage = 0, phase ^= 1;
-            }
-            // Ping-pong: every full wait of this unit passed; the other warpgroup's turn (an
-            // arrival nobody waits on when this was the block's last unit).
-            if (PP) {
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&turn[c ^ 1]);
             }
             wgmma_wait0();
             if (k1 > k0) release(&empty[prev], lane, CL, peers);
@@ -452,7 +398,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 for (int j = 0; j < NACC / 4; ++j)
                     st_cg4(mine + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 __threadfence();
-                int* flag = last_flag + (PP ? c : 0);
+                int* flag = last_flag;
                 named_sync(sync_id, SYNC_N);
                 if (ctid == 0) *flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(w.parts - 1);
                 named_sync(sync_id, SYNC_N);
@@ -471,25 +417,22 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             }
             const int col0 = w.nt * BN + (lane % 4) * 2;
             const int cols = (int)min(p.n - col0, (i64)BN);
-#pragma unroll
-            for (int h = 0; h < (PP ? 2 : 1); ++h) {
-                const i64 row0 = (i64)w.mt * P_BM + (PP ? h : c) * 64 + warp * 16 + lane / 4;
+            {
+                const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
                 const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
-                float* dh = d + h * (BN / 2);
-                if (!PL) epi_math<T, BN>(dh, p, col0, cols);
+                if (!PL) epi_math<T, BN>(d, p, col0, cols);
                 if (ST) {
-                    // (Ping-pong, were it staged, would pass both halves through one tile.)
                     const i64 row_w = row0 - lane / 4;
                     const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
                     if (!PL && p.epi.residual)
-                        store_tile_staged<T, BN, true>(dh, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
+                        store_tile_staged<T, BN, true>(d, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
                     else
-                        store_tile_staged<T, BN, false>(dh, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
+                        store_tile_staged<T, BN, false>(d, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
                 } else if (!PL && p.epi.residual) {
-                    store_tile<T, BN, true>(dh, p, offset, col0, cols, has0, has1);
+                    store_tile<T, BN, true>(d, p, offset, col0, cols, has0, has1);
                 } else {
-                    store_tile<T, BN, false>(dh, p, offset, col0, cols, has0, has1);
+                    store_tile<T, BN, false>(d, p, offset, col0, cols, has0, has1);
                 }
             }
         }
@@ -498,58 +441,54 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, PP, ST, PL)                                                  \
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, ST, PL)                                                  \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN, PP, ST, PL)                                                         \
+        GEMMP_BODY(T, BF16, TB, BN, ST, PL)                                                         \
     }
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN, PP, ST, PL) gemm_sm90p<T, BF16, TB, BN, PP, ST, PL>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BN, ST, PL) gemm_sm90p<T, BF16, TB, BN, ST, PL>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN, PP, ST, PL) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BN, ST, PL) asm volatile("trap;");
 #endif
-// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[pp: ping-pong][_st: staged
+// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[_st: staged
 // epilogue][_pl: no epilogue operations]; the cluster size is the launch's.
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128pp, bf16, true, true, 128, true, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128pp, bf16, true, false, 128, true, false, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st, bf16, true, true, 256, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st, bf16, true, true, 128, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st, bf16, true, false, 256, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st, bf16, true, false, 128, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_pl, bf16, true, true, 256, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st_pl, bf16, true, true, 256, false, true, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_pl, bf16, true, true, 128, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st_pl, bf16, true, true, 128, false, true, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_pl, bf16, true, false, 256, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st_pl, bf16, true, false, 256, false, true, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_pl, bf16, true, false, 128, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st_pl, bf16, true, false, 128, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256, bf16, true, true, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128, bf16, true, true, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256, bf16, true, false, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128, bf16, true, false, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st, bf16, true, true, 256, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st, bf16, true, true, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st, bf16, true, false, 256, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st, bf16, true, false, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_pl, bf16, true, true, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n256_st_pl, bf16, true, true, 256, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_pl, bf16, true, true, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_b_n128_st_pl, bf16, true, true, 128, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_pl, bf16, true, false, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st_pl, bf16, true, false, 256, true, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_pl, bf16, true, false, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st_pl, bf16, true, false, 128, true, true)
 #else
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128pp, f16, false, true, 128, true, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128pp, f16, false, false, 128, true, false, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st, f16, false, true, 256, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, false, true, false)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256_pl, f16, false, true, 256, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st_pl, f16, false, true, 256, false, true, true)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128_pl, f16, false, true, 128, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st_pl, f16, false, true, 128, false, true, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256_pl, f16, false, false, 256, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st_pl, f16, false, false, 256, false, true, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128_pl, f16, false, false, 128, false, false, true)
-GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st_pl, f16, false, false, 128, false, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256, f16, false, false, 256, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128, f16, false, false, 128, false, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st, f16, false, true, 256, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st, f16, false, true, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st, f16, false, false, 256, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st, f16, false, false, 128, true, false)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_pl, f16, false, true, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n256_st_pl, f16, false, true, 256, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_pl, f16, false, true, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_b_n128_st_pl, f16, false, true, 128, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_pl, f16, false, false, 256, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st_pl, f16, false, false, 256, true, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_pl, f16, false, false, 128, false, true)
+GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st_pl, f16, false, false, 128, true, true)
 #endif

@@ -164,8 +164,6 @@ declare! {
     GemmGroupM: "gemm.group_m", None, count(1), "";
     /// A last, partial wave may be split (stream-K).
     GemmTail: "gemm.tail", None, Kind::Flag, "";
-    /// The consumer schedule.
-    GemmSchedule: "gemm.schedule", None, Kind::Choice(&["pingpong", "cooperative"]), "";
     /// The epilogue: staged through shared memory, or stored from the fragments.
     GemmEpilogue: "gemm.epilogue", None, Kind::Choice(&["staged", "direct"]), "";
     /// Rows from which 16-bit products take the Hopper kernel (fewer: mma.sync); 1 sends every

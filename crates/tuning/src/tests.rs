@@ -39,16 +39,16 @@ fn one_boolean_syntax() {
 
 #[test]
 fn specs_set_typed_values_and_defaults_fill_the_rest() {
-    let t = Tuning::parse("conv.bn=128, gemm.splitk=3,gemm.schedule=pingpong,conv.pdl=off").unwrap();
+    let t = Tuning::parse("conv.bn=128, gemm.splitk=3,gemm.epilogue=direct,conv.pdl=off").unwrap();
     assert_eq!(t.int(Knob::ConvBn), Some(128));
     assert_eq!(t.int(Knob::GemmSplitk), Some(3));
-    assert_eq!(t.choice(Knob::GemmSchedule), Some("pingpong"));
+    assert_eq!(t.choice(Knob::GemmEpilogue), Some("direct"));
     assert_eq!(t.flag(Knob::ConvPdl), Some(false));
     assert!(t.is_set(Knob::ConvPdl) && !t.is_set(Knob::ConvLean));
     assert_eq!(t.flag(Knob::ConvLean), Some(true));
     assert_eq!(t.int(Knob::ConvBm), None);
     assert_eq!(t.int(Knob::HostPoolMb), Some(256));
-    assert_eq!(t.describe(), "conv.bn=128,conv.pdl=0,gemm.splitk=3,gemm.schedule=pingpong");
+    assert_eq!(t.describe(), "conv.bn=128,conv.pdl=0,gemm.splitk=3,gemm.epilogue=direct");
     assert_eq!(Tuning::parse(&t.describe()).unwrap(), t);
 }
 
@@ -64,8 +64,8 @@ fn bad_entries_name_what_was_wrong() {
     assert!(err.contains("'nothing'"), "{err}");
     let err = Tuning::parse("conv.bn").unwrap_err();
     assert!(err.contains("name=value"), "{err}");
-    let err = Tuning::parse("gemm.schedule=fast").unwrap_err();
-    assert!(err.contains("pingpong, cooperative"), "{err}");
+    let err = Tuning::parse("gemm.epilogue=fast").unwrap_err();
+    assert!(err.contains("staged, direct"), "{err}");
     let err = Tuning::parse("conv.pdl=maybe").unwrap_err();
     assert!(err.contains("flag"), "{err}");
 }

@@ -7,16 +7,15 @@
 //! multicast), `gemm.cluster_n` (along N sharing A), `gemm.splitk`, `gemm.persistent` (one CTA
 //! per work unit, or at most one per SM walking units), `gemm.grid`, `gemm.group_m` (row tiles
 //! per raster group), `gemm.tail` (split-K for the tiles of a last, partial wave: on by
-//! default), `gemm.schedule` = cooperative | pingpong (both consumer warpgroups on one tile, or
-//! each on its own 128 x 128 tile, alternating, so that one's epilogue overlaps the other's
-//! mainloop; cooperative is the default: ping-pong measured 0.62-0.64x cuBLAS on an H200 where
-//! cooperative ran 0.83-0.90x, bf16 2048 to 8192 rows), `gemm.epilogue` = direct | staged (the
+//! default), `gemm.epilogue` = direct | staged (the
 //! epilogue stores straight from the accumulator fragments, 8 scattered 8-byte pieces per store
 //! instruction, or through a per-warp shared-memory tile as coalesced 16-byte vectors: the `_st`
-//! kernels, cooperative schedule only, taken only where C allows them, see [`staged_ok`]; by
-//! default staged for K <= 2048 ([`STAGED_MAX_K`]), where it measured 1.1-1.5x faster on an
-//! H200, else direct; ping-pong has only the direct one). Each launch's plan is recorded while
-//! launches are recorded ([`super::record`]).
+//! kernels, taken only where C allows them, see [`staged_ok`]; by default staged for K <= 2048
+//! ([`STAGED_MAX_K`]), where it measured 1.1-1.5x faster on an
+//! H200, else direct). Each launch's plan is recorded while launches are recorded
+//! ([`super::record`]). A ping-pong schedule (each consumer warpgroup on its own tile, one's
+//! epilogue overlapping the other's mainloop) measured 0.62-0.64x cuBLAS on an H200 where the
+//! cooperative one ran 0.83-0.90x (bf16, 2048 to 8192 rows) and was deleted.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -86,7 +85,7 @@ fn stages(bn: usize, staged: bool) -> usize {
 const STAGING_BYTES: usize = 8 * 16 * 144;
 
 /// Shared memory of a block: the ring, its 2 * stages barriers, 16 bytes of split-K flags (one
-/// per consumer warpgroup), the ping-pong schedule's two turn barriers, and slack to align the
+/// per consumer warpgroup), 16 spare bytes (kept so the layout measured stays), and slack to align the
 /// ring to 1024 bytes: at most 230,544 bytes, within the 232,448 (227 KB) a Hopper block may
 /// have. Staged: the barriers get 256 bytes, then the staging tiles: 216,320 bytes for bn 256
 /// (4 x 48 KB) and for bn 128 (6 x 32 KB).
@@ -216,19 +215,16 @@ fn launch_with(
     let p = plan(rows_a, n, k, z, sms, knobs)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
     let name = format!(
-        "gemm_sm90p_{}_{}_n{}{}",
+        "gemm_sm90p_{}_{}_n{}",
         if dtype == DType::BFloat16 { "bf16" } else { "f16" },
         if n_major { "b" } else { "t" },
         p.bn,
-        if p.pingpong { "pp" } else { "" }
     );
     let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
-    // Not under ping-pong (no _st kernels: see the kernel), which keeps the direct epilogue.
-    let staged = knobs.staged.unwrap_or(k <= STAGED_MAX_K) && !p.pingpong && staged_ok(n, c, pairs);
+    let staged = knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
     let name = if staged { format!("{name}_st") } else { name };
-    // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`;
-    // none under ping-pong).
-    let name = if epi.is_identity() && !p.pingpong { format!("{name}_pl") } else { name };
+    // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`).
+    let name = if epi.is_identity() { format!("{name}_pl") } else { name };
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn, staged);
     crate::allow_smem(stream.context(), &f, smem)?;
@@ -322,7 +318,6 @@ fn launch_with(
                 ("cluster_n", p.cluster_n as i64),
                 ("splits", p.splits as i64),
                 ("persistent", p.persistent as i64),
-                ("pingpong", p.pingpong as i64),
                 ("tail", p.tail as i64),
                 ("group", p.group as i64),
                 ("sk_len", p.sk_len as i64),

@@ -18,8 +18,6 @@ pub struct Knobs {
     pub grid: Option<usize>,
     pub group_m: Option<usize>,
     pub tail: Option<bool>,
-    /// The ping-pong schedule (`Some(true)`) or the cooperative one.
-    pub pingpong: Option<bool>,
     /// The staged epilogue (`Some(true)`) or the direct one.
     pub staged: Option<bool>,
 }
@@ -35,7 +33,6 @@ impl Knobs {
             grid: t.int(Knob::GemmGrid),
             group_m: t.int(Knob::GemmGroupM),
             tail: t.flag(Knob::GemmTail),
-            pingpong: t.choice(Knob::GemmSchedule).map(|s| s == "pingpong"),
             staged: t.choice(Knob::GemmEpilogue).map(|s| s == "staged"),
         }
     }
@@ -62,8 +59,6 @@ pub struct Plan {
     /// dp_units + (cluster_tiles - dp_units) * splits.
     pub units: usize,
     pub persistent: bool,
-    /// Ping-pong schedule (bn is 128).
-    pub pingpong: bool,
     /// A last, partial wave may be split (stream-K on persistent grids).
     pub tail: bool,
     /// Stream-K: k-tiles per cluster range (0: none), the tiles after `dp_units` it covers,
@@ -101,11 +96,9 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
         |m_tiles: usize| knobs.cluster.unwrap_or(if m_tiles >= 16 && k_tiles >= CLUSTER_MIN_K_TILES { 2 } else { 1 });
     // Clusters along N (sharing A) only when forced, and from 2 column tiles.
     let cluster_n_for = |n_tiles: usize| knobs.cluster_n.unwrap_or(1).min(n_tiles.max(1));
-    let pingpong = knobs.pingpong.unwrap_or(false);
     let mut best: Option<(f64, usize, usize)> = None;
     for bn in [256, 128] {
-        // Ping-pong tiles are 128 x 128 (one warpgroup's 128 accumulators).
-        if (pingpong && bn != 128) || (!pingpong && knobs.bn.is_some_and(|b| b != bn)) {
+        if knobs.bn.is_some_and(|b| b != bn) {
             continue;
         }
         let n_tiles = n.div_ceil(bn);
@@ -179,7 +172,6 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
         dp_units,
         units,
         persistent,
-        pingpong,
         // (A forced split count turns it off unless gemm.tail=1 asks for it.)
         tail: knobs.tail.unwrap_or(knobs.splits.is_none()),
         sk_len: 0,
@@ -310,8 +302,6 @@ mod tests {
                 Knobs { cluster_n: Some(2), ..knobs(2, 256, None, 4) },
                 Knobs { cluster_n: Some(2), ..knobs(1, 128, Some(3), 3) },
                 Knobs { cluster_n: Some(2), ..Knobs::default() },
-                Knobs { pingpong: Some(true), ..knobs(2, 128, Some(3), 2) },
-                Knobs { pingpong: Some(true), ..Knobs::default() },
                 Knobs { persistent: Some(false), ..Knobs::default() },
                 Knobs { tail: Some(false), ..Knobs::default() },
             ];
@@ -389,26 +379,13 @@ mod tests {
     }
 
     #[test]
-    fn pingpong_takes_128_column_tiles() {
-        let pp = Knobs { pingpong: Some(true), cluster: Some(1), ..Knobs::default() };
-        let p = plan(8192, 8192, 8192, 1, 132, pp).unwrap();
-        assert_eq!((p.bn, p.cluster, p.n_tiles, p.pingpong), (128, 1, 64, true), "{p:?}");
-        let p = plan(8192, 8192, 8192, 1, 132, Knobs { bn: Some(256), cluster: Some(2), ..pp }).unwrap();
-        assert_eq!((p.bn, p.cluster, p.pingpong), (128, 2, true), "{p:?}");
-        assert!(!plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().pingpong);
-    }
-
-    /// Each `gemm.*` knob of the plan, read from the registry, changes the plan of a product
-    /// where it applies (the staged epilogue, `gemm.epilogue`, is chosen at launch and the grid
-    /// cap, `gemm.grid`, once the device's cluster capacity is known: see the launcher).
-    #[test]
     fn every_gemm_knob_changes_the_plan() {
         let from = |spec: &str| Knobs::from_tuning(&Tuning::parse(spec).unwrap());
         let sms = 132;
         let at = |(m, n, k): (usize, usize, usize), spec: &str| plan(m, n, k, 1, sms, from(spec)).unwrap();
         let big = (8192, 8192, 8192);
         let skinny = (256, 4096, 4096);
-        let cases: [(&str, (usize, usize, usize), &str, fn(&Plan) -> bool); 9] = [
+        let cases: [(&str, (usize, usize, usize), &str, fn(&Plan) -> bool); 8] = [
             ("gemm.bn", big, "gemm.bn=128", |p| p.bn == 128),
             ("gemm.cluster", big, "gemm.cluster=1", |p| p.cluster == 1),
             ("gemm.cluster_n", big, "gemm.cluster=2,gemm.cluster_n=2", |p| p.cluster_n == 2),
@@ -416,7 +393,6 @@ mod tests {
             ("gemm.persistent", big, "gemm.persistent=0", |p| !p.persistent),
             ("gemm.group_m", big, "gemm.group_m=2", |p| p.group == 1),
             ("gemm.tail", skinny, "gemm.tail=0", |p| !p.tail),
-            ("gemm.schedule", big, "gemm.schedule=pingpong", |p| p.pingpong && p.bn == 128),
             ("gemm.splitk=1", skinny, "gemm.splitk=1", |p| p.splits == 1 && p.sk_len == 0),
         ];
         for (name, dims, spec, holds) in cases {
