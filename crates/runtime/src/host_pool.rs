@@ -33,10 +33,17 @@ struct Pool {
 /// The pool's size limit in bytes (read once: the pool's contents depend on it).
 fn limit() -> usize {
     static LIMIT: OnceLock<usize> = OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        let mb = max_tuning::current().int(max_tuning::Knob::HostPoolMb).unwrap_or(256);
-        mb.saturating_mul(1 << 20)
-    })
+    *LIMIT.get_or_init(|| limit_of(&max_tuning::current()))
+}
+
+/// The limit the `host_pool_mb` setting gives.
+fn limit_of(t: &max_tuning::Tuning) -> usize {
+    t.int(max_tuning::Knob::HostPoolMb).unwrap_or(256).saturating_mul(1 << 20)
+}
+
+/// Whether a block of `size` bytes is kept for reuse under `limit`.
+fn kept(size: usize, limit: usize) -> bool {
+    size >= MIN_BLOCK && size <= limit / 4
 }
 
 fn pool() -> &'static Mutex<Pool> {
@@ -75,7 +82,7 @@ pub(crate) fn take(layout: Layout) -> *mut u8 {
 /// `ptr` must have been allocated with `layout` and not be used again by the caller.
 pub(crate) unsafe fn give(ptr: *mut u8, layout: Layout) {
     let limit = limit();
-    if layout.size() >= MIN_BLOCK && layout.size() <= limit / 4 {
+    if kept(layout.size(), limit) {
         let mut evicted = Vec::new();
         {
             let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
@@ -100,6 +107,15 @@ pub(crate) unsafe fn give(ptr: *mut u8, layout: Layout) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_pool_mb_sets_what_is_kept() {
+        let at = |spec: &str| limit_of(&max_tuning::Tuning::parse(spec).unwrap());
+        assert_eq!(at(""), 256 << 20);
+        assert!(kept(1 << 20, at("")) && !kept(1 << 20, at("host_pool_mb=0")));
+        assert!(!kept(100 << 20, at("")) && kept(100 << 20, at("host_pool_mb=1024")));
+        assert!(!kept(MIN_BLOCK - 1, at("host_pool_mb=1024")));
+    }
 
     #[test]
     fn poison_fills_recycled_blocks() {
