@@ -36,7 +36,7 @@ def same(out: np.ndarray, ref, what: str = "") -> None:
     a = np.ascontiguousarray(out).view(np.uint8).reshape(-1)
     b = np.ascontiguousarray(ref).view(np.uint8).reshape(-1)
     if not np.array_equal(a, b):
-        bad = np.flatnonzero(a != b)[:5] // max(out.dtype.itemsize, 1)
+        bad = np.unique(np.flatnonzero(a != b) // max(out.dtype.itemsize, 1))[:5]
         raise AssertionError(f"{what}: values differ at flat element(s) {bad.tolist()} of shape {out.shape}")
 
 
