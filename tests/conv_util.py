@@ -1,4 +1,4 @@
-"""Shared by the conv op tests (tests/test_cpu_conv.py, tests/test_gpu_conv.py,
+"""Shared by the conv op tests (tests/test_conv.py,
 tests/test_conv_epilogue.py): the problems, random operands, the float64 references
 (shift-and-accumulate over kernel taps, direct scatter for the transposed convolution, masked
 window sums for pooling and fold) and the comparison within each dtype's rounding."""

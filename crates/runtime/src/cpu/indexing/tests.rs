@@ -1,5 +1,5 @@
 //! Unit tests of the indexing kernels on small hand-checked cases (the numpy parity tests are
-//! in tests/test_cpu_indexing.py).
+//! in tests/test_indexing.py).
 
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::ops::{Op, OpKind};

@@ -1,5 +1,5 @@
 //! Unit tests of the block decoders on hand-built blocks, and of the tiled qmatmul against a
-//! plain triple loop (the gguf parity tests are in tests/test_cpu_quant.py).
+//! plain triple loop (the gguf parity tests are in tests/test_quant.py).
 
 use half::f16;
 

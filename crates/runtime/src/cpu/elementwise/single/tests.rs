@@ -1,6 +1,6 @@
 //! single.rs against the f64 lanes bit for bit (every op, the float types and bool, broadcasts,
 //! strided inputs, special values), its conversions against cast.rs, and vmath against libm.
-//! The numpy parity tests are in tests/test_cpu_elementwise_fast.py.
+//! The numpy parity tests are in tests/test_elementwise.py.
 
 use half::{bf16, f16};
 use max_graph::attrs::{Attr, Attrs};
