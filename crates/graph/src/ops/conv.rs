@@ -1,6 +1,7 @@
 //! Convolutions: conv2d and conv3d. conv2d_transpose lives in `conv_transpose.rs`, the pooling
 //! ops and fold in `pool.rs` (with the window count all of them use); this module dispatches the
-//! whole family and holds the argument checks they share.
+//! whole family, reads the convolutions' attributes once into `ConvParams` (what shape inference
+//! and both backends use) and holds the argument checks they share.
 //!
 //! Attributes (all optional in Rust, with the Python defaults):
 //! - conv2d: `stride` [2 ints >= 1], `dilation` [2 ints >= 1], `padding` [4 ints >= 0: top,
@@ -23,16 +24,15 @@
 //! MAX infers conv2d and conv3d results channels-last ([N, H, W, F]) for either input layout,
 //! while conv2d_transpose keeps the input's layout; we infer the same shapes.
 
-use super::pool::{check_kernel, window_count};
-use super::{Ctx, OpKind, conv_transpose, one, pool};
+use super::pool::{check_kernel, window_dim};
+use super::{Ctx, Op, OpKind, conv_transpose, one, pool};
 use crate::dim::Dim;
 use crate::error::Result;
 use crate::types::{TensorType, Type, shape_str};
 
 pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
     match ctx.kind {
-        OpKind::Conv2d => conv(ctx, 2),
-        OpKind::Conv3d => conv(ctx, 3),
+        OpKind::Conv2d | OpKind::Conv3d => conv(ctx),
         OpKind::Conv2dTranspose => conv_transpose::conv_transpose(ctx),
         OpKind::AvgPool2d | OpKind::MaxPool2d => pool::pool2d(ctx),
         OpKind::Fold => pool::fold(ctx),
@@ -104,70 +104,180 @@ pub(super) fn check_bias(ctx: &Ctx, bias: Option<&TensorType>, out_channels: &Di
     Ok(())
 }
 
+/// Where a filter's dims sit, by `filter_layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterLayout {
+    Rscf,
+    Fcrs,
+    Cfrs,
+    Qrscf,
+    Fcqrs,
+}
+
+impl FilterLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterLayout::Rscf => "RSCF",
+            FilterLayout::Fcrs => "FCRS",
+            FilterLayout::Cfrs => "CFRS",
+            FilterLayout::Qrscf => "QRSCF",
+            FilterLayout::Fcqrs => "FCQRS",
+        }
+    }
+}
+
+/// The positions in a filter's shape of the kernel dims, of the input channels (per group) and
+/// of the output channels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterAxes {
+    pub kernel: std::ops::Range<usize>,
+    pub input: usize,
+    pub output: usize,
+}
+
+/// The attributes of conv2d, conv3d and conv2d_transpose, parsed and checked once (the module
+/// comment lists them): shape inference and both backends read these.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvParams {
+    /// conv2d_transpose rather than a forward convolution.
+    pub transposed: bool,
+    /// The number of spatial dims: 3 for conv3d, else 2.
+    pub nd: usize,
+    /// `input_layout` NHWC (NDHWC for conv3d) rather than NCHW (NCDHW).
+    pub channels_last: bool,
+    pub filter_layout: FilterLayout,
+    /// Per spatial dim, each at least 1.
+    pub stride: Vec<usize>,
+    pub dilation: Vec<usize>,
+    /// Before and after each spatial dim: `2 * nd` values.
+    pub padding: Vec<usize>,
+    /// conv2d_transpose's extra output size per spatial dim, each below its stride (zeros for
+    /// the forward convolutions).
+    pub output_padding: Vec<usize>,
+    /// At least 1; conv2d_transpose has no groups (1).
+    pub groups: usize,
+}
+
+impl ConvParams {
+    /// Reads and checks the attributes of the convolution `ctx` stages.
+    pub fn parse(ctx: &Ctx) -> Result<ConvParams> {
+        let transposed = ctx.kind == OpKind::Conv2dTranspose;
+        let nd = if ctx.kind == OpKind::Conv3d { 3 } else { 2 };
+        let layout = if ctx.attr("input_layout").is_some() { ctx.string("input_layout")? } else { "NHWC" };
+        let channels_last = match layout {
+            "NHWC" => true,
+            "NCHW" => false,
+            other => {
+                return Err(ctx.value_err("input_layout", format!("must be NHWC or NCHW, got {other:?}")));
+            }
+        };
+        let name = if ctx.attr("filter_layout").is_some() {
+            ctx.string("filter_layout")?
+        } else if nd == 2 {
+            "RSCF"
+        } else {
+            "QRSCF"
+        };
+        let filter_layout = match (transposed, nd, name) {
+            (_, 2, "RSCF") => FilterLayout::Rscf,
+            (_, 2, "FCRS") => FilterLayout::Fcrs,
+            (_, 2, "CFRS") => FilterLayout::Cfrs,
+            (false, 3, "QRSCF") => FilterLayout::Qrscf,
+            (false, 3, "FCQRS") => FilterLayout::Fcqrs,
+            (true, ..) => {
+                return Err(ctx.value_err(
+                    "filter_layout",
+                    format!("a transposed 2-D convolution takes RSCF, CFRS or FCRS, got {name:?}"),
+                ));
+            }
+            _ => {
+                let known = if nd == 2 { "RSCF, FCRS or CFRS" } else { "QRSCF or FCQRS" };
+                return Err(ctx.value_err("filter_layout", format!("a {nd}-D convolution takes {known}, got {name:?}")));
+            }
+        };
+        let groups = if transposed || ctx.attr("groups").is_none() { 1 } else { ctx.int("groups")? };
+        if groups < 1 {
+            return Err(ctx.value_err("groups", format!("must be positive, got {groups}")));
+        }
+        let stride = int_list(ctx, "stride", nd, 1, 1)?;
+        let dilation = int_list(ctx, "dilation", nd, 1, 1)?;
+        let padding = int_list(ctx, "padding", 2 * nd, 0, 0)?;
+        let output_padding = if transposed { int_list(ctx, "output_paddings", nd, 0, 0)? } else { vec![0; nd] };
+        // With stride s, s output sizes map back to the same input size; output padding picks
+        // one of them, so it stays below the stride (MAX rejects it otherwise, whatever the
+        // dilation).
+        if output_padding.iter().zip(&stride).any(|(p, s)| p >= s) {
+            return Err(ctx.value_err(
+                "output_paddings",
+                format!("each must be smaller than its stride, got {output_padding:?} with stride {stride:?}"),
+            ));
+        }
+        let sizes = |v: Vec<i64>| v.into_iter().map(|x| x as usize).collect();
+        Ok(ConvParams {
+            transposed,
+            nd,
+            channels_last,
+            filter_layout,
+            stride: sizes(stride),
+            dilation: sizes(dilation),
+            padding: sizes(padding),
+            output_padding: sizes(output_padding),
+            groups: groups as usize,
+        })
+    }
+
+    /// Where the filter's dims sit. conv2d_transpose reads RSCF as (R, S, out_channels,
+    /// in_channels) and CFRS as (in_channels, out_channels, R, S), as MAX does.
+    pub fn filter_axes(&self) -> FilterAxes {
+        let nd = self.nd;
+        let (kernel, input, output) = match self.filter_layout {
+            FilterLayout::Rscf | FilterLayout::Qrscf if self.transposed => (0..nd, nd + 1, nd),
+            FilterLayout::Rscf | FilterLayout::Qrscf => (0..nd, nd, nd + 1),
+            FilterLayout::Fcrs | FilterLayout::Fcqrs => (2..nd + 2, 1, 0),
+            FilterLayout::Cfrs => (2..nd + 2, 0, 1),
+        };
+        FilterAxes { kernel, input, output }
+    }
+}
+
+/// The parameters of conv2d, conv3d or conv2d_transpose `op`.
+pub fn conv_params(op: &Op) -> Result<ConvParams> {
+    ConvParams::parse(&Ctx::of_op(op))
+}
+
 /// The input split for `input_layout`.
 pub(super) struct Input {
     pub batch: Dim,
     pub spatial: Vec<Dim>,
     pub channels: Dim,
-    pub channels_last: bool,
 }
 
-pub(super) fn split_input(ctx: &Ctx, x: &TensorType, nd: usize) -> Result<Input> {
-    let layout = if ctx.attr("input_layout").is_some() { ctx.string("input_layout")? } else { "NHWC" };
-    let channels_last = match layout {
-        "NHWC" => true,
-        "NCHW" => false,
-        other => {
-            return Err(ctx.value_err("input_layout", format!("must be NHWC or NCHW, got {other:?}")));
-        }
-    };
-    check_rank(
-        ctx,
-        "x",
-        x,
-        nd + 2,
-        if channels_last { "batch, spatial dims, channels" } else { "batch, channels, spatial dims" },
-    )?;
+pub(super) fn split_input(ctx: &Ctx, x: &TensorType, p: &ConvParams) -> Result<Input> {
+    let nd = p.nd;
+    let what = if p.channels_last { "batch, spatial dims, channels" } else { "batch, channels, spatial dims" };
+    check_rank(ctx, "x", x, nd + 2, what)?;
     let s = &x.shape;
     let (spatial, channels) =
-        if channels_last { (s[1..=nd].to_vec(), s[nd + 1].clone()) } else { (s[2..].to_vec(), s[1].clone()) };
-    Ok(Input { batch: s[0].clone(), spatial, channels, channels_last })
+        if p.channels_last { (s[1..=nd].to_vec(), s[nd + 1].clone()) } else { (s[2..].to_vec(), s[1].clone()) };
+    Ok(Input { batch: s[0].clone(), spatial, channels })
 }
 
-pub(super) fn layout_attr<'a>(ctx: &Ctx<'a>, default: &'a str) -> Result<&'a str> {
-    if ctx.attr("filter_layout").is_some() { ctx.string("filter_layout") } else { Ok(default) }
-}
-
-/// Strides, dilations and paddings for `nd` spatial dims.
-pub(super) fn window_attrs(ctx: &Ctx, nd: usize) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
-    Ok((
-        int_list(ctx, "stride", nd, 1, 1)?,
-        int_list(ctx, "dilation", nd, 1, 1)?,
-        int_list(ctx, "padding", 2 * nd, 0, 0)?,
-    ))
-}
-
-fn conv(ctx: &Ctx, nd: usize) -> Result<Vec<Type>> {
-    let (x, f, bias) = conv_inputs(ctx)?;
-    let Input { batch, spatial, channels, .. } = split_input(ctx, x, nd)?;
-    let layout = layout_attr(ctx, if nd == 2 { "RSCF" } else { "QRSCF" })?;
-    check_rank(ctx, "filter", f, nd + 2, &format!("{layout} layout"))?;
+/// The filter's kernel sizes, input channels (per group) and output channels, its rank checked.
+pub(super) fn split_filter<'a>(ctx: &Ctx, f: &'a TensorType, p: &ConvParams) -> Result<(&'a [Dim], &'a Dim, &'a Dim)> {
+    check_rank(ctx, "filter", f, p.nd + 2, &format!("{} layout", p.filter_layout.name()))?;
+    let axes = p.filter_axes();
     let s = &f.shape;
-    // (kernel, in_channels per group, out_channels)
-    let (kernel, fc, fo) = match (nd, layout) {
-        (2, "RSCF") | (3, "QRSCF") => (s[..nd].to_vec(), &s[nd], &s[nd + 1]),
-        (2, "FCRS") | (3, "FCQRS") => (s[2..].to_vec(), &s[1], &s[0]),
-        (2, "CFRS") => (s[2..].to_vec(), &s[0], &s[1]),
-        _ => {
-            let known = if nd == 2 { "RSCF, FCRS or CFRS" } else { "QRSCF or FCQRS" };
-            return Err(ctx.value_err("filter_layout", format!("a {nd}-D convolution takes {known}, got {layout:?}")));
-        }
-    };
-    check_kernel(ctx, "filter", &kernel)?;
-    let groups = if ctx.attr("groups").is_some() { ctx.int("groups")? } else { 1 };
-    if groups < 1 {
-        return Err(ctx.value_err("groups", format!("must be positive, got {groups}")));
-    }
+    check_kernel(ctx, "filter", &s[axes.kernel.clone()])?;
+    Ok((&s[axes.kernel], &s[axes.input], &s[axes.output]))
+}
+
+fn conv(ctx: &Ctx) -> Result<Vec<Type>> {
+    let (x, f, bias) = conv_inputs(ctx)?;
+    let p = ConvParams::parse(ctx)?;
+    let Input { batch, spatial, channels } = split_input(ctx, x, &p)?;
+    let layout = p.filter_layout.name();
+    let (kernel, fc, fo) = split_filter(ctx, f, &p)?;
+    let groups = p.groups as i64;
     let expected = dim_ok(ctx, "filter", fc.mul(&Dim::stat(groups)))?;
     if expected != channels {
         return Err(ctx.value_err(
@@ -182,11 +292,19 @@ fn conv(ctx: &Ctx, nd: usize) -> Result<Vec<Type>> {
             );
         }
     }
-    let (stride, dilation, padding) = window_attrs(ctx, nd)?;
     let mut shape = vec![batch];
-    for i in 0..nd {
-        let pads = [padding[2 * i], padding[2 * i + 1]];
-        shape.push(window_count(ctx, "x", &spatial[i], &kernel[i], stride[i], dilation[i], pads, false)?);
+    for i in 0..p.nd {
+        let pads = [p.padding[2 * i] as i64, p.padding[2 * i + 1] as i64];
+        shape.push(window_dim(
+            ctx,
+            "x",
+            &spatial[i],
+            &kernel[i],
+            p.stride[i] as i64,
+            p.dilation[i] as i64,
+            pads,
+            false,
+        )?);
     }
     shape.push(fo.clone());
     check_bias(ctx, bias, fo)?;
@@ -317,6 +435,40 @@ mod tests {
         );
         let f16 = Type::Tensor(TensorType::new(DType::Float16, vec![Dim::stat(3); 4], DeviceRef::CPU));
         assert!(matches!(run(OpKind::Conv2d, Attrs::new(), &[x, f16]), Err(GraphError::Type(_))));
+    }
+
+    #[test]
+    fn conv_params_read_once() {
+        let op = |kind, attrs| Op { kind, attrs };
+        let p = conv_params(&op(OpKind::Conv3d, Attrs::new())).unwrap();
+        assert_eq!((p.nd, p.channels_last, p.filter_layout, p.groups), (3, true, FilterLayout::Qrscf, 1));
+        assert_eq!(
+            (p.stride, p.dilation, p.padding, p.output_padding),
+            (vec![1; 3], vec![1; 3], vec![0; 6], vec![0; 3])
+        );
+        let attrs = Attrs::new()
+            .with("input_layout", Attr::Str("NCHW".into()))
+            .with("filter_layout", Attr::Str("FCRS".into()))
+            .with("groups", Attr::Int(4))
+            .with("stride", ints(&[2, 1]))
+            .with("padding", ints(&[1, 2, 3, 4]));
+        let p = conv_params(&op(OpKind::Conv2d, attrs)).unwrap();
+        assert_eq!(
+            (p.channels_last, p.groups, &p.stride[..], &p.padding[..]),
+            (false, 4, &[2, 1][..], &[1, 2, 3, 4][..])
+        );
+        assert_eq!(p.filter_axes(), FilterAxes { kernel: 2..4, input: 1, output: 0 });
+        // conv2d_transpose reads RSCF as (R, S, out, in) and has no groups.
+        let attrs = Attrs::new()
+            .with("stride", ints(&[2, 2]))
+            .with("output_paddings", ints(&[1, 0]))
+            .with("groups", Attr::Int(3));
+        let p = conv_params(&op(OpKind::Conv2dTranspose, attrs)).unwrap();
+        assert_eq!((p.groups, p.output_padding.as_slice()), (1, &[1, 0][..]));
+        assert_eq!(p.filter_axes(), FilterAxes { kernel: 0..2, input: 3, output: 2 });
+        // Without input types, the messages name the op and the attribute alone.
+        let err = conv_params(&op(OpKind::Conv2d, Attrs::new().with("dilation", ints(&[1, 0])))).unwrap_err();
+        assert_eq!(err, GraphError::Value("conv2d: dilation: values must be positive, got [1, 0]".into()));
     }
 
     #[test]

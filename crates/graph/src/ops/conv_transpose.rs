@@ -1,10 +1,7 @@
 //! conv2d_transpose: the gradient of conv2d with respect to its input, staged as its own op.
 //! Its attributes and filter layouts are described in `conv.rs`, which dispatches here.
 
-use super::conv::{
-    Input, check_bias, check_rank, conv_inputs, dim_ok, int_list, layout_attr, split_input, window_attrs,
-};
-use super::pool::check_kernel;
+use super::conv::{ConvParams, Input, check_bias, conv_inputs, dim_ok, split_filter, split_input};
 use super::{Ctx, one};
 use crate::dim::Dim;
 use crate::error::Result;
@@ -12,56 +9,32 @@ use crate::types::{TensorType, Type};
 
 pub(super) fn conv_transpose(ctx: &Ctx) -> Result<Vec<Type>> {
     let (x, f, bias) = conv_inputs(ctx)?;
-    let Input { batch, spatial, channels, channels_last } = split_input(ctx, x, 2)?;
-    let layout = layout_attr(ctx, "RSCF")?;
-    check_rank(ctx, "filter", f, 4, &format!("{layout} layout"))?;
-    let s = &f.shape;
-    // (kernel, in_channels, out_channels)
-    let (kernel, fin, fout) = match layout {
-        "RSCF" => (s[..2].to_vec(), &s[3], &s[2]),
-        "CFRS" => (s[2..].to_vec(), &s[0], &s[1]),
-        "FCRS" => (s[2..].to_vec(), &s[1], &s[0]),
-        _ => {
-            return Err(ctx.value_err(
-                "filter_layout",
-                format!("a transposed 2-D convolution takes RSCF, CFRS or FCRS, got {layout:?}"),
-            ));
-        }
-    };
-    check_kernel(ctx, "filter", &kernel)?;
+    let p = ConvParams::parse(ctx)?;
+    let Input { batch, spatial, channels } = split_input(ctx, x, &p)?;
+    let layout = p.filter_layout.name();
+    let (kernel, fin, fout) = split_filter(ctx, f, &p)?;
     if fin != &channels {
         return Err(ctx.value_err(
             "filter",
             format!("x has {channels} channels but the {layout} filter takes {fin} input channels (insert a rebind if they are equal at run time)"),
         ));
     }
-    let (stride, dilation, padding) = window_attrs(ctx, 2)?;
-    let out_pad = int_list(ctx, "output_paddings", 2, 0, 0)?;
-    for i in 0..2 {
-        // With stride s, s output sizes map back to the same input size; output padding picks
-        // one of them, so it stays below the stride (MAX rejects it otherwise, whatever the
-        // dilation).
-        if out_pad[i] >= stride[i] {
-            return Err(ctx.value_err(
-                "output_paddings",
-                format!("each must be smaller than its stride, got {out_pad:?} with stride {stride:?}"),
-            ));
-        }
-    }
+    let stat = |v: usize| Dim::stat(v as i64);
+    let padding = &p.padding;
     let mut out_spatial = Vec::with_capacity(2);
     for i in 0..2 {
         // (size - 1) * stride - pads + dilation * (kernel - 1) + 1 + output_padding
-        let span = dim_ok(ctx, "filter", kernel[i].sub(&Dim::stat(1)).and_then(|k| k.mul(&Dim::stat(dilation[i]))))?;
-        let grown = dim_ok(ctx, "x", spatial[i].sub(&Dim::stat(1)).and_then(|d| d.mul(&Dim::stat(stride[i]))))?;
+        let span = dim_ok(ctx, "filter", kernel[i].sub(&Dim::stat(1)).and_then(|k| k.mul(&stat(p.dilation[i]))))?;
+        let grown = dim_ok(ctx, "x", spatial[i].sub(&Dim::stat(1)).and_then(|d| d.mul(&stat(p.stride[i]))))?;
         let size = dim_ok(
             ctx,
             "x",
             grown
                 .add(&span)
                 .and_then(|d| d.add(&Dim::stat(1)))
-                .and_then(|d| d.add(&Dim::stat(out_pad[i])))
-                .and_then(|d| d.sub(&Dim::stat(padding[2 * i])))
-                .and_then(|d| d.sub(&Dim::stat(padding[2 * i + 1]))),
+                .and_then(|d| d.add(&stat(p.output_padding[i])))
+                .and_then(|d| d.sub(&stat(padding[2 * i])))
+                .and_then(|d| d.sub(&stat(padding[2 * i + 1]))),
         )?;
         if size.as_static().is_some_and(|n| n < 1) {
             return Err(
@@ -72,7 +45,7 @@ pub(super) fn conv_transpose(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     check_bias(ctx, bias, fout)?;
     let [h, w]: [Dim; 2] = out_spatial.try_into().map_err(|_| ctx.value_err("x", "expected two spatial dims"))?;
-    let shape = if channels_last { vec![batch, h, w, fout.clone()] } else { vec![batch, fout.clone(), h, w] };
+    let shape = if p.channels_last { vec![batch, h, w, fout.clone()] } else { vec![batch, fout.clone(), h, w] };
     one(TensorType { shape, ..x.clone() })
 }
 

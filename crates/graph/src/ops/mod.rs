@@ -204,6 +204,12 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The attribute reader of `op` alone, without input types: its errors name the op and the
+    /// attribute (what a backend sees when it reads an op's typed parameters).
+    pub fn of_op(op: &'a Op) -> Ctx<'a> {
+        Ctx { kind: op.kind, inputs: &[], attrs: &op.attrs }
+    }
+
     pub fn name(&self) -> &'static str {
         self.kind.name()
     }

@@ -1,5 +1,6 @@
 //! Sliding windows: pooling (avg_pool2d, max_pool2d on NHWC input), fold, and the window count
-//! the convolutions use too. Dispatched from `conv.rs`.
+//! the convolutions use too. Dispatched from `conv.rs`. The attributes are read once into
+//! `WindowParams`, which shape inference and both backends use.
 //!
 //! Attributes:
 //! - avg_pool2d, max_pool2d: `kernel_size` [2 dims, static ones >= 1; symbolic allowed],
@@ -12,7 +13,7 @@
 //! All keep the input's dtype.
 
 use super::conv::{dim_ok, int_list};
-use super::{Ctx, OpKind, one};
+use super::{Ctx, Op, OpKind, one};
 use crate::dim::Dim;
 use crate::error::Result;
 use crate::types::{TensorType, Type, shape_str};
@@ -26,11 +27,25 @@ pub(super) fn check_kernel(ctx: &Ctx, arg: &str, kernel: &[Dim]) -> Result<()> {
 }
 
 /// The number of window positions along one dimension: `(size + pad_before + pad_after -
-/// dilation * (kernel - 1) - 1) // stride + 1` (rounding up with `ceil`). It is built as one
-/// floor division so that a symbolic result reads as MAX prints it: `(h + 1) // 2`, not
-/// `((h + -1) // 2) + 1`.
+/// dilation * (kernel - 1) - 1) // stride + 1` (rounding up with `ceil`), or None when the
+/// window does not fit the padded size. `pads` is the sum of both paddings. `window_dim` is the
+/// same count over dims.
+pub fn window_count(
+    size: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pads: usize,
+    ceil: bool,
+) -> Option<usize> {
+    let room = size.checked_add(pads)?.checked_sub(dilation.checked_mul(kernel.checked_sub(1)?)?.checked_add(1)?)?;
+    Some((room + stride + if ceil { stride - 1 } else { 0 }) / stride)
+}
+
+/// `window_count` over dims, built as one floor division so that a symbolic result reads as
+/// MAX prints it: `(h + 1) // 2`, not `((h + -1) // 2) + 1`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn window_count(
+pub(super) fn window_dim(
     ctx: &Ctx,
     arg: &str,
     size: &Dim,
@@ -62,6 +77,80 @@ fn two_dims<'a>(ctx: &Ctx<'a>, key: &str) -> Result<&'a [Dim]> {
     Ok(d)
 }
 
+/// The attributes of avg_pool2d, max_pool2d and fold, parsed and checked once (the module
+/// comment lists them): shape inference and both backends read these.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowParams {
+    /// Height and width; a static size is at least 1, a symbolic one is known to shapes only.
+    pub kernel: [Dim; 2],
+    /// Each at least 1.
+    pub stride: [usize; 2],
+    pub dilation: [usize; 2],
+    /// Before and after each spatial dim (fold's one padding per dim goes on both sides).
+    pub padding: [usize; 4],
+    /// Pooling: count a last window that overhangs the padded input.
+    pub ceil_mode: bool,
+    /// avg_pool2d: divide by the whole window rather than by the taps inside the input.
+    pub count_boundary: bool,
+    /// fold: the folded image's height and width (static ones at least 1).
+    pub output_size: Option<[Dim; 2]>,
+}
+
+impl WindowParams {
+    /// Reads and checks the attributes of the window op `ctx` stages.
+    pub fn parse(ctx: &Ctx) -> Result<WindowParams> {
+        let fold = ctx.kind == OpKind::Fold;
+        let output_size = if fold {
+            let out = two_dims(ctx, "output_size")?;
+            if out.iter().any(|d| d.as_static().is_some_and(|n| n < 1)) {
+                return Err(ctx.value_err("output_size", format!("sizes must be positive, got {}", shape_str(out))));
+            }
+            Some([out[0].clone(), out[1].clone()])
+        } else {
+            None
+        };
+        let kernel = two_dims(ctx, "kernel_size")?;
+        check_kernel(ctx, "kernel_size", kernel)?;
+        let pair = |key: &str, default: i64, min: i64| -> Result<[usize; 2]> {
+            let v = int_list(ctx, key, 2, default, min)?;
+            Ok([v[0] as usize, v[1] as usize])
+        };
+        let stride = pair("stride", 1, 1)?;
+        let dilation = pair("dilation", 1, 1)?;
+        let padding = if fold {
+            let [h, w] = pair("padding", 0, 0)?;
+            [h, h, w, w]
+        } else {
+            let v = int_list(ctx, "padding", 4, 0, 0)?;
+            [v[0] as usize, v[1] as usize, v[2] as usize, v[3] as usize]
+        };
+        let ceil_mode = !fold && ctx.boolean("ceil_mode", false)?;
+        let count_boundary = if ctx.kind == OpKind::AvgPool2d { ctx.boolean("count_boundary", true)? } else { true };
+        Ok(WindowParams {
+            kernel: [kernel[0].clone(), kernel[1].clone()],
+            stride,
+            dilation,
+            padding,
+            ceil_mode,
+            count_boundary,
+            output_size,
+        })
+    }
+
+    /// The number of window positions along spatial dim `i` of `size` elements (for fold, of
+    /// the output), as a dim.
+    fn count(&self, ctx: &Ctx, arg: &str, i: usize, size: &Dim) -> Result<Dim> {
+        let pads = [self.padding[2 * i] as i64, self.padding[2 * i + 1] as i64];
+        let (stride, dilation) = (self.stride[i] as i64, self.dilation[i] as i64);
+        window_dim(ctx, arg, size, &self.kernel[i], stride, dilation, pads, self.ceil_mode)
+    }
+}
+
+/// The parameters of avg_pool2d, max_pool2d or fold `op`.
+pub fn window_params(op: &Op) -> Result<WindowParams> {
+    WindowParams::parse(&Ctx::of_op(op))
+}
+
 pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
@@ -71,19 +160,10 @@ pub(super) fn pool2d(ctx: &Ctx) -> Result<Vec<Type>> {
             format!("must be rank 4 (NHWC: batch, height, width, channels), got shape {}", shape_str(&x.shape)),
         ));
     }
-    let kernel = two_dims(ctx, "kernel_size")?;
-    check_kernel(ctx, "kernel_size", kernel)?;
-    let stride = int_list(ctx, "stride", 2, 1, 1)?;
-    let dilation = int_list(ctx, "dilation", 2, 1, 1)?;
-    let padding = int_list(ctx, "padding", 4, 0, 0)?;
-    let ceil = ctx.boolean("ceil_mode", false)?;
-    if ctx.kind == OpKind::AvgPool2d {
-        ctx.boolean("count_boundary", true)?;
-    }
+    let p = WindowParams::parse(ctx)?;
     let mut shape = vec![x.shape[0].clone()];
     for i in 0..2 {
-        let pads = [padding[2 * i], padding[2 * i + 1]];
-        shape.push(window_count(ctx, "input", &x.shape[1 + i], &kernel[i], stride[i], dilation[i], pads, ceil)?);
+        shape.push(p.count(ctx, "input", i, &x.shape[1 + i])?);
     }
     shape.push(x.shape[3].clone());
     one(TensorType { shape, ..x.clone() })
@@ -100,16 +180,11 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
             format!("must be rank 3 (batch, channels * kernel size, blocks), got shape {}", shape_str(&x.shape)),
         ));
     }
-    let out = two_dims(ctx, "output_size")?;
-    if out.iter().any(|d| d.as_static().is_some_and(|n| n < 1)) {
-        return Err(ctx.value_err("output_size", format!("sizes must be positive, got {}", shape_str(out))));
-    }
-    let kernel = two_dims(ctx, "kernel_size")?;
-    check_kernel(ctx, "kernel_size", kernel)?;
-    let stride = int_list(ctx, "stride", 2, 1, 1)?;
-    let dilation = int_list(ctx, "dilation", 2, 1, 1)?;
-    let padding = int_list(ctx, "padding", 2, 0, 0)?;
-
+    let p = WindowParams::parse(ctx)?;
+    let Some(out) = &p.output_size else {
+        return Err(ctx.value_err("output_size", "missing a shape"));
+    };
+    let kernel = &p.kernel;
     let kernel_elems = dim_ok(ctx, "kernel_size", kernel[0].mul(&kernel[1]))?;
     let packed = &x.shape[1];
     if let (Some(ck), Some(k)) = (packed.as_static(), kernel_elems.as_static()) {
@@ -124,16 +199,7 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
 
     let mut blocks = Dim::stat(1);
     for i in 0..2 {
-        let n = window_count(
-            ctx,
-            "output_size",
-            &out[i],
-            &kernel[i],
-            stride[i],
-            dilation[i],
-            [padding[i], padding[i]],
-            false,
-        )?;
+        let n = p.count(ctx, "output_size", i, &out[i])?;
         blocks = dim_ok(ctx, "input", blocks.mul(&n))?;
     }
     if x.shape[2] != blocks {
@@ -239,6 +305,43 @@ mod tests {
         assert!(
             matches!(run(OpKind::AvgPool2d, k3, &["1", "8", "8", "3"]), Err(GraphError::Value(m)) if m.starts_with("avg_pool2d: kernel_size:"))
         );
+    }
+
+    #[test]
+    fn window_params_read_once() {
+        let p = window_params(&Op { kind: OpKind::MaxPool2d, attrs: k("3", "k").with("ceil_mode", Attr::Bool(true)) })
+            .unwrap();
+        assert_eq!((p.kernel, p.stride, p.padding, p.ceil_mode), ([dim("3"), dim("k")], [1, 1], [0; 4], true));
+        let attrs = fold_attrs(["4", "5"], ["2", "2"]).with("padding", ints(&[1, 2])).with("dilation", ints(&[2, 1]));
+        let p = window_params(&Op { kind: OpKind::Fold, attrs }).unwrap();
+        assert_eq!((p.padding, p.dilation, p.output_size), ([1, 1, 2, 2], [2, 1], Some([dim("4"), dim("5")])));
+        let err = window_params(&Op { kind: OpKind::AvgPool2d, attrs: k("2", "2").with("stride", ints(&[0, 1])) });
+        assert_eq!(
+            err.unwrap_err(),
+            GraphError::Value("avg_pool2d: stride: values must be positive, got [0, 1]".into())
+        );
+    }
+
+    #[test]
+    fn window_count_matches_the_dims() {
+        assert_eq!(window_count(8, 3, 2, 1, 2, false), Some(4));
+        assert_eq!(window_count(7, 2, 2, 1, 0, true), Some(4));
+        assert_eq!(window_count(2, 3, 1, 1, 0, false), None);
+        assert_eq!(window_count(4, 0, 1, 1, 0, false), None);
+        assert_eq!(window_count(usize::MAX, 1, 1, 1, 1, false), None);
+        let ctx = Ctx { kind: OpKind::MaxPool2d, inputs: &[], attrs: &Attrs::new() };
+        for (size, kernel, stride, dilation, pads, ceil) in [(9, 3, 2, 2, [1, 2], false), (9, 2, 4, 1, [0, 1], true)] {
+            let d = window_dim(&ctx, "x", &Dim::stat(size), &Dim::stat(kernel), stride, dilation, pads, ceil).unwrap();
+            let n = window_count(
+                size as usize,
+                kernel as usize,
+                stride as usize,
+                dilation as usize,
+                (pads[0] + pads[1]) as usize,
+                ceil,
+            );
+            assert_eq!(d.as_static(), n.map(|n| n as i64));
+        }
     }
 
     fn fold_attrs(out: [&str; 2], kernel: [&str; 2]) -> Attrs {

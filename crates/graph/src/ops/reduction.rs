@@ -4,18 +4,18 @@
 //!
 //! Attributes:
 //! - sum, mean, reduce_max, reduce_min, argmax, argmin, softmax, logsoftmax: `axis` (int, may be
-//!   negative).
-//! - cumsum: `axis` (int), `exclusive` and `reverse` (bools, default false).
+//!   negative): [`ReduceAxis`].
+//! - cumsum: `axis` (int), `exclusive` and `reverse` (bools, default false): [`CumsumParams`].
 //! - top_k: `k` (int >= 0), `axis` (int). Two results: the values and their int64 indices.
 //! - argsort: `ascending` (bool, default true).
-//! - layer_norm: `epsilon` (number > 0); gamma and beta are inputs.
+//! - layer_norm: `epsilon` (number > 0): [`LayerNormParams`]; gamma and beta are inputs.
 //! - rms_norm: `epsilon` (number > 0), `weight_offset` (number, default 0) and
 //!   `multiply_before_cast` (bool, default true): [`RmsNormParams`].
 //!
 //! Every op keeps the input's dtype (MAX reduces ints and bools in their own type, so `mean` of
 //! an int tensor is an int tensor) except the index results, which are int64.
 
-use super::{Ctx, OpKind, one};
+use super::{Ctx, Op, OpKind, one};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -36,9 +36,73 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
     }
 }
 
+/// The `axis` attribute of a reduction, softmax, cumsum or top_k, as given: it may count from
+/// the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceAxis(pub i64);
+
+impl ReduceAxis {
+    pub fn parse(ctx: &Ctx) -> Result<ReduceAxis> {
+        ctx.int("axis").map(ReduceAxis)
+    }
+
+    /// The axis of a rank-`rank` value (`-rank..rank`, counted from the end when negative), None
+    /// when it is out of range.
+    pub fn of_rank(self, rank: usize) -> Option<usize> {
+        let (axis, r) = (self.0, rank as i64);
+        (-r..r).contains(&axis).then(|| if axis < 0 { (axis + r) as usize } else { axis as usize })
+    }
+}
+
+/// The axis attribute of reduction `op`.
+pub fn reduce_axis(op: &Op) -> Result<ReduceAxis> {
+    ReduceAxis::parse(&Ctx::of_op(op))
+}
+
+/// cumsum's flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CumsumParams {
+    /// Each sum leaves out its own element.
+    pub exclusive: bool,
+    /// Sums run from the end of the axis.
+    pub reverse: bool,
+}
+
+impl CumsumParams {
+    pub fn parse(ctx: &Ctx) -> Result<CumsumParams> {
+        Ok(CumsumParams { exclusive: ctx.boolean("exclusive", false)?, reverse: ctx.boolean("reverse", false)? })
+    }
+}
+
+/// The flags of cumsum `op`.
+pub fn cumsum_params(op: &Op) -> Result<CumsumParams> {
+    CumsumParams::parse(&Ctx::of_op(op))
+}
+
+/// layer_norm's attribute: `epsilon`, positive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerNormParams {
+    pub epsilon: f64,
+}
+
+impl LayerNormParams {
+    pub fn parse(ctx: &Ctx) -> Result<LayerNormParams> {
+        let epsilon = ctx.float("epsilon")?;
+        if epsilon.is_nan() || epsilon <= 0.0 {
+            return Err(ctx.value_err("epsilon", format!("must be positive, got {epsilon}")));
+        }
+        Ok(LayerNormParams { epsilon })
+    }
+}
+
+/// The attribute of layer_norm `op`.
+pub fn layer_norm_params(op: &Op) -> Result<LayerNormParams> {
+    LayerNormParams::parse(&Ctx::of_op(op))
+}
+
 /// The normalised `axis` attribute for a tensor of rank `rank`.
 fn axis_attr(ctx: &Ctx, rank: usize) -> Result<usize> {
-    let axis = ctx.int("axis")?;
+    let ReduceAxis(axis) = ReduceAxis::parse(ctx)?;
     if rank == 0 {
         return Err(ctx.index_err(
             "axis",
@@ -62,7 +126,7 @@ fn softmax(ctx: &Ctx) -> Result<Vec<Type>> {
     let x = ctx.tensor(0)?;
     // A scalar is a one-element distribution (MAX stages it); its only axes are -1 and 0.
     if x.rank() == 0 {
-        let axis = ctx.int("axis")?;
+        let ReduceAxis(axis) = ReduceAxis::parse(ctx)?;
         if axis != 0 && axis != -1 {
             return Err(ctx.index_err("axis", format!("axis {axis} is out of range for a scalar (expected -1 or 0)")));
         }
@@ -76,8 +140,7 @@ fn cumsum(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     axis_attr(ctx, x.rank())?;
-    ctx.boolean("exclusive", false)?;
-    ctx.boolean("reverse", false)?;
+    CumsumParams::parse(ctx)?;
     one(x.clone())
 }
 
@@ -137,10 +200,7 @@ fn layer_norm(ctx: &Ctx) -> Result<Vec<Type>> {
             ));
         }
     }
-    let epsilon = ctx.float("epsilon")?;
-    if epsilon.is_nan() || epsilon <= 0.0 {
-        return Err(ctx.value_err("epsilon", format!("must be positive, got {epsilon}")));
-    }
+    LayerNormParams::parse(ctx)?;
     one(TensorType { device, ..x.clone() })
 }
 
@@ -214,7 +274,7 @@ fn rms_norm(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
+    use super::super::infer as infer_op;
     use super::*;
     use crate::attrs::{Attr, Attrs};
     use crate::error::GraphError;
@@ -232,6 +292,25 @@ mod tests {
 
     fn axis(a: i64) -> Attrs {
         Attrs::new().with("axis", Attr::Int(a))
+    }
+
+    #[test]
+    fn reduction_params_read_once() {
+        assert_eq!(
+            [-3, -1, 0, 2, 3, -4].map(|a| ReduceAxis(a).of_rank(3)),
+            [Some(0), Some(2), Some(0), Some(2), None, None]
+        );
+        assert_eq!(ReduceAxis(0).of_rank(0), None);
+        let op = |kind, attrs| Op { kind, attrs };
+        assert_eq!(reduce_axis(&op(OpKind::Sum, Attrs::new().with("axis", Attr::Int(-2)))), Ok(ReduceAxis(-2)));
+        assert!(
+            matches!(reduce_axis(&op(OpKind::Sum, Attrs::new())), Err(GraphError::Value(m)) if m.starts_with("sum: axis:"))
+        );
+        let flags = Attrs::new().with("reverse", Attr::Bool(true));
+        assert_eq!(cumsum_params(&op(OpKind::Cumsum, flags)), Ok(CumsumParams { exclusive: false, reverse: true }));
+        let eps = |e: f64| layer_norm_params(&op(OpKind::LayerNorm, Attrs::new().with("epsilon", Attr::Float(e))));
+        assert_eq!(eps(1e-5), Ok(LayerNormParams { epsilon: 1e-5 }));
+        assert_eq!(eps(0.0), Err(GraphError::Value("layer_norm: epsilon: must be positive, got 0".into())));
     }
 
     #[test]

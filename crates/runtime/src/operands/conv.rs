@@ -1,11 +1,14 @@
-//! The conv ops' operands and geometry, read and checked once for both backends: conv2d and
-//! conv3d (`ConvGeometry`), conv2d_transpose (`TransposeGeometry`). Attributes are parsed as
-//! crates/graph/src/ops/conv.rs and conv_transpose.rs document them; every error names the op.
-//! The window ops (pools, fold) are in `pool.rs`.
+//! The conv ops' operands and geometry, checked once for both backends: conv2d and conv3d
+//! (`ConvGeometry`), conv2d_transpose (`TransposeGeometry`). The attributes are the graph's
+//! `ConvParams`; what is checked here depends on the buffers: their dtypes, and the geometry
+//! those parameters give over their concrete shapes. Every error names the op. The window ops
+//! (pools, fold) are in `pool.rs`.
 
-use max_graph::attrs::Attr;
-use max_graph::ops::{Op, OpKind};
+use max_graph::ops::Op;
+use max_graph::ops::conv::{ConvParams, FilterLayout, conv_params};
+use max_graph::ops::pool::window_count;
 
+use super::graph_err;
 use crate::{Buffer, Error, Result};
 
 /// A conv-family call's input and output, which must share a dtype.
@@ -37,52 +40,9 @@ pub(crate) fn conv_weights<'a>(op: &Op, inputs: &'a [Buffer], x: &Buffer) -> Res
     Ok((filter, bias))
 }
 
-/// `n` non-negative integers of attribute `key` (each `default` when it is absent).
-pub(crate) fn sizes(op: &Op, key: &str, n: usize, default: usize) -> Result<Vec<usize>> {
-    match op.attrs.get(key) {
-        None => Ok(vec![default; n]),
-        Some(Attr::Ints(v)) if v.len() == n && v.iter().all(|&x| x >= 0) => Ok(v.iter().map(|&x| x as usize).collect()),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected {n} non-negative integers, got {a}", op.kind.name()))),
-    }
-}
-
-/// Strides and dilations (at least 1) of `nd` spatial dims.
-pub(crate) fn steps(op: &Op, nd: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let (stride, dilation) = (sizes(op, "stride", nd, 1)?, sizes(op, "dilation", nd, 1)?);
-    if stride.iter().chain(&dilation).any(|&s| s == 0) {
-        return Err(Error::Value(format!("{}: strides and dilations must be positive", op.kind.name())));
-    }
-    Ok((stride, dilation))
-}
-
-fn string<'a>(op: &'a Op, key: &str, default: &'a str) -> Result<&'a str> {
-    match op.attrs.get(key) {
-        None => Ok(default),
-        Some(Attr::Str(s)) => Ok(s),
-        Some(a) => Err(Error::Value(format!("{}: {key}: expected a string, got {a}", op.kind.name()))),
-    }
-}
-
-/// Whether `input_layout` is channels-last (NHWC, or NDHWC for conv3d).
-fn channels_last(op: &Op) -> Result<bool> {
-    match string(op, "input_layout", "NHWC")? {
-        "NHWC" => Ok(true),
-        "NCHW" => Ok(false),
-        other => Err(Error::Value(format!("{}: input_layout: must be NHWC or NCHW, got {other:?}", op.kind.name()))),
-    }
-}
-
-/// The number of window positions along one dim, as the shape inference counts them.
-pub(crate) fn window_count(
-    size: usize,
-    kernel: usize,
-    stride: usize,
-    dilation: usize,
-    pads: usize,
-    ceil: bool,
-) -> Option<usize> {
-    let room = (size + pads).checked_sub(dilation * (kernel.checked_sub(1)?) + 1)?;
-    Some((room + stride + if ceil { stride - 1 } else { 0 }) / stride)
+/// The checked attributes of conv `op`.
+fn params(op: &Op) -> Result<ConvParams> {
+    conv_params(op).map_err(graph_err)
 }
 
 /// Checks that a kernel's computed output shape is the planned one.
@@ -168,44 +128,33 @@ pub(crate) fn conv_geometry(
     out: &Buffer,
 ) -> Result<ConvGeometry> {
     let name = op.kind.name();
-    let nd = if op.kind == OpKind::Conv3d { 3 } else { 2 };
-    let cl = channels_last(op)?;
+    let p = params(op)?;
+    let (nd, cl) = (p.nd, p.channels_last);
     let xs = x.shape();
     if xs.len() != nd + 2 {
         return Err(Error::Value(format!("{name}: x must be rank {}, got shape {xs:?}", nd + 2)));
     }
     let (spatial, c) = if cl { (&xs[1..=nd], xs[nd + 1]) } else { (&xs[2..], xs[1]) };
-    let layout = string(op, "filter_layout", if nd == 2 { "RSCF" } else { "QRSCF" })?;
     let fs = filter.shape();
     if fs.len() != nd + 2 {
         return Err(Error::Value(format!("{name}: filter must be rank {}, got shape {fs:?}", nd + 2)));
     }
-    // Positions of the kernel dims, the input-channel dim and the output-channel dim.
-    let (taps, c_pos, f_pos): (Vec<usize>, usize, usize) = match (nd, layout) {
-        (2, "RSCF") | (3, "QRSCF") => ((0..nd).collect(), nd, nd + 1),
-        (2, "FCRS") | (3, "FCQRS") => ((2..nd + 2).collect(), 1, 0),
-        (2, "CFRS") => ((2..4).collect(), 0, 1),
-        _ => return Err(Error::Value(format!("{name}: filter_layout {layout:?} is not supported"))),
-    };
-    let groups = match op.attrs.get("groups") {
-        None => 1,
-        Some(Attr::Int(g)) if *g >= 1 => *g as usize,
-        Some(a) => return Err(Error::Value(format!("{name}: groups: expected a positive integer, got {a}"))),
-    };
+    let axes = p.filter_axes();
+    let (taps, c_pos, f_pos): (Vec<usize>, usize, usize) = (axes.kernel.collect(), axes.input, axes.output);
+    let groups = p.groups;
     let (cg, f) = (fs[c_pos], fs[f_pos]);
     if cg * groups != c || f % groups != 0 {
         return Err(Error::Value(format!(
             "{name}: x has {c} channels and the filter {cg} per group with {f} outputs, which groups={groups} does not fit"
         )));
     }
-    let (stride, dil) = steps(op, nd)?;
-    let pad = sizes(op, "padding", 2 * nd, 0)?;
+    let (stride, dil, pad) = (&p.stride, &p.dilation, &p.padding);
     let fstr = strides_of(fs);
     let lead = 3 - nd;
     let mut geo = ConvGeometry {
         nd,
         channels_last: cl,
-        rscf: layout == "RSCF",
+        rscf: p.filter_layout == FilterLayout::Rscf,
         n: xs[0],
         c,
         f,
@@ -270,30 +219,24 @@ pub(crate) fn transpose_geometry(
     out: &Buffer,
 ) -> Result<TransposeGeometry> {
     let name = op.kind.name();
-    let cl = channels_last(op)?;
+    let p = params(op)?;
+    let cl = p.channels_last;
     let xs = x.shape();
     if xs.len() != 4 {
         return Err(Error::Value(format!("{name}: x must be rank 4, got shape {xs:?}")));
     }
     let (spatial, cin) = if cl { ([xs[1], xs[2]], xs[3]) } else { ([xs[2], xs[3]], xs[1]) };
-    let layout = string(op, "filter_layout", "RSCF")?;
     let fs = filter.shape();
     if fs.len() != 4 {
         return Err(Error::Value(format!("{name}: filter must be rank 4, got shape {fs:?}")));
     }
     // Positions of R, S, the input-channel and the output-channel dims.
-    let (r_pos, s_pos, in_pos, out_pos) = match layout {
-        "RSCF" => (0, 1, 3, 2),
-        "CFRS" => (2, 3, 0, 1),
-        "FCRS" => (2, 3, 1, 0),
-        _ => return Err(Error::Value(format!("{name}: filter_layout {layout:?} is not supported"))),
-    };
+    let axes = p.filter_axes();
+    let (r_pos, s_pos, in_pos, out_pos) = (axes.kernel.start, axes.kernel.start + 1, axes.input, axes.output);
     if fs[in_pos] != cin {
         return Err(Error::Value(format!("{name}: x has {cin} channels but the filter takes {}", fs[in_pos])));
     }
-    let (stride, dil) = steps(op, 2)?;
-    let pad = sizes(op, "padding", 4, 0)?;
-    let out_pad = sizes(op, "output_paddings", 2, 0)?;
+    let (stride, dil, pad, out_pad) = (&p.stride, &p.dilation, &p.padding, &p.output_padding);
     let fstr = strides_of(fs);
     let kernel = [fs[r_pos], fs[s_pos]];
     let f = fs[out_pos];

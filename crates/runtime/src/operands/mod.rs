@@ -55,7 +55,7 @@ impl<'a> Kernel<'a> {
     /// The attribute reader of the op's inference (no input types: messages name the op and
     /// the attribute).
     pub fn ctx(&self) -> Ctx<'a> {
-        Ctx { kind: self.op.kind, inputs: &[], attrs: &self.op.attrs }
+        Ctx::of_op(self.op)
     }
 
     pub fn int(&self, key: &str) -> Result<i64> {

@@ -1,12 +1,13 @@
-//! The window ops' geometry (avg_pool2d, max_pool2d over NHWC input, and fold), read and checked
-//! once for both backends. A symbolic kernel size, known to shapes only, is recovered from the
-//! input and output sizes when they determine it.
+//! The window ops' geometry (avg_pool2d, max_pool2d over NHWC input, and fold), checked once for
+//! both backends: the graph's `WindowParams` over the buffers' concrete shapes. A symbolic
+//! kernel size, known to shapes only, is recovered from the input and output sizes when they
+//! determine it.
 
-use max_graph::attrs::Attr;
 use max_graph::ops::Op;
+use max_graph::ops::pool::{WindowParams, window_count, window_params};
 
-use super::conv::{check_out, sizes, steps, window_count};
-use super::flag;
+use super::conv::check_out;
+use super::graph_err;
 use crate::{Buffer, Error, Result};
 
 /// A window op's sizes. For fold, `input` is the grid of block positions and `output` the
@@ -23,16 +24,11 @@ pub(crate) struct Window {
     pub pad: [usize; 2],
 }
 
-/// The two sizes of attribute `key` (Dims), each None where it is symbolic.
-fn two_dims(op: &Op, key: &str) -> Result<[Option<usize>; 2]> {
-    match op.attrs.get(key) {
-        Some(Attr::Dims(d)) if d.len() == 2 => {
-            let v = |i: usize| d[i].as_static().map(|n| n.max(0) as usize);
-            Ok([v(0), v(1)])
-        }
-        Some(Attr::Ints(d)) if d.len() == 2 => Ok([Some(d[0].max(0) as usize), Some(d[1].max(0) as usize)]),
-        _ => Err(Error::Value(format!("{}: {key}: expected 2 sizes", op.kind.name()))),
-    }
+/// The checked attributes of window `op`, with its kernel sizes (None where symbolic).
+fn params(op: &Op) -> Result<(WindowParams, [Option<usize>; 2])> {
+    let p = window_params(op).map_err(graph_err)?;
+    let given = [0, 1].map(|i| p.kernel[i].as_static().map(|k| k as usize));
+    Ok((p, given))
 }
 
 /// A symbolic kernel size: the one size in 1..=limit that `fits`, or an error.
@@ -55,11 +51,8 @@ pub(crate) fn pool_window(op: &Op, x: &Buffer, out: &Buffer) -> Result<(Window, 
     if xs.len() != 4 || os.len() != 4 {
         return Err(Error::Value(format!("{name}: input must be rank 4 (NHWC), got shape {xs:?}")));
     }
-    let (stride, dil) = steps(op, 2)?;
-    let pad = sizes(op, "padding", 4, 0)?;
-    let ceil = flag(op, "ceil_mode", false)?;
-    let count_boundary = flag(op, "count_boundary", true)?;
-    let given = two_dims(op, "kernel_size")?;
+    let (p, given) = params(op)?;
+    let (stride, dil, pad, ceil) = (p.stride, p.dilation, p.padding, p.ceil_mode);
     let mut kernel = [0; 2];
     for i in 0..2 {
         let pads = pad[2 * i] + pad[2 * i + 1];
@@ -68,9 +61,6 @@ pub(crate) fn pool_window(op: &Op, x: &Buffer, out: &Buffer) -> Result<(Window, 
             Some(k) => k,
             None => solve(name, xs[1 + i] + pads, |k| count(k) == Some(os[1 + i]))?,
         };
-        if kernel[i] == 0 {
-            return Err(Error::Value(format!("{name}: kernel sizes must be positive")));
-        }
     }
     let mut want = vec![xs[0], 0, 0, xs[3]];
     for i in 0..2 {
@@ -84,11 +74,11 @@ pub(crate) fn pool_window(op: &Op, x: &Buffer, out: &Buffer) -> Result<(Window, 
         input: [xs[1], xs[2]],
         output: [want[1], want[2]],
         kernel,
-        stride: [stride[0], stride[1]],
-        dil: [dil[0], dil[1]],
+        stride,
+        dil,
         pad: [pad[0], pad[2]],
     };
-    Ok((w, count_boundary))
+    Ok((w, p.count_boundary))
 }
 
 /// The window of fold `op`: blocks `x` [N, C·kh·kw, L] summed into `out` [N, C, H, W].
@@ -98,15 +88,14 @@ pub(crate) fn fold_window(op: &Op, x: &Buffer, out: &Buffer) -> Result<Window> {
     if xs.len() != 3 || os.len() != 4 {
         return Err(Error::Value(format!("{name}: input must be rank 3, got shape {xs:?}")));
     }
-    let (stride, dil) = steps(op, 2)?;
-    let pad = sizes(op, "padding", 2, 0)?;
+    let (p, given) = params(op)?;
+    let (stride, dil, pad) = (p.stride, p.dilation, [p.padding[0], p.padding[2]]);
     let (c, size) = (os[1], [os[2], os[3]]);
     let blocks = |k: [usize; 2]| -> Option<usize> {
         let a = window_count(size[0], k[0], stride[0], dil[0], 2 * pad[0], false)?;
         Some(a * window_count(size[1], k[1], stride[1], dil[1], 2 * pad[1], false)?)
     };
     let taps = xs[1].checked_div(c).unwrap_or(0);
-    let given = two_dims(op, "kernel_size")?;
     let kernel = match given {
         [Some(a), Some(b)] => [a, b],
         [Some(a), None] => [a, taps.checked_div(a).unwrap_or(0)],
@@ -133,14 +122,5 @@ pub(crate) fn fold_window(op: &Op, x: &Buffer, out: &Buffer) -> Result<Window> {
         window_count(size[0], kernel[0], stride[0], dil[0], 2 * pad[0], false).unwrap_or(0),
         window_count(size[1], kernel[1], stride[1], dil[1], 2 * pad[1], false).unwrap_or(0),
     ];
-    Ok(Window {
-        n: xs[0],
-        c,
-        input: grid,
-        output: size,
-        kernel,
-        stride: [stride[0], stride[1]],
-        dil: [dil[0], dil[1]],
-        pad: [pad[0], pad[1]],
-    })
+    Ok(Window { n: xs[0], c, input: grid, output: size, kernel, stride, dil, pad })
 }

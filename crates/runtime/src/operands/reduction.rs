@@ -1,29 +1,26 @@
 //! What the reduction kernels of both backends read from their op: the split of the input
-//! around the reduced axis and layer_norm's operands.
+//! around the reduced axis (the graph's `ReduceAxis` over the input's shape) and layer_norm's
+//! operands.
 
-use max_graph::attrs::Attr;
 use max_graph::ops::Op;
+use max_graph::ops::reduction::{ReduceAxis, layer_norm_params, reduce_axis};
 
+use super::graph_err;
 use crate::{Buffer, Error, Result};
 
 /// `x` split around the op's `axis` attribute as (outer, n, inner): the elements before the
 /// axis, along it and after it (a scalar is one element when `need_rank` is false).
 pub(crate) fn axis_lines(op: &Op, x: &Buffer, need_rank: bool) -> Result<(usize, usize, usize)> {
     let name = op.kind.name();
-    let axis = match op.attrs.get("axis") {
-        Some(Attr::Int(a)) => *a,
-        _ => return Err(Error::Value(format!("{name}: axis: expected an integer"))),
-    };
+    let axis = reduce_axis(op).map_err(graph_err)?;
     let shape = x.shape();
-    let rank = shape.len() as i64;
-    if rank == 0 && !need_rank && (axis == 0 || axis == -1) {
+    if shape.is_empty() && !need_rank && axis.of_rank(1).is_some() {
         return Ok((1, 1, 1));
     }
-    let a = if axis < 0 { axis + rank } else { axis };
-    if !(0..rank).contains(&a) {
+    let Some(a) = axis.of_rank(shape.len()) else {
+        let ReduceAxis(axis) = axis;
         return Err(Error::Index(format!("{name}: axis {axis} is out of range for shape {shape:?}")));
-    }
-    let a = a as usize;
+    };
     Ok((shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product()))
 }
 
@@ -33,10 +30,6 @@ pub(crate) fn layer_norm_args<'a>(op: &Op, inputs: &'a [Buffer]) -> Result<(&'a 
     let (Some(gamma), Some(beta)) = (inputs.get(1), inputs.get(2)) else {
         return Err(Error::Value(format!("{name}: expected input, gamma and beta")));
     };
-    let eps = match op.attrs.get("epsilon") {
-        Some(Attr::Float(e)) => *e,
-        Some(Attr::Int(e)) => *e as f64,
-        _ => return Err(Error::Value(format!("{name}: epsilon: expected a number"))),
-    };
+    let eps = layer_norm_params(op).map_err(graph_err)?.epsilon;
     Ok((gamma, beta, eps))
 }

@@ -11,7 +11,7 @@
 use super::dim_err;
 use crate::dim::Dim;
 use crate::error::Result;
-use crate::ops::{Ctx, one};
+use crate::ops::{Ctx, Op, one};
 use crate::types::{TensorType, Type, shape_str};
 
 // The `kinds` attribute: what each index is (the runtime's kernels read the same encoding).
@@ -28,11 +28,109 @@ pub const HAS_STOP: i64 = 2;
 pub const TENSOR_START: i64 = 4;
 pub const TENSOR_STOP: i64 = 8;
 
-/// One slice entry, read from the attributes.
-struct SliceSpec<'a> {
-    start: Option<&'a Dim>,
-    stop: Option<&'a Dim>,
-    step: i64,
+/// A slice bound: a dim (a number, or symbolic until the engine binds it) or the next index
+/// tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    Dim(Dim),
+    Tensor,
+}
+
+/// A slice entry: its bounds (None where absent), its step and, for a sized slice, its given
+/// result dim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub start: Option<Bound>,
+    pub stop: Option<Bound>,
+    pub step: i64,
+    pub out_dim: Option<Dim>,
+}
+
+impl Slice {
+    /// How many of its bounds are index tensors (known at run time only).
+    pub fn tensor_bounds(&self) -> usize {
+        [&self.start, &self.stop].iter().filter(|b| matches!(b, Some(Bound::Tensor))).count()
+    }
+}
+
+/// One index of `x[indices]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Index {
+    /// An integer index.
+    At(Dim),
+    Slice(Slice),
+    NewAxis,
+    Ellipsis,
+    /// The next index tensor, an integer index.
+    Tensor,
+}
+
+/// slice_tensor's indices (and a store into a slice's), decoded from the attributes and checked
+/// once; `sliced_shape` documents the encoding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SliceSpec {
+    pub indices: Vec<Index>,
+    /// The number of input axes the indices select from: all but new axes and the ellipsis.
+    pub consumed: usize,
+}
+
+impl SliceSpec {
+    pub fn parse(ctx: &Ctx) -> Result<SliceSpec> {
+        let kinds = ctx.ints("kinds")?;
+        let starts = ctx.dims("starts")?;
+        let stops = ctx.dims("stops")?;
+        let steps = ctx.ints("steps")?;
+        let bounds = ctx.ints("bounds")?;
+        let out_dims = ctx.dims("out_dims")?;
+        let n = kinds.len();
+        if [starts.len(), stops.len(), steps.len(), bounds.len(), out_dims.len()].iter().any(|&l| l != n) {
+            return Err(ctx.value_err("indices", "malformed slice attributes: kinds, starts, stops, steps, bounds and out_dims must have one entry per index"));
+        }
+        if kinds.iter().filter(|k| **k == ELLIPSIS).count() > 1 {
+            return Err(ctx.value_err("indices", "at most one Ellipsis (...) is allowed"));
+        }
+        let mut indices = Vec::with_capacity(n);
+        for i in 0..n {
+            let bound = |given: i64, tensor: i64, d: &Dim| {
+                if kinds[i] == SIZED_SLICE && bounds[i] & tensor != 0 {
+                    Some(Bound::Tensor)
+                } else {
+                    (bounds[i] & given != 0).then(|| Bound::Dim(d.clone()))
+                }
+            };
+            indices.push(match kinds[i] {
+                INDEX => Index::At(starts[i].clone()),
+                SLICE | SIZED_SLICE => {
+                    let out_dim = (kinds[i] == SIZED_SLICE).then(|| out_dims[i].clone());
+                    if let Some(want) = out_dim.as_ref().filter(|d| d.as_static().is_some_and(|v| v < 0)) {
+                        return Err(ctx.value_err(
+                            "indices",
+                            format!("the result dim of a sized slice must be non-negative, got {want}"),
+                        ));
+                    }
+                    Index::Slice(Slice {
+                        start: bound(HAS_START, TENSOR_START, &starts[i]),
+                        stop: bound(HAS_STOP, TENSOR_STOP, &stops[i]),
+                        step: steps[i],
+                        out_dim,
+                    })
+                }
+                NEW_AXIS => Index::NewAxis,
+                ELLIPSIS => Index::Ellipsis,
+                TENSOR_INDEX => Index::Tensor,
+                k => {
+                    return Err(ctx.value_err("indices", format!("malformed slice attributes: unknown index kind {k}")));
+                }
+            });
+        }
+        let consumed = indices.iter().filter(|i| !matches!(i, Index::NewAxis | Index::Ellipsis)).count();
+        Ok(SliceSpec { indices, consumed })
+    }
+}
+
+/// The indices of slice_tensor `op`.
+pub fn slice_spec(op: &Op) -> Result<SliceSpec> {
+    SliceSpec::parse(&Ctx::of_op(op))
 }
 
 pub fn slice_tensor(ctx: &Ctx) -> Result<Vec<Type>> {
@@ -54,20 +152,7 @@ pub fn slice_tensor(ctx: &Ctx) -> Result<Vec<Type>> {
 ///   out_dims: Dims — the result dim of each sized slice (0 elsewhere).
 /// Index tensors are scalar integer tensors, in the order the indices use them.
 pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>> {
-    let kinds = ctx.ints("kinds")?;
-    let starts = ctx.dims("starts")?;
-    let stops = ctx.dims("stops")?;
-    let steps = ctx.ints("steps")?;
-    let bounds = ctx.ints("bounds")?;
-    let out_dims = ctx.dims("out_dims")?;
-    let n = kinds.len();
-    if [starts.len(), stops.len(), steps.len(), bounds.len(), out_dims.len()].iter().any(|&l| l != n) {
-        return Err(ctx.value_err("indices", "malformed slice attributes: kinds, starts, stops, steps, bounds and out_dims must have one entry per index"));
-    }
-    let consumed = kinds.iter().filter(|k| matches!(**k, INDEX | SLICE | TENSOR_INDEX | SIZED_SLICE)).count();
-    if kinds.iter().filter(|k| **k == ELLIPSIS).count() > 1 {
-        return Err(ctx.value_err("indices", "at most one Ellipsis (...) is allowed"));
-    }
+    let SliceSpec { indices, consumed } = SliceSpec::parse(ctx)?;
     if consumed > x.rank() {
         return Err(ctx.value_err(
             "indices",
@@ -76,62 +161,48 @@ pub fn sliced_shape(ctx: &Ctx, x: &TensorType, first: usize) -> Result<Vec<Dim>>
     }
     let mut next_input = first;
     let mut axis = 0;
-    let mut out = Vec::with_capacity(x.rank() + n);
-    for i in 0..n {
-        let spec = SliceSpec {
-            start: (bounds[i] & HAS_START != 0).then_some(&starts[i]),
-            stop: (bounds[i] & HAS_STOP != 0).then_some(&stops[i]),
-            step: steps[i],
-        };
-        match kinds[i] {
-            INDEX => {
-                check_index(ctx, &starts[i], &x.shape[axis], axis)?;
+    let mut out = Vec::with_capacity(x.rank() + indices.len());
+    for index in &indices {
+        match index {
+            Index::At(raw) => {
+                check_index(ctx, raw, &x.shape[axis], axis)?;
                 axis += 1;
             }
-            SLICE => {
-                out.push(slice_len(ctx, &spec, &x.shape[axis], axis)?);
+            Index::Slice(s) => {
+                match &s.out_dim {
+                    None => out.push(slice_len(ctx, s, &x.shape[axis], axis)?),
+                    Some(want) => {
+                        let tensors = s.tensor_bounds();
+                        for _ in 0..tensors {
+                            scalar_index(ctx, next_input)?;
+                            next_input += 1;
+                        }
+                        if tensors == 0 {
+                            let len = slice_len(ctx, s, &x.shape[axis], axis)?;
+                            if len.is_static() && want.is_static() && len != *want {
+                                return Err(ctx.value_err(
+                                    "indices",
+                                    format!("the slice at axis {axis} has {len} elements, not the given {want}"),
+                                ));
+                            }
+                        } else if s.step == 0 {
+                            return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
+                        }
+                        out.push(want.clone());
+                    }
+                }
                 axis += 1;
             }
-            NEW_AXIS => out.push(Dim::stat(1)),
-            ELLIPSIS => {
+            Index::NewAxis => out.push(Dim::stat(1)),
+            Index::Ellipsis => {
                 let fill = x.rank() - consumed;
                 out.extend_from_slice(&x.shape[axis..axis + fill]);
                 axis += fill;
             }
-            TENSOR_INDEX => {
+            Index::Tensor => {
                 scalar_index(ctx, next_input)?;
                 next_input += 1;
                 axis += 1;
-            }
-            SIZED_SLICE => {
-                let want = &out_dims[i];
-                if want.as_static().is_some_and(|v| v < 0) {
-                    return Err(ctx.value_err(
-                        "indices",
-                        format!("the result dim of a sized slice must be non-negative, got {want}"),
-                    ));
-                }
-                let tensors = [TENSOR_START, TENSOR_STOP].iter().filter(|b| bounds[i] & **b != 0).count();
-                for _ in 0..tensors {
-                    scalar_index(ctx, next_input)?;
-                    next_input += 1;
-                }
-                if tensors == 0 {
-                    let len = slice_len(ctx, &spec, &x.shape[axis], axis)?;
-                    if len.is_static() && want.is_static() && len != *want {
-                        return Err(ctx.value_err(
-                            "indices",
-                            format!("the slice at axis {axis} has {len} elements, not the given {want}"),
-                        ));
-                    }
-                } else if spec.step == 0 {
-                    return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
-                }
-                out.push(want.clone());
-                axis += 1;
-            }
-            k => {
-                return Err(ctx.value_err("indices", format!("malformed slice attributes: unknown index kind {k}")));
             }
         }
     }
@@ -184,7 +255,7 @@ fn check_index(ctx: &Ctx, raw: &Dim, dim: &Dim, axis: usize) -> Result<()> {
 }
 
 /// The number of elements a slice selects from a dim.
-fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
+fn slice_len(ctx: &Ctx, s: &Slice, dim: &Dim, axis: usize) -> Result<Dim> {
     let err = dim_err(ctx, "indices");
     if s.step == 0 {
         return Err(ctx.value_err("indices", format!("slice step cannot be zero (axis {axis})")));
@@ -195,12 +266,12 @@ fn slice_len(ctx: &Ctx, s: &SliceSpec, dim: &Dim, axis: usize) -> Result<Dim> {
     let (lo, hi) = if s.step > 0 { (Dim::stat(0), dim.clone()) } else { (Dim::stat(-1), dim.sub(&one).map_err(&err)?) };
     let mut ends = Vec::with_capacity(2);
     for (bound, default) in [
-        (s.start, if s.step > 0 { lo.clone() } else { hi.clone() }),
-        (s.stop, if s.step > 0 { hi.clone() } else { lo.clone() }),
+        (&s.start, if s.step > 0 { lo.clone() } else { hi.clone() }),
+        (&s.stop, if s.step > 0 { hi.clone() } else { lo.clone() }),
     ] {
         let at = match bound {
-            None => default,
-            Some(raw) => {
+            None | Some(Bound::Tensor) => default,
+            Some(Bound::Dim(raw)) => {
                 let at = absolute(ctx, raw, dim)?;
                 if surely_outside(&at, &lo, &hi).map_err(&err)? {
                     let range = if s.step > 0 { "[-dim, dim]" } else { "[-dim - 1, dim - 1]" };

@@ -11,11 +11,12 @@ mod reduce;
 mod sort;
 pub(crate) mod work;
 
+use max_graph::ops::reduction::{CumsumParams, cumsum_params};
 use max_graph::ops::{Op, OpKind};
 use rayon::prelude::*;
 
 pub(crate) use crate::operands::expect;
-use crate::operands::{axis_lines, flag, layer_norm_args};
+use crate::operands::{axis_lines, flag, graph_err, layer_norm_args};
 use crate::{Buffer, Error, Result};
 use work::{Dst, Num, Src, Typed};
 
@@ -55,7 +56,8 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         }
         OpKind::Cumsum => {
             let ax = Axis::of(op, x, true)?;
-            sort::cumsum(ax, flag(op, "exclusive", false)?, flag(op, "reverse", false)?, x, out)
+            let CumsumParams { exclusive, reverse } = cumsum_params(op).map_err(graph_err)?;
+            sort::cumsum(ax, exclusive, reverse, x, out)
         }
         OpKind::TopK => {
             let ax = Axis::of(op, x, true)?;

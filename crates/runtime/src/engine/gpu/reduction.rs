@@ -4,12 +4,13 @@
 //! CPU kernels (crates/runtime/src/cpu/reduction), which define the behaviour.
 
 use max_graph::DType;
+use max_graph::ops::reduction::{CumsumParams, cumsum_params};
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::reduction::{self as k, Lines, Reduce};
 
 use crate::cuda::CudaDevice;
 use crate::operands::expect;
-use crate::operands::{axis_lines, flag, layer_norm_args};
+use crate::operands::{axis_lines, flag, graph_err, layer_norm_args};
 use crate::{Buffer, Device, Error, Result};
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -106,7 +107,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         OpKind::Cumsum => {
             let l = lines(op, x, true)?;
             expect(name, "the output", out, dtype, x.num_elements())?;
-            let (exclusive, reverse) = (flag(op, "exclusive", false)?, flag(op, "reverse", false)?);
+            let CumsumParams { exclusive, reverse } = cumsum_params(op).map_err(graph_err)?;
             k::cumsum(&dev.stream, dtype, (x.addr(), out.addr()), l, exclusive, reverse).map_err(kernel_err)
         }
         OpKind::TopK => {

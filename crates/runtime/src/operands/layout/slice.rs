@@ -1,15 +1,12 @@
 //! slice_tensor, for both backends: numpy basic indexing as a strided view of the input, gathered
-//! into the result. The attribute encoding is the inference's
-//! (`max_graph::ops::layout::slice::sliced_shape` documents it); here every bound is a number:
+//! into the result. The indices are the graph's `SliceSpec`; here every bound is a number:
 //! static dims, symbolic ones the engine has evaluated, and scalar index tensors read now (on
 //! the host). As at staging, integer indices must lie in `[-dim, dim - 1]`, and slice bounds in
 //! `[-dim, dim]` (step > 0) or `[-dim - 1, dim - 1]` (step < 0); a value outside is an error
 //! naming the op, the axis and the value.
 
 use max_graph::Dim;
-use max_graph::ops::layout::slice::{
-    ELLIPSIS, HAS_START, HAS_STOP, INDEX, NEW_AXIS, SIZED_SLICE, SLICE, TENSOR_INDEX, TENSOR_START, TENSOR_STOP,
-};
+use max_graph::ops::layout::slice::{Bound, Index, SliceSpec, slice_spec};
 
 use super::super::{Kernel, graph_err};
 use super::Copier;
@@ -89,67 +86,51 @@ pub(crate) fn slice_tensor<'a>(c: &impl Copier<'a>) -> Result<()> {
     let k = c.kernel();
     let x = k.input(0)?;
     let out = k.out_like(0, x)?;
-    let ctx = k.ctx();
-    let graph = graph_err;
-    let kinds = k.ints("kinds")?;
-    let starts = ctx.dims("starts").map_err(graph)?;
-    let stops = ctx.dims("stops").map_err(graph)?;
-    let steps = k.ints("steps")?;
-    let bounds = k.ints("bounds")?;
-    let n = kinds.len();
-    if [starts.len(), stops.len(), steps.len(), bounds.len()].iter().any(|&l| l != n) {
-        return Err(k.err("indices: malformed slice attributes (one entry per index expected)"));
-    }
-    let consumed = kinds.iter().filter(|k| matches!(**k, INDEX | SLICE | TENSOR_INDEX | SIZED_SLICE)).count();
+    let SliceSpec { indices, consumed } = slice_spec(k.op).map_err(graph_err)?;
     let (shape, strides) = (x.shape(), x.strides());
-    if consumed > x.rank() || kinds.iter().filter(|k| **k == ELLIPSIS).count() > 1 {
+    if consumed > x.rank() {
         return Err(k.err(format!("indices: {consumed} indices for a tensor of rank {}", x.rank())));
     }
     let mut w = Walk { c, k, next: 1 };
+    let n = indices.len();
     let mut v = View { shape: Vec::with_capacity(x.rank() + n), strides: Vec::with_capacity(x.rank() + n) };
     let mut offset = 0isize;
     let mut axis = 0;
-    for i in 0..n {
-        match kinds[i] {
-            INDEX | TENSOR_INDEX => {
-                let raw = if kinds[i] == INDEX { w.number(&starts[i])? } else { w.tensor()? };
+    for index in &indices {
+        match index {
+            Index::At(_) | Index::Tensor => {
+                let raw = if let Index::At(d) = index { w.number(d)? } else { w.tensor()? };
                 let at = w.index(raw, shape[axis], axis)?;
                 offset += at as isize * strides[axis];
                 axis += 1;
             }
-            SLICE | SIZED_SLICE => {
-                let b = bounds[i];
-                let mut end = |given: i64, tensor: i64, d: &Dim| -> Result<Option<i64>> {
-                    if kinds[i] == SIZED_SLICE && b & tensor != 0 {
-                        Ok(Some(w.tensor()?))
-                    } else if b & given != 0 {
-                        Ok(Some(w.number(d)?))
-                    } else {
-                        Ok(None)
+            Index::Slice(s) => {
+                let mut end = |b: &Option<Bound>| -> Result<Option<i64>> {
+                    match b {
+                        Some(Bound::Tensor) => Ok(Some(w.tensor()?)),
+                        Some(Bound::Dim(d)) => Ok(Some(w.number(d)?)),
+                        None => Ok(None),
                     }
                 };
-                let start = end(HAS_START, TENSOR_START, &starts[i])?;
-                let stop = end(HAS_STOP, TENSOR_STOP, &stops[i])?;
-                let (first, count) = w.slice(start, stop, steps[i], shape[axis], axis)?;
+                let start = end(&s.start)?;
+                let stop = end(&s.stop)?;
+                let (first, count) = w.slice(start, stop, s.step, shape[axis], axis)?;
                 if count > 0 {
                     offset += first as isize * strides[axis];
                 }
                 v.shape.push(count);
-                v.strides.push(strides[axis] * steps[i] as isize);
+                v.strides.push(strides[axis] * s.step as isize);
                 axis += 1;
             }
-            NEW_AXIS => {
+            Index::NewAxis => {
                 v.shape.push(1);
                 v.strides.push(0);
             }
-            ELLIPSIS => {
+            Index::Ellipsis => {
                 let fill = x.rank() - consumed;
                 v.shape.extend_from_slice(&shape[axis..axis + fill]);
                 v.strides.extend_from_slice(&strides[axis..axis + fill]);
                 axis += fill;
-            }
-            other => {
-                return Err(k.err(format!("indices: malformed slice attributes: unknown index kind {other}")));
             }
         }
     }

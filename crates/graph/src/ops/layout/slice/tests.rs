@@ -153,3 +153,43 @@ fn out_of_range_and_malformed_indices() {
     type_err(sl(&["a", "3"], &["T"], &[f32(&[])]), "integer dtype");
     is_value(sl(&["a", "3"], &[":"], &[tt(DType::Int64, &[])]), "use 0 tensors but 1 were given");
 }
+
+#[test]
+fn slice_spec_decodes_the_attributes() {
+    let idx = ["1", "2:-1:2", "None", "...", "T", "ST:n", "S:3"];
+    let es: Vec<_> = idx.iter().map(|s| entry(s)).collect();
+    let mut attrs = crate::attrs::Attrs::new();
+    for (key, a) in [
+        ("kinds", Attr::Ints(es.iter().map(|e| e.0).collect())),
+        ("starts", Attr::Dims(es.iter().map(|e| e.1.clone()).collect())),
+        ("stops", Attr::Dims(es.iter().map(|e| e.2.clone()).collect())),
+        ("steps", Attr::Ints(es.iter().map(|e| e.3).collect())),
+        ("bounds", Attr::Ints(es.iter().map(|e| e.4).collect())),
+        ("out_dims", Attr::Dims(es.iter().map(|e| e.5.clone()).collect())),
+    ] {
+        attrs = attrs.with(key, a);
+    }
+    let spec = slice_spec(&crate::ops::Op { kind: Slice, attrs: attrs.clone() }).unwrap();
+    let sized = |start, out: &str| super::Slice { start, stop: None, step: 1, out_dim: Some(d(out)) };
+    assert_eq!(
+        spec.indices,
+        vec![
+            Index::At(d("1")),
+            Index::Slice(super::Slice {
+                start: Some(Bound::Dim(d("2"))),
+                stop: Some(Bound::Dim(d("-1"))),
+                step: 2,
+                out_dim: None
+            }),
+            Index::NewAxis,
+            Index::Ellipsis,
+            Index::Tensor,
+            Index::Slice(sized(Some(Bound::Tensor), "n")),
+            Index::Slice(sized(None, "3")),
+        ]
+    );
+    assert_eq!(spec.consumed, 5);
+    let bad = attrs.with("steps", Attr::Ints(vec![1]));
+    let err = slice_spec(&crate::ops::Op { kind: Slice, attrs: bad }).unwrap_err();
+    assert!(matches!(&err, GraphError::Value(m) if m.starts_with("slice_tensor: indices: malformed")), "{err}");
+}
