@@ -137,6 +137,7 @@ fn unary_float(op: OpKind, x: &str, double: bool, approximate: Option<&str>) -> 
         OpKind::Silu => format!("({x} * sigmoid_({x}))"),
         OpKind::Gelu => match approximate {
             Some("tanh") => format!("gelu_tanh_({x})"),
+            Some("quick") if double => format!("({x} * sigmoid_(1.702 * {x}))"),
             Some("quick") => format!("({x} * sigmoid_(1.702f * {x}))"),
             _ => format!("gelu_erf_({x})"),
         },
@@ -156,9 +157,14 @@ fn binary(op: OpKind, a: &str, b: &str, kind: &str) -> Option<String> {
         (OpKind::Add, _) if !float => format!("({kind})((unsigned long long){a} + (unsigned long long){b})"),
         (OpKind::Sub, _) if !float => format!("({kind})((unsigned long long){a} - (unsigned long long){b})"),
         (OpKind::Mul, _) if !float => format!("({kind})((unsigned long long){a} * (unsigned long long){b})"),
-        (OpKind::Add, _) => format!("({a} + {b})"),
-        (OpKind::Sub, _) => format!("({a} - {b})"),
-        (OpKind::Mul, _) => format!("({a} * {b})"),
+        // Rounded intrinsics, so that NVRTC does not contract a product and a sum into one FMA:
+        // every node rounds as the host backend rounds it.
+        (OpKind::Add, "double") => format!("__dadd_rn({a}, {b})"),
+        (OpKind::Sub, "double") => format!("__dsub_rn({a}, {b})"),
+        (OpKind::Mul, "double") => format!("__dmul_rn({a}, {b})"),
+        (OpKind::Add, _) => format!("__fadd_rn({a}, {b})"),
+        (OpKind::Sub, _) => format!("__fsub_rn({a}, {b})"),
+        (OpKind::Mul, _) => format!("__fmul_rn({a}, {b})"),
         (OpKind::Div, _) => format!("({a} / {b})"),
         (OpKind::FloorDiv, _) if float => format!("floor_div_({a}, {b})"),
         (OpKind::FloorDiv, _) => format!("{}({a}, {b})", if signed { "idiv_floor_" } else { "udiv_" }),
@@ -310,7 +316,9 @@ pub fn source(spec: &FusedSpec) -> Result<String> {
     }
     let last = vals.len() - 1;
     let store = match out {
-        DType::Bool | DType::Float32 | DType::Float64 => format!("v{last}"),
+        // A NaN result is stored as the dtype's canonical quiet NaN (sign kept), as the host does.
+        DType::Float32 => format!("FromF32<float>::go(v{last})"),
+        DType::Bool | DType::Float64 => format!("v{last}"),
         d if d.is_float() => format!("FromF32<{}>::go(v{last})", storage(d)?),
         d => format!("({})v{last}", storage(d)?),
     };
