@@ -43,3 +43,29 @@ def device(request):
             pytest.skip("no GPU on this machine")
         return driver.Accelerator()
     return driver.CPU()
+
+
+# The tokenizer tests' vocabularies (tests/tokenizer_util.py builds them; the SmolLM2 one skips
+# when its package is not installed).
+@pytest.fixture(scope="module")
+def smollm_metadata():
+    from max.pipelines.tokenizer import read_gguf_metadata
+    from tokenizer_util import _smollm_path
+
+    return read_gguf_metadata(_smollm_path())
+
+
+@pytest.fixture(scope="module")
+def smollm(smollm_metadata):
+    from max.pipelines.tokenizer import TextTokenizer
+    from tokenizer_util import SMOLLM_FILE
+
+    return TextTokenizer.from_gguf_metadata(smollm_metadata, name=SMOLLM_FILE)
+
+
+@pytest.fixture(scope="module")
+def spm():
+    from max.pipelines.tokenizer import TextTokenizer
+    from tokenizer_util import _spm_metadata
+
+    return TextTokenizer.from_gguf_metadata(_spm_metadata())

@@ -3,37 +3,18 @@ stop strings inside and across tokens, held-back text, and the max-tokens arithm
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import json
-import os
-import random
-import shutil
-
-import numpy as np
 import pytest
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("jinja2")
 
 from max.pipelines.tokenizer import (  # noqa: E402
-    ChatTemplateError,
     StopStringMatcher,
-    TextTokenizer,
-    build_tokenizer_from_gguf,
-    byte_level_pre_tokenizer,
     find_stop_string,
     max_tokens_to_generate,
     partial_stop_length,
-    pre_tokenizer_spec,
-    read_gguf_metadata,
-    render_chat_template,
-    supported_pre_tokenizers,
 )
 
-from tokenizer_util import (  # noqa: E402,F401  (fixtures are used by name)
-    SMOLLM_FILE, SAMPLE_TEXTS, _byte_level_metadata, SPACE, _SPM_CHARS, _SPM_PIECES, _minilm_dir, _smollm_path, _spm_metadata, smollm, smollm_metadata, spm,
-)
 
 # --------------------------------------------------------------------------
 # Streaming: incremental detokenizer

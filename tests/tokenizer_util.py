@@ -1,5 +1,5 @@
 """Shared pieces of the tokenizer tests: the SmolLM2 GGUF and MiniLM packages (skipping when absent),
-their module fixtures, sample texts, and a small hand-built SentencePiece vocabulary."""
+sample texts, and a small hand-built SentencePiece vocabulary."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-from max.pipelines.tokenizer import TextTokenizer, read_gguf_metadata
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -40,14 +39,6 @@ def _minilm_dir() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def smollm_metadata():
-    return read_gguf_metadata(_smollm_path())
-
-
-@pytest.fixture(scope="module")
-def smollm(smollm_metadata):
-    return TextTokenizer.from_gguf_metadata(smollm_metadata, name=SMOLLM_FILE)
 
 
 SAMPLE_TEXTS = [
@@ -132,9 +123,6 @@ def _spm_metadata() -> dict:
 
 
 
-@pytest.fixture(scope="module")
-def spm():
-    return TextTokenizer.from_gguf_metadata(_spm_metadata())
 
 
 def _byte_level_metadata(pre: str) -> dict:

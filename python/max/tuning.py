@@ -77,21 +77,21 @@ def override(spec: Optional[str] = None, /, **values: Any) -> Iterator[None]:
 
 
 class LaunchLog:
-    """The launches recorded inside a :func:`record_launches` block."""
+    """The launches recorded inside a :func:`record_launches` block (read live inside it, kept
+    as they were at its end after it)."""
 
     def __init__(self) -> None:
-        self._records: list[tuple[str, str, dict[str, int]]] = []
+        self._kept: Optional[list[tuple[str, str, dict[str, int]]]] = None
 
-    def _fill(self, records: list[tuple[str, str, dict[str, int]]]) -> None:
-        self._records = records
+    def _raw(self) -> list[tuple[str, str, dict[str, int]]]:
+        return _t._launch_records() if self._kept is None else self._kept
 
     def records(self, family: Optional[str] = None) -> list[dict[str, Any]]:
         """Each launch of ``family`` (all families when None), oldest first, as a dict with the
         family, the kernel entry and the launcher's configuration fields."""
-        self._refresh()
         return [
             {"family": fam, "kernel": kernel, **config}
-            for fam, kernel, config in self._records
+            for fam, kernel, config in self._raw()
             if family is None or fam == family
         ]
 
@@ -104,24 +104,17 @@ class LaunchLog:
         """How many launches of ``family`` had every field equal to the given value."""
         return sum(all(r.get(k) == v for k, v in fields.items()) for r in self.records(family))
 
-    def _refresh(self) -> None:
-        if self._live:
-            self._records = _t._launch_records()
-
-    _live = False
-
 
 @contextmanager
 def record_launches() -> Iterator[LaunchLog]:
     """Records the configuration of every kernel launch whose launcher selects one (conv2d and
-    GEMM on Hopper, skinny GEMMs, quantized GEMVs, fused elementwise groups) inside the block."""
+    GEMM on Hopper, skinny GEMMs, quantized GEMVs, fused elementwise groups) inside the block.
+    The log starts empty: a block nested in another clears what the outer one had recorded."""
     _t._launch_records_clear()
     log = LaunchLog()
-    log._live = True
     recording = _t.LaunchRecording()
     try:
         yield log
     finally:
         recording.stop()
-        log._fill(_t._launch_records())
-        log._live = False
+        log._kept = _t._launch_records()
