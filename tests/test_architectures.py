@@ -91,6 +91,8 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
         ctx.append(nxt)
         ids.append(nxt)
     p.release(ctx.request_id)
+    if not device.is_host:  # the decode steps (one token, same shapes) ran as a captured CUDA graph
+        assert p.model.model._core.num_cuda_graphs >= 1
 
 
 @pytest.mark.parametrize("case", ["llama", "gemma3", "qwen3"])
@@ -137,3 +139,16 @@ def test_bert_embeddings_match_reference(device, tmp_path):
         cos = float(vec @ want / np.linalg.norm(vec) / np.linalg.norm(want))
         assert cos >= 0.9999, (text, cos)
         np.testing.assert_allclose(p.encode([text])[0], vec, rtol=1e-4, atol=1e-5)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(device, checkpoints):
+    ckpt = checkpoints("llama")
+    p = _pipeline(ckpt, "safetensors", device)
+    vocab = ckpt["config"]["vocab_size"]
+    ctx = TextContext(max_length=96, tokens=np.array([1, 2, vocab]))
+    with pytest.raises(ValueError, match=f"token id {vocab} is outside the model's vocabulary of {vocab}"):
+        _step_logits(p, [ctx])
+    p.release(ctx.request_id)
+    ok = TextContext(max_length=96, tokens=np.array([1, 2, 3]))
+    assert np.isfinite(_step_logits(p, [ok])).all()  # the pipeline stays usable
+    p.release(ok.request_id)

@@ -180,6 +180,11 @@ impl Drop for CaptureScope {
     }
 }
 
+/// Whether this thread is recording a CUDA graph.
+pub(crate) fn capturing() -> bool {
+    CAPTURING.with(|c| c.get())
+}
+
 /// Fails, before any CUDA call, when this thread is recording a CUDA graph: host<->device
 /// copies and stream synchronisation cannot be captured, and attempting them would invalidate
 /// the capture with a driver error. The engine then runs the plan step by step instead.

@@ -12,6 +12,12 @@
 //! results once more costs, so only plans whose launches outweigh that are captured (see
 //! `worth_it`). `MAX_CUDA_GRAPHS=off` turns capture off, `MAX_CUDA_GRAPHS=always` drops the
 //! cost test.
+//!
+//! Mutable buffer inputs (a KV cache the graph writes in place) are not staged: the graph
+//! addresses the caller's buffer itself, and a replay checks that the caller passed a buffer at
+//! the same address (a decode loop passes the same cache every step); another address captures
+//! again. A model keeps at most `MAX_CAPTURED` graphs, so a stream of prompt lengths does not
+//! hold one arena per length.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,15 +43,24 @@ pub(crate) enum GraphState {
     Ready(Arc<Mutex<Captured>>),
 }
 
+/// Captured graphs a model keeps (one per input shape key); past this, new keys run step by step.
+const MAX_CAPTURED: usize = 8;
+
 pub(crate) struct Captured {
     graph: CudaGraph,
     dev: Arc<CudaDevice>,
-    /// Staging buffers the graph reads its inputs from, in input order.
-    inputs: Vec<Buffer>,
+    /// Per input, in input order: the staging buffer the graph reads a tensor input from, or
+    /// the address of a buffer input the graph uses in place.
+    inputs: Vec<Input>,
     /// Where each result is when a replay finishes.
     results: Vec<Buffer>,
     /// Memory the graph's kernels address; kept alive with the graph.
     _arenas: HashMap<String, Arc<Storage>>,
+}
+
+enum Input {
+    Staged(Buffer),
+    InPlace(u64),
 }
 
 // SAFETY: the graph handles are only used under the Mutex that owns a Captured, with the
@@ -57,7 +72,7 @@ pub(crate) fn enabled() -> bool {
 }
 
 fn gpu_of(model: &Model, ty: &Type) -> Option<Arc<CudaDevice>> {
-    let Type::Tensor(t) = ty else { return None };
+    let (Type::Tensor(t) | Type::Buffer(t)) = ty else { return None };
     if t.device.kind != DeviceKind::Gpu {
         return None;
     }
@@ -86,7 +101,6 @@ fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
                 OpKind::Print
                     | OpKind::NonZero
                     | OpKind::TransferTo
-                    | OpKind::ChainCreate
                     | OpKind::BufferCreate
                     | OpKind::BufferLoad
                     | OpKind::BufferStore
@@ -101,6 +115,10 @@ fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
             }
         }
         for v in &step.outputs {
+            // A chain orders effects; it holds no data and runs no device work.
+            if matches!(model.program.types[*v], Type::Chain) {
+                continue;
+            }
             let placed =
                 matches!(plan.slots.get(v), Some(Slot::Arena(_)) | Some(Slot::View)) || body.results.contains(v);
             if !same(&model.program.types[*v]) || !plan.shapes.contains_key(v) || !placed {
@@ -134,8 +152,14 @@ fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
             _ => 0,
         })
         .sum();
-    let input_bytes: usize = inputs.iter().map(|b| b.nbytes()).sum();
+    let input_bytes: usize =
+        inputs.iter().zip(&model.input_types).filter(|(_, ty)| !in_place(ty)).map(|(b, _)| b.nbytes()).sum();
     input_bytes + result_bytes <= steps << 20
+}
+
+/// A buffer input: the graph reads and writes the caller's buffer rather than a staged copy.
+fn in_place(ty: &Type) -> bool {
+    matches!(ty, Type::Buffer(_))
 }
 
 fn fresh_like(b: &Buffer) -> Result<Buffer> {
@@ -150,9 +174,18 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], dev: &Arc<CudaDevice>)
     for (key, &size) in &plan.arenas {
         arenas.insert(key.clone(), Arc::new(Storage::cuda(size, dev, &dev.stream)?));
     }
-    let staging: Vec<Buffer> = inputs.iter().map(fresh_like).collect::<Result<_>>()?;
-    for (s, i) in staging.iter().zip(inputs) {
-        s.inplace_copy_from(i)?;
+    let mut staged = Vec::with_capacity(inputs.len());
+    let mut bound = Vec::with_capacity(inputs.len());
+    for (i, ty) in inputs.iter().zip(&model.input_types) {
+        if in_place(ty) && i.is_contiguous() {
+            staged.push(Input::InPlace(i.addr()));
+            bound.push(i.clone());
+        } else {
+            let s = fresh_like(i)?;
+            s.inplace_copy_from(i)?;
+            staged.push(Input::Staged(s.clone()));
+            bound.push(s);
+        }
     }
     let mut preset = HashMap::new();
     for step in &body.steps {
@@ -165,8 +198,8 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], dev: &Arc<CudaDevice>)
         }
     }
     let mut env: HashMap<ValueId, Buffer> = model.fixed.clone();
-    for (v, b) in body.args.iter().zip(&staging) {
-        env.insert(*v, b.clone());
+    for (v, b) in body.args.iter().zip(bound) {
+        env.insert(*v, b);
     }
     let mut state =
         exec::State { model, plan, arenas: &arenas, env, bindings: plan.bindings.clone(), preset: Some(&preset) };
@@ -186,12 +219,22 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], dev: &Arc<CudaDevice>)
         .iter()
         .map(|v| state.env.get(v).cloned().ok_or_else(|| Error::Value(format!("output %{v} was not computed"))))
         .collect::<Result<_>>()?;
-    Ok(Captured { graph, dev: dev.clone(), inputs: staging, results, _arenas: arenas })
+    Ok(Captured { graph, dev: dev.clone(), inputs: staged, results, _arenas: arenas })
+}
+
+/// Whether the caller's in-place buffers are the ones the graph was captured with.
+fn same_buffers(c: &Captured, inputs: &[Buffer]) -> bool {
+    c.inputs.iter().zip(inputs).all(|(s, i)| match s {
+        Input::InPlace(addr) => i.is_contiguous() && i.addr() == *addr,
+        Input::Staged(_) => true,
+    })
 }
 
 fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
     for (s, i) in c.inputs.iter().zip(inputs) {
-        if i.is_contiguous() { s.inplace_copy_from(i)? } else { s.inplace_copy_from(&i.contiguous()?)? }
+        if let Input::Staged(s) = s {
+            if i.is_contiguous() { s.inplace_copy_from(i)? } else { s.inplace_copy_from(&i.contiguous()?)? }
+        }
     }
     c.dev.bind()?;
     c.graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
@@ -224,9 +267,12 @@ pub(crate) fn execute(
             return Ok(None);
         }
         Some(GraphState::Stepwise) => return Ok(None),
-        Some(GraphState::Ready(c)) => c.clone(),
-        Some(GraphState::Warm) => {
-            let Some(dev) = capturable(model, plan) else {
+        Some(GraphState::Ready(c)) if same_buffers(&c.lock().unwrap_or_else(|p| p.into_inner()), inputs) => c.clone(),
+        Some(GraphState::Ready(_)) | Some(GraphState::Warm) => {
+            let captured = graphs.values().filter(|g| matches!(g, GraphState::Ready(_))).count();
+            let replacing = matches!(graphs.get(key), Some(GraphState::Ready(_)));
+            let dev = capturable(model, plan).filter(|_| replacing || captured < MAX_CAPTURED);
+            let Some(dev) = dev else {
                 graphs.insert(key.to_vec(), GraphState::Stepwise);
                 return Ok(None);
             };

@@ -167,7 +167,13 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
             run_host_kernel(&state.model.program.types, step, &inputs, &outputs)?
         }
         Device::Cuda(dev) => {
-            let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&device)).collect::<Result<_>>()?;
+            // Chains carry no data: they stay where they are (no allocation, capturable).
+            let types = &state.model.program.types;
+            let inputs: Vec<Buffer> = inputs
+                .iter()
+                .zip(&step.inputs)
+                .map(|(b, v)| if matches!(types[*v], Type::Chain) { Ok(b.clone()) } else { b.to(&device) })
+                .collect::<Result<_>>()?;
             super::gpu::run(dev, &state.model.program.types, step, &inputs, &outputs)?
         }
     }

@@ -122,6 +122,8 @@ class DecoderModel:
         self.max_seq_len = max_seq_len
         spec = DecoderSpec(self.config, self.dtype, self.device_ref, self.kv_params, weights, fmt, max_seq_len)
         self.module = arch.build(spec)
+        embedding = getattr(self.module, "embed_tokens", None)
+        self.vocab_size = int(getattr(embedding, "vocab_size", 1 << 62))
         self._load_state(weights)
         self.graph = self._graph()
         self.model = session.load(self.graph, weights_registry=self.module.state_dict())
@@ -150,7 +152,11 @@ class DecoderModel:
         return g
 
     def execute(self, tokens: np.ndarray, offsets: np.ndarray, cache_inputs: Sequence[driver.Buffer]) -> driver.Buffer:
-        """The logits ``[batch, vocab]`` (on the model's device) of one step."""
+        """The logits ``[batch, vocab]`` (on the model's device) of one step. Token ids are
+        checked here: a captured decode graph's embedding lookup cannot report a bad one."""
+        if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
+            raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")
 
         def put(a: np.ndarray) -> driver.Buffer:
             b = driver.Buffer.from_numpy(np.ascontiguousarray(a))

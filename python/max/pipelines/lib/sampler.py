@@ -56,6 +56,15 @@ class Sampler:
             logits, rows, *p = (v.tensor for v in g.inputs)
             g.output(sample_tokens(ops.gather(logits, rows, axis=0), *p))
         self._plain = session.load(g)
+        # Every row of the logits in order (each decode step): no gather, whose index check
+        # would read the rows back to the host, so the graph is captured and replayed on a GPU.
+        every = [TensorType(DType.float32, ["rows"], ref), TensorType(DType.int64, ["rows"], ref),
+                 TensorType(DType.float32, ["rows"], ref), TensorType(DType.float32, ["rows"], ref),
+                 TensorType(DType.uint64, ["rows"], ref)]
+        with Graph("sample_every_row", input_types=[TensorType(DType.float32, ["rows", "vocab"], ref), *every]) as g:
+            logits, *p = (v.tensor for v in g.inputs)
+            g.output(sample_tokens(logits, *p))
+        self._every = session.load(g)
         history = [
             TensorType(DType.int64, ["history"], ref),
             TensorType(DType.uint32, ["rows_plus_1"], ref),
@@ -98,6 +107,8 @@ class Sampler:
                 self._put(np.array([sp.repetition_penalty for sp in sps], np.float32)),
             ]
             out = self._penalized.execute(*args)[0]
+        elif list(rows) == list(range(int(logits.shape[0]))):
+            out = self._every.execute(args[0], *args[2:])[0]
         else:
             out = self._plain.execute(*args)[0]
         return (out if self.device.is_host else out.to(driver.CPU())).to_numpy()
