@@ -78,8 +78,9 @@ class GenerationService:
     def _encode(self, prompt: str, add_special_tokens: bool) -> np.ndarray:
         try:
             return self.tokenizer.encode_sync(prompt, add_special_tokens=add_special_tokens)
-        except ValueError as e:
-            raise APIError(400, str(e), param="prompt") from None
+        except ValueError as e:  # the tokenizer refuses prompts past the model's length
+            too_long = "tokens long" in str(e)
+            raise APIError(400, str(e), param="prompt", code="context_length_exceeded" if too_long else None) from None
 
     def chat_prompt(self, messages: list[dict[str, Any]], tools: Any = None, options: dict[str, Any] | None = None) -> str:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -93,7 +94,15 @@ def run(config: Any, settings: ServeSettings) -> int:
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level=level,
                                            timeout_graceful_shutdown=settings.shutdown_timeout,
                                            access_log=level in ("debug", "info")))
-    asyncio.run(_serve(server, settings.host))
+    # uvicorn handles SIGINT/SIGTERM while it serves (graceful shutdown), then raises the signal
+    # again for the handlers that were there before: these make that a clean exit.
+    stopped: list[int] = []
+    previous = {sig: signal.signal(sig, lambda num, frame: stopped.append(num)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        asyncio.run(_serve(server, settings.host))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 
