@@ -128,3 +128,45 @@ def test_metrics_count_requests_and_tokens(server):
         "maxserve_time_to_first_token_milliseconds_count", 0)
     assert after["maxserve_kv_cache_used_pages"] == 0 and after["maxserve_num_requests_running"] == 0
     assert np.isfinite(after["maxserve_queue_time_milliseconds_sum"])
+
+
+def _benchmark(server, tmp_path, *flags):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "result.json"
+    r = subprocess.run([sys.executable, "-m", "max", "benchmark", "--base-url", server.url, "--seed", "3",
+                        "--result-filename", str(out), *flags], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Serving Benchmark Result" in r.stdout and "P99 TPOT (ms)" in r.stdout
+    return json.loads(out.read_text())
+
+
+def test_benchmark_random_dataset(server, tmp_path):
+    res = _benchmark(server, tmp_path, "--dataset-name", "random", "--num-prompts", "12", "--random-input-len", "24",
+                     "--random-output-len", "6", "--request-rate", "50", "--max-concurrency", "4", "--ignore-eos",
+                     "--tokenizer", str(smollm2_gguf()))
+    assert res["completed"] == 12 and res["failed"] == 0
+    assert res["total_output_tokens"] == 12 * 6 and res["total_input_tokens"] == 12 * 24
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+        st = res[key]
+        assert 0 < st["mean"] and st["median"] <= st["p90"] <= st["p99"], (key, st)
+    assert res["ttft_ms"]["p99"] <= res["e2el_ms"]["p99"]
+    assert res["output_throughput"] == pytest.approx(72 / res["duration_s"])
+
+
+def test_benchmark_sharegpt_file_and_chat(server, tmp_path):
+    import json
+
+    conversations = [{"conversations": [{"from": "human", "value": f"Tell me about the number {i}, briefly please."},
+                                        {"from": "gpt", "value": "It is a number that comes after another one."}]}
+                     for i in range(8)]
+    conversations.append({"conversations": [{"from": "human", "value": "hi"}]})  # no answer: skipped
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(conversations))
+    res = _benchmark(server, tmp_path, "--backend", "modular-chat", "--dataset-name", "sharegpt", "--dataset-path",
+                     str(path), "--num-prompts", "20", "--max-output-len", "5", "--model", "smollm",
+                     "--tokenizer", str(smollm2_gguf()))
+    assert res["completed"] == 8 and res["failed"] == 0
+    assert 8 <= res["total_output_tokens"] <= 8 * 5
