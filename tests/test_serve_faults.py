@@ -125,3 +125,21 @@ def test_burst_beyond_capacity_is_answered_or_refused(server):
     assert m["maxserve_requests_rejected_total"] >= refused - answered  # counted server-side
     assert server.get("/health")[0] == 200
     _works(server)
+
+
+def test_sigterm_lets_in_flight_requests_finish():
+    import signal
+    import threading
+
+    s = ServerProcess(smollm2_gguf(), "--max-length", "256", "--kv-cache-page-size", "16", "--shutdown-timeout", "60")
+    try:
+        stream = s.client().completions.create(model=str(smollm2_gguf()), prompt="Once upon a time", max_tokens=40,
+                                               temperature=0, stream=True, extra_body={"ignore_eos": True})
+        chunks = iter(stream)
+        first = next(chunks)
+        threading.Timer(0.2, lambda: s.proc.send_signal(signal.SIGTERM)).start()
+        rest = list(chunks)
+        assert (rest or [first])[-1].choices[0].finish_reason == "length"
+        assert s.proc.wait(30) == 0, s.errors()
+    finally:
+        s.stop()

@@ -28,7 +28,11 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from max.serve import ServeSettings, run
+    try:
+        from max.serve import ServeSettings, run
+    except ImportError as e:
+        raise RuntimeError(f"max serve needs the serving packages ({e.name} is missing): "
+                           "pip install 'max-engine[serve]'") from None
 
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port must be in [0, 65535], got {args.port}")
