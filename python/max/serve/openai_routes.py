@@ -35,7 +35,7 @@ async def _while_connected(request: Request, coro: Any) -> Any:
     task = asyncio.ensure_future(coro)
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=0.25)
+            done, _ = await asyncio.wait({task}, timeout=0.5)
             if done:
                 return task.result()
             if await request.is_disconnected():
