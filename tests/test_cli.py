@@ -16,13 +16,25 @@ def _max(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "max", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("cmd", [[], ["generate"], ["encode"], ["list"], ["warm-cache"]])
+@pytest.mark.parametrize("cmd", [[], ["generate"], ["encode"], ["list"], ["warm-cache"], ["serve"], ["benchmark"]])
 def test_help_works_without_a_model(cmd):
     r = _max(*cmd, "--help")
     assert r.returncode == 0, r.stderr
     assert "usage: max" in r.stdout
-    if cmd in (["generate"], ["encode"], ["warm-cache"]):
+    if cmd in (["generate"], ["encode"], ["warm-cache"], ["serve"]):
         assert "--model-path" in r.stdout and "--devices" in r.stdout
+
+
+def test_serve_and_benchmark_help_list_their_flags():
+    serve = _max("serve", "--help").stdout
+    for flag in ["--weight-path", "--port", "--host", "--max-batch-size", "--max-length", "--max-batch-input-tokens",
+                 "--enable-prefix-caching", "--no-enable-prefix-caching", "--kv-cache-page-size",
+                 "--device-memory-utilization", "--served-model-name", "--max-queue-size"]:
+        assert flag in serve, flag
+    bench = _max("benchmark", "--help").stdout
+    for flag in ["--num-prompts", "--request-rate", "--max-concurrency", "--dataset-name", "--dataset-path",
+                 "--random-input-len", "--random-output-len", "--save-result", "--backend"]:
+        assert flag in bench, flag
 
 
 def test_generate_help_lists_the_sampling_flags():

@@ -5,7 +5,12 @@ step adds; ``get_runtime_inputs`` gives the step's cache tensors (the cache buff
 request, its cached length, page table row, the positions and cache slots of the new tokens);
 ``step`` commits the step's tokens as cached; ``release`` returns the pages. The page table of
 every request has the same width (enough pages for ``max_seq_len``), so the graph inputs of a
-decode step keep their shapes from step to step."""
+decode step keep their shapes from step to step.
+
+With prefix caching, full pages are named by their token prefix (``prefix_cache.PagePool``):
+the first ``alloc`` of a request shares the pages of the longest cached prefix of its tokens
+(all but its last token, whose logits the step must compute) and moves the request's
+``start_idx`` past them; ``step`` names the pages it filled."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from max import driver
+from max.kv_cache.prefix_cache import ROOT, PagePool, page_name, page_names
 from max.nn.kv_cache import KVCacheParams
 
 
@@ -63,6 +69,7 @@ class PagedKVCacheManager:
         *,
         max_seq_len: int | None = None,
         devices: Sequence[driver.Device] | None = None,
+        enable_prefix_caching: bool | None = None,
     ) -> None:
         if total_num_pages < 1:
             raise ValueError(f"PagedKVCacheManager: total_num_pages must be at least 1, got {total_num_pages}")
@@ -79,10 +86,14 @@ class PagedKVCacheManager:
         self.devices = list(devices)
         shape = params.blocks_shape(self.total_num_pages)
         self._blocks = [driver.Buffer(params.dtype, shape, device=d) for d in self.devices]
-        self._free: list[int] = list(range(self.total_num_pages - 1, -1, -1))
+        if enable_prefix_caching is None:
+            enable_prefix_caching = bool(getattr(params, "enable_prefix_caching", False))
+        self.enable_prefix_caching = bool(enable_prefix_caching)
+        self._pool = PagePool(self.total_num_pages)
         self._pages: dict[Any, list[int]] = {}
         self._cached: dict[Any, int] = {}
-        self._metrics = {"pages_allocated": 0, "pages_released": 0}
+        self._names: dict[Any, list[bytes]] = {}  # names of each request's full pages, in order
+        self._metrics = {"pages_allocated": 0, "pages_released": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0}
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -92,6 +103,7 @@ class PagedKVCacheManager:
             raise ValueError(f"PagedKVCacheManager: request {request_id!r} is already claimed")
         self._pages[request_id] = []
         self._cached[request_id] = 0
+        self._names[request_id] = []
 
     def contains(self, request_id: Any, replica_idx: int = 0) -> bool:
         return request_id in self._pages
@@ -109,15 +121,36 @@ class PagedKVCacheManager:
         if data.request_id not in self._pages:
             self.claim(data.request_id)
         pages = self._pages[data.request_id]
+        if self.enable_prefix_caching and not pages and data.start_idx == 0:
+            self._reuse_prefix(data)
         more = self._need(data, num_steps) - len(pages)
-        if more > len(self._free):
+        if more > self._pool.num_available:
             raise KVCacheExhaustedError(
                 f"the KV cache is full: request {data.request_id!r} needs {more} more pages of {self.page_size} "
-                f"tokens, {len(self._free)} of {self.total_num_pages} are free"
+                f"tokens, {self._pool.num_available} of {self.total_num_pages} are free"
             )
         for _ in range(max(0, more)):
-            pages.append(self._free.pop())
+            pages.append(self._pool.take())
         self._metrics["pages_allocated"] += max(0, more)
+
+    def _reuse_prefix(self, ctx: Any) -> None:
+        """Shares the cached pages of the longest prefix of `ctx`'s tokens, leaving at least its
+        last token to compute, and moves its window past them (keeping the window's length)."""
+        tokens = getattr(ctx, "tokens", None)
+        if tokens is None or not hasattr(ctx, "set_token_indices"):
+            return
+        end = int(ctx.end_idx)
+        self._metrics["prefix_query_tokens"] += end
+        names = page_names(tokens, self.page_size, (end - 1) // self.page_size)
+        shared = self._pool.match(names)
+        if not shared:
+            return
+        hit = len(shared) * self.page_size
+        self._pages[ctx.request_id].extend(shared)
+        self._names[ctx.request_id] = names[: len(shared)]
+        self._cached[ctx.request_id] = hit
+        self._metrics["prefix_hit_tokens"] += hit
+        ctx.set_token_indices(start_idx=hit, active_idx=min(end, hit + max(1, int(ctx.active_length))))
 
     def release(self, request_id: Any, replica_idx: int = 0) -> None:
         """Returns the request's pages."""
@@ -125,14 +158,28 @@ class PagedKVCacheManager:
         if pages is None:
             raise ValueError(f"PagedKVCacheManager: request {request_id!r} is not claimed")
         self._cached.pop(request_id, None)
-        self._free.extend(reversed(pages))
+        self._names.pop(request_id, None)
+        for page in reversed(pages):
+            self._pool.give_back(page)
         self._metrics["pages_released"] += len(pages)
 
     def step(self, batches: Sequence[Sequence[CacheContext]]) -> None:
         """Records that each request's active tokens are now in the cache."""
         for batch in batches:
             for ctx in batch:
-                self._cached[ctx.request_id] = ctx.start_idx + ctx.active_length
+                cached = self._cached[ctx.request_id] = ctx.start_idx + ctx.active_length
+                if self.enable_prefix_caching:
+                    self._name_full_pages(ctx, cached)
+
+    def _name_full_pages(self, ctx: Any, cached: int) -> None:
+        tokens = getattr(ctx, "tokens", None)
+        if tokens is None:
+            return
+        names, pages, ps = self._names[ctx.request_id], self._pages[ctx.request_id], self.page_size
+        for i in range(len(names), min(cached // ps, len(pages))):
+            name = page_name(names[-1] if names else ROOT, tokens[i * ps : (i + 1) * ps])
+            names.append(name)
+            self._pool.name(pages[i], name)
 
     # -- graph inputs -----------------------------------------------------------------------
 
@@ -177,7 +224,8 @@ class PagedKVCacheManager:
         return self.total_num_pages
 
     def get_num_used_pages(self, replica_idx: int = 0) -> int:
-        return self.total_num_pages - len(self._free)
+        """Pages some request uses (cached pages that nobody uses count as free)."""
+        return self.total_num_pages - self._pool.num_available
 
     def get_num_host_pages(self, replica_idx: int = 0) -> int:
         return 0
@@ -187,7 +235,12 @@ class PagedKVCacheManager:
 
     @property
     def free_pages(self) -> int:
-        return len(self._free)
+        return self._pool.num_available
+
+    @property
+    def num_cached_pages(self) -> int:
+        """Named pages that no request uses, kept for prefix matches."""
+        return self._pool.num_cached
 
     def get_req_blocks(self, request_id: Any, replica_idx: int = 0) -> list[int]:
         return list(self._pages[request_id])
@@ -197,13 +250,17 @@ class PagedKVCacheManager:
         return (self.get_num_used_pages() + more) / self.total_num_pages
 
     def get_metrics(self, replica_idx: int = 0) -> dict[str, int]:
-        return dict(self._metrics, used_pages=self.get_num_used_pages(), total_pages=self.total_num_pages)
+        return dict(self._metrics, used_pages=self.get_num_used_pages(), total_pages=self.total_num_pages,
+                    cached_pages=self._pool.num_cached, evicted_pages=self._pool.evictions)
 
     def reset_metrics(self) -> None:
         self._metrics = {k: 0 for k in self._metrics}
 
     def reset_prefix_cache(self) -> None:
-        """No prefix cache is kept yet; nothing to drop."""
+        """Forgets every cached prefix (pages in use stay with their requests)."""
+        self._pool.forget()
+        for names in self._names.values():
+            names.clear()
 
     @classmethod
     def infer_optimal_batch_size(cls, params: KVCacheParams, max_seq_len: int, available_cache_memory: int,

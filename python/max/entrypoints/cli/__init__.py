@@ -1,6 +1,8 @@
 """The ``max`` command: ``generate`` (stream a model's continuation of a prompt), ``encode``
-(embeddings as JSON lines), ``list`` (the supported architectures) and ``warm-cache`` (load a
-model once, compiling and caching its GPU kernels). ``python -m max`` is the same command."""
+(embeddings as JSON lines), ``serve`` (an OpenAI-compatible server, see ``serve.py``),
+``benchmark`` (load-test a server, see ``benchmark.py``), ``list`` (the supported architectures)
+and ``warm-cache`` (load a model once, compiling and caching its GPU kernels). ``python -m max``
+is the same command."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from max.entrypoints.cli.benchmark import add_benchmark_parser, run_benchmark
 from max.entrypoints.cli.options import add_model_flags, load_messages, pipeline_config
+from max.entrypoints.cli.serve import add_serve_parser, run_serve
 
 
 def _version() -> str:
@@ -27,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="max", description="Run models with the MAX-compatible engine.")
     p.add_argument("--version", action="version", version=f"max {_version()}")
     p.add_argument("--log-level", default="warning", help=argparse.SUPPRESS)
-    sub = p.add_subparsers(dest="command", metavar="{generate,encode,list,warm-cache}")
+    sub = p.add_subparsers(dest="command", metavar="{benchmark,encode,generate,list,serve,warm-cache}")
 
     g = sub.add_parser("generate", help="generate text from a prompt (streamed to stdout)",
                        description="Generate text with a local model; prints the continuation as it is produced "
@@ -67,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("warm-cache", help="load a model once so its kernels are compiled and cached")
     add_model_flags(w)
+    add_serve_parser(sub)
+    add_benchmark_parser(sub)
     return p
 
 
@@ -211,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    handlers = {"generate": _generate, "encode": _encode, "list": _list, "warm-cache": _warm_cache}
+    handlers = {"generate": _generate, "encode": _encode, "list": _list, "warm-cache": _warm_cache,
+                "serve": run_serve, "benchmark": run_benchmark}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:

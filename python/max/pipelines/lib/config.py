@@ -49,8 +49,6 @@ class KVCacheConfig:
             raise ValueError(f"kv_cache_page_size must be positive, got {self.kv_cache_page_size}")
         if not 0 < self.device_memory_utilization <= 1:
             raise ValueError(f"device_memory_utilization must be in (0, 1], got {self.device_memory_utilization}")
-        if self.enable_prefix_caching:
-            raise NotImplementedError("prefix caching is not supported yet (drop --enable-prefix-caching)")
         if self.enable_kvcache_swapping_to_host:
             raise NotImplementedError("swapping KV-cache pages to host memory is not supported yet")
 

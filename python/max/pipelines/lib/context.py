@@ -101,6 +101,20 @@ class TextContext:
         self._start = self._active
         self._active = self.end_idx
 
+    def set_token_indices(self, start_idx: int | None = None, active_idx: int | None = None) -> None:
+        """Moves the window: `start_idx` tokens are in the KV cache (e.g. a shared prefix), the
+        next step processes up to `active_idx` (default: every remaining token)."""
+        start = self._start if start_idx is None else int(start_idx)
+        active = self.end_idx if active_idx is None else int(active_idx)
+        if not 0 <= start < active <= self.end_idx:
+            raise ValueError(f"bad token window [{start}, {active}) for {self.end_idx} tokens")
+        self._start, self._active = start, active
+
+    def reset(self) -> None:
+        """Nothing is cached any more (the request was preempted): the next steps process every
+        token again, prompt and generated, before the next one is sampled."""
+        self._start, self._active = 0, self.end_idx
+
     def append(self, token: int) -> None:
         """Adds a generated token; it is the next step's input."""
         self.tokens = np.append(self.tokens, np.int64(token))

@@ -95,7 +95,8 @@ class TextGenerationPipeline:
 
         pages = cache_pages(self.model, pipeline_config, self.max_batch_size, self.device, weight_bytes(raw))
         self.kv_manager = PagedKVCacheManager(self.model.kv_params, self.session, pages, max_seq_len=self.max_length,
-                                              devices=[self.device])
+                                              devices=[self.device],
+                                              enable_prefix_caching=mc.kv_cache.enable_prefix_caching)
         self.sampler = Sampler(self.session, self.device)
         self.load_seconds = time.perf_counter() - t0
 

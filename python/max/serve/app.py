@@ -1,0 +1,96 @@
+"""The ASGI app: the OpenAI routes (``/v1/completions``, ``/v1/chat/completions``,
+``/v1/embeddings``, ``/v1/models``), ``/health`` and Prometheus ``/metrics``, OpenAI-style
+errors, and a middleware counting answered requests by path and status. The model worker
+starts with the app and stops with it (in-flight requests still running then are cancelled)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+
+from max.serve.embeddings import embeddings_router
+from max.serve.errors import APIError, install_error_handlers
+from max.serve.openai_routes import openai_router
+from max.serve.state import ServerState
+
+_KNOWN_PATHS = {"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/models", "/health",
+                "/v1/health", "/metrics"}
+
+
+class _CountRequests:
+    """ASGI middleware: ``maxserve_request_count_total{path, code}`` for every HTTP answer."""
+
+    def __init__(self, app: Any, state: ServerState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        path = path if path in _KNOWN_PATHS else ("/v1/models/{id}" if path.startswith("/v1/models/") else "other")
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                self.state.metrics.requests.labels(path, str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, counted)
+
+
+def create_app(state: ServerState, worker: Any = None) -> FastAPI:
+    """The app serving `state`'s model; `worker` (a ``ModelWorker``) runs while the app does."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if worker is not None and not worker.alive:
+            worker.start()
+        try:
+            yield
+        finally:
+            if state.generation is not None:
+                state.generation.accepting = False
+            if worker is not None:
+                worker.stop()
+            if state.embeddings is not None:
+                state.embeddings.close()
+
+    app = FastAPI(title="MAX-compatible server", lifespan=lifespan, docs_url=None, redoc_url=None)
+    install_error_handlers(app)
+    app.include_router(openai_router(state))
+    app.include_router(embeddings_router(state))
+
+    def model_card() -> dict[str, Any]:
+        return {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "max",
+                "max_model_len": state.max_length}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> dict[str, Any]:
+        if model_id not in state.aliases:
+            raise APIError(404, f"the model {model_id!r} does not exist", param="model", code="model_not_found")
+        return model_card()
+
+    @app.get("/health")
+    @app.get("/v1/health")
+    async def health() -> Response:
+        gen = state.generation
+        if gen is not None and not gen.worker.alive:
+            return JSONResponse({"status": "error", "message": "the model worker is not running"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    app.add_middleware(_CountRequests, state=state)
+    return app
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,185 @@
+"""The HTTP side of text generation: prompts become contexts (tokenised off the event loop when
+long, checked against the context window), contexts go to the model worker, and each step's
+tokens come back as text deltas (incremental detokenisation, stop strings). Bounded: past
+``capacity`` requests in flight, new ones are refused with 429. A request whose consumer goes
+away (client disconnect) is cancelled in the worker, which frees its pages at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from max.interfaces import GenerationStatus, SamplingParams
+from max.pipelines.lib.context import TextContext
+from max.serve.errors import APIError
+from max.serve.metrics import ServerMetrics
+from max.serve.worker import ModelWorker, Ticket
+
+
+@dataclass
+class Delta:
+    """Text produced since the last delta, its token ids, and the finish reason at the end."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What a finished request produced."""
+
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str = "length"
+
+
+def finish_reason(status: GenerationStatus) -> str:
+    if status == GenerationStatus.END_OF_SEQUENCE:
+        return "stop"
+    if status == GenerationStatus.CANCELLED:
+        return "abort"
+    return "length"
+
+
+class GenerationService:
+    """Turns prompts into streams of text for one text-generation pipeline."""
+
+    def __init__(self, pipeline: Any, worker: ModelWorker, metrics: ServerMetrics, capacity: int) -> None:
+        self.pipeline = pipeline
+        self.tokenizer = pipeline.tokenizer
+        self.worker = worker
+        self.metrics = metrics
+        self.capacity = int(capacity)
+        self.max_length = int(pipeline.max_length)
+        self.in_flight = 0
+        self.accepting = True
+
+    # -- prompts ----------------------------------------------------------------------------
+
+    async def tokenize(self, prompt: str | Sequence[int], add_special_tokens: bool = True) -> np.ndarray:
+        if not isinstance(prompt, str):
+            ids = np.asarray(list(prompt), np.int64)
+            vocab = int(getattr(self.tokenizer, "vocab_size", 0) or 0)
+            if ids.size and (ids.min() < 0 or (vocab and ids.max() >= vocab)):
+                raise APIError(400, f"prompt token ids must be in [0, {vocab}), got {int(ids.min())}..{int(ids.max())}",
+                               param="prompt")
+            return ids
+        # A long prompt is tokenised on a thread: the event loop keeps serving the others.
+        if len(prompt) > 2048:
+            return await asyncio.get_running_loop().run_in_executor(None, self._encode, prompt, add_special_tokens)
+        return self._encode(prompt, add_special_tokens)
+
+    def _encode(self, prompt: str, add_special_tokens: bool) -> np.ndarray:
+        try:
+            return self.tokenizer.encode_sync(prompt, add_special_tokens=add_special_tokens)
+        except ValueError as e:  # the tokenizer refuses prompts past the model's length
+            too_long = "tokens long" in str(e)
+            raise APIError(400, str(e), param="prompt", code="context_length_exceeded" if too_long else None) from None
+
+    def chat_prompt(self, messages: list[dict[str, Any]], tools: Any = None, options: dict[str, Any] | None = None) -> str:
+        try:
+            return self.tokenizer.apply_chat_template(messages, tools=tools, chat_template_options=options)
+        except ValueError as e:
+            raise APIError(400, f"cannot render the chat template: {e}", param="messages") from None
+
+    def context(self, ids: np.ndarray, sampling: SamplingParams) -> TextContext:
+        """A context for `ids`, or a 400 when the prompt and `max_tokens` do not fit the window."""
+        n = int(len(ids))
+        if n == 0:
+            raise APIError(400, "the prompt is empty", param="prompt")
+        if n >= self.max_length:
+            raise APIError(400, f"the prompt is {n} tokens long; this model's context is {self.max_length} tokens, "
+                                "which leaves no room to generate", param="prompt", code="context_length_exceeded")
+        want = sampling.max_new_tokens
+        if want is not None and n + want > self.max_length:
+            raise APIError(400, f"this model's context is {self.max_length} tokens, but {n + want} were requested "
+                                f"({n} in the prompt, max_tokens {want})", param="max_tokens",
+                           code="context_length_exceeded")
+        return TextContext(max_length=self.max_length, tokens=ids, sampling_params=sampling,
+                           eos_token_ids=self.pipeline.eos_token_ids)
+
+    # -- generation -------------------------------------------------------------------------
+
+    def admit(self, count: int = 1) -> None:
+        """Counts `count` more requests in flight (each then runs through ``stream``), or refuses
+        them: 429 when the server is full, 503 when it is stopping."""
+        if not self.accepting or not self.worker.alive:
+            raise APIError(503, "the model worker is not running" if self.accepting else "the server is shutting down")
+        if self.in_flight + count > self.capacity:
+            self.metrics.rejected.inc()
+            raise APIError(429, f"the server is at capacity ({self.in_flight} requests in flight); retry later",
+                           code="queue_full")
+        self.in_flight += count
+        self.metrics.in_flight.set(self.in_flight)
+
+    async def stream(self, ctx: TextContext) -> AsyncIterator[Delta]:
+        """Text deltas of `ctx` as the model produces them; the last one has a finish reason.
+        The caller must have called ``admit``. Leaving early cancels the request."""
+        loop = asyncio.get_running_loop()
+        ticket = Ticket(ctx, loop)
+        sp = ctx.sampling_params
+        decoder = self.tokenizer.streaming_decoder(sp.stop, skip_special_tokens=True)
+        generated: list[int] = []
+        m = self.metrics
+        m.input_tokens.inc(ctx.prompt_length)
+        m.input_len.observe(ctx.prompt_length)
+        start = last = time.perf_counter()
+        done = False
+        self.worker.submit(ticket)
+        try:
+            while True:
+                item = await ticket.outputs.get()
+                if isinstance(item, BaseException):
+                    raise APIError(500, str(item))
+                now = time.perf_counter()
+                if item.tokens:
+                    (m.ttft if not generated else m.itl).observe((now - last if generated else now - start) * 1000)
+                    last = now
+                new = list(item.tokens)
+                generated.extend(new)
+                m.output_tokens.inc(len(new))
+                text_ids = generated
+                if item.status == GenerationStatus.END_OF_SEQUENCE and sp.stop_token_ids and new \
+                        and new[-1] in sp.stop_token_ids:
+                    text_ids = generated[:-1]  # like EOS, a stop token is not part of the text
+                delta = decoder.push(text_ids) if not item.status.is_done else decoder.finish(text_ids)
+                if delta.stopped:
+                    done = True
+                    if not item.status.is_done:
+                        self.worker.cancel(ctx.request_id)
+                    yield Delta(delta.text, new, "stop")
+                    return
+                if item.status.is_done:
+                    done = True
+                    yield Delta(delta.text, new, finish_reason(item.status))
+                    return
+                if delta.text or new:
+                    yield Delta(delta.text, new)
+        finally:
+            if not done:
+                self.worker.cancel(ctx.request_id)
+            self.in_flight -= 1
+            m.in_flight.set(self.in_flight)
+            m.output_len.observe(len(generated))
+            m.request_time.observe((time.perf_counter() - start) * 1000)
+
+    async def complete(self, ctx: TextContext) -> Outcome:
+        """The whole text of `ctx`."""
+        out = Outcome()
+        parts: list[str] = []
+        async for d in self.stream(ctx):
+            parts.append(d.text)
+            out.token_ids.extend(d.token_ids)
+            if d.finish_reason:
+                out.finish_reason = d.finish_reason
+        out.text = "".join(parts)
+        return out
+
+
+__all__ = ["Delta", "GenerationService", "Outcome", "finish_reason"]

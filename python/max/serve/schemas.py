@@ -1,0 +1,161 @@
+"""Request bodies of the OpenAI routes as pydantic models, and their sampling fields turned into
+``SamplingParams`` (out-of-range values become a 400 naming the field). Unknown fields are
+accepted and ignored, as OpenAI clients send fields a server may not know."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from max.interfaces import SamplingParams
+from max.serve.errors import APIError
+
+TokenIds = list[int]
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class _Common(BaseModel):
+    """Fields shared by completions and chat completions."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+
+    def limit(self) -> int | None:
+        return self.max_tokens
+
+    def sampling_params(self) -> SamplingParams:
+        """The request's sampling parameters; a 400 naming the first bad one."""
+        if self.n != 1:
+            raise APIError(400, f"n must be 1 (one choice per request), got {self.n}", param="n")
+        limit = self.limit()
+        if limit is not None and limit < 1:
+            raise APIError(400, f"max_tokens must be at least 1, got {limit}", param="max_tokens")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise APIError(400, f"temperature must be in [0, 2], got {self.temperature}", param="temperature")
+        if self.top_k is not None and self.top_k == 0:
+            raise APIError(400, "top_k must be -1 (all tokens) or positive, got 0", param="top_k")
+        if self.stop_token_ids and any(t < 0 for t in self.stop_token_ids):
+            raise APIError(400, "stop_token_ids must be non-negative token ids", param="stop_token_ids")
+        stop = [self.stop] if isinstance(self.stop, str) else self.stop
+        if stop is not None and len(stop) > 16:
+            raise APIError(400, f"at most 16 stop strings, got {len(stop)}", param="stop")
+        kw: dict[str, Any] = {
+            "temperature": 1.0 if self.temperature is None else self.temperature,
+            "top_k": -1 if self.top_k is None else self.top_k,
+            "top_p": 1.0 if self.top_p is None else self.top_p,
+            "min_p": self.min_p or 0.0,
+            "frequency_penalty": self.frequency_penalty or 0.0,
+            "presence_penalty": self.presence_penalty or 0.0,
+            "repetition_penalty": 1.0 if self.repetition_penalty is None else self.repetition_penalty,
+            "max_new_tokens": limit, "min_new_tokens": self.min_tokens, "ignore_eos": self.ignore_eos,
+            "stop": stop or None, "stop_token_ids": self.stop_token_ids, "seed": self.seed,
+        }
+        try:
+            return SamplingParams(**kw)
+        except ValueError as e:
+            field = str(e).split(" ", 1)[0]
+            raise APIError(400, str(e), param=field if field in kw else None) from None
+
+
+class CompletionRequest(_Common):
+    """``POST /v1/completions``: a prompt as text, token ids, or a list of either."""
+
+    prompt: Union[str, list[str], TokenIds, list[TokenIds]]
+    echo: bool = False
+    logprobs: int | None = None
+    suffix: str | None = None
+
+    def prompts(self) -> list[str | TokenIds]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if not p:
+            raise APIError(400, "prompt is empty", param="prompt")
+        if all(isinstance(x, int) for x in p):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+
+
+class ChatCompletionRequest(_Common):
+    """``POST /v1/chat/completions``."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    def limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def plain_messages(self) -> list[dict[str, Any]]:
+        """Messages with text content only (a list of text parts is joined)."""
+        out = []
+        for i, m in enumerate(self.messages):
+            content = m.content
+            if isinstance(content, list):
+                texts = []
+                for part in content:
+                    if part.get("type") != "text":
+                        raise APIError(400, f"messages[{i}]: content of type {part.get('type')!r} is not supported "
+                                            "(text only)", param=f"messages.{i}.content")
+                    texts.append(str(part.get("text", "")))
+                content = "".join(texts)
+            out.append({"role": m.role, "content": content or ""})
+        return out
+
+
+class EmbeddingRequest(BaseModel):
+    """``POST /v1/embeddings``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: Union[str, list[str], TokenIds, list[TokenIds]]
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+    def inputs(self) -> list[str | TokenIds]:
+        x = self.input
+        if isinstance(x, str):
+            return [x]
+        if not x:
+            raise APIError(400, "input is empty", param="input")
+        if all(isinstance(i, int) for i in x):
+            return [list(x)]  # type: ignore[arg-type]
+        return list(x)  # type: ignore[arg-type]
+
+
+__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions"]

@@ -1,0 +1,110 @@
+"""A ``max serve`` process for the serve tests: started on a free port with the given flags,
+ready once it prints "Server ready on http://HOST:PORT", stopped with SIGTERM; plus an OpenAI
+client for it and its Prometheus metrics as a dict."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ServerProcess:
+    """`max serve --model-path MODEL --devices cpu --host 127.0.0.1 --port 0 FLAGS...`."""
+
+    def __init__(self, model: Path | str, *flags: str, timeout: float = 300.0) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
+        self.stderr = tempfile.TemporaryFile()
+        cmd = [sys.executable, "-m", "max", "serve", "--model-path", str(model), "--devices", "cpu",
+               "--host", "127.0.0.1", "--port", "0", *flags]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        self.lines: list[str] = []
+        ready = threading.Event()
+        self.url = ""
+
+        def read() -> None:
+            for line in self.proc.stdout:  # type: ignore[union-attr]
+                self.lines.append(line)
+                m = re.match(r"Server ready on (http://\S+)", line)
+                if m:
+                    self.url = m.group(1)
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.time() + timeout
+        while not ready.wait(0.2):
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise RuntimeError(f"max serve did not start: {self.errors()}")
+
+    def errors(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-4000:]
+
+    def client(self, **kw):
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=kw.pop("timeout", 120), **kw)
+
+    def async_client(self, **kw):
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(base_url=self.url + "/v1", api_key="none", max_retries=0,
+                           timeout=kw.pop("timeout", 120), **kw)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def post_raw(self, path: str, body: bytes) -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + path, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of ``/metrics``: ``name{labels}`` -> value."""
+        status, text = self.get("/metrics")
+        assert status == 200
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def wait_for(self, cond, timeout: float = 20.0) -> dict[str, float]:
+        """Polls the metrics until `cond(metrics)` holds; the last metrics."""
+        deadline = time.time() + timeout
+        while True:
+            m = self.metrics()
+            if cond(m) or time.time() > deadline:
+                return m
+            time.sleep(0.1)
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode

@@ -1,0 +1,81 @@
+"""Continuous batching and prefix caching through ``max serve`` (CPU, SmolLM2): 32 concurrent
+greedy requests of different prompt lengths, run in shared steps with chunked prefill, each get
+exactly the text they get alone; a shared system prompt is served from the prefix cache (the
+metrics count the hit) with the same text as when it was computed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from models import smollm2_gguf
+from serve_util import ServerProcess
+
+WORDS = ("river mountain quiet engine purple window history seven garden bright "
+         "coffee lantern silver market winter pencil orbit thunder meadow signal").split()
+
+
+@pytest.fixture(scope="module")
+def server():
+    # A small step budget: long prompts are prefilled in chunks alongside the decodes.
+    s = ServerProcess(smollm2_gguf(), "--max-length", "256", "--max-batch-size", "32", "--kv-cache-page-size", "16",
+                      "--max-batch-input-tokens", "96", "--served-model-name", "smollm")
+    yield s
+    assert s.stop() == 0, s.errors()
+
+
+def _prompts(rng, count):
+    lengths = rng.permutation(np.linspace(2, 120, count).astype(int))
+    return [" ".join(rng.choice(WORDS, n)) for n in lengths]
+
+
+def test_32_concurrent_greedy_requests_equal_each_alone(server, rng):
+    prompts = _prompts(rng, 32)
+    client = server.client()
+    alone = [client.completions.create(model="smollm", prompt=p, max_tokens=8, temperature=0).choices[0].text
+             for p in prompts]
+    before = server.metrics()
+
+    async def together():
+        ac = server.async_client()
+        rs = await asyncio.gather(*(ac.completions.create(model="smollm", prompt=p, max_tokens=8, temperature=0)
+                                    for p in prompts))
+        return [r.choices[0].text for r in rs]
+
+    assert asyncio.run(together()) == alone
+    after = server.metrics()
+    # The requests really shared steps: some step ran more than 16 of them.
+    big = after["maxserve_batch_size_count"] - after['maxserve_batch_size_bucket{le="16.0"}']
+    big_before = before["maxserve_batch_size_count"] - before['maxserve_batch_size_bucket{le="16.0"}']
+    assert big > big_before
+    assert after["maxserve_kv_cache_used_pages"] == 0
+
+
+def test_shared_system_prompt_is_served_from_the_prefix_cache(server, rng):
+    client = server.client()
+    system = "You are a helpful assistant. Facts you know: " + " ".join(rng.choice(WORDS, 60))
+    questions = ["What is the first fact?", "Name one colour you know.", "Say hello."]
+
+    def ask(q):
+        r = client.chat.completions.create(model="smollm", max_tokens=8, temperature=0,
+                                           messages=[{"role": "system", "content": system},
+                                                     {"role": "user", "content": q}])
+        return r.choices[0].message.content, r.usage.prompt_tokens
+
+    hits = lambda m: m.get("maxserve_prefix_cache_hit_tokens_total", 0)  # noqa: E731
+    m0 = server.metrics()
+    first, prompt_tokens = ask(questions[0])  # computes the system prompt's pages
+    m1 = server.metrics()
+    assert hits(m1) == hits(m0)  # a fresh system prompt: nothing to reuse
+    again, _ = ask(questions[0])
+    m2 = server.metrics()
+    assert again == first
+    # All full pages but the one holding the last prompt token came from the cache.
+    assert hits(m2) - hits(m1) == (prompt_tokens - 1) // 16 * 16
+    for q in questions[1:]:
+        before = hits(server.metrics())
+        ask(q)
+        assert hits(server.metrics()) - before >= 48  # the system prompt's full pages at least
+    assert server.metrics()["maxserve_kv_cache_used_pages"] == 0

@@ -1,0 +1,146 @@
+"""``max serve`` under faults (CPU, SmolLM2): bad requests get OpenAI-style 4xx errors and the
+next request works; a client that disconnects mid-stream has its request cancelled and its
+pages freed; a burst far beyond capacity is answered or refused with 429/503, none lost or
+hung, and the server stays up. The burst size is ``MAX_SERVE_BURST`` (default 1000)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import openai
+import pytest
+
+from models import smollm2_gguf
+from serve_util import ServerProcess
+
+BURST = int(os.environ.get("MAX_SERVE_BURST", "1000"))
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = ServerProcess(smollm2_gguf(), "--max-length", "256", "--max-batch-size", "4", "--max-queue-size", "8",
+                      "--kv-cache-page-size", "16", "--served-model-name", "smollm")
+    yield s
+    assert s.stop() == 0, s.errors()
+
+
+def _works(server):
+    r = server.client().completions.create(model="smollm", prompt="The sky is", max_tokens=3, temperature=0)
+    assert r.choices[0].finish_reason in ("length", "stop") and r.usage.completion_tokens >= 1
+
+
+def _error(server, exc_type, **kw):
+    args = dict(model="smollm", prompt="Hello", max_tokens=4)
+    args.update(kw)
+    with pytest.raises(exc_type) as info:
+        server.client().completions.create(**args)
+    err = info.value.body
+    assert isinstance(err, dict) and err.get("message") and err.get("type"), err
+    _works(server)
+    return info.value
+
+
+def test_malformed_json(server):
+    for body in (b"{not json", b'{"prompt": "hi", "max_tokens": "many"}', b'{"max_tokens": 3}', b"[]"):
+        status, err = server.post_raw("/v1/completions", body)
+        assert status == 400, (body, err)
+        assert set(err["error"]) >= {"message", "type", "param", "code"} and err["error"]["message"]
+    _works(server)
+
+
+def test_unknown_model(server):
+    e = _error(server, openai.NotFoundError, model="gpt-17")
+    assert "gpt-17" in e.message and e.code == "model_not_found"
+
+
+def test_max_tokens_past_the_context(server):
+    e = _error(server, openai.BadRequestError, max_tokens=1000)
+    assert "256" in e.message and e.param == "max_tokens"
+
+
+@pytest.mark.parametrize("bad", [{"temperature": -1}, {"temperature": 3}, {"top_p": 0}, {"top_p": 1.5},
+                                 {"max_tokens": 0}, {"n": 2}, {"frequency_penalty": 9}, {"seed": -4},
+                                 {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}}])
+def test_bad_sampling_values(server, bad):
+    e = _error(server, openai.BadRequestError, **bad)
+    name = next(iter(bad["extra_body"])) if "extra_body" in bad else next(iter(bad))
+    assert name in e.message
+
+
+def test_prompt_ten_times_the_context(server):
+    e = _error(server, openai.BadRequestError, prompt="lorem ipsum " * 1280, max_tokens=None)
+    assert "256" in e.message and e.code == "context_length_exceeded"
+    chat = [{"role": "user", "content": "lorem ipsum " * 1280}]
+    with pytest.raises(openai.BadRequestError, match="256"):
+        server.client().chat.completions.create(model="smollm", messages=chat, max_tokens=4)
+    with pytest.raises(openai.BadRequestError, match="token ids"):
+        server.client().completions.create(model="smollm", prompt=[1, 2, 10**9], max_tokens=4)
+    _works(server)
+
+
+def test_disconnect_mid_stream_frees_pages(server):
+    client = server.client()
+    stream = client.completions.create(model="smollm", prompt="Write a long story about a dragon.", max_tokens=200,
+                                       temperature=0, stream=True, extra_body={"ignore_eos": True})
+    got = [next(iter(stream)) for _ in range(3)]
+    assert got[-1].choices[0].finish_reason is None
+    busy = server.metrics()
+    assert busy["maxserve_num_requests_running"] == 1 and busy["maxserve_kv_cache_used_pages"] > 0
+    stream.close()
+    t0 = time.time()
+    idle = server.wait_for(lambda m: m["maxserve_kv_cache_used_pages"] == 0 and m["maxserve_num_requests_running"] == 0
+                           and m["maxserve_num_requests_in_flight"] == 0, timeout=10)
+    assert idle["maxserve_kv_cache_used_pages"] == 0, idle
+    assert idle["maxserve_num_requests_running"] == 0 and idle["maxserve_num_requests_in_flight"] == 0
+    # Cancelled well before its 200 tokens would have taken.
+    assert idle["maxserve_num_output_tokens_total"] - busy["maxserve_num_output_tokens_total"] < 150
+    assert time.time() - t0 < 10
+    _works(server)
+
+
+def test_burst_beyond_capacity_is_answered_or_refused(server):
+    async def burst():
+        client = server.async_client(timeout=300)
+
+        async def one(i):
+            try:
+                r = await client.completions.create(model="smollm", prompt=f"Request {i}:", max_tokens=2, temperature=0)
+                return r.choices[0].finish_reason
+            except openai.RateLimitError:
+                return 429
+            except openai.InternalServerError as e:
+                return e.status_code
+
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(BURST))), timeout=600)
+
+    before = server.metrics()
+    outcomes = asyncio.run(burst())
+    answered = sum(o in ("length", "stop") for o in outcomes)
+    refused = sum(o in (429, 503) for o in outcomes)
+    assert answered + refused == BURST, sorted(set(map(str, outcomes)))
+    assert answered >= 12 and refused > 0
+    m = server.wait_for(lambda m: m["maxserve_num_requests_in_flight"] == 0)
+    assert m["maxserve_num_requests_in_flight"] == 0 and m["maxserve_kv_cache_used_pages"] == 0
+    assert m["maxserve_requests_rejected_total"] - before["maxserve_requests_rejected_total"] == refused
+    assert server.get("/health")[0] == 200
+    _works(server)
+
+
+def test_sigterm_lets_in_flight_requests_finish():
+    import signal
+    import threading
+
+    s = ServerProcess(smollm2_gguf(), "--max-length", "256", "--kv-cache-page-size", "16", "--shutdown-timeout", "60")
+    try:
+        stream = s.client().completions.create(model=str(smollm2_gguf()), prompt="Once upon a time", max_tokens=40,
+                                               temperature=0, stream=True, extra_body={"ignore_eos": True})
+        chunks = iter(stream)
+        first = next(chunks)
+        threading.Timer(0.2, lambda: s.proc.send_signal(signal.SIGTERM)).start()
+        rest = list(chunks)
+        assert (rest or [first])[-1].choices[0].finish_reason == "length"
+        assert s.proc.wait(30) == 0, s.errors()
+    finally:
+        s.stop()
