@@ -66,7 +66,7 @@ class Entry:
 
 def compile_graph(graph: Graph, structure: Any, weights: dict | None = None) -> Entry:
     """Compiles a staged graph (its outputs set) on a session for the devices it touches."""
-    types = list(graph._input_types) + graph.output_types
+    types = list(graph._input_types) + graph.output_types + [w.type for w, _ in graph._weights.values()]
     devices = tuple(sorted({t.device for t in types if t.device.is_gpu()}, key=lambda d: d.id))
     model = _session(devices).load(graph, weights_registry=weights)
     STATS["compiled"] += 1
