@@ -11,7 +11,9 @@ The examples were found programmatically (every fenced block of the pages) and c
 Modular's MAX 26.7. Every included example runs there too, except the ones named in
 ``REAL_MAX_DIFFERS``, where the docs and MAX 26.7 disagree (this project follows the docs).
 
-Covered pages: graph.*.md, driver.md and dtype.md (graph.md, graph.BufferValue.md,
+Covered pages: graph.*.md, driver.md and dtype.md; the eager pages tensor.md, functional.md,
+random.md, nn.module.md, nn.Embedding.md and the two guides (test_tensor.py, test_functional.py,
+test_random.py, test_nn_module.py, test_guides.py, with eager_common.py's helpers) (graph.md, graph.BufferValue.md,
 graph.KernelLibrary.md, graph.Weight.md and graph.shape.md have no code block). The blocks that
 are left out are in ``EXCLUDED`` with a reason each, and show up as skipped tests (``pytest -rs``);
 so does graph.type.md's Type example, transcribed but skipped because it is wrong in the docs.
@@ -53,16 +55,11 @@ EXCLUDED = [
     ("graph.ops.md", "band_part (2)", "not Python: pseudo-code formula with `||` and `&&`"),
     ("graph.ops.md", "chunk (pycon)",
      "pseudo-code: TensorValue([1, 2, 3, 4, 5]) is no constructor (TypeError in real MAX) and `chunk` is unqualified"),
-    ("graph.ops.md", "concat", "uses max.functional / max.tensor.Tensor (eager API)"),
     ("graph.ops.md", "cond (1)", "fragment: `pred` and `device` are undefined"),
     ("graph.ops.md", "cond (2)", "uses ops.inplace_custom; fragment: `buffer` and `pred` are undefined"),
     ("graph.ops.md", "conv2d", "plain Python lists illustrating padding; no MAX API"),
     ("graph.ops.md", "conv2d_transpose", "plain Python lists illustrating padding; no MAX API"),
     ("graph.ops.md", "conv3d", "plain Python lists illustrating padding; no MAX API"),
-    ("graph.ops.md", "exp", "uses max.functional / max.tensor.Tensor (eager API)"),
-    ("graph.ops.md", "log", "uses max.functional / max.tensor.Tensor (eager API)"),
-    ("graph.ops.md", "matmul", "uses max.functional / max.tensor.Tensor (eager API)"),
-    ("graph.ops.md", "relu", "uses max.functional / max.tensor.Tensor (eager API)"),
     ("graph.ops.md", "repeat_interleave (1)", "fragment: `x` is undefined (`input = TensorValue(x)`)"),
     ("graph.ops.md", "repeat_interleave (2)", "fragment: `input` is undefined, `repeat_interleave` unqualified"),
     ("graph.ops.md", "repeat_interleave (3)", "fragment: `input` is undefined, `repeat_interleave` unqualified"),
@@ -72,10 +69,7 @@ EXCLUDED = [
     ("graph.ops.md", "shape_to_tensor (pycon)",
      "fails in real MAX 26.7: ops.constant(np.zeros((1,)), DType.int64) raises 'DType must match input dtype' "
      "(float64 array), and there is no enclosing Graph ('No graph found')"),
-    ("graph.ops.md", "sigmoid", "uses max.functional / max.tensor.Tensor (eager API)"),
     ("graph.ops.md", "slice_tensor", "fragment: `x` is undefined, `slice_tensor` unqualified"),
-    ("graph.ops.md", "sqrt", "uses max.functional / max.tensor.Tensor (eager API)"),
-    ("graph.ops.md", "tanh", "uses max.functional / max.tensor.Tensor (eager API)"),
     ("graph.weights.md", "GGUFWeights", "needs a checkpoint file model-q4_k.gguf the docs don't provide"),
     ("graph.weights.md", "GGUFWeights.data", "fragment: `weights` is undefined"),
     ("graph.weights.md", "GGUFWeights.exists", "fragment: `weights` is undefined; `allocate(...)` placeholder"),

@@ -1,13 +1,16 @@
-"""Graph-building neural-network layers (MAX's ``max.nn``, also importable as
-``max.nn.legacy``, the name MAX 26.1/26.2 documents them under: one set of classes).
+"""``max.nn``: neural-network modules, in both of MAX's spellings.
 
-Each layer is a ``Module`` whose ``__call__`` stages ops on graph values inside a ``Graph``;
-weights are ``max.graph.Weight`` attributes named by their attribute path, with values from
-``load_state_dict`` and handed to ``InferenceSession.load`` by ``state_dict()``."""
+- The eager modules of MAX 26.1/26.2's docs: ``Module``, ``module_dataclass``, ``Linear``,
+  ``Embedding``, ``RMSNorm``, ``GemmaRMSNorm``, ``RotaryEmbedding``, ``TransposedRotaryEmbedding``,
+  ``Sequential``, ``ModuleList`` (also ``max.experimental.nn``, MAX 26.7's name for them).
+- The graph-building layers (MAX 26.7's ``max.nn``; ``max.nn.legacy`` in 26.1/26.2): ``Linear``,
+  ``Embedding``, ``RMSNorm``, ... called with their own signatures (a dtype, a device) build the
+  graph layer, so both spellings work; ``LayerList``, ``LayerNorm``, ``MLP``, attention,
+  ``Transformer`` and the KV-cache types are graph layers only. ``max.nn.Module`` is the eager
+  base, which extends the graph layers' base: graph layers subclassing it keep working."""
 
 from max.nn import kernels, sampling_ops
 from max.nn.attention import AttentionMaskVariant, AttentionWithRope, MHAMaskVariant, MultiheadAttention
-from max.nn.embedding import Embedding
 from max.nn.kv_cache import (
     KVCacheParams,
     KVCacheQuantizationConfig,
@@ -15,18 +18,21 @@ from max.nn.kv_cache import (
     PagedCacheInputSymbols,
     PagedCacheValues,
 )
-from max.nn.layer import Layer, LayerList, Module, Shardable, add_layer_hook, clear_hooks
-from max.nn.linear import MLP, Linear
-from max.nn.norm import GemmaRMSNorm, LayerNorm, RMSNorm
-from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding, RotaryEmbedding
-from max.nn.sequential import Sequential
+from max.nn.layer import Layer, LayerList, Shardable, add_layer_hook, clear_hooks
+from max.nn.layers import Embedding, GemmaRMSNorm, Linear, ModuleList, RMSNorm, Sequential, rms_norm
+from max.nn.linear import MLP
+from max.nn.module import Module, module_dataclass
+from max.nn.norm import LayerNorm
+from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding
+from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding
 from max.nn.transformer import ReturnHiddenStates, ReturnLogits, Transformer, TransformerBlock
 
 __all__ = [
     "MLP", "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
     "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",
-    "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "MultiheadAttention",
-    "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates", "ReturnLogits",
-    "RotaryEmbedding", "Sequential", "Shardable", "Transformer", "TransformerBlock", "add_layer_hook",
-    "clear_hooks", "kernels", "sampling_ops",
+    "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "ModuleList",
+    "MultiheadAttention", "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates",
+    "ReturnLogits", "RotaryEmbedding", "Sequential", "Shardable", "Transformer", "TransformerBlock",
+    "TransposedRotaryEmbedding", "add_layer_hook", "clear_hooks", "kernels", "module_dataclass", "rms_norm",
+    "sampling_ops",
 ]

@@ -1,20 +1,38 @@
-"""``max.nn.legacy``: the name MAX 26.1/26.2 give the graph-building layers. The same classes
-as ``max.nn``; the submodules (``max.nn.legacy.linear``, ``.norm``, ``.attention``, ...) are
-the same modules too."""
+"""``max.nn.legacy``: the graph-building layers (MAX 26.1/26.2's name for them; MAX 26.7 calls
+them ``max.nn``). Every class here stages ops on graph values inside a ``Graph``; the
+submodules (``max.nn.legacy.linear``, ``.norm``, ``.attention``, ...) are ``max.nn``'s."""
 
 import sys as _sys
 
-from max import nn as _nn
-from max.nn import *  # noqa: F403
-from max.nn import __all__ as _all
-from max.nn import attention, embedding, kernels, kv_cache, layer, linear, norm, rotary_embedding, sequential
-from max.nn import transformer
+from max.nn import attention, embedding, kernels, kv_cache, layer, linear, norm, rotary_embedding, sampling_ops
+from max.nn import sequential, transformer
+from max.nn.attention import AttentionMaskVariant, AttentionWithRope, MHAMaskVariant, MultiheadAttention
+from max.nn.embedding import Embedding
+from max.nn.kv_cache import (
+    KVCacheParams,
+    KVCacheQuantizationConfig,
+    KVCacheStrategy,
+    PagedCacheInputSymbols,
+    PagedCacheValues,
+)
+from max.nn.layer import Layer, LayerList, Module, Shardable, add_layer_hook, clear_hooks
+from max.nn.linear import MLP, Linear
+from max.nn.norm import GemmaRMSNorm, LayerNorm, RMSNorm
+from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding, RotaryEmbedding
+from max.nn.sequential import Sequential
+from max.nn.transformer import ReturnHiddenStates, ReturnLogits, Transformer, TransformerBlock
 
 for _name in ["attention", "embedding", "kernels", "kv_cache", "layer", "linear", "norm", "rotary_embedding",
               "sequential", "transformer", "attention.attention_with_rope", "attention.multihead_attention",
               "attention.mask_config", "kv_cache.cache_params", "transformer.transformer"]:
     _sys.modules[f"{__name__}.{_name}"] = _sys.modules[f"max.nn.{_name}"]
 
-__all__ = [*_all, "attention", "embedding", "kernels", "kv_cache", "layer", "linear", "norm", "rotary_embedding",
-           "sequential", "transformer"]
-del _nn
+__all__ = [
+    "MLP", "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
+    "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",
+    "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "MultiheadAttention",
+    "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates", "ReturnLogits",
+    "RotaryEmbedding", "Sequential", "Shardable", "Transformer", "TransformerBlock", "add_layer_hook",
+    "clear_hooks", "attention", "embedding", "kernels", "kv_cache", "layer", "linear", "norm",
+    "rotary_embedding", "sampling_ops", "sequential", "transformer",
+]

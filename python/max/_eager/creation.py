@@ -1,0 +1,131 @@
+"""Making tensors from host data: default dtype/device, and host buffers of any dtype
+(numpy lacks bfloat16 and float8, so those are made in float32 and cast by the driver).
+Under ``F.lazy()`` filled tensors are deferred: their memory is only made if they are used."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from max import driver
+from max.dtype import DType
+from max.graph.type import DeviceRef, TensorType
+from max._eager.context import CURRENT, StagingContext
+
+_DTYPE: contextvars.ContextVar[DType | None] = contextvars.ContextVar("max_default_dtype", default=None)
+_DEVICE: contextvars.ContextVar[Any] = contextvars.ContextVar("max_default_device", default=None)
+_ACCEL: list = []
+
+
+def _default_accelerator_or_cpu() -> driver.Device:
+    if not _ACCEL:
+        _ACCEL.append(driver.Accelerator() if driver.accelerator_count() else driver.CPU())
+    return _ACCEL[0]
+
+
+def as_device(device: Any) -> driver.Device:
+    if isinstance(device, DeviceRef):
+        return device.to_device()
+    if isinstance(device, driver.Device):
+        return device
+    raise TypeError(f"expected a max.driver.Device or DeviceRef, got {device!r}")
+
+
+def defaults(dtype: DType | None = None, device: Any = None) -> tuple[DType, driver.Device]:
+    """The dtype and device for a new tensor: the given ones, else the context's defaults, else
+    an accelerator if there is one (bfloat16 there) or the CPU (float32)."""
+    if device is None:
+        device = _DEVICE.get()
+    device = _default_accelerator_or_cpu() if device is None else as_device(device)
+    if dtype is None:
+        dtype = _DTYPE.get()
+    if dtype is None:
+        dtype = DType.float32 if device.is_host else DType.bfloat16
+    if not isinstance(dtype, DType):
+        raise TypeError(f"expected a max.dtype.DType, got {dtype!r}")
+    return dtype, device
+
+
+@contextlib.contextmanager
+def default_device(device: Any) -> Iterator[None]:
+    token = _DEVICE.set(as_device(device))
+    try:
+        yield
+    finally:
+        _DEVICE.reset(token)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: DType) -> Iterator[None]:
+    token = _DTYPE.set(dtype)
+    try:
+        yield
+    finally:
+        _DTYPE.reset(token)
+
+
+@contextlib.contextmanager
+def defaults_like(like: Any) -> Iterator[None]:
+    device = like.device
+    t1, t2 = _DTYPE.set(like.dtype), _DEVICE.set(as_device(device))
+    try:
+        yield
+    finally:
+        _DEVICE.reset(t2)
+        _DTYPE.reset(t1)
+
+
+def numpy_dtype(dtype: DType) -> np.dtype | None:
+    try:
+        return np.dtype(dtype.to_numpy())
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+
+
+def host_values(value: Any) -> np.ndarray:
+    """Any array-like (nested lists, numbers, numpy, DLPack arrays) as a numpy array."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__dlpack__") and not isinstance(value, (list, tuple)):
+        try:
+            return np.from_dlpack(value)
+        except (BufferError, TypeError, RuntimeError):
+            return np.asarray(value)
+    return np.asarray(value)
+
+
+def buffer(arr: np.ndarray, dtype: DType, device: driver.Device) -> driver.Buffer:
+    """A new Buffer of `dtype` on `device` holding `arr`'s values (always a copy)."""
+    np_dt = numpy_dtype(dtype)
+    if np_dt is not None:
+        buf = driver.Buffer.from_numpy(np.array(arr, dtype=np_dt, order="C", copy=True))
+    else:
+        buf = driver.Buffer.from_numpy(np.array(arr, dtype=np.float32, order="C", copy=True))._cast(dtype)
+    return buf if device.is_host else buf.to(device)
+
+
+def static_shape(shape: Any, op: str) -> tuple[int, ...]:
+    from max.graph.dim import Dim, StaticDim
+
+    dims = []
+    for d in shape:
+        dim = d if isinstance(d, Dim) else Dim(d)
+        if not isinstance(dim, StaticDim):
+            raise ValueError(f"Tensor.{op}: shape {list(shape)} has a symbolic dim {dim}; eager tensors need static shapes")
+        dims.append(int(dim))
+    return tuple(dims)
+
+
+def make(shape: tuple[int, ...], dtype: DType, device: driver.Device, values: Callable[[], np.ndarray]) -> Any:
+    """A tensor from host values made by `values()`; deferred under ``F.lazy()``."""
+    from max.tensor import Tensor
+
+    ctx = CURRENT.get()
+    if isinstance(ctx, StagingContext) and not ctx.realize_on_exit:
+        ttype = TensorType(dtype, shape, DeviceRef.from_device(device))
+        return ctx.deferred_source(ttype, lambda: buffer(values(), dtype, device))
+    return Tensor(storage=buffer(values(), dtype, device))

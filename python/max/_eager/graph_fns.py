@@ -1,0 +1,150 @@
+"""Functional ops that are compositions of graph ops (``max.functional`` lifts them to Tensors
+like any graph op): reductions over all elements (``axis=None``), ``split`` by chunk size,
+``clip``, ``hann_window`` and ``complex_mul``. Each takes and returns graph values."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from max.dtype import DType
+from max.graph import TensorValue, ops
+from max.graph.dim import StaticDim
+
+
+def _flat(x: TensorValue, axis: int | None) -> tuple[TensorValue, int]:
+    if axis is None:
+        return ops.reshape(x, [-1]), 0
+    return x, axis
+
+
+def sum(x: Any, axis: int | None = -1) -> TensorValue:  # noqa: A001 - MAX's name
+    """Sum along `axis` (kept, size 1); `axis=None` sums every element into shape [1]."""
+    v, a = _flat(x, axis)
+    return ops.sum(v, a)
+
+
+def mean(x: Any, axis: int | None = -1) -> TensorValue:
+    v, a = _flat(x, axis)
+    return ops.mean(v, a)
+
+
+def argmax(x: Any, axis: int | None = -1) -> TensorValue:
+    v, a = _flat(x, axis)
+    return ops.argmax(v, a)
+
+
+def argmin(x: Any, axis: int | None = -1) -> TensorValue:
+    v, a = _flat(x, axis)
+    return ops.argmin(v, a)
+
+
+def max(x: Any, y: Any = None, /, axis: int | None = -1) -> TensorValue:  # noqa: A001 - MAX's name
+    """Elementwise maximum of `x` and `y`, or the maximum of `x` along `axis` (None: all)."""
+    if y is not None:
+        return ops.max(x, y)
+    v, a = _flat(x, axis)
+    return ops.max(v, axis=a)
+
+
+def min(x: Any, y: Any = None, /, axis: int | None = -1) -> TensorValue:  # noqa: A001 - MAX's name
+    if y is not None:
+        return ops.min(x, y)
+    v, a = _flat(x, axis)
+    return ops.min(v, axis=a)
+
+
+def split(x: TensorValue, split_size_or_sections: int | list[int], axis: int = 0) -> list[TensorValue]:
+    """Pieces of `x` along `axis`: of the given sizes (a list), or of one size (an int; the
+    last piece holds what is left)."""
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        dim = x.shape[axis]
+        if not isinstance(dim, StaticDim):
+            raise ValueError(f"split: axis {axis} of shape {list(x.shape)} is symbolic; give the sizes as a list")
+        if size <= 0:
+            raise ValueError(f"split: the chunk size must be positive, got {size}")
+        total = int(dim)
+        sizes = [size] * (total // size) + ([total % size] if total % size else [])
+        return ops.split(x, sizes, axis)
+    return ops.split(x, list(split_size_or_sections), axis)
+
+
+def clip(x: TensorValue, min: Any = None, max: Any = None) -> TensorValue:  # noqa: A002
+    """`x` with values below `min` raised to it and values above `max` lowered to it."""
+    if min is not None:
+        x = ops.max(x, min)
+    if max is not None:
+        x = ops.min(x, max)
+    return x
+
+
+def hann_window(window_length: int, device: Any, periodic: bool = True, dtype: DType = DType.float32) -> TensorValue:
+    """``0.5 - 0.5 cos(2 pi n / N)`` for n < window_length; N is window_length (periodic) or
+    window_length - 1 (symmetric)."""
+    if window_length <= 0:
+        raise ValueError(f"hann_window: window_length must be positive, got {window_length}")
+    if window_length == 1:
+        return ops.constant([1.0], dtype, device)
+    n = ops.range(0, window_length, 1, dtype=DType.float32, device=device)
+    denom = window_length if periodic else window_length - 1
+    w = 0.5 - 0.5 * ops.cos(n * (2.0 * math.pi / denom))
+    return ops.cast(w, dtype)
+
+
+def complex_mul(lhs: TensorValue, rhs: TensorValue) -> TensorValue:
+    """Complex product of tensors whose last dim of 2 holds (real, imag)."""
+    a, b = lhs[..., 0], lhs[..., 1]
+    c, d = rhs[..., 0], rhs[..., 1]
+    return ops.stack([a * c - b * d, a * d + b * c], axis=-1)
+
+
+def _describe(v: TensorValue) -> str:
+    return f"{v.dtype.name}{[int(d) if isinstance(d, StaticDim) else str(d) for d in v.shape]} on {v.device}"
+
+
+def strict(op: Any) -> Any:
+    """`op` (a binary graph op) refusing two tensors of different dtypes or devices: eager code
+    casts or moves explicitly (Python numbers still take the tensor's dtype)."""
+
+    def checked(lhs: Any, rhs: Any) -> TensorValue:
+        if isinstance(lhs, TensorValue) and isinstance(rhs, TensorValue):
+            if lhs.dtype != rhs.dtype or lhs.device != rhs.device:
+                what = "dtypes" if lhs.dtype != rhs.dtype else "devices"
+                raise TypeError(
+                    f"{op.__name__}: the operands' {what} differ ({_describe(lhs)} and {_describe(rhs)}); "
+                    "cast with .cast(dtype) or move with .to(device) first"
+                )
+        return op(lhs, rhs)
+
+    checked.__name__ = op.__name__
+    checked.__doc__ = op.__doc__
+    return checked
+
+
+add = strict(ops.add)
+sub = strict(ops.sub)
+mul = strict(ops.mul)
+div = strict(ops.div)
+mod = strict(ops.mod)
+pow = strict(ops.pow)  # noqa: A001
+equal = strict(ops.equal)
+not_equal = strict(ops.not_equal)
+greater = strict(ops.greater)
+greater_equal = strict(ops.greater_equal)
+logical_and = strict(ops.logical_and)
+logical_or = strict(ops.logical_or)
+logical_xor = strict(ops.logical_xor)
+matmul = strict(ops.matmul)
+
+
+def floordiv(lhs: Any, rhs: Any) -> TensorValue:
+    return strict(_floordiv)(lhs, rhs)
+
+
+def _floordiv(lhs: Any, rhs: Any) -> TensorValue:
+    return lhs // rhs if isinstance(lhs, TensorValue) else rhs.__rfloordiv__(lhs)
+
+
+def getitem(x: TensorValue, index: Any) -> TensorValue:
+    return x[index]

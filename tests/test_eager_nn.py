@@ -1,0 +1,109 @@
+"""The eager max.nn against the graph layers and numpy, and F.functional fusion: a 3-layer MLP
+under F.functional compiles one graph and gives the eager numbers."""
+
+import numpy as np
+
+import max.functional as F
+from max import engine
+from max.driver import CPU
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType
+from max.nn import legacy
+from max.nn import GemmaRMSNorm, Linear, RMSNorm, Sequential
+from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding, freqs
+from max.tensor import Tensor
+from max._eager import compiled
+
+
+def _mlp():
+    return [Linear(16, 32), Linear(32, 32), Linear(32, 8)]
+
+
+def _forward(layers, x):
+    h = F.relu(layers[0](x))
+    h = F.relu(layers[1](h))
+    return layers[2](h)
+
+
+def test_functional_mlp_is_one_graph_with_the_eager_numbers(rng):
+    layers = _mlp()
+    x = Tensor.constant(rng.standard_normal((4, 16)), dtype=DType.float32)
+    eager = _forward(layers, x).to_numpy()
+    fused = F.functional(lambda x: _forward(layers, x))
+    before = compiled.STATS["compiled"]
+    out = fused(x)
+    assert compiled.STATS["compiled"] == before + 1  # the whole MLP: one graph
+    again = fused(x)
+    assert compiled.STATS["compiled"] == before + 1  # and cached
+    np.testing.assert_allclose(out.to_numpy(), eager, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(again.to_numpy(), out.to_numpy())
+    entry = list(compiled._CACHE.values())[-1]
+    plan = entry.model._core.plan_report([(t.dtype.value, [int(d) for d in t.shape]) for t in entry.graph._input_types])
+    assert plan.count("matmul") == 3, plan  # one program holding the three layers
+    w = [(l.weight.to_numpy().astype(np.float64), l.bias.to_numpy().astype(np.float64)) for l in layers]
+    h = x.to_numpy().astype(np.float64)
+    for i, (wi, bi) in enumerate(w):
+        h = h @ wi.T + bi
+        h = np.maximum(h, 0) if i < 2 else h
+    np.testing.assert_allclose(out.to_numpy(), h, rtol=1e-4, atol=1e-5)
+
+
+def _graph_layer_run(layer, state, x, *extra_types):
+    t = TensorType(DType.float32, list(x.shape), DeviceRef.CPU())
+    g = Graph("ref", forward=lambda v: layer(v), input_types=[t])
+    layer.load_state_dict(state)
+    model = engine.InferenceSession([CPU()]).load(g, weights_registry=layer.state_dict())
+    return model.execute(x)[0].to_numpy()
+
+
+def test_eager_layers_match_graph_layers_bit_for_bit(rng):
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    lin = Linear(16, 8)
+    state = {"weight": lin.weight.to_numpy(), "bias": lin.bias.to_numpy()}
+    ref = _graph_layer_run(legacy.Linear(16, 8, DType.float32, DeviceRef.CPU(), has_bias=True), state, x)
+    np.testing.assert_array_equal(lin(Tensor.from_numpy(x)).to_numpy(), ref)
+
+    norm = RMSNorm(16, eps=1e-5)
+    norm.weight = Tensor.constant(rng.standard_normal(16), dtype=DType.float32)
+    ref = _graph_layer_run(legacy.RMSNorm(16, DType.float32, 1e-5, multiply_before_cast=False),
+                           {"weight": norm.weight.to_numpy()}, x)
+    np.testing.assert_array_equal(norm(Tensor.from_numpy(x)).to_numpy(), ref)
+
+    gemma = GemmaRMSNorm(16)
+    ref = _graph_layer_run(legacy.GemmaRMSNorm(16, DType.float32), {"weight": gemma.weight.to_numpy()}, x)
+    np.testing.assert_array_equal(gemma(Tensor.from_numpy(x)).to_numpy(), ref)
+
+
+def test_eager_layers_stage_inside_a_graph(rng):
+    """The same module on graph values stages ops (its parameters become constants)."""
+    model = Sequential(Linear(6, 4), RMSNorm(4))
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    g = Graph("staged", forward=lambda v: model(v), input_types=[TensorType(DType.float32, [2, 6], DeviceRef.CPU())])
+    staged = engine.InferenceSession([CPU()]).load(g).execute(x)[0].to_numpy()
+    np.testing.assert_array_equal(staged, model(Tensor.from_numpy(x)).to_numpy())
+
+
+def _rope_ref(x, table, start, interleaved):
+    b, s, h, d = x.shape
+    cos, sin = table[start:start + s, 0::2], table[start:start + s, 1::2]
+    if interleaved:
+        re, im = x[..., 0::2], x[..., 1::2]
+    else:
+        re, im = x[..., : d // 2], x[..., d // 2:]
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    out_re, out_im = re * cos - im * sin, re * sin + im * cos
+    out = np.empty_like(x)
+    if interleaved:
+        out[..., 0::2], out[..., 1::2] = out_re, out_im
+    else:
+        out[..., : d // 2], out[..., d // 2:] = out_re, out_im
+    return out
+
+
+def test_rotary_embeddings_match_numpy(rng):
+    table = freqs(8, 32, theta=10000.0)
+    x = rng.standard_normal((2, 5, 3, 8))
+    for cls, interleaved in ((RotaryEmbedding, True), (TransposedRotaryEmbedding, False)):
+        got = cls(table)(Tensor.constant(x, dtype=DType.float32), start_pos=4).to_numpy()
+        want = _rope_ref(x, table.to_numpy().astype(np.float64), 4, interleaved)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

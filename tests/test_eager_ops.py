@@ -1,0 +1,189 @@
+"""The eager Tensor ops and max.functional against numpy in float64, with fresh random inputs,
+once per device (the GPU case skips without one); the errors eager ops raise."""
+
+import math
+
+import numpy as np
+import pytest
+
+import max.functional as F
+from max.dtype import DType
+from max.tensor import Tensor
+
+_erf = np.vectorize(math.erf)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# name: (eager function of the input Tensors, numpy reference of the float64 inputs, input
+# shapes, input domain). Reductions keep the reduced axis (MAX's convention); axis=None
+# reduces everything to shape [1].
+CASES = {
+    "abs": (lambda x: abs(x), np.abs, [(3, 5)], "any"),
+    "neg": (lambda x: -x, np.negative, [(7,)], "any"),
+    "exp": (F.exp, np.exp, [(4, 4)], "any"),
+    "log": (F.log, np.log, [(4, 4)], "pos"),
+    "log1p": (F.log1p, np.log1p, [(9,)], "pos"),
+    "sqrt": (F.sqrt, np.sqrt, [(2, 3, 4)], "pos"),
+    "rsqrt": (F.rsqrt, lambda x: 1 / np.sqrt(x), [(6,)], "pos"),
+    "sin": (F.sin, np.sin, [(5, 5)], "any"),
+    "cos": (F.cos, np.cos, [(5, 5)], "any"),
+    "tanh": (F.tanh, np.tanh, [(5, 5)], "any"),
+    "atanh": (F.atanh, np.arctanh, [(8,)], "unit"),
+    "erf": (F.erf, _erf, [(8,)], "any"),
+    "floor": (F.floor, np.floor, [(8,)], "any"),
+    "trunc": (F.trunc, np.trunc, [(8,)], "any"),
+    "relu": (F.relu, lambda x: np.maximum(x, 0), [(3, 4)], "any"),
+    "sigmoid": (F.sigmoid, _sigmoid, [(3, 4)], "any"),
+    "silu": (F.silu, lambda x: x * _sigmoid(x), [(3, 4)], "any"),
+    "gelu": (F.gelu, lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))), [(3, 4)], "any"),
+    "softmax": (F.softmax, _softmax, [(3, 7)], "any"),
+    "logsoftmax": (F.logsoftmax, lambda x: np.log(_softmax(x)), [(3, 7)], "any"),
+    "add": (lambda a, b: a + b, np.add, [(3, 4), (4,)], "any"),
+    "sub": (lambda a, b: a - b, np.subtract, [(3, 4), (3, 1)], "any"),
+    "rsub": (lambda a: 2.5 - a, lambda a: 2.5 - a, [(5,)], "any"),
+    "mul": (lambda a, b: a * b, np.multiply, [(2, 3), (2, 3)], "any"),
+    "scalar_mul_add": (lambda a: a * 1.0001 + 1, lambda a: a * 1.0001 + 1, [(1024,)], "any"),
+    "div": (lambda a, b: a / b, np.divide, [(2, 3), (2, 3)], "pos"),
+    "pow": (lambda a: a**2, lambda a: a**2, [(6,)], "any"),
+    "pow_tensor": (F.pow, np.power, [(6,), (6,)], "pos"),
+    "maximum": (F.max, np.maximum, [(4, 3), (4, 3)], "any"),
+    "minimum": (F.min, np.minimum, [(4, 3), (4, 3)], "any"),
+    "matmul": (lambda a, b: a @ b, np.matmul, [(3, 5), (5, 4)], "any"),
+    "batched_matmul": (F.matmul, np.matmul, [(2, 3, 5), (2, 5, 4)], "any"),
+    "vector_matmul": (lambda a, b: a @ b.T, lambda a, b: a @ b.T, [(5,), (4, 5)], "any"),
+    "outer": (F.outer, np.outer, [(3,), (4,)], "any"),
+    "greater": (lambda a, b: a > b, np.greater, [(10,), (10,)], "any"),
+    "less_equal": (lambda a, b: a <= b, np.less_equal, [(10,), (10,)], "any"),
+    "where": (lambda a, b: F.where(a > b, a, b), lambda a, b: np.where(a > b, a, b), [(3, 3), (3, 3)], "any"),
+    "sum_last": (lambda x: x.sum(), lambda x: x.sum(-1, keepdims=True), [(3, 4)], "any"),
+    "sum_0": (lambda x: x.sum(axis=0), lambda x: x.sum(0, keepdims=True), [(3, 4)], "any"),
+    "sum_all": (lambda x: x.sum(axis=None), lambda x: x.sum().reshape(1), [(3, 4)], "any"),
+    "mean": (lambda x: x.mean(axis=1), lambda x: x.mean(1, keepdims=True), [(2, 3, 4)], "any"),
+    "max_all": (lambda x: x.max(axis=None), lambda x: x.max().reshape(1), [(3, 4)], "any"),
+    "min_0": (lambda x: F.min(x, axis=0), lambda x: x.min(0, keepdims=True), [(3, 4)], "any"),
+    "argmax": (lambda x: x.argmax(), lambda x: x.argmax(-1)[:, None], [(3, 6)], "any"),
+    "argmin_all": (lambda x: x.argmin(axis=None), lambda x: np.array([x.argmin()]), [(3, 6)], "any"),
+    "cumsum": (F.cumsum, lambda x: np.cumsum(x, -1), [(2, 5)], "any"),
+    "reshape": (lambda x: x.reshape([4, 3]), lambda x: x.reshape(4, 3), [(2, 6)], "any"),
+    "transpose": (lambda x: x.T, lambda x: np.swapaxes(x, -1, -2), [(2, 3, 4)], "any"),
+    "permute": (lambda x: x.permute([2, 0, 1]), lambda x: x.transpose(2, 0, 1), [(2, 3, 4)], "any"),
+    "flatten": (lambda x: F.flatten(x, 1), lambda x: x.reshape(2, -1), [(2, 3, 4)], "any"),
+    "unsqueeze": (lambda x: x.unsqueeze(-1), lambda x: x[..., None], [(3,)], "any"),
+    "squeeze": (lambda x: x.squeeze(1), lambda x: x[:, 0], [(4, 1, 2)], "any"),
+    "broadcast_to": (lambda x: x.broadcast_to([2, 3, 4]), lambda x: np.broadcast_to(x, (2, 3, 4)), [(3, 1)], "any"),
+    "concat": (lambda a, b: F.concat([a, b], axis=1), lambda a, b: np.concatenate([a, b], 1), [(2, 3), (2, 2)], "any"),
+    "stack": (lambda a, b: F.stack([a, b]), lambda a, b: np.stack([a, b]), [(2, 3), (2, 3)], "any"),
+    "split_first": (lambda x: F.split(x, 3)[3], lambda x: x[9:], [(10, 2)], "any"),
+    "chunk": (lambda x: F.chunk(x, 2, axis=1)[1], lambda x: x[:, 2:], [(3, 4)], "any"),
+    "tile": (lambda x: F.tile(x, [2, 1]), lambda x: np.tile(x, (2, 1)), [(2, 3)], "any"),
+    "pad": (lambda x: F.pad(x, [1, 0, 0, 2]), lambda x: np.pad(x, ((1, 0), (0, 2))), [(2, 3)], "any"),
+    "getitem": (lambda x: x[1, ::2], lambda x: x[1, ::2], [(3, 5)], "any"),
+    "getitem_ellipsis": (lambda x: x[..., -1], lambda x: x[..., -1], [(2, 3, 4)], "any"),
+    "clip": (lambda x: x.clip(min=-0.5, max=0.5), lambda x: np.clip(x, -0.5, 0.5), [(10,)], "any"),
+    "cast_int": (lambda x: (x * 10).cast(DType.int32), lambda x: np.trunc(x * 10), [(10,)], "any"),
+    "gather": (lambda x: F.gather(x, Tensor.constant([2, 0], dtype=DType.int64, device=x.device), axis=0),
+               lambda x: x[[2, 0]], [(3, 4)], "any"),
+    "layer_norm": (lambda x: F.layer_norm(x, Tensor.ones_like(x[0]), Tensor.zeros_like(x[0]), 1e-5),
+                   lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),
+                   [(3, 8)], "any"),
+    "functional_region": (F.functional(lambda a, b: F.relu(a @ b) * 2 - 1),
+                          lambda a, b: np.maximum(a @ b, 0) * 2 - 1, [(3, 4), (4, 2)], "any"),
+}
+
+
+def _inputs(rng, shapes, domain):
+    out = []
+    for s in shapes:
+        x = rng.standard_normal(s)
+        if domain == "pos":
+            x = np.abs(x) + 0.1
+        elif domain == "unit":
+            x = np.tanh(x) * 0.9
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_matches_numpy(name, rng, device):
+    fn, ref, shapes, domain = CASES[name]
+    xs = _inputs(rng, shapes, domain)
+    tensors = [Tensor.constant(x, dtype=DType.float32, device=device) for x in xs]
+    got = fn(*tensors)
+    want = ref(*[x.astype(np.float32).astype(np.float64) for x in xs])
+    assert list(got.shape) == list(np.shape(want)), f"{name}: shape {list(got.shape)} vs {np.shape(want)}"
+    np.testing.assert_allclose(got.to_numpy().astype(np.float64), want, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+def test_repeated_op_compiles_once():
+    from max._eager import compiled
+
+    x = Tensor.constant(np.ones(1024, np.float32))
+    x = x * 1.0001 + 1
+    before = compiled.STATS["compiled"]
+    for _ in range(50):
+        x = x * 1.0001 + 1
+    assert compiled.STATS["compiled"] == before
+    expect = np.ones(1024)
+    for _ in range(51):
+        expect = expect * np.float32(1.0001) + 1
+    np.testing.assert_allclose(x.to_numpy(), expect, rtol=1e-5)
+
+
+def test_cache_key_tells_shapes_dtypes_and_constants_apart():
+    a = Tensor.constant([1.0, 2.0])
+    assert (a * 2).to_numpy().tolist() == [2.0, 4.0]
+    assert (a * 3).to_numpy().tolist() == [3.0, 6.0]
+    assert (Tensor.constant([1.0, 2.0, 3.0]) * 2).to_numpy().tolist() == [2.0, 4.0, 6.0]
+    i = Tensor.constant([1, 2], dtype=DType.int32)
+    assert (i * 2).dtype == DType.int32 and (i * 2).to_numpy().tolist() == [2, 4]
+
+
+def test_errors_name_the_op_and_shapes():
+    a, b = Tensor.ones([2, 3]), Tensor.ones([3, 2])
+    with pytest.raises(ValueError, match=r"add.*\[2, 3\].*\[3, 2\]"):
+        a + b
+    with pytest.raises(ValueError, match="matmul"):
+        a @ a
+
+
+def test_mixing_dtypes_without_a_cast_raises():
+    a = Tensor.ones([2, 3])
+    with pytest.raises(TypeError, match=r"add: the operands' dtypes differ \(float32\[2, 3\].*float64\[2, 3\]"):
+        a + Tensor.ones([2, 3], dtype=DType.float64)
+    with pytest.raises(TypeError, match="mul"):
+        a * Tensor.ones([2, 3], dtype=DType.int32)
+    assert (a + Tensor.ones([2, 3], dtype=DType.float64).cast(DType.float32)).to_numpy().sum() == 12
+
+
+def test_mixing_devices_without_a_move_raises(gpu):
+    from max.driver import CPU
+
+    with pytest.raises(TypeError, match="devices differ"):
+        Tensor.ones([4], device=CPU()) + Tensor.ones([4], dtype=DType.float32, device=gpu)
+
+
+def test_item_and_conversions():
+    t = Tensor.constant([[1.5]])
+    assert t.item() == 1.5 and float(t) == 1.5
+    with pytest.raises(TypeError, match="item"):
+        Tensor.ones([2]).item()
+    x = Tensor.arange(6, dtype=DType.int32).reshape([2, 3])
+    assert np.asarray(x).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert np.from_dlpack(x).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert Tensor.from_dlpack(np.arange(3.0)).dtype == DType.float64
+
+
+def test_lazy_defers_until_needed():
+    with F.lazy():
+        x = Tensor.ones([3]) * 2
+        assert not x.real
+    assert not x.real
+    assert x.to_numpy().tolist() == [2.0, 2.0, 2.0] and x.real
