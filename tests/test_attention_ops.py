@@ -27,10 +27,11 @@ def _buf(x: np.ndarray, device) -> driver.Buffer:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset,mbc", [(0.0, True), (1.0, True), (0.0, False)])
-def test_rms_norm(device, rng, dtype, offset, mbc):
+@pytest.mark.parametrize("d", [96, 97, 2048])  # rows of whole 16-byte vectors (a warp, a block) and not
+def test_rms_norm(device, rng, dtype, offset, mbc, d):
     ref = DeviceRef.from_device(device)
-    x = rng.standard_normal((5, 3, 96)).astype(NP[dtype])
-    w = rng.standard_normal(96).astype(NP[dtype])
+    x = rng.standard_normal((5, 3, d)).astype(NP[dtype])
+    w = rng.standard_normal(d).astype(NP[dtype])
     g = Graph(
         "rms",
         lambda a, b: kernels.rms_norm(a, b, 1e-5, weight_offset=offset, multiply_before_cast=mbc),
@@ -189,13 +190,17 @@ def test_store_then_attend(device, rng, dtype, mask, window, softcap):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mask,window", [("causal", None), ("sliding_window", 3), ("sliding_window", 300)])
-@pytest.mark.parametrize("hkv,hq,lens", [(1, 4, [2900]), (2, 6, [1800, 5, 700])])
-def test_decode_over_long_caches(device, rng, dtype, mask, window, hkv, hq, lens):
+@pytest.mark.parametrize(
+    "hkv,hq,d,lens",
+    [(1, 4, 64, [2900]), (2, 6, 64, [1800, 5, 700]), (2, 16, 128, [300, 4100]), (1, 12, 64, [500, 40])],
+)
+def test_decode_over_long_caches(device, rng, dtype, mask, window, hkv, hq, d, lens):
     """One new token per sequence against caches of thousands of tokens: enough work that a
     device may split each head's keys into shares and combine them (shares with no visible key
-    under a short sliding window included)."""
+    under a short sliding window included); head dims 64 and 128, 3 to 12 query heads per kv
+    head (the GPU's split form takes up to 8, the general form the rest)."""
     ref = DeviceRef.from_device(device)
-    ps, d, layers = 64, 64, 1
+    ps, layers = 64, 1
     width = max(lens) // ps + 1
     pages = len(lens) * width
     table = rng.permutation(pages).astype(np.uint32).reshape(len(lens), width)

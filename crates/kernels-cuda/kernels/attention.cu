@@ -6,11 +6,13 @@
 // The cache is [pages, 2, layers, page_size, kv_heads, head_dim]; keys of (page, layer) start at
 // ((page * 2 + 0) * layers + layer) * page_size * kv_heads * head_dim, values one layer-block on.
 //
-// These are the straightforward forms: one thread per output element for rope and the store,
-// and for attention one block per (query row, query head) whose warps take every eighth chunk of
-// 32 visible keys (a lane per key for the scores, an online softmax, then a lane per dim for the
-// values) and merge their partial results at the end. Index
-// tensors come from the engine's own KV-cache bookkeeping; out-of-range positions or pages do
+// Rope and the store are one thread per output element. Attention has two forms: the split
+// form below (GQA groups sharing each key load, keys split across blocks and combined), taken
+// whenever a key row is 16-byte chunks for at most a warp and a kv head serves at most 8 query
+// heads; otherwise the general form, one block per (query row, query head) whose warps take
+// every eighth chunk of 32 visible keys (a lane per key for the scores, an online softmax, then
+// a lane per dim for the values) and merge their partial results at the end. Index tensors come
+// from the engine's own KV-cache bookkeeping; out-of-range positions or pages do
 // not fault: rope writes NaN, the store skips the token, attention skips the key.
 
 #define FULL_MASK 0xffffffffu
@@ -221,6 +223,278 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
     }
 }
 
+// ---- paged_attention, the split form ------------------------------------------------------
+// One block per (query row, kv head, split of the keys). The G = q_heads / kv_heads query heads
+// that read one kv head share every key and value load (GQA). The block walks its split in
+// chunks of CHUNK keys (one per thread), in three phases separated by barriers, each issuing
+// all of its loads before using any (a decode step is a chain of memory round trips, so the
+// number of round trips is what costs):
+//   1. scores: thread t takes key t of the chunk whole (its page id, then every 16-byte piece
+//      of the row at once) and dots it with the G queries (f32, shared memory);
+//   2. probabilities: one warp per head takes the chunk's maximum, rescales the running sum
+//      (online softmax across chunks) and turns the scores into e^(s - m);
+//   3. values: LPK lanes hold one value row, 16 bytes each (LPK = dim * sizeof(T) / 16, a power
+//      of two up to 32); the block's 128 / LPK lane groups share the chunk's keys, each loading
+//      all of its rows before adding p * v for the G heads.
+// The warps' sums meet in shared memory at the end. With one split the block writes the
+// normalised output; otherwise (m, l, acc) go to `partial` and attention_combine merges the
+// splits of each (row, head). The host picks the splits from the lookup table's width (the
+// most keys a sequence can hold), not from the cached lengths, which stay on the device: splits
+// past a sequence's keys find nothing and record an empty share. Key positions are u32 (the
+// engine's lengths and slots are u32).
+
+#define SPLIT_THREADS 128
+#define SPLIT_WARPS (SPLIT_THREADS / 32)
+#define CHUNK SPLIT_THREADS
+#define MAXG 8
+#define KEY_PIECES 8  // 16-byte pieces of a key row loaded at once in phase 1
+
+struct SplitArgs {
+    AttnArgs a;
+    u64 partial;  // f32 [tokens, q_heads, splits, 2 + dim] when splits > 1
+    i64 splits, keys_per_split;
+    i32 lpk, group;
+};
+
+template <typename T> __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
+    constexpr int VE = 16 / sizeof(T);
+    union {
+        uint4 u;
+        T t[VE];
+    } pk;
+    pk.u = u;
+#pragma unroll
+    for (int e = 0; e < VE; ++e) f[e] = to_f32(pk.t[e]);
+}
+
+template <typename T> __device__ __forceinline__ void paged_attention_split(const SplitArgs& sa) {
+    constexpr int VE = 16 / sizeof(T);
+    const AttnArgs& a = sa.a;
+    extern __shared__ __align__(16) float smem[];
+    const int G = sa.group, lpk = sa.lpk;
+    const u32 dim = (u32)a.dim, ps = (u32)a.page_size, pieces = dim / VE;
+    float* qs = smem;                          // [G][dim] the queries
+    float* sc = qs + G * dim;                  // [G][CHUNK] scores, then probabilities
+    float* m_run = sc + G * CHUNK;             // [G] running max
+    float* l_run = m_run + MAXG;               // [G] running sum
+    float* rs = l_run + MAXG;                  // [G] this chunk's rescale of the accumulators
+    float* red = rs + MAXG;                    // [SPLIT_WARPS][G][dim] the warps' accumulators
+
+    const i64 s = blockIdx.x % sa.splits, rest = blockIdx.x / sa.splits;
+    const i64 kvh = rest % a.kv_heads, i = rest / a.kv_heads;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int grp = threadIdx.x / lpk, sub = threadIdx.x % lpk, groups = SPLIT_THREADS / lpk;
+
+    const u32* offsets = (const u32*)a.offsets;
+    i64 lo_b = 0, hi_b = a.batch - 1;
+    while (lo_b < hi_b) {
+        const i64 mid = (lo_b + hi_b + 1) / 2;
+        if ((i64)offsets[mid] <= i) lo_b = mid; else hi_b = mid - 1;
+    }
+    const i64 b = lo_b;
+    const i64 q_len = (i64)offsets[b + 1] - (i64)offsets[b];
+    const i64 cached = ((const u32*)a.lengths)[b];
+    const i64 total = cached + q_len, pos = cached + (i - (i64)offsets[b]);
+    i64 lo = 0, hi = pos + 1 < total ? pos + 1 : total;
+    if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
+    if (a.mask == 2) hi = total;
+    const i64 kb = lo > s * sa.keys_per_split ? lo : s * sa.keys_per_split;
+    const i64 ke = hi < (s + 1) * sa.keys_per_split ? hi : (s + 1) * sa.keys_per_split;
+    const u32 k_begin = (u32)kb, k_end = ke > kb ? (u32)ke : (u32)kb;
+
+    const u64 row = (u64)a.kv_heads * dim;
+    const u64 page_elems = (u64)ps * row;                // one layer's keys of a page
+    const u64 page_stride = 2 * (u64)a.layers * page_elems;
+    const u64 layer_off = (u64)a.layer * page_elems + (u64)kvh * dim;
+    const u64 value_off = (u64)a.layers * page_elems;    // keys -> values of one page
+    const u32* table = (const u32*)a.table + b * a.width;
+    const T* cache = (const T*)a.blocks;
+    const i64 h0 = kvh * G;  // first query head of the group
+
+    for (u32 idx = threadIdx.x; idx < (u32)G * dim; idx += SPLIT_THREADS)
+        qs[idx] = to_f32(((const T*)a.q)[(i * a.q_heads + h0) * a.dim + idx]);
+    if (threadIdx.x < MAXG) {
+        m_run[threadIdx.x] = NEG_INF;
+        l_run[threadIdx.x] = 0.f;
+    }
+    float acc[MAXG][VE];
+#pragma unroll
+    for (int g = 0; g < MAXG; ++g)
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[g][e] = 0.f;
+    __syncthreads();
+
+    for (u32 c0 = k_begin; c0 < k_end; c0 += CHUNK) {
+        // 1. Scores: key c0 + t, whole, for thread t.
+        {
+            const u32 j = c0 + threadIdx.x;
+            bool valid = j < k_end;
+            const T* krow = cache;
+            if (valid) {
+                const u32 page = table[j / ps];
+                valid = page < (u64)a.pages;
+                krow = cache + page * page_stride + layer_off + (u64)(j % ps) * row;
+            }
+            float dot[MAXG];
+#pragma unroll
+            for (int g = 0; g < MAXG; ++g) dot[g] = 0.f;
+            if (valid) {
+                for (u32 c = 0; c < pieces; c += KEY_PIECES) {
+                    uint4 raw[KEY_PIECES];
+#pragma unroll
+                    for (int u = 0; u < KEY_PIECES; ++u)
+                        if (c + u < pieces) raw[u] = __ldg(reinterpret_cast<const uint4*>(krow) + c + u);
+#pragma unroll
+                    for (int u = 0; u < KEY_PIECES; ++u) {
+                        if (c + u >= pieces) break;
+                        float kf[VE];
+                        unpack16<T>(raw[u], kf);
+#pragma unroll
+                        for (int g = 0; g < MAXG; ++g) {
+                            if (g >= G) break;
+                            const float* qg = qs + g * dim + (c + u) * VE;
+#pragma unroll
+                            for (int e = 0; e < VE; ++e) dot[g] += qg[e] * kf[e];
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < MAXG; ++g) {
+                if (g >= G) break;
+                float v = dot[g] * a.scale;
+                if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+                sc[g * CHUNK + threadIdx.x] = valid ? v : NEG_INF;
+            }
+        }
+        __syncthreads();
+        // 2. Probabilities under the running max, one warp per head.
+        for (int g = warp; g < G; g += SPLIT_WARPS) {
+            float cm = NEG_INF;
+            for (int t = lane; t < CHUNK; t += 32) cm = fmaxf(cm, sc[g * CHUNK + t]);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(FULL_MASK, cm, o));
+            const float m_old = m_run[g];
+            const float m_new = fmaxf(m_old, cm);
+            float ps_sum = 0.f;
+            for (int t = lane; t < CHUNK; t += 32) {
+                const float v = sc[g * CHUNK + t];
+                const float p = v == NEG_INF ? 0.f : __expf(v - m_new);
+                sc[g * CHUNK + t] = p;
+                ps_sum += p;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ps_sum += __shfl_xor_sync(FULL_MASK, ps_sum, o);
+            if (lane == 0) {
+                const float r = m_old == NEG_INF ? 0.f : __expf(m_old - m_new);
+                rs[g] = r;
+                l_run[g] = l_run[g] * r + ps_sum;
+                m_run[g] = m_new;
+            }
+        }
+        __syncthreads();
+        // 3. Values: this lane group's keys of the chunk, every row loaded before any is used.
+#pragma unroll
+        for (int g = 0; g < MAXG; ++g) {
+            const float r = g < G ? rs[g] : 0.f;
+#pragma unroll
+            for (int e = 0; e < VE; ++e) acc[g][e] *= r;
+        }
+        for (int k0 = grp; k0 < CHUNK; k0 += groups * KEY_PIECES) {
+            uint4 raw[KEY_PIECES];
+#pragma unroll
+            for (int u = 0; u < KEY_PIECES; ++u) {
+                const int kk = k0 + u * groups;
+                const u32 j = c0 + kk;
+                raw[u] = make_uint4(0, 0, 0, 0);
+                if (kk < CHUNK && j < k_end) {
+                    const u32 page = table[j / ps];
+                    if (page < (u64)a.pages)
+                        raw[u] = __ldg(reinterpret_cast<const uint4*>(cache + page * page_stride + layer_off + value_off +
+                                                                      (u64)(j % ps) * row) + sub);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < KEY_PIECES; ++u) {
+                const int kk = k0 + u * groups;
+                if (kk >= CHUNK || c0 + kk >= k_end) break;
+                float vf[VE];
+                unpack16<T>(raw[u], vf);
+#pragma unroll
+                for (int g = 0; g < MAXG; ++g) {
+                    if (g >= G) break;
+                    const float p = sc[g * CHUNK + kk];
+#pragma unroll
+                    for (int e = 0; e < VE; ++e) acc[g][e] += p * vf[e];
+                }
+            }
+        }
+        __syncthreads();
+    }
+    // Sum the lane groups: lanes of a warp holding the same dims, then the warps.
+    for (int o = lpk; o < 32; o <<= 1) {
+#pragma unroll
+        for (int g = 0; g < MAXG; ++g)
+#pragma unroll
+            for (int e = 0; e < VE; ++e) acc[g][e] += __shfl_xor_sync(FULL_MASK, acc[g][e], o);
+    }
+    if (lane < lpk) {
+#pragma unroll
+        for (int g = 0; g < MAXG; ++g) {
+            if (g >= G) break;
+#pragma unroll
+            for (int e = 0; e < VE; ++e) red[(warp * G + g) * dim + sub * VE + e] = acc[g][e];
+        }
+    }
+    __syncthreads();
+    for (u32 idx = threadIdx.x; idx < (u32)G * dim; idx += SPLIT_THREADS) {
+        const u32 g = idx / dim, d = idx % dim;
+        float o = 0.f;
+#pragma unroll
+        for (int w = 0; w < SPLIT_WARPS; ++w) o += red[(w * G + g) * dim + d];
+        const i64 h = h0 + g;
+        if (sa.splits == 1) {
+            const float l = l_run[g];
+            ((T*)a.out)[(i * a.q_heads + h) * a.dim + d] = convert<T>(l > 0.f ? o / l : 0.f);
+        } else {
+            float* part = (float*)sa.partial + ((i * a.q_heads + h) * sa.splits + s) * (2 + a.dim);
+            part[2 + d] = o;
+            if (d == 0) {
+                part[0] = m_run[g];
+                part[1] = l_run[g];
+            }
+        }
+    }
+}
+
+struct CombineArgs {
+    u64 partial, out;
+    i64 tasks, splits, dim;
+};
+
+// out[task] = the splits' partial softmaxes merged: sum_s acc_s * e^(m_s - M) / sum_s l_s * e^(m_s - M).
+template <typename T> __device__ __forceinline__ void attention_combine(const CombineArgs& c) {
+    const i64 task = blockIdx.x;
+    if (task >= c.tasks) return;
+    const float* part = (const float*)c.partial + task * c.splits * (2 + c.dim);
+    float big = NEG_INF;
+    for (i64 s = 0; s < c.splits; ++s) big = fmaxf(big, part[s * (2 + c.dim)]);
+    float l = 0.f;
+    for (i64 s = 0; s < c.splits; ++s) {
+        const float m = part[s * (2 + c.dim)];
+        if (m != NEG_INF) l += part[s * (2 + c.dim) + 1] * __expf(m - big);
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (i64 d = threadIdx.x; d < c.dim; d += blockDim.x) {
+        float o = 0.f;
+        for (i64 s = 0; s < c.splits; ++s) {
+            const float m = part[s * (2 + c.dim)];
+            if (m != NEG_INF) o += part[s * (2 + c.dim) + 2 + d] * __expf(m - big);
+        }
+        ((T*)c.out)[task * c.dim + d] = convert<T>(o * inv);
+    }
+}
+
 #define ATTENTION(NAME, T)                                                                               \
     extern "C" __global__ void __launch_bounds__(256) rope_##NAME(RopeArgs a) { rope<T>(a); }            \
     extern "C" __global__ void __launch_bounds__(256) kv_cache_store_##NAME(StoreArgs a) {                 \
@@ -228,6 +502,12 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(256, 1) paged_attention_##NAME(AttnArgs a) {              \
         paged_attention<T>(a);                                                                           \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(SPLIT_THREADS) paged_attention_split_##NAME(SplitArgs a) { \
+        paged_attention_split<T>(a);                                                                     \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(128) attention_combine_##NAME(CombineArgs c) {            \
+        attention_combine<T>(c);                                                                         \
     }
 
 ATTENTION(f32, float)

@@ -3,9 +3,10 @@
 // one matrix between batches). These products are bound by reading B (K*N elements, M << N), so
 // both kernels split K over blocks (grid.y) until the grid fills the GPU even for N = 4096, and
 // stream B with wide coalesced loads. With one split the block applies the epilogue and writes
-// C; otherwise every split writes f32 partial sums to a workspace [splits, batch, M, N] and
-// skinny_reduce_* adds them in split order (deterministic), applies the epilogue once and
-// converts. Block index: blockIdx.x = m_tile + m_tiles * n_tile (the blocks that share a strip
+// C; otherwise every split writes f32 partial sums to a workspace [splits, batch, M, N], and the
+// last block of each tile to finish adds them in split order (deterministic), applies the
+// epilogue once and converts (`fixup`; skinny_reduce_* does the same as a kernel of its own
+// when no ticket counters are at hand). Block index: blockIdx.x = m_tile + m_tiles * n_tile (the blocks that share a strip
 // of B are neighbours, so the second m-tile finds it in L2), blockIdx.y = split, blockIdx.z = z.
 //
 // skinny_simt_<T>_m<MT>_<vec|any>: any dtype and alignment, up to MT (1..16) rows per block.
@@ -40,6 +41,7 @@ struct SkinnyArgs {
     i64 k_per_split;                   // rows of K per split (grid.y)
     i64 splits;
     i64 m_tiles;  // row tiles per n tile (blockIdx.x = m_tile + m_tiles * n_tile)
+    u64 counters; // u32 per (tile, z), zero between launches: the split-K fixup's tickets (0: none)
     Epilogue epi;
 };
 
@@ -63,6 +65,47 @@ __device__ __forceinline__ void put(const SkinnyArgs& p, float s, i64 split, i64
     } else {
         reinterpret_cast<float*>(p.ws)[((split * (i64)gridDim.z + z) * p.m + r) * p.n + col] = s;
     }
+}
+
+// Split-K fixup: every split has written its partial sums for the tile [m0, m0 + rows) x
+// [n0, n0 + cols); the block that finishes last (a ticket per tile, taken after a fence) adds
+// the splits in order, exactly as skinny_reduce does, applies the epilogue, writes C and puts
+// the ticket back to zero for the next launch. Saves the reduction's launch, which in a decode
+// step costs more than the reduction itself. Returns without work in every other block.
+template <typename T>
+__device__ __forceinline__ void fixup(const SkinnyArgs& p, int tid, int threads, i64 m0, int rows, i64 n0, int cols) {
+    __shared__ u32 ticket;
+    __threadfence();
+    __syncthreads();
+    u32* counter = reinterpret_cast<u32*>(p.counters) + blockIdx.x + (u64)gridDim.x * blockIdx.z;
+    if (tid == 0) ticket = atomicAdd(counter, 1u);
+    __syncthreads();
+    if (ticket != (u32)(p.splits - 1)) return;
+    __threadfence();
+    const i64 z = blockIdx.z;
+    const float* ws = reinterpret_cast<const float*>(p.ws);
+    const i64 total = (i64)gridDim.z * p.m * p.n;
+#pragma unroll 1
+    for (int e = tid; e < rows * cols; e += threads) {
+        const int r = e / cols, c = e % cols;
+        const i64 col = n0 + c;
+        if (col >= p.n) continue;
+        const i64 at = (z * p.m + m0 + r) * p.n + col;
+        // Four splits' loads in flight, added in split order.
+        float s = 0.f;
+#pragma unroll 1
+        for (i64 sp = 0; sp < p.splits; sp += 4) {
+            float v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[u] = sp + u < p.splits ? __ldcg(ws + (sp + u) * total + at) : 0.f;
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                if (sp + u < p.splits) s += v[u];
+        }
+        const i64 idx = z * p.stride_c + (m0 + r) * p.n + col;
+        reinterpret_cast<T*>(p.c)[idx] = FromF32<T>::go(epilogue<T>(p.epi, s, idx, col));
+    }
+    if (tid == 0) *counter = 0u;
 }
 
 // ---- SIMT kernel -----------------------------------------------------------------------------
@@ -235,6 +278,7 @@ __device__ __forceinline__ void simt_kernel(const SkinnyArgs& p) {
 #pragma unroll 1
         for (int m = 0; m < rows; ++m) put<T>(p, fin[m * NT + tid], split, z, m0 + m, col);
     }
+    if (p.splits > 1 && p.counters) fixup<T>(p, tid, SIMT_THREADS, m0, rows, nt * NT, NT);
 }
 
 #define SIMT_ENTRY(T, NAME, MT)                                                                           \
@@ -385,6 +429,7 @@ __device__ __forceinline__ void mma_kernel(const SkinnyArgs& p) {
         const i64 col = n0 + c;
         if (col < p.n) put<T>(p, st[r * ST_LD + c], split, z, m0 + r, col);
     }
+    if (p.splits > 1 && p.counters) fixup<T>(p, tid, THREADS, m0, rows, n0, MMA_BN);
 }
 
 #define MMA_ENTRY(T, IS_BF16, NAME, BM, WARPS_M, MI)                                                      \

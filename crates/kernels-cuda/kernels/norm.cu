@@ -369,6 +369,57 @@ template <typename T, int G> __device__ __forceinline__ void rms_norm_rows(const
     }
 }
 
+// The register-cached form: each lane holds its NV 16-byte vectors of the row, so the row is
+// read from memory once (the sum of squares, then the normalised values from registers). Same
+// arithmetic as rms_norm_rows, element for element.
+template <typename T, int G, int NV> __device__ __forceinline__ void rms_norm_cached(const NormArgs& a) {
+    typedef typename Work<T>::F F;
+    constexpr int V = 16 / sizeof(T);
+    __shared__ Sum<F> sm[32];
+    const int groups = blockDim.x / G, lane = threadIdx.x % G;
+    const i64 nv = a.n / V;
+    const F count = (F)a.n, eps = (F)a.eps, offset = (F)a.offset;
+    const bool mbc = a.mbc != 0;
+    const uint4* gamma = reinterpret_cast<const uint4*>(a.gamma);
+    for (i64 row = (i64)blockIdx.x * groups + threadIdx.x / G; row < a.outer; row += (i64)gridDim.x * groups) {
+        const uint4* in = reinterpret_cast<const uint4*>((const T*)a.x + row * a.n);
+        uint4* out = reinterpret_cast<uint4*>((T*)a.out + row * a.n);
+        Pack<T> r[NV], gm[NV];
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+            if (lane + k * G < nv) {
+                r[k].u = __ldg(in + lane + k * G);
+                gm[k].u = __ldg(gamma + lane + k * G);
+            }
+        }
+        Sum<F> acc{0};
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+            if (lane + k * G < nv) {
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const F f = convert<F>(r[k].t[e]);
+                    acc.v += f * f;
+                }
+            }
+        }
+        const F inv = rsqrt_(group_all<G>(acc, sm).v / count + eps);
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+            const i64 c = lane + k * G;
+            if (c < nv) {
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const F v = convert<F>(r[k].t[e]), g = convert<F>(gm[k].t[e]) + offset;
+                    r[k].t[e] = mbc ? convert<T>(v * inv * g)
+                                    : convert<T>(convert<F>(convert<T>(v * inv)) * convert<F>(convert<T>(g)));
+                }
+                out[c] = r[k].u;
+            }
+        }
+    }
+}
+
 // ---- entry points -------------------------------------------------------------------------
 
 #define NORM_GENERIC(NAME, T)                                                                             \
@@ -406,6 +457,12 @@ template <typename T, int G> __device__ __forceinline__ void rms_norm_rows(const
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(1024, 1) layer_norm_cached_block_##NAME(NormArgs a) {      \
         layer_norm_cached<T, 1024, 4>(a);                                                                 \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(256, 1) rms_norm_cached_warp_##NAME(NormArgs a) {          \
+        rms_norm_cached<T, 32, 8>(a);                                                                     \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(1024, 1) rms_norm_cached_block_##NAME(NormArgs a) {        \
+        rms_norm_cached<T, 1024, 4>(a);                                                                   \
     }
 
 NORM_GENERIC(f16, f16)

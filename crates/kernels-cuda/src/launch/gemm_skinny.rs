@@ -64,6 +64,7 @@ struct SkinnyArgs {
     k_per_split: i64,
     splits: i64,
     m_tiles: i64,
+    counters: u64,
     epi: Epilogue,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `SkinnyArgs`.
@@ -361,6 +362,8 @@ fn launch(
 ) -> Result<()> {
     let f = function(stream.context(), &GEMM_SKINNY, &p.kernel)?;
     crate::allow_smem(stream.context(), &f, p.smem)?;
+    let tiles = p.m_tiles * p.n_tiles * p.batch;
+    let counters = if p.splits > 1 { super::tickets::for_stream(stream, tiles)?.unwrap_or(0) } else { 0 };
     let args = SkinnyArgs {
         a,
         b,
@@ -375,6 +378,7 @@ fn launch(
         k_per_split: p.k_per_split as i64,
         splits: p.splits as i64,
         m_tiles: p.m_tiles as i64,
+        counters,
         epi: *epi,
     };
     let cfg = LaunchConfig {
@@ -387,7 +391,7 @@ fn launch(
     // SAFETY: the argument struct matches the kernel's; A, B and C hold their matrices for every
     // batch (the caller's contract) and ws holds splits x batch x m x n f32 when splits > 1.
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gemm_skinny)"))?;
-    if p.splits == 1 {
+    if p.splits == 1 || counters != 0 {
         return Ok(());
     }
     let name = short_name(dtype).unwrap_or("f32");
@@ -433,7 +437,7 @@ mod tests {
     #[test]
     fn argument_structs_match_the_kernel_layout() {
         assert_eq!(std::mem::size_of::<Epilogue>(), 40);
-        assert_eq!(std::mem::size_of::<SkinnyArgs>(), 13 * 8 + 40);
+        assert_eq!(std::mem::size_of::<SkinnyArgs>(), 14 * 8 + 40);
         assert_eq!(std::mem::size_of::<ReduceArgs>(), 7 * 8 + 40);
     }
 

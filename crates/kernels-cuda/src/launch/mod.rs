@@ -15,6 +15,7 @@ pub mod quant;
 pub mod record;
 pub mod reduction;
 pub mod sampling;
+pub mod tickets;
 mod tma;
 
 use std::sync::Arc;

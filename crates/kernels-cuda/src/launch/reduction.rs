@@ -124,7 +124,7 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
             all.push((SORT, sort_kernel(variant, dt), size_of::<SortArgs>()));
         }
         if norm_dtype(dtype) == dtype {
-            for op in ["softmax", "layer_norm"] {
+            for op in ["softmax", "layer_norm", "rms_norm"] {
                 for variant in ["cached", "rows"] {
                     for group in ["warp", "block"] {
                         all.push((NORM, norm_kernel(op, variant, group, dt), size_of::<NormArgs>()));
@@ -132,9 +132,6 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
                 }
             }
             all.push((NORM, norm_kernel("softmax", "cols", "", dt), size_of::<NormArgs>()));
-            for group in ["warp", "block"] {
-                all.push((NORM, norm_kernel("rms_norm", "rows", group, dt), size_of::<NormArgs>()));
-            }
         }
     }
     all

@@ -50,7 +50,7 @@ fn norm_short(dtype: DType) -> Result<&'static str> {
     short(dtype)
 }
 
-/// The row kernel for a row op ("softmax", "layer_norm") on rows of `n` elements: a warp per
+/// The row kernel for a row op ("softmax", "layer_norm", "rms_norm") on rows of `n` elements: a warp per
 /// row up to 1024 elements, a 1024-thread block beyond; the register-cached variant when the
 /// rows are whole 16-byte vectors at 16-byte aligned addresses and fit (see norm.cu).
 pub(super) fn row_kernel(op: &str, dtype: DType, n: usize, ptrs: &[u64]) -> Result<(String, u32, usize)> {
@@ -159,8 +159,7 @@ pub fn rms_norm(
         mbc: multiply_before_cast as i32,
         pad: 0,
     };
-    let dt = norm_short(dtype)?;
-    let (group, block, rows_per_block) = if d <= 1024 { ("warp", 256, 8) } else { ("block", 1024, 1) };
-    let f = function(stream.context(), &NORM, &norm_kernel("rms_norm", "rows", group, dt))?;
+    let (name, block, rows_per_block) = row_kernel("rms_norm", dtype, d, &[x, weight, out])?;
+    let f = function(stream.context(), &NORM, &name)?;
     go(stream, &f, &args, cfg(blocks(rows.div_ceil(rows_per_block)), block, 0))
 }

@@ -120,6 +120,11 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             if rows != batch {
                 return Err(Error::Value(format!("{name}: lookup_table has {rows} rows for {batch} sequences")));
             }
+            let scratch = k::split_plan(q.dtype(), &c, q_heads, tokens, width)
+                .map(|plan| k::split_scratch_bytes(&plan, tokens, q_heads, dim))
+                .filter(|&bytes| bytes > 0)
+                .map(|bytes| Buffer::empty_on(DType::UInt8, &[bytes as i64], out.stream()))
+                .transpose()?;
             let ptrs = AttentionPtrs {
                 q: q.addr(),
                 blocks: blocks.addr(),
@@ -127,6 +132,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 lengths: lengths.addr(),
                 table: table.addr(),
                 out: out.addr(),
+                partial: scratch.as_ref().map_or(0, |b| b.addr()),
             };
             k::paged_attention(&dev.stream, q.dtype(), ptrs, c, &p, (tokens, q_heads, batch, width)).map_err(kernel_err)
         }

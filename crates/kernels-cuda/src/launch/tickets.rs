@@ -1,0 +1,47 @@
+//! Ticket counters for kernels whose last block to finish a tile completes it (gemm_skinny's
+//! split-K fixup): one zeroed u32 array per stream, made on first use outside a CUDA graph
+//! capture and kept for the process; every kernel leaves its counters at zero again. Kernels on
+//! one stream run one after another, so one array serves every launch on that stream.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaStream, result, sys};
+
+use crate::{Error, Result};
+
+/// Counters per stream: the most tiles one fixup launch may take.
+pub const CAPACITY: usize = 4096;
+
+/// (context, stream) -> device address of the stream's counters.
+static ARRAYS: Mutex<Option<HashMap<(usize, usize), u64>>> = Mutex::new(None);
+
+/// The stream's zeroed counters for a launch of `tiles` tiles; None when there are more tiles
+/// than CAPACITY, or when the array does not exist yet and the stream is being captured (the
+/// caller then finishes the tiles another way).
+pub fn for_stream(stream: &Arc<CudaStream>, tiles: usize) -> Result<Option<u64>> {
+    if tiles > CAPACITY {
+        return Ok(None);
+    }
+    let key = (stream.context().cu_ctx() as usize, stream.cu_stream() as usize);
+    let mut arrays = ARRAYS.lock().unwrap_or_else(|p| p.into_inner());
+    let arrays = arrays.get_or_insert_with(HashMap::new);
+    if let Some(&ptr) = arrays.get(&key) {
+        return Ok(Some(ptr));
+    }
+    // SAFETY: the stream is valid for the duration of the call.
+    let status =
+        unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::driver("cuStreamIsCapturing"))?;
+    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+        return Ok(None);
+    }
+    stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
+    let bytes = CAPACITY * 4;
+    // SAFETY: a fresh allocation of `bytes`, zeroed before any kernel can see it, never freed
+    // (kernels captured into CUDA graphs keep its address).
+    let ptr = unsafe { result::malloc_sync(bytes) }.map_err(Error::driver("cuMemAlloc"))?;
+    // SAFETY: as above; zeroed on the stream itself, so before any kernel queued after it.
+    unsafe { result::memset_d8_async(ptr, 0, bytes, stream.cu_stream()) }.map_err(Error::driver("cuMemsetD8Async"))?;
+    arrays.insert(key, ptr);
+    Ok(Some(ptr))
+}
