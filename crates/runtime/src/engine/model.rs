@@ -216,7 +216,24 @@ impl Model {
     }
 }
 
-/// Largest result (in elements) constant folding may create; bigger ones stay in the plan.
+/// The GPU a layout step (transpose, permute) of fixed values runs on at load: every input and
+/// result on that one GPU.
+fn device_layout_fold(
+    step: &super::program::Step,
+    shapes: &[(Vec<usize>, DType, Device)],
+    inputs: &[&Buffer],
+) -> Option<Arc<crate::cuda::CudaDevice>> {
+    let StepKind::Op(op) = &step.kind else { return None };
+    if !matches!(op.kind, OpKind::Transpose | OpKind::Permute) {
+        return None;
+    }
+    let dev = shapes.first()?.2.cuda()?.clone();
+    let here = |d: &Device| d.cuda().is_some_and(|c| c.ordinal == dev.ordinal);
+    (shapes.iter().all(|(_, _, d)| here(d)) && inputs.iter().all(|b| here(b.device()))).then_some(dev)
+}
+
+/// Largest result (in elements) constant folding may create on the host; bigger ones stay in
+/// the plan (except layout steps on a GPU, see `device_layout_fold`).
 const FOLD_LIMIT: usize = 1 << 22;
 
 /// Constant folding: a top-level step whose inputs are all constants or weights runs once, on
@@ -257,7 +274,7 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
                 Type::Tensor(t) => {
                     let shape: Option<Vec<usize>> = t.shape.iter().map(|d| d.as_static().map(|n| n as usize)).collect();
                     let device = resolve_device(devices, t.device).ok()?;
-                    shape.filter(|s| s.iter().product::<usize>() <= FOLD_LIMIT).map(|s| (s, t.dtype, device))
+                    shape.map(|s| (s, t.dtype, device))
                 }
                 _ => None,
             })
@@ -266,6 +283,34 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             kept.push(step);
             continue;
         };
+        // A weight's transpose on a GPU (a Linear's W^T) is folded there, whatever its size: no
+        // trip through the host, and no per-call transpose of a large weight.
+        if let Some(dev) =
+            device_layout_fold(&step, &shapes, &step.inputs.iter().map(|v| &fixed[v]).collect::<Vec<_>>())
+        {
+            let bufs = (|| -> Result<Vec<Buffer>> {
+                let inputs: Vec<Buffer> = step.inputs.iter().map(|v| fixed[v].clone()).collect();
+                let outputs: Vec<Buffer> = shapes
+                    .iter()
+                    .map(|(s, d, dv)| Buffer::empty(*d, &s.iter().map(|x| *x as i64).collect::<Vec<_>>(), dv))
+                    .collect::<Result<_>>()?;
+                super::gpu::run(&dev, &program.types, &step, &inputs, &outputs)?;
+                Ok(outputs)
+            })();
+            match bufs {
+                Ok(bufs) => {
+                    for (v, b) in step.outputs.iter().zip(bufs) {
+                        fixed.insert(*v, b);
+                    }
+                }
+                Err(_) => kept.push(step),
+            }
+            continue;
+        }
+        if shapes.iter().any(|(s, _, _)| s.iter().product::<usize>() > FOLD_LIMIT) {
+            kept.push(step);
+            continue;
+        }
         let folded = (|| -> Result<Vec<Buffer>> {
             let inputs: Vec<Buffer> = step.inputs.iter().map(|v| fixed[v].to(&Device::Cpu)).collect::<Result<_>>()?;
             let outputs: Vec<Buffer> = shapes
