@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from max import driver
+from max.driver._upload import upload
 from max.kv_cache.prefix_cache import ROOT, PagePool, page_name, page_names
 from max.nn.kv_cache import KVCacheParams
 
@@ -206,14 +207,8 @@ class PagedKVCacheManager:
             slots.append(np.asarray(pages, np.int64)[pos // ps] * ps + pos % ps)
         pos_all = np.concatenate(positions).astype(np.uint32) if positions else np.zeros(0, np.uint32)
         slot_all = np.concatenate(slots).astype(np.uint32) if slots else np.zeros(0, np.uint32)
-        out = []
-        for blocks, device in zip(self._blocks, self.devices):
-            def put(a: np.ndarray) -> driver.Buffer:
-                buf = driver.Buffer.from_numpy(a)
-                return buf if device.is_host else buf.to(device)
-
-            out.append(RaggedKVCacheInputs(blocks, put(lengths), put(table), put(pos_all), put(slot_all)))
-        return out
+        return [RaggedKVCacheInputs(blocks, *upload([lengths, table, pos_all, slot_all], device))
+                for blocks, device in zip(self._blocks, self.devices)]
 
     # -- introspection ----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from max import driver, engine
+from max.driver._upload import upload
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType
 from max.graph.quantization import QuantizationEncoding
@@ -158,11 +159,7 @@ class DecoderModel:
             bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
             raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")
 
-        def put(a: np.ndarray) -> driver.Buffer:
-            b = driver.Buffer.from_numpy(np.ascontiguousarray(a))
-            return b if self.device.is_host else b.to(self.device)
-
-        return self.model.execute(put(tokens), put(offsets), *cache_inputs)[0]
+        return self.model.execute(*upload([tokens, offsets], self.device), *cache_inputs)[0]
 
 
 __all__ = ["DecoderArchitecture", "DecoderModel", "DecoderSpec", "choose_dtype"]

@@ -78,6 +78,19 @@ class Sampler:
             picked = apply_penalties(ops.gather(logits, rows, axis=0), toks, offs, plen, freq, pres, rep)
             g.output(sample_tokens(picked, t, k, tp, mp, seed))
         self._penalized = session.load(g)
+        self._last_params: tuple[tuple, list[driver.Buffer]] | None = None
+
+    def _row_params(self, sps: Sequence[Any]) -> list[driver.Buffer]:
+        """Temperature, top-k, top-p and min-p per row on the device; the buffers of the last
+        call are reused while the rows ask for the same values (every step of a decode)."""
+        key = tuple((0.0 if sp.top_k == 1 else sp.temperature, sp.top_k, sp.top_p, sp.min_p) for sp in sps)
+        if self._last_params is None or self._last_params[0] != key:
+            t, k, tp, mp = zip(*key)
+            self._last_params = (key, [
+                self._put(np.array(t, np.float32)), self._put(np.array(k, np.int64)),
+                self._put(np.array(tp, np.float32)), self._put(np.array(mp, np.float32)),
+            ])
+        return self._last_params[1]
 
     def _put(self, a: np.ndarray) -> driver.Buffer:
         b = driver.Buffer.from_numpy(np.ascontiguousarray(a))
@@ -86,16 +99,15 @@ class Sampler:
     def sample(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int]) -> np.ndarray:
         """The next token of each context, from row `rows[i]` of `logits`."""
         sps = [c.sampling_params for c in ctxs]
+        penalized = any(sp.has_penalties for sp in sps)
+        every = not penalized and list(rows) == list(range(int(logits.shape[0])))
         args = [
             logits,
-            self._put(np.asarray(rows, np.int64)),
-            self._put(np.array([0.0 if sp.top_k == 1 else sp.temperature for sp in sps], np.float32)),
-            self._put(np.array([sp.top_k for sp in sps], np.int64)),
-            self._put(np.array([sp.top_p for sp in sps], np.float32)),
-            self._put(np.array([sp.min_p for sp in sps], np.float32)),
+            None if every else self._put(np.asarray(rows, np.int64)),
+            *self._row_params(sps),
             self._put(np.array([step_seed(c) for c in ctxs], np.uint64)),
         ]
-        if any(sp.has_penalties for sp in sps):
+        if penalized:
             histories = [np.asarray(c.tokens, np.int64) for c in ctxs]
             offsets = np.concatenate([[0], np.cumsum([len(h) for h in histories])]).astype(np.uint32)
             args += [
@@ -107,7 +119,7 @@ class Sampler:
                 self._put(np.array([sp.repetition_penalty for sp in sps], np.float32)),
             ]
             out = self._penalized.execute(*args)[0]
-        elif list(rows) == list(range(int(logits.shape[0]))):
+        elif every:
             out = self._every.execute(args[0], *args[2:])[0]
         else:
             out = self._plain.execute(*args)[0]
