@@ -25,6 +25,9 @@ SHAPES = {
     "llama-3.2-1b-bf16": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
                               intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True, rope_theta=500000.0),
 }
+# A device-to-device copy on the H200 (torch, measured on the same machine): the rate a decode
+# step can stream its weights at.
+COPY_RATE = 4.19e12
 # llama.cpp on the same GPU machine, measured apart: decode tg128 tok/s, prefill pp512 tok/s.
 LLAMA_CPP = {"smollm2-135m-bf16": (994, 112000), "llama-3.2-1b-bf16": (788, 83600), "smollm2-135m-q4_1": (970, 53000)}
 
@@ -89,9 +92,14 @@ def measure(model_path: Path, prompt: int, steps: int, repeats: int) -> dict:
             p.execute(step)
         decode.append(time.perf_counter() - t)
         p.release(ctx.request_id)
+    # The bandwidth floor of a decode step: every weight byte read once (the files hold little
+    # else; a tied embedding is read whole by the output projection) at the device's copy rate.
+    files = [model_path] if model_path.is_file() else list(model_path.glob("*.safetensors"))
+    weight_bytes = sum(f.stat().st_size for f in files)
     return {"load_s": round(load, 2), "prefill_tok_s": round(prompt / statistics.median(prefill), 1),
             "decode_tok_s": round(steps / statistics.median(decode), 1),
-            "decode_ms_per_token": round(statistics.median(decode) / steps * 1000, 3)}
+            "decode_ms_per_token": round(statistics.median(decode) / steps * 1000, 3),
+            "weight_bytes": weight_bytes, "floor_tok_s": round(COPY_RATE / weight_bytes, 1)}
 
 
 def main() -> None:
@@ -115,6 +123,9 @@ def main() -> None:
             lc = LLAMA_CPP.get(name)
             rows.append({"model": name, **r, "llama_cpp_decode_tok_s": lc[0] if lc else None,
                          "llama_cpp_prefill_tok_s": lc[1] if lc else None})
+            print(f"{name:20s} decode {r['decode_tok_s']:8.1f} tok/s ({r['decode_ms_per_token']:.3f} ms; floor "
+                  f"{r['floor_tok_s']:.0f} tok/s, llama.cpp {lc[0] if lc else '-'})  prefill {r['prefill_tok_s']:9.1f} "
+                  f"tok/s  load {r['load_s']} s", flush=True)
     import torch
 
     write("llm_gpu", torch.cuda.get_device_name(), rows,

@@ -211,6 +211,32 @@ def test_qmatmul_rank_one_lhs_and_weight(device, rng):
     check_product(out[None], lhs[None], dequantized(enc, w), enc, device)
 
 
+@pytest.mark.parametrize(
+    "enc,k,ns", [(Q.Q4_1, 576, (576, 192, 192)), (Q.Q4_0, 96, (45, 7)), (Q.Q4_1, 576, (1536, 1536, 100, 64, 30)),
+                 (Q.Q4_1, 1536, (64, 96))],
+)
+@pytest.mark.parametrize("m", [1, 3])
+def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
+    """Products of one activation by several quantized weights (a layer's q/k/v, its gate/up):
+    on a GPU they are one step, one launch of up to four when each would take the general
+    kernel (rows not 16-byte aligned), separate launches otherwise; every product equals its
+    own reference either way."""
+    ws = [quantized(rng, enc, n, k) for n in ns]
+    where = DeviceRef.from_device(device)
+    weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
+    with Graph("siblings", input_types=on(device, [(DType.float32, (m, k))])) as g:
+        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in weights])
+    model = session(device).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    with tuning.record_launches() as log:
+        outs = execute(model, [lhs], device)
+    for out, w in zip(outs, ws):
+        check_product(out, lhs, dequantized(enc, w), enc, device)
+    if not device.is_host:
+        aligned = ws[0].shape[1] % 16 == 0
+        assert log.count("qgemv", segments=min(4, len(ns))) == (0 if aligned else 1)
+
+
 # -- GPTQ -------------------------------------------------------------------------------------
 
 

@@ -237,8 +237,8 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
 //      of two up to 32); the block's 128 / LPK lane groups share the chunk's keys, each loading
 //      all of its rows before adding p * v for the G heads.
 // The warps' sums meet in shared memory at the end. With one split the block writes the
-// normalised output; otherwise (m, l, acc) go to `partial` and attention_combine merges the
-// splits of each (row, head). The host picks the splits from the lookup table's width (the
+// normalised output; otherwise (m, l, acc) go to `partial` and the last split of each (row,
+// kv head) to finish merges them (attention_combine when there are no ticket counters). The host picks the splits from the lookup table's width (the
 // most keys a sequence can hold), not from the cached lengths, which stay on the device: splits
 // past a sequence's keys find nothing and record an empty share. Key positions are u32 (the
 // engine's lengths and slots are u32).
@@ -247,14 +247,33 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
 #define SPLIT_WARPS (SPLIT_THREADS / 32)
 #define CHUNK SPLIT_THREADS
 #define MAXG 8
-#define KEY_PIECES 8  // 16-byte pieces of a key row loaded at once in phase 1
+#define KEY_PIECES 16  // 16-byte pieces of a key row loaded at once in phase 1
+#define VALUE_ROWS 16  // value rows a lane loads at once in phase 3
 
 struct SplitArgs {
     AttnArgs a;
-    u64 partial;  // f32 [tokens, q_heads, splits, 2 + dim] when splits > 1
+    u64 partial;   // f32 [tokens, q_heads, splits, 2 + dim] when splits > 1
+    u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
     i64 splits, keys_per_split;
     i32 lpk, group;
 };
+
+// The splits' partial softmaxes of one (row, head) merged: sum_s acc_s e^(m_s - M) / sum_s l_s
+// e^(m_s - M) for output dim d. Reads through L2 (other blocks wrote the partials).
+__device__ __forceinline__ float merge_splits(const float* part, i64 splits, i64 dim, i64 d) {
+    float big = NEG_INF;
+    for (i64 s = 0; s < splits; ++s) big = fmaxf(big, __ldcg(part + s * (2 + dim)));
+    float l = 0.f, o = 0.f;
+    for (i64 s = 0; s < splits; ++s) {
+        const float m = __ldcg(part + s * (2 + dim));
+        if (m != NEG_INF) {
+            const float w = __expf(m - big);
+            l += __ldcg(part + s * (2 + dim) + 1) * w;
+            o += __ldcg(part + s * (2 + dim) + 2 + d) * w;
+        }
+    }
+    return l > 0.f ? o * (1.f / l) : 0.f;
+}
 
 template <typename T> __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
     constexpr int VE = 16 / sizeof(T);
@@ -279,6 +298,7 @@ template <typename T> __device__ __forceinline__ void paged_attention_split(cons
     float* l_run = m_run + MAXG;               // [G] running sum
     float* rs = l_run + MAXG;                  // [G] this chunk's rescale of the accumulators
     float* red = rs + MAXG;                    // [SPLIT_WARPS][G][dim] the warps' accumulators
+    u64* rowat = reinterpret_cast<u64*>(red + SPLIT_WARPS * G * dim + (G * dim) % 2);  // [CHUNK] key rows
 
     const i64 s = blockIdx.x % sa.splits, rest = blockIdx.x / sa.splits;
     const i64 kvh = rest % a.kv_heads, i = rest / a.kv_heads;
@@ -335,6 +355,7 @@ template <typename T> __device__ __forceinline__ void paged_attention_split(cons
                 valid = page < (u64)a.pages;
                 krow = cache + page * page_stride + layer_off + (u64)(j % ps) * row;
             }
+            rowat[threadIdx.x] = valid ? (u64)(krow - cache) : ~0ull;  // phase 3 reads the values there
             float dot[MAXG];
 #pragma unroll
             for (int g = 0; g < MAXG; ++g) dot[g] = 0.f;
@@ -400,22 +421,17 @@ template <typename T> __device__ __forceinline__ void paged_attention_split(cons
 #pragma unroll
             for (int e = 0; e < VE; ++e) acc[g][e] *= r;
         }
-        for (int k0 = grp; k0 < CHUNK; k0 += groups * KEY_PIECES) {
-            uint4 raw[KEY_PIECES];
+        for (int k0 = grp; k0 < CHUNK; k0 += groups * VALUE_ROWS) {
+            uint4 raw[VALUE_ROWS];
 #pragma unroll
-            for (int u = 0; u < KEY_PIECES; ++u) {
+            for (int u = 0; u < VALUE_ROWS; ++u) {
                 const int kk = k0 + u * groups;
-                const u32 j = c0 + kk;
-                raw[u] = make_uint4(0, 0, 0, 0);
-                if (kk < CHUNK && j < k_end) {
-                    const u32 page = table[j / ps];
-                    if (page < (u64)a.pages)
-                        raw[u] = __ldg(reinterpret_cast<const uint4*>(cache + page * page_stride + layer_off + value_off +
-                                                                      (u64)(j % ps) * row) + sub);
-                }
+                const u64 at = kk < CHUNK ? rowat[kk] : ~0ull;
+                raw[u] = at == ~0ull ? make_uint4(0, 0, 0, 0)
+                                     : __ldg(reinterpret_cast<const uint4*>(cache + at + value_off) + sub);
             }
 #pragma unroll
-            for (int u = 0; u < KEY_PIECES; ++u) {
+            for (int u = 0; u < VALUE_ROWS; ++u) {
                 const int kk = k0 + u * groups;
                 if (kk >= CHUNK || c0 + kk >= k_end) break;
                 float vf[VE];
@@ -465,6 +481,25 @@ template <typename T> __device__ __forceinline__ void paged_attention_split(cons
             }
         }
     }
+    if (sa.splits == 1 || !sa.counters) return;
+    // The last split of this (row, kv head) to finish merges all of them (a ticket taken after
+    // a fence) and puts the ticket back to zero; attention_combine does it when there are no
+    // tickets.
+    __shared__ u32 ticket;
+    __threadfence();
+    __syncthreads();
+    u32* counter = reinterpret_cast<u32*>(sa.counters) + rest;
+    if (threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
+    __syncthreads();
+    if (ticket != (u32)(sa.splits - 1)) return;
+    __threadfence();
+    for (u32 idx = threadIdx.x; idx < (u32)G * dim; idx += SPLIT_THREADS) {
+        const u32 g = idx / dim, d = idx % dim;
+        const i64 h = h0 + g;
+        const float* part = (const float*)sa.partial + (i * a.q_heads + h) * sa.splits * (2 + a.dim);
+        ((T*)a.out)[(i * a.q_heads + h) * a.dim + d] = convert<T>(merge_splits(part, sa.splits, a.dim, d));
+    }
+    if (threadIdx.x == 0) *counter = 0u;
 }
 
 struct CombineArgs {
@@ -477,22 +512,8 @@ template <typename T> __device__ __forceinline__ void attention_combine(const Co
     const i64 task = blockIdx.x;
     if (task >= c.tasks) return;
     const float* part = (const float*)c.partial + task * c.splits * (2 + c.dim);
-    float big = NEG_INF;
-    for (i64 s = 0; s < c.splits; ++s) big = fmaxf(big, part[s * (2 + c.dim)]);
-    float l = 0.f;
-    for (i64 s = 0; s < c.splits; ++s) {
-        const float m = part[s * (2 + c.dim)];
-        if (m != NEG_INF) l += part[s * (2 + c.dim) + 1] * __expf(m - big);
-    }
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    for (i64 d = threadIdx.x; d < c.dim; d += blockDim.x) {
-        float o = 0.f;
-        for (i64 s = 0; s < c.splits; ++s) {
-            const float m = part[s * (2 + c.dim)];
-            if (m != NEG_INF) o += part[s * (2 + c.dim) + 2 + d] * __expf(m - big);
-        }
-        ((T*)c.out)[task * c.dim + d] = convert<T>(o * inv);
-    }
+    for (i64 d = threadIdx.x; d < c.dim; d += blockDim.x)
+        ((T*)c.out)[task * c.dim + d] = convert<T>(merge_splits(part, c.splits, c.dim, d));
 }
 
 #define ATTENTION(NAME, T)                                                                               \

@@ -228,12 +228,12 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
 }
 
 template <int E, int MR>
-__device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
-                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic) {
+__device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
+                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk) {
     extern __shared__ __align__(16) u8 qv_smem[];
     typedef Qv<E, MR> S;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const i64 row0 = ((i64)blockIdx.x * QV_WARPS + warp) * QV_CW;
+    const i64 row0 = (blk * QV_WARPS + warp) * QV_CW;
     const int sb = lane % (Enc<E>::ELEMS / 32);
     const bool lhs_aligned = ((u64)lhs & 15) == 0;  // k is a multiple of 32: every row then is
     const i64 chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
@@ -306,6 +306,9 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         chunk_dot<E, MR, QV_CW>(lr, bb, sb, magic, acc);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+    // The output's address waits in shared memory (written before the first barrier): kept in a
+    // register through the loop it costs a spill in some variants.
+    float* __restrict__ out = reinterpret_cast<float*>(*out_at);
 #pragma unroll
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
@@ -317,15 +320,38 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         }
 }
 
-// The byte-decoded encodings (Q5_K, Q6_K) take a minimum-blocks hint of 1: without it ptxas
-// squeezes qgemv_q6_k_m1 into 40 registers and spills; the others keep their lower register
-// counts (and 4 blocks per SM) without it.
-#define QV_BOUNDS(E) __launch_bounds__(256, Words<E>::FAST ? 0 : 1)
+// The byte-decoded encodings (Q5_K, Q6_K) and every 4- and 8-row variant take a minimum-blocks
+// hint of 1: without it ptxas squeezes qgemv_q6_k_m1 into 40 registers (qgemv_q4_1_m4 into 80)
+// and spills; the others keep their lower register counts (and 4 blocks per SM) without it.
+//
+// One launch serves up to QV_SEGS products of the same lhs by weights of the same encoding and
+// K (a layer's q, k and v projections, or its gate and up): segment s owns blocks first[s] ..
+// first[s + 1] - 1 and writes its own output, so siblings cost one launch instead of one each.
+#define QV_SEGS 4
+struct QvSegs {
+    u64 w[QV_SEGS], out[QV_SEGS];
+    i64 n[QV_SEGS];
+    i32 first[QV_SEGS];
+    i32 count, pad;
+};
+
+#define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && MR <= 2 ? 0 : 1)
 #define QGEMV(NAME, E, MR)                                                                                 \
-    extern "C" __global__ void QV_BOUNDS(E)                                                               \
-        qgemv_##NAME##_m##MR(const float* lhs, const u8* w, float* out, i64 m, i64 n, i64 k, i64 row_bytes, \
-                             u32 magic) {                                                                 \
-        qgemv<E, MR>(lhs, w, out, m, n, k, row_bytes, magic);                                             \
+    extern "C" __global__ void QV_BOUNDS(E, MR)                                                           \
+        qgemv_##NAME##_m##MR(const float* lhs, QvSegs segs, i64 m, i64 k, i64 row_bytes, u32 magic) {      \
+        u64 w = segs.w[0], out = segs.out[0];                                                             \
+        i64 n = segs.n[0], first = 0;                                                                     \
+        _Pragma("unroll") for (int s = 1; s < QV_SEGS; ++s) {                                             \
+            if (s < segs.count && (i64)blockIdx.x >= segs.first[s]) {                                     \
+                w = segs.w[s];                                                                            \
+                out = segs.out[s];                                                                        \
+                n = segs.n[s];                                                                            \
+                first = segs.first[s];                                                                    \
+            }                                                                                             \
+        }                                                                                                 \
+        __shared__ u64 seg_out;                                                                           \
+        if (threadIdx.x == 0) seg_out = out;                                                              \
+        qgemv<E, MR>(lhs, (const u8*)w, &seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);     \
     }
 #define QGEMV_ALL(NAME, E) QGEMV(NAME, E, 1) QGEMV(NAME, E, 2) QGEMV(NAME, E, 4) QGEMV(NAME, E, 8)
 ENCODINGS(QGEMV_ALL)

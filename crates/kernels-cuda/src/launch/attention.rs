@@ -178,6 +178,7 @@ unsafe impl DeviceRepr for AttnArgs {}
 struct SplitArgs {
     a: AttnArgs,
     partial: u64,
+    counters: u64,
     splits: i64,
     keys_per_split: i64,
     lpk: i32,
@@ -342,10 +343,16 @@ fn paged_attention_split(
     if blocks > i32::MAX as usize {
         return Err(Error::Unsupported(format!("paged_attention: {blocks} blocks are too many for one launch")));
     }
-    let smem = (plan.group * (dim + CHUNK) + 3 * MAX_GROUP + (SPLIT_THREADS / 32) * plan.group * dim) * 4;
+    let smem =
+        (plan.group * (dim + CHUNK) + 3 * MAX_GROUP + (SPLIT_THREADS / 32) * plan.group * dim) * 4 + CHUNK * 8 + 8;
+    // The last split of each (row, kv head) merges the shares when the stream has ticket
+    // counters for them; otherwise attention_combine does.
+    let pairs = a.tokens as usize * a.kv_heads as usize;
+    let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
     let args = SplitArgs {
         a,
         partial,
+        counters,
         splits: plan.splits as i64,
         keys_per_split: plan.keys_per_split as i64,
         lpk: plan.lpk as i32,
@@ -357,7 +364,7 @@ fn paged_attention_split(
         shared_mem_bytes: smem as u32,
     };
     go(stream, &format!("paged_attention_split_{}", short(dtype)?), &args, config)?;
-    if plan.splits > 1 {
+    if plan.splits > 1 && counters == 0 {
         let c = CombineArgs { partial, out: a.out, tasks: tasks as i64, splits: plan.splits as i64, dim: dim as i64 };
         let config = LaunchConfig { grid_dim: (tasks as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         go(stream, &format!("attention_combine_{}", short(dtype)?), &c, config)?;

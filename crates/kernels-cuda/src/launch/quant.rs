@@ -179,21 +179,109 @@ fn qgemv(
     };
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
     let mut l = stream.launch_builder(&f);
-    // 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).
-    let magic: u32 = 0x4B00_0000;
     let rb = row_bytes as i64;
-    let (mi, ni, ki) = (m as i64, n as i64, k as i64);
     let (ms, ns, ks) = (m as i32, n as i32, k as i32);
+    let segs = QvSegs::new(&[(w, out, n)]);
+    let (mi, ki) = (m as i64, k as i64);
     if streaming {
-        l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&magic);
+        l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&MAGIC);
     } else {
-        l.arg(&lhs).arg(&w).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&rb).arg(&magic);
+        l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
     }
     // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32; the
     // streaming kernel's int arguments fit (streaming_gemv).
     unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     super::record::record("qgemv", || {
-        let fields = vec![("mma", 0), ("streaming", streaming as i64), ("blocks", blocks as i64)];
+        let fields = vec![("mma", 0), ("streaming", streaming as i64), ("blocks", blocks as i64), ("segments", 1)];
+        (name.clone(), fields)
+    });
+    Ok(())
+}
+
+/// 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).
+const MAGIC: u32 = 0x4B00_0000;
+
+/// Products of one lhs that one qgemv.cu launch serves at most (QV_SEGS).
+pub const QV_SEGS: usize = 4;
+
+/// The segments of a qgemv.cu launch: weights, output and rows of each, and its first block.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct QvSegs {
+    w: [u64; QV_SEGS],
+    out: [u64; QV_SEGS],
+    n: [i64; QV_SEGS],
+    first: [i32; QV_SEGS],
+    count: i32,
+    pad: i32,
+}
+// SAFETY: plain-old-data with the layout of qgemv.cu's `QvSegs`.
+unsafe impl cudarc::driver::DeviceRepr for QvSegs {}
+
+impl QvSegs {
+    fn new(parts: &[(u64, u64, usize)]) -> QvSegs {
+        let mut s =
+            QvSegs { w: [0; QV_SEGS], out: [0; QV_SEGS], n: [0; QV_SEGS], first: [0; QV_SEGS], count: 0, pad: 0 };
+        let mut first = 0usize;
+        for (i, &(w, out, n)) in parts.iter().take(QV_SEGS).enumerate() {
+            (s.w[i], s.out[i], s.n[i], s.first[i]) = (w, out, n as i64, first as i32);
+            first += n.div_ceil(QV_ROWS_PER_BLOCK);
+        }
+        s.count = parts.len().min(QV_SEGS) as i32;
+        s
+    }
+}
+
+/// Sibling qmatmuls: `lhs` [m, k] f32 times each part's weights (`n` rows of `row_bytes`, one
+/// encoding) into its own output [m, n]. One qgemv.cu launch serves them all when that is the
+/// kernel each of them would take; otherwise each runs as [`qmatmul`] does.
+pub fn qmatmul_siblings(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    (m, k, row_bytes): (usize, usize, usize),
+) -> Result<()> {
+    let tuning = max_tuning::current();
+    let arch = arch_major(stream)?;
+    let general = |&(w, _, n): &(u64, u64, usize)| {
+        n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, &tuning) == QPath::General
+    };
+    let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
+    if m == 0
+        || k == 0
+        || parts.len() < 2
+        || parts.len() > QV_SEGS
+        || !parts.iter().all(general)
+        || groups > i32::MAX as usize
+    {
+        for &(w, out, n) in parts {
+            qmatmul(stream, enc, (lhs, w, out), (m, n, k, row_bytes))?;
+        }
+        return Ok(());
+    }
+    let mr = rows_variant(m);
+    let name = format!("qgemv_{}_m{mr}", suffix(enc));
+    let f = function(stream.context(), &QGEMV, &name)?;
+    let (elems, bytes) = enc.block();
+    let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
+    let stages = match mr {
+        1 | 2 => 4,
+        4 => 3,
+        _ => 2,
+    };
+    let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
+    crate::allow_smem(stream.context(), &f, smem)?;
+    let cfg = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
+    let segs = QvSegs::new(parts);
+    let (mi, ki, rb) = (m as i64, k as i64, row_bytes as i64);
+    let mut l = stream.launch_builder(&f);
+    l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
+    // SAFETY: lhs holds m x k f32; each segment's w holds n rows of row_bytes and its out m x n
+    // f32; the segments' blocks tile the grid (QvSegs::new).
+    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
+    super::record::record("qgemv", || {
+        let fields = vec![("mma", 0), ("streaming", 0), ("blocks", groups as i64), ("segments", parts.len() as i64)];
         (name.clone(), fields)
     });
     Ok(())

@@ -13,6 +13,13 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Reduction => cpu::reduction::run(op, inputs, outputs),
         Family::Conv => cpu::conv::run(op, inputs, outputs),
         Family::Indexing => cpu::indexing::run(op, inputs, outputs),
+        // Sibling qmatmuls (one activation, several weights; see engine/passes): one at a time.
+        Family::Quant if op.kind == OpKind::QMatmul && inputs.len() > 2 && inputs.len() == outputs.len() + 1 => {
+            for (w, out) in inputs[1..].iter().zip(outputs) {
+                cpu::quant::run(op, &[inputs[0].clone(), w.clone()], std::slice::from_ref(out))?;
+            }
+            Ok(())
+        }
         Family::Quant => cpu::quant::run(op, inputs, outputs),
         Family::Attention => cpu::attention::run(op, inputs, outputs),
         Family::Sampling => cpu::sampling::run(op, inputs, outputs),

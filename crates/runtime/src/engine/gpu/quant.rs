@@ -17,11 +17,41 @@ use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    if let [lhs, weights @ ..] = inputs {
+        if weights.len() > 1 && weights.len() == outputs.len() {
+            return siblings(dev, op, lhs, weights, outputs);
+        }
+    }
     match quant_call(op, inputs, outputs, "GPU")? {
         (QuantCall::Dequantize { enc, x }, out) => dequantize(dev, op, enc, x, out),
         (QuantCall::Gptq, out) => gptq(dev, op, inputs, out),
         (QuantCall::Block { enc, lhs, rhs }, out) => qmatmul(dev, op, enc, lhs, rhs, out),
     }
+}
+
+/// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each
+/// weight into its output, each pair checked as a qmatmul of its own, launched together.
+fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let mut parts = Vec::with_capacity(weights.len());
+    let mut common = None;
+    let mut encoding = None;
+    let lhs = if lhs.is_contiguous() { lhs.clone() } else { lhs.contiguous()? };
+    for (w, out) in weights.iter().zip(outputs) {
+        let pair = [lhs.clone(), w.clone()];
+        let (QuantCall::Block { enc, lhs: l, rhs }, out) = quant_call(op, &pair, std::slice::from_ref(out), "GPU")?
+        else {
+            return Err(Error::Value(format!("{}: sibling products must be block-quantized", op.kind.name())));
+        };
+        let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, l, rhs, out)?;
+        if common.is_some_and(|c| c != (m, kk, row_bytes)) || encoding.is_some_and(|e| e != enc) {
+            return Err(Error::Value(format!("{}: sibling products must share rows, K and encoding", op.kind.name())));
+        }
+        (common, encoding) = (Some((m, kk, row_bytes)), Some(enc));
+        parts.push((rhs.addr(), out.addr(), n));
+    }
+    let (Some(dims), Some(enc)) = (common, encoding) else { return Ok(()) };
+    dev.bind()?;
+    k::qmatmul_siblings(&dev.stream, enc, lhs.addr(), &parts, dims).map_err(kernel_err)
 }
 
 fn kernel_err(e: max_kernels_cuda::Error) -> Error {

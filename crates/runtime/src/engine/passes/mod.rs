@@ -2,7 +2,8 @@
 //! `lower` runs them: common subexpressions merged (`cse`), dead code removed (`dce`), matmul
 //! and conv2d epilogues fused into their producers (`epilogue_chain` finds the chains), then
 //! chains of elementwise ops grouped so each group runs as one pass over memory
-//! (`fuse_elementwise`). The IR does not depend on the passes.
+//! (`fuse_elementwise`), and quantized products of one activation joined into one step
+//! (`fuse_sibling_qmatmul`). The IR does not depend on the passes.
 
 use std::collections::HashMap;
 
@@ -17,6 +18,7 @@ mod epilogue_chain;
 mod fuse_conv_epilogue;
 mod fuse_elementwise;
 mod fuse_matmul_epilogue;
+mod fuse_sibling_qmatmul;
 
 pub(crate) use dce::{dce, free_uses};
 
@@ -33,6 +35,7 @@ pub fn lower(graph: &Graph) -> Program {
         fuse_conv_epilogue::fuse(&mut body, &types, &uses);
     }
     fuse_elementwise::fuse(&mut body, &types, &uses);
+    fuse_sibling_qmatmul::fuse(&mut body, &types);
     Program { types, body }
 }
 
