@@ -183,7 +183,15 @@ impl Model {
             bindings: plan.bindings.clone(),
             preset: None,
         };
-        if self.host_work && self.host_only {
+        if self.host_work
+            && plan.elements <= INLINE_ELEMENTS
+            && !self.program.body.steps.iter().any(|s| !s.bodies.is_empty())
+        {
+            // A small plan (an eager op, a few thousand values) runs on the calling thread:
+            // handing it to the pool and waiting for it costs more than the work, and its
+            // kernels stay below their parallel grain anyway.
+            exec::run_body(&mut state, &self.program.body)?;
+        } else if self.host_work && self.host_only {
             super::workers::run_awake(&self.pool, || exec::run_body(&mut state, &self.program.body))?;
         } else if self.host_work {
             self.pool.install(|| exec::run_body(&mut state, &self.program.body))?;
@@ -231,6 +239,10 @@ fn device_layout_fold(
     let here = |d: &Device| d.cuda().is_some_and(|c| c.ordinal == dev.ordinal);
     (shapes.iter().all(|(_, _, d)| here(d)) && inputs.iter().all(|b| here(b.device()))).then_some(dev)
 }
+
+/// Plans of at most this many elements (every value with a known shape) run on the calling
+/// thread instead of the worker pool.
+const INLINE_ELEMENTS: usize = 1 << 14;
 
 /// Largest result (in elements) constant folding may create on the host; bigger ones stay in
 /// the plan (except layout steps on a GPU, see `device_layout_fold`).

@@ -42,6 +42,8 @@ pub struct Plan {
     /// Arena bytes per device key ("cpu:0", "gpu:0").
     pub arenas: HashMap<String, usize>,
     pub report: String,
+    /// Elements of every value whose shape is known before running: a plan's size of work.
+    pub elements: usize,
 }
 
 fn device_key(t: &Type) -> String {
@@ -134,7 +136,8 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
         ));
         arenas.insert(device, p.arena);
     }
-    Ok(Plan { bindings, shapes, slots, arenas, report })
+    let elements = shapes.values().map(|s| s.iter().product::<usize>()).sum();
+    Ok(Plan { bindings, shapes, slots, arenas, report, elements })
 }
 
 fn eval(program: &Program, b: &Bindings, v: ValueId) -> Result<Option<Vec<usize>>> {
