@@ -76,9 +76,9 @@ class RopeAttention(Module):
 
     def forward(self, x: Tensor, cache: CacheStep, freqs_cis: Tensor, residual: Tensor | None = None,
                 residual_multiplier: float = 1.0) -> Tensor:
-        """The attention output ``[tokens, hidden_size]`` (plus ``residual * 1`` and the output
-        times `residual_multiplier` when `residual` is given); the new tokens' keys and values
-        are written to `cache`. `freqs_cis` is the rotary table ``[positions, head_dim]``
+        """The attention output ``[tokens, hidden_size]``, or ``residual + output *
+        residual_multiplier`` when `residual` is given; the new tokens' keys and values are
+        written to `cache`. `freqs_cis` is the rotary table ``[positions, head_dim]``
         (float32 (cos, sin) pairs, ``max.nn.rope.freqs``)."""
         if not isinstance(cache, CacheStep):
             raise TypeError(f"RopeAttention: cache must be a CacheStep (PagedKVCache.step), got {type(cache).__name__}")
