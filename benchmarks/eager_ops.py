@@ -145,8 +145,12 @@ def main() -> None:
             rows.append({"case": "error", "elements": n, "error": f"{type(e).__name__}: {e}"})
     import platform
 
-    device = platform.machine() if args.device == "cpu" else "gpu"
-    write("eager_ops", f"{args.device}-{device}", rows, " ".join(["python", *sys.argv]))
+    if args.device == "cpu":
+        device = f"cpu-{platform.machine()}"
+    else:
+        torch, _ = _torch("gpu")
+        device = torch.cuda.get_device_name() if torch is not None else "gpu"
+    write("eager_ops", device, rows, " ".join(["python", *sys.argv]))
 
 
 if __name__ == "__main__":
