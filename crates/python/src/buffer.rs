@@ -242,6 +242,32 @@ impl PyBuffer {
         numpy_interop::to_numpy(py, &self.inner)
     }
 
+    /// numpy's array protocol, so ``np.asarray(buffer)`` gives the values: a view of a host
+    /// buffer, a copy of a device buffer (``copy=False`` refuses to copy with ValueError, as
+    /// numpy asks); ``dtype`` converts the values.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__(
+        &self,
+        py: Python<'_>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        if copy == Some(false) && !self.inner.device().is_host() {
+            return Err(PyValueError::new_err(format!(
+                "__array__: a buffer on {} cannot be viewed without a copy (copy=False)",
+                self.inner.device().label()
+            )));
+        }
+        let mut arr = numpy_interop::to_numpy(py, &self.inner)?.into_bound(py);
+        if let Some(dt) = dtype.filter(|d| !d.is_none()) {
+            arr = arr.call_method1("astype", (dt,))?;
+        }
+        if copy == Some(true) && self.inner.device().is_host() {
+            arr = arr.call_method0("copy")?;
+        }
+        Ok(arr.unbind())
+    }
+
     /// The single element as a Python bool, int or float.
     fn item(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let b = self.inner.clone();

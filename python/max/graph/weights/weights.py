@@ -64,10 +64,26 @@ class WeightData:
             return self
         return WeightData(self.to_buffer()._cast(dtype), self.name, dtype, Shape(self.shape))
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """numpy's array protocol: ``np.asarray(weight_data)`` gives the values (a view of the
+        mapped file for host data; a GGUF block tensor gives its uint8 ``[rows, bytes]``)."""
+        data = self.data
+        if isinstance(data, np.ndarray):
+            arr = data
+        elif isinstance(data, driver.Buffer):
+            arr = data.__array__(copy=copy)
+        else:
+            arr = np.from_dlpack(data)
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return arr.copy() if copy else arr
+
     def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export of the data (``np.from_dlpack``, ``torch.from_dlpack``)."""
         return self.to_buffer().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        """The DLPack (device type, device id) of the data."""
         return self.to_buffer().__dlpack_device__()
 
     def __repr__(self) -> str:
