@@ -24,10 +24,13 @@ print("Linear(2, 3) on a [2, 2] tensor gives shape", [int(d) for d in out.shape]
 # One fused graph per call: the linear layer, the relu and the row sums compile together
 # (reductions run over the last axis by default and keep it: the result is [2, 1]).
 step = F.functional(lambda t: F.relu(layer(t)).sum())
-print("fused result:", step(x).to_numpy().ravel().tolist())
+total = step(x)
+assert isinstance(total, Tensor)
+print("fused result:", total.to_numpy().ravel().tolist())
 
 # The eager result matches numpy on the layer's own parameters.
-w = layer.weight.to_numpy()
-b = layer.bias.to_numpy()
+bias = layer.bias                    # a Tensor (Linear(..., bias=False) has the int 0 here)
+assert isinstance(bias, Tensor)
+w, b = layer.weight.to_numpy(), bias.to_numpy()
 want = np.maximum(x.to_numpy() @ w.T + b, 0).sum(axis=-1)
-assert np.allclose(step(x).to_numpy().ravel(), want, rtol=1e-5)
+assert np.allclose(total.to_numpy().ravel(), want, rtol=1e-5)

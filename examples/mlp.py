@@ -31,12 +31,12 @@ with Graph("mlp", input_types=[TensorType(DType.float32, ("batch", 16), ref)]) a
 session = engine.InferenceSession(devices=[device])
 model = session.load(graph, weights_registry=mlp.state_dict())
 
-x = rng.standard_normal((8, 16)).astype(np.float32)
-probs = model.execute(driver.Buffer.from_numpy(x).to(device))[0]
+batch = rng.standard_normal((8, 16)).astype(np.float32)
+probs = model.execute(driver.Buffer.from_numpy(batch).to(device))[0]
 got = np.asarray(probs.to(driver.CPU()))
 
 # The same network in numpy (Linear computes x @ W.T + b, W being [out, in]).
-h = x @ weights["layers.0.weight"].T + weights["layers.0.bias"]
+h = batch @ weights["layers.0.weight"].T + weights["layers.0.bias"]
 logits = h @ weights["layers.1.weight"].T
 want = np.exp(logits - logits.max(-1, keepdims=True))
 want /= want.sum(-1, keepdims=True)
