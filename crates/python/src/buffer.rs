@@ -11,6 +11,9 @@ use crate::errors::PyResultExt;
 use crate::index::{parse_index, parse_scalar, scalar_to_py};
 use crate::{dlpack, dtype, numpy_interop};
 
+/// A typed, shaped block of memory on a device: `Buffer(dtype, shape, device)`,
+/// `Buffer.from_numpy(array)`, `Buffer.zeros(shape, dtype)`. Indexing gives views; `to(device)`
+/// copies across devices; `np.asarray(buffer)` and DLPack give the values.
 #[pyclass(frozen, module = "max.driver", name = "Buffer")]
 pub struct PyBuffer {
     pub inner: Buffer,
@@ -184,26 +187,31 @@ impl PyBuffer {
         Ok(PyBuffer { inner: raw.view(d, Some(&dims)).py()? })
     }
 
+    /// The element type (a `max.dtype.DType`).
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         dtype::to_py(py, self.inner.dtype())
     }
 
+    /// The dimensions, as a tuple of ints.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.shape())
     }
 
+    /// The device that holds the memory.
     #[getter]
     fn device(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         device_to_py(py, self.inner.device())
     }
 
+    /// The stream that orders work on this buffer.
     #[getter]
     fn stream(&self) -> PyStream {
         PyStream { inner: self.inner.stream().clone() }
     }
 
+    /// The number of dimensions.
     #[getter]
     fn rank(&self) -> usize {
         self.inner.rank()
@@ -221,6 +229,7 @@ impl PyBuffer {
         self.inner.dtype().size_in_bytes()
     }
 
+    /// Whether the memory is on the host.
     #[getter]
     fn is_host(&self) -> bool {
         self.inner.device().is_host()
@@ -232,6 +241,7 @@ impl PyBuffer {
         self.inner.is_contiguous()
     }
 
+    /// Whether the host memory is page-locked (faster copies to a GPU).
     #[getter]
     fn pinned(&self) -> bool {
         self.inner.is_pinned()

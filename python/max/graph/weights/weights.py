@@ -97,17 +97,21 @@ class Weights(Protocol):
     data for ``InferenceSession.load(weights_registry=weights.allocated_weights)``."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The hierarchical name built so far (``""`` at the root)."""
 
     def __getattr__(self, attr: str) -> Any: ...
 
     def __getitem__(self, idx: int | str) -> Any: ...
 
-    def items(self: _Self) -> Iterator[tuple[str, _Self]]: ...
+    def items(self: _Self) -> Iterator[tuple[str, _Self]]:
+        """(relative name, accessor) for every weight under this prefix, in file order."""
 
-    def exists(self) -> bool: ...
+    def exists(self) -> bool:
+        """Whether a weight has exactly this name."""
 
-    def data(self) -> WeightData: ...
+    def data(self) -> WeightData:
+        """The named weight's data with its dtype, shape and encoding; KeyError when absent."""
 
     def allocate(
         self,
@@ -115,10 +119,12 @@ class Weights(Protocol):
         shape: Iterable[int | str | Dim | np.integer] | None = None,
         quantization_encoding: QuantizationEncoding | None = None,
         device: DeviceRef = DeviceRef.CPU(),
-    ) -> Weight: ...
+    ) -> Weight:
+        """A graph Weight for the named tensor, its data recorded in ``allocated_weights``."""
 
     @property
-    def allocated_weights(self) -> dict[str, Any]: ...
+    def allocated_weights(self) -> dict[str, Any]:
+        """name -> data of every weight allocated so far."""
 
 
 @dataclass(frozen=True)
