@@ -18,7 +18,7 @@ fn every_launched_kernel_exists_with_its_argument_size() {
     }
     let ptx = String::from_utf8(compile(&ATTENTION, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{e}"))).unwrap();
     let all = kernels();
-    assert_eq!(all.len(), 9);
+    assert_eq!(all.len(), 15);
     for (family, name, size) in all {
         assert_eq!(family.name, ATTENTION.name);
         let entry = format!(".entry {name}(\n\t.param .align 8 .b8 {name}_param_0[{size}]\n)");
