@@ -1,7 +1,11 @@
 """Eager op throughput: ``x = x * 1.0001 + 1`` on a float32 tensor, 1,000 steps (2,000 ops)
 after a first step that compiles the two one-op graphs, against numpy doing the same; also the
 raw engine (the cached models' execute called directly, no Tensor wrapping) to show where the
-time goes, and the F.functional version (one fused graph per step). Repeats each loop and keeps
+time goes, and the F.functional version (one fused graph per step). When torch is importable
+(with CUDA for ``--device gpu``), torch eager runs the same loop on the same device in this
+process, and each MAX row gets ``time_vs_torch``: its time per op over torch's (the target on
+the GPU is <= 2); without torch that row says why it was skipped. On the GPU every timed run
+ends with a device synchronisation, so queued kernels are counted. Repeats each loop and keeps
 the best run and the median. Never fails: a case that errors is reported as such.
 
     python benchmarks/eager_ops.py [--device gpu] [--sizes 1024,65536]
@@ -17,13 +21,42 @@ import numpy as np
 from common import write
 
 
-def _timed(step, steps: int, reps: int) -> tuple[float, float]:
+def _timed(step, steps: int, reps: int, sync=lambda: None) -> tuple[float, float]:
     runs = []
     for _ in range(reps):
+        sync()
         t0 = time.perf_counter()
         step(steps)
+        sync()
         runs.append(time.perf_counter() - t0)
     return min(runs), statistics.median(runs)
+
+
+def _torch(device_name: str):
+    """torch, when it is importable and (for the GPU) has CUDA; else the reason it is not."""
+    try:
+        import torch
+    except ImportError as e:
+        return None, f"torch is not importable ({e})"
+    if device_name == "gpu" and not torch.cuda.is_available():
+        return None, "torch has no CUDA device"
+    return torch, None
+
+
+def torch_loop(torch, n: int, device_name: str, steps: int, reps: int) -> tuple[float, float]:
+    """The same loop in torch eager: float32 ``x * 1.0001 + 1``, two kernels a step."""
+    dev = "cuda" if device_name == "gpu" else "cpu"
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    with torch.inference_mode():
+        x0 = torch.ones(n, dtype=torch.float32, device=dev)
+        x0 = x0 * 1.0001 + 1
+
+        def loop(k):
+            x = x0
+            for _ in range(k):
+                x = x * 1.0001 + 1
+
+        return _timed(loop, steps, reps, sync)
 
 
 def bench(n: int, device_name: str, steps: int, reps: int) -> list[dict]:
@@ -33,10 +66,13 @@ def bench(n: int, device_name: str, steps: int, reps: int) -> list[dict]:
     from max._eager import compiled
 
     device = driver.Accelerator() if device_name == "gpu" else driver.CPU()
+    sync = device.synchronize if device_name == "gpu" else (lambda: None)
     rows = []
     ops = 2 * steps
+    best_s: dict[str, float] = {}
 
     def row(case, best, median):
+        best_s[case] = best
         rows.append({"case": case, "elements": n, "ops": ops, "best_ops_per_s": round(ops / best),
                      "median_ops_per_s": round(ops / median), "best_us_per_op": round(best / ops * 1e6, 2)})
 
@@ -50,7 +86,7 @@ def bench(n: int, device_name: str, steps: int, reps: int) -> list[dict]:
             x = x * 1.0001 + 1
         x._realize()
 
-    row("max eager", *_timed(eager, steps, reps))
+    row("max eager", *_timed(eager, steps, reps, sync))
     assert compiled.STATS["compiled"] == compiled_before, "the eager loop recompiled"
 
     entries = list(compiled._CACHE.values())[-2:]
@@ -61,7 +97,7 @@ def bench(n: int, device_name: str, steps: int, reps: int) -> list[dict]:
         for _ in range(k):
             b = add([mul([b])[0]])[0]
 
-    row("engine execute only", *_timed(raw, steps, reps))
+    row("engine execute only", *_timed(raw, steps, reps, sync))
 
     fused = F.functional(lambda x: x * 1.0001 + 1)
     fused(x0)
@@ -71,7 +107,15 @@ def bench(n: int, device_name: str, steps: int, reps: int) -> list[dict]:
         for _ in range(k):
             x = fused(x)
 
-    row("F.functional (1 graph/step)", *_timed(functional, steps, reps))
+    row("F.functional (1 graph/step)", *_timed(functional, steps, reps, sync))
+
+    torch, why_not = _torch(device_name)
+    if torch is None:
+        rows.append({"case": "torch eager", "elements": n, "skipped": why_not})
+    else:
+        row("torch eager", *torch_loop(torch, n, device_name, steps, reps))
+        for r in rows[:-1]:
+            r["time_vs_torch"] = round(best_s[r["case"]] / best_s["torch eager"], 3)
 
     if device_name == "cpu":
         a0 = np.ones(n, np.float32)
@@ -101,8 +145,12 @@ def main() -> None:
             rows.append({"case": "error", "elements": n, "error": f"{type(e).__name__}: {e}"})
     import platform
 
-    device = platform.machine() if args.device == "cpu" else "gpu"
-    write("eager_ops", f"{args.device}-{device}", rows, " ".join(["python", *sys.argv]))
+    if args.device == "cpu":
+        device = f"cpu-{platform.machine()}"
+    else:
+        torch, _ = _torch("gpu")
+        device = torch.cuda.get_device_name() if torch is not None else "gpu"
+    write("eager_ops", device, rows, " ".join(["python", *sys.argv]))
 
 
 if __name__ == "__main__":

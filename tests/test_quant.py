@@ -84,16 +84,19 @@ def dequantized(enc, q):
     return host_dequantize(enc, q) if g is None else g[0].dequantize(q, getattr(g[1], enc.value))
 
 
-def check_product(got, lhs, w, enc, device):
+def check_product(got, lhs, w, enc, device, plus=None):
     """`got` is lhs @ w.T: within the rounding bound of a K-term f32 dot product of the float64
     result. The host multiplies the activations as two 8-bit planes (values and residual) per
     block of 32 values (256 for the K-quants), then integer dot products scaled in f32, which
     adds half a step of the residual plane per value, max|lhs_b| / 254**2 * sum|w_b| over the
-    blocks b; the GPU multiplies f32 activations."""
+    blocks b; the GPU multiplies f32 activations. `plus`: a residual the result also holds."""
     lhs64, w64 = lhs.astype(np.float64), w.astype(np.float64)
     ref = lhs64 @ w64.T
     k = lhs.shape[-1]
     bound = 2 * k * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
+    if plus is not None:  # a residual added to the product: one more f32 rounding
+        ref = ref + plus.astype(np.float64)
+        bound = bound + 2.0**-23 * np.abs(ref)
     if device.is_host:
         block = 256 if enc in K_QUANTS else 32
         amax = np.abs(lhs64).reshape(-1, k // block, block).max(-1)
@@ -235,6 +238,29 @@ def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     if not device.is_host:
         aligned = ws[0].shape[1] % 16 == 0
         assert log.count("qgemv", segments=min(4, len(ns))) == (0 if aligned else 1)
+
+
+@pytest.mark.parametrize("k,m", [(576, 1), (1536, 1), (1536, 3), (576, 12)])
+def test_qmatmul_takes_its_residual_add(device, rng, k, m):
+    """`h + qmatmul(x, W)` (a decoder layer's output and down projections): on a GPU the add
+    runs inside the product's kernel, whichever kernel the shape takes (general, tensor-core,
+    streaming GEMV, or dequantize + GEMM for many rows); the values are the product's plus the
+    residual either way."""
+    enc, n = Q.Q4_1, 96
+    w = quantized(rng, enc, n, k)
+    where = DeviceRef.from_device(device)
+    weight = Weight("w", DType.uint8, w.shape, where, quantization_encoding=enc)
+    with Graph("residual", input_types=on(device, [(DType.float32, (m, k)), (DType.float32, (m, n))])) as g:
+        x, h = g.inputs
+        g.output(h + ops.qmatmul(enc, None, x, weight))
+    model = session(device).load(g, weights_registry={"w": w})
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    with tuning.record_launches() as log:
+        (out,) = execute(model, [lhs, res], device)
+    check_product(out, lhs, dequantized(enc, w), enc, device, plus=res)
+    if not device.is_host:
+        assert log.count("fused") == 0  # no separate elementwise pass for the add
 
 
 # -- GPTQ -------------------------------------------------------------------------------------

@@ -493,11 +493,49 @@ template <typename T> __device__ __forceinline__ void paged_attention_split(cons
     __syncthreads();
     if (ticket != (u32)(sa.splits - 1)) return;
     __threadfence();
+    // merge_splits' arithmetic, with its serial chains of loads taken apart: every split's
+    // (m, l) of the group read at once into shared memory, the weights e^(m_s - M) and 1 / L
+    // summed in split order by one thread per head, then each output adds its splits' values
+    // with the loads in flight together.
+    const i64 stride = 2 + a.dim;
+    const float* base = (const float*)sa.partial + (i * a.q_heads + h0) * sa.splits * stride;
+    float* e = sc;                 // [G][splits]: e^(m_s - M), or -1 for a split with no key
+    float* ls = sc + G * sa.splits;  // [G][splits]: l_s
+    float* inv = rs;               // [G]: 1 / L
+    for (u32 t = threadIdx.x; t < (u32)(G * sa.splits); t += SPLIT_THREADS) {
+        e[t] = __ldcg(base + t * stride);
+        ls[t] = __ldcg(base + t * stride + 1);
+    }
+    __syncthreads();
+    if (threadIdx.x < G) {
+        float* em = e + threadIdx.x * sa.splits;
+        const float* lm = ls + threadIdx.x * sa.splits;
+        float big = NEG_INF;
+        for (i64 t = 0; t < sa.splits; ++t) big = fmaxf(big, em[t]);
+        float l = 0.f;
+        for (i64 t = 0; t < sa.splits; ++t) {
+            if (em[t] != NEG_INF) {
+                const float w = __expf(em[t] - big);
+                l += lm[t] * w;
+                em[t] = w;
+            } else {
+                em[t] = -1.f;
+            }
+        }
+        inv[threadIdx.x] = l > 0.f ? 1.f / l : 0.f;
+    }
+    __syncthreads();
     for (u32 idx = threadIdx.x; idx < (u32)G * dim; idx += SPLIT_THREADS) {
         const u32 g = idx / dim, d = idx % dim;
-        const i64 h = h0 + g;
-        const float* part = (const float*)sa.partial + (i * a.q_heads + h) * sa.splits * (2 + a.dim);
-        ((T*)a.out)[(i * a.q_heads + h) * a.dim + d] = convert<T>(merge_splits(part, sa.splits, a.dim, d));
+        const float* em = e + g * sa.splits;
+        const float* acc_at = base + g * sa.splits * stride + 2 + d;
+        float o = 0.f;
+#pragma unroll 8
+        for (i64 t = 0; t < sa.splits; ++t) {
+            const float w = em[t];
+            if (w >= 0.f) o += __ldcg(acc_at + t * stride) * w;
+        }
+        ((T*)a.out)[(i * a.q_heads + h0 + g) * a.dim + d] = convert<T>(o * inv[g]);
     }
     if (threadIdx.x == 0) *counter = 0u;
 }

@@ -306,9 +306,10 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         chunk_dot<E, MR, QV_CW>(lr, bb, sb, magic, acc);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-    // The output's address waits in shared memory (written before the first barrier): kept in a
-    // register through the loop it costs a spill in some variants.
-    float* __restrict__ out = reinterpret_cast<float*>(*out_at);
+    // The output's and the residual's addresses wait in shared memory (written before the first
+    // barrier): kept in registers through the loop they cost a spill in some variants.
+    float* __restrict__ out = reinterpret_cast<float*>(out_at[0]);
+    const float* __restrict__ res = reinterpret_cast<const float*>(out_at[1]);
 #pragma unroll
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
@@ -316,7 +317,7 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
             float v = acc[c][r];
 #pragma unroll
             for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-            if (lane == 0 && r < m && row0 + c < n) out[r * n + row0 + c] = v;
+            if (lane == 0 && r < m && row0 + c < n) out[r * n + row0 + c] = res ? v + res[r * n + row0 + c] : v;
         }
 }
 
@@ -330,6 +331,7 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
 #define QV_SEGS 4
 struct QvSegs {
     u64 w[QV_SEGS], out[QV_SEGS];
+    u64 res[QV_SEGS];  // f32 [m, n] added to the product (a residual), or 0
     i64 n[QV_SEGS];
     i32 first[QV_SEGS];
     i32 count, pad;
@@ -339,19 +341,20 @@ struct QvSegs {
 #define QGEMV(NAME, E, MR)                                                                                 \
     extern "C" __global__ void QV_BOUNDS(E, MR)                                                           \
         qgemv_##NAME##_m##MR(const float* lhs, QvSegs segs, i64 m, i64 k, i64 row_bytes, u32 magic) {      \
-        u64 w = segs.w[0], out = segs.out[0];                                                             \
+        u64 w = segs.w[0], out = segs.out[0], res = segs.res[0];                                          \
         i64 n = segs.n[0], first = 0;                                                                     \
         _Pragma("unroll") for (int s = 1; s < QV_SEGS; ++s) {                                             \
             if (s < segs.count && (i64)blockIdx.x >= segs.first[s]) {                                     \
                 w = segs.w[s];                                                                            \
                 out = segs.out[s];                                                                        \
+                res = segs.res[s];                                                                        \
                 n = segs.n[s];                                                                            \
                 first = segs.first[s];                                                                    \
             }                                                                                             \
         }                                                                                                 \
-        __shared__ u64 seg_out;                                                                           \
-        if (threadIdx.x == 0) seg_out = out;                                                              \
-        qgemv<E, MR>(lhs, (const u8*)w, &seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);     \
+        __shared__ u64 seg_out[2];                                                                        \
+        if (threadIdx.x == 0) seg_out[0] = out, seg_out[1] = res;                                         \
+        qgemv<E, MR>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);      \
     }
 #define QGEMV_ALL(NAME, E) QGEMV(NAME, E, 1) QGEMV(NAME, E, 2) QGEMV(NAME, E, 4) QGEMV(NAME, E, 8)
 ENCODINGS(QGEMV_ALL)

@@ -176,7 +176,7 @@ __device__ __forceinline__ void qm_join(const int (&c)[4], int m0, int m1, int x
 
 template <int E, int MR>
 __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restrict__ lhs, float* __restrict__ out,
-                                          int m, int n, int k, int split) {
+                                          int m, int n, int k, int split, const float* __restrict__ res) {
 #if __CUDA_ARCH__ >= 900
     typedef Qm<E> Q;
     extern __shared__ __align__(128) u8 qm_smem[];
@@ -362,8 +362,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
             }
             if (part == 0 && t % 2 == 0 && t / 2 < m) {
                 const int row = tile * 16 + g;
-                if (row < n) out[(i64)(t / 2) * n + row] = acc[0];
-                if (row + 8 < n) out[(i64)(t / 2) * n + row + 8] = acc[1];
+                const i64 at = (i64)(t / 2) * n + row;
+                if (row < n) out[at] = res ? acc[0] + res[at] : acc[0];
+                if (row + 8 < n) out[at + 8] = res ? acc[1] + res[at + 8] : acc[1];
             }
             acc[0] = acc[1] = 0.f;
         }
@@ -377,8 +378,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
 // Four blocks of 8 warps per SM: 64 registers.
 #define QGEMV_MMA(NAME, E, MR)                                                                             \
     extern "C" __global__ void __launch_bounds__(256, 4) qgemv_mma_##NAME##_m##MR(                             \
-        const __grid_constant__ QmMap map, const float* lhs, float* out, int m, int n, int k, int split) {         \
-        qgemv_mma<E, MR>(map, lhs, out, m, n, k, split);                                                          \
+        const __grid_constant__ QmMap map, const float* lhs, float* out, int m, int n, int k, int split,            \
+        const float* res) {                                                                                       \
+        qgemv_mma<E, MR>(map, lhs, out, m, n, k, split, res);                                                     \
     }
 QGEMV_MMA(q4_0, ENC_Q4_0, 1)
 QGEMV_MMA(q4_0, ENC_Q4_0, 2)

@@ -37,7 +37,7 @@ template <int E, int MR> struct Qs {
 
 template <int E, int MR>
 __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
-                                        int m, int n, int k, i64 row_bytes, u32 magic) {
+                                        int m, int n, int k, i64 row_bytes, u32 magic, const float* __restrict__ res) {
 #if __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) u8 qv_smem[];
     typedef Qs<E, MR> S;
@@ -120,7 +120,8 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
                     float v = acc[c][r];
 #pragma unroll
                     for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-                    if (lane == 0 && r < m && row0 + c < n) out[(i64)r * n + row0 + c] = v;
+                    if (lane == 0 && r < m && row0 + c < n)
+                        out[(i64)r * n + row0 + c] = res ? v + res[(i64)r * n + row0 + c] : v;
                     acc[c][r] = 0.f;
                 }
             ch = 0;
@@ -138,8 +139,8 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
 #define QGEMV_S(NAME, E, MR)                                                                                    \
     extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                          \
         qgemv_s_##NAME##_m##MR(const float* lhs, const u8* w, float* out, int m, int n, int k, i64 row_bytes, \
-                               u32 magic) {                                                                     \
-        qgemv_s<E, MR>(lhs, w, out, m, n, k, row_bytes, magic);                                                 \
+                               u32 magic, const float* res) {                                                   \
+        qgemv_s<E, MR>(lhs, w, out, m, n, k, row_bytes, magic, res);                                            \
     }
 #define QGEMV_S_ALL(NAME, E) QGEMV_S(NAME, E, 1) QGEMV_S(NAME, E, 2) QGEMV_S(NAME, E, 4) QGEMV_S(NAME, E, 8)
 QGEMV_S_ALL(q4_0, ENC_Q4_0)

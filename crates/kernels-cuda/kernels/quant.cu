@@ -10,6 +10,7 @@
 //                to_f32: bit-identical to the CPU and to ggml.
 // dequant_t_*    the same, written transposed ([K, nc] for weight rows n0 .. n0+nc) as the
 //                right-hand side of a GEMM (qmatmul with many lhs rows).
+// add_residual_f32: a residual added to a qmatmul's f32 result.
 // gptq_gemv_m{1,2,4,8}, gptq_dequant_t, store_cols_*: GPTQ (4 bits, [K/8, N] int32 words then
 //                f16 scales [K/group, N]) for small and large M, and the column stores of the
 //                chunked large-M path.
@@ -155,6 +156,13 @@ __device__ __forceinline__ void store_cols(const float* __restrict__ tmp, T* __r
 }
 
 // ---- entry points ----------------------------------------------------------------------------
+
+// out += res: the residual of a qmatmul whose product came from the dequantize + GEMM path (the
+// GEMV kernels add it as they store).
+extern "C" __global__ void __launch_bounds__(256) add_residual_f32(float* out, const float* res, i64 total) {
+    GRID_STRIDE(e, total) out[e] = out[e] + res[e];
+}
+
 
 #define ENC_KERNELS(NAME, E)                                                                                 \
     extern "C" __global__ void __launch_bounds__(256) dequantize_##NAME(const u8* x, float* out, i64 total) { \

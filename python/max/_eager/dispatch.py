@@ -7,7 +7,10 @@ graph values, e.g. ``ops.add``) on Tensors.
 - Inside a realization context (``F.functional``, ``F.lazy``, ``Module.compile``): `fn` is staged
   into the context's graph and the results are unrealized Tensors.
 - Inside a user's ``Graph`` with graph values among the arguments: `fn` is staged there, real
-  Tensors becoming constants; the results are graph values, as ``max.graph.ops`` would return."""
+  Tensors becoming constants; the results are graph values, as ``max.graph.ops`` would return.
+
+A ``MutableBuffer`` argument (a KV cache) becomes a buffer input that the op writes in place;
+it is accepted only when the op runs at once."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from max.graph.graph import _CURRENT as _GRAPH_STACK
 from max.graph.type import DeviceRef
 from max.graph.value import BufferValue, Value
 from max._eager import compiled
+from max._eager.buffer import MutableBuffer, check_eager_only
 from max._eager.context import CURRENT
 
 Tensor: Any = None  # max.tensor.Tensor, set when max.tensor is imported
@@ -39,7 +43,7 @@ _ATOMS = (str, type(None), DType, Dim, DeviceRef, type(Ellipsis))
 def _freeze(a: Any, srcs: list, flags: list) -> Any:
     """A hashable key for argument `a`; Tensors are collected into `srcs` in order."""
     t = type(a)
-    if t is Tensor:
+    if t is Tensor or t is MutableBuffer:
         srcs.append(a)
         return a._key()
     if t in _NUMBERS:
@@ -74,7 +78,7 @@ def _freeze(a: Any, srcs: list, flags: list) -> Any:
 def _substitute(a: Any, values: list, pos: list) -> Any:
     """`a` with each Tensor replaced by the next of `values` (the order `_freeze` found them)."""
     t = type(a)
-    if isinstance(a, Tensor):
+    if isinstance(a, Tensor) or t is MutableBuffer:
         v = values[pos[0]]
         pos[0] += 1
         return v
@@ -158,7 +162,7 @@ def _general(fn: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _collect(a: Any, srcs: list, graph_values: list) -> None:
-    if isinstance(a, Tensor):
+    if isinstance(a, Tensor) or type(a) is MutableBuffer:
         srcs.append(a)
     elif isinstance(a, Value):
         graph_values.append(a)
@@ -171,6 +175,7 @@ def _collect(a: Any, srcs: list, graph_values: list) -> None:
 
 
 def _in_user_graph(fn: Any, args: tuple, kwargs: dict, srcs: list, graph_values: list) -> Any:
+    check_eager_only(srcs, _name(fn))
     graph = graph_values[0]._graph if graph_values else Graph.current
     values = []
     for s in srcs:
@@ -204,6 +209,7 @@ def _eager(fn: Any, args: tuple, kwargs: dict, srcs: list, key: Any) -> Any:
 
 
 def _stage(ctx: Any, fn: Any, args: tuple, kwargs: dict, srcs: list, key: Any) -> Any:
+    check_eager_only(srcs, _name(fn))
     values = [ctx.value_of(s) for s in srcs]
     with ctx.graph:
         out = fn(*_substitute(args, values, [0]), **_substitute(kwargs, values, [0]))

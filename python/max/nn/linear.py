@@ -1,10 +1,12 @@
 """``Linear`` (``y = x @ W.T + b``, W stored ``[out_dim, in_dim]`` as checkpoints hold it, or as
 GGUF quantized blocks multiplied by ``ops.qmatmul``) and ``MLP`` (the gated feed-forward
-``down(act(gate(x)) * up(x))`` of Llama-style decoders)."""
+``down(act(gate(x)) * up(x))`` of Llama-style decoders). Their math is also exposed as
+functions of graph values (``dense``, ``gated_mlp``) that the eager layers stage with the
+same ops, so both give the same bits."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from max.dtype import DType
@@ -23,6 +25,31 @@ def _weight_shape(in_dim: int, out_dim: int, encoding: QuantizationEncoding | No
     if in_dim % epb:
         raise ValueError(f"Linear: in_dim {in_dim} is not a whole number of {encoding.value} blocks of {epb}")
     return DType.uint8, (out_dim, in_dim // epb * size)
+
+
+def dense(x: TensorValue, weight: Any, bias: Any = None, clip: float | None = None) -> TensorValue:
+    """``x @ weight.T + bias`` for ``weight [out_dim, in_dim]`` (optionally clipped to
+    ``+-clip``), in x's dtype: the math of the graph ``Linear`` and of the eager layers built on
+    it, staged into a model's graph or into an eager op's."""
+    w = weight.T
+    if clip is not None:
+        w = ops.min(ops.max(w, -clip), clip)
+    y = x @ as_dtype(w, x.dtype)
+    if bias is not None:
+        y = y + as_dtype(bias, y.dtype)
+    return y
+
+
+def gated_mlp(
+    x: TensorValue,
+    gate: Callable[[TensorValue], TensorValue],
+    up: Callable[[TensorValue], TensorValue],
+    down: Callable[[TensorValue], TensorValue],
+    act: Callable[[TensorValue], TensorValue],
+) -> TensorValue:
+    """``down(act(gate(x)) * up(x))``: the feed-forward of Llama-style decoders, over any
+    projections (dense or quantized)."""
+    return down(act(gate(x)) * up(x))
 
 
 class Linear(Module, Shardable):
@@ -72,14 +99,10 @@ class Linear(Module, Shardable):
         if enc is not None:
             y = ops.qmatmul(enc, None, as_dtype(x, DType.float32), self.weight)
             y = as_dtype(y, x.dtype)
-        else:
-            w = self.weight.T
-            if self.clip_weight is not None:
-                w = ops.min(ops.max(w, -self.clip_weight), self.clip_weight)
-            y = x @ as_dtype(w, x.dtype)
-        if self.bias is not None:
-            y = y + as_dtype(self.bias._value(), y.dtype)
-        return y
+            if self.bias is not None:
+                y = y + as_dtype(self.bias._value(), y.dtype)
+            return y
+        return dense(x, self.weight, self.bias._value() if self.bias is not None else None, self.clip_weight)
 
     def __repr__(self) -> str:
         enc = f", {self.quantization_encoding.value}" if self.quantization_encoding else ""
@@ -117,7 +140,7 @@ class MLP(Module):
         self.up_proj = linear(hidden_dim, feed_forward_length)
 
     def __call__(self, x: TensorValue) -> TensorValue:
-        return self.down_proj(self._act(self.gate_proj(x)) * self.up_proj(x))
+        return gated_mlp(x, self.gate_proj, self.up_proj, self.down_proj, self._act)
 
 
-__all__ = ["MLP", "Linear"]
+__all__ = ["MLP", "Linear", "dense", "gated_mlp"]

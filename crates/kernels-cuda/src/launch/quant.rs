@@ -54,23 +54,61 @@ pub fn dequantize(stream: &Arc<CudaStream>, enc: Encoding, x: u64, out: u64, tot
 pub fn qmatmul(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    ptrs: (u64, u64, u64),
+    dims: (usize, usize, usize, usize),
+) -> Result<()> {
+    qmatmul_add(stream, enc, ptrs, 0, dims)
+}
+
+/// [`qmatmul`] plus `res` (f32 [m, n], 0 for none) added to the result: a residual connection
+/// fused into the product (the GEMV kernels add it as they store; the GEMM path adds it after).
+pub fn qmatmul_add(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
     (lhs, w, out): (u64, u64, u64),
+    res: u64,
     (m, n, k, row_bytes): (usize, usize, usize, usize),
 ) -> Result<()> {
     if m == 0 || n == 0 {
         return Ok(());
     }
     if k == 0 {
-        return super::fill(stream, out, (m * n) as u64, 4, 0);
+        super::fill(stream, out, (m * n) as u64, 4, 0)?;
+        return add_residual(stream, out, res, m * n);
     }
     let tuning = max_tuning::current();
     let problem = QProblem { enc, m, n, k, row_bytes, lhs, w };
     match select_path(&problem, arch_major(stream)?, &tuning) {
-        QPath::Mma => return qgemv_mma(stream, enc, (lhs, w, out), (m, n, k, row_bytes), &tuning),
-        QPath::Stream => return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes), true, &tuning),
-        QPath::General => return qgemv(stream, enc, (lhs, w, out), (m, n, k, row_bytes), false, &tuning),
+        QPath::Mma => return qgemv_mma(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), &tuning),
+        QPath::Stream => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), true, &tuning),
+        QPath::General => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), false, &tuning),
         QPath::Gemm => {}
     }
+    qmatmul_gemm(stream, enc, (lhs, w, out), (m, n, k, row_bytes))?;
+    add_residual(stream, out, res, m * n)
+}
+
+/// out += res over `total` f32 values (nothing when res is 0).
+fn add_residual(stream: &Arc<CudaStream>, out: u64, res: u64, total: usize) -> Result<()> {
+    if res == 0 || total == 0 {
+        return Ok(());
+    }
+    let f = function(stream.context(), &QUANT, "add_residual_f32")?;
+    let t = total as i64;
+    let mut l = stream.launch_builder(&f);
+    l.arg(&out).arg(&res).arg(&t);
+    // SAFETY: out and res each hold `total` f32 values.
+    unsafe { l.launch(grid(total as u64)) }.map_err(Error::driver("cuLaunchKernel(add_residual)"))?;
+    Ok(())
+}
+
+/// More than GEMV_MAX_ROWS rows: dequantize the weights to scratch, then the f32 GEMM.
+fn qmatmul_gemm(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    (lhs, w, out): (u64, u64, u64),
+    (m, n, k, row_bytes): (usize, usize, usize, usize),
+) -> Result<()> {
     let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", suffix(enc)))?;
     large_m(stream, DType::Float32, (lhs, out), (m, n, k), |n0, nc, wt| {
         let (rb, ki, n0i, nci) = (row_bytes as i64, k as i64, n0 as i64, nc as i64);
@@ -144,7 +182,7 @@ fn arch_major(stream: &Arc<CudaStream>) -> Result<u32> {
 fn qgemv(
     stream: &Arc<CudaStream>,
     enc: Encoding,
-    (lhs, w, out): (u64, u64, u64),
+    (lhs, w, out, res): (u64, u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
     streaming: bool,
     tuning: &max_tuning::Tuning,
@@ -181,10 +219,10 @@ fn qgemv(
     let mut l = stream.launch_builder(&f);
     let rb = row_bytes as i64;
     let (ms, ns, ks) = (m as i32, n as i32, k as i32);
-    let segs = QvSegs::new(&[(w, out, n)]);
+    let segs = QvSegs::new(&[(w, out, n)], res);
     let (mi, ki) = (m as i64, k as i64);
     if streaming {
-        l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&MAGIC);
+        l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&MAGIC).arg(&res);
     } else {
         l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
     }
@@ -210,6 +248,7 @@ pub const QV_SEGS: usize = 4;
 struct QvSegs {
     w: [u64; QV_SEGS],
     out: [u64; QV_SEGS],
+    res: [u64; QV_SEGS],
     n: [i64; QV_SEGS],
     first: [i32; QV_SEGS],
     count: i32,
@@ -219,9 +258,17 @@ struct QvSegs {
 unsafe impl cudarc::driver::DeviceRepr for QvSegs {}
 
 impl QvSegs {
-    fn new(parts: &[(u64, u64, usize)]) -> QvSegs {
-        let mut s =
-            QvSegs { w: [0; QV_SEGS], out: [0; QV_SEGS], n: [0; QV_SEGS], first: [0; QV_SEGS], count: 0, pad: 0 };
+    /// Segments for `parts` (weights, output, rows); `res` is added to the first's result.
+    fn new(parts: &[(u64, u64, usize)], res: u64) -> QvSegs {
+        let mut s = QvSegs {
+            w: [0; QV_SEGS],
+            out: [0; QV_SEGS],
+            res: [res, 0, 0, 0],
+            n: [0; QV_SEGS],
+            first: [0; QV_SEGS],
+            count: 0,
+            pad: 0,
+        };
         let mut first = 0usize;
         for (i, &(w, out, n)) in parts.iter().take(QV_SEGS).enumerate() {
             (s.w[i], s.out[i], s.n[i], s.first[i]) = (w, out, n as i64, first as i32);
@@ -273,7 +320,7 @@ pub fn qmatmul_siblings(
     let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     let cfg = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
-    let segs = QvSegs::new(parts);
+    let segs = QvSegs::new(parts, 0);
     let (mi, ki, rb) = (m as i64, k as i64, row_bytes as i64);
     let mut l = stream.launch_builder(&f);
     l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
@@ -373,7 +420,7 @@ fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) ->
 fn qgemv_mma(
     stream: &Arc<CudaStream>,
     enc: Encoding,
-    (lhs, w, out): (u64, u64, u64),
+    (lhs, w, out, res): (u64, u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
@@ -385,9 +432,9 @@ fn qgemv_mma(
     let (split, blocks) = mma_grid(n, k, resident, tuning);
     let (elems, bytes) = enc.block();
     let mut map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
-    let (mut lhs, mut out) = (lhs, out);
+    let (mut lhs, mut out, mut res) = (lhs, out, res);
     let (mut ms, mut ns, mut ks, mut sp) = (m as i32, n as i32, k as i32, split as i32);
-    let mut params: [*mut std::ffi::c_void; 7] = [
+    let mut params: [*mut std::ffi::c_void; 8] = [
         &mut map as *mut TmaMap as *mut _,
         &mut lhs as *mut u64 as *mut _,
         &mut out as *mut u64 as *mut _,
@@ -395,11 +442,12 @@ fn qgemv_mma(
         &mut ns as *mut i32 as *mut _,
         &mut ks as *mut i32 as *mut _,
         &mut sp as *mut i32 as *mut _,
+        &mut res as *mut u64 as *mut _,
     ];
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
     let pdl = tuning.flag_or(max_tuning::Knob::QgemvPdl, true);
-    // SAFETY: the parameters match the kernel's (QmMap, lhs, out, m, n, k, split) by value and
+    // SAFETY: the parameters match the kernel's (QmMap, lhs, out, m, n, k, split, res) by value and
     // live across the call (the driver copies them); the map describes w's n rows of row_bytes
     // (k elements, 16-byte aligned rows); lhs holds m x k f32 and out m x n f32; n and k fit in
     // i32 (mma_gemv: k is bounded by the fragment budget).

@@ -13,6 +13,17 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Reduction => cpu::reduction::run(op, inputs, outputs),
         Family::Conv => cpu::conv::run(op, inputs, outputs),
         Family::Indexing => cpu::indexing::run(op, inputs, outputs),
+        // A qmatmul with its residual add (see engine/passes): the product, then the add.
+        Family::Quant if op.attrs.0.contains_key(super::passes::RESIDUAL) => {
+            let ([lhs, w, res], [out]) = (inputs, outputs) else {
+                return Err(Error::Value(format!(
+                    "{}: expected lhs, weights, residual and one output",
+                    op.kind.name()
+                )));
+            };
+            cpu::quant::run(op, &[lhs.clone(), w.clone()], outputs)?;
+            add_in_place(out, res)
+        }
         // Sibling qmatmuls (one activation, several weights; see engine/passes): one at a time.
         Family::Quant if op.kind == OpKind::QMatmul && inputs.len() > 2 && inputs.len() == outputs.len() + 1 => {
             for (w, out) in inputs[1..].iter().zip(outputs) {
@@ -25,6 +36,32 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Sampling => cpu::sampling::run(op, inputs, outputs),
         _ => Err(Error::Value(format!("{}: no CPU kernel for this op", op.kind.name()))),
     }
+}
+
+/// out += res, both f32 host buffers of one shape (out contiguous).
+fn add_in_place(out: &Buffer, res: &Buffer) -> Result<()> {
+    if out.dtype() != max_graph::DType::Float32 || res.dtype() != out.dtype() || res.shape() != out.shape() {
+        return Err(Error::Value(format!(
+            "qmatmul: the residual is {} {:?}, the product {} {:?}",
+            res.dtype(),
+            res.shape(),
+            out.dtype(),
+            out.shape()
+        )));
+    }
+    let res = if res.is_contiguous() { res.clone() } else { res.contiguous()? };
+    let n = out.num_elements();
+    // SAFETY: both are contiguous host buffers of n f32 values; out is this step's own result.
+    let (o, r) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(out.addr() as *mut f32, n),
+            std::slice::from_raw_parts(res.addr() as *const f32, n),
+        )
+    };
+    for (a, b) in o.iter_mut().zip(r) {
+        *a += *b;
+    }
+    Ok(())
 }
 
 /// Ops whose result shape depends on the input values (nonzero's count of non-zero elements).

@@ -2,12 +2,13 @@
 Per layer: q/k/v projections (optional biases, optional per-head RMSNorm of q and k), rotary
 embeddings at each token's position, the new keys and values written to the cache, attention
 of the queries over their sequences' cached tokens (GQA, causal or sliding-window mask), and
-the output projection. Inputs are ragged: ``x [total_tokens, hidden]``."""
+the output projection. Inputs are ragged: ``x [total_tokens, hidden]``. The math is the
+function ``rope_attention``, which the eager attention module stages with the same ops."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from max.dtype import DType
@@ -94,18 +95,11 @@ class AttentionWithRope(Module):
         self.use_qk_norm = use_qk_norm
 
     def _qkv(self, x: TensorValue) -> tuple[TensorValue, TensorValue, TensorValue]:
-        tokens = x.shape[0]
-        q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         if self.stacked_qkv:
+            q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
             qkv = self.qkv_proj(x)
-            q, k, v = qkv[:, :q_dim], qkv[:, q_dim : q_dim + kv_dim], qkv[:, q_dim + kv_dim :]
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        return (
-            q.reshape([tokens, self.n_heads, self.head_dim]),
-            k.reshape([tokens, self.n_kv_heads, self.head_dim]),
-            v.reshape([tokens, self.n_kv_heads, self.head_dim]),
-        )
+            return qkv[:, :q_dim], qkv[:, q_dim : q_dim + kv_dim], qkv[:, q_dim + kv_dim :]
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def __call__(
         self,
@@ -115,37 +109,73 @@ class AttentionWithRope(Module):
         freqs_cis: TensorValue,
         input_row_offsets: TensorValue,
     ) -> TensorValue:
-        if not isinstance(layer_idx, int):
-            raise TypeError("AttentionWithRope: layer_idx must be a Python int (the layer's index in the cache)")
-        if kv_collection.positions is None or kv_collection.slots is None:
-            raise ValueError("AttentionWithRope: the cache values need the token positions and slots")
-        q, k, v = self._qkv(x)
-        if self.use_qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        interleaved = self.rope.interleaved
-        q = kernels.rope(q, freqs_cis, kv_collection.positions, interleaved=interleaved)
-        k = kernels.rope(k, freqs_cis, kv_collection.positions, interleaved=interleaved)
-        blocks = kv_collection.kv_blocks
-        kernels.kv_cache_store(blocks, k.cast(blocks.dtype) if k.dtype != blocks.dtype else k,
-                               v.cast(blocks.dtype) if v.dtype != blocks.dtype else v, kv_collection.slots, layer_idx)
-        if q.dtype != blocks.dtype:
-            q = q.cast(blocks.dtype)
-        attn = kernels.paged_attention(
-            q,
-            blocks,
-            input_row_offsets,
-            kv_collection.cache_lengths,
-            kv_collection.lookup_table,
-            layer=layer_idx,
-            scale=self.scale,
-            mask=op_mask(self.mask_variant),
-            window=self.local_window_size,
-            softcap=self.softcap,
+        qk_norm = (lambda q, k: (self.q_norm(q), self.k_norm(k))) if self.use_qk_norm else None
+        return rope_attention(
+            x, self._qkv, self.o_proj, kv_collection, freqs_cis, input_row_offsets,
+            layer=layer_idx, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads, head_dim=self.head_dim,
+            interleaved=self.rope.interleaved, scale=self.scale, mask=op_mask(self.mask_variant),
+            window=self.local_window_size, softcap=self.softcap, qk_norm=qk_norm,
         )
-        attn = attn.reshape([x.shape[0], self.n_heads * self.head_dim])
-        if attn.dtype != x.dtype:
-            attn = attn.cast(x.dtype)
-        return self.o_proj(attn)
 
 
-__all__ = ["AttentionWithRope"]
+def rope_attention(
+    x: TensorValue,
+    qkv: Callable[[TensorValue], tuple[TensorValue, TensorValue, TensorValue]],
+    out: Callable[[TensorValue], TensorValue],
+    kv_collection: PagedCacheValues,
+    freqs_cis: TensorValue,
+    input_row_offsets: TensorValue,
+    *,
+    layer: int,
+    n_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
+    interleaved: bool,
+    scale: float,
+    mask: str = "causal",
+    window: int | None = None,
+    softcap: float = 0.0,
+    qk_norm: Callable[[TensorValue, TensorValue], tuple[TensorValue, TensorValue]] | None = None,
+) -> TensorValue:
+    """The attention of ragged tokens ``x [tokens, hidden]`` over the paged cache, as graph ops:
+    `qkv` projects x to ``q [tokens, n_heads * head_dim]`` and ``k``, ``v [tokens, n_kv_heads *
+    head_dim]``; per head, `qk_norm` (optional) and the rotary embedding at each token's
+    position; k and v written to the cache of `layer`; attention over the cache; `out` projects
+    the heads back. The math of ``AttentionWithRope`` and of the eager attention module alike."""
+    if not isinstance(layer, int):
+        raise TypeError("AttentionWithRope: layer_idx must be a Python int (the layer's index in the cache)")
+    if kv_collection.positions is None or kv_collection.slots is None:
+        raise ValueError("AttentionWithRope: the cache values need the token positions and slots")
+    tokens = x.shape[0]
+    q, k, v = qkv(x)
+    q = q.reshape([tokens, n_heads, head_dim])
+    k = k.reshape([tokens, n_kv_heads, head_dim])
+    v = v.reshape([tokens, n_kv_heads, head_dim])
+    if qk_norm is not None:
+        q, k = qk_norm(q, k)
+    q = kernels.rope(q, freqs_cis, kv_collection.positions, interleaved=interleaved)
+    k = kernels.rope(k, freqs_cis, kv_collection.positions, interleaved=interleaved)
+    blocks = kv_collection.kv_blocks
+    kernels.kv_cache_store(blocks, k.cast(blocks.dtype) if k.dtype != blocks.dtype else k,
+                           v.cast(blocks.dtype) if v.dtype != blocks.dtype else v, kv_collection.slots, layer)
+    if q.dtype != blocks.dtype:
+        q = q.cast(blocks.dtype)
+    attn = kernels.paged_attention(
+        q,
+        blocks,
+        input_row_offsets,
+        kv_collection.cache_lengths,
+        kv_collection.lookup_table,
+        layer=layer,
+        scale=scale,
+        mask=mask,
+        window=window,
+        softcap=softcap,
+    )
+    attn = attn.reshape([tokens, n_heads * head_dim])
+    if attn.dtype != x.dtype:
+        attn = attn.cast(x.dtype)
+    return out(attn)
+
+
+__all__ = ["AttentionWithRope", "rope_attention"]

@@ -52,9 +52,6 @@ class TransformerBlock(Module):
         self.post_attention_layernorm = mlp_norm
         self.residual_multiplier = float(residual_multiplier)
 
-    def _scaled(self, t: TensorValue) -> TensorValue:
-        return t if self.residual_multiplier == 1.0 else t * self.residual_multiplier
-
     def __call__(
         self,
         layer_idx: int,
@@ -63,8 +60,17 @@ class TransformerBlock(Module):
         freqs_cis: TensorValue,
         input_row_offsets: TensorValue,
     ) -> TensorValue:
-        h = x + self._scaled(self.self_attn(layer_idx, self.input_layernorm(x), kv_collection, freqs_cis, input_row_offsets))
-        return h + self._scaled(self.mlp(self.post_attention_layernorm(h)))
+        r = self.residual_multiplier
+        attn = self.self_attn(layer_idx, self.input_layernorm(x), kv_collection, freqs_cis, input_row_offsets)
+        h = add_residual(x, attn, r)
+        return add_residual(h, self.mlp(self.post_attention_layernorm(h)), r)
+
+
+def add_residual(x: TensorValue, y: TensorValue, multiplier: float = 1.0) -> TensorValue:
+    """``x + y * multiplier``: a block's residual connection. A GPU graph folds the add into the
+    epilogue of the matmul that produced `y`, so the eager sub-layers end with this same add
+    inside their own graph (one rounding, as the block's graph has it)."""
+    return x + (y if multiplier == 1.0 else y * multiplier)
 
 
 def last_token_indices(input_row_offsets: TensorValue) -> TensorValue:
@@ -142,4 +148,4 @@ class Transformer(Module):
         return (logits, hidden)
 
 
-__all__ = ["ReturnHiddenStates", "ReturnLogits", "Transformer", "TransformerBlock"]
+__all__ = ["ReturnHiddenStates", "ReturnLogits", "Transformer", "TransformerBlock", "add_residual"]

@@ -17,6 +17,9 @@ use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    if op.attrs.0.contains_key(crate::engine::passes::RESIDUAL) {
+        return with_residual(dev, op, inputs, outputs);
+    }
     if let [lhs, weights @ ..] = inputs {
         if weights.len() > 1 && weights.len() == outputs.len() {
             return siblings(dev, op, lhs, weights, outputs);
@@ -27,6 +30,33 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         (QuantCall::Gptq, out) => gptq(dev, op, inputs, out),
         (QuantCall::Block { enc, lhs, rhs }, out) => qmatmul(dev, op, enc, lhs, rhs, out),
     }
+}
+
+/// A qmatmul with its residual add (engine/passes/fuse_qmatmul_residual.rs): inputs lhs,
+/// weights, residual (f32 of the result's shape).
+fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = op.kind.name();
+    let [lhs, w, res] = inputs else {
+        return Err(Error::Value(format!("{name}: a product with its residual takes lhs, weights and the residual")));
+    };
+    let pair = [lhs.clone(), w.clone()];
+    let (QuantCall::Block { enc, lhs, rhs }, out) = quant_call(op, &pair, outputs, "GPU")? else {
+        return Err(Error::Value(format!("{name}: a product with its residual must be block-quantized")));
+    };
+    if res.dtype() != DType::Float32 || res.shape() != out.shape() {
+        return Err(Error::Value(format!(
+            "{name}: the residual is {} {:?}, the product {} {:?}",
+            res.dtype(),
+            res.shape(),
+            out.dtype(),
+            out.shape()
+        )));
+    }
+    let res = if res.is_contiguous() { res.clone() } else { res.contiguous()? };
+    let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
+    dev.bind()?;
+    k::qmatmul_add(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), res.addr(), (m, n, kk, row_bytes))
+        .map_err(kernel_err)
 }
 
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each

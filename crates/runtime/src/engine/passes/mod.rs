@@ -2,8 +2,8 @@
 //! `lower` runs them: common subexpressions merged (`cse`), dead code removed (`dce`), matmul
 //! and conv2d epilogues fused into their producers (`epilogue_chain` finds the chains), then
 //! chains of elementwise ops grouped so each group runs as one pass over memory
-//! (`fuse_elementwise`), and quantized products of one activation joined into one step
-//! (`fuse_sibling_qmatmul`). The IR does not depend on the passes.
+//! (`fuse_elementwise`), and quantized products taking their residual add
+//! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`). The IR does not depend on the passes.
 
 use std::collections::HashMap;
 
@@ -18,7 +18,10 @@ mod epilogue_chain;
 mod fuse_conv_epilogue;
 mod fuse_elementwise;
 mod fuse_matmul_epilogue;
+mod fuse_qmatmul_residual;
 mod fuse_sibling_qmatmul;
+
+pub(crate) use fuse_qmatmul_residual::RESIDUAL;
 
 pub(crate) use dce::{dce, free_uses};
 
@@ -33,6 +36,7 @@ pub fn lower(graph: &Graph) -> Program {
     if max_tuning::current().flag_or(max_tuning::Knob::FusionEpilogue, true) {
         fuse_matmul_epilogue::fuse(&mut body, &types, &uses);
         fuse_conv_epilogue::fuse(&mut body, &types, &uses);
+        fuse_qmatmul_residual::fuse(&mut body, &types, &uses);
     }
     fuse_elementwise::fuse(&mut body, &types, &uses);
     fuse_sibling_qmatmul::fuse(&mut body, &types);
