@@ -16,6 +16,6 @@ with Graph("mlp", input_types=[TensorType(DType.float32, ("batch", 64), ref)]) a
     w = ops.constant(np.random.randn(64, 32).astype(np.float32), DType.float32, ref)
     g.output(ops.relu(x @ w + 1.0))          # matmul, bias and relu: one fused kernel on the GPU
 model = engine.InferenceSession(devices=[driver.CPU(), device]).load(g)
-x = np.random.randn(4, 64).astype(np.float32)
-out = model.execute(driver.Buffer.from_numpy(x).to(device))[0]
+batch = np.random.randn(4, 64).astype(np.float32)
+out = model.execute(driver.Buffer.from_numpy(batch).to(device))[0]
 print(out.to(driver.CPU()).to_numpy().shape)   # (4, 32)

@@ -145,6 +145,7 @@ def constant(value: Any, dtype: DType | None = None, device: Any = None) -> Any:
 
 
 def transfer_to(x: Any, device: Any) -> Any:
+    """`x` moved to `device`: a Tensor is copied there now, a graph value gets a transfer op."""
     if isinstance(x, Tensor):
         return x.to(device)
     return ops.transfer_to(x, device)

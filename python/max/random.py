@@ -86,6 +86,7 @@ def _like(t: Any) -> dict:
 
 
 def gaussian_like(like: Any, mean: float = 0.0, std: float = 1.0) -> Any:
+    """Normal random values with `like`'s shape, dtype and device."""
     return gaussian(like.shape, mean, std, **_like(like))
 
 
@@ -93,6 +94,7 @@ normal_like = gaussian_like
 
 
 def uniform_like(like: Any, range: tuple[float, float] = (0, 1)) -> Any:  # noqa: A002
+    """Uniform random values in `range` with `like`'s shape, dtype and device."""
     return uniform(like.shape, range, **_like(like))
 
 

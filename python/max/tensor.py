@@ -33,7 +33,12 @@ _apply = dispatch.apply
 class Tensor:
     """A multi-dimensional array with eager execution and automatic compilation."""
 
-    __slots__ = ("storage", "state", "_k", "__weakref__")
+    __slots__ = {
+        "storage": "The driver Buffer of a real tensor (None while unrealized).",
+        "state": "The RealizationState of an unrealized tensor (None once real).",
+        "_k": None,
+        "__weakref__": None,
+    }
     __array_ufunc__ = None  # `ndarray op Tensor` comes to the Tensor's reflected operator
 
     def __init__(self, *, storage: driver.Buffer | None = None, state: RealizationState | None = None) -> None:
@@ -57,6 +62,7 @@ class Tensor:
 
     @property
     def type(self) -> TensorType:
+        """The tensor's TensorType: dtype, shape and device."""
         if self.state is not None:
             t = self.state.value.type
             return t.as_tensor() if hasattr(t, "as_tensor") else t
@@ -65,21 +71,26 @@ class Tensor:
 
     @property
     def dtype(self) -> DType:
+        """The element type."""
         return self.storage.dtype if self.state is None else self.state.value.dtype
 
     @property
     def shape(self) -> Shape:
+        """The shape, as a graph Shape of static dims."""
         return Shape(self.storage.shape) if self.state is None else Shape(self.type.shape)
 
     @property
     def rank(self) -> int:
+        """The number of dimensions."""
         return len(self.storage.shape) if self.state is None else self.state.value.rank
 
     @property
     def device(self) -> driver.Device:
+        """The device holding the data (or that will hold it, for an unrealized tensor)."""
         return self.storage.device if self.state is None else self.type.device.to_device()
 
     def num_elements(self) -> int:
+        """The number of elements (the product of the shape)."""
         n = 1
         for d in self.shape:
             n *= int(d)
@@ -89,6 +100,7 @@ class Tensor:
 
     @property
     def real(self) -> bool:
+        """Whether the values exist yet (False while the tensor is a value of a graph being built)."""
         return self.state is None
 
     def _realize(self) -> Tensor:
@@ -110,6 +122,7 @@ class Tensor:
 
     @property
     def driver_tensor(self) -> driver.Buffer:
+        """The ``max.driver.Buffer`` holding the values; TypeError while unrealized."""
         if self.state is not None:
             raise TypeError("the tensor is unrealized; realize it first (t.realize)")
         return self.storage
@@ -144,10 +157,12 @@ class Tensor:
 
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> Tensor:
+        """A tensor holding a copy of `array`'s values (dtype and shape from the array)."""
         return cls(storage=driver.Buffer.from_numpy(np.ascontiguousarray(array)))
 
     @classmethod
     def from_graph_value(cls, value: Any) -> Tensor:
+        """An unrealized tensor for a graph value of the current realization context."""
         ctx = current_realization_context()
         if ctx is None:
             raise TypeError("Tensor.from_graph_value needs a realization context (e.g. inside Module.compile)")
@@ -155,28 +170,34 @@ class Tensor:
 
     @classmethod
     def full(cls, shape: Iterable[Any], value: Any, *, dtype: DType | None = None, device: Any = None) -> Tensor:
+        """A tensor of `shape` filled with `value` (dtype and device default to the current defaults)."""
         dtype, device = defaults(dtype, device)
         dims = creation.static_shape(shape, "full")
         return creation.make(dims, dtype, device, lambda: np.full(dims, value))
 
     @classmethod
     def zeros(cls, shape: Iterable[Any], *, dtype: DType | None = None, device: Any = None) -> Tensor:
+        """A tensor of `shape` filled with zeros."""
         return cls.full(shape, 0, dtype=dtype, device=device)
 
     @classmethod
     def ones(cls, shape: Iterable[Any], *, dtype: DType | None = None, device: Any = None) -> Tensor:
+        """A tensor of `shape` filled with ones."""
         return cls.full(shape, 1, dtype=dtype, device=device)
 
     @classmethod
     def full_like(cls, input: Tensor | TensorType, value: Any) -> Tensor:
+        """A tensor with `input`'s shape, dtype and device, filled with `value`."""
         return cls.full(input.shape, value, dtype=input.dtype, device=creation.as_device(input.device))
 
     @classmethod
     def zeros_like(cls, input: Tensor | TensorType) -> Tensor:
+        """Zeros with `input`'s shape, dtype and device."""
         return cls.full_like(input, 0)
 
     @classmethod
     def ones_like(cls, input: Tensor | TensorType) -> Tensor:
+        """Ones with `input`'s shape, dtype and device."""
         return cls.full_like(input, 1)
 
     @classmethod
@@ -211,15 +232,18 @@ class Tensor:
         return _apply(ops.transfer_to, (self, DeviceRef.from_device(device)))
 
     def cast(self, dtype: DType) -> Tensor:
+        """The values converted to `dtype` (itself when it already has that dtype)."""
         return self if dtype == self.dtype else _apply(ops.cast, (self, dtype))
 
     def item(self) -> Any:
+        """The single element as a Python bool, int or float (TypeError for more than one)."""
         if self.num_elements() != 1:
             raise TypeError(f"Tensor.item: the tensor has {self.num_elements()} elements (shape {list(self.shape)}), not 1")
         self._realize()
         return host_array(self).reshape(-1)[0].item()
 
     def to_numpy(self) -> np.ndarray:
+        """The values as a numpy array (realizing the tensor first)."""
         self._realize()
         return host_array(self)
 
@@ -366,9 +390,11 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - MAX's name
+        """The tensor with its last two dims swapped."""
         return self.transpose(-1, -2)
 
     def transpose(self, dim1: int, dim2: int) -> Tensor:
+        """The tensor with dims `dim1` and `dim2` swapped."""
         return _apply(ops.transpose, (self, dim1, dim2))
 
     def permute(self, *dims: Any) -> Tensor:
@@ -377,42 +403,55 @@ class Tensor:
         return _apply(ops.permute, (self, order))
 
     def reshape(self, shape: Iterable[Any]) -> Tensor:
+        """The same elements in row-major order with a new `shape` (one dim may be -1)."""
         return _apply(ops.reshape, (self, list(shape)))
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Dims `start_dim` to `end_dim` (inclusive) merged into one."""
         return _apply(ops.flatten, (self, start_dim, end_dim))
 
     def broadcast_to(self, shape: Iterable[Any]) -> Tensor:
+        """The tensor broadcast to `shape` (size-1 dims repeat; new dims are added in front)."""
         return _apply(ops.broadcast_to, (self, list(shape)))
 
     def squeeze(self, axis: int) -> Tensor:
+        """The tensor without dim `axis`, which must have size 1."""
         return _apply(ops.squeeze, (self, axis))
 
     def unsqueeze(self, axis: int) -> Tensor:
+        """The tensor with a new size-1 dim at `axis`."""
         return _apply(ops.unsqueeze, (self, axis))
 
     def split(self, split_size_or_sections: int | list[int], axis: int = 0) -> list[Tensor]:
+        """Pieces along `axis`: of size `split_size_or_sections` each, or of the listed sizes."""
         return F.split(self, split_size_or_sections, axis)
 
     def clip(self, *, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - MAX's names
+        """Values limited to [`min`, `max`] (either bound may be None)."""
         return F.clip(self, min=min, max=max)
 
     def sum(self, axis: int | None = -1) -> Tensor:
+        """Sum along `axis`, kept with size 1 (``None``: over every element, shape [1])."""
         return F.sum(self, axis)
 
     def mean(self, axis: int | None = -1) -> Tensor:
+        """Mean along `axis`, kept with size 1 (``None``: over every element, shape [1])."""
         return F.mean(self, axis)
 
     def max(self, axis: int | None = -1) -> Tensor:
+        """Maximum along `axis`, kept with size 1 (``None``: over every element, shape [1])."""
         return F.max(self, axis=axis)
 
     def min(self, axis: int | None = -1) -> Tensor:
+        """Minimum along `axis`, kept with size 1 (``None``: over every element, shape [1])."""
         return F.min(self, axis=axis)
 
     def argmax(self, axis: int | None = -1) -> Tensor:
+        """int64 index of the largest value along `axis`, kept with size 1."""
         return F.argmax(self, axis)
 
     def argmin(self, axis: int | None = -1) -> Tensor:
+        """int64 index of the smallest value along `axis`, kept with size 1."""
         return F.argmin(self, axis)
 
 

@@ -11,6 +11,10 @@
 //! from `PATH`. Without ptxas or libnvrtc the tests pass with a note, unless
 //! MAX_REQUIRE_NVRTC=1 (scripts/test sets it), so the check cannot silently skip in CI.
 //! `cargo test -p max-kernels-cuda --test ptxas -- --nocapture` prints the per-kernel table.
+//!
+//! Each family's NVRTC compile and ptxas run happen on every core, and a family that passed is
+//! remembered under target/tmp/ptxas-cache by a hash of its source, the compiler options, this
+//! file and both tools' versions (see `Cache`), so an unchanged family is not checked again.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -202,56 +206,135 @@ fn ptxas_v(ptxas: &Path, module: &str, ptx: &[u8]) -> Result<(Vec<Props>, Vec<St
     Ok((funcs, problems))
 }
 
-/// Checks every module, prints the table, and fails listing every problem found.
-fn check(ptxas: &Path, modules: Vec<(String, Vec<u8>)>) {
-    let mut table = String::new();
-    let _ = writeln!(
-        table,
-        "{:<20} {:<38} {:>5} {:>4} {:>6} {:>6} {:>8} {:>8}",
-        "module", "function", "regs", "bar", "smem", "stack", "spill st", "spill ld"
-    );
-    let mut problems = Vec::new();
-    for (module, ptx) in &modules {
-        let (funcs, notes) = match ptxas_v(ptxas, module, ptx) {
-            Ok(r) => r,
-            Err(e) => {
-                problems.push(e);
-                continue;
-            }
-        };
-        problems.extend(notes.into_iter().map(|n| format!("{module}: {n}")));
-        for f in &funcs {
-            let name = if f.entry { f.name.clone() } else { format!("({})", f.name) };
-            let _ = writeln!(
-                table,
-                "{module:<20} {name:<38} {:>5} {:>4} {:>6} {:>6} {:>8} {:>8}",
-                f.registers,
-                f.barriers,
-                f.smem,
-                f.stack.max(f.cumulative_stack),
-                f.spill_stores,
-                f.spill_loads
-            );
-            let at = format!("{module}: {}", f.name);
-            if f.spill_stores != 0 || f.spill_loads != 0 {
-                problems
-                    .push(format!("{at}: {} bytes spill stores, {} bytes spill loads", f.spill_stores, f.spill_loads));
-            }
-            if f.lmem != 0 {
-                problems.push(format!("{at}: {} bytes lmem", f.lmem));
-            }
-            let stack = f.stack.max(f.cumulative_stack);
-            let allowed = STACK_ALLOWED.iter().find(|(m, n, _)| *m == module && *n == f.name).map_or(0, |(_, _, b)| *b);
-            if stack > allowed {
-                problems.push(format!(
-                    "{at}: {} bytes stack frame, {} cumulative (STACK_ALLOWED: {allowed})",
-                    f.stack, f.cumulative_stack
-                ));
-            }
+const HEADER: &str = "module               function                                regs  bar   smem  stack spill st spill ld";
+
+/// One module's table rows and problems (ptxas run on its PTX, every function's report checked).
+fn check_module(ptxas: &Path, module: &str, ptx: &[u8]) -> (String, Vec<String>) {
+    let mut rows = String::new();
+    let (funcs, notes) = match ptxas_v(ptxas, module, ptx) {
+        Ok(r) => r,
+        Err(e) => return (rows, vec![e]),
+    };
+    let mut problems: Vec<String> = notes.into_iter().map(|n| format!("{module}: {n}")).collect();
+    for f in &funcs {
+        let name = if f.entry { f.name.clone() } else { format!("({})", f.name) };
+        let _ = writeln!(
+            rows,
+            "{module:<20} {name:<38} {:>5} {:>4} {:>6} {:>6} {:>8} {:>8}",
+            f.registers,
+            f.barriers,
+            f.smem,
+            f.stack.max(f.cumulative_stack),
+            f.spill_stores,
+            f.spill_loads
+        );
+        let at = format!("{module}: {}", f.name);
+        if f.spill_stores != 0 || f.spill_loads != 0 {
+            problems.push(format!("{at}: {} bytes spill stores, {} bytes spill loads", f.spill_stores, f.spill_loads));
+        }
+        if f.lmem != 0 {
+            problems.push(format!("{at}: {} bytes lmem", f.lmem));
+        }
+        let stack = f.stack.max(f.cumulative_stack);
+        let allowed = STACK_ALLOWED.iter().find(|(m, n, _)| *m == module && *n == f.name).map_or(0, |(_, _, b)| *b);
+        if stack > allowed {
+            problems.push(format!(
+                "{at}: {} bytes stack frame, {} cumulative (STACK_ALLOWED: {allowed})",
+                f.stack, f.cumulative_stack
+            ));
         }
     }
+    (rows, problems)
+}
+
+/// Prints the table and fails listing every problem found.
+fn report(results: Vec<(String, Vec<String>)>) {
+    let table: String = std::iter::once(format!("{HEADER}\n")).chain(results.iter().map(|r| r.0.clone())).collect();
+    let problems: Vec<String> = results.into_iter().flat_map(|r| r.1).collect();
     println!("ptxas -arch={ARCH} -v\n{table}");
     assert!(problems.is_empty(), "ptxas check failed:\n  {}\n{table}", problems.join("\n  "));
+}
+
+/// Checks modules on every core (ptxas is a process per module).
+fn check(ptxas: &Path, modules: Vec<(String, Vec<u8>)>) {
+    report(parallel(modules.len(), |i| check_module(ptxas, &modules[i].0, &modules[i].1)));
+}
+
+/// `work(0..n)` on every core (CI has two), results in index order.
+fn parallel<T: Send>(n: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let workers = std::thread::available_parallelism().map_or(2, |c| c.get()).min(n.max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            return mine;
+                        }
+                        mine.push((i, work(i)));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
+    done.sort_by_key(|d| d.0);
+    done.into_iter().map(|d| d.1).collect()
+}
+
+/// Where a family that passed is remembered: `target/tmp/ptxas-cache/<family>-<key>`, the key a
+/// SHA-256 of everything its result depends on (its full source, the NVRTC options in
+/// compile.rs, this check's own source, NVRTC's version and ptxas' `--version`), so a change to
+/// any of them checks it again. The file holds its table rows. `MAX_PTXAS_CACHE=0` ignores the
+/// cache; a fresh clone (CI) has none, so every family is checked there.
+struct Cache {
+    dir: Option<PathBuf>,
+    tools: String,
+}
+
+impl Cache {
+    fn new(ptxas: &Path) -> Cache {
+        let version = Command::new(ptxas).arg("--version").output().map(|o| o.stdout).unwrap_or_default();
+        let tools = format!(
+            "nvrtc {:?}\nptxas {}\narch {ARCH}\n",
+            max_kernels_cuda::nvrtc_version().ok(),
+            String::from_utf8_lossy(&version)
+        );
+        let off = std::env::var("MAX_PTXAS_CACHE").as_deref() == Ok("0");
+        let dir = (!off).then(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptxas-cache"));
+        Cache { dir, tools }
+    }
+
+    fn path(&self, family: &sources::Family) -> Option<PathBuf> {
+        use sha2::{Digest, Sha256};
+        let dir = self.dir.as_ref()?;
+        let mut h = Sha256::new();
+        for part in
+            [self.tools.as_str(), include_str!("ptxas.rs"), include_str!("../src/compile.rs"), &family.full_source()]
+        {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        let key: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+        Some(dir.join(format!("{}-{key}", family.name)))
+    }
+
+    fn get(&self, family: &sources::Family) -> Option<String> {
+        std::fs::read_to_string(self.path(family)?).ok()
+    }
+
+    /// Remembers a clean family (a write that fails only costs a recheck next time).
+    fn put(&self, family: &sources::Family, rows: &str) {
+        if let Some(path) = self.path(family) {
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
+                .and_then(|()| std::fs::write(&tmp, rows))
+                .and_then(|()| std::fs::rename(&tmp, &path));
+        }
+    }
 }
 
 #[test]
@@ -263,29 +346,32 @@ fn every_family_is_clean_under_ptxas() {
     let prefixes: Vec<&str> = only.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
     let families: Vec<_> =
         sources::ALL.iter().filter(|f| prefixes.is_empty() || prefixes.iter().any(|p| f.name.starts_with(p))).collect();
-    // NVRTC is thread-safe for distinct programs: compile on every core (CI has two).
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(families.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut modules: Vec<(usize, String, Vec<u8>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(f) = families.get(i) else { return done };
-                        let ptx = compile(f, ARCH, Target::Ptx).unwrap_or_else(|e| panic!("{e}"));
-                        let text = String::from_utf8_lossy(&ptx);
-                        assert!(text.contains(&format!(".target {ARCH}")), "{} PTX is not for {ARCH}", f.name);
-                        done.push((i, f.name.to_string(), ptx));
-                    }
-                })
-            })
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-    });
-    modules.sort_by_key(|m| m.0);
-    check(&ptxas, modules.into_iter().map(|(_, n, p)| (n, p)).collect());
+    // NVRTC is thread-safe for distinct programs: each core compiles a family and runs ptxas
+    // on it; families unchanged since they last passed come from the cache.
+    let cache = Cache::new(&ptxas);
+    let (hits, results): (Vec<bool>, Vec<(String, Vec<String>)>) = parallel(families.len(), |i| {
+        let f = families[i];
+        if let Some(rows) = cache.get(f) {
+            return (true, (rows, Vec::new()));
+        }
+        let ptx = match compile(f, ARCH, Target::Ptx) {
+            Ok(ptx) => ptx,
+            Err(e) => return (false, (String::new(), vec![e.to_string()])),
+        };
+        if !String::from_utf8_lossy(&ptx).contains(&format!(".target {ARCH}")) {
+            return (false, (String::new(), vec![format!("{} PTX is not for {ARCH}", f.name)]));
+        }
+        let (rows, problems) = check_module(&ptxas, f.name, &ptx);
+        if problems.is_empty() {
+            cache.put(f, &rows);
+        }
+        (false, (rows, problems))
+    })
+    .into_iter()
+    .unzip();
+    let cached = hits.iter().filter(|h| **h).count();
+    println!("{} families, {cached} unchanged since they last passed (target/tmp/ptxas-cache)", families.len());
+    report(results);
 }
 
 fn node(op: OpKind, args: Vec<Arg>, dtype: DType) -> Node {

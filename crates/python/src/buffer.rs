@@ -11,6 +11,9 @@ use crate::errors::PyResultExt;
 use crate::index::{parse_index, parse_scalar, scalar_to_py};
 use crate::{dlpack, dtype, numpy_interop};
 
+/// A typed, shaped block of memory on a device: `Buffer(dtype, shape, device)`,
+/// `Buffer.from_numpy(array)`, `Buffer.zeros(shape, dtype)`. Indexing gives views; `to(device)`
+/// copies across devices; `np.asarray(buffer)` and DLPack give the values.
 #[pyclass(frozen, module = "max.driver", name = "Buffer")]
 pub struct PyBuffer {
     pub inner: Buffer,
@@ -184,26 +187,31 @@ impl PyBuffer {
         Ok(PyBuffer { inner: raw.view(d, Some(&dims)).py()? })
     }
 
+    /// The element type (a `max.dtype.DType`).
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         dtype::to_py(py, self.inner.dtype())
     }
 
+    /// The dimensions, as a tuple of ints.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.shape())
     }
 
+    /// The device that holds the memory.
     #[getter]
     fn device(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         device_to_py(py, self.inner.device())
     }
 
+    /// The stream that orders work on this buffer.
     #[getter]
     fn stream(&self) -> PyStream {
         PyStream { inner: self.inner.stream().clone() }
     }
 
+    /// The number of dimensions.
     #[getter]
     fn rank(&self) -> usize {
         self.inner.rank()
@@ -221,6 +229,7 @@ impl PyBuffer {
         self.inner.dtype().size_in_bytes()
     }
 
+    /// Whether the memory is on the host.
     #[getter]
     fn is_host(&self) -> bool {
         self.inner.device().is_host()
@@ -232,6 +241,7 @@ impl PyBuffer {
         self.inner.is_contiguous()
     }
 
+    /// Whether the host memory is page-locked (faster copies to a GPU).
     #[getter]
     fn pinned(&self) -> bool {
         self.inner.is_pinned()
@@ -240,6 +250,32 @@ impl PyBuffer {
     /// A numpy array; on the host it shares this buffer's memory, from a GPU it is a copy.
     fn to_numpy(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         numpy_interop::to_numpy(py, &self.inner)
+    }
+
+    /// numpy's array protocol, so ``np.asarray(buffer)`` gives the values: a view of a host
+    /// buffer, a copy of a device buffer (``copy=False`` refuses to copy with ValueError, as
+    /// numpy asks); ``dtype`` converts the values.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__(
+        &self,
+        py: Python<'_>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        if copy == Some(false) && !self.inner.device().is_host() {
+            return Err(PyValueError::new_err(format!(
+                "__array__: a buffer on {} cannot be viewed without a copy (copy=False)",
+                self.inner.device().label()
+            )));
+        }
+        let mut arr = numpy_interop::to_numpy(py, &self.inner)?.into_bound(py);
+        if let Some(dt) = dtype.filter(|d| !d.is_none()) {
+            arr = arr.call_method1("astype", (dt,))?;
+        }
+        if copy == Some(true) && self.inner.device().is_host() {
+            arr = arr.call_method0("copy")?;
+        }
+        Ok(arr.unbind())
     }
 
     /// The single element as a Python bool, int or float.

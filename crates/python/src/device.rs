@@ -8,17 +8,23 @@ use pyo3::types::PyDict;
 
 use crate::errors::PyResultExt;
 
+/// A device that holds buffers and runs compiled models: the host (`CPU`) or an NVIDIA GPU
+/// (`Accelerator`). Devices compare equal when they name the same hardware.
 #[pyclass(subclass, frozen, module = "max.driver", name = "Device")]
 pub struct PyDevice {
     pub inner: Device,
 }
 
+/// The host: `CPU()`. Its buffers are numpy-compatible views of host memory.
 #[pyclass(extends = PyDevice, frozen, module = "max.driver", name = "CPU")]
 pub struct PyCpu;
 
+/// An NVIDIA GPU: `Accelerator()` for the first, `Accelerator(id)` for another; RuntimeError,
+/// saying why, when there is none.
 #[pyclass(extends = PyDevice, frozen, module = "max.driver", name = "Accelerator")]
 pub struct PyAccelerator;
 
+/// An ordered queue of work on a device: copies and model runs on one stream happen in order.
 #[pyclass(frozen, module = "max.driver", name = "DeviceStream")]
 pub struct PyStream {
     pub inner: Stream,
@@ -62,16 +68,19 @@ impl PyDevice {
         self.inner.api()
     }
 
+    /// The device's index among devices of its kind (0 for the CPU).
     #[getter]
     fn id(&self) -> usize {
         self.inner.id()
     }
 
+    /// Whether this is the host CPU.
     #[getter]
     fn is_host(&self) -> bool {
         self.inner.is_host()
     }
 
+    /// Whether the engine can run on this device (the CPU always; a GPU it has kernels for).
     #[getter]
     fn is_compatible(&self) -> bool {
         true
@@ -93,6 +102,7 @@ impl PyDevice {
         Ok(d)
     }
 
+    /// The stream that work on this device uses unless given another.
     #[getter]
     fn default_stream(&self) -> PyStream {
         PyStream { inner: Stream::default_for(&self.inner) }
@@ -104,6 +114,7 @@ impl PyDevice {
         py.detach(move || d.synchronize()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
+    /// Whether this device can read `other`'s memory directly (peer access).
     fn can_access(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
         let other = extract_device(other, "can_access(other)")?;
         self.inner.can_access(&other).py()
@@ -157,11 +168,13 @@ impl PyStream {
         Ok(PyStream { inner: Stream::new_on(&device).py()? })
     }
 
+    /// The device this stream runs work on.
     #[getter]
     fn device(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         device_to_py(py, &self.inner.device())
     }
 
+    /// Waits until the work queued on this stream is done.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let s = self.inner.clone();
         py.detach(move || s.synchronize()).map_err(|e| PyValueError::new_err(e.to_string()))

@@ -31,7 +31,10 @@ CURRENT: contextvars.ContextVar[RealizationContext | None] = contextvars.Context
 class RealizationState:
     """State of an unrealized tensor: its symbolic value and the context that can realize it."""
 
-    __slots__ = ("value", "ctx")
+    __slots__ = {
+        "value": "The tensor's symbolic value in the context's graph.",
+        "ctx": "The RealizationContext that computes the value.",
+    }
 
     def __init__(self, value: Any, ctx: RealizationContext) -> None:
         self.value = value
@@ -47,9 +50,11 @@ class RealizationContext:
     graph: Graph
 
     def add_source(self, tensor: Tensor) -> RealizationState:
+        """Makes a real tensor an input of this context's graph; returns its state there."""
         raise NotImplementedError
 
     def create_unrealized(self, value: Any) -> Tensor:
+        """A new unrealized Tensor for `value`, a value of this context's graph."""
         from max.tensor import Tensor
 
         t = Tensor(state=RealizationState(value, self))
@@ -69,12 +74,15 @@ class RealizationContext:
         return self.add_source(tensor).value
 
     def record(self, entry: Any) -> None:
+        """Notes an operation staged in this context (contexts that replay work keep it)."""
         pass
 
     def realize(self) -> None:
+        """Computes every unrealized tensor of this context and gives each its values."""
         raise NotImplementedError
 
     async def realize_all(self) -> list[Tensor]:
+        """Awaitable form of ``realize``."""
         return self.realize()  # type: ignore[return-value]
 
     def __enter__(self) -> RealizationContext:
@@ -199,6 +207,7 @@ class GraphContext(RealizationContext):
 
 
 def current() -> RealizationContext | None:
+    """The realization context in effect (None outside ``F.lazy``, ``F.functional`` or a trace)."""
     return CURRENT.get()
 
 

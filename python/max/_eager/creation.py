@@ -52,6 +52,7 @@ def defaults(dtype: DType | None = None, device: Any = None) -> tuple[DType, dri
 
 @contextlib.contextmanager
 def default_device(device: Any) -> Iterator[None]:
+    """Within the ``with`` block, new tensors are created on `device` unless told otherwise."""
     token = _DEVICE.set(as_device(device))
     try:
         yield
@@ -61,6 +62,7 @@ def default_device(device: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def default_dtype(dtype: DType) -> Iterator[None]:
+    """Within the ``with`` block, new tensors have `dtype` unless told otherwise."""
     token = _DTYPE.set(dtype)
     try:
         yield
@@ -70,6 +72,7 @@ def default_dtype(dtype: DType) -> Iterator[None]:
 
 @contextlib.contextmanager
 def defaults_like(like: Any) -> Iterator[None]:
+    """Within the ``with`` block, new tensors take `like`'s dtype and device by default."""
     device = like.device
     t1, t2 = _DTYPE.set(like.dtype), _DEVICE.set(as_device(device))
     try:

@@ -25,16 +25,19 @@ def sum(x: Any, axis: int | None = -1) -> TensorValue:  # noqa: A001 - MAX's nam
 
 
 def mean(x: Any, axis: int | None = -1) -> TensorValue:
+    """Mean along `axis`, which stays with size 1; ``axis=None`` averages every element into shape [1]."""
     v, a = _flat(x, axis)
     return ops.mean(v, a)
 
 
 def argmax(x: Any, axis: int | None = -1) -> TensorValue:
+    """int64 index of the largest element along `axis` (kept with size 1); ``axis=None`` indexes the flattened tensor."""
     v, a = _flat(x, axis)
     return ops.argmax(v, a)
 
 
 def argmin(x: Any, axis: int | None = -1) -> TensorValue:
+    """int64 index of the smallest element along `axis` (kept with size 1); ``axis=None`` indexes the flattened tensor."""
     v, a = _flat(x, axis)
     return ops.argmin(v, a)
 
@@ -48,6 +51,7 @@ def max(x: Any, y: Any = None, /, axis: int | None = -1) -> TensorValue:  # noqa
 
 
 def min(x: Any, y: Any = None, /, axis: int | None = -1) -> TensorValue:  # noqa: A001 - MAX's name
+    """Elementwise minimum of two tensors, or the minimum of one along `axis` (kept with size 1; ``None``: over every element)."""
     if y is not None:
         return ops.min(x, y)
     v, a = _flat(x, axis)

@@ -31,10 +31,12 @@ class DeviceSpec:
 
     @staticmethod
     def cpu(id: int = -1) -> DeviceSpec:
+        """The spec of the host CPU (`id` is ignored, as there is one)."""
         return DeviceSpec(id, "cpu")
 
     @staticmethod
     def accelerator(id: int = 0) -> DeviceSpec:
+        """The spec of GPU `id` (default 0)."""
         return DeviceSpec(id, "gpu")
 
 

@@ -82,21 +82,27 @@ class DType(enum.Enum):
         return self._row()["align"]
 
     def is_float(self) -> builtins.bool:
+        """Whether this is a floating-point type (float8 to float64, bfloat16 included)."""
         return self._row()["is_float"]
 
     def is_float8(self) -> builtins.bool:
+        """Whether this is one of the 8-bit floating-point types."""
         return self._row()["is_float8"]
 
     def is_half(self) -> builtins.bool:
+        """Whether this is a 16-bit floating-point type (float16 or bfloat16)."""
         return self._row()["is_half"]
 
     def is_integral(self) -> builtins.bool:
+        """Whether this is an integer type, signed or unsigned (bool is not)."""
         return self._row()["is_integral"]
 
     def is_signed_integral(self) -> builtins.bool:
+        """Whether this is a signed integer type."""
         return self._row()["is_signed_integral"]
 
     def is_unsigned_integral(self) -> builtins.bool:
+        """Whether this is an unsigned integer type."""
         return self._row()["is_unsigned_integral"]
 
     def to_numpy(self) -> np.dtype:

@@ -21,12 +21,14 @@ CustomExtensionsType = Union[Sequence[Union[str, Path]], str, Path]
 
 
 class GPUProfilingMode(str, enum.Enum):
+    """How much GPU profiling information a session records (accepted for MAX compatibility)."""
     OFF = "off"
     ON = "on"
     DETAILED = "detailed"
 
 
 class LogLevel(str, enum.Enum):
+    """Logging verbosity levels, as MAX names them."""
     NOTSET = "notset"
     TRACE = "trace"
     DEBUG = "debug"
@@ -46,14 +48,17 @@ class TensorSpec:
 
     @property
     def shape(self) -> list[int | None]:
+        """The dims; None for a dim known only when the model runs."""
         return [d if isinstance(d, int) else None for d in self._shape]
 
     @property
     def dtype(self) -> DType:
+        """The element type."""
         return self._dtype
 
     @property
     def name(self) -> str:
+        """The input's name in the graph, or ``outputN`` for an output."""
         return self._name
 
     def __repr__(self) -> str:
@@ -78,18 +83,22 @@ class Model:
 
     @property
     def devices(self) -> list[driver.Device]:
+        """The devices the model runs on."""
         return list(self._devices)
 
     @property
     def input_metadata(self) -> list[TensorSpec]:
+        """A TensorSpec per graph input, in order."""
         return [_spec(t, n) for t, n in zip(self._input_types, self._input_names)]
 
     @property
     def output_metadata(self) -> list[TensorSpec]:
+        """A TensorSpec per graph output, in order."""
         return [_spec(t, f"output{i}") for i, t in enumerate(self._output_types)]
 
     @property
     def signature(self) -> inspect.Signature:
+        """An ``inspect.Signature`` with one parameter per input, for ``execute(**named)``."""
         params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in self._input_names]
         return inspect.Signature(params)
 
@@ -151,9 +160,11 @@ class InferenceSession:
 
     @property
     def devices(self) -> list[driver.Device]:
+        """The devices models of this session are compiled for."""
         return list(self._devices)
 
     def gpu_profiling(self, mode: GPUProfilingMode) -> None:
+        """Sets the GPU profiling mode (recorded; this engine has no profiler hooks)."""
         self._profiling = GPUProfilingMode(mode)
 
     def load(self, model: Any, *, custom_extensions: CustomExtensionsType | None = None,

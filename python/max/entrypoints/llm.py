@@ -40,6 +40,7 @@ class LLM:
 
     @property
     def tokenizer(self) -> Any:
+        """The pipeline's tokenizer."""
         return self._pipeline.tokenizer
 
     def _generator(self) -> Generator:

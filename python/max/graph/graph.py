@@ -96,6 +96,7 @@ class Graph:
 
     @property
     def output_types(self) -> list[Type]:
+        """The types of the graph's outputs (empty until ``output`` is called)."""
         ids = self._ir.outputs() or []
         return [_from_core(self._ir.value_type(i)) for i in ids]
 
@@ -134,6 +135,7 @@ class Graph:
 
     @property
     def always_ready_chain(self) -> _ChainValue:
+        """A chain value that is always ready: side-effecting ops may start from it."""
         return self._current_chain
 
     @property
@@ -149,6 +151,7 @@ class Graph:
 
     @property
     def kernel_libraries_paths(self) -> list[Path]:
+        """Paths of custom kernel libraries (always empty: this engine has no Mojo kernels)."""
         return []
 
     def _verify(self) -> None:

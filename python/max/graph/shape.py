@@ -20,6 +20,7 @@ class Shape(list):
 
     @property
     def rank(self) -> int:
+        """The number of dims."""
         return len(self)
 
     @property
@@ -38,6 +39,7 @@ class Shape(list):
 
     @staticmethod
     def is_static(shape: Shape) -> TypeGuard[list[StaticDim]]:
+        """Whether every dim of `shape` is a StaticDim (a known integer)."""
         return all(isinstance(d, StaticDim) for d in shape)
 
     def __getitem__(self, index: Any) -> Any:

@@ -22,6 +22,7 @@ class DeviceKind(str, enum.Enum):
 
     @staticmethod
     def from_string(txt: str) -> DeviceKind:
+        """The DeviceKind named by `txt` (``"cpu"`` or ``"gpu"``)."""
         return DeviceKind(txt)
 
 
@@ -39,10 +40,12 @@ class DeviceRef:
 
     @staticmethod
     def CPU(id: int = 0) -> DeviceRef:  # noqa: N802 - MAX's name
+        """A reference to the host CPU."""
         return DeviceRef(DeviceKind.CPU, id)
 
     @staticmethod
     def GPU(id: int = 0) -> DeviceRef:  # noqa: N802 - MAX's name
+        """A reference to GPU `id` (default 0)."""
         return DeviceRef(DeviceKind.GPU, id)
 
     @staticmethod
@@ -57,9 +60,11 @@ class DeviceRef:
         raise TypeError(f"expected a max.driver.Device or a DeviceRef, got {type(device).__name__}")
 
     def is_cpu(self) -> bool:
+        """Whether this refers to the host CPU."""
         return self.device_type is DeviceKind.CPU
 
     def is_gpu(self) -> bool:
+        """Whether this refers to a GPU."""
         return self.device_type is DeviceKind.GPU
 
     def to_device(self) -> Any:
@@ -108,6 +113,7 @@ class _ChainType(Type):
 
 
 class FilterLayout(str, enum.Enum):
+    """How a convolution filter's dims are ordered (R, S: spatial; C: input channels; F: output channels)."""
     RSCF = "RSCF"
     QRSCF = "QRSCF"
     FCRS = "FCRS"
@@ -116,6 +122,7 @@ class FilterLayout(str, enum.Enum):
 
 
 class ConvInputLayout(str, enum.Enum):
+    """How a convolution input's dims are ordered: NHWC (channels last, the default) or NCHW."""
     NHWC = "NHWC"
     NCHW = "NCHW"
 
@@ -166,6 +173,7 @@ class TensorType(_ShapedType):
         return "tensor"
 
     def as_buffer(self) -> BufferType:
+        """The BufferType with this type's dtype, shape and device."""
         return BufferType(self.dtype, self.shape, self.device)
 
 
@@ -176,6 +184,7 @@ class BufferType(_ShapedType):
         return "buffer"
 
     def as_tensor(self) -> TensorType:
+        """The TensorType with this type's dtype, shape and device."""
         return TensorType(self.dtype, self.shape, self.device)
 
 

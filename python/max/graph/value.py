@@ -33,6 +33,7 @@ class Value:
 
     @property
     def type(self) -> Type:
+        """The value's graph type (TensorType, BufferType, or an opaque/chain type)."""
         if self._type is None:
             self._type = _from_core(self._graph._ir.value_type(self._id))
         return self._type
@@ -53,6 +54,7 @@ class Value:
 
     @property
     def opaque(self) -> Any:
+        """The value as an opaque value; TypeError for any other kind."""
         raise TypeError(f"value is not opaque: {self!r}")
 
     def _summary(self) -> tuple:
@@ -115,6 +117,7 @@ class TensorValue(_ShapedValue):
 
     @property
     def type(self) -> TensorType:
+        """The value's TensorType: dtype, shape and device."""
         return super().type  # type: ignore[return-value]
 
     @property
@@ -125,36 +128,43 @@ class TensorValue(_ShapedValue):
         return ops.transpose(self, -1, -2)
 
     def argmax(self, axis: int = -1) -> TensorValue:
+        """int64 index of the largest element along `axis`, kept with size 1 (``ops.argmax``)."""
         from max.graph import ops
 
         return ops.argmax(self, axis)
 
     def broadcast_to(self, shape: Any) -> TensorValue:
+        """The value broadcast to `shape` (``ops.broadcast_to``)."""
         from max.graph import ops
 
         return ops.broadcast_to(self, shape)
 
     def cast(self, dtype: DType) -> TensorValue:
+        """The values converted to `dtype` (``ops.cast``)."""
         from max.graph import ops
 
         return ops.cast(self, dtype)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorValue:
+        """Dims `start_dim` to `end_dim` merged into one (``ops.flatten``)."""
         from max.graph import ops
 
         return ops.flatten(self, start_dim, end_dim)
 
     def max(self, axis: int = -1) -> TensorValue:
+        """Maximum along `axis`, kept with size 1 (``ops.max``)."""
         from max.graph import ops
 
         return ops.max(self, axis=axis)
 
     def min(self, axis: int = -1) -> TensorValue:
+        """Minimum along `axis`, kept with size 1 (``ops.min``)."""
         from max.graph import ops
 
         return ops.min(self, axis=axis)
 
     def mean(self, axis: int = -1) -> TensorValue:
+        """Mean along `axis`, kept with size 1 (``ops.mean``)."""
         from max.graph import ops
 
         return ops.mean(self, axis)
@@ -167,36 +177,43 @@ class TensorValue(_ShapedValue):
         return ops.mean(centred * centred, axis)
 
     def stdev(self, axis: int = -1) -> TensorValue:
+        """Standard deviation along `axis` (the square root of ``var``), kept with size 1."""
         from max.graph import ops
 
         return ops.sqrt(self.var(axis))
 
     def permute(self, dims: list[int]) -> TensorValue:
+        """The dims reordered as `dims` lists them (``ops.permute``)."""
         from max.graph import ops
 
         return ops.permute(self, dims)
 
     def print(self, label: str = "debug_tensor") -> None:
+        """Prints the value with `label` when the model runs (``ops.print``)."""
         from max.graph import ops
 
         ops.print(self, label)
 
     def rebind(self, shape: Any, message: str = "") -> TensorValue:
+        """The value with `shape` asserted at run time (``ops.rebind``); `message` names a mismatch."""
         from max.graph import ops
 
         return ops.rebind(self, shape, message)
 
     def reshape(self, shape: Any) -> TensorValue:
+        """The same elements with a new `shape` (``ops.reshape``)."""
         from max.graph import ops
 
         return ops.reshape(self, shape)
 
     def to(self, device: Any) -> TensorValue:
+        """The value moved to `device` (``ops.transfer_to``)."""
         from max.graph import ops
 
         return ops.transfer_to(self, device)
 
     def transpose(self, dim_1: int, dim_2: int) -> TensorValue:
+        """The value with dims `dim_1` and `dim_2` swapped (``ops.transpose``)."""
         from max.graph import ops
 
         return ops.transpose(self, dim_1, dim_2)
@@ -345,9 +362,11 @@ class BufferValue(_ShapedValue):
 
     @property
     def type(self) -> BufferType:
+        """The value's BufferType: dtype, shape and device."""
         return super().type  # type: ignore[return-value]
 
     def print(self, label: str = "debug_buffer") -> None:
+        """Prints the buffer's contents with `label` when the model runs."""
         from max.graph import ops
 
         ops.print(ops.buffer_load(self), label)

@@ -40,33 +40,41 @@ class Weight:
 
     @property
     def dtype(self) -> DType:
+        """The element type."""
         return self._dtype
 
     @property
     def shape(self) -> Shape:
+        """The weight's shape."""
         return self._shape
 
     @property
     def device(self) -> DeviceRef:
+        """The device the weight's value is placed on."""
         return self._device
 
     @property
     def rank(self) -> int:
+        """The number of dims."""
         return len(self._shape)
 
     @property
     def type(self) -> TensorType:
+        """The weight's TensorType: dtype, shape and device."""
         return TensorType(self._dtype, self._shape, self._device)
 
     @property
     def original_dtype_and_shape(self) -> tuple[DType, Shape]:
+        """The dtype and shape the weight was declared with."""
         return self._dtype, self._shape
 
     @property
     def sharding_strategy(self) -> Any:
+        """How the weight is split across devices (None: not split)."""
         return self._sharding_strategy
 
     def shard(self, devices: Any) -> list[Weight]:
+        """Per-device pieces of the weight; NotImplementedError: sharding is not supported."""
         raise NotImplementedError("weight sharding across devices is not supported")
 
     def _value(self) -> Any:

@@ -15,6 +15,7 @@ RequestID = str
 
 
 def new_request_id() -> RequestID:
+    """A fresh, unique request id."""
     return uuid.uuid4().hex
 
 
@@ -35,6 +36,7 @@ class GenerationStatus(str, enum.Enum):
 
     @property
     def is_done(self) -> bool:
+        """Whether the status ends a request (anything but ACTIVE)."""
         return self is not GenerationStatus.ACTIVE
 
 
@@ -91,10 +93,12 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
+        """Whether sampling picks the most likely token (``top_k=1`` or temperature 0)."""
         return self.top_k == 1 or self.temperature == 0
 
     @property
     def has_penalties(self) -> bool:
+        """Whether any frequency, presence or repetition penalty is in effect."""
         return self.frequency_penalty != 0 or self.presence_penalty != 0 or self.repetition_penalty != 1
 
 
@@ -139,6 +143,7 @@ class TextGenerationOutput:
 
     @property
     def is_done(self) -> bool:
+        """Whether this output ends the request."""
         return self.final_status.is_done
 
 
@@ -151,6 +156,7 @@ class TextGenerationInputs:
 
     @property
     def batch(self) -> dict[RequestID, Any]:
+        """The first (usually only) batch: request id -> context."""
         return self.batches[0]
 
 

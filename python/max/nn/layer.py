@@ -239,6 +239,7 @@ class LayerList(Module):
         return iter(self.layers)
 
     def append(self, layer: Any) -> None:
+        """Adds `layer` at the end; a Module is registered as the sublayer named by its index."""
         self.layers.append(layer)
         if isinstance(layer, Module):
             self._sublayers[str(len(self.layers) - 1)] = layer
@@ -255,9 +256,11 @@ class Shardable(Protocol):
     """Objects that can be split across devices (``shard(devices)``)."""
 
     @property
-    def sharding_strategy(self) -> Any: ...
+    def sharding_strategy(self) -> Any:
+        """How the object is split across devices."""
 
-    def shard(self, devices: Iterable[Any]) -> Sequence[Any]: ...
+    def shard(self, devices: Iterable[Any]) -> Sequence[Any]:
+        """One piece per device of `devices`."""
 
 
 __all__ = ["Layer", "LayerList", "Module", "Shardable", "add_layer_hook", "clear_hooks"]

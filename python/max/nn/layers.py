@@ -39,13 +39,16 @@ class Linear(Module):
 
     @property
     def in_dim(self) -> Dim:
+        """The input feature size (the weight's second dim)."""
         return self.weight.shape[1]
 
     @property
     def out_dim(self) -> Dim:
+        """The output feature size (the weight's first dim)."""
         return self.weight.shape[0]
 
     def forward(self, x: Any) -> Any:
+        """``x @ weight.T + bias`` over the last dim of `x`."""
         y = x @ self.weight.T if isinstance(x, Tensor) else F.matmul(x, F.transpose(self.weight, -1, -2))
         return y + self.bias if isinstance(self.bias, Tensor) else y
 
@@ -68,19 +71,23 @@ class Embedding(Module):
 
     @property
     def vocab_size(self) -> Dim:
+        """The number of rows (tokens) of the table."""
         return self.weight.shape[0]
 
     @property
     def dims(self) -> Shape:
+        """The shape of one embedding vector."""
         return self.weight.shape[1:]
 
     @property
     def dim(self) -> Dim:
+        """The size of a one-dim embedding vector (TypeError when it has more dims)."""
         if len(self.dims) != 1:
             raise TypeError(f"Embedding.dim: the embedding has {len(self.dims)} dims {list(self.dims)}; use .dims")
         return self.dims[0]
 
     def forward(self, indices: Any) -> Any:
+        """The table rows at `indices` (any integer shape; the vector dims are appended)."""
         return F.gather(self.weight, indices, axis=0)
 
     def __repr__(self) -> str:
@@ -109,9 +116,11 @@ class RMSNorm(Module):
 
     @property
     def dim(self) -> Dim:
+        """The size of the normalised (last) dim."""
         return self.weight.shape[0]
 
     def forward(self, x: Any) -> Any:
+        """`x` divided by the root mean square of its last dim (plus eps), times the weight."""
         w = self.weight
         if w.dtype != x.dtype:
             w = F.cast(w, x.dtype)
@@ -138,6 +147,7 @@ class ModuleList(Module):
             self.append(m)
 
     def append(self, module: Any) -> None:
+        """Adds `module` at the end; it is named by its index."""
         setattr(self, str(len(self._items)), module)
         self._items.append(module)
 
@@ -169,6 +179,7 @@ class Sequential(ModuleList):
         super().__init__(modules)
 
     def forward(self, x: Any) -> Any:
+        """`x` passed through each module in turn."""
         for m in self._items:
             x = m(x)
         return x

@@ -25,6 +25,7 @@ class Module(_GraphModule):
         return self.forward(*args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The module's computation; subclasses define it, and calling the module runs it."""
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     # --- the tree ------------------------------------------------------------------------------
@@ -34,14 +35,17 @@ class Module(_GraphModule):
 
     @property
     def local_parameters(self) -> Iterable[tuple[str, Tensor]]:
+        """(name, Tensor) of the parameters held directly by this module."""
         return [(k, v) for k, v in self._attrs() if isinstance(v, Tensor)]
 
     @property
     def children(self) -> Iterable[tuple[str, _GraphModule]]:
+        """(name, module) of the modules held directly by this module."""
         return [(k, v) for k, v in self._attrs() if isinstance(v, _GraphModule)]
 
     @property
     def descendants(self) -> Iterable[tuple[str, _GraphModule]]:
+        """(dotted name, module) of every module below this one, depth first."""
         out = []
         for name, child in self.children:
             out.append((name, child))
@@ -59,6 +63,7 @@ class Module(_GraphModule):
         return out
 
     def apply_to_local_parameters(self, f: Callable[[str, Tensor], Tensor]) -> None:
+        """Replaces each local parameter by ``f(name, tensor)``."""
         for name, t in self.local_parameters:
             setattr(self, name, f(name, t))
 
@@ -114,6 +119,7 @@ class Module(_GraphModule):
         self.apply_to_parameters(load)
 
     def to(self, device: Any) -> Module:
+        """Moves every parameter to `device`; returns the module."""
         self.apply_to_parameters(lambda _, t: t.to(device))
         return self
 

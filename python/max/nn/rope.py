@@ -55,13 +55,16 @@ class RotaryEmbedding(Module):
 
     @property
     def dim(self) -> int:
+        """The rotated size of each head (the table's second dim)."""
         return int(self.weight.shape[1])
 
     @property
     def max_sequence_length(self) -> int:
+        """The number of positions the table covers."""
         return int(self.weight.shape[0])
 
     def forward(self, x: Any, start_pos: int | str | Dim = 0) -> Any:
+        """`x` ([batch, seq_len, heads, head_dim]) rotated by its positions from `start_pos`."""
         if x.rank != 4:
             raise ValueError(f"{type(self).__name__}: x must be [batch, seq_len, heads, head_dim], got {list(x.shape)}")
         fn = _rotate_interleaved if self._interleaved else _rotate_halves

@@ -34,14 +34,17 @@ def _unary(name: str, x: Any, attrs: dict | None = None) -> TensorValue:
 
 
 def add(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs + rhs`` (Python's ``+``), broadcasting the two and promoting their dtypes."""
     return _binary("add", lhs, rhs)
 
 
 def sub(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs - rhs`` (Python's ``-``), broadcasting the two and promoting their dtypes."""
     return _binary("sub", lhs, rhs)
 
 
 def mul(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs * rhs`` (Python's ``*``), broadcasting the two and promoting their dtypes."""
     return _binary("mul", lhs, rhs)
 
 
@@ -51,98 +54,122 @@ def div(lhs: Any, rhs: Any) -> TensorValue:
 
 
 def mod(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise remainder with the sign of `rhs` (Python's ``%``), broadcasting and promoting."""
     return _binary("mod", lhs, rhs)
 
 
 def pow(lhs: Any, rhs: Any) -> TensorValue:  # noqa: A001 - MAX's name
+    """Elementwise `lhs` raised to the power `rhs` (Python's ``**``), broadcasting and promoting."""
     return _binary("pow", lhs, rhs)
 
 
 def equal(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs == rhs`` as a bool tensor (the two broadcast)."""
     return _binary("equal", lhs, rhs)
 
 
 def not_equal(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs != rhs`` as a bool tensor (the two broadcast)."""
     return _binary("not_equal", lhs, rhs)
 
 
 def greater(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs > rhs`` as a bool tensor (the two broadcast)."""
     return _binary("greater", lhs, rhs)
 
 
 def greater_equal(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise ``lhs >= rhs`` as a bool tensor (the two broadcast)."""
     return _binary("greater_equal", lhs, rhs)
 
 
 def logical_and(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise AND of two bool tensors (Python's ``&`` on bool values)."""
     return _binary("logical_and", lhs, rhs)
 
 
 def logical_or(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise OR of two bool tensors (Python's ``|`` on bool values)."""
     return _binary("logical_or", lhs, rhs)
 
 
 def logical_xor(lhs: Any, rhs: Any) -> TensorValue:
+    """Elementwise exclusive OR of two bool tensors (Python's ``^`` on bool values)."""
     return _binary("logical_xor", lhs, rhs)
 
 
 def logical_not(x: Any) -> TensorValue:
+    """Elementwise NOT of a bool tensor (Python's ``~`` on a bool value)."""
     return _unary("logical_not", x)
 
 
 def abs(x: Any) -> TensorValue:  # noqa: A001 - MAX's name
+    """Elementwise absolute value, in the input's dtype."""
     return _unary("abs", x)
 
 
 def negate(x: Any) -> TensorValue:
+    """Elementwise ``-x`` (Python's unary ``-``)."""
     return _unary("negate", x)
 
 
 def exp(x: Any) -> TensorValue:
+    """Elementwise e raised to `x` (floating-point inputs)."""
     return _unary("exp", x)
 
 
 def log(x: Any) -> TensorValue:
+    """Elementwise natural logarithm (floating-point inputs; ``log(0)`` is ``-inf``)."""
     return _unary("log", x)
 
 
 def log1p(x: Any) -> TensorValue:
+    """Elementwise ``log(1 + x)``, accurate for `x` near zero."""
     return _unary("log1p", x)
 
 
 def sqrt(x: Any) -> TensorValue:
+    """Elementwise square root (floating-point inputs; negative values give NaN)."""
     return _unary("sqrt", x)
 
 
 def rsqrt(x: Any) -> TensorValue:
+    """Elementwise reciprocal square root ``1 / sqrt(x)``."""
     return _unary("rsqrt", x)
 
 
 def sin(x: Any) -> TensorValue:
+    """Elementwise sine of `x` in radians."""
     return _unary("sin", x)
 
 
 def cos(x: Any) -> TensorValue:
+    """Elementwise cosine of `x` in radians."""
     return _unary("cos", x)
 
 
 def tanh(x: Any) -> TensorValue:
+    """Elementwise hyperbolic tangent."""
     return _unary("tanh", x)
 
 
 def acos(x: Any) -> TensorValue:
+    """Elementwise arc cosine, in radians in [0, pi] (NaN outside [-1, 1])."""
     return _unary("acos", x)
 
 
 def atanh(x: Any) -> TensorValue:
+    """Elementwise inverse hyperbolic tangent (infinite at -1 and 1, NaN outside)."""
     return _unary("atanh", x)
 
 
 def erf(x: Any) -> TensorValue:
+    """Elementwise Gauss error function."""
     return _unary("erf", x)
 
 
 def floor(x: Any) -> TensorValue:
+    """Elementwise largest integer not greater than `x`, in the input's dtype."""
     return _unary("floor", x)
 
 
@@ -152,10 +179,12 @@ def round(x: Any) -> TensorValue:  # noqa: A001 - MAX's name
 
 
 def trunc(x: Any) -> TensorValue:
+    """Elementwise rounding toward zero, in the input's dtype."""
     return _unary("trunc", x)
 
 
 def relu(x: Any) -> TensorValue:
+    """Elementwise rectified linear unit ``max(x, 0)``."""
     return _unary("relu", x)
 
 
@@ -165,18 +194,22 @@ def gelu(x: Any, approximate: str = "none") -> TensorValue:
 
 
 def sigmoid(x: Any) -> TensorValue:
+    """Elementwise logistic function ``1 / (1 + exp(-x))``."""
     return _unary("sigmoid", x)
 
 
 def silu(x: Any) -> TensorValue:
+    """Elementwise SiLU (swish): ``x * sigmoid(x)``."""
     return _unary("silu", x)
 
 
 def is_nan(x: Any) -> TensorValue:
+    """Elementwise test for NaN, as a bool tensor."""
     return _unary("is_nan", x)
 
 
 def is_inf(x: Any) -> TensorValue:
+    """Elementwise test for positive or negative infinity, as a bool tensor."""
     return _unary("is_inf", x)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from max.graph.weights._files import readable_file
 from max.graph.weights.format import WeightsFormat, weights_format
 from max.graph.weights.load_gguf import GGUFWeights
 from max.graph.weights.load_safetensors import SafetensorWeights
@@ -13,15 +14,15 @@ from max.graph.weights.weights import Weights
 
 def load_weights(paths: Sequence[Path]) -> Weights:
     """Weights from `paths`: all ``.safetensors`` (one checkpoint, possibly sharded) or one
-    ``.gguf`` file. ValueError for no paths, a missing file, mixed or unknown extensions."""
+    ``.gguf`` file. ValueError for no paths, mixed or unknown extensions; a path that cannot be
+    opened raises what ``open`` raises (FileNotFoundError, IsADirectoryError, PermissionError)."""
     if isinstance(paths, (str, Path)):
         raise TypeError("load_weights: paths: expected a list of paths, got a single path")
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("load_weights: paths: no paths given")
     for p in paths:
-        if not p.is_file():
-            raise ValueError(f"load_weights: paths: {p} does not exist or is not a file")
+        readable_file(p, "load_weights: paths")
     fmt = weights_format(paths)
     if fmt is WeightsFormat.safetensors:
         return SafetensorWeights(paths)

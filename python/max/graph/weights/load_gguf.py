@@ -13,6 +13,7 @@ from max import driver
 from max._core.weights import GgufFile
 from max.dtype import DType
 from max.graph.quantization import QuantizationEncoding
+from max.graph.weights._files import readable_file
 from max.graph.weights.weights import _Checkpoint, _Entry, _HierarchicalWeights
 
 _SUPPORTED = "F32, F16, BF16, F64, I8, I16, I32, I64, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K"
@@ -41,7 +42,9 @@ def _entry(row: tuple) -> _Entry:
 
 
 class GGUFWeights(_HierarchicalWeights):
-    """Weights from a GGUF file: ``GGUFWeights(path).blk[0].attn_q.weight.allocate()``."""
+    """Weights from a GGUF file: ``GGUFWeights(path).blk[0].attn_q.weight.allocate()``; the
+    file's hyper-parameters and tokenizer are in ``metadata``. A path that cannot be opened
+    raises what ``open`` raises (FileNotFoundError, IsADirectoryError, PermissionError)."""
 
     def __init__(
         self,
@@ -50,9 +53,7 @@ class GGUFWeights(_HierarchicalWeights):
         prefix: str = "",
         allocated: dict[str, Any] | None = None,
     ) -> None:
-        path = _source_path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"GGUFWeights: source: {path} does not exist or is not a file")
+        path = readable_file(_source_path(source), "GGUFWeights: source")
         self._file = GgufFile(path)
         rows = self._file.tensors()
         if tensors is not None:
@@ -67,6 +68,19 @@ class GGUFWeights(_HierarchicalWeights):
 
     def _load(self, name: str) -> driver.Buffer:
         return self._file.buffer(name)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The file's key/value metadata as plain Python values (a new dict each time):
+        hyper-parameters such as ``"llama.block_count"``, the tokenizer (``"tokenizer.ggml.tokens"``,
+        a list of str) and ``"general.architecture"``. Arrays are lists; ``metadata_types``
+        gives each key's GGUF type."""
+        return {k: v[1] for k, v in self._metadata.items()}
+
+    @property
+    def metadata_types(self) -> dict[str, str]:
+        """Each metadata key's GGUF value type (``"UINT32"``, ``"STRING"``, ``"ARRAY[STRING]"``...)."""
+        return {k: v[0] for k, v in self._metadata.items()}
 
     @property
     def _metadata(self) -> dict[str, tuple[str, Any]]:

@@ -14,15 +14,14 @@ from max import driver
 from max._core.weights import SafetensorsFile
 from max.dtype import DType
 from max.graph.weight import Weight
+from max.graph.weights._files import readable_file
 from max.graph.weights.weights import WeightData, _Checkpoint, _Entry, _HierarchicalWeights
 
 
 def _open_files(paths: list[Path]) -> list[SafetensorsFile]:
     files = []
     for p in paths:
-        if not p.is_file():
-            raise FileNotFoundError(f"SafetensorWeights: filepaths: {p} does not exist or is not a file")
-        files.append(SafetensorsFile(p))
+        files.append(SafetensorsFile(readable_file(p, "SafetensorWeights: filepaths")))
     return files
 
 

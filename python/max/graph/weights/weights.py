@@ -64,10 +64,26 @@ class WeightData:
             return self
         return WeightData(self.to_buffer()._cast(dtype), self.name, dtype, Shape(self.shape))
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """numpy's array protocol: ``np.asarray(weight_data)`` gives the values (a view of the
+        mapped file for host data; a GGUF block tensor gives its uint8 ``[rows, bytes]``)."""
+        data = self.data
+        if isinstance(data, np.ndarray):
+            arr = data
+        elif isinstance(data, driver.Buffer):
+            arr = data.__array__(copy=copy)
+        else:
+            arr = np.from_dlpack(data)
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return arr.copy() if copy else arr
+
     def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export of the data (``np.from_dlpack``, ``torch.from_dlpack``)."""
         return self.to_buffer().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        """The DLPack (device type, device id) of the data."""
         return self.to_buffer().__dlpack_device__()
 
     def __repr__(self) -> str:
@@ -81,17 +97,21 @@ class Weights(Protocol):
     data for ``InferenceSession.load(weights_registry=weights.allocated_weights)``."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The hierarchical name built so far (``""`` at the root)."""
 
     def __getattr__(self, attr: str) -> Any: ...
 
     def __getitem__(self, idx: int | str) -> Any: ...
 
-    def items(self: _Self) -> Iterator[tuple[str, _Self]]: ...
+    def items(self: _Self) -> Iterator[tuple[str, _Self]]:
+        """(relative name, accessor) for every weight under this prefix, in file order."""
 
-    def exists(self) -> bool: ...
+    def exists(self) -> bool:
+        """Whether a weight has exactly this name."""
 
-    def data(self) -> WeightData: ...
+    def data(self) -> WeightData:
+        """The named weight's data with its dtype, shape and encoding; KeyError when absent."""
 
     def allocate(
         self,
@@ -99,10 +119,12 @@ class Weights(Protocol):
         shape: Iterable[int | str | Dim | np.integer] | None = None,
         quantization_encoding: QuantizationEncoding | None = None,
         device: DeviceRef = DeviceRef.CPU(),
-    ) -> Weight: ...
+    ) -> Weight:
+        """A graph Weight for the named tensor, its data recorded in ``allocated_weights``."""
 
     @property
-    def allocated_weights(self) -> dict[str, Any]: ...
+    def allocated_weights(self) -> dict[str, Any]:
+        """name -> data of every weight allocated so far."""
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ class KVCacheStrategy(str, enum.Enum):
     PAGED = "paged"
 
     def kernel_substring(self) -> str:
+        """The kernel-name fragment of this strategy, as MAX spells it (``"paged"``)."""
         return "paged"
 
     def uses_opaque(self) -> bool:
+        """Whether the cache is passed to kernels as an opaque value (never, here)."""
         return False
 
 
@@ -52,6 +54,7 @@ class PagedCacheInputSymbols:
         return iter([self.kv_blocks, self.cache_lengths, self.lookup_table, self.positions, self.slots])
 
     def flatten(self) -> list[Any]:
+        """The symbolic inputs as a flat list, in graph-input order."""
         return list(self)
 
 
@@ -108,18 +111,22 @@ class KVCacheParams:
 
     @property
     def n_devices(self) -> int:
+        """The number of devices the cache is spread over."""
         return len(self.devices)
 
     @property
     def tensor_parallel_degree(self) -> int:
+        """Devices per data-parallel replica (each holds a share of the KV heads)."""
         return max(1, self.n_devices // max(1, self.data_parallel_degree))
 
     @property
     def dtype_shorthand(self) -> str:
+        """The cache dtype in short form (``"bf16"`` or ``"f32"``)."""
         return "bf16" if self.dtype == DType.bfloat16 else "f32"
 
     @property
     def quantized_kv_cache(self) -> bool:
+        """Whether the cache stores quantized values (never, here)."""
         return False
 
     @property
@@ -134,6 +141,7 @@ class KVCacheParams:
         return per_device * self.dtype.size_in_bytes * self.tensor_parallel_degree
 
     def blocks_shape(self, num_pages: int) -> list[int]:
+        """The shape of a cache of `num_pages` pages: ``[num_pages, *shape_per_block]``."""
         return [num_pages, *self.shape_per_block]
 
     def get_symbolic_inputs(self) -> list[PagedCacheInputSymbols]:
@@ -167,9 +175,11 @@ class KVCacheParams:
         return int(pages)
 
     def compute_max_seq_len_fitting_in_cache(self, available_cache_memory: int) -> int:
+        """Tokens that fit in `available_cache_memory` bytes, in whole pages."""
         return int(available_cache_memory // self.bytes_per_block) * self.page_size
 
     def copy_as_dp_1(self) -> KVCacheParams:
+        """A copy for one data-parallel replica (its share of the devices, degree 1)."""
         if self.n_devices % self.data_parallel_degree:
             raise ValueError("KVCacheParams: the devices are not divisible by data_parallel_degree")
         import dataclasses

@@ -8,6 +8,7 @@ _MODULES = ["llama3", "qwen2", "qwen3", "gemma3", "bert"]
 
 
 def register_all_models() -> None:
+    """Registers every supported architecture with the pipeline registry."""
     from max.pipelines.lib.registry import PIPELINE_REGISTRY
 
     for name in _MODULES:

@@ -16,6 +16,7 @@ from max.nn.kv_cache import KVCacheStrategy
 
 
 class PipelineRole(str, enum.Enum):
+    """Which phases a pipeline serves: prefill and decode, or only one of them."""
     PrefillAndDecode = "prefill_and_decode"
     PrefillOnly = "prefill_only"
     DecodeOnly = "decode_only"
@@ -182,14 +183,17 @@ class PipelineConfig:
     # MAX exposes the model's fields on the pipeline config too.
     @property
     def model_path(self) -> str:
+        """The model's path (the model config's ``model_path``)."""
         return self.model.model_path
 
     @property
     def weight_path(self) -> list[Path]:
+        """Explicit weight files, if any (the model config's ``weight_path``)."""
         return self.model.weight_path
 
     @property
     def quantization_encoding(self) -> Any:
+        """The requested weight encoding, if any (the model config's)."""
         return self.model.quantization_encoding
 
 

@@ -57,34 +57,42 @@ class TextContext:
 
     @property
     def end_idx(self) -> int:
+        """The number of tokens held (prompt and generated)."""
         return int(self.tokens.size)
 
     @property
     def current_length(self) -> int:
+        """The number of tokens held (prompt and generated)."""
         return int(self.tokens.size)
 
     @property
     def active_length(self) -> int:
+        """The number of tokens the next step processes."""
         return self._active - self._start
 
     @property
     def next_tokens(self) -> np.ndarray:
+        """The tokens the next step processes."""
         return self.tokens[self._start : self._active]
 
     @property
     def all_tokens(self) -> np.ndarray:
+        """Every token held: the prompt, then the generated tokens."""
         return self.tokens
 
     @property
     def prompt_tokens(self) -> np.ndarray:
+        """The prompt's tokens."""
         return self.tokens[: self.prompt_length]
 
     @property
     def generated_tokens(self) -> np.ndarray:
+        """The tokens generated so far."""
         return self.tokens[self.prompt_length :]
 
     @property
     def is_initial_prompt(self) -> bool:
+        """Whether part of the prompt is still to be processed."""
         return self._start < self.prompt_length
 
     @property
@@ -125,10 +133,12 @@ class TextContext:
 
     @property
     def is_done(self) -> bool:
+        """Whether generation has finished (its status is no longer active)."""
         return self.status.is_done
 
     @property
     def min_tokens(self) -> int:
+        """The fewest new tokens to generate before a stop may end the request."""
         return self.sampling_params.min_new_tokens
 
     def __repr__(self) -> str:

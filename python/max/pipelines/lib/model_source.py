@@ -127,7 +127,7 @@ def read_gguf_metadata(path: Path) -> dict[str, Any]:
     """The GGUF file's key/value metadata (plain Python values)."""
     from max.graph.weights import GGUFWeights
 
-    return {k: v[1] for k, v in GGUFWeights(path)._metadata.items()}
+    return GGUFWeights(path).metadata
 
 
 # GGUF general.architecture -> the Hugging Face architecture name it converts from.
@@ -213,9 +213,9 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
 def _from_gguf(model_path: str, path: Path, directory: Path | None) -> ModelSource:
     try:
         meta = read_gguf_metadata(path)
-    except FileNotFoundError:
+    except OSError:
         raise
-    except (ValueError, OSError) as e:
+    except ValueError as e:
         raise ValueError(f"{path} is not a readable GGUF file: {e}") from None
     return ModelSource(model_path, "gguf", [path], gguf_to_hf_config(meta), directory, meta)
 

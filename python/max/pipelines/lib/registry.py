@@ -34,6 +34,7 @@ class SupportedEncoding(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: Any) -> SupportedEncoding:
+        """The SupportedEncoding named by `value` (a member or its name); ValueError listing the names."""
         if isinstance(value, SupportedEncoding):
             return value
         try:
@@ -51,6 +52,7 @@ class SupportedEncoding(str, enum.Enum):
 
     @property
     def quantization_encoding(self) -> QuantizationEncoding | None:
+        """The graph QuantizationEncoding of a GGUF block encoding, else None."""
         return {
             SupportedEncoding.q4_0: QuantizationEncoding.Q4_0,
             SupportedEncoding.q4_1: QuantizationEncoding.Q4_1,
@@ -63,6 +65,7 @@ class SupportedEncoding(str, enum.Enum):
 
 
 class WeightsFormat(str, enum.Enum):
+    """A checkpoint's file format: safetensors or GGUF."""
     safetensors = "safetensors"
     gguf = "gguf"
 
@@ -93,6 +96,7 @@ class SupportedArchitecture:
 
     @property
     def tokenizer_cls(self) -> Callable[..., Any]:
+        """The tokenizer class (or factory) of the architecture."""
         return self.tokenizer
 
 
@@ -106,6 +110,7 @@ class PipelineRegistry:
             self.register(a)
 
     def register(self, architecture: SupportedArchitecture, *, allow_override: bool = False) -> None:
+        """Adds an architecture; ValueError when its name is taken, unless `allow_override`."""
         if architecture.name in self.architectures and not allow_override:
             raise ValueError(f"architecture {architecture.name!r} is already registered")
         self.architectures[architecture.name] = architecture
@@ -113,6 +118,7 @@ class PipelineRegistry:
             self._gguf[g] = architecture.name
 
     def names(self) -> list[str]:
+        """The registered architecture names, sorted."""
         return sorted(self.architectures)
 
     def retrieve_architecture(self, huggingface_repo: Any = None, use_legacy_module: bool = True,
@@ -152,6 +158,7 @@ class PipelineRegistry:
 
     def retrieve_factory(self, pipeline_config: PipelineConfig, task: PipelineTask = PipelineTask.TEXT_GENERATION,
                          **kwargs: Any) -> tuple[Any, Callable[[], Any]]:
+        """(tokenizer, a function returning the pipeline) for `pipeline_config`."""
         tokenizer, pipeline = self.retrieve(pipeline_config, task)
         return tokenizer, lambda: pipeline
 
@@ -168,6 +175,7 @@ class PipelineRegistry:
                 self.register(arch, allow_override=True)
 
     def reset(self) -> None:
+        """Forgets every registered architecture."""
         self.architectures.clear()
         self._gguf.clear()
 

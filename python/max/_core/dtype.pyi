@@ -1,0 +1,4 @@
+# Stubs for max._core.dtype (crates/python/src/dtype.rs).
+from typing import Any
+
+def table() -> Any: ...
