@@ -206,7 +206,8 @@ fn ptxas_v(ptxas: &Path, module: &str, ptx: &[u8]) -> Result<(Vec<Props>, Vec<St
     Ok((funcs, problems))
 }
 
-const HEADER: &str = "module               function                                regs  bar   smem  stack spill st spill ld";
+const HEADER: &str =
+    "module               function                                regs  bar   smem  stack spill st spill ld";
 
 /// One module's table rows and problems (ptxas run on its PTX, every function's report checked).
 fn check_module(ptxas: &Path, module: &str, ptx: &[u8]) -> (String, Vec<String>) {
@@ -288,10 +289,10 @@ fn parallel<T: Send>(n: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
 /// Where a family that passed is remembered: `target/tmp/ptxas-cache/<family>-<key>`, the key a
 /// SHA-256 of everything its result depends on (its full source, the NVRTC options in
 /// compile.rs, this check's own source, NVRTC's version and ptxas' `--version`), so a change to
-/// any of them checks it again. The file holds its table rows. `MAX_PTXAS_CACHE=0` ignores the
-/// cache; a fresh clone (CI) has none, so every family is checked there.
+/// any of them checks it again. The file holds its table rows. Deleting the directory checks
+/// every family again; a fresh clone (CI) has none, so every family is checked there.
 struct Cache {
-    dir: Option<PathBuf>,
+    dir: PathBuf,
     tools: String,
 }
 
@@ -303,14 +304,12 @@ impl Cache {
             max_kernels_cuda::nvrtc_version().ok(),
             String::from_utf8_lossy(&version)
         );
-        let off = std::env::var("MAX_PTXAS_CACHE").as_deref() == Ok("0");
-        let dir = (!off).then(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptxas-cache"));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptxas-cache");
         Cache { dir, tools }
     }
 
-    fn path(&self, family: &sources::Family) -> Option<PathBuf> {
+    fn path(&self, family: &sources::Family) -> PathBuf {
         use sha2::{Digest, Sha256};
-        let dir = self.dir.as_ref()?;
         let mut h = Sha256::new();
         for part in
             [self.tools.as_str(), include_str!("ptxas.rs"), include_str!("../src/compile.rs"), &family.full_source()]
@@ -319,21 +318,20 @@ impl Cache {
             h.update(part.as_bytes());
         }
         let key: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
-        Some(dir.join(format!("{}-{key}", family.name)))
+        self.dir.join(format!("{}-{key}", family.name))
     }
 
     fn get(&self, family: &sources::Family) -> Option<String> {
-        std::fs::read_to_string(self.path(family)?).ok()
+        std::fs::read_to_string(self.path(family)).ok()
     }
 
     /// Remembers a clean family (a write that fails only costs a recheck next time).
     fn put(&self, family: &sources::Family, rows: &str) {
-        if let Some(path) = self.path(family) {
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
-                .and_then(|()| std::fs::write(&tmp, rows))
-                .and_then(|()| std::fs::rename(&tmp, &path));
-        }
+        let path = self.path(family);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| std::fs::write(&tmp, rows))
+            .and_then(|()| std::fs::rename(&tmp, &path));
     }
 }
 

@@ -256,12 +256,7 @@ impl PyBuffer {
     /// buffer, a copy of a device buffer (``copy=False`` refuses to copy with ValueError, as
     /// numpy asks); ``dtype`` converts the values.
     #[pyo3(signature = (dtype = None, copy = None))]
-    fn __array__(
-        &self,
-        py: Python<'_>,
-        dtype: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
+    fn __array__(&self, py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyResult<Py<PyAny>> {
         if copy == Some(false) && !self.inner.device().is_host() {
             return Err(PyValueError::new_err(format!(
                 "__array__: a buffer on {} cannot be viewed without a copy (copy=False)",

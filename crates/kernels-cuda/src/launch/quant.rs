@@ -1,5 +1,6 @@
-//! The quant families (kernels/quant.cu, kernels/qgemv.cu): dequantize of the GGUF block encodings, qmatmul
-//! (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32 GEMM above), GPTQ.
+//! The quant families (kernels/quant.cu, kernels/qgemv*.cu): dequantize of the GGUF block
+//! encodings and qmatmul (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32
+//! GEMM above). GPTQ, which shares the many-rows path, is in gptq.rs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ const QV_ROWS_PER_BLOCK: usize = 16;
 const QV_CHUNK: usize = 1024;
 const QV_LD: usize = 36;
 
-fn rows_variant(m: usize) -> usize {
+pub(super) fn rows_variant(m: usize) -> usize {
     match m {
         1 => 1,
         2 => 2,
@@ -461,49 +462,10 @@ fn qgemv_mma(
     Ok(())
 }
 
-/// GPTQ: out [m, n] (bf16) = lhs [m, k] (bf16) @ W [k, n], W decoded from `rhs` (see quant.cu),
-/// with the (host-checked) int32 permutation `perm` of K when it is not 0.
-pub fn gptq(
-    stream: &Arc<CudaStream>,
-    (lhs, rhs, perm, out): (u64, u64, u64, u64),
-    (m, n, k, group): (usize, usize, usize, usize),
-) -> Result<()> {
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        return super::fill(stream, out, (m * n) as u64, 2, 0);
-    }
-    if k > i32::MAX as usize {
-        return Err(Error::Unsupported(format!("GPTQ with K = {k} (the kernels index K with 32-bit ints)")));
-    }
-    let (ni, ki, gi) = (n as i64, k as i64, group as i64);
-    if m <= GEMV_MAX_ROWS {
-        let f = function(stream.context(), &QUANT, &format!("gptq_gemv_m{}", rows_variant(m)))?;
-        let cfg = LaunchConfig { grid_dim: (n.div_ceil(32) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-        let mi = m as i64;
-        let mut l = stream.launch_builder(&f);
-        l.arg(&lhs).arg(&rhs).arg(&perm).arg(&out).arg(&mi).arg(&ni).arg(&ki).arg(&gi);
-        // SAFETY: lhs holds m x k bf16, rhs the packed [k/2 + 2k/group, n] bytes, perm k int32
-        // (or is null), out m x n bf16.
-        unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gptq_gemv)"))?;
-        return Ok(());
-    }
-    let deq = function(stream.context(), &QUANT, "gptq_dequant_t_f32")?;
-    large_m(stream, DType::BFloat16, (lhs, out), (m, n, k), |n0, nc, wt| {
-        let (n0i, nci) = (n0 as i64, nc as i64);
-        let mut l = stream.launch_builder(&deq);
-        l.arg(&rhs).arg(&perm).arg(&wt).arg(&ni).arg(&ki).arg(&gi).arg(&n0i).arg(&nci);
-        // SAFETY: wt holds k x nc f32; columns n0 .. n0 + nc of the weights exist.
-        unsafe { l.launch(grid((k * nc) as u64)) }.map_err(Error::driver("cuLaunchKernel(gptq_dequant_t)"))?;
-        Ok(())
-    })
-}
-
 /// The many-rows path: for chunks of nc weight columns, `decode(n0, nc, wt)` writes W^T's
 /// columns n0 .. n0 + nc as f32 [k, nc] into scratch; then, for chunks of lhs rows (converted
 /// to f32 when `dtype` is bf16), an f32 GEMM, stored (and rounded to `dtype`) into out's columns.
-fn large_m(
+pub(super) fn large_m(
     stream: &Arc<CudaStream>,
     dtype: DType,
     (lhs, out): (u64, u64),

@@ -144,5 +144,5 @@ fn gptq(dev: &CudaDevice, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()
     }
     dev.bind()?;
     let ptrs = (lhs.addr(), rhs.addr(), perm.map_or(0, |p| p.addr()), out.addr());
-    k::gptq(&dev.stream, ptrs, (m, n, kk, group)).map_err(kernel_err)
+    max_kernels_cuda::launch::gptq::gptq(&dev.stream, ptrs, (m, n, kk, group)).map_err(kernel_err)
 }
