@@ -467,3 +467,97 @@ __device__ __forceinline__ void reduce_kernel(const ReduceArgs& p) {
 extern "C" __global__ void __launch_bounds__(256) skinny_reduce_bf16(ReduceArgs p) { reduce_kernel<bf16>(p); }
 extern "C" __global__ void __launch_bounds__(256) skinny_reduce_f16(ReduceArgs p) { reduce_kernel<f16>(p); }
 extern "C" __global__ void __launch_bounds__(256) skinny_reduce_f32(ReduceArgs p) { reduce_kernel<float>(p); }
+
+// ---- W^T products: C = epilogue(A @ W^T) with W [N, K] as a linear layer stores it -----------
+//
+// skinny_nt_<T>_m<MR>_<vec|any>: A [M, K] with M <= MR (1, 2, 4 or 8), W [N, K], C [M, N], all
+// row-major. A warp computes whole dot products: it owns one row of W, reads it from start to
+// end in 16-byte lane vectors (512 bytes per warp and step, NT_U steps in flight before any is
+// used), takes the matching A vectors through L1 (every warp reads the same A), and the lanes'
+// sums meet by shuffles. Nothing is split over K, so there is no workspace and no second pass:
+// for the small products of a decode step the time is latency, and the chain here is the
+// launch, one round trip per NT_U steps and the store. `vec`: K % V == 0 and A, W 16-byte
+// aligned (every vector is whole); `any`: element loads, zero past K.
+
+#define NT_WARPS 4
+#define NT_U 8
+
+struct NtArgs {
+    u64 a, w, c;
+    i64 m, n, k;
+    Epilogue epi;
+};
+
+// V = 16 / sizeof(T) elements of A at [col, col + V) into 4 words, cached in L1 (re-read by
+// every warp of the block), zero past K.
+template <typename T, bool VEC>
+__device__ __forceinline__ void load_a(u32* w, const T* row, i64 col, i64 k) {
+    if constexpr (VEC) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(row + col));
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    } else {
+        load_row<T, false>(w, row, col, k);
+    }
+}
+
+template <typename T, int MR, bool VEC>
+__device__ __forceinline__ void nt_kernel(const NtArgs& p) {
+    constexpr int V = 16 / sizeof(T);
+    constexpr i64 STEP = 32 * V;
+    const int lane = threadIdx.x % 32;
+    const i64 row = (i64)blockIdx.x * NT_WARPS + threadIdx.x / 32;
+    if (row >= p.n) return;  // whole warps: no shuffle below misses a lane
+    const T* W = reinterpret_cast<const T*>(p.w) + row * p.k;
+    const T* A = reinterpret_cast<const T*>(p.a);
+    const int rows = (int)min((i64)MR, p.m);
+    float acc[MR];
+#pragma unroll
+    for (int m = 0; m < MR; ++m) acc[m] = 0.f;
+    for (i64 base = lane * V; base < p.k; base += NT_U * STEP) {
+        u32 raw[NT_U][4];
+#pragma unroll
+        for (int u = 0; u < NT_U; ++u) load_row<T, VEC>(raw[u], W, base + u * STEP, p.k);
+#pragma unroll
+        for (int u = 0; u < NT_U; ++u) {
+            const i64 col = base + u * STEP;
+            if (col < p.k) {
+                float b[V];
+                Unpack<T>::go(raw[u], b);
+#pragma unroll
+                for (int m = 0; m < MR; ++m) {
+                    if (m < rows) {
+                        u32 aw[4];
+                        float a[V];
+                        load_a<T, VEC>(aw, A + m * p.k, col, p.k);
+                        Unpack<T>::go(aw, a);
+#pragma unroll
+                        for (int v = 0; v < V; ++v) acc[m] = fmaf(a[v], b[v], acc[m]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+        if (m < rows && lane == m) {
+            const i64 idx = m * p.n + row;
+            reinterpret_cast<T*>(p.c)[idx] = FromF32<T>::go(epilogue<T>(p.epi, acc[m], idx, row));
+        }
+    }
+}
+
+#define NT_ENTRY(T, NAME, MR)                                                                              \
+    extern "C" __global__ void __launch_bounds__(NT_WARPS * 32) skinny_nt_##NAME##_m##MR##_vec(NtArgs p) { \
+        nt_kernel<T, MR, true>(p);                                                                         \
+    }                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(NT_WARPS * 32) skinny_nt_##NAME##_m##MR##_any(NtArgs p) { \
+        nt_kernel<T, MR, false>(p);                                                                        \
+    }
+#define NT_ENTRIES(T, NAME) NT_ENTRY(T, NAME, 1) NT_ENTRY(T, NAME, 2) NT_ENTRY(T, NAME, 4) NT_ENTRY(T, NAME, 8)
+NT_ENTRIES(bf16, bf16)
+NT_ENTRIES(f16, f16)
+NT_ENTRIES(float, f32)

@@ -128,7 +128,7 @@ impl Plan {
     }
 }
 
-fn short_name(dtype: DType) -> Option<&'static str> {
+pub(super) fn short_name(dtype: DType) -> Option<&'static str> {
     match dtype {
         DType::BFloat16 => Some("bf16"),
         DType::Float16 => Some("f16"),

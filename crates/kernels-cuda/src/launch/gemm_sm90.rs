@@ -47,6 +47,27 @@ pub fn suitable(dtype: DType, m: usize, k: usize, a: u64, b: u64) -> bool {
     matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && m >= min_rows() && (a | b) % 16 == 0
 }
 
+/// C = epilogue(A @ W^T) for A [m, k] at `a` and W [n, k] at `w` (a linear layer's weight as
+/// stored: the K-major B operand the kernel reads without a transpose), any m >= 1.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_bt(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, w, c): (u64, u64, u64),
+    (m, n, k): (usize, usize, usize),
+    epi: &Epilogue,
+) -> Result<()> {
+    if !matches!(dtype, DType::BFloat16 | DType::Float16) || k % 8 != 0 || (a | w) % 16 != 0 {
+        return Err(Error::Unsupported(format!(
+            "gemm_sm90: W^T products need 16-bit, K % 8 == 0, aligned operands ({dtype}, k={k})"
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    gemm_sm90p::launch(stream, dtype, (a, w, c), (m, n, k), 1, 1, false, epi)
+}
+
 /// `batch` products C = A @ B: A [m, k] batches at `a` (or one shared when `batch_a` is 1),
 /// B [k, n] batches at `b` (likewise), C [m, n] batches at `c`.
 #[allow(clippy::too_many_arguments)]

@@ -11,6 +11,7 @@ pub mod epilogue;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_sm90p;
+pub mod gemv_nt;
 pub mod gptq;
 pub mod quant;
 pub mod record;

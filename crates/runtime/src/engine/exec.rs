@@ -220,9 +220,23 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
         }
         StepKind::Op(op) => super::host_dispatch::run_cpu(op, inputs, outputs),
         StepKind::Gemm(g) => {
+            // b is W [n, k] when the transpose was fused: apply it here.
+            let b = match &g.b_transpose {
+                Some(op) => {
+                    let w = &inputs[1];
+                    let (n, k) = (w.shape()[0] as i64, w.shape()[1] as i64);
+                    let wt = Buffer::for_result(w.dtype(), &[k, n], &Device::Cpu)?;
+                    super::host_dispatch::run_cpu(op, std::slice::from_ref(w), std::slice::from_ref(&wt))?;
+                    wt
+                }
+                None => inputs[1].clone(),
+            };
+            if g.tail.nodes.is_empty() {
+                return cpu::matmul::run(&inputs[0], &b, &outputs[0]);
+            }
             let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
             let product = Buffer::for_result(outputs[0].dtype(), &shape, &Device::Cpu)?;
-            cpu::matmul::run(&inputs[0], &inputs[1], &product)?;
+            cpu::matmul::run(&inputs[0], &b, &product)?;
             let mut tail_inputs = vec![product];
             tail_inputs.extend(inputs[2..].iter().cloned());
             cpu::elementwise::run(&g.tail, &tail_inputs, &outputs[0])

@@ -84,13 +84,17 @@ pub struct GemmEpilogue {
     pub act: Option<Op>,
     pub residual: bool,
     /// The same epilogue as an elementwise group over `[product, bias?, residual?]`, for the
-    /// host path.
+    /// host path (no nodes: the product is the result).
     pub tail: Fused,
+    /// `b` is a rank-2 W [n, k] and the product is `a @ W^T`: the transpose (or permute) op that
+    /// stood between W and the matmul, which the host path applies and the GPU kernels read
+    /// through (passes/fuse_weight_transpose.rs).
+    pub b_transpose: Option<Op>,
 }
 
 impl GemmEpilogue {
     pub fn name(&self) -> String {
-        let mut parts = vec!["matmul".to_string()];
+        let mut parts = vec![if self.b_transpose.is_some() { "matmul_wt" } else { "matmul" }.to_string()];
         if self.bias {
             parts.push("bias".into());
         }

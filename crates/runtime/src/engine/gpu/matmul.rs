@@ -4,7 +4,7 @@
 use max_graph::Attr;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
-use max_kernels_cuda::launch::gemm_skinny;
+use max_kernels_cuda::launch::{gemm_skinny, gemv_nt};
 
 use super::super::program::GemmEpilogue;
 use crate::cuda::CudaDevice;
@@ -30,7 +30,54 @@ pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], out: 
     let bias = if g.bias { extra.next().map(|b| b.addr()) } else { None };
     let residual = if g.residual { extra.next().map(|r| r.addr()) } else { None };
     let act = g.act.as_ref().map(act_of).transpose()?.unwrap_or_default();
-    matmul(dev, &inputs[0], &inputs[1], out, &Epilogue::new(bias, act, residual))
+    let epi = Epilogue::new(bias, act, residual);
+    match g.b_transpose {
+        Some(_) => matmul_wt(dev, &inputs[0], &inputs[1], out, &epi),
+        None => matmul(dev, &inputs[0], &inputs[1], out, &epi),
+    }
+}
+
+/// `a @ W^T` for W [n, k] as stored (passes/fuse_weight_transpose.rs): a's batch dims fold into
+/// rows. Up to gemv_nt::MAX_M rows a warp per row of W; more on Hopper the wgmma GEMM with W
+/// as its K-major operand; elsewhere W is transposed into a scratch matrix first.
+fn matmul_wt(dev: &CudaDevice, a: &Buffer, w: &Buffer, out: &Buffer, epi: &Epilogue) -> Result<()> {
+    let k = *a.shape().last().unwrap_or(&1);
+    let (n, k2) = match w.shape() {
+        [n, k2] => (*n, *k2),
+        s => return Err(Error::Value(format!("matmul: the transposed weight must have rank 2, got shape {s:?}"))),
+    };
+    if k != k2 {
+        return Err(Error::Value(format!("matmul: shapes {:?} and {:?}^T do not contract", a.shape(), w.shape())));
+    }
+    let rows = a.num_elements() / k.max(1);
+    dev.bind()?;
+    let unsupported = |e: max_kernels_cuda::Error| match e {
+        max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
+        other => other.into(),
+    };
+    let ptrs = (a.addr(), w.addr(), out.addr());
+    if gemv_nt::plan(out.dtype(), (rows, n, k), (a.addr(), w.addr())).is_some() {
+        return gemv_nt::gemv_nt(&dev.stream, out.dtype(), ptrs, (rows, n, k), epi).map_err(unsupported);
+    }
+    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
+    if hopper {
+        match max_kernels_cuda::launch::gemm_sm90::gemm_bt(&dev.stream, out.dtype(), ptrs, (rows, n, k), epi) {
+            Err(max_kernels_cuda::Error::Unsupported(_)) => {}
+            r => return r.map_err(unsupported),
+        }
+    }
+    let wt = Buffer::empty(w.dtype(), &[k as i64, n as i64], out.device())?;
+    max_kernels_cuda::launch::layout::copy_view(
+        &dev.stream,
+        w.addr(),
+        &[1, k as isize],
+        wt.addr(),
+        &[n as isize, 1],
+        &[k, n],
+        w.dtype().size_in_bytes(),
+    )
+    .map_err(unsupported)?;
+    matmul(dev, a, &wt, out, epi)
 }
 
 /// (batch dims, rows, cols) of a matmul operand under MAX's rank rules.

@@ -20,6 +20,7 @@ mod fuse_elementwise;
 mod fuse_matmul_epilogue;
 mod fuse_qmatmul_residual;
 mod fuse_sibling_qmatmul;
+mod fuse_weight_transpose;
 
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
 
@@ -39,6 +40,7 @@ pub fn lower(graph: &Graph) -> Program {
         fuse_qmatmul_residual::fuse(&mut body, &types, &uses);
     }
     fuse_elementwise::fuse(&mut body, &types, &uses);
+    fuse_weight_transpose::fuse(&mut body, &types);
     fuse_sibling_qmatmul::fuse(&mut body, &types);
     Program { types, body }
 }

@@ -1,0 +1,98 @@
+"""bf16 products with few rows (decode's GEMVs) on the GPU at the projection shapes of
+Llama-3.2-1B and Llama-3-8B, M = 1 and 8, as a decode step runs them: a linear layer
+`x @ W.T` with W [N, K] as stored (`gpu_us`: the engine reads W directly, a warp per row of W)
+beside torch's `x @ W.T` (cuBLAS), and the product with a [K, N] matrix (`kn_gpu_us`: the
+split-K kernels of gemm_skinny.cu). GPU time per call (gpu_timing.py: the host out of the way,
+as a replayed CUDA graph sees it), the weight-read bandwidth (K * N * 2 bytes / time) and that
+as a fraction of the device's copy rate measured in the same run (a 1 GiB device-to-device
+copy). Successive timed calls read different copies of the weight, more of them than the L2
+cache holds. Each result is checked against torch in float32. Needs a GPU and torch.
+
+    python benchmarks/gpu_gemv.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import numpy as np
+
+from common import time_gpu, write
+from gpu_timing import Timer, our_stream
+from max import driver, engine
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType, ops
+
+# (K, N): rows of B (the input features) and columns (the output features).
+SHAPES = {
+    "1b.q": (2048, 2048), "1b.kv": (2048, 512), "1b.gate": (2048, 8192), "1b.down": (8192, 2048),
+    "1b.lm_head": (2048, 128256),
+    "8b.q": (4096, 4096), "8b.kv": (4096, 1024), "8b.gate": (4096, 14336), "8b.down": (14336, 4096),
+    "8b.lm_head": (4096, 128256),
+}
+ROWS = [1, 8]
+ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: beyond any L2
+
+
+def main() -> None:
+    if driver.accelerator_count() == 0:
+        print("no GPU: nothing to measure")
+        return
+    import torch
+
+    gpu = driver.Accelerator()
+
+    def sync() -> None:
+        torch.cuda.synchronize()
+        gpu.synchronize()
+
+    session = engine.InferenceSession(devices=[driver.CPU(), gpu])
+    stream, timer = our_stream(gpu), Timer(torch)
+    side = torch.cuda.Stream()
+    copy_bytes = 1 << 30
+    src = driver.Buffer(DType.uint8, [copy_bytes], device=gpu)
+    copy_gbps = 2 * copy_bytes / time_gpu(lambda: src.copy(), sync) / 1e9
+    del src
+
+    rows = []
+    gref = DeviceRef.GPU()
+    for (name, (k, n)), m in itertools.product(SHAPES.items(), ROWS):
+        ta = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        tw = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
+        ref = ta.float() @ tw.float().T
+        copies = [tw] + [tw.clone() for _ in range(ROTATE_BYTES // (k * n * 2))]
+        a = driver.Buffer.from_dlpack(ta)
+        row = {"shape": name, "m": m, "k": k, "n": n}
+        # (label, weight layout given to the engine, graph body)
+        for label, weights, body in [
+            ("", copies, lambda x, w: ops.matmul(x, ops.transpose(w, 0, 1))),
+            ("kn_", [t.T.contiguous() for t in copies], ops.matmul),
+        ]:
+            shape_w = tuple(weights[0].shape)
+            with Graph("gemv", input_types=[TensorType(DType.bfloat16, (m, k), gref),
+                                            TensorType(DType.bfloat16, shape_w, gref)]) as g:
+                g.output(body(*g.inputs))
+            model = session.load(g)
+            bufs = [driver.Buffer.from_dlpack(t) for t in weights]
+            (out,) = model.execute(a, bufs[0])
+            err = (torch.from_dlpack(out).float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+            cyc = itertools.cycle(bufs)
+            t = timer(stream, lambda: model.execute(a, next(cyc)))
+            gbps = k * n * 2 / t / 1e9
+            row |= {f"{label}gpu_us": round(t * 1e6, 1), f"{label}of_copy_rate": round(gbps / copy_gbps, 3),
+                    f"{label}rel_err": float(f"{err:.2e}")}
+            del bufs, cyc, weights
+        tws = itertools.cycle(copies)
+        theirs = timer(side, lambda: ta @ next(tws).T)
+        row |= {"torch_gpu_us": round(theirs * 1e6, 1),
+                "torch_of_copy_rate": round(k * n * 2 / theirs / 1e9 / copy_gbps, 3),
+                "device_copy_GBps": round(copy_gbps, 1)}
+        rows.append(row)
+        print(rows[-1], flush=True)
+        del copies, tws
+    write("gpu_gemv", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+
+
+if __name__ == "__main__":
+    main()

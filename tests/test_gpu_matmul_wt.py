@@ -1,0 +1,102 @@
+"""Linear layers on the GPU reading their weight as stored: `x @ transpose(W)` with W [n, k]
+becomes one product that takes W itself (engine/passes/fuse_weight_transpose.rs): a warp per
+row of W up to 8 rows of x (gemm_skinny.cu's skinny_nt kernels), the Hopper GEMM with W as its
+K-major operand above. Checked against numpy float64 for bf16/f16 over decode and prefill row
+counts, odd K (element loads), batched x, the fused epilogues (bias, activation, residual),
+weights as constants, and a weight that is also read transposed elsewhere. Every test skips
+without a GPU."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from engine_util import session
+from max import driver
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType, ops
+
+pytestmark = pytest.mark.gpu
+GPU = DeviceRef.GPU()
+
+DTYPES = [DType.bfloat16, DType.float16]
+MS = [1, 2, 3, 5, 8, 9, 64, 200]
+EPS_OUT = {DType.bfloat16: 2.0**-8, DType.float16: 2.0**-10}
+EPS_ACC = 3e-5
+
+
+def as_np(d):
+    return ml_dtypes.bfloat16 if d is DType.bfloat16 else d.to_numpy()
+
+
+def rand(rng, shape, dtype):
+    return (rng.standard_normal(shape) / 4).astype(as_np(dtype))
+
+
+def execute(model, gpu, *arrays):
+    args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in arrays]
+    return [o.to_numpy() for o in model.execute(*args)]
+
+
+def check(got, ref, mag, dtype, what):
+    got = np.asarray(got).astype(np.float64)
+    assert got.shape == ref.shape, what
+    tol = EPS_OUT[dtype] * np.abs(ref) + EPS_ACC * mag + 1e-6
+    bad = ~(np.abs(got - ref) <= tol)
+    if bad.any():
+        i = np.unravel_index(np.argmax(np.where(bad, np.abs(got - ref) - tol, -np.inf)), ref.shape)
+        pytest.fail(f"{what}: {bad.sum()} of {bad.size} wrong, e.g. at {i}: {got[i]} vs {ref[i]} (tol {tol[i]})")
+
+
+def product(a, w):
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    return a64 @ w64.T, np.abs(a64) @ np.abs(w64).T
+
+
+@pytest.mark.parametrize("k,n", [(2048, 512), (4104, 7), (1000, 300), (13, 33), (64, 4096)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_rows_of_every_path(rng, gpu, dtype, k, n):
+    """One model with a symbolic row count: the NT GEMV up to 8 rows, the GEMM above."""
+    with Graph("wt", input_types=[TensorType(dtype, ("m", k), GPU), TensorType(dtype, (n, k), GPU)]) as g:
+        x, w = g.inputs
+        g.output(ops.matmul(x, ops.transpose(w, 0, 1)))
+    model = session(gpu).load(g)
+    w = rand(rng, (n, k), dtype)
+    for m in MS:
+        a = rand(rng, (m, k), dtype)
+        (out,) = execute(model, gpu, a, w)
+        check(out, *product(a, w), dtype, f"{dtype.name} m={m} k={k} n={n}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_batched_x_and_the_epilogue(rng, gpu, dtype):
+    """[b, s, k] @ W.T + bias -> silu -> + residual, the weight and bias as constants."""
+    k, n = 520, 264
+    w, bias = rand(rng, (n, k), dtype), rand(rng, (n,), dtype)
+    with Graph("lin", input_types=[TensorType(dtype, ("b", "s", k), GPU), TensorType(dtype, ("b", "s", n), GPU)]) as g:
+        x, res = g.inputs
+        wc = ops.constant(w, dtype, GPU)
+        y = ops.matmul(x, wc.T) + ops.constant(bias, dtype, GPU)
+        g.output(ops.silu(y) + res)
+    model = session(gpu).load(g)
+    for b, s in [(1, 1), (2, 3), (1, 8), (4, 40)]:
+        a, r = rand(rng, (b, s, k), dtype), rand(rng, (b, s, n), dtype)
+        (out,) = execute(model, gpu, a, r)
+        p, mag = product(a, w)
+        # The epilogue works on the f32 sum: bias, silu and the residual add, rounded once.
+        z = p + bias.astype(np.float64)
+        ref = z / (1 + np.exp(-z)) + r.astype(np.float64)
+        check(out, ref, mag + np.abs(r.astype(np.float64)), dtype, f"{dtype.name} b={b} s={s}")
+
+
+def test_a_weight_also_read_transposed_elsewhere(rng, gpu):
+    """W.T is also a result: it stays materialised, and the product still agrees."""
+    dtype, k, n = DType.bfloat16, 128, 96
+    with Graph("both", input_types=[TensorType(dtype, (2, k), GPU), TensorType(dtype, (n, k), GPU)]) as g:
+        x, w = g.inputs
+        wt = ops.transpose(w, 1, 0)
+        g.output(ops.matmul(x, wt), wt)
+    model = session(gpu).load(g)
+    a, w = rand(rng, (2, k), dtype), rand(rng, (n, k), dtype)
+    out, wt = execute(model, gpu, a, w)
+    np.testing.assert_array_equal(np.asarray(wt).astype(np.float32), w.T.astype(np.float32))
+    check(out, *product(a, w), dtype, "bf16 shared transpose")
