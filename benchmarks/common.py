@@ -52,17 +52,24 @@ def check_tuning(specs: Iterable[str]) -> None:
             pass
 
 
-def write(name: str, device: str, rows: list[dict], command: str) -> Path:
-    """Prints the rows as a table and writes them, with where and when, as JSON."""
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    widths = [max(len(k), *(len(f"{r.get(k, '')}") for r in rows)) for k in keys]
-    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
-    for r in rows:
-        print("  ".join(f"{r.get(k, '')}".ljust(w) for k, w in zip(keys, widths)))
-    out_dir = Path(os.environ.get("MAX_BENCH_OUT", RESULTS))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    slug = device.lower().replace(" ", "-")
-    path = out_dir / f"{name}-{slug}.json"
+def result_path(name: str, device: str, out_dir: Path | None = None) -> Path:
+    """Where `write` puts a result: `out_dir`, else $MAX_BENCH_OUT, else benchmarks/results."""
+    out_dir = Path(out_dir or os.environ.get("MAX_BENCH_OUT") or RESULTS)
+    return out_dir / f"{name}-{device.lower().replace(' ', '-')}.json"
+
+
+def write(name: str, device: str, rows: list[dict], command: str, out_dir: Path | None = None,
+          table: bool = True) -> Path:
+    """Prints the rows as a table (unless `table` is False) and writes them, with where and when,
+    as JSON (see `result_path`)."""
+    if table:
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        widths = [max(len(k), *(len(f"{r.get(k, '')}") for r in rows)) for k in keys]
+        print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+        for r in rows:
+            print("  ".join(f"{r.get(k, '')}".ljust(w) for k, w in zip(keys, widths)))
+    path = result_path(name, device, out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
         "device": device,
@@ -72,5 +79,6 @@ def write(name: str, device: str, rows: list[dict], command: str) -> Path:
         "rows": rows,
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {path}")
+    if table:
+        print(f"wrote {path}")
     return path

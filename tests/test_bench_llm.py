@@ -1,0 +1,64 @@
+"""benchmarks/llm_gpu.py at tiny shapes on the CPU (`--tiny`): the random checkpoints it writes
+(bf16 safetensors; a GGUF of Q4_0 linears and embedding with a Q6_K output) read back with our
+loader, the safetensors package and gguf's reader, and the whole flow runs: decode at batches 1
+and 2, prefill, and the time to first token of `max generate` in a new process (of the GGUF
+model here; `python benchmarks/llm_gpu.py --tiny` measures it for every model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import llm_files  # noqa: E402
+
+Q4_0_FILE = {"linear": "Q4_0", "embed": "Q4_0", "output": "Q6_K"}
+
+
+def test_tiny_checkpoints_read_back(tmp_path):
+    import gguf
+
+    from max.pipelines.lib.model_source import resolve
+    from max.pipelines.tokenizer import TextTokenizer
+
+    shape = llm_files.tiny(llm_files.SHAPES["llama-3-8b"])
+    names = list(llm_files.llama_tensors(shape))
+    hf = llm_files.write_safetensors_model(tmp_path / "hf", shape)
+    llm_files.check_safetensors(hf / "model.safetensors", len(names))
+    embed = 2 * shape["vocab_size"] * shape["hidden_size"]  # untied: read a row at a time
+    assert llm_files.streamed_bytes([hf / "model.safetensors"]) == llm_files.safetensors_bytes(shape) - embed
+
+    path = llm_files.write_gguf_model(tmp_path / "q.gguf", shape, Q4_0_FILE)
+    assert path.stat().st_size >= llm_files.gguf_bytes(shape, Q4_0_FILE)
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
+    assert len(types) == len(names)
+    assert (types["token_embd.weight"], types["output.weight"], types["blk.1.ffn_down.weight"],
+            types["blk.0.attn_norm.weight"]) == ("Q4_0", "Q6_K", "Q4_0", "F32")
+    tok = TextTokenizer.from_gguf_metadata(resolve(str(path)).metadata)
+    assert len(tok.encode_sync(llm_files.prompt_text(12), add_special_tokens=False)) == 12
+
+
+def test_llm_gpu_tiny_flow(tmp_path):
+    env = {**os.environ, "MAX_BENCH_OUT": str(tmp_path / "out"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "llm_gpu.py"), "--tiny", "--dir", str(tmp_path),
+           "--models", "llama-3-8b-bf16,llama-3-8b-q4_0", "--steps", "2", "--prefill-prompt", "24",
+           "--ttft", "llama-3-8b-q4_0", "--ttft-runs", "1"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads((tmp_path / "out" / "llm_gpu_tiny-cpu.json").read_text())["rows"]
+    got = {(row["model"], row["measure"], row["batch"]): row for row in rows}
+    for model in ("llama-3-8b-bf16", "llama-3-8b-q4_0"):
+        for b in (1, 2):
+            assert got[model, "decode", b]["decode_tok_s"] > 0
+        assert got[model, "prefill", 1]["prompt"] == 24
+    ttft = got["llama-3-8b-q4_0", "ttft", 1]
+    assert 0 < ttft["ttft_s"] <= ttft["exit_s"]
+    assert ttft["prompt"] == 17 and ttft["child_load_s"] is not None  # 16 words and BOS
+    assert ("llama-3-8b-bf16", "ttft", 1) not in got
+    assert list(tmp_path.glob("tmp*")) == []  # the models were deleted
