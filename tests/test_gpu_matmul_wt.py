@@ -100,3 +100,20 @@ def test_a_weight_also_read_transposed_elsewhere(rng, gpu):
     out, wt = execute(model, gpu, a, w)
     np.testing.assert_array_equal(np.asarray(wt).astype(np.float32), w.T.astype(np.float32))
     check(out, *product(a, w), dtype, "bf16 shared transpose")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_sibling_projections_share_a_launch(rng, gpu, dtype):
+    """q, k, v, and a fourth and fifth projection of one x by constant weights: the first four
+    run as one launch at decode's row counts, the fifth on its own; each output agrees."""
+    k, sizes = 264, [256, 64, 64, 40, 24]
+    weights = [rand(rng, (n, k), dtype) for n in sizes]
+    with Graph("qkv", input_types=[TensorType(dtype, ("m", k), GPU)]) as g:
+        (x,) = g.inputs
+        g.output(*[ops.matmul(x, ops.constant(w, dtype, GPU).T) for w in weights])
+    model = session(gpu).load(g)
+    for m in [1, 3, 8, 9, 130]:
+        a = rand(rng, (m, k), dtype)
+        outs = execute(model, gpu, a)
+        for i, (out, w) in enumerate(zip(outs, weights)):
+            check(out, *product(a, w), dtype, f"{dtype.name} m={m} projection {i}")

@@ -471,20 +471,29 @@ extern "C" __global__ void __launch_bounds__(256) skinny_reduce_f32(ReduceArgs p
 // ---- W^T products: C = epilogue(A @ W^T) with W [N, K] as a linear layer stores it -----------
 //
 // skinny_nt_<T>_m<MR>_<vec|any>: A [M, K] with M <= MR (1, 2, 4 or 8), W [N, K], C [M, N], all
-// row-major. A warp computes whole dot products: it owns one row of W, reads it from start to
-// end in 16-byte lane vectors (512 bytes per warp and step, NT_U steps in flight before any is
-// used), takes the matching A vectors through L1 (every warp reads the same A), and the lanes'
-// sums meet by shuffles. Nothing is split over K, so there is no workspace and no second pass:
-// for the small products of a decode step the time is latency, and the chain here is the
-// launch, one round trip per NT_U steps and the store. `vec`: K % V == 0 and A, W 16-byte
-// aligned (every vector is whole); `any`: element loads, zero past K.
+// row-major. A warp computes whole dot products: it owns R consecutive rows of W (R = MR up to
+// 4), reads them from start to end in 16-byte lane vectors (512 bytes per row and step, NT_U
+// steps in flight before any is used), takes the matching A vectors through L1 (every warp
+// reads the same A; each vector serves the warp's R rows, which keeps L1 traffic at MR / R
+// times the weight bytes), and the lanes' sums meet by shuffles. Nothing is split over K, so
+// there is no workspace and no second pass: for the small products of a decode step the time
+// is latency, and the chain here is the launch, one round trip per NT_U steps and the store.
+// `vec`: K % V == 0 and A, W 16-byte aligned (every vector is whole); `any`: element loads,
+// zero past K.
 
 #define NT_WARPS 4
-#define NT_U 8
+
+// Up to NT_SEGS products of one A by different weights (a layer's q, k and v projections; its
+// gate and up projections) run as one launch: segment s owns blocks [first[s], first[s + 1]).
+#define NT_SEGS 4
 
 struct NtArgs {
-    u64 a, w, c;
-    i64 m, n, k;
+    u64 a;
+    i64 m, k;
+    i64 segs;
+    u64 w[NT_SEGS], c[NT_SEGS];
+    i64 n[NT_SEGS];
+    i64 first[NT_SEGS + 1];
     Epilogue epi;
 };
 
@@ -503,26 +512,44 @@ __device__ __forceinline__ void load_a(u32* w, const T* row, i64 col, i64 k) {
 template <typename T, int MR, bool VEC>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     constexpr int V = 16 / sizeof(T);
+    constexpr int R = MR < 4 ? MR : 4;  // rows of W per warp
+    constexpr int U = 8 / R;            // steps in flight: 8 vectors per lane
     constexpr i64 STEP = 32 * V;
     const int lane = threadIdx.x % 32;
-    const i64 row = (i64)blockIdx.x * NT_WARPS + threadIdx.x / 32;
-    if (row >= p.n) return;  // whole warps: no shuffle below misses a lane
-    const T* W = reinterpret_cast<const T*>(p.w) + row * p.k;
+    int s = 0;
+    while (s + 1 < p.segs && (i64)blockIdx.x >= p.first[s + 1]) ++s;
+    const i64 n = p.n[s];
+    const i64 row0 = (((i64)blockIdx.x - p.first[s]) * NT_WARPS + threadIdx.x / 32) * R;
+    if (row0 >= n) return;  // whole warps: no shuffle below misses a lane
+    const T* W = reinterpret_cast<const T*>(p.w[s]) + row0 * p.k;
     const T* A = reinterpret_cast<const T*>(p.a);
     const int rows = (int)min((i64)MR, p.m);
-    float acc[MR];
+    const int wrows = (int)min((i64)R, n - row0);
+    float acc[MR][R];
 #pragma unroll
-    for (int m = 0; m < MR; ++m) acc[m] = 0.f;
-    for (i64 base = lane * V; base < p.k; base += NT_U * STEP) {
-        u32 raw[NT_U][4];
+    for (int m = 0; m < MR; ++m)
 #pragma unroll
-        for (int u = 0; u < NT_U; ++u) load_row<T, VEC>(raw[u], W, base + u * STEP, p.k);
+        for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
+    for (i64 base = lane * V; base < p.k; base += U * STEP) {
+        u32 raw[U][R][4];
 #pragma unroll
-        for (int u = 0; u < NT_U; ++u) {
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                if (r < wrows) {
+                    load_row<T, VEC>(raw[u][r], W + r * p.k, base + u * STEP, p.k);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) raw[u][r][i] = 0;
+                }
+            }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
             const i64 col = base + u * STEP;
             if (col < p.k) {
-                float b[V];
-                Unpack<T>::go(raw[u], b);
+                float b[R][V];
+#pragma unroll
+                for (int r = 0; r < R; ++r) Unpack<T>::go(raw[u][r], b[r]);
 #pragma unroll
                 for (int m = 0; m < MR; ++m) {
                     if (m < rows) {
@@ -531,7 +558,9 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
                         load_a<T, VEC>(aw, A + m * p.k, col, p.k);
                         Unpack<T>::go(aw, a);
 #pragma unroll
-                        for (int v = 0; v < V; ++v) acc[m] = fmaf(a[v], b[v], acc[m]);
+                        for (int r = 0; r < R; ++r)
+#pragma unroll
+                            for (int v = 0; v < V; ++v) acc[m][r] = fmaf(a[v], b[r][v], acc[m][r]);
                     }
                 }
             }
@@ -540,14 +569,18 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int m = 0; m < MR; ++m) {
-        if (m < rows && lane == m) {
-            const i64 idx = m * p.n + row;
-            reinterpret_cast<T*>(p.c)[idx] = FromF32<T>::go(epilogue<T>(p.epi, acc[m], idx, row));
+            for (int off = 16; off > 0; off >>= 1) acc[m][r] += __shfl_xor_sync(0xffffffffu, acc[m][r], off);
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (m < rows && r < wrows && lane == m * R + r) {
+                const i64 row = row0 + r, idx = m * n + row;
+                reinterpret_cast<T*>(p.c[s])[idx] = FromF32<T>::go(epilogue<T>(p.epi, acc[m][r], idx, row));
+            }
         }
-    }
 }
 
 #define NT_ENTRY(T, NAME, MR)                                                                              \

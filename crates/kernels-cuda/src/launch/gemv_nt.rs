@@ -1,6 +1,6 @@
 //! Launching the W^T products of kernels/gemm_skinny.cu (`skinny_nt_*`): C [m, n] =
 //! epilogue(A [m, k] @ W^T) with W [n, k] row-major, the layout a linear layer's weight is
-//! stored in, for the few rows of a decode step. One warp per row of W reads it whole, so
+//! stored in, for the few rows of a decode step. A warp per 1-4 rows of W reads them whole, so
 //! nothing is split over K and no workspace is needed. [`plan`] is pure and picks the kernel.
 
 use std::sync::Arc;
@@ -15,65 +15,105 @@ use crate::{Error, Result, function};
 
 /// Most rows of A the kernels take.
 pub const MAX_M: usize = 8;
-/// Warps (rows of W) per block: the kernel's NT_WARPS.
+/// Most weights one launch multiplies A by: the kernel's NT_SEGS.
+pub const SEGS: usize = 4;
+/// Warps per block: the kernel's NT_WARPS (each owns min(rows of A rounded up to a power of
+/// two, 4) rows of W).
 const WARPS: usize = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 struct NtArgs {
     a: u64,
-    w: u64,
-    c: u64,
     m: i64,
-    n: i64,
     k: i64,
+    segs: i64,
+    w: [u64; SEGS],
+    c: [u64; SEGS],
+    n: [i64; SEGS],
+    first: [i64; SEGS + 1],
     epi: Epilogue,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `NtArgs`.
 unsafe impl DeviceRepr for NtArgs {}
 
-/// The kernel and grid for one product.
+/// The kernel and grid for one launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub kernel: String,
-    pub blocks: u32,
+    /// The first block of each segment, then the total.
+    pub first: Vec<usize>,
     pub threads: u32,
 }
 
-/// The plan for C [m, n] = A [m, k] @ W^T, W [n, k], or None when these kernels do not take
-/// it (another dtype, more than [`MAX_M`] rows, an empty or too large grid).
-pub fn plan(dtype: DType, (m, n, k): (usize, usize, usize), (a, w): (u64, u64)) -> Option<Plan> {
+/// The plan for C_s [m, n_s] = A [m, k] @ W_s^T, W_s [n_s, k], for the weights at `ws` with
+/// `ns` rows each (one launch), or None when these kernels do not take it (another dtype, more
+/// than [`MAX_M`] rows, more than [`SEGS`] weights, an empty or too large grid).
+pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64]) -> Option<Plan> {
     let name = short_name(dtype)?;
-    if m == 0 || m > MAX_M || n == 0 || k == 0 {
+    if m == 0 || m > MAX_M || k == 0 || ns.is_empty() || ns.len() > SEGS || ns.len() != ws.len() || ns.contains(&0) {
         return None;
     }
     let elem = dtype.size_in_bytes();
-    let vec = k % (16 / elem) == 0 && (a | w) % 16 == 0;
-    let blocks = u32::try_from(n.div_ceil(WARPS)).ok().filter(|&b| b <= i32::MAX as u32)?;
+    let aligned = ws.iter().fold(a, |acc, w| acc | w) % 16 == 0;
+    let vec = k % (16 / elem) == 0 && aligned;
     let mr = m.next_power_of_two();
+    // rows of W per warp: the kernel's R
+    let per_block = WARPS * mr.min(4);
+    let mut first = vec![0usize];
+    for &n in ns {
+        first.push(first.last()? + n.div_ceil(per_block));
+    }
+    if *first.last()? > i32::MAX as usize {
+        return None;
+    }
     let kind = if vec { "vec" } else { "any" };
-    Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}"), blocks, threads: (WARPS * 32) as u32 })
+    Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}"), first, threads: (WARPS * 32) as u32 })
 }
 
-/// Runs C = epilogue(A @ W^T) (see [`plan`]); `Unsupported` when no kernel takes it.
+/// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch (see
+/// [`plan`]); `Unsupported` when no kernel takes it. A bias or residual in `epi` is indexed as
+/// for the first part: pass one part with them.
 pub fn gemv_nt(
     stream: &Arc<CudaStream>,
     dtype: DType,
-    (a, w, c): (u64, u64, u64),
-    (m, n, k): (usize, usize, usize),
+    a: u64,
+    parts: &[(u64, u64, usize)],
+    (m, k): (usize, usize),
     epi: &Epilogue,
 ) -> Result<()> {
-    let p = plan(dtype, (m, n, k), (a, w))
-        .ok_or_else(|| Error::Unsupported(format!("gemv_nt: no kernel for {dtype} with m={m}, n={n}, k={k}")))?;
+    let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
+    let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    let p = plan(dtype, m, &ns, k, a, &ws)
+        .ok_or_else(|| Error::Unsupported(format!("gemv_nt: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
     let f = function(stream.context(), &GEMM_SKINNY, &p.kernel)?;
-    let args = NtArgs { a, w, c, m: m as i64, n: n as i64, k: k as i64, epi: *epi };
-    let cfg = LaunchConfig { grid_dim: (p.blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
+    let mut args = NtArgs {
+        a,
+        m: m as i64,
+        k: k as i64,
+        segs: parts.len() as i64,
+        w: [0; SEGS],
+        c: [0; SEGS],
+        n: [0; SEGS],
+        first: [0; SEGS + 1],
+        epi: *epi,
+    };
+    for (i, &(w, c, n)) in parts.iter().enumerate() {
+        (args.w[i], args.c[i], args.n[i]) = (w, c, n as i64);
+    }
+    for (i, &b) in p.first.iter().enumerate() {
+        args.first[i] = b as i64;
+    }
+    let blocks = *p.first.last().unwrap_or(&0) as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
     let mut launch = stream.launch_builder(&f);
     launch.arg(&args);
-    // SAFETY: the argument struct matches the kernel's; A holds m x k, W n x k and C m x n
-    // elements of `dtype` (the caller's contract).
+    // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and
+    // each C_s m x n_s elements of `dtype` (the caller's contract).
     unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gemv_nt)"))?;
-    super::record::record("gemv_nt", || (p.kernel.clone(), vec![("blocks", p.blocks as i64)]));
+    super::record::record("gemv_nt", || {
+        (p.kernel.clone(), vec![("blocks", blocks as i64), ("segs", parts.len() as i64)])
+    });
     Ok(())
 }
 
@@ -83,16 +123,29 @@ mod tests {
 
     #[test]
     fn kernels_by_rows_dtype_and_alignment() {
-        let p = plan(DType::BFloat16, (1, 2048, 2048), (0, 256)).unwrap();
-        assert_eq!((p.kernel.as_str(), p.blocks, p.threads), ("skinny_nt_bf16_m1_vec", 512, 128));
-        assert_eq!(plan(DType::BFloat16, (3, 10, 2048), (0, 0)).unwrap().kernel, "skinny_nt_bf16_m4_vec");
-        assert_eq!(plan(DType::BFloat16, (5, 10, 2048), (0, 0)).unwrap().blocks, 3);
+        let p = plan(DType::BFloat16, 1, &[2048], 2048, 0, &[256]).unwrap();
+        assert_eq!((p.kernel.as_str(), p.first.clone(), p.threads), ("skinny_nt_bf16_m1_vec", vec![0, 512], 128));
+        assert_eq!(plan(DType::BFloat16, 3, &[10], 2048, 0, &[0]).unwrap().kernel, "skinny_nt_bf16_m4_vec");
+        assert_eq!(plan(DType::BFloat16, 5, &[10], 2048, 0, &[0]).unwrap().first, vec![0, 1]);
+        assert_eq!(plan(DType::BFloat16, 2, &[4096], 2048, 0, &[0]).unwrap().first, vec![0, 512]);
         // K not a whole number of 16-byte vectors, or a misaligned operand: element loads
-        assert_eq!(plan(DType::Float16, (8, 7, 104), (0, 0)).unwrap().kernel, "skinny_nt_f16_m8_vec");
-        assert_eq!(plan(DType::Float16, (8, 7, 101), (0, 0)).unwrap().kernel, "skinny_nt_f16_m8_any");
-        assert_eq!(plan(DType::Float32, (2, 7, 64), (4, 0)).unwrap().kernel, "skinny_nt_f32_m2_any");
-        assert!(plan(DType::BFloat16, (9, 7, 64), (0, 0)).is_none());
-        assert!(plan(DType::Int32, (1, 7, 64), (0, 0)).is_none());
-        assert!(plan(DType::BFloat16, (1, 0, 64), (0, 0)).is_none());
+        assert_eq!(plan(DType::Float16, 8, &[7], 104, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m8_vec");
+        assert_eq!(plan(DType::Float16, 8, &[7], 101, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m8_any");
+        assert_eq!(plan(DType::Float32, 2, &[7], 64, 4, &[0]).unwrap().kernel, "skinny_nt_f32_m2_any");
+        assert_eq!(plan(DType::Float32, 2, &[7, 9], 64, 0, &[0, 8]).unwrap().kernel, "skinny_nt_f32_m2_any");
+        assert!(plan(DType::BFloat16, 9, &[7], 64, 0, &[0]).is_none());
+        assert!(plan(DType::Int32, 1, &[7], 64, 0, &[0]).is_none());
+        assert!(plan(DType::BFloat16, 1, &[0], 64, 0, &[0]).is_none());
+    }
+
+    #[test]
+    fn siblings_take_consecutive_block_ranges() {
+        // q, k, v of Llama-3.2-1B at one row: a warp per row, 4 rows per block
+        let p = plan(DType::BFloat16, 1, &[2048, 512, 512], 2048, 0, &[0, 0, 0]).unwrap();
+        assert_eq!(p.first, vec![0, 512, 640, 768]);
+        // partial blocks do not straddle segments
+        assert_eq!(plan(DType::BFloat16, 4, &[17, 3], 64, 0, &[0, 0]).unwrap().first, vec![0, 2, 3]);
+        assert!(plan(DType::BFloat16, 1, &[1; 5], 64, 0, &[0; 5]).is_none());
+        assert!(plan(DType::BFloat16, 1, &[1, 1], 64, 0, &[0]).is_none());
     }
 }

@@ -9,7 +9,7 @@ use max_graph::{Attr, Dim, Op, OpKind, Type, ValueId};
 
 use super::model::{Model, resolve_device};
 use super::plan::{Plan, Slot};
-use super::program::{Body, Step, StepKind};
+use super::program::{Body, GemmEpilogue, Step, StepKind};
 use super::shapes::Bindings;
 use crate::storage::Storage;
 use crate::{Buffer, Device, Error, Result, Stream, cpu};
@@ -219,24 +219,29 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             cpu::elementwise::run(&crate::shared::Fused::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::host_dispatch::run_cpu(op, inputs, outputs),
+        StepKind::Gemm(g) if g.b_transpose.is_some() => {
+            // inputs [a, W_1 .. W_n, bias?, residual?] with W_i [n_i, k]: transpose each W_i here
+            let parts = outputs.len();
+            let op = g.b_transpose.as_ref().ok_or_else(|| Error::Value("gemm: no transpose".into()))?;
+            for (w, out) in inputs[1..=parts].iter().zip(outputs) {
+                let (n, k) = (w.shape()[0] as i64, w.shape()[1] as i64);
+                let wt = Buffer::for_result(w.dtype(), &[k, n], &Device::Cpu)?;
+                super::host_dispatch::run_cpu(op, std::slice::from_ref(w), std::slice::from_ref(&wt))?;
+                let mut gemm_inputs = vec![inputs[0].clone(), wt];
+                gemm_inputs.extend(inputs[1 + parts..].iter().cloned());
+                let plain =
+                    Step { kind: StepKind::Gemm(GemmEpilogue { b_transpose: None, ..g.clone() }), ..step.clone() };
+                run_host_kernel(types, &plain, &gemm_inputs, std::slice::from_ref(out))?;
+            }
+            Ok(())
+        }
         StepKind::Gemm(g) => {
-            // b is W [n, k] when the transpose was fused: apply it here.
-            let b = match &g.b_transpose {
-                Some(op) => {
-                    let w = &inputs[1];
-                    let (n, k) = (w.shape()[0] as i64, w.shape()[1] as i64);
-                    let wt = Buffer::for_result(w.dtype(), &[k, n], &Device::Cpu)?;
-                    super::host_dispatch::run_cpu(op, std::slice::from_ref(w), std::slice::from_ref(&wt))?;
-                    wt
-                }
-                None => inputs[1].clone(),
-            };
             if g.tail.nodes.is_empty() {
-                return cpu::matmul::run(&inputs[0], &b, &outputs[0]);
+                return cpu::matmul::run(&inputs[0], &inputs[1], &outputs[0]);
             }
             let shape: Vec<i64> = outputs[0].shape().iter().map(|&d| d as i64).collect();
             let product = Buffer::for_result(outputs[0].dtype(), &shape, &Device::Cpu)?;
-            cpu::matmul::run(&inputs[0], &b, &product)?;
+            cpu::matmul::run(&inputs[0], &inputs[1], &product)?;
             let mut tail_inputs = vec![product];
             tail_inputs.extend(inputs[2..].iter().cloned());
             cpu::elementwise::run(&g.tail, &tail_inputs, &outputs[0])

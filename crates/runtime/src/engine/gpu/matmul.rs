@@ -24,60 +24,75 @@ pub(super) fn act_of(op: &Op) -> Result<Act> {
     })
 }
 
-/// A `Gemm` step: inputs are `[a, b, bias?, residual?]`.
-pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], out: &Buffer) -> Result<()> {
-    let mut extra = inputs[2..].iter();
+/// A `Gemm` step: inputs are `[a, b, bias?, residual?]`, or `[a, W_1 .. W_n]` for n > 1 sibling
+/// products of one `a` (one output each, no epilogue) when the weights are read as stored.
+pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let weights = if g.b_transpose.is_some() { outputs.len() } else { 1 };
+    let mut extra = inputs[1 + weights..].iter();
     let bias = if g.bias { extra.next().map(|b| b.addr()) } else { None };
     let residual = if g.residual { extra.next().map(|r| r.addr()) } else { None };
     let act = g.act.as_ref().map(act_of).transpose()?.unwrap_or_default();
     let epi = Epilogue::new(bias, act, residual);
     match g.b_transpose {
-        Some(_) => matmul_wt(dev, &inputs[0], &inputs[1], out, &epi),
-        None => matmul(dev, &inputs[0], &inputs[1], out, &epi),
+        Some(_) => matmul_wt(dev, &inputs[0], &inputs[1..=weights], outputs, &epi),
+        None => matmul(dev, &inputs[0], &inputs[1], &outputs[0], &epi),
     }
 }
 
-/// `a @ W^T` for W [n, k] as stored (passes/fuse_weight_transpose.rs): a's batch dims fold into
-/// rows. Up to gemv_nt::MAX_M rows a warp per row of W; more on Hopper the wgmma GEMM with W
-/// as its K-major operand; elsewhere W is transposed into a scratch matrix first.
-fn matmul_wt(dev: &CudaDevice, a: &Buffer, w: &Buffer, out: &Buffer, epi: &Epilogue) -> Result<()> {
-    let k = *a.shape().last().unwrap_or(&1);
-    let (n, k2) = match w.shape() {
-        [n, k2] => (*n, *k2),
-        s => return Err(Error::Value(format!("matmul: the transposed weight must have rank 2, got shape {s:?}"))),
-    };
-    if k != k2 {
-        return Err(Error::Value(format!("matmul: shapes {:?} and {:?}^T do not contract", a.shape(), w.shape())));
-    }
-    let rows = a.num_elements() / k.max(1);
-    dev.bind()?;
-    let unsupported = |e: max_kernels_cuda::Error| match e {
+fn kernel_err(e: max_kernels_cuda::Error) -> Error {
+    match e {
         max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
         other => other.into(),
-    };
-    let ptrs = (a.addr(), w.addr(), out.addr());
-    if gemv_nt::plan(out.dtype(), (rows, n, k), (a.addr(), w.addr())).is_some() {
-        return gemv_nt::gemv_nt(&dev.stream, out.dtype(), ptrs, (rows, n, k), epi).map_err(unsupported);
     }
-    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
-    if hopper {
-        match max_kernels_cuda::launch::gemm_sm90::gemm_bt(&dev.stream, out.dtype(), ptrs, (rows, n, k), epi) {
-            Err(max_kernels_cuda::Error::Unsupported(_)) => {}
-            r => return r.map_err(unsupported),
+}
+
+/// `a @ W^T` for each W [n, k] as stored (passes/fuse_weight_transpose.rs) into its output; a's
+/// batch dims fold into rows. Up to gemv_nt::MAX_M rows one launch for all the weights, a warp
+/// per 1-4 rows of W; more rows on Hopper the wgmma GEMM with W as its K-major operand;
+/// elsewhere W is transposed into a scratch matrix first.
+fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: &Epilogue) -> Result<()> {
+    let k = *a.shape().last().unwrap_or(&1);
+    let mut ns = Vec::with_capacity(ws.len());
+    for w in ws {
+        match w.shape() {
+            [n, k2] if *k2 == k => ns.push(*n),
+            s => {
+                return Err(Error::Value(format!(
+                    "matmul: the weight {s:?} (read transposed) does not contract with {:?}",
+                    a.shape()
+                )));
+            }
         }
     }
-    let wt = Buffer::empty(w.dtype(), &[k as i64, n as i64], out.device())?;
-    max_kernels_cuda::launch::layout::copy_view(
-        &dev.stream,
-        w.addr(),
-        &[1, k as isize],
-        wt.addr(),
-        &[n as isize, 1],
-        &[k, n],
-        w.dtype().size_in_bytes(),
-    )
-    .map_err(unsupported)?;
-    matmul(dev, a, &wt, out, epi)
+    let rows = a.num_elements() / k.max(1);
+    let dtype = outs[0].dtype();
+    dev.bind()?;
+    let addrs: Vec<u64> = ws.iter().map(|w| w.addr()).collect();
+    if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs).is_some() {
+        let parts: Vec<(u64, u64, usize)> =
+            ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi).map_err(kernel_err);
+    }
+    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
+    for ((w, out), &n) in ws.iter().zip(outs).zip(&ns) {
+        if hopper {
+            let ptrs = (a.addr(), w.addr(), out.addr());
+            match max_kernels_cuda::launch::gemm_sm90::gemm_bt(&dev.stream, dtype, ptrs, (rows, n, k), epi) {
+                Err(max_kernels_cuda::Error::Unsupported(_)) => {}
+                r => {
+                    r.map_err(kernel_err)?;
+                    continue;
+                }
+            }
+        }
+        let wt = Buffer::empty(w.dtype(), &[k as i64, n as i64], out.device())?;
+        let elem = w.dtype().size_in_bytes();
+        let (src, dst) = ([1, k as isize], [n as isize, 1]);
+        max_kernels_cuda::launch::layout::copy_view(&dev.stream, w.addr(), &src, wt.addr(), &dst, &[k, n], elem)
+            .map_err(kernel_err)?;
+        matmul(dev, a, &wt, out, epi)?;
+    }
+    Ok(())
 }
 
 /// (batch dims, rows, cols) of a matmul operand under MAX's rank rules.

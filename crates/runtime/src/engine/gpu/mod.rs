@@ -82,7 +82,7 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             let f = Fused::single(op, &types[step.outputs[0]], inputs.len());
             run_fused(dev, &f, inputs, &outputs[0])
         }
-        StepKind::Gemm(g) => matmul::fused(dev, g, inputs, &outputs[0]),
+        StepKind::Gemm(g) => matmul::fused(dev, g, inputs, outputs),
         StepKind::Conv(c) => conv::fused(dev, c, inputs, &outputs[0]),
         StepKind::Op(op) if op.kind == OpKind::Matmul => {
             matmul::matmul(dev, &inputs[0], &inputs[1], &outputs[0], &Epilogue::default())

@@ -5,12 +5,21 @@
 //! rows of W, the Hopper GEMM as its K-major B operand. Only GPU-placed 16-bit products are
 //! rewritten (where the Hopper GEMM takes W^T at any row count); the host path applies the
 //! transpose first, so constant folding stays correct. A transpose with other uses stays.
+//!
+//! Sibling products then share a step ([`fuse_siblings`]): the products of one activation by
+//! several constant weights with no epilogue (a layer's q, k and v projections; its gate and
+//! up projections) become one step with the weights after the activation and one output per
+//! weight, which the GPU runs as one launch (`max_kernels_cuda::launch::gemv_nt`) for decode's
+//! few rows. The step takes the place of the first product, where every sibling's inputs
+//! already exist (the activation is shared and the weights are constants).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use max_graph::ops::{Op, OpKind};
 use max_graph::types::DeviceKind;
 use max_graph::{Attr, DType, Type, ValueId};
+
+use max_kernels_cuda::launch::gemv_nt::SEGS;
 
 use crate::engine::program::{Body, GemmEpilogue, StepKind};
 use crate::shared::Fused;
@@ -71,6 +80,47 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         step.inputs[1] = w;
     }
     super::dce(body);
+    fuse_siblings(body);
+}
+
+/// Joins the epilogue-free products of one activation by constant weights read as stored, up
+/// to [`SEGS`] to a step (top level only).
+fn fuse_siblings(body: &mut Body) {
+    let constants: HashSet<ValueId> = body
+        .steps
+        .iter()
+        .filter(
+            |s| matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)),
+        )
+        .flat_map(|s| s.outputs.iter().copied())
+        .collect();
+    let plain = |k: &StepKind| matches!(k, StepKind::Gemm(g) if g.b_transpose.is_some() && !g.bias && !g.residual && g.act.is_none());
+    let mut open: HashMap<ValueId, usize> = HashMap::new();
+    let mut joined = vec![false; body.steps.len()];
+    for i in 0..body.steps.len() {
+        let s = &body.steps[i];
+        if !plain(&s.kind) || s.inputs.len() != 2 || s.outputs.len() != 1 || !constants.contains(&s.inputs[1]) {
+            continue;
+        }
+        let lhs = s.inputs[0];
+        match open.get(&lhs).copied().filter(|&g| body.steps[g].outputs.len() < SEGS) {
+            Some(g) => {
+                let (w, out) = (s.inputs[1], s.outputs[0]);
+                body.steps[g].inputs.push(w);
+                body.steps[g].outputs.push(out);
+                joined[i] = true;
+            }
+            None => {
+                open.insert(lhs, i);
+            }
+        }
+    }
+    let mut i = 0;
+    body.steps.retain(|_| {
+        let keep = !joined[i];
+        i += 1;
+        keep
+    });
 }
 
 #[cfg(test)]
@@ -119,6 +169,32 @@ mod tests {
         );
         let permute = Op { kind: OpKind::Permute, attrs: Attrs::new().with("dims", Attr::Ints(vec![1, 0])) };
         assert_eq!(linear(DType::BFloat16, gpu, permute, false, false).0, vec!["gemm[matmul_wt]"]);
+    }
+
+    #[test]
+    fn sibling_products_of_constant_weights_share_a_step() {
+        let gpu = DeviceRef::gpu(0);
+        let mut g = Graph::new("t");
+        let x = input(&mut g, &[1, 16], DType::BFloat16, gpu);
+        let mut outs = vec![];
+        for (i, rows) in [8, 4, 4, 6, 6].into_iter().enumerate() {
+            // distinct values: CSE would merge equal constants
+            let data = Attr::Data(std::sync::Arc::new(vec![i as u8; rows * 16 * 2]));
+            let attrs = Attrs::new()
+                .with("dtype", Attr::DType(DType::BFloat16))
+                .with("shape", Attr::Dims(vec![Dim::stat(rows as i64), Dim::stat(16)]))
+                .with("device", Attr::Device(gpu))
+                .with("data", data);
+            let w = g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0];
+            let wt = g.add_node(transpose(0, 1), vec![w]).unwrap()[0];
+            outs.push(g.add_node(Op { kind: OpKind::Matmul, attrs: Attrs::new() }, vec![x, wt]).unwrap()[0]);
+        }
+        g.set_outputs(outs.clone()).unwrap();
+        let p = lower(&g);
+        let gemms: Vec<&Vec<ValueId>> =
+            p.body.steps.iter().filter(|s| matches!(s.kind, StepKind::Gemm(_))).map(|s| &s.outputs).collect();
+        // at most SEGS weights to a launch
+        assert_eq!(gemms, vec![&outs[..4].to_vec(), &outs[4..].to_vec()]);
     }
 
     #[test]
