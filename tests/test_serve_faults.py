@@ -61,12 +61,36 @@ def test_max_tokens_past_the_context(server):
 
 
 @pytest.mark.parametrize("bad", [{"temperature": -1}, {"temperature": 3}, {"top_p": 0}, {"top_p": 1.5},
-                                 {"max_tokens": 0}, {"n": 2}, {"frequency_penalty": 9}, {"seed": -4},
-                                 {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}}])
+                                 {"max_tokens": 0}, {"n": 0}, {"n": 129}, {"frequency_penalty": 9}, {"seed": -4},
+                                 {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}},
+                                 {"logprobs": 6}, {"logprobs": -1}])
 def test_bad_sampling_values(server, bad):
     e = _error(server, openai.BadRequestError, **bad)
     name = next(iter(bad["extra_body"])) if "extra_body" in bad else next(iter(bad))
-    assert name in e.message
+    assert name in e.message and e.param == name
+
+
+def test_bad_choice_and_logprob_requests(server):
+    # More choices than the server ever holds at once (4 running + 8 queued) could only be
+    # refused with 429 forever: a 400 names n instead.
+    e = _error(server, openai.BadRequestError, n=13)
+    assert e.param == "n" and "12" in e.message
+    e = _error(server, openai.BadRequestError, prompt=["a", "b", "c"], n=5)
+    assert e.param == "n" and "15" in e.message
+    # The model computes the last position's logits only: no log-probabilities for the prompt.
+    e = _error(server, openai.BadRequestError, logprobs=1, echo=True)
+    assert e.param == "echo"
+    chat = server.client().chat.completions
+    msgs = [{"role": "user", "content": "Hi"}]
+    for kw in ({"top_logprobs": 2}, {"top_logprobs": 2, "logprobs": False}, {"top_logprobs": 21, "logprobs": True},
+               {"top_logprobs": -1, "logprobs": True}):
+        with pytest.raises(openai.BadRequestError) as info:
+            chat.create(model="smollm", messages=msgs, max_tokens=2, **kw)
+        assert info.value.param == "top_logprobs" and "top_logprobs" in info.value.message, kw
+    with pytest.raises(openai.BadRequestError) as info:
+        chat.create(model="smollm", messages=msgs, max_tokens=2, logprobs=3)  # a bool in chat
+    assert info.value.param == "logprobs"
+    _works(server)
 
 
 def test_prompt_ten_times_the_context(server):

@@ -69,7 +69,9 @@ class LogProbRenderer:
         out: dict[str, list[Any]] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
         for it in items:
             text, _ = self._token(it.token_id)
-            top = {self._token(tid)[0]: lp for tid, lp in it.top[: self.top]}
+            top: dict[str, float] = {}
+            for tid, lp in it.top[: self.top]:
+                top.setdefault(self._token(tid)[0], lp)  # two tokens may read alike: the likelier stays
             top.setdefault(text, it.logprob)
             out["tokens"].append(text)
             out["token_logprobs"].append(it.logprob)

@@ -158,7 +158,7 @@ def openai_router(state: ServerState) -> APIRouter:
                 text = d.text
                 if not started[i]:
                     started[i], text = True, echoes[i // n] + text
-                if not (text or d.finish_reason or (lps[i] and d.logprobs)):
+                if not (text or d.finish_reason or (lps[i] is not None and d.logprobs)):
                     return []
                 return [_sse({"id": rid, "object": "text_completion", "created": created, "model": name,
                               "choices": [choice(i, text, d.finish_reason, d.logprobs)]})]
@@ -207,7 +207,7 @@ def openai_router(state: ServerState) -> APIRouter:
                 if not started[i]:
                     started[i] = True
                     out.append(_sse(chunk(i, {"role": "assistant", "content": ""}, None)))
-                if d.text or (lps[i] and d.logprobs):
+                if d.text or (lps[i] is not None and d.logprobs):
                     out.append(_sse(chunk(i, {"content": d.text}, None, logprobs(i, d.logprobs))))
                 if d.finish_reason:
                     out.append(_sse(chunk(i, {}, d.finish_reason)))

@@ -183,4 +183,6 @@ class EmbeddingRequest(BaseModel):
         return list(x)  # type: ignore[arg-type]
 
 
-__all__ = ["MAX_CHOICES", "ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions"]
+__all__ = [
+    "MAX_CHOICES", "ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions",
+]
