@@ -105,10 +105,11 @@ class TextGenerationPipeline:
 
     def warm_up(self) -> None:
         """Runs a two-token prompt and one decode step, so that every kernel the model uses is
-        compiled (and cached on disk) before the first real request."""
+        compiled (and cached on disk) before the first real request; it asks for
+        log-probabilities, so that their kernels are compiled too."""
         from max.interfaces import SamplingParams
 
-        ctx = TextContext(max_length=self.max_length, tokens=np.zeros(2, np.int64),
+        ctx = TextContext(max_length=self.max_length, tokens=np.zeros(2, np.int64), log_probabilities=1,
                           sampling_params=SamplingParams(top_k=1, max_new_tokens=2, ignore_eos=True))
         try:
             while not ctx.is_done:
