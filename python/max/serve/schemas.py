@@ -10,6 +10,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from max.interfaces import SamplingParams
+from max.pipelines.lib.logprobs import MAX_TOP_LOGPROBS
 from max.serve.errors import APIError
 
 TokenIds = list[int]
@@ -140,8 +141,9 @@ class ChatCompletionRequest(_Common):
         if self.top_logprobs is not None:
             if not self.logprobs:
                 raise APIError(400, "top_logprobs needs logprobs set to true", param="top_logprobs")
-            if not 0 <= self.top_logprobs <= 20:
-                raise APIError(400, f"top_logprobs must be in [0, 20], got {self.top_logprobs}", param="top_logprobs")
+            if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+                raise APIError(400, f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs}",
+                               param="top_logprobs")
         return (self.top_logprobs or 0) if self.logprobs else None
 
     def plain_messages(self) -> list[dict[str, Any]]:
