@@ -129,7 +129,7 @@ def test_sampled_completion_logprobs_are_the_raw_distribution(server, offline):
 def test_streamed_logprobs_equal_whole(server):
     client = server.client()
     messages = [{"role": "user", "content": "Say something about the sea."}]
-    args = dict(model="smollm", messages=messages, max_tokens=12, temperature=0, logprobs=True, top_logprobs=2)
+    args = dict(model="smollm", messages=messages, max_tokens=8, temperature=0, logprobs=True, top_logprobs=2)
     whole = client.chat.completions.create(**args).choices[0].logprobs.content
     chunks = list(client.chat.completions.create(stream=True, **args))
     streamed = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
@@ -137,7 +137,7 @@ def test_streamed_logprobs_equal_whole(server):
     assert np.allclose([e.logprob for e in streamed], [e.logprob for e in whole], atol=1e-5)
     assert [[t.token for t in e.top_logprobs] for e in streamed] == [[t.token for t in e.top_logprobs] for e in whole]
 
-    cargs = dict(model="smollm", prompt="Once upon a time", max_tokens=10, temperature=0, logprobs=1)
+    cargs = dict(model="smollm", prompt="Once upon a time", max_tokens=6, temperature=0, logprobs=1)
     w = client.completions.create(**cargs).choices[0].logprobs
     parts = [c.choices[0].logprobs for c in client.completions.create(stream=True, **cargs) if c.choices]
     assert sum((p.tokens for p in parts), []) == w.tokens
@@ -152,17 +152,17 @@ def test_n_choices(server, offline):
     client = server.client()
     # A prompt of more than one 16-token page, so that the choices can share a page.
     args = dict(model="smollm", prompt="In the garden behind the old house there were many animals, and my favourite "
-                "animal among them was", max_tokens=8, temperature=1.0, seed=5, extra_body={"ignore_eos": True})
+                "animal among them was", max_tokens=6, temperature=1.0, seed=5, extra_body={"ignore_eos": True})
     before = server.metrics()
-    r = client.completions.create(n=4, **args)
-    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    r = client.completions.create(n=3, **args)
+    assert [c.index for c in r.choices] == [0, 1, 2]
     texts = [c.text for c in r.choices]
     assert len(set(texts)) > 1  # each choice draws with its own seed
-    assert r.usage.completion_tokens == 4 * 8
+    assert r.usage.completion_tokens == 3 * 6
     assert r.usage.prompt_tokens == len(offline.tokenizer.encode_sync(args["prompt"]))
-    # Choice 0 is the n=1 answer with the same seed; the whole request is reproducible.
+    # Choice 0 is the n=1 answer with the same seed (the streamed chat below shows that the
+    # other choices' seeds are reproducible too).
     assert client.completions.create(n=1, **args).choices[0].text == texts[0]
-    assert [c.text for c in client.completions.create(n=4, **args).choices] == texts
     # The copies read the first choice's prompt pages from the prefix cache.
     hits = server.metrics()["maxserve_prefix_cache_hit_tokens_total"] - \
         before.get("maxserve_prefix_cache_hit_tokens_total", 0)
@@ -170,8 +170,8 @@ def test_n_choices(server, offline):
 
     # Several prompts: choice i is choice i % n of prompt i // n.
     prompts = ["Once upon a time", "Water boils at"]
-    r = client.completions.create(model="smollm", prompt=prompts, n=2, max_tokens=5, temperature=0)
-    assert [c.text for c in r.choices] == [_greedy(offline, p, 5).text for p in prompts for _ in range(2)]
+    r = client.completions.create(model="smollm", prompt=prompts, n=2, max_tokens=4, temperature=0)
+    assert [c.text for c in r.choices] == [_greedy(offline, p, 4).text for p in prompts for _ in range(2)]
 
     # Chat, streamed: each choice's chunks carry its index and add up to its whole answer.
     messages = [{"role": "user", "content": "Tell me a colour."}]
