@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from max import driver, engine
-from max.pipelines.lib.logprobs import MAX_TOP_LOGPROBS, LogProbGraph
+from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT, LogProbGraph
 
 TOL = 1e-5
 
@@ -37,7 +37,7 @@ def test_log_probs_equal_numpy(device, rng, rows):
     out = graph.compute(_buf(logits, device), picked, _buf(tokens, device))
     ref = _log_softmax(logits[picked])
     assert np.abs(out.chosen - ref[np.arange(len(picked)), tokens]).max() < TOL
-    best = np.argsort(-ref, axis=1, kind="stable")[:, :MAX_TOP_LOGPROBS]
+    best = np.argsort(-ref, axis=1, kind="stable")[:, :TOP_LOGPROBS_LIMIT]
     assert (out.top_ids == best).all()
     assert np.abs(out.top_values - np.take_along_axis(ref, best, axis=1)).max() < TOL
 

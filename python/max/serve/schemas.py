@@ -10,12 +10,12 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from max.interfaces import SamplingParams
-from max.pipelines.lib.logprobs import MAX_TOP_LOGPROBS
+from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
 from max.serve.errors import APIError
 
 TokenIds = list[int]
 
-MAX_CHOICES = 128  # OpenAI's largest n
+N_LIMIT = 128  # OpenAI's largest n
 
 
 class StreamOptions(BaseModel):
@@ -51,8 +51,8 @@ class _Common(BaseModel):
 
     def sampling_params(self) -> SamplingParams:
         """The request's sampling parameters; a 400 naming the first bad one."""
-        if not 1 <= self.n <= MAX_CHOICES:
-            raise APIError(400, f"n must be in [1, {MAX_CHOICES}], got {self.n}", param="n")
+        if not 1 <= self.n <= N_LIMIT:
+            raise APIError(400, f"n must be in [1, {N_LIMIT}], got {self.n}", param="n")
         limit = self.limit()
         if limit is not None and limit < 1:
             raise APIError(400, f"max_tokens must be at least 1, got {limit}", param="max_tokens")
@@ -141,8 +141,8 @@ class ChatCompletionRequest(_Common):
         if self.top_logprobs is not None:
             if not self.logprobs:
                 raise APIError(400, "top_logprobs needs logprobs set to true", param="top_logprobs")
-            if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
-                raise APIError(400, f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs}",
+            if not 0 <= self.top_logprobs <= TOP_LOGPROBS_LIMIT:
+                raise APIError(400, f"top_logprobs must be in [0, {TOP_LOGPROBS_LIMIT}], got {self.top_logprobs}",
                                param="top_logprobs")
         return (self.top_logprobs or 0) if self.logprobs else None
 
@@ -186,5 +186,5 @@ class EmbeddingRequest(BaseModel):
 
 
 __all__ = [
-    "MAX_CHOICES", "ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions",
+    "N_LIMIT", "ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions",
 ]

@@ -17,7 +17,7 @@ from max.graph import DeviceRef, Graph, TensorType, TensorValue, ops
 from max.interfaces import LogProbabilities
 
 # OpenAI's largest ``top_logprobs``: every step computes this many alternatives, requests slice.
-MAX_TOP_LOGPROBS = 20
+TOP_LOGPROBS_LIMIT = 20
 
 
 def _log_probs(logits: TensorValue, tokens: TensorValue, top: int) -> tuple[TensorValue, ...]:
@@ -53,7 +53,7 @@ class LogProbGraph:
 
     def __init__(self, session: engine.InferenceSession, device: driver.Device, vocab_size: int) -> None:
         self.device = device
-        self.top = max(1, min(MAX_TOP_LOGPROBS, int(vocab_size)))
+        self.top = max(1, min(TOP_LOGPROBS_LIMIT, int(vocab_size)))
         ref = DeviceRef.from_device(device)
         tokens = TensorType(DType.int64, ["rows"], ref)
         # Every row of the logits in order (each decode step): no gather.
@@ -79,4 +79,4 @@ class LogProbGraph:
         return StepLogProbs(*host)
 
 
-__all__ = ["MAX_TOP_LOGPROBS", "LogProbGraph", "StepLogProbs"]
+__all__ = ["TOP_LOGPROBS_LIMIT", "LogProbGraph", "StepLogProbs"]
