@@ -97,6 +97,35 @@ def test_step_logits_of_a_batch_equal_each_alone(pipeline):
         np.testing.assert_allclose(together[i], alone, rtol=1e-4, atol=1e-4 * np.abs(alone).max())
 
 
+def test_log_probabilities_only_for_contexts_that_ask(pipeline):
+    """A context with log_probabilities gets one entry per token (greedy: the chosen token is
+    the most likely one); its neighbour in the batch gets none, and neither's tokens change."""
+    from max.pipelines.lib.context import TextContext
+
+    prompts = ["The capital of France is", "def fibonacci(n):"]
+    sp = SamplingParams(top_k=1, max_new_tokens=4, ignore_eos=True)
+    gen = Generator(pipeline)
+    plain = [r.tokens for r in gen.run([gen.context(p, sp) for p in prompts])]
+    gen = Generator(pipeline)
+    asked, other = gen.run([gen.context(prompts[0], sp, log_probabilities=3), gen.context(prompts[1], sp)])
+    assert [asked.tokens, other.tokens] == plain and other.log_probabilities is None
+    assert asked.log_probabilities is not None and len(asked.log_probabilities) == 4
+    for token, entry in zip(asked.tokens, asked.log_probabilities):
+        top = entry.top_log_probabilities[0]
+        assert list(top)[0] == token and top[token] == entry.token_log_probabilities[0]
+        assert len(top) == 3 and list(top.values()) == sorted(top.values(), reverse=True)
+    # The first token's value against a float64 log-softmax of a fresh prefill's logits.
+    ctx = TextContext(max_length=1024, tokens=gen.tokenizer.encode_sync(prompts[0]))
+    pipeline.kv_manager.claim(ctx.request_id)
+    pipeline.kv_manager.alloc(ctx)
+    (cache,) = pipeline.kv_manager.get_runtime_inputs([[ctx]])
+    x = pipeline.model.execute(ctx.next_tokens, np.array([0, ctx.active_length], np.uint32), list(cache))
+    pipeline.release(ctx.request_id)
+    x = x.to_numpy()[0].astype(np.float64)
+    ref = x - x.max() - np.log(np.exp(x - x.max()).sum())
+    assert abs(asked.log_probabilities[0].token_log_probabilities[0] - ref[asked.tokens[0]]) < 1e-4
+
+
 def test_eos_and_stop_strings(pipeline):
     gen = Generator(pipeline)
     full = gen.run([gen.context("The capital of France is", SamplingParams(top_k=1, max_new_tokens=30))])[0].text

@@ -61,12 +61,36 @@ def test_max_tokens_past_the_context(server):
 
 
 @pytest.mark.parametrize("bad", [{"temperature": -1}, {"temperature": 3}, {"top_p": 0}, {"top_p": 1.5},
-                                 {"max_tokens": 0}, {"n": 2}, {"frequency_penalty": 9}, {"seed": -4},
-                                 {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}}])
+                                 {"max_tokens": 0}, {"n": 0}, {"n": 129}, {"frequency_penalty": 9}, {"seed": -4},
+                                 {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}},
+                                 {"logprobs": 6}, {"logprobs": -1}])
 def test_bad_sampling_values(server, bad):
     e = _error(server, openai.BadRequestError, **bad)
     name = next(iter(bad["extra_body"])) if "extra_body" in bad else next(iter(bad))
-    assert name in e.message
+    assert name in e.message and e.param == name
+
+
+def test_bad_choice_and_logprob_requests(server):
+    # More choices than the server ever holds at once (4 running + 8 queued) could only be
+    # refused with 429 forever: a 400 names n instead.
+    e = _error(server, openai.BadRequestError, n=13)
+    assert e.param == "n" and "12" in e.message
+    e = _error(server, openai.BadRequestError, prompt=["a", "b", "c"], n=5)
+    assert e.param == "n" and "15" in e.message
+    # The model computes the last position's logits only: no log-probabilities for the prompt.
+    e = _error(server, openai.BadRequestError, logprobs=1, echo=True)
+    assert e.param == "echo"
+    chat = server.client().chat.completions
+    msgs = [{"role": "user", "content": "Hi"}]
+    for kw in ({"top_logprobs": 2}, {"top_logprobs": 2, "logprobs": False}, {"top_logprobs": 21, "logprobs": True},
+               {"top_logprobs": -1, "logprobs": True}):
+        with pytest.raises(openai.BadRequestError) as info:
+            chat.create(model="smollm", messages=msgs, max_tokens=2, **kw)
+        assert info.value.param == "top_logprobs" and "top_logprobs" in info.value.message, kw
+    with pytest.raises(openai.BadRequestError) as info:
+        chat.create(model="smollm", messages=msgs, max_tokens=2, logprobs=3)  # a bool in chat
+    assert info.value.param == "logprobs"
+    _works(server)
 
 
 def test_prompt_ten_times_the_context(server):
@@ -80,14 +104,16 @@ def test_prompt_ten_times_the_context(server):
     _works(server)
 
 
-def test_disconnect_mid_stream_frees_pages(server):
+@pytest.mark.parametrize("n", [1, 3])
+def test_disconnect_mid_stream_frees_pages(server, n):
     client = server.client()
     stream = client.completions.create(model="smollm", prompt="Write a long story about a dragon.", max_tokens=200,
-                                       temperature=0, stream=True, extra_body={"ignore_eos": True})
-    got = [next(iter(stream)) for _ in range(3)]
+                                       temperature=0, stream=True, extra_body={"ignore_eos": True}, n=n,
+                                       logprobs=2 if n > 1 else None)
+    got = [next(iter(stream)) for _ in range(3 * n)]
     assert got[-1].choices[0].finish_reason is None
     busy = server.metrics()
-    assert busy["maxserve_num_requests_running"] == 1 and busy["maxserve_kv_cache_used_pages"] > 0
+    assert 1 <= busy["maxserve_num_requests_running"] <= n and busy["maxserve_kv_cache_used_pages"] > 0
     stream.close()
     t0 = time.time()
     idle = server.wait_for(lambda m: m["maxserve_kv_cache_used_pages"] == 0 and m["maxserve_num_requests_running"] == 0
@@ -95,7 +121,7 @@ def test_disconnect_mid_stream_frees_pages(server):
     assert idle["maxserve_kv_cache_used_pages"] == 0, idle
     assert idle["maxserve_num_requests_running"] == 0 and idle["maxserve_num_requests_in_flight"] == 0
     # Cancelled well before its 200 tokens would have taken.
-    assert idle["maxserve_num_output_tokens_total"] - busy["maxserve_num_output_tokens_total"] < 150
+    assert idle["maxserve_num_output_tokens_total"] - busy["maxserve_num_output_tokens_total"] < 150 * n
     assert time.time() - t0 < 10
     _works(server)
 

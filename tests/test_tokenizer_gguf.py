@@ -376,3 +376,35 @@ def test_spm_gguf_file_round_trip(tmp_path, spm):
     tok = TextTokenizer(str(path))
     assert tok.encode_sync("hello world").tolist() == spm.encode_sync("hello world", add_special_tokens=False).tolist()
     assert tok.apply_chat_template([{"role": "user", "content": "hi"}]) == "[user] hi"
+
+
+# --------------------------------------------------------------------------
+# token_bytes: each token's own bytes, which joined give the decoded text
+# --------------------------------------------------------------------------
+
+
+def test_byte_level_alphabet_is_the_tokenizers_one():
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    from max.pipelines.tokenizer.token_bytes import byte_level_alphabet
+
+    table = byte_level_alphabet()
+    assert sorted(table) == sorted(ByteLevel.alphabet()) and sorted(table.values()) == list(range(256))
+
+
+@pytest.mark.parametrize("text", [t for t in SAMPLE_TEXTS if t])
+def test_smollm_token_bytes_join_to_the_text(smollm, text):
+    ids = smollm.encode_sync(text, add_special_tokens=False).tolist()
+    pieces = [smollm.token_bytes(i) for i in ids]
+    assert b"".join(pieces) == smollm.decode_sync(ids).encode()
+    # A piece of a multi-byte character is those bytes alone, not U+FFFD.
+    assert all(b"\xef\xbf\xbd" not in p for p in pieces)
+
+
+@pytest.mark.parametrize("text", ["hello world", "hé there", "xabc! hello<tool>world"])
+def test_spm_token_bytes_join_to_the_text(spm, text):
+    ids = spm.encode_sync(text, add_special_tokens=False).tolist()
+    joined = b"".join(spm.token_bytes(i) for i in ids)
+    # The decoder strips the space the first piece's "▁" stands for.
+    assert joined == b" " + spm.decode_sync(ids).encode()
+    assert spm.token_bytes(_piece_ids(_spm_metadata(), "<0xC3>")[0]) == b"\xc3"

@@ -1,12 +1,16 @@
 """The HTTP side of text generation: prompts become contexts (tokenised off the event loop when
 long, checked against the context window), contexts go to the model worker, and each step's
-tokens come back as text deltas (incremental detokenisation, stop strings). Bounded: past
-``capacity`` requests in flight, new ones are refused with 429. A request whose consumer goes
-away (client disconnect) is cancelled in the worker, which frees its pages at once."""
+tokens come back as text deltas (incremental detokenisation, stop strings), with their
+log-probabilities when asked. Several choices of one prompt (OpenAI's ``n``) are separate
+requests; with prefix caching the first runs alone until its prompt is cached, and the others
+then share its pages instead of recomputing them. Bounded: past ``capacity`` requests in flight,
+new ones are refused with 429. A request whose consumer goes away (client disconnect) is
+cancelled in the worker, which frees its pages at once."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -16,18 +20,23 @@ import numpy as np
 
 from max.interfaces import GenerationStatus, SamplingParams
 from max.pipelines.lib.context import TextContext
+from max.pipelines.lib.sampler import choice_seed
 from max.serve.errors import APIError
+from max.serve.logprobs import TokenLogProb, token_log_probs
 from max.serve.metrics import ServerMetrics
 from max.serve.worker import ModelWorker, Ticket
 
 
 @dataclass
 class Delta:
-    """Text produced since the last delta, its token ids, and the finish reason at the end."""
+    """Text produced since the last delta, its token ids, the finish reason at the end, and the
+    log-probabilities of the tokens that are part of the text (when the request asked: every
+    token but one that ended the request, an EOS or stop token id, which the text leaves out)."""
 
     text: str
     token_ids: list[int]
     finish_reason: str | None = None
+    logprobs: list[TokenLogProb] = field(default_factory=list)
 
 
 @dataclass
@@ -37,6 +46,7 @@ class Outcome:
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
     finish_reason: str = "length"
+    logprobs: list[TokenLogProb] = field(default_factory=list)
 
 
 def finish_reason(status: GenerationStatus) -> str:
@@ -88,8 +98,10 @@ class GenerationService:
         except ValueError as e:
             raise APIError(400, f"cannot render the chat template: {e}", param="messages") from None
 
-    def context(self, ids: np.ndarray, sampling: SamplingParams) -> TextContext:
-        """A context for `ids`, or a 400 when the prompt and `max_tokens` do not fit the window."""
+    def context(self, ids: np.ndarray, sampling: SamplingParams, log_probabilities: int = 0) -> TextContext:
+        """A context for `ids`, or a 400 when the prompt and `max_tokens` do not fit the window.
+        `log_probabilities` > 0 asks for each token's log-probability and that many of the most
+        likely tokens at its position."""
         n = int(len(ids))
         if n == 0:
             raise APIError(400, "the prompt is empty", param="prompt")
@@ -102,7 +114,7 @@ class GenerationService:
                                 f"({n} in the prompt, max_tokens {want})", param="max_tokens",
                            code="context_length_exceeded")
         return TextContext(max_length=self.max_length, tokens=ids, sampling_params=sampling,
-                           eos_token_ids=self.pipeline.eos_token_ids)
+                           eos_token_ids=self.pipeline.eos_token_ids, log_probabilities=log_probabilities)
 
     # -- generation -------------------------------------------------------------------------
 
@@ -118,9 +130,30 @@ class GenerationService:
         self.in_flight += count
         self.metrics.in_flight.set(self.in_flight)
 
-    async def stream(self, ctx: TextContext) -> AsyncIterator[Delta]:
+    def choices(self, ctx: TextContext, n: int = 1) -> list[AsyncIterator[Delta]]:
+        """The ``stream``s of `n` choices of `ctx`'s prompt: `ctx` and copies of it, each a
+        request of its own (the caller must have admitted `n`). With a seed, choice `i` samples
+        with ``choice_seed(seed, i)``, so that the choices differ and each is reproducible. With
+        prefix caching, the copies wait until the first choice's prompt is in the cache (its
+        first token is out) and then share its pages."""
+        ctxs = [ctx]
+        for i in range(1, n):
+            sp = ctx.sampling_params
+            if sp.seed is not None:
+                sp = dataclasses.replace(sp, seed=choice_seed(sp.seed, i))
+            ctxs.append(TextContext(max_length=ctx.max_length, tokens=ctx.tokens.copy(), sampling_params=sp,
+                                    eos_token_ids=ctx.eos_token_ids, log_probabilities=ctx.log_probabilities))
+        if n == 1 or not self.pipeline.kv_manager.enable_prefix_caching:
+            return [self.stream(c) for c in ctxs]
+        cached = asyncio.Event()
+        return [self.stream(ctxs[0], cached=cached), *(self.stream(c, after=cached) for c in ctxs[1:])]
+
+    async def stream(self, ctx: TextContext, *, after: asyncio.Event | None = None,
+                     cached: asyncio.Event | None = None) -> AsyncIterator[Delta]:
         """Text deltas of `ctx` as the model produces them; the last one has a finish reason.
-        The caller must have called ``admit``. Leaving early cancels the request."""
+        The caller must have called ``admit``. Leaving early cancels the request. The request
+        goes to the worker once `after` is set (when given); `cached` is set when its first
+        token is out (its prompt is in the KV cache) or it ends."""
         loop = asyncio.get_running_loop()
         ticket = Ticket(ctx, loop)
         sp = ctx.sampling_params
@@ -131,10 +164,14 @@ class GenerationService:
         m.input_len.observe(ctx.prompt_length)
         start = last = time.perf_counter()
         done = False
-        self.worker.submit(ticket)
         try:
+            if after is not None:
+                await after.wait()
+            self.worker.submit(ticket)
             while True:
                 item = await ticket.outputs.get()
+                if cached is not None:
+                    cached.set()
                 if isinstance(item, BaseException):
                     raise APIError(500, str(item))
                 now = time.perf_counter()
@@ -148,20 +185,25 @@ class GenerationService:
                 if item.status == GenerationStatus.END_OF_SEQUENCE and sp.stop_token_ids and new \
                         and new[-1] in sp.stop_token_ids:
                     text_ids = generated[:-1]  # like EOS, a stop token is not part of the text
+                lps = token_log_probs(new, item.log_probabilities, ctx.log_probabilities)
+                if item.status == GenerationStatus.END_OF_SEQUENCE:
+                    lps = lps[:-1]  # the EOS or stop token id that ended the request
                 delta = decoder.push(text_ids) if not item.status.is_done else decoder.finish(text_ids)
                 if delta.stopped:
                     done = True
                     if not item.status.is_done:
                         self.worker.cancel(ctx.request_id)
-                    yield Delta(delta.text, new, "stop")
+                    yield Delta(delta.text, new, "stop", lps)
                     return
                 if item.status.is_done:
                     done = True
-                    yield Delta(delta.text, new, finish_reason(item.status))
+                    yield Delta(delta.text, new, finish_reason(item.status), lps)
                     return
                 if delta.text or new:
-                    yield Delta(delta.text, new)
+                    yield Delta(delta.text, new, None, lps)
         finally:
+            if cached is not None:
+                cached.set()
             if not done:
                 self.worker.cancel(ctx.request_id)
             self.in_flight -= 1
@@ -169,13 +211,15 @@ class GenerationService:
             m.output_len.observe(len(generated))
             m.request_time.observe((time.perf_counter() - start) * 1000)
 
-    async def complete(self, ctx: TextContext) -> Outcome:
-        """The whole text of `ctx`."""
+    @staticmethod
+    async def complete(deltas: AsyncIterator[Delta]) -> Outcome:
+        """The whole text of a ``stream``."""
         out = Outcome()
         parts: list[str] = []
-        async for d in self.stream(ctx):
+        async for d in deltas:
             parts.append(d.text)
             out.token_ids.extend(d.token_ids)
+            out.logprobs.extend(d.logprobs)
             if d.finish_reason:
                 out.finish_reason = d.finish_reason
         out.text = "".join(parts)

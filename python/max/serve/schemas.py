@@ -1,6 +1,7 @@
-"""Request bodies of the OpenAI routes as pydantic models, and their sampling fields turned into
-``SamplingParams`` (out-of-range values become a 400 naming the field). Unknown fields are
-accepted and ignored, as OpenAI clients send fields a server may not know."""
+"""Request bodies of the OpenAI routes as pydantic models, their sampling fields turned into
+``SamplingParams`` and their log-probability fields into a count of alternatives (out-of-range
+values become a 400 naming the field). Unknown fields are accepted and ignored, as OpenAI
+clients send fields a server may not know."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from max.interfaces import SamplingParams
+from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
 from max.serve.errors import APIError
 
 TokenIds = list[int]
+
+N_LIMIT = 128  # OpenAI's largest n
 
 
 class StreamOptions(BaseModel):
@@ -47,8 +51,8 @@ class _Common(BaseModel):
 
     def sampling_params(self) -> SamplingParams:
         """The request's sampling parameters; a 400 naming the first bad one."""
-        if self.n != 1:
-            raise APIError(400, f"n must be 1 (one choice per request), got {self.n}", param="n")
+        if not 1 <= self.n <= N_LIMIT:
+            raise APIError(400, f"n must be in [1, {N_LIMIT}], got {self.n}", param="n")
         limit = self.limit()
         if limit is not None and limit < 1:
             raise APIError(400, f"max_tokens must be at least 1, got {limit}", param="max_tokens")
@@ -87,6 +91,18 @@ class CompletionRequest(_Common):
     logprobs: int | None = None
     suffix: str | None = None
 
+    def logprobs_count(self) -> int | None:
+        """How many of the most likely tokens to report at each position (``logprobs``, 0..5),
+        or None for no log-probabilities."""
+        if self.logprobs is None:
+            return None
+        if not 0 <= self.logprobs <= 5:
+            raise APIError(400, f"logprobs must be in [0, 5], got {self.logprobs}", param="logprobs")
+        if self.echo:
+            raise APIError(400, "echo with logprobs (log-probabilities of the prompt's tokens) is not supported: "
+                                "the model computes logits for the last position only", param="echo")
+        return self.logprobs
+
     def prompts(self) -> list[str | TokenIds]:
         p = self.prompt
         if isinstance(p, str):
@@ -118,6 +134,17 @@ class ChatCompletionRequest(_Common):
 
     def limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def logprobs_count(self) -> int | None:
+        """How many of the most likely tokens to report at each position (``top_logprobs``,
+        0..20, with ``logprobs: true``), or None for no log-probabilities."""
+        if self.top_logprobs is not None:
+            if not self.logprobs:
+                raise APIError(400, "top_logprobs needs logprobs set to true", param="top_logprobs")
+            if not 0 <= self.top_logprobs <= TOP_LOGPROBS_LIMIT:
+                raise APIError(400, f"top_logprobs must be in [0, {TOP_LOGPROBS_LIMIT}], got {self.top_logprobs}",
+                               param="top_logprobs")
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     def plain_messages(self) -> list[dict[str, Any]]:
         """Messages with text content only (a list of text parts is joined)."""
@@ -158,4 +185,6 @@ class EmbeddingRequest(BaseModel):
         return list(x)  # type: ignore[arg-type]
 
 
-__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions"]
+__all__ = [
+    "N_LIMIT", "ChatCompletionRequest", "ChatMessage", "CompletionRequest", "EmbeddingRequest", "StreamOptions",
+]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from max.interfaces import GenerationStatus, TextGenerationInputs
+from max.interfaces import GenerationStatus, LogProbabilities, TextGenerationInputs
 from max.pipelines.lib.context import TextContext
 from max.serve.scheduler import Scheduler
 
@@ -25,10 +25,12 @@ log = logging.getLogger("max.serve")
 
 @dataclass
 class StepOutput:
-    """New tokens of one request after one step, and whether it is done."""
+    """New tokens of one request after one step, whether it is done, and the tokens'
+    log-probabilities when the request asked for them."""
 
     tokens: list[int]
     status: GenerationStatus
+    log_probabilities: list[LogProbabilities] | None = None
 
 
 @dataclass
@@ -132,7 +134,7 @@ class ModelWorker:
             if out.final_status.is_done:
                 self.scheduler.finish(ticket.ctx)
                 del self._tickets[rid]
-            by_loop[ticket.loop].append((ticket, StepOutput(list(out.tokens), out.final_status)))
+            by_loop[ticket.loop].append((ticket, StepOutput(list(out.tokens), out.final_status, out.log_probabilities)))
         for loop, items in by_loop.items():
             self._deliver(loop, items)
         return len(batch)

@@ -1,7 +1,8 @@
 """Running requests to completion offline (``max generate``, ``LLM.generate``): requests join
 the running batch as KV pages allow, prompts are processed in chunks within the step's token
 budget (``max_batch_input_tokens``) alongside the decoding requests, and each request's tokens
-become streamed text (stop strings honoured, incomplete characters held back)."""
+become streamed text (stop strings honoured, incomplete characters held back). A context with
+``log_probabilities`` > 0 gets each generated token's log-probabilities in its result."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from max.interfaces import GenerationStatus, SamplingParams, TextGenerationInputs
+from max.interfaces import GenerationStatus, LogProbabilities, SamplingParams, TextGenerationInputs
 from max.kv_cache import KVCacheExhaustedError
 from max.pipelines.lib.context import TextContext
 
 
 @dataclass
 class GenerationResult:
-    """A finished request: its prompt, tokens, text, why it stopped and its timings."""
+    """A finished request: its prompt, tokens, text, why it stopped, its timings and, when it
+    asked for them, one ``LogProbabilities`` per generated token."""
 
     request_id: str
     prompt_tokens: np.ndarray
@@ -28,6 +30,7 @@ class GenerationResult:
     text: str
     finish_reason: str
     time_to_first_token: float | None = None
+    log_probabilities: list[LogProbabilities] | None = None
 
 
 @dataclass
@@ -59,6 +62,7 @@ class _Running:
     text: list[str] = field(default_factory=list)
     stop_reason: str | None = None
     first_token_at: float | None = None
+    log_probabilities: list[LogProbabilities] = field(default_factory=list)
 
 
 def _finish_reason(status: GenerationStatus, stopped_by_string: bool) -> str:
@@ -78,8 +82,9 @@ class Generator:
         self.stats = GenerationStats()
 
     def context(self, prompt: str | Sequence[int], sampling: SamplingParams, *, request_id: str | None = None,
-                add_special_tokens: bool = True) -> TextContext:
-        """A context for a text prompt (tokenized) or a list of token ids."""
+                add_special_tokens: bool = True, log_probabilities: int = 0) -> TextContext:
+        """A context for a text prompt (tokenized) or a list of token ids; `log_probabilities`
+        > 0 asks for each token's log-probability and that many most likely alternatives."""
         ids = self.tokenizer.encode_sync(prompt, add_special_tokens=add_special_tokens) \
             if isinstance(prompt, str) else np.asarray(prompt, np.int64)
         max_length = self.pipeline.max_length
@@ -89,7 +94,7 @@ class Generator:
             )
         kwargs: dict[str, Any] = {"request_id": request_id} if request_id else {}
         return TextContext(max_length=max_length, tokens=ids, sampling_params=sampling,
-                           eos_token_ids=self.pipeline.eos_token_ids, **kwargs)
+                           eos_token_ids=self.pipeline.eos_token_ids, log_probabilities=log_probabilities, **kwargs)
 
     def run(
         self,
@@ -136,6 +141,8 @@ class Generator:
                 else:
                     stats.decode_tokens += 1
                 stats.generated_tokens += 1
+                if out.log_probabilities:
+                    r.log_probabilities.extend(out.log_probabilities)
                 generated = r.ctx.generated_tokens.tolist()
                 delta = r.decoder.push(generated)
                 if delta.text:
@@ -161,7 +168,8 @@ class Generator:
                     running.remove(r)
                     done[r.ctx.request_id] = GenerationResult(
                         r.ctx.request_id, r.ctx.prompt_tokens.copy(), r.ctx.generated_tokens.tolist(),
-                        "".join(r.text), _finish_reason(r.ctx.status, r.stop_reason is not None), r.first_token_at)
+                        "".join(r.text), _finish_reason(r.ctx.status, r.stop_reason is not None), r.first_token_at,
+                        r.log_probabilities if r.ctx.log_probabilities > 0 else None)
         end = time.perf_counter()
         if t_prefill_end is None:
             stats.prefill_seconds = end - t_start

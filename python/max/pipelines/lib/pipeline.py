@@ -1,6 +1,7 @@
 """``TextGenerationPipeline``: a decoder model, its tokenizer, KV cache and sampler. ``execute``
 runs one step for a batch of requests (each processes its next prompt chunk or its last
-generated token) and samples the next token of every request whose prompt is complete;
+generated token) and samples the next token of every request whose prompt is complete, with
+its log-probabilities for requests that ask (``TextContext.log_probabilities``);
 ``load_pipeline`` builds one from a ``PipelineConfig``."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from max.kv_cache import PagedKVCacheManager
 from max.pipelines.lib.config import PipelineConfig
 from max.pipelines.lib.context import TextContext
 from max.pipelines.lib.decoder import DecoderModel
+from max.pipelines.lib.logprobs import LogProbGraph
 from max.pipelines.lib.model_source import ModelSource, resolve
 from max.pipelines.lib.sampler import Sampler
 from max.pipelines.lib.weights import read_weights
@@ -98,14 +100,16 @@ class TextGenerationPipeline:
                                               devices=[self.device],
                                               enable_prefix_caching=mc.kv_cache.enable_prefix_caching)
         self.sampler = Sampler(self.session, self.device)
+        self.logprobs = LogProbGraph(self.session, self.device, self.model.vocab_size)
         self.load_seconds = time.perf_counter() - t0
 
     def warm_up(self) -> None:
         """Runs a two-token prompt and one decode step, so that every kernel the model uses is
-        compiled (and cached on disk) before the first real request."""
+        compiled (and cached on disk) before the first real request; it asks for
+        log-probabilities, so that their kernels are compiled too."""
         from max.interfaces import SamplingParams
 
-        ctx = TextContext(max_length=self.max_length, tokens=np.zeros(2, np.int64),
+        ctx = TextContext(max_length=self.max_length, tokens=np.zeros(2, np.int64), log_probabilities=1,
                           sampling_params=SamplingParams(top_k=1, max_new_tokens=2, ignore_eos=True))
         try:
             while not ctx.is_done:
@@ -124,7 +128,9 @@ class TextGenerationPipeline:
     def execute(self, inputs: TextGenerationInputs) -> dict[str, TextGenerationOutput]:
         """One step over the batch: each context processes its pending tokens (a prompt chunk
         set with ``ctx.chunk``, or its last token); contexts whose prompt is now complete get
-        their next token sampled, appended and checked against the stop conditions."""
+        their next token sampled, appended and checked against the stop conditions. A context
+        with ``log_probabilities`` > 0 also gets the token's log-probability and that many of the
+        most likely alternatives (log-softmax of the raw logits, computed on the device)."""
         ctxs: list[TextContext] = list(inputs.batch.values())
         if not ctxs:
             return {}
@@ -143,12 +149,17 @@ class TextGenerationPipeline:
             ctx.commit()
         outputs: dict[str, TextGenerationOutput] = {}
         if finishing:
-            chosen = self.sampler.sample(logits, [ctxs[i] for i in finishing], finishing)
-            for i, token in zip(finishing, chosen):
-                ctx = ctxs[i]
-                ctx.append(int(token))
-                ctx.status = self._status(ctx, int(token))
-                outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, [int(token)], ctx.status)
+            sampled = [ctxs[i] for i in finishing]
+            on_device = self.sampler.sample_on_device(logits, sampled, finishing)
+            lps = self.logprobs.compute(logits, finishing, on_device) \
+                if any(c.log_probabilities > 0 for c in sampled) else None
+            chosen = self.sampler.to_host(on_device)
+            for row, (ctx, token) in enumerate(zip(sampled, chosen.tolist())):
+                ctx.append(token)
+                ctx.status = self._status(ctx, token)
+                lp = [lps.for_row(row, token, ctx.log_probabilities)] \
+                    if lps is not None and ctx.log_probabilities > 0 else None
+                outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, [token], ctx.status, lp)
         return outputs
 
     def _status(self, ctx: TextContext, token: int) -> GenerationStatus:

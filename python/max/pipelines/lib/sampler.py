@@ -18,6 +18,7 @@ from max.graph import DeviceRef, Graph, TensorType, ops
 from max.nn.sampling_ops import apply_penalties, sample_tokens
 
 _MASK = (1 << 64) - 1
+_CHOICES = 0x6E5F63686F696365  # keeps choice seeds apart from step_seed's mixing of a token count
 
 
 def splitmix64(x: int) -> int:
@@ -36,6 +37,13 @@ def step_seed(ctx: Any) -> int:
         base = int.from_bytes(hashlib.blake2b(str(ctx.request_id).encode(), digest_size=8).digest(), "little")
     generated = int(ctx.end_idx - ctx.prompt_length)
     return splitmix64(base ^ splitmix64(generated))
+
+
+def choice_seed(seed: int, index: int) -> int:
+    """The seed of choice `index` of a request for several choices (OpenAI's ``n``) with
+    `seed`: choice 0 keeps it, so ``n=1`` is unchanged; the others get seeds mixed from it and
+    their index, so that their draws differ and each stays reproducible."""
+    return int(seed) if index == 0 else splitmix64(int(seed) ^ splitmix64(_CHOICES + index))
 
 
 class Sampler:
@@ -98,6 +106,15 @@ class Sampler:
 
     def sample(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int]) -> np.ndarray:
         """The next token of each context, from row `rows[i]` of `logits`."""
+        return self.to_host(self.sample_on_device(logits, ctxs, rows))
+
+    def to_host(self, tokens: driver.Buffer) -> np.ndarray:
+        """``sample_on_device``'s token ids as a host array."""
+        return (tokens if self.device.is_host else tokens.to(driver.CPU())).to_numpy()
+
+    def sample_on_device(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int]) -> driver.Buffer:
+        """As ``sample``, leaving the ``[rows]`` int64 token ids on the device (for a later
+        graph over them, such as the log-probabilities')."""
         sps = [c.sampling_params for c in ctxs]
         penalized = any(sp.has_penalties for sp in sps)
         every = not penalized and list(rows) == list(range(int(logits.shape[0])))
@@ -118,12 +135,10 @@ class Sampler:
                 self._put(np.array([sp.presence_penalty for sp in sps], np.float32)),
                 self._put(np.array([sp.repetition_penalty for sp in sps], np.float32)),
             ]
-            out = self._penalized.execute(*args)[0]
-        elif every:
-            out = self._every.execute(args[0], *args[2:])[0]
-        else:
-            out = self._plain.execute(*args)[0]
-        return (out if self.device.is_host else out.to(driver.CPU())).to_numpy()
+            return self._penalized.execute(*args)[0]
+        if every:
+            return self._every.execute(args[0], *args[2:])[0]
+        return self._plain.execute(*args)[0]
 
 
-__all__ = ["Sampler", "splitmix64", "step_seed"]
+__all__ = ["Sampler", "choice_seed", "splitmix64", "step_seed"]

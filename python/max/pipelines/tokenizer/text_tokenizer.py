@@ -25,6 +25,7 @@ from .chat_template import render_chat_template, select_chat_template
 from .gguf_vocab import build_tokenizer_from_gguf, read_gguf_metadata
 from .hf_files import load_hf_tokenizer_dir
 from .streaming import IncrementalDetokenizer, StreamingDecoder
+from .token_bytes import TokenBytes
 
 __all__ = [
     "IdentityPipelineTokenizer",
@@ -227,6 +228,7 @@ class TextTokenizer:
         self._chat_template_override = chat_template
         self._enable_llama_whitespace_fix = enable_llama_whitespace_fix
         self._whitespace_ref_id: int | None = None
+        self._token_bytes: TokenBytes | None = None
         if enable_llama_whitespace_fix:
             ref = self._tokenizer.encode("a", add_special_tokens=False).ids
             self._whitespace_ref_id = ref[-1] if ref else None
@@ -325,6 +327,13 @@ class TextTokenizer:
     async def decode(self, encoded: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
         """Transform token ids back into text."""
         return self.decode_sync(encoded, skip_special_tokens=skip_special_tokens)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes token `token_id` stands for in decoded text, also when it holds only part
+        of a character (see ``token_bytes.TokenBytes``)."""
+        if self._token_bytes is None:
+            self._token_bytes = TokenBytes(self._tokenizer)
+        return self._token_bytes(token_id)
 
     def incremental_detokenizer(self, skip_special_tokens: bool = True) -> IncrementalDetokenizer:
         """A streaming detokenizer over this tokenizer (see ``streaming.IncrementalDetokenizer``)."""
