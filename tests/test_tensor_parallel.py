@@ -48,7 +48,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, 3, 4])
 @pytest.mark.parametrize("case", list(CASES))
 def test_split_decoder_matches_reference(tmp_path, case, n):
     ckpt = write_checkpoint(directory=tmp_path, seed=21, **CASES[case])

@@ -171,3 +171,31 @@ pub fn data_type(dtype: max_graph::DType) -> Option<c_int> {
 
 /// ncclUint8: byte copies (gathers and broadcasts of any dtype).
 pub const BYTES: c_int = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_an_error_naming_where_to_get_it() {
+        let _scope = max_tuning::scoped("nccl.library=/nonexistent/libnccl.so.2").unwrap();
+        let why = load().err().expect("a library that does not exist cannot load");
+        assert!(why.contains("/nonexistent/libnccl.so.2") && why.contains("nvidia-nccl-cu13"), "{why}");
+    }
+
+    #[test]
+    fn the_process_wide_library_loads_or_says_why() {
+        match api() {
+            Ok(api) => assert!(api.version >= 20000, "NCCL version code {}", api.version),
+            Err(e) => assert!(e.to_string().contains("NCCL is not available"), "{e}"),
+        }
+    }
+
+    #[test]
+    fn data_types_follow_nccl_h() {
+        use max_graph::DType;
+        assert_eq!(data_type(DType::BFloat16), Some(9));
+        assert_eq!(data_type(DType::Float32), Some(7));
+        assert_eq!(data_type(DType::Int16), None);
+    }
+}

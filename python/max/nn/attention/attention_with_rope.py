@@ -215,3 +215,13 @@ def rope_attention(
 
 
 __all__ = ["AttentionWithRope", "rope_attention"]
+
+
+def __getattr__(name: str) -> Any:
+    # MAX keeps the tensor-parallel layer in this module; it lives in tensor_parallel.py here
+    # (which imports this one), so it is found on first use.
+    if name == "TensorParallelAttentionWithRope":
+        from max.nn.attention.tensor_parallel import TensorParallelAttentionWithRope
+
+        return TensorParallelAttentionWithRope
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
