@@ -22,14 +22,16 @@ use crate::{Error, Result};
 /// The ranks of one communicator, in device order.
 pub struct Comms {
     pub devices: Vec<Arc<CudaDevice>>,
+    /// Held while a collective is enqueued: a communicator takes one call at a time, and
+    /// models may execute from several threads.
+    pub enqueue: Mutex<()>,
     comms: Vec<Comm>,
     failed: AtomicBool,
     why: Mutex<String>,
 }
 
-// SAFETY: NCCL communicators may be used from any thread; ours are only used under the
-// executor's ordering (one collective call at a time per communicator, see `run`) and by the
-// watchdog's abort, which NCCL allows concurrently.
+// SAFETY: NCCL communicators may be used from any thread; calls are serialised by `enqueue`,
+// and the watchdog's abort may run concurrently, which NCCL allows.
 unsafe impl Send for Comms {}
 unsafe impl Sync for Comms {}
 
@@ -119,6 +121,7 @@ pub fn comms_for(devices: &[Arc<CudaDevice>]) -> Result<Arc<Comms>> {
     api.check(&format!("ncclCommInitAll({label}) of NCCL {}", api.version_text()), status)?;
     let comms = Arc::new(Comms {
         devices: devices.to_vec(),
+        enqueue: Mutex::new(()),
         comms: raw.into_iter().map(|c| c as Comm).collect(),
         failed: AtomicBool::new(false),
         why: Mutex::new(String::new()),
@@ -193,6 +196,6 @@ fn watchdog(rx: Receiver<Pending>) {
             }
             true
         });
-        std::thread::sleep(Duration::from_micros(500));
+        std::thread::sleep(Duration::from_millis(1));
     }
 }

@@ -59,6 +59,7 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let api = api::api()?;
     let comms = comm::comms_for(&devices)?;
     comms.check_alive()?;
+    let one_at_a_time = comms.enqueue.lock().unwrap_or_else(|p| p.into_inner());
     let what = op.kind.name();
     match p.op {
         Collective::AllreduceSum => {
@@ -125,6 +126,7 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         }
         Collective::Allgather => allgather(api, &comms, &devices, &tensors, outputs, p.axis, what)?,
     }
+    drop(one_at_a_time);
     // An input freed in the order of another stream must outlive the collective's reads.
     for t in &tensors {
         if let Some(dev) = t.device().cuda() {
