@@ -173,3 +173,22 @@ def test_quantized_columns_must_fall_on_blocks():
     lin.sharding_strategy = ShardingStrategy.columnwise(4)
     with pytest.raises(ValueError, match="do not fall on Q8_0 blocks"):
         lin.shard(SIM[:4])
+
+
+def test_pieces_of_large_weights_are_cut_once_at_load(rng):
+    """Slices of host weights and transfers of loaded values fold at load whatever their size:
+    executing the model moves no weight bytes."""
+    w = Weight("big", DType.float32, [2048, 2304], DeviceRef.CPU())  # 4.7M elements, past the fold limit
+    w.sharding_strategy = ShardingStrategy.columnwise(2)
+    pieces = w.shard(SIM[:2])
+    value = rng.standard_normal((2048, 2304)).astype(np.float32)
+    types = [TensorType(DType.float32, [3, 2048], d) for d in SIM[:2]]
+    with Graph("big", input_types=types) as g:
+        g.output(*[x.tensor @ p for x, p in zip(g.inputs, pieces)])
+    model = engine.InferenceSession(devices=[driver.CPU()]).load(g, weights_registry={"big": value})
+    x = rng.standard_normal((3, 2048)).astype(np.float32)
+    report = model._plan_report(x, x)
+    assert "slice" not in report and "transfer_to" not in report, report
+    outs = model.execute(x, x)
+    for i, o in enumerate(outs):
+        np.testing.assert_allclose(o.to_numpy(), x @ value[:, 1152 * i : 1152 * (i + 1)], rtol=1e-4, atol=1e-3)

@@ -29,7 +29,7 @@ from max.nn.kv_cache import (
 )
 from max.nn.layer import Layer, LayerList, Shardable, add_layer_hook, clear_hooks
 from max.nn.layers import Embedding, GemmaRMSNorm, Linear, ModuleList, RMSNorm, Sequential, rms_norm
-from max.nn.linear import MLP, ColumnParallelLinear
+from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig
 from max.nn.module import Module, module_dataclass
 from max.nn.norm import LayerNorm
 from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding
@@ -44,7 +44,8 @@ from max.nn.transformer import (
 )
 
 __all__ = [
-    "MLP", "Allreduce", "ColumnParallelLinear", "DistributedTransformer", "DistributedTransformerBlock",
+    "MLP", "Allreduce", "ColumnParallelLinear", "DistributedGemmConfig", "DistributedTransformer",
+    "DistributedTransformerBlock",
     "ShardingStrategy", "Signals", "TensorParallelAttentionWithRope", "VocabParallelEmbedding", "comm",
     "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
     "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",

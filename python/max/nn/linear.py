@@ -7,6 +7,7 @@ same ops, so both give the same bits."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from max.dtype import DType
@@ -215,6 +216,20 @@ class MLP(Module):
         return out
 
 
+@dataclass
+class DistributedGemmConfig:
+    """How a tensor-parallel block runs its output projections: with `enable_matmul_allreduce`
+    MAX fuses the matmul and the allreduce in one kernel. Here both settings run the matmul
+    then the allreduce (same values)."""
+
+    enable_matmul_allreduce: bool = False
+
+    @staticmethod
+    def generate() -> DistributedGemmConfig | None:
+        """The default configuration (the matmul, then the allreduce)."""
+        return DistributedGemmConfig(False)
+
+
 class ColumnParallelLinear(Linear):
     """A Linear split by output features over `devices`: device ``i`` computes its share
     ``x_i @ W_i.T + b_i`` and an allgather gives every device the whole ``y``. The weight is
@@ -252,4 +267,4 @@ class ColumnParallelLinear(Linear):
         return ops.allgather(ys, signal_buffers, axis=-1)
 
 
-__all__ = ["MLP", "ColumnParallelLinear", "Linear", "dense", "gated_mlp"]
+__all__ = ["MLP", "ColumnParallelLinear", "DistributedGemmConfig", "Linear", "dense", "gated_mlp"]

@@ -24,7 +24,7 @@ from max.nn.kv_cache import (
     PagedCacheValues,
 )
 from max.nn.layer import Layer, LayerList, Module, Shardable, add_layer_hook, clear_hooks
-from max.nn.linear import MLP, ColumnParallelLinear, Linear
+from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig, Linear
 from max.nn.norm import GemmaRMSNorm, LayerNorm, RMSNorm
 from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding, RotaryEmbedding
 from max.nn.sequential import Sequential
@@ -44,7 +44,8 @@ for _name in ["attention", "comm", "embedding", "kernels", "kv_cache", "layer", 
     _sys.modules[f"{__name__}.{_name}"] = _sys.modules[f"max.nn.{_name}"]
 
 __all__ = [
-    "MLP", "Allreduce", "ColumnParallelLinear", "DistributedTransformer", "DistributedTransformerBlock",
+    "MLP", "Allreduce", "ColumnParallelLinear", "DistributedGemmConfig", "DistributedTransformer",
+    "DistributedTransformerBlock",
     "ShardingStrategy", "Signals", "TensorParallelAttentionWithRope", "VocabParallelEmbedding",
     "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
     "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",
