@@ -160,8 +160,21 @@ def _unsupported(name: str, why: str) -> Callable[..., Any]:
     return op
 
 
-allgather = _unsupported("allgather", "multi-device collectives are not implemented")
-allreduce_sum = _unsupported("allreduce_sum", "multi-device collectives are not implemented")
+def _staged_only(graph_fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`graph_fn` over graph values; eager Tensors are refused (collectives are staged)."""
+
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if not _GRAPH_STACK.get():
+            raise NotImplementedError(f"{name}: collectives run inside a Graph (stage them with graph values)")
+        return graph_fn(*args, **kwargs)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = graph_fn.__doc__
+    return op
+
+
+allgather = _staged_only(ops.allgather, "allgather")
+allreduce_sum = _staged_only(ops.allreduce.sum, "allreduce_sum")
 custom = _unsupported("custom", "custom (Mojo) kernels are not supported")
 inplace_custom = _unsupported("inplace_custom", "custom (Mojo) kernels are not supported")
 irfft = _unsupported("irfft", "the engine has no FFT kernels")

@@ -17,7 +17,8 @@ mod tuning;
 mod weights;
 
 /// Lets the kernel compiler find libnvrtc from the `nvidia-cuda-nvrtc` wheel: the folders it
-/// installs into (CUDA 13 wheels use nvidia/cu13/lib, older ones nvidia/cuda_nvrtc/lib).
+/// installs into (CUDA 13 wheels use nvidia/cu13/lib, older ones nvidia/cuda_nvrtc/lib); and
+/// the GPU collectives find libnccl from the `nvidia-nccl-cu13` wheel (either folder).
 fn register_wheel_library_dirs(py: Python<'_>) -> PyResult<()> {
     let paths: Vec<String> = py.import("sys")?.getattr("path")?.extract().unwrap_or_default();
     for p in paths {
@@ -25,6 +26,12 @@ fn register_wheel_library_dirs(py: Python<'_>) -> PyResult<()> {
             let dir = std::path::Path::new(&p).join(sub);
             if dir.is_dir() {
                 max_kernels_cuda::add_search_dir(dir);
+            }
+        }
+        for sub in ["nvidia/nccl/lib", "nvidia/cu13/lib"] {
+            let dir = std::path::Path::new(&p).join(sub);
+            if dir.is_dir() {
+                max_runtime::nccl::add_search_dir(dir);
             }
         }
     }

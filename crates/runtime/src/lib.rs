@@ -12,6 +12,7 @@ pub mod engine;
 mod error;
 mod host_pool;
 mod index;
+pub mod nccl;
 mod operands;
 mod scalar;
 mod shared;

@@ -94,6 +94,11 @@ declare! {
     FusionVec2: "fusion.vec2", None, Kind::Flag, "";
     /// Fills recycled host blocks with NaN-like bytes before reuse (finds reads of stale data).
     HostPoolPoison: "host_pool.poison", None, Kind::Flag, "0";
+    /// The libnccl shared library the GPU collectives load (default: found on the loader path,
+    /// in the `nvidia-nccl-cu13` wheel or under CUDA_HOME).
+    NcclLibrary: "nccl.library", None, Kind::Text, "";
+    /// Seconds a GPU collective may take before its communicator is aborted and the op fails.
+    NcclTimeoutS: "nccl.timeout_s", None, count(1), "120";
 
     // ---- conv2d on Hopper (docs/kernels/conv2d.md) ----------------------------------------
     /// The Hopper implicit-GEMM conv2d (off: the im2col + GEMM path).

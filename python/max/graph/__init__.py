@@ -5,6 +5,7 @@ from max.graph import ops
 from max.graph.dim import AlgebraicDim, Dim, DimLike, StaticDim, SymbolicDim
 from max.graph.graph import Graph
 from max.graph.shape import Shape, ShapeLike
+from max.graph.sharding import ShardingStrategy
 from max.graph.type import (
     BufferType,
     ConvInputLayout,
@@ -22,6 +23,6 @@ TensorValueLike = object
 
 __all__ = [
     "AlgebraicDim", "BufferType", "BufferValue", "ConvInputLayout", "DeviceKind", "DeviceRef", "Dim",
-    "DimLike", "FilterLayout", "Graph", "Shape", "ShapeLike", "StaticDim", "SymbolicDim",
+    "DimLike", "FilterLayout", "Graph", "Shape", "ShapeLike", "ShardingStrategy", "StaticDim", "SymbolicDim",
     "TensorType", "TensorValue", "TensorValueLike", "Type", "Value", "Weight", "ops",
 ]

@@ -37,6 +37,7 @@ class Weight:
         self.align = align
         self._sharding_strategy = sharding_strategy
         self.shard_idx: int | None = None
+        self._parent: Weight | None = None
 
     @property
     def dtype(self) -> DType:
@@ -73,14 +74,65 @@ class Weight:
         """How the weight is split across devices (None: not split)."""
         return self._sharding_strategy
 
+    @sharding_strategy.setter
+    def sharding_strategy(self, strategy: Any) -> None:
+        self._sharding_strategy = strategy
+
     def shard(self, devices: Any) -> list[Weight]:
-        """Per-device pieces of the weight; NotImplementedError: sharding is not supported."""
-        raise NotImplementedError("weight sharding across devices is not supported")
+        """One piece of the weight per device of `devices`, cut as `sharding_strategy` says (a
+        ``ShardingStrategy`` for that many devices). Each piece is a Weight on its device whose
+        value is staged as a slice of this one (folded when the graph loads); pieces cannot be
+        sharded again."""
+        refs = [DeviceRef.from_device(d) for d in devices]
+        strategy = self._sharding_strategy
+        if strategy is None:
+            raise ValueError(f"Weight {self.name!r}: set sharding_strategy before calling shard()")
+        if self._parent is not None:
+            raise ValueError(f"Weight {self.name!r} is already a shard; it cannot be sharded again")
+        if strategy.num_devices != len(refs):
+            raise ValueError(
+                f"Weight {self.name!r}: the sharding strategy is for {strategy.num_devices} devices, "
+                f"shard() got {len(refs)}"
+            )
+        shape = [int(d) for d in self._shape]
+        pieces = []
+        for i, ref in enumerate(refs):
+            w = Weight(self.name, self._dtype, strategy.shard_shape(shape, i), ref,
+                       quantization_encoding=self.quantization_encoding, align=self.align)
+            w._parent = self
+            w._sharding_strategy = strategy
+            w.shard_idx = i
+            pieces.append(w)
+        return pieces
 
     def _value(self) -> Any:
         from max.graph.graph import Graph
 
-        return Graph.current.add_weight(self)
+        return self._value_in(Graph.current)
+
+    def _value_in(self, g: Any) -> Any:
+        """The weight's value in graph `g`: its external constant, or a shard's piece of its
+        parent's."""
+        if self._parent is None:
+            return g.add_weight(self)
+        return self._shard_value(g)
+
+    def _shard_value(self, g: Any) -> Any:
+        from max.graph import ops
+
+        # The piece is staged once per graph: a slice of the whole weight, moved to the device.
+        cache = g.__dict__.setdefault("_weight_shards", {})
+        strategy = self._sharding_strategy
+        shape = [int(d) for d in self._parent.shape]
+        key = (id(self._parent), strategy.axis, strategy.piece(shape, self.shard_idx), str(self._device))
+        if key not in cache:
+            with g:
+                whole = self._parent._value_in(g)
+                piece = strategy.shard_value(whole, self.shard_idx)
+                if piece.device != self._device:
+                    piece = ops.transfer_to(piece, self._device)
+            cache[key] = piece
+        return cache[key]
 
     def __tensorvalue__(self) -> Any:
         return self._value()

@@ -85,8 +85,9 @@ class PagedKVCacheManager:
         if devices is None:
             devices = [ref.to_device() for ref in params.devices]
         self.devices = list(devices)
-        shape = params.blocks_shape(self.total_num_pages)
-        self._blocks = [driver.Buffer(params.dtype, shape, device=d) for d in self.devices]
+        # Tensor-parallel devices may hold different numbers of KV heads.
+        self._blocks = [driver.Buffer(params.dtype, params.blocks_shape(self.total_num_pages, i), device=d)
+                        for i, d in enumerate(self.devices)]
         if enable_prefix_caching is None:
             enable_prefix_caching = bool(getattr(params, "enable_prefix_caching", False))
         self.enable_prefix_caching = bool(enable_prefix_caching)

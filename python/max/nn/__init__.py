@@ -9,8 +9,17 @@
   ``Transformer`` and the KV-cache types are graph layers only. ``max.nn.Module`` is the eager
   base, which extends the graph layers' base: graph layers subclassing it keep working."""
 
-from max.nn import kernels, sampling_ops
-from max.nn.attention import AttentionMaskVariant, AttentionWithRope, MHAMaskVariant, MultiheadAttention
+from max.graph.sharding import ShardingStrategy
+from max.nn import comm, kernels, sampling_ops
+from max.nn.attention import (
+    AttentionMaskVariant,
+    AttentionWithRope,
+    MHAMaskVariant,
+    MultiheadAttention,
+    TensorParallelAttentionWithRope,
+)
+from max.nn.comm import Allreduce, Signals
+from max.nn.embedding import VocabParallelEmbedding
 from max.nn.kv_cache import (
     KVCacheParams,
     KVCacheQuantizationConfig,
@@ -20,15 +29,25 @@ from max.nn.kv_cache import (
 )
 from max.nn.layer import Layer, LayerList, Shardable, add_layer_hook, clear_hooks
 from max.nn.layers import Embedding, GemmaRMSNorm, Linear, ModuleList, RMSNorm, Sequential, rms_norm
-from max.nn.linear import MLP
+from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig
 from max.nn.module import Module, module_dataclass
 from max.nn.norm import LayerNorm
 from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding
 from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding
-from max.nn.transformer import ReturnHiddenStates, ReturnLogits, Transformer, TransformerBlock
+from max.nn.transformer import (
+    DistributedTransformer,
+    DistributedTransformerBlock,
+    ReturnHiddenStates,
+    ReturnLogits,
+    Transformer,
+    TransformerBlock,
+)
 
 __all__ = [
-    "MLP", "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
+    "MLP", "Allreduce", "ColumnParallelLinear", "DistributedGemmConfig", "DistributedTransformer",
+    "DistributedTransformerBlock",
+    "ShardingStrategy", "Signals", "TensorParallelAttentionWithRope", "VocabParallelEmbedding", "comm",
+    "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
     "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",
     "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "ModuleList",
     "MultiheadAttention", "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates",

@@ -7,11 +7,13 @@ same ops, so both give the same bits."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from max.dtype import DType
 from max.graph import DeviceRef, TensorValue, Weight, ops
 from max.graph.quantization import QuantizationEncoding
+from max.graph.sharding import ShardingStrategy, even_ranges
 from max.nn._util import activation, as_dtype, device_ref
 from max.nn.layer import Module, Shardable
 
@@ -88,11 +90,56 @@ class Linear(Module, Shardable):
         self.bias = Weight(f"{name}.bias" if name else "bias", dtype, (self.out_dim,), self.device) if has_bias else None
 
     @property
-    def sharding_strategy(self) -> Any:
-        return None
+    def sharding_strategy(self) -> ShardingStrategy | None:
+        """How ``shard`` cuts the layer: rowwise (output features), columnwise (input
+        features; the bias goes to the first piece only, as the pieces' sum adds it once),
+        replicate, or explicit row/column ranges."""
+        return self.__dict__.get("_sharding_strategy")
+
+    @sharding_strategy.setter
+    def sharding_strategy(self, strategy: ShardingStrategy) -> None:
+        object.__setattr__(self, "_sharding_strategy", strategy)
+
+    def _weight_strategy(self, s: ShardingStrategy) -> ShardingStrategy:
+        """`s` in the weight's own units: a quantized weight's columns are bytes of whole blocks."""
+        enc = self.quantization_encoding
+        if enc is None or s.axis != 1:
+            return s
+        epb, size = enc.elements_per_block, enc.block_size
+        ranges = list(s.ranges_for(self.in_dim))
+        for a, b in ranges:
+            if a % epb or b % epb:
+                raise ValueError(f"Linear.shard: columns {a}:{b} do not fall on {enc.value} blocks of {epb}")
+        return ShardingStrategy.ranges(1, [(a // epb * size, b // epb * size) for a, b in ranges])
 
     def shard(self, devices: Any) -> Sequence[Linear]:
-        raise NotImplementedError("Linear.shard: tensor-parallel sharding is not supported yet")
+        """One Linear per device of `devices`, holding that device's piece of the weight (and
+        bias), cut by ``sharding_strategy``."""
+        s = self.sharding_strategy
+        if s is None:
+            raise ValueError("Linear.shard: set sharding_strategy first")
+        refs = [device_ref(d) for d in devices]
+        self.weight.sharding_strategy = self._weight_strategy(s)
+        weights = self.weight.shard(refs)
+        biases: list[Any] = [None] * len(refs)
+        if self.bias is not None:
+            if s.axis == 1:
+                self.bias.sharding_strategy = ShardingStrategy.replicate(len(refs))
+                biases[0] = self.bias.shard(refs)[0]
+            else:
+                self.bias.sharding_strategy = s
+                biases = self.bias.shard(refs)
+        out = []
+        for i, ref in enumerate(refs):
+            rows = s.piece([self.out_dim, self.in_dim], i)
+            out_dim = rows[1] - rows[0] if rows and s.axis == 0 else self.out_dim
+            in_dim = rows[1] - rows[0] if rows and s.axis == 1 else self.in_dim
+            piece = Linear(in_dim, out_dim, self.dtype, ref, quantization_encoding=self.quantization_encoding,
+                           clip_weight=self.clip_weight)
+            piece.weight = weights[i]
+            piece.bias = biases[i]
+            out.append(piece)
+        return out
 
     def __call__(self, x: TensorValue) -> TensorValue:
         enc = self.quantization_encoding
@@ -142,5 +189,82 @@ class MLP(Module):
     def __call__(self, x: TensorValue) -> TensorValue:
         return gated_mlp(x, self.gate_proj, self.up_proj, self.down_proj, self._act)
 
+    @property
+    def sharding_strategy(self) -> ShardingStrategy | None:
+        """Tensor parallel (set by ``shard``): gate and up rowwise, down columnwise."""
+        return self.__dict__.get("_sharding_strategy")
 
-__all__ = ["MLP", "Linear", "dense", "gated_mlp"]
+    def shard(self, devices: Any) -> list[MLP]:
+        """One MLP per device: a share of the hidden features each, so the devices' outputs
+        summed (an allreduce) give the whole MLP's."""
+        refs = [device_ref(d) for d in devices]
+        n = len(refs)
+        object.__setattr__(self, "_sharding_strategy", ShardingStrategy.rowwise(n))
+        features = even_ranges(self.gate_proj.out_dim, n)
+        for proj in (self.gate_proj, self.up_proj):
+            proj.sharding_strategy = ShardingStrategy.ranges(0, features)
+        self.down_proj.sharding_strategy = ShardingStrategy.ranges(1, features)
+        gates, ups, downs = (p.shard(refs) for p in (self.gate_proj, self.up_proj, self.down_proj))
+        out = []
+        for ref, g, u, d in zip(refs, gates, ups, downs):
+            m = object.__new__(MLP)
+            Module.__init__(m)
+            m.activation_function = self.activation_function
+            m._act = self._act
+            m.gate_proj, m.up_proj, m.down_proj = g, u, d
+            out.append(m)
+        return out
+
+
+@dataclass
+class DistributedGemmConfig:
+    """How a tensor-parallel block runs its output projections: with `enable_matmul_allreduce`
+    MAX fuses the matmul and the allreduce in one kernel. Here both settings run the matmul
+    then the allreduce (same values)."""
+
+    enable_matmul_allreduce: bool = False
+
+    @staticmethod
+    def generate() -> DistributedGemmConfig | None:
+        """The default configuration (the matmul, then the allreduce)."""
+        return DistributedGemmConfig(False)
+
+
+class ColumnParallelLinear(Linear):
+    """A Linear split by output features over `devices`: device ``i`` computes its share
+    ``x_i @ W_i.T + b_i`` and an allgather gives every device the whole ``y``. The weight is
+    the whole ``[out_dim, in_dim]`` matrix (or `tied_weight`, an embedding's); each device
+    holds only its rows."""
+
+    def __init__(self, in_dim: int, out_dim: int, dtype: DType, devices: Sequence[Any],
+                 tied_weight: Weight | None = None, **kwargs: Any) -> None:
+        refs = [device_ref(d) for d in devices]
+        if not refs:
+            raise ValueError("ColumnParallelLinear: expected at least one device")
+        super().__init__(in_dim, out_dim, dtype, kwargs.pop("device", DeviceRef.CPU()), **kwargs)
+        self.devices = refs
+        if tied_weight is not None:
+            self.set_shared_weight("weight", tied_weight)
+        self.sharding_strategy = ShardingStrategy.rowwise(len(refs))
+
+    def _pieces(self) -> list[Linear]:
+        pieces = self.__dict__.get("_shards")
+        if pieces is None:
+            pieces = self.shard(self.devices)
+            object.__setattr__(self, "_shards", pieces)
+        return pieces
+
+    def __call__(self, x: Any, signal_buffers: Sequence[Any] | None = None) -> Any:  # type: ignore[override]
+        """`x`: one value per device (the same activations); the whole output on each."""
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+        if len(xs) != len(self.devices):
+            raise ValueError(f"ColumnParallelLinear: expected {len(self.devices)} inputs, got {len(xs)}")
+        ys = [piece(v) for piece, v in zip(self._pieces(), xs)]
+        if len(ys) == 1:
+            return ys
+        if signal_buffers is None:
+            raise ValueError("ColumnParallelLinear: the allgather needs signal_buffers")
+        return ops.allgather(ys, signal_buffers, axis=-1)
+
+
+__all__ = ["MLP", "ColumnParallelLinear", "DistributedGemmConfig", "Linear", "dense", "gated_mlp"]

@@ -10,6 +10,7 @@ use crate::types::{DeviceRef, TensorType, Type};
 
 pub mod attention;
 pub mod buffer;
+pub mod collective;
 pub mod control;
 pub mod conv;
 pub mod conv_transpose;
@@ -186,6 +187,12 @@ op_kinds! {
     Sampling {
         SampleTokens => "sample_tokens" ["logits", "temperature", "top_k", "top_p", "min_p", "seed"],
         ApplyPenalties => "apply_penalties" ["logits", "tokens", "offsets", "prompt_lengths", "frequency", "presence", "repetition"],
+    }
+    Collective {
+        AllreduceSum => "allreduce_sum" ["inputs"],
+        Allgather => "allgather" ["inputs"],
+        ReducescatterSum => "reducescatter_sum" ["inputs"],
+        DistributedBroadcast => "distributed_broadcast" ["input", "signal_buffers"],
     }
 }
 
@@ -431,6 +438,7 @@ pub fn infer(op: &Op, inputs: &[Type]) -> Result<Vec<Type>> {
         Family::Quant => quant::infer(&ctx),
         Family::Attention => attention::infer(&ctx),
         Family::Sampling => sampling::infer(&ctx),
+        Family::Collective => collective::infer(&ctx),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod attention;
 pub mod cast;
+pub mod collective;
 pub mod conv;
 pub mod copy;
 pub mod elementwise;

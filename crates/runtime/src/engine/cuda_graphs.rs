@@ -107,7 +107,9 @@ fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
                     | OpKind::BufferStoreSlice
                     | OpKind::Call
             );
-            if host_bound {
+            // Collectives make their NCCL communicator on first use and hand an event per
+            // stream to their watchdog: they run step by step.
+            if host_bound || op.kind.family() == max_graph::ops::Family::Collective {
                 return None;
             }
             if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal) {

@@ -166,6 +166,8 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
             let inputs: Vec<Buffer> = inputs.iter().map(|b| b.to(&Device::Cpu)).collect::<Result<_>>()?;
             run_host_kernel(&state.model.program.types, step, &inputs, &outputs)?
         }
+        // A collective's inputs and results are on several GPUs: it runs on all of them.
+        Device::Cuda(_) if is_collective(step) => super::gpu::collective::run(step, &inputs, &outputs)?,
         Device::Cuda(dev) => {
             // Chains carry no data: they stay where they are (no allocation, capturable).
             let types = &state.model.program.types;
@@ -181,6 +183,10 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
         state.env.insert(*v, b);
     }
     Ok(())
+}
+
+fn is_collective(step: &Step) -> bool {
+    matches!(&step.kind, StepKind::Op(op) if op.kind.family() == max_graph::ops::Family::Collective)
 }
 
 /// Where a step runs: the device of its first tensor result or, for a step whose results are

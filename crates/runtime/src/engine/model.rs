@@ -240,6 +240,12 @@ fn device_layout_fold(
     (shapes.iter().all(|(_, _, d)| here(d)) && inputs.iter().all(|b| here(b.device()))).then_some(dev)
 }
 
+/// A slice copies its piece of the input: one of a host weight folds at any size (a
+/// tensor-parallel piece of a whole weight, python/max/graph/sharding.py).
+fn is_slice(step: &super::program::Step) -> bool {
+    matches!(&step.kind, StepKind::Op(op) if op.kind == OpKind::Slice)
+}
+
 /// Plans of at most this many elements (every value with a known shape) run on the calling
 /// thread instead of the worker pool.
 const INLINE_ELEMENTS: usize = 1 << 14;
@@ -275,7 +281,6 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
                         | OpKind::Cond
                         | OpKind::WhileLoop
                         | OpKind::Call
-                        | OpKind::TransferTo
                         | OpKind::NonZero
                 ),
             };
@@ -295,6 +300,19 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             kept.push(step);
             continue;
         };
+        // A transfer of a weight (a tensor-parallel piece going to its device) happens once,
+        // at load, whatever its size.
+        if let (StepKind::Op(op), [(_, _, dev)]) = (&step.kind, shapes.as_slice())
+            && op.kind == OpKind::TransferTo
+        {
+            match fixed[&step.inputs[0]].to(dev).and_then(|b| b.with_stream(&Stream::default_for(dev))) {
+                Ok(b) => {
+                    fixed.insert(step.outputs[0], b);
+                }
+                Err(_) => kept.push(step),
+            }
+            continue;
+        }
         // A weight's transpose on a GPU (a Linear's W^T) is folded there, whatever its size: no
         // trip through the host, and no per-call transpose of a large weight.
         if let Some(dev) =
@@ -319,7 +337,8 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             }
             continue;
         }
-        if shapes.iter().any(|(s, _, _)| s.iter().product::<usize>() > FOLD_LIMIT) {
+        let host_slice = is_slice(&step) && fixed[&step.inputs[0]].device().is_host();
+        if !host_slice && shapes.iter().any(|(s, _, _)| s.iter().product::<usize>() > FOLD_LIMIT) {
             kept.push(step);
             continue;
         }

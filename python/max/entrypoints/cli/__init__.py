@@ -145,8 +145,10 @@ def _generate(args: argparse.Namespace) -> int:
     out.flush()
     st = gen.stats
     ttft = f"{st.first_token_seconds * 1000:.1f} ms" if st.first_token_seconds is not None else "-"
+    refs = getattr(pipeline.model, "device_refs", [])
+    where = ",".join(str(r) for r in refs) if len(refs) > 1 else pipeline.device.label
     print(
-        f"[max] {pipeline.source.architecture} on {pipeline.device.label}: load {load:.2f} s | time to first token {ttft} | "
+        f"[max] {pipeline.source.architecture} on {where}: load {load:.2f} s | time to first token {ttft} | "
         f"prefill {st.prefill_tokens_per_second:.1f} tok/s ({st.prompt_tokens} tokens) | "
         f"decode {st.decode_tokens_per_second:.1f} tok/s ({st.decode_tokens} tokens)",
         file=sys.stderr,

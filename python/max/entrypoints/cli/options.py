@@ -12,10 +12,19 @@ from max.driver import DeviceSpec
 
 
 def parse_devices(value: str) -> list[DeviceSpec]:
-    """``cpu``, ``gpu`` (the first GPU) or ``gpu:0,1``."""
+    """``cpu``, ``gpu`` (the first GPU), ``gpu:0,1`` or ``cpu:0,1`` (simulated devices: the CPU
+    standing for several, to try tensor parallelism without GPUs)."""
     v = value.strip().lower()
     if v == "cpu":
         return [DeviceSpec.cpu()]
+    if v.startswith("cpu:"):
+        try:
+            ids = [int(x) for x in v[4:].split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad device list {value!r} (expected cpu or cpu:0,1)") from None
+        if not ids or len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+            raise argparse.ArgumentTypeError(f"bad device list {value!r}")
+        return [DeviceSpec.cpu(i) for i in ids]
     if v == "gpu":
         return [DeviceSpec.accelerator(0)]
     if v.startswith("gpu:"):
@@ -37,7 +46,10 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quantization-encoding", default=None,
                    help="float32, bfloat16, float16 (safetensors), or the GGUF file's block encoding")
     g.add_argument("--devices", type=parse_devices, default=None,
-                   help="cpu, gpu or gpu:N (default: the first GPU, else the CPU)")
+                   help="cpu, gpu, gpu:N or gpu:0,1 (tensor parallel over those GPUs); default: the first GPU, "
+                        "else the CPU")
+    g.add_argument("--data-parallel-degree", type=int, default=1,
+                   help="model replicas over the devices (only 1: the devices form one tensor-parallel group)")
     g.add_argument("--max-length", type=int, default=None, help="longest sequence (prompt + generated tokens)")
     g.add_argument("--max-batch-size", type=int, default=None, help="most sequences in one step")
     g.add_argument("--max-batch-input-tokens", type=int, default=8192, help="token budget of one step (chunked prefill)")
@@ -60,6 +72,7 @@ def pipeline_config(args: argparse.Namespace) -> Any:
         "weight_path": [Path(p) for p in args.weight_path],
         "quantization_encoding": args.quantization_encoding,
         "device_specs": args.devices or [],
+        "data_parallel_degree": args.data_parallel_degree,
         "max_length": args.max_length,
         "max_batch_size": args.max_batch_size,
         "max_batch_input_tokens": args.max_batch_input_tokens,

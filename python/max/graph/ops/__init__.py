@@ -1,7 +1,10 @@
 """Ops you can add while staging a graph (``max.graph.ops``), one module per family."""
 
+from max.graph.ops import allreduce, reducescatter
 from max.graph.ops.buffer import *  # noqa: F403
 from max.graph.ops.buffer import __all__ as _buffer
+from max.graph.ops.collective import *  # noqa: F403
+from max.graph.ops.collective import __all__ as _collective
 from max.graph.ops.control import *  # noqa: F403
 from max.graph.ops.control import __all__ as _control
 from max.graph.ops.conv import *  # noqa: F403
@@ -22,5 +25,6 @@ from max.graph.ops.reduction import *  # noqa: F403
 from max.graph.ops.reduction import __all__ as _reduction
 
 __all__ = sorted(
-    {*_buffer, *_control, *_conv, *_creation, *_elementwise, *_indexing, *_layout, *_linalg, *_quant, *_reduction}
+    {"allreduce", "reducescatter", *_buffer, *_collective, *_control, *_conv, *_creation, *_elementwise,
+     *_indexing, *_layout, *_linalg, *_quant, *_reduction}
 )

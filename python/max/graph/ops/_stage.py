@@ -93,7 +93,7 @@ def as_tensor(
     if isinstance(x, BufferValue):
         raise TypeError(f"{op}: {arg} is a buffer; read it with ops.buffer_load first")
     if isinstance(x, Weight):
-        return (graph or Graph.current).add_weight(x)
+        return x._value_in(graph or Graph.current)
     if hasattr(x, "__tensorvalue__"):
         return as_tensor(x.__tensorvalue__(), like=like, graph=graph, op=op, arg=arg)
     if isinstance(x, Dim):

@@ -7,6 +7,7 @@ function ``rope_attention``, which the eager attention module stages with the sa
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,8 +58,7 @@ class AttentionWithRope(Module):
         head_dim: int | None = None,
     ) -> None:
         super().__init__()
-        if sharding_strategy is not None:
-            raise NotImplementedError("AttentionWithRope: sharding across devices is not supported yet")
+        object.__setattr__(self, "_sharding_strategy", sharding_strategy)
         if clip_qkv is not None:
             raise NotImplementedError("AttentionWithRope: clip_qkv is not supported")
         self.rope = rope
@@ -93,6 +93,42 @@ class AttentionWithRope(Module):
             self.q_norm = RMSNorm(self.head_dim, dtype, rms_norm_eps, weight_offset=qk_norm_weight_offset)
             self.k_norm = RMSNorm(self.head_dim, dtype, rms_norm_eps, weight_offset=qk_norm_weight_offset)
         self.use_qk_norm = use_qk_norm
+
+    @property
+    def sharding_strategy(self) -> Any:
+        """How ``shard`` splits the layer (by heads: ``head_plan``); None until sharded."""
+        return self.__dict__.get("_sharding_strategy")
+
+    def shard(self, devices: Sequence[Any]) -> list[AttentionWithRope]:
+        """One attention layer per device, each computing the heads ``head_plan`` gives it:
+        its rows of q/k/v, its columns of the output projection (so the devices' outputs
+        summed are the layer's), its heads of the KV cache."""
+        from max.graph.sharding import ShardingStrategy
+        from max.nn.attention.head_plan import head_plan
+
+        if self.stacked_qkv:
+            raise NotImplementedError("AttentionWithRope.shard: stacked_qkv layers cannot be sharded yet")
+        refs = [DeviceRef.from_device(d) for d in devices]
+        plan = head_plan(self.n_heads, self.n_kv_heads, len(refs))
+        hd = self.head_dim
+        q_rows = [(qs * hd, qe * hd) for (qs, qe), _ in plan]
+        kv_rows = [(ks * hd, ke * hd) for _, (ks, ke) in plan]
+        self.q_proj.sharding_strategy = ShardingStrategy.ranges(0, q_rows)
+        self.k_proj.sharding_strategy = ShardingStrategy.ranges(0, kv_rows)
+        self.v_proj.sharding_strategy = ShardingStrategy.ranges(0, kv_rows)
+        self.o_proj.sharding_strategy = ShardingStrategy.ranges(1, q_rows)
+        object.__setattr__(self, "_sharding_strategy", self.q_proj.sharding_strategy)
+        qs_, ks_, vs_, os_ = (p.shard(refs) for p in (self.q_proj, self.k_proj, self.v_proj, self.o_proj))
+        out = []
+        for i, ref in enumerate(refs):
+            piece = copy.copy(self)
+            piece.__class__ = AttentionWithRope  # a plain layer on one device, whatever self is
+            Module.__init__(piece)  # with a registry of its own: not part of self's state dict
+            (qs, qe), (ks, ke) = plan[i]
+            piece.n_heads, piece.n_kv_heads, piece.devices = qe - qs, ke - ks, [ref]
+            piece.q_proj, piece.k_proj, piece.v_proj, piece.o_proj = qs_[i], ks_[i], vs_[i], os_[i]
+            out.append(piece)
+        return out
 
     def _qkv(self, x: TensorValue) -> tuple[TensorValue, TensorValue, TensorValue]:
         if self.stacked_qkv:
@@ -179,3 +215,13 @@ def rope_attention(
 
 
 __all__ = ["AttentionWithRope", "rope_attention"]
+
+
+def __getattr__(name: str) -> Any:
+    # MAX keeps the tensor-parallel layer in this module; it lives in tensor_parallel.py here
+    # (which imports this one), so it is found on first use.
+    if name == "TensorParallelAttentionWithRope":
+        from max.nn.attention.tensor_parallel import TensorParallelAttentionWithRope
+
+        return TensorParallelAttentionWithRope
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

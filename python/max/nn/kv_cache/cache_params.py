@@ -13,6 +13,7 @@ from typing import Any
 
 from max.dtype import DType
 from max.graph import BufferType, BufferValue, DeviceRef, TensorType, TensorValue
+from max.graph.sharding import even_ranges
 
 
 class KVCacheStrategy(str, enum.Enum):
@@ -76,6 +77,20 @@ class PagedCacheValues:
         return cls(blocks.buffer, lengths.tensor, table.tensor, None, positions.tensor, slots.tensor)
 
 
+def kv_head_ranges(n_kv_heads: int, n_devices: int) -> list[tuple[int, int]]:
+    """The KV heads ``[start, stop)`` each of `n_devices` tensor-parallel devices holds: an
+    even split of whole heads when there are at least as many heads as devices; otherwise each
+    device holds the one head of the query heads it computes (``max.nn.attention.head_plan``),
+    so neighbouring devices share heads."""
+    if n_devices <= n_kv_heads:
+        return even_ranges(n_kv_heads, n_devices)
+    # Each head serves an even share of the devices (the first heads one more).
+    out: list[tuple[int, int]] = []
+    for h, (a, b) in enumerate(even_ranges(n_devices, n_kv_heads)):
+        out.extend([(h, h + 1)] * (b - a))
+    return out
+
+
 @dataclass
 class KVCacheParams:
     """The paged cache of a model. `page_size` is in tokens."""
@@ -107,7 +122,7 @@ class KVCacheParams:
         if not self.devices:
             self.devices = [DeviceRef.CPU()]
         if self.n_kv_heads_per_device == 0:
-            self.n_kv_heads_per_device = self.n_kv_heads // max(1, self.tensor_parallel_degree)
+            self.n_kv_heads_per_device = self._planned_heads(0)
 
     @property
     def n_devices(self) -> int:
@@ -129,20 +144,36 @@ class KVCacheParams:
         """Whether the cache stores quantized values (never, here)."""
         return False
 
+    def kv_heads_on(self, device_index: int) -> int:
+        """The KV heads device `device_index` of a tensor-parallel group holds (its range is
+        ``kv_head_ranges(n_kv_heads, tp)[device_index]``)."""
+        if self.n_kv_heads_per_device != self._planned_heads(0):
+            return self.n_kv_heads_per_device  # set by the caller: every device holds as many
+        return self._planned_heads(device_index)
+
+    def _planned_heads(self, device_index: int) -> int:
+        tp = self.tensor_parallel_degree
+        start, stop = kv_head_ranges(self.n_kv_heads, tp)[device_index % tp]
+        return stop - start
+
     @property
     def shape_per_block(self) -> list[int]:
-        """One page: ``[2, layers, page_size, kv_heads_per_device, head_dim]``."""
-        return [2, self.num_layers, self.page_size, self.n_kv_heads_per_device, self.head_dim]
+        """One page of the first device: ``[2, layers, page_size, kv_heads_per_device, head_dim]``."""
+        return self.shape_per_block_on(0)
+
+    def shape_per_block_on(self, device_index: int) -> list[int]:
+        """One page of device `device_index` (devices may hold different numbers of heads)."""
+        return [2, self.num_layers, self.page_size, self.kv_heads_on(device_index), self.head_dim]
 
     @property
     def bytes_per_block(self) -> int:
         """Bytes of one page over every device of the tensor-parallel group."""
-        per_device = 2 * self.num_layers * self.page_size * self.n_kv_heads_per_device * self.head_dim
-        return per_device * self.dtype.size_in_bytes * self.tensor_parallel_degree
+        heads = sum(self.kv_heads_on(i) for i in range(self.tensor_parallel_degree))
+        return 2 * self.num_layers * self.page_size * heads * self.head_dim * self.dtype.size_in_bytes
 
-    def blocks_shape(self, num_pages: int) -> list[int]:
-        """The shape of a cache of `num_pages` pages: ``[num_pages, *shape_per_block]``."""
-        return [num_pages, *self.shape_per_block]
+    def blocks_shape(self, num_pages: int, device_index: int = 0) -> list[int]:
+        """The shape of device `device_index`'s cache of `num_pages` pages."""
+        return [num_pages, *self.shape_per_block_on(device_index)]
 
     def get_symbolic_inputs(self) -> list[PagedCacheInputSymbols]:
         """The cache's graph input types, one set per device: symbolic page count, batch and
@@ -152,7 +183,7 @@ class KVCacheParams:
             suffix = f"_{i}" if i else ""
             out.append(
                 PagedCacheInputSymbols(
-                    kv_blocks=BufferType(self.dtype, [f"total_num_pages{suffix}", *self.shape_per_block], device),
+                    kv_blocks=BufferType(self.dtype, [f"total_num_pages{suffix}", *self.shape_per_block_on(i)], device),
                     cache_lengths=TensorType(DType.uint32, ["batch_size"], device),
                     lookup_table=TensorType(DType.uint32, ["batch_size", "max_num_pages"], device),
                     positions=TensorType(DType.uint32, ["total_seq_len"], device),
@@ -191,5 +222,5 @@ class KVCacheParams:
 
 
 __all__ = [
-    "KVCacheParams", "KVCacheQuantizationConfig", "KVCacheStrategy", "PagedCacheInputSymbols", "PagedCacheValues",
+    "KVCacheParams", "kv_head_ranges", "KVCacheQuantizationConfig", "KVCacheStrategy", "PagedCacheInputSymbols", "PagedCacheValues",
 ]

@@ -4,10 +4,18 @@ submodules (``max.nn.legacy.linear``, ``.norm``, ``.attention``, ...) are ``max.
 
 import sys as _sys
 
-from max.nn import attention, embedding, kernels, kv_cache, layer, linear, norm, rotary_embedding, sampling_ops
+from max.graph.sharding import ShardingStrategy
+from max.nn import attention, comm, embedding, kernels, kv_cache, layer, linear, norm, rotary_embedding, sampling_ops
 from max.nn import sequential, transformer
-from max.nn.attention import AttentionMaskVariant, AttentionWithRope, MHAMaskVariant, MultiheadAttention
-from max.nn.embedding import Embedding
+from max.nn.attention import (
+    AttentionMaskVariant,
+    AttentionWithRope,
+    MHAMaskVariant,
+    MultiheadAttention,
+    TensorParallelAttentionWithRope,
+)
+from max.nn.comm import Allreduce, Signals
+from max.nn.embedding import Embedding, VocabParallelEmbedding
 from max.nn.kv_cache import (
     KVCacheParams,
     KVCacheQuantizationConfig,
@@ -16,23 +24,34 @@ from max.nn.kv_cache import (
     PagedCacheValues,
 )
 from max.nn.layer import Layer, LayerList, Module, Shardable, add_layer_hook, clear_hooks
-from max.nn.linear import MLP, Linear
+from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig, Linear
 from max.nn.norm import GemmaRMSNorm, LayerNorm, RMSNorm
 from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding, RotaryEmbedding
 from max.nn.sequential import Sequential
-from max.nn.transformer import ReturnHiddenStates, ReturnLogits, Transformer, TransformerBlock
+from max.nn.transformer import (
+    DistributedTransformer,
+    DistributedTransformerBlock,
+    ReturnHiddenStates,
+    ReturnLogits,
+    Transformer,
+    TransformerBlock,
+)
 
-for _name in ["attention", "embedding", "kernels", "kv_cache", "layer", "linear", "norm", "rotary_embedding",
+for _name in ["attention", "comm", "embedding", "kernels", "kv_cache", "layer", "linear", "norm", "rotary_embedding",
               "sequential", "transformer", "attention.attention_with_rope", "attention.multihead_attention",
-              "attention.mask_config", "kv_cache.cache_params", "transformer.transformer"]:
+              "attention.mask_config", "kv_cache.cache_params", "transformer.transformer", "transformer.distributed_transformer",
+              "attention.tensor_parallel"]:
     _sys.modules[f"{__name__}.{_name}"] = _sys.modules[f"max.nn.{_name}"]
 
 __all__ = [
-    "MLP", "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
+    "MLP", "Allreduce", "ColumnParallelLinear", "DistributedGemmConfig", "DistributedTransformer",
+    "DistributedTransformerBlock",
+    "ShardingStrategy", "Signals", "TensorParallelAttentionWithRope", "VocabParallelEmbedding",
+    "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
     "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",
     "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "MultiheadAttention",
     "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates", "ReturnLogits",
     "RotaryEmbedding", "Sequential", "Shardable", "Transformer", "TransformerBlock", "add_layer_hook",
-    "clear_hooks", "attention", "embedding", "kernels", "kv_cache", "layer", "linear", "norm",
+    "clear_hooks", "attention", "comm", "embedding", "kernels", "kv_cache", "layer", "linear", "norm",
     "rotary_embedding", "sampling_ops", "sequential", "transformer",
 ]

@@ -80,7 +80,10 @@ class MAXModelConfig:
             self.weight_path = [Path(self.weight_path)]
         self.weight_path = [Path(p) for p in self.weight_path]
         if self.data_parallel_degree != 1:
-            raise NotImplementedError("data_parallel_degree > 1 is not supported yet")
+            raise NotImplementedError(
+                f"data_parallel_degree={self.data_parallel_degree}: data-parallel replicas are not supported; the "
+                "devices of --devices form one tensor-parallel group (run one server per group for replicas)"
+            )
 
 
 @dataclass(kw_only=True)

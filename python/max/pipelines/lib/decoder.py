@@ -19,6 +19,7 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType
 from max.graph.quantization import QuantizationEncoding
 from max.graph.weights import WeightData
+from max.nn.comm import Signals
 from max.nn.kv_cache import KVCacheParams, PagedCacheValues
 from max.nn.transformer import Transformer
 
@@ -35,6 +36,14 @@ class DecoderSpec:
     weights: dict[str, WeightData]
     weights_format: str
     max_seq_len: int
+    #: The devices of a tensor-parallel model (None: one device, `device`). Its whole weights
+    #: then stay on `device` (the host) and each device receives its pieces at load.
+    devices: list[DeviceRef] | None = None
+
+    @property
+    def tensor_parallel(self) -> bool:
+        """Whether the model is split over several devices."""
+        return bool(self.devices) and len(self.devices) > 1  # type: ignore[arg-type]
 
     def encoding(self, name: str) -> QuantizationEncoding | None:
         """The GGUF block encoding of weight `name` (None for plain floats)."""
@@ -92,7 +101,7 @@ class DecoderModel:
         source: Any,
         raw_weights: dict[str, WeightData],
         session: engine.InferenceSession,
-        device: driver.Device,
+        device: driver.Device | Sequence[driver.Device],
         *,
         encoding: Any,
         max_seq_len: int,
@@ -102,26 +111,33 @@ class DecoderModel:
         self.arch = arch
         self.source = source
         self.config = source.config
-        self.device = device
-        self.device_ref = DeviceRef.from_device(device)
+        self.devices = list(device) if isinstance(device, (list, tuple)) else [device]
+        self.device = self.devices[0]
+        self.device_refs = device_refs(self.devices)
+        self.device_ref = self.device_refs[0]
+        tp = len(self.devices) > 1
+        self.signals = Signals(self.device_refs) if tp else None
+        self._signal_buffers = self.signals.buffers() if self.signals else []
         fmt = source.format
         weights = {}
         for name, data in raw_weights.items():
             new = arch.rename(fmt, name)
             if new is not None:
                 weights[new] = data
-        self.dtype = choose_dtype(fmt, self.config, encoding, device, weights)
+        self.dtype = choose_dtype(fmt, self.config, encoding, self.device, weights)
         kv_heads, head_dim, layers = arch.kv_geometry(self.config)
         self.kv_params = KVCacheParams(
             dtype=cache_dtype or self.dtype,
             n_kv_heads=kv_heads,
             head_dim=head_dim,
             num_layers=layers,
-            devices=[self.device_ref],
+            devices=list(self.device_refs),
             page_size=page_size,
         )
         self.max_seq_len = max_seq_len
-        spec = DecoderSpec(self.config, self.dtype, self.device_ref, self.kv_params, weights, fmt, max_seq_len)
+        home = DeviceRef.CPU() if tp else self.device_ref
+        spec = DecoderSpec(self.config, self.dtype, home, self.kv_params, weights, fmt, max_seq_len,
+                           devices=list(self.device_refs) if tp else None)
         self.module = arch.build(spec)
         embedding = getattr(self.module, "embed_tokens", None)
         self.vocab_size = int(getattr(embedding, "vocab_size", 1 << 62))
@@ -138,17 +154,25 @@ class DecoderModel:
         self.module.load_state_dict({n: weights[n] for n in expected}, strict=True)
 
     def _graph(self) -> Graph:
+        """Inputs: tokens and row offsets (first device), each device's cache inputs, and the
+        signal buffers of a tensor-parallel model."""
         ref = self.device_ref
-        symbols = self.kv_params.get_symbolic_inputs()[0]
+        symbols = self.kv_params.get_symbolic_inputs()
         types = [
             TensorType(DType.int64, ["total_seq_len"], ref),
             TensorType(DType.uint32, ["input_row_offsets_len"], ref),
-            *symbols,
+            *[t for per_device in symbols for t in per_device],
+            *(self.signals.input_types() if self.signals else []),
         ]
         with Graph(type(self.module).__name__.lower(), input_types=types) as g:
-            tokens, offsets, *cache = g.inputs
-            kv = PagedCacheValues.from_values(cache)
-            (logits, *_rest) = self.module(tokens.tensor, kv, offsets.tensor)
+            tokens, offsets, *rest = g.inputs
+            n = len(symbols)
+            caches = [PagedCacheValues.from_values(rest[5 * i : 5 * i + 5]) for i in range(n)]
+            if self.signals is None:
+                (logits, *_rest) = self.module(tokens.tensor, caches[0], offsets.tensor)
+            else:
+                signals = [v.buffer for v in rest[5 * n :]]
+                (logits, *_rest) = self.module(tokens.tensor, signals, caches, input_row_offsets=offsets.tensor)
             g.output(logits)
         return g
 
@@ -159,7 +183,19 @@ class DecoderModel:
             bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
             raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")
 
-        return self.model.execute(*upload([tokens, offsets], self.device), *cache_inputs)[0]
+        return self.model.execute(*upload([tokens, offsets], self.device), *cache_inputs, *self._signal_buffers)[0]
 
 
-__all__ = ["DecoderArchitecture", "DecoderModel", "DecoderSpec", "choose_dtype"]
+def device_refs(devices: Sequence[driver.Device]) -> list[DeviceRef]:
+    """Graph devices for a model's devices: several host devices stand for as many simulated
+    devices (``cpu:0``, ``cpu:1``, ...; how tensor parallelism is tested without GPUs)."""
+    if len(devices) > 1 and all(d.is_host for d in devices):
+        return [DeviceRef.CPU(i) for i in range(len(devices))]
+    refs = [DeviceRef.from_device(d) for d in devices]
+    for i, r in enumerate(refs):
+        if r in refs[:i]:
+            raise ValueError(f"device {r} is listed twice")
+    return refs
+
+
+__all__ = ["DecoderArchitecture", "DecoderModel", "DecoderSpec", "choose_dtype", "device_refs"]

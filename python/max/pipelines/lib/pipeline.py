@@ -25,22 +25,42 @@ from max.pipelines.lib.sampler import Sampler
 from max.pipelines.lib.weights import read_weights
 
 
+def pick_devices(specs: list[DeviceSpec]) -> list[driver.Device]:
+    """The devices a model runs on: the specs' (several: tensor parallel; several CPU specs
+    stand for as many simulated devices), else the first GPU, else the CPU. A GPU the machine
+    lacks or cannot open is a ValueError naming it."""
+    if not specs:
+        return [driver.Accelerator() if driver.accelerator_count() else driver.CPU()]
+    kinds = {s.device_type for s in specs}
+    if len(kinds) > 1:
+        raise ValueError("--devices: a model runs on GPUs or on the CPU, not on both")
+    if kinds == {"cpu"}:
+        return [driver.CPU() for _ in specs]
+    count = driver.accelerator_count()
+    out = []
+    for s in specs:
+        if not 0 <= s.id < count:
+            raise ValueError(f"gpu:{s.id} not found: this machine has {count} GPU{'s' if count != 1 else ''}")
+        try:
+            out.append(driver.Accelerator(s.id))
+        except Exception as e:  # the driver's own error, with the device named
+            raise ValueError(f"gpu:{s.id} failed to open: {e}") from e
+        if s.id in [d.id for d in out[:-1]]:
+            raise ValueError(f"--devices lists gpu:{s.id} twice")
+    return out
+
+
 def pick_device(specs: list[DeviceSpec]) -> driver.Device:
-    """The device a model runs on: the first spec's, else the first GPU, else the CPU."""
-    if len(specs) > 1:
-        raise NotImplementedError("running one model on several devices is not supported yet")
-    if specs:
-        spec = specs[0]
-        if spec.device_type == "cpu":
-            return driver.CPU()
-        if driver.accelerator_count() <= max(0, spec.id):
-            raise ValueError(f"--devices asks for gpu:{spec.id} but this machine has {driver.accelerator_count()} GPUs")
-        return driver.Accelerator(spec.id)
-    return driver.Accelerator() if driver.accelerator_count() else driver.CPU()
+    """The one device a single-device model runs on (see ``pick_devices``)."""
+    devices = pick_devices(specs)
+    if len(devices) > 1:
+        raise NotImplementedError("this model runs on one device; pass a single device in --devices")
+    return devices[0]
 
 
-def session_for(device: driver.Device) -> engine.InferenceSession:
-    return engine.InferenceSession(devices=[driver.CPU()] if device.is_host else [driver.CPU(), device])
+def session_for(device: driver.Device | list[driver.Device]) -> engine.InferenceSession:
+    devices = device if isinstance(device, list) else [device]
+    return engine.InferenceSession(devices=[driver.CPU(), *[d for d in devices if not d.is_host]])
 
 
 def _host_available_bytes() -> int:
@@ -82,8 +102,9 @@ class TextGenerationPipeline:
         self.architecture = arch
         self.tokenizer = tokenizer
         mc = pipeline_config.model
-        self.device = pick_device(mc.device_specs)
-        self.session = session_for(self.device)
+        self.devices = pick_devices(mc.device_specs)
+        self.device = self.devices[0]
+        self.session = session_for(self.devices)
         model_max = int(source.config.get("max_position_embeddings") or 4096)
         self.max_length = int(pipeline_config.max_length or model_max)
         if self.max_length > model_max:
@@ -91,13 +112,13 @@ class TextGenerationPipeline:
         self.max_batch_size = int(pipeline_config.max_batch_size or 32)
         raw = read_weights(source.weight_files)
         page_size = int(mc.kv_cache.kv_cache_page_size)
-        self.model = DecoderModel(arch.pipeline_model, source, raw, self.session, self.device,
+        self.model = DecoderModel(arch.pipeline_model, source, raw, self.session, self.devices,
                                   encoding=mc.quantization_encoding, max_seq_len=self.max_length, page_size=page_size)
         from max.pipelines.lib.weights import weight_bytes
 
         pages = cache_pages(self.model, pipeline_config, self.max_batch_size, self.device, weight_bytes(raw))
         self.kv_manager = PagedKVCacheManager(self.model.kv_params, self.session, pages, max_seq_len=self.max_length,
-                                              devices=[self.device],
+                                              devices=self.devices,
                                               enable_prefix_caching=mc.kv_cache.enable_prefix_caching)
         self.sampler = Sampler(self.session, self.device)
         self.logprobs = LogProbGraph(self.session, self.device, self.model.vocab_size)
@@ -141,8 +162,8 @@ class TextGenerationPipeline:
         tokens = np.concatenate([ctx.next_tokens for ctx in ctxs])
         offsets = np.zeros(len(ctxs) + 1, np.uint32)
         offsets[1:] = np.cumsum([ctx.active_length for ctx in ctxs])
-        (cache,) = self.kv_manager.get_runtime_inputs([ctxs])
-        logits = self.model.execute(tokens, offsets, list(cache))
+        caches = self.kv_manager.get_runtime_inputs([ctxs])
+        logits = self.model.execute(tokens, offsets, [b for cache in caches for b in cache])
         self.kv_manager.step([ctxs])
         finishing = [i for i, ctx in enumerate(ctxs) if ctx.active_idx == ctx.end_idx]
         for ctx in ctxs:
@@ -197,4 +218,4 @@ def load_pipeline(pipeline_config: PipelineConfig, task: PipelineTask = Pipeline
     return TextGenerationPipeline(pipeline_config, source, arch, tokenizer)
 
 
-__all__ = ["TextGenerationPipeline", "cache_pages", "load_pipeline", "pick_device", "session_for"]
+__all__ = ["TextGenerationPipeline", "cache_pages", "load_pipeline", "pick_device", "pick_devices", "session_for"]

@@ -4,6 +4,7 @@
 use max_graph::ops::{Family, OpKind};
 
 mod attention;
+pub(crate) mod collective;
 mod conv;
 mod indexing;
 mod layout;

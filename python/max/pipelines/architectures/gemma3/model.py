@@ -92,6 +92,8 @@ def sliding_layers(c: dict[str, Any]) -> list[bool]:
 
 
 def build(spec: DecoderSpec) -> Transformer:
+    if spec.tensor_parallel:
+        raise NotImplementedError("Gemma 3 runs on one device; tensor parallelism covers the Llama and Qwen families")
     c = spec.config
     hidden, n_layers = int(c["hidden_size"]), int(c["num_hidden_layers"])
     heads = int(c["num_attention_heads"])

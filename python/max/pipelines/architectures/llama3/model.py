@@ -13,15 +13,21 @@ import numpy as np
 from max.nn import (
     MLP,
     AttentionWithRope,
+    ColumnParallelLinear,
+    DistributedTransformer,
+    DistributedTransformerBlock,
     Embedding,
     Linear,
     Llama3RopeScalingParams,
     Llama3RotaryEmbedding,
     RMSNorm,
     RotaryEmbedding,
+    TensorParallelAttentionWithRope,
     Transformer,
     TransformerBlock,
+    VocabParallelEmbedding,
 )
+from max.nn.attention import head_plan
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
 _GGUF_BLOCK = {
@@ -116,7 +122,7 @@ def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None
     return rope
 
 
-def build(spec: DecoderSpec) -> Transformer:
+def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     c = spec.config
     arch = (c.get("architectures") or ["LlamaForCausalLM"])[0]
     hidden, n_layers = int(c["hidden_size"]), int(c["num_hidden_layers"])
@@ -131,14 +137,19 @@ def build(spec: DecoderSpec) -> Transformer:
     interleaved = spec.weights_format == "gguf" and arch == "LlamaForCausalLM"
     rope = rope_for(spec, interleaved=interleaved)
     act = c.get("hidden_act") or "silu"
+    tp = spec.tensor_parallel
+    if tp:
+        head_plan(heads, kv_heads, len(spec.devices or []))  # fails early when the heads do not split
     blocks = []
     for i in range(n_layers):
         p = f"layers.{i}"
-        attn = AttentionWithRope(
+        attn_kwargs = dict(
             rope=rope, num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=hidden,
-            kv_params=spec.kv_params, devices=[spec.device], dtype=spec.dtype, has_bias=qkv_bias,
+            kv_params=spec.kv_params, dtype=spec.dtype, has_bias=qkv_bias,
             use_qk_norm=qk_norm, rms_norm_eps=eps, head_dim=head_dim,
         )
+        attn = (TensorParallelAttentionWithRope(devices=spec.devices, **attn_kwargs) if tp
+                else AttentionWithRope(devices=[spec.device], **attn_kwargs))
         attn.q_proj = linear(spec, f"{p}.self_attn.q_proj", hidden, heads * head_dim, qkv_bias)
         attn.k_proj = linear(spec, f"{p}.self_attn.k_proj", hidden, kv_heads * head_dim, qkv_bias)
         attn.v_proj = linear(spec, f"{p}.self_attn.v_proj", hidden, kv_heads * head_dim, qkv_bias)
@@ -147,9 +158,13 @@ def build(spec: DecoderSpec) -> Transformer:
         mlp.gate_proj = linear(spec, f"{p}.mlp.gate_proj", hidden, ffn, mlp_bias)
         mlp.up_proj = linear(spec, f"{p}.mlp.up_proj", hidden, ffn, mlp_bias)
         mlp.down_proj = linear(spec, f"{p}.mlp.down_proj", ffn, hidden, mlp_bias)
-        blocks.append(TransformerBlock(attn, mlp, RMSNorm(hidden, spec.dtype, eps), RMSNorm(hidden, spec.dtype, eps)))
+        norms = (RMSNorm(hidden, spec.dtype, eps), RMSNorm(hidden, spec.dtype, eps))
+        blocks.append(DistributedTransformerBlock(attn, mlp, *norms, spec.devices) if tp  # type: ignore[arg-type]
+                      else TransformerBlock(attn, mlp, *norms))
     emb_w = spec.weights["embed_tokens.weight"]
     vocab = int(emb_w.shape[0])
+    if tp:
+        return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope)
     embedding = Embedding(vocab, hidden, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
     if spec.has("lm_head.weight") and not c.get("tie_word_embeddings_forced"):
         head_w = spec.weights["lm_head.weight"]
@@ -159,6 +174,23 @@ def build(spec: DecoderSpec) -> Transformer:
         lm_head = Linear(hidden, vocab, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
         lm_head.set_shared_weight("weight", embedding.weight)
     return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope)
+
+
+def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks: list, norm: RMSNorm,
+                 rope: RotaryEmbedding) -> DistributedTransformer:
+    """The tensor-parallel decoder: the embedding and the output projection split by vocabulary."""
+    devices = list(spec.devices or [])
+    emb_w = spec.weights["embed_tokens.weight"]
+    embedding = VocabParallelEmbedding(vocab, hidden, spec.dtype, devices,
+                                       quantization_encoding=emb_w.quantization_encoding)
+    if spec.has("lm_head.weight") and not spec.config.get("tie_word_embeddings_forced"):
+        head_w = spec.weights["lm_head.weight"]
+        lm_head = ColumnParallelLinear(hidden, int(head_w.shape[0]), spec.dtype, devices,
+                                       quantization_encoding=head_w.quantization_encoding)
+    else:
+        lm_head = ColumnParallelLinear(hidden, vocab, spec.dtype, devices, tied_weight=embedding.weight,
+                                       quantization_encoding=emb_w.quantization_encoding)
+    return DistributedTransformer(hidden, heads, blocks, norm, lm_head, embedding, spec.kv_params, devices, rope)
 
 
 LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)

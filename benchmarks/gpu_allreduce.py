@@ -1,0 +1,120 @@
+"""Allreduce bus bandwidth on two GPUs: the engine's `ops.allreduce.sum` (NCCL, loaded at run
+time) against torch.distributed's NCCL allreduce, in the same run, for bfloat16 tensors of
+16-256 MB. Bus bandwidth is NCCL's figure: bytes * 2 (n - 1) / n / time. JSON to
+benchmarks/results/.
+
+    python benchmarks/gpu_allreduce.py [--sizes-mb 16,32,64,128,256] [--reps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from common import write
+
+N = 2
+
+
+def engine_busbw(size_mb: int, reps: int) -> tuple[float, float]:
+    """(seconds per allreduce, bus GB/s) of the engine over GPUs 0 and 1."""
+    import numpy as np
+
+    from max import driver, engine
+    from max.dtype import DType
+    from max.graph import DeviceRef, Graph, TensorType, ops
+    from max.nn.comm import Signals
+
+    elems = size_mb * (1 << 20) // 2
+    refs = [DeviceRef.GPU(i) for i in range(N)]
+    devices = [driver.Accelerator(i) for i in range(N)]
+    signals = Signals(refs)
+    types = [TensorType(DType.bfloat16, [elems], r) for r in refs] + signals.input_types()
+    with Graph("allreduce", input_types=types) as g:
+        g.output(*ops.allreduce.sum([v.tensor for v in g.inputs[:N]], [v.buffer for v in g.inputs[N:]]))
+    model = engine.InferenceSession(devices=[driver.CPU(), *devices]).load(g)
+    bits = np.random.default_rng(0).integers(0x3C00, 0x3C7F, elems, dtype=np.uint16)
+    xs = [driver.Buffer.from_numpy(bits).view(DType.bfloat16).to(d) for d in devices]
+    sig = signals.buffers()
+
+    def sync() -> None:
+        for d in devices:
+            d.synchronize()
+
+    for _ in range(3):
+        model.execute(*xs, *sig)
+    sync()
+    start = time.perf_counter()
+    for _ in range(reps):
+        model.execute(*xs, *sig)
+    sync()
+    t = (time.perf_counter() - start) / reps
+    return t, elems * 2 * 2 * (N - 1) / N / t / 1e9
+
+
+def _torch_worker(rank: int, init: str, sizes: list[int], reps: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl", init_method=init, rank=rank, world_size=N)
+    torch.cuda.set_device(rank)
+    lines = []
+    for mb in sizes:
+        x = torch.ones(mb * (1 << 20) // 2, dtype=torch.bfloat16, device=f"cuda:{rank}")
+        for _ in range(3):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(reps):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        t = (time.perf_counter() - start) / reps
+        lines.append(f"{mb} {t}")
+    if rank == 0:
+        with open(out, "w") as f:
+            f.write("\n".join(lines))
+    dist.destroy_process_group()
+
+
+def torch_busbw(sizes: list[int], reps: int) -> dict[int, float]:
+    """Seconds per allreduce of torch.distributed (NCCL, one process per GPU) by size."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "torch.txt")
+        mp.spawn(_torch_worker, args=(f"file://{tmp}/init", sizes, reps, out), nprocs=N, join=True)
+        with open(out) as f:
+            return {int(a): float(b) for a, b in (line.split() for line in f.read().splitlines())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes-mb", default="16,32,64,128,256")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    from max import driver
+
+    if driver.accelerator_count() < N:
+        raise SystemExit(f"gpu_allreduce: needs {N} GPUs, this machine has {driver.accelerator_count()}")
+    sizes = [int(s) for s in args.sizes_mb.split(",")]
+    theirs = torch_busbw(sizes, args.reps)
+    rows = []
+    for mb in sizes:
+        t, bw = engine_busbw(mb, args.reps)
+        tt = theirs[mb]
+        tbw = mb * (1 << 20) * 2 * (N - 1) / N / tt / 1e9
+        rows.append({"size_mb": mb, "engine_ms": round(t * 1e3, 3), "engine_busbw_gb_s": round(bw, 1),
+                     "torch_ms": round(tt * 1e3, 3), "torch_busbw_gb_s": round(tbw, 1),
+                     "ratio": round(bw / tbw, 3)})
+    import torch
+
+    write("gpu_allreduce", torch.cuda.get_device_name(), rows,
+          f"python benchmarks/gpu_allreduce.py --sizes-mb {args.sizes_mb} --reps {args.reps}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""The collective ops (allreduce.sum, allgather, reducescatter.sum, distributed_broadcast) on
+simulated devices (a list of CPU values standing for 2, 3 or 4 devices) against numpy, their
+staging errors, and the same graphs on GPUs where there are some: one GPU runs NCCL's
+single-rank collectives (a copy), two run the real thing. MAX_REQUIRE_GPU=1 turns the GPU
+tests' skips into failures."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from max import driver, engine
+from max.dtype import DType
+from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
+from max.nn.comm import Allreduce, Signals
+from helpers import VALUE_TYPES
+
+DTYPES = [DType.float32, DType.bfloat16, DType.float16, DType.float64, DType.int32, DType.int64]
+
+
+def _values(rng, dtype, shape):
+    """Values whose sums over a few devices stay in range (ints: exact; floats: no overflow)."""
+    t = VALUE_TYPES[dtype]
+    if dtype.is_integral():
+        return rng.integers(-1000, 1000, size=shape).astype(t)
+    return (rng.standard_normal(shape) * 3).astype(t)
+
+
+def _bufs(arrays, devices):
+    out = []
+    for a, dev in zip(arrays, devices):
+        b = driver.Buffer.from_numpy(np.ascontiguousarray(a))
+        out.append(b if dev.is_host else b.to(dev))
+    return out
+
+
+def _host(b: driver.Buffer) -> np.ndarray:
+    return (b if b.device.is_host else b.to(driver.CPU())).to_numpy()
+
+
+def _run(build, shapes, dtype, refs, devices, arrays):
+    """Stages `build(xs, signals)` over inputs of `shapes` on `refs`; runs it on `arrays`."""
+    signals = Signals(refs)
+    types = [TensorType(dtype, s, r) for s, r in zip(shapes, refs)] + signals.input_types()
+    with Graph("collective", input_types=types) as g:
+        xs = [v.tensor for v in g.inputs[: len(shapes)]]
+        sig = [v.buffer for v in g.inputs[len(shapes):]]
+        g.output(*build(xs, sig))
+    session = engine.InferenceSession(devices=[driver.CPU(), *[d for d in devices if not d.is_host]])
+    model = session.load(g)
+    inputs = _bufs(arrays, devices[: len(arrays)]) + signals.buffers()
+    return [_host(o) for o in model.execute(*inputs)]
+
+
+def _sim(n):
+    return [DeviceRef.CPU(i) for i in range(n)], [driver.CPU()] * n
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_allreduce_sums_on_simulated_devices(rng, n, dtype):
+    refs, devices = _sim(n)
+    shape = [int(rng.integers(1, 9)), int(rng.integers(1, 40))]
+    arrays = [_values(rng, dtype, shape) for _ in range(n)]
+    outs = _run(lambda xs, s: ops.allreduce.sum(xs, s), [shape] * n, dtype, refs, devices, arrays)
+    want = np.sum([np.asarray(a, np.float64) for a in arrays], axis=0)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.view(np.uint8), outs[0].view(np.uint8))  # identical bits everywhere
+    if dtype.is_float():
+        tol = {DType.float32: 1e-6, DType.float64: 1e-12}.get(dtype, 1e-2)
+        np.testing.assert_allclose(outs[0].astype(np.float64), want, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(outs[0], want.astype(VALUE_TYPES[dtype]))
+
+
+def test_allreduce_on_one_device_is_a_copy(rng):
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    (out,) = _run(lambda xs, s: ops.allreduce.sum(xs, s), [[3, 5]], DType.float32, [DeviceRef.CPU()],
+                  [driver.CPU()], [a])
+    np.testing.assert_array_equal(out, a)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_allgather_concatenates(rng, n, axis):
+    refs, devices = _sim(n)
+    sizes = [int(rng.integers(1, 6)) for _ in range(n)]
+    shapes = [[s, 3, 4] if axis == 0 else [2, s, 4] if axis == 1 else [2, 3, s] for s in sizes]
+    arrays = [_values(rng, DType.float32, s) for s in shapes]
+    outs = _run(lambda xs, s: ops.allgather(xs, s, axis=axis), shapes, DType.float32, refs, devices, arrays)
+    want = np.concatenate(arrays, axis=axis)
+    assert len(outs) == n
+    for o in outs:
+        np.testing.assert_array_equal(o, want)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_reducescatter_gives_each_device_its_piece(rng, n):
+    refs, devices = _sim(n)
+    arrays = [_values(rng, DType.float64, [4 * n, 3]) for _ in range(n)]
+    outs = _run(lambda xs, s: ops.reducescatter.sum(xs, s), [[4 * n, 3]] * n, DType.float64, refs, devices, arrays)
+    total = np.sum(arrays, axis=0)
+    for i, o in enumerate(outs):
+        np.testing.assert_allclose(o, total[4 * i : 4 * i + 4], rtol=1e-12)
+
+
+def test_broadcast_copies_to_every_device(rng):
+    refs, devices = _sim(3)
+    a = _values(rng, DType.int32, [7])
+    outs = _run(lambda xs, s: ops.distributed_broadcast(xs[0], s), [[7]], DType.int32, refs, devices, [a])
+    assert len(outs) == 3
+    for o in outs:
+        np.testing.assert_array_equal(o, a)
+
+
+def test_allreduce_layer(rng):
+    refs, devices = _sim(2)
+    arrays = [_values(rng, DType.float32, [4]) for _ in range(2)]
+    layer = Allreduce(num_accelerators=2)
+    outs = _run(lambda xs, s: layer(xs, s), [[4]] * 2, DType.float32, refs, devices, arrays)
+    np.testing.assert_allclose(outs[1], arrays[0] + arrays[1], rtol=1e-6)
+
+
+def _stage(types, build):
+    with Graph("bad", input_types=types) as g:
+        build([v for v in g.inputs])
+
+
+def _sig(ref):
+    return BufferType(DType.uint8, [Signals.NUM_BYTES], ref)
+
+
+def test_staging_errors_name_the_problem():
+    gpu = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
+    t = lambda shape, ref, dtype=DType.float32: TensorType(dtype, shape, ref)  # noqa: E731
+    with pytest.raises(ValueError, match="inputs\\[1\\] is \\[5\\]"):
+        _stage([t([4], gpu[0]), t([5], gpu[1]), _sig(gpu[0]), _sig(gpu[1])],
+               lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(TypeError, match="one dtype"):
+        _stage([t([4], gpu[0]), t([4], gpu[1], DType.float16), _sig(gpu[0]), _sig(gpu[1])],
+               lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(ValueError, match="gpu:0 appears twice"):
+        _stage([t([4], gpu[0]), t([4], gpu[0]), _sig(gpu[0]), _sig(gpu[0])],
+               lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(ValueError, match="expected one per input"):
+        _stage([t([4], gpu[0]), t([4], gpu[1]), _sig(gpu[0])], lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(ValueError, match="signal_buffers\\[0\\].*input 0's device|buffer i must be on input i's"):
+        _stage([t([4], gpu[0]), t([4], gpu[1]), _sig(gpu[1]), _sig(gpu[0])],
+               lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(TypeError, match="uint8 buffer"):
+        _stage([t([4], gpu[0]), t([4], gpu[1]), BufferType(DType.float32, [4], gpu[0]), _sig(gpu[1])],
+               lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(ValueError, match="all GPUs or all the CPU"):
+        _stage([t([4], DeviceRef.CPU()), t([4], gpu[1]), _sig(DeviceRef.CPU()), _sig(gpu[1])],
+               lambda v: ops.allreduce.sum(v[:2], v[2:]))
+    with pytest.raises(ValueError, match="does not split into 2"):
+        _stage([t([3], gpu[0]), t([3], gpu[1]), _sig(gpu[0]), _sig(gpu[1])],
+               lambda v: ops.reducescatter.sum(v[:2], v[2:]))
+    with pytest.raises(ValueError, match="at least 2"):
+        _stage([t([3], gpu[0]), _sig(gpu[0])], lambda v: ops.distributed_broadcast(v[0], v[1:]))
+    with pytest.raises(ValueError, match="not among the signal buffers"):
+        _stage([t([3], DeviceRef.GPU(2)), _sig(gpu[0]), _sig(gpu[1])],
+               lambda v: ops.distributed_broadcast(v[0], v[1:]))
+
+
+def test_functional_collectives_need_a_graph():
+    from max import functional as F
+
+    with pytest.raises(NotImplementedError, match="inside a Graph"):
+        F.allreduce_sum([], [])
+
+
+# ---- GPUs -------------------------------------------------------------------------------------
+
+
+def _gpus(n: int) -> list[driver.Device]:
+    if driver.accelerator_count() < n:
+        if os.environ.get("MAX_REQUIRE_GPU") == "1":
+            pytest.fail(f"MAX_REQUIRE_GPU=1 but this machine has {driver.accelerator_count()} GPUs, {n} needed")
+        pytest.skip(f"needs {n} GPU(s)")
+    return [driver.Accelerator(i) for i in range(n)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16])
+def test_single_rank_nccl_allreduce_is_a_copy(rng, dtype):
+    devices = _gpus(1)
+    a = _values(rng, dtype, [257, 33])
+    (out,) = _run(lambda xs, s: ops.allreduce.sum(xs, s), [[257, 33]], dtype, [DeviceRef.GPU(0)], devices, [a])
+    np.testing.assert_array_equal(out.view(np.uint8), a.view(np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16, DType.int32])
+def test_two_gpu_collectives_match_numpy(rng, dtype):
+    devices = _gpus(2)
+    refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
+    arrays = [_values(rng, dtype, [64, 130]) for _ in range(2)]
+    outs = _run(lambda xs, s: ops.allreduce.sum(xs, s), [[64, 130]] * 2, dtype, refs, devices, arrays)
+    want = np.sum([np.asarray(a, np.float64) for a in arrays], axis=0)
+    for o in outs:
+        np.testing.assert_allclose(o.astype(np.float64), want, rtol=1e-2 if dtype == DType.bfloat16 else 1e-6)
+    for axis, shapes in ((0, [[3, 4], [5, 4]]), (1, [[3, 5, 2], [3, 7, 2]])):  # unequal pieces
+        arrays = [_values(rng, dtype, s) for s in shapes]
+        outs = _run(lambda xs, s: ops.allgather(xs, s, axis=axis), shapes, dtype, refs, devices, arrays)
+        for o in outs:
+            np.testing.assert_array_equal(o, np.concatenate([np.asarray(a, o.dtype) for a in arrays], axis=axis))
+    eq = [_values(rng, dtype, [4, 6]) for _ in range(2)]
+    outs = _run(lambda xs, s: ops.allgather(xs, s), [[4, 6]] * 2, dtype, refs, devices, eq)
+    for o in outs:
+        np.testing.assert_array_equal(o, np.concatenate([np.asarray(a, o.dtype) for a in eq]))
+    outs = _run(lambda xs, s: ops.distributed_broadcast(xs[0], s), [[4, 6]], dtype, refs, devices, eq[:1])
+    for o in outs:
+        np.testing.assert_array_equal(o, np.asarray(eq[0], o.dtype))
+
+
+def test_a_missing_gpu_is_named():
+    from max.driver import DeviceSpec
+    from max.pipelines.lib.pipeline import pick_devices
+
+    n = driver.accelerator_count()
+    with pytest.raises(ValueError, match=f"gpu:{n + 1} not found"):
+        pick_devices([*[DeviceSpec.accelerator(i) for i in range(n)], DeviceSpec.accelerator(n + 1)])
