@@ -470,14 +470,14 @@ extern "C" __global__ void __launch_bounds__(256) skinny_reduce_f32(ReduceArgs p
 
 // ---- W^T products: C = epilogue(A @ W^T) with W [N, K] as a linear layer stores it -----------
 //
-// skinny_nt_<T>_m<MR>_<vec|any>: A [M, K] with M <= MR (1, 2, 4 or 8), W [N, K], C [M, N], all
-// row-major. A warp computes whole dot products: it owns R consecutive rows of W (R = MR up to
-// 4), reads them from start to end in 16-byte lane vectors (512 bytes per row and step, NT_U
-// steps in flight before any is used), takes the matching A vectors through L1 (every warp
-// reads the same A; each vector serves the warp's R rows, which keeps L1 traffic at MR / R
-// times the weight bytes), and the lanes' sums meet by shuffles. Nothing is split over K, so
-// there is no workspace and no second pass: for the small products of a decode step the time
-// is latency, and the chain here is the launch, one round trip per NT_U steps and the store.
+// skinny_nt_<T>_m<MR>_<vec|any>: A [M, K] with M <= MR (1, 2 or 4), W [N, K], C [M, N], all
+// row-major. A warp computes whole dot products: it owns R = MR consecutive rows of W, reads
+// them from start to end in 16-byte lane vectors (512 bytes per row and step, 8 / R steps in
+// flight before any is used), takes the matching A vectors through L1 (every warp reads the
+// same A; each vector serves the warp's R rows, so L1 carries no more bytes than the weights),
+// and the lanes' sums meet by shuffles. Nothing is split over K, so there is no workspace and
+// no second pass: for the small products of a decode step the time is latency, and the chain
+// here is the launch, one round trip per group of steps in flight and the store.
 // `vec`: K % V == 0 and A, W 16-byte aligned (every vector is whole); `any`: element loads,
 // zero past K.
 
@@ -512,7 +512,7 @@ __device__ __forceinline__ void load_a(u32* w, const T* row, i64 col, i64 k) {
 template <typename T, int MR, bool VEC>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     constexpr int V = 16 / sizeof(T);
-    constexpr int R = MR < 4 ? MR : 4;  // rows of W per warp
+    constexpr int R = MR;      // rows of W per warp
     constexpr int U = 8 / R;            // steps in flight: 8 vectors per lane
     constexpr i64 STEP = 32 * V;
     const int lane = threadIdx.x % 32;
@@ -590,7 +590,7 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     extern "C" __global__ void __launch_bounds__(NT_WARPS * 32) skinny_nt_##NAME##_m##MR##_any(NtArgs p) { \
         nt_kernel<T, MR, false>(p);                                                                        \
     }
-#define NT_ENTRIES(T, NAME) NT_ENTRY(T, NAME, 1) NT_ENTRY(T, NAME, 2) NT_ENTRY(T, NAME, 4) NT_ENTRY(T, NAME, 8)
+#define NT_ENTRIES(T, NAME) NT_ENTRY(T, NAME, 1) NT_ENTRY(T, NAME, 2) NT_ENTRY(T, NAME, 4)
 NT_ENTRIES(bf16, bf16)
 NT_ENTRIES(f16, f16)
 NT_ENTRIES(float, f32)

@@ -1,6 +1,6 @@
 //! Launching the W^T products of kernels/gemm_skinny.cu (`skinny_nt_*`): C [m, n] =
 //! epilogue(A [m, k] @ W^T) with W [n, k] row-major, the layout a linear layer's weight is
-//! stored in, for the few rows of a decode step. A warp per 1-4 rows of W reads them whole, so
+//! stored in, for the one to four rows of a decode step. A warp per 1-4 rows of W reads them whole, so
 //! nothing is split over K and no workspace is needed. [`plan`] is pure and picks the kernel.
 
 use std::sync::Arc;
@@ -13,12 +13,14 @@ use super::gemm_skinny::short_name;
 use crate::sources::GEMM_SKINNY;
 use crate::{Error, Result, function};
 
-/// Most rows of A the kernels take.
-pub const MAX_M: usize = 8;
+/// Most rows of A the kernels take. At 8 rows the CUDA cores' FMAs and conversions, not the
+/// weight stream, bound a SIMT kernel (an H200: 48 us for Llama-3.2-1B's gate/up at 8 rows
+/// against 15 at one); more rows go to the tensor cores.
+pub const MAX_M: usize = 4;
 /// Most weights one launch multiplies A by: the kernel's NT_SEGS.
 pub const SEGS: usize = 4;
-/// Warps per block: the kernel's NT_WARPS (each owns min(rows of A rounded up to a power of
-/// two, 4) rows of W).
+/// Warps per block: the kernel's NT_WARPS (each owns as many rows of W as A has rows, rounded
+/// up to a power of two).
 const WARPS: usize = 4;
 
 #[repr(C)]
@@ -59,7 +61,7 @@ pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64]) 
     let vec = k % (16 / elem) == 0 && aligned;
     let mr = m.next_power_of_two();
     // rows of W per warp: the kernel's R
-    let per_block = WARPS * mr.min(4);
+    let per_block = WARPS * mr;
     let mut first = vec![0usize];
     for &n in ns {
         first.push(first.last()? + n.div_ceil(per_block));
@@ -126,14 +128,14 @@ mod tests {
         let p = plan(DType::BFloat16, 1, &[2048], 2048, 0, &[256]).unwrap();
         assert_eq!((p.kernel.as_str(), p.first.clone(), p.threads), ("skinny_nt_bf16_m1_vec", vec![0, 512], 128));
         assert_eq!(plan(DType::BFloat16, 3, &[10], 2048, 0, &[0]).unwrap().kernel, "skinny_nt_bf16_m4_vec");
-        assert_eq!(plan(DType::BFloat16, 5, &[10], 2048, 0, &[0]).unwrap().first, vec![0, 1]);
+        assert_eq!(plan(DType::BFloat16, 4, &[10], 2048, 0, &[0]).unwrap().first, vec![0, 1]);
         assert_eq!(plan(DType::BFloat16, 2, &[4096], 2048, 0, &[0]).unwrap().first, vec![0, 512]);
         // K not a whole number of 16-byte vectors, or a misaligned operand: element loads
-        assert_eq!(plan(DType::Float16, 8, &[7], 104, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m8_vec");
-        assert_eq!(plan(DType::Float16, 8, &[7], 101, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m8_any");
+        assert_eq!(plan(DType::Float16, 4, &[7], 104, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m4_vec");
+        assert_eq!(plan(DType::Float16, 3, &[7], 101, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m4_any");
         assert_eq!(plan(DType::Float32, 2, &[7], 64, 4, &[0]).unwrap().kernel, "skinny_nt_f32_m2_any");
         assert_eq!(plan(DType::Float32, 2, &[7, 9], 64, 0, &[0, 8]).unwrap().kernel, "skinny_nt_f32_m2_any");
-        assert!(plan(DType::BFloat16, 9, &[7], 64, 0, &[0]).is_none());
+        assert!(plan(DType::BFloat16, 5, &[7], 64, 0, &[0]).is_none());
         assert!(plan(DType::Int32, 1, &[7], 64, 0, &[0]).is_none());
         assert!(plan(DType::BFloat16, 1, &[0], 64, 0, &[0]).is_none());
     }
