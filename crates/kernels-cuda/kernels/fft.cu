@@ -21,6 +21,8 @@
 // the block's global accesses as it does shared ones). Float16, bfloat16 and float32 compute
 // in f32, float64 in f64; twiddles and chirps come from sincospi of exact integer ratios.
 
+// Entries are declared __launch_bounds__(FFT_THREADS, 1): with a bare (512), ptxas holds the
+// f64 entries to 64 registers and spills the radix-7 butterfly.
 #define FFT_THREADS 512
 
 template <typename S> struct Cx {
