@@ -87,7 +87,7 @@ pub struct IrfftConfig {
 /// Whether Stockham passes of radix 4, 2, 3, 5 and 7 take a length (as fft.cu chooses them).
 pub fn smooth(mut n: usize) -> bool {
     while n > 1 {
-        match [4, 2, 3, 5, 7].into_iter().find(|r| n % r == 0) {
+        match [4, 2, 3, 5, 7].into_iter().find(|r| n.is_multiple_of(*r)) {
             Some(r) => n /= r,
             None => return false,
         }
@@ -108,7 +108,7 @@ fn short(dtype: DType) -> Result<(&'static str, usize)> {
 /// The configuration for an irfft of geometry `g` on `dtype` values.
 pub fn select(g: &IrfftShape, dtype: DType, dev: &DeviceFacts) -> Result<IrfftConfig> {
     let (dt, csize) = short(dtype)?;
-    let len = if g.n % 2 == 0 { g.n / 2 } else { g.n };
+    let len = if g.n.is_multiple_of(2) { g.n / 2 } else { g.n };
     let l = if smooth(len) { 0 } else { (2 * len - 1).next_power_of_two() };
     let w = if l > 0 { l } else { len };
     if w > MAX_LEN {

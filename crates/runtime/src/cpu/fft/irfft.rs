@@ -35,7 +35,7 @@ impl<F: Float> Work<F> {
 impl<F: Float> Irfft<F> {
     /// The transform to `n >= 1` samples.
     pub fn new(n: usize) -> Irfft<F> {
-        let even = n % 2 == 0;
+        let even = n.is_multiple_of(2);
         let len = if even { n / 2 } else { n };
         let twiddles = if even { (0..len as u64).map(|k| Cx::cis_pi(2 * k, n as u64)).collect() } else { Vec::new() };
         Irfft { n, fft: Fft::new(len), twiddles }
@@ -52,7 +52,7 @@ impl<F: Float> Irfft<F> {
         // The frequencies the Hermitian extension reads as real.
         let x = |k: usize| if k == 0 || 2 * k == n { Cx::new(spec[k].re, zero) } else { spec[k] };
         let data = &mut work.data;
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             for (k, d) in data.iter_mut().enumerate() {
                 let (a, b) = (x(k), x(len - k).conj());
                 *d = (a + b) + ((a - b) * self.twiddles[k]).times_i();
@@ -64,7 +64,7 @@ impl<F: Float> Irfft<F> {
             }
         }
         self.fft.process(data, &mut work.scratch);
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             for (t, z) in data.iter().enumerate() {
                 out[2 * t] = z.re * scale;
                 out[2 * t + 1] = z.im * scale;

@@ -18,7 +18,7 @@ use crate::cpu::reduction::work::Float;
 /// The radix of the next Stockham pass when `rem` points are left to combine, None when `rem`
 /// has a prime factor above 7.
 pub fn radix_of(rem: usize) -> Option<usize> {
-    [4, 2, 3, 5, 7].into_iter().find(|r| rem % r == 0)
+    [4, 2, 3, 5, 7].into_iter().find(|r| rem.is_multiple_of(*r))
 }
 
 /// Whether a length is a product of 2, 3, 5 and 7 (the Stockham passes take it directly).

@@ -190,9 +190,11 @@ fn run_scales_and_rounds_narrow_dtypes() {
 fn run_rejects_what_the_graph_would() {
     let x = buf(DType::Float32, &[4], &[0f32; 4]);
     let bad_out = empty(DType::Float32, &[5]);
-    let e = run(&op(0, None, "backward", false), &[x.clone()], &[bad_out]).unwrap_err().to_string();
+    let e = run(&op(0, None, "backward", false), std::slice::from_ref(&x), &[bad_out]).unwrap_err().to_string();
     assert!(e.contains("irfft: the result is float32 [5], expected float32 [6]"), "{e}");
-    let e = run(&op(0, None, "backward", true), &[x.clone()], &[empty(DType::Float32, &[6])]).unwrap_err().to_string();
+    let e = run(&op(0, None, "backward", true), std::slice::from_ref(&x), &[empty(DType::Float32, &[6])])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("irfft: input_tensor: a complex input must be [..., 2]"), "{e}");
     let ints = buf(DType::Int32, &[4], &[0i32; 4]);
     let e = run(&op(0, None, "backward", false), &[ints], &[empty(DType::Int32, &[6])]).unwrap_err().to_string();
