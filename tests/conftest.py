@@ -1,5 +1,6 @@
 """Shared fixtures: fresh random generators, and GPU tests that skip cleanly without a GPU (or
-without the Hopper GPU that the sm_90a kernels need)."""
+without the Hopper GPU that the sm_90a kernels need); with MAX_REQUIRE_GPU=1 a missing GPU fails
+them instead."""
 
 import os
 
@@ -17,11 +18,17 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+def _no_gpu():
+    if os.environ.get("MAX_REQUIRE_GPU") == "1":
+        pytest.fail("MAX_REQUIRE_GPU=1 but there is no GPU on this machine")
+    pytest.skip("no GPU on this machine")
+
+
 @pytest.fixture(scope="session")
 def gpu():
     """The first accelerator; skips the test on a machine without one."""
     if driver.accelerator_count() == 0:
-        pytest.skip("no GPU on this machine")
+        _no_gpu()
     return driver.Accelerator()
 
 
@@ -40,7 +47,7 @@ def device(request):
     """Each test body once per device: the CPU, and the first accelerator (skipped without one)."""
     if request.param == "gpu":
         if driver.accelerator_count() == 0:
-            pytest.skip("no GPU on this machine")
+            _no_gpu()
         return driver.Accelerator()
     return driver.CPU()
 

@@ -129,6 +129,9 @@ avg_pool2d = _lift(ops.avg_pool2d)
 max_pool2d = _lift(ops.max_pool2d)
 fold = _lift(ops.fold)
 
+# FFT.
+irfft = _lift(ops.irfft)
+
 # Creation and buffers.
 arange = _lift(ops.range, "arange")
 hann_window = _lift(graph_fns.hann_window)
@@ -177,7 +180,6 @@ allgather = _staged_only(ops.allgather, "allgather")
 allreduce_sum = _staged_only(ops.allreduce.sum, "allreduce_sum")
 custom = _unsupported("custom", "custom (Mojo) kernels are not supported")
 inplace_custom = _unsupported("inplace_custom", "custom (Mojo) kernels are not supported")
-irfft = _unsupported("irfft", "the engine has no FFT kernels")
 
 
 def in_graph_context() -> bool:

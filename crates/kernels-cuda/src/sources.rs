@@ -93,6 +93,9 @@ pub const ATTENTION: Family = Family { name: "attention", source: include_str!("
 /// sample_tokens (temperature, top-k, top-p, min-p, Gumbel-max) and apply_penalties.
 pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("../kernels/sampling.cu") };
 
+/// irfft (Stockham passes of radix 2 to 7, Bluestein's algorithm for other lengths).
+pub const FFT: Family = Family { name: "fft", source: include_str!("../kernels/fft.cu") };
+
 /// The reduction families (kernels/reduction_common.cuh in front of each; every file starts
 /// with its own `#line`, so compile errors name the right file and line).
 pub const REDUCTION: Family = Family {
@@ -139,6 +142,7 @@ pub const ALL: &[Family] = &[
     SORT,
     ATTENTION,
     SAMPLING,
+    FFT,
 ];
 
 /// The families named in `only` (all of them for `None`), in `ALL`'s order; an unknown name is

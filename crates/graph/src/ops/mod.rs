@@ -16,6 +16,7 @@ pub mod conv;
 pub mod conv_transpose;
 pub mod creation;
 pub mod elementwise;
+pub mod fft;
 pub mod indexing;
 pub mod layout;
 pub mod linalg;
@@ -193,6 +194,9 @@ op_kinds! {
         Allgather => "allgather" ["inputs"],
         ReducescatterSum => "reducescatter_sum" ["inputs"],
         DistributedBroadcast => "distributed_broadcast" ["input", "signal_buffers"],
+    }
+    Fft {
+        Irfft => "irfft" ["input_tensor"],
     }
 }
 
@@ -439,6 +443,7 @@ pub fn infer(op: &Op, inputs: &[Type]) -> Result<Vec<Type>> {
         Family::Attention => attention::infer(&ctx),
         Family::Sampling => sampling::infer(&ctx),
         Family::Collective => collective::infer(&ctx),
+        Family::Fft => fft::infer(&ctx),
     }
 }
 

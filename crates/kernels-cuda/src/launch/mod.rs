@@ -8,6 +8,7 @@ pub mod attention;
 pub mod conv;
 pub mod conv_sm90;
 pub mod epilogue;
+pub mod fft;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_sm90p;

@@ -7,6 +7,7 @@ pub mod collective;
 pub mod conv;
 pub mod copy;
 pub mod elementwise;
+pub mod fft;
 pub mod indexing;
 pub mod lanes;
 pub mod layout;

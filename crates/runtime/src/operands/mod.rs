@@ -13,6 +13,7 @@ use crate::{Buffer, Error, Result, with_cast_type};
 
 mod attention;
 mod conv;
+mod fft;
 pub(crate) mod layout;
 mod pool;
 mod quant;
@@ -21,6 +22,7 @@ mod sampling;
 
 pub(crate) use attention::{fits_cache, query_shape};
 pub(crate) use conv::{ConvGeometry, TransposeGeometry, conv_geometry, conv_io, conv_weights, transpose_geometry};
+pub(crate) use fft::irfft_shape;
 pub(crate) use pool::{Window, fold_window, pool_window};
 pub(crate) use quant::{GptqCall, QuantCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, quant_call};
 pub(crate) use reduction::{axis_lines, layer_norm_args};

@@ -15,6 +15,8 @@ from max.graph.ops.elementwise import *  # noqa: F403
 from max.graph.ops.elementwise import __all__ as _elementwise
 from max.graph.ops.indexing import *  # noqa: F403
 from max.graph.ops.indexing import __all__ as _indexing
+from max.graph.ops.irfft import *  # noqa: F403
+from max.graph.ops.irfft import __all__ as _irfft
 from max.graph.ops.layout import *  # noqa: F403
 from max.graph.ops.layout import __all__ as _layout
 from max.graph.ops.linalg import *  # noqa: F403
@@ -26,5 +28,5 @@ from max.graph.ops.reduction import __all__ as _reduction
 
 __all__ = sorted(
     {"allreduce", "reducescatter", *_buffer, *_collective, *_control, *_conv, *_creation, *_elementwise,
-     *_indexing, *_layout, *_linalg, *_quant, *_reduction}
+     *_indexing, *_irfft, *_layout, *_linalg, *_quant, *_reduction}
 )

@@ -6,6 +6,7 @@ use max_graph::ops::{Family, OpKind};
 mod attention;
 pub(crate) mod collective;
 mod conv;
+mod fft;
 mod indexing;
 mod layout;
 mod matmul;
@@ -101,6 +102,7 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             Family::Quant => quant::run(dev, op, inputs, outputs),
             Family::Attention => attention::run(dev, op, inputs, outputs),
             Family::Sampling => sampling::run(dev, op, inputs, outputs),
+            Family::Fft => fft::run(dev, op, inputs, outputs),
             _ => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
         },
     }
