@@ -1,10 +1,12 @@
 """``max.random``: tensors of random values, reproducible from one global seed.
 
-The graph API has no random ops, so values are drawn on the host, with numpy's counter-based
-Philox generator, and copied to the tensor's device. Each tensor draws a 64-bit key from the
-global stream when it is created and generates its values from its own Philox stream with that
-key: the values depend only on the seed and the order of creation, also under ``F.lazy()``
-(where they are only generated if the tensor is used)."""
+Values are generated on the tensor's device by the graph's random ops (``max.graph.ops.random``:
+Philox4x32-10 and Box-Muller, the recipe in crates/runtime/src/cpu/random/values.rs), so uniform
+values are the same bits on the CPU and on a GPU. Each tensor takes a 64-bit key from the global
+seed and its place in the order of creation -- the k-th tensor after ``set_seed(s)`` (k = 0, 1,
+...) takes splitmix64's k-th output from the state s -- and passes it to the op as the seed
+tensor, so one compiled op serves every call. The values depend only on the seed and the order of
+creation, also under ``F.lazy()`` (where they are only generated if the tensor is used)."""
 
 from __future__ import annotations
 
@@ -17,19 +19,18 @@ import numpy as np
 from max.dtype import DType
 from max._eager import creation
 
-_STATE: dict[str, Any] = {}
+_STATE: dict[str, int] = {"seed": 0, "count": 0}
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def set_seed(value: int) -> None:
-    """Restarts the global random stream from `value`."""
-    _STATE["seed"] = int(value)
-    _STATE["rng"] = np.random.Generator(np.random.Philox(int(value)))
-
-
-def _rng() -> np.random.Generator:
-    if "rng" not in _STATE:
-        set_seed(0)
-    return _STATE["rng"]
+    """Restarts the global random stream from `value` (an int64)."""
+    value = int(value)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"random.set_seed: the seed must fit in int64, got {value}")
+    _STATE["seed"] = value
+    _STATE["count"] = 0
 
 
 def seed() -> Any:
@@ -37,21 +38,41 @@ def seed() -> Any:
     from max.driver import CPU
     from max.tensor import Tensor
 
-    _rng()
     return Tensor.constant(_STATE["seed"], dtype=DType.int64, device=CPU())
 
 
-def _make(shape: Iterable[Any], dtype: DType | None, device: Any, op: str, draw: Any) -> Any:
+def _next_key() -> int:
+    """The next tensor's key: splitmix64's k-th output from the state `seed` (k counts the
+    tensors made since ``set_seed``)."""
+    k = _STATE["count"]
+    _STATE["count"] = k + 1
+    z = (_STATE["seed"] + (k + 1) * _GOLDEN) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _draw(seed: Any, *, name: str, shape: tuple[int, ...], dtype: DType, device: Any, params: dict) -> Any:
+    """The graph function behind every draw: one random op with `seed` as its seed tensor."""
+    from max.graph.ops.random import draw
+    from max.graph.type import TensorType
+
+    return draw(name, seed, TensorType(dtype, shape, device), params)
+
+
+def _make(shape: Iterable[Any], dtype: DType | None, device: Any, op: str, name: str, params: dict) -> Any:
+    from max import driver
+    from max.graph.type import DeviceRef
+    from max.tensor import Tensor
+    from max._eager import dispatch
+
     dtype, device = creation.defaults(dtype, device)
     if not (dtype.is_float() if hasattr(dtype, "is_float") else "float" in dtype.name):
         raise TypeError(f"random.{op}: dtype must be a floating-point type, got {dtype}")
     dims = creation.static_shape(shape, op)
-    key = int(_rng().integers(0, 2**63))
-
-    def values() -> np.ndarray:
-        return draw(np.random.Generator(np.random.Philox(key)), dims)
-
-    return creation.make(dims, dtype, device, values)
+    key = Tensor(storage=driver.Buffer.from_numpy(np.array(_next_key(), dtype=np.uint64)))
+    kwargs = {"name": name, "shape": dims, "dtype": dtype, "device": DeviceRef.from_device(device), "params": params}
+    return dispatch.apply(_draw, (key,), kwargs)
 
 
 def uniform(shape: Iterable[Any] = (), range: tuple[float, float] = (0, 1), *, dtype: DType | None = None,  # noqa: A002
@@ -64,7 +85,7 @@ def uniform(shape: Iterable[Any] = (), range: tuple[float, float] = (0, 1), *, d
     hi = hi if high is None else high
     if not lo < hi:
         raise ValueError(f"random.uniform: the range must have min < max, got ({lo}, {hi})")
-    return _make(shape, dtype, device, "uniform", lambda g, dims: g.uniform(lo, hi, dims))
+    return _make(shape, dtype, device, "uniform", "random_uniform", {"low": float(lo), "high": float(hi)})
 
 
 def gaussian(shape: Iterable[Any] = (), mean: float = 0.0, std: float = 1.0, *, dtype: DType | None = None,
@@ -72,7 +93,7 @@ def gaussian(shape: Iterable[Any] = (), mean: float = 0.0, std: float = 1.0, *, 
     """Values from the normal distribution N(mean, std**2)."""
     if not std > 0:
         raise ValueError(f"random.gaussian: std must be positive, got {std}")
-    return _make(shape, dtype, device, "gaussian", lambda g, dims: g.normal(mean, std, dims))
+    return _make(shape, dtype, device, "gaussian", "random_normal", {"mean": float(mean), "std": float(std)})
 
 
 def normal(shape: Iterable[Any] = (), mean: float = 0.0, std: float = 1.0, *, dtype: DType | None = None,

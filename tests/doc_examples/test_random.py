@@ -1,6 +1,7 @@
 """The Python examples of random.md (max.random), as tests. The docs' values come from MAX's own
-generator; this engine draws on the host from a seeded Philox stream, so the tests check
-shape, dtype, range, distribution and seeding instead of the docs' exact numbers."""
+generator; this engine's random ops (Philox4x32-10 on the tensor's device) give other values, so
+the tests check shape, dtype, range, distribution and seeding instead of the docs' exact
+numbers."""
 
 import numpy as np
 import pytest

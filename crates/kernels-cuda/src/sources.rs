@@ -96,6 +96,9 @@ pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("..
 /// irfft (Stockham passes of radix 2 to 7, Bluestein's algorithm for other lengths).
 pub const FFT: Family = Family { name: "fft", source: include_str!("../kernels/fft.cu") };
 
+/// random_uniform and random_normal (Philox4x32-10, Box-Muller).
+pub const RANDOM: Family = Family { name: "random", source: include_str!("../kernels/random.cu") };
+
 /// The reduction families (kernels/reduction_common.cuh in front of each; every file starts
 /// with its own `#line`, so compile errors name the right file and line).
 pub const REDUCTION: Family = Family {
@@ -143,6 +146,7 @@ pub const ALL: &[Family] = &[
     ATTENTION,
     SAMPLING,
     FFT,
+    RANDOM,
 ];
 
 /// The families named in `only` (all of them for `None`), in `ALL`'s order; an unknown name is

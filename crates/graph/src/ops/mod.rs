@@ -22,6 +22,7 @@ pub mod layout;
 pub mod linalg;
 pub mod pool;
 pub mod quant;
+pub mod random;
 pub mod reduction;
 pub mod sampling;
 
@@ -197,6 +198,10 @@ op_kinds! {
     }
     Fft {
         Irfft => "irfft" ["input_tensor"],
+    }
+    Random {
+        RandomUniform => "random_uniform" ["seed"],
+        RandomNormal => "random_normal" ["seed"],
     }
 }
 
@@ -444,6 +449,7 @@ pub fn infer(op: &Op, inputs: &[Type]) -> Result<Vec<Type>> {
         Family::Sampling => sampling::infer(&ctx),
         Family::Collective => collective::infer(&ctx),
         Family::Fft => fft::infer(&ctx),
+        Family::Random => random::infer(&ctx),
     }
 }
 

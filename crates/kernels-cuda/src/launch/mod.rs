@@ -15,6 +15,7 @@ pub mod gemm_sm90p;
 pub mod gemv_nt;
 pub mod gptq;
 pub mod quant;
+pub mod random;
 pub mod record;
 pub mod reduction;
 pub mod sampling;

@@ -14,5 +14,6 @@ pub mod layout;
 pub mod linalg;
 pub mod matmul;
 pub mod quant;
+pub mod random;
 pub mod reduction;
 pub mod sampling;

@@ -36,6 +36,7 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Sampling => cpu::sampling::run(op, inputs, outputs),
         Family::Collective => cpu::collective::run(op, inputs, outputs),
         Family::Fft => cpu::fft::run(op, inputs, outputs),
+        Family::Random => cpu::random::run(op, inputs, outputs),
         _ => Err(Error::Value(format!("{}: no CPU kernel for this op", op.kind.name()))),
     }
 }

@@ -11,6 +11,7 @@ mod indexing;
 mod layout;
 mod matmul;
 mod quant;
+mod random;
 mod reduction;
 mod sampling;
 use max_graph::{Attr, Type};
@@ -103,6 +104,7 @@ pub(crate) fn run(dev: &CudaDevice, types: &[Type], step: &Step, inputs: &[Buffe
             Family::Attention => attention::run(dev, op, inputs, outputs),
             Family::Sampling => sampling::run(dev, op, inputs, outputs),
             Family::Fft => fft::run(dev, op, inputs, outputs),
+            Family::Random => random::run(dev, op, inputs, outputs),
             _ => Err(Error::Value(format!("{}: no GPU kernel for this op yet", op.kind.name()))),
         },
     }
