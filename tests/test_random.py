@@ -122,7 +122,6 @@ def normal_ref(dtype: DType, seed: int, n: int, mean=0.0, std=1.0, stream=0) -> 
         m1 = (w[:, 2] << U64(21)) | (w[:, 3] >> U64(11))
         u1, u2 = (m0 + U64(1)).astype(np.float64) * 2.0**-53, m1.astype(np.float64) * 2.0**-53
     else:
-        w = blocks(seed, stream, (n + 3) // 4).reshape(-1, 2).astype(np.float64)
         w = blocks(seed, stream, (n + 3) // 4).reshape(-1, 2)
         u1 = ((w[:, 0] >> np.uint32(8)) + 1).astype(np.float64) * 2.0**-24
         u2 = (w[:, 1] >> np.uint32(8)).astype(np.float64) * 2.0**-24
@@ -186,11 +185,12 @@ def test_seed_bits_include_negative_and_extreme_seeds():
 def _normal_tol(dtype: DType, v: np.ndarray, mean: float, std: float, r: np.ndarray) -> np.ndarray:
     eps = {DType.float32: 2.0**-23, DType.float64: 2.0**-52, DType.float16: 2.0**-10, DType.bfloat16: 2.0**-7,
            DType.float8_e4m3fn: 2.0**-3, DType.float8_e5m2: 2.0**-2}[dtype]
-    # A few ulps of the result and of the terms; std * r bounds |std * z| (numpy's cos and sin
-    # of 2 pi u2 lose accuracy near their zeros, the kernels' sincospi does not).
+    # A few ulps of the result and of the terms; std * r bounds |std * z|. numpy rounds 2 pi u2
+    # before its cos and sin (up to half an ulp of 2 pi, absolute), the kernels' sincospi does
+    # not: the reference's own error is most of the float64 allowance.
     tiny = {DType.float16: 2.0**-24, DType.bfloat16: 2.0**-133, DType.float8_e4m3fn: 2.0**-9,
             DType.float8_e5m2: 2.0**-16}.get(dtype, 0.0)
-    return 4 * eps * (np.abs(v) + abs(mean) + std * r) + tiny
+    return 8 * eps * (np.abs(v) + abs(mean) + std * r) + tiny
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=ids)

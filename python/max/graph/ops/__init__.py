@@ -1,7 +1,7 @@
 """Ops you can add while staging a graph (``max.graph.ops``), one module per family; random
 tensors are the submodule ``ops.random`` (``ops.random.set_seed``, ``ops.random.uniform``, ...)."""
 
-from max.graph.ops import allreduce, reducescatter
+from max.graph.ops import allreduce, random, reducescatter
 from max.graph.ops.buffer import *  # noqa: F403
 from max.graph.ops.buffer import __all__ as _buffer
 from max.graph.ops.collective import *  # noqa: F403
@@ -24,7 +24,6 @@ from max.graph.ops.linalg import *  # noqa: F403
 from max.graph.ops.linalg import __all__ as _linalg
 from max.graph.ops.quant import *  # noqa: F403
 from max.graph.ops.quant import __all__ as _quant
-from max.graph.ops import random  # noqa: F401 - the ops.random submodule
 from max.graph.ops.reduction import *  # noqa: F403
 from max.graph.ops.reduction import __all__ as _reduction
 
