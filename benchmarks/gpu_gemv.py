@@ -18,8 +18,8 @@ import sys
 
 import numpy as np
 
-from common import time_gpu, write
-from gpu_timing import Timer, our_stream
+from common import write
+from gpu_timing import Timer, copy_rate_gbps, our_stream
 from max import driver, engine
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
@@ -50,10 +50,7 @@ def main() -> None:
     session = engine.InferenceSession(devices=[driver.CPU(), gpu])
     stream, timer = our_stream(gpu), Timer(torch)
     side = torch.cuda.Stream()
-    copy_bytes = 1 << 30
-    src = driver.Buffer(DType.uint8, [copy_bytes], device=gpu)
-    copy_gbps = 2 * copy_bytes / time_gpu(lambda: src.copy(), sync) / 1e9
-    del src
+    copy_gbps = copy_rate_gbps(gpu, sync)
 
     rows = []
     gref = DeviceRef.GPU()

@@ -29,8 +29,8 @@ import sys
 
 import numpy as np
 
-from common import check_tuning, time_async, time_gpu, write
-from gpu_timing import Timer, our_stream
+from common import check_tuning, time_async, write
+from gpu_timing import Timer, copy_rate_gbps, our_stream
 from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
@@ -75,11 +75,7 @@ def main() -> None:
     side = torch.cuda.Stream()
     rng = np.random.default_rng(0)
 
-    copy_bytes = 1 << 30
-    src = driver.Buffer(DType.uint8, [copy_bytes], device=gpu)
-    copy_s = time_gpu(lambda: src.copy(), sync)
-    copy_gbps = 2 * copy_bytes / copy_s / 1e9
-    del src
+    copy_gbps = copy_rate_gbps(gpu, sync)
 
     rows = []
     for enc in ENCODINGS:

@@ -1,7 +1,8 @@
 """GPU time of microsecond work with the host out of the way: calls are queued behind a spin
 kernel (torch.cuda._sleep) on the stream they run on, between two CUDA events, so the GPU runs
 them back to back as it would replay a CUDA graph and launch overhead is not measured. Needs
-torch. Used by gpu_conv2d.py and gpu_qmatmul.py.
+torch. Used by gpu_conv2d.py, gpu_qmatmul.py and gpu_gemv.py; also the device copy rate those
+compare weight streaming with.
 """
 
 from __future__ import annotations
@@ -57,3 +58,15 @@ def our_stream(gpu):
 
     handle = int(re.search(r"handle=(0x[0-9a-f]+)", repr(gpu.default_stream)).group(1), 16)
     return torch.cuda.ExternalStream(handle)
+
+
+def copy_rate_gbps(gpu, sync) -> float:
+    """The device's copy rate in GB/s (read + write bytes of a 1 GiB device-to-device copy over
+    its time): the rate a GEMV streaming its weights is compared with."""
+    from common import time_gpu
+    from max import driver
+    from max.dtype import DType
+
+    nbytes = 1 << 30
+    src = driver.Buffer(DType.uint8, [nbytes], device=gpu)
+    return 2 * nbytes / time_gpu(lambda: src.copy(), sync) / 1e9

@@ -7,58 +7,28 @@
 //! takes the place of the first, where every sibling's inputs already exist (the activation is
 //! shared and the weights are constants). Each product keeps its own output value.
 
-use std::collections::{HashMap, HashSet};
-
 use max_graph::ops::OpKind;
 use max_graph::{DeviceKind, Type, ValueId};
 use max_kernels_cuda::launch::quant::QV_SEGS;
 
-use crate::engine::program::{Body, StepKind};
+use super::siblings;
+use crate::engine::program::{Body, Step, StepKind};
 
 /// Fuses the sibling qmatmuls of `body` (top level only).
 pub fn fuse(body: &mut Body, types: &[Type]) {
-    let constants: HashSet<ValueId> = body
-        .steps
-        .iter()
-        .filter(
-            |s| matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)),
-        )
-        .flat_map(|s| s.outputs.iter().copied())
-        .collect();
+    let constants = siblings::constants(body);
     let on_gpu = |v: ValueId| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu);
-    // The open group of each activation: the index of its step.
-    let mut open: HashMap<ValueId, usize> = HashMap::new();
-    let mut joined = vec![false; body.steps.len()];
-    for i in 0..body.steps.len() {
-        let s = &body.steps[i];
-        let StepKind::Op(op) = &s.kind else { continue };
-        let single = s.inputs.len() == 2 && s.outputs.len() == 1 && s.bodies.is_empty();
-        if op.kind != OpKind::QMatmul || !single || !constants.contains(&s.inputs[1]) || !on_gpu(s.outputs[0]) {
-            continue;
-        }
-        let lhs = s.inputs[0];
-        let fits = |g: usize| {
-            let head = &body.steps[g];
-            matches!(&head.kind, StepKind::Op(h) if h.attrs == op.attrs) && head.outputs.len() < QV_SEGS
-        };
-        match open.get(&lhs).copied().filter(|&g| fits(g)) {
-            Some(g) => {
-                let (w, out) = (s.inputs[1], s.outputs[0]);
-                body.steps[g].inputs.push(w);
-                body.steps[g].outputs.push(out);
-                joined[i] = true;
-            }
-            None => {
-                open.insert(lhs, i);
-            }
-        }
-    }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !joined[i];
-        i += 1;
-        keep
-    });
+    let eligible = |s: &Step| {
+        matches!(&s.kind, StepKind::Op(op) if op.kind == OpKind::QMatmul)
+            && constants.contains(&s.inputs[1])
+            && on_gpu(s.outputs[0])
+    };
+    // one encoding per launch: the head's attributes (its encoding) must match
+    let same_encoding = |head: &Step, s: &Step| match (&head.kind, &s.kind) {
+        (StepKind::Op(h), StepKind::Op(o)) => h.attrs == o.attrs,
+        _ => false,
+    };
+    siblings::join(body, eligible, same_encoding, QV_SEGS);
 }
 
 #[cfg(test)]
@@ -68,7 +38,7 @@ mod tests {
     use max_graph::{DType, DeviceRef, Dim, TensorType};
 
     use super::*;
-    use crate::engine::program::Step;
+    use Step;
 
     fn tensor(kind: DeviceKind, dtype: DType) -> Type {
         let device = if kind == DeviceKind::Gpu { DeviceRef::gpu(0) } else { DeviceRef::CPU };

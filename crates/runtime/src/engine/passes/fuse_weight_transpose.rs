@@ -13,7 +13,7 @@
 //! few rows. The step takes the place of the first product, where every sibling's inputs
 //! already exist (the activation is shared and the weights are constants).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use max_graph::ops::{Op, OpKind};
 use max_graph::types::DeviceKind;
@@ -86,41 +86,12 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
 /// Joins the epilogue-free products of one activation by constant weights read as stored, up
 /// to [`SEGS`] to a step (top level only).
 fn fuse_siblings(body: &mut Body) {
-    let constants: HashSet<ValueId> = body
-        .steps
-        .iter()
-        .filter(
-            |s| matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)),
-        )
-        .flat_map(|s| s.outputs.iter().copied())
-        .collect();
-    let plain = |k: &StepKind| matches!(k, StepKind::Gemm(g) if g.b_transpose.is_some() && !g.bias && !g.residual && g.act.is_none());
-    let mut open: HashMap<ValueId, usize> = HashMap::new();
-    let mut joined = vec![false; body.steps.len()];
-    for i in 0..body.steps.len() {
-        let s = &body.steps[i];
-        if !plain(&s.kind) || s.inputs.len() != 2 || s.outputs.len() != 1 || !constants.contains(&s.inputs[1]) {
-            continue;
-        }
-        let lhs = s.inputs[0];
-        match open.get(&lhs).copied().filter(|&g| body.steps[g].outputs.len() < SEGS) {
-            Some(g) => {
-                let (w, out) = (s.inputs[1], s.outputs[0]);
-                body.steps[g].inputs.push(w);
-                body.steps[g].outputs.push(out);
-                joined[i] = true;
-            }
-            None => {
-                open.insert(lhs, i);
-            }
-        }
-    }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !joined[i];
-        i += 1;
-        keep
-    });
+    let constants = super::siblings::constants(body);
+    let eligible = |s: &crate::engine::program::Step| {
+        matches!(&s.kind, StepKind::Gemm(g) if g.b_transpose.is_some() && !g.bias && !g.residual && g.act.is_none())
+            && constants.contains(&s.inputs[1])
+    };
+    super::siblings::join(body, eligible, |_, _| true, SEGS);
 }
 
 #[cfg(test)]

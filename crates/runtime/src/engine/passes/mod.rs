@@ -21,6 +21,7 @@ mod fuse_matmul_epilogue;
 mod fuse_qmatmul_residual;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
+mod siblings;
 
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
 

@@ -1,0 +1,59 @@
+//! Every kernel a family's launch wrappers can name exists in the family's PTX for sm_90a, with
+//! one parameter of the size of the wrapper's argument struct (so the #[repr(C)] structs and
+//! the kernels' structs agree), for the families whose launchers list their kernels. Also the
+//! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
+//! unless MAX_REQUIRE_NVRTC=1.
+
+use max_kernels_cuda::launch::{attention, fft, random, sampling};
+use max_kernels_cuda::sources::{ATTENTION, FFT, Family, RANDOM, SAMPLING};
+use max_kernels_cuda::{Target, compile, ensure_nvrtc};
+
+/// The family's PTX after checking that `listed` (the launcher's kernels, `count` of them) are
+/// all in it with their argument sizes; None when NVRTC is missing and not required.
+fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: usize) -> Option<String> {
+    match ensure_nvrtc() {
+        Ok(()) => {}
+        Err(e) if std::env::var("MAX_REQUIRE_NVRTC").as_deref() != Ok("1") => {
+            eprintln!("skipping: {e}");
+            return None;
+        }
+        Err(e) => panic!("MAX_REQUIRE_NVRTC=1 but {e}"),
+    }
+    let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{e}"))).unwrap();
+    assert_eq!(listed.len(), count, "{}: kernels listed", family.name);
+    for (f, name, size) in listed {
+        assert_eq!(f.name, family.name);
+        let entry = format!(".entry {name}(\n\t.param .align 8 .b8 {name}_param_0[{size}]\n)");
+        assert!(ptx.contains(&entry), "missing or different: {entry}");
+    }
+    Some(ptx)
+}
+
+#[test]
+fn attention_kernels_exist_with_their_argument_sizes() {
+    check_listed(&ATTENTION, attention::kernels(), 15);
+}
+
+#[test]
+fn fft_kernels_exist_with_their_argument_sizes() {
+    check_listed(&FFT, fft::kernels(), 10);
+}
+
+#[test]
+fn sampling_kernels_exist_and_never_contract() {
+    let Some(ptx) = check_listed(&SAMPLING, sampling::kernels(), 4) else { return };
+    // The exact arithmetic must not be contracted: no fused multiply-add in the family.
+    assert!(!ptx.contains("fma.rn.f32"), "sampling.cu must not contract a * b + c into an FMA");
+}
+
+#[test]
+fn random_kernels_exist_and_uniform_never_contracts() {
+    let Some(ptx) = check_listed(&RANDOM, random::kernels(), 12) else { return };
+    for (_, name, _) in random::kernels() {
+        if name.starts_with("random_uniform") {
+            let body = ptx.split(&format!(".entry {name}(")).nth(1).unwrap_or("");
+            let body = body.split(".entry ").next().unwrap_or("");
+            assert!(!body.contains("fma.rn"), "{name}: offset + scale * u must not be contracted into an FMA");
+        }
+    }
+}
