@@ -117,3 +117,17 @@ def test_sibling_projections_share_a_launch(rng, gpu, dtype):
         outs = execute(model, gpu, a)
         for i, (out, w) in enumerate(zip(outs, weights)):
             check(out, *product(a, w), dtype, f"{dtype.name} m={m} projection {i}")
+
+
+def test_a_product_of_constants_folds_at_load(rng, gpu):
+    """x and W both constants: the W^T step is folded on the host at load (which applies the
+    transpose itself), siblings included; the values match numpy."""
+    dtype, k = DType.bfloat16, 72
+    a = rand(rng, (3, k), dtype)
+    weights = [rand(rng, (n, k), dtype) for n in (40, 8)]
+    with Graph("folded", input_types=[]) as g:
+        x = ops.constant(a, dtype, GPU)
+        g.output(*[ops.matmul(x, ops.constant(w, dtype, GPU).T) for w in weights])
+    outs = [o.to_numpy() for o in session(gpu).load(g).execute()]
+    for out, w in zip(outs, weights):
+        check(out, *product(a, w), dtype, "bf16 folded")

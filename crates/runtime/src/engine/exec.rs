@@ -225,18 +225,16 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             cpu::elementwise::run(&crate::shared::Fused::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::host_dispatch::run_cpu(op, inputs, outputs),
-        StepKind::Gemm(g) if g.b_transpose.is_some() => {
+        StepKind::Gemm(g @ GemmEpilogue { b_transpose: Some(op), .. }) => {
             // inputs [a, W_1 .. W_n, bias?, residual?] with W_i [n_i, k]: transpose each W_i here
             let parts = outputs.len();
-            let op = g.b_transpose.as_ref().ok_or_else(|| Error::Value("gemm: no transpose".into()))?;
+            let plain = Step { kind: StepKind::Gemm(GemmEpilogue { b_transpose: None, ..g.clone() }), ..step.clone() };
             for (w, out) in inputs[1..=parts].iter().zip(outputs) {
                 let (n, k) = (w.shape()[0] as i64, w.shape()[1] as i64);
                 let wt = Buffer::for_result(w.dtype(), &[k, n], &Device::Cpu)?;
                 super::host_dispatch::run_cpu(op, std::slice::from_ref(w), std::slice::from_ref(&wt))?;
                 let mut gemm_inputs = vec![inputs[0].clone(), wt];
                 gemm_inputs.extend(inputs[1 + parts..].iter().cloned());
-                let plain =
-                    Step { kind: StepKind::Gemm(GemmEpilogue { b_transpose: None, ..g.clone() }), ..step.clone() };
                 run_host_kernel(types, &plain, &gemm_inputs, std::slice::from_ref(out))?;
             }
             Ok(())
