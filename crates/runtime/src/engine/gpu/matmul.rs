@@ -39,6 +39,7 @@ pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outpu
     }
 }
 
+/// A kernel error as the engine's: a problem no kernel takes is a ValueError.
 fn kernel_err(e: max_kernels_cuda::Error) -> Error {
     match e {
         max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
@@ -117,10 +118,7 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
     dev.bind()?;
     let run = |pa: u64, pb: u64, pc: u64, count: usize, sa: usize, sb: usize, e: Epilogue| {
         max_kernels_cuda::launch::matmul(&dev.stream, out.dtype(), (pa, pb, pc), (m, n, k), count, (sa, sb, m * n), &e)
-            .map_err(|e| match e {
-                max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
-                other => other.into(),
-            })
+            .map_err(kernel_err)
     };
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     // Batched A with one shared B folds into the rows of a single GEMM.
@@ -135,10 +133,7 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
         if gemm_skinny::suitable(out.dtype(), (m, n, k), batch, strides, (a.addr(), b.addr())) {
             let ptrs = (a.addr(), b.addr(), out.addr());
             return gemm_skinny::gemm_skinny(&dev.stream, out.dtype(), ptrs, (m, n, k), batch, strides, epi, None)
-                .map_err(|e| match e {
-                    max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
-                    other => other.into(),
-                });
+                .map_err(kernel_err);
         }
     }
     if sm90 {
