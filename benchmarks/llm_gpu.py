@@ -193,10 +193,14 @@ def run_round(p, batch: int, prompt: int, steps: int, rng: np.random.Generator) 
     from max.interfaces import SamplingParams, TextGenerationInputs
     from max.pipelines.lib.context import TextContext
 
-    def step(ctxs: list) -> None:
-        out = p.execute(TextGenerationInputs([{c.request_id: c for c in ctxs}]))
-        if len(out) != len(ctxs):
-            raise RuntimeError(f"a step of {len(ctxs)} sequences produced {len(out)} tokens")
+    def step(ctxs: list, num_steps: int = 1) -> int:
+        """One execute (up to `num_steps` decode steps, as `max generate` runs them); the tokens
+        each sequence got."""
+        out = p.execute(TextGenerationInputs([{c.request_id: c for c in ctxs}], num_steps=num_steps))
+        counts = {len(o.tokens) for o in out.values()}
+        if len(out) != len(ctxs) or len(counts) != 1:
+            raise RuntimeError(f"a step of {len(ctxs)} sequences produced {len(out)} outputs of {counts} tokens")
+        return counts.pop()
 
     vocab = int(p.model.config["vocab_size"])
     ctxs = [TextContext(max_length=p.max_length, tokens=rng.integers(1, vocab, prompt),
@@ -208,8 +212,9 @@ def run_round(p, batch: int, prompt: int, steps: int, rng: np.random.Generator) 
             step(group)
         prefill = time.perf_counter() - t
         t = time.perf_counter()
-        for _ in range(steps):
-            step(ctxs)
+        done = 0
+        while done < steps:
+            done += step(ctxs, min(p.decode_steps, steps - done))
         decode = time.perf_counter() - t
     finally:
         for c in ctxs:

@@ -117,7 +117,9 @@ class ModelWorker:
         if not batch:
             return 0
         try:
-            outputs = self.pipeline.execute(TextGenerationInputs([{c.request_id: c for c in batch}]))
+            # several decode steps at once while nobody waits to join the batch
+            steps = 1 if self.scheduler.waiting else self.pipeline.decode_steps
+            outputs = self.pipeline.execute(TextGenerationInputs([{c.request_id: c for c in batch}], num_steps=steps))
         except Exception as e:  # noqa: BLE001 - the step's requests fail, the server stays up
             log.exception("a model step failed")
             for ctx in batch:

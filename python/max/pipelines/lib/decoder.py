@@ -176,9 +176,15 @@ class DecoderModel:
             g.output(logits)
         return g
 
-    def execute(self, tokens: np.ndarray, offsets: np.ndarray, cache_inputs: Sequence[driver.Buffer]) -> driver.Buffer:
-        """The logits ``[batch, vocab]`` (on the model's device) of one step. Token ids are
-        checked here: a captured decode graph's embedding lookup cannot report a bad one."""
+    def execute(self, tokens: np.ndarray | driver.Buffer, offsets: np.ndarray,
+                cache_inputs: Sequence[driver.Buffer]) -> driver.Buffer:
+        """The logits ``[batch, vocab]`` (on the model's device) of one step. Token ids from the
+        host are checked here: a captured decode graph's embedding lookup cannot report a bad
+        one. Ids already on the model's device are the sampler's (a multi-step decode) and in
+        range by construction."""
+        if isinstance(tokens, driver.Buffer):
+            return self.model.execute(tokens, *upload([offsets], self.device), *cache_inputs,
+                                      *self._signal_buffers)[0]
         if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
             bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
             raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")

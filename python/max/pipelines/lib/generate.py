@@ -127,20 +127,23 @@ class Generator:
                     raise KVCacheExhaustedError(f"a prompt needs {need} pages; the cache has {kv.total_num_pages}")
                 running.append(waiting.popleft())
             batch = self._plan_step(running)
-            outputs = p.execute(TextGenerationInputs([{r.ctx.request_id: r.ctx for r in batch}]))
+            # several decode steps at once when nobody waits to join the batch
+            steps = 1 if waiting else p.decode_steps
+            outputs = p.execute(TextGenerationInputs([{r.ctx.request_id: r.ctx for r in batch}], num_steps=steps))
             stats.steps += 1
             now = time.perf_counter()
             for r in batch:
                 out = outputs.get(r.ctx.request_id)
                 if out is None:
                     continue
+                new = len(out.tokens)
                 if r.first_token_at is None:
                     r.first_token_at = now - t_start
                     if stats.first_token_seconds is None:
                         stats.first_token_seconds = r.first_token_at
-                else:
-                    stats.decode_tokens += 1
-                stats.generated_tokens += 1
+                    new -= 1
+                stats.decode_tokens += new
+                stats.generated_tokens += len(out.tokens)
                 if out.log_probabilities:
                     r.log_probabilities.extend(out.log_probabilities)
                 generated = r.ctx.generated_tokens.tolist()

@@ -15,10 +15,11 @@ import numpy as np
 from max import driver, engine
 from max.driver import DeviceSpec
 from max.interfaces import GenerationStatus, PipelineTask, TextGenerationInputs, TextGenerationOutput
-from max.kv_cache import PagedKVCacheManager
+from max.kv_cache import KVCacheExhaustedError, PagedKVCacheManager
 from max.pipelines.lib.config import PipelineConfig
 from max.pipelines.lib.context import TextContext
 from max.pipelines.lib.decoder import DecoderModel
+from max.pipelines.lib import multistep
 from max.pipelines.lib.logprobs import LogProbGraph
 from max.pipelines.lib.model_source import ModelSource, resolve
 from max.pipelines.lib.sampler import Sampler
@@ -151,14 +152,19 @@ class TextGenerationPipeline:
         set with ``ctx.chunk``, or its last token); contexts whose prompt is now complete get
         their next token sampled, appended and checked against the stop conditions. A context
         with ``log_probabilities`` > 0 also gets the token's log-probability and that many of the
-        most likely alternatives (log-softmax of the raw logits, computed on the device)."""
+        most likely alternatives (log-softmax of the raw logits, computed on the device).
+
+        With ``inputs.num_steps`` > 1 and a batch that only decodes, up to that many steps run
+        back to back on the device (``multistep``) and each output carries one token per step,
+        up to the context's stop."""
         ctxs: list[TextContext] = list(inputs.batch.values())
         if not ctxs:
             return {}
+        steps = multistep.plan(ctxs, inputs.num_steps, self.max_length)
         for ctx in ctxs:
             if not self.kv_manager.contains(ctx.request_id):
                 self.kv_manager.claim(ctx.request_id)
-            self.kv_manager.alloc(ctx)
+        steps = self._alloc(ctxs, steps)
         tokens = np.concatenate([ctx.next_tokens for ctx in ctxs])
         offsets = np.zeros(len(ctxs) + 1, np.uint32)
         offsets[1:] = np.cumsum([ctx.active_length for ctx in ctxs])
@@ -174,14 +180,47 @@ class TextGenerationPipeline:
             on_device = self.sampler.sample_on_device(logits, sampled, finishing)
             lps = self.logprobs.compute(logits, finishing, on_device) \
                 if any(c.log_probabilities > 0 for c in sampled) else None
-            chosen = self.sampler.to_host(on_device)
-            for row, (ctx, token) in enumerate(zip(sampled, chosen.tolist())):
-                ctx.append(token)
-                ctx.status = self._status(ctx, token)
-                lp = [lps.for_row(row, token, ctx.log_probabilities)] \
+            ids = multistep.run_more(self, sampled, on_device, steps) if steps > 1 else [on_device]
+            chosen = np.stack([self.sampler.to_host(t) for t in ids], axis=1).tolist()  # [rows][steps]
+            for row, (ctx, tokens) in enumerate(zip(sampled, chosen)):
+                kept = []
+                for k, token in enumerate(tokens):
+                    if k:  # the previous token was processed by step k + 1
+                        self.kv_manager.step([[ctx]])
+                        ctx.commit()
+                    ctx.append(token)
+                    ctx.status = self._status(ctx, token)
+                    kept.append(token)
+                    if ctx.status.is_done:
+                        break
+                lp = [lps.for_row(row, tokens[0], ctx.log_probabilities)] \
                     if lps is not None and ctx.log_probabilities > 0 else None
-                outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, [token], ctx.status, lp)
+                outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, kept, ctx.status, lp)
         return outputs
+
+    def _alloc(self, ctxs: list[TextContext], steps: int) -> int:
+        """Gives every context the cache pages of `steps` steps; when the cache cannot hold that
+        many, of one step (the steps this call will run)."""
+        if steps > 1:
+            try:
+                for ctx in ctxs:
+                    self.kv_manager.alloc(ctx, num_steps=steps)
+                return steps
+            except KVCacheExhaustedError:
+                pass
+        for ctx in ctxs:
+            self.kv_manager.alloc(ctx)
+        return 1
+
+    @property
+    def decode_steps(self) -> int:
+        """Decode steps a caller asks ``execute`` for at once (``TextGenerationInputs.num_steps``):
+        ``max_num_steps`` when set, else 8 on a GPU (the host's per-step work then overlaps the
+        device's) and 1 on the CPU (whose steps are the host's work)."""
+        n = int(self.pipeline_config.max_num_steps)
+        if n > 0:
+            return n
+        return 1 if self.device.is_host else 8
 
     def _status(self, ctx: TextContext, token: int) -> GenerationStatus:
         sp = ctx.sampling_params

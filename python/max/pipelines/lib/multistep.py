@@ -1,0 +1,73 @@
+"""Several decode steps in one ``execute`` (``TextGenerationInputs.num_steps``, MAX's multi-step
+decode). Steps after the first take the previous step's sampled tokens straight from the device,
+so the host queues step k+1 while the GPU still runs step k and reads every token back once at
+the end: the host's per-step work (cache inputs, uploads, launches) hides behind the GPU instead
+of adding to it, which is most of a small model's time per token.
+
+The extra steps are planned before the first one runs (``plan``): every context must sample at
+the first step (no prompt chunk pending, a single new token each, so that the prompt's first
+token is never held back), none may need its token history on the host (penalties) or
+log-probabilities, and the count shrinks so that no context runs past its ``max_new_tokens`` or
+the pipeline's ``max_length``. Tokens past a stop (end of sequence, a stop token) are dropped by
+the caller's bookkeeping; the cache positions they wrote are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from max import driver
+
+
+@dataclass
+class Ahead:
+    """What the KV-cache manager and the sampler read of a context `steps` tokens after it
+    was handed to ``execute``: one token to process, the previous ones cached."""
+
+    request_id: Any
+    sampling_params: Any
+    prompt_length: int
+    start_idx: int
+    end_idx: int
+    active_length: int = 1
+
+
+def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
+    """How many steps to run for `ctxs` (at least 1) when `requested` are asked for."""
+    if requested <= 1:
+        return 1
+    steps = requested
+    for ctx in ctxs:
+        sp = ctx.sampling_params
+        if ctx.active_length != 1 or ctx.active_idx != ctx.end_idx or ctx.log_probabilities > 0 \
+                or sp.has_penalties:
+            return 1
+        # tokens this context may still add: the step's own plus one per further step
+        room = max_length - ctx.end_idx
+        if sp.max_new_tokens is not None:
+            room = min(room, sp.max_new_tokens - (ctx.end_idx - ctx.prompt_length))
+        steps = min(steps, room)
+    return max(1, steps)
+
+
+def run_more(pipeline: Any, ctxs: Sequence[Any], first: driver.Buffer, steps: int) -> list[driver.Buffer]:
+    """Queues steps 2..`steps` after a first step whose sampled ids (one per context, in order)
+    are `first`; returns every step's ids, still on the device."""
+    out = [first]
+    offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
+    rows = list(range(len(ctxs)))
+    for k in range(1, steps):
+        # before step k+1 a context holds k more tokens, all but the newest cached
+        views = [Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + k - 1, c.end_idx + k)
+                 for c in ctxs]
+        caches = pipeline.kv_manager.get_runtime_inputs([views])
+        logits = pipeline.model.execute(out[-1], offsets, [b for cache in caches for b in cache])
+        out.append(pipeline.sampler.sample_on_device(logits, views, rows))
+    return out
+
+
+__all__ = ["Ahead", "plan", "run_more"]

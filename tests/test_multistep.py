@@ -1,0 +1,108 @@
+"""Multi-step decode (``TextGenerationInputs.num_steps``) on the real SmolLM2 GGUF: several
+steps in one ``execute`` give exactly the tokens of as many single steps (greedy and seeded
+sampling, a ragged batch), stop where a single-step run stops, leave the cache consistent for
+the next request, and fall back to one step where the batch needs the host between steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from max.driver import DeviceSpec
+from max.interfaces import GenerationStatus, SamplingParams, TextGenerationInputs
+from max.pipelines import PipelineConfig
+from max.pipelines.lib import multistep
+from max.pipelines.lib.context import TextContext
+from max.pipelines.lib.pipeline import load_pipeline
+from models import smollm2_gguf
+
+MAX_LENGTH = 256
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    return load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=MAX_LENGTH, max_batch_size=4,
+                                        device_specs=[DeviceSpec.cpu()]))
+
+
+def _contexts(prompts, sp):
+    return [TextContext(max_length=MAX_LENGTH, tokens=p, sampling_params=sp) for p in prompts]
+
+
+def _generate(pipeline, ctxs, num_steps):
+    """Runs `ctxs` together to completion; returns each one's generated tokens and the number of
+    tokens each output carried."""
+    sizes = []
+    try:
+        while any(not c.is_done for c in ctxs):
+            live = [c for c in ctxs if not c.is_done]
+            outs = pipeline.execute(TextGenerationInputs([{c.request_id: c for c in live}], num_steps=num_steps))
+            for c in live:
+                assert outs[c.request_id].tokens == c.generated_tokens[-len(outs[c.request_id].tokens):].tolist()
+                sizes.append(len(outs[c.request_id].tokens))
+    finally:
+        for c in ctxs:
+            pipeline.release(c.request_id)
+    return [c.generated_tokens.tolist() for c in ctxs], sizes
+
+
+def _prompts(seed, lengths=(5, 23, 11)):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(100, 40000, n) for n in lengths]
+
+
+@pytest.mark.parametrize("sp", [
+    SamplingParams(top_k=1, max_new_tokens=11, ignore_eos=True),
+    SamplingParams(temperature=0.9, top_k=40, top_p=0.95, seed=1234, max_new_tokens=11, ignore_eos=True),
+], ids=["greedy", "seeded"])
+def test_several_steps_give_the_tokens_of_single_steps(pipeline, sp):
+    prompts = _prompts(3)
+    single, sizes1 = _generate(pipeline, _contexts(prompts, sp), 1)
+    multi, sizes4 = _generate(pipeline, _contexts(prompts, sp), 4)
+    assert multi == single
+    assert all(len(t) == 11 for t in multi)
+    assert set(sizes1) == {1}
+    assert max(sizes4) == 4  # the decode steps really ran four at a time
+
+
+def test_a_stop_token_inside_the_steps_ends_the_request_there(pipeline):
+    sp = SamplingParams(top_k=1, max_new_tokens=20, ignore_eos=True)
+    prompts = _prompts(5, (9,))
+    (single,), _ = _generate(pipeline, _contexts(prompts, sp), 1)
+    # the first token that has not appeared before it, at least 3 tokens in
+    at = next(i for i in range(3, len(single)) if single[i] not in single[:i])
+    stop = SamplingParams(top_k=1, max_new_tokens=20, stop_token_ids=[single[at]])
+    (ctx,) = _contexts(prompts, stop)
+    (multi,), _ = _generate(pipeline, [ctx], 8)
+    assert multi == single[: at + 1]
+    assert ctx.status == GenerationStatus.END_OF_SEQUENCE
+    # the cache holds what a single-step run leaves: the next request is unaffected
+    (again,), _ = _generate(pipeline, _contexts(prompts, sp), 8)
+    assert again == single
+
+
+def test_steps_stop_at_max_length(pipeline):
+    sp = SamplingParams(top_k=1, ignore_eos=True)
+    prompts = _prompts(9, (MAX_LENGTH - 6,))
+    (single,), _ = _generate(pipeline, _contexts(prompts, sp), 1)
+    (multi,), _ = _generate(pipeline, _contexts(prompts, sp), 8)
+    assert multi == single and len(multi) == 6
+
+
+def test_plan_takes_one_step_when_the_host_is_needed_between_steps():
+    def ctx(n=1, **sp):
+        c = TextContext(max_length=100, tokens=np.arange(1, 6), sampling_params=SamplingParams(**sp))
+        if n == 1:
+            c.commit()
+            c.append(7)  # decoding: one new token
+        return c
+
+    assert multistep.plan([ctx(), ctx()], 8, 100) == 8
+    assert multistep.plan([ctx(), ctx(n=5)], 8, 100) == 1  # a prompt in the batch
+    assert multistep.plan([ctx(repetition_penalty=1.2)], 8, 100) == 1
+    lp = ctx()
+    lp.log_probabilities = 2
+    assert multistep.plan([lp], 8, 100) == 1
+    assert multistep.plan([ctx(max_new_tokens=3)], 8, 100) == 2  # one generated, two to go
+    assert multistep.plan([ctx()], 8, 9) == 3  # 6 held, room for 3 more
+    assert multistep.plan([ctx()], 1, 100) == 1
