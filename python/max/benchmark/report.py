@@ -12,7 +12,8 @@ import numpy as np
 
 @dataclass
 class RequestResult:
-    """One request's outcome. Times in seconds; `itl` are the gaps between content chunks."""
+    """One request's outcome. Times in seconds from sending it: `ttft` to the first content
+    chunk, `latency` to the last; `itl` are the gaps between content chunks."""
 
     ok: bool
     prompt_len: int = 0
