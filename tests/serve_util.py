@@ -21,13 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class ServerProcess:
-    """`max serve --model-path MODEL --devices cpu --host 127.0.0.1 --port 0 FLAGS...`."""
+    """`max serve --model-path MODEL --devices DEVICES --host 127.0.0.1 --port 0 FLAGS...`."""
 
-    def __init__(self, model: Path | str, *flags: str, timeout: float = 300.0) -> None:
+    def __init__(self, model: Path | str, *flags: str, timeout: float = 300.0, devices: str = "cpu") -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
         self.stderr = tempfile.TemporaryFile()
-        cmd = [sys.executable, "-m", "max", "serve", "--model-path", str(model), "--devices", "cpu",
+        cmd = [sys.executable, "-m", "max", "serve", "--model-path", str(model), "--devices", devices,
                "--host", "127.0.0.1", "--port", "0", *flags]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         self.lines: list[str] = []

@@ -148,6 +148,11 @@ def test_benchmark_random_dataset(server, tmp_path):
         assert 0 < st["mean"] and st["median"] <= st["p90"] <= st["p99"], (key, st)
     assert res["ttft_ms"]["p99"] <= res["e2el_ms"]["p99"]
     assert res["output_throughput"] == pytest.approx(72 / res["duration_s"])
+    # vLLM's flat names, which scripts reading vLLM's result files look for, hold the same figures.
+    assert res["duration"] == res["duration_s"] and res["max_concurrency"] == 4
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat in ("mean", "median", "std", "p90", "p95", "p99"):
+            assert res[f"{stat}_{metric}_ms"] == res[f"{metric}_ms"][stat], (metric, stat)
 
 
 def test_benchmark_sharegpt_file_and_chat(server, tmp_path):

@@ -1,7 +1,8 @@
-"""Continuous batching and prefix caching through ``max serve`` (CPU, SmolLM2): 32 concurrent
-greedy requests of different prompt lengths, run in shared steps with chunked prefill, each get
-exactly the text they get alone; a shared system prompt is served from the prefix cache (the
-metrics count the hit) with the same text as when it was computed."""
+"""Continuous batching and prefix caching through ``max serve`` (SmolLM2, on the CPU and on the
+GPU when there is one): 32 concurrent greedy requests of different prompt lengths, run in shared
+steps with chunked prefill, each get exactly the text they get alone; a shared system prompt is
+served from the prefix cache (the metrics count the hit) with the same text as when it was
+computed."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ WORDS = ("river mountain quiet engine purple window history seven garden bright 
          "coffee lantern silver market winter pencil orbit thunder meadow signal").split()
 
 
-@pytest.fixture(scope="module")
-def server():
+@pytest.fixture(scope="module", params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def server(request):
+    if request.param == "gpu":
+        request.getfixturevalue("gpu")  # skips without one
     # A small step budget: long prompts are prefilled in chunks alongside the decodes.
     s = ServerProcess(smollm2_gguf(), "--max-length", "256", "--max-batch-size", "32", "--kv-cache-page-size", "16",
-                      "--max-batch-input-tokens", "96", "--served-model-name", "smollm")
+                      "--max-batch-input-tokens", "96", "--served-model-name", "smollm", devices=request.param)
     yield s
     assert s.stop() == 0, s.errors()
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from max.benchmark.client import get_json
 from max.benchmark.datasets import random_requests, sharegpt_requests
-from max.benchmark.report import format_table, summarize
+from max.benchmark.report import format_table, summarize, vllm_fields
 from max.benchmark.run import payload_for, run_load
 
 
@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     print(format_table(summary), flush=True)
     if args.save_result or args.result_filename:
         path = Path(args.result_filename or f"benchmark-{time.strftime('%Y%m%d-%H%M%S')}.json")
-        record = dict(summary, backend=args.backend, endpoint=endpoint, model=model, base_url=base,
+        record = dict(summary, **vllm_fields(summary), backend=args.backend, endpoint=endpoint, model=model, base_url=base,
                       dataset_name=args.dataset_name, num_prompts=len(payloads), request_rate=args.request_rate,
                       burstiness=args.burstiness, max_concurrency=args.max_concurrency, date=time.strftime("%F %T"))
         path.write_text(json.dumps(record, indent=2))

@@ -12,7 +12,8 @@ import numpy as np
 
 @dataclass
 class RequestResult:
-    """One request's outcome. Times in seconds; `itl` are the gaps between content chunks."""
+    """One request's outcome. Times in seconds from sending it: `ttft` to the first content
+    chunk, `latency` to the last; `itl` are the gaps between content chunks."""
 
     ok: bool
     prompt_len: int = 0
@@ -65,6 +66,17 @@ def summarize(results: list[RequestResult], duration: float) -> dict[str, Any]:
     }
 
 
+def vllm_fields(s: dict[str, Any]) -> dict[str, float]:
+    """The summary's figures under the flat names of vLLM's ``benchmark_serving`` result JSON
+    (``duration``, ``median_ttft_ms``, ``p99_tpot_ms``, ...), which scripts written for vLLM's
+    (and MAX's) files read; the nested ``ttft_ms: {median: ...}`` form stays beside them."""
+    out = {"duration": s["duration_s"]}
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat, value in s[f"{metric}_ms"].items():
+            out[f"{stat}_{metric}_ms"] = value
+    return out
+
+
 def format_table(s: dict[str, Any]) -> str:
     w = 50
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=w, c="=")]
@@ -93,4 +105,4 @@ def format_table(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["RequestResult", "format_table", "summarize"]
+__all__ = ["RequestResult", "format_table", "summarize", "vllm_fields"]
