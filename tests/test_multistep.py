@@ -106,3 +106,25 @@ def test_plan_takes_one_step_when_the_host_is_needed_between_steps():
     assert multistep.plan([ctx(max_new_tokens=3)], 8, 100) == 2  # one generated, two to go
     assert multistep.plan([ctx()], 8, 9) == 3  # 6 held, room for 3 more
     assert multistep.plan([ctx()], 1, 100) == 1
+
+
+@pytest.mark.gpu
+def test_several_steps_on_the_gpu_give_the_tokens_of_single_steps(gpu, tmp_path):
+    """The captured decode step fed by the device's own sampled ids (a random SmolLM2-shaped
+    bf16 model: the ids depend only on the arithmetic, which both runs share)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from llm_files import SHAPES, write_safetensors_model
+
+    path = write_safetensors_model(tmp_path / "m", SHAPES["smollm2-135m"])
+    p = load_pipeline(PipelineConfig(model_path=str(path), max_length=MAX_LENGTH, max_batch_size=4,
+                                     device_specs=[DeviceSpec.accelerator(0)]))
+    assert p.decode_steps == 8
+    for sp in (SamplingParams(top_k=1, max_new_tokens=30, ignore_eos=True),
+               SamplingParams(temperature=0.8, top_k=20, seed=7, max_new_tokens=30, ignore_eos=True)):
+        prompts = _prompts(11, (7, 40, 19))
+        single, _ = _generate(p, _contexts(prompts, sp), 1)
+        multi, sizes = _generate(p, _contexts(prompts, sp), 8)
+        assert multi == single and max(sizes) == 8
