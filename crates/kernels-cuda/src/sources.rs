@@ -89,6 +89,9 @@ pub const QGEMV: Family = Family {
 
 /// rope, kv_cache_store and paged_attention over the paged KV cache.
 pub const ATTENTION: Family = Family { name: "attention", source: include_str!("../kernels/attention.cu") };
+/// paged_attention of prefill-shaped batches on tensor cores (mma.sync, FlashAttention-2 style).
+pub const ATTENTION_PREFILL: Family =
+    Family { name: "attention_prefill", source: include_str!("../kernels/attention_prefill.cu") };
 
 /// sample_tokens (temperature, top-k, top-p, min-p, Gumbel-max) and apply_penalties.
 pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("../kernels/sampling.cu") };
@@ -144,6 +147,7 @@ pub const ALL: &[Family] = &[
     SCAN,
     SORT,
     ATTENTION,
+    ATTENTION_PREFILL,
     SAMPLING,
     FFT,
     RANDOM,

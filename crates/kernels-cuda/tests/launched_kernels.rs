@@ -4,8 +4,8 @@
 //! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
 //! unless MAX_REQUIRE_NVRTC=1.
 
-use max_kernels_cuda::launch::{attention, fft, random, sampling};
-use max_kernels_cuda::sources::{ATTENTION, FFT, Family, RANDOM, SAMPLING};
+use max_kernels_cuda::launch::{attention, attention_prefill, fft, random, sampling};
+use max_kernels_cuda::sources::{ATTENTION, ATTENTION_PREFILL, FFT, Family, RANDOM, SAMPLING};
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
 /// The family's PTX after checking that `listed` (the launcher's kernels, `count` of them) are
@@ -32,6 +32,11 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
 #[test]
 fn attention_kernels_exist_with_their_argument_sizes() {
     check_listed(&ATTENTION, attention::kernels(), 15);
+}
+
+#[test]
+fn attention_prefill_kernels_exist_with_their_argument_sizes() {
+    check_listed(&ATTENTION_PREFILL, attention_prefill::kernels(), 4);
 }
 
 #[test]

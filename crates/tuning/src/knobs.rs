@@ -179,6 +179,14 @@ declare! {
     /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.
     GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
 
+    // ---- attention ---------------------------------------------------------------------------
+    /// The tensor-core prefill kernel (attention_prefill.cu) for 16-bit paged attention over
+    /// prompts (off: the decode kernels run every call).
+    AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
+    /// Query rows per sequence (tokens / batch) from which paged attention takes the prefill
+    /// kernel.
+    AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";
+
     // ---- quantized GEMV ------------------------------------------------------------------
     /// The tensor-core GEMV (qgemv_mma.cu) for 1-2 rows of Q4_0/Q4_1/Q4_K.
     QgemvMma: "qgemv.mma", None, Kind::Flag, "1";

@@ -1,6 +1,7 @@
 //! Launching attention.cu: rope, kv_cache_store and paged_attention. Every tensor is contiguous
 //! and of one activation dtype (f32, f16 or bf16); index tensors are uint32 (see the kernels'
-//! comment for what out-of-range indices do).
+//! comment for what out-of-range indices do). paged_attention of 16-bit prompts goes to the
+//! tensor-core kernel of attention_prefill.rs ([`prefill_plan`]); decode steps stay here.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 use max_graph::ops::attention::{AttentionParams, CacheLayout, Mask};
 
+use super::attention_prefill::{self as prefill, PrefillPlan, PrefillPtrs};
 use crate::sources::ATTENTION;
 use crate::{Error, Result, function};
 
@@ -247,6 +249,33 @@ pub fn split_scratch_bytes(plan: &SplitPlan, tokens: usize, q_heads: usize, dim:
     if plan.splits <= 1 { 0 } else { tokens * q_heads * plan.splits * (2 + dim) * 4 }
 }
 
+/// The tensor-core prefill plan of a call over tensors at `q`, `blocks` and `out` (under the
+/// current tuning), or None when the decode kernels take it.
+pub fn prefill_plan(
+    dtype: DType,
+    cache: &CacheLayout,
+    (tokens, q_heads, batch): (usize, usize, usize),
+    (q, blocks, out): (u64, u64, u64),
+) -> Option<PrefillPlan> {
+    let aligned = (q | blocks) % 16 == 0 && out % 4 == 0;
+    prefill::prefill_plan(dtype, cache, (tokens, q_heads, batch), aligned, &max_tuning::current())
+}
+
+/// Bytes of scratch [`paged_attention`] needs for a call (`AttentionPtrs::partial`): none when
+/// the prefill kernel or a single split runs it.
+pub fn scratch_bytes(
+    dtype: DType,
+    cache: &CacheLayout,
+    (tokens, q_heads, batch, width): (usize, usize, usize, usize),
+    (q, blocks, out): (u64, u64, u64),
+) -> usize {
+    if prefill_plan(dtype, cache, (tokens, q_heads, batch), (q, blocks, out)).is_some() {
+        return 0;
+    }
+    split_plan(dtype, cache, q_heads, tokens, width)
+        .map_or(0, |plan| split_scratch_bytes(&plan, tokens, q_heads, cache.head_dim))
+}
+
 /// The device tensors of a paged_attention call.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionPtrs {
@@ -280,6 +309,11 @@ pub fn paged_attention(
     }
     if tokens * q_heads == 0 || batch == 0 {
         return Ok(());
+    }
+    if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), (ptrs.q, ptrs.blocks, ptrs.out)) {
+        let AttentionPtrs { q, blocks, offsets, lengths, table, out, .. } = ptrs;
+        let ptrs = PrefillPtrs { q, blocks, offsets, lengths, table, out };
+        return prefill::launch(stream, &plan, ptrs, cache, p, (tokens, q_heads, batch, width));
     }
     let (mask, window) = match p.mask {
         Mask::Causal => (0, 0),

@@ -120,8 +120,9 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             if rows != batch {
                 return Err(Error::Value(format!("{name}: lookup_table has {rows} rows for {batch} sequences")));
             }
-            let scratch = k::split_plan(q.dtype(), &c, q_heads, tokens, width)
-                .map(|plan| k::split_scratch_bytes(&plan, tokens, q_heads, dim))
+            let bytes =
+                k::scratch_bytes(q.dtype(), &c, (tokens, q_heads, batch, width), (q.addr(), blocks.addr(), out.addr()));
+            let scratch = Some(bytes)
                 .filter(|&bytes| bytes > 0)
                 .map(|bytes| Buffer::empty_on(DType::UInt8, &[bytes as i64], out.stream()))
                 .transpose()?;

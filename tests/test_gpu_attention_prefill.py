@@ -1,0 +1,162 @@
+"""paged_attention's tensor-core prefill kernel (crates/kernels-cuda/kernels/attention_prefill.cu)
+against numpy float64 on fresh random inputs: ragged batches mixing 1-row sequences with long
+ones (row counts that are not multiples of 64, cached prefixes of every size), GQA 4:1 and
+1:1, head dims 64 and 128, pages of 16/64/128 tokens in random order, every mask, softcap,
+bf16 and f16. Each case checks from the launch log that the prefill kernel ran. Every test
+skips without a GPU."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from max import driver, engine, tuning
+from max.dtype import DType
+from max.graph import BufferType, DeviceRef, Graph, TensorType
+from max.nn import kernels
+
+pytestmark = pytest.mark.gpu
+
+NP = {DType.float16: np.float16, DType.bfloat16: ml_dtypes.bfloat16}
+# P is rounded to the 16-bit type before P V (as FlashAttention does), on top of the output's
+# own rounding: bounds relative to the largest output magnitude.
+TOL = {DType.float16: 4e-3, DType.bfloat16: 2.5e-2}
+
+
+def reference(q, keys, values, seqs, scale, mask, window, softcap, group):
+    """q [T, Hq, D] float64; keys/values: per sequence [total, Hkv, D] float64; seqs: (cached,
+    rows) per sequence. The visible keys of a query at pos are Mask::range's."""
+    out = np.zeros(q.shape, np.float64)
+    row = 0
+    for b, (cached, n) in enumerate(seqs):
+        total = cached + n
+        pos = cached + np.arange(n)
+        j = np.arange(total)
+        hi = np.full(n, total) if mask == "null" else pos + 1
+        lo = np.maximum(0, pos + 1 - window) if mask == "sliding_window" else np.zeros(n, np.int64)
+        visible = (j[None, :] >= lo[:, None]) & (j[None, :] < hi[:, None])
+        for h in range(q.shape[1]):
+            s = q[row : row + n, h] @ keys[b][:, h // group].T * scale
+            if softcap:
+                s = softcap * np.tanh(s / softcap)
+            s = np.where(visible, s, -np.inf)
+            p = np.exp(s - s.max(axis=1, keepdims=True))
+            out[row : row + n, h] = (p / p.sum(axis=1, keepdims=True)) @ values[b][:, h // group]
+        row += n
+    return out
+
+
+def attend(gpu, rng, dtype, seqs, *, hkv, hq, d, ps, mask="causal", window=None, softcap=0.0, layers=2, layer=1):
+    """Runs paged_attention over a cache holding `seqs` (cached, rows) with pages shuffled
+    across sequences; returns (got, want, launch log)."""
+    width = max(c + n for c, n in seqs) // ps + 2
+    pages = len(seqs) * width + 3
+    table = rng.permutation(pages)[: len(seqs) * width].astype(np.uint32).reshape(len(seqs), width)
+    np_t = NP[dtype]
+    blocks = rng.standard_normal((pages, 2, layers, ps, hkv, d)).astype(np_t)
+    tokens = sum(n for _, n in seqs)
+    q = rng.standard_normal((tokens, hq, d)).astype(np_t)
+    offsets = np.concatenate([[0], np.cumsum([n for _, n in seqs])]).astype(np.uint32)
+    lengths = np.array([c for c, _ in seqs], np.uint32)
+    scale = 1.0 / np.sqrt(d)
+
+    ref = DeviceRef.from_device(gpu)
+    types = [
+        TensorType(dtype, ["t", hq, d], ref),
+        BufferType(dtype, blocks.shape, ref),
+        TensorType(DType.uint32, ["b1"], ref),
+        TensorType(DType.uint32, ["b"], ref),
+        TensorType(DType.uint32, ["b", width], ref),
+    ]
+
+    def body(q, cache, offsets, lengths, tab):
+        return kernels.paged_attention(
+            q, cache, offsets, lengths, tab, layer=layer, scale=scale, mask=mask, window=window, softcap=softcap
+        )
+
+    graph = Graph("prefill", body, input_types=types)
+    with tuning.override("attention.prefill_rows=1", cuda_graphs="off"):
+        model = engine.InferenceSession(devices=[driver.CPU(), gpu]).load(graph)
+        args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in (q, blocks, offsets, lengths, table)]
+        with tuning.record_launches() as log:
+            got = model.execute(*args)[0].to_numpy().astype(np.float64)
+
+    def rows(b, kv):
+        n = seqs[b][0] + seqs[b][1]
+        return np.concatenate([blocks[table[b, p], kv, layer] for p in range(n // ps + 1)])[:n].astype(np.float64)
+
+    keys = [rows(b, 0) for b in range(len(seqs))]
+    values = [rows(b, 1) for b in range(len(seqs))]
+    want = reference(q.astype(np.float64), keys, values, seqs, scale, mask, window, softcap, hq // hkv)
+    return got, want, log
+
+
+def check(got, want, log, dtype, d):
+    kernel = f"attention_prefill_d{d}_{'bf16' if dtype is DType.bfloat16 else 'f16'}"
+    assert [r["kernel"] for r in log.records("attention_prefill")] == [kernel]
+    assert np.isfinite(got).all()
+    err = np.abs(got - want).max()
+    assert err <= TOL[dtype] * np.abs(want).max(), f"max error {err}"
+
+
+RAGGED = [
+    [(0, 200), (37, 1), (500, 64), (5, 130), (0, 1), (70, 63)],
+    [(0, 1), (1000, 65), (3, 1), (0, 129)],
+]
+
+
+@pytest.mark.parametrize("dtype", list(NP))
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("hkv,hq", [(2, 8), (4, 4)])
+@pytest.mark.parametrize("ps", [16, 64, 128])
+@pytest.mark.parametrize("seqs", RAGGED)
+def test_causal_ragged(gpu, rng, dtype, d, hkv, hq, ps, seqs):
+    got, want, log = attend(gpu, rng, dtype, seqs, hkv=hkv, hq=hq, d=d, ps=ps)
+    check(got, want, log, dtype, d)
+
+
+@pytest.mark.parametrize("dtype", list(NP))
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize(
+    "mask,window,softcap",
+    [("sliding_window", 1, 0.0), ("sliding_window", 50, 0.0), ("sliding_window", 200, 0.0), ("null", None, 0.0),
+     ("causal", None, 5.0), ("null", None, 3.0)],
+)
+def test_masks_and_softcap(gpu, rng, dtype, d, mask, window, softcap):
+    seqs = [(0, 300), (90, 1), (150, 77), (0, 64)]
+    got, want, log = attend(gpu, rng, dtype, seqs, hkv=2, hq=8, d=d, ps=16, mask=mask, window=window, softcap=softcap)
+    check(got, want, log, dtype, d)
+
+
+@pytest.mark.parametrize("dtype", list(NP))
+def test_one_long_prompt_after_a_long_prefix(gpu, rng, dtype):
+    """An 8B-shaped chunk: 1000 new rows after 3000 cached keys, 32 query heads over 8."""
+    got, want, log = attend(gpu, rng, dtype, [(3000, 1000)], hkv=8, hq=32, d=128, ps=128, layers=1, layer=0)
+    check(got, want, log, dtype, 128)
+
+
+def test_decode_batches_keep_the_decode_kernels(gpu, rng):
+    """One row per sequence stays on attention.cu under the default threshold."""
+    ref = DeviceRef.from_device(gpu)
+    types = [
+        TensorType(DType.bfloat16, ["t", 8, 64], ref),
+        BufferType(DType.bfloat16, (8, 2, 1, 16, 2, 64), ref),
+        TensorType(DType.uint32, ["b1"], ref),
+        TensorType(DType.uint32, ["b"], ref),
+        TensorType(DType.uint32, ["b", 2], ref),
+    ]
+    graph = Graph(
+        "decode",
+        lambda q, c, o, l, t: kernels.paged_attention(q, c, o, l, t, layer=0, scale=0.125),
+        input_types=types,
+    )
+    q = rng.standard_normal((4, 8, 64)).astype(ml_dtypes.bfloat16)
+    blocks = rng.standard_normal((8, 2, 1, 16, 2, 64)).astype(ml_dtypes.bfloat16)
+    inputs = (q, blocks, np.arange(5, dtype=np.uint32), np.full(4, 3, np.uint32), np.arange(8, dtype=np.uint32).reshape(4, 2))
+    with tuning.override(cuda_graphs="off"):
+        model = engine.InferenceSession(devices=[driver.CPU(), gpu]).load(graph)
+        args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in inputs]
+        with tuning.record_launches() as log:
+            model.execute(*args)
+    assert log.records("attention_prefill") == []
