@@ -5,6 +5,7 @@
 //! alive until the stream has run the launch.
 
 pub mod attention;
+pub mod attention_decode;
 pub mod conv;
 pub mod conv_sm90;
 pub mod epilogue;
