@@ -87,8 +87,12 @@ pub const QGEMV: Family = Family {
     ),
 };
 
-/// rope, kv_cache_store and paged_attention over the paged KV cache.
-pub const ATTENTION: Family = Family { name: "attention", source: include_str!("../kernels/attention.cu") };
+/// rope, kv_cache_store and paged_attention over the paged KV cache (the general form in
+/// attention.cu, the decode form in attention_decode.cu).
+pub const ATTENTION: Family = Family {
+    name: "attention",
+    source: concat!(include_str!("../kernels/attention.cu"), include_str!("../kernels/attention_decode.cu")),
+};
 /// paged_attention of prefill-shaped batches on tensor cores (mma.sync, FlashAttention-2 style).
 pub const ATTENTION_PREFILL: Family =
     Family { name: "attention_prefill", source: include_str!("../kernels/attention_prefill.cu") };

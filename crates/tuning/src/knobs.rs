@@ -198,4 +198,11 @@ declare! {
     QgemvGrid: "qgemv.grid", None, count(1), "";
     /// The tensor-core GEMV launches under programmatic stream serialization.
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
+
+    // ---- attention -----------------------------------------------------------------------
+    /// At most this many splits of each (row, kv head) in paged_attention's decode form (each
+    /// sequence uses as many as its length needs).
+    AttentionSplits: "attention.splits", None, Kind::Int { min: 1, max: 64, step: 1 }, "";
+    /// paged_attention's decode form launches under programmatic stream serialization.
+    AttentionPdl: "attention.pdl", None, Kind::Flag, "1";
 }

@@ -5,6 +5,7 @@
 //! alive until the stream has run the launch.
 
 pub mod attention;
+pub mod attention_decode;
 pub mod attention_prefill;
 pub mod conv;
 pub mod conv_sm90;

@@ -1,0 +1,392 @@
+#line 1 "attention_decode.cu"
+// attention_decode.cu: paged_attention's decode form (after attention.cu, whose AttnArgs it
+// takes), for rows whose key row is whole 16-byte pieces for at most a warp (lpk lanes, a power
+// of two) and kv heads serving at most DEC_MAXG query heads. One block per (query row, kv head,
+// split); the kv head's G query heads share every key and value load (GQA).
+//
+// A decode step is a chain of memory round trips, so the kernel is built around how few of
+// them lie on its path and how many bytes each one has in flight:
+//   - the sequence of the row, its length and the query come in one round trip (every thread
+//     looks at a few sequences at once instead of a binary search of dependent loads);
+//   - the page ids of a split come into shared memory in one round trip per DEC_WINDOW pages;
+//   - every lane group (lpk lanes, one 16-byte piece of a key row each) loads U keys AND their
+//     U values at once (values do not depend on the scores), then scores them, and keeps its
+//     own online softmax: no barrier in the key loop, warps run free, and a block has
+//     128 x 2U x 16 bytes in flight per step;
+//   - the splits of a sequence come from its actual length, read on the device: the host fixes
+//     the grid (lookup-table width and batch, so a CUDA graph keeps its shapes), each block
+//     works out how many splits its sequence really needs (whole steps of keys each) and the
+//     blocks past them leave at once, so short sequences take one split and write the output
+//     directly; longer ones merge through tickets (the last split to finish merges, reading
+//     every split's (max, sum) in one round trip and every split's values in a second).
+// Without ticket counters (first use inside a capture) every split writes a share, empty ones
+// an empty share, and attention_combine merges them. Out-of-range page ids or lengths do not
+// fault: keys on a bad page, or past the lookup table, are skipped.
+
+#define DEC_THREADS 128
+#define DEC_WARPS (DEC_THREADS / 32)
+#define DEC_MAXG 8
+#define DEC_MAX_SPLITS 64  // launch/attention_decode.rs: MAX_SPLITS
+#define DEC_WINDOW 512     // page ids staged in shared memory at a time
+
+struct DecodeArgs {
+    AttnArgs a;
+    // f32 scratch when splits > 1: the shares' values [tokens, q_heads, splits, dim], then
+    // their (max, sum) [tokens, q_heads, splits, 2].
+    u64 partial;
+    u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
+    i64 splits;
+    i32 lpk, group;
+};
+
+template <typename T> __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
+    constexpr int VE = 16 / sizeof(T);
+    union {
+        uint4 u;
+        T t[VE];
+    } pk;
+    pk.u = u;
+#pragma unroll
+    for (int e = 0; e < VE; ++e) f[e] = to_f32(pk.t[e]);
+}
+
+// The shares of one (row, kv head) merged into the output: out = sum_s w_s acc_s with
+// w_s = e^(m_s - M) / sum_s' l_s' e^(m_s' - M). One round trip for every (m, l), one for every
+// value (all of a thread's loads issued before any is used). Reads through L2 (other blocks
+// wrote the shares).
+template <typename T>
+__device__ __forceinline__ void merge_shares(const DecodeArgs& da, i64 i, i64 h0, i64 shares, float* wts) {
+    const AttnArgs& a = da.a;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, group = da.group;
+    const i64 S = da.splits, dim = a.dim;
+    const float* acc = (const float*)da.partial;
+    const float* ml = acc + a.tokens * a.q_heads * S * dim;
+    for (int g = warp; g < group; g += DEC_WARPS) {
+        const i64 row = (i * a.q_heads + h0 + g) * S;
+        float m[DEC_MAX_SPLITS / 32], l[DEC_MAX_SPLITS / 32];
+        float big = NEG_INF;
+#pragma unroll
+        for (int k = 0; k < DEC_MAX_SPLITS / 32; ++k) {
+            const i64 s = lane + 32 * k;
+            m[k] = s < shares ? __ldcg(ml + (row + s) * 2) : NEG_INF;
+            l[k] = s < shares ? __ldcg(ml + (row + s) * 2 + 1) : 0.f;
+            big = fmaxf(big, m[k]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) big = fmaxf(big, __shfl_xor_sync(FULL_MASK, big, o));
+        const float base = big == NEG_INF ? 0.f : big;
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < DEC_MAX_SPLITS / 32; ++k) {
+            m[k] = __expf(m[k] - base);  // 0 for an empty share
+            sum += l[k] * m[k];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(FULL_MASK, sum, o);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+        for (int k = 0; k < DEC_MAX_SPLITS / 32; ++k)
+            if (lane + 32 * k < shares) wts[g * DEC_MAX_SPLITS + lane + 32 * k] = m[k] * inv;
+    }
+    __syncthreads();
+    const i64 quads = dim / 4;  // dim is a multiple of 4 (whole 16-byte pieces of T)
+    for (i64 o = threadIdx.x; o < group * quads; o += DEC_THREADS) {
+        const i64 g = o / quads, q4 = o % quads;
+        const float4* src = reinterpret_cast<const float4*>(acc + (i * a.q_heads + h0 + g) * S * dim) + q4;
+        float sum[4] = {0.f, 0.f, 0.f, 0.f};
+        for (i64 s0 = 0; s0 < shares; s0 += 8) {
+            float4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) v[u] = s0 + u < shares ? __ldcg(src + (s0 + u) * quads) : make_float4(0, 0, 0, 0);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                // A weight of 0 (an empty share, whose values may never have been written) adds
+                // nothing, not 0 x garbage.
+                const float w = s0 + u < shares ? wts[g * DEC_MAX_SPLITS + s0 + u] : 0.f;
+                sum[0] += w > 0.f ? w * v[u].x : 0.f;
+                sum[1] += w > 0.f ? w * v[u].y : 0.f;
+                sum[2] += w > 0.f ? w * v[u].z : 0.f;
+                sum[3] += w > 0.f ? w * v[u].w : 0.f;
+            }
+        }
+        T* out = (T*)a.out + (i * a.q_heads + h0 + g) * dim + q4 * 4;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = convert<T>(sum[e]);
+    }
+}
+
+// G: the kernel's query heads per kv head (a power of two >= the call's group); U: keys (and
+// values) a lane group loads at once.
+template <typename T, int G, int U> __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
+    constexpr int VE = 16 / sizeof(T);
+    const AttnArgs& a = da.a;
+    extern __shared__ __align__(16) float red[];  // [DEC_WARPS][G][2 + dim]: the warps' (m, l, acc)
+    __shared__ u32 pid[DEC_WINDOW];
+    __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
+    __shared__ i64 seq[4];  // b, offsets[b], q_len, cached
+    __shared__ u32 ticket;
+
+    const int lpk = da.lpk, group = da.group;
+    const int ngroups = DEC_THREADS / lpk, gi = threadIdx.x / lpk, sub = threadIdx.x % lpk;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const i64 S = da.splits, dim = a.dim;
+    const i64 s = blockIdx.x % S, pair = blockIdx.x / S;
+    const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * group;
+
+    // Launched under programmatic serialization: nothing the previous kernel may write (the
+    // query, the cache) is read before this.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    // The query pieces of this lane, for the group's heads (loads in flight with the search).
+    float qf[G][VE];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (g < group) raw = __ldg(reinterpret_cast<const uint4*>((const T*)a.q + (i * a.q_heads + h0 + g) * dim) + sub);
+        unpack16<T>(raw, qf[g]);
+    }
+    // The sequence of row i: the last b with offsets[b] <= i (0 if none). Thread t looks at
+    // sequences t, t + 128, ...; exactly one of them matches when the offsets rise.
+    {
+        const u32* offsets = (const u32*)a.offsets;
+        const u32* lengths = (const u32*)a.lengths;
+        for (i64 t = threadIdx.x; t < a.batch; t += DEC_THREADS) {
+            const i64 o0 = offsets[t], o1 = t + 1 < a.batch ? (i64)offsets[t + 1] : -1;
+            const i64 end = offsets[a.batch];
+            const i64 len = lengths[t];
+            const bool starts = t == 0 || o0 <= i;
+            const bool ends = t + 1 == a.batch || o1 > i;
+            if (starts && ends) {
+                seq[0] = t;
+                seq[1] = o0;
+                seq[2] = (t + 1 < a.batch ? o1 : end) - o0;
+                seq[3] = len;
+            }
+        }
+    }
+    __syncthreads();
+    const i64 b = seq[0], cached = seq[3], total = cached + seq[2], pos = cached + (i - seq[1]);
+    i64 lo = 0, hi = pos + 1 < total ? pos + 1 : total;
+    if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
+    if (a.mask == 2) hi = total;
+    const i64 ps = a.page_size, table_keys = a.width * ps;
+    if (hi > table_keys) hi = table_keys;  // keys past the lookup table have no page
+    if (lo > hi) lo = hi;
+    // This sequence's splits: whole steps of keys each, as few as the length needs.
+    const i64 step = (i64)ngroups * U, n = hi - lo;
+    const i64 per = ((n + S - 1) / S + step - 1) / step * step;
+    const i64 active = n == 0 ? 1 : (n + per - 1) / per;
+    const bool tickets = S > 1 && da.counters != 0;
+    const bool direct = S == 1 || (tickets && active == 1);
+    float* part_acc = (float*)da.partial;
+    float* part_ml = part_acc + a.tokens * a.q_heads * S * dim;
+    if (s >= active) {
+        // Nothing to do; without tickets attention_combine reads every share, so leave an
+        // empty one.
+        if (!tickets)
+            for (int g = threadIdx.x; g < group; g += DEC_THREADS) {
+                const i64 at = ((i * a.q_heads + h0 + g) * S + s) * 2;
+                part_ml[at] = NEG_INF;
+                part_ml[at + 1] = 0.f;
+            }
+        return;
+    }
+    const i64 kb = lo + s * per, ke = kb + per < hi ? kb + per : hi;
+
+    const u64 rowlen = (u64)a.kv_heads * dim;
+    const u64 page_elems = (u64)ps * rowlen;  // one layer's keys of a page
+    const u64 page_stride = 2 * (u64)a.layers * page_elems;
+    const u64 layer_off = (u64)a.layer * page_elems + (u64)kvh * dim + (u64)sub * VE;
+    const u64 value_off = (u64)a.layers * page_elems;  // keys -> values of one page
+    const u32* table = (const u32*)a.table + b * a.width;
+    const T* cache = (const T*)a.blocks;
+    const u32 pages = a.pages < (i64)0xffffffff ? (u32)a.pages : 0xffffffffu;
+    const bool pow2 = (ps & (ps - 1)) == 0;
+    const int shift = __ffsll(ps) - 1;
+
+    float m[G], l[G], acc[G][VE];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        m[g] = NEG_INF;
+        l[g] = 0.f;
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[g][e] = 0.f;
+    }
+    for (i64 w0 = kb; w0 < ke;) {
+        const i64 p0 = w0 / ps;
+        const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
+        const i64 np = (w1 - 1) / ps - p0 + 1;
+        __syncthreads();  // the previous window's page ids are no longer read
+        for (i64 t = threadIdx.x; t < np; t += DEC_THREADS) pid[t] = table[p0 + t];
+        __syncthreads();
+        for (i64 t0 = w0; t0 < w1; t0 += step) {
+            uint4 kr[U], vr[U];
+            u32 ok = 0;
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                kr[u] = make_uint4(0, 0, 0, 0);
+                vr[u] = make_uint4(0, 0, 0, 0);
+                const i64 j = t0 + gi + (i64)ngroups * u;
+                if (j < w1) {
+                    const u64 rel = (u64)(j - p0 * ps);
+                    const u64 pw = pow2 ? rel >> shift : rel / (u64)ps;
+                    const u64 slot = rel - pw * (u64)ps;
+                    const u32 page = pid[pw];
+                    if (page < pages) {
+                        const T* at = cache + page * page_stride + layer_off + slot * rowlen;
+                        kr[u] = __ldg(reinterpret_cast<const uint4*>(at));
+                        vr[u] = __ldg(reinterpret_cast<const uint4*>(at + value_off));
+                        ok |= 1u << u;
+                    }
+                }
+            }
+            // Scores: this lane's piece of each dot, summed over the group's lpk lanes.
+            float sc[G][U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                float kf[VE];
+                unpack16<T>(kr[u], kf);
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    float d = 0.f;
+#pragma unroll
+                    for (int e = 0; e < VE; ++e) d += qf[g][e] * kf[e];
+                    sc[g][u] = d;
+                }
+            }
+            for (int o = 1; o < lpk; o <<= 1)
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+#pragma unroll
+                    for (int u = 0; u < U; ++u) sc[g][u] += __shfl_xor_sync(FULL_MASK, sc[g][u], o);
+            // Online softmax of the lane group, then p x v.
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                float mx = NEG_INF;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    float v = sc[g][u] * a.scale;
+                    if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+                    sc[g][u] = (ok >> u) & 1u ? v : NEG_INF;
+                    mx = fmaxf(mx, sc[g][u]);
+                }
+                const float mn = fmaxf(m[g], mx), base = mn == NEG_INF ? 0.f : mn;
+                const float r = __expf(m[g] - base);
+                m[g] = mn;
+                l[g] *= r;
+#pragma unroll
+                for (int e = 0; e < VE; ++e) acc[g][e] *= r;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    sc[g][u] = __expf(sc[g][u] - base);
+                    l[g] += sc[g][u];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                float vf[VE];
+                unpack16<T>(vr[u], vf);
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+#pragma unroll
+                    for (int e = 0; e < VE; ++e) acc[g][e] += sc[g][u] * vf[e];
+            }
+        }
+        w0 = w1;
+    }
+    // The lane groups of a warp merged (lanes holding the same dims), then the warps through
+    // shared memory.
+    for (int o = lpk; o < 32; o <<= 1) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float mo = __shfl_xor_sync(FULL_MASK, m[g], o), lo2 = __shfl_xor_sync(FULL_MASK, l[g], o);
+            const float mn = fmaxf(m[g], mo), base = mn == NEG_INF ? 0.f : mn;
+            const float f1 = __expf(m[g] - base), f2 = __expf(mo - base);
+            m[g] = mn;
+            l[g] = l[g] * f1 + lo2 * f2;
+#pragma unroll
+            for (int e = 0; e < VE; ++e) acc[g][e] = acc[g][e] * f1 + __shfl_xor_sync(FULL_MASK, acc[g][e], o) * f2;
+        }
+    }
+    if (lane < lpk) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            float* r = red + (warp * G + g) * (2 + dim);
+            if (sub == 0) {
+                r[0] = m[g];
+                r[1] = l[g];
+            }
+#pragma unroll
+            for (int e = 0; e < VE; ++e) r[2 + sub * VE + e] = acc[g][e];
+        }
+    }
+    __syncthreads();
+    for (i64 idx = threadIdx.x; idx < group * dim; idx += DEC_THREADS) {
+        const i64 g = idx / dim, d = idx % dim;
+        float big = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; ++w) big = fmaxf(big, red[(w * G + g) * (2 + dim)]);
+        const float base = big == NEG_INF ? 0.f : big;
+        float sum = 0.f, o = 0.f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; ++w) {
+            const float* r = red + (w * G + g) * (2 + dim);
+            const float f = __expf(r[0] - base);
+            sum += r[1] * f;
+            o += r[2 + d] * f;
+        }
+        const i64 h = h0 + g;
+        if (direct) {
+            ((T*)a.out)[(i * a.q_heads + h) * dim + d] = convert<T>(sum > 0.f ? o / sum : 0.f);
+        } else {
+            const i64 share = (i * a.q_heads + h) * S + s;
+            part_acc[share * dim + d] = o;
+            if (d == 0) {
+                part_ml[share * 2] = big;
+                part_ml[share * 2 + 1] = sum;
+            }
+        }
+    }
+    if (direct || !tickets) return;
+    // The last of the sequence's splits to finish (a ticket taken after a fence) merges them
+    // and puts the ticket back to zero.
+    __threadfence();
+    __syncthreads();
+    u32* counter = reinterpret_cast<u32*>(da.counters) + pair;
+    if (threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
+    __syncthreads();
+    if (ticket != (u32)(active - 1)) return;
+    __threadfence();
+    merge_shares<T>(da, i, h0, active, wts);
+    if (threadIdx.x == 0) *counter = 0u;
+}
+
+// Every share of each (row, kv head) merged, one block per pair: the decode form's merge when
+// there are no ticket counters (empty shares weigh 0).
+template <typename T> __device__ __forceinline__ void attention_combine(const DecodeArgs& da) {
+    __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const i64 pair = blockIdx.x, kvh = pair % da.a.kv_heads, i = pair / da.a.kv_heads;
+    merge_shares<T>(da, i, kvh * da.group, da.splits, wts);
+}
+
+// U: keys (and values) in flight per lane group, fewer where the heads' queries and
+// accumulators (2 x G x VE registers) leave less room: launch/attention_decode.rs's
+// keys_in_flight says the same.
+#define DECODE_G(NAME, T, G, U)                                                                              \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS, 2) paged_decode_##NAME##_g##G(DecodeArgs a) {   \
+        paged_decode<T, G, U>(a);                                                                            \
+    }
+#define DECODE(NAME, T, U4, U8)                                                                              \
+    DECODE_G(NAME, T, 1, 8)                                                                                  \
+    DECODE_G(NAME, T, 2, 8)                                                                                  \
+    DECODE_G(NAME, T, 4, U4)                                                                                 \
+    DECODE_G(NAME, T, 8, U8)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS) attention_combine_##NAME(DecodeArgs a) {         \
+        attention_combine<T>(a);                                                                             \
+    }
+
+DECODE(f32, float, 8, 4)
+DECODE(f16, f16, 6, 3)
+DECODE(bf16, bf16, 6, 3)

@@ -1,0 +1,241 @@
+//! Launching paged_attention's decode form (attention_decode.cu): the plan (lanes per key row,
+//! the kernel's head group, keys per step, splits) is a pure function of the call's shapes, so
+//! a CUDA graph keeps one grid whatever the sequences' lengths; the kernel itself works out how
+//! many of the splits each sequence needs.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DeviceRepr};
+use max_graph::DType;
+use max_graph::ops::attention::CacheLayout;
+
+use super::attention::AttnArgs;
+use crate::sources::ATTENTION;
+use crate::{Result, function};
+
+/// Query heads one block serves (DEC_MAXG in attention_decode.cu).
+const MAX_GROUP: usize = 8;
+/// Threads of a block (DEC_THREADS).
+const THREADS: usize = 128;
+/// The most splits of one (row, kv head) (DEC_MAX_SPLITS); also the default of
+/// `attention.splits`.
+const MAX_SPLITS: usize = 64;
+/// Splits per (row, kv head) when the knob leaves it to the plan: enough blocks to keep every
+/// SM of an H100/H200 streaming (two or more each) at one sequence, while the merge, which one
+/// block does at the end, stays short.
+const DEFAULT_SPLITS: usize = 32;
+/// Blocks worth launching: about four per SM of an H100/H200. More (row, kv head) pairs than
+/// this per split do not split their keys further.
+const TARGET_BLOCKS: usize = 528;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DecodeArgs {
+    a: AttnArgs,
+    partial: u64,
+    counters: u64,
+    splits: i64,
+    lpk: i32,
+    group: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `DecodeArgs`.
+unsafe impl DeviceRepr for DecodeArgs {}
+
+/// How the decode form divides a call. None when the general form must run (rows that are not
+/// whole 16-byte pieces for at most a warp, more than MAX_GROUP query heads per kv head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitPlan {
+    /// Lanes per key row (16 bytes each).
+    pub lpk: usize,
+    /// Query heads per kv head.
+    pub group: usize,
+    /// The kernel's head group: `group` rounded up to a power of two.
+    pub kernel_group: usize,
+    /// Keys a block takes per step (THREADS / lpk lane groups, each loading `keys_in_flight`).
+    pub step: usize,
+    /// Splits of each (row, kv head): the grid is rows x kv heads x splits.
+    pub splits: usize,
+}
+
+/// Keys (and values) a lane group loads at once for a kernel group (U in attention_decode.cu's
+/// DECODE): fewer where the heads' queries and accumulators take more registers.
+fn keys_in_flight(dtype: DType, kernel_group: usize) -> usize {
+    match (kernel_group, dtype.size_in_bytes()) {
+        (8, 4) => 4,
+        (8, _) => 3,
+        (4, 4) => 8,
+        (4, _) => 6,
+        _ => 8,
+    }
+}
+
+/// The plan of a call of `tokens` query rows of `q_heads` heads over lookup-table rows of
+/// `width` pages (the most keys a sequence can hold is `width * page_size`).
+pub fn split_plan(dtype: DType, cache: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
+    let most = max_tuning::current().int(max_tuning::Knob::AttentionSplits).unwrap_or(DEFAULT_SPLITS);
+    plan_with(dtype, cache, q_heads, tokens, width, most)
+}
+
+/// [`split_plan`] with at most `most` splits (clamped to 1..=MAX_SPLITS).
+fn plan_with(
+    dtype: DType,
+    cache: &CacheLayout,
+    q_heads: usize,
+    tokens: usize,
+    width: usize,
+    most: usize,
+) -> Option<SplitPlan> {
+    let bytes = cache.head_dim * dtype.size_in_bytes();
+    let lpk = bytes / 16;
+    let group = q_heads / cache.kv_heads.max(1);
+    if bytes % 16 != 0 || !lpk.is_power_of_two() || lpk > 32 || group == 0 || group > MAX_GROUP {
+        return None;
+    }
+    if group * cache.kv_heads != q_heads {
+        return None;
+    }
+    let kernel_group = group.next_power_of_two();
+    let step = THREADS / lpk * keys_in_flight(dtype, kernel_group);
+    let max_keys = (width * cache.page_size).max(1);
+    let pairs = (tokens * cache.kv_heads).max(1);
+    // Splits need ticket counters for the merge (tickets::CAPACITY of them) or a combine.
+    let splits = if pairs > super::tickets::CAPACITY {
+        1
+    } else {
+        max_keys.div_ceil(step).min(TARGET_BLOCKS.div_ceil(pairs)).min(most.clamp(1, MAX_SPLITS)).max(1)
+    };
+    Some(SplitPlan { lpk, group, kernel_group, step, splits })
+}
+
+/// Bytes of f32 scratch the decode form needs for a call (0 with one split): every share's
+/// values and its (max, sum).
+pub fn split_scratch_bytes(plan: &SplitPlan, tokens: usize, q_heads: usize, dim: usize) -> usize {
+    if plan.splits <= 1 { 0 } else { tokens * q_heads * plan.splits * (2 + dim) * 4 }
+}
+
+/// Launches the decode form for `a` (its query and cache 16-byte aligned), with `partial`
+/// scratch of [`split_scratch_bytes`] when the plan splits.
+pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: SplitPlan, partial: u64) -> Result<()> {
+    let dt = super::attention::short(dtype)?;
+    let dim = a.dim as usize;
+    let pairs = a.tokens as usize * a.kv_heads as usize;
+    let blocks = pairs * plan.splits;
+    if blocks > i32::MAX as usize {
+        return Err(crate::Error::Unsupported(format!("paged_attention: {blocks} blocks are too many for one launch")));
+    }
+    // The warps' (max, sum, values) for the kernel's heads; the rest is static.
+    let smem = (THREADS / 32) * plan.kernel_group * (2 + dim) * 4;
+    // The last split of each (row, kv head) merges the shares when the stream has ticket
+    // counters for them; otherwise attention_combine does.
+    let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
+    let mut args =
+        DecodeArgs { a, partial, counters, splits: plan.splits as i64, lpk: plan.lpk as i32, group: plan.group as i32 };
+    let pdl = max_tuning::current().flag_or(max_tuning::Knob::AttentionPdl, true);
+    let name = format!("paged_decode_{dt}_g{}", plan.kernel_group);
+    let f = function(stream.context(), &ATTENTION, &name)?;
+    let mut params: [*mut std::ffi::c_void; 1] = [&mut args as *mut DecodeArgs as *mut _];
+    // SAFETY: the one parameter is the #[repr(C)] twin of the kernel's DecodeArgs, live across
+    // the call (the driver copies it); its pointers describe buffers holding what the shapes
+    // say, `partial` holds split_scratch_bytes when the plan splits, and the kernel waits
+    // (griddepcontrol.wait) before reading anything.
+    unsafe {
+        super::launch_ex(
+            stream,
+            &f,
+            (blocks as u32, THREADS as u32, smem as u32),
+            &mut params,
+            pdl,
+            "cuLaunchKernelEx(paged_decode)",
+        )
+    }?;
+    super::record::record("attention", || {
+        let fields = vec![("splits", plan.splits as i64), ("group", plan.kernel_group as i64), ("pdl", pdl as i64)];
+        (name.clone(), fields)
+    });
+    if plan.splits > 1 && counters == 0 {
+        let f = function(stream.context(), &ATTENTION, &format!("attention_combine_{dt}"))?;
+        // SAFETY: as above; one block per (row, kv head), no dynamic shared memory.
+        unsafe {
+            super::launch_ex(
+                stream,
+                &f,
+                (pairs as u32, THREADS as u32, 0),
+                &mut params,
+                pdl,
+                "cuLaunchKernelEx(attention_combine)",
+            )
+        }?;
+    }
+    Ok(())
+}
+
+/// The decode form's kernels: (family, name, bytes of the argument struct).
+pub(super) fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
+    let mut all = Vec::new();
+    for dt in ["f32", "f16", "bf16"] {
+        for g in [1, 2, 4, 8] {
+            all.push((ATTENTION, format!("paged_decode_{dt}_g{g}"), size_of::<DecodeArgs>()));
+        }
+        all.push((ATTENTION, format!("attention_combine_{dt}"), size_of::<DecodeArgs>()));
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(kv_heads: usize, head_dim: usize, page_size: usize) -> CacheLayout {
+        CacheLayout { pages: 100, layers: 2, page_size, kv_heads, head_dim }
+    }
+
+    fn plan(dtype: DType, c: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
+        plan_with(dtype, c, q_heads, tokens, width, DEFAULT_SPLITS)
+    }
+
+    #[test]
+    fn one_sequence_splits_by_the_table_width() {
+        // 8B-shaped decode over an 8k table: 16 lanes a bf16 row of 128, 8 lane groups of 6 keys.
+        let p = plan(DType::BFloat16, &cache(8, 128, 128), 32, 1, 64).unwrap();
+        assert_eq!(p, SplitPlan { lpk: 16, group: 4, kernel_group: 4, step: 48, splits: 32 });
+        // A table of 192 keys: no more splits than steps.
+        assert_eq!(plan(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12).unwrap().splits, 4);
+        // SmolLM2-shaped: 3 kv heads of 64 dims, 9 query heads run the kernel of 4 heads.
+        let p = plan(DType::BFloat16, &cache(3, 64, 16), 9, 1, 64).unwrap();
+        assert_eq!((p.lpk, p.group, p.kernel_group, p.step, p.splits), (8, 3, 4, 96, 11));
+        // f32 rows of 128 take a warp; 8 heads per kv head load 4 keys at a time.
+        let p = plan(DType::Float32, &cache(1, 128, 16), 8, 1, 4).unwrap();
+        assert_eq!((p.lpk, p.kernel_group, p.step), (32, 8, 16));
+    }
+
+    #[test]
+    fn batches_split_less_and_large_ones_not_at_all() {
+        let c = cache(8, 128, 128);
+        // 8 sequences: 64 pairs, 9 splits make the ~528 blocks.
+        assert_eq!(plan(DType::BFloat16, &c, 32, 8, 64).unwrap().splits, 9);
+        assert_eq!(plan(DType::BFloat16, &c, 32, 32, 64).unwrap().splits, 3);
+        // A prefill chunk of 600 rows: more pairs than ticket counters, one split.
+        assert_eq!(plan(DType::BFloat16, &c, 32, 600, 64).unwrap().splits, 1);
+        assert_eq!(split_scratch_bytes(&plan(DType::BFloat16, &c, 32, 600, 64).unwrap(), 600, 32, 128), 0);
+        let p = plan(DType::BFloat16, &c, 32, 1, 64).unwrap();
+        assert_eq!(split_scratch_bytes(&p, 1, 32, 128), 32 * 32 * 130 * 4);
+    }
+
+    #[test]
+    fn the_knob_bounds_the_splits() {
+        let c = cache(8, 128, 128);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, 4).unwrap().splits, 4);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, 1000).unwrap().splits, MAX_SPLITS);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, 0).unwrap().splits, 1);
+    }
+
+    #[test]
+    fn rows_that_are_not_whole_pieces_or_large_groups_take_the_general_form() {
+        assert!(plan(DType::Float32, &cache(1, 256, 16), 8, 1, 4).is_none()); // 64 lanes a row
+        assert!(plan(DType::BFloat16, &cache(1, 80, 16), 8, 1, 4).is_none()); // 10 lanes a row
+        assert!(plan(DType::BFloat16, &cache(1, 64, 16), 12, 1, 4).is_none()); // 12 heads per kv head
+        assert!(plan(DType::BFloat16, &cache(1, 4, 16), 1, 1, 4).is_none()); // 8 bytes a row
+        assert_eq!(plan(DType::BFloat16, &cache(1, 256, 16), 8, 1, 4).unwrap().lpk, 32);
+        assert_eq!(plan(DType::BFloat16, &cache(2, 8, 16), 2, 1, 4).unwrap().lpk, 1);
+    }
+}
