@@ -190,4 +190,6 @@ declare! {
     QgemvGrid: "qgemv.grid", None, count(1), "";
     /// The tensor-core GEMV launches under programmatic stream serialization.
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
+    /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
+    QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
 }
