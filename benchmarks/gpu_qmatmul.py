@@ -1,7 +1,12 @@
-"""qmatmul at M=1 (one token of decode) on the GPU for Q4_0, Q8_0 and Q4_K weights of
-[N, K] = [4096, 4096], [11008, 4096] and [32000, 4096] (a vocabulary projection): the time per call, the effective weight-read
-bandwidth (quantized weight bytes / time), and that bandwidth as a fraction of the device's
-copy rate measured in the same run (a 1 GiB device-to-device copy, read + write bytes / time).
+"""qmatmul on the GPU. Decode (M = 1 to 4 lhs rows): Q4_0, Q8_0 and Q4_K weights of [N, K] =
+[4096, 4096], [11008, 4096] and [32000, 4096] (a vocabulary projection) at M = 1, and the
+Llama-3-8B shapes (q/o 4096 x 4096, k/v 1024 x 4096, gate/up 14336 x 4096, down 4096 x 14336,
+and its Q6_K vocabulary projection 128256 x 4096) at M = 1..4 for Q4_0 and at M = 1 for the other
+encodings: the time per call, the effective weight-read bandwidth (quantized weight bytes /
+time), and that bandwidth as a fraction of the device's copy rate measured in the same run (a
+1 GiB device-to-device copy, read + write bytes / time; `of_copy_rate`). Prefill (M = 512, the
+8B shapes in Q4_0): the bf16 wgmma path (qmatmul_sm90.rs) against the f32 SIMT GEMM
+(`gpu_us_simt`, qmatmul.wgmma=0), in TFLOP/s.
 
 Two times per shape: `wall_us`, calls back to back from Python (the engine's per-call host
 overhead included), and `gpu_us`, the GPU time per call with the host out of the way
@@ -38,9 +43,19 @@ from max.graph.quantization import QuantizationEncoding as Q
 
 ENCODINGS = [Q.Q4_0, Q.Q8_0, Q.Q4_K]
 SHAPES = [(4096, 4096), (11008, 4096), (32000, 4096)]  # (N, K): weight rows, elements per row
-# Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
+LLAMA8B = [(4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)]
+VOCAB8B = (128256, 4096)  # the output projection, Q6_K in the common GGUF files
+# (encoding, M, N, K) of every timed case: the original M = 1 table, then the 8B shapes.
+CASES = (
+    [(enc, 1, n, k) for enc in ENCODINGS for n, k in SHAPES]
+    + [(Q.Q4_0, m, n, k) for m in (1, 2, 3, 4) for n, k in LLAMA8B]
+    + [(enc, 1, n, k) for enc in (Q.Q4_1, Q.Q8_0, Q.Q4_K, Q.Q6_K) for n, k in LLAMA8B]
+    + [(Q.Q6_K, m, *VOCAB8B) for m in (1, 2, 3, 4)]
+    + [(Q.Q4_0, 512, n, k) for n, k in LLAMA8B]
+)
 ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: beyond any L2
-F16_FIELDS = {Q.Q4_0: [0], Q.Q8_0: [0], Q.Q4_K: [0, 2]}
+# Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
+F16_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208]}
 VARIANTS = {  # the other GEMV kernels, as tuning specs (docs/configuration.md)
     "stream": "qgemv.mma=0",
     "general": "qgemv.mma=0,qgemv.stream=0",
@@ -78,50 +93,54 @@ def main() -> None:
     copy_gbps = copy_rate_gbps(gpu, sync)
 
     rows = []
-    for enc in ENCODINGS:
-        for n, k in SHAPES:
-            kb = k // enc.elements_per_block * enc.block_size
-            gref = DeviceRef.GPU()
-            with Graph("qmm", input_types=[TensorType(DType.float32, (1, k), gref), TensorType(DType.uint8, (n, kb), gref)]) as g:
-                g.output(ops.qmatmul(enc, None, *g.inputs))
-            model = session.load(g)
-            with Graph("deq", input_types=[TensorType(DType.uint8, (n, kb), gref)]) as g:
-                g.output(ops.dequantize(enc, g.inputs[0]))
-            deq = session.load(g)
-            x = driver.Buffer.from_numpy(rng.standard_normal((1, k)).astype(np.float32)).to(gpu)
-            w = driver.Buffer.from_numpy(random_blocks(rng, enc, n, k)).to(gpu)
-            (out,) = model.execute(x, w)
-            (wd,) = deq.execute(w)
-            tw = torch.from_dlpack(wd)
-            tx = torch.from_dlpack(x)
-            ref = tx @ tw.T
-            err = (torch.from_dlpack(out) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
-            wall = time_async(lambda: model.execute(x, w), sync, warmup=10, reps=200)
-            weight_bytes = n * kb
-            ws = itertools.cycle([w] + [w.copy() for _ in range(ROTATE_BYTES // weight_bytes)])
-            ours = timer(stream, lambda: model.execute(x, next(ws)))
-            # The other kernels on the same weights.
-            variants = {}
-            for name, spec in VARIANTS.items():
-                with tuning.override(spec):
-                    (vout,) = model.execute(x, w)
-                    verr = (torch.from_dlpack(vout) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
-                    variants[f"gpu_us_{name}"] = round(timer(stream, lambda: model.execute(x, next(ws))) * 1e6, 1)
-                    variants[f"rel_err_{name}"] = float(f"{verr:.2e}")
-            tx16 = tx.to(torch.bfloat16)
-            tw16 = tw.to(torch.bfloat16)
-            tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])
-            theirs = timer(side, lambda: tx16 @ next(tws).T)
-            gbps = weight_bytes / ours / 1e9
-            rows.append({
-                "encoding": enc.value, "m": 1, "n": n, "k": k, "weight_MB": round(weight_bytes / 1e6, 2),
-                "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1),
-                **variants, "weight_GBps": round(gbps, 1),
-                "of_copy_rate": round(gbps / copy_gbps, 3), "device_copy_GBps": round(copy_gbps, 1),
-                "torch_bf16_gemv_gpu_us": round(theirs * 1e6, 1),
-                "torch_bf16_GBps": round(n * k * 2 / theirs / 1e9, 1), "rel_err": float(f"{err:.2e}"),
-            })
-            print(rows[-1])
+    for enc, m, n, k in CASES:
+        kb = k // enc.elements_per_block * enc.block_size
+        gref = DeviceRef.GPU()
+        with Graph("qmm", input_types=[TensorType(DType.float32, (m, k), gref), TensorType(DType.uint8, (n, kb), gref)]) as g:
+            g.output(ops.qmatmul(enc, None, *g.inputs))
+        model = session.load(g)
+        with Graph("deq", input_types=[TensorType(DType.uint8, (n, kb), gref)]) as g:
+            g.output(ops.dequantize(enc, g.inputs[0]))
+        deq = session.load(g)
+        x = driver.Buffer.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(gpu)
+        w = driver.Buffer.from_numpy(random_blocks(rng, enc, n, k)).to(gpu)
+        (out,) = model.execute(x, w)
+        (wd,) = deq.execute(w)
+        tw = torch.from_dlpack(wd)
+        tx = torch.from_dlpack(x)
+        ref = tx @ tw.T
+        err = (torch.from_dlpack(out) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+        wall = time_async(lambda: model.execute(x, w), sync, warmup=10, reps=200)
+        weight_bytes = n * kb
+        ws = itertools.cycle([w] + [w.copy() for _ in range(ROTATE_BYTES // weight_bytes)])
+        ours = timer(stream, lambda: model.execute(x, next(ws)))
+        # The other kernels on the same weights (decode: the GEMV variants at M = 1;
+        # prefill: the f32 SIMT GEMM).
+        variants = {}
+        specs = VARIANTS if m == 1 else {"simt": "qmatmul.wgmma=0"} if m > 8 else {}
+        for name, spec in specs.items():
+            with tuning.override(spec):
+                (vout,) = model.execute(x, w)
+                verr = (torch.from_dlpack(vout) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+                variants[f"gpu_us_{name}"] = round(timer(stream, lambda: model.execute(x, next(ws))) * 1e6, 1)
+                variants[f"rel_err_{name}"] = float(f"{verr:.2e}")
+        tx16 = tx.to(torch.bfloat16)
+        tw16 = tw.to(torch.bfloat16)
+        tws = itertools.cycle([tw16] + [tw16.clone() for _ in range(ROTATE_BYTES // (n * k * 2))])
+        theirs = timer(side, lambda: tx16 @ next(tws).T)
+        gbps = weight_bytes / ours / 1e9
+        if m > 8:
+            variants["tflops"] = round(2 * m * n * k / ours / 1e12, 1)
+            variants["tflops_simt"] = round(2 * m * n * k / variants["gpu_us_simt"] / 1e6, 2)
+        rows.append({
+            "encoding": enc.value, "m": m, "n": n, "k": k, "weight_MB": round(weight_bytes / 1e6, 2),
+            "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1),
+            **variants, "weight_GBps": round(gbps, 1),
+            "of_copy_rate": round(gbps / copy_gbps, 3), "device_copy_GBps": round(copy_gbps, 1),
+            "torch_bf16_gemv_gpu_us": round(theirs * 1e6, 1),
+            "torch_bf16_GBps": round(n * k * 2 / theirs / 1e9, 1), "rel_err": float(f"{err:.2e}"),
+        })
+        print(rows[-1])
     write("gpu_qmatmul", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
 
 

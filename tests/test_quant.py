@@ -84,16 +84,26 @@ def dequantized(enc, q):
     return host_dequantize(enc, q) if g is None else g[0].dequantize(q, getattr(g[1], enc.value))
 
 
-def check_product(got, lhs, w, enc, device, plus=None):
+def bf16_products(device, rows):
+    """Whether a qmatmul of `rows` lhs rows multiplies bf16-rounded operands on `device`: more
+    than 8 rows on a Hopper GPU (launch/qmatmul_sm90.rs)."""
+    return not device.is_host and rows > 8 and device.architecture_name == "sm_90a"
+
+
+def check_product(got, lhs, w, enc, device, plus=None, bf16=None):
     """`got` is lhs @ w.T: within the rounding bound of a K-term f32 dot product of the float64
     result. The host multiplies the activations as two 8-bit planes (values and residual) per
     block of 32 values (256 for the K-quants), then integer dot products scaled in f32, which
     adds half a step of the residual plane per value, max|lhs_b| / 254**2 * sum|w_b| over the
-    blocks b; the GPU multiplies f32 activations. `plus`: a residual the result also holds."""
+    blocks b; the GPU multiplies f32 activations, or (`bf16`, by default when bf16_products says
+    so) both operands rounded to bf16, 8 significant bits: each product within 2^-7 + 2^-16 of
+    |a w|. `plus`: a residual the result also holds."""
     lhs64, w64 = lhs.astype(np.float64), w.astype(np.float64)
     ref = lhs64 @ w64.T
     k = lhs.shape[-1]
     bound = 2 * k * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
+    if bf16 if bf16 is not None else bf16_products(device, lhs64.reshape(-1, k).shape[0]):
+        bound = bound + (2.0**-7 + 2.0**-16) * (np.abs(lhs64) @ np.abs(w64).T)
     if plus is not None:  # a residual added to the product: one more f32 rounding
         ref = ref + plus.astype(np.float64)
         bound = bound + 2.0**-23 * np.abs(ref)
@@ -147,7 +157,7 @@ def test_gpu_dequantize_matches_host_bit_for_bit(rng, gpu, enc, rows, blocks):
 # -- qmatmul ----------------------------------------------------------------------------------
 
 
-def run_qmatmul(device, rng, enc, k, n, shapes):
+def run_qmatmul(device, rng, enc, k, n, shapes, bf16=None):
     """qmatmul of lhs [batch, m, k] (symbolic batch and m) by n weight rows, for each (batch, m)."""
     kb = k // enc.elements_per_block * enc.block_size
     model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, ("batch", "m", k)), (DType.uint8, (n, kb))], device)
@@ -157,7 +167,7 @@ def run_qmatmul(device, rng, enc, k, n, shapes):
         lhs = rng.standard_normal((batch, m, k)).astype(np.float32)
         (out,) = execute(model, [lhs, w], device)
         assert out.shape == (batch, m, n)
-        check_product(out.reshape(-1, n), lhs.reshape(-1, k), deq, enc, device)
+        check_product(out.reshape(-1, n), lhs.reshape(-1, k), deq, enc, device, bf16=bf16)
 
 
 @encodings
@@ -222,8 +232,8 @@ def test_qmatmul_rank_one_lhs_and_weight(device, rng):
 def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     """Products of one activation by several quantized weights (a layer's q/k/v, its gate/up):
     on a GPU they are one step, one launch of up to four when each would take the general
-    kernel (rows not 16-byte aligned), separate launches otherwise; every product equals its
-    own reference either way."""
+    kernel (rows not 16-byte aligned) or of up to three when each would take the tensor-core
+    one, separate launches otherwise; every product equals its own reference either way."""
     ws = [quantized(rng, enc, n, k) for n in ns]
     where = DeviceRef.from_device(device)
     weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
@@ -236,8 +246,12 @@ def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     for out, w in zip(outs, ws):
         check_product(out, lhs, dequantized(enc, w), enc, device)
     if not device.is_host:
+        # Unaligned rows: the general kernel's segments; aligned 4-bit rows at 1-2 lhs rows on
+        # Hopper: the tensor-core kernel's (up to 3); other aligned rows launch one by one.
         aligned = ws[0].shape[1] % 16 == 0
-        assert log.count("qgemv", segments=min(4, len(ns))) == (0 if aligned else 1)
+        group = min(4, len(ns))
+        mma = m <= 2 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) and group <= 3 and device.architecture_name == "sm_90a"
+        assert log.count("qgemv", segments=group) == (1 if mma or not aligned else 0)
 
 
 @pytest.mark.parametrize("k,m", [(576, 1), (1536, 1), (1536, 3), (576, 12)])
@@ -361,9 +375,11 @@ FOUR_BIT = [Q.Q4_0, Q.Q4_1, Q.Q4_K]
 
 @pytest.mark.gpu
 def test_gpu_qmatmul_weight_chunks(gpu, rng):
-    """More weight columns than one f32 scratch chunk holds (K * N * 4 > 128 MB): the GEMM writes
-    a temporary that is stored into column ranges of the result."""
-    run_qmatmul(gpu, rng, Q.Q4_0, 4096, 10000, [(1, 16)])
+    """More weight columns than one f32 scratch chunk holds (K * N * 4 > 128 MB): the f32 GEMM
+    (qmatmul.wgmma=0 on Hopper, the path of other GPUs) writes a temporary that is stored into
+    column ranges of the result."""
+    with tuning.override(**{"qmatmul.wgmma": False}):
+        run_qmatmul(gpu, rng, Q.Q4_0, 4096, 10000, [(1, 16)], bf16=False)
 
 
 @pytest.mark.gpu

@@ -56,6 +56,10 @@
 // straight to global memory: 32-bit pairs when p.pairs (N even, 4-byte aligned C, bias and
 // residual), else element by element; or, in the _st kernels (opt-in), staged through a per-warp
 // shared-memory tile into coalesced 16-byte stores (see store_tile_staged).
+// The _f32 kernels (F32) store f32 C instead, rows p.ldc apart (a column range of a wider
+// result: qmatmul's weight chunks), with `C = acc + beta * residual` (f32, same layout) as their
+// only epilogue (the launcher refuses bias, activation and clamp): qmatmul on many rows, whose
+// result and residual are f32, with bf16 operands and f32 accumulation.
 
 // Accumulator layout of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows
 // l/4 and l/4+8, columns 8j + 2(l%4) and +1 (d[4j], d[4j+1] and d[4j+2], d[4j+3]) for
@@ -146,6 +150,50 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
                 c0[j * 8 + e] = FromF32<T>::go(d[j * 4 + e] + (RES ? beta * to_f32(r0[j * 8 + e]) : 0.f));
             if (has1 && j * 8 + e < cols)
                 c1[j * 8 + e] = FromF32<T>::go(d[j * 4 + 2 + e] + (RES ? beta * to_f32(r1[j * 8 + e]) : 0.f));
+        }
+    }
+}
+
+// The F32 store: float pairs (8 bytes; 4 lanes write a row's 32-byte sector) when p.pairs (C and
+// the residual 8-byte aligned, p.ldc even), else single floats.
+template <int BN, bool RES>
+__device__ __forceinline__ void store_tile_f32(const float* d, const GemmPArgs& p, i64 offset, int cols, bool has0,
+                                               bool has1) {
+    const i64 ld = p.ldc;
+    const float beta = p.epi.beta;
+    float* c0 = (float*)p.c + offset;
+    float* c1 = c0 + 8 * ld;
+    const float* r0 = (const float*)p.epi.residual + offset;
+    const float* r1 = r0 + 8 * ld;
+    if (p.pairs) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            if (j * 8 >= cols) continue;
+            if (has0) {
+                float2 v = make_float2(d[j * 4], d[j * 4 + 1]);
+                if (RES) {
+                    const float2 r = *(const float2*)(r0 + j * 8);
+                    v.x += beta * r.x, v.y += beta * r.y;
+                }
+                *(float2*)(c0 + j * 8) = v;
+            }
+            if (has1) {
+                float2 v = make_float2(d[j * 4 + 2], d[j * 4 + 3]);
+                if (RES) {
+                    const float2 r = *(const float2*)(r1 + j * 8);
+                    v.x += beta * r.x, v.y += beta * r.y;
+                }
+                *(float2*)(c1 + j * 8) = v;
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            if (has0 && j * 8 + e < cols) c0[j * 8 + e] = d[j * 4 + e] + (RES ? beta * r0[j * 8 + e] : 0.f);
+            if (has1 && j * 8 + e < cols) c1[j * 8 + e] = d[j * 4 + 2 + e] + (RES ? beta * r1[j * 8 + e] : 0.f);
         }
     }
 }
@@ -262,7 +310,8 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL, u32 peers)
 // PL: the launch's epilogue is the identity (no bias, activation, clamp or residual), so the
 // kernel is compiled without that code (the `_pl` kernels): a tile's epilogue runs with a cold
 // instruction cache, and in the general kernel its path jumps across the code of every option.
-template <typename T, bool BF16, bool TB, int BN, bool ST, bool PL>
+// F32: C is f32 (store_tile_f32; neither ST nor PL).
+template <typename T, bool BF16, bool TB, int BN, bool ST, bool PL, bool F32>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
     constexpr int STAGES = PRing<BN, ST>::stages;
     constexpr int B_BYTES = BN * P_BK * 2;
@@ -361,7 +410,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             const int k0 = w.k0, k1 = w.k1;
 #pragma unroll
             for (int i = 0; i < NACC; ++i) d[i] = 0.f;
-            if (p.epi.residual) prefetch_residual<T, BN>(p, w, c, warp, lane);
+            if (!F32 && p.epi.residual) prefetch_residual<T, BN>(p, w, c, warp, lane);
             int prev = 0;
             for (int kt = k0; kt < k1; ++kt) {
                 mbar_wait(&full[stage], phase);
@@ -417,7 +466,15 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             }
             const int col0 = w.nt * BN + (lane % 4) * 2;
             const int cols = (int)min(p.n - col0, (i64)BN);
-            {
+            if (F32) {
+                const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
+                const i64 offset = (i64)w.z * p.stride_c + row0 * p.ldc + col0;
+                const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+                if (p.epi.residual)
+                    store_tile_f32<BN, true>(d, p, offset, cols, has0, has1);
+                else
+                    store_tile_f32<BN, false>(d, p, offset, cols, has0, has1);
+            } else {
                 const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
                 const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
@@ -441,20 +498,22 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, ST, PL)                                                  \
+#define GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BN, ST, PL, F32)                                          \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN, ST, PL)                                                         \
+        GEMMP_BODY(T, BF16, TB, BN, ST, PL, F32)                                                    \
     }
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, ST, PL) GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BN, ST, PL, false)
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN, ST, PL) gemm_sm90p<T, BF16, TB, BN, ST, PL>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BN, ST, PL, F32) gemm_sm90p<T, BF16, TB, BN, ST, PL, F32>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN, ST, PL) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BN, ST, PL, F32) asm volatile("trap;");
 #endif
 // gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[_st: staged
-// epilogue][_pl: no epilogue operations]; the cluster size is the launch's.
+// epilogue][_pl: no epilogue operations][_f32: f32 C, bf16 W^T products only]; the cluster size
+// is the launch's.
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
@@ -474,6 +533,8 @@ GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_pl, bf16, true, false, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st_pl, bf16, true, false, 256, true, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_pl, bf16, true, false, 128, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st_pl, bf16, true, false, 128, true, true)
+GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_n256_f32, bf16, true, false, 256, false, true, true)
+GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_n128_f32, bf16, true, false, 128, false, true, true)
 #else
 GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
 GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)

@@ -20,7 +20,7 @@ struct GemmPArgs {
     i32 sk_tiles;    // stream-K: cluster tiles after the dp_units ones
     i32 sk_stride;   // stream-K: partials per split tile in the workspace (most parts a tile has)
     i32 cn;          // CTAs of a cluster along N (1 or 2; the cluster's CL / cn along M)
-    i32 pad_;
+    i32 ldc;         // f32-output kernels: elements between rows of C and of the residual
     Epilogue epi;
 };
 

@@ -9,7 +9,9 @@
 //                nothing is contracted into an fma), f16 scales through the prelude's exact
 //                to_f32: bit-identical to the CPU and to ggml.
 // dequant_t_*    the same, written transposed ([K, nc] for weight rows n0 .. n0+nc) as the
-//                right-hand side of a GEMM (qmatmul with many lhs rows).
+//                right-hand side of the f32 GEMM (qmatmul with many lhs rows, before Hopper).
+// dequant_rows_bf16_*  the same values rounded to bf16 and written as stored ([nc, K], K-major):
+//                the B operand of the Hopper wgmma GEMM (qmatmul with many lhs rows on sm_90).
 // add_residual_f32: a residual added to a qmatmul's f32 result.
 // gptq_gemv_m{1,2,4,8}, gptq_dequant_t, store_cols_*: GPTQ (4 bits, [K/8, N] int32 words then
 //                f16 scales [K/group, N]) for small and large M, and the column stores of the
@@ -72,6 +74,29 @@ __device__ __forceinline__ void dequant_t(const u8* __restrict__ w, float* __res
         const i64 jj = e % nc, kk = e / nc;
         const u8* b = w + (n0 + jj) * row_bytes + (kk / Enc<E>::ELEMS) * Enc<E>::BYTES;
         wt[e] = deq_elem<E>(b, (int)(kk % Enc<E>::ELEMS));
+    }
+}
+
+// out[r, :] = bf16(row n0 + r of w) for r < nc. A thread decodes 8 consecutive elements (they
+// lie in one block: every block holds a multiple of 32) and writes them as one 16-byte store, so
+// the writes, which are most of the traffic, coalesce; the block bytes it reads come through L1
+// (its neighbours read the same block). k % 8 == 0 and out 16-byte aligned (the launcher's scratch).
+template <int E>
+__device__ __forceinline__ void dequant_rows_bf16(const u8* __restrict__ w, uint4* __restrict__ out, i64 row_bytes,
+                                                  i64 k, i64 n0, i64 nc) {
+    const i64 per_row = k / 8;
+    GRID_STRIDE(v, nc * per_row) {
+        const i64 r = v / per_row, e0 = (v - r * per_row) * 8;
+        const u8* b = w + (n0 + r) * row_bytes + (e0 / Enc<E>::ELEMS) * Enc<E>::BYTES;
+        const int e = (int)(e0 % Enc<E>::ELEMS);
+        u32 packed[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const u32 lo = FromF32<bf16>::go(deq_elem<E>(b, e + 2 * i)).bits;
+            const u32 hi = FromF32<bf16>::go(deq_elem<E>(b, e + 2 * i + 1)).bits;
+            packed[i] = lo | (hi << 16);
+        }
+        out[v] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
 }
 
@@ -171,6 +196,10 @@ extern "C" __global__ void __launch_bounds__(256) add_residual_f32(float* out, c
     extern "C" __global__ void __launch_bounds__(256)                                                        \
         dequant_t_##NAME(const u8* w, float* wt, i64 row_bytes, i64 k, i64 n0, i64 nc) {                     \
         dequant_t<E>(w, wt, row_bytes, k, n0, nc);                                                            \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256)                                                        \
+        dequant_rows_bf16_##NAME(const u8* w, uint4* out, i64 row_bytes, i64 k, i64 n0, i64 nc) {            \
+        dequant_rows_bf16<E>(w, out, row_bytes, k, n0, nc);                                                   \
     }
 ENCODINGS(ENC_KERNELS)
 

@@ -93,6 +93,11 @@ impl Epilogue {
         (self.act == Act::None as i32 || self.act == Act::Relu as i32) && self.clamp == 0
     }
 
+    /// True when nothing but a (scaled) residual is added: no bias, activation or clamp.
+    pub fn residual_only(&self) -> bool {
+        self.bias == 0 && self.act == 0 && self.clamp == 0
+    }
+
     /// True when the epilogue leaves the accumulator unchanged.
     pub fn is_identity(&self) -> bool {
         self.bias == 0 && self.residual == 0 && self.act == 0 && self.clamp == 0

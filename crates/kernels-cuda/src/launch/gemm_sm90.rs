@@ -68,6 +68,28 @@ pub fn gemm_bt(
     gemm_sm90p::launch(stream, dtype, (a, w, c), (m, n, k), 1, 1, false, epi)
 }
 
+/// C = A @ W^T + residual in f32 for bf16 A [m, k] at `a` and W [n, k] at `w` (K-major), C and
+/// the residual (`epi`'s only operation, if any) [m, n] with rows `ldc` elements apart: the
+/// many-rows qmatmul, whose result is f32 and whose weights are dequantized to bf16 in chunks
+/// of rows (so C may be a column range of a wider result).
+pub fn gemm_bt_f32(
+    stream: &Arc<CudaStream>,
+    (a, w, c): (u64, u64, u64),
+    (m, n, k): (usize, usize, usize),
+    ldc: usize,
+    epi: &Epilogue,
+) -> Result<()> {
+    if k % 8 != 0 || (a | w) % 16 != 0 || k == 0 {
+        return Err(Error::Unsupported(format!(
+            "gemm_sm90: bf16 W^T products need K % 8 == 0 and aligned operands (k={k})"
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    gemm_sm90p::launch_f32(stream, (a, w, c), (m, n, k), ldc, epi)
+}
+
 /// `batch` products C = A @ B: A [m, k] batches at `a` (or one shared when `batch_a` is 1),
 /// B [k, n] batches at `b` (likewise), C [m, n] batches at `c`.
 #[allow(clippy::too_many_arguments)]

@@ -59,7 +59,7 @@ struct GemmPArgs {
     sk_tiles: i32,
     sk_stride: i32,
     cn: i32,
-    pad: i32,
+    ldc: i32,
     epi: Epilogue,
 }
 
@@ -184,14 +184,55 @@ pub(crate) fn launch(
     n_major: bool,
     epi: &Epilogue,
 ) -> Result<()> {
+    let out = COut { f32: false, ldc: n };
+    launch_out(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, out)
+}
+
+/// Where the kernel stores C: f32 (the `_f32` kernels: bf16 operands, Bt [N, K], an epilogue of
+/// at most `beta * residual`) or the operands' 16-bit type, and the elements between rows of C
+/// (and of the residual; n unless C is a column range of a wider matrix, f32 only).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct COut {
+    pub f32: bool,
+    pub ldc: usize,
+}
+
+/// C [rows_a, n] (rows `ldc` apart) = A [rows_a, k] @ Bt^T in f32 for bf16 A and Bt [n, k] (a
+/// linear layer's weight as stored), with `epi`'s residual (f32, same layout) added.
+pub(crate) fn launch_f32(
+    stream: &Arc<CudaStream>,
+    (a, b, c): (u64, u64, u64),
+    (rows_a, n, k): (usize, usize, usize),
+    ldc: usize,
+    epi: &Epilogue,
+) -> Result<()> {
+    if !epi.residual_only() || ldc < n || ldc > i32::MAX as usize {
+        return Err(Error::Unsupported("gemm_sm90p: f32 results take a residual at most, rows < 2^31 apart".into()));
+    }
+    let out = COut { f32: true, ldc };
+    launch_out(stream, DType::BFloat16, (a, b, c), (rows_a, n, k), 1, 1, false, epi, out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_out(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, b, c): (u64, u64, u64),
+    (rows_a, n, k): (usize, usize, usize),
+    z: usize,
+    batch_b: usize,
+    n_major: bool,
+    epi: &Epilogue,
+    out: COut,
+) -> Result<()> {
     let knobs = Knobs::from_tuning(&max_tuning::current());
-    let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs);
+    let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs, out);
     match r {
         // A cluster launch the device refuses (cluster scheduling is not guaranteed) falls back
         // to single-CTA clusters, unless the cluster size was forced.
         Err(Error::Driver { op, .. }) if op == LAUNCH && knobs.cluster.is_none() && knobs.cluster_n.is_none() => {
             let knobs = Knobs { cluster: Some(1), cluster_n: Some(1), ..knobs };
-            launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs)
+            launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs, out)
         }
         other => other,
     }
@@ -210,6 +251,7 @@ fn launch_with(
     n_major: bool,
     epi: &Epilogue,
     knobs: Knobs,
+    out: COut,
 ) -> Result<()> {
     let sms = super::sm_count(stream)?;
     let p = plan(rows_a, n, k, z, sms, knobs)
@@ -220,11 +262,21 @@ fn launch_with(
         if n_major { "b" } else { "t" },
         p.bn,
     );
-    let pairs = n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0;
-    let staged = knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
+    let pairs = if out.f32 {
+        out.ldc % 2 == 0 && c % 8 == 0 && epi.residual % 8 == 0
+    } else {
+        n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0
+    };
+    let staged = !out.f32 && knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
     let name = if staged { format!("{name}_st") } else { name };
     // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`).
-    let name = if epi.is_identity() { format!("{name}_pl") } else { name };
+    let name = if out.f32 {
+        format!("{name}_f32")
+    } else if epi.is_identity() {
+        format!("{name}_pl")
+    } else {
+        name
+    };
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bn, staged);
     crate::allow_smem(stream.context(), &f, smem)?;
@@ -287,7 +339,7 @@ fn launch_with(
         sk_tiles: p.sk_tiles as i32,
         sk_stride: p.sk_stride as i32,
         cn: p.cluster_n as i32,
-        pad: 0,
+        ldc: out.ldc as i32,
         epi: *epi,
     };
     let (mut map_a, mut map_b) = (map_a, map_b);
@@ -298,7 +350,7 @@ fn launch_with(
     ];
     let mut attr = cluster_attr(p.cluster);
     let cfg = config(stream, grid, smem, &mut attr, p.cluster);
-    let out = stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent")).and_then(|()| {
+    let launched = stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent")).and_then(|()| {
         // SAFETY: the parameters match the kernel's (TmaMap, TmaMap, GemmPArgs) by value and live
         // across the call (the driver copies them); the maps describe live allocations, C holds
         // z batches of rows_a x n, the workspace covers every tile's partials and counter.
@@ -310,7 +362,7 @@ fn launch_with(
         // SAFETY: allocated above on this stream; freed after the kernel that uses it.
         let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
     }
-    if out.is_ok() {
+    if launched.is_ok() {
         super::record::record("gemm_sm90p", || {
             let fields = vec![
                 ("bn", p.bn as i64),
@@ -323,12 +375,13 @@ fn launch_with(
                 ("sk_len", p.sk_len as i64),
                 ("staged", staged as i64),
                 ("n_major", n_major as i64),
+                ("f32", out.f32 as i64),
                 ("grid", grid as i64),
             ];
             (name.clone(), fields)
         });
     }
-    out
+    launched
 }
 
 #[cfg(test)]

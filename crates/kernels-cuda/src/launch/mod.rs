@@ -16,6 +16,7 @@ pub mod gemm_sm90;
 pub mod gemm_sm90p;
 pub mod gemv_nt;
 pub mod gptq;
+pub mod qmatmul_sm90;
 pub mod quant;
 pub mod random;
 pub mod record;

@@ -1,6 +1,7 @@
 //! The quant families (kernels/quant.cu, kernels/qgemv*.cu): dequantize of the GGUF block
-//! encodings and qmatmul (in-register decode for up to 8 lhs rows, dequantize-to-scratch + f32
-//! GEMM above). GPTQ, which shares the many-rows path, is in gptq.rs.
+//! encodings and qmatmul (in-register decode for up to 8 lhs rows; above, bf16 weights and the
+//! wgmma GEMM on Hopper, qmatmul_sm90.rs, else dequantize-to-scratch + f32 GEMM). GPTQ, which
+//! shares the f32 many-rows path, is in gptq.rs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -83,6 +84,9 @@ pub fn qmatmul_add(
         QPath::Mma => return qgemv_mma(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), &tuning),
         QPath::Stream => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), true, &tuning),
         QPath::General => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), false, &tuning),
+        QPath::Wgmma => {
+            return super::qmatmul_sm90::qmatmul(stream, enc, (lhs, w, out), res, (m, n, k, row_bytes));
+        }
         QPath::Gemm => {}
     }
     qmatmul_gemm(stream, enc, (lhs, w, out), (m, n, k, row_bytes))?;
@@ -144,7 +148,10 @@ pub enum QPath {
     Stream,
     /// qgemv.cu: every encoding, up to 8 rows.
     General,
-    /// Dequantize to scratch, then the f32 GEMM (more than 8 rows).
+    /// Dequantize to bf16 scratch, then the wgmma GEMM (more than 8 rows on sm_90:
+    /// qmatmul_sm90.rs; `qmatmul.wgmma`).
+    Wgmma,
+    /// Dequantize to f32 scratch, then the f32 GEMM (more than 8 rows elsewhere).
     Gemm,
 }
 
@@ -162,7 +169,9 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
         return QPath::Mma;
     }
     if p.m > GEMV_MAX_ROWS {
-        return QPath::Gemm;
+        // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
+        let wgmma = arch_major == 9 && p.k % 8 == 0 && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
+        return if wgmma { QPath::Wgmma } else { QPath::Gemm };
     }
     let stream = matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
         && aligned
@@ -548,7 +557,11 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q6K, 1), 9, ""), QPath::General);
         assert_eq!(path(&problem(Encoding::Q4_0, 1), 8, ""), QPath::General);
-        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Gemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q6K, 512), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 8, ""), QPath::Gemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 10, ""), QPath::Gemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 512), 9, "qmatmul.wgmma=0"), QPath::Gemm);
         let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 1) };
         assert_eq!(path(&unaligned, 9, ""), QPath::General);
     }

@@ -1,0 +1,183 @@
+"""qmatmul on the GPU against a float64 product of weights decoded in numpy from the raw blocks
+(tests/gguf_blocks.py), with fresh random inputs: many lhs rows on Hopper (bf16 weights and
+activations into the wgmma GEMM, f32 accumulation and result: qmatmul_sm90.rs), its fused
+residual, sibling products and weight chunks; and 1 to 8 rows (the GEMV kernels). The decoder
+itself is checked against the host's dequantize, bit for bit, on any machine."""
+
+import numpy as np
+import pytest
+
+from gguf_blocks import decode
+from test_quant import ENCODINGS, execute, load, on, random_blocks, session
+from max import driver, tuning
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, Weight, ops
+from max.graph.quantization import QuantizationEncoding as Q
+
+encodings = pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
+
+
+def k_of(enc, blocks):
+    return blocks * enc.elements_per_block
+
+
+def weights(rng, enc, n, k):
+    return random_blocks(rng, enc, n, k // enc.elements_per_block)
+
+
+def bf16_bound(lhs64, w64, k):
+    """The error bound of bf16 operands with f32 accumulation: rounding each operand to bf16
+    (8 significant bits) moves a product by at most 2 * 2^-8 of |a w| (plus 2^-16), and a K-term
+    f32 sum adds at most K * 2^-24 of sum |a w|: (2^-7 + 2^-16 + K * 2^-24) * |lhs| @ |w|^T. A
+    wrong element, row or block would miss it by orders of magnitude."""
+    return (2.0**-7 + 2.0**-16 + k * 2.0**-24) * (np.abs(lhs64) @ np.abs(w64).T)
+
+
+def f32_bound(lhs64, w64, k):
+    """f32 operands (the GEMV kernels): the K-term f32 dot product, 2 K 2^-24 sum |a w|."""
+    return 2 * k * 2.0**-24 * (np.abs(lhs64) @ np.abs(w64).T)
+
+
+def check(got, lhs, w, bound, plus=None):
+    lhs64, w64 = lhs.astype(np.float64), w.astype(np.float64)
+    ref = lhs64 @ w64.T
+    tol = bound(lhs64, w64, lhs.shape[-1])
+    if plus is not None:  # the residual: one more f32 rounding of the sum
+        ref = ref + plus.astype(np.float64)
+        tol = tol + 2.0**-23 * np.abs(ref)
+    assert got.shape == ref.shape and got.dtype == np.float32, (got.shape, ref.shape, got.dtype)
+    err = np.abs(got.astype(np.float64) - ref)
+    bad = err > tol + 1e-30
+    assert not bad.any(), f"{bad.sum()} of {bad.size} wrong; worst {err.max()} (bound there {tol.flat[err.argmax()]})"
+
+
+@encodings
+def test_numpy_decoder_matches_the_host_dequantize(rng, enc):
+    q = random_blocks(rng, enc, 7, 3)
+    (host,) = execute(load(lambda x: ops.dequantize(enc, x), [(DType.uint8, q.shape)], driver.CPU()), [q], driver.CPU())
+    got = decode(enc, q)
+    assert got.dtype == np.float32 and got.shape == host.shape
+    assert (got.view(np.uint32) == host.view(np.uint32)).all()
+
+
+# -- many rows on Hopper: bf16 weights, the wgmma GEMM ----------------------------------------
+
+
+def product_model(device, enc, m, k, n, residual=False):
+    kb = k // enc.elements_per_block * enc.block_size
+    types = [(DType.float32, (m, k)), (DType.uint8, (n, kb))] + ([(DType.float32, (m, n))] if residual else [])
+    if residual:
+        return load(lambda a, b, h: h + ops.qmatmul(enc, None, a, b), types, device)
+    return load(lambda a, b: ops.qmatmul(enc, None, a, b), types, device)
+
+
+@encodings
+@pytest.mark.parametrize("m", [9, 64, 512])
+def test_gpu_qmatmul_many_rows_on_tensor_cores(hopper, rng, enc, m):
+    """More than 8 rows: every encoding through the bf16 dequantize and the f32-result wgmma
+    GEMM. K of an odd number of blocks (a partial 64-wide K tile for the 32-element encodings),
+    N not a multiple of the 128 or 256-column tiles, M not a multiple of 128."""
+    k = k_of(enc, 37 if enc.elements_per_block == 32 else 5)
+    n = 300
+    w = weights(rng, enc, n, k)
+    lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
+    with tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+    assert log.count("gemm_sm90p", f32=1) == 1, log.records()
+    check(out, lhs, decode(enc, w), bf16_bound)
+
+
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [9, 512])
+def test_gpu_qmatmul_many_rows_with_residual(hopper, rng, enc, m):
+    """`h + qmatmul(x, W)` on many rows: the residual is added by the GEMM's f32 epilogue (no
+    separate add kernel), to the bf16 product's bound plus the f32 rounding of the sum."""
+    k, n = 512, 384
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    res = (rng.standard_normal((m, n)) * 10).astype(np.float32)
+    with tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n, residual=True), [lhs, w, res], hopper)
+    assert log.count("gemm_sm90p", f32=1) == 1 and log.count("fused") == 0, log.records()
+    check(out, lhs, decode(enc, w), bf16_bound, plus=res)
+
+
+def test_gpu_qmatmul_many_rows_siblings(hopper, rng):
+    """A layer's q/k/v of one activation on 64 rows: each sibling its own GEMM, each right."""
+    enc, k, ns, m = Q.Q4_0, 1024, (1024, 256, 256), 64
+    ws = [weights(rng, enc, n, k) for n in ns]
+    where = DeviceRef.from_device(hopper)
+    ww = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
+    with Graph("siblings", input_types=on(hopper, [(DType.float32, (m, k))])) as g:
+        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in ww])
+    model = session(hopper).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    with tuning.record_launches() as log:
+        outs = execute(model, [lhs], hopper)
+    assert log.count("gemm_sm90p", f32=1) == len(ns), log.records()
+    for out, w in zip(outs, ws):
+        check(out, lhs, decode(enc, w), bf16_bound)
+
+
+def test_gpu_qmatmul_weight_chunks_on_tensor_cores(hopper, rng):
+    """More weight rows than one bf16 scratch chunk holds (32768 rows of K = 4096, 256 MB): the
+    GEMM of each chunk writes its column range of the result (rows N apart) and adds that range
+    of the residual."""
+    enc, k, n, m = Q.Q4_0, 4096, 32768 + 300, 16
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    with tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n, residual=True), [lhs, w, res], hopper)
+    assert log.count("gemm_sm90p", f32=1) == 2, log.records()
+    check(out, lhs, decode(enc, w), bf16_bound, plus=res)
+
+
+def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
+    """qmatmul.wgmma=0: the f32 dequantize + SIMT GEMM (the path of other GPUs), to the f32 bound."""
+    enc, k, n, m = Q.Q4_K, 512, 200, 40
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    with tuning.override(**{"qmatmul.wgmma": False}), tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+    assert log.count("gemm_sm90p") == 0, log.records()
+    check(out, lhs, decode(enc, w), f32_bound)
+
+
+# -- 1 to 8 rows: the GEMV kernels -------------------------------------------------------------
+
+
+@encodings
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 8])
+def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
+    """Decode rows through whichever GEMV kernel the shape takes (tensor-core for 1-2 rows of
+    4-bit weights, streaming, general), to the f32 bound: 16-byte aligned rows of 4096 elements
+    (the 8B model's K), and an odd number of blocks (rows not 16-byte aligned)."""
+    for blocks in (4096 // enc.elements_per_block, 37 if enc.elements_per_block == 32 else 3):
+        k, n = k_of(enc, blocks), 333
+        w = weights(rng, enc, n, k)
+        lhs = rng.standard_normal((m, k)).astype(np.float32)
+        (out,) = execute(product_model(gpu, enc, m, k, n), [lhs, w], gpu)
+        check(out, lhs, decode(enc, w), f32_bound)
+
+
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("ns", [(4096, 1024, 1024), (1000, 333)], ids=["qkv", "odd"])
+def test_gpu_mma_siblings_share_one_launch(hopper, rng, enc, m, ns):
+    """A layer's q/k/v (or gate/up) of one activation at 1-2 rows: one launch of the
+    tensor-core GEMV serves them all (a segment per weight), every output to the f32 bound;
+    row counts not a multiple of the 16-row tiles."""
+    k = 1024
+    ws = [weights(rng, enc, n, k) for n in ns]
+    where = DeviceRef.from_device(hopper)
+    ww = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
+    with Graph("siblings", input_types=on(hopper, [(DType.float32, (m, k))])) as g:
+        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in ww])
+    model = session(hopper).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    with tuning.record_launches() as log:
+        outs = execute(model, [lhs], hopper)
+    assert log.count("qgemv", mma=1, segments=len(ns)) == 1 and log.count("qgemv") == 1, log.records()
+    for out, w in zip(outs, ws):
+        check(out, lhs, decode(enc, w), f32_bound)
