@@ -71,6 +71,7 @@ def product_model(device, enc, m, k, n, residual=False):
     return load(lambda a, b: ops.qmatmul(enc, None, a, b), types, device)
 
 
+@pytest.mark.gpu
 @encodings
 @pytest.mark.parametrize("m", [9, 64, 512])
 def test_gpu_qmatmul_many_rows_on_tensor_cores(hopper, rng, enc, m):
@@ -87,6 +88,7 @@ def test_gpu_qmatmul_many_rows_on_tensor_cores(hopper, rng, enc, m):
     check(out, lhs, decode(enc, w), bf16_bound)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q6_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [9, 512])
 def test_gpu_qmatmul_many_rows_with_residual(hopper, rng, enc, m):
@@ -102,6 +104,7 @@ def test_gpu_qmatmul_many_rows_with_residual(hopper, rng, enc, m):
     check(out, lhs, decode(enc, w), bf16_bound, plus=res)
 
 
+@pytest.mark.gpu
 def test_gpu_qmatmul_many_rows_siblings(hopper, rng):
     """A layer's q/k/v of one activation on 64 rows: each sibling its own GEMM, each right."""
     enc, k, ns, m = Q.Q4_0, 1024, (1024, 256, 256), 64
@@ -119,6 +122,7 @@ def test_gpu_qmatmul_many_rows_siblings(hopper, rng):
         check(out, lhs, decode(enc, w), bf16_bound)
 
 
+@pytest.mark.gpu
 def test_gpu_qmatmul_weight_chunks_on_tensor_cores(hopper, rng):
     """More weight rows than one bf16 scratch chunk holds (32768 rows of K = 4096, 256 MB): the
     GEMM of each chunk writes its column range of the result (rows N apart) and adds that range
@@ -133,6 +137,7 @@ def test_gpu_qmatmul_weight_chunks_on_tensor_cores(hopper, rng):
     check(out, lhs, decode(enc, w), bf16_bound, plus=res)
 
 
+@pytest.mark.gpu
 def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
     """qmatmul.wgmma=0: the f32 dequantize + SIMT GEMM (the path of other GPUs), to the f32 bound."""
     enc, k, n, m = Q.Q4_K, 512, 200, 40
@@ -147,6 +152,7 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
 # -- 1 to 8 rows: the GEMV kernels -------------------------------------------------------------
 
 
+@pytest.mark.gpu
 @encodings
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 8])
 def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
@@ -161,6 +167,7 @@ def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
         check(out, lhs, decode(enc, w), f32_bound)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [1, 2])
 @pytest.mark.parametrize("ns", [(4096, 1024, 1024), (1000, 333)], ids=["qkv", "odd"])

@@ -53,6 +53,28 @@ struct __align__(64) QmMap {
     u64 opaque[16];
 };
 
+// Sibling products of one lhs (a layer's q/k/v, its gate/up) in one launch: segment s has its
+// own weights (maps.map[s]), output out[s] of n[s] rows, and the tiles first[s] .. first[s+1]
+// of the launch's tiles, so warps never wait for a sibling's launch to drain (launch/quant.rs).
+#define QM_SEGS 3
+struct QmMaps {
+    QmMap map[QM_SEGS];
+};
+struct QmSegs {
+    float* out[QM_SEGS];
+    int n[QM_SEGS];
+    int first[QM_SEGS + 1];
+    int count;
+};
+
+// The segment of tile `tile` (first[0] = 0 <= tile < first[count]).
+__device__ __forceinline__ int qm_seg(const QmSegs& sg, int tile) {
+    int s = 0;
+#pragma unroll
+    for (int i = 1; i < QM_SEGS; ++i) s += (i < sg.count && tile >= sg.first[i]) ? 1 : 0;
+    return s;
+}
+
 // Shared memory: the lhs fragments [units][MR][3 columns][4 lanes][2 words] (96 bytes per unit
 // and row), the per-unit terms [units][MR] (QmMeta), 128 zero bytes (the fragments of unused
 // columns), then, 128-byte aligned, per warp Q::ST stages, their mbarriers and the group sums.
@@ -175,8 +197,8 @@ __device__ __forceinline__ void qm_join(const int (&c)[4], int m0, int m1, int x
 }
 
 template <int E, int MR>
-__device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restrict__ lhs, float* __restrict__ out,
-                                          int m, int n, int k, int split, const float* __restrict__ res) {
+__device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, const float* __restrict__ lhs, int m,
+                                          int k, int split, const float* __restrict__ res) {
 #if __CUDA_ARCH__ >= 900
     typedef Qm<E> Q;
     extern __shared__ __align__(128) u8 qm_smem[];
@@ -191,7 +213,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
     float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64;  // [warp][lane][2]
 
     // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
-    const int tiles = (n + 15) / 16, chunks = (k + QM_CHUNK - 1) / QM_CHUNK;
+    const int tiles = sg.first[sg.count], chunks = (k + QM_CHUNK - 1) / QM_CHUNK;
     const int grp = warp / split, part = warp % split;
     const int gid = grp * gridDim.x + blockIdx.x, gstride = (QM_WARPS / split) * gridDim.x;
     // Part p takes chunks p, p + split, ...: the group's warps read neighbouring pieces of the
@@ -211,12 +233,15 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
     int st_n = 0, st_k = 0, st_tile = gid;
     auto stage = [&]() {
         if (st_n < items && lane == 0) {
+            const int seg = qm_seg(sg, st_tile);
+            const QmMap& map = maps.map[seg];
+            const int row0 = (st_tile - sg.first[seg]) * 16;
             const u32 bar = smem_u32(&full[st_n % Q::ST]);
             mbar_expect(bar, (u32)Q::STAGE);
             asm volatile(
                 "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
                 "[%4];\n" ::"r"(smem_u32(ring + (st_n % Q::ST) * Q::STAGE)),
-                "l"(&map), "r"((part + st_k * split) * (int)Q::CHUNK_BYTES), "r"(st_tile * 16), "r"(bar)
+                "l"(&map), "r"((part + st_k * split) * (int)Q::CHUNK_BYTES), "r"(row0), "r"(bar)
                 : "memory");
         }
         ++st_n;
@@ -361,7 +386,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
                 asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
             }
             if (part == 0 && t % 2 == 0 && t / 2 < m) {
-                const int row = tile * 16 + g;
+                const int seg = qm_seg(sg, tile), n = sg.n[seg];
+                float* __restrict__ out = sg.out[seg];
+                const int row = (tile - sg.first[seg]) * 16 + g;
                 const i64 at = (i64)(t / 2) * n + row;
                 if (row < n) out[at] = res ? acc[0] + res[at] : acc[0];
                 if (row + 8 < n) out[at + 8] = res ? acc[1] + res[at + 8] : acc[1];
@@ -375,12 +402,12 @@ __device__ __forceinline__ void qgemv_mma(const QmMap& map, const float* __restr
 #endif
 }
 
-// Four blocks of 8 warps per SM: 64 registers.
+// Four blocks of 8 warps per SM: 64 registers. `res` (added to the result) with one segment only.
 #define QGEMV_MMA(NAME, E, MR)                                                                             \
     extern "C" __global__ void __launch_bounds__(256, 4) qgemv_mma_##NAME##_m##MR(                             \
-        const __grid_constant__ QmMap map, const float* lhs, float* out, int m, int n, int k, int split,            \
-        const float* res) {                                                                                       \
-        qgemv_mma<E, MR>(map, lhs, out, m, n, k, split, res);                                                     \
+        const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const float* lhs, int m, int k,  \
+        int split, const float* res) {                                                                            \
+        qgemv_mma<E, MR>(maps, segs, lhs, m, k, split, res);                                                      \
     }
 QGEMV_MMA(q4_0, ENC_Q4_0, 1)
 QGEMV_MMA(q4_0, ENC_Q4_0, 2)

@@ -81,7 +81,7 @@ pub fn qmatmul_add(
     let tuning = max_tuning::current();
     let problem = QProblem { enc, m, n, k, row_bytes, lhs, w };
     match select_path(&problem, arch_major(stream)?, &tuning) {
-        QPath::Mma => return qgemv_mma(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), &tuning),
+        QPath::Mma => return qgemv_mma(stream, enc, lhs, &[(w, out, n)], res, (m, k, row_bytes), &tuning),
         QPath::Stream => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), true, &tuning),
         QPath::General => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), false, &tuning),
         QPath::Wgmma => {
@@ -301,9 +301,22 @@ pub fn qmatmul_siblings(
 ) -> Result<()> {
     let tuning = max_tuning::current();
     let arch = arch_major(stream)?;
-    let general = |&(w, _, n): &(u64, u64, usize)| {
-        n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, &tuning) == QPath::General
+    let t = &tuning;
+    let takes = |path: QPath| {
+        move |&(w, _, n): &(u64, u64, usize)| {
+            n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, t) == path
+        }
     };
+    let total: usize = parts.iter().map(|p| p.2).sum();
+    if m > 0
+        && k > 0
+        && (2..=QM_SEGS).contains(&parts.len())
+        && parts.iter().all(takes(QPath::Mma))
+        && total < i32::MAX as usize
+    {
+        return qgemv_mma(stream, enc, lhs, parts, 0, (m, k, row_bytes), &tuning);
+    }
+    let general = takes(QPath::General);
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
     if m == 0
         || k == 0
@@ -427,29 +440,83 @@ fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) ->
     (split, tiles.div_ceil(QM_WARPS / split).min(resident).min(cap))
 }
 
+/// Sibling products one qgemv_mma.cu launch serves at most (QM_SEGS).
+pub const QM_SEGS: usize = 3;
+
+/// The weights of each segment of a qgemv_mma.cu launch (QmMaps); unused maps are zeros.
+#[repr(C)]
+struct QmMaps([TmaMap; QM_SEGS]);
+// SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmMaps` (64-byte aligned maps).
+unsafe impl cudarc::driver::DeviceRepr for QmMaps {}
+
+/// The segments of a qgemv_mma.cu launch: output and rows of each, its first tile of 16 rows
+/// (the last entry the launch's tile count), and how many there are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct QmSegs {
+    out: [u64; QM_SEGS],
+    n: [i32; QM_SEGS],
+    first: [i32; QM_SEGS + 1],
+    count: i32,
+}
+// SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmSegs`.
+unsafe impl cudarc::driver::DeviceRepr for QmSegs {}
+
+impl QmSegs {
+    /// The segments of `parts` (weights, output, rows; at most QM_SEGS, rows < 2^31 in all).
+    fn new(parts: &[(u64, u64, usize)]) -> QmSegs {
+        let mut s = QmSegs { out: [0; QM_SEGS], n: [0; QM_SEGS], first: [0; QM_SEGS + 1], count: 0 };
+        let mut first = 0usize;
+        for (i, &(_, out, n)) in parts.iter().take(QM_SEGS).enumerate() {
+            (s.out[i], s.n[i], s.first[i]) = (out, n as i32, first as i32);
+            first += n.div_ceil(16);
+        }
+        s.count = parts.len().min(QM_SEGS) as i32;
+        for f in &mut s.first[s.count as usize..] {
+            *f = first as i32;
+        }
+        s
+    }
+
+    /// Tiles of 16 weight rows over all segments.
+    fn tiles(&self) -> usize {
+        self.first[self.count as usize] as usize
+    }
+}
+
+/// qmatmul of `lhs` by each part's weights (`n` rows of `row_bytes`, 16-byte aligned) into its
+/// output, one launch of qgemv_mma.cu; `res` is added to a single part's result.
 fn qgemv_mma(
     stream: &Arc<CudaStream>,
     enc: Encoding,
-    (lhs, w, out, res): (u64, u64, u64, u64),
-    (m, n, k, row_bytes): (usize, usize, usize, usize),
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    res: u64,
+    (m, k, row_bytes): (usize, usize, usize),
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
+    if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) {
+        return Err(Error::Unsupported(format!("qgemv_mma: {} sibling products", parts.len())));
+    }
     let name = format!("qgemv_mma_{}_m{m}", suffix(enc));
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
     let smem = mma_gemv_smem(enc, m, k).1 as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     let resident = resident_blocks(stream, &f, &name, smem)?;
-    let (split, blocks) = mma_grid(n, k, resident, tuning);
+    let mut segs = QmSegs::new(parts);
+    let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
     let (elems, bytes) = enc.block();
-    let mut map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
-    let (mut lhs, mut out, mut res) = (lhs, out, res);
-    let (mut ms, mut ns, mut ks, mut sp) = (m as i32, n as i32, k as i32, split as i32);
-    let mut params: [*mut std::ffi::c_void; 8] = [
-        &mut map as *mut TmaMap as *mut _,
+    let mut maps = QmMaps([TmaMap([0; 16]), TmaMap([0; 16]), TmaMap([0; 16])]);
+    for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
+        *map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
+    }
+    let (mut lhs, mut res) = (lhs, res);
+    let (mut ms, mut ks, mut sp) = (m as i32, k as i32, split as i32);
+    let mut params: [*mut std::ffi::c_void; 7] = [
+        &mut maps as *mut QmMaps as *mut _,
+        &mut segs as *mut QmSegs as *mut _,
         &mut lhs as *mut u64 as *mut _,
-        &mut out as *mut u64 as *mut _,
         &mut ms as *mut i32 as *mut _,
-        &mut ns as *mut i32 as *mut _,
         &mut ks as *mut i32 as *mut _,
         &mut sp as *mut i32 as *mut _,
         &mut res as *mut u64 as *mut _,
@@ -457,15 +524,21 @@ fn qgemv_mma(
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
     let pdl = tuning.flag_or(max_tuning::Knob::QgemvPdl, true);
-    // SAFETY: the parameters match the kernel's (QmMap, lhs, out, m, n, k, split, res) by value and
-    // live across the call (the driver copies them); the map describes w's n rows of row_bytes
-    // (k elements, 16-byte aligned rows); lhs holds m x k f32 and out m x n f32; n and k fit in
-    // i32 (mma_gemv: k is bounded by the fragment budget).
+    // SAFETY: the parameters match the kernel's (QmMaps, QmSegs, lhs, m, k, split, res) by value
+    // and live across the call (the driver copies them); each map describes its part's n rows
+    // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n f32; lhs holds
+    // m x k f32; the rows and k fit in i32 (select_path; k is bounded by the fragment budget).
     unsafe {
         super::launch_ex(stream, &f, (blocks as u32, 256, smem), &mut params, pdl, "cuLaunchKernelEx(qgemv_mma)")
     }?;
     super::record::record("qgemv", || {
-        let fields = vec![("mma", 1), ("split", split as i64), ("blocks", blocks as i64), ("pdl", pdl as i64)];
+        let fields = vec![
+            ("mma", 1),
+            ("split", split as i64),
+            ("blocks", blocks as i64),
+            ("pdl", pdl as i64),
+            ("segments", parts.len() as i64),
+        ];
         (name.clone(), fields)
     });
     Ok(())
@@ -564,6 +637,15 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4_0, 512), 9, "qmatmul.wgmma=0"), QPath::Gemm);
         let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 1) };
         assert_eq!(path(&unaligned, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn mma_segments_tile_the_launch_in_order() {
+        let s = QmSegs::new(&[(1, 10, 4096), (2, 20, 1024), (3, 30, 1000)]);
+        assert_eq!(s.first, [0, 256, 320, 383]);
+        assert_eq!((s.count, s.tiles(), s.n, s.out), (3, 383, [4096, 1024, 1000], [10, 20, 30]));
+        let one = QmSegs::new(&[(1, 10, 45)]);
+        assert_eq!((one.first, one.count, one.tiles()), ([0, 3, 3, 3], 1, 3));
     }
 
     #[test]
