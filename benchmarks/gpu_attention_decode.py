@@ -111,7 +111,8 @@ def main() -> None:
             model = session.load(_graph(batch, tuple(cache.shape), width, ref))
             n = max(1, min(MAX_COPIES, ROTATE_BYTES // (cache.numel() * 2)))
             copies = [cache] + [cache.clone() for _ in range(n - 1)]
-            args = [driver.Buffer.from_dlpack(q)] + [driver.Buffer.from_numpy(a).to(gpu) for a in (offsets, lengths, table)]
+            indices = [driver.Buffer.from_numpy(a).to(gpu) for a in (offsets, lengths, table)]
+            args = [driver.Buffer.from_dlpack(q), *indices]
             bufs = [driver.Buffer.from_dlpack(c) for c in copies]
             (out,) = model.execute(args[0], bufs[0], *args[1:])
             got = torch.from_dlpack(out).float()
@@ -120,7 +121,8 @@ def main() -> None:
             t = timer(stream, lambda: model.execute(args[0], next(cyc), *args[1:]))
             label = "contiguous" if layout == "contiguous" else f"page{layout}" + ("_wide" if wide else "")
             rows.append(base | {"layout": label, "table_keys": width * ps, "us": round(t * 1e6, 2),
-                                "TBps": round(kv_bytes / t / 1e12, 3), "of_copy_rate": round(kv_bytes / t / 1e9 / copy_gbps, 3),
+                                "TBps": round(kv_bytes / t / 1e12, 3),
+                                "of_copy_rate": round(kv_bytes / t / 1e9 / copy_gbps, 3),
                                 "rel_err": float(f"{err:.2e}")})
             print(rows[-1], flush=True)
             del bufs, cyc, copies, cache, model
