@@ -198,7 +198,7 @@ def test_decode_over_long_caches(device, rng, dtype, mask, window, hkv, hq, d, l
     """One new token per sequence against caches of thousands of tokens: enough work that a
     device may split each head's keys into shares and combine them (shares with no visible key
     under a short sliding window included); head dims 64 and 128, 3 to 12 query heads per kv
-    head (the GPU's split form takes up to 8, the general form the rest)."""
+    head (the GPU's decode form takes up to 8, the general form the rest)."""
     ref = DeviceRef.from_device(device)
     ps, layers = 64, 1
     width = max(lens) // ps + 1

@@ -218,6 +218,7 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
         const i64 np = (w1 - 1) / ps - p0 + 1;
         __syncthreads();  // the previous window's page ids are no longer read
+#pragma unroll 4
         for (i64 t = threadIdx.x; t < np; t += DEC_THREADS) pid[t] = table[p0 + t];
         __syncthreads();
         for (i64 t0 = w0; t0 < w1; t0 += step) {

@@ -213,7 +213,7 @@ pub struct AttentionPtrs {
     pub lengths: u64,
     pub table: u64,
     pub out: u64,
-    /// f32 scratch of `split_scratch_bytes` for the split form's partial results (0: none;
+    /// f32 scratch of `split_scratch_bytes` for the decode form's shares (0: none;
     /// a call that needs scratch and has none runs the general form).
     pub partial: u64,
 }
