@@ -86,13 +86,7 @@ template <typename T> __device__ __forceinline__ void kv_cache_store(const Store
     }
 }
 
-struct AttnArgs {
-    u64 q, blocks, offsets, lengths, table, out;
-    i64 tokens, batch, width, q_heads, kv_heads, dim, page_size, layers, pages, layer, window;
-    float scale, softcap;
-    i32 mask;  // 0 causal, 1 sliding window, 2 none
-    i32 pad;
-};
+// AttnArgs: attention_args.cuh (shared with attention_prefill.cu).
 
 // The most head dims a lane holds (head_dim <= 32 * MAXV).
 #define MAXV 8

@@ -41,11 +41,8 @@
 #define PF_NEG_INF (-__int_as_float(0x7f800000))
 
 struct PrefillArgs {
-    u64 q, blocks, offsets, lengths, table, out;
-    i64 tokens, batch, width, q_heads, kv_heads, page_size, layers, pages, layer, window;
-    float scale, softcap;
-    i32 mask;  // 0 causal, 1 sliding window, 2 none
-    i32 slots; // tile slots per head: tokens / 64 + batch
+    AttnArgs a;  // attention_args.cuh
+    i64 slots;   // tile slots per head: tokens / 64 + batch
 };
 
 __device__ __forceinline__ u32 pf_smem(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -99,14 +96,14 @@ template <int CPR> __device__ __forceinline__ u32 pf_at(int r, int c) {
 }
 
 // The visible keys [lo, hi) of a query at pos in a sequence of total keys (Mask::range).
-__device__ __forceinline__ void pf_range(const PrefillArgs& a, i64 pos, i64 total, i64& lo, i64& hi) {
+__device__ __forceinline__ void pf_range(const AttnArgs& a, i64 pos, i64 total, i64& lo, i64& hi) {
     lo = 0;
     hi = pos + 1 < total ? pos + 1 : total;
     if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
     if (a.mask == 2) hi = total;
 }
 
-template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(const PrefillArgs& a) {
+template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(const AttnArgs& a, i64 slots) {
     constexpr int CPR = D / 8;                      // 16-byte chunks per row
     constexpr int TILE = PF_ROWS * D * 2;           // bytes of one tile
     constexpr int DK = D / 16;                      // k steps of S = Q K^T
@@ -121,7 +118,7 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, tig = lane % 4;         // quad (row) and lane in quad
     const i64 h = blockIdx.x % a.q_heads;
-    const i64 slot = a.slots - 1 - (i64)(blockIdx.x / a.q_heads);
+    const i64 slot = slots - 1 - (i64)(blockIdx.x / a.q_heads);
     if (slot < 0) return;
 
     // The sequence of this slot: the last b with offsets[b] / 64 + b <= slot.
@@ -343,11 +340,11 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
 }
 
 #define ATTENTION_PREFILL(D)                                                                              \
-    extern "C" __global__ void __launch_bounds__(PF_THREADS) attention_prefill_d##D##_bf16(PrefillArgs a) { \
-        attention_prefill<D, true>(a);                                                                    \
+    extern "C" __global__ void __launch_bounds__(PF_THREADS) attention_prefill_d##D##_bf16(PrefillArgs p) { \
+        attention_prefill<D, true>(p.a, p.slots);                                                                    \
     }                                                                                                     \
-    extern "C" __global__ void __launch_bounds__(PF_THREADS) attention_prefill_d##D##_f16(PrefillArgs a) {  \
-        attention_prefill<D, false>(a);                                                                   \
+    extern "C" __global__ void __launch_bounds__(PF_THREADS) attention_prefill_d##D##_f16(PrefillArgs p) {  \
+        attention_prefill<D, false>(p.a, p.slots);                                                                   \
     }
 
 ATTENTION_PREFILL(64)

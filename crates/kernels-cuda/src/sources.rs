@@ -91,11 +91,17 @@ pub const QGEMV: Family = Family {
 /// attention.cu, the decode form in attention_decode.cu).
 pub const ATTENTION: Family = Family {
     name: "attention",
-    source: concat!(include_str!("../kernels/attention.cu"), include_str!("../kernels/attention_decode.cu")),
+    source: concat!(
+        include_str!("../kernels/attention_args.cuh"),
+        include_str!("../kernels/attention.cu"),
+        include_str!("../kernels/attention_decode.cu")
+    ),
 };
 /// paged_attention of prefill-shaped batches on tensor cores (mma.sync, FlashAttention-2 style).
-pub const ATTENTION_PREFILL: Family =
-    Family { name: "attention_prefill", source: include_str!("../kernels/attention_prefill.cu") };
+pub const ATTENTION_PREFILL: Family = Family {
+    name: "attention_prefill",
+    source: concat!(include_str!("../kernels/attention_args.cuh"), include_str!("../kernels/attention_prefill.cu")),
+};
 
 /// sample_tokens (temperature, top-k, top-p, min-p, Gumbel-max) and apply_penalties.
 pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("../kernels/sampling.cu") };

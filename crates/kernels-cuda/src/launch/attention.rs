@@ -9,7 +9,7 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 use max_graph::ops::attention::{AttentionParams, CacheLayout, Mask};
 
-use super::attention_prefill::{self as prefill, PrefillPlan, PrefillPtrs};
+use super::attention_prefill::{self as prefill, PrefillPlan};
 use crate::sources::ATTENTION;
 use crate::{Error, Result, function};
 
@@ -238,11 +238,6 @@ pub fn paged_attention(
     if tokens * q_heads == 0 || batch == 0 {
         return Ok(());
     }
-    if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), (ptrs.q, ptrs.blocks, ptrs.out)) {
-        let AttentionPtrs { q, blocks, offsets, lengths, table, out, .. } = ptrs;
-        let ptrs = PrefillPtrs { q, blocks, offsets, lengths, table, out };
-        return prefill::launch(stream, &plan, ptrs, cache, p, (tokens, q_heads, batch, width));
-    }
     let (mask, window) = match p.mask {
         Mask::Causal => (0, 0),
         Mask::SlidingWindow(w) => (1, w as i64),
@@ -271,6 +266,9 @@ pub fn paged_attention(
         mask,
         pad: 0,
     };
+    if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), (ptrs.q, ptrs.blocks, ptrs.out)) {
+        return prefill::launch(stream, &plan, args);
+    }
     let tasks = tokens * q_heads;
     let aligned = [ptrs.q, ptrs.blocks].iter().all(|p| p % 16 == 0);
     if let Some(plan) = split_plan(dtype, &cache, q_heads, tokens, width).filter(|_| aligned) {

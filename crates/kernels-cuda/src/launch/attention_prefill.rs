@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
-use max_graph::ops::attention::{AttentionParams, CacheLayout, Mask};
+use max_graph::ops::attention::CacheLayout;
 use max_tuning::{Knob, Tuning};
 
+use super::attention::AttnArgs;
 use crate::sources::ATTENTION_PREFILL;
 use crate::{Error, Result, function};
 
@@ -26,26 +27,8 @@ const DEFAULT_ROWS_PER_SEQ: usize = 8;
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PrefillArgs {
-    q: u64,
-    blocks: u64,
-    offsets: u64,
-    lengths: u64,
-    table: u64,
-    out: u64,
-    tokens: i64,
-    batch: i64,
-    width: i64,
-    q_heads: i64,
-    kv_heads: i64,
-    page_size: i64,
-    layers: i64,
-    pages: i64,
-    layer: i64,
-    window: i64,
-    scale: f32,
-    softcap: f32,
-    mask: i32,
-    slots: i32,
+    a: AttnArgs,
+    slots: i64,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `PrefillArgs`.
 unsafe impl DeviceRepr for PrefillArgs {}
@@ -105,54 +88,9 @@ pub fn prefill_plan(
     })
 }
 
-/// The device tensors of a call (as `attention::AttentionPtrs` without the scratch).
-#[derive(Clone, Copy, Debug)]
-pub struct PrefillPtrs {
-    pub q: u64,
-    pub blocks: u64,
-    pub offsets: u64,
-    pub lengths: u64,
-    pub table: u64,
-    pub out: u64,
-}
-
-/// Runs `plan` for a batch of `batch` sequences whose lookup-table rows hold `width` page ids.
-pub fn launch(
-    stream: &Arc<CudaStream>,
-    plan: &PrefillPlan,
-    ptrs: PrefillPtrs,
-    cache: CacheLayout,
-    p: &AttentionParams,
-    (tokens, q_heads, batch, width): (usize, usize, usize, usize),
-) -> Result<()> {
-    let (mask, window) = match p.mask {
-        Mask::Causal => (0, 0),
-        Mask::SlidingWindow(w) => (1, w as i64),
-        Mask::Null => (2, 0),
-    };
-    let args = PrefillArgs {
-        q: ptrs.q,
-        blocks: ptrs.blocks,
-        offsets: ptrs.offsets,
-        lengths: ptrs.lengths,
-        table: ptrs.table,
-        out: ptrs.out,
-        tokens: tokens as i64,
-        batch: batch as i64,
-        width: width as i64,
-        q_heads: q_heads as i64,
-        kv_heads: cache.kv_heads as i64,
-        page_size: cache.page_size as i64,
-        layers: cache.layers as i64,
-        pages: cache.pages as i64,
-        layer: p.layer as i64,
-        window,
-        scale: p.scale,
-        softcap: p.softcap,
-        mask,
-        slots: i32::try_from(plan.slots)
-            .map_err(|_| Error::Unsupported(format!("paged_attention: {} tiles are too many", plan.slots)))?,
-    };
+/// Runs `plan` with the call's arguments (built once by `attention::paged_attention`).
+pub(super) fn launch(stream: &Arc<CudaStream>, plan: &PrefillPlan, a: AttnArgs) -> Result<()> {
+    let args = PrefillArgs { a, slots: plan.slots as i64 };
     super::record::record("attention_prefill", || {
         (plan.kernel.clone(), vec![("slots", plan.slots as i64), ("blocks", plan.blocks as i64)])
     });
