@@ -1,0 +1,202 @@
+//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-2 lhs rows of Q4_0/Q4_1/Q4_K:
+//! its shared-memory plan, persistent grid, TMA weight maps and sibling segments, and the
+//! launch. A child of quant.rs, whose path selection sends products here.
+
+use super::*;
+
+/// Matches QM_WARPS, QM_CHUNK and Qm (SLOT, ST) in qgemv_mma.cu.
+const QM_WARPS: usize = 8;
+const QM_CHUNK: usize = 256;
+/// Shared memory for the lhs fragments (96 bytes per 32 elements and lhs row, plus 16 bytes of
+/// per-unit terms) beyond which qmatmul keeps to qgemv_stream.cu: K * M up to about 30000.
+pub(super) const QM_PREP_BUDGET: usize = 104 * 1024;
+
+/// The integer tensor-core GEMV's shared memory: lhs fragments and per-unit terms, 128 zero
+/// bytes, each warp's stages and mbarriers, the group sums.
+pub(super) fn mma_gemv_smem(enc: Encoding, mr: usize, k: usize) -> (usize, usize) {
+    let (elems, bytes) = enc.block();
+    let slot = QM_CHUNK / elems * bytes;
+    let stages = 2;
+    let prep = (k / 32) * mr * (96 + 16);
+    (prep, (prep + 128).next_multiple_of(128) + QM_WARPS * stages * (16 * slot + 8) + QM_WARPS * 64 * 4)
+}
+
+/// K parts per tile (a power of two up to 8 and at most `chunks`) for `tiles` tiles over
+/// `slots` resident warps: 8 when even that keeps to one part per warp, else the largest up to 4
+/// that keeps to two. Parts interleave K's chunks, so more parts read each row in longer runs;
+/// on an H200 at 32000 x 4096 four parts ran 3% faster than two, and 8 no faster than 4.
+fn auto_split(tiles: usize, chunks: usize, slots: usize) -> usize {
+    let max_split = (1..=QM_WARPS.min(chunks)).filter(|s| s.is_power_of_two()).max().unwrap_or(1);
+    if max_split == 8 && tiles * 8 <= slots {
+        return 8;
+    }
+    let mut split = max_split.min(4);
+    while split > 1 && tiles * split > 2 * slots {
+        split /= 2;
+    }
+    split
+}
+
+/// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of 16 rows x `chunk` bytes
+/// (qgemv_mma.cu's QmMap); out-of-range rows and bytes read as zeros.
+fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32) -> Result<TmaMap> {
+    tma::tiled(
+        sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        w,
+        &[row_bytes as u64, n as u64],
+        &[row_bytes as u64],
+        &[chunk, 16],
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+    )
+    .map_err(Error::driver("cuTensorMapEncodeTiled"))
+}
+
+/// (K parts per tile, blocks) of qgemv_mma.cu for n weight rows of k elements with `resident`
+/// blocks fitting at once: tiles of 16 rows go round-robin over the warps; with fewer tiles than
+/// warps, `split` warps share a tile, each taking 1/split of K's chunks (at least one each).
+/// `qgemv.split` (1, 2, 4 or 8) and `qgemv.grid` (tests: several tiles per warp) force them.
+fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) -> (usize, usize) {
+    let tiles = n.div_ceil(16);
+    let chunks = k.div_ceil(QM_CHUNK);
+    let mut split = auto_split(tiles, chunks, resident * QM_WARPS);
+    if let Some(s) = tuning.int(max_tuning::Knob::QgemvSplit).filter(|s| *s <= QM_WARPS) {
+        split = s;
+        while split > chunks {
+            split /= 2;
+        }
+    }
+    let cap = tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX);
+    (split, tiles.div_ceil(QM_WARPS / split).min(resident).min(cap))
+}
+
+/// Sibling products one qgemv_mma.cu launch serves at most (QM_SEGS).
+pub const QM_SEGS: usize = 3;
+
+/// The weights of each segment of a qgemv_mma.cu launch (QmMaps); unused maps are zeros.
+#[repr(C)]
+struct QmMaps([TmaMap; QM_SEGS]);
+// SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmMaps` (64-byte aligned maps).
+unsafe impl cudarc::driver::DeviceRepr for QmMaps {}
+
+/// The segments of a qgemv_mma.cu launch: output and rows of each, its first tile of 16 rows
+/// (the last entry the launch's tile count), and how many there are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct QmSegs {
+    out: [u64; QM_SEGS],
+    n: [i32; QM_SEGS],
+    first: [i32; QM_SEGS + 1],
+    count: i32,
+}
+// SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmSegs`.
+unsafe impl cudarc::driver::DeviceRepr for QmSegs {}
+
+impl QmSegs {
+    /// The segments of `parts` (weights, output, rows; at most QM_SEGS, rows < 2^31 in all).
+    fn new(parts: &[(u64, u64, usize)]) -> QmSegs {
+        let mut s = QmSegs { out: [0; QM_SEGS], n: [0; QM_SEGS], first: [0; QM_SEGS + 1], count: 0 };
+        let mut first = 0usize;
+        for (i, &(_, out, n)) in parts.iter().take(QM_SEGS).enumerate() {
+            (s.out[i], s.n[i], s.first[i]) = (out, n as i32, first as i32);
+            first += n.div_ceil(16);
+        }
+        s.count = parts.len().min(QM_SEGS) as i32;
+        for f in &mut s.first[s.count as usize..] {
+            *f = first as i32;
+        }
+        s
+    }
+
+    /// Tiles of 16 weight rows over all segments.
+    fn tiles(&self) -> usize {
+        self.first[self.count as usize] as usize
+    }
+}
+
+/// qmatmul of `lhs` by each part's weights (`n` rows of `row_bytes`, 16-byte aligned) into its
+/// output, one launch of qgemv_mma.cu; `res` is added to a single part's result.
+pub(super) fn qgemv_mma(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    res: u64,
+    (m, k, row_bytes): (usize, usize, usize),
+    tuning: &max_tuning::Tuning,
+) -> Result<()> {
+    if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) {
+        return Err(Error::Unsupported(format!("qgemv_mma: {} sibling products", parts.len())));
+    }
+    let name = format!("qgemv_mma_{}_m{m}", suffix(enc));
+    let f = function(stream.context(), &QGEMV_MMA, &name)?;
+    let smem = mma_gemv_smem(enc, m, k).1 as u32;
+    crate::allow_smem(stream.context(), &f, smem)?;
+    let resident = resident_blocks(stream, &f, &name, smem)?;
+    let mut segs = QmSegs::new(parts);
+    let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
+    let (elems, bytes) = enc.block();
+    let mut maps = QmMaps([TmaMap([0; 16]), TmaMap([0; 16]), TmaMap([0; 16])]);
+    for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
+        *map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
+    }
+    let (mut lhs, mut res) = (lhs, res);
+    let (mut ms, mut ks, mut sp) = (m as i32, k as i32, split as i32);
+    let mut params: [*mut std::ffi::c_void; 7] = [
+        &mut maps as *mut QmMaps as *mut _,
+        &mut segs as *mut QmSegs as *mut _,
+        &mut lhs as *mut u64 as *mut _,
+        &mut ms as *mut i32 as *mut _,
+        &mut ks as *mut i32 as *mut _,
+        &mut sp as *mut i32 as *mut _,
+        &mut res as *mut u64 as *mut _,
+    ];
+    // Programmatic stream serialization: the grid may launch while the previous kernel drains
+    // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
+    let pdl = tuning.flag_or(max_tuning::Knob::QgemvPdl, true);
+    // SAFETY: the parameters match the kernel's (QmMaps, QmSegs, lhs, m, k, split, res) by value
+    // and live across the call (the driver copies them); each map describes its part's n rows
+    // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n f32; lhs holds
+    // m x k f32; the rows and k fit in i32 (select_path; k is bounded by the fragment budget).
+    unsafe {
+        super::super::launch_ex(stream, &f, (blocks as u32, 256, smem), &mut params, pdl, "cuLaunchKernelEx(qgemv_mma)")
+    }?;
+    super::super::record::record("qgemv", || {
+        let fields = vec![
+            ("mma", 1),
+            ("split", split as i64),
+            ("blocks", blocks as i64),
+            ("pdl", pdl as i64),
+            ("segments", parts.len() as i64),
+        ];
+        (name.clone(), fields)
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use max_tuning::Tuning;
+
+    use super::*;
+
+    #[test]
+    fn mma_segments_tile_the_launch_in_order() {
+        let s = QmSegs::new(&[(1, 10, 4096), (2, 20, 1024), (3, 30, 1000)]);
+        assert_eq!(s.first, [0, 256, 320, 383]);
+        assert_eq!((s.count, s.tiles(), s.n, s.out), (3, 383, [4096, 1024, 1000], [10, 20, 30]));
+        let one = QmSegs::new(&[(1, 10, 45)]);
+        assert_eq!((one.first, one.count, one.tiles()), ([0, 3, 3, 3], 1, 3));
+    }
+
+    #[test]
+    fn qgemv_knobs_change_the_grid() {
+        let grid = |spec: &str| mma_grid(4096, 4096, 264, &Tuning::parse(spec).unwrap());
+        let (split, blocks) = grid("");
+        assert_eq!((split, blocks), (auto_split(256, 16, 264 * QM_WARPS), 256usize.div_ceil(QM_WARPS / split)));
+        assert_eq!(grid("qgemv.split=1").0, 1);
+        assert_ne!(grid("qgemv.split=1"), grid(""));
+        assert_eq!(grid("qgemv.grid=3").1, 3);
+        // A forced split halves until each part has a chunk of K.
+        assert_eq!(mma_grid(4096, 512, 264, &Tuning::parse("qgemv.split=8").unwrap()).0, 2);
+    }
+}
