@@ -406,11 +406,7 @@ impl Buffer {
                     out.addr(),
                     dtype,
                     self.num_elements() as u64,
-                )
-                .map_err(|e| match e {
-                    max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-                    other => other.into(),
-                })?;
+                )?;
             }
         }
         Ok(out)

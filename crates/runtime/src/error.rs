@@ -41,8 +41,13 @@ impl Error {
     }
 }
 
+/// A kernel-crate error as the runtime's: a problem no kernel takes (`Unsupported`) is a value
+/// error (ValueError in Python), a device out of memory is OutOfMemory, the rest kernel errors.
 impl From<max_kernels_cuda::Error> for Error {
     fn from(e: max_kernels_cuda::Error) -> Self {
+        if let max_kernels_cuda::Error::Unsupported(m) = e {
+            return Error::Value(m);
+        }
         match e.driver_error() {
             Some(d) if d.0 == cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory(e.to_string()),
             _ => Error::Kernel(e),

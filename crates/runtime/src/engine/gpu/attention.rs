@@ -12,13 +12,6 @@ use crate::cuda::CudaDevice;
 use crate::operands::{fits_cache, query_shape};
 use crate::{Buffer, Error, Result};
 
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
-}
-
 fn packed(b: &Buffer) -> Result<Buffer> {
     if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }
 }
@@ -70,7 +63,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             }
             let shape = RopeShape { tokens, heads, dim, rot, positions: npos };
             let ptrs = (x.addr(), freqs.addr(), positions.addr(), out.addr());
-            k::rope(&dev.stream, x.dtype(), ptrs, shape, p.interleaved, freqs_f32).map_err(kernel_err)
+            k::rope(&dev.stream, x.dtype(), ptrs, shape, p.interleaved, freqs_f32).map_err(Error::from)
         }
         (OpKind::KvCacheStore, [_, blocks, kk, v, slots], _) => {
             let p: KvStoreParams = attrs(name, KvStoreParams::from_attrs(&op.attrs))?;
@@ -90,7 +83,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 return Err(Error::Value(format!("{name}: layer {} of a cache of {} layers", p.layer, c.layers)));
             }
             let ptrs = (blocks.addr(), kk.addr(), v.addr(), slots.addr());
-            k::kv_cache_store(&dev.stream, kk.dtype(), ptrs, c, tokens, p.layer).map_err(kernel_err)
+            k::kv_cache_store(&dev.stream, kk.dtype(), ptrs, c, tokens, p.layer).map_err(Error::from)
         }
         (OpKind::PagedAttention, [_, q, blocks, offsets, lengths, table], [out, ..]) => {
             let p: AttentionParams = attrs(name, AttentionParams::from_attrs(&op.attrs))?;
@@ -135,7 +128,8 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 out: out.addr(),
                 partial: scratch.as_ref().map_or(0, |b| b.addr()),
             };
-            k::paged_attention(&dev.stream, q.dtype(), ptrs, c, &p, (tokens, q_heads, batch, width)).map_err(kernel_err)
+            k::paged_attention(&dev.stream, q.dtype(), ptrs, c, &p, (tokens, q_heads, batch, width))
+                .map_err(Error::from)
         }
         _ => Err(Error::Value(format!("{name}: unexpected inputs or outputs for this op"))),
     }

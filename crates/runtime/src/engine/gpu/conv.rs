@@ -44,14 +44,6 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
     }
 }
 
-/// Kernel-side "unsupported" errors are value errors here, like the CPU's.
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
-}
-
 fn hopper(dev: &CudaDevice) -> bool {
     dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10")
 }
@@ -97,7 +89,7 @@ fn forward_epi(
         };
         dev.bind()?;
         let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-        if conv_sm90::conv2d(&dev.stream, x.dtype(), ptrs, &shape, epi).map_err(kernel_err)? == Outcome::Ran {
+        if conv_sm90::conv2d(&dev.stream, x.dtype(), ptrs, &shape, epi).map_err(Error::from)? == Outcome::Ran {
             return Ok(true);
         }
     }
@@ -131,7 +123,7 @@ fn forward_epi(
     }
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_forward_epi(&dev.stream, x.dtype(), hopper(dev), ptrs, g, epi).map_err(kernel_err)
+    conv_forward_epi(&dev.stream, x.dtype(), hopper(dev), ptrs, g, epi).map_err(Error::from)
 }
 
 fn transpose(
@@ -169,5 +161,5 @@ fn transpose(
     };
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_transpose(&dev.stream, x.dtype(), hopper(dev), ptrs, g).map_err(kernel_err)
+    conv_transpose(&dev.stream, x.dtype(), hopper(dev), ptrs, g).map_err(Error::from)
 }

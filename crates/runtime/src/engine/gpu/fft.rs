@@ -11,13 +11,6 @@ use crate::cuda::CudaDevice;
 use crate::operands::irfft_shape;
 use crate::{Buffer, Error, Result};
 
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
-}
-
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let name = op.kind.name();
     let ([x], [out]) = (inputs, outputs) else {
@@ -32,12 +25,12 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         return Ok(());
     }
     dev.bind()?;
-    let facts = k::device_facts(&dev.stream).map_err(kernel_err)?;
-    let cfg = k::select(&g, x.dtype(), &facts).map_err(kernel_err)?;
+    let facts = k::device_facts(&dev.stream).map_err(Error::from)?;
+    let cfg = k::select(&g, x.dtype(), &facts).map_err(Error::from)?;
     let scratch = match cfg.scratch_bytes {
         0 => None,
         bytes => Some(Buffer::empty_on(DType::UInt8, &[bytes as i64], out.stream())?),
     };
     let ptrs = (x.addr(), out.addr(), scratch.as_ref().map_or(0, |b| b.addr()));
-    k::irfft(&dev.stream, x.dtype(), ptrs, &g, &cfg).map_err(kernel_err)
+    k::irfft(&dev.stream, x.dtype(), ptrs, &g, &cfg).map_err(Error::from)
 }

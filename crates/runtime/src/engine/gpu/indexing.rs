@@ -40,14 +40,6 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
     }
 }
 
-/// A kernel-crate error as a runtime one (unsupported shapes are value errors).
-pub(super) fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
-}
-
 /// Runs the op's CPU kernel on host copies of the inputs and copies its results back into the
 /// device outputs.
 pub(super) fn on_host(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -85,7 +77,7 @@ fn contiguous(b: &Buffer) -> Result<Buffer> {
 fn rows_buffer(dev: &CudaDevice, n: usize, like: &Buffer) -> Result<(Buffer, u64)> {
     let rows = Buffer::empty_on(DType::Int64, &[n as i64 + 1], like.stream())?;
     let err = rows.addr() + 8 * n as u64;
-    max_kernels_cuda::launch::fill(&dev.stream, err, 1, 8, u64::MAX).map_err(kernel_err)?;
+    max_kernels_cuda::launch::fill(&dev.stream, err, 1, 8, u64::MAX).map_err(Error::from)?;
     Ok((rows, err))
 }
 
@@ -145,8 +137,8 @@ fn gather(
     let (input, indices) = (contiguous(input)?, contiguous(indices)?);
     let (rows, err) = rows_buffer(dev, n, out)?;
     let s = &dev.stream;
-    ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), n as u64, &[dim], (1, 0), err).map_err(kernel_err)?;
-    ki::gather_rows(s, input.addr(), out.addr(), rows.addr(), (outer, n, dim), row, e).map_err(kernel_err)?;
+    ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), n as u64, &[dim], (1, 0), err).map_err(Error::from)?;
+    ki::gather_rows(s, input.addr(), out.addr(), rows.addr(), (outer, n, dim), row, e).map_err(Error::from)?;
     if gather_index_error(dev, err)? {
         return on_host(op, inputs, outputs);
     }
@@ -191,8 +183,8 @@ fn gather_nd(
     let (rows, err) = rows_buffer(dev, nvec, out)?;
     let s = &dev.stream;
     ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), nvec as u64, sdims, (per_batch, slices), err)
-        .map_err(kernel_err)?;
-    ki::gather_rows(s, input.addr(), out.addr(), rows.addr(), (1, nvec, 0), row, e).map_err(kernel_err)?;
+        .map_err(Error::from)?;
+    ki::gather_rows(s, input.addr(), out.addr(), rows.addr(), (1, nvec, 0), row, e).map_err(Error::from)?;
     if gather_index_error(dev, err)? {
         return on_host(op, inputs, outputs);
     }
@@ -203,7 +195,7 @@ fn gather_nd(
 fn copy_input(dev: &CudaDevice, input: &Buffer, out: &Buffer) -> Result<()> {
     let e = input.dtype().size_in_bytes();
     let dst = contiguous_strides(input.shape());
-    kl::copy_view(&dev.stream, input.addr(), input.strides(), out.addr(), &dst, input.shape(), e).map_err(kernel_err)
+    kl::copy_view(&dev.stream, input.addr(), input.strides(), out.addr(), &dst, input.shape(), e).map_err(Error::from)
 }
 
 /// `out = input` except `out[c with c[axis] = indices[c]] = updates[c]` for every coordinate
@@ -243,18 +235,19 @@ fn scatter(
     let (updates, indices) = (contiguous(updates)?, contiguous(indices)?);
     let (rows, err) = rows_buffer(dev, n, out)?;
     let s = &dev.stream;
-    ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), n as u64, &[size], (1, 0), err).map_err(kernel_err)?;
+    ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), n as u64, &[size], (1, 0), err)
+        .map_err(Error::from)?;
     // Two updates can only hit one place when they share their coordinate off the axis.
     let winner = if ushape[axis] > 1 {
         let w = winner_buffer(n / ushape[axis] * size, out)?;
-        ki::scatter_claim(s, rows.addr(), w.addr(), ushape, shape, axis).map_err(kernel_err)?;
+        ki::scatter_claim(s, rows.addr(), w.addr(), ushape, shape, axis).map_err(Error::from)?;
         Some(w)
     } else {
         None
     };
     let w = winner.as_ref().map_or(0, |w| w.addr());
     let e = input.dtype().size_in_bytes();
-    ki::scatter(s, updates.addr(), out.addr(), rows.addr(), w, ushape, shape, axis, e).map_err(kernel_err)?;
+    ki::scatter(s, updates.addr(), out.addr(), rows.addr(), w, ushape, shape, axis, e).map_err(Error::from)?;
     if index_error(dev, err)? {
         return on_host(op, inputs, outputs);
     }
@@ -299,17 +292,17 @@ fn scatter_nd(
     let (rows, err) = rows_buffer(dev, nvec, out)?;
     let s = &dev.stream;
     ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), nvec as u64, &shape[..k], (1, 0), err)
-        .map_err(kernel_err)?;
+        .map_err(Error::from)?;
     let winner = if nvec > 1 && row > 0 {
         let w = winner_buffer(targets, out)?;
-        ki::scatter_nd_claim(s, rows.addr(), w.addr(), nvec).map_err(kernel_err)?;
+        ki::scatter_nd_claim(s, rows.addr(), w.addr(), nvec).map_err(Error::from)?;
         Some(w)
     } else {
         None
     };
     let w = winner.as_ref().map_or(0, |w| w.addr());
     let e = input.dtype().size_in_bytes();
-    ki::scatter_rows(s, updates.addr(), out.addr(), rows.addr(), w, nvec, row, e).map_err(kernel_err)?;
+    ki::scatter_rows(s, updates.addr(), out.addr(), rows.addr(), w, nvec, row, e).map_err(Error::from)?;
     if index_error(dev, err)? {
         return on_host(op, inputs, outputs);
     }

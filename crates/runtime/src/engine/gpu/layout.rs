@@ -9,12 +9,12 @@
 use max_graph::{Op, OpKind};
 use max_kernels_cuda::launch::{indexing as ki, layout as kl};
 
-use super::indexing::{kernel_err, upload_i64};
+use super::indexing::upload_i64;
 use crate::cuda::CudaDevice;
 use crate::operands::layout::{self, Band, Copier, Pad, Repeat, band_plan, check_block, pad_plan, repeat_plan};
 use crate::operands::{Kernel, read_ints, view};
 use crate::strided::View;
-use crate::{Buffer, Device, Result};
+use crate::{Buffer, Device, Error, Result};
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     use OpKind::*;
@@ -100,7 +100,7 @@ impl Gpu<'_> {
         };
         let n = out.num_elements() as u64;
         kl::band_part(self.stream(), x.addr(), out.addr(), n, (rows, cols), (bands[0], bands[1]), exclude, elem(x))
-            .map_err(kernel_err)
+            .map_err(Error::from)
     }
 
     fn pad(&self) -> Result<()> {
@@ -112,7 +112,7 @@ impl Gpu<'_> {
         let value = if value.device().is_host() { value.to(out.device())? } else { value.clone() };
         let lo: Vec<usize> = paddings.chunks(2).map(|p| p[0] as usize).collect();
         kl::pad(self.stream(), x.addr(), x.strides(), x.shape(), value.addr(), out.addr(), out.shape(), &lo, elem(x))
-            .map_err(kernel_err)
+            .map_err(Error::from)
     }
 
     fn repeat_interleave(&self) -> Result<()> {
@@ -135,7 +135,7 @@ impl Gpu<'_> {
             &packed
         };
         ki::gather_rows(self.stream(), src.addr(), out.addr(), rows.addr(), (outer, which.len(), d), inner, elem(x))
-            .map_err(kernel_err)
+            .map_err(Error::from)
     }
 }
 
@@ -158,6 +158,6 @@ impl<'a> Copier<'a> for Gpu<'a> {
         }
         let e = elem(x);
         kl::copy_view(self.stream(), at(x, x_off), &v.strides, at(out, out_off as isize), dst, &v.shape, e)
-            .map_err(kernel_err)
+            .map_err(Error::from)
     }
 }

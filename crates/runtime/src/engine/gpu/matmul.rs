@@ -39,14 +39,6 @@ pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outpu
     }
 }
 
-/// A kernel error as the engine's: a problem no kernel takes is a ValueError.
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(msg) => Error::Value(msg),
-        other => other.into(),
-    }
-}
-
 /// `a @ W^T` for each W [n, k] as stored (passes/fuse_weight_transpose.rs) into its output; a's
 /// batch dims fold into rows. Up to gemv_nt::MAX_M rows one launch for all the weights, a warp
 /// per 1-4 rows of W; more rows on Hopper the wgmma GEMM with W as its K-major operand;
@@ -72,7 +64,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs).is_some() {
         let parts: Vec<(u64, u64, usize)> =
             ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
-        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi).map_err(kernel_err);
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi).map_err(Error::from);
     }
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     for ((w, out), &n) in ws.iter().zip(outs).zip(&ns) {
@@ -81,7 +73,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
             match max_kernels_cuda::launch::gemm_sm90::gemm_bt(&dev.stream, dtype, ptrs, (rows, n, k), epi) {
                 Err(max_kernels_cuda::Error::Unsupported(_)) => {}
                 r => {
-                    r.map_err(kernel_err)?;
+                    r.map_err(Error::from)?;
                     continue;
                 }
             }
@@ -90,7 +82,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
         let elem = w.dtype().size_in_bytes();
         let (src, dst) = ([1, k as isize], [n as isize, 1]);
         max_kernels_cuda::launch::layout::copy_view(&dev.stream, w.addr(), &src, wt.addr(), &dst, &[k, n], elem)
-            .map_err(kernel_err)?;
+            .map_err(Error::from)?;
         matmul(dev, a, &wt, out, epi)?;
     }
     Ok(())
@@ -118,7 +110,7 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
     dev.bind()?;
     let run = |pa: u64, pb: u64, pc: u64, count: usize, sa: usize, sb: usize, e: Epilogue| {
         max_kernels_cuda::launch::matmul(&dev.stream, out.dtype(), (pa, pb, pc), (m, n, k), count, (sa, sb, m * n), &e)
-            .map_err(kernel_err)
+            .map_err(Error::from)
     };
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     // Batched A with one shared B folds into the rows of a single GEMM.
@@ -133,7 +125,7 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
         if gemm_skinny::suitable(out.dtype(), (m, n, k), batch, strides, (a.addr(), b.addr())) {
             let ptrs = (a.addr(), b.addr(), out.addr());
             return gemm_skinny::gemm_skinny(&dev.stream, out.dtype(), ptrs, (m, n, k), batch, strides, epi, None)
-                .map_err(kernel_err);
+                .map_err(Error::from);
         }
     }
     if sm90 {

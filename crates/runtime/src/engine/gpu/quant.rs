@@ -56,7 +56,7 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
     let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
     k::qmatmul_add(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), res.addr(), (m, n, kk, row_bytes))
-        .map_err(kernel_err)
+        .map_err(Error::from)
 }
 
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each
@@ -81,27 +81,20 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
     }
     let (Some(dims), Some(enc)) = (common, encoding) else { return Ok(()) };
     dev.bind()?;
-    k::qmatmul_siblings(&dev.stream, enc, lhs.addr(), &parts, dims).map_err(kernel_err)
-}
-
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
+    k::qmatmul_siblings(&dev.stream, enc, lhs.addr(), &parts, dims).map_err(Error::from)
 }
 
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
     let (rows, per_row) = dequantize_geometry(op, enc, x, out)?;
     dev.bind()?;
-    k::dequantize(&dev.stream, enc, x.addr(), out.addr(), rows * per_row).map_err(kernel_err)
+    k::dequantize(&dev.stream, enc, x.addr(), out.addr(), rows * per_row).map_err(Error::from)
 }
 
 /// Leading rows of lhs `[..., k]` (its last dim must be `k`).
 fn qmatmul(dev: &CudaDevice, op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
     let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
-    k::qmatmul(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), (m, n, kk, row_bytes)).map_err(kernel_err)
+    k::qmatmul(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), (m, n, kk, row_bytes)).map_err(Error::from)
 }
 
 /// GPTQ: the checks of crates/runtime/src/cpu/quant/gptq.rs, then the device kernels.
@@ -144,5 +137,5 @@ fn gptq(dev: &CudaDevice, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()
     }
     dev.bind()?;
     let ptrs = (lhs.addr(), rhs.addr(), perm.map_or(0, |p| p.addr()), out.addr());
-    max_kernels_cuda::launch::gptq::gptq(&dev.stream, ptrs, (m, n, kk, group)).map_err(kernel_err)
+    max_kernels_cuda::launch::gptq::gptq(&dev.stream, ptrs, (m, n, kk, group)).map_err(Error::from)
 }

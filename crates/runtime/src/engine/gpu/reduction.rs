@@ -47,14 +47,14 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 return Err(Error::Value(format!("{name}: the mean of an empty axis is undefined for integers")));
             }
             let scratch = scratch(out, k::reduce_scratch(l))?;
-            k::reduce(&dev.stream, kind, dtype, (x.addr(), out.addr(), addr(&scratch)), l).map_err(kernel_err)
+            k::reduce(&dev.stream, kind, dtype, (x.addr(), out.addr(), addr(&scratch)), l).map_err(Error::from)
         }
         OpKind::Softmax | OpKind::LogSoftmax => {
             let l = lines(op, x, false)?;
             expect(name, "the output", out, dtype, x.num_elements())?;
             let log = op.kind == OpKind::LogSoftmax;
             in_norm_dtype(dev, &[x], out, |ins, y| {
-                k::softmax(&dev.stream, log, y.dtype(), ins[0].addr(), y.addr(), l).map_err(kernel_err)
+                k::softmax(&dev.stream, log, y.dtype(), ins[0].addr(), y.addr(), l).map_err(Error::from)
             })
         }
         OpKind::LayerNorm => {
@@ -73,7 +73,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             let rows = x.num_elements() / d;
             in_norm_dtype(dev, &[x, &gamma, &beta], out, |ins, y| {
                 let ptrs = (ins[0].addr(), ins[1].addr(), ins[2].addr(), y.addr());
-                k::layer_norm(&dev.stream, y.dtype(), ptrs, rows, d, eps).map_err(kernel_err)
+                k::layer_norm(&dev.stream, y.dtype(), ptrs, rows, d, eps).map_err(Error::from)
             })
         }
         OpKind::RmsNorm => {
@@ -102,13 +102,13 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 p.weight_offset,
                 p.multiply_before_cast,
             )
-            .map_err(kernel_err)
+            .map_err(Error::from)
         }
         OpKind::Cumsum => {
             let l = lines(op, x, true)?;
             expect(name, "the output", out, dtype, x.num_elements())?;
             let CumsumParams { exclusive, reverse } = cumsum_params(op).map_err(graph_err)?;
-            k::cumsum(&dev.stream, dtype, (x.addr(), out.addr()), l, exclusive, reverse).map_err(kernel_err)
+            k::cumsum(&dev.stream, dtype, (x.addr(), out.addr()), l, exclusive, reverse).map_err(Error::from)
         }
         OpKind::TopK => {
             let l = lines(op, x, true)?;
@@ -169,7 +169,7 @@ fn sort(
     }
     let scratch = scratch(&outputs[0], k::sort_scratch(l, kk))?;
     let ptrs = (x.addr(), values, indices, addr(&scratch));
-    k::sort(&dev.stream, x.dtype(), ptrs, l, kk, desc).map_err(kernel_err)
+    k::sort(&dev.stream, x.dtype(), ptrs, l, kk, desc).map_err(Error::from)
 }
 
 /// Runs `f(inputs, output)` in the dtype the softmax and layer_norm kernels compute `out`'s
@@ -191,7 +191,7 @@ fn in_norm_dtype(
     let tmp = Buffer::empty_on(work, &shape, out.stream())?;
     f(&ins, &tmp)?;
     let n = out.num_elements() as u64;
-    max_kernels_cuda::launch::cast(&dev.stream, tmp.addr(), work, out.addr(), dtype, n).map_err(kernel_err)
+    max_kernels_cuda::launch::cast(&dev.stream, tmp.addr(), work, out.addr(), dtype, n).map_err(Error::from)
 }
 
 /// `b` itself when contiguous, else a contiguous copy on its stream.
@@ -210,13 +210,6 @@ fn scratch(like: &Buffer, bytes: usize) -> Result<Option<Buffer>> {
 
 fn addr(b: &Option<Buffer>) -> u64 {
     b.as_ref().map_or(0, |b| b.addr())
-}
-
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
 }
 
 /// `x` around the op's `axis` attribute as [outer, n, inner] (see operands::axis_lines).

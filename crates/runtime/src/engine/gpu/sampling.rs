@@ -12,13 +12,6 @@ use crate::cuda::CudaDevice;
 use crate::operands::check_sampling as check;
 use crate::{Buffer, Error, Result};
 
-fn kernel_err(e: max_kernels_cuda::Error) -> Error {
-    match e {
-        max_kernels_cuda::Error::Unsupported(m) => Error::Value(m),
-        other => other.into(),
-    }
-}
-
 fn packed(b: &Buffer) -> Result<Buffer> {
     if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }
 }
@@ -42,7 +35,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 seed: seed.addr(),
                 out: out.addr(),
             };
-            k::sample_tokens(&dev.stream, ptrs, rows.batch, rows.vocab).map_err(kernel_err)
+            k::sample_tokens(&dev.stream, ptrs, rows.batch, rows.vocab).map_err(Error::from)
         }
         (OpKind::ApplyPenalties, [logits, tokens, offsets, prompt_lengths, frequency, presence, repetition]) => {
             let bytes = k::penalty_scratch(rows.batch, rows.vocab);
@@ -62,7 +55,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 out: out.addr(),
                 counts: counts.as_ref().map_or(0, |b| b.addr()),
             };
-            k::apply_penalties(&dev.stream, ptrs, rows.batch, rows.vocab, tokens.num_elements()).map_err(kernel_err)
+            k::apply_penalties(&dev.stream, ptrs, rows.batch, rows.vocab, tokens.num_elements()).map_err(Error::from)
         }
         _ => Err(Error::Value(format!("{name}: unexpected inputs or outputs for this op"))),
     }

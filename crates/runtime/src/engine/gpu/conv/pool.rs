@@ -5,10 +5,9 @@
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::conv::{PoolGeo, PoolKind, pool};
 
-use super::kernel_err;
 use crate::cuda::CudaDevice;
 use crate::operands::{Window, fold_window, pool_window};
-use crate::{Buffer, Result};
+use crate::{Buffer, Error, Result};
 
 pub(super) fn pool2d(dev: &CudaDevice, op: &Op, x: &Buffer, out: &Buffer) -> Result<()> {
     let (w, count_boundary) = pool_window(op, x, out)?;
@@ -18,13 +17,13 @@ pub(super) fn pool2d(dev: &CudaDevice, op: &Op, x: &Buffer, out: &Buffer) -> Res
         (_, false) => PoolKind::AvgInside,
     };
     dev.bind()?;
-    pool(&dev.stream, x.dtype(), kind, (x.addr(), out.addr()), geo(&w)).map_err(kernel_err)
+    pool(&dev.stream, x.dtype(), kind, (x.addr(), out.addr()), geo(&w)).map_err(Error::from)
 }
 
 pub(super) fn fold(dev: &CudaDevice, op: &Op, x: &Buffer, out: &Buffer) -> Result<()> {
     let w = fold_window(op, x, out)?;
     dev.bind()?;
-    pool(&dev.stream, x.dtype(), PoolKind::Fold, (x.addr(), out.addr()), geo(&w)).map_err(kernel_err)
+    pool(&dev.stream, x.dtype(), PoolKind::Fold, (x.addr(), out.addr()), geo(&w)).map_err(Error::from)
 }
 
 /// The window as the launcher takes it.
