@@ -108,3 +108,26 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def smollm_server():
+    """The body of a module fixture: a SmolLM2 server (512 positions, batches of 8, 16-token
+    pages, served as "smollm"), stopped cleanly at the end."""
+    from models import smollm2_gguf
+
+    s = ServerProcess(smollm2_gguf(), "--max-length", "512", "--max-batch-size", "8", "--kv-cache-page-size", "16",
+                      "--served-model-name", "smollm")
+    yield s
+    assert s.stop() == 0, s.errors()
+
+
+def offline_generator(max_batch_size: int):
+    """The same model run in this process (the reference for the server's answers)."""
+    from max.driver import DeviceSpec
+    from max.pipelines import PipelineConfig
+    from max.pipelines.lib.generate import Generator
+    from max.pipelines.lib.pipeline import load_pipeline
+    from models import smollm2_gguf
+
+    return Generator(load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=512,
+                                                  max_batch_size=max_batch_size, device_specs=[DeviceSpec.cpu()])))

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gguf_blocks import decode
-from test_quant import ENCODINGS, execute, load, on, random_blocks, session
+from test_quant import ENCODINGS, execute, load, random_blocks, sibling_products
 from max import driver, tuning
 from max.dtype import DType
-from max.graph import DeviceRef, Graph, Weight, ops
+from max.graph import ops
 from max.graph.quantization import QuantizationEncoding as Q
 
 encodings = pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
@@ -109,14 +109,8 @@ def test_gpu_qmatmul_many_rows_siblings(hopper, rng):
     """A layer's q/k/v of one activation on 64 rows: each sibling its own GEMM, each right."""
     enc, k, ns, m = Q.Q4_0, 1024, (1024, 256, 256), 64
     ws = [weights(rng, enc, n, k) for n in ns]
-    where = DeviceRef.from_device(hopper)
-    ww = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
-    with Graph("siblings", input_types=on(hopper, [(DType.float32, (m, k))])) as g:
-        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in ww])
-    model = session(hopper).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
     lhs = rng.standard_normal((m, k)).astype(np.float32)
-    with tuning.record_launches() as log:
-        outs = execute(model, [lhs], hopper)
+    outs, log = sibling_products(hopper, enc, ws, lhs)
     assert log.count("gemm_sm90p", f32=1) == len(ns), log.records()
     for out, w in zip(outs, ws):
         check(out, lhs, decode(enc, w), bf16_bound)
@@ -177,14 +171,8 @@ def test_gpu_mma_siblings_share_one_launch(hopper, rng, enc, m, ns):
     row counts not a multiple of the 16-row tiles."""
     k = 1024
     ws = [weights(rng, enc, n, k) for n in ns]
-    where = DeviceRef.from_device(hopper)
-    ww = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
-    with Graph("siblings", input_types=on(hopper, [(DType.float32, (m, k))])) as g:
-        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in ww])
-    model = session(hopper).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
     lhs = rng.standard_normal((m, k)).astype(np.float32)
-    with tuning.record_launches() as log:
-        outs = execute(model, [lhs], hopper)
+    outs, log = sibling_products(hopper, enc, ws, lhs)
     assert log.count("qgemv", mma=1, segments=len(ns)) == 1 and log.count("qgemv") == 1, log.records()
     for out, w in zip(outs, ws):
         check(out, lhs, decode(enc, w), f32_bound)

@@ -224,6 +224,19 @@ def test_qmatmul_rank_one_lhs_and_weight(device, rng):
     check_product(out[None], lhs[None], dequantized(enc, w), enc, device)
 
 
+def sibling_products(device, enc, ws, lhs):
+    """lhs @ dequantize(w)^T for each raw weight of `ws` in one graph (the sibling products of
+    one activation); (outputs as numpy, the launch log)."""
+    where = DeviceRef.from_device(device)
+    weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
+    with Graph("siblings", input_types=on(device, [(DType.float32, lhs.shape)])) as g:
+        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in weights])
+    model = session(device).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
+    with tuning.record_launches() as log:
+        outs = execute(model, [lhs], device)
+    return outs, log
+
+
 @pytest.mark.parametrize(
     "enc,k,ns", [(Q.Q4_1, 576, (576, 192, 192)), (Q.Q4_0, 96, (45, 7)), (Q.Q4_1, 576, (1536, 1536, 100, 64, 30)),
                  (Q.Q4_1, 1536, (64, 96))],
@@ -235,14 +248,8 @@ def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     kernel (rows not 16-byte aligned) or of up to three when each would take the tensor-core
     one, separate launches otherwise; every product equals its own reference either way."""
     ws = [quantized(rng, enc, n, k) for n in ns]
-    where = DeviceRef.from_device(device)
-    weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
-    with Graph("siblings", input_types=on(device, [(DType.float32, (m, k))])) as g:
-        g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in weights])
-    model = session(device).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
     lhs = rng.standard_normal((m, k)).astype(np.float32)
-    with tuning.record_launches() as log:
-        outs = execute(model, [lhs], device)
+    outs, log = sibling_products(device, enc, ws, lhs)
     for out, w in zip(outs, ws):
         check_product(out, lhs, dequantized(enc, w), enc, device)
     if not device.is_host:

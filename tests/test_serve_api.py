@@ -8,27 +8,18 @@ import numpy as np
 import pytest
 
 from models import smollm2_gguf
-from serve_util import ServerProcess
+from serve_util import offline_generator, smollm_server
 
 
 @pytest.fixture(scope="module")
 def server():
-    s = ServerProcess(smollm2_gguf(), "--max-length", "512", "--max-batch-size", "8", "--kv-cache-page-size", "16",
-                      "--served-model-name", "smollm")
-    yield s
-    assert s.stop() == 0, s.errors()
+    yield from smollm_server()
 
 
 @pytest.fixture(scope="module")
 def offline():
     """The pipeline run in this process, as the reference for greedy text."""
-    from max.driver import DeviceSpec
-    from max.pipelines import PipelineConfig
-    from max.pipelines.lib.generate import Generator
-    from max.pipelines.lib.pipeline import load_pipeline
-
-    return Generator(load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=512, max_batch_size=2,
-                                                  device_specs=[DeviceSpec.cpu()])))
+    return offline_generator(2)
 
 
 def _greedy(gen, prompt, n, add_special_tokens=True):

@@ -11,30 +11,20 @@ import math
 import numpy as np
 import pytest
 
-from models import smollm2_gguf
-from serve_util import ServerProcess
+from serve_util import offline_generator, smollm_server
 
 TOL = 1e-3
 
 
 @pytest.fixture(scope="module")
 def server():
-    s = ServerProcess(smollm2_gguf(), "--max-length", "512", "--max-batch-size", "8", "--kv-cache-page-size", "16",
-                      "--served-model-name", "smollm")
-    yield s
-    assert s.stop() == 0, s.errors()
+    yield from smollm_server()
 
 
 @pytest.fixture(scope="module")
 def offline():
-    from max.driver import DeviceSpec
-    from max.pipelines import PipelineConfig
-    from max.pipelines.lib.generate import Generator
-    from max.pipelines.lib.pipeline import load_pipeline
-
     # Room in the KV cache for one reference batch (a context per generated position).
-    return Generator(load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=512, max_batch_size=16,
-                                                  device_specs=[DeviceSpec.cpu()])))
+    return offline_generator(16)
 
 
 def _reference(gen, prompt: list[int], generated: list[int]) -> np.ndarray:
