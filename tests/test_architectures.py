@@ -81,11 +81,17 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
     ctx = TextContext(max_length=96, tokens=np.array(prompt))
     ids = list(prompt)
     scale = None
+    # On a GPU a quantized prompt of more than 8 tokens runs on bf16 tensor cores (weights
+    # dequantized to bf16, activations rounded to it): each product is good to about 2^-8 of
+    # |a| @ |w| (the bound test_gpu_qmatmul_rows.py derives), and the decode steps read the cache
+    # that prompt wrote, so the whole run is held to bf16's precision instead of float32's.
+    bf16 = not device.is_host and fmt == "gguf" and "gguf_quant" in CASES[case]
+    tol = 1e-2 if bf16 else 2e-4
     for step in range(6):
         got = _step_logits(p, [ctx])[0]
         want = causal_lm_logits(ckpt["config"], ckpt["weights"], ids)[-1]
         scale = scale or np.abs(want).max()
-        np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * scale, err_msg=f"{case}/{fmt} step {step}")
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale, err_msg=f"{case}/{fmt} step {step}")
         nxt = int(np.argmax(want))
         ctx.commit()
         ctx.append(nxt)
