@@ -115,6 +115,38 @@ def test_data_parallel_degree_is_a_clear_error():
         PipelineConfig(model_path="x", data_parallel_degree=2)
 
 
+def _forced_logits(p, prompt: list[int], tokens: list[int]) -> list[np.ndarray]:
+    """The logits of each step of a greedy run that produced `tokens`, with those tokens fed
+    back whatever `p` itself would pick (teacher forcing): step i's logits predict tokens[i]."""
+    ctx = TextContext(max_length=p.max_length, tokens=np.array(prompt))
+    out = []
+    try:
+        for t in [None, *tokens[:-1]]:
+            if t is not None:
+                ctx.append(t)
+            out.append(_step_logits(p, ctx))
+            ctx.commit()
+    finally:
+        p.release(ctx.request_id)
+    return out
+
+
+def assert_greedy_agrees(one, two, prompt: list[int], tokens: list[int], rel: float) -> set[int]:
+    """`two` reproduces `one`'s greedy run within `rel` of the largest logit at every step, and
+    picks the same token wherever `one`'s best logit leads the second by more than twice that
+    (a closer race may go either way under a different rounding). The steps that were clear."""
+    decisive = set()
+    for i, (a, b) in enumerate(zip(_forced_logits(one, prompt, tokens), _forced_logits(two, prompt, tokens))):
+        tol = rel * np.abs(a).max()
+        np.testing.assert_allclose(b, a, rtol=0, atol=tol, err_msg=f"step {i}")
+        assert int(a.argmax()) == tokens[i]
+        lead = np.diff(np.sort(a)[-2:])[0]
+        if lead > 2 * tol:
+            decisive.add(i)
+            assert int(b.argmax()) == tokens[i], f"step {i}: token {b.argmax()} for {tokens[i]} (lead {lead:.4f})"
+    return decisive
+
+
 @pytest.mark.gpu
 def test_two_gpu_tensor_parallel_matches_one(tmp_path):
     if driver.accelerator_count() < 2:
@@ -125,13 +157,17 @@ def test_two_gpu_tensor_parallel_matches_one(tmp_path):
     kw = dict(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16)
     one = load_pipeline(PipelineConfig(device_specs=[DeviceSpec.accelerator(0)], **kw))
     two = load_pipeline(PipelineConfig(device_specs=[DeviceSpec.accelerator(0), DeviceSpec.accelerator(1)], **kw))
-    sp = SamplingParams(top_k=1, max_new_tokens=10, ignore_eos=True)
+    sp = SamplingParams(top_k=1, max_new_tokens=16, ignore_eos=True)
     ids = np.random.default_rng(2).integers(5, ckpt["config"]["vocab_size"], 12).tolist()
-    toks = []
+    runs = []
     for p in (one, two):
         gen = Generator(p)
-        toks.append(gen.run([gen.context(ids, sp)])[0].tokens)
-    assert toks[1] == toks[0]
-    a = _step_logits(one, TextContext(max_length=64, tokens=np.array(ids)))
-    b = _step_logits(two, TextContext(max_length=64, tokens=np.array(ids)))
-    np.testing.assert_allclose(b, a, rtol=0, atol=3e-2 * np.abs(a).max())
+        runs.append(gen.run([gen.context(ids, sp)])[0].tokens)
+    # bfloat16: each device rounds its partial sums before the allreduce adds them.
+    decisive = assert_greedy_agrees(one, two, ids, list(runs[0]), rel=3e-2)
+    assert len(decisive) >= len(runs[0]) // 2, f"only steps {sorted(decisive)} were clear races"
+    # The free-running TP=2 run (its decode replayed from a CUDA graph) may part from TP=1's
+    # only at a close race.
+    assert len(runs[1]) == len(runs[0])
+    parted = next((i for i, (x, y) in enumerate(zip(*runs)) if x != y), None)
+    assert parted is None or parted not in decisive, f"TP=2 picked {runs[1][parted]} at clear step {parted}"

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaStream, result};
+use cudarc::driver::{CudaContext, CudaStream, result, sys};
 
 use crate::{Error, Result};
 
@@ -165,12 +165,44 @@ thread_local! {
 }
 
 /// Marks this thread as recording a CUDA graph until the guard drops.
+/// Lets `dev` read and write `peer`'s memory directly (once per ordered pair, where the
+/// hardware allows), so copies between the two are single peer copies, which CUDA graphs can
+/// also hold. Without it the driver stages such copies itself.
+pub(crate) fn enable_peer_access(dev: &CudaDevice, peer: &CudaDevice) {
+    static DONE: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+    let key = (dev.ordinal, peer.ordinal);
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    if done.contains(&key) || capturing() {
+        return;
+    }
+    done.push(key);
+    let mut can = 0;
+    // SAFETY: plain queries and a context call with `dev`'s context bound; failure (no peer
+    // path, already enabled) leaves copies on the driver's staged path.
+    unsafe {
+        if sys::cuDeviceCanAccessPeer(&mut can, dev.ctx.cu_device(), peer.ctx.cu_device())
+            != sys::CUresult::CUDA_SUCCESS
+            || can == 0
+            || dev.bind().is_err()
+        {
+            return;
+        }
+        let _ = sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0);
+    }
+}
+
 pub(crate) struct CaptureScope;
 
 impl CaptureScope {
     pub(crate) fn enter() -> CaptureScope {
+        crate::nccl::take_captured();
         CAPTURING.with(|c| c.set(true));
         CaptureScope
+    }
+
+    /// The NCCL communicators whose collectives this capture recorded.
+    pub(crate) fn take_comms(&self) -> Vec<std::sync::Arc<crate::nccl::Comms>> {
+        crate::nccl::take_captured()
     }
 }
 

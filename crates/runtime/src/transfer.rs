@@ -80,6 +80,7 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
             dst.stream().wait_for(src.stream())?;
             dd.bind()?;
             if sd.ordinal != dd.ordinal {
+                crate::cuda::enable_peer_access(dd, sd);
                 // SAFETY: both ranges are device memory of nbytes in their own contexts.
                 unsafe {
                     result::memcpy_peer_async(

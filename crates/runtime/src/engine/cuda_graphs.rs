@@ -1,7 +1,14 @@
-//! CUDA graphs: a plan whose work all runs on one GPU, with static shapes and no host round
+//! CUDA graphs: a plan whose work all runs on GPUs, with static shapes and no host round
 //! trips, is captured into a CUDA graph on its second execution (the first, ordinary one has
-//! compiled and loaded its kernels) and replayed from then on — one launch instead of one per
-//! step, which is most of the time of a small model.
+//! compiled and loaded its kernels and made its NCCL communicators) and replayed from then on —
+//! one launch instead of one per step, which is most of the time of a small model.
+//!
+//! A plan over several GPUs (a tensor-parallel model: each device's share of the layers, the
+//! collectives joining them, copies between the devices) becomes one multi-device graph: the
+//! capture starts on the first device's stream and the other devices' streams join it through
+//! events, so NCCL's kernels for every rank are launched together by one graph launch. A replay
+//! hands the NCCL watchdog an event after the graph, so a stuck collective still ends in an
+//! error rather than a hang.
 //!
 //! A graph bakes in every address it touches, so a captured plan owns its memory: an arena,
 //! staging buffers for the inputs and buffers for the results. A replay copies the caller's
@@ -48,7 +55,10 @@ const MAX_CAPTURED: usize = 8;
 
 pub(crate) struct Captured {
     graph: CudaGraph,
-    dev: Arc<CudaDevice>,
+    /// The devices the graph runs on; the first one's stream launches it.
+    devs: Vec<Arc<CudaDevice>>,
+    /// The communicators of the collectives captured, watched after every replay.
+    comms: Vec<Arc<crate::nccl::Comms>>,
     /// Per input, in input order: the staging buffer the graph reads a tensor input from, or
     /// the address of a buffer input the graph uses in place.
     inputs: Vec<Input>,
@@ -82,35 +92,47 @@ fn gpu_of(model: &Model, ty: &Type) -> Option<Arc<CudaDevice>> {
     })
 }
 
-/// The GPU a plan runs on, when every input, result and step of it lives there with a static
-/// shape and a home in the arena (so a capture allocates nothing that outlives it).
-fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
+/// The GPUs a plan runs on (the device of its first input or result first), when every input,
+/// result and step of it lives on a GPU with a static shape and a home in the arena (so a
+/// capture allocates nothing that outlives it); else why not.
+fn capturable(model: &Model, plan: &Plan) -> std::result::Result<Vec<Arc<CudaDevice>>, String> {
     let body = &model.program.body;
-    let dev = gpu_of(model, model.input_types.first().or(model.output_types.first())?)?;
-    let same = |ty: &Type| gpu_of(model, ty).is_some_and(|d| d.ordinal == dev.ordinal);
-    if !model.input_types.iter().chain(&model.output_types).all(same) {
-        return None;
+    let first = model.input_types.first().or(model.output_types.first()).and_then(|t| gpu_of(model, t));
+    let mut devs = vec![first.ok_or("its first input or result is not on a GPU")?];
+    let mut on_gpu = |ty: &Type| match gpu_of(model, ty) {
+        Some(d) => {
+            if !devs.iter().any(|k| k.ordinal == d.ordinal) {
+                devs.push(d);
+            }
+            true
+        }
+        None => false,
+    };
+    if let Some(i) = model.input_types.iter().position(|t| !on_gpu(t)) {
+        return Err(format!("input {i} is not on a GPU"));
+    }
+    if let Some(i) = model.output_types.iter().position(|t| !on_gpu(t)) {
+        return Err(format!("result {i} is not on a GPU"));
     }
     for step in &body.steps {
         if !step.bodies.is_empty() {
-            return None;
+            return Err(format!("{} has a body (control flow)", step.name()));
         }
         if let StepKind::Op(op) = &step.kind {
+            // (A transfer between two GPUs is a peer copy, which a graph holds; one to or from
+            // the host has a host value, which the device checks below refuse.)
             let host_bound = matches!(
                 op.kind,
                 OpKind::Print
                     | OpKind::NonZero
-                    | OpKind::TransferTo
                     | OpKind::BufferCreate
                     | OpKind::BufferLoad
                     | OpKind::BufferStore
                     | OpKind::BufferStoreSlice
                     | OpKind::Call
             );
-            // Collectives make their NCCL communicator on first use and hand an event per
-            // stream to their watchdog: they run step by step.
-            if host_bound || op.kind.family() == max_graph::ops::Family::Collective {
-                return None;
+            if host_bound {
+                return Err(format!("{} needs the host", step.name()));
             }
             if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal) {
                 continue;
@@ -123,12 +145,19 @@ fn capturable(model: &Model, plan: &Plan) -> Option<Arc<CudaDevice>> {
             }
             let placed =
                 matches!(plan.slots.get(v), Some(Slot::Arena(_)) | Some(Slot::View)) || body.results.contains(v);
-            if !same(&model.program.types[*v]) || !plan.shapes.contains_key(v) || !placed {
-                return None;
-            }
+            let why = if !on_gpu(&model.program.types[*v]) {
+                "is not on a GPU"
+            } else if !plan.shapes.contains_key(v) {
+                "has no static shape"
+            } else if !placed {
+                "has no place in the arena"
+            } else {
+                continue;
+            };
+            return Err(format!("%{v} of {} {why}", step.name()));
         }
     }
-    Some(dev)
+    Ok(devs)
 }
 
 /// Launch overhead saved (a few microseconds per step) against the staging copies (inputs
@@ -169,11 +198,14 @@ fn fresh_like(b: &Buffer) -> Result<Buffer> {
     Buffer::empty(b.dtype(), &shape, b.device())
 }
 
-fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], dev: &Arc<CudaDevice>) -> Result<Captured> {
-    let device = Device::Cuda(dev.clone());
+fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice>]) -> Result<Captured> {
     let body = &model.program.body;
     let mut arenas = HashMap::new();
     for (key, &size) in &plan.arenas {
+        let dev = devs
+            .iter()
+            .find(|d| d.ordinal.to_string() == key.trim_start_matches("gpu:"))
+            .ok_or_else(|| Error::Value(format!("a CUDA graph cannot hold the {key} arena")))?;
         arenas.insert(key.clone(), Arc::new(Storage::cuda(size, dev, &dev.stream)?));
     }
     let mut staged = Vec::with_capacity(inputs.len());
@@ -195,33 +227,56 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], dev: &Arc<CudaDevice>)
             let (Some(shape), Type::Tensor(t)) = (plan.shapes.get(v), &model.program.types[*v]) else {
                 return Err(Error::Value("a graph result has no static shape".into()));
             };
+            let dev = gpu_of(model, &model.program.types[*v]).ok_or_else(|| Error::Value("a host result".into()))?;
             let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-            preset.insert(*v, Buffer::empty(t.dtype, &shape, &device)?);
+            preset.insert(*v, Buffer::empty(t.dtype, &shape, &Device::Cuda(dev))?);
         }
     }
     let mut env: HashMap<ValueId, Buffer> = model.fixed.clone();
     for (v, b) in body.args.iter().zip(bound) {
         env.insert(*v, b);
     }
+    // Everything above (staging copies, result buffers) is ordered before the capture starts.
+    join(&devs[0], &devs[1..])?;
     let mut state =
         exec::State { model, plan, arenas: &arenas, env, bindings: plan.bindings.clone(), preset: Some(&preset) };
-    dev.bind()?;
-    dev.stream
+    let origin = &devs[0];
+    origin.bind()?;
+    origin
+        .stream
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(Error::cuda("cuStreamBeginCapture"))?;
     let scope = crate::cuda::CaptureScope::enter();
-    let ran = exec::run_body(&mut state, body);
+    // The other devices' streams join the capture after its start, and rejoin its origin
+    // before it ends (a capture must end with every stream it forked joined).
+    let ran = fork(origin, &devs[1..]).and_then(|()| exec::run_body(&mut state, body));
+    let joined = join(origin, &devs[1..]);
+    let comms = scope.take_comms();
     drop(scope);
     // Capture always ends, also after an error, so the stream is usable again.
-    let ended = dev.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
+    origin.bind()?;
+    let ended = origin.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
     ran?;
+    joined?;
     let graph = ended?.ok_or_else(|| Error::Value("the captured CUDA graph is empty".into()))?;
     let results = body
         .results
         .iter()
         .map(|v| state.env.get(v).cloned().ok_or_else(|| Error::Value(format!("output %{v} was not computed"))))
         .collect::<Result<_>>()?;
-    Ok(Captured { graph, dev: dev.clone(), inputs: staged, results, _arenas: arenas })
+    Ok(Captured { graph, devs: devs.to_vec(), comms, inputs: staged, results, _arenas: arenas })
+}
+
+/// `others`' streams wait for what `origin`'s stream has queued so far.
+fn fork(origin: &Arc<CudaDevice>, others: &[Arc<CudaDevice>]) -> Result<()> {
+    let from = crate::Stream::default_for(&Device::Cuda(origin.clone()));
+    others.iter().try_for_each(|d| crate::Stream::default_for(&Device::Cuda(d.clone())).wait_for(&from))
+}
+
+/// `origin`'s stream waits for what `others`' streams have queued so far.
+fn join(origin: &Arc<CudaDevice>, others: &[Arc<CudaDevice>]) -> Result<()> {
+    let to = crate::Stream::default_for(&Device::Cuda(origin.clone()));
+    others.iter().try_for_each(|d| to.wait_for(&crate::Stream::default_for(&Device::Cuda(d.clone()))))
 }
 
 /// Whether the caller's in-place buffers are the ones the graph was captured with.
@@ -238,8 +293,16 @@ fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
             if i.is_contiguous() { s.inplace_copy_from(i)? } else { s.inplace_copy_from(&i.contiguous()?)? }
         }
     }
-    c.dev.bind()?;
+    let origin = &c.devs[0];
+    // The staging copies (and the caller's earlier work) on every device come first; the
+    // other devices' later work comes after the whole graph.
+    join(origin, &c.devs[1..])?;
+    origin.bind()?;
     c.graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+    fork(origin, &c.devs[1..])?;
+    for comms in &c.comms {
+        crate::nccl::watch_replay(comms, origin)?;
+    }
     c.results
         .iter()
         .map(|r| {
@@ -248,6 +311,14 @@ fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
             Ok(out)
         })
         .collect()
+}
+
+/// A plan that runs step by step for good; `print_plan` says why.
+fn not_captured(model: &Model, why: &str) -> GraphState {
+    if max_tuning::current().flag_or(max_tuning::Knob::PrintPlan, false) {
+        eprintln!("{}: runs step by step, not as a CUDA graph: {why}", model.name);
+    }
+    GraphState::Stepwise
 }
 
 /// Runs `plan` through a CUDA graph when it can; `None` means: run it step by step.
@@ -260,10 +331,10 @@ pub(crate) fn execute(
     let mut graphs = model.graphs.lock().unwrap_or_else(|p| p.into_inner());
     let ready = match graphs.get(key) {
         None => {
-            let next = if capturable(model, plan).is_some() && worth_it(model, plan, inputs) {
-                GraphState::Warm
-            } else {
-                GraphState::Stepwise
+            let next = match capturable(model, plan) {
+                Ok(_) if worth_it(model, plan, inputs) => GraphState::Warm,
+                Ok(_) => not_captured(model, "its inputs and results are too large to stage"),
+                Err(why) => not_captured(model, &why),
             };
             graphs.insert(key.to_vec(), next);
             return Ok(None);
@@ -273,19 +344,19 @@ pub(crate) fn execute(
         Some(GraphState::Ready(_)) | Some(GraphState::Warm) => {
             let captured = graphs.values().filter(|g| matches!(g, GraphState::Ready(_))).count();
             let replacing = matches!(graphs.get(key), Some(GraphState::Ready(_)));
-            let dev = capturable(model, plan).filter(|_| replacing || captured < MAX_CAPTURED);
-            let Some(dev) = dev else {
+            let devs = capturable(model, plan).ok().filter(|_| replacing || captured < MAX_CAPTURED);
+            let Some(devs) = devs else {
                 graphs.insert(key.to_vec(), GraphState::Stepwise);
                 return Ok(None);
             };
-            match capture(model, plan, inputs, &dev) {
+            match capture(model, plan, inputs, &devs) {
                 Ok(c) => {
                     let c = Arc::new(Mutex::new(c));
                     graphs.insert(key.to_vec(), GraphState::Ready(c.clone()));
                     c
                 }
-                Err(_) => {
-                    graphs.insert(key.to_vec(), GraphState::Stepwise);
+                Err(e) => {
+                    graphs.insert(key.to_vec(), not_captured(model, &e.to_string()));
                     return Ok(None);
                 }
             }

@@ -170,11 +170,20 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
         Device::Cuda(_) if is_collective(step) => super::gpu::collective::run(step, &inputs, &outputs)?,
         Device::Cuda(dev) => {
             // Chains carry no data: they stay where they are (no allocation, capturable).
+            // A transfer copies from the other device straight into its result.
             let types = &state.model.program.types;
+            let transfer = matches!(&step.kind, StepKind::Op(op) if op.kind == OpKind::TransferTo);
             let inputs: Vec<Buffer> = inputs
                 .iter()
                 .zip(&step.inputs)
-                .map(|(b, v)| if matches!(types[*v], Type::Chain) { Ok(b.clone()) } else { b.to(&device) })
+                .map(|(b, v)| {
+                    if matches!(types[*v], Type::Chain) || transfer || b.device() == &device {
+                        return Ok(b.clone());
+                    }
+                    // A copy made here would not outlive a CUDA graph.
+                    crate::cuda::forbid_in_capture("a step reading a value of another device")?;
+                    b.to(&device)
+                })
                 .collect::<Result<_>>()?;
             super::gpu::run(dev, &state.model.program.types, step, &inputs, &outputs)?
         }

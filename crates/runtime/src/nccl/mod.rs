@@ -19,6 +19,7 @@ use max_graph::ops::Op;
 use max_graph::ops::collective::{Collective, Params};
 
 pub use api::add_search_dir;
+pub(crate) use comm::Comms;
 
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Device, Error, Result, Stream};
@@ -133,6 +134,16 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
             t.stream().wait_for(&Stream::default_for(&Device::Cuda(dev.clone())))?;
         }
     }
+    if crate::cuda::capturing() {
+        // Recorded into a CUDA graph: each replay is watched instead (watch_replay).
+        CAPTURED.with(|c| {
+            let mut c = c.borrow_mut();
+            if !c.iter().any(|k| Arc::ptr_eq(k, &comms)) {
+                c.push(comms.clone());
+            }
+        });
+        return Ok(());
+    }
     let events = devices
         .iter()
         .map(|d| {
@@ -142,6 +153,31 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     comm::watch(comm::Pending { comms, events, what });
+    Ok(())
+}
+
+thread_local! {
+    /// The communicators used while this thread records a CUDA graph.
+    static CAPTURED: std::cell::RefCell<Vec<Arc<Comms>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes the communicators the current (or last) capture on this thread used.
+pub(crate) fn take_captured() -> Vec<Arc<Comms>> {
+    CAPTURED.with(|c| std::mem::take(&mut *c.borrow_mut()))
+}
+
+/// Hands the watchdog a replay of a graph holding collectives of `comms`: an event after the
+/// graph on `origin`'s stream (which launched it), so a collective that never finishes aborts
+/// the communicator after `nccl.timeout_s` instead of hanging the process.
+pub(crate) fn watch_replay(comms: &Arc<Comms>, origin: &Arc<CudaDevice>) -> Result<()> {
+    comms.check_alive()?;
+    origin.bind()?;
+    let ev = origin.stream.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
+    comm::watch(comm::Pending {
+        comms: comms.clone(),
+        events: vec![(origin.clone(), ev)],
+        what: "a CUDA graph's collectives",
+    });
     Ok(())
 }
 
@@ -240,7 +276,9 @@ fn allgather(
         return gather_bytes(api, comms, devices, tensors, &dst, what);
     }
     // Along an inner axis each piece is `rows` runs of bytes: gather the pieces whole into a
-    // staging buffer per device, then copy each piece's runs into its columns.
+    // staging buffer per device, then copy each piece's runs into its columns. (The staging
+    // buffers would not outlive a CUDA graph: such a plan runs step by step.)
+    crate::cuda::forbid_in_capture("an allgather of several rows along an inner axis")?;
     let total = outputs[0].nbytes();
     let staging: Vec<Buffer> = devices
         .iter()

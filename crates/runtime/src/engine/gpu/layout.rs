@@ -83,8 +83,9 @@ impl Gpu<'_> {
         if x.device() == out.device() {
             return self.gather(x, &view(x), out);
         }
-        // Another device (the engine normally moves inputs first): a plain transfer.
-        out.inplace_copy_from(&x.contiguous()?)
+        // Another device: a peer copy straight into the result (no staging copy, so a CUDA
+        // graph can hold it).
+        if x.is_contiguous() { out.inplace_copy_from(x) } else { out.inplace_copy_from(&x.contiguous()?) }
     }
 
     fn band_part(&self) -> Result<()> {
