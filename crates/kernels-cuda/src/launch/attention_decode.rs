@@ -18,12 +18,11 @@ use crate::{Result, function};
 const MAX_GROUP: usize = 8;
 /// Threads of a block (DEC_THREADS).
 const THREADS: usize = 128;
-/// The most splits of one (row, kv head) (DEC_MAX_SPLITS); also the default of
-/// `attention.splits`.
+/// The most splits of one (row, kv head) (DEC_MAX_SPLITS), whatever `attention.splits` says.
 const MAX_SPLITS: usize = 64;
-/// Splits per (row, kv head) when the knob leaves it to the plan: enough blocks to keep every
-/// SM of an H100/H200 streaming (two or more each) at one sequence, while the merge, which one
-/// block does at the end, stays short.
+/// The most splits per (row, kv head) when the knob leaves it to the plan: enough blocks to
+/// keep every SM of an H100/H200 streaming (two or more each) at one sequence, while the merge,
+/// which one block does at the end, stays short.
 const DEFAULT_SPLITS: usize = 32;
 /// Blocks worth launching for the CUDA-core kernel: about four per SM of an H100/H200. More
 /// (row, kv head) pairs than this per split do not split their keys further.
@@ -92,18 +91,19 @@ fn keys_in_flight(dtype: DType, kernel_group: usize) -> usize {
 /// The plan of a call of `tokens` query rows of `q_heads` heads over lookup-table rows of
 /// `width` pages (the most keys a sequence can hold is `width * page_size`).
 pub fn split_plan(dtype: DType, cache: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
-    let most = max_tuning::current().int(max_tuning::Knob::AttentionSplits).unwrap_or(DEFAULT_SPLITS);
-    plan_with(dtype, cache, q_heads, tokens, width, most)
+    let chosen = max_tuning::current().int(max_tuning::Knob::AttentionSplits);
+    plan_with(dtype, cache, q_heads, tokens, width, chosen)
 }
 
-/// [`split_plan`] with at most `most` splits (clamped to 1..=MAX_SPLITS).
+/// [`split_plan`] with `chosen` splits (clamped to 1..=MAX_SPLITS), or the plan's own number
+/// for None; never more than the table holds steps.
 fn plan_with(
     dtype: DType,
     cache: &CacheLayout,
     q_heads: usize,
     tokens: usize,
     width: usize,
-    most: usize,
+    chosen: Option<usize>,
 ) -> Option<SplitPlan> {
     let bytes = cache.head_dim * dtype.size_in_bytes();
     let lpk = bytes / 16;
@@ -130,7 +130,8 @@ fn plan_with(
     let splits = if pairs > super::tickets::CAPACITY {
         1
     } else {
-        max_keys.div_ceil(step).min(wanted).min(most.clamp(1, MAX_SPLITS)).max(1)
+        let splits = chosen.map_or(wanted.min(DEFAULT_SPLITS), |n| n.clamp(1, MAX_SPLITS));
+        max_keys.div_ceil(step).min(splits).max(1)
     };
     Some(SplitPlan { lpk, group, kernel_group, step, splits, mma })
 }
@@ -230,7 +231,7 @@ mod tests {
     }
 
     fn plan(dtype: DType, c: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
-        plan_with(dtype, c, q_heads, tokens, width, DEFAULT_SPLITS)
+        plan_with(dtype, c, q_heads, tokens, width, None)
     }
 
     #[test]
@@ -268,11 +269,13 @@ mod tests {
     #[test]
     fn the_knob_bounds_the_splits() {
         let c = cache(8, 128, 128);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, 4).unwrap().splits, 4);
-        // One sequence of 8 kv heads: a wave of 264 blocks is 33 splits.
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, 1000).unwrap().splits, 33);
-        assert_eq!(plan_with(DType::Float32, &c, 32, 1, 1024, 1000).unwrap().splits, MAX_SPLITS);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, 0).unwrap().splits, 1);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, Some(4)).unwrap().splits, 4);
+        // The knob sets the count, past one wave of blocks too (8 sequences: 4 of the plan's).
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 8, 64, Some(12)).unwrap().splits, 12);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, Some(1000)).unwrap().splits, MAX_SPLITS);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, Some(0)).unwrap().splits, 1);
+        // Never more splits than steps in the table (192 keys: 3 steps of 64).
+        assert_eq!(plan_with(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12, Some(64)).unwrap().splits, 3);
     }
 
     #[test]
