@@ -3,8 +3,9 @@ fresh random caches: every dtype, query heads per kv head of 1 to 8 (the kernel'
 and the padded ones), head dims 32 to 256, page sizes that are and are not powers of two,
 contexts that are not whole steps or pages, sequences of very different lengths in one batch,
 lookup tables much wider than any sequence, every mask and softcap, short multi-row chunks,
-CUDA-graph replays whose lengths change between calls, and page ids or lengths that point
-outside the cache (skipped, never read). Skips without a GPU."""
+CUDA-graph replays whose lengths change between calls, page sizes down to 1 token (the
+tensor-core kernel's windows of page ids), splits that end inside pages or hold a few keys, and
+page ids or lengths that point outside the cache (skipped, never read). Skips without a GPU."""
 
 from __future__ import annotations
 
@@ -161,6 +162,18 @@ def test_long_contexts_and_the_split_knob(gpu, rng, splits):
     spec = f"attention.splits={splits}" if splits else ""
     with tuning.override(spec):
         _check(gpu, rng, DType.bfloat16, 8, 32, 128, 64, [16383, 4095, 70, 9000], [1, 1, 1, 1], width=260, layers=1)
+
+
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16])
+@pytest.mark.parametrize("ps", [1, 3, 16])
+@pytest.mark.parametrize("splits", ["1", ""])
+def test_page_id_windows_and_split_edges(gpu, rng, dtype, ps, splits):
+    """Small pages under one split: each warp walks past many 32-page windows of page ids and
+    its tiles straddle their ends. With the default splits a lone long sequence takes tens of
+    splits whose edges fall inside pages, the last one a few keys that leave warps empty."""
+    with tuning.override(f"attention.splits={splits}" if splits else ""):
+        _check(gpu, rng, dtype, 8, 32, 128, ps, [2047, 1, 0, 613], [1, 1, 1, 1], width=-(-2100 // ps), layers=1)
+        _check(gpu, rng, dtype, 2, 8, 64, ps, [4999], [1], width=-(-5000 // ps), layers=1)
 
 
 def test_graph_replays_follow_the_lengths(gpu, rng):

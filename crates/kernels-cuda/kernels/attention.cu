@@ -7,17 +7,14 @@
 // ((page * 2 + 0) * layers + layer) * page_size * kv_heads * head_dim, values one layer-block on.
 //
 // Rope and the store are one thread per output element. Attention has two forms: the decode
-// form (attention_decode.cu: GQA groups sharing each key load, keys split across blocks by the
-// sequences' actual lengths), taken whenever a key row is 16-byte pieces for at most a warp and
-// a kv head serves at most 8 query heads; otherwise the general form below, one block per
+// form (its own family, attention_decode.cu: GQA groups sharing each key load, keys split
+// across blocks by the sequences' actual lengths), taken whenever a key row is 16-byte pieces
+// for at most a warp and a kv head serves at most 8 query heads; otherwise the general form below, one block per
 // (query row, query head) whose warps take every eighth chunk of 32 visible keys (a lane per key
 // for the scores, an online softmax, then a lane per dim for the values) and merge their
 // partial results at the end. Index tensors come from the engine's own KV-cache bookkeeping;
 // out-of-range positions or pages do not fault: rope writes NaN, the store skips the token,
 // attention skips the key.
-
-#define FULL_MASK 0xffffffffu
-#define NEG_INF (-__int_as_float(0x7f800000))
 
 struct RopeArgs {
     u64 x, out, freqs, pos;

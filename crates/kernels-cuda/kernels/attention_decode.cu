@@ -2,23 +2,26 @@
 // attention_decode.cu: paged_attention's decode form (after attention.cu, whose AttnArgs it
 // takes), for rows whose key row is whole 16-byte pieces for at most a warp (lpk lanes, a power
 // of two) and kv heads serving at most DEC_MAXG query heads. One block per (query row, kv head,
-// split); the kv head's G query heads share every key and value load (GQA).
+// split); the kv head's G query heads share every key and value load (GQA). This file holds
+// what both of its kernels share (where a block works, how its warps' results become the
+// output or a share, the merge of shares) and the CUDA-core kernel, which runs f32 and the
+// 16-bit rows of 8 dims; f16/bf16 rows of 16 dims or more take the tensor-core kernel of
+// attention_decode_mma.cu.
 //
-// A decode step is a chain of memory round trips, so the kernel is built around how few of
-// them lie on its path and how many bytes each one has in flight:
+// A decode step is a chain of memory round trips, so the kernels are built around how few of
+// them lie on their path and how many bytes each one has in flight:
 //   - the sequence of the row, its length and the query come in one round trip (every thread
 //     looks at a few sequences at once instead of a binary search of dependent loads);
-//   - the page ids of a split come into shared memory in one round trip per DEC_WINDOW pages;
-//   - every lane group (lpk lanes, one 16-byte piece of a key row each) loads U keys AND their
-//     U values at once (values do not depend on the scores), then scores them, and keeps its
-//     own online softmax: no barrier in the key loop, warps run free, and a block has
-//     128 x 2U x 16 bytes in flight per step;
 //   - the splits of a sequence come from its actual length, read on the device: the host fixes
 //     the grid (lookup-table width and batch, so a CUDA graph keeps its shapes), each block
 //     works out how many splits its sequence really needs (whole steps of keys each) and the
 //     blocks past them leave at once, so short sequences take one split and write the output
 //     directly; longer ones merge through tickets (the last split to finish merges, reading
 //     every split's (max, sum) in one round trip and every split's values in a second).
+// In the CUDA-core kernel, the page ids of a split come into shared memory in one round trip
+// per DEC_WINDOW pages, and every lane group (lpk lanes, one 16-byte piece of a key row each)
+// loads U keys AND their U values at once (values do not depend on the scores), then scores
+// them, and keeps its own online softmax: no barrier in the key loop, warps run free.
 // Without ticket counters (first use inside a capture) every split writes a share, empty ones
 // an empty share, and attention_combine merges them. Out-of-range page ids or lengths do not
 // fault: keys on a bad page, or past the lookup table, are skipped.
@@ -115,37 +118,26 @@ __device__ __forceinline__ void merge_shares(const DecodeArgs& da, i64 i, i64 h0
     }
 }
 
-// G: the kernel's query heads per kv head (a power of two >= the call's group); U: keys (and
-// values) a lane group loads at once.
-template <typename T, int G, int U> __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
-    constexpr int VE = 16 / sizeof(T);
+// Where a block of the decode form works: its (row, kv head, split), its sequence and the keys
+// [kb, ke) of its split.
+struct DecSplit {
+    i64 i, h0, s, pair, b, kb, ke, active;
+    bool tickets, direct;
+};
+
+// The block's split, for splits of whole `step`s of keys; false when the split has no keys (the
+// block then leaves: without tickets attention_combine reads every share, so it leaves an empty
+// one first). Every thread of the block calls it (it has a barrier).
+__device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, DecSplit& sp) {
     const AttnArgs& a = da.a;
-    extern __shared__ __align__(16) float red[];  // [DEC_WARPS][G][2 + dim]: the warps' (m, l, acc)
-    __shared__ u32 pid[DEC_WINDOW];
-    __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
     __shared__ i64 seq[4];  // b, offsets[b], q_len, cached
-    __shared__ u32 ticket;
-
-    const int lpk = da.lpk, group = da.group;
-    const int ngroups = DEC_THREADS / lpk, gi = threadIdx.x / lpk, sub = threadIdx.x % lpk;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const i64 S = da.splits, dim = a.dim;
-    const i64 s = blockIdx.x % S, pair = blockIdx.x / S;
-    const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * group;
-
-    // Launched under programmatic serialization: nothing the previous kernel may write (the
-    // query, the cache) is read before this.
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-
-    // The query pieces of this lane, for the group's heads (loads in flight with the search).
-    float qf[G][VE];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        uint4 raw = make_uint4(0, 0, 0, 0);
-        if (g < group) raw = __ldg(reinterpret_cast<const uint4*>((const T*)a.q + (i * a.q_heads + h0 + g) * dim) + sub);
-        unpack16<T>(raw, qf[g]);
-    }
+    const i64 S = da.splits;
+    sp.s = blockIdx.x % S;
+    sp.pair = blockIdx.x / S;
+    const i64 kvh = sp.pair % a.kv_heads;
+    sp.i = sp.pair / a.kv_heads;
+    sp.h0 = kvh * da.group;
+    const i64 i = sp.i;
     // The sequence of row i: the last b with offsets[b] <= i (0 if none). Thread t looks at
     // sequences t, t + 128, ...; exactly one of them matches when the offsets rise.
     {
@@ -166,33 +158,118 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         }
     }
     __syncthreads();
-    const i64 b = seq[0], cached = seq[3], total = cached + seq[2], pos = cached + (i - seq[1]);
+    const i64 cached = seq[3], total = cached + seq[2], pos = cached + (i - seq[1]);
+    sp.b = seq[0];
     i64 lo = 0, hi = pos + 1 < total ? pos + 1 : total;
     if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
     if (a.mask == 2) hi = total;
-    const i64 ps = a.page_size, table_keys = a.width * ps;
+    const i64 table_keys = a.width * a.page_size;
     if (hi > table_keys) hi = table_keys;  // keys past the lookup table have no page
     if (lo > hi) lo = hi;
     // This sequence's splits: whole steps of keys each, as few as the length needs.
-    const i64 step = (i64)ngroups * U, n = hi - lo;
+    const i64 n = hi - lo;
     const i64 per = ((n + S - 1) / S + step - 1) / step * step;
-    const i64 active = n == 0 ? 1 : (n + per - 1) / per;
-    const bool tickets = S > 1 && da.counters != 0;
-    const bool direct = S == 1 || (tickets && active == 1);
-    float* part_acc = (float*)da.partial;
-    float* part_ml = part_acc + a.tokens * a.q_heads * S * dim;
-    if (s >= active) {
-        // Nothing to do; without tickets attention_combine reads every share, so leave an
-        // empty one.
-        if (!tickets)
-            for (int g = threadIdx.x; g < group; g += DEC_THREADS) {
-                const i64 at = ((i * a.q_heads + h0 + g) * S + s) * 2;
+    sp.active = n == 0 ? 1 : (n + per - 1) / per;
+    sp.tickets = S > 1 && da.counters != 0;
+    sp.direct = S == 1 || (sp.tickets && sp.active == 1);
+    if (sp.s >= sp.active) {
+        if (!sp.tickets) {
+            float* part_ml = (float*)da.partial + a.tokens * a.q_heads * S * a.dim;
+            for (int g = threadIdx.x; g < da.group; g += DEC_THREADS) {
+                const i64 at = ((i * a.q_heads + sp.h0 + g) * S + sp.s) * 2;
                 part_ml[at] = NEG_INF;
                 part_ml[at + 1] = 0.f;
             }
-        return;
+        }
+        return false;
     }
-    const i64 kb = lo + s * per, ke = kb + per < hi ? kb + per : hi;
+    sp.kb = lo + sp.s * per;
+    sp.ke = sp.kb + per < hi ? sp.kb + per : hi;
+    return true;
+}
+
+// The warps' partial results red [DEC_WARPS][G][2 + dim] (max, sum, values per head, G >= the
+// call's group) merged into the output, or into the split's share; then the last split of the
+// (row, kv head) to finish (a ticket taken after a fence) merges the shares and puts the ticket
+// back to zero. The caller has written red and passed a barrier.
+template <typename T>
+__device__ __forceinline__ void decode_finish(const DecodeArgs& da, const DecSplit& sp, const float* red, int G) {
+    const AttnArgs& a = da.a;
+    __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
+    __shared__ u32 ticket;
+    const i64 S = da.splits, dim = a.dim, i = sp.i;
+    float* part_acc = (float*)da.partial;
+    float* part_ml = part_acc + a.tokens * a.q_heads * S * dim;
+    for (i64 idx = threadIdx.x; idx < da.group * dim; idx += DEC_THREADS) {
+        const i64 g = idx / dim, d = idx % dim;
+        float big = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; ++w) big = fmaxf(big, red[(w * G + g) * (2 + dim)]);
+        const float base = big == NEG_INF ? 0.f : big;
+        float sum = 0.f, o = 0.f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; ++w) {
+            const float* r = red + (w * G + g) * (2 + dim);
+            const float f = __expf(r[0] - base);
+            sum += r[1] * f;
+            o += r[2 + d] * f;
+        }
+        const i64 h = sp.h0 + g;
+        if (sp.direct) {
+            ((T*)a.out)[(i * a.q_heads + h) * dim + d] = convert<T>(sum > 0.f ? o / sum : 0.f);
+        } else {
+            const i64 share = (i * a.q_heads + h) * S + sp.s;
+            part_acc[share * dim + d] = o;
+            if (d == 0) {
+                part_ml[share * 2] = big;
+                part_ml[share * 2 + 1] = sum;
+            }
+        }
+    }
+    if (sp.direct || !sp.tickets) return;
+    __threadfence();
+    __syncthreads();
+    u32* counter = reinterpret_cast<u32*>(da.counters) + sp.pair;
+    if (threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
+    __syncthreads();
+    if (ticket != (u32)(sp.active - 1)) return;
+    __threadfence();
+    merge_shares<T>(da, i, sp.h0, sp.active, wts);
+    if (threadIdx.x == 0) *counter = 0u;
+}
+
+// G: the kernel's query heads per kv head (a power of two >= the call's group); U: keys (and
+// values) a lane group loads at once.
+template <typename T, int G, int U> __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
+    constexpr int VE = 16 / sizeof(T);
+    const AttnArgs& a = da.a;
+    extern __shared__ __align__(16) float red[];  // [DEC_WARPS][G][2 + dim]: the warps' (m, l, acc)
+    __shared__ u32 pid[DEC_WINDOW];
+
+    const int lpk = da.lpk, group = da.group;
+    const int ngroups = DEC_THREADS / lpk, gi = threadIdx.x / lpk, sub = threadIdx.x % lpk;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const i64 dim = a.dim;
+    const i64 pair = blockIdx.x / da.splits;
+    const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * group;
+
+    // Launched under programmatic serialization: nothing the previous kernel may write (the
+    // query, the cache) is read before this.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    // The query pieces of this lane, for the group's heads (loads in flight with the search).
+    float qf[G][VE];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (g < group) raw = __ldg(reinterpret_cast<const uint4*>((const T*)a.q + (i * a.q_heads + h0 + g) * dim) + sub);
+        unpack16<T>(raw, qf[g]);
+    }
+    const i64 step = (i64)ngroups * U;
+    DecSplit sp;
+    if (!decode_split(da, step, sp)) return;
+    const i64 b = sp.b, kb = sp.kb, ke = sp.ke, ps = a.page_size;
 
     const u64 rowlen = (u64)a.kv_heads * dim;
     const u64 page_elems = (u64)ps * rowlen;  // one layer's keys of a page
@@ -323,44 +400,7 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         }
     }
     __syncthreads();
-    for (i64 idx = threadIdx.x; idx < group * dim; idx += DEC_THREADS) {
-        const i64 g = idx / dim, d = idx % dim;
-        float big = NEG_INF;
-#pragma unroll
-        for (int w = 0; w < DEC_WARPS; ++w) big = fmaxf(big, red[(w * G + g) * (2 + dim)]);
-        const float base = big == NEG_INF ? 0.f : big;
-        float sum = 0.f, o = 0.f;
-#pragma unroll
-        for (int w = 0; w < DEC_WARPS; ++w) {
-            const float* r = red + (w * G + g) * (2 + dim);
-            const float f = __expf(r[0] - base);
-            sum += r[1] * f;
-            o += r[2 + d] * f;
-        }
-        const i64 h = h0 + g;
-        if (direct) {
-            ((T*)a.out)[(i * a.q_heads + h) * dim + d] = convert<T>(sum > 0.f ? o / sum : 0.f);
-        } else {
-            const i64 share = (i * a.q_heads + h) * S + s;
-            part_acc[share * dim + d] = o;
-            if (d == 0) {
-                part_ml[share * 2] = big;
-                part_ml[share * 2 + 1] = sum;
-            }
-        }
-    }
-    if (direct || !tickets) return;
-    // The last of the sequence's splits to finish (a ticket taken after a fence) merges them
-    // and puts the ticket back to zero.
-    __threadfence();
-    __syncthreads();
-    u32* counter = reinterpret_cast<u32*>(da.counters) + pair;
-    if (threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
-    __syncthreads();
-    if (ticket != (u32)(active - 1)) return;
-    __threadfence();
-    merge_shares<T>(da, i, h0, active, wts);
-    if (threadIdx.x == 0) *counter = 0u;
+    decode_finish<T>(da, sp, red, G);
 }
 
 // Every share of each (row, kv head) merged, one block per pair: the decode form's merge when

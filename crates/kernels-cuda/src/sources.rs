@@ -87,14 +87,19 @@ pub const QGEMV: Family = Family {
     ),
 };
 
-/// rope, kv_cache_store and paged_attention over the paged KV cache (the general form in
-/// attention.cu, the decode form in attention_decode.cu).
+/// rope, kv_cache_store and the general form of paged_attention over the paged KV cache.
 pub const ATTENTION: Family = Family {
     name: "attention",
+    source: concat!(include_str!("../kernels/attention_args.cuh"), include_str!("../kernels/attention.cu")),
+};
+/// paged_attention's decode form: the CUDA-core kernel and the shared split/merge code
+/// (attention_decode.cu), the tensor-core kernel for 16-bit caches (attention_decode_mma.cu).
+pub const ATTENTION_DECODE: Family = Family {
+    name: "attention_decode",
     source: concat!(
         include_str!("../kernels/attention_args.cuh"),
-        include_str!("../kernels/attention.cu"),
-        include_str!("../kernels/attention_decode.cu")
+        include_str!("../kernels/attention_decode.cu"),
+        include_str!("../kernels/attention_decode_mma.cu")
     ),
 };
 /// paged_attention of prefill-shaped batches on tensor cores (mma.sync, FlashAttention-2 style).
@@ -157,6 +162,7 @@ pub const ALL: &[Family] = &[
     SCAN,
     SORT,
     ATTENTION,
+    ATTENTION_DECODE,
     ATTENTION_PREFILL,
     SAMPLING,
     FFT,

@@ -4,8 +4,8 @@
 //! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
 //! unless MAX_REQUIRE_NVRTC=1.
 
-use max_kernels_cuda::launch::{attention, attention_prefill, fft, random, sampling};
-use max_kernels_cuda::sources::{ATTENTION, ATTENTION_PREFILL, FFT, Family, RANDOM, SAMPLING};
+use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, random, sampling};
+use max_kernels_cuda::sources::{ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, FFT, Family, RANDOM, SAMPLING};
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
 /// The family's PTX after checking that `listed` (the launcher's kernels, `count` of them) are
@@ -31,7 +31,12 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
 
 #[test]
 fn attention_kernels_exist_with_their_argument_sizes() {
-    check_listed(&ATTENTION, attention::kernels(), 24);
+    check_listed(&ATTENTION, attention::kernels(), 9);
+}
+
+#[test]
+fn attention_decode_kernels_exist_with_their_argument_sizes() {
+    check_listed(&ATTENTION_DECODE, attention_decode::kernels(), 25);
 }
 
 #[test]

@@ -200,8 +200,8 @@ declare! {
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
 
     // ---- attention -----------------------------------------------------------------------
-    /// At most this many splits of each (row, kv head) in paged_attention's decode form (each
-    /// sequence uses as many as its length needs).
+    /// Splits of each (row, kv head) in paged_attention's decode form (each sequence uses as
+    /// many as its length needs); unset, the plan's own number (one wave of blocks, at most 32).
     AttentionSplits: "attention.splits", None, Kind::Int { min: 1, max: 64, step: 1 }, "";
     /// paged_attention's decode form launches under programmatic stream serialization.
     AttentionPdl: "attention.pdl", None, Kind::Flag, "1";

@@ -290,8 +290,9 @@ pub fn paged_attention(
     go(stream, &format!("paged_attention_{}", short(dtype)?), &args, config)
 }
 
-/// Every kernel these wrappers launch: (family, name, bytes of its argument struct), for the
-/// compile checks in tests/.
+/// Every kernel these wrappers launch from the attention family (the decode form's are
+/// attention_decode::kernels): (family, name, bytes of its argument struct), for the compile
+/// checks in tests/.
 #[doc(hidden)]
 pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     let mut all = Vec::new();
@@ -300,6 +301,5 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
         all.push((ATTENTION, format!("kv_cache_store_{dt}"), size_of::<StoreArgs>()));
         all.push((ATTENTION, format!("paged_attention_{dt}"), size_of::<AttnArgs>()));
     }
-    all.extend(super::attention_decode::kernels());
     all
 }

@@ -1,7 +1,8 @@
-//! Launching paged_attention's decode form (attention_decode.cu): the plan (lanes per key row,
-//! the kernel's head group, keys per step, splits) is a pure function of the call's shapes, so
-//! a CUDA graph keeps one grid whatever the sequences' lengths; the kernel itself works out how
-//! many of the splits each sequence needs.
+//! Launching paged_attention's decode form (attention_decode.cu's CUDA-core kernel,
+//! attention_decode_mma.cu's tensor-core kernel for f16/bf16 rows of 16 to 256 dims): the plan
+//! (the kernel, lanes per key row, its head group, keys per step, splits) is a pure function of
+//! the call's shapes, so a CUDA graph keeps one grid whatever the sequences' lengths; the kernel
+//! itself works out how many of the splits each sequence needs.
 
 use std::sync::Arc;
 
@@ -10,23 +11,33 @@ use max_graph::DType;
 use max_graph::ops::attention::CacheLayout;
 
 use super::attention::AttnArgs;
-use crate::sources::ATTENTION;
+use crate::sources::ATTENTION_DECODE;
 use crate::{Result, function};
 
 /// Query heads one block serves (DEC_MAXG in attention_decode.cu).
 const MAX_GROUP: usize = 8;
 /// Threads of a block (DEC_THREADS).
 const THREADS: usize = 128;
-/// The most splits of one (row, kv head) (DEC_MAX_SPLITS); also the default of
-/// `attention.splits`.
+/// The most splits of one (row, kv head) (DEC_MAX_SPLITS), whatever `attention.splits` says.
 const MAX_SPLITS: usize = 64;
-/// Splits per (row, kv head) when the knob leaves it to the plan: enough blocks to keep every
-/// SM of an H100/H200 streaming (two or more each) at one sequence, while the merge, which one
-/// block does at the end, stays short.
+/// The most splits per (row, kv head) when the knob leaves it to the plan: enough blocks to
+/// keep every SM of an H100/H200 streaming (two or more each) at one sequence, while the merge,
+/// which one block does at the end, stays short.
 const DEFAULT_SPLITS: usize = 32;
-/// Blocks worth launching: about four per SM of an H100/H200. More (row, kv head) pairs than
-/// this per split do not split their keys further.
+/// Blocks worth launching for the CUDA-core kernel: about four per SM of an H100/H200. More
+/// (row, kv head) pairs than this per split do not split their keys further.
 const TARGET_BLOCKS: usize = 528;
+/// SMs of an H100/H200: the tensor-core kernel's splits fill one wave of resident blocks.
+const SMS: usize = 132;
+/// Keys per tile of the tensor-core kernel (DM_KEYS) and tiles in each warp's ring (DM_STAGES).
+const MMA_KEYS: usize = 16;
+const MMA_STAGES: usize = 3;
+/// Shared memory of an SM, and what the tensor-core kernel holds beyond its dynamic part
+/// (decode_split's and decode_finish's arrays) plus the 1 KiB the driver keeps per block.
+const SMEM_PER_SM: usize = 228 * 1024;
+const MMA_SMEM_EXTRA: usize = MAX_GROUP * MAX_SPLITS * 4 + 64 + 1024;
+/// The most tensor-core blocks an SM holds (registers: see the ptxas table).
+const MMA_MOST_PER_SM: usize = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -55,6 +66,14 @@ pub struct SplitPlan {
     pub step: usize,
     /// Splits of each (row, kv head): the grid is rows x kv heads x splits.
     pub splits: usize,
+    /// The tensor-core kernel (f16/bf16 rows of 16 to 256 dims) rather than the CUDA-core one.
+    pub mma: bool,
+}
+
+/// Dynamic shared memory of the tensor-core kernel: per warp a ring of tiles of keys and values
+/// (rows padded by 16 bytes) and a 16 x 8 tile of probabilities.
+fn mma_smem(dim: usize) -> usize {
+    (THREADS / 32) * (MMA_STAGES * 2 * MMA_KEYS * (dim * 2 + 16) + MMA_KEYS * 16)
 }
 
 /// Keys (and values) a lane group loads at once for a kernel group (U in attention_decode.cu's
@@ -72,18 +91,19 @@ fn keys_in_flight(dtype: DType, kernel_group: usize) -> usize {
 /// The plan of a call of `tokens` query rows of `q_heads` heads over lookup-table rows of
 /// `width` pages (the most keys a sequence can hold is `width * page_size`).
 pub fn split_plan(dtype: DType, cache: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
-    let most = max_tuning::current().int(max_tuning::Knob::AttentionSplits).unwrap_or(DEFAULT_SPLITS);
-    plan_with(dtype, cache, q_heads, tokens, width, most)
+    let chosen = max_tuning::current().int(max_tuning::Knob::AttentionSplits);
+    plan_with(dtype, cache, q_heads, tokens, width, chosen)
 }
 
-/// [`split_plan`] with at most `most` splits (clamped to 1..=MAX_SPLITS).
+/// [`split_plan`] with `chosen` splits (clamped to 1..=MAX_SPLITS), or the plan's own number
+/// for None; never more than the table holds steps.
 fn plan_with(
     dtype: DType,
     cache: &CacheLayout,
     q_heads: usize,
     tokens: usize,
     width: usize,
-    most: usize,
+    chosen: Option<usize>,
 ) -> Option<SplitPlan> {
     let bytes = cache.head_dim * dtype.size_in_bytes();
     let lpk = bytes / 16;
@@ -94,17 +114,26 @@ fn plan_with(
     if group * cache.kv_heads != q_heads {
         return None;
     }
-    let kernel_group = group.next_power_of_two();
-    let step = THREADS / lpk * keys_in_flight(dtype, kernel_group);
+    let mma = dtype.size_in_bytes() == 2 && cache.head_dim.is_multiple_of(16);
     let max_keys = (width * cache.page_size).max(1);
     let pairs = (tokens * cache.kv_heads).max(1);
+    let (kernel_group, step, wanted) = if mma {
+        // As many splits as keep one wave of resident blocks: a second, partial wave would
+        // stream with a fraction of the bytes in flight.
+        let per_sm = (SMEM_PER_SM / (mma_smem(cache.head_dim) + MMA_SMEM_EXTRA)).clamp(1, MMA_MOST_PER_SM);
+        (MAX_GROUP, THREADS / 32 * MMA_KEYS, (SMS * per_sm / pairs).max(1))
+    } else {
+        let kernel_group = group.next_power_of_two();
+        (kernel_group, THREADS / lpk * keys_in_flight(dtype, kernel_group), TARGET_BLOCKS.div_ceil(pairs))
+    };
     // Splits need ticket counters for the merge (tickets::CAPACITY of them) or a combine.
     let splits = if pairs > super::tickets::CAPACITY {
         1
     } else {
-        max_keys.div_ceil(step).min(TARGET_BLOCKS.div_ceil(pairs)).min(most.clamp(1, MAX_SPLITS)).max(1)
+        let splits = chosen.map_or(wanted.min(DEFAULT_SPLITS), |n| n.clamp(1, MAX_SPLITS));
+        max_keys.div_ceil(step).min(splits).max(1)
     };
-    Some(SplitPlan { lpk, group, kernel_group, step, splits })
+    Some(SplitPlan { lpk, group, kernel_group, step, splits, mma })
 }
 
 /// Bytes of f32 scratch the decode form needs for a call (0 with one split): every share's
@@ -123,16 +152,21 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
     if blocks > i32::MAX as usize {
         return Err(crate::Error::Unsupported(format!("paged_attention: {blocks} blocks are too many for one launch")));
     }
-    // The warps' (max, sum, values) for the kernel's heads; the rest is static.
-    let smem = (THREADS / 32) * plan.kernel_group * (2 + dim) * 4;
+    // The CUDA-core kernel's dynamic shared memory holds the warps' (max, sum, values) for
+    // its heads; the tensor-core kernel's its warps' rings (red at the end).
+    let (name, smem) = if plan.mma {
+        (format!("paged_decode_mma_d{dim}_{dt}"), mma_smem(dim))
+    } else {
+        (format!("paged_decode_{dt}_g{}", plan.kernel_group), (THREADS / 32) * plan.kernel_group * (2 + dim) * 4)
+    };
     // The last split of each (row, kv head) merges the shares when the stream has ticket
     // counters for them; otherwise attention_combine does.
     let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
     let mut args =
         DecodeArgs { a, partial, counters, splits: plan.splits as i64, lpk: plan.lpk as i32, group: plan.group as i32 };
     let pdl = max_tuning::current().flag_or(max_tuning::Knob::AttentionPdl, true);
-    let name = format!("paged_decode_{dt}_g{}", plan.kernel_group);
-    let f = function(stream.context(), &ATTENTION, &name)?;
+    let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
+    crate::allow_smem(stream.context(), &f, smem as u32)?;
     let mut params: [*mut std::ffi::c_void; 1] = [&mut args as *mut DecodeArgs as *mut _];
     // SAFETY: the one parameter is the #[repr(C)] twin of the kernel's DecodeArgs, live across
     // the call (the driver copies it); its pointers describe buffers holding what the shapes
@@ -153,7 +187,7 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
         (name.clone(), fields)
     });
     if plan.splits > 1 && counters == 0 {
-        let f = function(stream.context(), &ATTENTION, &format!("attention_combine_{dt}"))?;
+        let f = function(stream.context(), &ATTENTION_DECODE, &format!("attention_combine_{dt}"))?;
         // SAFETY: as above; one block per (row, kv head), no dynamic shared memory.
         unsafe {
             super::launch_ex(
@@ -169,14 +203,21 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
     Ok(())
 }
 
-/// The decode form's kernels: (family, name, bytes of the argument struct).
-pub(super) fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
+/// The decode form's kernels: (family, name, bytes of the argument struct), for the compile
+/// checks in tests/.
+#[doc(hidden)]
+pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     let mut all = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
         for g in [1, 2, 4, 8] {
-            all.push((ATTENTION, format!("paged_decode_{dt}_g{g}"), size_of::<DecodeArgs>()));
+            all.push((ATTENTION_DECODE, format!("paged_decode_{dt}_g{g}"), size_of::<DecodeArgs>()));
         }
-        all.push((ATTENTION, format!("attention_combine_{dt}"), size_of::<DecodeArgs>()));
+        all.push((ATTENTION_DECODE, format!("attention_combine_{dt}"), size_of::<DecodeArgs>()));
+    }
+    for dt in ["f16", "bf16"] {
+        for d in [16, 32, 64, 128, 256] {
+            all.push((ATTENTION_DECODE, format!("paged_decode_mma_d{d}_{dt}"), size_of::<DecodeArgs>()));
+        }
     }
     all
 }
@@ -190,43 +231,65 @@ mod tests {
     }
 
     fn plan(dtype: DType, c: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
-        plan_with(dtype, c, q_heads, tokens, width, DEFAULT_SPLITS)
+        plan_with(dtype, c, q_heads, tokens, width, None)
     }
 
     #[test]
     fn one_sequence_splits_by_the_table_width() {
-        // 8B-shaped decode over an 8k table: 16 lanes a bf16 row of 128, 8 lane groups of 6 keys.
+        // 8B-shaped decode over an 8k table: the tensor-core kernel, 4 warps of 16-key tiles.
         let p = plan(DType::BFloat16, &cache(8, 128, 128), 32, 1, 64).unwrap();
-        assert_eq!(p, SplitPlan { lpk: 16, group: 4, kernel_group: 4, step: 48, splits: 32 });
+        assert_eq!(p, SplitPlan { lpk: 16, group: 4, kernel_group: 8, step: 64, splits: 32, mma: true });
         // A table of 192 keys: no more splits than steps.
-        assert_eq!(plan(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12).unwrap().splits, 4);
-        // SmolLM2-shaped: 3 kv heads of 64 dims, 9 query heads run the kernel of 4 heads.
+        assert_eq!(plan(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12).unwrap().splits, 3);
+        // SmolLM2-shaped: 3 kv heads of 64 dims, 9 query heads; 16 steps in the table.
         let p = plan(DType::BFloat16, &cache(3, 64, 16), 9, 1, 64).unwrap();
-        assert_eq!((p.lpk, p.group, p.kernel_group, p.step, p.splits), (8, 3, 4, 96, 11));
-        // f32 rows of 128 take a warp; 8 heads per kv head load 4 keys at a time.
+        assert_eq!((p.lpk, p.group, p.kernel_group, p.step, p.splits, p.mma), (8, 3, 8, 64, 16, true));
+        // f32 rows of 128 take a warp of the CUDA-core kernel; 8 heads per kv head load 4 keys
+        // at a time.
         let p = plan(DType::Float32, &cache(1, 128, 16), 8, 1, 4).unwrap();
-        assert_eq!((p.lpk, p.kernel_group, p.step), (32, 8, 16));
+        assert_eq!((p.lpk, p.kernel_group, p.step, p.mma), (32, 8, 16, false));
     }
 
     #[test]
-    fn batches_split_less_and_large_ones_not_at_all() {
+    fn batches_split_to_one_wave_and_large_ones_not_at_all() {
         let c = cache(8, 128, 128);
-        // 8 sequences: 64 pairs, 9 splits make the ~528 blocks.
-        assert_eq!(plan(DType::BFloat16, &c, 32, 8, 64).unwrap().splits, 9);
-        assert_eq!(plan(DType::BFloat16, &c, 32, 32, 64).unwrap().splits, 3);
+        // Two blocks of 103 KiB fit an SM: 8 sequences make 64 pairs, 4 splits 256 blocks of
+        // the 264 resident ones; 32 sequences fill the wave unsplit.
+        assert_eq!(plan(DType::BFloat16, &c, 32, 8, 64).unwrap().splits, 4);
+        assert_eq!(plan(DType::BFloat16, &c, 32, 32, 64).unwrap().splits, 1);
         // A prefill chunk of 600 rows: more pairs than ticket counters, one split.
         assert_eq!(plan(DType::BFloat16, &c, 32, 600, 64).unwrap().splits, 1);
         assert_eq!(split_scratch_bytes(&plan(DType::BFloat16, &c, 32, 600, 64).unwrap(), 600, 32, 128), 0);
         let p = plan(DType::BFloat16, &c, 32, 1, 64).unwrap();
         assert_eq!(split_scratch_bytes(&p, 1, 32, 128), 32 * 32 * 130 * 4);
+        // The CUDA-core kernel aims at about four blocks per SM.
+        assert_eq!(plan(DType::Float32, &c, 32, 8, 64).unwrap().splits, 9);
     }
 
     #[test]
     fn the_knob_bounds_the_splits() {
         let c = cache(8, 128, 128);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, 4).unwrap().splits, 4);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, 1000).unwrap().splits, MAX_SPLITS);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, 0).unwrap().splits, 1);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, Some(4)).unwrap().splits, 4);
+        // The knob sets the count, past one wave of blocks too (8 sequences: 4 of the plan's).
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 8, 64, Some(12)).unwrap().splits, 12);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, Some(1000)).unwrap().splits, MAX_SPLITS);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, Some(0)).unwrap().splits, 1);
+        // Never more splits than steps in the table (192 keys: 3 steps of 64).
+        assert_eq!(plan_with(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12, Some(64)).unwrap().splits, 3);
+    }
+
+    #[test]
+    fn sixteen_bit_rows_of_whole_k_steps_take_the_tensor_cores() {
+        for d in [16, 32, 64, 128, 256] {
+            for dt in [DType::BFloat16, DType::Float16] {
+                assert!(plan(dt, &cache(2, d, 16), 8, 1, 4).unwrap().mma, "{dt:?} d{d}");
+            }
+            assert!(!plan(DType::Float32, &cache(2, d, 16), 8, 1, 4).is_some_and(|p| p.mma));
+        }
+        assert!(!plan(DType::BFloat16, &cache(2, 8, 16), 2, 1, 4).unwrap().mma);
+        // Every head dim's rings fit a block (227 KiB with the static arrays).
+        assert!(mma_smem(256) + MMA_SMEM_EXTRA - 1024 <= 227 * 1024);
+        assert_eq!(mma_smem(128), 4 * (3 * 2 * 16 * 272 + 256));
     }
 
     #[test]

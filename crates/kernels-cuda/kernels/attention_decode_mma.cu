@@ -1,0 +1,314 @@
+#line 1 "attention_decode_mma.cu"
+// attention_decode_mma.cu: the decode form of paged_attention on tensor cores, for f16/bf16
+// caches with head dims D of 16 to 256 (after attention_decode.cu, whose DecodeArgs,
+// decode_split and decode_finish it shares with the CUDA-core kernel). One block of DEC_WARPS
+// warps per (query row, kv head, split); the kv head's query heads (up to DM_HEADS) share every
+// key and value load.
+//
+// A decode step reads every key and value once and does two multiply-adds per byte, so the
+// kernel is shaped to keep as many bytes in flight as the memory system needs (at ~4.5 TB/s and
+// ~1.5 us under load, ~50 KiB per SM) and to keep the arithmetic off the critical path:
+//   - each warp takes a contiguous quarter of its block's split and streams it through its own
+//     ring of DM_STAGES tiles of DM_KEYS keys (keys and values) in shared memory, filled with
+//     16-byte cp.async copies (a half warp reads a 256-byte key row): DM_STAGES - 1 tiles
+//     (16 KiB at D = 128) are in flight while one is used, and no block barrier sits in the
+//     key loop, so warps run free;
+//   - page ids come 32 at a time, one per lane, and the next 32 are loaded when a window is
+//     entered: only the warp's first copies wait for the lookup table;
+//   - per tile, on mma.sync m16n8k16 with the tile's keys as M and the query heads as N (so a
+//     group of 4 or 8 heads wastes at most half of the tensor core, never 3/4 as heads-as-M
+//     would):
+//        S^T = K Q^T     K rows from ldmatrix are the row-major A; the query, loaded once into
+//                        registers, is the col-major B;
+//        online softmax  per head over the tile's keys: a head's scores sit in the 8 lanes of
+//                        equal lane % 4, three shuffles for the max; the sums stay per lane
+//                        until the end;
+//        O^T += V^T P^T  V rows through ldmatrix.trans are the row-major A; P^T goes through
+//                        256 bytes of shared memory and comes back by ldmatrix.trans as B.
+// Rows in shared memory are padded to D * 2 + 16 bytes, so the 8 rows an ldmatrix reads fall on
+// 8 different bank groups. Keys past the split's end or on a bad page are copied as zeros
+// (cp.async with no source bytes) and scored -inf, so they weigh exactly 0. Page indices within
+// a window are u32: page sizes below 2^26 tokens.
+
+#define DM_KEYS 16   // keys per tile (the M of S^T and the K of O^T)
+#define DM_STAGES 3  // tiles in a warp's ring; launch/attention_decode.rs: MMA_STAGES
+#define DM_HEADS 8   // the N of the mma: query heads per kv head, padded
+
+template <bool BF16> struct DmElem {
+    typedef f16 T;
+};
+template <> struct DmElem<true> {
+    typedef bf16 T;
+};
+
+__device__ __forceinline__ void dm_cp16(u32 dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;  // src-size 0 zero-fills the chunk and reads nothing
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void dm_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void dm_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void dm_ldsm(u32* r, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void dm_ldsm_t(u32* r, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void dm_ldsm2_t(u32* r, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(addr));
+}
+
+// c += a b for one 16x8x16 step: a the four A registers, b0/b1 the two B registers.
+template <bool BF16> __device__ __forceinline__ void dm_mma(float* c, const u32* a, u32 b0, u32 b1) {
+    if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// Two f32 as one register of the 16-bit type, lo in the low half (the lower index).
+template <bool BF16> __device__ __forceinline__ u32 dm_pack(float lo, float hi) {
+    u32 r;
+    if (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(const DecodeArgs& da) {
+    typedef typename DmElem<BF16>::T T;
+    constexpr int CPR = D / 8;                         // 16-byte chunks of a row
+    constexpr int ROW = D * 2 + 16;                    // bytes of a padded row in shared memory
+    constexpr int TILE = DM_KEYS * ROW;                // bytes of a tile's keys (or values)
+    constexpr int RING = DM_STAGES * 2 * TILE;         // a warp's ring of tiles
+    constexpr int WARP_BYTES = RING + DM_KEYS * 16;    // and its P^T: 16 keys x 8 heads
+    constexpr int KPP = CPR < 32 ? 32 / CPR : 1;       // keys a warp copies per pass
+    constexpr int PASSES = DM_KEYS / KPP;              // copies per lane per tile's keys (or values)
+    constexpr int DK = D / 16;                         // k steps of S^T, m tiles of O^T
+    static_assert(D % 16 == 0 && D <= 256, "head dims of 16 to 256, whole k steps");
+    static_assert(DEC_WARPS * DM_HEADS * (2 + D) * 4 <= DEC_WARPS * WARP_BYTES, "red fits in the rings");
+    extern __shared__ __align__(16) u8 dm_buf[];  // DEC_WARPS x WARP_BYTES; at the end red
+
+    const AttnArgs& a = da.a;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane / 4, c = lane % 4;  // an mma fragment's row (group) and column pair
+    const i64 pair = blockIdx.x / da.splits;
+    const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * da.group;
+
+    // Launched under programmatic serialization: nothing the previous kernel may write (the
+    // query, the cache) is read before this.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    // Q^T as the B operand of S^T = K Q^T (loads in flight with the search): for k step k,
+    // lane holds head g's dims 16k + 2c, +1 and 16k + 8 + 2c, +1; heads past the group are 0.
+    u32 qb[DK][2];
+    {
+        const bool has = g < da.group;
+        const u32* qrow = reinterpret_cast<const u32*>((const T*)a.q + (i * a.q_heads + h0 + (has ? g : 0)) * D);
+#pragma unroll
+        for (int k = 0; k < DK; ++k) {
+            qb[k][0] = has ? __ldg(qrow + 8 * k + c) : 0u;
+            qb[k][1] = has ? __ldg(qrow + 8 * k + 4 + c) : 0u;
+        }
+    }
+    DecSplit sp;
+    if (!decode_split(da, DEC_WARPS * DM_KEYS, sp)) return;
+
+    // This warp's keys [wlo, whi): a quarter of the split in whole tiles.
+    const i64 wper = ((sp.ke - sp.kb + DEC_WARPS - 1) / DEC_WARPS + DM_KEYS - 1) / DM_KEYS * DM_KEYS;
+    const i64 wlo = sp.kb + warp * wper < sp.ke ? sp.kb + warp * wper : sp.ke;
+    const i64 whi = wlo + wper < sp.ke ? wlo + wper : sp.ke;
+    const int tiles = (int)((whi - wlo + DM_KEYS - 1) / DM_KEYS);
+
+    const i64 ps = a.page_size;
+    const u64 rowlen = (u64)a.kv_heads * D;
+    const u64 page_elems = (u64)ps * rowlen;  // one layer's keys of a page
+    const u64 page_stride = 2 * (u64)a.layers * page_elems;
+    const u64 head_off = (u64)a.layer * page_elems + (u64)kvh * D;
+    const u64 value_off = (u64)a.layers * page_elems;  // keys -> values of one page
+    const u32* table = (const u32*)a.table + sp.b * a.width;
+    const T* cache = (const T*)a.blocks;
+    const u32 pages = a.pages < (i64)0xffffffff ? (u32)a.pages : 0xffffffffu;
+
+    // The page ids of pages wp0 + lane (cur) and wp0 + 32 + lane (nxt); past the table: none.
+    i64 wp0 = wlo / ps;
+    u32 cur = 0xffffffffu, nxt = 0xffffffffu;
+    if (tiles > 0) {
+        if (wp0 + lane < a.width) cur = __ldg(table + wp0 + lane);
+        if (wp0 + 32 + lane < a.width) nxt = __ldg(table + wp0 + 32 + lane);
+    }
+
+    const u32 ring = (u32)__cvta_generic_to_shared(dm_buf + warp * WARP_BYTES);
+    const u32 ptile = ring + RING;
+    u32* pt = reinterpret_cast<u32*>(dm_buf + warp * WARP_BYTES + RING);
+
+    // Tile t's copies into ring slot t % DM_STAGES (none past the warp's tiles); returns which
+    // of its keys are real (bit k: key k has a page and lies in the range). Called for t = 0,
+    // 1, 2, ... in order: a tile starts at most 16 keys after the previous one, so at most one
+    // window step is due and its keys lie in pages wp0 .. wp0 + 47.
+    auto issue = [&](int t) -> u32 {
+        if (t >= tiles) return 0u;
+        const i64 k0 = wlo + (i64)t * DM_KEYS;
+        i64 rel0 = k0 - wp0 * ps;
+        if (rel0 >= 32 * ps) {
+            wp0 += 32;
+            rel0 -= 32 * ps;
+            cur = nxt;
+            nxt = wp0 + 32 + lane < a.width ? __ldg(table + wp0 + 32 + lane) : 0xffffffffu;
+        }
+        const int kl = lane % DM_KEYS;  // the key this lane locates (both half warps alike)
+        const u32 rel = (u32)rel0 + (u32)kl;
+        const u32 pw = rel / (u32)ps, slot = rel - pw * (u32)ps;
+        u32 page = __shfl_sync(FULL_MASK, cur, pw & 31);
+        if ((u32)(rel0 + DM_KEYS - 1) / (u32)ps >= 32) {  // the tile reaches the next window
+            const u32 far = __shfl_sync(FULL_MASK, nxt, pw & 31);
+            if (pw >= 32) page = far;
+        }
+        const bool ok = k0 + kl < whi && page < pages;
+        const u64 off = ok ? (u64)page * page_stride + head_off + (u64)slot * rowlen : 0;
+        const u32 vm = __ballot_sync(FULL_MASK, ok) & ((1u << DM_KEYS) - 1);
+        const u32 kdst = ring + (u32)(t % DM_STAGES) * 2 * TILE;
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int k = p * KPP + lane / CPR % KPP, ch = lane % CPR;
+            const u64 at = __shfl_sync(FULL_MASK, off, k);
+            const bool v = (vm >> k) & 1u;
+            const T* src = cache + at + ch * 8;
+            const u32 dst = kdst + (u32)(k * ROW + ch * 16);
+            dm_cp16(dst, src, v);
+            dm_cp16(dst + TILE, src + value_off, v);
+        }
+        return vm;
+    };
+
+    float o[DK][4];  // O^T: m tile k holds dims 16k + g, +8 of heads 2c, 2c + 1
+#pragma unroll
+    for (int k = 0; k < DK; ++k) o[k][0] = o[k][1] = o[k][2] = o[k][3] = 0.f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;  // heads 2c and 2c + 1
+    // ldmatrix row addresses: K as A (matrices: keys 0-7 | 8-15 x dims 0-7, then dims 8-15),
+    // V^T as A (matrices: keys 0-7 x dims 0-7 | 8-15, then keys 8-15).
+    const u32 kaddr = (u32)(((lane & 7) + ((lane >> 3) & 1) * 8) * ROW + (lane >> 4) * 16);
+    const u32 vaddr = (u32)(((lane & 7) + (lane >> 4) * 8) * ROW + ((lane >> 3) & 1) * 16);
+
+    u32 vms[DM_STAGES - 1];
+#pragma unroll
+    for (int t = 0; t < DM_STAGES - 1; ++t) {
+        vms[t] = issue(t);
+        dm_commit();
+    }
+    for (int t = 0; t < tiles; ++t) {
+        dm_wait<DM_STAGES - 2>();  // this lane's copies of tile t have landed
+        __syncwarp();              // and every lane's; tile t - 1's slot and P^T are free
+        const u32 vm = vms[0];
+#pragma unroll
+        for (int s = 0; s + 1 < DM_STAGES - 1; ++s) vms[s] = vms[s + 1];
+        vms[DM_STAGES - 2] = issue(t + DM_STAGES - 1);
+        dm_commit();
+
+        const u32 kt = ring + (u32)(t % DM_STAGES) * 2 * TILE, vt = kt + TILE;
+        float s4[4] = {0.f, 0.f, 0.f, 0.f};  // keys g, g + 8 x heads 2c, 2c + 1
+#pragma unroll
+        for (int k = 0; k < DK; ++k) {
+            u32 af[4];
+            dm_ldsm(af, kt + kaddr + k * 32);
+            dm_mma<BF16>(s4, af, qb[k][0], qb[k][1]);
+        }
+        float x[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float v = s4[e] * a.scale;
+            if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+            x[e] = (vm >> (g + 8 * (e >> 1))) & 1u ? v : NEG_INF;
+        }
+        float mx0 = fmaxf(x[0], x[2]), mx1 = fmaxf(x[1], x[3]);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, off));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, off));
+        }
+        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+        const float b0 = n0 == NEG_INF ? 0.f : n0, b1 = n1 == NEG_INF ? 0.f : n1;
+        const float r0 = __expf(m0 - b0), r1 = __expf(m1 - b1);
+        m0 = n0;
+        m1 = n1;
+        const float p0 = __expf(x[0] - b0), p1 = __expf(x[1] - b1), p2 = __expf(x[2] - b0), p3 = __expf(x[3] - b1);
+        l0 = l0 * r0 + p0 + p2;
+        l1 = l1 * r1 + p1 + p3;
+#pragma unroll
+        for (int k = 0; k < DK; ++k) {
+            o[k][0] *= r0;
+            o[k][1] *= r1;
+            o[k][2] *= r0;
+            o[k][3] *= r1;
+        }
+        // P^T rows (keys) of 8 heads: this lane's two keys, heads 2c and 2c + 1.
+        pt[g * 4 + c] = dm_pack<BF16>(p0, p1);
+        pt[(g + 8) * 4 + c] = dm_pack<BF16>(p2, p3);
+        __syncwarp();
+        u32 pb[2];
+        dm_ldsm2_t(pb, ptile + (lane & 15) * 16);
+#pragma unroll
+        for (int k = 0; k < DK; ++k) {
+            u32 af[4];
+            dm_ldsm_t(af, vt + vaddr + k * 32);
+            dm_mma<BF16>(o[k], af, pb[0], pb[1]);
+        }
+    }
+    dm_wait<0>();
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        l0 += __shfl_xor_sync(FULL_MASK, l0, off);
+        l1 += __shfl_xor_sync(FULL_MASK, l1, off);
+    }
+    // The warps' (max, sum, values) per head into red [DEC_WARPS][DM_HEADS][2 + D], over the
+    // rings once every warp is done with them.
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(dm_buf);
+    float* r0p = red + (warp * DM_HEADS + 2 * c) * (2 + D);
+    float* r1p = r0p + (2 + D);
+    if (g == 0) {
+        r0p[0] = m0;
+        r0p[1] = l0;
+        r1p[0] = m1;
+        r1p[1] = l1;
+    }
+#pragma unroll
+    for (int k = 0; k < DK; ++k) {
+        r0p[2 + 16 * k + g] = o[k][0];
+        r1p[2 + 16 * k + g] = o[k][1];
+        r0p[2 + 16 * k + g + 8] = o[k][2];
+        r1p[2 + 16 * k + g + 8] = o[k][3];
+    }
+    __syncthreads();
+    decode_finish<T>(da, sp, red, DM_HEADS);
+}
+
+#define DECODE_MMA(D, NAME, BF16)                                                                  \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1) paged_decode_mma_d##D##_##NAME(   \
+        DecodeArgs a) {                                                                            \
+        paged_decode_mma<D, BF16>(a);                                                              \
+    }
+#define DECODE_MMA_DIMS(NAME, BF16) \
+    DECODE_MMA(16, NAME, BF16)      \
+    DECODE_MMA(32, NAME, BF16)      \
+    DECODE_MMA(64, NAME, BF16)      \
+    DECODE_MMA(128, NAME, BF16)     \
+    DECODE_MMA(256, NAME, BF16)
+
+DECODE_MMA_DIMS(f16, false)
+DECODE_MMA_DIMS(bf16, true)
