@@ -223,9 +223,11 @@ def run_round(p, batch: int, prompt: int, steps: int, rng: np.random.Generator) 
 
 
 def measure(p, batch: int, prompt: int, steps: int, repeats: int) -> tuple[float, float]:
-    """Median (prefill seconds, decode seconds) over `repeats` rounds after an untimed one."""
+    """Median (prefill seconds, decode seconds) over `repeats` rounds after two untimed ones (a
+    step's CUDA graph is captured on its second run)."""
     rng = np.random.default_rng(batch * 1000 + prompt)
-    run_round(p, batch, prompt, steps, rng)
+    for _ in range(2):
+        run_round(p, batch, prompt, steps, rng)
     rounds = [run_round(p, batch, prompt, steps, rng) for _ in range(repeats)]
     return statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
 

@@ -165,29 +165,56 @@ thread_local! {
 }
 
 /// Marks this thread as recording a CUDA graph until the guard drops.
-/// Lets `dev` read and write `peer`'s memory directly (once per ordered pair, where the
-/// hardware allows), so copies between the two are single peer copies, which CUDA graphs can
-/// also hold. Without it the driver stages such copies itself.
-pub(crate) fn enable_peer_access(dev: &CudaDevice, peer: &CudaDevice) {
-    static DONE: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+/// Whether `dev` may read and write `peer`'s memory directly, enabling it on first use of an
+/// ordered pair (where the hardware allows). Copies between such a pair are plain copies over
+/// unified addresses, which CUDA graphs can also hold (a peer copy call cannot be captured).
+pub(crate) fn peer_access(dev: &CudaDevice, peer: &CudaDevice) -> bool {
+    static KNOWN: std::sync::Mutex<Vec<((usize, usize), bool)>> = std::sync::Mutex::new(Vec::new());
     let key = (dev.ordinal, peer.ordinal);
-    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
-    if done.contains(&key) || capturing() {
-        return;
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, ok)) = known.iter().find(|(k, _)| *k == key) {
+        return *ok;
     }
-    done.push(key);
+    if capturing() {
+        return false;
+    }
     let mut can = 0;
-    // SAFETY: plain queries and a context call with `dev`'s context bound; failure (no peer
-    // path, already enabled) leaves copies on the driver's staged path.
+    // SAFETY: plain queries and a context call with `dev`'s context bound.
+    let ok = unsafe {
+        sys::cuDeviceCanAccessPeer(&mut can, dev.ctx.cu_device(), peer.ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
+            && can != 0
+            && dev.bind().is_ok()
+            && matches!(
+                sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0),
+                sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            )
+            && pool_access(dev, peer)
+    };
+    known.push((key, ok));
+    ok
+}
+
+/// Grants `dev` access to memory of `peer`'s default pool (stream-ordered allocations, which
+/// context peer access does not cover). True when granted or when `peer` has no such pool.
+///
+/// # Safety
+/// A plain driver call on live devices.
+unsafe fn pool_access(dev: &CudaDevice, peer: &CudaDevice) -> bool {
+    if !peer.ctx.has_async_alloc() {
+        return true;
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let desc = sys::CUmemAccessDesc {
+        location: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: dev.ordinal as i32,
+        },
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: out-pointer and a one-entry access list, both valid for the calls.
     unsafe {
-        if sys::cuDeviceCanAccessPeer(&mut can, dev.ctx.cu_device(), peer.ctx.cu_device())
-            != sys::CUresult::CUDA_SUCCESS
-            || can == 0
-            || dev.bind().is_err()
-        {
-            return;
-        }
-        let _ = sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0);
+        sys::cuDeviceGetDefaultMemPool(&mut pool, peer.ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
+            && sys::cuMemPoolSetAccess(pool, &desc, 1) == sys::CUresult::CUDA_SUCCESS
     }
 }
 

@@ -79,8 +79,12 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
             };
             dst.stream().wait_for(src.stream())?;
             dd.bind()?;
-            if sd.ordinal != dd.ordinal {
-                crate::cuda::enable_peer_access(dd, sd);
+            if sd.ordinal != dd.ordinal && crate::cuda::peer_access(dd, sd) {
+                // SAFETY: both ranges are device memory of nbytes; dst's device may address
+                // src's memory directly (unified addresses), so this is one device copy.
+                unsafe { result::memcpy_dtod_async(dst.addr(), src.addr(), src.nbytes(), stream.cu_stream()) }
+                    .map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
+            } else if sd.ordinal != dd.ordinal {
                 // SAFETY: both ranges are device memory of nbytes in their own contexts.
                 unsafe {
                     result::memcpy_peer_async(

@@ -169,6 +169,36 @@ mod tests {
     }
 
     #[test]
+    fn pieces_of_weights_staged_at_their_use_still_share_a_step() {
+        // A tensor-parallel layer on gpu:1: each weight is a constant on gpu:0 moved over (and
+        // transposed) right before its product, after the previous product.
+        let (gpu0, gpu1) = (DeviceRef::gpu(0), DeviceRef::gpu(1));
+        let mut g = Graph::new("t");
+        let x = input(&mut g, &[1, 16], DType::BFloat16, gpu1);
+        let mut outs = vec![];
+        for (i, rows) in [8, 4, 4].into_iter().enumerate() {
+            let attrs = Attrs::new()
+                .with("dtype", Attr::DType(DType::BFloat16))
+                .with("shape", Attr::Dims(vec![Dim::stat(rows as i64), Dim::stat(16)]))
+                .with("device", Attr::Device(gpu0))
+                .with("data", Attr::Data(std::sync::Arc::new(vec![i as u8; rows * 16 * 2])));
+            let w = g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0];
+            let moved = Op { kind: OpKind::TransferTo, attrs: Attrs::new().with("device", Attr::Device(gpu1)) };
+            let w = g.add_node(moved, vec![w]).unwrap()[0];
+            let wt = g.add_node(transpose(0, 1), vec![w]).unwrap()[0];
+            outs.push(g.add_node(Op { kind: OpKind::Matmul, attrs: Attrs::new() }, vec![x, wt]).unwrap()[0]);
+        }
+        g.set_outputs(outs.clone()).unwrap();
+        let p = lower(&g);
+        let gemms: Vec<&Vec<ValueId>> =
+            p.body.steps.iter().filter(|s| matches!(s.kind, StepKind::Gemm(_))).map(|s| &s.outputs).collect();
+        assert_eq!(gemms, vec![&outs]);
+        // every weight's transfer runs before the joined product
+        let at = |kind: &str| p.body.steps.iter().rposition(|s| s.name().starts_with(kind)).unwrap();
+        assert!(at("transfer_to") < at("gemm"));
+    }
+
+    #[test]
     fn other_products_keep_the_transpose() {
         let gpu = DeviceRef::gpu(0);
         assert_eq!(

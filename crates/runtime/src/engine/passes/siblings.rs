@@ -4,6 +4,11 @@
 //! step keeps the first one's place, where every sibling's inputs already exist (the activation
 //! is shared and the weights are constants). Used by fuse_sibling_qmatmul and
 //! fuse_weight_transpose; top level only.
+//!
+//! A weight may also be derived from constants through layout ops alone (a tensor-parallel
+//! piece: a slice of the whole weight moved to its device, staged where the layer first uses
+//! it). [`constants`] moves such steps to the top first: they read nothing computed at run time
+//! (and are folded when the model loads), so every sibling's weight exists at the first product.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,15 +17,50 @@ use max_graph::ops::OpKind;
 
 use crate::engine::program::{Body, Step, StepKind};
 
-/// The values `body`'s constant steps make.
-pub(super) fn constants(body: &Body) -> HashSet<ValueId> {
-    body.steps
-        .iter()
-        .filter(
-            |s| matches!(&s.kind, StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal)),
-        )
-        .flat_map(|s| s.outputs.iter().copied())
-        .collect()
+/// Ops that only cut, reshape, convert or move their input.
+fn layout_only(kind: OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::TransferTo
+            | OpKind::Slice
+            | OpKind::Reshape
+            | OpKind::Rebind
+            | OpKind::Squeeze
+            | OpKind::Unsqueeze
+            | OpKind::Transpose
+            | OpKind::Permute
+            | OpKind::Cast
+            | OpKind::Concat
+            | OpKind::Split
+    )
+}
+
+/// The values `body`'s constant steps make, and those derived from them alone by layout ops;
+/// the steps making them move to the top of `body` (in their order), ahead of everything
+/// computed at run time.
+pub(super) fn constants(body: &mut Body) -> HashSet<ValueId> {
+    let mut known = HashSet::new();
+    let mut hoisted = Vec::new();
+    let mut rest = Vec::new();
+    for step in std::mem::take(&mut body.steps) {
+        let constant = step.bodies.is_empty()
+            && match &step.kind {
+                StepKind::Op(op) if matches!(op.kind, OpKind::Constant | OpKind::ConstantExternal) => true,
+                StepKind::Op(op) => {
+                    layout_only(op.kind) && !step.inputs.is_empty() && step.inputs.iter().all(|v| known.contains(v))
+                }
+                _ => false,
+            };
+        if constant {
+            known.extend(step.outputs.iter().copied());
+            hoisted.push(step);
+        } else {
+            rest.push(step);
+        }
+    }
+    hoisted.extend(rest);
+    body.steps = hoisted;
+    known
 }
 
 /// Joins each `eligible` step (inputs `[activation, weight]`, one output) into the open group
