@@ -264,7 +264,15 @@ class ColumnParallelLinear(Linear):
             return ys
         if signal_buffers is None:
             raise ValueError("ColumnParallelLinear: the allgather needs signal_buffers")
-        return ops.allgather(ys, signal_buffers, axis=-1)
+        widths = {y.shape[-1] for y in ys}
+        if len(widths) != 1 or ys[0].rank != 2:
+            return ops.allgather(ys, signal_buffers, axis=-1)
+        # Equal pieces: gathered whole along the rows (one copy per piece, straight into place,
+        # which a CUDA graph holds), then each device interleaves them into [rows, n * width].
+        (width,) = widths
+        rows, n = ys[0].shape[0], len(ys)
+        return [ops.reshape(ops.permute(ops.reshape(g, [n, rows, width]), [1, 0, 2]), [rows, n * width])
+                for g in ops.allgather(ys, signal_buffers, axis=0)]
 
 
 __all__ = ["MLP", "ColumnParallelLinear", "DistributedGemmConfig", "Linear", "dense", "gated_mlp"]
