@@ -4,8 +4,8 @@
 //! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
 //! unless MAX_REQUIRE_NVRTC=1.
 
-use max_kernels_cuda::launch::{attention, attention_prefill, fft, random, sampling};
-use max_kernels_cuda::sources::{ATTENTION, ATTENTION_PREFILL, FFT, Family, RANDOM, SAMPLING};
+use max_kernels_cuda::launch::{attention, attention_prefill, fft, gemv_nt, random, sampling};
+use max_kernels_cuda::sources::{ATTENTION, ATTENTION_PREFILL, FFT, Family, GEMM_SKINNY, RANDOM, SAMPLING};
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
 /// The family's PTX after checking that `listed` (the launcher's kernels, `count` of them) are
@@ -42,6 +42,11 @@ fn attention_prefill_kernels_exist_with_their_argument_sizes() {
 #[test]
 fn fft_kernels_exist_with_their_argument_sizes() {
     check_listed(&FFT, fft::kernels(), 10);
+}
+
+#[test]
+fn gemv_nt_kernels_exist_with_their_argument_sizes() {
+    check_listed(&GEMM_SKINNY, gemv_nt::kernels(), 72);
 }
 
 #[test]
