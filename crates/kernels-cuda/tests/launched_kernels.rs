@@ -31,7 +31,7 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
 
 #[test]
 fn attention_kernels_exist_with_their_argument_sizes() {
-    check_listed(&ATTENTION, attention::kernels(), 24);
+    check_listed(&ATTENTION, attention::kernels(), 27);
 }
 
 #[test]

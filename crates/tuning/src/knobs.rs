@@ -98,6 +98,9 @@ declare! {
     /// Folds an RMSNorm into the product (W read as stored) it feeds: one GEMV launch for 1-4
     /// rows on the GPU.
     FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
+    /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
+    /// the GPU.
+    FusionRopeStore: "fusion.rope_store", None, Kind::Flag, "1";
     /// Fills recycled host blocks with NaN-like bytes before reuse (finds reads of stale data).
     HostPoolPoison: "host_pool.poison", None, Kind::Flag, "0";
     /// The libnccl shared library the GPU collectives load (default: found on the loader path,

@@ -5,7 +5,8 @@
 //! (`fuse_elementwise`), and quantized products taking their residual add
 //! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`),
 //! and on the GPU the gated MLP's gate, up and mul joined into one product
-//! (`fuse_gated_gemv`) and RMSNorms folded into the products they feed (`fuse_norm_gemv`).
+//! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
+//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ mod fuse_gated_gemv;
 mod fuse_matmul_epilogue;
 mod fuse_norm_gemv;
 mod fuse_qmatmul_residual;
+mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
 mod siblings;
@@ -54,6 +56,9 @@ pub fn lower(graph: &Graph) -> Program {
     }
     if tuning.flag_or(max_tuning::Knob::FusionNormGemv, true) {
         fuse_norm_gemv::fuse(&mut body, &types);
+    }
+    if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
+        fuse_rope_store::fuse(&mut body, &types);
     }
     Program { types, body }
 }
