@@ -61,17 +61,19 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         return Err(bad());
     }
     let (outs, mut scratch) = (&outputs[..results], outputs[results..].iter());
-    let a = &inputs[0];
+    // the kernels read x and the norm weight as dense rows
+    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
+    let a = &packed(&inputs[0])?;
     let ws = &inputs[1..=weights];
     let mut extra = inputs[1 + weights..].to_vec();
-    let gamma = if g.norm.is_some() { Some(extra.pop().ok_or_else(bad)?) } else { None };
+    let gamma = if g.norm.is_some() { Some(packed(&extra.pop().ok_or_else(bad)?)?) } else { None };
     let epi = epilogue_of(g, &extra)?;
     let k = *a.shape().last().unwrap_or(&1);
     let ns = weight_rows(a, ws)?;
     let norm = match (&g.norm, &gamma) {
         (Some(op), Some(gm)) => {
             let params = RmsNormParams::from_attrs(&op.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
-            if gm.shape() != [k] || gm.dtype() != a.dtype() || !gm.is_contiguous() {
+            if gm.shape() != [k] || gm.dtype() != a.dtype() {
                 return Err(Error::Value(format!(
                     "rms_norm: the weight {:?} does not match {:?}",
                     gm.shape(),
@@ -94,7 +96,7 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     let (one_launch_ws, one_launch_ns) = if g.gated.is_some() { (&ws[..1], &ns[..1]) } else { (ws, &ns[..]) };
     let addrs: Vec<u64> = one_launch_ws.iter().map(|w| w.addr()).collect();
     dev.bind()?;
-    if a.is_contiguous() && gemv_nt::plan(dtype, rows, one_launch_ns, k, a.addr(), &addrs, &fusion).is_some() {
+    if gemv_nt::plan(dtype, rows, one_launch_ns, k, a.addr(), &addrs, &fusion).is_some() {
         let parts = parts_of(one_launch_ws, outs);
         return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), &epi, &fusion).map_err(Error::from);
     }
