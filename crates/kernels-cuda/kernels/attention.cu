@@ -6,10 +6,11 @@
 // The cache is [pages, 2, layers, page_size, kv_heads, head_dim]; keys of (page, layer) start at
 // ((page * 2 + 0) * layers + layer) * page_size * kv_heads * head_dim, values one layer-block on.
 //
-// Rope and the store are one thread per output element. Attention has two forms: the decode
-// form (its own family, attention_decode.cu: GQA groups sharing each key load, keys split
-// across blocks by the sequences' actual lengths), taken whenever a key row is 16-byte pieces
-// for at most a warp and a kv head serves at most 8 query heads; otherwise the general form below, one block per
+// Rope and the store are one thread per output element (rope_kv_store: both in one launch).
+// Attention has two forms: the decode form (its own family, attention_decode.cu: GQA groups
+// sharing each key load, keys split across blocks by the sequences' actual lengths), taken
+// whenever a key row is 16-byte pieces for at most a warp and a kv head serves at most 8 query
+// heads; otherwise the general form below, one block per
 // (query row, query head) whose warps take every eighth chunk of 32 visible keys (a lane per key
 // for the scores, an online softmax, then a lane per dim for the values) and merge their
 // partial results at the end. Index tensors come from the engine's own KV-cache bookkeeping;
@@ -22,45 +23,46 @@ struct RopeArgs {
     i32 interleaved, freqs_f32;
 };
 
+// Dim k of the head row x rotated to position p (rot: the rotary dims; k past them passes
+// through; a position past the table's npos rows gives NaN).
+template <typename T>
+__device__ __forceinline__ T rope_at(const T* x, i64 k, u32 p, i64 rot, i64 npos, bool interleaved, const void* freqs,
+                                     bool freqs_f32) {
+    if (k >= rot) return x[k];
+    if ((i64)p >= npos) return convert<T>(nan32(false));
+    const i64 half = rot / 2;
+    // The pair (ia, ib) this dim belongs to, and the pair's index j.
+    i64 j, ia, ib;
+    if (interleaved) {
+        j = k / 2;
+        ia = 2 * j;
+        ib = ia + 1;
+    } else {
+        j = k < half ? k : k - half;
+        ia = j;
+        ib = j + half;
+    }
+    float c, s;
+    if (freqs_f32) {
+        const float* f = (const float*)freqs + (i64)p * rot + 2 * j;
+        c = f[0];
+        s = f[1];
+    } else {
+        const T* f = (const T*)freqs + (i64)p * rot + 2 * j;
+        c = to_f32(f[0]);
+        s = to_f32(f[1]);
+    }
+    const float xa = to_f32(x[ia]), xb = to_f32(x[ib]);
+    return convert<T>(k == ia ? xa * c - xb * s : xb * c + xa * s);
+}
+
 template <typename T> __device__ __forceinline__ void rope(const RopeArgs& a) {
     const i64 total = a.tokens * a.heads * a.dim;
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
         const i64 k = e % a.dim, row = e / a.dim, t = row / a.heads;
-        const T* x = (const T*)a.x + row * a.dim;
-        T* out = (T*)a.out + e;
-        if (k >= a.rot) {
-            *out = x[k];
-            continue;
-        }
         const u32 p = ((const u32*)a.pos)[t];
-        if ((i64)p >= a.npos) {
-            *out = convert<T>(nan32(false));
-            continue;
-        }
-        const i64 half = a.rot / 2;
-        // The pair (ia, ib) this dim belongs to, and the pair's index j.
-        i64 j, ia, ib;
-        if (a.interleaved) {
-            j = k / 2;
-            ia = 2 * j;
-            ib = ia + 1;
-        } else {
-            j = k < half ? k : k - half;
-            ia = j;
-            ib = j + half;
-        }
-        float c, s;
-        if (a.freqs_f32) {
-            const float* f = (const float*)a.freqs + (i64)p * a.rot + 2 * j;
-            c = f[0];
-            s = f[1];
-        } else {
-            const T* f = (const T*)a.freqs + (i64)p * a.rot + 2 * j;
-            c = to_f32(f[0]);
-            s = to_f32(f[1]);
-        }
-        const float xa = to_f32(x[ia]), xb = to_f32(x[ib]);
-        *out = convert<T>(k == ia ? xa * c - xb * s : xb * c + xa * s);
+        ((T*)a.out)[e] = rope_at<T>((const T*)a.x + row * a.dim, k, p, a.rot, a.npos, a.interleaved, (const void*)a.freqs,
+                                    a.freqs_f32);
     }
 }
 
@@ -215,8 +217,48 @@ template <typename T> __device__ __forceinline__ void paged_attention(const Attn
     }
 }
 
+// rope_kv_store: the decode step's rope of q and k and its store of k and v as one launch (the
+// engine's pass fuse_rope_store): one thread per element of a token's [q | k | v] row; q's
+// elements rotate into q_out, k's rotate into the cache, v's are copied into it, each exactly as
+// rope and kv_cache_store do it.
+struct RopeStoreArgs {
+    u64 q, q_out, k, v, blocks, slots, freqs, pos;
+    i64 tokens, q_heads, kv_heads, dim, rot, npos;
+    i64 page_size, layers, pages, layer;
+    i32 interleaved, freqs_f32;
+};
+
+template <typename T> __device__ __forceinline__ void rope_kv_store(const RopeStoreArgs& a) {
+    const i64 qw = a.q_heads * a.dim, kw = a.kv_heads * a.dim, width = qw + 2 * kw;
+    const i64 total = a.tokens * width;
+    for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        const i64 t = e / width, c = e % width;
+        const u32 p = ((const u32*)a.pos)[t];
+        if (c < qw) {
+            const T* row = (const T*)a.q + t * qw + (c / a.dim) * a.dim;
+            ((T*)a.q_out)[t * qw + c] = rope_at<T>(row, c % a.dim, p, a.rot, a.npos, a.interleaved,
+                                                   (const void*)a.freqs, a.freqs_f32);
+            continue;
+        }
+        const i64 slot = ((const u32*)a.slots)[t];
+        if (slot >= a.pages * a.page_size) continue;
+        const i64 page = slot / a.page_size, off = slot % a.page_size;
+        T* keys = (T*)a.blocks + ((page * 2) * a.layers + a.layer) * a.page_size * kw + off * kw;
+        const i64 ck = c - qw;
+        if (ck < kw) {
+            const T* row = (const T*)a.k + t * kw + (ck / a.dim) * a.dim;
+            keys[ck] = rope_at<T>(row, ck % a.dim, p, a.rot, a.npos, a.interleaved, (const void*)a.freqs, a.freqs_f32);
+        } else {
+            keys[a.layers * a.page_size * kw + ck - kw] = ((const T*)a.v)[t * kw + ck - kw];
+        }
+    }
+}
+
 #define ATTENTION(NAME, T)                                                                               \
     extern "C" __global__ void __launch_bounds__(256) rope_##NAME(RopeArgs a) { rope<T>(a); }            \
+    extern "C" __global__ void __launch_bounds__(256) rope_kv_store_##NAME(RopeStoreArgs a) {            \
+        rope_kv_store<T>(a);                                                                             \
+    }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(256) kv_cache_store_##NAME(StoreArgs a) {                 \
         kv_cache_store<T>(a);                                                                            \
     }                                                                                                    \

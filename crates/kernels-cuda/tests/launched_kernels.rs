@@ -4,8 +4,10 @@
 //! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
 //! unless MAX_REQUIRE_NVRTC=1.
 
-use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, random, sampling};
-use max_kernels_cuda::sources::{ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, FFT, Family, RANDOM, SAMPLING};
+use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling};
+use max_kernels_cuda::sources::{
+    ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, FFT, Family, GEMM_SKINNY, RANDOM, SAMPLING,
+};
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
 /// The family's PTX after checking that `listed` (the launcher's kernels, `count` of them) are
@@ -31,7 +33,7 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
 
 #[test]
 fn attention_kernels_exist_with_their_argument_sizes() {
-    check_listed(&ATTENTION, attention::kernels(), 9);
+    check_listed(&ATTENTION, attention::kernels(), 12);
 }
 
 #[test]
@@ -47,6 +49,11 @@ fn attention_prefill_kernels_exist_with_their_argument_sizes() {
 #[test]
 fn fft_kernels_exist_with_their_argument_sizes() {
     check_listed(&FFT, fft::kernels(), 10);
+}
+
+#[test]
+fn gemv_nt_kernels_exist_with_their_argument_sizes() {
+    check_listed(&GEMM_SKINNY, gemv_nt::kernels(), 72);
 }
 
 #[test]

@@ -92,6 +92,15 @@ declare! {
     /// Fused elementwise groups load two 16-byte vectors per thread step (default: for 16-bit
     /// data with at most two streamed inputs).
     FusionVec2: "fusion.vec2", None, Kind::Flag, "";
+    /// Joins the gated MLP's gate and up products (W read as stored) and their mul into one
+    /// step: one GEMV launch for 1-4 rows on the GPU.
+    FusionGatedGemv: "fusion.gated_gemv", None, Kind::Flag, "1";
+    /// Folds an RMSNorm into the product (W read as stored) it feeds: one GEMV launch for 1-4
+    /// rows on the GPU.
+    FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
+    /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
+    /// the GPU.
+    FusionRopeStore: "fusion.rope_store", None, Kind::Flag, "1";
     /// Fills recycled host blocks with NaN-like bytes before reuse (finds reads of stale data).
     HostPoolPoison: "host_pool.poison", None, Kind::Flag, "0";
     /// The libnccl shared library the GPU collectives load (default: found on the loader path,

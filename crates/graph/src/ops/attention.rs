@@ -71,17 +71,29 @@ impl RopeParams {
     }
 }
 
-/// kv_cache_store's attribute: the layer whose keys and values are written.
+/// kv_cache_store's attributes: the layer whose keys and values are written, and the rotary
+/// embedding the engine folds into the store (its pass fuse_rope_store; never staged by users):
+/// then the inputs go on with `[q, freqs_cis, positions]` after the slots, the keys are stored
+/// rotated as rope would rotate them, and the second result is rope(q).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KvStoreParams {
     pub layer: usize,
+    pub rope: Option<RopeParams>,
 }
+
+/// The attribute that marks a kv_cache_store with its rope folded in (its value: `interleaved`).
+pub const STORE_ROPE: &str = "rope_interleaved";
 
 impl KvStoreParams {
     pub fn from_attrs(attrs: &Attrs) -> std::result::Result<KvStoreParams, String> {
         let layer = int_attr(attrs, "layer")?;
         let layer = usize::try_from(layer).map_err(|_| format!("layer: must not be negative, got {layer}"))?;
-        Ok(KvStoreParams { layer })
+        let rope = match attrs.get(STORE_ROPE) {
+            None => None,
+            Some(Attr::Bool(interleaved)) => Some(RopeParams { interleaved: *interleaved }),
+            Some(other) => return Err(format!("{STORE_ROPE}: expected a bool, got {other}")),
+        };
+        Ok(KvStoreParams { layer, rope })
     }
 }
 
@@ -120,7 +132,7 @@ pub struct AttentionParams {
 
 impl AttentionParams {
     pub fn from_attrs(attrs: &Attrs) -> std::result::Result<AttentionParams, String> {
-        let KvStoreParams { layer } = KvStoreParams::from_attrs(attrs)?;
+        let KvStoreParams { layer, .. } = KvStoreParams::from_attrs(attrs)?;
         let scale = float_attr(attrs, "scale", None)?;
         if !scale.is_finite() || scale <= 0.0 {
             return Err(format!("scale: must be a positive number, got {scale}"));

@@ -1,4 +1,4 @@
-//! Launching attention.cu: rope, kv_cache_store and paged_attention. Every tensor is contiguous
+//! Launching attention.cu: rope, kv_cache_store (also both at once) and paged_attention. Every tensor is contiguous
 //! and of one activation dtype (f32, f16 or bf16); index tensors are uint32 (see the kernels'
 //! comment for what out-of-range indices do). paged_attention of 16-bit prompts goes to the
 //! tensor-core kernel of attention_prefill.rs ([`prefill_plan`]); decode steps stay here.
@@ -145,6 +145,90 @@ pub fn kv_cache_store(
         layer: layer as i64,
     };
     go(stream, &format!("kv_cache_store_{}", short(dtype)?), &args, elementwise(tokens * row))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RopeStoreArgs {
+    q: u64,
+    q_out: u64,
+    k: u64,
+    v: u64,
+    blocks: u64,
+    slots: u64,
+    freqs: u64,
+    pos: u64,
+    tokens: i64,
+    q_heads: i64,
+    kv_heads: i64,
+    dim: i64,
+    rot: i64,
+    npos: i64,
+    page_size: i64,
+    layers: i64,
+    pages: i64,
+    layer: i64,
+    interleaved: i32,
+    freqs_f32: i32,
+}
+// SAFETY: plain-old-data with the layout of the kernel's `RopeStoreArgs`.
+unsafe impl DeviceRepr for RopeStoreArgs {}
+
+/// The device pointers of a [`rope_kv_store`]: q [tokens, q_heads, dim] and its rotated copy
+/// `q_out`, k and v [tokens, kv_heads, dim], the cache, and the slots, freqs_cis and positions.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeStorePtrs {
+    pub q: u64,
+    pub q_out: u64,
+    pub k: u64,
+    pub v: u64,
+    pub blocks: u64,
+    pub slots: u64,
+    pub freqs: u64,
+    pub positions: u64,
+}
+
+/// rope of q into `q_out` and of k into the cache of `layer`, v copied beside it, in one launch:
+/// what rope, rope and kv_cache_store compute one after the other (`s.heads` is q's head count;
+/// k and v have the cache's).
+#[allow(clippy::too_many_arguments)]
+pub fn rope_kv_store(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    p: RopeStorePtrs,
+    s: RopeShape,
+    cache: CacheLayout,
+    layer: usize,
+    interleaved: bool,
+    freqs_f32: bool,
+) -> Result<()> {
+    let n = s.tokens * (s.heads + 2 * cache.kv_heads) * s.dim;
+    if n == 0 {
+        return Ok(());
+    }
+    let args = RopeStoreArgs {
+        q: p.q,
+        q_out: p.q_out,
+        k: p.k,
+        v: p.v,
+        blocks: p.blocks,
+        slots: p.slots,
+        freqs: p.freqs,
+        pos: p.positions,
+        tokens: s.tokens as i64,
+        q_heads: s.heads as i64,
+        kv_heads: cache.kv_heads as i64,
+        dim: s.dim as i64,
+        rot: s.rot as i64,
+        npos: s.positions as i64,
+        page_size: cache.page_size as i64,
+        layers: cache.layers as i64,
+        pages: cache.pages as i64,
+        layer: layer as i64,
+        interleaved: interleaved as i32,
+        freqs_f32: freqs_f32 as i32,
+    };
+    go(stream, &format!("rope_kv_store_{}", short(dtype)?), &args, elementwise(n))
 }
 
 #[repr(C)]
@@ -298,6 +382,7 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     let mut all = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
         all.push((ATTENTION, format!("rope_{dt}"), size_of::<RopeArgs>()));
+        all.push((ATTENTION, format!("rope_kv_store_{dt}"), size_of::<RopeStoreArgs>()));
         all.push((ATTENTION, format!("kv_cache_store_{dt}"), size_of::<StoreArgs>()));
         all.push((ATTENTION, format!("paged_attention_{dt}"), size_of::<AttnArgs>()));
     }

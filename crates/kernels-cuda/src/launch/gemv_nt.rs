@@ -2,11 +2,14 @@
 //! epilogue(A [m, k] @ W^T) with W [n, k] row-major, the layout a linear layer's weight is
 //! stored in, for the one to four rows of a decode step. A warp per 1-4 rows of W reads them whole, so
 //! nothing is split over K and no workspace is needed. [`plan`] is pure and picks the kernel.
+//! A launch may also fold in the RMSNorm of A's rows and the gated MLP's `act(gate) * up`
+//! ([`Fusion`]), which saves a decoder layer's norm, up and mul launches.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
+use max_graph::ops::reduction::RmsNormParams;
 
 use super::epilogue::Epilogue;
 use super::gemm_skinny::short_name;
@@ -35,9 +38,31 @@ struct NtArgs {
     n: [i64; SEGS],
     first: [i64; SEGS + 1],
     epi: Epilogue,
+    gamma: u64,
+    eps: f32,
+    offset: f32,
+    mbc: i32,
+    pad: i32,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `NtArgs`.
 unsafe impl DeviceRepr for NtArgs {}
+
+/// The RMSNorm folded into a launch: A's rows are normalised with the weight at `gamma` (K
+/// values of A's dtype) before the products, as the rms_norm op with `params` would.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormPrologue {
+    pub gamma: u64,
+    pub params: RmsNormParams,
+}
+
+/// What a launch computes besides the plain products (both optional).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fusion {
+    pub norm: Option<NormPrologue>,
+    /// The up weight of a gated product: one part (W_gate, C, n) gives `C = act(A @ W_gate^T) *
+    /// (A @ W_up^T)` with the epilogue's activation (and nothing else) on the gate.
+    pub gated_up: Option<u64>,
+}
 
 /// The kernel and grid for one launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,14 +75,19 @@ pub struct Plan {
 
 /// The plan for C_s [m, n_s] = A [m, k] @ W_s^T, W_s [n_s, k], for the weights at `ws` with
 /// `ns` rows each (one launch), or None when these kernels do not take it (another dtype, more
-/// than [`MAX_M`] rows, more than [`SEGS`] weights, an empty or too large grid).
-pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64]) -> Option<Plan> {
+/// than [`MAX_M`] rows, more than [`SEGS`] weights, an empty or too large grid, a gated
+/// product of more than one part).
+pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64], fusion: &Fusion) -> Option<Plan> {
     let name = short_name(dtype)?;
     if m == 0 || m > MAX_M || k == 0 || ns.is_empty() || ns.len() > SEGS || ns.len() != ws.len() || ns.contains(&0) {
         return None;
     }
+    if fusion.gated_up.is_some() && ns.len() != 1 {
+        return None;
+    }
     let elem = dtype.size_in_bytes();
-    let aligned = ws.iter().fold(a, |acc, w| acc | w) % 16 == 0;
+    let extra = fusion.norm.map_or(0, |n| n.gamma) | fusion.gated_up.unwrap_or(0);
+    let aligned = ws.iter().fold(a | extra, |acc, w| acc | w) % 16 == 0;
     let vec = k % (16 / elem) == 0 && aligned;
     let mr = m.next_power_of_two();
     // rows of W per warp: the kernel's R
@@ -70,7 +100,24 @@ pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64]) 
         return None;
     }
     let kind = if vec { "vec" } else { "any" };
-    Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}"), first, threads: (WARPS * 32) as u32 })
+    let norm = if fusion.norm.is_some() { "_norm" } else { "" };
+    let gated = if fusion.gated_up.is_some() { "_gated" } else { "" };
+    Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}"), first, threads: (WARPS * 32) as u32 })
+}
+
+/// Every kernel [`plan`] can name, with its argument size.
+pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
+    let mut all = vec![];
+    for dtype in ["bf16", "f16", "f32"] {
+        for mr in [1, 2, 4] {
+            for kind in ["vec", "any"] {
+                for fused in ["", "_norm", "_gated", "_norm_gated"] {
+                    all.push((GEMM_SKINNY, format!("skinny_nt_{dtype}_m{mr}_{kind}{fused}"), size_of::<NtArgs>()));
+                }
+            }
+        }
+    }
+    all
 }
 
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch (see
@@ -83,10 +130,11 @@ pub fn gemv_nt(
     parts: &[(u64, u64, usize)],
     (m, k): (usize, usize),
     epi: &Epilogue,
+    fusion: &Fusion,
 ) -> Result<()> {
     let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
     let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
-    let p = plan(dtype, m, &ns, k, a, &ws)
+    let p = plan(dtype, m, &ns, k, a, &ws, fusion)
         .ok_or_else(|| Error::Unsupported(format!("gemv_nt: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
     let f = function(stream.context(), &GEMM_SKINNY, &p.kernel)?;
     let mut args = NtArgs {
@@ -99,9 +147,24 @@ pub fn gemv_nt(
         n: [0; SEGS],
         first: [0; SEGS + 1],
         epi: *epi,
+        gamma: 0,
+        eps: 0.0,
+        offset: 0.0,
+        mbc: 0,
+        pad: 0,
     };
     for (i, &(w, c, n)) in parts.iter().enumerate() {
         (args.w[i], args.c[i], args.n[i]) = (w, c, n as i64);
+    }
+    if let Some(up) = fusion.gated_up {
+        args.w[1] = up;
+    }
+    if let Some(norm) = fusion.norm {
+        args.gamma = norm.gamma;
+        // f32 as the rms_norm kernel computes it (NormArgs converts them the same way)
+        args.eps = norm.params.epsilon as f32;
+        args.offset = norm.params.weight_offset as f32;
+        args.mbc = norm.params.multiply_before_cast as i32;
     }
     for (i, &b) in p.first.iter().enumerate() {
         args.first[i] = b as i64;
@@ -123,31 +186,48 @@ pub fn gemv_nt(
 mod tests {
     use super::*;
 
+    const NONE: Fusion = Fusion { norm: None, gated_up: None };
+
     #[test]
     fn kernels_by_rows_dtype_and_alignment() {
-        let p = plan(DType::BFloat16, 1, &[2048], 2048, 0, &[256]).unwrap();
+        let p = plan(DType::BFloat16, 1, &[2048], 2048, 0, &[256], &NONE).unwrap();
         assert_eq!((p.kernel.as_str(), p.first.clone(), p.threads), ("skinny_nt_bf16_m1_vec", vec![0, 512], 128));
-        assert_eq!(plan(DType::BFloat16, 3, &[10], 2048, 0, &[0]).unwrap().kernel, "skinny_nt_bf16_m4_vec");
-        assert_eq!(plan(DType::BFloat16, 4, &[10], 2048, 0, &[0]).unwrap().first, vec![0, 1]);
-        assert_eq!(plan(DType::BFloat16, 2, &[4096], 2048, 0, &[0]).unwrap().first, vec![0, 512]);
+        assert_eq!(plan(DType::BFloat16, 3, &[10], 2048, 0, &[0], &NONE).unwrap().kernel, "skinny_nt_bf16_m4_vec");
+        assert_eq!(plan(DType::BFloat16, 4, &[10], 2048, 0, &[0], &NONE).unwrap().first, vec![0, 1]);
+        assert_eq!(plan(DType::BFloat16, 2, &[4096], 2048, 0, &[0], &NONE).unwrap().first, vec![0, 512]);
         // K not a whole number of 16-byte vectors, or a misaligned operand: element loads
-        assert_eq!(plan(DType::Float16, 4, &[7], 104, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m4_vec");
-        assert_eq!(plan(DType::Float16, 3, &[7], 101, 0, &[0]).unwrap().kernel, "skinny_nt_f16_m4_any");
-        assert_eq!(plan(DType::Float32, 2, &[7], 64, 4, &[0]).unwrap().kernel, "skinny_nt_f32_m2_any");
-        assert_eq!(plan(DType::Float32, 2, &[7, 9], 64, 0, &[0, 8]).unwrap().kernel, "skinny_nt_f32_m2_any");
-        assert!(plan(DType::BFloat16, 5, &[7], 64, 0, &[0]).is_none());
-        assert!(plan(DType::Int32, 1, &[7], 64, 0, &[0]).is_none());
-        assert!(plan(DType::BFloat16, 1, &[0], 64, 0, &[0]).is_none());
+        assert_eq!(plan(DType::Float16, 4, &[7], 104, 0, &[0], &NONE).unwrap().kernel, "skinny_nt_f16_m4_vec");
+        assert_eq!(plan(DType::Float16, 3, &[7], 101, 0, &[0], &NONE).unwrap().kernel, "skinny_nt_f16_m4_any");
+        assert_eq!(plan(DType::Float32, 2, &[7], 64, 4, &[0], &NONE).unwrap().kernel, "skinny_nt_f32_m2_any");
+        assert_eq!(plan(DType::Float32, 2, &[7, 9], 64, 0, &[0, 8], &NONE).unwrap().kernel, "skinny_nt_f32_m2_any");
+        assert!(plan(DType::BFloat16, 5, &[7], 64, 0, &[0], &NONE).is_none());
+        assert!(plan(DType::Int32, 1, &[7], 64, 0, &[0], &NONE).is_none());
+        assert!(plan(DType::BFloat16, 1, &[0], 64, 0, &[0], &NONE).is_none());
     }
 
     #[test]
     fn siblings_take_consecutive_block_ranges() {
         // q, k, v of Llama-3.2-1B at one row: a warp per row, 4 rows per block
-        let p = plan(DType::BFloat16, 1, &[2048, 512, 512], 2048, 0, &[0, 0, 0]).unwrap();
+        let p = plan(DType::BFloat16, 1, &[2048, 512, 512], 2048, 0, &[0, 0, 0], &NONE).unwrap();
         assert_eq!(p.first, vec![0, 512, 640, 768]);
         // partial blocks do not straddle segments
-        assert_eq!(plan(DType::BFloat16, 4, &[17, 3], 64, 0, &[0, 0]).unwrap().first, vec![0, 2, 3]);
-        assert!(plan(DType::BFloat16, 1, &[1; 5], 64, 0, &[0; 5]).is_none());
-        assert!(plan(DType::BFloat16, 1, &[1, 1], 64, 0, &[0]).is_none());
+        assert_eq!(plan(DType::BFloat16, 4, &[17, 3], 64, 0, &[0, 0], &NONE).unwrap().first, vec![0, 2, 3]);
+        assert!(plan(DType::BFloat16, 1, &[1; 5], 64, 0, &[0; 5], &NONE).is_none());
+        assert!(plan(DType::BFloat16, 1, &[1, 1], 64, 0, &[0], &NONE).is_none());
+    }
+
+    #[test]
+    fn fused_kernels_take_the_norm_and_gate_suffixes() {
+        let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
+        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params }), gated_up: None };
+        assert_eq!(plan(DType::BFloat16, 1, &[576], 576, 0, &[0], &norm).unwrap().kernel, "skinny_nt_bf16_m1_vec_norm");
+        // a misaligned norm weight: element loads
+        let odd = Fusion { norm: Some(NormPrologue { gamma: 66, params }), gated_up: None };
+        assert_eq!(plan(DType::BFloat16, 2, &[8], 576, 0, &[0], &odd).unwrap().kernel, "skinny_nt_bf16_m2_any_norm");
+        let gated = Fusion { norm: Some(NormPrologue { gamma: 64, params }), gated_up: Some(128) };
+        let p = plan(DType::Float32, 3, &[1536], 576, 0, &[0], &gated).unwrap();
+        assert_eq!((p.kernel.as_str(), p.first), ("skinny_nt_f32_m4_vec_norm_gated", vec![0, 96]));
+        // one gated part per launch
+        assert!(plan(DType::BFloat16, 1, &[8, 8], 64, 0, &[0, 0], &gated).is_none());
     }
 }

@@ -234,6 +234,7 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             cpu::elementwise::run(&crate::shared::Fused::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::host_dispatch::run_cpu(op, inputs, outputs),
+        StepKind::Gemm(g) if g.norm.is_some() || g.gated.is_some() => run_host_folded(types, g, inputs, outputs),
         StepKind::Gemm(g @ GemmEpilogue { b_transpose: Some(op), .. }) => {
             // inputs [a, W_1 .. W_n, bias?, residual?] with W_i [n_i, k]: transpose each W_i here
             let parts = outputs.len();
@@ -270,4 +271,29 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             cpu::elementwise::run(&c.tail, &tail_inputs, &outputs[0])
         }
     }
+}
+
+/// A product with a folded rms_norm or a gated pair, on the host: the steps it replaced, one at
+/// a time, through its scratch outputs (see `GemmEpilogue`).
+fn run_host_folded(types: &[Type], g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let missing = || Error::Value(format!("{}: missing inputs or outputs", g.name()));
+    let results = outputs.len().checked_sub(g.scratch()).ok_or_else(missing)?;
+    let (outs, mut scratch) = (&outputs[..results], outputs[results..].iter());
+    let mut inputs = inputs.to_vec();
+    if let Some(op) = &g.norm {
+        let (gamma, normed) = (inputs.pop().ok_or_else(missing)?, scratch.next().ok_or_else(missing)?);
+        let x = inputs.first().ok_or_else(missing)?.clone();
+        super::host_dispatch::run_cpu(op, &[x, gamma], std::slice::from_ref(normed))?;
+        inputs[0] = normed.clone();
+    }
+    let inner = GemmEpilogue { norm: None, gated: None, ..g.clone() };
+    let step = |epi: GemmEpilogue| Step { kind: StepKind::Gemm(epi), inputs: vec![], outputs: vec![], bodies: vec![] };
+    let Some(mul) = &g.gated else { return run_host_kernel(types, &step(inner), &inputs, outs) };
+    let ([a, wg, wu], [out], Some(gate), Some(up)) = (&inputs[..], outs, scratch.next(), scratch.next()) else {
+        return Err(missing());
+    };
+    run_host_kernel(types, &step(inner.clone()), &[a.clone(), wg.clone()], std::slice::from_ref(gate))?;
+    let plain = GemmEpilogue { act: None, tail: crate::shared::Fused { nodes: vec![] }, ..inner };
+    run_host_kernel(types, &step(plain), &[a.clone(), wu.clone()], std::slice::from_ref(up))?;
+    cpu::elementwise::run(mul, &[gate.clone(), up.clone()], out)
 }

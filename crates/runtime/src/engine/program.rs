@@ -76,7 +76,10 @@ pub(crate) fn has_effects(kind: OpKind) -> bool {
 }
 
 /// The fused form of a matmul and the elementwise ops applied to its result. Step inputs are
-/// `[a, b]`, then the bias if `bias`, then the residual if `residual`.
+/// `[a, b]` (`[a, W_1 .. W_n]` for siblings, `[a, W_gate, W_up]` when `gated`), then the bias if
+/// `bias`, the residual if `residual`, and the norm weight if `norm`. Outputs are the results,
+/// then the normalised `a` if `norm`, then the gate and up products if `gated`: those are
+/// written only where the GPU cannot run the step as one kernel (and on the host).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmEpilogue {
     pub bias: bool,
@@ -90,16 +93,49 @@ pub struct GemmEpilogue {
     /// stood between W and the matmul, which the host path applies and the GPU kernels read
     /// through (passes/fuse_weight_transpose.rs).
     pub b_transpose: Option<Op>,
+    /// The rms_norm op that made `a` (passes/fuse_norm_gemv.rs): the step reads that op's
+    /// input in place of `a` and normalises it first.
+    pub norm: Option<Op>,
+    /// The gated MLP's product (passes/fuse_gated_gemv.rs): the result is this elementwise
+    /// group over `[gate, up]`, gate = the epilogue over `a @ W_gate^T`, up = `a @ W_up^T`.
+    pub gated: Option<Fused>,
 }
 
 impl GemmEpilogue {
+    /// A product with this epilogue and nothing folded before or around it.
+    pub fn new(bias: bool, act: Option<Op>, residual: bool, tail: Fused, b_transpose: Option<Op>) -> Self {
+        GemmEpilogue { bias, act, residual, tail, b_transpose, norm: None, gated: None }
+    }
+
+    /// Outputs after the results that only the unfused path writes (the normalised `a`, the
+    /// gate and up products).
+    pub fn scratch(&self) -> usize {
+        usize::from(self.norm.is_some()) + 2 * usize::from(self.gated.is_some())
+    }
+
+    /// Weights after `a` in a step with `results` results.
+    pub fn weights(&self, results: usize) -> usize {
+        match (&self.gated, &self.b_transpose) {
+            (Some(_), _) => 2,
+            (None, Some(_)) => results,
+            (None, None) => 1,
+        }
+    }
+
     pub fn name(&self) -> String {
-        let mut parts = vec![if self.b_transpose.is_some() { "matmul_wt" } else { "matmul" }.to_string()];
+        let mut parts = vec![];
+        if self.norm.is_some() {
+            parts.push("rms_norm".to_string());
+        }
+        parts.push(if self.b_transpose.is_some() { "matmul_wt" } else { "matmul" }.to_string());
         if self.bias {
             parts.push("bias".into());
         }
         if let Some(op) = &self.act {
             parts.push(op.kind.name().into());
+        }
+        if self.gated.is_some() {
+            parts.push("gated".into());
         }
         if self.residual {
             parts.push("residual".into());

@@ -23,6 +23,22 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     match (op.kind, inputs.as_slice(), outputs) {
         (OpKind::Rope, [x, freqs, positions], [out]) => rope::run(op, x, freqs, positions, out),
         (OpKind::KvCacheStore, [_, blocks, k, v, slots], _) => store::run(op, blocks, k, v, slots),
+        // A store with its rope folded in (the engine's pass fuse_rope_store): the ropes, then
+        // the store, as the unfused steps run.
+        (OpKind::KvCacheStore, [_, blocks, k, v, slots, q, freqs, positions], [_, q_out]) => {
+            let p = max_graph::ops::attention::KvStoreParams::from_attrs(&op.attrs)
+                .map_err(|m| Error::Value(format!("{name}: {m}")))?;
+            let Some(rope) = p.rope else {
+                return Err(Error::Value(format!("{name}: q, freqs_cis and positions come only with a folded rope")));
+            };
+            let attrs = max_graph::attrs::Attrs::new().with("interleaved", max_graph::Attr::Bool(rope.interleaved));
+            let rope_op = Op { kind: OpKind::Rope, attrs };
+            let dims: Vec<i64> = k.shape().iter().map(|&d| d as i64).collect();
+            let k_rot = Buffer::for_result(k.dtype(), &dims, &crate::Device::Cpu)?;
+            rope::run(&rope_op, k, freqs, positions, &k_rot)?;
+            rope::run(&rope_op, q, freqs, positions, q_out)?;
+            store::run(op, blocks, &k_rot, v, slots)
+        }
         (OpKind::PagedAttention, [_, q, blocks, offsets, lengths, table], [out, ..]) => {
             paged::run(op, q, blocks, offsets, lengths, table, out)
         }

@@ -117,3 +117,35 @@ fn bad_slots_and_pages_are_errors() {
     let e = run(&attn, &[chain(), q, blocks, offsets, lengths, tab], &[out, chain()]).unwrap_err();
     assert!(e.to_string().contains("uses page 3"), "{e}");
 }
+
+#[test]
+fn a_store_with_its_ropes_folded_in_equals_the_three_ops() {
+    let (tokens, hq, hkv, d, rot, npos) = (3usize, 4, 2, 8, 6, 16);
+    let cache_shape = [4usize, 2, 2, 4, 2, 8];
+    let cache_len: usize = cache_shape.iter().product();
+    let bf = |v: Vec<f32>| v.into_iter().map(bf16::from_f32).collect::<Vec<_>>();
+    let q = buf(DType::BFloat16, &[tokens, hq, d], &bf(noise(tokens * hq * d, 7)));
+    let k = buf(DType::BFloat16, &[tokens, hkv, d], &bf(noise(tokens * hkv * d, 8)));
+    let v = buf(DType::BFloat16, &[tokens, hkv, d], &bf(noise(tokens * hkv * d, 9)));
+    let freqs = buf::<f32>(DType::Float32, &[npos, rot], &noise(npos * rot, 10));
+    let positions = buf::<u32>(DType::UInt32, &[tokens], &[3, 9, 15]);
+    let slots = buf::<u32>(DType::UInt32, &[tokens], &[5, 0, 15]);
+    let rope = Op { kind: OpKind::Rope, attrs: Attrs::new().with("interleaved", Attr::Bool(false)) };
+    let store = Op { kind: OpKind::KvCacheStore, attrs: Attrs::new().with("layer", Attr::Int(1)) };
+    let empty = |shape: &[usize]| {
+        Buffer::empty(DType::BFloat16, &shape.iter().map(|&x| x as i64).collect::<Vec<_>>(), &Device::Cpu).unwrap()
+    };
+    let zeros = vec![bf16::from_f32(0.0); cache_len];
+    let (blocks_a, blocks_b) = (buf(DType::BFloat16, &cache_shape, &zeros), buf(DType::BFloat16, &cache_shape, &zeros));
+    let (q_a, q_b, k_a) = (empty(&[tokens, hq, d]), empty(&[tokens, hq, d]), empty(&[tokens, hkv, d]));
+    run(&rope, &[q.clone(), freqs.clone(), positions.clone()], std::slice::from_ref(&q_a)).unwrap();
+    run(&rope, &[k.clone(), freqs.clone(), positions.clone()], std::slice::from_ref(&k_a)).unwrap();
+    run(&store, &[chain(), blocks_a.clone(), k_a, v.clone(), slots.clone()], &[chain()]).unwrap();
+    let folded =
+        Op { kind: OpKind::KvCacheStore, attrs: store.attrs.clone().with("rope_interleaved", Attr::Bool(false)) };
+    run(&folded, &[chain(), blocks_b.clone(), k, v, slots, q, freqs, positions], &[chain(), q_b.clone()]).unwrap();
+    let bits = |b: &Buffer| super::slice::<bf16>("test", b).unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&q_a), bits(&q_b));
+    assert_eq!(bits(&blocks_a), bits(&blocks_b));
+    assert!(bits(&blocks_b).iter().any(|&x| x != 0));
+}

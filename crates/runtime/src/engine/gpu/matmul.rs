@@ -2,8 +2,10 @@
 //! kernels otherwise, each applying the fused epilogue of a `Gemm` step.
 
 use max_graph::Attr;
+use max_graph::ops::reduction::RmsNormParams;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
+use max_kernels_cuda::launch::gemv_nt::{Fusion, NormPrologue};
 use max_kernels_cuda::launch::{gemm_skinny, gemv_nt};
 
 use super::super::program::GemmEpilogue;
@@ -25,18 +27,110 @@ pub(super) fn act_of(op: &Op) -> Result<Act> {
 }
 
 /// A `Gemm` step: inputs are `[a, b, bias?, residual?]`, or `[a, W_1 .. W_n]` for n > 1 sibling
-/// products of one `a` (one output each, no epilogue) when the weights are read as stored.
+/// products of one `a` (one output each, no epilogue) when the weights are read as stored; a
+/// folded rms_norm or gated pair is [`folded`]'s.
 pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let weights = if g.b_transpose.is_some() { outputs.len() } else { 1 };
-    let mut extra = inputs[1 + weights..].iter();
-    let bias = if g.bias { extra.next().map(|b| b.addr()) } else { None };
-    let residual = if g.residual { extra.next().map(|r| r.addr()) } else { None };
-    let act = g.act.as_ref().map(act_of).transpose()?.unwrap_or_default();
-    let epi = Epilogue::new(bias, act, residual);
+    if g.norm.is_some() || g.gated.is_some() {
+        return folded(dev, g, inputs, outputs);
+    }
+    let weights = g.weights(outputs.len());
+    let epi = epilogue_of(g, &inputs[1 + weights..])?;
     match g.b_transpose {
         Some(_) => matmul_wt(dev, &inputs[0], &inputs[1..=weights], outputs, &epi),
         None => matmul(dev, &inputs[0], &inputs[1], &outputs[0], &epi),
     }
+}
+
+/// The epilogue of `g` over its bias and residual, the first of `extra`.
+fn epilogue_of(g: &GemmEpilogue, extra: &[Buffer]) -> Result<Epilogue> {
+    let mut extra = extra.iter();
+    let bias = if g.bias { extra.next().map(|b| b.addr()) } else { None };
+    let residual = if g.residual { extra.next().map(|r| r.addr()) } else { None };
+    let act = g.act.as_ref().map(act_of).transpose()?.unwrap_or_default();
+    Ok(Epilogue::new(bias, act, residual))
+}
+
+/// A product with a folded rms_norm (inputs `[x, W.., bias?, residual?, gamma]`) and/or a gated
+/// pair (`[a, W_gate, W_up]`): one gemv_nt launch where it takes the problem, else the steps
+/// it replaced, through the scratch outputs after the results (program.rs).
+fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let bad = || Error::Value(format!("{}: missing inputs or outputs", g.name()));
+    let results = outputs.len().checked_sub(g.scratch()).filter(|&r| r > 0).ok_or_else(bad)?;
+    let weights = g.weights(results);
+    if g.b_transpose.is_none() || inputs.len() < 1 + weights {
+        return Err(bad());
+    }
+    let (outs, mut scratch) = (&outputs[..results], outputs[results..].iter());
+    // the kernels read x and the norm weight as dense rows
+    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
+    let a = &packed(&inputs[0])?;
+    let ws = &inputs[1..=weights];
+    let mut extra = inputs[1 + weights..].to_vec();
+    let gamma = if g.norm.is_some() { Some(packed(&extra.pop().ok_or_else(bad)?)?) } else { None };
+    let epi = epilogue_of(g, &extra)?;
+    let k = *a.shape().last().unwrap_or(&1);
+    let ns = weight_rows(a, ws)?;
+    let norm = match (&g.norm, &gamma) {
+        (Some(op), Some(gm)) => {
+            let params = RmsNormParams::from_attrs(&op.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+            if gm.shape() != [k] || gm.dtype() != a.dtype() {
+                return Err(Error::Value(format!(
+                    "rms_norm: the weight {:?} does not match {:?}",
+                    gm.shape(),
+                    a.shape()
+                )));
+            }
+            Some(NormPrologue { gamma: gm.addr(), params })
+        }
+        _ => None,
+    };
+    if g.gated.is_some() && ns[0] != ns[1] {
+        return Err(Error::Value(format!("gated matmul: the gate has {} rows, the up weight {}", ns[0], ns[1])));
+    }
+    let fusion = Fusion { norm, gated_up: g.gated.as_ref().map(|_| ws[1].addr()) };
+    let rows = a.num_elements() / k.max(1);
+    let dtype = outs[0].dtype();
+    let parts_of = |ws: &[Buffer], outs: &[Buffer]| -> Vec<(u64, u64, usize)> {
+        ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect()
+    };
+    let (one_launch_ws, one_launch_ns) = if g.gated.is_some() { (&ws[..1], &ns[..1]) } else { (ws, &ns[..]) };
+    let addrs: Vec<u64> = one_launch_ws.iter().map(|w| w.addr()).collect();
+    dev.bind()?;
+    if gemv_nt::plan(dtype, rows, one_launch_ns, k, a.addr(), &addrs, &fusion).is_some() {
+        let parts = parts_of(one_launch_ws, outs);
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), &epi, &fusion).map_err(Error::from);
+    }
+    // The unfused steps: rms_norm into its value, the products, the mul.
+    let a = match norm {
+        Some(n) => {
+            let normed = scratch.next().ok_or_else(bad)?;
+            let p = n.params;
+            let ptrs = (a.addr(), n.gamma, normed.addr());
+            let (eps, offset, mbc) = (p.epsilon, p.weight_offset, p.multiply_before_cast);
+            max_kernels_cuda::launch::reduction::rms_norm(&dev.stream, dtype, ptrs, rows, k, eps, offset, mbc)?;
+            normed
+        }
+        None => a,
+    };
+    let Some(mul) = &g.gated else { return matmul_wt(dev, a, ws, outs, &epi) };
+    let (Some(gate), Some(up)) = (scratch.next(), scratch.next()) else { return Err(bad()) };
+    matmul_wt(dev, a, &ws[..1], std::slice::from_ref(gate), &epi)?;
+    matmul_wt(dev, a, &ws[1..], std::slice::from_ref(up), &Epilogue::default())?;
+    super::run_fused(dev, mul, &[gate.clone(), up.clone()], &outs[0])
+}
+
+/// Rows of each W [n, k] read transposed against `a` [.., k].
+fn weight_rows(a: &Buffer, ws: &[Buffer]) -> Result<Vec<usize>> {
+    let k = *a.shape().last().unwrap_or(&1);
+    ws.iter()
+        .map(|w| match w.shape() {
+            [n, k2] if *k2 == k => Ok(*n),
+            s => Err(Error::Value(format!(
+                "matmul: the weight {s:?} (read transposed) does not contract with {:?}",
+                a.shape()
+            ))),
+        })
+        .collect()
 }
 
 /// `a @ W^T` for each W [n, k] as stored (passes/fuse_weight_transpose.rs) into its output; a's
@@ -45,26 +139,16 @@ pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outpu
 /// elsewhere W is transposed into a scratch matrix first.
 fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: &Epilogue) -> Result<()> {
     let k = *a.shape().last().unwrap_or(&1);
-    let mut ns = Vec::with_capacity(ws.len());
-    for w in ws {
-        match w.shape() {
-            [n, k2] if *k2 == k => ns.push(*n),
-            s => {
-                return Err(Error::Value(format!(
-                    "matmul: the weight {s:?} (read transposed) does not contract with {:?}",
-                    a.shape()
-                )));
-            }
-        }
-    }
+    let ns = weight_rows(a, ws)?;
     let rows = a.num_elements() / k.max(1);
     let dtype = outs[0].dtype();
     dev.bind()?;
     let addrs: Vec<u64> = ws.iter().map(|w| w.addr()).collect();
-    if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs).is_some() {
+    let plain = Fusion::default();
+    if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs, &plain).is_some() {
         let parts: Vec<(u64, u64, usize)> =
             ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
-        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi).map_err(Error::from);
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi, &plain).map_err(Error::from);
     }
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     for ((w, out), &n) in ws.iter().zip(outs).zip(&ns) {

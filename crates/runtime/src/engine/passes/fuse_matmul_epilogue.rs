@@ -23,13 +23,7 @@ pub fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
         }
         let mut inputs = mm.inputs.clone();
         inputs.extend(&c.inputs);
-        let epi = GemmEpilogue {
-            bias: c.bias.is_some(),
-            act: c.act,
-            residual: c.residual.is_some(),
-            tail: c.tail,
-            b_transpose: None,
-        };
+        let epi = GemmEpilogue::new(c.bias.is_some(), c.act, c.residual.is_some(), c.tail, None);
         Some(Step { kind: StepKind::Gemm(epi), inputs, outputs: vec![c.result], bodies: vec![] })
     });
 }

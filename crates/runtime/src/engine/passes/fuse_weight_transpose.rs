@@ -66,13 +66,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let Some((w, op)) = step.inputs.get(1).and_then(|b| transposed.get(b)).cloned() else { continue };
         match &mut step.kind {
             StepKind::Op(m) if m.kind == OpKind::Matmul && step.inputs.len() == 2 => {
-                step.kind = StepKind::Gemm(GemmEpilogue {
-                    bias: false,
-                    act: None,
-                    residual: false,
-                    tail: Fused { nodes: vec![] },
-                    b_transpose: Some(op),
-                });
+                step.kind = StepKind::Gemm(GemmEpilogue::new(false, None, false, Fused { nodes: vec![] }, Some(op)));
             }
             StepKind::Gemm(g) if g.b_transpose.is_none() => g.b_transpose = Some(op),
             _ => continue,

@@ -3,7 +3,11 @@
 //! and conv2d epilogues fused into their producers (`epilogue_chain` finds the chains), then
 //! chains of elementwise ops grouped so each group runs as one pass over memory
 //! (`fuse_elementwise`), and quantized products taking their residual add
-//! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`). The IR does not depend on the passes.
+//! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`),
+//! and on the GPU the gated MLP's gate, up and mul joined into one product
+//! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
+//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`).
+//! The IR does not depend on the passes.
 
 use std::collections::HashMap;
 
@@ -17,8 +21,11 @@ mod dce;
 mod epilogue_chain;
 mod fuse_conv_epilogue;
 mod fuse_elementwise;
+mod fuse_gated_gemv;
 mod fuse_matmul_epilogue;
+mod fuse_norm_gemv;
 mod fuse_qmatmul_residual;
+mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
 mod siblings;
@@ -43,6 +50,16 @@ pub fn lower(graph: &Graph) -> Program {
     fuse_elementwise::fuse(&mut body, &types, &uses);
     fuse_weight_transpose::fuse(&mut body, &types);
     fuse_sibling_qmatmul::fuse(&mut body, &types);
+    let tuning = max_tuning::current();
+    if tuning.flag_or(max_tuning::Knob::FusionGatedGemv, true) {
+        fuse_gated_gemv::fuse(&mut body, &types);
+    }
+    if tuning.flag_or(max_tuning::Knob::FusionNormGemv, true) {
+        fuse_norm_gemv::fuse(&mut body, &types);
+    }
+    if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
+        fuse_rope_store::fuse(&mut body, &types);
+    }
     Program { types, body }
 }
 

@@ -1,0 +1,68 @@
+//! The RMSNorm before a linear layer (a decoder layer's attention and MLP norms) folds into the
+//! product that reads it: `matmul_wt(rms_norm(x, gamma), W..)` becomes one step that reads x and
+//! gamma, which the GPU runs as one GEMV launch whose prologue normalises x's rows for decode's
+//! few rows (`gemv_nt`'s norm kernels), and otherwise as the rms_norm kernel into the
+//! normalised value (kept as the step's scratch output) and the product. Sibling products
+//! (q, k and v) and gated ones (gate and up) fold alike. Only a normalised value read by
+//! nothing but that product, of the same type as x, with a weight of x's dtype and last dim,
+//! folds; the step keeps the product's place. Top level only.
+
+use std::collections::HashMap;
+
+use max_graph::ops::OpKind;
+use max_graph::ops::reduction::RmsNormParams;
+use max_graph::{Type, ValueId};
+
+use crate::engine::program::{Body, StepKind};
+
+/// Folds every eligible rms_norm into the product after it.
+pub fn fuse(body: &mut Body, types: &[Type]) {
+    let mut uses = HashMap::new();
+    super::count_uses(body, &mut uses);
+    let producer: HashMap<ValueId, usize> =
+        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
+    let mut gone = vec![false; body.steps.len()];
+    for i in 0..body.steps.len() {
+        let s = &body.steps[i];
+        let StepKind::Gemm(g) = &s.kind else { continue };
+        if g.b_transpose.is_none() || g.norm.is_some() || !s.bodies.is_empty() {
+            continue;
+        }
+        let a = s.inputs[0];
+        let Some(&p) = producer.get(&a) else { continue };
+        let norm = &body.steps[p];
+        let StepKind::Op(op) = &norm.kind else { continue };
+        if op.kind != OpKind::RmsNorm || norm.inputs.len() != 2 || norm.outputs != [a] || gone[p] {
+            continue;
+        }
+        if uses.get(&a) != Some(&1) || body.results.contains(&a) || RmsNormParams::from_attrs(&op.attrs).is_err() {
+            continue;
+        }
+        let (x, gamma) = (norm.inputs[0], norm.inputs[1]);
+        let (Type::Tensor(xt), Type::Tensor(gt)) = (&types[x], &types[gamma]) else { continue };
+        let fits = types[x] == types[a] && gt.dtype == xt.dtype && gt.device == xt.device && gt.rank() == 1;
+        if !fits || xt.shape.last() != gt.shape.first() {
+            continue;
+        }
+        let op = op.clone();
+        let s = &mut body.steps[i];
+        let StepKind::Gemm(g) = &mut s.kind else { continue };
+        g.norm = Some(op);
+        s.inputs[0] = x;
+        s.inputs.push(gamma);
+        // the normalised value sits before the gate and up scratch of a gated step
+        let at = s.outputs.len() - g.scratch() + 1;
+        s.outputs.insert(at, a);
+        gone[p] = true;
+    }
+    let mut i = 0;
+    body.steps.retain(|_| {
+        let keep = !gone[i];
+        i += 1;
+        keep
+    });
+}
+
+#[cfg(test)]
+#[path = "fuse_norm_gemv_tests.rs"]
+mod tests;

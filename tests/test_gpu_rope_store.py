@@ -1,0 +1,105 @@
+"""An attention layer's ropes of q and k folded into its KV-cache store (engine/passes/
+fuse_rope_store.rs; attention.cu's rope_kv_store): one launch instead of three on the GPU.
+Checked: which steps the pass leaves (any machine); on a GPU, bf16 and f32 at 1-4 and 37 tokens,
+both rope layouts and a partial rotary dim, rope(q) and the cache against numpy float64 and bit
+for bit against the unfused graph (fusion.rope_store=0)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from max import _core, driver, engine, tuning
+from max.dtype import DType
+from max.graph import BufferType, DeviceRef, Graph, TensorType
+from max.nn import kernels
+
+GPU = DeviceRef.GPU()
+NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16}
+PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS = 6, 2, 8, 6, 2, 32, 64
+
+
+def graph(dtype, rot_interleaved, device=GPU):
+    types = [
+        BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], device),
+        TensorType(dtype, ["t", HQ, D], device),
+        TensorType(dtype, ["t", HKV, D], device),
+        TensorType(dtype, ["t", HKV, D], device),
+        TensorType(DType.float32, [NPOS, "r"], device),
+        TensorType(DType.uint32, ["t"], device),
+        TensorType(DType.uint32, ["t"], device),
+    ]
+
+    def body(cache, q, k, v, freqs, positions, slots):
+        q = kernels.rope(q, freqs, positions, interleaved=rot_interleaved)
+        k = kernels.rope(k, freqs, positions, interleaved=rot_interleaved)
+        kernels.kv_cache_store(cache, k, v, slots, 1)
+        return q
+
+    return Graph("rope_store", body, input_types=types)
+
+
+def lowered(g):
+    return [s for s in _core.engine._lowered_steps(g._ir) if s not in ("constant", "chain_create")]
+
+
+def test_the_ropes_fold_into_the_gpu_store():
+    assert lowered(graph(DType.bfloat16, False)) == ["kv_cache_store"]
+    with tuning.override(**{"fusion.rope_store": False}):
+        assert lowered(graph(DType.bfloat16, False)) == ["rope", "rope", "kv_cache_store"]
+    assert lowered(graph(DType.bfloat16, False, DeviceRef.CPU())) == ["rope", "rope", "kv_cache_store"]
+
+
+def rope_ref(x, freqs, pos, interleaved):
+    """x [T, H, D] float64 rotated by rows `pos` of freqs [NPOS, rot] ((cos, sin) pairs)."""
+    rot = freqs.shape[1]
+    c, s = freqs[pos, 0::2][:, None, :], freqs[pos, 1::2][:, None, :]
+    out = x.copy()
+    if interleaved:
+        a, b = x[..., 0:rot:2], x[..., 1:rot:2]
+        out[..., 0:rot:2], out[..., 1:rot:2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., : rot // 2], x[..., rot // 2 : rot]
+        out[..., : rot // 2], out[..., rot // 2 : rot] = a * c - b * s, b * c + a * s
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rot", [32, 24])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32], ids=lambda d: d.name)
+def test_rope_store_matches_float64_and_the_unfused_graph(rng, gpu, dtype, interleaved, rot):
+    session = engine.InferenceSession(devices=[driver.CPU(), gpu])
+    fused = session.load(graph(dtype, interleaved))
+    with tuning.override(**{"fusion.rope_store": False}):
+        plain = session.load(graph(dtype, interleaved))
+    angles = rng.uniform(0, 2 * np.pi, (NPOS, rot // 2))
+    freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, rot).astype(np.float32)
+    tol = 2.0**-7 if dtype is DType.bfloat16 else 1e-6
+    for t in (1, 2, 3, 4, 37):
+        q = rng.standard_normal((t, HQ, D)).astype(NP[dtype])
+        k = rng.standard_normal((t, HKV, D)).astype(NP[dtype])
+        v = rng.standard_normal((t, HKV, D)).astype(NP[dtype])
+        pos = rng.integers(0, NPOS, t).astype(np.uint32)
+        slots = rng.permutation(PAGES * PAGE)[:t].astype(np.uint32)
+        blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, D)).astype(NP[dtype])
+        got = []
+        for model in (fused, plain):
+            cache = driver.Buffer.from_numpy(blocks.copy()).to(gpu)
+            args = [driver.Buffer.from_numpy(np.ascontiguousarray(a)).to(gpu) for a in (q, k, v, freqs, pos, slots)]
+            (q_out,) = model.execute(cache, *args)
+            got.append((q_out.to_numpy(), cache.to(driver.CPU()).to_numpy()))
+        (qa, ca), (qb, cb) = got
+        bits = np.uint16 if dtype is DType.bfloat16 else np.uint32
+        assert np.array_equal(qa.view(bits), qb.view(bits)), f"rope(q), t={t}"
+        assert np.array_equal(ca.view(bits), cb.view(bits)), f"cache, t={t}"
+        f64 = freqs.astype(np.float64)
+        want_q = rope_ref(q.astype(np.float64), f64, pos, interleaved)
+        np.testing.assert_allclose(qa.astype(np.float64), want_q, rtol=tol, atol=tol)
+        want = blocks.astype(np.float64)
+        keys = rope_ref(k.astype(np.float64), f64, pos, interleaved)
+        for i, s in enumerate(slots):
+            want[s // PAGE, 0, 1, s % PAGE] = keys[i]
+            want[s // PAGE, 1, 1, s % PAGE] = v[i].astype(np.float64)
+        np.testing.assert_allclose(ca.astype(np.float64), want, rtol=tol, atol=tol)
