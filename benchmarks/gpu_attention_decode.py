@@ -8,7 +8,9 @@ the same shape in the same process as the anchor. Successive timed calls read di
 of the cache, more of them than the L2 holds. A `wide` row repeats batch 1 at 256 tokens with a
 lookup table as wide as 32k tokens (the engine sizes the table by the longest sequence it may
 hold; most of the kernel's splits then find nothing). Each result is checked against torch in
-float32. Needs a GPU and torch.
+float32. `kernel_us` is the attention kernels' own GPU time per call (torch's profiler over a
+few calls): what a captured decode step spends on the op, without the per-execute work around
+it that `us` includes. Needs a GPU and torch.
 
     python benchmarks/gpu_attention_decode.py [--quick]
 """
@@ -49,6 +51,21 @@ def _graph(batch: int, cache_shape: tuple, width: int, ref: DeviceRef) -> Graph:
         return kernels.paged_attention(q, cache, offsets, lengths, table, layer=0, scale=D**-0.5)
 
     return Graph("decode_attention", body, input_types=types)
+
+
+def kernel_seconds(call, sync, calls: int = 20) -> float:
+    """GPU seconds per call of the attention kernels themselves (the decode form and its merge),
+    from torch's profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        sync()
+    ours = [e for e in prof.events() if e.device_type.name == "CUDA"
+            and e.name.startswith(("paged_decode", "attention_combine"))]
+    return sum(e.device_time for e in ours) / calls * 1e-6
 
 
 def main() -> None:
@@ -119,10 +136,12 @@ def main() -> None:
             err = ((got - want).abs().max() / want.abs().max()).item()
             cyc = itertools.cycle(bufs)
             t = timer(stream, lambda: model.execute(args[0], next(cyc), *args[1:]))
+            kt = kernel_seconds(lambda: model.execute(args[0], next(cyc), *args[1:]), sync)
             label = "contiguous" if layout == "contiguous" else f"page{layout}" + ("_wide" if wide else "")
             rows.append(base | {"layout": label, "table_keys": width * ps, "us": round(t * 1e6, 2),
                                 "TBps": round(kv_bytes / t / 1e12, 3),
                                 "of_copy_rate": round(kv_bytes / t / 1e9 / copy_gbps, 3),
+                                "kernel_us": round(kt * 1e6, 2), "kernel_TBps": round(kv_bytes / kt / 1e12, 3),
                                 "rel_err": float(f"{err:.2e}")})
             print(rows[-1], flush=True)
             del bufs, cyc, copies, cache, model
