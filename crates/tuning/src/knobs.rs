@@ -98,6 +98,10 @@ declare! {
     /// Folds an RMSNorm into the product (W read as stored) it feeds: one GEMV launch for 1-4
     /// rows on the GPU.
     FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
+    /// The longest row (K) whose RMSNorm folds into the product: every warp of the folded GEMV
+    /// recomputes the row's sum of squares, which pays at SmolLM2's 576 and costs decode time
+    /// from 2048 on (H200, batch 1: Llama-3.2-1B's decode 15% slower folded).
+    FusionNormGemvMaxK: "fusion.norm_gemv_max_k", None, count(1), "1024";
     /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
     /// the GPU.
     FusionRopeStore: "fusion.rope_store", None, Kind::Flag, "1";

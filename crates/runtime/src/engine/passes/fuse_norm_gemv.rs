@@ -5,7 +5,8 @@
 //! normalised value (kept as the step's scratch output) and the product. Sibling products
 //! (q, k and v) and gated ones (gate and up) fold alike. Only a normalised value read by
 //! nothing but that product, of the same type as x, with a weight of x's dtype and last dim,
-//! folds; the step keeps the product's place. Top level only.
+//! and rows of at most `fusion.norm_gemv_max_k` elements, folds; the step keeps the product's
+//! place. Top level only.
 
 use std::collections::HashMap;
 
@@ -17,6 +18,7 @@ use crate::engine::program::{Body, StepKind};
 
 /// Folds every eligible rms_norm into the product after it.
 pub fn fuse(body: &mut Body, types: &[Type]) {
+    let max_k = max_tuning::current().int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
     let producer: HashMap<ValueId, usize> =
@@ -41,7 +43,8 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let (x, gamma) = (norm.inputs[0], norm.inputs[1]);
         let (Type::Tensor(xt), Type::Tensor(gt)) = (&types[x], &types[gamma]) else { continue };
         let fits = types[x] == types[a] && gt.dtype == xt.dtype && gt.device == xt.device && gt.rank() == 1;
-        if !fits || xt.shape.last() != gt.shape.first() {
+        let short = xt.shape.last().and_then(|d| d.as_static()).is_some_and(|k| k as usize <= max_k);
+        if !fits || !short || xt.shape.last() != gt.shape.first() {
             continue;
         }
         let op = op.clone();
