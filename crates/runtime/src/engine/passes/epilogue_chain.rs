@@ -254,8 +254,7 @@ pub(super) fn fuse_chains(
 ) {
     let consumer: HashMap<ValueId, usize> =
         body.steps.iter().enumerate().flat_map(|(i, s)| s.inputs.iter().map(move |v| (*v, i))).collect();
-    let producer: HashMap<ValueId, usize> =
-        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
+    let producer = super::producers(body);
     let mut removed = vec![false; body.steps.len()];
     let mut replaced: HashMap<usize, Step> = HashMap::new();
     for i in 0..body.steps.len() {

@@ -14,8 +14,7 @@ pub(super) fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usiz
             fuse(b, types, uses);
         }
     }
-    let producer: HashMap<ValueId, usize> =
-        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
+    let producer = super::producers(body);
     let mut absorbed = vec![false; body.steps.len()];
     let mut fused_steps: HashMap<usize, Step> = HashMap::new();
     // Walk consumers last to first so a whole tree lands in its root.

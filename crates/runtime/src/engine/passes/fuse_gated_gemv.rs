@@ -25,8 +25,7 @@ fn plain_wt(step: &Step) -> Option<&GemmEpilogue> {
 pub fn fuse(body: &mut Body, types: &[Type]) {
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
-    let producer: HashMap<ValueId, usize> =
-        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
+    let producer = super::producers(body);
     let mut gone = vec![false; body.steps.len()];
     for i in 0..body.steps.len() {
         let s = &body.steps[i];
@@ -67,10 +66,5 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         gone[gp] = true;
         gone[up] = true;
     }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !gone[i];
-        i += 1;
-        keep
-    });
+    super::drop_marked(body, &gone);
 }

@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
+use max_graph::Type;
 use max_graph::ops::OpKind;
 use max_graph::ops::reduction::RmsNormParams;
-use max_graph::{Type, ValueId};
 
 use crate::engine::program::{Body, StepKind};
 
@@ -21,8 +21,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     let max_k = max_tuning::current().int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
-    let producer: HashMap<ValueId, usize> =
-        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
+    let producer = super::producers(body);
     let mut gone = vec![false; body.steps.len()];
     for i in 0..body.steps.len() {
         let s = &body.steps[i];
@@ -58,12 +57,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         s.outputs.insert(at, a);
         gone[p] = true;
     }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !gone[i];
-        i += 1;
-        keep
-    });
+    super::drop_marked(body, &gone);
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::graph::Graph;
 use max_graph::ops::Op;
-use max_graph::{DType, DeviceRef, Dim, TensorType};
+use max_graph::{DType, DeviceRef, Dim, TensorType, ValueId};
 
 use super::*;
 use crate::engine::exec::run_host_kernel;

@@ -58,12 +58,7 @@ pub fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
         body.steps[i] = fused;
         gone[q] = true;
     }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !gone[i];
-        i += 1;
-        keep
-    });
+    super::drop_marked(body, &gone);
 }
 
 #[cfg(test)]

@@ -59,8 +59,7 @@ fn readers(body: &Body) -> HashMap<ValueId, Vec<usize>> {
 /// Fuses each eligible store of `body` with its ropes.
 pub fn fuse(body: &mut Body, types: &[Type]) {
     let readers = readers(body);
-    let producer: HashMap<ValueId, usize> =
-        body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect();
+    let producer = super::producers(body);
     let mut gone = vec![false; body.steps.len()];
     for s in 0..body.steps.len() {
         let store = &body.steps[s];
@@ -103,12 +102,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         gone[rk] = true;
         gone[rq] = true;
     }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !gone[i];
-        i += 1;
-        keep
-    });
+    super::drop_marked(body, &gone);
 }
 
 #[cfg(test)]

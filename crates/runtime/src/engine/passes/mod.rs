@@ -81,6 +81,21 @@ fn lower_block(graph: &Graph, b: BlockId) -> Body {
     Body { args: block.args.clone(), steps, results: block.results.clone().unwrap_or_default() }
 }
 
+/// The step of `body` (top level) that makes each value.
+fn producers(body: &Body) -> HashMap<ValueId, usize> {
+    body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect()
+}
+
+/// Removes the steps of `body` whose index is marked in `gone`.
+fn drop_marked(body: &mut Body, gone: &[bool]) {
+    let mut i = 0;
+    body.steps.retain(|_| {
+        let keep = !gone[i];
+        i += 1;
+        keep
+    });
+}
+
 fn count_uses(body: &Body, uses: &mut HashMap<ValueId, usize>) {
     for step in &body.steps {
         for v in &step.inputs {

@@ -87,10 +87,5 @@ pub(super) fn join(body: &mut Body, eligible: impl Fn(&Step) -> bool, fits: impl
             }
         }
     }
-    let mut i = 0;
-    body.steps.retain(|_| {
-        let keep = !joined[i];
-        i += 1;
-        keep
-    });
+    super::drop_marked(body, &joined);
 }
