@@ -20,7 +20,8 @@ from common import write
 from llm_files import SHAPES, write_safetensors_model
 from llm_gpu import measure as timed_rounds
 
-CHECK_TOKENS = 32
+CHECK_TOKENS = 32  # greedy tokens compared between TP=1 and TP=2
+PROMPT = 24  # tokens of the comparison's prompt
 
 
 def measure(model_path: Path, gpus: list[int], prompt: int, steps: int, repeats: int,
@@ -32,12 +33,13 @@ def measure(model_path: Path, gpus: list[int], prompt: int, steps: int, repeats:
     from max.pipelines.lib.pipeline import load_pipeline
 
     t = time.perf_counter()
-    p = load_pipeline(PipelineConfig(model_path=str(model_path), max_length=prompt + steps + 8, max_batch_size=1,
+    max_length = max(prompt + steps, PROMPT + CHECK_TOKENS) + 8
+    p = load_pipeline(PipelineConfig(model_path=str(model_path), max_length=max_length, max_batch_size=1,
                                      device_specs=[DeviceSpec.accelerator(i) for i in gpus]))
     load = time.perf_counter() - t
     p.warm_up()
     prefill, decode = timed_rounds(p, 1, prompt, steps, repeats)
-    ids = np.random.default_rng(7).integers(5, int(p.model.config["vocab_size"]), 24).tolist()
+    ids = np.random.default_rng(7).integers(5, int(p.model.config["vocab_size"]), PROMPT).tolist()
     tokens = greedy(p, ids, CHECK_TOKENS)
     logits = forced_logits(p, ids, forced or tokens)
     del p

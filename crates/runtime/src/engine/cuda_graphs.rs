@@ -253,11 +253,12 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
     let joined = join(origin, &devs[1..]);
     let comms = scope.take_comms();
     drop(scope);
-    // Capture always ends, also after an error, so the stream is usable again.
-    origin.bind()?;
+    // Capture always ends, also after an error, so the streams are usable again.
+    let bound = origin.bind();
     let ended = origin.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
     ran?;
     joined?;
+    bound?;
     let graph = ended?.ok_or_else(|| Error::Value("the captured CUDA graph is empty".into()))?;
     let results = body
         .results
@@ -294,6 +295,9 @@ fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
         }
     }
     let origin = &c.devs[0];
+    // The graph's collectives are enqueued like any other call on their communicators: one at
+    // a time (another thread's collective must not fall between the devices' streams).
+    let _turns: Vec<_> = c.comms.iter().map(|k| k.enqueue.lock().unwrap_or_else(|p| p.into_inner())).collect();
     // The staging copies (and the caller's earlier work) on every device come first; the
     // other devices' later work comes after the whole graph.
     join(origin, &c.devs[1..])?;
@@ -340,6 +344,14 @@ pub(crate) fn execute(
             return Ok(None);
         }
         Some(GraphState::Stepwise) => return Ok(None),
+        // A graph whose communicator the watchdog aborted is dropped: this call runs step by
+        // step (making a new communicator), and the next captures again.
+        Some(GraphState::Ready(c))
+            if c.lock().unwrap_or_else(|p| p.into_inner()).comms.iter().any(|k| k.check_alive().is_err()) =>
+        {
+            graphs.insert(key.to_vec(), GraphState::Warm);
+            return Ok(None);
+        }
         Some(GraphState::Ready(c)) if same_buffers(&c.lock().unwrap_or_else(|p| p.into_inner()), inputs) => c.clone(),
         Some(GraphState::Ready(_)) | Some(GraphState::Warm) => {
             let captured = graphs.values().filter(|g| matches!(g, GraphState::Ready(_))).count();

@@ -77,6 +77,13 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         }
         let table = &body.steps[rk].inputs[1..];
         let dtype = tensor(types, k_rot).map(|t| t.dtype);
+        // q must be [tokens, heads, head_dim] like k (a decoupled rope of another width stays)
+        let like_k = |v: ValueId| match (tensor(types, v), tensor(types, k_rot)) {
+            (Some(q), Some(k)) => {
+                q.rank() == 3 && k.rank() == 3 && q.shape[0] == k.shape[0] && q.shape[2] == k.shape[2]
+            }
+            _ => false,
+        };
         // the nearest query rope before the store: same table, positions, layout and dtype
         let rq = (0..s).rev().find(|&j| {
             let step = &body.steps[j];
@@ -85,6 +92,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
                 && rope_of(step).is_some_and(|o| o.attrs == rope.attrs)
                 && &step.inputs[1..] == table
                 && tensor(types, step.outputs[0]).map(|t| t.dtype) == dtype
+                && like_k(step.outputs[0])
                 && on_gpu(step.outputs[0])
                 && readers.get(&step.outputs[0]).is_none_or(|r| r.iter().all(|&i| i > s))
         });

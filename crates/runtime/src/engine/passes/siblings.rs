@@ -17,21 +17,13 @@ use max_graph::ops::OpKind;
 
 use crate::engine::program::{Body, Step, StepKind};
 
-/// Ops that only cut, reshape, convert or move their input.
+/// Ops that only cut, view or move their input, and that the model's load folds at any size
+/// for constant inputs (so a hoisted one never holds arena memory from the top of the body; a
+/// transpose or cast of a large host weight may stay a step, so those do not move).
 fn layout_only(kind: OpKind) -> bool {
     matches!(
         kind,
-        OpKind::TransferTo
-            | OpKind::Slice
-            | OpKind::Reshape
-            | OpKind::Rebind
-            | OpKind::Squeeze
-            | OpKind::Unsqueeze
-            | OpKind::Transpose
-            | OpKind::Permute
-            | OpKind::Cast
-            | OpKind::Concat
-            | OpKind::Split
+        OpKind::TransferTo | OpKind::Slice | OpKind::Reshape | OpKind::Rebind | OpKind::Squeeze | OpKind::Unsqueeze
     )
 }
 
