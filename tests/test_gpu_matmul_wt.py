@@ -1,6 +1,6 @@
 """Linear layers on the GPU reading their weight as stored: `x @ transpose(W)` with W [n, k]
 becomes one product that takes W itself (engine/passes/fuse_weight_transpose.rs): a warp per
-row of W up to 4 rows of x (gemm_skinny.cu's skinny_nt kernels), the Hopper GEMM with W as its
+row of W up to 4 rows of x (gemv_nt.cu's skinny_nt kernels), the Hopper GEMM with W as its
 K-major operand above. Checked against numpy float64 for bf16/f16 over decode and prefill row
 counts, odd K (element loads), batched x, the fused epilogues (bias, activation, residual),
 weights as constants, and a weight that is also read transposed elsewhere. Every test skips

@@ -1,6 +1,6 @@
 """A decoder layer's RMSNorms folded into the W^T products they feed and its gated MLP's
 ``act(gate) * up`` joined into the gate and up products (engine/passes/fuse_norm_gemv.rs and
-fuse_gated_gemv.rs; gemm_skinny.cu's skinny_nt ``_norm``/``_gated`` kernels): one launch for
+fuse_gated_gemv.rs; gemv_nt.cu's skinny_nt ``_norm``/``_gated`` kernels): one launch for
 ``rms_norm -> q, k, v`` and one for ``rms_norm -> silu(gate) * up`` at 1-4 rows, the unfused
 kernels through the step's scratch values at more rows. Checked: which steps the passes make
 (any machine); on a GPU, bf16 and f32 layers against numpy float64 at 1-5 and 64 rows with K

@@ -61,7 +61,16 @@ pub const CONV_SM90_PP_F16: Family =
 pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: include_str!("../kernels/conv_sm90_aux.cu") };
 
 /// Small-M GEMM (decode shapes): split-K SIMT and mma.sync kernels plus the split reduction.
-pub const GEMM_SKINNY: Family = Family { name: "gemm_skinny", source: include_str!("../kernels/gemm_skinny.cu") };
+/// The skinny products (kernels/skinny_rows.cuh in front of each): A @ B for few rows, and the
+/// W^T products of a decode step.
+pub const GEMM_SKINNY: Family = Family {
+    name: "gemm_skinny",
+    source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/gemm_skinny.cu")),
+};
+pub const GEMV_NT: Family = Family {
+    name: "gemv_nt",
+    source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/gemv_nt.cu")),
+};
 /// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
 pub const CONV: Family = Family { name: "conv", source: include_str!("../kernels/conv.cu") };
 /// max_pool2d, avg_pool2d, fold.
@@ -150,6 +159,7 @@ pub const ALL: &[Family] = &[
     CONV_SM90_PP_F16,
     CONV_SM90_AUX,
     GEMM_SKINNY,
+    GEMV_NT,
     LAYOUT,
     INDEXING,
     CONV,

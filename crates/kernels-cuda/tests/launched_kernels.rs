@@ -6,7 +6,7 @@
 
 use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling};
 use max_kernels_cuda::sources::{
-    ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, FFT, Family, GEMM_SKINNY, RANDOM, SAMPLING,
+    ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, FFT, Family, GEMV_NT, RANDOM, SAMPLING,
 };
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
@@ -53,7 +53,7 @@ fn fft_kernels_exist_with_their_argument_sizes() {
 
 #[test]
 fn gemv_nt_kernels_exist_with_their_argument_sizes() {
-    check_listed(&GEMM_SKINNY, gemv_nt::kernels(), 72);
+    check_listed(&GEMV_NT, gemv_nt::kernels(), 72);
 }
 
 #[test]

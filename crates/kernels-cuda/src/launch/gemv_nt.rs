@@ -1,4 +1,4 @@
-//! Launching the W^T products of kernels/gemm_skinny.cu (`skinny_nt_*`): C [m, n] =
+//! Launching the W^T products of kernels/gemv_nt.cu (`skinny_nt_*`): C [m, n] =
 //! epilogue(A [m, k] @ W^T) with W [n, k] row-major, the layout a linear layer's weight is
 //! stored in, for the one to four rows of a decode step. A warp per 1-4 rows of W reads them whole, so
 //! nothing is split over K and no workspace is needed. [`plan`] is pure and picks the kernel.
@@ -13,7 +13,7 @@ use max_graph::ops::reduction::RmsNormParams;
 
 use super::epilogue::Epilogue;
 use super::gemm_skinny::short_name;
-use crate::sources::GEMM_SKINNY;
+use crate::sources::GEMV_NT;
 use crate::{Error, Result, function};
 
 /// Most rows of A the kernels take. At 8 rows the CUDA cores' FMAs and conversions, not the
@@ -112,7 +112,7 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
         for mr in [1, 2, 4] {
             for kind in ["vec", "any"] {
                 for fused in ["", "_norm", "_gated", "_norm_gated"] {
-                    all.push((GEMM_SKINNY, format!("skinny_nt_{dtype}_m{mr}_{kind}{fused}"), size_of::<NtArgs>()));
+                    all.push((GEMV_NT, format!("skinny_nt_{dtype}_m{mr}_{kind}{fused}"), size_of::<NtArgs>()));
                 }
             }
         }
@@ -136,7 +136,7 @@ pub fn gemv_nt(
     let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
     let p = plan(dtype, m, &ns, k, a, &ws, fusion)
         .ok_or_else(|| Error::Unsupported(format!("gemv_nt: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
-    let f = function(stream.context(), &GEMM_SKINNY, &p.kernel)?;
+    let f = function(stream.context(), &GEMV_NT, &p.kernel)?;
     let mut args = NtArgs {
         a,
         m: m as i64,

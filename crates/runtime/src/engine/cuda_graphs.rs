@@ -202,10 +202,8 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
     let body = &model.program.body;
     let mut arenas = HashMap::new();
     for (key, &size) in &plan.arenas {
-        let dev = devs
-            .iter()
-            .find(|d| d.ordinal.to_string() == key.trim_start_matches("gpu:"))
-            .ok_or_else(|| Error::Value(format!("a CUDA graph cannot hold the {key} arena")))?;
+        let device = super::model::resolve_device(&model.devices, super::model::parse_key(key)?)?;
+        let dev = device.cuda().ok_or_else(|| Error::Value(format!("a CUDA graph cannot hold the {key} arena")))?;
         arenas.insert(key.clone(), Arc::new(Storage::cuda(size, dev, &dev.stream)?));
     }
     let mut staged = Vec::with_capacity(inputs.len());

@@ -391,7 +391,7 @@ fn touches_gpu(body: &Body, types: &[Type]) -> bool {
     })
 }
 
-fn parse_key(key: &str) -> Result<DeviceRef> {
+pub(crate) fn parse_key(key: &str) -> Result<DeviceRef> {
     let (kind, id) = key.split_once(':').ok_or_else(|| Error::Value(format!("bad device key {key}")))?;
     let id: i64 = id.parse().map_err(|_| Error::Value(format!("bad device key {key}")))?;
     Ok(DeviceRef { kind: if kind == "cpu" { DeviceKind::Cpu } else { DeviceKind::Gpu }, id })

@@ -16,7 +16,7 @@ use crate::engine::program::{Body, Step, StepKind};
 
 /// Fuses the sibling qmatmuls of `body` (top level only).
 pub fn fuse(body: &mut Body, types: &[Type]) {
-    let constants = siblings::constants(body);
+    let constants = siblings::hoist_constants(body);
     let on_gpu = |v: ValueId| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu);
     let eligible = |s: &Step| {
         matches!(&s.kind, StepKind::Op(op) if op.kind == OpKind::QMatmul)

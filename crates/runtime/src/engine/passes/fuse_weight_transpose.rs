@@ -80,7 +80,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
 /// Joins the epilogue-free products of one activation by constant weights read as stored, up
 /// to [`SEGS`] to a step (top level only).
 fn fuse_siblings(body: &mut Body) {
-    let constants = super::siblings::constants(body);
+    let constants = super::siblings::hoist_constants(body);
     let eligible = |s: &crate::engine::program::Step| {
         matches!(&s.kind, StepKind::Gemm(g) if g.b_transpose.is_some() && !g.bias && !g.residual && g.act.is_none())
             && constants.contains(&s.inputs[1])

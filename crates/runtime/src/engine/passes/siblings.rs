@@ -7,7 +7,7 @@
 //!
 //! A weight may also be derived from constants through layout ops alone (a tensor-parallel
 //! piece: a slice of the whole weight moved to its device, staged where the layer first uses
-//! it). [`constants`] moves such steps to the top first: they read nothing computed at run time
+//! it). [`hoist_constants`] moves such steps to the top first: they read nothing computed at run time
 //! (and are folded when the model loads), so every sibling's weight exists at the first product.
 
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,7 @@ fn layout_only(kind: OpKind) -> bool {
 /// The values `body`'s constant steps make, and those derived from them alone by layout ops;
 /// the steps making them move to the top of `body` (in their order), ahead of everything
 /// computed at run time.
-pub(super) fn constants(body: &mut Body) -> HashSet<ValueId> {
+pub(super) fn hoist_constants(body: &mut Body) -> HashSet<ValueId> {
     let mut known = HashSet::new();
     let mut hoisted = Vec::new();
     let mut rest = Vec::new();

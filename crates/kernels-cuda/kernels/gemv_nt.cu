@@ -1,0 +1,200 @@
+#line 1 "gemv_nt.cu"
+// gemv_nt.cu: C = epilogue(A @ W^T) with W [N, K] as a linear layer stores it, for the few rows
+// of a decode step (launch/gemv_nt.rs). skinny_rows.cuh is in front of it.
+//
+//
+// skinny_nt_<T>_m<MR>_<vec|any>[_norm][_gated]: A [M, K] with M <= MR (1, 2 or 4), W [N, K],
+// C [M, N], all row-major. A warp computes whole dot products: it owns R = MR consecutive rows
+// of W, reads them from start to end in 16-byte lane vectors (512 bytes per row and step, 8 / R
+// steps in flight before any is used), takes the matching A vectors through L1 (every warp
+// reads the same A; each vector serves the warp's R rows, so L1 carries no more bytes than the
+// weights), and the lanes' sums meet by shuffles. Nothing is split over K, so there is no
+// workspace and no second pass: for the small products of a decode step the time is latency,
+// and the chain here is the launch, one round trip per group of steps in flight and the store.
+// `vec`: K % V == 0 and A, W 16-byte aligned (every vector is whole); `any`: element loads,
+// zero past K.
+//
+// `_norm` folds the RMSNorm before a linear layer into its product: each warp first sums the
+// squares of its A rows (A is a few KiB and stays in L1), then normalises every A vector as it
+// takes it, rounding to T exactly as the rms_norm kernel stores its result. The lanes own the
+// same 16-byte vectors as rms_norm_cached_warp's and add them in the same order, so with `vec`
+// the product sees the very values the separate rms_norm would have written.
+//
+// `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
+// Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
+// act(gate) and up to T before their product, as the separate gate, up and mul steps do.
+
+#define NT_WARPS 4
+
+// Up to NT_SEGS products of one A by different weights (a layer's q, k and v projections; its
+// gate and up projections) run as one launch: segment s owns blocks [first[s], first[s + 1]).
+#define NT_SEGS 4
+
+struct NtArgs {
+    u64 a;
+    i64 m, k;
+    i64 segs;
+    u64 w[NT_SEGS], c[NT_SEGS];
+    i64 n[NT_SEGS];
+    i64 first[NT_SEGS + 1];
+    Epilogue epi;
+    u64 gamma;     // _norm: the norm weight [K]
+    float eps;     // _norm: added to mean(x^2)
+    float offset;  // _norm: added to every weight
+    i32 mbc;       // _norm: the weight multiplies before the rounding to T (rms_norm's option)
+    i32 pad;
+};
+
+// V = 16 / sizeof(T) elements of A at [col, col + V) into 4 words, cached in L1 (re-read by
+// every warp of the block), zero past K.
+template <typename T, bool VEC>
+__device__ __forceinline__ void load_a(u32* w, const T* row, i64 col, i64 k) {
+    if constexpr (VEC) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(row + col));
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    } else {
+        load_row<T, false>(w, row, col, k);
+    }
+}
+
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_f32(FromF32<T>::go(v)); }
+
+// 1 / sqrt(mean(A[m]^2) + eps) of each of the `rows` rows of A, in every lane: the sum of
+// squares in rms_norm_cached_warp's order (per lane, its vectors in turn; then a butterfly).
+template <typename T, int MR, bool VEC>
+__device__ __forceinline__ void inv_rms(float (&inv)[MR], const NtArgs& p, const T* A, int rows, int lane) {
+    constexpr int V = 16 / sizeof(T);
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+        float s = 0.f;
+        if (m < rows) {
+            for (i64 col = lane * V; col < p.k; col += 32 * V) {
+                u32 aw[4];
+                float a[V];
+                load_a<T, VEC>(aw, A + m * p.k, col, p.k);
+                Unpack<T>::go(aw, a);
+#pragma unroll
+                for (int v = 0; v < V; ++v) s += a[v] * a[v];
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        s = __shfl_sync(0xffffffffu, s, 0);
+        inv[m] = 1.0f / sqrtf(s / (float)p.k + p.eps);
+    }
+}
+
+template <typename T, int MR, bool VEC, bool NORM, bool GATED>
+__device__ __forceinline__ void nt_kernel(const NtArgs& p) {
+    constexpr int V = 16 / sizeof(T);
+    constexpr int R = MR;                   // rows of the result per warp
+    constexpr int RW = GATED ? 2 * R : R;   // rows of W per warp: the gate's, then the up's
+    constexpr int U = 8 / RW;               // steps in flight: 8 vectors per lane
+    constexpr i64 STEP = 32 * V;
+    const int lane = threadIdx.x % 32;
+    int s = 0;
+    while (s + 1 < p.segs && (i64)blockIdx.x >= p.first[s + 1]) ++s;
+    const i64 n = p.n[s];
+    const i64 row0 = (((i64)blockIdx.x - p.first[s]) * NT_WARPS + threadIdx.x / 32) * R;
+    if (row0 >= n) return;  // whole warps: no shuffle below misses a lane
+    const T* W = reinterpret_cast<const T*>(p.w[s]) + row0 * p.k;
+    const T* W2 = GATED ? reinterpret_cast<const T*>(p.w[1]) + row0 * p.k : W;
+    const T* A = reinterpret_cast<const T*>(p.a);
+    const T* gamma = reinterpret_cast<const T*>(p.gamma);
+    const int rows = (int)min((i64)MR, p.m);
+    const int wrows = (int)min((i64)R, n - row0);
+    float inv[MR];
+    if constexpr (NORM) inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
+    float acc[MR][RW];
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) acc[m][r] = 0.f;
+    for (i64 base = lane * V; base < p.k; base += U * STEP) {
+        u32 raw[U][RW][4];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                if (r % R < wrows) {
+                    const T* row = r < R ? W + r * p.k : W2 + (r - R) * p.k;
+                    load_row<T, VEC>(raw[u][r], row, base + u * STEP, p.k);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) raw[u][r][i] = 0;
+                }
+            }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const i64 col = base + u * STEP;
+            if (col < p.k) {
+                float b[RW][V];
+#pragma unroll
+                for (int r = 0; r < RW; ++r) Unpack<T>::go(raw[u][r], b[r]);
+                float g[V];
+                if constexpr (NORM) {
+                    u32 gw[4];
+                    load_a<T, VEC>(gw, gamma, col, p.k);
+                    Unpack<T>::go(gw, g);
+#pragma unroll
+                    for (int v = 0; v < V; ++v) g[v] += p.offset;
+                }
+#pragma unroll
+                for (int m = 0; m < MR; ++m) {
+                    if (m < rows) {
+                        u32 aw[4];
+                        float a[V];
+                        load_a<T, VEC>(aw, A + m * p.k, col, p.k);
+                        Unpack<T>::go(aw, a);
+                        if constexpr (NORM) {
+#pragma unroll
+                            for (int v = 0; v < V; ++v)
+                                a[v] = p.mbc ? round_to<T>(a[v] * inv[m] * g[v])
+                                             : round_to<T>(round_to<T>(a[v] * inv[m]) * round_to<T>(g[v]));
+                        }
+#pragma unroll
+                        for (int r = 0; r < RW; ++r)
+#pragma unroll
+                            for (int v = 0; v < V; ++v) acc[m][r] = fmaf(a[v], b[r][v], acc[m][r]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) acc[m][r] += __shfl_xor_sync(0xffffffffu, acc[m][r], off);
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (m < rows && r < wrows && lane == m * R + r) {
+                const i64 row = row0 + r, idx = m * n + row;
+                float v = epilogue<T>(p.epi, acc[m][r], idx, row);
+                if constexpr (GATED) v = __fmul_rn(round_to<T>(v), round_to<T>(acc[m][R + r]));
+                reinterpret_cast<T*>(p.c[s])[idx] = FromF32<T>::go(v);
+            }
+        }
+}
+
+#define NT_ENTRY(T, NAME, MR, SUFFIX, NORM, GATED)                                                      \
+    extern "C" __global__ void __launch_bounds__(NT_WARPS * 32)                                         \
+        skinny_nt_##NAME##_m##MR##_vec##SUFFIX(NtArgs p) {                                              \
+        nt_kernel<T, MR, true, NORM, GATED>(p);                                                         \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NT_WARPS * 32)                                         \
+        skinny_nt_##NAME##_m##MR##_any##SUFFIX(NtArgs p) {                                              \
+        nt_kernel<T, MR, false, NORM, GATED>(p);                                                        \
+    }
+#define NT_VARIANTS(T, NAME, MR)                                                                        \
+    NT_ENTRY(T, NAME, MR, , false, false)                                                               \
+    NT_ENTRY(T, NAME, MR, _norm, true, false)                                                           \
+    NT_ENTRY(T, NAME, MR, _gated, false, true)                                                          \
+    NT_ENTRY(T, NAME, MR, _norm_gated, true, true)
+#define NT_ENTRIES(T, NAME) NT_VARIANTS(T, NAME, 1) NT_VARIANTS(T, NAME, 2) NT_VARIANTS(T, NAME, 4)
+NT_ENTRIES(bf16, bf16)
+NT_ENTRIES(f16, f16)
+NT_ENTRIES(float, f32)
