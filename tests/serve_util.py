@@ -17,7 +17,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import max as max_pkg
+
 
 
 class ServerProcess:
@@ -25,7 +26,8 @@ class ServerProcess:
 
     def __init__(self, model: Path | str, *flags: str, timeout: float = 300.0, devices: str = "cpu") -> None:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
+        # The server imports the same `max` as this process (a source tree's or an installed one).
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(max_pkg.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
         self.stderr = tempfile.TemporaryFile()
         cmd = [sys.executable, "-m", "max", "serve", "--model-path", str(model), "--devices", devices,
                "--host", "127.0.0.1", "--port", "0", *flags]
