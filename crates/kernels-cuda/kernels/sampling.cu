@@ -16,7 +16,8 @@
 //      above that being known). The key of m caps it: the largest value is always kept.
 //   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
 //      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
-// No row is sorted, and every pass streams the row from global memory (L2 holds a few rows).
+// No row is sorted, and every pass streams the row from global memory (L2 holds a few rows),
+// ROW_AHEAD loads in flight per thread.
 // Host and device agree exactly because every float operation is one IEEE operation in the
 // order of math.rs: the __f*_rn intrinsics keep NVRTC from contracting a * b + c into an FMA,
 // and ln and exp are our own (math.rs), not the CUDA math library's.
@@ -181,7 +182,24 @@ struct Row {
     float temp;
 };
 
-__device__ __forceinline__ float z_at(const Row& r, u32 j) { return canon(__fdiv_rn(__ldg(r.x + j), r.temp)); }
+__device__ __forceinline__ float z_of(const Row& r, float x) { return canon(__fdiv_rn(x, r.temp)); }
+
+// body(j, x[j]) for this thread's elements j = threadIdx.x, + THREADS, ... < n, in that order,
+// with ROW_AHEAD loads in flight: a pass over a row is bound by the SM's load rate, not by one
+// L2 round trip per element. Every pass below is order-independent across threads (exact sums
+// and counts, ties broken by index), and each thread still sees its elements in rising order.
+#define ROW_AHEAD 16
+template <class Body> __device__ __forceinline__ void for_row(const float* x, u32 n, Body body) {
+    u32 j = threadIdx.x;
+    for (; j + (ROW_AHEAD - 1) * THREADS < n; j += ROW_AHEAD * THREADS) {
+        float v[ROW_AHEAD];
+#pragma unroll
+        for (int u = 0; u < ROW_AHEAD; ++u) v[u] = __ldg(x + j + u * THREADS);
+#pragma unroll
+        for (int u = 0; u < ROW_AHEAD; ++u) body(j + u * THREADS, v[u]);
+    }
+    for (; j < n; j += THREADS) body(j, __ldg(x + j));
+}
 
 // The key of the k-th largest z (1 < k < n): the largest K with at least k keys >= K.
 __device__ u32 kth_largest(const Row& r, u64 k, u64* sh) {
@@ -189,7 +207,7 @@ __device__ u32 kth_largest(const Row& r, u64 k, u64* sh) {
     for (int bit = 31; bit >= 0; --bit) {
         const u32 cand = kk | (1u << bit);
         u64 c = 0;
-        for (u32 j = threadIdx.x; j < r.n; j += THREADS) c += key_of(z_at(r, j)) >= cand;
+        for_row(r.x, r.n, [&](u32, float x) { c += key_of(z_of(r, x)) >= cand; });
         if (block_sum(c, sh) >= k) kk = cand;
     }
     return kk;
@@ -200,10 +218,10 @@ __device__ u32 kth_largest(const Row& r, u64 k, u64* sh) {
 // top_p <= 0 (the caller caps it at the key of m).
 __device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64* sh) {
     u64 s = 0;
-    for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
-        const float z = z_at(r, j);
+    for_row(r.x, r.n, [&](u32, float x) {
+        const float z = z_of(r, x);
         if (key_of(z) >= thr) s += weight(fsub(z, m));
-    }
+    });
     const u64 total = block_sum(s, sh);
     const double target = __dmul_rn((double)top_p, __ull2double_rn(total));
     // t: the largest key known to reach the target; hi: the smallest known not to (2^32: none),
@@ -214,11 +232,11 @@ __device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64*
         const u32 cand = t | (1u << bit);
         const u32 lo = cand > thr ? cand : thr;
         s = 0;
-        for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
-            const float z = z_at(r, j);
+        for_row(r.x, r.n, [&](u32, float x) {
+            const float z = z_of(r, x);
             const u32 kz = key_of(z);
             if (kz >= lo && (u64)kz < hi) s += weight(fsub(z, m));
-        }
+        });
         const u64 sum = above + block_sum(s, sh);
         if (__ull2double_rn(sum) >= target) {
             t = cand;
@@ -232,10 +250,10 @@ __device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64*
 
 __device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh) {
     Best b{NEG_INF, NONE};
-    for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
-        const float z = z_at(r, j);
+    for_row(r.x, r.n, [&](u32 j, float x) {
+        const float z = z_of(r, x);
         if (better(z, j, b)) b = Best{z, j};
-    }
+    });
     b = block_best(b, bsh);
     // Nothing above -inf (token 0), or +inf values, which win every draw: the first of them.
     if (!isfinite(b.v)) return b.i == NONE ? 0 : b.i;
@@ -247,13 +265,13 @@ __device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64
     thr = min(thr, top);
     if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, ssh)), top);
     b = Best{NEG_INF, NONE};
-    for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
-        const float z = z_at(r, j);
+    for_row(r.x, r.n, [&](u32 j, float x) {
+        const float z = z_of(r, x);
         if (key_of(z) >= thr) {
             const float s = fadd(z, gumbel(seed, j));
             if (better(s, j, b)) b = Best{s, j};
         }
-    }
+    });
     b = block_best(b, bsh);
     return b.i == NONE ? first : b.i;
 }
@@ -267,10 +285,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a
         u32 token;
         if (!(r.temp > 0.f) || top_k == 1) {
             Best best{NEG_INF, NONE};
-            for (u32 j = threadIdx.x; j < r.n; j += THREADS) {
-                const float v = __ldg(r.x + j);
+            for_row(r.x, r.n, [&](u32 j, float v) {
                 if (better(isnan(v) ? NEG_INF : v, j, best)) best = Best{isnan(v) ? NEG_INF : v, j};
-            }
+            });
             best = block_best(best, bsh);
             token = best.i == NONE ? 0 : best.i;
         } else {
