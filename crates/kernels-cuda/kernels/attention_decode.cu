@@ -39,7 +39,6 @@ struct DecodeArgs {
     u64 partial;
     u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
     i64 splits;
-    i64 min_keys;  // the fewest keys a split takes (attention.split_keys): short sequences use fewer splits
     i32 lpk, group;
 };
 
@@ -169,11 +168,7 @@ __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, Dec
     if (lo > hi) lo = hi;
     // This sequence's splits: whole steps of keys each, as few as the length needs.
     const i64 n = hi - lo;
-    // ... and at least min_keys each: below that a split's share of the work is shorter than
-    // the merge it costs (a short sequence runs unsplit and stores its rows directly).
-    const i64 least = da.min_keys > step ? da.min_keys : step;
-    const i64 even = (n + S - 1) / S > least ? (n + S - 1) / S : least;
-    const i64 per = (even + step - 1) / step * step;
+    const i64 per = ((n + S - 1) / S + step - 1) / step * step;
     sp.active = n == 0 ? 1 : (n + per - 1) / per;
     sp.tickets = S > 1 && da.counters != 0;
     sp.direct = S == 1 || (sp.tickets && sp.active == 1);

@@ -216,9 +216,6 @@ declare! {
     /// Splits of each (row, kv head) in paged_attention's decode form (each sequence uses as
     /// many as its length needs); unset, the plan's own number (one wave of blocks, at most 32).
     AttentionSplits: "attention.splits", None, Kind::Int { min: 1, max: 64, step: 1 }, "";
-    /// The fewest keys one split of paged_attention's decode form takes: a sequence shorter
-    /// than two of them is not split (no merge), a longer one into at most length / this.
-    AttentionSplitKeys: "attention.split_keys", None, Kind::Int { min: 1, max: 1 << 20, step: 1 }, "256";
     /// paged_attention's decode form launches under programmatic stream serialization.
     AttentionPdl: "attention.pdl", None, Kind::Flag, "1";
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).

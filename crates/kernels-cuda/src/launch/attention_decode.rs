@@ -24,10 +24,6 @@ const MAX_SPLITS: usize = 64;
 /// keep every SM of an H100/H200 streaming (two or more each) at one sequence, while the merge,
 /// which one block does at the end, stays short.
 const DEFAULT_SPLITS: usize = 32;
-/// The fewest keys a split takes unless `attention.split_keys` says otherwise: a share shorter
-/// than this costs more in its merge (a fence, a ticket, a second read of the shares) than
-/// streaming its keys in a block that already runs.
-const DEFAULT_SPLIT_KEYS: usize = 256;
 /// Blocks worth launching for the CUDA-core kernel: about four per SM of an H100/H200. More
 /// (row, kv head) pairs than this per split do not split their keys further.
 const TARGET_BLOCKS: usize = 528;
@@ -50,7 +46,6 @@ struct DecodeArgs {
     partial: u64,
     counters: u64,
     splits: i64,
-    min_keys: i64,
     lpk: i32,
     group: i32,
 }
@@ -167,18 +162,9 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
     // The last split of each (row, kv head) merges the shares when the stream has ticket
     // counters for them; otherwise attention_combine does.
     let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
-    let tuning = max_tuning::current();
-    let min_keys = tuning.int(max_tuning::Knob::AttentionSplitKeys).unwrap_or(DEFAULT_SPLIT_KEYS) as i64;
-    let mut args = DecodeArgs {
-        a,
-        partial,
-        counters,
-        splits: plan.splits as i64,
-        min_keys,
-        lpk: plan.lpk as i32,
-        group: plan.group as i32,
-    };
-    let pdl = tuning.flag_or(max_tuning::Knob::AttentionPdl, true);
+    let mut args =
+        DecodeArgs { a, partial, counters, splits: plan.splits as i64, lpk: plan.lpk as i32, group: plan.group as i32 };
+    let pdl = max_tuning::current().flag_or(max_tuning::Knob::AttentionPdl, true);
     let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
     crate::allow_smem(stream.context(), &f, smem as u32)?;
     let mut params: [*mut std::ffi::c_void; 1] = [&mut args as *mut DecodeArgs as *mut _];
