@@ -142,7 +142,6 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
 #pragma unroll
         for (int r = 0; r < RW; ++r) acc[m][r] = 0.f;
     for (i64 base = lane * V; base < p.k; base += U * STEP) {
-        if (base != lane * V) load_w<T, R, RW, U, VEC, false>(raw, W, W2, base, p.k, wrows);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const i64 col = base + u * STEP;
@@ -179,6 +178,8 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
                 }
             }
         }
+        // the next group of steps (the first came before the wait)
+        if (base + U * STEP < p.k) load_w<T, R, RW, U, VEC, false>(raw, W, W2, base + U * STEP, p.k, wrows);
     }
 #pragma unroll
     for (int m = 0; m < MR; ++m)
