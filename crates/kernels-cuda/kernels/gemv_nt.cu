@@ -21,8 +21,9 @@
 // the product sees the very values the separate rms_norm would have written.
 //
 // Every variant may launch under programmatic dependent launch (launch/pdl.rs): a warp issues
-// its first group of weight loads, then waits for the previous kernel (pdl_wait), then lets the
-// next one launch and reads A. The sums and their order are those of a plain launch.
+// its first group of weight loads (the `_norm` variants: L2 prefetches of it), then waits for
+// the previous kernel (pdl_wait), then lets the next one launch and reads A. The sums and
+// their order are those of a plain launch.
 //
 // `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
 // Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
@@ -107,6 +108,21 @@ __device__ __forceinline__ void load_w(u32 (&raw)[U][RW][4], const T* W, const T
         }
 }
 
+// The same group's lines into L2 only (no registers held): the `_norm` variants' early reads,
+// whose sums of squares after the wait would otherwise keep the group's registers live (spills).
+template <typename T, int R, int RW, int U>
+__device__ __forceinline__ void prefetch_w(const T* W, const T* W2, i64 base, i64 k, int wrows) {
+    constexpr i64 STEP = 32 * (16 / sizeof(T));
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const T* row = r < R ? W + r * k : W2 + (r - R) * k;
+            if (r % R < wrows && base + u * STEP < k)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + base + u * STEP) : "memory");
+        }
+}
+
 template <typename T, int MR, bool VEC, bool NORM, bool GATED>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     constexpr int V = 16 / sizeof(T);
@@ -129,13 +145,21 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     // so the first group of steps is loaded before the wait, its DRAM latency hidden behind
     // the previous kernel's tail. A (the norm's sums of squares too), the epilogue's residual
     // and C only after it; every thread waits (a warp past N too) before it may return.
+    // (The `_norm` variants only prefetch the group into L2, and load it after the norm's pass.)
     u32 raw[U][RW][4];
-    load_w<T, R, RW, U, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
+    if constexpr (NORM) {
+        prefetch_w<T, R, RW, U>(W, W2, lane * V, p.k, wrows);
+    } else {
+        load_w<T, R, RW, U, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
+    }
     pdl_wait();
     pdl_launch_dependents();  // this grid's loads are issued: the next kernel may start its own
     if (wrows == 0) return;   // whole warps: no shuffle below misses a lane
     float inv[MR];
-    if constexpr (NORM) inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
+    if constexpr (NORM) {
+        inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
+        load_w<T, R, RW, U, VEC, false>(raw, W, W2, lane * V, p.k, wrows);
+    }
     float acc[MR][RW];
 #pragma unroll
     for (int m = 0; m < MR; ++m)
