@@ -38,6 +38,8 @@ runs.
     python benchmarks/llm_gpu.py [--models a,b] [--batch 1,8,64] [--prompt 512] [--steps 128]
                                  [--prefill-prompt 2048] [--ttft llama-3-8b-bf16] [--dir /tmp]
     python benchmarks/llm_gpu.py --tiny    # every kind at tiny shapes on the CPU (a smoke test)
+    python benchmarks/llm_gpu.py --pdl-compare --models llama-3.2-1b-bf16 --batch 1 --ttft ""
+                                           # decode with programmatic dependent launch on and off
 
 `--tiny` runs the same flow on the CPU with 2-layer models of hidden size 256 (each kind: tied and
 untied bf16 safetensors, Q4_1 and Q4_0/Q6_K GGUF), batches 1 and 2, short prompts, and time to
@@ -320,7 +322,7 @@ def show(row: dict) -> None:
         v = row.get(key)
         return "-" if v is None else format(v, fmt) + unit
 
-    name = f"{row['model']:18s}"
+    name = f"{row['model'] + ('' if row.get('pdl') is None else ' pdl=' + str(row['pdl'])):18s}"
     if row["measure"] == "decode":
         print(f"{name} B={row['batch']:<3d} decode {row['decode_tok_s']:9.1f} tok/s {row['ms_per_step']:8.3f} ms/step "
               f"(floor {fig('floor_tok_s')}, with KV {fig('floor_with_kv_tok_s')}; llama.cpp {fig('llama_cpp_decode_tok_s')};"
@@ -332,6 +334,9 @@ def show(row: dict) -> None:
         print(f"{name} first token {row['ttft_s']:.2f} s after process start (runs {row['ttft_runs_s']}; in the "
               f"child: load {fig('child_load_s', '.2f', ' s')}, first token {fig('child_ttft_s', '.3f', ' s')} after it; "
               f"exit at {row['exit_s']:.2f} s; target {fig('target_ttft_s', '.1f', ' s')})", flush=True)
+    elif row["measure"] == "pdl_compare":
+        print(f"{name} B={row['batch']:<3d} decode with PDL {row['decode_tok_s_pdl_on']:9.1f} tok/s, without "
+              f"{row['decode_tok_s_pdl_off']:9.1f} tok/s ({row['speedup']:.3f}x)", flush=True)
     else:
         print(f"{name} {row}", flush=True)
 
@@ -345,19 +350,39 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         origin = prepare(model, path, args.tiny)
         if origin is None:
             return
+        from max import tuning
+
         tag = {"weights": origin.split(",")[0]}
         max_length = max(args.prompt + args.steps, args.prefill_prompt) + 8
-        t = time.perf_counter()
-        p = load(path, max_length, max(args.batch), args.tiny)
-        p.warm_up()
-        print(f"{model.name}: {origin}; loaded and warmed up in {time.perf_counter() - t:.1f} s", flush=True)
         weights = llm_files.streamed_bytes(weight_files(path))
-        for b in args.batch:
-            yield decode_row(model, p, b, args, weights) | tag
-        if args.prefill_prompt:
-            yield prefill_row(model, p, args.prefill_prompt, args.repeats) | tag
-        del p  # the GPU memory goes back before `max generate` starts
-        gc.collect()
+        # --pdl-compare: the model is loaded and measured twice, with launch.pdl on, then off
+        # (the knob is read as the decode graphs are captured, so each load runs inside its own
+        # setting); then one row per batch size with both figures.
+        variants = [(1, {}), (0, {"launch.pdl": False})] if args.pdl_compare else [(None, {})]
+        decoded: dict[int | None, dict[int, dict]] = {}
+        for pdl, spec in variants:
+            with tuning.override(**spec):
+                t = time.perf_counter()
+                p = load(path, max_length, max(args.batch), args.tiny)
+                p.warm_up()
+                what = "" if pdl is None else f" (launch.pdl={pdl})"
+                print(f"{model.name}: {origin}; loaded and warmed up in {time.perf_counter() - t:.1f} s{what}", flush=True)
+                vtag = tag if pdl is None else tag | {"pdl": pdl}
+                for b in args.batch:
+                    row = decode_row(model, p, b, args, weights) | vtag
+                    decoded.setdefault(pdl, {})[b] = row
+                    yield row
+                if args.prefill_prompt and pdl != 0:
+                    yield prefill_row(model, p, args.prefill_prompt, args.repeats) | vtag
+                del p  # the GPU memory goes back before the next load or `max generate`
+                gc.collect()
+        if args.pdl_compare:
+            for b in args.batch:
+                on, off = decoded[1][b], decoded[0][b]
+                yield {"model": model.name, "measure": "pdl_compare", "batch": b,
+                       "decode_tok_s_pdl_on": on["decode_tok_s"], "decode_tok_s_pdl_off": off["decode_tok_s"],
+                       "ms_per_step_pdl_on": on["ms_per_step"], "ms_per_step_pdl_off": off["ms_per_step"],
+                       "speedup": round(on["decode_tok_s"] / off["decode_tok_s"], 3)} | tag
         if model.name in args.ttft:
             yield ttft_row(model, path, args.prompt, args.ttft_runs, args.tiny) | tag
     finally:
@@ -399,6 +424,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--ttft-runs", type=int, default=2, help="`max generate` runs per model (the best is kept)")
     ap.add_argument("--dir", type=Path, default=None, help="where the models are written (default: the temp dir)")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes of every model kind on the CPU")
+    ap.add_argument("--pdl-compare", action="store_true",
+                    help="measure decode with launch.pdl on and off (two loads of each model), side by side")
     args = ap.parse_args()
     defaults = ([1, 2], 16, 4, 32, 1, list(MODELS)) if args.tiny else ([1, 8, 64], 512, 128, 2048, 3, ["llama-3-8b-bf16"])
     for key, value in zip(("batch", "prompt", "steps", "prefill_prompt", "repeats", "ttft"), defaults):

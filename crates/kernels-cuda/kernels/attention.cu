@@ -231,6 +231,11 @@ struct RopeStoreArgs {
 template <typename T> __device__ __forceinline__ void rope_kv_store(const RopeStoreArgs& a) {
     const i64 qw = a.q_heads * a.dim, kw = a.kv_heads * a.dim, width = qw + 2 * kw;
     const i64 total = a.tokens * width;
+    // May launch under PDL (launch/pdl.rs). Nothing useful is constant before the wait: the
+    // freqs row a thread needs depends on its token's position, which an earlier step may
+    // write, and the whole table (positions x rot) is far too big to prefetch.
+    pdl_wait();
+    pdl_launch_dependents();
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
         const i64 t = e / width, c = e % width;
         const u32 p = ((const u32*)a.pos)[t];

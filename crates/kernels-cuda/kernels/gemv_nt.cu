@@ -20,6 +20,11 @@
 // same 16-byte vectors as rms_norm_cached_warp's and add them in the same order, so with `vec`
 // the product sees the very values the separate rms_norm would have written.
 //
+// Every variant may launch under programmatic dependent launch (launch/pdl.rs): a warp issues
+// its first group of weight loads (the `_norm` variants: L2 prefetches of it), then waits for
+// the previous kernel (pdl_wait), then lets the next one launch and reads A. The sums and
+// their order are those of a plain launch.
+//
 // `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
 // Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
 // act(gate) and up to T before their product, as the separate gate, up and mul steps do.
@@ -84,6 +89,40 @@ __device__ __forceinline__ void inv_rms(float (&inv)[MR], const NtArgs& p, const
     }
 }
 
+// The first group of steps of a warp's rows of W (those at `base`, zero for the rows past N),
+// or, with EARLY, the same loads kept ahead of the griddepcontrol.wait that follows them.
+template <typename T, int R, int RW, int U, bool VEC, bool EARLY>
+__device__ __forceinline__ void load_w(u32 (&raw)[U][RW][4], const T* W, const T* W2, i64 base, i64 k, int wrows) {
+    constexpr i64 STEP = 32 * (16 / sizeof(T));
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            if (r % R < wrows) {
+                const T* row = r < R ? W + r * k : W2 + (r - R) * k;
+                load_row<T, VEC, EARLY>(raw[u][r], row, base + u * STEP, k);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) raw[u][r][i] = 0;
+            }
+        }
+}
+
+// The same group's lines into L2 only (no registers held): the `_norm` variants' early reads,
+// whose sums of squares after the wait would otherwise keep the group's registers live (spills).
+template <typename T, int R, int RW, int U>
+__device__ __forceinline__ void prefetch_w(const T* W, const T* W2, i64 base, i64 k, int wrows) {
+    constexpr i64 STEP = 32 * (16 / sizeof(T));
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const T* row = r < R ? W + r * k : W2 + (r - R) * k;
+            if (r % R < wrows && base + u * STEP < k)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + base + u * STEP) : "memory");
+        }
+}
+
 template <typename T, int MR, bool VEC, bool NORM, bool GATED>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     constexpr int V = 16 / sizeof(T);
@@ -96,34 +135,37 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     while (s + 1 < p.segs && (i64)blockIdx.x >= p.first[s + 1]) ++s;
     const i64 n = p.n[s];
     const i64 row0 = (((i64)blockIdx.x - p.first[s]) * NT_WARPS + threadIdx.x / 32) * R;
-    if (row0 >= n) return;  // whole warps: no shuffle below misses a lane
     const T* W = reinterpret_cast<const T*>(p.w[s]) + row0 * p.k;
     const T* W2 = GATED ? reinterpret_cast<const T*>(p.w[1]) + row0 * p.k : W;
     const T* A = reinterpret_cast<const T*>(p.a);
     const T* gamma = reinterpret_cast<const T*>(p.gamma);
     const int rows = (int)min((i64)MR, p.m);
-    const int wrows = (int)min((i64)R, n - row0);
+    const int wrows = (int)max((i64)0, min((i64)R, n - row0));  // 0: a warp past N
+    // Programmatic dependent launch: the weights are constants (no earlier kernel writes them),
+    // so the first group of steps is loaded before the wait, its DRAM latency hidden behind
+    // the previous kernel's tail. A (the norm's sums of squares too), the epilogue's residual
+    // and C only after it; every thread waits (a warp past N too) before it may return.
+    // (The `_norm` variants only prefetch the group into L2, and load it after the norm's pass.)
+    u32 raw[U][RW][4];
+    if constexpr (NORM) {
+        prefetch_w<T, R, RW, U>(W, W2, lane * V, p.k, wrows);
+    } else {
+        load_w<T, R, RW, U, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
+    }
+    pdl_wait();
+    pdl_launch_dependents();  // this grid's loads are issued: the next kernel may start its own
+    if (wrows == 0) return;   // whole warps: no shuffle below misses a lane
     float inv[MR];
-    if constexpr (NORM) inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
+    if constexpr (NORM) {
+        inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
+        load_w<T, R, RW, U, VEC, false>(raw, W, W2, lane * V, p.k, wrows);
+    }
     float acc[MR][RW];
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
         for (int r = 0; r < RW; ++r) acc[m][r] = 0.f;
     for (i64 base = lane * V; base < p.k; base += U * STEP) {
-        u32 raw[U][RW][4];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                if (r % R < wrows) {
-                    const T* row = r < R ? W + r * p.k : W2 + (r - R) * p.k;
-                    load_row<T, VEC>(raw[u][r], row, base + u * STEP, p.k);
-                } else {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) raw[u][r][i] = 0;
-                }
-            }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const i64 col = base + u * STEP;
@@ -160,6 +202,8 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
                 }
             }
         }
+        // the next group of steps (the first came before the wait)
+        if (base + U * STEP < p.k) load_w<T, R, RW, U, VEC, false>(raw, W, W2, base + U * STEP, p.k, wrows);
     }
 #pragma unroll
     for (int m = 0; m < MR; ++m)

@@ -352,6 +352,9 @@ template <typename T, int G> __device__ __forceinline__ void rms_norm_rows(const
     const int groups = blockDim.x / G, lane = threadIdx.x % G;
     const T* gamma = (const T*)a.gamma;
     const F count = (F)a.n, eps = (F)a.eps, offset = (F)a.offset;
+    // May launch under PDL (launch/pdl.rs): x is the previous kernel's, so wait first.
+    pdl_wait();
+    pdl_launch_dependents();
     for (i64 row = (i64)blockIdx.x * groups + threadIdx.x / G; row < a.outer; row += (i64)gridDim.x * groups) {
         const T* in = (const T*)a.x + row * a.n;
         Sum<F> acc{0};
@@ -381,6 +384,9 @@ template <typename T, int G, int NV> __device__ __forceinline__ void rms_norm_ca
     const F count = (F)a.n, eps = (F)a.eps, offset = (F)a.offset;
     const bool mbc = a.mbc != 0;
     const uint4* gamma = reinterpret_cast<const uint4*>(a.gamma);
+    // May launch under PDL (launch/pdl.rs): x is the previous kernel's, so wait first.
+    pdl_wait();
+    pdl_launch_dependents();
     for (i64 row = (i64)blockIdx.x * groups + threadIdx.x / G; row < a.outer; row += (i64)gridDim.x * groups) {
         const uint4* in = reinterpret_cast<const uint4*>((const T*)a.x + row * a.n);
         uint4* out = reinterpret_cast<uint4*>((T*)a.out + row * a.n);

@@ -331,3 +331,23 @@ template <typename T> __device__ __forceinline__ float epilogue(const Epilogue& 
     if (e.residual) acc += e.beta * to_f32(reinterpret_cast<const T*>(e.residual)[idx]);
     return acc;
 }
+
+// Programmatic dependent launch (launch/pdl.rs). A kernel the launcher may start under
+// programmatic stream serialization begins while the stream's previous kernel still drains, so
+// every thread calls pdl_wait() before it reads anything an earlier kernel may write and
+// before its first global store (and before any early return: the grid's completion must imply
+// the previous grid's, for the kernel after it). Only constants (weights, tables) may be read
+// before it. pdl_launch_dependents() lets the next kernel's grid start once every block of this
+// one has called it (or exited); the next kernel still waits for this one's completion and
+// memory, so it only moves the next kernel's launch and prologue earlier. Both are no-ops in a
+// grid launched without the attribute, and compile to nothing before sm_90.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}

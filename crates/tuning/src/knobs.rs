@@ -192,6 +192,13 @@ declare! {
     /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.
     GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
 
+    // ---- launches ------------------------------------------------------------------------
+    /// Launches under programmatic stream serialization for every kernel that waits for its
+    /// predecessor (crates/kernels-cuda/src/launch/pdl.rs lists them: the decode step's GEMVs,
+    /// norms, rope/store and attention, qgemv_mma, conv_sm90); off: none does. conv.pdl,
+    /// qgemv.pdl and attention.pdl turn it off for their families only.
+    LaunchPdl: "launch.pdl", None, Kind::Flag, "1";
+
     // ---- attention ---------------------------------------------------------------------------
     /// The tensor-core prefill kernel (attention_prefill.cu) for 16-bit paged attention over
     /// prompts (off: the decode kernels run every call).

@@ -228,7 +228,21 @@ pub fn rope_kv_store(
         interleaved: interleaved as i32,
         freqs_f32: freqs_f32 as i32,
     };
-    go(stream, &format!("rope_kv_store_{}", short(dtype)?), &args, elementwise(n))
+    let name = format!("rope_kv_store_{}", short(dtype)?);
+    let f = function(stream.context(), &ATTENTION, &name)?;
+    // SAFETY: RopeStoreArgs is the kernel's argument struct; its pointers describe buffers
+    // holding what the shapes say (the caller's contract); the kernel waits before reading.
+    unsafe {
+        super::pdl::launch_pdl(
+            stream,
+            (&ATTENTION, &name, &f),
+            elementwise(n),
+            &args,
+            None,
+            "cuLaunchKernelEx(rope_kv_store)",
+        )
+    }?;
+    Ok(())
 }
 
 #[repr(C)]

@@ -11,6 +11,7 @@ use max_graph::DType;
 use max_graph::ops::attention::CacheLayout;
 
 use super::attention::AttnArgs;
+use super::pdl::Pdl;
 use crate::sources::ATTENTION_DECODE;
 use crate::{Result, function};
 
@@ -164,7 +165,7 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
     let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
     let mut args =
         DecodeArgs { a, partial, counters, splits: plan.splits as i64, lpk: plan.lpk as i32, group: plan.group as i32 };
-    let pdl = max_tuning::current().flag_or(max_tuning::Knob::AttentionPdl, true);
+    let pdl = Pdl::of(&ATTENTION_DECODE, &name, Some(max_tuning::Knob::AttentionPdl));
     let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
     crate::allow_smem(stream.context(), &f, smem as u32)?;
     let mut params: [*mut std::ffi::c_void; 1] = [&mut args as *mut DecodeArgs as *mut _];
@@ -183,11 +184,14 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
         )
     }?;
     super::record::record("attention", || {
-        let fields = vec![("splits", plan.splits as i64), ("group", plan.kernel_group as i64), ("pdl", pdl as i64)];
+        let fields =
+            vec![("splits", plan.splits as i64), ("group", plan.kernel_group as i64), ("pdl", pdl.on() as i64)];
         (name.clone(), fields)
     });
     if plan.splits > 1 && counters == 0 {
-        let f = function(stream.context(), &ATTENTION_DECODE, &format!("attention_combine_{dt}"))?;
+        let combine = format!("attention_combine_{dt}");
+        let f = function(stream.context(), &ATTENTION_DECODE, &combine)?;
+        let pdl = Pdl::of(&ATTENTION_DECODE, &combine, Some(max_tuning::Knob::AttentionPdl));
         // SAFETY: as above; one block per (row, kv head), no dynamic shared memory.
         unsafe {
             super::launch_ex(

@@ -29,6 +29,7 @@ use max_graph::DType;
 
 use super::conv::Scratch;
 use super::epilogue::Epilogue;
+use super::pdl::Pdl;
 use super::{l2_bytes, sm_count};
 use crate::sources::{CONV_SM90_BF16, CONV_SM90_F16, CONV_SM90_PP_BF16, CONV_SM90_PP_F16};
 use crate::{Result, arch_name, function};
@@ -277,13 +278,15 @@ fn run(
     // epilogue's bias and residual hold what the shape says (the caller's contract); ws holds
     // splits planes of M x K f32; under PDL the kernel waits (bit 2 of args.prefetch) before
     // touching global memory.
+    // The kernel waits only when cfg.pdl set bit 2 of args.prefetch.
+    let pdl = if cfg.pdl { Pdl::of(family, &cfg.kernel, Some(max_tuning::Knob::ConvPdl)) } else { Pdl::OFF };
     unsafe {
         super::launch_ex_cluster(
             stream,
             &func,
             (cfg.grid as u32, 128 * (1 + cfg.consumers), cfg.smem),
             &mut params,
-            cfg.pdl,
+            pdl,
             if cfg.cluster { 2 } else { 1 },
             "cuLaunchKernelEx(conv_sm90)",
         )

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig};
 use max_graph::DType;
 use max_graph::ops::reduction::RmsNormParams;
 
@@ -171,13 +171,14 @@ pub fn gemv_nt(
     }
     let blocks = *p.first.last().unwrap_or(&0) as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
-    let mut launch = stream.launch_builder(&f);
-    launch.arg(&args);
     // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and
-    // each C_s m x n_s elements of `dtype` (the caller's contract).
-    unsafe { launch.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(gemv_nt)"))?;
+    // each C_s m x n_s elements of `dtype` (the caller's contract); every skinny_nt kernel
+    // waits (griddepcontrol.wait) before it reads A or writes C.
+    let pdl = unsafe {
+        super::pdl::launch_pdl(stream, (&GEMV_NT, &p.kernel, &f), cfg, &args, None, "cuLaunchKernelEx(gemv_nt)")
+    }?;
     super::record::record("gemv_nt", || {
-        (p.kernel.clone(), vec![("blocks", blocks as i64), ("segs", parts.len() as i64)])
+        (p.kernel.clone(), vec![("blocks", blocks as i64), ("segs", parts.len() as i64), ("pdl", pdl as i64)])
     });
     Ok(())
 }

@@ -35,7 +35,9 @@ use crate::sources::{CAST, COPY_STRIDED, FILL, MATMUL};
 
 pub mod indexing;
 pub mod layout;
+pub mod pdl;
 use crate::{Error, Result, function};
+use pdl::Pdl;
 
 const BLOCK: u32 = 256;
 /// Grid-stride loops cover the rest; this many blocks fill any current GPU.
@@ -249,9 +251,10 @@ fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Resul
 }
 
 /// Launches `f` on a 1-D grid of `grid` blocks of `block` threads with `smem` bytes of dynamic
-/// shared memory, through cuLaunchKernelEx; with `pdl`, under programmatic stream
+/// shared memory, through cuLaunchKernelEx; with `pdl` on, under programmatic stream
 /// serialization: the grid may start while the stream's previous kernel drains, so the kernel
-/// must wait (griddepcontrol.wait) before touching global memory that kernel may use.
+/// must wait (griddepcontrol.wait) before touching global memory that kernel may use. Only
+/// [`Pdl::of`] makes an on `Pdl`, for the kernels [`pdl::DECLARED`] lists.
 ///
 /// # Safety
 /// `params` points at the kernel's arguments in order, each matching the kernel's parameter
@@ -262,7 +265,7 @@ pub(crate) unsafe fn launch_ex(
     f: &cudarc::driver::CudaFunction,
     dims: (u32, u32, u32),
     params: &mut [*mut std::ffi::c_void],
-    pdl: bool,
+    pdl: Pdl,
     what: &'static str,
 ) -> Result<()> {
     // SAFETY: the caller's contract, passed on.
@@ -278,7 +281,7 @@ pub(crate) unsafe fn launch_ex_cluster(
     f: &cudarc::driver::CudaFunction,
     (grid, block, smem): (u32, u32, u32),
     params: &mut [*mut std::ffi::c_void],
-    pdl: bool,
+    pdl: Pdl,
     cluster: u32,
     what: &'static str,
 ) -> Result<()> {
@@ -286,7 +289,7 @@ pub(crate) unsafe fn launch_ex_cluster(
     // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
     let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
     let mut n = 0;
-    if pdl {
+    if pdl.on() {
         attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
         attrs[n].value.programmaticStreamSerializationAllowed = 1;
         n += 1;

@@ -152,7 +152,7 @@ pub(super) fn qgemv_mma(
     ];
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
-    let pdl = tuning.flag_or(max_tuning::Knob::QgemvPdl, true);
+    let pdl = super::super::pdl::Pdl::with(tuning, &QGEMV_MMA, &name, Some(max_tuning::Knob::QgemvPdl));
     // SAFETY: the parameters match the kernel's (QmMaps, QmSegs, lhs, m, k, split, res) by value
     // and live across the call (the driver copies them); each map describes its part's n rows
     // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n f32; lhs holds
@@ -165,7 +165,7 @@ pub(super) fn qgemv_mma(
             ("mma", 1),
             ("split", split as i64),
             ("blocks", blocks as i64),
-            ("pdl", pdl as i64),
+            ("pdl", pdl.on() as i64),
             ("segments", parts.len() as i64),
         ];
         (name.clone(), fields)

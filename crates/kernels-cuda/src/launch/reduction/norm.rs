@@ -161,5 +161,11 @@ pub fn rms_norm(
     };
     let (name, block, rows_per_block) = row_kernel("rms_norm", dtype, d, &[x, weight, out])?;
     let f = function(stream.context(), &NORM, &name)?;
-    go(stream, &f, &args, cfg(blocks(rows.div_ceil(rows_per_block)), block, 0))
+    let config = cfg(blocks(rows.div_ceil(rows_per_block)), block, 0);
+    // SAFETY: NormArgs is the kernel's argument struct; x and out hold rows x d and weight d
+    // elements of dtype (the caller's contract); the rms_norm kernels wait before reading x.
+    unsafe {
+        crate::launch::pdl::launch_pdl(stream, (&NORM, &name, &f), config, &args, None, "cuLaunchKernelEx(rms_norm)")
+    }?;
+    Ok(())
 }

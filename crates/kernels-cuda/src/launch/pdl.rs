@@ -1,0 +1,125 @@
+//! Programmatic dependent launch (PDL): which kernels may start while the stream's previous
+//! kernel drains. A grid launched under programmatic stream serialization begins before the
+//! kernel ahead of it has finished, so it must execute griddepcontrol.wait (prelude.cuh's
+//! `pdl_wait`) in every thread before it reads anything an earlier kernel may write and before
+//! its first global store; a kernel without the wait must never get the attribute.
+//!
+//! That rule is structural: the launch helpers ([`super::launch_ex`], [`launch_pdl`]) take a
+//! [`Pdl`], and the only way to make one that is on is [`Pdl::of`], which consults
+//! [`DECLARED`], the list of kernels whose sources wait. tests/pdl_decl.rs compiles every
+//! family and checks that the kernels declared here are exactly those whose code executes
+//! griddepcontrol.wait.
+//!
+//! The `launch.pdl` knob turns PDL off for every kernel; `conv.pdl`, `qgemv.pdl` and
+//! `attention.pdl` turn it off for their families only.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
+use max_tuning::{Knob, Tuning};
+
+use crate::Result;
+use crate::sources::Family;
+
+/// (family name, kernel name prefixes): the kernels that execute griddepcontrol.wait before
+/// their first dependent read and first global write, and may launch under PDL.
+pub const DECLARED: &[(&str, &[&str])] = &[
+    // all variants: first weight loads, then the wait (gemv_nt.cu)
+    ("gemv_nt", &["skinny_nt_"]),
+    // rope + KV-cache store of a decode step
+    ("attention", &["rope_kv_store_"]),
+    ("attention_decode", &["paged_decode_", "attention_combine_"]),
+    ("qgemv_mma", &["qgemv_mma_"]),
+    ("conv_sm90_bf16", &["conv_sm90_"]),
+    ("conv_sm90_f16", &["conv_sm90_"]),
+    ("conv_sm90_pp_bf16", &["conv_sm90_"]),
+    ("conv_sm90_pp_f16", &["conv_sm90_"]),
+    // a layer's norms where they do not fold into the products (K > fusion.norm_gemv_max_k),
+    // and the final norm
+    ("norm", &["rms_norm_"]),
+];
+
+/// Whether `kernel` of the family named `family` is declared to wait (see [`DECLARED`]).
+pub fn declared(family: &str, kernel: &str) -> bool {
+    DECLARED.iter().any(|(f, prefixes)| *f == family && prefixes.iter().any(|p| kernel.starts_with(p)))
+}
+
+/// Whether one launch goes under programmatic stream serialization. It is on only when made by
+/// [`Pdl::of`] / [`Pdl::with`] for a declared kernel with the knobs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pdl(bool);
+
+impl Pdl {
+    /// A plain launch.
+    pub const OFF: Pdl = Pdl(false);
+
+    /// [`Pdl::with`] under the process's current tuning.
+    pub fn of(family: &Family, kernel: &str, family_knob: Option<Knob>) -> Pdl {
+        Pdl::with(&max_tuning::current(), family, kernel, family_knob)
+    }
+
+    /// On when `kernel` of `family` is declared to wait, `launch.pdl` is on and so is the
+    /// family's own knob, if it has one.
+    pub fn with(tuning: &Tuning, family: &Family, kernel: &str, family_knob: Option<Knob>) -> Pdl {
+        Pdl(declared(family.name, kernel)
+            && tuning.flag_or(Knob::LaunchPdl, true)
+            && family_knob.is_none_or(|k| tuning.flag_or(k, true)))
+    }
+
+    pub fn on(self) -> bool {
+        self.0
+    }
+}
+
+/// Launches `kernel` of `family`, which takes one argument struct `args`, under PDL where it
+/// is declared and the knobs allow it (`family_knob`: the family's own switch, if any); returns
+/// whether it did.
+///
+/// # Safety
+/// `args` is the #[repr(C)] twin of the kernel's one parameter, and the memory it describes
+/// holds what the kernel reads and writes for `cfg`'s grid.
+pub(crate) unsafe fn launch_pdl<A: DeviceRepr + Copy>(
+    stream: &Arc<CudaStream>,
+    (family, kernel, f): (&Family, &str, &CudaFunction),
+    cfg: LaunchConfig,
+    args: &A,
+    family_knob: Option<Knob>,
+    what: &'static str,
+) -> Result<bool> {
+    let pdl = Pdl::of(family, kernel, family_knob);
+    let mut copy = *args;
+    let mut params: [*mut std::ffi::c_void; 1] = [&mut copy as *mut A as *mut _];
+    debug_assert_eq!((cfg.grid_dim.1, cfg.grid_dim.2, cfg.block_dim.1, cfg.block_dim.2), (1, 1, 1, 1));
+    // SAFETY: the caller's contract; `copy` lives across the call (the driver copies it).
+    unsafe {
+        super::launch_ex(stream, f, (cfg.grid_dim.0, cfg.block_dim.0, cfg.shared_mem_bytes), &mut params, pdl, what)
+    }?;
+    Ok(pdl.on())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::{ATTENTION, CAST, GEMV_NT, NORM};
+
+    #[test]
+    fn only_declared_kernels_get_pdl() {
+        let t = Tuning::parse("").unwrap();
+        assert!(Pdl::with(&t, &GEMV_NT, "skinny_nt_bf16_m1_vec_norm", None).on());
+        assert!(Pdl::with(&t, &ATTENTION, "rope_kv_store_bf16", None).on());
+        assert!(!Pdl::with(&t, &ATTENTION, "rope_bf16", None).on());
+        assert!(!Pdl::with(&t, &ATTENTION, "paged_attention_bf16", None).on());
+        assert!(!Pdl::with(&t, &CAST, "cast_f32_bf16", None).on());
+        assert!(Pdl::with(&t, &NORM, "rms_norm_bf16", None).on());
+    }
+
+    #[test]
+    fn the_knobs_turn_it_off() {
+        let off = Tuning::parse("launch.pdl=0").unwrap();
+        assert!(!Pdl::with(&off, &GEMV_NT, "skinny_nt_bf16_m1_vec", None).on());
+        assert!(!Pdl::with(&off, &GEMV_NT, "skinny_nt_bf16_m1_vec", Some(Knob::QgemvPdl)).on());
+        let family_off = Tuning::parse("attention.pdl=0").unwrap();
+        assert!(!Pdl::with(&family_off, &ATTENTION, "rope_kv_store_f16", Some(Knob::AttentionPdl)).on());
+        assert!(Pdl::with(&family_off, &GEMV_NT, "skinny_nt_f16_m2_any", None).on());
+    }
+}

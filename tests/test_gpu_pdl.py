@@ -1,0 +1,90 @@
+"""Programmatic dependent launch (crates/kernels-cuda/src/launch/pdl.rs, knob ``launch.pdl``):
+the decode step's kernels may start while the previous one drains and wait on the device
+(griddepcontrol.wait) before reading its results; the W^T GEMVs issue their first weight
+loads before the wait. PDL moves launches, never arithmetic, so everything here must be equal
+bit for bit with the knob on and off: a random bf16 Llama's greedy tokens and log-probabilities
+(decode at one row and three, replayed from CUDA graphs), and a decoder layer's W^T products in
+every fused form (``_norm``, ``_gated``, residual epilogue) at 1-4 rows, bf16 and f32, with K
+that takes the vector and the element loads. Skips without a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from max import tuning
+from max.dtype import DType
+from test_gpu_norm_gemv import as_np, layer, run, weights
+
+pytestmark = pytest.mark.gpu
+OFF = {"launch.pdl": False}
+
+
+def _pipeline(ckpt):
+    from max.driver import DeviceSpec
+    from max.pipelines import PipelineConfig
+    from max.pipelines.lib.pipeline import load_pipeline
+
+    return load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16,
+                                        max_batch_size=4, device_specs=[DeviceSpec.accelerator(0)]))
+
+
+def _decode(pipeline, groups):
+    from max.interfaces import SamplingParams
+    from max.pipelines.lib.generate import Generator
+
+    sp = SamplingParams(top_k=1, max_new_tokens=12, ignore_eos=True)
+    out = []
+    for group in groups:
+        gen = Generator(pipeline)
+        res = gen.run([gen.context(ids, sp, log_probabilities=3) for ids in group])
+        out.append([(r.tokens, r.log_probabilities) for r in res])
+    return out
+
+
+def test_a_random_llama_decodes_bit_for_bit_the_same_with_and_without_pdl(gpu, tmp_path):
+    from reference.checkpoints import write_checkpoint
+
+    ckpt = write_checkpoint(directory=tmp_path, seed=11, arch="llama", dtype="bfloat16")
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(5, ckpt["config"]["vocab_size"], n).tolist() for n in (9, 4, 13)]
+    groups = [prompts[:1], prompts]  # decode at one row, then three
+    results, kernels = [], []
+    for spec in ({}, OFF):
+        # the knob is read when a kernel is launched, i.e. while the decode graph is captured:
+        # load and run inside the override
+        with tuning.override(**spec), tuning.record_launches() as log:
+            results.append(_decode(_pipeline(ckpt), groups))
+            kernels.append({(r["kernel"], r["pdl"]) for r in log.records("gemv_nt")})
+    assert results[0] == results[1]
+    assert kernels[0] and all(pdl == 1 for _, pdl in kernels[0]), kernels[0]
+    assert kernels[1] and all(pdl == 0 for _, pdl in kernels[1]), kernels[1]
+    assert any(k.endswith("_norm_gated") for k, _ in kernels[0]), kernels[0]
+
+
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32], ids=lambda d: d.name)
+@pytest.mark.parametrize("k", [576, 100, 2056])  # 100: element loads
+def test_layer_products_equal_with_and_without_pdl(rng, gpu, dtype, k):
+    from engine_util import session
+
+    nq, nkv, ffn = (576, 192, 1536) if k == 576 else (72, 24, 200)
+    ws = weights(rng, dtype, k, nq, nkv, ffn)
+    g = layer(dtype, k, ws)
+    fold = {"fusion.norm_gemv_max_k": max(k, 1024)}  # the _norm kernels at every k tested
+    specs = (fold, {**fold, **OFF})
+    models = []
+    for spec in specs:
+        with tuning.override(**spec):
+            models.append(session(gpu).load(g))
+    for m in (1, 2, 3, 4):
+        for _ in range(3):  # step by step, captured, replayed
+            x = rng.standard_normal((m, k)).astype(as_np(dtype))
+            h = rng.standard_normal((m, k)).astype(as_np(dtype))
+            outs = []
+            for spec, model in zip(specs, models):
+                with tuning.override(**spec), tuning.record_launches() as log:
+                    outs.append(run(model, gpu, x, h))
+                pdl = {r["pdl"] for r in log.records("gemv_nt")}
+                assert pdl in (set(), {0 if "launch.pdl" in spec else 1}), pdl
+            for i, (u, v) in enumerate(zip(*outs)):
+                assert np.array_equal(u.view(np.uint8), v.view(np.uint8)), f"k={k} m={m} output {i}"
