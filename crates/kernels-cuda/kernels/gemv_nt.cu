@@ -148,7 +148,8 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     // (The `_norm` variants only prefetch the group into L2, and load it after the norm's pass.)
     u32 raw[U][RW][4];
     if constexpr (NORM) {
-        prefetch_w<T, R, RW, U>(W, W2, lane * V, p.k, wrows);
+        // (f32 rows: no early prefetch; at m1 it made ptxas spill, and f32 weights are rare)
+        if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, U>(W, W2, lane * V, p.k, wrows);
     } else {
         load_w<T, R, RW, U, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
     }
