@@ -196,6 +196,9 @@ declare! {
     /// The tensor-core prefill kernel (attention_prefill.cu) for 16-bit paged attention over
     /// prompts (off: the decode kernels run every call).
     AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
+    /// On sm_90, the wgmma prefill kernel (attention_prefill_sm90.cu) for the calls it is
+    /// compiled for (off: attention_prefill.cu's mma.sync kernel).
+    AttentionPrefillWgmma: "attention.prefill_wgmma", None, Kind::Flag, "1";
     /// Query rows per sequence (tokens / batch) from which paged attention takes the prefill
     /// kernel.
     AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";
