@@ -29,11 +29,15 @@
 //     O += P V       m64nDk16 wgmma with A from registers: the accumulators of keys 16k..16k+15
 //                    (two n8 column groups) are, packed to 16 bits, the A fragment of step k;
 //                    V [keys, D] is the N-major B (transpose bit set).
-//   Each wgmma batch is waited for (wgmma.wait_group 0) before its results are used; lane 0 of
-//   each consumer warp then arrives on the stage's `empty` barrier (8 arrivals), which the
-//   producer waits for before refilling it. A consumer whose rows see no key of a tile skips
-//   its math, but still waits for the tile and releases it, so the barriers' phases stay in
-//   step.
+//   The two products overlap as in FlashAttention-3 (one warpgroup's tiles in flight together):
+//   tile t's S = Q K^T is issued, then tile t - 1's P V; the softmax of tile t runs once S has
+//   landed (wgmma.wait_group 1) while P V finishes; after wait_group 0, O is rescaled by tile
+//   t's factors and tile t's P becomes the next A fragments. (D = 128 with softcap runs one tile
+//   at a time: its tanh did not fit the registers beside three tiles' worth.) Accumulators and
+//   fragments are fenced (fa_fence_regs) around each issue and wait. When a P V has retired,
+//   lane 0 of each consumer warp arrives on its stage's `empty` barrier (8 arrivals), which the
+//   producer waits for before refilling it. The tiles a consumer's rows see are a run; the
+//   others it only waits for and releases, so the barriers' phases stay in step.
 // Finally O / l is stored; a row with no visible key stores 0, as the reference does.
 //
 // Shared tiles (Q, K, V) are the wgmma canonical layout with the 128-byte swizzle: rows of
@@ -98,6 +102,14 @@ __device__ __forceinline__ u64 fa_desc_n(u32 addr) {
            ((u64)1 << 62);
 }
 
+// Descriptor d advanced by n 16-byte units, computed where it is used (volatile: the compiler
+// would otherwise keep every step's descriptor of the loop live in registers).
+__device__ __forceinline__ u64 fa_desc_add(u64 d, u32 n) {
+    u64 r;
+    asm volatile("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(d), "l"((u64)n));
+    return r;
+}
+
 // m64nNk16 with A from registers (4 registers of 16-bit pairs, the mma.sync A layout per warp)
 // and an N-major B from shared memory (transpose bit set); accumulates into d (N / 2 floats).
 #define FA_RS(SHAPE, REGS, OUTS, A0, A1, A2, A3, IB, IS, TYPES)                                           \
@@ -120,6 +132,14 @@ template <bool BF16> struct WgmmaRS<128, BF16> {
     }
 };
 
+// Ties registers to this point of the instruction stream (CUTLASS's warpgroup_fence_operand):
+// accumulators an asynchronous wgmma writes are neither read before its wait_group nor written
+// before it is issued, whatever the compiler's scheduling.
+template <int N> __device__ __forceinline__ void fa_fence_regs(float* r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
 // The visible keys [lo, hi) of a query at pos in a sequence of total keys (Mask::range).
 __device__ __forceinline__ void fa_range(const AttnArgs& a, i64 pos, i64 total, i64& lo, i64& hi) {
     lo = 0;
@@ -127,6 +147,11 @@ __device__ __forceinline__ void fa_range(const AttnArgs& a, i64 pos, i64 total, 
     if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
     if (a.mask == 2) hi = total;
 }
+
+// Whether the consumers overlap one tile's S = Q K^T and softmax with the previous tile's P V:
+// not at D = 128 with softcap, where the tanh's registers on top of three live tiles of
+// accumulators and fragments spilled.
+template <int D, bool CAP> struct FaOverlap { static constexpr bool on = !(CAP && D == 128); };
 
 // Stages of the (K, V) ring: two at D = 128 (160 KiB of tiles with Q), three at D = 64.
 template <int D> struct FaStages { static constexpr int S = D == 128 ? 2 : 3; };
@@ -293,94 +318,168 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
-    if (tiles > 0 && wrows > 0) mbar_wait(qbar, 0);
     const u32 sq_c = sq + (u32)c * (64 * 128);             // this consumer's 64 rows of each block
 
-    for (int t = 0; t < tiles; ++t) {
-        const int st = t % S;
-        mbar_wait(&full[st], (u32)(t / S) & 1);
-        const u32 k0 = k_begin + (u32)t * FA_KEYS;
-        const u32 sk = skv + (u32)st * (2 * KV_BYTES), sv = sk + KV_BYTES;
-        const bool skip = wrows == 0 || (i64)k0 >= whi_max || (i64)k0 + FA_KEYS <= wlo_min;
-        if (!skip) {
-            // S = Q K^T: k step kk reads dims 16kk.. (32 bytes into the 128-byte rows of block kk / 4).
-            float s[FA_KEYS / 2];
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                const u64 dq = fa_desc_k(sq_c + (u32)(kk / 4) * (FA_ROWS * 128)) + 2 * (kk % 4);
-                const u64 dk = fa_desc_k(sk + (u32)(kk / 4) * (FA_KEYS * 128)) + 2 * (kk % 4);
-                Wgmma<FA_KEYS, BF16, false>::run(s, dq, dk, kk > 0 ? 1u : 0u);
-            }
-            wgmma_commit();
-            wgmma_wait0();
-
-            // Scores in log2 units; the mask only where a row's bound crosses the tile or a key
-            // lacks a page. s[4j + 2hr + e] is row g + 8hr, key 8j + 2tig + e.
-            const bool all_valid = *(const u32*)(bad + st * 4) == 0;
-            const bool edge = !all_valid || (i64)k0 + FA_KEYS > whi_min || (i64)k0 < wlo_max;
-#pragma unroll
-            for (int j = 0; j < FA_KEYS / 8; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    float x = s[4 * j + e];
-                    if (CAP) x = cap_l2 * tanhf(x * cap_in);
-                    else x *= sl2;
-                    if (edge) {
-                        const int kc = 8 * j + 2 * tig + (e & 1);
-                        const u32 key = k0 + (u32)kc;
-                        const int hr = e >> 1;
-                        if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) x = FA_NEG_INF;
-                    }
-                    s[4 * j + e] = x;
-                }
-
-            // Online softmax of both rows.
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                float mx = m[hr];
-#pragma unroll
-                for (int j = 0; j < FA_KEYS / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-                const float base = mx == FA_NEG_INF ? 0.f : mx;  // a row with nothing visible yet
-                const float alpha = fa_exp2(m[hr] - base);       // 0 while m was -inf
-                m[hr] = mx;
-                float sum = 0.f;
-#pragma unroll
-                for (int j = 0; j < FA_KEYS / 8; ++j) {
-                    s[4 * j + 2 * hr] = fa_exp2(s[4 * j + 2 * hr] - base);
-                    s[4 * j + 2 * hr + 1] = fa_exp2(s[4 * j + 2 * hr + 1] - base);
-                    sum += s[4 * j + 2 * hr] + s[4 * j + 2 * hr + 1];
-                }
-                l[hr] = l[hr] * alpha + sum;
-#pragma unroll
-                for (int j = 0; j < D / 8; ++j) {
-                    o[4 * j + 2 * hr] *= alpha;
-                    o[4 * j + 2 * hr + 1] *= alpha;
-                }
-            }
-
-            // O += P V: k step kk covers keys 16kk..16kk+15 (accumulator column groups 2kk and
-            // 2kk + 1), V rows 16kk.. (2048 bytes per step).
-            u32 pa[FA_KEYS / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < FA_KEYS / 16; ++kk) {
-                pa[kk][0] = fa_pack<BF16>(s[8 * kk], s[8 * kk + 1]);
-                pa[kk][1] = fa_pack<BF16>(s[8 * kk + 2], s[8 * kk + 3]);
-                pa[kk][2] = fa_pack<BF16>(s[8 * kk + 4], s[8 * kk + 5]);
-                pa[kk][3] = fa_pack<BF16>(s[8 * kk + 6], s[8 * kk + 7]);
-            }
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < FA_KEYS / 16; ++kk)
-                WgmmaRS<D, BF16>::run(o, pa[kk], fa_desc_n(sv) + (u64)((kk * 2048) >> 4), 1u);
-            wgmma_commit();
-            wgmma_wait0();
-        }
-        // This warp's reads of the stage are done (or were never made): release it.
-        if (lane == 0) mbar_arrive(&empty[st]);
+    // The tiles this consumer's rows see: [t_lo, t_hi), a run (the others it only waits for and
+    // releases).
+    int t_lo = 0, t_hi = 0;
+    if (wrows > 0 && tiles > 0) {
+        const i64 from = wlo_min - (i64)k_begin, to = whi_max - (i64)k_begin;
+        t_lo = from > 0 ? (int)(from / FA_KEYS) : 0;
+        t_hi = to > 0 ? (int)((to + FA_KEYS - 1) / FA_KEYS) : 0;
+        if (t_hi > tiles) t_hi = tiles;
+        if (t_lo > t_hi) t_lo = t_hi;
     }
+    auto stage_of = [&](int t) { return t % S; };
+    auto wait_full = [&](int t) { mbar_wait(&full[stage_of(t)], (u32)(t / S) & 1); };
+    // This warp's reads of tile t's stage are done (or were never made): release it.
+    auto release = [&](int t) {
+        if (lane == 0) mbar_arrive(&empty[stage_of(t)]);
+    };
+    auto k_smem = [&](int t) { return skv + (u32)stage_of(t) * (2 * KV_BYTES); };
+
+    // S = Q K^T of tile t, issued (one wgmma group): k step kk reads dims 16kk.. (32 bytes into
+    // the 128-byte rows of block kk / 4).
+    auto qk = [&](float* sc, int t) {
+        const u64 dq0 = fa_desc_k(sq_c), dk0 = fa_desc_k(k_smem(t));
+        fa_fence_regs<FA_KEYS / 2>(sc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const u64 dq = fa_desc_add(dq0, (kk / 4) * (FA_ROWS * 128 >> 4) + 2 * (kk % 4));
+            const u64 dk = fa_desc_add(dk0, (kk / 4) * (FA_KEYS * 128 >> 4) + 2 * (kk % 4));
+            Wgmma<FA_KEYS, BF16, false>::run(sc, dq, dk, kk > 0 ? 1u : 0u);
+        }
+        wgmma_commit();
+    };
+    // O += P V of tile t, issued (one wgmma group): k step kk covers keys 16kk..16kk+15 (the
+    // accumulator column groups 2kk and 2kk + 1 of S), V rows 16kk.. (2048 bytes per step).
+    auto pv = [&](u32 (*pa)[4], int t) {
+        const u64 dv0 = fa_desc_n(k_smem(t) + KV_BYTES);
+        fa_fence_regs<D / 2>(o);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < FA_KEYS / 16; ++kk) WgmmaRS<D, BF16>::run(o, pa[kk], fa_desc_add(dv0, kk * (2048 >> 4)), 1u);
+        wgmma_commit();
+    };
+    // Scores of tile t (in sc) to probabilities: log2 units, the mask only where a row's bound
+    // crosses the tile or a key lacks a page (sc[4j + 2hr + e] is row g + 8hr, key 8j + 2tig + e),
+    // then the online softmax of both rows. Returns the factors (alpha) by which O must be
+    // rescaled; l is updated, O is not touched (a P V may still be accumulating into it).
+    auto softmax = [&](float* sc, int t, float* alpha) {
+        const int st = stage_of(t);
+        const u32 k0 = k_begin + (u32)t * FA_KEYS;
+        const bool all_valid = *(const u32*)(bad + st * 4) == 0;
+        const bool edge = !all_valid || (i64)k0 + FA_KEYS > whi_min || (i64)k0 < wlo_max;
+#pragma unroll
+        for (int j = 0; j < FA_KEYS / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = sc[4 * j + e];
+                if (CAP) x = cap_l2 * tanhf(x * cap_in);
+                else x *= sl2;
+                if (edge) {
+                    const int kc = 8 * j + 2 * tig + (e & 1);
+                    const u32 key = k0 + (u32)kc;
+                    const int hr = e >> 1;
+                    if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) x = FA_NEG_INF;
+                }
+                sc[4 * j + e] = x;
+            }
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float mx = m[hr];
+#pragma unroll
+            for (int j = 0; j < FA_KEYS / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hr], sc[4 * j + 2 * hr + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+            const float base = mx == FA_NEG_INF ? 0.f : mx;  // a row with nothing visible yet
+            alpha[hr] = fa_exp2(m[hr] - base);               // 0 while m was -inf
+            m[hr] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < FA_KEYS / 8; ++j) {
+                sc[4 * j + 2 * hr] = fa_exp2(sc[4 * j + 2 * hr] - base);
+                sc[4 * j + 2 * hr + 1] = fa_exp2(sc[4 * j + 2 * hr + 1] - base);
+                sum += sc[4 * j + 2 * hr] + sc[4 * j + 2 * hr + 1];
+            }
+            l[hr] = l[hr] * alpha[hr] + sum;
+        }
+    };
+    // P as the A fragments of the k steps of P V (the accumulator layout of two n8 column
+    // groups is the A layout of one k16 step).
+    auto pack = [&](const float* sc, u32 (*pa)[4]) {
+#pragma unroll
+        for (int kk = 0; kk < FA_KEYS / 16; ++kk) {
+            pa[kk][0] = fa_pack<BF16>(sc[8 * kk], sc[8 * kk + 1]);
+            pa[kk][1] = fa_pack<BF16>(sc[8 * kk + 2], sc[8 * kk + 3]);
+            pa[kk][2] = fa_pack<BF16>(sc[8 * kk + 4], sc[8 * kk + 5]);
+            pa[kk][3] = fa_pack<BF16>(sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+    };
+
+    // O *= alpha, row by row.
+    auto rescale = [&](const float* alpha) {
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0];
+            o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+        }
+    };
+
+    int t = 0;
+    for (; t < t_lo; ++t) wait_full(t), release(t);
+    if (t_lo < t_hi) {
+        float sc[FA_KEYS / 2];
+        u32 pa[FA_KEYS / 16][4];
+        float alpha[2];
+        mbar_wait(qbar, 0);
+        if (FaOverlap<D, CAP>::on) {
+            // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
+            // softmax while that P V finishes (FlashAttention-3's intra-warpgroup overlap): O is
+            // rescaled by tile t's alpha only once tile t - 1's P V has retired.
+            wait_full(t_lo);
+            qk(sc, t_lo);
+            wgmma_wait0();
+            fa_fence_regs<FA_KEYS / 2>(sc);
+            softmax(sc, t_lo, alpha);  // O is still 0: nothing to rescale
+            pack(sc, pa);
+            for (t = t_lo + 1; t < t_hi; ++t) {
+                wait_full(t);
+                qk(sc, t);
+                pv(pa, t - 1);
+                wgmma_wait1();  // S of tile t (the older group) has landed
+                fa_fence_regs<FA_KEYS / 2>(sc);
+                softmax(sc, t, alpha);
+                wgmma_wait0();  // P V of tile t - 1 too
+                fa_fence_regs<D / 2>(o);
+                release(t - 1);
+                rescale(alpha);
+                pack(sc, pa);
+            }
+            pv(pa, t_hi - 1);
+            wgmma_wait0();
+            fa_fence_regs<D / 2>(o);
+            release(t_hi - 1);
+        } else {
+            // One tile at a time: S, softmax, P V.
+            for (t = t_lo; t < t_hi; ++t) {
+                wait_full(t);
+                qk(sc, t);
+                wgmma_wait0();
+                fa_fence_regs<FA_KEYS / 2>(sc);
+                softmax(sc, t, alpha);
+                rescale(alpha);
+                pack(sc, pa);
+                pv(pa, t);
+                wgmma_wait0();
+                fa_fence_regs<D / 2>(o);
+                release(t);
+            }
+        }
+        t = t_hi;
+    }
+    for (; t < tiles; ++t) wait_full(t), release(t);
 
     // O / l, each row's sum gathered from its quad.
     u16* out = (u16*)a.out;
