@@ -8,16 +8,16 @@
 // Block: 3 warpgroups (384 threads).
 // - Warpgroup 0, the producer (setmaxnreg.dec to 24), copies with cp.async: first the Q tile
 //   (128 rows; rows past the sequence zero-filled), then the key tiles into an S-stage ring of
-//   (K, V) stages. Per tile, thread i looks up the page of key k0 + i (one table read per key
-//   row; the cache is [pages, 2, layers, page_size, kv_heads, D], so a key row is contiguous and
-//   consecutive keys are not), publishes its element offset and whether it has a page in
-//   shared memory, then the 128 threads copy the rows' 16-byte chunks, K and V alike.
-//   A stage's copies are one cp.async group. Once a thread's group has landed
-//   (cp.async.wait_group), the thread fences its writes to the async proxy (wgmma reads shared
-//   memory through it) and arrives on the stage's `full` barrier (128 arrivals; the Q tile has
-//   its own barrier, `qbar`). With S = 2 the producer announces tile t - 1 before waiting to
-//   refill the stage of tile t - 2, so one tile is in flight while the consumers work on
-//   another; with S = 3, two.
+//   (K, V) stages, K and V each with its own `full` and `empty` barriers, K one tile ahead of V
+//   (K of tile u, then V of tile u - 1), as the consumers use them. For K of tile u, thread i
+//   looks up the page of key k0 + i (one table read per key row; the cache is [pages, 2, layers,
+//   page_size, kv_heads, D], so a key row is contiguous and consecutive keys are not) and
+//   publishes the row's element offset (in the producer's own ring) and whether it has a page
+//   (in the stage's flags, for the consumers' mask); then the 128 threads copy the rows' 16-byte
+//   chunks. V of the tile reuses the offsets. Each K or V copy is one cp.async group. Once a
+//   thread's group has landed (cp.async.wait_group, checked before each new group), the thread
+//   fences its writes to the async proxy (wgmma reads shared memory through it) and arrives on
+//   the group's `full` barrier (128 arrivals; the Q tile has its own barrier, `qbar`).
 // - Warpgroups 1 and 2, the consumers (setmaxnreg.inc to 240), own query rows 0..63 and 64..127
 //   of the tile; warp w of a consumer owns 16 of them, lane l rows l/4 and l/4 + 8 (the wgmma
 //   accumulator layout, as in gemm_sm90p.cu). Per key tile:
@@ -34,10 +34,12 @@
 //   landed (wgmma.wait_group 1) while P V finishes; after wait_group 0, O is rescaled by tile
 //   t's factors and tile t's P becomes the next A fragments. (D = 128 with softcap runs one tile
 //   at a time: its tanh did not fit the registers beside three tiles' worth.) Accumulators and
-//   fragments are fenced (fa_fence_regs) around each issue and wait. When a P V has retired,
-//   lane 0 of each consumer warp arrives on its stage's `empty` barrier (8 arrivals), which the
-//   producer waits for before refilling it. The tiles a consumer's rows see are a run; the
-//   others it only waits for and releases, so the barriers' phases stay in step.
+//   fragments are fenced (fa_fence_regs) around each issue and wait. Lane 0 of each consumer
+//   warp releases a tile's K (arrives on `empty_k`, 8 arrivals) once its S has landed and its
+//   page flags have been read, and its V once its P V has retired; the producer waits for these
+//   before refilling a stage. So a stage's K is refilled while its V is still being read, and
+//   K arrives well ahead of its S, V ahead of its P V. The tiles a consumer's rows see are a
+//   run; the others it only waits for and releases, so the barriers' phases stay in step.
 // Finally O / l is stored; a row with no visible key stores 0, as the reference does.
 //
 // Shared tiles (Q, K, V) are the wgmma canonical layout with the 128-byte swizzle: rows of
@@ -153,6 +155,9 @@ __device__ __forceinline__ void fa_range(const AttnArgs& a, i64 pos, i64 total, 
 // accumulators and fragments spilled.
 template <int D, bool CAP> struct FaOverlap { static constexpr bool on = !(CAP && D == 128); };
 
+// Tiles of key offsets the producer keeps (more than S: see the V step).
+#define FA_ROWOFF 4
+
 // Stages of the (K, V) ring: two at D = 128 (160 KiB of tiles with Q), three at D = 64.
 template <int D> struct FaStages { static constexpr int S = D == 128 ? 2 : 3; };
 
@@ -166,11 +171,13 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
     u8* smem = (u8*)(((u64)fa_raw + 1023) & ~(u64)1023);
     const u32 sq = s_addr(smem);                                  // Q tile
     const u32 skv = sq + Q_BYTES;                                 // stage s: K at skv + 2s KV_BYTES, V after it
-    u64* full = (u64*)(smem + Q_BYTES + 2 * S * KV_BYTES);        // [S]
-    u64* empty = full + S;                                        // [S]
-    u64* qbar = empty + S;
-    u64* rowoff = qbar + 1;                                       // [S][FA_KEYS]: element offset of the key row
-    u8* valid = (u8*)(rowoff + S * FA_KEYS);                      // [S][FA_KEYS]: the key has a page
+    u64* full_k = (u64*)(smem + Q_BYTES + 2 * S * KV_BYTES);      // [S]: K of the stage landed
+    u64* full_v = full_k + S;                                     // [S]: V of the stage landed
+    u64* empty_k = full_v + S;                                    // [S]: K of the stage read
+    u64* empty_v = empty_k + S;                                   // [S]: V of the stage read
+    u64* qbar = empty_v + S;                                      // the Q tile landed
+    u64* rowoff = qbar + 1;                                       // [FA_ROWOFF][FA_KEYS] (producer's)
+    u8* valid = (u8*)(rowoff + FA_ROWOFF * FA_KEYS);              // [S][FA_KEYS]: the key has a page
     u8* bad = valid + S * FA_KEYS;                                // [S][4]: a producer warp's keys lack a page
 
     const int tid = threadIdx.x, wg = tid / 128;
@@ -210,8 +217,10 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
 
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
-            mbar_init(&full[s], 128);
-            mbar_init(&empty[s], 8);
+            mbar_init(&full_k[s], 128);
+            mbar_init(&full_v[s], 128);
+            mbar_init(&empty_k[s], 8);
+            mbar_init(&empty_v[s], 8);
         }
         mbar_init(qbar, 128);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -241,22 +250,37 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
         }
         fa_commit();
 
-        // Cp.async groups in commit order: 0 the Q tile, 1 + t key tile t. `sig` of them have
-        // been announced; announce(n) announces those below n, which have landed.
-        int sig = 0;
+        // Cp.async groups in commit order: 0 the Q tile, 1 K of tile 0, then for u = 1..tiles
+        // K of tile u (2u; an empty group for u = tiles) and V of tile u - 1 (2u + 1): K runs a
+        // tile ahead of V, as the consumers need them. `sig` groups have been announced;
+        // announce(n) announces those below n, which have landed.
+        int sig = 0, committed = 0;
+        auto bar_of = [&](int g) -> u64* {
+            if (g == 0) return qbar;
+            if (g == 1) return &full_k[0];
+            const int u = g / 2;
+            if (g % 2 == 0) return u < tiles ? &full_k[u % S] : nullptr;
+            return &full_v[(u - 1) % S];
+        };
         auto announce = [&](int n) {
             if (sig >= n) return;
             fence_proxy_async_smem();
-            for (; sig < n; ++sig) mbar_arrive(sig == 0 ? qbar : &full[(sig - 1) % S]);
+            for (; sig < n; ++sig) {
+                u64* bar = bar_of(sig);
+                if (bar) mbar_arrive(bar);
+            }
         };
-        for (int t = 0; t < tiles; ++t) {
-            // t + 1 groups committed; all but the last S - 2 have landed.
-            fa_wait<S - 2>();
-            announce(t + 3 - S);
-            const int st = t % S;
-            mbar_wait(&empty[st], ((u32)(t / S) & 1) ^ 1);
-            const u32 k0 = k_begin + (u32)t * FA_KEYS;
-            {
+        auto commit = [&]() { fa_commit(), ++committed; };
+        commit();  // the Q tile
+        for (int u = 0; tiles > 0 && u <= tiles; ++u) {
+            if (u < tiles) {
+                // K of tile u. Thread i looks up key k0 + i: its element offset (~0: no page)
+                // into the producer's ring of offsets, its flag into the stage's.
+                fa_wait<1>();
+                announce(committed - 1);
+                const int st = u % S, ro = u % FA_ROWOFF;
+                mbar_wait(&empty_k[st], ((u32)(u / S) & 1) ^ 1);
+                const u32 k0 = k_begin + (u32)u * FA_KEYS;
                 const u32 j = k0 + (u32)tid;
                 bool ok = j < k_end && j >= k0;  // (no wrap past 2^32)
                 u64 at = 0;
@@ -265,25 +289,42 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
                     ok = page < (u64)a.pages;
                     at = page * page_stride + layer_off + (u64)(j % ps) * row_elems;
                 }
-                rowoff[st * FA_KEYS + tid] = ok ? at : 0;
+                rowoff[ro * FA_KEYS + tid] = ok ? at : ~0ull;
                 valid[st * FA_KEYS + tid] = ok;
                 const u32 any_bad = __ballot_sync(FULL_MASK, !ok);
                 if (lane == 0) bad[st * 4 + warp] = any_bad != 0;
-            }
-            named_sync(1, 128);
-            const u32 sk = skv + (u32)st * (2 * KV_BYTES), sv = sk + KV_BYTES;
+                named_sync(1, 128);
+                const u32 sk = skv + (u32)st * (2 * KV_BYTES);
 #pragma unroll 4
-            for (int i = 0; i < LOADS; ++i) {
-                const int c = tid + i * 128, r = c / CPR, ch = c % CPR;
-                const bool ok = valid[st * FA_KEYS + r] != 0;
-                const u64 at = rowoff[st * FA_KEYS + r] + ch * 8;
-                fa_cp16(sk + fa_at<FA_KEYS>(r, ch), cache + at, ok);
-                fa_cp16(sv + fa_at<FA_KEYS>(r, ch), cache + at + value_off, ok);
+                for (int i = 0; i < LOADS; ++i) {
+                    const int c = tid + i * 128, r = c / CPR, ch = c % CPR;
+                    const u64 off = rowoff[ro * FA_KEYS + r];
+                    const bool has = off != ~0ull;
+                    fa_cp16(sk + fa_at<FA_KEYS>(r, ch), cache + (has ? off + ch * 8 : 0), has);
+                }
             }
-            fa_commit();
+            commit();
+            if (u >= 1) {
+                // V of tile u - 1, at the offsets its K step published (the ring holds
+                // FA_ROWOFF > S tiles' offsets: a thread may still read these while another
+                // publishes tile u + 1's).
+                fa_wait<1>();
+                announce(committed - 1);
+                const int v = u - 1, st = v % S, ro = v % FA_ROWOFF;
+                mbar_wait(&empty_v[st], ((u32)(v / S) & 1) ^ 1);
+                const u32 sv = skv + (u32)st * (2 * KV_BYTES) + KV_BYTES;
+#pragma unroll 4
+                for (int i = 0; i < LOADS; ++i) {
+                    const int c = tid + i * 128, r = c / CPR, ch = c % CPR;
+                    const u64 off = rowoff[ro * FA_KEYS + r];
+                    const bool has = off != ~0ull;
+                    fa_cp16(sv + fa_at<FA_KEYS>(r, ch), cache + (has ? off + value_off + ch * 8 : 0), has);
+                }
+                commit();
+            }
         }
         fa_wait<0>();
-        announce(tiles + 1);
+        announce(committed);
         return;
     }
 
@@ -331,11 +372,17 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
         if (t_lo > t_hi) t_lo = t_hi;
     }
     auto stage_of = [&](int t) { return t % S; };
-    auto wait_full = [&](int t) { mbar_wait(&full[stage_of(t)], (u32)(t / S) & 1); };
-    // This warp's reads of tile t's stage are done (or were never made): release it.
-    auto release = [&](int t) {
-        if (lane == 0) mbar_arrive(&empty[stage_of(t)]);
+    auto wait_k = [&](int t) { mbar_wait(&full_k[stage_of(t)], (u32)(t / S) & 1); };
+    auto wait_v = [&](int t) { mbar_wait(&full_v[stage_of(t)], (u32)(t / S) & 1); };
+    // This warp's reads of tile t's K (with its page flags) or V are done, or were never made:
+    // the producer may refill it.
+    auto release_k = [&](int t) {
+        if (lane == 0) mbar_arrive(&empty_k[stage_of(t)]);
     };
+    auto release_v = [&](int t) {
+        if (lane == 0) mbar_arrive(&empty_v[stage_of(t)]);
+    };
+    auto skip = [&](int t) { wait_k(t), release_k(t), wait_v(t), release_v(t); };
     auto k_smem = [&](int t) { return skv + (u32)stage_of(t) * (2 * KV_BYTES); };
 
     // S = Q K^T of tile t, issued (one wgmma group): k step kk reads dims 16kk.. (32 bytes into
@@ -428,7 +475,7 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
     };
 
     int t = 0;
-    for (; t < t_lo; ++t) wait_full(t), release(t);
+    for (; t < t_lo; ++t) skip(t);
     if (t_lo < t_hi) {
         float sc[FA_KEYS / 2];
         u32 pa[FA_KEYS / 16][4];
@@ -438,48 +485,54 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
             // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
             // softmax while that P V finishes (FlashAttention-3's intra-warpgroup overlap): O is
             // rescaled by tile t's alpha only once tile t - 1's P V has retired.
-            wait_full(t_lo);
+            wait_k(t_lo);
             qk(sc, t_lo);
             wgmma_wait0();
             fa_fence_regs<FA_KEYS / 2>(sc);
             softmax(sc, t_lo, alpha);  // O is still 0: nothing to rescale
+            release_k(t_lo);
             pack(sc, pa);
             for (t = t_lo + 1; t < t_hi; ++t) {
-                wait_full(t);
+                wait_k(t);
                 qk(sc, t);
+                wait_v(t - 1);
                 pv(pa, t - 1);
                 wgmma_wait1();  // S of tile t (the older group) has landed
                 fa_fence_regs<FA_KEYS / 2>(sc);
                 softmax(sc, t, alpha);
+                release_k(t);
                 wgmma_wait0();  // P V of tile t - 1 too
                 fa_fence_regs<D / 2>(o);
-                release(t - 1);
+                release_v(t - 1);
                 rescale(alpha);
                 pack(sc, pa);
             }
+            wait_v(t_hi - 1);
             pv(pa, t_hi - 1);
             wgmma_wait0();
             fa_fence_regs<D / 2>(o);
-            release(t_hi - 1);
+            release_v(t_hi - 1);
         } else {
             // One tile at a time: S, softmax, P V.
             for (t = t_lo; t < t_hi; ++t) {
-                wait_full(t);
+                wait_k(t);
                 qk(sc, t);
                 wgmma_wait0();
                 fa_fence_regs<FA_KEYS / 2>(sc);
                 softmax(sc, t, alpha);
+                release_k(t);
                 rescale(alpha);
                 pack(sc, pa);
+                wait_v(t);
                 pv(pa, t);
                 wgmma_wait0();
                 fa_fence_regs<D / 2>(o);
-                release(t);
+                release_v(t);
             }
         }
         t = t_hi;
     }
-    for (; t < tiles; ++t) wait_full(t), release(t);
+    for (; t < tiles; ++t) skip(t);
 
     // O / l, each row's sum gathered from its quad.
     u16* out = (u16*)a.out;
