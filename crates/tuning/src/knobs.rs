@@ -193,8 +193,8 @@ declare! {
     GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
 
     // ---- attention ---------------------------------------------------------------------------
-    /// The tensor-core prefill kernel (attention_prefill.cu) for 16-bit paged attention over
-    /// prompts (off: the decode kernels run every call).
+    /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on
+    /// sm_90) for 16-bit paged attention over prompts (off: the decode kernels run every call).
     AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
     /// On sm_90, the wgmma prefill kernel (attention_prefill_sm90.cu) for the calls it is
     /// compiled for (off: attention_prefill.cu's mma.sync kernel).
