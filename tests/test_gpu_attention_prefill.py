@@ -1,10 +1,11 @@
 """paged_attention's tensor-core prefill kernels against numpy float64 on fresh random inputs:
 ragged batches mixing 1-row sequences with long ones (row counts that are not multiples of 64
 or 128, cached prefixes of every size), GQA 4:1 and 1:1, head dims 64 and 128, pages of
-16/64/128 tokens in random order, every mask, softcap, bf16 and f16. Every case runs twice
-(`kernel`): with the default choice (the wgmma kernel of attention_prefill_sm90.cu on an sm_90a
-GPU, attention_prefill.cu's mma.sync kernel elsewhere) and with attention.prefill_wgmma=0 (the
-mma.sync kernel everywhere), and checks from the launch log which kernel ran. Every test skips
+16/64/128 tokens in random order, every mask, softcap, bf16 and f16. Every case runs three
+times (`kernel`): with the default choice (the wgmma kernel of attention_prefill_sm90.cu on an
+sm_90a GPU, attention_prefill.cu's mma.sync kernel elsewhere), with attention.prefill_wgmma=0
+(the mma.sync kernel everywhere) and with attention.prefill_pingpong=1 (the wgmma kernel's
+ping-pong form on sm_90a), and checks from the launch log which kernel ran. Every test skips
 without a GPU."""
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def reference(q, keys, values, seqs, scale, mask, window, softcap, group):
     return out
 
 
-KERNELS = ["default", "mma"]
+KERNELS = ["default", "mma", "pingpong"]
+SPECS = {"default": "", "mma": ",attention.prefill_wgmma=0", "pingpong": ",attention.prefill_pingpong=1"}
 
 
 def attend(
@@ -84,8 +86,7 @@ def attend(
         )
 
     graph = Graph("prefill", body, input_types=types)
-    spec = "attention.prefill_rows=1" + (",attention.prefill_wgmma=0" if kernel == "mma" else "")
-    with tuning.override(spec, cuda_graphs="off"):
+    with tuning.override("attention.prefill_rows=1" + SPECS[kernel], cuda_graphs="off"):
         model = engine.InferenceSession(devices=[driver.CPU(), gpu]).load(graph)
         args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in (q, blocks, offsets, lengths, table)]
         with tuning.record_launches() as log:
@@ -103,8 +104,9 @@ def attend(
 
 def check(got, want, log, dtype, d, gpu, kernel, softcap=0.0):
     ty = "bf16" if dtype is DType.bfloat16 else "f16"
-    if kernel == "default" and gpu.architecture_name == "sm_90a":
-        name = f"attention_prefill_sm90_d{d}_{ty}{'_cap' if softcap else ''}"
+    if kernel != "mma" and gpu.architecture_name == "sm_90a":
+        form = "_cap" if softcap else "_pp" if kernel == "pingpong" else ""
+        name = f"attention_prefill_sm90_d{d}_{ty}{form}"
     else:
         name = f"attention_prefill_d{d}_{ty}"
     assert [r["kernel"] for r in log.records("attention_prefill")] == [name]
@@ -200,8 +202,7 @@ def test_pages_past_the_cache_are_skipped(gpu, rng, kernel):
         lambda q_, c, o, l, t: kernels.paged_attention(q_, c, o, l, t, layer=0, scale=d**-0.5),
         input_types=types,
     )
-    spec = "attention.prefill_rows=1" + (",attention.prefill_wgmma=0" if kernel == "mma" else "")
-    with tuning.override(spec, cuda_graphs="off"):
+    with tuning.override("attention.prefill_rows=1" + SPECS[kernel], cuda_graphs="off"):
         model = engine.InferenceSession(devices=[driver.CPU(), gpu]).load(graph)
         args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in (q, blocks, offsets, lengths, table)]
         with tuning.record_launches() as log:

@@ -161,7 +161,8 @@ template <int D, bool CAP> struct FaOverlap { static constexpr bool on = !(CAP &
 // Stages of the (K, V) ring: two at D = 128 (160 KiB of tiles with Q), three at D = 64.
 template <int D> struct FaStages { static constexpr int S = D == 128 ? 2 : 3; };
 
-template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 slots) {
+template <int D, bool BF16, bool CAP, bool PP>
+__device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 slots) {
     constexpr int S = FaStages<D>::S;
     constexpr int CPR = D / 8;                      // 16-byte chunks per row
     constexpr int Q_BYTES = FA_ROWS * D * 2;
@@ -371,6 +372,23 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
         if (t_hi > tiles) t_hi = tiles;
         if (t_lo > t_hi) t_lo = t_hi;
     }
+    // Ping-pong (PP; FlashAttention-3's inter-warpgroup schedule): the consumers take turns at
+    // issuing their wgmma, one round (S of a tile and P V of the one before it) each, through
+    // named barriers 2 + c (consumer c waits on its own, 256 threads: itself and the other's
+    // arrival), so that one's softmax runs while the other's products occupy the tensor cores.
+    // Both then walk every tile of the CTA (a tile a consumer's rows do not see is all masked),
+    // so that their rounds pair up; with 64 rows or fewer the second consumer has no rows and
+    // the turns are off (the same decision in both: `rows` is the CTA's).
+    const bool pp = PP && FaOverlap<D, CAP>::on && rows > 64;
+    if (pp) t_lo = 0, t_hi = tiles;
+    auto take_turn = [&]() {
+        if (pp) named_sync(2 + c, 256);
+    };
+    // The other consumer's turn next (none after consumer 1's last round: nobody would take it).
+    auto pass_turn = [&](bool last) {
+        if (pp && !(c == 1 && last)) named_arrive(2 + (1 - c), 256);
+    };
+    if (pp && c == 1 && tiles > 0) named_arrive(2, 256);  // consumer 0 takes the first turn
     auto stage_of = [&](int t) { return t % S; };
     auto wait_k = [&](int t) { mbar_wait(&full_k[stage_of(t)], (u32)(t / S) & 1); };
     auto wait_v = [&](int t) { mbar_wait(&full_v[stage_of(t)], (u32)(t / S) & 1); };
@@ -485,18 +503,22 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
             // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
             // softmax while that P V finishes (FlashAttention-3's intra-warpgroup overlap): O is
             // rescaled by tile t's alpha only once tile t - 1's P V has retired.
+            take_turn();
             wait_k(t_lo);
             qk(sc, t_lo);
+            pass_turn(false);
             wgmma_wait0();
             fa_fence_regs<FA_KEYS / 2>(sc);
             softmax(sc, t_lo, alpha);  // O is still 0: nothing to rescale
             release_k(t_lo);
             pack(sc, pa);
             for (t = t_lo + 1; t < t_hi; ++t) {
+                take_turn();
                 wait_k(t);
                 qk(sc, t);
                 wait_v(t - 1);
                 pv(pa, t - 1);
+                pass_turn(false);
                 wgmma_wait1();  // S of tile t (the older group) has landed
                 fa_fence_regs<FA_KEYS / 2>(sc);
                 softmax(sc, t, alpha);
@@ -507,8 +529,10 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
                 rescale(alpha);
                 pack(sc, pa);
             }
+            take_turn();
             wait_v(t_hi - 1);
             pv(pa, t_hi - 1);
+            pass_turn(true);
             wgmma_wait0();
             fa_fence_regs<D / 2>(o);
             release_v(t_hi - 1);
@@ -553,20 +577,25 @@ template <int D, bool BF16, bool CAP> __device__ __forceinline__ void attention_
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FA_BODY(D, BF16, CAP) attention_prefill_sm90<D, BF16, CAP>(p.a, p.slots);
+#define FA_BODY(D, BF16, CAP, PP) attention_prefill_sm90<D, BF16, CAP, PP>(p.a, p.slots);
 #else
-#define FA_BODY(D, BF16, CAP) asm volatile("trap;");
+#define FA_BODY(D, BF16, CAP, PP) asm volatile("trap;");
 #endif
-// attention_prefill_sm90_d<D>_<type>[_cap: softcap > 0] (with both score forms in one kernel,
-// the tanh path's registers pushed the D = 128 consumers into spills).
-#define ATTENTION_PREFILL_SM90(NAME, D, BF16, CAP) \
-    extern "C" __global__ void __launch_bounds__(384, 1) NAME(PrefillArgs p) { FA_BODY(D, BF16, CAP) }
+// attention_prefill_sm90_d<D>_<type>[_cap: softcap > 0 | _pp: the consumers' ping-pong] (with
+// both score forms in one kernel, the tanh path's registers pushed the D = 128 consumers into
+// spills).
+#define ATTENTION_PREFILL_SM90(NAME, D, BF16, CAP, PP) \
+    extern "C" __global__ void __launch_bounds__(384, 1) NAME(PrefillArgs p) { FA_BODY(D, BF16, CAP, PP) }
 
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_bf16, 64, true, false)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_f16, 64, false, false)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_bf16, 128, true, false)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_f16, 128, false, false)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_bf16_cap, 64, true, true)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_f16_cap, 64, false, true)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_bf16_cap, 128, true, true)
-ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_f16_cap, 128, false, true)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_bf16, 64, true, false, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_f16, 64, false, false, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_bf16, 128, true, false, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_f16, 128, false, false, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_bf16_cap, 64, true, true, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_f16_cap, 64, false, true, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_bf16_cap, 128, true, true, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_f16_cap, 128, false, true, false)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_bf16_pp, 64, true, false, true)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_f16_pp, 64, false, false, true)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_bf16_pp, 128, true, false, true)
+ATTENTION_PREFILL_SM90(attention_prefill_sm90_d128_f16_pp, 128, false, false, true)

@@ -86,7 +86,8 @@ fn smem_sm90(d: usize) -> usize {
 /// 16-byte aligned, fewer than `attention.prefill_rows` rows per sequence on average, the
 /// kernels turned off (`attention.prefill`), or a grid too large for one launch.
 /// On an sm_90 device (`sm90`) the wgmma kernel takes every such call (its `_cap` form when
-/// `softcap`) unless `attention.prefill_wgmma` is off; elsewhere the mma.sync kernel does.
+/// `softcap`, else its `_pp` form under `attention.prefill_pingpong`) unless
+/// `attention.prefill_wgmma` is off; elsewhere the mma.sync kernel does.
 pub fn prefill_plan(
     dtype: DType,
     cache: &CacheLayout,
@@ -119,9 +120,15 @@ pub fn prefill_plan(
         return None;
     }
     if wgmma {
-        let cap = if softcap { "_cap" } else { "" };
+        let form = if softcap {
+            "_cap"
+        } else if tuning.flag_or(Knob::AttentionPrefillPingpong, false) {
+            "_pp"
+        } else {
+            ""
+        };
         return Some(PrefillPlan {
-            kernel: format!("attention_prefill_sm90_d{d}_{ty}{cap}"),
+            kernel: format!("attention_prefill_sm90_d{d}_{ty}{form}"),
             wgmma,
             slots,
             blocks,
@@ -185,10 +192,10 @@ pub fn kernels_sm90() -> Vec<(crate::sources::Family, String, usize)> {
     let mut all = Vec::new();
     for d in HEAD_DIMS {
         for ty in ["bf16", "f16"] {
-            for cap in ["", "_cap"] {
+            for form in ["", "_cap", "_pp"] {
                 all.push((
                     ATTENTION_PREFILL_SM90,
-                    format!("attention_prefill_sm90_d{d}_{ty}{cap}"),
+                    format!("attention_prefill_sm90_d{d}_{ty}{form}"),
                     size_of::<PrefillArgs>(),
                 ));
             }
@@ -276,6 +283,12 @@ mod tests {
         assert!(prefill_plan(DType::Float32, &c, (2048, 32, 1), true, (true, false), &t).is_none());
         assert!(prefill_plan(DType::BFloat16, &cache(8, 96), (2048, 32, 1), true, (true, false), &t).is_none());
         assert!(prefill_plan(DType::BFloat16, &c, (2048, 32, 1), false, (true, false), &t).is_none());
+        // attention.prefill_pingpong=1: the _pp form, except with softcap.
+        let t = Tuning::parse("attention.prefill_pingpong=1").unwrap();
+        let p = prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, false), &t).unwrap();
+        assert_eq!((p.kernel.as_str(), p.slots, p.smem), ("attention_prefill_sm90_d128_bf16_pp", 17, smem_sm90(128)));
+        let p = prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, true), &t).unwrap();
+        assert_eq!(p.kernel, "attention_prefill_sm90_d128_bf16_cap");
         // attention.prefill_wgmma=0: the mma.sync kernel; attention.prefill=0: neither.
         let t = Tuning::parse("attention.prefill_wgmma=0").unwrap();
         let p = prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, true), &t).unwrap();
