@@ -2,11 +2,15 @@
 head dim 128, bf16), through a graph holding the one op, in two parts:
 
 - prefill: forward TFLOP/s of one prompt (non-causal 8k tokens, causal 2k and 8k) over a paged
-  cache of 128-token pages in random order (the tensor-core kernel of attention_prefill.cu),
-  beside torch's scaled_dot_product_attention on the same data forced onto its cuDNN and its
-  flash backend (k and v repeated to 32 heads beforehand, outside the timing). FLOPs count
-  4 * d * heads per visible (query, key) pair; each result's error against torch's flash
-  output is reported.
+  cache of 128-token pages in random order (`ours`: the kernel the call takes by default, the
+  wgmma kernel of attention_prefill_sm90.cu on sm_90, named in `ours_kernel`; `pp`: with
+  attention.prefill_pingpong=1, the wgmma kernel's ping-pong form; `mma`: the mma.sync kernel of
+  attention_prefill.cu, with attention.prefill_wgmma=0), beside torch's
+  scaled_dot_product_attention on the same data forced onto its cuDNN and its flash backend
+  (k and v repeated to 32 heads beforehand, outside the timing). FLOPs count 4 * d * heads per
+  visible (query, key) pair; each result's error against torch's flash output is reported
+  (`rel_err_vs_flash`, `pp_rel_err_vs_flash`, `mma_rel_err_vs_flash`), and `ours_vs_cudnn` is
+  cuDNN's time / ours (above 1: faster than cuDNN).
 - decode: one new token per sequence at 4k and 16k context, batch 1 and 8: the bandwidth of
   reading K and V (bytes / GPU time, TB/s) over pages of 16, 64 and 128 tokens in random order
   and over a contiguous cache (one page per sequence). Successive calls read different copies
@@ -27,7 +31,7 @@ import numpy as np
 
 from common import write
 from gpu_timing import Timer, our_stream
-from max import driver, engine
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import BufferType, DeviceRef, Graph, TensorType
 from max.nn import kernels
@@ -78,13 +82,25 @@ def prefill_rows(torch, gpu, session, timer, stream, side):
         model = session.load(attention_graph(gpu, tuple(blocks.shape), pages, mask))
         args = [driver.Buffer.from_dlpack(q), driver.Buffer.from_dlpack(blocks), u32(gpu, [0, tokens]),
                 u32(gpu, [0]), u32(gpu, perm.cpu().numpy()[None, :])]
-        (out,) = model.execute(*args)
+        with tuning.record_launches() as log:
+            (out,) = model.execute(*args)
+        kernel = [r["kernel"] for r in log.records("attention_prefill")]
         ours = torch.from_dlpack(out).float()
         t = timer(stream, lambda: model.execute(*args))
         pairs = tokens * (tokens + 1) // 2 if mask == "causal" else tokens * tokens
         flops = 4 * D * HQ * pairs
-        row = {"part": "prefill", "mask": mask, "tokens": tokens, "ours_ms": round(t * 1e3, 3),
-               "ours_TFLOPs": round(flops / t / 1e12, 1)}
+        row = {"part": "prefill", "mask": mask, "tokens": tokens, "ours_kernel": kernel[0] if kernel else None,
+               "ours_ms": round(t * 1e3, 3), "ours_TFLOPs": round(flops / t / 1e12, 1)}
+        # The other forms: each its own model, loaded, run and timed under its knob.
+        others = {}
+        for name, spec in [("pp", "attention.prefill_pingpong=1"), ("mma", "attention.prefill_wgmma=0")]:
+            with tuning.override(spec):
+                other = session.load(attention_graph(gpu, tuple(blocks.shape), pages, mask))
+                (res,) = other.execute(*args)
+                others[name] = torch.from_dlpack(res).float()
+                tm = timer(stream, lambda: other.execute(*args))  # noqa: B023 (called at once)
+            row |= {f"{name}_ms": round(tm * 1e3, 3), f"{name}_TFLOPs": round(flops / tm / 1e12, 1)}
+            del other, res
 
         tq = q.transpose(0, 1).unsqueeze(0).contiguous()
         tk = k.transpose(0, 1).unsqueeze(0).repeat_interleave(HQ // HKV, dim=1).contiguous()
@@ -105,10 +121,13 @@ def prefill_rows(torch, gpu, session, timer, stream, side):
                 flash = res[0].transpose(0, 1).float()
             row |= {f"{name}_ms": round(tt * 1e3, 3), f"{name}_TFLOPs": round(flops / tt / 1e12, 1)}
         if flash is not None:
-            row["rel_err_vs_flash"] = float(f"{((ours - flash).abs().max() / flash.abs().max()).item():.2e}")
+            for key, x in [("rel_err_vs_flash", ours), *((f"{n}_rel_err_vs_flash", x) for n, x in others.items())]:
+                row[key] = float(f"{((x - flash).abs().max() / flash.abs().max()).item():.2e}")
+        if row.get("cudnn_ms"):
+            row["ours_vs_cudnn"] = round(row["cudnn_ms"] / row["ours_ms"], 3)
         rows.append(row)
         print(row, flush=True)
-        del model, args, out, blocks, q, k, v, tq, tk, tv
+        del model, others, args, out, blocks, q, k, v, tq, tk, tv
     return rows
 
 

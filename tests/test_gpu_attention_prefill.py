@@ -1,9 +1,12 @@
-"""paged_attention's tensor-core prefill kernel (crates/kernels-cuda/kernels/attention_prefill.cu)
-against numpy float64 on fresh random inputs: ragged batches mixing 1-row sequences with long
-ones (row counts that are not multiples of 64, cached prefixes of every size), GQA 4:1 and
-1:1, head dims 64 and 128, pages of 16/64/128 tokens in random order, every mask, softcap,
-bf16 and f16. Each case checks from the launch log that the prefill kernel ran. Every test
-skips without a GPU."""
+"""paged_attention's tensor-core prefill kernels against numpy float64 on fresh random inputs:
+ragged batches mixing 1-row sequences with long ones (row counts that are not multiples of 64
+or 128, cached prefixes of every size), GQA 4:1 and 1:1, head dims 64 and 128, pages of
+16/64/128 tokens in random order, every mask, softcap, bf16 and f16. Every case runs three
+times (`kernel`): with the default choice (the wgmma kernel of attention_prefill_sm90.cu on an
+sm_90a GPU, attention_prefill.cu's mma.sync kernel elsewhere), with attention.prefill_wgmma=0
+(the mma.sync kernel everywhere) and with attention.prefill_pingpong=1 (the wgmma kernel's
+ping-pong form on sm_90a), and checks from the launch log which kernel ran. Every test skips
+without a GPU."""
 
 from __future__ import annotations
 
@@ -47,9 +50,16 @@ def reference(q, keys, values, seqs, scale, mask, window, softcap, group):
     return out
 
 
-def attend(gpu, rng, dtype, seqs, *, hkv, hq, d, ps, mask="causal", window=None, softcap=0.0, layers=2, layer=1):
+KERNELS = ["default", "mma", "pingpong"]
+SPECS = {"default": "", "mma": ",attention.prefill_wgmma=0", "pingpong": ",attention.prefill_pingpong=1"}
+
+
+def attend(
+    gpu, rng, dtype, seqs, *, hkv, hq, d, ps, kernel, mask="causal", window=None, softcap=0.0, layers=2, layer=1
+):
     """Runs paged_attention over a cache holding `seqs` (cached, rows) with pages shuffled
-    across sequences; returns (got, want, launch log)."""
+    across sequences, on the prefill kernel `kernel` picks (see KERNELS); returns (got, want,
+    launch log)."""
     width = max(c + n for c, n in seqs) // ps + 2
     pages = len(seqs) * width + 3
     table = rng.permutation(pages)[: len(seqs) * width].astype(np.uint32).reshape(len(seqs), width)
@@ -76,7 +86,7 @@ def attend(gpu, rng, dtype, seqs, *, hkv, hq, d, ps, mask="causal", window=None,
         )
 
     graph = Graph("prefill", body, input_types=types)
-    with tuning.override("attention.prefill_rows=1", cuda_graphs="off"):
+    with tuning.override("attention.prefill_rows=1" + SPECS[kernel], cuda_graphs="off"):
         model = engine.InferenceSession(devices=[driver.CPU(), gpu]).load(graph)
         args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in (q, blocks, offsets, lengths, table)]
         with tuning.record_launches() as log:
@@ -92,9 +102,14 @@ def attend(gpu, rng, dtype, seqs, *, hkv, hq, d, ps, mask="causal", window=None,
     return got, want, log
 
 
-def check(got, want, log, dtype, d):
-    kernel = f"attention_prefill_d{d}_{'bf16' if dtype is DType.bfloat16 else 'f16'}"
-    assert [r["kernel"] for r in log.records("attention_prefill")] == [kernel]
+def check(got, want, log, dtype, d, gpu, kernel, softcap=0.0):
+    ty = "bf16" if dtype is DType.bfloat16 else "f16"
+    if kernel != "mma" and gpu.architecture_name == "sm_90a":
+        form = "_cap" if softcap else "_pp" if kernel == "pingpong" else ""
+        name = f"attention_prefill_sm90_d{d}_{ty}{form}"
+    else:
+        name = f"attention_prefill_d{d}_{ty}"
+    assert [r["kernel"] for r in log.records("attention_prefill")] == [name]
     assert np.isfinite(got).all()
     err = np.abs(got - want).max()
     assert err <= TOL[dtype] * np.abs(want).max(), f"max error {err}"
@@ -103,19 +118,34 @@ def check(got, want, log, dtype, d):
 RAGGED = [
     [(0, 200), (37, 1), (500, 64), (5, 130), (0, 1), (70, 63)],
     [(0, 1), (1000, 65), (3, 1), (0, 129)],
+    # Whole and broken 128-row tiles (the wgmma kernel's), at offsets that are not multiples of 128.
+    [(0, 128), (130, 256), (7, 127), (0, 1), (300, 383)],
 ]
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", list(NP))
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("hkv,hq", [(2, 8), (4, 4)])
 @pytest.mark.parametrize("ps", [16, 64, 128])
 @pytest.mark.parametrize("seqs", RAGGED)
-def test_causal_ragged(gpu, rng, dtype, d, hkv, hq, ps, seqs):
-    got, want, log = attend(gpu, rng, dtype, seqs, hkv=hkv, hq=hq, d=d, ps=ps)
-    check(got, want, log, dtype, d)
+def test_causal_ragged(gpu, rng, kernel, dtype, d, hkv, hq, ps, seqs):
+    got, want, log = attend(gpu, rng, dtype, seqs, hkv=hkv, hq=hq, d=d, ps=ps, kernel=kernel)
+    check(got, want, log, dtype, d, gpu, kernel)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", list(NP))
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("hkv,hq", [(2, 8), (4, 4)])
+@pytest.mark.parametrize("ps", [16, 128])
+@pytest.mark.parametrize("seqs", RAGGED)
+def test_null_ragged(gpu, rng, kernel, dtype, d, hkv, hq, ps, seqs):
+    got, want, log = attend(gpu, rng, dtype, seqs, hkv=hkv, hq=hq, d=d, ps=ps, kernel=kernel, mask="null")
+    check(got, want, log, dtype, d, gpu, kernel)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", list(NP))
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize(
@@ -123,17 +153,81 @@ def test_causal_ragged(gpu, rng, dtype, d, hkv, hq, ps, seqs):
     [("sliding_window", 1, 0.0), ("sliding_window", 50, 0.0), ("sliding_window", 200, 0.0), ("null", None, 0.0),
      ("causal", None, 5.0), ("null", None, 3.0)],
 )
-def test_masks_and_softcap(gpu, rng, dtype, d, mask, window, softcap):
+def test_masks_and_softcap(gpu, rng, kernel, dtype, d, mask, window, softcap):
     seqs = [(0, 300), (90, 1), (150, 77), (0, 64)]
-    got, want, log = attend(gpu, rng, dtype, seqs, hkv=2, hq=8, d=d, ps=16, mask=mask, window=window, softcap=softcap)
-    check(got, want, log, dtype, d)
+    got, want, log = attend(
+        gpu, rng, dtype, seqs, hkv=2, hq=8, d=d, ps=16, kernel=kernel, mask=mask, window=window, softcap=softcap
+    )
+    check(got, want, log, dtype, d, gpu, kernel, softcap)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", list(NP))
-def test_one_long_prompt_after_a_long_prefix(gpu, rng, dtype):
+@pytest.mark.parametrize("mask", ["causal", "null"])
+def test_one_long_prompt_after_a_long_prefix(gpu, rng, kernel, dtype, mask):
     """An 8B-shaped chunk: 1000 new rows after 3000 cached keys, 32 query heads over 8."""
-    got, want, log = attend(gpu, rng, dtype, [(3000, 1000)], hkv=8, hq=32, d=128, ps=128, layers=1, layer=0)
-    check(got, want, log, dtype, 128)
+    got, want, log = attend(
+        gpu, rng, dtype, [(3000, 1000)], hkv=8, hq=32, d=128, ps=128, kernel=kernel, mask=mask, layers=1, layer=0
+    )
+    check(got, want, log, dtype, 128, gpu, kernel)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_pages_past_the_cache_are_skipped(gpu, rng, kernel):
+    """Table entries past the cache's pages: their keys are left out (as attention.cu does), and
+    a row that sees no other key stores 0."""
+    seqs = [(0, 300), (200, 70)]
+    hkv, hq, d, ps = 2, 8, 128, 16
+    np_t = NP[DType.bfloat16]
+    width = 40
+    pages = 2 * width
+    table = rng.permutation(pages).astype(np.uint32).reshape(2, width)
+    table[0, 0] = pages + 5  # sequence 0's first 16 keys: no page
+    table[1, 3] = 0xFFFFFFFF  # keys 48..63 of sequence 1: no page
+    blocks = rng.standard_normal((pages, 2, 1, ps, hkv, d)).astype(np_t)
+    tokens = sum(n for _, n in seqs)
+    q = rng.standard_normal((tokens, hq, d)).astype(np_t)
+    offsets = np.array([0, 300, 370], np.uint32)
+    lengths = np.array([0, 200], np.uint32)
+    ref = DeviceRef.from_device(gpu)
+    types = [
+        TensorType(DType.bfloat16, ["t", hq, d], ref),
+        BufferType(DType.bfloat16, blocks.shape, ref),
+        TensorType(DType.uint32, ["b1"], ref),
+        TensorType(DType.uint32, ["b"], ref),
+        TensorType(DType.uint32, ["b", width], ref),
+    ]
+    graph = Graph(
+        "missing",
+        lambda q_, c, o, l, t: kernels.paged_attention(q_, c, o, l, t, layer=0, scale=d**-0.5),
+        input_types=types,
+    )
+    with tuning.override("attention.prefill_rows=1" + SPECS[kernel], cuda_graphs="off"):
+        model = engine.InferenceSession(devices=[driver.CPU(), gpu]).load(graph)
+        args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in (q, blocks, offsets, lengths, table)]
+        with tuning.record_launches() as log:
+            got = model.execute(*args)[0].to_numpy().astype(np.float64)
+    want = np.zeros(got.shape)
+    row = 0
+    for b, (cached, n) in enumerate(seqs):
+        total = cached + n
+        keys = np.zeros((total, hkv, d))
+        values = np.zeros((total, hkv, d))
+        has = np.zeros(total, bool)
+        for j in range(total):
+            page = int(table[b, j // ps])
+            if page < pages:
+                keys[j], values[j], has[j] = blocks[page, 0, 0, j % ps], blocks[page, 1, 0, j % ps], True
+        for i in range(n):
+            vis = has & (np.arange(total) <= cached + i)
+            for h in range(hq):
+                if not vis.any():
+                    continue
+                s = keys[vis, h // (hq // hkv)] @ q[row + i, h].astype(np.float64) * d**-0.5
+                p = np.exp(s - s.max())
+                want[row + i, h] = p @ values[vis, h // (hq // hkv)] / p.sum()
+        row += n
+    check(got, want, log, DType.bfloat16, d, gpu, kernel)
 
 
 def test_decode_batches_keep_the_decode_kernels(gpu, rng):

@@ -3,6 +3,8 @@
 // manner of FlashAttention-2 (crates/graph/src/ops/attention.rs defines the op,
 // crates/runtime/src/cpu/attention/paged.rs is the reference; attention.cu keeps the decode
 // forms). f16 or bf16 activations and cache, head dim D of 64 or 128, f32 accumulation.
+// On sm_90 attention_prefill_sm90.cu (wgmma, same calls and results) runs instead, unless the
+// knob attention.prefill_wgmma is off.
 //
 // One CTA of 4 warps per (tile of 64 query rows of one sequence, query head); each warp owns
 // 16 rows. Its Q tile is loaded once (cp.async into shared memory, then ldmatrix into

@@ -116,6 +116,15 @@ pub const ATTENTION_PREFILL: Family = Family {
     name: "attention_prefill",
     source: concat!(include_str!("../kernels/attention_args.cuh"), include_str!("../kernels/attention_prefill.cu")),
 };
+/// The same on Hopper with wgmma (FlashAttention-3 style; sm_90a only, sm90_pipe.cuh in front).
+pub const ATTENTION_PREFILL_SM90: Family = Family {
+    name: "attention_prefill_sm90",
+    source: concat!(
+        include_str!("../kernels/attention_args.cuh"),
+        include_str!("../kernels/sm90_pipe.cuh"),
+        include_str!("../kernels/attention_prefill_sm90.cu")
+    ),
+};
 
 /// sample_tokens (temperature, top-k, top-p, min-p, Gumbel-max) and apply_penalties.
 pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("../kernels/sampling.cu") };
@@ -174,6 +183,7 @@ pub const ALL: &[Family] = &[
     ATTENTION,
     ATTENTION_DECODE,
     ATTENTION_PREFILL,
+    ATTENTION_PREFILL_SM90,
     SAMPLING,
     FFT,
     RANDOM,

@@ -6,7 +6,7 @@
 
 use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling};
 use max_kernels_cuda::sources::{
-    ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, FFT, Family, GEMV_NT, RANDOM, SAMPLING,
+    ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_NT, RANDOM, SAMPLING,
 };
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
@@ -44,6 +44,11 @@ fn attention_decode_kernels_exist_with_their_argument_sizes() {
 #[test]
 fn attention_prefill_kernels_exist_with_their_argument_sizes() {
     check_listed(&ATTENTION_PREFILL, attention_prefill::kernels(), 4);
+}
+
+#[test]
+fn attention_prefill_sm90_kernels_exist_with_their_argument_sizes() {
+    check_listed(&ATTENTION_PREFILL_SM90, attention_prefill::kernels_sm90(), 12);
 }
 
 #[test]

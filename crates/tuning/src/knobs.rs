@@ -200,9 +200,15 @@ declare! {
     LaunchPdl: "launch.pdl", None, Kind::Flag, "1";
 
     // ---- attention ---------------------------------------------------------------------------
-    /// The tensor-core prefill kernel (attention_prefill.cu) for 16-bit paged attention over
-    /// prompts (off: the decode kernels run every call).
+    /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on
+    /// sm_90) for 16-bit paged attention over prompts (off: the decode kernels run every call).
     AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
+    /// On sm_90, the wgmma prefill kernel (attention_prefill_sm90.cu) for the calls it is
+    /// compiled for (off: attention_prefill.cu's mma.sync kernel).
+    AttentionPrefillWgmma: "attention.prefill_wgmma", None, Kind::Flag, "1";
+    /// The wgmma prefill kernel's consumer warpgroups take turns at the tensor cores
+    /// (FlashAttention-3's ping-pong; not with softcap).
+    AttentionPrefillPingpong: "attention.prefill_pingpong", None, Kind::Flag, "0";
     /// Query rows per sequence (tokens / batch) from which paged attention takes the prefill
     /// kernel.
     AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";

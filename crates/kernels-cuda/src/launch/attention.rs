@@ -1,7 +1,8 @@
 //! Launching attention.cu: rope, kv_cache_store (also both at once) and paged_attention. Every tensor is contiguous
 //! and of one activation dtype (f32, f16 or bf16); index tensors are uint32 (see the kernels'
 //! comment for what out-of-range indices do). paged_attention of 16-bit prompts goes to the
-//! tensor-core kernel of attention_prefill.rs ([`prefill_plan`]); decode steps stay here.
+//! tensor-core kernels of attention_prefill.rs ([`prefill_plan`]: wgmma on sm_90, mma.sync
+//! elsewhere); decode steps stay here.
 
 use std::sync::Arc;
 
@@ -276,15 +277,17 @@ unsafe impl DeviceRepr for AttnArgs {}
 pub use super::attention_decode::{SplitPlan, split_plan, split_scratch_bytes};
 
 /// The tensor-core prefill plan of a call over tensors at `q`, `blocks` and `out` (under the
-/// current tuning), or None when the decode kernels take it.
+/// current tuning), or None when the decode kernels take it; `(sm90, softcap)` pick among the
+/// prefill kernels (whether one runs does not depend on them).
 pub fn prefill_plan(
     dtype: DType,
     cache: &CacheLayout,
     (tokens, q_heads, batch): (usize, usize, usize),
     (q, blocks, out): (u64, u64, u64),
+    (sm90, softcap): (bool, bool),
 ) -> Option<PrefillPlan> {
     let aligned = (q | blocks) % 16 == 0 && out % 4 == 0;
-    prefill::prefill_plan(dtype, cache, (tokens, q_heads, batch), aligned, &max_tuning::current())
+    prefill::prefill_plan(dtype, cache, (tokens, q_heads, batch), aligned, (sm90, softcap), &max_tuning::current())
 }
 
 /// Bytes of scratch [`paged_attention`] needs for a call (`AttentionPtrs::partial`): none when
@@ -295,7 +298,7 @@ pub fn scratch_bytes(
     (tokens, q_heads, batch, width): (usize, usize, usize, usize),
     (q, blocks, out): (u64, u64, u64),
 ) -> usize {
-    if prefill_plan(dtype, cache, (tokens, q_heads, batch), (q, blocks, out)).is_some() {
+    if prefill_plan(dtype, cache, (tokens, q_heads, batch), (q, blocks, out), (false, false)).is_some() {
         return 0;
     }
     split_plan(dtype, cache, q_heads, tokens, width)
@@ -364,8 +367,13 @@ pub fn paged_attention(
         mask,
         pad: 0,
     };
-    if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), (ptrs.q, ptrs.blocks, ptrs.out)) {
-        return prefill::launch(stream, &plan, args);
+    // The device is asked for its architecture only when a prefill kernel takes the call.
+    let ptrs3 = (ptrs.q, ptrs.blocks, ptrs.out);
+    if prefill_plan(dtype, &cache, (tokens, q_heads, batch), ptrs3, (false, false)).is_some() {
+        let kind = (prefill::is_sm90(stream)?, p.softcap > 0.0);
+        if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), ptrs3, kind) {
+            return prefill::launch(stream, &plan, args);
+        }
     }
     let tasks = tokens * q_heads;
     let aligned = [ptrs.q, ptrs.blocks].iter().all(|p| p % 16 == 0);
