@@ -224,12 +224,12 @@ def test_qmatmul_rank_one_lhs_and_weight(device, rng):
     check_product(out[None], lhs[None], dequantized(enc, w), enc, device)
 
 
-def sibling_products(device, enc, ws, lhs):
-    """lhs @ dequantize(w)^T for each raw weight of `ws` in one graph (the sibling products of
-    one activation); (outputs as numpy, the launch log)."""
+def sibling_products(device, enc, ws, lhs, dtype=DType.float32):
+    """lhs (of `dtype`) @ dequantize(w)^T for each raw weight of `ws` in one graph (the sibling
+    products of one activation); (outputs as numpy, the launch log)."""
     where = DeviceRef.from_device(device)
     weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
-    with Graph("siblings", input_types=on(device, [(DType.float32, lhs.shape)])) as g:
+    with Graph("siblings", input_types=on(device, [(dtype, lhs.shape)])) as g:
         g.output(*[ops.qmatmul(enc, None, g.inputs[0], w) for w in weights])
     model = session(device).load(g, weights_registry={f"w{i}": w for i, w in enumerate(ws)})
     with tuning.record_launches() as log:

@@ -5,7 +5,8 @@
 //
 // A block of 8 warps handles 16 weight rows (2 per warp) and walks K in chunks of 1024 elements
 // through a ring of ST shared-memory stages (4 for M <= 2): each stage holds the lhs chunk
-// ([MR, 1024] f32, lane runs 36 floats apart so 16-byte reads have no bank conflicts) and the
+// ([MR, 1024] of the activation type T, f32 / bf16 / f16, lane runs Lhs<T>::LD elements apart,
+// quant_common.cuh) and the
 // chunk's bytes of each of the block's rows (whole blocks, cp.async). ST - 1 chunks are in flight
 // while one is decoded, so a K = 4096 row is requested all at once: at M = 1 the kernel is
 // bound by memory latency and bandwidth only if enough bytes are in flight, and with two stages
@@ -19,13 +20,13 @@
 // fma, which keeps decode under the memory time. Q5_K and Q6_K decode byte by byte. Block scales
 // are applied once per 16 or 32 elements (sum of lhs * q, times the scale, minus min times the
 // sum of lhs), so the result equals lhs @ dequantize(w)^T up to f32 rounding, like the CPU's
-// gemm; the summation order is fixed, so the result is deterministic.
+// gemm; the summation order is fixed, so the result is deterministic. 16-bit lhs is read as
+// f32 and the result rounded once to T as it is stored (kernel suffix _bf16 / _f16).
 
 #define QV_WARPS 8
 #define QV_CW 2        // weight rows per warp
 #define QV_ROWS (QV_WARPS * QV_CW)
 #define QV_CHUNK 1024  // elements of K per step, 32 per lane
-#define QV_LD 36       // floats between lane runs in the staged lhs
 
 // SLOT leaves room for the misalignment offset (< 16) and for the word reads that run up to 3
 // bytes past a block's end.
@@ -33,11 +34,11 @@ template <int E> struct Chunk {
     enum { BYTES = QV_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES, SLOT = (BYTES + 32 + 15) / 16 * 16 };
 };
 
-// One stage: the lhs chunk [MR][32 lanes][QV_LD] f32, then QV_ROWS weight slots. ST stages.
-template <int E, int MR> struct Qv {
+// One stage: the lhs chunk [MR][32 lanes][Lhs<T>::LD] T, then QV_ROWS weight slots. ST stages.
+template <int E, int MR, typename T> struct Qv {
     enum {
         ST = MR <= 2 ? 4 : (MR == 4 ? 3 : 2),
-        LHS = MR * 32 * QV_LD * 4,
+        LHS = MR * 32 * Lhs<T>::LD * (int)sizeof(T),
         BUF = LHS + QV_ROWS * Chunk<E>::SLOT,
     };
 };
@@ -143,10 +144,10 @@ __device__ __forceinline__ float byte_float(u32 v, u32 magic, int j, float bias)
 
 // One chunk's contribution for the lane: its 32 elements (one 32-element block, or sub-block sb
 // of a 256-element super-block) of each of the warp's CW rows, whose bytes start at bb[c],
-// against the staged lhs at lr (the lane's run of each of the MR rows, QV_LD floats apart per
-// lane), added to acc.
-template <int E, int MR, int CW>
-__device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)[CW], int sb, u32 magic,
+// against the staged lhs at lr (the lane's run of each of the MR rows, 32 * Lhs<T>::LD elements
+// apart), added to acc.
+template <int E, int MR, int CW, typename T>
+__device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW], int sb, u32 magic,
                                           float (&acc)[CW][MR]) {
     typedef Words<E> WD;
     float s[CW][MR][2], l[MR][2];
@@ -175,10 +176,7 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
                 const int t0 = 4 * i + 16 * half, h = t0 / 16;
                 float x[MR][4];
 #pragma unroll
-                for (int r = 0; r < MR; ++r) {
-                    const float4 v = *(const float4*)(lr + r * 32 * QV_LD + t0);
-                    x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
-                }
+                for (int r = 0; r < MR; ++r) ld4(lr + r * 32 * Lhs<T>::LD + t0, x[r]);
                 u32 q4[CW];
 #pragma unroll
                 for (int c = 0; c < CW; ++c) {
@@ -203,10 +201,7 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
         for (int t4 = 0; t4 < 8; ++t4) {
             float x[MR][4];
 #pragma unroll
-            for (int r = 0; r < MR; ++r) {
-                const float4 v = *(const float4*)(lr + r * 32 * QV_LD + 4 * t4);
-                x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
-            }
+            for (int r = 0; r < MR; ++r) ld4(lr + r * 32 * Lhs<T>::LD + 4 * t4, x[r]);
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 const int t = 4 * t4 + u, h = t / 16;
@@ -227,11 +222,12 @@ __device__ __forceinline__ void chunk_dot(const float* lr, const u8* const (&bb)
         for (int r = 0; r < MR; ++r) acc[c][r] += combine<E>(bb[c], sb, s[c][r], l[r]);
 }
 
-template <int E, int MR>
-__device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
+template <int E, int MR, typename T>
+__device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
                                       i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk) {
     extern __shared__ __align__(16) u8 qv_smem[];
-    typedef Qv<E, MR> S;
+    typedef Qv<E, MR, T> S;
+    enum { LD = Lhs<T>::LD, VEC = Lhs<T>::VEC };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const i64 row0 = (blk * QV_WARPS + warp) * QV_CW;
     const int sb = lane % (Enc<E>::ELEMS / 32);
@@ -247,20 +243,23 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
     auto stage = [&](i64 ch) {
         if (ch < chunks) {
             const int buf = (int)(ch % S::ST);
-            float* ls = (float*)(qv_smem + buf * S::BUF);
+            T* ls = (T*)(qv_smem + buf * S::BUF);
             u8* slots = qv_smem + buf * S::BUF + S::LHS;
             const i64 k0 = ch * QV_CHUNK;
             const int kc = (int)min((i64)QV_CHUNK, k - k0);  // elements of this chunk
 #pragma unroll
             for (int r = 0; r < MR; ++r) {
-                const int t = 4 * (int)threadIdx.x;  // floats t..t+3 of row r (256 threads, 1024 floats)
+                // Elements t .. t + VEC - 1 of row r: one 16-byte vector (256 threads, 1024
+                // elements: every thread for f32, half of them for 16-bit).
+                const int t = VEC * (int)threadIdx.x;
+                if (VEC * QV_WARPS * 32 > QV_CHUNK && t >= QV_CHUNK) continue;
                 const bool ok = r < m && t < kc;
-                float* d = ls + r * 32 * QV_LD + (t / 32) * QV_LD + t % 32;
+                T* d = ls + r * 32 * LD + (t / 32) * LD + t % 32;
                 if (lhs_aligned) {
                     cp_async16(d, ok ? lhs + r * k + k0 + t : lhs, ok);
                 } else {
 #pragma unroll
-                    for (int j = 0; j < 4; ++j) d[j] = ok ? lhs[r * k + k0 + t + j] : 0.f;
+                    for (int j = 0; j < VEC; ++j) d[j] = ok ? lhs[r * k + k0 + t + j] : FromF32<T>::go(0.f);
                 }
             }
             const i64 b0 = ch * Chunk<E>::BYTES, blen = min((i64)Chunk<E>::BYTES, row_bytes - b0);
@@ -296,20 +295,20 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
         const int buf = (int)(ch % S::ST);
         const i64 k0 = ch * QV_CHUNK, b0 = ch * Chunk<E>::BYTES;
         if (k0 + 32 * lane >= k) continue;
-        const float* lr = (const float*)(qv_smem + buf * S::BUF) + lane * QV_LD;
+        const T* lr = (const T*)(qv_smem + buf * S::BUF) + lane * LD;
         const u8* slots = qv_smem + buf * S::BUF + S::LHS;
         const u8* bb[QV_CW];
 #pragma unroll
         for (int c = 0; c < QV_CW; ++c)
             bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(w + (row0 + c) * row_bytes + b0) & 15) +
                     (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
-        chunk_dot<E, MR, QV_CW>(lr, bb, sb, magic, acc);
+        chunk_dot<E, MR, QV_CW, T>(lr, bb, sb, magic, acc);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
     // The output's and the residual's addresses wait in shared memory (written before the first
     // barrier): kept in registers through the loop they cost a spill in some variants.
-    float* __restrict__ out = reinterpret_cast<float*>(out_at[0]);
-    const float* __restrict__ res = reinterpret_cast<const float*>(out_at[1]);
+    T* __restrict__ out = reinterpret_cast<T*>(out_at[0]);
+    const T* __restrict__ res = reinterpret_cast<const T*>(out_at[1]);
 #pragma unroll
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
@@ -317,7 +316,8 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
             float v = acc[c][r];
 #pragma unroll
             for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-            if (lane == 0 && r < m && row0 + c < n) out[r * n + row0 + c] = res ? v + res[r * n + row0 + c] : v;
+            if (lane == 0 && r < m && row0 + c < n)
+                out[r * n + row0 + c] = FromF32<T>::go(res ? v + to_f32(res[r * n + row0 + c]) : v);
         }
 }
 
@@ -331,16 +331,16 @@ __device__ __forceinline__ void qgemv(const float* __restrict__ lhs, const u8* _
 #define QV_SEGS 4
 struct QvSegs {
     u64 w[QV_SEGS], out[QV_SEGS];
-    u64 res[QV_SEGS];  // f32 [m, n] added to the product (a residual), or 0
+    u64 res[QV_SEGS];  // T [m, n] added to the product (a residual), or 0
     i64 n[QV_SEGS];
     i32 first[QV_SEGS];
     i32 count, pad;
 };
 
 #define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && MR <= 2 ? 0 : 1)
-#define QGEMV(NAME, E, MR)                                                                                 \
+#define QGEMV(NAME, E, MR, T, TS)                                                                          \
     extern "C" __global__ void QV_BOUNDS(E, MR)                                                           \
-        qgemv_##NAME##_m##MR(const float* lhs, QvSegs segs, i64 m, i64 k, i64 row_bytes, u32 magic) {      \
+        qgemv_##NAME##_m##MR##TS(const T* lhs, QvSegs segs, i64 m, i64 k, i64 row_bytes, u32 magic) {      \
         u64 w = segs.w[0], out = segs.out[0], res = segs.res[0];                                          \
         i64 n = segs.n[0], first = 0;                                                                     \
         _Pragma("unroll") for (int s = 1; s < QV_SEGS; ++s) {                                             \
@@ -354,7 +354,8 @@ struct QvSegs {
         }                                                                                                 \
         __shared__ u64 seg_out[2];                                                                        \
         if (threadIdx.x == 0) seg_out[0] = out, seg_out[1] = res;                                         \
-        qgemv<E, MR>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);      \
+        qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);   \
     }
-#define QGEMV_ALL(NAME, E) QGEMV(NAME, E, 1) QGEMV(NAME, E, 2) QGEMV(NAME, E, 4) QGEMV(NAME, E, 8)
+#define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
+#define QGEMV_ALL(NAME, E) QGEMV_T(NAME, E, float, ) QGEMV_T(NAME, E, bf16, _bf16) QGEMV_T(NAME, E, f16, _f16)
 ENCODINGS(QGEMV_ALL)

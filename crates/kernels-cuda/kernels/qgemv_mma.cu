@@ -28,6 +28,9 @@
 // waits (griddepcontrol.wait) before reading anything. Weight rows must start on 16 bytes
 // (row_bytes % 16 == 0, w aligned), as TMA requires.
 //
+// Activations: f32, or bf16 / f16 (kernel suffix _bf16 / _f16), read as f32 by qm_prep; the
+// result is rounded once to that type as it is stored (the residual, if any, added first).
+//
 // H200, 32000 x 4096 at M = 1 (73.7 MB of Q4_0): 24.5 us back to back, 0.73-0.75 of the
 // device copy rate, against 40 us for qgemv_stream.cu.
 
@@ -61,7 +64,7 @@ struct QmMaps {
     QmMap map[QM_SEGS];
 };
 struct QmSegs {
-    float* out[QM_SEGS];
+    void* out[QM_SEGS];  // T [m, n[s]]
     int n[QM_SEGS];
     int first[QM_SEGS + 1];
     int count;
@@ -92,24 +95,28 @@ __device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127
 // the i-th, lane q of them elements 4q..4q+3 (one 16-byte load). Fragment register 0 of lane t
 // of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
 // one piece are one 32-bit store.
-template <int MR>
-__device__ __forceinline__ void qm_prep(const float* __restrict__ lhs, int k, u8* frag, QmMeta* meta, int warp,
+template <int MR, typename T>
+__device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, u8* frag, QmMeta* meta, int warp,
                                         int lane) {
     const int pairs = k / 32 * MR, q = lane % 8;
     // Four iterations' loads are issued before any is used.
     for (int b0 = 4 * warp; b0 < pairs; b0 += 16 * QM_WARPS) {
-        float4 xv[4];
+        float xv[4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
             const int u = pr / MR, r = pr % MR;
-            xv[i] = pr < pairs ? *(const float4*)(lhs + (i64)r * k + 32 * u + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if (pr < pairs) {
+                ld4(lhs + (i64)r * k + 32 * u + 4 * q, xv[i]);
+            } else {
+                xv[i][0] = xv[i][1] = xv[i][2] = xv[i][3] = 0.f;
+            }
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
             const bool ok = pr < pairs;
-            const float4 x = xv[i];
+            const float4 x = make_float4(xv[i][0], xv[i][1], xv[i][2], xv[i][3]);
             // Largest |x| of the unit, inf when it holds an inf or NaN.
             auto mag = [](float v) { return fabsf(v) <= 3.40282347e38f ? fabsf(v) : __int_as_float(0x7F800000); };
             float amax = fmaxf(fmaxf(mag(x.x), mag(x.y)), fmaxf(mag(x.z), mag(x.w)));
@@ -196,9 +203,9 @@ __device__ __forceinline__ void qm_join(const int (&c)[4], int m0, int m1, int x
     v[1] = (float)(c[2] * m0 + c[3] * m1 + xk) * s;
 }
 
-template <int E, int MR>
-__device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, const float* __restrict__ lhs, int m,
-                                          int k, int split, const float* __restrict__ res) {
+template <int E, int MR, typename T>
+__device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, const T* __restrict__ lhs, int m, int k,
+                                          int split, const T* __restrict__ res) {
 #if __CUDA_ARCH__ >= 900
     typedef Qm<E> Q;
     extern __shared__ __align__(128) u8 qm_smem[];
@@ -256,7 +263,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     for (int s = 0; s < Q::ST; ++s) stage();
 
     for (int i = tid; i < 128 / 4; i += blockDim.x) ((u32*)zero)[i] = 0u;
-    qm_prep<MR>(lhs, k, frag, meta, warp, lane);
+    qm_prep<MR, T>(lhs, k, frag, meta, warp, lane);
     __syncthreads();
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
@@ -387,11 +394,11 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
             }
             if (part == 0 && t % 2 == 0 && t / 2 < m) {
                 const int seg = qm_seg(sg, tile), n = sg.n[seg];
-                float* __restrict__ out = sg.out[seg];
+                T* __restrict__ out = (T*)sg.out[seg];
                 const int row = (tile - sg.first[seg]) * 16 + g;
                 const i64 at = (i64)(t / 2) * n + row;
-                if (row < n) out[at] = res ? acc[0] + res[at] : acc[0];
-                if (row + 8 < n) out[at + 8] = res ? acc[1] + res[at + 8] : acc[1];
+                if (row < n) out[at] = FromF32<T>::go(res ? acc[0] + to_f32(res[at]) : acc[0]);
+                if (row + 8 < n) out[at + 8] = FromF32<T>::go(res ? acc[1] + to_f32(res[at + 8]) : acc[1]);
             }
             acc[0] = acc[1] = 0.f;
         }
@@ -403,12 +410,14 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 }
 
 // Four blocks of 8 warps per SM: 64 registers. `res` (added to the result) with one segment only.
-#define QGEMV_MMA(NAME, E, MR)                                                                             \
-    extern "C" __global__ void __launch_bounds__(256, 4) qgemv_mma_##NAME##_m##MR(                             \
-        const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const float* lhs, int m, int k,  \
-        int split, const float* res) {                                                                            \
-        qgemv_mma<E, MR>(maps, segs, lhs, m, k, split, res);                                                      \
+#define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
+    extern "C" __global__ void __launch_bounds__(256, 4) qgemv_mma_##NAME##_m##MR##TS(                    \
+        const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
+        int split, const T* res) {                                                                        \
+        qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \
     }
+#define QGEMV_MMA(NAME, E, MR) \
+    QGEMV_MMA1(NAME, E, MR, float, ) QGEMV_MMA1(NAME, E, MR, bf16, _bf16) QGEMV_MMA1(NAME, E, MR, f16, _f16)
 QGEMV_MMA(q4_0, ENC_Q4_0, 1)
 QGEMV_MMA(q4_0, ENC_Q4_0, 2)
 QGEMV_MMA(q4_1, ENC_Q4_1, 1)

@@ -23,24 +23,26 @@
 
 // The streaming kernel's block: 8 warps of CW weight rows each (4 for up to two lhs rows, which
 // halves the per-row share of each step's fixed costs: waits, the barrier, issuing copies);
-// a ring of ST stages, each the lhs chunk ([MR][32 lanes][QV_LD] f32) and ROWS weight slots,
-// then an mbarrier per stage. launch/quant.rs (stream_layout) sizes it the same way.
-template <int E, int MR> struct Qs {
+// a ring of ST stages, each the lhs chunk ([MR][32 lanes][Lhs<T>::LD] T) and ROWS weight slots,
+// then an mbarrier per stage. launch/quant.rs (stream_layout) sizes it the same way. 16-bit lhs
+// and out: kernel suffix _bf16 / _f16 (as in qgemv.cu).
+template <int E, int MR, typename T> struct Qs {
     enum {
         CW = MR <= 2 ? 4 : 2,
         ROWS = QV_WARPS * CW,
         ST = MR <= 4 ? 3 : 2,
-        LHS = MR * 32 * QV_LD * 4,
+        LHS = MR * 32 * Lhs<T>::LD * (int)sizeof(T),
         BUF = LHS + ROWS * Chunk<E>::SLOT,
     };
 };
 
-template <int E, int MR>
-__device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8* __restrict__ w, float* __restrict__ out,
-                                        int m, int n, int k, i64 row_bytes, u32 magic, const float* __restrict__ res) {
+template <int E, int MR, typename T>
+__device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __restrict__ w, T* __restrict__ out, int m,
+                                        int n, int k, i64 row_bytes, u32 magic, const T* __restrict__ res) {
 #if __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) u8 qv_smem[];
-    typedef Qs<E, MR> S;
+    typedef Qs<E, MR, T> S;
+    enum { LD = Lhs<T>::LD, VEC = Lhs<T>::VEC };
     enum { CW = S::CW, ROWS = S::ROWS };
     u64* full = (u64*)(qv_smem + S::ST * S::BUF);  // one mbarrier per stage
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -52,8 +54,10 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
     if (tid < S::ST) mbar_init(smem_u32(&full[tid]), (u32)ROWS);
     mbar_init_fence();
     __syncthreads();
-    // This thread's lhs vector: floats 4 tid .. 4 tid + 3 of the chunk, in lane run tid / 8.
-    const int lhs_dst = (tid / 8) * QV_LD + (4 * tid) % 32;
+    // This thread's lhs vector: elements VEC tid .. VEC tid + VEC - 1 of the chunk (f32: every
+    // thread; 16-bit: the first 128), in lane run VEC tid / 32.
+    const int lhs_t = VEC * tid;
+    const int lhs_dst = (lhs_t / 32) * LD + lhs_t % 32;
 
     // Stages the next item: each thread its lhs vector of each row (cp.async, one group per
     // stage), lane c < CW of each warp the chunk of the warp's row c (a bulk copy completing
@@ -62,12 +66,14 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
     auto stage = [&]() {
         if (st_g < groups) {
             const int k0 = st_ch * QV_CHUNK;
-            float* ls = (float*)(qv_smem + st_buf * S::BUF);
-            const bool lok = 4 * tid < k - k0;
+            T* ls = (T*)(qv_smem + st_buf * S::BUF);
+            const bool lok = lhs_t < k - k0;
+            if (VEC * QV_WARPS * 32 <= QV_CHUNK || lhs_t < QV_CHUNK) {
 #pragma unroll
-            for (int r = 0; r < MR; ++r) {
-                const bool ok = lok && r < m;
-                cp_async16(ls + r * 32 * QV_LD + lhs_dst, ok ? lhs + (i64)r * k + k0 + 4 * tid : lhs, ok);
+                for (int r = 0; r < MR; ++r) {
+                    const bool ok = lok && r < m;
+                    cp_async16(ls + r * 32 * LD + lhs_dst, ok ? lhs + (i64)r * k + k0 + lhs_t : lhs, ok);
+                }
             }
             if (lane < CW) {
                 const int row = st_g * ROWS + warp * CW + lane;
@@ -109,7 +115,7 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
             const u8* bb[CW];
 #pragma unroll
             for (int c = 0; c < CW; ++c) bb[c] = sbase + S::LHS + (warp * CW + c) * Chunk<E>::SLOT + lane_bytes;
-            chunk_dot<E, MR, CW>((const float*)sbase + lane * QV_LD, bb, sb, magic, acc);
+            chunk_dot<E, MR, CW, T>((const T*)sbase + lane * LD, bb, sb, magic, acc);
         }
         if (++ch == chunks) {
             const int row0 = g * ROWS + warp * CW;
@@ -121,7 +127,7 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
 #pragma unroll
                     for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
                     if (lane == 0 && r < m && row0 + c < n)
-                        out[(i64)r * n + row0 + c] = res ? v + res[(i64)r * n + row0 + c] : v;
+                        out[(i64)r * n + row0 + c] = FromF32<T>::go(res ? v + to_f32(res[(i64)r * n + row0 + c]) : v);
                     acc[c][r] = 0.f;
                 }
             ch = 0;
@@ -136,13 +142,15 @@ __device__ __forceinline__ void qgemv_s(const float* __restrict__ lhs, const u8*
 
 // MR >= 4 takes a minimum-blocks hint of 1: without it ptxas held qgemv_s_q8_0_m4 to 64
 // registers and spilled.
-#define QGEMV_S(NAME, E, MR)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                          \
-        qgemv_s_##NAME##_m##MR(const float* lhs, const u8* w, float* out, int m, int n, int k, i64 row_bytes, \
-                               u32 magic, const float* res) {                                                   \
-        qgemv_s<E, MR>(lhs, w, out, m, n, k, row_bytes, magic, res);                                            \
+#define QGEMV_S(NAME, E, MR, T, TS)                                                                       \
+    extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                    \
+        qgemv_s_##NAME##_m##MR##TS(const T* lhs, const u8* w, T* out, int m, int n, int k, i64 row_bytes, \
+                                   u32 magic, const T* res) {                                             \
+        qgemv_s<E, MR, T>(lhs, w, out, m, n, k, row_bytes, magic, res);                                   \
     }
-#define QGEMV_S_ALL(NAME, E) QGEMV_S(NAME, E, 1) QGEMV_S(NAME, E, 2) QGEMV_S(NAME, E, 4) QGEMV_S(NAME, E, 8)
+#define QGEMV_S_T(NAME, E, T, TS) \
+    QGEMV_S(NAME, E, 1, T, TS) QGEMV_S(NAME, E, 2, T, TS) QGEMV_S(NAME, E, 4, T, TS) QGEMV_S(NAME, E, 8, T, TS)
+#define QGEMV_S_ALL(NAME, E) QGEMV_S_T(NAME, E, float, ) QGEMV_S_T(NAME, E, bf16, _bf16) QGEMV_S_T(NAME, E, f16, _f16)
 QGEMV_S_ALL(q4_0, ENC_Q4_0)
 QGEMV_S_ALL(q4_1, ENC_Q4_1)
 QGEMV_S_ALL(q8_0, ENC_Q8_0)

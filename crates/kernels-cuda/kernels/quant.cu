@@ -13,6 +13,7 @@
 // dequant_rows_bf16_*  the same values rounded to bf16 and written as stored ([nc, K], K-major):
 //                the B operand of the Hopper wgmma GEMM (qmatmul with many lhs rows on sm_90).
 // add_residual_f32: a residual added to a qmatmul's f32 result.
+// store_cols_*:  a block of columns of the f32 GEMM's result stored as T (plus a residual).
 // gptq_gemv_m{1,2,4,8}, gptq_dequant_t, store_cols_*: GPTQ (4 bits, [K/8, N] int32 words then
 //                f16 scales [K/group, N]) for small and large M, and the column stores of the
 //                chunked large-M path.
@@ -173,11 +174,15 @@ __device__ __forceinline__ void gptq_dequant_t(const u8* __restrict__ rhs, const
     }
 }
 
-// out[r, n0 + jj] = tmp[r, jj] for a [rows, nc] block of an [rows, n] result.
+// out[r, n0 + jj] = tmp[r, jj] (+ res[r, n0 + jj] when res is not null) for a [rows, nc] block
+// of an [rows, n] result, rounded once to T.
 template <typename T>
-__device__ __forceinline__ void store_cols(const float* __restrict__ tmp, T* __restrict__ out, i64 rows, i64 nc, i64 n,
-                                           i64 n0) {
-    GRID_STRIDE(e, rows * nc) out[(e / nc) * n + n0 + e % nc] = FromF32<T>::go(tmp[e]);
+__device__ __forceinline__ void store_cols(const float* __restrict__ tmp, T* __restrict__ out, const T* __restrict__ res,
+                                           i64 rows, i64 nc, i64 n, i64 n0) {
+    GRID_STRIDE(e, rows * nc) {
+        const i64 at = (e / nc) * n + n0 + e % nc;
+        out[at] = FromF32<T>::go(res ? tmp[e] + to_f32(res[at]) : tmp[e]);
+    }
 }
 
 // ---- entry points ----------------------------------------------------------------------------
@@ -214,11 +219,11 @@ extern "C" __global__ void __launch_bounds__(256)
     gptq_dequant_t_f32(const u8* rhs, const i32* perm, float* wt, i64 n, i64 k, i64 group, i64 n0, i64 nc) {
     gptq_dequant_t(rhs, perm, wt, n, k, group, n0, nc);
 }
-extern "C" __global__ void __launch_bounds__(256)
-    store_cols_f32(const float* tmp, float* out, i64 rows, i64 nc, i64 n, i64 n0) {
-    store_cols<float>(tmp, out, rows, nc, n, n0);
-}
-extern "C" __global__ void __launch_bounds__(256)
-    store_cols_bf16(const float* tmp, bf16* out, i64 rows, i64 nc, i64 n, i64 n0) {
-    store_cols<bf16>(tmp, out, rows, nc, n, n0);
-}
+#define STORE_COLS(T, NAME)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256)                                                          \
+        store_cols_##NAME(const float* tmp, T* out, const T* res, i64 rows, i64 nc, i64 n, i64 n0) {           \
+        store_cols<T>(tmp, out, res, rows, nc, n, n0);                                                         \
+    }
+STORE_COLS(float, f32)
+STORE_COLS(bf16, bf16)
+STORE_COLS(f16, f16)

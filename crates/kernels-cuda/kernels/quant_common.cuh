@@ -33,6 +33,39 @@ __device__ __forceinline__ void scale_min(int j, const u8* q, u32& sc, u32& m) {
     }
 }
 
+// The activations the GEMVs take and give: f32, or the bf16 / f16 of a model computing in 16
+// bits (read as f32, products accumulated in f32, the result rounded once to T as stored).
+// Lhs<T> is the staged lhs of qgemv.cu / qgemv_stream.cu: lane runs of 32 elements LD apart
+// (f32: 144 bytes, 16-byte reads conflict-free; 16-bit: 80 bytes, so each 16-byte copy of VEC
+// elements lands aligned, and 8-byte reads of 4 elements meet 2-way bank conflicts).
+template <typename T> struct Lhs { enum { LD = 36, VEC = 4 }; };
+template <> struct Lhs<bf16> { enum { LD = 40, VEC = 8 }; };
+template <> struct Lhs<f16> { enum { LD = 40, VEC = 8 }; };
+
+// Four elements at p (16-byte aligned for f32, 8-byte for 16-bit) as floats.
+__device__ __forceinline__ void ld4(const float* p, float (&x)[4]) {
+    const float4 v = *(const float4*)p;
+    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+}
+__device__ __forceinline__ void ld4(const bf16* p, float (&x)[4]) {
+    const uint2 v = *(const uint2*)p;
+    x[0] = __uint_as_float(v.x << 16), x[1] = __uint_as_float(v.x & 0xFFFF0000u);
+    x[2] = __uint_as_float(v.y << 16), x[3] = __uint_as_float(v.y & 0xFFFF0000u);
+}
+// (cvt keeps a NaN a NaN; the product only needs that.)
+__device__ __forceinline__ float h2f(u32 bits) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"((u16)bits));
+    return r;
+}
+__device__ __forceinline__ void ld4(const f16* p, float (&x)[4]) {
+    const uint2 v = *(const uint2*)p;
+    x[0] = h2f(v.x), x[1] = h2f(v.x >> 16), x[2] = h2f(v.y), x[3] = h2f(v.y >> 16);
+}
+
+// v rounded to T and back (the value a separate step would have stored).
+template <typename T> __device__ __forceinline__ float round_t(float v) { return to_f32(FromF32<T>::go(v)); }
+
 #define ENCODINGS(X) X(q4_0, ENC_Q4_0) X(q4_1, ENC_Q4_1) X(q8_0, ENC_Q8_0) X(q4_k, ENC_Q4_K) X(q5_k, ENC_Q5_K) X(q6_k, ENC_Q6_K)
 
 // cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in groups.

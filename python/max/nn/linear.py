@@ -144,7 +144,10 @@ class Linear(Module, Shardable):
     def __call__(self, x: TensorValue) -> TensorValue:
         enc = self.quantization_encoding
         if enc is not None:
-            y = ops.qmatmul(enc, None, as_dtype(x, DType.float32), self.weight)
+            # A GPU multiplies 16-bit activations as they are (f32 accumulation, the result in
+            # their dtype); the CPU's block products are float32.
+            native = x.device.is_gpu() and x.dtype in (DType.bfloat16, DType.float16)
+            y = ops.qmatmul(enc, None, x if native else as_dtype(x, DType.float32), self.weight)
             y = as_dtype(y, x.dtype)
             if self.bias is not None:
                 y = y + as_dtype(self.bias._value(), y.dtype)

@@ -135,8 +135,14 @@ fn qmatmul(ctx: &Ctx) -> Result<Vec<Type>> {
         return gptq(ctx, lhs, rhs);
     }
     let (enc, elems, block) = blocks(ctx)?;
-    if lhs.dtype != DType::Float32 {
-        return Err(ctx.type_err("lhs", format!("must be float32, got {}", lhs.dtype)));
+    // float32 everywhere; on a GPU also bfloat16 and float16 (the kernels accumulate in f32 and
+    // round the result to lhs's dtype), the activations of a GGUF model computing in 16 bits.
+    let gpu = lhs.device.kind != crate::types::DeviceKind::Cpu;
+    let ok = lhs.dtype == DType::Float32 || (gpu && matches!(lhs.dtype, DType::BFloat16 | DType::Float16));
+    if !ok {
+        let want =
+            if gpu { "float32, bfloat16 or float16" } else { "float32 on the CPU (bfloat16 and float16 on a GPU)" };
+        return Err(ctx.type_err("lhs", format!("must be {want}, got {}", lhs.dtype)));
     }
     if ctx.inputs.len() != 2 {
         return Err(ctx.value_err("rhs", format!("{enc} takes one quantized tensor, got {}", ctx.inputs.len() - 1)));
@@ -151,7 +157,7 @@ fn qmatmul(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     let mut shape = lhs.shape[..lhs.rank() - 1].to_vec();
     shape.push(rhs.shape[0].clone());
-    one(TensorType::new(DType::Float32, shape, lhs.device))
+    one(TensorType::new(lhs.dtype, shape, lhs.device))
 }
 
 /// GPTQ with the one configuration there are kernels for: 4 bits, groups of 128.
@@ -264,6 +270,24 @@ mod tests {
         assert!(matches!(&err, GraphError::Value(m) if m.starts_with("qmatmul: lhs:")), "{err}");
         assert!(matches!(
             run(OpKind::QMatmul, enc("Q4_0"), &[t(DType::BFloat16, &["m", "64"]), t(DType::UInt8, &["32", "36"])]),
+            Err(GraphError::Type(m)) if m.contains("float32 on the CPU")
+        ));
+    }
+
+    #[test]
+    fn qmatmul_on_a_gpu_takes_16_bit_lhs_and_gives_its_dtype() {
+        let on_gpu = |ty: Type| match ty {
+            Type::Tensor(t) => Type::Tensor(TensorType::new(t.dtype, t.shape, DeviceRef::gpu(0))),
+            other => other,
+        };
+        for dtype in [DType::Float32, DType::BFloat16, DType::Float16] {
+            let lhs = on_gpu(t(dtype, &["m", "64"]));
+            let out = run(OpKind::QMatmul, enc("Q4_0"), &[lhs, on_gpu(t(DType::UInt8, &["32", "36"]))]).unwrap();
+            assert_eq!(out[0], on_gpu(t(dtype, &["m", "32"])), "{dtype}");
+        }
+        let lhs = on_gpu(t(DType::Float64, &["m", "64"]));
+        assert!(matches!(
+            run(OpKind::QMatmul, enc("Q4_0"), &[lhs, on_gpu(t(DType::UInt8, &["32", "36"]))]),
             Err(GraphError::Type(_))
         ));
     }

@@ -41,7 +41,7 @@ pub fn gptq(
         return Ok(());
     }
     let deq = function(stream.context(), &QUANT, "gptq_dequant_t_f32")?;
-    large_m(stream, DType::BFloat16, (lhs, out), (m, n, k), |n0, nc, wt| {
+    large_m(stream, DType::BFloat16, (lhs, out), 0, (m, n, k), |n0, nc, wt| {
         let (n0i, nci) = (n0 as i64, nc as i64);
         let mut l = stream.launch_builder(&deq);
         l.arg(&rhs).arg(&perm).arg(&wt).arg(&ni).arg(&ki).arg(&gi).arg(&n0i).arg(&nci);

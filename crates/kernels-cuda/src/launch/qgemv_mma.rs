@@ -114,10 +114,13 @@ impl QmSegs {
 }
 
 /// qmatmul of `lhs` by each part's weights (`n` rows of `row_bytes`, 16-byte aligned) into its
-/// output, one launch of qgemv_mma.cu; `res` is added to a single part's result.
+/// output, one launch of qgemv_mma.cu; `res` is added to a single part's result. lhs, outputs
+/// and res are of `dtype` (f32, bf16, f16).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn qgemv_mma(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     lhs: u64,
     parts: &[(u64, u64, usize)],
     res: u64,
@@ -127,7 +130,7 @@ pub(super) fn qgemv_mma(
     if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) {
         return Err(Error::Unsupported(format!("qgemv_mma: {} sibling products", parts.len())));
     }
-    let name = format!("qgemv_mma_{}_m{m}", suffix(enc));
+    let name = format!("qgemv_mma_{}_m{m}{}", suffix(enc), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
     let smem = mma_gemv_smem(enc, m, k).1 as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
@@ -155,8 +158,8 @@ pub(super) fn qgemv_mma(
     let pdl = super::super::pdl::Pdl::with(tuning, &QGEMV_MMA, &name, Some(max_tuning::Knob::QgemvPdl));
     // SAFETY: the parameters match the kernel's (QmMaps, QmSegs, lhs, m, k, split, res) by value
     // and live across the call (the driver copies them); each map describes its part's n rows
-    // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n f32; lhs holds
-    // m x k f32; the rows and k fit in i32 (select_path; k is bounded by the fragment budget).
+    // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n of dtype; lhs holds
+    // m x k of dtype (res m x n); the rows and k fit in i32 (select_path; k is bounded by the fragment budget).
     unsafe {
         super::super::launch_ex(stream, &f, (blocks as u32, 256, smem), &mut params, pdl, "cuLaunchKernelEx(qgemv_mma)")
     }?;

@@ -39,11 +39,14 @@ pub fn chunks(m: usize, n: usize, k: usize) -> (usize, usize) {
     (nc, mc)
 }
 
-/// out [m, n] (f32) = lhs [m, k] (f32) @ dequantize(w)^T (+ res, f32 [m, n], when nonzero), w
-/// [n, row_bytes]; k % 8 == 0 (whole blocks are multiples of 32 elements).
+/// out [m, n] = lhs [m, k] @ dequantize(w)^T (+ res [m, n], when nonzero), w [n, row_bytes];
+/// lhs, out and res of `dtype`; k % 8 == 0 (whole blocks are multiples of 32 elements). f32 and
+/// f16 lhs are rounded to bf16 in a scratch (bf16 lhs is read in place); a 16-bit result goes
+/// through an f32 scratch of the chunk, stored rounded to `dtype` with the residual added.
 pub fn qmatmul(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     (lhs, w, out): (u64, u64, u64),
     res: u64,
     (m, n, k, row_bytes): (usize, usize, usize, usize),
@@ -51,13 +54,27 @@ pub fn qmatmul(
     if m == 0 || n == 0 {
         return Ok(());
     }
+    let Some(tname) = super::cast_name(dtype).filter(|_| super::quant::act_suffix(dtype).is_ok()) else {
+        return Err(Error::Unsupported(format!("qmatmul with {dtype} activations")));
+    };
     let deq = function(stream.context(), &QUANT, &format!("dequant_rows_bf16_{}", enc.name().to_ascii_lowercase()))?;
     let (nc, mc) = chunks(m, n, k);
+    let es = dtype.size_in_bytes();
     let w16 = Scratch::new(stream, nc * k * 2)?;
-    let a16 = Scratch::new(stream, mc * k * 2)?;
+    // bf16 lhs (16-byte aligned; rows of k % 8 == 0 elements stay so) is the GEMM's A as it is.
+    let in_place = dtype == DType::BFloat16 && lhs % 16 == 0;
+    let a16 = Scratch::new(stream, if in_place { 16 } else { mc * k * 2 })?;
+    let a_at = |m0: usize| if in_place { lhs + (m0 * k * 2) as u64 } else { a16.ptr() };
     let convert = |m0: usize, rows: usize| {
-        super::cast(stream, lhs + (m0 * k * 4) as u64, DType::Float32, a16.ptr(), DType::BFloat16, (rows * k) as u64)
+        if in_place {
+            return Ok(());
+        }
+        super::cast(stream, lhs + (m0 * k * es) as u64, dtype, a16.ptr(), DType::BFloat16, (rows * k) as u64)
     };
+    // 16-bit results: the f32 product of a chunk, then store_cols_<dtype> (plus the residual).
+    let narrow = dtype != DType::Float32;
+    let c32 = if narrow { Some(Scratch::new(stream, mc.min(m) * nc * 4)?) } else { None };
+    let store = function(stream.context(), &QUANT, &format!("store_cols_{tname}"))?;
     let whole = mc >= m;
     if whole {
         convert(0, m)?;
@@ -75,9 +92,22 @@ pub fn qmatmul(
             if !whole {
                 convert(m0, rows)?;
             }
-            let at = ((m0 * n + n0) * 4) as u64;
-            let epi = Epilogue::new(None, Act::None, (res != 0).then_some(res + at));
-            super::gemm_sm90::gemm_bt_f32(stream, (a16.ptr(), w16.ptr(), out + at), (rows, ncur, k), n, &epi)?;
+            let Some(c) = &c32 else {
+                let at = ((m0 * n + n0) * 4) as u64;
+                let epi = Epilogue::new(None, Act::None, (res != 0).then_some(res + at));
+                super::gemm_sm90::gemm_bt_f32(stream, (a_at(m0), w16.ptr(), out + at), (rows, ncur, k), n, &epi)?;
+                continue;
+            };
+            let epi = Epilogue::new(None, Act::None, None);
+            super::gemm_sm90::gemm_bt_f32(stream, (a_at(m0), w16.ptr(), c.ptr()), (rows, ncur, k), ncur, &epi)?;
+            let (cp, o) = (c.ptr(), out + (m0 * n * es) as u64);
+            let r = if res == 0 { 0 } else { res + (m0 * n * es) as u64 };
+            let (ri, nci, ni, n0i) = (rows as i64, ncur as i64, n as i64, n0 as i64);
+            let mut l = stream.launch_builder(&store);
+            l.arg(&cp).arg(&o).arg(&r).arg(&ri).arg(&nci).arg(&ni).arg(&n0i);
+            // SAFETY: c holds rows x ncur f32; out (and res) rows m0 .. m0 + rows of n columns of
+            // dtype.
+            unsafe { l.launch(grid((rows * ncur) as u64)) }.map_err(Error::driver("cuLaunchKernel(store_cols)"))?;
         }
     }
     Ok(())

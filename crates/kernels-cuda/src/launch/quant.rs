@@ -27,12 +27,29 @@ fn suffix(enc: Encoding) -> String {
     enc.name().to_ascii_lowercase()
 }
 
+/// The kernel-name suffix of the activation dtype of a qmatmul: lhs, result and residual are
+/// all f32 (no suffix), bf16 (`_bf16`) or f16 (`_f16`); the products accumulate in f32.
+pub fn act_suffix(dtype: DType) -> Result<&'static str> {
+    match dtype {
+        DType::Float32 => Ok(""),
+        DType::BFloat16 => Ok("_bf16"),
+        DType::Float16 => Ok("_f16"),
+        other => Err(Error::Unsupported(format!("qmatmul with {other} activations (float32, bfloat16, float16)"))),
+    }
+}
+
+/// Elements between the lane runs of the staged lhs (Lhs<T>::LD in quant_common.cuh).
+fn lhs_ld(dtype: DType) -> usize {
+    if dtype == DType::Float32 { QV_LD } else { QV_LD_16 }
+}
+
 /// lhs rows up to which qmatmul decodes in registers (qgemv) instead of through a GEMM.
 pub const GEMV_MAX_ROWS: usize = 8;
 /// Matches QV_ROWS, QV_CHUNK, QV_LD, Chunk::SLOT and Qv::ST in qgemv.cu.
 const QV_ROWS_PER_BLOCK: usize = 16;
 const QV_CHUNK: usize = 1024;
 const QV_LD: usize = 36;
+const QV_LD_16: usize = 40;
 
 pub(super) fn rows_variant(m: usize) -> usize {
     match m {
@@ -57,70 +74,66 @@ pub fn dequantize(stream: &Arc<CudaStream>, enc: Encoding, x: u64, out: u64, tot
     Ok(())
 }
 
-/// out [m, n] (f32) = lhs [m, k] (f32) @ dequantize(w)^T, w [n, row_bytes].
+/// out [m, n] = lhs [m, k] @ dequantize(w)^T, w [n, row_bytes]; lhs and out of `dtype` (f32,
+/// bf16 or f16; [`act_suffix`]).
 pub fn qmatmul(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     ptrs: (u64, u64, u64),
     dims: (usize, usize, usize, usize),
 ) -> Result<()> {
-    qmatmul_add(stream, enc, ptrs, 0, dims)
+    qmatmul_add(stream, enc, dtype, ptrs, 0, dims)
 }
 
-/// [`qmatmul`] plus `res` (f32 [m, n], 0 for none) added to the result: a residual connection
-/// fused into the product (the GEMV kernels add it as they store; the GEMM path adds it after).
+/// [`qmatmul`] plus `res` (`dtype` [m, n], 0 for none) added to the result: a residual
+/// connection fused into the product (the GEMV kernels add it as they store, before rounding
+/// to `dtype`; the GEMM paths in their store).
 pub fn qmatmul_add(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     (lhs, w, out): (u64, u64, u64),
     res: u64,
     (m, n, k, row_bytes): (usize, usize, usize, usize),
 ) -> Result<()> {
+    act_suffix(dtype)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
     if k == 0 {
-        super::fill(stream, out, (m * n) as u64, 4, 0)?;
-        return add_residual(stream, out, res, m * n);
+        if res != 0 {
+            return super::cast(stream, res, dtype, out, dtype, (m * n) as u64);
+        }
+        return super::fill(stream, out, (m * n) as u64, dtype.size_in_bytes(), 0);
     }
     let tuning = max_tuning::current();
     let problem = QProblem { enc, m, n, k, row_bytes, lhs, w };
+    let t = dtype;
     match select_path(&problem, arch_major(stream)?, &tuning) {
-        QPath::Mma => return qgemv_mma(stream, enc, lhs, &[(w, out, n)], res, (m, k, row_bytes), &tuning),
-        QPath::Stream => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), true, &tuning),
-        QPath::General => return qgemv(stream, enc, (lhs, w, out, res), (m, n, k, row_bytes), false, &tuning),
+        QPath::Mma => return qgemv_mma(stream, enc, t, lhs, &[(w, out, n)], res, (m, k, row_bytes), &tuning),
+        QPath::Stream => return qgemv(stream, enc, t, (lhs, w, out, res), (m, n, k, row_bytes), true, &tuning),
+        QPath::General => return qgemv(stream, enc, t, (lhs, w, out, res), (m, n, k, row_bytes), false, &tuning),
         QPath::Wgmma => {
-            return super::qmatmul_sm90::qmatmul(stream, enc, (lhs, w, out), res, (m, n, k, row_bytes));
+            return super::qmatmul_sm90::qmatmul(stream, enc, t, (lhs, w, out), res, (m, n, k, row_bytes));
         }
         QPath::Gemm => {}
     }
-    qmatmul_gemm(stream, enc, (lhs, w, out), (m, n, k, row_bytes))?;
-    add_residual(stream, out, res, m * n)
+    qmatmul_gemm(stream, enc, t, (lhs, w, out), res, (m, n, k, row_bytes))
 }
 
-/// out += res over `total` f32 values (nothing when res is 0).
-fn add_residual(stream: &Arc<CudaStream>, out: u64, res: u64, total: usize) -> Result<()> {
-    if res == 0 || total == 0 {
-        return Ok(());
-    }
-    let f = function(stream.context(), &QUANT, "add_residual_f32")?;
-    let t = total as i64;
-    let mut l = stream.launch_builder(&f);
-    l.arg(&out).arg(&res).arg(&t);
-    // SAFETY: out and res each hold `total` f32 values.
-    unsafe { l.launch(grid(total as u64)) }.map_err(Error::driver("cuLaunchKernel(add_residual)"))?;
-    Ok(())
-}
-
-/// More than GEMV_MAX_ROWS rows: dequantize the weights to scratch, then the f32 GEMM.
+/// More than GEMV_MAX_ROWS rows: dequantize the weights to scratch, then the f32 GEMM (16-bit
+/// lhs converted to f32 first, the result rounded to `dtype` with the residual in its store).
 fn qmatmul_gemm(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     (lhs, w, out): (u64, u64, u64),
+    res: u64,
     (m, n, k, row_bytes): (usize, usize, usize, usize),
 ) -> Result<()> {
     let deq = function(stream.context(), &QUANT, &format!("dequant_t_{}", suffix(enc)))?;
-    large_m(stream, DType::Float32, (lhs, out), (m, n, k), |n0, nc, wt| {
+    large_m(stream, dtype, (lhs, out), res, (m, n, k), |n0, nc, wt| {
         let (rb, ki, n0i, nci) = (row_bytes as i64, k as i64, n0 as i64, nc as i64);
         let mut l = stream.launch_builder(&deq);
         l.arg(&w).arg(&wt).arg(&rb).arg(&ki).arg(&n0i).arg(&nci);
@@ -197,13 +210,14 @@ fn arch_major(stream: &Arc<CudaStream>) -> Result<u32> {
 fn qgemv(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     (lhs, w, out, res): (u64, u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
     streaming: bool,
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
     let mr = rows_variant(m);
-    let name = format!("qgemv_{}{}_m{mr}", if streaming { "s_" } else { "" }, suffix(enc));
+    let name = format!("qgemv_{}{}_m{mr}{}", if streaming { "s_" } else { "" }, suffix(enc), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
@@ -217,7 +231,8 @@ fn qgemv(
         (true, 4) => (3, 16, 8),
         (true, _) => (2, 16, 8),
     };
-    let smem = (stages * (mr * 32 * QV_LD * 4 + rows_per_block * slot + bar)) as u32;
+    let lhs_bytes = mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes();
+    let smem = (stages * (lhs_bytes + rows_per_block * slot + bar)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     let groups = n.div_ceil(rows_per_block);
     if groups > i32::MAX as usize {
@@ -241,8 +256,8 @@ fn qgemv(
     } else {
         l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
     }
-    // SAFETY: lhs holds m x k f32, w n rows of row_bytes (k elements), out m x n f32; the
-    // streaming kernel's int arguments fit (streaming_gemv).
+    // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res) m x n
+    // of dtype; the streaming kernel's int arguments fit (select_path).
     unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     super::record::record("qgemv", || {
         let fields = vec![("mma", 0), ("streaming", streaming as i64), ("blocks", blocks as i64), ("segments", 1)];
@@ -294,12 +309,14 @@ impl QvSegs {
     }
 }
 
-/// Sibling qmatmuls: `lhs` [m, k] f32 times each part's weights (`n` rows of `row_bytes`, one
-/// encoding) into its own output [m, n]. One qgemv.cu launch serves them all when that is the
-/// kernel each of them would take; otherwise each runs as [`qmatmul`] does.
+/// Sibling qmatmuls: `lhs` [m, k] of `dtype` times each part's weights (`n` rows of
+/// `row_bytes`, one encoding) into its own output [m, n] of `dtype`. One qgemv_mma.cu or
+/// qgemv.cu launch serves them all when that is the kernel each of them would take; otherwise
+/// each runs as [`qmatmul`] does.
 pub fn qmatmul_siblings(
     stream: &Arc<CudaStream>,
     enc: Encoding,
+    dtype: DType,
     lhs: u64,
     parts: &[(u64, u64, usize)],
     (m, k, row_bytes): (usize, usize, usize),
@@ -319,7 +336,7 @@ pub fn qmatmul_siblings(
         && parts.iter().all(takes(QPath::Mma))
         && total < i32::MAX as usize
     {
-        return qgemv_mma(stream, enc, lhs, parts, 0, (m, k, row_bytes), &tuning);
+        return qgemv_mma(stream, enc, dtype, lhs, parts, 0, (m, k, row_bytes), &tuning);
     }
     let general = takes(QPath::General);
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
@@ -331,12 +348,12 @@ pub fn qmatmul_siblings(
         || groups > i32::MAX as usize
     {
         for &(w, out, n) in parts {
-            qmatmul(stream, enc, (lhs, w, out), (m, n, k, row_bytes))?;
+            qmatmul(stream, enc, dtype, (lhs, w, out), (m, n, k, row_bytes))?;
         }
         return Ok(());
     }
     let mr = rows_variant(m);
-    let name = format!("qgemv_{}_m{mr}", suffix(enc));
+    let name = format!("qgemv_{}_m{mr}{}", suffix(enc), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
@@ -345,15 +362,15 @@ pub fn qmatmul_siblings(
         4 => 3,
         _ => 2,
     };
-    let smem = (stages * (mr * 32 * QV_LD * 4 + QV_ROWS_PER_BLOCK * slot)) as u32;
+    let smem = (stages * (mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes() + QV_ROWS_PER_BLOCK * slot)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     let cfg = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
     let segs = QvSegs::new(parts, 0);
     let (mi, ki, rb) = (m as i64, k as i64, row_bytes as i64);
     let mut l = stream.launch_builder(&f);
     l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
-    // SAFETY: lhs holds m x k f32; each segment's w holds n rows of row_bytes and its out m x n
-    // f32; the segments' blocks tile the grid (QvSegs::new).
+    // SAFETY: lhs holds m x k of dtype; each segment's w holds n rows of row_bytes and its out
+    // m x n of dtype; the segments' blocks tile the grid (QvSegs::new).
     unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     super::record::record("qgemv", || {
         let fields = vec![("mma", 0), ("streaming", 0), ("blocks", groups as i64), ("segments", parts.len() as i64)];
@@ -382,11 +399,13 @@ fn resident_blocks(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, smem:
 
 /// The many-rows path: for chunks of nc weight columns, `decode(n0, nc, wt)` writes W^T's
 /// columns n0 .. n0 + nc as f32 [k, nc] into scratch; then, for chunks of lhs rows (converted
-/// to f32 when `dtype` is bf16), an f32 GEMM, stored (and rounded to `dtype`) into out's columns.
+/// to f32 when `dtype` is 16-bit), an f32 GEMM, stored (plus `res`, `dtype` [m, n], when it is
+/// not 0, and rounded to `dtype`) into out's columns.
 pub(super) fn large_m(
     stream: &Arc<CudaStream>,
     dtype: DType,
     (lhs, out): (u64, u64),
+    res: u64,
     (m, n, k): (usize, usize, usize),
     decode: impl Fn(usize, usize, u64) -> Result<()>,
 ) -> Result<()> {
@@ -397,11 +416,13 @@ pub(super) fn large_m(
     let per_row = 4 * (nc + if convert { k } else { 0 });
     let mc = (half / per_row).clamp(1, GEMM_MAX_ROWS).min(m);
     let wt = Scratch::new(stream, k * nc * 4)?;
-    // The GEMM writes f32 straight into out when out is f32 and one chunk covers every column.
-    let direct = !convert && nc == n;
+    // The GEMM writes f32 straight into out when out is f32, one chunk covers every column and
+    // there is no residual to add.
+    let direct = !convert && nc == n && res == 0;
     let tmp = if direct { None } else { Some(Scratch::new(stream, mc * nc * 4)?) };
     let a32 = if convert { Some(Scratch::new(stream, mc * k * 4)?) } else { None };
-    let store = function(stream.context(), &QUANT, if convert { "store_cols_bf16" } else { "store_cols_f32" })?;
+    let store =
+        function(stream.context(), &QUANT, &format!("store_cols_{}", super::cast_name(dtype).unwrap_or("f32")))?;
     let es = dtype.size_in_bytes();
     for n0 in (0..n).step_by(nc) {
         let ncur = (n - n0).min(nc);
@@ -429,10 +450,12 @@ pub(super) fn large_m(
                 Some(t) => {
                     gemm(stream, DType::Float32, false, (a, wt.ptr(), t.ptr()), (rows, ncur, k), 1)?;
                     let (tp, o) = (t.ptr(), out + (m0 * n * es) as u64);
+                    let r = if res == 0 { 0 } else { res + (m0 * n * es) as u64 };
                     let (ri, nci, ni, n0i) = (rows as i64, ncur as i64, n as i64, n0 as i64);
                     let mut l = stream.launch_builder(&store);
-                    l.arg(&tp).arg(&o).arg(&ri).arg(&nci).arg(&ni).arg(&n0i);
-                    // SAFETY: tmp holds rows x ncur f32; out rows m0 .. m0 + rows of n columns.
+                    l.arg(&tp).arg(&o).arg(&r).arg(&ri).arg(&nci).arg(&ni).arg(&n0i);
+                    // SAFETY: tmp holds rows x ncur f32; out (and res) rows m0 .. m0 + rows of n
+                    // columns of dtype.
                     unsafe { l.launch(grid((rows * ncur) as u64)) }
                         .map_err(Error::driver("cuLaunchKernel(store_cols)"))?;
                 }

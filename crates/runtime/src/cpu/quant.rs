@@ -158,6 +158,14 @@ fn matmul_columns(
 
 /// Leading rows of lhs `[..., k]` (its last dim must be `k`).
 fn qmatmul(op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
+    // The block products here are float32 only (16-bit activations are the GPU's).
+    if lhs.dtype() != DType::Float32 {
+        return Err(Error::Value(format!(
+            "{}: lhs must be float32 on the CPU, got {} (bfloat16 and float16 lhs run on the GPU only)",
+            op.kind.name(),
+            lhs.dtype()
+        )));
+    }
     let (m, n, k, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     let (a, w) = (f32s(lhs), bytes(rhs));
     let path = dot::best_path();

@@ -33,8 +33,9 @@ pub(crate) fn lhs_rows(op: &Op, lhs: &Buffer, k: usize) -> Result<usize> {
     }
 }
 
-/// A block-encoded qmatmul's checked geometry: float32 lhs `[..., K]`, uint8 rhs `[N, row_bytes]`
-/// of whole blocks, a float32 result of `M * N` values; `(m, n, k, row_bytes)`.
+/// A block-encoded qmatmul's checked geometry: float lhs `[..., K]` (float32; the GPU kernels
+/// also take bfloat16 and float16, the CPU's check float32 first), uint8 rhs `[N, row_bytes]` of
+/// whole blocks, a result of lhs's dtype and `M * N` values; `(m, n, k, row_bytes)`.
 pub(crate) fn qmatmul_geometry(
     op: &Op,
     enc: Encoding,
@@ -42,15 +43,21 @@ pub(crate) fn qmatmul_geometry(
     rhs: &Buffer,
     out: &Buffer,
 ) -> Result<(usize, usize, usize, usize)> {
-    expect_dtype(op, "lhs", lhs, DType::Float32)?;
+    if !matches!(lhs.dtype(), DType::Float32 | DType::BFloat16 | DType::Float16) {
+        return Err(Error::Value(format!(
+            "{}: lhs must be float32, bfloat16 or float16, got {}",
+            op.kind.name(),
+            lhs.dtype()
+        )));
+    }
     expect_dtype(op, "rhs", rhs, DType::UInt8)?;
     let &[n, row_bytes] = rhs.shape() else {
         return Err(Error::Value(format!("{}: rhs must be a matrix, got shape {:?}", op.kind.name(), rhs.shape())));
     };
     let k = row_elements(op, enc, row_bytes)?;
     let m = lhs_rows(op, lhs, k)?;
-    if out.dtype() != DType::Float32 || out.num_elements() != m * n {
-        return Err(Error::Value(format!("{}: the result must be float32 [{m}, {n}]", op.kind.name())));
+    if out.dtype() != lhs.dtype() || out.num_elements() != m * n {
+        return Err(Error::Value(format!("{}: the result must be {} [{m}, {n}]", op.kind.name(), lhs.dtype())));
     }
     Ok((m, n, k, row_bytes))
 }

@@ -71,8 +71,11 @@ class DecoderArchitecture:
 
 def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver.Device,
                  weights: dict[str, WeightData]) -> DType:
-    """The activation dtype: an explicit float encoding; float32 for GGUF files (their block
-    products run in float32) and on the CPU; otherwise the checkpoint's own dtype."""
+    """The activation dtype: an explicit float encoding (``--quantization-encoding float32``
+    keeps a GGUF model in float32 on a GPU); float32 on the CPU (the CPU's block products are
+    float32); bfloat16 for GGUF files on a GPU (block products read 16-bit activations and
+    accumulate in float32, as llama.cpp's with its f16 KV cache and 8-bit activations);
+    otherwise the checkpoint's own dtype."""
     from max.pipelines.lib.registry import SupportedEncoding
 
     if encoding is not None:
@@ -81,9 +84,11 @@ def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver
             return enc.dtype
         if fmt != "gguf":
             raise ValueError(f"--quantization-encoding {enc.value} needs a GGUF file; this model is {fmt}")
+        return DType.float32 if device.is_host else DType.bfloat16
+    if device.is_host:
         return DType.float32
-    if fmt == "gguf" or device.is_host:
-        return DType.float32
+    if fmt == "gguf":
+        return DType.bfloat16
     stored = config.get("torch_dtype") or config.get("dtype")
     for d in (DType.bfloat16, DType.float16, DType.float32):
         if stored == d.name:

@@ -45,7 +45,8 @@ class SupportedEncoding(str, enum.Enum):
 
     @property
     def dtype(self) -> DType:
-        """The dtype activations compute in (GGUF blocks: float32)."""
+        """The dtype of a float encoding (GGUF blocks: float32; decoder.choose_dtype picks
+        bfloat16 for them on a GPU)."""
         return {SupportedEncoding.bfloat16: DType.bfloat16, SupportedEncoding.float16: DType.float16}.get(
             self, DType.float32
         )

@@ -33,7 +33,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
 }
 
 /// A qmatmul with its residual add (engine/passes/fuse_qmatmul_residual.rs): inputs lhs,
-/// weights, residual (f32 of the result's shape).
+/// weights, residual (of the result's dtype and shape).
 fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let name = op.kind.name();
     let [lhs, w, res] = inputs else {
@@ -43,7 +43,7 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
     let (QuantCall::Block { enc, lhs, rhs }, out) = quant_call(op, &pair, outputs, "GPU")? else {
         return Err(Error::Value(format!("{name}: a product with its residual must be block-quantized")));
     };
-    if res.dtype() != DType::Float32 || res.shape() != out.shape() {
+    if res.dtype() != out.dtype() || res.shape() != out.shape() {
         return Err(Error::Value(format!(
             "{name}: the residual is {} {:?}, the product {} {:?}",
             res.dtype(),
@@ -55,8 +55,8 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
     let res = if res.is_contiguous() { res.clone() } else { res.contiguous()? };
     let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
-    k::qmatmul_add(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), res.addr(), (m, n, kk, row_bytes))
-        .map_err(Error::from)
+    let ptrs = (lhs.addr(), rhs.addr(), out.addr());
+    k::qmatmul_add(&dev.stream, enc, lhs.dtype(), ptrs, res.addr(), (m, n, kk, row_bytes)).map_err(Error::from)
 }
 
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each
@@ -81,7 +81,7 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
     }
     let (Some(dims), Some(enc)) = (common, encoding) else { return Ok(()) };
     dev.bind()?;
-    k::qmatmul_siblings(&dev.stream, enc, lhs.addr(), &parts, dims).map_err(Error::from)
+    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
 }
 
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
@@ -94,7 +94,8 @@ fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer
 fn qmatmul(dev: &CudaDevice, op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
     let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
-    k::qmatmul(&dev.stream, enc, (lhs.addr(), rhs.addr(), out.addr()), (m, n, kk, row_bytes)).map_err(Error::from)
+    let ptrs = (lhs.addr(), rhs.addr(), out.addr());
+    k::qmatmul(&dev.stream, enc, lhs.dtype(), ptrs, (m, n, kk, row_bytes)).map_err(Error::from)
 }
 
 /// GPTQ: the checks of crates/runtime/src/cpu/quant/gptq.rs, then the device kernels.

@@ -2,10 +2,12 @@
 //! projections of a quantized decoder layer) becomes the product's own work: the qmatmul step
 //! takes the residual as a third input (attribute `residual`) and the GPU's GEMV kernels add it
 //! as they store their results, instead of a separate elementwise pass over the output. Only
-//! GPU-placed f32 products whose result feeds nothing but the add, and residuals of exactly the
-//! result's type (no broadcasting), fuse; the fused step takes the add's place, where the
-//! residual and the product's inputs all exist. The host runs such a step as the product then
-//! the add (engine/host_dispatch.rs), which is what the GPU computes: one f32 rounding each.
+//! GPU-placed f32, bf16 or f16 products whose result feeds nothing but the add, and residuals
+//! of exactly the result's type (no broadcasting), fuse; the fused step takes the add's place,
+//! where the residual and the product's inputs all exist. The host runs such a step as the
+//! product then the add (engine/host_dispatch.rs), which is what the GPU computes in f32: one
+//! rounding each. In 16 bits the GPU adds the residual to the f32 product and rounds the sum
+//! once (the separate steps would round the product first).
 
 use std::collections::HashMap;
 
@@ -20,7 +22,10 @@ pub const RESIDUAL: &str = "residual";
 
 /// Fuses every eligible add into its qmatmul (top level only).
 pub fn fuse(body: &mut Body, types: &[Type], uses: &HashMap<ValueId, usize>) {
-    let gpu_f32 = |v: ValueId| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu && t.dtype == DType::Float32);
+    let gpu_f32 = |v: ValueId| {
+        matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu
+            && matches!(t.dtype, DType::Float32 | DType::BFloat16 | DType::Float16))
+    };
     // The single qmatmul producing each value.
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     for (i, s) in body.steps.iter().enumerate() {
