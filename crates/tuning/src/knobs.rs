@@ -167,7 +167,10 @@ declare! {
 
     // ---- GEMM on Hopper (docs/kernels/gemm.md) --------------------------------------------
     /// Column-tile width.
-    GemmBn: "gemm.bn", None, Kind::OneOf(&[128, 256]), "";
+    GemmBn: "gemm.bn", None, Kind::OneOf(&[64, 128, 256]), "";
+    /// Row-tile height: 64 (both consumer warpgroups on the same rows, splitting the columns;
+    /// by default for at most 64 rows per batch) or 128.
+    GemmBm: "gemm.bm", None, Kind::OneOf(&[64, 128]), "";
     /// CTAs per cluster along M (sharing B).
     GemmCluster: "gemm.cluster", None, Kind::OneOf(&[1, 2]), "";
     /// CTAs per cluster along N (sharing A).
