@@ -10,7 +10,7 @@
 // k are zero-filled by TMA, so any M, N and K % 8 == 0 work. 128-byte swizzled tiles.
 //
 // Work units: a cluster of CL = CM x CN CTAs (1, 2 x 1 or 2 x 2; CN = p.cn) takes CM row tiles
-// of 128 rows by CN column tiles of BN: the CTAs of a cluster row share an A tile, those of a
+// of BM rows (128, or 64: see below) by CN column tiles of BN: the CTAs of a cluster row share an A tile, those of a
 // cluster column a B tile, each loading 1/CN of its A tile and 1/CM of its B tile, multicast to
 // the CTAs that share it, so each crosses L2 once per cluster. Such a cluster tile is numbered
 // r = (batch, then a grouped raster: p.group row units per group, walked down the rows before
@@ -20,7 +20,7 @@
 // when the tiles alone leave SMs idle (dp_units = 0), or none. Cluster c takes units c,
 // c + clusters, ... (a grid of one cluster per unit is the non-persistent form), then, with
 // stream-K, its share of the last, partial wave (see Stream-K below).
-// A row or column tile past the last one (M not a multiple of CM * 128, or the column tiles not
+// A row or column tile past the last one (M not a multiple of CM * BM, or the column tiles not
 // of CN) is computed on zeros and never stored.
 //
 // Block: 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg.dec to 40): one thread walks the
@@ -35,6 +35,16 @@
 // registers per thread. The ring's stage and phase run on across units, so the producer loads
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
+//
+// The 64-row tile (BM = 64, the `_m64` kernels, for products of at most 64 rows per batch:
+// decode batches): with 128-row tiles the second consumer warpgroup would multiply TMA's zero
+// rows, doubling the MMAs of products that should stream B at the memory's rate. Both consumer
+// warpgroups take the tile's 64 rows, consumer c the columns c * BN / 2 .. (c + 1) * BN / 2 - 1
+// with m64n(BN/2)k16 (BN / 4 accumulators per thread), its B descriptor offset into the stage's
+// B tile: BN / 2 rows of 128 bytes for K-major Bt, BN / 128 boxes of 64 columns for N-major B
+// (so BN = 64 takes Bt only). The same producer, ring (deeper: a stage is BN + 64 rows),
+// barriers, scheduler, split-K and stream-K (partial tiles of 64 x BN f32, in the same
+// fragment order over the 256 consumer threads) and direct epilogues; no staged epilogue.
 //
 // A ping-pong schedule (each consumer warpgroup on its own 128 x 128 tile, alternating, so that
 // one's epilogue overlaps the other's mainloop) measured 0.62-0.64x cuBLAS on an H200 where this

@@ -112,6 +112,34 @@ fn staged_ok(n: usize, c: u64, pairs: bool) -> bool {
     pairs && n % 8 == 0 && c % 16 == 0
 }
 
+/// The kernel entry for a tile of `bm` x `bn`: `_m64` for 64-row tiles, `_st` with the staged
+/// epilogue, `_f32` for f32 results, else `_pl` for an identity epilogue (the kernel compiled
+/// without the epilogue's operations).
+fn kernel_name(
+    dtype: DType,
+    n_major: bool,
+    (bm, bn): (usize, usize),
+    staged: bool,
+    f32: bool,
+    identity: bool,
+) -> String {
+    format!(
+        "gemm_sm90p_{}_{}{}_n{}{}{}",
+        if dtype == DType::BFloat16 { "bf16" } else { "f16" },
+        if n_major { "b" } else { "t" },
+        if bm == 64 { "_m64" } else { "" },
+        bn,
+        if staged { "_st" } else { "" },
+        if f32 {
+            "_f32"
+        } else if identity {
+            "_pl"
+        } else {
+            ""
+        },
+    )
+}
+
 /// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
 /// device and kernel), or SMs / cluster when the driver cannot say. A persistent grid larger
 /// than that would leave some clusters waiting for a whole round of units.
@@ -259,13 +287,6 @@ fn launch_with(
     let sms = super::sm_count(stream)?;
     let p = plan(rows_a, n, k, z, sms, n_major, knobs)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
-    let name = format!(
-        "gemm_sm90p_{}_{}{}_n{}",
-        if dtype == DType::BFloat16 { "bf16" } else { "f16" },
-        if n_major { "b" } else { "t" },
-        if p.bm == 64 { "_m64" } else { "" },
-        p.bn,
-    );
     let pairs = if out.f32 {
         out.ldc % 2 == 0 && c % 8 == 0 && epi.residual % 8 == 0
     } else {
@@ -273,15 +294,7 @@ fn launch_with(
     };
     // (The 64-row tiles have no staged form: their stores are a small part of their time.)
     let staged = !out.f32 && p.bm == 128 && knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
-    let name = if staged { format!("{name}_st") } else { name };
-    // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`).
-    let name = if out.f32 {
-        format!("{name}_f32")
-    } else if epi.is_identity() {
-        format!("{name}_pl")
-    } else {
-        name
-    };
+    let name = kernel_name(dtype, n_major, (p.bm, p.bn), staged, out.f32, epi.is_identity());
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bm, p.bn, staged);
     crate::allow_smem(stream.context(), &f, smem)?;
@@ -407,5 +420,32 @@ mod tests {
         assert!(smem_bytes(64, 256, false) <= 232_448 && 2 * stages(64, 64, false) * 8 + 32 <= 256);
         assert!(staged_ok(8192, 256, true) && !staged_ok(8190, 256, true) && !staged_ok(8192, 8, true));
         assert!(!staged_ok(8192, 256, false));
+    }
+
+    #[test]
+    fn every_planned_kernel_is_in_its_family() {
+        // Each (height, layout, width) a plan can give, in each form the launcher may ask for,
+        // is an entry of the family's source (the same sentence as the GEMMP_ENTRY lines).
+        let knobs = Knobs::default();
+        for dtype in [DType::BFloat16, DType::Float16] {
+            let src = family(dtype).source;
+            for (bm, n_major, bn) in [64, 128].into_iter().flat_map(|bm| {
+                [false, true].into_iter().flat_map(move |nm| [64, 128, 256].into_iter().map(move |bn| (bm, nm, bn)))
+            }) {
+                let forced = Knobs { bm: Some(bm), bn: Some(bn), ..knobs };
+                let Some(p) = plan(64, 4096, 4096, 1, 132, n_major, forced) else { panic!("{bm} {bn}") };
+                if p.bn != bn {
+                    continue;
+                }
+                let forms = [(false, false, false), (false, false, true), (true, false, false), (true, false, true)];
+                for (staged, f32, identity) in forms.into_iter().chain([(false, true, true)]) {
+                    if (staged && bm == 64) || (f32 && (n_major || dtype != DType::BFloat16)) {
+                        continue;
+                    }
+                    let name = kernel_name(dtype, n_major, (bm, bn), staged, f32, identity);
+                    assert!(src.contains(&format!("({name}, ")), "{name} is not an entry");
+                }
+            }
+        }
     }
 }
