@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine_util import session
-from max import driver
+from max import driver, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
@@ -22,6 +22,14 @@ NS = [1, 7, 256, 4096, 11008]
 # Output rounding (relative to the value) and f32 accumulation (relative to sum |a| |b|).
 EPS_OUT = {DType.bfloat16: 2.0**-8, DType.float16: 2.0**-10, DType.float32: 4e-7}
 EPS_ACC = {DType.bfloat16: 2e-5, DType.float16: 2e-5, DType.float32: 1e-5}
+
+
+@pytest.fixture(autouse=True)
+def skinny_kernels():
+    """Products of fewer than 256 rows on these kernels on Hopper too (the Hopper GEMM takes
+    16-bit products from 9 rows by default)."""
+    with tuning.override(**{"gemm.min_m": 256}):
+        yield
 
 
 def as_np(d):

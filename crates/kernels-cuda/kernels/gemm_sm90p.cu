@@ -10,7 +10,7 @@
 // k are zero-filled by TMA, so any M, N and K % 8 == 0 work. 128-byte swizzled tiles.
 //
 // Work units: a cluster of CL = CM x CN CTAs (1, 2 x 1 or 2 x 2; CN = p.cn) takes CM row tiles
-// of 128 rows by CN column tiles of BN: the CTAs of a cluster row share an A tile, those of a
+// of BM rows (128, or 64: see below) by CN column tiles of BN: the CTAs of a cluster row share an A tile, those of a
 // cluster column a B tile, each loading 1/CN of its A tile and 1/CM of its B tile, multicast to
 // the CTAs that share it, so each crosses L2 once per cluster. Such a cluster tile is numbered
 // r = (batch, then a grouped raster: p.group row units per group, walked down the rows before
@@ -20,7 +20,7 @@
 // when the tiles alone leave SMs idle (dp_units = 0), or none. Cluster c takes units c,
 // c + clusters, ... (a grid of one cluster per unit is the non-persistent form), then, with
 // stream-K, its share of the last, partial wave (see Stream-K below).
-// A row or column tile past the last one (M not a multiple of CM * 128, or the column tiles not
+// A row or column tile past the last one (M not a multiple of CM * BM, or the column tiles not
 // of CN) is computed on zeros and never stored.
 //
 // Block: 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg.dec to 40): one thread walks the
@@ -35,6 +35,16 @@
 // registers per thread. The ring's stage and phase run on across units, so the producer loads
 // the next unit while the consumers run the epilogue of the current one. Shared memory is
 // written only by TMA and read only by wgmma (both async proxy).
+//
+// The 64-row tile (BM = 64, the `_m64` kernels, for products of at most 64 rows per batch:
+// decode batches): with 128-row tiles the second consumer warpgroup would multiply TMA's zero
+// rows, doubling the MMAs of products that should stream B at the memory's rate. Both consumer
+// warpgroups take the tile's 64 rows, consumer c the columns c * BN / 2 .. (c + 1) * BN / 2 - 1
+// with m64n(BN/2)k16 (BN / 4 accumulators per thread), its B descriptor offset into the stage's
+// B tile: BN / 2 rows of 128 bytes for K-major Bt, BN / 128 boxes of 64 columns for N-major B
+// (so BN = 64 takes Bt only). The same producer, ring (deeper: a stage is BN + 64 rows),
+// barriers, scheduler, split-K and stream-K (partial tiles of 64 x BN f32, in the same
+// fragment order over the 256 consumer threads) and direct epilogues; no staged epilogue.
 //
 // A ping-pong schedule (each consumer warpgroup on its own 128 x 128 tile, alternating, so that
 // one's epilogue overlaps the other's mainloop) measured 0.62-0.64x cuBLAS on an H200 where this
@@ -273,24 +283,30 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
 
 // The residual rows of this thread's part of unit w's tile asked into L2 as the unit starts, so
 // that the epilogue's loads hit L2: lane l takes the 128-byte line l % 4 (64 columns) of its
-// rows l / 4 and l / 4 + 8 (the rows as the epilogue has them).
-template <typename T, int BN>
-__device__ __forceinline__ void prefetch_residual(const GemmPArgs& p, const Work& w, int c, int warp, int lane) {
+// rows l / 4 and l / 4 + 8 (the rows as the epilogue has them). row_base and col_base: the
+// warpgroup's first row and column in the tile; WN its columns.
+template <typename T, int BM, int BN, int WN>
+__device__ __forceinline__ void prefetch_residual(const GemmPArgs& p, const Work& w, int row_base, int col_base,
+                                                  int warp, int lane) {
     const int line = (lane % 4) * 64;
-    const i64 col = (i64)w.nt * BN + line;
-    if (w.mt >= p.m_tiles || w.nt >= p.n_tiles || line >= BN || col >= p.n) return;
-    const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
+    const i64 col = (i64)w.nt * BN + col_base + line;
+    if (w.mt >= p.m_tiles || w.nt >= p.n_tiles || line >= WN || col >= p.n) return;
+    const i64 row0 = (i64)w.mt * BM + row_base + warp * 16 + lane / 4;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
         if (row0 + 8 * r < p.m)
             prefetch_l2((const T*)p.epi.residual + (i64)w.z * p.stride_c + (row0 + 8 * r) * p.n + col);
 }
 
-// Stages of the ring: (128 + BN) x 64 16-bit elements each: 4 x 48 KB or 7 x 32 KB (the
-// 128-column tiles serve the memory-bound few-row shapes, where depth hides latency), within the
-// 227 KB a block may have; 6 x 32 KB with the staged epilogue (ST), whose 18 KB of staging
-// tiles do not fit next to 7. launch/gemm_sm90p.rs mirrors this.
-template <int BN, bool ST> struct PRing { static const int stages = BN == 256 ? 4 : (ST ? 6 : 7); };
+// Stages of the ring: (BM + BN) x 64 16-bit elements each. 128-row tiles: 4 x 48 KB or 7 x
+// 32 KB (the 128-column tiles serve the memory-bound few-row shapes, where depth hides
+// latency); 6 x 32 KB with the staged epilogue (ST), whose 18 KB of staging tiles do not fit
+// next to 7. 64-row tiles (never staged): 9 x 24 KB (BN 128) or 12 x 16 KB (BN 64), the bytes
+// in flight per SM that stream B at the memory's rate. Within the 227 KB a block may have;
+// launch/gemm_sm90p.rs mirrors this.
+template <int BM, int BN, bool ST> struct PRing {
+    static const int stages = BM == 128 ? (BN == 256 ? 4 : (ST ? 6 : 7)) : (BN == 256 ? 5 : (BN == 128 ? 9 : 12));
+};
 
 // Hands stage s back to the producers of every CTA of the cluster that writes into it (`peers`,
 // a mask of ranks: see the producer), once this warp's MMAs that read it have retired (all lanes
@@ -311,11 +327,20 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL, u32 peers)
 // kernel is compiled without that code (the `_pl` kernels): a tile's epilogue runs with a cold
 // instruction cache, and in the general kernel its path jumps across the code of every option.
 // F32: C is f32 (store_tile_f32; neither ST nor PL).
-template <typename T, bool BF16, bool TB, int BN, bool ST, bool PL, bool F32>
+// BM: rows of a tile, 128 (each consumer warpgroup computes 64 rows by BN columns) or 64 (each
+// computes the 64 rows by BN / 2 columns: see the top of the file); WN, the columns of a
+// warpgroup's fragment.
+template <typename T, bool BF16, bool TB, int BM, int BN, bool ST, bool PL, bool F32>
 __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
-    constexpr int STAGES = PRing<BN, ST>::stages;
+    static_assert(BM == 128 || BM == 64, "row tile");
+    constexpr int WN = BM == 128 ? BN : BN / 2;
+    // The 64-row tile: no staged epilogue (a warpgroup's fragment may be narrower than the 64
+    // columns of a staging tile), and N-major B only in whole 64-column boxes per warpgroup.
+    static_assert(BM == 128 || (!ST && (!TB || WN % 64 == 0)), "64-row tile");
+    constexpr int STAGES = PRing<BM, BN, ST>::stages;
+    constexpr int A_BYTES = BM * P_BK * 2;
     constexpr int B_BYTES = BN * P_BK * 2;
-    constexpr int STAGE_BYTES = P_A_BYTES + B_BYTES;
+    constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     extern __shared__ u8 raw_smem[];
     // Stage buffers start on a 1024-byte boundary (the swizzle pattern repeats every 1024 bytes);
     // the offsets are the same in every CTA, as multicast needs.
@@ -363,14 +388,14 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
                     mbar_wait(&empty[stage], phase ^ 1);
                     u8* sa = smem + stage * STAGE_BYTES;
-                    u8* sb = sa + P_A_BYTES;
+                    u8* sb = sa + A_BYTES;
                     mbar_expect_tx(&full[stage], STAGE_BYTES);
                     if (CN > 1) {
-                        // Rows rn * 128 / CN .. of the A tile (boxes of 128 / CN rows).
-                        tma_load_3d_mc(sa + rn * (P_A_BYTES / CN), map_a, &full[stage], kt * P_BK,
-                                       w.mt * P_BM + rn * (P_BM / CN), w.z, (u16)mask_a);
+                        // Rows rn * BM / CN .. of the A tile (boxes of BM / CN rows).
+                        tma_load_3d_mc(sa + rn * (A_BYTES / CN), map_a, &full[stage], kt * P_BK,
+                                       w.mt * BM + rn * (BM / CN), w.z, (u16)mask_a);
                     } else {
-                        tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * P_BM, w.z);
+                        tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * BM, w.z);
                     }
                     if (TB) {
                         // B [K, N]: BN / 64 boxes of 64 columns x 64 rows; this CTA loads its
@@ -393,12 +418,19 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        // Consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127.
+        // 128-row tiles: consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127, each
+        // over all BN columns. 64-row tiles: both take the 64 rows, consumer c columns
+        // c * WN .. c * WN + WN - 1, reading the B tile from that column on: K-major Bt rows
+        // (128 bytes each) or N-major 64-column boxes (P_BK * 128 bytes each).
         const int c = wg - 1;
         const int warp = tid / 32, lane = tid % 32;
+        const int row_base = BM == 128 ? c * 64 : 0, col_base = BM == 128 ? 0 : c * WN;
+        constexpr int A_OFF = BM == 128 ? 64 * 128 : 0;
+        constexpr int B_OFF = BM == 128 ? 0 : (TB ? (WN / 64) * (P_BK * 128) : WN * 128);
         // This thread's index among the 256 that share a tile.
         const int ctid = threadIdx.x - 128;
-        constexpr int NACC = BN / 2;  // accumulators per thread
+        constexpr int NACC = WN / 2;  // accumulators per thread
+        constexpr int TILE = BM * BN;  // f32 elements of a partial tile
         constexpr int SYNC_N = 256;  // threads per tile
         const u32 sync_id = 1;  // named barrier of the tile's threads
         float d[NACC];
@@ -410,12 +442,12 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             const int k0 = w.k0, k1 = w.k1;
 #pragma unroll
             for (int i = 0; i < NACC; ++i) d[i] = 0.f;
-            if (!F32 && p.epi.residual) prefetch_residual<T, BN>(p, w, c, warp, lane);
+            if (!F32 && p.epi.residual) prefetch_residual<T, BM, BN, WN>(p, w, row_base, col_base, warp, lane);
             int prev = 0;
             for (int kt = k0; kt < k1; ++kt) {
                 mbar_wait(&full[stage], phase);
-                const u8* sa = smem + stage * STAGE_BYTES + c * (64 * 128);
-                const u8* sb = smem + stage * STAGE_BYTES + P_A_BYTES;
+                const u8* sa = smem + stage * STAGE_BYTES + c * A_OFF;
+                const u8* sb = smem + stage * STAGE_BYTES + A_BYTES + c * B_OFF;
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < P_BK / 16; ++kk) {
@@ -423,7 +455,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     // 16 rows (2048 bytes) further down each box.
                     const u64 desc_b = TB ? sw128_desc_nmajor(sb) + kk * (2048 >> 4) : sw128_desc(sb) + 2 * kk;
                     const u32 scale_d = (kt > k0 || kk > 0) ? 1u : 0u;
-                    Wgmma<BN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, scale_d);
+                    Wgmma<WN, BF16, TB>::run(d, sw128_desc(sa) + 2 * kk, desc_b, scale_d);
                 }
                 wgmma_commit();
                 // Keep this k-tile's MMAs in flight; once the previous tile's have retired, its
@@ -440,9 +472,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             if (w.slot >= 0) {
                 const int tile = w.slot;
                 const int stride = p.sk_len > 0 ? p.sk_stride : p.splits;
-                float* slot = (float*)p.ws + (i64)tile * stride * (P_BM * BN);
+                float* slot = (float*)p.ws + (i64)tile * stride * TILE;
                 // Fragment order: 4 floats per thread and step, SYNC_N threads per step.
-                float* mine = slot + (i64)w.split * (P_BM * BN) + ctid * 4;
+                float* mine = slot + (i64)w.split * TILE + ctid * 4;
 #pragma unroll
                 for (int j = 0; j < NACC / 4; ++j)
                     st_cg4(mine + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
@@ -458,27 +490,25 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
 #pragma unroll
                 for (int i = 0; i < NACC; ++i) d[i] = 0.f;
                 for (int s = 0; s < w.parts; ++s) {
-                    const float* part = slot + (i64)s * (P_BM * BN) + ctid * 4;
+                    const float* part = slot + (i64)s * TILE + ctid * 4;
 #pragma unroll
                     for (int j = 0; j < NACC / 4; ++j)
                         ld_cg4_add(part + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 }
             }
-            const int col0 = w.nt * BN + (lane % 4) * 2;
-            const int cols = (int)min(p.n - col0, (i64)BN);
+            const int col0 = w.nt * BN + col_base + (lane % 4) * 2;
+            const int cols = (int)min(p.n - col0, (i64)WN);
+            const i64 row0 = (i64)w.mt * BM + row_base + warp * 16 + lane / 4;
+            const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
             if (F32) {
-                const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.ldc + col0;
-                const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
                 if (p.epi.residual)
-                    store_tile_f32<BN, true>(d, p, offset, cols, has0, has1);
+                    store_tile_f32<WN, true>(d, p, offset, cols, has0, has1);
                 else
-                    store_tile_f32<BN, false>(d, p, offset, cols, has0, has1);
+                    store_tile_f32<WN, false>(d, p, offset, cols, has0, has1);
             } else {
-                const i64 row0 = (i64)w.mt * P_BM + c * 64 + warp * 16 + lane / 4;
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
-                const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
-                if (!PL) epi_math<T, BN>(d, p, col0, cols);
+                if (!PL) epi_math<T, WN>(d, p, col0, cols);
                 if (ST) {
                     const i64 row_w = row0 - lane / 4;
                     const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
@@ -487,9 +517,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     else
                         store_tile_staged<T, BN, false>(d, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
                 } else if (!PL && p.epi.residual) {
-                    store_tile<T, BN, true>(d, p, offset, col0, cols, has0, has1);
+                    store_tile<T, WN, true>(d, p, offset, col0, cols, has0, has1);
                 } else {
-                    store_tile<T, BN, false>(d, p, offset, col0, cols, has0, has1);
+                    store_tile<T, WN, false>(d, p, offset, col0, cols, has0, has1);
                 }
             }
         }
@@ -498,22 +528,24 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BN, ST, PL, F32)                                          \
+#define GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BM, BN, ST, PL, F32)                                      \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
         NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BN, ST, PL, F32)                                                    \
+        GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32)                                                \
     }
-#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, ST, PL) GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BN, ST, PL, false)
+#define GEMMP_ENTRY(NAME, T, BF16, TB, BN, ST, PL) GEMMP_ENTRY_OUT(NAME, T, BF16, TB, 128, BN, ST, PL, false)
+#define GEMMP_ENTRY64(NAME, T, BF16, TB, BN, PL) GEMMP_ENTRY_OUT(NAME, T, BF16, TB, 64, BN, false, PL, false)
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BN, ST, PL, F32) gemm_sm90p<T, BF16, TB, BN, ST, PL, F32>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32) gemm_sm90p<T, BF16, TB, BM, BN, ST, PL, F32>(&map_a, &map_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BN, ST, PL, F32) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32) asm volatile("trap;");
 #endif
-// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>_n<BN>[_st: staged
+// gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>[_m64: 64-row tile]_n<BN>[_st: staged
 // epilogue][_pl: no epilogue operations][_f32: f32 C, bf16 W^T products only]; the cluster size
-// is the launch's.
+// is the launch's. The 64-row tiles: BN 128 for both layouts, BN 64 for Bt only (a warpgroup's
+// 32 columns of an N-major box would start inside its 128-byte swizzle row).
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
 // process compiles only the kernels of the types it multiplies.
 #if defined(GP_BF16)
@@ -533,8 +565,16 @@ GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_pl, bf16, true, false, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n256_st_pl, bf16, true, false, 256, true, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_pl, bf16, true, false, 128, false, true)
 GEMMP_ENTRY(gemm_sm90p_bf16_t_n128_st_pl, bf16, true, false, 128, true, true)
-GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_n256_f32, bf16, true, false, 256, false, true, true)
-GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_n128_f32, bf16, true, false, 128, false, true, true)
+GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_n256_f32, bf16, true, false, 128, 256, false, true, true)
+GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_n128_f32, bf16, true, false, 128, 128, false, true, true)
+GEMMP_ENTRY64(gemm_sm90p_bf16_b_m64_n128, bf16, true, true, 128, false)
+GEMMP_ENTRY64(gemm_sm90p_bf16_b_m64_n128_pl, bf16, true, true, 128, true)
+GEMMP_ENTRY64(gemm_sm90p_bf16_t_m64_n128, bf16, true, false, 128, false)
+GEMMP_ENTRY64(gemm_sm90p_bf16_t_m64_n128_pl, bf16, true, false, 128, true)
+GEMMP_ENTRY64(gemm_sm90p_bf16_t_m64_n64, bf16, true, false, 64, false)
+GEMMP_ENTRY64(gemm_sm90p_bf16_t_m64_n64_pl, bf16, true, false, 64, true)
+GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_m64_n128_f32, bf16, true, false, 64, 128, false, true, true)
+GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_m64_n64_f32, bf16, true, false, 64, 64, false, true, true)
 #else
 GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
 GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)
@@ -552,4 +592,10 @@ GEMMP_ENTRY(gemm_sm90p_f16_t_n256_pl, f16, false, false, 256, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n256_st_pl, f16, false, false, 256, true, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n128_pl, f16, false, false, 128, false, true)
 GEMMP_ENTRY(gemm_sm90p_f16_t_n128_st_pl, f16, false, false, 128, true, true)
+GEMMP_ENTRY64(gemm_sm90p_f16_b_m64_n128, f16, false, true, 128, false)
+GEMMP_ENTRY64(gemm_sm90p_f16_b_m64_n128_pl, f16, false, true, 128, true)
+GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n128, f16, false, false, 128, false)
+GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n128_pl, f16, false, false, 128, true)
+GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n64, f16, false, false, 64, false)
+GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n64_pl, f16, false, false, 64, true)
 #endif

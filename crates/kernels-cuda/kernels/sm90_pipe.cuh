@@ -3,12 +3,10 @@
 // one-tile-per-CTA gemm_sm90.cu) and of the conv2d kernel (conv_sm90.cu); sources.rs puts this
 // file in front of each, after prelude.cuh: mbarriers (local and cluster-wide), TMA tile loads
 // (plain and multicast to every CTA of a cluster) and L2 prefetches, shared-memory matrix
-// descriptors for the 128-byte swizzle, m64nNk16 wgmma with N = 64, 128 or 256, and 16-bit
+// descriptors for the 128-byte swizzle, m64nNk16 wgmma with N = 32, 64, 128 or 256, and 16-bit
 // pairs.
 
-#define P_BM 128
 #define P_BK 64
-#define P_A_BYTES (P_BM * P_BK * 2)
 
 struct alignas(64) TmaMap { u64 data[16]; };
 
@@ -135,6 +133,8 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 
+#define PW_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define PW_OUTS16 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define PW_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define PW_OUTS32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define PW_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
@@ -165,6 +165,11 @@ __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.s
     }
 
 template <int BN, bool BF16, bool TB> struct Wgmma;
+template <bool BF16, bool TB> struct Wgmma<32, BF16, TB> {
+    static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
+        PW_MMA_ANY("m64n32k16", 16, "16", "17", "18")
+    }
+};
 template <bool BF16, bool TB> struct Wgmma<64, BF16, TB> {
     static __device__ __forceinline__ void run(float* d, u64 desc_a, u64 desc_b, u32 scale_d) {
         PW_MMA_ANY("m64n64k16", 32, "32", "33", "34")

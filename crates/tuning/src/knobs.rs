@@ -167,7 +167,10 @@ declare! {
 
     // ---- GEMM on Hopper (docs/kernels/gemm.md) --------------------------------------------
     /// Column-tile width.
-    GemmBn: "gemm.bn", None, Kind::OneOf(&[128, 256]), "";
+    GemmBn: "gemm.bn", None, Kind::OneOf(&[64, 128, 256]), "";
+    /// Row-tile height: 64 (both consumer warpgroups on the same rows, splitting the columns;
+    /// by default for at most 64 rows per batch) or 128.
+    GemmBm: "gemm.bm", None, Kind::OneOf(&[64, 128]), "";
     /// CTAs per cluster along M (sharing B).
     GemmCluster: "gemm.cluster", None, Kind::OneOf(&[1, 2]), "";
     /// CTAs per cluster along N (sharing A).
@@ -184,9 +187,9 @@ declare! {
     GemmTail: "gemm.tail", None, Kind::Flag, "";
     /// The epilogue: staged through shared memory, or stored from the fragments.
     GemmEpilogue: "gemm.epilogue", None, Kind::Choice(&["staged", "direct"]), "";
-    /// Rows from which 16-bit products take the Hopper kernel (fewer: mma.sync); 1 sends every
-    /// shape there.
-    GemmMinM: "gemm.min_m", None, count(1), "128";
+    /// Rows from which 16-bit products take the Hopper kernel (fewer: mma.sync); unset, 9 rows,
+    /// and below 128 rows only B whose rows TMA can read as given; 1 sends every shape there.
+    GemmMinM: "gemm.min_m", None, count(1), "";
     /// B transposed into a scratch copy even where TMA could read it as it is.
     GemmTranspose: "gemm.transpose", None, Kind::Flag, "0";
     /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.

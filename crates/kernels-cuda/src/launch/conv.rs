@@ -150,7 +150,7 @@ pub fn gemm_epi(
         let off = |per: usize| (z0 * per) as u64 * es;
         let (a, b, c) = (a + off(m * k), b + off(k * n), c + off(m * n));
         let e = shifted(off(m * n));
-        if hopper && gemm_sm90::suitable(dtype, m, k, a, b) {
+        if hopper && gemm_sm90::suitable(dtype, m, n, k, a, b) {
             match gemm_sm90::gemm(stream, dtype, (a, b, c), (m, n, k), nb, (nb, nb), &e) {
                 Ok(()) => continue,
                 Err(Error::Unsupported(_)) => {}

@@ -1,7 +1,7 @@
 //! Launching the Hopper GEMM: TMA descriptors are encoded for A and B (read as it is when
 //! N % 8 == 0, else transposed into a scratch Bt first), then the persistent, clustered,
 //! split-K kernel of kernels/gemm_sm90p.cu runs (launch/gemm_sm90p.rs plans it). The tuning
-//! knob `gemm.min_m` sets the rows from which matmul prefers this kernel (default 128).
+//! knob `gemm.min_m` sets the rows from which matmul prefers this kernel (default 9).
 //! The one-tile-per-CTA kernel this replaced measured slower on an H200 once the clusters'
 //! barrier was fixed (8192^3 bf16: 624 against 704 TFLOP/s) and was deleted.
 
@@ -34,17 +34,28 @@ pub(crate) fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usiz
     .map_err(Error::driver("cuTensorMapEncodeTiled"))
 }
 
-/// Rows from which the Hopper kernel is worth it: `gemm.min_m` (128: split-K fills the GPU from
-/// there; 1 sends every shape here, for tests).
-pub fn min_rows() -> usize {
-    max_tuning::current().int(max_tuning::Knob::GemmMinM).unwrap_or(128)
-}
+/// Rows from which the Hopper kernel is worth it by default: from 9 its 64-row tile streams B by
+/// TMA at the memory's rate, where gemm_skinny's mma.sync kernel measured 0.58-0.62x cuBLAS at
+/// 16 rows on an H200; fewer rows waste less of gemm_skinny's 16-row tiles (and its SIMT kernel
+/// takes up to 4).
+const MIN_M: usize = 9;
 
-/// Whether the Hopper kernel can take this problem (16-bit types, K a multiple of 8, 16-byte
-/// aligned operands) and is worth it (at least [`min_rows`] rows; fewer go to mma.sync, which
-/// reads B without transposing it).
-pub fn suitable(dtype: DType, m: usize, k: usize, a: u64, b: u64) -> bool {
-    matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && m >= min_rows() && (a | b) % 16 == 0
+/// Rows below which, by default, the Hopper kernel takes B [k, n] only as given (n % 8 == 0): a
+/// transposed scratch copy of B costs more than a product of so few rows, and gemm_skinny
+/// reads any n.
+const TRANSPOSE_MIN_M: usize = 128;
+
+/// Whether the Hopper kernel can take this product of [m, k] by [k, n] (16-bit types, K a
+/// multiple of 8, 16-byte aligned operands) and is worth it: at least `gemm.min_m` rows when
+/// that knob is set (1 sends every shape here, for tests), else at least [`MIN_M`] rows and,
+/// below [`TRANSPOSE_MIN_M`], B readable as given.
+pub fn suitable(dtype: DType, m: usize, n: usize, k: usize, a: u64, b: u64) -> bool {
+    let t = max_tuning::current();
+    let rows = match t.int(max_tuning::Knob::GemmMinM).filter(|_| t.is_set(max_tuning::Knob::GemmMinM)) {
+        Some(min) => m >= min,
+        None => m >= MIN_M && (m >= TRANSPOSE_MIN_M || n % 8 == 0),
+    };
+    matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && rows && (a | b) % 16 == 0
 }
 
 /// C = epilogue(A @ W^T) for A [m, k] at `a` and W [n, k] at `w` (a linear layer's weight as

@@ -3,7 +3,9 @@
 //! launch attribute). [`super::gemm_sm90::gemm`] prepares A and B and calls [`launch`].
 //!
 //! Every choice can be forced through the `gemm.*` tuning knobs (max_tuning's declarations):
-//! `gemm.bn` (column tile), `gemm.cluster` (CTAs per cluster along M sharing B by TMA
+//! `gemm.bm` (row tile: 64 rows, where both consumer warpgroups split the columns, by default
+//! for at most 64 rows per batch, the decode batches; else 128), `gemm.bn` (column tile),
+//! `gemm.cluster` (CTAs per cluster along M sharing B by TMA
 //! multicast), `gemm.cluster_n` (along N sharing A), `gemm.splitk`, `gemm.persistent` (one CTA
 //! per work unit, or at most one per SM walking units), `gemm.grid`, `gemm.group_m` (row tiles
 //! per raster group), `gemm.tail` (split-K for the tiles of a last, partial wave: on by
@@ -32,7 +34,6 @@ use crate::{Error, Result, function};
 mod plan;
 pub use plan::{Knobs, Plan, plan};
 
-const BM: usize = 128;
 const BK: usize = 64;
 const THREADS: u32 = 384;
 
@@ -68,15 +69,17 @@ pub(crate) fn family(dtype: DType) -> &'static crate::sources::Family {
     if dtype == DType::BFloat16 { &GEMM_SM90P_BF16 } else { &GEMM_SM90P_F16 }
 }
 
-/// Ring stages, as `PRing` in the kernel: 4 x 48 KB (bn 256), 7 x 32 KB (bn 128), 6 x 32 KB
-/// (bn 128 with the staged epilogue, whose staging tiles do not fit next to 7).
-fn stages(bn: usize, staged: bool) -> usize {
-    if bn == 256 {
-        4
-    } else if staged {
-        6
-    } else {
-        7
+/// Ring stages, as `PRing` in the kernel. 128-row tiles: 4 x 48 KB (bn 256), 7 x 32 KB (bn
+/// 128), 6 x 32 KB (bn 128 with the staged epilogue, whose staging tiles do not fit next to 7).
+/// 64-row tiles (never staged): 9 x 24 KB (bn 128), 12 x 16 KB (bn 64).
+fn stages(bm: usize, bn: usize, staged: bool) -> usize {
+    match (bm, bn) {
+        (128, 256) => 4,
+        (128, _) if staged => 6,
+        (128, _) => 7,
+        (_, 256) => 5,
+        (_, 128) => 9,
+        _ => 12,
     }
 }
 
@@ -89,9 +92,9 @@ const STAGING_BYTES: usize = 8 * 16 * 144;
 /// ring to 1024 bytes: at most 230,544 bytes, within the 232,448 (227 KB) a Hopper block may
 /// have. Staged: the barriers get 256 bytes, then the staging tiles: 216,320 bytes for bn 256
 /// (4 x 48 KB) and for bn 128 (6 x 32 KB).
-fn smem_bytes(bn: usize, staged: bool) -> u32 {
-    let ring = stages(bn, staged) * (BM + bn) * BK * 2;
-    let rest = if staged { 256 + STAGING_BYTES } else { 2 * stages(bn, false) * 8 + 16 + 2 * 8 };
+fn smem_bytes(bm: usize, bn: usize, staged: bool) -> u32 {
+    let ring = stages(bm, bn, staged) * (bm + bn) * BK * 2;
+    let rest = if staged { 256 + STAGING_BYTES } else { 2 * stages(bm, bn, false) * 8 + 16 + 2 * 8 };
     (ring + rest + 1024) as u32
 }
 
@@ -107,6 +110,34 @@ const STAGED_MAX_K: usize = 2048;
 /// math's 32-bit pairs (`pairs`: bias and residual 4-byte aligned).
 fn staged_ok(n: usize, c: u64, pairs: bool) -> bool {
     pairs && n % 8 == 0 && c % 16 == 0
+}
+
+/// The kernel entry for a tile of `bm` x `bn`: `_m64` for 64-row tiles, `_st` with the staged
+/// epilogue, `_f32` for f32 results, else `_pl` for an identity epilogue (the kernel compiled
+/// without the epilogue's operations).
+fn kernel_name(
+    dtype: DType,
+    n_major: bool,
+    (bm, bn): (usize, usize),
+    staged: bool,
+    f32: bool,
+    identity: bool,
+) -> String {
+    format!(
+        "gemm_sm90p_{}_{}{}_n{}{}{}",
+        if dtype == DType::BFloat16 { "bf16" } else { "f16" },
+        if n_major { "b" } else { "t" },
+        if bm == 64 { "_m64" } else { "" },
+        bn,
+        if staged { "_st" } else { "" },
+        if f32 {
+            "_f32"
+        } else if identity {
+            "_pl"
+        } else {
+            ""
+        },
+    )
 }
 
 /// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
@@ -254,36 +285,23 @@ fn launch_with(
     out: COut,
 ) -> Result<()> {
     let sms = super::sm_count(stream)?;
-    let p = plan(rows_a, n, k, z, sms, knobs)
+    let p = plan(rows_a, n, k, z, sms, n_major, knobs)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
-    let name = format!(
-        "gemm_sm90p_{}_{}_n{}",
-        if dtype == DType::BFloat16 { "bf16" } else { "f16" },
-        if n_major { "b" } else { "t" },
-        p.bn,
-    );
     let pairs = if out.f32 {
         out.ldc % 2 == 0 && c % 8 == 0 && epi.residual % 8 == 0
     } else {
         n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0
     };
-    let staged = !out.f32 && knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
-    let name = if staged { format!("{name}_st") } else { name };
-    // An identity epilogue takes the kernel compiled without the epilogue's operations (`_pl`).
-    let name = if out.f32 {
-        format!("{name}_f32")
-    } else if epi.is_identity() {
-        format!("{name}_pl")
-    } else {
-        name
-    };
+    // (The 64-row tiles have no staged form: their stores are a small part of their time.)
+    let staged = !out.f32 && p.bm == 128 && knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
+    let name = kernel_name(dtype, n_major, (p.bm, p.bn), staged, out.f32, epi.is_identity());
     let f = function(stream.context(), family(dtype), &name)?;
-    let smem = smem_bytes(p.bn, staged);
+    let smem = smem_bytes(p.bm, p.bn, staged);
     crate::allow_smem(stream.context(), &f, smem)?;
-    // Each CTA of a cluster row loads BM / cluster_n rows of the A tile, and each of a cluster
+    // Each CTA of a cluster row loads bm / cluster_n rows of the A tile, and each of a cluster
     // column bn / cm rows of Bt (with B [k, n], whole 64 x 64 boxes).
     let cm = p.cluster / p.cluster_n;
-    let map_a = tma_map(dtype, a, k, rows_a, z, (BM / p.cluster_n) as u32)?;
+    let map_a = tma_map(dtype, a, k, rows_a, z, (p.bm / p.cluster_n) as u32)?;
     let map_b = if n_major {
         // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
         tma_map(dtype, b, n, k, batch_b, BK as u32)?
@@ -304,7 +322,7 @@ fn launch_with(
     // partials.
     let (split_tiles, parts) = p.split_tiles();
     let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
-    let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * parts * BM * p.bn * 4 } else { 0 };
+    let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * parts * p.bm * p.bn * 4 } else { 0 };
     let ws = if ws_bytes > 0 {
         // SAFETY: stream-ordered allocation, freed below on the same stream after the launch.
         let ws =
@@ -365,6 +383,7 @@ fn launch_with(
     if launched.is_ok() {
         super::record::record("gemm_sm90p", || {
             let fields = vec![
+                ("bm", p.bm as i64),
                 ("bn", p.bn as i64),
                 ("cluster", p.cluster as i64),
                 ("cluster_n", p.cluster_n as i64),
@@ -391,12 +410,42 @@ mod tests {
     #[test]
     fn shared_memory_fits_a_hopper_block() {
         for staged in [false, true] {
-            assert!(smem_bytes(256, staged) <= 232_448 && smem_bytes(128, staged) <= 232_448);
+            assert!(smem_bytes(128, 256, staged) <= 232_448 && smem_bytes(128, 128, staged) <= 232_448);
         }
         // The default layout as before the staged epilogue existed.
-        assert_eq!((smem_bytes(256, false), smem_bytes(128, false)), (197_728, 230_544));
-        assert_eq!((smem_bytes(256, true), smem_bytes(128, true)), (216_320, 216_320));
+        assert_eq!((smem_bytes(128, 256, false), smem_bytes(128, 128, false)), (197_728, 230_544));
+        assert_eq!((smem_bytes(128, 256, true), smem_bytes(128, 128, true)), (216_320, 216_320));
+        // 64-row tiles: 9 x 24 KB, 12 x 16 KB; the barriers within the kernel's 256 bytes.
+        assert_eq!((smem_bytes(64, 128, false), smem_bytes(64, 64, false)), (222_384, 197_856));
+        assert!(smem_bytes(64, 256, false) <= 232_448 && 2 * stages(64, 64, false) * 8 + 32 <= 256);
         assert!(staged_ok(8192, 256, true) && !staged_ok(8190, 256, true) && !staged_ok(8192, 8, true));
         assert!(!staged_ok(8192, 256, false));
+    }
+
+    #[test]
+    fn every_planned_kernel_is_in_its_family() {
+        // Each (height, layout, width) a plan can give, in each form the launcher may ask for,
+        // is an entry of the family's source (the same sentence as the GEMMP_ENTRY lines).
+        let knobs = Knobs::default();
+        for dtype in [DType::BFloat16, DType::Float16] {
+            let src = family(dtype).source;
+            for (bm, n_major, bn) in [64, 128].into_iter().flat_map(|bm| {
+                [false, true].into_iter().flat_map(move |nm| [64, 128, 256].into_iter().map(move |bn| (bm, nm, bn)))
+            }) {
+                let forced = Knobs { bm: Some(bm), bn: Some(bn), ..knobs };
+                let Some(p) = plan(64, 4096, 4096, 1, 132, n_major, forced) else { panic!("{bm} {bn}") };
+                if p.bn != bn {
+                    continue;
+                }
+                let forms = [(false, false, false), (false, false, true), (true, false, false), (true, false, true)];
+                for (staged, f32, identity) in forms.into_iter().chain([(false, true, true)]) {
+                    if (staged && bm == 64) || (f32 && (n_major || dtype != DType::BFloat16)) {
+                        continue;
+                    }
+                    let name = kernel_name(dtype, n_major, (bm, bn), staged, f32, identity);
+                    assert!(src.contains(&format!("({name}, ")), "{name} is not an entry");
+                }
+            }
+        }
     }
 }

@@ -1,13 +1,15 @@
-//! The persistent Hopper GEMM's plan: column tile width, cluster size, split-K or stream-K, the
-//! raster, and the `gemm.*` tuning knobs that force them (see the parent module).
+//! The persistent Hopper GEMM's plan: row tile height, column tile width, cluster size, split-K
+//! or stream-K, the raster, and the `gemm.*` tuning knobs that force them (see the parent
+//! module).
 
 use max_tuning::{Knob, Tuning};
 
-use super::{BK, BM};
+use super::BK;
 
 /// The forced choices (the `gemm.*` tuning knobs), each `None` when left to the heuristic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Knobs {
+    pub bm: Option<usize>,
     pub bn: Option<usize>,
     /// CTAs per cluster along M (sharing B).
     pub cluster: Option<usize>,
@@ -25,6 +27,7 @@ pub struct Knobs {
 impl Knobs {
     pub fn from_tuning(t: &Tuning) -> Knobs {
         Knobs {
+            bm: t.int(Knob::GemmBm),
             bn: t.int(Knob::GemmBn),
             cluster: t.int(Knob::GemmCluster),
             cluster_n: t.int(Knob::GemmClusterN),
@@ -41,6 +44,8 @@ impl Knobs {
 /// How one product runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
+    /// Rows of a tile: 128, or 64 (the consumer warpgroups split the columns).
+    pub bm: usize,
     pub bn: usize,
     /// CTAs per cluster: cluster / cluster_n along M by cluster_n along N.
     pub cluster: usize,
@@ -78,14 +83,76 @@ fn unit_cost(bn: usize, k_tiles: usize, splits: usize) -> f64 {
     kps as f64 * step + if splits > 1 { reduce } else { 0.0 } + 2.0
 }
 
+/// Estimates for an H200, for the 64-row tile's cost ([`skinny_cost`]), in bytes, flops and
+/// microseconds: the memory's rate (4.14 TB/s measured by a device copy), the TMA loads one SM
+/// sustains (about 80 SMs' worth reach the memory's rate), an SM's dense 16-bit wgmma rate.
+const HBM_BYTES_PER_US: f64 = 4.0e6;
+const SM_BYTES_PER_US: f64 = 5.0e4;
+const SM_FLOPS_PER_US: f64 = 6.0e6;
+/// A wave's fixed cost (pipeline fill, epilogue) and split-K's (the counters' memset, a node of
+/// its own in a captured graph; the workspace allocation; the last part's wait for the others).
+const WAVE_US: f64 = 2.0;
+const SPLIT_US: f64 = 3.0;
+
+/// Estimated time of a 64-row-tile product of `ctas` tiles split `splits` ways on `sms` SMs,
+/// `b_bytes` of B in all: these few-row products are bound by streaming B, either by the
+/// memory's rate or, with few SMs busy, by what each SM loads per k-tile (A and B), unless a
+/// k-tile's MMAs take longer; plus each wave's fixed cost and split-K's costs (its partials
+/// written once and read once).
+fn skinny_cost(bn: usize, k_tiles: usize, splits: usize, ctas: usize, sms: usize, b_bytes: f64) -> f64 {
+    let units = ctas * splits;
+    let waves = units.div_ceil(sms);
+    let kps = k_tiles.div_ceil(splits);
+    let stage_bytes = ((SKINNY_BM + bn) * BK * 2) as f64;
+    let flops = (2 * SKINNY_BM * bn * BK) as f64;
+    let per_k_tile = (stage_bytes / SM_BYTES_PER_US).max(flops / SM_FLOPS_PER_US);
+    let stream = ((waves * kps) as f64 * per_k_tile).max(b_bytes / HBM_BYTES_PER_US);
+    let split = if splits > 1 { SPLIT_US + (units * SKINNY_BM * bn * 4 * 2) as f64 / HBM_BYTES_PER_US } else { 0.0 };
+    stream + waves as f64 * WAVE_US + split
+}
+
 /// Clusters of 2 only for reductions of at least this many k-tiles (see [`plan`]).
 const CLUSTER_MIN_K_TILES: usize = 32;
 
-/// The plan for `z` batches of [rows, k] x [k, n] on `sms` SMs.
-pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs) -> Option<Plan> {
+/// The 64-row tile's height, and the rows per batch up to which it is the default: with 64
+/// rows or fewer the second consumer warpgroup of a 128-row tile multiplies only zeros, and
+/// the wasted MMAs make products that should stream B at the memory's rate compute-bound.
+pub const SKINNY_BM: usize = 64;
+
+/// Tile widths per height: 256 and 128 for 128-row tiles; 128 and 64 for 64-row ones (64 for
+/// Bt [N, K] only: a warpgroup's 32 columns of an N-major box would start inside its
+/// swizzled rows). A forced `gemm.bn` picks among them; one the height lacks is ignored.
+fn widths(bm: usize, n_major: bool) -> &'static [usize] {
+    match (bm, n_major) {
+        (SKINNY_BM, false) => &[128, 64],
+        (SKINNY_BM, true) => &[128],
+        _ => &[256, 128],
+    }
+}
+
+/// The plan for `z` batches of [rows, k] x [k, n] (B N-major when `n_major`, else Bt [n, k])
+/// on `sms` SMs.
+pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, n_major: bool, knobs: Knobs) -> Option<Plan> {
     let sms = sms.max(1);
     let k_tiles = k.div_ceil(BK).max(1);
-    let m_tiles = rows.div_ceil(BM);
+    // A forced 256-column tile implies 128 rows (the 64-row kernels are not built that wide).
+    let bm = match knobs.bm {
+        Some(b) => b,
+        None if knobs.bn == Some(256) => 128,
+        None => {
+            if rows <= SKINNY_BM {
+                SKINNY_BM
+            } else {
+                128
+            }
+        }
+    };
+    let bm = if bm == SKINNY_BM { SKINNY_BM } else { 128 };
+    let m_tiles = rows.div_ceil(bm);
+    let all = widths(bm, n_major);
+    let forced: Vec<usize> = all.iter().copied().filter(|&b| knobs.bn.is_none_or(|f| f == b)).collect();
+    let widths = if forced.is_empty() { all.to_vec() } else { forced };
+    let b_bytes = (z * n * k * 2) as f64;
     // Clusters of 2 (B multicast) from 16 row tiles (M >= 2048) and 32 k-tiles (K >= 2048),
     // where they measured faster on an H200 (bf16, cluster 2 against 1: 8192^3 704 vs 670
     // TFLOP/s, 4096^3 666 vs 642, 2048 x 4096 x 4096 627 vs 618); with few row tiles a
@@ -97,10 +164,7 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     // Clusters along N (sharing A) only when forced, and from 2 column tiles.
     let cluster_n_for = |n_tiles: usize| knobs.cluster_n.unwrap_or(1).min(n_tiles.max(1));
     let mut best: Option<(f64, usize, usize)> = None;
-    for bn in [256, 128] {
-        if knobs.bn.is_some_and(|b| b != bn) {
-            continue;
-        }
+    for bn in widths {
         let n_tiles = n.div_ceil(bn);
         let (cm, cn) = (cluster_for(m_tiles), cluster_n_for(n_tiles));
         let ctas_per_split = z * m_tiles.div_ceil(cm) * cm * n_tiles.div_ceil(cn) * cn;
@@ -115,7 +179,11 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
         };
         for s in choices {
             let waves = (ctas_per_split * s).div_ceil(sms);
-            let cost = waves as f64 * unit_cost(bn, k_tiles, s);
+            let cost = if bm == SKINNY_BM {
+                skinny_cost(bn, k_tiles, s, ctas_per_split, sms, b_bytes)
+            } else {
+                waves as f64 * unit_cost(bn, k_tiles, s)
+            };
             if best.is_none_or(|(c, _, _)| cost < c - 1e-9) {
                 best = Some((cost, bn, s));
             }
@@ -159,6 +227,7 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, knobs: Knobs)
     // about 16 x 8 tiles of 128 x 256, a square of C, sharing A rows and B columns in L2.
     let group = (knobs.group_m.unwrap_or(16) / cm).max(1);
     Some(Plan {
+        bm,
         bn,
         cluster,
         cluster_n,
@@ -291,6 +360,9 @@ mod tests {
             (128, 11008, 4096, 1),
             (2048, 11008, 4096, 1),
             (2049, 520, 136, 2),
+            (64, 14336, 4096, 1),
+            (33, 1000, 576, 3),
+            (200, 4096, 1024, 1),
         ];
         for (rows, n, k, z) in shapes {
             let all = [
@@ -304,9 +376,15 @@ mod tests {
                 Knobs { cluster_n: Some(2), ..Knobs::default() },
                 Knobs { persistent: Some(false), ..Knobs::default() },
                 Knobs { tail: Some(false), ..Knobs::default() },
+                Knobs { bm: Some(64), ..Knobs::default() },
+                Knobs { bm: Some(64), ..knobs(1, 64, Some(3), 2) },
+                Knobs { bm: Some(64), persistent: Some(false), ..Knobs::default() },
+                Knobs { bm: Some(64), cluster_n: Some(2), ..knobs(2, 128, None, 4) },
+                Knobs { bm: Some(128), ..Knobs::default() },
             ];
-            for kn in all {
-                let p = plan(rows, n, k, z, 132, kn).unwrap();
+            for (kn, n_major) in all.into_iter().flat_map(|kn| [(kn, false), (kn, true)]) {
+                let p = plan(rows, n, k, z, 132, n_major, kn).unwrap();
+                assert!(p.bm == 128 || p.bn == 128 || (p.bn == 64 && !n_major), "{p:?}");
                 assert!(p.splits * p.k_per_split >= p.k_tiles && (p.splits - 1) * p.k_per_split < p.k_tiles);
                 assert!(p.splits > 1 || p.dp_units == p.cluster_tiles, "{p:?}");
                 for clusters in [132 / p.cluster, 7, 1] {
@@ -344,49 +422,87 @@ mod tests {
 
     #[test]
     fn heuristic_fills_the_gpu() {
-        let p = plan(128, 4096, 4096, 1, 132, Knobs::default()).unwrap();
+        let p = plan(128, 4096, 4096, 1, 132, false, Knobs::default()).unwrap();
         assert!(p.units * p.cluster >= 64 && p.splits > 1 && p.dp_units == 0, "{p:?}");
         // From 16 row tiles, clusters of 2.
-        let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap();
+        let p = plan(8192, 8192, 8192, 1, 132, false, Knobs::default()).unwrap();
         assert_eq!((p.bn, p.cluster, p.splits), (256, 2, 1));
-        assert_eq!(plan(1920, 8192, 8192, 1, 132, Knobs::default()).unwrap().cluster, 1);
+        assert_eq!(plan(1920, 8192, 8192, 1, 132, false, Knobs::default()).unwrap().cluster, 1);
         // 688 tiles on 132 SMs: 5 full waves; the 28 tiles left are 28 * 64 k-tiles spread over
         // the 132 CTAs as stream-K ranges of 14 (each tile meets at most 6 of them).
         let c1 = Knobs { cluster: Some(1), ..Knobs::default() };
-        let p = plan(2048, 11008, 4096, 1, 132, c1).unwrap();
+        let p = plan(2048, 11008, 4096, 1, 132, false, c1).unwrap();
         assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.sk_len), (256, 1, 688, 688, 0), "{p:?}");
         let p = p.with_clusters(132);
         assert_eq!((p.dp_units, p.units, p.splits, p.sk_len, p.sk_tiles, p.sk_stride), (660, 660, 1, 14, 28, 6));
         assert_eq!(p.split_tiles(), (28, 6));
         // Clusters of 2: 344 cluster tiles on 66 clusters, the 14 left as ranges of 14 k-tiles.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs::default()).unwrap().with_clusters(66);
+        let p = plan(2048, 11008, 4096, 1, 132, false, Knobs::default()).unwrap().with_clusters(66);
         assert_eq!((p.bn, p.cluster, p.cluster_tiles, p.dp_units, p.sk_len, p.sk_tiles), (256, 2, 344, 330, 14, 14));
         assert_eq!(p.split_tiles(), (28, 6));
         // 8192^3: 1024 cluster tiles, 34 in the last wave, ranges of 66 of their 128 k-tiles.
-        let p = plan(8192, 8192, 8192, 1, 132, Knobs::default()).unwrap().with_clusters(66);
+        let p = plan(8192, 8192, 8192, 1, 132, false, Knobs::default()).unwrap().with_clusters(66);
         assert_eq!((p.dp_units, p.sk_len, p.sk_tiles, p.sk_stride), (990, 66, 34, 3));
         // Not when a range would cost as much as the wave it replaces, nor when forced off.
-        let p = plan(4096, 4096, 4096, 1, 132, Knobs::default()).unwrap().with_clusters(66);
+        let p = plan(4096, 4096, 4096, 1, 132, false, Knobs::default()).unwrap().with_clusters(66);
         assert_eq!((p.dp_units, p.sk_len), (256, 0), "{p:?}");
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { tail: Some(false), ..c1 }).unwrap().with_clusters(132);
+        let p = plan(2048, 11008, 4096, 1, 132, false, Knobs { tail: Some(false), ..c1 }).unwrap().with_clusters(132);
         assert_eq!((p.dp_units, p.splits, p.sk_len), (688, 1, 0));
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { splits: Some(1), ..c1 }).unwrap().with_clusters(132);
+        let p = plan(2048, 11008, 4096, 1, 132, false, Knobs { splits: Some(1), ..c1 }).unwrap().with_clusters(132);
         assert_eq!((p.dp_units, p.splits, p.sk_len), (688, 1, 0));
         // Non-persistent grids keep the fixed split of the last wave's tiles.
-        let p = plan(2048, 11008, 4096, 1, 132, Knobs { persistent: Some(false), ..c1 }).unwrap();
+        let p = plan(2048, 11008, 4096, 1, 132, false, Knobs { persistent: Some(false), ..c1 }).unwrap();
         assert_eq!((p.dp_units, p.sk_len), (660, 0));
         assert!(p.splits > 1 && p.with_clusters(132) == p, "{p:?}");
+    }
+
+    /// (bm, bn, splits) for Bt [n, k] on 132 SMs.
+    fn shape(rows: usize, n: usize, k: usize, kn: Knobs) -> (usize, usize, usize) {
+        let p = plan(rows, n, k, 1, 132, false, kn).unwrap();
+        (p.bm, p.bn, p.splits)
+    }
+
+    #[test]
+    fn decode_batches_take_the_64_row_tile() {
+        let d = Knobs::default();
+        // Llama-3-8B at 64 sequences: gate/up (112 tiles of 128 columns) unsplit; the others
+        // split until about a wave of CTAs streams B.
+        assert_eq!(shape(64, 14336, 4096, d), (64, 128, 1));
+        assert_eq!(shape(64, 4096, 4096, d), (64, 128, 4));
+        assert_eq!(shape(64, 4096, 14336, d), (64, 128, 4));
+        assert_eq!(shape(64, 6144, 4096, d), (64, 128, 2));
+        assert_eq!(shape(9, 14336, 4096, d), (64, 128, 1));
+        // A short reduction: 64-column tiles rather than a split.
+        assert_eq!(shape(16, 1000, 576, d), (64, 64, 1));
+        // Enough tiles: no split (the lm_head's 1002 tiles; stream-K may take its last wave).
+        assert_eq!(shape(64, 128256, 4096, d), (64, 128, 1));
+        // From 65 rows the 128-row tile, as before.
+        assert_eq!(shape(65, 4096, 4096, d).0, 128);
+        // Forced either way; a forced width the height lacks is ignored, 256 implies 128 rows.
+        assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(128), ..d }).0, 128);
+        assert_eq!(shape(256, 4096, 4096, Knobs { bm: Some(64), ..d }).0, 64);
+        assert_eq!(shape(64, 4096, 4096, Knobs { bn: Some(256), ..d }).0, 128);
+        assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(64), bn: Some(256), ..d }).0, 64);
+        assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(128), bn: Some(64), ..d }).1 % 128, 0);
+        assert_eq!(shape(64, 4096, 4096, Knobs { bn: Some(64), ..d }).1, 64);
+        // N-major B has no 64-column 64-row tile.
+        assert_eq!(plan(16, 1000, 576, 1, 132, true, d).unwrap().bn, 128);
+        // Batches: 64 rows each, 8 batches of 4096 columns fill the GPU unsplit.
+        let p = plan(64, 4096, 4096, 8, 132, false, d).unwrap();
+        assert_eq!((p.bm, p.bn, p.splits, p.m_tiles), (64, 128, 1, 1));
     }
 
     #[test]
     fn every_gemm_knob_changes_the_plan() {
         let from = |spec: &str| Knobs::from_tuning(&Tuning::parse(spec).unwrap());
         let sms = 132;
-        let at = |(m, n, k): (usize, usize, usize), spec: &str| plan(m, n, k, 1, sms, from(spec)).unwrap();
+        let at = |(m, n, k): (usize, usize, usize), spec: &str| plan(m, n, k, 1, sms, false, from(spec)).unwrap();
         let big = (8192, 8192, 8192);
         let skinny = (256, 4096, 4096);
-        let cases: [(&str, (usize, usize, usize), &str, fn(&Plan) -> bool); 8] = [
+        let cases: [(&str, (usize, usize, usize), &str, fn(&Plan) -> bool); 10] = [
             ("gemm.bn", big, "gemm.bn=128", |p| p.bn == 128),
+            ("gemm.bm", big, "gemm.bm=64", |p| p.bm == 64),
+            ("gemm.bm=128", (64, 4096, 4096), "gemm.bm=128", |p| p.bm == 128),
             ("gemm.cluster", big, "gemm.cluster=1", |p| p.cluster == 1),
             ("gemm.cluster_n", big, "gemm.cluster=2,gemm.cluster_n=2", |p| p.cluster_n == 2),
             ("gemm.splitk", big, "gemm.splitk=2", |p| p.splits == 2),

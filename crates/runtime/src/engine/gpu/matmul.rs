@@ -200,7 +200,7 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
     // Batched A with one shared B folds into the rows of a single GEMM.
     let rows = if nb == 1 && na == batch { m * batch } else { m };
     let sm90 = hopper
-        && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), rows, k, a.addr(), b.addr())
+        && max_kernels_cuda::launch::gemm_sm90::suitable(out.dtype(), rows, n, k, a.addr(), b.addr())
         && na == batch
         && (nb == batch || nb == 1);
     if (na == batch || na == 1) && (nb == batch || nb == 1) && !sm90 {
