@@ -247,3 +247,46 @@ def test_the_128_row_tile_when_forced_or_past_64_rows(sm90, rng):
         assert launches and all(r["bm"] == bm for r in launches), (m, spec, launches)
         x64, w64 = x.astype(np.float64), w.astype(np.float64)
         check(got, x64 @ w64.T, np.abs(x64) @ np.abs(w64).T, dtype, f"m={m} [{spec}]")
+
+
+# The per-device linear layers of the two-GPU tensor-parallel tiny model (hidden 64, 12 prompt
+# rows): q 64 -> 32, k/v 64 -> 16, o-proj K = 32 -> 64, gate/up 64 -> 64, down 64 -> 64.
+TP_SHAPES = [(12, 64, 32), (12, 64, 16), (12, 32, 64), (12, 64, 64), (12, 32, 32)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_tensor_parallel_tiny_shapes(sm90, rng, dtype):
+    # K or N under one 64-element box keeps the 128-row tile by default (plan.rs SKINNY_MIN_K,
+    # SKINNY_MIN_N); K = N = 64 takes the 64-row tile
+    for m, k, n in TP_SHAPES:
+        x, w = rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k))
+        with tuning.record_launches() as log:
+            (got,) = execute(linear_model(sm90, dtype, k, n), sm90, x, w)
+        launches = log.records("gemm_sm90p")
+        want = 64 if k >= 64 and n >= 64 else 128
+        assert launches and all(r["bm"] == want for r in launches), ((m, k, n), launches)
+        x64, w64 = x.astype(np.float64), w.astype(np.float64)
+        check(got, x64 @ w64.T, np.abs(x64) @ np.abs(w64).T, dtype, f"{m}x{k}x{n}")
+
+
+def test_tensor_parallel_tiny_shapes_forced_64(sm90, rng):
+    # The same shapes forced onto the 64-row tile, in a child process with a time limit (a hang
+    # there is the 64-row kernel's own, on one GPU), with residual and bias epilogues too.
+    import os
+    import subprocess
+    import sys
+
+    if os.environ.get("MAX_M64_TINY_CHILD") != "1":
+        env = dict(os.environ, MAX_M64_TINY_CHILD="1")
+        args = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                f"{__file__}::test_tensor_parallel_tiny_shapes_forced_64"]
+        try:
+            r = subprocess.run(args, env=env, timeout=60, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the 64-row tile hung on one GPU at the tensor-parallel tiny shapes")
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+        return
+    for dtype in DTYPES:
+        for m, k, n in TP_SHAPES:
+            for bias, residual in [(False, False), (True, True)]:
+                linear_case(sm90, rng, dtype, m, k, n, "gemm.bm=64", bias=bias, residual=residual)

@@ -131,3 +131,29 @@ def test_cpu_qmatmul_wants_float32_lhs():
     with pytest.raises(Exception, match="float32 on the CPU"):
         with Graph("q", input_types=[TensorType(DType.bfloat16, (1, 32), DeviceRef.CPU()), q]) as g:
             g.output(ops.qmatmul(Q.Q4_0, None, g.inputs[0], g.inputs[1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q8_0], ids=lambda e: e.value)
+@dtypes
+@pytest.mark.parametrize("m", [1, 2, 5])
+def test_gpu_16_bit_general_gemv_at_48_kib(hopper, rng, enc, dtype, m):
+    """A GGUF model of hidden 64 in 16 bits: Q4_0 rows of 36 bytes (not 16-byte aligned: the
+    general GEMV), whose one-row kernel asks for exactly 48 KiB of dynamic shared memory (4
+    stages of a 2560-byte 16-bit lhs chunk and 16 slots of 608 bytes) next to 16 bytes of static
+    shared memory: the launch must raise the kernel's allowance (else CUDA_ERROR_INVALID_VALUE).
+    One product (the o-proj, lm_head) and the q/k/v siblings of one activation."""
+    k = 64
+    for n in (64, 400):
+        w = weights(rng, enc, n, k)
+        lhs = activations(rng, dtype, m, k)
+        with tuning.record_launches() as log:
+            (out,) = execute(model(hopper, enc, dtype, m, k, n), [lhs, w], hopper)
+        assert log.count("qgemv", mma=0, streaming=0) == 1, log.records()
+        check(out, lhs, decode(enc, w), dtype, f32_bound)
+    ws = [weights(rng, enc, n, k) for n in (32, 16, 16)]
+    lhs = activations(rng, dtype, m, k)
+    outs, log = sibling_products(hopper, enc, ws, lhs, dtype=dtype)
+    assert log.count("qgemv", segments=3) == 1, log.records()
+    for out, w in zip(outs, ws):
+        check(out, lhs, decode(enc, w), dtype, f32_bound)

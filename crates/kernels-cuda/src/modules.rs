@@ -58,14 +58,20 @@ pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<C
 /// take, the kernel's allowance is raised to the most the device gives one block (less the
 /// kernel's static shared memory): one value per kernel whatever the launch asks, so threads
 /// launching the same kernel with different sizes never lower it under each other's launches.
+/// The 48 KiB hold static and dynamic shared memory together: a kernel with 16 bytes of
+/// `__shared__` variables launched with exactly 48 KiB of dynamic shared memory needs the
+/// raised allowance too (without it cuLaunchKernel fails with CUDA_ERROR_INVALID_VALUE).
 pub fn allow_smem(ctx: &Arc<CudaContext>, f: &CudaFunction, smem: u32) -> Result<()> {
-    if smem <= 48 * 1024 {
+    if smem == 0 {
+        return Ok(());
+    }
+    let fixed = f.shared_size_bytes().map_err(Error::driver("cuFuncGetAttribute"))?;
+    if i64::from(smem) + i64::from(fixed) <= 48 * 1024 {
         return Ok(());
     }
     let optin = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         .map_err(Error::driver("cuDeviceGetAttribute"))?;
-    let fixed = f.shared_size_bytes().map_err(Error::driver("cuFuncGetAttribute"))?;
     let most = optin.saturating_sub(fixed);
     if i64::from(smem) > i64::from(most) {
         return Err(Error::Unsupported(format!(

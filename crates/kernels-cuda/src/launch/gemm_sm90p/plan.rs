@@ -119,6 +119,15 @@ const CLUSTER_MIN_K_TILES: usize = 32;
 /// the wasted MMAs make products that should stream B at the memory's rate compute-bound.
 pub const SKINNY_BM: usize = 64;
 
+/// The 64-row tile is the default only for K and N of at least one whole 64-element box each.
+/// A two-GPU tensor-parallel run of a tiny model (12 rows; K = 32 for the row-parallel o-proj,
+/// N = 16 for the k/v projections) hung on the 64-row tile and passed with `gemm.bm=128`, while
+/// every single-GPU shape with K, N >= 32 passed; until that is understood, products narrower
+/// than a box in K or N (a few microseconds either way) keep the 128-row tile, which has run
+/// them all along. `gemm.bm=64` still forces the 64-row tile.
+pub const SKINNY_MIN_K: usize = BK;
+pub const SKINNY_MIN_N: usize = BK;
+
 /// Tile widths per height: 256 and 128 for 128-row tiles; 128 and 64 for 64-row ones (64 for
 /// Bt [N, K] only: a warpgroup's 32 columns of an N-major box would start inside its
 /// swizzled rows). A forced `gemm.bn` picks among them; one the height lacks is ignored.
@@ -140,7 +149,7 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, n_major: bool
         Some(b) => b,
         None if knobs.bn == Some(256) => 128,
         None => {
-            if rows <= SKINNY_BM {
+            if rows <= SKINNY_BM && k >= SKINNY_MIN_K && n >= SKINNY_MIN_N {
                 SKINNY_BM
             } else {
                 128
@@ -476,6 +485,15 @@ mod tests {
         assert_eq!(shape(16, 1000, 576, d), (64, 64, 1));
         // Enough tiles: no split (the lm_head's 1002 tiles; stream-K may take its last wave).
         assert_eq!(shape(64, 128256, 4096, d), (64, 128, 1));
+        // K or N under one 64-element box: the 128-row tile unless forced (the two-GPU
+        // tiny model's o-proj, K = 32, and k/v projections, N = 16).
+        assert_eq!(shape(12, 64, 32, d).0, 128);
+        assert_eq!(shape(12, 16, 64, d).0, 128);
+        assert_eq!(shape(12, 32, 32, d).0, 128);
+        assert_eq!(plan(12, 16, 64, 1, 132, true, d).unwrap().bm, 128);
+        assert_eq!(shape(12, 64, 64, d), (64, 64, 1));
+        assert_eq!(shape(12, 64, 32, Knobs { bm: Some(64), ..d }).0, 64);
+        assert_eq!(shape(12, 16, 64, Knobs { bm: Some(64), ..d }).0, 64);
         // From 65 rows the 128-row tile, as before.
         assert_eq!(shape(65, 4096, 4096, d).0, 128);
         // Forced either way; a forced width the height lacks is ignored, 256 implies 128 rows.
