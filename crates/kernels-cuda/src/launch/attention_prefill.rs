@@ -387,6 +387,23 @@ mod tests {
     }
 
     #[test]
+    fn pages_of_a_multiple_of_64_keys_load_by_tma_unless_turned_off() {
+        let t = Tuning::default();
+        let at = |ps: usize, t: &Tuning| {
+            let c = CacheLayout { pages: 100, layers: 2, page_size: ps, kv_heads: 8, head_dim: 128 };
+            prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, false), t).unwrap().tma
+        };
+        assert!(at(64, &t) && at(128, &t) && at(256, &t));
+        assert!(!at(16, &t) && !at(32, &t) && !at(96, &t));
+        assert!(!at(128, &Tuning::parse("attention.prefill_tma=0").unwrap()));
+        // The mma.sync kernel never does; slab coordinates past an int do not.
+        let c = CacheLayout { pages: 100, layers: 2, page_size: 128, kv_heads: 8, head_dim: 128 };
+        assert!(!prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, MMA, &t).unwrap().tma);
+        let huge = CacheLayout { pages: 1 << 30, ..c };
+        assert!(!tma_fits(&huge, 2048) && tma_fits(&c, 2048));
+    }
+
+    #[test]
     fn slots_cover_every_ragged_split() {
         // The kernels' slot map: sequence b owns slots offsets[b] / rows + b .. that of b + 1;
         // enough for its rows, and the total within tokens / rows + batch (rows 64 or 128).
