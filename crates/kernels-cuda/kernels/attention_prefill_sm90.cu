@@ -18,6 +18,13 @@
 //   thread's group has landed (cp.async.wait_group, checked before each new group), the thread
 //   fences its writes to the async proxy (wgmma reads shared memory through it) and arrives on
 //   the group's `full` barrier (128 arrivals; the Q tile has its own barrier, `qbar`).
+//   With pages of a multiple of 64 keys (PrefillArgs::tma, attention.prefill_tma) one thread
+//   of the producer loads instead with TMA (cp.async.bulk.tensor; the host's tensor maps over
+//   the cache as [page * 2 * layers + kv * layers + layer, page_size, kv_heads, D] and over Q,
+//   in boxes of 64 rows x 64 dims written with the 128-byte swizzle below): the Q tile, then per
+//   tile (key tiles start at multiples of 128, so each 64-key half lies in one page) the K boxes
+//   and the V boxes in the same order, every full barrier taking its one arrival with the
+//   tile's bytes; a half without a page is read past the tensor, which TMA fills with zeros.
 // - Warpgroups 1 and 2, the consumers (setmaxnreg.inc to 240), own query rows 0..63 and 64..127
 //   of the tile; warp w of a consumer owns 16 of them, lane l rows l/4 and l/4 + 8 (the wgmma
 //   accumulator layout, as in gemm_sm90p.cu). Per key tile:
@@ -275,12 +282,14 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                 const u32 ps = (u32)a.page_size;
                 const int kvh = (int)(h / (a.q_heads / a.kv_heads));
                 const u32* table = (const u32*)a.table + b * a.width;
-                mbar_expect_tx(qbar, Q_BYTES);
+                if (tiles > 0) {
+                    mbar_expect_tx(qbar, Q_BYTES);
 #pragma unroll
-                for (int j = 0; j < D / 64; ++j)
+                    for (int j = 0; j < D / 64; ++j)
 #pragma unroll
-                    for (int hh = 0; hh < FA_ROWS / 64; ++hh)
-                        fa_tma_3d(sq + j * (FA_ROWS * 128) + hh * (64 * 128), mq, qbar, 64 * j, (int)h, (int)(r0 + 64 * hh));
+                        for (int hh = 0; hh < FA_ROWS / 64; ++hh)
+                            fa_tma_3d(sq + j * (FA_ROWS * 128) + hh * (64 * 128), mq, qbar, 64 * j, (int)h, (int)(r0 + 64 * hh));
+                }
                 int kslab[2] = {0, 0}, ktok[2] = {0, 0};  // tile u's boxes (K: kslab, V: + layers)
                 int vslab[2] = {0, 0}, vtok[2] = {0, 0};  // tile u - 1's V boxes
                 for (int u = 0; u <= tiles; ++u) {
@@ -330,6 +339,9 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                         vtok[bx] = ktok[bx];
                     }
                 }
+                // No load may outlive the CTA: the consumers wait for every K and V tile, and
+                // (with tiles) consumer 0 for Q, but the producer waits for Q too.
+                if (tiles > 0) mbar_wait(qbar, 0);
             }
             return;
         }
