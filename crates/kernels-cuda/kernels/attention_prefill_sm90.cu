@@ -339,9 +339,8 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                         vtok[bx] = ktok[bx];
                     }
                 }
-                // No load may outlive the CTA: the consumers wait for every K and V tile, and
-                // (with tiles) consumer 0 for Q, but the producer waits for Q too.
-                if (tiles > 0) mbar_wait(qbar, 0);
+                // No load outlives the CTA: the consumers wait for every K and V tile, and with
+                // tiles consumer 0 for Q (its first row sees a key: t_lo = 0 < t_hi).
             }
             return;
         }
