@@ -30,7 +30,8 @@
 //   accumulator layout, as in gemm_sm90p.cu). Per key tile:
 //     S = Q K^T      m64n128k16 wgmma, D / 16 steps, both operands from shared memory (Q the
 //                    K-major A, K rows the K-major B), 64 f32 accumulators per thread,
-//     x = S * scale (or softcap * tanh(S * scale / softcap)), in log2 units, -inf where masked,
+//     x = S * scale (or softcap * tanh(S * scale / softcap)), in log2 units, -inf where masked
+//                    (a positive scale is applied with the max in the exp2's FFMA),
 //     online softmax running row max m and partial row sum l in registers (a row lives in the
 //                    4 lanes of a quad, so the max is two shuffles away), p = 2^(x - m),
 //     O += P V       m64nDk16 wgmma with A from registers: the accumulators of keys 16k..16k+15
@@ -549,36 +550,45 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         const u32 k0 = k_begin + (u32)t * FA_KEYS;
         const bool all_valid = *(const u32*)(bad + st * 4) == 0;
         const bool edge = !all_valid || (i64)k0 + FA_KEYS > whi_min || (i64)k0 < wlo_max;
+        // With a positive scale (and no softcap) the scores stay raw: the scale times their max
+        // is the max of the scaled scores, and one FFMA per element scales and subtracts it ahead
+        // of the exp2 (FlashAttention-3's softmax). Otherwise they are scaled here (mul 1).
+        const bool raw = !CAP && sl2 > 0.f;
+        const float mul = raw ? sl2 : 1.f;
+        if (CAP) {
 #pragma unroll
-        for (int j = 0; j < FA_KEYS / 8; ++j)
+            for (int i = 0; i < FA_KEYS / 2; ++i) sc[i] = cap_l2 * tanhf(sc[i] * cap_in);
+        } else if (!raw) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x = sc[4 * j + e];
-                if (CAP) x = cap_l2 * tanhf(x * cap_in);
-                else x *= sl2;
-                if (edge) {
+            for (int i = 0; i < FA_KEYS / 2; ++i) sc[i] *= sl2;
+        }
+        if (edge) {
+#pragma unroll
+            for (int j = 0; j < FA_KEYS / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
                     const int kc = 8 * j + 2 * tig + (e & 1);
                     const u32 key = k0 + (u32)kc;
                     const int hr = e >> 1;
-                    if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) x = FA_NEG_INF;
+                    if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) sc[4 * j + e] = FA_NEG_INF;
                 }
-                sc[4 * j + e] = x;
-            }
+        }
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-            float mx = m[hr];
+            float mx = FA_NEG_INF;
 #pragma unroll
             for (int j = 0; j < FA_KEYS / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hr], sc[4 * j + 2 * hr + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+            mx = fmaxf(m[hr], mx * mul);                     // log2 units (mul > 0: -inf stays)
             const float base = mx == FA_NEG_INF ? 0.f : mx;  // a row with nothing visible yet
             alpha[hr] = fa_exp2(m[hr] - base);               // 0 while m was -inf
             m[hr] = mx;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < FA_KEYS / 8; ++j) {
-                sc[4 * j + 2 * hr] = fa_exp2(sc[4 * j + 2 * hr] - base);
-                sc[4 * j + 2 * hr + 1] = fa_exp2(sc[4 * j + 2 * hr + 1] - base);
+                sc[4 * j + 2 * hr] = fa_exp2(fmaf(sc[4 * j + 2 * hr], mul, -base));
+                sc[4 * j + 2 * hr + 1] = fa_exp2(fmaf(sc[4 * j + 2 * hr + 1], mul, -base));
                 sum += sc[4 * j + 2 * hr] + sc[4 * j + 2 * hr + 1];
             }
             l[hr] = l[hr] * alpha[hr] + sum;
