@@ -173,9 +173,9 @@ pub fn prefill_plan(
 /// (each 64-key half of a 128-key tile is one box of one page), and slab and row coordinates
 /// (page * 2 * layers + kv * layers + layer; query rows) that fit an int.
 pub fn tma_fits(cache: &CacheLayout, tokens: usize) -> bool {
-    let slabs = cache.pages.checked_mul(2 * cache.layers).unwrap_or(usize::MAX);
+    let slabs = cache.pages.saturating_mul(2 * cache.layers);
     cache.page_size > 0
-        && cache.page_size % 64 == 0
+        && cache.page_size.is_multiple_of(64)
         && (1..=i32::MAX as usize).contains(&slabs)
         && (1..=(i32::MAX as usize - 256)).contains(&tokens)
 }
