@@ -4,12 +4,13 @@ head dim 128, bf16), through a graph holding the one op, in two parts:
 - prefill: forward TFLOP/s of one prompt (non-causal 8k tokens, causal 2k and 8k) over a paged
   cache of 128-token pages in random order (`ours`: the kernel the call takes by default, the
   wgmma kernel of attention_prefill_sm90.cu on sm_90, named in `ours_kernel`; `pp`: with
-  attention.prefill_pingpong=1, the wgmma kernel's ping-pong form; `mma`: the mma.sync kernel of
-  attention_prefill.cu, with attention.prefill_wgmma=0), beside torch's
+  attention.prefill_pingpong=1, the wgmma kernel's ping-pong form; `cp`: with
+  attention.prefill_tma=0, the wgmma kernel loading K and V by cp.async rather than TMA; `mma`:
+  the mma.sync kernel of attention_prefill.cu, with attention.prefill_wgmma=0), beside torch's
   scaled_dot_product_attention on the same data forced onto its cuDNN and its flash backend
   (k and v repeated to 32 heads beforehand, outside the timing). FLOPs count 4 * d * heads per
   visible (query, key) pair; each result's error against torch's flash output is reported
-  (`rel_err_vs_flash`, `pp_rel_err_vs_flash`, `mma_rel_err_vs_flash`), and `ours_vs_cudnn` is
+  (`rel_err_vs_flash`, `pp_rel_err_vs_flash`, `cp_rel_err_vs_flash`, `mma_rel_err_vs_flash`), and `ours_vs_cudnn` is
   cuDNN's time / ours (above 1: faster than cuDNN).
 - decode: one new token per sequence at 4k and 16k context, batch 1 and 8: the bandwidth of
   reading K and V (bytes / GPU time, TB/s) over pages of 16, 64 and 128 tokens in random order
@@ -93,7 +94,9 @@ def prefill_rows(torch, gpu, session, timer, stream, side):
                "ours_ms": round(t * 1e3, 3), "ours_TFLOPs": round(flops / t / 1e12, 1)}
         # The other forms: each its own model, loaded, run and timed under its knob.
         others = {}
-        for name, spec in [("pp", "attention.prefill_pingpong=1"), ("mma", "attention.prefill_wgmma=0")]:
+        forms = [("pp", "attention.prefill_pingpong=1"), ("cp", "attention.prefill_tma=0"),
+                 ("mma", "attention.prefill_wgmma=0")]
+        for name, spec in forms:
             with tuning.override(spec):
                 other = session.load(attention_graph(gpu, tuple(blocks.shape), pages, mask))
                 (res,) = other.execute(*args)

@@ -5,8 +5,10 @@ or 128, cached prefixes of every size), GQA 4:1 and 1:1, head dims 64 and 128, p
 times (`kernel`): with the default choice (the wgmma kernel of attention_prefill_sm90.cu on an
 sm_90a GPU, attention_prefill.cu's mma.sync kernel elsewhere), with attention.prefill_wgmma=0
 (the mma.sync kernel everywhere) and with attention.prefill_pingpong=1 (the wgmma kernel's
-ping-pong form on sm_90a), and checks from the launch log which kernel ran. Every test skips
-without a GPU."""
+ping-pong form on sm_90a), and checks from the launch log which kernel ran; with pages of a
+multiple of 64 keys the wgmma kernel loads K and V by TMA, and the cases of such pages also run
+with attention.prefill_tma=0 (`cpasync`: its cp.async producer), the log telling which producer
+ran. Every test skips without a GPU."""
 
 from __future__ import annotations
 
@@ -51,7 +53,14 @@ def reference(q, keys, values, seqs, scale, mask, window, softcap, group):
 
 
 KERNELS = ["default", "mma", "pingpong"]
-SPECS = {"default": "", "mma": ",attention.prefill_wgmma=0", "pingpong": ",attention.prefill_pingpong=1"}
+# With the cp.async producer forced (the same kernels): for pages that TMA would otherwise load.
+KERNELS_TMA = [*KERNELS, "cpasync"]
+SPECS = {
+    "default": "",
+    "mma": ",attention.prefill_wgmma=0",
+    "pingpong": ",attention.prefill_pingpong=1",
+    "cpasync": ",attention.prefill_tma=0",
+}
 
 
 def attend(
@@ -102,7 +111,7 @@ def attend(
     return got, want, log
 
 
-def check(got, want, log, dtype, d, gpu, kernel, softcap=0.0):
+def check(got, want, log, dtype, d, gpu, kernel, ps, softcap=0.0):
     ty = "bf16" if dtype is DType.bfloat16 else "f16"
     if kernel != "mma" and gpu.architecture_name == "sm_90a":
         form = "_cap" if softcap else "_pp" if kernel == "pingpong" else ""
@@ -110,6 +119,10 @@ def check(got, want, log, dtype, d, gpu, kernel, softcap=0.0):
     else:
         name = f"attention_prefill_d{d}_{ty}"
     assert [r["kernel"] for r in log.records("attention_prefill")] == [name]
+    if name.startswith("attention_prefill_sm90"):
+        # The TMA producer for pages of a multiple of 64 keys, unless forced off.
+        tma = kernel != "cpasync" and ps % 64 == 0
+        assert [r["tma"] for r in log.records("attention_prefill")] == [int(tma)]
     assert np.isfinite(got).all()
     err = np.abs(got - want).max()
     assert err <= TOL[dtype] * np.abs(want).max(), f"max error {err}"
@@ -123,45 +136,50 @@ RAGGED = [
 ]
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("kernel", KERNELS_TMA)
 @pytest.mark.parametrize("dtype", list(NP))
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("hkv,hq", [(2, 8), (4, 4)])
 @pytest.mark.parametrize("ps", [16, 64, 128])
 @pytest.mark.parametrize("seqs", RAGGED)
 def test_causal_ragged(gpu, rng, kernel, dtype, d, hkv, hq, ps, seqs):
+    if kernel == "cpasync" and ps % 64:
+        pytest.skip("the cp.async producer is the default for these pages")
     got, want, log = attend(gpu, rng, dtype, seqs, hkv=hkv, hq=hq, d=d, ps=ps, kernel=kernel)
-    check(got, want, log, dtype, d, gpu, kernel)
+    check(got, want, log, dtype, d, gpu, kernel, ps)
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("kernel", KERNELS_TMA)
 @pytest.mark.parametrize("dtype", list(NP))
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("hkv,hq", [(2, 8), (4, 4)])
 @pytest.mark.parametrize("ps", [16, 128])
 @pytest.mark.parametrize("seqs", RAGGED)
 def test_null_ragged(gpu, rng, kernel, dtype, d, hkv, hq, ps, seqs):
+    if kernel == "cpasync" and ps % 64:
+        pytest.skip("the cp.async producer is the default for these pages")
     got, want, log = attend(gpu, rng, dtype, seqs, hkv=hkv, hq=hq, d=d, ps=ps, kernel=kernel, mask="null")
-    check(got, want, log, dtype, d, gpu, kernel)
+    check(got, want, log, dtype, d, gpu, kernel, ps)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", list(NP))
 @pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("ps", [16, 64])
 @pytest.mark.parametrize(
     "mask,window,softcap",
     [("sliding_window", 1, 0.0), ("sliding_window", 50, 0.0), ("sliding_window", 200, 0.0), ("null", None, 0.0),
      ("causal", None, 5.0), ("null", None, 3.0)],
 )
-def test_masks_and_softcap(gpu, rng, kernel, dtype, d, mask, window, softcap):
+def test_masks_and_softcap(gpu, rng, kernel, dtype, d, ps, mask, window, softcap):
     seqs = [(0, 300), (90, 1), (150, 77), (0, 64)]
     got, want, log = attend(
-        gpu, rng, dtype, seqs, hkv=2, hq=8, d=d, ps=16, kernel=kernel, mask=mask, window=window, softcap=softcap
+        gpu, rng, dtype, seqs, hkv=2, hq=8, d=d, ps=ps, kernel=kernel, mask=mask, window=window, softcap=softcap
     )
-    check(got, want, log, dtype, d, gpu, kernel, softcap)
+    check(got, want, log, dtype, d, gpu, kernel, ps, softcap)
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("kernel", KERNELS_TMA)
 @pytest.mark.parametrize("dtype", list(NP))
 @pytest.mark.parametrize("mask", ["causal", "null"])
 def test_one_long_prompt_after_a_long_prefix(gpu, rng, kernel, dtype, mask):
@@ -169,21 +187,24 @@ def test_one_long_prompt_after_a_long_prefix(gpu, rng, kernel, dtype, mask):
     got, want, log = attend(
         gpu, rng, dtype, [(3000, 1000)], hkv=8, hq=32, d=128, ps=128, kernel=kernel, mask=mask, layers=1, layer=0
     )
-    check(got, want, log, dtype, 128, gpu, kernel)
+    check(got, want, log, dtype, 128, gpu, kernel, 128)
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_pages_past_the_cache_are_skipped(gpu, rng, kernel):
+@pytest.mark.parametrize("kernel", KERNELS_TMA)
+@pytest.mark.parametrize("ps", [16, 64])
+def test_pages_past_the_cache_are_skipped(gpu, rng, kernel, ps):
     """Table entries past the cache's pages: their keys are left out (as attention.cu does), and
     a row that sees no other key stores 0."""
+    if kernel == "cpasync" and ps % 64:
+        pytest.skip("the cp.async producer is the default for these pages")
     seqs = [(0, 300), (200, 70)]
-    hkv, hq, d, ps = 2, 8, 128, 16
+    hkv, hq, d = 2, 8, 128
     np_t = NP[DType.bfloat16]
     width = 40
     pages = 2 * width
     table = rng.permutation(pages).astype(np.uint32).reshape(2, width)
-    table[0, 0] = pages + 5  # sequence 0's first 16 keys: no page
-    table[1, 3] = 0xFFFFFFFF  # keys 48..63 of sequence 1: no page
+    table[0, 0] = pages + 5  # sequence 0's first page of keys: no page
+    table[1, 3 * 16 // ps] = 0xFFFFFFFF  # keys 48..63 of sequence 1 (and the rest of its page): no page
     blocks = rng.standard_normal((pages, 2, 1, ps, hkv, d)).astype(np_t)
     tokens = sum(n for _, n in seqs)
     q = rng.standard_normal((tokens, hq, d)).astype(np_t)
@@ -227,7 +248,7 @@ def test_pages_past_the_cache_are_skipped(gpu, rng, kernel):
                 p = np.exp(s - s.max())
                 want[row + i, h] = p @ values[vis, h // (hq // hkv)] / p.sum()
         row += n
-    check(got, want, log, DType.bfloat16, d, gpu, kernel)
+    check(got, want, log, DType.bfloat16, d, gpu, kernel, ps)
 
 
 def test_decode_batches_keep_the_decode_kernels(gpu, rng):

@@ -18,12 +18,20 @@
 //   thread's group has landed (cp.async.wait_group, checked before each new group), the thread
 //   fences its writes to the async proxy (wgmma reads shared memory through it) and arrives on
 //   the group's `full` barrier (128 arrivals; the Q tile has its own barrier, `qbar`).
+//   With pages of a multiple of 64 keys (PrefillArgs::tma, attention.prefill_tma) one thread
+//   of the producer loads instead with TMA (cp.async.bulk.tensor; the host's tensor maps over
+//   the cache as [page * 2 * layers + kv * layers + layer, page_size, kv_heads, D] and over Q,
+//   in boxes of 64 rows x 64 dims written with the 128-byte swizzle below): the Q tile, then per
+//   tile (key tiles start at multiples of 128, so each 64-key half lies in one page) the K boxes
+//   and the V boxes in the same order, every full barrier taking its one arrival with the
+//   tile's bytes; a half without a page is read past the tensor, which TMA fills with zeros.
 // - Warpgroups 1 and 2, the consumers (setmaxnreg.inc to 240), own query rows 0..63 and 64..127
 //   of the tile; warp w of a consumer owns 16 of them, lane l rows l/4 and l/4 + 8 (the wgmma
 //   accumulator layout, as in gemm_sm90p.cu). Per key tile:
 //     S = Q K^T      m64n128k16 wgmma, D / 16 steps, both operands from shared memory (Q the
 //                    K-major A, K rows the K-major B), 64 f32 accumulators per thread,
-//     x = S * scale (or softcap * tanh(S * scale / softcap)), in log2 units, -inf where masked,
+//     x = S * scale (or softcap * tanh(S * scale / softcap)), in log2 units, -inf where masked
+//                    (a positive scale is applied with the max in the exp2's FFMA),
 //     online softmax running row max m and partial row sum l in registers (a row lives in the
 //                    4 lanes of a quad, so the max is two shuffles away), p = 2^(x - m),
 //     O += P V       m64nDk16 wgmma with A from registers: the accumulators of keys 16k..16k+15
@@ -63,10 +71,29 @@
 #define FA_LOG2E 1.4426950408889634f
 #define FA_NEG_INF (-__int_as_float(0x7f800000))
 
-struct PrefillArgs {
+// The kernels' one parameter, a grid constant (the tensor maps are read where they lie).
+struct alignas(64) PrefillArgs {
+    TmaMap kv;   // the cache [slabs, page_size, kv_heads, D] (slab: page * 2 * layers + kv * layers +
+                 // layer), boxes of 64 dims x 1 head x 64 tokens, 128-byte swizzle (TMA producer only)
+    TmaMap q;    // Q [tokens, q_heads, D], boxes of 64 dims x 1 head x 64 rows, 128-byte swizzle
     AttnArgs a;  // attention_args.cuh
     i64 slots;   // tile slots per head: tokens / 128 + batch
+    i32 tma;     // the producer loads with TMA (page_size % 64 == 0; 0: cp.async)
+    i32 pad;
 };
+
+// One box of a 4-D tensor map (coordinates innermost first) into shared memory at `dst`, the
+// bytes counted on `bar`.
+__device__ __forceinline__ void fa_tma_4d(u32 dst, const TmaMap* map, u64* bar, int c0, int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+        ::"r"(dst), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+__device__ __forceinline__ void fa_tma_3d(u32 dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+        ::"r"(dst), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
 
 __device__ __forceinline__ void fa_cp16(u32 dst, const void* src, bool valid) {
     const int n = valid ? 16 : 0;  // src-size 0 zero-fills the chunk
@@ -162,7 +189,10 @@ template <int D, bool CAP> struct FaOverlap { static constexpr bool on = !(CAP &
 template <int D> struct FaStages { static constexpr int S = D == 128 ? 2 : 3; };
 
 template <int D, bool BF16, bool CAP, bool PP>
-__device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 slots) {
+__device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
+    const AttnArgs& a = p.a;
+    const i64 slots = p.slots;
+    const bool tma = p.tma != 0;
     constexpr int S = FaStages<D>::S;
     constexpr int CPR = D / 8;                      // 16-byte chunks per row
     constexpr int Q_BYTES = FA_ROWS * D * 2;
@@ -212,18 +242,24 @@ __device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 sl
     fa_range(a, pos0 + rows - 1, total, lo_max, hi_max);
     i64 k_last = a.width * a.page_size;
     if (k_last > 0xffffffffll) k_last = 0xffffffffll;
-    const u32 k_begin = (u32)(lo_min < k_last ? lo_min : k_last);
+    // Tiles start at multiples of FA_KEYS (with pages of a multiple of 64 keys, each 64-key half
+    // of a tile lies in one page: one TMA box); keys before a row's range are masked.
+    const u32 k_lo = (u32)(lo_min < k_last ? lo_min : k_last);
+    const u32 k_begin = k_lo & ~(u32)(FA_KEYS - 1);
     const u32 k_end = (u32)(hi_max < k_last ? hi_max : k_last);
-    const int tiles = k_end > k_begin ? (int)((k_end - k_begin + FA_KEYS - 1) / FA_KEYS) : 0;
+    const int tiles = k_end > k_lo ? (int)((k_end - k_begin + FA_KEYS - 1) / FA_KEYS) : 0;
 
     if (tid == 0) {
+        // The full barriers: one arrival with the bytes expected under TMA, else one per
+        // producer thread.
+        const u32 fills = tma ? 1 : 128;
         for (int s = 0; s < S; ++s) {
-            mbar_init(&full_k[s], 128);
-            mbar_init(&full_v[s], 128);
+            mbar_init(&full_k[s], fills);
+            mbar_init(&full_v[s], fills);
             mbar_init(&empty_k[s], 8);
             mbar_init(&empty_v[s], 8);
         }
-        mbar_init(qbar, 128);
+        mbar_init(qbar, fills);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -231,6 +267,84 @@ __device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 sl
     if (wg == 0) {
         // ---- producer ------------------------------------------------------------------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tma) {
+            // One thread issues every load: the Q tile (4 or 2 boxes; rows past the tensor are
+            // zeros, rows of the next sequence are loaded but never stored), then per tile u the
+            // K boxes of tile u and the V boxes of tile u - 1 (K one tile ahead, as above), each
+            // 64 keys of one page and 64 dims. Each full barrier takes the one arrival with the
+            // tile's bytes; the page flags of a stage are written before it (the arrival releases
+            // them). A box without a page (past the keys, past the table, or a page id past the
+            // cache) is read at slab `slabs`, past the tensor: TMA writes zeros and counts its
+            // bytes all the same.
+            if (tid == 0) {
+                const TmaMap* mkv = &p.kv;
+                const TmaMap* mq = &p.q;
+                const i64 slabs = a.pages * 2 * a.layers;  // the host checked it fits an int
+                const u32 ps = (u32)a.page_size;
+                const int kvh = (int)(h / (a.q_heads / a.kv_heads));
+                const u32* table = (const u32*)a.table + b * a.width;
+                if (tiles > 0) {
+                    mbar_expect_tx(qbar, Q_BYTES);
+#pragma unroll
+                    for (int j = 0; j < D / 64; ++j)
+#pragma unroll
+                        for (int hh = 0; hh < FA_ROWS / 64; ++hh)
+                            fa_tma_3d(sq + j * (FA_ROWS * 128) + hh * (64 * 128), mq, qbar, 64 * j, (int)h, (int)(r0 + 64 * hh));
+                }
+                int kslab[2] = {0, 0}, ktok[2] = {0, 0};  // tile u's boxes (K: kslab, V: + layers)
+                int vslab[2] = {0, 0}, vtok[2] = {0, 0};  // tile u - 1's V boxes
+                for (int u = 0; u <= tiles; ++u) {
+                    if (u < tiles) {
+                        const int st = u % S;
+                        const u32 k0 = k_begin + (u32)u * FA_KEYS;
+#pragma unroll
+                        for (int bx = 0; bx < 2; ++bx) {
+                            const u32 j = k0 + 64u * bx;
+                            i64 slab = slabs;
+                            if (j < k_end && j >= k0) {  // (no wrap past 2^32)
+                                const u32 page = table[j / ps];
+                                if (page < (u64)a.pages) slab = (i64)page * 2 * a.layers + a.layer;
+                            }
+                            kslab[bx] = (int)slab;
+                            ktok[bx] = (int)(j % ps);
+                        }
+                        mbar_wait(&empty_k[st], ((u32)(u / S) & 1) ^ 1);
+                        u64* vf = (u64*)(valid + st * FA_KEYS);
+#pragma unroll
+                        for (int bx = 0; bx < 2; ++bx)
+#pragma unroll
+                            for (int i = 0; i < 8; ++i) vf[8 * bx + i] = kslab[bx] < slabs ? 0x0101010101010101ull : 0ull;
+                        *(u32*)(bad + st * 4) = (kslab[0] < slabs ? 0u : 0x0101u) | (kslab[1] < slabs ? 0u : 0x01010000u);
+                        mbar_expect_tx(&full_k[st], KV_BYTES);
+                        const u32 sk = skv + (u32)st * (2 * KV_BYTES);
+#pragma unroll
+                        for (int bx = 0; bx < 2; ++bx)
+#pragma unroll
+                            for (int j = 0; j < D / 64; ++j)
+                                fa_tma_4d(sk + j * (FA_KEYS * 128) + bx * (64 * 128), mkv, &full_k[st], 64 * j, kvh, ktok[bx], kslab[bx]);
+                    }
+                    if (u >= 1) {
+                        const int v = u - 1, st = v % S;
+                        mbar_wait(&empty_v[st], ((u32)(v / S) & 1) ^ 1);
+                        mbar_expect_tx(&full_v[st], KV_BYTES);
+                        const u32 sv = skv + (u32)st * (2 * KV_BYTES) + KV_BYTES;
+#pragma unroll
+                        for (int bx = 0; bx < 2; ++bx)
+#pragma unroll
+                            for (int j = 0; j < D / 64; ++j)
+                                fa_tma_4d(sv + j * (FA_KEYS * 128) + bx * (64 * 128), mkv, &full_v[st], 64 * j, kvh, vtok[bx], vslab[bx]);
+                    }
+#pragma unroll
+                    for (int bx = 0; bx < 2; ++bx) {
+                        vslab[bx] = kslab[bx] < slabs ? kslab[bx] + (int)a.layers : (int)slabs;
+                        vtok[bx] = ktok[bx];
+                    }
+                }
+                // No load outlives the CTA: the consumers wait for every K and V tile, and with
+                // tiles consumer 0 for Q (its first row sees a key: t_lo = 0 < t_hi).
+            }
+            return;
+        }
         const int lane = tid % 32, warp = tid / 32;
         const u32 ps = (u32)a.page_size;
         const i64 kvh = h / (a.q_heads / a.kv_heads);
@@ -436,36 +550,45 @@ __device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 sl
         const u32 k0 = k_begin + (u32)t * FA_KEYS;
         const bool all_valid = *(const u32*)(bad + st * 4) == 0;
         const bool edge = !all_valid || (i64)k0 + FA_KEYS > whi_min || (i64)k0 < wlo_max;
+        // With a positive scale (and no softcap) the scores stay raw: the scale times their max
+        // is the max of the scaled scores, and one FFMA per element scales and subtracts it ahead
+        // of the exp2 (FlashAttention-3's softmax). Otherwise they are scaled here (mul 1).
+        const bool raw = !CAP && sl2 > 0.f;
+        const float mul = raw ? sl2 : 1.f;
+        if (CAP) {
 #pragma unroll
-        for (int j = 0; j < FA_KEYS / 8; ++j)
+            for (int i = 0; i < FA_KEYS / 2; ++i) sc[i] = cap_l2 * tanhf(sc[i] * cap_in);
+        } else if (!raw) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x = sc[4 * j + e];
-                if (CAP) x = cap_l2 * tanhf(x * cap_in);
-                else x *= sl2;
-                if (edge) {
+            for (int i = 0; i < FA_KEYS / 2; ++i) sc[i] *= sl2;
+        }
+        if (edge) {
+#pragma unroll
+            for (int j = 0; j < FA_KEYS / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
                     const int kc = 8 * j + 2 * tig + (e & 1);
                     const u32 key = k0 + (u32)kc;
                     const int hr = e >> 1;
-                    if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) x = FA_NEG_INF;
+                    if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) sc[4 * j + e] = FA_NEG_INF;
                 }
-                sc[4 * j + e] = x;
-            }
+        }
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-            float mx = m[hr];
+            float mx = FA_NEG_INF;
 #pragma unroll
             for (int j = 0; j < FA_KEYS / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hr], sc[4 * j + 2 * hr + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+            mx = fmaxf(m[hr], mx * mul);                     // log2 units (mul > 0: -inf stays)
             const float base = mx == FA_NEG_INF ? 0.f : mx;  // a row with nothing visible yet
             alpha[hr] = fa_exp2(m[hr] - base);               // 0 while m was -inf
             m[hr] = mx;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < FA_KEYS / 8; ++j) {
-                sc[4 * j + 2 * hr] = fa_exp2(sc[4 * j + 2 * hr] - base);
-                sc[4 * j + 2 * hr + 1] = fa_exp2(sc[4 * j + 2 * hr + 1] - base);
+                sc[4 * j + 2 * hr] = fa_exp2(fmaf(sc[4 * j + 2 * hr], mul, -base));
+                sc[4 * j + 2 * hr + 1] = fa_exp2(fmaf(sc[4 * j + 2 * hr + 1], mul, -base));
                 sum += sc[4 * j + 2 * hr] + sc[4 * j + 2 * hr + 1];
             }
             l[hr] = l[hr] * alpha[hr] + sum;
@@ -577,7 +700,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 sl
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FA_BODY(D, BF16, CAP, PP) attention_prefill_sm90<D, BF16, CAP, PP>(p.a, p.slots);
+#define FA_BODY(D, BF16, CAP, PP) attention_prefill_sm90<D, BF16, CAP, PP>(p);
 #else
 #define FA_BODY(D, BF16, CAP, PP) asm volatile("trap;");
 #endif
@@ -585,7 +708,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const AttnArgs& a, i64 sl
 // both score forms in one kernel, the tanh path's registers pushed the D = 128 consumers into
 // spills).
 #define ATTENTION_PREFILL_SM90(NAME, D, BF16, CAP, PP) \
-    extern "C" __global__ void __launch_bounds__(384, 1) NAME(PrefillArgs p) { FA_BODY(D, BF16, CAP, PP) }
+    extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ PrefillArgs p) { FA_BODY(D, BF16, CAP, PP) }
 
 ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_bf16, 64, true, false, false)
 ATTENTION_PREFILL_SM90(attention_prefill_sm90_d64_f16, 64, false, false, false)

@@ -25,8 +25,9 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
     assert_eq!(listed.len(), count, "{}: kernels listed", family.name);
     for (f, name, size) in listed {
         assert_eq!(f.name, family.name);
-        let entry = format!(".entry {name}(\n\t.param .align 8 .b8 {name}_param_0[{size}]\n)");
-        assert!(ptx.contains(&entry), "missing or different: {entry}");
+        // Structs holding TMA maps (attention_prefill_sm90.cu's) are 64-byte aligned.
+        let entry = |align: usize| format!(".entry {name}(\n\t.param .align {align} .b8 {name}_param_0[{size}]\n)");
+        assert!(ptx.contains(&entry(8)) || ptx.contains(&entry(64)), "missing or different: {}", entry(8));
     }
     Some(ptx)
 }

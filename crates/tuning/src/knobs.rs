@@ -212,6 +212,9 @@ declare! {
     /// The wgmma prefill kernel's consumer warpgroups take turns at the tensor cores
     /// (FlashAttention-3's ping-pong; not with softcap).
     AttentionPrefillPingpong: "attention.prefill_pingpong", None, Kind::Flag, "0";
+    /// The wgmma prefill kernel's producer loads K and V tiles by TMA where the cache's pages
+    /// hold a multiple of 64 keys (off, or other page sizes: cp.async per 16 bytes).
+    AttentionPrefillTma: "attention.prefill_tma", None, Kind::Flag, "1";
     /// Query rows per sequence (tokens / batch) from which paged attention takes the prefill
     /// kernel.
     AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";

@@ -372,7 +372,7 @@ pub fn paged_attention(
     if prefill_plan(dtype, &cache, (tokens, q_heads, batch), ptrs3, (false, false)).is_some() {
         let kind = (prefill::is_sm90(stream)?, p.softcap > 0.0);
         if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), ptrs3, kind) {
-            return prefill::launch(stream, &plan, args);
+            return prefill::launch(stream, &plan, args, dtype, &cache);
         }
     }
     let tasks = tokens * q_heads;

@@ -5,12 +5,14 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUtensorMapSwizzle;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use max_graph::DType;
 use max_graph::ops::attention::CacheLayout;
 use max_tuning::{Knob, Tuning};
 
 use super::attention::AttnArgs;
+use super::tma::{self, TmaMap};
 use crate::sources::{ATTENTION_PREFILL, ATTENTION_PREFILL_SM90};
 use crate::{Error, Result, function};
 
@@ -40,12 +42,30 @@ struct PrefillArgs {
 // SAFETY: plain-old-data with the layout of the kernel's `PrefillArgs`.
 unsafe impl DeviceRepr for PrefillArgs {}
 
+/// The wgmma kernel's one parameter (a grid constant): the TMA producer's tensor maps over the
+/// cache and Q (zeros when the cp.async producer runs), then the arguments.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct PrefillArgsSm90 {
+    kv: TmaMap,
+    q: TmaMap,
+    a: AttnArgs,
+    slots: i64,
+    tma: i32,
+    pad: i32,
+}
+// SAFETY: plain-old-data with the layout of attention_prefill_sm90.cu's `PrefillArgs`.
+unsafe impl DeviceRepr for PrefillArgsSm90 {}
+
 /// How a prefill call is launched: the kernel and the grid.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrefillPlan {
     pub kernel: String,
     /// The wgmma kernel (attention_prefill_sm90.cu) rather than the mma.sync one.
     pub wgmma: bool,
+    /// The wgmma kernel's producer loads K and V by TMA (pages of a multiple of 64 keys, under
+    /// `attention.prefill_tma`) rather than by cp.async.
+    pub tma: bool,
     /// Tile slots per query head: `tokens / rows + batch` for the kernel's `rows` per CTA (64,
     /// or 128 for the wgmma kernel; the kernel maps each slot to a sequence's tile through the
     /// offsets, which only the device holds).
@@ -87,7 +107,8 @@ fn smem_sm90(d: usize) -> usize {
 /// kernels turned off (`attention.prefill`), or a grid too large for one launch.
 /// On an sm_90 device (`sm90`) the wgmma kernel takes every such call (its `_cap` form when
 /// `softcap`, else its `_pp` form under `attention.prefill_pingpong`) unless
-/// `attention.prefill_wgmma` is off; elsewhere the mma.sync kernel does.
+/// `attention.prefill_wgmma` is off, loading K and V by TMA where [`tma_fits`] and
+/// `attention.prefill_tma` allow; elsewhere the mma.sync kernel does.
 pub fn prefill_plan(
     dtype: DType,
     cache: &CacheLayout,
@@ -130,6 +151,7 @@ pub fn prefill_plan(
         return Some(PrefillPlan {
             kernel: format!("attention_prefill_sm90_d{d}_{ty}{form}"),
             wgmma,
+            tma: tuning.flag_or(Knob::AttentionPrefillTma, true) && tma_fits(cache, tokens),
             slots,
             blocks,
             threads: THREADS_SM90,
@@ -139,6 +161,7 @@ pub fn prefill_plan(
     Some(PrefillPlan {
         kernel: format!("attention_prefill_d{d}_{ty}"),
         wgmma,
+        tma: false,
         slots,
         blocks,
         threads: THREADS,
@@ -146,16 +169,68 @@ pub fn prefill_plan(
     })
 }
 
+/// Whether the wgmma kernel's TMA producer can load this cache: pages of a multiple of 64 keys
+/// (each 64-key half of a 128-key tile is one box of one page), and slab and row coordinates
+/// (page * 2 * layers + kv * layers + layer; query rows) that fit an int.
+pub fn tma_fits(cache: &CacheLayout, tokens: usize) -> bool {
+    let slabs = cache.pages.saturating_mul(2 * cache.layers);
+    cache.page_size > 0
+        && cache.page_size.is_multiple_of(64)
+        && (1..=i32::MAX as usize).contains(&slabs)
+        && (1..=(i32::MAX as usize - 256)).contains(&tokens)
+}
+
+/// The TMA producer's tensor maps: the cache at `blocks` as [slabs, page_size, kv_heads, d]
+/// (slab = page * 2 * layers + kv * layers + layer) and Q at `q` as [tokens, q_heads, d], both in
+/// boxes of 64 dims x 1 head x 64 rows with the 128-byte swizzle (the wgmma tiles' layout).
+fn tma_maps(
+    dtype: DType,
+    cache: &CacheLayout,
+    (q, blocks): (u64, u64),
+    (tokens, q_heads): (usize, usize),
+) -> Result<(TmaMap, TmaMap)> {
+    let d = cache.head_dim as u64;
+    let (kvh, ps) = (cache.kv_heads as u64, cache.page_size as u64);
+    let slabs = (cache.pages * 2 * cache.layers) as u64;
+    let sw = CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B;
+    let kv = tma::tiled(
+        tma::half_type(dtype),
+        blocks,
+        &[d, kvh, ps, slabs],
+        &[d * 2, kvh * d * 2, ps * kvh * d * 2],
+        &[64, 1, 64, 1],
+        sw,
+    )
+    .map_err(Error::driver("cuTensorMapEncodeTiled(attention_prefill kv)"))?;
+    let qm = tma::tiled(
+        tma::half_type(dtype),
+        q,
+        &[d, q_heads as u64, tokens as u64],
+        &[d * 2, q_heads as u64 * d * 2],
+        &[64, 1, 64],
+        sw,
+    )
+    .map_err(Error::driver("cuTensorMapEncodeTiled(attention_prefill q)"))?;
+    Ok((kv, qm))
+}
+
 /// Whether the stream's device is sm_90 (Hopper: the wgmma kernel's architecture).
 pub(super) fn is_sm90(stream: &Arc<CudaStream>) -> Result<bool> {
     Ok(crate::modules::arch_name(stream.context())? == "sm_90a")
 }
 
-/// Runs `plan` with the call's arguments (built once by `attention::paged_attention`).
-pub(super) fn launch(stream: &Arc<CudaStream>, plan: &PrefillPlan, a: AttnArgs) -> Result<()> {
-    let args = PrefillArgs { a, slots: plan.slots as i64 };
+/// Runs `plan` with the call's arguments (built once by `attention::paged_attention`) over a
+/// cache of `cache`'s layout holding `dtype`.
+pub(super) fn launch(
+    stream: &Arc<CudaStream>,
+    plan: &PrefillPlan,
+    a: AttnArgs,
+    dtype: DType,
+    cache: &CacheLayout,
+) -> Result<()> {
     super::record::record("attention_prefill", || {
-        (plan.kernel.clone(), vec![("slots", plan.slots as i64), ("blocks", plan.blocks as i64)])
+        let fields = vec![("slots", plan.slots as i64), ("blocks", plan.blocks as i64), ("tma", plan.tma as i64)];
+        (plan.kernel.clone(), fields)
     });
     let family = if plan.wgmma { &ATTENTION_PREFILL_SM90 } else { &ATTENTION_PREFILL };
     let f = function(stream.context(), family, &plan.kernel)?;
@@ -166,7 +241,19 @@ pub(super) fn launch(stream: &Arc<CudaStream>, plan: &PrefillPlan, a: AttnArgs) 
         shared_mem_bytes: plan.smem as u32,
     };
     let mut launch = stream.launch_builder(&f);
-    launch.arg(&args);
+    let args = PrefillArgs { a, slots: plan.slots as i64 };
+    let args_sm90;
+    if plan.wgmma {
+        let (kv, q) = if plan.tma {
+            tma_maps(dtype, cache, (a.q, a.blocks), (a.tokens as usize, a.q_heads as usize))?
+        } else {
+            (TmaMap([0; 16]), TmaMap([0; 16]))
+        };
+        args_sm90 = PrefillArgsSm90 { kv, q, a, slots: plan.slots as i64, tma: plan.tma as i32, pad: 0 };
+        launch.arg(&args_sm90);
+    } else {
+        launch.arg(&args);
+    }
     // SAFETY: the #[repr(C)] twin of the kernel's argument struct, with device pointers to
     // buffers holding the elements the shapes describe (the caller's contract).
     unsafe { launch.launch(config) }.map_err(Error::driver("cuLaunchKernel(attention_prefill)"))?;
@@ -196,7 +283,7 @@ pub fn kernels_sm90() -> Vec<(crate::sources::Family, String, usize)> {
                 all.push((
                     ATTENTION_PREFILL_SM90,
                     format!("attention_prefill_sm90_d{d}_{ty}{form}"),
-                    size_of::<PrefillArgs>(),
+                    size_of::<PrefillArgsSm90>(),
                 ));
             }
         }
@@ -225,6 +312,7 @@ mod tests {
             PrefillPlan {
                 kernel: "attention_prefill_d128_bf16".into(),
                 wgmma: false,
+                tma: false,
                 slots: 33,
                 blocks: 33 * 32,
                 threads: 128,
@@ -267,6 +355,7 @@ mod tests {
             PrefillPlan {
                 kernel: "attention_prefill_sm90_d128_bf16".into(),
                 wgmma: true,
+                tma: false,
                 slots: 17,
                 blocks: 17 * 32,
                 threads: 384,
@@ -295,6 +384,23 @@ mod tests {
         assert_eq!((p.kernel.as_str(), p.wgmma, p.slots, p.threads), ("attention_prefill_d128_bf16", false, 33, 128));
         let t = Tuning::parse("attention.prefill=0").unwrap();
         assert!(prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, false), &t).is_none());
+    }
+
+    #[test]
+    fn pages_of_a_multiple_of_64_keys_load_by_tma_unless_turned_off() {
+        let t = Tuning::default();
+        let at = |ps: usize, t: &Tuning| {
+            let c = CacheLayout { pages: 100, layers: 2, page_size: ps, kv_heads: 8, head_dim: 128 };
+            prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, false), t).unwrap().tma
+        };
+        assert!(at(64, &t) && at(128, &t) && at(256, &t));
+        assert!(!at(16, &t) && !at(32, &t) && !at(96, &t));
+        assert!(!at(128, &Tuning::parse("attention.prefill_tma=0").unwrap()));
+        // The mma.sync kernel never does; slab coordinates past an int do not.
+        let c = CacheLayout { pages: 100, layers: 2, page_size: 128, kv_heads: 8, head_dim: 128 };
+        assert!(!prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, MMA, &t).unwrap().tma);
+        let huge = CacheLayout { pages: 1 << 30, ..c };
+        assert!(!tma_fits(&huge, 2048) && tma_fits(&c, 2048));
     }
 
     #[test]
