@@ -20,7 +20,7 @@ head dim 128, bf16), through a graph holding the one op, in two parts:
 GPU time per call is gpu_timing.py's (calls queued behind a spin kernel: launch overhead is not
 measured). Needs a GPU and torch.
 
-    python benchmarks/gpu_attention.py
+    python benchmarks/gpu_attention.py [--prefill-only]
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ def main() -> None:
     stream, timer, side = our_stream(gpu), Timer(torch), torch.cuda.Stream()
     rows = prefill_rows(torch, gpu, session, timer, stream, side)
     torch.cuda.empty_cache()
-    rows += decode_rows(torch, gpu, session, timer, stream)
+    if "--prefill-only" not in sys.argv:
+        rows += decode_rows(torch, gpu, session, timer, stream)
     write("gpu_attention", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
 
 
