@@ -22,6 +22,10 @@
 // sum of lhs), so the result equals lhs @ dequantize(w)^T up to f32 rounding, like the CPU's
 // gemm; the summation order is fixed, so the result is deterministic. 16-bit lhs is read as
 // f32 and the result rounded once to T as it is stored (kernel suffix _bf16 / _f16).
+//
+// A folded RMSNorm (QvSegs::norm): warp r first sums the squares of lhs row r, and each stage
+// stores the lhs chunk normalised and rounded to T as the rms_norm kernel would have (plain
+// loads instead of cp.async for the lhs; it is a few KiB and in L2).
 
 #define QV_WARPS 8
 #define QV_CW 2        // weight rows per warp
@@ -224,8 +228,9 @@ __device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW]
 
 template <int E, int MR, typename T>
 __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
-                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk) {
+                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk, const QNorm& nm) {
     extern __shared__ __align__(16) u8 qv_smem[];
+    __shared__ float qv_inv[MR];
     typedef Qv<E, MR, T> S;
     enum { LD = Lhs<T>::LD, VEC = Lhs<T>::VEC };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -255,7 +260,22 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
                 if (VEC * QV_WARPS * 32 > QV_CHUNK && t >= QV_CHUNK) continue;
                 const bool ok = r < m && t < kc;
                 T* d = ls + r * 32 * LD + (t / 32) * LD + t % 32;
-                if (lhs_aligned) {
+                if (nm.gamma) {
+                    // The folded RMSNorm (lhs and gamma 16-byte aligned): loaded, normalised
+                    // and rounded as rms_norm stores it, then stored to the stage.
+                    const float iv = qv_inv[r];
+                    const T* gamma = (const T*)nm.gamma;
+#pragma unroll
+                    for (int h = 0; h < VEC / 4; ++h) {
+                        float x[4] = {0.f, 0.f, 0.f, 0.f}, g[4] = {0.f, 0.f, 0.f, 0.f};
+                        if (ok) {
+                            ld4(lhs + r * k + k0 + t + 4 * h, x);
+                            ld4(gamma + k0 + t + 4 * h, g);
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) d[4 * h + j] = FromF32<T>::go(ok ? qn_apply<T>(x[j], iv, g[j], nm) : 0.f);
+                    }
+                } else if (lhs_aligned) {
                     cp_async16(d, ok ? lhs + r * k + k0 + t : lhs, ok);
                 } else {
 #pragma unroll
@@ -285,6 +305,16 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
+
+    if (nm.gamma) {
+        // The folded RMSNorm's inverse rms of each lhs row (warp r takes row r), before the
+        // first stage normalises its lhs chunk.
+        if (warp < m) {
+            const float v = qn_inv_rms<T>(lhs + warp * k, (int)k, nm.eps, lane);
+            if (lane == 0) qv_inv[warp] = v;
+        }
+        __syncthreads();
+    }
 
 #pragma unroll
     for (int s = 0; s < S::ST - 1; ++s) stage(s);
@@ -335,6 +365,7 @@ struct QvSegs {
     i64 n[QV_SEGS];
     i32 first[QV_SEGS];
     i32 count, pad;
+    QNorm norm;  // the RMSNorm folded into the lhs (quant_common.cuh), or gamma 0
 };
 
 #define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && MR <= 2 ? 0 : 1)
@@ -354,7 +385,8 @@ struct QvSegs {
         }                                                                                                 \
         __shared__ u64 seg_out[2];                                                                        \
         if (threadIdx.x == 0) seg_out[0] = out, seg_out[1] = res;                                         \
-        qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);   \
+        qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first,     \
+                        segs.norm);                                                                       \
     }
 #define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
 #define QGEMV_ALL(NAME, E) QGEMV_T(NAME, E, float, ) QGEMV_T(NAME, E, bf16, _bf16) QGEMV_T(NAME, E, f16, _f16)

@@ -13,6 +13,20 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Reduction => cpu::reduction::run(op, inputs, outputs),
         Family::Conv => cpu::conv::run(op, inputs, outputs),
         Family::Indexing => cpu::indexing::run(op, inputs, outputs),
+        // A qmatmul with a folded rms_norm (see engine/passes): the norm, then the product(s).
+        Family::Quant if op.attrs.0.contains_key(super::passes::NORM) => {
+            let (Some((norm, product)), [x, weights @ .., gamma], [outs @ .., normed]) =
+                (super::passes::split_qnorm(op), inputs, outputs)
+            else {
+                return Err(Error::Value(format!(
+                    "{}: expected x, weights, the norm weight, the products and the normalised x",
+                    op.kind.name()
+                )));
+            };
+            run_cpu(&norm, &[x.clone(), gamma.clone()], std::slice::from_ref(normed))?;
+            let lhs: Vec<Buffer> = std::iter::once(normed.clone()).chain(weights.iter().cloned()).collect();
+            run_cpu(&product, &lhs, outs)
+        }
         // A qmatmul with its residual add (see engine/passes): the product, then the add.
         Family::Quant if op.attrs.0.contains_key(super::passes::RESIDUAL) => {
             let ([lhs, w, res], [out]) = (inputs, outputs) else {

@@ -7,6 +7,7 @@
 
 use max_graph::DType;
 use max_graph::ops::Op;
+use max_graph::ops::reduction::RmsNormParams;
 use max_kernels_cuda::launch::quant as k;
 
 use crate::cuda::CudaDevice;
@@ -17,6 +18,9 @@ use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    if let Some((norm, product)) = crate::engine::passes::split_qnorm(op) {
+        return normed(dev, &norm, &product, inputs, outputs);
+    }
     if op.attrs.0.contains_key(crate::engine::passes::RESIDUAL) {
         return with_residual(dev, op, inputs, outputs);
     }
@@ -62,10 +66,60 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each
 /// weight into its output, each pair checked as a qmatmul of its own, launched together.
 fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let lhs = if lhs.is_contiguous() { lhs.clone() } else { lhs.contiguous()? };
+    let Some((enc, parts, dims)) = sibling_parts(op, &lhs, weights, outputs)? else { return Ok(()) };
+    dev.bind()?;
+    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
+}
+
+/// A qmatmul step with a folded rms_norm (engine/passes/fuse_norm_gemv.rs): inputs x, the
+/// weights, the norm weight; outputs the products, then the normalised x. One GEMV launch
+/// normalises x as it stages it where a kernel takes the problem
+/// (max_kernels_cuda::launch::quant::norm_path); otherwise the rms_norm kernel writes the
+/// normalised x and the products read it.
+fn normed(dev: &CudaDevice, norm: &Op, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = op.kind.name();
+    let bad = || Error::Value(format!("{name}: a product with a folded rms_norm takes x, weights and the norm weight"));
+    let ([x, weights @ .., gamma], [outs @ .., normed]) = (inputs, outputs) else { return Err(bad()) };
+    if weights.is_empty() || weights.len() != outs.len() {
+        return Err(bad());
+    }
+    let params = RmsNormParams::from_attrs(&norm.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
+    let (x, gamma) = (packed(x)?, packed(gamma)?);
+    let kk = *x.shape().last().unwrap_or(&1);
+    if gamma.shape() != [kk] || gamma.dtype() != x.dtype() || normed.dtype() != x.dtype() || normed.shape() != x.shape()
+    {
+        return Err(Error::Value(format!(
+            "rms_norm: the weight {} {:?} (and the normalised value) must match x {} {:?}",
+            gamma.dtype(),
+            gamma.shape(),
+            x.dtype(),
+            x.shape()
+        )));
+    }
+    let Some((enc, parts, dims)) = sibling_parts(op, &x, weights, outs)? else { return Ok(()) };
+    dev.bind()?;
+    let qn = k::QNorm::new(gamma.addr(), &params);
+    if k::qmatmul_normed(&dev.stream, enc, x.dtype(), x.addr(), &parts, qn, dims)? {
+        return Ok(());
+    }
+    let rows = x.num_elements() / kk.max(1);
+    let (eps, offset, mbc) = (params.epsilon, params.weight_offset, params.multiply_before_cast);
+    let ptrs = (x.addr(), gamma.addr(), normed.addr());
+    max_kernels_cuda::launch::reduction::rms_norm(&dev.stream, x.dtype(), ptrs, rows, kk, eps, offset, mbc)?;
+    k::qmatmul_siblings(&dev.stream, enc, x.dtype(), normed.addr(), &parts, dims).map_err(Error::from)
+}
+
+type Parts = (Encoding, Vec<(u64, u64, usize)>, (usize, usize, usize));
+
+/// The encoding, (weights, output, rows) of each product and (rows, K, row bytes) of `lhs`
+/// (contiguous) times each weight into its output, each pair checked as a qmatmul of its own;
+/// None for no products.
+fn sibling_parts(op: &Op, lhs: &Buffer, weights: &[Buffer], outputs: &[Buffer]) -> Result<Option<Parts>> {
     let mut parts = Vec::with_capacity(weights.len());
     let mut common = None;
     let mut encoding = None;
-    let lhs = if lhs.is_contiguous() { lhs.clone() } else { lhs.contiguous()? };
     for (w, out) in weights.iter().zip(outputs) {
         let pair = [lhs.clone(), w.clone()];
         let (QuantCall::Block { enc, lhs: l, rhs }, out) = quant_call(op, &pair, std::slice::from_ref(out), "GPU")?
@@ -79,9 +133,7 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
         (common, encoding) = (Some((m, kk, row_bytes)), Some(enc));
         parts.push((rhs.addr(), out.addr(), n));
     }
-    let (Some(dims), Some(enc)) = (common, encoding) else { return Ok(()) };
-    dev.bind()?;
-    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
+    Ok(common.zip(encoding).map(|(dims, enc)| (enc, parts, dims)))
 }
 
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {
