@@ -414,8 +414,8 @@ fn qgemv_segments(
     // m x n of dtype; the segments' blocks tile the grid (QvSegs::new).
     unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     super::record::record("qgemv", || {
-        let segments = parts.len() as i64;
-        let fields = vec![("mma", 0), ("streaming", 0), ("blocks", groups as i64), ("segments", segments), ("norm", 0)];
+        let (segments, norm_on) = (parts.len() as i64, (norm.gamma != 0) as i64);
+        let fields = vec![("mma", 0), ("streaming", 0), ("blocks", groups as i64), ("segments", segments), ("norm", norm_on)];
         (name.clone(), fields)
     });
     Ok(())
