@@ -31,6 +31,9 @@
 //
 // Activations: f32, or bf16 / f16 (kernel suffix _bf16 / _f16), read as f32 by qm_prep; the
 // result is rounded once to that type as it is stored (the residual, if any, added first).
+// Gated (QmSegs::gated): silu(lhs W_gate^T) * (lhs W_up^T) in one launch, a tile's 16 mma rows
+// being 8 rows of each weight (two TMA copies per stage), the store rounding as the separate
+// products and the fused silu * mul would (quant_common.cuh's qn_gated).
 // A folded RMSNorm (QmSegs::norm) normalises the lhs in qm_prep: warp r first sums the squares
 // of lhs row r, and every element is rounded to T as the rms_norm kernel stores it.
 //
@@ -73,7 +76,9 @@ struct QmSegs {
     int count;
     QNorm norm;  // the RMSNorm folded into the lhs (quant_common.cuh), or gamma 0
     int early;   // issue the first weight stages before griddepcontrol.wait
-    int pad;
+    // silu(map[0] product) * (map[1] product) into out[0] (one segment of n rows): a tile is 8
+    // rows of each weight (maps of 8-row boxes), or 0
+    int gated;
 };
 
 // The segment of tile `tile` (first[0] = 0 <= tile < first[count]).
@@ -240,6 +245,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     u64* full = (u64*)(stages + QM_WARPS * Q::ST * Q::STAGE) + warp * Q::ST;
     float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64;  // [warp][lane][2]
 
+    const bool gated = sg.gated != 0;
     // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
     const int tiles = sg.first[sg.count], chunks = (k + QM_CHUNK - 1) / QM_CHUNK;
     const int grp = warp / split, part = warp % split;
@@ -262,15 +268,21 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     auto stage = [&]() {
         if (st_n < items && lane == 0) {
             const int seg = qm_seg(sg, st_tile);
-            const QmMap& map = maps.map[seg];
-            const int row0 = (st_tile - sg.first[seg]) * 16;
             const u32 bar = smem_u32(&full[st_n % Q::ST]);
+            const int col = (part + st_k * split) * (int)Q::CHUNK_BYTES;
+            u8* dst = ring + (st_n % Q::ST) * Q::STAGE;
             mbar_expect(bar, (u32)Q::STAGE);
-            asm volatile(
-                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                "[%4];\n" ::"r"(smem_u32(ring + (st_n % Q::ST) * Q::STAGE)),
-                "l"(&map), "r"((part + st_k * split) * (int)Q::CHUNK_BYTES), "r"(row0), "r"(bar)
-                : "memory");
+            // Gated: slots 0..7 the tile's gate rows, 8..15 the same rows of the up weights.
+            const int copies = gated ? 2 : 1;
+            for (int c = 0; c < copies; ++c) {
+                const QmMap& map = maps.map[gated ? c : seg];
+                const int row0 = (st_tile - sg.first[seg]) * (gated ? 8 : 16);
+                asm volatile(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                    "%3}], [%4];\n" ::"r"(smem_u32(dst + c * 8 * Q::SLOT)),
+                    "l"(&map), "r"(col), "r"(row0), "r"(bar)
+                    : "memory");
+            }
         }
         ++st_n;
         if (++st_k == nch) st_k = 0, st_tile += gstride;
@@ -428,7 +440,11 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                     }
                 asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
             }
-            if (part == 0 && t % 2 == 0 && t / 2 < m) {
+            if (gated && part == 0 && t % 2 == 0 && t / 2 < m) {
+                // acc[0] is gate row `row`, acc[1] the same row of up
+                const int n = sg.n[0], row = tile * 8 + g;
+                if (row < n) ((T*)sg.out[0])[(i64)(t / 2) * n + row] = FromF32<T>::go(qn_gated<T>(acc[0], acc[1]));
+            } else if (part == 0 && t % 2 == 0 && t / 2 < m) {
                 const int seg = qm_seg(sg, tile), n = sg.n[seg];
                 T* __restrict__ out = (T*)sg.out[seg];
                 const int row = (tile - sg.first[seg]) * 16 + g;

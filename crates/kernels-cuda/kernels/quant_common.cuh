@@ -106,6 +106,14 @@ __device__ __forceinline__ float qn_apply(float x, float inv, float g, const QNo
     return nm.mbc ? round_t<T>(x * inv * g) : round_t<T>(round_t<T>(x * inv) * round_t<T>(g));
 }
 
+// The gated MLP's silu(gate) * up folded into the store of the gate and up products
+// (passes/fuse_gated_gemv.rs on qmatmul siblings): gate, up and silu(gate) rounded to T as the
+// separate products and the fused elementwise step (fused.rs: every node rounded) store them.
+template <typename T> __device__ __forceinline__ float qn_gated(float gate, float up) {
+    const float g = round_t<T>(gate);
+    return round_t<T>(g * epi_sigmoid(g)) * round_t<T>(up);
+}
+
 #define ENCODINGS(X) X(q4_0, ENC_Q4_0) X(q4_1, ENC_Q4_1) X(q8_0, ENC_Q8_0) X(q4_k, ENC_Q4_K) X(q5_k, ENC_Q5_K) X(q6_k, ENC_Q6_K)
 
 // cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in groups.

@@ -18,8 +18,8 @@ use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    if let Some((norm, product)) = crate::engine::passes::split_qnorm(op) {
-        return normed(dev, &norm, &product, inputs, outputs);
+    if op.attrs.0.contains_key(crate::engine::passes::NORM) || op.attrs.0.contains_key(crate::engine::passes::GATED) {
+        return folded(dev, op, inputs, outputs);
     }
     if op.attrs.0.contains_key(crate::engine::passes::RESIDUAL) {
         return with_residual(dev, op, inputs, outputs);
@@ -72,43 +72,94 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
     k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
 }
 
-/// A qmatmul step with a folded rms_norm (engine/passes/fuse_norm_gemv.rs): inputs x, the
-/// weights, the norm weight; outputs the products, then the normalised x. One GEMV launch
-/// normalises x as it stages it where a kernel takes the problem
-/// (max_kernels_cuda::launch::quant::norm_path); otherwise the rms_norm kernel writes the
-/// normalised x and the products read it.
-fn normed(dev: &CudaDevice, norm: &Op, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+/// A qmatmul step with a folded rms_norm and/or a gated pair (engine/passes/fuse_norm_gemv.rs,
+/// fuse_gated_gemv.rs): inputs x, the weights (gate and up for a pair), the norm weight if
+/// any; outputs the products (a pair's one), the gate and up values if gated, the normalised
+/// x if normed. One GEMV launch where a kernel takes the problem
+/// (max_kernels_cuda::launch::quant::fold_path); otherwise the steps it replaced, through
+/// those scratch values.
+fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let (norm, op) = match crate::engine::passes::split_qnorm(op) {
+        Some((norm, product)) => (Some(norm), product),
+        None => (None, op.clone()),
+    };
+    let (gated, op) = match crate::engine::passes::split_qgated(&op) {
+        Some((act, product)) => (Some(act), product),
+        None => (None, op),
+    };
     let name = op.kind.name();
-    let bad = || Error::Value(format!("{name}: a product with a folded rms_norm takes x, weights and the norm weight"));
-    let ([x, weights @ .., gamma], [outs @ .., normed]) = (inputs, outputs) else { return Err(bad()) };
-    if weights.is_empty() || weights.len() != outs.len() {
+    let bad = || Error::Value(format!("{name}: the inputs and outputs of a product with folded steps do not match"));
+    let (mut ins, mut outs) = (inputs, outputs);
+    let mut gamma_normed = None;
+    if norm.is_some() {
+        let ([rest @ .., gamma], [orest @ .., normed]) = (ins, outs) else { return Err(bad()) };
+        gamma_normed = Some((gamma, normed));
+        (ins, outs) = (rest, orest);
+    }
+    let [x, weights @ ..] = ins else { return Err(bad()) };
+    let (results, scratch) = match gated {
+        Some(_) => outs.split_at(outs.len().checked_sub(2).ok_or_else(bad)?),
+        None => (outs, &[][..]),
+    };
+    let products = if gated.is_some() { scratch } else { results };
+    if weights.is_empty() || weights.len() != products.len() || (gated.is_some() && results.len() != 1) {
         return Err(bad());
     }
-    let params = RmsNormParams::from_attrs(&norm.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
     let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
-    let (x, gamma) = (packed(x)?, packed(gamma)?);
+    let x = packed(x)?;
     let kk = *x.shape().last().unwrap_or(&1);
-    if gamma.shape() != [kk] || gamma.dtype() != x.dtype() || normed.dtype() != x.dtype() || normed.shape() != x.shape()
-    {
-        return Err(Error::Value(format!(
-            "rms_norm: the weight {} {:?} (and the normalised value) must match x {} {:?}",
-            gamma.dtype(),
-            gamma.shape(),
-            x.dtype(),
-            x.shape()
-        )));
+    let mut qnorm = k::QNorm::default();
+    let mut norm_of = None;
+    if let (Some(nop), Some((gamma, normed))) = (&norm, gamma_normed) {
+        let params = RmsNormParams::from_attrs(&nop.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+        let gamma = packed(gamma)?;
+        if gamma.shape() != [kk]
+            || gamma.dtype() != x.dtype()
+            || normed.dtype() != x.dtype()
+            || normed.shape() != x.shape()
+        {
+            return Err(Error::Value(format!(
+                "rms_norm: the weight {} {:?} (and the normalised value) must match x {} {:?}",
+                gamma.dtype(),
+                gamma.shape(),
+                x.dtype(),
+                x.shape()
+            )));
+        }
+        qnorm = k::QNorm::new(gamma.addr(), &params);
+        norm_of = Some((params, gamma, normed));
     }
-    let Some((enc, parts, dims)) = sibling_parts(op, &x, weights, outs)? else { return Ok(()) };
+    if gated.is_some() && (results[0].dtype() != products[0].dtype() || results[0].shape() != products[0].shape()) {
+        return Err(bad());
+    }
+    let Some((enc, parts, dims)) = sibling_parts(&op, &x, weights, products)? else { return Ok(()) };
     dev.bind()?;
-    let qn = k::QNorm::new(gamma.addr(), &params);
-    if k::qmatmul_normed(&dev.stream, enc, x.dtype(), x.addr(), &parts, qn, dims)? {
+    let fold = k::QFold { norm: qnorm, gated: gated.is_some() };
+    let mut one = parts.clone();
+    if gated.is_some() {
+        one[0].1 = results[0].addr();
+    }
+    if k::qmatmul_folded(&dev.stream, enc, x.dtype(), x.addr(), &one, fold, dims)? {
         return Ok(());
     }
-    let rows = x.num_elements() / kk.max(1);
-    let (eps, offset, mbc) = (params.epsilon, params.weight_offset, params.multiply_before_cast);
-    let ptrs = (x.addr(), gamma.addr(), normed.addr());
-    max_kernels_cuda::launch::reduction::rms_norm(&dev.stream, x.dtype(), ptrs, rows, kk, eps, offset, mbc)?;
-    k::qmatmul_siblings(&dev.stream, enc, x.dtype(), normed.addr(), &parts, dims).map_err(Error::from)
+    // The steps it replaced: the norm into its value, the products, the fused silu * mul.
+    let lhs = match &norm_of {
+        Some((p, gamma, normed)) => {
+            let (eps, offset, mbc) = (p.epsilon, p.weight_offset, p.multiply_before_cast);
+            let ptrs = (x.addr(), gamma.addr(), normed.addr());
+            max_kernels_cuda::launch::reduction::rms_norm(&dev.stream, x.dtype(), ptrs, dims.0, kk, eps, offset, mbc)?;
+            normed.addr()
+        }
+        None => x.addr(),
+    };
+    k::qmatmul_siblings(&dev.stream, enc, x.dtype(), lhs, &parts, dims)?;
+    match gated {
+        Some(act) => {
+            let group = crate::engine::passes::gated_group(act, results[0].dtype(), results[0].shape());
+            super::run_fused(dev, &group, scratch, &results[0])
+        }
+        None => Ok(()),
+    }
 }
 
 type Parts = (Encoding, Vec<(u64, u64, usize)>, (usize, usize, usize));

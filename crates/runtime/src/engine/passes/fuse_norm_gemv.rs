@@ -10,8 +10,8 @@
 //!
 //! GPU-placed quantized products (a qmatmul step, siblings included, without a fused residual)
 //! fold the same way: the op carries the attribute [`NORM`] and the norm's own attributes as
-//! `rms_norm.<name>`, its inputs are `[x, W.., gamma]` and its outputs the products then the
-//! normalised value. The GPU's GEMV kernels (qgemv_mma.cu, qgemv.cu) normalise x as they stage
+//! `rms_norm.<name>`, its inputs are `[x, W.., gamma]` and its outputs the products (a gated
+//! pair's: the product, gate and up; fuse_gated_gemv.rs) then the normalised value. The GPU's GEMV kernels (qgemv_mma.cu, qgemv.cu) normalise x as they stage
 //! it; where no kernel takes the problem (max_kernels_cuda::launch::quant::norm_path, which
 //! also applies `fusion.norm_gemv_max_k` to qgemv.cu only) the step runs the norm into that
 //! value, then the products. The row limit does not apply here: it is the launch's choice.
@@ -55,7 +55,7 @@ fn foldable_qmatmul(s: &Step, types: &[Type]) -> bool {
         && !op.attrs.0.contains_key(super::RESIDUAL)
         && !op.attrs.0.contains_key(NORM)
         && s.inputs.len() >= 2
-        && s.inputs.len() == s.outputs.len() + 1
+        && s.inputs.len() + usize::from(op.attrs.0.contains_key(super::GATED)) == s.outputs.len() + 1
         && s.bodies.is_empty()
         && on_gpu
 }

@@ -251,16 +251,22 @@ fn qlinear(g: &mut Graph, x: ValueId, n: i64, seed: u64, device: DeviceRef) -> V
 }
 
 /// A quantized layer's products of its norms: q, k, v of rms_norm(x) (siblings), a single
-/// product of rms_norm(h), and, with `shared`, the second norm read twice; x, h [3, QK] f32.
+/// product of rms_norm(h), silu(gate) * up of rms_norm(y) and, with `shared`, the second norm
+/// read twice; x, h, y [3, QK] f32.
 fn qlayer(device: DeviceRef, shared: bool) -> Graph {
     let mut g = Graph::new("t");
     let ty = Type::Tensor(TensorType::new(DType::Float32, vec![Dim::stat(3), Dim::stat(QK)], device));
-    let (x, h) = (g.add_input(ty.clone()), g.add_input(ty));
+    let (x, h, y) = (g.add_input(ty.clone()), g.add_input(ty.clone()), g.add_input(ty));
     let n1 = qrms_norm(&mut g, x, 1, device);
     let mut outs: Vec<ValueId> =
         [(64, 2), (32, 3), (32, 4)].iter().map(|&(n, s)| qlinear(&mut g, n1, n, s, device)).collect();
     let n2 = qrms_norm(&mut g, h, 5, device);
     outs.push(qlinear(&mut g, n2, 32, 6, device));
+    let n3 = qrms_norm(&mut g, y, 7, device);
+    let gate = qlinear(&mut g, n3, 96, 8, device);
+    let up = qlinear(&mut g, n3, 96, 9, device);
+    let act = node(&mut g, op(OpKind::Silu), vec![gate]);
+    outs.push(node(&mut g, op(OpKind::Mul), vec![act, up]));
     if shared {
         outs.push(n2);
     }
@@ -268,14 +274,15 @@ fn qlayer(device: DeviceRef, shared: bool) -> Graph {
     g
 }
 
-/// (name, inputs, outputs, folded) of each qmatmul step.
-fn qsteps(p: &Program) -> Vec<(String, usize, usize, bool)> {
+/// (name, inputs, outputs, norm folded, gated) of each qmatmul step.
+fn qsteps(p: &Program) -> Vec<(String, usize, usize, bool, bool)> {
     p.body
         .steps
         .iter()
         .filter_map(|s| match &s.kind {
             StepKind::Op(o) if o.kind == OpKind::QMatmul => {
-                Some((s.name(), s.inputs.len(), s.outputs.len(), split_qnorm(o).is_some()))
+                let gated = o.attrs.0.contains_key(crate::engine::passes::GATED);
+                Some((s.name(), s.inputs.len(), s.outputs.len(), split_qnorm(o).is_some(), gated))
             }
             _ => None,
         })
@@ -286,9 +293,12 @@ fn qsteps(p: &Program) -> Vec<(String, usize, usize, bool)> {
 fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
     let gpu = lower(&qlayer(DeviceRef::gpu(0), false));
     assert!(!names(&gpu).contains(&"rms_norm".to_string()), "{:?}", names(&gpu));
-    // q/k/v: x, three weights, the norm weight; three products and the normalised x
+    // q/k/v: x, three weights, the norm weight; three products and the normalised x; the MLP:
+    // y, gate and up weights, the norm weight; the product, gate, up and the normalised y
     let q = qsteps(&gpu);
-    assert_eq!(q.iter().map(|s| (s.1, s.2, s.3)).collect::<Vec<_>>(), [(5, 4, true), (3, 2, true)]);
+    let want = [(5, 4, true, false), (3, 2, true, false), (4, 4, true, true)];
+    assert_eq!(q.iter().map(|s| (s.1, s.2, s.3, s.4)).collect::<Vec<_>>(), want);
+    assert!(!names(&gpu).iter().any(|n| n.starts_with("fused")), "{:?}", names(&gpu));
     let step = gpu.body.steps.iter().find(|s| matches!(&s.kind, StepKind::Op(o) if o.kind == OpKind::QMatmul)).unwrap();
     let StepKind::Op(o) = &step.kind else { unreachable!() };
     let (norm, product) = split_qnorm(o).unwrap();
@@ -300,11 +310,19 @@ fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
         let _off = max_tuning::scoped("fusion.norm_gemv=0").unwrap();
         let p = lower(&qlayer(DeviceRef::gpu(0), false));
         assert!(qsteps(&p).iter().all(|s| !s.3));
+        assert!(qsteps(&p)[2].4);
+    }
+    {
+        let _off = max_tuning::scoped("fusion.gated_gemv=0").unwrap();
+        let p = lower(&qlayer(DeviceRef::gpu(0), false));
+        // gate and up stay a sibling step (two products and the normalised y), the fused silu * mul after it
+        assert_eq!(qsteps(&p).iter().map(|s| (s.2, s.3, s.4)).collect::<Vec<_>>()[2], (3, true, false));
+        assert!(names(&p).iter().any(|n| n.starts_with("fused")), "{:?}", names(&p));
     }
     let shared = qsteps(&lower(&qlayer(DeviceRef::gpu(0), true)));
-    assert_eq!(shared.iter().map(|s| s.3).collect::<Vec<_>>(), [true, false]);
+    assert_eq!(shared.iter().map(|s| s.3).collect::<Vec<_>>(), [true, false, true]);
     let host = qsteps(&lower(&qlayer(DeviceRef::CPU, false)));
-    assert!(host.iter().all(|s| !s.3), "{host:?}");
+    assert!(host.iter().all(|s| !s.3 && !s.4), "{host:?}");
     // the row limit is the launch's for quantized products
     {
         let _short = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap();
@@ -317,7 +335,8 @@ fn folded_qmatmuls_run_on_the_host_as_the_unfused_graph() {
     let (gpu, cpu) = (qlayer(DeviceRef::gpu(0), false), qlayer(DeviceRef::CPU, false));
     let (fused, plain) = (lower(&gpu), lower(&cpu));
     assert!(qsteps(&fused).iter().all(|s| s.3));
-    let inputs: Vec<Buffer> = [21u64, 22]
+    assert!(qsteps(&fused).iter().any(|s| s.4));
+    let inputs: Vec<Buffer> = [21u64, 22, 23]
         .iter()
         .map(|&seed| {
             let b = Buffer::empty(DType::Float32, &[3, QK], &Device::Cpu).unwrap();
@@ -331,9 +350,9 @@ fn folded_qmatmuls_run_on_the_host_as_the_unfused_graph() {
         })
         .collect();
     let (a, b) = (run_on_host(&fused, &gpu, &inputs), run_on_host(&plain, &cpu, &inputs));
-    assert_eq!(a.len(), 4);
+    assert_eq!(a.len(), 5);
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(bytes(x), bytes(y));
     }
-    assert!(bytes(&a[3]).iter().any(|&v| v != 0));
+    assert!(bytes(&a[3]).iter().any(|&v| v != 0) && bytes(&a[4]).iter().any(|&v| v != 0));
 }
