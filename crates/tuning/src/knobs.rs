@@ -92,8 +92,9 @@ declare! {
     /// Fused elementwise groups load two 16-byte vectors per thread step (default: for 16-bit
     /// data with at most two streamed inputs).
     FusionVec2: "fusion.vec2", None, Kind::Flag, "";
-    /// Joins the gated MLP's gate and up products (W read as stored) and their mul into one
-    /// step: one GEMV launch for 1-4 rows on the GPU.
+    /// Joins the gated MLP's gate and up products (W read as stored, or a quantized gate/up
+    /// pair with silu) and their mul into one step: one GEMV launch for 1-4 rows (quantized:
+    /// 1-2) on the GPU.
     FusionGatedGemv: "fusion.gated_gemv", None, Kind::Flag, "1";
     /// Folds an RMSNorm into the product (W read as stored, or a quantized one) it feeds: one
     /// GEMV launch for 1-4 rows (quantized: 1-2) on the GPU.
