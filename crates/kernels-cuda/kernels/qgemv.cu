@@ -22,6 +22,15 @@
 // sum of lhs), so the result equals lhs @ dequantize(w)^T up to f32 rounding, like the CPU's
 // gemm; the summation order is fixed, so the result is deterministic. 16-bit lhs is read as
 // f32 and the result rounded once to T as it is stored (kernel suffix _bf16 / _f16).
+//
+// A folded RMSNorm (QvSegs::norm): warp r first sums the squares of lhs row r, and each stage
+// stores the lhs chunk normalised and rounded to T as the rms_norm kernel would have (plain
+// loads instead of cp.async for the lhs; it is a few KiB and in L2).
+//
+// Gated (QvSegs::gated): the gated MLP's silu(x W_gate^T) * (x W_up^T) in one launch; each
+// warp decodes one row of the gate weights and the same row of the up weights (its two rows)
+// and the store rounds as the separate products and the fused silu * mul would
+// (quant_common.cuh's qn_gated).
 
 #define QV_WARPS 8
 #define QV_CW 2        // weight rows per warp
@@ -224,19 +233,24 @@ __device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW]
 
 template <int E, int MR, typename T>
 __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
-                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk) {
+                                      i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk, const QNorm& nm,
+                                      i64 cstride, bool gated) {
     extern __shared__ __align__(16) u8 qv_smem[];
+    __shared__ float qv_inv[MR];
     typedef Qv<E, MR, T> S;
     enum { LD = Lhs<T>::LD, VEC = Lhs<T>::VEC };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const i64 row0 = (blk * QV_WARPS + warp) * QV_CW;
+    // Gated: the warp's two rows are row0 of the gate weights (c = 0) and of the up weights
+    // (c = 1, cstride bytes on); else rows row0 and row0 + 1 (cstride = row_bytes).
+    const i64 row0 = gated ? blk * QV_WARPS + warp : (blk * QV_WARPS + warp) * QV_CW;
+    auto row_of = [&](int c) { return gated ? row0 : row0 + c; };
     const int sb = lane % (Enc<E>::ELEMS / 32);
     const bool lhs_aligned = ((u64)lhs & 15) == 0;  // k is a multiple of 32: every row then is
     const i64 chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
     const u8* wrow = w + row0 * row_bytes;  // the warp's first row
     // Rows on 16-byte boundaries: each row's chunk is whole vectors (every chunk but Q6_K's is a
     // multiple of 16 bytes).
-    const bool aligned = Chunk<E>::BYTES % 16 == 0 && row_bytes % 16 == 0 && ((u64)w & 15) == 0;
+    const bool aligned = Chunk<E>::BYTES % 16 == 0 && row_bytes % 16 == 0 && (((u64)w | (u64)cstride) & 15) == 0;
 
     // Issues the copies of chunk ch (if it exists) into stage ch % ST; one cp.async group per
     // thread either way, so group counting stays uniform.
@@ -255,7 +269,22 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
                 if (VEC * QV_WARPS * 32 > QV_CHUNK && t >= QV_CHUNK) continue;
                 const bool ok = r < m && t < kc;
                 T* d = ls + r * 32 * LD + (t / 32) * LD + t % 32;
-                if (lhs_aligned) {
+                if (nm.gamma) {
+                    // The folded RMSNorm (lhs and gamma 16-byte aligned): loaded, normalised
+                    // and rounded as rms_norm stores it, then stored to the stage.
+                    const float iv = qv_inv[r];
+                    const T* gamma = (const T*)nm.gamma;
+#pragma unroll
+                    for (int h = 0; h < VEC / 4; ++h) {
+                        float x[4] = {0.f, 0.f, 0.f, 0.f}, g[4] = {0.f, 0.f, 0.f, 0.f};
+                        if (ok) {
+                            ld4(lhs + r * k + k0 + t + 4 * h, x);
+                            ld4(gamma + k0 + t + 4 * h, g);
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) d[4 * h + j] = FromF32<T>::go(ok ? qn_apply<T>(x[j], iv, g[j], nm) : 0.f);
+                    }
+                } else if (lhs_aligned) {
                     cp_async16(d, ok ? lhs + r * k + k0 + t : lhs, ok);
                 } else {
 #pragma unroll
@@ -269,12 +298,12 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
                 const int V = Chunk<E>::BYTES / 16, nv = (int)(blen / 16);
                 for (int v = lane; v < QV_CW * V; v += 32) {
                     const int c = v / V, o = v - c * V;
-                    if (o < nv && row0 + c < n) cp_async16(mine + c * Chunk<E>::SLOT + 16 * o, wrow + c * row_bytes + b0 + 16 * o, true);
+                    if (o < nv && row_of(c) < n) cp_async16(mine + c * Chunk<E>::SLOT + 16 * o, wrow + c * cstride + b0 + 16 * o, true);
                 }
             } else {
 #pragma unroll
                 for (int c = 0; c < QV_CW; ++c)
-                    if (row0 + c < n) stage_bytes(wrow + c * row_bytes + b0, blen, mine + c * Chunk<E>::SLOT, lane);
+                    if (row_of(c) < n) stage_bytes(wrow + c * cstride + b0, blen, mine + c * Chunk<E>::SLOT, lane);
             }
         }
         cp_async_commit();
@@ -285,6 +314,16 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
+
+    if (nm.gamma) {
+        // The folded RMSNorm's inverse rms of each lhs row (warp r takes row r), before the
+        // first stage normalises its lhs chunk.
+        if (warp < m) {
+            const float v = qn_inv_rms<T>(lhs + warp * k, (int)k, nm.eps, lane);
+            if (lane == 0) qv_inv[warp] = v;
+        }
+        __syncthreads();
+    }
 
 #pragma unroll
     for (int s = 0; s < S::ST - 1; ++s) stage(s);
@@ -300,7 +339,7 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
         const u8* bb[QV_CW];
 #pragma unroll
         for (int c = 0; c < QV_CW; ++c)
-            bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(w + (row0 + c) * row_bytes + b0) & 15) +
+            bb[c] = slots + (warp * QV_CW + c) * Chunk<E>::SLOT + ((u64)(wrow + c * cstride + b0) & 15) +
                     (lane * 32 / Enc<E>::ELEMS) * Enc<E>::BYTES;
         chunk_dot<E, MR, QV_CW, T>(lr, bb, sb, magic, acc);
     }
@@ -309,6 +348,20 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     // barrier): kept in registers through the loop they cost a spill in some variants.
     T* __restrict__ out = reinterpret_cast<T*>(out_at[0]);
     const T* __restrict__ res = reinterpret_cast<const T*>(out_at[1]);
+    if (gated) {
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+            float v[QV_CW];
+#pragma unroll
+            for (int c = 0; c < QV_CW; ++c) {
+                v[c] = acc[c][r];
+#pragma unroll
+                for (int off = 16; off > 0; off /= 2) v[c] += __shfl_xor_sync(0xFFFFFFFFu, v[c], off);
+            }
+            if (lane == 0 && r < m && row0 < n) out[r * n + row0] = FromF32<T>::go(qn_gated<T>(v[0], v[1]));
+        }
+        return;
+    }
 #pragma unroll
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
@@ -335,6 +388,10 @@ struct QvSegs {
     i64 n[QV_SEGS];
     i32 first[QV_SEGS];
     i32 count, pad;
+    QNorm norm;  // the RMSNorm folded into the lhs (quant_common.cuh), or gamma 0
+    // silu(w[0] product) * (w[1] product) into out[0] (one segment of n rows; a block per
+    // QV_WARPS output rows, each warp a row of both weights), or 0
+    i32 gated, pad2;
 };
 
 #define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && MR <= 2 ? 0 : 1)
@@ -354,7 +411,10 @@ struct QvSegs {
         }                                                                                                 \
         __shared__ u64 seg_out[2];                                                                        \
         if (threadIdx.x == 0) seg_out[0] = out, seg_out[1] = res;                                         \
-        qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first);   \
+        const bool gated = segs.gated != 0;                                                               \
+        const i64 cstride = gated ? (i64)(segs.w[1] - segs.w[0]) : row_bytes;                             \
+        qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first,     \
+                        segs.norm, cstride, gated);                                                       \
     }
 #define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
 #define QGEMV_ALL(NAME, E) QGEMV_T(NAME, E, float, ) QGEMV_T(NAME, E, bf16, _bf16) QGEMV_T(NAME, E, f16, _f16)

@@ -25,11 +25,17 @@
 // at about the same time), and the group sums the parts in order through shared memory.
 // launch/quant.rs (qgemv_mma) sizes the grid, S and the shared memory, and launches with
 // programmatic stream serialization: the grid starts while the previous kernel drains and
-// waits (griddepcontrol.wait) before reading anything. Weight rows must start on 16 bytes
-// (row_bytes % 16 == 0, w aligned), as TMA requires.
+// waits (griddepcontrol.wait) before reading anything it may have written; with QmSegs::early
+// the first weight stages are requested before the wait (`qgemv.early_weights`). Weight rows
+// must start on 16 bytes (row_bytes % 16 == 0, w aligned), as TMA requires.
 //
 // Activations: f32, or bf16 / f16 (kernel suffix _bf16 / _f16), read as f32 by qm_prep; the
 // result is rounded once to that type as it is stored (the residual, if any, added first).
+// Gated (QmSegs::gated): silu(lhs W_gate^T) * (lhs W_up^T) in one launch, a tile's 16 mma rows
+// being 8 rows of each weight (two TMA copies per stage), the store rounding as the separate
+// products and the fused silu * mul would (quant_common.cuh's qn_gated).
+// A folded RMSNorm (QmSegs::norm) normalises the lhs in qm_prep: warp r first sums the squares
+// of lhs row r, and every element is rounded to T as the rms_norm kernel stores it.
 //
 // H200, 32000 x 4096 at M = 1 (73.7 MB of Q4_0): 24.5 us back to back, 0.73-0.75 of the
 // device copy rate, against 40 us for qgemv_stream.cu.
@@ -68,6 +74,11 @@ struct QmSegs {
     int n[QM_SEGS];
     int first[QM_SEGS + 1];
     int count;
+    QNorm norm;  // the RMSNorm folded into the lhs (quant_common.cuh), or gamma 0
+    int early;   // issue the first weight stages before griddepcontrol.wait
+    // silu(map[0] product) * (map[1] product) into out[0] (one segment of n rows): a tile is 8
+    // rows of each weight (maps of 8-row boxes), or 0
+    int gated;
 };
 
 // The segment of tile `tile` (first[0] = 0 <= tile < first[count]).
@@ -97,8 +108,9 @@ __device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127
 // one piece are one 32-bit store.
 template <int MR, typename T>
 __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, u8* frag, QmMeta* meta, int warp,
-                                        int lane) {
+                                        int lane, const QNorm& nm, const float* inv) {
     const int pairs = k / 32 * MR, q = lane % 8;
+    const T* __restrict__ gamma = (const T*)nm.gamma;
     // Four iterations' loads are issued before any is used.
     for (int b0 = 4 * warp; b0 < pairs; b0 += 16 * QM_WARPS) {
         float xv[4][4];
@@ -110,6 +122,20 @@ __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, u8* fr
                 ld4(lhs + (i64)r * k + 32 * u + 4 * q, xv[i]);
             } else {
                 xv[i][0] = xv[i][1] = xv[i][2] = xv[i][3] = 0.f;
+            }
+        }
+        if (gamma) {
+            // The folded RMSNorm: each element as the rms_norm kernel would have stored it.
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
+                if (pr < pairs) {
+                    float g[4];
+                    ld4(gamma + 32 * (pr / MR) + 4 * q, g);
+                    const float iv = inv[pr % MR];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) xv[i][j] = qn_apply<T>(xv[i][j], iv, g[j], nm);
+                }
             }
         }
 #pragma unroll
@@ -219,6 +245,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     u64* full = (u64*)(stages + QM_WARPS * Q::ST * Q::STAGE) + warp * Q::ST;
     float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64;  // [warp][lane][2]
 
+    const bool gated = sg.gated != 0;
     // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
     const int tiles = sg.first[sg.count], chunks = (k + QM_CHUNK - 1) / QM_CHUNK;
     const int grp = warp / split, part = warp % split;
@@ -241,31 +268,52 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     auto stage = [&]() {
         if (st_n < items && lane == 0) {
             const int seg = qm_seg(sg, st_tile);
-            const QmMap& map = maps.map[seg];
-            const int row0 = (st_tile - sg.first[seg]) * 16;
             const u32 bar = smem_u32(&full[st_n % Q::ST]);
+            const int col = (part + st_k * split) * (int)Q::CHUNK_BYTES;
+            u8* dst = ring + (st_n % Q::ST) * Q::STAGE;
             mbar_expect(bar, (u32)Q::STAGE);
-            asm volatile(
-                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                "[%4];\n" ::"r"(smem_u32(ring + (st_n % Q::ST) * Q::STAGE)),
-                "l"(&map), "r"((part + st_k * split) * (int)Q::CHUNK_BYTES), "r"(row0), "r"(bar)
-                : "memory");
+            // Gated: slots 0..7 the tile's gate rows, 8..15 the same rows of the up weights.
+            const int copies = gated ? 2 : 1;
+            for (int c = 0; c < copies; ++c) {
+                const QmMap& map = maps.map[gated ? c : seg];
+                const int row0 = (st_tile - sg.first[seg]) * (gated ? 8 : 16);
+                asm volatile(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                    "%3}], [%4];\n" ::"r"(smem_u32(dst + c * 8 * Q::SLOT)),
+                    "l"(&map), "r"(col), "r"(row0), "r"(bar)
+                    : "memory");
+            }
         }
         ++st_n;
         if (++st_k == nch) st_k = 0, st_tile += gstride;
     };
     // Launched with programmatic stream serialization (launch/quant.rs), this grid may start
     // while the previous kernel of the stream finishes: nothing that kernel may write is read
-    // (nor out written) before griddepcontrol.wait. (An L2 prefetch of the first weight boxes
-    // before the wait made the kernel 14% slower on its own.)
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    // (nor out written) before griddepcontrol.wait. The weights are constants: with `early`
+    // the first stages' copies go out before the wait (an L2 prefetch of them there made the
+    // kernel 14% slower on its own; in a chain the previous kernel's tail hides the copies).
+    const bool early = sg.early != 0;
+    if (!early) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #pragma unroll
     for (int s = 0; s < Q::ST; ++s) stage();
+    if (early) {
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    }
 
     for (int i = tid; i < 128 / 4; i += blockDim.x) ((u32*)zero)[i] = 0u;
-    qm_prep<MR, T>(lhs, k, frag, meta, warp, lane);
+    // The folded RMSNorm's inverse rms of each lhs row: warp r takes row r.
+    __shared__ float qm_inv[MR];
+    if (sg.norm.gamma) {
+        if (warp < m) {
+            const float v = qn_inv_rms<T>(lhs + (i64)warp * k, k, sg.norm.eps, lane);
+            if (lane == 0) qm_inv[warp] = v;
+        }
+        __syncthreads();
+    }
+    qm_prep<MR, T>(lhs, k, frag, meta, warp, lane, sg.norm, qm_inv);
     __syncthreads();
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (!early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
     // Lane (g, t): B column g is piece g % 4 of lhs row g / 4 (pieces 0..2; column 3 of each
     // row is empty); C columns 2t, 2t + 1 are pieces (0, 1) of row t / 2 for even t, (2, -)
@@ -392,7 +440,11 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                     }
                 asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
             }
-            if (part == 0 && t % 2 == 0 && t / 2 < m) {
+            if (gated && part == 0 && t % 2 == 0 && t / 2 < m) {
+                // acc[0] is gate row `row`, acc[1] the same row of up
+                const int n = sg.n[0], row = tile * 8 + g;
+                if (row < n) ((T*)sg.out[0])[(i64)(t / 2) * n + row] = FromF32<T>::go(qn_gated<T>(acc[0], acc[1]));
+            } else if (part == 0 && t % 2 == 0 && t / 2 < m) {
                 const int seg = qm_seg(sg, tile), n = sg.n[seg];
                 T* __restrict__ out = (T*)sg.out[seg];
                 const int row = (tile - sg.first[seg]) * 16 + g;

@@ -66,6 +66,54 @@ __device__ __forceinline__ void ld4(const f16* p, float (&x)[4]) {
 // v rounded to T and back (the value a separate step would have stored).
 template <typename T> __device__ __forceinline__ float round_t(float v) { return to_f32(FromF32<T>::go(v)); }
 
+// The RMSNorm folded into a qmatmul's lhs (launch/quant.rs `QNorm`, passes/fuse_norm_gemv.rs):
+// the kernels read x and normalise each element as they stage it, rounding to T as the
+// rms_norm kernel (norm.cu) stores its result, so the product sees the values the separate
+// step would have written. gamma == 0: no norm.
+struct QNorm {
+    u64 gamma;     // T [K]
+    float eps;     // added to mean(x^2)
+    float offset;  // added to every weight
+    int mbc;       // the weight multiplies before the rounding to T
+    int pad;
+};
+
+// The inverse rms of one lhs row of k elements (k % 32 == 0, 16-byte aligned), for every lane
+// of the calling warp: the squares summed in rms_norm_cached_warp's order (each lane its
+// 16-byte vectors in turn, then a butterfly), so rows that kernel takes get its very value.
+template <typename T> __device__ __forceinline__ float qn_inv_rms(const T* row, int k, float eps, int lane) {
+    constexpr int V = 16 / sizeof(T);
+    float s = 0.f;
+    for (int col = lane * V; col < k; col += 32 * V) {
+#pragma unroll
+        for (int h = 0; h < V / 4; ++h) {
+            float a[4];
+            ld4(row + col + 4 * h, a);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) s += a[j] * a[j];
+        }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xFFFFFFFFu, s, off);
+    s = __shfl_sync(0xFFFFFFFFu, s, 0);
+    return 1.0f / sqrtf(s / (float)k + eps);
+}
+
+// x normalised by `inv` and times the weight g (as stored in T), rounded as rms_norm rounds.
+template <typename T>
+__device__ __forceinline__ float qn_apply(float x, float inv, float g, const QNorm& nm) {
+    g += nm.offset;
+    return nm.mbc ? round_t<T>(x * inv * g) : round_t<T>(round_t<T>(x * inv) * round_t<T>(g));
+}
+
+// The gated MLP's silu(gate) * up folded into the store of the gate and up products
+// (passes/fuse_gated_gemv.rs on qmatmul siblings): gate, up and silu(gate) rounded to T as the
+// separate products and the fused elementwise step (fused.rs: every node rounded) store them.
+template <typename T> __device__ __forceinline__ float qn_gated(float gate, float up) {
+    const float g = round_t<T>(gate);
+    return round_t<T>(g * epi_sigmoid(g)) * round_t<T>(up);
+}
+
 #define ENCODINGS(X) X(q4_0, ENC_Q4_0) X(q4_1, ENC_Q4_1) X(q8_0, ENC_Q8_0) X(q4_k, ENC_Q4_K) X(q5_k, ENC_Q5_K) X(q6_k, ENC_Q6_K)
 
 // cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in groups.

@@ -92,15 +92,18 @@ declare! {
     /// Fused elementwise groups load two 16-byte vectors per thread step (default: for 16-bit
     /// data with at most two streamed inputs).
     FusionVec2: "fusion.vec2", None, Kind::Flag, "";
-    /// Joins the gated MLP's gate and up products (W read as stored) and their mul into one
-    /// step: one GEMV launch for 1-4 rows on the GPU.
+    /// Joins the gated MLP's gate and up products (W read as stored, or a quantized gate/up
+    /// pair with silu) and their mul into one step: one GEMV launch for 1-4 rows (quantized:
+    /// 1-2) on the GPU.
     FusionGatedGemv: "fusion.gated_gemv", None, Kind::Flag, "1";
-    /// Folds an RMSNorm into the product (W read as stored) it feeds: one GEMV launch for 1-4
-    /// rows on the GPU.
+    /// Folds an RMSNorm into the product (W read as stored, or a quantized one) it feeds: one
+    /// GEMV launch for 1-4 rows (quantized: 1-2) on the GPU.
     FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
     /// The longest row (K) whose RMSNorm folds into the product: every warp of the folded GEMV
     /// recomputes the row's sum of squares, which pays at SmolLM2's 576 and costs decode time
     /// from 2048 on (H200, batch 1: Llama-3.2-1B's decode 15% slower folded).
+    /// Quantized products: the limit holds for qgemv.cu (every block of 16 weight rows
+    /// recomputes it), not for the tensor-core GEMV (a persistent grid: once per block).
     FusionNormGemvMaxK: "fusion.norm_gemv_max_k", None, count(1), "1024";
     /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
     /// the GPU.
@@ -230,6 +233,9 @@ declare! {
     QgemvGrid: "qgemv.grid", None, count(1), "";
     /// The tensor-core GEMV launches under programmatic stream serialization.
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
+    /// The tensor-core GEMV requests its first weight stages before it waits for the previous
+    /// kernel (weights are constants; the lhs is read after the wait). Needs `qgemv.pdl`.
+    QgemvEarlyWeights: "qgemv.early_weights", None, Kind::Flag, "1";
 
     // ---- attention -----------------------------------------------------------------------
     /// Splits of each (row, kv head) in paged_attention's decode form (each sequence uses as

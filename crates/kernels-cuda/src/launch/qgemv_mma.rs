@@ -37,15 +37,16 @@ fn auto_split(tiles: usize, chunks: usize, slots: usize) -> usize {
     split
 }
 
-/// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of 16 rows x `chunk` bytes
+/// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of `rows` (16, or 8 for a
+/// gated pair) rows x `chunk` bytes
 /// (qgemv_mma.cu's QmMap); out-of-range rows and bytes read as zeros.
-fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32) -> Result<TmaMap> {
+fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32, rows: u32) -> Result<TmaMap> {
     tma::tiled(
         sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         w,
         &[row_bytes as u64, n as u64],
         &[row_bytes as u64],
-        &[chunk, 16],
+        &[chunk, rows],
         sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
     )
     .map_err(Error::driver("cuTensorMapEncodeTiled"))
@@ -81,12 +82,15 @@ unsafe impl cudarc::driver::DeviceRepr for QmMaps {}
 /// The segments of a qgemv_mma.cu launch: output and rows of each, its first tile of 16 rows
 /// (the last entry the launch's tile count), and how many there are.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct QmSegs {
     out: [u64; QM_SEGS],
     n: [i32; QM_SEGS],
     first: [i32; QM_SEGS + 1],
     count: i32,
+    norm: QNorm,
+    early: i32,
+    gated: i32,
 }
 // SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmSegs`.
 unsafe impl cudarc::driver::DeviceRepr for QmSegs {}
@@ -94,7 +98,15 @@ unsafe impl cudarc::driver::DeviceRepr for QmSegs {}
 impl QmSegs {
     /// The segments of `parts` (weights, output, rows; at most QM_SEGS, rows < 2^31 in all).
     fn new(parts: &[(u64, u64, usize)]) -> QmSegs {
-        let mut s = QmSegs { out: [0; QM_SEGS], n: [0; QM_SEGS], first: [0; QM_SEGS + 1], count: 0 };
+        let mut s = QmSegs {
+            out: [0; QM_SEGS],
+            n: [0; QM_SEGS],
+            first: [0; QM_SEGS + 1],
+            count: 0,
+            norm: QNorm::default(),
+            early: 0,
+            gated: 0,
+        };
         let mut first = 0usize;
         for (i, &(_, out, n)) in parts.iter().take(QM_SEGS).enumerate() {
             (s.out[i], s.n[i], s.first[i]) = (out, n as i32, first as i32);
@@ -114,8 +126,10 @@ impl QmSegs {
 }
 
 /// qmatmul of `lhs` by each part's weights (`n` rows of `row_bytes`, 16-byte aligned) into its
-/// output, one launch of qgemv_mma.cu; `res` is added to a single part's result. lhs, outputs
-/// and res are of `dtype` (f32, bf16, f16).
+/// output, one launch of qgemv_mma.cu; `res` is added to a single part's result; `fold`'s norm
+/// (gamma 0: none) normalises the lhs first, and a gated pair (gate, up) stores silu(gate) * up
+/// into the gate part's output, a tile being 8 rows of each. lhs, outputs, res and the norm
+/// weight are of `dtype` (f32, bf16, f16).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn qgemv_mma(
     stream: &Arc<CudaStream>,
@@ -124,10 +138,12 @@ pub(super) fn qgemv_mma(
     lhs: u64,
     parts: &[(u64, u64, usize)],
     res: u64,
+    fold: QFold,
     (m, k, row_bytes): (usize, usize, usize),
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
-    if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) {
+    let bad_pair = fold.gated && (parts.len() != 2 || parts[0].2 != parts[1].2 || res != 0);
+    if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) || bad_pair {
         return Err(Error::Unsupported(format!("qgemv_mma: {} sibling products", parts.len())));
     }
     let name = format!("qgemv_mma_{}_m{m}{}", suffix(enc), act_suffix(dtype)?);
@@ -135,12 +151,21 @@ pub(super) fn qgemv_mma(
     let smem = mma_gemv_smem(enc, m, k).1 as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     let resident = resident_blocks(stream, &f, &name, smem)?;
-    let mut segs = QmSegs::new(parts);
+    let mut segs = QmSegs::new(if fold.gated { &parts[..1] } else { parts });
+    segs.norm = fold.norm;
+    if fold.gated {
+        // tiles of 8 rows of each weight (the count in units of 16 rows for the grid below)
+        segs.gated = 1;
+        for f in &mut segs.first[1..] {
+            *f = parts[0].2.div_ceil(8) as i32;
+        }
+    }
     let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
     let (elems, bytes) = enc.block();
     let mut maps = QmMaps([TmaMap([0; 16]), TmaMap([0; 16]), TmaMap([0; 16])]);
+    let box_rows = if fold.gated { 8 } else { 16 };
     for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
-        *map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32)?;
+        *map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32, box_rows)?;
     }
     let (mut lhs, mut res) = (lhs, res);
     let (mut ms, mut ks, mut sp) = (m as i32, k as i32, split as i32);
@@ -156,6 +181,9 @@ pub(super) fn qgemv_mma(
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
     let pdl = super::super::pdl::Pdl::with(tuning, &QGEMV_MMA, &name, Some(max_tuning::Knob::QgemvPdl));
+    // The first weight stages before the wait (the weights are constants): only worth it, and
+    // only meaningful, when the grid may start early.
+    segs.early = (pdl.on() && tuning.flag_or(max_tuning::Knob::QgemvEarlyWeights, true)) as i32;
     // SAFETY: the parameters match the kernel's (QmMaps, QmSegs, lhs, m, k, split, res) by value
     // and live across the call (the driver copies them); each map describes its part's n rows
     // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n of dtype; lhs holds
@@ -170,6 +198,9 @@ pub(super) fn qgemv_mma(
             ("blocks", blocks as i64),
             ("pdl", pdl.on() as i64),
             ("segments", parts.len() as i64),
+            ("early", segs.early as i64),
+            ("norm", (fold.norm.gamma != 0) as i64),
+            ("gated", segs.gated as i64),
         ];
         (name.clone(), fields)
     });
@@ -189,6 +220,14 @@ mod tests {
         assert_eq!((s.count, s.tiles(), s.n, s.out), (3, 383, [4096, 1024, 1000], [10, 20, 30]));
         let one = QmSegs::new(&[(1, 10, 45)]);
         assert_eq!((one.first, one.count, one.tiles()), ([0, 3, 3, 3], 1, 3));
+    }
+
+    #[test]
+    fn segments_match_the_kernel_layout() {
+        // qgemv_mma.cu's QmSegs: out[3], n[3], first[4], count, QNorm (8-aligned), early, gated
+        assert_eq!(std::mem::offset_of!(QmSegs, norm), 56);
+        assert_eq!(std::mem::offset_of!(QmSegs, early), 80);
+        assert_eq!(std::mem::size_of::<QmSegs>(), 88);
     }
 
     #[test]

@@ -13,6 +13,13 @@ pub fn run_cpu(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Family::Reduction => cpu::reduction::run(op, inputs, outputs),
         Family::Conv => cpu::conv::run(op, inputs, outputs),
         Family::Indexing => cpu::indexing::run(op, inputs, outputs),
+        // A qmatmul with a folded rms_norm and/or gated pair (see engine/passes): the norm, the
+        // product(s), the activation times up.
+        Family::Quant
+            if op.attrs.0.contains_key(super::passes::NORM) || op.attrs.0.contains_key(super::passes::GATED) =>
+        {
+            folded(op, inputs, outputs)
+        }
         // A qmatmul with its residual add (see engine/passes): the product, then the add.
         Family::Quant if op.attrs.0.contains_key(super::passes::RESIDUAL) => {
             let ([lhs, w, res], [out]) = (inputs, outputs) else {
@@ -82,4 +89,27 @@ pub fn run_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {
         OpKind::NonZero => cpu::indexing::nonzero_dynamic(op, inputs),
         _ => Err(Error::Value(format!("{}: not a data-dependent op", op.kind.name()))),
     }
+}
+
+/// A qmatmul step with a folded rms_norm and/or a gated pair (engine/gpu/quant.rs `folded` has
+/// the layout): the steps it replaced, one at a time, through its scratch outputs.
+fn folded(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let bad = || {
+        Error::Value(format!("{}: the inputs and outputs of a product with folded steps do not match", op.kind.name()))
+    };
+    let (mut ins, mut outs) = (inputs.to_vec(), outputs.to_vec());
+    let mut op = op.clone();
+    if let Some((norm, product)) = super::passes::split_qnorm(&op) {
+        let (gamma, normed) = (ins.pop().ok_or_else(bad)?, outs.pop().ok_or_else(bad)?);
+        let x = ins.first().ok_or_else(bad)?.clone();
+        run_cpu(&norm, &[x, gamma], std::slice::from_ref(&normed))?;
+        ins[0] = normed;
+        op = product;
+    }
+    let Some((act, product)) = super::passes::split_qgated(&op) else { return run_cpu(&op, &ins, &outs) };
+    let ([x, wg, wu], [out, gate, up]) = (&ins[..], &outs[..]) else { return Err(bad()) };
+    run_cpu(&product, &[x.clone(), wg.clone()], std::slice::from_ref(gate))?;
+    run_cpu(&product, &[x.clone(), wu.clone()], std::slice::from_ref(up))?;
+    let group = super::passes::gated_group(act, out.dtype(), out.shape());
+    cpu::elementwise::run(&group, &[gate.clone(), up.clone()], out)
 }

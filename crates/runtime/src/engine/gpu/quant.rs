@@ -7,6 +7,7 @@
 
 use max_graph::DType;
 use max_graph::ops::Op;
+use max_graph::ops::reduction::RmsNormParams;
 use max_kernels_cuda::launch::quant as k;
 
 use crate::cuda::CudaDevice;
@@ -17,6 +18,9 @@ use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    if op.attrs.0.contains_key(crate::engine::passes::NORM) || op.attrs.0.contains_key(crate::engine::passes::GATED) {
+        return folded(dev, op, inputs, outputs);
+    }
     if op.attrs.0.contains_key(crate::engine::passes::RESIDUAL) {
         return with_residual(dev, op, inputs, outputs);
     }
@@ -62,10 +66,111 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each
 /// weight into its output, each pair checked as a qmatmul of its own, launched together.
 fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let lhs = if lhs.is_contiguous() { lhs.clone() } else { lhs.contiguous()? };
+    let Some((enc, parts, dims)) = sibling_parts(op, &lhs, weights, outputs)? else { return Ok(()) };
+    dev.bind()?;
+    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
+}
+
+/// A qmatmul step with a folded rms_norm and/or a gated pair (engine/passes/fuse_norm_gemv.rs,
+/// fuse_gated_gemv.rs): inputs x, the weights (gate and up for a pair), the norm weight if
+/// any; outputs the products (a pair's one), the gate and up values if gated, the normalised
+/// x if normed. One GEMV launch where a kernel takes the problem
+/// (max_kernels_cuda::launch::quant::fold_path); otherwise the steps it replaced, through
+/// those scratch values.
+fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let (norm, op) = match crate::engine::passes::split_qnorm(op) {
+        Some((norm, product)) => (Some(norm), product),
+        None => (None, op.clone()),
+    };
+    let (gated, op) = match crate::engine::passes::split_qgated(&op) {
+        Some((act, product)) => (Some(act), product),
+        None => (None, op),
+    };
+    let name = op.kind.name();
+    let bad = || Error::Value(format!("{name}: the inputs and outputs of a product with folded steps do not match"));
+    let (mut ins, mut outs) = (inputs, outputs);
+    let mut gamma_normed = None;
+    if norm.is_some() {
+        let ([rest @ .., gamma], [orest @ .., normed]) = (ins, outs) else { return Err(bad()) };
+        gamma_normed = Some((gamma, normed));
+        (ins, outs) = (rest, orest);
+    }
+    let [x, weights @ ..] = ins else { return Err(bad()) };
+    let (results, scratch) = match gated {
+        Some(_) => outs.split_at(outs.len().checked_sub(2).ok_or_else(bad)?),
+        None => (outs, &[][..]),
+    };
+    let products = if gated.is_some() { scratch } else { results };
+    if weights.is_empty() || weights.len() != products.len() || (gated.is_some() && results.len() != 1) {
+        return Err(bad());
+    }
+    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
+    let x = packed(x)?;
+    let kk = *x.shape().last().unwrap_or(&1);
+    let mut qnorm = k::QNorm::default();
+    let mut norm_of = None;
+    if let (Some(nop), Some((gamma, normed))) = (&norm, gamma_normed) {
+        let params = RmsNormParams::from_attrs(&nop.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+        let gamma = packed(gamma)?;
+        if gamma.shape() != [kk]
+            || gamma.dtype() != x.dtype()
+            || normed.dtype() != x.dtype()
+            || normed.shape() != x.shape()
+        {
+            return Err(Error::Value(format!(
+                "rms_norm: the weight {} {:?} (and the normalised value) must match x {} {:?}",
+                gamma.dtype(),
+                gamma.shape(),
+                x.dtype(),
+                x.shape()
+            )));
+        }
+        qnorm = k::QNorm::new(gamma.addr(), &params);
+        norm_of = Some((params, gamma, normed));
+    }
+    if gated.is_some() && (results[0].dtype() != products[0].dtype() || results[0].shape() != products[0].shape()) {
+        return Err(bad());
+    }
+    let Some((enc, parts, dims)) = sibling_parts(&op, &x, weights, products)? else { return Ok(()) };
+    dev.bind()?;
+    let fold = k::QFold { norm: qnorm, gated: gated.is_some() };
+    let mut one = parts.clone();
+    if gated.is_some() {
+        one[0].1 = results[0].addr();
+    }
+    if k::qmatmul_folded(&dev.stream, enc, x.dtype(), x.addr(), &one, fold, dims)? {
+        return Ok(());
+    }
+    // The steps it replaced: the norm into its value, the products, the fused silu * mul.
+    let lhs = match &norm_of {
+        Some((p, gamma, normed)) => {
+            let (eps, offset, mbc) = (p.epsilon, p.weight_offset, p.multiply_before_cast);
+            let ptrs = (x.addr(), gamma.addr(), normed.addr());
+            max_kernels_cuda::launch::reduction::rms_norm(&dev.stream, x.dtype(), ptrs, dims.0, kk, eps, offset, mbc)?;
+            normed.addr()
+        }
+        None => x.addr(),
+    };
+    k::qmatmul_siblings(&dev.stream, enc, x.dtype(), lhs, &parts, dims)?;
+    match gated {
+        Some(act) => {
+            let group = crate::engine::passes::gated_group(act, results[0].dtype(), results[0].shape());
+            super::run_fused(dev, &group, scratch, &results[0])
+        }
+        None => Ok(()),
+    }
+}
+
+type Parts = (Encoding, Vec<(u64, u64, usize)>, (usize, usize, usize));
+
+/// The encoding, (weights, output, rows) of each product and (rows, K, row bytes) of `lhs`
+/// (contiguous) times each weight into its output, each pair checked as a qmatmul of its own;
+/// None for no products.
+fn sibling_parts(op: &Op, lhs: &Buffer, weights: &[Buffer], outputs: &[Buffer]) -> Result<Option<Parts>> {
     let mut parts = Vec::with_capacity(weights.len());
     let mut common = None;
     let mut encoding = None;
-    let lhs = if lhs.is_contiguous() { lhs.clone() } else { lhs.contiguous()? };
     for (w, out) in weights.iter().zip(outputs) {
         let pair = [lhs.clone(), w.clone()];
         let (QuantCall::Block { enc, lhs: l, rhs }, out) = quant_call(op, &pair, std::slice::from_ref(out), "GPU")?
@@ -79,9 +184,7 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
         (common, encoding) = (Some((m, kk, row_bytes)), Some(enc));
         parts.push((rhs.addr(), out.addr(), n));
     }
-    let (Some(dims), Some(enc)) = (common, encoding) else { return Ok(()) };
-    dev.bind()?;
-    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
+    Ok(common.zip(encoding).map(|(dims, enc)| (enc, parts, dims)))
 }
 
 fn dequantize(dev: &CudaDevice, op: &Op, enc: Encoding, x: &Buffer, out: &Buffer) -> Result<()> {

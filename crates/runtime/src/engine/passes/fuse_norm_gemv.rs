@@ -7,14 +7,58 @@
 //! nothing but that product, of the same type as x, with a weight of x's dtype and last dim,
 //! and rows of at most `fusion.norm_gemv_max_k` elements, folds; the step keeps the product's
 //! place. Top level only.
+//!
+//! GPU-placed quantized products (a qmatmul step, siblings included, without a fused residual)
+//! fold the same way: the op carries the attribute [`NORM`] and the norm's own attributes as
+//! `rms_norm.<name>`, its inputs are `[x, W.., gamma]` and its outputs the products (a gated
+//! pair's: the product, gate and up; fuse_gated_gemv.rs) then the normalised value. The GPU's GEMV kernels (qgemv_mma.cu, qgemv.cu) normalise x as they stage
+//! it; where no kernel takes the problem (max_kernels_cuda::launch::quant::norm_path, which
+//! also applies `fusion.norm_gemv_max_k` to qgemv.cu only) the step runs the norm into that
+//! value, then the products. The row limit does not apply here: it is the launch's choice.
 
 use std::collections::HashMap;
 
-use max_graph::Type;
-use max_graph::ops::OpKind;
+use max_graph::attrs::{Attr, Attrs};
 use max_graph::ops::reduction::RmsNormParams;
+use max_graph::ops::{Op, OpKind};
+use max_graph::{DeviceKind, Type};
 
-use crate::engine::program::{Body, StepKind};
+use crate::engine::program::{Body, Step, StepKind};
+
+/// The attribute of a qmatmul step with a folded rms_norm.
+pub const NORM: &str = "rms_norm";
+
+/// The rms_norm folded into a qmatmul step's `op` and the product's own op, or None.
+pub fn split_qnorm(op: &Op) -> Option<(Op, Op)> {
+    if !matches!(op.attrs.get(NORM), Some(Attr::Bool(true))) {
+        return None;
+    }
+    let mut norm = Attrs::new();
+    let mut product = Attrs::new();
+    for (key, v) in &op.attrs.0 {
+        match key.strip_prefix("rms_norm.") {
+            Some(name) => norm = norm.with(name, v.clone()),
+            None if key == NORM => {}
+            None => product = product.with(key, v.clone()),
+        }
+    }
+    Some((Op { kind: OpKind::RmsNorm, attrs: norm }, Op { kind: op.kind, attrs: product }))
+}
+
+/// A qmatmul step the norm may fold into: GPU-placed, block-quantized, plain or siblings.
+fn foldable_qmatmul(s: &Step, types: &[Type]) -> bool {
+    let StepKind::Op(op) = &s.kind else { return false };
+    let gptq = matches!(op.attrs.get("encoding"), Some(Attr::Str(e)) if e.eq_ignore_ascii_case("gptq"));
+    let on_gpu = s.outputs.iter().all(|&v| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu));
+    op.kind == OpKind::QMatmul
+        && !gptq
+        && !op.attrs.0.contains_key(super::RESIDUAL)
+        && !op.attrs.0.contains_key(NORM)
+        && s.inputs.len() >= 2
+        && s.inputs.len() + usize::from(op.attrs.0.contains_key(super::GATED)) == s.outputs.len() + 1
+        && s.bodies.is_empty()
+        && on_gpu
+}
 
 /// Folds every eligible rms_norm into the product after it.
 pub fn fuse(body: &mut Body, types: &[Type]) {
@@ -25,9 +69,11 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     let mut gone = vec![false; body.steps.len()];
     for i in 0..body.steps.len() {
         let s = &body.steps[i];
-        let StepKind::Gemm(g) = &s.kind else { continue };
-        if g.b_transpose.is_none() || g.norm.is_some() || !s.bodies.is_empty() {
-            continue;
+        let quant = foldable_qmatmul(s, types);
+        match &s.kind {
+            StepKind::Gemm(g) if g.b_transpose.is_some() && g.norm.is_none() && s.bodies.is_empty() => {}
+            _ if quant => {}
+            _ => continue,
         }
         let a = s.inputs[0];
         let Some(&p) = producer.get(&a) else { continue };
@@ -43,11 +89,23 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let (Type::Tensor(xt), Type::Tensor(gt)) = (&types[x], &types[gamma]) else { continue };
         let fits = types[x] == types[a] && gt.dtype == xt.dtype && gt.device == xt.device && gt.rank() == 1;
         let short = xt.shape.last().and_then(|d| d.as_static()).is_some_and(|k| k as usize <= max_k);
-        if !fits || !short || xt.shape.last() != gt.shape.first() {
+        if !fits || !(short || quant) || xt.shape.last() != gt.shape.first() {
             continue;
         }
         let op = op.clone();
         let s = &mut body.steps[i];
+        if quant {
+            let StepKind::Op(q) = &mut s.kind else { continue };
+            q.attrs.0.insert(NORM.into(), Attr::Bool(true));
+            for (key, v) in &op.attrs.0 {
+                q.attrs.0.insert(format!("rms_norm.{key}"), v.clone());
+            }
+            s.inputs[0] = x;
+            s.inputs.push(gamma);
+            s.outputs.push(a);
+            gone[p] = true;
+            continue;
+        }
         let StepKind::Gemm(g) = &mut s.kind else { continue };
         g.norm = Some(op);
         s.inputs[0] = x;

@@ -213,3 +213,146 @@ fn host_path_matches_the_unfused_graph_exactly() {
     // and the values are not all zero: the test would pass on an empty product otherwise
     assert!(bytes(&a[3]).iter().any(|&v| v != 0));
 }
+
+/// K of the quantized layer: whole Q4_0 blocks.
+const QK: i64 = 64;
+
+/// A Q4_0 weight [n, QK] (scales 1/16, random quants) as a constant.
+fn q4_0_weight(g: &mut Graph, n: i64, seed: u64, device: DeviceRef) -> ValueId {
+    let mut s = seed;
+    let data: Vec<u8> = (0..n * QK / 32)
+        .flat_map(|_| {
+            let mut block = half::f16::from_f32(0.0625).to_le_bytes().to_vec();
+            block.extend((0..16).map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (s >> 56) as u8
+            }));
+            block
+        })
+        .collect();
+    let attrs = Attrs::new()
+        .with("data", Attr::Data(Arc::new(data)))
+        .with("dtype", Attr::DType(DType::UInt8))
+        .with("shape", Attr::Dims(vec![Dim::stat(n), Dim::stat(QK / 32 * 18)]))
+        .with("device", Attr::Device(device));
+    node(g, Op { kind: OpKind::Constant, attrs }, vec![])
+}
+
+fn qrms_norm(g: &mut Graph, x: ValueId, seed: u64, device: DeviceRef) -> ValueId {
+    let gamma = constant(g, DType::Float32, &[QK], seed, device);
+    let attrs = Attrs::new().with("epsilon", Attr::Float(1e-5)).with("multiply_before_cast", Attr::Bool(true));
+    node(g, Op { kind: OpKind::RmsNorm, attrs }, vec![x, gamma])
+}
+
+fn qlinear(g: &mut Graph, x: ValueId, n: i64, seed: u64, device: DeviceRef) -> ValueId {
+    let w = q4_0_weight(g, n, seed, device);
+    let attrs = Attrs::new().with("encoding", Attr::Str("Q4_0".into()));
+    node(g, Op { kind: OpKind::QMatmul, attrs }, vec![x, w])
+}
+
+/// A quantized layer's products of its norms: q, k, v of rms_norm(x) (siblings), a single
+/// product of rms_norm(h), silu(gate) * up of rms_norm(y) and, with `shared`, the second norm
+/// read twice; x, h, y [3, QK] f32.
+fn qlayer(device: DeviceRef, shared: bool) -> Graph {
+    let mut g = Graph::new("t");
+    let ty = Type::Tensor(TensorType::new(DType::Float32, vec![Dim::stat(3), Dim::stat(QK)], device));
+    let (x, h, y) = (g.add_input(ty.clone()), g.add_input(ty.clone()), g.add_input(ty));
+    let n1 = qrms_norm(&mut g, x, 1, device);
+    let mut outs: Vec<ValueId> =
+        [(64, 2), (32, 3), (32, 4)].iter().map(|&(n, s)| qlinear(&mut g, n1, n, s, device)).collect();
+    let n2 = qrms_norm(&mut g, h, 5, device);
+    outs.push(qlinear(&mut g, n2, 32, 6, device));
+    let n3 = qrms_norm(&mut g, y, 7, device);
+    let gate = qlinear(&mut g, n3, 96, 8, device);
+    let up = qlinear(&mut g, n3, 96, 9, device);
+    let act = node(&mut g, op(OpKind::Silu), vec![gate]);
+    outs.push(node(&mut g, op(OpKind::Mul), vec![act, up]));
+    if shared {
+        outs.push(n2);
+    }
+    g.set_outputs(outs).unwrap();
+    g
+}
+
+/// (name, inputs, outputs, norm folded, gated) of each qmatmul step.
+fn qsteps(p: &Program) -> Vec<(String, usize, usize, bool, bool)> {
+    p.body
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::Op(o) if o.kind == OpKind::QMatmul => {
+                let gated = o.attrs.0.contains_key(crate::engine::passes::GATED);
+                Some((s.name(), s.inputs.len(), s.outputs.len(), split_qnorm(o).is_some(), gated))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
+    let gpu = lower(&qlayer(DeviceRef::gpu(0), false));
+    assert!(!names(&gpu).contains(&"rms_norm".to_string()), "{:?}", names(&gpu));
+    // q/k/v: x, three weights, the norm weight; three products and the normalised x; the MLP:
+    // y, gate and up weights, the norm weight; the product, gate, up and the normalised y
+    let q = qsteps(&gpu);
+    let want = [(5, 4, true, false), (3, 2, true, false), (4, 4, true, true)];
+    assert_eq!(q.iter().map(|s| (s.1, s.2, s.3, s.4)).collect::<Vec<_>>(), want);
+    assert!(!names(&gpu).iter().any(|n| n.starts_with("fused")), "{:?}", names(&gpu));
+    let step = gpu.body.steps.iter().find(|s| matches!(&s.kind, StepKind::Op(o) if o.kind == OpKind::QMatmul)).unwrap();
+    let StepKind::Op(o) = &step.kind else { unreachable!() };
+    let (norm, product) = split_qnorm(o).unwrap();
+    assert_eq!(norm.kind, OpKind::RmsNorm);
+    assert_eq!(norm.attrs.get("epsilon"), Some(&Attr::Float(1e-5)));
+    assert_eq!(product.attrs.0.keys().collect::<Vec<_>>(), ["encoding"]);
+    // the knob, a norm with a second reader, and host products keep the norms apart
+    {
+        let _off = max_tuning::scoped("fusion.norm_gemv=0").unwrap();
+        let p = lower(&qlayer(DeviceRef::gpu(0), false));
+        assert!(qsteps(&p).iter().all(|s| !s.3));
+        assert!(qsteps(&p)[2].4);
+    }
+    {
+        let _off = max_tuning::scoped("fusion.gated_gemv=0").unwrap();
+        let p = lower(&qlayer(DeviceRef::gpu(0), false));
+        // gate and up stay a sibling step (two products and the normalised y), the fused silu * mul after it
+        assert_eq!(qsteps(&p).iter().map(|s| (s.2, s.3, s.4)).collect::<Vec<_>>()[2], (3, true, false));
+        assert!(names(&p).iter().any(|n| n.starts_with("fused")), "{:?}", names(&p));
+    }
+    let shared = qsteps(&lower(&qlayer(DeviceRef::gpu(0), true)));
+    assert_eq!(shared.iter().map(|s| s.3).collect::<Vec<_>>(), [true, false, true]);
+    let host = qsteps(&lower(&qlayer(DeviceRef::CPU, false)));
+    assert!(host.iter().all(|s| !s.3 && !s.4), "{host:?}");
+    // the row limit is the launch's for quantized products
+    {
+        let _short = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap();
+        assert!(qsteps(&lower(&qlayer(DeviceRef::gpu(0), false))).iter().all(|s| s.3));
+    }
+}
+
+#[test]
+fn folded_qmatmuls_run_on_the_host_as_the_unfused_graph() {
+    let (gpu, cpu) = (qlayer(DeviceRef::gpu(0), false), qlayer(DeviceRef::CPU, false));
+    let (fused, plain) = (lower(&gpu), lower(&cpu));
+    assert!(qsteps(&fused).iter().all(|s| s.3));
+    assert!(qsteps(&fused).iter().any(|s| s.4));
+    let inputs: Vec<Buffer> = [21u64, 22, 23]
+        .iter()
+        .map(|&seed| {
+            let b = Buffer::empty(DType::Float32, &[3, QK], &Device::Cpu).unwrap();
+            let mut s = seed;
+            for i in 0..b.num_elements() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // SAFETY: element i of the fresh host buffer.
+                unsafe { *(b.addr() as *mut f32).add(i) = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0 };
+            }
+            b
+        })
+        .collect();
+    let (a, b) = (run_on_host(&fused, &gpu, &inputs), run_on_host(&plain, &cpu, &inputs));
+    assert_eq!(a.len(), 5);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(bytes(x), bytes(y));
+    }
+    assert!(bytes(&a[3]).iter().any(|&v| v != 0) && bytes(&a[4]).iter().any(|&v| v != 0));
+}

@@ -30,6 +30,8 @@ mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
 mod siblings;
 
+pub(crate) use fuse_gated_gemv::{GATED, gated_group, split_qgated};
+pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
 
 pub(crate) use dce::{dce, free_uses};
