@@ -1,6 +1,6 @@
-"""A quantized GGUF Llama on the GPU computes in bfloat16 by default (activations, KV cache,
-norms, attention; block products with f32 accumulation) and in float32 with
-``--quantization-encoding float32``: the two agree on the greedy tokens wherever the choice is
+"""A quantized GGUF Llama on the GPU computes in float32 by default and in bfloat16 with
+``--quantization-encoding bfloat16`` (activations, KV cache, norms, attention; block products
+with f32 accumulation): the two agree on the greedy tokens wherever the choice is
 clear, with teacher-forced logits within bf16's precision (the pattern of
 test_tensor_parallel.py's assert_greedy_agrees)."""
 
@@ -23,8 +23,8 @@ def test_gguf_on_gpu_bf16_agrees_with_float32(gpu, tmp_path, quant):
     ckpt = write_checkpoint(directory=tmp_path, seed=7, arch="llama", gguf_quant=quant)
     kw = dict(model_path=str(ckpt["gguf"]), max_length=64, kv_cache_page_size=16,
               device_specs=[DeviceSpec.accelerator(gpu.id)])
-    bf16 = load_pipeline(PipelineConfig(**kw))
-    f32 = load_pipeline(PipelineConfig(quantization_encoding="float32", **kw))
+    bf16 = load_pipeline(PipelineConfig(quantization_encoding="bfloat16", **kw))
+    f32 = load_pipeline(PipelineConfig(**kw))
     assert bf16.model.dtype == DType.bfloat16 and f32.model.dtype == DType.float32
     sp = SamplingParams(top_k=1, max_new_tokens=16, ignore_eos=True)
     prompt = np.random.default_rng(3).integers(5, ckpt["config"]["vocab_size"], 12).tolist()

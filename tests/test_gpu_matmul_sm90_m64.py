@@ -235,11 +235,11 @@ def test_split_k_is_deterministic(sm90, rng):
     assert all(np.array_equal(o.view(np.uint16), outs[0].view(np.uint16)) for o in outs)
 
 
-def test_the_128_row_tile_when_forced_or_past_64_rows(sm90, rng):
+def test_the_64_row_tile_only_when_forced(sm90, rng):
     dtype, k, n = DType.bfloat16, 576, 1000
     model = linear_model(sm90, dtype, k, n)
     w = rand(rng, (n, k), dtype, 1 / 24)
-    for m, spec, bm in [(64, "gemm.bm=128", 128), (65, "", 128), (64, "", 64), (200, "gemm.bm=64", 64)]:
+    for m, spec, bm in [(64, "gemm.bm=128", 128), (65, "", 128), (64, "", 128), (64, "gemm.bm=64", 64), (200, "gemm.bm=64", 64)]:
         x = rand(rng, (m, k), dtype)
         with tuning.override(spec), tuning.record_launches() as log:
             (got,) = execute(model, sm90, x, w)
@@ -256,14 +256,13 @@ TP_SHAPES = [(12, 64, 32), (12, 64, 16), (12, 32, 64), (12, 64, 64), (12, 32, 32
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tensor_parallel_tiny_shapes(sm90, rng, dtype):
-    # K or N under one 64-element box keeps the 128-row tile by default (plan.rs SKINNY_MIN_K,
-    # SKINNY_MIN_N); K = N = 64 takes the 64-row tile
+    # the default (128-row) tile on these shapes
     for m, k, n in TP_SHAPES:
         x, w = rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k))
         with tuning.record_launches() as log:
             (got,) = execute(linear_model(sm90, dtype, k, n), sm90, x, w)
         launches = log.records("gemm_sm90p")
-        want = 64 if k >= 64 and n >= 64 else 128
+        want = 128
         assert launches and all(r["bm"] == want for r in launches), ((m, k, n), launches)
         x64, w64 = x.astype(np.float64), w.astype(np.float64)
         check(got, x64 @ w64.T, np.abs(x64) @ np.abs(w64).T, dtype, f"{m}x{k}x{n}")

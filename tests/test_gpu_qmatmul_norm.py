@@ -21,6 +21,14 @@ from max.graph import DeviceRef, Graph, Weight, ops
 from max.graph.quantization import QuantizationEncoding as Q
 from max.nn import kernels
 
+
+@pytest.fixture(autouse=True)
+def quantized_folds():
+    """The quantized folds and the early weight stages are off by default (fusion.quantized,
+    qgemv.early_weights) until measured on a GPU; these tests turn them on."""
+    with tuning.override(**{"fusion.quantized": True, "qgemv.early_weights": True}):
+        yield
+
 NP = {DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}
 # One rounding to the dtype, relative, doubled: 2^-8 for bf16, 2^-10 for f16.
 ROUND = {DType.bfloat16: 2.0**-8, DType.float16: 2.0**-10}

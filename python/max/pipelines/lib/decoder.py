@@ -71,11 +71,10 @@ class DecoderArchitecture:
 
 def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver.Device,
                  weights: dict[str, WeightData]) -> DType:
-    """The activation dtype: an explicit float encoding (``--quantization-encoding float32``
-    keeps a GGUF model in float32 on a GPU); float32 on the CPU (the CPU's block products are
-    float32); bfloat16 for GGUF files on a GPU (block products read 16-bit activations and
-    accumulate in float32, as llama.cpp's with its f16 KV cache and 8-bit activations);
-    otherwise the checkpoint's own dtype."""
+    """The activation dtype: an explicit float encoding (``--quantization-encoding bfloat16``
+    runs a GGUF model's activations, KV cache and norms in bfloat16 on a GPU, its block products
+    reading 16-bit activations and accumulating in float32); float32 for GGUF files and on the
+    CPU; otherwise the checkpoint's own dtype."""
     from max.pipelines.lib.registry import SupportedEncoding
 
     if encoding is not None:
@@ -84,11 +83,9 @@ def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver
             return enc.dtype
         if fmt != "gguf":
             raise ValueError(f"--quantization-encoding {enc.value} needs a GGUF file; this model is {fmt}")
-        return DType.float32 if device.is_host else DType.bfloat16
-    if device.is_host:
         return DType.float32
-    if fmt == "gguf":
-        return DType.bfloat16
+    if fmt == "gguf" or device.is_host:
+        return DType.float32
     stored = config.get("torch_dtype") or config.get("dtype")
     for d in (DType.bfloat16, DType.float16, DType.float32):
         if stored == d.name:

@@ -51,6 +51,7 @@ fn foldable_qmatmul(s: &Step, types: &[Type]) -> bool {
     let gptq = matches!(op.attrs.get("encoding"), Some(Attr::Str(e)) if e.eq_ignore_ascii_case("gptq"));
     let on_gpu = s.outputs.iter().all(|&v| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu));
     op.kind == OpKind::QMatmul
+        && max_tuning::current().flag_or(max_tuning::Knob::FusionQuantized, false)
         && !gptq
         && !op.attrs.0.contains_key(super::RESIDUAL)
         && !op.attrs.0.contains_key(NORM)

@@ -102,8 +102,16 @@ fn names(p: &Program) -> Vec<String> {
     p.body.steps.iter().map(|s| s.name()).filter(|n| n != "constant").collect()
 }
 
+/// The tests of this file lower graphs under the process-wide tuning snapshot, and some override
+/// it for a scope: they run one at a time so that none sees another's override.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
+    let _serial = serial();
     let gpu = lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()));
     let expect = ["gemm[rms_norm+matmul_wt]", "gemm[rms_norm+matmul_wt+silu+gated]", "gemm[matmul_wt+residual]"];
     assert_eq!(names(&gpu), expect);
@@ -133,6 +141,7 @@ fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
 
 #[test]
 fn shared_values_host_and_f32_products_stay_apart() {
+    let _serial = serial();
     let gpu = DeviceRef::gpu(0);
     let twice = Twist { norm_out: true, gate_twice: true };
     let p = lower(&layer(gpu, DType::BFloat16, twice));
@@ -291,6 +300,9 @@ fn qsteps(p: &Program) -> Vec<(String, usize, usize, bool, bool)> {
 
 #[test]
 fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
+    let _serial = serial();
+    // (the quantized folds are off by default: fusion.quantized)
+    let _on = max_tuning::scoped("fusion.quantized=1").unwrap();
     let gpu = lower(&qlayer(DeviceRef::gpu(0), false));
     assert!(!names(&gpu).contains(&"rms_norm".to_string()), "{:?}", names(&gpu));
     // q/k/v: x, three weights, the norm weight; three products and the normalised x; the MLP:
@@ -332,6 +344,9 @@ fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
 
 #[test]
 fn folded_qmatmuls_run_on_the_host_as_the_unfused_graph() {
+    let _serial = serial();
+    // (the quantized folds are off by default: fusion.quantized)
+    let _on = max_tuning::scoped("fusion.quantized=1").unwrap();
     let (gpu, cpu) = (qlayer(DeviceRef::gpu(0), false), qlayer(DeviceRef::CPU, false));
     let (fused, plain) = (lower(&gpu), lower(&cpu));
     assert!(qsteps(&fused).iter().all(|s| s.3));
