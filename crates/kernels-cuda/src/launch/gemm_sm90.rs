@@ -34,10 +34,10 @@ pub(crate) fn tma_map(dtype: DType, ptr: u64, k: usize, rows: usize, batch: usiz
     .map_err(Error::driver("cuTensorMapEncodeTiled"))
 }
 
-/// Rows from which the Hopper kernel is worth it by default: from 9 its 64-row tile streams B by
-/// TMA at the memory's rate, where gemm_skinny's mma.sync kernel measured 0.58-0.62x cuBLAS at
-/// 16 rows on an H200; fewer rows waste less of gemm_skinny's 16-row tiles (and its SIMT kernel
-/// takes up to 4).
+/// Rows from which the Hopper kernel is worth it by default: at 16 rows of 4096 x 4096 (bf16,
+/// H200) its 128-row tile measured 0.71x cuBLAS and its 64-row tile (gemm.bm=64) 0.96x, where
+/// gemm_skinny's mma.sync kernel measured 0.62x; fewer rows waste less of gemm_skinny's 16-row
+/// tiles (and its SIMT kernel takes up to 4).
 const MIN_M: usize = 9;
 
 /// Rows below which, by default, the Hopper kernel takes B [k, n] only as given (n % 8 == 0): a
