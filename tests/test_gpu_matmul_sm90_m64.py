@@ -268,24 +268,69 @@ def test_tensor_parallel_tiny_shapes(sm90, rng, dtype):
         check(got, x64 @ w64.T, np.abs(x64) @ np.abs(w64).T, dtype, f"{m}x{k}x{n}")
 
 
+def _repeat_linear(sm90, rng, dtype, m, k, n, bias, residual, times=3):
+    """linear_case's product on the 64-row tile executed `times` times on one loaded model (the
+    second execution may be captured into a CUDA graph, the third replays it), each checked."""
+    x, w = rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k))
+    inputs = [x, w] + ([rand(rng, (n,), dtype)] if bias else []) + ([rand(rng, (m, n), dtype, 1.0)] if residual else [])
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    ref, mag = x64 @ w64.T, np.abs(x64) @ np.abs(w64).T
+    if bias:
+        z = ref + inputs[2].astype(np.float64)
+        ref = z / (1 + np.exp(-z))
+    if residual:
+        r = inputs[-1].astype(np.float64)
+        ref, mag = ref + r, mag + np.abs(r)
+    what = f"{dtype.name} {m}x{k}x{n} W^T bias={bias} residual={residual}"
+    with tuning.override("gemm.bm=64"), tuning.record_launches() as log:
+        model = linear_model(sm90, dtype, k, n, bias, residual)
+        for i in range(times):
+            (got,) = execute(model, sm90, *inputs)
+            check(got, ref, mag, dtype, f"{what} (execution {i})")
+    on_the_64_row_tile(log, "gemm.bm=64", what)
+
+
 def test_tensor_parallel_tiny_shapes_forced_64(sm90, rng):
     # The same shapes forced onto the 64-row tile, in a child process with a time limit (a hang
-    # there is the 64-row kernel's own, on one GPU), with residual and bias epilogues too.
+    # there is the 64-row kernel's own, on one GPU), with residual and bias epilogues too, B as
+    # a weight [N, K] and as given [K, N], 1 to 64 rows, each model executed three times (CUDA
+    # graph capture and replay). Every such plan is one unsplit unit per column tile (plan.rs:
+    # tiny_tensor_parallel_shapes_plan_one_unit_per_tile), whose only waits are mbarrier waits
+    # that trap after 20 s: a failure here is an error naming the shape, not a silent hang.
     import os
     import subprocess
     import sys
 
     if os.environ.get("MAX_M64_TINY_CHILD") != "1":
+        # Compile both types' GEMM families here (the 128-row tile: the same modules), so that
+        # the child's time limit measures its kernels rather than NVRTC on a cold kernel cache.
+        for dtype in DTYPES:
+            x, w = rand(rng, (12, 64), dtype), rand(rng, (16, 64), dtype)
+            with tuning.override("gemm.bm=128"):
+                execute(linear_model(sm90, dtype, 64, 16), sm90, x, w)
         env = dict(os.environ, MAX_M64_TINY_CHILD="1")
-        args = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+        args = [sys.executable, "-m", "pytest", "-q", "-x", "-s", "-p", "no:cacheprovider",
                 f"{__file__}::test_tensor_parallel_tiny_shapes_forced_64"]
         try:
-            r = subprocess.run(args, env=env, timeout=60, capture_output=True, text=True)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the 64-row tile hung on one GPU at the tensor-parallel tiny shapes")
+            r = subprocess.run(args, env=env, timeout=240, capture_output=True, text=True)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            last = [line for line in out.splitlines() if line.startswith("m64-tiny:")][-1:]
+            pytest.fail(f"the 64-row tile hung on one GPU at the tensor-parallel tiny shapes; last started: {last}")
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
         return
+
+    def started(what):
+        print(f"m64-tiny: {what}", flush=True)
+
     for dtype in DTYPES:
         for m, k, n in TP_SHAPES:
-            for bias, residual in [(False, False), (True, True)]:
-                linear_case(sm90, rng, dtype, m, k, n, "gemm.bm=64", bias=bias, residual=residual)
+            for rows in [m, 64]:
+                for bias, residual in [(False, False), (True, True), (False, True)]:
+                    started(f"{dtype.name} {rows}x{k}x{n} W^T bias={bias} residual={residual}")
+                    _repeat_linear(sm90, rng, dtype, rows, k, n, bias, residual)
+            for rows in [1, m]:
+                # B [K, N] read as given (N-major 64-column boxes: with N <= 64 the second
+                # warpgroup's box lies wholly past N), bias and residual.
+                started(f"{dtype.name} {rows}x{k}x{n} B as given")
+                matmul_case(sm90, rng, dtype, (rows, k), (k, n), "gemm.bm=64", residual=True)

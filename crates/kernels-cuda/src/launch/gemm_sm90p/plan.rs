@@ -364,6 +364,11 @@ mod tests {
             (64, 14336, 4096, 1),
             (33, 1000, 576, 3),
             (200, 4096, 1024, 1),
+            // The two-GPU tiny model's per-device products (K = 32 under one k-tile, N = 16).
+            (12, 16, 64, 1),
+            (12, 64, 32, 1),
+            (12, 32, 32, 1),
+            (64, 16, 32, 1),
         ];
         for (rows, n, k, z) in shapes {
             let all = [
@@ -455,6 +460,70 @@ mod tests {
         let p = plan(2048, 11008, 4096, 1, 132, false, Knobs { persistent: Some(false), ..c1 }).unwrap();
         assert_eq!((p.dp_units, p.sk_len), (660, 0));
         assert!(p.splits > 1 && p.with_clusters(132) == p, "{p:?}");
+    }
+
+    /// The two-GPU tensor-parallel tiny model's products (hidden 64, 12 prompt rows; per device
+    /// q 64 -> 32, k/v 64 -> 16, o-proj K = 32, gate/up and down 64 x 64), and the single-GPU
+    /// ones, on the 64-row tile: one unsplit unit per column tile over all of K (1 or 2
+    /// k-tiles), no cluster, no stream-K and so no workspace or counters; a grid of one CTA per
+    /// unit. The kernel's only waits in such a launch are the ring's mbarriers (which trap after
+    /// 20 s), so these shapes cannot hang the GEMM itself.
+    #[test]
+    fn tiny_tensor_parallel_shapes_plan_one_unit_per_tile() {
+        let f = Knobs { bm: Some(64), ..Knobs::default() };
+        for rows in [1, 9, 12, 64] {
+            for (k, n) in [(64, 32), (64, 16), (32, 64), (64, 64), (32, 32), (64, 128), (128, 64), (64, 400), (8, 8)] {
+                for n_major in [false, true] {
+                    let p = plan(rows, n, k, 1, 132, n_major, f).unwrap().with_clusters(132);
+                    let what = format!("{rows}x{k}x{n} n_major={n_major}: {p:?}");
+                    assert_eq!((p.bm, p.m_tiles, p.cluster, p.splits, p.sk_len), (64, 1, 1, 1, 0), "{what}");
+                    assert_eq!((p.k_tiles, p.k_per_split), (k.div_ceil(BK), k.div_ceil(BK)), "{what}");
+                    assert_eq!(
+                        (p.units, p.dp_units, p.cluster_tiles, p.n_tiles),
+                        (p.n_tiles, p.n_tiles, p.n_tiles, n.div_ceil(p.bn)),
+                        "{what}"
+                    );
+                    assert_eq!(p.split_tiles().0, 0, "{what}");
+                }
+            }
+        }
+    }
+
+    /// The split-K / stream-K workspace the launcher allocates holds every partial the kernel
+    /// writes: per split tile `stride` partials of bm x bn f32 (the kernel's TILE = BM * BN),
+    /// with the plan's own bm (64-row tiles have half the partial of 128-row ones).
+    #[test]
+    fn split_workspace_covers_every_slot_for_both_heights() {
+        for bm in [64, 128] {
+            for (rows, n, k, kn) in [
+                (64, 4096, 4096, Knobs::default()),
+                (33, 1000, 576, Knobs { splits: Some(3), ..Knobs::default() }),
+                (9, 1000, 4096, Knobs { splits: Some(1), grid: Some(5), ..Knobs::default() }),
+                (200, 4096, 4096, Knobs { cluster: Some(2), splits: Some(2), ..Knobs::default() }),
+            ] {
+                let kn = Knobs { bm: Some(bm), ..kn };
+                let p = plan(rows, n, k, 1, 132, false, kn).unwrap();
+                let clusters = kn.grid.map_or(132 / p.cluster, |g| (g / p.cluster).max(1));
+                let p = p.with_clusters(clusters);
+                let clusters = if p.persistent { p.units.min(clusters) } else { p.units };
+                let (split_tiles, stride) = p.split_tiles();
+                assert_eq!(p.bm, bm);
+                for cid in 0..clusters {
+                    for rank in 0..p.cluster {
+                        for (_, _, _, _, _, split, parts, slot) in walk(&p, cid, clusters, rank) {
+                            if let Some(s) = slot {
+                                // The partial's last f32 lies inside split_tiles * stride tiles.
+                                let end = (s * stride + split + 1) * p.bm * p.bn;
+                                assert!(
+                                    s < split_tiles && parts <= stride && end <= split_tiles * stride * p.bm * p.bn,
+                                    "{p:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// (bm, bn, splits) for Bt [n, k] on 132 SMs.
