@@ -24,8 +24,11 @@ import max as max_pkg
 class ServerProcess:
     """`max serve --model-path MODEL --devices DEVICES --host 127.0.0.1 --port 0 FLAGS...`."""
 
-    def __init__(self, model: Path | str, *flags: str, timeout: float = 300.0, devices: str = "cpu") -> None:
+    def __init__(self, model: Path | str, *flags: str, timeout: float = 300.0, devices: str = "cpu",
+                 tuning: str | None = None) -> None:
         env = dict(os.environ)
+        if tuning:  # MAX_TUNING entries for the server, after any the caller's environment sets
+            env["MAX_TUNING"] = ",".join(x for x in (env.get("MAX_TUNING"), tuning) if x)
         # The server imports the same `max` as this process (a source tree's or an installed one).
         env["PYTHONPATH"] = os.pathsep.join([str(Path(max_pkg.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
         self.stderr = tempfile.TemporaryFile()

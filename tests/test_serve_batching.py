@@ -23,8 +23,15 @@ def server(request):
     if request.param == "gpu":
         request.getfixturevalue("gpu")  # skips without one
     # A small step budget: long prompts are prefilled in chunks alongside the decodes.
+    # On the GPU the kernels are picked per batch (GEMV below 9 rows, tensor-core GEMMs above,
+    # attention split by the batch's size), so a row's bits, and a near-tie of greedy tokens,
+    # would follow the other requests in its step; numerics.batch_invariant fixes each row's
+    # arithmetic whatever the batch (docs/kernels/batch_invariance.md). The CPU's kernels
+    # already are row-invariant.
+    knob = "numerics.batch_invariant=1" if request.param == "gpu" else None
     s = ServerProcess(smollm2_gguf(), "--max-length", "256", "--max-batch-size", "32", "--kv-cache-page-size", "16",
-                      "--max-batch-input-tokens", "96", "--served-model-name", "smollm", devices=request.param)
+                      "--max-batch-input-tokens", "96", "--served-model-name", "smollm", devices=request.param,
+                      tuning=knob)
     yield s
     assert s.stop() == 0, s.errors()
 

@@ -248,4 +248,12 @@ declare! {
     AttentionPdl: "attention.pdl", None, Kind::Flag, "1";
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
     QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
+
+    // ---- numerics ------------------------------------------------------------------------
+    /// Batch-invariant results on the GPU: each row of a product, an attention call or a norm
+    /// gets the same bits whatever other rows share its batch (a served request gives the
+    /// tokens it gives alone). Quantized products run qgemv in groups of 8 rows, 16-bit W^T
+    /// products gemv_nt in groups of 4, paged attention the decode kernel unsplit, and the
+    /// quantized norm and gated folds are off (docs/kernels/batch_invariance.md).
+    NumericsBatchInvariant: "numerics.batch_invariant", None, Kind::Flag, "0";
 }

@@ -113,6 +113,11 @@ impl Tuning {
         self.flag(knob).unwrap_or(default)
     }
 
+    /// `numerics.batch_invariant`: every row's result independent of the rest of its batch.
+    pub fn batch_invariant(&self) -> bool {
+        self.flag_or(Knob::NumericsBatchInvariant, false)
+    }
+
     /// An integer knob's value.
     pub fn int(&self, knob: Knob) -> Option<usize> {
         debug_assert!(

@@ -88,3 +88,11 @@ fn scopes_override_and_restore() {
     assert!(scoped("gemm.grid=0").is_err());
     assert_eq!(current(), before);
 }
+
+#[test]
+fn batch_invariance_is_off_unless_asked_for() {
+    assert!(!Tuning::default().batch_invariant());
+    assert!(Tuning::parse("numerics.batch_invariant=on").unwrap().batch_invariant());
+    assert!(!Tuning::parse("numerics.batch_invariant=0").unwrap().batch_invariant());
+    assert!(Tuning::parse("numerics.batch_invariant=2").is_err());
+}

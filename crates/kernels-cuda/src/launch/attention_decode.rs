@@ -91,8 +91,14 @@ fn keys_in_flight(dtype: DType, kernel_group: usize) -> usize {
 
 /// The plan of a call of `tokens` query rows of `q_heads` heads over lookup-table rows of
 /// `width` pages (the most keys a sequence can hold is `width * page_size`).
+///
+/// Batch-invariant (`numerics.batch_invariant`): one split. A split's keys are a share of the
+/// sequence's length over the call's split count, which follows the batch (rows x kv heads)
+/// and the table's width; unsplit, a (row, kv head) block walks its keys in one fixed order
+/// and writes the output directly, whatever else is in the batch.
 pub fn split_plan(dtype: DType, cache: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
-    let chosen = max_tuning::current().int(max_tuning::Knob::AttentionSplits);
+    let t = max_tuning::current();
+    let chosen = if t.batch_invariant() { Some(1) } else { t.int(max_tuning::Knob::AttentionSplits) };
     plan_with(dtype, cache, q_heads, tokens, width, chosen)
 }
 

@@ -124,7 +124,10 @@ pub fn prefill_plan(
     };
     let d = cache.head_dim;
     let rows_per_seq = tuning.int(Knob::AttentionPrefillRows).unwrap_or(DEFAULT_ROWS_PER_SEQ);
+    // Batch-invariant: whether this kernel ran would hang on the rows of the other sequences
+    // (tokens per sequence), and a row's result on the kernel; the decode kernels run every call.
     let usable = tuning.flag_or(Knob::AttentionPrefill, true)
+        && !tuning.batch_invariant()
         && HEAD_DIMS.contains(&d)
         && cache.kv_heads > 0
         && q_heads % cache.kv_heads == 0

@@ -90,6 +90,34 @@ pub(super) fn rows_variant(m: usize) -> usize {
     }
 }
 
+/// Runs `launch(lhs, parts, res, rows)` for each group of at most `group` rows of lhs [m, k]
+/// (`dtype`), with each part's output ([m, n] of `dtype`) and `res` (0: none) moved to the
+/// group's first row: the GEMV kernels' row variants give a row the same sums whatever rows
+/// share its launch, so a batch of any size gets, row by row, what each row gets alone.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn row_groups(
+    dtype: DType,
+    k: usize,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    res: u64,
+    m: usize,
+    group: usize,
+    mut launch: impl FnMut(u64, &[(u64, u64, usize)], u64, usize) -> Result<()>,
+) -> Result<()> {
+    let es = dtype.size_in_bytes() as u64;
+    let mut moved = parts.to_vec();
+    for r0 in (0..m).step_by(group.max(1)) {
+        let r = r0 as u64;
+        for (dst, &(w, out, n)) in moved.iter_mut().zip(parts) {
+            *dst = (w, out + r * n as u64 * es, n);
+        }
+        let res_at = if res == 0 { 0 } else { res + r * parts[0].2 as u64 * es };
+        launch(lhs + r * k as u64 * es, &moved, res_at, (m - r0).min(group))?;
+    }
+    Ok(())
+}
+
 /// Decodes `total` elements (whole blocks) at `x` into f32 `out`.
 pub fn dequantize(stream: &Arc<CudaStream>, enc: Encoding, x: u64, out: u64, total: usize) -> Result<()> {
     if total == 0 {
@@ -140,13 +168,22 @@ pub fn qmatmul_add(
     let tuning = max_tuning::current();
     let problem = QProblem { enc, m, n, k, row_bytes, lhs, w };
     let t = dtype;
-    match select_path(&problem, arch_major(stream)?, &tuning) {
+    let path = select_path(&problem, arch_major(stream)?, &tuning);
+    match path {
         QPath::Mma => {
             let parts = [(w, out, n)];
             return qgemv_mma(stream, enc, t, lhs, &parts, res, QFold::default(), (m, k, row_bytes), &tuning);
         }
-        QPath::Stream => return qgemv(stream, enc, t, (lhs, w, out, res), (m, n, k, row_bytes), true, &tuning),
-        QPath::General => return qgemv(stream, enc, t, (lhs, w, out, res), (m, n, k, row_bytes), false, &tuning),
+        QPath::Stream | QPath::General => {
+            // More than GEMV_MAX_ROWS rows come here only batch-invariant (select_path): one
+            // launch per group of rows, each row's sums those it gets alone.
+            let streaming = path == QPath::Stream;
+            let parts = [(w, out, n)];
+            return row_groups(dtype, k, lhs, &parts, res, m, GEMV_MAX_ROWS, |lhs, parts, res, rows| {
+                let (w, out, n) = parts[0];
+                qgemv(stream, enc, t, (lhs, w, out, res), (rows, n, k, row_bytes), streaming, &tuning)
+            });
+        }
         QPath::Wgmma => {
             return super::qmatmul_sm90::qmatmul(stream, enc, t, (lhs, w, out), res, (m, n, k, row_bytes));
         }
@@ -207,9 +244,17 @@ pub enum QPath {
 }
 
 /// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
+///
+/// Batch-invariant (`numerics.batch_invariant`), every row count takes qgemv_stream.cu or
+/// qgemv.cu (the same per-row sums, fixed whatever MR: quant.rs's [`row_groups`] runs more
+/// than GEMV_MAX_ROWS rows in groups), never qgemv_mma.cu (its lhs goes through fixed point
+/// and its K split follows the grid) nor the dequantize + GEMM paths (bf16 weights, a
+/// different order).
 pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
     let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
-    let mma = p.m <= 2
+    let invariant = t.batch_invariant();
+    let mma = !invariant
+        && p.m <= 2
         && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
         && aligned
         && p.n < i32::MAX as usize
@@ -219,7 +264,7 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     if mma {
         return QPath::Mma;
     }
-    if p.m > GEMV_MAX_ROWS {
+    if p.m > GEMV_MAX_ROWS && !invariant {
         // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
         let wgmma = arch_major == 9 && p.k % 8 == 0 && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
         return if wgmma { QPath::Wgmma } else { QPath::Gemm };
@@ -392,7 +437,10 @@ pub fn qmatmul_siblings(
         }
         return Ok(());
     }
-    qgemv_segments(stream, enc, dtype, lhs, parts, QFold::default(), (m, k, row_bytes))
+    // (more than GEMV_MAX_ROWS rows only batch-invariant)
+    row_groups(dtype, k, lhs, parts, 0, m, GEMV_MAX_ROWS, |lhs, parts, _, rows| {
+        qgemv_segments(stream, enc, dtype, lhs, parts, QFold::default(), (rows, k, row_bytes))
+    })
 }
 
 /// One qgemv.cu launch for the sibling `parts` (2..=QV_SEGS, or one with a fold) of lhs;
@@ -454,7 +502,8 @@ fn qgemv_segments(
 /// qgemv.cu for 1-2 rows where each part takes it (at most QV_SEGS) and, folding a norm, K is
 /// at most `fusion.norm_gemv_max_k` (every block of 16 weight rows sums the squares again; the
 /// persistent tensor-core grid does so once per block, so no limit there). A norm needs lhs
-/// and its weight 16-byte aligned; a gated pair two parts of equal rows. None: run the steps.
+/// and its weight 16-byte aligned; a gated pair two parts of equal rows. None: run the steps,
+/// always when batch-invariant (1-2 rows folded, more not: a norm summed two ways).
 pub fn fold_path(
     enc: Encoding,
     lhs: u64,
@@ -468,6 +517,7 @@ pub fn fold_path(
     let norm = fold.norm.gamma != 0;
     let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
     if !(1..=2).contains(&m)
+        || t.batch_invariant()
         || k == 0
         || k % 32 != 0
         || (norm && (lhs | fold.norm.gamma) % 16 != 0)
@@ -628,6 +678,50 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4_0, 512), 9, "qmatmul.wgmma=0"), QPath::Gemm);
         let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 1) };
         assert_eq!(path(&unaligned, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn batch_invariant_rows_take_the_gemv_kernels_whatever_their_count() {
+        let bi = "numerics.batch_invariant=1";
+        for m in [1, 2, 3, 8, 9, 64, 512] {
+            assert_eq!(path(&problem(Encoding::Q4_0, m), 9, bi), QPath::Stream, "m={m}");
+            assert_eq!(path(&problem(Encoding::Q6K, m), 9, bi), QPath::General, "m={m}");
+            assert_eq!(path(&problem(Encoding::Q4_1, m), 8, bi), QPath::General, "m={m}");
+        }
+        // (the two kernels give the same bits: a misaligned group may take the other one)
+        let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 64) };
+        assert_eq!(path(&unaligned, 9, bi), QPath::General);
+        let t = Tuning::parse(bi).unwrap();
+        let fold = QFold { gated: true, ..QFold::default() };
+        let pair = [(0x10_0000, 0x20_0000, 1536), (0x30_0000, 0, 1536)];
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &fold, &pair, (1, 4096, 4096 / 32 * 18), 9, &t), None);
+    }
+
+    #[test]
+    fn row_groups_move_each_part_to_the_group() {
+        let mut seen = vec![];
+        let parts = [(0x100, 0x1_0000, 10), (0x200, 0x2_0000, 6)];
+        row_groups(DType::BFloat16, 32, 0x5000, &parts, 0x9000, 19, 8, |lhs, p, res, rows| {
+            seen.push((lhs, p.to_vec(), res, rows));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0], (0x5000, parts.to_vec(), 0x9000, 8));
+        // rows 8.. of lhs (32 bf16 each), of each output (10 and 6 columns) and of the residual
+        assert_eq!(
+            seen[1],
+            (0x5000 + 8 * 64, vec![(0x100, 0x1_0000 + 8 * 20, 10), (0x200, 0x2_0000 + 8 * 12, 6)], 0x9000 + 8 * 20, 8)
+        );
+        assert_eq!((seen[2].0, seen[2].3), (0x5000 + 16 * 64, 3));
+        let mut none = 0;
+        row_groups(DType::Float32, 32, 0, &parts, 0, 5, 8, |_, _, res, rows| {
+            none += 1;
+            assert_eq!((res, rows), (0, 5));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(none, 1);
     }
 
     #[test]

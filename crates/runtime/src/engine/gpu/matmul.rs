@@ -100,6 +100,9 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         let parts = parts_of(one_launch_ws, outs);
         return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), &epi, &fusion).map_err(Error::from);
     }
+    if invariant_rows(dev, dtype, a.addr(), &parts_of(one_launch_ws, outs), (rows, k), &epi, &fusion)? {
+        return Ok(());
+    }
     // The unfused steps: rms_norm into its value, the products, the mul.
     let a = match norm {
         Some(n) => {
@@ -150,6 +153,11 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
             ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
         return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi, &plain).map_err(Error::from);
     }
+    let parts: Vec<(u64, u64, usize)> =
+        ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
+    if invariant_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, &plain)? {
+        return Ok(());
+    }
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
     for ((w, out), &n) in ws.iter().zip(outs).zip(&ns) {
         if hopper {
@@ -170,6 +178,44 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
         matmul(dev, a, &wt, out, epi)?;
     }
     Ok(())
+}
+
+/// Batch-invariant (`numerics.batch_invariant`), more than gemv_nt::MAX_M rows: gemv_nt per
+/// group of MAX_M rows (the epilogue's residual and each output moved to the group), so each
+/// row gets the sums, the folded norm and the rounding it gets at one row. A warp of gemv_nt
+/// walks a row of W whole, each lane's columns in one order and the lanes' sums in one shuffle
+/// tree whatever the kernel's row variant; the GEMMs' K order and split follow the row count.
+/// false (nothing launched) otherwise, or where gemv_nt does not take the problem.
+fn invariant_rows(
+    dev: &CudaDevice,
+    dtype: max_graph::DType,
+    a: u64,
+    parts: &[(u64, u64, usize)],
+    (rows, k): (usize, usize),
+    epi: &Epilogue,
+    fusion: &Fusion,
+) -> Result<bool> {
+    let group = gemv_nt::MAX_M;
+    if rows <= group || !max_tuning::current().batch_invariant() {
+        return Ok(false);
+    }
+    let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
+    let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    if gemv_nt::plan(dtype, group, &ns, k, a, &ws, fusion).is_none() {
+        return Ok(false);
+    }
+    let es = dtype.size_in_bytes() as u64;
+    for r0 in (0..rows).step_by(group) {
+        let r = r0 as u64;
+        let moved: Vec<(u64, u64, usize)> = parts.iter().map(|&(w, c, n)| (w, c + r * n as u64 * es, n)).collect();
+        let mut e = *epi;
+        if e.residual != 0 {
+            e.residual += r * parts[0].2 as u64 * es;
+        }
+        let m = (rows - r0).min(group);
+        gemv_nt::gemv_nt(&dev.stream, dtype, a + r * k as u64 * es, &moved, (m, k), &e, fusion)?;
+    }
+    Ok(true)
 }
 
 /// (batch dims, rows, cols) of a matmul operand under MAX's rank rules.
