@@ -1,6 +1,6 @@
 """The Hopper GEMM's 64-row tile (kernels/gemm_sm90p.cu with BM = 64, the `_m64` kernels: both
 consumer warpgroups on the tile's 64 rows, each on half of its columns), which the planner
-picks for at most 64 rows per batch (decode batches), against numpy float64: bf16 and f16, 9 to
+picks for at most 64 rows per batch (decode batches) when `gemm.bm=64` is set, against numpy float64: bf16 and f16, 9 to
 64 rows, the decode shapes' N and K (an odd tail of N = 1000, K = 576), B as a linear layer's
 weight [N, K] (K-major) and as given [K, N] (N-major) or transposed into a scratch copy, the
 fused epilogues (bias, activation, residual), batches, and forced variants: 64- and 128-column
@@ -39,7 +39,8 @@ CASES = [
 # Mid-sized shapes for the forced variants: K past the last whole k-tile, N past the tiles.
 SMALL = [(9, 4096, 1000), (33, 576, 4096), (64, 1032, 520)]
 VARIANTS = {
-    "default": "",
+    # the planner's own choices on the 64-row tile (not the default tile: gemm.bm is 128 unless set)
+    "planner": "gemm.bm=64",
     "n64": "gemm.bm=64,gemm.bn=64",
     "n128_unsplit": "gemm.bm=64,gemm.bn=128,gemm.splitk=1",
     "n64_split3": "gemm.bm=64,gemm.bn=64,gemm.splitk=3",
@@ -166,7 +167,7 @@ def test_stream_k_runs_on_the_64_row_tile(sm90, rng):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_linear_layer_epilogue(sm90, rng, dtype, m):
     # bias and silu in registers, the residual added at the stores; split-K's reducing CTA too
-    for spec in ["", "gemm.bm=64,gemm.bn=64,gemm.splitk=3", "gemm.bm=64,gemm.bn=128,gemm.splitk=1"]:
+    for spec in ["gemm.bm=64", "gemm.bm=64,gemm.bn=64,gemm.splitk=3", "gemm.bm=64,gemm.bn=128,gemm.splitk=1"]:
         linear_case(sm90, rng, dtype, m, 1032, 1000, spec, bias=True, residual=True)
         linear_case(sm90, rng, dtype, m, 4096, 4096, spec, bias=True, residual=True)
 
@@ -210,7 +211,7 @@ def test_b_as_given(sm90, rng, dtype, case):
     # B [K, N] read through 64-column boxes (the `_b_m64` kernels) where N % 8 == 0, else
     # transposed into a scratch Bt first; with the bias and residual epilogue
     m, k, n = case
-    for spec in ["", "gemm.bm=64,gemm.splitk=2", "gemm.bm=64,gemm.transpose=1"]:
+    for spec in ["gemm.bm=64", "gemm.bm=64,gemm.splitk=2", "gemm.bm=64,gemm.transpose=1"]:
         launches = matmul_case(sm90, rng, dtype, (m, k), (k, n), spec, residual=True)
         n_major = n % 8 == 0 and "transpose" not in spec
         assert all(("_b_m64_" in r["kernel"]) == n_major for r in launches), launches
@@ -220,7 +221,7 @@ def test_b_as_given(sm90, rng, dtype, case):
 def test_batches(sm90, rng, dtype):
     # batched A and B (the maps' batch dimension: 33 rows per batch, one 64-row tile each), and
     # batches of A sharing B folded into the rows of one product (2 x 20 = 40 rows)
-    for spec in ["", "gemm.bm=64,gemm.bn=64,gemm.transpose=1,gemm.splitk=2", "gemm.bm=64,gemm.splitk=3,gemm.grid=5"]:
+    for spec in ["gemm.bm=64", "gemm.bm=64,gemm.bn=64,gemm.transpose=1,gemm.splitk=2", "gemm.bm=64,gemm.splitk=3,gemm.grid=5"]:
         matmul_case(sm90, rng, dtype, (3, 33, 520), (3, 520, 1000), spec)
         matmul_case(sm90, rng, dtype, (2, 20, 1032), (1032, 264), spec, residual=True)
 
