@@ -49,6 +49,7 @@ first token for every model; its JSON goes to a temporary directory unless MAX_B
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -386,7 +387,7 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         if model.name in args.ttft:
             yield ttft_row(model, path, args.prompt, args.ttft_runs, args.tiny) | tag
     finally:
-        if path.is_relative_to(tmp) and path.exists():
+        if not args.keep_models and path.is_relative_to(tmp) and path.exists():
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
@@ -423,6 +424,9 @@ def parse_args() -> argparse.Namespace:
                     help="models whose time to first token is measured (default llama-3-8b-bf16; --tiny: all)")
     ap.add_argument("--ttft-runs", type=int, default=2, help="`max generate` runs per model (the best is kept)")
     ap.add_argument("--dir", type=Path, default=None, help="where the models are written (default: the temp dir)")
+    ap.add_argument("--keep-models", type=Path, default=None,
+                    help="write the models here and keep them: later runs with the same folder load them "
+                    "instead of writing them again (variants measured in separate processes)")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes of every model kind on the CPU")
     ap.add_argument("--pdl-compare", action="store_true",
                     help="measure decode with launch.pdl on and off (two loads of each model), side by side")
@@ -449,7 +453,9 @@ def main() -> None:
     command = "python benchmarks/llm_gpu.py " + " ".join(sys.argv[1:])
     old_rows, old_commands = kept_rows(result_path(name, device, out_dir), set(args.models))
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+    if args.keep_models:
+        args.keep_models.mkdir(parents=True, exist_ok=True)
+    with contextlib.nullcontext(str(args.keep_models)) if args.keep_models else tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for m in args.models:
             try:
                 for row in run_model(MODELS[m], Path(tmp), args):
