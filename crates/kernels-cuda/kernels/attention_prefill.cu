@@ -35,12 +35,12 @@
 // on tiles that cross a row's bound or hold a key without a page. Index tensors come from the
 // engine's bookkeeping; out-of-range pages or table columns skip the key (as in attention.cu),
 // and nonsense offsets or lengths never make a CTA read or write outside q, out or the table.
+// attention_prefill.cuh (in front, after attention_args.cuh) has the code of these rules that
+// attention_prefill_sm90.cu shares.
 
 #define PF_ROWS 64     // query rows per CTA
 #define PF_KEYS 64     // keys per tile
 #define PF_THREADS 128
-#define PF_LOG2E 1.4426950408889634f
-#define PF_NEG_INF (-__int_as_float(0x7f800000))
 
 struct PrefillArgs {
     AttnArgs a;  // attention_args.cuh
@@ -78,31 +78,9 @@ template <bool BF16> __device__ __forceinline__ void pf_mma(float* c, const u32*
     }
 }
 
-// Two f32 as one register of the 16-bit type, lo in the low half (the lower column or k index).
-template <bool BF16> __device__ __forceinline__ u32 pf_pack(float lo, float hi) {
-    u32 r;
-    if (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ float pf_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // Byte offset of 16-byte chunk c of row r in a tile of rows of CPR chunks (swizzled).
 template <int CPR> __device__ __forceinline__ u32 pf_at(int r, int c) {
     return (u32)(r * CPR + (c ^ (r & 7))) * 16u;
-}
-
-// The visible keys [lo, hi) of a query at pos in a sequence of total keys (Mask::range).
-__device__ __forceinline__ void pf_range(const AttnArgs& a, i64 pos, i64 total, i64& lo, i64& hi) {
-    lo = 0;
-    hi = pos + 1 < total ? pos + 1 : total;
-    if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
-    if (a.mask == 2) hi = total;
 }
 
 template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(const AttnArgs& a, i64 slots) {
@@ -119,48 +97,13 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, tig = lane % 4;         // quad (row) and lane in quad
-    const i64 h = blockIdx.x % a.q_heads;
-    const i64 slot = slots - 1 - (i64)(blockIdx.x / a.q_heads);
-    if (slot < 0) return;
-
-    // The sequence of this slot: the last b with offsets[b] / 64 + b <= slot.
-    const u32* offsets = (const u32*)a.offsets;
-    i64 lo_b = 0, hi_b = a.batch - 1;
-    while (lo_b < hi_b) {
-        const i64 mid = (lo_b + hi_b + 1) / 2;
-        if ((i64)(offsets[mid] / PF_ROWS) + mid <= slot) lo_b = mid; else hi_b = mid - 1;
-    }
-    const i64 b = lo_b;
-    const i64 first = offsets[b], local = slot - (first / PF_ROWS + b);
-    i64 end = offsets[b + 1];
-    if (end > a.tokens) end = a.tokens;
-    const i64 r0 = first + local * PF_ROWS;          // first query row of the tile
-    if (local < 0 || r0 >= end) return;              // uniform per CTA
-    const i64 q_len = end - first;
-    const i64 rows = end - r0 < PF_ROWS ? end - r0 : PF_ROWS;
-    const i64 cached = ((const u32*)a.lengths)[b];
-    const i64 total = cached + q_len;
-    const i64 pos0 = cached + (r0 - first);          // position of the tile's first row
-
-    // Keys any row of the tile sees, and the bounds every row sees (tiles inside need no mask).
-    i64 lo_min, hi_min, lo_max, hi_max;
-    pf_range(a, pos0, total, lo_min, hi_min);
-    pf_range(a, pos0 + rows - 1, total, lo_max, hi_max);
-    // Keys past the table's columns have no page; key positions are u32, as the engine's are.
-    i64 k_last = a.width * a.page_size;
-    if (k_last > 0xffffffffll) k_last = 0xffffffffll;
-    const u32 k_begin = (u32)(lo_min < k_last ? lo_min : k_last);
-    const u32 k_end = (u32)(hi_max < k_last ? hi_max : k_last);
+    PfTile tile;
+    if (!pf_tile<PF_ROWS>(a, slots, tile)) return;  // uniform per CTA
+    const i64 h = tile.h, r0 = tile.r0, rows = tile.rows, total = tile.total, pos0 = tile.pos0;
+    const PfKeys keys = pf_keys(a, tile);
+    const u32 k_begin = keys.lo, k_end = keys.end;
     const int tiles = k_end > k_begin ? (int)((k_end - k_begin + PF_KEYS - 1) / PF_KEYS) : 0;
-    const u32 ps = (u32)a.page_size;
-
-    const i64 kvh = h / (a.q_heads / a.kv_heads);
-    const u64 row_elems = (u64)a.kv_heads * D;
-    const u64 page_elems = (u64)a.page_size * row_elems;          // one layer's keys of a page
-    const u64 page_stride = 2 * (u64)a.layers * page_elems;
-    const u64 layer_off = (u64)a.layer * page_elems + (u64)kvh * D;
-    const u64 value_off = (u64)a.layers * page_elems;             // keys -> values of a page
-    const u32* table = (const u32*)a.table + b * a.width;
+    const PfKv kv = pf_kv<D>(a, tile);
     const u16* cache = (const u16*)a.blocks;
     const u16* q = (const u16*)a.q;
 
@@ -181,16 +124,10 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
 #pragma unroll
         for (int i = 0; i < LOADS; ++i) {
             const int c = tid + i * PF_THREADS, r = c / CPR, ch = c % CPR;
-            const u32 j = k0 + (u32)r;
-            bool ok = j < k_end && j >= k0;  // (no wrap past 2^32)
-            u64 at = 0;
-            if (ok) {
-                const u32 page = table[j / ps];
-                ok = page < (u64)a.pages;
-                at = page * page_stride + layer_off + (u64)(j % ps) * row_elems + ch * 8;
-            }
+            u64 at;
+            const bool ok = pf_key_at(kv, k0 + (u32)r, k0, k_end, (u64)(ch * 8), at);
             pf_cp16(sk + st + pf_at<CPR>(r, ch), cache + at, ok);
-            pf_cp16(sv + st + pf_at<CPR>(r, ch), cache + at + value_off, ok);
+            pf_cp16(sv + st + pf_at<CPR>(r, ch), cache + at + kv.value_off, ok);
             if (ch == 0) valid[(t & 1) * PF_KEYS + r] = ok;
             all = all && ok;
         }
@@ -222,12 +159,7 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
     // the keys loaded (the rest are masked anyway).
     u32 rlo[2], rhi[2];
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        i64 lo, hi;
-        pf_range(a, pos0 + warp * 16 + g + 8 * hr, total, lo, hi);
-        rlo[hr] = (u32)(lo < (i64)k_end ? lo : (i64)k_end);
-        rhi[hr] = (u32)(hi < (i64)k_end ? hi : (i64)k_end);
-    }
+    for (int hr = 0; hr < 2; ++hr) pf_row_keys(a, pos0 + warp * 16 + g + 8 * hr, total, k_end, rlo[hr], rhi[hr]);
 
     for (int t = 0; t < tiles; ++t) {
         const bool all_here = all_next;
@@ -259,7 +191,7 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
         }
 
         // Scores in log2 units; the mask only where some row's bound crosses the tile.
-        const bool edge = !all_valid || (i64)k0 + PF_KEYS > hi_min || (i64)k0 < lo_max;
+        const bool edge = !all_valid || (i64)k0 + PF_KEYS > keys.hi_min || (i64)k0 < keys.lo_max;
 #pragma unroll
         for (int n = 0; n < PF_KEYS / 8; ++n)
 #pragma unroll
@@ -271,7 +203,7 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
                     const int kc = n * 8 + 2 * tig + (e & 1);
                     const u32 j = k0 + kc;
                     const int hr = e >> 1;
-                    if (!valid[(t & 1) * PF_KEYS + kc] || j < rlo[hr] || j >= rhi[hr]) x = PF_NEG_INF;
+                    if (pf_hidden(valid[(t & 1) * PF_KEYS + kc], j, rlo[hr], rhi[hr])) x = PF_NEG_INF;
                 }
                 s[n][e] = x;
             }
@@ -325,20 +257,7 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
     }
     pf_wait<0>();
 
-    // O / l, each row's sum gathered from its quad.
-    u16* out = (u16*)a.out;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        float sum = l[hr];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        const int r = warp * 16 + g + 8 * hr;
-        if (r >= rows) continue;
-        u32* dst = (u32*)(out + ((u64)(r0 + r) * a.q_heads + h) * D + 2 * tig);
-#pragma unroll
-        for (int n = 0; n < DN; ++n) dst[n * 4] = pf_pack<BF16>(o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv);
-    }
+    pf_store<D, BF16>(a, tile, &o[0][0], l, warp * 16 + g, tig);
 }
 
 #define ATTENTION_PREFILL(D)                                                                              \

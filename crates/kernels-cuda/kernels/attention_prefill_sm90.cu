@@ -3,7 +3,9 @@
 // wgmma, in the manner of FlashAttention-3: the same calls, masks and results as
 // attention_prefill.cu (the mma.sync kernel, which every other device and every call this
 // kernel is not compiled for still takes), with 128 query rows per CTA and 128-key tiles.
-// sources.rs puts attention_args.cuh and sm90_pipe.cuh (mbarriers, descriptors, wgmma) in front.
+// sources.rs puts attention_args.cuh, sm90_pipe.cuh (mbarriers, descriptors, wgmma),
+// attention_prefill.cuh (what both prefill kernels share) and attention_prefill_sm90.cuh (this
+// kernel's building blocks) in front.
 //
 // Block: 3 warpgroups (384 threads).
 // - Warpgroup 0, the producer (setmaxnreg.dec to 24), copies with cp.async: first the Q tile
@@ -66,128 +68,6 @@
 // loaded; the per-element mask runs only on tiles that cross a bound of one of the consumer's
 // rows or hold a key without a page.
 
-#define FA_ROWS 128    // query rows per CTA (64 per consumer warpgroup)
-#define FA_KEYS 128    // keys per tile
-#define FA_LOG2E 1.4426950408889634f
-#define FA_NEG_INF (-__int_as_float(0x7f800000))
-
-// The kernels' one parameter, a grid constant (the tensor maps are read where they lie).
-struct alignas(64) PrefillArgs {
-    TmaMap kv;   // the cache [slabs, page_size, kv_heads, D] (slab: page * 2 * layers + kv * layers +
-                 // layer), boxes of 64 dims x 1 head x 64 tokens, 128-byte swizzle (TMA producer only)
-    TmaMap q;    // Q [tokens, q_heads, D], boxes of 64 dims x 1 head x 64 rows, 128-byte swizzle
-    AttnArgs a;  // attention_args.cuh
-    i64 slots;   // tile slots per head: tokens / 128 + batch
-    i32 tma;     // the producer loads with TMA (page_size % 64 == 0; 0: cp.async)
-    i32 pad;
-};
-
-// One box of a 4-D tensor map (coordinates innermost first) into shared memory at `dst`, the
-// bytes counted on `bar`.
-__device__ __forceinline__ void fa_tma_4d(u32 dst, const TmaMap* map, u64* bar, int c0, int c1, int c2, int c3) {
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
-        ::"r"(dst), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
-}
-__device__ __forceinline__ void fa_tma_3d(u32 dst, const TmaMap* map, u64* bar, int c0, int c1, int c2) {
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
-        ::"r"(dst), "l"((u64)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-
-__device__ __forceinline__ void fa_cp16(u32 dst, const void* src, bool valid) {
-    const int n = valid ? 16 : 0;  // src-size 0 zero-fills the chunk
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// Two f32 as one register of the 16-bit type, lo in the low half (the lower column or k index).
-template <bool BF16> __device__ __forceinline__ u32 fa_pack(float lo, float hi) {
-    u32 r;
-    if (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ float fa_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// Byte offset of 16-byte chunk c of row r in a swizzled tile of R rows (see the top).
-template <int R> __device__ __forceinline__ u32 fa_at(int r, int c) {
-    return (u32)((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-// Descriptors of a 1024-byte aligned tile at shared address `addr`: K-major with the 128-byte
-// swizzle (as sw128_desc), and N-major with 64-column groups FA_KEYS * 128 bytes apart.
-__device__ __forceinline__ u64 fa_desc_k(u32 addr) {
-    return ((u64)(addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-__device__ __forceinline__ u64 fa_desc_n(u32 addr) {
-    return ((u64)(addr & 0x3FFFF) >> 4) | ((u64)((FA_KEYS * 128) >> 4) << 16) | ((u64)(1024 >> 4) << 32) |
-           ((u64)1 << 62);
-}
-
-// Descriptor d advanced by n 16-byte units, computed where it is used (volatile: the compiler
-// would otherwise keep every step's descriptor of the loop live in registers).
-__device__ __forceinline__ u64 fa_desc_add(u64 d, u32 n) {
-    u64 r;
-    asm volatile("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(d), "l"((u64)n));
-    return r;
-}
-
-// m64nNk16 with A from registers (4 registers of 16-bit pairs, the mma.sync A layout per warp)
-// and an N-major B from shared memory (transpose bit set); accumulates into d (N / 2 floats).
-#define FA_RS(SHAPE, REGS, OUTS, A0, A1, A2, A3, IB, IS, TYPES)                                           \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                          \
-                 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPES " " REGS ", {%" A0 ", %" A1 ", %" A2  \
-                 ", %" A3 "}, %" IB ", p, 1, 1, 1;\n}\n"                                                   \
-                 : OUTS                                                                                    \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
-template <int N, bool BF16> struct WgmmaRS;
-template <bool BF16> struct WgmmaRS<64, BF16> {
-    static __device__ __forceinline__ void run(float* d, const u32* a, u64 desc_b, u32 scale_d) {
-        if (BF16) FA_RS("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "35", "36", "37", "bf16.bf16");
-        else FA_RS("m64n64k16", PW_REGS32, PW_OUTS32, "32", "33", "34", "35", "36", "37", "f16.f16");
-    }
-};
-template <bool BF16> struct WgmmaRS<128, BF16> {
-    static __device__ __forceinline__ void run(float* d, const u32* a, u64 desc_b, u32 scale_d) {
-        if (BF16) FA_RS("m64n128k16", PW_REGS64, PW_OUTS64, "64", "65", "66", "67", "68", "69", "bf16.bf16");
-        else FA_RS("m64n128k16", PW_REGS64, PW_OUTS64, "64", "65", "66", "67", "68", "69", "f16.f16");
-    }
-};
-
-// Ties registers to this point of the instruction stream (CUTLASS's warpgroup_fence_operand):
-// accumulators an asynchronous wgmma writes are neither read before its wait_group nor written
-// before it is issued, whatever the compiler's scheduling.
-template <int N> __device__ __forceinline__ void fa_fence_regs(float* r) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// The visible keys [lo, hi) of a query at pos in a sequence of total keys (Mask::range).
-__device__ __forceinline__ void fa_range(const AttnArgs& a, i64 pos, i64 total, i64& lo, i64& hi) {
-    lo = 0;
-    hi = pos + 1 < total ? pos + 1 : total;
-    if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
-    if (a.mask == 2) hi = total;
-}
-
-// Whether the consumers overlap one tile's S = Q K^T and softmax with the previous tile's P V:
-// not at D = 128 with softcap, where the tanh's registers on top of three live tiles of
-// accumulators and fragments spilled.
-template <int D, bool CAP> struct FaOverlap { static constexpr bool on = !(CAP && D == 128); };
-
-// Tiles of key offsets the producer keeps (more than S: see the V step).
-#define FA_ROWOFF 4
-
-// Stages of the (K, V) ring: two at D = 128 (160 KiB of tiles with Q), three at D = 64.
-template <int D> struct FaStages { static constexpr int S = D == 128 ? 2 : 3; };
-
 template <int D, bool BF16, bool CAP, bool PP>
 __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     const AttnArgs& a = p.a;
@@ -212,42 +92,15 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     u8* bad = valid + S * FA_KEYS;                                // [S][4]: a producer warp's keys lack a page
 
     const int tid = threadIdx.x, wg = tid / 128;
-    const i64 h = blockIdx.x % a.q_heads;
-    const i64 slot = slots - 1 - (i64)(blockIdx.x / a.q_heads);
-    if (slot < 0) return;
-
-    // The sequence of this slot: the last b with offsets[b] / 128 + b <= slot.
-    const u32* offsets = (const u32*)a.offsets;
-    i64 lo_b = 0, hi_b = a.batch - 1;
-    while (lo_b < hi_b) {
-        const i64 mid = (lo_b + hi_b + 1) / 2;
-        if ((i64)(offsets[mid] / FA_ROWS) + mid <= slot) lo_b = mid; else hi_b = mid - 1;
-    }
-    const i64 b = lo_b;
-    const i64 first = offsets[b], local = slot - (first / FA_ROWS + b);
-    i64 end = offsets[b + 1];
-    if (end > a.tokens) end = a.tokens;
-    const i64 r0 = first + local * FA_ROWS;          // first query row of the tile
-    if (local < 0 || r0 >= end) return;              // uniform per CTA
-    const i64 q_len = end - first;
-    const i64 rows = end - r0 < FA_ROWS ? end - r0 : FA_ROWS;
-    const i64 cached = ((const u32*)a.lengths)[b];
-    const i64 total = cached + q_len;
-    const i64 pos0 = cached + (r0 - first);          // position of the tile's first row
-
-    // Keys any row of the tile sees. Keys past the table's columns have no page; key positions
-    // are u32, as the engine's are.
-    i64 lo_min, hi_min, lo_max, hi_max;
-    fa_range(a, pos0, total, lo_min, hi_min);
-    fa_range(a, pos0 + rows - 1, total, lo_max, hi_max);
-    i64 k_last = a.width * a.page_size;
-    if (k_last > 0xffffffffll) k_last = 0xffffffffll;
-    // Tiles start at multiples of FA_KEYS (with pages of a multiple of 64 keys, each 64-key half
-    // of a tile lies in one page: one TMA box); keys before a row's range are masked.
-    const u32 k_lo = (u32)(lo_min < k_last ? lo_min : k_last);
-    const u32 k_begin = k_lo & ~(u32)(FA_KEYS - 1);
-    const u32 k_end = (u32)(hi_max < k_last ? hi_max : k_last);
-    const int tiles = k_end > k_lo ? (int)((k_end - k_begin + FA_KEYS - 1) / FA_KEYS) : 0;
+    PfTile tile;
+    if (!pf_tile<FA_ROWS>(a, slots, tile)) return;  // uniform per CTA
+    const i64 h = tile.h, b = tile.b, r0 = tile.r0, rows = tile.rows, total = tile.total, pos0 = tile.pos0;
+    // Keys any row of the tile sees. Tiles start at multiples of FA_KEYS (with pages of a
+    // multiple of 64 keys, each 64-key half of a tile lies in one page: one TMA box); keys before
+    // a row's range are masked.
+    const PfKeys keys = pf_keys(a, tile);
+    const u32 k_begin = keys.lo & ~(u32)(FA_KEYS - 1), k_end = keys.end;
+    const int tiles = k_end > keys.lo ? (int)((k_end - k_begin + FA_KEYS - 1) / FA_KEYS) : 0;
 
     if (tid == 0) {
         // The full barriers: one arrival with the bytes expected under TMA, else one per
@@ -346,14 +199,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
             return;
         }
         const int lane = tid % 32, warp = tid / 32;
-        const u32 ps = (u32)a.page_size;
-        const i64 kvh = h / (a.q_heads / a.kv_heads);
-        const u64 row_elems = (u64)a.kv_heads * D;
-        const u64 page_elems = (u64)a.page_size * row_elems;          // one layer's keys of a page
-        const u64 page_stride = 2 * (u64)a.layers * page_elems;
-        const u64 layer_off = (u64)a.layer * page_elems + (u64)kvh * D;
-        const u64 value_off = (u64)a.layers * page_elems;             // keys -> values of a page
-        const u32* table = (const u32*)a.table + b * a.width;
+        const PfKv kv = pf_kv<D>(a, tile);
         const u16* cache = (const u16*)a.blocks;
         const u16* q = (const u16*)a.q;
 
@@ -396,14 +242,8 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                 const int st = u % S, ro = u % FA_ROWOFF;
                 mbar_wait(&empty_k[st], ((u32)(u / S) & 1) ^ 1);
                 const u32 k0 = k_begin + (u32)u * FA_KEYS;
-                const u32 j = k0 + (u32)tid;
-                bool ok = j < k_end && j >= k0;  // (no wrap past 2^32)
-                u64 at = 0;
-                if (ok) {
-                    const u32 page = table[j / ps];
-                    ok = page < (u64)a.pages;
-                    at = page * page_stride + layer_off + (u64)(j % ps) * row_elems;
-                }
+                u64 at;
+                const bool ok = pf_key_at(kv, k0 + (u32)tid, k0, k_end, 0, at);
                 rowoff[ro * FA_KEYS + tid] = ok ? at : ~0ull;
                 valid[st * FA_KEYS + tid] = ok;
                 const u32 any_bad = __ballot_sync(FULL_MASK, !ok);
@@ -433,7 +273,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                     const int c = tid + i * 128, r = c / CPR, ch = c % CPR;
                     const u64 off = rowoff[ro * FA_KEYS + r];
                     const bool has = off != ~0ull;
-                    fa_cp16(sv + fa_at<FA_KEYS>(r, ch), cache + (has ? off + value_off + ch * 8 : 0), has);
+                    fa_cp16(sv + fa_at<FA_KEYS>(r, ch), cache + (has ? off + kv.value_off + ch * 8 : 0), has);
                 }
                 commit();
             }
@@ -455,25 +295,20 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     // row (tiles inside need no mask).
     i64 wlo_min = 0, whi_min = 0, wlo_max = 0, whi_max = 0;
     if (wrows > 0) {
-        fa_range(a, pos0 + wrow0, total, wlo_min, whi_min);
-        fa_range(a, pos0 + wrow0 + wrows - 1, total, wlo_max, whi_max);
+        pf_range(a, pos0 + wrow0, total, wlo_min, whi_min);
+        pf_range(a, pos0 + wrow0 + wrows - 1, total, wlo_max, whi_max);
     }
-    const float sl2 = a.scale * FA_LOG2E;
-    const float cap_in = CAP ? a.scale / a.softcap : 0.f, cap_l2 = a.softcap * FA_LOG2E;
+    const float sl2 = a.scale * PF_LOG2E;
+    const float cap_in = CAP ? a.scale / a.softcap : 0.f, cap_l2 = a.softcap * PF_LOG2E;
     // The keys [rlo, rhi) of this thread's two rows, clamped to the keys loaded.
     u32 rlo[2], rhi[2];
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        i64 lo, hi;
-        fa_range(a, pos0 + wrow0 + warp * 16 + g + 8 * hr, total, lo, hi);
-        rlo[hr] = (u32)(lo < (i64)k_end ? lo : (i64)k_end);
-        rhi[hr] = (u32)(hi < (i64)k_end ? hi : (i64)k_end);
-    }
+    for (int hr = 0; hr < 2; ++hr) pf_row_keys(a, pos0 + wrow0 + warp * 16 + g + 8 * hr, total, k_end, rlo[hr], rhi[hr]);
 
     float o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    float m[2] = {FA_NEG_INF, FA_NEG_INF}, l[2] = {0.f, 0.f};
+    float m[2] = {PF_NEG_INF, PF_NEG_INF}, l[2] = {0.f, 0.f};
     const u32 sq_c = sq + (u32)c * (64 * 128);             // this consumer's 64 rows of each block
 
     // The tiles this consumer's rows see: [t_lo, t_hi), a run (the others it only waits for and
@@ -570,25 +405,25 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                     const int kc = 8 * j + 2 * tig + (e & 1);
                     const u32 key = k0 + (u32)kc;
                     const int hr = e >> 1;
-                    if (!valid[st * FA_KEYS + kc] || key < rlo[hr] || key >= rhi[hr]) sc[4 * j + e] = FA_NEG_INF;
+                    if (pf_hidden(valid[st * FA_KEYS + kc], key, rlo[hr], rhi[hr])) sc[4 * j + e] = PF_NEG_INF;
                 }
         }
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-            float mx = FA_NEG_INF;
+            float mx = PF_NEG_INF;
 #pragma unroll
             for (int j = 0; j < FA_KEYS / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hr], sc[4 * j + 2 * hr + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
             mx = fmaxf(m[hr], mx * mul);                     // log2 units (mul > 0: -inf stays)
-            const float base = mx == FA_NEG_INF ? 0.f : mx;  // a row with nothing visible yet
-            alpha[hr] = fa_exp2(m[hr] - base);               // 0 while m was -inf
+            const float base = mx == PF_NEG_INF ? 0.f : mx;  // a row with nothing visible yet
+            alpha[hr] = pf_exp2(m[hr] - base);               // 0 while m was -inf
             m[hr] = mx;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < FA_KEYS / 8; ++j) {
-                sc[4 * j + 2 * hr] = fa_exp2(fmaf(sc[4 * j + 2 * hr], mul, -base));
-                sc[4 * j + 2 * hr + 1] = fa_exp2(fmaf(sc[4 * j + 2 * hr + 1], mul, -base));
+                sc[4 * j + 2 * hr] = pf_exp2(fmaf(sc[4 * j + 2 * hr], mul, -base));
+                sc[4 * j + 2 * hr + 1] = pf_exp2(fmaf(sc[4 * j + 2 * hr + 1], mul, -base));
                 sum += sc[4 * j + 2 * hr] + sc[4 * j + 2 * hr + 1];
             }
             l[hr] = l[hr] * alpha[hr] + sum;
@@ -599,10 +434,10 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     auto pack = [&](const float* sc, u32 (*pa)[4]) {
 #pragma unroll
         for (int kk = 0; kk < FA_KEYS / 16; ++kk) {
-            pa[kk][0] = fa_pack<BF16>(sc[8 * kk], sc[8 * kk + 1]);
-            pa[kk][1] = fa_pack<BF16>(sc[8 * kk + 2], sc[8 * kk + 3]);
-            pa[kk][2] = fa_pack<BF16>(sc[8 * kk + 4], sc[8 * kk + 5]);
-            pa[kk][3] = fa_pack<BF16>(sc[8 * kk + 6], sc[8 * kk + 7]);
+            pa[kk][0] = pf_pack<BF16>(sc[8 * kk], sc[8 * kk + 1]);
+            pa[kk][1] = pf_pack<BF16>(sc[8 * kk + 2], sc[8 * kk + 3]);
+            pa[kk][2] = pf_pack<BF16>(sc[8 * kk + 4], sc[8 * kk + 5]);
+            pa[kk][3] = pf_pack<BF16>(sc[8 * kk + 6], sc[8 * kk + 7]);
         }
     };
 
@@ -681,20 +516,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     }
     for (; t < tiles; ++t) skip(t);
 
-    // O / l, each row's sum gathered from its quad.
-    u16* out = (u16*)a.out;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        float sum = l[hr];
-        sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-        sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        const i64 r = wrow0 + warp * 16 + g + 8 * hr;
-        if (r >= rows) continue;
-        u32* dst = (u32*)(out + ((u64)(r0 + r) * a.q_heads + h) * D + 2 * tig);
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) dst[j * 4] = fa_pack<BF16>(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
-    }
+    pf_store<D, BF16>(a, tile, o, l, wrow0 + warp * 16 + g, tig);
 }
 
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never

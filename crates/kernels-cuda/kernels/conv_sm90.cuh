@@ -108,7 +108,7 @@ __device__ __forceinline__ void add_residual(float* d, const u32* r0, const u32*
 // 16-byte aligned), after the epilogue's math: the warp's 16 x BN fragment (d, the results in
 // f32) passes through its staging tile (sm90_pipe.cuh) 64 columns at a time and leaves as
 // 16-byte vectors, 8 lanes per 128-byte row piece, instead of 4-byte pairs scattered over 8
-// rows per store instruction (as gemm_sm90p.cu's store_tile_staged; K % 8 == 0, so a vector is
+// rows per store instruction (as gemm_sm90p's store_tile_staged; K % 8 == 0, so a vector is
 // wholly inside the row or wholly past column K). row_w: the warp's first row; n0: the tile's
 // first column; wid: the warp's index 0..7 among the consumer warps.
 template <typename T, int BN>

@@ -239,7 +239,7 @@ __device__ __forceinline__ void ld_cg4_add(const float* p, float& a, float& b, f
     a += x, b += y, c += z, d += w;
 }
 
-// A consumer warp's 16-row staging tile for coalesced epilogue stores (gemm_sm90p.cu's
+// A consumer warp's 16-row staging tile for coalesced epilogue stores (gemm_sm90p_epi.cuh's
 // store_tile_staged, conv_sm90.cu's store_vec_staged): rows of 64 16-bit columns (128 bytes)
 // STG_STRIDE = 144 bytes apart, so fragment writes and 16-byte row reads are bank-conflict free.
 #define STG_STRIDE 144

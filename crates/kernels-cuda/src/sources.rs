@@ -18,14 +18,15 @@ pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../ker
 pub const LAYOUT: Family = Family { name: "layout", source: include_str!("../kernels/layout.cu") };
 pub const INDEXING: Family = Family { name: "indexing", source: include_str!("../kernels/indexing.cu") };
 
-/// The persistent, clustered, split-K Hopper GEMM (sm90_pipe.cuh and its scheduler in front), one
-/// family per 16-bit type so that only the kernels in use are compiled.
+/// The persistent, clustered, split-K Hopper GEMM (sm90_pipe.cuh, its scheduler and its epilogue
+/// in front), one family per 16-bit type so that only the kernels in use are compiled.
 pub const GEMM_SM90P_BF16: Family = Family {
     name: "gemm_sm90p_bf16",
     source: concat!(
         "#define GP_BF16 1\n",
         include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/gemm_sm90p_sched.cuh"),
+        include_str!("../kernels/gemm_sm90p_epi.cuh"),
         include_str!("../kernels/gemm_sm90p.cu")
     ),
 };
@@ -34,6 +35,7 @@ pub const GEMM_SM90P_F16: Family = Family {
     source: concat!(
         include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/gemm_sm90p_sched.cuh"),
+        include_str!("../kernels/gemm_sm90p_epi.cuh"),
         include_str!("../kernels/gemm_sm90p.cu")
     ),
 };
@@ -111,17 +113,25 @@ pub const ATTENTION_DECODE: Family = Family {
         include_str!("../kernels/attention_decode_mma.cu")
     ),
 };
-/// paged_attention of prefill-shaped batches on tensor cores (mma.sync, FlashAttention-2 style).
+/// paged_attention of prefill-shaped batches on tensor cores (mma.sync, FlashAttention-2 style;
+/// attention_prefill.cuh, shared with the Hopper kernel, in front).
 pub const ATTENTION_PREFILL: Family = Family {
     name: "attention_prefill",
-    source: concat!(include_str!("../kernels/attention_args.cuh"), include_str!("../kernels/attention_prefill.cu")),
+    source: concat!(
+        include_str!("../kernels/attention_args.cuh"),
+        include_str!("../kernels/attention_prefill.cuh"),
+        include_str!("../kernels/attention_prefill.cu")
+    ),
 };
-/// The same on Hopper with wgmma (FlashAttention-3 style; sm_90a only, sm90_pipe.cuh in front).
+/// The same on Hopper with wgmma (FlashAttention-3 style; sm_90a only, sm90_pipe.cuh in front,
+/// then the shared prefill code and the kernel's building blocks).
 pub const ATTENTION_PREFILL_SM90: Family = Family {
     name: "attention_prefill_sm90",
     source: concat!(
         include_str!("../kernels/attention_args.cuh"),
         include_str!("../kernels/sm90_pipe.cuh"),
+        include_str!("../kernels/attention_prefill.cuh"),
+        include_str!("../kernels/attention_prefill_sm90.cuh"),
         include_str!("../kernels/attention_prefill_sm90.cu")
     ),
 };

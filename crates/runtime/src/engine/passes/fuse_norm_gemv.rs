@@ -45,13 +45,14 @@ pub fn split_qnorm(op: &Op) -> Option<(Op, Op)> {
     Some((Op { kind: OpKind::RmsNorm, attrs: norm }, Op { kind: op.kind, attrs: product }))
 }
 
-/// A qmatmul step the norm may fold into: GPU-placed, block-quantized, plain or siblings.
-fn foldable_qmatmul(s: &Step, types: &[Type]) -> bool {
+/// A qmatmul step the norm may fold into: GPU-placed, block-quantized, plain or siblings;
+/// `quantized` is the `fusion.quantized` knob, read once per pass.
+fn foldable_qmatmul(s: &Step, types: &[Type], quantized: bool) -> bool {
     let StepKind::Op(op) = &s.kind else { return false };
     let gptq = matches!(op.attrs.get("encoding"), Some(Attr::Str(e)) if e.eq_ignore_ascii_case("gptq"));
     let on_gpu = s.outputs.iter().all(|&v| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu));
     op.kind == OpKind::QMatmul
-        && max_tuning::current().flag_or(max_tuning::Knob::FusionQuantized, false)
+        && quantized
         && !gptq
         && !op.attrs.0.contains_key(super::RESIDUAL)
         && !op.attrs.0.contains_key(NORM)
@@ -63,14 +64,16 @@ fn foldable_qmatmul(s: &Step, types: &[Type]) -> bool {
 
 /// Folds every eligible rms_norm into the product after it.
 pub fn fuse(body: &mut Body, types: &[Type]) {
-    let max_k = max_tuning::current().int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
+    let tuning = max_tuning::current();
+    let max_k = tuning.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
+    let quantized = tuning.flag_or(max_tuning::Knob::FusionQuantized, false);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
     let producer = super::producers(body);
     let mut gone = vec![false; body.steps.len()];
     for i in 0..body.steps.len() {
         let s = &body.steps[i];
-        let quant = foldable_qmatmul(s, types);
+        let quant = foldable_qmatmul(s, types, quantized);
         match &s.kind {
             StepKind::Gemm(g) if g.b_transpose.is_some() && g.norm.is_none() && s.bodies.is_empty() => {}
             _ if quant => {}

@@ -1,0 +1,298 @@
+//! The qgemv launches that serve several products of one lhs, and what they fold around them:
+//! sibling qmatmuls in one qgemv.cu (or qgemv_mma.cu) launch, the RMSNorm of the lhs ([`QNorm`])
+//! and the gated MLP's `silu(gate) * up` ([`QFold`]); quant.rs re-exports the public names.
+
+use super::*;
+
+/// The RMSNorm folded into a qmatmul's lhs (quant_common.cuh's `QNorm`): the GEMV kernels
+/// normalise x's rows as they stage them, rounding as the rms_norm kernel stores its result.
+/// `gamma` 0 is no norm.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QNorm {
+    pub(super) gamma: u64,
+    eps: f32,
+    offset: f32,
+    mbc: i32,
+    pad: i32,
+}
+
+impl QNorm {
+    /// The norm with weight `gamma` ([K], the activation's dtype) and rms_norm's options.
+    pub fn new(gamma: u64, p: &max_graph::ops::reduction::RmsNormParams) -> QNorm {
+        let (eps, offset) = (p.epsilon as f32, p.weight_offset as f32);
+        QNorm { gamma, eps, offset, mbc: p.multiply_before_cast as i32, pad: 0 }
+    }
+}
+
+/// What a decode GEMV launch folds around its products: an RMSNorm of the lhs ([`QNorm`]) and
+/// the gated MLP's `silu(gate) * up` (two parts, gate then up, of equal rows, stored into the
+/// first part's output).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QFold {
+    pub norm: QNorm,
+    pub gated: bool,
+}
+
+/// Products of one lhs that one qgemv.cu launch serves at most (QV_SEGS).
+pub const QV_SEGS: usize = 4;
+
+/// The segments of a qgemv.cu launch: weights, output and rows of each, and its first block.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct QvSegs {
+    w: [u64; QV_SEGS],
+    out: [u64; QV_SEGS],
+    res: [u64; QV_SEGS],
+    n: [i64; QV_SEGS],
+    first: [i32; QV_SEGS],
+    count: i32,
+    pad: i32,
+    norm: QNorm,
+    gated: i32,
+    pad2: i32,
+}
+// SAFETY: plain-old-data with the layout of qgemv.cu's `QvSegs`.
+unsafe impl cudarc::driver::DeviceRepr for QvSegs {}
+
+impl QvSegs {
+    /// Segments for `parts` (weights, output, rows); `res` is added to the first's result;
+    /// `norm` normalises the lhs.
+    pub(super) fn new(parts: &[(u64, u64, usize)], res: u64, norm: QNorm) -> QvSegs {
+        let mut s = QvSegs {
+            w: [0; QV_SEGS],
+            out: [0; QV_SEGS],
+            res: [res, 0, 0, 0],
+            n: [0; QV_SEGS],
+            first: [0; QV_SEGS],
+            count: 0,
+            pad: 0,
+            norm,
+            gated: 0,
+            pad2: 0,
+        };
+        let mut first = 0usize;
+        for (i, &(w, out, n)) in parts.iter().take(QV_SEGS).enumerate() {
+            (s.w[i], s.out[i], s.n[i], s.first[i]) = (w, out, n as i64, first as i32);
+            first += n.div_ceil(QV_ROWS_PER_BLOCK);
+        }
+        s.count = parts.len().min(QV_SEGS) as i32;
+        s
+    }
+}
+
+/// Sibling qmatmuls: `lhs` [m, k] of `dtype` times each part's weights (`n` rows of
+/// `row_bytes`, one encoding) into its own output [m, n] of `dtype`. One qgemv_mma.cu or
+/// qgemv.cu launch serves them all when that is the kernel each of them would take; otherwise
+/// each runs as [`qmatmul`] does.
+pub fn qmatmul_siblings(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    dtype: DType,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    (m, k, row_bytes): (usize, usize, usize),
+) -> Result<()> {
+    let tuning = max_tuning::current();
+    let arch = arch_major(stream)?;
+    let t = &tuning;
+    let takes = |path: QPath| {
+        move |&(w, _, n): &(u64, u64, usize)| {
+            n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, t) == path
+        }
+    };
+    let total: usize = parts.iter().map(|p| p.2).sum();
+    if m > 0
+        && k > 0
+        && (2..=QM_SEGS).contains(&parts.len())
+        && parts.iter().all(takes(QPath::Mma))
+        && total < i32::MAX as usize
+    {
+        return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
+    }
+    let general = takes(QPath::General);
+    let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
+    if m == 0
+        || k == 0
+        || parts.len() < 2
+        || parts.len() > QV_SEGS
+        || !parts.iter().all(general)
+        || groups > i32::MAX as usize
+    {
+        for &(w, out, n) in parts {
+            qmatmul(stream, enc, dtype, (lhs, w, out), (m, n, k, row_bytes))?;
+        }
+        return Ok(());
+    }
+    // (more than GEMV_MAX_ROWS rows only batch-invariant)
+    row_groups(dtype, k, lhs, parts, 0, m, GEMV_MAX_ROWS, |lhs, parts, _, rows| {
+        qgemv_segments(stream, enc, dtype, lhs, parts, QFold::default(), (rows, k, row_bytes))
+    })
+}
+
+/// One qgemv.cu launch for the sibling `parts` (2..=QV_SEGS, or one with a fold) of lhs;
+/// gated: a block per QV_WARPS rows of the gate and up parts.
+fn qgemv_segments(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    dtype: DType,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    fold: QFold,
+    (m, k, row_bytes): (usize, usize, usize),
+) -> Result<()> {
+    let groups: usize = if fold.gated {
+        parts[0].2.div_ceil(QV_ROWS_PER_BLOCK / 2)
+    } else {
+        parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum()
+    };
+    let mr = rows_variant(m);
+    let name = format!("qgemv_{}_m{mr}{}", suffix(enc), act_suffix(dtype)?);
+    let f = function(stream.context(), &QGEMV, &name)?;
+    let (elems, bytes) = enc.block();
+    let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
+    let stages = match mr {
+        1 | 2 => 4,
+        4 => 3,
+        _ => 2,
+    };
+    let smem = (stages * (mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes() + QV_ROWS_PER_BLOCK * slot)) as u32;
+    crate::allow_smem(stream.context(), &f, smem)?;
+    let cfg = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
+    let mut segs = QvSegs::new(if fold.gated { &parts[..1] } else { parts }, 0, fold.norm);
+    if fold.gated {
+        (segs.w[1], segs.gated) = (parts[1].0, 1);
+    }
+    let (mi, ki, rb) = (m as i64, k as i64, row_bytes as i64);
+    let mut l = stream.launch_builder(&f);
+    l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
+    // SAFETY: lhs holds m x k of dtype; each segment's w holds n rows of row_bytes and its out
+    // m x n of dtype; the segments' blocks tile the grid (QvSegs::new).
+    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
+    super::super::record::record("qgemv", || {
+        let (segments, norm, gated) = (parts.len() as i64, (fold.norm.gamma != 0) as i64, fold.gated as i64);
+        let fields = vec![
+            ("mma", 0),
+            ("streaming", 0),
+            ("blocks", groups as i64),
+            ("segments", segments),
+            ("norm", norm),
+            ("gated", gated),
+        ];
+        (name.clone(), fields)
+    });
+    Ok(())
+}
+
+/// The kernel that runs the products of `lhs` by `parts` (one encoding, `m` rows) with `fold`
+/// in one launch: qgemv_mma.cu for 1-2 rows where each part takes it (at most QM_SEGS); else
+/// qgemv.cu for 1-2 rows where each part takes it (at most QV_SEGS) and, folding a norm, K is
+/// at most `fusion.norm_gemv_max_k` (every block of 16 weight rows sums the squares again; the
+/// persistent tensor-core grid does so once per block, so no limit there). A norm needs lhs
+/// and its weight 16-byte aligned; a gated pair two parts of equal rows. None: run the steps,
+/// always when batch-invariant (1-2 rows folded, more not: a norm summed two ways).
+pub fn fold_path(
+    enc: Encoding,
+    lhs: u64,
+    fold: &QFold,
+    parts: &[(u64, u64, usize)],
+    (m, k, row_bytes): (usize, usize, usize),
+    arch: u32,
+    t: &max_tuning::Tuning,
+) -> Option<QPath> {
+    let total: usize = parts.iter().map(|p| p.2).sum();
+    let norm = fold.norm.gamma != 0;
+    let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
+    if !(1..=2).contains(&m)
+        || t.batch_invariant()
+        || k == 0
+        || k % 32 != 0
+        || (norm && (lhs | fold.norm.gamma) % 16 != 0)
+        || (fold.gated && !pair)
+        || total >= i32::MAX as usize
+    {
+        return None;
+    }
+    let all = |path: QPath| {
+        parts
+            .iter()
+            .all(|&(w, _, n)| n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, t) == path)
+    };
+    if parts.len() <= QM_SEGS && all(QPath::Mma) {
+        return Some(QPath::Mma);
+    }
+    let max_k = t.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
+    (parts.len() <= QV_SEGS && (!norm || k <= max_k) && all(QPath::General)).then_some(QPath::General)
+}
+
+/// The products of `lhs` [m, k] (`dtype`) by each part's weights into its output with `fold`
+/// (a gated pair: into the first part's output), as one launch: Ok(false), launching nothing,
+/// where [`fold_path`] finds no kernel.
+pub fn qmatmul_folded(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    dtype: DType,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    fold: QFold,
+    (m, k, row_bytes): (usize, usize, usize),
+) -> Result<bool> {
+    act_suffix(dtype)?;
+    let tuning = max_tuning::current();
+    let dims = (m, k, row_bytes);
+    match fold_path(enc, lhs, &fold, parts, dims, arch_major(stream)?, &tuning) {
+        Some(QPath::Mma) => qgemv_mma(stream, enc, dtype, lhs, parts, 0, fold, dims, &tuning)?,
+        Some(_) => qgemv_segments(stream, enc, dtype, lhs, parts, fold, dims)?,
+        None => return Ok(false),
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use max_tuning::Tuning;
+
+    use super::*;
+
+    #[test]
+    fn segments_match_the_kernel_layout() {
+        // qgemv.cu's QvSegs: w, out, res, n (4 each), first[4], count, pad, then QNorm
+        assert_eq!(std::mem::offset_of!(QvSegs, norm), 152);
+        assert_eq!(std::mem::offset_of!(QvSegs, gated), 176);
+        assert_eq!(std::mem::size_of::<QvSegs>(), 184);
+        assert_eq!(std::mem::size_of::<QNorm>(), 24);
+    }
+
+    #[test]
+    fn norms_fold_into_the_tensor_core_gemv_and_short_rows_of_the_general_one() {
+        let t = Tuning::parse("").unwrap();
+        let norm = |enc: Encoding, m: usize, k: usize, n: usize, spec: &str| {
+            let (elems, bytes) = enc.block();
+            let parts = [(0x10_0000, 0x20_0000, n), (0x30_0000, 0x40_0000, n)];
+            let tuning = Tuning::parse(spec).unwrap();
+            let fold = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, gated: false };
+            fold_path(enc, 0x1000, &fold, &parts, (m, k, k / elems * bytes), 9, &tuning)
+        };
+        assert_eq!(norm(Encoding::Q4_0, 1, 4096, 4096, ""), Some(QPath::Mma));
+        assert_eq!(norm(Encoding::Q4K, 2, 4096, 1024, ""), Some(QPath::Mma));
+        // Q4_1 at K = 576 (360-byte rows): not 16-byte rows, the general kernel
+        assert_eq!(norm(Encoding::Q4_1, 1, 576, 576, ""), Some(QPath::General));
+        assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, ""), None);
+        assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, "fusion.norm_gemv_max_k=4096"), Some(QPath::General));
+        assert_eq!(norm(Encoding::Q4_0, 3, 4096, 4096, ""), None);
+        // Q8_0 takes the streaming kernel, which has no norm
+        assert_eq!(norm(Encoding::Q8_0, 1, 512, 512, ""), None);
+        let p = (Encoding::Q4_0, (1, 4096, 4096 / 32 * 18));
+        let norm = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, gated: false };
+        assert_eq!(fold_path(p.0, 0x1008, &norm, &[(0x10_0000, 0, 64)], p.1, 9, &t), None);
+        // a gated pair: two parts of equal rows; no row limit without a norm
+        let gated = QFold { gated: true, ..QFold::default() };
+        let pair = [(0x10_0000, 0x20_0000, 1536), (0x30_0000, 0, 1536)];
+        assert_eq!(fold_path(p.0, 0x1000, &gated, &pair, p.1, 9, &t), Some(QPath::Mma));
+        assert_eq!(fold_path(p.0, 0x1000, &gated, &pair[..1], p.1, 9, &t), None);
+        let uneven = [pair[0], (0x30_0000, 0, 1024)];
+        assert_eq!(fold_path(p.0, 0x1000, &gated, &uneven, p.1, 9, &t), None);
+        let q6 = (Encoding::Q6K, (2, 4096, 4096 / 256 * 210));
+        assert_eq!(fold_path(q6.0, 0x1000, &gated, &pair, q6.1, 9, &t), Some(QPath::General));
+    }
+}
