@@ -12,7 +12,7 @@ use max_graph::DType;
 
 use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
 use super::tma::{self, TmaMap};
-use crate::sources::{QGEMV, QGEMV_MMA, QUANT};
+use crate::sources::{self, QGEMV_MMA, QUANT};
 use crate::{Error, Result, function};
 
 pub use max_graph::ops::quant::Encoding;
@@ -251,7 +251,7 @@ fn qgemv(
 ) -> Result<()> {
     let mr = rows_variant(m);
     let name = format!("qgemv_{}{}_m{mr}{}", if streaming { "s_" } else { "" }, suffix(enc), act_suffix(dtype)?);
-    let f = function(stream.context(), &QGEMV, &name)?;
+    let f = function(stream.context(), sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
     // A ring of stages, each the lhs chunk and the weight slots of the block's rows (Qv in
@@ -413,7 +413,7 @@ fn qgemv_segments(
     };
     let mr = rows_variant(m);
     let name = format!("qgemv_{}_m{mr}{}", suffix(enc), act_suffix(dtype)?);
-    let f = function(stream.context(), &QGEMV, &name)?;
+    let f = function(stream.context(), sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
     let stages = match mr {
