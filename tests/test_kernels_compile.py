@@ -35,7 +35,10 @@ SMALL = ["cast", "fill", "copy_strided"]
 
 def test_families_are_listed():
     names = core._kernel_families()
-    assert {"cast", "fill", "copy_strided", "matmul", "gemm_sm90p_bf16", "conv_sm90_bf16", "conv_sm90_pp_f16", "qgemv"} <= set(names)
+    assert {"cast", "fill", "copy_strided", "matmul", "gemm_sm90p_bf16", "conv_sm90_bf16", "conv_sm90_pp_f16"} <= set(names)
+    # qgemv: one family per GGUF encoding and activation type
+    encodings, types = ["q4_0", "q4_1", "q8_0", "q4_k", "q5_k", "q6_k"], ["f32", "bf16", "f16"]
+    assert {n for n in names if n.startswith("qgemv_q")} == {f"qgemv_{e}_{t}" for e in encodings for t in types}
     assert len(names) == len(set(names))
 
 

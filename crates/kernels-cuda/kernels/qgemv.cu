@@ -417,5 +417,11 @@ struct QvSegs {
                         segs.norm, cstride, gated);                                                       \
     }
 #define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
-#define QGEMV_ALL(NAME, E) QGEMV_T(NAME, E, float, ) QGEMV_T(NAME, E, bf16, _bf16) QGEMV_T(NAME, E, f16, _f16)
-ENCODINGS(QGEMV_ALL)
+// One encoding and activation type per compile: sources.rs builds a family qgemv_<enc>_<type>
+// per pair, defining in front QV_NAME (q4_0, ...), QV_E (ENC_Q4_0, ...), QV_T (float, bf16, f16)
+// and QV_TS (the kernel suffix: none, _bf16, _f16), so that a model compiles only the kernels of
+// its encodings and dtype (every pair in one module took minutes of NVRTC and ptxas).
+#ifndef QV_E
+#error "qgemv.cu needs QV_NAME, QV_E, QV_T and QV_TS (sources.rs defines them per family)"
+#endif
+QGEMV_T(QV_NAME, QV_E, QV_T, QV_TS)

@@ -150,8 +150,8 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
     }
 #define QGEMV_S_T(NAME, E, T, TS) \
     QGEMV_S(NAME, E, 1, T, TS) QGEMV_S(NAME, E, 2, T, TS) QGEMV_S(NAME, E, 4, T, TS) QGEMV_S(NAME, E, 8, T, TS)
-#define QGEMV_S_ALL(NAME, E) QGEMV_S_T(NAME, E, float, ) QGEMV_S_T(NAME, E, bf16, _bf16) QGEMV_S_T(NAME, E, f16, _f16)
-QGEMV_S_ALL(q4_0, ENC_Q4_0)
-QGEMV_S_ALL(q4_1, ENC_Q4_1)
-QGEMV_S_ALL(q8_0, ENC_Q8_0)
-QGEMV_S_ALL(q4_k, ENC_Q4_K)
+// The encoding and activation type that qgemv.cu's instantiation names (QV_E, ...), if it is one
+// of the word-decoded encodings.
+#if QV_E == ENC_Q4_0 || QV_E == ENC_Q4_1 || QV_E == ENC_Q8_0 || QV_E == ENC_Q4_K
+QGEMV_S_T(QV_NAME, QV_E, QV_T, QV_TS)
+#endif

@@ -19,8 +19,11 @@ static MEMORY_HITS: AtomicU64 = AtomicU64::new(0);
 static DISK_HITS: AtomicU64 = AtomicU64::new(0);
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 
-type Images = HashMap<String, Arc<Vec<u8>>>;
-static MEMORY: Mutex<Option<Images>> = Mutex::new(None);
+/// One slot per key, each with its own lock: a compile holds only its own slot's, so families
+/// compile concurrently (see [`prefetch`]), and a second asker of the same key waits for the
+/// first one's image instead of compiling it again.
+type Slot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
+static MEMORY: Mutex<Option<HashMap<String, Slot>>> = Mutex::new(None);
 
 /// What the cache has done in this process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,9 +76,12 @@ fn write_atomically(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
 /// The compiled image of `family` for `arch`, from memory, disk, or a fresh compile.
 pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Arc<Vec<u8>>> {
     let k = key(family, arch, target, nvrtc_version()?);
-    let mut memory = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
-    let images = memory.get_or_insert_with(HashMap::new);
-    if let Some(image) = images.get(&k) {
+    let slot = {
+        let mut memory = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
+        memory.get_or_insert_with(HashMap::new).entry(k.clone()).or_default().clone()
+    };
+    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(image) = slot.as_ref() {
         MEMORY_HITS.fetch_add(1, Ordering::Relaxed);
         return Ok(image.clone());
     }
@@ -101,7 +107,7 @@ pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Ar
         }
     };
     let image = Arc::new(image);
-    images.insert(k, image.clone());
+    *slot = Some(image.clone());
     Ok(image)
 }
 
@@ -113,4 +119,19 @@ pub fn warm_cache(arch: &str, only: Option<&[String]>) -> Result<()> {
         compiled(family, arch, Target::Cubin)?;
     }
     Ok(())
+}
+
+/// Starts compiling `families` for `arch` into the cache, one background thread each, and
+/// returns at once: a model's loader calls it with the families its kernels will need, so that
+/// NVRTC runs while the weights load rather than at each family's first launch. A caller that
+/// drops the handles drops the errors too: the first launch then compiles again and reports.
+pub fn prefetch(arch: &str, families: &[&'static Family]) -> Vec<std::thread::JoinHandle<Result<()>>> {
+    let spawn = |family: &'static Family| {
+        let arch = arch.to_string();
+        std::thread::Builder::new()
+            .name(format!("nvrtc-{}", family.name))
+            .spawn(move || compiled(family, &arch, Target::Cubin).map(drop))
+    };
+    // A family whose thread cannot start compiles at its first launch, as it would have anyway.
+    families.iter().filter_map(|f| spawn(f).ok()).collect()
 }

@@ -31,15 +31,16 @@ pub fn arch_name(ctx: &CudaContext) -> Result<String> {
 
 fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
     let key = (ctx.ordinal(), family.name);
-    let mut guard = MODULES.lock().unwrap_or_else(|p| p.into_inner());
-    let modules = guard.get_or_insert_with(HashMap::new);
-    if let Some(m) = modules.get(&key) {
+    let lock = || MODULES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = lock().get_or_insert_with(HashMap::new).get(&key) {
         return Ok(m.clone());
     }
+    // Compiled without holding MODULES, so that a family's compile never stalls another
+    // family's first launch (the cache itself compiles each image once).
     let image = compiled(family, &arch_name(ctx)?, Target::Cubin)?;
     let m = ctx.load_module(Ptx::from_binary(image.as_ref().clone())).map_err(Error::driver("cuModuleLoadData"))?;
-    modules.insert(key, m.clone());
-    Ok(m)
+    // A thread that loaded the same module meanwhile wins; this copy is dropped.
+    Ok(lock().get_or_insert_with(HashMap::new).entry(key).or_insert(m).clone())
 }
 
 /// The kernel `name` of `family` on the device of `ctx`, compiling and loading on first use.

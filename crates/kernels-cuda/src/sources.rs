@@ -88,15 +88,58 @@ pub const QGEMV_MMA: Family = Family {
     name: "qgemv_mma",
     source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv_mma.cu")),
 };
-/// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings).
-pub const QGEMV: Family = Family {
-    name: "qgemv",
-    source: concat!(
-        include_str!("../kernels/quant_common.cuh"),
-        include_str!("../kernels/qgemv.cu"),
-        include_str!("../kernels/qgemv_stream.cu")
-    ),
-};
+/// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings; qgemv_stream.cu
+/// for the word-decoded ones on sm_90). One family per encoding and activation type, named
+/// `qgemv_<enc>_<f32|bf16|f16>` ([`qgemv`] finds it), so that a model compiles only the kernels
+/// of its 1-3 encodings and its dtype: the 120 kernels in one module took minutes of NVRTC and
+/// ptxas before a GGUF model's first token. The defines in front select what qgemv.cu and
+/// qgemv_stream.cu instantiate; the kernel names are those of the single module.
+macro_rules! qgemv_family {
+    ($enc:ident, $e:ident, $t:ident, $ty:ident, $ts:literal) => {
+        Family {
+            name: concat!("qgemv_", stringify!($enc), "_", stringify!($ty)),
+            source: concat!(
+                "#define QV_NAME ",
+                stringify!($enc),
+                "\n#define QV_E ",
+                stringify!($e),
+                "\n#define QV_T ",
+                stringify!($t),
+                "\n#define QV_TS ",
+                $ts,
+                "\n",
+                include_str!("../kernels/quant_common.cuh"),
+                include_str!("../kernels/qgemv.cu"),
+                include_str!("../kernels/qgemv_stream.cu")
+            ),
+        }
+    };
+}
+macro_rules! qgemv_families {
+    ($(($enc:ident, $e:ident)),*) => {
+        [$(
+            qgemv_family!($enc, $e, float, f32, ""),
+            qgemv_family!($enc, $e, bf16, bf16, "_bf16"),
+            qgemv_family!($enc, $e, f16, f16, "_f16"),
+        )*]
+    };
+}
+pub const QGEMV: [Family; 18] = qgemv_families!(
+    (q4_0, ENC_Q4_0),
+    (q4_1, ENC_Q4_1),
+    (q8_0, ENC_Q8_0),
+    (q4_k, ENC_Q4_K),
+    (q5_k, ENC_Q5_K),
+    (q6_k, ENC_Q6_K)
+);
+
+/// The qgemv family of the encoding `enc` (`q4_0`, `q4_k`, ...: the kernel names' spelling) and
+/// the activation kernel suffix `act` (`""` for f32, `"_bf16"`, `"_f16"`).
+pub fn qgemv(enc: &str, act: &str) -> crate::Result<&'static Family> {
+    let ty = if act.is_empty() { "_f32" } else { act };
+    let name = format!("qgemv_{enc}{ty}");
+    QGEMV.iter().find(|f| f.name == name).ok_or_else(|| crate::Error::Unsupported(format!("no kernel family {name}")))
+}
 
 /// rope, kv_cache_store and the general form of paged_attention over the paged KV cache.
 pub const ATTENTION: Family = Family {
@@ -164,8 +207,8 @@ pub const SORT: Family = Family {
     source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/sort.cu")),
 };
 
-/// Every family, for ahead-of-time compile checks.
-pub const ALL: &[Family] = &[
+/// Every family but the split ones (QGEMV), which [`ALL`] appends.
+const SINGLE: &[Family] = &[
     CAST,
     FILL,
     COPY_STRIDED,
@@ -184,7 +227,6 @@ pub const ALL: &[Family] = &[
     CONV,
     POOL,
     QUANT,
-    QGEMV,
     QGEMV_MMA,
     REDUCTION,
     NORM,
@@ -198,6 +240,23 @@ pub const ALL: &[Family] = &[
     FFT,
     RANDOM,
 ];
+
+const ALL_FAMILIES: [Family; SINGLE.len() + QGEMV.len()] = joined(SINGLE, &QGEMV);
+
+/// Every family, for ahead-of-time compile checks.
+pub const ALL: &[Family] = &ALL_FAMILIES;
+
+/// `a` then `b`, as one array of their total length `N` (a constant).
+const fn joined<const N: usize>(a: &[Family], b: &[Family]) -> [Family; N] {
+    assert!(a.len() + b.len() == N && N > 0);
+    let mut out = [a[0]; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
+}
 
 /// The families named in `only` (all of them for `None`), in `ALL`'s order; an unknown name is
 /// an `Unsupported` error listing the known ones.

@@ -3,7 +3,7 @@
 //! Skips (with a message) when libnvrtc cannot be found, unless MAX_REQUIRE_NVRTC=1 (CI sets
 //! it, so a broken kernel cannot land silently).
 
-use max_kernels_cuda::{Target, compile, ensure_nvrtc, sources};
+use max_kernels_cuda::{Target, cache_stats, compile, ensure_nvrtc, prefetch, sources, warm_cache};
 
 fn nvrtc_or_skip() -> bool {
     match ensure_nvrtc() {
@@ -54,4 +54,21 @@ fn a_broken_source_reports_the_log() {
     let bad = sources::Family { name: "broken", source: "extern \"C\" __global__ void k() { oops; }" };
     let err = compile(&bad, "sm_90a", Target::Cubin).unwrap_err().to_string();
     assert!(err.contains("broken") && err.contains("oops"), "{err}");
+}
+
+/// prefetch compiles on threads of its own into the cache that launches (and warm_cache) read:
+/// afterwards the families are memory hits.
+#[test]
+fn prefetched_families_are_in_the_cache() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for handle in prefetch("sm_90a", &[&sources::FILL, &sources::COPY_STRIDED]) {
+        handle.join().expect("a prefetch thread panicked").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let before = cache_stats();
+    warm_cache("sm_90a", Some(&["fill".to_string(), "copy_strided".to_string()])).unwrap();
+    let after = cache_stats();
+    assert_eq!(after.memory_hits - before.memory_hits, 2);
+    assert_eq!(after.compiles + after.disk_hits, before.compiles + before.disk_hits);
 }

@@ -6,7 +6,8 @@
 
 use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling};
 use max_kernels_cuda::sources::{
-    ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_NT, RANDOM, SAMPLING,
+    self, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_NT, RANDOM,
+    SAMPLING,
 };
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
@@ -79,4 +80,38 @@ fn random_kernels_exist_and_uniform_never_contracts() {
             assert!(!body.contains("fma.rn"), "{name}: offset + scale * u must not be contracted into an FMA");
         }
     }
+}
+
+/// The qgemv kernels (one family per encoding and activation type, sources::qgemv) are where
+/// launch/quant.rs looks for them: each family has the general kernel of every row variant and,
+/// for the word-decoded encodings, the streaming one, under the names of the launch records.
+#[test]
+fn qgemv_kernels_are_in_their_family() {
+    if ensure_nvrtc().is_err() && std::env::var("MAX_REQUIRE_NVRTC").as_deref() != Ok("1") {
+        eprintln!("skipping: no libnvrtc");
+        return;
+    }
+    let pairs: Vec<(&str, &str)> = ["q4_0", "q4_1", "q8_0", "q4_k", "q5_k", "q6_k"]
+        .into_iter()
+        .flat_map(|e| ["", "_bf16", "_f16"].map(|t| (e, t)))
+        .collect();
+    assert_eq!(pairs.len(), sources::QGEMV.len());
+    std::thread::scope(|s| {
+        for &(enc, act) in &pairs {
+            s.spawn(move || {
+                let family = sources::qgemv(enc, act).unwrap_or_else(|e| panic!("{e}"));
+                let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{e}")))
+                    .unwrap();
+                let streams = !enc.ends_with("5_k") && !enc.ends_with("6_k");
+                let mut names: Vec<String> = [1, 2, 4, 8].map(|mr| format!("qgemv_{enc}_m{mr}{act}")).into();
+                if streams {
+                    names.extend([1, 2, 4, 8].map(|mr| format!("qgemv_s_{enc}_m{mr}{act}")));
+                }
+                for name in &names {
+                    assert!(ptx.contains(&format!(".entry {name}(")), "{}: no {name}", family.name);
+                }
+                assert_eq!(ptx.matches(".entry ").count(), names.len(), "{}: other kernels", family.name);
+            });
+        }
+    });
 }

@@ -148,7 +148,7 @@ fn qgemv_segments(
     };
     let mr = rows_variant(m);
     let name = format!("qgemv_{}_m{mr}{}", suffix(enc), act_suffix(dtype)?);
-    let f = function(stream.context(), &QGEMV, &name)?;
+    let f = function(stream.context(), sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
     let stages = match mr {

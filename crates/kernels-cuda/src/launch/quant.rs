@@ -12,7 +12,7 @@ use max_graph::DType;
 
 use super::conv::{GEMM_MAX_ROWS, SCRATCH_BUDGET, Scratch, gemm, grid};
 use super::tma::{self, TmaMap};
-use crate::sources::{QGEMV, QGEMV_MMA, QUANT};
+use crate::sources::{self, QGEMV_MMA, QUANT};
 use crate::{Error, Result, function};
 
 pub use max_graph::ops::quant::Encoding;
@@ -41,6 +41,17 @@ pub fn act_suffix(dtype: DType) -> Result<&'static str> {
         DType::Float16 => Ok("_f16"),
         other => Err(Error::Unsupported(format!("qmatmul with {other} activations (float32, bfloat16, float16)"))),
     }
+}
+
+/// The kernel families a qmatmul of `enc` with `dtype` activations may launch, whatever its
+/// rows: the decode GEMVs (qgemv's family of the pair, qgemv_mma for the 4-bit encodings) and
+/// quant's dequantize kernels of the many-rows path; for [`crate::prefetch`].
+pub fn families(enc: Encoding, dtype: DType) -> Result<Vec<&'static crate::sources::Family>> {
+    let mut out = vec![sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &QUANT];
+    if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K) {
+        out.push(&QGEMV_MMA);
+    }
+    Ok(out)
 }
 
 /// Elements between the lane runs of the staged lhs (Lhs<T>::LD in quant_common.cuh).
@@ -271,7 +282,7 @@ fn qgemv(
 ) -> Result<()> {
     let mr = rows_variant(m);
     let name = format!("qgemv_{}{}_m{mr}{}", if streaming { "s_" } else { "" }, suffix(enc), act_suffix(dtype)?);
-    let f = function(stream.context(), &QGEMV, &name)?;
+    let f = function(stream.context(), sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
     // A ring of stages, each the lhs chunk and the weight slots of the block's rows (Qv in

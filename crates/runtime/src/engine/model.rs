@@ -74,6 +74,7 @@ impl Model {
     ) -> Result<Model> {
         graph.verify().map_err(|e| Error::Value(e.to_string()))?;
         let program = passes::lower(graph);
+        super::gpu::prefetch_quant_kernels(&program.body, &program.types, devices);
         let pool = workers::pool(threads)?;
         let mut fixed = HashMap::new();
         // A bar on stderr when moving the weights takes over a second (weights/progress.rs).

@@ -11,6 +11,7 @@ mod indexing;
 mod layout;
 mod matmul;
 mod quant;
+pub(crate) use quant::prefetch as prefetch_quant_kernels;
 mod random;
 mod reduction;
 mod sampling;

@@ -5,12 +5,13 @@
 //! is copied to the host and checked there (the CPU's exact index errors); the kernels then
 //! read it from the device.
 
-use max_graph::DType;
-use max_graph::ops::Op;
 use max_graph::ops::reduction::RmsNormParams;
+use max_graph::ops::{Op, OpKind};
+use max_graph::{Attr, DType, Type};
 use max_kernels_cuda::launch::quant as k;
 
 use crate::cuda::CudaDevice;
+use crate::engine::program::{Body, StepKind};
 use crate::operands::{
     GptqCall, QuantCall, dequantize_geometry, gptq_call, lhs_rows, qmatmul_geometry, quant_call, read_indices, resolve,
 };
@@ -242,4 +243,47 @@ fn gptq(dev: &CudaDevice, op: &Op, inputs: &[Buffer], out: &Buffer) -> Result<()
     dev.bind()?;
     let ptrs = (lhs.addr(), rhs.addr(), perm.map_or(0, |p| p.addr()), out.addr());
     max_kernels_cuda::launch::gptq::gptq(&dev.stream, ptrs, (m, n, kk, group)).map_err(Error::from)
+}
+
+/// Starts compiling, in the background, the kernel families of every block-quantized qmatmul in
+/// `body` (its encoding and lhs dtype, on its GPU): Model::load calls it before the weights
+/// load, so that NVRTC's minutes run then, on spare cores, instead of at the first product of
+/// the first request (a GGUF model has 1-3 encodings, each its own qgemv family).
+pub(crate) fn prefetch(body: &Body, types: &[Type], devices: &[Device]) {
+    let mut wanted: Vec<(String, &'static max_kernels_cuda::sources::Family)> = vec![];
+    collect(body, types, devices, &mut wanted);
+    wanted.sort_by_key(|(arch, f)| (arch.clone(), f.name));
+    wanted.dedup();
+    let mut archs: Vec<&String> = wanted.iter().map(|(a, _)| a).collect();
+    archs.dedup();
+    for arch in archs {
+        let families: Vec<_> = wanted.iter().filter(|(a, _)| a == arch).map(|(_, f)| *f).collect();
+        // Detached: a compile that fails is compiled again, and reported, at its launch.
+        drop(max_kernels_cuda::prefetch(arch, &families));
+    }
+}
+
+fn collect(
+    body: &Body,
+    types: &[Type],
+    devices: &[Device],
+    out: &mut Vec<(String, &'static max_kernels_cuda::sources::Family)>,
+) {
+    for step in &body.steps {
+        for b in &step.bodies {
+            collect(b, types, devices, out);
+        }
+        let StepKind::Op(op) = &step.kind else { continue };
+        let enc = match op.attrs.get("encoding") {
+            Some(Attr::Str(s)) if op.kind == OpKind::QMatmul => Encoding::parse(s),
+            _ => None,
+        };
+        let lhs = step.inputs.first().and_then(|v| types.get(*v)).and_then(|t| t.tensor());
+        let (Some(enc), Some(lhs)) = (enc, lhs) else { continue };
+        let Ok(Device::Cuda(dev)) = crate::engine::model::resolve_device(devices, lhs.device) else { continue };
+        // An activation dtype the kernels do not take fails at launch, with its message.
+        if let Ok(families) = k::families(enc, lhs.dtype) {
+            out.extend(families.into_iter().map(|f| (dev.arch.clone(), f)));
+        }
+    }
 }
