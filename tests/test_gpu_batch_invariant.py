@@ -193,7 +193,8 @@ def test_smollm2_greedy_decode_batched_equals_alone(gpu):
     """The real model end to end: greedy tokens of prompts decoded together (ragged prefill
     chunks beside decodes) equal each prompt's alone, and so do the step's logits, bit for bit."""
     from max.driver import DeviceSpec
-    from max.pipelines import PipelineConfig, SamplingParams
+    from max.interfaces import SamplingParams
+    from max.pipelines import PipelineConfig
     from max.pipelines.lib.generate import Generator
     from max.pipelines.lib.pipeline import load_pipeline
     from models import smollm2_gguf

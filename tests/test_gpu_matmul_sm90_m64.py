@@ -1,6 +1,6 @@
 """The Hopper GEMM's 64-row tile (kernels/gemm_sm90p.cu with BM = 64, the `_m64` kernels: both
 consumer warpgroups on the tile's 64 rows, each on half of its columns), which the planner
-picks for at most 64 rows per batch (decode batches) when `gemm.bm=64` is set, against numpy float64: bf16 and f16, 9 to
+picks for at most 64 rows per batch (decode batches), against numpy float64: bf16 and f16, 9 to
 64 rows, the decode shapes' N and K (an odd tail of N = 1000, K = 576), B as a linear layer's
 weight [N, K] (K-major) and as given [K, N] (N-major) or transposed into a scratch copy, the
 fused epilogues (bias, activation, residual), batches, and forced variants: 64- and 128-column
@@ -39,14 +39,13 @@ CASES = [
 # Mid-sized shapes for the forced variants: K past the last whole k-tile, N past the tiles.
 SMALL = [(9, 4096, 1000), (33, 576, 4096), (64, 1032, 520)]
 VARIANTS = {
-    # the planner's own choices on the 64-row tile (not the default tile: gemm.bm is 128 unless set)
-    "planner": "gemm.bm=64",
+    "default": "",
     "n64": "gemm.bm=64,gemm.bn=64",
     "n128_unsplit": "gemm.bm=64,gemm.bn=128,gemm.splitk=1",
     "n64_split3": "gemm.bm=64,gemm.bn=64,gemm.splitk=3",
     "n128_split5_grid4": "gemm.bm=64,gemm.bn=128,gemm.splitk=5,gemm.grid=4",
     # 5 persistent CTAs: the tiles of the last, partial wave become stream-K ranges
-    "stream_k_grid5": "gemm.bm=64,gemm.bn=64,gemm.splitk=1,gemm.grid=5",
+    "stream_k_grid5": "gemm.bm=64,gemm.bn=64,gemm.splitk=1,gemm.tail=1,gemm.grid=5",
     "one_cta_per_unit": "gemm.bm=64,gemm.persistent=0",
     # a cluster pair along M (the second CTA's row tile past M: computed on zeros, not stored)
     "cluster_m2": "gemm.bm=64,gemm.cluster=2,gemm.splitk=1",
@@ -167,7 +166,7 @@ def test_stream_k_runs_on_the_64_row_tile(sm90, rng):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_linear_layer_epilogue(sm90, rng, dtype, m):
     # bias and silu in registers, the residual added at the stores; split-K's reducing CTA too
-    for spec in ["gemm.bm=64", "gemm.bm=64,gemm.bn=64,gemm.splitk=3", "gemm.bm=64,gemm.bn=128,gemm.splitk=1"]:
+    for spec in ["", "gemm.bm=64,gemm.bn=64,gemm.splitk=3", "gemm.bm=64,gemm.bn=128,gemm.splitk=1"]:
         linear_case(sm90, rng, dtype, m, 1032, 1000, spec, bias=True, residual=True)
         linear_case(sm90, rng, dtype, m, 4096, 4096, spec, bias=True, residual=True)
 
@@ -211,7 +210,7 @@ def test_b_as_given(sm90, rng, dtype, case):
     # B [K, N] read through 64-column boxes (the `_b_m64` kernels) where N % 8 == 0, else
     # transposed into a scratch Bt first; with the bias and residual epilogue
     m, k, n = case
-    for spec in ["gemm.bm=64", "gemm.bm=64,gemm.splitk=2", "gemm.bm=64,gemm.transpose=1"]:
+    for spec in ["", "gemm.bm=64,gemm.splitk=2", "gemm.bm=64,gemm.transpose=1"]:
         launches = matmul_case(sm90, rng, dtype, (m, k), (k, n), spec, residual=True)
         n_major = n % 8 == 0 and "transpose" not in spec
         assert all(("_b_m64_" in r["kernel"]) == n_major for r in launches), launches
@@ -221,7 +220,7 @@ def test_b_as_given(sm90, rng, dtype, case):
 def test_batches(sm90, rng, dtype):
     # batched A and B (the maps' batch dimension: 33 rows per batch, one 64-row tile each), and
     # batches of A sharing B folded into the rows of one product (2 x 20 = 40 rows)
-    for spec in ["gemm.bm=64", "gemm.bm=64,gemm.bn=64,gemm.transpose=1,gemm.splitk=2", "gemm.bm=64,gemm.splitk=3,gemm.grid=5"]:
+    for spec in ["", "gemm.bm=64,gemm.bn=64,gemm.transpose=1,gemm.splitk=2", "gemm.bm=64,gemm.splitk=3,gemm.grid=5"]:
         matmul_case(sm90, rng, dtype, (3, 33, 520), (3, 520, 1000), spec)
         matmul_case(sm90, rng, dtype, (2, 20, 1032), (1032, 264), spec, residual=True)
 
@@ -236,11 +235,11 @@ def test_split_k_is_deterministic(sm90, rng):
     assert all(np.array_equal(o.view(np.uint16), outs[0].view(np.uint16)) for o in outs)
 
 
-def test_the_64_row_tile_only_when_forced(sm90, rng):
+def test_the_128_row_tile_when_forced_or_past_64_rows(sm90, rng):
     dtype, k, n = DType.bfloat16, 576, 1000
     model = linear_model(sm90, dtype, k, n)
     w = rand(rng, (n, k), dtype, 1 / 24)
-    for m, spec, bm in [(64, "gemm.bm=128", 128), (65, "", 128), (64, "", 128), (64, "gemm.bm=64", 64), (200, "gemm.bm=64", 64)]:
+    for m, spec, bm in [(64, "gemm.bm=128", 128), (65, "", 128), (64, "", 64), (200, "gemm.bm=64", 64)]:
         x = rand(rng, (m, k), dtype)
         with tuning.override(spec), tuning.record_launches() as log:
             (got,) = execute(model, sm90, x, w)
@@ -257,13 +256,14 @@ TP_SHAPES = [(12, 64, 32), (12, 64, 16), (12, 32, 64), (12, 64, 64), (12, 32, 32
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tensor_parallel_tiny_shapes(sm90, rng, dtype):
-    # the default (128-row) tile on these shapes
+    # K or N under one 64-element box keeps the 128-row tile by default (plan.rs SKINNY_MIN_K,
+    # SKINNY_MIN_N); K = N = 64 takes the 64-row tile
     for m, k, n in TP_SHAPES:
         x, w = rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k))
         with tuning.record_launches() as log:
             (got,) = execute(linear_model(sm90, dtype, k, n), sm90, x, w)
         launches = log.records("gemm_sm90p")
-        want = 128
+        want = 64 if k >= 64 and n >= 64 else 128
         assert launches and all(r["bm"] == want for r in launches), ((m, k, n), launches)
         x64, w64 = x.astype(np.float64), w.astype(np.float64)
         check(got, x64 @ w64.T, np.abs(x64) @ np.abs(w64).T, dtype, f"{m}x{k}x{n}")

@@ -24,8 +24,8 @@ from max.nn import kernels
 
 @pytest.fixture(autouse=True)
 def quantized_folds():
-    """The quantized folds and the early weight stages are off by default (fusion.quantized,
-    qgemv.early_weights) until measured on a GPU; these tests turn them on."""
+    """The quantized folds and the early weight stages (fusion.quantized, qgemv.early_weights),
+    on whatever the defaults."""
     with tuning.override(**{"fusion.quantized": True, "qgemv.early_weights": True}):
         yield
 

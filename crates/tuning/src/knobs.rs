@@ -99,9 +99,8 @@ declare! {
     /// Folds an RMSNorm into the product (W read as stored, or a quantized one) it feeds: one
     /// GEMV launch for 1-4 rows (quantized: 1-2) on the GPU.
     FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
-    /// The RMSNorm and gated-MLP folds also take quantized products (qgemv, qgemv_mma): off
-    /// until they are measured on a GPU.
-    FusionQuantized: "fusion.quantized", None, Kind::Flag, "0";
+    /// The RMSNorm and gated-MLP folds also take quantized products (qgemv, qgemv_mma).
+    FusionQuantized: "fusion.quantized", None, Kind::Flag, "1";
     /// The longest row (K) whose RMSNorm folds into the product: every warp of the folded GEMV
     /// recomputes the row's sum of squares, which pays at SmolLM2's 576 and costs decode time
     /// from 2048 on (H200, batch 1: Llama-3.2-1B's decode 15% slower folded).
@@ -175,8 +174,8 @@ declare! {
     /// Column-tile width.
     GemmBn: "gemm.bn", None, Kind::OneOf(&[64, 128, 256]), "";
     /// Row-tile height: 64 (both consumer warpgroups on the same rows, splitting the columns;
-    /// faster for at most 64 rows per batch on one GPU, see docs/kernels/gemm.md) or 128.
-    GemmBm: "gemm.bm", None, Kind::OneOf(&[64, 128]), "128";
+    /// by default for at most 64 rows per batch) or 128.
+    GemmBm: "gemm.bm", None, Kind::OneOf(&[64, 128]), "";
     /// CTAs per cluster along M (sharing B).
     GemmCluster: "gemm.cluster", None, Kind::OneOf(&[1, 2]), "";
     /// CTAs per cluster along N (sharing A).
@@ -238,7 +237,7 @@ declare! {
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
     /// The tensor-core GEMV requests its first weight stages before it waits for the previous
     /// kernel (weights are constants; the lhs is read after the wait). Needs `qgemv.pdl`.
-    QgemvEarlyWeights: "qgemv.early_weights", None, Kind::Flag, "0";
+    QgemvEarlyWeights: "qgemv.early_weights", None, Kind::Flag, "1";
 
     // ---- attention -----------------------------------------------------------------------
     /// Splits of each (row, kv head) in paged_attention's decode form (each sequence uses as

@@ -119,12 +119,14 @@ const CLUSTER_MIN_K_TILES: usize = 32;
 /// the wasted MMAs make products that should stream B at the memory's rate compute-bound.
 pub const SKINNY_BM: usize = 64;
 
-/// The 64-row tile runs only when `gemm.bm=64` asks for it. On one H200 it measured 0.83-0.96x
-/// cuBLAS at 16-64 rows (the 128-row tile: 0.71-0.74x) and took the 8B-shaped decode at 64
-/// sequences from 5,347 to 6,514 tok/s, and its single-GPU tests pass; but a two-GPU
-/// tensor-parallel run of a tiny model (12 rows; K = 32 for the row-parallel o-proj, N = 16 for
-/// the k/v projections) hung with it and passed with the 128-row tile, and the cause is not
-/// understood yet. Until it is, the default stays the 128-row tile.
+/// The 64-row tile is the default only for K and N of at least one whole 64-element box each.
+/// A two-GPU tensor-parallel run of a tiny model (12 rows; K = 32 for the row-parallel o-proj,
+/// N = 16 for the k/v projections) once hung on the 64-row tile; a later run of the same test
+/// with `gemm.bm=64` forced passed, and reading the kernel and these plans (one unsplit unit
+/// per column tile, tests below) found no deadlock. Products narrower than a box in K or N (a
+/// few microseconds either way) keep the 128-row tile; `gemm.bm=64` still forces the 64-row one.
+pub const SKINNY_MIN_K: usize = BK;
+pub const SKINNY_MIN_N: usize = BK;
 
 /// Tile widths per height: 256 and 128 for 128-row tiles; 128 and 64 for 64-row ones (64 for
 /// Bt [N, K] only: a warpgroup's 32 columns of an N-major box would start inside its
@@ -146,7 +148,13 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, n_major: bool
     let bm = match knobs.bm {
         Some(b) => b,
         None if knobs.bn == Some(256) => 128,
-        None => 128,
+        None => {
+            if rows <= SKINNY_BM && k >= SKINNY_MIN_K && n >= SKINNY_MIN_N {
+                SKINNY_BM
+            } else {
+                128
+            }
+        }
     };
     let bm = if bm == SKINNY_BM { SKINNY_BM } else { 128 };
     let m_tiles = rows.div_ceil(bm);
@@ -533,35 +541,41 @@ mod tests {
     }
 
     #[test]
-    fn decode_batches_take_the_64_row_tile_when_asked() {
+    fn decode_batches_take_the_64_row_tile() {
         let d = Knobs::default();
-        // By default every product takes the 128-row tile (see SKINNY_BM).
-        assert_eq!(shape(64, 14336, 4096, d).0, 128);
-        assert_eq!(shape(12, 64, 32, d).0, 128);
-        assert_eq!(shape(12, 16, 64, d).0, 128);
-        let f = Knobs { bm: Some(64), ..d };
         // Llama-3-8B at 64 sequences: gate/up (112 tiles of 128 columns) unsplit; the others
         // split until about a wave of CTAs streams B.
-        assert_eq!(shape(64, 14336, 4096, f), (64, 128, 1));
-        assert_eq!(shape(64, 4096, 4096, f), (64, 128, 4));
-        assert_eq!(shape(64, 4096, 14336, f), (64, 128, 4));
-        assert_eq!(shape(64, 6144, 4096, f), (64, 128, 2));
-        assert_eq!(shape(9, 14336, 4096, f), (64, 128, 1));
+        assert_eq!(shape(64, 14336, 4096, d), (64, 128, 1));
+        assert_eq!(shape(64, 4096, 4096, d), (64, 128, 4));
+        assert_eq!(shape(64, 4096, 14336, d), (64, 128, 4));
+        assert_eq!(shape(64, 6144, 4096, d), (64, 128, 2));
+        assert_eq!(shape(9, 14336, 4096, d), (64, 128, 1));
         // A short reduction: 64-column tiles rather than a split.
-        assert_eq!(shape(16, 1000, 576, f), (64, 64, 1));
+        assert_eq!(shape(16, 1000, 576, d), (64, 64, 1));
         // Enough tiles: no split (the lm_head's 1002 tiles; stream-K may take its last wave).
-        assert_eq!(shape(64, 128256, 4096, f), (64, 128, 1));
-        assert_eq!(shape(12, 64, 32, f).0, 64);
-        assert_eq!(shape(256, 4096, 4096, f).0, 64);
-        // A forced width the height lacks is ignored; 256 implies 128 rows unless bm is forced.
+        assert_eq!(shape(64, 128256, 4096, d), (64, 128, 1));
+        // K or N under one 64-element box: the 128-row tile unless forced (the two-GPU
+        // tiny model's o-proj, K = 32, and k/v projections, N = 16).
+        assert_eq!(shape(12, 64, 32, d).0, 128);
+        assert_eq!(shape(12, 16, 64, d).0, 128);
+        assert_eq!(shape(12, 32, 32, d).0, 128);
+        assert_eq!(plan(12, 16, 64, 1, 132, true, d).unwrap().bm, 128);
+        assert_eq!(shape(12, 64, 64, d), (64, 64, 1));
+        assert_eq!(shape(12, 64, 32, Knobs { bm: Some(64), ..d }).0, 64);
+        assert_eq!(shape(12, 16, 64, Knobs { bm: Some(64), ..d }).0, 64);
+        // From 65 rows the 128-row tile, as before.
+        assert_eq!(shape(65, 4096, 4096, d).0, 128);
+        // Forced either way; a forced width the height lacks is ignored, 256 implies 128 rows.
+        assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(128), ..d }).0, 128);
+        assert_eq!(shape(256, 4096, 4096, Knobs { bm: Some(64), ..d }).0, 64);
         assert_eq!(shape(64, 4096, 4096, Knobs { bn: Some(256), ..d }).0, 128);
         assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(64), bn: Some(256), ..d }).0, 64);
         assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(128), bn: Some(64), ..d }).1 % 128, 0);
-        assert_eq!(shape(64, 4096, 4096, Knobs { bm: Some(64), bn: Some(64), ..d }).1, 64);
+        assert_eq!(shape(64, 4096, 4096, Knobs { bn: Some(64), ..d }).1, 64);
         // N-major B has no 64-column 64-row tile.
-        assert_eq!(plan(16, 1000, 576, 1, 132, true, f).unwrap().bn, 128);
+        assert_eq!(plan(16, 1000, 576, 1, 132, true, d).unwrap().bn, 128);
         // Batches: 64 rows each, 8 batches of 4096 columns fill the GPU unsplit.
-        let p = plan(64, 4096, 4096, 8, 132, false, f).unwrap();
+        let p = plan(64, 4096, 4096, 8, 132, false, d).unwrap();
         assert_eq!((p.bm, p.bn, p.splits, p.m_tiles), (64, 128, 1, 1));
     }
 
@@ -575,7 +589,7 @@ mod tests {
         let cases: [(&str, (usize, usize, usize), &str, fn(&Plan) -> bool); 10] = [
             ("gemm.bn", big, "gemm.bn=128", |p| p.bn == 128),
             ("gemm.bm", big, "gemm.bm=64", |p| p.bm == 64),
-            ("gemm.bm=64", (64, 4096, 4096), "gemm.bm=64", |p| p.bm == 64),
+            ("gemm.bm=128", (64, 4096, 4096), "gemm.bm=128", |p| p.bm == 128),
             ("gemm.cluster", big, "gemm.cluster=1", |p| p.cluster == 1),
             ("gemm.cluster_n", big, "gemm.cluster=2,gemm.cluster_n=2", |p| p.cluster_n == 2),
             ("gemm.splitk", big, "gemm.splitk=2", |p| p.splits == 2),

@@ -57,7 +57,7 @@ pub fn gated_group(act: OpKind, dtype: max_graph::DType, shape: &[usize]) -> Fus
 
 /// Fuses every eligible gate/up/mul triple of `body`.
 pub fn fuse(body: &mut Body, types: &[Type]) {
-    if max_tuning::current().flag_or(max_tuning::Knob::FusionQuantized, false) {
+    if max_tuning::current().flag_or(max_tuning::Knob::FusionQuantized, true) {
         fuse_qmatmul_pairs(body, types);
     }
     let mut uses = HashMap::new();

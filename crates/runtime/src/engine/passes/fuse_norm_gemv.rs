@@ -66,7 +66,7 @@ fn foldable_qmatmul(s: &Step, types: &[Type], quantized: bool) -> bool {
 pub fn fuse(body: &mut Body, types: &[Type]) {
     let tuning = max_tuning::current();
     let max_k = tuning.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
-    let quantized = tuning.flag_or(max_tuning::Knob::FusionQuantized, false);
+    let quantized = tuning.flag_or(max_tuning::Knob::FusionQuantized, true);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
     let producer = super::producers(body);

@@ -301,7 +301,7 @@ fn qsteps(p: &Program) -> Vec<(String, usize, usize, bool, bool)> {
 #[test]
 fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
     let _serial = serial();
-    // (the quantized folds are off by default: fusion.quantized)
+    // (the quantized folds on, whatever the default: fusion.quantized)
     let _on = max_tuning::scoped("fusion.quantized=1").unwrap();
     let gpu = lower(&qlayer(DeviceRef::gpu(0), false));
     assert!(!names(&gpu).contains(&"rms_norm".to_string()), "{:?}", names(&gpu));
@@ -345,7 +345,7 @@ fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
 #[test]
 fn folded_qmatmuls_run_on_the_host_as_the_unfused_graph() {
     let _serial = serial();
-    // (the quantized folds are off by default: fusion.quantized)
+    // (the quantized folds on, whatever the default: fusion.quantized)
     let _on = max_tuning::scoped("fusion.quantized=1").unwrap();
     let (gpu, cpu) = (qlayer(DeviceRef::gpu(0), false), qlayer(DeviceRef::CPU, false));
     let (fused, plain) = (lower(&gpu), lower(&cpu));
