@@ -342,11 +342,15 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     auto wait_k = [&](int t) { mbar_wait(&full_k[stage_of(t)], (u32)(t / S) & 1); };
     auto wait_v = [&](int t) { mbar_wait(&full_v[stage_of(t)], (u32)(t / S) & 1); };
     // This warp's reads of tile t's K (with its page flags) or V are done, or were never made:
-    // the producer may refill it.
+    // the producer may refill it. Lane 0 arrives for the warp, after the __syncwarp that orders
+    // every lane's reads of the stage's page flags before that arrival (the producer rewrites
+    // them once the arrivals are in; compute-sanitizer's racecheck flagged the unordered form).
     auto release_k = [&](int t) {
+        __syncwarp();
         if (lane == 0) mbar_arrive(&empty_k[stage_of(t)]);
     };
     auto release_v = [&](int t) {
+        __syncwarp();
         if (lane == 0) mbar_arrive(&empty_v[stage_of(t)]);
     };
     auto skip = [&](int t) { wait_k(t), release_k(t), wait_v(t), release_v(t); };
