@@ -117,6 +117,19 @@ def linear_model(gpu, dtype, k, n, bias=False, residual=False):
     return session(gpu).load(g)
 
 
+def linear_reference(inputs, bias, residual):
+    """float64 (x @ W^T (+ bias -> silu) (+ residual), sum of |terms|) of linear_model's inputs."""
+    x64, w64 = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+    ref, mag = x64 @ w64.T, np.abs(x64) @ np.abs(w64).T
+    if bias:
+        z = ref + inputs[2].astype(np.float64)
+        ref = z / (1 + np.exp(-z))
+    if residual:
+        r = inputs[-1].astype(np.float64)
+        ref, mag = ref + r, mag + np.abs(r)
+    return ref, mag
+
+
 def linear_case(sm90, rng, dtype, m, k, n, spec, bias=False, residual=False):
     x, w = rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k))
     inputs = [x, w]
@@ -128,14 +141,7 @@ def linear_case(sm90, rng, dtype, m, k, n, spec, bias=False, residual=False):
     with tuning.override(spec), tuning.record_launches() as log:
         (got,) = execute(linear_model(sm90, dtype, k, n, bias, residual), sm90, *inputs)
     launches = on_the_64_row_tile(log, spec, what)
-    x64, w64 = x.astype(np.float64), w.astype(np.float64)
-    ref, mag = x64 @ w64.T, np.abs(x64) @ np.abs(w64).T
-    if bias:
-        z = ref + inputs[2].astype(np.float64)
-        ref = z / (1 + np.exp(-z))
-    if residual:
-        r = inputs[-1].astype(np.float64)
-        ref, mag = ref + r, mag + np.abs(r)
+    ref, mag = linear_reference(inputs, bias, residual)
     check(got, ref, mag, dtype, what)
     return launches
 
@@ -274,14 +280,7 @@ def _repeat_linear(sm90, rng, dtype, m, k, n, bias, residual, times=3):
     second execution may be captured into a CUDA graph, the third replays it), each checked."""
     x, w = rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k))
     inputs = [x, w] + ([rand(rng, (n,), dtype)] if bias else []) + ([rand(rng, (m, n), dtype, 1.0)] if residual else [])
-    x64, w64 = x.astype(np.float64), w.astype(np.float64)
-    ref, mag = x64 @ w64.T, np.abs(x64) @ np.abs(w64).T
-    if bias:
-        z = ref + inputs[2].astype(np.float64)
-        ref = z / (1 + np.exp(-z))
-    if residual:
-        r = inputs[-1].astype(np.float64)
-        ref, mag = ref + r, mag + np.abs(r)
+    ref, mag = linear_reference(inputs, bias, residual)
     what = f"{dtype.name} {m}x{k}x{n} W^T bias={bias} residual={residual}"
     with tuning.override("gemm.bm=64"), tuning.record_launches() as log:
         model = linear_model(sm90, dtype, k, n, bias, residual)
