@@ -399,6 +399,10 @@ def main() -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_bytes(b"")
     command = "python benchmarks/serve_gpu.py " + shlex.join(sys.argv[1:])
+    # The other part's rows of the last run stay in the file (with its command).
+    measured = {{"throughput": THROUGHPUT_MODEL, "overhead": OVERHEAD_MODEL}[p] for p in args.parts}
+    old_rows, old_commands = llm_gpu.kept_rows(result_path(name, device, out_dir), measured)
+    command = " ; ".join(old_commands + [command])
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for part in args.parts:
@@ -407,9 +411,9 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - one part's failure must not lose the other
                 print(f"{part}: FAILED: {type(e).__name__}: {e}", flush=True)
                 rows.append({"part": part, "measure": "error", "error": f"{type(e).__name__}: {e}"[:2000]})
-            write(name, device, rows, command, out_dir, table=False)
-    print_table(table(rows))
-    print(f"wrote {write(name, device, rows, command, out_dir, table=False)}; server and client output in {log}")
+            write(name, device, old_rows + rows, command, out_dir, table=False)
+    print_table(table(old_rows + rows))
+    print(f"wrote {write(name, device, old_rows + rows, command, out_dir, table=False)}; server and client output in {log}")
     if any(r["measure"] == "error" for r in rows):
         raise SystemExit(1)
 
