@@ -124,7 +124,7 @@ pub fn prefill_plan(
     };
     let d = cache.head_dim;
     let rows_per_seq = tuning.int(Knob::AttentionPrefillRows).unwrap_or(DEFAULT_ROWS_PER_SEQ);
-    // Batch-invariant: whether this kernel ran would hang on the rows of the other sequences
+    // Batch-invariant: whether this kernel runs depends on the other sequences of the call
     // (tokens per sequence), and a row's result on the kernel; the decode kernels run every call.
     let usable = tuning.flag_or(Knob::AttentionPrefill, true)
         && !tuning.batch_invariant()
