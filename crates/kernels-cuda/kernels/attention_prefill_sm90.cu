@@ -14,9 +14,8 @@
 //   (K of tile u, then V of tile u - 1), as the consumers use them. For K of tile u, thread i
 //   looks up the page of key k0 + i (one table read per key row; the cache is [pages, 2, layers,
 //   page_size, kv_heads, D], so a key row is contiguous and consecutive keys are not) and
-//   publishes the row's element offset (in the producer's own ring) and whether it has a page
-//   (in the stage's flags, for the consumers' mask); then the 128 threads copy the rows' 16-byte
-//   chunks. V of the tile reuses the offsets. Each K or V copy is one cp.async group. Once a
+//   publishes the row's element offset in the producer's own ring (a key without a page is
+//   zero-filled); then the 128 threads copy the rows' 16-byte chunks. V of the tile reuses the offsets. Each K or V copy is one cp.async group. Once a
 //   thread's group has landed (cp.async.wait_group, checked before each new group), the thread
 //   fences its writes to the async proxy (wgmma reads shared memory through it) and arrives on
 //   the group's `full` barrier (128 arrivals; the Q tile has its own barrier, `qbar`).
@@ -45,11 +44,15 @@
 //   t's factors and tile t's P becomes the next A fragments. (D = 128 with softcap runs one tile
 //   at a time: its tanh did not fit the registers beside three tiles' worth.) Accumulators and
 //   fragments are fenced (fa_fence_regs) around each issue and wait. Lane 0 of each consumer
-//   warp releases a tile's K (arrives on `empty_k`, 8 arrivals) once its S has landed and its
-//   page flags have been read, and its V once its P V has retired; the producer waits for these
-//   before refilling a stage. So a stage's K is refilled while its V is still being read, and
-//   K arrives well ahead of its S, V ahead of its P V. The tiles a consumer's rows see are a
-//   run; the others it only waits for and releases, so the barriers' phases stay in step.
+//   warp releases a tile's K (arrives on `empty_k`, 8 arrivals) once its S has landed, and its
+//   V once its P V has retired; the producer waits for these before refilling a stage. So a
+//   stage's K is refilled while its V is still being read, and K arrives well ahead of its S,
+//   V ahead of its P V. The tiles a consumer's rows see are a run; the others it only waits for
+//   and releases, so the barriers' phases stay in step. Which keys of a tile have a page (a key
+//   without one is masked) each consumer warp reads from the page table itself, one entry per
+//   page and lane and a vote: no shared-memory word passes from producer threads to consumer
+//   threads beside the tiles, which only the tensor cores read (compute-sanitizer's racecheck
+//   does not take mbarrier phases as ordering threads' accesses, and flagged such words).
 // Finally O / l is stored; a row with no visible key stores 0, as the reference does.
 //
 // Shared tiles (Q, K, V) are the wgmma canonical layout with the 128-byte swizzle: rows of
@@ -88,8 +91,6 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     u64* empty_v = empty_k + S;                                   // [S]: V of the stage read
     u64* qbar = empty_v + S;                                      // the Q tile landed
     u64* rowoff = qbar + 1;                                       // [FA_ROWOFF][FA_KEYS] (producer's)
-    u8* valid = (u8*)(rowoff + FA_ROWOFF * FA_KEYS);              // [S][FA_KEYS]: the key has a page
-    u8* bad = valid + S * FA_KEYS;                                // [S][4]: a producer warp's keys lack a page
 
     const int tid = threadIdx.x, wg = tid / 128;
     PfTile tile;
@@ -125,8 +126,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
             // zeros, rows of the next sequence are loaded but never stored), then per tile u the
             // K boxes of tile u and the V boxes of tile u - 1 (K one tile ahead, as above), each
             // 64 keys of one page and 64 dims. Each full barrier takes the one arrival with the
-            // tile's bytes; the page flags of a stage are written before it (the arrival releases
-            // them). A box without a page (past the keys, past the table, or a page id past the
+            // tile's bytes. A box without a page (past the keys, past the table, or a page id past the
             // cache) is read at slab `slabs`, past the tensor: TMA writes zeros and counts its
             // bytes all the same.
             if (tid == 0) {
@@ -162,12 +162,6 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                             ktok[bx] = (int)(j % ps);
                         }
                         mbar_wait(&empty_k[st], ((u32)(u / S) & 1) ^ 1);
-                        u64* vf = (u64*)(valid + st * FA_KEYS);
-#pragma unroll
-                        for (int bx = 0; bx < 2; ++bx)
-#pragma unroll
-                            for (int i = 0; i < 8; ++i) vf[8 * bx + i] = kslab[bx] < slabs ? 0x0101010101010101ull : 0ull;
-                        *(u32*)(bad + st * 4) = (kslab[0] < slabs ? 0u : 0x0101u) | (kslab[1] < slabs ? 0u : 0x01010000u);
                         mbar_expect_tx(&full_k[st], KV_BYTES);
                         const u32 sk = skv + (u32)st * (2 * KV_BYTES);
 #pragma unroll
@@ -198,7 +192,6 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
             }
             return;
         }
-        const int lane = tid % 32, warp = tid / 32;
         const PfKv kv = pf_kv<D>(a, tile);
         const u16* cache = (const u16*)a.blocks;
         const u16* q = (const u16*)a.q;
@@ -236,7 +229,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         for (int u = 0; tiles > 0 && u <= tiles; ++u) {
             if (u < tiles) {
                 // K of tile u. Thread i looks up key k0 + i: its element offset (~0: no page)
-                // into the producer's ring of offsets, its flag into the stage's.
+                // into the producer's ring of offsets.
                 fa_wait<1>();
                 announce(committed - 1);
                 const int st = u % S, ro = u % FA_ROWOFF;
@@ -245,9 +238,6 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                 u64 at;
                 const bool ok = pf_key_at(kv, k0 + (u32)tid, k0, k_end, 0, at);
                 rowoff[ro * FA_KEYS + tid] = ok ? at : ~0ull;
-                valid[st * FA_KEYS + tid] = ok;
-                const u32 any_bad = __ballot_sync(FULL_MASK, !ok);
-                if (lane == 0) bad[st * 4 + warp] = any_bad != 0;
                 named_sync(1, 128);
                 const u32 sk = skv + (u32)st * (2 * KV_BYTES);
 #pragma unroll 4
@@ -341,17 +331,24 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     auto stage_of = [&](int t) { return t % S; };
     auto wait_k = [&](int t) { mbar_wait(&full_k[stage_of(t)], (u32)(t / S) & 1); };
     auto wait_v = [&](int t) { mbar_wait(&full_v[stage_of(t)], (u32)(t / S) & 1); };
-    // This warp's reads of tile t's K (with its page flags) or V are done, or were never made:
-    // the producer may refill it. Lane 0 arrives for the warp, after the __syncwarp that orders
-    // every lane's reads of the stage's page flags before that arrival (the producer rewrites
-    // them once the arrivals are in; compute-sanitizer's racecheck flagged the unordered form).
+    // This warp's reads of tile t's K or V are done (its wgmma have retired), or were never
+    // made: the producer may refill it. Lane 0 arrives for the warp.
     auto release_k = [&](int t) {
-        __syncwarp();
         if (lane == 0) mbar_arrive(&empty_k[stage_of(t)]);
     };
     auto release_v = [&](int t) {
-        __syncwarp();
         if (lane == 0) mbar_arrive(&empty_v[stage_of(t)]);
+    };
+    // Whether every key of tile t (below k_end) has a page, the same in every lane of the warp:
+    // lane i reads the table entries of the tile's pages i, i + 32, ... (issued ahead of the
+    // tile's S; the softmax uses it). The producer finds the same pages for its loads.
+    const PfKv kv = pf_kv<D>(a, tile);
+    auto tile_paged = [&](int t) -> bool {
+        const u32 k0 = k_begin + (u32)t * FA_KEYS;
+        const u64 last = ((u64)k0 + FA_KEYS < (u64)k_end ? (u64)k0 + FA_KEYS : (u64)k_end) - 1;
+        bool ok = true;
+        for (u64 pg = k0 / kv.ps + (u32)lane; pg <= last / kv.ps; pg += 32) ok = ok && kv.table[pg] < kv.pages;
+        return __all_sync(FULL_MASK, ok);
     };
     auto skip = [&](int t) { wait_k(t), release_k(t), wait_v(t), release_v(t); };
     auto k_smem = [&](int t) { return skv + (u32)stage_of(t) * (2 * KV_BYTES); };
@@ -384,11 +381,9 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     // crosses the tile or a key lacks a page (sc[4j + 2hr + e] is row g + 8hr, key 8j + 2tig + e),
     // then the online softmax of both rows. Returns the factors (alpha) by which O must be
     // rescaled; l is updated, O is not touched (a P V may still be accumulating into it).
-    auto softmax = [&](float* sc, int t, float* alpha) {
-        const int st = stage_of(t);
+    auto softmax = [&](float* sc, int t, bool paged, float* alpha) {
         const u32 k0 = k_begin + (u32)t * FA_KEYS;
-        const bool all_valid = *(const u32*)(bad + st * 4) == 0;
-        const bool edge = !all_valid || (i64)k0 + FA_KEYS > whi_min || (i64)k0 < wlo_max;
+        const bool edge = !paged || (i64)k0 + FA_KEYS > whi_min || (i64)k0 < wlo_max;
         // With a positive scale (and no softcap) the scores stay raw: the scale times their max
         // is the max of the scaled scores, and one FFMA per element scales and subtracts it ahead
         // of the exp2 (FlashAttention-3's softmax). Otherwise they are scaled here (mul 1).
@@ -409,7 +404,8 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                     const int kc = 8 * j + 2 * tig + (e & 1);
                     const u32 key = k0 + (u32)kc;
                     const int hr = e >> 1;
-                    if (pf_hidden(valid[st * FA_KEYS + kc], key, rlo[hr], rhi[hr])) sc[4 * j + e] = PF_NEG_INF;
+                    const bool has = paged || key >= k_end || kv.table[key / kv.ps] < kv.pages;
+                    if (pf_hidden(has, key, rlo[hr], rhi[hr])) sc[4 * j + e] = PF_NEG_INF;
                 }
         }
 #pragma unroll
@@ -465,16 +461,18 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
             // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
             // softmax while that P V finishes (FlashAttention-3's intra-warpgroup overlap): O is
             // rescaled by tile t's alpha only once tile t - 1's P V has retired.
+            bool paged = tile_paged(t_lo);
             take_turn();
             wait_k(t_lo);
             qk(sc, t_lo);
             pass_turn(false);
             wgmma_wait0();
             fa_fence_regs<FA_KEYS / 2>(sc);
-            softmax(sc, t_lo, alpha);  // O is still 0: nothing to rescale
+            softmax(sc, t_lo, paged, alpha);  // O is still 0: nothing to rescale
             release_k(t_lo);
             pack(sc, pa);
             for (t = t_lo + 1; t < t_hi; ++t) {
+                paged = tile_paged(t);
                 take_turn();
                 wait_k(t);
                 qk(sc, t);
@@ -483,7 +481,7 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                 pass_turn(false);
                 wgmma_wait1();  // S of tile t (the older group) has landed
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, alpha);
+                softmax(sc, t, paged, alpha);
                 release_k(t);
                 wgmma_wait0();  // P V of tile t - 1 too
                 fa_fence_regs<D / 2>(o);
@@ -501,11 +499,12 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         } else {
             // One tile at a time: S, softmax, P V.
             for (t = t_lo; t < t_hi; ++t) {
+                const bool paged = tile_paged(t);
                 wait_k(t);
                 qk(sc, t);
                 wgmma_wait0();
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, alpha);
+                softmax(sc, t, paged, alpha);
                 release_k(t);
                 rescale(alpha);
                 pack(sc, pa);

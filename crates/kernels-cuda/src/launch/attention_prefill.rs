@@ -74,8 +74,8 @@ pub struct PrefillPlan {
     pub blocks: usize,
     /// Threads per CTA.
     pub threads: u32,
-    /// Dynamic shared memory: the Q tile, the K and V stages, the key flags (and for the wgmma
-    /// kernel its barriers, row offsets and 1024 bytes of alignment slack).
+    /// Dynamic shared memory: the Q tile, the K and V stages, and the mma.sync kernel's key
+    /// flags or the wgmma kernel's barriers, row offsets and 1024 bytes of alignment slack.
     pub smem: usize,
 }
 
@@ -88,16 +88,11 @@ fn stages_sm90(d: usize) -> usize {
 const ROWOFF_SM90: usize = 4;
 
 /// Dynamic shared memory of the wgmma kernel for head dim `d`: alignment slack, the Q tile, the
-/// stages, then per stage four barriers (K and V full and empty) and the Q barrier, the
-/// producer's ring of u64 key offsets, and per stage the keys' page flags and four warp flags.
+/// stages, then per stage four barriers (K and V full and empty) and the Q barrier, and the
+/// producer's ring of u64 key offsets.
 fn smem_sm90(d: usize) -> usize {
     let s = stages_sm90(d);
-    1024 + ROWS_SM90 * d * 2
-        + s * 2 * KEYS_SM90 * d * 2
-        + (4 * s + 1) * 8
-        + ROWOFF_SM90 * KEYS_SM90 * 8
-        + s * KEYS_SM90
-        + s * 4
+    1024 + ROWS_SM90 * d * 2 + s * 2 * KEYS_SM90 * d * 2 + (4 * s + 1) * 8 + ROWOFF_SM90 * KEYS_SM90 * 8
 }
 
 /// The plan of a call of `tokens` query rows of `q_heads` heads from `batch` sequences, or
@@ -351,7 +346,7 @@ mod tests {
         let t = Tuning::default();
         let c = cache(8, 128);
         // An 8B-shaped 2048-token prompt: 16 tiles of 128 rows + 1 spare slot per head; the Q
-        // tile, two stages of K and V, barriers, the producer's key offsets, flags, alignment slack.
+        // tile, two stages of K and V, barriers, the producer's key offsets, alignment slack.
         let p = prefill_plan(DType::BFloat16, &c, (2048, 32, 1), true, (true, false), &t).unwrap();
         assert_eq!(
             p,
@@ -362,14 +357,14 @@ mod tests {
                 slots: 17,
                 blocks: 17 * 32,
                 threads: 384,
-                smem: 1024 + 32_768 + 131_072 + 72 + 4096 + 256 + 8
+                smem: 1024 + 32_768 + 131_072 + 72 + 4096
             }
         );
         assert!(p.smem <= 227 * 1024);
         // Softcap has its own kernels; head dim 64 has three stages.
         let p = prefill_plan(DType::Float16, &cache(2, 64), (100, 8, 3), true, (true, true), &t).unwrap();
         assert_eq!((p.kernel.as_str(), p.slots, p.blocks), ("attention_prefill_sm90_d64_f16_cap", 3, 24));
-        assert_eq!(p.smem, 1024 + 16_384 + 3 * 32_768 + 104 + 4096 + 384 + 12);
+        assert_eq!(p.smem, 1024 + 16_384 + 3 * 32_768 + 104 + 4096);
         // Every other reason to stay off the prefill kernels still holds on sm_90.
         assert!(prefill_plan(DType::BFloat16, &c, (64, 32, 64), true, (true, false), &t).is_none());
         assert!(prefill_plan(DType::Float32, &c, (2048, 32, 1), true, (true, false), &t).is_none());
