@@ -8,19 +8,24 @@ as a fraction of the device's copy rate measured in the same run (a 1 GiB device
 copy). Successive timed calls read different copies of the weight, more of them than the L2
 cache holds. Each result is checked against torch in float32. Needs a GPU and torch.
 
-    python benchmarks/gpu_gemv.py
+    python benchmarks/gpu_gemv.py [--shapes 8b.q,8b.down] [--variants "default;gemv_nt.loads=roll"]
+
+--variants: ';'-separated variants, each 'default' or a tuning spec (docs/configuration.md)
+applied with max.tuning.override around the W [N, K] product's load and timing, each variant
+re-timed in the same process; the JSON then goes to gpu_gemv_variants-<device>.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import sys
 
 import numpy as np
 
-from common import write
+from common import check_tuning, write
 from gpu_timing import Timer, copy_rate_gbps, our_stream
-from max import driver, engine
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
@@ -36,6 +41,13 @@ ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: bey
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated names (default: all)")
+    ap.add_argument("--variants", default=None, help="'default;SPEC;...', SPEC a tuning spec")
+    args = ap.parse_args()
+    shapes = {name: SHAPES[name] for name in args.shapes.split(",")}
+    variants = [(v, "" if v == "default" else v) for v in args.variants.split(";")] if args.variants else [("", "")]
+    check_tuning(spec for _, spec in variants)
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
         return
@@ -54,28 +66,30 @@ def main() -> None:
 
     rows = []
     gref = DeviceRef.GPU()
-    for (name, (k, n)), m in itertools.product(SHAPES.items(), ROWS):
+    for (name, (k, n)), m in itertools.product(shapes.items(), ROWS):
         ta = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         tw = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
         ref = ta.float() @ tw.float().T
         copies = [tw] + [tw.clone() for _ in range(ROTATE_BYTES // (k * n * 2))]
         a = driver.Buffer.from_dlpack(ta)
         row = {"shape": name, "m": m, "k": k, "n": n}
-        # (label, weight layout given to the engine, graph body)
-        for label, weights, body in [
-            ("", copies, lambda x, w: ops.matmul(x, ops.transpose(w, 0, 1))),
-            ("kn_", [t.T.contiguous() for t in copies], ops.matmul),
-        ]:
+        # (label, tuning spec, weight layout given to the engine, graph body): W [N, K] per
+        # variant, then W^T [K, N] (the default tuning)
+        nt = lambda x, w: ops.matmul(x, ops.transpose(w, 0, 1))  # noqa: E731
+        cases = [((f"{v}:" if args.variants else ""), spec, copies, nt) for v, spec in variants]
+        cases.append(("kn_", "", [t.T.contiguous() for t in copies], ops.matmul))
+        for label, spec, weights, body in cases:
             shape_w = tuple(weights[0].shape)
             with Graph("gemv", input_types=[TensorType(DType.bfloat16, (m, k), gref),
                                             TensorType(DType.bfloat16, shape_w, gref)]) as g:
                 g.output(body(*g.inputs))
-            model = session.load(g)
             bufs = [driver.Buffer.from_dlpack(t) for t in weights]
-            (out,) = model.execute(a, bufs[0])
-            err = (torch.from_dlpack(out).float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
-            cyc = itertools.cycle(bufs)
-            t = timer(stream, lambda: model.execute(a, next(cyc)))
+            with tuning.override(spec):
+                model = session.load(g)
+                (out,) = model.execute(a, bufs[0])
+                err = (torch.from_dlpack(out).float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+                cyc = itertools.cycle(bufs)
+                t = timer(stream, lambda: model.execute(a, next(cyc)))
             gbps = k * n * 2 / t / 1e9
             row |= {f"{label}gpu_us": round(t * 1e6, 1), f"{label}of_copy_rate": round(gbps / copy_gbps, 3),
                     f"{label}rel_err": float(f"{err:.2e}")}
@@ -88,7 +102,8 @@ def main() -> None:
         rows.append(row)
         print(rows[-1], flush=True)
         del copies, tws
-    write("gpu_gemv", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+    write("gpu_gemv_variants" if args.variants else "gpu_gemv", torch.cuda.get_device_name(), rows,
+          " ".join([sys.executable, *sys.argv]))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,7 @@
 // skinny_nt_<T>_m<MR>_<vec|any>[_norm][_gated]: A [M, K] with M <= MR (1, 2 or 4), W [N, K],
 // C [M, N], all row-major. A warp computes whole dot products: it owns R = MR consecutive rows
 // of W, reads them from start to end in 16-byte lane vectors (512 bytes per row and step, 8 / R
-// steps in flight: each step's registers take the step a group ahead as soon as it is summed;
-// the `_norm` variants load the next group once the whole group is summed), takes the matching A vectors through L1 (every warp
+// steps in flight before any is used), takes the matching A vectors through L1 (every warp
 // reads the same A; each vector serves the warp's R rows, so L1 carries no more bytes than the
 // weights), and the lanes' sums meet by shuffles. Nothing is split over K, so there is no
 // workspace and no second pass: for the small products of a decode step the time is latency,
@@ -90,28 +89,23 @@ __device__ __forceinline__ void inv_rms(float (&inv)[MR], const NtArgs& p, const
     }
 }
 
-// One step of a warp's rows of W: the lane's vector at `col` of each row (zero for the rows
-// past N and past K), or, with EARLY, the same loads kept ahead of a later griddepcontrol.wait.
-template <typename T, int R, int RW, bool VEC, bool EARLY>
-__device__ __forceinline__ void load_step(u32 (&raw)[RW][4], const T* W, const T* W2, i64 col, i64 k, int wrows) {
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-        if (r % R < wrows) {
-            const T* row = r < R ? W + r * k : W2 + (r - R) * k;
-            load_row<T, VEC, EARLY>(raw[r], row, col, k);
-        } else {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) raw[r][i] = 0;
-        }
-    }
-}
-
-// The first group of U steps (those from `base`).
+// The first group of steps of a warp's rows of W (those at `base`, zero for the rows past N),
+// or, with EARLY, the same loads kept ahead of the griddepcontrol.wait that follows them.
 template <typename T, int R, int RW, int U, bool VEC, bool EARLY>
 __device__ __forceinline__ void load_w(u32 (&raw)[U][RW][4], const T* W, const T* W2, i64 base, i64 k, int wrows) {
     constexpr i64 STEP = 32 * (16 / sizeof(T));
 #pragma unroll
-    for (int u = 0; u < U; ++u) load_step<T, R, RW, VEC, EARLY>(raw[u], W, W2, base + u * STEP, k, wrows);
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            if (r % R < wrows) {
+                const T* row = r < R ? W + r * k : W2 + (r - R) * k;
+                load_row<T, VEC, EARLY>(raw[u][r], row, base + u * STEP, k);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) raw[u][r][i] = 0;
+            }
+        }
 }
 
 // The same group's lines into L2 only (no registers held): the `_norm` variants' early reads,
@@ -208,14 +202,9 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
                     }
                 }
             }
-            // The same step of the next group into the registers just used, so that U steps
-            // stay in flight all along the row (not U, then none while they are summed). The
-            // `_norm` variants (short rows: fusion.norm_gemv_max_k) load whole groups, below:
-            // their per-step loads pushed ptxas into spills.
-            const i64 next = col + U * STEP;
-            if (!NORM && next < p.k) load_step<T, R, RW, VEC, false>(raw[u], W, W2, next, p.k, wrows);
         }
-        if (NORM && base + U * STEP < p.k) load_w<T, R, RW, U, VEC, false>(raw, W, W2, base + U * STEP, p.k, wrows);
+        // the next group of steps (the first came before the wait)
+        if (base + U * STEP < p.k) load_w<T, R, RW, U, VEC, false>(raw, W, W2, base + U * STEP, p.k, wrows);
     }
 #pragma unroll
     for (int m = 0; m < MR; ++m)
