@@ -1,8 +1,9 @@
 """The Hopper GEMM (kernels/gemm_sm90p.cu, launch/gemm_sm90p.rs) under every forced variant:
 column tile 128/256, clusters of 1/2 CTAs with B multicast, split-K with its deterministic
 reduction, persistent or one CTA per unit, small grids walking many units, raster groups, B as
-given or transposed, the staged epilogue (gemm.epilogue=staged: C through per-warp
-shared-memory tiles, taken where N % 8 == 0; other shapes fall back to the direct stores), and
+given or transposed, the staged epilogue (the default, and gemm.epilogue=staged: C through
+per-warp shared-memory tiles, taken where N % 8 == 0; other shapes fall back to the direct
+stores) and the direct one (gemm.epilogue=direct), and
 the stream-K tail of persistent grids.
 gemm.min_m=1 sends every shape to it, so odd shapes (M = 1..3, M and N past the tiles, K = 8,
 K not a multiple of 64, odd N) and batches (batched B, shared B folded into rows) run through
@@ -63,6 +64,9 @@ VARIANTS = {
     "staged_transposed": "gemm.epilogue=staged,gemm.cluster=2,gemm.transpose=1",
     "staged_c1_grid3": "gemm.epilogue=staged,gemm.cluster=1,gemm.splitk=1,gemm.grid=3",
     "staged_c2_split3_grid4": "gemm.epilogue=staged,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
+    # the direct stores from the fragments (the default takes the staged epilogue where it can)
+    "direct": "gemm.epilogue=direct",
+    "direct_c2_split3_grid4": "gemm.epilogue=direct,gemm.cluster=2,gemm.splitk=3,gemm.grid=4",
 }
 # Not a variant of every test: the tail of the last wave left whole.
 SPECS = dict(VARIANTS, no_tail_split="gemm.tail=0")
@@ -103,7 +107,7 @@ def knobs(spec):
 def forced_fields(spec):
     """The launch record's fields that the knobs of `spec` fix whatever the shape: a forced tile
     width, clusters (unless clusters along N, which narrow N may trim, are asked for too),
-    persistence, B transposed."""
+    persistence, B transposed, the direct epilogue."""
     k = knobs(spec)
     want = {}
     if "gemm.bn" in k:
@@ -114,6 +118,8 @@ def forced_fields(spec):
         want["persistent"] = int(k["gemm.persistent"])
     if k.get("gemm.transpose") == "1":
         want["n_major"] = 0
+    if k.get("gemm.epilogue") == "direct":
+        want["staged"] = 0
     return want
 
 

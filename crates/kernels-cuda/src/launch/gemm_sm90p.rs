@@ -12,9 +12,9 @@
 //! default), `gemm.epilogue` = direct | staged (the
 //! epilogue stores straight from the accumulator fragments, 8 scattered 8-byte pieces per store
 //! instruction, or through a per-warp shared-memory tile as coalesced 16-byte vectors: the `_st`
-//! kernels, taken only where C allows them, see [`staged_ok`]; by default staged for K <= 2048
-//! ([`STAGED_MAX_K`]), where it measured 1.1-1.5x faster on an
-//! H200, else direct). Each launch's plan is recorded while launches are recorded
+//! kernels, taken only where C allows them, see [`staged_ok`]; staged by default: on an H200,
+//! bf16 W^T, it measured 0.92-1.0x cuBLAS where direct measured 0.81-0.94x at 2048-8192 rows and
+//! K of 4096-14336, and 1.1-1.5x faster than direct on ResNet-50's 1x1-conv shapes). Each launch's plan is recorded while launches are recorded
 //! ([`super::record`]). A ping-pong schedule (each consumer warpgroup on its own tile, one's
 //! epilogue overlapping the other's mainloop) measured 0.62-0.64x cuBLAS on an H200 where the
 //! cooperative one ran 0.83-0.90x (bf16, 2048 to 8192 rows) and was deleted.
@@ -97,13 +97,6 @@ fn smem_bytes(bm: usize, bn: usize, staged: bool) -> u32 {
     let rest = if staged { 256 + STAGING_BYTES } else { 2 * stages(bm, bn, false) * 8 + 16 + 2 * 8 };
     (ring + rest + 1024) as u32
 }
-
-/// The staged epilogue is the default up to this reduction length, where a tile's stores weigh
-/// against its mainloop. Measured on an H200 (bf16, ResNet-50 1x1-conv shapes), staged against
-/// direct: 6272x512x1024 17.9 against 23.5 us, 1568x512x2048 22.2 against 24.0, 100352x64x64
-/// 16.9 against 22.1 (the rule was K <= 512 and N >= 128 before); at 8192^3 it measured 0.80x
-/// cuBLAS against 0.82x.
-const STAGED_MAX_K: usize = 2048;
 
 /// Whether the staged epilogue may store C: every 8-column piece of a row one aligned 16-byte
 /// vector (n % 8 == 0, C 16-byte aligned, batches n * rows elements apart) and the fragment
@@ -293,7 +286,7 @@ fn launch_with(
         n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0
     };
     // (The 64-row tiles have no staged form: their stores are a small part of their time.)
-    let staged = !out.f32 && p.bm == 128 && knobs.staged.unwrap_or(k <= STAGED_MAX_K) && staged_ok(n, c, pairs);
+    let staged = !out.f32 && p.bm == 128 && knobs.staged.unwrap_or(true) && staged_ok(n, c, pairs);
     let name = kernel_name(dtype, n_major, (p.bm, p.bn), staged, out.f32, epi.is_identity());
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bm, p.bn, staged);
