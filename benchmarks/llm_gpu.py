@@ -190,9 +190,11 @@ def prefill_groups(ctxs: list, budget: int) -> list[list]:
     return groups
 
 
-def run_round(p, batch: int, prompt: int, steps: int, rng: np.random.Generator) -> tuple[float, float]:
+def run_round(p, batch: int, prompt: int, steps: int, rng: np.random.Generator,
+              prefill_ctx=None, decode_ctx=None) -> tuple[float, float]:
     """One round: `batch` fresh prompts prefilled, then `steps` decode steps of all of them;
-    (prefill seconds, decode seconds)."""
+    (prefill seconds, decode seconds). The prefill and the decode steps each run inside their
+    context manager when given (profile_llm.py profiles one of them)."""
     from max.interfaces import SamplingParams, TextGenerationInputs
     from max.pipelines.lib.context import TextContext
 
@@ -210,15 +212,17 @@ def run_round(p, batch: int, prompt: int, steps: int, rng: np.random.Generator) 
                         sampling_params=SamplingParams(top_k=1, max_new_tokens=steps + 1, ignore_eos=True))
             for _ in range(batch)]
     try:
-        t = time.perf_counter()
-        for group in prefill_groups(ctxs, int(p.pipeline_config.max_batch_input_tokens)):
-            step(group)
-        prefill = time.perf_counter() - t
-        t = time.perf_counter()
-        done = 0
-        while done < steps:
-            done += step(ctxs, min(p.decode_steps, steps - done))
-        decode = time.perf_counter() - t
+        with prefill_ctx or contextlib.nullcontext():
+            t = time.perf_counter()
+            for group in prefill_groups(ctxs, int(p.pipeline_config.max_batch_input_tokens)):
+                step(group)
+            prefill = time.perf_counter() - t
+        with decode_ctx or contextlib.nullcontext():
+            t = time.perf_counter()
+            done = 0
+            while done < steps:
+                done += step(ctxs, min(p.decode_steps, steps - done))
+            decode = time.perf_counter() - t
     finally:
         for c in ctxs:
             p.release(c.request_id)

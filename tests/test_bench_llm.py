@@ -62,3 +62,27 @@ def test_llm_gpu_tiny_flow(tmp_path):
     assert ttft["prompt"] == 17 and ttft["child_load_s"] is not None  # 16 words and BOS
     assert ("llama-3-8b-bf16", "ttft", 1) not in got
     assert list(tmp_path.glob("tmp*")) == []  # the models were deleted
+
+
+def test_profile_llm_summary():
+    # benchmarks/profile_llm.py's per-device figures from kernel spans (device, name, start us,
+    # end us) over 2 steps of 100 us: overlapping kernels count once in the busy time
+    import profile_llm
+
+    spans = [(0, "gemv", 0.0, 10.0), (0, "norm", 5.0, 20.0), (0, "gemv", 30.0, 40.0), (1, "allreduce", 0.0, 5.0)]
+    dev0, dev1 = profile_llm.summarize(spans, steps=2, wall_s=200e-6, top=1)
+    assert (dev0["device"], dev0["wall_us_per_step"], dev0["busy_us_per_step"], dev0["gaps_us_per_step"]) == (0, 100.0, 15.0, 85.0)
+    assert (dev0["kernels_per_step"], dev0["kernel_us_per_step"]) == (1.5, 17.5)
+    assert dev0["top"] == [{"kernel": "gemv", "per_step": 1.0, "us_per_step": 10.0, "mean_us": 10.0}]
+    assert (dev1["busy_us_per_step"], dev1["top"][0]["kernel"]) == (2.5, "allreduce")
+    assert profile_llm.union_us([(0, 10), (35, 36), (5, 20), (30, 40)]) == 30.0
+
+
+def test_profile_llm_tiny_flow(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "profile_llm.py"), "--tiny", "--models", "smollm2-135m-q4_1",
+           "--keep-models", str(tmp_path)]
+    for extra in ([], ["--prefill"]):
+        r = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT / "benchmarks")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (tmp_path / "smollm2-135m-q4_1.gguf").is_file()
