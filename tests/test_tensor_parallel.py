@@ -110,10 +110,6 @@ def test_too_many_devices_for_the_heads(tmp_path):
                                      quantization_encoding="float32"))
 
 
-def test_data_parallel_degree_is_a_clear_error():
-    with pytest.raises(NotImplementedError, match="data-parallel replicas are not supported"):
-        PipelineConfig(model_path="x", data_parallel_degree=2)
-
 
 def _forced_logits(p, prompt: list[int], tokens: list[int]) -> list[np.ndarray]:
     """The logits of each step of a greedy run that produced `tokens`, with those tokens fed

@@ -154,6 +154,15 @@ class PagedKVCacheManager:
         self._metrics["prefix_hit_tokens"] += hit
         ctx.set_token_indices(start_idx=hit, active_idx=min(end, hit + max(1, int(ctx.active_length))))
 
+    def cached_prefix_tokens(self, ctx: Any) -> int:
+        """Tokens of `ctx`'s prompt whose pages the prefix cache holds (what ``alloc`` would
+        share; 0 without prefix caching), leaving the cache as it is."""
+        tokens = getattr(ctx, "tokens", None)
+        if not self.enable_prefix_caching or tokens is None:
+            return 0
+        names = page_names(tokens, self.page_size, (int(ctx.end_idx) - 1) // self.page_size)
+        return self._pool.matched(names) * self.page_size
+
     def release(self, request_id: Any, replica_idx: int = 0) -> None:
         """Returns the request's pages."""
         pages = self._pages.pop(request_id, None)

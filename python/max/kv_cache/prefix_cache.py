@@ -105,6 +105,15 @@ class PagePool:
             self._refs[page] += 1
         return pages
 
+    def matched(self, names: Sequence[bytes]) -> int:
+        """How many leading `names` are cached or in use (``match`` without taking them)."""
+        n = 0
+        for name in names:
+            if name not in self._by_name:
+                break
+            n += 1
+        return n
+
     def name(self, page: int, name: bytes) -> None:
         """Records that in-use `page` is full and holds the prefix called `name`. When another
         page already has that name (two requests computed the same prefix), this one stays

@@ -145,15 +145,23 @@ def _generate(args: argparse.Namespace) -> int:
     out.flush()
     st = gen.stats
     ttft = f"{st.first_token_seconds * 1000:.1f} ms" if st.first_token_seconds is not None else "-"
-    refs = getattr(pipeline.model, "device_refs", [])
-    where = ",".join(str(r) for r in refs) if len(refs) > 1 else pipeline.device.label
     print(
-        f"[max] {pipeline.source.architecture} on {where}: load {load:.2f} s | time to first token {ttft} | "
+        f"[max] {pipeline.source.architecture} on {_placement(pipeline)}: load {load:.2f} s | time to first token {ttft} | "
         f"prefill {st.prefill_tokens_per_second:.1f} tok/s ({st.prompt_tokens} tokens) | "
         f"decode {st.decode_tokens_per_second:.1f} tok/s ({st.decode_tokens} tokens)",
         file=sys.stderr,
     )
     return 0
+
+
+def _placement(pipeline: Any) -> str:
+    """Where a text-generation pipeline runs: its device, its tensor-parallel devices, or its
+    data-parallel replicas and theirs."""
+    replicas = getattr(pipeline, "replicas", None)
+    if replicas:
+        return f"{len(replicas)} replicas ({'; '.join(_placement(r) for r in replicas)})"
+    refs = getattr(pipeline.model, "device_refs", [])
+    return ",".join(str(r) for r in refs) if len(refs) > 1 else pipeline.device.label
 
 
 def _encode(args: argparse.Namespace) -> int:

@@ -49,7 +49,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="cpu, gpu, gpu:N or gpu:0,1 (tensor parallel over those GPUs); default: the first GPU, "
                         "else the CPU")
     g.add_argument("--data-parallel-degree", type=int, default=1,
-                   help="model replicas over the devices (only 1: the devices form one tensor-parallel group)")
+                   help="model replicas: --devices split into this many equal groups, each running a copy of "
+                        "the model (tensor-parallel over its group) with its own KV cache")
     g.add_argument("--max-length", type=int, default=None, help="longest sequence (prompt + generated tokens)")
     g.add_argument("--max-batch-size", type=int, default=None, help="most sequences in one step")
     g.add_argument("--max-batch-input-tokens", type=int, default=8192, help="token budget of one step (chunked prefill)")

@@ -79,11 +79,8 @@ class MAXModelConfig:
         if isinstance(self.weight_path, (str, Path)):
             self.weight_path = [Path(self.weight_path)]
         self.weight_path = [Path(p) for p in self.weight_path]
-        if self.data_parallel_degree != 1:
-            raise NotImplementedError(
-                f"data_parallel_degree={self.data_parallel_degree}: data-parallel replicas are not supported; the "
-                "devices of --devices form one tensor-parallel group (run one server per group for replicas)"
-            )
+        if int(self.data_parallel_degree) < 1:
+            raise ValueError(f"--data-parallel-degree must be at least 1, got {self.data_parallel_degree}")
 
 
 @dataclass(kw_only=True)

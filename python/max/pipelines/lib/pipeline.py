@@ -240,7 +240,8 @@ class TextGenerationPipeline:
 def load_pipeline(pipeline_config: PipelineConfig, task: PipelineTask = PipelineTask.TEXT_GENERATION,
                   registry: Any = None) -> Any:
     """The pipeline for the config's model: the architecture from its config.json or GGUF
-    metadata, the tokenizer from its files."""
+    metadata, the tokenizer from its files; with data_parallel_degree > 1, that many replicas
+    (``data_parallel.DataParallelPipeline``)."""
     from max.pipelines.lib.registry import PIPELINE_REGISTRY
 
     registry = registry or PIPELINE_REGISTRY
@@ -250,10 +251,17 @@ def load_pipeline(pipeline_config: PipelineConfig, task: PipelineTask = Pipeline
     source = resolve(mc.model_path, mc.weight_path)
     arch = registry.architecture_for(source, task)
     tokenizer = arch.tokenizer(source, pipeline_config)
+    degree = int(mc.data_parallel_degree)
     if task == PipelineTask.EMBEDDINGS_GENERATION:
         from max.pipelines.lib.embeddings import EmbeddingsPipeline
 
+        if degree != 1:
+            raise NotImplementedError(f"--data-parallel-degree {degree}: encoder models run as one replica")
         return EmbeddingsPipeline(pipeline_config, source, arch, tokenizer)
+    if degree != 1:
+        from max.pipelines.lib.data_parallel import DataParallelPipeline
+
+        return DataParallelPipeline(pipeline_config, source, arch, tokenizer, degree)
     return TextGenerationPipeline(pipeline_config, source, arch, tokenizer)
 
 
