@@ -33,6 +33,24 @@ class TensorParallelAttentionWithRope(AttentionWithRope):
             object.__setattr__(self, "_shards", pieces)
         return pieces
 
+    def partial_outputs(
+        self,
+        layer_idx: int,
+        x: Sequence[TensorValue],
+        kv_collections: Sequence[PagedCacheValues],
+        freqs_cis: Sequence[TensorValue],
+        input_row_offsets: Sequence[TensorValue],
+    ) -> list[TensorValue]:
+        """Each device's output projection of its heads, before the allreduce that sums them
+        (``DistributedTransformerBlock`` adds the residual to the first one before it)."""
+        n = len(self.devices)
+        for name, values in (("x", x), ("kv_collections", kv_collections), ("freqs_cis", freqs_cis),
+                             ("input_row_offsets", input_row_offsets)):
+            if len(values) != n:
+                raise ValueError(f"TensorParallelAttentionWithRope: {name}: expected {n} values, got {len(values)}")
+        return [piece(layer_idx, *args)
+                for piece, *args in zip(self._pieces(), x, kv_collections, freqs_cis, input_row_offsets)]
+
     def __call__(  # type: ignore[override]
         self,
         layer_idx: int,
@@ -42,14 +60,8 @@ class TensorParallelAttentionWithRope(AttentionWithRope):
         freqs_cis: Sequence[TensorValue],
         input_row_offsets: Sequence[TensorValue],
     ) -> list[TensorValue]:
-        n = len(self.devices)
-        for name, values in (("x", x), ("kv_collections", kv_collections), ("freqs_cis", freqs_cis),
-                             ("input_row_offsets", input_row_offsets)):
-            if len(values) != n:
-                raise ValueError(f"TensorParallelAttentionWithRope: {name}: expected {n} values, got {len(values)}")
-        outs = [piece(layer_idx, *args)
-                for piece, *args in zip(self._pieces(), x, kv_collections, freqs_cis, input_row_offsets)]
-        return ops.allreduce.sum(outs, signal_buffers) if n > 1 else outs
+        outs = self.partial_outputs(layer_idx, x, kv_collections, freqs_cis, input_row_offsets)
+        return ops.allreduce.sum(outs, signal_buffers) if len(outs) > 1 else outs
 
 
 __all__ = ["TensorParallelAttentionWithRope"]

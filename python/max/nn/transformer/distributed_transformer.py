@@ -50,10 +50,21 @@ def take(it: Iterable[Value], n: int) -> list[Value]:
     return [next(it) for _ in range(n)]
 
 
+def allreduce_with_residual(xs: Sequence[TensorValue], pieces: Sequence[TensorValue],
+                            signal_buffers: Sequence[Any]) -> list[TensorValue]:
+    """``x + allreduce(pieces)`` on every device, as ``allreduce([x + pieces[0], *pieces[1:]])``:
+    the residual stream is the same on every device (each has the allreduce's one result), so
+    the first device adds it to its own piece, where a GPU folds the add into the epilogue of
+    the matmul that made the piece, and no device has an add after the allreduce."""
+    return ops.allreduce.sum([add_residual(xs[0], pieces[0]), *pieces[1:]], signal_buffers)
+
+
 class DistributedTransformerBlock(Module):
     """``h = x + allreduce(attention pieces)``, then ``h + allreduce(mlp pieces)``, on each
-    device. `attention` is a ``TensorParallelAttentionWithRope``; `mlp` is split with its
-    ``shard``; the norms are applied on every device."""
+    device (with a residual multiplier of 1, the residual joins the first device's piece before
+    the allreduce: ``allreduce_with_residual``). `attention` is a
+    ``TensorParallelAttentionWithRope``; `mlp` is split with its ``shard``; the norms are
+    applied on every device."""
 
     def __init__(self, attention: Module, mlp: ShardableCallable, attention_norm: Callable[..., Any],
                  mlp_norm: Callable[..., Any], devices: Sequence[Any], distributed_gemm_config: Any = None,
@@ -78,6 +89,11 @@ class DistributedTransformerBlock(Module):
                  input_row_offsets: Sequence[TensorValue]) -> list[TensorValue]:
         r = self.residual_multiplier
         normed = [self.input_layernorm(x) for x in xs]
+        if len(xs) > 1 and r == 1.0 and hasattr(self.self_attn, "partial_outputs"):
+            attn = self.self_attn.partial_outputs(layer_idx, normed, kv_collections, freqs_cis, input_row_offsets)
+            hs = allreduce_with_residual(xs, attn, signal_buffers)
+            partial = forward_sharded_layers(self._mlp_pieces(), [self.post_attention_layernorm(h) for h in hs])
+            return allreduce_with_residual(hs, partial, signal_buffers)
         attn = self.self_attn(layer_idx, normed, signal_buffers, kv_collections, freqs_cis, input_row_offsets)
         hs = [add_residual(x, a, r) for x, a in zip(xs, attn)]
         partial = forward_sharded_layers(self._mlp_pieces(), [self.post_attention_layernorm(h) for h in hs])
