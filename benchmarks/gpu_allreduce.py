@@ -3,7 +3,13 @@ time) against torch.distributed's NCCL allreduce, in the same run, for bfloat16 
 16-256 MB. Bus bandwidth is NCCL's figure: bytes * 2 (n - 1) / n / time. JSON to
 benchmarks/results/.
 
+`--small` times the allreduces of a decode step instead (bfloat16, 8 KiB to 1 MiB): one graph
+holds a chain of 64 allreduces, each summing the previous one's result, run as a CUDA graph, so
+the time per allreduce is the GPU's; through NCCL and through the signal buffers
+(collective.p2p=1) in the same run.
+
     python benchmarks/gpu_allreduce.py [--sizes-mb 16,32,64,128,256] [--reps 20]
+    python benchmarks/gpu_allreduce.py --small [--sizes-kb 8,32,128,512,1024]
 """
 
 from __future__ import annotations
@@ -54,6 +60,55 @@ def engine_busbw(size_mb: int, reps: int) -> tuple[float, float]:
     return t, elems * 2 * 2 * (N - 1) / N / t / 1e9
 
 
+CHAIN = 64  # allreduces per graph in --small
+
+
+def engine_chain_us(size_kb: int, reps: int, spec: str) -> float:
+    """Microseconds per allreduce of a chain of CHAIN bf16 allreduces of `size_kb` KiB over GPUs
+    0 and 1, under tuning `spec`."""
+    from max import driver, engine, tuning
+    from max.dtype import DType
+    from max.graph import DeviceRef, Graph, TensorType, ops
+    from max.nn.comm import Signals
+
+    elems = size_kb * 1024 // 2
+    refs = [DeviceRef.GPU(i) for i in range(N)]
+    devices = [driver.Accelerator(i) for i in range(N)]
+    signals = Signals(refs)
+    types = [TensorType(DType.bfloat16, [elems], r) for r in refs] + signals.input_types()
+    with tuning.override(spec):
+        with Graph("allreduce_chain", input_types=types) as g:
+            xs = [v.tensor for v in g.inputs[:N]]
+            sig = [v.buffer for v in g.inputs[N:]]
+            for _ in range(CHAIN):
+                xs = ops.allreduce.sum(xs, sig)
+            g.output(*xs)
+        model = engine.InferenceSession(devices=[driver.CPU(), *devices]).load(g)
+        xs = [driver.Buffer.zeros([elems], DType.bfloat16, device=d) for d in devices]
+        bufs = signals.buffers()
+        for _ in range(3):  # the second run captures the CUDA graph
+            model.execute(*xs, *bufs)
+        for d in devices:
+            d.synchronize()
+        start = time.perf_counter()
+        for _ in range(reps):
+            model.execute(*xs, *bufs)
+        for d in devices:
+            d.synchronize()
+    return (time.perf_counter() - start) / reps / CHAIN * 1e6
+
+
+def small(sizes_kb: list[int], reps: int) -> None:
+    rows = []
+    for kb in sizes_kb:
+        nccl, p2p = engine_chain_us(kb, reps, "collective.p2p=0"), engine_chain_us(kb, reps, "collective.p2p=1")
+        rows.append({"size_kb": kb, "nccl_us": round(nccl, 2), "p2p_us": round(p2p, 2), "speedup": round(nccl / p2p, 3)})
+    import torch
+
+    write("gpu_allreduce_small", torch.cuda.get_device_name(), rows,
+          f"python benchmarks/gpu_allreduce.py --small --sizes-kb {','.join(map(str, sizes_kb))} --reps {reps}")
+
+
 def _torch_worker(rank: int, init: str, sizes: list[int], reps: int, out: str) -> None:
     import torch
     import torch.distributed as dist
@@ -94,12 +149,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes-mb", default="16,32,64,128,256")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--small", action="store_true", help="decode-sized allreduces, NCCL against collective.p2p")
+    ap.add_argument("--sizes-kb", default="8,32,128,512,1024")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     from max import driver
 
     if driver.accelerator_count() < N:
         raise SystemExit(f"gpu_allreduce: needs {N} GPUs, this machine has {driver.accelerator_count()}")
+    if args.small:
+        small([int(s) for s in args.sizes_kb.split(",")], args.reps)
+        return
     sizes = [int(s) for s in args.sizes_mb.split(",")]
     theirs = torch_busbw(sizes, args.reps)
     rows = []

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from max import driver, engine
+from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
 from max.nn.comm import Allreduce, Signals
@@ -215,6 +215,42 @@ def test_two_gpu_collectives_match_numpy(rng, dtype):
     outs = _run(lambda xs, s: ops.distributed_broadcast(xs[0], s), [[4, 6]], dtype, refs, devices, eq[:1])
     for o in outs:
         np.testing.assert_array_equal(o, np.asarray(eq[0], o.dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16, DType.float32])
+def test_two_gpu_p2p_allreduce(rng, dtype):
+    """collective.p2p: an allreduce of up to 1 MiB in whole 16-byte vectors runs through the
+    signal buffers (kernels/allreduce_p2p.cu), each rank summing in f32 and rounding once, as
+    NCCL's two-rank sum does: both ranks get exactly those bits, call after call (the epochs
+    cycle through both sets of receive slots, the later calls replayed from a CUDA graph);
+    other sizes go to NCCL."""
+    devices = _gpus(2)
+    refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
+    size = {DType.bfloat16: 2, DType.float16: 2, DType.float32: 4}[dtype]
+    cases = [([4096], True), ([64, 4096], True), ([16 // size], True), ([(1 << 20) // size], True),
+             ([(1 << 20) // size + 16 // size], False), ([4096 + 1], False)]
+    for shape, fits in cases:
+        signals = Signals(refs)
+        types = [TensorType(dtype, shape, r) for r in refs] + signals.input_types()
+        with Graph("p2p", input_types=types) as g:
+            g.output(*ops.allreduce.sum([v.tensor for v in g.inputs[:2]], [v.buffer for v in g.inputs[2:]]))
+        with tuning.override("collective.p2p=1"):
+            model = engine.InferenceSession(devices=[driver.CPU(), *devices]).load(g)
+            sig = signals.buffers()
+            for call in range(6):
+                arrays = [_values(rng, dtype, shape) for _ in range(2)]
+                with tuning.record_launches() as log:
+                    outs = [_host(o) for o in model.execute(*_bufs(arrays, devices), *sig)]
+                if call == 0:  # later calls may replay a CUDA graph, which records nothing
+                    assert bool(log.records("allreduce_p2p")) == fits, (shape, log.records("allreduce_p2p"))
+                t = VALUE_TYPES[dtype]
+                want = (arrays[0].astype(np.float32) + arrays[1].astype(np.float32)).astype(t)
+                for o in outs:
+                    if fits:
+                        np.testing.assert_array_equal(o.view(np.uint8), want.view(np.uint8), err_msg=f"{shape} call {call}")
+                    else:
+                        np.testing.assert_allclose(o.astype(np.float64), want.astype(np.float64), rtol=1e-2)
 
 
 def test_a_missing_gpu_is_named():

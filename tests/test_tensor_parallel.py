@@ -170,6 +170,36 @@ def test_two_gpu_tensor_parallel_matches_one(tmp_path):
 
 
 @pytest.mark.gpu
+def test_two_gpu_p2p_allreduce_gives_nccls_tokens(tmp_path):
+    """A TP=2 decoder with collective.p2p (the decode steps' allreduces through the signal
+    buffers, replayed from CUDA graphs) gives the same logits and tokens as with NCCL: for two
+    ranks both sum in f32 and round once."""
+    from max import tuning
+
+    if driver.accelerator_count() < 2:
+        if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
+            pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
+        pytest.skip("needs 2 GPUs")
+    ckpt = write_checkpoint(directory=tmp_path, seed=7, arch="llama", dtype="bfloat16")
+    kw = dict(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16,
+              device_specs=[DeviceSpec.accelerator(0), DeviceSpec.accelerator(1)])
+    sp = SamplingParams(top_k=1, max_new_tokens=16, ignore_eos=True)
+    ids = np.random.default_rng(3).integers(5, ckpt["config"]["vocab_size"], 12).tolist()
+    runs, logits = [], []
+    for spec in ("collective.p2p=0", "collective.p2p=1"):
+        with tuning.override(spec), tuning.record_launches() as log:
+            p = load_pipeline(PipelineConfig(**kw))
+            gen = Generator(p)
+            runs.append(gen.run([gen.context(ids, sp)])[0].tokens)
+            logits.append(_forced_logits(p, ids, list(runs[0])))
+            assert bool(log.records("allreduce_p2p")) == spec.endswith("1")
+            del p
+    assert runs[1] == runs[0]
+    for i, (a, b) in enumerate(zip(*logits)):
+        np.testing.assert_array_equal(b, a, err_msg=f"step {i}")
+
+
+@pytest.mark.gpu
 def test_two_gpu_smollm2_greedy_tokens_match_tp1():
     """The real SmolLM2 GGUF (9 heads over 3 KV heads: 6 + 3 per GPU) on two GPUs against one:
     every step's logits within 1% of the largest, the same token wherever the race is clear,

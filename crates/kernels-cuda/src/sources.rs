@@ -73,6 +73,12 @@ pub const GEMV_NT: Family = Family {
     name: "gemv_nt",
     source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/gemv_nt.cu")),
 };
+/// allreduce.sum of small tensors over the GPUs of a process through their signal buffers
+/// (kernels/skinny_rows.cuh in front for its vector unpacking).
+pub const ALLREDUCE_P2P: Family = Family {
+    name: "allreduce_p2p",
+    source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/allreduce_p2p.cu")),
+};
 /// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
 pub const CONV: Family = Family { name: "conv", source: include_str!("../kernels/conv.cu") };
 /// max_pool2d, avg_pool2d, fold.
@@ -222,6 +228,7 @@ const SINGLE: &[Family] = &[
     CONV_SM90_AUX,
     GEMM_SKINNY,
     GEMV_NT,
+    ALLREDUCE_P2P,
     LAYOUT,
     INDEXING,
     CONV,

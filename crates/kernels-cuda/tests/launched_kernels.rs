@@ -4,10 +4,12 @@
 //! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
 //! unless MAX_REQUIRE_NVRTC=1.
 
-use max_kernels_cuda::launch::{attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling};
+use max_kernels_cuda::launch::{
+    allreduce_p2p, attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling,
+};
 use max_kernels_cuda::sources::{
-    self, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_NT, RANDOM,
-    SAMPLING,
+    self, ALLREDUCE_P2P, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_NT,
+    RANDOM, SAMPLING,
 };
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
@@ -31,6 +33,11 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
         assert!(ptx.contains(&entry(8)) || ptx.contains(&entry(64)), "missing or different: {}", entry(8));
     }
     Some(ptx)
+}
+
+#[test]
+fn allreduce_p2p_kernels_exist_with_their_argument_sizes() {
+    check_listed(&ALLREDUCE_P2P, allreduce_p2p::kernels(), 3);
 }
 
 #[test]

@@ -117,6 +117,9 @@ declare! {
     NcclLibrary: "nccl.library", None, Kind::Text, "";
     /// Seconds a GPU collective may take before its communicator is aborted and the op fails.
     NcclTimeoutS: "nccl.timeout_s", None, count(1), "120";
+    /// allreduce.sum of up to 1 MiB over GPUs that may access each other's memory runs as
+    /// pushes into the signal buffers and a local sum (kernels/allreduce_p2p.cu) instead of NCCL.
+    CollectiveP2p: "collective.p2p", None, Kind::Flag, "0";
 
     // ---- conv2d on Hopper (docs/kernels/conv2d.md) ----------------------------------------
     /// The Hopper implicit-GEMM conv2d (off: the im2col + GEMM path).

@@ -3,8 +3,11 @@ buffers every collective op takes, one per device) and ``Allreduce`` (a layer th
 value per device).
 
 MAX's peer-to-peer kernels keep 513 MiB of scratch in each signal buffer. Here the GPU
-collectives run over NCCL, which keeps its own, so a signal buffer is a small token that names
-its device and orders the collective after the buffer's set-up; ``NUM_BYTES`` is its size."""
+collectives run over NCCL, which keeps its own, except the allreduce of up to 1 MiB under the
+``collective.p2p`` knob (kernels/allreduce_p2p.cu), which pushes each device's tensor into every
+device's signal buffer: ``NUM_BYTES`` holds its counters, flags and receive slots for up to 8
+devices (16 MiB and 64 KiB). A signal buffer must start zeroed (``Signals.buffers`` does it) and
+serve one model's collectives."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ class Signals:
     """The signal buffers of `devices` (graph devices, in the order the collectives list
     their values)."""
 
-    NUM_BYTES = 64
+    NUM_BYTES = 65536 + 2 * 8 * (1 << 20)
 
     def __init__(self, devices: Iterable[Any]) -> None:
         self.devices: list[DeviceRef] = [DeviceRef.from_device(d) for d in devices]

@@ -4,6 +4,7 @@
 //! Pointers are raw device addresses (`CUdeviceptr`); the caller owns the memory and keeps it
 //! alive until the stream has run the launch.
 
+pub mod allreduce_p2p;
 pub mod attention;
 pub mod attention_decode;
 pub mod attention_prefill;

@@ -37,6 +37,8 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     // a layer's norms where they do not fold into the products (K > fusion.norm_gemv_max_k),
     // and the final norm
     ("norm", &["rms_norm_"]),
+    // the peer-to-peer allreduce of a decode step (waits before it reads its input)
+    ("allreduce_p2p", &["allreduce_p2p_"]),
 ];
 
 /// Whether `kernel` of the family named `family` is declared to wait (see [`DECLARED`]).

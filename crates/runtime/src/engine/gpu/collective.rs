@@ -1,13 +1,83 @@
-//! Collectives on GPUs through NCCL (crate::nccl): one communicator per ordered set of
-//! devices, each device's share of the op enqueued on its own stream.
+//! Collectives on GPUs: allreduce.sum of a small tensor through the GPUs' signal buffers
+//! (`collective.p2p`, [`allreduce_p2p`]) where it fits, else NCCL (crate::nccl): one
+//! communicator per ordered set of devices, each device's share of the op enqueued on its own
+//! stream.
+
+use std::sync::Arc;
+
+use max_graph::ops::Op;
+use max_graph::ops::collective::{Collective, Params};
+use max_kernels_cuda::launch::allreduce_p2p as p2p;
+use max_tuning::Knob;
 
 use super::super::program::{Step, StepKind};
-use crate::{Buffer, Error, Result};
+use crate::cuda::{CudaDevice, peer_access};
+use crate::{Buffer, Device, Error, Result, Stream};
 
 /// Runs collective `step` over its inputs (the tensors, then the signal buffers) on their GPUs.
 pub(crate) fn run(step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let StepKind::Op(op) = &step.kind else {
         return Err(Error::Value(format!("{}: not a collective", step.name())));
     };
+    if allreduce_p2p(op, inputs, outputs)? {
+        return Ok(());
+    }
     crate::nccl::run(op, inputs, outputs)
+}
+
+/// An allreduce.sum through the signal buffers (kernels/allreduce_p2p.cu) when
+/// `collective.p2p` is on and the call fits it: 2 to 8 GPUs that may each access every other's
+/// memory, contiguous tensors of one 16-bit or f32 type and at most 1 MiB, 16-byte aligned, and
+/// signal buffers with room for the receive slots. False (nothing enqueued) otherwise.
+fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool> {
+    let tuning = max_tuning::current();
+    if !tuning.flag_or(Knob::CollectiveP2p, false) {
+        return Ok(false);
+    }
+    let rank = inputs.first().map_or(0, Buffer::rank);
+    let Ok(p) = Params::of(op, inputs.len(), rank) else { return Ok(false) };
+    let n = p.ranks;
+    if p.op != Collective::AllreduceSum || n < 2 || outputs.len() != n || inputs.len() != 2 * n {
+        return Ok(false);
+    }
+    let (tensors, sigs) = inputs.split_at(n);
+    let Some(devices) = outputs.iter().map(|b| b.device().cuda().cloned()).collect::<Option<Vec<Arc<CudaDevice>>>>()
+    else {
+        return Ok(false);
+    };
+    let (dtype, count) = (tensors[0].dtype(), tensors[0].num_elements());
+    let same_place = |b: &Buffer, d: &Arc<CudaDevice>| b.device().cuda().is_some_and(|x| x.ordinal == d.ordinal);
+    let fitting = (0..n).all(|i| {
+        let t = &tensors[i];
+        t.is_contiguous()
+            && t.dtype() == dtype
+            && t.num_elements() == count
+            && outputs[i].num_elements() == count
+            && same_place(t, &devices[i])
+            && same_place(&sigs[i], &devices[i])
+    });
+    let addrs: Vec<u64> = tensors.iter().chain(outputs).map(Buffer::addr).collect();
+    let signal = sigs.iter().map(Buffer::nbytes).min().unwrap_or(0);
+    if !fitting || !p2p::fits(dtype, count, n, signal, &addrs) {
+        return Ok(false);
+    }
+    if !(0..n).all(|i| (0..n).all(|j| i == j || peer_access(&devices[i], &devices[j]))) {
+        return Ok(false);
+    }
+    // Each device's stream starts after its input is ready; an input freed in the order of
+    // another stream outlives the reads (as for NCCL).
+    for (t, d) in tensors.iter().zip(&devices) {
+        Stream::default_for(&Device::Cuda(d.clone())).wait_for(t.stream())?;
+    }
+    let streams: Vec<_> = devices.iter().map(|d| d.stream.clone()).collect();
+    let ins: Vec<u64> = tensors.iter().map(Buffer::addr).collect();
+    let outs: Vec<u64> = outputs.iter().map(Buffer::addr).collect();
+    let sig: Vec<u64> = sigs.iter().map(Buffer::addr).collect();
+    let timeout_ns = tuning.int(Knob::NcclTimeoutS).unwrap_or(120) as u64 * 1_000_000_000;
+    devices[0].bind()?;
+    p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns).map_err(Error::from)?;
+    for (t, d) in tensors.iter().zip(&devices) {
+        t.stream().wait_for(&Stream::default_for(&Device::Cuda(d.clone())))?;
+    }
+    Ok(true)
 }

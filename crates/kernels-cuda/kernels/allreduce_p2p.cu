@@ -1,0 +1,142 @@
+#line 1 "allreduce_p2p.cu"
+// allreduce_p2p.cu: allreduce.sum of a small tensor (a decode step's activations) over the GPUs
+// of one process, through their signal buffers, which every rank can write over peer access
+// (launch/allreduce_p2p.rs; it takes the op instead of NCCL under `collective.p2p`).
+//
+// allreduce_p2p_<T>: one launch per rank, each on its own device's stream. The tensor is cut
+// into chunks of AR_CHUNK bytes, one block each. Block b of every rank:
+//   1. reads its epoch, one more than the last this block of this rank finished (a counter in
+//      the rank's own signal buffer; the ranks run the same sequence of collectives, so their
+//      epochs agree), and the receive slot set of its parity;
+//   2. pushes its chunk of the input into slot [parity][rank] of every rank's receive area
+//      (plain stores, over NVLink for the peers), then, after a system-scope fence, sets flag
+//      [b][rank] of every rank to the epoch (a release store);
+//   3. waits until its own flags [b][r] of every rank r have reached the epoch (acquire loads;
+//      after `timeout_ns` of waiting it traps: a peer that never comes fails the launch instead
+//      of hanging it);
+//   4. sums the chunk's slots in rank order from its own receive area, in f32, rounds once to T
+//      and stores the result: every rank gets the very same bits.
+// Two slot sets by epoch parity are enough: a rank pushes epoch e + 2 into the set of epoch e
+// only after its wait of epoch e + 1, which needs every peer's flag of e + 1, which a peer sets
+// only after its launch of epoch e has finished reading. The receive area is read through L2
+// only (ld.global.cg): peers write it behind the SMs' L1.
+// The launch may overlap the previous kernel (programmatic dependent launch): every thread
+// waits for it before reading the input. Its dependents may launch once every block has its
+// data (after step 3): by then all of its blocks are resident, so blocks of the next kernel
+// waiting on the GPU cannot keep one of this grid's blocks from its SM.
+
+#define AR_MAX_RANKS 8
+#define AR_THREADS 256
+#define AR_CHUNK (AR_THREADS * 16 * 2)    // bytes per block: two 16-byte vectors per thread
+#define AR_MAX_BLOCKS 128                  // so at most AR_MAX_BLOCKS * AR_CHUNK = 1 MiB a call
+// Signal buffer layout (bytes): the blocks' epoch counters, the flags [block][rank], then the
+// receive area [2 parities][ranks][AR_SLOT].
+#define AR_COUNTERS 0
+#define AR_FLAGS 4096
+#define AR_RECV 65536
+#define AR_SLOT (AR_MAX_BLOCKS * AR_CHUNK)
+
+struct ArArgs {
+    u64 in, out;                // this rank's input and output: count elements of T
+    u64 sig[AR_MAX_RANKS];      // every rank's signal buffer (peer addresses), this rank's at [rank]
+    i64 count;                  // elements; count * sizeof(T) a multiple of 16
+    i32 rank, ranks;
+    u64 timeout_ns;             // how long step 3 may wait
+};
+
+__device__ __forceinline__ u64 ar_now() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ void ar_release(u32* p, u32 v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ u32 ar_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ void ar_add(float (&acc)[16 / sizeof(T)], uint4 q) {
+    constexpr int V = 16 / sizeof(T);
+    u32 w[4] = {q.x, q.y, q.z, q.w};
+    float f[V];
+    Unpack<T>::go(w, f);
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] += f[i];
+}
+
+// The sums rounded to T, packed as the 16 bytes of their vector.
+__device__ __forceinline__ u32 ar_bits(float v) { return f32_bits(FromF32<float>::go(v)); }
+__device__ __forceinline__ u32 ar_bits(bf16 v) { return v.bits; }
+__device__ __forceinline__ u32 ar_bits(f16 v) { return v.bits; }
+template <typename T> __device__ __forceinline__ uint4 ar_pack(const float (&acc)[16 / sizeof(T)]) {
+    u32 w[4];
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = ar_bits(acc[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            w[i] = ar_bits(FromF32<T>::go(acc[2 * i])) | (ar_bits(FromF32<T>::go(acc[2 * i + 1])) << 16);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <typename T> __device__ __forceinline__ void allreduce_p2p(const ArArgs& p) {
+    constexpr int V = 16 / sizeof(T);
+    const int b = blockIdx.x, tid = threadIdx.x;
+    u8* mine = reinterpret_cast<u8*>(p.sig[p.rank]);
+    __shared__ u32 s_epoch;
+    pdl_wait();
+    if (tid == 0) s_epoch = *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) + 1;
+    __syncthreads();
+    const u32 epoch = s_epoch;
+    const i64 parity = epoch & 1;
+    const i64 nvec = p.count / V, v0 = (i64)b * (AR_CHUNK / 16);
+    const i64 v1 = min(nvec, v0 + AR_CHUNK / 16);
+    // 2. push this rank's chunk into every rank's slot [parity][rank]
+    const uint4* in = reinterpret_cast<const uint4*>(p.in);
+    for (i64 v = v0 + tid; v < v1; v += AR_THREADS) {
+        const uint4 x = in[v];
+        for (int r = 0; r < p.ranks; ++r) {
+            uint4* slot = reinterpret_cast<uint4*>(reinterpret_cast<u8*>(p.sig[r]) + AR_RECV + (parity * p.ranks + p.rank) * AR_SLOT);
+            slot[v] = x;
+        }
+    }
+    __syncthreads();
+    if (tid < p.ranks) {
+        __threadfence_system();
+        ar_release(reinterpret_cast<u32*>(reinterpret_cast<u8*>(p.sig[tid]) + AR_FLAGS) + b * AR_MAX_RANKS + p.rank, epoch);
+        // 3. wait for rank tid's chunk of this epoch
+        const u32* flag = reinterpret_cast<const u32*>(mine + AR_FLAGS) + b * AR_MAX_RANKS + tid;
+        const u64 t0 = ar_now();
+        while ((int)(ar_acquire(flag) - epoch) < 0) {
+            if (ar_now() - t0 > p.timeout_ns) asm volatile("trap;");
+        }
+    }
+    __syncthreads();
+    pdl_launch_dependents();
+    // 4. the sum, in rank order, from this rank's receive area
+    uint4* out = reinterpret_cast<uint4*>(p.out);
+    for (i64 v = v0 + tid; v < v1; v += AR_THREADS) {
+        float acc[V];
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = 0.f;
+        for (int r = 0; r < p.ranks; ++r) {
+            const uint4* slot = reinterpret_cast<const uint4*>(mine + AR_RECV + (parity * p.ranks + r) * AR_SLOT);
+            ar_add<T>(acc, __ldcg(slot + v));
+        }
+        out[v] = ar_pack<T>(acc);
+    }
+    if (tid == 0) *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) = epoch;
+}
+
+#define AR_ENTRY(T, NAME) \
+    extern "C" __global__ void __launch_bounds__(AR_THREADS) allreduce_p2p_##NAME(const __grid_constant__ ArArgs p) { allreduce_p2p<T>(p); }
+AR_ENTRY(bf16, bf16)
+AR_ENTRY(f16, f16)
+AR_ENTRY(float, f32)
