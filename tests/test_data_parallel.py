@@ -33,8 +33,8 @@ def _cpus(n: int) -> list[DeviceSpec]:
     return [DeviceSpec.cpu(i) for i in range(n)]
 
 
-def _smollm(devices: int, degree: int = 1, **kw):
-    return load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=128, max_batch_size=4,
+def _smollm(devices: int, degree: int = 1, max_batch_size: int = 4, **kw):
+    return load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=128, max_batch_size=max_batch_size,
                                         device_specs=_cpus(devices), data_parallel_degree=degree,
                                         kv_cache_page_size=16, **kw))
 
@@ -134,6 +134,40 @@ def test_the_prefix_cache_steers_a_request_to_its_replica(tmp_path):
     hits = kv.get_metrics()["prefix_hit_tokens"]
     Generator(p).run([b])
     assert kv.get_metrics()["prefix_hit_tokens"] > hits
+
+
+def test_preemption_on_replicas_keeps_every_result(rng):
+    # two replicas of 16 pages (caches sized for two 128-token sequences each) running four
+    # requests each: eight requests wanting ~5 pages each run under the serving scheduler,
+    # which preempts within a replica when its cache is full; every request still gets the
+    # tokens it gets alone
+    from max.serve.scheduler import Scheduler
+
+    dp = _smollm(2, 2, max_batch_size=2)
+    dp.kv_manager.max_batch_size = 4  # more requests per replica than its cache was sized for
+    one = _smollm(1)
+    sp = SamplingParams(top_k=1, max_new_tokens=40, ignore_eos=True)
+    ctxs = [TextContext(max_length=128, tokens=rng.integers(100, 40000, n), sampling_params=sp)
+            for n in rng.integers(10, 40, 8)]
+    alone = []
+    for c in ctxs:
+        gen = Generator(one)
+        alone.append(gen.run([gen.context(c.tokens.copy(), sp)])[0].tokens)
+    sched = Scheduler(dp.kv_manager, max_batch_size=8, max_batch_input_tokens=48)
+    for c in ctxs:
+        sched.add(c)
+    victims = []
+    preempt = sched.preempt
+    sched.preempt = lambda c: (victims.append(dp.kv_manager.replica_of(c.request_id)), preempt(c))[1]
+    while sched.has_work:
+        batch = sched.schedule()
+        assert batch, "the scheduler made no progress"
+        outs = dp.execute(TextGenerationInputs([{c.request_id: c for c in batch}]))
+        for c in batch:
+            if c.request_id in outs and outs[c.request_id].is_done:
+                sched.finish(c)
+    assert [c.generated_tokens.tolist() for c in ctxs] == alone
+    assert victims and dp.kv_manager.get_num_used_pages() == 0
 
 
 def test_degree_must_divide_the_devices():

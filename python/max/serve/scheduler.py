@@ -7,8 +7,9 @@ running requests and of newly admitted ones, in chunks, until the step's token b
 KV pages can be allocated (with prefix caching, the pages of a cached prefix are shared and
 its chunk starts after them) and ``max_batch_size`` allows; it leaves when it finishes or is
 cancelled, and its pages are released at once. When a decode needs a page and none is free,
-the most recently admitted request is preempted: its pages are released and it goes back to
-the head of the queue, to be recomputed (prompt and generated tokens) when pages free up.
+the most recently admitted request holding pages of the same cache (with data-parallel
+replicas, the same replica) is preempted: its pages are released and it goes back to the head of
+the queue, to be recomputed (prompt and generated tokens) when pages free up.
 
 The scheduler runs on the model thread only; it is not thread-safe."""
 
@@ -135,15 +136,21 @@ class Scheduler:
         ctx.chunk(pending if not self.chunked else max(1, budget))
         return True
 
+    def _same_cache(self, a: TextContext, b: TextContext) -> bool:
+        """Whether `a`'s pages are in `b`'s cache (data-parallel replicas each have their own:
+        preempting a request of another replica frees nothing `b` can use)."""
+        replica_of = getattr(self.kv, "replica_of", None)
+        return replica_of is None or replica_of(a.request_id) == replica_of(b.request_id)
+
     def _fit_decode(self, ctx: TextContext, batch: dict[str, TextContext]) -> bool:
-        """Allocates `ctx`'s next page, preempting the newest requests not yet in this step's
-        batch while the cache is full; False when `ctx` itself had to be preempted."""
+        """Allocates `ctx`'s next page, preempting the newest requests of its cache not yet in
+        this step's batch while the cache is full; False when `ctx` itself had to be preempted."""
         while True:
             try:
                 self.kv.alloc(ctx)
                 return True
             except KVCacheExhaustedError:
-                victims = [c for c in self.running.values() if c.request_id not in batch]
+                victims = [c for c in self.running.values() if c.request_id not in batch and self._same_cache(c, ctx)]
                 victim = victims[-1]  # ctx itself is among them
                 self.preempt(victim)
                 if victim is ctx:
