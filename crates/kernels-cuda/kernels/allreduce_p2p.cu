@@ -60,13 +60,14 @@ __device__ __forceinline__ u32 ar_acquire(const u32* p) {
     return v;
 }
 
-template <typename T> __device__ __forceinline__ void ar_add(float (&acc)[16 / sizeof(T)], uint4 q) {
+// acc (+)= the vector's values (`first`: acc = them, so that -0 + -0 stays -0).
+template <typename T> __device__ __forceinline__ void ar_add(float (&acc)[16 / sizeof(T)], uint4 q, bool first) {
     constexpr int V = 16 / sizeof(T);
     u32 w[4] = {q.x, q.y, q.z, q.w};
     float f[V];
     Unpack<T>::go(w, f);
 #pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] += f[i];
+    for (int i = 0; i < V; ++i) acc[i] = first ? f[i] : acc[i] + f[i];
 }
 
 // The sums rounded to T, packed as the 16 bytes of their vector.
@@ -124,11 +125,9 @@ template <typename T> __device__ __forceinline__ void allreduce_p2p(const ArArgs
     uint4* out = reinterpret_cast<uint4*>(p.out);
     for (i64 v = v0 + tid; v < v1; v += AR_THREADS) {
         float acc[V];
-#pragma unroll
-        for (int i = 0; i < V; ++i) acc[i] = 0.f;
         for (int r = 0; r < p.ranks; ++r) {
             const uint4* slot = reinterpret_cast<const uint4*>(mine + AR_RECV + (parity * p.ranks + r) * AR_SLOT);
-            ar_add<T>(acc, __ldcg(slot + v));
+            ar_add<T>(acc, __ldcg(slot + v), r == 0);
         }
         out[v] = ar_pack<T>(acc);
     }
