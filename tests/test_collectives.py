@@ -217,6 +217,13 @@ def test_two_gpu_collectives_match_numpy(rng, dtype):
         np.testing.assert_array_equal(o, np.asarray(eq[0], o.dtype))
 
 
+def _p2p_gpus() -> list[driver.Device]:
+    devices = _gpus(2)
+    if not (devices[0].can_access(devices[1]) and devices[1].can_access(devices[0])):
+        pytest.skip("the two GPUs have no peer access: collective.p2p falls back to NCCL")
+    return devices
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16, DType.float32])
 def test_two_gpu_p2p_allreduce(rng, dtype):
@@ -225,7 +232,7 @@ def test_two_gpu_p2p_allreduce(rng, dtype):
     NCCL's two-rank sum does: both ranks get exactly those bits, call after call (the epochs
     cycle through both sets of receive slots, the later calls replayed from a CUDA graph);
     other sizes go to NCCL."""
-    devices = _gpus(2)
+    devices = _p2p_gpus()
     refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
     size = {DType.bfloat16: 2, DType.float16: 2, DType.float32: 4}[dtype]
     cases = [([4096], True), ([64, 4096], True), ([16 // size], True), ([(1 << 20) // size], True),
@@ -251,6 +258,43 @@ def test_two_gpu_p2p_allreduce(rng, dtype):
                         np.testing.assert_array_equal(o.view(np.uint8), want.view(np.uint8), err_msg=f"{shape} call {call}")
                     else:
                         np.testing.assert_allclose(o.astype(np.float64), want.astype(np.float64), rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_two_gpu_p2p_allreduces_back_to_back(rng):
+    """One set of signal buffers serving allreduces of 1 and 128 blocks and one that goes to
+    NCCL, with elementwise work between them, 20 executions queued before any result is read
+    (replays of a CUDA graph, each rank's epochs running ahead of the host): f32, exact sums."""
+    devices = _p2p_gpus()
+    refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
+    shapes = [[1024], [1 << 18], [1025], [1024]]  # 4 KiB, 1 MiB, 4100 bytes (NCCL), 4 KiB
+    signals = Signals(refs)
+    types = [TensorType(DType.float32, s, r) for s in shapes for r in refs] + signals.input_types()
+    with Graph("p2p_chain", input_types=types) as g:
+        x = [v.tensor for v in g.inputs[:8]]
+        sig = [v.buffer for v in g.inputs[8:]]
+        ra = ops.allreduce.sum(x[0:2], sig)
+        rb = ops.allreduce.sum([t * 0.5 for t in x[2:4]], sig)
+        rc = ops.allreduce.sum(x[4:6], sig)
+        rd = ops.allreduce.sum([a * 0.25 + t for a, t in zip(ra, x[6:8])], sig)
+        g.output(*ra, *rb, *rc, *rd)
+    arrays = [_values(rng, DType.float32, s) for s in shapes for _ in refs]
+    f = [np.asarray(a, np.float32) for a in arrays]
+    ra = f[0] + f[1]
+    want = [ra, f[2] * np.float32(0.5) + f[3] * np.float32(0.5), f[4] + f[5],
+            (ra * np.float32(0.25) + f[6]) + (ra * np.float32(0.25) + f[7])]
+    with tuning.override("collective.p2p=1"):
+        model = engine.InferenceSession(devices=[driver.CPU(), *devices]).load(g)
+        inputs = _bufs(arrays, devices * 4) + signals.buffers()
+        with tuning.record_launches() as log:
+            model.execute(*inputs)
+        assert len(log.records("allreduce_p2p")) == 3  # one record a call; the 4100-byte one: NCCL
+        runs = [model.execute(*inputs) for _ in range(20)]
+        for outs in runs:
+            got = [_host(o) for o in outs]
+            for k, w in enumerate(want):
+                for r in range(2):
+                    np.testing.assert_array_equal(got[2 * k + r], w, err_msg=f"allreduce {k}, rank {r}")
 
 
 def test_a_missing_gpu_is_named():

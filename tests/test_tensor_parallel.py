@@ -180,6 +180,9 @@ def test_two_gpu_p2p_allreduce_gives_nccls_tokens(tmp_path):
         if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
             pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
         pytest.skip("needs 2 GPUs")
+    a, b = driver.Accelerator(0), driver.Accelerator(1)
+    if not (a.can_access(b) and b.can_access(a)):
+        pytest.skip("the two GPUs have no peer access: collective.p2p falls back to NCCL")
     ckpt = write_checkpoint(directory=tmp_path, seed=7, arch="llama", dtype="bfloat16")
     kw = dict(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16,
               device_specs=[DeviceSpec.accelerator(0), DeviceSpec.accelerator(1)])

@@ -7,7 +7,7 @@ collectives run over NCCL, which keeps its own, except the allreduce of up to 1 
 ``collective.p2p`` knob (kernels/allreduce_p2p.cu), which pushes each device's tensor into every
 device's signal buffer: ``NUM_BYTES`` holds its counters, flags and receive slots for up to 8
 devices (16 MiB and 64 KiB). A signal buffer must start zeroed (``Signals.buffers`` does it) and
-serve one model's collectives."""
+serve one group of devices (a buffer seen with another group sends that call to NCCL)."""
 
 from __future__ import annotations
 

@@ -97,8 +97,10 @@ pub fn allreduce_p2p(
     let blocks = (count * dtype.size_in_bytes()).div_ceil(CHUNK) as u32;
     let mut sig = [0u64; MAX_RANKS];
     sig[..ranks].copy_from_slice(sigs);
-    for (i, stream) in streams.iter().enumerate() {
-        let f = function(stream.context(), &ALLREDUCE_P2P, name)?;
+    // Every rank's function first: a rank launched before another's failed would wait for it
+    // until its timeout.
+    let fs = streams.iter().map(|s| function(s.context(), &ALLREDUCE_P2P, name)).collect::<Result<Vec<_>>>()?;
+    for (i, (stream, f)) in streams.iter().zip(&fs).enumerate() {
         let args = ArArgs {
             input: ins[i],
             out: outs[i],
@@ -115,7 +117,7 @@ pub fn allreduce_p2p(
         unsafe {
             super::pdl::launch_pdl(
                 stream,
-                (&ALLREDUCE_P2P, name, &f),
+                (&ALLREDUCE_P2P, name, f),
                 cfg,
                 &args,
                 None,

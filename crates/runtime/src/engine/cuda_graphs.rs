@@ -59,6 +59,8 @@ pub(crate) struct Captured {
     devs: Vec<Arc<CudaDevice>>,
     /// The communicators of the collectives captured, watched after every replay.
     comms: Vec<Arc<crate::nccl::Comms>>,
+    /// Whether it holds peer-to-peer allreduces (replays take their turn, P2P_TURN).
+    p2p: bool,
     /// Per input, in input order: the staging buffer the graph reads a tensor input from, or
     /// the address of a buffer input the graph uses in place.
     inputs: Vec<Input>,
@@ -245,11 +247,13 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(Error::cuda("cuStreamBeginCapture"))?;
     let scope = crate::cuda::CaptureScope::enter();
+    super::gpu::collective::take_p2p_captured(); // (a flag an earlier, failed capture left)
     // The other devices' streams join the capture after its start, and rejoin its origin
     // before it ends (a capture must end with every stream it forked joined).
     let ran = fork(origin, &devs[1..]).and_then(|()| exec::run_body(&mut state, body));
     let joined = join(origin, &devs[1..]);
     let comms = scope.take_comms();
+    let p2p = super::gpu::collective::take_p2p_captured();
     drop(scope);
     // Capture always ends, also after an error, so the streams are usable again.
     let bound = origin.bind();
@@ -263,7 +267,7 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
         .iter()
         .map(|v| state.env.get(v).cloned().ok_or_else(|| Error::Value(format!("output %{v} was not computed"))))
         .collect::<Result<_>>()?;
-    Ok(Captured { graph, devs: devs.to_vec(), comms, inputs: staged, results, _arenas: arenas })
+    Ok(Captured { graph, devs: devs.to_vec(), comms, p2p, inputs: staged, results, _arenas: arenas })
 }
 
 /// `others`' streams wait for what `origin`'s stream has queued so far.
@@ -296,6 +300,8 @@ fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
     // The graph's collectives are enqueued like any other call on their communicators: one at
     // a time (another thread's collective must not fall between the devices' streams).
     let _turns: Vec<_> = c.comms.iter().map(|k| k.enqueue.lock().unwrap_or_else(|p| p.into_inner())).collect();
+    // Likewise its peer-to-peer allreduces (engine/gpu/collective.rs).
+    let _p2p_turn = c.p2p.then(|| super::gpu::collective::P2P_TURN.lock().unwrap_or_else(|p| p.into_inner()));
     // The staging copies (and the caller's earlier work) on every device come first; the
     // other devices' later work comes after the whole graph.
     join(origin, &c.devs[1..])?;

@@ -3,7 +3,9 @@
 //! communicator per ordered set of devices, each device's share of the op enqueued on its own
 //! stream.
 
-use std::sync::Arc;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use max_graph::ops::Op;
 use max_graph::ops::collective::{Collective, Params};
@@ -13,6 +15,27 @@ use max_tuning::Knob;
 use super::super::program::{Step, StepKind};
 use crate::cuda::{CudaDevice, peer_access};
 use crate::{Buffer, Device, Error, Result, Stream};
+
+/// One peer-to-peer allreduce's launches (one per device) at a time in the process, a replay of
+/// a CUDA graph holding such launches included: another thread's launches falling between one
+/// call's devices would pair different calls across the GPUs (each rank's epoch counts the
+/// calls on its stream).
+pub(crate) static P2P_TURN: Mutex<()> = Mutex::new(());
+
+/// The ordered GPUs (ordinals) each signal buffer, by address, has served in a peer-to-peer
+/// allreduce: its epochs count that group's calls, so it serves no other group.
+static SERVED: Mutex<Option<HashMap<u64, Vec<usize>>>> = Mutex::new(None);
+
+thread_local! {
+    /// Whether the capture under way on this thread recorded a peer-to-peer allreduce.
+    static P2P_CAPTURED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the current (or last) capture on this thread recorded a peer-to-peer allreduce;
+/// forgets it.
+pub(crate) fn take_p2p_captured() -> bool {
+    P2P_CAPTURED.with(|c| c.replace(false))
+}
 
 /// Runs collective `step` over its inputs (the tensors, then the signal buffers) on their GPUs.
 pub(crate) fn run(step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -27,11 +50,13 @@ pub(crate) fn run(step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<
 
 /// An allreduce.sum through the signal buffers (kernels/allreduce_p2p.cu) when
 /// `collective.p2p` is on and the call fits it: 2 to 8 GPUs that may each access every other's
-/// memory, contiguous tensors of one 16-bit or f32 type and at most 1 MiB, 16-byte aligned, and
-/// signal buffers with room for the receive slots. False (nothing enqueued) otherwise.
+/// memory, contiguous tensors of one 16-bit or f32 type and at most 1 MiB, 16-byte aligned,
+/// signal buffers with room for the receive slots that have served no other group of GPUs, and
+/// launches not serialised by CUDA_LAUNCH_BLOCKING=1 (the first rank would wait for the others
+/// inside its own launch). False (nothing enqueued) otherwise.
 fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool> {
     let tuning = max_tuning::current();
-    if !tuning.flag_or(Knob::CollectiveP2p, false) {
+    if !tuning.flag_or(Knob::CollectiveP2p, false) || std::env::var("CUDA_LAUNCH_BLOCKING").as_deref() == Ok("1") {
         return Ok(false);
     }
     let rank = inputs.first().map_or(0, Buffer::rank);
@@ -53,16 +78,29 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool>
             && t.dtype() == dtype
             && t.num_elements() == count
             && outputs[i].num_elements() == count
+            && outputs[i].dtype() == dtype
+            && outputs[i].is_contiguous()
             && same_place(t, &devices[i])
             && same_place(&sigs[i], &devices[i])
     });
-    let addrs: Vec<u64> = tensors.iter().chain(outputs).map(Buffer::addr).collect();
+    let addrs: Vec<u64> = tensors.iter().chain(outputs).chain(sigs).map(Buffer::addr).collect();
     let signal = sigs.iter().map(Buffer::nbytes).min().unwrap_or(0);
     if !fitting || !p2p::fits(dtype, count, n, signal, &addrs) {
         return Ok(false);
     }
     if !(0..n).all(|i| (0..n).all(|j| i == j || peer_access(&devices[i], &devices[j]))) {
         return Ok(false);
+    }
+    let group: Vec<usize> = devices.iter().map(|d| d.ordinal).collect();
+    {
+        let mut served = SERVED.lock().unwrap_or_else(|p| p.into_inner());
+        let served = served.get_or_insert_with(HashMap::new);
+        if sigs.iter().any(|b| served.get(&b.addr()).is_some_and(|g| *g != group)) {
+            return Ok(false);
+        }
+        for b in sigs {
+            served.insert(b.addr(), group.clone());
+        }
     }
     // Each device's stream starts after its input is ready; an input freed in the order of
     // another stream outlives the reads (as for NCCL).
@@ -74,8 +112,13 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool>
     let outs: Vec<u64> = outputs.iter().map(Buffer::addr).collect();
     let sig: Vec<u64> = sigs.iter().map(Buffer::addr).collect();
     let timeout_ns = tuning.int(Knob::NcclTimeoutS).unwrap_or(120) as u64 * 1_000_000_000;
-    devices[0].bind()?;
-    p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns).map_err(Error::from)?;
+    {
+        let _turn = P2P_TURN.lock().unwrap_or_else(|p| p.into_inner());
+        p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns).map_err(Error::from)?;
+    }
+    if crate::cuda::capturing() {
+        P2P_CAPTURED.with(|c| c.set(true));
+    }
     for (t, d) in tensors.iter().zip(&devices) {
         t.stream().wait_for(&Stream::default_for(&Device::Cuda(d.clone())))?;
     }
