@@ -2,9 +2,11 @@
 bfloat16 Llama of the 8B shape (hidden 4096, 32 layers, 32 heads over 8 KV heads, FFN 14336,
 vocab 128256) at TP=1 (gpu:0) and TP=2 (gpu:0,1), in the same run. The checkpoint is written by
 llm_files.py and timed with llm_gpu.py's rounds. `--shape smollm2-135m` runs the 135M shape
-instead (quick check). JSON to benchmarks/results/.
+instead (quick check). `--dp-batch B` adds data parallelism: aggregate decode tokens/s of B
+sequences on gpu:0 against 2B sequences on two replicas (gpu:0,1, --data-parallel-degree 2).
+JSON to benchmarks/results/.
 
-    python benchmarks/llm_tp_gpu.py [--prompt 512] [--steps 64] [--shape llama-3-8b]
+    python benchmarks/llm_tp_gpu.py [--prompt 512] [--steps 64] [--shape llama-3-8b] [--dp-batch 64]
 """
 
 from __future__ import annotations
@@ -46,6 +48,28 @@ def measure(model_path: Path, gpus: list[int], prompt: int, steps: int, repeats:
     return {"tp": len(gpus), "load_s": round(load, 1), "prefill_tok_s": round(prompt / prefill, 1),
             "decode_tok_s": round(steps / decode, 2), "decode_ms_per_token": round(decode / steps * 1000, 3),
             "_tokens": tokens, "_logits": logits}
+
+
+def measure_dp(model_path: Path, batch: int, prompt: int, steps: int, repeats: int) -> list[dict]:
+    """Aggregate decode tokens/s of `batch` sequences on gpu:0, then of 2 * `batch` on two
+    replicas (gpu:0 and gpu:1, each running `batch`)."""
+    from max.driver import DeviceSpec
+    from max.pipelines import PipelineConfig
+    from max.pipelines.lib.pipeline import load_pipeline
+
+    rows = []
+    for degree in (1, 2):
+        p = load_pipeline(PipelineConfig(model_path=str(model_path), max_length=prompt + steps + 8,
+                                         max_batch_size=batch, data_parallel_degree=degree,
+                                         device_specs=[DeviceSpec.accelerator(i) for i in range(degree)]))
+        p.warm_up()
+        n = batch * degree
+        prefill, decode = timed_rounds(p, n, prompt, steps, repeats)
+        rows.append({"dp": degree, "batch": n, "decode_tok_s": round(n * steps / decode, 1),
+                     "ms_per_step": round(decode / steps * 1000, 3), "prefill_tok_s": round(n * prompt / prefill, 1)})
+        del p
+    rows[1]["decode_speedup"] = round(rows[1]["decode_tok_s"] / rows[0]["decode_tok_s"], 3)
+    return rows
 
 
 def greedy(p, ids: list[int], n: int) -> list[int]:
@@ -110,6 +134,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=list(SHAPES), default="llama-3-8b")
     ap.add_argument("--dir", default=None, help="where to write the checkpoint (default: a temporary folder)")
     ap.add_argument("--model", default=None, help="an existing checkpoint of --shape (written by llm_files.py) to use")
+    ap.add_argument("--dp-batch", type=int, default=0, help="also decode this many sequences per replica at DP=1 and DP=2")
     args = ap.parse_args()
     from max import driver
 
@@ -127,6 +152,11 @@ def main() -> None:
             r = measure(path, gpus, args.prompt, args.steps, args.repeats, rows[0]["_tokens"] if rows else None)
             rows.append({"model": f"{args.shape}-bf16", **r})
             print({k: v for k, v in rows[-1].items() if not k.startswith("_")}, flush=True)
+        dp_rows = [{"model": f"{args.shape}-bf16", "measure": "data_parallel", **r}
+                   for r in (measure_dp(path, args.dp_batch, args.prompt, args.steps, args.repeats)
+                             if args.dp_batch else [])]
+        for r in dp_rows:
+            print(r, flush=True)
     base = rows[0]
     rows[1]["vs_tp1"] = agreement(rows[0], rows[1])
     print("TP=2 against TP=1:", rows[1]["vs_tp1"], flush=True)
@@ -137,8 +167,9 @@ def main() -> None:
         r["prefill_speedup"] = round(r["prefill_tok_s"] / base["prefill_tok_s"], 3)
     import torch
 
-    write("llm_tp_gpu", torch.cuda.get_device_name(), rows,
-          f"python benchmarks/llm_tp_gpu.py --shape {args.shape} --prompt {args.prompt} --steps {args.steps}")
+    write("llm_tp_gpu", torch.cuda.get_device_name(), rows + dp_rows,
+          f"python benchmarks/llm_tp_gpu.py --shape {args.shape} --prompt {args.prompt} --steps {args.steps}"
+          + (f" --dp-batch {args.dp_batch}" if args.dp_batch else ""))
 
 
 if __name__ == "__main__":
