@@ -143,7 +143,7 @@ class PagedKVCacheManager:
             return
         end = int(ctx.end_idx)
         self._metrics["prefix_query_tokens"] += end
-        names = page_names(tokens, self.page_size, (end - 1) // self.page_size)
+        names = self._prefix_names(tokens, end)
         shared = self._pool.match(names)
         if not shared:
             return
@@ -154,14 +154,18 @@ class PagedKVCacheManager:
         self._metrics["prefix_hit_tokens"] += hit
         ctx.set_token_indices(start_idx=hit, active_idx=min(end, hit + max(1, int(ctx.active_length))))
 
+    def _prefix_names(self, tokens: Any, end: int) -> list[bytes]:
+        """The names of the full pages a request of `end` tokens may share: every one before the
+        page of its last token (which is always computed)."""
+        return page_names(tokens, self.page_size, (end - 1) // self.page_size)
+
     def cached_prefix_tokens(self, ctx: Any) -> int:
         """Tokens of `ctx`'s prompt whose pages the prefix cache holds (what ``alloc`` would
         share; 0 without prefix caching), leaving the cache as it is."""
         tokens = getattr(ctx, "tokens", None)
         if not self.enable_prefix_caching or tokens is None:
             return 0
-        names = page_names(tokens, self.page_size, (int(ctx.end_idx) - 1) // self.page_size)
-        return self._pool.matched(names) * self.page_size
+        return self._pool.matched(self._prefix_names(tokens, int(ctx.end_idx))) * self.page_size
 
     def release(self, request_id: Any, replica_idx: int = 0) -> None:
         """Returns the request's pages."""

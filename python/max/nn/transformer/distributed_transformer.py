@@ -89,14 +89,16 @@ class DistributedTransformerBlock(Module):
                  input_row_offsets: Sequence[TensorValue]) -> list[TensorValue]:
         r = self.residual_multiplier
         normed = [self.input_layernorm(x) for x in xs]
-        if len(xs) > 1 and r == 1.0 and hasattr(self.self_attn, "partial_outputs"):
+        fold = len(xs) > 1 and r == 1.0 and hasattr(self.self_attn, "partial_outputs")
+        if fold:
             attn = self.self_attn.partial_outputs(layer_idx, normed, kv_collections, freqs_cis, input_row_offsets)
             hs = allreduce_with_residual(xs, attn, signal_buffers)
-            partial = forward_sharded_layers(self._mlp_pieces(), [self.post_attention_layernorm(h) for h in hs])
-            return allreduce_with_residual(hs, partial, signal_buffers)
-        attn = self.self_attn(layer_idx, normed, signal_buffers, kv_collections, freqs_cis, input_row_offsets)
-        hs = [add_residual(x, a, r) for x, a in zip(xs, attn)]
+        else:
+            attn = self.self_attn(layer_idx, normed, signal_buffers, kv_collections, freqs_cis, input_row_offsets)
+            hs = [add_residual(x, a, r) for x, a in zip(xs, attn)]
         partial = forward_sharded_layers(self._mlp_pieces(), [self.post_attention_layernorm(h) for h in hs])
+        if fold:
+            return allreduce_with_residual(hs, partial, signal_buffers)
         mlp = ops.allreduce.sum(partial, signal_buffers) if len(hs) > 1 else partial
         return [add_residual(h, m, r) for h, m in zip(hs, mlp)]
 

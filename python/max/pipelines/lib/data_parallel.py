@@ -188,8 +188,7 @@ class DataParallelPipeline:
         self._each([r.warm_up for r in self.replicas])
 
     def release(self, request_id: Any) -> None:
-        r = self.kv_manager.replica_of(request_id)
-        if r is not None:
+        if self.kv_manager.replica_of(request_id) is not None:
             self.kv_manager.release(request_id)
 
     def execute(self, inputs: TextGenerationInputs) -> dict[str, TextGenerationOutput]:
