@@ -138,7 +138,8 @@ def test_the_prefix_cache_steers_a_request_to_its_replica(tmp_path):
 
 def test_preemption_on_replicas_keeps_every_result(rng):
     # two replicas of 16 pages (caches sized for two 128-token sequences each) running four
-    # requests each: eight requests wanting ~5 pages each run under the serving scheduler,
+    # requests each: eight requests of 30-39 prompt tokens and 40 new ones (5 pages each, 20 a
+    # replica against its 16) run under the serving scheduler,
     # which preempts within a replica when its cache is full; every request still gets the
     # tokens it gets alone
     from max.serve.scheduler import Scheduler
@@ -148,7 +149,7 @@ def test_preemption_on_replicas_keeps_every_result(rng):
     one = _smollm(1)
     sp = SamplingParams(top_k=1, max_new_tokens=40, ignore_eos=True)
     ctxs = [TextContext(max_length=128, tokens=rng.integers(100, 40000, n), sampling_params=sp)
-            for n in rng.integers(10, 40, 8)]
+            for n in rng.integers(30, 40, 8)]
     alone = []
     for c in ctxs:
         gen = Generator(one)
