@@ -5,30 +5,9 @@ import numpy as np
 import pytest
 
 from max.dtype import DType
-from max.graph import DeviceRef, Dim, Graph, TensorType, ops
+from max.graph import DeviceRef, Dim, ops
 
-F32, F16, I32, I64, B = DType.float32, DType.float16, DType.int32, DType.int64, DType.bool
-
-
-def T(dtype, *shape, device=None):
-    return TensorType(dtype, list(shape), device or DeviceRef.CPU())
-
-
-def stage(fn, *types):
-    with Graph("reduction", input_types=types) as g:
-        return fn(*g.inputs)
-
-
-def check(value, dtype, shape):
-    assert value.dtype == dtype
-    assert list(value.shape) == list(shape), value.shape
-
-
-def fails(exc, op, arg, fn, *types):
-    with pytest.raises(exc) as info:
-        stage(fn, *types)
-    assert str(info.value).startswith(f"{op}: {arg}:"), str(info.value)
-    return str(info.value)
+from staging import B, F16, F32, I32, I64, T, check, fails, stage
 
 
 REDUCTIONS = [ops.sum, ops.mean, ops.argmax, ops.argmin]
