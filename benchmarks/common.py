@@ -42,6 +42,20 @@ def time_async(fn: Callable[[], object], sync: Callable[[], None], warmup: int =
     return (time.perf_counter() - start) / reps
 
 
+def cuda_time(torch: object, fn: Callable[[], object], reps: int = 20) -> float:
+    """`time_async` of `fn` with torch's streams and ours both drained: seconds per call, for a
+    comparison with torch in the same process."""
+    from max import driver
+
+    gpu = driver.Accelerator()
+
+    def sync() -> None:
+        torch.cuda.synchronize()  # type: ignore[attr-defined]
+        gpu.synchronize()
+
+    return time_async(fn, sync, reps=reps)
+
+
 def check_tuning(specs: Iterable[str]) -> None:
     """Raises ValueError naming the first bad entry of any tuning spec ("conv.bn=128,gemm.splitk=2",
     see docs/configuration.md), before anything is measured."""

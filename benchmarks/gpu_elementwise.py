@@ -9,21 +9,10 @@ data), as `ms_vec1` / `ms_vec2`.
 
 import sys
 
-from common import time_async, write
+from common import cuda_time, write
 from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
-
-
-def cuda_time(torch, fn, reps=20):
-    """Seconds per call, with torch's and our streams both drained (see common.time_async)."""
-    gpu = driver.Accelerator()
-
-    def sync():
-        torch.cuda.synchronize()
-        gpu.synchronize()
-
-    return time_async(fn, sync, reps=reps)
 
 
 def main() -> None:

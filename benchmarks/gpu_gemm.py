@@ -24,21 +24,10 @@ import argparse
 import statistics
 import sys
 
-from common import check_tuning, time_async, write
+from common import check_tuning, cuda_time, write
 from max import driver, engine, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
-
-
-def cuda_time(torch, fn, reps=20):
-    """Seconds per call, with torch's and our streams both drained (see common.time_async)."""
-    gpu = driver.Accelerator()
-
-    def sync():
-        torch.cuda.synchronize()
-        gpu.synchronize()
-
-    return time_async(fn, sync, reps=reps)
 
 
 # --variants sweep: the Hopper GEMM's knobs one at a time against the default

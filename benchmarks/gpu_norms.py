@@ -8,24 +8,13 @@ Skips (printing why) on a machine without a GPU.
 
 import sys
 
-from common import time_async, write
+from common import cuda_time, write
 from max import driver, engine
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
 SHAPES = [(4096, 1024), (32 * 128, 768), (8, 16384)]
 EPS = 1e-5
-
-
-def cuda_time(torch, fn, reps=50):
-    """Seconds per call, with torch's and our streams both drained (see common.time_async)."""
-    gpu = driver.Accelerator()
-
-    def sync():
-        torch.cuda.synchronize()
-        gpu.synchronize()
-
-    return time_async(fn, sync, reps=reps)
 
 
 def main() -> None:
@@ -57,8 +46,8 @@ def main() -> None:
                 ),
             }
             for name, (model, args, torch_fn) in cases.items():
-                ours = cuda_time(torch, lambda: model.execute(*args))
-                theirs = cuda_time(torch, torch_fn)
+                ours = cuda_time(torch, lambda: model.execute(*args), 50)
+                theirs = cuda_time(torch, torch_fn, 50)
                 moved = 2 * m * d * x.element_size()  # read x once, write y once
                 rows.append({"op": name, "dtype": dtype.name, "shape": f"{m}x{d}",
                              "max_us": round(ours * 1e6, 1), "torch_us": round(theirs * 1e6, 1),
