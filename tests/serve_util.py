@@ -4,6 +4,7 @@ client for it and its Prometheus metrics as a dict."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -68,6 +69,21 @@ class ServerProcess:
 
         return AsyncOpenAI(base_url=self.url + "/v1", api_key="none", max_retries=0,
                            timeout=kw.pop("timeout", 120), **kw)
+
+    def greedy_texts(self, model: str, prompts: list[str], max_tokens: int, *, together: bool) -> list[str]:
+        """The greedy completion of each prompt: sent one after another, or all at once (so the
+        server may batch them)."""
+        kw = dict(model=model, max_tokens=max_tokens, temperature=0)
+        if not together:
+            client = self.client()
+            return [client.completions.create(prompt=p, **kw).choices[0].text for p in prompts]
+
+        async def all_at_once():
+            ac = self.async_client()
+            rs = await asyncio.gather(*(ac.completions.create(prompt=p, **kw) for p in prompts))
+            return [r.choices[0].text for r in rs]
+
+        return asyncio.run(all_at_once())
 
     def get(self, path: str) -> tuple[int, str]:
         try:

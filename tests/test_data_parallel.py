@@ -7,7 +7,6 @@ clear errors for a degree the devices do not divide."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import numpy as np
@@ -185,17 +184,8 @@ def test_serve_with_two_replicas():
     s = ServerProcess(smollm2_gguf(), "--max-length", "128", "--max-batch-size", "4", "--kv-cache-page-size", "16",
                       "--data-parallel-degree", "2", "--served-model-name", "smollm", devices="cpu:0,1")
     try:
-        client = s.client()
-        alone = [client.completions.create(model="smollm", prompt=p, max_tokens=6, temperature=0).choices[0].text
-                 for p in PROMPTS]
-
-        async def together():
-            ac = s.async_client()
-            rs = await asyncio.gather(*(ac.completions.create(model="smollm", prompt=p, max_tokens=6, temperature=0)
-                                        for p in PROMPTS))
-            return [r.choices[0].text for r in rs]
-
-        assert asyncio.run(together()) == alone
+        alone = s.greedy_texts("smollm", PROMPTS, 6, together=False)
+        assert s.greedy_texts("smollm", PROMPTS, 6, together=True) == alone
         m = s.metrics()
         assert m["maxserve_kv_cache_used_pages"] == 0 and m["maxserve_kv_cache_total_pages"] > 0
     finally:

@@ -6,7 +6,6 @@ computed."""
 
 from __future__ import annotations
 
-import asyncio
 
 import numpy as np
 import pytest
@@ -43,18 +42,9 @@ def _prompts(rng, count):
 
 def test_32_concurrent_greedy_requests_equal_each_alone(server, rng):
     prompts = _prompts(rng, 32)
-    client = server.client()
-    alone = [client.completions.create(model="smollm", prompt=p, max_tokens=8, temperature=0).choices[0].text
-             for p in prompts]
+    alone = server.greedy_texts("smollm", prompts, 8, together=False)
     before = server.metrics()
-
-    async def together():
-        ac = server.async_client()
-        rs = await asyncio.gather(*(ac.completions.create(model="smollm", prompt=p, max_tokens=8, temperature=0)
-                                    for p in prompts))
-        return [r.choices[0].text for r in rs]
-
-    assert asyncio.run(together()) == alone
+    assert server.greedy_texts("smollm", prompts, 8, together=True) == alone
     after = server.metrics()
     # The requests really shared steps: some step ran more than 16 of them.
     big = after["maxserve_batch_size_count"] - after['maxserve_batch_size_bucket{le="16.0"}']

@@ -5,9 +5,10 @@ step to its last. ``DataParallelPipeline`` has ``TextGenerationPipeline``'s inte
 ``max generate``, ``max serve`` and the pipeline API use it unchanged; its ``kv_manager`` is a
 ``ReplicaCaches``, which gives a request that has no pages yet to a replica: the one whose prefix
 cache holds most of its prompt, else the one running the fewest requests, else the one with the
-most free pages, among those running fewer than ``max_batch_size`` requests. A step runs every replica's share of the batch, on GPUs at the
-same time (one host thread per replica: the engine releases the GIL while it launches and waits),
-on CPU devices one after another (each execution already uses every core)."""
+most free pages, among those running fewer than ``max_batch_size`` requests. A step runs every
+replica's share of the batch, on GPUs at the same time (one host thread per replica: the engine
+releases the GIL while it launches and waits), on CPU devices one after another (each execution
+already uses every core)."""
 
 from __future__ import annotations
 
