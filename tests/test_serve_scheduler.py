@@ -96,3 +96,17 @@ def test_admission_waits_for_the_batch_size(pipeline, rng):
     for c in ctxs:
         sched.remove(c.request_id)
     assert np.all([not pipeline.kv_manager.contains(c.request_id) for c in ctxs])
+
+
+def test_scheduler_and_worker_import_without_the_serve_extra():
+    # FastAPI and uvicorn come with the `serve` extra; the scheduler and the worker (what a
+    # program batching its own requests uses) must not need them
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None\n"
+            "import max.serve, max.serve.scheduler, max.serve.worker\n"
+            "try:\n    max.serve.run\nexcept ImportError as e:\n    print('needs', e.name)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "needs fastapi"
