@@ -75,6 +75,51 @@ def test_allreduce_sums_on_simulated_devices(rng, n, dtype):
         np.testing.assert_array_equal(outs[0], want.astype(VALUE_TYPES[dtype]))
 
 
+def _allreduce_then_norm(rng, dtype, shape, refs, devices, mbc=False):
+    """allreduce.sum of one tensor per device, each sum then normalised (rms_norm, a weight per
+    device: the layer after a tensor-parallel attention or MLP); the sums, the normalised sums
+    and numpy's float64 norm of each (rounded) sum."""
+    from max.nn.kernels import rms_norm
+
+    n = len(refs)
+    arrays = [_values(rng, dtype, shape) for _ in range(n)]
+    gammas = [(rng.uniform(0.5, 1.5, shape[-1])).astype(VALUE_TYPES[dtype]) for _ in range(n)]
+    signals = Signals(refs)
+    types = ([TensorType(dtype, shape, r) for r in refs] + [TensorType(dtype, [shape[-1]], r) for r in refs]
+             + signals.input_types())
+    with Graph("allreduce_norm", input_types=types) as g:
+        xs = [v.tensor for v in g.inputs[:n]]
+        gs = [v.tensor for v in g.inputs[n:2 * n]]
+        sums = ops.allreduce.sum(xs, [v.buffer for v in g.inputs[2 * n:]])
+        g.output(*sums, *[rms_norm(x, w, 1e-5, multiply_before_cast=mbc) for x, w in zip(sums, gs)])
+    from max import _core
+
+    steps = [s for s in _core.engine._lowered_steps(g._ir) if s != "constant"]
+    assert steps == (["allreduce_sum"] if tuning.get("fusion.allreduce_norm") == "1" else
+                     ["allreduce_sum", "rms_norm", "rms_norm"]), steps  # the norms joined the allreduce
+    session = engine.InferenceSession(devices=[driver.CPU(), *[d for d in devices if not d.is_host]])
+    with tuning.record_launches() as log:
+        outs = [_host(o) for o in session.load(g).execute(*_bufs(arrays + gammas, devices * 2), *signals.buffers())]
+    want = []
+    for i in range(n):
+        x = outs[i].astype(np.float64)
+        inv = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5)
+        want.append(x * inv * gammas[i].astype(np.float64))
+    return outs[:n], outs[n:], want, log
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16])
+def test_norms_after_an_allreduce_on_simulated_devices(rng, dtype):
+    # the norms join the allreduce (one step); the host runs them after the sum
+    refs, devices = _sim(2)
+    for shape in ([3, 64], [1, 576]):
+        sums, normed, want, _ = _allreduce_then_norm(rng, dtype, shape, refs, devices)
+        np.testing.assert_array_equal(sums[0].view(np.uint8), sums[1].view(np.uint8))
+        tol = 1e-5 if dtype == DType.float32 else 2e-2
+        for got, w in zip(normed, want):
+            np.testing.assert_allclose(got.astype(np.float64), w, rtol=tol, atol=tol)
+
+
 def test_allreduce_on_one_device_is_a_copy(rng):
     a = rng.standard_normal((3, 5)).astype(np.float32)
     (out,) = _run(lambda xs, s: ops.allreduce.sum(xs, s), [[3, 5]], DType.float32, [DeviceRef.CPU()],
@@ -258,6 +303,43 @@ def test_two_gpu_p2p_allreduce(rng, dtype):
                         np.testing.assert_array_equal(o.view(np.uint8), want.view(np.uint8), err_msg=f"{shape} call {call}")
                     else:
                         np.testing.assert_allclose(o.astype(np.float64), want.astype(np.float64), rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32])
+def test_two_gpu_p2p_allreduce_with_the_norm_after_it(rng, dtype):
+    """The RMSNorm after a peer-to-peer allreduce runs in the same launch
+    (allreduce_p2p_norm_*) where a block holds whole rows (8B's 4096 and 1B's 2048 bf16 rows,
+    several rows a block, several blocks), and as the allreduce then the rms_norm kernel
+    otherwise (SmolLM2's 576; a row of 16 KiB): the sums are the plain allreduce's bits, the
+    norms numpy's float64 norm of them within the dtype's rounding, with and without the
+    weight multiplied before the cast."""
+    devices = _p2p_gpus()
+    refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
+    cases = [([1, 4096], True), ([8, 2048], True), ([64, 1024], True), ([2, 576], False), ([1, 8192], False)]
+    if dtype == DType.float32:
+        cases = [([1, 2048], True), ([5, 1024], True), ([3, 3000], False)]
+    for shape, joined in cases:
+        for mbc in (False, True):
+            sums, normed, want, log = _allreduce_then_norm(rng, dtype, shape, refs, devices, mbc=mbc)
+            kernels = [r["kernel"] for r in log.records("allreduce_p2p")]
+            assert kernels and all(("_norm_" in k) == joined for k in kernels), (shape, kernels)
+            np.testing.assert_array_equal(sums[0].view(np.uint8), sums[1].view(np.uint8))
+            tol = 1e-5 if dtype == DType.float32 else 2e-2
+            for got, w in zip(normed, want):
+                np.testing.assert_allclose(got.astype(np.float64), w, rtol=tol, atol=tol, err_msg=f"{shape} mbc={mbc}")
+    # the same bits as the allreduce and the rms_norm kernel apart, but for the sum of squares'
+    # order: at most one unit in the last place, and rarely
+    shape = [16, 4096] if dtype == DType.bfloat16 else [16, 2048]
+    seed = int(rng.integers(1 << 30))
+    _, joined, _, _ = _allreduce_then_norm(np.random.default_rng(seed), dtype, shape, refs, devices)
+    with tuning.override("fusion.allreduce_norm=0"):
+        _, apart, _, _ = _allreduce_then_norm(np.random.default_rng(seed), dtype, shape, refs, devices)
+    for a, b in zip(joined, apart):
+        bits = np.int64 if dtype == DType.float32 else np.int32
+        ia = a.view(np.uint16 if dtype == DType.bfloat16 else np.uint32).astype(bits)
+        ib = b.view(np.uint16 if dtype == DType.bfloat16 else np.uint32).astype(bits)
+        assert np.abs(ia - ib).max() <= 1 and np.mean(ia != ib) < 0.02
 
 
 @pytest.mark.gpu

@@ -20,6 +20,12 @@
 // only after its wait of epoch e + 1, which needs every peer's flag of e + 1, which a peer sets
 // only after its launch of epoch e has finished reading. The receive area is read through L2
 // only (ld.global.cg): peers write it behind the SMs' L1.
+// allreduce_p2p_norm_<T> is the same exchange followed by the RMSNorm of the sum (a decoder
+// layer's norm after the attention's or the MLP's allreduce): every block holds whole rows of
+// k elements (AR_CHUNK a multiple of a row, a row whole warps of vectors), so after step 4 it
+// sums the squares of its rows' rounded sums (per warp, then the row's warps in order through
+// shared memory: the same bits every run), and writes the normalised rows too, with the
+// rms_norm kernels' arithmetic (norm.cu: rms_norm_cached).
 // The launch may overlap the previous kernel (programmatic dependent launch): every thread
 // waits for it before reading the input. Its dependents may launch once every block has its
 // data (after step 3): by then all of its blocks are resident, so blocks of the next kernel
@@ -42,6 +48,16 @@ struct ArArgs {
     i64 count;                  // elements; count * sizeof(T) a multiple of 16
     i32 rank, ranks;
     u64 timeout_ns;             // how long step 3 may wait
+};
+
+// The RMSNorm of allreduce_p2p_norm: this rank's weight and result, the row length and the
+// rms_norm op's parameters.
+struct ArNormArgs {
+    ArArgs ar;
+    u64 gamma, normed;  // [k] and [count] elements of T on this rank's device
+    i64 k;              // elements per row: k / (16 / sizeof(T)) a multiple of 32 dividing AR_CHUNK / 16
+    float eps, offset;  // added to mean(x^2), and to every weight
+    i32 mbc, pad;       // multiply by the weight before the cast to T
 };
 
 __device__ __forceinline__ u64 ar_now() {
@@ -87,7 +103,51 @@ template <typename T> __device__ __forceinline__ uint4 ar_pack(const float (&acc
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-template <typename T> __device__ __forceinline__ void allreduce_p2p(const ArArgs& p) {
+// Rows of the block's vectors normalised (allreduce_p2p_norm): `sum[j]` holds this thread's
+// j-th vector (index v0 + tid + j * AR_THREADS) of the rounded sums, `have[j]` whether it exists.
+template <typename T, int PER>
+__device__ __forceinline__ void ar_norm(const ArNormArgs& n, i64 v0, const float (&sum)[PER][16 / sizeof(T)],
+                                        const bool (&have)[PER]) {
+    constexpr int V = 16 / sizeof(T), WARPS = AR_THREADS / 32;
+    __shared__ float wsum[PER * WARPS];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const i64 vpr = n.k / V;  // vectors per row, a multiple of 32: a warp's vectors share a row
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        float s = 0.f;
+        if (have[j]) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) s += sum[j][e] * sum[j][e];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) wsum[j * WARPS + warp] = s;
+    }
+    __syncthreads();
+    const uint4* gamma = reinterpret_cast<const uint4*>(n.gamma);
+    uint4* normed = reinterpret_cast<uint4*>(n.normed);
+    const i64 wpr = vpr / 32;
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        if (!have[j]) continue;
+        const i64 rel = tid + (i64)j * AR_THREADS, first = rel / vpr * wpr;
+        float ss = 0.f;
+        for (i64 w = 0; w < wpr; ++w) ss += wsum[first + w];
+        const float inv = 1.0f / sqrtf(ss / (float)n.k + n.eps);
+        const uint4 gq = __ldg(gamma + rel % vpr);
+        u32 gw[4] = {gq.x, gq.y, gq.z, gq.w};
+        float g[V], y[V];
+        Unpack<T>::go(gw, g);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float ge = g[e] + n.offset, v = sum[j][e];
+            y[e] = n.mbc ? v * inv * ge : to_f32(FromF32<T>::go(to_f32(FromF32<T>::go(v * inv)) * to_f32(FromF32<T>::go(ge))));
+        }
+        normed[v0 + rel] = ar_pack<T>(y);
+    }
+}
+
+template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(const ArArgs& p, const ArNormArgs* n) {
     constexpr int V = 16 / sizeof(T);
     const int b = blockIdx.x, tid = threadIdx.x;
     u8* mine = reinterpret_cast<u8*>(p.sig[p.rank]);
@@ -123,19 +183,38 @@ template <typename T> __device__ __forceinline__ void allreduce_p2p(const ArArgs
     pdl_launch_dependents();
     // 4. the sum, in rank order, from this rank's receive area
     uint4* out = reinterpret_cast<uint4*>(p.out);
-    for (i64 v = v0 + tid; v < v1; v += AR_THREADS) {
+    constexpr int PER = AR_CHUNK / 16 / AR_THREADS;  // vectors per thread
+    float sum[PER][V];
+    bool have[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        const i64 v = v0 + tid + (i64)j * AR_THREADS;
+        have[j] = v < v1;
+        if (!have[j]) continue;
         float acc[V];
         for (int r = 0; r < p.ranks; ++r) {
             const uint4* slot = reinterpret_cast<const uint4*>(mine + AR_RECV + (parity * p.ranks + r) * AR_SLOT);
             ar_add<T>(acc, __ldcg(slot + v), r == 0);
         }
-        out[v] = ar_pack<T>(acc);
+        const uint4 q = ar_pack<T>(acc);
+        out[v] = q;
+        if constexpr (NORM) {
+            u32 w[4] = {q.x, q.y, q.z, q.w};
+            Unpack<T>::go(w, sum[j]);  // the norm reads the sum as stored
+        }
     }
     if (tid == 0) *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) = epoch;
+    if constexpr (NORM) ar_norm<T, PER>(*n, v0, sum, have);
 }
 
-#define AR_ENTRY(T, NAME) \
-    extern "C" __global__ void __launch_bounds__(AR_THREADS) allreduce_p2p_##NAME(const __grid_constant__ ArArgs p) { allreduce_p2p<T>(p); }
+#define AR_ENTRY(T, NAME)                                                                               \
+    extern "C" __global__ void __launch_bounds__(AR_THREADS) allreduce_p2p_##NAME(const __grid_constant__ ArArgs p) { \
+        allreduce_p2p<T, false>(p, nullptr);                                                                \
+    }                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(AR_THREADS)                                                \
+        allreduce_p2p_norm_##NAME(const __grid_constant__ ArNormArgs n) {                                   \
+        allreduce_p2p<T, true>(n.ar, &n);                                                                   \
+    }
 AR_ENTRY(bf16, bf16)
 AR_ENTRY(f16, f16)
 AR_ENTRY(float, f32)

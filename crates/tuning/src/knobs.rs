@@ -99,6 +99,10 @@ declare! {
     /// Folds an RMSNorm into the product (W read as stored, or a quantized one) it feeds: one
     /// GEMV launch for 1-4 rows (quantized: 1-2) on the GPU.
     FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
+    /// Joins the RMSNorm after a tensor-parallel allreduce (a decoder layer's norm after its
+    /// attention or MLP) to the allreduce: one launch per GPU where the peer-to-peer allreduce
+    /// takes it (`collective.p2p`, rows of whole blocks), else the allreduce and the norm.
+    FusionAllreduceNorm: "fusion.allreduce_norm", None, Kind::Flag, "1";
     /// The RMSNorm and gated-MLP folds also take quantized products (qgemv, qgemv_mma).
     FusionQuantized: "fusion.quantized", None, Kind::Flag, "1";
     /// The longest row (K) whose RMSNorm folds into the product: every warp of the folded GEMV
@@ -118,8 +122,9 @@ declare! {
     /// Seconds a GPU collective may take before its communicator is aborted and the op fails.
     NcclTimeoutS: "nccl.timeout_s", None, count(1), "120";
     /// allreduce.sum of up to 1 MiB over GPUs that may access each other's memory runs as
-    /// pushes into the signal buffers and a local sum (kernels/allreduce_p2p.cu) instead of NCCL.
-    CollectiveP2p: "collective.p2p", None, Kind::Flag, "0";
+    /// pushes into the signal buffers and a local sum (kernels/allreduce_p2p.cu) instead of NCCL
+    /// (H200 pair: 4.9 us against NCCL's 6.8 at 8 KiB, 10.1 against 14.0 at 1 MiB).
+    CollectiveP2p: "collective.p2p", None, Kind::Flag, "1";
 
     // ---- conv2d on Hopper (docs/kernels/conv2d.md) ----------------------------------------
     /// The Hopper implicit-GEMM conv2d (off: the im2col + GEMM path).

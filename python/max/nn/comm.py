@@ -3,8 +3,8 @@ buffers every collective op takes, one per device) and ``Allreduce`` (a layer th
 value per device).
 
 MAX's peer-to-peer kernels keep 513 MiB of scratch in each signal buffer. Here the GPU
-collectives run over NCCL, which keeps its own, except the allreduce of up to 1 MiB under the
-``collective.p2p`` knob (kernels/allreduce_p2p.cu), which pushes each device's tensor into every
+collectives run over NCCL, which keeps its own, except the allreduce of up to 1 MiB (the
+``collective.p2p`` knob, on by default; kernels/allreduce_p2p.cu), which pushes each device's tensor into every
 device's signal buffer: ``NUM_BYTES`` holds its counters, flags and receive slots for up to 8
 devices (16 MiB and 64 KiB). A signal buffer must start zeroed (``Signals.buffers`` does it) and
 serve one group of devices (a buffer seen with another group sends that call to NCCL)."""

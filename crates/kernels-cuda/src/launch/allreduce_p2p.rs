@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig};
 use max_graph::DType;
+use max_graph::ops::reduction::RmsNormParams;
 
 use crate::sources::{ALLREDUCE_P2P, Family};
 use crate::{Error, Result, function};
@@ -43,6 +44,32 @@ struct ArArgs {
 // SAFETY: plain-old-data with the layout of the kernel's `ArArgs`.
 unsafe impl DeviceRepr for ArArgs {}
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct ArNormArgs {
+    ar: ArArgs,
+    gamma: u64,
+    normed: u64,
+    k: i64,
+    eps: f32,
+    offset: f32,
+    mbc: i32,
+    pad: i32,
+}
+
+// SAFETY: plain-old-data with the layout of the kernel's `ArNormArgs`.
+unsafe impl DeviceRepr for ArNormArgs {}
+
+/// The RMSNorm `allreduce_p2p` may also apply to the sum (kernel `allreduce_p2p_norm_*`): each
+/// rank's weight and result, rows of `k` elements, the rms_norm op's parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct NormOut<'a> {
+    pub gammas: &'a [u64],
+    pub normed: &'a [u64],
+    pub k: usize,
+    pub params: RmsNormParams,
+}
+
 fn kernel(dtype: DType) -> Option<&'static str> {
     match dtype {
         DType::BFloat16 => Some("allreduce_p2p_bf16"),
@@ -67,13 +94,22 @@ pub fn fits(dtype: DType, count: usize, ranks: usize, signal: usize, addrs: &[u6
         && addrs.iter().all(|a| a % 16 == 0)
 }
 
+/// Whether the sum's rows of `k` elements (a tensor that [`fits`]) can also be normalised in
+/// the same launch: a row is whole warps of 16-byte vectors and a block's chunk whole rows.
+pub fn fits_norm(dtype: DType, k: usize) -> bool {
+    let row = k * dtype.size_in_bytes();
+    k > 0 && row % (16 * 32) == 0 && CHUNK % row == 0
+}
+
 /// The kernels the launcher names with their argument size (tests/launched_kernels.rs).
 pub fn kernels() -> Vec<(Family, String, usize)> {
-    [DType::BFloat16, DType::Float16, DType::Float32]
+    let dtypes = [DType::BFloat16, DType::Float16, DType::Float32];
+    let plain = dtypes.into_iter().filter_map(kernel).map(|k| (ALLREDUCE_P2P, k.to_string(), size_of::<ArArgs>()));
+    let normed = dtypes
         .into_iter()
         .filter_map(kernel)
-        .map(|k| (ALLREDUCE_P2P, k.to_string(), size_of::<ArArgs>()))
-        .collect()
+        .map(|k| (ALLREDUCE_P2P, k.replacen("allreduce_p2p_", "allreduce_p2p_norm_", 1), size_of::<ArNormArgs>()));
+    plain.chain(normed).collect()
 }
 
 /// Enqueues rank i's share on `streams[i]`: out[i] = the sum over ranks of ins[r] (`count`
@@ -82,18 +118,29 @@ pub fn kernels() -> Vec<(Family, String, usize)> {
 /// `timeout_ns` for the others traps (its context fails) instead of hanging.
 ///
 /// The caller checked [`fits`] and that every device may access every other's memory.
+///
+/// With `norm`, rank i also writes the RMSNorm of the sum's rows (weight `norm.gammas[i]`) to
+/// `norm.normed[i]` in the same launch; the caller checked [`fits_norm`].
 pub fn allreduce_p2p(
     streams: &[Arc<CudaStream>],
     dtype: DType,
     (ins, outs, sigs): (&[u64], &[u64], &[u64]),
     count: usize,
     timeout_ns: u64,
+    norm: Option<NormOut>,
 ) -> Result<()> {
     let ranks = streams.len();
     let name = kernel(dtype).ok_or_else(|| Error::Unsupported(format!("allreduce_p2p: {dtype}")))?;
     if ins.len() != ranks || outs.len() != ranks || sigs.len() != ranks || !(2..=MAX_RANKS).contains(&ranks) {
         return Err(Error::Unsupported(format!("allreduce_p2p: {ranks} ranks with {} inputs", ins.len())));
     }
+    if let Some(n) = &norm {
+        if n.gammas.len() != ranks || n.normed.len() != ranks || !fits_norm(dtype, n.k) || count % n.k != 0 {
+            return Err(Error::Unsupported(format!("allreduce_p2p: no norm of rows of {} {dtype}", n.k)));
+        }
+    }
+    let normed_name = name.replacen("allreduce_p2p_", "allreduce_p2p_norm_", 1);
+    let name = if norm.is_some() { normed_name.as_str() } else { name };
     let blocks = (count * dtype.size_in_bytes()).div_ceil(CHUNK) as u32;
     let mut sig = [0u64; MAX_RANKS];
     sig[..ranks].copy_from_slice(sigs);
@@ -111,19 +158,29 @@ pub fn allreduce_p2p(
             timeout_ns,
         };
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS as u32, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the argument struct matches the kernel's; each rank's input and output hold
-        // `count` elements on its device and every signal buffer holds signal_bytes(ranks)
-        // bytes reachable from every device (the caller's contract, checked by `fits`).
-        unsafe {
-            super::pdl::launch_pdl(
-                stream,
-                (&ALLREDUCE_P2P, name, f),
-                cfg,
-                &args,
-                None,
-                "cuLaunchKernelEx(allreduce_p2p)",
-            )
-        }?;
+        let what = "cuLaunchKernelEx(allreduce_p2p)";
+        // SAFETY: the argument struct matches the kernel's; each rank's input and output (and
+        // normalised result) hold `count` elements on its device, its norm weight `k`, and
+        // every signal buffer holds signal_bytes(ranks) bytes reachable from every device (the
+        // caller's contract, checked by `fits` and `fits_norm`).
+        match &norm {
+            None => unsafe { super::pdl::launch_pdl(stream, (&ALLREDUCE_P2P, name, f), cfg, &args, None, what) }?,
+            Some(n) => {
+                let p = n.params;
+                let args = ArNormArgs {
+                    ar: args,
+                    gamma: n.gammas[i],
+                    normed: n.normed[i],
+                    k: n.k as i64,
+                    // f32 as the rms_norm kernel computes it
+                    eps: p.epsilon as f32,
+                    offset: p.weight_offset as f32,
+                    mbc: p.multiply_before_cast as i32,
+                    pad: 0,
+                };
+                unsafe { super::pdl::launch_pdl(stream, (&ALLREDUCE_P2P, name, f), cfg, &args, None, what) }?
+            }
+        };
     }
     super::record::record("allreduce_p2p", || {
         (name.to_string(), vec![("ranks", ranks as i64), ("blocks", blocks as i64), ("count", count as i64)])
@@ -150,5 +207,20 @@ mod tests {
         assert!(!fits(DType::BFloat16, 4096, 4, sig, &[0]), "signal buffers too small for 4 ranks");
         assert!(!fits(DType::Int64, 4096, 2, sig, &[0]));
         assert!(!fits(DType::BFloat16, 0, 2, sig, &[0]));
+    }
+
+    #[test]
+    fn norms_of_whole_rows_per_block() {
+        // Llama-3-8B's and Llama-3.2-1B's hidden rows, bf16 and f32: whole warps, whole rows a block
+        for (dtype, k) in
+            [(DType::BFloat16, 4096), (DType::BFloat16, 2048), (DType::Float32, 2048), (DType::Float16, 256)]
+        {
+            assert!(fits_norm(dtype, k), "{dtype:?} {k}");
+        }
+        assert!(!fits_norm(DType::BFloat16, 8192), "a row past one block");
+        assert!(!fits_norm(DType::BFloat16, 576), "SmolLM2: not whole warps of vectors");
+        assert!(!fits_norm(DType::BFloat16, 3072), "rows straddling blocks");
+        assert!(!fits_norm(DType::BFloat16, 128), "a row of less than a warp of vectors");
+        assert!(!fits_norm(DType::BFloat16, 0));
     }
 }

@@ -14,8 +14,27 @@ use max_graph::{Attr, Attrs, DType};
 use crate::{Buffer, Error, Result, cpu};
 
 /// Runs collective `op`: `inputs` are the N tensors then the signal buffers (broadcast: one
-/// tensor then the signal buffers), `outputs` the N results, all on the host.
+/// tensor then the signal buffers), `outputs` the N results, all on the host. An allreduce
+/// with a joined rms_norm (engine/passes/fuse_allreduce_norm.rs) also takes the N norm weights
+/// and gives the N normalised sums after the sums.
 pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    if let Some((norm, plain)) = crate::engine::passes::split_qnorm(op) {
+        let n = outputs.len() / 2;
+        if n == 0 || outputs.len() != 2 * n || inputs.len() != 3 * n {
+            return Err(Error::Value(format!(
+                "{} with rms_norm: {} inputs and {} results",
+                op.kind.name(),
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        let (sums, normed) = outputs.split_at(n);
+        run(&plain, &inputs[..2 * n], sums)?;
+        for ((sum, gamma), out) in sums.iter().zip(&inputs[2 * n..]).zip(normed) {
+            crate::engine::host_dispatch::run_cpu(&norm, &[sum.clone(), gamma.clone()], std::slice::from_ref(out))?;
+        }
+        return Ok(());
+    }
     let rank = inputs.first().map_or(0, Buffer::rank);
     let p = Params::of(op, inputs.len(), rank).map_err(|e| Error::Value(e.to_string()))?;
     if outputs.len() != p.ranks || p.ranks == 0 {

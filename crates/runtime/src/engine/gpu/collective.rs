@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use max_graph::ops::Op;
 use max_graph::ops::collective::{Collective, Params};
+use max_graph::ops::reduction::RmsNormParams;
 use max_kernels_cuda::launch::allreduce_p2p as p2p;
 use max_tuning::Knob;
 
@@ -26,6 +27,9 @@ pub(crate) static P2P_TURN: Mutex<()> = Mutex::new(());
 /// allreduce: its epochs count that group's calls, so it serves no other group.
 static SERVED: Mutex<Option<HashMap<u64, Vec<usize>>>> = Mutex::new(None);
 
+/// The norm a peer-to-peer allreduce may apply: each GPU's weight and result, the parameters.
+type NormArgs<'a> = (&'a [Buffer], &'a [Buffer], RmsNormParams);
+
 thread_local! {
     /// Whether the capture under way on this thread recorded a peer-to-peer allreduce.
     static P2P_CAPTURED: Cell<bool> = const { Cell::new(false) };
@@ -42,10 +46,65 @@ pub(crate) fn run(step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<
     let StepKind::Op(op) = &step.kind else {
         return Err(Error::Value(format!("{}: not a collective", step.name())));
     };
-    if allreduce_p2p(op, inputs, outputs)? {
+    if let Some((norm, plain)) = crate::engine::passes::split_qnorm(op) {
+        return run_with_norm(&norm, &plain, inputs, outputs);
+    }
+    if allreduce_p2p(op, inputs, outputs, None)? {
         return Ok(());
     }
     crate::nccl::run(op, inputs, outputs)
+}
+
+/// An allreduce with a joined rms_norm (engine/passes/fuse_allreduce_norm.rs): inputs the N
+/// tensors, the signal buffers and the N norm weights; outputs the N sums, then the N
+/// normalised sums. One peer-to-peer launch per GPU where it fits, else the allreduce (peer to
+/// peer or NCCL) and the rms_norm kernel on each GPU's stream.
+fn run_with_norm(norm: &Op, plain: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let n = outputs.len() / 2;
+    if n == 0 || outputs.len() != 2 * n || inputs.len() != 3 * n {
+        return Err(Error::Value(format!(
+            "allreduce_sum with rms_norm: {} inputs and {} results",
+            inputs.len(),
+            outputs.len()
+        )));
+    }
+    let params = RmsNormParams::from_attrs(&norm.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+    let (sums, normed) = outputs.split_at(n);
+    let (gammas, collective) = (&inputs[2 * n..], &inputs[..2 * n]);
+    if allreduce_p2p(plain, collective, sums, Some((gammas, normed, params)))? {
+        return Ok(());
+    }
+    if !allreduce_p2p(plain, collective, sums, None)? {
+        crate::nccl::run(plain, collective, sums)?;
+    }
+    for ((sum, gamma), out) in sums.iter().zip(gammas).zip(normed) {
+        let k = sum.shape().last().copied().unwrap_or(1);
+        let dev =
+            sum.device().cuda().cloned().ok_or_else(|| Error::Value("allreduce_sum: a sum off the GPU".into()))?;
+        let fits = |b: &Buffer| b.is_contiguous() && b.dtype() == sum.dtype() && b.device() == sum.device();
+        if !fits(gamma) || !fits(out) || !sum.is_contiguous() || gamma.num_elements() != k {
+            return Err(Error::Value(format!(
+                "rms_norm after allreduce_sum: weight {:?} or result {:?} do not match the sum {:?}",
+                gamma.shape(),
+                out.shape(),
+                sum.shape()
+            )));
+        }
+        let rows = sum.num_elements() / k.max(1);
+        let (eps, offset, mbc) = (params.epsilon, params.weight_offset, params.multiply_before_cast);
+        dev.bind()?;
+        max_kernels_cuda::launch::reduction::rms_norm(
+            &dev.stream,
+            sum.dtype(),
+            (sum.addr(), gamma.addr(), out.addr()),
+            rows,
+            k,
+            eps,
+            offset,
+            mbc,
+        )?;
+    }
+    Ok(())
 }
 
 /// An allreduce.sum through the signal buffers (kernels/allreduce_p2p.cu) when
@@ -54,9 +113,13 @@ pub(crate) fn run(step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<
 /// signal buffers with room for the receive slots that have served no other group of GPUs, and
 /// launches not serialised by CUDA_LAUNCH_BLOCKING=1 (the first rank would wait for the others
 /// inside its own launch). False (nothing enqueued) otherwise.
-fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool> {
+///
+/// With `norm` (each GPU's norm weight and normalised result, the norm's parameters) the same
+/// launch also normalises the sum's rows, when they fit the kernel (`p2p::fits_norm`); false
+/// (nothing enqueued) when they do not.
+fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer], norm: Option<NormArgs>) -> Result<bool> {
     let tuning = max_tuning::current();
-    if !tuning.flag_or(Knob::CollectiveP2p, false) || std::env::var("CUDA_LAUNCH_BLOCKING").as_deref() == Ok("1") {
+    if !tuning.flag_or(Knob::CollectiveP2p, true) || std::env::var("CUDA_LAUNCH_BLOCKING").as_deref() == Ok("1") {
         return Ok(false);
     }
     let rank = inputs.first().map_or(0, Buffer::rank);
@@ -83,8 +146,22 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool>
             && same_place(t, &devices[i])
             && same_place(&sigs[i], &devices[i])
     });
-    let addrs: Vec<u64> = tensors.iter().chain(outputs).chain(sigs).map(Buffer::addr).collect();
+    let mut addrs: Vec<u64> = tensors.iter().chain(outputs).chain(sigs).map(Buffer::addr).collect();
     let signal = sigs.iter().map(Buffer::nbytes).min().unwrap_or(0);
+    let k = tensors[0].shape().last().copied().unwrap_or(1);
+    if let Some((gammas, normed, _)) = norm {
+        let like = |b: &Buffer, elems: usize, i: usize| {
+            b.is_contiguous() && b.dtype() == dtype && b.num_elements() == elems && same_place(b, &devices[i])
+        };
+        let ok = gammas.len() == n
+            && normed.len() == n
+            && (0..n).all(|i| like(&gammas[i], k, i) && like(&normed[i], count, i))
+            && p2p::fits_norm(dtype, k);
+        if !ok {
+            return Ok(false);
+        }
+        addrs.extend(gammas.iter().chain(normed).map(Buffer::addr));
+    }
     if !fitting || !p2p::fits(dtype, count, n, signal, &addrs) {
         return Ok(false);
     }
@@ -114,7 +191,10 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<bool>
     let timeout_ns = tuning.int(Knob::NcclTimeoutS).unwrap_or(120) as u64 * 1_000_000_000;
     {
         let _turn = P2P_TURN.lock().unwrap_or_else(|p| p.into_inner());
-        p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns).map_err(Error::from)?;
+        let gammas: Vec<u64> = norm.map_or(vec![], |(g, _, _)| g.iter().map(Buffer::addr).collect());
+        let normed: Vec<u64> = norm.map_or(vec![], |(_, o, _)| o.iter().map(Buffer::addr).collect());
+        let norm = norm.map(|(_, _, params)| p2p::NormOut { gammas: &gammas, normed: &normed, k, params });
+        p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns, norm).map_err(Error::from)?;
     }
     if crate::cuda::capturing() {
         P2P_CAPTURED.with(|c| c.set(true));

@@ -6,7 +6,8 @@
 //! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`),
 //! and on the GPU the gated MLP's gate, up and mul joined into one product
 //! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
-//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`).
+//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`); the RMSNorms after
+//! an allreduce join it (`fuse_allreduce_norm`).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use super::program::{Body, Program, Step, StepKind};
 mod cse;
 mod dce;
 mod epilogue_chain;
+mod fuse_allreduce_norm;
 mod fuse_conv_epilogue;
 mod fuse_elementwise;
 mod fuse_gated_gemv;
@@ -58,6 +60,9 @@ pub fn lower(graph: &Graph) -> Program {
     }
     if tuning.flag_or(max_tuning::Knob::FusionNormGemv, true) {
         fuse_norm_gemv::fuse(&mut body, &types);
+    }
+    if tuning.flag_or(max_tuning::Knob::FusionAllreduceNorm, true) {
+        fuse_allreduce_norm::fuse(&mut body, &types);
     }
     if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
         fuse_rope_store::fuse(&mut body, &types);

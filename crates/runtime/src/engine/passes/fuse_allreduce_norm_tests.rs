@@ -1,0 +1,206 @@
+//! The allreduce + RMSNorm join (fuse_allreduce_norm.rs) on a tensor-parallel layer's shape:
+//! what joins, what stays apart, and that the joined step's host path gives exactly what the
+//! separate steps give.
+
+use std::sync::Arc;
+
+use max_graph::attrs::{Attr, Attrs};
+use max_graph::graph::Graph;
+use max_graph::ops::Op;
+use max_graph::{DType, DeviceRef, Dim, TensorType};
+
+use super::*;
+use crate::engine::exec::run_host_kernel;
+use crate::engine::passes::lower;
+use crate::engine::program::Program;
+use crate::{Buffer, Device};
+
+const K: i64 = 64;
+const ROWS: i64 = 3;
+
+fn constant(g: &mut Graph, dtype: DType, seed: u64, device: DeviceRef) -> ValueId {
+    let mut s = seed;
+    let data: Vec<u8> = (0..K)
+        .flat_map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = (s >> 40) as f32 / (1u64 << 24) as f32 + 0.5;
+            match dtype {
+                DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+                _ => v.to_le_bytes().to_vec(),
+            }
+        })
+        .collect();
+    let attrs = Attrs::new()
+        .with("data", Attr::Data(Arc::new(data)))
+        .with("dtype", Attr::DType(dtype))
+        .with("shape", Attr::Dims(vec![Dim::stat(K)]))
+        .with("device", Attr::Device(device));
+    g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0]
+}
+
+/// What to vary in the layer.
+#[derive(Clone, Copy, Default)]
+struct Twist {
+    /// Device 1's norm has another epsilon.
+    other_eps: bool,
+    /// Device 1 has no norm after the allreduce.
+    one_norm: bool,
+}
+
+/// x_i [ROWS, K] on each device summed by allreduce.sum; every sum normalised (its own weight);
+/// the sums and the normalised sums are the outputs.
+fn layer(devices: &[DeviceRef], dtype: DType, twist: Twist) -> Graph {
+    let mut g = Graph::new("t");
+    let xs: Vec<ValueId> = devices
+        .iter()
+        .map(|&d| g.add_input(Type::Tensor(TensorType::new(dtype, vec![Dim::stat(ROWS), Dim::stat(K)], d))))
+        .collect();
+    let sigs: Vec<ValueId> = devices
+        .iter()
+        .map(|&d| g.add_input(Type::Buffer(TensorType::new(DType::UInt8, vec![Dim::stat(1024)], d))))
+        .collect();
+    let sums = g.add_node(Op { kind: OpKind::AllreduceSum, attrs: Attrs::new() }, [xs, sigs].concat()).unwrap();
+    let mut outs = sums.clone();
+    for (i, (&s, &d)) in sums.iter().zip(devices).enumerate() {
+        if twist.one_norm && i == 1 {
+            continue;
+        }
+        let gamma = constant(&mut g, dtype, 10 + i as u64, d);
+        let eps = if twist.other_eps && i == 1 { 1e-6 } else { 1e-5 };
+        let attrs = Attrs::new().with("epsilon", Attr::Float(eps)).with("multiply_before_cast", Attr::Bool(false));
+        outs.push(g.add_node(Op { kind: OpKind::RmsNorm, attrs }, vec![s, gamma]).unwrap()[0]);
+    }
+    g.set_outputs(outs).unwrap();
+    g
+}
+
+fn names(p: &Program) -> Vec<String> {
+    p.body.steps.iter().map(|s| s.name()).filter(|n| n != "constant").collect()
+}
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[test]
+fn the_norms_after_an_allreduce_join_it() {
+    let _serial = serial();
+    let gpus = [DeviceRef::gpu(0), DeviceRef::gpu(1)];
+    let p = lower(&layer(&gpus, DType::BFloat16, Twist::default()));
+    assert_eq!(names(&p), ["allreduce_sum"]);
+    let s = p.body.steps.iter().find(|s| s.name() == "allreduce_sum").unwrap();
+    // the two tensors, the two signal buffers, the two norm weights; the sums, then the norms
+    assert_eq!((s.inputs.len(), s.outputs.len()), (6, 4));
+    let StepKind::Op(op) = &s.kind else { panic!("not an op step") };
+    let (norm, plain) = super::super::split_qnorm(op).unwrap();
+    assert_eq!(norm.kind, OpKind::RmsNorm);
+    assert_eq!(norm.attrs.get("epsilon"), Some(&Attr::Float(1e-5)));
+    assert!(plain.attrs.0.is_empty());
+    // four devices alike
+    let four: Vec<DeviceRef> = (0..4).map(DeviceRef::gpu).collect();
+    assert_eq!(names(&lower(&layer(&four, DType::Float32, Twist::default()))), ["allreduce_sum"]);
+}
+
+#[test]
+fn norms_that_differ_or_are_missing_stay_apart() {
+    let _serial = serial();
+    let gpus = [DeviceRef::gpu(0), DeviceRef::gpu(1)];
+    let other = Twist { other_eps: true, ..Twist::default() };
+    assert_eq!(names(&lower(&layer(&gpus, DType::BFloat16, other))), ["allreduce_sum", "rms_norm", "rms_norm"]);
+    let one = Twist { one_norm: true, ..Twist::default() };
+    assert_eq!(names(&lower(&layer(&gpus, DType::BFloat16, one))), ["allreduce_sum", "rms_norm"]);
+    let _off = max_tuning::scoped("fusion.allreduce_norm=0").unwrap();
+    assert_eq!(
+        names(&lower(&layer(&gpus, DType::BFloat16, Twist::default()))),
+        ["allreduce_sum", "rms_norm", "rms_norm"]
+    );
+}
+
+/// The joined step on the host (simulated devices) against the allreduce and norms run apart.
+#[test]
+fn the_joined_step_on_the_host_matches_the_steps_apart_exactly() {
+    let _serial = serial();
+    for dtype in [DType::BFloat16, DType::Float32] {
+        let cpus = [DeviceRef::CPU, DeviceRef::CPU];
+        let joined = lower(&layer(&cpus, dtype, Twist::default()));
+        let apart = {
+            let _off = max_tuning::scoped("fusion.allreduce_norm=0").unwrap();
+            lower(&layer(&cpus, dtype, Twist::default()))
+        };
+        let a = run_all(&joined);
+        let b = run_all(&apart);
+        assert_eq!((names(&joined), names(&apart).len()), (vec!["allreduce_sum".to_string()], 3));
+        assert_eq!(a.len(), 4);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x, y, "{dtype:?}");
+        }
+    }
+}
+
+/// Runs a lowered program's steps on the host with inputs from fixed seeds; its results' bytes.
+fn run_all(p: &Program) -> Vec<Vec<u8>> {
+    let mut env: std::collections::HashMap<ValueId, Buffer> = std::collections::HashMap::new();
+    for (i, &arg) in p.body.args.iter().enumerate() {
+        let t = match &p.types[arg] {
+            Type::Tensor(t) | Type::Buffer(t) => t,
+            Type::Chain => panic!("a chain argument"),
+        };
+        let shape: Vec<i64> = t.shape.iter().map(|d| d.as_static().unwrap()).collect();
+        let b = Buffer::zeros(t.dtype, &shape, &Device::Cpu).unwrap();
+        let mut s = 100 + i as u64;
+        for j in 0..b.num_elements() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0;
+            // SAFETY: element j of the fresh host buffer of t.dtype.
+            unsafe {
+                match t.dtype {
+                    DType::BFloat16 => *(b.addr() as *mut u16).add(j) = half::bf16::from_f32(v).to_bits(),
+                    DType::Float32 => *(b.addr() as *mut f32).add(j) = v,
+                    _ => {}
+                }
+            }
+        }
+        env.insert(arg, b);
+    }
+    for s in &p.body.steps {
+        if let StepKind::Op(o) = &s.kind {
+            if o.kind == OpKind::Constant {
+                let Some(Attr::Data(d)) = o.attrs.get("data") else { panic!("a constant without data") };
+                let t = p.types[s.outputs[0]].tensor().unwrap();
+                let b = Buffer::empty(t.dtype, &[K], &Device::Cpu).unwrap();
+                // SAFETY: the buffer holds exactly the constant's bytes.
+                unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), b.addr() as *mut u8, d.len()) };
+                env.insert(s.outputs[0], b);
+                continue;
+            }
+        }
+        let inputs: Vec<Buffer> = s.inputs.iter().map(|v| env[v].clone()).collect();
+        let outputs: Vec<Buffer> = s
+            .outputs
+            .iter()
+            .map(|&v| {
+                let t = p.types[v].tensor().unwrap();
+                let shape: Vec<i64> = t.shape.iter().map(|d| d.as_static().unwrap()).collect();
+                Buffer::empty(t.dtype, &shape, &Device::Cpu).unwrap()
+            })
+            .collect();
+        run_host_kernel(&p.types, s, &inputs, &outputs).unwrap();
+        for (v, b) in s.outputs.iter().zip(outputs) {
+            env.insert(*v, b);
+        }
+    }
+    let out: Vec<Vec<u8>> = p
+        .body
+        .results
+        .iter()
+        .map(|v| {
+            let b = &env[v];
+            // SAFETY: the host buffer holds nbytes bytes.
+            unsafe { std::slice::from_raw_parts(b.addr() as *const u8, b.nbytes()).to_vec() }
+        })
+        .collect();
+    // the norms are not all zero: the test would pass on empty results otherwise
+    assert!(out.iter().all(|b| b.iter().any(|&x| x != 0)));
+    out
+}
