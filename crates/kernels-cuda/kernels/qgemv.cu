@@ -17,7 +17,8 @@
 // quants as 32-bit words (aligned shared loads and funnel shifts, whatever the row's alignment)
 // and turns each quant into a float with one byte permute (the quant becomes the low byte of
 // 2^23's bit pattern) and one subtraction: three instructions per weight and lhs row with the
-// fma, which keeps decode under the memory time. Q5_K and Q6_K decode byte by byte. Block scales
+// fma, which keeps decode under the memory time. Q6_K joins its low-nibble and high-bit words
+// into 6-bit quants first (a few word operations per four weights); Q5_K decodes byte by byte. Block scales
 // are applied once per 16 or 32 elements (sum of lhs * q, times the scale, minus min times the
 // sum of lhs), so the result equals lhs @ dequantize(w)^T up to f32 rounding, like the CPU's
 // gemm; the summation order is fixed, so the result is deterministic. 16-bit lhs is read as
@@ -97,9 +98,27 @@ template <int E> __device__ __forceinline__ float combine(const u8* b, int sb, c
     return (d * (float)(i8)b[192 + 2 * sb]) * s[0] + (d * (float)(i8)b[192 + 2 * sb + 1]) * s[1];
 }
 
+// The bytes [from, to) of src (offsets) into dst, under 16 of them: cp.async of whole 8- or
+// 4-byte words when both ends are so aligned (Q6_K's 840-byte chunks start and end on 8),
+// else plain byte copies, whose loads the warp waits for.
+__device__ __forceinline__ void stage_edge(const u8* __restrict__ src, u64 from, u64 to, u8* __restrict__ dst, int lane) {
+    const u64 ends = ((u64)src + from) | ((u64)src + to);
+    const int w = (ends & 7) == 0 ? 8 : (ends & 3) == 0 ? 4 : 1;
+    if (w == 1) {
+        for (u64 i = from + lane; i < to; i += 32) dst[i] = src[i];
+        return;
+    }
+    for (u64 i = from + (u64)lane * w; i < to; i += 32 * (u64)w) {
+        const u32 d = (u32)__cvta_generic_to_shared(dst + i);
+        if (w == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src + i));
+        else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src + i));
+    }
+}
+
 // Copies bytes [0, len) at src into slot + (src % 16), so that 16-byte aligned global vectors
-// land on 16-byte aligned shared addresses: cp.async for the aligned middle, plain byte copies
-// for the unaligned head and tail (only rows that do not start on 16 bytes have them).
+// land on 16-byte aligned shared addresses: cp.async for the aligned middle, and for the
+// unaligned head and tail where they are whole words (stage_edge); only rows or chunks that do
+// not start or end on 16 bytes have a head or tail.
 __device__ __forceinline__ void stage_bytes(const u8* __restrict__ src, i64 len, u8* __restrict__ slot, int lane) {
     const u64 a = (u64)src, end = a + (u64)len;
     u8* dst = slot + (a & 15);
@@ -107,9 +126,9 @@ __device__ __forceinline__ void stage_bytes(const u8* __restrict__ src, i64 len,
     if (va > end) va = end;
     u64 vb = end & ~15ull;
     if (vb < va) vb = va;
-    for (u64 i = lane; i < va - a; i += 32) dst[i] = src[i];
+    if (va > a) stage_edge(src, 0, va - a, dst, lane);
     for (u64 i = lane; i < (vb - va) / 16; i += 32) cp_async16(dst + (va - a) + 16 * i, src + (va - a) + 16 * i, true);
-    for (u64 i = lane; i < end - vb; i += 32) dst[(vb - a) + i] = src[(vb - a) + i];
+    if (end > vb) stage_edge(src, vb - a, end - a, dst, lane);
 }
 
 // Where the lane's 32 quants sit and how they are packed, for the encodings decoded by words.
@@ -123,11 +142,18 @@ template <> struct Words<ENC_Q4_0> { enum { FAST = 1, NW = 4, SPLIT = 1 }; };
 template <> struct Words<ENC_Q4_1> { enum { FAST = 1, NW = 4, SPLIT = 1 }; };
 template <> struct Words<ENC_Q8_0> { enum { FAST = 1, NW = 8, SPLIT = 0 }; };
 template <> struct Words<ENC_Q4_K> { enum { FAST = 1, NW = 8, SPLIT = 0 }; };
+// Q6_K: element t's low 4 bits in nibble 4 * (p >> 1) of byte t of the quarter's ql run, its
+// high 2 bits at bit 2 * p of byte t of the half's qh run (p = sb % 4): two word runs joined
+// into 6-bit quants, one per byte.
+template <> struct Words<ENC_Q6_K> { enum { FAST = 1, NW = 8, SPLIT = 0 }; };
 
 template <int E> __device__ __forceinline__ int quant_offset(int sb) {
+    if (E == ENC_Q6_K) return 64 * (sb >> 2) + 32 * (sb & 1);
     return E == ENC_Q4_0 ? 2 : E == ENC_Q4_1 ? 4 : E == ENC_Q8_0 ? 2 : 16 + 32 * (sb >> 1);
 }
-template <int E> __device__ __forceinline__ float quant_bias() { return E == ENC_Q4_0 ? 8.f : E == ENC_Q8_0 ? 128.f : 0.f; }
+template <int E> __device__ __forceinline__ float quant_bias() {
+    return E == ENC_Q4_0 ? 8.f : E == ENC_Q8_0 ? 128.f : E == ENC_Q6_K ? 32.f : 0.f;
+}
 
 // NW little-endian words from the shared-memory bytes at p (any alignment): aligned loads
 // (pointer arithmetic on p keeps them shared-memory loads) joined by funnel shifts.
@@ -171,6 +197,14 @@ __device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW]
 #pragma unroll
         for (int c = 0; c < CW; ++c) {
             load_words<WD::NW>(bb[c] + quant_offset<E>(sb), wd[c]);
+            if (E == ENC_Q6_K) {
+                u32 hw[WD::NW];
+                load_words<WD::NW>(bb[c] + 128 + 32 * (sb >> 2), hw);
+                const int p = sb & 3;
+#pragma unroll
+                for (int i = 0; i < WD::NW; ++i)
+                    wd[c][i] = ((wd[c][i] >> (4 * (p >> 1))) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * p)) & 0x03030303u) << 4);
+            }
 #pragma unroll
             for (int i = 0; i < WD::NW; ++i) {
                 if (E == ENC_Q8_0) wd[c][i] ^= 0x80808080u;
@@ -190,7 +224,7 @@ __device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW]
 #pragma unroll
                 for (int c = 0; c < CW; ++c) {
                     const u32 v = WD::SPLIT ? (half ? wd[c][i] >> 4 : wd[c][i]) : wd[c][i];
-                    q4[c] = E == ENC_Q8_0 ? v : v & 0x0F0F0F0Fu;
+                    q4[c] = E == ENC_Q8_0 || E == ENC_Q6_K ? v : v & 0x0F0F0F0Fu;
                 }
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
@@ -374,9 +408,10 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
         }
 }
 
-// The byte-decoded encodings (Q5_K, Q6_K) and every 4- and 8-row variant take a minimum-blocks
-// hint of 1: without it ptxas squeezes qgemv_q6_k_m1 into 40 registers (qgemv_q4_1_m4 into 80)
-// and spills; the others keep their lower register counts (and 4 blocks per SM) without it.
+// The byte-decoded encoding (Q5_K), Q6_K and every 4- and 8-row variant take a minimum-blocks
+// hint of 1: without it ptxas squeezed the byte-decoded qgemv_q6_k_m1 into 40 registers
+// (qgemv_q4_1_m4 into 80) and spilled; the others keep their lower register counts (and 4
+// blocks per SM) without it.
 //
 // One launch serves up to QV_SEGS products of the same lhs by weights of the same encoding and
 // K (a layer's q, k and v projections, or its gate and up): segment s owns blocks first[s] ..
@@ -394,7 +429,7 @@ struct QvSegs {
     i32 gated, pad2;
 };
 
-#define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && MR <= 2 ? 0 : 1)
+#define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && E != ENC_Q6_K && MR <= 2 ? 0 : 1)
 #define QGEMV(NAME, E, MR, T, TS)                                                                          \
     extern "C" __global__ void QV_BOUNDS(E, MR)                                                           \
         qgemv_##NAME##_m##MR##TS(const T* lhs, QvSegs segs, i64 m, i64 k, i64 row_bytes, u32 magic) {      \
