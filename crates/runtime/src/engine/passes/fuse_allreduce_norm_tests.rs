@@ -9,6 +9,7 @@ use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType};
 
+use super::super::test_util::{names, serial};
 use super::*;
 use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
@@ -72,15 +73,6 @@ fn layer(devices: &[DeviceRef], dtype: DType, twist: Twist) -> Graph {
     }
     g.set_outputs(outs).unwrap();
     g
-}
-
-fn names(p: &Program) -> Vec<String> {
-    p.body.steps.iter().map(|s| s.name()).filter(|n| n != "constant").collect()
-}
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[test]

@@ -9,6 +9,7 @@ use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType, Type, ValueId};
 
+use super::super::test_util::names;
 use super::*;
 use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
@@ -43,11 +44,6 @@ fn constant(g: &mut Graph, dtype: DType, shape: &[i64], values: &[f32], device: 
 
 fn node(g: &mut Graph, kind: OpKind, inputs: Vec<ValueId>) -> ValueId {
     g.add_node(op(kind), inputs).unwrap()[0]
-}
-
-/// Step names without the constants.
-fn names(p: &Program) -> Vec<String> {
-    p.body.steps.iter().map(|s| s.name()).filter(|n| n != "constant").collect()
 }
 
 /// conv2d(x [2, 9, 7, 5], w [3, 3, 5, 12]) + b -> relu -> max(., -0.5) -> min(., 2) ->

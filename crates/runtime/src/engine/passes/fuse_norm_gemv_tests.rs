@@ -10,6 +10,7 @@ use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType, ValueId};
 
+use super::super::test_util::{names, serial};
 use super::*;
 use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
@@ -95,18 +96,6 @@ fn layer(device: DeviceRef, dtype: DType, twist: Twist) -> Graph {
     }
     g.set_outputs(outs).unwrap();
     g
-}
-
-/// Step names without the constants.
-fn names(p: &Program) -> Vec<String> {
-    p.body.steps.iter().map(|s| s.name()).filter(|n| n != "constant").collect()
-}
-
-/// The tests of this file lower graphs under the process-wide tuning snapshot, and some override
-/// it for a scope: they run one at a time so that none sees another's override.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[test]

@@ -31,6 +31,8 @@ mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
 mod siblings;
+#[cfg(test)]
+mod test_util;
 
 pub(crate) use fuse_gated_gemv::{GATED, gated_group, split_qgated};
 pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
