@@ -235,36 +235,7 @@ SIMT_ENTRIES(float, f32)
 
 // ---- tensor-core kernel ----------------------------------------------------------------------
 
-__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
-    int n = valid ? 16 : 0;  // src-size 0 zero-fills the destination
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
-template <bool BF16>
-__device__ __forceinline__ void mma16816(float* c, const u32* a, const u32* b) {
-    if (BF16) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    } else {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-}
+// smem_addr, cp_async16, ldmatrix_x4 and mma16816 come from mma_sync.cuh, in front.
 
 // WARPS_M warps along M, each MI 16-row tiles; 4 warps along N, each 32 columns.
 template <typename T, bool BF16, int WARPS_M, int MI>
@@ -291,13 +262,13 @@ __device__ __forceinline__ void mma_kernel(const SkinnyArgs& p) {
             const int r = c / (MMA_BK / 8), col = (c % (MMA_BK / 8)) * 8;
             const i64 gr = m0 + r, gc = k0 + col;
             const bool ok = gr < p.m && gc < ke;
-            cp_async16(smem_addr(sa + (stage * BM + r) * MMA_A_LD + col), ok ? A + gr * p.k + gc : A, ok);
+            cp_async16<true>(smem_addr(sa + (stage * BM + r) * MMA_A_LD + col), ok ? A + gr * p.k + gc : A, ok);
         }
         for (int c = tid; c < MMA_BK * (MMA_BN / 8); c += THREADS) {
             const int r = c / (MMA_BN / 8), col = (c % (MMA_BN / 8)) * 8;
             const i64 gr = k0 + r, gc = n0 + col;
             const bool ok = gr < ke && gc < p.n;
-            cp_async16(smem_addr(sb + (stage * MMA_BK + r) * MMA_B_LD + col), ok ? B + gr * p.n + gc : B, ok);
+            cp_async16<true>(smem_addr(sb + (stage * MMA_BK + r) * MMA_B_LD + col), ok ? B + gr * p.n + gc : B, ok);
         }
     };
 

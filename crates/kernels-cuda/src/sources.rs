@@ -14,7 +14,11 @@ pub const CAST: Family = Family { name: "cast", source: include_str!("../kernels
 pub const FILL: Family = Family { name: "fill", source: include_str!("../kernels/fill.cu") };
 pub const COPY_STRIDED: Family = Family { name: "copy_strided", source: include_str!("../kernels/copy_strided.cu") };
 
-pub const MATMUL: Family = Family { name: "matmul", source: include_str!("../kernels/matmul.cu") };
+/// Batched matmul on mma.sync tensor cores (kernels/mma_sync.cuh in front).
+pub const MATMUL: Family = Family {
+    name: "matmul",
+    source: concat!(include_str!("../kernels/mma_sync.cuh"), include_str!("../kernels/matmul.cu")),
+};
 pub const LAYOUT: Family = Family { name: "layout", source: include_str!("../kernels/layout.cu") };
 pub const INDEXING: Family = Family { name: "indexing", source: include_str!("../kernels/indexing.cu") };
 
@@ -67,7 +71,11 @@ pub const CONV_SM90_AUX: Family = Family { name: "conv_sm90_aux", source: includ
 /// W^T products of a decode step.
 pub const GEMM_SKINNY: Family = Family {
     name: "gemm_skinny",
-    source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/gemm_skinny.cu")),
+    source: concat!(
+        include_str!("../kernels/skinny_rows.cuh"),
+        include_str!("../kernels/mma_sync.cuh"),
+        include_str!("../kernels/gemm_skinny.cu")
+    ),
 };
 pub const GEMV_NT: Family = Family {
     name: "gemv_nt",
