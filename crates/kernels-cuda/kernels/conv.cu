@@ -1,3 +1,4 @@
+#line 1 "conv.cu"
 // conv.cu: convolutions. conv2d is handled as conv3d with a depth of 1; conv2d_transpose has
 // its own kernels. crates/kernels-cuda/src/launch/conv.rs strings these kernels together; the
 // results match crates/runtime/src/cpu/conv (same working types, same cast rules on store).
@@ -60,24 +61,8 @@ struct Band {
     i64 img0, nimg, oy0, oy1, h_lo, h_hi;
 };
 
-// ---- working types (as crates/runtime/src/cpu/reduction/work.rs) ------------------------------
-template <typename T> struct Work { typedef float W; };
-template <> struct Work<double> { typedef double W; };
-template <> struct Work<i8> { typedef i64 W; };
-template <> struct Work<i16> { typedef i64 W; };
-template <> struct Work<i32> { typedef i64 W; };
-template <> struct Work<i64> { typedef i64 W; };
-template <> struct Work<u8> { typedef u64 W; };
-template <> struct Work<u16> { typedef u64 W; };
-template <> struct Work<u32> { typedef u64 W; };
-template <> struct Work<u64> { typedef u64 W; };
-template <> struct Work<bool> { typedef u64 W; };
-
+// ---- working types: Work<T> and w_add come from work_types.cuh, in front; the products here ---
 // One rounding per operation (no contraction into fma), integers wrap: as the CPU computes.
-__device__ __forceinline__ float w_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double w_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ i64 w_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
-__device__ __forceinline__ u64 w_add(u64 a, u64 b) { return a + b; }
 __device__ __forceinline__ float w_mul(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ double w_mul(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ i64 w_mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }

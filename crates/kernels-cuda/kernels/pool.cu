@@ -1,3 +1,4 @@
+#line 1 "pool.cu"
 // pool.cu: max_pool2d and avg_pool2d over NHWC input, and fold ([N, C*kh*kw, L] blocks summed
 // back into [N, C, H, W]). One thread per output element, consecutive threads on consecutive
 // output elements (channels for pooling, columns for fold), so reads and writes coalesce.
@@ -19,22 +20,7 @@ struct PoolGeo {
     i64 in[2], out[2], ker[2], stride[2], dil[2], pad[2];  // fold: `in` is the block grid
 };
 
-template <typename T> struct Work { typedef float W; };
-template <> struct Work<double> { typedef double W; };
-template <> struct Work<i8> { typedef i64 W; };
-template <> struct Work<i16> { typedef i64 W; };
-template <> struct Work<i32> { typedef i64 W; };
-template <> struct Work<i64> { typedef i64 W; };
-template <> struct Work<u8> { typedef u64 W; };
-template <> struct Work<u16> { typedef u64 W; };
-template <> struct Work<u32> { typedef u64 W; };
-template <> struct Work<u64> { typedef u64 W; };
-template <> struct Work<bool> { typedef u64 W; };
-
-__device__ __forceinline__ float w_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double w_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ i64 w_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
-__device__ __forceinline__ u64 w_add(u64 a, u64 b) { return a + b; }
+// Work<T> and w_add: work_types.cuh, in front.
 
 __device__ __forceinline__ float w_lowest(float) { return -__int_as_float(0x7F800000); }
 __device__ __forceinline__ double w_lowest(double) { return -__longlong_as_double(0x7FF0000000000000ll); }

@@ -88,9 +88,15 @@ pub const ALLREDUCE_P2P: Family = Family {
     source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/allreduce_p2p.cu")),
 };
 /// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
-pub const CONV: Family = Family { name: "conv", source: include_str!("../kernels/conv.cu") };
+pub const CONV: Family = Family {
+    name: "conv",
+    source: concat!(include_str!("../kernels/work_types.cuh"), include_str!("../kernels/conv.cu")),
+};
 /// max_pool2d, avg_pool2d, fold.
-pub const POOL: Family = Family { name: "pool", source: include_str!("../kernels/pool.cu") };
+pub const POOL: Family = Family {
+    name: "pool",
+    source: concat!(include_str!("../kernels/work_types.cuh"), include_str!("../kernels/pool.cu")),
+};
 /// dequantize and large-M qmatmul of the GGUF block encodings, GPTQ (kernels/quant_common.cuh in
 /// front, as for QGEMV).
 pub const QUANT: Family = Family {
