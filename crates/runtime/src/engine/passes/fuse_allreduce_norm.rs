@@ -60,18 +60,13 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
             let same = matches!(&norm.kind, StepKind::Op(op) if op.attrs == first.attrs);
             let gamma = norm.inputs[1];
             let early = producer.get(&gamma).is_none_or(|&p| p < i);
-            let (Type::Tensor(x), Type::Tensor(g), Type::Tensor(y)) =
-                (&types[o], &types[gamma], &types[norm.outputs[0]])
-            else {
-                return false;
-            };
+            let (Type::Tensor(x), Type::Tensor(g)) = (&types[o], &types[gamma]) else { return false };
             same && early
                 && g.dtype == x.dtype
                 && g.device == x.device
                 && g.rank() == 1
                 && x.shape.last() == g.shape.first()
                 && types[o] == types[norm.outputs[0]]
-                && y.device == x.device
         });
         if !fits {
             continue;

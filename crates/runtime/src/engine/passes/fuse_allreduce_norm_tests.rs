@@ -2,14 +2,12 @@
 //! what joins, what stays apart, and that the joined step's host path gives exactly what the
 //! separate steps give.
 
-use std::sync::Arc;
-
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType};
 
-use super::super::test_util::{names, serial};
+use super::super::test_util::{constant, names, serial};
 use super::*;
 use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
@@ -18,26 +16,6 @@ use crate::{Buffer, Device};
 
 const K: i64 = 64;
 const ROWS: i64 = 3;
-
-fn constant(g: &mut Graph, dtype: DType, seed: u64, device: DeviceRef) -> ValueId {
-    let mut s = seed;
-    let data: Vec<u8> = (0..K)
-        .flat_map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let v = (s >> 40) as f32 / (1u64 << 24) as f32 + 0.5;
-            match dtype {
-                DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
-                _ => v.to_le_bytes().to_vec(),
-            }
-        })
-        .collect();
-    let attrs = Attrs::new()
-        .with("data", Attr::Data(Arc::new(data)))
-        .with("dtype", Attr::DType(dtype))
-        .with("shape", Attr::Dims(vec![Dim::stat(K)]))
-        .with("device", Attr::Device(device));
-    g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0]
-}
 
 /// What to vary in the layer.
 #[derive(Clone, Copy, Default)]
@@ -66,7 +44,7 @@ fn layer(devices: &[DeviceRef], dtype: DType, twist: Twist) -> Graph {
         if twist.one_norm && i == 1 {
             continue;
         }
-        let gamma = constant(&mut g, dtype, 10 + i as u64, d);
+        let gamma = constant(&mut g, dtype, &[K], 10 + i as u64, d);
         let eps = if twist.other_eps && i == 1 { 1e-6 } else { 1e-5 };
         let attrs = Attrs::new().with("epsilon", Attr::Float(eps)).with("multiply_before_cast", Attr::Bool(false));
         outs.push(g.add_node(Op { kind: OpKind::RmsNorm, attrs }, vec![s, gamma]).unwrap()[0]);

@@ -10,7 +10,7 @@ use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType, ValueId};
 
-use super::super::test_util::{names, serial};
+use super::super::test_util::{constant, names, serial};
 use super::*;
 use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
@@ -25,28 +25,6 @@ fn op(kind: OpKind) -> Op {
 
 fn node(g: &mut Graph, o: Op, inputs: Vec<ValueId>) -> ValueId {
     g.add_node(o, inputs).unwrap()[0]
-}
-
-/// A constant of `shape` filled from `seed` (distinct seeds: CSE merges equal constants).
-fn constant(g: &mut Graph, dtype: DType, shape: &[i64], seed: u64, device: DeviceRef) -> ValueId {
-    let n: i64 = shape.iter().product();
-    let mut s = seed;
-    let data: Vec<u8> = (0..n)
-        .flat_map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
-            match dtype {
-                DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
-                _ => v.to_le_bytes().to_vec(),
-            }
-        })
-        .collect();
-    let attrs = Attrs::new()
-        .with("data", Attr::Data(Arc::new(data)))
-        .with("dtype", Attr::DType(dtype))
-        .with("shape", Attr::Dims(shape.iter().map(|&d| Dim::stat(d)).collect()))
-        .with("device", Attr::Device(device));
-    node(g, Op { kind: OpKind::Constant, attrs }, vec![])
 }
 
 fn rms_norm(g: &mut Graph, x: ValueId, seed: u64, device: DeviceRef, dtype: DType) -> ValueId {

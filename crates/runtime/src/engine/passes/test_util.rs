@@ -1,8 +1,37 @@
-//! What the passes' tests share: the step names of a lowered program, and one lock for the
-//! tests that lower graphs under the process-wide tuning snapshot (some override it for a
-//! scope; holding the lock, no test sees another's override).
+//! What the passes' tests share: random constants, the step names of a lowered program, and
+//! one lock for the tests that lower graphs under the process-wide tuning snapshot (some
+//! override it for a scope; holding the lock, no test sees another's override).
+
+use std::sync::Arc;
+
+use max_graph::attrs::{Attr, Attrs};
+use max_graph::graph::Graph;
+use max_graph::ops::{Op, OpKind};
+use max_graph::{DType, DeviceRef, Dim, ValueId};
 
 use crate::engine::program::Program;
+
+/// A constant of `shape` filled from `seed` (distinct seeds: CSE merges equal constants).
+pub(super) fn constant(g: &mut Graph, dtype: DType, shape: &[i64], seed: u64, device: DeviceRef) -> ValueId {
+    let n: i64 = shape.iter().product();
+    let mut s = seed;
+    let data: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
+            match dtype {
+                DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+                _ => v.to_le_bytes().to_vec(),
+            }
+        })
+        .collect();
+    let attrs = Attrs::new()
+        .with("data", Attr::Data(Arc::new(data)))
+        .with("dtype", Attr::DType(dtype))
+        .with("shape", Attr::Dims(shape.iter().map(|&d| Dim::stat(d)).collect()))
+        .with("device", Attr::Device(device));
+    g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0]
+}
 
 /// Step names without the constants.
 pub(super) fn names(p: &Program) -> Vec<String> {
