@@ -2,8 +2,11 @@
 values, dtype and shape, whatever its size (empty ones too) and alignment."""
 
 import numpy as np
+import pytest
 
+from max import driver
 from max.driver._upload import upload
+from max.dtype import DType
 
 
 def test_packed_arrays_round_trip(device, rng):
@@ -20,3 +23,25 @@ def test_packed_arrays_round_trip(device, rng):
     for a, b in zip(arrays, got):
         assert b.shape == a.shape and b.is_contiguous
         np.testing.assert_array_equal(b.to_numpy(), a)
+
+
+@pytest.mark.gpu
+def test_gpu_small_uploads_arrive_intact_behind_slow_device_work(gpu, rng):
+    """Small host-to-GPU copies are staged in a ring of pinned memory and queued without
+    waiting for the stream: far more of them than the ring holds (8 MiB), queued behind slow
+    device copies so that earlier ones are still pending when the ring wraps, on the default
+    stream and on another, and a few just past the staging limit (1 MiB), all arrive with the
+    bytes the source held at the call, whatever it holds afterwards."""
+    big = driver.Buffer(DType.uint8, [256 << 20], device=gpu)
+    other = driver.DeviceStream(gpu)
+    expected, got = [], []
+    for i in range(160):
+        n = (1 << 20) + i % 3 - 1 if i % 40 == 39 else int(rng.integers(1, 200_000))
+        a = rng.integers(0, 256, n, dtype=np.uint8)
+        if i % 8 == 0:
+            big.copy()  # about 0.1 ms of device work ahead of the next copies
+        expected.append(a.copy())
+        got.append(driver.Buffer.from_numpy(a).to(gpu if i % 5 else other))
+        a[:] = 0
+    for want, b in zip(expected, got):
+        np.testing.assert_array_equal(b.to_numpy(), want)

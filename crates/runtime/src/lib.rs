@@ -16,6 +16,7 @@ pub mod nccl;
 mod operands;
 mod scalar;
 mod shared;
+mod staging;
 mod storage;
 mod stream;
 mod strided;

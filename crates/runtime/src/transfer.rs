@@ -44,6 +44,11 @@ pub(crate) fn copy_into(src: &Buffer, dst: &Buffer) -> Result<()> {
                 &packed
             };
             device.bind()?;
+            // Small pageable sources go through the device's pinned ring, without waiting for
+            // the stream (staging.rs); the driver would wait for it before staging them.
+            if !src.is_pinned() && crate::staging::copy_to_device(device, stream, dst.addr(), host_bytes(src))? {
+                return Ok(());
+            }
             // SAFETY: dst is device memory of nbytes; the host slice is valid for the call.
             // Pageable sources are staged by the driver before the call returns; pinned ones
             // are read asynchronously, so the stream is drained before the source can drop.
