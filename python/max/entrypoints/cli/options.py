@@ -55,6 +55,9 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-batch-size", type=int, default=None, help="most sequences in one step")
     g.add_argument("--max-batch-input-tokens", type=int, default=8192, help="token budget of one step (chunked prefill)")
     g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--enable-overlap-scheduler", action=argparse.BooleanOptionalAction, default=None,
+                   help="queue each decode call's next step before reading its tokens back "
+                        "(default: on for GPUs)")
     g.add_argument("--kv-cache-page-size", type=int, default=128, help="tokens per KV-cache page")
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
     g.add_argument("--device-memory-utilization", type=float, default=0.9,
@@ -78,6 +81,7 @@ def pipeline_config(args: argparse.Namespace) -> Any:
         "max_batch_size": args.max_batch_size,
         "max_batch_input_tokens": args.max_batch_input_tokens,
         "enable_chunked_prefill": args.enable_chunked_prefill,
+        "enable_overlap_scheduler": args.enable_overlap_scheduler,
         "kv_cache_page_size": args.kv_cache_page_size,
         "enable_prefix_caching": args.enable_prefix_caching,
         "device_memory_utilization": args.device_memory_utilization,

@@ -103,7 +103,12 @@ class ProfilingConfig:
 
 @dataclass(kw_only=True, init=False)
 class PipelineConfig:
-    """Everything a pipeline needs. Unknown keyword arguments are an error naming them."""
+    """Everything a pipeline needs. Unknown keyword arguments are an error naming them.
+
+    ``enable_overlap_scheduler``: each ``execute`` of decode steps also queues the next call's
+    first step, which the device runs while the host reads the tokens back (used when the next
+    call is for the same requests, else dropped; the tokens are the same either way). None (the
+    default) turns it on for accelerators; the CPU's steps are the host's own work."""
 
     max_length: int | None = None
     pipeline_role: PipelineRole = PipelineRole.PrefillAndDecode
@@ -128,7 +133,7 @@ class PipelineConfig:
     device_graph_capture: bool = False
     force: bool = False
     kvcache_ce_watermark: float = 0.95
-    enable_overlap_scheduler: bool = False
+    enable_overlap_scheduler: bool | None = None
     use_legacy_module: bool = True
     defer_resolve: bool = False
     model: MAXModelConfig = field(default_factory=MAXModelConfig)

@@ -10,6 +10,13 @@ token is never held back), none may need its token history on the host (penaltie
 log-probabilities, and the count shrinks so that no context runs past its ``max_new_tokens`` or
 the pipeline's ``max_length``. Tokens past a stop (end of sequence, a stop token) are dropped by
 the caller's bookkeeping; the cache positions they wrote are never read.
+
+The overlap scheduler (``PipelineConfig.enable_overlap_scheduler``) queues one step more than
+the call returns (``Queued``): while the host reads the tokens back and the caller does its
+bookkeeping and comes back, the device already runs the next call's first step. The next call
+uses it when it is for the same contexts in the same state (``Queued.matches``: request ids,
+lengths, last tokens and sampling parameters); otherwise it is dropped, like the steps past a
+stop. Either way the tokens are those of single steps.
 """
 
 from __future__ import annotations
@@ -56,7 +63,8 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
 
 def run_more(pipeline: Any, ctxs: Sequence[Any], first: driver.Buffer, steps: int) -> list[driver.Buffer]:
     """Queues steps 2..`steps` after a first step whose sampled ids (one per context, in order)
-    are `first`; returns every step's ids, still on the device."""
+    are `first`; returns every step's ids, still on the device (`steps` of them; a step queued
+    ahead is one more)."""
     out = [first]
     offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
     rows = list(range(len(ctxs)))
@@ -70,4 +78,37 @@ def run_more(pipeline: Any, ctxs: Sequence[Any], first: driver.Buffer, steps: in
     return out
 
 
-__all__ = ["Ahead", "plan", "run_more"]
+def state(ctxs: Sequence[Any]) -> list[tuple]:
+    """What a step queued ahead depends on: each context's request id, length, last token and
+    sampling parameters, in batch order."""
+    return [(c.request_id, c.end_idx, int(c.tokens[-1]), c.sampling_params) for c in ctxs]
+
+
+@dataclass
+class Queued:
+    """A decode step queued by the previous ``execute`` for contexts whose state after that call
+    is `after`; `ids` are its sampled token ids, on the device."""
+
+    after: list[tuple]
+    ids: driver.Buffer
+
+    def matches(self, ctxs: Sequence[Any]) -> bool:
+        """Whether the step is the one `ctxs` would run next: the same contexts in the same
+        order and state, each with just its last token to process."""
+        return all(c.active_length == 1 and c.active_idx == c.end_idx and c.log_probabilities == 0
+                   and not c.sampling_params.has_penalties for c in ctxs) and state(ctxs) == self.after
+
+
+def read_back(pipeline: Any, ids: Sequence[driver.Buffer]) -> np.ndarray:
+    """Every step's ids as one host array [rows, steps]: gathered on the device, then one copy
+    back (one wait for the device instead of one per step)."""
+    if len(ids) == 1 or pipeline.device.is_host:
+        return np.stack([pipeline.sampler.to_host(t) for t in ids], axis=1)
+    rows = int(ids[0].shape[0])
+    every = driver.Buffer(ids[0].dtype, [len(ids), rows], device=pipeline.device)
+    for k, t in enumerate(ids):
+        every[k].inplace_copy_from(t)
+    return pipeline.sampler.to_host(every).T
+
+
+__all__ = ["Ahead", "Queued", "plan", "read_back", "run_more", "state"]

@@ -123,6 +123,9 @@ class TextGenerationPipeline:
                                               enable_prefix_caching=mc.kv_cache.enable_prefix_caching)
         self.sampler = Sampler(self.session, self.device)
         self.logprobs = LogProbGraph(self.session, self.device, self.model.vocab_size)
+        overlap = pipeline_config.enable_overlap_scheduler
+        self._overlap = not self.device.is_host if overlap is None else bool(overlap)
+        self._queued: multistep.Queued | None = None
         self.load_seconds = time.perf_counter() - t0
 
     def warm_up(self) -> None:
@@ -144,6 +147,8 @@ class TextGenerationPipeline:
         return set(getattr(self.tokenizer, "eos_token_ids", set()) or set())
 
     def release(self, request_id: Any) -> None:
+        if self._queued is not None and any(k[0] == request_id for k in self._queued.after):
+            self._queued = None
         if self.kv_manager.contains(request_id):
             self.kv_manager.release(request_id)
 
@@ -160,16 +165,25 @@ class TextGenerationPipeline:
         ctxs: list[TextContext] = list(inputs.batch.values())
         if not ctxs:
             return {}
+        queued, self._queued = self._queued, None
         steps = multistep.plan(ctxs, inputs.num_steps, self.max_length)
+        # One step more, queued for the next call (the overlap scheduler), where that step is
+        # one a multi-step run could take too (room for it, nothing needing the host).
+        ahead = int(self._overlap and multistep.plan(ctxs, steps + 1, self.max_length) == steps + 1)
         for ctx in ctxs:
             if not self.kv_manager.contains(ctx.request_id):
                 self.kv_manager.claim(ctx.request_id)
-        steps = self._alloc(ctxs, steps)
-        tokens = np.concatenate([ctx.next_tokens for ctx in ctxs])
-        offsets = np.zeros(len(ctxs) + 1, np.uint32)
-        offsets[1:] = np.cumsum([ctx.active_length for ctx in ctxs])
-        caches = self.kv_manager.get_runtime_inputs([ctxs])
-        logits = self.model.execute(tokens, offsets, [b for cache in caches for b in cache])
+        planned = steps + ahead
+        got = self._alloc(ctxs, planned)
+        if got < planned:
+            steps, ahead = 1, 0
+        first = queued.ids if queued is not None and queued.matches(ctxs) else None
+        if first is None:
+            tokens = np.concatenate([ctx.next_tokens for ctx in ctxs])
+            offsets = np.zeros(len(ctxs) + 1, np.uint32)
+            offsets[1:] = np.cumsum([ctx.active_length for ctx in ctxs])
+            caches = self.kv_manager.get_runtime_inputs([ctxs])
+            logits = self.model.execute(tokens, offsets, [b for cache in caches for b in cache])
         self.kv_manager.step([ctxs])
         finishing = [i for i, ctx in enumerate(ctxs) if ctx.active_idx == ctx.end_idx]
         for ctx in ctxs:
@@ -177,11 +191,17 @@ class TextGenerationPipeline:
         outputs: dict[str, TextGenerationOutput] = {}
         if finishing:
             sampled = [ctxs[i] for i in finishing]
-            on_device = self.sampler.sample_on_device(logits, sampled, finishing)
-            lps = self.logprobs.compute(logits, finishing, on_device) \
-                if any(c.log_probabilities > 0 for c in sampled) else None
-            ids = multistep.run_more(self, sampled, on_device, steps) if steps > 1 else [on_device]
-            chosen = np.stack([self.sampler.to_host(t) for t in ids], axis=1).tolist()  # [rows][steps]
+            lps = None
+            if first is not None:
+                on_device = first  # the previous call's step ahead: every context decodes
+            else:
+                on_device = self.sampler.sample_on_device(logits, sampled, finishing)
+                lps = self.logprobs.compute(logits, finishing, on_device) \
+                    if any(c.log_probabilities > 0 for c in sampled) else None
+            ahead = ahead if len(sampled) == len(ctxs) else 0
+            ids = multistep.run_more(self, sampled, on_device, steps + ahead) if steps + ahead > 1 else [on_device]
+            chosen = multistep.read_back(self, ids[:steps]).tolist()  # [rows][steps]
+            whole = True
             for row, (ctx, tokens) in enumerate(zip(sampled, chosen)):
                 kept = []
                 for k, token in enumerate(tokens):
@@ -193,9 +213,12 @@ class TextGenerationPipeline:
                     kept.append(token)
                     if ctx.status.is_done:
                         break
+                whole = whole and len(kept) == steps and not ctx.status.is_done
                 lp = [lps.for_row(row, tokens[0], ctx.log_probabilities)] \
                     if lps is not None and ctx.log_probabilities > 0 else None
                 outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, kept, ctx.status, lp)
+            if ahead and whole:
+                self._queued = multistep.Queued(multistep.state(sampled), ids[steps])
         return outputs
 
     def _alloc(self, ctxs: list[TextContext], steps: int) -> int:

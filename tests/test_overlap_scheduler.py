@@ -1,0 +1,161 @@
+"""The overlap scheduler (``PipelineConfig.enable_overlap_scheduler``): each decode ``execute``
+also queues the next call's first step, which the next call uses when it is for the same
+requests in the same state and drops otherwise. On the real SmolLM2 GGUF (on the CPU, where it
+is off unless asked for) the tokens are exactly those of the same calls without it, whatever
+the calls do between them (a batch that changes, a stop inside the steps, a release), and the
+queued step really stands in for the next call's first one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from max.driver import DeviceSpec, Buffer
+from max.interfaces import SamplingParams, TextGenerationInputs
+from max.pipelines import PipelineConfig
+from max.pipelines.lib.context import TextContext
+from max.pipelines.lib.pipeline import load_pipeline
+from models import smollm2_gguf
+
+MAX_LENGTH = 256
+
+
+def _load(overlap, devices=None, path=None):
+    return load_pipeline(PipelineConfig(model_path=str(path or smollm2_gguf()), max_length=MAX_LENGTH, max_batch_size=4,
+                                        device_specs=devices or [DeviceSpec.cpu()],
+                                        enable_overlap_scheduler=overlap))
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return _load(False)
+
+
+@pytest.fixture(scope="module")
+def overlapped():
+    return _load(True)
+
+
+class HostTokens:
+    """Counts the model executions whose token ids came from the host (a step the pipeline ran
+    itself rather than one fed by the device's own sampled ids)."""
+
+    def __init__(self, pipeline):
+        self.pipeline, self.inner, self.count = pipeline, pipeline.model.execute, 0
+
+    def __enter__(self):
+        def execute(tokens, *rest):
+            self.count += not isinstance(tokens, Buffer)
+            return self.inner(tokens, *rest)
+
+        self.pipeline.model.execute = execute
+        return self
+
+    def __exit__(self, *exc):
+        self.pipeline.model.execute = self.inner
+
+
+def _contexts(seed, lengths, sp):
+    rng = np.random.default_rng(seed)
+    return [TextContext(max_length=MAX_LENGTH, tokens=rng.integers(100, 40000, n), sampling_params=sp)
+            for n in lengths]
+
+
+def _run(pipeline, ctxs, schedule, num_steps):
+    """Runs `ctxs` through the calls of `schedule` (each a list of context indices; the live
+    ones among them take part) until all are done; each context's generated tokens."""
+    try:
+        k = 0
+        while any(not c.is_done for c in ctxs):
+            live = [ctxs[i] for i in schedule[min(k, len(schedule) - 1)] if not ctxs[i].is_done]
+            live = live or [c for c in ctxs if not c.is_done]
+            outs = pipeline.execute(TextGenerationInputs([{c.request_id: c for c in live}], num_steps=num_steps))
+            for c in live:
+                got = outs[c.request_id].tokens
+                assert got == c.generated_tokens[len(c.generated_tokens) - len(got):].tolist()
+            k += 1
+    finally:
+        for c in ctxs:
+            pipeline.release(c.request_id)
+    return [c.generated_tokens.tolist() for c in ctxs]
+
+
+@pytest.mark.parametrize("num_steps", [1, 4])
+@pytest.mark.parametrize("sp", [
+    SamplingParams(top_k=1, max_new_tokens=13, ignore_eos=True),
+    SamplingParams(temperature=0.9, top_k=40, top_p=0.95, seed=99, max_new_tokens=13, ignore_eos=True),
+], ids=["greedy", "seeded"])
+def test_the_queued_step_stands_in_for_the_next_calls_first(plain, overlapped, sp, num_steps):
+    want = _run(plain, _contexts(3, (5, 23, 11), sp), [[0, 1, 2]], num_steps)
+    with HostTokens(overlapped) as host:
+        got = _run(overlapped, _contexts(3, (5, 23, 11), sp), [[0, 1, 2]], num_steps)
+    assert got == want and all(len(t) == 13 for t in got)
+    # the prompt's call and the first decode call take their ids from the host; every later
+    # call starts from the step the call before it queued
+    assert host.count == 2
+
+
+def test_a_changing_batch_drops_the_queued_step(plain, overlapped):
+    sp = SamplingParams(top_k=1, max_new_tokens=12, ignore_eos=True)
+    # both, then the first alone (the step queued for both is dropped), then both again
+    # (the step queued for the first alone is dropped), then the second alone
+    schedule = [[0, 1], [0, 1], [0], [0, 1], [0, 1], [1]]
+    want = _run(plain, _contexts(7, (9, 17), sp), schedule, 2)
+    with HostTokens(overlapped) as host:
+        got = _run(overlapped, _contexts(7, (9, 17), sp), schedule, 2)
+    assert got == want
+    assert host.count >= 5  # every change of batch ran its first step from host ids
+
+
+def test_a_stop_inside_the_steps_queues_nothing_and_leaves_the_cache_sound(plain, overlapped):
+    sp = SamplingParams(top_k=1, max_new_tokens=20, ignore_eos=True)
+    (single,) = _run(plain, _contexts(5, (9,), sp), [[0]], 1)
+    at = next(i for i in range(3, len(single)) if single[i] not in single[:i])
+    stop = SamplingParams(top_k=1, max_new_tokens=20, stop_token_ids=[single[at]])
+    (ctx,) = _contexts(5, (9,), stop)
+    (got,) = _run(overlapped, [ctx], [[0]], 4)
+    assert got == single[: at + 1]
+    assert overlapped._queued is None
+    # the next request is unaffected by whatever the dropped steps wrote
+    (again,) = _run(overlapped, _contexts(5, (9,), sp), [[0]], 4)
+    assert again == single
+
+
+def test_release_drops_the_queued_step(overlapped):
+    sp = SamplingParams(top_k=1, max_new_tokens=30, ignore_eos=True)
+    (ctx,) = _contexts(1, (6,), sp)
+    try:
+        for _ in range(3):
+            overlapped.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=2))
+        assert overlapped._queued is not None
+    finally:
+        overlapped.release(ctx.request_id)
+    assert overlapped._queued is None
+
+
+def test_the_cpu_runs_without_it_unless_asked(plain):
+    assert not _load(None)._overlap and not plain._overlap
+
+
+@pytest.mark.gpu
+def test_the_queued_step_on_the_gpu_gives_the_tokens_of_single_steps(gpu, tmp_path):
+    """On the GPU (where it is on by default) against the same model with it off, a random
+    SmolLM2-shaped bf16 model (the ids depend only on the arithmetic, which both runs share):
+    single and multi-step calls, greedy and seeded."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from llm_files import SHAPES, write_safetensors_model
+
+    path = write_safetensors_model(tmp_path / "m", SHAPES["smollm2-135m"])
+    on = _load(None, [DeviceSpec.accelerator(0)], path)
+    off = _load(False, [DeviceSpec.accelerator(0)], path)
+    assert on._overlap and not off._overlap
+    for sp in (SamplingParams(top_k=1, max_new_tokens=30, ignore_eos=True),
+               SamplingParams(temperature=0.8, top_k=20, seed=7, max_new_tokens=30, ignore_eos=True)):
+        want = _run(off, _contexts(11, (7, 40, 19), sp), [[0, 1, 2]], 1)
+        for num_steps in (1, 8):
+            with HostTokens(on) as host:
+                got = _run(on, _contexts(11, (7, 40, 19), sp), [[0, 1, 2]], num_steps)
+            assert got == want and host.count == 2
