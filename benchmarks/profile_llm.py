@@ -2,7 +2,8 @@
 runs while the steps run (torch's profiler, which sees our kernels, CUDA graph replays included,
 through CUPTI), per device: the host's wall time per step, the time some kernel is running
 (busy) and the rest (gaps: launch latency, host work, waits between devices), kernels per step,
-and the kernels by total time (launches per step, microseconds per step, mean microseconds).
+and the kernels by total time (launches per step, microseconds per step, mean microseconds),
+and one step's kernels in launch order (`--timeline N` prints the first N).
 Models are llm_gpu.py's (random weights of real shapes, written by llm_files.py unless kept);
 `--gpus 0,1` loads the model tensor-parallel over those GPUs. The round is llm_gpu.py's: `--batch`
 fresh prompts of `--prompt` tokens prefilled, then `--steps` decode steps, after two untimed
@@ -43,15 +44,49 @@ def union_us(spans: list[tuple[float, float]]) -> float:
     return total
 
 
+def step_slices(ks: list[tuple[str, float, float]], steps: int) -> list[list[tuple[str, float, float]]]:
+    """The kernels of each step in launch order, when every step ran as many (len(ks) / steps:
+    decode's CUDA graph replays); otherwise none."""
+    per = len(ks) // max(steps, 1)
+    if per == 0 or per * steps != len(ks):
+        return []
+    ordered = sorted(ks, key=lambda k: k[1])
+    return [ordered[per * i:per * (i + 1)] for i in range(steps)]
+
+
+def idle_us(one: list[tuple[str, float, float]], since: float) -> float:
+    """Time in a step's span (from `since`, the previous step's last end) with no kernel running."""
+    idle, end = 0.0, since
+    for _, a, b in one:
+        idle += max(0.0, a - end)
+        end = max(end, b)
+    return idle
+
+
+def timeline(one: list[tuple[str, float, float]]) -> list[dict]:
+    """One step's kernels in launch order: name, start (us from the step's first kernel),
+    duration and the gap since the previous kernel ended (negative where they overlap, as
+    programmatic dependent launches do)."""
+    if not one:
+        return []
+    t0, out, end = one[0][1], [], one[0][1]
+    for name, a, b in one:
+        out.append({"kernel": name, "start_us": round(a - t0, 2), "us": round(b - a, 2), "gap_us": round(a - end, 2)})
+        end = max(end, b)
+    return out
+
+
 def summarize(kernels: list[tuple[int, str, float, float]], steps: int, wall_s: float, top: int) -> list[dict]:
     """Per device, from (device, name, start us, end us) of every kernel: a dict with the wall
-    time, busy time, gaps and kernel count per step, and the `top` kernels by time."""
+    time, busy time, gaps and kernel count per step, the `top` kernels by time, and the
+    timeline of one step (see timeline)."""
     by_dev: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
     for dev, name, a, b in kernels:
         by_dev[dev].append((name, a, b))
     out = []
     for dev in sorted(by_dev):
         ks = by_dev[dev]
+        slices = step_slices(ks, steps)
         busy = union_us([(a, b) for _, a, b in ks]) / steps
         wall = wall_s * 1e6 / steps
         per: dict[str, list[float]] = defaultdict(list)
@@ -64,11 +99,16 @@ def summarize(kernels: list[tuple[int, str, float, float]], steps: int, wall_s: 
             "kernel_us_per_step": round(sum(b - a for _, a, b in ks) / steps, 1),
             "top": [{"kernel": name, "per_step": round(len(d) / steps, 2), "us_per_step": round(sum(d) / steps, 2),
                      "mean_us": round(sum(d) / len(d), 2)} for name, d in ranked[:top]],
+            # the time each step's GPU sat idle (from the previous step's last kernel), and the
+            # kernels of the step after the middle one (the middle one is often the first of an
+            # execute of several steps, waiting on the host)
+            "idle_us_by_step": [round(idle_us(one, prev[-1][2]), 1) for prev, one in zip(slices, slices[1:])],
+            "timeline": timeline(slices[steps // 2 + 1] if len(slices) > steps // 2 + 1 else []),
         })
     return out
 
 
-def show(row: dict) -> None:
+def show(row: dict, lines: int = 0) -> None:
     what = f"{row['model']} {row['measure']} tp={row['tp']} batch={row['batch']} prompt={row['prompt']}"
     for d in row["devices"]:
         print(f"\n{what}, device {d['device']}: {d['wall_us_per_step']:.1f} us per step on the host's clock, GPU busy "
@@ -77,6 +117,12 @@ def show(row: dict) -> None:
         print(f"  {'us/step':>9} {'per step':>8} {'mean us':>8}  kernel")
         for k in d["top"]:
             print(f"  {k['us_per_step']:9.2f} {k['per_step']:8.2f} {k['mean_us']:8.2f}  {k['kernel'][:110]}")
+        if d["idle_us_by_step"]:
+            print("  idle us by step:", " ".join(f"{v:.0f}" for v in d["idle_us_by_step"]))
+        if lines and d["timeline"]:
+            print(f"  one step in launch order (first {lines}): start us, us, gap us, kernel")
+            for k in d["timeline"][:lines]:
+                print(f"  {k['start_us']:9.2f} {k['us']:8.2f} {k['gap_us']:8.2f}  {k['kernel'][:100]}")
 
 
 @contextlib.contextmanager
@@ -151,6 +197,7 @@ def main() -> None:
     ap.add_argument("--prefill", action="store_true", help="profile the prefill of one prompt instead")
     ap.add_argument("--gpus", default="0", help="GPU ordinals; several: tensor-parallel")
     ap.add_argument("--top", type=int, default=25, help="kernels listed per device")
+    ap.add_argument("--timeline", type=int, default=0, help="print this many kernels of one step in launch order")
     ap.add_argument("--keep-models", type=Path, default=None, help="write (or find) the models here and keep them")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes on the CPU, without the profiler")
     args = ap.parse_args()
@@ -164,7 +211,7 @@ def main() -> None:
         for name in [m for m in args.models.split(",") if m]:
             t0 = time.perf_counter()
             row = profile_model(name, tmp, args)
-            show(row)
+            show(row, args.timeline)
             print(f"({time.perf_counter() - t0:.1f} s)", flush=True)
             rows.append(row)
     if args.tiny:
