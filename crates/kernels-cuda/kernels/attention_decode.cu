@@ -22,12 +22,20 @@
 // per DEC_WINDOW pages, and every lane group (lpk lanes, one 16-byte piece of a key row each)
 // loads U keys AND their U values at once (values do not depend on the scores), then scores
 // them, and keeps its own online softmax: no barrier in the key loop, warps run free.
+// The f32 kernels for rows of up to 16 lanes (64 dims) run blocks of 512 threads (256 at 8
+// heads per kv head, for registers) whose
+// lane groups load a quarter (a half) of the keys the 128-thread blocks of the 16-bit ones do: the same keys per step and bytes in flight per block,
+// but four warps per scheduler, each with a quarter of the instruction chain (at decode's short
+// splits the kernel is bound by that chain's latency, not by memory). The softmax runs in base 2
+// with the scale (and log2 e) folded into the query; its maxima go back to natural units for the
+// merge, which the tensor-core kernel shares.
 // Without ticket counters (first use inside a capture) every split writes a share, empty ones
 // an empty share, and attention_combine merges them. Out-of-range page ids or lengths do not
 // fault: keys on a bad page, or past the lookup table, are skipped.
 
-#define DEC_THREADS 128
+#define DEC_THREADS 128  // the 16-bit kernels' and the tensor-core kernel's blocks
 #define DEC_WARPS (DEC_THREADS / 32)
+#define DEC_THREADS_F32 512  // the f32 kernels' blocks; launch/attention_decode.rs: block_threads
 #define DEC_MAXG 8
 #define DEC_MAX_SPLITS 64  // launch/attention_decode.rs: MAX_SPLITS
 #define DEC_WINDOW 512     // page ids staged in shared memory at a time
@@ -41,6 +49,15 @@ struct DecodeArgs {
     i64 splits;
     i32 lpk, group;
 };
+
+#define DEC_LOG2E 1.4426950408889634f
+#define DEC_LN2 0.6931471805599453f
+
+__device__ __forceinline__ float dec_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 
 template <typename T> __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
     constexpr int VE = 16 / sizeof(T);
@@ -57,14 +74,14 @@ template <typename T> __device__ __forceinline__ void unpack16(const uint4& u, f
 // w_s = e^(m_s - M) / sum_s' l_s' e^(m_s' - M). One round trip for every (m, l), one for every
 // value (all of a thread's loads issued before any is used). Reads through L2 (other blocks
 // wrote the shares).
-template <typename T>
+template <typename T, int NT>
 __device__ __forceinline__ void merge_shares(const DecodeArgs& da, i64 i, i64 h0, i64 shares, float* wts) {
     const AttnArgs& a = da.a;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, group = da.group;
     const i64 S = da.splits, dim = a.dim;
     const float* acc = (const float*)da.partial;
     const float* ml = acc + a.tokens * a.q_heads * S * dim;
-    for (int g = warp; g < group; g += DEC_WARPS) {
+    for (int g = warp; g < group; g += NT / 32) {
         const i64 row = (i * a.q_heads + h0 + g) * S;
         float m[DEC_MAX_SPLITS / 32], l[DEC_MAX_SPLITS / 32];
         float big = NEG_INF;
@@ -92,12 +109,12 @@ __device__ __forceinline__ void merge_shares(const DecodeArgs& da, i64 i, i64 h0
             if (lane + 32 * k < shares) wts[g * DEC_MAX_SPLITS + lane + 32 * k] = m[k] * inv;
     }
     __syncthreads();
-    const i64 quads = dim / 4;  // dim is a multiple of 4 (whole 16-byte pieces of T)
-    for (i64 o = threadIdx.x; o < group * quads; o += DEC_THREADS) {
-        const i64 g = o / quads, q4 = o % quads;
+    const int quads = (int)dim / 4;  // dim is a multiple of 4 (whole 16-byte pieces of T)
+    for (int o = threadIdx.x; o < group * quads; o += NT) {
+        const int g = o / quads, q4 = o - g * quads;
         const float4* src = reinterpret_cast<const float4*>(acc + (i * a.q_heads + h0 + g) * S * dim) + q4;
         float sum[4] = {0.f, 0.f, 0.f, 0.f};
-        for (i64 s0 = 0; s0 < shares; s0 += 8) {
+        for (int s0 = 0; s0 < shares; s0 += 8) {
             float4 v[8];
 #pragma unroll
             for (int u = 0; u < 8; ++u) v[u] = s0 + u < shares ? __ldcg(src + (s0 + u) * quads) : make_float4(0, 0, 0, 0);
@@ -127,8 +144,8 @@ struct DecSplit {
 
 // The block's split, for splits of whole `step`s of keys; false when the split has no keys (the
 // block then leaves: without tickets attention_combine reads every share, so it leaves an empty
-// one first). Every thread of the block calls it (it has a barrier).
-__device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, DecSplit& sp) {
+// one first). Every thread of the block (NT of them) calls it (it has a barrier).
+template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, DecSplit& sp) {
     const AttnArgs& a = da.a;
     __shared__ i64 seq[4];  // b, offsets[b], q_len, cached
     const i64 S = da.splits;
@@ -143,7 +160,7 @@ __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, Dec
     {
         const u32* offsets = (const u32*)a.offsets;
         const u32* lengths = (const u32*)a.lengths;
-        for (i64 t = threadIdx.x; t < a.batch; t += DEC_THREADS) {
+        for (i64 t = threadIdx.x; t < a.batch; t += NT) {
             const i64 o0 = offsets[t], o1 = t + 1 < a.batch ? (i64)offsets[t + 1] : -1;
             const i64 end = offsets[a.batch];
             const i64 len = lengths[t];
@@ -175,7 +192,7 @@ __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, Dec
     if (sp.s >= sp.active) {
         if (!sp.tickets) {
             float* part_ml = (float*)da.partial + a.tokens * a.q_heads * S * a.dim;
-            for (int g = threadIdx.x; g < da.group; g += DEC_THREADS) {
+            for (int g = threadIdx.x; g < da.group; g += NT) {
                 const i64 at = ((i * a.q_heads + sp.h0 + g) * S + sp.s) * 2;
                 part_ml[at] = NEG_INF;
                 part_ml[at + 1] = 0.f;
@@ -188,28 +205,29 @@ __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, Dec
     return true;
 }
 
-// The warps' partial results red [DEC_WARPS][G][2 + dim] (max, sum, values per head, G >= the
+// The warps' partial results red [NT / 32][G][2 + dim] (max, sum, values per head, G >= the
 // call's group) merged into the output, or into the split's share; then the last split of the
 // (row, kv head) to finish (a ticket taken after a fence) merges the shares and puts the ticket
 // back to zero. The caller has written red and passed a barrier.
-template <typename T>
+template <typename T, int NT>
 __device__ __forceinline__ void decode_finish(const DecodeArgs& da, const DecSplit& sp, const float* red, int G) {
     const AttnArgs& a = da.a;
     __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
     __shared__ u32 ticket;
-    const i64 S = da.splits, dim = a.dim, i = sp.i;
+    const i64 S = da.splits, i = sp.i;
+    const int dim = (int)a.dim, stride = 2 + dim;
     float* part_acc = (float*)da.partial;
-    float* part_ml = part_acc + a.tokens * a.q_heads * S * dim;
-    for (i64 idx = threadIdx.x; idx < da.group * dim; idx += DEC_THREADS) {
-        const i64 g = idx / dim, d = idx % dim;
+    float* part_ml = part_acc + a.tokens * a.q_heads * S * a.dim;
+    for (int idx = threadIdx.x; idx < da.group * dim; idx += NT) {
+        const int g = idx / dim, d = idx - g * dim;
         float big = NEG_INF;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; ++w) big = fmaxf(big, red[(w * G + g) * (2 + dim)]);
+        for (int w = 0; w < NT / 32; ++w) big = fmaxf(big, red[(w * G + g) * stride]);
         const float base = big == NEG_INF ? 0.f : big;
         float sum = 0.f, o = 0.f;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; ++w) {
-            const float* r = red + (w * G + g) * (2 + dim);
+        for (int w = 0; w < NT / 32; ++w) {
+            const float* r = red + (w * G + g) * stride;
             const float f = __expf(r[0] - base);
             sum += r[1] * f;
             o += r[2 + d] * f;
@@ -234,24 +252,28 @@ __device__ __forceinline__ void decode_finish(const DecodeArgs& da, const DecSpl
     __syncthreads();
     if (ticket != (u32)(sp.active - 1)) return;
     __threadfence();
-    merge_shares<T>(da, i, sp.h0, sp.active, wts);
+    merge_shares<T, NT>(da, i, sp.h0, sp.active, wts);
     if (threadIdx.x == 0) *counter = 0u;
 }
 
 // G: the kernel's query heads per kv head (a power of two >= the call's group); U: keys (and
-// values) a lane group loads at once.
-template <typename T, int G, int U> __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
+// values) a lane group loads at once; NT: threads of the block.
+template <typename T, int G, int U, int NT> __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     constexpr int VE = 16 / sizeof(T);
     const AttnArgs& a = da.a;
-    extern __shared__ __align__(16) float red[];  // [DEC_WARPS][G][2 + dim]: the warps' (m, l, acc)
+    extern __shared__ __align__(16) float red[];  // [NT / 32][G][2 + dim]: the warps' (m, l, acc)
     __shared__ u32 pid[DEC_WINDOW];
 
     const int lpk = da.lpk, group = da.group;
-    const int ngroups = DEC_THREADS / lpk, gi = threadIdx.x / lpk, sub = threadIdx.x % lpk;
+    const int ngroups = NT / lpk, gi = threadIdx.x / lpk, sub = threadIdx.x % lpk;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const i64 dim = a.dim;
     const i64 pair = blockIdx.x / da.splits;
     const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * group;
+    // Scores come out in base 2 and scaled (the softcap, when there is one, needs them in
+    // natural units: it applies log2 e itself).
+    const bool capped = a.softcap > 0.f;
+    const float qmul = capped ? a.scale : a.scale * DEC_LOG2E;
 
     // Launched under programmatic serialization: nothing the previous kernel may write (the
     // query, the cache) is read before this.
@@ -266,19 +288,25 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         if (g < group) raw = __ldg(reinterpret_cast<const uint4*>((const T*)a.q + (i * a.q_heads + h0 + g) * dim) + sub);
         unpack16<T>(raw, qf[g]);
     }
-    const i64 step = (i64)ngroups * U;
+    const int step = ngroups * U;
     DecSplit sp;
-    if (!decode_split(da, step, sp)) return;
+    if (!decode_split<NT>(da, step, sp)) return;
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int e = 0; e < VE; ++e) qf[g][e] *= qmul;
     const i64 b = sp.b, kb = sp.kb, ke = sp.ke, ps = a.page_size;
 
     const u64 rowlen = (u64)a.kv_heads * dim;
     const u64 page_elems = (u64)ps * rowlen;  // one layer's keys of a page
     const u64 page_stride = 2 * (u64)a.layers * page_elems;
-    const u64 layer_off = (u64)a.layer * page_elems + (u64)kvh * dim + (u64)sub * VE;
+    const T* cache = (const T*)a.blocks + (u64)a.layer * page_elems + (u64)kvh * dim + (u64)sub * VE;
     const u64 value_off = (u64)a.layers * page_elems;  // keys -> values of one page
     const u32* table = (const u32*)a.table + b * a.width;
-    const T* cache = (const T*)a.blocks;
     const u32 pages = a.pages < (i64)0xffffffff ? (u32)a.pages : 0xffffffffu;
+    // Within a window of DEC_WINDOW pages, key offsets fit in 32 bits (page sizes below 2^22:
+    // launch/attention_decode.rs).
+    const u32 ps32 = (u32)ps;
     const bool pow2 = (ps & (ps - 1)) == 0;
     const int shift = __ffsll(ps) - 1;
 
@@ -293,26 +321,27 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
     for (i64 w0 = kb; w0 < ke;) {
         const i64 p0 = w0 / ps;
         const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
-        const i64 np = (w1 - 1) / ps - p0 + 1;
+        const int np = (int)((w1 - 1) / ps - p0 + 1);
         __syncthreads();  // the previous window's page ids are no longer read
 #pragma unroll 4
-        for (i64 t = threadIdx.x; t < np; t += DEC_THREADS) pid[t] = table[p0 + t];
+        for (int t = threadIdx.x; t < np; t += NT) pid[t] = table[p0 + t];
         __syncthreads();
-        for (i64 t0 = w0; t0 < w1; t0 += step) {
+        // keys of this window relative to its first page's first key
+        const u32 rel0 = (u32)(w0 - p0 * ps), rel1 = (u32)(w1 - p0 * ps);
+        for (u32 t0 = rel0; t0 < rel1; t0 += step) {
             uint4 kr[U], vr[U];
             u32 ok = 0;
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 kr[u] = make_uint4(0, 0, 0, 0);
                 vr[u] = make_uint4(0, 0, 0, 0);
-                const i64 j = t0 + gi + (i64)ngroups * u;
-                if (j < w1) {
-                    const u64 rel = (u64)(j - p0 * ps);
-                    const u64 pw = pow2 ? rel >> shift : rel / (u64)ps;
-                    const u64 slot = rel - pw * (u64)ps;
+                const u32 rel = t0 + gi + ngroups * u;
+                if (rel < rel1) {
+                    const u32 pw = pow2 ? rel >> shift : rel / ps32;
+                    const u32 slot = rel - pw * ps32;
                     const u32 page = pid[pw];
                     if (page < pages) {
-                        const T* at = cache + page * page_stride + layer_off + slot * rowlen;
+                        const T* at = cache + page * page_stride + (u64)slot * rowlen;
                         kr[u] = __ldg(reinterpret_cast<const uint4*>(at));
                         vr[u] = __ldg(reinterpret_cast<const uint4*>(at + value_off));
                         ok |= 1u << u;
@@ -338,26 +367,26 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
                 for (int g = 0; g < G; ++g)
 #pragma unroll
                     for (int u = 0; u < U; ++u) sc[g][u] += __shfl_xor_sync(FULL_MASK, sc[g][u], o);
-            // Online softmax of the lane group, then p x v.
+            // Online softmax of the lane group (base 2), then p x v.
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 float mx = NEG_INF;
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
-                    float v = sc[g][u] * a.scale;
-                    if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+                    float v = sc[g][u];
+                    if (capped) v = a.softcap * tanhf(v / a.softcap) * DEC_LOG2E;
                     sc[g][u] = (ok >> u) & 1u ? v : NEG_INF;
                     mx = fmaxf(mx, sc[g][u]);
                 }
                 const float mn = fmaxf(m[g], mx), base = mn == NEG_INF ? 0.f : mn;
-                const float r = __expf(m[g] - base);
+                const float r = dec_exp2(m[g] - base);
                 m[g] = mn;
                 l[g] *= r;
 #pragma unroll
                 for (int e = 0; e < VE; ++e) acc[g][e] *= r;
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
-                    sc[g][u] = __expf(sc[g][u] - base);
+                    sc[g][u] = dec_exp2(sc[g][u] - base);
                     l[g] += sc[g][u];
                 }
             }
@@ -380,7 +409,7 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         for (int g = 0; g < G; ++g) {
             const float mo = __shfl_xor_sync(FULL_MASK, m[g], o), lo2 = __shfl_xor_sync(FULL_MASK, l[g], o);
             const float mn = fmaxf(m[g], mo), base = mn == NEG_INF ? 0.f : mn;
-            const float f1 = __expf(m[g] - base), f2 = __expf(mo - base);
+            const float f1 = dec_exp2(m[g] - base), f2 = dec_exp2(mo - base);
             m[g] = mn;
             l[g] = l[g] * f1 + lo2 * f2;
 #pragma unroll
@@ -392,7 +421,7 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         for (int g = 0; g < G; ++g) {
             float* r = red + (warp * G + g) * (2 + dim);
             if (sub == 0) {
-                r[0] = m[g];
+                r[0] = m[g] * DEC_LN2;  // natural units, as decode_finish and the merge take them
                 r[1] = l[g];
             }
 #pragma unroll
@@ -400,7 +429,7 @@ template <typename T, int G, int U> __device__ __forceinline__ void paged_decode
         }
     }
     __syncthreads();
-    decode_finish<T>(da, sp, red, G);
+    decode_finish<T, NT>(da, sp, red, G);
 }
 
 // Every share of each (row, kv head) merged, one block per pair: the decode form's merge when
@@ -409,25 +438,32 @@ template <typename T> __device__ __forceinline__ void attention_combine(const De
     __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const i64 pair = blockIdx.x, kvh = pair % da.a.kv_heads, i = pair / da.a.kv_heads;
-    merge_shares<T>(da, i, kvh * da.group, da.splits, wts);
+    merge_shares<T, DEC_THREADS>(da, i, kvh * da.group, da.splits, wts);
 }
 
 // U: keys (and values) in flight per lane group, fewer where the heads' queries and
-// accumulators (2 x G x VE registers) leave less room: launch/attention_decode.rs's
-// keys_in_flight says the same.
-#define DECODE_G(NAME, T, G, U)                                                                              \
-    extern "C" __global__ void __launch_bounds__(DEC_THREADS, 2) paged_decode_##NAME##_g##G(DecodeArgs a) {   \
-        paged_decode<T, G, U>(a);                                                                            \
+// accumulators (2 x G x VE registers) leave less room, and as many fewer in the f32 kernels'
+// blocks as they have more threads: launch/attention_decode.rs's block_plan says the same.
+#define DECODE_G(NAME, T, G, U, NT, MINB)                                                                    \
+    extern "C" __global__ void __launch_bounds__(NT, MINB) paged_decode_##NAME##_g##G(DecodeArgs a) {       \
+        paged_decode<T, G, U, NT>(a);                                                                        \
     }
-#define DECODE(NAME, T, U4, U8)                                                                              \
-    DECODE_G(NAME, T, 1, 8)                                                                                  \
-    DECODE_G(NAME, T, 2, 8)                                                                                  \
-    DECODE_G(NAME, T, 4, U4)                                                                                 \
-    DECODE_G(NAME, T, 8, U8)                                                                                 \
+#define DECODE(NAME, T, U1, U4, U8, NT, NT8, MINB)                                                           \
+    DECODE_G(NAME, T, 1, U1, NT, MINB)                                                                       \
+    DECODE_G(NAME, T, 2, U1, NT, MINB)                                                                       \
+    DECODE_G(NAME, T, 4, U4, NT, MINB)                                                                       \
+    DECODE_G(NAME, T, 8, U8, NT8, MINB)                                                                      \
     extern "C" __global__ void __launch_bounds__(DEC_THREADS) attention_combine_##NAME(DecodeArgs a) {         \
         attention_combine<T>(a);                                                                             \
     }
 
-DECODE(f32, float, 8, 4)
-DECODE(f16, f16, 6, 3)
-DECODE(bf16, bf16, 6, 3)
+// f32 at G = 8: 256 threads of 2 keys each (512 would leave 128 registers a thread, and spill).
+DECODE(f32, float, 2, 2, 2, DEC_THREADS_F32, DEC_THREADS_F32 / 2, 1)
+DECODE(f16, f16, 8, 6, 3, DEC_THREADS, DEC_THREADS, 2)
+DECODE(bf16, bf16, 8, 6, 3, DEC_THREADS, DEC_THREADS, 2)
+// f32 rows of a whole warp (128 dims): 128-thread blocks, as measured faster there (an H200,
+// 8B-shaped Q4_0 decode at 512 tokens: 14.6 us a layer against 16.8 with 512 threads).
+DECODE_G(f32_wide, float, 1, 8, DEC_THREADS, 2)
+DECODE_G(f32_wide, float, 2, 8, DEC_THREADS, 2)
+DECODE_G(f32_wide, float, 4, 8, DEC_THREADS, 2)
+DECODE_G(f32_wide, float, 8, 4, DEC_THREADS, 2)

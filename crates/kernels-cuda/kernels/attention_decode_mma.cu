@@ -127,7 +127,7 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         }
     }
     DecSplit sp;
-    if (!decode_split(da, DEC_WARPS * DM_KEYS, sp)) return;
+    if (!decode_split<DEC_THREADS>(da, DEC_WARPS * DM_KEYS, sp)) return;
 
     // This warp's keys [wlo, whi): a quarter of the split in whole tiles.
     const i64 wper = ((sp.ke - sp.kb + DEC_WARPS - 1) / DEC_WARPS + DM_KEYS - 1) / DM_KEYS * DM_KEYS;
@@ -295,7 +295,7 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         r1p[2 + 16 * k + g + 8] = o[k][3];
     }
     __syncthreads();
-    decode_finish<T>(da, sp, red, DM_HEADS);
+    decode_finish<T, DEC_THREADS>(da, sp, red, DM_HEADS);
 }
 
 #define DECODE_MMA(D, NAME, BF16)                                                                  \

@@ -17,8 +17,13 @@ use crate::{Result, function};
 
 /// Query heads one block serves (DEC_MAXG in attention_decode.cu).
 const MAX_GROUP: usize = 8;
-/// Threads of a block (DEC_THREADS).
+/// Threads of a block (DEC_THREADS): the tensor-core kernel's and the 16-bit CUDA-core ones'.
 const THREADS: usize = 128;
+/// Threads of the f32 CUDA-core kernels' blocks (DEC_THREADS_F32).
+const THREADS_F32: usize = 512;
+/// Page sizes from this on take the general form (the decode form's key offsets within a
+/// window of DEC_WINDOW pages are 32-bit).
+const MAX_PAGE_SIZE: usize = 1 << 22;
 /// The most splits of one (row, kv head) (DEC_MAX_SPLITS), whatever `attention.splits` says.
 const MAX_SPLITS: usize = 64;
 /// The most splits per (row, kv head) when the knob leaves it to the plan: enough blocks to
@@ -63,7 +68,8 @@ pub struct SplitPlan {
     pub group: usize,
     /// The kernel's head group: `group` rounded up to a power of two.
     pub kernel_group: usize,
-    /// Keys a block takes per step (THREADS / lpk lane groups, each loading `keys_in_flight`).
+    /// Keys a block takes per step (its threads / lpk lane groups, each loading the keys of
+    /// `block_plan`).
     pub step: usize,
     /// Splits of each (row, kv head): the grid is rows x kv heads x splits.
     pub splits: usize,
@@ -77,15 +83,25 @@ fn mma_smem(dim: usize) -> usize {
     (THREADS / 32) * (MMA_STAGES * 2 * MMA_KEYS * (dim * 2 + 16) + MMA_KEYS * 16)
 }
 
-/// Keys (and values) a lane group loads at once for a kernel group (U in attention_decode.cu's
-/// DECODE): fewer where the heads' queries and accumulators take more registers.
-fn keys_in_flight(dtype: DType, kernel_group: usize) -> usize {
-    match (kernel_group, dtype.size_in_bytes()) {
+/// Threads of a CUDA-core kernel's block, the keys (and values) each of its lane groups loads
+/// at once (NT and U in attention_decode.cu's DECODE) and its name's dtype part: fewer keys
+/// where the heads' queries and accumulators take more registers; the f32 kernels for rows of
+/// up to 16 lanes have four (at eight heads two) times the threads, each group as many times
+/// fewer keys (the same keys per step); f32 rows of a whole warp keep 128 threads
+/// (`_f32_wide`: measured faster there).
+fn block_plan(dtype: DType, kernel_group: usize, lpk: usize) -> (usize, usize, &'static str) {
+    let keys = match (kernel_group, dtype.size_in_bytes()) {
         (8, 4) => 4,
         (8, _) => 3,
         (4, 4) => 8,
         (4, _) => 6,
         _ => 8,
+    };
+    match (kernel_group, dtype.size_in_bytes()) {
+        (_, 4) if lpk == 32 => (THREADS, keys, "f32_wide"),
+        (8, 4) => (THREADS_F32 / 2, keys / 2, "f32"), // registers: 512 threads would spill
+        (_, 4) => (THREADS_F32, keys / 4, "f32"),
+        _ => (THREADS, keys, if dtype == DType::Float16 { "f16" } else { "bf16" }),
     }
 }
 
@@ -118,6 +134,9 @@ fn plan_with(
     if bytes % 16 != 0 || !lpk.is_power_of_two() || lpk > 32 || group == 0 || group > MAX_GROUP {
         return None;
     }
+    if cache.page_size >= MAX_PAGE_SIZE {
+        return None;
+    }
     if group * cache.kv_heads != q_heads {
         return None;
     }
@@ -131,7 +150,8 @@ fn plan_with(
         (MAX_GROUP, THREADS / 32 * MMA_KEYS, (SMS * per_sm / pairs).max(1))
     } else {
         let kernel_group = group.next_power_of_two();
-        (kernel_group, THREADS / lpk * keys_in_flight(dtype, kernel_group), TARGET_BLOCKS.div_ceil(pairs))
+        let (threads, keys, _) = block_plan(dtype, kernel_group, lpk);
+        (kernel_group, threads / lpk * keys, TARGET_BLOCKS.div_ceil(pairs))
     };
     // Splits need ticket counters for the merge (tickets::CAPACITY of them) or a combine.
     let splits = if pairs > super::tickets::CAPACITY {
@@ -161,10 +181,15 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
     }
     // The CUDA-core kernel's dynamic shared memory holds the warps' (max, sum, values) for
     // its heads; the tensor-core kernel's its warps' rings (red at the end).
-    let (name, smem) = if plan.mma {
-        (format!("paged_decode_mma_d{dim}_{dt}"), mma_smem(dim))
+    let (name, smem, threads) = if plan.mma {
+        (format!("paged_decode_mma_d{dim}_{dt}"), mma_smem(dim), THREADS)
     } else {
-        (format!("paged_decode_{dt}_g{}", plan.kernel_group), (THREADS / 32) * plan.kernel_group * (2 + dim) * 4)
+        let (threads, _, kind) = block_plan(dtype, plan.kernel_group, plan.lpk);
+        (
+            format!("paged_decode_{kind}_g{}", plan.kernel_group),
+            (threads / 32) * plan.kernel_group * (2 + dim) * 4,
+            threads,
+        )
     };
     // The last split of each (row, kv head) merges the shares when the stream has ticket
     // counters for them; otherwise attention_combine does.
@@ -183,7 +208,7 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
         super::launch_ex(
             stream,
             &f,
-            (blocks as u32, THREADS as u32, smem as u32),
+            (blocks as u32, threads as u32, smem as u32),
             &mut params,
             pdl,
             "cuLaunchKernelEx(paged_decode)",
@@ -223,6 +248,9 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
             all.push((ATTENTION_DECODE, format!("paged_decode_{dt}_g{g}"), size_of::<DecodeArgs>()));
         }
         all.push((ATTENTION_DECODE, format!("attention_combine_{dt}"), size_of::<DecodeArgs>()));
+    }
+    for g in [1, 2, 4, 8] {
+        all.push((ATTENTION_DECODE, format!("paged_decode_f32_wide_g{g}"), size_of::<DecodeArgs>()));
     }
     for dt in ["f16", "bf16"] {
         for d in [16, 32, 64, 128, 256] {
@@ -274,6 +302,22 @@ mod tests {
         assert_eq!(split_scratch_bytes(&p, 1, 32, 128), 32 * 32 * 130 * 4);
         // The CUDA-core kernel aims at about four blocks per SM.
         assert_eq!(plan(DType::Float32, &c, 32, 8, 64).unwrap().splits, 9);
+    }
+
+    #[test]
+    fn f32_blocks_have_four_times_the_threads_and_the_same_step() {
+        // 128-thread blocks loading 8, 8, 8 and 4 keys a lane group at G = 1, 2, 4, 8 before
+        let f32: Vec<_> = [1, 2, 4, 8].map(|g| block_plan(DType::Float32, g, 16)).to_vec();
+        let n = THREADS_F32;
+        assert_eq!(f32, [(n, 2, "f32"), (n, 2, "f32"), (n, 2, "f32"), (n / 2, 2, "f32")]);
+        assert_eq!(block_plan(DType::Float32, 4, 32), (THREADS, 8, "f32_wide"));
+        assert_eq!([4, 8].map(|g| block_plan(DType::BFloat16, g, 1)), [(THREADS, 6, "bf16"), (THREADS, 3, "bf16")]);
+        assert_eq!(block_plan(DType::Float16, 2, 1), (THREADS, 8, "f16"));
+        // SmolLM2's f32 rows: 16 lanes a key, 32 lane groups of 2 keys: 64 keys a step.
+        let p = plan(DType::Float32, &cache(3, 64, 128), 9, 1, 5).unwrap();
+        assert_eq!((p.lpk, p.kernel_group, p.step, p.splits, p.mma), (16, 4, 64, 10, false));
+        // Pages too large for the 32-bit offsets of a window take the general form.
+        assert!(plan(DType::Float32, &cache(3, 64, MAX_PAGE_SIZE), 9, 1, 1).is_none());
     }
 
     #[test]
