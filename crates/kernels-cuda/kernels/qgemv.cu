@@ -10,7 +10,8 @@
 // chunk's bytes of each of the block's rows (whole blocks, cp.async). ST - 1 chunks are in flight
 // while one is decoded, so a K = 4096 row is requested all at once: at M = 1 the kernel is
 // bound by memory latency and bandwidth only if enough bytes are in flight, and with two stages
-// it was not.
+// it was not. Only the stages of K's chunks are ever touched, and the launch allocates only
+// those (a K of 576 takes one: more blocks resident for a vocabulary projection).
 //
 // Lane l decodes elements 32l .. 32l+31 of the chunk (one 32-element block, or one sub-block of
 // a 256-element super-block) of each of its rows. For Q4_0, Q4_1, Q8_0 and Q4_K it reads the

@@ -295,6 +295,9 @@ fn qgemv(
         (true, 4) => (3, 16, 8),
         (true, _) => (2, 16, 8),
     };
+    // qgemv.cu touches only the stages of K's chunks (a vocabulary projection of K = 576 takes
+    // one): fewer stages, more blocks resident. qgemv_stream.cu's mbarriers follow all of them.
+    let stages = if streaming { stages } else { stages.min(k.div_ceil(QV_CHUNK).max(1)) };
     let lhs_bytes = mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes();
     let smem = (stages * (lhs_bytes + rows_per_block * slot + bar)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
