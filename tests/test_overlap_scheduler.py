@@ -80,7 +80,7 @@ def _run(pipeline, ctxs, schedule, num_steps):
     return [c.generated_tokens.tolist() for c in ctxs]
 
 
-@pytest.mark.parametrize("num_steps", [1, 4])
+@pytest.mark.parametrize("num_steps", [1, 2, 4])
 @pytest.mark.parametrize("sp", [
     SamplingParams(top_k=1, max_new_tokens=13, ignore_eos=True),
     SamplingParams(temperature=0.9, top_k=40, top_p=0.95, seed=99, max_new_tokens=13, ignore_eos=True),
@@ -90,9 +90,13 @@ def test_the_queued_step_stands_in_for_the_next_calls_first(plain, overlapped, s
     with HostTokens(overlapped) as host:
         got = _run(overlapped, _contexts(3, (5, 23, 11), sp), [[0, 1, 2]], num_steps)
     assert got == want and all(len(t) == 13 for t in got)
-    # the prompt's call and the first decode call take their ids from the host; every later
-    # call starts from the step the call before it queued
-    assert host.count == 2
+    if num_steps == 1:
+        # calls of one step (made while requests wait to join the batch) queue nothing
+        assert host.count == 13  # the prompt's call and 12 of one step each
+    else:
+        # the prompt's call and the first decode call take their ids from the host; every
+        # later call starts from the step the call before it queued
+        assert host.count == 2
 
 
 def test_a_changing_batch_drops_the_queued_step(plain, overlapped):
@@ -119,6 +123,49 @@ def test_a_stop_inside_the_steps_queues_nothing_and_leaves_the_cache_sound(plain
     # the next request is unaffected by whatever the dropped steps wrote
     (again,) = _run(overlapped, _contexts(5, (9,), sp), [[0]], 4)
     assert again == single
+
+
+def test_a_request_claimed_again_does_not_take_the_step_queued_for_its_old_pages():
+    """Preempted (its pages released and the context reset, as the serving scheduler does
+    without the pipeline) and admitted again with its prefix reused when its last token starts
+    a page, a request is in the state the queued step was for, but that step wrote the token's
+    keys into a page it no longer holds: the claim on the cache tells them apart."""
+    ps = 16
+    sp = SamplingParams(top_k=1, max_new_tokens=40, ignore_eos=True)
+
+    def scenario(p):
+        rng = np.random.default_rng(0)
+        ctx = TextContext(max_length=128, tokens=rng.integers(100, 40000, 20), sampling_params=sp)
+        kv, queued_then = p.kv_manager, None
+        try:
+            p.execute(TextGenerationInputs([{ctx.request_id: ctx}]))  # the prompt
+            while (ctx.end_idx - 1) % ps != 0:
+                two = (ctx.end_idx + 1) % ps == 0  # two steps end with the last token starting a page
+                p.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=2 if two else 1))
+            queued_then = p._queued is not None
+            kv.release(ctx.request_id)
+            ctx.reset()
+            other = TextContext(max_length=128, tokens=rng.integers(100, 40000, 5), sampling_params=sp)
+            kv.alloc(other)  # takes the page just freed
+            kv.alloc(ctx)  # admitted again, its full pages reused
+            assert ctx.active_length == 1
+            while not ctx.is_done:
+                p.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=2))
+            kv.release(other.request_id)
+        finally:
+            if kv.contains(ctx.request_id):
+                kv.release(ctx.request_id)
+        return ctx.generated_tokens.tolist(), queued_then
+
+    def load(overlap):
+        return load_pipeline(PipelineConfig(model_path=str(smollm2_gguf()), max_length=128, max_batch_size=2,
+                                            kv_cache_page_size=ps, enable_prefix_caching=True,
+                                            device_specs=[DeviceSpec.cpu()], enable_overlap_scheduler=overlap))
+
+    want, _ = scenario(load(False))
+    got, queued = scenario(load(True))
+    assert queued, "a step was queued for the old pages"
+    assert got == want
 
 
 def test_release_drops_the_queued_step(overlapped):
@@ -155,10 +202,10 @@ def test_the_queued_step_on_the_gpu_gives_the_tokens_of_single_steps(gpu, tmp_pa
     for sp in (SamplingParams(top_k=1, max_new_tokens=30, ignore_eos=True),
                SamplingParams(temperature=0.8, top_k=20, seed=7, max_new_tokens=30, ignore_eos=True)):
         want = _run(off, _contexts(11, (7, 40, 19), sp), [[0, 1, 2]], 1)
-        for num_steps in (1, 8):
+        for num_steps in (1, 8):  # one step: nothing queued ahead
             with HostTokens(on) as host:
                 got = _run(on, _contexts(11, (7, 40, 19), sp), [[0, 1, 2]], num_steps)
-            assert got == want and host.count == 2
+            assert got == want and host.count == (30 if num_steps == 1 else 2)
 
 
 def test_the_serving_scheduler_with_preemptions_and_cancels_keeps_every_result(plain, rng):

@@ -36,7 +36,8 @@ impl Done for CudaEvent {
         self.synchronize().map_err(Error::cuda("cuEventSynchronize"))
     }
     fn done(&self) -> bool {
-        self.is_complete()
+        // an error (a sticky one from an earlier launch) keeps the region: waiting reports it
+        self.try_is_complete().unwrap_or(false)
     }
 }
 
@@ -64,8 +65,10 @@ impl<D: Done> Ring<D> {
         let start = if self.head + n > self.cap { 0 } else { self.head };
         let end = start + n;
         if let Some(last) = self.pending.iter().rposition(|&(a, b, _)| a < end && start < b) {
-            for (_, _, d) in self.pending.drain(..=last) {
-                d.wait()?;
+            for _ in 0..=last {
+                // a failed wait keeps its entry (and the later ones): their copies may still read
+                self.pending.front().map_or(Ok(()), |p| p.2.wait())?;
+                self.pending.pop_front();
             }
         }
         self.head = end;
@@ -84,11 +87,26 @@ struct Staging {
     ring: Ring<CudaEvent>,
 }
 
-/// The rings by device ordinal (allocated on first use, kept for the process's life); None
-/// where the pinned allocation failed (copies then go through the driver).
-fn rings() -> &'static Mutex<HashMap<usize, Option<Staging>>> {
-    static RINGS: std::sync::OnceLock<Mutex<HashMap<usize, Option<Staging>>>> = std::sync::OnceLock::new();
+/// The rings by device ordinal (allocated on first use, kept for the process's life), each under
+/// its own lock; None where the pinned allocation failed (copies then go through the driver).
+type Rings = HashMap<usize, Option<Arc<Mutex<Staging>>>>;
+
+fn rings() -> &'static Mutex<Rings> {
+    static RINGS: std::sync::OnceLock<Mutex<Rings>> = std::sync::OnceLock::new();
     RINGS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The device's ring, made on first use.
+fn ring_of(dev: &CudaDevice) -> Option<Arc<Mutex<Staging>>> {
+    let mut all = rings().lock().unwrap_or_else(|p| p.into_inner());
+    all.entry(dev.ordinal)
+        .or_insert_with(|| {
+            // SAFETY: a plain allocation call; the memory is never freed (the ring lives as
+            // long as the process), so no copy can outlive it.
+            let base = unsafe { result::malloc_host(RING_BYTES, sys::CU_MEMHOSTALLOC_PORTABLE) }.ok()?;
+            Some(Arc::new(Mutex::new(Staging { base: base as usize, ring: Ring::new(RING_BYTES) })))
+        })
+        .clone()
 }
 
 /// Copies `src` to device memory at `dst` on `stream` of `dev` (bound by the caller) through
@@ -98,16 +116,10 @@ pub(crate) fn copy_to_device(dev: &Arc<CudaDevice>, stream: &Arc<CudaStream>, ds
     if src.is_empty() || src.len() > MAX_STAGED {
         return Ok(false);
     }
-    let mut all = rings().lock().unwrap_or_else(|p| p.into_inner());
-    let entry = all.entry(dev.ordinal).or_insert_with(|| {
-        // SAFETY: a plain allocation call; the memory is never freed (the ring lives as long
-        // as the process), so no copy can outlive it.
-        let base = unsafe { result::malloc_host(RING_BYTES, sys::CU_MEMHOSTALLOC_PORTABLE) }.ok()?;
-        Some(Staging { base: base as usize, ring: Ring::new(RING_BYTES) })
-    });
-    let Some(staging) = entry.as_mut() else {
+    let Some(ring) = ring_of(dev) else {
         return Ok(false);
     };
+    let mut staging = ring.lock().unwrap_or_else(|p| p.into_inner());
     let at = staging.ring.reserve(src.len())?;
     // SAFETY: [at, at + len) lies in the ring (reserve keeps regions inside it) and no queued
     // copy reads it any more; src is a live host slice that does not overlap pinned memory
@@ -120,8 +132,14 @@ pub(crate) fn copy_to_device(dev: &Arc<CudaDevice>, stream: &Arc<CudaStream>, ds
     // SAFETY: dst is device memory of src.len() bytes (the caller's); the staged bytes stay
     // untouched until the event recorded after this copy completes (hold below).
     unsafe { result::memcpy_htod_async(dst, staged, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-    let done = stream.record_event(None).map_err(Error::cuda("cuEventRecord"))?;
-    staging.ring.hold(at, src.len(), done);
+    match stream.record_event(None) {
+        Ok(done) => staging.ring.hold(at, src.len(), done),
+        Err(e) => {
+            // Without an event the region cannot be held: the copy must end before it is reused.
+            let _ = stream.synchronize();
+            return Err(Error::cuda("cuEventRecord")(e));
+        }
+    }
     Ok(true)
 }
 
@@ -141,6 +159,9 @@ mod tests {
     impl Done for Fake {
         fn wait(&self) -> Result<()> {
             self.waits.set(self.waits.get() + 1);
+            if self.waits.get() > 100 {
+                return Err(Error::Value("the device failed".into()));
+            }
             self.done.set(true);
             Ok(())
         }
@@ -180,6 +201,17 @@ mod tests {
         assert_eq!((f, waits.get()), (0, 4));
         assert!(third.get());
         assert_eq!(ring.pending.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_wait_keeps_the_regions_still_read() {
+        let waits = Rc::new(Cell::new(100)); // the next wait fails
+        let mut ring = Ring::new(2 * ALIGN);
+        let (a, _) = take(&mut ring, &waits, ALIGN);
+        let (b, _) = take(&mut ring, &waits, ALIGN);
+        assert_eq!((a, b), (0, ALIGN));
+        assert!(ring.reserve(2 * ALIGN).is_err());
+        assert_eq!(ring.pending.len(), 2, "both copies may still read their regions");
     }
 
     #[test]

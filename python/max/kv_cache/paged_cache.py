@@ -95,6 +95,8 @@ class PagedKVCacheManager:
         self._pages: dict[Any, list[int]] = {}
         self._cached: dict[Any, int] = {}
         self._names: dict[Any, list[bytes]] = {}  # names of each request's full pages, in order
+        self._claims: dict[Any, int] = {}  # a number per claim: a request claimed again gets a new one
+        self._claimed = 0
         self._metrics = {"pages_allocated": 0, "pages_released": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0}
 
     # -- requests ---------------------------------------------------------------------------
@@ -106,6 +108,13 @@ class PagedKVCacheManager:
         self._pages[request_id] = []
         self._cached[request_id] = 0
         self._names[request_id] = []
+        self._claimed += 1
+        self._claims[request_id] = self._claimed
+
+    def claim_id(self, request_id: Any) -> int | None:
+        """A number that identifies the request's current claim (its pages since it was last
+        claimed; released and claimed again, it has another), or None when it is not claimed."""
+        return self._claims.get(request_id)
 
     def contains(self, request_id: Any, replica_idx: int = 0) -> bool:
         return request_id in self._pages
@@ -174,6 +183,7 @@ class PagedKVCacheManager:
             raise ValueError(f"PagedKVCacheManager: request {request_id!r} is not claimed")
         self._cached.pop(request_id, None)
         self._names.pop(request_id, None)
+        self._claims.pop(request_id, None)
         for page in reversed(pages):
             self._pool.give_back(page)
         self._metrics["pages_released"] += len(pages)

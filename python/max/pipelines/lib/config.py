@@ -105,10 +105,11 @@ class ProfilingConfig:
 class PipelineConfig:
     """Everything a pipeline needs. Unknown keyword arguments are an error naming them.
 
-    ``enable_overlap_scheduler``: each ``execute`` of decode steps also queues the next call's
-    first step, which the device runs while the host reads the tokens back (used when the next
-    call is for the same requests, else dropped; the tokens are the same either way). None (the
-    default) turns it on for accelerators; the CPU's steps are the host's own work."""
+    ``enable_overlap_scheduler``: each ``execute`` of several decode steps also queues the next
+    call's first step, which the device runs while the host hands the tokens out (used when the
+    next call is for the same requests in the same state, else dropped; the tokens are the same
+    either way). None (the default) turns it on for accelerators; the CPU's steps are the host's
+    own work."""
 
     max_length: int | None = None
     pipeline_role: PipelineRole = PipelineRole.PrefillAndDecode

@@ -12,11 +12,13 @@ the pipeline's ``max_length``. Tokens past a stop (end of sequence, a stop token
 the caller's bookkeeping; the cache positions they wrote are never read.
 
 The overlap scheduler (``PipelineConfig.enable_overlap_scheduler``) queues one step more than
-the call returns (``Queued``): while the host reads the tokens back and the caller does its
-bookkeeping and comes back, the device already runs the next call's first step. The next call
-uses it when it is for the same contexts in the same state (``Queued.matches``: request ids,
-lengths, last tokens and sampling parameters); otherwise it is dropped, like the steps past a
-stop. Either way the tokens are those of single steps.
+a call of several steps returns (``Queued``), right after the call's tokens are read back: while
+the host hands them out and the caller comes back, the device already runs the next call's
+first step. The next call uses it when it is for the
+same contexts in the same state (``Queued.matches``: request ids, claims on the cache, lengths,
+last tokens and sampling parameters); otherwise it is dropped, like the steps past a stop.
+Either way the tokens are those of single steps. Calls of one step (the generation loops make
+those while requests wait to join the batch, which then changes) queue nothing ahead.
 """
 
 from __future__ import annotations
@@ -61,27 +63,32 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
     return max(1, steps)
 
 
+def queue_step(pipeline: Any, ctxs: Sequence[Any], prev: driver.Buffer, k: int) -> driver.Buffer:
+    """Queues step k + 1 of a call (k >= 1) after the step whose sampled ids (one per context, in
+    order) are `prev`; its ids, on the device."""
+    # before step k+1 a context holds k more tokens, all but the newest cached
+    views = [Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + k - 1, c.end_idx + k) for c in ctxs]
+    caches = pipeline.kv_manager.get_runtime_inputs([views])
+    offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
+    logits = pipeline.model.execute(prev, offsets, [b for cache in caches for b in cache])
+    return pipeline.sampler.sample_on_device(logits, views, list(range(len(ctxs))))
+
+
 def run_more(pipeline: Any, ctxs: Sequence[Any], first: driver.Buffer, steps: int) -> list[driver.Buffer]:
     """Queues steps 2..`steps` after a first step whose sampled ids (one per context, in order)
-    are `first`; returns every step's ids, still on the device (`steps` of them; a step queued
-    ahead is one more)."""
+    are `first`; returns every step's ids, still on the device."""
     out = [first]
-    offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
-    rows = list(range(len(ctxs)))
     for k in range(1, steps):
-        # before step k+1 a context holds k more tokens, all but the newest cached
-        views = [Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + k - 1, c.end_idx + k)
-                 for c in ctxs]
-        caches = pipeline.kv_manager.get_runtime_inputs([views])
-        logits = pipeline.model.execute(out[-1], offsets, [b for cache in caches for b in cache])
-        out.append(pipeline.sampler.sample_on_device(logits, views, rows))
+        out.append(queue_step(pipeline, ctxs, out[-1], k))
     return out
 
 
-def state(ctxs: Sequence[Any]) -> list[tuple]:
-    """What a step queued ahead depends on: each context's request id, length, last token and
+def state(ctxs: Sequence[Any], kv: Any) -> list[tuple]:
+    """What a step queued ahead depends on: each context's request id, claim on the cache (a
+    request preempted or released and claimed again has new pages), length, last token and
     sampling parameters, in batch order."""
-    return [(c.request_id, c.end_idx, int(c.tokens[-1]), c.sampling_params) for c in ctxs]
+    return [(c.request_id, kv.claim_id(c.request_id), c.end_idx, int(c.tokens[-1]), c.sampling_params)
+            for c in ctxs]
 
 
 @dataclass
@@ -92,11 +99,11 @@ class Queued:
     after: list[tuple]
     ids: driver.Buffer
 
-    def matches(self, ctxs: Sequence[Any]) -> bool:
+    def matches(self, ctxs: Sequence[Any], kv: Any) -> bool:
         """Whether the step is the one `ctxs` would run next: the same contexts in the same
         order and state, each with just its last token to process."""
         return all(c.active_length == 1 and c.active_idx == c.end_idx and c.log_probabilities == 0
-                   and not c.sampling_params.has_penalties for c in ctxs) and state(ctxs) == self.after
+                   and not c.sampling_params.has_penalties for c in ctxs) and state(ctxs, kv) == self.after
 
 
 def read_back(pipeline: Any, ids: Sequence[driver.Buffer]) -> np.ndarray:
@@ -111,4 +118,4 @@ def read_back(pipeline: Any, ids: Sequence[driver.Buffer]) -> np.ndarray:
     return pipeline.sampler.to_host(every).T
 
 
-__all__ = ["Ahead", "Queued", "plan", "read_back", "run_more", "state"]
+__all__ = ["Ahead", "Queued", "plan", "queue_step", "read_back", "run_more", "state"]

@@ -167,9 +167,11 @@ class TextGenerationPipeline:
             return {}
         queued, self._queued = self._queued, None
         steps = multistep.plan(ctxs, inputs.num_steps, self.max_length)
-        # One step more, queued for the next call (the overlap scheduler), where that step is
-        # one a multi-step run could take too (room for it, nothing needing the host).
-        ahead = int(self._overlap and multistep.plan(ctxs, steps + 1, self.max_length) == steps + 1)
+        # One step more, queued for the next call (the overlap scheduler), for calls of several
+        # steps (the batch is expected to stay) where that step is one a multi-step run could
+        # take too (room for it, nothing needing the host).
+        ahead = int(self._overlap and inputs.num_steps > 1
+                    and multistep.plan(ctxs, steps + 1, self.max_length) == steps + 1)
         for ctx in ctxs:
             if not self.kv_manager.contains(ctx.request_id):
                 self.kv_manager.claim(ctx.request_id)
@@ -177,7 +179,7 @@ class TextGenerationPipeline:
         got = self._alloc(ctxs, planned)
         if got < planned:
             steps, ahead = 1, 0
-        first = queued.ids if queued is not None and queued.matches(ctxs) else None
+        first = queued.ids if queued is not None and queued.matches(ctxs, self.kv_manager) else None
         if first is None:
             tokens = np.concatenate([ctx.next_tokens for ctx in ctxs])
             offsets = np.zeros(len(ctxs) + 1, np.uint32)
@@ -199,8 +201,12 @@ class TextGenerationPipeline:
                 lps = self.logprobs.compute(logits, finishing, on_device) \
                     if any(c.log_probabilities > 0 for c in sampled) else None
             ahead = ahead if len(sampled) == len(ctxs) else 0
-            ids = multistep.run_more(self, sampled, on_device, steps + ahead) if steps + ahead > 1 else [on_device]
-            chosen = multistep.read_back(self, ids[:steps]).tolist()  # [rows][steps]
+            ids = multistep.run_more(self, sampled, on_device, steps) if steps > 1 else [on_device]
+            chosen = multistep.read_back(self, ids).tolist()  # [rows][steps]
+            # the next call's first step, queued before the host hands the tokens out (unless a
+            # token may end its request: the step would be dropped)
+            ahead = ahead and not any(self._may_stop(c, t) for c, t in zip(sampled, chosen))
+            nxt = multistep.queue_step(self, sampled, ids[-1], steps) if ahead else None
             whole = True
             for row, (ctx, tokens) in enumerate(zip(sampled, chosen)):
                 kept = []
@@ -218,7 +224,7 @@ class TextGenerationPipeline:
                     if lps is not None and ctx.log_probabilities > 0 else None
                 outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, kept, ctx.status, lp)
             if ahead and whole:
-                self._queued = multistep.Queued(multistep.state(sampled), ids[steps])
+                self._queued = multistep.Queued(multistep.state(sampled, self.kv_manager), nxt)
         return outputs
 
     def _alloc(self, ctxs: list[TextContext], steps: int) -> int:
@@ -244,6 +250,15 @@ class TextGenerationPipeline:
         if n > 0:
             return n
         return 1 if self.device.is_host else 8
+
+    def _may_stop(self, ctx: TextContext, tokens: list[int]) -> bool:
+        """Whether any of `tokens` is one that ends `ctx` (an end of sequence or a stop token,
+        whatever the count of tokens so far)."""
+        sp = ctx.sampling_params
+        ends = set(sp.stop_token_ids or ())
+        if not (sp.ignore_eos or ctx.ignore_eos):
+            ends |= set(ctx.eos_token_ids or self.eos_token_ids)
+        return any(t in ends for t in tokens)
 
     def _status(self, ctx: TextContext, token: int) -> GenerationStatus:
         sp = ctx.sampling_params
