@@ -38,14 +38,15 @@ def overlapped():
 
 class HostTokens:
     """Counts the model executions whose token ids came from the host (a step the pipeline ran
-    itself rather than one fed by the device's own sampled ids)."""
+    itself rather than one fed by the device's own sampled ids), and all of them (`steps`)."""
 
     def __init__(self, pipeline):
-        self.pipeline, self.inner, self.count = pipeline, pipeline.model.execute, 0
+        self.pipeline, self.inner, self.count, self.steps = pipeline, pipeline.model.execute, 0, 0
 
     def __enter__(self):
         def execute(tokens, *rest):
             self.count += not isinstance(tokens, Buffer)
+            self.steps += 1
             return self.inner(tokens, *rest)
 
         self.pipeline.model.execute = execute
@@ -117,9 +118,14 @@ def test_a_stop_inside_the_steps_queues_nothing_and_leaves_the_cache_sound(plain
     at = next(i for i in range(3, len(single)) if single[i] not in single[:i])
     stop = SamplingParams(top_k=1, max_new_tokens=20, stop_token_ids=[single[at]])
     (ctx,) = _contexts(5, (9,), stop)
-    (got,) = _run(overlapped, [ctx], [[0]], 4)
+    with HostTokens(plain) as without:
+        _run(plain, _contexts(5, (9,), stop), [[0]], 4)
+    with HostTokens(overlapped) as steps:
+        (got,) = _run(overlapped, [ctx], [[0]], 4)
     assert got == single[: at + 1]
     assert overlapped._queued is None
+    # the call that read the stop token queued nothing: no step was run for nothing
+    assert steps.steps == without.steps
     # the next request is unaffected by whatever the dropped steps wrote
     (again,) = _run(overlapped, _contexts(5, (9,), sp), [[0]], 4)
     assert again == single
