@@ -29,7 +29,8 @@ def test_serve_and_benchmark_help_list_their_flags():
     serve = _max("serve", "--help").stdout
     for flag in ["--weight-path", "--port", "--host", "--max-batch-size", "--max-length", "--max-batch-input-tokens",
                  "--enable-prefix-caching", "--no-enable-prefix-caching", "--kv-cache-page-size",
-                 "--device-memory-utilization", "--served-model-name", "--max-queue-size"]:
+                 "--device-memory-utilization", "--served-model-name", "--max-queue-size",
+                 "--enable-overlap-scheduler", "--no-enable-overlap-scheduler"]:
         assert flag in serve, flag
     bench = _max("benchmark", "--help").stdout
     for flag in ["--num-prompts", "--request-rate", "--max-concurrency", "--dataset-name", "--dataset-path",
@@ -43,6 +44,18 @@ def test_generate_help_lists_the_sampling_flags():
                  "--max-length", "--max-batch-size", "--quantization-encoding", "--chat-template", "--chat",
                  "--messages", "--weight-path"]:
         assert flag in out, flag
+
+
+def test_the_overlap_scheduler_flag_reaches_the_config():
+    import argparse
+
+    from max.entrypoints.cli.options import add_model_flags, pipeline_config
+
+    p = argparse.ArgumentParser()
+    add_model_flags(p)
+    for flags, want in [([], None), (["--enable-overlap-scheduler"], True), (["--no-enable-overlap-scheduler"], False)]:
+        config = pipeline_config(p.parse_args(["--model-path", "m.gguf", *flags]))
+        assert config.enable_overlap_scheduler is want, flags
 
 
 def test_list_names_the_architectures():
