@@ -2,14 +2,13 @@
 //! gives exactly what the unfused graph gives.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType, Type, ValueId};
 
-use super::super::test_util::names;
+use super::super::test_util::{constant_of as constant, names};
 use super::*;
 use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
@@ -22,24 +21,6 @@ fn op(kind: OpKind) -> Op {
 
 fn ty(dtype: DType, shape: &[i64], device: DeviceRef) -> Type {
     Type::Tensor(TensorType::new(dtype, shape.iter().map(|&d| Dim::stat(d)).collect(), device))
-}
-
-fn constant(g: &mut Graph, dtype: DType, shape: &[i64], values: &[f32], device: DeviceRef) -> ValueId {
-    let data: Vec<u8> = values
-        .iter()
-        .flat_map(|&v| match dtype {
-            DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
-            DType::Float16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
-            DType::Float64 => (v as f64).to_le_bytes().to_vec(),
-            _ => v.to_le_bytes().to_vec(),
-        })
-        .collect();
-    let attrs = Attrs::new()
-        .with("data", Attr::Data(Arc::new(data)))
-        .with("dtype", Attr::DType(dtype))
-        .with("shape", Attr::Dims(shape.iter().map(|&d| Dim::stat(d)).collect()))
-        .with("device", Attr::Device(device));
-    g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0]
 }
 
 fn node(g: &mut Graph, kind: OpKind, inputs: Vec<ValueId>) -> ValueId {

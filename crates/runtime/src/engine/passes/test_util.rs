@@ -15,14 +15,24 @@ use crate::engine::program::Program;
 pub(super) fn constant(g: &mut Graph, dtype: DType, shape: &[i64], seed: u64, device: DeviceRef) -> ValueId {
     let n: i64 = shape.iter().product();
     let mut s = seed;
-    let data: Vec<u8> = (0..n)
-        .flat_map(|_| {
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
-            match dtype {
-                DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
-                _ => v.to_le_bytes().to_vec(),
-            }
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5
+        })
+        .collect();
+    constant_of(g, dtype, shape, &values, device)
+}
+
+/// A constant of `shape` holding `values` (rounded to `dtype`).
+pub(super) fn constant_of(g: &mut Graph, dtype: DType, shape: &[i64], values: &[f32], device: DeviceRef) -> ValueId {
+    let data: Vec<u8> = values
+        .iter()
+        .flat_map(|&v| match dtype {
+            DType::BFloat16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+            DType::Float16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
+            DType::Float64 => (v as f64).to_le_bytes().to_vec(),
+            _ => v.to_le_bytes().to_vec(),
         })
         .collect();
     let attrs = Attrs::new()
