@@ -110,6 +110,9 @@ pub(crate) use with_act;
 /// A host buffer's elements as a slice of `T` (its dtype's element type).
 pub(crate) fn slice<'a, T>(name: &str, b: &'a Buffer) -> Result<&'a [T]> {
     check::<T>(name, b)?;
+    if b.num_elements() == 0 {
+        return Ok(&[]); // an empty buffer's address may be null, which no slice may hold
+    }
     // SAFETY: a contiguous host buffer of num_elements() elements of T's size, aligned (checked).
     Ok(unsafe { std::slice::from_raw_parts(b.addr() as *const T, b.num_elements()) })
 }
@@ -119,6 +122,9 @@ pub(crate) fn slice<'a, T>(name: &str, b: &'a Buffer) -> Result<&'a [T]> {
 #[allow(clippy::mut_from_ref)]
 pub(crate) fn slice_mut<'a, T>(name: &str, b: &'a Buffer) -> Result<&'a mut [T]> {
     check::<T>(name, b)?;
+    if b.num_elements() == 0 {
+        return Ok(&mut []); // as in `slice`
+    }
     // SAFETY: as in `slice`; exclusivity is the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts_mut(b.addr() as *mut T, b.num_elements()) })
 }
