@@ -151,13 +151,7 @@ fn qgemv_segments(
     let f = function(stream.context(), sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
-    // Only the stages of K's chunks are touched (see quant.rs's qgemv).
-    let stages = match mr {
-        1 | 2 => 4,
-        4 => 3,
-        _ => 2,
-    }
-    .min(k.div_ceil(QV_CHUNK).max(1));
+    let stages = qv_stages(mr, k);
     let smem = (stages * (mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes() + QV_ROWS_PER_BLOCK * slot)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     let cfg = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };

@@ -270,6 +270,18 @@ fn arch_major(stream: &Arc<CudaStream>) -> Result<u32> {
     Ok(arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().unwrap_or(0) / 10)
 }
 
+/// Shared-memory stages of a qgemv.cu launch (Qv::ST for `mr`): only those of K's chunks are
+/// ever touched, so a short K (a vocabulary projection of K = 576 takes one) gets fewer and more
+/// blocks stay resident.
+pub(super) fn qv_stages(mr: usize, k: usize) -> usize {
+    let ring = match mr {
+        1 | 2 => 4,
+        4 => 3,
+        _ => 2,
+    };
+    ring.min(k.div_ceil(QV_CHUNK).max(1))
+}
+
 /// qmatmul for m <= 8 lhs rows: qgemv.cu (one block per 16 weight rows) or qgemv_stream.cu.
 fn qgemv(
     stream: &Arc<CudaStream>,
@@ -288,16 +300,11 @@ fn qgemv(
     // A ring of stages, each the lhs chunk and the weight slots of the block's rows (Qv in
     // qgemv.cu; Qs in qgemv_stream.cu, which adds an mbarrier per stage).
     let (stages, rows_per_block, bar) = match (streaming, mr) {
-        (false, 1 | 2) => (4, QV_ROWS_PER_BLOCK, 0),
-        (false, 4) => (3, QV_ROWS_PER_BLOCK, 0),
-        (false, _) => (2, QV_ROWS_PER_BLOCK, 0),
+        (false, _) => (qv_stages(mr, k), QV_ROWS_PER_BLOCK, 0),
         (true, 1 | 2) => (3, 32, 8),
         (true, 4) => (3, 16, 8),
         (true, _) => (2, 16, 8),
     };
-    // qgemv.cu touches only the stages of K's chunks (a vocabulary projection of K = 576 takes
-    // one): fewer stages, more blocks resident. qgemv_stream.cu's mbarriers follow all of them.
-    let stages = if streaming { stages } else { stages.min(k.div_ceil(QV_CHUNK).max(1)) };
     let lhs_bytes = mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes();
     let smem = (stages * (lhs_bytes + rows_per_block * slot + bar)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
@@ -432,6 +439,13 @@ mod tests {
         let (k, n) = (4096, 4096);
         let (elems, bytes) = enc.block();
         QProblem { enc, m, n, k, row_bytes: k / elems * bytes, lhs: 0x1000, w: 0x10_0000 }
+    }
+
+    #[test]
+    fn the_general_gemv_gets_only_the_stages_of_its_chunks() {
+        // rings of 4, 3 and 2 stages of 1024 elements for 1-2, 4 and 8 lhs rows
+        assert_eq!([576, 1024, 1025, 4096, 14336].map(|k| qv_stages(1, k)), [1, 1, 2, 4, 4]);
+        assert_eq!([qv_stages(4, 2048), qv_stages(4, 4096), qv_stages(8, 14336), qv_stages(2, 0)], [2, 3, 2, 1]);
     }
 
     fn path(p: &QProblem, arch: u32, spec: &str) -> QPath {
