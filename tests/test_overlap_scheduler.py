@@ -174,16 +174,23 @@ def test_a_request_claimed_again_does_not_take_the_step_queued_for_its_old_pages
     assert got == want
 
 
-def test_release_drops_the_queued_step(overlapped):
+def test_a_released_request_no_longer_matches_its_queued_step(overlapped):
     sp = SamplingParams(top_k=1, max_new_tokens=30, ignore_eos=True)
     (ctx,) = _contexts(1, (6,), sp)
+    kv = overlapped.kv_manager
     try:
         for _ in range(3):
             overlapped.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=2))
-        assert overlapped._queued is not None
+        queued = overlapped._queued
+        assert queued is not None and queued.matches([ctx], kv)
     finally:
         overlapped.release(ctx.request_id)
-    assert overlapped._queued is None
+    assert not queued.matches([ctx], kv)
+    kv.claim(ctx.request_id)  # claimed again: other pages
+    try:
+        assert not queued.matches([ctx], kv)
+    finally:
+        kv.release(ctx.request_id)
 
 
 def test_the_cpu_runs_without_it_unless_asked(plain):

@@ -147,8 +147,6 @@ class TextGenerationPipeline:
         return set(getattr(self.tokenizer, "eos_token_ids", set()) or set())
 
     def release(self, request_id: Any) -> None:
-        if self._queued is not None and any(k[0] == request_id for k in self._queued.after):
-            self._queued = None
         if self.kv_manager.contains(request_id):
             self.kv_manager.release(request_id)
 
@@ -207,7 +205,6 @@ class TextGenerationPipeline:
             # token may end its request: the step would be dropped)
             ahead = ahead and not any(self._may_stop(c, t) for c, t in zip(sampled, chosen))
             nxt = multistep.queue_step(self, sampled, ids[-1], steps) if ahead else None
-            whole = True
             for row, (ctx, tokens) in enumerate(zip(sampled, chosen)):
                 kept = []
                 for k, token in enumerate(tokens):
@@ -219,11 +216,10 @@ class TextGenerationPipeline:
                     kept.append(token)
                     if ctx.status.is_done:
                         break
-                whole = whole and len(kept) == steps and not ctx.status.is_done
                 lp = [lps.for_row(row, tokens[0], ctx.log_probabilities)] \
                     if lps is not None and ctx.log_probabilities > 0 else None
                 outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, kept, ctx.status, lp)
-            if ahead and whole:
+            if nxt is not None:  # (no request ended: none of its tokens may)
                 self._queued = multistep.Queued(multistep.state(sampled, self.kv_manager), nxt)
         return outputs
 
