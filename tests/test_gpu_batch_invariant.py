@@ -100,7 +100,8 @@ def test_quantized_products(gpu, rng, enc, dtype, k):
 def test_bf16_decoder_layer_products(gpu, rng, k, nq, nkv, ffn):
     """A decoder layer's products with W [n, k] as stored (gemv_nt): rms_norm -> q, k, v
     siblings, rms_norm -> silu(gate) * up, the down product plus the residual; the norms fold
-    into the products at K = 576. Every output row must have its bits alone."""
+    into the products (at K = 2048 with their scale after the products: ``_postnorm``). Every
+    output row must have its bits alone."""
     from test_gpu_norm_gemv import layer, weights
 
     dtype = DType.bfloat16
@@ -127,6 +128,8 @@ def test_bf16_decoder_layer_products(gpu, rng, k, nq, nkv, ffn):
                         same = got[pos : pos + 1].view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
                         assert same, f"output {j}, row {i} at {pos} of {m} rows"
     assert log.records("gemv_nt") and not log.records("gemm_sm90p") and not log.records("gemm_skinny")
+    norm = "_postnorm" if k > 1024 else "_norm"
+    assert any(r["kernel"].endswith(norm + "_gated") for r in log.records("gemv_nt")), log.records("gemv_nt")
 
 
 def _attention(gpu, rng, hkv, hq, d, ps, dtype=DType.bfloat16):

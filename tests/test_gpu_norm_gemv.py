@@ -2,8 +2,10 @@
 ``act(gate) * up`` joined into the gate and up products (engine/passes/fuse_norm_gemv.rs and
 fuse_gated_gemv.rs; gemv_nt.cu's skinny_nt ``_norm``/``_gated`` kernels): one launch for
 ``rms_norm -> q, k, v`` and one for ``rms_norm -> silu(gate) * up`` at 1-4 rows, the unfused
-kernels through the step's scratch values at more rows. Checked: which steps the passes make
-(any machine); on a GPU, bf16 and f32 layers against numpy float64 at 1-5 and 64 rows with K
+kernels through the step's scratch values at more rows. Rows longer than
+fusion.norm_gemv_max_k take the ``_postnorm`` kernels, which scale the products of ``A * g`` by
+1 / rms at the end. Checked: which steps the passes make
+(any machine); on a GPU, bf16 (both norm kernels) and f32 layers against numpy float64 at 1-5 and 64 rows with K
 not a multiple of the kernels' 256-element step nor of 8 (element loads); bf16 results equal
 bit for bit to the unfused graph's (fusion.norm_gemv=0, fusion.gated_gemv=0) where the rms_norm
 kernel sums like the fused prologue (rows of at most 1024 elements, 16-byte vectors); and a
@@ -77,6 +79,12 @@ def test_the_layer_folds_into_three_steps_on_the_gpu():
             "rms_norm", "gemm[matmul_wt]", "rms_norm", "gemm[matmul_wt+silu]", "gemm[matmul_wt]", "mul",
             "gemm[matmul_wt+residual]",
         ]
+    # long rows fold as well (the scale after the products), unless fusion.norm_gemv_post is off
+    ws2k = weights(np.random.default_rng(0), DType.bfloat16, 2048, 32, 16, 96)
+    folded = ["gemm[rms_norm+matmul_wt]", "gemm[rms_norm+matmul_wt+silu+gated]"]
+    assert lowered(layer(DType.bfloat16, 2048, ws2k))[:2] == folded
+    with tuning.override(**{"fusion.norm_gemv_post": False}):
+        assert lowered(layer(DType.bfloat16, 2048, ws2k)).count("rms_norm") == 2
     # f32 products do not read W as stored on the GPU, and the host never folds
     ws32 = weights(np.random.default_rng(0), DType.float32, 64, 32, 16, 96)
     assert lowered(layer(DType.float32, 64, ws32)).count("rms_norm") == 2
@@ -132,11 +140,15 @@ def run(model, gpu, *arrays):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [576, 100, 2056])
-@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32], ids=lambda d: d.name)
-def test_layer_matches_float64(rng, gpu, dtype, k):
+@pytest.mark.parametrize(  # (f32 products do not fold long rows: the _postnorm kernels are 16-bit)
+    "dtype,post", [(DType.bfloat16, False), (DType.bfloat16, True), (DType.float32, False)],
+    ids=["bfloat16-norm", "bfloat16-postnorm", "float32-norm"])
+def test_layer_matches_float64(rng, gpu, dtype, k, post):
     ws = weights(rng, dtype, k, 72, 24, 200)
-    with tuning.override(**{"fusion.norm_gemv_max_k": max(k, 1024)}):  # fold at every k tested
+    # the first pass over A at every k tested, or the scale after the products at every k
+    with tuning.override(**{"fusion.norm_gemv_max_k": 8 if post else max(k, 1024)}):
         model = session(gpu).load(layer(dtype, k, ws))
+    norm = "_postnorm" if post else "_norm"
     for m in (1, 2, 3, 4, 5, 64):
         x = rng.standard_normal((m, k)).astype(as_np(dtype))
         h = rng.standard_normal((m, k)).astype(as_np(dtype))
@@ -144,8 +156,8 @@ def test_layer_matches_float64(rng, gpu, dtype, k):
             got = run(model, gpu, x, h)
         if dtype is DType.bfloat16 and m <= 4:  # the folded kernels ran
             kernels_run = [r["kernel"] for r in log.records("gemv_nt")]
-            assert any(n.endswith("_norm") for n in kernels_run), kernels_run
-            assert any(n.endswith("_norm_gated") for n in kernels_run), kernels_run
+            assert any(n.endswith(norm) for n in kernels_run), kernels_run
+            assert any(n.endswith(norm + "_gated") for n in kernels_run), kernels_run
         refs, bounds = reference(x, h, ws)
         for i, (o, r, b) in enumerate(zip(got, refs, bounds)):
             check(o, r, b, dtype, f"{dtype.name} k={k} m={m} output {i}")

@@ -25,6 +25,12 @@
 // the previous kernel (pdl_wait), then lets the next one launch and reads A. The sums and
 // their order are those of a plain launch.
 //
+// `_postnorm` folds the same RMSNorm for rows longer than a warp's first pass can afford
+// (every warp of `_norm` sums the squares of A before its products): the lanes add the squares
+// of the A vectors they take for the products, and the warp scales its sums by 1 / rms once
+// they are whole, `(A / rms * g) @ W^T = (A * g) @ W^T / rms`. Nothing is rounded to T on the
+// way, so it matches the separate rms_norm's values to rounding, not bit for bit (16-bit types).
+//
 // `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
 // Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
 // act(gate) and up to T before their product, as the separate gate, up and mul steps do.
@@ -123,8 +129,10 @@ __device__ __forceinline__ void prefetch_w(const T* W, const T* W2, i64 base, i6
         }
 }
 
-template <typename T, int MR, bool VEC, bool NORM, bool GATED>
+template <typename T, int MR, bool VEC, bool NORM, bool GATED, bool POST = false>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
+    static_assert(!POST || NORM, "_postnorm is a norm fold");
+    constexpr bool PRE = NORM && !POST;  // the first pass over A (`_norm`)
     constexpr int V = 16 / sizeof(T);
     constexpr int R = MR;                   // rows of the result per warp
     constexpr int RW = GATED ? 2 * R : R;   // rows of W per warp: the gate's, then the up's
@@ -147,7 +155,7 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     // and C only after it; every thread waits (a warp past N too) before it may return.
     // (The `_norm` variants only prefetch the group into L2, and load it after the norm's pass.)
     u32 raw[U][RW][4];
-    if constexpr (NORM) {
+    if constexpr (PRE) {
         // (f32 rows: no early prefetch; at m1 it made ptxas spill, and f32 weights are rare)
         if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, U>(W, W2, lane * V, p.k, wrows);
     } else {
@@ -157,7 +165,10 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     pdl_launch_dependents();  // this grid's loads are issued: the next kernel may start its own
     if (wrows == 0) return;   // whole warps: no shuffle below misses a lane
     float inv[MR];
-    if constexpr (NORM) {
+    float sq[MR];  // _postnorm: the lane's share of each row's sum of squares
+#pragma unroll
+    for (int m = 0; m < MR; ++m) sq[m] = 0.f;
+    if constexpr (PRE) {
         inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
         load_w<T, R, RW, U, VEC, false>(raw, W, W2, lane * V, p.k, wrows);
     }
@@ -189,7 +200,13 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
                         float a[V];
                         load_a<T, VEC>(aw, A + m * p.k, col, p.k);
                         Unpack<T>::go(aw, a);
-                        if constexpr (NORM) {
+                        if constexpr (POST) {
+#pragma unroll
+                            for (int v = 0; v < V; ++v) {
+                                sq[m] = fmaf(a[v], a[v], sq[m]);
+                                a[v] *= g[v];
+                            }
+                        } else if constexpr (NORM) {
 #pragma unroll
                             for (int v = 0; v < V; ++v)
                                 a[v] = p.mbc ? round_to<T>(a[v] * inv[m] * g[v])
@@ -212,6 +229,16 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
         for (int r = 0; r < RW; ++r)
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc[m][r] += __shfl_xor_sync(0xffffffffu, acc[m][r], off);
+    if constexpr (POST) {
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) sq[m] += __shfl_xor_sync(0xffffffffu, sq[m], off);
+            const float scale = 1.0f / sqrtf(sq[m] / (float)p.k + p.eps);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) acc[m][r] *= scale;
+        }
+    }
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
@@ -225,21 +252,28 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
         }
 }
 
-#define NT_ENTRY(T, NAME, MR, SUFFIX, NORM, GATED)                                                      \
+#define NT_ENTRY(T, NAME, MR, SUFFIX, NORM, GATED, POST)                                                \
     extern "C" __global__ void __launch_bounds__(NT_WARPS * 32)                                         \
         skinny_nt_##NAME##_m##MR##_vec##SUFFIX(NtArgs p) {                                              \
-        nt_kernel<T, MR, true, NORM, GATED>(p);                                                         \
+        nt_kernel<T, MR, true, NORM, GATED, POST>(p);                                                   \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NT_WARPS * 32)                                         \
         skinny_nt_##NAME##_m##MR##_any##SUFFIX(NtArgs p) {                                              \
-        nt_kernel<T, MR, false, NORM, GATED>(p);                                                        \
+        nt_kernel<T, MR, false, NORM, GATED, POST>(p);                                                  \
     }
 #define NT_VARIANTS(T, NAME, MR)                                                                        \
-    NT_ENTRY(T, NAME, MR, , false, false)                                                               \
-    NT_ENTRY(T, NAME, MR, _norm, true, false)                                                           \
-    NT_ENTRY(T, NAME, MR, _gated, false, true)                                                          \
-    NT_ENTRY(T, NAME, MR, _norm_gated, true, true)
+    NT_ENTRY(T, NAME, MR, , false, false, false)                                                        \
+    NT_ENTRY(T, NAME, MR, _norm, true, false, false)                                                    \
+    NT_ENTRY(T, NAME, MR, _gated, false, true, false)                                                   \
+    NT_ENTRY(T, NAME, MR, _norm_gated, true, true, false)
+// (_postnorm: the 16-bit types, whose decoders have long rows)
+#define NT_POST(T, NAME, MR)                                                                            \
+    NT_ENTRY(T, NAME, MR, _postnorm, true, false, true)                                                 \
+    NT_ENTRY(T, NAME, MR, _postnorm_gated, true, true, true)
 #define NT_ENTRIES(T, NAME) NT_VARIANTS(T, NAME, 1) NT_VARIANTS(T, NAME, 2) NT_VARIANTS(T, NAME, 4)
+#define NT_POSTS(T, NAME) NT_POST(T, NAME, 1) NT_POST(T, NAME, 2) NT_POST(T, NAME, 4)
 NT_ENTRIES(bf16, bf16)
 NT_ENTRIES(f16, f16)
 NT_ENTRIES(float, f32)
+NT_POSTS(bf16, bf16)
+NT_POSTS(f16, f16)

@@ -67,7 +67,7 @@ fn fft_kernels_exist_with_their_argument_sizes() {
 
 #[test]
 fn gemv_nt_kernels_exist_with_their_argument_sizes() {
-    check_listed(&GEMV_NT, gemv_nt::kernels(), 72);
+    check_listed(&GEMV_NT, gemv_nt::kernels(), 96);
 }
 
 #[test]

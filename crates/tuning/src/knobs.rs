@@ -111,6 +111,9 @@ declare! {
     /// Quantized products: the limit holds for qgemv.cu (every block of 16 weight rows
     /// recomputes it), not for the tensor-core GEMV (a persistent grid: once per block).
     FusionNormGemvMaxK: "fusion.norm_gemv_max_k", None, count(1), "1024";
+    /// The RMSNorms of longer 16-bit rows fold too, the one-launch GEMV applying their scale
+    /// after the products (one pass over the row, not bit for bit the rms_norm kernel's values).
+    FusionNormGemvPost: "fusion.norm_gemv_post", None, Kind::Flag, "1";
     /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
     /// the GPU.
     FusionRopeStore: "fusion.rope_store", None, Kind::Flag, "1";

@@ -53,6 +53,10 @@ unsafe impl DeviceRepr for NtArgs {}
 pub struct NormPrologue {
     pub gamma: u64,
     pub params: RmsNormParams,
+    /// The products of `A * gamma` scaled by each row's 1 / rms at the end (`_postnorm`: one
+    /// pass over A, for long rows; 16-bit types) instead of a first pass that normalises A's
+    /// rows exactly as the rms_norm kernel rounds them (`_norm`).
+    pub post: bool,
 }
 
 /// What a launch computes besides the plain products (both optional).
@@ -100,7 +104,11 @@ pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64], 
         return None;
     }
     let kind = if vec { "vec" } else { "any" };
-    let norm = if fusion.norm.is_some() { "_norm" } else { "" };
+    let norm = match fusion.norm {
+        Some(n) if n.post && elem == 2 => "_postnorm",
+        Some(_) => "_norm",
+        None => "",
+    };
     let gated = if fusion.gated_up.is_some() { "_gated" } else { "" };
     Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}"), first, threads: (WARPS * 32) as u32 })
 }
@@ -111,7 +119,8 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     for dtype in ["bf16", "f16", "f32"] {
         for mr in [1, 2, 4] {
             for kind in ["vec", "any"] {
-                for fused in ["", "_norm", "_gated", "_norm_gated"] {
+                let post: &[&str] = if dtype == "f32" { &[] } else { &["_postnorm", "_postnorm_gated"] };
+                for fused in ["", "_norm", "_gated", "_norm_gated"].iter().chain(post) {
                     all.push((GEMV_NT, format!("skinny_nt_{dtype}_m{mr}_{kind}{fused}"), size_of::<NtArgs>()));
                 }
             }
@@ -220,15 +229,21 @@ mod tests {
     #[test]
     fn fused_kernels_take_the_norm_and_gate_suffixes() {
         let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
-        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params }), gated_up: None };
+        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None };
         assert_eq!(plan(DType::BFloat16, 1, &[576], 576, 0, &[0], &norm).unwrap().kernel, "skinny_nt_bf16_m1_vec_norm");
         // a misaligned norm weight: element loads
-        let odd = Fusion { norm: Some(NormPrologue { gamma: 66, params }), gated_up: None };
+        let odd = Fusion { norm: Some(NormPrologue { gamma: 66, params, post: false }), gated_up: None };
         assert_eq!(plan(DType::BFloat16, 2, &[8], 576, 0, &[0], &odd).unwrap().kernel, "skinny_nt_bf16_m2_any_norm");
-        let gated = Fusion { norm: Some(NormPrologue { gamma: 64, params }), gated_up: Some(128) };
+        let gated = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: Some(128) };
         let p = plan(DType::Float32, 3, &[1536], 576, 0, &[0], &gated).unwrap();
         assert_eq!((p.kernel.as_str(), p.first), ("skinny_nt_f32_m4_vec_norm_gated", vec![0, 96]));
         // one gated part per launch
         assert!(plan(DType::BFloat16, 1, &[8, 8], 64, 0, &[0, 0], &gated).is_none());
+        // the scale after the products: 16-bit types (f32 keeps the first pass)
+        let post = |gated_up| Fusion { norm: Some(NormPrologue { gamma: 64, params, post: true }), gated_up };
+        let name = |d, m, f: &Fusion| plan(d, m, &[4096], 4096, 0, &[0], f).unwrap().kernel;
+        assert_eq!(name(DType::BFloat16, 1, &post(None)), "skinny_nt_bf16_m1_vec_postnorm");
+        assert_eq!(name(DType::Float16, 3, &post(Some(128))), "skinny_nt_f16_m4_vec_postnorm_gated");
+        assert_eq!(name(DType::Float32, 2, &post(None)), "skinny_nt_f32_m2_vec_norm");
     }
 }

@@ -34,8 +34,8 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     ("conv_sm90_f16", &["conv_sm90_"]),
     ("conv_sm90_pp_bf16", &["conv_sm90_"]),
     ("conv_sm90_pp_f16", &["conv_sm90_"]),
-    // a layer's norms where they do not fold into the products (K > fusion.norm_gemv_max_k),
-    // and the final norm
+    // a layer's norms where they do not fold into the products (more than 4 rows, f32 rows
+    // past fusion.norm_gemv_max_k, fusion.norm_gemv off)
     ("norm", &["rms_norm_"]),
     // the peer-to-peer allreduce of a decode step (waits before it reads its input)
     ("allreduce_p2p", &["allreduce_p2p_"]),

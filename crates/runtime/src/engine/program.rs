@@ -96,6 +96,9 @@ pub struct GemmEpilogue {
     /// The rms_norm op that made `a` (passes/fuse_norm_gemv.rs): the step reads that op's
     /// input in place of `a` and normalises it first.
     pub norm: Option<Op>,
+    /// The GPU's one-launch GEMV applies `norm`'s scale after the products (rows longer than
+    /// `fusion.norm_gemv_max_k`: gemv_nt.cu's `_postnorm`) rather than normalising `a` first.
+    pub norm_post: bool,
     /// The gated MLP's product (passes/fuse_gated_gemv.rs): the result is this elementwise
     /// group over `[gate, up]`, gate = the epilogue over `a @ W_gate^T`, up = `a @ W_up^T`.
     pub gated: Option<Fused>,
@@ -104,7 +107,7 @@ pub struct GemmEpilogue {
 impl GemmEpilogue {
     /// A product with this epilogue and nothing folded before or around it.
     pub fn new(bias: bool, act: Option<Op>, residual: bool, tail: Fused, b_transpose: Option<Op>) -> Self {
-        GemmEpilogue { bias, act, residual, tail, b_transpose, norm: None, gated: None }
+        GemmEpilogue { bias, act, residual, tail, b_transpose, norm: None, norm_post: false, gated: None }
     }
 
     /// Outputs after the results that only the unfused path writes (the normalised `a`, the

@@ -80,7 +80,7 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
                     a.shape()
                 )));
             }
-            Some(NormPrologue { gamma: gm.addr(), params })
+            Some(NormPrologue { gamma: gm.addr(), params, post: g.norm_post })
         }
         _ => None,
     };

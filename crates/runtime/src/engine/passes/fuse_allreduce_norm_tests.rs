@@ -87,6 +87,45 @@ fn norms_that_differ_or_are_missing_stay_apart() {
     );
 }
 
+/// Each device's normalised sum read by a W^T product only (a decoder layer's next q/k/v).
+fn layer_with_products(devices: &[DeviceRef]) -> Graph {
+    let mut g = Graph::new("t");
+    let dtype = DType::BFloat16;
+    let xs: Vec<ValueId> = devices
+        .iter()
+        .map(|&d| g.add_input(Type::Tensor(TensorType::new(dtype, vec![Dim::stat(1), Dim::stat(K)], d))))
+        .collect();
+    let sigs: Vec<ValueId> = devices
+        .iter()
+        .map(|&d| g.add_input(Type::Buffer(TensorType::new(DType::UInt8, vec![Dim::stat(1024)], d))))
+        .collect();
+    let sums = g.add_node(Op { kind: OpKind::AllreduceSum, attrs: Attrs::new() }, [xs, sigs].concat()).unwrap();
+    let mut outs = vec![];
+    for (i, (&s, &d)) in sums.iter().zip(devices).enumerate() {
+        let gamma = constant(&mut g, dtype, &[K], 10 + i as u64, d);
+        let attrs = Attrs::new().with("epsilon", Attr::Float(1e-5));
+        let n = g.add_node(Op { kind: OpKind::RmsNorm, attrs }, vec![s, gamma]).unwrap()[0];
+        let w = constant(&mut g, dtype, &[16, K], 20 + i as u64, d);
+        let t = Attrs::new().with("axis_1", Attr::Int(0)).with("axis_2", Attr::Int(1));
+        let wt = g.add_node(Op { kind: OpKind::Transpose, attrs: t }, vec![w]).unwrap()[0];
+        outs.push(g.add_node(Op { kind: OpKind::Matmul, attrs: Attrs::new() }, vec![n, wt]).unwrap()[0]);
+    }
+    g.set_outputs(outs).unwrap();
+    g
+}
+
+#[test]
+fn short_rows_fold_into_the_products_long_rows_join_the_allreduce() {
+    let _serial = serial();
+    let gpus = [DeviceRef::gpu(0), DeviceRef::gpu(1)];
+    let folded = ["allreduce_sum", "gemm[rms_norm+matmul_wt]", "gemm[rms_norm+matmul_wt]"];
+    assert_eq!(names(&lower(&layer_with_products(&gpus))), folded);
+    // rows past fusion.norm_gemv_max_k: the products' fold would scale after the product; the
+    // allreduce's join is kept for them
+    let _long = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap();
+    assert_eq!(names(&lower(&layer_with_products(&gpus))), ["allreduce_sum", "gemm[matmul_wt]", "gemm[matmul_wt]"]);
+}
+
 /// The joined step on the host (simulated devices) against the allreduce and norms run apart.
 #[test]
 fn the_joined_step_on_the_host_matches_the_steps_apart_exactly() {

@@ -5,8 +5,11 @@
 //! normalised value (kept as the step's scratch output) and the product. Sibling products
 //! (q, k and v) and gated ones (gate and up) fold alike. Only a normalised value read by
 //! nothing but that product, of the same type as x, with a weight of x's dtype and last dim,
-//! and rows of at most `fusion.norm_gemv_max_k` elements, folds; the step keeps the product's
-//! place. Top level only.
+//! folds; the step keeps the product's place. Top level only. Rows of at most
+//! `fusion.norm_gemv_max_k` elements are normalised first, as the rms_norm kernel rounds them;
+//! longer 16-bit rows (with `fusion.norm_gemv_post`) have the scale applied after the products,
+//! since a first pass over them costs every warp more than the separate norm launch saves
+//! (except a norm of an allreduce's sum, which joins the allreduce: fuse_allreduce_norm).
 //!
 //! GPU-placed quantized products (a qmatmul step, siblings included, without a fused residual)
 //! fold the same way: the op carries the attribute [`NORM`] and the norm's own attributes as
@@ -21,7 +24,7 @@ use std::collections::HashMap;
 use max_graph::attrs::{Attr, Attrs};
 use max_graph::ops::reduction::RmsNormParams;
 use max_graph::ops::{Op, OpKind};
-use max_graph::{DeviceKind, Type};
+use max_graph::{DType, DeviceKind, Type};
 
 use crate::engine::program::{Body, Step, StepKind};
 
@@ -67,6 +70,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     let tuning = max_tuning::current();
     let max_k = tuning.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
     let quantized = tuning.flag_or(max_tuning::Knob::FusionQuantized, true);
+    let post = tuning.flag_or(max_tuning::Knob::FusionNormGemvPost, true);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
     let producer = super::producers(body);
@@ -93,7 +97,12 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let (Type::Tensor(xt), Type::Tensor(gt)) = (&types[x], &types[gamma]) else { continue };
         let fits = types[x] == types[a] && gt.dtype == xt.dtype && gt.device == xt.device && gt.rank() == 1;
         let short = xt.shape.last().and_then(|d| d.as_static()).is_some_and(|k| k as usize <= max_k);
-        if !fits || !(short || quant) || xt.shape.last() != gt.shape.first() {
+        // (a norm of an allreduce's sum is left to join the allreduce: fuse_allreduce_norm)
+        let summed = producer
+            .get(&x)
+            .is_some_and(|&q| matches!(&body.steps[q].kind, StepKind::Op(o) if o.kind == OpKind::AllreduceSum));
+        let long = post && !summed && matches!(xt.dtype, DType::BFloat16 | DType::Float16);
+        if !fits || !(short || long || quant) || xt.shape.last() != gt.shape.first() {
             continue;
         }
         let op = op.clone();
@@ -112,6 +121,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         }
         let StepKind::Gemm(g) = &mut s.kind else { continue };
         g.norm = Some(op);
+        g.norm_post = !short;
         s.inputs[0] = x;
         s.inputs.push(gamma);
         // the normalised value sits before the gate and up scratch of a gated step

@@ -87,7 +87,18 @@ fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
     assert_eq!((qkv.inputs.len(), qkv.outputs.len()), (5, 4));
     let mlp = gpu.body.steps.iter().find(|s| s.name() == expect[1]).unwrap();
     assert_eq!((mlp.inputs.len(), mlp.outputs.len()), (4, 4));
+    assert_eq!(post_flags(&gpu), [false, false]);
     host_path_matches_the_unfused_graph_exactly();
+    // rows longer than fusion.norm_gemv_max_k fold with the scale after the products, unless
+    // fusion.norm_gemv_post is off
+    {
+        let _long = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap();
+        let p = lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()));
+        assert_eq!((names(&p), post_flags(&p)), (expect.map(String::from).to_vec(), vec![true, true]));
+        let _off = max_tuning::scoped("fusion.norm_gemv_post=0").unwrap();
+        let p = lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()));
+        assert_eq!(names(&p)[..2], ["rms_norm", "gemm[matmul_wt]"]);
+    }
     // the knobs turn each fold off (here: a concurrent test would see the override)
     {
         let _off = max_tuning::scoped("fusion.norm_gemv=0").unwrap();
@@ -106,6 +117,15 @@ fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
     }
 }
 
+/// `norm_post` of each step with a folded norm, in order.
+fn post_flags(p: &Program) -> Vec<bool> {
+    let gemm = |s: &crate::engine::program::Step| match &s.kind {
+        StepKind::Gemm(g) if g.norm.is_some() => Some(g.norm_post),
+        _ => None,
+    };
+    p.body.steps.iter().filter_map(gemm).collect()
+}
+
 #[test]
 fn shared_values_host_and_f32_products_stay_apart() {
     let _serial = serial();
@@ -118,6 +138,7 @@ fn shared_values_host_and_f32_products_stay_apart() {
     assert_eq!(&got[..5], ["rms_norm", "gemm[matmul_wt]", "rms_norm", "gemm[matmul_wt+silu]", "gemm[matmul_wt]"]);
     assert!(!got.iter().any(|n| n.contains("gated") || n.contains("rms_norm+")), "{got:?}");
     // host products and f32 products (not read as stored on the GPU) keep every step
+    let _long = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap(); // (long rows alike)
     for (device, dtype) in [(DeviceRef::CPU, DType::BFloat16), (gpu, DType::Float32)] {
         let got = names(&lower(&layer(device, dtype, Twist::default())));
         assert_eq!(got.iter().filter(|n| *n == "rms_norm").count(), 2, "{got:?}");
