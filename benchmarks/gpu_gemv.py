@@ -8,7 +8,7 @@ as a fraction of the device's copy rate measured in the same run (a 1 GiB device
 copy). Successive timed calls read different copies of the weight, more of them than the L2
 cache holds. Each result is checked against torch in float32. Needs a GPU and torch.
 
-    python benchmarks/gpu_gemv.py [--shapes 8b.q,8b.down] [--variants "default;gemv_nt.loads=roll"]
+    python benchmarks/gpu_gemv.py [--shapes 8b.q,8b.down] [--rows 1] [--variants "default;launch.pdl=0"]
 
 --variants: ';'-separated variants, each 'default' or a tuning spec (docs/configuration.md)
 applied with max.tuning.override around the W [N, K] product's load and timing, each variant
@@ -44,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated names (default: all)")
     ap.add_argument("--variants", default=None, help="'default;SPEC;...', SPEC a tuning spec")
+    ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="rows of x (default: 1,8)")
     args = ap.parse_args()
     shapes = {name: SHAPES[name] for name in args.shapes.split(",")}
     variants = [(v, "" if v == "default" else v) for v in args.variants.split(";")] if args.variants else [("", "")]
@@ -66,7 +67,7 @@ def main() -> None:
 
     rows = []
     gref = DeviceRef.GPU()
-    for (name, (k, n)), m in itertools.product(shapes.items(), ROWS):
+    for (name, (k, n)), m in itertools.product(shapes.items(), [int(r) for r in args.rows.split(",")]):
         ta = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         tw = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
         ref = ta.float() @ tw.float().T

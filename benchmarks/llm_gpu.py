@@ -38,8 +38,9 @@ runs.
     python benchmarks/llm_gpu.py [--models a,b] [--batch 1,8,64] [--prompt 512] [--steps 128]
                                  [--prefill-prompt 2048] [--ttft llama-3-8b-bf16] [--dir /tmp]
     python benchmarks/llm_gpu.py --tiny    # every kind at tiny shapes on the CPU (a smoke test)
-    python benchmarks/llm_gpu.py --pdl-compare --models llama-3.2-1b-bf16 --batch 1 --ttft ""
-                                           # decode with programmatic dependent launch on and off
+    python benchmarks/llm_gpu.py --compare launch.pdl=0 --models llama-3.2-1b-bf16 --batch 1 --ttft ""
+                                           # decode with the default settings and with the knobs
+                                           # given (here: without programmatic dependent launch)
 
 `--tiny` runs the same flow on the CPU with 2-layer models of hidden size 256 (each kind: tied and
 untied bf16 safetensors, Q4_1 and Q4_0/Q6_K GGUF), batches 1 and 2, short prompts, and time to
@@ -327,7 +328,7 @@ def show(row: dict) -> None:
         v = row.get(key)
         return "-" if v is None else format(v, fmt) + unit
 
-    name = f"{row['model'] + ('' if row.get('pdl') is None else ' pdl=' + str(row['pdl'])):18s}"
+    name = f"{row['model'] + ('' if row.get('variant') is None else ' ' + row['variant']):18s}"
     if row["measure"] == "decode":
         print(f"{name} B={row['batch']:<3d} decode {row['decode_tok_s']:9.1f} tok/s {row['ms_per_step']:8.3f} ms/step "
               f"(floor {fig('floor_tok_s')}, with KV {fig('floor_with_kv_tok_s')}; llama.cpp {fig('llama_cpp_decode_tok_s')};"
@@ -339,9 +340,9 @@ def show(row: dict) -> None:
         print(f"{name} first token {row['ttft_s']:.2f} s after process start (runs {row['ttft_runs_s']}; in the "
               f"child: load {fig('child_load_s', '.2f', ' s')}, first token {fig('child_ttft_s', '.3f', ' s')} after it; "
               f"exit at {row['exit_s']:.2f} s; target {fig('target_ttft_s', '.1f', ' s')})", flush=True)
-    elif row["measure"] == "pdl_compare":
-        print(f"{name} B={row['batch']:<3d} decode with PDL {row['decode_tok_s_pdl_on']:9.1f} tok/s, without "
-              f"{row['decode_tok_s_pdl_off']:9.1f} tok/s ({row['speedup']:.3f}x)", flush=True)
+    elif row["measure"] == "compare":
+        print(f"{name} B={row['batch']:<3d} decode {row['decode_tok_s_default']:9.1f} tok/s by default, "
+              f"{row['decode_tok_s_variant']:9.1f} with {row['settings']} ({row['speedup']:.3f}x)", flush=True)
     else:
         print(f"{name} {row}", flush=True)
 
@@ -360,33 +361,34 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         tag = {"weights": origin.split(",")[0]}
         max_length = max(args.prompt + args.steps, args.prefill_prompt) + 8
         weights = llm_files.streamed_bytes(weight_files(path))
-        # --pdl-compare: the model is loaded and measured twice, with launch.pdl on, then off
-        # (the knob is read as the decode graphs are captured, so each load runs inside its own
-        # setting); then one row per batch size with both figures.
-        variants = [(1, {}), (0, {"launch.pdl": False})] if args.pdl_compare else [(None, {})]
-        decoded: dict[int | None, dict[int, dict]] = {}
-        for pdl, spec in variants:
-            with tuning.override(**spec):
+        # --compare: the model is loaded and measured twice, with the default settings, then
+        # with the knobs given (knobs are read as the graphs are lowered and the decode graphs
+        # captured, so each load runs inside its own settings); then one row per batch size
+        # with both figures.
+        variants = [("default", ""), (args.compare, args.compare)] if args.compare else [(None, "")]
+        decoded: dict[str | None, dict[int, dict]] = {}
+        for label, spec in variants:
+            with tuning.override(*[x for x in spec.split(",") if x]):
                 t = time.perf_counter()
                 p = load(path, max_length, max(args.batch), args.tiny)
                 p.warm_up()
-                what = "" if pdl is None else f" (launch.pdl={pdl})"
+                what = "" if label is None else f" ({label})"
                 print(f"{model.name}: {origin}; loaded and warmed up in {time.perf_counter() - t:.1f} s{what}", flush=True)
-                vtag = tag if pdl is None else tag | {"pdl": pdl}
+                vtag = tag if label is None else tag | {"variant": label}
                 for b in args.batch:
                     row = decode_row(model, p, b, args, weights) | vtag
-                    decoded.setdefault(pdl, {})[b] = row
+                    decoded.setdefault(label, {})[b] = row
                     yield row
-                if args.prefill_prompt and pdl != 0:
+                if args.prefill_prompt and label in (None, "default"):
                     yield prefill_row(model, p, args.prefill_prompt, args.repeats) | vtag
                 del p  # the GPU memory goes back before the next load or `max generate`
                 gc.collect()
-        if args.pdl_compare:
+        if args.compare:
             for b in args.batch:
-                on, off = decoded[1][b], decoded[0][b]
-                yield {"model": model.name, "measure": "pdl_compare", "batch": b,
-                       "decode_tok_s_pdl_on": on["decode_tok_s"], "decode_tok_s_pdl_off": off["decode_tok_s"],
-                       "ms_per_step_pdl_on": on["ms_per_step"], "ms_per_step_pdl_off": off["ms_per_step"],
+                on, off = decoded["default"][b], decoded[args.compare][b]
+                yield {"model": model.name, "measure": "compare", "batch": b, "settings": args.compare,
+                       "decode_tok_s_default": on["decode_tok_s"], "decode_tok_s_variant": off["decode_tok_s"],
+                       "ms_per_step_default": on["ms_per_step"], "ms_per_step_variant": off["ms_per_step"],
                        "speedup": round(on["decode_tok_s"] / off["decode_tok_s"], 3)} | tag
         if model.name in args.ttft:
             yield ttft_row(model, path, args.prompt, args.ttft_runs, args.tiny) | tag
@@ -432,8 +434,9 @@ def parse_args() -> argparse.Namespace:
                     help="write the models here and keep them: later runs with the same folder load them "
                     "instead of writing them again (variants measured in separate processes)")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes of every model kind on the CPU")
-    ap.add_argument("--pdl-compare", action="store_true",
-                    help="measure decode with launch.pdl on and off (two loads of each model), side by side")
+    ap.add_argument("--compare", default="", metavar="KNOB=VALUE[,...]",
+                    help="measure decode with the default settings and with these tuning knobs (two loads of "
+                    "each model), side by side: e.g. launch.pdl=0")
     args = ap.parse_args()
     defaults = ([1, 2], 16, 4, 32, 1, list(MODELS)) if args.tiny else ([1, 8, 64], 512, 128, 2048, 3, ["llama-3-8b-bf16"])
     for key, value in zip(("batch", "prompt", "steps", "prefill_prompt", "repeats", "ttft"), defaults):
