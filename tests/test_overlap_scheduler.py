@@ -201,7 +201,7 @@ def test_the_cpu_runs_without_it_unless_asked(plain):
 def test_the_queued_step_on_the_gpu_gives_the_tokens_of_single_steps(gpu, tmp_path):
     """On the GPU (where it is on by default) against the same model with it off, a random
     SmolLM2-shaped bf16 model (the ids depend only on the arithmetic, which both runs share):
-    single and multi-step calls, greedy and seeded."""
+    single and multi-step calls, greedy and seeded, and a stop inside a call's steps."""
     import sys
     from pathlib import Path
 
@@ -219,6 +219,24 @@ def test_the_queued_step_on_the_gpu_gives_the_tokens_of_single_steps(gpu, tmp_pa
             with HostTokens(on) as host:
                 got = _run(on, _contexts(11, (7, 40, 19), sp), [[0, 1, 2]], num_steps)
             assert got == want and host.count == (30 if num_steps == 1 else 2)
+    # a stop inside a call's steps: the GPU queued the next step before the tokens were read
+    # (their copy runs on a stream of its own), so that one step ran for nothing and is dropped
+    # (seeded sampling: a random model's greedy tokens soon repeat one token)
+    kw = dict(temperature=0.8, top_k=20, seed=5, max_new_tokens=30, ignore_eos=True)
+    sp = SamplingParams(**kw)
+    (single,) = _run(off, _contexts(12, (9,), sp), [[0]], 1)
+    new = [i for i in range(9, 24) if single[i] not in single[:i]]  # (calls of 8 after the prompt's)
+    assert new, f"the tokens repeat ({single}): the stop needs a token not seen before"
+    at = new[0]
+    stop = SamplingParams(**kw, stop_token_ids=[single[at]])
+    with HostTokens(off) as without:
+        _run(off, _contexts(12, (9,), stop), [[0]], 8)
+    with HostTokens(on) as steps:
+        (got,) = _run(on, _contexts(12, (9,), stop), [[0]], 8)
+    assert got == single[: at + 1] and on._queued is None
+    assert steps.steps == without.steps + 1
+    (again,) = _run(on, _contexts(12, (9,), sp), [[0]], 8)
+    assert again == single
 
 
 def test_the_serving_scheduler_with_preemptions_and_cancels_keeps_every_result(plain, rng):

@@ -12,18 +12,21 @@ the pipeline's ``max_length``. Tokens past a stop (end of sequence, a stop token
 the caller's bookkeeping; the cache positions they wrote are never read.
 
 The overlap scheduler (``PipelineConfig.enable_overlap_scheduler``) queues one step more than
-a call of several steps returns (``Queued``), right after the call's tokens are read back: while
-the host hands them out and the caller comes back, the device already runs the next call's
-first step. The next call uses it when it is for the
-same contexts in the same state (``Queued.matches``: request ids, claims on the cache, lengths,
-last tokens and sampling parameters); otherwise it is dropped, like the steps past a stop.
-Either way the tokens are those of single steps. Calls of one step (the generation loops make
-those while requests wait to join the batch, which then changes) queue nothing ahead.
+a call of several steps returns (``Queued``), behind the call's last step and before its tokens
+are read back (``read_later``: the copy to the host runs on a stream of its own, so it waits
+for the last step only): the device goes from the call's last step straight to the next call's
+first, which runs while the host reads the tokens, hands them out and the caller comes back.
+The next call uses it when it is for the same contexts in the same state (``Queued.matches``:
+request ids, claims on the cache, lengths, last tokens and sampling parameters); otherwise it
+is dropped, like the steps past a stop (a call whose tokens may end a request drops its own:
+one step run for nothing as a request ends). Either way the tokens are those of single steps.
+Calls of one step (the generation loops make those while requests wait to join the batch,
+which then changes) queue nothing ahead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,11 +114,30 @@ def read_back(pipeline: Any, ids: Sequence[driver.Buffer]) -> np.ndarray:
     back (one wait for the device instead of one per step)."""
     if len(ids) == 1 or pipeline.device.is_host:
         return np.stack([pipeline.sampler.to_host(t) for t in ids], axis=1)
+    return pipeline.sampler.to_host(_gathered(pipeline, ids)).T
+
+
+def read_later(pipeline: Any, ids: Sequence[driver.Buffer], stream: driver.DeviceStream | None) -> Callable[[], np.ndarray]:
+    """``read_back`` in two halves: the ids are gathered now, on the device's stream, and the
+    returned function copies them to the host on `stream` (a stream of the pipeline's device,
+    which first waits for the gather), so work queued on the device's stream in between does
+    not delay the copy. Without a stream (a host device): the ids are read at once."""
+    if stream is None or pipeline.device.is_host:
+        host = read_back(pipeline, ids)
+        return lambda: host
+    every = _gathered(pipeline, ids) if len(ids) > 1 else ids[0]
+    stream.wait_for(pipeline.device)
+    on_side = every.to(stream)  # the same memory, its copies on `stream`
+    return lambda: pipeline.sampler.to_host(on_side).reshape(len(ids), -1).T
+
+
+def _gathered(pipeline: Any, ids: Sequence[driver.Buffer]) -> driver.Buffer:
+    """The steps' ids as one device buffer [steps, rows]."""
     rows = int(ids[0].shape[0])
     every = driver.Buffer(ids[0].dtype, [len(ids), rows], device=pipeline.device)
     for k, t in enumerate(ids):
         every[k].inplace_copy_from(t)
-    return pipeline.sampler.to_host(every).T
+    return every
 
 
-__all__ = ["Ahead", "Queued", "plan", "queue_step", "read_back", "run_more", "state"]
+__all__ = ["Ahead", "Queued", "plan", "queue_step", "read_back", "read_later", "run_more", "state"]

@@ -126,6 +126,8 @@ class TextGenerationPipeline:
         overlap = pipeline_config.enable_overlap_scheduler
         self._overlap = not self.device.is_host if overlap is None else bool(overlap)
         self._queued: multistep.Queued | None = None
+        # the copies of a call's tokens to the host, apart from the step queued after them
+        self._reads = driver.DeviceStream(self.device) if self._overlap and not self.device.is_host else None
         self.load_seconds = time.perf_counter() - t0
 
     def warm_up(self) -> None:
@@ -200,11 +202,18 @@ class TextGenerationPipeline:
                     if any(c.log_probabilities > 0 for c in sampled) else None
             ahead = ahead if len(sampled) == len(ctxs) else 0
             ids = multistep.run_more(self, sampled, on_device, steps) if steps > 1 else [on_device]
-            chosen = multistep.read_back(self, ids).tolist()  # [rows][steps]
-            # the next call's first step, queued before the host hands the tokens out (unless a
-            # token may end its request: the step would be dropped)
-            ahead = ahead and not any(self._may_stop(c, t) for c, t in zip(sampled, chosen))
-            nxt = multistep.queue_step(self, sampled, ids[-1], steps) if ahead else None
+            # the next call's first step: on a GPU queued behind this call's last one, before
+            # the host waits for the tokens (read on a stream of their own) and hands them out,
+            # and dropped if a token may end its request; on the host (which runs the step as
+            # it is queued) only when none may
+            early = bool(ahead) and self._reads is not None
+            read = multistep.read_later(self, ids, self._reads if early else None)
+            nxt = multistep.queue_step(self, sampled, ids[-1], steps) if early else None
+            chosen = read().tolist()  # [rows][steps]
+            if any(self._may_stop(c, t) for c, t in zip(sampled, chosen)):
+                nxt = None
+            elif ahead and not early:
+                nxt = multistep.queue_step(self, sampled, ids[-1], steps)
             for row, (ctx, tokens) in enumerate(zip(sampled, chosen)):
                 kept = []
                 for k, token in enumerate(tokens):
