@@ -254,7 +254,14 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 __threadfence();
                 int* flag = last_flag;
                 named_sync(sync_id, SYNC_N);
-                if (ctid == 0) *flag = atomicAdd((unsigned int*)p.counters + tile, 1u) == (unsigned int)(w.parts - 1);
+                if (ctid == 0) {
+                    unsigned int* counter = (unsigned int*)p.counters + tile;
+                    const bool last = atomicAdd(counter, 1u) == (unsigned int)(w.parts - 1);
+                    // the last arrival leaves the counter at zero for the next launch on the
+                    // stream (launch/tickets.rs: the counters are the stream's, zeroed once)
+                    if (last) *counter = 0u;
+                    *flag = last;
+                }
                 named_sync(sync_id, SYNC_N);
                 // (Thread 0 rewrites the flag only after the first sync of a later split unit,
                 // which every thread reaches after reading it.)

@@ -6,7 +6,7 @@
 struct GemmPArgs {
     u64 c;
     u64 ws;          // split-K partials: per (split tile, split) BM x BN f32 in fragment order
-    u64 counters;    // split-K: one u32 per split tile (Work::slot), zero at launch
+    u64 counters;    // split-K: one u32 per split tile (Work::slot), zero at launch; left at zero
     i64 m, n;        // rows per batch (of A's map and of C), columns
     i64 stride_c;    // elements between batches of C
     i32 k_tiles;     // ceil(K / 64)

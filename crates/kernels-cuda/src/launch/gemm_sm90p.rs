@@ -311,20 +311,25 @@ fn launch_with(
         (p, p.units)
     };
     let grid = (clusters * p.cluster) as u32;
-    // Split-K / stream-K workspace: one u32 counter per split tile (zeroed), then the f32
-    // partials.
+    // Split-K / stream-K: one u32 counter per split tile, zero at launch and left at zero by the
+    // kernel: the stream's ticket counters (no memset node between the kernels, which would
+    // break their programmatic overlap), else zeroed at the start of the workspace; then the
+    // f32 partials.
     let (split_tiles, parts) = p.split_tiles();
-    let counters_bytes = (split_tiles * 4).div_ceil(256) * 256;
+    let tickets = if split_tiles > 0 { super::tickets::for_stream(stream, split_tiles)? } else { None };
+    let counters_bytes = if tickets.is_some() { 0 } else { (split_tiles * 4).div_ceil(256) * 256 };
     let ws_bytes = if split_tiles > 0 { counters_bytes + split_tiles * parts * p.bm * p.bn * 4 } else { 0 };
     let ws = if ws_bytes > 0 {
         // SAFETY: stream-ordered allocation, freed below on the same stream after the launch.
         let ws =
             unsafe { result::malloc_async(stream.cu_stream(), ws_bytes) }.map_err(Error::driver("cuMemAllocAsync"))?;
-        // SAFETY: the counters lie at the start of the allocation just made.
-        if let Err(e) = unsafe { result::memset_d8_async(ws, 0, counters_bytes, stream.cu_stream()) } {
-            // SAFETY: allocated above on this stream, not used by any launch.
-            let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
-            return Err(Error::driver("cuMemsetD8Async")(e));
+        // SAFETY: the counters (if any here) lie at the start of the allocation just made.
+        if counters_bytes > 0 {
+            if let Err(e) = unsafe { result::memset_d8_async(ws, 0, counters_bytes, stream.cu_stream()) } {
+                // SAFETY: allocated above on this stream, not used by any launch.
+                let _ = unsafe { result::free_async(ws, stream.cu_stream()) };
+                return Err(Error::driver("cuMemsetD8Async")(e));
+            }
         }
         ws
     } else {
@@ -333,7 +338,7 @@ fn launch_with(
     let mut args = GemmPArgs {
         c,
         ws: if ws != 0 { ws + counters_bytes as u64 } else { 0 },
-        counters: ws,
+        counters: tickets.unwrap_or(ws),
         m: rows_a as i64,
         n: n as i64,
         stride_c: (rows_a * n) as i64,
