@@ -1,5 +1,6 @@
-//! Ticket counters for kernels whose last block to finish a tile completes it (gemm_skinny's
-//! split-K fixup): one zeroed u32 array per stream, made on first use outside a CUDA graph
+//! Ticket counters for kernels whose last block to finish a tile completes it (the split-K
+//! fixups of gemm_skinny and gemm_sm90p, the split decode attention's merge): one zeroed u32
+//! array per stream, made on first use outside a CUDA graph
 //! capture and kept for the process; every kernel leaves its counters at zero again. Kernels on
 //! one stream run one after another, so one array serves every launch on that stream.
 
