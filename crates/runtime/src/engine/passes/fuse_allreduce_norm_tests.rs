@@ -26,19 +26,25 @@ struct Twist {
     one_norm: bool,
 }
 
-/// x_i [ROWS, K] on each device summed by allreduce.sum; every sum normalised (its own weight);
-/// the sums and the normalised sums are the outputs.
-fn layer(devices: &[DeviceRef], dtype: DType, twist: Twist) -> Graph {
-    let mut g = Graph::new("t");
+/// Inputs x_i [rows, K] and a signal buffer on each device, and their allreduce.sum (one sum
+/// per device).
+fn summed(g: &mut Graph, devices: &[DeviceRef], dtype: DType, rows: i64) -> Vec<ValueId> {
     let xs: Vec<ValueId> = devices
         .iter()
-        .map(|&d| g.add_input(Type::Tensor(TensorType::new(dtype, vec![Dim::stat(ROWS), Dim::stat(K)], d))))
+        .map(|&d| g.add_input(Type::Tensor(TensorType::new(dtype, vec![Dim::stat(rows), Dim::stat(K)], d))))
         .collect();
     let sigs: Vec<ValueId> = devices
         .iter()
         .map(|&d| g.add_input(Type::Buffer(TensorType::new(DType::UInt8, vec![Dim::stat(1024)], d))))
         .collect();
-    let sums = g.add_node(Op { kind: OpKind::AllreduceSum, attrs: Attrs::new() }, [xs, sigs].concat()).unwrap();
+    g.add_node(Op { kind: OpKind::AllreduceSum, attrs: Attrs::new() }, [xs, sigs].concat()).unwrap()
+}
+
+/// x_i [ROWS, K] on each device summed by allreduce.sum; every sum normalised (its own weight);
+/// the sums and the normalised sums are the outputs.
+fn layer(devices: &[DeviceRef], dtype: DType, twist: Twist) -> Graph {
+    let mut g = Graph::new("t");
+    let sums = summed(&mut g, devices, dtype, ROWS);
     let mut outs = sums.clone();
     for (i, (&s, &d)) in sums.iter().zip(devices).enumerate() {
         if twist.one_norm && i == 1 {
@@ -91,15 +97,7 @@ fn norms_that_differ_or_are_missing_stay_apart() {
 fn layer_with_products(devices: &[DeviceRef]) -> Graph {
     let mut g = Graph::new("t");
     let dtype = DType::BFloat16;
-    let xs: Vec<ValueId> = devices
-        .iter()
-        .map(|&d| g.add_input(Type::Tensor(TensorType::new(dtype, vec![Dim::stat(1), Dim::stat(K)], d))))
-        .collect();
-    let sigs: Vec<ValueId> = devices
-        .iter()
-        .map(|&d| g.add_input(Type::Buffer(TensorType::new(DType::UInt8, vec![Dim::stat(1024)], d))))
-        .collect();
-    let sums = g.add_node(Op { kind: OpKind::AllreduceSum, attrs: Attrs::new() }, [xs, sigs].concat()).unwrap();
+    let sums = summed(&mut g, devices, dtype, 1);
     let mut outs = vec![];
     for (i, (&s, &d)) in sums.iter().zip(devices).enumerate() {
         let gamma = constant(&mut g, dtype, &[K], 10 + i as u64, d);
