@@ -60,7 +60,8 @@
 // (16-byte stores, coalesced across threads), fences, and bumps the tile's counter; the CTA
 // that brings it to the tile's part count reads all partials back in part order 0, 1, ... (so
 // the sum is deterministic), then runs the epilogue. A stream-K tile that one range covers
-// whole is not split. Counters are zeroed by the launcher before every launch.
+// whole is not split. Counters are zero at launch (the stream's ticket counters, or zeroed by
+// the launcher) and the CTA that completes a tile puts its counter back to zero.
 //
 // Epilogue (prelude.cuh: bias, activation, clamp, beta * residual) in registers, stored
 // straight to global memory: 32-bit pairs when p.pairs (N even, 4-byte aligned C, bias and
