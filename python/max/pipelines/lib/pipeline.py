@@ -257,13 +257,16 @@ class TextGenerationPipeline:
         return 1 if self.device.is_host else 8
 
     def _may_stop(self, ctx: TextContext, tokens: list[int]) -> bool:
-        """Whether any of `tokens` is one that ends `ctx` (an end of sequence or a stop token,
-        whatever the count of tokens so far)."""
+        """Whether any of `tokens`, the next ones `ctx` will append, is one that ends it (an end
+        of sequence or a stop token where ``min_new_tokens`` lets one end it; counts are checked
+        by the caller's plan)."""
         sp = ctx.sampling_params
         ends = set(sp.stop_token_ids or ())
         if not (sp.ignore_eos or ctx.ignore_eos):
             ends |= set(ctx.eos_token_ids or self.eos_token_ids)
-        return any(t in ends for t in tokens)
+        # the k-th of them is generated token number (so far) + k + 1, as _status counts
+        generated = ctx.end_idx - ctx.prompt_length
+        return any(t in ends and generated + k + 1 >= sp.min_new_tokens for k, t in enumerate(tokens))
 
     def _status(self, ctx: TextContext, token: int) -> GenerationStatus:
         sp = ctx.sampling_params
