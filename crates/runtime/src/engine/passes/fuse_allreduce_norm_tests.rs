@@ -122,6 +122,9 @@ fn short_rows_fold_into_the_products_long_rows_join_the_allreduce() {
     // allreduce's join is kept for them
     let _long = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap();
     assert_eq!(names(&lower(&layer_with_products(&gpus))), ["allreduce_sum", "gemm[matmul_wt]", "gemm[matmul_wt]"]);
+    // without that join, they fold into the products too
+    let _off = max_tuning::scoped("fusion.allreduce_norm=0").unwrap();
+    assert_eq!(names(&lower(&layer_with_products(&gpus))), folded);
 }
 
 /// The joined step on the host (simulated devices) against the allreduce and norms run apart.

@@ -9,7 +9,8 @@
 //! `fusion.norm_gemv_max_k` elements are normalised first, as the rms_norm kernel rounds them;
 //! longer 16-bit rows (with `fusion.norm_gemv_post`) have the scale applied after the products,
 //! since a first pass over them costs every warp more than the separate norm launch saves
-//! (except a norm of an allreduce's sum, which joins the allreduce: fuse_allreduce_norm).
+//! (except a norm of an allreduce's sum, which joins the allreduce: fuse_allreduce_norm,
+//! unless `fusion.allreduce_norm` is off).
 //!
 //! GPU-placed quantized products (a qmatmul step, siblings included, without a fused residual)
 //! fold the same way: the op carries the attribute [`NORM`] and the norm's own attributes as
@@ -71,6 +72,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     let max_k = tuning.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
     let quantized = tuning.flag_or(max_tuning::Knob::FusionQuantized, true);
     let post = tuning.flag_or(max_tuning::Knob::FusionNormGemvPost, true);
+    let joins_allreduce = tuning.flag_or(max_tuning::Knob::FusionAllreduceNorm, true);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
     let producer = super::producers(body);
@@ -98,9 +100,10 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let fits = types[x] == types[a] && gt.dtype == xt.dtype && gt.device == xt.device && gt.rank() == 1;
         let short = xt.shape.last().and_then(|d| d.as_static()).is_some_and(|k| k as usize <= max_k);
         // (a norm of an allreduce's sum is left to join the allreduce: fuse_allreduce_norm)
-        let summed = producer
-            .get(&x)
-            .is_some_and(|&q| matches!(&body.steps[q].kind, StepKind::Op(o) if o.kind == OpKind::AllreduceSum));
+        let summed = joins_allreduce
+            && producer
+                .get(&x)
+                .is_some_and(|&q| matches!(&body.steps[q].kind, StepKind::Op(o) if o.kind == OpKind::AllreduceSum));
         let long = post && !summed && matches!(xt.dtype, DType::BFloat16 | DType::Float16);
         if !fits || !(short || long || quant) || xt.shape.last() != gt.shape.first() {
             continue;
