@@ -257,24 +257,24 @@ class TextGenerationPipeline:
         return 1 if self.device.is_host else 8
 
     def _may_stop(self, ctx: TextContext, tokens: list[int]) -> bool:
-        """Whether any of `tokens`, the next ones `ctx` will append, is one that ends it (an end
-        of sequence or a stop token where ``min_new_tokens`` lets one end it; counts are checked
-        by the caller's plan)."""
+        """Whether any of `tokens`, the next ones `ctx` will append, is one that ends it (lengths
+        are the caller's plan's)."""
+        generated = ctx.end_idx - ctx.prompt_length  # before the first of them is appended
+        return any(self._ends(ctx, t, generated + k + 1) for k, t in enumerate(tokens))
+
+    def _ends(self, ctx: TextContext, token: int, generated: int) -> bool:
+        """Whether `token`, as generated token number `generated` of `ctx`, ends it: an end of
+        sequence (unless ignored) or a stop token, once ``min_new_tokens`` allows."""
         sp = ctx.sampling_params
-        ends = set(sp.stop_token_ids or ())
-        if not (sp.ignore_eos or ctx.ignore_eos):
-            ends |= set(ctx.eos_token_ids or self.eos_token_ids)
-        # the k-th of them is generated token number (so far) + k + 1, as _status counts
-        generated = ctx.end_idx - ctx.prompt_length
-        return any(t in ends and generated + k + 1 >= sp.min_new_tokens for k, t in enumerate(tokens))
+        if generated < sp.min_new_tokens:
+            return False
+        eos = not (sp.ignore_eos or ctx.ignore_eos) and token in (ctx.eos_token_ids or self.eos_token_ids)
+        return eos or bool(sp.stop_token_ids) and token in sp.stop_token_ids
 
     def _status(self, ctx: TextContext, token: int) -> GenerationStatus:
         sp = ctx.sampling_params
         generated = ctx.end_idx - ctx.prompt_length
-        may_stop = generated >= sp.min_new_tokens
-        if may_stop and not (sp.ignore_eos or ctx.ignore_eos) and token in (ctx.eos_token_ids or self.eos_token_ids):
-            return GenerationStatus.END_OF_SEQUENCE
-        if may_stop and sp.stop_token_ids and token in sp.stop_token_ids:
+        if self._ends(ctx, token, generated):
             return GenerationStatus.END_OF_SEQUENCE
         if sp.max_new_tokens is not None and generated >= sp.max_new_tokens:
             return GenerationStatus.MAXIMUM_LENGTH
