@@ -81,6 +81,15 @@ pub const GEMV_NT: Family = Family {
     name: "gemv_nt",
     source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/gemv_nt.cu")),
 };
+/// W^T products of 5-16 rows streaming the weights into mma.sync (16-bit types).
+pub const GEMV_MMA: Family = Family {
+    name: "gemv_mma",
+    source: concat!(
+        include_str!("../kernels/skinny_rows.cuh"),
+        include_str!("../kernels/mma_sync.cuh"),
+        include_str!("../kernels/gemv_mma.cu")
+    ),
+};
 /// allreduce.sum of small tensors over the GPUs of a process through their signal buffers
 /// (kernels/skinny_rows.cuh in front for its vector unpacking).
 pub const ALLREDUCE_P2P: Family = Family {
@@ -242,6 +251,7 @@ const SINGLE: &[Family] = &[
     CONV_SM90_AUX,
     GEMM_SKINNY,
     GEMV_NT,
+    GEMV_MMA,
     ALLREDUCE_P2P,
     LAYOUT,
     INDEXING,

@@ -5,11 +5,11 @@
 //! unless MAX_REQUIRE_NVRTC=1.
 
 use max_kernels_cuda::launch::{
-    allreduce_p2p, attention, attention_decode, attention_prefill, fft, gemv_nt, random, sampling,
+    allreduce_p2p, attention, attention_decode, attention_prefill, fft, gemv_mma, gemv_nt, random, sampling,
 };
 use max_kernels_cuda::sources::{
-    self, ALLREDUCE_P2P, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_NT,
-    RANDOM, SAMPLING,
+    self, ALLREDUCE_P2P, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_MMA,
+    GEMV_NT, RANDOM, SAMPLING,
 };
 use max_kernels_cuda::{Target, compile, ensure_nvrtc};
 
@@ -63,6 +63,11 @@ fn attention_prefill_sm90_kernels_exist_with_their_argument_sizes() {
 #[test]
 fn fft_kernels_exist_with_their_argument_sizes() {
     check_listed(&FFT, fft::kernels(), 10);
+}
+
+#[test]
+fn gemv_mma_kernels_exist_with_their_argument_sizes() {
+    check_listed(&GEMV_MMA, gemv_mma::kernels(), 8);
 }
 
 #[test]

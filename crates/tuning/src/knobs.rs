@@ -210,6 +210,11 @@ declare! {
     GemmTranspose: "gemm.transpose", None, Kind::Flag, "0";
     /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.
     GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
+    /// Rows from which 16-bit W^T products of up to 16 rows stream the weights into mma.sync
+    /// (gemv_mma.cu) rather than take gemv_nt.cu (up to 4 rows) or the GEMMs; 17 turns it off.
+    GemvMmaMinRows: "gemv_mma.min_rows", None, Kind::Int { min: 1, max: 17, step: 1 }, "2";
+    /// Warps sharing a tile of 16 weight rows in gemv_mma.cu, each taking every n-th chunk of K.
+    GemvMmaParts: "gemv_mma.parts", None, Kind::OneOf(&[1, 2, 4, 8]), "";
 
     // ---- launches ------------------------------------------------------------------------
     /// Launches under programmatic stream serialization for every kernel that waits for its

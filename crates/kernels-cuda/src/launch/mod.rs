@@ -15,6 +15,7 @@ pub mod fft;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_sm90p;
+pub mod gemv_mma;
 pub mod gemv_nt;
 pub mod gptq;
 pub mod qmatmul_sm90;

@@ -26,6 +26,8 @@ use crate::sources::Family;
 pub const DECLARED: &[(&str, &[&str])] = &[
     // all variants: first weight loads, then the wait (gemv_nt.cu)
     ("gemv_nt", &["skinny_nt_"]),
+    // the same for the tensor-core GEMV of 5-16 rows (gemv_mma.cu)
+    ("gemv_mma", &["gemv_mma_"]),
     // rope + KV-cache store of a decode step
     ("attention", &["rope_kv_store_"]),
     ("attention_decode", &["paged_decode_", "attention_combine_"]),

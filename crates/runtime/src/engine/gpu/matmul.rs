@@ -6,7 +6,7 @@ use max_graph::ops::reduction::RmsNormParams;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 use max_kernels_cuda::launch::gemv_nt::{Fusion, NormPrologue};
-use max_kernels_cuda::launch::{gemm_skinny, gemv_nt};
+use max_kernels_cuda::launch::{gemm_skinny, gemv_mma, gemv_nt};
 
 use super::super::program::GemmEpilogue;
 use crate::cuda::CudaDevice;
@@ -96,6 +96,11 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     let (one_launch_ws, one_launch_ns) = if g.gated.is_some() { (&ws[..1], &ns[..1]) } else { (ws, &ns[..]) };
     let addrs: Vec<u64> = one_launch_ws.iter().map(|w| w.addr()).collect();
     dev.bind()?;
+    if fusion.norm.is_none()
+        && mma_rows(dev, dtype, a.addr(), &parts_of(one_launch_ws, outs), (rows, k), &epi, fusion.gated_up)?
+    {
+        return Ok(());
+    }
     if gemv_nt::plan(dtype, rows, one_launch_ns, k, a.addr(), &addrs, &fusion).is_some() {
         let parts = parts_of(one_launch_ws, outs);
         return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), &epi, &fusion).map_err(Error::from);
@@ -116,6 +121,9 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         None => a,
     };
     let Some(mul) = &g.gated else { return matmul_wt(dev, a, ws, outs, &epi) };
+    if mma_rows(dev, dtype, a.addr(), &parts_of(&ws[..1], outs), (rows, k), &epi, Some(ws[1].addr()))? {
+        return Ok(());
+    }
     let (Some(gate), Some(up)) = (scratch.next(), scratch.next()) else { return Err(bad()) };
     matmul_wt(dev, a, &ws[..1], std::slice::from_ref(gate), &epi)?;
     matmul_wt(dev, a, &ws[1..], std::slice::from_ref(up), &Epilogue::default())?;
@@ -137,9 +145,11 @@ fn weight_rows(a: &Buffer, ws: &[Buffer]) -> Result<Vec<usize>> {
 }
 
 /// `a @ W^T` for each W [n, k] as stored (passes/fuse_weight_transpose.rs) into its output; a's
-/// batch dims fold into rows. Up to gemv_nt::MAX_M rows one launch for all the weights, a warp
-/// per 1-4 rows of W; more rows on Hopper the wgmma GEMM with W as its K-major operand;
-/// elsewhere W is transposed into a scratch matrix first.
+/// batch dims fold into rows. One launch for all the weights up to 16 rows: from
+/// `gemv_mma.min_rows` (2) the weights streamed into mma.sync ([`mma_rows`]), below it (or where
+/// that kernel does not take the problem, up to gemv_nt::MAX_M rows) a warp per 1-4 rows of W;
+/// more rows on Hopper the wgmma GEMM with W as its K-major operand; elsewhere W is transposed
+/// into a scratch matrix first.
 fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: &Epilogue) -> Result<()> {
     let k = *a.shape().last().unwrap_or(&1);
     let ns = weight_rows(a, ws)?;
@@ -148,13 +158,14 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     dev.bind()?;
     let addrs: Vec<u64> = ws.iter().map(|w| w.addr()).collect();
     let plain = Fusion::default();
-    if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs, &plain).is_some() {
-        let parts: Vec<(u64, u64, usize)> =
-            ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
-        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi, &plain).map_err(Error::from);
-    }
     let parts: Vec<(u64, u64, usize)> =
         ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
+    if mma_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, None)? {
+        return Ok(());
+    }
+    if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs, &plain).is_some() {
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi, &plain).map_err(Error::from);
+    }
     if invariant_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, &plain)? {
         return Ok(());
     }
@@ -178,6 +189,34 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
         matmul(dev, a, &wt, out, epi)?;
     }
     Ok(())
+}
+
+/// One launch of the tensor-core GEMV (gemv_mma.cu: 2-16 rows by default, 16-bit types) for
+/// `parts` (with `gated`: one gate part and the up weight's address) where it takes the problem,
+/// on sm_80 and later, outside `numerics.batch_invariant` (whose rows take gemv_nt's sums at
+/// every batch size); false (nothing launched) otherwise. A folded norm is not its: at 2-4 rows
+/// gemv_nt takes the fold, at more the rms_norm kernel runs first and then this.
+fn mma_rows(
+    dev: &CudaDevice,
+    dtype: max_graph::DType,
+    a: u64,
+    parts: &[(u64, u64, usize)],
+    (rows, k): (usize, usize),
+    epi: &Epilogue,
+    gated: Option<u64>,
+) -> Result<bool> {
+    let digits: String = dev.arch.trim_start_matches("sm_").chars().take_while(char::is_ascii_digit).collect();
+    let sm80 = digits.parse::<u32>().is_ok_and(|v| v >= 80);
+    if !sm80 || rows > gemv_mma::MAX_M || max_tuning::current().batch_invariant() {
+        return Ok(false);
+    }
+    let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
+    let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    if gemv_mma::plan(dtype, rows, &ns, k, a, &ws, gated, gemv_mma::settings(&dev.stream)?).is_none() {
+        return Ok(false);
+    }
+    gemv_mma::gemv_mma(&dev.stream, dtype, a, parts, (rows, k), epi, gated)?;
+    Ok(true)
 }
 
 /// Batch-invariant (`numerics.batch_invariant`), more than gemv_nt::MAX_M rows: gemv_nt per
