@@ -11,43 +11,14 @@ import numpy as np
 import pytest
 
 from engine_util import session
-from max import driver, tuning
+from max import tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
+from test_gpu_matmul_wt import DTYPES, EPS_ACC, EPS_OUT, check, execute, product, rand
+
 pytestmark = pytest.mark.gpu
 GPU = DeviceRef.GPU()
-DTYPES = [DType.bfloat16, DType.float16]
-EPS_OUT = {DType.bfloat16: 2.0**-8, DType.float16: 2.0**-10}
-EPS_ACC = 3e-5
-
-
-def as_np(d):
-    return ml_dtypes.bfloat16 if d is DType.bfloat16 else np.float16
-
-
-def rand(rng, shape, dtype):
-    return (rng.standard_normal(shape) / 4).astype(as_np(dtype))
-
-
-def execute(model, gpu, *arrays):
-    args = [driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(gpu) for x in arrays]
-    return [o.to_numpy() for o in model.execute(*args)]
-
-
-def check(got, ref, mag, dtype, what):
-    got = np.asarray(got).astype(np.float64)
-    assert got.shape == ref.shape, what
-    tol = EPS_OUT[dtype] * np.abs(ref) + EPS_ACC * mag + 1e-6
-    bad = ~(np.abs(got - ref) <= tol)
-    if bad.any():
-        i = np.unravel_index(np.argmax(np.where(bad, np.abs(got - ref) - tol, -np.inf)), ref.shape)
-        pytest.fail(f"{what}: {bad.sum()} of {bad.size} wrong, e.g. at {i}: {got[i]} vs {ref[i]} (tol {tol[i]})")
-
-
-def product(a, w):
-    a64, w64 = a.astype(np.float64), w.astype(np.float64)
-    return a64 @ w64.T, np.abs(a64) @ np.abs(w64).T
 
 
 def wt_model(gpu, dtype, n, k):
