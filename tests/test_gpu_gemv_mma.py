@@ -46,9 +46,10 @@ def test_every_row_count_against_float64(rng, gpu, dtype, k, n):
             check(out, *product(a, w), dtype, f"{dtype.name} m={m} k={k} n={n}")
 
 
+@pytest.mark.parametrize("k", [1096, 136])  # 18 chunks: unequal shares; 3: idle parts
 @pytest.mark.parametrize("parts", [1, 2, 4, 8])
-def test_every_split_of_k(rng, gpu, parts):
-    dtype, k, n = DType.bfloat16, 1096, 72  # 18 chunks: parts with unequal shares
+def test_every_split_of_k(rng, gpu, parts, k):
+    dtype, n = DType.bfloat16, 72
     with tuning.override(**{"gemv_mma.parts": parts}):
         model = wt_model(gpu, dtype, n, k)
         w = rand(rng, (n, k), dtype)
@@ -86,7 +87,9 @@ def test_a_row_gets_the_same_bits_in_any_batch(rng, gpu, dtype):
     a = rand(rng, (16, k), dtype)
     with tuning.override(**{"gemv_mma.min_rows": 1}):
         model = wt_model(gpu, dtype, n, k)
-        (whole,) = execute(model, gpu, a, w)
+        with tuning.record_launches() as log:
+            (whole,) = execute(model, gpu, a, w)
+        assert kernels_run(log) == [f"gemv_mma_{'bf16' if dtype is DType.bfloat16 else 'f16'}_n2"]
         for m in (1, 3, 8, 9, 13):
             (part,) = execute(model, gpu, a[:m], w)
             assert np.array_equal(part.view(np.uint16), whole[:m].view(np.uint16)), m
@@ -94,9 +97,9 @@ def test_a_row_gets_the_same_bits_in_any_batch(rng, gpu, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_siblings_and_the_epilogue(rng, gpu, dtype):
-    """q, k, v and a fourth projection of one x in one launch; a product with bias, silu and a
-    residual in another."""
-    k, sizes = 264, [256, 64, 64, 40]
+    """q, k, v and a fourth projection of one x (constant weights: under PDL) in one launch, the
+    first two ending in partial tiles; a product with bias, silu and a residual in another."""
+    k, sizes = 264, [200, 72, 64, 40]
     weights = [rand(rng, (n, k), dtype) for n in sizes]
     wb, bias = rand(rng, (200, k), dtype), rand(rng, (200,), dtype)
     types = [TensorType(dtype, ("m", k), GPU), TensorType(dtype, ("m", 200), GPU)]
@@ -111,6 +114,7 @@ def test_siblings_and_the_epilogue(rng, gpu, dtype):
         with tuning.record_launches() as log:
             got = execute(model, gpu, a, r)
         assert len(kernels_run(log)) == 2, kernels_run(log)
+        assert [r["pdl"] for r in log.records("gemv_mma")] == [1, 1]
         for i, (out, w) in enumerate(zip(got, weights)):
             check(out, *product(a, w), dtype, f"{dtype.name} m={m} projection {i}")
         p, mag = product(a, wb)
@@ -172,3 +176,27 @@ def test_a_decoder_layer_with_its_norms(rng, gpu, k, post):
         refs, bounds = reference(x, h, ws)
         for i, (o, r, b) in enumerate(zip(got, refs, bounds)):
             layer_check(o, r, b, dtype, f"k={k} m={m} output {i}")
+
+
+@pytest.mark.parametrize("m", [1, 3, 8, 16])
+def test_a_weight_computed_just_before_is_read_after_it(rng, gpu, m):
+    """x @ transpose(y @ z^T): the second product's "weight" is the first one's result, which
+    the first kernel writes after it lets the next launch start (PDL). The GEMVs read weights
+    before their griddepcontrol.wait, so a product whose weight is computed at run time must
+    launch without PDL (GemmEpilogue::const_weights); with constant weights it goes under PDL."""
+    dtype, j, n, k = DType.bfloat16, 264, 16, 512
+    types = [TensorType(dtype, (m, k), GPU), TensorType(dtype, (n, j), GPU), TensorType(dtype, (k, j), GPU)]
+    with Graph("chain", input_types=types) as g:
+        x, y, z = g.inputs
+        w = ops.matmul(y, ops.transpose(z, 0, 1))  # [n, k], 16 rows: a GEMV launch
+        g.output(ops.matmul(x, ops.transpose(w, 0, 1)))
+    model = session(gpu).load(g)
+    for _ in range(3):
+        x, y, z = rand(rng, (m, k), dtype), rand(rng, (n, j), dtype), rand(rng, (k, j), dtype)
+        with tuning.record_launches() as log:
+            (out,) = execute(model, gpu, x, y, z)
+        pdl = [r["pdl"] for r in log.records("gemv_mma") + log.records("gemv_nt")]
+        assert len(pdl) == 2 and not any(pdl), pdl
+        ref, mag = product(x, y.astype(np.float64) @ z.astype(np.float64).T)
+        # w is rounded to bf16 on the GPU: up to 2^-8 of each |w| more
+        check(out, ref, mag * (1 + 2.0**-8 / EPS_ACC), dtype, f"m={m}")

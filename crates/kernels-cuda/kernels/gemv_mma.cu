@@ -1,5 +1,5 @@
 #line 1 "gemv_mma.cu"
-// gemv_mma.cu: C = epilogue(A @ W^T), W [N, K] as a linear layer stores it, for the 5-16 rows of
+// gemv_mma.cu: C = epilogue(A @ W^T), W [N, K] as a linear layer stores it, for the 2-16 rows of
 // a batched decode step, on tensor cores (mma.sync m16n8k16, f32 accumulation): the weights
 // stream from DRAM straight into the mma's registers, as gemv_nt.cu streams them into CUDA-core
 // FMAs at 1-4 rows (launch/gemv_mma.rs).
@@ -21,7 +21,8 @@
 // K is split between S = `parts` warps of a block sharing a tile (1, 2, 4 or 8; part p takes
 // the chunks p, p + S, ..., so the S warps read each row in runs of S * 128 bytes), which meet
 // in shared memory and are added in part order: the sums, their order and so the results do
-// not depend on M, only on S (launch/gemv_mma.rs picks S from N and K alone). A tile past the
+// not depend on M, only on S (launch/gemv_mma.rs picks S from the launch's tiles, K and the
+// device, never from M). A tile past the
 // last segment's end computes nothing but still takes part in the block's barrier.
 //
 // Up to GM_SEGS weights of one A run as one launch (q, k and v; tiles [first[s], first[s+1])
@@ -36,7 +37,8 @@
 // 1,568 with the norms apart (an H200), its extra registers costing the weight stream.
 //
 // Programmatic dependent launch (launch/pdl.rs): the first group of weight loads is issued
-// before griddepcontrol.wait (weights are constants), A, the residual and C after it.
+// before griddepcontrol.wait, A, the residual and C after it; the launcher uses PDL only for
+// constant weights (launch_weights_early), which no earlier kernel writes.
 
 #define GM_WARPS 8
 #define GM_SEGS 4

@@ -149,8 +149,9 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     const T* gamma = reinterpret_cast<const T*>(p.gamma);
     const int rows = (int)min((i64)MR, p.m);
     const int wrows = (int)max((i64)0, min((i64)R, n - row0));  // 0: a warp past N
-    // Programmatic dependent launch: the weights are constants (no earlier kernel writes them),
-    // so the first group of steps is loaded before the wait, its DRAM latency hidden behind
+    // Programmatic dependent launch: a launch goes under PDL only when its weights are constants
+    // (no earlier kernel writes them; launch/pdl.rs: launch_weights_early), so the first group
+    // of steps is loaded before the wait, its DRAM latency hidden behind
     // the previous kernel's tail. A (the norm's sums of squares too), the epilogue's residual
     // and C only after it; every thread waits (a warp past N too) before it may return.
     // (The `_norm` variants only prefetch the group into L2, and load it after the norm's pass.)

@@ -81,7 +81,7 @@ pub const GEMV_NT: Family = Family {
     name: "gemv_nt",
     source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/gemv_nt.cu")),
 };
-/// W^T products of 5-16 rows streaming the weights into mma.sync (16-bit types).
+/// W^T products of 2-16 rows streaming the weights into mma.sync (16-bit types).
 pub const GEMV_MMA: Family = Family {
     name: "gemv_mma",
     source: concat!(

@@ -1,5 +1,5 @@
 //! Launching the tensor-core W^T products of kernels/gemv_mma.cu (`gemv_mma_*`): C [m, n] =
-//! epilogue(A [m, k] @ W^T), W [n, k] row-major, for the 5-16 rows of a batched decode step
+//! epilogue(A [m, k] @ W^T), W [n, k] row-major, for the 2-16 rows of a batched decode step
 //! (16-bit types). A warp streams a tile of 16 rows of W into mma.sync; `parts` warps share a
 //! tile, each taking every parts-th chunk of K. [`plan`] is pure and picks the kernel and grid.
 
@@ -58,8 +58,8 @@ pub struct Plan {
 /// chunks in flight, so its chain of dependent weight reads, not the memory system, sets the
 /// time of a long one (an H200, Llama-3-8B's gate and up at 8 rows as 1,792 tiles of 64 chunks
 /// in one part each: slower than the two GEMMs it replaced); past one wave the last warps start
-/// late, which costs less. N and K alone decide it, never M, so a row's sums do not depend on the
-/// other rows of its batch.
+/// late, which costs less. The launch's tiles (its weights' rows), K and the device decide it,
+/// never M, so a row's sums do not depend on the other rows of its batch.
 fn auto_parts(tiles: usize, chunks: usize, sms: usize) -> usize {
     let slots = sms * BLOCKS_PER_SM * WARPS;
     let mut parts = 8;
@@ -146,7 +146,8 @@ pub fn settings(stream: &Arc<CudaStream>) -> Result<(usize, Option<usize>, usize
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch, or with
 /// `gated` (the up weight; one part) C = act(A @ W_gate^T) * (A @ W_up^T), the epilogue's
 /// activation on the gate; `Unsupported` when no kernel takes it (see [`plan`]). A bias or
-/// residual in `epi` is indexed as for the first part.
+/// residual in `epi` is indexed as for the first part. `weights_constant`: no kernel writes the
+/// weights, so the launch may go under PDL (the kernels read weights before the wait).
 pub fn gemv_mma(
     stream: &Arc<CudaStream>,
     dtype: DType,
@@ -155,6 +156,7 @@ pub fn gemv_mma(
     (m, k): (usize, usize),
     epi: &Epilogue,
     gated: Option<u64>,
+    weights_constant: bool,
 ) -> Result<()> {
     let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
     let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
@@ -188,9 +190,10 @@ pub fn gemv_mma(
     // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and
     // each C_s m x n_s elements of `dtype` (the caller's contract), all 16-byte aligned with k
     // a multiple of 8 (plan); every gemv_mma kernel waits (griddepcontrol.wait) before it reads
-    // A or writes C.
+    // A or writes C, and reads W before it only under PDL with constant weights.
     let pdl = unsafe {
-        super::pdl::launch_pdl(stream, (&GEMV_MMA, &p.kernel, &f), cfg, &args, None, "cuLaunchKernelEx(gemv_mma)")
+        let what = "cuLaunchKernelEx(gemv_mma)";
+        super::pdl::launch_weights_early(stream, (&GEMV_MMA, &p.kernel, &f), cfg, &args, weights_constant, what)
     }?;
     super::record::record("gemv_mma", || {
         let shape = vec![("blocks", p.blocks as i64), ("parts", p.parts as i64), ("pdl", pdl as i64)];

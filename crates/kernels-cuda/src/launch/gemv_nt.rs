@@ -131,7 +131,8 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
 
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch (see
 /// [`plan`]); `Unsupported` when no kernel takes it. A bias or residual in `epi` is indexed as
-/// for the first part: pass one part with them.
+/// for the first part: pass one part with them. `weights_constant`: no kernel writes the
+/// weights, so the launch may go under PDL (the kernels read weights before the wait).
 pub fn gemv_nt(
     stream: &Arc<CudaStream>,
     dtype: DType,
@@ -140,6 +141,7 @@ pub fn gemv_nt(
     (m, k): (usize, usize),
     epi: &Epilogue,
     fusion: &Fusion,
+    weights_constant: bool,
 ) -> Result<()> {
     let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
     let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
@@ -182,9 +184,11 @@ pub fn gemv_nt(
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and
     // each C_s m x n_s elements of `dtype` (the caller's contract); every skinny_nt kernel
-    // waits (griddepcontrol.wait) before it reads A or writes C.
+    // waits (griddepcontrol.wait) before it reads A or writes C, and reads W before it only
+    // under PDL with constant weights.
     let pdl = unsafe {
-        super::pdl::launch_pdl(stream, (&GEMV_NT, &p.kernel, &f), cfg, &args, None, "cuLaunchKernelEx(gemv_nt)")
+        let what = "cuLaunchKernelEx(gemv_nt)";
+        super::pdl::launch_weights_early(stream, (&GEMV_NT, &p.kernel, &f), cfg, &args, weights_constant, what)
     }?;
     super::record::record("gemv_nt", || {
         (p.kernel.clone(), vec![("blocks", blocks as i64), ("segs", parts.len() as i64), ("pdl", pdl as i64)])

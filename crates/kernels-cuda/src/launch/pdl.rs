@@ -26,7 +26,8 @@ use crate::sources::Family;
 pub const DECLARED: &[(&str, &[&str])] = &[
     // all variants: first weight loads, then the wait (gemv_nt.cu)
     ("gemv_nt", &["skinny_nt_"]),
-    // the same for the tensor-core GEMV of 5-16 rows (gemv_mma.cu)
+    // the same for the tensor-core GEMV of 2-16 rows (gemv_mma.cu); both read their weights
+    // before the wait, so they launch under PDL only with constant weights (launch_weights_early)
     ("gemv_mma", &["gemv_mma_"]),
     // rope + KV-cache store of a decode step
     ("attention", &["rope_kv_store_"]),
@@ -90,7 +91,42 @@ pub(crate) unsafe fn launch_pdl<A: DeviceRepr + Copy>(
     family_knob: Option<Knob>,
     what: &'static str,
 ) -> Result<bool> {
-    let pdl = Pdl::of(family, kernel, family_knob);
+    // SAFETY: the caller's contract.
+    unsafe { launch_as(stream, f, cfg, args, Pdl::of(family, kernel, family_knob), what) }
+}
+
+/// [`launch_pdl`] for the GEMVs that read their weights before griddepcontrol.wait (gemv_nt.cu,
+/// gemv_mma.cu): under PDL only when `weights_constant` (nothing an earlier kernel writes them);
+/// otherwise a plain launch, which starts once the previous kernel has finished, so those early
+/// reads see what it wrote.
+///
+/// # Safety
+/// As for [`launch_pdl`].
+pub(crate) unsafe fn launch_weights_early<A: DeviceRepr + Copy>(
+    stream: &Arc<CudaStream>,
+    (family, kernel, f): (&Family, &str, &CudaFunction),
+    cfg: LaunchConfig,
+    args: &A,
+    weights_constant: bool,
+    what: &'static str,
+) -> Result<bool> {
+    let pdl = if weights_constant { Pdl::of(family, kernel, None) } else { Pdl::OFF };
+    // SAFETY: the caller's contract.
+    unsafe { launch_as(stream, f, cfg, args, pdl, what) }
+}
+
+/// One launch of `f` with its argument struct, under `pdl`; returns whether PDL was on.
+///
+/// # Safety
+/// As for [`launch_pdl`]; `pdl` on only for a kernel that waits.
+unsafe fn launch_as<A: DeviceRepr + Copy>(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &A,
+    pdl: Pdl,
+    what: &'static str,
+) -> Result<bool> {
     let mut copy = *args;
     let mut params: [*mut std::ffi::c_void; 1] = [&mut copy as *mut A as *mut _];
     debug_assert_eq!((cfg.grid_dim.1, cfg.grid_dim.2, cfg.block_dim.1, cfg.block_dim.2), (1, 1, 1, 1));

@@ -102,12 +102,27 @@ pub struct GemmEpilogue {
     /// The gated MLP's product (passes/fuse_gated_gemv.rs): the result is this elementwise
     /// group over `[gate, up]`, gate = the epilogue over `a @ W_gate^T`, up = `a @ W_up^T`.
     pub gated: Option<Fused>,
+    /// Every weight read as stored (`b_transpose`) is a constant or a layout view of one
+    /// (passes/siblings.rs: `hoist_constants`): no kernel of the program writes it, so the GPU's
+    /// GEMVs may read it before the kernel ahead of them has finished (launch/pdl.rs). False
+    /// for a weight computed at run time, whose product then launches after its producer ends.
+    pub const_weights: bool,
 }
 
 impl GemmEpilogue {
     /// A product with this epilogue and nothing folded before or around it.
     pub fn new(bias: bool, act: Option<Op>, residual: bool, tail: Fused, b_transpose: Option<Op>) -> Self {
-        GemmEpilogue { bias, act, residual, tail, b_transpose, norm: None, norm_post: false, gated: None }
+        GemmEpilogue {
+            bias,
+            act,
+            residual,
+            tail,
+            b_transpose,
+            norm: None,
+            norm_post: false,
+            gated: None,
+            const_weights: false,
+        }
     }
 
     /// Outputs after the results that only the unfused path writes (the normalised `a`, the

@@ -36,7 +36,7 @@ pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outpu
     let weights = g.weights(outputs.len());
     let epi = epilogue_of(g, &inputs[1 + weights..])?;
     match g.b_transpose {
-        Some(_) => matmul_wt(dev, &inputs[0], &inputs[1..=weights], outputs, &epi),
+        Some(_) => matmul_wt(dev, &inputs[0], &inputs[1..=weights], outputs, &epi, g.const_weights),
         None => matmul(dev, &inputs[0], &inputs[1], &outputs[0], &epi),
     }
 }
@@ -88,6 +88,7 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         return Err(Error::Value(format!("gated matmul: the gate has {} rows, the up weight {}", ns[0], ns[1])));
     }
     let fusion = Fusion { norm, gated_up: g.gated.as_ref().map(|_| ws[1].addr()) };
+    let consts = g.const_weights;
     let rows = a.num_elements() / k.max(1);
     let dtype = outs[0].dtype();
     let parts_of = |ws: &[Buffer], outs: &[Buffer]| -> Vec<(u64, u64, usize)> {
@@ -97,15 +98,16 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     let addrs: Vec<u64> = one_launch_ws.iter().map(|w| w.addr()).collect();
     dev.bind()?;
     if fusion.norm.is_none()
-        && mma_rows(dev, dtype, a.addr(), &parts_of(one_launch_ws, outs), (rows, k), &epi, fusion.gated_up)?
+        && mma_rows(dev, dtype, a.addr(), &parts_of(one_launch_ws, outs), (rows, k), &epi, fusion.gated_up, consts)?
     {
         return Ok(());
     }
     if gemv_nt::plan(dtype, rows, one_launch_ns, k, a.addr(), &addrs, &fusion).is_some() {
         let parts = parts_of(one_launch_ws, outs);
-        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), &epi, &fusion).map_err(Error::from);
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), &epi, &fusion, consts)
+            .map_err(Error::from);
     }
-    if invariant_rows(dev, dtype, a.addr(), &parts_of(one_launch_ws, outs), (rows, k), &epi, &fusion)? {
+    if invariant_rows(dev, dtype, a.addr(), &parts_of(one_launch_ws, outs), (rows, k), &epi, (&fusion, consts))? {
         return Ok(());
     }
     // The unfused steps: rms_norm into its value, the products, the mul.
@@ -120,13 +122,13 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         }
         None => a,
     };
-    let Some(mul) = &g.gated else { return matmul_wt(dev, a, ws, outs, &epi) };
-    if mma_rows(dev, dtype, a.addr(), &parts_of(&ws[..1], outs), (rows, k), &epi, Some(ws[1].addr()))? {
+    let Some(mul) = &g.gated else { return matmul_wt(dev, a, ws, outs, &epi, consts) };
+    if mma_rows(dev, dtype, a.addr(), &parts_of(&ws[..1], outs), (rows, k), &epi, Some(ws[1].addr()), consts)? {
         return Ok(());
     }
     let (Some(gate), Some(up)) = (scratch.next(), scratch.next()) else { return Err(bad()) };
-    matmul_wt(dev, a, &ws[..1], std::slice::from_ref(gate), &epi)?;
-    matmul_wt(dev, a, &ws[1..], std::slice::from_ref(up), &Epilogue::default())?;
+    matmul_wt(dev, a, &ws[..1], std::slice::from_ref(gate), &epi, consts)?;
+    matmul_wt(dev, a, &ws[1..], std::slice::from_ref(up), &Epilogue::default(), consts)?;
     super::run_fused(dev, mul, &[gate.clone(), up.clone()], &outs[0])
 }
 
@@ -150,7 +152,8 @@ fn weight_rows(a: &Buffer, ws: &[Buffer]) -> Result<Vec<usize>> {
 /// that kernel does not take the problem, up to gemv_nt::MAX_M rows) a warp per 1-4 rows of W;
 /// more rows on Hopper the wgmma GEMM with W as its K-major operand; elsewhere W is transposed
 /// into a scratch matrix first.
-fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: &Epilogue) -> Result<()> {
+/// `consts`: the weights are constants (`GemmEpilogue::const_weights`).
+fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: &Epilogue, consts: bool) -> Result<()> {
     let k = *a.shape().last().unwrap_or(&1);
     let ns = weight_rows(a, ws)?;
     let rows = a.num_elements() / k.max(1);
@@ -160,13 +163,14 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     let plain = Fusion::default();
     let parts: Vec<(u64, u64, usize)> =
         ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
-    if mma_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, None)? {
+    if mma_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, None, consts)? {
         return Ok(());
     }
     if gemv_nt::plan(dtype, rows, &ns, k, a.addr(), &addrs, &plain).is_some() {
-        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi, &plain).map_err(Error::from);
+        return gemv_nt::gemv_nt(&dev.stream, dtype, a.addr(), &parts, (rows, k), epi, &plain, consts)
+            .map_err(Error::from);
     }
-    if invariant_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, &plain)? {
+    if invariant_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, (&plain, consts))? {
         return Ok(());
     }
     let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
@@ -196,6 +200,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
 /// on sm_80 and later, outside `numerics.batch_invariant` (whose rows take gemv_nt's sums at
 /// every batch size); false (nothing launched) otherwise. A folded norm is not its: at 2-4 rows
 /// gemv_nt takes the fold, at more the rms_norm kernel runs first and then this.
+#[allow(clippy::too_many_arguments)]
 fn mma_rows(
     dev: &CudaDevice,
     dtype: max_graph::DType,
@@ -204,6 +209,7 @@ fn mma_rows(
     (rows, k): (usize, usize),
     epi: &Epilogue,
     gated: Option<u64>,
+    consts: bool,
 ) -> Result<bool> {
     let digits: String = dev.arch.trim_start_matches("sm_").chars().take_while(char::is_ascii_digit).collect();
     let sm80 = digits.parse::<u32>().is_ok_and(|v| v >= 80);
@@ -215,7 +221,7 @@ fn mma_rows(
     if gemv_mma::plan(dtype, rows, &ns, k, a, &ws, gated, gemv_mma::settings(&dev.stream)?).is_none() {
         return Ok(false);
     }
-    gemv_mma::gemv_mma(&dev.stream, dtype, a, parts, (rows, k), epi, gated)?;
+    gemv_mma::gemv_mma(&dev.stream, dtype, a, parts, (rows, k), epi, gated, consts)?;
     Ok(true)
 }
 
@@ -232,7 +238,7 @@ fn invariant_rows(
     parts: &[(u64, u64, usize)],
     (rows, k): (usize, usize),
     epi: &Epilogue,
-    fusion: &Fusion,
+    (fusion, consts): (&Fusion, bool),
 ) -> Result<bool> {
     let group = gemv_nt::MAX_M;
     if rows <= group || !max_tuning::current().batch_invariant() {
@@ -252,7 +258,7 @@ fn invariant_rows(
             e.residual += r * parts[0].2 as u64 * es;
         }
         let m = (rows - r0).min(group);
-        gemv_nt::gemv_nt(&dev.stream, dtype, a + r * k as u64 * es, &moved, (m, k), &e, fusion)?;
+        gemv_nt::gemv_nt(&dev.stream, dtype, a + r * k as u64 * es, &moved, (m, k), &e, fusion, consts)?;
     }
     Ok(true)
 }

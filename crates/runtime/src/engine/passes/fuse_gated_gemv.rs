@@ -92,6 +92,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         };
         let mut epi = plain_wt(&body.steps[gp]).cloned().unwrap_or_else(|| unreachable!());
         epi.gated = Some(Fused { nodes: vec![(op.clone(), operands, types[out].clone())] });
+        epi.const_weights &= plain_wt(&body.steps[up]).is_some_and(|u| u.const_weights);
         let (g, u) = (&body.steps[gp], &body.steps[up]);
         let fused = Step {
             kind: StepKind::Gemm(epi),

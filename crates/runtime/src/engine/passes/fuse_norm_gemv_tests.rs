@@ -88,6 +88,14 @@ fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
     let mlp = gpu.body.steps.iter().find(|s| s.name() == expect[1]).unwrap();
     assert_eq!((mlp.inputs.len(), mlp.outputs.len()), (4, 4));
     assert_eq!(post_flags(&gpu), [false, false]);
+    // every weight is a constant: the folded steps keep the flag (the gated step: both weights)
+    let consts: Vec<bool> = gpu
+        .body
+        .steps
+        .iter()
+        .filter_map(|s| if let StepKind::Gemm(g) = &s.kind { Some(g.const_weights) } else { None })
+        .collect();
+    assert_eq!(consts, [true, true, true]);
     host_path_matches_the_unfused_graph_exactly();
     // rows longer than fusion.norm_gemv_max_k fold with the scale after the products, unless
     // fusion.norm_gemv_post is off

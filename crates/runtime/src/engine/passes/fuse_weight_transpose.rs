@@ -6,6 +6,9 @@
 //! rewritten (where the Hopper GEMM takes W^T at any row count); the host path applies the
 //! transpose first, so constant folding stays correct. A transpose with other uses stays.
 //!
+//! Each such step records whether its weight is a constant (`GemmEpilogue::const_weights`),
+//! which lets the GEMVs read it ahead of the previous kernel's end.
+//!
 //! Sibling products then share a step ([`fuse_siblings`]): the products of one activation by
 //! several constant weights with no epilogue (a layer's q, k and v projections; its gate and
 //! up projections) become one step with the weights after the activation and one output per
@@ -74,13 +77,18 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         step.inputs[1] = w;
     }
     super::dce(body);
-    fuse_siblings(body);
+    let constants = super::siblings::hoist_constants(body);
+    for step in body.steps.iter_mut() {
+        if let StepKind::Gemm(g) = &mut step.kind {
+            g.const_weights = g.b_transpose.is_some() && constants.contains(&step.inputs[1]);
+        }
+    }
+    fuse_siblings(body, &constants);
 }
 
 /// Joins the epilogue-free products of one activation by constant weights read as stored, up
 /// to [`SEGS`] to a step (top level only).
-fn fuse_siblings(body: &mut Body) {
-    let constants = super::siblings::hoist_constants(body);
+fn fuse_siblings(body: &mut Body, constants: &std::collections::HashSet<ValueId>) {
     let eligible = |s: &crate::engine::program::Step| {
         matches!(&s.kind, StepKind::Gemm(g) if g.b_transpose.is_some() && !g.bias && !g.residual && g.act.is_none())
             && constants.contains(&s.inputs[1])
@@ -190,6 +198,44 @@ mod tests {
         // every weight's transfer runs before the joined product
         let at = |kind: &str| p.body.steps.iter().rposition(|s| s.name().starts_with(kind)).unwrap();
         assert!(at("transfer_to") < at("gemm"));
+        // a moved constant is still a constant: the GEMV may read it under PDL
+        assert!(p.body.steps.iter().any(|s| matches!(&s.kind, StepKind::Gemm(g) if g.const_weights)));
+    }
+
+    #[test]
+    fn only_constant_weights_are_marked_constant() {
+        // W an input of the graph, or a constant: the product's `const_weights`
+        let gpu = DeviceRef::gpu(0);
+        let flags = |constant: bool| {
+            let mut g = Graph::new("t");
+            let x = input(&mut g, &[2, 16], DType::BFloat16, gpu);
+            let w = if constant {
+                let attrs = Attrs::new()
+                    .with("dtype", Attr::DType(DType::BFloat16))
+                    .with("shape", Attr::Dims(vec![Dim::stat(8), Dim::stat(16)]))
+                    .with("device", Attr::Device(gpu))
+                    .with("data", Attr::Data(std::sync::Arc::new(vec![1u8; 8 * 16 * 2])));
+                g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0]
+            } else {
+                input(&mut g, &[8, 16], DType::BFloat16, gpu)
+            };
+            let wt = g.add_node(transpose(0, 1), vec![w]).unwrap()[0];
+            let y = g.add_node(Op { kind: OpKind::Matmul, attrs: Attrs::new() }, vec![x, wt]).unwrap()[0];
+            g.set_outputs(vec![y]).unwrap();
+            let p = lower(&g);
+            let gemms: Vec<bool> = p
+                .body
+                .steps
+                .iter()
+                .filter_map(|s| match &s.kind {
+                    StepKind::Gemm(g) => Some(g.const_weights),
+                    _ => None,
+                })
+                .collect();
+            gemms
+        };
+        assert_eq!(flags(true), vec![true]);
+        assert_eq!(flags(false), vec![false]);
     }
 
     #[test]
