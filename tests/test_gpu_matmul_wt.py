@@ -131,3 +131,20 @@ def test_a_product_of_constants_folds_at_load(rng, gpu):
     outs = [o.to_numpy() for o in session(gpu).load(g).execute()]
     for out, w in zip(outs, weights):
         check(out, *product(a, w), dtype, "bf16 folded")
+
+
+def test_a_strided_view_as_the_activation(rng, gpu):
+    """x passed as a column slice of a wider buffer (rows 2k apart): every path (gemv_nt at one
+    row, gemv_mma at 3 and 8, the GEMM at 20) reads dense rows, so the step packs it first."""
+    dtype, k, n = DType.bfloat16, 256, 64
+    with Graph("wt", input_types=[TensorType(dtype, ("m", k), GPU), TensorType(dtype, (n, k), GPU)]) as g:
+        x, w = g.inputs
+        g.output(ops.matmul(x, ops.transpose(w, 0, 1)))
+    model = session(gpu).load(g)
+    w = rand(rng, (n, k), dtype)
+    wb = driver.Buffer.from_numpy(w).to(gpu)
+    for m in (1, 3, 8, 20):
+        wide = rand(rng, (m, 2 * k), dtype)
+        view = driver.Buffer.from_numpy(wide).to(gpu)[:, k:]
+        (out,) = model.execute(view, wb)
+        check(out.to_numpy(), *product(wide[:, k:], w), dtype, f"m={m}")

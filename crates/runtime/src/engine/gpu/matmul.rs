@@ -30,6 +30,11 @@ pub(super) fn act_of(op: &Op) -> Result<Act> {
 /// products of one `a` (one output each, no epilogue) when the weights are read as stored; a
 /// folded rms_norm or gated pair is [`folded`]'s.
 pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    // the kernels read every operand (x, the weights, bias, residual, the norm weight) as dense
+    // rows: a strided view is copied first
+    let dense: Vec<Buffer> =
+        inputs.iter().map(|b| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }).collect::<Result<_>>()?;
+    let inputs = &dense[..];
     if g.norm.is_some() || g.gated.is_some() {
         return folded(dev, g, inputs, outputs);
     }
@@ -50,8 +55,8 @@ fn epilogue_of(g: &GemmEpilogue, extra: &[Buffer]) -> Result<Epilogue> {
     Ok(Epilogue::new(bias, act, residual))
 }
 
-/// A product with a folded rms_norm (inputs `[x, W.., bias?, residual?, gamma]`) and/or a gated
-/// pair (`[a, W_gate, W_up]`): one gemv_nt launch where it takes the problem, else the steps
+/// A product with a folded rms_norm (inputs `[x, W.., bias?, residual?, gamma]`, dense) and/or a
+/// gated pair (`[a, W_gate, W_up]`): one GEMV launch where one takes the problem, else the steps
 /// it replaced, through the scratch outputs after the results (program.rs).
 fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let bad = || Error::Value(format!("{}: missing inputs or outputs", g.name()));
@@ -61,12 +66,10 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         return Err(bad());
     }
     let (outs, mut scratch) = (&outputs[..results], outputs[results..].iter());
-    // the kernels read x and the norm weight as dense rows
-    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
-    let a = &packed(&inputs[0])?;
+    let a = &inputs[0];
     let ws = &inputs[1..=weights];
     let mut extra = inputs[1 + weights..].to_vec();
-    let gamma = if g.norm.is_some() { Some(packed(&extra.pop().ok_or_else(bad)?)?) } else { None };
+    let gamma = if g.norm.is_some() { Some(extra.pop().ok_or_else(bad)?) } else { None };
     let epi = epilogue_of(g, &extra)?;
     let k = *a.shape().last().unwrap_or(&1);
     let ns = weight_rows(a, ws)?;
