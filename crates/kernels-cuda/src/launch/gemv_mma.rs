@@ -9,13 +9,14 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig};
 use max_graph::DType;
 
 use super::epilogue::Epilogue;
+use super::gemv_nt::Segments;
 use crate::sources::GEMV_MMA;
 use crate::{Error, Result, function};
 
 /// Most rows of A a launch takes: two mma column tiles of 8.
 pub const MAX_M: usize = 16;
-/// Most weights one launch multiplies A by: the kernel's GM_SEGS.
-pub const SEGS: usize = 4;
+/// Most weights one launch multiplies A by: the kernel's GM_SEGS (gemv_nt's too).
+pub const SEGS: usize = super::gemv_nt::SEGS;
 /// The kernel's GM_WARPS, GM_CHUNK and the blocks an SM holds at once (its launch bounds).
 const WARPS: usize = 8;
 const CHUNK: usize = 64;
@@ -163,28 +164,20 @@ pub fn gemv_mma(
     let p = plan(dtype, m, &ns, k, a, &ws, gated, settings(stream)?)
         .ok_or_else(|| Error::Unsupported(format!("gemv_mma: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
     let f = function(stream.context(), &GEMV_MMA, &p.kernel)?;
-    let mut args = GmArgs {
+    let seg = Segments::new(parts, gated, &p.first);
+    let args = GmArgs {
         a,
         m: m as i64,
         k: k as i64,
         segs: parts.len() as i64,
-        w: [0; SEGS],
-        c: [0; SEGS],
-        n: [0; SEGS],
-        first: [0; SEGS + 1],
+        w: seg.w,
+        c: seg.c,
+        n: seg.n,
+        first: seg.first,
         epi: *epi,
         parts: p.parts as i32,
         pad: 0,
     };
-    for (i, &(w, c, n)) in parts.iter().enumerate() {
-        (args.w[i], args.c[i], args.n[i]) = (w, c, n as i64);
-    }
-    if let Some(up) = gated {
-        args.w[1] = up;
-    }
-    for (i, &t) in p.first.iter().enumerate() {
-        args.first[i] = t as i64;
-    }
     let cfg =
         LaunchConfig { grid_dim: (p.blocks as u32, 1, 1), block_dim: ((WARPS * 32) as u32, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and

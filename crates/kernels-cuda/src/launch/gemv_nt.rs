@@ -113,6 +113,33 @@ pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64], 
     Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}"), first, threads: (WARPS * 32) as u32 })
 }
 
+/// The per-segment arrays of a GEMV launch's arguments (gemv_nt.cu's and gemv_mma.cu's): each
+/// part's weight, output and rows, a gated pair's up weight as the second weight, and the first
+/// block (or tile) of each segment, then the total.
+pub(super) struct Segments {
+    pub w: [u64; SEGS],
+    pub c: [u64; SEGS],
+    pub n: [i64; SEGS],
+    pub first: [i64; SEGS + 1],
+}
+
+impl Segments {
+    /// `parts` (weight, output, rows; at most [`SEGS`]) with `gated_up`, and `first` from a plan.
+    pub(super) fn new(parts: &[(u64, u64, usize)], gated_up: Option<u64>, first: &[usize]) -> Segments {
+        let mut s = Segments { w: [0; SEGS], c: [0; SEGS], n: [0; SEGS], first: [0; SEGS + 1] };
+        for (i, &(w, c, n)) in parts.iter().enumerate().take(SEGS) {
+            (s.w[i], s.c[i], s.n[i]) = (w, c, n as i64);
+        }
+        if let Some(up) = gated_up {
+            s.w[1] = up;
+        }
+        for (f, &b) in s.first.iter_mut().zip(first) {
+            *f = b as i64;
+        }
+        s
+    }
+}
+
 /// Every kernel [`plan`] can name, with its argument size.
 pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     let mut all = vec![];
@@ -148,15 +175,16 @@ pub fn gemv_nt(
     let p = plan(dtype, m, &ns, k, a, &ws, fusion)
         .ok_or_else(|| Error::Unsupported(format!("gemv_nt: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
     let f = function(stream.context(), &GEMV_NT, &p.kernel)?;
+    let seg = Segments::new(parts, fusion.gated_up, &p.first);
     let mut args = NtArgs {
         a,
         m: m as i64,
         k: k as i64,
         segs: parts.len() as i64,
-        w: [0; SEGS],
-        c: [0; SEGS],
-        n: [0; SEGS],
-        first: [0; SEGS + 1],
+        w: seg.w,
+        c: seg.c,
+        n: seg.n,
+        first: seg.first,
         epi: *epi,
         gamma: 0,
         eps: 0.0,
@@ -164,21 +192,12 @@ pub fn gemv_nt(
         mbc: 0,
         pad: 0,
     };
-    for (i, &(w, c, n)) in parts.iter().enumerate() {
-        (args.w[i], args.c[i], args.n[i]) = (w, c, n as i64);
-    }
-    if let Some(up) = fusion.gated_up {
-        args.w[1] = up;
-    }
     if let Some(norm) = fusion.norm {
         args.gamma = norm.gamma;
         // f32 as the rms_norm kernel computes it (NormArgs converts them the same way)
         args.eps = norm.params.epsilon as f32;
         args.offset = norm.params.weight_offset as f32;
         args.mbc = norm.params.multiply_before_cast as i32;
-    }
-    for (i, &b) in p.first.iter().enumerate() {
-        args.first[i] = b as i64;
     }
     let blocks = *p.first.last().unwrap_or(&0) as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
