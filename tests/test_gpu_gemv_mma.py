@@ -114,7 +114,7 @@ def test_siblings_and_the_epilogue(rng, gpu, dtype):
         with tuning.record_launches() as log:
             got = execute(model, gpu, a, r)
         assert len(kernels_run(log)) == 2, kernels_run(log)
-        assert [r["pdl"] for r in log.records("gemv_mma")] == [1, 1]
+        assert [rec["pdl"] for rec in log.records("gemv_mma")] == [1, 1]
         for i, (out, w) in enumerate(zip(got, weights)):
             check(out, *product(a, w), dtype, f"{dtype.name} m={m} projection {i}")
         p, mag = product(a, wb)

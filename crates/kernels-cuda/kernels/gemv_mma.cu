@@ -22,8 +22,8 @@
 // the chunks p, p + S, ..., so the S warps read each row in runs of S * 128 bytes), which meet
 // in shared memory and are added in part order: the sums, their order and so the results do
 // not depend on M, only on S (launch/gemv_mma.rs picks S from the launch's tiles, K and the
-// device, never from M). A tile past the
-// last segment's end computes nothing but still takes part in the block's barrier.
+// device, never from M). A tile past the last segment's end computes nothing but still takes
+// part in the block's barrier.
 //
 // Up to GM_SEGS weights of one A run as one launch (q, k and v; tiles [first[s], first[s+1])
 // are segment s's). `_gated` is the gated MLP's first half, act(A @ Wg^T) * (A @ Wu^T) with

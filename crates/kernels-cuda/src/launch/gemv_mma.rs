@@ -11,7 +11,7 @@ use max_graph::DType;
 use super::epilogue::Epilogue;
 use super::gemv_nt::Segments;
 use crate::sources::GEMV_MMA;
-use crate::{Error, Result, function};
+use crate::{Result, function};
 
 /// Most rows of A a launch takes: two mma column tiles of 8.
 pub const MAX_M: usize = 16;
@@ -41,6 +41,16 @@ struct GmArgs {
 }
 // SAFETY: plain-old-data with the layout of the kernel's `GmArgs`.
 unsafe impl DeviceRepr for GmArgs {}
+
+/// What besides the problem decides a plan: the `gemv_mma.min_rows` and `gemv_mma.parts` knobs
+/// and the device (multiprocessors, compute capability major).
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub min_rows: usize,
+    pub parts: Option<usize>,
+    pub sms: usize,
+    pub arch_major: u32,
+}
 
 /// The kernel and grid for one launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,9 +85,10 @@ fn auto_parts(tiles: usize, chunks: usize, sms: usize) -> usize {
 
 /// The plan for C_s [m, n_s] = A [m, k] @ W_s^T for the weights at `ws` with `ns` rows each (one
 /// launch; `gated`: one gate part with its up weight at `gated`), or None when these kernels
-/// do not take it: a dtype other than bf16/f16, rows outside `min_rows..=`[`MAX_M`], K not a
-/// multiple of 8, an operand not on 16 bytes, more than [`SEGS`] weights, a gated launch of
-/// more than one part, an empty or too large grid. `parts` forces the warps per tile.
+/// do not take it: a device before sm_80, a dtype other than bf16/f16, rows outside
+/// `min_rows..=`[`MAX_M`], K not a multiple of 8, an operand not on 16 bytes, more than [`SEGS`]
+/// weights, a gated launch of more than one part, an empty or too large grid. `parts` forces
+/// the warps per tile.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     dtype: DType,
@@ -87,14 +98,21 @@ pub fn plan(
     a: u64,
     ws: &[u64],
     gated: Option<u64>,
-    (min_rows, parts, sms): (usize, Option<usize>, usize),
+    s: &Settings,
 ) -> Option<Plan> {
     let name = match dtype {
         DType::BFloat16 => "bf16",
         DType::Float16 => "f16",
         _ => return None,
     };
-    if m < min_rows.max(1) || m > MAX_M || k == 0 || k % 8 != 0 || ns.is_empty() || ns.len() > SEGS {
+    if s.arch_major < 8
+        || m < s.min_rows.max(1)
+        || m > MAX_M
+        || k == 0
+        || k % 8 != 0
+        || ns.is_empty()
+        || ns.len() > SEGS
+    {
         return None;
     }
     if ns.len() != ws.len() || ns.contains(&0) || (gated.is_some() && ns.len() != 1) {
@@ -110,9 +128,9 @@ pub fn plan(
     }
     let tiles = *first.last()?;
     let chunks = k.div_ceil(CHUNK);
-    let parts = match parts {
+    let parts = match s.parts {
         Some(p) if p.is_power_of_two() && p <= WARPS => p,
-        _ => auto_parts(tiles, chunks, sms.max(1)),
+        _ => auto_parts(tiles, chunks, s.sms.max(1)),
     };
     let blocks = tiles.div_ceil(WARPS / parts);
     if blocks > i32::MAX as usize {
@@ -136,19 +154,12 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     all
 }
 
-/// The process's `gemv_mma.min_rows` and `gemv_mma.parts` and the stream's multiprocessors,
-/// [`plan`]'s last argument.
-pub fn settings(stream: &Arc<CudaStream>) -> Result<(usize, Option<usize>, usize)> {
-    let t = max_tuning::current();
-    let min_rows = t.int(max_tuning::Knob::GemvMmaMinRows).unwrap_or(2);
-    Ok((min_rows, t.int(max_tuning::Knob::GemvMmaParts), super::sm_count(stream)?))
-}
-
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch, or with
 /// `gated` (the up weight; one part) C = act(A @ W_gate^T) * (A @ W_up^T), the epilogue's
-/// activation on the gate; `Unsupported` when no kernel takes it (see [`plan`]). A bias or
-/// residual in `epi` is indexed as for the first part. `weights_constant`: no kernel writes the
-/// weights, so the launch may go under PDL (the kernels read weights before the wait).
+/// activation on the gate; false (nothing launched) when no kernel takes it (see [`plan`],
+/// under the process's knobs). A bias or residual in `epi` is indexed as for the first part.
+/// `weights_constant`: no kernel writes the weights, so the launch may go under PDL (the
+/// kernels read weights before the wait).
 pub fn gemv_mma(
     stream: &Arc<CudaStream>,
     dtype: DType,
@@ -158,11 +169,21 @@ pub fn gemv_mma(
     epi: &Epilogue,
     gated: Option<u64>,
     weights_constant: bool,
-) -> Result<()> {
+) -> Result<bool> {
+    let t = max_tuning::current();
+    let min_rows = t.int(max_tuning::Knob::GemvMmaMinRows).unwrap_or(2);
+    if m < min_rows || m > MAX_M {
+        return Ok(false); // (before the device queries: most products are not these)
+    }
+    let s = Settings {
+        min_rows,
+        parts: t.int(max_tuning::Knob::GemvMmaParts),
+        sms: super::sm_count(stream)?,
+        arch_major: super::quant::arch_major(stream)?,
+    };
     let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
     let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
-    let p = plan(dtype, m, &ns, k, a, &ws, gated, settings(stream)?)
-        .ok_or_else(|| Error::Unsupported(format!("gemv_mma: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
+    let Some(p) = plan(dtype, m, &ns, k, a, &ws, gated, &s) else { return Ok(false) };
     let f = function(stream.context(), &GEMV_MMA, &p.kernel)?;
     let seg = Segments::new(parts, gated, &p.first);
     let args = GmArgs {
@@ -192,36 +213,39 @@ pub fn gemv_mma(
         let shape = vec![("blocks", p.blocks as i64), ("parts", p.parts as i64), ("pdl", pdl as i64)];
         (p.kernel.clone(), shape)
     });
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const AUTO: (usize, Option<usize>, usize) = (5, None, 132); // (min_rows 5: rows 2-4 below it)
+    // (min_rows 5: rows 2-4 below it)
+    const AUTO: Settings = Settings { min_rows: 5, parts: None, sms: 132, arch_major: 9 };
 
     #[test]
     fn kernels_by_rows_and_dtype() {
-        let p = plan(DType::BFloat16, 8, &[4096], 4096, 0, &[0], None, AUTO).unwrap();
+        let p = plan(DType::BFloat16, 8, &[4096], 4096, 0, &[0], None, &AUTO).unwrap();
         assert_eq!((p.kernel.as_str(), p.first.clone(), p.parts, p.blocks), ("gemv_mma_bf16_n1", vec![0, 256], 8, 256));
-        assert_eq!(plan(DType::Float16, 9, &[64], 64, 0, &[0], None, AUTO).unwrap().kernel, "gemv_mma_f16_n2");
+        assert_eq!(plan(DType::Float16, 9, &[64], 64, 0, &[0], None, &AUTO).unwrap().kernel, "gemv_mma_f16_n2");
         assert_eq!(
-            plan(DType::BFloat16, 16, &[64], 64, 0, &[0], Some(64), AUTO).unwrap().kernel,
+            plan(DType::BFloat16, 16, &[64], 64, 0, &[0], Some(64), &AUTO).unwrap().kernel,
             "gemv_mma_bf16_n2_gated"
         );
         // outside the rows, dtypes, K and alignments the kernels take
-        assert!(plan(DType::BFloat16, 4, &[64], 64, 0, &[0], None, AUTO).is_none());
-        assert!(plan(DType::BFloat16, 17, &[64], 64, 0, &[0], None, AUTO).is_none());
-        assert!(plan(DType::Float32, 8, &[64], 64, 0, &[0], None, AUTO).is_none());
-        assert!(plan(DType::BFloat16, 8, &[64], 100, 0, &[0], None, AUTO).is_none());
-        assert!(plan(DType::BFloat16, 8, &[64], 64, 8, &[0], None, AUTO).is_none());
-        assert!(plan(DType::BFloat16, 8, &[64], 64, 0, &[0], Some(72), AUTO).is_none());
-        assert!(plan(DType::BFloat16, 8, &[0], 64, 0, &[0], None, AUTO).is_none());
-        assert!(plan(DType::BFloat16, 8, &[64, 64], 64, 0, &[0, 0], Some(64), AUTO).is_none());
+        assert!(plan(DType::BFloat16, 4, &[64], 64, 0, &[0], None, &AUTO).is_none());
+        assert!(plan(DType::BFloat16, 17, &[64], 64, 0, &[0], None, &AUTO).is_none());
+        assert!(plan(DType::Float32, 8, &[64], 64, 0, &[0], None, &AUTO).is_none());
+        assert!(plan(DType::BFloat16, 8, &[64], 100, 0, &[0], None, &AUTO).is_none());
+        assert!(plan(DType::BFloat16, 8, &[64], 64, 8, &[0], None, &AUTO).is_none());
+        assert!(plan(DType::BFloat16, 8, &[64], 64, 0, &[0], Some(72), &AUTO).is_none());
+        assert!(plan(DType::BFloat16, 8, &[0], 64, 0, &[0], None, &AUTO).is_none());
+        assert!(plan(DType::BFloat16, 8, &[64, 64], 64, 0, &[0, 0], Some(64), &AUTO).is_none());
+        // mma.sync bf16 needs sm_80
+        assert!(plan(DType::BFloat16, 8, &[64], 64, 0, &[0], None, &Settings { arch_major: 7, ..AUTO }).is_none());
         // the knob's lower bound
         assert_eq!(
-            plan(DType::BFloat16, 2, &[64], 64, 0, &[0], None, (2, None, 132)).unwrap().kernel,
+            plan(DType::BFloat16, 2, &[64], 64, 0, &[0], None, &Settings { min_rows: 2, ..AUTO }).unwrap().kernel,
             "gemv_mma_bf16_n1"
         );
     }
@@ -229,17 +253,22 @@ mod tests {
     #[test]
     fn parts_follow_n_and_k_not_m() {
         // Llama-3-8B's q, k and v: 384 tiles, four parts keep 1,536 warps in one wave
-        let qkv = |m| plan(DType::BFloat16, m, &[4096, 1024, 1024], 4096, 0, &[0; 3], None, AUTO).unwrap();
+        let qkv = |m| plan(DType::BFloat16, m, &[4096, 1024, 1024], 4096, 0, &[0; 3], None, &AUTO).unwrap();
         assert_eq!((qkv(5).first, qkv(5).parts, qkv(5).blocks), (vec![0, 256, 320, 384], 4, 192));
         assert_eq!(qkv(16).parts, 4);
         // its gate and up: 8 rows of each per tile, 1,792 tiles of 64 chunks: four parts, 16 each
-        let gated = plan(DType::BFloat16, 8, &[14336], 4096, 0, &[0], Some(0), AUTO).unwrap();
+        let gated = plan(DType::BFloat16, 8, &[14336], 4096, 0, &[0], Some(0), &AUTO).unwrap();
         assert_eq!((gated.first, gated.parts, gated.blocks), (vec![0, 1792], 4, 896));
         // its down projection: 256 tiles of 224 chunks, eight parts (28 chunks each)
-        assert_eq!(plan(DType::BFloat16, 8, &[4096], 14336, 0, &[0], None, AUTO).unwrap().parts, 8);
+        assert_eq!(plan(DType::BFloat16, 8, &[4096], 14336, 0, &[0], None, &AUTO).unwrap().parts, 8);
         // never more parts than chunks of 64 columns
-        assert_eq!(plan(DType::BFloat16, 8, &[16], 128, 0, &[0], None, AUTO).unwrap().parts, 2);
+        assert_eq!(plan(DType::BFloat16, 8, &[16], 128, 0, &[0], None, &AUTO).unwrap().parts, 2);
         // forced
-        assert_eq!(plan(DType::BFloat16, 8, &[4096], 4096, 0, &[0], None, (5, Some(2), 132)).unwrap().blocks, 64);
+        assert_eq!(
+            plan(DType::BFloat16, 8, &[4096], 4096, 0, &[0], None, &Settings { parts: Some(2), ..AUTO })
+                .unwrap()
+                .blocks,
+            64
+        );
     }
 }

@@ -265,7 +265,7 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
 }
 
 /// The device's compute capability major version (9 on Hopper).
-fn arch_major(stream: &Arc<CudaStream>) -> Result<u32> {
+pub(super) fn arch_major(stream: &Arc<CudaStream>) -> Result<u32> {
     let arch = crate::modules::arch_name(stream.context())?;
     Ok(arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().unwrap_or(0) / 10)
 }

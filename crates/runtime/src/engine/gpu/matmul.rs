@@ -199,8 +199,8 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
 }
 
 /// One launch of the tensor-core GEMV (gemv_mma.cu: 2-16 rows by default, 16-bit types) for
-/// `parts` (with `gated`: one gate part and the up weight's address) where it takes the problem,
-/// on sm_80 and later, outside `numerics.batch_invariant` (whose rows take gemv_nt's sums at
+/// `parts` (with `gated`: one gate part and the up weight's address) where it takes the problem
+/// (gemv_mma::plan: sm_80 and later), outside `numerics.batch_invariant` (whose rows take gemv_nt's sums at
 /// every batch size); false (nothing launched) otherwise. A folded norm is not its: at 2-4 rows
 /// gemv_nt takes the fold, at more the rms_norm kernel runs first and then this.
 #[allow(clippy::too_many_arguments)]
@@ -214,18 +214,10 @@ fn mma_rows(
     gated: Option<u64>,
     consts: bool,
 ) -> Result<bool> {
-    let digits: String = dev.arch.trim_start_matches("sm_").chars().take_while(char::is_ascii_digit).collect();
-    let sm80 = digits.parse::<u32>().is_ok_and(|v| v >= 80);
-    if !sm80 || rows > gemv_mma::MAX_M || max_tuning::current().batch_invariant() {
+    if max_tuning::current().batch_invariant() {
         return Ok(false);
     }
-    let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
-    let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
-    if gemv_mma::plan(dtype, rows, &ns, k, a, &ws, gated, gemv_mma::settings(&dev.stream)?).is_none() {
-        return Ok(false);
-    }
-    gemv_mma::gemv_mma(&dev.stream, dtype, a, parts, (rows, k), epi, gated, consts)?;
-    Ok(true)
+    Ok(gemv_mma::gemv_mma(&dev.stream, dtype, a, parts, (rows, k), epi, gated, consts)?)
 }
 
 /// Batch-invariant (`numerics.batch_invariant`), more than gemv_nt::MAX_M rows: gemv_nt per

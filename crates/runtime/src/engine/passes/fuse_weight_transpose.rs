@@ -210,12 +210,7 @@ mod tests {
             let mut g = Graph::new("t");
             let x = input(&mut g, &[2, 16], DType::BFloat16, gpu);
             let w = if constant {
-                let attrs = Attrs::new()
-                    .with("dtype", Attr::DType(DType::BFloat16))
-                    .with("shape", Attr::Dims(vec![Dim::stat(8), Dim::stat(16)]))
-                    .with("device", Attr::Device(gpu))
-                    .with("data", Attr::Data(std::sync::Arc::new(vec![1u8; 8 * 16 * 2])));
-                g.add_node(Op { kind: OpKind::Constant, attrs }, vec![]).unwrap()[0]
+                crate::engine::passes::test_util::constant(&mut g, DType::BFloat16, &[8, 16], 1, gpu)
             } else {
                 input(&mut g, &[8, 16], DType::BFloat16, gpu)
             };
