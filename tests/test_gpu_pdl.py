@@ -88,3 +88,43 @@ def test_layer_products_equal_with_and_without_pdl(rng, gpu, dtype, k):
                 assert pdl in (set(), {0 if "launch.pdl" in spec else 1}), pdl
             for i, (u, v) in enumerate(zip(*outs)):
                 assert np.array_equal(u.view(np.uint8), v.view(np.uint8)), f"k={k} m={m} output {i}"
+
+
+@pytest.mark.parametrize("enc,m", [("Q8_0", 1), ("Q6_K", 2), ("Q4_0", 4)])
+def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
+    """Two qmatmuls in a row through the CUDA-core GEMV (qgemv.cu), the second reading what the
+    first wrote just before it: under PDL each prefetches its first weight stages into L2,
+    then waits before it reads its lhs. The same bits with the knob on and off, and the
+    launches say which way they went."""
+    from engine_util import session
+    from test_quant import execute, random_blocks
+
+    from max.graph import DeviceRef, Graph, TensorType, Weight, ops
+    from max.graph.quantization import QuantizationEncoding as Q
+
+    enc = Q[enc]
+    # rows that are not whole 16-byte vectors keep 8-bit and 4-bit weights off the streaming
+    # kernel (qgemv_stream.cu); Q6_K always takes qgemv.cu
+    k, mid, n = (1024, 768, 333) if enc == Q.Q6_K else (1088, 800, 333)
+    ws = {"w1": random_blocks(rng, enc, mid, k // enc.elements_per_block),
+          "w2": random_blocks(rng, enc, n, mid // enc.elements_per_block)}
+    where = DeviceRef.GPU()
+    with Graph("chain", input_types=[TensorType(DType.float32, (m, k), where)]) as g:
+        w1, w2 = (Weight(name, DType.uint8, w.shape, where, quantization_encoding=enc) for name, w in ws.items())
+        g.output(ops.qmatmul(enc, None, ops.qmatmul(enc, None, g.inputs[0], w1), w2))
+    outs = []
+    for spec in ({}, OFF):
+        with tuning.override(**spec):
+            model = session(gpu).load(g, weights_registry=ws)
+            x = np.random.default_rng(7).standard_normal((m, k)).astype(np.float32)
+            with tuning.record_launches() as log:  # step by step (recorded), then captured, replayed
+                (first,) = execute(model, [x], gpu)
+            simt = [r for r in log.records("qgemv") if r["mma"] == 0 and r["streaming"] == 0]
+            assert len(simt) == 2, log.records("qgemv")
+            assert {r["pdl"] for r in simt} == {0 if spec else 1}, simt
+            for _ in range(2):
+                (out,) = execute(model, [x], gpu)
+                assert np.array_equal(out.view(np.uint8), first.view(np.uint8)), enc
+        outs.append(out)
+    assert np.isfinite(outs[0]).all()
+    assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), enc

@@ -350,6 +350,20 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
 
+    // Programmatic dependent launch (launch/pdl.rs): the bytes of the warp's rows that the first
+    // stages copy are asked into L2 (a hint: L2 is where every SM's stores land, so a weight
+    // an earlier kernel still writes is read right after the wait all the same), then the
+    // kernel waits for the previous one before it reads the lhs or stores.
+    {
+        const i64 pre = min(row_bytes, (i64)(S::ST - 1) * Chunk<E>::BYTES);
+#pragma unroll
+        for (int c = 0; c < QV_CW; ++c)
+            if (row_of(c) < n)
+                for (i64 o = (i64)lane * 128; o < pre + 127; o += 32 * 128)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow + c * cstride + min(o, pre - 1)) : "memory");
+    }
+    pdl_wait();
+    pdl_launch_dependents();
     if (nm.gamma) {
         // The folded RMSNorm's inverse rms of each lhs row (warp r takes row r), before the
         // first stage normalises its lhs chunk.

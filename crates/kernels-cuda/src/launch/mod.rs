@@ -24,6 +24,7 @@ pub mod random;
 pub mod record;
 pub mod reduction;
 pub mod sampling;
+pub mod scratch;
 pub mod tickets;
 mod tma;
 

@@ -159,12 +159,11 @@ fn qgemv_segments(
     if fold.gated {
         (segs.w[1], segs.gated) = (parts[1].0, 1);
     }
-    let (mi, ki, rb) = (m as i64, k as i64, row_bytes as i64);
-    let mut l = stream.launch_builder(&f);
-    l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
+    let family = sources::qgemv(&suffix(enc), act_suffix(dtype)?)?;
+    let args = (lhs, segs, m as i64, k as i64, row_bytes as i64);
     // SAFETY: lhs holds m x k of dtype; each segment's w holds n rows of row_bytes and its out
     // m x n of dtype; the segments' blocks tile the grid (QvSegs::new).
-    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
+    let pdl = unsafe { super::launch_qv(stream, (family, &name, &f), cfg, args, &max_tuning::current()) }?;
     super::super::record::record("qgemv", || {
         let (segments, norm, gated) = (parts.len() as i64, (fold.norm.gamma != 0) as i64, fold.gated as i64);
         let fields = vec![
@@ -174,6 +173,7 @@ fn qgemv_segments(
             ("segments", segments),
             ("norm", norm),
             ("gated", gated),
+            ("pdl", pdl as i64),
         ];
         (name.clone(), fields)
     });

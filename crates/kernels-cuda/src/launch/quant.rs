@@ -320,24 +320,65 @@ fn qgemv(
         groups
     };
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
-    let mut l = stream.launch_builder(&f);
     let rb = row_bytes as i64;
-    let (ms, ns, ks) = (m as i32, n as i32, k as i32);
-    let segs = QvSegs::new(&[(w, out, n)], res, QNorm::default());
-    let (mi, ki) = (m as i64, k as i64);
+    let mut pdl = false;
     if streaming {
+        let (ms, ns, ks) = (m as i32, n as i32, k as i32);
+        let mut l = stream.launch_builder(&f);
         l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&MAGIC).arg(&res);
+        // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res)
+        // m x n of dtype; the int arguments fit (select_path).
+        unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     } else {
-        l.arg(&lhs).arg(&segs).arg(&mi).arg(&ki).arg(&rb).arg(&MAGIC);
+        let segs = QvSegs::new(&[(w, out, n)], res, QNorm::default());
+        let family = sources::qgemv(&suffix(enc), act_suffix(dtype)?)?;
+        // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res)
+        // m x n of dtype.
+        pdl = unsafe { launch_qv(stream, (family, &name, &f), cfg, (lhs, segs, m as i64, k as i64, rb), tuning) }?;
     }
-    // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res) m x n
-    // of dtype; the streaming kernel's int arguments fit (select_path).
-    unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
     super::record::record("qgemv", || {
-        let fields = vec![("mma", 0), ("streaming", streaming as i64), ("blocks", blocks as i64), ("segments", 1)];
+        let fields = vec![
+            ("mma", 0),
+            ("streaming", streaming as i64),
+            ("blocks", blocks as i64),
+            ("segments", 1),
+            ("pdl", pdl as i64),
+        ];
         (name.clone(), fields)
     });
     Ok(())
+}
+
+/// Launches a qgemv.cu kernel with its arguments (lhs, segments, m, k, row bytes) under PDL
+/// where the knobs allow it (`launch.pdl`, `qgemv.pdl`); returns whether it did.
+///
+/// # Safety
+/// `segs` describes weights of `row_bytes` rows and outputs that `cfg`'s grid covers, lhs holds
+/// m x k of the kernel's activation type.
+unsafe fn launch_qv(
+    stream: &Arc<CudaStream>,
+    (family, name, f): (&sources::Family, &str, &CudaFunction),
+    cfg: LaunchConfig,
+    (lhs, segs, m, k, row_bytes): (u64, QvSegs, i64, i64, i64),
+    tuning: &max_tuning::Tuning,
+) -> Result<bool> {
+    let (mut lhs, mut segs, mut m, mut k, mut rb, mut magic) = (lhs, segs, m, k, row_bytes, MAGIC);
+    let mut params: [*mut std::ffi::c_void; 6] = [
+        &mut lhs as *mut u64 as *mut _,
+        &mut segs as *mut QvSegs as *mut _,
+        &mut m as *mut i64 as *mut _,
+        &mut k as *mut i64 as *mut _,
+        &mut rb as *mut i64 as *mut _,
+        &mut magic as *mut u32 as *mut _,
+    ];
+    // Every qgemv.cu kernel waits (griddepcontrol.wait) before it reads the lhs or stores; only
+    // L2 prefetches of its weights come before.
+    let pdl = super::pdl::Pdl::with(tuning, family, name, Some(max_tuning::Knob::QgemvPdl));
+    let dims = (cfg.grid_dim.0, cfg.block_dim.0, cfg.shared_mem_bytes);
+    // SAFETY: the parameters match the kernel's (lhs, QvSegs, m, k, row_bytes, magic) by value
+    // and live across the call (the driver copies them); the caller's contract for the memory.
+    unsafe { super::launch_ex(stream, f, dims, &mut params, pdl, "cuLaunchKernelEx(qgemv)") }?;
+    Ok(pdl.on())
 }
 
 /// 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).

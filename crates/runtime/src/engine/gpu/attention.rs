@@ -170,8 +170,11 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             }
             let bytes =
                 k::scratch_bytes(q.dtype(), &c, (tokens, q_heads, batch, width), (q.addr(), blocks.addr(), out.addr()));
+            // the stream's workspace (launch/scratch.rs), or memory of its own where that has none
+            let shared =
+                if bytes > 0 { max_kernels_cuda::launch::scratch::for_stream(&dev.stream, bytes)? } else { None };
             let scratch = Some(bytes)
-                .filter(|&bytes| bytes > 0)
+                .filter(|&bytes| bytes > 0 && shared.is_none())
                 .map(|bytes| Buffer::empty_on(DType::UInt8, &[bytes as i64], out.stream()))
                 .transpose()?;
             let ptrs = AttentionPtrs {
@@ -181,7 +184,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 lengths: lengths.addr(),
                 table: table.addr(),
                 out: out.addr(),
-                partial: scratch.as_ref().map_or(0, |b| b.addr()),
+                partial: shared.or(scratch.as_ref().map(|b| b.addr())).unwrap_or(0),
             };
             k::paged_attention(&dev.stream, q.dtype(), ptrs, c, &p, (tokens, q_heads, batch, width))
                 .map_err(Error::from)
