@@ -219,7 +219,7 @@ declare! {
     // ---- launches ------------------------------------------------------------------------
     /// Launches under programmatic stream serialization for every kernel that waits for its
     /// predecessor (crates/kernels-cuda/src/launch/pdl.rs lists them: the decode step's GEMVs,
-    /// norms, rope/store and attention, qgemv_mma, conv_sm90); off: none does. conv.pdl,
+    /// norms, rope/store and attention, the quantized GEMVs, conv_sm90); off: none does. conv.pdl,
     /// qgemv.pdl and attention.pdl turn it off for their families only.
     LaunchPdl: "launch.pdl", None, Kind::Flag, "1";
 
@@ -249,7 +249,7 @@ declare! {
     QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";
     /// At most this many blocks for the streaming and tensor-core GEMVs.
     QgemvGrid: "qgemv.grid", None, count(1), "";
-    /// The tensor-core GEMV launches under programmatic stream serialization.
+    /// The quantized GEMVs (tensor-core and CUDA-core) launch under programmatic stream serialization.
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
     /// The tensor-core GEMV requests its first weight stages before it waits for the previous
     /// kernel (weights are constants; the lhs is read after the wait). Needs `qgemv.pdl`.
