@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaStream, result, sys};
+use cudarc::driver::{CudaStream, result};
+
+use super::tickets::{bind_uncaptured, stream_key};
 
 use crate::{Error, Result};
 
@@ -38,7 +40,7 @@ pub fn for_stream(stream: &Arc<CudaStream>, bytes: usize) -> Result<Option<u64>>
     if bytes > MAX_BYTES {
         return Ok(None);
     }
-    let key = (stream.context().cu_ctx() as usize, stream.cu_stream() as usize);
+    let key = stream_key(stream);
     let mut buffers = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
     let buffers = buffers.get_or_insert_with(HashMap::new);
     let held = buffers.get(&key).copied();
@@ -47,13 +49,9 @@ pub fn for_stream(stream: &Arc<CudaStream>, bytes: usize) -> Result<Option<u64>>
     {
         return Ok(Some(ptr));
     }
-    // SAFETY: the stream is valid for the duration of the call.
-    let status =
-        unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::driver("cuStreamIsCapturing"))?;
-    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+    if !bind_uncaptured(stream)? {
         return Ok(None);
     }
-    stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
     let size = bytes.max(MIN_BYTES).max(held.map_or(0, |(_, s)| s.saturating_mul(2))).min(MAX_BYTES);
     // SAFETY: a fresh allocation of `size` bytes, never freed (kernels captured into CUDA
     // graphs keep its address); every user writes what it reads within its launch.

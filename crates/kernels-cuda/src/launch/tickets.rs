@@ -17,6 +17,25 @@ pub const CAPACITY: usize = 4096;
 /// (context, stream) -> device address of the stream's counters.
 static ARRAYS: Mutex<Option<HashMap<(usize, usize), u64>>> = Mutex::new(None);
 
+/// A stream's key in the per-stream tables (these counters, scratch.rs's workspaces): its
+/// context and its handle.
+pub(super) fn stream_key(stream: &Arc<CudaStream>) -> (usize, usize) {
+    (stream.context().cu_ctx() as usize, stream.cu_stream() as usize)
+}
+
+/// For a per-stream allocation: false when `stream` is being captured into a CUDA graph
+/// (nothing may be allocated then); else true, with the stream's context bound to the thread.
+pub(super) fn bind_uncaptured(stream: &Arc<CudaStream>) -> Result<bool> {
+    // SAFETY: the stream is valid for the duration of the call.
+    let status =
+        unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::driver("cuStreamIsCapturing"))?;
+    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+        return Ok(false);
+    }
+    stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
+    Ok(true)
+}
+
 /// The stream's zeroed counters for a launch of `tiles` tiles; None when there are more tiles
 /// than CAPACITY, or when the array does not exist yet and the stream is being captured (the
 /// caller then finishes the tiles another way).
@@ -24,19 +43,15 @@ pub fn for_stream(stream: &Arc<CudaStream>, tiles: usize) -> Result<Option<u64>>
     if tiles > CAPACITY {
         return Ok(None);
     }
-    let key = (stream.context().cu_ctx() as usize, stream.cu_stream() as usize);
+    let key = stream_key(stream);
     let mut arrays = ARRAYS.lock().unwrap_or_else(|p| p.into_inner());
     let arrays = arrays.get_or_insert_with(HashMap::new);
     if let Some(&ptr) = arrays.get(&key) {
         return Ok(Some(ptr));
     }
-    // SAFETY: the stream is valid for the duration of the call.
-    let status =
-        unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::driver("cuStreamIsCapturing"))?;
-    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+    if !bind_uncaptured(stream)? {
         return Ok(None);
     }
-    stream.context().bind_to_thread().map_err(Error::driver("cuCtxSetCurrent"))?;
     let bytes = CAPACITY * 4;
     // SAFETY: a fresh allocation of `bytes`, zeroed before any kernel can see it, never freed
     // (kernels captured into CUDA graphs keep its address).
