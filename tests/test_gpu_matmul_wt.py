@@ -148,3 +148,48 @@ def test_a_strided_view_as_the_activation(rng, gpu):
         view = driver.Buffer.from_numpy(wide).to(gpu)[:, k:]
         (out,) = model.execute(view, wb)
         check(out.to_numpy(), *product(wide[:, k:], w), dtype, f"m={m}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_one_row_through_the_wider_kernels(rng, gpu, dtype):
+    """gemv_nt.warp_rows: one row of x through the two- and four-row kernels (each warp owns
+    more rows of W, the grid is smaller). A warp walks a row of W in one order and its lanes
+    meet in one shuffle tree whatever the variant, so the bits equal the one-row kernel's, for
+    sibling projections in one launch, a residual epilogue and the gated pair (of the second
+    input); and agree with float64."""
+    from max import tuning
+
+    k, sizes, ffn = 1032, [200, 72, 72], 136
+    ws = [rand(rng, (n, k), dtype) for n in sizes]
+    gate, up, wo = rand(rng, (ffn, k), dtype), rand(rng, (ffn, k), dtype), rand(rng, (k, k), dtype)
+    types = [TensorType(dtype, ("m", k), GPU), TensorType(dtype, ("m", k), GPU)]
+    with Graph("layer", input_types=types) as g:
+        x, res = g.inputs
+        c = lambda w: ops.constant(w, dtype, GPU)  # noqa: E731
+        outs = [ops.matmul(x, c(w).T) for w in ws]
+        mlp = ops.silu(ops.matmul(res, c(gate).T)) * ops.matmul(res, c(up).T)
+        g.output(*outs, mlp, ops.matmul(x, c(wo).T) + res)
+    x, r = rand(rng, (1, k), dtype), rand(rng, (1, k), dtype)
+    got = {}
+    for rows in (1, 2, 4):
+        with tuning.override(**{"gemv_nt.warp_rows": rows, "gemv_mma.min_rows": 2}):
+            model = session(gpu).load(g)
+            with tuning.record_launches() as log:
+                got[rows] = execute(model, gpu, x, r)
+        kernels = [rec["kernel"] for rec in log.records("gemv_nt")]
+        assert len(kernels) == 3 and all(f"_m{rows}_vec" in name for name in kernels), kernels
+        assert any(name.endswith("_gated") for name in kernels), kernels
+    for rows in (2, 4):
+        for i, (u, v) in enumerate(zip(got[1], got[rows])):
+            assert np.array_equal(u.view(np.uint8), v.view(np.uint8)), f"warp_rows={rows} output {i}"
+    for out, w in zip(got[1], ws):
+        check(out, *product(x, w), dtype, f"{dtype.name} sibling")
+    pg, mg = product(r, gate)
+    pu, mu = product(r, up)
+    s = pg / (1 + np.exp(-pg))
+    # act(gate) and up each rounded once before their product, which rounds again
+    ref = s * pu
+    tol = 3 * EPS_OUT[dtype] * np.abs(ref) + EPS_ACC * (1.1 * mg * np.abs(pu) + np.abs(s) * mu) + 1e-6
+    assert (np.abs(np.asarray(got[1][3]).astype(np.float64) - ref) <= tol).all(), f"{dtype.name} gated"
+    po, mo = product(x, wo)
+    check(got[1][4], po + r.astype(np.float64), mo + np.abs(r.astype(np.float64)), dtype, f"{dtype.name} residual")

@@ -215,6 +215,10 @@ declare! {
     GemvMmaMinRows: "gemv_mma.min_rows", None, Kind::Int { min: 1, max: 17, step: 1 }, "2";
     /// Warps sharing a tile of 16 weight rows in gemv_mma.cu, each taking every n-th chunk of K.
     GemvMmaParts: "gemv_mma.parts", None, Kind::OneOf(&[1, 2, 4, 8]), "";
+    /// Rows of W each gemv_nt.cu warp owns at least: its kernel variant for that many rows of A
+    /// runs fewer (a smaller grid, as many bytes in flight a warp); unset: A's rows, rounded up
+    /// to a power of two.
+    GemvNtWarpRows: "gemv_nt.warp_rows", None, Kind::OneOf(&[1, 2, 4]), "";
 
     // ---- launches ------------------------------------------------------------------------
     /// Launches under programmatic stream serialization for every kernel that waits for its
