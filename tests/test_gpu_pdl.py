@@ -62,6 +62,26 @@ def test_a_random_llama_decodes_bit_for_bit_the_same_with_and_without_pdl(gpu, t
     assert any(k.endswith("_norm_gated") for k, _ in kernels[0]), kernels[0]
 
 
+def test_a_random_llama_decodes_the_same_with_the_next_weights_prefetched(gpu, tmp_path):
+    """attention.prefetch_mib: each decode attention asks the weights of the products after it
+    into L2 once its own loads are issued (a hint, passes/prefetch_next.rs). The tokens and
+    log-probabilities are the same bits, and the launches say how many bytes each asked for."""
+    from reference.checkpoints import write_checkpoint
+
+    ckpt = write_checkpoint(directory=tmp_path, seed=12, arch="llama", dtype="bfloat16")
+    rng = np.random.default_rng(6)
+    prompts = [rng.integers(5, ckpt["config"]["vocab_size"], n).tolist() for n in (9, 4, 13)]
+    groups = [prompts[:1], prompts]
+    results, asked = [], []
+    for spec in ({}, {"attention.prefetch_mib": 8}):
+        with tuning.override(**spec), tuning.record_launches() as log:
+            results.append(_decode(_pipeline(ckpt), groups))
+            asked.append([r["next_bytes"] for r in log.records("attention") if r["kernel"].startswith("paged_decode_mma")])
+    assert results[0] == results[1]
+    assert asked[0] and all(b == 0 for b in asked[0]), asked[0]
+    assert asked[1] and all(b > 0 for b in asked[1]), asked[1]
+
+
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32], ids=lambda d: d.name)
 @pytest.mark.parametrize("k", [576, 100, 2056])  # 100: element loads
 def test_layer_products_equal_with_and_without_pdl(rng, gpu, dtype, k):

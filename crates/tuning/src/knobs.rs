@@ -265,6 +265,9 @@ declare! {
     AttentionSplits: "attention.splits", None, Kind::Int { min: 1, max: 64, step: 1 }, "";
     /// paged_attention's decode form launches under programmatic stream serialization.
     AttentionPdl: "attention.pdl", None, Kind::Flag, "1";
+    /// MiB of the next products' weights that the decode attention asks into L2 behind its own
+    /// loads (DRAM is idle while it runs); 0: none.
+    AttentionPrefetchMib: "attention.prefetch_mib", None, Kind::Int { min: 0, max: 64, step: 1 }, "0";
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
     QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
 
