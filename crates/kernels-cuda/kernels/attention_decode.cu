@@ -48,8 +48,8 @@ struct DecodeArgs {
     u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
     i64 splits;
     i32 lpk, group;
-    // Weights a later kernel reads (the next products'), asked into L2 by the tensor-core
-    // kernel once its own loads are issued: DRAM is idle while a decode step's attention runs.
+    // Weights a later kernel reads (the next products'), asked into L2 by the decode kernels
+    // once their first loads are issued: DRAM is idle while a decode step's attention runs.
     u64 next[3];
     i64 next_bytes[3];  // 0: none
 };
@@ -308,7 +308,10 @@ template <typename T, int G, int U, int NT> __device__ __forceinline__ void page
     }
     const int step = ngroups * U;
     DecSplit sp;
-    if (!decode_split<NT>(da, step, sp)) return;
+    if (!decode_split<NT>(da, step, sp)) {
+        dec_prefetch_next(da);
+        return;
+    }
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -420,6 +423,7 @@ template <typename T, int G, int U, int NT> __device__ __forceinline__ void page
         }
         w0 = w1;
     }
+    dec_prefetch_next(da);  // behind this block's keys and values (kept out of the loop's registers)
     // The lane groups of a warp merged (lanes holding the same dims), then the warps through
     // shared memory.
     for (int o = lpk; o < 32; o <<= 1) {

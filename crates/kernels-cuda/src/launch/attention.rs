@@ -317,8 +317,8 @@ pub struct AttentionPtrs {
     /// f32 scratch of `split_scratch_bytes` for the decode form's shares (0: none;
     /// a call that needs scratch and has none runs the general form).
     pub partial: u64,
-    /// Weights that later kernels read, as (address, bytes): the decode form's tensor-core
-    /// kernel asks them into L2 behind its own loads ((0, 0): none).
+    /// Weights that later kernels read, as (address, bytes): the decode form's kernels ask
+    /// them into L2 behind their first loads ((0, 0): none).
     pub next: [(u64, u64); 3],
 }
 

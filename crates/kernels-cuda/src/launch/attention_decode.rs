@@ -173,8 +173,8 @@ pub fn split_scratch_bytes(plan: &SplitPlan, tokens: usize, q_heads: usize, dim:
 
 /// Launches the decode form for `a` (its query and cache 16-byte aligned), with `partial`
 /// scratch of [`split_scratch_bytes`] when the plan splits. `next`: up to three (address,
-/// bytes) regions of weights that kernels after it read, which the tensor-core kernel asks
-/// into L2 once its own loads are issued ((0, 0): none).
+/// bytes) regions of weights that kernels after it read, which the decode kernels ask into L2
+/// once their first loads are issued ((0, 0): none).
 pub(super) fn launch(
     stream: &Arc<CudaStream>,
     dtype: DType,

@@ -1,8 +1,8 @@
 //! A decode step's attention is bound by its own instruction chain and leaves DRAM idle, while
 //! the products right after it (the output projection, the MLP's gate and up) only stream
 //! weights. With `attention.prefetch_mib` set, each GPU paged_attention step takes as extra
-//! inputs, after its own ([`PAGED_INPUTS`]), the constant weights of the next products on its
-//! device (at most three, within the budget, from at most the next two products before the
+//! inputs, after its own ([`PAGED_INPUTS`]), the weights of the next products on its device
+//! (16-bit products of constant weights, qmatmuls' raw blocks) (at most three, within the budget, from at most the next two products before the
 //! next attention): the decode kernel asks them into L2 once its own loads are issued
 //! (gpu/attention.rs, attention_decode.cu's `dec_prefetch_next`). Only weights that already
 //! exist at the attention step are taken, and the GPU asks for the first `budget` bytes of
@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 
 use max_graph::ops::OpKind;
-use max_graph::{DeviceKind, DeviceRef, Type, ValueId};
+use max_graph::{DType, DeviceKind, DeviceRef, Type, ValueId};
 
-use crate::engine::program::{Body, StepKind};
+use crate::engine::program::{Body, Step, StepKind};
 
 /// paged_attention's own inputs (the chain, q, the cache, offsets, lengths, the table).
 pub const PAGED_INPUTS: usize = 6;
@@ -31,6 +31,21 @@ fn bytes_on(types: &[Type], v: ValueId, device: DeviceRef) -> Option<usize> {
     }
     let elems = t.shape.iter().try_fold(1usize, |n, d| Some(n * usize::try_from(d.as_static()?).ok()?))?;
     Some(elems * t.dtype.size_in_bytes())
+}
+
+/// How many inputs after the activation a product step reads as weights, and whether it is a
+/// quantized one: a 16-bit product of constant weights read as stored (its siblings, a gated
+/// pair), or a qmatmul (siblings: one weight per result; a gated pair: two); None otherwise.
+fn weights_of(step: &Step) -> Option<(usize, bool)> {
+    let n = match &step.kind {
+        StepKind::Gemm(g) if g.const_weights => (g.weights(step.outputs.len().saturating_sub(g.scratch())), false),
+        StepKind::Op(op) if op.kind == OpKind::QMatmul => {
+            let gated = op.attrs.get(super::fuse_gated_gemv::GATED).is_some();
+            (if gated { 2 } else { step.outputs.len() }, true)
+        }
+        _ => return None,
+    };
+    Some((n.0.min(step.inputs.len().saturating_sub(1)), n.1)).filter(|w| w.0 > 0)
 }
 
 /// Gives each GPU paged_attention step of `body` the weights of the products after it, up to
@@ -58,15 +73,12 @@ pub fn fuse(body: &mut Body, types: &[Type], budget: usize) {
             if matches!(&later.kind, StepKind::Op(op) if op.kind == OpKind::PagedAttention) {
                 break;
             }
-            let StepKind::Gemm(g) = &later.kind else { continue };
-            if !g.const_weights || later.inputs.is_empty() {
-                continue;
-            }
-            let results = later.outputs.len().saturating_sub(g.scratch());
-            let weights = g.weights(results).min(later.inputs.len() - 1);
+            let Some((weights, quantized)) = weights_of(later) else { continue };
             for &w in &later.inputs[1..=weights] {
                 let exists = made.get(&w).is_none_or(|&at| at < i);
-                if let Some(bytes) = bytes_on(types, w, device).filter(|_| exists && !taken.contains(&w)) {
+                // a quantized product's weights are its raw uint8 blocks
+                let raw = !quantized || matches!(&types[w], Type::Tensor(t) if t.dtype == DType::UInt8);
+                if let Some(bytes) = bytes_on(types, w, device).filter(|_| exists && raw && !taken.contains(&w)) {
                     if taken.len() < MOST && total < budget {
                         taken.push(w);
                         total += bytes;
@@ -86,10 +98,10 @@ pub fn fuse(body: &mut Body, types: &[Type], budget: usize) {
 mod tests {
     use max_graph::attrs::Attrs;
     use max_graph::ops::Op;
-    use max_graph::{DType, Dim, TensorType};
+    use max_graph::{Dim, TensorType};
 
     use super::*;
-    use crate::engine::program::{GemmEpilogue, Step};
+    use crate::engine::program::GemmEpilogue;
     use crate::shared::Fused;
 
     fn op(kind: OpKind) -> Op {
@@ -158,6 +170,28 @@ mod tests {
         let (mut off, types) = layer(&rows);
         fuse(&mut off, &types, 0);
         assert!(off.steps.iter().all(|s| s.inputs.len() <= PAGED_INPUTS));
+    }
+
+    #[test]
+    fn quantized_products_give_their_raw_blocks() {
+        let gpu = DeviceRef::gpu(0);
+        // 0..6 the attention's inputs, 6 its output; 7 raw Q4_0 blocks, 8 an f32 residual
+        let t = |dtype, rows| Type::Tensor(TensorType::new(dtype, vec![Dim::stat(rows), Dim::stat(1152)], gpu));
+        let mut types: Vec<Type> = (0..12).map(|_| t(DType::Float32, 1)).collect();
+        types[7] = t(DType::UInt8, 4096);
+        types[10] = t(DType::UInt8, 8192);
+        let q = StepKind::Op(op(OpKind::QMatmul));
+        let mut body = Body {
+            args: (0..6).collect(),
+            steps: vec![
+                step(StepKind::Op(op(OpKind::PagedAttention)), (0..6).collect(), vec![6]),
+                step(q.clone(), vec![6, 7, 8], vec![9]), // the projection with a residual
+                step(q, vec![9, 10], vec![11]),
+            ],
+            results: vec![11],
+        };
+        fuse(&mut body, &types, 64 << 20);
+        assert_eq!(body.steps[0].inputs[PAGED_INPUTS..], [7, 10]);
     }
 
     #[test]
