@@ -51,11 +51,13 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         _ => (inputs, &[][..]),
     };
     let mut next = [(0u64, 0u64); 3];
-    let mut left = (max_tuning::current().int(max_tuning::Knob::AttentionPrefetchMib).unwrap_or(0) as u64) << 20;
-    for (slot, w) in next.iter_mut().zip(after.iter().filter(|w| w.is_contiguous())) {
-        let bytes = (w.nbytes() as u64).min(left);
-        *slot = (w.addr(), bytes);
-        left -= bytes;
+    if !after.is_empty() {
+        let mut left = (max_tuning::current().int(max_tuning::Knob::AttentionPrefetchMib).unwrap_or(0) as u64) << 20;
+        for (slot, w) in next.iter_mut().zip(after.iter().filter(|w| w.is_contiguous())) {
+            let bytes = (w.nbytes() as u64).min(left);
+            *slot = (w.addr(), bytes);
+            left -= bytes;
+        }
     }
     let inputs: Vec<Buffer> = inputs.iter().map(packed).collect::<Result<_>>()?;
     dev.bind()?;

@@ -1,12 +1,13 @@
 //! A decode step's attention is bound by its own instruction chain and leaves DRAM idle, while
 //! the products right after it (the output projection, the MLP's gate and up) only stream
 //! weights. With `attention.prefetch_mib` set, each GPU paged_attention step takes as extra
-//! inputs, after its own ([`PAGED_INPUTS`]), the weights of the next products on its device
-//! (16-bit products of constant weights, qmatmuls' raw blocks) (at most three, within the budget, from at most the next two products before the
-//! next attention): the decode kernel asks them into L2 once its own loads are issued
-//! (gpu/attention.rs, attention_decode.cu's `dec_prefetch_next`). Only weights that already
-//! exist at the attention step are taken, and the GPU asks for the first `budget` bytes of
-//! them in order. Top level only; nothing else reads the extra inputs.
+//! inputs, after its own ([`PAGED_INPUTS`]), the weights of the next products on its device:
+//! 16-bit products' constant weights and qmatmuls' raw blocks, at most three, from at most the
+//! next two products before the next attention, within the budget. The decode kernel asks them
+//! into L2 once its own loads are issued (gpu/attention.rs, attention_decode.cu's
+//! `dec_prefetch_next`); the GPU asks for the first `budget` bytes of them in order. Only
+//! weights that already exist at the attention step are taken. Top level only; nothing else
+//! reads the extra inputs.
 
 use std::collections::HashMap;
 
@@ -37,7 +38,7 @@ fn bytes_on(types: &[Type], v: ValueId, device: DeviceRef) -> Option<usize> {
 /// quantized one: a 16-bit product of constant weights read as stored (its siblings, a gated
 /// pair), or a qmatmul (siblings: one weight per result; a gated pair: two); None otherwise.
 fn weights_of(step: &Step) -> Option<(usize, bool)> {
-    let n = match &step.kind {
+    let (weights, quantized) = match &step.kind {
         StepKind::Gemm(g) if g.const_weights => (g.weights(step.outputs.len().saturating_sub(g.scratch())), false),
         StepKind::Op(op) if op.kind == OpKind::QMatmul => {
             let gated = op.attrs.get(super::fuse_gated_gemv::GATED).is_some();
@@ -45,7 +46,8 @@ fn weights_of(step: &Step) -> Option<(usize, bool)> {
         }
         _ => return None,
     };
-    Some((n.0.min(step.inputs.len().saturating_sub(1)), n.1)).filter(|w| w.0 > 0)
+    let weights = weights.min(step.inputs.len().saturating_sub(1));
+    (weights > 0).then_some((weights, quantized))
 }
 
 /// Gives each GPU paged_attention step of `body` the weights of the products after it, up to
@@ -59,13 +61,13 @@ pub fn fuse(body: &mut Body, types: &[Type], budget: usize) {
     for i in 0..body.steps.len() {
         let step = &body.steps[i];
         let is_attention = matches!(&step.kind, StepKind::Op(op) if op.kind == OpKind::PagedAttention);
+        if !is_attention || step.inputs.len() != PAGED_INPUTS {
+            continue;
+        }
         let device = match step.outputs.first().map(|&v| &types[v]) {
             Some(Type::Tensor(t)) if t.device.kind == DeviceKind::Gpu => t.device,
             _ => continue,
         };
-        if !is_attention || step.inputs.len() != PAGED_INPUTS {
-            continue;
-        }
         let mut taken: Vec<ValueId> = vec![];
         let mut total = 0usize;
         let mut products = 0;
@@ -78,11 +80,11 @@ pub fn fuse(body: &mut Body, types: &[Type], budget: usize) {
                 let exists = made.get(&w).is_none_or(|&at| at < i);
                 // a quantized product's weights are its raw uint8 blocks
                 let raw = !quantized || matches!(&types[w], Type::Tensor(t) if t.dtype == DType::UInt8);
-                if let Some(bytes) = bytes_on(types, w, device).filter(|_| exists && raw && !taken.contains(&w)) {
-                    if taken.len() < MOST && total < budget {
-                        taken.push(w);
-                        total += bytes;
-                    }
+                let room = taken.len() < MOST && total < budget;
+                if let Some(bytes) = bytes_on(types, w, device).filter(|_| room && exists && raw && !taken.contains(&w))
+                {
+                    taken.push(w);
+                    total += bytes;
                 }
             }
             products += 1;
