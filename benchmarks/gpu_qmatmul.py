@@ -25,10 +25,12 @@ The weights are random blocks with finite f16 scales, made in memory (no files).
 numpy and torch.
 
     python benchmarks/gpu_qmatmul.py
+    python benchmarks/gpu_qmatmul.py --shapes 576x1536,2048x2048 --encodings Q4_0,Q4_1   # M = 1 only
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import sys
 
@@ -72,7 +74,21 @@ def random_blocks(rng: np.random.Generator, enc: Q, rows: int, k: int) -> np.nda
     return raw.reshape(rows, blocks * enc.block_size)
 
 
+def parse_cases() -> tuple[str, list[tuple[Q, int, int, int]]]:
+    """The result name and CASES, or gpu_qmatmul_shapes and the M = 1 cases of `--shapes` x
+    `--encodings`."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="", help="NxK,... at M = 1 instead of the built-in cases")
+    ap.add_argument("--encodings", default="Q4_0", help="with --shapes: comma-separated (default Q4_0)")
+    args = ap.parse_args()
+    if not args.shapes:
+        return "gpu_qmatmul", CASES
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
+    return "gpu_qmatmul_shapes", [(Q(e), 1, n, k) for e in args.encodings.split(",") for n, k in shapes]
+
+
 def main() -> None:
+    result_name, cases = parse_cases()
     check_tuning(VARIANTS.values())
     if driver.accelerator_count() == 0:
         print("no GPU: nothing to measure")
@@ -93,7 +109,7 @@ def main() -> None:
     copy_gbps = copy_rate_gbps(gpu, sync)
 
     rows = []
-    for enc, m, n, k in CASES:
+    for enc, m, n, k in cases:
         kb = k // enc.elements_per_block * enc.block_size
         gref = DeviceRef.GPU()
         with Graph("qmm", input_types=[TensorType(DType.float32, (m, k), gref), TensorType(DType.uint8, (n, kb), gref)]) as g:
@@ -141,7 +157,7 @@ def main() -> None:
             "torch_bf16_GBps": round(n * k * 2 / theirs / 1e9, 1), "rel_err": float(f"{err:.2e}"),
         })
         print(rows[-1])
-    write("gpu_qmatmul", torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
+    write(result_name, torch.cuda.get_device_name(), rows, " ".join([sys.executable, *sys.argv]))
 
 
 if __name__ == "__main__":

@@ -362,13 +362,14 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         max_length = max(args.prompt + args.steps, args.prefill_prompt) + 8
         weights = llm_files.streamed_bytes(weight_files(path))
         # --compare: the model is loaded and measured twice, with the default settings, then
-        # with the knobs given (knobs are read as the graphs are lowered and the decode graphs
-        # captured, so each load runs inside its own settings); then one row per batch size
-        # with both figures.
-        variants = [("default", ""), (args.compare, args.compare)] if args.compare else [(None, "")]
+        # with each set of knobs given (knobs are read as the graphs are lowered and the decode
+        # graphs captured, so each load runs inside its own settings); then one row per variant
+        # and batch size with both figures.
+        compared = [x for x in args.compare.split(";") if x]
+        variants = [("default", "")] + [(c, c) for c in compared] if compared else [(None, "")]
         decoded: dict[str | None, dict[int, dict]] = {}
         for label, spec in variants:
-            with tuning.override(*[x for x in spec.split(",") if x]):
+            with tuning.override(spec or None):
                 t = time.perf_counter()
                 p = load(path, max_length, max(args.batch), args.tiny)
                 p.warm_up()
@@ -383,10 +384,10 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
                     yield prefill_row(model, p, args.prefill_prompt, args.repeats) | vtag
                 del p  # the GPU memory goes back before the next load or `max generate`
                 gc.collect()
-        if args.compare:
+        for c in compared:
             for b in args.batch:
-                on, off = decoded["default"][b], decoded[args.compare][b]
-                yield {"model": model.name, "measure": "compare", "batch": b, "settings": args.compare,
+                on, off = decoded["default"][b], decoded[c][b]
+                yield {"model": model.name, "measure": "compare", "batch": b, "settings": c,
                        "decode_tok_s_default": on["decode_tok_s"], "decode_tok_s_variant": off["decode_tok_s"],
                        "ms_per_step_default": on["ms_per_step"], "ms_per_step_variant": off["ms_per_step"],
                        "speedup": round(on["decode_tok_s"] / off["decode_tok_s"], 3)} | tag
@@ -434,9 +435,9 @@ def parse_args() -> argparse.Namespace:
                     help="write the models here and keep them: later runs with the same folder load them "
                     "instead of writing them again (variants measured in separate processes)")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes of every model kind on the CPU")
-    ap.add_argument("--compare", default="", metavar="KNOB=VALUE[,...]",
-                    help="measure decode with the default settings and with these tuning knobs (two loads of "
-                    "each model), side by side: e.g. launch.pdl=0")
+    ap.add_argument("--compare", default="", metavar="KNOB=VALUE[,...][;...]",
+                    help="measure decode with the default settings and with each ';'-separated set of tuning "
+                    "knobs (one more load of each model per set), side by side: e.g. launch.pdl=0")
     args = ap.parse_args()
     defaults = ([1, 2], 16, 4, 32, 1, list(MODELS)) if args.tiny else ([1, 8, 64], 512, 128, 2048, 3, ["llama-3-8b-bf16"])
     for key, value in zip(("batch", "prompt", "steps", "prefill_prompt", "repeats", "ttft"), defaults):

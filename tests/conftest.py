@@ -42,6 +42,14 @@ def hopper(gpu):
         yield gpu
 
 
+@pytest.fixture
+def qgemv_kernels_of_any_size():
+    """The tensor-core and streaming quantized GEMVs for weights of any size (by default 1-2
+    rows of small weights take qgemv.cu): tests of those kernels at small shapes."""
+    with tuning.override(**{"qgemv.mma": True, "qgemv.stream": True}):
+        yield
+
+
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
     """Each test body once per device: the CPU, and the first accelerator (skipped without one)."""

@@ -16,6 +16,9 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.graph.quantization import QuantizationEncoding as Q
 
+# These tests reach each quantized GEMV at small shapes (conftest.py).
+pytestmark = pytest.mark.usefixtures("qgemv_kernels_of_any_size")
+
 NP = {DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}
 # The result's rounding to its dtype: half an ulp, relative (2^-9 for bf16, 2^-11 for f16), doubled.
 ROUND = {DType.bfloat16: 2.0**-8, DType.float16: 2.0**-10}

@@ -25,8 +25,10 @@ from max.nn import kernels
 @pytest.fixture(autouse=True)
 def quantized_folds():
     """The quantized folds and the early weight stages (fusion.quantized, qgemv.early_weights),
-    on whatever the defaults."""
-    with tuning.override(**{"fusion.quantized": True, "qgemv.early_weights": True}):
+    on whatever the defaults, and the tensor-core and streaming GEMVs at these small shapes
+    (qgemv.mma, qgemv.stream)."""
+    spec = {"fusion.quantized": True, "qgemv.early_weights": True, "qgemv.mma": True, "qgemv.stream": True}
+    with tuning.override(**spec):
         yield
 
 NP = {DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}

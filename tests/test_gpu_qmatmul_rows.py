@@ -14,6 +14,9 @@ from max.dtype import DType
 from max.graph import ops
 from max.graph.quantization import QuantizationEncoding as Q
 
+# These tests reach each quantized GEMV at small shapes (conftest.py).
+pytestmark = pytest.mark.usefixtures("qgemv_kernels_of_any_size")
+
 encodings = pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.value)
 
 

@@ -15,6 +15,9 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, Weight, ops
 from max.graph.quantization import QuantizationConfig, QuantizationEncoding as Q
 
+# These tests reach each quantized GEMV at small shapes (conftest.py).
+pytestmark = pytest.mark.usefixtures("qgemv_kernels_of_any_size")
+
 ENCODINGS = [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 K_QUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
 # Byte offsets of the f16 scale fields in each block (kept finite in random blocks).

@@ -112,7 +112,7 @@ def _q4_0_weights(rng, n, k):
     ],
 )
 def test_qgemv_knobs(hopper, rng, spec, holds):
-    n, k = 256, 1024
+    n, k = 3072, 2048  # as few weights as take the tensor-core GEMV by default
     w = _q4_0_weights(rng, n, k)
     lhs = rng.standard_normal((1, k)).astype(np.float32)
     types = [TensorType(DType.float32, (1, k), GPU), TensorType(DType.uint8, w.shape, GPU)]
@@ -123,6 +123,23 @@ def test_qgemv_knobs(hopper, rng, spec, holds):
     assert r0["mma"] == 1 and r0.get("pdl") == 1, r0
     assert holds(r1) and r0 != r1, (r0, r1)
     np.testing.assert_allclose(forced, base, rtol=1e-3, atol=1e-3 * np.abs(base).max())
+
+
+@pytest.mark.parametrize("n, k", [(576, 1536), (2048, 2048)])
+def test_small_q4_products_take_the_general_gemv_unless_told(hopper, rng, n, k):
+    """Below 3072 x 2048 weights one row takes qgemv.cu (launch/quant.rs: SMALL_WEIGHTS);
+    qgemv.mma=1 and qgemv.stream=1 still reach the other kernels, with the same values."""
+    w = _q4_0_weights(rng, n, k)
+    lhs = rng.standard_normal((1, k)).astype(np.float32)
+    types = [TensorType(DType.float32, (1, k), GPU), TensorType(DType.uint8, w.shape, GPU)]
+    graph = Graph("q", lambda a, b: ops.qmatmul(Q.Q4_0, None, a, b), input_types=types)
+    (base,), log0 = _run(hopper, graph, [lhs, w])
+    (mma,), log1 = _run(hopper, graph, [lhs, w], "qgemv.mma=1")
+    (stream,), log2 = _run(hopper, graph, [lhs, w], "qgemv.mma=0,qgemv.stream=1")
+    r0, r1, r2 = log0.last("qgemv"), log1.last("qgemv"), log2.last("qgemv")
+    assert (r0["mma"], r0["streaming"], r1["mma"], r2["mma"], r2["streaming"]) == (0, 0, 1, 0, 1), (r0, r1, r2)
+    for out in (mma, stream):
+        np.testing.assert_allclose(out, base, rtol=1e-3, atol=1e-3 * np.abs(base).max())
 
 
 def test_fused_two_vectors_knob(gpu, rng):

@@ -245,10 +245,12 @@ declare! {
     AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";
 
     // ---- quantized GEMV ------------------------------------------------------------------
-    /// The tensor-core GEMV (qgemv_mma.cu) for 1-2 rows of Q4_0/Q4_1/Q4_K.
-    QgemvMma: "qgemv.mma", None, Kind::Flag, "1";
-    /// The streaming GEMV (qgemv_stream.cu) on sm_90 (off: qgemv.cu's general kernel).
-    QgemvStream: "qgemv.stream", None, Kind::Flag, "1";
+    /// The tensor-core GEMV (qgemv_mma.cu) for 1-2 rows of Q4_0/Q4_1/Q4_K (unset: for weights of
+    /// 3072 x 2048 elements and more; 1: whatever their size).
+    QgemvMma: "qgemv.mma", None, Kind::Flag, "";
+    /// The streaming GEMV (qgemv_stream.cu) on sm_90 (off: qgemv.cu's general kernel; unset: not
+    /// for 1-2 rows of fewer than 3072 x 2048 weights).
+    QgemvStream: "qgemv.stream", None, Kind::Flag, "";
     /// Warps sharing one tile of the tensor-core GEMV.
     QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";
     /// At most this many blocks for the streaming and tensor-core GEMVs.

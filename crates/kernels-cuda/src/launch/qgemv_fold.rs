@@ -96,12 +96,13 @@ pub fn qmatmul_siblings(
     let tuning = max_tuning::current();
     let arch = arch_major(stream)?;
     let t = &tuning;
+    // Each part's weights as a launch of all of them sees it (the size rule reads the total).
+    let total: usize = parts.iter().map(|p| p.2).sum();
     let takes = |path: QPath| {
         move |&(w, _, n): &(u64, u64, usize)| {
-            n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, t) == path
+            n > 0 && select_path(&QProblem { enc, m, n: total, k, row_bytes, lhs, w }, arch, t) == path
         }
     };
-    let total: usize = parts.iter().map(|p| p.2).sum();
     if m > 0
         && k > 0
         && (2..=QM_SEGS).contains(&parts.len())
@@ -210,9 +211,9 @@ pub fn fold_path(
         return None;
     }
     let all = |path: QPath| {
-        parts
-            .iter()
-            .all(|&(w, _, n)| n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, t) == path)
+        parts.iter().all(|&(w, _, n)| {
+            n > 0 && select_path(&QProblem { enc, m, n: total, k, row_bytes, lhs, w }, arch, t) == path
+        })
     };
     if parts.len() <= QM_SEGS && all(QPath::Mma) {
         return Some(QPath::Mma);
@@ -276,8 +277,10 @@ mod tests {
         assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, ""), None);
         assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, "fusion.norm_gemv_max_k=4096"), Some(QPath::General));
         assert_eq!(norm(Encoding::Q4_0, 3, 4096, 4096, ""), None);
-        // Q8_0 takes the streaming kernel, which has no norm
-        assert_eq!(norm(Encoding::Q8_0, 1, 512, 512, ""), None);
+        // Q8_0 takes the streaming kernel, which has no norm, from 3072 x 2048 weights (the
+        // parts together); below, the general one
+        assert_eq!(norm(Encoding::Q8_0, 1, 512, 8192, ""), None);
+        assert_eq!(norm(Encoding::Q8_0, 1, 512, 512, ""), Some(QPath::General));
         let p = (Encoding::Q4_0, (1, 4096, 4096 / 32 * 18));
         let norm = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, gated: false };
         assert_eq!(fold_path(p.0, 0x1008, &norm, &[(0x10_0000, 0, 64)], p.1, 9, &t), None);

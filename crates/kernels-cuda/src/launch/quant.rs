@@ -229,6 +229,13 @@ pub enum QPath {
     Gemm,
 }
 
+/// Weights (n x k) below which 1-2 rows take qgemv.cu by default. An H200, gpu_qmatmul.py
+/// --shapes, Q4_0 and Q4_1 alike at M = 1, us a call (tensor-core / streaming / qgemv.cu):
+/// 1536 x 1536 3.9 / 6.2 / 3.4, 2048 x 2048 4.0 / 6.5 / 3.6, 1024 x 4096 4.8 / 8.5 / 4.9,
+/// 3072 x 2048 4.1 / 6.9 / 4.7, 4096 x 4096 5.9 / 9.9 / 9.5; SmolLM2-135M's Q4_1 down
+/// projection (576 x 1536) on qgemv.cu instead of the tensor cores: decode 1,063 -> 1,241 tok/s.
+const SMALL_WEIGHTS: usize = 3072 * 2048;
+
 /// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
 ///
 /// Batch-invariant (`numerics.batch_invariant`), every row count takes qgemv_stream.cu or
@@ -239,13 +246,18 @@ pub enum QPath {
 pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
     let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
     let invariant = t.batch_invariant();
+    // 1-2 rows of fewer than SMALL_WEIGHTS weights take qgemv.cu unless the knobs say otherwise:
+    // below that, the tensor-core kernel's lhs preparation and short tile walks, and the
+    // streaming kernel's setup, cost more than qgemv.cu's whole run.
+    let small = p.m <= 2 && p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
+    let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!small);
     let mma = !invariant
         && p.m <= 2
         && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
         && aligned
         && p.n < i32::MAX as usize
         && mma_gemv_smem(p.enc, p.m, p.k).0 <= QM_PREP_BUDGET
-        && t.flag_or(max_tuning::Knob::QgemvMma, true)
+        && wanted
         && arch_major >= 9;
     if mma {
         return QPath::Mma;
@@ -259,7 +271,7 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
         && aligned
         && p.n < i32::MAX as usize
         && p.k < i32::MAX as usize
-        && t.flag_or(max_tuning::Knob::QgemvStream, true)
+        && t.flag(max_tuning::Knob::QgemvStream).unwrap_or(!small)
         && arch_major >= 9;
     if stream { QPath::Stream } else { QPath::General }
 }
@@ -508,6 +520,25 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4_0, 512), 9, "qmatmul.wgmma=0"), QPath::Gemm);
         let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 1) };
         assert_eq!(path(&unaligned, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn one_or_two_rows_of_small_weights_take_the_general_gemv_unless_told() {
+        // SmolLM2's down projection (576 x 1536), and a 2048 x 2048 one: below SMALL_WEIGHTS.
+        for (n, k) in [(576, 1536), (2048, 2048)] {
+            let (elems, bytes) = Encoding::Q4_1.block();
+            let p = QProblem { n, k, row_bytes: k / elems * bytes, ..problem(Encoding::Q4_1, 1) };
+            assert_eq!(path(&p, 9, ""), QPath::General, "{n} x {k}");
+            assert_eq!(path(&p, 9, "qgemv.mma=1"), QPath::Mma, "{n} x {k}");
+            assert_eq!(path(&p, 9, "qgemv.mma=0,qgemv.stream=1"), QPath::Stream, "{n} x {k}");
+            // three rows and more keep the streaming kernel
+            assert_eq!(path(&QProblem { m: 3, ..p }, 9, ""), QPath::Stream, "{n} x {k}");
+        }
+        let p = QProblem { n: 3072, k: 2048, row_bytes: 2048 / 32 * 18, ..problem(Encoding::Q4_0, 2) };
+        assert_eq!(path(&p, 9, ""), QPath::Mma);
+        assert_eq!(path(&p, 9, "qgemv.mma=0"), QPath::Stream);
+        let q8 = QProblem { n: 1024, k: 1024, row_bytes: 1024 / 32 * 34, ..problem(Encoding::Q8_0, 1) };
+        assert_eq!(path(&q8, 9, ""), QPath::General);
     }
 
     #[test]
