@@ -62,35 +62,6 @@ def test_a_random_llama_decodes_bit_for_bit_the_same_with_and_without_pdl(gpu, t
     assert any(k.endswith("_norm_gated") for k, _ in kernels[0]), kernels[0]
 
 
-@pytest.mark.parametrize("source", ["bf16", "Q4_0"])
-def test_a_random_llama_decodes_the_same_with_the_next_weights_prefetched(gpu, tmp_path, source):
-    """attention.prefetch_mib: each decode attention asks the weights of the products after it
-    into L2 (a hint, passes/prefetch_next.rs): the tensor-core kernel of a bf16 model, the
-    float32 CUDA-core kernel and the qmatmuls' raw blocks of a GGUF one. The tokens and
-    log-probabilities are the same bits, and the launches say how many bytes each asked for."""
-    from max.driver import DeviceSpec
-    from max.pipelines import PipelineConfig
-    from max.pipelines.lib.pipeline import load_pipeline
-    from reference.checkpoints import write_checkpoint
-
-    quant = None if source == "bf16" else source
-    ckpt = write_checkpoint(directory=tmp_path, seed=12, arch="llama", dtype="bfloat16", gguf_quant=quant)
-    path = ckpt["hf_dir"] if quant is None else ckpt["gguf"]
-    rng = np.random.default_rng(6)
-    prompts = [rng.integers(5, ckpt["config"]["vocab_size"], n).tolist() for n in (9, 4, 13)]
-    groups = [prompts[:1], prompts]
-    results, asked = [], []
-    for spec in ({}, {"attention.prefetch_mib": 8}):
-        with tuning.override(**spec), tuning.record_launches() as log:
-            pipeline = load_pipeline(PipelineConfig(model_path=str(path), max_length=64, kv_cache_page_size=16,
-                                                    max_batch_size=4, device_specs=[DeviceSpec.accelerator(0)]))
-            results.append(_decode(pipeline, groups))
-            asked.append([r["next_bytes"] for r in log.records("attention") if r["kernel"].startswith("paged_decode")])
-    assert results[0] == results[1]
-    assert asked[0] and all(b == 0 for b in asked[0]), asked[0]
-    assert asked[1] and all(b > 0 for b in asked[1]), asked[1]
-
-
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32], ids=lambda d: d.name)
 @pytest.mark.parametrize("k", [576, 100, 2056])  # 100: element loads
 def test_layer_products_equal_with_and_without_pdl(rng, gpu, dtype, k):

@@ -48,25 +48,7 @@ struct DecodeArgs {
     u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
     i64 splits;
     i32 lpk, group;
-    // Weights a later kernel reads (the next products'), asked into L2 by the decode kernels
-    // once their first loads are issued: DRAM is idle while a decode step's attention runs.
-    u64 next[3];
-    i64 next_bytes[3];  // 0: none
 };
-
-// This block's share of `next` into L2: each region's 128-byte lines split evenly over the
-// grid, a line a thread at a time (a hint: nothing waits for it).
-__device__ __forceinline__ void dec_prefetch_next(const DecodeArgs& da) {
-#pragma unroll
-    for (int r = 0; r < 3; ++r) {
-        if (da.next_bytes[r] <= 0) continue;
-        const i64 lines = (da.next_bytes[r] + 127) / 128;
-        const i64 per = (lines + gridDim.x - 1) / gridDim.x;
-        const i64 lo = (i64)blockIdx.x * per, hi = min(lines, lo + per);
-        for (i64 l = lo + threadIdx.x; l < hi; l += blockDim.x)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(da.next[r] + (u64)l * 128) : "memory");
-    }
-}
 
 #define DEC_LOG2E 1.4426950408889634f
 #define DEC_LN2 0.6931471805599453f
@@ -308,10 +290,7 @@ template <typename T, int G, int U, int NT> __device__ __forceinline__ void page
     }
     const int step = ngroups * U;
     DecSplit sp;
-    if (!decode_split<NT>(da, step, sp)) {
-        dec_prefetch_next(da);
-        return;
-    }
+    if (!decode_split<NT>(da, step, sp)) return;
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -423,7 +402,6 @@ template <typename T, int G, int U, int NT> __device__ __forceinline__ void page
         }
         w0 = w1;
     }
-    dec_prefetch_next(da);  // behind this block's keys and values (kept out of the loop's registers)
     // The lane groups of a warp merged (lanes holding the same dims), then the warps through
     // shared memory.
     for (int o = lpk; o < 32; o <<= 1) {

@@ -127,10 +127,7 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         }
     }
     DecSplit sp;
-    if (!decode_split<DEC_THREADS>(da, DEC_WARPS * DM_KEYS, sp)) {
-        dec_prefetch_next(da);
-        return;
-    }
+    if (!decode_split<DEC_THREADS>(da, DEC_WARPS * DM_KEYS, sp)) return;
 
     // This warp's keys [wlo, whi): a quarter of the split in whole tiles.
     const i64 wper = ((sp.ke - sp.kb + DEC_WARPS - 1) / DEC_WARPS + DM_KEYS - 1) / DM_KEYS * DM_KEYS;
@@ -214,7 +211,6 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         vms[t] = issue(t);
         dm_commit();
     }
-    dec_prefetch_next(da);  // behind this block's first keys and values
     for (int t = 0; t < tiles; ++t) {
         dm_wait<DM_STAGES - 2>();  // this lane's copies of tile t have landed
         __syncwarp();              // and every lane's; tile t - 1's slot and P^T are free

@@ -215,10 +215,6 @@ declare! {
     GemvMmaMinRows: "gemv_mma.min_rows", None, Kind::Int { min: 1, max: 17, step: 1 }, "2";
     /// Warps sharing a tile of 16 weight rows in gemv_mma.cu, each taking every n-th chunk of K.
     GemvMmaParts: "gemv_mma.parts", None, Kind::OneOf(&[1, 2, 4, 8]), "";
-    /// Rows of W each gemv_nt.cu warp owns at least: its kernel variant for that many rows of A
-    /// runs fewer (a smaller grid, as many bytes in flight a warp); unset: A's rows, rounded up
-    /// to a power of two.
-    GemvNtWarpRows: "gemv_nt.warp_rows", None, Kind::OneOf(&[1, 2, 4]), "";
 
     // ---- launches ------------------------------------------------------------------------
     /// Launches under programmatic stream serialization for every kernel that waits for its
@@ -267,9 +263,6 @@ declare! {
     AttentionSplits: "attention.splits", None, Kind::Int { min: 1, max: 64, step: 1 }, "";
     /// paged_attention's decode form launches under programmatic stream serialization.
     AttentionPdl: "attention.pdl", None, Kind::Flag, "1";
-    /// MiB of the next products' weights that the decode attention asks into L2 behind its own
-    /// loads (DRAM is idle while it runs); 0: none.
-    AttentionPrefetchMib: "attention.prefetch_mib", None, Kind::Int { min: 0, max: 64, step: 1 }, "0";
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
     QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
 

@@ -317,9 +317,6 @@ pub struct AttentionPtrs {
     /// f32 scratch of `split_scratch_bytes` for the decode form's shares (0: none;
     /// a call that needs scratch and has none runs the general form).
     pub partial: u64,
-    /// Weights that later kernels read, as (address, bytes): the decode form's kernels ask
-    /// them into L2 behind their first loads ((0, 0): none).
-    pub next: [(u64, u64); 3],
 }
 
 /// Attention of `tokens` query rows of `q_heads` heads over the cache, for a batch of `batch`
@@ -383,7 +380,7 @@ pub fn paged_attention(
     if let Some(plan) = split_plan(dtype, &cache, q_heads, tokens, width).filter(|_| aligned) {
         let scratch = split_scratch_bytes(&plan, tokens, q_heads, cache.head_dim);
         if scratch == 0 || ptrs.partial != 0 {
-            return super::attention_decode::launch(stream, dtype, args, plan, ptrs.partial, ptrs.next);
+            return super::attention_decode::launch(stream, dtype, args, plan, ptrs.partial);
         }
     }
     if tasks > u32::MAX as usize {

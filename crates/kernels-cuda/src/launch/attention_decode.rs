@@ -54,8 +54,6 @@ struct DecodeArgs {
     splits: i64,
     lpk: i32,
     group: i32,
-    next: [u64; 3],
-    next_bytes: [i64; 3],
 }
 // SAFETY: plain-old-data with the layout of the kernel's `DecodeArgs`.
 unsafe impl DeviceRepr for DecodeArgs {}
@@ -172,17 +170,8 @@ pub fn split_scratch_bytes(plan: &SplitPlan, tokens: usize, q_heads: usize, dim:
 }
 
 /// Launches the decode form for `a` (its query and cache 16-byte aligned), with `partial`
-/// scratch of [`split_scratch_bytes`] when the plan splits. `next`: up to three (address,
-/// bytes) regions of weights that kernels after it read, which the decode kernels ask into L2
-/// once their first loads are issued ((0, 0): none).
-pub(super) fn launch(
-    stream: &Arc<CudaStream>,
-    dtype: DType,
-    a: AttnArgs,
-    plan: SplitPlan,
-    partial: u64,
-    next: [(u64, u64); 3],
-) -> Result<()> {
+/// scratch of [`split_scratch_bytes`] when the plan splits.
+pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: SplitPlan, partial: u64) -> Result<()> {
     let dt = super::attention::short(dtype)?;
     let dim = a.dim as usize;
     let pairs = a.tokens as usize * a.kv_heads as usize;
@@ -205,16 +194,8 @@ pub(super) fn launch(
     // The last split of each (row, kv head) merges the shares when the stream has ticket
     // counters for them; otherwise attention_combine does.
     let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
-    let mut args = DecodeArgs {
-        a,
-        partial,
-        counters,
-        splits: plan.splits as i64,
-        lpk: plan.lpk as i32,
-        group: plan.group as i32,
-        next: next.map(|(addr, _)| addr),
-        next_bytes: next.map(|(addr, bytes)| if addr == 0 { 0 } else { bytes.min(i64::MAX as u64) as i64 }),
-    };
+    let mut args =
+        DecodeArgs { a, partial, counters, splits: plan.splits as i64, lpk: plan.lpk as i32, group: plan.group as i32 };
     let pdl = Pdl::of(&ATTENTION_DECODE, &name, Some(max_tuning::Knob::AttentionPdl));
     let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
     crate::allow_smem(stream.context(), &f, smem as u32)?;
@@ -234,13 +215,8 @@ pub(super) fn launch(
         )
     }?;
     super::record::record("attention", || {
-        let next_bytes: i64 = args.next_bytes.iter().sum();
-        let fields = vec![
-            ("splits", plan.splits as i64),
-            ("group", plan.kernel_group as i64),
-            ("pdl", pdl.on() as i64),
-            ("next_bytes", next_bytes),
-        ];
+        let fields =
+            vec![("splits", plan.splits as i64), ("group", plan.kernel_group as i64), ("pdl", pdl.on() as i64)];
         (name.clone(), fields)
     });
     if plan.splits > 1 && counters == 0 {

@@ -82,23 +82,6 @@ pub struct Plan {
 /// than [`MAX_M`] rows, more than [`SEGS`] weights, an empty or too large grid, a gated
 /// product of more than one part).
 pub fn plan(dtype: DType, m: usize, ns: &[usize], k: usize, a: u64, ws: &[u64], fusion: &Fusion) -> Option<Plan> {
-    let warp_rows = max_tuning::current().int(max_tuning::Knob::GemvNtWarpRows).unwrap_or(1);
-    plan_rows(dtype, m, ns, k, a, ws, fusion, warp_rows)
-}
-
-/// [`plan`] with at least `warp_rows` rows of W a warp (1, 2 or 4; the kernel variant for that
-/// many rows of A, the rows past `m` unused).
-#[allow(clippy::too_many_arguments)]
-fn plan_rows(
-    dtype: DType,
-    m: usize,
-    ns: &[usize],
-    k: usize,
-    a: u64,
-    ws: &[u64],
-    fusion: &Fusion,
-    warp_rows: usize,
-) -> Option<Plan> {
     let name = short_name(dtype)?;
     if m == 0 || m > MAX_M || k == 0 || ns.is_empty() || ns.len() > SEGS || ns.len() != ws.len() || ns.contains(&0) {
         return None;
@@ -110,7 +93,7 @@ fn plan_rows(
     let extra = fusion.norm.map_or(0, |n| n.gamma) | fusion.gated_up.unwrap_or(0);
     let aligned = ws.iter().fold(a | extra, |acc, w| acc | w) % 16 == 0;
     let vec = k % (16 / elem) == 0 && aligned;
-    let mr = m.next_power_of_two().max(warp_rows.next_power_of_two()).min(MAX_M);
+    let mr = m.next_power_of_two();
     // rows of W per warp: the kernel's R
     let per_block = WARPS * mr;
     let mut first = vec![0usize];
@@ -251,14 +234,6 @@ mod tests {
         assert_eq!(plan(DType::Float32, 2, &[7], 64, 4, &[0], &NONE).unwrap().kernel, "skinny_nt_f32_m2_any");
         assert_eq!(plan(DType::Float32, 2, &[7, 9], 64, 0, &[0, 8], &NONE).unwrap().kernel, "skinny_nt_f32_m2_any");
         assert!(plan(DType::BFloat16, 5, &[7], 64, 0, &[0], &NONE).is_none());
-        // gemv_nt.warp_rows: one row of A through the two- and four-row kernels
-        let p = plan_rows(DType::BFloat16, 1, &[2048], 2048, 0, &[256], &NONE, 2).unwrap();
-        assert_eq!((p.kernel.as_str(), p.first.clone()), ("skinny_nt_bf16_m2_vec", vec![0, 256]));
-        assert_eq!(plan_rows(DType::BFloat16, 1, &[2048], 2048, 0, &[256], &NONE, 4).unwrap().first, vec![0, 128]);
-        assert_eq!(
-            plan_rows(DType::BFloat16, 3, &[10], 2048, 0, &[0], &NONE, 2).unwrap().kernel,
-            "skinny_nt_bf16_m4_vec"
-        );
         assert!(plan(DType::Int32, 1, &[7], 64, 0, &[0], &NONE).is_none());
         assert!(plan(DType::BFloat16, 1, &[0], 64, 0, &[0], &NONE).is_none());
     }

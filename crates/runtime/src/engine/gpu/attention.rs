@@ -9,7 +9,6 @@ use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::attention::{self as k, AttentionPtrs, RopeShape};
 
 use crate::cuda::CudaDevice;
-use crate::engine::passes::prefetch_next::PAGED_INPUTS;
 use crate::operands::{fits_cache, query_shape};
 use crate::{Buffer, Error, Result};
 
@@ -44,21 +43,6 @@ fn layout(name: &str, blocks: &Buffer, dtype: DType) -> Result<CacheLayout> {
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     let name = op.kind.name();
-    // paged_attention's inputs past its own: weights of the products after it
-    // (passes/prefetch_next.rs), which the decode kernel asks into L2
-    let (inputs, after) = match op.kind {
-        OpKind::PagedAttention if inputs.len() > PAGED_INPUTS => inputs.split_at(PAGED_INPUTS),
-        _ => (inputs, &[][..]),
-    };
-    let mut next = [(0u64, 0u64); 3];
-    if !after.is_empty() {
-        let mut left = (max_tuning::current().int(max_tuning::Knob::AttentionPrefetchMib).unwrap_or(0) as u64) << 20;
-        for (slot, w) in next.iter_mut().zip(after.iter().filter(|w| w.is_contiguous())) {
-            let bytes = (w.nbytes() as u64).min(left);
-            *slot = (w.addr(), bytes);
-            left -= bytes;
-        }
-    }
     let inputs: Vec<Buffer> = inputs.iter().map(packed).collect::<Result<_>>()?;
     dev.bind()?;
     match (op.kind, inputs.as_slice(), outputs) {
@@ -201,7 +185,6 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 table: table.addr(),
                 out: out.addr(),
                 partial: shared.or(scratch.as_ref().map(|b| b.addr())).unwrap_or(0),
-                next,
             };
             k::paged_attention(&dev.stream, q.dtype(), ptrs, c, &p, (tokens, q_heads, batch, width))
                 .map_err(Error::from)

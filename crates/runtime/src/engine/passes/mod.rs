@@ -30,7 +30,6 @@ mod fuse_qmatmul_residual;
 mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
-pub(crate) mod prefetch_next;
 mod siblings;
 #[cfg(test)]
 mod test_util;
@@ -70,8 +69,6 @@ pub fn lower(graph: &Graph) -> Program {
     if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
         fuse_rope_store::fuse(&mut body, &types);
     }
-    let prefetch = tuning.int(max_tuning::Knob::AttentionPrefetchMib).unwrap_or(0) << 20;
-    prefetch_next::fuse(&mut body, &types, prefetch);
     Program { types, body }
 }
 
