@@ -30,9 +30,12 @@ const MAX_SPLITS: usize = 64;
 /// keep every SM of an H100/H200 streaming (two or more each) at one sequence, while the merge,
 /// which one block does at the end, stays short.
 const DEFAULT_SPLITS: usize = 32;
-/// Blocks worth launching for the CUDA-core kernel: about four per SM of an H100/H200. More
-/// (row, kv head) pairs than this per split do not split their keys further.
-const TARGET_BLOCKS: usize = 528;
+/// Threads worth launching for the CUDA-core kernels: about 512 per SM of an H100/H200 (four
+/// 128-thread blocks, one of the f32 kernels' 512). More (row, kv head) pairs than this takes
+/// per split do not split their keys further. An H200, SmolLM2-135M Q4_1 (the 512-thread f32
+/// kernel, one block per SM), decode tok/s by the splits of 8 and 64 sequences: at 8, 11
+/// (264 blocks) 3,937, 6 (144) 4,212; at 64, 3 (576) 15,088, 2 (384) 16,286, 1 (192) 15,835.
+const TARGET_THREADS: usize = 132 * 512;
 /// SMs of an H100/H200: the tensor-core kernel's splits fill one wave of resident blocks.
 const SMS: usize = 132;
 /// Keys per tile of the tensor-core kernel (DM_KEYS) and tiles in each warp's ring (DM_STAGES).
@@ -151,7 +154,7 @@ fn plan_with(
     } else {
         let kernel_group = group.next_power_of_two();
         let (threads, keys, _) = block_plan(dtype, kernel_group, lpk);
-        (kernel_group, threads / lpk * keys, TARGET_BLOCKS.div_ceil(pairs))
+        (kernel_group, threads / lpk * keys, (TARGET_THREADS / threads).div_ceil(pairs))
     };
     // Splits need ticket counters for the merge (tickets::CAPACITY of them) or a combine.
     let splits = if pairs > super::tickets::CAPACITY {
@@ -300,8 +303,13 @@ mod tests {
         assert_eq!(split_scratch_bytes(&plan(DType::BFloat16, &c, 32, 600, 64).unwrap(), 600, 32, 128), 0);
         let p = plan(DType::BFloat16, &c, 32, 1, 64).unwrap();
         assert_eq!(split_scratch_bytes(&p, 1, 32, 128), 32 * 32 * 130 * 4);
-        // The CUDA-core kernel aims at about four blocks per SM.
+        // The CUDA-core kernels aim at about 512 threads per SM: four 128-thread blocks (f32
+        // rows of a warp: 64 pairs, 9 splits), one 512-thread block (SmolLM2's f32 rows: 8
+        // sequences make 24 pairs, 6 splits; 64 make 192, unsplit).
         assert_eq!(plan(DType::Float32, &c, 32, 8, 64).unwrap().splits, 9);
+        let small = cache(3, 64, 16);
+        assert_eq!(plan(DType::Float32, &small, 9, 8, 64).unwrap().splits, 6);
+        assert_eq!(plan(DType::Float32, &small, 9, 64, 64).unwrap().splits, 1);
     }
 
     #[test]
