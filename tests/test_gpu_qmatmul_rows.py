@@ -154,7 +154,7 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
 @encodings
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 8])
 def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
-    """Decode rows through whichever GEMV kernel the shape takes (tensor-core for 1-2 rows of
+    """Decode rows through whichever GEMV kernel the shape takes (tensor-core for 1-4 rows of
     4-bit weights, streaming, general), to the f32 bound: 16-byte aligned rows of 4096 elements
     (the 8B model's K), and an odd number of blocks (rows not 16-byte aligned)."""
     for blocks in (4096 // enc.elements_per_block, 37 if enc.elements_per_block == 32 else 3):
@@ -167,10 +167,10 @@ def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
-@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
 @pytest.mark.parametrize("ns", [(4096, 1024, 1024), (1000, 333)], ids=["qkv", "odd"])
 def test_gpu_mma_siblings_share_one_launch(hopper, rng, enc, m, ns):
-    """A layer's q/k/v (or gate/up) of one activation at 1-2 rows: one launch of the
+    """A layer's q/k/v (or gate/up) of one activation at 1-4 rows: one launch of the
     tensor-core GEMV serves them all (a segment per weight), every output to the f32 bound;
     row counts not a multiple of the 16-row tiles."""
     k = 1024

@@ -396,14 +396,14 @@ def test_gpu_qmatmul_weight_chunks(gpu, rng):
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [256, 1280, 4096])
 @pytest.mark.parametrize("kernel", ["mma", "mma_no_pdl", "stream"])
-def test_gpu_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, kernel):
-    """One or two lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
-    tensor-core kernel (qgemv_mma.cu, the default; also launched without programmatic stream
-    serialization, qgemv.pdl=0) and the CUDA-core one (qgemv.mma=0); K of one to 16
-    256-element chunks, weight rows not a multiple of 16."""
+def test_gpu_qmatmul_4bit_one_to_four_rows(gpu, rng, enc, k, kernel):
+    """One to four lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
+    tensor-core kernel (qgemv_mma.cu, the default; its m4 kernel for 3 and 4 rows; also
+    launched without programmatic stream serialization, qgemv.pdl=0) and the CUDA-core one
+    (qgemv.mma=0); K of one to 16 256-element chunks, weight rows not a multiple of 16."""
     mma, pdl = kernel != "stream", kernel != "mma_no_pdl"
     with tuning.override(**{"qgemv.mma": mma, "qgemv.pdl": pdl}), tuning.record_launches() as log:
-        run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1)])
+        run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4)])
     launches = log.records("qgemv")
     assert launches and all(r["mma"] == mma for r in launches), launches
     if mma:
@@ -415,12 +415,12 @@ def test_gpu_qmatmul_4bit_one_or_two_rows(gpu, rng, enc, k, kernel):
 @pytest.mark.parametrize("scale", [1e-30, 1e-3, 1e25])
 def test_gpu_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):
     """The fixed-point lhs of qgemv_mma.cu keeps to the f32 bound over the f32 range (tiny,
-    ordinary and huge values, mixed signs, units whose values span 10^8), for one and two rows."""
+    ordinary and huge values, mixed signs, units whose values span 10^8), for one to four rows."""
     k, n = 512, 64
     kb = k // enc.elements_per_block * enc.block_size
     w = random_blocks(rng, enc, n, k // enc.elements_per_block)
     deq = dequantized(enc, w)
-    for m in (1, 2):
+    for m in (1, 2, 3, 4):
         model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (m, k)), (DType.uint8, (n, kb))], gpu)
         lhs = (rng.standard_normal((m, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(m, k))).astype(np.float32)
         lhs[:, 32:64] = 0.0  # an all-zero unit
@@ -431,17 +431,19 @@ def test_gpu_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):
 
 
 @pytest.mark.gpu
-def test_gpu_qmatmul_4bit_nonfinite_lhs(gpu, rng):
+@pytest.mark.parametrize("m", [2, 4])
+def test_gpu_qmatmul_4bit_nonfinite_lhs(gpu, rng, m):
     """An inf or NaN in the lhs makes every output of that lhs row NaN; other rows are exact."""
     enc, k, n = Q.Q4_0, 256, 40
     kb = k // 32 * 18
-    model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (2, k)), (DType.uint8, (n, kb))], gpu)
+    model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (m, k)), (DType.uint8, (n, kb))], gpu)
     w = random_blocks(rng, enc, n, k // 32)
-    lhs = rng.standard_normal((2, k)).astype(np.float32)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
     lhs[1, 77] = np.inf
     (out,) = execute(model, [lhs, w], gpu)
     assert np.isnan(out[1]).all()
-    check_product(out[:1], lhs[:1], dequantized(enc, w), enc, gpu)
+    keep = [r for r in range(m) if r != 1]
+    check_product(out[keep], lhs[keep], dequantized(enc, w), enc, gpu)
 
 
 @pytest.mark.gpu

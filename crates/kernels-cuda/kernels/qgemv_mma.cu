@@ -1,6 +1,7 @@
 #line 1 "qgemv_mma.cu"
-// qgemv_mma.cu: qmatmul for 1 or 2 lhs rows over 4-bit weights (Q4_0, Q4_1, Q4_K) on integer
-// tensor cores, sm_90: qgemv_mma_<enc>_m{1,2}. At M = 1 qgemv_stream.cu spends three
+// qgemv_mma.cu: qmatmul for 1 to 4 lhs rows over 4-bit weights (Q4_0, Q4_1, Q4_K) on integer
+// tensor cores, sm_90: qgemv_mma_<enc>_m{1,2,4} (m4 serves 3 and 4 rows: two mmas per weight
+// fragment, one per pair of rows). At M = 1 qgemv_stream.cu spends three
 // instructions per weight on decode (permute, subtract, fma) and is bound by instruction issue
 // at half the memory system's rate; here the quants go into an mma as they are stored, 8 per
 // lane per 3 instructions (two masks and a shift), and one mma does 512 multiply-adds.
@@ -107,7 +108,7 @@ __device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127
 // of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
 // one piece are one 32-bit store.
 template <int MR, typename T>
-__device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, u8* frag, QmMeta* meta, int warp,
+__device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, int m, u8* frag, QmMeta* meta, int warp,
                                         int lane, const QNorm& nm, const float* inv) {
     const int pairs = k / 32 * MR, q = lane % 8;
     const T* __restrict__ gamma = (const T*)nm.gamma;
@@ -118,7 +119,7 @@ __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, u8* fr
         for (int i = 0; i < 4; ++i) {
             const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
             const int u = pr / MR, r = pr % MR;
-            if (pr < pairs) {
+            if (pr < pairs && (MR <= 2 || r < m)) {  // rows from m on (MR = 4 at m = 3): zero fragments
                 ld4(lhs + (i64)r * k + 32 * u + 4 * q, xv[i]);
             } else {
                 xv[i][0] = xv[i][1] = xv[i][2] = xv[i][3] = 0.f;
@@ -129,7 +130,7 @@ __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, u8* fr
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
-                if (pr < pairs) {
+                if (pr < pairs && (MR <= 2 || pr % MR < m)) {
                     float g[4];
                     ld4(gamma + 32 * (pr / MR) + 4 * q, g);
                     const float iv = inv[pr % MR];
@@ -234,6 +235,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                                           int split, const T* __restrict__ res) {
 #if __CUDA_ARCH__ >= 900
     typedef Qm<E> Q;
+    constexpr int CG = (MR + 1) / 2;  // mma column groups: two lhs rows each
     extern __shared__ __align__(128) u8 qm_smem[];
     const int units = k / 32;
     u8* frag = qm_smem;
@@ -243,7 +245,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     u8* ring = stages + warp * (Q::ST * Q::STAGE);
     u64* full = (u64*)(stages + QM_WARPS * Q::ST * Q::STAGE) + warp * Q::ST;
-    float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64;  // [warp][lane][2]
+    float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64 * CG;  // [warp][lane][CG][2]
 
     const bool gated = sg.gated != 0;
     // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
@@ -311,25 +313,35 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
         }
         __syncthreads();
     }
-    qm_prep<MR, T>(lhs, k, frag, meta, warp, lane, sg.norm, qm_inv);
+    qm_prep<MR, T>(lhs, k, m, frag, meta, warp, lane, sg.norm, qm_inv);
     __syncthreads();
     if (!early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
-    // Lane (g, t): B column g is piece g % 4 of lhs row g / 4 (pieces 0..2; column 3 of each
-    // row is empty); C columns 2t, 2t + 1 are pieces (0, 1) of row t / 2 for even t, (2, -)
-    // for odd t. The lane joins them with weights (2^14, 2^7) or (1, 0); the even lane of a
-    // row that exists also adds the row's offset and min terms.
-    const int br = g / 4, bp = g % 4;
-    const bool bcol = bp < 3 && br < m;
-    const u8* bsrc = bcol ? frag + br * 96 + bp * 32 + t * 8 : zero;
-    const int bstride = bcol ? MR * 96 : 0;
-    const int crow = min(t / 2, MR - 1);
-    const bool lead = t % 2 == 0 && t / 2 < m;
+    // Lane (g, t) in column group c (lhs rows 2c, 2c + 1; one mma each, the same weights): B
+    // column g is piece g % 4 of lhs row 2c + g / 4 (pieces 0..2; column 3 of each row is
+    // empty); C columns 2t, 2t + 1 are pieces (0, 1) of row 2c + t / 2 for even t, (2, -) for
+    // odd t. The lane joins them with weights (2^14, 2^7) or (1, 0); the even lane of a row
+    // that exists also adds the row's offset and min terms.
+    const int bp = g % 4;
     const int m0 = t % 2 ? 1 : 1 << 14, m1 = t % 2 ? 0 : 1 << 7;
-    const int xk_mul = (E == ENC_Q4_0 && lead) ? -8 : 0;
-    const float min_mul = lead ? 1.f : 0.f;
+    const u8* bsrc[CG];
+    int bstride[CG], crow[CG], xk_mul[CG];
+    float min_mul[CG];
+#pragma unroll
+    for (int c = 0; c < CG; ++c) {
+        const int br = 2 * c + g / 4;
+        const bool bcol = bp < 3 && br < m;
+        bsrc[c] = bcol ? frag + br * 96 + bp * 32 + t * 8 : zero;
+        bstride[c] = bcol ? MR * 96 : 0;
+        crow[c] = min(2 * c + t / 2, MR - 1);
+        const bool lead = t % 2 == 0 && 2 * c + t / 2 < m;
+        xk_mul[c] = (E == ENC_Q4_0 && lead) ? -8 : 0;
+        min_mul[c] = lead ? 1.f : 0.f;
+    }
 
-    float acc[2] = {0.f, 0.f};
+    float acc[CG][2];
+#pragma unroll
+    for (int c = 0; c < CG; ++c) acc[c][0] = acc[c][1] = 0.f;
     int tile_it = 0, cur_tile = gid;
     u32 phase = 0;
     for (int it = 0; it < items; ++it) {
@@ -355,7 +367,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                 mn[h][1] = ((v.w >> 4) & 0x0F0F0F0Fu) | ((v.z >> 2) & 0x30303030u);
             }
             // Sums over the super-block of v * sc and of min * sum(lhs); d and dmin once at its end.
-            float aq[2] = {0.f, 0.f}, am[2] = {0.f, 0.f};
+            float aq[CG][2], am[CG][2];
+#pragma unroll
+            for (int c = 0; c < CG; ++c) aq[c][0] = aq[c][1] = am[c][0] = am[c][1] = 0.f;
 #pragma unroll
             for (int p = 0; p < 4; ++p) {
                 u32 wa[2], wb[2];
@@ -368,41 +382,49 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #pragma unroll
                 for (int hi = 0; hi < 2; ++hi) {
                     const int j = 2 * p + hi, u = u0 + j;
-                    const uint2 b = *(const uint2*)(bsrc + u * bstride);
-                    const QmMeta mt = meta[u * MR + crow];
-                    int c[4];
                     const int sh = 4 * hi;
-                    mma_u8s8(c, (wa[0] >> sh) & 0x0F0F0F0Fu, (wa[1] >> sh) & 0x0F0F0F0Fu, (wb[0] >> sh) & 0x0F0F0F0Fu,
-                             (wb[1] >> sh) & 0x0F0F0F0Fu, b.x, b.y);
-                    float v[2];
-                    qm_join(c, m0, m1, 0, mt.s, v);
-                    const float xm = mt.xf * min_mul;
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        aq[h] = fmaf(v[h], qm_byte(sc[h][j / 4], j % 4), aq[h]);
-                        am[h] = fmaf(qm_byte(mn[h][j / 4], j % 4), xm, am[h]);
+                    for (int cg = 0; cg < CG; ++cg) {
+                        const uint2 b = *(const uint2*)(bsrc[cg] + u * bstride[cg]);
+                        const QmMeta mt = meta[u * MR + crow[cg]];
+                        int c[4];
+                        mma_u8s8(c, (wa[0] >> sh) & 0x0F0F0F0Fu, (wa[1] >> sh) & 0x0F0F0F0Fu,
+                                 (wb[0] >> sh) & 0x0F0F0F0Fu, (wb[1] >> sh) & 0x0F0F0F0Fu, b.x, b.y);
+                        float v[2];
+                        qm_join(c, m0, m1, 0, mt.s, v);
+                        const float xm = mt.xf * min_mul[cg];
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            aq[cg][h] = fmaf(v[h], qm_byte(sc[h][j / 4], j % 4), aq[cg][h]);
+                            am[cg][h] = fmaf(qm_byte(mn[h][j / 4], j % 4), xm, am[cg][h]);
+                        }
                     }
                 }
             }
 #pragma unroll
-            for (int h = 0; h < 2; ++h) acc[h] = fmaf(d[h], aq[h], fmaf(-dm[h], am[h], acc[h]));
+            for (int cg = 0; cg < CG; ++cg)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) acc[cg][h] = fmaf(d[h], aq[cg][h], fmaf(-dm[h], am[cg][h], acc[cg][h]));
         } else {
             auto unit = [&](int j) {
                 const int u = u0 + j;
-                const uint2 b = *(const uint2*)(bsrc + u * bstride);
-                const QmMeta mt = meta[u * MR + crow];
                 const u32 qa = qm_word<E>(r0, j, t), qb = qm_word<E>(r1, j, t);
-                int c[4];
-                mma_u8s8(c, qa & 0x0F0F0F0Fu, qb & 0x0F0F0F0Fu, (qa >> 4) & 0x0F0F0F0Fu, (qb >> 4) & 0x0F0F0F0Fu, b.x,
-                         b.y);
-                float v[2];
-                qm_join(c, m0, m1, mt.x * xk_mul, mt.s, v);
-                const float xm = mt.xf * min_mul;
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const u8* blk = (h ? r1 : r0) + Enc<E>::BYTES * j;
-                    acc[h] = fmaf(v[h], qm_f16(blk), acc[h]);
-                    if (E == ENC_Q4_1) acc[h] = fmaf(qm_f16(blk + 2), xm, acc[h]);
+                for (int cg = 0; cg < CG; ++cg) {
+                    const uint2 b = *(const uint2*)(bsrc[cg] + u * bstride[cg]);
+                    const QmMeta mt = meta[u * MR + crow[cg]];
+                    int c[4];
+                    mma_u8s8(c, qa & 0x0F0F0F0Fu, qb & 0x0F0F0F0Fu, (qa >> 4) & 0x0F0F0F0Fu, (qb >> 4) & 0x0F0F0F0Fu,
+                             b.x, b.y);
+                    float v[2];
+                    qm_join(c, m0, m1, mt.x * xk_mul[cg], mt.s, v);
+                    const float xm = mt.xf * min_mul[cg];
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const u8* blk = (h ? r1 : r0) + Enc<E>::BYTES * j;
+                        acc[cg][h] = fmaf(v[h], qm_f16(blk), acc[cg][h]);
+                        if (E == ENC_Q4_1) acc[cg][h] = fmaf(qm_f16(blk + 2), xm, acc[cg][h]);
+                    }
                 }
             };
             // Whole chunks without a bound check per unit, so loads of later units can be
@@ -425,34 +447,47 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
             const int tile = cur_tile;
             cur_tile += gstride;
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                acc[h] += __shfl_xor_sync(0xFFFFFFFFu, acc[h], 1);
-                if (MR == 1) acc[h] += __shfl_xor_sync(0xFFFFFFFFu, acc[h], 2);
-            }
+            for (int cg = 0; cg < CG; ++cg)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    acc[cg][h] += __shfl_xor_sync(0xFFFFFFFFu, acc[cg][h], 1);
+                    if (MR == 1) acc[cg][h] += __shfl_xor_sync(0xFFFFFFFFu, acc[cg][h], 2);
+                }
             if (split > 1) {
-                red[2 * lane] = acc[0];
-                red[2 * lane + 1] = acc[1];
+#pragma unroll
+                for (int cg = 0; cg < CG; ++cg) {
+                    red[2 * CG * lane + 2 * cg] = acc[cg][0];
+                    red[2 * CG * lane + 2 * cg + 1] = acc[cg][1];
+                }
                 asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
                 if (part == 0)
-                    for (int p = 1; p < split; ++p) {
-                        acc[0] += red[64 * p + 2 * lane];
-                        acc[1] += red[64 * p + 2 * lane + 1];
-                    }
+                    for (int p = 1; p < split; ++p)
+#pragma unroll
+                        for (int cg = 0; cg < CG; ++cg) {
+                            acc[cg][0] += red[64 * CG * p + 2 * CG * lane + 2 * cg];
+                            acc[cg][1] += red[64 * CG * p + 2 * CG * lane + 2 * cg + 1];
+                        }
                 asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "r"(32 * split) : "memory");
             }
-            if (gated && part == 0 && t % 2 == 0 && t / 2 < m) {
-                // acc[0] is gate row `row`, acc[1] the same row of up
-                const int n = sg.n[0], row = tile * 8 + g;
-                if (row < n) ((T*)sg.out[0])[(i64)(t / 2) * n + row] = FromF32<T>::go(qn_gated<T>(acc[0], acc[1]));
-            } else if (part == 0 && t % 2 == 0 && t / 2 < m) {
-                const int seg = qm_seg(sg, tile), n = sg.n[seg];
-                T* __restrict__ out = (T*)sg.out[seg];
-                const int row = (tile - sg.first[seg]) * 16 + g;
-                const i64 at = (i64)(t / 2) * n + row;
-                if (row < n) out[at] = FromF32<T>::go(res ? acc[0] + to_f32(res[at]) : acc[0]);
-                if (row + 8 < n) out[at + 8] = FromF32<T>::go(res ? acc[1] + to_f32(res[at + 8]) : acc[1]);
+#pragma unroll
+            for (int cg = 0; cg < CG; ++cg) {
+                const int r = 2 * cg + t / 2;  // the lane's lhs row
+                if (gated && part == 0 && t % 2 == 0 && r < m) {
+                    // acc[cg][0] is gate row `row`, acc[cg][1] the same row of up
+                    const int n = sg.n[0], row = tile * 8 + g;
+                    if (row < n)
+                        ((T*)sg.out[0])[(i64)r * n + row] = FromF32<T>::go(qn_gated<T>(acc[cg][0], acc[cg][1]));
+                } else if (part == 0 && t % 2 == 0 && r < m) {
+                    const int seg = qm_seg(sg, tile), n = sg.n[seg];
+                    T* __restrict__ out = (T*)sg.out[seg];
+                    const int row = (tile - sg.first[seg]) * 16 + g;
+                    const i64 at = (i64)r * n + row;
+                    if (row < n) out[at] = FromF32<T>::go(res ? acc[cg][0] + to_f32(res[at]) : acc[cg][0]);
+                    if (row + 8 < n)
+                        out[at + 8] = FromF32<T>::go(res ? acc[cg][1] + to_f32(res[at + 8]) : acc[cg][1]);
+                }
+                acc[cg][0] = acc[cg][1] = 0.f;
             }
-            acc[0] = acc[1] = 0.f;
         }
         if (buf == Q::ST - 1) phase ^= 1u;
     }
@@ -461,9 +496,10 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #endif
 }
 
-// Four blocks of 8 warps per SM: 64 registers. `res` (added to the result) with one segment only.
+// Four blocks of 8 warps per SM at 1-2 rows: 64 registers (at 3-4 rows the fragments' shared
+// memory allows two: 128). `res` (added to the result) with one segment only.
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, 4) qgemv_mma_##NAME##_m##MR##TS(                    \
+    extern "C" __global__ void __launch_bounds__(256, MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(       \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \
@@ -476,3 +512,6 @@ QGEMV_MMA(q4_1, ENC_Q4_1, 1)
 QGEMV_MMA(q4_1, ENC_Q4_1, 2)
 QGEMV_MMA(q4_k, ENC_Q4_K, 1)
 QGEMV_MMA(q4_k, ENC_Q4_K, 2)
+QGEMV_MMA(q4_0, ENC_Q4_0, 4)
+QGEMV_MMA(q4_1, ENC_Q4_1, 4)
+QGEMV_MMA(q4_k, ENC_Q4_K, 4)

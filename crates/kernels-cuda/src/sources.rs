@@ -112,7 +112,7 @@ pub const QUANT: Family = Family {
     name: "quant",
     source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/quant.cu")),
 };
-/// qmatmul with 1 or 2 lhs rows over 4-bit weights on integer tensor cores (sm_90).
+/// qmatmul with 1 to 4 lhs rows over 4-bit weights on integer tensor cores (sm_90).
 pub const QGEMV_MMA: Family = Family {
     name: "qgemv_mma",
     source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv_mma.cu")),

@@ -182,7 +182,8 @@ fn qgemv_segments(
 }
 
 /// The kernel that runs the products of `lhs` by `parts` (one encoding, `m` rows) with `fold`
-/// in one launch: qgemv_mma.cu for 1-2 rows where each part takes it (at most QM_SEGS); else
+/// in one launch: qgemv_mma.cu for 1-2 rows where each part takes it (at most QM_SEGS; its 3-4
+/// rows are not folded); else
 /// qgemv.cu for 1-2 rows where each part takes it (at most QV_SEGS) and, folding a norm, K is
 /// at most `fusion.norm_gemv_max_k` (every block of 16 weight rows sums the squares again; the
 /// persistent tensor-core grid does so once per block, so no limit there). A norm needs lhs

@@ -1,4 +1,4 @@
-//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-2 lhs rows of Q4_0/Q4_1/Q4_K:
+//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-4 lhs rows of Q4_0/Q4_1/Q4_K:
 //! its shared-memory plan, persistent grid, TMA weight maps and sibling segments, and the
 //! launch. A child of quant.rs, whose path selection sends products here.
 
@@ -11,14 +11,22 @@ const QM_CHUNK: usize = 256;
 /// per-unit terms) beyond which qmatmul keeps to qgemv_stream.cu: K * M up to about 30000.
 pub(super) const QM_PREP_BUDGET: usize = 104 * 1024;
 
-/// The integer tensor-core GEMV's shared memory: lhs fragments and per-unit terms, 128 zero
-/// bytes, each warp's stages and mbarriers, the group sums.
-pub(super) fn mma_gemv_smem(enc: Encoding, mr: usize, k: usize) -> (usize, usize) {
+/// The kernel's lhs rows (MR in qgemv_mma.cu) for m rows: 1, 2, or 4 (for 3 and 4).
+pub(super) fn mma_rows(m: usize) -> usize {
+    if m <= 2 { m } else { 4 }
+}
+
+/// The integer tensor-core GEMV's shared memory for m lhs rows: lhs fragments and per-unit
+/// terms, 128 zero bytes, each warp's stages and mbarriers, the group sums (two per lane and
+/// pair of rows).
+pub(super) fn mma_gemv_smem(enc: Encoding, m: usize, k: usize) -> (usize, usize) {
     let (elems, bytes) = enc.block();
     let slot = QM_CHUNK / elems * bytes;
     let stages = 2;
+    let mr = mma_rows(m);
     let prep = (k / 32) * mr * (96 + 16);
-    (prep, (prep + 128).next_multiple_of(128) + QM_WARPS * stages * (16 * slot + 8) + QM_WARPS * 64 * 4)
+    let sums = QM_WARPS * 64 * 4 * mr.div_ceil(2);
+    (prep, (prep + 128).next_multiple_of(128) + QM_WARPS * stages * (16 * slot + 8) + sums)
 }
 
 /// K parts per tile (a power of two up to 8 and at most `chunks`) for `tiles` tiles over
@@ -146,7 +154,7 @@ pub(super) fn qgemv_mma(
     if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) || bad_pair {
         return Err(Error::Unsupported(format!("qgemv_mma: {} sibling products", parts.len())));
     }
-    let name = format!("qgemv_mma_{}_m{m}{}", suffix(enc), act_suffix(dtype)?);
+    let name = format!("qgemv_mma_{}_m{}{}", suffix(enc), mma_rows(m), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
     let smem = mma_gemv_smem(enc, m, k).1 as u32;
     crate::allow_smem(stream.context(), &f, smem)?;

@@ -215,7 +215,7 @@ pub struct QProblem {
 /// The kernel a qmatmul takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QPath {
-    /// qgemv_mma.cu: integer tensor cores, 1-2 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
+    /// qgemv_mma.cu: integer tensor cores, 1-4 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
     Mma,
     /// qgemv_stream.cu: persistent, precomputed copy offsets, word-decoded encodings over 16-byte
     /// aligned rows (`qgemv.stream`).
@@ -246,13 +246,16 @@ const SMALL_WEIGHTS: usize = 3072 * 2048;
 pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
     let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
     let invariant = t.batch_invariant();
-    // 1-2 rows of fewer than SMALL_WEIGHTS weights take qgemv.cu unless the knobs say otherwise:
+    // 1-2 rows of fewer than SMALL_WEIGHTS weights take qgemv.cu unless the knobs say otherwise
+    // (1-4 rows of more take the tensor-core kernel):
     // below that, the tensor-core kernel's lhs preparation and short tile walks, and the
     // streaming kernel's setup, cost more than qgemv.cu's whole run.
-    let small = p.m <= 2 && p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
-    let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!small);
+    // (3-4 rows of small weights keep the streaming kernel.)
+    let few = p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
+    let small = p.m <= 2 && few;
+    let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few);
     let mma = !invariant
-        && p.m <= 2
+        && p.m <= 4
         && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
         && aligned
         && p.n < i32::MAX as usize
@@ -509,7 +512,10 @@ mod tests {
     fn paths_by_encoding_rows_alignment_and_device() {
         assert_eq!(path(&problem(Encoding::Q4_0, 1), 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4K, 2), 9, ""), QPath::Mma);
-        assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_1, 4), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 5), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0"), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q6K, 1), 9, ""), QPath::General);
         assert_eq!(path(&problem(Encoding::Q4_0, 1), 8, ""), QPath::General);
