@@ -13,11 +13,12 @@ overhead included), and `gpu_us`, the GPU time per call with the host out of the
 (gpu_timing.py), as a decode step replayed from a CUDA graph sees it. The bandwidth figures use
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
 L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
-`rel_err_<variant>`) times the other paths on the same weights: `stream` qgemv_stream.cu's
-CUDA-core kernel (qgemv.mma=0: for Q8_0 the default anyway), `general` qgemv.cu's
-(qgemv.mma=0,qgemv.stream=0), and `no_pdl` the default 4-bit kernel, qgemv_mma.cu, launched
-without programmatic stream serialization (qgemv.pdl=0), so that back-to-back calls do not
-overlap. Each variant is a tuning spec applied with max.tuning.override.
+`rel_err_<variant>`) times each kernel on the same weights, whichever the default picks: `mma`
+the integer tensor-core qgemv_mma.cu (qgemv.mma=1; 4-bit encodings), `stream` qgemv_stream.cu's
+CUDA-core kernel (qgemv.mma=0,qgemv.stream=1), `general` qgemv.cu's
+(qgemv.mma=0,qgemv.stream=0), and `no_pdl` the default kernel launched without programmatic
+stream serialization (qgemv.pdl=0), so that back-to-back calls do not overlap. Each variant is
+a tuning spec applied with max.tuning.override.
 For scale, torch's bf16 GEMV over the same (dequantized) weights is timed as well. Each result
 is checked against ops.dequantize followed by a float32 product in torch.
 
@@ -58,8 +59,9 @@ CASES = (
 ROTATE_BYTES = 320 << 20  # weight copies cycled through by the timed calls: beyond any L2
 # Byte offsets of the f16 scale fields in each block (kept finite in random blocks).
 F16_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208]}
-VARIANTS = {  # the other GEMV kernels, as tuning specs (docs/configuration.md)
-    "stream": "qgemv.mma=0",
+VARIANTS = {  # each GEMV kernel, as tuning specs (docs/configuration.md)
+    "mma": "qgemv.mma=1",
+    "stream": "qgemv.mma=0,qgemv.stream=1",
     "general": "qgemv.mma=0,qgemv.stream=0",
     "no_pdl": "qgemv.pdl=0",
 }

@@ -439,6 +439,9 @@ def parse_args() -> argparse.Namespace:
                     help="measure decode with the default settings and with each ';'-separated set of tuning "
                     "knobs (one more load of each model per set), side by side: e.g. launch.pdl=0")
     args = ap.parse_args()
+    compared = [x for x in args.compare.split(";") if x]
+    if len(set(compared)) != len(compared) or "default" in compared:
+        ap.error(f"--compare: each variant once, none called 'default' (got {compared})")
     defaults = ([1, 2], 16, 4, 32, 1, list(MODELS)) if args.tiny else ([1, 8, 64], 512, 128, 2048, 3, ["llama-3-8b-bf16"])
     for key, value in zip(("batch", "prompt", "steps", "prefill_prompt", "repeats", "ttft"), defaults):
         if getattr(args, key) is None:

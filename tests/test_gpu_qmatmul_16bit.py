@@ -1,5 +1,5 @@
 """qmatmul with 16-bit activations on the GPU (a GGUF model computing in bfloat16): bf16 and f16
-lhs through every kernel path (the tensor-core GEMV at 1-2 rows of 4-bit weights, the streaming
+lhs through every kernel path (the tensor-core GEMV at 1-4 rows of 4-bit weights, the streaming
 and general GEMVs, the bf16 wgmma GEMM above 8 rows), the result in lhs's dtype, against a
 float64 product of the weights decoded in numpy (tests/gguf_blocks.py), with fresh random inputs.
 The CPU keeps float32 block products and says so for a 16-bit lhs."""
@@ -124,10 +124,10 @@ def test_gpu_qmatmul_16_bit_many_rows_simt_and_weight_chunks(hopper, rng, dtype)
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q8_0], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [1, 3])
 def test_gpu_16_bit_siblings_share_one_launch(hopper, rng, enc, m):
-    """A layer's q/k/v of one bf16 activation: one launch, of the tensor-core GEMV (1-2 rows of
-    4-bit weights in 16-byte aligned rows, K = 1024) or of the general GEMV (rows not 16-byte
-    aligned, K = 1056: 33 blocks); aligned rows otherwise take the streaming GEMV one by one."""
-    k = 1024 if m <= 2 and enc == Q.Q4_0 else 1056
+    """A layer's q/k/v of one bf16 activation: one launch, of the tensor-core GEMV (1 and 3 rows
+    of 4-bit weights in 16-byte aligned rows, K = 1024) or of the general GEMV (rows not 16-byte
+    aligned, K = 1056: 33 blocks)."""
+    k = 1024 if enc == Q.Q4_0 else 1056
     ns = (1024, 256, 256)
     ws = [weights(rng, enc, n, k) for n in ns]
     lhs = activations(rng, DType.bfloat16, m, k)

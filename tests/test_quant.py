@@ -256,11 +256,11 @@ def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     for out, w in zip(outs, ws):
         check_product(out, lhs, dequantized(enc, w), enc, device)
     if not device.is_host:
-        # Unaligned rows: the general kernel's segments; aligned 4-bit rows at 1-2 lhs rows on
+        # Unaligned rows: the general kernel's segments; aligned 4-bit rows at 1-4 lhs rows on
         # Hopper: the tensor-core kernel's (up to 3); other aligned rows launch one by one.
         aligned = ws[0].shape[1] % 16 == 0
         group = min(4, len(ns))
-        mma = m <= 2 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) and group <= 3 and device.architecture_name == "sm_90a"
+        mma = m <= 4 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) and group <= 3 and device.architecture_name == "sm_90a"
         assert log.count("qgemv", segments=group) == (1 if mma or not aligned else 0)
 
 
@@ -491,7 +491,7 @@ def test_gpu_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout):
     spec |= {f"qgemv.{part[:5]}": part[5:] for part in layout.split("_") if part.startswith("split")}
     kb = k // enc.elements_per_block * enc.block_size
     with tuning.override(**spec), tuning.record_launches() as log:
-        run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2)])
+        run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 4)])
         model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (70, kb))], gpu)
         w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
         lhs = rng.standard_normal((1, k)).astype(np.float32)

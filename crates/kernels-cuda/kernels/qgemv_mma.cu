@@ -441,7 +441,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
         __syncwarp();  // every lane is done with the stage: refill it
         stage();
         if (++tile_it == nch) {
-            // The tile's sums: over the lane's columns (the quad, or each half of it at MR = 2),
+            // The tile's sums: over the lane's columns (the quad, or each half of it at MR >= 2),
             // then over the group's K parts in order.
             tile_it = 0;
             const int tile = cur_tile;

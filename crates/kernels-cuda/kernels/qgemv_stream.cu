@@ -2,7 +2,8 @@
 // qgemv_stream.cu: the decode GEMV of qgemv.cu (qgemv_s_<enc>_m{1,2,4,8}) for the word-decoded
 // encodings (Q4_0, Q4_1, Q8_0, Q4_K) on sm_90, when the weights are 16-byte aligned rows (the
 // base pointer and row_bytes multiples of 16) and lhs is 16-byte aligned: launch/quant.rs picks
-// it then, and qgemv.cu's general kernel otherwise. Same chunking, stage layout and per-lane
+// it then (but for 1-2 rows of small weights, and where the tensor-core GEMV takes the rows),
+// and qgemv.cu's general kernel otherwise. Same chunking, stage layout and per-lane
 // arithmetic (chunk_dot), so the same bits; at M = 1 the general kernel is
 // bound by instruction issue (an H200 profile: 0.8 instructions issued per scheduler and cycle,
 // 37% of DRAM bandwidth, about 8 instructions per weight), so this one cuts instructions:

@@ -96,22 +96,24 @@ pub fn qmatmul_siblings(
     let tuning = max_tuning::current();
     let arch = arch_major(stream)?;
     let t = &tuning;
-    // Each part's weights as a launch of all of them sees it (the size rule reads the total).
+    // The tensor-core launch: each part's weights as a launch of all of them sees it (the size
+    // rule reads the total); the general one: where each part alone would take that kernel.
     let total: usize = parts.iter().map(|p| p.2).sum();
-    let takes = |path: QPath| {
+    let takes = |path: QPath, all: bool| {
         move |&(w, _, n): &(u64, u64, usize)| {
-            n > 0 && select_path(&QProblem { enc, m, n: total, k, row_bytes, lhs, w }, arch, t) == path
+            let rows = if all { total } else { n };
+            n > 0 && select_path(&QProblem { enc, m, n: rows, k, row_bytes, lhs, w }, arch, t) == path
         }
     };
     if m > 0
         && k > 0
         && (2..=QM_SEGS).contains(&parts.len())
-        && parts.iter().all(takes(QPath::Mma))
+        && parts.iter().all(takes(QPath::Mma, true))
         && total < i32::MAX as usize
     {
         return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
     }
-    let general = takes(QPath::General);
+    let general = takes(QPath::General, false);
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
     if m == 0
         || k == 0
@@ -211,16 +213,23 @@ pub fn fold_path(
     {
         return None;
     }
-    let all = |path: QPath| {
+    // Every part takes `path` in a launch of `rows` weight rows.
+    let all = |path: QPath, rows: usize| {
         parts.iter().all(|&(w, _, n)| {
-            n > 0 && select_path(&QProblem { enc, m, n: total, k, row_bytes, lhs, w }, arch, t) == path
+            n > 0 && select_path(&QProblem { enc, m, n: rows, k, row_bytes, lhs, w }, arch, t) == path
         })
     };
-    if parts.len() <= QM_SEGS && all(QPath::Mma) {
+    if parts.len() <= QM_SEGS && all(QPath::Mma, total) {
         return Some(QPath::Mma);
     }
     let max_k = t.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
-    (parts.len() <= QV_SEGS && (!norm || k <= max_k) && all(QPath::General)).then_some(QPath::General)
+    if parts.len() <= QV_SEGS && (!norm || k <= max_k) && all(QPath::General, total) {
+        return Some(QPath::General);
+    }
+    // Small weights whose norm the general kernel does not fold (K past its limit): the
+    // tensor-core kernel folds it whatever their size, as before the size rule.
+    let as_large = total.max(SMALL_WEIGHTS.div_ceil(k));
+    (parts.len() <= QM_SEGS && all(QPath::Mma, as_large)).then_some(QPath::Mma)
 }
 
 /// The products of `lhs` [m, k] (`dtype`) by each part's weights into its output with `fold`
@@ -294,5 +303,13 @@ mod tests {
         assert_eq!(fold_path(p.0, 0x1000, &gated, &uneven, p.1, 9, &t), None);
         let q6 = (Encoding::Q6K, (2, 4096, 4096 / 256 * 210));
         assert_eq!(fold_path(q6.0, 0x1000, &gated, &pair, q6.1, 9, &t), Some(QPath::General));
+        // Small weights (a q/k/v of 1536 x 2048): the general kernel, which folds norms of K up
+        // to 1024 only; the norm still folds, into the tensor-core kernel (not with qgemv.mma=0)
+        let qkv = [(0x10_0000, 0x20_0000, 1024), (0x30_0000, 0x40_0000, 256), (0x50_0000, 0x60_0000, 256)];
+        let small = (1, 2048, 2048 / 32 * 18);
+        assert_eq!(fold_path(p.0, 0x1000, &QFold::default(), &qkv, small, 9, &t), Some(QPath::General));
+        assert_eq!(fold_path(p.0, 0x1000, &norm, &qkv, small, 9, &t), Some(QPath::Mma));
+        let no_mma = Tuning::parse("qgemv.mma=0").unwrap();
+        assert_eq!(fold_path(p.0, 0x1000, &norm, &qkv, small, 9, &no_mma), None);
     }
 }

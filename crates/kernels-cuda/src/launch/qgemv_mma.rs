@@ -8,7 +8,8 @@ use super::*;
 const QM_WARPS: usize = 8;
 const QM_CHUNK: usize = 256;
 /// Shared memory for the lhs fragments (96 bytes per 32 elements and lhs row, plus 16 bytes of
-/// per-unit terms) beyond which qmatmul keeps to qgemv_stream.cu: K * M up to about 30000.
+/// per-unit terms) beyond which qmatmul keeps to qgemv_stream.cu: K times the kernel's rows
+/// (1, 2, or 4 for 3-4 rows) up to about 30000.
 pub(super) const QM_PREP_BUDGET: usize = 104 * 1024;
 
 /// The kernel's lhs rows (MR in qgemv_mma.cu) for m rows: 1, 2, or 4 (for 3 and 4).
