@@ -365,7 +365,7 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         # with each set of knobs given (knobs are read as the graphs are lowered and the decode
         # graphs captured, so each load runs inside its own settings); then one row per variant
         # and batch size with both figures.
-        compared = [x for x in args.compare.split(";") if x]
+        compared = args.variants
         variants = [("default", "")] + [(c, c) for c in compared] if compared else [(None, "")]
         decoded: dict[str | None, dict[int, dict]] = {}
         for label, spec in variants:
@@ -439,9 +439,9 @@ def parse_args() -> argparse.Namespace:
                     help="measure decode with the default settings and with each ';'-separated set of tuning "
                     "knobs (one more load of each model per set), side by side: e.g. launch.pdl=0")
     args = ap.parse_args()
-    compared = [x for x in args.compare.split(";") if x]
-    if len(set(compared)) != len(compared) or "default" in compared:
-        ap.error(f"--compare: each variant once, none called 'default' (got {compared})")
+    args.variants = [x for x in args.compare.split(";") if x]
+    if len(set(args.variants)) != len(args.variants) or "default" in args.variants:
+        ap.error(f"--compare: each variant once, none called 'default' (got {args.variants})")
     defaults = ([1, 2], 16, 4, 32, 1, list(MODELS)) if args.tiny else ([1, 8, 64], 512, 128, 2048, 3, ["llama-3-8b-bf16"])
     for key, value in zip(("batch", "prompt", "steps", "prefill_prompt", "repeats", "ttft"), defaults):
         if getattr(args, key) is None:

@@ -1,0 +1,166 @@
+//! Which kernel a qmatmul takes (a child of quant.rs): the tensor-core GEMV, the streaming or
+//! general CUDA-core GEMVs, or a dequantize + GEMM path, by encoding, rows, weight size,
+//! alignment, device and tuning knobs.
+
+use super::*;
+
+/// One qmatmul as the kernel choice sees it: the encoding, the sizes, the byte length of a
+/// weight row and the device addresses of lhs and the weights (their alignment matters).
+#[derive(Clone, Copy, Debug)]
+pub struct QProblem {
+    pub enc: Encoding,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub row_bytes: usize,
+    pub lhs: u64,
+    pub w: u64,
+}
+
+/// The kernel a qmatmul takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QPath {
+    /// qgemv_mma.cu: integer tensor cores, 1-4 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
+    Mma,
+    /// qgemv_stream.cu: persistent, precomputed copy offsets, word-decoded encodings over 16-byte
+    /// aligned rows (`qgemv.stream`).
+    Stream,
+    /// qgemv.cu: every encoding, up to 8 rows.
+    General,
+    /// Dequantize to bf16 scratch, then the wgmma GEMM (more than 8 rows on sm_90:
+    /// qmatmul_sm90.rs; `qmatmul.wgmma`).
+    Wgmma,
+    /// Dequantize to f32 scratch, then the f32 GEMM (more than 8 rows elsewhere).
+    Gemm,
+}
+
+/// Weights (n x k) below which 1-2 rows take qgemv.cu by default. An H200, gpu_qmatmul.py
+/// --shapes, Q4_0 and Q4_1 alike at M = 1, us a call (tensor-core / streaming / qgemv.cu):
+/// 1536 x 1536 3.9 / 6.2 / 3.4, 2048 x 2048 4.0 / 6.5 / 3.6, 1024 x 4096 4.8 / 8.5 / 4.9,
+/// 3072 x 2048 4.1 / 6.9 / 4.7, 4096 x 4096 5.9 / 9.9 / 9.5; SmolLM2-135M's Q4_1 down
+/// projection (576 x 1536) on qgemv.cu instead of the tensor cores: decode 1,063 -> 1,241 tok/s.
+pub(super) const SMALL_WEIGHTS: usize = 3072 * 2048;
+
+/// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
+///
+/// Batch-invariant (`numerics.batch_invariant`), every row count takes qgemv_stream.cu or
+/// qgemv.cu (the same per-row sums, fixed whatever MR: quant.rs's `row_groups` runs more
+/// than GEMV_MAX_ROWS rows in groups), never qgemv_mma.cu (its lhs goes through fixed point
+/// and its K split follows the grid) nor the dequantize + GEMM paths (bf16 weights, a
+/// different order).
+pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
+    let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
+    let invariant = t.batch_invariant();
+    // Unless the knobs say otherwise: 1-4 rows of at least SMALL_WEIGHTS weights take the
+    // tensor-core kernel; 1-2 rows of fewer take qgemv.cu (the tensor-core kernel's lhs
+    // preparation and short tile walks, and the streaming kernel's setup, cost more than
+    // qgemv.cu's whole run there); 3-4 rows of fewer keep the streaming kernel.
+    let few = p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
+    let small = p.m <= 2 && few;
+    let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few);
+    let mma = !invariant
+        && p.m <= 4
+        && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
+        && aligned
+        && p.n < i32::MAX as usize
+        && mma_gemv_smem(p.enc, p.m, p.k).0 <= QM_PREP_BUDGET
+        && wanted
+        && arch_major >= 9;
+    if mma {
+        return QPath::Mma;
+    }
+    if p.m > GEMV_MAX_ROWS && !invariant {
+        // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
+        let wgmma = arch_major == 9 && p.k % 8 == 0 && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
+        return if wgmma { QPath::Wgmma } else { QPath::Gemm };
+    }
+    let stream = matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
+        && aligned
+        && p.n < i32::MAX as usize
+        && p.k < i32::MAX as usize
+        && t.flag(max_tuning::Knob::QgemvStream).unwrap_or(!small)
+        && arch_major >= 9;
+    if stream { QPath::Stream } else { QPath::General }
+}
+
+#[cfg(test)]
+mod tests {
+    use max_tuning::Tuning;
+
+    use super::super::{QFold, fold_path};
+    use super::*;
+
+    fn problem(enc: Encoding, m: usize) -> QProblem {
+        let (k, n) = (4096, 4096);
+        let (elems, bytes) = enc.block();
+        QProblem { enc, m, n, k, row_bytes: k / elems * bytes, lhs: 0x1000, w: 0x10_0000 }
+    }
+
+    fn path(p: &QProblem, arch: u32, spec: &str) -> QPath {
+        select_path(p, arch, &Tuning::parse(spec).unwrap())
+    }
+
+    #[test]
+    fn paths_by_encoding_rows_alignment_and_device() {
+        assert_eq!(path(&problem(Encoding::Q4_0, 1), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4K, 2), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_1, 4), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 5), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0"), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q6K, 1), 9, ""), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q4_0, 1), 8, ""), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q6K, 512), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 8, ""), QPath::Gemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 10, ""), QPath::Gemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 512), 9, "qmatmul.wgmma=0"), QPath::Gemm);
+        let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 1) };
+        assert_eq!(path(&unaligned, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn one_or_two_rows_of_small_weights_take_the_general_gemv_unless_told() {
+        // SmolLM2's down projection (576 x 1536), and a 2048 x 2048 one: below SMALL_WEIGHTS.
+        for (n, k) in [(576, 1536), (2048, 2048)] {
+            let (elems, bytes) = Encoding::Q4_1.block();
+            let p = QProblem { n, k, row_bytes: k / elems * bytes, ..problem(Encoding::Q4_1, 1) };
+            assert_eq!(path(&p, 9, ""), QPath::General, "{n} x {k}");
+            assert_eq!(path(&p, 9, "qgemv.mma=1"), QPath::Mma, "{n} x {k}");
+            assert_eq!(path(&p, 9, "qgemv.mma=0,qgemv.stream=1"), QPath::Stream, "{n} x {k}");
+            // three rows and more keep the streaming kernel
+            assert_eq!(path(&QProblem { m: 3, ..p }, 9, ""), QPath::Stream, "{n} x {k}");
+        }
+        let p = QProblem { n: 3072, k: 2048, row_bytes: 2048 / 32 * 18, ..problem(Encoding::Q4_0, 2) };
+        assert_eq!(path(&p, 9, ""), QPath::Mma);
+        assert_eq!(path(&p, 9, "qgemv.mma=0"), QPath::Stream);
+        let q8 = QProblem { n: 1024, k: 1024, row_bytes: 1024 / 32 * 34, ..problem(Encoding::Q8_0, 1) };
+        assert_eq!(path(&q8, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn batch_invariant_rows_take_the_gemv_kernels_whatever_their_count() {
+        let bi = "numerics.batch_invariant=1";
+        for m in [1, 2, 3, 8, 9, 64, 512] {
+            assert_eq!(path(&problem(Encoding::Q4_0, m), 9, bi), QPath::Stream, "m={m}");
+            assert_eq!(path(&problem(Encoding::Q6K, m), 9, bi), QPath::General, "m={m}");
+            assert_eq!(path(&problem(Encoding::Q4_1, m), 8, bi), QPath::General, "m={m}");
+        }
+        // (the two kernels give the same bits: a misaligned group may take the other one)
+        let unaligned = QProblem { lhs: 0x1004, ..problem(Encoding::Q4_0, 64) };
+        assert_eq!(path(&unaligned, 9, bi), QPath::General);
+        let t = Tuning::parse(bi).unwrap();
+        let fold = QFold { gated: true, ..QFold::default() };
+        let pair = [(0x10_0000, 0x20_0000, 1536), (0x30_0000, 0, 1536)];
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &fold, &pair, (1, 4096, 4096 / 32 * 18), 9, &t), None);
+    }
+
+    #[test]
+    fn qgemv_knobs_change_the_path() {
+        let p = problem(Encoding::Q4_0, 1);
+        assert_eq!(path(&p, 9, "qgemv.mma=0"), QPath::Stream);
+        assert_eq!(path(&p, 9, "qgemv.mma=0,qgemv.stream=0"), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q8_0, 4), 9, "qgemv.stream=off"), QPath::General);
+    }
+}
