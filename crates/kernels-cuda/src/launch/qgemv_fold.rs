@@ -184,11 +184,12 @@ fn qgemv_segments(
 }
 
 /// The kernel that runs the products of `lhs` by `parts` (one encoding, `m` rows) with `fold`
-/// in one launch: qgemv_mma.cu for 1-2 rows where each part takes it (at most QM_SEGS; its 3-4
-/// rows are not folded); else
-/// qgemv.cu for 1-2 rows where each part takes it (at most QV_SEGS) and, folding a norm, K is
-/// at most `fusion.norm_gemv_max_k` (every block of 16 weight rows sums the squares again; the
-/// persistent tensor-core grid does so once per block, so no limit there). A norm needs lhs
+/// in one launch, for 1-2 rows (3-4 rows are not folded): qgemv_mma.cu where each part takes it
+/// (at most QM_SEGS); else qgemv.cu where each part takes it (at most QV_SEGS) and, folding a
+/// norm, K is at most `fusion.norm_gemv_max_k` (every block of 16 weight rows sums the squares
+/// again; the persistent tensor-core grid does so once per block, so no limit there); else, for
+/// weights too small for the tensor-core kernel by default (select_path's size rule), that
+/// kernel all the same. A norm needs lhs
 /// and its weight 16-byte aligned; a gated pair two parts of equal rows. None: run the steps,
 /// always when batch-invariant (1-2 rows folded, more not: a norm summed two ways).
 pub fn fold_path(
