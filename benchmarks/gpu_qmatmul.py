@@ -64,6 +64,8 @@ VARIANTS = {  # each GEMV kernel, as tuning specs (docs/configuration.md)
     "stream": "qgemv.mma=0,qgemv.stream=1",
     "general": "qgemv.mma=0,qgemv.stream=0",
     "no_pdl": "qgemv.pdl=0",
+    "mma_2_stages": "qgemv.mma=1,qgemv.stages=2",
+    "mma_4_stages": "qgemv.mma=1,qgemv.stages=4",
 }
 
 

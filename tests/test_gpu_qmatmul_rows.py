@@ -154,7 +154,7 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
 @encodings
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 8])
 def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
-    """Decode rows through whichever GEMV kernel the shape takes (tensor-core for 1-4 rows of
+    """Decode rows through whichever GEMV kernel the shape takes (tensor-core for 1-8 rows of
     4-bit weights, streaming, general), to the f32 bound: 16-byte aligned rows of 4096 elements
     (the 8B model's K), and an odd number of blocks (rows not 16-byte aligned)."""
     for blocks in (4096 // enc.elements_per_block, 37 if enc.elements_per_block == 32 else 3):
@@ -167,10 +167,10 @@ def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
-@pytest.mark.parametrize("m", [1, 2, 3, 4])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
 @pytest.mark.parametrize("ns", [(4096, 1024, 1024), (1000, 333)], ids=["qkv", "odd"])
 def test_gpu_mma_siblings_share_one_launch(hopper, rng, enc, m, ns):
-    """A layer's q/k/v (or gate/up) of one activation at 1-4 rows: one launch of the
+    """A layer's q/k/v (or gate/up) of one activation at 1-8 rows: one launch of the
     tensor-core GEMV serves them all (a segment per weight), every output to the f32 bound;
     row counts not a multiple of the 16-row tiles."""
     k = 1024
@@ -180,3 +180,29 @@ def test_gpu_mma_siblings_share_one_launch(hopper, rng, enc, m, ns):
     assert log.count("qgemv", mma=1, segments=len(ns)) == 1 and log.count("qgemv") == 1, log.records()
     for out, w in zip(outs, ws):
         check(out, lhs, decode(enc, w), f32_bound)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m,k", [(1, 14336), (1, 1280), (8, 4096), (3, 2048)])
+def test_gpu_mma_weight_stages_change_no_bits(hopper, rng, enc, m, k):
+    """The tensor-core GEMV's ring of weight stages per warp (2 to 4, `qgemv.stages`; unset: 2,
+    or more where they cost no block per SM on an H200: K = 14336 at one row, the 2-block
+    3-4-row and 1-block 5-8-row kernels) moves no sum: every count gives the same bits, within
+    the f32 bound."""
+    n = 333
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    model = product_model(hopper, enc, m, k, n)
+    outs = {}
+    for st in (None, 2, 3, 4):
+        with tuning.override(**({"qgemv.stages": st} if st else {})), tuning.record_launches() as log:
+            (outs[st],) = execute(model, [lhs, w], hopper)
+        (rec,) = log.records("qgemv")
+        assert rec["mma"] == 1 and rec["stages"] == (st or rec["stages"]), rec
+        if st is None:
+            auto = rec["stages"]
+    assert auto == {(1, 14336): 3, (8, 4096): 4, (3, 2048): 4}.get((m, k), 2), auto
+    check(outs[None], lhs, decode(enc, w), f32_bound)
+    for st in (2, 3, 4):
+        np.testing.assert_array_equal(outs[st], outs[None])

@@ -244,7 +244,7 @@ def sibling_products(device, enc, ws, lhs, dtype=DType.float32):
     "enc,k,ns", [(Q.Q4_1, 576, (576, 192, 192)), (Q.Q4_0, 96, (45, 7)), (Q.Q4_1, 576, (1536, 1536, 100, 64, 30)),
                  (Q.Q4_1, 1536, (64, 96))],
 )
-@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("m", [1, 3, 6])
 def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     """Products of one activation by several quantized weights (a layer's q/k/v, its gate/up):
     on a GPU they are one step, one launch of up to four when each would take the general
@@ -256,11 +256,11 @@ def test_sibling_qmatmuls_of_one_activation(device, rng, enc, k, ns, m):
     for out, w in zip(outs, ws):
         check_product(out, lhs, dequantized(enc, w), enc, device)
     if not device.is_host:
-        # Unaligned rows: the general kernel's segments; aligned 4-bit rows at 1-4 lhs rows on
+        # Unaligned rows: the general kernel's segments; aligned 4-bit rows at 1-8 lhs rows on
         # Hopper: the tensor-core kernel's (up to 3); other aligned rows launch one by one.
         aligned = ws[0].shape[1] % 16 == 0
         group = min(4, len(ns))
-        mma = m <= 4 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) and group <= 3 and device.architecture_name == "sm_90a"
+        mma = m <= 8 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) and group <= 3 and device.architecture_name == "sm_90a"
         assert log.count("qgemv", segments=group) == (1 if mma or not aligned else 0)
 
 
@@ -396,14 +396,14 @@ def test_gpu_qmatmul_weight_chunks(gpu, rng):
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("k", [256, 1280, 4096])
 @pytest.mark.parametrize("kernel", ["mma", "mma_no_pdl", "stream"])
-def test_gpu_qmatmul_4bit_one_to_four_rows(gpu, rng, enc, k, kernel):
-    """One to four lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
-    tensor-core kernel (qgemv_mma.cu, the default; its m4 kernel for 3 and 4 rows; also
+def test_gpu_qmatmul_4bit_one_to_eight_rows(gpu, rng, enc, k, kernel):
+    """One to eight lhs rows over 4-bit weights whose rows start on 16 bytes: the integer
+    tensor-core kernel (qgemv_mma.cu, the default; its m4 kernel for 3-4 rows, m8 for 5-8; also
     launched without programmatic stream serialization, qgemv.pdl=0) and the CUDA-core one
     (qgemv.mma=0); K of one to 16 256-element chunks, weight rows not a multiple of 16."""
     mma, pdl = kernel != "stream", kernel != "mma_no_pdl"
     with tuning.override(**{"qgemv.mma": mma, "qgemv.pdl": pdl}), tuning.record_launches() as log:
-        run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4)])
+        run_qmatmul(gpu, rng, enc, k, 45, [(1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4), (1, 5), (2, 4), (1, 8)])
     launches = log.records("qgemv")
     assert launches and all(r["mma"] == mma for r in launches), launches
     if mma:
@@ -415,12 +415,12 @@ def test_gpu_qmatmul_4bit_one_to_four_rows(gpu, rng, enc, k, kernel):
 @pytest.mark.parametrize("scale", [1e-30, 1e-3, 1e25])
 def test_gpu_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):
     """The fixed-point lhs of qgemv_mma.cu keeps to the f32 bound over the f32 range (tiny,
-    ordinary and huge values, mixed signs, units whose values span 10^8), for one to four rows."""
+    ordinary and huge values, mixed signs, units whose values span 10^8), for one to eight rows."""
     k, n = 512, 64
     kb = k // enc.elements_per_block * enc.block_size
     w = random_blocks(rng, enc, n, k // enc.elements_per_block)
     deq = dequantized(enc, w)
-    for m in (1, 2, 3, 4):
+    for m in (1, 2, 3, 4, 6, 8):
         model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (m, k)), (DType.uint8, (n, kb))], gpu)
         lhs = (rng.standard_normal((m, k)) * scale * rng.choice([1.0, 1e-4, 1e4], size=(m, k))).astype(np.float32)
         lhs[:, 32:64] = 0.0  # an all-zero unit
@@ -431,7 +431,7 @@ def test_gpu_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("m", [2, 4, 7])
 def test_gpu_qmatmul_4bit_nonfinite_lhs(gpu, rng, m):
     """An inf or NaN in the lhs makes every output of that lhs row NaN; other rows are exact."""
     enc, k, n = Q.Q4_0, 256, 40
@@ -491,7 +491,8 @@ def test_gpu_qmatmul_mma_kernel_work_split(gpu, rng, enc, k, layout):
     spec |= {f"qgemv.{part[:5]}": part[5:] for part in layout.split("_") if part.startswith("split")}
     kb = k // enc.elements_per_block * enc.block_size
     with tuning.override(**spec), tuning.record_launches() as log:
-        run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 4)])
+        # (8 rows of K = 4352 exceed the kernel's lhs budget: the streaming kernel)
+        run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 4)] + [(1, 8)] * (k <= 4096))
         model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (1, k)), (DType.uint8, (70, kb))], gpu)
         w = random_blocks(rng, enc, 70, k // enc.elements_per_block)
         lhs = rng.standard_normal((1, k)).astype(np.float32)
@@ -521,7 +522,8 @@ def test_gpu_qmatmul_streaming_kernel(gpu, rng, enc, k, grid):
     groups). The general kernel (qgemv.stream=0) on the same inputs gives the same bits."""
     kb = k // enc.elements_per_block * enc.block_size
     assert kb % 16 == 0
-    with tuning.override(**({"qgemv.grid": grid} if grid else {})):
+    # (1-8 rows of 4-bit weights would take the tensor-core kernel)
+    with tuning.override(**({"qgemv.grid": grid} if grid else {}), **{"qgemv.mma": False}):
         run_qmatmul(gpu, rng, enc, k, 333, [(1, 1), (1, 2), (1, 3), (1, 8)])
         model = load(lambda a, b: ops.qmatmul(enc, None, a, b), [(DType.float32, (5, k)), (DType.uint8, (70, kb))], gpu)
         w = random_blocks(rng, enc, 70, k // enc.elements_per_block)

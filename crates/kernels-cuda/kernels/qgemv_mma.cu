@@ -1,7 +1,7 @@
 #line 1 "qgemv_mma.cu"
-// qgemv_mma.cu: qmatmul for 1 to 4 lhs rows over 4-bit weights (Q4_0, Q4_1, Q4_K) on integer
-// tensor cores, sm_90: qgemv_mma_<enc>_m{1,2,4} (m4 serves 3 and 4 rows: two mmas per weight
-// fragment, one per pair of rows). At M = 1 qgemv_stream.cu spends three
+// qgemv_mma.cu: qmatmul for 1 to 8 lhs rows over 4-bit weights (Q4_0, Q4_1, Q4_K) on integer
+// tensor cores, sm_90: qgemv_mma_<enc>_m{1,2,4,8} (m4 serves 3 and 4 rows, m8 5 to 8: one mma
+// per pair of rows on each weight fragment, the weights read once). At M = 1 qgemv_stream.cu spends three
 // instructions per weight on decode (permute, subtract, fma) and is bound by instruction issue
 // at half the memory system's rate; here the quants go into an mma as they are stored, 8 per
 // lane per 3 instructions (two masks and a shift), and one mma does 512 multiply-adds.
@@ -19,7 +19,7 @@
 //
 // Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
 // (qm_prep, while the first weight copies are in flight), then each warp walks its own tiles of
-// 16 weight rows (the mma's M) through a private ring of Q::ST stages, each filled by one 2-D
+// 16 weight rows (the mma's M) through a private ring of QmSegs::stages stages, each filled by one 2-D
 // TMA copy of 16 rows x 256 elements onto the stage's mbarrier, so warps never wait on each
 // other. Tiles go round-robin over the grid's warps; S = 1, 2, 4 or 8 warps of a block share a
 // tile, part p taking K's chunks p, p + S, ... (neighbouring pieces of the same rows are read
@@ -52,9 +52,11 @@ template <int E> struct Qm {
         CHUNK_BYTES = QM_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES,
         SLOT = CHUNK_BYTES,
         STAGE = 16 * SLOT,  // a multiple of 128 bytes, as TMA destinations must be
-        ST = 2,  // stages per warp (3 measured no faster, and would cost a block per SM)
     };
 };
+// Stages per warp (QmSegs::stages): 2, or up to QM_MAX_ST where more cost no block per SM
+// (long K, whose lhs fragments already hold the SM to 1-2 blocks: launch/qgemv_mma.rs).
+#define QM_MAX_ST 4
 
 // The weights as a 2-D tensor of bytes [n rows, row_bytes], boxes of 16 rows x CHUNK_BYTES
 // (launch/quant.rs encodes it): one TMA copy fills a stage, rows past n and bytes past a row's
@@ -80,6 +82,7 @@ struct QmSegs {
     // silu(map[0] product) * (map[1] product) into out[0] (one segment of n rows): a tile is 8
     // rows of each weight (maps of 8-row boxes), or 0
     int gated;
+    int stages;  // weight stages per warp, 2..QM_MAX_ST
 };
 
 // The segment of tile `tile` (first[0] = 0 <= tile < first[count]).
@@ -92,7 +95,7 @@ __device__ __forceinline__ int qm_seg(const QmSegs& sg, int tile) {
 
 // Shared memory: the lhs fragments [units][MR][3 columns][4 lanes][2 words] (96 bytes per unit
 // and row), the per-unit terms [units][MR] (QmMeta), 128 zero bytes (the fragments of unused
-// columns), then, 128-byte aligned, per warp Q::ST stages, their mbarriers and the group sums.
+// columns), then, 128-byte aligned, per warp QmSegs::stages stages, their mbarriers and the group sums.
 struct QmMeta {
     float s;   // 2^e
     int x;     // sum of x'
@@ -243,9 +246,10 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     u8* zero = (u8*)(meta + units * MR);
     u8* stages = qm_smem + ((units * MR * 112 + 128 + 127) & ~127);  // TMA destinations: 128-byte aligned
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    u8* ring = stages + warp * (Q::ST * Q::STAGE);
-    u64* full = (u64*)(stages + QM_WARPS * Q::ST * Q::STAGE) + warp * Q::ST;
-    float* red = (float*)(full + (QM_WARPS - warp) * Q::ST) + warp * 64 * CG;  // [warp][lane][CG][2]
+    const int nst = sg.stages;
+    u8* ring = stages + warp * (nst * Q::STAGE);
+    u64* full = (u64*)(stages + QM_WARPS * nst * Q::STAGE) + warp * nst;
+    float* red = (float*)(full + (QM_WARPS - warp) * nst) + warp * 64 * CG;  // [warp][lane][CG][2]
 
     const bool gated = sg.gated != 0;
     // The warp's tiles and K range: group `grp` of `split` warps, part `part` of K.
@@ -259,20 +263,21 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     const int items = nch > 0 ? my_tiles * nch : 0;
 
     if (lane == 0)
-        for (int s = 0; s < Q::ST; ++s)
+        for (int s = 0; s < nst; ++s)
             mbar_init(smem_u32(&full[s]), 1);
     mbar_init_fence();
     __syncwarp();
 
-    // Stages the next item (tile st_tile, chunk part + st_k * split) into stage st_n % Q::ST:
-    // one TMA copy by lane 0. Items go in order, so no division is needed.
+    // Stages the next item (tile st_tile, chunk part + st_k * split) into stage st_buf (item
+    // n goes to stage n % nst, where item n - nst was): one TMA copy by lane 0. Items go in
+    // order, so no division is needed.
     int st_n = 0, st_k = 0, st_tile = gid;
-    auto stage = [&]() {
+    auto stage = [&](int st_buf) {
         if (st_n < items && lane == 0) {
             const int seg = qm_seg(sg, st_tile);
-            const u32 bar = smem_u32(&full[st_n % Q::ST]);
+            const u32 bar = smem_u32(&full[st_buf]);
             const int col = (part + st_k * split) * (int)Q::CHUNK_BYTES;
-            u8* dst = ring + (st_n % Q::ST) * Q::STAGE;
+            u8* dst = ring + st_buf * Q::STAGE;
             mbar_expect(bar, (u32)Q::STAGE);
             // Gated: slots 0..7 the tile's gate rows, 8..15 the same rows of the up weights.
             const int copies = gated ? 2 : 1;
@@ -296,8 +301,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     // kernel 14% slower on its own; in a chain the previous kernel's tail hides the copies).
     const bool early = sg.early != 0;
     if (!early) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#pragma unroll
-    for (int s = 0; s < Q::ST; ++s) stage();
+    for (int s = 0; s < nst; ++s) stage(s);
     if (early) {
         asm volatile("griddepcontrol.wait;\n" ::: "memory");
         asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -344,8 +348,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     for (int c = 0; c < CG; ++c) acc[c][0] = acc[c][1] = 0.f;
     int tile_it = 0, cur_tile = gid;
     u32 phase = 0;
-    for (int it = 0; it < items; ++it) {
-        const int buf = it % Q::ST;
+    for (int it = 0, buf = 0; it < items; ++it) {
         const u32 bar = smem_u32(&full[buf]);
         mbar_wait(bar, phase);
         const int ch = part + tile_it * split;
@@ -439,7 +442,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
             }
         }
         __syncwarp();  // every lane is done with the stage: refill it
-        stage();
+        stage(buf);
         if (++tile_it == nch) {
             // The tile's sums: over the lane's columns (the quad, or each half of it at MR >= 2),
             // then over the group's K parts in order.
@@ -489,7 +492,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                 acc[cg][0] = acc[cg][1] = 0.f;
             }
         }
-        if (buf == Q::ST - 1) phase ^= 1u;
+        if (++buf == nst) buf = 0, phase ^= 1u;
     }
 #else
     __trap();  // launch/quant.rs launches these on sm_90 and later only
@@ -497,9 +500,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 }
 
 // Four blocks of 8 warps per SM at 1-2 rows: 64 registers (at 3-4 rows the fragments' shared
-// memory allows two: 128). `res` (added to the result) with one segment only.
+// memory allows two: 128; at 5-8 one). `res` (added to the result) with one segment only.
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(       \
+    extern "C" __global__ void __launch_bounds__(256, MR > 4 ? 1 : MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(       \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \
@@ -515,3 +518,6 @@ QGEMV_MMA(q4_k, ENC_Q4_K, 2)
 QGEMV_MMA(q4_0, ENC_Q4_0, 4)
 QGEMV_MMA(q4_1, ENC_Q4_1, 4)
 QGEMV_MMA(q4_k, ENC_Q4_K, 4)
+QGEMV_MMA(q4_0, ENC_Q4_0, 8)
+QGEMV_MMA(q4_1, ENC_Q4_1, 8)
+QGEMV_MMA(q4_k, ENC_Q4_K, 8)

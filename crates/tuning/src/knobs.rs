@@ -249,6 +249,9 @@ declare! {
     QgemvStream: "qgemv.stream", None, Kind::Flag, "";
     /// Warps sharing one tile of the tensor-core GEMV.
     QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";
+    /// Weight stages in flight per warp of the tensor-core GEMV (unset: 2, or more where they
+    /// cost no block per SM, as at long K).
+    QgemvStages: "qgemv.stages", None, Kind::OneOf(&[2, 3, 4]), "";
     /// At most this many blocks for the streaming and tensor-core GEMVs.
     QgemvGrid: "qgemv.grid", None, count(1), "";
     /// The quantized GEMVs (tensor-core and CUDA-core) launch under programmatic stream serialization.

@@ -1,29 +1,33 @@
-//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-4 lhs rows of Q4_0/Q4_1/Q4_K:
+//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-8 lhs rows of Q4_0/Q4_1/Q4_K:
 //! its shared-memory plan, persistent grid, TMA weight maps and sibling segments, and the
 //! launch. A child of quant.rs, whose path selection sends products here.
 
 use super::*;
 
-/// Matches QM_WARPS, QM_CHUNK and Qm (SLOT, ST) in qgemv_mma.cu.
+/// Matches QM_WARPS, QM_CHUNK, QM_MAX_ST and Qm (SLOT) in qgemv_mma.cu.
 const QM_WARPS: usize = 8;
 const QM_CHUNK: usize = 256;
+const QM_MAX_ST: usize = 4;
 /// Shared memory for the lhs fragments (96 bytes per 32 elements and lhs row, plus 16 bytes of
 /// per-unit terms) beyond which qmatmul keeps to qgemv_stream.cu: K times the kernel's rows
-/// (1, 2, or 4 for 3-4 rows) up to about 30000.
-pub(super) const QM_PREP_BUDGET: usize = 104 * 1024;
+/// (1, 2, 4 for 3-4 rows, 8 for 5-8) up to about 33000: K = 4096 at 8 rows.
+pub(super) const QM_PREP_BUDGET: usize = 116 * 1024;
 
-/// The kernel's lhs rows (MR in qgemv_mma.cu) for m rows: 1, 2, or 4 (for 3 and 4).
+/// The kernel's lhs rows (MR in qgemv_mma.cu) for m rows: 1, 2, 4 (for 3 and 4) or 8 (5 to 8).
 pub(super) fn mma_rows(m: usize) -> usize {
-    if m <= 2 { m } else { 4 }
+    match m {
+        0..=2 => m,
+        3..=4 => 4,
+        _ => 8,
+    }
 }
 
-/// The integer tensor-core GEMV's shared memory for m lhs rows: lhs fragments and per-unit
-/// terms, 128 zero bytes, each warp's stages and mbarriers, the group sums (two per lane and
-/// pair of rows).
-pub(super) fn mma_gemv_smem(enc: Encoding, m: usize, k: usize) -> (usize, usize) {
+/// The integer tensor-core GEMV's shared memory for m lhs rows and `stages` weight stages per
+/// warp: (lhs fragments and per-unit terms, all of it: those, 128 zero bytes, each warp's stages
+/// and mbarriers, the group sums (two per lane and pair of rows)).
+pub(super) fn mma_gemv_smem(enc: Encoding, m: usize, k: usize, stages: usize) -> (usize, usize) {
     let (elems, bytes) = enc.block();
     let slot = QM_CHUNK / elems * bytes;
-    let stages = 2;
     let mr = mma_rows(m);
     let prep = (k / 32) * mr * (96 + 16);
     let sums = QM_WARPS * 64 * 4 * mr.div_ceil(2);
@@ -79,6 +83,39 @@ fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) ->
     (split, tiles.div_ceil(QM_WARPS / split).min(resident).min(cap))
 }
 
+/// (stages, shared memory, resident blocks) of qgemv_mma.cu's launch `name` for m rows of K
+/// (see pick_stages).
+fn mma_stages(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    name: &str,
+    (enc, m, k): (Encoding, usize, usize),
+    tuning: &max_tuning::Tuning,
+) -> Result<(usize, u32, usize)> {
+    let smem = |st: usize| mma_gemv_smem(enc, m, k, st).1 as u32;
+    let mut resident = std::collections::HashMap::new();
+    for st in 2..=QM_MAX_ST {
+        if st == 2 || crate::allow_smem(stream.context(), f, smem(st)).is_ok() {
+            resident.insert(st, resident_blocks(stream, f, name, smem(st))?);
+        }
+    }
+    let forced = tuning.int(max_tuning::Knob::QgemvStages);
+    let st = pick_stages(|st| resident.get(&st).copied(), forced);
+    Ok((st, smem(st), resident[&st]))
+}
+
+/// Weight stages per warp: 2, or the most up to QM_MAX_ST that keep the resident blocks two
+/// allow (`resident(st)`, None where the device's block cannot hold st): at long K the lhs
+/// fragments hold an SM to 1-2 blocks and leave room for more bytes in flight. `forced`
+/// (`qgemv.stages`) wins where the device allows it.
+fn pick_stages(resident: impl Fn(usize) -> Option<usize>, forced: Option<usize>) -> usize {
+    if let Some(st) = forced.filter(|st| (2..=QM_MAX_ST).contains(st) && resident(*st).is_some()) {
+        return st;
+    }
+    let base = resident(2);
+    (3..=QM_MAX_ST).take_while(|st| resident(*st).is_some() && resident(*st) >= base).last().unwrap_or(2)
+}
+
 /// Sibling products one qgemv_mma.cu launch serves at most (QM_SEGS).
 pub const QM_SEGS: usize = 3;
 
@@ -100,6 +137,7 @@ struct QmSegs {
     norm: QNorm,
     early: i32,
     gated: i32,
+    stages: i32,
 }
 // SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmSegs`.
 unsafe impl cudarc::driver::DeviceRepr for QmSegs {}
@@ -115,6 +153,7 @@ impl QmSegs {
             norm: QNorm::default(),
             early: 0,
             gated: 0,
+            stages: 2,
         };
         let mut first = 0usize;
         for (i, &(_, out, n)) in parts.iter().take(QM_SEGS).enumerate() {
@@ -157,11 +196,11 @@ pub(super) fn qgemv_mma(
     }
     let name = format!("qgemv_mma_{}_m{}{}", suffix(enc), mma_rows(m), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
-    let smem = mma_gemv_smem(enc, m, k).1 as u32;
-    crate::allow_smem(stream.context(), &f, smem)?;
-    let resident = resident_blocks(stream, &f, &name, smem)?;
+    crate::allow_smem(stream.context(), &f, mma_gemv_smem(enc, m, k, 2).1 as u32)?;
+    let (stages, smem, resident) = mma_stages(stream, &f, &name, (enc, m, k), tuning)?;
     let mut segs = QmSegs::new(if fold.gated { &parts[..1] } else { parts });
     segs.norm = fold.norm;
+    segs.stages = stages as i32;
     if fold.gated {
         // tiles of 8 rows of each weight (the count in units of 16 rows for the grid below)
         segs.gated = 1;
@@ -210,6 +249,7 @@ pub(super) fn qgemv_mma(
             ("early", segs.early as i64),
             ("norm", (fold.norm.gamma != 0) as i64),
             ("gated", segs.gated as i64),
+            ("stages", stages as i64),
         ];
         (name.clone(), fields)
     });
@@ -236,7 +276,30 @@ mod tests {
         // qgemv_mma.cu's QmSegs: out[3], n[3], first[4], count, QNorm (8-aligned), early, gated
         assert_eq!(std::mem::offset_of!(QmSegs, norm), 56);
         assert_eq!(std::mem::offset_of!(QmSegs, early), 80);
-        assert_eq!(std::mem::size_of::<QmSegs>(), 88);
+        assert_eq!(std::mem::offset_of!(QmSegs, stages), 88);
+        assert_eq!(std::mem::size_of::<QmSegs>(), 96);
+    }
+
+    #[test]
+    fn more_stages_only_where_they_cost_no_block() {
+        // An H200-like SM: 228 KiB, 1 KiB reserved a block, 227 KiB at most a block.
+        let sm = |enc, m, k| {
+            move |st: usize| {
+                let b = mma_gemv_smem(enc, m, k, st).1 + 1024;
+                (b <= 228 * 1024).then(|| (228 * 1024 / b).min(4) * 132)
+            }
+        };
+        // K = 4096, one row: four blocks at two stages, three at three.
+        assert_eq!(pick_stages(sm(Encoding::Q4_0, 1, 4096), None), 2);
+        // the down projection of an 8B model (K = 14336): two blocks either way
+        assert_eq!(pick_stages(sm(Encoding::Q4_0, 1, 14336), None), 3);
+        // eight rows of K = 4096: one block, room for four stages
+        assert_eq!(pick_stages(sm(Encoding::Q4_0, 8, 4096), None), 4);
+        assert_eq!(pick_stages(sm(Encoding::Q4_0, 8, 4096), Some(2)), 2);
+        assert_eq!(pick_stages(sm(Encoding::Q4_0, 1, 4096), Some(3)), 3);
+        // a forced count the block cannot hold is not taken
+        let tight = |st: usize| (st <= 2).then_some(132);
+        assert_eq!(pick_stages(tight, Some(4)), 2);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub struct QProblem {
 /// The kernel a qmatmul takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QPath {
-    /// qgemv_mma.cu: integer tensor cores, 1-4 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
+    /// qgemv_mma.cu: integer tensor cores, 1-8 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
     Mma,
     /// qgemv_stream.cu: persistent, precomputed copy offsets, word-decoded encodings over 16-byte
     /// aligned rows (`qgemv.stream`).
@@ -51,19 +51,19 @@ pub(super) const SMALL_WEIGHTS: usize = 3072 * 2048;
 pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
     let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
     let invariant = t.batch_invariant();
-    // Unless the knobs say otherwise: 1-4 rows of at least SMALL_WEIGHTS weights take the
+    // Unless the knobs say otherwise: 1-8 rows of at least SMALL_WEIGHTS weights take the
     // tensor-core kernel; 1-2 rows of fewer take qgemv.cu (the tensor-core kernel's lhs
     // preparation and short tile walks, and the streaming kernel's setup, cost more than
-    // qgemv.cu's whole run there); 3-4 rows of fewer keep the streaming kernel.
+    // qgemv.cu's whole run there); 3-8 rows of fewer keep the streaming kernel.
     let few = p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
     let small = p.m <= 2 && few;
     let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few);
     let mma = !invariant
-        && p.m <= 4
+        && p.m <= 8
         && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
         && aligned
         && p.n < i32::MAX as usize
-        && mma_gemv_smem(p.enc, p.m, p.k).0 <= QM_PREP_BUDGET
+        && mma_gemv_smem(p.enc, p.m, p.k, 2).0 <= QM_PREP_BUDGET
         && wanted
         && arch_major >= 9;
     if mma {
@@ -106,7 +106,13 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4K, 2), 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4_1, 4), 9, ""), QPath::Mma);
-        assert_eq!(path(&problem(Encoding::Q4_0, 5), 9, ""), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q4_0, 5), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4K, 8), 9, ""), QPath::Mma);
+        // 8 rows of K = 14336 (an 8B model's down projection): the fragments exceed the budget
+        let down = QProblem { k: 14336, row_bytes: 14336 / 32 * 18, ..problem(Encoding::Q4_0, 8) };
+        assert_eq!(path(&down, 9, ""), QPath::Stream);
+        assert_eq!(path(&QProblem { m: 4, ..down }, 9, ""), QPath::Stream);
+        assert_eq!(path(&QProblem { m: 2, ..down }, 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0"), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q6K, 1), 9, ""), QPath::General);
