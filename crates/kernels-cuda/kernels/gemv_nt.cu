@@ -137,6 +137,8 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     constexpr int R = MR;                   // rows of the result per warp
     constexpr int RW = GATED ? 2 * R : R;   // rows of W per warp: the gate's, then the up's
     constexpr int U = 8 / RW;               // steps in flight: 8 vectors per lane
+    constexpr bool TWO = U > 1 && VEC;      // two groups of U / 2 steps in turn (below)
+    constexpr int H = TWO ? U / 2 : U;      // steps per group
     constexpr i64 STEP = 32 * V;
     const int lane = threadIdx.x % 32;
     int s = 0;
@@ -155,12 +157,14 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     // the previous kernel's tail. A (the norm's sums of squares too), the epilogue's residual
     // and C only after it; every thread waits (a warp past N too) before it may return.
     // (The `_norm` variants only prefetch the group into L2, and load it after the norm's pass.)
-    u32 raw[U][RW][4];
+    constexpr i64 G = H * STEP;  // columns of a group
+    u32 raw[H][RW][4], nxt[H][RW][4];
     if constexpr (PRE) {
         // (f32 rows: no early prefetch; at m1 it made ptxas spill, and f32 weights are rare)
-        if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, U>(W, W2, lane * V, p.k, wrows);
+        if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, 2 * H>(W, W2, lane * V, p.k, wrows);
     } else {
-        load_w<T, R, RW, U, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
+        load_w<T, R, RW, H, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
+        if constexpr (TWO) load_w<T, R, RW, H, VEC, true>(nxt, W, W2, lane * V + G, p.k, wrows);
     }
     pdl_wait();
     pdl_launch_dependents();  // this grid's loads are issued: the next kernel may start its own
@@ -171,21 +175,23 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     for (int m = 0; m < MR; ++m) sq[m] = 0.f;
     if constexpr (PRE) {
         inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
-        load_w<T, R, RW, U, VEC, false>(raw, W, W2, lane * V, p.k, wrows);
+        load_w<T, R, RW, H, VEC, false>(raw, W, W2, lane * V, p.k, wrows);
+        if constexpr (TWO) load_w<T, R, RW, H, VEC, false>(nxt, W, W2, lane * V + G, p.k, wrows);
     }
     float acc[MR][RW];
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
         for (int r = 0; r < RW; ++r) acc[m][r] = 0.f;
-    for (i64 base = lane * V; base < p.k; base += U * STEP) {
+    // One group of steps (its weights in w) at lane column `base` into the sums.
+    auto group = [&](const u32 (&w)[H][RW][4], i64 base) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
+        for (int u = 0; u < H; ++u) {
             const i64 col = base + u * STEP;
             if (col < p.k) {
                 float b[RW][V];
 #pragma unroll
-                for (int r = 0; r < RW; ++r) Unpack<T>::go(raw[u][r], b[r]);
+                for (int r = 0; r < RW; ++r) Unpack<T>::go(w[u][r], b[r]);
                 float g[V];
                 if constexpr (NORM) {
                     u32 gw[4];
@@ -221,8 +227,21 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
                 }
             }
         }
-        // the next group of steps (the first came before the wait)
-        if (base + U * STEP < p.k) load_w<T, R, RW, U, VEC, false>(raw, W, W2, base + U * STEP, p.k, wrows);
+    };
+    // Two groups of H steps in turn, both in flight from the start: a group's refill goes out
+    // as soon as its sums are taken, so the warp keeps the other one in flight while it adds
+    // (the same sums in the same order as one group of U steps at a time). With U = 1 (RW = 8),
+    // and for element loads (`any`, registers), one group of U steps, refilled after its sums.
+    for (i64 base = lane * V; base < p.k; base += (TWO ? 2 : 1) * G) {
+        group(raw, base);
+        if constexpr (TWO) {
+            if (base + 2 * G < p.k) load_w<T, R, RW, H, VEC, false>(raw, W, W2, base + 2 * G, p.k, wrows);
+            if (base + G >= p.k) break;
+            group(nxt, base + G);
+            if (base + 3 * G < p.k) load_w<T, R, RW, H, VEC, false>(nxt, W, W2, base + 3 * G, p.k, wrows);
+        } else {
+            if (base + G < p.k) load_w<T, R, RW, H, VEC, false>(raw, W, W2, base + G, p.k, wrows);
+        }
     }
 #pragma unroll
     for (int m = 0; m < MR; ++m)
