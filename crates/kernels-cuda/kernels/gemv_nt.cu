@@ -5,12 +5,13 @@
 //
 // skinny_nt_<T>_m<MR>_<vec|any>[_norm][_gated]: A [M, K] with M <= MR (1, 2 or 4), W [N, K],
 // C [M, N], all row-major. A warp computes whole dot products: it owns R = MR consecutive rows
-// of W, reads them from start to end in 16-byte lane vectors (512 bytes per row and step, 8 / R
-// steps in flight before any is used), takes the matching A vectors through L1 (every warp
+// of W, reads them from start to end in 16-byte lane vectors (512 bytes per row and step; 8 / R
+// steps in flight, as two groups of 4 / R: a group is refilled as soon as its sums are taken,
+// while the other stays in flight), takes the matching A vectors through L1 (every warp
 // reads the same A; each vector serves the warp's R rows, so L1 carries no more bytes than the
 // weights), and the lanes' sums meet by shuffles. Nothing is split over K, so there is no
 // workspace and no second pass: for the small products of a decode step the time is latency,
-// and the chain here is the launch, one round trip per group of steps in flight and the store.
+// and the chain here is the launch, the round trips of the groups of steps and the store.
 // `vec`: K % V == 0 and A, W 16-byte aligned (every vector is whole); `any`: element loads,
 // zero past K.
 //
