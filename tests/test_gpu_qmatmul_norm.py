@@ -157,7 +157,9 @@ def product_and_bound(x, gamma, w, dtype):
 def test_gated_pair_matches_float64(hopper, rng, enc, k, kernel, dtype, norm):
     """silu(x W_gate^T) * (x W_up^T), with and without the norm before it, at 1 and 2 rows: one
     launch (the general kernel's row limit holds for the norm only)."""
-    x, gamma, ws = inputs(rng, enc, dtype, k, (200, 200), scale=1 / 32)  # gate * up within f16's range
+    # gate * up well within f16's range: at scale 1/32 one seed's Q6_K pair reached 83,000 (inf in
+    # f16); at 1/128 the largest over 1,800 draws of these cases is about 9,600
+    x, gamma, ws = inputs(rng, enc, dtype, k, (200, 200), scale=1 / 128)
     gamma = gamma if norm else None
     for m in (1, 2):
         (out,), log = run(hopper, enc, dtype, gamma, ws, x[:m], gated=True)
