@@ -241,7 +241,7 @@ declare! {
     AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";
 
     // ---- quantized GEMV ------------------------------------------------------------------
-    /// The tensor-core GEMV (qgemv_mma.cu) for 1-4 rows of Q4_0/Q4_1/Q4_K (unset: for weights of
+    /// The tensor-core GEMV (qgemv_mma.cu) for 1-8 rows of Q4_0/Q4_1/Q4_K (unset: for weights of
     /// 3072 x 2048 elements and more; 1: whatever their size).
     QgemvMma: "qgemv.mma", None, Kind::Flag, "";
     /// The streaming GEMV (qgemv_stream.cu) on sm_90 (off: qgemv.cu's general kernel; unset: not
