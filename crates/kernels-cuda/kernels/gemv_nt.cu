@@ -162,7 +162,7 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     u32 raw[H][RW][4], nxt[H][RW][4];
     if constexpr (PRE) {
         // (f32 rows: no early prefetch; at m1 it made ptxas spill, and f32 weights are rare)
-        if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, 2 * H>(W, W2, lane * V, p.k, wrows);
+        if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, (TWO ? 2 : 1) * H>(W, W2, lane * V, p.k, wrows);
     } else {
         load_w<T, R, RW, H, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
         if constexpr (TWO) load_w<T, R, RW, H, VEC, true>(nxt, W, W2, lane * V + G, p.k, wrows);
