@@ -509,15 +509,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     }
 #define QGEMV_MMA(NAME, E, MR) \
     QGEMV_MMA1(NAME, E, MR, float, ) QGEMV_MMA1(NAME, E, MR, bf16, _bf16) QGEMV_MMA1(NAME, E, MR, f16, _f16)
-QGEMV_MMA(q4_0, ENC_Q4_0, 1)
-QGEMV_MMA(q4_0, ENC_Q4_0, 2)
-QGEMV_MMA(q4_1, ENC_Q4_1, 1)
-QGEMV_MMA(q4_1, ENC_Q4_1, 2)
-QGEMV_MMA(q4_k, ENC_Q4_K, 1)
-QGEMV_MMA(q4_k, ENC_Q4_K, 2)
-QGEMV_MMA(q4_0, ENC_Q4_0, 4)
-QGEMV_MMA(q4_1, ENC_Q4_1, 4)
-QGEMV_MMA(q4_k, ENC_Q4_K, 4)
-QGEMV_MMA(q4_0, ENC_Q4_0, 8)
-QGEMV_MMA(q4_1, ENC_Q4_1, 8)
-QGEMV_MMA(q4_k, ENC_Q4_K, 8)
+#define QGEMV_MMA_ROWS(MR) \
+    QGEMV_MMA(q4_0, ENC_Q4_0, MR) QGEMV_MMA(q4_1, ENC_Q4_1, MR) QGEMV_MMA(q4_k, ENC_Q4_K, MR)
+QGEMV_MMA_ROWS(1)
+QGEMV_MMA_ROWS(2)
+QGEMV_MMA_ROWS(4)
+QGEMV_MMA_ROWS(8)

@@ -23,8 +23,8 @@ pub(super) fn mma_rows(m: usize) -> usize {
 }
 
 /// The integer tensor-core GEMV's shared memory for m lhs rows and `stages` weight stages per
-/// warp: (lhs fragments and per-unit terms, all of it: those, 128 zero bytes, each warp's stages
-/// and mbarriers, the group sums (two per lane and pair of rows)).
+/// warp: (the lhs fragments and per-unit terms, the whole: those, 128 zero bytes, each warp's
+/// stages and mbarriers, and the group sums, two per lane and pair of rows).
 pub(super) fn mma_gemv_smem(enc: Encoding, m: usize, k: usize, stages: usize) -> (usize, usize) {
     let (elems, bytes) = enc.block();
     let slot = QM_CHUNK / elems * bytes;
@@ -83,8 +83,9 @@ fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) ->
     (split, tiles.div_ceil(QM_WARPS / split).min(resident).min(cap))
 }
 
-/// (stages, shared memory, resident blocks) of qgemv_mma.cu's launch `name` for m rows of K
-/// (see pick_stages).
+/// (stages, shared memory, resident blocks) of qgemv_mma.cu's launch `name` (its encoding and
+/// rows) for m rows of K (see pick_stages), worked out once per device, kernel, K and
+/// `qgemv.stages`.
 fn mma_stages(
     stream: &Arc<CudaStream>,
     f: &CudaFunction,
@@ -92,16 +93,26 @@ fn mma_stages(
     (enc, m, k): (Encoding, usize, usize),
     tuning: &max_tuning::Tuning,
 ) -> Result<(usize, u32, usize)> {
+    type Key = (usize, String, usize, Option<usize>);
+    type Cache = Mutex<Option<HashMap<Key, (usize, u32, usize)>>>;
+    static CACHE: Cache = Mutex::new(None);
+    let forced = tuning.int(max_tuning::Knob::QgemvStages);
+    let key = (stream.context().ordinal(), name.to_string(), k, forced);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(v);
+    }
     let smem = |st: usize| mma_gemv_smem(enc, m, k, st).1 as u32;
-    let mut resident = std::collections::HashMap::new();
-    for st in 2..=QM_MAX_ST {
-        if st == 2 || crate::allow_smem(stream.context(), f, smem(st)).is_ok() {
-            resident.insert(st, resident_blocks(stream, f, name, smem(st))?);
+    // (occupancy is asked for after the kernel may take that much shared memory)
+    let mut resident = [None; QM_MAX_ST + 1];
+    for (st, r) in resident.iter_mut().enumerate().skip(2) {
+        if crate::allow_smem(stream.context(), f, smem(st)).is_ok() {
+            *r = Some(resident_blocks(stream, f, name, smem(st))?);
         }
     }
-    let forced = tuning.int(max_tuning::Knob::QgemvStages);
-    let st = pick_stages(|st| resident.get(&st).copied(), forced);
-    Ok((st, smem(st), resident[&st]))
+    let st = pick_stages(|st| resident[st], forced);
+    let v = (st, smem(st), resident[st].unwrap_or(1));
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
+    Ok(v)
 }
 
 /// Weight stages per warp: 2, or the most up to QM_MAX_ST that keep the resident blocks two
@@ -196,8 +207,8 @@ pub(super) fn qgemv_mma(
     }
     let name = format!("qgemv_mma_{}_m{}{}", suffix(enc), mma_rows(m), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
-    crate::allow_smem(stream.context(), &f, mma_gemv_smem(enc, m, k, 2).1 as u32)?;
     let (stages, smem, resident) = mma_stages(stream, &f, &name, (enc, m, k), tuning)?;
+    crate::allow_smem(stream.context(), &f, smem)?;
     let mut segs = QmSegs::new(if fold.gated { &parts[..1] } else { parts });
     segs.norm = fold.norm;
     segs.stages = stages as i32;
