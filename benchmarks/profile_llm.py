@@ -108,7 +108,8 @@ def summarize(kernels: list[tuple[int, str, float, float]], steps: int, wall_s: 
             # kernels of the step after the middle one (the middle one is often the first of an
             # execute of several steps, waiting on the host)
             "idle_us_by_step": [round(idle_us(one, prev[-1][2]), 1) for prev, one in zip(slices, slices[1:])],
-            "timeline": timeline(slices[steps // 2 + 1] if len(slices) > steps // 2 + 1 else []),
+            "timeline": timeline(slices[0] if steps == 1 and slices else
+                                 slices[steps // 2 + 1] if len(slices) > steps // 2 + 1 else []),
         })
     return out
 

@@ -27,7 +27,7 @@ def _buf(x: np.ndarray, device) -> driver.Buffer:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset,mbc", [(0.0, True), (1.0, True), (0.0, False)])
-@pytest.mark.parametrize("d", [96, 97, 2048])  # rows of whole 16-byte vectors (a warp, a block) and not
+@pytest.mark.parametrize("d", [96, 97, 2048, 4096, 8192, 12288])  # warp, 256- and 1024-thread blocks, and a ragged row
 def test_rms_norm(device, rng, dtype, offset, mbc, d):
     ref = DeviceRef.from_device(device)
     x = rng.standard_normal((5, 3, d)).astype(NP[dtype])

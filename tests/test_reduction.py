@@ -266,7 +266,7 @@ def softmax_ref(x, axis):
         return e / e.sum(axis=axis, keepdims=True), z - np.log(e.sum(axis=axis, keepdims=True))
 
 
-SOFTMAX_LAYOUTS = LAYOUTS + [(("batch", n), -1, (3, 1)) for n in (1000, 16_384, 20_000)] + [
+SOFTMAX_LAYOUTS = LAYOUTS + [(("batch", n), -1, (3, 1)) for n in (1000, 4096, 16_384, 20_000)] + [
     (("batch", 256), -1, (8192, 2)),      # many rows: many GPU blocks of 8 warps
 ]
 

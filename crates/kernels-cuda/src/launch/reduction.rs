@@ -131,6 +131,9 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
                     }
                 }
             }
+            for op in ["softmax", "layer_norm", "rms_norm"] {
+                all.push((NORM, norm_kernel(op, "cached", "mid", dt), size_of::<NormArgs>()));
+            }
             all.push((NORM, norm_kernel("softmax", "cols", "", dt), size_of::<NormArgs>()));
         }
     }
@@ -300,6 +303,12 @@ mod tests {
         assert_eq!(name, "softmax_rows_warp_f32");
         let (name, block, _) = row_kernel("layer_norm", DType::BFloat16, 32_768, &[0; 4]).unwrap();
         assert_eq!((name.as_str(), block), ("layer_norm_cached_block_bf16", 1024));
+        let (name, block, rows) = row_kernel("rms_norm", DType::BFloat16, 4096, &[0; 3]).unwrap();
+        assert_eq!((name.as_str(), block, rows), ("rms_norm_cached_mid_bf16", 256, 1));
+        let (name, block, _) = row_kernel("rms_norm", DType::Float32, 4100, &[0; 3]).unwrap();
+        assert_eq!((name.as_str(), block), ("rms_norm_cached_block_f32", 1024));
+        let (name, block, _) = row_kernel("rms_norm", DType::Float32, 4096, &[0, 8, 0]).unwrap();
+        assert_eq!((name.as_str(), block), ("rms_norm_rows_block_f32", 1024));
         let (name, ..) = row_kernel("layer_norm", DType::Float32, 16_385, &[0; 4]).unwrap();
         assert_eq!(name, "layer_norm_rows_block_f32");
         let (name, ..) = row_kernel("softmax", DType::Float16, 64, &[0, 8]).unwrap();
