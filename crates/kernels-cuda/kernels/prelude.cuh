@@ -292,10 +292,12 @@ template <int N> __device__ __forceinline__ void epi_act_all(int act, float* v) 
 // epi_act_all, except that the sigmoid family uses one exponential per element: the Hopper GEMM
 // and conv2d epilogues (and the conv2d's split-K reduce, which must apply the same activation),
 // where the two-exponential form does not fit next to 128 live accumulators (it spilled under
-// the 168-register bound).
+// the 168-register bound). The hardware's exponential and reciprocal (a few ulp, far below the
+// 16-bit outputs' rounding): with expf and an IEEE division, a prefill's gate projection (2,048
+// x 14,336 outputs, an H200) took 397 us with SiLU in its epilogue against 320 without.
 __device__ __forceinline__ float sigmoid1(float x) {
-    const float t = expf(-fabsf(x));
-    const float r = 1.f / (1.f + t);
+    const float t = __expf(-fabsf(x));
+    const float r = __fdividef(1.f, 1.f + t);
     return x >= 0.f ? r : t * r;
 }
 template <int N> __device__ __forceinline__ void act_all_1exp(int act, float* v) {
