@@ -5,21 +5,29 @@
 //
 // allreduce_p2p_<T>: one launch per rank, each on its own device's stream. The tensor is cut
 // into chunks of AR_CHUNK bytes, one block each. Block b of every rank:
-//   1. reads its epoch, one more than the last this block of this rank finished (a counter in
-//      the rank's own signal buffer; the ranks run the same sequence of collectives, so their
-//      epochs agree), and the receive slot set of its parity;
-//   2. pushes its chunk of the input into slot [parity][rank] of every rank's receive area
-//      (plain stores, over NVLink for the peers), then, after a system-scope fence, sets flag
-//      [b][rank] of every rank to the epoch (a release store);
-//   3. waits until its own flags [b][r] of every rank r have reached the epoch (acquire loads;
-//      after `timeout_ns` of waiting it traps: a peer that never comes fails the launch instead
-//      of hanging it);
-//   4. sums the chunk's slots in rank order from its own receive area, in f32, rounds once to T
-//      and stores the result: every rank gets the very same bits.
+//   1. reads its chunk of the input and its epoch, one more than the last this block of this
+//      rank finished (a counter in the rank's own signal buffer; the ranks run the same sequence
+//      of collectives, so their epochs agree), which picks the receive slot set of its parity;
+//   2. pushes its chunk of the input into slot [parity][rank] of every other rank's receive
+//      area. Calls of at most AR_LL_BLOCKS blocks (`ll`) send 16-byte lines of two 8-byte
+//      halves, each 4 bytes of data beside the epoch as a flag (st.volatile over NVLink: an
+//      8-byte half lands whole, so its data is there when its flag is): no fence and no
+//      separate flag, which cost a system-scope fence and a second NVLink crossing (two H200s:
+//      8 KiB in 3.5 us against 5.1). Larger calls, where the lines' doubled bytes cost more
+//      than that, push plain data, then (after a system-scope fence) set flag [b][rank] of
+//      every other rank to the epoch (a release store);
+//   3. waits for each other rank's share: until both flags of each of its lines hold the
+//      epoch, or until its own flag [b][r] of every other rank r has reached the epoch
+//      (acquire loads); after `timeout_ns` of waiting it traps: a peer that never comes fails
+//      the launch instead of hanging it;
+//   4. sums the chunk in rank order (its own share from its registers), in f32, rounds once to
+//      T and stores the result: every rank gets the very same bits.
 // Two slot sets by epoch parity are enough: a rank pushes epoch e + 2 into the set of epoch e
-// only after its wait of epoch e + 1, which needs every peer's flag of e + 1, which a peer sets
-// only after its launch of epoch e has finished reading. The receive area is read through L2
-// only (ld.global.cg): peers write it behind the SMs' L1.
+// only after its wait of epoch e + 1, which needs every peer's lines of e + 1, which a peer
+// pushes only after its launch of epoch e has finished reading. A line's flags are compared
+// for equality: the lines of e - 2 (or zero, never an epoch) cannot pass for those of e; lines
+// and plain data have receive areas of their own, so data never passes for a flag. The receive
+// areas are read around the SMs' L1 (ld.volatile, ld.global.cg): peers write them behind it.
 // allreduce_p2p_norm_<T> is the same exchange followed by the RMSNorm of the sum (a decoder
 // layer's norm after the attention's or the MLP's allreduce): every block holds whole rows of
 // k elements (AR_CHUNK a multiple of a row, a row whole warps of vectors), so after step 4 it
@@ -35,12 +43,15 @@
 #define AR_THREADS 256
 #define AR_CHUNK (AR_THREADS * 16 * 2)    // bytes per block: two 16-byte vectors per thread
 #define AR_MAX_BLOCKS 128                  // so at most AR_MAX_BLOCKS * AR_CHUNK = 1 MiB a call
-// Signal buffer layout (bytes): the blocks' epoch counters, the flags [block][rank], then the
-// receive area [2 parities][ranks][AR_SLOT].
+#define AR_LL_BLOCKS 32                    // lines for calls of at most 32 blocks (256 KiB)
+// Signal buffer layout (bytes): the blocks' epoch counters, the flags [block][rank] of plain
+// calls, then the receive areas: plain data [2 parities][ranks][AR_SLOT], then lines
+// [2 parities][ranks][AR_LL_SLOT].
 #define AR_COUNTERS 0
 #define AR_FLAGS 4096
 #define AR_RECV 65536
 #define AR_SLOT (AR_MAX_BLOCKS * AR_CHUNK)
+#define AR_LL_SLOT (2 * AR_LL_BLOCKS * AR_CHUNK)
 
 struct ArArgs {
     u64 in, out;                // this rank's input and output: count elements of T
@@ -48,6 +59,7 @@ struct ArArgs {
     i64 count;                  // elements; count * sizeof(T) a multiple of 16
     i32 rank, ranks;
     u64 timeout_ns;             // how long step 3 may wait
+    i32 ll, pad;                // lines (at most AR_LL_BLOCKS blocks), or plain data and flags
 };
 
 // The RMSNorm of allreduce_p2p_norm: this rank's weight and result, the row length and the
@@ -74,6 +86,24 @@ __device__ __forceinline__ u32 ar_acquire(const u32* p) {
     u32 v;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+
+// One 16-byte line: data a and b, each beside the flag f.
+__device__ __forceinline__ void ar_put(uint4* p, u32 a, u32 b, u32 f) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(f), "r"(b), "r"(f) : "memory");
+}
+
+// Waits for the line at p to carry flag f in both halves and returns its two data words.
+__device__ __forceinline__ uint2 ar_take(const uint4* p, u32 f, u64 t0, u64 timeout_ns) {
+    u32 a, fa, b, fb;
+    while (true) {
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(a), "=r"(fa), "=r"(b), "=r"(fb)
+                     : "l"(p)
+                     : "memory");
+        if (fa == f && fb == f) return make_uint2(a, b);
+        if (ar_now() - t0 > timeout_ns) asm volatile("trap;");
+    }
 }
 
 // acc (+)= the vector's values (`first`: acc = them, so that -0 + -0 stays -0).
@@ -107,7 +137,7 @@ template <typename T> __device__ __forceinline__ uint4 ar_pack(const float (&acc
 // j-th vector (index v0 + tid + j * AR_THREADS) of the rounded sums, `have[j]` whether it exists.
 template <typename T, int PER>
 __device__ __forceinline__ void ar_norm(const ArNormArgs& n, i64 v0, const float (&sum)[PER][16 / sizeof(T)],
-                                        const bool (&have)[PER]) {
+                                        const bool (&have)[PER], const uint4 (&gq)[PER]) {
     constexpr int V = 16 / sizeof(T), WARPS = AR_THREADS / 32;
     __shared__ float wsum[PER * WARPS];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -124,7 +154,6 @@ __device__ __forceinline__ void ar_norm(const ArNormArgs& n, i64 v0, const float
         if (lane == 0) wsum[j * WARPS + warp] = s;
     }
     __syncthreads();
-    const uint4* gamma = reinterpret_cast<const uint4*>(n.gamma);
     uint4* normed = reinterpret_cast<uint4*>(n.normed);
     const i64 wpr = vpr / 32;
 #pragma unroll
@@ -134,8 +163,7 @@ __device__ __forceinline__ void ar_norm(const ArNormArgs& n, i64 v0, const float
         float ss = 0.f;
         for (i64 w = 0; w < wpr; ++w) ss += wsum[first + w];
         const float inv = 1.0f / sqrtf(ss / (float)n.k + n.eps);
-        const uint4 gq = __ldg(gamma + rel % vpr);
-        u32 gw[4] = {gq.x, gq.y, gq.z, gq.w};
+        u32 gw[4] = {gq[j].x, gq[j].y, gq[j].z, gq[j].w};
         float g[V], y[V];
         Unpack<T>::go(gw, g);
 #pragma unroll
@@ -149,62 +177,99 @@ __device__ __forceinline__ void ar_norm(const ArNormArgs& n, i64 v0, const float
 
 template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(const ArArgs& p, const ArNormArgs* n) {
     constexpr int V = 16 / sizeof(T);
+    constexpr int PER = AR_CHUNK / 16 / AR_THREADS;  // vectors per thread
     const int b = blockIdx.x, tid = threadIdx.x;
     u8* mine = reinterpret_cast<u8*>(p.sig[p.rank]);
     __shared__ u32 s_epoch;
+    const i64 nvec = p.count / V, v0 = (i64)b * (AR_CHUNK / 16);
+    const i64 v1 = min(nvec, v0 + AR_CHUNK / 16);
+    bool have[PER];
+    uint4 x[PER], gq[PER];
     pdl_wait();
+    // 1. the input, the epoch and the norm's weights read together (the weights' latency then
+    // hides behind the exchange's)
+    const uint4* in = reinterpret_cast<const uint4*>(p.in);
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        have[j] = v0 + tid + (i64)j * AR_THREADS < v1;
+        x[j] = have[j] ? in[v0 + tid + (i64)j * AR_THREADS] : make_uint4(0u, 0u, 0u, 0u);
+        gq[j] = make_uint4(0u, 0u, 0u, 0u);
+        if constexpr (NORM) {
+            if (have[j]) gq[j] = __ldg(reinterpret_cast<const uint4*>(n->gamma) + (tid + j * AR_THREADS) % (n->k / V));
+        }
+    }
     if (tid == 0) s_epoch = *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) + 1;
     __syncthreads();
     const u32 epoch = s_epoch;
     const i64 parity = epoch & 1;
-    const i64 nvec = p.count / V, v0 = (i64)b * (AR_CHUNK / 16);
-    const i64 v1 = min(nvec, v0 + AR_CHUNK / 16);
-    // 2. push this rank's chunk into every rank's slot [parity][rank]
-    const uint4* in = reinterpret_cast<const uint4*>(p.in);
-    for (i64 v = v0 + tid; v < v1; v += AR_THREADS) {
-        const uint4 x = in[v];
-        for (int r = 0; r < p.ranks; ++r) {
-            uint4* slot = reinterpret_cast<uint4*>(reinterpret_cast<u8*>(p.sig[r]) + AR_RECV + (parity * p.ranks + p.rank) * AR_SLOT);
-            slot[v] = x;
+    // 2. and 3.: lines, or plain data then a flag (see the top of the file)
+    const u64 t0 = ar_now();
+    const i64 ll_base = AR_RECV + 2 * p.ranks * AR_SLOT;
+    if (p.ll) {
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            const i64 v = v0 + tid + (i64)j * AR_THREADS;
+            if (!have[j]) continue;
+            for (int r = 0; r < p.ranks; ++r) {
+                if (r == p.rank) continue;
+                uint4* line = reinterpret_cast<uint4*>(reinterpret_cast<u8*>(p.sig[r]) + ll_base
+                                                       + (parity * p.ranks + p.rank) * AR_LL_SLOT) + 2 * v;
+                ar_put(line, x[j].x, x[j].y, epoch);
+                ar_put(line + 1, x[j].z, x[j].w, epoch);
+            }
         }
+    } else {
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            const i64 v = v0 + tid + (i64)j * AR_THREADS;
+            if (!have[j]) continue;
+            for (int r = 0; r < p.ranks; ++r) {
+                if (r == p.rank) continue;
+                uint4* slot = reinterpret_cast<uint4*>(reinterpret_cast<u8*>(p.sig[r]) + AR_RECV
+                                                       + (parity * p.ranks + p.rank) * AR_SLOT);
+                slot[v] = x[j];
+            }
+        }
+        __syncthreads();
+        if (tid < p.ranks && tid != p.rank) {
+            __threadfence_system();
+            ar_release(reinterpret_cast<u32*>(reinterpret_cast<u8*>(p.sig[tid]) + AR_FLAGS) + b * AR_MAX_RANKS + p.rank, epoch);
+            const u32* flag = reinterpret_cast<const u32*>(mine + AR_FLAGS) + b * AR_MAX_RANKS + tid;
+            while ((int)(ar_acquire(flag) - epoch) < 0) {
+                if (ar_now() - t0 > p.timeout_ns) asm volatile("trap;");
+            }
+        }
+        __syncthreads();
     }
-    __syncthreads();
-    if (tid < p.ranks) {
-        __threadfence_system();
-        ar_release(reinterpret_cast<u32*>(reinterpret_cast<u8*>(p.sig[tid]) + AR_FLAGS) + b * AR_MAX_RANKS + p.rank, epoch);
-        // 3. wait for rank tid's chunk of this epoch
-        const u32* flag = reinterpret_cast<const u32*>(mine + AR_FLAGS) + b * AR_MAX_RANKS + tid;
-        const u64 t0 = ar_now();
-        while ((int)(ar_acquire(flag) - epoch) < 0) {
-            if (ar_now() - t0 > p.timeout_ns) asm volatile("trap;");
+    // 4. the sum in rank order (this rank's share from its registers)
+    float sum[PER][V];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        if (!have[j]) continue;
+        const i64 v = v0 + tid + (i64)j * AR_THREADS;
+        float acc[V];
+        for (int r = 0; r < p.ranks; ++r) {
+            uint4 q = x[j];
+            if (r != p.rank && p.ll) {
+                const uint4* line = reinterpret_cast<const uint4*>(mine + ll_base + (parity * p.ranks + r) * AR_LL_SLOT) + 2 * v;
+                const uint2 lo = ar_take(line, epoch, t0, p.timeout_ns), hi = ar_take(line + 1, epoch, t0, p.timeout_ns);
+                q = make_uint4(lo.x, lo.y, hi.x, hi.y);
+            } else if (r != p.rank) {
+                q = __ldcg(reinterpret_cast<const uint4*>(mine + AR_RECV + (parity * p.ranks + r) * AR_SLOT) + v);
+            }
+            ar_add<T>(acc, q, r == 0);
+        }
+        const uint4 s4 = ar_pack<T>(acc);
+        reinterpret_cast<uint4*>(p.out)[v] = s4;
+        if constexpr (NORM) {
+            u32 w[4] = {s4.x, s4.y, s4.z, s4.w};
+            Unpack<T>::go(w, sum[j]);  // the norm reads the sum as stored
         }
     }
     __syncthreads();
     pdl_launch_dependents();
-    // 4. the sum, in rank order, from this rank's receive area
-    uint4* out = reinterpret_cast<uint4*>(p.out);
-    constexpr int PER = AR_CHUNK / 16 / AR_THREADS;  // vectors per thread
-    float sum[PER][V];
-    bool have[PER];
-#pragma unroll
-    for (int j = 0; j < PER; ++j) {
-        const i64 v = v0 + tid + (i64)j * AR_THREADS;
-        have[j] = v < v1;
-        if (!have[j]) continue;
-        float acc[V];
-        for (int r = 0; r < p.ranks; ++r) {
-            const uint4* slot = reinterpret_cast<const uint4*>(mine + AR_RECV + (parity * p.ranks + r) * AR_SLOT);
-            ar_add<T>(acc, __ldcg(slot + v), r == 0);
-        }
-        const uint4 q = ar_pack<T>(acc);
-        out[v] = q;
-        if constexpr (NORM) {
-            u32 w[4] = {q.x, q.y, q.z, q.w};
-            Unpack<T>::go(w, sum[j]);  // the norm reads the sum as stored
-        }
-    }
     if (tid == 0) *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) = epoch;
-    if constexpr (NORM) ar_norm<T, PER>(*n, v0, sum, have);
+    if constexpr (NORM) ar_norm<T, PER>(*n, v0, sum, have, gq);
 }
 
 #define AR_ENTRY(T, NAME)                                                                               \

@@ -6,7 +6,7 @@ MAX's peer-to-peer kernels keep 513 MiB of scratch in each signal buffer. Here t
 collectives run over NCCL, which keeps its own, except the allreduce of up to 1 MiB (the
 ``collective.p2p`` knob, on by default; kernels/allreduce_p2p.cu), which pushes each device's tensor into every
 device's signal buffer: ``NUM_BYTES`` holds its counters, flags and receive slots for up to 8
-devices (16 MiB and 64 KiB). A signal buffer must start zeroed (``Signals.buffers`` does it) and
+devices (24 MiB and 64 KiB). A signal buffer must start zeroed (``Signals.buffers`` does it) and
 serve one group of devices (a buffer seen with another group sends that call to NCCL)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Signals:
     """The signal buffers of `devices` (graph devices, in the order the collectives list
     their values)."""
 
-    NUM_BYTES = 65536 + 2 * 8 * (1 << 20)
+    NUM_BYTES = 65536 + 2 * 8 * (3 << 19)
 
     def __init__(self, devices: Iterable[Any]) -> None:
         self.devices: list[DeviceRef] = [DeviceRef.from_device(d) for d in devices]

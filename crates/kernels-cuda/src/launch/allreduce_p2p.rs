@@ -20,13 +20,18 @@ const CHUNK: usize = THREADS * 16 * 2;
 /// Most blocks, so most bytes a call (AR_MAX_BLOCKS * AR_CHUNK: 1 MiB).
 const MAX_BLOCKS: usize = 128;
 pub const MAX_BYTES: usize = MAX_BLOCKS * CHUNK;
-/// Where the receive area starts in a signal buffer (AR_RECV), and one rank's slot in it.
+/// Where the receive areas start in a signal buffer (AR_RECV), and one rank's slot in each:
+/// plain data, and lines of 8 bytes of data beside 8 of flags (twice the bytes) for calls of
+/// at most LL_BLOCKS blocks (AR_SLOT, AR_LL_BLOCKS, AR_LL_SLOT).
 const RECV: usize = 65_536;
 const SLOT: usize = MAX_BYTES;
+const LL_BLOCKS: usize = 32;
+const LL_SLOT: usize = 2 * LL_BLOCKS * CHUNK;
 
-/// Bytes a signal buffer needs for `ranks` ranks: counters, flags, two sets of receive slots.
+/// Bytes a signal buffer needs for `ranks` ranks: counters, flags, two sets of receive slots
+/// of each kind.
 pub fn signal_bytes(ranks: usize) -> usize {
-    RECV + 2 * ranks * SLOT
+    RECV + 2 * ranks * (SLOT + LL_SLOT)
 }
 
 #[repr(C)]
@@ -39,6 +44,8 @@ struct ArArgs {
     rank: i32,
     ranks: i32,
     timeout_ns: u64,
+    ll: i32,
+    pad: i32,
 }
 
 // SAFETY: plain-old-data with the layout of the kernel's `ArArgs`.
@@ -156,6 +163,8 @@ pub fn allreduce_p2p(
             rank: i as i32,
             ranks: ranks as i32,
             timeout_ns,
+            ll: (blocks as usize <= LL_BLOCKS) as i32,
+            pad: 0,
         };
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS as u32, 1, 1), shared_mem_bytes: 0 };
         let what = "cuLaunchKernelEx(allreduce_p2p)";
@@ -183,7 +192,11 @@ pub fn allreduce_p2p(
         };
     }
     super::record::record("allreduce_p2p", || {
-        (name.to_string(), vec![("ranks", ranks as i64), ("blocks", blocks as i64), ("count", count as i64)])
+        let ll = (blocks as usize <= LL_BLOCKS) as i64;
+        (
+            name.to_string(),
+            vec![("ranks", ranks as i64), ("blocks", blocks as i64), ("count", count as i64), ("ll", ll)],
+        )
     });
     Ok(())
 }
@@ -195,7 +208,7 @@ mod tests {
     #[test]
     fn what_fits() {
         let sig = signal_bytes(2);
-        assert_eq!(sig, 65_536 + 4 * 1_048_576);
+        assert_eq!(sig, 65_536 + 4 * (1_048_576 + 524_288));
         // a decode step's 4096 bf16 activations on 2 GPUs
         assert!(fits(DType::BFloat16, 4096, 2, sig, &[0x1000, 0x2000]));
         assert!(fits(DType::Float32, MAX_BYTES / 4, 2, sig, &[0]));
