@@ -75,12 +75,15 @@ pub struct Plan {
 
 /// Relative time of one k-tile of a 128 x `bn` tile, of the split-K partial round trip, and of
 /// a unit's fixed cost (pipeline fill, epilogue): a rough model to pick the tile width and the
-/// splits. A 128-column k-tile does half the work in 0.76 of the time: on an H200 (bf16 W^T,
-/// 2048 rows, K 2048-14336, N 2048-28672, gpu_gemm.py with gemm.bn forced) 128-column tiles
-/// ran 420-490 TFLOP/s where 256-column ones ran 550-750, a tail wave included. (0.55 here
-/// picked 128 columns for 2048 x 4096 x 7168: 510 against 673 TFLOP/s.)
-fn unit_cost(bn: usize, k_tiles: usize, splits: usize) -> f64 {
-    let (step, reduce) = if bn == 256 { (1.0, 3.0) } else { (0.76, 1.5) };
+/// splits. With 4 row tiles or more a 128-column k-tile does half the work in 0.76 of the time:
+/// on an H200 (bf16 W^T, 2048 rows, K 2048-14336, N 2048-28672, gpu_gemm.py with gemm.bn
+/// forced) 128-column tiles ran 420-490 TFLOP/s where 256-column ones ran 550-750, a tail wave
+/// included (0.55 picked 128 columns for 2048 x 4096 x 7168: 510 against 673 TFLOP/s). With
+/// fewer, the product streams B and a narrower tile costs less (0.55: 128 x 4096 x 4096 ran 193
+/// TFLOP/s on 128 columns split 4 ways, 154 on 256 split 8 ways).
+fn unit_cost(bn: usize, m_tiles: usize, k_tiles: usize, splits: usize) -> f64 {
+    let narrow = if m_tiles >= 4 { 0.76 } else { 0.55 };
+    let (step, reduce) = if bn == 256 { (1.0, 3.0) } else { (narrow, 1.5) };
     let kps = k_tiles.div_ceil(splits);
     kps as f64 * step + if splits > 1 { reduce } else { 0.0 } + 2.0
 }
@@ -195,7 +198,7 @@ pub fn plan(rows: usize, n: usize, k: usize, z: usize, sms: usize, n_major: bool
             let cost = if bm == SKINNY_BM {
                 skinny_cost(bn, k_tiles, s, ctas_per_split, sms, b_bytes)
             } else {
-                waves as f64 * unit_cost(bn, k_tiles, s)
+                waves as f64 * unit_cost(bn, m_tiles, k_tiles, s)
             };
             if best.is_none_or(|(c, _, _)| cost < c - 1e-9) {
                 best = Some((cost, bn, s));

@@ -306,3 +306,17 @@ fn every_gemm_knob_changes_the_plan() {
     assert_eq!(from("gemm.epilogue=direct").staged, Some(false));
     assert_eq!(from("gemm.grid=8").grid, Some(8));
 }
+
+#[test]
+fn tile_width_follows_the_measured_costs() {
+    // H200, bf16 W^T: 2048 x 4096 x 7168 ran 673 TFLOP/s on 256 columns, 510 on 128; 128 x 4096
+    // x 4096 (one row tile, streaming B) 193 on 128 columns split 4 ways, 154 on 256.
+    let d = Knobs::default();
+    for n_major in [false, true] {
+        assert_eq!(plan(2048, 7168, 4096, 1, 132, n_major, d).unwrap().bn, 256);
+        assert_eq!(plan(2048, 3072, 4096, 1, 132, n_major, d).unwrap().bn, 256);
+        assert_eq!(plan(2048, 14336, 4096, 1, 132, n_major, d).unwrap().bn, 256);
+        let p = plan(128, 4096, 4096, 1, 132, n_major, d).unwrap();
+        assert_eq!((p.bn, p.splits), (128, 4), "{p:?}");
+    }
+}
