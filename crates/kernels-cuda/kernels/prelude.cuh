@@ -292,12 +292,14 @@ template <int N> __device__ __forceinline__ void epi_act_all(int act, float* v) 
 // epi_act_all, except that the sigmoid family uses one exponential per element: the Hopper GEMM
 // and conv2d epilogues (and the conv2d's split-K reduce, which must apply the same activation),
 // where the two-exponential form does not fit next to 128 live accumulators (it spilled under
-// the 168-register bound). The hardware's exponential and reciprocal (a few ulp, far below the
-// 16-bit outputs' rounding): with expf and an IEEE division, a prefill's gate projection (2,048
-// x 14,336 outputs, an H200) took 397 us with SiLU in its epilogue against 320 without.
+// the 168-register bound). The hardware's exponential (a few ulp, far below the 16-bit outputs'
+// rounding) and a rounded reciprocal without the division's slow path: with expf and an IEEE
+// division, a prefill's gate projection (2,048 x 14,336 outputs, an H200) took 397 us with SiLU
+// in its epilogue against 320 without. (__fdividef instead of __frcp_rn made ptxas spill
+// 150-220 bytes in the 256-column GEMM and conv kernels.)
 __device__ __forceinline__ float sigmoid1(float x) {
     const float t = __expf(-fabsf(x));
-    const float r = __fdividef(1.f, 1.f + t);
+    const float r = __frcp_rn(1.f + t);
     return x >= 0.f ? r : t * r;
 }
 template <int N> __device__ __forceinline__ void act_all_1exp(int act, float* v) {
