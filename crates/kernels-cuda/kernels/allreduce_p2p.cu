@@ -78,6 +78,11 @@ __device__ __forceinline__ u64 ar_now() {
     return t;
 }
 
+// Whether more than `timeout_ns` have passed since t0 (signed: a clock stepping back is no wait).
+__device__ __forceinline__ bool ar_waited_past(u64 t0, u64 timeout_ns) {
+    return (i64)(ar_now() - t0) > (i64)timeout_ns;
+}
+
 __device__ __forceinline__ void ar_release(u32* p, u32 v) {
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -102,7 +107,7 @@ __device__ __forceinline__ uint2 ar_take(const uint4* p, u32 f, u64 t0, u64 time
                      : "l"(p)
                      : "memory");
         if (fa == f && fb == f) return make_uint2(a, b);
-        if (ar_now() - t0 > timeout_ns) asm volatile("trap;");
+        if (ar_waited_past(t0, timeout_ns)) asm volatile("trap;");
     }
 }
 
@@ -198,7 +203,12 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(c
             if (have[j]) gq[j] = __ldg(reinterpret_cast<const uint4*>(n->gamma) + (tid + j * AR_THREADS) % (n->k / V));
         }
     }
-    if (tid == 0) s_epoch = *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) + 1;
+    if (tid == 0) {
+        // Epoch 0 is skipped when the counter wraps (2^32 - 1 -> 2, still alternating parity):
+        // a line never written holds flag 0.
+        const u32 e = *reinterpret_cast<volatile u32*>(mine + AR_COUNTERS + 4 * b) + 1;
+        s_epoch = e == 0 ? 2u : e;
+    }
     __syncthreads();
     const u32 epoch = s_epoch;
     const i64 parity = epoch & 1;
@@ -236,7 +246,7 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(c
             ar_release(reinterpret_cast<u32*>(reinterpret_cast<u8*>(p.sig[tid]) + AR_FLAGS) + b * AR_MAX_RANKS + p.rank, epoch);
             const u32* flag = reinterpret_cast<const u32*>(mine + AR_FLAGS) + b * AR_MAX_RANKS + tid;
             while ((int)(ar_acquire(flag) - epoch) < 0) {
-                if (ar_now() - t0 > p.timeout_ns) asm volatile("trap;");
+                if (ar_waited_past(t0, p.timeout_ns)) asm volatile("trap;");
             }
         }
         __syncthreads();
