@@ -215,31 +215,23 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(c
     // 2. and 3.: lines, or plain data then a flag (see the top of the file)
     const u64 t0 = ar_now();
     const i64 ll_base = AR_RECV + 2 * p.ranks * AR_SLOT;
-    if (p.ll) {
 #pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            const i64 v = v0 + tid + (i64)j * AR_THREADS;
-            if (!have[j]) continue;
-            for (int r = 0; r < p.ranks; ++r) {
-                if (r == p.rank) continue;
-                uint4* line = reinterpret_cast<uint4*>(reinterpret_cast<u8*>(p.sig[r]) + ll_base
-                                                       + (parity * p.ranks + p.rank) * AR_LL_SLOT) + 2 * v;
+    for (int j = 0; j < PER; ++j) {
+        const i64 v = v0 + tid + (i64)j * AR_THREADS;
+        if (!have[j]) continue;
+        for (int r = 0; r < p.ranks; ++r) {
+            if (r == p.rank) continue;
+            u8* peer = reinterpret_cast<u8*>(p.sig[r]);
+            if (p.ll) {
+                uint4* line = reinterpret_cast<uint4*>(peer + ll_base + (parity * p.ranks + p.rank) * AR_LL_SLOT) + 2 * v;
                 ar_put(line, x[j].x, x[j].y, epoch);
                 ar_put(line + 1, x[j].z, x[j].w, epoch);
+            } else {
+                reinterpret_cast<uint4*>(peer + AR_RECV + (parity * p.ranks + p.rank) * AR_SLOT)[v] = x[j];
             }
         }
-    } else {
-#pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            const i64 v = v0 + tid + (i64)j * AR_THREADS;
-            if (!have[j]) continue;
-            for (int r = 0; r < p.ranks; ++r) {
-                if (r == p.rank) continue;
-                uint4* slot = reinterpret_cast<uint4*>(reinterpret_cast<u8*>(p.sig[r]) + AR_RECV
-                                                       + (parity * p.ranks + p.rank) * AR_SLOT);
-                slot[v] = x[j];
-            }
-        }
+    }
+    if (!p.ll) {
         __syncthreads();
         if (tid < p.ranks && tid != p.rank) {
             __threadfence_system();

@@ -450,8 +450,8 @@ template <typename T, int G, int NV> __device__ __forceinline__ void rms_norm_ca
     }
 
 // Register-cached variants: NV 16-byte vectors per thread, 8 for a warp per row (rows of up to
-// 4 KiB), 4 for a 256-thread block (`mid`: rows of up to 16 KiB, eight blocks an SM, so that a
-// prefill's rows of 4,096 bf16 hide each other's memory latency) or a 1024-thread block (rows
+// 4 KiB), 4 for a 256-thread block (`mid`: rows of up to 16 KiB, several blocks an SM, so that
+// a prefill's rows of 4,096 bf16 hide each other's memory latency) or a 1024-thread block (rows
 // of up to 64 KiB).
 #define NORM_CACHED(NAME, T)                                                                              \
     extern "C" __global__ void __launch_bounds__(256, 1) softmax_cached_warp_##NAME(NormArgs a) {           \

@@ -149,6 +149,7 @@ pub fn allreduce_p2p(
     let normed_name = name.replacen("allreduce_p2p_", "allreduce_p2p_norm_", 1);
     let name = if norm.is_some() { normed_name.as_str() } else { name };
     let blocks = (count * dtype.size_in_bytes()).div_ceil(CHUNK) as u32;
+    let ll = blocks as usize <= LL_BLOCKS;
     let mut sig = [0u64; MAX_RANKS];
     sig[..ranks].copy_from_slice(sigs);
     // Every rank's function first: a rank launched before another's failed would wait for it
@@ -163,7 +164,7 @@ pub fn allreduce_p2p(
             rank: i as i32,
             ranks: ranks as i32,
             timeout_ns,
-            ll: (blocks as usize <= LL_BLOCKS) as i32,
+            ll: ll as i32,
             pad: 0,
         };
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS as u32, 1, 1), shared_mem_bytes: 0 };
@@ -192,10 +193,9 @@ pub fn allreduce_p2p(
         };
     }
     super::record::record("allreduce_p2p", || {
-        let ll = (blocks as usize <= LL_BLOCKS) as i64;
         (
             name.to_string(),
-            vec![("ranks", ranks as i64), ("blocks", blocks as i64), ("count", count as i64), ("ll", ll)],
+            vec![("ranks", ranks as i64), ("blocks", blocks as i64), ("count", count as i64), ("ll", ll as i64)],
         )
     });
     Ok(())
