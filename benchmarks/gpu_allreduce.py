@@ -1,6 +1,7 @@
-"""Allreduce bus bandwidth on two GPUs: the engine's `ops.allreduce.sum` (NCCL, loaded at run
-time) against torch.distributed's NCCL allreduce, in the same run, for bfloat16 tensors of
-16-256 MB. Bus bandwidth is NCCL's figure: bytes * 2 (n - 1) / n / time. JSON to
+"""Allreduce bus bandwidth on two GPUs: the engine's `ops.allreduce.sum` (by default the peer
+reads of kernels/allreduce_p2p.cu; `engine_nccl_*`: through NCCL, loaded at run time, with
+collective.p2p=0) against torch.distributed's NCCL allreduce, in the same run, for bfloat16
+tensors of 16-256 MB. Bus bandwidth is NCCL's figure: bytes * 2 (n - 1) / n / time. JSON to
 benchmarks/results/.
 
 `--small` times the allreduces of a decode step instead (bfloat16, 8 KiB to 1 MiB): one graph
@@ -24,8 +25,15 @@ from common import write
 N = 2
 
 
-def engine_busbw(size_mb: int, reps: int) -> tuple[float, float]:
-    """(seconds per allreduce, bus GB/s) of the engine over GPUs 0 and 1."""
+def engine_busbw(size_mb: int, reps: int, spec: str = "") -> tuple[float, float]:
+    """(seconds per allreduce, bus GB/s) of the engine over GPUs 0 and 1 under tuning `spec`."""
+    from max import tuning
+
+    with tuning.override(spec):
+        return _engine_busbw(size_mb, reps)
+
+
+def _engine_busbw(size_mb: int, reps: int) -> tuple[float, float]:
     import numpy as np
 
     from max import driver, engine
@@ -165,9 +173,11 @@ def main() -> None:
     rows = []
     for mb in sizes:
         t, bw = engine_busbw(mb, args.reps)
+        tn, bwn = engine_busbw(mb, args.reps, "collective.p2p=0")
         tt = theirs[mb]
         tbw = mb * (1 << 20) * 2 * (N - 1) / N / tt / 1e9
         rows.append({"size_mb": mb, "engine_ms": round(t * 1e3, 3), "engine_busbw_gb_s": round(bw, 1),
+                     "engine_nccl_ms": round(tn * 1e3, 3), "engine_nccl_busbw_gb_s": round(bwn, 1),
                      "torch_ms": round(tt * 1e3, 3), "torch_busbw_gb_s": round(tbw, 1),
                      "ratio": round(bw / tbw, 3)})
     import torch

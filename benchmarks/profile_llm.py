@@ -3,7 +3,8 @@ runs while the steps run (torch's profiler, which sees our kernels, CUDA graph r
 through CUPTI), per device: the host's wall time per step, the time some kernel is running
 (busy) and the rest (gaps: launch latency, host work, waits between devices), kernels per step,
 and the kernels by total time (launches per step, microseconds per step, mean microseconds),
-and one step's kernels in launch order (`--timeline N` prints the first N).
+and one step's kernels in launch order (`--timeline N` prints the first N and the last N), on
+one clock for every device: microseconds from the first device's first kernel of the step.
 Models are llm_gpu.py's (random weights of real shapes, written by llm_files.py unless kept);
 `--gpus 0,1` loads the model tensor-parallel over those GPUs. The round is llm_gpu.py's: `--batch`
 fresh prompts of `--prompt` tokens prefilled, then `--steps` decode steps, after two untimed
@@ -68,48 +69,64 @@ def idle_us(one: list[tuple[str, float, float]], since: float) -> float:
     return idle
 
 
-def timeline(one: list[tuple[str, float, float]]) -> list[dict]:
-    """One step's kernels in launch order: name, start (us from the step's first kernel),
-    duration and the gap since the previous kernel ended (negative where they overlap, as
-    programmatic dependent launches do)."""
-    if not one:
-        return []
-    t0, out, end = one[0][1], [], one[0][1]
+def timeline(one: list[tuple[str, float, float]], t0: float) -> list[dict]:
+    """One step's kernels in launch order: name, start (us from `t0`, the first device's first
+    kernel of the step: the devices share CUPTI's clock), duration and the gap since the
+    previous kernel ended (negative where they overlap, as programmatic dependent launches do)."""
+    out, end = [], one[0][1] if one else 0.0
     for name, a, b in one:
         out.append({"kernel": name, "start_us": round(a - t0, 2), "us": round(b - a, 2), "gap_us": round(a - end, 2)})
         end = max(end, b)
     return out
 
 
+def windows(slices: list[list[tuple[str, float, float]]]) -> list[tuple[float, float]]:
+    """The [start, end) of each step on the first device's clock: from the end of the previous
+    step's last kernel (its first kernel for the first step) to the end of its own last one."""
+    out, since = [], None
+    for one in slices:
+        a = one[0][1] if since is None else since
+        out.append((a, one[-1][2]))
+        since = one[-1][2]
+    return out
+
+
 def summarize(kernels: list[tuple[int, str, float, float]], steps: int, wall_s: float, top: int) -> list[dict]:
     """Per device, from (device, name, start us, end us) of every kernel: a dict with the wall
     time, busy time, gaps and kernel count per step, the `top` kernels by time, and the
-    timeline of one step (see timeline)."""
+    timeline of one step (see timeline). The first device's steps end at its sampler's kernel;
+    another device's step is what it started within the same window of time."""
     by_dev: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
     for dev, name, a, b in kernels:
         by_dev[dev].append((name, a, b))
-    out = []
+    out, spans = [], None
     for dev in sorted(by_dev):
         ks = by_dev[dev]
-        slices = step_slices(ks, steps)
+        if spans is None:
+            first = step_slices(ks, steps)
+            spans = windows(first)
+        ordered = sorted(ks, key=lambda k: k[1])
+        slices = ([[k for k in ordered if a <= k[1] < b] for a, b in spans] if dev != min(by_dev) else first)
         busy = union_us([(a, b) for _, a, b in ks]) / steps
         wall = wall_s * 1e6 / steps
         per: dict[str, list[float]] = defaultdict(list)
         for name, a, b in ks:
             per[name].append(b - a)
         ranked = sorted(per.items(), key=lambda kv: -sum(kv[1]))
+        # the step after the middle one (the middle one is often the first of an execute of
+        # several steps, waiting on the host)
+        pick = 0 if steps == 1 else steps // 2 + 1
+        one = slices[pick] if len(slices) > pick else []
         out.append({
             "device": dev, "wall_us_per_step": round(wall, 1), "busy_us_per_step": round(busy, 1),
             "gaps_us_per_step": round(wall - busy, 1), "kernels_per_step": round(len(ks) / steps, 1),
             "kernel_us_per_step": round(sum(b - a for _, a, b in ks) / steps, 1),
             "top": [{"kernel": name, "per_step": round(len(d) / steps, 2), "us_per_step": round(sum(d) / steps, 2),
                      "mean_us": round(sum(d) / len(d), 2)} for name, d in ranked[:top]],
-            # the time each step's GPU sat idle (from the previous step's last kernel), and the
-            # kernels of the step after the middle one (the middle one is often the first of an
-            # execute of several steps, waiting on the host)
-            "idle_us_by_step": [round(idle_us(one, prev[-1][2]), 1) for prev, one in zip(slices, slices[1:])],
-            "timeline": timeline(slices[0] if steps == 1 and slices else
-                                 slices[steps // 2 + 1] if len(slices) > steps // 2 + 1 else []),
+            # the time each step's GPU sat idle (from the previous step's last kernel)
+            "idle_us_by_step": [round(idle_us(one, prev[-1][2]), 1)
+                                for prev, one in zip(slices, slices[1:]) if prev and one],
+            "timeline": timeline(one, spans[pick][0] if len(spans) > pick else 0.0),
         })
     return out
 
@@ -126,9 +143,13 @@ def show(row: dict, lines: int = 0) -> None:
         if d["idle_us_by_step"]:
             print("  idle us by step:", " ".join(f"{v:.0f}" for v in d["idle_us_by_step"]))
         if lines and d["timeline"]:
-            print(f"  one step in launch order (first {lines}): start us, us, gap us, kernel")
-            for k in d["timeline"][:lines]:
-                print(f"  {k['start_us']:9.2f} {k['us']:8.2f} {k['gap_us']:8.2f}  {k['kernel'][:100]}")
+            tl = d["timeline"]
+            print(f"  one step in launch order (first and last {lines}): start us, us, gap us, kernel")
+            for i, k in enumerate(tl):
+                if i == lines and len(tl) > 2 * lines:
+                    print(f"  ... {len(tl) - 2 * lines} more")
+                if i < lines or i >= len(tl) - lines:
+                    print(f"  {k['start_us']:9.2f} {k['us']:8.2f} {k['gap_us']:8.2f}  {k['kernel'][:100]}")
 
 
 @contextlib.contextmanager

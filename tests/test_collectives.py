@@ -272,17 +272,18 @@ def _p2p_gpus() -> list[driver.Device]:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16, DType.float32])
 def test_two_gpu_p2p_allreduce(rng, dtype):
-    """collective.p2p: an allreduce of up to 1 MiB in whole 16-byte vectors runs through the
-    signal buffers (kernels/allreduce_p2p.cu), each rank summing in f32 and rounding once, as
-    NCCL's two-rank sum does: both ranks get exactly those bits, call after call (the epochs
-    cycle through both sets of receive slots, the later calls replayed from a CUDA graph);
-    other sizes go to NCCL."""
+    """collective.p2p: an allreduce in whole 16-byte vectors runs as kernels/allreduce_p2p.cu,
+    pushed through the signal buffers up to 1 MiB and read from the peer past it (a prefill's
+    16 MiB), each rank summing in f32 and rounding once, as NCCL's two-rank sum does: both
+    ranks get exactly those bits, call after call (the epochs cycle through both sets of
+    receive slots, the later calls replayed from a CUDA graph); other sizes go to NCCL."""
     devices = _p2p_gpus()
     refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
     size = {DType.bfloat16: 2, DType.float16: 2, DType.float32: 4}[dtype]
     cases = [([4096], True), ([64, 4096], True), ([16 // size], True), ([(1 << 20) // size], True),
              ([(1 << 18) // size], True), ([(1 << 18) // size + 16 // size], True),
-             ([(1 << 20) // size + 16 // size], False), ([4096 + 1], False)]
+             ([(1 << 20) // size + 16 // size], True), ([2048, (1 << 23) // size // 1024], True),
+             ([4096 + 1], False)]
     for shape, fits in cases:
         signals = Signals(refs)
         types = [TensorType(dtype, shape, r) for r in refs] + signals.input_types()
@@ -298,8 +299,10 @@ def test_two_gpu_p2p_allreduce(rng, dtype):
                 if call == 0:  # later calls may replay a CUDA graph, which records nothing
                     recs = log.records("allreduce_p2p")
                     assert bool(recs) == fits, (shape, recs)
-                    # flagged lines up to 256 KiB, plain data and flags beyond
-                    assert all(r["ll"] == (np.prod(shape) * size <= 1 << 18) for r in recs), (shape, recs)
+                    # flagged lines up to 256 KiB, plain data and flags up to 1 MiB, reads beyond
+                    nbytes = np.prod(shape) * size
+                    assert all(r["ll"] == (nbytes <= 1 << 18) for r in recs), (shape, recs)
+                    assert all(("_read_" in r["kernel"]) == (nbytes > 1 << 20) for r in recs), (shape, recs)
                 t = VALUE_TYPES[dtype]
                 want = (arrays[0].astype(np.float32) + arrays[1].astype(np.float32)).astype(t)
                 for o in outs:
@@ -312,22 +315,26 @@ def test_two_gpu_p2p_allreduce(rng, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32])
 def test_two_gpu_p2p_allreduce_with_the_norm_after_it(rng, dtype):
-    """The RMSNorm after a peer-to-peer allreduce runs in the same launch
-    (allreduce_p2p_norm_*) where a block holds whole rows (8B's 4096 and 1B's 2048 bf16 rows,
-    several rows a block, several blocks), and as the allreduce then the rms_norm kernel
-    otherwise (SmolLM2's 576; a row of 16 KiB): the sums are the plain allreduce's bits, the
-    norms numpy's float64 norm of them within the dtype's rounding, with and without the
-    weight multiplied before the cast."""
+    """The RMSNorm after a peer-to-peer allreduce runs in the same launch where a block holds
+    whole rows: up to 1 MiB (allreduce_p2p_norm_*) 8B's 4096 and 1B's 2048 bf16 rows, several
+    rows a block, several blocks; past it (allreduce_p2p_read_norm_*, a prefill's rows) rows of
+    whole vectors up to 1,024 of them, SmolLM2's 576 included; and as the allreduce then the
+    rms_norm kernel otherwise (SmolLM2's 576 in a small call; a row of 16 KiB): the sums are
+    the plain allreduce's bits, the norms numpy's float64 norm of them within the dtype's
+    rounding, with and without the weight multiplied before the cast."""
     devices = _p2p_gpus()
     refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
-    cases = [([1, 4096], True), ([8, 2048], True), ([64, 1024], True), ([2, 576], False), ([1, 8192], False)]
+    cases = [([1, 4096], True), ([8, 2048], True), ([64, 1024], True), ([2, 576], False), ([1, 8192], False),
+             ([2048, 4096], True), ([1000, 576], True), ([130, 8192], True), ([64, 16384], False)]
     if dtype == DType.float32:
-        cases = [([1, 2048], True), ([5, 1024], True), ([3, 3000], False)]
+        cases = [([1, 2048], True), ([5, 1024], True), ([3, 3000], False), ([300, 4096], True), ([100, 6000], False)]
     for shape, joined in cases:
         for mbc in (False, True):
             sums, normed, want, log = _allreduce_then_norm(rng, dtype, shape, refs, devices, mbc=mbc)
             kernels = [r["kernel"] for r in log.records("allreduce_p2p")]
             assert kernels and all(("_norm_" in k) == joined for k in kernels), (shape, kernels)
+            big = np.prod(shape) * (4 if dtype == DType.float32 else 2) > 1 << 20
+            assert all(("_read_" in k) == big for k in kernels), (shape, kernels)
             np.testing.assert_array_equal(sums[0].view(np.uint8), sums[1].view(np.uint8))
             tol = 1e-5 if dtype == DType.float32 else 2e-2
             for got, w in zip(normed, want):
@@ -350,34 +357,38 @@ def test_two_gpu_p2p_allreduce_with_the_norm_after_it(rng, dtype):
 
 @pytest.mark.gpu
 def test_two_gpu_p2p_allreduces_back_to_back(rng):
-    """One set of signal buffers serving allreduces of 1 and 128 blocks and one that goes to
-    NCCL, with elementwise work between them, 20 executions queued before any result is read
-    (replays of a CUDA graph, each rank's epochs running ahead of the host): f32, exact sums."""
+    """One set of signal buffers serving allreduces of 1 and 128 blocks, one that goes to NCCL
+    and one read from the peer (2 MiB and a vector), with elementwise work between them, 20
+    executions queued before any result is read (replays of a CUDA graph, each rank's epochs
+    running ahead of the host): f32, exact sums."""
     devices = _p2p_gpus()
     refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
-    shapes = [[1024], [1 << 18], [1025], [1024]]  # 4 KiB, 1 MiB, 4100 bytes (NCCL), 4 KiB
+    # 4 KiB, 1 MiB, 4100 bytes (NCCL), 4 KiB, 2 MiB + 16 bytes (read)
+    shapes = [[1024], [1 << 18], [1025], [1024], [(1 << 19) + 4]]
     signals = Signals(refs)
     types = [TensorType(DType.float32, s, r) for s in shapes for r in refs] + signals.input_types()
     with Graph("p2p_chain", input_types=types) as g:
-        x = [v.tensor for v in g.inputs[:8]]
-        sig = [v.buffer for v in g.inputs[8:]]
+        x = [v.tensor for v in g.inputs[:10]]
+        sig = [v.buffer for v in g.inputs[10:]]
         ra = ops.allreduce.sum(x[0:2], sig)
         rb = ops.allreduce.sum([t * 0.5 for t in x[2:4]], sig)
         rc = ops.allreduce.sum(x[4:6], sig)
         rd = ops.allreduce.sum([a * 0.25 + t for a, t in zip(ra, x[6:8])], sig)
-        g.output(*ra, *rb, *rc, *rd)
+        re = ops.allreduce.sum([t * 2.0 for t in x[8:10]], sig)
+        g.output(*ra, *rb, *rc, *rd, *re)
     arrays = [_values(rng, DType.float32, s) for s in shapes for _ in refs]
     f = [np.asarray(a, np.float32) for a in arrays]
     ra = f[0] + f[1]
     want = [ra, f[2] * np.float32(0.5) + f[3] * np.float32(0.5), f[4] + f[5],
-            (ra * np.float32(0.25) + f[6]) + (ra * np.float32(0.25) + f[7])]
+            (ra * np.float32(0.25) + f[6]) + (ra * np.float32(0.25) + f[7]), f[8] * np.float32(2) + f[9] * np.float32(2)]
     with tuning.override("collective.p2p=1"):
         model = engine.InferenceSession(devices=[driver.CPU(), *devices]).load(g)
-        inputs = _bufs(arrays, devices * 4) + signals.buffers()
+        inputs = _bufs(arrays, devices * 5) + signals.buffers()
         with tuning.record_launches() as log:
             model.execute(*inputs)
-        # one record a call; the 4100-byte one: NCCL; flagged lines, plain data, lines again
-        assert [r["ll"] for r in log.records("allreduce_p2p")] == [1, 0, 1]
+        # one record a call; the 4100-byte one: NCCL; flagged lines, plain data, lines again, reads
+        recs = log.records("allreduce_p2p")
+        assert [(r["ll"], "_read_" in r["kernel"]) for r in recs] == [(1, False), (0, False), (1, False), (0, True)]
         runs = [model.execute(*inputs) for _ in range(20)]
         for outs in runs:
             got = [_host(o) for o in outs]

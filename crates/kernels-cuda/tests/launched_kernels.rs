@@ -37,7 +37,7 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
 
 #[test]
 fn allreduce_p2p_kernels_exist_with_their_argument_sizes() {
-    check_listed(&ALLREDUCE_P2P, allreduce_p2p::kernels(), 6);
+    check_listed(&ALLREDUCE_P2P, allreduce_p2p::kernels(), 12);
 }
 
 #[test]

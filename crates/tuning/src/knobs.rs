@@ -124,9 +124,10 @@ declare! {
     NcclLibrary: "nccl.library", None, Kind::Text, "";
     /// Seconds a GPU collective may take before its communicator is aborted and the op fails.
     NcclTimeoutS: "nccl.timeout_s", None, count(1), "120";
-    /// allreduce.sum of up to 1 MiB over GPUs that may access each other's memory runs as
-    /// pushes into the signal buffers and a local sum (kernels/allreduce_p2p.cu) instead of NCCL
-    /// (H200 pair: 4.9 us against NCCL's 6.8 at 8 KiB, 10.1 against 14.0 at 1 MiB).
+    /// allreduce.sum over GPUs that may access each other's memory runs as
+    /// kernels/allreduce_p2p.cu instead of NCCL: up to 1 MiB pushes into the signal buffers and
+    /// a local sum (H200 pair: 3.3 us against NCCL's 6.9 at 8 KiB, 9.5 against 14.1 at 1 MiB),
+    /// past it (2 to 4 GPUs) reads of the peers' tensors.
     CollectiveP2p: "collective.p2p", None, Kind::Flag, "1";
 
     // ---- conv2d on Hopper (docs/kernels/conv2d.md) ----------------------------------------

@@ -1,5 +1,6 @@
-//! Launching kernels/allreduce_p2p.cu: allreduce.sum of a small tensor over the GPUs of one
-//! process through their signal buffers, one launch per rank on its own stream. [`fits`] says
+//! Launching kernels/allreduce_p2p.cu: allreduce.sum over the GPUs of one process, one launch
+//! per rank on its own stream: up to MAX_BYTES pushed through the signal buffers, larger
+//! tensors (up to READ_MAX_RANKS ranks) read from the peers where they lie. [`fits`] says
 //! whether a call can take it (the tensor's size and alignment, the signal buffers' size, the
 //! number of ranks); the caller has made sure every GPU may access every other's memory.
 
@@ -27,6 +28,17 @@ const RECV: usize = 65_536;
 const SLOT: usize = MAX_BYTES;
 const LL_BLOCKS: usize = 32;
 const LL_SLOT: usize = 2 * LL_BLOCKS * CHUNK;
+/// Tensors past MAX_BYTES are read from the peers (allreduce_p2p_read_*): each rank loads every
+/// other rank's share over NVLink, so a byte crosses ranks - 1 times; from 5 ranks on a ring
+/// (NCCL) moves fewer bytes per GPU, so larger groups keep NCCL.
+pub const READ_MAX_RANKS: usize = 4;
+/// Threads of the read kernels' blocks and vectors each holds (AR_READ_THREADS, AR_READ_PER):
+/// a normalised row is at most READ_THREADS * READ_PER vectors.
+const READ_THREADS: usize = 512;
+const READ_PER: usize = 2;
+/// Blocks of a read launch: two 512-thread blocks on each of an H200's 132 SMs (one for the
+/// norm kernels, whose registers allow one), enough loads in flight to keep NVLink busy.
+const READ_BLOCKS: usize = 264;
 
 /// Bytes a signal buffer needs for `ranks` ranks: counters, flags, two sets of receive slots
 /// of each kind.
@@ -67,6 +79,28 @@ struct ArNormArgs {
 // SAFETY: plain-old-data with the layout of the kernel's `ArNormArgs`.
 unsafe impl DeviceRepr for ArNormArgs {}
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct ArReadArgs {
+    input: [u64; MAX_RANKS],
+    sig: [u64; MAX_RANKS],
+    out: u64,
+    count: i64,
+    rank: i32,
+    ranks: i32,
+    timeout_ns: u64,
+    gamma: u64,
+    normed: u64,
+    k: i64,
+    eps: f32,
+    offset: f32,
+    mbc: i32,
+    pad: i32,
+}
+
+// SAFETY: plain-old-data with the layout of the kernel's `ArReadArgs`.
+unsafe impl DeviceRepr for ArReadArgs {}
+
 /// The RMSNorm `allreduce_p2p` may also apply to the sum (kernel `allreduce_p2p_norm_*`): each
 /// rank's weight and result, rows of `k` elements, the rms_norm op's parameters.
 #[derive(Clone, Copy, Debug)]
@@ -86,26 +120,40 @@ fn kernel(dtype: DType) -> Option<&'static str> {
     }
 }
 
+/// Whether a call of `count` elements of `dtype` over `ranks` GPUs reads from the peers (past
+/// MAX_BYTES) rather than pushing through the signal buffers.
+fn reads(dtype: DType, count: usize) -> bool {
+    count * dtype.size_in_bytes() > MAX_BYTES
+}
+
 /// Whether an allreduce of `count` elements of `dtype` over `ranks` GPUs, with signal buffers of
 /// `signal` bytes (the smallest) and tensors at `addrs` (inputs and outputs), can run here:
-/// 2..=MAX_RANKS ranks, a summable 16-bit or f32 type, a whole number of 16-byte vectors of at
-/// most MAX_BYTES, 16-byte aligned tensors and room for the receive slots.
+/// 2..=MAX_RANKS ranks (READ_MAX_RANKS past MAX_BYTES), a summable 16-bit or f32 type, a whole
+/// number of 16-byte vectors, 16-byte aligned tensors and room for the receive slots.
 pub fn fits(dtype: DType, count: usize, ranks: usize, signal: usize, addrs: &[u64]) -> bool {
     let bytes = count * dtype.size_in_bytes();
+    let most = if reads(dtype, count) { READ_MAX_RANKS } else { MAX_RANKS };
     kernel(dtype).is_some()
-        && (2..=MAX_RANKS).contains(&ranks)
+        && (2..=most).contains(&ranks)
         && bytes > 0
         && bytes % 16 == 0
-        && bytes <= MAX_BYTES
         && signal >= signal_bytes(ranks)
         && addrs.iter().all(|a| a % 16 == 0)
 }
 
-/// Whether the sum's rows of `k` elements (a tensor that [`fits`]) can also be normalised in
-/// the same launch: a row is whole warps of 16-byte vectors and a block's chunk whole rows.
-pub fn fits_norm(dtype: DType, k: usize) -> bool {
+/// Whether the sum's rows of `k` elements (of a tensor of `count` that [`fits`]) can also be
+/// normalised in the same launch: up to MAX_BYTES a row is whole warps of 16-byte vectors and a
+/// block's chunk whole rows; past it a row is whole vectors, at most READ_THREADS * READ_PER.
+pub fn fits_norm(dtype: DType, count: usize, k: usize) -> bool {
     let row = k * dtype.size_in_bytes();
-    k > 0 && row % (16 * 32) == 0 && CHUNK % row == 0
+    if k == 0 || count % k != 0 {
+        return false;
+    }
+    if reads(dtype, count) {
+        row % 16 == 0 && row / 16 <= READ_THREADS * READ_PER
+    } else {
+        row % (16 * 32) == 0 && CHUNK % row == 0
+    }
 }
 
 /// The kernels the launcher names with their argument size (tests/launched_kernels.rs).
@@ -116,7 +164,11 @@ pub fn kernels() -> Vec<(Family, String, usize)> {
         .into_iter()
         .filter_map(kernel)
         .map(|k| (ALLREDUCE_P2P, k.replacen("allreduce_p2p_", "allreduce_p2p_norm_", 1), size_of::<ArNormArgs>()));
-    plain.chain(normed).collect()
+    let read = dtypes.into_iter().filter_map(kernel).flat_map(|k| {
+        ["allreduce_p2p_read_", "allreduce_p2p_read_norm_"]
+            .map(|to| (ALLREDUCE_P2P, k.replacen("allreduce_p2p_", to, 1), size_of::<ArReadArgs>()))
+    });
+    plain.chain(normed).chain(read).collect()
 }
 
 /// Enqueues rank i's share on `streams[i]`: out[i] = the sum over ranks of ins[r] (`count`
@@ -142,9 +194,15 @@ pub fn allreduce_p2p(
         return Err(Error::Unsupported(format!("allreduce_p2p: {ranks} ranks with {} inputs", ins.len())));
     }
     if let Some(n) = &norm {
-        if n.gammas.len() != ranks || n.normed.len() != ranks || !fits_norm(dtype, n.k) || count % n.k != 0 {
+        if n.gammas.len() != ranks || n.normed.len() != ranks || !fits_norm(dtype, count, n.k) {
             return Err(Error::Unsupported(format!("allreduce_p2p: no norm of rows of {} {dtype}", n.k)));
         }
+    }
+    if reads(dtype, count) {
+        if ranks > READ_MAX_RANKS {
+            return Err(Error::Unsupported(format!("allreduce_p2p: {count} {dtype} over {ranks} ranks")));
+        }
+        return allreduce_read(streams, dtype, (ins, outs, sigs), count, timeout_ns, norm);
     }
     let normed_name = name.replacen("allreduce_p2p_", "allreduce_p2p_norm_", 1);
     let name = if norm.is_some() { normed_name.as_str() } else { name };
@@ -201,6 +259,75 @@ pub fn allreduce_p2p(
     Ok(())
 }
 
+/// [`allreduce_p2p`] past MAX_BYTES: every rank reads the others' inputs (kernels
+/// allreduce_p2p_read_*), rows of the sum normalised too with `norm`.
+fn allreduce_read(
+    streams: &[Arc<CudaStream>],
+    dtype: DType,
+    (ins, outs, sigs): (&[u64], &[u64], &[u64]),
+    count: usize,
+    timeout_ns: u64,
+    norm: Option<NormOut>,
+) -> Result<()> {
+    let ranks = streams.len();
+    let base = kernel(dtype).ok_or_else(|| Error::Unsupported(format!("allreduce_p2p: {dtype}")))?;
+    let to = if norm.is_some() { "allreduce_p2p_read_norm_" } else { "allreduce_p2p_read_" };
+    let name = base.replacen("allreduce_p2p_", to, 1);
+    let vectors = count * dtype.size_in_bytes() / 16;
+    let blocks = match &norm {
+        Some(n) => (count / n.k).min(READ_BLOCKS / 2),
+        None => vectors.div_ceil(READ_THREADS * READ_PER).min(READ_BLOCKS),
+    }
+    .max(1) as u32;
+    let mut input = [0u64; MAX_RANKS];
+    input[..ranks].copy_from_slice(ins);
+    let mut sig = [0u64; MAX_RANKS];
+    sig[..ranks].copy_from_slice(sigs);
+    let fs = streams.iter().map(|s| function(s.context(), &ALLREDUCE_P2P, &name)).collect::<Result<Vec<_>>>()?;
+    for (i, (stream, f)) in streams.iter().zip(&fs).enumerate() {
+        let (gamma, normed, k, p) = match &norm {
+            Some(n) => (n.gammas[i], n.normed[i], n.k as i64, Some(n.params)),
+            None => (0, 0, 0, None),
+        };
+        let args = ArReadArgs {
+            input,
+            sig,
+            out: outs[i],
+            count: count as i64,
+            rank: i as i32,
+            ranks: ranks as i32,
+            timeout_ns,
+            gamma,
+            normed,
+            k,
+            eps: p.map_or(0.0, |p| p.epsilon as f32),
+            offset: p.map_or(0.0, |p| p.weight_offset as f32),
+            mbc: p.is_some_and(|p| p.multiply_before_cast) as i32,
+            pad: 0,
+        };
+        let cfg =
+            LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (READ_THREADS as u32, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the argument struct matches the kernel's; every rank's input holds `count`
+        // elements readable from every device, this rank's output (and normalised result)
+        // `count` and its norm weight `k` on its device, and every signal buffer holds
+        // signal_bytes(ranks) bytes reachable from every device (the caller's contract).
+        unsafe {
+            super::pdl::launch_pdl(
+                stream,
+                (&ALLREDUCE_P2P, &name, f),
+                cfg,
+                &args,
+                None,
+                "cuLaunchKernelEx(allreduce_p2p_read)",
+            )
+        }?;
+    }
+    super::record::record("allreduce_p2p", || {
+        (name.clone(), vec![("ranks", ranks as i64), ("blocks", blocks as i64), ("count", count as i64), ("ll", 0)])
+    });
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,7 +339,10 @@ mod tests {
         // a decode step's 4096 bf16 activations on 2 GPUs
         assert!(fits(DType::BFloat16, 4096, 2, sig, &[0x1000, 0x2000]));
         assert!(fits(DType::Float32, MAX_BYTES / 4, 2, sig, &[0]));
-        assert!(!fits(DType::Float32, MAX_BYTES / 4 + 4, 2, sig, &[0]), "past 1 MiB");
+        assert!(fits(DType::Float32, MAX_BYTES / 4 + 4, 2, sig, &[0]), "past 1 MiB: read from the peers");
+        assert!(fits(DType::BFloat16, 2048 * 4096, 4, signal_bytes(4), &[0]), "a prefill's 16 MiB on 4 GPUs");
+        assert!(!fits(DType::BFloat16, 2048 * 4096, 5, signal_bytes(5), &[0]), "past READ_MAX_RANKS: NCCL");
+        assert!(fits(DType::BFloat16, 4096, 5, signal_bytes(5), &[0]), "small calls push on any group");
         assert!(!fits(DType::BFloat16, 4095, 2, sig, &[0]), "not whole 16-byte vectors");
         assert!(!fits(DType::BFloat16, 4096, 2, sig, &[0x1008]), "misaligned");
         assert!(!fits(DType::BFloat16, 4096, 1, sig, &[0]), "one rank");
@@ -228,12 +358,25 @@ mod tests {
         for (dtype, k) in
             [(DType::BFloat16, 4096), (DType::BFloat16, 2048), (DType::Float32, 2048), (DType::Float16, 256)]
         {
-            assert!(fits_norm(dtype, k), "{dtype:?} {k}");
+            assert!(fits_norm(dtype, k, k), "{dtype:?} {k}");
         }
-        assert!(!fits_norm(DType::BFloat16, 8192), "a row past one block");
-        assert!(!fits_norm(DType::BFloat16, 576), "SmolLM2: not whole warps of vectors");
-        assert!(!fits_norm(DType::BFloat16, 3072), "rows straddling blocks");
-        assert!(!fits_norm(DType::BFloat16, 128), "a row of less than a warp of vectors");
-        assert!(!fits_norm(DType::BFloat16, 0));
+        assert!(!fits_norm(DType::BFloat16, 8192, 8192), "a row past one block");
+        assert!(!fits_norm(DType::BFloat16, 576, 576), "SmolLM2: not whole warps of vectors");
+        assert!(!fits_norm(DType::BFloat16, 3072, 3072), "rows straddling blocks");
+        assert!(!fits_norm(DType::BFloat16, 128, 128), "a row of less than a warp of vectors");
+        assert!(!fits_norm(DType::BFloat16, 0, 0));
+        assert!(!fits_norm(DType::BFloat16, 4096 * 3, 8192), "not whole rows");
+    }
+
+    #[test]
+    fn norms_of_read_rows() {
+        // a prefill's rows (2048 tokens): 8B's 4096, SmolLM2's 576 (whole vectors), up to 8192 bf16
+        for (dtype, k) in
+            [(DType::BFloat16, 4096), (DType::BFloat16, 576), (DType::BFloat16, 8192), (DType::Float32, 4096)]
+        {
+            assert!(fits_norm(dtype, 2048 * k, k), "{dtype:?} {k}");
+        }
+        assert!(!fits_norm(DType::BFloat16, 2048 * 16384, 16384), "past 1024 vectors a row");
+        assert!(!fits_norm(DType::BFloat16, 2048 * 1028, 1028), "not whole vectors");
     }
 }

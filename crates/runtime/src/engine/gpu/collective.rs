@@ -1,4 +1,4 @@
-//! Collectives on GPUs: allreduce.sum of a small tensor through the GPUs' signal buffers
+//! Collectives on GPUs: allreduce.sum through the GPUs' peer access and signal buffers
 //! (`collective.p2p`, [`allreduce_p2p`]) where it fits, else NCCL (crate::nccl): one
 //! communicator per ordered set of devices, each device's share of the op enqueued on its own
 //! stream.
@@ -108,8 +108,9 @@ fn run_with_norm(norm: &Op, plain: &Op, inputs: &[Buffer], outputs: &[Buffer]) -
 }
 
 /// An allreduce.sum through the signal buffers (kernels/allreduce_p2p.cu) when
-/// `collective.p2p` is on and the call fits it: 2 to 8 GPUs that may each access every other's
-/// memory, contiguous tensors of one 16-bit or f32 type and at most 1 MiB, 16-byte aligned,
+/// `collective.p2p` is on and the call fits it: 2 to 8 GPUs (2 to 4 past 1 MiB, where each
+/// rank reads the others' tensors) that may each access every other's memory, contiguous
+/// tensors of one 16-bit or f32 type, 16-byte aligned,
 /// signal buffers with room for the receive slots that have served no other group of GPUs, and
 /// launches not serialised by CUDA_LAUNCH_BLOCKING=1 (the first rank would wait for the others
 /// inside its own launch). False (nothing enqueued) otherwise.
@@ -156,7 +157,7 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer], norm: Option<No
         let ok = gammas.len() == n
             && normed.len() == n
             && (0..n).all(|i| like(&gammas[i], k, i) && like(&normed[i], count, i))
-            && p2p::fits_norm(dtype, k);
+            && p2p::fits_norm(dtype, count, k);
         if !ok {
             return Ok(false);
         }
