@@ -108,6 +108,51 @@ def _allreduce_then_norm(rng, dtype, shape, refs, devices, mbc=False):
     return outs[:n], outs[n:], want, log
 
 
+def _allreduce_add(rng, dtype, shape, refs, devices, norm=False, spec="", seed=0):
+    """h_i = r_i + allreduce.sum(x..)[i] on every device (a tensor-parallel layer's residual
+    stream), then rms_norm(h_i) with `norm`, under tuning `spec`; (the lowered steps, h, the
+    norms, the records of the launches, numpy's h: the sum rounded to the dtype, then the add
+    rounded again). Inputs from `seed`."""
+    from max import _core
+    from max.nn.kernels import rms_norm
+
+    n, t = len(refs), VALUE_TYPES[dtype]
+    g_rng = np.random.default_rng(seed)
+    xs_, rs_ = [_values(g_rng, dtype, shape) for _ in range(n)], [_values(g_rng, dtype, shape) for _ in range(n)]
+    gammas = [g_rng.uniform(0.5, 1.5, shape[-1]).astype(t) for _ in range(n)]
+    signals = Signals(refs)
+    types = ([TensorType(dtype, shape, r) for r in refs] * 2 + [TensorType(dtype, [shape[-1]], r) for r in refs]
+             + signals.input_types())
+    with tuning.override(spec):
+        with Graph("allreduce_add", input_types=types) as g:
+            xs, rs = [v.tensor for v in g.inputs[:n]], [v.tensor for v in g.inputs[n:2 * n]]
+            gs = [v.tensor for v in g.inputs[2 * n:3 * n]]
+            hs = [r + s for r, s in zip(rs, ops.allreduce.sum(xs, [v.buffer for v in g.inputs[3 * n:]]))]
+            g.output(*hs, *([rms_norm(h, w, 1e-5) for h, w in zip(hs, gs)] if norm else []))
+        steps = [s for s in _core.engine._lowered_steps(g._ir) if s != "constant"]
+        session = engine.InferenceSession(devices=[driver.CPU(), *[d for d in devices if not d.is_host]])
+        with tuning.record_launches() as log:
+            outs = [_host(o) for o in session.load(g).execute(*_bufs(xs_ + rs_ + gammas, devices * 3),
+                                                               *signals.buffers())]
+    total = np.sum([a.astype(np.float32) for a in xs_], axis=0).astype(t)
+    want = [(r.astype(np.float32) + total.astype(np.float32)).astype(t) for r in rs_]
+    return steps, outs[:n], outs[n:], log, want
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16])
+def test_residual_adds_join_an_allreduce_on_simulated_devices(dtype):
+    refs, devices = _sim(2)
+    for norm in (False, True):
+        steps, hs, normed, _, want = _allreduce_add(None, dtype, [3, 64], refs, devices, norm=norm, seed=3)
+        assert steps == ["allreduce_sum"], steps  # the adds (and norms) joined the allreduce
+        for h, w in zip(hs, want):
+            np.testing.assert_array_equal(h.view(np.uint8), w.view(np.uint8))
+        apart = _allreduce_add(None, dtype, [3, 64], refs, devices, norm=norm, spec="fusion.allreduce_norm=0", seed=3)
+        assert len(apart[0]) > 1, apart[0]
+        for a, b in zip(hs + normed, apart[1] + apart[2]):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
 @pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16])
 def test_norms_after_an_allreduce_on_simulated_devices(rng, dtype):
     # the norms join the allreduce (one step); the host runs them after the sum
@@ -353,6 +398,38 @@ def test_two_gpu_p2p_allreduce_with_the_norm_after_it(rng, dtype):
             continue
         ia, ib = a.view(np.uint16).astype(np.int32), b.view(np.uint16).astype(np.int32)
         assert np.abs(ia - ib).max() <= 1 and np.mean(ia != ib) < 0.02
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32])
+def test_two_gpu_p2p_allreduce_with_the_residual_after_it(dtype):
+    """The residual add after a peer-to-peer allreduce (a layer's residual stream, each GPU its
+    own copy) runs inside its launch, pushed (one block, 64 blocks) or read (a prefill's 16
+    MiB), with and without the norm after it: the results are the allreduce then the add, bit
+    for bit (numpy's and the steps apart on the GPU), the norms within a unit in the last
+    place of the norm kernel's apart."""
+    devices = _p2p_gpus()
+    refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
+    shapes = [[1, 4096], [64, 4096], [2048, 4096]] if dtype == DType.bfloat16 else [[1, 2048], [1024, 2048]]
+    for shape in shapes:
+        for norm in (False, True):
+            seed = shape[0] * 2 + norm
+            steps, hs, normed, log, want = _allreduce_add(None, dtype, shape, refs, devices, norm=norm, seed=seed)
+            assert steps == ["allreduce_sum"], steps
+            kernels = [r["kernel"] for r in log.records("allreduce_p2p")]
+            assert len(kernels) == 1 and ("_norm_" in kernels[0]) == norm, kernels
+            for h, w in zip(hs, want):
+                np.testing.assert_array_equal(h.view(np.uint8), w.view(np.uint8), err_msg=f"{shape} norm={norm}")
+            _, hs2, normed2, _, _ = _allreduce_add(None, dtype, shape, refs, devices, norm=norm,
+                                                   spec="fusion.allreduce_norm=0", seed=seed)
+            for a, b in zip(hs, hs2):
+                np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+            for a, b in zip(normed, normed2):
+                if dtype == DType.float32:
+                    np.testing.assert_allclose(a, b, rtol=2e-6, atol=0)
+                    continue
+                ia, ib = a.view(np.uint16).astype(np.int32), b.view(np.uint16).astype(np.int32)
+                assert np.abs(ia - ib).max() <= 1 and np.mean(ia != ib) < 0.02, shape
 
 
 @pytest.mark.gpu

@@ -61,6 +61,7 @@ struct ArArgs {
     i32 rank, ranks;
     u64 timeout_ns;             // how long step 3 may wait
     i32 ll, pad;                // lines (at most AR_LL_BLOCKS blocks), or plain data and flags
+    u64 residual;               // 0, or count elements of T added to the rounded sum (each rank its own)
 };
 
 // The RMSNorm of allreduce_p2p_norm: this rank's weight and result, the row length and the
@@ -139,6 +140,19 @@ template <typename T> __device__ __forceinline__ uint4 ar_pack(const float (&acc
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The rounded sum s4 plus the residual's vector r4, rounded again: the allreduce then the add,
+// bit for bit.
+template <typename T> __device__ __forceinline__ uint4 ar_plus(uint4 s4, uint4 r4) {
+    constexpr int V = 16 / sizeof(T);
+    u32 sw[4] = {s4.x, s4.y, s4.z, s4.w}, rw[4] = {r4.x, r4.y, r4.z, r4.w};
+    float a[V], b[V];
+    Unpack<T>::go(sw, a);
+    Unpack<T>::go(rw, b);
+#pragma unroll
+    for (int e = 0; e < V; ++e) a[e] = b[e] + a[e];
+    return ar_pack<T>(a);
+}
+
 // Rows of the block's vectors normalised (allreduce_p2p_norm): `sum[j]` holds this thread's
 // j-th vector (index v0 + tid + j * AR_THREADS) of the rounded sums, `have[j]` whether it exists.
 template <typename T, int PER>
@@ -190,7 +204,7 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(c
     const i64 nvec = p.count / V, v0 = (i64)b * (AR_CHUNK / 16);
     const i64 v1 = min(nvec, v0 + AR_CHUNK / 16);
     bool have[PER];
-    uint4 x[PER], gq[PER];
+    uint4 x[PER], gq[PER], xr[PER];
     pdl_wait();
     // 1. the input, the epoch and the norm's weights read together (the weights' latency then
     // hides behind the exchange's)
@@ -199,6 +213,8 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(c
     for (int j = 0; j < PER; ++j) {
         have[j] = v0 + tid + (i64)j * AR_THREADS < v1;
         x[j] = have[j] ? in[v0 + tid + (i64)j * AR_THREADS] : make_uint4(0u, 0u, 0u, 0u);
+        xr[j] = have[j] && p.residual ? reinterpret_cast<const uint4*>(p.residual)[v0 + tid + (i64)j * AR_THREADS]
+                                      : make_uint4(0u, 0u, 0u, 0u);
         gq[j] = make_uint4(0u, 0u, 0u, 0u);
         if constexpr (NORM) {
             if (have[j]) gq[j] = __ldg(reinterpret_cast<const uint4*>(n->gamma) + (tid + j * AR_THREADS) % (n->k / V));
@@ -262,7 +278,7 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p(c
             }
             ar_add<T>(acc, q, r == 0);
         }
-        const uint4 s4 = ar_pack<T>(acc);
+        const uint4 s4 = p.residual ? ar_plus<T>(ar_pack<T>(acc), xr[j]) : ar_pack<T>(acc);
         reinterpret_cast<uint4*>(p.out)[v] = s4;
         if constexpr (NORM) {
             u32 w[4] = {s4.x, s4.y, s4.z, s4.w};
@@ -288,7 +304,8 @@ AR_ENTRY(float, f32)
 
 // ---- allreduce_p2p_read_<T>: tensors past AR_MAX_BLOCKS * AR_CHUNK (a prefill's activations) --
 // Every rank reads every other rank's input where it lies (peer loads over NVLink) and sums in
-// rank order, so each byte crosses once and nothing is staged: on two GPUs the same bytes as a
+// rank order (then adds its own residual where the call has one, as the push kernels do), so
+// each byte crosses once and nothing is staged: on two GPUs the same bytes as a
 // reduce-scatter and an allgather, in one pass. Two barriers through the signal buffers' flags
 // bracket the reads, both as release/acquire pairs at system scope with a counter of calls as
 // the epoch (the rank's own, in its signal buffer, moved on by the call's last block):
@@ -315,6 +332,7 @@ struct ArReadArgs {
     u64 in[AR_MAX_RANKS];   // every rank's input (peer addresses), this rank's at [rank]
     u64 sig[AR_MAX_RANKS];  // every rank's signal buffer
     u64 out;                // this rank's result: count elements of T
+    u64 residual;           // 0, or this rank's count elements added to the rounded sum
     i64 count;              // elements; count * sizeof(T) a multiple of 16
     i32 rank, ranks;
     u64 timeout_ns;
@@ -332,19 +350,28 @@ __device__ __forceinline__ void ar_wait_epoch(const u32* p, u32 e, u64 t0, u64 t
 }
 
 // The sums in rank order of the PER vectors v0 + j * AR_READ_THREADS below nvec (a peer's
-// share read around the L1: another GPU's kernel wrote it); each rank's loads issued together.
+// share read around the L1: another GPU's kernel wrote it), rounded to T (then plus the
+// residual, rounded again), packed; each rank's loads issued together.
 template <typename T>
-__device__ __forceinline__ void ar_read_sums(const ArReadArgs& a, i64 v0, i64 nvec, float (&acc)[AR_READ_PER][16 / sizeof(T)]) {
+__device__ __forceinline__ void ar_read_sums(const ArReadArgs& a, i64 v0, i64 nvec, uint4 (&h)[AR_READ_PER]) {
+    constexpr int V = 16 / sizeof(T);
+    float acc[AR_READ_PER][V];
+    uint4 res[AR_READ_PER];
     for (int r = 0; r < a.ranks; ++r) {
         uint4 q[AR_READ_PER];
 #pragma unroll
         for (int j = 0; j < AR_READ_PER; ++j) {
             const i64 v = v0 + (i64)j * AR_READ_THREADS;
             q[j] = v < nvec ? __ldcg(reinterpret_cast<const uint4*>(a.in[r]) + v) : make_uint4(0u, 0u, 0u, 0u);
+            if (r == 0) {
+                res[j] = v < nvec && a.residual ? reinterpret_cast<const uint4*>(a.residual)[v] : make_uint4(0u, 0u, 0u, 0u);
+            }
         }
 #pragma unroll
         for (int j = 0; j < AR_READ_PER; ++j) ar_add<T>(acc[j], q[j], r == 0);
     }
+#pragma unroll
+    for (int j = 0; j < AR_READ_PER; ++j) h[j] = a.residual ? ar_plus<T>(ar_pack<T>(acc[j]), res[j]) : ar_pack<T>(acc[j]);
 }
 
 template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p_read(const ArReadArgs& a) {
@@ -381,13 +408,14 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p_r
         }
         for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
             float sum[PER][V];
-            ar_read_sums<T>(a, row * vpr + tid, row * vpr + vpr, sum);
+            uint4 h[PER];
+            ar_read_sums<T>(a, row * vpr + tid, row * vpr + vpr, h);
             float s = 0.f;
 #pragma unroll
             for (int j = 0; j < PER; ++j) {
                 const i64 c = tid + (i64)j * AR_READ_THREADS;
                 if (c >= vpr) continue;
-                const uint4 s4 = ar_pack<T>(sum[j]);
+                const uint4 s4 = h[j];
                 out[row * vpr + c] = s4;
                 u32 w[4] = {s4.x, s4.y, s4.z, s4.w};
                 Unpack<T>::go(w, sum[j]);  // the norm reads the sum as stored
@@ -421,12 +449,12 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p_r
     } else {
         const i64 step = (i64)gridDim.x * AR_READ_THREADS * PER;
         for (i64 v0 = (i64)blockIdx.x * AR_READ_THREADS * PER + tid; v0 < nvec; v0 += step) {
-            float acc[PER][V];
-            ar_read_sums<T>(a, v0, nvec, acc);
+            uint4 h[PER];
+            ar_read_sums<T>(a, v0, nvec, h);
 #pragma unroll
             for (int j = 0; j < PER; ++j) {
                 const i64 v = v0 + (i64)j * AR_READ_THREADS;
-                if (v < nvec) out[v] = ar_pack<T>(acc[j]);
+                if (v < nvec) out[v] = h[j];
             }
         }
     }

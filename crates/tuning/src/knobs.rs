@@ -99,9 +99,10 @@ declare! {
     /// Folds an RMSNorm into the product (W read as stored, or a quantized one) it feeds: one
     /// GEMV launch for 1-4 rows (quantized: 1-2) on the GPU.
     FusionNormGemv: "fusion.norm_gemv", None, Kind::Flag, "1";
-    /// Joins the RMSNorm after a tensor-parallel allreduce (a decoder layer's norm after its
-    /// attention or MLP) to the allreduce: one launch per GPU where the peer-to-peer allreduce
-    /// takes it (`collective.p2p`, rows of whole blocks), else the allreduce and the norm.
+    /// Joins the residual add and the RMSNorm after a tensor-parallel allreduce (a decoder
+    /// layer's after its attention or MLP) to the allreduce: one launch per GPU where the
+    /// peer-to-peer allreduce takes them (`collective.p2p`), else the allreduce, the add and
+    /// the norm.
     FusionAllreduceNorm: "fusion.allreduce_norm", None, Kind::Flag, "1";
     /// The RMSNorm and gated-MLP folds also take quantized products (qgemv, qgemv_mma).
     FusionQuantized: "fusion.quantized", None, Kind::Flag, "1";

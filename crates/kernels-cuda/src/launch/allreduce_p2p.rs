@@ -58,6 +58,7 @@ struct ArArgs {
     timeout_ns: u64,
     ll: i32,
     pad: i32,
+    residual: u64,
 }
 
 // SAFETY: plain-old-data with the layout of the kernel's `ArArgs`.
@@ -85,6 +86,7 @@ struct ArReadArgs {
     input: [u64; MAX_RANKS],
     sig: [u64; MAX_RANKS],
     out: u64,
+    residual: u64,
     count: i64,
     rank: i32,
     ranks: i32,
@@ -178,17 +180,24 @@ pub fn kernels() -> Vec<(Family, String, usize)> {
 ///
 /// The caller checked [`fits`] and that every device may access every other's memory.
 ///
-/// With `norm`, rank i also writes the RMSNorm of the sum's rows (weight `norm.gammas[i]`) to
-/// `norm.normed[i]` in the same launch; the caller checked [`fits_norm`].
+/// With `residuals` (none, or one per rank, each `count` elements on its rank's device, 16-byte
+/// aligned), rank i's result is the rounded sum plus residuals[i], rounded again (the
+/// allreduce, then the add). With `norm`, rank i also writes the RMSNorm of its result's rows
+/// (weight `norm.gammas[i]`) to `norm.normed[i]` in the same launch; the caller checked
+/// [`fits_norm`].
 pub fn allreduce_p2p(
     streams: &[Arc<CudaStream>],
     dtype: DType,
     (ins, outs, sigs): (&[u64], &[u64], &[u64]),
     count: usize,
     timeout_ns: u64,
+    residuals: &[u64],
     norm: Option<NormOut>,
 ) -> Result<()> {
     let ranks = streams.len();
+    if !residuals.is_empty() && residuals.len() != ranks {
+        return Err(Error::Unsupported(format!("allreduce_p2p: {} residuals for {ranks} ranks", residuals.len())));
+    }
     let name = kernel(dtype).ok_or_else(|| Error::Unsupported(format!("allreduce_p2p: {dtype}")))?;
     if ins.len() != ranks || outs.len() != ranks || sigs.len() != ranks || !(2..=MAX_RANKS).contains(&ranks) {
         return Err(Error::Unsupported(format!("allreduce_p2p: {ranks} ranks with {} inputs", ins.len())));
@@ -202,7 +211,7 @@ pub fn allreduce_p2p(
         if ranks > READ_MAX_RANKS {
             return Err(Error::Unsupported(format!("allreduce_p2p: {count} {dtype} over {ranks} ranks")));
         }
-        return allreduce_read(streams, dtype, (ins, outs, sigs), count, timeout_ns, norm);
+        return allreduce_read(streams, dtype, (ins, outs, sigs), count, timeout_ns, residuals, norm);
     }
     let normed_name = name.replacen("allreduce_p2p_", "allreduce_p2p_norm_", 1);
     let name = if norm.is_some() { normed_name.as_str() } else { name };
@@ -224,6 +233,7 @@ pub fn allreduce_p2p(
             timeout_ns,
             ll: ll as i32,
             pad: 0,
+            residual: residuals.get(i).copied().unwrap_or(0),
         };
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS as u32, 1, 1), shared_mem_bytes: 0 };
         let what = "cuLaunchKernelEx(allreduce_p2p)";
@@ -267,6 +277,7 @@ fn allreduce_read(
     (ins, outs, sigs): (&[u64], &[u64], &[u64]),
     count: usize,
     timeout_ns: u64,
+    residuals: &[u64],
     norm: Option<NormOut>,
 ) -> Result<()> {
     let ranks = streams.len();
@@ -293,6 +304,7 @@ fn allreduce_read(
             input,
             sig,
             out: outs[i],
+            residual: residuals.get(i).copied().unwrap_or(0),
             count: count as i64,
             rank: i as i32,
             ranks: ranks as i32,

@@ -15,12 +15,15 @@ use crate::{Buffer, Error, Result, cpu};
 
 /// Runs collective `op`: `inputs` are the N tensors then the signal buffers (broadcast: one
 /// tensor then the signal buffers), `outputs` the N results, all on the host. An allreduce
-/// with a joined rms_norm (engine/passes/fuse_allreduce_norm.rs) also takes the N norm weights
-/// and gives the N normalised sums after the sums.
+/// with a joined residual add (engine/passes/fuse_allreduce_residual.rs) also takes the N
+/// residuals and gives their sums with it; one with a joined rms_norm
+/// (engine/passes/fuse_allreduce_norm.rs) also takes the N norm weights and gives the N
+/// normalised sums after the sums.
 pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     if let Some((norm, plain)) = crate::engine::passes::split_qnorm(op) {
         let n = outputs.len() / 2;
-        if n == 0 || outputs.len() != 2 * n || inputs.len() != 3 * n {
+        let per = if crate::engine::passes::split_residual(&plain).is_some() { 3 } else { 2 };
+        if n == 0 || outputs.len() != 2 * n || inputs.len() != (per + 1) * n {
             return Err(Error::Value(format!(
                 "{} with rms_norm: {} inputs and {} results",
                 op.kind.name(),
@@ -29,9 +32,38 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
             )));
         }
         let (sums, normed) = outputs.split_at(n);
-        run(&plain, &inputs[..2 * n], sums)?;
-        for ((sum, gamma), out) in sums.iter().zip(&inputs[2 * n..]).zip(normed) {
+        run(&plain, &inputs[..per * n], sums)?;
+        for ((sum, gamma), out) in sums.iter().zip(&inputs[per * n..]).zip(normed) {
             crate::engine::host_dispatch::run_cpu(&norm, &[sum.clone(), gamma.clone()], std::slice::from_ref(out))?;
+        }
+        return Ok(());
+    }
+    if let Some(plain) = crate::engine::passes::split_residual(op) {
+        // (engine/passes/fuse_allreduce_residual.rs) the sum rounded once, then each device's add
+        let n = outputs.len();
+        if n == 0 || inputs.len() != 3 * n {
+            return Err(Error::Value(format!(
+                "{} with a residual: {} inputs and {} results",
+                op.kind.name(),
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        let p = Params::of(&plain, 2 * n, inputs[0].rank()).map_err(|e| Error::Value(e.to_string()))?;
+        if p.op != Collective::AllreduceSum || p.ranks != n {
+            return Err(Error::Value(format!("{}: a residual for {} devices", op.kind.name(), p.ranks)));
+        }
+        let total = sum(&inputs[..n])?;
+        let add = Op { kind: OpKind::Add, attrs: Attrs::new() };
+        for (x, out) in inputs[2 * n..].iter().zip(outputs) {
+            let dims = out.shape().iter().map(|&d| max_graph::Dim::stat(d as i64)).collect();
+            let ty = max_graph::Type::Tensor(max_graph::TensorType::new(out.dtype(), dims, max_graph::DeviceRef::CPU));
+            let out = if out.is_contiguous() {
+                out.clone()
+            } else {
+                return Err(Error::Value("allreduce_sum: a result that is not contiguous".into()));
+            };
+            cpu::elementwise::run(&crate::shared::Fused::single(&add, &ty, 2), &[x.clone(), total.clone()], &out)?;
         }
         return Ok(());
     }

@@ -52,17 +52,15 @@ def take(it: Iterable[Value], n: int) -> list[Value]:
 
 def allreduce_with_residual(xs: Sequence[TensorValue], pieces: Sequence[TensorValue],
                             signal_buffers: Sequence[Any]) -> list[TensorValue]:
-    """``x + allreduce(pieces)`` on every device, as ``allreduce([x + pieces[0], *pieces[1:]])``:
-    the residual stream is the same on every device (each has the allreduce's one result), so
-    the first device adds it to its own piece, where a GPU folds the add into the epilogue of
-    the matmul that made the piece, and no device has an add after the allreduce."""
-    return ops.allreduce.sum([add_residual(xs[0], pieces[0]), *pieces[1:]], signal_buffers)
+    """``x + allreduce(pieces)`` on every device (each has its own copy of the residual stream
+    `xs`): the engine joins the adds to the allreduce, so each device adds its own copy inside
+    the collective's launch where the peer-to-peer allreduce runs it."""
+    return [add_residual(x, s) for x, s in zip(xs, ops.allreduce.sum(list(pieces), signal_buffers))]
 
 
 class DistributedTransformerBlock(Module):
     """``h = x + allreduce(attention pieces)``, then ``h + allreduce(mlp pieces)``, on each
-    device (with a residual multiplier of 1, the residual joins the first device's piece before
-    the allreduce: ``allreduce_with_residual``). `attention` is a
+    device (``allreduce_with_residual`` with a residual multiplier of 1). `attention` is a
     ``TensorParallelAttentionWithRope``; `mlp` is split with its ``shard``; the norms are
     applied on every device."""
 

@@ -46,37 +46,56 @@ pub(crate) fn run(step: &Step, inputs: &[Buffer], outputs: &[Buffer]) -> Result<
     let StepKind::Op(op) = &step.kind else {
         return Err(Error::Value(format!("{}: not a collective", step.name())));
     };
-    if let Some((norm, plain)) = crate::engine::passes::split_qnorm(op) {
-        return run_with_norm(&norm, &plain, inputs, outputs);
+    let (norm, plain) = match crate::engine::passes::split_qnorm(op) {
+        Some((norm, plain)) => (Some(norm), plain),
+        None => (None, op.clone()),
+    };
+    let (residual, plain) = match crate::engine::passes::split_residual(&plain) {
+        Some(plain) => (true, plain),
+        None => (false, plain),
+    };
+    if norm.is_none() && !residual {
+        if allreduce_p2p(op, inputs, outputs, &[], None)? {
+            return Ok(());
+        }
+        return crate::nccl::run(op, inputs, outputs);
     }
-    if allreduce_p2p(op, inputs, outputs, None)? {
-        return Ok(());
-    }
-    crate::nccl::run(op, inputs, outputs)
+    joined(norm.as_ref(), residual, &plain, inputs, outputs)
 }
 
-/// An allreduce with a joined rms_norm (engine/passes/fuse_allreduce_norm.rs): inputs the N
-/// tensors, the signal buffers and the N norm weights; outputs the N sums, then the N
-/// normalised sums. One peer-to-peer launch per GPU where it fits, else the allreduce (peer to
-/// peer or NCCL) and the rms_norm kernel on each GPU's stream.
-fn run_with_norm(norm: &Op, plain: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let n = outputs.len() / 2;
-    if n == 0 || outputs.len() != 2 * n || inputs.len() != 3 * n {
+/// An allreduce with a joined residual add (engine/passes/fuse_allreduce_residual.rs) and/or
+/// rms_norm (engine/passes/fuse_allreduce_norm.rs): inputs the N tensors, the signal buffers,
+/// the N residuals (with `residual`) and the N norm weights (with `norm`); outputs the N sums
+/// (plus the residuals), then the N normalised sums (with `norm`). One peer-to-peer launch per
+/// GPU where it fits, else the allreduce (peer to peer or NCCL), then the add and the rms_norm
+/// kernel on each GPU's stream.
+fn joined(norm: Option<&Op>, residual: bool, plain: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let n = if norm.is_some() { outputs.len() / 2 } else { outputs.len() };
+    let per = 2 + residual as usize + norm.is_some() as usize;
+    if n == 0 || outputs.len() != n * (1 + norm.is_some() as usize) || inputs.len() != per * n {
         return Err(Error::Value(format!(
-            "allreduce_sum with rms_norm: {} inputs and {} results",
+            "allreduce_sum with a residual or rms_norm: {} inputs and {} results",
             inputs.len(),
             outputs.len()
         )));
     }
-    let params = RmsNormParams::from_attrs(&norm.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+    let params = norm
+        .map(|norm| RmsNormParams::from_attrs(&norm.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}"))))
+        .transpose()?;
     let (sums, normed) = outputs.split_at(n);
-    let (gammas, collective) = (&inputs[2 * n..], &inputs[..2 * n]);
-    if allreduce_p2p(plain, collective, sums, Some((gammas, normed, params)))? {
+    let collective = &inputs[..2 * n];
+    let residuals = if residual { &inputs[2 * n..3 * n] } else { &[] };
+    let gammas = &inputs[(2 + residual as usize) * n..];
+    if allreduce_p2p(plain, collective, sums, residuals, params.map(|p| (gammas, normed, p)))? {
         return Ok(());
     }
-    if !allreduce_p2p(plain, collective, sums, None)? {
+    if !allreduce_p2p(plain, collective, sums, &[], None)? {
         crate::nccl::run(plain, collective, sums)?;
     }
+    for (sum, x) in sums.iter().zip(residuals) {
+        add_in_place(sum, x)?;
+    }
+    let Some(params) = params else { return Ok(()) };
     for ((sum, gamma), out) in sums.iter().zip(gammas).zip(normed) {
         let k = sum.shape().last().copied().unwrap_or(1);
         let dev =
@@ -107,6 +126,41 @@ fn run_with_norm(norm: &Op, plain: &Op, inputs: &[Buffer], outputs: &[Buffer]) -
     Ok(())
 }
 
+/// sum += x on the sum's GPU (the elementwise kernel of one add): the residual add of a joined
+/// step that the peer-to-peer allreduce did not take.
+fn add_in_place(sum: &Buffer, x: &Buffer) -> Result<()> {
+    use max_kernels_cuda::fused::{Arg, FusedSpec, Input, Node};
+    let dev = sum.device().cuda().cloned().ok_or_else(|| Error::Value("allreduce_sum: a sum off the GPU".into()))?;
+    if x.shape() != sum.shape() || x.dtype() != sum.dtype() || x.device() != sum.device() {
+        return Err(Error::Value(format!(
+            "allreduce_sum: residual {:?} does not match the sum {:?}",
+            x.shape(),
+            sum.shape()
+        )));
+    }
+    let x = if x.is_contiguous() { x.clone() } else { x.contiguous()? };
+    if !sum.is_contiguous() {
+        return Err(Error::Value("allreduce_sum: a sum that is not contiguous".into()));
+    }
+    let dtype = sum.dtype();
+    let spec = FusedSpec {
+        inputs: vec![dtype, dtype],
+        nodes: vec![Node {
+            op: max_graph::OpKind::Add,
+            args: vec![Arg::Input(0), Arg::Input(1)],
+            dtype,
+            approximate: None,
+        }],
+        rank: 1,
+    };
+    let n = sum.num_elements();
+    let input = |ptr: u64| Input { ptr, strides: vec![1], same_layout: true, scalar: false };
+    dev.bind()?;
+    // each element read before it is written, by the same thread: in place is safe
+    max_kernels_cuda::fused::launch(&dev.stream, &spec, sum.addr(), &[n], &[input(x.addr()), input(sum.addr())])?;
+    Ok(())
+}
+
 /// An allreduce.sum through the signal buffers (kernels/allreduce_p2p.cu) when
 /// `collective.p2p` is on and the call fits it: 2 to 8 GPUs (2 to 4 past 1 MiB, where each
 /// rank reads the others' tensors) that may each access every other's memory, contiguous
@@ -115,10 +169,17 @@ fn run_with_norm(norm: &Op, plain: &Op, inputs: &[Buffer], outputs: &[Buffer]) -
 /// launches not serialised by CUDA_LAUNCH_BLOCKING=1 (the first rank would wait for the others
 /// inside its own launch). False (nothing enqueued) otherwise.
 ///
-/// With `norm` (each GPU's norm weight and normalised result, the norm's parameters) the same
-/// launch also normalises the sum's rows, when they fit the kernel (`p2p::fits_norm`); false
-/// (nothing enqueued) when they do not.
-fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer], norm: Option<NormArgs>) -> Result<bool> {
+/// With `residuals` (none, or each GPU's) the results are the sums plus them; with `norm` (each
+/// GPU's norm weight and normalised result, the norm's parameters) the same launch also
+/// normalises the results' rows, when they fit the kernel (`p2p::fits_norm`); false (nothing
+/// enqueued) when they do not.
+fn allreduce_p2p(
+    op: &Op,
+    inputs: &[Buffer],
+    outputs: &[Buffer],
+    residuals: &[Buffer],
+    norm: Option<NormArgs>,
+) -> Result<bool> {
     let tuning = max_tuning::current();
     if !tuning.flag_or(Knob::CollectiveP2p, true) || std::env::var("CUDA_LAUNCH_BLOCKING").as_deref() == Ok("1") {
         return Ok(false);
@@ -147,7 +208,12 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer], norm: Option<No
             && same_place(t, &devices[i])
             && same_place(&sigs[i], &devices[i])
     });
-    let mut addrs: Vec<u64> = tensors.iter().chain(outputs).chain(sigs).map(Buffer::addr).collect();
+    let fitting = fitting
+        && (residuals.is_empty() || residuals.len() == n)
+        && residuals.iter().enumerate().all(|(i, x)| {
+            x.is_contiguous() && x.dtype() == dtype && x.num_elements() == count && same_place(x, &devices[i])
+        });
+    let mut addrs: Vec<u64> = tensors.iter().chain(outputs).chain(sigs).chain(residuals).map(Buffer::addr).collect();
     let signal = sigs.iter().map(Buffer::nbytes).min().unwrap_or(0);
     let k = tensors[0].shape().last().copied().unwrap_or(1);
     if let Some((gammas, normed, _)) = norm {
@@ -182,7 +248,7 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer], norm: Option<No
     }
     // Each device's stream starts after its input is ready; an input freed in the order of
     // another stream outlives the reads (as for NCCL).
-    for (t, d) in tensors.iter().zip(&devices) {
+    for (t, d) in tensors.iter().chain(residuals).zip(devices.iter().cycle()) {
         Stream::default_for(&Device::Cuda(d.clone())).wait_for(t.stream())?;
     }
     let streams: Vec<_> = devices.iter().map(|d| d.stream.clone()).collect();
@@ -195,7 +261,8 @@ fn allreduce_p2p(op: &Op, inputs: &[Buffer], outputs: &[Buffer], norm: Option<No
         let gammas: Vec<u64> = norm.map_or(vec![], |(g, _, _)| g.iter().map(Buffer::addr).collect());
         let normed: Vec<u64> = norm.map_or(vec![], |(_, o, _)| o.iter().map(Buffer::addr).collect());
         let norm = norm.map(|(_, _, params)| p2p::NormOut { gammas: &gammas, normed: &normed, k, params });
-        p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns, norm).map_err(Error::from)?;
+        let res: Vec<u64> = residuals.iter().map(Buffer::addr).collect();
+        p2p::allreduce_p2p(&streams, dtype, (&ins, &outs, &sig), count, timeout_ns, &res, norm).map_err(Error::from)?;
     }
     if crate::cuda::capturing() {
         P2P_CAPTURED.with(|c| c.set(true));

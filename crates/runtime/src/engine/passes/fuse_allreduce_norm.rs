@@ -2,8 +2,9 @@
 //! attention's (or MLP's) partial results over the devices and every device then normalises
 //! the sum for its next products. `rms_norm(allreduce.sum(x..)[i], gamma_i)` on every device i
 //! becomes one allreduce step with the attribute `rms_norm` and the norm's own attributes as
-//! `rms_norm.<name>`; its inputs are `[x.., signals.., gamma..]` and its outputs the sums, then
-//! the normalised sums. The GPU runs it as one launch per device where the peer-to-peer
+//! `rms_norm.<name>`; its inputs are `[x.., signals.., gamma..]` (`[x.., signals.., residuals..,
+//! gamma..]` for a step with a joined residual add) and its outputs the sums, then the
+//! normalised sums. The GPU runs it as one launch per device where the peer-to-peer
 //! allreduce takes it (engine/gpu/collective.rs), otherwise as the allreduce and one rms_norm
 //! per device, as the CPU does. Only a step whose every sum feeds one such norm (all with the
 //! same attributes, weights of the sum's dtype, device and last dim, made before the
@@ -39,7 +40,9 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let s = &body.steps[i];
         let StepKind::Op(op) = &s.kind else { continue };
         let n = s.outputs.len();
-        if op.kind != OpKind::AllreduceSum || op.attrs.0.contains_key(NORM) || n == 0 || s.inputs.len() != 2 * n {
+        // (a step with a joined residual also takes the residuals: fuse_allreduce_residual)
+        let per = if op.attrs.0.contains_key(super::RESIDUAL) { 3 } else { 2 };
+        if op.kind != OpKind::AllreduceSum || op.attrs.0.contains_key(NORM) || n == 0 || s.inputs.len() != per * n {
             continue;
         }
         let norms: Option<Vec<usize>> = s

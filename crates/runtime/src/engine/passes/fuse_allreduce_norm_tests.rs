@@ -7,12 +7,9 @@ use max_graph::graph::Graph;
 use max_graph::ops::Op;
 use max_graph::{DType, DeviceRef, Dim, TensorType};
 
-use super::super::test_util::{constant, names, serial};
+use super::super::test_util::{constant, names, run_all, serial};
 use super::*;
-use crate::engine::exec::run_host_kernel;
 use crate::engine::passes::lower;
-use crate::engine::program::Program;
-use crate::{Buffer, Device};
 
 const K: i64 = 64;
 const ROWS: i64 = 3;
@@ -146,71 +143,4 @@ fn the_joined_step_on_the_host_matches_the_steps_apart_exactly() {
             assert_eq!(x, y, "{dtype:?}");
         }
     }
-}
-
-/// Runs a lowered program's steps on the host with inputs from fixed seeds; its results' bytes.
-fn run_all(p: &Program) -> Vec<Vec<u8>> {
-    let mut env: std::collections::HashMap<ValueId, Buffer> = std::collections::HashMap::new();
-    for (i, &arg) in p.body.args.iter().enumerate() {
-        let t = match &p.types[arg] {
-            Type::Tensor(t) | Type::Buffer(t) => t,
-            Type::Chain => panic!("a chain argument"),
-        };
-        let shape: Vec<i64> = t.shape.iter().map(|d| d.as_static().unwrap()).collect();
-        let b = Buffer::zeros(t.dtype, &shape, &Device::Cpu).unwrap();
-        let mut s = 100 + i as u64;
-        for j in 0..b.num_elements() {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0;
-            // SAFETY: element j of the fresh host buffer of t.dtype.
-            unsafe {
-                match t.dtype {
-                    DType::BFloat16 => *(b.addr() as *mut u16).add(j) = half::bf16::from_f32(v).to_bits(),
-                    DType::Float32 => *(b.addr() as *mut f32).add(j) = v,
-                    _ => {}
-                }
-            }
-        }
-        env.insert(arg, b);
-    }
-    for s in &p.body.steps {
-        if let StepKind::Op(o) = &s.kind {
-            if o.kind == OpKind::Constant {
-                let Some(Attr::Data(d)) = o.attrs.get("data") else { panic!("a constant without data") };
-                let t = p.types[s.outputs[0]].tensor().unwrap();
-                let b = Buffer::empty(t.dtype, &[K], &Device::Cpu).unwrap();
-                // SAFETY: the buffer holds exactly the constant's bytes.
-                unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), b.addr() as *mut u8, d.len()) };
-                env.insert(s.outputs[0], b);
-                continue;
-            }
-        }
-        let inputs: Vec<Buffer> = s.inputs.iter().map(|v| env[v].clone()).collect();
-        let outputs: Vec<Buffer> = s
-            .outputs
-            .iter()
-            .map(|&v| {
-                let t = p.types[v].tensor().unwrap();
-                let shape: Vec<i64> = t.shape.iter().map(|d| d.as_static().unwrap()).collect();
-                Buffer::empty(t.dtype, &shape, &Device::Cpu).unwrap()
-            })
-            .collect();
-        run_host_kernel(&p.types, s, &inputs, &outputs).unwrap();
-        for (v, b) in s.outputs.iter().zip(outputs) {
-            env.insert(*v, b);
-        }
-    }
-    let out: Vec<Vec<u8>> = p
-        .body
-        .results
-        .iter()
-        .map(|v| {
-            let b = &env[v];
-            // SAFETY: the host buffer holds nbytes bytes.
-            unsafe { std::slice::from_raw_parts(b.addr() as *const u8, b.nbytes()).to_vec() }
-        })
-        .collect();
-    // the norms are not all zero: the test would pass on empty results otherwise
-    assert!(out.iter().all(|b| b.iter().any(|&x| x != 0)));
-    out
 }

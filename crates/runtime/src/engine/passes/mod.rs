@@ -6,8 +6,9 @@
 //! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`),
 //! and on the GPU the gated MLP's gate, up and mul joined into one product
 //! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
-//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`); the RMSNorms after
-//! an allreduce join it (`fuse_allreduce_norm`).
+//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`); the residual adds
+//! after an allreduce join it first (`fuse_allreduce_residual`, before the epilogues), the
+//! RMSNorms after it last (`fuse_allreduce_norm`).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ mod cse;
 mod dce;
 mod epilogue_chain;
 mod fuse_allreduce_norm;
+mod fuse_allreduce_residual;
 mod fuse_conv_epilogue;
 mod fuse_elementwise;
 mod fuse_gated_gemv;
@@ -34,6 +36,7 @@ mod siblings;
 #[cfg(test)]
 mod test_util;
 
+pub(crate) use fuse_allreduce_residual::split_residual;
 pub(crate) use fuse_gated_gemv::{GATED, gated_group, split_qgated};
 pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
@@ -46,6 +49,9 @@ pub fn lower(graph: &Graph) -> Program {
     let mut body = lower_block(graph, 0);
     cse::cse(&mut body, &mut HashMap::new(), &mut HashMap::new());
     dce(&mut body);
+    if max_tuning::current().flag_or(max_tuning::Knob::FusionAllreduceNorm, true) {
+        fuse_allreduce_residual::fuse(&mut body, &types);
+    }
     let mut uses = HashMap::new();
     count_uses(&body, &mut uses);
     if max_tuning::current().flag_or(max_tuning::Knob::FusionEpilogue, true) {
