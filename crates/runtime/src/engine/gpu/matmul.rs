@@ -8,7 +8,7 @@ use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 use max_kernels_cuda::launch::gemv_nt::{Fusion, NormPrologue};
 use max_kernels_cuda::launch::{gemm_skinny, gemv_mma, gemv_nt};
 
-use super::super::program::GemmEpilogue;
+use super::super::program::{Fused, GemmEpilogue, Operand};
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
 
@@ -130,6 +130,22 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
         return Ok(());
     }
     let (Some(gate), Some(up)) = (scratch.next(), scratch.next()) else { return Err(bad()) };
+    if g.act.is_some() && !g.bias && !g.residual && !g.tail.nodes.is_empty() {
+        // Rows for the GEMM: the activation joins the mul's elementwise pass (which reads the
+        // gate anyway) rather than the gate's epilogue, whose kernel is not the identity
+        // epilogue's (an H200, 2048 x 4096 x 7168 bf16: 225 us with SiLU, 174 without).
+        matmul_wt(dev, a, &ws[..1], std::slice::from_ref(gate), &Epilogue::default(), consts)?;
+        matmul_wt(dev, a, &ws[1..], std::slice::from_ref(up), &Epilogue::default(), consts)?;
+        let t = g.tail.nodes.len();
+        let shift = |o: &Operand| match *o {
+            Operand::Input(0) => Operand::Node(t - 1),
+            Operand::Input(i) => Operand::Input(i),
+            Operand::Node(i) => Operand::Node(i + t),
+        };
+        let mut nodes = g.tail.nodes.clone();
+        nodes.extend(mul.nodes.iter().map(|(op, args, ty)| (op.clone(), args.iter().map(shift).collect(), ty.clone())));
+        return super::run_fused(dev, &Fused { nodes }, &[gate.clone(), up.clone()], &outs[0]);
+    }
     matmul_wt(dev, a, &ws[..1], std::slice::from_ref(gate), &epi, consts)?;
     matmul_wt(dev, a, &ws[1..], std::slice::from_ref(up), &Epilogue::default(), consts)?;
     super::run_fused(dev, mul, &[gate.clone(), up.clone()], &outs[0])
