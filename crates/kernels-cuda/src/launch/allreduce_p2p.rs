@@ -138,9 +138,9 @@ pub fn fits(dtype: DType, count: usize, ranks: usize, signal: usize, addrs: &[u6
     kernel(dtype).is_some()
         && (2..=most).contains(&ranks)
         && bytes > 0
-        && bytes % 16 == 0
+        && bytes.is_multiple_of(16)
         && signal >= signal_bytes(ranks)
-        && addrs.iter().all(|a| a % 16 == 0)
+        && addrs.iter().all(|a| a.is_multiple_of(16))
 }
 
 /// Whether the sum's rows of `k` elements (of a tensor of `count` that [`fits`]) can also be
@@ -148,13 +148,13 @@ pub fn fits(dtype: DType, count: usize, ranks: usize, signal: usize, addrs: &[u6
 /// block's chunk whole rows; past it a row is whole vectors, at most READ_THREADS * READ_PER.
 pub fn fits_norm(dtype: DType, count: usize, k: usize) -> bool {
     let row = k * dtype.size_in_bytes();
-    if k == 0 || count % k != 0 {
+    if k == 0 || !count.is_multiple_of(k) {
         return false;
     }
     if reads(dtype, count) {
-        row % 16 == 0 && row / 16 <= READ_THREADS * READ_PER
+        row.is_multiple_of(16) && row / 16 <= READ_THREADS * READ_PER
     } else {
-        row % (16 * 32) == 0 && CHUNK % row == 0
+        row.is_multiple_of(16 * 32) && CHUNK.is_multiple_of(row)
     }
 }
 
@@ -202,10 +202,10 @@ pub fn allreduce_p2p(
     if ins.len() != ranks || outs.len() != ranks || sigs.len() != ranks || !(2..=MAX_RANKS).contains(&ranks) {
         return Err(Error::Unsupported(format!("allreduce_p2p: {ranks} ranks with {} inputs", ins.len())));
     }
-    if let Some(n) = &norm {
-        if n.gammas.len() != ranks || n.normed.len() != ranks || !fits_norm(dtype, count, n.k) {
-            return Err(Error::Unsupported(format!("allreduce_p2p: no norm of rows of {} {dtype}", n.k)));
-        }
+    if let Some(n) = &norm
+        && (n.gammas.len() != ranks || n.normed.len() != ranks || !fits_norm(dtype, count, n.k))
+    {
+        return Err(Error::Unsupported(format!("allreduce_p2p: no norm of rows of {} {dtype}", n.k)));
     }
     if reads(dtype, count) {
         if ranks > READ_MAX_RANKS {
