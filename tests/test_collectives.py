@@ -406,8 +406,8 @@ def test_two_gpu_p2p_allreduce_with_the_residual_after_it(dtype):
     """The residual add after a peer-to-peer allreduce (a layer's residual stream, each GPU its
     own copy) runs inside its launch, pushed (one block, 64 blocks) or read (a prefill's 16
     MiB), with and without the norm after it: the results are the allreduce then the add, bit
-    for bit (numpy's and the steps apart on the GPU), the norms within a unit in the last
-    place of the norm kernel's apart."""
+    for bit (numpy's, the steps apart on the GPU, and the joined step through NCCL and the add
+    kernel), the norms within a unit in the last place of the norm kernel's apart."""
     devices = _p2p_gpus()
     refs = [DeviceRef.GPU(0), DeviceRef.GPU(1)]
     shapes = [[1, 4096], [64, 4096], [2048, 4096]] if dtype == DType.bfloat16 else [[1, 2048], [1024, 2048]]
@@ -420,9 +420,15 @@ def test_two_gpu_p2p_allreduce_with_the_residual_after_it(dtype):
             assert len(kernels) == 1 and ("_norm_" in kernels[0]) == norm, kernels
             for h, w in zip(hs, want):
                 np.testing.assert_array_equal(h.view(np.uint8), w.view(np.uint8), err_msg=f"{shape} norm={norm}")
+            # the steps apart, and the joined step through NCCL (then the add and the norm kernels)
             _, hs2, normed2, _, _ = _allreduce_add(None, dtype, shape, refs, devices, norm=norm,
                                                    spec="fusion.allreduce_norm=0", seed=seed)
-            for a, b in zip(hs, hs2):
+            _, hs3, normed3, log3, _ = _allreduce_add(None, dtype, shape, refs, devices, norm=norm,
+                                                      spec="collective.p2p=0", seed=seed)
+            assert not log3.records("allreduce_p2p")
+            for a, b in zip(hs + hs, hs2 + hs3):
+                np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+            for a, b in zip(normed2, normed3):
                 np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
             for a, b in zip(normed, normed2):
                 if dtype == DType.float32:

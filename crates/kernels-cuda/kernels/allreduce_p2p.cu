@@ -153,6 +153,23 @@ template <typename T> __device__ __forceinline__ uint4 ar_plus(uint4 s4, uint4 r
     return ar_pack<T>(a);
 }
 
+// One vector of a normalised row: the sums `v` times `inv` (1 / rms) and the weights `gq` (plus
+// `offset`), with the rms_norm kernels' arithmetic (`mbc`: multiply by the weight before the
+// cast to T; else round the scaled sum and the weight to T first), packed.
+template <typename T>
+__device__ __forceinline__ uint4 ar_scaled(const float (&v)[16 / sizeof(T)], uint4 gq, float inv, float offset, int mbc) {
+    constexpr int V = 16 / sizeof(T);
+    u32 gw[4] = {gq.x, gq.y, gq.z, gq.w};
+    float g[V], y[V];
+    Unpack<T>::go(gw, g);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        const float ge = g[e] + offset;
+        y[e] = mbc ? v[e] * inv * ge : to_f32(FromF32<T>::go(to_f32(FromF32<T>::go(v[e] * inv)) * to_f32(FromF32<T>::go(ge))));
+    }
+    return ar_pack<T>(y);
+}
+
 // Rows of the block's vectors normalised (allreduce_p2p_norm): `sum[j]` holds this thread's
 // j-th vector (index v0 + tid + j * AR_THREADS) of the rounded sums, `have[j]` whether it exists.
 template <typename T, int PER>
@@ -183,15 +200,7 @@ __device__ __forceinline__ void ar_norm(const ArNormArgs& n, i64 v0, const float
         float ss = 0.f;
         for (i64 w = 0; w < wpr; ++w) ss += wsum[first + w];
         const float inv = 1.0f / sqrtf(ss / (float)n.k + n.eps);
-        u32 gw[4] = {gq[j].x, gq[j].y, gq[j].z, gq[j].w};
-        float g[V], y[V];
-        Unpack<T>::go(gw, g);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const float ge = g[e] + n.offset, v = sum[j][e];
-            y[e] = n.mbc ? v * inv * ge : to_f32(FromF32<T>::go(to_f32(FromF32<T>::go(v * inv)) * to_f32(FromF32<T>::go(ge))));
-        }
-        normed[v0 + rel] = ar_pack<T>(y);
+        normed[v0 + rel] = ar_scaled<T>(sum[j], gq[j], inv, n.offset, n.mbc);
     }
 }
 
@@ -434,16 +443,7 @@ template <typename T, bool NORM> __device__ __forceinline__ void allreduce_p2p_r
             for (int j = 0; j < PER; ++j) {
                 const i64 c = tid + (i64)j * AR_READ_THREADS;
                 if (c >= vpr) continue;
-                u32 gw[4] = {gq[j].x, gq[j].y, gq[j].z, gq[j].w};
-                float g[V], y[V];
-                Unpack<T>::go(gw, g);
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const float ge = g[e] + a.offset, v = sum[j][e];
-                    y[e] = a.mbc ? v * inv * ge
-                                 : to_f32(FromF32<T>::go(to_f32(FromF32<T>::go(v * inv)) * to_f32(FromF32<T>::go(ge))));
-                }
-                normed[row * vpr + c] = ar_pack<T>(y);
+                normed[row * vpr + c] = ar_scaled<T>(sum[j], gq[j], inv, a.offset, a.mbc);
             }
         }
     } else {

@@ -54,16 +54,9 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
             return Err(Error::Value(format!("{}: a residual for {} devices", op.kind.name(), p.ranks)));
         }
         let total = sum(&inputs[..n])?;
-        let add = Op { kind: OpKind::Add, attrs: Attrs::new() };
         for (x, out) in inputs[2 * n..].iter().zip(outputs) {
-            let dims = out.shape().iter().map(|&d| max_graph::Dim::stat(d as i64)).collect();
-            let ty = max_graph::Type::Tensor(max_graph::TensorType::new(out.dtype(), dims, max_graph::DeviceRef::CPU));
-            let out = if out.is_contiguous() {
-                out.clone()
-            } else {
-                return Err(Error::Value("allreduce_sum: a result that is not contiguous".into()));
-            };
-            cpu::elementwise::run(&crate::shared::Fused::single(&add, &ty, 2), &[x.clone(), total.clone()], &out)?;
+            let add = crate::engine::passes::residual_add(out.dtype(), out.shape());
+            cpu::elementwise::run(&add, &[x.clone(), total.clone()], out)?;
         }
         return Ok(());
     }

@@ -126,39 +126,20 @@ fn joined(norm: Option<&Op>, residual: bool, plain: &Op, inputs: &[Buffer], outp
     Ok(())
 }
 
-/// sum += x on the sum's GPU (the elementwise kernel of one add): the residual add of a joined
-/// step that the peer-to-peer allreduce did not take.
+/// sum += x on the sum's GPU (passes::residual_add's elementwise group, in place: each element
+/// is read before it is written, by the same thread): the residual add of a joined step that
+/// the peer-to-peer allreduce did not take.
 fn add_in_place(sum: &Buffer, x: &Buffer) -> Result<()> {
-    use max_kernels_cuda::fused::{Arg, FusedSpec, Input, Node};
     let dev = sum.device().cuda().cloned().ok_or_else(|| Error::Value("allreduce_sum: a sum off the GPU".into()))?;
-    if x.shape() != sum.shape() || x.dtype() != sum.dtype() || x.device() != sum.device() {
+    if x.shape() != sum.shape() || x.dtype() != sum.dtype() || x.device() != sum.device() || !sum.is_contiguous() {
         return Err(Error::Value(format!(
             "allreduce_sum: residual {:?} does not match the sum {:?}",
             x.shape(),
             sum.shape()
         )));
     }
-    let x = if x.is_contiguous() { x.clone() } else { x.contiguous()? };
-    if !sum.is_contiguous() {
-        return Err(Error::Value("allreduce_sum: a sum that is not contiguous".into()));
-    }
-    let dtype = sum.dtype();
-    let spec = FusedSpec {
-        inputs: vec![dtype, dtype],
-        nodes: vec![Node {
-            op: max_graph::OpKind::Add,
-            args: vec![Arg::Input(0), Arg::Input(1)],
-            dtype,
-            approximate: None,
-        }],
-        rank: 1,
-    };
-    let n = sum.num_elements();
-    let input = |ptr: u64| Input { ptr, strides: vec![1], same_layout: true, scalar: false };
-    dev.bind()?;
-    // each element read before it is written, by the same thread: in place is safe
-    max_kernels_cuda::fused::launch(&dev.stream, &spec, sum.addr(), &[n], &[input(x.addr()), input(sum.addr())])?;
-    Ok(())
+    let add = crate::engine::passes::residual_add(sum.dtype(), sum.shape());
+    super::run_fused(&dev, &add, &[x.clone(), sum.clone()], sum)
 }
 
 /// An allreduce.sum through the signal buffers (kernels/allreduce_p2p.cu) when

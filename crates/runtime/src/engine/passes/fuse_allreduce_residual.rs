@@ -13,12 +13,12 @@
 
 use std::collections::HashMap;
 
-use max_graph::attrs::Attr;
+use max_graph::attrs::{Attr, Attrs};
 use max_graph::ops::{Op, OpKind};
-use max_graph::{Type, ValueId};
+use max_graph::{DType, DeviceRef, Dim, TensorType, Type, ValueId};
 
 use super::{NORM, RESIDUAL};
-use crate::engine::program::{Body, StepKind};
+use crate::engine::program::{Body, Fused, StepKind};
 
 /// The op of an allreduce step with a joined residual, without the attribute; None for another
 /// op.
@@ -29,6 +29,15 @@ pub fn split_residual(op: &Op) -> Option<Op> {
     let mut plain = op.clone();
     plain.attrs.0.remove(RESIDUAL);
     Some(plain)
+}
+
+/// The add of a joined step that the collective's kernels did not take, as the elementwise group
+/// over `[residual, sum]` with a result of `dtype` and `shape` (the host's and the GPU's
+/// fallback: the allreduce's rounded sum, then this add, as the separate steps run).
+pub fn residual_add(dtype: DType, shape: &[usize]) -> Fused {
+    let dims = shape.iter().map(|&d| Dim::stat(d as i64)).collect();
+    let ty = Type::Tensor(TensorType::new(dtype, dims, DeviceRef::CPU));
+    Fused::single(&Op { kind: OpKind::Add, attrs: Attrs::new() }, &ty, 2)
 }
 
 /// Joins every eligible set of adds to the allreduce before them.

@@ -36,7 +36,7 @@ mod siblings;
 #[cfg(test)]
 mod test_util;
 
-pub(crate) use fuse_allreduce_residual::split_residual;
+pub(crate) use fuse_allreduce_residual::{residual_add, split_residual};
 pub(crate) use fuse_gated_gemv::{GATED, gated_group, split_qgated};
 pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
