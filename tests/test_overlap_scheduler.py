@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from max.driver import DeviceSpec, Buffer
+from max.driver import DeviceSpec
 from max.interfaces import SamplingParams, TextGenerationInputs
 from max.pipelines import PipelineConfig
 from max.pipelines.lib.context import TextContext
@@ -41,19 +41,19 @@ class HostTokens:
     itself rather than one fed by the device's own sampled ids), and all of them (`steps`)."""
 
     def __init__(self, pipeline):
-        self.pipeline, self.inner, self.count, self.steps = pipeline, pipeline.model.execute, 0, 0
+        self.pipeline, self.inner, self.count, self.steps = pipeline, pipeline.model.execute_all, 0, 0
 
     def __enter__(self):
         def execute(tokens, *rest):
-            self.count += not isinstance(tokens, Buffer)
+            self.count += isinstance(tokens, np.ndarray)
             self.steps += 1
             return self.inner(tokens, *rest)
 
-        self.pipeline.model.execute = execute
+        self.pipeline.model.execute_all = execute
         return self
 
     def __exit__(self, *exc):
-        self.pipeline.model.execute = self.inner
+        self.pipeline.model.execute_all = self.inner
 
 
 def _contexts(seed, lengths, sp):

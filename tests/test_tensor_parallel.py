@@ -103,6 +103,68 @@ def test_smollm2_greedy_tokens_match_tp1(smollm_tp1, n):
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-3 * np.abs(a).max())
 
 
+def _replicated_sampling(p, vocab: int) -> None:
+    """`p` (tensor-parallel) returns a step's logits on every device and every device samples
+    its own copy: the copies and the tokens are equal, and a step fed each device's own ids
+    gives the logits of the same ids from the host. A run of 4 steps per call (each device's
+    next step reading its own ids) gives the tokens of calls of one step."""
+    from max.interfaces import TextGenerationInputs
+
+    def host(b):
+        return (b if b.device.is_host else b.to(driver.CPU())).to_numpy()
+
+    sp = SamplingParams(temperature=0.9, top_k=40, top_p=0.95, seed=11, max_new_tokens=9, ignore_eos=True)
+    rng = np.random.default_rng(6)
+    ctxs = [TextContext(max_length=64, tokens=rng.integers(5, vocab, n), sampling_params=sp) for n in (7, 3)]
+    try:
+        for c in ctxs:
+            p.kv_manager.claim(c.request_id)
+            p.kv_manager.alloc(c)
+        offsets = np.array([0, 7, 10], np.uint32)
+        caches = [b for cache in p.kv_manager.get_runtime_inputs([ctxs]) for b in cache]
+        logits = p.run_step(np.concatenate([c.next_tokens for c in ctxs]), offsets, caches)
+        assert len(logits) == len(p.devices)
+        for x in logits[1:]:
+            np.testing.assert_array_equal(host(x), host(logits[0]))
+        ids = p.sampler.sample_on_device(logits, ctxs, [0, 1])
+        assert len(ids) == len(p.devices) and all(x.device == d for x, d in zip(ids, p.devices))
+        want = host(ids[0])
+        for x in ids[1:]:
+            np.testing.assert_array_equal(host(x), want)
+        p.kv_manager.step([ctxs])
+        for c, t in zip(ctxs, want.tolist()):
+            c.commit()
+            c.append(int(t))
+            p.kv_manager.alloc(c)
+        caches = [b for cache in p.kv_manager.get_runtime_inputs([ctxs]) for b in cache]
+        one = np.array([0, 1, 2], np.uint32)
+        from_devices = p.run_step(ids, one, caches)
+        from_host = p.run_step(want.astype(np.int64), one, caches)
+        np.testing.assert_array_equal(host(from_devices[0]), host(from_host[0]))
+    finally:
+        for c in ctxs:
+            p.release(c.request_id)
+    runs = []
+    for steps in (1, 4):
+        ctxs = [TextContext(max_length=64, tokens=np.random.default_rng(9).integers(5, vocab, n), sampling_params=sp)
+                for n in (6, 4)]
+        try:
+            while any(not c.is_done for c in ctxs):
+                p.execute(TextGenerationInputs([{c.request_id: c for c in ctxs if not c.is_done}], num_steps=steps))
+        finally:
+            for c in ctxs:
+                p.release(c.request_id)
+        runs.append([c.generated_tokens.tolist() for c in ctxs])
+    assert runs[1] == runs[0] and all(len(t) == 9 for t in runs[0])
+
+
+def test_every_device_samples_its_own_copy_of_the_tokens(tmp_path):
+    ckpt = write_checkpoint(directory=tmp_path, seed=13, arch="llama")
+    p = load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), max_length=64, device_specs=_cpus(2),
+                                     quantization_encoding="float32", kv_cache_page_size=16))
+    _replicated_sampling(p, ckpt["config"]["vocab_size"])
+
+
 def test_too_many_devices_for_the_heads(tmp_path):
     ckpt = write_checkpoint(directory=tmp_path, seed=2, arch="llama")
     with pytest.raises(ValueError, match="cannot split 4 attention heads over 5 devices"):
@@ -167,6 +229,18 @@ def test_two_gpu_tensor_parallel_matches_one(tmp_path):
     assert len(runs[1]) == len(runs[0])
     parted = next((i for i, (x, y) in enumerate(zip(*runs)) if x != y), None)
     assert parted is None or parted not in decisive, f"TP=2 picked {runs[1][parted]} at clear step {parted}"
+
+
+@pytest.mark.gpu
+def test_two_gpus_sample_their_own_copies_of_the_tokens(tmp_path):
+    if driver.accelerator_count() < 2:
+        if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
+            pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
+        pytest.skip("needs 2 GPUs")
+    ckpt = write_checkpoint(directory=tmp_path, seed=13, arch="llama", dtype="bfloat16")
+    p = load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16,
+                                     device_specs=[DeviceSpec.accelerator(0), DeviceSpec.accelerator(1)]))
+    _replicated_sampling(p, ckpt["config"]["vocab_size"])
 
 
 @pytest.mark.gpu

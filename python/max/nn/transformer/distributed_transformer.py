@@ -104,7 +104,9 @@ class DistributedTransformerBlock(Module):
 class DistributedTransformer(Module):
     """A decoder over `devices`: ``__call__(tokens, signal_buffers, kv_collections,
     input_row_offsets=...)`` returns the float32 logits (on the first device) of each
-    sequence's last token (``ReturnLogits.ALL``: of every token)."""
+    sequence's last token (``ReturnLogits.ALL``: of every token); with ``every_device=True``,
+    one copy of them per device (the allgather leaves them on every device). `tokens` and
+    `input_row_offsets` are one value (moved to the other devices) or one per device."""
 
     def __init__(self, dim: int, n_heads: int, layers: Sequence[DistributedTransformerBlock],
                  norm: Callable[..., Any], output: ColumnParallelLinear, embedding: VocabParallelEmbedding,
@@ -127,9 +129,10 @@ class DistributedTransformer(Module):
         self.logits_scaling = float(logits_scaling)
         self.embedding_multiplier = float(embedding_multiplier)
 
-    def __call__(self, tokens: TensorValue, signal_buffers: Sequence[Any],
+    def __call__(self, tokens: TensorValue | Sequence[TensorValue], signal_buffers: Sequence[Any],
                  kv_collections: Sequence[PagedCacheValues], return_n_logits: Any = None,
-                 input_row_offsets: TensorValue | Sequence[TensorValue] | None = None) -> tuple[TensorValue, ...]:
+                 input_row_offsets: TensorValue | Sequence[TensorValue] | None = None,
+                 every_device: bool = False) -> tuple[TensorValue, ...]:
         if input_row_offsets is None:
             raise ValueError("DistributedTransformer: input_row_offsets is required")
         n = len(self.devices)
@@ -145,12 +148,15 @@ class DistributedTransformer(Module):
             hs = layer(i, hs, signal_buffers, kv_collections, freqs, offsets)
         if self.return_logits == ReturnLogits.LAST_TOKEN:
             hs = [ops.gather(h, last_token_indices(o), axis=0) for h, o in zip(hs, offsets)]
-        logits = self.lm_head([self.norm(h) for h in hs], signal_buffers)[0]
+        every = self.lm_head([self.norm(h) for h in hs], signal_buffers)
+        return tuple(self._finish(x) for x in (every if every_device else every[:1]))
+
+    def _finish(self, logits: TensorValue) -> TensorValue:
         if logits.dtype != DType.float32:
             logits = logits.cast(DType.float32)
         if self.logits_scaling != 1.0:
             logits = logits / self.logits_scaling
-        return (logits,)
+        return logits
 
 
 __all__ = [

@@ -156,42 +156,57 @@ class DecoderModel:
         self.module.load_state_dict({n: weights[n] for n in expected}, strict=True)
 
     def _graph(self) -> Graph:
-        """Inputs: tokens and row offsets (first device), each device's cache inputs, and the
-        signal buffers of a tensor-parallel model."""
-        ref = self.device_ref
+        """Inputs: tokens and row offsets, then each device's cache inputs, then the signal
+        buffers of a tensor-parallel model. A tensor-parallel model takes the tokens and the
+        offsets on every device and returns the logits on every device: each device samples
+        its own copy of the next tokens (``ReplicatedSampler``), so no device waits for another
+        one's sampler, or for a copy from it, to start a step."""
+        refs = list(self.device_refs) if self.signals else [self.device_ref]
+        n = len(refs)
         symbols = self.kv_params.get_symbolic_inputs()
         types = [
-            TensorType(DType.int64, ["total_seq_len"], ref),
-            TensorType(DType.uint32, ["input_row_offsets_len"], ref),
+            *(TensorType(DType.int64, ["total_seq_len"], r) for r in refs),
+            *(TensorType(DType.uint32, ["input_row_offsets_len"], r) for r in refs),
             *[t for per_device in symbols for t in per_device],
             *(self.signals.input_types() if self.signals else []),
         ]
         with Graph(type(self.module).__name__.lower(), input_types=types) as g:
-            tokens, offsets, *rest = g.inputs
-            n = len(symbols)
-            caches = [PagedCacheValues.from_values(rest[5 * i : 5 * i + 5]) for i in range(n)]
+            tokens = [v.tensor for v in g.inputs[:n]]
+            offsets = [v.tensor for v in g.inputs[n : 2 * n]]
+            rest = g.inputs[2 * n :]
+            caches = [PagedCacheValues.from_values(rest[5 * i : 5 * i + 5]) for i in range(len(symbols))]
             if self.signals is None:
-                (logits, *_rest) = self.module(tokens.tensor, caches[0], offsets.tensor)
+                (logits, *_rest) = self.module(tokens[0], caches[0], offsets[0])
+                g.output(logits)
             else:
-                signals = [v.buffer for v in rest[5 * n :]]
-                (logits, *_rest) = self.module(tokens.tensor, signals, caches, input_row_offsets=offsets.tensor)
-            g.output(logits)
+                signals = [v.buffer for v in rest[5 * len(symbols) :]]
+                g.output(*self.module(tokens, signals, caches, input_row_offsets=offsets, every_device=True))
         return g
 
-    def execute(self, tokens: np.ndarray | driver.Buffer, offsets: np.ndarray,
+    def execute(self, tokens: np.ndarray | driver.Buffer | Sequence[driver.Buffer], offsets: np.ndarray,
                 cache_inputs: Sequence[driver.Buffer]) -> driver.Buffer:
-        """The logits ``[batch, vocab]`` (on the model's device) of one step. Token ids from the
-        host are checked here: a captured decode graph's embedding lookup cannot report a bad
-        one. Ids already on the model's device are the sampler's (a multi-step decode) and in
-        range by construction."""
-        if isinstance(tokens, driver.Buffer):
-            return self.model.execute(tokens, *upload([offsets], self.device), *cache_inputs,
-                                      *self._signal_buffers)[0]
-        if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
-            raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")
+        """The logits ``[batch, vocab]`` (on the model's first device) of one step."""
+        return self.execute_all(tokens, offsets, cache_inputs)[0]
 
-        return self.model.execute(*upload([tokens, offsets], self.device), *cache_inputs, *self._signal_buffers)[0]
+    def execute_all(self, tokens: np.ndarray | driver.Buffer | Sequence[driver.Buffer], offsets: np.ndarray,
+                    cache_inputs: Sequence[driver.Buffer]) -> list[driver.Buffer]:
+        """The logits of one step on each device of the model (one buffer on one device).
+        Token ids from the host are checked here: a captured decode graph's embedding lookup
+        cannot report a bad one. Ids already on the devices are the sampler's (a multi-step
+        decode; one buffer per device, or one on the first device, copied to the others) and in
+        range by construction."""
+        devices = self.devices if self.signals else [self.device]
+        if isinstance(tokens, np.ndarray):
+            if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+                bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
+                raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")
+            pairs = [upload([tokens, offsets], d) for d in devices]
+            ids, offs = [p[0] for p in pairs], [p[1] for p in pairs]
+        else:
+            ids = list(tokens) if isinstance(tokens, (list, tuple)) else [tokens]
+            ids += [ids[0].to(d) for d in devices[len(ids):]]
+            offs = [upload([offsets], d)[0] for d in devices]
+        return list(self.model.execute(*ids, *offs, *cache_inputs, *self._signal_buffers))
 
 
 def device_refs(devices: Sequence[driver.Device]) -> list[DeviceRef]:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from max import driver
+from max.pipelines.lib.sampler import PerDevice, first_copy
 
 
 @dataclass
@@ -66,18 +67,18 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
     return max(1, steps)
 
 
-def queue_step(pipeline: Any, ctxs: Sequence[Any], prev: driver.Buffer, k: int) -> driver.Buffer:
+def queue_step(pipeline: Any, ctxs: Sequence[Any], prev: PerDevice, k: int) -> PerDevice:
     """Queues step k + 1 of a call (k >= 1) after the step whose sampled ids (one per context, in
     order) are `prev`; its ids, on the device."""
     # before step k+1 a context holds k more tokens, all but the newest cached
     views = [Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + k - 1, c.end_idx + k) for c in ctxs]
     caches = pipeline.kv_manager.get_runtime_inputs([views])
     offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
-    logits = pipeline.model.execute(prev, offsets, [b for cache in caches for b in cache])
+    logits = pipeline.run_step(prev, offsets, [b for cache in caches for b in cache])
     return pipeline.sampler.sample_on_device(logits, views, list(range(len(ctxs))))
 
 
-def run_more(pipeline: Any, ctxs: Sequence[Any], first: driver.Buffer, steps: int) -> list[driver.Buffer]:
+def run_more(pipeline: Any, ctxs: Sequence[Any], first: PerDevice, steps: int) -> list[PerDevice]:
     """Queues steps 2..`steps` after a first step whose sampled ids (one per context, in order)
     are `first`; returns every step's ids, still on the device."""
     out = [first]
@@ -100,7 +101,7 @@ class Queued:
     is `after`; `ids` are its sampled token ids, on the device."""
 
     after: list[tuple]
-    ids: driver.Buffer
+    ids: PerDevice
 
     def matches(self, ctxs: Sequence[Any], kv: Any) -> bool:
         """Whether the step is the one `ctxs` would run next: the same contexts in the same
@@ -109,7 +110,7 @@ class Queued:
                    and not c.sampling_params.has_penalties for c in ctxs) and state(ctxs, kv) == self.after
 
 
-def read_back(pipeline: Any, ids: Sequence[driver.Buffer]) -> np.ndarray:
+def read_back(pipeline: Any, ids: Sequence[PerDevice]) -> np.ndarray:
     """Every step's ids as one host array [rows, steps]: gathered on the device, then one copy
     back (one wait for the device instead of one per step)."""
     if len(ids) == 1 or pipeline.device.is_host:
@@ -117,7 +118,7 @@ def read_back(pipeline: Any, ids: Sequence[driver.Buffer]) -> np.ndarray:
     return pipeline.sampler.to_host(_gathered(pipeline, ids)).T
 
 
-def read_later(pipeline: Any, ids: Sequence[driver.Buffer], stream: driver.DeviceStream | None) -> Callable[[], np.ndarray]:
+def read_later(pipeline: Any, ids: Sequence[PerDevice], stream: driver.DeviceStream | None) -> Callable[[], np.ndarray]:
     """``read_back`` in two halves: the ids are gathered now, on the device's stream, and the
     returned function copies them to the host on `stream` (a stream of the pipeline's device,
     which first waits for the gather), so work queued on the device's stream in between does
@@ -125,18 +126,18 @@ def read_later(pipeline: Any, ids: Sequence[driver.Buffer], stream: driver.Devic
     if stream is None or pipeline.device.is_host:
         host = read_back(pipeline, ids)
         return lambda: host
-    every = _gathered(pipeline, ids) if len(ids) > 1 else ids[0]
+    every = _gathered(pipeline, ids) if len(ids) > 1 else first_copy(ids[0])
     stream.wait_for(pipeline.device)
     on_side = every.to(stream)  # the same memory, its copies on `stream`
     return lambda: pipeline.sampler.to_host(on_side).reshape(len(ids), -1).T
 
 
-def _gathered(pipeline: Any, ids: Sequence[driver.Buffer]) -> driver.Buffer:
+def _gathered(pipeline: Any, ids: Sequence[PerDevice]) -> driver.Buffer:
     """The steps' ids as one device buffer [steps, rows]."""
-    rows = int(ids[0].shape[0])
-    every = driver.Buffer(ids[0].dtype, [len(ids), rows], device=pipeline.device)
+    rows = int(first_copy(ids[0]).shape[0])
+    every = driver.Buffer(first_copy(ids[0]).dtype, [len(ids), rows], device=pipeline.device)
     for k, t in enumerate(ids):
-        every[k].inplace_copy_from(t)
+        every[k].inplace_copy_from(first_copy(t))
     return every
 
 

@@ -22,7 +22,7 @@ from max.pipelines.lib.decoder import DecoderModel
 from max.pipelines.lib import multistep
 from max.pipelines.lib.logprobs import LogProbGraph
 from max.pipelines.lib.model_source import ModelSource, resolve
-from max.pipelines.lib.sampler import Sampler
+from max.pipelines.lib.sampler import ReplicatedSampler, Sampler, first_copy
 from max.pipelines.lib.weights import read_weights
 
 
@@ -121,7 +121,9 @@ class TextGenerationPipeline:
         self.kv_manager = PagedKVCacheManager(self.model.kv_params, self.session, pages, max_seq_len=self.max_length,
                                               devices=self.devices,
                                               enable_prefix_caching=mc.kv_cache.enable_prefix_caching)
-        self.sampler = Sampler(self.session, self.device)
+        self.sampler: Sampler | ReplicatedSampler = (
+            ReplicatedSampler(self.session, self.devices) if self.model.signals is not None
+            else Sampler(self.session, self.device))
         self.logprobs = LogProbGraph(self.session, self.device, self.model.vocab_size)
         overlap = pipeline_config.enable_overlap_scheduler
         self._overlap = not self.device.is_host if overlap is None else bool(overlap)
@@ -185,7 +187,7 @@ class TextGenerationPipeline:
             offsets = np.zeros(len(ctxs) + 1, np.uint32)
             offsets[1:] = np.cumsum([ctx.active_length for ctx in ctxs])
             caches = self.kv_manager.get_runtime_inputs([ctxs])
-            logits = self.model.execute(tokens, offsets, [b for cache in caches for b in cache])
+            logits = self.run_step(tokens, offsets, [b for cache in caches for b in cache])
         self.kv_manager.step([ctxs])
         finishing = [i for i, ctx in enumerate(ctxs) if ctx.active_idx == ctx.end_idx]
         for ctx in ctxs:
@@ -198,7 +200,7 @@ class TextGenerationPipeline:
                 on_device = first  # the previous call's step ahead: every context decodes
             else:
                 on_device = self.sampler.sample_on_device(logits, sampled, finishing)
-                lps = self.logprobs.compute(logits, finishing, on_device) \
+                lps = self.logprobs.compute(first_copy(logits), finishing, first_copy(on_device)) \
                     if any(c.log_probabilities > 0 for c in sampled) else None
             ahead = ahead if len(sampled) == len(ctxs) else 0
             ids = multistep.run_more(self, sampled, on_device, steps) if steps > 1 else [on_device]
@@ -231,6 +233,12 @@ class TextGenerationPipeline:
             if nxt is not None:  # (no request ended: none of its tokens may)
                 self._queued = multistep.Queued(multistep.state(sampled, self.kv_manager), nxt)
         return outputs
+
+    def run_step(self, tokens: Any, offsets: np.ndarray, cache_inputs: list[driver.Buffer]) -> Any:
+        """One step's logits, for the sampler: on the model's device, or one copy per device of a
+        tensor-parallel model (each device samples its own copy of the next tokens)."""
+        every = self.model.execute_all(tokens, offsets, cache_inputs)
+        return every if isinstance(self.sampler, ReplicatedSampler) else every[0]
 
     def _alloc(self, ctxs: list[TextContext], steps: int) -> int:
         """Gives every context the cache pages of `steps` steps; when the cache cannot hold that

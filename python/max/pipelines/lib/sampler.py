@@ -17,6 +17,9 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 from max.nn.sampling_ops import apply_penalties, sample_tokens
 
+#: A step's logits or token ids: one buffer, or one per device of a tensor-parallel model.
+PerDevice = driver.Buffer | list[driver.Buffer]
+
 _MASK = (1 << 64) - 1
 _CHOICES = 0x6E5F63686F696365  # keeps choice seeds apart from step_seed's mixing of a token count
 
@@ -141,4 +144,34 @@ class Sampler:
         return self._plain.execute(*args)[0]
 
 
-__all__ = ["Sampler", "choice_seed", "splitmix64", "step_seed"]
+class ReplicatedSampler:
+    """A tensor-parallel model's sampler: one ``Sampler`` per device, each over that device's
+    copy of the step's logits (``DecoderModel.execute_all``). The copies hold the same bits and
+    sample_tokens is exact (the host reference's arithmetic, no atomics), so every device picks
+    the same tokens, and the next step on each device reads its own copy of them: no device
+    waits for another's sampler, or for a copy between them, to start a step. Token ids are
+    lists of buffers, one per device; the host reads the first device's."""
+
+    def __init__(self, session: engine.InferenceSession, devices: Sequence[driver.Device]) -> None:
+        self.samplers = [Sampler(session, d) for d in devices]
+        self.device = devices[0]
+
+    def sample(self, logits: Sequence[driver.Buffer], ctxs: Sequence[Any], rows: Sequence[int]) -> np.ndarray:
+        return self.to_host(self.sample_on_device(logits, ctxs, rows))
+
+    def to_host(self, tokens: PerDevice) -> np.ndarray:
+        return self.samplers[0].to_host(first_copy(tokens))
+
+    def sample_on_device(self, logits: Sequence[driver.Buffer], ctxs: Sequence[Any],
+                         rows: Sequence[int]) -> list[driver.Buffer]:
+        if len(logits) != len(self.samplers):
+            raise ValueError(f"{len(logits)} copies of the logits for {len(self.samplers)} devices")
+        return [s.sample_on_device(x, ctxs, rows) for s, x in zip(self.samplers, logits)]
+
+
+def first_copy(x: PerDevice) -> driver.Buffer:
+    """The buffer on the model's first device of a value that may be one per device."""
+    return x[0] if isinstance(x, (list, tuple)) else x
+
+
+__all__ = ["PerDevice", "ReplicatedSampler", "Sampler", "choice_seed", "first_copy", "splitmix64", "step_seed"]
