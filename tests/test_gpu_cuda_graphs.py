@@ -110,3 +110,41 @@ def test_inputs_returned_as_outputs_are_copies(rng, gpu):
         a, b = model.execute(buf)
         np.testing.assert_array_equal(a.to_numpy(), x)
         np.testing.assert_allclose(b.to_numpy(), x + 1, rtol=1e-6)
+
+
+def test_replays_stage_many_inputs_of_every_size(rng, gpu):
+    """A replay stages small inputs in one launch (copy_many) and the rest one by one: odd
+    byte counts and offsets (an int8 slice at byte 3), a 16-byte aligned int64 vector, a
+    non-contiguous view and one input past the batched size (256 KiB) all arrive whole."""
+    sizes = [1, 3, 17, 64, 1000]
+    big = 65536
+
+    def fn(*xs):
+        outs = [ops.cast(x, DType.float32) * 2.0 for x in xs[:len(sizes)]]
+        return (*outs, xs[len(sizes)] + 1.0, xs[len(sizes) + 1] + 1, xs[len(sizes) + 2] * 3.0)
+
+    types = [TensorType(DType.int8, (n,), GPU) for n in sizes] + [
+        TensorType(DType.float32, (big,), GPU), TensorType(DType.int64, (6,), GPU),
+        TensorType(DType.float32, (4, 3), GPU)]
+    model = load(Graph("staging", fn, input_types=types), gpu)
+    for _ in range(4):
+        raw = rng.integers(-100, 100, sum(sizes) + 3).astype(np.int8)
+        whole = driver.Buffer.from_numpy(raw).to(gpu)
+        smalls, at = [], 3
+        for n in sizes:
+            smalls.append((whole[at:at + n], raw[at:at + n]))
+            at += n
+        f = rng.standard_normal(big).astype(np.float32)
+        i = rng.integers(-(1 << 40), 1 << 40, 6)
+        m = rng.standard_normal((4, 5)).astype(np.float32)
+        view = driver.Buffer.from_numpy(m).to(gpu)[:, 1:4]
+        assert not view.is_contiguous
+        mt = m[:, 1:4]
+        args = [b for b, _ in smalls] + [driver.Buffer.from_numpy(f).to(gpu), driver.Buffer.from_numpy(i).to(gpu), view]
+        got = [o.to_numpy() for o in model.execute(*args)]
+        for (_, want), g in zip(smalls, got):
+            np.testing.assert_array_equal(g, want.astype(np.float32) * 2)
+        np.testing.assert_array_equal(got[len(sizes)], f + 1)
+        np.testing.assert_array_equal(got[len(sizes) + 1], i + 1)
+        np.testing.assert_allclose(got[len(sizes) + 2], mt * 3, rtol=1e-6)
+    assert model._core.num_cuda_graphs == 1

@@ -32,3 +32,29 @@ COPY_STRIDED(copy_strided_b8, u8)
 COPY_STRIDED(copy_strided_b16, u16)
 COPY_STRIDED(copy_strided_b32, u32)
 COPY_STRIDED(copy_strided_b64, u64)
+
+// copy_many: up to COPY_MANY contiguous copies on one device in one launch (a CUDA graph
+// replay's staging copies of a decode step's small inputs: one launch instead of one memcpy
+// each, launch/copy_many.rs). Block p copies piece p, in 16-byte vectors when both ends are
+// 16-byte aligned.
+#define COPY_MANY 16
+
+struct CopyMany {
+    u64 src[COPY_MANY], dst[COPY_MANY], bytes[COPY_MANY];
+    i32 n, pad;
+};
+
+extern "C" __global__ void __launch_bounds__(256) copy_many(const __grid_constant__ CopyMany a) {
+    const int p = blockIdx.x;
+    if (p >= a.n) return;
+    const u8* s = reinterpret_cast<const u8*>(a.src[p]);
+    u8* d = reinterpret_cast<u8*>(a.dst[p]);
+    const u64 n = a.bytes[p];
+    u64 done = 0;
+    if (((a.src[p] | a.dst[p]) & 15) == 0) {
+        done = n / 16 * 16;
+        for (u64 i = threadIdx.x; i < n / 16; i += blockDim.x)
+            reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
+    }
+    for (u64 i = done + threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+}

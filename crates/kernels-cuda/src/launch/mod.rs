@@ -10,6 +10,7 @@ pub mod attention_decode;
 pub mod attention_prefill;
 pub mod conv;
 pub mod conv_sm90;
+pub mod copy_many;
 pub mod epilogue;
 pub mod fft;
 pub mod gemm_skinny;

@@ -12,8 +12,9 @@
 //!
 //! A graph bakes in every address it touches, so a captured plan owns its memory: an arena,
 //! staging buffers for the inputs and buffers for the results. A replay copies the caller's
-//! inputs into the staging buffers, launches the graph and copies the results into fresh
-//! buffers for the caller (all stream-ordered on the device's stream). Kernels that need the
+//! inputs into the staging buffers (a decode step's small ones in one launch: `stage`),
+//! launches the graph and copies the results into fresh buffers for the caller (all
+//! stream-ordered on the device's stream). Kernels that need the
 //! host (index checks read back to the host, data-dependent shapes) make the capture fail; the
 //! plan then runs step by step for good. The staging copies cost what moving the inputs and
 //! results once more costs, so only plans whose launches outweigh that are captured (see
@@ -39,7 +40,7 @@ use super::plan::{Plan, Slot};
 use super::program::StepKind;
 use crate::cuda::CudaDevice;
 use crate::storage::Storage;
-use crate::{Buffer, Device, Error, Result};
+use crate::{Buffer, Device, Error, Result, Stream};
 
 /// What the model knows about capturing one plan.
 pub(crate) enum GraphState {
@@ -216,7 +217,11 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
             bound.push(i.clone());
         } else {
             let s = fresh_like(i)?;
-            s.inplace_copy_from(i)?;
+            if i.is_contiguous() {
+                s.inplace_copy_from(i)?
+            } else {
+                s.inplace_copy_from(&i.contiguous()?)?
+            }
             staged.push(Input::Staged(s.clone()));
             bound.push(s);
         }
@@ -291,11 +296,7 @@ fn same_buffers(c: &Captured, inputs: &[Buffer]) -> bool {
 }
 
 fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
-    for (s, i) in c.inputs.iter().zip(inputs) {
-        if let Input::Staged(s) = s {
-            if i.is_contiguous() { s.inplace_copy_from(i)? } else { s.inplace_copy_from(&i.contiguous()?)? }
-        }
-    }
+    stage(c, inputs)?;
     let origin = &c.devs[0];
     // The graph's collectives are enqueued like any other call on their communicators: one at
     // a time (another thread's collective must not fall between the devices' streams).
@@ -319,6 +320,40 @@ fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
             Ok(out)
         })
         .collect()
+}
+
+/// Copies the caller's inputs into the graph's staging buffers. Small contiguous inputs already
+/// on the staging buffer's stream go in one launch per stream (copy_many: a decode step's half
+/// dozen small inputs cost one launch instead of a memcpy each); the rest one by one.
+fn stage(c: &Captured, inputs: &[Buffer]) -> Result<()> {
+    use max_kernels_cuda::launch::copy_many::{MAX_PIECE_BYTES, copy_many};
+    let mut groups: Vec<(&Stream, Vec<(u64, u64, usize)>)> = Vec::new();
+    for (s, i) in c.inputs.iter().zip(inputs) {
+        let Input::Staged(s) = s else { continue };
+        let batched = matches!(s.stream(), Stream::Cuda { .. })
+            && i.stream() == s.stream()
+            && i.is_contiguous()
+            && i.nbytes() == s.nbytes()
+            && i.nbytes() <= MAX_PIECE_BYTES;
+        if batched {
+            let piece = (i.addr(), s.addr(), i.nbytes());
+            match groups.iter_mut().find(|(st, _)| *st == s.stream()) {
+                Some((_, pieces)) => pieces.push(piece),
+                None => groups.push((s.stream(), vec![piece])),
+            }
+        } else if i.is_contiguous() {
+            s.inplace_copy_from(i)?
+        } else {
+            s.inplace_copy_from(&i.contiguous()?)?
+        }
+    }
+    for (stream, pieces) in groups {
+        if let Stream::Cuda { device, stream } = stream {
+            device.bind()?;
+            copy_many(stream, &pieces)?;
+        }
+    }
+    Ok(())
 }
 
 /// A plan that runs step by step for good; `print_plan` says why.
