@@ -25,14 +25,14 @@ def _count_tokens(pipeline):
     """Wraps the model to record how many tokens each step processes."""
     seen: list[int] = []
     model = pipeline.model
-    original = model.execute
+    original = model.execute_all
 
     def counted(tokens, offsets, cache):
         seen.append(len(tokens))
         return original(tokens, offsets, cache)
 
-    model.execute = counted
-    return seen, lambda: setattr(model, "execute", original)
+    model.execute_all = counted
+    return seen, lambda: setattr(model, "execute_all", original)
 
 
 @pytest.mark.parametrize("prompt_len", [16, 512])
