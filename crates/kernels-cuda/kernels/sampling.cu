@@ -17,7 +17,7 @@
 //   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
 //      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
 // No row is sorted, and every pass streams the row from global memory (L2 holds a few rows),
-// ROW_AHEAD loads in flight per thread.
+// 16-byte vectors in flight per thread (for_row).
 // Host and device agree exactly because every float operation is one IEEE operation in the
 // order of math.rs: the __f*_rn intrinsics keep NVRTC from contracting a * b + c into an FMA,
 // and ln and exp are our own (math.rs), not the CUDA math library's.
@@ -184,21 +184,52 @@ struct Row {
 
 __device__ __forceinline__ float z_of(const Row& r, float x) { return canon(__fdiv_rn(x, r.temp)); }
 
-// body(j, x[j]) for this thread's elements j = threadIdx.x, + THREADS, ... < n, in that order,
-// with ROW_AHEAD loads in flight: a pass over a row is bound by the SM's load rate, not by one
-// L2 round trip per element. Every pass below is order-independent across threads (exact sums
-// and counts, ties broken by index), and each thread still sees its elements in rising order.
-#define ROW_AHEAD 16
+// body(j, x[j]) for this thread's elements of the row, with loads in flight: a pass over a row is
+// bound by the SM's load rate, not by one L2 round trip per element. A row that starts on a
+// 16-byte boundary is read in 16-byte vectors (vector v holds elements 4v..4v+3; this thread's
+// are v = threadIdx.x, + THREADS, ...), ROW_AHEAD of them in flight, and its last n % 4
+// elements one by one; another row element by element (j = threadIdx.x, + THREADS, ...),
+// 4 * ROW_AHEAD in flight. Every pass below is order-independent across threads and within
+// one (exact sums and counts, ties broken by index).
+#define ROW_AHEAD 8
 template <class Body> __device__ __forceinline__ void for_row(const float* x, u32 n, Body body) {
-    u32 j = threadIdx.x;
-    for (; j + (ROW_AHEAD - 1) * THREADS < n; j += ROW_AHEAD * THREADS) {
-        float v[ROW_AHEAD];
+    if ((reinterpret_cast<u64>(x) & 15) != 0) {
+        constexpr int AHEAD = 4 * ROW_AHEAD;
+        u32 j = threadIdx.x;
+        for (; j + (AHEAD - 1) * THREADS < n; j += AHEAD * THREADS) {
+            float v[AHEAD];
 #pragma unroll
-        for (int u = 0; u < ROW_AHEAD; ++u) v[u] = __ldg(x + j + u * THREADS);
+            for (int u = 0; u < AHEAD; ++u) v[u] = __ldg(x + j + u * THREADS);
 #pragma unroll
-        for (int u = 0; u < ROW_AHEAD; ++u) body(j + u * THREADS, v[u]);
+            for (int u = 0; u < AHEAD; ++u) body(j + u * THREADS, v[u]);
+        }
+        for (; j < n; j += THREADS) body(j, __ldg(x + j));
+        return;
     }
-    for (; j < n; j += THREADS) body(j, __ldg(x + j));
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const u32 n4 = n / 4;
+    u32 j = threadIdx.x;
+    for (; j + (ROW_AHEAD - 1) * THREADS < n4; j += ROW_AHEAD * THREADS) {
+        float4 v[ROW_AHEAD];
+#pragma unroll
+        for (int u = 0; u < ROW_AHEAD; ++u) v[u] = __ldg(x4 + j + u * THREADS);
+#pragma unroll
+        for (int u = 0; u < ROW_AHEAD; ++u) {
+            const u32 e = 4 * (j + u * THREADS);
+            body(e, v[u].x);
+            body(e + 1, v[u].y);
+            body(e + 2, v[u].z);
+            body(e + 3, v[u].w);
+        }
+    }
+    for (; j < n4; j += THREADS) {
+        const float4 v = __ldg(x4 + j);
+        body(4 * j, v.x);
+        body(4 * j + 1, v.y);
+        body(4 * j + 2, v.z);
+        body(4 * j + 3, v.w);
+    }
+    for (u32 e = 4 * n4 + threadIdx.x; e < n; e += THREADS) body(e, __ldg(x + e));
 }
 
 // The key of the k-th largest z (1 < k < n): the largest K with at least k keys >= K.
@@ -276,45 +307,14 @@ __device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64
     return b.i == NONE ? first : b.i;
 }
 
-// The greedy pick of a row: the first index of its largest value (NaN as -inf), in this
-// thread's share. A row that starts on a 16-byte boundary is read in 16-byte vectors, GREEDY_AHEAD
-// of them in flight per thread (a batch-1 step's 128k logits: a few L2 round trips instead of
-// for_row's dozens); the order of the picks does not matter (ties go to the lower index).
-#define GREEDY_AHEAD 8
+// The greedy pick of a row, this thread's share: the first index of its largest value (NaN as
+// -inf).
 __device__ __forceinline__ Best row_argmax(const float* x, u32 n) {
     Best best{NEG_INF, NONE};
-    auto take = [&](u32 j, float v) {
+    for_row(x, n, [&](u32 j, float v) {
         v = isnan(v) ? NEG_INF : v;
         if (better(v, j, best)) best = Best{v, j};
-    };
-    if ((reinterpret_cast<u64>(x) & 15) != 0) {
-        for_row(x, n, take);
-        return best;
-    }
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    const u32 n4 = n / 4;
-    u32 j = threadIdx.x;
-    for (; j + (GREEDY_AHEAD - 1) * THREADS < n4; j += GREEDY_AHEAD * THREADS) {
-        float4 v[GREEDY_AHEAD];
-#pragma unroll
-        for (int u = 0; u < GREEDY_AHEAD; ++u) v[u] = __ldg(x4 + j + u * THREADS);
-#pragma unroll
-        for (int u = 0; u < GREEDY_AHEAD; ++u) {
-            const u32 e = 4 * (j + u * THREADS);
-            take(e, v[u].x);
-            take(e + 1, v[u].y);
-            take(e + 2, v[u].z);
-            take(e + 3, v[u].w);
-        }
-    }
-    for (; j < n4; j += THREADS) {
-        const float4 v = __ldg(x4 + j);
-        take(4 * j, v.x);
-        take(4 * j + 1, v.y);
-        take(4 * j + 2, v.z);
-        take(4 * j + 3, v.w);
-    }
-    for (u32 e = 4 * n4 + threadIdx.x; e < n; e += THREADS) take(e, __ldg(x + e));
+    });
     return best;
 }
 
