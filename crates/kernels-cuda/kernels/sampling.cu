@@ -7,13 +7,13 @@
 // token. A greedy row (temperature <= 0 or NaN, or top_k == 1) is a block-wide argmax of the
 // logits. Otherwise, with z = canon(x / temperature) (NaN -> -inf, -0 -> +0) and m = max z:
 //   1. the keep threshold, as an order-preserving u32 key of the values (key_of), is the
-//      largest of: the k-th largest z for 1 < top_k < V, found by bisection over the 32 bits of
-//      the key (32 passes, each a block-wide count of the keys >= the candidate); the key of
-//      m + ln(min_p) for min_p > 0; and for top_p < 1 the largest key t whose kept values >= t
-//      hold top_p of the kept mass, by the same bisection over block-wide sums of the weights
-//      exp(z - m) in 40-bit fixed point (u64, exact in any order; each pass sums only the
-//      values between the candidate and the smallest key already found too high, the mass
-//      above that being known). The key of m caps it: the largest value is always kept.
+//      largest of: the k-th largest z for 1 < top_k < V (the largest key K with at least k
+//      keys >= K); the key of m + ln(min_p) for min_p > 0; and for top_p < 1 the largest key
+//      t whose kept values >= t hold top_p of the kept mass, the weights exp(z - m) summed in
+//      40-bit fixed point (u64, exact in any order). Both are found 3 bits a pass
+//      (kary_select: 7 candidates counted or summed in one pass over the row, 11 passes for
+//      the 32 bits of the key). The key of m caps the threshold: the largest value is always
+//      kept.
 //   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
 //      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
 // No row is sorted, and every pass streams the row from global memory (L2 holds a few rows),
@@ -232,16 +232,70 @@ template <class Body> __device__ __forceinline__ void for_row(const float* x, u3
     for (u32 e = 4 * n4 + threadIdx.x; e < n; e += THREADS) body(e, __ldg(x + e));
 }
 
+// The largest key K for which f(K), the count (WEIGHTED false) or the weight exp(z - m) of the
+// values with key >= max(K, floor), meets `ok` (true for f of every key up to some point, and
+// for f(0)). A search of SEL_BITS bits a pass, most significant first: with the bits found so
+// far in t (ok(f(t)) holds), the candidates are c_j = t + j * 2^shift, and a value with
+// key >= t counts toward c_1 .. c_d, d = (key - t) >> shift (at most the last candidate);
+// each thread keeps the SEL_CANDS sums in registers (no shared atomics, whose bins a row's
+// values crowd into), a block reduction joins them, and t moves to the largest c_j whose
+// sum meets `ok`. The same key as a bisection, in 11 passes instead of 32.
+#define SEL_BITS 3
+#define SEL_CANDS ((1 << SEL_BITS) - 1)
+template <bool WEIGHTED> struct SelAcc {
+    typedef u32 T;  // counts
+};
+template <> struct SelAcc<true> {
+    typedef u64 T;  // weights
+};
+template <bool WEIGHTED, class Ok> __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh) {
+    typedef typename SelAcc<WEIGHTED>::T Acc;
+    __shared__ u64 tot[SEL_CANDS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    u32 t = 0;
+    for (int hi = 32; hi > 0; hi -= SEL_BITS) {
+        const int shift = hi > SEL_BITS ? hi - SEL_BITS : 0;
+        const u32 last = (1u << (hi - shift)) - 1;  // the largest candidate index this pass
+        Acc acc[SEL_CANDS];
+#pragma unroll
+        for (int j = 0; j < SEL_CANDS; ++j) acc[j] = 0;
+        for_row(r.x, r.n, [&](u32, float x) {
+            const float z = z_of(r, x);
+            const u32 key = key_of(z);
+            if (key >= t && key >= floor) {
+                const u32 d = min((key - t) >> shift, last);
+                const Acc v = WEIGHTED ? (Acc)weight(fsub(z, m)) : (Acc)1;
+#pragma unroll
+                for (int j = 0; j < SEL_CANDS; ++j) acc[j] += (u32)(j + 1) <= d ? v : (Acc)0;
+            }
+        });
+        // the block's sums per candidate: per warp by shuffles, then across the warps
+#pragma unroll
+        for (int j = 0; j < SEL_CANDS; ++j) {
+            u64 v = acc[j];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+            if (lane == 0) sh[j * WARPS + warp] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < SEL_CANDS) {
+            u64 v = 0;
+            for (int w = 0; w < WARPS; ++w) v += sh[threadIdx.x * WARPS + w];
+            tot[threadIdx.x] = v;
+        }
+        __syncthreads();
+        u32 pick = 0;
+        for (u32 j = 1; j <= last; ++j)
+            if (ok(tot[j - 1])) pick = j;
+        t += pick << shift;
+        __syncthreads();  // sh and tot are free for the next pass
+    }
+    return t;
+}
+
 // The key of the k-th largest z (1 < k < n): the largest K with at least k keys >= K.
 __device__ u32 kth_largest(const Row& r, u64 k, u64* sh) {
-    u32 kk = 0;
-    for (int bit = 31; bit >= 0; --bit) {
-        const u32 cand = kk | (1u << bit);
-        u64 c = 0;
-        for_row(r.x, r.n, [&](u32, float x) { c += key_of(z_of(r, x)) >= cand; });
-        if (block_sum(c, sh) >= k) kk = cand;
-    }
-    return kk;
+    return kary_select<false>(r, 0.f, 0u, [&](u64 c) { return c >= k; }, sh);
 }
 
 // The top-p threshold over the values with key >= thr: the largest key t such that the weights
@@ -255,28 +309,7 @@ __device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64*
     });
     const u64 total = block_sum(s, sh);
     const double target = __dmul_rn((double)top_p, __ull2double_rn(total));
-    // t: the largest key known to reach the target; hi: the smallest known not to (2^32: none),
-    // and `above` the weight of the kept values with keys >= hi.
-    u32 t = 0;
-    u64 hi = 1ull << 32, above = 0;
-    for (int bit = 31; bit >= 0; --bit) {
-        const u32 cand = t | (1u << bit);
-        const u32 lo = cand > thr ? cand : thr;
-        s = 0;
-        for_row(r.x, r.n, [&](u32, float x) {
-            const float z = z_of(r, x);
-            const u32 kz = key_of(z);
-            if (kz >= lo && (u64)kz < hi) s += weight(fsub(z, m));
-        });
-        const u64 sum = above + block_sum(s, sh);
-        if (__ull2double_rn(sum) >= target) {
-            t = cand;
-        } else {
-            hi = cand;
-            above = sum;
-        }
-    }
-    return t;
+    return kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh);
 }
 
 __device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh) {
@@ -320,7 +353,7 @@ __device__ __forceinline__ Best row_argmax(const float* x, u32 n) {
 
 extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a) {
     __shared__ Best bsh[WARPS + 1];
-    __shared__ u64 ssh[WARPS + 1];
+    __shared__ u64 ssh[SEL_CANDS * WARPS + 1];  // block_sum's WARPS + 1, kary_select's
     for (i64 b = blockIdx.x; b < a.batch; b += gridDim.x) {
         Row r{(const float*)a.logits + b * a.vocab, (u32)a.vocab, ((const float*)a.temperature)[b]};
         const i64 top_k = ((const i64*)a.top_k)[b];
