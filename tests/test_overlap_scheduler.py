@@ -293,9 +293,38 @@ def test_the_serving_scheduler_with_preemptions_and_cancels_keeps_every_result(p
                     assert sched.remove(cancelled.request_id) is cancelled
     assert sched.stats.preemptions > 0
     assert cancelled is not None and host.count < calls  # some calls started from a queued step
-    for c, want in zip(ctxs, alone):
-        if c is cancelled:
-            assert c.generated_tokens.tolist() == want[:len(c.generated_tokens)]
-        else:
-            assert c.generated_tokens.tolist() == want
+    for k, (c, want) in enumerate(zip(ctxs, alone)):
+        got = c.generated_tokens.tolist()
+        if c is not cancelled:
+            assert len(got) == len(want), f"request {k}"
+        _agree_but_at_a_close_race(plain, prompts[k], list(want), got, f"request {k}")
     assert kv.get_num_used_pages() == 0
+
+
+def _agree_but_at_a_close_race(p, prompt, want: list[int], got: list[int], what: str) -> None:
+    """`got` is `want` (greedy tokens of `prompt` alone on `p`), or parts from it at a step whose
+    two best logits (from `p`, fed `want`) are within float32 rounding of each other: a request
+    recomputed after a preemption, or prefilled in other chunks beside other requests, sums its
+    products in another order, which may settle such a race the other way (and everything after
+    it differs)."""
+    parted = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    if parted is None:
+        return
+    ctx = TextContext(max_length=p.max_length, tokens=np.array(prompt))
+    p.kv_manager.claim(ctx.request_id)
+    try:
+        for t in [None, *want[:parted]]:
+            if t is not None:
+                ctx.append(t)
+            p.kv_manager.alloc(ctx)
+            offsets = np.array([0, ctx.active_length], np.uint32)
+            caches = p.kv_manager.get_runtime_inputs([[ctx]])
+            logits = p.model.execute(ctx.next_tokens, offsets, [b for c in caches for b in c]).to_numpy()[0]
+            p.kv_manager.step([[ctx]])
+            ctx.commit()
+    finally:
+        p.release(ctx.request_id)
+    tol = 1e-4 * np.abs(logits).max()
+    assert logits[want[parted]] - logits[got[parted]] <= tol, (
+        f"{what}: token {parted} is {got[parted]}, not {want[parted]}, at a clear race "
+        f"(logits {logits[want[parted]]:.6f} and {logits[got[parted]]:.6f})")
