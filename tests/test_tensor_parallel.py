@@ -205,12 +205,17 @@ def assert_greedy_agrees(one, two, prompt: list[int], tokens: list[int], rel: fl
     return decisive
 
 
-@pytest.mark.gpu
-def test_two_gpu_tensor_parallel_matches_one(tmp_path):
+def _need_two_gpus() -> None:
+    """Skips without two GPUs (fails without any under MAX_REQUIRE_GPU=1)."""
     if driver.accelerator_count() < 2:
         if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
             pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
         pytest.skip("needs 2 GPUs")
+
+
+@pytest.mark.gpu
+def test_two_gpu_tensor_parallel_matches_one(tmp_path):
+    _need_two_gpus()
     ckpt = write_checkpoint(directory=tmp_path, seed=5, arch="llama", dtype="bfloat16")
     kw = dict(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16)
     one = load_pipeline(PipelineConfig(device_specs=[DeviceSpec.accelerator(0)], **kw))
@@ -233,10 +238,7 @@ def test_two_gpu_tensor_parallel_matches_one(tmp_path):
 
 @pytest.mark.gpu
 def test_two_gpus_sample_their_own_copies_of_the_tokens(tmp_path):
-    if driver.accelerator_count() < 2:
-        if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
-            pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
-        pytest.skip("needs 2 GPUs")
+    _need_two_gpus()
     ckpt = write_checkpoint(directory=tmp_path, seed=13, arch="llama", dtype="bfloat16")
     p = load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), max_length=64, kv_cache_page_size=16,
                                      device_specs=[DeviceSpec.accelerator(0), DeviceSpec.accelerator(1)]))
@@ -250,10 +252,7 @@ def test_two_gpu_p2p_allreduce_gives_nccls_tokens(tmp_path):
     ranks both sum in f32 and round once."""
     from max import tuning
 
-    if driver.accelerator_count() < 2:
-        if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
-            pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
-        pytest.skip("needs 2 GPUs")
+    _need_two_gpus()
     a, b = driver.Accelerator(0), driver.Accelerator(1)
     if not (a.can_access(b) and b.can_access(a)):
         pytest.skip("the two GPUs have no peer access: collective.p2p falls back to NCCL")
@@ -281,10 +280,7 @@ def test_two_gpu_smollm2_greedy_tokens_match_tp1():
     """The real SmolLM2 GGUF (9 heads over 3 KV heads: 6 + 3 per GPU) on two GPUs against one:
     every step's logits within 1% of the largest, the same token wherever the race is clear,
     and the free-running runs parting only at a close race."""
-    if driver.accelerator_count() < 2:
-        if os.environ.get("MAX_REQUIRE_GPU") == "1" and driver.accelerator_count() == 0:
-            pytest.fail("MAX_REQUIRE_GPU=1 but this machine has no GPU")
-        pytest.skip("needs 2 GPUs")
+    _need_two_gpus()
     kw = dict(model_path=str(smollm2_gguf()), max_length=256)
     one = load_pipeline(PipelineConfig(device_specs=[DeviceSpec.accelerator(0)], **kw))
     two = load_pipeline(PipelineConfig(device_specs=[DeviceSpec.accelerator(0), DeviceSpec.accelerator(1)], **kw))
