@@ -1,7 +1,7 @@
 """Next-token sampling on the GPU (sample_tokens, sampling.cu) at a Llama-3 vocabulary: greedy,
-top-k 50, top-p 0.9 and both, at batch 1, 8 and 64, beside torch doing the same choice in the
-same process (greedy: argmax; top-k: topk, softmax, multinomial; top-p: sort, softmax,
-cumsum, mask, multinomial). GPU time per call with the host out of the way (gpu_timing.py).
+temperature alone, top-k 50, top-p 0.9 and both, at batch 1, 8 and 64, beside torch doing the
+same choice in the same process (greedy: argmax; temperature: softmax, multinomial; top-k:
+topk, softmax, multinomial; top-p: sort, softmax, cumsum, mask, multinomial). GPU time per call with the host out of the way (gpu_timing.py).
 JSON to benchmarks/results/.
 
     python benchmarks/gpu_sampling.py [--vocab 128256] [--batch 1,8,64]
@@ -21,7 +21,7 @@ from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType
 from max.nn.sampling_ops import sample_tokens
 
-MODES = {"greedy": (0.0, 1, 1.0), "top_k=50": (0.8, 50, 1.0), "top_p=0.9": (0.8, -1, 0.9),
+MODES = {"greedy": (0.0, 1, 1.0), "temperature=0.8": (0.8, -1, 1.0), "top_k=50": (0.8, 50, 1.0), "top_p=0.9": (0.8, -1, 0.9),
          "top_k=50,top_p=0.9": (0.8, 50, 0.9)}
 
 
@@ -29,6 +29,8 @@ def torch_choice(torch, logits, temp: float, k: int, p: float):
     if temp <= 0 or k == 1:
         return logits.argmax(-1)
     z = logits / temp
+    if k <= 0 and p >= 1:
+        return torch.multinomial(torch.softmax(z, -1), 1).squeeze(-1)
     if k > 1:
         vals, idx = torch.topk(z, k, dim=-1)
         if p < 1:

@@ -258,6 +258,25 @@ def test_a_long_vocabulary(device, rng):
         assert out[r] == _exact(x[r], t[r], k[r], p[r], mp[r], int(seed[r]))
 
 
+@pytest.mark.parametrize("vocab", [10, 600_001])
+def test_rows_shorter_than_a_cluster_and_rows_streamed(device, rng, vocab):
+    """On the GPU a row is shared by up to 8 CTAs: a row of 10 values leaves some of them no
+    value at all, and one of 600,001 is too long for the CTAs to keep its keys in shared memory
+    (each pass reads the logits again). Both give the exact tokens, greedy rows too."""
+    b = 3
+    x = (rng.standard_normal((b, vocab)) * 3).astype(F32)
+    x[2, vocab - 1] = x[2].max() + 1  # the largest value in the last CTA's slice
+    t = [0.8, 1.1, 0.0]
+    k = [0, min(vocab - 1, 40), 0]
+    p = [0.9, 1.0, 1.0]
+    mp = [0.0, 0.05, 0.0]
+    seed = rng.integers(0, 2**63, b, dtype=np.uint64)
+    out = _sample(device, x, t, k, p, mp, seed)
+    for r in range(2):
+        assert out[r] == _exact(x[r], t[r], k[r], p[r], mp[r], int(seed[r])), f"row {r}"
+    assert out[2] == _greedy(x[2]) == vocab - 1
+
+
 def test_no_top_k_for_k_at_most_0_or_at_least_vocab(device, rng):
     b, vocab = 64, 500
     x = (rng.standard_normal((1, vocab)) * 2).astype(F32).repeat(b, 0)

@@ -3,8 +3,9 @@
 // them; crates/runtime/src/cpu/sampling is the reference, and these kernels give its results
 // bit for bit).
 //
-// sample_tokens: one block of 1024 threads per row of logits [B, V] (f32), writing one int64
-// token. A greedy row (temperature <= 0 or NaN, or top_k == 1) is a block-wide argmax of the
+// sample_tokens: one cluster of up to 8 CTAs of 1024 threads per row of logits [B, V] (f32),
+// each CTA a slice of the row (the cluster section below says how they agree), writing one
+// int64 token. A greedy row (temperature <= 0 or NaN, or top_k == 1) is an argmax of the
 // logits. Otherwise, with z = canon(x / temperature) (NaN -> -inf, -0 -> +0) and m = max z:
 //   1. the keep threshold, as an order-preserving u32 key of the values (key_of), is the
 //      largest of: the k-th largest z for 1 < top_k < V (the largest key K with at least k
@@ -16,8 +17,11 @@
 //      kept.
 //   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
 //      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
-// No row is sorted, and every pass streams the row from global memory (L2 holds a few rows),
-// 16-byte vectors in flight per thread (for_row).
+// No row is sorted. The first pass over a sampled row reads the logits (16-byte vectors in
+// flight per thread: for_row) and keeps each CTA's slice of keys in shared memory when it fits
+// (SampleArgs::cached), so the later passes neither read the row again nor divide, and the
+// top-p total keeps the weights' exps there too; a slice too large for shared memory is
+// streamed from global memory at every pass.
 // Host and device agree exactly because every float operation is one IEEE operation in the
 // order of math.rs: the __f*_rn intrinsics keep NVRTC from contracting a * b + c into an FMA,
 // and ln and exp are our own (math.rs), not the CUDA math library's.
@@ -169,20 +173,132 @@ __device__ u64 block_sum(u64 v, u64* sh) {
     return sh[WARPS];
 }
 
+// ---- one row per cluster ---------------------------------------------------------------------
+// A row is shared by the C CTAs of a cluster (launch/sampling.rs picks C: up to 8, so a row's
+// passes run on C SMs), CTA `rank` taking the slice [rank * slice, (rank + 1) * slice). Block
+// results become the cluster's through exchanges: every CTA puts its value in slot s of xb[par]
+// in its own shared memory, the cluster meets at one barrier, and every CTA reads all C values
+// (DSMEM) and joins them the same way (exact integer sums; `better` is a total order), so all
+// CTAs take every decision alike. Two buffers, flipped at every exchange: a CTA writes buffer p
+// again only after the next exchange's barrier, which every CTA reaches after its reads of p.
+// Before sm_90 (no clusters) C is 1 and an exchange is a block barrier.
+#define XSLOTS 8
+#define MAX_CLUSTER 8  // launch/sampling.rs: MAX_CLUSTER (cluster_add reads 8 CTAs)
+
+__device__ __forceinline__ u32 cl_rank() {
+#if __CUDA_ARCH__ >= 900
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+#else
+    return 0;
+#endif
+}
+__device__ __forceinline__ u32 cl_size() {
+#if __CUDA_ARCH__ >= 900
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+    return r;
+#else
+    return 1;
+#endif
+}
+// Every thread of every CTA of the cluster meets here; shared-memory writes before it are
+// visible to every CTA's reads after it.
+__device__ __forceinline__ void cl_sync() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+    __syncthreads();
+#endif
+}
+// `v` (this CTA's shared memory) as CTA `rank` of the cluster holds it.
+__device__ __forceinline__ u64 cl_get(const u64* v, u32 rank) {
+#if __CUDA_ARCH__ >= 900
+    u32 ra;
+    u64 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"((u32)__cvta_generic_to_shared(v)), "r"(rank));
+    asm volatile("ld.shared::cluster.u64 %0, [%1];\n" : "=l"(r) : "r"(ra) : "memory");
+    return r;
+#else
+    return *v;
+#endif
+}
+
+struct Xchg {
+    u64 (*xb)[XSLOTS];  // [2][XSLOTS], shared
+    u32 par;            // the buffer of the next exchange (every thread keeps it)
+};
+
+// The cluster's sums of n <= XSLOTS values, `mine` in thread j < n for slot j: every thread
+// takes part (the barrier); tot[0..n) (shared) holds them afterwards. Lane l of warp 0 reads
+// slot l % XSLOTS of CTAs l / XSLOTS and l / XSLOTS + 4 (both loads in flight), shuffles join
+// the rest.
+__device__ void cluster_add(u64 mine, int n, u64* tot, Xchg& x) {
+    if ((int)threadIdx.x < n) x.xb[x.par][threadIdx.x] = mine;
+    cl_sync();
+    if (threadIdx.x < 32) {
+        const u32 j = threadIdx.x % XSLOTS, c = threadIdx.x / XSLOTS, size = cl_size();
+        u64 s = 0;
+        if ((int)j < n) {
+            const u64 a = c < size ? cl_get(&x.xb[x.par][j], c) : 0;
+            const u64 b = c + 4 < size ? cl_get(&x.xb[x.par][j], c + 4) : 0;
+            s = a + b;
+        }
+        s += __shfl_xor_sync(FULL_MASK, s, 8);
+        s += __shfl_xor_sync(FULL_MASK, s, 16);
+        if ((int)threadIdx.x < n) tot[threadIdx.x] = s;
+    }
+    x.par ^= 1u;
+    __syncthreads();
+}
+
+// The cluster's best of every CTA's `b` (the same in each thread of a CTA).
+__device__ Best cluster_best(Best b, Best* sh, Xchg& x) {
+    if (threadIdx.x == 0) x.xb[x.par][0] = ((u64)__float_as_uint(b.v) << 32) | b.i;
+    cl_sync();
+    if (threadIdx.x < 32) {
+        Best o{NEG_INF, NONE};
+        if (threadIdx.x < cl_size()) {
+            const u64 v = cl_get(&x.xb[x.par][0], threadIdx.x);
+            o = Best{__uint_as_float((u32)(v >> 32)), (u32)v};
+        }
+        o = warp_best(o);
+        if (threadIdx.x == 0) sh[WARPS] = o;
+    }
+    x.par ^= 1u;
+    __syncthreads();
+    return sh[WARPS];
+}
+
 // ---- sample_tokens ---------------------------------------------------------------------------
 
 struct SampleArgs {
     u64 logits, temperature, top_k, top_p, min_p, seed, out;
     i64 batch, vocab;
+    i64 slice;   // elements of a row per CTA of a cluster (a multiple of 4)
+    i32 cached;  // what a CTA keeps of its slice of a sampled row: CACHE_KEYS | CACHE_EXPS
+    i32 pad;
 };
 
+// In shared memory, for a sampled row: the keys of the CTA's slice, then (top-p rows) the
+// exp(z - m) of its kept values.
+#define CACHE_KEYS 1
+#define CACHE_EXPS 2
+
+// A row, the CTA's slice of it [lo, lo + len) and, when kept, the slice's keys and exps.
 struct Row {
     const float* x;
     u32 n;
     float temp;
+    u32 lo, len;
+    const u32* keys;
+    const float* exps;
 };
 
 __device__ __forceinline__ float z_of(const Row& r, float x) { return canon(__fdiv_rn(x, r.temp)); }
+// The z of a key (key_of is a bijection; z has no NaN and no -0).
+__device__ __forceinline__ float z_of_key(u32 key) { return __uint_as_float((key >> 31) ? (key & 0x7fffffffu) : ~key); }
 
 // body(j, x[j]) for this thread's elements of the row, with loads in flight: a pass over a row is
 // bound by the SM's load rate, not by one L2 round trip per element. A row that starts on a
@@ -232,58 +348,128 @@ template <class Body> __device__ __forceinline__ void for_row(const float* x, u3
     for (u32 e = 4 * n4 + threadIdx.x; e < n; e += THREADS) body(e, __ldg(x + e));
 }
 
+// body(j, x[j]) over this thread's elements of the CTA's slice (j the index in the row).
+template <class Body> __device__ __forceinline__ void for_slice(const Row& r, Body body) {
+    for_row(r.x + r.lo, r.len, [&](u32 j, float v) { body(r.lo + j, v); });
+}
+
+// body(j, key of z_j) over this thread's elements of the CTA's slice: from shared memory when
+// the slice's keys are kept there, else from the logits.
+template <class Body> __device__ __forceinline__ void for_keys(const Row& r, Body body) {
+    if (r.keys) {
+#pragma unroll 4
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(r.lo + j, r.keys[j]);
+    } else {
+        for_slice(r, [&](u32 j, float x) { body(j, key_of(z_of(r, x))); });
+    }
+}
+
+// body(key, w) over this thread's elements of the CTA's slice, w = weight(z - m): the exps
+// from shared memory when kept there (top_p_threshold wrote them), else computed.
+template <class Body> __device__ __forceinline__ void for_weights(const Row& r, float m, Body body) {
+    if (r.exps) {
+#pragma unroll 4
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(r.keys[j], (u64)fmul(r.exps[j], 1099511627776.f));
+    } else {
+        for_keys(r, [&](u32, u32 key) { body(key, weight(fsub(z_of_key(key), m))); });
+    }
+}
+
 // The largest key K for which f(K), the count (WEIGHTED false) or the weight exp(z - m) of the
 // values with key >= max(K, floor), meets `ok` (true for f of every key up to some point, and
 // for f(0)). A search of SEL_BITS bits a pass, most significant first: with the bits found so
 // far in t (ok(f(t)) holds), the candidates are c_j = t + j * 2^shift, and a value with
 // key >= t counts toward c_1 .. c_d, d = (key - t) >> shift (at most the last candidate);
 // each thread keeps the SEL_CANDS sums in registers (no shared atomics, whose bins a row's
-// values crowd into), a block reduction joins them, and t moves to the largest c_j whose
-// sum meets `ok`. The same key as a bisection, in 11 passes instead of 32.
+// values crowd into), block and cluster reductions join them, and t moves to the largest c_j
+// whose sum meets `ok`. The same key as a bisection, in 11 passes instead of 32.
 #define SEL_BITS 3
 #define SEL_CANDS ((1 << SEL_BITS) - 1)
-template <bool WEIGHTED> struct SelAcc {
-    typedef u32 T;  // counts
-};
-template <> struct SelAcc<true> {
-    typedef u64 T;  // weights
-};
-template <bool WEIGHTED, class Ok> __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh) {
-    typedef typename SelAcc<WEIGHTED>::T Acc;
+// The warp's sums of eight values per lane (v is overwritten), in 9 exchanges instead of 40: each step halves what
+// a lane holds, keeping one half and sending the other to its partner. Lane l ends with the sum
+// of value (l >> 2) & 7: bits 4, 3 and 2 of l pick the half kept at each step.
+__device__ __forceinline__ u64 warp_sum8(u64 (&v)[8]) {
+    const u32 lane = threadIdx.x % 32;
+    const bool a = lane & 16, b = lane & 8, c = lane & 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u64 got = __shfl_xor_sync(FULL_MASK, a ? v[i] : v[i + 4], 16);
+        v[i] = (a ? v[i + 4] : v[i]) + got;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const u64 got = __shfl_xor_sync(FULL_MASK, b ? v[i] : v[i + 2], 8);
+        v[i] = (b ? v[i + 2] : v[i]) + got;
+    }
+    u64 z = (c ? v[1] : v[0]) + __shfl_xor_sync(FULL_MASK, c ? v[0] : v[1], 4);
+    z += __shfl_xor_sync(FULL_MASK, z, 2);
+    z += __shfl_xor_sync(FULL_MASK, z, 1);
+    return z;
+}
+
+template <bool WEIGHTED, class Ok>
+__device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xchg& x) {
     __shared__ u64 tot[SEL_CANDS];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     u32 t = 0;
     for (int hi = 32; hi > 0; hi -= SEL_BITS) {
         const int shift = hi > SEL_BITS ? hi - SEL_BITS : 0;
         const u32 last = (1u << (hi - shift)) - 1;  // the largest candidate index this pass
-        Acc acc[SEL_CANDS];
+        u64 acc[8];  // acc[j]: the count or weight of the values with d >= j + 1 (acc[7]: 0)
 #pragma unroll
-        for (int j = 0; j < SEL_CANDS; ++j) acc[j] = 0;
-        for_row(r.x, r.n, [&](u32, float x) {
-            const float z = z_of(r, x);
-            const u32 key = key_of(z);
-            if (key >= t && key >= floor) {
-                const u32 d = min((key - t) >> shift, last);
-                const Acc v = WEIGHTED ? (Acc)weight(fsub(z, m)) : (Acc)1;
+        for (int j = 0; j < 8; ++j) acc[j] = 0;
+        if (WEIGHTED) {
+            for_weights(r, m, [&](u32 key, u64 w) {
+                if (key >= t && key >= floor) {
+                    const u32 d = min((key - t) >> shift, last);
 #pragma unroll
-                for (int j = 0; j < SEL_CANDS; ++j) acc[j] += (u32)(j + 1) <= d ? v : (Acc)0;
+                    for (int j = 0; j < SEL_CANDS; ++j) acc[j] += (u32)(j + 1) <= d ? w : 0ull;
+                }
+            });
+        } else {
+            // Counts by d in 16-bit fields, d = 0..3 in lo and 4..7 in hi (a thread counts
+            // fewer than 2^16 values: rows are shorter than 2^24, blocks 2^10 threads).
+            u64 lo = 0, hi4 = 0;
+            for_keys(r, [&](u32, u32 key) {
+                if (key >= t && key >= floor) {
+                    const u32 d = min((key - t) >> shift, last);
+                    const u64 one = 1ull << (16 * (d & 3));
+                    if (d >= 4) hi4 += one;
+                    else lo += one;
+                }
+            });
+            u64 run = 0;
+#pragma unroll
+            for (int j = SEL_CANDS - 1; j >= 0; --j) {
+                const int d = j + 1;
+                run += ((d >= 4 ? hi4 : lo) >> (16 * (d & 3))) & 0xffffull;
+                acc[j] = run;
             }
-        });
-        // the block's sums per candidate: per warp by shuffles, then across the warps
+        }
+        // the block's sums per candidate: per warp, across the warps by warp 0, then the
+        // cluster's
+        if (WEIGHTED) {
 #pragma unroll
-        for (int j = 0; j < SEL_CANDS; ++j) {
-            u64 v = acc[j];
+            for (int j = 0; j < SEL_CANDS; ++j) {
+                u64 v = acc[j];
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-            if (lane == 0) sh[j * WARPS + warp] = v;
+                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+                if (lane == 0) sh[j * WARPS + warp] = v;
+            }
+        } else {
+            const u64 part = warp_sum8(acc);
+            if (lane % 4 == 0) sh[(lane / 4) * WARPS + warp] = part;
         }
         __syncthreads();
-        if (threadIdx.x < SEL_CANDS) {
-            u64 v = 0;
-            for (int w = 0; w < WARPS; ++w) v += sh[threadIdx.x * WARPS + w];
-            tot[threadIdx.x] = v;
+        u64 mine = 0;
+        if (warp == 0) {
+            u64 v[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = j < SEL_CANDS ? sh[j * WARPS + lane] : 0ull;
+            const u64 all = warp_sum8(v);
+            mine = __shfl_sync(FULL_MASK, all, 4 * (lane % 8));  // lane j: candidate j's sum
         }
-        __syncthreads();
+        cluster_add(mine, SEL_CANDS, tot, x);
         u32 pick = 0;
         for (u32 j = 1; j <= last; ++j)
             if (ok(tot[j - 1])) pick = j;
@@ -294,79 +480,99 @@ template <bool WEIGHTED, class Ok> __device__ u32 kary_select(const Row& r, floa
 }
 
 // The key of the k-th largest z (1 < k < n): the largest K with at least k keys >= K.
-__device__ u32 kth_largest(const Row& r, u64 k, u64* sh) {
-    return kary_select<false>(r, 0.f, 0u, [&](u64 c) { return c >= k; }, sh);
+__device__ u32 kth_largest(const Row& r, u64 k, u64* sh, Xchg& x) {
+    return kary_select<false>(r, 0.f, 0u, [&](u64 c) { return c >= k; }, sh, x);
 }
 
 // The top-p threshold over the values with key >= thr: the largest key t such that the weights
 // of the kept values with key >= t sum to at least top_p times the kept total. 0xffffffff when
 // top_p <= 0 (the caller caps it at the key of m).
-__device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64* sh) {
+// `exps`: room for the slice's exps (with keys kept), or null.
+__device__ u32 top_p_threshold(Row& r, float m, u32 thr, float top_p, float* exps, u64* sh, Xchg& x) {
+    __shared__ u64 total[1];
     u64 s = 0;
-    for_row(r.x, r.n, [&](u32, float x) {
-        const float z = z_of(r, x);
-        if (key_of(z) >= thr) s += weight(fsub(z, m));
+    for_keys(r, [&](u32 j, u32 key) {
+        const float e = key >= thr ? exp_neg(fsub(z_of_key(key), m)) : 0.f;
+        if (exps) exps[j - r.lo] = e;
+        s += (u64)fmul(e, 1099511627776.f);
     });
-    const u64 total = block_sum(s, sh);
-    const double target = __dmul_rn((double)top_p, __ull2double_rn(total));
-    return kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh);
+    s = block_sum(s, sh);  // (its barriers publish the exps too)
+    r.exps = exps;
+    cluster_add(s, 1, total, x);
+    const double target = __dmul_rn((double)top_p, __ull2double_rn(total[0]));
+    return kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh, x);
 }
 
-__device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh) {
+// `keys`, `exps`: room for the slice's keys and exps, or null.
+__device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh,
+                          Xchg& x) {
     Best b{NEG_INF, NONE};
-    for_row(r.x, r.n, [&](u32 j, float x) {
-        const float z = z_of(r, x);
+    for_slice(r, [&](u32 j, float v) {
+        const float z = z_of(r, v);
+        if (keys) keys[j - r.lo] = key_of(z);
         if (better(z, j, b)) b = Best{z, j};
     });
-    b = block_best(b, bsh);
+    b = cluster_best(block_best(b, bsh), bsh, x);  // (its barriers publish the keys too)
+    r.keys = keys;
     // Nothing above -inf (token 0), or +inf values, which win every draw: the first of them.
     if (!isfinite(b.v)) return b.i == NONE ? 0 : b.i;
     const float m = b.v;
     const u32 first = b.i, top = key_of(m);
     u32 thr = 0;
-    if (top_k > 1 && top_k < (i64)r.n) thr = kth_largest(r, (u64)top_k, ssh);
+    if (top_k > 1 && top_k < (i64)r.n) thr = kth_largest(r, (u64)top_k, ssh, x);
     if (min_p > 0.f) thr = max(thr, key_of(canon(fadd(m, ln_f32(min_p)))));
     thr = min(thr, top);
-    if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, ssh)), top);
+    if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, exps, ssh, x)), top);
     b = Best{NEG_INF, NONE};
-    for_row(r.x, r.n, [&](u32 j, float x) {
-        const float z = z_of(r, x);
-        if (key_of(z) >= thr) {
-            const float s = fadd(z, gumbel(seed, j));
+    for_keys(r, [&](u32 j, u32 key) {
+        if (key >= thr) {
+            const float s = fadd(z_of_key(key), gumbel(seed, j));
             if (better(s, j, b)) b = Best{s, j};
         }
     });
-    b = block_best(b, bsh);
+    b = cluster_best(block_best(b, bsh), bsh, x);
     return b.i == NONE ? first : b.i;
 }
 
-// The greedy pick of a row, this thread's share: the first index of its largest value (NaN as
-// -inf).
-__device__ __forceinline__ Best row_argmax(const float* x, u32 n) {
+// The greedy pick of a row: the first index of its largest value (NaN as -inf).
+__device__ u32 greedy_row(const Row& r, Best* bsh, Xchg& x) {
     Best best{NEG_INF, NONE};
-    for_row(x, n, [&](u32 j, float v) {
+    for_slice(r, [&](u32 j, float v) {
         v = isnan(v) ? NEG_INF : v;
         if (better(v, j, best)) best = Best{v, j};
     });
-    return best;
+    best = cluster_best(block_best(best, bsh), bsh, x);
+    return best.i == NONE ? 0 : best.i;
 }
 
+// One cluster per row (rows cluster, + clusters, ...); dynamic shared memory: slice * 4 bytes
+// for CACHE_KEYS, twice that with CACHE_EXPS.
 extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a) {
+    extern __shared__ u32 keys[];
     __shared__ Best bsh[WARPS + 1];
     __shared__ u64 ssh[SEL_CANDS * WARPS + 1];  // block_sum's WARPS + 1, kary_select's
-    for (i64 b = blockIdx.x; b < a.batch; b += gridDim.x) {
-        Row r{(const float*)a.logits + b * a.vocab, (u32)a.vocab, ((const float*)a.temperature)[b]};
+    __shared__ u64 xb[2][XSLOTS];
+    Xchg x{xb, 0u};
+    const u32 size = cl_size(), rank = cl_rank();
+    const i64 clusters = gridDim.x / size;
+    const u32 lo = (u32)min((i64)rank * a.slice, a.vocab), hi = (u32)min(lo + a.slice, a.vocab);
+    for (i64 b = blockIdx.x / size; b < a.batch; b += clusters) {
+        Row r{(const float*)a.logits + b * a.vocab, (u32)a.vocab, ((const float*)a.temperature)[b], lo, hi - lo,
+              nullptr, nullptr};
         const i64 top_k = ((const i64*)a.top_k)[b];
         u32 token;
         if (!(r.temp > 0.f) || top_k == 1) {
-            const Best best = block_best(row_argmax(r.x, r.n), bsh);
-            token = best.i == NONE ? 0 : best.i;
+            token = greedy_row(r, bsh, x);
         } else {
             const float top_p = ((const float*)a.top_p)[b], min_p = ((const float*)a.min_p)[b];
-            token = sample_row(r, top_k, top_p, min_p, ((const u64*)a.seed)[b], bsh, ssh);
+            u32* ks = (a.cached & CACHE_KEYS) ? keys : nullptr;
+            float* es = (a.cached & CACHE_EXPS) ? (float*)(keys + a.slice) : nullptr;
+            token = sample_row(r, ks, es, top_k, top_p, min_p, ((const u64*)a.seed)[b], bsh, ssh, x);
         }
-        if (threadIdx.x == 0) ((i64*)a.out)[b] = token;
+        if (rank == 0 && threadIdx.x == 0) ((i64*)a.out)[b] = token;
+        __syncthreads();  // the keys of this row are read before the next row's are written
     }
+    cl_sync();  // no CTA leaves while another may still read its exchange buffers
 }
 
 // ---- apply_penalties -------------------------------------------------------------------------
