@@ -77,7 +77,8 @@ def test_gpu_qmatmul_16_bit_lhs(hopper, rng, enc, dtype, m):
         lhs = activations(rng, dtype, m, k, enc=enc)
         with tuning.record_launches() as log:
             (out,) = execute(model(hopper, enc, dtype, m, k, n), [lhs, w], hopper)
-        if m <= 8 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) and blocks * enc.block_size % 16 == 0:
+        mma = m <= 8 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) or m == 1 and enc == Q.Q6_K
+        if mma and blocks * enc.block_size % 16 == 0:
             assert log.count("qgemv", mma=1) == 1, log.records()
         if m > 8:
             assert log.count("gemm_sm90p", f32=1) == 1, log.records()

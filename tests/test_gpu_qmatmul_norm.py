@@ -175,6 +175,31 @@ def test_gated_pair_matches_float64(hopper, rng, enc, k, kernel, dtype, norm):
 
 
 @pytest.mark.gpu
+@dtypes
+def test_q6k_one_row_folds_on_tensor_cores(hopper, rng, dtype):
+    """One row of Q6_K over 16-byte rows (K a multiple of 2048: a Q4_K_M model's output
+    projection, its norm folded; a gated pair with its norm): the tensor-core GEMV, to the
+    float64 bound."""
+    k = 2048
+    x, gamma, ws = inputs(rng, Q.Q6_K, dtype, k, (384,))
+    with tuning.override(**{"qgemv.mma": True}):  # weights this small take qgemv.cu by default
+        outs, log = run(hopper, Q.Q6_K, dtype, gamma, ws, x[:1])
+    (rec,) = log.records("qgemv")
+    assert rec["norm"] == 1 and rec["mma"] == 1, rec
+    check(outs[0], x[:1], gamma, decode(Q.Q6_K, ws[0]), dtype)
+    x, gamma, ws = inputs(rng, Q.Q6_K, dtype, k, (200, 200), scale=1 / 128)
+    with tuning.override(**{"qgemv.mma": True}):
+        (out,), log = run(hopper, Q.Q6_K, dtype, gamma, ws, x[:1], gated=True)
+    (rec,) = log.records("qgemv")
+    assert rec["gated"] == 1 and rec["norm"] == 1 and rec["mma"] == 1, rec
+    pg, pu = (product_and_bound(x[:1], gamma, decode(Q.Q6_K, w), dtype) for w in ws)
+    ref, tol = silu_mul(pg, pu, dtype)
+    err = np.abs(out.astype(np.float64) - ref)
+    bad = err > tol + 1e-30
+    assert not bad.any(), f"{bad.sum()} of {bad.size} wrong; worst {err.max()}"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("enc,k", [(Q.Q4_0, 1024), (Q.Q4_1, 576), (Q.Q4_K, 512)], ids=lambda c: str(c))
 @dtypes
 def test_gated_pair_equals_the_unfused_graph_bit_for_bit(hopper, rng, enc, k, dtype):

@@ -166,6 +166,25 @@ def test_gpu_qmatmul_few_rows(gpu, rng, enc, m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(333, 14336), (2000, 2048), (48, 4096)])
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_gpu_q6k_one_row_on_tensor_cores(hopper, rng, n, k, residual):
+    """One row of Q6_K over 16-byte rows (K a multiple of 2048: a Q4_K_M model's output and
+    down projections): the tensor-core GEMV (scales per 16 elements, 210-byte super-blocks read
+    as 224-byte boxes), to the f32 bound, with and without a residual added; two rows take the
+    general kernel."""
+    w = weights(rng, Q.Q6_K, n, k)
+    for m in (1, 2):
+        lhs = rng.standard_normal((m, k)).astype(np.float32)
+        res = rng.standard_normal((m, n)).astype(np.float32) * 10 if residual else None
+        with tuning.record_launches() as log:
+            (out,) = execute(product_model(hopper, Q.Q6_K, m, k, n, residual), [lhs, w] + ([res] if residual else []), hopper)
+        (rec,) = log.records("qgemv")
+        assert rec["mma"] == (m == 1), rec
+        check(out, lhs, decode(Q.Q6_K, w), f32_bound, plus=res)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
 @pytest.mark.parametrize("ns", [(4096, 1024, 1024), (1000, 333)], ids=["qkv", "odd"])

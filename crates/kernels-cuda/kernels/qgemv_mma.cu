@@ -1,7 +1,8 @@
 #line 1 "qgemv_mma.cu"
 // qgemv_mma.cu: qmatmul for 1 to 8 lhs rows over 4-bit weights (Q4_0, Q4_1, Q4_K) on integer
 // tensor cores, sm_90: qgemv_mma_<enc>_m{1,2,4,8} (m4 serves 3 and 4 rows, m8 5 to 8: one mma
-// per pair of rows on each weight fragment, the weights read once). At M = 1 qgemv_stream.cu spends three
+// per pair of rows on each weight fragment, the weights read once); and Q6_K for one row
+// (qgemv_mma_q6_k_m1, below). At M = 1 qgemv_stream.cu spends three
 // instructions per weight on decode (permute, subtract, fma) and is bound by instruction issue
 // at half the memory system's rate; here the quants go into an mma as they are stored, 8 per
 // lane per 3 instructions (two masks and a shift), and one mma does 512 multiply-adds.
@@ -38,6 +39,16 @@
 // A folded RMSNorm (QmSegs::norm) normalises the lhs in qm_prep: warp r first sums the squares
 // of lhs row r, and every element is rounded to T as the rms_norm kernel stores it.
 //
+// Q6_K (one lhs row): the 6-bit quants q (0..63) go into the mma as bytes (low nibbles and
+// high bits joined: two masks, a shift and an or per 4 quants), and one scale covers 16
+// elements, so each half of a unit gets its own B columns: column g is piece g % 4 of the
+// unit's elements 0..15 (g < 4) or 16..31 (g >= 4), zeros elsewhere. A lane's two C columns
+// are then pieces of one half, which it scales by that half's scale; "q - 32" is -32 times the
+// half's sum of x' (QmMeta::xh). A stage's 16 rows x 210 bytes are read as boxes of 224 bytes
+// from the 16 bytes at or below the chunk (TMA boxes and their starts are whole 16 bytes), so
+// chunk c begins (210 c) % 16 = 2 c % 16 bytes into its slot: 32-bit words 2 bytes off a
+// word boundary (odd c) are joined from two aligned loads.
+//
 // H200, 32000 x 4096 at M = 1 (73.7 MB of Q4_0): 24.5 us back to back, 0.73-0.75 of the
 // device copy rate, against 40 us for qgemv_stream.cu.
 
@@ -45,12 +56,13 @@
 #define QM_CHUNK 256  // K elements per stage: 8 units of 32 (one Q4_K super-block)
 #define QM_UNITS (QM_CHUNK / 32)
 
-// A row chunk's bytes, also its pitch in a stage: 144 bytes for Q4_0 and Q4_K (36 words, so the
-// 8 rows of a load fall in distinct banks), 160 for Q4_1 (two-way conflicts).
+// A row chunk's bytes, and its pitch in a stage (the TMA box: whole 16 bytes): 144 bytes for
+// Q4_0 and Q4_K (36 words, so the 8 rows of a load fall in distinct banks), 160 for Q4_1
+// (two-way conflicts), 210 in 224 for Q6_K (two-way).
 template <int E> struct Qm {
     enum {
         CHUNK_BYTES = QM_CHUNK / Enc<E>::ELEMS * Enc<E>::BYTES,
-        SLOT = CHUNK_BYTES,
+        SLOT = (CHUNK_BYTES + 15) / 16 * 16,
         STAGE = 16 * SLOT,  // a multiple of 128 bytes, as TMA destinations must be
     };
 };
@@ -100,7 +112,7 @@ struct QmMeta {
     float s;   // 2^e
     int x;     // sum of x'
     float xf;  // 2^e * sum of x'
-    float pad;
+    int xh;    // sum of x' over the unit's elements 0..15
 };
 
 // 2^n for -126 <= n <= 127.
@@ -168,9 +180,10 @@ __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, int m,
                 for (int j = 0; j < 4; ++j) xq[j] = min(__float2int_rn(xs[j] * fa * fb), (1 << 21) - 1);
                 s = qm_pow2(-a) * qm_pow2(-b);
             }
-            int sum = xq[0] + xq[1] + xq[2] + xq[3];
+            int half = xq[0] + xq[1] + xq[2] + xq[3];
 #pragma unroll
-            for (int off = 4; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+            for (int off = 2; off > 0; off /= 2) half += __shfl_xor_sync(0xFFFFFFFFu, half, off);
+            const int sum = half + __shfl_xor_sync(0xFFFFFFFFu, half, 4);
             if (ok) {
                 u32 hi = 0, mid = 0, lo = 0;
 #pragma unroll
@@ -188,7 +201,7 @@ __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, int m,
                     mt.s = s;
                     mt.x = sum;
                     mt.xf = (float)sum * s;
-                    mt.pad = 0.f;
+                    mt.xh = half;  // lane q = 0: elements 0..15
                     meta[pr] = mt;
                 }
             }
@@ -231,6 +244,57 @@ template <int E> __device__ __forceinline__ u32 qm_word(const u8* row, int j, in
 __device__ __forceinline__ void qm_join(const int (&c)[4], int m0, int m1, int xk, float s, float (&v)[2]) {
     v[0] = (float)(c[0] * m0 + c[1] * m1 + xk) * s;
     v[1] = (float)(c[2] * m0 + c[3] * m1 + xk) * s;
+}
+
+// The 32-bit word at p, 4-byte aligned or (ODD) 2 bytes past a word boundary.
+template <bool ODD> __device__ __forceinline__ u32 qm_word6(const u8* p) {
+    if (!ODD) return *(const u32*)p;
+    return __funnelshift_r(*(const u32*)(p - 2), *(const u32*)(p + 2), 16);
+}
+
+// One Q6_K stage (a super-block of rows g and g + 8 at r0, r1) for one lhs row: see the header.
+template <bool ODD>
+__device__ __forceinline__ void q6_stage(const u8* r0, const u8* r1, const u8* frag, const u8* zero, const QmMeta* meta,
+                                         int u0, int g, int t, int m0, int m1, float (&acc)[2]) {
+    const int bp = g % 4;
+    const u8* bs = bp < 3 ? frag + bp * 32 + t * 8 : zero;
+    const int bstr = bp < 3 ? 96 : 0, th = t / 2;
+    float aq[2] = {0.f, 0.f};
+#pragma unroll 1
+    for (int j = 0; j < QM_UNITS; ++j) {
+        // sub-block j: low nibbles at 64 hh + 32 (p & 1) (>> 4 for p >= 2), high bits at
+        // 128 + 32 hh (>> 2 p)
+        const int u = u0 + j, hh = j >> 2, p = j & 3;
+        const int ql = 64 * hh + 32 * (p & 1) + 4 * t, qh = 128 + 32 * hh + 4 * t;
+        const int sn = 4 * (p >> 1), sh = 2 * p;
+        u32 a[4];  // rows g, g + 8: elements 4t.. (a[0], a[1]) and 16 + 4t.. (a[2], a[3])
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* row = h ? r1 : r0;
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                a[2 * e + h] = ((qm_word6<ODD>(row + ql + 16 * e) >> sn) & 0x0F0F0F0Fu) |
+                               (((qm_word6<ODD>(row + qh + 16 * e) >> sh) & 0x03030303u) << 4);
+        }
+        uint2 b = *(const uint2*)(bs + u * bstr);
+        if (g < 4) b.y = 0u;
+        else b.x = 0u;
+        const QmMeta mt = meta[u];
+        int c[4];
+        mma_u8s8(c, a[0], a[1], a[2], a[3], b.x, b.y);
+        const int xk = t % 2 ? 0 : -32 * (th ? mt.x - mt.xh : mt.xh);
+        float v[2];
+        qm_join(c, m0, m1, xk, mt.s, v);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // the half's int8 scale: byte 2 j + th of the 16 at 192
+            const u32 w = qm_word6<ODD>((h ? r1 : r0) + 192 + 4 * (j >> 1));
+            const int sc = (int)(i8)(u8)(w >> (8 * (2 * (j & 1) + th)));
+            aq[h] = fmaf(v[h], (float)sc, aq[h]);
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) acc[h] = fmaf(qm_f16((h ? r1 : r0) + 208), aq[h], acc[h]);
 }
 
 template <int E, int MR, typename T>
@@ -276,7 +340,8 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
         if (st_n < items && lane == 0) {
             const int seg = qm_seg(sg, st_tile);
             const u32 bar = smem_u32(&full[st_buf]);
-            const int col = (part + st_k * split) * (int)Q::CHUNK_BYTES;
+            // TMA boxes start on 16 bytes: Q6_K's chunk lies (210 c) % 16 bytes into its slot
+            const int col = (part + st_k * split) * (int)Q::CHUNK_BYTES & ~15;
             u8* dst = ring + st_buf * Q::STAGE;
             mbar_expect(bar, (u32)Q::STAGE);
             // Gated: slots 0..7 the tile's gate rows, 8..15 the same rows of the up weights.
@@ -408,6 +473,12 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
             for (int cg = 0; cg < CG; ++cg)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) acc[cg][h] = fmaf(d[h], aq[cg][h], fmaf(-dm[h], am[cg][h], acc[cg][h]));
+        } else if (E == ENC_Q6_K) {
+            // One lhs row (MR = 1): B column g is piece g % 4 of half g / 4 of the unit, the
+            // lane's C columns pieces of half t / 2, scaled by that half's scale.
+            const int off = ch * (int)Q::CHUNK_BYTES & 15;
+            if (off & 2) q6_stage<true>(r0 + off, r1 + off, frag, zero, meta, u0, g, t, m0, m1, acc[0]);
+            else q6_stage<false>(r0 + off, r1 + off, frag, zero, meta, u0, g, t, m0, m1, acc[0]);
         } else {
             auto unit = [&](int j) {
                 const int u = u0 + j;
@@ -512,6 +583,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #define QGEMV_MMA_ROWS(MR) \
     QGEMV_MMA(q4_0, ENC_Q4_0, MR) QGEMV_MMA(q4_1, ENC_Q4_1, MR) QGEMV_MMA(q4_k, ENC_Q4_K, MR)
 QGEMV_MMA_ROWS(1)
+QGEMV_MMA(q6_k, ENC_Q6_K, 1)
 QGEMV_MMA_ROWS(2)
 QGEMV_MMA_ROWS(4)
 QGEMV_MMA_ROWS(8)

@@ -285,8 +285,12 @@ mod tests {
         assert_eq!(norm(Encoding::Q4K, 2, 4096, 1024, ""), Some(QPath::Mma));
         // Q4_1 at K = 576 (360-byte rows): not 16-byte rows, the general kernel
         assert_eq!(norm(Encoding::Q4_1, 1, 576, 576, ""), Some(QPath::General));
-        assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, ""), None);
-        assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, "fusion.norm_gemv_max_k=4096"), Some(QPath::General));
+        // Q6_K: one row of large weights on the tensor cores; two on the general kernel up to
+        // its K limit
+        assert_eq!(norm(Encoding::Q6K, 1, 4096, 4096, ""), Some(QPath::Mma));
+        assert_eq!(norm(Encoding::Q6K, 1, 4096, 1024, ""), None);
+        assert_eq!(norm(Encoding::Q6K, 2, 4096, 4096, ""), None);
+        assert_eq!(norm(Encoding::Q6K, 2, 4096, 4096, "fusion.norm_gemv_max_k=4096"), Some(QPath::General));
         assert_eq!(norm(Encoding::Q4_0, 3, 4096, 4096, ""), None);
         // Q8_0 takes the streaming kernel, which has no norm, from 3072 x 2048 weights (the
         // parts together); below, the general one

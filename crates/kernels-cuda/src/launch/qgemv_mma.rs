@@ -1,4 +1,5 @@
-//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-8 lhs rows of Q4_0/Q4_1/Q4_K:
+//! The integer tensor-core GEMV (kernels/qgemv_mma.cu) for 1-8 lhs rows of Q4_0/Q4_1/Q4_K and
+//! one row of Q6_K:
 //! its shared-memory plan, persistent grid, TMA weight maps and sibling segments, and the
 //! launch. A child of quant.rs, whose path selection sends products here.
 
@@ -26,12 +27,18 @@ pub(super) fn mma_rows(m: usize) -> usize {
 /// warp: (the lhs fragments and per-unit terms, the whole: those, 128 zero bytes, each warp's
 /// stages and mbarriers, and the group sums, two per lane and pair of rows).
 pub(super) fn mma_gemv_smem(enc: Encoding, m: usize, k: usize, stages: usize) -> (usize, usize) {
-    let (elems, bytes) = enc.block();
-    let slot = QM_CHUNK / elems * bytes;
+    let slot = slot_bytes(enc);
     let mr = mma_rows(m);
     let prep = (k / 32) * mr * (96 + 16);
     let sums = QM_WARPS * 64 * 4 * mr.div_ceil(2);
     (prep, (prep + 128).next_multiple_of(128) + QM_WARPS * stages * (16 * slot + 8) + sums)
+}
+
+/// A row chunk's pitch in a weight stage, the TMA box's width: the chunk's bytes in whole 16
+/// (Qm::SLOT; Q6_K's 210 in 224).
+fn slot_bytes(enc: Encoding) -> usize {
+    let (elems, bytes) = enc.block();
+    (QM_CHUNK / elems * bytes).next_multiple_of(16)
 }
 
 /// K parts per tile (a power of two up to 8 and at most `chunks`) for `tiles` tiles over
@@ -220,11 +227,10 @@ pub(super) fn qgemv_mma(
         }
     }
     let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
-    let (elems, bytes) = enc.block();
     let mut maps = QmMaps([TmaMap([0; 16]), TmaMap([0; 16]), TmaMap([0; 16])]);
     let box_rows = if fold.gated { 8 } else { 16 };
     for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
-        *map = weight_map(w, row_bytes, n, (QM_CHUNK / elems * bytes) as u32, box_rows)?;
+        *map = weight_map(w, row_bytes, n, slot_bytes(enc) as u32, box_rows)?;
     }
     let (mut lhs, mut res) = (lhs, res);
     let (mut ms, mut ks, mut sp) = (m as i32, k as i32, split as i32);

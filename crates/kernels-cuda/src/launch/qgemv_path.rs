@@ -20,7 +20,7 @@ pub struct QProblem {
 /// The kernel a qmatmul takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QPath {
-    /// qgemv_mma.cu: integer tensor cores, 1-8 rows of Q4_0/Q4_1/Q4_K (`qgemv.mma`).
+    /// qgemv_mma.cu: integer tensor cores, 1-8 rows of Q4_0/Q4_1/Q4_K, one of Q6_K (`qgemv.mma`).
     Mma,
     /// qgemv_stream.cu: persistent, precomputed copy offsets, word-decoded encodings over 16-byte
     /// aligned rows (`qgemv.stream`).
@@ -40,6 +40,11 @@ pub enum QPath {
 /// 3072 x 2048 4.1 / 6.9 / 4.7, 4096 x 4096 5.9 / 9.9 / 9.5; SmolLM2-135M's Q4_1 down
 /// projection (576 x 1536) on qgemv.cu instead of the tensor cores: decode 1,063 -> 1,241 tok/s.
 pub(super) const SMALL_WEIGHTS: usize = 3072 * 2048;
+/// The same for one row of Q6_K, whose tensor-core kernel joins 6-bit quants from two words
+/// and scales every 16 elements: an H200 at M = 1, us a call (tensor-core / qgemv.cu): 4096 x
+/// 4096 12.3 / 10.9, 4096 x 14336 (a down projection) 29.9 / 34.0, 128256 x 4096 (an 8B
+/// model's output projection) 182 / 291.
+pub(super) const SMALL_WEIGHTS_Q6K: usize = 4096 * 6144;
 
 /// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
 ///
@@ -57,10 +62,11 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     // qgemv.cu's whole run there); 3-8 rows of fewer keep the streaming kernel.
     let few = p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
     let small = p.m <= 2 && few;
-    let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few);
+    let few_mma = if p.enc == Encoding::Q6K { p.n.saturating_mul(p.k) < SMALL_WEIGHTS_Q6K } else { few };
+    let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few_mma);
     let mma = !invariant
         && p.m <= 8
-        && matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K)
+        && (matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K) || (p.enc == Encoding::Q6K && p.m == 1))
         && aligned
         && p.n < i32::MAX as usize
         && mma_gemv_smem(p.enc, p.m, p.k, 2).0 <= QM_PREP_BUDGET
@@ -115,7 +121,15 @@ mod tests {
         assert_eq!(path(&QProblem { m: 2, ..down }, 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0"), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
+        // Q6_K: one row of large weights on the tensor cores (rows of whole 16 bytes: 8
+        // super-blocks), more rows or small weights on qgemv.cu
+        let q6_out = QProblem { n: 128_256, ..problem(Encoding::Q6K, 1) };
+        assert_eq!(path(&q6_out, 9, ""), QPath::Mma);
+        assert_eq!(path(&QProblem { m: 2, ..q6_out }, 9, ""), QPath::General);
         assert_eq!(path(&problem(Encoding::Q6K, 1), 9, ""), QPath::General);
+        assert_eq!(path(&problem(Encoding::Q6K, 1), 9, "qgemv.mma=1"), QPath::Mma);
+        let q6_odd = QProblem { k: 4352, row_bytes: 17 * 210, ..q6_out };
+        assert_eq!(path(&q6_odd, 9, ""), QPath::General);
         assert_eq!(path(&problem(Encoding::Q4_0, 1), 8, ""), QPath::General);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q6K, 512), 9, ""), QPath::Wgmma);
