@@ -4,6 +4,7 @@
 //! families whose exact arithmetic must not be contracted into FMAs. Skips without libnvrtc
 //! unless MAX_REQUIRE_NVRTC=1.
 
+use max_kernels_cuda::ensure_nvrtc;
 use max_kernels_cuda::launch::{
     allreduce_p2p, attention, attention_decode, attention_prefill, fft, gemv_mma, gemv_nt, random, sampling,
 };
@@ -11,7 +12,8 @@ use max_kernels_cuda::sources::{
     self, ALLREDUCE_P2P, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_MMA,
     GEMV_NT, RANDOM, SAMPLING,
 };
-use max_kernels_cuda::{Target, compile, ensure_nvrtc};
+
+mod common;
 
 /// The family's PTX after checking that `listed` (the launcher's kernels, `count` of them) are
 /// all in it with their argument sizes; None when NVRTC is missing and not required.
@@ -24,7 +26,7 @@ fn check_listed(family: &Family, listed: Vec<(Family, String, usize)>, count: us
         }
         Err(e) => panic!("MAX_REQUIRE_NVRTC=1 but {e}"),
     }
-    let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{e}"))).unwrap();
+    let ptx = String::from_utf8(common::ptx(family, "sm_90a").unwrap_or_else(|e| panic!("{e}"))).unwrap();
     assert_eq!(listed.len(), count, "{}: kernels listed", family.name);
     for (f, name, size) in listed {
         assert_eq!(f.name, family.name);
@@ -112,8 +114,7 @@ fn qgemv_kernels_are_in_their_family() {
         for &(enc, act) in &pairs {
             s.spawn(move || {
                 let family = sources::qgemv(enc, act).unwrap_or_else(|e| panic!("{e}"));
-                let ptx = String::from_utf8(compile(family, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{e}")))
-                    .unwrap();
+                let ptx = String::from_utf8(common::ptx(family, "sm_90a").unwrap_or_else(|e| panic!("{e}"))).unwrap();
                 let streams = !enc.ends_with("5_k") && !enc.ends_with("6_k");
                 let mut names: Vec<String> = [1, 2, 4, 8].map(|mr| format!("qgemv_{enc}_m{mr}{act}")).into();
                 if streams {

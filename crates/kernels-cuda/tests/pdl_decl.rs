@@ -6,7 +6,9 @@
 //! MAX_REQUIRE_NVRTC=1; the source check below needs nothing.
 
 use max_kernels_cuda::launch::pdl::{DECLARED, declared};
-use max_kernels_cuda::{Target, compile, sources};
+use max_kernels_cuda::sources;
+
+mod common;
 
 /// (entry name, whether its body executes griddepcontrol.wait) for each `.entry` of the PTX.
 fn entries(ptx: &str) -> Vec<(String, bool)> {
@@ -35,7 +37,7 @@ fn declared_kernels_are_exactly_those_that_wait() {
     let mut wrong = vec![];
     for (family, prefixes) in DECLARED {
         let fam = sources::ALL.iter().find(|f| f.name == *family).unwrap_or_else(|| panic!("no family {family}"));
-        let ptx = compile(fam, "sm_90a", Target::Ptx).unwrap_or_else(|e| panic!("{family}: {e}"));
+        let ptx = common::ptx(fam, "sm_90a").unwrap_or_else(|e| panic!("{family}: {e}"));
         let all = entries(&String::from_utf8_lossy(&ptx));
         for p in *prefixes {
             assert!(all.iter().any(|(n, _)| n.starts_with(p)), "{family}: no entry starts with {p}");

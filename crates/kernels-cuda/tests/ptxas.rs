@@ -14,7 +14,9 @@
 //!
 //! Each family's NVRTC compile and ptxas run happen on every core, and a family that passed is
 //! remembered under target/tmp/ptxas-cache by a hash of its source, the compiler options, this
-//! file and both tools' versions (see `Cache`), so an unchanged family is not checked again.
+//! file and both tools' versions (see `Cache`), so an unchanged family is not checked again. The
+//! PTX itself comes through tests/common's `ptx`, shared with the other test binaries that read
+//! the same families (compiled once per source and compiler).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,8 @@ use max_graph::DType;
 use max_graph::ops::OpKind;
 use max_kernels_cuda::fused::{Arg, FusedSpec, Node, compile_check};
 use max_kernels_cuda::{Target, compile, sources};
+
+mod common;
 
 const ARCH: &str = "sm_90a";
 
@@ -352,7 +356,7 @@ fn every_family_is_clean_under_ptxas() {
         if let Some(rows) = cache.get(f) {
             return (true, (rows, Vec::new()));
         }
-        let ptx = match compile(f, ARCH, Target::Ptx) {
+        let ptx = match common::ptx(f, ARCH) {
             Ok(ptx) => ptx,
             Err(e) => return (false, (String::new(), vec![e.to_string()])),
         };

@@ -96,3 +96,30 @@ pub fn act(a: max_kernels_cuda::launch::epilogue::Act, x: f64) -> f64 {
         Act::GeluQuick => x * sigmoid(1.702 * x),
     }
 }
+
+/// `compile(family, arch, Target::Ptx)`, kept under target/tmp/ptx-cache by a SHA-256 of the
+/// family's full source, compile.rs (NVRTC's options), NVRTC's version and the arch:
+/// launched_kernels, pdl_decl and ptxas read the PTX of the same families, and a fresh clone
+/// (CI) compiles each family once instead of once per test binary. A failed write only costs
+/// a compile next time; a failed compile is not kept.
+pub fn ptx(family: &max_kernels_cuda::sources::Family, arch: &str) -> max_kernels_cuda::Result<Vec<u8>> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let nvrtc = format!("{:?}", max_kernels_cuda::nvrtc_version().ok());
+    for part in [nvrtc.as_str(), arch, include_str!("../../src/compile.rs"), &family.full_source()] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    let key: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptx-cache");
+    let path = dir.join(format!("{}-{key}.ptx", family.name));
+    if let Ok(bytes) = std::fs::read(&path) {
+        return Ok(bytes);
+    }
+    let bytes = max_kernels_cuda::compile(family, arch, max_kernels_cuda::Target::Ptx)?;
+    let tmp = path.with_extension(format!("tmp{}-{:?}", std::process::id(), std::thread::current().id()));
+    let _ = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&tmp, &bytes))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    Ok(bytes)
+}
