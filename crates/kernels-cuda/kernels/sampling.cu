@@ -49,6 +49,7 @@
 #define INV_LN2 0x3fb8aa3bu
 #define BELOW_ONE 0x3f7fffffu
 #define GOLDEN 0x9e3779b97f4a7c15ull
+#define GUMBEL_BOUND 17.f  // math.rs: above every gumbel() value
 
 __device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
@@ -523,10 +524,14 @@ __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p,
     if (min_p > 0.f) thr = max(thr, key_of(canon(fadd(m, ln_f32(min_p)))));
     thr = min(thr, top);
     if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, exps, ssh, x)), top);
+    // The largest value's draw bounds the winner's from below: values more than GUMBEL_BOUND
+    // under it cannot win, and their noise is skipped (math.rs: the same token, fewer draws).
+    const float floor_s = fadd(m, gumbel(seed, first));
     b = Best{NEG_INF, NONE};
     for_keys(r, [&](u32 j, u32 key) {
-        if (key >= thr) {
-            const float s = fadd(z_of_key(key), gumbel(seed, j));
+        const float z = z_of_key(key);
+        if (key >= thr && fadd(z, GUMBEL_BOUND) >= floor_s) {
+            const float s = fadd(z, gumbel(seed, j));
             if (better(s, j, b)) b = Best{s, j};
         }
     });

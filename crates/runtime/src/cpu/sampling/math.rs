@@ -119,6 +119,10 @@ pub fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Above every value of [`gumbel`] (at most 16.64): a value z with `z + GUMBEL_BOUND` below
+/// another value's z + g cannot win a draw, and its own noise need not be computed.
+pub const GUMBEL_BOUND: f32 = 17.0;
+
 /// The Gumbel noise of index `i` of a row with seed `seed`: `-ln(-ln(u))` with u uniform in
 /// (0, 1) from the top 24 bits of `splitmix64(seed ^ ((i + 1) * GOLDEN))`:
 /// `u = (j + 1/2) * 2^-24` rounded to f32 (j = h >> 40), and the one u that rounds to 1 taken
@@ -193,6 +197,8 @@ mod tests {
         assert_eq!(splitmix64(GOLDEN), 0x6e78_9e6a_a1b9_65f4);
         let g: Vec<f32> = (0..100_000).map(|i| gumbel(7, i)).collect();
         assert!(g.iter().all(|v| v.is_finite() && *v > -2.9 && *v < 16.7));
+        // The largest draw (u the largest f32 below 1) is under the bound.
+        assert!(-ln(-ln(f(BELOW_ONE))) < 16.7 && 16.7 < GUMBEL_BOUND);
         // Gumbel(0, 1): mean is the Euler-Mascheroni constant, variance pi^2 / 6.
         let mean = g.iter().map(|&v| v as f64).sum::<f64>() / g.len() as f64;
         let var = g.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / g.len() as f64;

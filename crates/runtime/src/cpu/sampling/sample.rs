@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::math::{canon, gumbel, key, ln, weight};
+use super::math::{GUMBEL_BOUND, canon, gumbel, key, ln, weight};
 
 /// One row's sampling parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,9 +66,12 @@ pub fn sample_row(x: &[f32], p: &RowParams) -> usize {
     if p.top_p < 1.0 {
         thr = thr.max(top_p_threshold(&z, m, thr, p.top_p)).min(top);
     }
+    // The largest value's draw bounds the winner's from below: values more than GUMBEL_BOUND
+    // under it cannot win, and their noise is skipped (the same token, fewer draws).
+    let floor = m + gumbel(p.seed, first as u64);
     let mut best: Option<(f32, usize)> = None;
     for (i, &zi) in z.iter().enumerate() {
-        if key(zi) >= thr {
+        if key(zi) >= thr && zi + GUMBEL_BOUND >= floor {
             let s = zi + gumbel(p.seed, i as u64);
             if best.is_none_or(|(b, _)| s > b) {
                 best = Some((s, i));
