@@ -11,9 +11,9 @@
 //      largest of: the k-th largest z for 1 < top_k < V (the largest key K with at least k
 //      keys >= K); the key of m + ln(min_p) for min_p > 0; and for top_p < 1 the largest key
 //      t whose kept values >= t hold top_p of the kept mass, the weights exp(z - m) summed in
-//      40-bit fixed point (u64, exact in any order). Both are found 3 bits a pass
-//      (kary_select: 7 candidates counted or summed in one pass over the row, 11 passes for
-//      the 32 bits of the key). The key of m caps the threshold: the largest value is always
+//      40-bit fixed point (u64, exact in any order). Both are found a few bits a pass
+//      (kary_select: 15 candidates counted, or 7 summed, in one pass over the row: 8 passes
+//      for the 32 bits of the key, or 11). The key of m caps the threshold: the largest value is always
 //      kept.
 //   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
 //      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
@@ -183,7 +183,7 @@ __device__ u64 block_sum(u64 v, u64* sh) {
 // CTAs take every decision alike. Two buffers, flipped at every exchange: a CTA writes buffer p
 // again only after the next exchange's barrier, which every CTA reaches after its reads of p.
 // Before sm_90 (no clusters) C is 1 and an exchange is a block barrier.
-#define XSLOTS 8
+#define XSLOTS 16
 #define MAX_CLUSTER 8  // launch/sampling.rs: MAX_CLUSTER (cluster_add reads 8 CTAs)
 
 __device__ __forceinline__ u32 cl_rank() {
@@ -233,20 +233,21 @@ struct Xchg {
 
 // The cluster's sums of n <= XSLOTS values, `mine` in thread j < n for slot j: every thread
 // takes part (the barrier); tot[0..n) (shared) holds them afterwards. Lane l of warp 0 reads
-// slot l % XSLOTS of CTAs l / XSLOTS and l / XSLOTS + 4 (both loads in flight), shuffles join
-// the rest.
+// slot l % 16 of CTAs l / 16, + 2, + 4, + 6 (the loads in flight together), a shuffle joins
+// the two halves of the warp.
 __device__ void cluster_add(u64 mine, int n, u64* tot, Xchg& x) {
     if ((int)threadIdx.x < n) x.xb[x.par][threadIdx.x] = mine;
     cl_sync();
     if (threadIdx.x < 32) {
-        const u32 j = threadIdx.x % XSLOTS, c = threadIdx.x / XSLOTS, size = cl_size();
+        const u32 j = threadIdx.x % 16, c = threadIdx.x / 16, size = cl_size();
         u64 s = 0;
         if ((int)j < n) {
-            const u64 a = c < size ? cl_get(&x.xb[x.par][j], c) : 0;
-            const u64 b = c + 4 < size ? cl_get(&x.xb[x.par][j], c + 4) : 0;
-            s = a + b;
+            u64 v[MAX_CLUSTER / 2];
+#pragma unroll
+            for (int i = 0; i < MAX_CLUSTER / 2; ++i) v[i] = c + 2 * i < size ? cl_get(&x.xb[x.par][j], c + 2 * i) : 0;
+#pragma unroll
+            for (int i = 0; i < MAX_CLUSTER / 2; ++i) s += v[i];
         }
-        s += __shfl_xor_sync(FULL_MASK, s, 8);
         s += __shfl_xor_sync(FULL_MASK, s, 16);
         if ((int)threadIdx.x < n) tot[threadIdx.x] = s;
     }
@@ -378,17 +379,21 @@ template <class Body> __device__ __forceinline__ void for_weights(const Row& r, 
 
 // The largest key K for which f(K), the count (WEIGHTED false) or the weight exp(z - m) of the
 // values with key >= max(K, floor), meets `ok` (true for f of every key up to some point, and
-// for f(0)). A search of SEL_BITS bits a pass, most significant first: with the bits found so
+// for f(0)). A search of Sel::BITS bits a pass, most significant first: with the bits found so
 // far in t (ok(f(t)) holds), the candidates are c_j = t + j * 2^shift, and a value with
 // key >= t counts toward c_1 .. c_d, d = (key - t) >> shift (at most the last candidate);
-// each thread keeps the SEL_CANDS sums in registers (no shared atomics, whose bins a row's
-// values crowd into), block and cluster reductions join them, and t moves to the largest c_j
-// whose sum meets `ok`. The same key as a bisection, in 11 passes instead of 32.
-#define SEL_BITS 3
-#define SEL_CANDS ((1 << SEL_BITS) - 1)
-// The warp's sums of eight values per lane (v is overwritten), in 9 exchanges instead of 40: each step halves what
-// a lane holds, keeping one half and sending the other to its partner. Lane l ends with the sum
-// of value (l >> 2) & 7: bits 4, 3 and 2 of l pick the half kept at each step.
+// each thread keeps its sums in registers (no shared atomics, whose bins a row's values crowd
+// into), block and cluster reductions join them, and t moves to the largest c_j whose sum
+// meets `ok`. The same key as a bisection, in 8 passes (counts, 4 bits) or 11 (weights, 3 bits:
+// seven u64 sums a thread) instead of 32.
+template <bool WEIGHTED> struct Sel {
+    enum { BITS = WEIGHTED ? 3 : 4, CANDS = (1 << BITS) - 1 };
+};
+#define SEL_MAX_CANDS 15
+
+// The warp's sums of eight u64 per lane (v is overwritten), in 9 exchanges instead of 40: each
+// step halves what a lane holds, keeping one half and sending the other to its partner. Lane l
+// ends with the sum of value (l >> 2) & 7: bits 4, 3 and 2 of l pick the half kept at each step.
 __device__ __forceinline__ u64 warp_sum8(u64 (&v)[8]) {
     const u32 lane = threadIdx.x % 32;
     const bool a = lane & 16, b = lane & 8, c = lane & 4;
@@ -408,69 +413,104 @@ __device__ __forceinline__ u64 warp_sum8(u64 (&v)[8]) {
     return z;
 }
 
+// The same for sixteen u32 per lane, in 16 exchanges: lane l ends with value (l >> 1) & 15.
+template <int H> __device__ __forceinline__ void halve16(u32 (&v)[16], u32 lane) {
+    const bool up = lane & (2 * H);
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+        const u32 got = __shfl_xor_sync(FULL_MASK, up ? v[i] : v[i + H], 2 * H);
+        v[i] = (up ? v[i + H] : v[i]) + got;
+    }
+}
+__device__ __forceinline__ u32 warp_sum16(u32 (&v)[16]) {
+    const u32 lane = threadIdx.x % 32;
+    halve16<8>(v, lane);
+    halve16<4>(v, lane);
+    halve16<2>(v, lane);
+    halve16<1>(v, lane);
+    return v[0] + __shfl_xor_sync(FULL_MASK, v[0], 1);
+}
+
+// One pass's sums per candidate, acc[j] for the values with d >= j + 1, joined over the warp,
+// the block (warp 0) and the cluster into tot[0..CANDS).
+template <bool WEIGHTED, typename Acc>
+__device__ __forceinline__ void select_sums(Acc (&acc)[WEIGHTED ? 8 : 16], u64* sh, u64* tot, Xchg& x) {
+    constexpr int CANDS = Sel<WEIGHTED>::CANDS;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if constexpr (WEIGHTED) {
+#pragma unroll
+        for (int j = 0; j < CANDS; ++j) {
+            u64 v = acc[j];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+            if (lane == 0) sh[j * WARPS + warp] = v;
+        }
+    } else {
+        const u32 part = warp_sum16(acc);
+        if (lane % 2 == 0 && lane / 2 < CANDS) sh[(lane / 2) * WARPS + warp] = part;
+    }
+    __syncthreads();
+    u64 mine = 0;
+    if (warp == 0) {
+        // (a block's counts are below 2^24: u32)
+        if constexpr (WEIGHTED) {
+            u64 v[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = j < CANDS ? sh[j * WARPS + lane] : 0ull;
+            mine = __shfl_sync(FULL_MASK, warp_sum8(v), 4 * (lane % 8));  // lane j: candidate j's sum
+        } else {
+            u32 v[16];
+#pragma unroll
+            for (int j = 0; j < 16; ++j) v[j] = j < CANDS ? (u32)sh[j * WARPS + lane] : 0u;
+            mine = __shfl_sync(FULL_MASK, warp_sum16(v), 2 * (lane % 16));
+        }
+    }
+    cluster_add(mine, CANDS, tot, x);
+}
+
 template <bool WEIGHTED, class Ok>
 __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xchg& x) {
-    __shared__ u64 tot[SEL_CANDS];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    constexpr int BITS = Sel<WEIGHTED>::BITS, CANDS = Sel<WEIGHTED>::CANDS;
+    __shared__ u64 tot[SEL_MAX_CANDS];
     u32 t = 0;
-    for (int hi = 32; hi > 0; hi -= SEL_BITS) {
-        const int shift = hi > SEL_BITS ? hi - SEL_BITS : 0;
+    for (int hi = 32; hi > 0; hi -= BITS) {
+        const int shift = hi > BITS ? hi - BITS : 0;
         const u32 last = (1u << (hi - shift)) - 1;  // the largest candidate index this pass
-        u64 acc[8];  // acc[j]: the count or weight of the values with d >= j + 1 (acc[7]: 0)
+        if constexpr (WEIGHTED) {
+            u64 acc[8];  // acc[j]: the weight of the values with d >= j + 1 (acc[7]: 0)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[j] = 0;
-        if (WEIGHTED) {
+            for (int j = 0; j < 8; ++j) acc[j] = 0;
             for_weights(r, m, [&](u32 key, u64 w) {
                 if (key >= t && key >= floor) {
                     const u32 d = min((key - t) >> shift, last);
 #pragma unroll
-                    for (int j = 0; j < SEL_CANDS; ++j) acc[j] += (u32)(j + 1) <= d ? w : 0ull;
+                    for (int j = 0; j < CANDS; ++j) acc[j] += (u32)(j + 1) <= d ? w : 0ull;
                 }
             });
+            select_sums<true>(acc, sh, tot, x);
         } else {
-            // Counts by d in 16-bit fields, d = 0..3 in lo and 4..7 in hi (a thread counts
-            // fewer than 2^16 values: rows are shorter than 2^24, blocks 2^10 threads).
-            u64 lo = 0, hi4 = 0;
+            // Counts by d in 16-bit fields, four a word (a thread counts fewer than 2^16
+            // values: rows are shorter than 2^24, blocks 2^10 threads).
+            u64 bins[4] = {0, 0, 0, 0};
             for_keys(r, [&](u32, u32 key) {
                 if (key >= t && key >= floor) {
                     const u32 d = min((key - t) >> shift, last);
                     const u64 one = 1ull << (16 * (d & 3));
-                    if (d >= 4) hi4 += one;
-                    else lo += one;
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) bins[q] += (d >> 2) == (u32)q ? one : 0ull;
                 }
             });
-            u64 run = 0;
+            u32 acc[16];  // acc[j]: the count of the values with d >= j + 1 (acc[15]: 0)
+            u32 run = 0;
+            acc[15] = 0;
 #pragma unroll
-            for (int j = SEL_CANDS - 1; j >= 0; --j) {
+            for (int j = CANDS - 1; j >= 0; --j) {
                 const int d = j + 1;
-                run += ((d >= 4 ? hi4 : lo) >> (16 * (d & 3))) & 0xffffull;
+                run += (u32)(bins[d >> 2] >> (16 * (d & 3))) & 0xffffu;
                 acc[j] = run;
             }
+            select_sums<false>(acc, sh, tot, x);
         }
-        // the block's sums per candidate: per warp, across the warps by warp 0, then the
-        // cluster's
-        if (WEIGHTED) {
-#pragma unroll
-            for (int j = 0; j < SEL_CANDS; ++j) {
-                u64 v = acc[j];
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-                if (lane == 0) sh[j * WARPS + warp] = v;
-            }
-        } else {
-            const u64 part = warp_sum8(acc);
-            if (lane % 4 == 0) sh[(lane / 4) * WARPS + warp] = part;
-        }
-        __syncthreads();
-        u64 mine = 0;
-        if (warp == 0) {
-            u64 v[8];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) v[j] = j < SEL_CANDS ? sh[j * WARPS + lane] : 0ull;
-            const u64 all = warp_sum8(v);
-            mine = __shfl_sync(FULL_MASK, all, 4 * (lane % 8));  // lane j: candidate j's sum
-        }
-        cluster_add(mine, SEL_CANDS, tot, x);
         u32 pick = 0;
         for (u32 j = 1; j <= last; ++j)
             if (ok(tot[j - 1])) pick = j;
@@ -555,7 +595,7 @@ __device__ u32 greedy_row(const Row& r, Best* bsh, Xchg& x) {
 extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a) {
     extern __shared__ u32 keys[];
     __shared__ Best bsh[WARPS + 1];
-    __shared__ u64 ssh[SEL_CANDS * WARPS + 1];  // block_sum's WARPS + 1, kary_select's
+    __shared__ u64 ssh[SEL_MAX_CANDS * WARPS + 1];  // block_sum's WARPS + 1, kary_select's
     __shared__ u64 xb[2][XSLOTS];
     Xchg x{xb, 0u};
     const u32 size = cl_size(), rank = cl_rank();
