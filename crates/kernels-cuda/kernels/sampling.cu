@@ -13,10 +13,11 @@
 //      t whose kept values >= t hold top_p of the kept mass, the weights exp(z - m) summed in
 //      40-bit fixed point (u64, exact in any order). Both are found a few bits a pass
 //      (kary_select: 15 candidates counted, or 7 summed, in one pass over the row: 8 passes
-//      for the 32 bits of the key, or 11). The key of m caps the threshold: the largest value is always
-//      kept.
+//      for the 32 bits of the key, or 11). The key of m caps the threshold: the largest value
+//      is always kept.
 //   2. the token is the Gumbel-max pick: the lowest index of the largest z_i + g_i over the
-//      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN)).
+//      kept values, g_i = -ln(-ln(u_i)) with u_i from splitmix64(seed ^ ((i + 1) * GOLDEN));
+//      values more than GUMBEL_BOUND below m + g of m's index cannot win and draw no noise.
 // No row is sorted. The first pass over a sampled row reads the logits (16-byte vectors in
 // flight per thread: for_row) and keeps each CTA's slice of keys in shared memory when it fits
 // (SampleArgs::cached), so the later passes neither read the row again nor divide, and the
@@ -218,7 +219,8 @@ __device__ __forceinline__ u64 cl_get(const u64* v, u32 rank) {
 #if __CUDA_ARCH__ >= 900
     u32 ra;
     u64 r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"((u32)__cvta_generic_to_shared(v)), "r"(rank));
+    const u32 local = (u32)__cvta_generic_to_shared(v);
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(local), "r"(rank));
     asm volatile("ld.shared::cluster.u64 %0, [%1];\n" : "=l"(r) : "r"(ra) : "memory");
     return r;
 #else
@@ -545,8 +547,8 @@ __device__ u32 top_p_threshold(Row& r, float m, u32 thr, float top_p, float* exp
 }
 
 // `keys`, `exps`: room for the slice's keys and exps, or null.
-__device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh,
-                          Xchg& x) {
+__device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh,
+                          u64* ssh, Xchg& x) {
     Best b{NEG_INF, NONE};
     for_slice(r, [&](u32 j, float v) {
         const float z = z_of(r, v);
@@ -612,7 +614,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a
             const float top_p = ((const float*)a.top_p)[b], min_p = ((const float*)a.min_p)[b];
             u32* ks = (a.cached & CACHE_KEYS) ? keys : nullptr;
             float* es = (a.cached & CACHE_EXPS) ? (float*)(keys + a.slice) : nullptr;
-            token = sample_row(r, ks, es, top_k, top_p, min_p, ((const u64*)a.seed)[b], bsh, ssh, x);
+            const u64 seed = ((const u64*)a.seed)[b];
+            token = sample_row(r, ks, es, top_k, top_p, min_p, seed, bsh, ssh, x);
         }
         if (rank == 0 && threadIdx.x == 0) ((i64*)a.out)[b] = token;
         __syncthreads();  // the keys of this row are read before the next row's are written
