@@ -35,7 +35,7 @@ def _buf(x: np.ndarray, device) -> driver.Buffer:
     return driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(device)
 
 
-# ---- the exact arithmetic, as math.rs and sampling.cu do it -----------------------------------
+# ---- the exact arithmetic, as math.rs and sampling_math.cuh do it -----------------------------------
 
 
 def _f(bits: int) -> np.float32:

@@ -1,10 +1,10 @@
 #line 1 "sm90_pipe.cuh"
-// sm90_pipe.cuh: the Hopper (sm_90a) building blocks of the GEMMs (gemm_sm90p.cu, and the
-// one-tile-per-CTA gemm_sm90.cu) and of the conv2d kernel (conv_sm90.cu); sources.rs puts this
-// file in front of each, after prelude.cuh: mbarriers (local and cluster-wide), TMA tile loads
-// (plain and multicast to every CTA of a cluster) and L2 prefetches, shared-memory matrix
-// descriptors for the 128-byte swizzle, m64nNk16 wgmma with N = 32, 64, 128 or 256, and 16-bit
-// pairs.
+// sm90_pipe.cuh: the Hopper (sm_90a) building blocks of the persistent GEMM (gemm_sm90p.cu),
+// the conv2d kernel (conv_sm90.cu) and the wgmma attention prefill (attention_prefill_sm90.cu);
+// sources.rs puts this file in front of each, after prelude.cuh and cluster.cuh (the cluster's
+// rank, size and barrier): mbarriers (local and cluster-wide), TMA tile loads (plain and
+// multicast to every CTA of a cluster) and L2 prefetches, shared-memory matrix descriptors for
+// the 128-byte swizzle, m64nNk16 wgmma with N = 32, 64, 128 or 256, and 16-bit pairs.
 
 #define P_BK 64
 
@@ -61,20 +61,6 @@ __device__ __forceinline__ void mbar_wait_spin(u64* bar, u32 parity) {
         "{\n.reg .pred p;\nLAB_WAIT:\n"
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
         "@!p bra LAB_WAIT;\n}\n" ::"r"(s_addr(bar)), "r"(parity) : "memory");
-}
-// Every thread of every CTA of the cluster (threads that exited excepted) meets here.
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ u32 cluster_size() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ u32 cluster_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
 }
 // Named barrier `id` over `n` threads (0 is __syncthreads).
 __device__ __forceinline__ void named_sync(u32 id, u32 n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }

@@ -28,6 +28,7 @@ pub const GEMM_SM90P_BF16: Family = Family {
     name: "gemm_sm90p_bf16",
     source: concat!(
         "#define GP_BF16 1\n",
+        include_str!("../kernels/cluster.cuh"),
         include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/gemm_sm90p_sched.cuh"),
         include_str!("../kernels/gemm_sm90p_epi.cuh"),
@@ -37,6 +38,7 @@ pub const GEMM_SM90P_BF16: Family = Family {
 pub const GEMM_SM90P_F16: Family = Family {
     name: "gemm_sm90p_f16",
     source: concat!(
+        include_str!("../kernels/cluster.cuh"),
         include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/gemm_sm90p_sched.cuh"),
         include_str!("../kernels/gemm_sm90p_epi.cuh"),
@@ -51,7 +53,8 @@ macro_rules! conv_sm90_source {
     ($defines:literal) => {
         concat!(
             $defines,
-            include_str!("../kernels/sm90_pipe.cuh"),
+            include_str!("../kernels/cluster.cuh"),
+        include_str!("../kernels/sm90_pipe.cuh"),
             include_str!("../kernels/conv_sm90.cuh"),
             include_str!("../kernels/conv_sm90.cu")
         )
@@ -201,6 +204,7 @@ pub const ATTENTION_PREFILL_SM90: Family = Family {
     name: "attention_prefill_sm90",
     source: concat!(
         include_str!("../kernels/attention_args.cuh"),
+        include_str!("../kernels/cluster.cuh"),
         include_str!("../kernels/sm90_pipe.cuh"),
         include_str!("../kernels/attention_prefill.cuh"),
         include_str!("../kernels/attention_prefill_sm90.cuh"),
@@ -209,7 +213,16 @@ pub const ATTENTION_PREFILL_SM90: Family = Family {
 };
 
 /// sample_tokens (temperature, top-k, top-p, min-p, Gumbel-max) and apply_penalties.
-pub const SAMPLING: Family = Family { name: "sampling", source: include_str!("../kernels/sampling.cu") };
+pub const SAMPLING: Family = Family {
+    name: "sampling",
+    source: concat!(
+        include_str!("../kernels/cluster.cuh"),
+        include_str!("../kernels/sampling_math.cuh"),
+        include_str!("../kernels/sampling_reduce.cuh"),
+        include_str!("../kernels/sampling.cu"),
+        include_str!("../kernels/penalties.cu")
+    ),
+};
 
 /// irfft (Stockham passes of radix 2 to 7, Bluestein's algorithm for other lengths).
 pub const FFT: Family = Family { name: "fft", source: include_str!("../kernels/fft.cu") };

@@ -1,4 +1,4 @@
-//! Launching sampling.cu: sample_tokens (one cluster of 1024-thread CTAs per row, [`plan`]) and
+//! Launching the sampling family: sample_tokens (one cluster of 1024-thread CTAs per row, [`plan`]) and
 //! apply_penalties (a copy of the logits, then three launches of one block per row over the
 //! rows' histories).
 //! Every tensor is contiguous; the kernels' comment says how they work and what out-of-range
@@ -13,7 +13,7 @@ use max_graph::ops::sampling::MAX_VOCAB;
 use crate::sources::SAMPLING;
 use crate::{Error, Result, function};
 
-/// Threads of a sample_tokens block (THREADS in sampling.cu).
+/// Threads of a sample_tokens block (THREADS in sampling_math.cuh).
 const SAMPLE_THREADS: u32 = 1024;
 /// Threads of an apply_penalties block.
 const PENALTY_THREADS: u32 = 256;

@@ -1,5 +1,5 @@
 //! The arithmetic of sample_tokens, fixed to the bit so that the host, the device
-//! (kernels/sampling.cu mirrors every function here, operation for operation) and a numpy
+//! (kernels/sampling_math.cuh mirrors every function here, operation for operation) and a numpy
 //! reimplementation (tests/test_sampling_ops.py) compute the same values:
 //!
 //! - every float operation is one IEEE-754 f32 operation rounded to nearest-even (`+ - * /`,

@@ -1,7 +1,7 @@
 //! Host kernels of the sampling family (crates/graph/src/ops/sampling.rs): sample_tokens and
-//! apply_penalties, also the references of the CUDA kernels (kernels/sampling.cu), which they
-//! match exactly (math.rs says how). The host checks what the device cannot afford to: token
-//! ids and offsets out of range are errors here, and ignored there.
+//! apply_penalties, also the references of the CUDA kernels (kernels/sampling.cu and
+//! penalties.cu), which they match exactly (math.rs says how). The host checks what the device
+//! cannot afford to: token ids and offsets out of range are errors here, and ignored there.
 
 pub mod math;
 pub mod penalties;

@@ -2,7 +2,7 @@
 //! max_kernels_cuda::launch::sampling. Dtypes and shapes are checked as the CPU kernels check
 //! them (crates/runtime/src/cpu/sampling defines the behaviour, and the kernels match it
 //! exactly); the histories' token ids and offsets stay on the device and are not read back
-//! (see sampling.cu for what out-of-range values do).
+//! (see penalties.cu for what out-of-range values do).
 
 use max_graph::DType;
 use max_graph::ops::{Op, OpKind};
