@@ -54,7 +54,7 @@ macro_rules! conv_sm90_source {
         concat!(
             $defines,
             include_str!("../kernels/cluster.cuh"),
-        include_str!("../kernels/sm90_pipe.cuh"),
+            include_str!("../kernels/sm90_pipe.cuh"),
             include_str!("../kernels/conv_sm90.cuh"),
             include_str!("../kernels/conv_sm90.cu")
         )

@@ -211,33 +211,11 @@ fn params<T>(ctx: &Ctx, r: std::result::Result<T, String>) -> Result<T> {
 }
 
 fn activation<'a>(ctx: &Ctx<'a>, i: usize, rank: usize) -> Result<&'a TensorType> {
-    let t = ctx.tensor(i)?;
-    if !attention_dtype(t.dtype) {
-        return Err(ctx.type_err(&ctx.arg(i), format!("must be float32, float16 or bfloat16, got {}", t.dtype)));
-    }
-    if t.rank() != rank {
-        return Err(ctx.value_err(&ctx.arg(i), format!("must have rank {rank}, got shape {}", shape_str(&t.shape))));
-    }
-    Ok(t)
+    ctx.tensor_with(i, attention_dtype, "float32, float16 or bfloat16", rank, &format!("of rank {rank}"))
 }
 
 fn index<'a>(ctx: &Ctx<'a>, i: usize, rank: usize) -> Result<&'a TensorType> {
-    let t = ctx.tensor(i)?;
-    if t.dtype != DType::UInt32 {
-        return Err(ctx.type_err(&ctx.arg(i), format!("must be uint32, got {}", t.dtype)));
-    }
-    if t.rank() != rank {
-        return Err(ctx.value_err(&ctx.arg(i), format!("must have rank {rank}, got shape {}", shape_str(&t.shape))));
-    }
-    Ok(t)
-}
-
-/// Dims that must agree when both are known.
-fn same_dim(ctx: &Ctx, arg: &str, what: &str, a: &Dim, b: &Dim) -> Result<()> {
-    if a != b && a.is_static() && b.is_static() {
-        return Err(ctx.value_err(arg, format!("{what}: {a} differs from {b}")));
-    }
-    Ok(())
+    ctx.tensor_with(i, |d| d == DType::UInt32, "uint32", rank, &format!("of rank {rank}"))
 }
 
 fn rope(ctx: &Ctx) -> Result<Vec<Type>> {
@@ -264,7 +242,7 @@ fn rope(ctx: &Ctx) -> Result<Vec<Type>> {
         }
     }
     let positions = index(ctx, 2, 1)?;
-    same_dim(ctx, "positions", "one position per row", &positions.shape[0], &x.shape[0])?;
+    ctx.same_dim("positions", "one position per row", &positions.shape[0], &x.shape[0])?;
     ctx.same_device(&[0, 1, 2])?;
     Ok(vec![Type::Tensor(x.clone())])
 }
@@ -304,12 +282,12 @@ fn kv_cache_store(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     for (i, name) in [(2, "k"), (3, "v")] {
         let t = ctx.tensor(i)?;
-        same_dim(ctx, name, "tokens", &t.shape[0], &k.shape[0])?;
-        same_dim(ctx, name, "kv heads", &t.shape[1], &b.shape[4])?;
-        same_dim(ctx, name, "head dim", &t.shape[2], &b.shape[5])?;
+        ctx.same_dim(name, "tokens", &t.shape[0], &k.shape[0])?;
+        ctx.same_dim(name, "kv heads", &t.shape[1], &b.shape[4])?;
+        ctx.same_dim(name, "head dim", &t.shape[2], &b.shape[5])?;
     }
     let slots = index(ctx, 4, 1)?;
-    same_dim(ctx, "slots", "one slot per token", &slots.shape[0], &k.shape[0])?;
+    ctx.same_dim("slots", "one slot per token", &slots.shape[0], &k.shape[0])?;
     check_layer(ctx, b, p.layer)?;
     ctx.same_device(&[1, 2, 3, 4])?;
     Ok(vec![Type::Chain])
@@ -321,7 +299,7 @@ fn paged_attention(ctx: &Ctx) -> Result<Vec<Type>> {
     let p = params(ctx, AttentionParams::from_attrs(ctx.attrs))?;
     let q = activation(ctx, 1, 3)?;
     let b = blocks(ctx, 2, q.dtype)?;
-    same_dim(ctx, "q", "head dim", &q.shape[2], &b.shape[5])?;
+    ctx.same_dim("q", "head dim", &q.shape[2], &b.shape[5])?;
     if let (Some(hq), Some(hkv)) = (q.shape[1].as_static(), b.shape[4].as_static()) {
         if hkv == 0 || hq % hkv != 0 {
             return Err(ctx.value_err("q", format!("its {hq} heads are not a multiple of the cache's {hkv} kv heads")));
@@ -331,8 +309,8 @@ fn paged_attention(ctx: &Ctx) -> Result<Vec<Type>> {
     let lengths = index(ctx, 4, 1)?;
     let table = index(ctx, 5, 2)?;
     let batch = offsets.shape[0].sub(&Dim::stat(1)).map_err(|e| ctx.value_err("input_row_offsets", e.to_string()))?;
-    same_dim(ctx, "cache_lengths", "one length per sequence", &lengths.shape[0], &batch)?;
-    same_dim(ctx, "lookup_table", "one row per sequence", &table.shape[0], &batch)?;
+    ctx.same_dim("cache_lengths", "one length per sequence", &lengths.shape[0], &batch)?;
+    ctx.same_dim("lookup_table", "one row per sequence", &table.shape[0], &batch)?;
     check_layer(ctx, b, p.layer)?;
     ctx.same_device(&[1, 2, 3, 4, 5])?;
     Ok(vec![Type::Tensor(q.clone()), Type::Chain])

@@ -6,7 +6,7 @@ use crate::attrs::{Attr, Attrs};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{GraphError, Result};
-use crate::types::{DeviceRef, TensorType, Type};
+use crate::types::{DeviceRef, TensorType, Type, shape_str};
 
 pub mod attention;
 pub mod buffer;
@@ -288,6 +288,34 @@ impl<'a> Ctx<'a> {
             Some(other) => Err(self.type_err(&self.arg(i), format!("expected a tensor, got {other}"))),
             None => Err(self.value_err(&self.arg(i), "missing input")),
         }
+    }
+
+    /// Input `i` as a tensor of rank `rank` whose dtype `ok` accepts: else a TypeError saying it
+    /// must be `want` (the dtypes accepted) or a ValueError saying it must be `what` (its shape).
+    pub fn tensor_with(
+        &self,
+        i: usize,
+        ok: impl Fn(DType) -> bool,
+        want: &str,
+        rank: usize,
+        what: &str,
+    ) -> Result<&'a TensorType> {
+        let t = self.tensor(i)?;
+        if !ok(t.dtype) {
+            return Err(self.type_err(&self.arg(i), format!("must be {want}, got {}", t.dtype)));
+        }
+        if t.rank() != rank {
+            return Err(self.value_err(&self.arg(i), format!("must be {what}, got shape {}", shape_str(&t.shape))));
+        }
+        Ok(t)
+    }
+
+    /// Dims that must agree when both are known: a ValueError naming `arg` when they do not.
+    pub fn same_dim(&self, arg: &str, what: &str, a: &Dim, b: &Dim) -> Result<()> {
+        if a != b && a.is_static() && b.is_static() {
+            return Err(self.value_err(arg, format!("{what}: {a} differs from {b}")));
+        }
+        Ok(())
     }
 
     /// Input `i` as a buffer.

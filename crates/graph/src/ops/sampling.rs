@@ -25,7 +25,7 @@ use super::{Ctx, OpKind};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::types::{TensorType, Type, shape_str};
+use crate::types::{TensorType, Type};
 
 pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
     match ctx.kind {
@@ -37,28 +37,13 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
 
 /// Input `i`: a tensor of `dtype` and rank `rank`, else a TypeError or ValueError naming it.
 fn input<'a>(ctx: &Ctx<'a>, i: usize, dtype: DType, rank: usize, what: &str) -> Result<&'a TensorType> {
-    let t = ctx.tensor(i)?;
-    if t.dtype != dtype {
-        return Err(ctx.type_err(&ctx.arg(i), format!("must be {dtype}, got {}", t.dtype)));
-    }
-    if t.rank() != rank {
-        return Err(ctx.value_err(&ctx.arg(i), format!("must be {what}, got shape {}", shape_str(&t.shape))));
-    }
-    Ok(t)
-}
-
-/// Dims that must agree when both are known.
-fn same_dim(ctx: &Ctx, arg: &str, what: &str, a: &Dim, b: &Dim) -> Result<()> {
-    if a != b && a.is_static() && b.is_static() {
-        return Err(ctx.value_err(arg, format!("{what}: {a} differs from {b}")));
-    }
-    Ok(())
+    ctx.tensor_with(i, |d| d == dtype, &dtype.to_string(), rank, what)
 }
 
 /// One value per row of `logits`: input `i` of `dtype` and shape `[batch]`.
 fn per_row(ctx: &Ctx, i: usize, dtype: DType, batch: &Dim) -> Result<()> {
     let t = input(ctx, i, dtype, 1, "[batch], one value per row of logits")?;
-    same_dim(ctx, &ctx.arg(i), "one value per row of logits", &t.shape[0], batch)
+    ctx.same_dim(&ctx.arg(i), "one value per row of logits", &t.shape[0], batch)
 }
 
 fn sample_tokens(ctx: &Ctx) -> Result<Vec<Type>> {
@@ -86,7 +71,7 @@ fn apply_penalties(ctx: &Ctx) -> Result<Vec<Type>> {
         }
     }
     let rows = offsets.shape[0].sub(&Dim::stat(1)).map_err(|e| ctx.value_err("offsets", e.to_string()))?;
-    same_dim(ctx, "offsets", "batch + 1 offsets for the rows of logits", &rows, batch)?;
+    ctx.same_dim("offsets", "batch + 1 offsets for the rows of logits", &rows, batch)?;
     per_row(ctx, 3, DType::UInt32, batch)?;
     for i in 4..7 {
         per_row(ctx, i, DType::Float32, batch)?;
