@@ -318,26 +318,9 @@ fn paged_attention(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
     use super::*;
     use crate::error::GraphError;
-    use crate::types::DeviceRef;
-
-    fn shape(dims: &[&str]) -> Vec<Dim> {
-        dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect()
-    }
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(dtype, shape(dims), DeviceRef::CPU))
-    }
-
-    fn buf(dtype: DType, dims: &[&str]) -> Type {
-        Type::Buffer(TensorType::new(dtype, shape(dims), DeviceRef::CPU))
-    }
-
-    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs }, inputs)
-    }
+    use crate::ops::testing::{buf, infer_with as run, tt as t};
 
     fn msg(e: GraphError) -> String {
         e.to_string()

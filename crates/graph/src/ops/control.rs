@@ -184,18 +184,11 @@ fn print(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
+    use super::super::Op;
     use super::*;
     use crate::attrs::{Attr, Attrs};
-    use crate::dim::Dim;
     use crate::error::GraphError;
-    use crate::types::{DeviceRef, TensorType};
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape =
-            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
-        Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
-    }
+    use crate::ops::testing::{infer_with as run, tt as t};
 
     fn blocks(attrs: Attrs, blocks: &[(Vec<Type>, Vec<Type>)]) -> Attrs {
         let mut attrs = attrs;
@@ -205,10 +198,6 @@ mod tests {
                 .with(&format!("block{i}_results"), Attr::Types(results.clone()));
         }
         attrs
-    }
-
-    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs }, inputs)
     }
 
     #[test]

@@ -313,32 +313,13 @@ fn conv(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
+    use super::super::Op;
     use super::*;
     use crate::attrs::{Attr, Attrs};
     use crate::dtype::DType;
     use crate::error::GraphError;
+    use crate::ops::testing::{f32 as t, infer_one as run, ints, shape_of as shape};
     use crate::types::DeviceRef;
-
-    fn dim(d: &str) -> Dim {
-        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
-    }
-
-    fn t(dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(DType::Float32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
-    }
-
-    fn ints(v: &[i64]) -> Attr {
-        Attr::Ints(v.to_vec())
-    }
-
-    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Type> {
-        infer_op(&Op { kind, attrs }, inputs).map(|mut v| v.remove(0))
-    }
-
-    fn shape(t: &Type) -> String {
-        shape_str(&t.tensor().unwrap().shape)
-    }
 
     #[test]
     fn conv2d_static_shapes() {

@@ -112,22 +112,9 @@ fn infer_where(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
     use super::*;
-    use crate::attrs::Attrs;
-    use crate::dim::Dim;
     use crate::error::GraphError;
-    use crate::types::DeviceRef;
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape =
-            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
-        Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
-    }
-
-    fn run(kind: OpKind, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs: Attrs::new() }, inputs)
-    }
+    use crate::ops::testing::{infer_plain as run, tt as t};
 
     #[test]
     fn broadcasting_static_and_symbolic() {

@@ -246,13 +246,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::error::GraphError;
-    use crate::types::DeviceRef;
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape =
-            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
-        Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
-    }
+    use crate::ops::testing::tt as t;
 
     fn attrs(axis: i64, n: Option<i64>, norm: &str, complex: bool) -> Attrs {
         Attrs::new()

@@ -248,23 +248,10 @@ fn nonzero(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
     use super::*;
     use crate::attrs::{Attr, Attrs};
     use crate::error::GraphError;
-    use crate::types::DeviceRef;
-
-    fn dim(d: &str) -> Dim {
-        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
-    }
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(dtype, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
-    }
-
-    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs }, inputs)
-    }
+    use crate::ops::testing::{d as dim, infer_with as run, tt as t};
 
     fn axis(a: i64) -> Attrs {
         Attrs::new().with("axis", Attr::Int(a))

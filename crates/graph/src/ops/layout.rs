@@ -320,7 +320,4 @@ fn band_part(ctx: &Ctx) -> Result<Vec<Type>> {
 }
 
 #[cfg(test)]
-pub(crate) mod testing;
-
-#[cfg(test)]
 mod tests;

@@ -80,24 +80,11 @@ fn outer(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
     use super::*;
-    use crate::attrs::Attrs;
     use crate::dtype::DType;
     use crate::error::GraphError;
+    use crate::ops::testing::{d as dim, f32 as t, infer_plain as run};
     use crate::types::DeviceRef;
-
-    fn dim(d: &str) -> Dim {
-        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
-    }
-
-    fn t(dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(DType::Float32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
-    }
-
-    fn run(kind: OpKind, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs: Attrs::new() }, inputs)
-    }
 
     fn mm(a: &[&str], b: &[&str]) -> Result<Type> {
         run(OpKind::Matmul, &[t(a), t(b)]).map(|mut v| v.remove(0))

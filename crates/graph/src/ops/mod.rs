@@ -25,6 +25,8 @@ pub mod quant;
 pub mod random;
 pub mod reduction;
 pub mod sampling;
+#[cfg(test)]
+pub(crate) mod testing;
 
 macro_rules! op_kinds {
     ($($family:ident { $($variant:ident => $name:literal [$($arg:literal),*]),* $(,)? })*) => {

@@ -222,22 +222,11 @@ mod tests {
     use crate::attrs::{Attr, Attrs};
     use crate::dtype::DType;
     use crate::error::GraphError;
+    use crate::ops::testing::{d as dim, dims_attr as dims, ints};
     use crate::types::DeviceRef;
-
-    fn dim(d: &str) -> Dim {
-        d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())
-    }
 
     fn t(dims: &[&str]) -> Type {
         Type::Tensor(TensorType::new(DType::Int32, dims.iter().map(|d| dim(d)).collect(), DeviceRef::CPU))
-    }
-
-    fn dims(v: &[&str]) -> Attr {
-        Attr::Dims(v.iter().map(|d| dim(d)).collect())
-    }
-
-    fn ints(v: &[i64]) -> Attr {
-        Attr::Ints(v.to_vec())
     }
 
     fn run(kind: OpKind, attrs: Attrs, x: &[&str]) -> Result<Type> {

@@ -209,24 +209,14 @@ fn gptq(ctx: &Ctx, lhs: &TensorType, rhs: &TensorType) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
     use super::*;
     use crate::attrs::{Attr, Attrs};
     use crate::error::GraphError;
+    use crate::ops::testing::{infer_with as run, tt as t};
     use crate::types::DeviceRef;
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape =
-            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
-        Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
-    }
 
     fn enc(e: &str) -> Attrs {
         Attrs::new().with("encoding", Attr::Str(e.into()))
-    }
-
-    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs }, inputs)
     }
 
     #[test]

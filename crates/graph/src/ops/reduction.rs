@@ -274,21 +274,10 @@ fn rms_norm(ctx: &Ctx) -> Result<Vec<Type>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::infer as infer_op;
     use super::*;
     use crate::attrs::{Attr, Attrs};
     use crate::error::GraphError;
-    use crate::types::DeviceRef;
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        let shape =
-            dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect();
-        Type::Tensor(TensorType::new(dtype, shape, DeviceRef::CPU))
-    }
-
-    fn run(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs }, inputs)
-    }
+    use crate::ops::testing::{infer_with as run, tt as t};
 
     fn axis(a: i64) -> Attrs {
         Attrs::new().with("axis", Attr::Int(a))

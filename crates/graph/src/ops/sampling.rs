@@ -108,23 +108,9 @@ impl Rows {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Op, infer as infer_op};
     use super::*;
-    use crate::attrs::Attrs;
     use crate::error::GraphError;
-    use crate::types::DeviceRef;
-
-    fn shape(dims: &[&str]) -> Vec<Dim> {
-        dims.iter().map(|d| d.parse::<i64>().map(Dim::stat).unwrap_or_else(|_| Dim::sym(d).unwrap())).collect()
-    }
-
-    fn t(dtype: DType, dims: &[&str]) -> Type {
-        Type::Tensor(TensorType::new(dtype, shape(dims), DeviceRef::CPU))
-    }
-
-    fn run(kind: OpKind, inputs: &[Type]) -> Result<Vec<Type>> {
-        infer_op(&Op { kind, attrs: Attrs::new() }, inputs)
-    }
+    use crate::ops::testing::{infer_plain as run, tt as t};
 
     fn sample_inputs(b: &str) -> Vec<Type> {
         vec![

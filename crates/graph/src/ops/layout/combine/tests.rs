@@ -1,7 +1,7 @@
-use super::super::testing::*;
 use crate::attrs::Attr;
 use crate::dtype::DType;
 use crate::ops::OpKind::*;
+use crate::ops::testing::*;
 use crate::types::{DeviceRef, TensorType, Type};
 
 fn shapes(out: Vec<Type>) -> Vec<Vec<crate::dim::Dim>> {

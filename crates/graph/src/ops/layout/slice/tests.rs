@@ -1,9 +1,9 @@
-use super::super::testing::*;
 use super::*;
 use crate::attrs::Attr;
 use crate::dtype::DType;
 use crate::error::GraphError;
 use crate::ops::OpKind::Slice;
+use crate::ops::testing::*;
 
 /// One index, written compactly: "3" / "a" an integer index, "2:" / ":-2" / "::-1" /
 /// ":a//2" a slice, "None", "...", "T" a tensor index, "S:n" a sized slice with result n,

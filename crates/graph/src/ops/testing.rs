@@ -1,10 +1,11 @@
-//! Helpers for the layout tests: tensor types from dim strings, and running one op.
+//! Helpers for the ops' tests: tensor and buffer types from dim strings, attributes, and
+//! running one op's inference.
 use crate::attrs::{Attr, Attrs};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{GraphError, Result};
 use crate::ops::{Op, OpKind, infer};
-use crate::types::{DeviceRef, TensorType, Type};
+use crate::types::{DeviceRef, TensorType, Type, shape_str};
 
 /// "3" is static, "-1" static -1, "a" symbolic, "a*2" / "a+1" / "a-2" / "a//2" algebraic.
 pub fn d(s: &str) -> Dim {
@@ -26,6 +27,30 @@ pub fn tt(dtype: DType, s: &[&str]) -> Type {
 
 pub fn f32(s: &[&str]) -> Type {
     tt(DType::Float32, s)
+}
+
+pub fn buf(dtype: DType, s: &[&str]) -> Type {
+    Type::Buffer(TensorType::new(dtype, dims(s), DeviceRef::CPU))
+}
+
+/// A tensor type's shape, as error messages print it.
+pub fn shape_of(t: &Type) -> String {
+    shape_str(&t.tensor().unwrap().shape)
+}
+
+/// `kind`'s inference with `attrs` over `inputs`.
+pub fn infer_with(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Vec<Type>> {
+    infer(&Op { kind, attrs }, inputs)
+}
+
+/// The same for an op of one result.
+pub fn infer_one(kind: OpKind, attrs: Attrs, inputs: &[Type]) -> Result<Type> {
+    infer_with(kind, attrs, inputs).map(|mut v| v.remove(0))
+}
+
+/// `kind`'s inference without attributes.
+pub fn infer_plain(kind: OpKind, inputs: &[Type]) -> Result<Vec<Type>> {
+    infer_with(kind, Attrs::new(), inputs)
 }
 
 pub fn run(kind: OpKind, inputs: &[Type], attrs: &[(&str, Attr)]) -> Result<Vec<Type>> {
@@ -66,6 +91,10 @@ pub fn index_err(r: Result<Vec<Type>>, needle: &str) {
 
 pub fn int(v: i64) -> Attr {
     Attr::Int(v)
+}
+
+pub fn ints(v: &[i64]) -> Attr {
+    Attr::Ints(v.to_vec())
 }
 
 pub fn dims_attr(s: &[&str]) -> Attr {
