@@ -22,6 +22,7 @@ from reference.llm import bert_embeddings, causal_lm_logits
 CASES = {
     "llama": dict(arch="llama"),
     "llama3_scaled": dict(arch="llama", config_overrides={"rope_scaling": LLAMA3_ROPE_SCALING}),
+    "mistral": dict(arch="mistral"),  # a window of 8: the 13-token prompt crosses it
     "qwen2": dict(arch="qwen2"),
     "qwen3": dict(arch="qwen3"),
     "gemma3": dict(arch="gemma3"),
@@ -87,9 +88,10 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
     # that prompt wrote, so the whole run is held to bf16's precision instead of float32's.
     bf16 = not device.is_host and fmt == "gguf" and "gguf_quant" in CASES[case]
     tol = 1e-2 if bf16 else 2e-4
+    config = ckpt["gguf_config"] if fmt == "gguf" else ckpt["config"]
     for step in range(6):
         got = _step_logits(p, [ctx])[0]
-        want = causal_lm_logits(ckpt["config"], ckpt["weights"], ids)[-1]
+        want = causal_lm_logits(config, ckpt["weights"], ids)[-1]
         scale = scale or np.abs(want).max()
         np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale, err_msg=f"{case}/{fmt} step {step}")
         nxt = int(np.argmax(want))
@@ -101,13 +103,13 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
         assert p.model.model._core.num_cuda_graphs >= 1
 
 
-@pytest.mark.parametrize("case", ["llama", "gemma3", "qwen3"])
+@pytest.mark.parametrize("case", ["llama", "gemma3", "qwen3", "mistral"])
 def test_ragged_batch_decodes_like_each_alone(device, checkpoints, case):
     ckpt = checkpoints(case)
     p = _pipeline(ckpt, "safetensors", device, max_batch_size=4)
     vocab = ckpt["config"]["vocab_size"]
     rng = np.random.default_rng(5)
-    prompts = [rng.integers(5, vocab, n) for n in (3, 20, 9)]  # the 20-token one crosses gemma3's window of 8
+    prompts = [rng.integers(5, vocab, n) for n in (3, 20, 9)]  # the 20-token one crosses a window of 8
     sp = SamplingParams(top_k=1, max_new_tokens=8, ignore_eos=True)
 
     def run(group):
@@ -158,3 +160,9 @@ def test_token_ids_outside_the_vocabulary_are_refused(device, checkpoints):
     ok = TextContext(max_length=96, tokens=np.array([1, 2, 3]))
     assert np.isfinite(_step_logits(p, [ok])).all()  # the pipeline stays usable
     p.release(ok.request_id)
+
+
+def test_qwen2_sliding_window_layers_are_refused(tmp_path):
+    ckpt = write_checkpoint("qwen2", tmp_path, seed=4, config_overrides={"use_sliding_window": True, "sliding_window": 8})
+    with pytest.raises(NotImplementedError, match="use_sliding_window"):
+        _pipeline(ckpt, "safetensors", driver.CPU())

@@ -1,19 +1,22 @@
 """Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
 
-`write_checkpoint(arch, directory, ...)` for arch in llama, qwen2, qwen3, gemma3 (decoders) and bert
+`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, qwen2, qwen3, gemma3 (decoders) and bert
 writes under `directory`:
 - `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
   tokenizer.json, tokenizer_config.json (with a chat template); for bert also vocab.txt and the
   sentence-transformers files (modules.json, 1_Pooling/config.json with mean pooling, ...);
 - `model.gguf` (decoders only): written with gguf.GGUFWriter as convert_hf_to_gguf.py writes that
-  architecture (metadata keys, tensor names, q/k permutation for llama, 1 + w Gemma norms, tokenizer).
+  architecture (metadata keys, tensor names, q/k permutation for llama, 1 + w Gemma norms, tokenizer;
+  Mistral as the converter writes it: the "llama" architecture, without the sliding window).
 
-It returns {"config", "weights", "hf_dir", "gguf", "tokenizer"}: `weights` maps HF names to float64
+It returns {"config", "weights", "hf_dir", "gguf", "gguf_config", "tokenizer"} (`gguf_config`: the model
+the GGUF describes, as a config.json; the same as `config` except for Mistral, which the GGUF holds as a
+Llama without the window): `weights` maps HF names to float64
 arrays holding exactly the values stored (in both files: with `gguf_quant`, the safetensors file stores
 the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
 
-Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/qwen2 2 layers with
-2 kv heads and head_dim 16; qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
+Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/mistral/qwen2 2 layers
+with 2 kv heads and head_dim 16 (mistral: a sliding window of 8 tokens); qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
 6 layers (5 sliding with window 8, then 1 global: llama.cpp's fixed Gemma 3 pattern), 1 kv head,
 head_dim 32. `config_overrides` changes any config.json value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`,
 `tie_word_embeddings`, `attention_bias`, `hidden_size=256` for K-quant-sized rows).
@@ -34,7 +37,7 @@ from safetensors.numpy import save_file
 from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
 from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
 
-DECODER_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+DECODER_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
 
 LLAMA3_ROPE_SCALING = {
     "rope_type": "llama3",
@@ -47,8 +50,10 @@ LLAMA3_ROPE_SCALING = {
 }
 GEMMA3_LINEAR_ROPE_SCALING = {"rope_type": "linear", "factor": 8.0}  # global layers only, as Gemma 3 4B+
 
-_TOKENIZER_FAMILY = {"llama": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3"}
-_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2"}
+_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3"}
+_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2"}
+# The GGUF architecture convert_hf_to_gguf.py writes for each.
+_GGUF_ARCH = {"mistral": "llama"}
 _DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 _FLOAT_GGUF_TYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 _FILE_TYPES = {
@@ -93,6 +98,12 @@ def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None
             "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
             "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None,
             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+        }
+    elif arch == "mistral":
+        config = {
+            "architectures": ["MistralForCausalLM"], "model_type": "mistral", **common,
+            "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
+            "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 8, "tie_word_embeddings": False,
         }
     elif arch in ("qwen2", "qwen3"):
         config = {
@@ -496,13 +507,17 @@ def write_checkpoint(
     config["torch_dtype"] = dtype
     stored = {k: v.astype(np_dtype) for k, v in random_decoder_weights(config, rng).items()}
 
-    payloads, held = _gguf_payloads(arch, config, stored, dtype, gguf_quant)
+    gguf_arch = _GGUF_ARCH.get(arch, arch)
+    payloads, held = _gguf_payloads(gguf_arch, config, stored, dtype, gguf_quant)
     if gguf_quant is not None:  # both files hold the dequantized values
         stored = {k: v.astype(np.float32) for k, v in held.items()}
     write_safetensors(hf_dir, stored, sharded)
     _write_json(hf_dir / "config.json", config)
     _write_decoder_tokenizer(hf_dir, arch, tokenizer, config)
     gguf_path = directory / "model.gguf"
-    write_gguf(gguf_path, arch, config, payloads, hf_dir, tokenizer, pre, gguf_quant or _FLOAT_GGUF_TYPES[dtype])
+    write_gguf(gguf_path, gguf_arch, config, payloads, hf_dir, tokenizer, pre, gguf_quant or _FLOAT_GGUF_TYPES[dtype])
     weights = {k: np.asarray(v, dtype=np.float64) for k, v in stored.items()}
-    return {"config": config, "weights": weights, "hf_dir": hf_dir, "gguf": gguf_path, "tokenizer": tokenizer}
+    gguf_config = config if gguf_arch == arch else {
+        **config, "architectures": ["LlamaForCausalLM"], "model_type": "llama", "sliding_window": None}
+    return {"config": config, "weights": weights, "hf_dir": hf_dir, "gguf": gguf_path, "gguf_config": gguf_config,
+            "tokenizer": tokenizer}

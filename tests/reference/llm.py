@@ -1,4 +1,4 @@
-"""Float64 numpy reference forward passes: decoder LLMs (Llama, Qwen2, Qwen3, Gemma 3) and BERT sentence embeddings.
+"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma 3) and BERT sentence embeddings.
 
 Tests check the engine's model implementations against these functions. Everything is computed in
 float64 from Hugging Face-named weights (`model.layers.0.self_attn.q_proj.weight`, shaped [out, in])
@@ -31,13 +31,14 @@ Weights = Mapping[str, np.ndarray]
 # config["architectures"][0] -> the family name used below.
 DECODER_FAMILIES = {
     "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "Gemma3ForCausalLM": "gemma3",
 }
 
 # transformers' default for `tie_word_embeddings` in each family's config class.
-_TIE_DEFAULT = {"llama": False, "qwen2": False, "qwen3": False, "gemma3": True}
+_TIE_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "gemma3": True}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ class LayerSpec:
 class DecoderSpec:
     """Everything the forward pass needs from config.json, resolved once."""
 
-    family: str  # "llama", "qwen2", "qwen3" or "gemma3"
+    family: str  # "llama", "mistral", "qwen2", "qwen3" or "gemma3"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -178,9 +179,10 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         layers = tuple(
             LayerSpec(window if t == "sliding_attention" else None, inv_freq_for(t)) for t in types
         )
-    else:
+    else:  # Mistral: the same window (if any) in every layer
         full = inv_freq_for("full_attention")
-        layers = tuple(LayerSpec(None, full) for _ in range(int(config["num_hidden_layers"])))
+        window = int(config["sliding_window"]) if family == "mistral" and config.get("sliding_window") else None
+        layers = tuple(LayerSpec(window, full) for _ in range(int(config["num_hidden_layers"])))
 
     gemma = family == "gemma3"
     act = config.get("hidden_activation") or config.get("hidden_act") or ("gelu_pytorch_tanh" if gemma else "silu")
@@ -194,8 +196,8 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         rms_eps=float(config.get("rms_norm_eps", 1e-6)),
         gemma_norm=gemma,
         qk_norm=family in ("qwen3", "gemma3"),
-        qkv_bias=True if family == "qwen2" else attention_bias,
-        o_bias=False if family == "qwen2" else attention_bias,
+        qkv_bias={"qwen2": True, "mistral": False}.get(family, attention_bias),
+        o_bias=False if family in ("qwen2", "mistral") else attention_bias,
         mlp_bias=bool(config.get("mlp_bias", False)) if family == "llama" else False,
         activation=_activation_name(act),
         attn_scale=float(config.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma else head_dim**-0.5,

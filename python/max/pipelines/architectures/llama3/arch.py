@@ -1,4 +1,5 @@
-"""The ``LlamaForCausalLM`` entry of the registry (Llama 2/3.x, SmolLM2, Mistral-style)."""
+"""The ``LlamaForCausalLM`` entry of the registry (Llama 2/3.x, SmolLM2; also GGUF files of
+llama.cpp's "llama" and "mistral" architectures)."""
 
 from max.interfaces import PipelineTask
 from max.pipelines.architectures.llama3.model import LLAMA

@@ -1,8 +1,8 @@
-"""The Llama-family decoder graph (Llama 2/3.x, SmolLM2, Mistral-style; Qwen2 with q/k/v
-biases; Qwen3 with per-head q/k RMSNorm): token embedding, pre-norm blocks of rotary attention
-over the paged KV cache and a SiLU-gated MLP, final RMSNorm, and the output projection (tied
-to the embedding when the checkpoint has no ``lm_head``). Each projection takes its own
-weight's GGUF encoding, so mixed-type files (Q4_K_M) work."""
+"""The Llama-family decoder graph (Llama 2/3.x, SmolLM2; Mistral with its optional sliding
+window; Qwen2 with q/k/v biases; Qwen3 with per-head q/k RMSNorm): token embedding, pre-norm
+blocks of rotary attention over the paged KV cache and a SiLU-gated MLP, final RMSNorm, and the
+output projection (tied to the embedding when the checkpoint has no ``lm_head``). Each
+projection takes its own weight's GGUF encoding, so mixed-type files (Q4_K_M) work."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from max.nn import (
     VocabParallelEmbedding,
 )
 from max.nn.attention import head_plan
+from max.nn.attention.mask_config import AttentionMaskVariant
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
 _GGUF_BLOCK = {
@@ -122,6 +123,17 @@ def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None
     return rope
 
 
+def sliding_window(config: dict, arch: str) -> int | None:
+    """Mistral's window (every layer attends to that many most recent tokens), or None. Qwen2's
+    per-layer windows (``use_sliding_window``) are refused rather than ignored."""
+    from max.pipelines.lib.model_source import _number
+
+    if arch == "Qwen2ForCausalLM" and config.get("use_sliding_window"):
+        raise NotImplementedError("Qwen2 sliding-window attention (use_sliding_window) is not supported")
+    window = config.get("sliding_window") if arch == "MistralForCausalLM" else None
+    return None if window is None else _number(window, "sliding_window")
+
+
 def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     c = spec.config
     arch = (c.get("architectures") or ["LlamaForCausalLM"])[0]
@@ -132,6 +144,7 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     eps = float(c.get("rms_norm_eps") or 1e-6)
     qkv_bias = arch == "Qwen2ForCausalLM" or bool(c.get("attention_bias"))
     qk_norm = arch == "Qwen3ForCausalLM"
+    window = sliding_window(c, arch)
     mlp_bias = bool(c.get("mlp_bias"))
     # llama.cpp's converter permutes Llama's q/k rows so that adjacent dims pair up.
     interleaved = spec.weights_format == "gguf" and arch == "LlamaForCausalLM"
@@ -146,7 +159,9 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
         attn_kwargs = dict(
             rope=rope, num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=hidden,
             kv_params=spec.kv_params, dtype=spec.dtype, has_bias=qkv_bias,
-            use_qk_norm=qk_norm, rms_norm_eps=eps, head_dim=head_dim,
+            use_qk_norm=qk_norm, rms_norm_eps=eps, head_dim=head_dim, local_window_size=window,
+            mask_variant=(AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK if window
+                          else AttentionMaskVariant.CAUSAL_MASK),
         )
         attn = (TensorParallelAttentionWithRope(devices=spec.devices, **attn_kwargs) if tp
                 else AttentionWithRope(devices=[spec.device], **attn_kwargs))
@@ -195,4 +210,4 @@ def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks:
 
 LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
 
-__all__ = ["LLAMA", "build", "kv_geometry", "linear", "rename", "rope_for"]
+__all__ = ["LLAMA", "build", "kv_geometry", "linear", "rename", "rope_for", "sliding_window"]
