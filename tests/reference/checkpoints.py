@@ -1,6 +1,6 @@
 """Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
 
-`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, qwen2, qwen3, gemma3 (decoders) and bert
+`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, qwen2, qwen3, gemma3, phi3 (decoders) and bert
 writes under `directory`:
 - `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
   tokenizer.json, tokenizer_config.json (with a chat template); for bert also vocab.txt and the
@@ -16,7 +16,8 @@ arrays holding exactly the values stored (in both files: with `gguf_quant`, the 
 the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
 
 Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/mistral/qwen2 2 layers
-with 2 kv heads and head_dim 16 (mistral: a sliding window of 8 tokens); qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
+with 2 kv heads and head_dim 16 (mistral: a sliding window of 8 tokens; phi3 the same, with q/k/v in one
+`qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3 stores them); qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
 6 layers (5 sliding with window 8, then 1 global: llama.cpp's fixed Gemma 3 pattern), 1 kv head,
 head_dim 32. `config_overrides` changes any config.json value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`,
 `tie_word_embeddings`, `attention_bias`, `hidden_size=256` for K-quant-sized rows).
@@ -37,7 +38,7 @@ from safetensors.numpy import save_file
 from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
 from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
 
-DECODER_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+DECODER_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3")
 
 LLAMA3_ROPE_SCALING = {
     "rope_type": "llama3",
@@ -49,9 +50,22 @@ LLAMA3_ROPE_SCALING = {
     "original_max_position_embeddings": 8192,
 }
 GEMMA3_LINEAR_ROPE_SCALING = {"rope_type": "linear", "factor": 8.0}  # global layers only, as Gemma 3 4B+
+# Phi-3.5 / Phi-4-mini's LongRoPE (factors for 12 rotary dims, exact in float32 as a GGUF stores them),
+# and the overrides that make the tiny Phi-3 a Phi-4-mini: 3/4 of each head rotated, context 256 over an
+# original 32 (attention factor sqrt(1 + ln 8 / ln 32)), tied embeddings, no window.
+PHI3_LONGROPE_SCALING = {
+    "rope_type": "longrope",
+    "short_factor": [1.0, 1.25, 1.5, 2.0, 3.0, 4.0],
+    "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+}
+PHI3_LONGROPE_OVERRIDES = {
+    "rope_scaling": PHI3_LONGROPE_SCALING, "partial_rotary_factor": 0.75, "original_max_position_embeddings": 32,
+    "sliding_window": None, "tie_word_embeddings": True,
+}
 
-_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3"}
-_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2"}
+_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3", "phi3": "llama"}
+_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2",
+                         "phi3": "gpt-2"}
 # The GGUF architecture convert_hf_to_gguf.py writes for each.
 _GGUF_ARCH = {"mistral": "llama"}
 _DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -104,6 +118,13 @@ def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None
             "architectures": ["MistralForCausalLM"], "model_type": "mistral", **common,
             "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
             "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 8, "tie_word_embeddings": False,
+        }
+    elif arch == "phi3":  # Phi-3-mini-4k-like (its window, 2047, is 8 here); Phi-4-mini by overrides
+        config = {
+            "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", **common,
+            "num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0, "rope_scaling": None, "partial_rotary_factor": 1.0, "sliding_window": 8,
+            "original_max_position_embeddings": 256, "tie_word_embeddings": False,
         }
     elif arch in ("qwen2", "qwen3"):
         config = {
@@ -217,6 +238,13 @@ def random_decoder_weights(config: dict[str, Any], rng: np.random.Generator) -> 
     w["model.norm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_FINAL_NORM if gemma else 1.0)
     if not config.get("tie_word_embeddings", gemma):
         w["lm_head.weight"] = EMBED_STD * rng.standard_normal((config["vocab_size"], hidden))
+    if arch == "phi3":  # one projection for q, k, v and one for gate, up (rows in that order)
+        for i in range(config["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            w[p + "self_attn.qkv_proj.weight"] = np.concatenate(
+                [w.pop(p + f"self_attn.{n}_proj.weight") for n in "qkv"])
+            w[p + "mlp.gate_up_proj.weight"] = np.concatenate(
+                [w.pop(p + "mlp.gate_proj.weight"), w.pop(p + "mlp.up_proj.weight")])
     return w
 
 
@@ -429,8 +457,18 @@ def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: 
     if arch == "gemma3":  # newer converters: rope_parameters["sliding_attention"]["rope_theta"]
         writer.add_float32(f"{arch}.rope.freq_base_swa", config["rope_local_base_freq"])
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_key_length(head_dim)
-    writer.add_value_length(head_dim)
+    if arch == "phi3":  # Phi3MiniModel: rope dims, original context, window (0: none), LongRoPE
+        rope_dims = int(head_dim * (config.get("partial_rotary_factor") or 1.0))
+        writer.add_rope_dimension_count(rope_dims)
+        writer.add_rope_scaling_orig_ctx_len(config["original_max_position_embeddings"])
+        writer.add_sliding_window(config.get("sliding_window") or 0)
+        if scaling.get("long_factor"):
+            scale = config["max_position_embeddings"] / config["original_max_position_embeddings"]
+            attn = math.sqrt(1 + math.log(scale) / math.log(config["original_max_position_embeddings"])) if scale > 1 else 1.0
+            writer.add_rope_scaling_attn_factors(attn)
+    else:
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
     writer.add_file_type(_FILE_TYPES[file_type])
     if arch == "llama":
         writer.add_vocab_size(config["vocab_size"])
@@ -444,6 +482,9 @@ def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: 
 
     if arch == "llama" and scaling.get("rope_type") == "llama3":
         writer.add_tensor("rope_freqs.weight", _llama3_rope_factors(config))
+    if arch == "phi3" and scaling.get("long_factor"):
+        writer.add_tensor("rope_factors_long.weight", np.asarray(scaling["long_factor"], np.float32))
+        writer.add_tensor("rope_factors_short.weight", np.asarray(scaling["short_factor"], np.float32))
     for name, payload, raw_dtype in payloads:
         writer.add_tensor(name, payload, raw_dtype=raw_dtype)
     writer.write_header_to_file()

@@ -4,7 +4,8 @@ Shared by the GGUF reader (`gguf_model.py`, which undoes these) and the checkpoi
 (`checkpoints.py`, which applies them), and stated once here so that both sides read alike:
 
 - tensor names: `model.layers.N.self_attn.q_proj.weight` <-> `blk.N.attn_q.weight`, ... (per architecture:
-  Llama's `post_attention_layernorm` is the pre-MLP norm `ffn_norm`, Gemma 3's is `post_attention_norm`);
+  Llama's `post_attention_layernorm` is the pre-MLP norm `ffn_norm`, Gemma 3's is `post_attention_norm`;
+  Phi-3's fused `qkv_proj` is `attn_qkv` and its fused `gate_up_proj` is `ffn_up`);
 - the `llama` architecture's q/k row permutation: llama.cpp rotates adjacent pairs (2i, 2i+1) of a head,
   HF rotates (i, i + head_dim/2), so the converter reorders the rows of q_proj / k_proj (and their
   biases) head by head. Qwen2, Qwen3 and Gemma 3 use llama.cpp's NEOX rope: no permutation;
@@ -24,6 +25,7 @@ GGUF_TO_HF_ARCH = {
     "qwen2": ("Qwen2ForCausalLM", "qwen2"),
     "qwen3": ("Qwen3ForCausalLM", "qwen3"),
     "gemma3": ("Gemma3ForCausalLM", "gemma3_text"),
+    "phi3": ("Phi3ForCausalLM", "phi3"),
 }
 
 _GLOBAL_NAMES = {
@@ -54,11 +56,20 @@ _BLOCK_NORMS = {
         "pre_feedforward_layernorm": "ffn_norm",
         "post_feedforward_layernorm": "post_ffw_norm",
     },
+    "phi3": {"post_attention_layernorm": "ffn_norm"},
+}
+# Phi-3's fused projections, in place of the separate ones.
+_PHI3_BLOCK = {
+    "input_layernorm": "attn_norm",
+    "self_attn.qkv_proj": "attn_qkv",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
 }
 
 
 def _block_table(arch: str) -> dict[str, str]:
-    return {**_BLOCK_NAMES, **_BLOCK_NORMS[arch]}
+    return {**(_PHI3_BLOCK if arch == "phi3" else _BLOCK_NAMES), **_BLOCK_NORMS[arch]}
 
 
 def hf_to_gguf_name(arch: str, hf_name: str) -> str:

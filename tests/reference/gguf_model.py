@@ -121,6 +121,16 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
     else:
         config["rope_theta"] = _decimal(get("rope.freq_base", 10_000.0))
         config["hidden_act"] = "silu"
+        if arch == "phi3":  # window 0: none; LongRoPE as two factor tensors and an attention factor
+            config["sliding_window"] = int(get("attention.sliding_window", 0)) or None
+            config["original_max_position_embeddings"] = int(get("rope.scaling.original_context_length"))
+            if "rope_factors_long.weight" in names:
+                config["rope_scaling"] = {
+                    "rope_type": "longrope",
+                    "long_factor": read_tensor(reader, "rope_factors_long.weight").tolist(),
+                    "short_factor": read_tensor(reader, "rope_factors_short.weight").tolist(),
+                    "attention_factor": _decimal(get("rope.scaling.attn_factor", 1.0)),
+                }
         has_bias = any(n.endswith(("attn_q.bias", "attn_output.bias")) for n in names)
         if arch in ("llama", "qwen3"):
             config["attention_bias"] = has_bias
@@ -130,15 +140,15 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
 
 
 def load_gguf_as_hf(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(HF-style config, {HF name: float64 array in HF layout}) of a llama/qwen2/qwen3/gemma3 GGUF."""
+    """(HF-style config, {HF name: float64 array in HF layout}) of a llama/qwen2/qwen3/gemma3/phi3 GGUF."""
     reader = GGUFReader(str(path))
     config = gguf_config(reader)
     arch = _field(reader, "general.architecture")
     heads = {"q": config["num_attention_heads"], "k": config["num_key_value_heads"]}
     weights: dict[str, np.ndarray] = {}
     for t in reader.tensors:
-        if t.name == "rope_freqs.weight":
-            continue  # folded into config["rope_freq_factors"]
+        if t.name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"):
+            continue  # folded into config["rope_freq_factors"] / config["rope_scaling"]
         w = _dequantized(t)
         if (which := is_permuted(arch, t.name)) is not None:
             w = unpermute_from_llama_cpp(w, heads[which])

@@ -1,4 +1,4 @@
-"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma 3) and BERT sentence embeddings.
+"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma 3, Phi-3) and BERT sentence embeddings.
 
 Tests check the engine's model implementations against these functions. Everything is computed in
 float64 from Hugging Face-named weights (`model.layers.0.self_attn.q_proj.weight`, shaped [out, in])
@@ -35,10 +35,11 @@ DECODER_FAMILIES = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "Gemma3ForCausalLM": "gemma3",
+    "Phi3ForCausalLM": "phi3",
 }
 
 # transformers' default for `tie_word_embeddings` in each family's config class.
-_TIE_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "gemma3": True}
+_TIE_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "gemma3": True, "phi3": False}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -51,14 +52,14 @@ class LayerSpec:
     """Attention shape of one decoder layer."""
 
     sliding_window: int | None  # a query at i sees keys j with i - window < j <= i; None: all j <= i
-    inv_freq: np.ndarray  # [head_dim // 2] rotary inverse frequencies (float64)
+    inv_freq: np.ndarray  # [rotary_dim // 2] rotary inverse frequencies (float64)
 
 
 @dataclass(frozen=True)
 class DecoderSpec:
     """Everything the forward pass needs from config.json, resolved once."""
 
-    family: str  # "llama", "mistral", "qwen2", "qwen3" or "gemma3"
+    family: str  # "llama", "mistral", "qwen2", "qwen3", "gemma3" or "phi3"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -77,6 +78,11 @@ class DecoderSpec:
     final_softcap: float | None
     tie_embeddings: bool  # lm_head is the embedding matrix
     layers: tuple[LayerSpec, ...]
+    # LongRoPE (Phi-3): cos and sin are multiplied by `rope_attention_factor`, and a sequence longer
+    # than `rope_original_max` uses `long_inv_freq` at every position (transformers' rule).
+    rope_attention_factor: float = 1.0
+    rope_original_max: int | None = None
+    long_inv_freq: np.ndarray | None = None
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: Mapping[str, Any] | None = None) -> np.ndarray:
@@ -89,6 +95,8 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: Mapping[str, Any] | None
     kind = "default" if not scaling else scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "default":
         return inv_freq
+    if kind in ("longrope", "su"):  # the short factors; llm.py's `_longrope` has the rest
+        return inv_freq / np.asarray(scaling["short_factor"], dtype=np.float64)
     if kind == "linear":
         return inv_freq / float(scaling["factor"])
     if kind == "llama3":
@@ -155,20 +163,19 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
     family = DECODER_FAMILIES[arch]
     if config.get("use_sliding_window"):
         raise NotImplementedError("Qwen-style use_sliding_window is not implemented in the reference")
-    if float(config.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise NotImplementedError("partial_rotary_factor is not implemented in the reference")
-
     hidden = int(config["hidden_size"])
     n_heads = int(config["num_attention_heads"])
     n_kv = int(config.get("num_key_value_heads") or n_heads)
     head_dim = int(config.get("head_dim") or hidden // n_heads)
+    # Rotary embeddings on the first rotary_dim dims of a head (Phi-4-mini: 3/4 of them).
+    rotary_dim = int(head_dim * float(config.get("partial_rotary_factor") or 1.0))
     attention_bias = bool(config.get("attention_bias", False))
 
     freq_factors = config.get("rope_freq_factors")
 
     def inv_freq_for(layer_type: str) -> np.ndarray:
         theta, scaling = _rope_settings(config, family, layer_type)
-        inv = rope_inv_freq(head_dim, theta, scaling)
+        inv = rope_inv_freq(rotary_dim, theta, scaling)
         if freq_factors is not None and layer_type == "full_attention":
             inv = inv / np.asarray(freq_factors, dtype=np.float64)
         return inv
@@ -179,9 +186,9 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         layers = tuple(
             LayerSpec(window if t == "sliding_attention" else None, inv_freq_for(t)) for t in types
         )
-    else:  # Mistral: the same window (if any) in every layer
+    else:  # Mistral, Phi-3: the same window (if any) in every layer
         full = inv_freq_for("full_attention")
-        window = int(config["sliding_window"]) if family == "mistral" and config.get("sliding_window") else None
+        window = int(config["sliding_window"]) if family in ("mistral", "phi3") and config.get("sliding_window") else None
         layers = tuple(LayerSpec(window, full) for _ in range(int(config["num_hidden_layers"])))
 
     gemma = family == "gemma3"
@@ -196,8 +203,8 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         rms_eps=float(config.get("rms_norm_eps", 1e-6)),
         gemma_norm=gemma,
         qk_norm=family in ("qwen3", "gemma3"),
-        qkv_bias={"qwen2": True, "mistral": False}.get(family, attention_bias),
-        o_bias=False if family in ("qwen2", "mistral") else attention_bias,
+        qkv_bias={"qwen2": True, "mistral": False, "phi3": False}.get(family, attention_bias),
+        o_bias=False if family in ("qwen2", "mistral", "phi3") else attention_bias,
         mlp_bias=bool(config.get("mlp_bias", False)) if family == "llama" else False,
         activation=_activation_name(act),
         attn_scale=float(config.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma else head_dim**-0.5,
@@ -206,7 +213,26 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         final_softcap=config.get("final_logit_softcapping") if gemma else None,
         tie_embeddings=bool(config.get("tie_word_embeddings", _TIE_DEFAULT[family])),
         layers=layers,
+        **_longrope(config, family, rotary_dim),
     )
+
+
+def _longrope(config: Mapping[str, Any], family: str, rotary_dim: int) -> dict[str, Any]:
+    """LongRoPE's extra DecoderSpec fields (transformers' `_compute_longrope_parameters`): frequencies
+    divided per pair by `short_factor` (`rope_inv_freq`) or, past `original_max_position_embeddings`,
+    by `long_factor`; cos and sin scaled by sqrt(1 + ln(s) / ln(original)) for
+    s = max_position_embeddings / original > 1, unless `attention_factor` is given."""
+    _, scaling = _rope_settings(config, family, "full_attention")
+    if not scaling or scaling.get("rope_type", scaling.get("type")) not in ("longrope", "su"):
+        return {}
+    original = int(scaling.get("original_max_position_embeddings") or config["original_max_position_embeddings"])
+    factor = scaling.get("factor") or int(config["max_position_embeddings"]) / original
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1.0 + math.log(factor) / math.log(original))
+    theta = float(_rope_settings(config, family, "full_attention")[0])
+    long_inv = rope_inv_freq(rotary_dim, theta) / np.asarray(scaling["long_factor"], dtype=np.float64)
+    return {"rope_attention_factor": float(attention), "rope_original_max": original, "long_inv_freq": long_inv}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -252,14 +278,15 @@ def _activate(x: np.ndarray, kind: str) -> np.ndarray:
     raise ValueError(kind)
 
 
-def _rope(x: np.ndarray, positions: np.ndarray, inv_freq: np.ndarray) -> np.ndarray:
-    """HF rotary embedding on x [T, heads, head_dim]: dimension i pairs with i + head_dim/2."""
-    angles = positions[:, None] * inv_freq[None, :]  # [T, head_dim/2]
-    cos = np.cos(angles)[:, None, :]
-    sin = np.sin(angles)[:, None, :]
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+def _rope(x: np.ndarray, positions: np.ndarray, inv_freq: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """HF rotary embedding on x [T, heads, head_dim]: over the first rotary_dim = 2 * len(inv_freq)
+    dims, dimension i pairs with i + rotary_dim/2; the rest pass through. cos and sin times `scale`."""
+    angles = positions[:, None] * inv_freq[None, :]  # [T, rotary_dim/2]
+    cos = scale * np.cos(angles)[:, None, :]
+    sin = scale * np.sin(angles)[:, None, :]
+    half = inv_freq.shape[0]
+    x1, x2, rest = x[..., :half], x[..., half : 2 * half], x[..., 2 * half :]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=-1)
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:
@@ -300,25 +327,40 @@ def _decoder_layer(x: np.ndarray, w: Weights, spec: DecoderSpec, index: int, pos
         return _rms_norm(v, w[p + name], spec.rms_eps, spec.gemma_norm)
 
     h = norm(x, "input_layernorm.weight")
-    q = _linear(h, w, p + "self_attn.q_proj", spec.qkv_bias).reshape(t, spec.num_heads, spec.head_dim)
-    k = _linear(h, w, p + "self_attn.k_proj", spec.qkv_bias).reshape(t, spec.num_kv_heads, spec.head_dim)
-    v = _linear(h, w, p + "self_attn.v_proj", spec.qkv_bias).reshape(t, spec.num_kv_heads, spec.head_dim)
+    q_dim, kv_dim = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+    if spec.family == "phi3":  # q, k and v rows one after another in qkv_proj
+        qkv = _linear(h, w, p + "self_attn.qkv_proj", False)
+        q, k, v = qkv[:, :q_dim], qkv[:, q_dim : q_dim + kv_dim], qkv[:, q_dim + kv_dim :]
+    else:
+        q = _linear(h, w, p + "self_attn.q_proj", spec.qkv_bias)
+        k = _linear(h, w, p + "self_attn.k_proj", spec.qkv_bias)
+        v = _linear(h, w, p + "self_attn.v_proj", spec.qkv_bias)
+    q = q.reshape(t, spec.num_heads, spec.head_dim)
+    k = k.reshape(t, spec.num_kv_heads, spec.head_dim)
+    v = v.reshape(t, spec.num_kv_heads, spec.head_dim)
     if spec.qk_norm:
         q = norm(q, "self_attn.q_norm.weight")
         k = norm(k, "self_attn.k_norm.weight")
-    q = _rope(q, positions, layer.inv_freq)
-    k = _rope(k, positions, layer.inv_freq)
+    inv_freq = layer.inv_freq
+    if spec.long_inv_freq is not None and t > spec.rope_original_max:
+        inv_freq = spec.long_inv_freq
+    q = _rope(q, positions, inv_freq, spec.rope_attention_factor)
+    k = _rope(k, positions, inv_freq, spec.rope_attention_factor)
     attn = _causal_attention(q, k, v, spec.attn_scale, spec.attn_softcap, layer.sliding_window)
     attn = _linear(attn, w, p + "self_attn.o_proj", spec.o_bias)
 
     def mlp(v):
-        gate = _activate(_linear(v, w, p + "mlp.gate_proj", spec.mlp_bias), spec.activation)
-        return _linear(gate * _linear(v, w, p + "mlp.up_proj", spec.mlp_bias), w, p + "mlp.down_proj", spec.mlp_bias)
+        if spec.family == "phi3":  # gate rows, then up rows, in gate_up_proj
+            gate, up = np.split(_linear(v, w, p + "mlp.gate_up_proj", False), 2, axis=-1)
+        else:
+            gate = _linear(v, w, p + "mlp.gate_proj", spec.mlp_bias)
+            up = _linear(v, w, p + "mlp.up_proj", spec.mlp_bias)
+        return _linear(_activate(gate, spec.activation) * up, w, p + "mlp.down_proj", spec.mlp_bias)
 
     if spec.family == "gemma3":  # sandwich norms around both blocks
         x = x + norm(attn, "post_attention_layernorm.weight")
         return x + norm(mlp(norm(x, "pre_feedforward_layernorm.weight")), "post_feedforward_layernorm.weight")
-    x = x + attn  # Llama/Qwen: post_attention_layernorm is the norm *before* the MLP
+    x = x + attn  # Llama/Qwen/Phi-3: post_attention_layernorm is the norm *before* the MLP
     return x + mlp(norm(x, "post_attention_layernorm.weight"))
 
 

@@ -73,16 +73,20 @@ def test_reference_matches_transformers_in_float64(case, tmp_path):
     for module in model.modules():
         if type(module).__name__.endswith("RMSNorm"):
             module.forward = types.MethodType(_float64_rms_norm, module)
-    layers = decoder_spec(ck["config"]).layers
+    spec = decoder_spec(ck["config"])
+    layers = spec.layers
     freqs = {
         "sliding_attention": torch.tensor(next((layer.inv_freq for layer in layers if layer.sliding_window), layers[0].inv_freq)),
         "full_attention": torch.tensor(next((layer.inv_freq for layer in layers if layer.sliding_window is None), layers[0].inv_freq)),
     }
 
     def rope(self, x, position_ids, layer_type=None):
-        angles = position_ids[..., None].double() * freqs[layer_type or "full_attention"]
+        inv = freqs[layer_type or "full_attention"]
+        if spec.long_inv_freq is not None and int(position_ids.max()) + 1 > spec.rope_original_max:
+            inv = torch.tensor(spec.long_inv_freq)  # LongRoPE past the original context
+        angles = position_ids[..., None].double() * inv
         emb = torch.cat((angles, angles), dim=-1)
-        return emb.cos(), emb.sin()
+        return emb.cos() * spec.rope_attention_factor, emb.sin() * spec.rope_attention_factor
 
     model.model.rotary_emb.forward = types.MethodType(rope, model.model.rotary_emb)
     theirs = _hf_logits(model, ids)

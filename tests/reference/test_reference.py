@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
 import gguf
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from .checkpoints import GEMMA3_LINEAR_ROPE_SCALING, LLAMA3_ROPE_SCALING, write_checkpoint
+from .checkpoints import GEMMA3_LINEAR_ROPE_SCALING, LLAMA3_ROPE_SCALING, PHI3_LONGROPE_OVERRIDES, write_checkpoint
 from .gguf_conventions import hf_to_gguf_name
 from .gguf_model import gguf_bpe_tokenizer, load_gguf_as_hf
 from .llm import bert_embeddings, causal_lm_logits, decoder_spec, greedy_with_margins, rope_inv_freq
@@ -34,6 +35,10 @@ DECODER_CASES = {
     "qwen3": ("qwen3", {}),
     "gemma3": ("gemma3", {}),
     "gemma3-linear-rope": ("gemma3", {"rope_scaling": GEMMA3_LINEAR_ROPE_SCALING}),
+    "phi3": ("phi3", {}),
+    # Phi-4-mini-like: LongRoPE (TEXT is longer than 32 tokens: the long factors), 3/4 of each head
+    # rotated, tied embeddings, no window.
+    "phi3-longrope-partial-tied": ("phi3", PHI3_LONGROPE_OVERRIDES),
 }
 
 
@@ -125,8 +130,10 @@ def test_decoder_checkpoint_roundtrip(case, tmp_path):
     hf_logits = causal_lm_logits(config, weights, ids)
     want = hf_logits if ck["gguf_config"] is config else causal_lm_logits(ck["gguf_config"], weights, ids)
     gguf_logits = causal_lm_logits(gguf_config, gguf_weights, ids)
-    # llama3 rope: the GGUF stores the per-frequency factors in float32 (rope_freqs.weight)
-    tol = 1e-6 if config.get("rope_scaling") and config["rope_scaling"]["rope_type"] == "llama3" else 1e-12
+    # llama3 rope: the GGUF stores the per-frequency factors in float32 (rope_freqs.weight); LongRoPE
+    # its attention factor
+    rope_type = (config.get("rope_scaling") or {}).get("rope_type")
+    tol = 1e-6 if rope_type in ("llama3", "longrope") else 1e-12
     np.testing.assert_allclose(gguf_logits, want, atol=tol * np.abs(want).max(), rtol=0)
 
     # Logits are far from degenerate, and greedy decoding does not lock onto one token.
@@ -315,3 +322,30 @@ def test_grouped_query_attention_shares_kv_heads_in_blocks(tmp_path):
             weights[name] = np.repeat(heads, 2, axis=0).reshape(4 * d, -1)
     ids = ck["tokenizer"].encode(TEXT).ids
     np.testing.assert_allclose(causal_lm_logits(mha, weights, ids), causal_lm_logits(config, ck["weights"], ids), atol=1e-12)
+
+
+def test_phi3_gguf_follows_llama_cpp_conventions(tmp_path):
+    """Names from the gguf package's own map, the fused tensors stored as they are, and the metadata
+    keys Phi3MiniModel writes (no key_length; window 0 for none; LongRoPE factors as tensors)."""
+    for case in ("phi3", "phi3-longrope-partial-tied"):
+        ck = write_checkpoint("phi3", tmp_path / case, seed=2, config_overrides=DECODER_CASES[case][1])
+        config, weights = ck["config"], ck["weights"]
+        raw = _raw_gguf_tensors(ck["gguf"])
+        name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.PHI3, config["num_hidden_layers"])
+        for hf_name in weights:
+            assert hf_to_gguf_name("phi3", hf_name) == name_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        np.testing.assert_array_equal(raw["blk.1.attn_qkv.weight"], weights["model.layers.1.self_attn.qkv_proj.weight"])
+        np.testing.assert_array_equal(raw["blk.0.ffn_up.weight"], weights["model.layers.0.mlp.gate_up_proj.weight"])
+        fields = _gguf_fields(ck["gguf"])
+        assert fields["general.architecture"] == "phi3" and "phi3.attention.key_length" not in fields
+        rotary = int(16 * (config.get("partial_rotary_factor") or 1.0))
+        assert fields["phi3.rope.dimension_count"] == rotary
+        assert fields["phi3.attention.sliding_window"] == (config["sliding_window"] or 0)
+        assert fields["phi3.rope.scaling.original_context_length"] == config["original_max_position_embeddings"]
+        scaling = config["rope_scaling"]
+        if scaling:
+            np.testing.assert_array_equal(raw["rope_factors_long.weight"], scaling["long_factor"])
+            np.testing.assert_array_equal(raw["rope_factors_short.weight"], scaling["short_factor"])
+            assert abs(fields["phi3.rope.scaling.attn_factor"] - math.sqrt(1 + math.log(256 / 32) / math.log(32))) < 1e-6
+        else:
+            assert "rope_factors_long.weight" not in raw and "phi3.rope.scaling.attn_factor" not in fields
