@@ -16,13 +16,16 @@ from max.pipelines import PipelineConfig
 from max.pipelines.lib.context import TextContext
 from max.pipelines.lib.embeddings import EmbeddingsPipeline
 from max.pipelines.lib.pipeline import load_pipeline
-from reference.checkpoints import LLAMA3_ROPE_SCALING, write_checkpoint
+from reference.checkpoints import LLAMA3_ROPE_SCALING, PHI3_LONGROPE_OVERRIDES, write_checkpoint
 from reference.llm import bert_embeddings, causal_lm_logits
 
 CASES = {
     "llama": dict(arch="llama"),
     "llama3_scaled": dict(arch="llama", config_overrides={"rope_scaling": LLAMA3_ROPE_SCALING}),
     "mistral": dict(arch="mistral"),  # a window of 8: the 13-token prompt crosses it
+    "phi3": dict(arch="phi3"),  # fused projections, a window of 8
+    # LongRoPE (the sequences stay within its original context of 32: short factors), partial rotary, tied
+    "phi3_longrope": dict(arch="phi3", config_overrides=PHI3_LONGROPE_OVERRIDES),
     "qwen2": dict(arch="qwen2"),
     "qwen3": dict(arch="qwen3"),
     "gemma3": dict(arch="gemma3"),
@@ -103,7 +106,7 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
         assert p.model.model._core.num_cuda_graphs >= 1
 
 
-@pytest.mark.parametrize("case", ["llama", "gemma3", "qwen3", "mistral"])
+@pytest.mark.parametrize("case", ["llama", "gemma3", "qwen3", "mistral", "phi3"])
 def test_ragged_batch_decodes_like_each_alone(device, checkpoints, case):
     ckpt = checkpoints(case)
     p = _pipeline(ckpt, "safetensors", device, max_batch_size=4)

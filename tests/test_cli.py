@@ -62,7 +62,7 @@ def test_list_names_the_architectures():
     r = _max("list")
     assert r.returncode == 0
     for name in ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Gemma3ForCausalLM",
-                 "BertModel"]:
+                 "Phi3ForCausalLM", "BertModel"]:
         assert name in r.stdout
 
 

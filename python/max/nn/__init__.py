@@ -33,7 +33,12 @@ from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig
 from max.nn.module import Module, module_dataclass
 from max.nn.norm import LayerNorm
 from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding
-from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding
+from max.nn.rotary_embedding import (
+    Llama3RopeScalingParams,
+    Llama3RotaryEmbedding,
+    LongRoPERotaryEmbedding,
+    LongRoPEScalingParams,
+)
 from max.nn.transformer import (
     DistributedTransformer,
     DistributedTransformerBlock,
@@ -49,7 +54,8 @@ __all__ = [
     "ShardingStrategy", "Signals", "TensorParallelAttentionWithRope", "VocabParallelEmbedding", "comm",
     "AttentionMaskVariant", "AttentionWithRope", "Embedding", "GemmaRMSNorm", "KVCacheParams",
     "KVCacheQuantizationConfig", "KVCacheStrategy", "Layer", "LayerList", "LayerNorm", "Linear",
-    "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "MHAMaskVariant", "Module", "ModuleList",
+    "Llama3RopeScalingParams", "Llama3RotaryEmbedding", "LongRoPERotaryEmbedding", "LongRoPEScalingParams",
+    "MHAMaskVariant", "Module", "ModuleList",
     "MultiheadAttention", "PagedCacheInputSymbols", "PagedCacheValues", "RMSNorm", "ReturnHiddenStates",
     "ReturnLogits", "RotaryEmbedding", "Sequential", "Shardable", "Transformer", "TransformerBlock",
     "TransposedRotaryEmbedding", "add_layer_hook", "clear_hooks", "kernels", "module_dataclass", "rms_norm",

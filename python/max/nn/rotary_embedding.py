@@ -1,7 +1,7 @@
 """Rotary position embeddings: the frequency tables (``freqs_cis``: per position, ``(cos, sin)``
-pairs side by side) of ``RotaryEmbedding`` and its Llama-3 scaled variant, applied by the
-``rope`` graph op (``max.nn.kernels.rope``) in attention, or by ``__call__`` on padded
-``[batch, seq, heads, head_dim]`` tensors."""
+pairs side by side) of ``RotaryEmbedding`` and its Llama-3 and LongRoPE scaled variants,
+applied by the ``rope`` graph op (``max.nn.kernels.rope``) in attention, or by ``__call__`` on
+padded ``[batch, seq, heads, head_dim]`` tensors."""
 
 from __future__ import annotations
 
@@ -137,4 +137,78 @@ class Llama3RotaryEmbedding(RotaryEmbedding):
         return np.where(medium, blended, scaled)
 
 
-__all__ = ["Llama3RopeScalingParams", "Llama3RotaryEmbedding", "RotaryEmbedding"]
+@dataclass
+class LongRoPEScalingParams:
+    """LongRoPE (Phi-3.5, Phi-4-mini): the frequency of pair i is divided by ``short_factor[i]``
+    at positions below `original_max_position` and by ``long_factor[i]`` from there on; cos and
+    sin are multiplied by `attention_factor`, by default ``sqrt(1 + ln(s) / ln(original_max_position))``
+    with ``s = max_position_embeddings / original_max_position`` (1 when s <= 1)."""
+
+    short_factor: list[float]
+    long_factor: list[float]
+    original_max_position: int
+    max_position_embeddings: int
+    attention_factor: float | None = None
+
+    def scale(self) -> float:
+        """The factor cos and sin are multiplied by."""
+        if self.attention_factor is not None:
+            return float(self.attention_factor)
+        s = self.max_position_embeddings / self.original_max_position
+        return 1.0 if s <= 1.0 else math.sqrt(1.0 + math.log(s) / math.log(self.original_max_position))
+
+
+class LongRoPERotaryEmbedding(RotaryEmbedding):
+    """RotaryEmbedding with LongRoPE (`scaling_params`). The table holds, per position, the
+    angles of the short factors below the original context and of the long ones past it, so a
+    sequence's cached keys keep their rotation as it grows (Hugging Face recomputes every
+    position with the long factors once a sequence passes the original context: the same
+    values up to there)."""
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int,
+        theta: float,
+        max_seq_len: int,
+        head_dim: int | None = None,
+        _freqs_cis: Any = None,
+        interleaved: bool = False,
+        *,
+        rotary_dim: int | None = None,
+        scaling_params: LongRoPEScalingParams,
+    ) -> None:
+        super().__init__(dim, n_heads, theta, max_seq_len, head_dim, _freqs_cis, interleaved, rotary_dim=rotary_dim)
+        p = scaling_params
+        pairs = self.rotary_dim // 2
+        for name, factors in (("short_factor", p.short_factor), ("long_factor", p.long_factor)):
+            if len(factors) != pairs:
+                raise ValueError(f"LongRoPE: {name} has {len(factors)} values, the rotary dims need {pairs}")
+            if not all(math.isfinite(float(f)) and float(f) > 0 for f in factors):
+                raise ValueError(f"LongRoPE: {name} must be positive numbers")
+        if p.original_max_position <= 0:
+            raise ValueError("LongRoPE: original_max_position must be positive")
+        self.scaling_params = p
+
+    def _inv_freqs(self, factors: list[float]) -> np.ndarray:
+        return super().compute_inv_freqs() / np.asarray(factors, np.float64)
+
+    def compute_inv_freqs(self) -> np.ndarray:
+        """The frequencies of the positions below the original context (the short factors)."""
+        return self._inv_freqs(self.scaling_params.short_factor)
+
+    def freqs_cis_base(self) -> np.ndarray:
+        if self._freqs_cis is not None:
+            return np.asarray(self._freqs_cis, np.float32)
+        p = self.scaling_params
+        positions = np.arange(self.max_seq_len, dtype=np.float64)
+        inv = np.where((positions < p.original_max_position)[:, None], self.compute_inv_freqs()[None, :],
+                       self._inv_freqs(p.long_factor)[None, :])
+        angles = positions[:, None] * inv
+        scale = p.scale()
+        table = np.stack([scale * np.cos(angles), scale * np.sin(angles)], axis=-1)
+        return table.reshape(self.max_seq_len, -1).astype(np.float32)
+
+
+__all__ = ["Llama3RopeScalingParams", "Llama3RotaryEmbedding", "LongRoPERotaryEmbedding", "LongRoPEScalingParams",
+           "RotaryEmbedding"]

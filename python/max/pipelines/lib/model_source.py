@@ -137,6 +137,7 @@ GGUF_ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
+    "phi3": "Phi3ForCausalLM",
     "bert": "BertModel",
 }
 
@@ -196,6 +197,15 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(get("rope.scaling.factor", 1.0))}
     elif scaling not in (None, "none"):
         config["rope_scaling"] = {"rope_type": str(scaling), "factor": float(get("rope.scaling.factor", 1.0))}
+    if arch == "phi3":  # a window of 0 is none; LongRoPE: its factors are tensors (rope_for reads them)
+        config["sliding_window"] = _number(get("attention.sliding_window", 0), f"{arch}.attention.sliding_window",
+                                           positive=False) or None
+        original = get("rope.scaling.original_context_length")
+        if original is not None:
+            config["original_max_position_embeddings"] = _number(original, f"{arch}.rope.scaling.original_context_length")
+        if get("rope.scaling.attn_factor") is not None:
+            config["rope_scaling"] = {"rope_type": "longrope", "attention_factor": _number(
+                get("rope.scaling.attn_factor"), f"{arch}.rope.scaling.attn_factor", float)}
     if arch == "gemma3":
         config["sliding_window"] = int(get("attention.sliding_window", 4096))
         config["rope_local_base_freq"] = float(get("rope.freq_base_swa", 10000.0))

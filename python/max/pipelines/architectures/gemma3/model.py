@@ -18,7 +18,7 @@ from max.nn import MLP, AttentionWithRope, Embedding, Linear, RMSNorm, Transform
 from max.nn.attention.mask_config import AttentionMaskVariant
 from max.nn.kv_cache import PagedCacheValues
 from max.nn.rotary_embedding import RotaryEmbedding
-from max.pipelines.architectures.llama3.model import kv_geometry, linear, rope_for
+from max.pipelines.architectures.llama3.model import embedding_and_head, kv_geometry, linear, rope_for
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
 _GGUF_BLOCK = {
@@ -132,16 +132,7 @@ def build(spec: DecoderSpec) -> Transformer:
         mlp.up_proj = linear(spec, f"{p}.mlp.up_proj", hidden, ffn)
         mlp.down_proj = linear(spec, f"{p}.mlp.down_proj", ffn, hidden)
         blocks.append(Gemma3Block(attn, mlp, [norm(hidden) for _ in range(4)]))
-    emb_w = spec.weights["embed_tokens.weight"]
-    vocab = int(emb_w.shape[0])
-    embedding = Embedding(vocab, hidden, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
-    if spec.has("lm_head.weight"):
-        head_w = spec.weights["lm_head.weight"]
-        lm_head = Linear(hidden, int(head_w.shape[0]), spec.dtype, spec.device,
-                         quantization_encoding=head_w.quantization_encoding)
-    else:
-        lm_head = Linear(hidden, vocab, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
-        lm_head.set_shared_weight("weight", embedding.weight)
+    embedding, lm_head = embedding_and_head(spec, hidden)
     return Gemma3Transformer(
         hidden, heads, blocks, norm(hidden), lm_head, embedding, spec.kv_params, global_rope,
         embedding_multiplier=math.sqrt(hidden), logits_softcapping=c.get("final_logit_softcapping"),

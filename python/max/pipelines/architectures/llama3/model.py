@@ -6,6 +6,7 @@ projection takes its own weight's GGUF encoding, so mixed-type files (Q4_K_M) wo
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -20,6 +21,8 @@ from max.nn import (
     Linear,
     Llama3RopeScalingParams,
     Llama3RotaryEmbedding,
+    LongRoPERotaryEmbedding,
+    LongRoPEScalingParams,
     RMSNorm,
     RotaryEmbedding,
     TensorParallelAttentionWithRope,
@@ -90,8 +93,8 @@ def linear(spec: DecoderSpec, name: str, in_dim: int, out_dim: int, bias: bool =
 
 def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None,
              scaling: dict | None = None) -> RotaryEmbedding:
-    """The rotary embedding of a config: plain, linear-scaled or Llama-3-scaled, partial rotary
-    dims, and GGUF's per-frequency divisors (``rope_freqs.weight``)."""
+    """The rotary embedding of a config: plain, linear-scaled, Llama-3-scaled or LongRoPE, partial
+    rotary dims, and GGUF's per-frequency divisors (``rope_freqs.weight``)."""
     c = spec.config
     heads = int(c["num_attention_heads"])
     head_dim = int(c.get("head_dim") or c["hidden_size"] // heads)
@@ -99,6 +102,8 @@ def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None
     theta = float(theta if theta is not None else c.get("rope_theta") or 10000.0)
     scaling = scaling if scaling is not None else (c.get("rope_scaling") or {})
     kind = scaling.get("rope_type") or scaling.get("type")
+    if kind is None and spec.weights.get("rope_factors_long.weight") is not None:
+        kind = "longrope"  # a GGUF's LongRoPE factors, whatever its metadata says
     if kind == "llama3":
         rope: RotaryEmbedding = Llama3RotaryEmbedding(
             int(c["hidden_size"]), heads, theta, spec.max_seq_len, head_dim, interleaved=interleaved,
@@ -109,6 +114,10 @@ def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None
                 orig_max_position=int(scaling.get("original_max_position_embeddings", 8192)),
             ),
         )
+    elif kind in ("longrope", "su"):
+        rope = LongRoPERotaryEmbedding(int(c["hidden_size"]), heads, theta, spec.max_seq_len, head_dim,
+                                       interleaved=interleaved, rotary_dim=rotary_dim,
+                                       scaling_params=longrope_params(spec, scaling))
     elif kind in (None, "default", "linear"):
         factor = float(scaling.get("factor", 1.0)) if kind == "linear" else 1.0
         rope = RotaryEmbedding(int(c["hidden_size"]), heads, theta, spec.max_seq_len, head_dim,
@@ -124,14 +133,41 @@ def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None
 
 
 def sliding_window(config: dict, arch: str) -> int | None:
-    """Mistral's window (every layer attends to that many most recent tokens), or None. Qwen2's
-    per-layer windows (``use_sliding_window``) are refused rather than ignored."""
+    """Mistral's and Phi-3's window (every layer attends to that many most recent tokens), or
+    None. Qwen2's per-layer windows (``use_sliding_window``) are refused rather than ignored."""
     from max.pipelines.lib.model_source import _number
 
     if arch == "Qwen2ForCausalLM" and config.get("use_sliding_window"):
         raise NotImplementedError("Qwen2 sliding-window attention (use_sliding_window) is not supported")
-    window = config.get("sliding_window") if arch == "MistralForCausalLM" else None
+    window = config.get("sliding_window") if arch in ("MistralForCausalLM", "Phi3ForCausalLM") else None
     return None if window is None else _number(window, "sliding_window")
+
+
+def longrope_params(spec: DecoderSpec, scaling: dict) -> LongRoPEScalingParams:
+    """LongRoPE's factors (the config's lists, or a GGUF's ``rope_factors_short`` /
+    ``rope_factors_long`` tensors), original context and attention factor, as Hugging Face
+    computes them (``factor`` when given, else the context over the original one)."""
+    from max.pipelines.lib.model_source import _number
+
+    c = spec.config
+    factors = {}
+    for key in ("short_factor", "long_factor"):
+        tensor = spec.weights.get(f"rope_factors_{key.split('_')[0]}.weight")
+        values = scaling.get(key) if tensor is None else tensor.to_buffer().to_numpy().reshape(-1).tolist()
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"the model's LongRoPE scaling lacks {key}")
+        factors[key] = [_number(v, f"rope_scaling.{key}", float) for v in values]
+    original = _number(scaling.get("original_max_position_embeddings") or c.get("original_max_position_embeddings"),
+                       "original_max_position_embeddings")
+    max_pos = _number(c.get("max_position_embeddings") or original, "max_position_embeddings")
+    factor = scaling.get("factor")
+    attention = scaling.get("attention_factor")
+    if attention is None and factor is not None:
+        f = _number(factor, "rope_scaling.factor", float)
+        attention = 1.0 if f <= 1.0 else math.sqrt(1.0 + math.log(f) / math.log(original))
+    return LongRoPEScalingParams(
+        factors["short_factor"], factors["long_factor"], original, max_pos,
+        None if attention is None else _number(attention, "rope_scaling.attention_factor", float))
 
 
 def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
@@ -180,15 +216,24 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     vocab = int(emb_w.shape[0])
     if tp:
         return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope)
+    embedding, lm_head = embedding_and_head(spec, hidden)
+    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope)
+
+
+def embedding_and_head(spec: DecoderSpec, hidden: int) -> tuple[Embedding, Linear]:
+    """The token embedding and the output projection: ``lm_head.weight`` when the checkpoint has
+    one, else the embedding's matrix (tied), each with its own GGUF encoding."""
+    emb_w = spec.weights["embed_tokens.weight"]
+    vocab = int(emb_w.shape[0])
     embedding = Embedding(vocab, hidden, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
-    if spec.has("lm_head.weight") and not c.get("tie_word_embeddings_forced"):
+    if spec.has("lm_head.weight") and not spec.config.get("tie_word_embeddings_forced"):
         head_w = spec.weights["lm_head.weight"]
         lm_head = Linear(hidden, int(head_w.shape[0]), spec.dtype, spec.device,
                          quantization_encoding=head_w.quantization_encoding)
     else:
         lm_head = Linear(hidden, vocab, spec.dtype, spec.device, quantization_encoding=emb_w.quantization_encoding)
         lm_head.set_shared_weight("weight", embedding.weight)
-    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope)
+    return embedding, lm_head
 
 
 def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks: list, norm: RMSNorm,
@@ -210,4 +255,5 @@ def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks:
 
 LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
 
-__all__ = ["LLAMA", "build", "kv_geometry", "linear", "rename", "rope_for", "sliding_window"]
+__all__ = ["LLAMA", "build", "embedding_and_head", "kv_geometry", "linear", "longrope_params", "rename", "rope_for",
+           "sliding_window"]
