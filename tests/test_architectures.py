@@ -22,6 +22,9 @@ from reference.llm import bert_embeddings, causal_lm_logits
 CASES = {
     "llama": dict(arch="llama"),
     "llama3_scaled": dict(arch="llama", config_overrides={"rope_scaling": LLAMA3_ROPE_SCALING}),
+    "llama_bias": dict(arch="llama", config_overrides={"attention_bias": True, "mlp_bias": True}),
+    "granite": dict(arch="granite"),  # its four multipliers
+    "granite_bias": dict(arch="granite", config_overrides={"attention_bias": True, "tie_word_embeddings": False}),
     "mistral": dict(arch="mistral"),  # a window of 8: the 13-token prompt crosses it
     "phi3": dict(arch="phi3"),  # fused projections, a window of 8
     # LongRoPE (the sequences stay within its original context of 32: short factors), partial rotary, tied

@@ -61,7 +61,7 @@ def test_the_overlap_scheduler_flag_reaches_the_config():
 def test_list_names_the_architectures():
     r = _max("list")
     assert r.returncode == 0
-    for name in ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Gemma3ForCausalLM",
+    for name in ["LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Gemma3ForCausalLM",
                  "Phi3ForCausalLM", "BertModel"]:
         assert name in r.stdout
 

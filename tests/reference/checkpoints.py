@@ -1,6 +1,7 @@
 """Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
 
-`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, qwen2, qwen3, gemma3, phi3 (decoders) and bert
+`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, granite, qwen2, qwen3, gemma3, phi3 (decoders) and
+bert
 writes under `directory`:
 - `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
   tokenizer.json, tokenizer_config.json (with a chat template); for bert also vocab.txt and the
@@ -15,8 +16,8 @@ Llama without the window): `weights` maps HF names to float64
 arrays holding exactly the values stored (in both files: with `gguf_quant`, the safetensors file stores
 the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
 
-Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/mistral/qwen2 2 layers
-with 2 kv heads and head_dim 16 (mistral: a sliding window of 8 tokens; phi3 the same, with q/k/v in one
+Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/mistral/granite/qwen2 2
+layers with 2 kv heads and head_dim 16 (mistral: a sliding window of 8 tokens; granite: its four multipliers; phi3 the same, with q/k/v in one
 `qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3 stores them); qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
 6 layers (5 sliding with window 8, then 1 global: llama.cpp's fixed Gemma 3 pattern), 1 kv head,
 head_dim 32. `config_overrides` changes any config.json value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`,
@@ -38,7 +39,7 @@ from safetensors.numpy import save_file
 from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
 from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
 
-DECODER_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3")
+DECODER_ARCHS = ("llama", "mistral", "granite", "qwen2", "qwen3", "gemma3", "phi3")
 
 LLAMA3_ROPE_SCALING = {
     "rope_type": "llama3",
@@ -63,8 +64,8 @@ PHI3_LONGROPE_OVERRIDES = {
     "sliding_window": None, "tie_word_embeddings": True,
 }
 
-_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3", "phi3": "llama"}
-_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2",
+_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "granite": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3", "phi3": "llama"}
+_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "granite": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2",
                          "phi3": "gpt-2"}
 # The GGUF architecture convert_hf_to_gguf.py writes for each.
 _GGUF_ARCH = {"mistral": "llama"}
@@ -118,6 +119,14 @@ def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None
             "architectures": ["MistralForCausalLM"], "model_type": "mistral", **common,
             "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
             "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 8, "tie_word_embeddings": False,
+        }
+    elif arch == "granite":  # none of the four multipliers neutral (Granite 3 8B: 12, 0.22, 1/128, 16)
+        config = {
+            "architectures": ["GraniteForCausalLM"], "model_type": "granite", **common,
+            "num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0, "rope_scaling": None, "attention_bias": False, "mlp_bias": False,
+            "tie_word_embeddings": True, "embedding_multiplier": 0.5, "residual_multiplier": 1.5,
+            "attention_multiplier": 0.375, "logits_scaling": 0.5,
         }
     elif arch == "phi3":  # Phi-3-mini-4k-like (its window, 2047, is 8 here); Phi-4-mini by overrides
         config = {
@@ -210,7 +219,7 @@ def random_decoder_weights(config: dict[str, Any], rng: np.random.Generator) -> 
     attn_bias = config.get("attention_bias", False)
     qkv_bias = attn_bias or arch == "qwen2"
     o_bias = attn_bias and arch != "qwen2"
-    mlp_bias = config.get("mlp_bias", False) and arch == "llama"
+    mlp_bias = config.get("mlp_bias", False) and arch in ("llama", "granite")
 
     embed_std = GEMMA_EMBED_STD if gemma else EMBED_STD
     w: dict[str, np.ndarray] = {"model.embed_tokens.weight": embed_std * rng.standard_normal((config["vocab_size"], hidden))}
@@ -470,9 +479,14 @@ def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: 
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_file_type(_FILE_TYPES[file_type])
-    if arch == "llama":
+    if arch in ("llama", "granite"):
         writer.add_vocab_size(config["vocab_size"])
         writer.add_rope_dimension_count(head_dim)
+    if arch == "granite":  # GraniteModel: the config's *_multiplier values as *_scale keys
+        writer.add_attention_scale(config["attention_multiplier"])
+        writer.add_embedding_scale(config["embedding_multiplier"])
+        writer.add_residual_scale(config["residual_multiplier"])
+        writer.add_logit_scale(config["logits_scaling"])
     if arch == "gemma3":
         if config.get("final_logit_softcapping"):
             writer.add_final_logit_softcapping(config["final_logit_softcapping"])

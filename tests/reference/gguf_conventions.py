@@ -6,7 +6,7 @@ Shared by the GGUF reader (`gguf_model.py`, which undoes these) and the checkpoi
 - tensor names: `model.layers.N.self_attn.q_proj.weight` <-> `blk.N.attn_q.weight`, ... (per architecture:
   Llama's `post_attention_layernorm` is the pre-MLP norm `ffn_norm`, Gemma 3's is `post_attention_norm`;
   Phi-3's fused `qkv_proj` is `attn_qkv` and its fused `gate_up_proj` is `ffn_up`);
-- the `llama` architecture's q/k row permutation: llama.cpp rotates adjacent pairs (2i, 2i+1) of a head,
+- the `llama` (and `granite`) architecture's q/k row permutation: llama.cpp rotates adjacent pairs (2i, 2i+1) of a head,
   HF rotates (i, i + head_dim/2), so the converter reorders the rows of q_proj / k_proj (and their
   biases) head by head. Qwen2, Qwen3 and Gemma 3 use llama.cpp's NEOX rope: no permutation;
 - Gemma 3 RMSNorm weights: HF multiplies by (1 + w); the converter stores 1 + w (every `*norm.weight`).
@@ -26,6 +26,7 @@ GGUF_TO_HF_ARCH = {
     "qwen3": ("Qwen3ForCausalLM", "qwen3"),
     "gemma3": ("Gemma3ForCausalLM", "gemma3_text"),
     "phi3": ("Phi3ForCausalLM", "phi3"),
+    "granite": ("GraniteForCausalLM", "granite"),
 }
 
 _GLOBAL_NAMES = {
@@ -57,6 +58,7 @@ _BLOCK_NORMS = {
         "post_feedforward_layernorm": "post_ffw_norm",
     },
     "phi3": {"post_attention_layernorm": "ffn_norm"},
+    "granite": {"post_attention_layernorm": "ffn_norm"},
 }
 # Phi-3's fused projections, in place of the separate ones.
 _PHI3_BLOCK = {
@@ -110,7 +112,7 @@ def unpermute_from_llama_cpp(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 def is_permuted(arch: str, gguf_name: str) -> str | None:
     """"q" or "k" when this tensor carries the llama q/k permutation (with q's or k's head count)."""
-    if arch != "llama":
+    if arch not in ("llama", "granite"):  # GraniteModel is a LlamaModel: the same permutation
         return None
     module = gguf_name.split(".")[-2] if gguf_name.startswith("blk.") else ""
     return {"attn_q": "q", "attn_k": "k"}.get(module)

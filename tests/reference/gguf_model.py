@@ -121,6 +121,11 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
     else:
         config["rope_theta"] = _decimal(get("rope.freq_base", 10_000.0))
         config["hidden_act"] = "silu"
+        if arch == "granite":
+            for key, hf in (("embedding_scale", "embedding_multiplier"), ("residual_scale", "residual_multiplier"),
+                            ("attention.scale", "attention_multiplier"), ("logit_scale", "logits_scaling")):
+                if get(key) is not None:
+                    config[hf] = _decimal(get(key))
         if arch == "phi3":  # window 0: none; LongRoPE as two factor tensors and an attention factor
             config["sliding_window"] = int(get("attention.sliding_window", 0)) or None
             config["original_max_position_embeddings"] = int(get("rope.scaling.original_context_length"))
@@ -132,15 +137,15 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
                     "attention_factor": _decimal(get("rope.scaling.attn_factor", 1.0)),
                 }
         has_bias = any(n.endswith(("attn_q.bias", "attn_output.bias")) for n in names)
-        if arch in ("llama", "qwen3"):
+        if arch in ("llama", "qwen3", "granite"):
             config["attention_bias"] = has_bias
-        if arch == "llama":
+        if arch in ("llama", "granite"):
             config["mlp_bias"] = any(n.endswith("ffn_gate.bias") for n in names)
     return config
 
 
 def load_gguf_as_hf(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(HF-style config, {HF name: float64 array in HF layout}) of a llama/qwen2/qwen3/gemma3/phi3 GGUF."""
+    """(HF-style config, {HF name: float64 array in HF layout}) of a llama/granite/qwen2/qwen3/gemma3/phi3 GGUF."""
     reader = GGUFReader(str(path))
     config = gguf_config(reader)
     arch = _field(reader, "general.architecture")

@@ -1,4 +1,5 @@
-"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma 3, Phi-3) and BERT sentence embeddings.
+"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Granite, Qwen2, Qwen3, Gemma 3, Phi-3) and BERT
+sentence embeddings.
 
 Tests check the engine's model implementations against these functions. Everything is computed in
 float64 from Hugging Face-named weights (`model.layers.0.self_attn.q_proj.weight`, shaped [out, in])
@@ -32,6 +33,7 @@ Weights = Mapping[str, np.ndarray]
 DECODER_FAMILIES = {
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "mistral",
+    "GraniteForCausalLM": "granite",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "Gemma3ForCausalLM": "gemma3",
@@ -39,7 +41,8 @@ DECODER_FAMILIES = {
 }
 
 # transformers' default for `tie_word_embeddings` in each family's config class.
-_TIE_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "gemma3": True, "phi3": False}
+_TIE_DEFAULT = {"llama": False, "mistral": False, "granite": False, "qwen2": False, "qwen3": False, "gemma3": True,
+                "phi3": False}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -59,7 +62,7 @@ class LayerSpec:
 class DecoderSpec:
     """Everything the forward pass needs from config.json, resolved once."""
 
-    family: str  # "llama", "mistral", "qwen2", "qwen3", "gemma3" or "phi3"
+    family: str  # "llama", "mistral", "granite", "qwen2", "qwen3", "gemma3" or "phi3"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -80,6 +83,10 @@ class DecoderSpec:
     layers: tuple[LayerSpec, ...]
     # LongRoPE (Phi-3): cos and sin are multiplied by `rope_attention_factor`, and a sequence longer
     # than `rope_original_max` uses `long_inv_freq` at every position (transformers' rule).
+    # Granite: every residual branch is multiplied by `residual_multiplier`, the logits divided by
+    # `logits_scaling` (its embedding and attention multipliers are embed_scale and attn_scale).
+    residual_multiplier: float = 1.0
+    logits_scaling: float = 1.0
     rope_attention_factor: float = 1.0
     rope_original_max: int | None = None
     long_inv_freq: np.ndarray | None = None
@@ -205,10 +212,14 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         qk_norm=family in ("qwen3", "gemma3"),
         qkv_bias={"qwen2": True, "mistral": False, "phi3": False}.get(family, attention_bias),
         o_bias=False if family in ("qwen2", "mistral", "phi3") else attention_bias,
-        mlp_bias=bool(config.get("mlp_bias", False)) if family == "llama" else False,
+        mlp_bias=bool(config.get("mlp_bias", False)) if family in ("llama", "granite") else False,
         activation=_activation_name(act),
-        attn_scale=float(config.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma else head_dim**-0.5,
-        embed_scale=math.sqrt(hidden) if gemma else 1.0,
+        attn_scale=(float(config.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma
+                    else float(config.get("attention_multiplier", 1.0)) if family == "granite" else head_dim**-0.5),
+        embed_scale=(math.sqrt(hidden) if gemma
+                     else float(config.get("embedding_multiplier", 1.0)) if family == "granite" else 1.0),
+        residual_multiplier=float(config.get("residual_multiplier", 1.0)) if family == "granite" else 1.0,
+        logits_scaling=float(config.get("logits_scaling", 1.0)) if family == "granite" else 1.0,
         attn_softcap=config.get("attn_logit_softcapping") if gemma else None,
         final_softcap=config.get("final_logit_softcapping") if gemma else None,
         tie_embeddings=bool(config.get("tie_word_embeddings", _TIE_DEFAULT[family])),
@@ -360,8 +371,9 @@ def _decoder_layer(x: np.ndarray, w: Weights, spec: DecoderSpec, index: int, pos
     if spec.family == "gemma3":  # sandwich norms around both blocks
         x = x + norm(attn, "post_attention_layernorm.weight")
         return x + norm(mlp(norm(x, "pre_feedforward_layernorm.weight")), "post_feedforward_layernorm.weight")
-    x = x + attn  # Llama/Qwen/Phi-3: post_attention_layernorm is the norm *before* the MLP
-    return x + mlp(norm(x, "post_attention_layernorm.weight"))
+    r = spec.residual_multiplier
+    x = x + attn * r  # Llama/Qwen/Phi-3: post_attention_layernorm is the norm *before* the MLP
+    return x + mlp(norm(x, "post_attention_layernorm.weight")) * r
 
 
 def _final_hidden(spec: DecoderSpec, w: Weights, token_ids: Sequence[int]) -> np.ndarray:
@@ -378,7 +390,7 @@ def _final_hidden(spec: DecoderSpec, w: Weights, token_ids: Sequence[int]) -> np
 
 def _lm_head(spec: DecoderSpec, w: Weights, hidden: np.ndarray) -> np.ndarray:
     head = w["model.embed_tokens.weight"] if spec.tie_embeddings else w["lm_head.weight"]
-    logits = hidden @ _f64(head).T
+    logits = hidden @ _f64(head).T / spec.logits_scaling
     if spec.final_softcap:
         logits = spec.final_softcap * np.tanh(logits / spec.final_softcap)
     return logits

@@ -94,7 +94,8 @@ def test_reference_matches_transformers_in_float64(case, tmp_path):
     np.testing.assert_allclose(ours, theirs, atol=1e-12 * np.abs(ours).max(), rtol=0)
 
 
-@pytest.mark.parametrize("case", sorted(DECODER_CASES))
+# (transformers' GGUF loader has no granite architecture)
+@pytest.mark.parametrize("case", sorted(c for c in DECODER_CASES if not c.startswith("granite")))
 def test_transformers_reads_our_gguf_as_the_same_model(case, tmp_path):
     """transformers' GGUF loader undoes the tensor conventions (names, llama q/k permutation, Gemma
     1 + w norms, Q8_0) on its own. Its config reading lacks what llama.cpp hard-codes or keeps in

@@ -31,6 +31,8 @@ DECODER_CASES = {
         {"rope_scaling": LLAMA3_ROPE_SCALING, "tie_word_embeddings": True, "attention_bias": True, "mlp_bias": True},
     ),
     "mistral": ("mistral", {}),
+    "granite": ("granite", {}),
+    "granite-bias-untied": ("granite", {"attention_bias": True, "mlp_bias": True, "tie_word_embeddings": False}),
     "qwen2": ("qwen2", {}),
     "qwen3": ("qwen3", {}),
     "gemma3": ("gemma3", {}),

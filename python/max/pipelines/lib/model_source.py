@@ -138,6 +138,7 @@ GGUF_ARCHITECTURES = {
     "qwen3": "Qwen3ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    "granite": "GraniteForCausalLM",
     "bert": "BertModel",
 }
 
@@ -197,6 +198,11 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(get("rope.scaling.factor", 1.0))}
     elif scaling not in (None, "none"):
         config["rope_scaling"] = {"rope_type": str(scaling), "factor": float(get("rope.scaling.factor", 1.0))}
+    if arch == "granite":  # the converter's *_scale keys hold the config's *_multiplier values
+        for key, hf in (("embedding_scale", "embedding_multiplier"), ("residual_scale", "residual_multiplier"),
+                        ("attention.scale", "attention_multiplier"), ("logit_scale", "logits_scaling")):
+            if get(key) is not None:
+                config[hf] = _number(get(key), f"{arch}.{key}", float)
     if arch == "phi3":  # a window of 0 is none; LongRoPE: its factors are tensors (rope_for reads them)
         config["sliding_window"] = _number(get("attention.sliding_window", 0), f"{arch}.attention.sliding_window",
                                            positive=False) or None

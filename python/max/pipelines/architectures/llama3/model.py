@@ -1,8 +1,9 @@
 """The Llama-family decoder graph (Llama 2/3.x, SmolLM2; Mistral with its optional sliding
-window; Qwen2 with q/k/v biases; Qwen3 with per-head q/k RMSNorm): token embedding, pre-norm
-blocks of rotary attention over the paged KV cache and a SiLU-gated MLP, final RMSNorm, and the
-output projection (tied to the embedding when the checkpoint has no ``lm_head``). Each
-projection takes its own weight's GGUF encoding, so mixed-type files (Q4_K_M) work."""
+window; Granite with its multipliers; Qwen2 with q/k/v biases; Qwen3 with per-head q/k
+RMSNorm): token embedding, pre-norm blocks of rotary attention over the paged KV cache and a
+SiLU-gated MLP, final RMSNorm, and the output projection (tied to the embedding when the
+checkpoint has no ``lm_head``). Each projection takes its own weight's GGUF encoding, so
+mixed-type files (Q4_K_M) work."""
 
 from __future__ import annotations
 
@@ -170,6 +171,20 @@ def longrope_params(spec: DecoderSpec, scaling: dict) -> LongRoPEScalingParams:
         None if attention is None else _number(attention, "rope_scaling.attention_factor", float))
 
 
+def granite_scales(config: dict, arch: str) -> dict:
+    """Granite's multipliers: the embeddings', every residual branch's, the attention scale (in
+    place of 1/sqrt(head_dim)) and the logits' divisor; the neutral values for other models."""
+    from max.pipelines.lib.model_source import _number
+
+    out: dict = {"embedding_multiplier": 1.0, "residual_multiplier": 1.0, "attention_multiplier": None,
+                 "logits_scaling": 1.0}
+    if arch == "GraniteForCausalLM":
+        for key in out:
+            if config.get(key) is not None:
+                out[key] = _number(config[key], key, float)
+    return out
+
+
 def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     c = spec.config
     arch = (c.get("architectures") or ["LlamaForCausalLM"])[0]
@@ -178,12 +193,18 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     kv_heads, head_dim, _ = kv_geometry(c)
     ffn = int(c["intermediate_size"])
     eps = float(c.get("rms_norm_eps") or 1e-6)
-    qkv_bias = arch == "Qwen2ForCausalLM" or bool(c.get("attention_bias"))
+    def gguf_bias(module: str) -> bool:  # a GGUF says which biases there are by holding them
+        return spec.weights_format == "gguf" and spec.has(f"layers.0.{module}.bias")
+
+    qkv_bias = arch == "Qwen2ForCausalLM" or bool(c.get("attention_bias")) or gguf_bias("self_attn.q_proj")
+    # Qwen2's biases are q/k/v's only
+    o_bias = (arch != "Qwen2ForCausalLM" and bool(c.get("attention_bias"))) or gguf_bias("self_attn.o_proj")
     qk_norm = arch == "Qwen3ForCausalLM"
     window = sliding_window(c, arch)
-    mlp_bias = bool(c.get("mlp_bias"))
-    # llama.cpp's converter permutes Llama's q/k rows so that adjacent dims pair up.
-    interleaved = spec.weights_format == "gguf" and arch == "LlamaForCausalLM"
+    mlp_bias = bool(c.get("mlp_bias")) or gguf_bias("mlp.gate_proj")
+    scales = granite_scales(c, arch)
+    # llama.cpp's converter permutes Llama's (and Granite's) q/k rows so that adjacent dims pair up.
+    interleaved = spec.weights_format == "gguf" and arch in ("LlamaForCausalLM", "GraniteForCausalLM")
     rope = rope_for(spec, interleaved=interleaved)
     act = c.get("hidden_act") or "silu"
     tp = spec.tensor_parallel
@@ -196,6 +217,7 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
             rope=rope, num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=hidden,
             kv_params=spec.kv_params, dtype=spec.dtype, has_bias=qkv_bias,
             use_qk_norm=qk_norm, rms_norm_eps=eps, head_dim=head_dim, local_window_size=window,
+            scale=scales["attention_multiplier"],
             mask_variant=(AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK if window
                           else AttentionMaskVariant.CAUSAL_MASK),
         )
@@ -204,20 +226,23 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
         attn.q_proj = linear(spec, f"{p}.self_attn.q_proj", hidden, heads * head_dim, qkv_bias)
         attn.k_proj = linear(spec, f"{p}.self_attn.k_proj", hidden, kv_heads * head_dim, qkv_bias)
         attn.v_proj = linear(spec, f"{p}.self_attn.v_proj", hidden, kv_heads * head_dim, qkv_bias)
-        attn.o_proj = linear(spec, f"{p}.self_attn.o_proj", heads * head_dim, hidden)
+        attn.o_proj = linear(spec, f"{p}.self_attn.o_proj", heads * head_dim, hidden, o_bias)
         mlp = MLP(spec.dtype, None, hidden, ffn, [spec.device], activation_function=act, has_bias=mlp_bias)
         mlp.gate_proj = linear(spec, f"{p}.mlp.gate_proj", hidden, ffn, mlp_bias)
         mlp.up_proj = linear(spec, f"{p}.mlp.up_proj", hidden, ffn, mlp_bias)
         mlp.down_proj = linear(spec, f"{p}.mlp.down_proj", ffn, hidden, mlp_bias)
         norms = (RMSNorm(hidden, spec.dtype, eps), RMSNorm(hidden, spec.dtype, eps))
-        blocks.append(DistributedTransformerBlock(attn, mlp, *norms, spec.devices) if tp  # type: ignore[arg-type]
-                      else TransformerBlock(attn, mlp, *norms))
+        r = scales["residual_multiplier"]
+        blocks.append(DistributedTransformerBlock(attn, mlp, *norms, spec.devices, residual_multiplier=r)  # type: ignore[arg-type]
+                      if tp else TransformerBlock(attn, mlp, *norms, residual_multiplier=r))
     emb_w = spec.weights["embed_tokens.weight"]
     vocab = int(emb_w.shape[0])
+    outer = dict(embedding_multiplier=scales["embedding_multiplier"], logits_scaling=scales["logits_scaling"])
     if tp:
-        return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope)
+        return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope, outer)
     embedding, lm_head = embedding_and_head(spec, hidden)
-    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope)
+    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope,
+                       **outer)
 
 
 def embedding_and_head(spec: DecoderSpec, hidden: int) -> tuple[Embedding, Linear]:
@@ -237,7 +262,7 @@ def embedding_and_head(spec: DecoderSpec, hidden: int) -> tuple[Embedding, Linea
 
 
 def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks: list, norm: RMSNorm,
-                 rope: RotaryEmbedding) -> DistributedTransformer:
+                 rope: RotaryEmbedding, outer: dict) -> DistributedTransformer:
     """The tensor-parallel decoder: the embedding and the output projection split by vocabulary."""
     devices = list(spec.devices or [])
     emb_w = spec.weights["embed_tokens.weight"]
@@ -250,10 +275,11 @@ def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks:
     else:
         lm_head = ColumnParallelLinear(hidden, vocab, spec.dtype, devices, tied_weight=embedding.weight,
                                        quantization_encoding=emb_w.quantization_encoding)
-    return DistributedTransformer(hidden, heads, blocks, norm, lm_head, embedding, spec.kv_params, devices, rope)
+    return DistributedTransformer(hidden, heads, blocks, norm, lm_head, embedding, spec.kv_params, devices, rope,
+                                  **outer)
 
 
 LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
 
-__all__ = ["LLAMA", "build", "embedding_and_head", "kv_geometry", "linear", "longrope_params", "rename", "rope_for",
-           "sliding_window"]
+__all__ = ["LLAMA", "build", "embedding_and_head", "granite_scales", "kv_geometry", "linear", "longrope_params",
+           "rename", "rope_for", "sliding_window"]
