@@ -1,7 +1,7 @@
 """Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
 
-`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, granite, qwen2, qwen3, gemma3, phi3 (decoders) and
-bert
+`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, granite, qwen2, qwen3, gemma2, gemma3, phi3
+(decoders) and bert
 writes under `directory`:
 - `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
   tokenizer.json, tokenizer_config.json (with a chat template); for bert also vocab.txt and the
@@ -16,12 +16,14 @@ Llama without the window): `weights` maps HF names to float64
 arrays holding exactly the values stored (in both files: with `gguf_quant`, the safetensors file stores
 the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
 
-Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama/mistral/granite/qwen2 2
-layers with 2 kv heads and head_dim 16 (mistral: a sliding window of 8 tokens; granite: its four multipliers; phi3 the same, with q/k/v in one
-`qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3 stores them); qwen3 head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma3
-6 layers (5 sliding with window 8, then 1 global: llama.cpp's fixed Gemma 3 pattern), 1 kv head,
-head_dim 32. `config_overrides` changes any config.json value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`,
-`tie_word_embeddings`, `attention_bias`, `hidden_size=256` for K-quant-sized rows).
+Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama, mistral, granite, qwen2 and
+phi3 2 layers with 2 kv heads and head_dim 16 (mistral and phi3: a sliding window of 8 tokens; granite: its four
+multipliers; phi3: q/k/v in one `qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3 stores them); qwen3
+head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma2 4 layers (every other one sliding with window
+8, the first included), 2 kv heads, head_dim 32; gemma3 6 layers (5 sliding with window 8, then 1 global:
+llama.cpp's fixed Gemma 3 pattern), 1 kv head, head_dim 32. `config_overrides` changes any config.json
+value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`, `tie_word_embeddings`, `attention_bias`, `hidden_size=256`
+for K-quant-sized rows).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from safetensors.numpy import save_file
 from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
 from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
 
-DECODER_ARCHS = ("llama", "mistral", "granite", "qwen2", "qwen3", "gemma3", "phi3")
+DECODER_ARCHS = ("llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3")
 
 LLAMA3_ROPE_SCALING = {
     "rope_type": "llama3",
@@ -64,8 +66,10 @@ PHI3_LONGROPE_OVERRIDES = {
     "sliding_window": None, "tie_word_embeddings": True,
 }
 
-_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "granite": "llama", "qwen2": "qwen", "qwen3": "qwen", "gemma3": "gemma3", "phi3": "llama"}
-_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "granite": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gemma3": "gpt-2",
+_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "granite": "llama", "qwen2": "qwen", "qwen3": "qwen",
+                     "gemma2": "gemma3", "gemma3": "gemma3", "phi3": "llama"}
+_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "granite": "llama-bpe", "qwen2": "qwen2",
+                         "qwen3": "qwen2", "gemma2": "gpt-2", "gemma3": "gpt-2",
                          "phi3": "gpt-2"}
 # The GGUF architecture convert_hf_to_gguf.py writes for each.
 _GGUF_ARCH = {"mistral": "llama"}
@@ -145,6 +149,15 @@ def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None
         }
         if arch == "qwen3":
             config["attention_bias"] = False
+    elif arch == "gemma2":  # layers 0, 2, 4 sliding (window 8), softcaps as Gemma 2's
+        config = {
+            "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", **common,
+            "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 32,
+            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+            "sliding_window": 8, "query_pre_attn_scalar": 32, "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0, "attention_bias": False, "tie_word_embeddings": True,
+            "layer_types": ["sliding_attention", "full_attention"] * 2,
+        }
     elif arch == "gemma3":
         config = {
             "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **common,
@@ -212,7 +225,7 @@ GEMMA_FINAL_NORM = 3.0
 def random_decoder_weights(config: dict[str, Any], rng: np.random.Generator) -> dict[str, np.ndarray]:
     """HF-named float64 random weights for a decoder config (before casting to the storage dtype)."""
     arch = config["model_type"]
-    gemma = arch == "gemma3_text"
+    gemma = arch in ("gemma2", "gemma3_text")
     hidden, inter = config["hidden_size"], config["intermediate_size"]
     n_heads, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim") or hidden // n_heads
@@ -442,6 +455,11 @@ def _gguf_tokenizer_metadata(writer: gguf.GGUFWriter, hf_dir: Path, tokenizer, p
 def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: Path, tokenizer,
                pretokenizer: str, file_type: str) -> None:
     """The GGUF file: metadata as convert_hf_to_gguf.py sets it for `arch`, then the tensors."""
+    if arch == "gemma2":
+        n = config["num_hidden_layers"]
+        alternate = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+        if config["layer_types"] != alternate or config["query_pre_attn_scalar"] != config["head_dim"]:
+            raise ValueError("llama.cpp's Gemma 2 (not 27B): every other layer sliding, 1/sqrt(head_dim) scale")
     if arch == "gemma3":
         every_sixth = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(config["num_hidden_layers"])]
         if config["layer_types"] != every_sixth:
@@ -473,7 +491,8 @@ def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: 
         writer.add_sliding_window(config.get("sliding_window") or 0)
         if scaling.get("long_factor"):
             scale = config["max_position_embeddings"] / config["original_max_position_embeddings"]
-            attn = math.sqrt(1 + math.log(scale) / math.log(config["original_max_position_embeddings"])) if scale > 1 else 1.0
+            original = config["original_max_position_embeddings"]
+            attn = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0
             writer.add_rope_scaling_attn_factors(attn)
     else:
         writer.add_key_length(head_dim)
@@ -487,10 +506,12 @@ def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: 
         writer.add_embedding_scale(config["embedding_multiplier"])
         writer.add_residual_scale(config["residual_multiplier"])
         writer.add_logit_scale(config["logits_scaling"])
-    if arch == "gemma3":
+    if arch in ("gemma2", "gemma3"):
         if config.get("final_logit_softcapping"):
             writer.add_final_logit_softcapping(config["final_logit_softcapping"])
         writer.add_sliding_window(config["sliding_window"])
+    if arch == "gemma2":
+        writer.add_attn_logit_softcapping(config["attn_logit_softcapping"])
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     _gguf_tokenizer_metadata(writer, hf_dir, tokenizer, pretokenizer)
 

@@ -24,6 +24,7 @@ GGUF_TO_HF_ARCH = {
     "llama": ("LlamaForCausalLM", "llama"),
     "qwen2": ("Qwen2ForCausalLM", "qwen2"),
     "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+    "gemma2": ("Gemma2ForCausalLM", "gemma2"),
     "gemma3": ("Gemma3ForCausalLM", "gemma3_text"),
     "phi3": ("Phi3ForCausalLM", "phi3"),
     "granite": ("GraniteForCausalLM", "granite"),
@@ -52,6 +53,11 @@ _BLOCK_NORMS = {
     "llama": {"post_attention_layernorm": "ffn_norm"},
     "qwen2": {"post_attention_layernorm": "ffn_norm"},
     "qwen3": {"post_attention_layernorm": "ffn_norm"},
+    "gemma2": {
+        "post_attention_layernorm": "post_attention_norm",
+        "pre_feedforward_layernorm": "ffn_norm",
+        "post_feedforward_layernorm": "post_ffw_norm",
+    },
     "gemma3": {
         "post_attention_layernorm": "post_attention_norm",
         "pre_feedforward_layernorm": "ffn_norm",
@@ -120,4 +126,4 @@ def is_permuted(arch: str, gguf_name: str) -> str | None:
 
 def gemma_norm_shift(arch: str, gguf_name: str) -> float:
     """What the converter adds to this tensor: 1.0 for Gemma 3 norm weights, else 0."""
-    return 1.0 if arch == "gemma3" and gguf_name.endswith("norm.weight") else 0.0
+    return 1.0 if arch in ("gemma2", "gemma3") and gguf_name.endswith("norm.weight") else 0.0

@@ -1,4 +1,5 @@
-"""Read a llama.cpp GGUF decoder (llama, qwen2, qwen3, gemma3) as a Hugging Face config and float64 weights.
+"""Read a llama.cpp GGUF decoder (llama, granite, qwen2, qwen3, gemma2, gemma3, phi3) as a Hugging Face config and
+float64 weights.
 
 `load_gguf_as_hf(path)` returns (config, weights) that `llm.causal_lm_logits` accepts: the config is
 built from the GGUF metadata as the HF config.json it was converted from would read, and the weights
@@ -105,16 +106,19 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
     if "rope_freqs.weight" in names:  # Llama 3 rope scaling, as per-frequency divisors
         config["rope_freq_factors"] = read_tensor(reader, "rope_freqs.weight").tolist()
 
-    if arch == "gemma3":
-        config["rope_theta"] = _decimal(get("rope.freq_base", 1_000_000.0))
-        config["rope_local_base_freq"] = _decimal(get("rope.freq_base_swa", 10_000.0))
+    if arch in ("gemma2", "gemma3"):
+        if arch == "gemma3":
+            config["rope_theta"] = _decimal(get("rope.freq_base", 1_000_000.0))
+            config["rope_local_base_freq"] = _decimal(get("rope.freq_base_swa", 10_000.0))
+        else:
+            config["rope_theta"] = _decimal(get("rope.freq_base", 10_000.0))
         config["sliding_window"] = int(get("attention.sliding_window", 4096))
-        pattern = get("attention.sliding_window_pattern", 6)
+        pattern = get("attention.sliding_window_pattern", 6 if arch == "gemma3" else 2)
         if isinstance(pattern, list):  # per-layer booleans: True = sliding
             config["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
         else:
             config["sliding_window_pattern"] = int(pattern)
-        config["query_pre_attn_scalar"] = hidden // n_heads if n_layers == 62 else head_dim
+        config["query_pre_attn_scalar"] = hidden // n_heads if n_layers == (62 if arch == "gemma3" else 46) else head_dim
         config["hidden_activation"] = "gelu_pytorch_tanh"
         config["final_logit_softcapping"] = get("final_logit_softcapping")
         config["attn_logit_softcapping"] = get("attn_logit_softcapping")
@@ -145,7 +149,8 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
 
 
 def load_gguf_as_hf(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(HF-style config, {HF name: float64 array in HF layout}) of a llama/granite/qwen2/qwen3/gemma3/phi3 GGUF."""
+    """(HF-style config, {HF name: float64 array in HF layout}) of a llama/granite/qwen2/qwen3/gemma2/gemma3/phi3
+    GGUF."""
     reader = GGUFReader(str(path))
     config = gguf_config(reader)
     arch = _field(reader, "general.architecture")

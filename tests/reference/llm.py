@@ -1,5 +1,5 @@
-"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Granite, Qwen2, Qwen3, Gemma 3, Phi-3) and BERT
-sentence embeddings.
+"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Granite, Qwen2, Qwen3, Gemma 2 and 3, Phi-3)
+and BERT sentence embeddings.
 
 Tests check the engine's model implementations against these functions. Everything is computed in
 float64 from Hugging Face-named weights (`model.layers.0.self_attn.q_proj.weight`, shaped [out, in])
@@ -36,12 +36,14 @@ DECODER_FAMILIES = {
     "GraniteForCausalLM": "granite",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
+    "Gemma2ForCausalLM": "gemma2",
     "Gemma3ForCausalLM": "gemma3",
     "Phi3ForCausalLM": "phi3",
 }
 
 # transformers' default for `tie_word_embeddings` in each family's config class.
-_TIE_DEFAULT = {"llama": False, "mistral": False, "granite": False, "qwen2": False, "qwen3": False, "gemma3": True,
+_TIE_DEFAULT = {"llama": False, "mistral": False, "granite": False, "qwen2": False, "qwen3": False, "gemma2": True,
+                "gemma3": True,
                 "phi3": False}
 
 
@@ -62,7 +64,7 @@ class LayerSpec:
 class DecoderSpec:
     """Everything the forward pass needs from config.json, resolved once."""
 
-    family: str  # "llama", "mistral", "granite", "qwen2", "qwen3", "gemma3" or "phi3"
+    family: str  # "llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -141,14 +143,15 @@ def _rope_settings(config: Mapping[str, Any], family: str, layer_type: str) -> t
     return float(config.get("rope_theta", 10_000.0)), config.get("rope_scaling")
 
 
-def _gemma3_layer_types(config: Mapping[str, Any]) -> list[str]:
-    """`layer_types` if given, else every `sliding_window_pattern`-th layer (default 6) is global."""
+def _gemma_layer_types(config: Mapping[str, Any], family: str) -> list[str]:
+    """`layer_types` if given, else every `sliding_window_pattern`-th layer (default: Gemma 3 6,
+    Gemma 2 2) is global."""
     n = int(config["num_hidden_layers"])
     if config.get("layer_types"):
         types = list(config["layer_types"])
         assert len(types) == n, "layer_types must name every layer"
         return types
-    pattern = int(config.get("sliding_window_pattern", 6))
+    pattern = int(config.get("sliding_window_pattern", 6 if family == "gemma3" else 2))
     return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
 
 
@@ -187,8 +190,8 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
             inv = inv / np.asarray(freq_factors, dtype=np.float64)
         return inv
 
-    if family == "gemma3":
-        types = _gemma3_layer_types(config)
+    if family in ("gemma2", "gemma3"):
+        types = _gemma_layer_types(config, family)
         window = int(config["sliding_window"]) if config.get("sliding_window") else None
         layers = tuple(
             LayerSpec(window if t == "sliding_attention" else None, inv_freq_for(t)) for t in types
@@ -198,7 +201,7 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         window = int(config["sliding_window"]) if family in ("mistral", "phi3") and config.get("sliding_window") else None
         layers = tuple(LayerSpec(window, full) for _ in range(int(config["num_hidden_layers"])))
 
-    gemma = family == "gemma3"
+    gemma = family in ("gemma2", "gemma3")
     act = config.get("hidden_activation") or config.get("hidden_act") or ("gelu_pytorch_tanh" if gemma else "silu")
     return DecoderSpec(
         family=family,
@@ -368,7 +371,7 @@ def _decoder_layer(x: np.ndarray, w: Weights, spec: DecoderSpec, index: int, pos
             up = _linear(v, w, p + "mlp.up_proj", spec.mlp_bias)
         return _linear(_activate(gate, spec.activation) * up, w, p + "mlp.down_proj", spec.mlp_bias)
 
-    if spec.family == "gemma3":  # sandwich norms around both blocks
+    if spec.family in ("gemma2", "gemma3"):  # sandwich norms around both blocks
         x = x + norm(attn, "post_attention_layernorm.weight")
         return x + norm(mlp(norm(x, "pre_feedforward_layernorm.weight")), "post_feedforward_layernorm.weight")
     r = spec.residual_multiplier

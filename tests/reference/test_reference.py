@@ -35,6 +35,7 @@ DECODER_CASES = {
     "granite-bias-untied": ("granite", {"attention_bias": True, "mlp_bias": True, "tie_word_embeddings": False}),
     "qwen2": ("qwen2", {}),
     "qwen3": ("qwen3", {}),
+    "gemma2": ("gemma2", {}),
     "gemma3": ("gemma3", {}),
     "gemma3-linear-rope": ("gemma3", {"rope_scaling": GEMMA3_LINEAR_ROPE_SCALING}),
     "phi3": ("phi3", {}),

@@ -136,6 +136,7 @@ GGUF_ARCHITECTURES = {
     "mistral": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
     "granite": "GraniteForCausalLM",
@@ -212,17 +213,19 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         if get("rope.scaling.attn_factor") is not None:
             config["rope_scaling"] = {"rope_type": "longrope", "attention_factor": _number(
                 get("rope.scaling.attn_factor"), f"{arch}.rope.scaling.attn_factor", float)}
-    if arch == "gemma3":
-        config["sliding_window"] = int(get("attention.sliding_window", 4096))
-        config["rope_local_base_freq"] = float(get("rope.freq_base_swa", 10000.0))
+    if arch in ("gemma2", "gemma3"):
+        config["sliding_window"] = _number(get("attention.sliding_window", 4096), f"{arch}.attention.sliding_window")
+        if arch == "gemma3":
+            config["rope_local_base_freq"] = float(get("rope.freq_base_swa", 10000.0))
         config["hidden_activation"] = "gelu_pytorch_tanh"
-        config["sliding_window_pattern"] = 6
-        # llama.cpp scales Gemma 3 queries by 1/sqrt(head_dim), except the 27B model's hidden / heads.
+        config["sliding_window_pattern"] = 6 if arch == "gemma3" else 2
+        # llama.cpp scales Gemma queries by 1/sqrt(head_dim), except the 27B models' by hidden / heads
+        # (Gemma 3 27B: 62 layers, Gemma 2 27B: 46).
         config["query_pre_attn_scalar"] = (
-            hidden // heads if int(get("block_count")) == 62 else config["head_dim"]
+            hidden // heads if int(get("block_count")) == (62 if arch == "gemma3" else 46) else config["head_dim"]
         )
-        config["final_logit_softcapping"] = get("final_logit_softcapping")
-        config["attn_logit_softcapping"] = get("attn_logit_softcapping")
+        for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+            config[key] = None if get(key) is None else _number(get(key), f"{arch}.{key}", float)
     return config
 
 

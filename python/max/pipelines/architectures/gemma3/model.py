@@ -3,6 +3,9 @@ and after attention, before and after the MLP) computing ``x * (1 + w)``, per-he
 attention scaled by ``query_pre_attn_scalar ** -0.5``, sliding-window layers with their own
 rotary base (``rope_local_base_freq``) between global layers (``layer_types`` or every
 ``sliding_window_pattern``-th layer), a GELU-tanh gated MLP and tied output embeddings.
+Gemma 2 is the same without the q/k norms, with one rotary base, every other layer sliding
+(the first one included) and its logits soft-capped (``attn_logit_softcapping``,
+``final_logit_softcapping``).
 
 GGUF files store the norm weights with the 1 already added (llama.cpp's converter), so they
 load with no offset."""
@@ -82,19 +85,22 @@ class Gemma3Transformer(Transformer):
         return rope.freqs_cis_on(device)
 
 
-def sliding_layers(c: dict[str, Any]) -> list[bool]:
+def sliding_layers(c: dict[str, Any], gemma2: bool = False) -> list[bool]:
     n = int(c["num_hidden_layers"])
     types = c.get("layer_types")
     if types:
+        if not isinstance(types, list) or len(types) != n:
+            raise ValueError(f"the model's layer_types must name each of its {n} layers")
         return [t == "sliding_attention" for t in types]
-    pattern = int(c.get("sliding_window_pattern") or 6)
+    pattern = int(c.get("sliding_window_pattern") or (2 if gemma2 else 6))
     return [(i + 1) % pattern != 0 for i in range(n)]
 
 
 def build(spec: DecoderSpec) -> Transformer:
-    if spec.tensor_parallel:
-        raise NotImplementedError("Gemma 3 runs on one device; tensor parallelism covers the Llama and Qwen families")
     c = spec.config
+    gemma2 = (c.get("architectures") or [""])[0] == "Gemma2ForCausalLM"
+    if spec.tensor_parallel:
+        raise NotImplementedError("Gemma runs on one device; tensor parallelism covers the Llama and Qwen families")
     hidden, n_layers = int(c["hidden_size"]), int(c["num_hidden_layers"])
     heads = int(c["num_attention_heads"])
     kv_heads, head_dim, _ = kv_geometry(c)
@@ -103,9 +109,10 @@ def build(spec: DecoderSpec) -> Transformer:
     offset = 0.0 if spec.weights_format == "gguf" else 1.0
     scalar = float(c.get("query_pre_attn_scalar") or head_dim)
     window = int(c.get("sliding_window") or 4096)
-    sliding = sliding_layers(c)
+    sliding = sliding_layers(c, gemma2)
     global_rope = rope_for(spec, interleaved=False)
-    local_rope = rope_for(spec, interleaved=False, theta=float(c.get("rope_local_base_freq") or 10000.0), scaling={})
+    local_rope = global_rope if gemma2 else rope_for(
+        spec, interleaved=False, theta=float(c.get("rope_local_base_freq") or 10000.0), scaling={})
     act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
 
     def norm(dim: int) -> RMSNorm:
@@ -117,7 +124,7 @@ def build(spec: DecoderSpec) -> Transformer:
         attn = AttentionWithRope(
             rope=local_rope if sliding[i] else global_rope, num_attention_heads=heads, num_key_value_heads=kv_heads,
             hidden_size=hidden, kv_params=spec.kv_params, devices=[spec.device], dtype=spec.dtype,
-            scale=1.0 / math.sqrt(scalar), use_qk_norm=True, rms_norm_eps=eps, qk_norm_weight_offset=offset,
+            scale=1.0 / math.sqrt(scalar), use_qk_norm=not gemma2, rms_norm_eps=eps, qk_norm_weight_offset=offset,
             head_dim=head_dim,
             mask_variant=AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK if sliding[i] else AttentionMaskVariant.CAUSAL_MASK,
             local_window_size=window if sliding[i] else None,
