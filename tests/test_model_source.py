@@ -16,8 +16,10 @@ BASE = {"general.architecture": "llama", "llama.embedding_length": 64, "llama.at
 
 
 @pytest.mark.parametrize("bad,needle", [
-    ({"llama.block_count": 0}, "block_count must be positive"),
-    ({"llama.attention.head_count": "x"}, "head_count must be a number"),
+    ({"llama.block_count": 0}, "block_count must be a whole number from 1"),
+    ({"llama.attention.head_count": "x"}, "head_count must be a whole number"),
+    ({"llama.embedding_length": 1 << 63}, "embedding_length must be a whole number from 1 to 2147483647"),
+    ({"llama.attention.head_count": 2.5}, "head_count must be a whole number"),
     ({"llama.attention.head_count_kv": 3}, "not a multiple of its 3 kv heads"),
     ({"llama.embedding_length": None}, "lacks llama.embedding_length"),
     ({"general.architecture": None}, "no general.architecture"),

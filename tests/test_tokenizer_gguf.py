@@ -319,6 +319,23 @@ def test_spm_whitespace_fix():
     assert fixed.decode_sync(plain.encode_sync("hello world")) == "<s> hello world"
 
 
+def test_spm_vocabulary_with_a_huge_piece_builds_quickly():
+    """Model files are untrusted: a 1,000,000-character piece would cost quadratic time to cut
+    every way into merges; pieces that long are kept as tokens but never built by merging."""
+    from max.pipelines.tokenizer.gguf_vocab import MAX_MERGED_PIECE, _sentencepiece_merges
+
+    metadata = _spm_metadata()
+    huge = "a" * 1_000_000
+    metadata["tokenizer.ggml.tokens"] = [*metadata["tokenizer.ggml.tokens"], "aa", huge]
+    metadata["tokenizer.ggml.token_type"] = [*metadata["tokenizer.ggml.token_type"], 1, 1]
+    metadata["tokenizer.ggml.scores"] = [*metadata["tokenizer.ggml.scores"], 0.0, 0.0]
+    merges = _sentencepiece_merges(metadata["tokenizer.ggml.tokens"], metadata["tokenizer.ggml.scores"],
+                                   metadata["tokenizer.ggml.token_type"])
+    assert ("a", "a") in merges and all(len(a) + len(b) <= MAX_MERGED_PIECE for a, b in merges)
+    tok = TextTokenizer.from_gguf_metadata(metadata)
+    assert tok.encode_sync("the", add_special_tokens=False).tolist() == _piece_ids(metadata, SPACE + "the")
+
+
 def test_spm_defaults_without_ids():
     metadata = {k: v for k, v in _spm_metadata().items() if not k.endswith("_token_id")}
     tok = TextTokenizer.from_gguf_metadata(metadata)

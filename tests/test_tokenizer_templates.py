@@ -269,6 +269,27 @@ def test_render_directly():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("template, needle", [
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "more than 1000000 range"),
+    ("{{ 'xy ' * 30000000 }}", "repeats a sequence"),
+    ("{% set ns = namespace(s='ab') %}{% for i in range(30) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "joins"),
+    ("{{ 7 ** 100000000 }}", "power"),
+    ("{{ (((7 ** 60) ** 60) ** 60) ** 60 }}", "65536 bits"),
+    ("{{ 'a'|center(100000000) }}", "with center"),
+    ("{{ 'x'|indent(100000000) }}", "with indent"),
+    ("{{ ('a' * 100000)|replace('a', 'a' * 1000) }}", "with replace"),
+    ("{% for i in range(99999) %}{{ 'abcdefghijk' }}{% endfor %}", "characters of"),
+])
+def test_templates_cannot_build_huge_things(template, needle):
+    """Model files are untrusted: a template's loops, sizes and output are bounded, and what
+    passes a bound is a clear error (not a hang or an out-of-memory abort)."""
+    with pytest.raises(ChatTemplateError, match=needle):
+        render_chat_template(template, [{"role": "user", "content": "hi"}])
+    # bounded, not refused: a million range items in all, strings up to a million characters
+    ok = "{% for i in range(1000) %}{% for j in range(999) %}{% endfor %}{% endfor %}{{ 'ab' * 500000 }}"
+    assert len(render_chat_template(ok, [{"role": "user", "content": "hi"}])) == 1_000_000
+
+
 def test_unsupported_tokenizer_models():
     for model in ("bert", "t5", "rwkv"):
         metadata = dict(_spm_metadata(), **{"tokenizer.ggml.model": model})

@@ -82,6 +82,9 @@ class SamplingParams:
              f"max_new_tokens must be >= 0, got {self.max_new_tokens}"),
             (self.min_new_tokens < 0, f"min_new_tokens must be >= 0, got {self.min_new_tokens}"),
             (self.seed is not None and not (0 <= self.seed < 2**64), f"seed must be in [0, 2**64), got {self.seed}"),
+            (not -2**63 <= self.top_k < 2**63, f"top_k must be a 64-bit integer, got {self.top_k}"),
+            (self.stop_token_ids is not None and not all(0 <= t < 2**63 for t in self.stop_token_ids),
+             f"stop_token_ids must be token ids (0 <= id < 2**63), got {self.stop_token_ids}"),
         ]
         for bad, msg in checks:
             if bad:

@@ -22,6 +22,7 @@ from max.graph.weights import WeightData
 from max.nn.comm import Signals
 from max.nn.kv_cache import KVCacheParams, PagedCacheValues
 from max.nn.transformer import Transformer
+from max.pipelines.lib.config_checks import Weights, check_layers
 
 
 @dataclass
@@ -94,6 +95,19 @@ def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver
     return floats[0] if floats else DType.float32
 
 
+def check_vocabulary(weights: dict[str, WeightData]) -> None:
+    """The output projection, when the checkpoint has its own, covers the embedding's vocabulary."""
+    emb, head = weights.get("embed_tokens.weight"), weights.get("lm_head.weight")
+    if emb is None:
+        raise ValueError("the checkpoint lacks the token embedding (embed_tokens.weight)")
+    if not emb.shape or int(emb.shape[0]) < 1:
+        raise ValueError(f"the token embedding has no rows (shape {list(emb.shape)})")
+    if head is not None and (not head.shape or int(head.shape[0]) != int(emb.shape[0])):
+        rows = int(head.shape[0]) if head.shape else 0
+        raise ValueError(f"the output projection lm_head.weight has {rows} rows, the token embedding "
+                         f"{int(emb.shape[0])} (its vocabulary)")
+
+
 class DecoderModel:
     """A compiled decoder and its KV cache geometry."""
 
@@ -121,13 +135,15 @@ class DecoderModel:
         self.signals = Signals(self.device_refs) if tp else None
         self._signal_buffers = self.signals.buffers() if self.signals else []
         fmt = source.format
-        weights = {}
+        weights = Weights()
         for name, data in raw_weights.items():
             new = arch.rename(fmt, name)
             if new is not None:
                 weights[new] = data
         self.dtype = choose_dtype(fmt, self.config, encoding, self.device, weights)
         kv_heads, head_dim, layers = arch.kv_geometry(self.config)
+        check_layers(weights, layers)
+        check_vocabulary(weights)
         self.kv_params = KVCacheParams(
             dtype=cache_dtype or self.dtype,
             n_kv_heads=kv_heads,

@@ -5,7 +5,6 @@ the pooled, normalised vectors come back as float32 numpy rows."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,32 +16,48 @@ from max import driver
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType
 from max.interfaces import EmbeddingsGenerationOutput, TextGenerationInputs
+from max.pipelines.lib.config_checks import check_layers, read_json, whole
 from max.pipelines.lib.pipeline import pick_device, session_for
 from max.pipelines.lib.weights import read_weights
 
 
 def sentence_transformers_settings(directory: Path | None) -> dict[str, Any]:
-    """Pooling mode, normalisation and max_seq_length from a sentence-transformers directory."""
+    """Pooling mode, normalisation and max_seq_length from a sentence-transformers directory
+    (its files checked: a wrong one is a ValueError naming it)."""
     out: dict[str, Any] = {"pooling": "mean", "normalize": False, "max_seq_length": None}
     if directory is None:
         return out
     modules = directory / "modules.json"
     if modules.is_file():
-        mods = json.loads(modules.read_text())
+        mods = read_json(modules, list)
+        if not all(isinstance(m, dict) and isinstance(m.get("path", ""), str) for m in mods):
+            raise ValueError(f"{modules} must list objects with a string path")
         out["normalize"] = any(str(m.get("type", "")).endswith("Normalize") for m in mods)
         for m in mods:
             if str(m.get("type", "")).endswith("Pooling"):
                 cfg = directory / m.get("path", "1_Pooling") / "config.json"
+                if not cfg.resolve().is_relative_to(directory.resolve()):
+                    raise ValueError(f"{modules} names a pooling module outside the model directory")
                 if cfg.is_file():
-                    p = json.loads(cfg.read_text())
+                    p = read_json(cfg)
                     if p.get("pooling_mode_cls_token"):
                         out["pooling"] = "cls"
                     elif p.get("pooling_mode_max_tokens"):
                         out["pooling"] = "max"
     st = directory / "sentence_bert_config.json"
     if st.is_file():
-        out["max_seq_length"] = json.loads(st.read_text()).get("max_seq_length")
+        length = read_json(st).get("max_seq_length")
+        out["max_seq_length"] = None if length is None else whole(length, f"{st.name}'s max_seq_length")
     return out
+
+
+def check_encoder(config: dict[str, Any], weights: dict[str, Any]) -> None:
+    """A BERT config that the weights agree with: heads dividing the width, and exactly the
+    layers the checkpoint holds (checked before any module is built)."""
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    if hidden % heads:
+        raise ValueError(f"the model's hidden_size {hidden} is not a multiple of its {heads} attention heads")
+    check_layers(weights, config["num_hidden_layers"], r"encoder\.layer\.(\d+)\.")
 
 
 class EmbeddingsPipeline:
@@ -66,14 +81,15 @@ class EmbeddingsPipeline:
         limit = int(config.get("max_position_embeddings", 512))
         self.max_seq_length = min(limit, int(settings["max_seq_length"] or limit))
         self.max_batch_size = int(pipeline_config.max_batch_size or 32)
-        self.module = arch.pipeline_model.build(config, self.dtype, ref, pooling=settings["pooling"],
-                                                normalize=settings["normalize"])
         raw = read_weights(source.weight_files)
         weights = {}
         for name, data in raw.items():
             new = arch.pipeline_model.rename(source.format, name)
             if new is not None:
                 weights[new] = data
+        check_encoder(config, weights)
+        self.module = arch.pipeline_model.build(config, self.dtype, ref, pooling=settings["pooling"],
+                                                normalize=settings["normalize"])
         expected = self.module.raw_state_dict()
         missing = [n for n in expected if n not in weights]
         if missing:

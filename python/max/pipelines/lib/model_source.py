@@ -6,12 +6,13 @@ architectures read."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from max.pipelines.lib.config_checks import ModelConfig, check_config, read_json, real, whole
 
 
 @dataclass
@@ -21,7 +22,7 @@ class ModelSource:
     model_path: str
     format: str  # "gguf" or "safetensors"
     weight_files: list[Path]
-    config: dict[str, Any]
+    config: ModelConfig
     directory: Path | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -58,11 +59,14 @@ def _not_found(model_path: str) -> FileNotFoundError:
 def _safetensors_files(directory: Path) -> list[Path]:
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (ValueError, KeyError) as e:
-            raise ValueError(f"{index} is not a valid safetensors index: {e}") from None
+        weight_map = read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise ValueError(f"{index} is not a valid safetensors index: its weight_map must map names to files")
         files = sorted({directory / f for f in weight_map.values()})
+        root = directory.resolve()
+        outside = [str(f) for f in files if not f.resolve().is_relative_to(root)]
+        if outside:
+            raise ValueError(f"{index} names shards outside the model directory: {', '.join(outside)}")
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
             raise FileNotFoundError(f"{index} names shards that are missing: {', '.join(missing)}")
@@ -110,16 +114,15 @@ def resolve(model_path: str, weight_path: list[Path] | None = None) -> ModelSour
     config_file = path / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json")
-    try:
-        config = json.loads(config_file.read_text())
-    except ValueError as e:
-        raise ValueError(f"{config_file} is not valid JSON: {e}") from None
+    config = check_config(read_json(config_file, object), str(config_file))
     files = weights or _safetensors_files(path)
     if not files:
         raise FileNotFoundError(f"{path} holds no safetensors weights (model.safetensors or shards)")
     for f in files:
         if f.suffix.lower() != ".safetensors":
             raise ValueError(f"{f}: only safetensors and GGUF weights are supported")
+        if not f.is_file():
+            raise ValueError(f"{f} is not a regular file")
     return ModelSource(str(model_path), "safetensors", files, config, path)
 
 
@@ -145,16 +148,13 @@ GGUF_ARCHITECTURES = {
 
 
 def _number(value: Any, key: str, kind: type = int, positive: bool = True) -> Any:
-    """A metadata value as `kind`, or a ValueError naming the key (model files are untrusted)."""
+    """A config or metadata value as `kind` (a whole number, or a finite float), or a ValueError
+    naming the key (model files are untrusted). A list (a GGUF per-layer value) gives its first."""
     if isinstance(value, list) and value:
         value = value[0]
-    try:
-        out = kind(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"the model's {key} must be a number, got {value!r}") from None
-    if positive and not out > 0:
-        raise ValueError(f"the model's {key} must be positive, got {value!r}")
-    return out
+    if kind is int:
+        return whole(value, key, low=1 if positive else 0)
+    return real(value, key, positive)
 
 
 def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
@@ -230,13 +230,16 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_gguf(model_path: str, path: Path, directory: Path | None) -> ModelSource:
+    if not path.is_file():
+        raise ValueError(f"{path} is not a regular file")
     try:
         meta = read_gguf_metadata(path)
     except OSError:
         raise
     except ValueError as e:
         raise ValueError(f"{path} is not a readable GGUF file: {e}") from None
-    return ModelSource(model_path, "gguf", [path], gguf_to_hf_config(meta), directory, meta)
+    return ModelSource(model_path, "gguf", [path], check_config(gguf_to_hf_config(meta), f"{path}'s metadata"),
+                       directory, meta)
 
 
 __all__ = ["GGUF_ARCHITECTURES", "ModelSource", "gguf_to_hf_config", "read_gguf_metadata", "resolve"]

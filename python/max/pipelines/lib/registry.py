@@ -171,7 +171,10 @@ class PipelineRegistry:
             path, _, module = spec.rpartition(":")
             if path:
                 sys.path.insert(0, path)
-            mod = importlib.import_module(module)
+            try:
+                mod = importlib.import_module(module)
+            except ImportError as e:
+                raise ValueError(f"--custom-architectures {spec}: cannot import {module!r}: {e}") from None
             for arch in getattr(mod, "ARCHITECTURES", []):
                 self.register(arch, allow_override=True)
 

@@ -21,10 +21,18 @@ with the same options and helpers that ``transformers``'
 
 Any failure (syntax error, ``raise_exception``, a Python error while rendering)
 raises ``ChatTemplateError``, a ``ValueError``.
+
+Templates come with model files, which are untrusted: besides the sandbox, a
+rendering may loop over at most a million ``range`` items in all, build strings
+and lists of at most a million items with ``*``, ``+`` and the ``center``,
+``indent`` and ``replace`` filters, raise whole numbers only to powers of 64
+and 65536 bits at most, and return at most a million characters more than
+twice its inputs' size.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -42,6 +50,51 @@ __all__ = [
 
 class ChatTemplateError(ValueError):
     """A chat template could not be compiled or rendered."""
+
+
+#: The most items a rendering's ``range`` calls may produce in all, and the longest string or
+#: list a template may build.
+MAX_LOOP_ITEMS = 1_000_000
+MAX_BUILT = 1_000_000
+_items_left: contextvars.ContextVar[list[int]] = contextvars.ContextVar("chat_template_items_left")
+
+
+def _too_big(what: str) -> Exception:
+    import jinja2
+
+    return jinja2.exceptions.SecurityError(f"the chat template {what}")
+
+
+def _bounded_range(*args: int) -> range:
+    from jinja2.sandbox import safe_range
+
+    r = safe_range(*args)
+    left = _items_left.get(None)
+    if left is not None:
+        left[0] -= len(r)
+        if left[0] < 0:
+            raise _too_big(f"loops over more than {MAX_LOOP_ITEMS} range items")
+    return r
+
+
+def _sized(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, list, tuple)) else None
+
+
+def _checked_binop(operator: str, left: Any, right: Any) -> None:
+    """Refuses the products, sums and powers that would build something huge."""
+    if operator == "*":
+        for seq, n in ((left, right), (right, left)):
+            size = _sized(seq)
+            if size is not None and isinstance(n, int) and size * max(n, 0) > MAX_BUILT:
+                raise _too_big(f"repeats a sequence to more than {MAX_BUILT} items")
+    elif operator == "+":
+        a, b = _sized(left), _sized(right)
+        if a is not None and b is not None and a + b > MAX_BUILT:
+            raise _too_big(f"joins sequences to more than {MAX_BUILT} items")
+    elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
+        if right > 64 or left.bit_length() * right > 1 << 16:
+            raise _too_big("raises a number to a power above 64, or past 65536 bits")
 
 
 # --------------------------------------------------------------------------
@@ -118,7 +171,30 @@ def _environment() -> Any:
         def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
             return dict.fromkeys(*args, **kwargs)
 
-    env = ImmutableSandboxedEnvironment(
+    class BoundedEnvironment(ImmutableSandboxedEnvironment):
+        """The sandbox, with the products, sums and powers of `_checked_binop` refused."""
+
+        intercepted_binops = frozenset(["*", "+", "**"])
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            _checked_binop(operator, left, right)
+            return super().call_binop(context, operator, left, right)
+
+    def sized_filter(name: str, grow: Any) -> Any:
+        base = env.filters[name]
+
+        def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+            if grow(str(value), *args, **kwargs) > MAX_BUILT:
+                raise _too_big(f"builds a string of more than {MAX_BUILT} characters with {name}")
+            return base(value, *args, **kwargs)
+
+        return bounded
+
+    def replaced(text: str, old: Any = "", new: Any = "", count: Any = None, *_: Any) -> int:
+        hits = text.count(str(old)) if str(old) else len(text) + 1
+        return len(text) + hits * max(len(str(new)) - len(str(old)), 0)
+
+    env = BoundedEnvironment(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[GenerationBlock, jinja2.ext.loopcontrols],
@@ -128,6 +204,11 @@ def _environment() -> Any:
     env.globals["strftime_now"] = _template_strftime_now
     env.globals["namespace"] = GuardedNamespace
     env.globals["dict"] = DictMaker()
+    env.globals["range"] = _bounded_range
+    env.filters["center"] = sized_filter("center", lambda text, width=80, *_, **__: max(len(text), int(width)))
+    env.filters["indent"] = sized_filter(
+        "indent", lambda text, width=4, *_, **__: len(text) * (1 + (len(width) if isinstance(width, str) else width)))
+    env.filters["replace"] = sized_filter("replace", replaced)
     return env
 
 
@@ -297,17 +378,23 @@ def render_chat_template(
     variables: dict[str, Any] = dict(special_tokens or {})
     variables.update(template_kwargs)
     variables = _plain_data(variables)
+    inputs = dict(
+        messages=_prepare_messages(messages),
+        tools=_plain_data(list(tools)) if tools is not None else None,
+        documents=_plain_data(list(documents)) if documents is not None else None,
+    )
+    budget = _items_left.set([MAX_LOOP_ITEMS])
     try:
-        return compiled.render(
-            messages=_prepare_messages(messages),
-            tools=_plain_data(list(tools)) if tools is not None else None,
-            documents=_plain_data(list(documents)) if documents is not None else None,
-            add_generation_prompt=add_generation_prompt,
-            **variables,
-        )
+        text = compiled.render(add_generation_prompt=add_generation_prompt, **inputs, **variables)
+        size = len(json.dumps([inputs, variables], default=str, ensure_ascii=False))
+        if len(text) > MAX_BUILT + 2 * size:
+            raise ChatTemplateError(f"the chat template made {len(text)} characters of {size} characters of input")
+        return text
     except ChatTemplateError:
         raise
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"chat template error: {exc}") from exc
     except Exception as exc:
         raise ChatTemplateError(f"chat template failed while rendering: {type(exc).__name__}: {exc}") from exc
+    finally:
+        _items_left.reset(budget)

@@ -176,11 +176,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _typed_list(metadata: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> list[Any] | None:
+    """`_as_list`, every entry of type `kind` (never a bool): a ValueError naming the key otherwise."""
+    values = _as_list(metadata, key)
+    if values is not None:
+        for i, v in enumerate(values):
+            if not isinstance(v, kind) or isinstance(v, bool):
+                raise ValueError(f"GGUF metadata key {key!r} must hold {what}; entry {i} is {v!r}")
+    return values
+
+
 def _as_int(metadata: Mapping[str, Any], key: str, n_tokens: int) -> int | None:
     value = metadata.get(key)
     if value is None:
         return None
-    value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"GGUF metadata key {key!r} must be a token id, got {value!r}")
     if not 0 <= value < n_tokens:
         # llama.cpp ignores an out-of-range special id; so do we.
         return None
@@ -197,6 +208,8 @@ def _as_bool(metadata: Mapping[str, Any], key: str, default: bool) -> bool:
 def _chat_templates(metadata: Mapping[str, Any]) -> str | dict[str, str] | None:
     """``tokenizer.chat_template`` plus any named ``tokenizer.chat_template.<name>``."""
     default = metadata.get("tokenizer.chat_template")
+    if default is not None and not isinstance(default, (str, bytes)):
+        raise ValueError(f"GGUF metadata key 'tokenizer.chat_template' must be a string, got {type(default).__name__}")
     prefix = "tokenizer.chat_template."
     named = {
         key[len(prefix) :]: _text(value)
@@ -235,7 +248,7 @@ def build_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> tuple[Any, GGUFTok
             f"supported models: {', '.join(repr(m) for m in supported_tokenizer_models())}"
         )
 
-    tokens = _as_list(metadata, "tokenizer.ggml.tokens")
+    tokens = _typed_list(metadata, "tokenizer.ggml.tokens", (str, bytes), "strings")
     if not tokens:
         raise ValueError("GGUF metadata has no vocabulary: 'tokenizer.ggml.tokens' is missing or empty")
     tokens = [_text(t) for t in tokens]
@@ -248,7 +261,7 @@ def build_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> tuple[Any, GGUFTok
         if first != i:
             raise ValueError(f"GGUF vocabulary has a duplicate token {t!r} at ids {first} and {i}")
 
-    token_types = _as_list(metadata, "tokenizer.ggml.token_type")
+    token_types = _typed_list(metadata, "tokenizer.ggml.token_type", int, "integers")
     if token_types is not None:
         if len(token_types) < n_tokens:
             raise ValueError(
@@ -268,10 +281,11 @@ def build_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> tuple[Any, GGUFTok
 
     if model == "gpt2":
         spec = pre_tokenizer_spec(pre)
-        tokenizer = _byte_level_bpe(tokens, _as_list(metadata, "tokenizer.ggml.merges"), spec)
+        tokenizer = _byte_level_bpe(tokens, _typed_list(metadata, "tokenizer.ggml.merges", (str, bytes), "strings"),
+                                    spec)
         add_bos_default = spec.add_bos
     else:  # "llama"
-        scores = _as_list(metadata, "tokenizer.ggml.scores")
+        scores = _typed_list(metadata, "tokenizer.ggml.scores", (int, float), "numbers")
         if scores is not None and len(scores) < n_tokens:
             raise ValueError(
                 f"GGUF metadata 'tokenizer.ggml.scores' has {len(scores)} entries for {n_tokens} tokens"
@@ -374,6 +388,10 @@ def byte_level_pre_tokenizer(spec: PreTokenizerSpec) -> Any:
     )
 
 
+#: The longest SentencePiece piece that merges can build (see `_sentencepiece_merges`).
+MAX_MERGED_PIECE = 1024
+
+
 def _sentencepiece_merges(
     tokens: list[str], scores: list[float] | None, token_types: list[int]
 ) -> list[tuple[str, str]]:
@@ -381,7 +399,9 @@ def _sentencepiece_merges(
 
     Every way of cutting a mergeable piece into two mergeable pieces is a merge;
     merges are ranked by the joined piece's score, best first (ties: lower id
-    first).  Control, unknown, unused and byte pieces never result from merging.
+    first).  Control, unknown, unused and byte pieces never result from merging,
+    nor do pieces longer than MAX_MERGED_PIECE characters (no real vocabulary
+    has one; cutting them all ways would take time quadratic in their length).
     """
     mergeable_types = (TOKEN_TYPE_UNDEFINED, TOKEN_TYPE_NORMAL)
     if scores is None:
@@ -390,7 +410,7 @@ def _sentencepiece_merges(
     mergeable = {t: i for i, t in enumerate(tokens) if token_types[i] in mergeable_types}
     ranked: list[tuple[float, int, int, str, str]] = []
     for piece, piece_id in mergeable.items():
-        if len(piece) < 2:
+        if not 2 <= len(piece) <= MAX_MERGED_PIECE:
             continue
         score = scores[piece_id]
         for cut in range(1, len(piece)):

@@ -54,7 +54,7 @@ def _read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as handle:
             value = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from exc
     if not isinstance(value, dict):
         raise ValueError(f"{path} should hold a JSON object, found {type(value).__name__}")
@@ -65,7 +65,7 @@ def _read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # (a UnicodeDecodeError is a ValueError)
         raise ValueError(f"cannot read {path}: {exc}") from exc
 
 

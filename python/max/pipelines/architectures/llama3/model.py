@@ -128,6 +128,9 @@ def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None
     divisors = spec.weights.get("rope_freqs.weight")
     if divisors is not None:
         factors = np.asarray(divisors.to_buffer().to_numpy(), np.float64).reshape(-1)
+        if factors.shape != (rotary_dim // 2,) or not (np.isfinite(factors).all() and (factors > 0).all()):
+            raise ValueError(f"rope_freqs.weight must hold {rotary_dim // 2} positive numbers (one per pair of "
+                             f"rotary dims), got {factors.size} values")
         base = rope.compute_inv_freqs
         rope.compute_inv_freqs = lambda: base() / factors  # type: ignore[method-assign]
     return rope
