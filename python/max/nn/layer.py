@@ -177,7 +177,12 @@ class Module:
             dtype = _dtype_of(value)
             if dtype is not None and dtype != weight.dtype:
                 if dtype.is_float() and weight.dtype.is_float() and isinstance(value, WeightData):
-                    value = value.astype(weight.dtype)
+                    try:
+                        value = value.astype(weight.dtype)
+                    except ValueError as e:  # a float type the host cannot convert (e.g. float8_e8m0fnu)
+                        raise ValueError(
+                            f"load_state_dict: {name}: cannot convert {dtype} to {weight.dtype}: {e}"
+                        ) from None
                 elif dtype.is_float() and weight.dtype.is_float() and isinstance(value, np.ndarray):
                     value = value.astype(weight.dtype.to_numpy())
                 else:
