@@ -31,6 +31,7 @@ CASES = {
     "phi3_longrope": dict(arch="phi3", config_overrides=PHI3_LONGROPE_OVERRIDES),
     "qwen2": dict(arch="qwen2"),
     "qwen3": dict(arch="qwen3"),
+    "olmo2": dict(arch="olmo2"),  # post-norms, q/k norms over all heads
     "gemma2": dict(arch="gemma2"),  # every other layer sliding (window 8), softcaps
     "gemma3": dict(arch="gemma3"),
     "llama_q8_0": dict(arch="llama", gguf_quant="Q8_0"),
@@ -110,7 +111,7 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
         assert p.model.model._core.num_cuda_graphs >= 1
 
 
-@pytest.mark.parametrize("case", ["llama", "gemma2", "gemma3", "qwen3", "mistral", "phi3"])
+@pytest.mark.parametrize("case", ["llama", "gemma2", "gemma3", "qwen3", "mistral", "phi3", "olmo2"])
 def test_ragged_batch_decodes_like_each_alone(device, checkpoints, case):
     ckpt = checkpoints(case)
     p = _pipeline(ckpt, "safetensors", device, max_batch_size=4)

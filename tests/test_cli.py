@@ -62,7 +62,7 @@ def test_list_names_the_architectures():
     r = _max("list")
     assert r.returncode == 0
     for name in ["LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                 "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "BertModel"]:
+                 "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "Olmo2ForCausalLM", "BertModel"]:
         assert name in r.stdout
 
 

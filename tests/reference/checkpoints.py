@@ -1,7 +1,7 @@
 """Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
 
-`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, granite, qwen2, qwen3, gemma2, gemma3, phi3
-(decoders) and bert
+`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, granite, qwen2, qwen3, gemma2, gemma3, phi3,
+olmo2 (decoders) and bert
 writes under `directory`:
 - `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
   tokenizer.json, tokenizer_config.json (with a chat template); for bert also vocab.txt and the
@@ -16,14 +16,15 @@ Llama without the window): `weights` maps HF names to float64
 arrays holding exactly the values stored (in both files: with `gguf_quant`, the safetensors file stores
 the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
 
-Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama, mistral, granite, qwen2 and
-phi3 2 layers with 2 kv heads and head_dim 16 (mistral and phi3: a sliding window of 8 tokens; granite: its four
-multipliers; phi3: q/k/v in one `qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3 stores them); qwen3
-head_dim 32 (q_proj wider than hidden, as in real Qwen3); gemma2 4 layers (every other one sliding with window
-8, the first included), 2 kv heads, head_dim 32; gemma3 6 layers (5 sliding with window 8, then 1 global:
-llama.cpp's fixed Gemma 3 pattern), 1 kv head, head_dim 32. `config_overrides` changes any config.json
-value (e.g. `rope_scaling=LLAMA3_ROPE_SCALING`, `tie_word_embeddings`, `attention_bias`, `hidden_size=256`
-for K-quant-sized rows).
+Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama, mistral, granite, qwen2,
+phi3 and olmo2 2 layers with 2 kv heads and head_dim 16 (mistral and phi3: a sliding window of 8 tokens;
+granite: its four multipliers; phi3: q/k/v in one `qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3
+stores them; olmo2: post-norms and q/k norms over all heads); qwen3 head_dim 32 (q_proj wider than hidden,
+as in real Qwen3); gemma2 4 layers (every other one sliding with window 8, the first included), 2 kv heads,
+head_dim 32; gemma3 6 layers (5 sliding with window 8, then 1 global: llama.cpp's fixed Gemma 3 pattern),
+1 kv head, head_dim 32. `config_overrides` changes any config.json value (e.g.
+`rope_scaling=LLAMA3_ROPE_SCALING`, `tie_word_embeddings`, `attention_bias`, `hidden_size=256` for
+K-quant-sized rows).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from safetensors.numpy import save_file
 from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
 from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
 
-DECODER_ARCHS = ("llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3")
+DECODER_ARCHS = ("llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2")
 
 LLAMA3_ROPE_SCALING = {
     "rope_type": "llama3",
@@ -67,10 +68,10 @@ PHI3_LONGROPE_OVERRIDES = {
 }
 
 _TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "granite": "llama", "qwen2": "qwen", "qwen3": "qwen",
-                     "gemma2": "gemma3", "gemma3": "gemma3", "phi3": "llama"}
+                     "gemma2": "gemma3", "gemma3": "gemma3", "phi3": "llama", "olmo2": "llama"}
 _DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "granite": "llama-bpe", "qwen2": "qwen2",
                          "qwen3": "qwen2", "gemma2": "gpt-2", "gemma3": "gpt-2",
-                         "phi3": "gpt-2"}
+                         "phi3": "gpt-2", "olmo2": "llama-bpe"}
 # The GGUF architecture convert_hf_to_gguf.py writes for each.
 _GGUF_ARCH = {"mistral": "llama"}
 _DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -131,6 +132,12 @@ def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None
             "rope_theta": 10000.0, "rope_scaling": None, "attention_bias": False, "mlp_bias": False,
             "tie_word_embeddings": True, "embedding_multiplier": 0.5, "residual_multiplier": 1.5,
             "attention_multiplier": 0.375, "logits_scaling": 0.5,
+        }
+    elif arch == "olmo2":
+        config = {
+            "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", **common,
+            "num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_act": "silu", "rms_norm_eps": 1e-6,
+            "rope_theta": 500000.0, "rope_scaling": None, "attention_bias": False, "tie_word_embeddings": False,
         }
     elif arch == "phi3":  # Phi-3-mini-4k-like (its window, 2047, is 8 here); Phi-4-mini by overrides
         config = {
@@ -238,7 +245,8 @@ def random_decoder_weights(config: dict[str, Any], rng: np.random.Generator) -> 
     w: dict[str, np.ndarray] = {"model.embed_tokens.weight": embed_std * rng.standard_normal((config["vocab_size"], hidden))}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = _norm_weight(rng, hidden, gemma)
+        if arch != "olmo2":  # (OLMo 2 norms the blocks' outputs instead)
+            w[p + "input_layernorm.weight"] = _norm_weight(rng, hidden, gemma)
         for name, rows in (("q_proj", n_heads * head_dim), ("k_proj", n_kv * head_dim), ("v_proj", n_kv * head_dim)):
             w[p + f"self_attn.{name}.weight"] = _linear_weight(rng, rows, hidden)
             if qkv_bias:
@@ -249,13 +257,19 @@ def random_decoder_weights(config: dict[str, Any], rng: np.random.Generator) -> 
         if arch in ("qwen3", "gemma3_text"):
             w[p + "self_attn.q_norm.weight"] = _norm_weight(rng, head_dim, gemma)
             w[p + "self_attn.k_norm.weight"] = _norm_weight(rng, head_dim, gemma)
+        if arch == "olmo2":  # over all heads at once
+            w[p + "self_attn.q_norm.weight"] = _norm_weight(rng, n_heads * head_dim, gemma)
+            w[p + "self_attn.k_norm.weight"] = _norm_weight(rng, n_kv * head_dim, gemma)
         for name, shape in (("gate_proj", (inter, hidden)), ("up_proj", (inter, hidden)), ("down_proj", (hidden, inter))):
             w[p + f"mlp.{name}.weight"] = _linear_weight(rng, *shape, DOWN_PROJ_GAIN if name == "down_proj" else 1.0)
             if mlp_bias:
                 w[p + f"mlp.{name}.bias"] = 0.2 * rng.standard_normal(shape[0])
-        w[p + "post_attention_layernorm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_POST_NORM if gemma else 1.0)
+        post = GEMMA_POST_NORM if gemma or arch == "olmo2" else 1.0  # (OLMo 2: a post-norm too)
+        w[p + "post_attention_layernorm.weight"] = _norm_weight(rng, hidden, gemma, post)
         if gemma:
             w[p + "pre_feedforward_layernorm.weight"] = _norm_weight(rng, hidden, gemma)
+            w[p + "post_feedforward_layernorm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_POST_NORM)
+        if arch == "olmo2":
             w[p + "post_feedforward_layernorm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_POST_NORM)
     w["model.norm.weight"] = _norm_weight(rng, hidden, gemma, GEMMA_FINAL_NORM if gemma else 1.0)
     if not config.get("tie_word_embeddings", gemma):

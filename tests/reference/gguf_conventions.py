@@ -28,6 +28,7 @@ GGUF_TO_HF_ARCH = {
     "gemma3": ("Gemma3ForCausalLM", "gemma3_text"),
     "phi3": ("Phi3ForCausalLM", "phi3"),
     "granite": ("GraniteForCausalLM", "granite"),
+    "olmo2": ("Olmo2ForCausalLM", "olmo2"),
 }
 
 _GLOBAL_NAMES = {
@@ -65,6 +66,7 @@ _BLOCK_NORMS = {
     },
     "phi3": {"post_attention_layernorm": "ffn_norm"},
     "granite": {"post_attention_layernorm": "ffn_norm"},
+    "olmo2": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
 }
 # Phi-3's fused projections, in place of the separate ones.
 _PHI3_BLOCK = {

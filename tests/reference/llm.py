@@ -1,5 +1,5 @@
-"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Granite, Qwen2, Qwen3, Gemma 2 and 3, Phi-3)
-and BERT sentence embeddings.
+"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Granite, Qwen2, Qwen3, Gemma 2 and 3, Phi-3,
+OLMo 2) and BERT sentence embeddings.
 
 Tests check the engine's model implementations against these functions. Everything is computed in
 float64 from Hugging Face-named weights (`model.layers.0.self_attn.q_proj.weight`, shaped [out, in])
@@ -39,11 +39,12 @@ DECODER_FAMILIES = {
     "Gemma2ForCausalLM": "gemma2",
     "Gemma3ForCausalLM": "gemma3",
     "Phi3ForCausalLM": "phi3",
+    "Olmo2ForCausalLM": "olmo2",
 }
 
 # transformers' default for `tie_word_embeddings` in each family's config class.
 _TIE_DEFAULT = {"llama": False, "mistral": False, "granite": False, "qwen2": False, "qwen3": False, "gemma2": True,
-                "gemma3": True,
+                "gemma3": True, "olmo2": False,
                 "phi3": False}
 
 
@@ -64,7 +65,7 @@ class LayerSpec:
 class DecoderSpec:
     """Everything the forward pass needs from config.json, resolved once."""
 
-    family: str  # "llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3"
+    family: str  # "llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" or "olmo2"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -340,7 +341,7 @@ def _decoder_layer(x: np.ndarray, w: Weights, spec: DecoderSpec, index: int, pos
     def norm(v, name):
         return _rms_norm(v, w[p + name], spec.rms_eps, spec.gemma_norm)
 
-    h = norm(x, "input_layernorm.weight")
+    h = x if spec.family == "olmo2" else norm(x, "input_layernorm.weight")  # (OLMo 2: no pre-norms)
     q_dim, kv_dim = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
     if spec.family == "phi3":  # q, k and v rows one after another in qkv_proj
         qkv = _linear(h, w, p + "self_attn.qkv_proj", False)
@@ -349,6 +350,9 @@ def _decoder_layer(x: np.ndarray, w: Weights, spec: DecoderSpec, index: int, pos
         q = _linear(h, w, p + "self_attn.q_proj", spec.qkv_bias)
         k = _linear(h, w, p + "self_attn.k_proj", spec.qkv_bias)
         v = _linear(h, w, p + "self_attn.v_proj", spec.qkv_bias)
+    if spec.family == "olmo2":  # RMSNorm over the whole q and k projections (all heads together)
+        q = norm(q, "self_attn.q_norm.weight")
+        k = norm(k, "self_attn.k_norm.weight")
     q = q.reshape(t, spec.num_heads, spec.head_dim)
     k = k.reshape(t, spec.num_kv_heads, spec.head_dim)
     v = v.reshape(t, spec.num_kv_heads, spec.head_dim)
@@ -371,6 +375,9 @@ def _decoder_layer(x: np.ndarray, w: Weights, spec: DecoderSpec, index: int, pos
             up = _linear(v, w, p + "mlp.up_proj", spec.mlp_bias)
         return _linear(_activate(gate, spec.activation) * up, w, p + "mlp.down_proj", spec.mlp_bias)
 
+    if spec.family == "olmo2":  # the blocks' outputs are normed, then added
+        x = x + norm(attn, "post_attention_layernorm.weight")
+        return x + norm(mlp(x), "post_feedforward_layernorm.weight")
     if spec.family in ("gemma2", "gemma3"):  # sandwich norms around both blocks
         x = x + norm(attn, "post_attention_layernorm.weight")
         return x + norm(mlp(norm(x, "pre_feedforward_layernorm.weight")), "post_feedforward_layernorm.weight")

@@ -39,6 +39,7 @@ DECODER_CASES = {
     "gemma3": ("gemma3", {}),
     "gemma3-linear-rope": ("gemma3", {"rope_scaling": GEMMA3_LINEAR_ROPE_SCALING}),
     "phi3": ("phi3", {}),
+    "olmo2": ("olmo2", {}),
     # Phi-4-mini-like: LongRoPE (TEXT is longer than 32 tokens: the long factors), 3/4 of each head
     # rotated, tied embeddings, no window.
     "phi3-longrope-partial-tied": ("phi3", PHI3_LONGROPE_OVERRIDES),

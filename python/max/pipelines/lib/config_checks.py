@@ -21,7 +21,8 @@ LARGEST_DIM = (1 << 31) - 1
 # Keys every architecture may read: whole numbers >= 1 (and their upper bound).
 _COUNTS = {
     "hidden_size": LARGEST_DIM, "intermediate_size": LARGEST_DIM, "num_attention_heads": LARGEST_DIM,
-    "num_key_value_heads": LARGEST_DIM, "num_hidden_layers": LARGEST_DIM, "head_dim": LARGEST_DIM, "vocab_size": LARGEST_DIM,
+    "num_key_value_heads": LARGEST_DIM, "num_hidden_layers": LARGEST_DIM, "head_dim": LARGEST_DIM,
+    "vocab_size": LARGEST_DIM,
     "max_position_embeddings": LONGEST_SEQUENCE, "original_max_position_embeddings": LONGEST_SEQUENCE,
     "sliding_window": LONGEST_SEQUENCE, "sliding_window_pattern": LARGEST_DIM, "type_vocab_size": LARGEST_DIM,
 }

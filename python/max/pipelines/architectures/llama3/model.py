@@ -236,16 +236,19 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
         mlp.down_proj = linear(spec, f"{p}.mlp.down_proj", ffn, hidden, mlp_bias)
         norms = (RMSNorm(hidden, spec.dtype, eps), RMSNorm(hidden, spec.dtype, eps))
         r = scales["residual_multiplier"]
-        blocks.append(DistributedTransformerBlock(attn, mlp, *norms, spec.devices, residual_multiplier=r)  # type: ignore[arg-type]
-                      if tp else TransformerBlock(attn, mlp, *norms, residual_multiplier=r))
+        if tp:
+            blocks.append(DistributedTransformerBlock(attn, mlp, *norms, spec.devices,  # type: ignore[arg-type]
+                                                      residual_multiplier=r))
+        else:
+            blocks.append(TransformerBlock(attn, mlp, *norms, residual_multiplier=r))
     emb_w = spec.weights["embed_tokens.weight"]
     vocab = int(emb_w.shape[0])
     outer = dict(embedding_multiplier=scales["embedding_multiplier"], logits_scaling=scales["logits_scaling"])
     if tp:
         return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope, outer)
     embedding, lm_head = embedding_and_head(spec, hidden)
-    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope,
-                       **outer)
+    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params,
+                       rope, **outer)
 
 
 def embedding_and_head(spec: DecoderSpec, hidden: int) -> tuple[Embedding, Linear]:

@@ -81,7 +81,8 @@ def build(spec: DecoderSpec) -> Transformer:
             rope=rope, num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=hidden,
             kv_params=spec.kv_params, devices=[spec.device], dtype=spec.dtype, stacked_qkv=True,
             rms_norm_eps=eps, head_dim=head_dim, local_window_size=window,
-            mask_variant=AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK if window else AttentionMaskVariant.CAUSAL_MASK,
+            mask_variant=(AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK if window
+                          else AttentionMaskVariant.CAUSAL_MASK),
         )
         attn.qkv_proj = linear(spec, f"{p}.self_attn.qkv_proj", hidden, (heads + 2 * kv_heads) * head_dim)
         attn.o_proj = linear(spec, f"{p}.self_attn.o_proj", heads * head_dim, hidden)
@@ -89,7 +90,8 @@ def build(spec: DecoderSpec) -> Transformer:
                         linear(spec, f"{p}.mlp.down_proj", ffn, hidden), ffn, act)
         blocks.append(TransformerBlock(attn, mlp, RMSNorm(hidden, spec.dtype, eps), RMSNorm(hidden, spec.dtype, eps)))
     embedding, lm_head = embedding_and_head(spec, hidden)
-    return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params, rope)
+    norm = RMSNorm(hidden, spec.dtype, eps)
+    return Transformer(hidden, heads, blocks, norm, lm_head, embedding, spec.kv_params, rope)
 
 
 PHI3 = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
