@@ -25,6 +25,7 @@ CASES = {
     "llama_bias": dict(arch="llama", config_overrides={"attention_bias": True, "mlp_bias": True}),
     "granite": dict(arch="granite"),  # its four multipliers
     "granite_bias": dict(arch="granite", config_overrides={"attention_bias": True, "tie_word_embeddings": False}),
+    "smollm3": dict(arch="smollm3"),  # its fourth layer without rope
     "mistral": dict(arch="mistral"),  # a window of 8: the 13-token prompt crosses it
     "phi3": dict(arch="phi3"),  # fused projections, a window of 8
     # LongRoPE (the sequences stay within its original context of 32: short factors), partial rotary, tied
@@ -111,7 +112,7 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
         assert p.model.model._core.num_cuda_graphs >= 1
 
 
-@pytest.mark.parametrize("case", ["llama", "gemma2", "gemma3", "qwen3", "mistral", "phi3", "olmo2"])
+@pytest.mark.parametrize("case", ["llama", "gemma2", "gemma3", "qwen3", "mistral", "phi3", "olmo2", "smollm3"])
 def test_ragged_batch_decodes_like_each_alone(device, checkpoints, case):
     ckpt = checkpoints(case)
     p = _pipeline(ckpt, "safetensors", device, max_batch_size=4)
@@ -171,6 +172,7 @@ def test_token_ids_outside_the_vocabulary_are_refused(device, checkpoints):
 
 
 def test_qwen2_sliding_window_layers_are_refused(tmp_path):
-    ckpt = write_checkpoint("qwen2", tmp_path, seed=4, config_overrides={"use_sliding_window": True, "sliding_window": 8})
+    overrides = {"use_sliding_window": True, "sliding_window": 8}
+    ckpt = write_checkpoint("qwen2", tmp_path, seed=4, config_overrides=overrides)
     with pytest.raises(NotImplementedError, match="use_sliding_window"):
         _pipeline(ckpt, "safetensors", driver.CPU())

@@ -61,8 +61,9 @@ def test_the_overlap_scheduler_flag_reaches_the_config():
 def test_list_names_the_architectures():
     r = _max("list")
     assert r.returncode == 0
-    for name in ["LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                 "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "Olmo2ForCausalLM", "BertModel"]:
+    for name in ["LlamaForCausalLM", "SmolLM3ForCausalLM", "MistralForCausalLM", "GraniteForCausalLM",
+                 "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM",
+                 "Olmo2ForCausalLM", "BertModel"]:
         assert name in r.stdout
 
 

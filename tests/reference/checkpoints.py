@@ -1,6 +1,6 @@
 """Write tiny random-weight checkpoints: a Hugging Face directory and the GGUF llama.cpp would make of it.
 
-`write_checkpoint(arch, directory, ...)` for arch in llama, mistral, granite, qwen2, qwen3, gemma2, gemma3, phi3,
+`write_checkpoint(arch, directory, ...)` for arch in llama, smollm3, mistral, granite, qwen2, qwen3, gemma2, gemma3, phi3,
 olmo2 (decoders) and bert
 writes under `directory`:
 - `hf/`: config.json, generation_config.json, model.safetensors (or two shards + index),
@@ -16,8 +16,8 @@ Llama without the window): `weights` maps HF names to float64
 arrays holding exactly the values stored (in both files: with `gguf_quant`, the safetensors file stores
 the dequantized GGUF values, so the two files describe the same model), ready for `llm.py`.
 
-Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); llama, mistral, granite, qwen2,
-phi3 and olmo2 2 layers with 2 kv heads and head_dim 16 (mistral and phi3: a sliding window of 8 tokens;
+Sizes: hidden 64, 4 heads, intermediate 128, vocab 400 (the toy tokenizer); smollm3 4 layers (the last
+without rotary embeddings, as every fourth); llama, mistral, granite, qwen2, phi3 and olmo2 2 layers with 2 kv heads and head_dim 16 (mistral and phi3: a sliding window of 8 tokens;
 granite: its four multipliers; phi3: q/k/v in one `qkv_proj` and gate/up in one `gate_up_proj`, as Phi-3
 stores them; olmo2: post-norms and q/k norms over all heads); qwen3 head_dim 32 (q_proj wider than hidden,
 as in real Qwen3); gemma2 4 layers (every other one sliding with window 8, the first included), 2 kv heads,
@@ -42,7 +42,7 @@ from safetensors.numpy import save_file
 from .gguf_conventions import gemma_norm_shift, hf_to_gguf_name, is_permuted, permute_for_llama_cpp, unpermute_from_llama_cpp
 from .toy_tokenizer import SPECIALS, bpe_tokenizer, wordpiece_tokenizer
 
-DECODER_ARCHS = ("llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2")
+DECODER_ARCHS = ("llama", "smollm3", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2")
 
 LLAMA3_ROPE_SCALING = {
     "rope_type": "llama3",
@@ -67,9 +67,9 @@ PHI3_LONGROPE_OVERRIDES = {
     "sliding_window": None, "tie_word_embeddings": True,
 }
 
-_TOKENIZER_FAMILY = {"llama": "llama", "mistral": "llama", "granite": "llama", "qwen2": "qwen", "qwen3": "qwen",
+_TOKENIZER_FAMILY = {"llama": "llama", "smollm3": "llama", "mistral": "llama", "granite": "llama", "qwen2": "qwen", "qwen3": "qwen",
                      "gemma2": "gemma3", "gemma3": "gemma3", "phi3": "llama", "olmo2": "llama"}
-_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "mistral": "llama-bpe", "granite": "llama-bpe", "qwen2": "qwen2",
+_DEFAULT_PRETOKENIZER = {"llama": "llama-bpe", "smollm3": "llama-bpe", "mistral": "llama-bpe", "granite": "llama-bpe", "qwen2": "qwen2",
                          "qwen3": "qwen2", "gemma2": "gpt-2", "gemma3": "gpt-2",
                          "phi3": "gpt-2", "olmo2": "llama-bpe"}
 # The GGUF architecture convert_hf_to_gguf.py writes for each.
@@ -118,6 +118,13 @@ def decoder_config(arch: str, tokenizer, overrides: dict[str, Any] | None = None
             "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
             "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None,
             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+        }
+    elif arch == "smollm3":  # 4 layers: the last without rope (every fourth, as llama.cpp fixes it)
+        config = {
+            "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", **common,
+            "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
+            "rms_norm_eps": 1e-6, "rope_theta": 5000000.0, "rope_scaling": None, "attention_bias": False,
+            "mlp_bias": False, "tie_word_embeddings": True, "no_rope_layer_interval": 4, "use_sliding_window": False,
         }
     elif arch == "mistral":
         config = {
@@ -512,7 +519,7 @@ def write_gguf(path: Path, arch: str, config: dict[str, Any], payloads, hf_dir: 
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_file_type(_FILE_TYPES[file_type])
-    if arch in ("llama", "granite"):
+    if arch in ("llama", "granite", "smollm3"):
         writer.add_vocab_size(config["vocab_size"])
         writer.add_rope_dimension_count(head_dim)
     if arch == "granite":  # GraniteModel: the config's *_multiplier values as *_scale keys

@@ -29,6 +29,7 @@ GGUF_TO_HF_ARCH = {
     "phi3": ("Phi3ForCausalLM", "phi3"),
     "granite": ("GraniteForCausalLM", "granite"),
     "olmo2": ("Olmo2ForCausalLM", "olmo2"),
+    "smollm3": ("SmolLM3ForCausalLM", "smollm3"),
 }
 
 _GLOBAL_NAMES = {
@@ -67,6 +68,7 @@ _BLOCK_NORMS = {
     "phi3": {"post_attention_layernorm": "ffn_norm"},
     "granite": {"post_attention_layernorm": "ffn_norm"},
     "olmo2": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
+    "smollm3": {"post_attention_layernorm": "ffn_norm"},
 }
 # Phi-3's fused projections, in place of the separate ones.
 _PHI3_BLOCK = {
@@ -120,7 +122,7 @@ def unpermute_from_llama_cpp(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 def is_permuted(arch: str, gguf_name: str) -> str | None:
     """"q" or "k" when this tensor carries the llama q/k permutation (with q's or k's head count)."""
-    if arch not in ("llama", "granite"):  # GraniteModel is a LlamaModel: the same permutation
+    if arch not in ("llama", "granite", "smollm3"):  # (Granite's and SmolLM3's converters are LlamaModel's)
         return None
     module = gguf_name.split(".")[-2] if gguf_name.startswith("blk.") else ""
     return {"attn_q": "q", "attn_k": "k"}.get(module)

@@ -125,6 +125,8 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
     else:
         config["rope_theta"] = _decimal(get("rope.freq_base", 10_000.0))
         config["hidden_act"] = "silu"
+        if arch == "smollm3":  # llama.cpp hard-codes the NoPE layers: every fourth
+            config["no_rope_layer_interval"] = 4
         if arch == "granite":
             for key, hf in (("embedding_scale", "embedding_multiplier"), ("residual_scale", "residual_multiplier"),
                             ("attention.scale", "attention_multiplier"), ("logit_scale", "logits_scaling")):
@@ -141,9 +143,9 @@ def gguf_config(reader: GGUFReader) -> dict[str, Any]:
                     "attention_factor": _decimal(get("rope.scaling.attn_factor", 1.0)),
                 }
         has_bias = any(n.endswith(("attn_q.bias", "attn_output.bias")) for n in names)
-        if arch in ("llama", "qwen3", "granite"):
+        if arch in ("llama", "qwen3", "granite", "smollm3"):
             config["attention_bias"] = has_bias
-        if arch in ("llama", "granite"):
+        if arch in ("llama", "granite", "smollm3"):
             config["mlp_bias"] = any(n.endswith("ffn_gate.bias") for n in names)
     return config
 

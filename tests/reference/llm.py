@@ -1,5 +1,5 @@
-"""Float64 numpy reference forward passes: decoder LLMs (Llama, Mistral, Granite, Qwen2, Qwen3, Gemma 2 and 3, Phi-3,
-OLMo 2) and BERT sentence embeddings.
+"""Float64 numpy reference forward passes: decoder LLMs (Llama, SmolLM3, Mistral, Granite, Qwen2, Qwen3, Gemma 2 and 3,
+Phi-3, OLMo 2) and BERT sentence embeddings.
 
 Tests check the engine's model implementations against these functions. Everything is computed in
 float64 from Hugging Face-named weights (`model.layers.0.self_attn.q_proj.weight`, shaped [out, in])
@@ -33,6 +33,7 @@ Weights = Mapping[str, np.ndarray]
 DECODER_FAMILIES = {
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "mistral",
+    "SmolLM3ForCausalLM": "smollm3",
     "GraniteForCausalLM": "granite",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
@@ -43,9 +44,10 @@ DECODER_FAMILIES = {
 }
 
 # transformers' default for `tie_word_embeddings` in each family's config class.
-_TIE_DEFAULT = {"llama": False, "mistral": False, "granite": False, "qwen2": False, "qwen3": False, "gemma2": True,
-                "gemma3": True, "olmo2": False,
-                "phi3": False}
+_TIE_DEFAULT = {
+    "llama": False, "smollm3": True, "mistral": False, "granite": False, "qwen2": False, "qwen3": False,
+    "gemma2": True, "gemma3": True, "olmo2": False, "phi3": False,
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -65,7 +67,7 @@ class LayerSpec:
 class DecoderSpec:
     """Everything the forward pass needs from config.json, resolved once."""
 
-    family: str  # "llama", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" or "olmo2"
+    family: str  # "llama", "smollm3", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" or "olmo2"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -199,8 +201,17 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         )
     else:  # Mistral, Phi-3: the same window (if any) in every layer
         full = inv_freq_for("full_attention")
-        window = int(config["sliding_window"]) if family in ("mistral", "phi3") and config.get("sliding_window") else None
+        windowed = family in ("mistral", "phi3") and config.get("sliding_window")
+        window = int(config["sliding_window"]) if windowed else None
         layers = tuple(LayerSpec(window, full) for _ in range(int(config["num_hidden_layers"])))
+    if family == "smollm3":  # NoPE layers (no_rope_layers[i] == 0) rotate by nothing: frequencies 0
+        n = int(config["num_hidden_layers"])
+        if config.get("use_sliding_window"):
+            raise NotImplementedError("SmolLM3's use_sliding_window is not implemented in the reference")
+        flags = config.get("no_rope_layers") or [
+            int((i + 1) % int(config.get("no_rope_layer_interval", 4)) != 0) for i in range(n)]
+        layers = tuple(layer if flag else LayerSpec(layer.sliding_window, np.zeros_like(layer.inv_freq))
+                       for layer, flag in zip(layers, flags))
 
     gemma = family in ("gemma2", "gemma3")
     act = config.get("hidden_activation") or config.get("hidden_act") or ("gelu_pytorch_tanh" if gemma else "silu")
@@ -216,7 +227,7 @@ def decoder_spec(config: Mapping[str, Any]) -> DecoderSpec:
         qk_norm=family in ("qwen3", "gemma3"),
         qkv_bias={"qwen2": True, "mistral": False, "phi3": False}.get(family, attention_bias),
         o_bias=False if family in ("qwen2", "mistral", "phi3") else attention_bias,
-        mlp_bias=bool(config.get("mlp_bias", False)) if family in ("llama", "granite") else False,
+        mlp_bias=bool(config.get("mlp_bias", False)) if family in ("llama", "granite", "smollm3") else False,
         activation=_activation_name(act),
         attn_scale=(float(config.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma
                     else float(config.get("attention_multiplier", 1.0)) if family == "granite" else head_dim**-0.5),

@@ -30,6 +30,7 @@ DECODER_CASES = {
         "llama",
         {"rope_scaling": LLAMA3_ROPE_SCALING, "tie_word_embeddings": True, "attention_bias": True, "mlp_bias": True},
     ),
+    "smollm3": ("smollm3", {}),
     "mistral": ("mistral", {}),
     "granite": ("granite", {}),
     "granite-bias-untied": ("granite", {"attention_bias": True, "mlp_bias": True, "tie_word_embeddings": False}),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ["llama3", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "bert"]
+_MODULES = ["llama3", "smollm3", "mistral", "granite", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "bert"]
 
 
 def register_all_models() -> None:

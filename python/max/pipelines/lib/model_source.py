@@ -144,6 +144,7 @@ GGUF_ARCHITECTURES = {
     "phi3": "Phi3ForCausalLM",
     "granite": "GraniteForCausalLM",
     "olmo2": "Olmo2ForCausalLM",
+    "smollm3": "SmolLM3ForCausalLM",
     "bert": "BertModel",
 }
 
@@ -200,6 +201,8 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(get("rope.scaling.factor", 1.0))}
     elif scaling not in (None, "none"):
         config["rope_scaling"] = {"rope_type": str(scaling), "factor": float(get("rope.scaling.factor", 1.0))}
+    if arch == "smollm3":  # llama.cpp hard-codes its NoPE layers: every fourth
+        config["no_rope_layer_interval"] = 4
     if arch == "granite":  # the converter's *_scale keys hold the config's *_multiplier values
         for key, hf in (("embedding_scale", "embedding_multiplier"), ("residual_scale", "residual_multiplier"),
                         ("attention.scale", "attention_multiplier"), ("logit_scale", "logits_scaling")):
@@ -210,7 +213,8 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
                                            positive=False) or None
         original = get("rope.scaling.original_context_length")
         if original is not None:
-            config["original_max_position_embeddings"] = _number(original, f"{arch}.rope.scaling.original_context_length")
+            key = f"{arch}.rope.scaling.original_context_length"
+            config["original_max_position_embeddings"] = _number(original, key)
         if get("rope.scaling.attn_factor") is not None:
             config["rope_scaling"] = {"rope_type": "longrope", "attention_factor": _number(
                 get("rope.scaling.attn_factor"), f"{arch}.rope.scaling.attn_factor", float)}

@@ -1,14 +1,15 @@
-"""The Llama-family decoder graph (Llama 2/3.x, SmolLM2; Mistral with its optional sliding
-window; Granite with its multipliers; Qwen2 with q/k/v biases; Qwen3 with per-head q/k
-RMSNorm): token embedding, pre-norm blocks of rotary attention over the paged KV cache and a
-SiLU-gated MLP, final RMSNorm, and the output projection (tied to the embedding when the
-checkpoint has no ``lm_head``). Each projection takes its own weight's GGUF encoding, so
-mixed-type files (Q4_K_M) work."""
+"""The Llama-family decoder graph (Llama 2/3.x, SmolLM2; SmolLM3 with its NoPE layers; Mistral
+with its optional sliding window; Granite with its multipliers; Qwen2 with q/k/v biases; Qwen3
+with per-head q/k RMSNorm): token embedding, pre-norm blocks of rotary attention over the paged
+KV cache and a SiLU-gated MLP, final RMSNorm, and the output projection (tied to the embedding
+when the checkpoint has no ``lm_head``). Each projection takes its own weight's GGUF encoding,
+so mixed-type files (Q4_K_M) work."""
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -174,6 +175,44 @@ def longrope_params(spec: DecoderSpec, scaling: dict) -> LongRoPEScalingParams:
         None if attention is None else _number(attention, "rope_scaling.attention_factor", float))
 
 
+def no_rope_layers(config: dict, arch: str) -> list[bool]:
+    """SmolLM3's layers without rotary embeddings (``no_rope_layers``: 0 for those, or every
+    ``no_rope_layer_interval``-th layer); none for other models. Its sliding windows are refused."""
+    n = int(config["num_hidden_layers"])
+    if arch != "SmolLM3ForCausalLM":
+        return [False] * n
+    if config.get("use_sliding_window"):
+        raise NotImplementedError("SmolLM3 sliding-window attention (use_sliding_window) is not supported")
+    flags = config.get("no_rope_layers")
+    if flags is None:
+        from max.pipelines.lib.model_source import _number
+
+        interval = _number(config.get("no_rope_layer_interval") or 4, "no_rope_layer_interval")
+        return [(i + 1) % interval == 0 for i in range(n)]
+    if not isinstance(flags, list) or len(flags) != n or any(f not in (0, 1) for f in flags):
+        raise ValueError(f"the model's no_rope_layers must give 0 or 1 for each of its {n} layers")
+    return [f == 0 for f in flags]
+
+
+class LayerRopeTransformer(Transformer):
+    """A Transformer whose layers each have their own rotary table (`layer_ropes`)."""
+
+    def __init__(self, *args: Any, layer_ropes: list[RotaryEmbedding], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.layer_ropes = layer_ropes
+
+    def layer_freqs(self, layer_idx: int, device: Any) -> Any:
+        return self.layer_ropes[layer_idx].freqs_cis_on(device)
+
+
+def identity_rope(rope: RotaryEmbedding) -> RotaryEmbedding:
+    """`rope`'s shape with every angle 0 (cos 1, sin 0): the rotation of a layer without one."""
+    table = np.zeros((rope.max_seq_len, rope.rotary_dim), np.float32)
+    table[:, 0::2] = 1.0
+    return RotaryEmbedding(rope.dim, rope.n_heads, rope.theta, rope.max_seq_len, rope.head_dim, table,
+                           rope.interleaved, rotary_dim=rope.rotary_dim)
+
+
 def granite_scales(config: dict, arch: str) -> dict:
     """Granite's multipliers: the embeddings', every residual branch's, the attention scale (in
     place of 1/sqrt(head_dim)) and the logits' divisor; the neutral values for other models."""
@@ -204,13 +243,17 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     o_bias = (arch != "Qwen2ForCausalLM" and bool(c.get("attention_bias"))) or gguf_bias("self_attn.o_proj")
     qk_norm = arch == "Qwen3ForCausalLM"
     window = sliding_window(c, arch)
+    nope = no_rope_layers(c, arch)
     mlp_bias = bool(c.get("mlp_bias")) or gguf_bias("mlp.gate_proj")
     scales = granite_scales(c, arch)
     # llama.cpp's converter permutes Llama's (and Granite's) q/k rows so that adjacent dims pair up.
-    interleaved = spec.weights_format == "gguf" and arch in ("LlamaForCausalLM", "GraniteForCausalLM")
+    interleaved = spec.weights_format == "gguf" and arch in ("LlamaForCausalLM", "GraniteForCausalLM",
+                                                             "SmolLM3ForCausalLM")
     rope = rope_for(spec, interleaved=interleaved)
     act = c.get("hidden_act") or "silu"
     tp = spec.tensor_parallel
+    if any(nope) and tp:
+        raise NotImplementedError("SmolLM3 runs on one device; tensor parallelism covers the Llama and Qwen families")
     if tp:
         head_plan(heads, kv_heads, len(spec.devices or []))  # fails early when the heads do not split
     blocks = []
@@ -247,6 +290,10 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     if tp:
         return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope, outer)
     embedding, lm_head = embedding_and_head(spec, hidden)
+    if any(nope):  # SmolLM3: its NoPE layers rotate by nothing
+        still = identity_rope(rope)
+        return LayerRopeTransformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding,
+                                    spec.kv_params, rope, layer_ropes=[still if n else rope for n in nope], **outer)
     return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params,
                        rope, **outer)
 
@@ -287,5 +334,5 @@ def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks:
 
 LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
 
-__all__ = ["LLAMA", "build", "embedding_and_head", "granite_scales", "kv_geometry", "linear", "longrope_params",
-           "rename", "rope_for", "sliding_window"]
+__all__ = ["LLAMA", "LayerRopeTransformer", "build", "embedding_and_head", "granite_scales", "identity_rope",
+           "kv_geometry", "linear", "longrope_params", "no_rope_layers", "rename", "rope_for", "sliding_window"]
