@@ -20,6 +20,11 @@ BASE = {"general.architecture": "llama", "llama.embedding_length": 64, "llama.at
     ({"llama.attention.head_count": "x"}, "head_count must be a whole number"),
     ({"llama.embedding_length": 1 << 63}, "embedding_length must be a whole number from 1 to 2147483647"),
     ({"llama.attention.head_count": 2.5}, "head_count must be a whole number"),
+    ({"llama.context_length": [1, 2]}, "context_length must be a whole number"),
+    ({"llama.rope.dimension_count": "abc"}, "rope.dimension_count must be a whole number"),
+    ({"llama.rope.dimension_count": 7}, "rope.dimension_count must be even and at most its head size 16, got 7"),
+    ({"llama.rope.dimension_count": 1000}, "rope.dimension_count must be even and at most"),
+    ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": "x"}, "rope.scaling.factor must be a finite"),
     ({"llama.attention.head_count_kv": 3}, "not a multiple of its 3 kv heads"),
     ({"llama.embedding_length": None}, "lacks llama.embedding_length"),
     ({"general.architecture": None}, "no general.architecture"),
@@ -33,6 +38,9 @@ def test_gguf_config_keys():
     c = gguf_to_hf_config({**BASE, "llama.attention.head_count_kv": 2, "llama.rope.freq_base": 5e5})
     assert c["architectures"] == ["LlamaForCausalLM"] and c["head_dim"] == 16 and c["num_key_value_heads"] == 2
     assert c["rope_theta"] == 5e5
+    # per-layer counts (a list, one per layer) give the first layer's
+    c = gguf_to_hf_config({**BASE, "llama.attention.head_count_kv": [2, 2], "llama.feed_forward_length": [96, 96]})
+    assert c["num_key_value_heads"] == 2 and c["intermediate_size"] == 96
 
 
 def test_resolve_errors(tmp_path):

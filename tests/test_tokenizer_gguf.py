@@ -319,6 +319,20 @@ def test_spm_whitespace_fix():
     assert fixed.decode_sync(plain.encode_sync("hello world")) == "<s> hello world"
 
 
+@pytest.mark.parametrize("key, value, needle", [
+    ("tokenizer.ggml.token_type", 1, "'tokenizer.ggml.token_type' should be an array, got int"),
+    ("tokenizer.ggml.scores", 0.5, "'tokenizer.ggml.scores' should be an array, got float"),
+    ("tokenizer.ggml.token_type", ["1"] * 400, "'tokenizer.ggml.token_type' must hold integers"),
+    ("tokenizer.ggml.tokens", [1, 2, 3], "'tokenizer.ggml.tokens' must hold strings"),
+    ("tokenizer.ggml.bos_token_id", "1", "'tokenizer.ggml.bos_token_id' must be a token id"),
+    ("tokenizer.chat_template", 5, "'tokenizer.chat_template' must be a string"),
+])
+def test_gguf_tokenizer_fields_of_the_wrong_type(key, value, needle):
+    """Model files are untrusted: a tokenizer field of the wrong type is an error naming it."""
+    with pytest.raises(ValueError, match=needle):
+        TextTokenizer.from_gguf_metadata({**_spm_metadata(), key: value})
+
+
 def test_spm_vocabulary_with_a_huge_piece_builds_quickly():
     """Model files are untrusted: a 1,000,000-character piece would cost quadratic time to cut
     every way into merges; pieces that long are kept as tokens but never built by merging."""

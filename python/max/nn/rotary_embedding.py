@@ -16,6 +16,21 @@ from max.graph import DeviceRef, Graph, TensorValue, ops
 from max.nn.layer import Module
 
 
+def cos_sin_table(n: int, inv_freqs: Any, scale: float = 1.0) -> np.ndarray:
+    """``[n, 2 * pairs]`` float32: ``scale * (cos, sin)`` of ``position * inv_freqs(positions)``
+    (``[pairs]``, or ``[len(positions), pairs]``) for positions 0..n-1, computed in float64 a
+    block of positions at a time (a long context costs its float32 table, not several float64
+    copies of it)."""
+    pairs = np.asarray(inv_freqs(np.zeros(0))).shape[-1]
+    out = np.empty((n, 2 * pairs), np.float32)
+    for start in range(0, n, 1 << 16):
+        positions = np.arange(start, min(n, start + (1 << 16)), dtype=np.float64)
+        angles = positions[:, None] * np.asarray(inv_freqs(positions))
+        out[start : start + positions.size, 0::2] = scale * np.cos(angles)
+        out[start : start + positions.size, 1::2] = scale * np.sin(angles)
+    return out
+
+
 @dataclass
 class Llama3RopeScalingParams:
     """Llama 3.1's frequency scaling: long wavelengths divided by `factor`, short ones kept,
@@ -69,8 +84,8 @@ class RotaryEmbedding(Module):
         """``[max_seq_len, rotary_dim]`` float32: per position, ``(cos, sin)`` of each pair's angle."""
         if self._freqs_cis is not None:
             return np.asarray(self._freqs_cis, np.float32)
-        angles = np.outer(np.arange(self.max_seq_len, dtype=np.float64), self.compute_inv_freqs())
-        return np.stack([np.cos(angles), np.sin(angles)], axis=-1).reshape(self.max_seq_len, -1).astype(np.float32)
+        inv = self.compute_inv_freqs()
+        return cos_sin_table(self.max_seq_len, lambda positions: inv)
 
     def freqs_cis_on(self, device: DeviceRef) -> TensorValue:
         """The table as a constant of the graph being staged, on `device` (once per graph)."""
@@ -201,14 +216,10 @@ class LongRoPERotaryEmbedding(RotaryEmbedding):
         if self._freqs_cis is not None:
             return np.asarray(self._freqs_cis, np.float32)
         p = self.scaling_params
-        positions = np.arange(self.max_seq_len, dtype=np.float64)
-        inv = np.where((positions < p.original_max_position)[:, None], self.compute_inv_freqs()[None, :],
-                       self._inv_freqs(p.long_factor)[None, :])
-        angles = positions[:, None] * inv
-        scale = p.scale()
-        table = np.stack([scale * np.cos(angles), scale * np.sin(angles)], axis=-1)
-        return table.reshape(self.max_seq_len, -1).astype(np.float32)
+        short, long = self.compute_inv_freqs(), self._inv_freqs(p.long_factor)
+        return cos_sin_table(self.max_seq_len, lambda positions: np.where(
+            (positions < p.original_max_position)[:, None], short[None, :], long[None, :]), p.scale())
 
 
 __all__ = ["Llama3RopeScalingParams", "Llama3RotaryEmbedding", "LongRoPERotaryEmbedding", "LongRoPEScalingParams",
-           "RotaryEmbedding"]
+           "RotaryEmbedding", "cos_sin_table"]

@@ -46,8 +46,8 @@ class KVCacheConfig:
     kv_cache_format: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kv_cache_page_size < 1:
-            raise ValueError(f"kv_cache_page_size must be positive, got {self.kv_cache_page_size}")
+        if not 1 <= self.kv_cache_page_size <= 65536:
+            raise ValueError(f"kv_cache_page_size must be from 1 to 65536 tokens, got {self.kv_cache_page_size}")
         if not 0 < self.device_memory_utilization <= 1:
             raise ValueError(f"device_memory_utilization must be in (0, 1], got {self.device_memory_utilization}")
         if self.enable_kvcache_swapping_to_host:

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-#: The longest sequence (and position table) a model may claim: 16M positions.
-LONGEST_SEQUENCE = 1 << 24
+#: The longest sequence (and position table) a model may claim: 4M positions.
+LONGEST_SEQUENCE = 1 << 22
 #: The largest width, count or vocabulary a config may give (dims are int32 inside).
 LARGEST_DIM = (1 << 31) - 1
 
@@ -122,6 +122,8 @@ def check_config(config: Any, source: str = "config.json") -> ModelConfig:
     """The config, checked (see the module docstring); `source` names it in errors."""
     if not isinstance(config, dict):
         raise ValueError(f"{source} must hold a JSON object, got {type(config).__name__}")
+    # A known number given as null is absent: `config[key]` then names it as missing.
+    config = {k: v for k, v in config.items() if not (v is None and (k in _COUNTS or k in _POSITIVE or k in _FINITE))}
     archs = config.get("architectures")
     if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
         raise ValueError(f"the model's architectures must be a list of names, got {archs!r}")

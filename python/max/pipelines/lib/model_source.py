@@ -149,10 +149,11 @@ GGUF_ARCHITECTURES = {
 }
 
 
-def _number(value: Any, key: str, kind: type = int, positive: bool = True) -> Any:
+def _number(value: Any, key: str, kind: type = int, positive: bool = True, per_layer: bool = False) -> Any:
     """A config or metadata value as `kind` (a whole number, or a finite float), or a ValueError
-    naming the key (model files are untrusted). A list (a GGUF per-layer value) gives its first."""
-    if isinstance(value, list) and value:
+    naming the key (model files are untrusted). With `per_layer`, a list (a GGUF per-layer value,
+    such as the heads of each layer) gives its first entry."""
+    if per_layer and isinstance(value, list) and value:
         value = value[0]
     if kind is int:
         return whole(value, key, low=1 if positive else 0)
@@ -172,8 +173,8 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         if get(key) is None:
             raise ValueError(f"the GGUF file lacks {arch}.{key}")
     hidden = _number(get("embedding_length"), f"{arch}.embedding_length")
-    heads = _number(get("attention.head_count"), f"{arch}.attention.head_count")
-    kv_heads = _number(get("attention.head_count_kv", heads), f"{arch}.attention.head_count_kv")
+    heads = _number(get("attention.head_count"), f"{arch}.attention.head_count", per_layer=True)
+    kv_heads = _number(get("attention.head_count_kv", heads), f"{arch}.attention.head_count_kv", per_layer=True)
     if heads % kv_heads:
         raise ValueError(f"the model's {heads} attention heads are not a multiple of its {kv_heads} kv heads")
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -184,7 +185,8 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         "num_hidden_layers": _number(get("block_count"), f"{arch}.block_count"),
         "num_attention_heads": heads,
         "num_key_value_heads": kv_heads,
-        "intermediate_size": _number(get("feed_forward_length", 4 * hidden), f"{arch}.feed_forward_length"),
+        "intermediate_size": _number(get("feed_forward_length", 4 * hidden), f"{arch}.feed_forward_length",
+                                     per_layer=True),
         "max_position_embeddings": _number(get("context_length", 2048), f"{arch}.context_length"),
         "rms_norm_eps": _number(get("attention.layer_norm_rms_epsilon", 1e-6), f"{arch}.attention.layer_norm_rms_epsilon", float),
         "rope_theta": _number(get("rope.freq_base", 10000.0), f"{arch}.rope.freq_base", float),
@@ -194,13 +196,17 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
         "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
     }
     rot = get("rope.dimension_count")
-    if rot is not None and int(rot) != config["head_dim"]:
-        config["partial_rotary_factor"] = int(rot) / config["head_dim"]
+    if rot is not None:
+        rot = _number(rot, f"{arch}.rope.dimension_count")
+        if rot % 2 or rot > config["head_dim"]:
+            raise ValueError(f"the model's {arch}.rope.dimension_count must be even and at most its head size "
+                             f"{config['head_dim']}, got {rot}")
+        if rot != config["head_dim"]:
+            config["partial_rotary_factor"] = rot / config["head_dim"]
     scaling = get("rope.scaling.type")
-    if scaling == "linear":
-        config["rope_scaling"] = {"rope_type": "linear", "factor": float(get("rope.scaling.factor", 1.0))}
-    elif scaling not in (None, "none"):
-        config["rope_scaling"] = {"rope_type": str(scaling), "factor": float(get("rope.scaling.factor", 1.0))}
+    if scaling not in (None, "none"):
+        factor = _number(get("rope.scaling.factor", 1.0), f"{arch}.rope.scaling.factor", float)
+        config["rope_scaling"] = {"rope_type": str(scaling), "factor": factor}
     if arch == "smollm3":  # llama.cpp hard-codes its NoPE layers: every fourth
         config["no_rope_layer_interval"] = 4
     if arch == "granite":  # the converter's *_scale keys hold the config's *_multiplier values
@@ -221,7 +227,8 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
     if arch in ("gemma2", "gemma3"):
         config["sliding_window"] = _number(get("attention.sliding_window", 4096), f"{arch}.attention.sliding_window")
         if arch == "gemma3":
-            config["rope_local_base_freq"] = float(get("rope.freq_base_swa", 10000.0))
+            config["rope_local_base_freq"] = _number(get("rope.freq_base_swa", 10000.0), f"{arch}.rope.freq_base_swa",
+                                                     float)
         config["hidden_activation"] = "gelu_pytorch_tanh"
         config["sliding_window_pattern"] = 6 if arch == "gemma3" else 2
         # llama.cpp scales Gemma queries by 1/sqrt(head_dim), except the 27B models' by hidden / heads

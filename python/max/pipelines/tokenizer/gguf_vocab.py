@@ -167,6 +167,8 @@ def _as_list(metadata: Mapping[str, Any], key: str) -> list[Any] | None:
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         value = tolist()
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"GGUF metadata key {key!r} should be an array, got {type(value).__name__}")
     return list(value)
 
 

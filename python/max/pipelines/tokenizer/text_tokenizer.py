@@ -288,7 +288,11 @@ class TextTokenizer:
         Raises ``ValueError`` when the result is longer than ``max_length``.
         """
         if isinstance(prompt, str):
-            ids = self._tokenizer.encode(prompt, add_special_tokens=add_special_tokens).ids
+            try:
+                ids = self._tokenizer.encode(prompt, add_special_tokens=add_special_tokens).ids
+            except TypeError:  # the tokenizers library refuses a str it cannot encode as UTF-8
+                prompt.encode("utf-8")  # raises UnicodeEncodeError (a ValueError) saying where
+                raise
             if add_special_tokens:
                 if self._source.add_bos_token and self._source.bos_token_id is not None:
                     ids = [self._source.bos_token_id, *ids]

@@ -88,9 +88,13 @@ def kv_geometry(config: dict) -> tuple[int, int, int]:
 
 
 def linear(spec: DecoderSpec, name: str, in_dim: int, out_dim: int, bias: bool = False) -> Linear:
-    """A projection whose weight is `name`.weight, with that tensor's own encoding."""
-    return Linear(in_dim, out_dim, spec.dtype, spec.device, has_bias=bias,
-                  quantization_encoding=spec.encoding(f"{name}.weight"))
+    """A projection whose weight is `name`.weight, with that tensor's own encoding (an encoding
+    that cannot hold the rows is an error naming the tensor)."""
+    try:
+        return Linear(in_dim, out_dim, spec.dtype, spec.device, has_bias=bias,
+                      quantization_encoding=spec.encoding(f"{name}.weight"))
+    except ValueError as e:
+        raise ValueError(f"{name}.weight: {e}") from None
 
 
 def rope_for(spec: DecoderSpec, *, interleaved: bool, theta: float | None = None,
