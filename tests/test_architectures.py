@@ -28,7 +28,7 @@ CASES = {
     "smollm3": dict(arch="smollm3"),  # its fourth layer without rope
     "mistral": dict(arch="mistral"),  # a window of 8: the 13-token prompt crosses it
     "phi3": dict(arch="phi3"),  # fused projections, a window of 8
-    # LongRoPE (the sequences stay within its original context of 32: short factors), partial rotary, tied
+    # LongRoPE (a context within its original 32 positions: the short factors), partial rotary, tied
     "phi3_longrope": dict(arch="phi3", config_overrides=PHI3_LONGROPE_OVERRIDES),
     "qwen2": dict(arch="qwen2"),
     "qwen3": dict(arch="qwen3"),
@@ -56,9 +56,9 @@ def checkpoints(tmp_path_factory):
     return get
 
 
-def _pipeline(ckpt, fmt: str, device: driver.Device, **kw):
+def _pipeline(ckpt, fmt: str, device: driver.Device, max_length: int = 96, **kw):
     path = ckpt["gguf"] if fmt == "gguf" else ckpt["hf_dir"]
-    return load_pipeline(PipelineConfig(model_path=str(path), max_length=96, device_specs=_spec(device),
+    return load_pipeline(PipelineConfig(model_path=str(path), max_length=max_length, device_specs=_spec(device),
                                         quantization_encoding="float32", kv_cache_page_size=16, **kw))
 
 
@@ -84,7 +84,7 @@ def _step_logits(p, ctxs):
 @pytest.mark.parametrize("case", list(CASES))
 def test_decoder_matches_reference(device, checkpoints, case, fmt):
     ckpt = checkpoints(case)
-    p = _pipeline(ckpt, fmt, device)
+    p = _pipeline(ckpt, fmt, device, max_length=32 if case == "phi3_longrope" else 96)
     rng = np.random.default_rng(11)
     vocab = ckpt["config"]["vocab_size"]
     prompt = rng.integers(5, vocab, 13).tolist()
@@ -169,6 +169,27 @@ def test_token_ids_outside_the_vocabulary_are_refused(device, checkpoints):
     ok = TextContext(max_length=96, tokens=np.array([1, 2, 3]))
     assert np.isfinite(_step_logits(p, [ok])).all()  # the pipeline stays usable
     p.release(ok.request_id)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+def test_longrope_past_its_original_context(device, checkpoints, fmt):
+    """A context longer than LongRoPE's original 32 positions takes the long factors at every
+    position (llama.cpp's rule; transformers' too for a sequence that long): a 40-token prompt
+    and its decode steps against the reference."""
+    ckpt = checkpoints("phi3_longrope")
+    p = _pipeline(ckpt, fmt, device)
+    prompt = np.random.default_rng(12).integers(5, ckpt["config"]["vocab_size"], 40).tolist()
+    ctx = TextContext(max_length=96, tokens=np.array(prompt))
+    ids = list(prompt)
+    for step in range(3):
+        got = _step_logits(p, [ctx])[0]
+        want = causal_lm_logits(ckpt["gguf_config" if fmt == "gguf" else "config"], ckpt["weights"], ids)[-1]
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=f"step {step}")
+        nxt = int(np.argmax(want))
+        ctx.commit()
+        ctx.append(nxt)
+        ids.append(nxt)
+    p.release(ctx.request_id)
 
 
 def test_qwen2_sliding_window_layers_are_refused(tmp_path):

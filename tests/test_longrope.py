@@ -1,7 +1,8 @@
-"""LongRoPE's frequency table (``LongRoPERotaryEmbedding``): the short factors below the original
-context and the long ones from there on, cos and sin scaled by the attention factor, against the
-float64 reference's Phi-3 frequencies (tests/reference/llm.py, itself checked against
-transformers); and clear errors for factors a model file gets wrong."""
+"""LongRoPE's frequency table (``LongRoPERotaryEmbedding``): one set of factors for every position,
+the long ones when the table's context exceeds the original context (as llama.cpp chooses), else
+the short ones; cos and sin scaled by the attention factor; checked against the float64
+reference's Phi-3 frequencies (tests/reference/llm.py, itself checked against transformers),
+and clear errors for factors a model file gets wrong."""
 
 from __future__ import annotations
 
@@ -19,32 +20,27 @@ CONFIG = {
 }
 
 
-def _rope(attention_factor: float | None = None) -> LongRoPERotaryEmbedding:
+def _rope(context: int, attention_factor: float | None = None) -> LongRoPERotaryEmbedding:
     params = LongRoPEScalingParams(PHI3_LONGROPE_SCALING["short_factor"], PHI3_LONGROPE_SCALING["long_factor"], 32, 256,
                                    attention_factor)
-    return LongRoPERotaryEmbedding(64, 4, 10000.0, 80, 16, rotary_dim=12, scaling_params=params)
+    return LongRoPERotaryEmbedding(64, 4, 10000.0, context, 16, rotary_dim=12, scaling_params=params)
 
 
-def test_table_uses_short_then_long_factors():
+@pytest.mark.parametrize("context, long", [(80, True), (32, False), (20, False)])
+def test_table_uses_one_set_of_factors_for_its_context(context, long):
     spec = decoder_spec(CONFIG)
-    table = _rope().freqs_cis_base().reshape(80, 6, 2).astype(np.float64)
-    positions = np.arange(80, dtype=np.float64)[:, None]
-    inv = np.where(positions < 32, spec.layers[0].inv_freq[None, :], spec.long_inv_freq[None, :])
+    table = _rope(context).freqs_cis_base().reshape(context, 6, 2).astype(np.float64)
+    positions = np.arange(context, dtype=np.float64)[:, None]
+    inv = spec.long_inv_freq if long else spec.layers[0].inv_freq
     scale = spec.rope_attention_factor
     assert scale == pytest.approx(np.sqrt(1 + np.log(8) / np.log(32)))
     np.testing.assert_allclose(table[..., 0], scale * np.cos(positions * inv), atol=2e-7)
     np.testing.assert_allclose(table[..., 1], scale * np.sin(positions * inv), atol=2e-7)
-    assert not np.allclose(table[40].reshape(12), _short_only()[40], atol=1e-3)  # past 32 the long factors count
-
-
-def _short_only() -> np.ndarray:
-    angles = np.arange(80)[:, None] * (10000.0 ** -(np.arange(0, 12, 2) / 12) / np.array(PHI3_LONGROPE_SCALING["short_factor"]))
-    return np.stack([np.cos(angles), np.sin(angles)], -1).reshape(80, 12) * np.sqrt(1 + np.log(8) / np.log(32))
 
 
 def test_attention_factor_given_is_used():
-    np.testing.assert_allclose(_rope(1.0).freqs_cis_base()[0, :2], [1.0, 0.0])
-    np.testing.assert_allclose(_rope(2.0).freqs_cis_base()[0, :2], [2.0, 0.0])
+    np.testing.assert_allclose(_rope(20, 1.0).freqs_cis_base()[0, :2], [1.0, 0.0])
+    np.testing.assert_allclose(_rope(20, 2.0).freqs_cis_base()[0, :2], [2.0, 0.0])
 
 
 @pytest.mark.parametrize("short, long, match", [

@@ -102,6 +102,29 @@ def test_shard_index_is_checked(llama, tmp_path):
         _load(d)
 
 
+def test_sharded_model_in_a_hub_cache_layout_loads(llama, tmp_path):
+    """A Hugging Face cache snapshot's files are symlinks into blobs/: its shards are inside the
+    model directory all the same."""
+    blobs, snap = tmp_path / "blobs", tmp_path / "snapshots" / "rev"
+    blobs.mkdir()
+    snap.mkdir(parents=True)
+    weights = load_file(str(llama / "model.safetensors"))
+    names = sorted(weights)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2 :]}
+    index = {"weight_map": {n: f for f, ns in shards.items() for n in ns}}
+    for f, ns in shards.items():
+        save_file({n: weights[n] for n in ns}, str(blobs / f))
+        (snap / f).symlink_to(blobs / f)
+    (blobs / "index").write_text(json.dumps(index))
+    (snap / "model.safetensors.index.json").symlink_to(blobs / "index")
+    for f in llama.iterdir():
+        if not f.name.startswith("model"):
+            (blobs / f.name).write_bytes(f.read_bytes())
+            (snap / f.name).symlink_to(blobs / f.name)
+    assert _load(snap) is not None
+
+
 def test_weights_that_disagree_with_the_vocabulary(llama, tmp_path):
     d = _copy(llama, tmp_path / "m")
     weights = load_file(str(d / "model.safetensors"))

@@ -275,9 +275,12 @@ def test_render_directly():
     ("{% set ns = namespace(s='ab') %}{% for i in range(30) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "joins"),
     ("{{ 7 ** 100000000 }}", "power"),
     ("{{ (((7 ** 60) ** 60) ** 60) ** 60 }}", "65536 bits"),
-    ("{{ 'a'|center(100000000) }}", "with center"),
-    ("{{ 'x'|indent(100000000) }}", "with indent"),
-    ("{{ ('a' * 100000)|replace('a', 'a' * 1000) }}", "with replace"),
+    ("{{ 'a'|center(100000000) }}", "pads a string with center"),
+    ("{{ 'x'|indent(100000000) }}", "indents a string"),
+    ("{{ ('a' * 100000)|replace('a', 'a' * 1000) }}", "replaces text"),
+    ("{% set ns = namespace(s='ab') %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "with ~"),
+    ("{{ 'a'.ljust(10**9) }}", "unsafe"),
+    ("{{ '%1000000000s'|format('a') }}", "formats to a width"),
     ("{% for i in range(99999) %}{{ 'abcdefghijk' }}{% endfor %}", "characters of"),
 ])
 def test_templates_cannot_build_huge_things(template, needle):
@@ -288,6 +291,19 @@ def test_templates_cannot_build_huge_things(template, needle):
     # bounded, not refused: a million range items in all, strings up to a million characters
     ok = "{% for i in range(1000) %}{% for j in range(999) %}{% endfor %}{% endfor %}{{ 'ab' * 500000 }}"
     assert len(render_chat_template(ok, [{"role": "user", "content": "hi"}])) == 1_000_000
+
+
+def test_bounded_filters_and_operators_still_work():
+    """The size-checked filters and ``~`` give what Jinja's own give, and a long message is not
+    refused: the limit grows with the inputs."""
+    out = render_chat_template(
+        "{{ messages[0].content|replace('a', 'b') }}|{{ messages[0].content|replace('a', 'b', 1) }}|"
+        "{{ 'x'|center(5) }}|{{ 'a\nb'|indent(2, true) }}|{{ '%3s'|format('ab') }}|{{ 'a' ~ 1 ~ none }}",
+        [{"role": "user", "content": "a a"}])
+    assert out == "b b|b a|  x  |  a\n  b| ab|a1None"
+    long = [{"role": "user", "content": "x" * 1_500_000}]
+    qwen_style = "{{ '<|im_start|>' + messages[0]['content'] + '<|im_end|>' }}{{ messages[0]['content']|indent(4) }}"
+    assert len(render_chat_template(qwen_style, long)) == 3_000_022  # (indent leaves the first line)
 
 
 def test_unsupported_tokenizer_models():

@@ -174,11 +174,12 @@ class LongRoPEScalingParams:
 
 
 class LongRoPERotaryEmbedding(RotaryEmbedding):
-    """RotaryEmbedding with LongRoPE (`scaling_params`). The table holds, per position, the
-    angles of the short factors below the original context and of the long ones past it, so a
-    sequence's cached keys keep their rotation as it grows (Hugging Face recomputes every
-    position with the long factors once a sequence passes the original context: the same
-    values up to there)."""
+    """RotaryEmbedding with LongRoPE (`scaling_params`). One set of factors rotates every
+    position, chosen by the context the table serves (as llama.cpp chooses by its context size):
+    the long factors when `max_seq_len` exceeds the original context, else the short ones. A
+    sequence's cached keys so keep their rotation as it grows, and q.k depends on distance
+    only. (Hugging Face picks per call by the sequence's length: the same values whenever the
+    sequence and the context fall on the same side of the original context.)"""
 
     def __init__(
         self,
@@ -209,16 +210,15 @@ class LongRoPERotaryEmbedding(RotaryEmbedding):
         return super().compute_inv_freqs() / np.asarray(factors, np.float64)
 
     def compute_inv_freqs(self) -> np.ndarray:
-        """The frequencies of the positions below the original context (the short factors)."""
-        return self._inv_freqs(self.scaling_params.short_factor)
+        """The frequencies of this table's context: long factors past the original context."""
+        p = self.scaling_params
+        return self._inv_freqs(p.long_factor if self.max_seq_len > p.original_max_position else p.short_factor)
 
     def freqs_cis_base(self) -> np.ndarray:
         if self._freqs_cis is not None:
             return np.asarray(self._freqs_cis, np.float32)
-        p = self.scaling_params
-        short, long = self.compute_inv_freqs(), self._inv_freqs(p.long_factor)
-        return cos_sin_table(self.max_seq_len, lambda positions: np.where(
-            (positions < p.original_max_position)[:, None], short[None, :], long[None, :]), p.scale())
+        inv = self.compute_inv_freqs()
+        return cos_sin_table(self.max_seq_len, lambda positions: inv, self.scaling_params.scale())
 
 
 __all__ = ["Llama3RopeScalingParams", "Llama3RotaryEmbedding", "LongRoPERotaryEmbedding", "LongRoPEScalingParams",

@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 #: The longest sequence (and position table) a model may claim: 4M positions.
@@ -67,6 +67,13 @@ def read_json(path: Path, expect: type | tuple[type, ...] = dict) -> Any:
         want = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
         raise ValueError(f"{path} must hold a JSON {'object' if want == 'dict' else want}, got {type(value).__name__}")
     return value
+
+
+def inside(relative: str) -> bool:
+    """Whether a file name from a model's index stays inside the model's directory: relative,
+    without ``..`` (checked as text: Hugging Face cache snapshots are symlinks into blobs/)."""
+    parts = PurePosixPath(relative.replace("\\", "/")).parts
+    return bool(parts) and not PurePosixPath(relative).is_absolute() and ".." not in parts and ":" not in parts[0]
 
 
 def whole(value: Any, key: str, low: int = 1, high: int = LARGEST_DIM) -> int:
@@ -127,15 +134,15 @@ def check_config(config: Any, source: str = "config.json") -> ModelConfig:
     archs = config.get("architectures")
     if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
         raise ValueError(f"the model's architectures must be a list of names, got {archs!r}")
-    for key, high in _COUNTS.items():
+    for key, high in _COUNTS.items():  # (written back: 4096.0 becomes 4096)
         if config.get(key) is not None:
-            whole(config[key], key, high=high)
+            config[key] = whole(config[key], key, high=high)
     for key in _POSITIVE:
         if config.get(key) is not None:
-            real(config[key], key)
+            config[key] = real(config[key], key)
     for key in _FINITE:
         if config.get(key) is not None:
-            real(config[key], key, positive=False)
+            config[key] = real(config[key], key, positive=False)
     factor = config.get("partial_rotary_factor")
     if factor is not None and not 0 < real(factor, "partial_rotary_factor") <= 1:
         raise ValueError(f"the model's partial_rotary_factor must be in (0, 1], got {factor!r}")
@@ -168,4 +175,4 @@ def check_layers(names: Iterable[str], layers: int, pattern: str = r"layers\.(\d
 
 
 __all__ = ["LARGEST_DIM", "LONGEST_SEQUENCE", "MissingKey", "ModelConfig", "Weights", "check_config", "check_layers",
-           "read_json", "real", "whole"]
+           "inside", "read_json", "real", "whole"]

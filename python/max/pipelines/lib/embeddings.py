@@ -16,7 +16,7 @@ from max import driver
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType
 from max.interfaces import EmbeddingsGenerationOutput, TextGenerationInputs
-from max.pipelines.lib.config_checks import check_layers, read_json, whole
+from max.pipelines.lib.config_checks import check_layers, inside, read_json, whole
 from max.pipelines.lib.pipeline import pick_device, session_for
 from max.pipelines.lib.weights import read_weights
 
@@ -35,9 +35,9 @@ def sentence_transformers_settings(directory: Path | None) -> dict[str, Any]:
         out["normalize"] = any(str(m.get("type", "")).endswith("Normalize") for m in mods)
         for m in mods:
             if str(m.get("type", "")).endswith("Pooling"):
-                cfg = directory / m.get("path", "1_Pooling") / "config.json"
-                if not cfg.resolve().is_relative_to(directory.resolve()):
+                if m.get("path", "1_Pooling") and not inside(m.get("path", "1_Pooling")):
                     raise ValueError(f"{modules} names a pooling module outside the model directory")
+                cfg = directory / m.get("path", "1_Pooling") / "config.json"
                 if cfg.is_file():
                     p = read_json(cfg)
                     if p.get("pooling_mode_cls_token"):
@@ -81,6 +81,9 @@ class EmbeddingsPipeline:
         limit = int(config.get("max_position_embeddings", 512))
         self.max_seq_length = min(limit, int(settings["max_seq_length"] or limit))
         self.max_batch_size = int(pipeline_config.max_batch_size or 32)
+        if source.format == "gguf":
+            raise NotImplementedError(f"{source.model_path}: encoder models (BERT) load from a safetensors directory, "
+                                      "not GGUF")
         raw = read_weights(source.weight_files)
         weights = {}
         for name, data in raw.items():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from max.pipelines.lib.config_checks import ModelConfig, check_config, read_json, real, whole
+from max.pipelines.lib.config_checks import ModelConfig, check_config, inside, read_json, real, whole
 
 
 @dataclass
@@ -62,11 +62,10 @@ def _safetensors_files(directory: Path) -> list[Path]:
         weight_map = read_json(index).get("weight_map")
         if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
             raise ValueError(f"{index} is not a valid safetensors index: its weight_map must map names to files")
-        files = sorted({directory / f for f in weight_map.values()})
-        root = directory.resolve()
-        outside = [str(f) for f in files if not f.resolve().is_relative_to(root)]
+        outside = sorted({f for f in weight_map.values() if not inside(f)})
         if outside:
             raise ValueError(f"{index} names shards outside the model directory: {', '.join(outside)}")
+        files = sorted({directory / f for f in weight_map.values()})
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
             raise FileNotFoundError(f"{index} names shards that are missing: {', '.join(missing)}")
@@ -154,6 +153,8 @@ def _number(value: Any, key: str, kind: type = int, positive: bool = True, per_l
     naming the key (model files are untrusted). With `per_layer`, a list (a GGUF per-layer value,
     such as the heads of each layer) gives its first entry."""
     if per_layer and isinstance(value, list) and value:
+        if any(v != value[0] for v in value):
+            raise ValueError(f"the model's {key} differs between layers ({value[:8]}...), which is not supported")
         value = value[0]
     if kind is int:
         return whole(value, key, low=1 if positive else 0)

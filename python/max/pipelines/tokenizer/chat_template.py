@@ -23,17 +23,19 @@ Any failure (syntax error, ``raise_exception``, a Python error while rendering)
 raises ``ChatTemplateError``, a ``ValueError``.
 
 Templates come with model files, which are untrusted: besides the sandbox, a
-rendering may loop over at most a million ``range`` items in all, build strings
-and lists of at most a million items with ``*``, ``+`` and the ``center``,
-``indent`` and ``replace`` filters, raise whole numbers only to powers of 64
-and 65536 bits at most, and return at most a million characters more than
-twice its inputs' size.
+rendering may loop over at most a million ``range`` items in all; the strings
+and lists it builds with ``*``, ``+``, ``~`` and the ``center``, ``indent``,
+``replace`` and ``format`` filters, and its output, may hold at most a million
+items more than twice its inputs' size; whole numbers are raised to powers of
+64 and 65536 bits at most; the string methods that pad (``ljust``, ``zfill``,
+``format``, ...) are not available.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -52,11 +54,12 @@ class ChatTemplateError(ValueError):
     """A chat template could not be compiled or rendered."""
 
 
-#: The most items a rendering's ``range`` calls may produce in all, and the longest string or
-#: list a template may build.
+#: The most items a rendering's ``range`` calls may produce in all; a string or list a template
+#: builds may hold MAX_BUILT items more than twice the size of the rendering's inputs.
 MAX_LOOP_ITEMS = 1_000_000
 MAX_BUILT = 1_000_000
-_items_left: contextvars.ContextVar[list[int]] = contextvars.ContextVar("chat_template_items_left")
+# Per rendering: [range items left, the largest string or list it may build].
+_budget: contextvars.ContextVar[list[int]] = contextvars.ContextVar("chat_template_budget")
 
 
 def _too_big(what: str) -> Exception:
@@ -65,14 +68,24 @@ def _too_big(what: str) -> Exception:
     return jinja2.exceptions.SecurityError(f"the chat template {what}")
 
 
+def _size_limit() -> int:
+    budget = _budget.get(None)
+    return MAX_BUILT if budget is None else budget[1]
+
+
+def _check_size(size: int, what: str) -> None:
+    if size > _size_limit():
+        raise _too_big(f"{what} more than {_size_limit()} items")
+
+
 def _bounded_range(*args: int) -> range:
     from jinja2.sandbox import safe_range
 
     r = safe_range(*args)
-    left = _items_left.get(None)
-    if left is not None:
-        left[0] -= len(r)
-        if left[0] < 0:
+    budget = _budget.get(None)
+    if budget is not None:
+        budget[0] -= len(r)
+        if budget[0] < 0:
             raise _too_big(f"loops over more than {MAX_LOOP_ITEMS} range items")
     return r
 
@@ -86,15 +99,26 @@ def _checked_binop(operator: str, left: Any, right: Any) -> None:
     if operator == "*":
         for seq, n in ((left, right), (right, left)):
             size = _sized(seq)
-            if size is not None and isinstance(n, int) and size * max(n, 0) > MAX_BUILT:
-                raise _too_big(f"repeats a sequence to more than {MAX_BUILT} items")
+            if size is not None and isinstance(n, int):
+                _check_size(size * max(n, 0), "repeats a sequence to")
     elif operator == "+":
         a, b = _sized(left), _sized(right)
-        if a is not None and b is not None and a + b > MAX_BUILT:
-            raise _too_big(f"joins sequences to more than {MAX_BUILT} items")
+        if a is not None and b is not None:
+            _check_size(a + b, "joins sequences to")
     elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
         if right > 64 or left.bit_length() * right > 1 << 16:
             raise _too_big("raises a number to a power above 64, or past 65536 bits")
+
+
+def _bounded_concat(values: Any) -> str:
+    """The ``~`` operator: the strings joined, within the size limit."""
+    parts = [str(v) for v in values]
+    _check_size(sum(len(p) for p in parts), "joins strings with ~ to")
+    return "".join(parts)
+
+
+#: String methods that pad to a width the template chooses.
+_PADDING_METHODS = frozenset(["center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map"])
 
 
 # --------------------------------------------------------------------------
@@ -171,28 +195,58 @@ def _environment() -> Any:
         def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
             return dict.fromkeys(*args, **kwargs)
 
+    from jinja2.compiler import CodeGenerator
+
+    class BoundedCodeGenerator(CodeGenerator):
+        """Compiles ``a ~ b`` to the environment's size-checked join."""
+
+        def visit_Concat(self, node: Any, frame: Any) -> None:
+            self.write("environment.bounded_concat((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
     class BoundedEnvironment(ImmutableSandboxedEnvironment):
-        """The sandbox, with the products, sums and powers of `_checked_binop` refused."""
+        """The sandbox with its building bounded: the products, sums and powers of
+        `_checked_binop`, ``~`` joins, and no padding string methods."""
 
         intercepted_binops = frozenset(["*", "+", "**"])
+        code_generator_class = BoundedCodeGenerator
+        bounded_concat = staticmethod(_bounded_concat)
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             _checked_binop(operator, left, right)
             return super().call_binop(context, operator, left, right)
 
-    def sized_filter(name: str, grow: Any) -> Any:
-        base = env.filters[name]
+        def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+            if isinstance(obj, str) and attr in _PADDING_METHODS:
+                return False
+            return bool(super().is_safe_attribute(obj, attr, value))
 
-        def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
-            if grow(str(value), *args, **kwargs) > MAX_BUILT:
-                raise _too_big(f"builds a string of more than {MAX_BUILT} characters with {name}")
-            return base(value, *args, **kwargs)
+    def center(value: Any, width: int = 80) -> str:
+        _check_size(max(len(str(value)), int(width)), "pads a string with center to")
+        return str(value).center(int(width))
 
-        return bounded
+    def indent(value: Any, width: Any = 4, first: bool = False, blank: bool = False) -> str:
+        text = str(value)
+        pad = len(width) if isinstance(width, str) else int(width)
+        _check_size(len(text) + (text.count("\n") + 1) * pad, "indents a string to")
+        return base_indent(value, width, first, blank)
 
-    def replaced(text: str, old: Any = "", new: Any = "", count: Any = None, *_: Any) -> int:
-        hits = text.count(str(old)) if str(old) else len(text) + 1
-        return len(text) + hits * max(len(str(new)) - len(str(old)), 0)
+    def replace(text: Any, old: Any, new: Any, count: Any = None) -> str:
+        text, old, new = str(text), str(old), str(new)
+        hits = text.count(old) if old else len(text) + 1
+        if count is not None:
+            hits = min(hits, max(int(count), 0))
+        _check_size(len(text) + hits * max(len(new) - len(old), 0), "replaces text in a string to")
+        return text.replace(old, new, -1 if count is None else int(count))
+
+    def format_(value: Any, *args: Any, **kwargs: Any) -> str:
+        widths = [int(w) for w in re.findall(r"%[-+ #0]*(\d+)", str(value))]
+        if "*" in str(value) or any(w > _size_limit() for w in widths):
+            raise _too_big("formats to a width past the size limit")
+        return base_format(value, *args, **kwargs)
 
     env = BoundedEnvironment(
         trim_blocks=True,
@@ -205,10 +259,8 @@ def _environment() -> Any:
     env.globals["namespace"] = GuardedNamespace
     env.globals["dict"] = DictMaker()
     env.globals["range"] = _bounded_range
-    env.filters["center"] = sized_filter("center", lambda text, width=80, *_, **__: max(len(text), int(width)))
-    env.filters["indent"] = sized_filter(
-        "indent", lambda text, width=4, *_, **__: len(text) * (1 + (len(width) if isinstance(width, str) else width)))
-    env.filters["replace"] = sized_filter("replace", replaced)
+    base_indent, base_format = env.filters["indent"], env.filters["format"]
+    env.filters.update(center=center, indent=indent, replace=replace, format=format_)
     return env
 
 
@@ -383,10 +435,10 @@ def render_chat_template(
         tools=_plain_data(list(tools)) if tools is not None else None,
         documents=_plain_data(list(documents)) if documents is not None else None,
     )
-    budget = _items_left.set([MAX_LOOP_ITEMS])
+    size = len(json.dumps([inputs, variables], default=str, ensure_ascii=False))
+    budget = _budget.set([MAX_LOOP_ITEMS, MAX_BUILT + 2 * size])
     try:
         text = compiled.render(add_generation_prompt=add_generation_prompt, **inputs, **variables)
-        size = len(json.dumps([inputs, variables], default=str, ensure_ascii=False))
         if len(text) > MAX_BUILT + 2 * size:
             raise ChatTemplateError(f"the chat template made {len(text)} characters of {size} characters of input")
         return text
@@ -397,4 +449,4 @@ def render_chat_template(
     except Exception as exc:
         raise ChatTemplateError(f"chat template failed while rendering: {type(exc).__name__}: {exc}") from exc
     finally:
-        _items_left.reset(budget)
+        _budget.reset(budget)

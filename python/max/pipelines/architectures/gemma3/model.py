@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from max.graph import TensorValue
-from max.nn import MLP, AttentionWithRope, Embedding, Linear, RMSNorm, Transformer, TransformerBlock
+from max.nn import MLP, AttentionWithRope, RMSNorm, Transformer, TransformerBlock
 from max.nn.attention.mask_config import AttentionMaskVariant
 from max.nn.kv_cache import PagedCacheValues
 from max.nn.rotary_embedding import RotaryEmbedding

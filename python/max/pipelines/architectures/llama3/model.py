@@ -227,7 +227,7 @@ def granite_scales(config: dict, arch: str) -> dict:
     if arch == "GraniteForCausalLM":
         for key in out:
             if config.get(key) is not None:
-                out[key] = _number(config[key], key, float)
+                out[key] = _number(config[key], key, float, positive=key == "logits_scaling")
     return out
 
 
