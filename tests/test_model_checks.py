@@ -83,6 +83,34 @@ def test_config_file_that_is_not_an_object(llama, tmp_path, text, needle):
         _load(d)
 
 
+def test_transformers_5_rope_parameters_are_read(llama, tmp_path):
+    """A config saved by transformers 5 gives its rope settings only as `rope_parameters`: the
+    model runs with them (theta and Llama-3 scaling), as the reference (and transformers) do."""
+    import numpy as np
+
+    from max.pipelines.lib.context import TextContext
+    from reference.checkpoints import LLAMA3_ROPE_SCALING
+    from reference.llm import causal_lm_logits
+
+    def v5(c):
+        c = {k: v for k, v in c.items() if k not in ("rope_theta", "rope_scaling")}
+        return {**c, "rope_parameters": {**LLAMA3_ROPE_SCALING, "rope_theta": 500000.0}}
+
+    d = _with_config(llama, tmp_path, v5)
+    config = json.loads((d / "config.json").read_text())
+    weights = {k: np.asarray(v, np.float64) for k, v in load_file(str(d / "model.safetensors")).items()}
+    p = _load(d)
+    ids = list(range(5, 45))
+    ctx = TextContext(max_length=64, tokens=np.array(ids))
+    p.kv_manager.claim(ctx.request_id)
+    p.kv_manager.alloc(ctx)
+    (cache,) = p.kv_manager.get_runtime_inputs([[ctx]])
+    got = p.model.execute(ctx.next_tokens, np.array([0, len(ids)], np.uint32), list(cache)).to_numpy()[0]
+    want = causal_lm_logits(config, weights, ids)[-1]
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * np.abs(want).max())
+    assert not np.allclose(want, causal_lm_logits({**config, "rope_parameters": None}, weights, ids)[-1], atol=1e-2)
+
+
 def test_gemma_layer_types_must_name_every_layer(tmp_path):
     ck = write_checkpoint("gemma3", tmp_path / "g", seed=3)
     config = json.loads((ck["hf_dir"] / "config.json").read_text())

@@ -153,6 +153,7 @@ def check_config(config: Any, source: str = "config.json") -> ModelConfig:
             _check_rope_scaling(p, f"rope_parameters.{name}")
     else:
         _check_rope_scaling(params, "rope_parameters")
+    _classic_rope_keys(config)
     types = config.get("layer_types")
     if types is not None:
         n = config.get("num_hidden_layers")
@@ -161,6 +162,28 @@ def check_config(config: Any, source: str = "config.json") -> ModelConfig:
             raise ValueError(f"the model's layer_types must list {known[0]!r} or {known[1]!r} for each of its "
                              f"{n} layers")
     return ModelConfig(config)
+
+
+def _classic_rope_keys(config: dict) -> None:
+    """Configs saved by transformers 5 give rope settings as ``rope_parameters`` (flat, or per
+    layer type); the classic keys the architectures read (``rope_theta``, ``rope_scaling``,
+    ``partial_rotary_factor``, Gemma's ``rope_local_base_freq``) are filled in from it where a
+    config lacks them."""
+    params = config.get("rope_parameters")
+    if not isinstance(params, dict):
+        return
+    full, sliding = params, None
+    if "full_attention" in params or "sliding_attention" in params:
+        full, sliding = params.get("full_attention") or {}, params.get("sliding_attention")
+    if full.get("rope_theta") is not None and config.get("rope_theta") is None:
+        config["rope_theta"] = real(full["rope_theta"], "rope_parameters.rope_theta")
+    if full.get("partial_rotary_factor") is not None and config.get("partial_rotary_factor") is None:
+        config["partial_rotary_factor"] = real(full["partial_rotary_factor"], "rope_parameters.partial_rotary_factor")
+    kind = full.get("rope_type") or full.get("type")
+    if kind not in (None, "default") and config.get("rope_scaling") is None:
+        config["rope_scaling"] = {k: v for k, v in full.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    if isinstance(sliding, dict) and sliding.get("rope_theta") is not None and "rope_local_base_freq" not in config:
+        config["rope_local_base_freq"] = real(sliding["rope_theta"], "rope_parameters.sliding_attention.rope_theta")
 
 
 def check_layers(names: Iterable[str], layers: int, pattern: str = r"layers\.(\d+)\.") -> None:
