@@ -153,6 +153,15 @@ def test_sharded_model_in_a_hub_cache_layout_loads(llama, tmp_path):
     assert _load(snap) is not None
 
 
+def test_tokenizer_adding_ids_outside_the_vocabulary(llama, tmp_path):
+    d = _copy(llama, tmp_path / "m")
+    tok = json.loads((d / "tokenizer.json").read_text())
+    tok["post_processor"]["special_tokens"]["<|begin_of_text|>"]["ids"] = [1000000]
+    (d / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(ValueError, match=r"the tokenizer adds token ids \[1000000\] to every prompt"):
+        _load(d)
+
+
 def test_weights_that_disagree_with_the_vocabulary(llama, tmp_path):
     d = _copy(llama, tmp_path / "m")
     weights = load_file(str(d / "model.safetensors"))

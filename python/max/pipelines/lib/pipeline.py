@@ -93,6 +93,24 @@ def cache_pages(model: DecoderModel, config: PipelineConfig, max_batch: int, dev
     return int(min(want, fit))
 
 
+def check_special_ids(tokenizer: Any, vocab_size: int) -> None:
+    """The ids the tokenizer adds to every prompt (BOS, a post-processor's template) must be in
+    the model's vocabulary: a tokenizer file that says otherwise is an error at load, naming it,
+    not at the first request."""
+    encode = getattr(tokenizer, "encode_sync", None)
+    if encode is None:
+        return
+    try:
+        added = [int(i) for i in encode("", add_special_tokens=True)]
+    except ValueError:
+        return  # (a tokenizer that refuses an empty prompt adds nothing we can check)
+    bad = sorted({i for i in added if not 0 <= i < vocab_size})
+    if bad:
+        raise ValueError(f"the tokenizer adds token ids {bad} to every prompt, outside the model's vocabulary of "
+                         f"{vocab_size} (its special tokens: tokenizer.json, tokenizer_config.json or the GGUF's "
+                         f"tokenizer.ggml.* keys)")
+
+
 class TextGenerationPipeline:
     """Generates tokens for batches of ``TextContext``s."""
 
@@ -115,6 +133,7 @@ class TextGenerationPipeline:
         page_size = int(mc.kv_cache.kv_cache_page_size)
         self.model = DecoderModel(arch.pipeline_model, source, raw, self.session, self.devices,
                                   encoding=mc.quantization_encoding, max_seq_len=self.max_length, page_size=page_size)
+        check_special_ids(tokenizer, self.model.vocab_size)
         from max.pipelines.lib.weights import weight_bytes
 
         pages = cache_pages(self.model, pipeline_config, self.max_batch_size, self.device, weight_bytes(raw))
