@@ -326,6 +326,7 @@ def test_spm_whitespace_fix():
     ("tokenizer.ggml.tokens", [1, 2, 3], "'tokenizer.ggml.tokens' must hold strings"),
     ("tokenizer.ggml.bos_token_id", "1", "'tokenizer.ggml.bos_token_id' must be a token id"),
     ("tokenizer.chat_template", 5, "'tokenizer.chat_template' must be a string"),
+    ("tokenizer.chat_template.tool_use", [1], "'tokenizer.chat_template.tool_use' must be a string"),
 ])
 def test_gguf_tokenizer_fields_of_the_wrong_type(key, value, needle):
     """Model files are untrusted: a tokenizer field of the wrong type is an error naming it."""

@@ -213,11 +213,12 @@ def _chat_templates(metadata: Mapping[str, Any]) -> str | dict[str, str] | None:
     if default is not None and not isinstance(default, (str, bytes)):
         raise ValueError(f"GGUF metadata key 'tokenizer.chat_template' must be a string, got {type(default).__name__}")
     prefix = "tokenizer.chat_template."
-    named = {
-        key[len(prefix) :]: _text(value)
-        for key, value in metadata.items()
-        if key.startswith(prefix) and isinstance(value, (str, bytes))
-    }
+    named = {}
+    for key, value in metadata.items():
+        if key.startswith(prefix):
+            if not isinstance(value, (str, bytes)):
+                raise ValueError(f"GGUF metadata key {key!r} must be a string, got {type(value).__name__}")
+            named[key[len(prefix) :]] = _text(value)
     if not named:
         return None if default is None else _text(default)
     if default is not None:
