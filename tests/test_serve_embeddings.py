@@ -63,4 +63,10 @@ def test_embedding_errors(server):
         client.completions.create(model="minilm", prompt="hi", max_tokens=2)
     with pytest.raises(openai.BadRequestError, match="input"):
         client.embeddings.create(model="minilm", input=[])
+    for ids in ([10**6], [-1], [10**20]):  # (500s or a silently wrapped id before)
+        with pytest.raises(openai.BadRequestError, match="token ids must be in") as info:
+            client.embeddings.create(model="minilm", input=ids)
+        assert info.value.param == "input"
+    status, err = server.post_raw("/v1/embeddings", b'{"model": "minilm", "input": "a\\udcffb"}')
+    assert status == 400 and err["error"]["param"] == "input", err
     assert len(client.embeddings.create(model="minilm", input="still up").data[0].embedding) == 384

@@ -104,6 +104,38 @@ def test_prompt_ten_times_the_context(server):
     _works(server)
 
 
+def test_requests_that_used_to_fail_inside(server):
+    """Client mistakes found by probing the server, each a 400 naming its field (they were 500s
+    or silently ignored), the server usable after each."""
+    client = server.client()
+    msgs = [{"role": "user", "content": "Hi"}]
+    with pytest.raises(openai.BadRequestError, match="token ids") as info:
+        client.completions.create(model="smollm", prompt=[10**20], max_tokens=2)
+    assert info.value.param == "prompt"
+    with pytest.raises(openai.BadRequestError, match="may not set messages"):
+        client.chat.completions.create(model="smollm", messages=msgs, max_tokens=2,
+                                       extra_body={"chat_template_kwargs": {"messages": []}})
+    with pytest.raises(openai.BadRequestError, match="structured output") as info:
+        client.chat.completions.create(model="smollm", messages=msgs, max_tokens=2,
+                                       response_format={"type": "json_object"})
+    assert info.value.param == "response_format"
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    with pytest.raises(openai.BadRequestError, match="tool_choice") as info:
+        client.chat.completions.create(model="smollm", messages=msgs, max_tokens=2, tools=[tool],
+                                       tool_choice="required")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="smollm", messages=msgs, max_completion_tokens=-3)
+    assert info.value.param == "max_completion_tokens" and "max_completion_tokens" in info.value.message
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model="smollm", prompt="Hi", max_tokens=2, extra_body={"min_tokens": -1})
+    assert info.value.param == "min_tokens"
+    # text far past the context is refused before it is tokenised (64 characters a token at most)
+    status, err = server.post_raw("/v1/completions", b'{"prompt": "' + b"word " * 4000 + b'", "max_tokens": 2}')
+    assert status == 400 and err["error"]["code"] == "context_length_exceeded"
+    assert "characters" in err["error"]["message"]
+    _works(server)
+
+
 @pytest.mark.parametrize("n", [1, 3])
 def test_disconnect_mid_stream_frees_pages(server, n):
     client = server.client()

@@ -28,10 +28,19 @@ class EmbeddingService:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="max-embeddings")
 
     def _run(self, inputs: list[Any]) -> tuple[np.ndarray, int]:
+        vocab = int(getattr(self.pipeline, "vocab_size", 0) or 0) or 2**63
+        limit = 64 * int(getattr(self.pipeline, "max_seq_length", 0) or 512)
+        for i, x in enumerate(inputs):
+            if isinstance(x, str) and len(x) > limit:
+                raise APIError(400, f"input[{i}] is {len(x)} characters long; the model reads at most "
+                                    f"{self.pipeline.max_seq_length} tokens", param="input")
+            if not isinstance(x, str) and x and (min(x) < 0 or max(x) >= vocab):
+                raise APIError(400, f"input[{i}]: token ids must be in [0, {vocab}), got {min(x)}..{max(x)}",
+                               param="input")
         try:
             ids = [self.pipeline.tokenize(x) for x in inputs]
-        except ValueError as e:
-            raise APIError(400, str(e), param="input") from None
+        except (ValueError, TypeError) as e:  # (a str that is not valid Unicode: TypeError from tokenizers)
+            raise APIError(400, f"input: {e}", param="input") from None
         return self.pipeline.encode(ids), int(sum(len(i) for i in ids))
 
     async def embed(self, inputs: list[Any]) -> tuple[np.ndarray, int]:

@@ -57,6 +57,10 @@ def finish_reason(status: GenerationStatus) -> str:
     return "length"
 
 
+#: The most characters per token a prompt may have before it is refused untokenised.
+MAX_CHARS_PER_TOKEN = 64
+
+
 class GenerationService:
     """Turns prompts into streams of text for one text-generation pipeline."""
 
@@ -74,12 +78,13 @@ class GenerationService:
 
     async def tokenize(self, prompt: str | Sequence[int], add_special_tokens: bool = True) -> np.ndarray:
         if not isinstance(prompt, str):
-            ids = np.asarray(list(prompt), np.int64)
-            vocab = int(getattr(self.tokenizer, "vocab_size", 0) or 0)
-            if ids.size and (ids.min() < 0 or (vocab and ids.max() >= vocab)):
-                raise APIError(400, f"prompt token ids must be in [0, {vocab}), got {int(ids.min())}..{int(ids.max())}",
+            ids = list(prompt)
+            vocab = int(getattr(self.tokenizer, "vocab_size", 0) or 0) or 2**63
+            if ids and (min(ids) < 0 or max(ids) >= vocab):
+                raise APIError(400, f"prompt token ids must be in [0, {vocab}), got {min(ids)}..{max(ids)}",
                                param="prompt")
-            return ids
+            return np.asarray(ids, np.int64)
+        self.check_text_length(len(prompt), "prompt")
         # A long prompt is tokenised on a thread: the event loop keeps serving the others.
         if len(prompt) > 2048:
             return await asyncio.get_running_loop().run_in_executor(None, self._encode, prompt, add_special_tokens)
@@ -92,7 +97,17 @@ class GenerationService:
             too_long = "tokens long" in str(e)
             raise APIError(400, str(e), param="prompt", code="context_length_exceeded" if too_long else None) from None
 
+    def check_text_length(self, chars: int, param: str) -> None:
+        """A 400 before tokenising text that cannot fit the context: more than MAX_CHARS_PER_TOKEN
+        characters per token of it (tokenising tens of megabytes would hold the server up for
+        seconds and gigabytes for a prompt that is refused anyway)."""
+        if chars > MAX_CHARS_PER_TOKEN * self.max_length:
+            raise APIError(400, f"the {param} is {chars} characters long; this model's context is {self.max_length} "
+                                f"tokens (at most {MAX_CHARS_PER_TOKEN * self.max_length} characters)", param=param,
+                           code="context_length_exceeded")
+
     def chat_prompt(self, messages: list[dict[str, Any]], tools: Any = None, options: dict[str, Any] | None = None) -> str:
+        self.check_text_length(sum(len(str(m.get("content") or "")) for m in messages), "messages")
         try:
             return self.tokenizer.apply_chat_template(messages, tools=tools, chat_template_options=options)
         except ValueError as e:

@@ -180,6 +180,7 @@ def openai_router(state: ServerState) -> APIRouter:
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
         svc = service(req.model)
+        req.check_unsupported()
         sampling = req.sampling_params()
         top = req.logprobs_count()
         text = svc.chat_prompt(req.plain_messages(), tools=req.tools, options=req.chat_template_kwargs)

@@ -49,13 +49,18 @@ class _Common(BaseModel):
     def limit(self) -> int | None:
         return self.max_tokens
 
+    def limit_name(self) -> str:
+        return "max_tokens"
+
     def sampling_params(self) -> SamplingParams:
         """The request's sampling parameters; a 400 naming the first bad one."""
         if not 1 <= self.n <= N_LIMIT:
             raise APIError(400, f"n must be in [1, {N_LIMIT}], got {self.n}", param="n")
-        limit = self.limit()
+        limit, limit_name = self.limit(), self.limit_name()
         if limit is not None and limit < 1:
-            raise APIError(400, f"max_tokens must be at least 1, got {limit}", param="max_tokens")
+            raise APIError(400, f"{limit_name} must be at least 1, got {limit}", param=limit_name)
+        if self.min_tokens < 0:
+            raise APIError(400, f"min_tokens must be >= 0, got {self.min_tokens}", param="min_tokens")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise APIError(400, f"temperature must be in [0, 2], got {self.temperature}", param="temperature")
         if self.top_k is not None and self.top_k == 0:
@@ -80,7 +85,9 @@ class _Common(BaseModel):
             return SamplingParams(**kw)
         except ValueError as e:
             field = str(e).split(" ", 1)[0]
-            raise APIError(400, str(e), param=field if field in kw else None) from None
+            public = {"max_new_tokens": self.limit_name(), "min_new_tokens": "min_tokens"}.get(field, field)
+            message = str(e).replace(field, public, 1) if field != public else str(e)
+            raise APIError(400, message, param=public if field in kw else None) from None
 
 
 class CompletionRequest(_Common):
@@ -130,10 +137,28 @@ class ChatCompletionRequest(_Common):
     logprobs: bool | None = None
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
     def limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def limit_name(self) -> str:
+        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
+
+    def check_unsupported(self) -> None:
+        """A 400 for what this server would otherwise silently ignore: structured output
+        (``response_format`` other than text) and forced tool calls (``tool_choice`` other
+        than auto or none: tools are shown to the model through its chat template, and its
+        answer comes back as text)."""
+        kind = (self.response_format or {}).get("type", "text")
+        if kind != "text":
+            raise APIError(400, f"response_format {kind!r} (structured output) is not supported; only 'text'",
+                           param="response_format")
+        if self.tool_choice not in (None, "auto", "none"):
+            raise APIError(400, "tool_choice must be 'auto' or 'none': forcing a tool call is not supported",
+                           param="tool_choice")
 
     def logprobs_count(self) -> int | None:
         """How many of the most likely tokens to report at each position (``top_logprobs``,

@@ -91,6 +91,7 @@ class EmbeddingsPipeline:
             if new is not None:
                 weights[new] = data
         check_encoder(config, weights)
+        self.vocab_size = int(config["vocab_size"])
         self.module = arch.pipeline_model.build(config, self.dtype, ref, pooling=settings["pooling"],
                                                 normalize=settings["normalize"])
         expected = self.module.raw_state_dict()

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .chat_template import render_chat_template, select_chat_template
+from .chat_template import ChatTemplateError, render_chat_template, select_chat_template
 from .gguf_vocab import build_tokenizer_from_gguf, read_gguf_metadata
 from .hf_files import load_hf_tokenizer_dir
 from .streaming import IncrementalDetokenizer, StreamingDecoder
@@ -370,6 +370,9 @@ class TextTokenizer:
         ``ValueError`` when there is no template or it fails.
         """
         options = dict(chat_template_options or {})
+        reserved = sorted({"messages", "template", "special_tokens"} & set(options))
+        if reserved:
+            raise ChatTemplateError(f"chat template options may not set {', '.join(reserved)}")
         add_generation_prompt = bool(options.pop("add_generation_prompt", True))
         option_tools = options.pop("tools", None)
         if tools is None:
