@@ -203,6 +203,9 @@ def test_bert_files_are_checked(tmp_path):
 
 
 def test_request_and_registry_values():
+    for bad in ({"temperature": math.inf}, {"repetition_penalty": math.inf}, {"repetition_penalty": math.nan}):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            SamplingParams(**bad)
     with pytest.raises(ValueError, match="top_k must be a 64-bit integer"):
         SamplingParams(top_k=2**63)
     with pytest.raises(ValueError, match="stop_token_ids must be token ids"):
