@@ -80,34 +80,37 @@ def _step_logits(p, ctxs):
     return (out if out.device.is_host else out.to(driver.CPU())).to_numpy().astype(np.float64)
 
 
-@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
-@pytest.mark.parametrize("case", list(CASES))
-def test_decoder_matches_reference(device, checkpoints, case, fmt):
-    ckpt = checkpoints(case)
-    p = _pipeline(ckpt, fmt, device, max_length=32 if case == "phi3_longrope" else 96)
-    rng = np.random.default_rng(11)
-    vocab = ckpt["config"]["vocab_size"]
-    prompt = rng.integers(5, vocab, 13).tolist()
+def _decode_like_reference(p, ckpt, fmt: str, prompt: list[int], steps: int, tol: float, label: str) -> None:
+    """The prompt's and then each greedy step's last logits against the reference (which
+    recomputes the whole sequence; we use the KV cache), to `tol` of the first step's largest."""
+    config = ckpt["gguf_config"] if fmt == "gguf" else ckpt["config"]
     ctx = TextContext(max_length=96, tokens=np.array(prompt))
     ids = list(prompt)
     scale = None
-    # On a GPU a quantized prompt of more than 8 tokens runs on bf16 tensor cores (weights
-    # dequantized to bf16, activations rounded to it): each product is good to about 2^-8 of
-    # |a| @ |w| (the bound test_gpu_qmatmul_rows.py derives), and the decode steps read the cache
-    # that prompt wrote, so the whole run is held to bf16's precision instead of float32's.
-    bf16 = not device.is_host and fmt == "gguf" and "gguf_quant" in CASES[case]
-    tol = 1e-2 if bf16 else 2e-4
-    config = ckpt["gguf_config"] if fmt == "gguf" else ckpt["config"]
-    for step in range(6):
+    for step in range(steps):
         got = _step_logits(p, [ctx])[0]
         want = causal_lm_logits(config, ckpt["weights"], ids)[-1]
         scale = scale or np.abs(want).max()
-        np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale, err_msg=f"{case}/{fmt} step {step}")
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale, err_msg=f"{label} step {step}")
         nxt = int(np.argmax(want))
         ctx.commit()
         ctx.append(nxt)
         ids.append(nxt)
     p.release(ctx.request_id)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_decoder_matches_reference(device, checkpoints, case, fmt):
+    ckpt = checkpoints(case)
+    p = _pipeline(ckpt, fmt, device, max_length=32 if case == "phi3_longrope" else 96)
+    prompt = np.random.default_rng(11).integers(5, ckpt["config"]["vocab_size"], 13).tolist()
+    # On a GPU a quantized prompt of more than 8 tokens runs on bf16 tensor cores (weights
+    # dequantized to bf16, activations rounded to it): each product is good to about 2^-8 of
+    # |a| @ |w| (the bound test_gpu_qmatmul_rows.py derives), and the decode steps read the cache
+    # that prompt wrote, so the whole run is held to bf16's precision instead of float32's.
+    bf16 = not device.is_host and fmt == "gguf" and "gguf_quant" in CASES[case]
+    _decode_like_reference(p, ckpt, fmt, prompt, 6, 1e-2 if bf16 else 2e-4, f"{case}/{fmt}")
     if not device.is_host:  # the decode steps (one token, same shapes) ran as a captured CUDA graph
         assert p.model.model._core.num_cuda_graphs >= 1
 
@@ -177,19 +180,8 @@ def test_longrope_past_its_original_context(device, checkpoints, fmt):
     position (llama.cpp's rule; transformers' too for a sequence that long): a 40-token prompt
     and its decode steps against the reference."""
     ckpt = checkpoints("phi3_longrope")
-    p = _pipeline(ckpt, fmt, device)
     prompt = np.random.default_rng(12).integers(5, ckpt["config"]["vocab_size"], 40).tolist()
-    ctx = TextContext(max_length=96, tokens=np.array(prompt))
-    ids = list(prompt)
-    for step in range(3):
-        got = _step_logits(p, [ctx])[0]
-        want = causal_lm_logits(ckpt["gguf_config" if fmt == "gguf" else "config"], ckpt["weights"], ids)[-1]
-        np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=f"step {step}")
-        nxt = int(np.argmax(want))
-        ctx.commit()
-        ctx.append(nxt)
-        ids.append(nxt)
-    p.release(ctx.request_id)
+    _decode_like_reference(_pipeline(ckpt, fmt, device), ckpt, fmt, prompt, 3, 2e-4, f"phi3_longrope/{fmt}")
 
 
 def test_qwen2_sliding_window_layers_are_refused(tmp_path):

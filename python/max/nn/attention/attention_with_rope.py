@@ -159,7 +159,7 @@ def rope_attention(
     qkv: Callable[[TensorValue], tuple[TensorValue, TensorValue, TensorValue]],
     out: Callable[[TensorValue], TensorValue],
     kv_collection: PagedCacheValues,
-    freqs_cis: TensorValue,
+    freqs_cis: TensorValue | None,
     input_row_offsets: TensorValue,
     *,
     layer: int,
@@ -189,8 +189,9 @@ def rope_attention(
     v = v.reshape([tokens, n_kv_heads, head_dim])
     if qk_norm is not None:
         q, k = qk_norm(q, k)
-    q = kernels.rope(q, freqs_cis, kv_collection.positions, interleaved=interleaved)
-    k = kernels.rope(k, freqs_cis, kv_collection.positions, interleaved=interleaved)
+    if freqs_cis is not None:  # (None: a layer without rotary embeddings, as SmolLM3's NoPE layers)
+        q = kernels.rope(q, freqs_cis, kv_collection.positions, interleaved=interleaved)
+        k = kernels.rope(k, freqs_cis, kv_collection.positions, interleaved=interleaved)
     blocks = kv_collection.kv_blocks
     kernels.kv_cache_store(blocks, k.cast(blocks.dtype) if k.dtype != blocks.dtype else k,
                            v.cast(blocks.dtype) if v.dtype != blocks.dtype else v, kv_collection.slots, layer)

@@ -13,7 +13,6 @@ load with no offset."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from max.graph import TensorValue
@@ -21,40 +20,24 @@ from max.nn import MLP, AttentionWithRope, RMSNorm, Transformer, TransformerBloc
 from max.nn.attention.mask_config import AttentionMaskVariant
 from max.nn.kv_cache import PagedCacheValues
 from max.nn.rotary_embedding import RotaryEmbedding
-from max.pipelines.architectures.llama3.model import embedding_and_head, kv_geometry, linear, rope_for
+from max.pipelines.architectures.llama3.model import (
+    GGUF_BLOCK,
+    embedding_and_head,
+    kv_geometry,
+    linear,
+    renamer,
+    rope_for,
+)
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
+# Llama's names, with Gemma's four norms per block.
 _GGUF_BLOCK = {
-    "attn_norm": "input_layernorm",
+    **GGUF_BLOCK,
     "post_attention_norm": "post_attention_layernorm",
     "ffn_norm": "pre_feedforward_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
 }
-
-
-def rename(fmt: str, name: str) -> str | None:
-    if fmt == "gguf":
-        top = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight",
-               "output.weight": "lm_head.weight"}
-        if name in top:
-            return top[name]
-        m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
-        if m and m.group(2) in _GGUF_BLOCK:
-            return f"layers.{m.group(1)}.{_GGUF_BLOCK[m.group(2)]}.{m.group(3)}"
-        return None
-    for prefix in ("model.language_model.", "language_model.model.", "model."):
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
+rename = renamer(_GGUF_BLOCK, prefixes=("model.language_model.", "language_model.model.", "model."))
 
 
 class Gemma3Block(TransformerBlock):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from max.nn.attention import head_plan
 from max.nn.attention.mask_config import AttentionMaskVariant
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
-_GGUF_BLOCK = {
+GGUF_BLOCK = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -49,26 +50,37 @@ _GGUF_BLOCK = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_GGUF_TOP = {
+#: The GGUF names of the tensors outside the blocks that every decoder has.
+GGUF_TOP = {
     "token_embd.weight": "embed_tokens.weight",
     "output_norm.weight": "norm.weight",
     "output.weight": "lm_head.weight",
-    "rope_freqs.weight": "rope_freqs.weight",
 }
 
 
-def rename(fmt: str, name: str) -> str | None:
-    """Module names from safetensors (``model.`` prefix dropped) or GGUF (``blk.N.attn_q``)."""
-    if fmt == "gguf":
-        if name in _GGUF_TOP:
-            return _GGUF_TOP[name]
-        m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
-        if m and m.group(2) in _GGUF_BLOCK:
-            return f"layers.{m.group(1)}.{_GGUF_BLOCK[m.group(2)]}.{m.group(3)}"
-        return None
-    if name.endswith("rotary_emb.inv_freq"):
-        return None
-    return name[len("model."):] if name.startswith("model.") else name
+def renamer(gguf_block: dict[str, str], gguf_top: dict[str, str] = GGUF_TOP,
+            prefixes: tuple[str, ...] = ("model.",)) -> Callable[[str, str], str | None]:
+    """An architecture's `rename`: module names from GGUF (``blk.N.<gguf_block key>``, and the
+    tensors of `gguf_top`; other GGUF tensors dropped) or from safetensors (the first of
+    `prefixes` a name starts with dropped; rotary ``inv_freq`` buffers dropped)."""
+
+    def rename(fmt: str, name: str) -> str | None:
+        if fmt == "gguf":
+            if name in gguf_top:
+                return gguf_top[name]
+            m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
+            if m and m.group(2) in gguf_block:
+                return f"layers.{m.group(1)}.{gguf_block[m.group(2)]}.{m.group(3)}"
+            return None
+        if name.endswith("rotary_emb.inv_freq"):
+            return None
+        prefix = next((p for p in prefixes if name.startswith(p)), "")
+        return name[len(prefix):]
+
+    return rename
+
+
+rename = renamer(GGUF_BLOCK, {**GGUF_TOP, "rope_freqs.weight": "rope_freqs.weight"})
 
 
 def kv_geometry(config: dict) -> tuple[int, int, int]:
@@ -198,23 +210,15 @@ def no_rope_layers(config: dict, arch: str) -> list[bool]:
     return [f == 0 for f in flags]
 
 
-class LayerRopeTransformer(Transformer):
-    """A Transformer whose layers each have their own rotary table (`layer_ropes`)."""
+class NoPETransformer(Transformer):
+    """A Transformer some of whose layers (`nope`) have no rotary embedding: they get no table."""
 
-    def __init__(self, *args: Any, layer_ropes: list[RotaryEmbedding], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, nope: list[bool], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.layer_ropes = layer_ropes
+        self.nope = nope
 
     def layer_freqs(self, layer_idx: int, device: Any) -> Any:
-        return self.layer_ropes[layer_idx].freqs_cis_on(device)
-
-
-def identity_rope(rope: RotaryEmbedding) -> RotaryEmbedding:
-    """`rope`'s shape with every angle 0 (cos 1, sin 0): the rotation of a layer without one."""
-    table = np.zeros((rope.max_seq_len, rope.rotary_dim), np.float32)
-    table[:, 0::2] = 1.0
-    return RotaryEmbedding(rope.dim, rope.n_heads, rope.theta, rope.max_seq_len, rope.head_dim, table,
-                           rope.interleaved, rotary_dim=rope.rotary_dim)
+        return None if self.nope[layer_idx] else self.rope.freqs_cis_on(device)
 
 
 def granite_scales(config: dict, arch: str) -> dict:
@@ -294,10 +298,9 @@ def build(spec: DecoderSpec) -> Transformer | DistributedTransformer:
     if tp:
         return _distributed(spec, hidden, heads, vocab, blocks, RMSNorm(hidden, spec.dtype, eps), rope, outer)
     embedding, lm_head = embedding_and_head(spec, hidden)
-    if any(nope):  # SmolLM3: its NoPE layers rotate by nothing
-        still = identity_rope(rope)
-        return LayerRopeTransformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding,
-                                    spec.kv_params, rope, layer_ropes=[still if n else rope for n in nope], **outer)
+    if any(nope):  # SmolLM3
+        return NoPETransformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding,
+                               spec.kv_params, rope, nope=nope, **outer)
     return Transformer(hidden, heads, blocks, RMSNorm(hidden, spec.dtype, eps), lm_head, embedding, spec.kv_params,
                        rope, **outer)
 
@@ -338,5 +341,5 @@ def _distributed(spec: DecoderSpec, hidden: int, heads: int, vocab: int, blocks:
 
 LLAMA = DecoderArchitecture(rename=rename, build=build, kv_geometry=kv_geometry)
 
-__all__ = ["LLAMA", "LayerRopeTransformer", "build", "embedding_and_head", "granite_scales", "identity_rope",
-           "kv_geometry", "linear", "longrope_params", "no_rope_layers", "rename", "rope_for", "sliding_window"]
+__all__ = ["GGUF_BLOCK", "GGUF_TOP", "LLAMA", "NoPETransformer", "build", "embedding_and_head", "granite_scales", "kv_geometry",
+           "linear", "longrope_params", "no_rope_layers", "rename", "renamer", "rope_for", "sliding_window"]

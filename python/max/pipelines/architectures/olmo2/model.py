@@ -5,45 +5,29 @@ together, ``q_norm`` / ``k_norm``) before half-split rotary embeddings."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from max.graph import TensorValue
 from max.nn import MLP, AttentionWithRope, RMSNorm, Transformer
 from max.nn.kv_cache import PagedCacheValues
 from max.nn.layer import Module
-from max.pipelines.architectures.llama3.model import embedding_and_head, kv_geometry, linear, rope_for
+from max.pipelines.architectures.llama3.model import (
+    GGUF_BLOCK,
+    embedding_and_head,
+    kv_geometry,
+    linear,
+    renamer,
+    rope_for,
+)
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
+# Llama's names, without the pre-norms and with the two post-norms.
 _GGUF_BLOCK = {
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
+    **{k: v for k, v in GGUF_BLOCK.items() if k not in ("attn_norm", "ffn_norm")},
     "post_attention_norm": "post_attention_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
 }
-_GGUF_TOP = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight",
-             "output.weight": "lm_head.weight"}
-
-
-def rename(fmt: str, name: str) -> str | None:
-    """Module names from safetensors (``model.`` prefix dropped) or GGUF (``blk.N.attn_q``)."""
-    if fmt == "gguf":
-        if name in _GGUF_TOP:
-            return _GGUF_TOP[name]
-        m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
-        if m and m.group(2) in _GGUF_BLOCK:
-            return f"layers.{m.group(1)}.{_GGUF_BLOCK[m.group(2)]}.{m.group(3)}"
-        return None
-    if name.endswith("rotary_emb.inv_freq"):
-        return None
-    return name[len("model."):] if name.startswith("model.") else name
+rename = renamer(_GGUF_BLOCK)
 
 
 class Olmo2Attention(AttentionWithRope):

@@ -6,14 +6,21 @@ gate rows first), half-split rotary embeddings over all or the first part of eac
 
 from __future__ import annotations
 
-import re
 
 from max.graph import TensorValue
 from max.nn import AttentionWithRope, Linear, RMSNorm, Transformer, TransformerBlock
 from max.nn._util import activation
 from max.nn.attention.mask_config import AttentionMaskVariant
 from max.nn.layer import Module
-from max.pipelines.architectures.llama3.model import embedding_and_head, kv_geometry, linear, rope_for, sliding_window
+from max.pipelines.architectures.llama3.model import (
+    GGUF_TOP,
+    embedding_and_head,
+    kv_geometry,
+    linear,
+    renamer,
+    rope_for,
+    sliding_window,
+)
 from max.pipelines.lib.decoder import DecoderArchitecture, DecoderSpec
 
 _GGUF_BLOCK = {
@@ -24,25 +31,8 @@ _GGUF_BLOCK = {
     "ffn_up": "mlp.gate_up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_GGUF_TOP = {
-    "token_embd.weight": "embed_tokens.weight",
-    "output_norm.weight": "norm.weight",
-    "output.weight": "lm_head.weight",
-    "rope_factors_long.weight": "rope_factors_long.weight",
-    "rope_factors_short.weight": "rope_factors_short.weight",
-}
-
-
-def rename(fmt: str, name: str) -> str | None:
-    """Module names from safetensors (``model.`` prefix dropped) or GGUF (``blk.N.attn_qkv``)."""
-    if fmt == "gguf":
-        if name in _GGUF_TOP:
-            return _GGUF_TOP[name]
-        m = re.fullmatch(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)", name)
-        if m and m.group(2) in _GGUF_BLOCK:
-            return f"layers.{m.group(1)}.{_GGUF_BLOCK[m.group(2)]}.{m.group(3)}"
-        return None
-    return name[len("model."):] if name.startswith("model.") else name
+rename = renamer(_GGUF_BLOCK, {**GGUF_TOP, "rope_factors_long.weight": "rope_factors_long.weight",
+                                 "rope_factors_short.weight": "rope_factors_short.weight"})
 
 
 class GateUpMLP(Module):
