@@ -1,8 +1,9 @@
 """An attention layer's ropes of q and k folded into its KV-cache store (engine/passes/
 fuse_rope_store.rs; attention.cu's rope_kv_store): one launch instead of three on the GPU.
 Checked: which steps the pass leaves (any machine); on a GPU, bf16 and f32 at 1-4 and 37 tokens,
-both rope layouts and a partial rotary dim, rope(q) and the cache against numpy float64 and bit
-for bit against the unfused graph (fusion.rope_store=0)."""
+both rope layouts, head dims 32 and 128 and partial rotary dims (the kernel's 16-byte form and
+its element-wise one), rope(q) and the cache against numpy float64 and bit for bit against the
+unfused graph (fusion.rope_store=0)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16}
 PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS = 6, 2, 8, 6, 2, 32, 64
 
 
-def graph(dtype, rot_interleaved, device=GPU):
+def graph(dtype, rot_interleaved, device=GPU, d=D):
     types = [
-        BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], device),
-        TensorType(dtype, ["t", HQ, D], device),
-        TensorType(dtype, ["t", HKV, D], device),
-        TensorType(dtype, ["t", HKV, D], device),
+        BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, d], device),
+        TensorType(dtype, ["t", HQ, d], device),
+        TensorType(dtype, ["t", HKV, d], device),
+        TensorType(dtype, ["t", HKV, d], device),
         TensorType(DType.float32, [NPOS, "r"], device),
         TensorType(DType.uint32, ["t"], device),
         TensorType(DType.uint32, ["t"], device),
@@ -66,24 +67,24 @@ def rope_ref(x, freqs, pos, interleaved):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rot", [32, 24])
+@pytest.mark.parametrize("d, rot", [(D, 32), (D, 24), (128, 128), (128, 64)])
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32], ids=lambda d: d.name)
-def test_rope_store_matches_float64_and_the_unfused_graph(rng, gpu, dtype, interleaved, rot):
+def test_rope_store_matches_float64_and_the_unfused_graph(rng, gpu, dtype, interleaved, d, rot):
     session = engine.InferenceSession(devices=[driver.CPU(), gpu])
-    fused = session.load(graph(dtype, interleaved))
+    fused = session.load(graph(dtype, interleaved, d=d))
     with tuning.override(**{"fusion.rope_store": False}):
-        plain = session.load(graph(dtype, interleaved))
+        plain = session.load(graph(dtype, interleaved, d=d))
     angles = rng.uniform(0, 2 * np.pi, (NPOS, rot // 2))
     freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, rot).astype(np.float32)
     tol = 2.0**-7 if dtype is DType.bfloat16 else 1e-6
     for t in (1, 2, 3, 4, 37):
-        q = rng.standard_normal((t, HQ, D)).astype(NP[dtype])
-        k = rng.standard_normal((t, HKV, D)).astype(NP[dtype])
-        v = rng.standard_normal((t, HKV, D)).astype(NP[dtype])
+        q = rng.standard_normal((t, HQ, d)).astype(NP[dtype])
+        k = rng.standard_normal((t, HKV, d)).astype(NP[dtype])
+        v = rng.standard_normal((t, HKV, d)).astype(NP[dtype])
         pos = rng.integers(0, NPOS, t).astype(np.uint32)
         slots = rng.permutation(PAGES * PAGE)[:t].astype(np.uint32)
-        blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, D)).astype(NP[dtype])
+        blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, d)).astype(NP[dtype])
         got = []
         for model in (fused, plain):
             cache = driver.Buffer.from_numpy(blocks.copy()).to(gpu)

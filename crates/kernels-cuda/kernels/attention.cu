@@ -23,6 +23,13 @@ struct RopeArgs {
     i32 interleaved, freqs_f32;
 };
 
+// One pair (xa, xb) rotated by (c, s), with the same rounding wherever a rope is computed (the
+// fused and unfused forms agree bit for bit).
+__device__ __forceinline__ void rotate_pair(float xa, float xb, float c, float s, float& oa, float& ob) {
+    oa = __fmaf_rn(xa, c, -__fmul_rn(xb, s));
+    ob = __fmaf_rn(xb, c, __fmul_rn(xa, s));
+}
+
 // Dim k of the head row x rotated to position p (rot: the rotary dims; k past them passes
 // through; a position past the table's npos rows gives NaN).
 template <typename T>
@@ -52,8 +59,9 @@ __device__ __forceinline__ T rope_at(const T* x, i64 k, u32 p, i64 rot, i64 npos
         c = to_f32(f[0]);
         s = to_f32(f[1]);
     }
-    const float xa = to_f32(x[ia]), xb = to_f32(x[ib]);
-    return convert<T>(k == ia ? xa * c - xb * s : xb * c + xa * s);
+    float oa, ob;
+    rotate_pair(to_f32(x[ia]), to_f32(x[ib]), c, s, oa, ob);
+    return convert<T>(k == ia ? oa : ob);
 }
 
 template <typename T> __device__ __forceinline__ void rope(const RopeArgs& a) {
@@ -226,9 +234,126 @@ struct RopeStoreArgs {
     i64 tokens, q_heads, kv_heads, dim, rot, npos;
     i64 page_size, layers, pages, layer;
     i32 interleaved, freqs_f32;
+    i32 vec;  // rope_kv_store_vec's layout holds (launch/attention.rs: vec_ok)
 };
 
+template <typename T> union Piece {
+    uint4 u;
+    T t[16 / sizeof(T)];
+};
+
+// n (cos, sin) values of freqs from element `at` as f32 (whole 16-byte pieces, 16-byte aligned).
+template <typename T, int N> __device__ __forceinline__ void load_freqs(const void* freqs, bool f32, i64 at, float* f) {
+    if (f32) {
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+            const float4 v = reinterpret_cast<const float4*>((const float*)freqs + at)[i];
+            f[4 * i] = v.x;
+            f[4 * i + 1] = v.y;
+            f[4 * i + 2] = v.z;
+            f[4 * i + 3] = v.w;
+        }
+    } else {
+        constexpr int VE = 16 / sizeof(T);
+#pragma unroll
+        for (int i = 0; i < N / VE; ++i) {
+            Piece<T> v;
+            v.u = reinterpret_cast<const uint4*>((const T*)freqs + at)[i];
+#pragma unroll
+            for (int e = 0; e < VE; ++e) f[i * VE + e] = to_f32(v.t[e]);
+        }
+    }
+}
+
+// rope_kv_store when every head row is whole 16-byte pieces (VE elements) and so is each half of
+// the rotary dims (each rotary dim, interleaved): one thread per piece of output, or per pair of
+// pieces (j0.., j0 + rot/2..) a non-interleaved rotation joins, instead of one per element (a
+// prefill's store moved 2-byte elements with two 64-bit divisions apiece). A token's pieces:
+// q's heads, k's, then v's; a head's: its rotary ones, then those past `rot` (copied).
+template <typename T> __device__ __forceinline__ void rope_kv_store_vec(const RopeStoreArgs& a) {
+    constexpr int VE = 16 / sizeof(T);
+    const u32 dim = (u32)a.dim, rot = (u32)a.rot;
+    const u32 rot_items = a.interleaved ? rot / VE : rot / (2 * VE);
+    const u32 per_head = rot_items + (dim - rot) / VE, per_v = dim / VE;
+    const u32 qi = (u32)a.q_heads * per_head, ki = (u32)a.kv_heads * per_head;
+    const u32 per_token = qi + ki + (u32)a.kv_heads * per_v;
+    const i64 qw = a.q_heads * a.dim, kw = a.kv_heads * a.dim, total = a.tokens * per_token;
+    pdl_wait();
+    pdl_launch_dependents();
+    for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        const i64 t = e / per_token;
+        const u32 c = (u32)(e - t * per_token);
+        const T* row;  // the head row read
+        T* dst;        // the head row written
+        u32 item;      // the piece within the head
+        if (c < qi) {
+            const u32 h = c / per_head;
+            item = c - h * per_head;
+            row = (const T*)a.q + t * qw + h * dim;
+            dst = (T*)a.q_out + t * qw + h * dim;
+        } else {
+            const i64 slot = ((const u32*)a.slots)[t];
+            if (slot >= a.pages * a.page_size) continue;
+            const i64 page = slot / a.page_size, off = slot % a.page_size;
+            T* keys = (T*)a.blocks + ((page * 2) * a.layers + a.layer) * a.page_size * kw + off * kw;
+            if (c >= qi + ki) {
+                const u32 at = (c - qi - ki) * VE;
+                *reinterpret_cast<uint4*>(keys + a.layers * a.page_size * kw + at) =
+                    *reinterpret_cast<const uint4*>((const T*)a.v + t * kw + at);
+                continue;
+            }
+            const u32 h = (c - qi) / per_head;
+            item = c - qi - h * per_head;
+            row = (const T*)a.k + t * kw + h * dim;
+            dst = keys + h * dim;
+        }
+        if (item >= rot_items) {
+            const u32 at = rot + (item - rot_items) * VE;
+            *reinterpret_cast<uint4*>(dst + at) = *reinterpret_cast<const uint4*>(row + at);
+            continue;
+        }
+        const u32 p = ((const u32*)a.pos)[t];
+        const bool bad = (i64)p >= a.npos;  // past the table: NaN, as rope_at
+        const T nan = convert<T>(nan32(false));
+        if (a.interleaved) {
+            const u32 k0 = item * VE;  // pairs (k0 + 2m, k0 + 2m + 1), freqs entries k0..k0 + VE
+            float f[VE] = {};
+            if (!bad) load_freqs<T, VE>((const void*)a.freqs, a.freqs_f32, (i64)p * rot + k0, f);
+            Piece<T> x, o;
+            x.u = *reinterpret_cast<const uint4*>(row + k0);
+#pragma unroll
+            for (int m = 0; m < VE / 2; ++m) {
+                float oa, ob;
+                rotate_pair(to_f32(x.t[2 * m]), to_f32(x.t[2 * m + 1]), f[2 * m], f[2 * m + 1], oa, ob);
+                o.t[2 * m] = bad ? nan : convert<T>(oa);
+                o.t[2 * m + 1] = bad ? nan : convert<T>(ob);
+            }
+            *reinterpret_cast<uint4*>(dst + k0) = o.u;
+        } else {
+            const u32 j0 = item * VE, half = rot / 2;  // pairs (j0 + m, j0 + m + half)
+            float f[2 * VE] = {};
+            if (!bad) load_freqs<T, 2 * VE>((const void*)a.freqs, a.freqs_f32, (i64)p * rot + 2 * j0, f);
+            Piece<T> xa, xb, oa, ob;
+            xa.u = *reinterpret_cast<const uint4*>(row + j0);
+            xb.u = *reinterpret_cast<const uint4*>(row + j0 + half);
+#pragma unroll
+            for (int m = 0; m < VE; ++m) {
+                float ra, rb;
+                rotate_pair(to_f32(xa.t[m]), to_f32(xb.t[m]), f[2 * m], f[2 * m + 1], ra, rb);
+                oa.t[m] = bad ? nan : convert<T>(ra);
+                ob.t[m] = bad ? nan : convert<T>(rb);
+            }
+            *reinterpret_cast<uint4*>(dst + j0) = oa.u;
+            *reinterpret_cast<uint4*>(dst + j0 + half) = ob.u;
+        }
+    }
+}
+
 template <typename T> __device__ __forceinline__ void rope_kv_store(const RopeStoreArgs& a) {
+    if (a.vec) {
+        rope_kv_store_vec<T>(a);
+        return;
+    }
     const i64 qw = a.q_heads * a.dim, kw = a.kv_heads * a.dim, width = qw + 2 * kw;
     const i64 total = a.tokens * width;
     // May launch under PDL (launch/pdl.rs). Nothing useful is constant before the wait: the

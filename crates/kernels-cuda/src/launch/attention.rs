@@ -171,6 +171,7 @@ struct RopeStoreArgs {
     layer: i64,
     interleaved: i32,
     freqs_f32: i32,
+    vec: i32,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `RopeStoreArgs`.
 unsafe impl DeviceRepr for RopeStoreArgs {}
@@ -207,6 +208,15 @@ pub fn rope_kv_store(
     if n == 0 {
         return Ok(());
     }
+    let ve = 16 / dtype.size_in_bytes().max(1);
+    let vec = vec_ok(ve, s.dim, s.rot, interleaved, &[p.q, p.q_out, p.k, p.v, p.blocks, p.freqs]);
+    // the vector form's threads: a piece of VE elements each, or a pair of pieces of a rotation
+    let threads = if vec {
+        let per_head = if interleaved { s.rot / ve } else { s.rot / (2 * ve) } + (s.dim - s.rot) / ve;
+        s.tokens * ((s.heads + cache.kv_heads) * per_head + cache.kv_heads * s.dim / ve)
+    } else {
+        n
+    };
     let args = RopeStoreArgs {
         q: p.q,
         q_out: p.q_out,
@@ -228,6 +238,7 @@ pub fn rope_kv_store(
         layer: layer as i64,
         interleaved: interleaved as i32,
         freqs_f32: freqs_f32 as i32,
+        vec: vec as i32,
     };
     let name = format!("rope_kv_store_{}", short(dtype)?);
     let f = function(stream.context(), &ATTENTION, &name)?;
@@ -237,13 +248,21 @@ pub fn rope_kv_store(
         super::pdl::launch_pdl(
             stream,
             (&ATTENTION, &name, &f),
-            elementwise(n),
+            elementwise(threads),
             &args,
             None,
             "cuLaunchKernelEx(rope_kv_store)",
         )
     }?;
     Ok(())
+}
+
+/// Whether rope_kv_store can move whole 16-byte pieces of `ve` elements: every head row and
+/// each half of the rotary dims (interleaved: the rotary dims) are whole pieces, and every
+/// buffer starts on 16 bytes.
+fn vec_ok(ve: usize, dim: usize, rot: usize, interleaved: bool, ptrs: &[u64]) -> bool {
+    let rot_piece = if interleaved { ve } else { 2 * ve };
+    dim % ve == 0 && rot % rot_piece == 0 && rot <= dim && ptrs.iter().all(|p| p % 16 == 0)
 }
 
 #[repr(C)]
@@ -409,4 +428,18 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
         all.push((ATTENTION, format!("paged_attention_{dt}"), size_of::<AttnArgs>()));
     }
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vec_ok;
+
+    #[test]
+    fn rope_store_pieces_need_whole_halves_and_aligned_buffers() {
+        // bf16 (8 a piece): rot 128 halves into 64 + 64, rot 24 does not (12), interleaved does
+        assert!(vec_ok(8, 128, 128, false, &[0, 256, 4096]));
+        assert!(!vec_ok(8, 32, 24, false, &[0]) && vec_ok(8, 32, 24, true, &[0]));
+        assert!(vec_ok(4, 32, 24, false, &[0]) && !vec_ok(4, 30, 24, false, &[0]));
+        assert!(!vec_ok(8, 128, 128, false, &[0, 8]) && !vec_ok(8, 64, 128, true, &[0]));
+    }
 }
