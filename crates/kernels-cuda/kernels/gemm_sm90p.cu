@@ -150,6 +150,14 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     // The peer's barriers must be initialised before anything is multicast or arrived on them.
     if (CL > 1) cluster_sync();
     else __syncthreads();
+    if (p.pdl) {
+        // Launched under programmatic stream serialization (gemm.pdl), the grid may start while
+        // the stream's previous kernel drains: nothing in global memory (A, the epilogue's
+        // inputs, C, the workspace and counters) is read or written before this wait; the setup
+        // above touches shared memory and the parameters only. The next such grid may launch.
+        pdl_wait();
+        pdl_launch_dependents();
+    }
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {

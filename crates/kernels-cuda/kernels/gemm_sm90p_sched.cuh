@@ -21,6 +21,8 @@ struct GemmPArgs {
     i32 sk_stride;   // stream-K: partials per split tile in the workspace (most parts a tile has)
     i32 cn;          // CTAs of a cluster along N (1 or 2; the cluster's CL / cn along M)
     i32 ldc;         // f32-output kernels: elements between rows of C and of the residual
+    i32 pdl;         // nonzero: launched under PDL, waits for the previous grid after its setup
+    i32 pad;
     Epilogue epi;
 };
 

@@ -210,6 +210,10 @@ declare! {
     GemmMinM: "gemm.min_m", None, count(1), "";
     /// B transposed into a scratch copy even where TMA could read it as it is.
     GemmTranspose: "gemm.transpose", None, Kind::Flag, "0";
+    /// The Hopper GEMM's 16-bit-output kernels launch under programmatic stream serialization:
+    /// the grid sets up (barriers, descriptors) while the previous kernel drains and waits
+    /// before its first load.
+    GemmPdl: "gemm.pdl", None, Kind::Flag, "1";
     /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.
     GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
     /// Rows from which 16-bit W^T products of up to 16 rows stream the weights into mma.sync
@@ -221,8 +225,8 @@ declare! {
     // ---- launches ------------------------------------------------------------------------
     /// Launches under programmatic stream serialization for every kernel that waits for its
     /// predecessor (crates/kernels-cuda/src/launch/pdl.rs lists them: the decode step's GEMVs,
-    /// norms, rope/store and attention, the quantized GEMVs, conv_sm90); off: none does. conv.pdl,
-    /// qgemv.pdl and attention.pdl turn it off for their families only.
+    /// norms, rope/store and attention, the quantized GEMVs, conv_sm90, the Hopper GEMM); off: none
+    /// does. conv.pdl, gemm.pdl, qgemv.pdl and attention.pdl turn it off for their families only.
     LaunchPdl: "launch.pdl", None, Kind::Flag, "1";
 
     // ---- attention ---------------------------------------------------------------------------

@@ -10,8 +10,8 @@
 //! family and checks that the kernels declared here are exactly those whose code executes
 //! griddepcontrol.wait.
 //!
-//! The `launch.pdl` knob turns PDL off for every kernel; `conv.pdl`, `qgemv.pdl` and
-//! `attention.pdl` turn it off for their families only.
+//! The `launch.pdl` knob turns PDL off for every kernel; `conv.pdl`, `gemm.pdl`, `qgemv.pdl`
+//! and `attention.pdl` turn it off for their families only.
 
 use std::sync::Arc;
 
@@ -53,6 +53,9 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     ("qgemv_q6_k_f32", &["qgemv_q6_k_m"]),
     ("qgemv_q6_k_bf16", &["qgemv_q6_k_m"]),
     ("qgemv_q6_k_f16", &["qgemv_q6_k_m"]),
+    // the Hopper GEMM (all entries: barrier setup, then the wait when args.pdl is set)
+    ("gemm_sm90p_bf16", &["gemm_sm90p_"]),
+    ("gemm_sm90p_f16", &["gemm_sm90p_"]),
     ("conv_sm90_bf16", &["conv_sm90_"]),
     ("conv_sm90_f16", &["conv_sm90_"]),
     ("conv_sm90_pp_bf16", &["conv_sm90_"]),

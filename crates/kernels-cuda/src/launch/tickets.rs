@@ -61,3 +61,10 @@ pub fn for_stream(stream: &Arc<CudaStream>, tiles: usize) -> Result<Option<u64>>
     arrays.insert(key, ptr);
     Ok(Some(ptr))
 }
+
+/// Makes the stream's counters now, so that a CUDA graph captured next finds them (a launch
+/// inside a capture cannot make them, and its kernels then zero counters of their own: a memset
+/// node before each, which breaks the kernels' programmatic overlap).
+pub fn prepare(stream: &Arc<CudaStream>) -> Result<()> {
+    for_stream(stream, 1).map(|_| ())
+}

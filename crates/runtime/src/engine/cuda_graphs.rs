@@ -242,6 +242,9 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
         env.insert(*v, b);
     }
     // Everything above (staging copies, result buffers) is ordered before the capture starts.
+    for d in devs {
+        max_kernels_cuda::launch::tickets::prepare(&d.stream)?;
+    }
     join(&devs[0], &devs[1..])?;
     let mut state =
         exec::State { model, plan, arenas: &arenas, env, bindings: plan.bindings.clone(), preset: Some(&preset) };
