@@ -128,3 +128,19 @@ def test_several_steps_on_the_gpu_give_the_tokens_of_single_steps(gpu, tmp_path)
         single, _ = _generate(p, _contexts(prompts, sp), 1)
         multi, sizes = _generate(p, _contexts(prompts, sp), 8)
         assert multi == single and max(sizes) == 8
+
+
+def test_context_tokens_grow_in_place_and_follow_assignments():
+    """append/extend (the steps' bookkeeping) fill spare room instead of copying the tokens each
+    time; views taken earlier keep their tokens, and an assigned array is noticed."""
+    ctx = TextContext(max_length=100, tokens=[1, 2, 3])
+    held = ctx.tokens
+    for t in range(4, 40):
+        ctx.append(t)
+    ctx.extend([40, 41, 42])
+    assert ctx.tokens.tolist() == list(range(1, 43)) and ctx.tokens.dtype == np.int64
+    assert (ctx.end_idx, ctx.active_idx, ctx.step_count) == (42, 42, 39)
+    assert held.tolist() == [1, 2, 3] and ctx.generated_tokens.tolist() == list(range(4, 43))
+    ctx.tokens = np.array([7, 8])
+    ctx.append(9)
+    assert ctx.tokens.tolist() == [7, 8, 9] and ctx.end_idx == 3

@@ -216,7 +216,8 @@ class PagedKVCacheManager:
         ps = self.page_size
         lengths = np.empty(len(ctxs), np.uint32)
         table = np.zeros((len(ctxs), self.max_pages_per_seq), np.uint32)
-        positions, slots = [], []
+        positions: list[Any] = []  # per context: an int (one token, a decode step's) or an array
+        slots: list[Any] = []
         for b, ctx in enumerate(ctxs):
             pages = self._pages.get(ctx.request_id)
             if pages is None:
@@ -226,11 +227,15 @@ class PagedKVCacheManager:
                 raise RuntimeError(f"request {ctx.request_id!r} has too few pages for this step (call alloc first)")
             lengths[b] = start
             table[b, : len(pages)] = pages
-            pos = np.arange(start, start + n, dtype=np.int64)
-            positions.append(pos)
-            slots.append(np.asarray(pages, np.int64)[pos // ps] * ps + pos % ps)
-        pos_all = np.concatenate(positions).astype(np.uint32) if positions else np.zeros(0, np.uint32)
-        slot_all = np.concatenate(slots).astype(np.uint32) if slots else np.zeros(0, np.uint32)
+            if n == 1:
+                positions.append(start)
+                slots.append(pages[start // ps] * ps + start % ps)
+            else:
+                pos = np.arange(start, start + n, dtype=np.int64)
+                positions.append(pos)
+                slots.append(np.asarray(pages, np.int64)[pos // ps] * ps + pos % ps)
+        pos_all = _flat_u32(positions)
+        slot_all = _flat_u32(slots)
         return [RaggedKVCacheInputs(blocks, *upload([lengths, table, pos_all, slot_all], device))
                 for blocks, device in zip(self._blocks, self.devices)]
 
@@ -288,4 +293,12 @@ class PagedKVCacheManager:
         return max(1, int(available_cache_memory // max(1, per_seq)))
 
 
+def _flat_u32(parts: list[Any]) -> np.ndarray:
+    """Ints and int arrays, in order, as one uint32 array."""
+    if all(isinstance(x, int) for x in parts):
+        return np.array(parts, np.uint32)
+    return np.concatenate([np.atleast_1d(np.asarray(x, np.int64)) for x in parts]).astype(np.uint32)
+
+
 __all__ = ["KVCacheExhaustedError", "PagedKVCacheManager", "RaggedKVCacheInputs"]
+

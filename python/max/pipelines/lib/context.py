@@ -39,6 +39,9 @@ class TextContext:
                 f"the prompt has {self.tokens.size} tokens, more than max_length {self.max_length}"
             )
         self.prompt_length = int(self.tokens.size)
+        # `tokens` is a view of `_buf`, which has room for more (append: amortised O(1)); a
+        # caller that assigns `tokens` itself is noticed at the next append.
+        self._buf = self._view = self.tokens
         self._start = 0
         self._active = int(self.tokens.size)
         self.step_count = 0
@@ -125,9 +128,19 @@ class TextContext:
 
     def append(self, token: int) -> None:
         """Adds a generated token; it is the next step's input."""
-        self.tokens = np.append(self.tokens, np.int64(token))
-        self._active = self.end_idx
-        self.step_count += 1
+        self.extend([token])
+
+    def extend(self, tokens: list[int]) -> None:
+        """Adds generated tokens, as many ``append`` calls would."""
+        n, m = int(self.tokens.size), len(tokens)
+        if self.tokens is not self._view or n + m > self._buf.size:
+            room = np.empty(max(n + m, min(2 * n, self.max_length), 16), np.int64)
+            room[:n] = self.tokens
+            self._buf = room
+        self._buf[n : n + m] = tokens
+        self.tokens = self._view = self._buf[: n + m]
+        self._active = n + m
+        self.step_count += m
 
     # -- status -----------------------------------------------------------------------------
 

@@ -236,16 +236,19 @@ class TextGenerationPipeline:
             elif ahead and not early:
                 nxt = multistep.queue_step(self, sampled, ids[-1], steps)
             for row, (ctx, tokens) in enumerate(zip(sampled, chosen)):
-                kept = []
-                for k, token in enumerate(tokens):
-                    if k:  # the previous token was processed by step k + 1
-                        self.kv_manager.step([[ctx]])
-                        ctx.commit()
-                    ctx.append(token)
-                    ctx.status = self._status(ctx, token)
+                kept, status, end = [], GenerationStatus.ACTIVE, ctx.end_idx
+                for token in tokens:
                     kept.append(token)
-                    if ctx.status.is_done:
+                    end += 1
+                    status = self._status(ctx, token, end)
+                    if status.is_done:
                         break
+                if len(kept) > 1:  # each token but the last was processed by the step after it
+                    ctx.extend(kept[:-1])
+                    self.kv_manager.step([[ctx]])
+                    ctx.commit()
+                ctx.append(kept[-1])
+                ctx.status = status
                 lp = [lps.for_row(row, tokens[0], ctx.log_probabilities)] \
                     if lps is not None and ctx.log_probabilities > 0 else None
                 outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, kept, ctx.status, lp)
@@ -298,14 +301,16 @@ class TextGenerationPipeline:
         eos = not (sp.ignore_eos or ctx.ignore_eos) and token in (ctx.eos_token_ids or self.eos_token_ids)
         return eos or bool(sp.stop_token_ids) and token in sp.stop_token_ids
 
-    def _status(self, ctx: TextContext, token: int) -> GenerationStatus:
+    def _status(self, ctx: TextContext, token: int, end: int | None = None) -> GenerationStatus:
+        """`ctx`'s status once it holds `end` tokens (default: as it is), `token` the last."""
         sp = ctx.sampling_params
-        generated = ctx.end_idx - ctx.prompt_length
+        end = ctx.end_idx if end is None else end
+        generated = end - ctx.prompt_length
         if self._ends(ctx, token, generated):
             return GenerationStatus.END_OF_SEQUENCE
         if sp.max_new_tokens is not None and generated >= sp.max_new_tokens:
             return GenerationStatus.MAXIMUM_LENGTH
-        if ctx.end_idx >= self.max_length:
+        if end >= self.max_length:
             return GenerationStatus.MAXIMUM_LENGTH
         return GenerationStatus.ACTIVE
 

@@ -6,6 +6,7 @@ token history). Only the chosen token ids come back to the host."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -31,13 +32,20 @@ def splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
+@functools.lru_cache(maxsize=4096)
+def _id_seed(request_id: str) -> int:
+    """The seed of a request without one: from its id (cached: a decode step asks for it once
+    per request)."""
+    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "little")
+
+
 def step_seed(ctx: Any) -> int:
     """The seed of a request's next draw: its own seed (or one derived from its id) mixed with
     the number of tokens it has generated, so that every step draws fresh noise and a seeded
     request is reproducible."""
     base = ctx.sampling_params.seed
     if base is None:
-        base = int.from_bytes(hashlib.blake2b(str(ctx.request_id).encode(), digest_size=8).digest(), "little")
+        base = _id_seed(str(ctx.request_id))
     generated = int(ctx.end_idx - ctx.prompt_length)
     return splitmix64(base ^ splitmix64(generated))
 
