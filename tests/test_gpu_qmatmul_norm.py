@@ -32,8 +32,11 @@ def quantized_folds():
         yield
 
 NP = {DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}
-# One rounding to the dtype, relative, doubled: 2^-8 for bf16, 2^-10 for f16.
+# One rounding to the dtype, relative, doubled: 2^-8 for bf16, 2^-10 for f16; and absolute, in
+# the subnormal range: half the smallest subnormal (a result of 3.5e-8 is stored in f16 as
+# 2^-24 = 6e-8, an error 2^-10 of it does not cover).
 ROUND = {DType.bfloat16: 2.0**-8, DType.float16: 2.0**-10}
+TINY = {DType.bfloat16: 2.0**-134, DType.float16: 2.0**-25}
 EPS = 1e-5
 dtypes = pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
 
@@ -68,7 +71,7 @@ def check(got, x, gamma, w, dtype):
     n = x64 / np.sqrt(np.mean(x64 * x64, -1, keepdims=True) + EPS) * g64
     ref = n @ w64.T
     k = x.shape[-1]
-    tol = (ROUND[dtype] + 2 * k * 2.0**-24) * (np.abs(n) @ np.abs(w64).T) + ROUND[dtype] * np.abs(ref)
+    tol = (ROUND[dtype] + 2 * k * 2.0**-24) * (np.abs(n) @ np.abs(w64).T) + ROUND[dtype] * np.abs(ref) + TINY[dtype]
     err = np.abs(got.astype(np.float64) - ref)
     bad = err > tol + 1e-30
     assert not bad.any(), f"{bad.sum()} of {bad.size} wrong; worst {err.max()} (bound there {tol.flat[err.argmax()]})"
@@ -137,7 +140,7 @@ def silu_mul(gate, up, dtype):
     (g, bg), (u, bu) = gate, up
     s = g / (1 + np.exp(-g))
     m = s * u
-    return m, 1.1 * bg * np.abs(u) + np.abs(s) * bu + bg * bu * 1.1 + 3 * ROUND[dtype] * np.abs(m)
+    return m, 1.1 * bg * np.abs(u) + np.abs(s) * bu + bg * bu * 1.1 + 3 * (ROUND[dtype] * np.abs(m) + TINY[dtype])
 
 
 def product_and_bound(x, gamma, w, dtype):
@@ -147,7 +150,7 @@ def product_and_bound(x, gamma, w, dtype):
     ref = n @ w64.T
     k = x.shape[-1]
     unit = (0 if gamma is None else ROUND[dtype]) + 2 * k * 2.0**-24
-    return ref, unit * (np.abs(n) @ np.abs(w64).T) + ROUND[dtype] * np.abs(ref)
+    return ref, unit * (np.abs(n) @ np.abs(w64).T) + ROUND[dtype] * np.abs(ref) + TINY[dtype]
 
 
 @pytest.mark.gpu
