@@ -202,3 +202,45 @@ def test_sigterm_lets_in_flight_requests_finish():
         assert s.proc.wait(30) == 0, s.errors()
     finally:
         s.stop()
+
+
+def test_a_request_body_that_stops_arriving_is_answered_408():
+    """The body-deadline middleware (ASGI level, no server): a body that stalls short of its end
+    is answered 408 with the connection closed, the app never running; a body in pieces reaches
+    the app whole, and the app's later receive() still sees the client's disconnect."""
+    import asyncio
+    import json
+
+    from max.serve.app import _BodyDeadline
+
+    seen: list[dict] = []
+
+    async def app(scope, receive, send):
+        seen.append(await receive())
+        seen.append(await receive())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def run(messages):
+        sent, pending = [], iter(messages)
+
+        async def receive():
+            for m in pending:
+                return m
+            await asyncio.sleep(60)  # a client that sends nothing more
+
+        async def send(m):
+            sent.append(m)
+
+        await _BodyDeadline(app, idle_s=0.2)({"type": "http", "method": "POST", "path": "/v1/completions",
+                                               "headers": []}, receive, send)
+        return sent
+
+    sent = asyncio.run(run([{"type": "http.request", "body": b'{"prompt": ', "more_body": True}]))
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"], sent
+    assert json.loads(sent[1]["body"])["error"]["code"] == "request_timeout" and not seen
+    pieces = [{"type": "http.request", "body": b"ab", "more_body": True},
+              {"type": "http.request", "body": b"cd", "more_body": False}, {"type": "http.disconnect"}]
+    sent = asyncio.run(run(pieces))
+    assert sent[0]["status"] == 200
+    assert seen == [{"type": "http.request", "body": b"abcd", "more_body": False}, {"type": "http.disconnect"}]

@@ -1,10 +1,12 @@
 """The ASGI app: the OpenAI routes (``/v1/completions``, ``/v1/chat/completions``,
 ``/v1/embeddings``, ``/v1/models``), ``/health`` and Prometheus ``/metrics``, OpenAI-style
-errors, and a middleware counting answered requests by path and status. The model worker
-starts with the app and stops with it (in-flight requests still running then are cancelled)."""
+errors, a middleware counting answered requests by path and status, and one answering 408 to a
+request whose body stops arriving. The model worker starts with the app and stops with it
+(in-flight requests still running then are cancelled)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from max.serve.embeddings import embeddings_router
-from max.serve.errors import APIError, install_error_handlers
+from max.serve.errors import APIError, error_response, install_error_handlers
 from max.serve.openai_routes import openai_router
 from max.serve.state import ServerState
 
@@ -41,8 +43,51 @@ class _CountRequests:
         await self.app(scope, receive, counted)
 
 
-def create_app(state: ServerState, worker: Any = None) -> FastAPI:
-    """The app serving `state`'s model; `worker` (a ``ModelWorker``) runs while the app does."""
+#: Seconds a request body may go without a byte arriving before the request is answered 408.
+BODY_IDLE_S = 30.0
+
+
+class _BodyDeadline:
+    """ASGI middleware: reads a request's body before the app sees it, answering 408 (and closing
+    the connection) when `idle_s` seconds pass without a byte of it: a client that sends less
+    than its Content-Length, or stalls mid-upload, would otherwise hold its connection and a
+    handler forever. The app then receives the whole body at once, and the client's disconnect
+    after it as before."""
+
+    def __init__(self, app: Any, idle_s: float = BODY_IDLE_S) -> None:
+        self.app, self.idle_s = app, idle_s
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), self.idle_s)
+            except asyncio.TimeoutError:
+                response = error_response(408, f"the request body stopped arriving: nothing for {self.idle_s:g} s",
+                                          code="request_timeout")
+                response.headers["connection"] = "close"
+                return await response(scope, receive, send)
+            if message["type"] != "http.request":  # the client left before sending it all
+                return None
+            chunks.append(message.get("body", b""))
+            more = bool(message.get("more_body", False))
+        body, given = b"".join(chunks), False
+
+        async def replay() -> dict:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def create_app(state: ServerState, worker: Any = None, body_idle_s: float = BODY_IDLE_S) -> FastAPI:
+    """The app serving `state`'s model; `worker` (a ``ModelWorker``) runs while the app does;
+    a request body that goes `body_idle_s` seconds without a byte is answered 408."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,7 +134,8 @@ def create_app(state: ServerState, worker: Any = None) -> FastAPI:
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    app.add_middleware(_CountRequests, state=state)
+    app.add_middleware(_BodyDeadline, idle_s=body_idle_s)
+    app.add_middleware(_CountRequests, state=state)  # (outermost: counts the 408s too)
     return app
 
 

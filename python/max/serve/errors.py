@@ -15,8 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("max.serve")
 
-_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "invalid_request_error",
-          429: "rate_limit_exceeded", 500: "internal_server_error", 503: "service_unavailable"}
+_TYPES = {400: "invalid_request_error", 404: "not_found_error", 408: "invalid_request_error",
+          413: "invalid_request_error", 429: "rate_limit_exceeded", 500: "internal_server_error", 503: "service_unavailable"}
 
 
 class APIError(Exception):
@@ -68,7 +68,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s", request.url.path)
-        return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+        response = error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+        response.headers["connection"] = "close"  # the connection's state is not known: a fresh one
+        return response
 
 
 __all__ = ["APIError", "error_body", "error_response", "install_error_handlers"]
