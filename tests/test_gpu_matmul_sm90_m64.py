@@ -345,3 +345,18 @@ def test_tensor_parallel_tiny_shapes_forced_64(sm90, rng):
                 # warpgroup's box lies wholly past N), bias and residual.
                 started(f"{dtype.name} {rows}x{k}x{n} B as given")
                 matmul_case(sm90, rng, dtype, (rows, k), (k, n), "gemm.bm=64", residual=True)
+
+
+@pytest.mark.parametrize("m, k, n", [(64, 14336, 4096), (33, 4096, 1000), (2048, 4096, 4096)])
+def test_pdl_changes_only_the_launch(sm90, rng, m, k, n):
+    """The GEMM under programmatic dependent launch (gemm.pdl, the default for 16-bit results),
+    with a residual and split-K where the plan splits, gives the same bits as without."""
+    dtype = DType.bfloat16
+    inputs = [rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k)), rand(rng, (m, n), dtype, 1.0)]
+    outs = []
+    for spec in ["", "gemm.pdl=0"]:
+        with tuning.override(spec), tuning.record_launches() as log:
+            (got,) = execute(linear_model(sm90, dtype, k, n, residual=True), sm90, *inputs)
+        assert log.records("gemm_sm90p"), log.records()
+        outs.append(np.asarray(got).view(np.uint16))
+    assert np.array_equal(outs[0], outs[1])

@@ -17,17 +17,17 @@ from max.graph import BufferType, DeviceRef, Graph, TensorType
 from max.nn import kernels
 
 GPU = DeviceRef.GPU()
-NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16}
+NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}
 PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS = 6, 2, 8, 6, 2, 32, 64
 
 
-def graph(dtype, rot_interleaved, device=GPU, d=D):
+def graph(dtype, rot_interleaved, device=GPU, d=D, freqs_dtype=DType.float32):
     types = [
         BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, d], device),
         TensorType(dtype, ["t", HQ, d], device),
         TensorType(dtype, ["t", HKV, d], device),
         TensorType(dtype, ["t", HKV, d], device),
-        TensorType(DType.float32, [NPOS, "r"], device),
+        TensorType(freqs_dtype, [NPOS, "r"], device),
         TensorType(DType.uint32, ["t"], device),
         TensorType(DType.uint32, ["t"], device),
     ]
@@ -104,3 +104,45 @@ def test_rope_store_matches_float64_and_the_unfused_graph(rng, gpu, dtype, inter
             want[s // PAGE, 0, 1, s % PAGE] = keys[i]
             want[s // PAGE, 1, 1, s % PAGE] = v[i].astype(np.float64)
         np.testing.assert_allclose(ca.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16, DType.float32], ids=lambda d: d.name)
+def test_rope_store_pieces_at_the_edges(rng, gpu, dtype, interleaved):
+    """The 16-byte form (recorded as vec=1) with a freqs table of the activations' type,
+    positions past the table (NaN in the rotary dims, the rest passed through) and slots past
+    the cache (k and v skipped, q still written): bit for bit the unfused graph's."""
+    d, rot = 128, 64
+    session = engine.InferenceSession(devices=[driver.CPU(), gpu])
+    fused = session.load(graph(dtype, interleaved, d=d, freqs_dtype=dtype))
+    with tuning.override(**{"fusion.rope_store": False}):
+        plain = session.load(graph(dtype, interleaved, d=d, freqs_dtype=dtype))
+    angles = rng.uniform(0, 2 * np.pi, (NPOS, rot // 2))
+    freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, rot).astype(NP[dtype])
+    t = 9
+    q = rng.standard_normal((t, HQ, d)).astype(NP[dtype])
+    k = rng.standard_normal((t, HKV, d)).astype(NP[dtype])
+    v = rng.standard_normal((t, HKV, d)).astype(NP[dtype])
+    pos = rng.integers(0, NPOS, t).astype(np.uint32)
+    pos[[2, 5]] = [NPOS, NPOS + 1000]
+    slots = rng.permutation(PAGES * PAGE)[:t].astype(np.uint32)
+    slots[[1, 5]] = [PAGES * PAGE, 2**32 - 1]
+    blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, d)).astype(NP[dtype])
+    got = []
+    for model in (fused, plain):
+        cache = driver.Buffer.from_numpy(blocks.copy()).to(gpu)
+        args = [driver.Buffer.from_numpy(np.ascontiguousarray(a)).to(gpu) for a in (q, k, v, freqs, pos, slots)]
+        with tuning.record_launches() as log:
+            (q_out,) = model.execute(cache, *args)
+        got.append((q_out.to_numpy(), cache.to(driver.CPU()).to_numpy(), log))
+    (qa, ca, log), (qb, cb, _) = got
+    assert log.last("rope_kv_store")["vec"] == 1, log.records()
+    bits = {DType.bfloat16: np.uint16, DType.float16: np.uint16, DType.float32: np.uint32}[dtype]
+    assert np.array_equal(qa.view(bits), qb.view(bits)) and np.array_equal(ca.view(bits), cb.view(bits))
+    assert np.isnan(qa[2, :, :rot].astype(np.float32)).all() and not np.isnan(qa[2, :, rot:].astype(np.float32)).any()
+    assert np.array_equal(qa[2, :, rot:].view(bits), q[2, :, rot:].view(bits))
+    untouched = np.ones(PAGES * PAGE, bool)
+    untouched[slots[slots < PAGES * PAGE]] = False
+    flat = lambda a: a[:, :, 1].transpose(0, 2, 1, 3, 4).reshape(PAGES * PAGE, 2, HKV, d)  # noqa: E731
+    assert np.array_equal(flat(ca)[untouched].view(bits), flat(blocks)[untouched].view(bits))

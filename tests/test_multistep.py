@@ -144,3 +144,20 @@ def test_context_tokens_grow_in_place_and_follow_assignments():
     ctx.tokens = np.array([7, 8])
     ctx.append(9)
     assert ctx.tokens.tolist() == [7, 8, 9] and ctx.end_idx == 3
+
+
+def test_context_copies_and_pickles_share_no_room():
+    """A copy (shallow or deep) or an unpickled context grows on its own: appending to one never
+    shows in the other, and a pickle holds the tokens, not the spare room."""
+    import copy
+    import pickle
+
+    ctx = TextContext(max_length=1000, tokens=[1, 2, 3])
+    ctx.extend(list(range(4, 20)))
+    for other in (copy.copy(ctx), copy.deepcopy(ctx), pickle.loads(pickle.dumps(ctx))):
+        other.append(55)
+        ctx.append(66)
+        assert other.tokens[-1] == 55 and ctx.tokens[-1] == 66
+        assert other.tokens[:-1].tolist() == list(range(1, 20))
+        ctx.tokens = ctx.tokens[:-1]
+    assert len(pickle.dumps(ctx)) < 2000

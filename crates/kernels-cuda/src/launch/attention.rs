@@ -254,6 +254,7 @@ pub fn rope_kv_store(
             "cuLaunchKernelEx(rope_kv_store)",
         )
     }?;
+    super::record::record("rope_kv_store", || (name.clone(), vec![("vec", vec as i64)]));
     Ok(())
 }
 

@@ -421,6 +421,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn argument_layout_is_the_kernels() {
+        // 3 u64 and 3 i64, then 16 i32 (pdl and its pad last): the Epilogue at byte 112, as in
+        // gemm_sm90p_sched.cuh's GemmPArgs
+        assert_eq!(std::mem::offset_of!(GemmPArgs, epi), 112);
+        assert_eq!(size_of::<GemmPArgs>(), 112 + size_of::<Epilogue>());
+    }
+
+    #[test]
     fn shared_memory_fits_a_hopper_block() {
         for staged in [false, true] {
             assert!(smem_bytes(128, 256, staged) <= 232_448 && smem_bytes(128, 128, staged) <= 232_448);

@@ -126,6 +126,16 @@ class TextContext:
         token again, prompt and generated, before the next one is sampled."""
         self._start, self._active = 0, self.end_idx
 
+    def __getstate__(self) -> dict[str, Any]:
+        # copies and pickles carry the tokens alone: no spare room, none shared with this one
+        state = dict(self.__dict__)
+        state["_buf"] = state["_view"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._buf = self._view = self.tokens
+
     def append(self, token: int) -> None:
         """Adds a generated token; it is the next step's input."""
         self.extend([token])
