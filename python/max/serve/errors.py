@@ -16,7 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger("max.serve")
 
 _TYPES = {400: "invalid_request_error", 404: "not_found_error", 408: "invalid_request_error",
-          413: "invalid_request_error", 429: "rate_limit_exceeded", 500: "internal_server_error", 503: "service_unavailable"}
+          413: "invalid_request_error", 429: "rate_limit_exceeded", 500: "internal_server_error",
+          503: "service_unavailable"}
 
 
 class APIError(Exception):

@@ -1,8 +1,8 @@
 //! Workspace for kernels that need device memory for the length of one launch (the split
-//! decode attention's shares, the Hopper GEMM's split-K partials): one buffer per stream, made or grown outside a CUDA graph
-//! capture and kept for the process. Kernels on one stream run one after another (a launch
-//! under PDL waits for the grid ahead of it before it touches memory, and that grid waited for
-//! its own), so one buffer serves every launch on the stream.
+//! decode attention's shares, the Hopper GEMM's split-K partials): one buffer per stream, made
+//! or grown outside a CUDA graph capture and kept for the process. Kernels on one stream run
+//! one after another (a launch under PDL waits for the grid ahead of it before it touches
+//! memory, and that grid waited for its own), so one buffer serves every launch on the stream.
 //!
 //! Memory allocated and freed around each launch instead (cuMemAllocAsync / cuMemFreeAsync on
 //! the stream) becomes an allocation node and a free node in a captured decode step, and a
