@@ -244,3 +244,42 @@ def test_a_request_body_that_stops_arriving_is_answered_408():
     sent = asyncio.run(run(pieces))
     assert sent[0]["status"] == 200
     assert seen == [{"type": "http.request", "body": b"abcd", "more_body": False}, {"type": "http.disconnect"}]
+
+
+def test_a_request_body_past_the_limit_is_answered_413():
+    """By its Content-Length before a byte is read, or as its pieces pass the limit; a body at
+    the limit reaches the app. The limit follows the context (1 KiB a token, 64 MiB at least)."""
+    import asyncio
+    import json
+
+    from max.serve.app import _BodyDeadline, body_limit
+
+    assert body_limit(None) == body_limit(2048) == 64 << 20 and body_limit(1 << 20) == 1 << 30
+    seen: list[dict] = []
+
+    async def app(scope, receive, send):
+        seen.append(await receive())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    def run(headers, messages):
+        sent, pending = [], iter(messages)
+
+        async def receive():
+            return next(pending)
+
+        async def send(m):
+            sent.append(m)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": headers}
+        asyncio.run(_BodyDeadline(app, idle_s=5, max_bytes=10)(scope, receive, send))
+        return sent
+
+    sent = run([(b"content-length", b"11")], [])  # nothing read: the iterator is empty
+    assert sent[0]["status"] == 413 and (b"connection", b"close") in sent[0]["headers"]
+    assert json.loads(sent[1]["body"])["error"]["code"] == "request_too_large"
+    chunked = [{"type": "http.request", "body": b"123456", "more_body": True},
+               {"type": "http.request", "body": b"78901", "more_body": True}]
+    assert run([], chunked)[0]["status"] == 413 and not seen
+    sent = run([(b"content-length", b"10")], [{"type": "http.request", "body": b"1234567890", "more_body": False}])
+    assert sent[0]["status"] == 200 and seen[-1]["body"] == b"1234567890"
