@@ -6,7 +6,8 @@
 // The cache is [pages, 2, layers, page_size, kv_heads, head_dim]; keys of (page, layer) start at
 // ((page * 2 + 0) * layers + layer) * page_size * kv_heads * head_dim, values one layer-block on.
 //
-// Rope and the store are one thread per output element (rope_kv_store: both in one launch).
+// Rope and the store are one thread per output element (rope_kv_store: both in one launch, one
+// thread per 16-byte piece where the rows allow it).
 // Attention has two forms: the decode form (its own family, attention_decode.cu: GQA groups
 // sharing each key load, keys split across blocks by the sequences' actual lengths), taken
 // whenever a key row is 16-byte pieces for at most a warp and a kv head serves at most 8 query
