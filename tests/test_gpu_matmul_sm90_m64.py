@@ -354,9 +354,10 @@ def test_pdl_changes_only_the_launch(sm90, rng, m, k, n):
     dtype = DType.bfloat16
     inputs = [rand(rng, (m, k), dtype), rand(rng, (n, k), dtype, 1 / np.sqrt(k)), rand(rng, (m, n), dtype, 1.0)]
     outs = []
-    for spec in ["", "gemm.pdl=0"]:
+    for spec, pdl in [("", 1), ("gemm.pdl=0", 0)]:
         with tuning.override(spec), tuning.record_launches() as log:
             (got,) = execute(linear_model(sm90, dtype, k, n, residual=True), sm90, *inputs)
-        assert log.records("gemm_sm90p"), log.records()
+        launches = log.records("gemm_sm90p")
+        assert launches and all(r["pdl"] == pdl for r in launches), launches
         outs.append(np.asarray(got).view(np.uint16))
     assert np.array_equal(outs[0], outs[1])

@@ -409,6 +409,7 @@ fn launch_with(
                 ("n_major", n_major as i64),
                 ("f32", out.f32 as i64),
                 ("grid", grid as i64),
+                ("pdl", pdl.on() as i64),
             ];
             (name.clone(), fields)
         });
