@@ -63,6 +63,19 @@
 // whole is not split. Counters are zero at launch (the stream's ticket counters, or zeroed by
 // the launcher) and the CTA that completes a tile puts its counter back to zero.
 //
+// Segments (p.segs > 1, Bt only): up to GP_SEGS weights read against the same A (a layer's q,
+// k and v projections), each its own TMA map, column tiles and C: segment s owns column tiles
+// p.seg_tiles[s] .. p.seg_tiles[s + 1] - 1, its columns p.seg_n[s] and C p.seg_c[s] (rows
+// seg_n apart). One launch, one schedule, as if the weights were one matrix; an identity
+// epilogue only (the launcher's condition).
+//
+// Gated (the `_gt` kernels, Bt only, clusters along N at most): C = act(A @ Wg^T) * (A @ Wu^T)
+// of a gated MLP, maps m[0] = Wg and m[1] = Wu, both [seg_n[0], K]. A column tile of BN B rows
+// makes BN / 2 columns of C: each consumer warpgroup's WN rows of the stage are WN / 2 rows of
+// Wg then the same WN / 2 rows of Wu, so a thread holds the gate and the up product of the same
+// columns in accumulator groups j and j + WN / 16; the epilogue rounds act(gate) and up to T
+// and multiplies them (gemv_nt.cu's `_gated` sums the same way), and stores WN / 2 columns.
+//
 // Epilogue (prelude.cuh: bias, activation, clamp, beta * residual) in registers, stored
 // straight to global memory: 32-bit pairs when p.pairs (N even, 4-byte aligned C, bias and
 // residual), else element by element; or, in the _st kernels (opt-in), staged through a per-warp
@@ -103,10 +116,11 @@ __device__ __forceinline__ void release(u64* empty, int lane, int CL, u32 peers)
 // F32: C is f32 (store_tile_f32; neither ST nor PL).
 // BM: rows of a tile, 128 (each consumer warpgroup computes 64 rows by BN columns) or 64 (each
 // computes the 64 rows by BN / 2 columns: see the top of the file); WN, the columns of a
-// warpgroup's fragment.
-template <typename T, bool BF16, bool TB, int BM, int BN, bool ST, bool PL, bool F32>
-__device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* map_b, const GemmPArgs& p) {
+// warpgroup's fragment. GT: the gated product (see the top of the file).
+template <typename T, bool BF16, bool TB, int BM, int BN, bool ST, bool PL, bool F32, bool GT>
+__device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMaps* maps_b, const GemmPArgs& p) {
     static_assert(BM == 128 || BM == 64, "row tile");
+    static_assert(!GT || (!TB && !ST && PL && !F32), "gated: Bt, direct stores, no other epilogue");
     constexpr int WN = BM == 128 ? BN : BN / 2;
     // The 64-row tile: no staged epilogue (a warpgroup's fragment may be narrower than the 64
     // columns of a staging tile), and N-major B only in whole 64-column boxes per warpgroup.
@@ -166,6 +180,9 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
             int step = 0;
             Work w;
             while (next_unit(p, cid, clusters, rank, CL, step, w)) {
+                const int seg = GT ? 0 : seg_of(p, w.nt);
+                const TmaMap* map_b = &maps_b->m[seg];
+                const int nt = w.nt - p.seg_tiles[seg];  // the column tile within its segment
                 for (int kt = w.k0; kt < w.k1; ++kt) {
                     // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
                     mbar_wait(&empty[stage], phase ^ 1);
@@ -179,20 +196,30 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                     } else {
                         tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * BM, w.z);
                     }
-                    if (TB) {
+                    if (GT) {
+                        // Each consumer's WN rows: WN / 2 rows of Wg, then the same rows of Wu
+                        // (boxes of WN / 2 rows; rows of 128 bytes).
+                        constexpr int H = WN / 2;
+#pragma unroll
+                        for (int q = 0; q < BN / WN; ++q)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h)
+                                tma_load_3d(sb + (q * WN + h * H) * 128, &maps_b->m[h], &full[stage], kt * P_BK,
+                                            nt * (BN / 2) + q * H, w.z);
+                    } else if (TB) {
                         // B [K, N]: BN / 64 boxes of 64 columns x 64 rows; this CTA loads its
                         // share (boxes rm, rm + CM, ...) for its cluster column.
                         for (int j = rm; j < BN / 64; j += CM) {
                             if (CM > 1)
-                                tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z, (u16)mask_b);
+                                tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[stage], nt * BN + 64 * j, kt * P_BK, w.z, (u16)mask_b);
                             else
-                                tma_load_3d(sb + j * (P_BK * 128), map_b, &full[stage], w.nt * BN + 64 * j, kt * P_BK, w.z);
+                                tma_load_3d(sb + j * (P_BK * 128), map_b, &full[stage], nt * BN + 64 * j, kt * P_BK, w.z);
                         }
                     } else if (CM > 1) {
                         // Bt [N, K]: rows rm * BN / CM .. of the column tile (boxes of BN / CM rows).
-                        tma_load_3d_mc(sb + rm * (B_BYTES / CM), map_b, &full[stage], kt * P_BK, w.nt * BN + rm * (BN / CM), w.z, (u16)mask_b);
+                        tma_load_3d_mc(sb + rm * (B_BYTES / CM), map_b, &full[stage], kt * P_BK, nt * BN + rm * (BN / CM), w.z, (u16)mask_b);
                     } else {
-                        tma_load_3d(sb, map_b, &full[stage], kt * P_BK, w.nt * BN, w.z);
+                        tma_load_3d(sb, map_b, &full[stage], kt * P_BK, nt * BN, w.z);
                     }
                     if (++stage == STAGES) stage = 0, phase ^= 1;
                 }
@@ -285,10 +312,25 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                         ld_cg4_add(part + j * (SYNC_N * 4), d[j * 4], d[j * 4 + 1], d[j * 4 + 2], d[j * 4 + 3]);
                 }
             }
-            const int col0 = w.nt * BN + col_base + (lane % 4) * 2;
-            const int cols = (int)min(p.n - col0, (i64)WN);
+            const int seg = GT ? 0 : seg_of(p, w.nt);
+            const int nt = w.nt - p.seg_tiles[seg];
+            const i64 n = p.seg_n[seg];
+            T* const cs = (T*)p.seg_c[seg];
             const i64 row0 = (i64)w.mt * BM + row_base + warp * 16 + lane / 4;
             const bool has0 = row0 < p.m, has1 = row0 + 8 < p.m;
+            if (GT) {
+                // Groups j < WN / 16 hold the gate, j + WN / 16 the up product of the same columns.
+                constexpr int HALF = NACC / 2;
+                if (p.epi.act != EPI_NONE) act_all_1exp<HALF>(p.epi.act, d);
+#pragma unroll
+                for (int i = 0; i < HALF; ++i) d[i] = __fmul_rn(round_to_t<T>(d[i]), round_to_t<T>(d[HALF + i]));
+                const int col0 = nt * (BN / 2) + col_base / 2 + (lane % 4) * 2;
+                const int cols = (int)min(n - col0, (i64)(WN / 2));
+                store_tile<T, WN / 2, false>(d, p, cs, n, (i64)w.z * p.stride_c + row0 * n + col0, col0, cols, has0, has1);
+                continue;
+            }
+            const int col0 = nt * BN + col_base + (lane % 4) * 2;
+            const int cols = (int)min(n - col0, (i64)WN);
             if (F32) {
                 const i64 offset = (i64)w.z * p.stride_c + row0 * p.ldc + col0;
                 if (p.epi.residual)
@@ -296,19 +338,19 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
                 else
                     store_tile_f32<WN, false>(d, p, offset, cols, has0, has1);
             } else {
-                const i64 offset = (i64)w.z * p.stride_c + row0 * p.n + col0;
+                const i64 offset = (i64)w.z * p.stride_c + row0 * n + col0;
                 if (!PL) epi_math<T, WN>(d, p, col0, cols);
                 if (ST) {
                     const i64 row_w = row0 - lane / 4;
-                    const i64 base_w = (i64)w.z * p.stride_c + row_w * p.n + (i64)w.nt * BN;
+                    const i64 base_w = (i64)w.z * p.stride_c + row_w * n + (i64)nt * BN;
                     if (!PL && p.epi.residual)
-                        store_tile_staged<T, BN, true>(d, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
+                        store_tile_staged<T, BN, true>(d, p, cs, n, offset, col0, cols, has0, has1, row_w, base_w, (i64)nt * BN, staging);
                     else
-                        store_tile_staged<T, BN, false>(d, p, offset, col0, cols, has0, has1, row_w, base_w, (i64)w.nt * BN, staging);
+                        store_tile_staged<T, BN, false>(d, p, cs, n, offset, col0, cols, has0, has1, row_w, base_w, (i64)nt * BN, staging);
                 } else if (!PL && p.epi.residual) {
-                    store_tile<T, WN, true>(d, p, offset, col0, cols, has0, has1);
+                    store_tile<T, WN, true>(d, p, cs, n, offset, col0, cols, has0, has1);
                 } else {
-                    store_tile<T, WN, false>(d, p, offset, col0, cols, has0, has1);
+                    store_tile<T, WN, false>(d, p, cs, n, offset, col0, cols, has0, has1);
                 }
             }
         }
@@ -317,22 +359,25 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMap* ma
     if (CL > 1) cluster_sync();
 }
 
-#define GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BM, BN, ST, PL, F32)                                      \
+#define GEMMP_ENTRY_ALL(NAME, T, BF16, TB, BM, BN, ST, PL, F32, GT)                                  \
     extern "C" __global__ void __launch_bounds__(384, 1)                                                  \
-        NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, GemmPArgs p) { \
-        GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32)                                                \
+        NAME(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMaps maps_b, GemmPArgs p) { \
+        GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32, GT)                                            \
     }
+#define GEMMP_ENTRY_OUT(NAME, T, BF16, TB, BM, BN, ST, PL, F32) GEMMP_ENTRY_ALL(NAME, T, BF16, TB, BM, BN, ST, PL, F32, false)
 #define GEMMP_ENTRY(NAME, T, BF16, TB, BN, ST, PL) GEMMP_ENTRY_OUT(NAME, T, BF16, TB, 128, BN, ST, PL, false)
 #define GEMMP_ENTRY64(NAME, T, BF16, TB, BN, PL) GEMMP_ENTRY_OUT(NAME, T, BF16, TB, 64, BN, false, PL, false)
+#define GEMMP_ENTRY_GT(NAME, T, BF16, BM, BN) GEMMP_ENTRY_ALL(NAME, T, BF16, false, BM, BN, false, true, false, true)
 // wgmma and setmaxnreg exist on sm_90a only; elsewhere the entry points trap (the launcher never
 // uses them there).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32) gemm_sm90p<T, BF16, TB, BM, BN, ST, PL, F32>(&map_a, &map_b, p);
+#define GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32, GT) gemm_sm90p<T, BF16, TB, BM, BN, ST, PL, F32, GT>(&map_a, &maps_b, p);
 #else
-#define GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32) asm volatile("trap;");
+#define GEMMP_BODY(T, BF16, TB, BM, BN, ST, PL, F32, GT) asm volatile("trap;");
 #endif
 // gemm_sm90p_<type>_<b: B [K, N] as given | t: Bt [N, K]>[_m64: 64-row tile]_n<BN>[_st: staged
-// epilogue][_pl: no epilogue operations][_f32: f32 C, bf16 W^T products only]; the cluster size
+// epilogue][_pl: no epilogue operations][_f32: f32 C, bf16 W^T products only][_gt: gated, Bt
+// only, an activation of the gate at most]; the cluster size
 // is the launch's. The 64-row tiles: BN 128 for both layouts, BN 64 for Bt only (a warpgroup's
 // 32 columns of an N-major box would start inside its 128-byte swizzle row).
 // sources.rs builds two families from this file, one per type (GP_BF16 defined or not), so a
@@ -364,6 +409,10 @@ GEMMP_ENTRY64(gemm_sm90p_bf16_t_m64_n64, bf16, true, false, 64, false)
 GEMMP_ENTRY64(gemm_sm90p_bf16_t_m64_n64_pl, bf16, true, false, 64, true)
 GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_m64_n128_f32, bf16, true, false, 64, 128, false, true, true)
 GEMMP_ENTRY_OUT(gemm_sm90p_bf16_t_m64_n64_f32, bf16, true, false, 64, 64, false, true, true)
+GEMMP_ENTRY_GT(gemm_sm90p_bf16_t_n256_gt, bf16, true, 128, 256)
+GEMMP_ENTRY_GT(gemm_sm90p_bf16_t_n128_gt, bf16, true, 128, 128)
+GEMMP_ENTRY_GT(gemm_sm90p_bf16_t_m64_n128_gt, bf16, true, 64, 128)
+GEMMP_ENTRY_GT(gemm_sm90p_bf16_t_m64_n64_gt, bf16, true, 64, 64)
 #else
 GEMMP_ENTRY(gemm_sm90p_f16_b_n256, f16, false, true, 256, false, false)
 GEMMP_ENTRY(gemm_sm90p_f16_b_n128, f16, false, true, 128, false, false)
@@ -387,4 +436,8 @@ GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n128, f16, false, false, 128, false)
 GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n128_pl, f16, false, false, 128, true)
 GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n64, f16, false, false, 64, false)
 GEMMP_ENTRY64(gemm_sm90p_f16_t_m64_n64_pl, f16, false, false, 64, true)
+GEMMP_ENTRY_GT(gemm_sm90p_f16_t_n256_gt, f16, false, 128, 256)
+GEMMP_ENTRY_GT(gemm_sm90p_f16_t_n128_gt, f16, false, 128, 128)
+GEMMP_ENTRY_GT(gemm_sm90p_f16_t_m64_n128_gt, f16, false, 64, 128)
+GEMMP_ENTRY_GT(gemm_sm90p_f16_t_m64_n64_gt, f16, false, 64, 64)
 #endif

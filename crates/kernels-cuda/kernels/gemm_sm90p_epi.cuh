@@ -38,18 +38,21 @@ template <typename T, int BN> __device__ __forceinline__ void epi_math(float* d,
     if (p.epi.clamp) epi_clamp_all<BN / 2>(p.epi, d);
 }
 
-// After epi_math. RES: p.epi.residual is set (a template argument, so that the path without a
-// residual carries no predicated-off loads: the epilogue's code is fetched cold once per tile).
+// v rounded to T and back.
+template <typename T> __device__ __forceinline__ float round_to_t(float v) { return to_f32(FromF32<T>::go(v)); }
+
+// After epi_math. C at `cs` (the segment's), rows `n` apart. RES: p.epi.residual is set (a
+// template argument, so that the path without a residual carries no predicated-off loads: the
+// epilogue's code is fetched cold once per tile); a residual has C's layout.
 template <typename T, int BN, bool RES>
-__device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 offset, int col0, int cols, bool has0,
-                                           bool has1) {
-    const i64 n = p.n;
+__device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, T* cs, i64 n, i64 offset, int col0, int cols,
+                                           bool has0, bool has1) {
     const float beta = p.epi.beta;
     if (p.pairs) {
         const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
         const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * n);
-        u32* o0 = (u32*)((T*)p.c + offset);
-        u32* o1 = (u32*)((T*)p.c + offset + 8 * n);
+        u32* o0 = (u32*)(cs + offset);
+        u32* o1 = (u32*)(cs + offset + 8 * n);
         // The residual of RC column pairs loaded together ahead of their stores: C and the
         // residual may alias as far as the compiler knows, so a load after a store would wait
         // for it, and each pair would pay a whole memory round trip.
@@ -84,7 +87,7 @@ __device__ __forceinline__ void store_tile(float* d, const GemmPArgs& p, i64 off
     }
     const T* r0 = (const T*)p.epi.residual + offset;
     const T* r1 = r0 + 8 * n;
-    T* c0 = (T*)p.c + offset;
+    T* c0 = cs + offset;
     T* c1 = c0 + 8 * n;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
@@ -161,8 +164,8 @@ __device__ __forceinline__ void store_tile_f32(const float* d, const GemmPArgs& 
 // staging, the 8 consumer warps' staging tiles (warp (threadIdx.x - 128) / 32 owns the tile at
 // that index).
 template <typename T, int BN, bool RES>
-__device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, i64 offset, int col0, int cols,
-                                                  bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t,
+__device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, T* cs, i64 n, i64 offset, int col0,
+                                                  int cols, bool has0, bool has1, i64 row_w, i64 base_w, i64 col_t,
                                                   u8* staging) {
     // The thread index read here (volatile), so that the lane's shared addresses are computed
     // at each epilogue rather than hoisted out of the unit loop into registers held across the
@@ -173,17 +176,17 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
     const u32 stg = s_addr(staging) + (tid / 32 - 4) * STG_WARP_BYTES;
     const float beta = p.epi.beta;
     const u32* r0 = (const u32*)((const T*)p.epi.residual + offset);
-    const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * p.n);
+    const u32* r1 = (const u32*)((const T*)p.epi.residual + offset + 8 * n);
     // Fragment writes: rows lane / 4 and lane / 4 + 8, the pair at column 8 jj + 2 (lane % 4).
     const u32 w0 = stg + (lane / 4) * STG_STRIDE + (lane % 4) * 4;
     const u32 w1 = w0 + 8 * STG_STRIDE;
     // Vector reads: row 4 i + rr, columns 8 v .. 8 v + 7 of the chunk.
     const int rr = lane / 8, v = lane % 8;
     const u32 rd = stg + rr * STG_STRIDE + v * 16;
-    T* out = (T*)p.c + base_w + (i64)rr * p.n + v * 8;
+    T* out = cs + base_w + (i64)rr * n + v * 8;
     // Row 4 i + rr exists while 4 i < rows; 8-column piece v of chunk q while 64 q < cols_v.
     const int rows = (int)min(p.m - row_w - rr, (i64)16);
-    const int cols_v = (int)min(p.n - col_t - v * 8, (i64)BN);
+    const int cols_v = (int)min(n - col_t - v * 8, (i64)BN);
 #pragma unroll
     for (int q = 0; q < BN / 64; ++q) {
         // The reads of the previous chunk (or of the previous call) are done.
@@ -211,7 +214,7 @@ __device__ __forceinline__ void store_tile_staged(float* d, const GemmPArgs& p, 
         for (int i = 0; i < 4; ++i) {
             u32 a, b, c, e;
             lds128(rd + i * 4 * STG_STRIDE, a, b, c, e);
-            if (q * 64 < cols_v && i * 4 < rows) stg128(out + (i64)(i * 4) * p.n + q * 64, a, b, c, e);
+            if (q * 64 < cols_v && i * 4 < rows) stg128(out + (i64)(i * 4) * n + q * 64, a, b, c, e);
         }
     }
 }

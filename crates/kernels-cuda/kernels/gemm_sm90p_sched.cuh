@@ -3,6 +3,10 @@
 // cluster its units: data-parallel tiles, split-K pieces and stream-K ranges (the work units are
 // described at the top of gemm_sm90p.cu; sources.rs puts this file in front of it).
 
+// B operands of one launch (gemm_sm90p.cu: "Segments" and "Gated"); map m[0] alone otherwise.
+#define GP_SEGS 4
+struct TmaMaps { TmaMap m[GP_SEGS]; };
+
 struct GemmPArgs {
     u64 c;
     u64 ws;          // split-K partials: per (split tile, split) BM x BN f32 in fragment order
@@ -23,8 +27,19 @@ struct GemmPArgs {
     i32 ldc;         // f32-output kernels: elements between rows of C and of the residual
     i32 pdl;         // nonzero: launched under PDL, waits for the previous grid after its setup
     i32 pad;
+    i32 segs;                    // B operands side by side along N (1 to GP_SEGS; gated: 2)
+    i32 seg_tiles[GP_SEGS + 1];  // each segment's first column tile; [segs] = n_tiles
+    i64 seg_n[GP_SEGS];          // each segment's columns (of its B and its C)
+    u64 seg_c[GP_SEGS];          // each segment's C (rows seg_n apart)
     Epilogue epi;
 };
+
+// The segment of column tile nt.
+__device__ __forceinline__ int seg_of(const GemmPArgs& p, int nt) {
+    int s = 0;
+    while (s + 1 < p.segs && nt >= p.seg_tiles[s + 1]) ++s;
+    return s;
+}
 
 // A unit: batch z, row tile mt (of this CTA), column tile nt, k-tiles [k0, k1), and for a
 // split or stream-K piece its part index, the tile's part count and the index of its tile among

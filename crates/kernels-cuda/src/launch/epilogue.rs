@@ -98,6 +98,11 @@ impl Epilogue {
         self.bias == 0 && self.act == 0 && self.clamp == 0
     }
 
+    /// True when nothing but an activation (or none) is applied: no bias, residual or clamp.
+    pub fn act_only(&self) -> bool {
+        self.bias == 0 && self.residual == 0 && self.clamp == 0
+    }
+
     /// True when the epilogue leaves the accumulator unchanged.
     pub fn is_identity(&self) -> bool {
         self.bias == 0 && self.residual == 0 && self.act == 0 && self.clamp == 0

@@ -79,6 +79,52 @@ pub fn gemm_bt(
     gemm_sm90p::launch(stream, dtype, (a, w, c), (m, n, k), 1, 1, false, epi)
 }
 
+/// `A @ W_s^T` for several weights W_s [n_s, k] (16-bit, as stored) in one launch, each into
+/// its own C [m, n_s]: `parts` are `(w, c, n_s)`, at most [`SIBLINGS`] of them (a layer's q, k
+/// and v projections); an identity epilogue.
+pub fn gemm_bt_siblings(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    a: u64,
+    parts: &[(u64, u64, usize)],
+    (m, k): (usize, usize),
+) -> Result<()> {
+    check_bt(dtype, k, parts.iter().fold(a, |acc, p| acc | p.0))?;
+    if m == 0 || parts.iter().all(|p| p.2 == 0) {
+        return Ok(());
+    }
+    gemm_sm90p::launch_segments(stream, dtype, a, parts, (m, k))
+}
+
+/// The most weights [`gemm_bt_siblings`] takes.
+pub const SIBLINGS: usize = gemm_sm90p::SEGS;
+
+/// C [m, n] = act(A @ Wg^T) * (A @ Wu^T) in one launch (a gated MLP's first half) for A [m, k]
+/// and Wg, Wu [n, k] as stored (16-bit), `epi` an activation at most (applied to the gate); the
+/// product rounds act(gate) and up to the type first, as the separate steps would.
+pub fn gemm_bt_gated(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, wg, wu, c): (u64, u64, u64, u64),
+    (m, n, k): (usize, usize, usize),
+    epi: &Epilogue,
+) -> Result<()> {
+    check_bt(dtype, k, a | wg | wu)?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    gemm_sm90p::launch_gated(stream, dtype, (a, wg, wu, c), (m, n, k), epi)
+}
+
+fn check_bt(dtype: DType, k: usize, addrs: u64) -> Result<()> {
+    if !matches!(dtype, DType::BFloat16 | DType::Float16) || k % 8 != 0 || k == 0 || addrs % 16 != 0 {
+        return Err(Error::Unsupported(format!(
+            "gemm_sm90: W^T products need 16-bit, K % 8 == 0, aligned operands ({dtype}, k={k})"
+        )));
+    }
+    Ok(())
+}
+
 /// C = A @ W^T + residual in f32 for bf16 A [m, k] at `a` and W [n, k] at `w` (K-major), C and
 /// the residual (`epi`'s only operation, if any) [m, n] with rows `ldc` elements apart: the
 /// many-rows qmatmul, whose result is f32 and whose weights are dequantized to bf16 in chunks

@@ -1,6 +1,8 @@
 //! Launching the persistent Hopper GEMM (kernels/gemm_sm90p.cu): the plan (column tile width,
 //! cluster size, split-K, grid) and the launch through `cuLaunchKernelEx` (the cluster size is a
-//! launch attribute). [`super::gemm_sm90::gemm`] prepares A and B and calls [`launch`].
+//! launch attribute). [`super::gemm_sm90::gemm`] prepares A and B and calls [`launch`]; sibling
+//! products of one A (up to [`SEGS`] weights, [`launch_segments`]) and a gated MLP's pair
+//! ([`launch_gated`]) run as one launch each.
 //!
 //! Every choice can be forced through the `gemm.*` tuning knobs (max_tuning's declarations):
 //! `gemm.bm` (row tile: 64 rows, where both consumer warpgroups split the columns, by default
@@ -63,7 +65,25 @@ struct GemmPArgs {
     ldc: i32,
     pdl: i32,
     pad: i32,
+    segs: i32,
+    seg_tiles: [i32; SEGS + 1],
+    seg_n: [i64; SEGS],
+    seg_c: [u64; SEGS],
     epi: Epilogue,
+}
+
+/// The most B operands one launch takes side by side (`GP_SEGS` in the kernel).
+pub(crate) const SEGS: usize = 4;
+
+/// The B operands of a launch: one; up to [`SEGS`] weights Wt [n_s, k] read against the same A,
+/// each with its own C [rows, n_s] (`(w, c, n_s)`: a layer's q, k and v projections), with an
+/// identity epilogue; or a gated pair, C = act(A @ Wg^T) * (A @ Wu^T) with the gate's
+/// activation (`Gated(w_up)`; B is Wg [n, k] and C [rows, n]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Operands<'a> {
+    One,
+    Segments(&'a [(u64, u64, usize)]),
+    Gated(u64),
 }
 
 /// The family with this type's kernels.
@@ -133,6 +153,12 @@ fn kernel_name(
             ""
         },
     )
+}
+
+/// The gated kernel for a tile of `bm` x `bn` (Bt only, direct stores).
+fn gated_name(dtype: DType, (bm, bn): (usize, usize)) -> String {
+    let t = if dtype == DType::BFloat16 { "bf16" } else { "f16" };
+    format!("gemm_sm90p_{t}_t{}_n{bn}_gt", if bm == 64 { "_m64" } else { "" })
 }
 
 /// Clusters of `cluster` CTAs that fit on the device at once for this kernel (cached per
@@ -211,7 +237,41 @@ pub(crate) fn launch(
     epi: &Epilogue,
 ) -> Result<()> {
     let out = COut { f32: false, ldc: n };
-    launch_out(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, out)
+    launch_out(stream, dtype, (a, b, c), (rows_a, n, k), (z, batch_b, n_major), epi, out, Operands::One)
+}
+
+/// One launch for several weights Wt [n_s, k] (16-bit, K-major) read against the same A [rows,
+/// k]: `parts` are `(w, c, n_s)`, each product into its own C [rows, n_s]; an identity epilogue.
+pub(crate) fn launch_segments(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    a: u64,
+    parts: &[(u64, u64, usize)],
+    (rows, k): (usize, usize),
+) -> Result<()> {
+    let Some(&(w0, c0, n0)) = parts.first() else { return Ok(()) };
+    if parts.len() > SEGS || parts.iter().any(|&(_, _, n)| n == 0 || n > i32::MAX as usize) {
+        return Err(Error::Unsupported(format!("gemm_sm90p: {} weights in one launch", parts.len())));
+    }
+    let out = COut { f32: false, ldc: n0 };
+    let epi = Epilogue::default();
+    launch_out(stream, dtype, (a, w0, c0), (rows, n0, k), (1, 1, false), &epi, out, Operands::Segments(parts))
+}
+
+/// C [rows, n] = act(A @ Wg^T) * (A @ Wu^T) in one launch (the gated kernels): A [rows, k], Wg
+/// and Wu [n, k] (16-bit, K-major), `epi` an activation at most.
+pub(crate) fn launch_gated(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    (a, wg, wu, c): (u64, u64, u64, u64),
+    (rows, n, k): (usize, usize, usize),
+    epi: &Epilogue,
+) -> Result<()> {
+    if !epi.act_only() || n > (i32::MAX / 2) as usize {
+        return Err(Error::Unsupported("gemm_sm90p: a gated product takes an activation of the gate only".into()));
+    }
+    let out = COut { f32: false, ldc: n };
+    launch_out(stream, dtype, (a, wg, c), (rows, n, k), (1, 1, false), epi, out, Operands::Gated(wu))
 }
 
 /// Where the kernel stores C: f32 (the `_f32` kernels: bf16 operands, Bt [N, K], an epilogue of
@@ -236,7 +296,7 @@ pub(crate) fn launch_f32(
         return Err(Error::Unsupported("gemm_sm90p: f32 results take a residual at most, rows < 2^31 apart".into()));
     }
     let out = COut { f32: true, ldc };
-    launch_out(stream, DType::BFloat16, (a, b, c), (rows_a, n, k), 1, 1, false, epi, out)
+    launch_out(stream, DType::BFloat16, (a, b, c), (rows_a, n, k), (1, 1, false), epi, out, Operands::One)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -245,22 +305,54 @@ fn launch_out(
     dtype: DType,
     (a, b, c): (u64, u64, u64),
     (rows_a, n, k): (usize, usize, usize),
-    z: usize,
-    batch_b: usize,
-    n_major: bool,
+    batches: (usize, usize, bool),
     epi: &Epilogue,
     out: COut,
+    ops: Operands,
 ) -> Result<()> {
-    let knobs = Knobs::from_tuning(&max_tuning::current());
-    let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs, out);
+    let mut knobs = Knobs::from_tuning(&max_tuning::current());
+    if matches!(ops, Operands::Gated(_)) {
+        // (the gated kernels load B without multicast: clusters along N only)
+        knobs.cluster = Some(1);
+    }
+    let r = launch_with(stream, dtype, (a, b, c), (rows_a, n, k), batches, epi, knobs, out, ops);
     match r {
         // A cluster launch the device refuses (cluster scheduling is not guaranteed) falls back
         // to single-CTA clusters, unless the cluster size was forced.
         Err(Error::Driver { op, .. }) if op == LAUNCH && knobs.cluster.is_none() && knobs.cluster_n.is_none() => {
             let knobs = Knobs { cluster: Some(1), cluster_n: Some(1), ..knobs };
-            launch_with(stream, dtype, (a, b, c), (rows_a, n, k), z, batch_b, n_major, epi, knobs, out)
+            launch_with(stream, dtype, (a, b, c), (rows_a, n, k), batches, epi, knobs, out, ops)
         }
         other => other,
+    }
+}
+
+/// The plan for `ops`: segments' column tiles are counted per segment (a segment's last tile
+/// may be partial), a gated pair's B rows are twice C's columns (a tile of bn B rows makes bn / 2
+/// columns of C).
+#[allow(clippy::too_many_arguments)]
+fn plan_for(
+    rows: usize,
+    n: usize,
+    k: usize,
+    z: usize,
+    sms: usize,
+    n_major: bool,
+    knobs: Knobs,
+    ops: Operands,
+) -> Option<Plan> {
+    match ops {
+        Operands::One => plan(rows, n, k, z, sms, n_major, knobs),
+        Operands::Gated(_) => plan(rows, 2 * n, k, z, sms, n_major, knobs),
+        Operands::Segments(parts) => {
+            let total: usize = parts.iter().map(|p| p.2).sum();
+            let first = plan(rows, total, k, z, sms, n_major, knobs)?;
+            let tiles: usize = parts.iter().map(|p| p.2.div_ceil(first.bn)).sum();
+            if tiles == first.n_tiles {
+                return Some(first);
+            }
+            plan(rows, tiles * first.bn, k, z, sms, n_major, Knobs { bn: Some(first.bn), bm: Some(first.bm), ..knobs })
+        }
     }
 }
 
@@ -272,37 +364,88 @@ fn launch_with(
     dtype: DType,
     (a, b, c): (u64, u64, u64),
     (rows_a, n, k): (usize, usize, usize),
-    z: usize,
-    batch_b: usize,
-    n_major: bool,
+    (z, batch_b, n_major): (usize, usize, bool),
     epi: &Epilogue,
     knobs: Knobs,
     out: COut,
+    ops: Operands,
 ) -> Result<()> {
     let sms = super::sm_count(stream)?;
-    let p = plan(rows_a, n, k, z, sms, n_major, knobs)
+    let gated = matches!(ops, Operands::Gated(_));
+    let one = [(b, c, n)];
+    let parts: &[(u64, u64, usize)] = match ops {
+        Operands::Segments(parts) => parts,
+        _ => &one,
+    };
+    if (parts.len() > 1 || gated) && (z != 1 || batch_b != 1 || n_major || out.f32) {
+        return Err(Error::Unsupported("gemm_sm90p: segments and gated pairs take one Bt and 16-bit C".into()));
+    }
+    if parts.len() > 1 && !epi.is_identity() {
+        return Err(Error::Unsupported("gemm_sm90p: segments take an identity epilogue".into()));
+    }
+    let p = plan_for(rows_a, n, k, z, sms, n_major, knobs, ops)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
     let pairs = if out.f32 {
         out.ldc % 2 == 0 && c % 8 == 0 && epi.residual % 8 == 0
     } else {
-        n % 2 == 0 && c % 4 == 0 && epi.bias % 4 == 0 && epi.residual % 4 == 0
+        parts.iter().all(|&(_, c, n)| n % 2 == 0 && c % 4 == 0) && epi.bias % 4 == 0 && epi.residual % 4 == 0
     };
     // (The 64-row tiles have no staged form: their stores are a small part of their time.)
-    let staged = !out.f32 && p.bm == 128 && knobs.staged.unwrap_or(true) && staged_ok(n, c, pairs);
-    let name = kernel_name(dtype, n_major, (p.bm, p.bn), staged, out.f32, epi.is_identity());
+    let staged = !out.f32
+        && !gated
+        && p.bm == 128
+        && knobs.staged.unwrap_or(true)
+        && parts.iter().all(|&(_, c, n)| staged_ok(n, c, pairs));
+    let name = if gated {
+        gated_name(dtype, (p.bm, p.bn))
+    } else {
+        kernel_name(dtype, n_major, (p.bm, p.bn), staged, out.f32, epi.is_identity())
+    };
     let f = function(stream.context(), family(dtype), &name)?;
     let smem = smem_bytes(p.bm, p.bn, staged);
     crate::allow_smem(stream.context(), &f, smem)?;
     // Each CTA of a cluster row loads bm / cluster_n rows of the A tile, and each of a cluster
-    // column bn / cm rows of Bt (with B [k, n], whole 64 x 64 boxes).
+    // column bn / cm rows of Bt (with B [k, n], whole 64 x 64 boxes); a gated pair's consumer
+    // half a warpgroup's columns of each weight.
     let cm = p.cluster / p.cluster_n;
     let map_a = tma_map(dtype, a, k, rows_a, z, (p.bm / p.cluster_n) as u32)?;
-    let map_b = if n_major {
-        // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
-        tma_map(dtype, b, n, k, batch_b, BK as u32)?
-    } else {
-        tma_map(dtype, b, k, n, batch_b, (p.bn / cm) as u32)?
+    let wn = if p.bm == 128 { p.bn } else { p.bn / 2 };
+    let map_of = |w: u64, n: usize| -> Result<TmaMap> {
+        if n_major {
+            // 64 x 64 boxes of B [k, n]: rows of 128 bytes, the N-major swizzled layout.
+            tma_map(dtype, w, n, k, batch_b, BK as u32)
+        } else if gated {
+            tma_map(dtype, w, k, n, 1, (wn / 2) as u32)
+        } else {
+            tma_map(dtype, w, k, n, batch_b, (p.bn / cm) as u32)
+        }
     };
+    let map_b = map_of(b, n)?;
+    let mut maps = [map_b; SEGS];
+    let mut seg_tiles = [0i32; SEGS + 1];
+    let (mut seg_n, mut seg_c) = ([0i64; SEGS], [0u64; SEGS]);
+    match ops {
+        Operands::Gated(wu) => {
+            maps[1] = map_of(wu, n)?;
+            (seg_n, seg_c) = ([n as i64; SEGS], [c; SEGS]);
+            seg_tiles[1..].fill(p.n_tiles as i32);
+        }
+        _ => {
+            let mut first = 0;
+            for (i, &(w, c, n)) in parts.iter().enumerate() {
+                if i > 0 {
+                    maps[i] = map_of(w, n)?;
+                }
+                (seg_n[i], seg_c[i], seg_tiles[i]) = (n as i64, c, first as i32);
+                first += n.div_ceil(p.bn);
+            }
+            seg_tiles[parts.len()..].fill(first as i32);
+            if first != p.n_tiles {
+                return Err(Error::Unsupported("gemm_sm90p: the segments' tiles are not the plan's".into()));
+            }
+        }
+    }
+    let segs = if gated { 2 } else { parts.len() };
     let (p, clusters) = if p.persistent {
         let cap = max_clusters(stream, &f, &name, p.cluster, smem)?;
         let cap = knobs.grid.map_or(cap, |g| (g / p.cluster).max(1));
@@ -374,15 +517,19 @@ fn launch_with(
         ldc: out.ldc as i32,
         pdl: pdl.on() as i32,
         pad: 0,
+        segs: segs as i32,
+        seg_tiles,
+        seg_n,
+        seg_c,
         epi: *epi,
     };
-    let (mut map_a, mut map_b) = (map_a, map_b);
+    let mut map_a = map_a;
     let mut params: [*mut std::ffi::c_void; 3] = [
         &mut map_a as *mut TmaMap as *mut _,
-        &mut map_b as *mut TmaMap as *mut _,
+        &mut maps as *mut [TmaMap; SEGS] as *mut _,
         &mut args as *mut GemmPArgs as *mut _,
     ];
-    // SAFETY: the parameters match the kernel's (TmaMap, TmaMap, GemmPArgs) by value and live
+    // SAFETY: the parameters match the kernel's (TmaMap, TmaMaps, GemmPArgs) by value and live
     // across the call (the driver copies them); the maps describe live allocations, C holds
     // z batches of rows_a x n, the workspace covers every tile's partials and counter; under
     // PDL the kernel waits (args.pdl) before it touches global memory.
@@ -410,6 +557,8 @@ fn launch_with(
                 ("f32", out.f32 as i64),
                 ("grid", grid as i64),
                 ("pdl", pdl.on() as i64),
+                ("segs", segs as i64),
+                ("gated", gated as i64),
             ];
             (name.clone(), fields)
         });
@@ -418,56 +567,5 @@ fn launch_with(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn argument_layout_is_the_kernels() {
-        // 3 u64 and 3 i64, then 16 i32 (pdl and its pad last): the Epilogue at byte 112, as in
-        // gemm_sm90p_sched.cuh's GemmPArgs
-        assert_eq!(std::mem::offset_of!(GemmPArgs, epi), 112);
-        assert_eq!(size_of::<GemmPArgs>(), 112 + size_of::<Epilogue>());
-    }
-
-    #[test]
-    fn shared_memory_fits_a_hopper_block() {
-        for staged in [false, true] {
-            assert!(smem_bytes(128, 256, staged) <= 232_448 && smem_bytes(128, 128, staged) <= 232_448);
-        }
-        // The default layout as before the staged epilogue existed.
-        assert_eq!((smem_bytes(128, 256, false), smem_bytes(128, 128, false)), (197_728, 230_544));
-        assert_eq!((smem_bytes(128, 256, true), smem_bytes(128, 128, true)), (216_320, 216_320));
-        // 64-row tiles: 9 x 24 KB, 12 x 16 KB; the barriers within the kernel's 256 bytes.
-        assert_eq!((smem_bytes(64, 128, false), smem_bytes(64, 64, false)), (222_384, 197_856));
-        assert!(smem_bytes(64, 256, false) <= 232_448 && 2 * stages(64, 64, false) * 8 + 32 <= 256);
-        assert!(staged_ok(8192, 256, true) && !staged_ok(8190, 256, true) && !staged_ok(8192, 8, true));
-        assert!(!staged_ok(8192, 256, false));
-    }
-
-    #[test]
-    fn every_planned_kernel_is_in_its_family() {
-        // Each (height, layout, width) a plan can give, in each form the launcher may ask for,
-        // is an entry of the family's source (the same sentence as the GEMMP_ENTRY lines).
-        let knobs = Knobs::default();
-        for dtype in [DType::BFloat16, DType::Float16] {
-            let src = family(dtype).source;
-            for (bm, n_major, bn) in [64, 128].into_iter().flat_map(|bm| {
-                [false, true].into_iter().flat_map(move |nm| [64, 128, 256].into_iter().map(move |bn| (bm, nm, bn)))
-            }) {
-                let forced = Knobs { bm: Some(bm), bn: Some(bn), ..knobs };
-                let Some(p) = plan(64, 4096, 4096, 1, 132, n_major, forced) else { panic!("{bm} {bn}") };
-                if p.bn != bn {
-                    continue;
-                }
-                let forms = [(false, false, false), (false, false, true), (true, false, false), (true, false, true)];
-                for (staged, f32, identity) in forms.into_iter().chain([(false, true, true)]) {
-                    if (staged && bm == 64) || (f32 && (n_major || dtype != DType::BFloat16)) {
-                        continue;
-                    }
-                    let name = kernel_name(dtype, n_major, (bm, bn), staged, f32, identity);
-                    assert!(src.contains(&format!("({name}, ")), "{name} is not an entry");
-                }
-            }
-        }
-    }
-}
+#[path = "gemm_sm90p/launch_tests.rs"]
+mod tests;

@@ -6,7 +6,7 @@ use max_graph::ops::reduction::RmsNormParams;
 use max_graph::ops::{Op, OpKind};
 use max_kernels_cuda::launch::epilogue::{Act, Epilogue};
 use max_kernels_cuda::launch::gemv_nt::{Fusion, NormPrologue};
-use max_kernels_cuda::launch::{gemm_skinny, gemv_mma, gemv_nt};
+use max_kernels_cuda::launch::{gemm_skinny, gemm_sm90, gemv_mma, gemv_nt};
 
 use super::super::program::{Fused, GemmEpilogue, Operand};
 use crate::cuda::CudaDevice;
@@ -129,6 +129,14 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     if mma_rows(dev, dtype, a.addr(), &parts_of(&ws[..1], outs), (rows, k), &epi, Some(ws[1].addr()), consts)? {
         return Ok(());
     }
+    if hopper(dev) && !max_tuning::current().batch_invariant() {
+        // One launch of the Hopper GEMM over both weights, act(gate) * up in its epilogue.
+        let ptrs = (a.addr(), ws[0].addr(), ws[1].addr(), outs[0].addr());
+        match gemm_sm90::gemm_bt_gated(&dev.stream, dtype, ptrs, (rows, ns[0], k), &epi) {
+            Err(max_kernels_cuda::Error::Unsupported(_)) => {}
+            r => return r.map_err(Error::from),
+        }
+    }
     let (Some(gate), Some(up)) = (scratch.next(), scratch.next()) else { return Err(bad()) };
     if g.act.is_some() && !g.bias && !g.residual && !g.tail.nodes.is_empty() {
         // Rows for the GEMM: the activation joins the mul's elementwise pass (which reads the
@@ -169,8 +177,8 @@ fn weight_rows(a: &Buffer, ws: &[Buffer]) -> Result<Vec<usize>> {
 /// batch dims fold into rows. One launch for all the weights up to 16 rows: from
 /// `gemv_mma.min_rows` (2) the weights streamed into mma.sync ([`mma_rows`]), below it (or where
 /// that kernel does not take the problem, up to gemv_nt::MAX_M rows) a warp per 1-4 rows of W;
-/// more rows on Hopper the wgmma GEMM with W as its K-major operand; elsewhere W is transposed
-/// into a scratch matrix first.
+/// more rows on Hopper the wgmma GEMM with W as its K-major operand (siblings with an identity
+/// epilogue in one launch); elsewhere W is transposed into a scratch matrix first.
 /// `consts`: the weights are constants (`GemmEpilogue::const_weights`).
 fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: &Epilogue, consts: bool) -> Result<()> {
     let k = *a.shape().last().unwrap_or(&1);
@@ -192,7 +200,15 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     if invariant_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, (&plain, consts))? {
         return Ok(());
     }
-    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
+    let hopper = hopper(dev);
+    let invariant = max_tuning::current().batch_invariant();
+    if hopper && !invariant && ws.len() > 1 && ws.len() <= gemm_sm90::SIBLINGS && epi.is_identity() {
+        // Sibling products (q, k and v) in one launch of the Hopper GEMM.
+        match gemm_sm90::gemm_bt_siblings(&dev.stream, dtype, a.addr(), &parts, (rows, k)) {
+            Err(max_kernels_cuda::Error::Unsupported(_)) => {}
+            r => return r.map_err(Error::from),
+        }
+    }
     for ((w, out), &n) in ws.iter().zip(outs).zip(&ns) {
         if hopper {
             let ptrs = (a.addr(), w.addr(), out.addr());
@@ -212,6 +228,11 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
         matmul(dev, a, &wt, out, epi)?;
     }
     Ok(())
+}
+
+/// Hopper (or later): the wgmma GEMM's devices.
+fn hopper(dev: &CudaDevice) -> bool {
+    dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10")
 }
 
 /// One launch of the tensor-core GEMV (gemv_mma.cu: 2-16 rows by default, 16-bit types) for

@@ -1,9 +1,10 @@
 //! The gated MLP's first half, `act(x @ W_gate^T) * (x @ W_up^T)`, becomes one step: the gate
 //! product (with its activation epilogue) and the up product, both reading their weight as
 //! stored (passes/fuse_weight_transpose.rs), and the mul that joins them. The GPU runs it as one
-//! GEMV launch for decode's few rows (`gemv_nt`'s gated kernels), and otherwise as the two
-//! products and the mul it replaces, into the gate and up values that stay as the step's
-//! scratch outputs. Only a mul of exactly two such products of one activation, each read by
+//! GEMV launch for decode's few rows (`gemv_nt`'s gated kernels), on Hopper as one launch of the
+//! wgmma GEMM at more rows (gemm_sm90p.cu's `_gt` kernels: an activation of the gate at most),
+//! and otherwise as the two products and the mul it replaces, into the gate and up values that
+//! stay as the step's scratch outputs. Only a mul of exactly two such products of one activation, each read by
 //! nothing else and all three of one type, fuses; the step takes the mul's place, where every
 //! input exists. Top level only.
 //!
