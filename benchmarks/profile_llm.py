@@ -80,6 +80,20 @@ def timeline(one: list[tuple[str, float, float]], t0: float) -> list[dict]:
     return out
 
 
+def adds(slices: list[list[tuple[str, float, float]]], since: list[float]) -> dict[str, float]:
+    """Per kernel name, the microseconds its ends moved each step's running end forward (the
+    time it added to the step, from `since`, the previous step's last end, for each step):
+    with programmatic dependent launches a kernel's span includes its wait for the previous
+    one, so the spans overstate what the later kernels cost; these sum to the step's span."""
+    out: dict[str, float] = defaultdict(float)
+    for one, end in zip(slices, since):
+        for name, _, b in one:
+            if b > end:
+                out[name] += b - end
+                end = b
+    return out
+
+
 def windows(slices: list[list[tuple[str, float, float]]]) -> list[tuple[float, float]]:
     """The [start, end) of each step on the first device's clock: from the end of the previous
     step's last kernel (its first kernel for the first step) to the end of its own last one."""
@@ -116,6 +130,9 @@ def summarize(kernels: list[tuple[int, str, float, float]], steps: int, wall_s: 
         # the step after the middle one (the middle one is often the first of an execute of
         # several steps, waiting on the host)
         pick = 0 if steps == 1 else steps // 2 + 1
+        pairs = [(one, prev[-1][2]) for prev, one in zip(slices, slices[1:]) if prev and one]
+        added = adds([one for one, _ in pairs], [end for _, end in pairs])
+        n_added = max(len(pairs), 1)
         one = slices[pick] if len(slices) > pick else []
         out.append({
             "device": dev, "wall_us_per_step": round(wall, 1), "busy_us_per_step": round(busy, 1),
@@ -123,6 +140,8 @@ def summarize(kernels: list[tuple[int, str, float, float]], steps: int, wall_s: 
             "kernel_us_per_step": round(sum(b - a for _, a, b in ks) / steps, 1),
             "top": [{"kernel": name, "per_step": round(len(d) / steps, 2), "us_per_step": round(sum(d) / steps, 2),
                      "mean_us": round(sum(d) / len(d), 2)} for name, d in ranked[:top]],
+            "adds": [{"kernel": name, "us_per_step": round(v / n_added, 2)}
+                     for name, v in sorted(added.items(), key=lambda kv: -kv[1])[:top]],
             # the time each step's GPU sat idle (from the previous step's last kernel)
             "idle_us_by_step": [round(idle_us(one, prev[-1][2]), 1)
                                 for prev, one in zip(slices, slices[1:]) if prev and one],
@@ -140,6 +159,9 @@ def show(row: dict, lines: int = 0) -> None:
         print(f"  {'us/step':>9} {'per step':>8} {'mean us':>8}  kernel")
         for k in d["top"]:
             print(f"  {k['us_per_step']:9.2f} {k['per_step']:8.2f} {k['mean_us']:8.2f}  {k['kernel'][:110]}")
+        if d["adds"]:
+            print("  us/step each kernel added to the step's span (its end past every earlier end):")
+            print("   " + ", ".join(f"{k['kernel'][:40]} {k['us_per_step']:.1f}" for k in d["adds"]))
         if d["idle_us_by_step"]:
             print("  idle us by step:", " ".join(f"{v:.0f}" for v in d["idle_us_by_step"]))
         if lines and d["timeline"]:
