@@ -78,26 +78,81 @@ __device__ __forceinline__ void dequant_t(const u8* __restrict__ w, float* __res
     }
 }
 
-// out[r, :] = bf16(row n0 + r of w) for r < nc. A thread decodes 8 consecutive elements (they
-// lie in one block: every block holds a multiple of 32) and writes them as one 16-byte store, so
-// the writes, which are most of the traffic, coalesce; the block bytes it reads come through L1
-// (its neighbours read the same block). k % 8 == 0 and out 16-byte aligned (the launcher's scratch).
+// 8 consecutive elements e .. e + 7 of the block at b (e % 8 == 0: they lie in one block, every
+// block holds a multiple of 32) rounded to bf16 and packed as one 16-byte vector. The values are
+// deq_elem's, operation for operation; the 32-element encodings read their quants as 16- or
+// 32-bit words (their blocks start on 2 or 4 bytes: rows of whole blocks from an aligned base).
+__device__ __forceinline__ u32 bf16_pair(float lo, float hi) {
+    return (u32)FromF32<bf16>::go(lo).bits | ((u32)FromF32<bf16>::go(hi).bits << 16);
+}
+template <int E> __device__ __forceinline__ uint4 deq8(const u8* b, int e) {
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = bf16_pair(deq_elem<E>(b, e + 2 * i), deq_elem<E>(b, e + 2 * i + 1));
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+// The 8 quant bytes at q (2-byte aligned) as two words.
+__device__ __forceinline__ void bytes8_u16(const u8* q, u32& lo, u32& hi) {
+    const u16* h = reinterpret_cast<const u16*>(q);
+    lo = (u32)h[0] | ((u32)h[1] << 16);
+    hi = (u32)h[2] | ((u32)h[3] << 16);
+}
+// Byte j (0..7) of the words lo, hi.
+__device__ __forceinline__ u32 byte_of(u32 lo, u32 hi, int j) { return ((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFF; }
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q4_0>(const u8* b, int e) {
+    const float d = to_f32(f16{*reinterpret_cast<const u16*>(b)});
+    u32 lo, hi;
+    bytes8_u16(b + 2 + (e & 15), lo, hi);
+    const int sh = e < 16 ? 0 : 4;
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int q0 = (int)((byte_of(lo, hi, 2 * i) >> sh) & 0xF) - 8;
+        const int q1 = (int)((byte_of(lo, hi, 2 * i + 1) >> sh) & 0xF) - 8;
+        p[i] = bf16_pair(__fmul_rn((float)q0, d), __fmul_rn((float)q1, d));
+    }
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q4_1>(const u8* b, int e) {
+    const u32 dm = *reinterpret_cast<const u32*>(b);
+    const float d = to_f32(f16{(u16)(dm & 0xFFFF)}), m = to_f32(f16{(u16)(dm >> 16)});
+    const u32* qw = reinterpret_cast<const u32*>(b + 4 + (e & 15));  // 4-byte aligned
+    const uint2 q = make_uint2(qw[0], qw[1]);
+    const int sh = e < 16 ? 0 : 4;
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u32 q0 = (byte_of(q.x, q.y, 2 * i) >> sh) & 0xF, q1 = (byte_of(q.x, q.y, 2 * i + 1) >> sh) & 0xF;
+        p[i] = bf16_pair(__fadd_rn(__fmul_rn(d, (float)q0), m), __fadd_rn(__fmul_rn(d, (float)q1), m));
+    }
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q8_0>(const u8* b, int e) {
+    const float d = to_f32(f16{*reinterpret_cast<const u16*>(b)});
+    u32 lo, hi;
+    bytes8_u16(b + 2 + e, lo, hi);
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float x0 = (float)(i8)byte_of(lo, hi, 2 * i), x1 = (float)(i8)byte_of(lo, hi, 2 * i + 1);
+        p[i] = bf16_pair(__fmul_rn(x0, d), __fmul_rn(x1, d));
+    }
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+
+// out[r, :] = bf16(row n0 + r of w) for r < nc: a thread decodes 8 consecutive elements (deq8)
+// and writes them as one 16-byte store, so the writes, which are most of the traffic,
+// coalesce; the block bytes it reads come through L1 (its neighbours read the same block).
+// k % 8 == 0, out 16-byte aligned (the launcher's scratch) and nc * k / 8 < 2^31 (a chunk of
+// at most qmatmul_sm90.rs's WEIGHT_BUDGET bytes): 32-bit index arithmetic.
 template <int E>
 __device__ __forceinline__ void dequant_rows_bf16(const u8* __restrict__ w, uint4* __restrict__ out, i64 row_bytes,
                                                   i64 k, i64 n0, i64 nc) {
-    const i64 per_row = k / 8;
-    GRID_STRIDE(v, nc * per_row) {
-        const i64 r = v / per_row, e0 = (v - r * per_row) * 8;
-        const u8* b = w + (n0 + r) * row_bytes + (e0 / Enc<E>::ELEMS) * Enc<E>::BYTES;
-        const int e = (int)(e0 % Enc<E>::ELEMS);
-        u32 packed[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const u32 lo = FromF32<bf16>::go(deq_elem<E>(b, e + 2 * i)).bits;
-            const u32 hi = FromF32<bf16>::go(deq_elem<E>(b, e + 2 * i + 1)).bits;
-            packed[i] = lo | (hi << 16);
-        }
-        out[v] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    const u32 per_row = (u32)(k / 8), total = (u32)(nc * per_row);
+    for (u32 v = blockIdx.x * blockDim.x + threadIdx.x; v < total; v += gridDim.x * blockDim.x) {
+        const u32 r = v / per_row, e0 = (v - r * per_row) * 8;
+        const u8* b = w + (n0 + (i64)r) * row_bytes + (i64)(e0 / Enc<E>::ELEMS) * Enc<E>::BYTES;
+        out[v] = deq8<E>(b, (int)(e0 % Enc<E>::ELEMS));
     }
 }
 

@@ -79,6 +79,9 @@ pub fn qmatmul(
     if whole {
         convert(0, m)?;
     }
+    if nc * k / 8 > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("qmatmul: a chunk of {nc} x {k} weights is too large")));
+    }
     for n0 in (0..n).step_by(nc) {
         let ncur = (n - n0).min(nc);
         let (wp, rb, ki, n0i, nci) = (w16.ptr(), row_bytes as i64, k as i64, n0 as i64, ncur as i64);
