@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine_util import session
-from max import driver
+from max import driver, tuning
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
 
@@ -148,3 +148,23 @@ def test_a_strided_view_as_the_activation(rng, gpu):
         view = driver.Buffer.from_numpy(wide).to(gpu)[:, k:]
         (out,) = model.execute(view, wb)
         check(out.to_numpy(), *product(wide[:, k:], w), dtype, f"m={m}")
+
+
+def test_one_row_past_a_wave_takes_two_rows_per_warp(rng, hopper):
+    """At one row, a product whose blocks of one weight row per warp would spill a little past
+    one wave of resident blocks (6,144 rows, a layer's q, k and v of the Llama-3-8B shape: 1,536
+    blocks where an H200 holds 1,320) runs two weight rows per warp (the m2 kernel, one wave);
+    4,096 rows fit as they are. Each against float64."""
+    from max import tuning
+
+    dtype, k = DType.bfloat16, 4096
+    for n, kernel in [(6144, "skinny_nt_bf16_m2_vec"), (4096, "skinny_nt_bf16_m1_vec")]:
+        with Graph("wt", input_types=[TensorType(dtype, (1, k), GPU), TensorType(dtype, (n, k), GPU)]) as g:
+            x, w = g.inputs
+            g.output(ops.matmul(x, ops.transpose(w, 0, 1)))
+        model = session(hopper).load(g)
+        a, wv = rand(rng, (1, k), dtype), rand(rng, (n, k), dtype)
+        with tuning.record_launches() as log:
+            (out,) = execute(model, hopper, a, wv)
+        assert [r["kernel"] for r in log.records("gemv_nt")] == [kernel]
+        check(out, *product(a, wv), dtype, f"n={n}")
