@@ -1,7 +1,8 @@
 """paged_attention's tensor-core prefill kernels against numpy float64 on fresh random inputs:
 ragged batches mixing 1-row sequences with long ones (row counts that are not multiples of 64
 or 128, cached prefixes of every size), GQA 4:1 and 1:1, head dims 64 and 128, pages of
-16/64/128 tokens in random order, every mask, softcap, bf16 and f16. Every case runs three
+16/64/128 tokens in random order, every mask, softcap, bf16, f16 and f32 (whose kernel rounds Q,
+K and V to bf16 as it stages them: the mma.sync kernel's f32 form whatever the knobs). Every case runs three
 times (`kernel`): with the default choice (the wgmma kernel of attention_prefill_sm90.cu on an
 sm_90a GPU, attention_prefill.cu's mma.sync kernel elsewhere), with attention.prefill_wgmma=0
 (the mma.sync kernel everywhere) and with attention.prefill_pingpong=1 (the wgmma kernel's
@@ -23,10 +24,11 @@ from max.nn import kernels
 
 pytestmark = pytest.mark.gpu
 
-NP = {DType.float16: np.float16, DType.bfloat16: ml_dtypes.bfloat16}
+NP = {DType.float16: np.float16, DType.bfloat16: ml_dtypes.bfloat16, DType.float32: np.float32}
 # P is rounded to the 16-bit type before P V (as FlashAttention does), on top of the output's
-# own rounding: bounds relative to the largest output magnitude.
-TOL = {DType.float16: 4e-3, DType.bfloat16: 2.5e-2}
+# own rounding: bounds relative to the largest output magnitude. f32 runs the bf16 products
+# (Q, K and V rounded to bf16 as the kernel stages them; the output stays f32).
+TOL = {DType.float16: 4e-3, DType.bfloat16: 2.5e-2, DType.float32: 2.5e-2}
 
 
 def reference(q, keys, values, seqs, scale, mask, window, softcap, group):
@@ -112,8 +114,10 @@ def attend(
 
 
 def check(got, want, log, dtype, d, gpu, kernel, ps, softcap=0.0):
-    ty = "bf16" if dtype is DType.bfloat16 else "f16"
-    if kernel != "mma" and gpu.architecture_name == "sm_90a":
+    ty = {DType.bfloat16: "bf16", DType.float16: "f16", DType.float32: "f32"}[dtype]
+    if dtype is DType.float32:  # the mma.sync kernel's f32 form on every GPU
+        name = f"attention_prefill_d{d}_f32"
+    elif kernel != "mma" and gpu.architecture_name == "sm_90a":
         form = "_cap" if softcap else "_pp" if kernel == "pingpong" else ""
         name = f"attention_prefill_sm90_d{d}_{ty}{form}"
     else:

@@ -20,6 +20,11 @@
 //                    (the C layout of two n8 tiles is the A layout of one k16 step); V rows
 //                    reach the col-major B operand through ldmatrix.trans.
 // Finally O / l is stored; a row with no visible key stores 0, as the reference does.
+// f32 activations and cache (the `_f32` kernels: GGUF models' default on the GPU): Q, K and V
+// are rounded to bf16 as they are staged in shared memory (plain loads and stores instead of
+// cp.async, the next tile's before this one's products), the products run as for bf16, and
+// O is stored as f32: the precision of the bf16 tensor-core GEMMs that quantized prompts run
+// on, against the decode kernels' CUDA-core f32 walk over every query row.
 //
 // Shared tiles are 64 rows of D/8 16-byte chunks; chunk c of row r is stored at c ^ (r % 8),
 // so the 8 rows an ldmatrix reads at once fall on 8 different bank groups.
@@ -83,7 +88,22 @@ template <int CPR> __device__ __forceinline__ u32 pf_at(int r, int c) {
     return (u32)(r * CPR + (c ^ (r & 7))) * 16u;
 }
 
-template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(const AttnArgs& a, i64 slots) {
+// 8 f32 values at src (16-byte aligned) rounded to bf16 into the 16-byte chunk at dst, or zeros.
+__device__ __forceinline__ void pf_st_f32(u32 dst, const float* src, bool valid) {
+    u32 w[4] = {0u, 0u, 0u, 0u};
+    if (valid) {
+        const float4 x = __ldg(reinterpret_cast<const float4*>(src));
+        const float4 y = __ldg(reinterpret_cast<const float4*>(src + 4));
+        w[0] = pf_pack<true>(x.x, x.y), w[1] = pf_pack<true>(x.z, x.w);
+        w[2] = pf_pack<true>(y.x, y.y), w[3] = pf_pack<true>(y.z, y.w);
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+}
+
+template <int D, bool BF16, bool F32 = false>
+__device__ __forceinline__ void attention_prefill(const AttnArgs& a, i64 slots) {
+    static_assert(!F32 || BF16, "f32 activations run the bf16 products");
     constexpr int CPR = D / 8;                      // 16-byte chunks per row
     constexpr int TILE = PF_ROWS * D * 2;           // bytes of one tile
     constexpr int DK = D / 16;                      // k steps of S = Q K^T
@@ -106,13 +126,16 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
     const PfKv kv = pf_kv<D>(a, tile);
     const u16* cache = (const u16*)a.blocks;
     const u16* q = (const u16*)a.q;
+    const float* cache32 = (const float*)a.blocks;
+    const float* q32 = (const float*)a.q;
 
     // Q tile: rows past the sequence are zero.
     for (int c = tid; c < PF_ROWS * CPR; c += PF_THREADS) {
         const int r = c / CPR, ch = c % CPR;
         const bool ok = r < rows;
-        const u16* src = ok ? q + ((u64)(r0 + r) * a.q_heads + h) * D + ch * 8 : q;
-        pf_cp16(sq + pf_at<CPR>(r, ch), src, ok);
+        const u64 at = ok ? ((u64)(r0 + r) * a.q_heads + h) * D + ch * 8 : 0;
+        if constexpr (F32) pf_st_f32(sq + pf_at<CPR>(r, ch), q32 + at, ok);
+        else pf_cp16(sq + pf_at<CPR>(r, ch), q + at, ok);
     }
     pf_commit();
 
@@ -126,8 +149,13 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
             const int c = tid + i * PF_THREADS, r = c / CPR, ch = c % CPR;
             u64 at;
             const bool ok = pf_key_at(kv, k0 + (u32)r, k0, k_end, (u64)(ch * 8), at);
-            pf_cp16(sk + st + pf_at<CPR>(r, ch), cache + at, ok);
-            pf_cp16(sv + st + pf_at<CPR>(r, ch), cache + at + kv.value_off, ok);
+            if constexpr (F32) {
+                pf_st_f32(sk + st + pf_at<CPR>(r, ch), cache32 + at, ok);
+                pf_st_f32(sv + st + pf_at<CPR>(r, ch), cache32 + at + kv.value_off, ok);
+            } else {
+                pf_cp16(sk + st + pf_at<CPR>(r, ch), cache + at, ok);
+                pf_cp16(sv + st + pf_at<CPR>(r, ch), cache + at + kv.value_off, ok);
+            }
             if (ch == 0) valid[(t & 1) * PF_KEYS + r] = ok;
             all = all && ok;
         }
@@ -257,7 +285,7 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
     }
     pf_wait<0>();
 
-    pf_store<D, BF16>(a, tile, &o[0][0], l, warp * 16 + g, tig);
+    pf_store<D, BF16, F32>(a, tile, &o[0][0], l, warp * 16 + g, tig);
 }
 
 #define ATTENTION_PREFILL(D)                                                                              \
@@ -270,3 +298,10 @@ template <int D, bool BF16> __device__ __forceinline__ void attention_prefill(co
 
 ATTENTION_PREFILL(64)
 ATTENTION_PREFILL(128)
+
+#define ATTENTION_PREFILL_F32(D)                                                                          \
+    extern "C" __global__ void __launch_bounds__(PF_THREADS) attention_prefill_d##D##_f32(PrefillArgs p) {  \
+        attention_prefill<D, true, true>(p.a, p.slots);                                                   \
+    }
+ATTENTION_PREFILL_F32(64)
+ATTENTION_PREFILL_F32(128)

@@ -145,7 +145,8 @@ __device__ __forceinline__ bool pf_key_at(const PfKv& kv, u32 j, u32 k0, u32 k_e
 // O / l of this thread's rows row and row + 8 of the tile (those below `rows`), each row's sum
 // gathered from its quad: o[4j + 2hr + e] is row + 8hr, column 8j + 2tig + e (the m16n8 and
 // m64nD accumulator layouts), l the rows' partial sums.
-template <int D, bool BF16>
+// F32: f32 values (the `_f32` kernels of attention_prefill.cu).
+template <int D, bool BF16, bool F32 = false>
 __device__ __forceinline__ void pf_store(const AttnArgs& a, const PfTile& t, const float* o, const float* l, i64 row,
                                          int tig) {
     u16* out = (u16*)a.out;
@@ -157,7 +158,17 @@ __device__ __forceinline__ void pf_store(const AttnArgs& a, const PfTile& t, con
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
         const i64 r = row + 8 * hr;
         if (r >= t.rows) continue;
-        u32* dst = (u32*)(out + ((u64)(t.r0 + r) * a.q_heads + t.h) * D + 2 * tig);
+        const u64 at = ((u64)(t.r0 + r) * a.q_heads + t.h) * D + 2 * tig;
+        if constexpr (F32) {
+            float* dst = (float*)a.out + at;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                dst[j * 8] = o[4 * j + 2 * hr] * inv;
+                dst[j * 8 + 1] = o[4 * j + 2 * hr + 1] * inv;
+            }
+            continue;
+        }
+        u32* dst = (u32*)(out + at);
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) dst[j * 4] = pf_pack<BF16>(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
     }

@@ -231,7 +231,8 @@ declare! {
 
     // ---- attention ---------------------------------------------------------------------------
     /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on
-    /// sm_90) for 16-bit paged attention over prompts (off: the decode kernels run every call).
+    /// sm_90) for paged attention over prompts: 16-bit, and f32 with Q, K and V rounded to bf16
+    /// by attention_prefill.cu's `_f32` kernels (off: the decode kernels run every call).
     AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
     /// On sm_90, the wgmma prefill kernel (attention_prefill_sm90.cu) for the calls it is
     /// compiled for (off: attention_prefill.cu's mma.sync kernel).

@@ -1,8 +1,8 @@
 //! Launching attention.cu: rope, kv_cache_store (also both at once) and paged_attention. Every tensor is contiguous
 //! and of one activation dtype (f32, f16 or bf16); index tensors are uint32 (see the kernels'
-//! comment for what out-of-range indices do). paged_attention of 16-bit prompts goes to the
-//! tensor-core kernels of attention_prefill.rs ([`prefill_plan`]: wgmma on sm_90, mma.sync
-//! elsewhere); decode steps stay here.
+//! comment for what out-of-range indices do). paged_attention of prompts goes to the
+//! tensor-core kernels of attention_prefill.rs ([`prefill_plan`]: 16-bit on wgmma on sm_90,
+//! mma.sync elsewhere; f32 on mma.sync, rounded to bf16); decode steps stay here.
 
 use std::sync::Arc;
 

@@ -96,7 +96,7 @@ fn smem_sm90(d: usize) -> usize {
 }
 
 /// The plan of a call of `tokens` query rows of `q_heads` heads from `batch` sequences, or
-/// None when the call stays on the decode kernels: not f16/bf16, a head dim without a
+/// None when the call stays on the decode kernels: not f16/bf16/f32, a head dim without a
 /// compiled kernel, query heads that are not a multiple of the kv heads, tensors that are not
 /// 16-byte aligned, fewer than `attention.prefill_rows` rows per sequence on average, the
 /// kernels turned off (`attention.prefill`), or a grid too large for one launch.
@@ -115,6 +115,8 @@ pub fn prefill_plan(
     let ty = match dtype {
         DType::BFloat16 => "bf16",
         DType::Float16 => "f16",
+        // (f32: the mma.sync kernel's `_f32` form, Q, K and V rounded to bf16 as it stages them)
+        DType::Float32 => "f32",
         _ => return None,
     };
     let d = cache.head_dim;
@@ -132,7 +134,7 @@ pub fn prefill_plan(
     if !usable {
         return None;
     }
-    let wgmma = sm90 && tuning.flag_or(Knob::AttentionPrefillWgmma, true);
+    let wgmma = sm90 && dtype != DType::Float32 && tuning.flag_or(Knob::AttentionPrefillWgmma, true);
     let slots = tokens / if wgmma { ROWS_SM90 } else { ROWS } + batch;
     let blocks = slots.checked_mul(q_heads)?;
     if blocks > i32::MAX as usize {
@@ -264,7 +266,7 @@ pub(super) fn launch(
 pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     let mut all = Vec::new();
     for d in HEAD_DIMS {
-        for ty in ["bf16", "f16"] {
+        for ty in ["bf16", "f16", "f32"] {
             all.push((ATTENTION_PREFILL, format!("attention_prefill_d{d}_{ty}"), size_of::<PrefillArgs>()));
         }
     }
@@ -320,10 +322,13 @@ mod tests {
         // Ragged: 100 rows over 3 sequences; the slots cover any split of the rows.
         let p = prefill_plan(DType::Float16, &cache(2, 64), (100, 8, 3), true, MMA, &t).unwrap();
         assert_eq!((p.kernel.as_str(), p.slots, p.blocks), ("attention_prefill_d64_f16", 4, 32));
-        // Decode (one row per sequence), f32, other head dims, unaligned tensors, GQA that
+        // f32 prompts: the mma.sync kernel's _f32 form.
+        let p = prefill_plan(DType::Float32, &cache(8, 128), (2048, 32, 1), true, MMA, &t).unwrap();
+        assert_eq!((p.kernel.as_str(), p.wgmma), ("attention_prefill_d128_f32", false));
+        // Decode (one row per sequence), other dtypes and head dims, unaligned tensors, GQA that
         // does not divide: the decode kernels.
         assert!(prefill_plan(DType::BFloat16, &cache(8, 128), (64, 32, 64), true, MMA, &t).is_none());
-        assert!(prefill_plan(DType::Float32, &cache(8, 128), (2048, 32, 1), true, MMA, &t).is_none());
+        assert!(prefill_plan(DType::Float64, &cache(8, 128), (2048, 32, 1), true, MMA, &t).is_none());
         assert!(prefill_plan(DType::BFloat16, &cache(8, 96), (2048, 32, 1), true, MMA, &t).is_none());
         assert!(prefill_plan(DType::BFloat16, &cache(8, 128), (2048, 32, 1), false, MMA, &t).is_none());
         assert!(prefill_plan(DType::BFloat16, &cache(3, 64), (2048, 8, 1), true, MMA, &t).is_none());
@@ -367,7 +372,9 @@ mod tests {
         assert_eq!(p.smem, 1024 + 16_384 + 3 * 32_768 + 104 + 4096);
         // Every other reason to stay off the prefill kernels still holds on sm_90.
         assert!(prefill_plan(DType::BFloat16, &c, (64, 32, 64), true, (true, false), &t).is_none());
-        assert!(prefill_plan(DType::Float32, &c, (2048, 32, 1), true, (true, false), &t).is_none());
+        // (f32 prompts take the mma.sync kernel's _f32 form there too)
+        let p = prefill_plan(DType::Float32, &c, (2048, 32, 1), true, (true, false), &t).unwrap();
+        assert_eq!((p.kernel.as_str(), p.wgmma), ("attention_prefill_d128_f32", false));
         assert!(prefill_plan(DType::BFloat16, &cache(8, 96), (2048, 32, 1), true, (true, false), &t).is_none());
         assert!(prefill_plan(DType::BFloat16, &c, (2048, 32, 1), false, (true, false), &t).is_none());
         // attention.prefill_pingpong=1: the _pp form, except with softcap.
