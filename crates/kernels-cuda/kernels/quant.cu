@@ -85,12 +85,13 @@ __device__ __forceinline__ void dequant_t(const u8* __restrict__ w, float* __res
 __device__ __forceinline__ u32 bf16_pair(float lo, float hi) {
     return (u32)FromF32<bf16>::go(lo).bits | ((u32)FromF32<bf16>::go(hi).bits << 16);
 }
-template <int E> __device__ __forceinline__ uint4 deq8(const u8* b, int e) {
+template <int E> __device__ __forceinline__ uint4 deq8_bytes(const u8* b, int e) {
     u32 p[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) p[i] = bf16_pair(deq_elem<E>(b, e + 2 * i), deq_elem<E>(b, e + 2 * i + 1));
     return make_uint4(p[0], p[1], p[2], p[3]);
 }
+template <int E> __device__ __forceinline__ uint4 deq8(const u8* b, int e) { return deq8_bytes<E>(b, e); }
 // The 8 quant bytes at q (2-byte aligned) as two words.
 __device__ __forceinline__ void bytes8_u16(const u8* q, u32& lo, u32& hi) {
     const u16* h = reinterpret_cast<const u16*>(q);
@@ -144,15 +145,18 @@ template <> __device__ __forceinline__ uint4 deq8<ENC_Q8_0>(const u8* b, int e) 
 // and writes them as one 16-byte store, so the writes, which are most of the traffic,
 // coalesce; the block bytes it reads come through L1 (its neighbours read the same block).
 // k % 8 == 0, out 16-byte aligned (the launcher's scratch) and nc * k / 8 < 2^31 (a chunk of
-// at most qmatmul_sm90.rs's WEIGHT_BUDGET bytes): 32-bit index arithmetic.
+// at most qmatmul_sm90.rs's WEIGHT_BUDGET bytes): 32-bit index arithmetic. Weights whose base
+// is not 4-byte aligned (a view at an odd offset) take the byte loads of deq8_bytes.
 template <int E>
 __device__ __forceinline__ void dequant_rows_bf16(const u8* __restrict__ w, uint4* __restrict__ out, i64 row_bytes,
                                                   i64 k, i64 n0, i64 nc) {
     const u32 per_row = (u32)(k / 8), total = (u32)(nc * per_row);
+    const bool words = ((u64)w & 3) == 0;
     for (u32 v = blockIdx.x * blockDim.x + threadIdx.x; v < total; v += gridDim.x * blockDim.x) {
         const u32 r = v / per_row, e0 = (v - r * per_row) * 8;
         const u8* b = w + (n0 + (i64)r) * row_bytes + (i64)(e0 / Enc<E>::ELEMS) * Enc<E>::BYTES;
-        out[v] = deq8<E>(b, (int)(e0 % Enc<E>::ELEMS));
+        const int e = (int)(e0 % Enc<E>::ELEMS);
+        out[v] = words ? deq8<E>(b, e) : deq8_bytes<E>(b, e);
     }
 }
 

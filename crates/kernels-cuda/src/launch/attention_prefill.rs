@@ -124,6 +124,7 @@ pub fn prefill_plan(
     // Batch-invariant: whether this kernel runs depends on the other sequences of the call
     // (tokens per sequence), and a row's result on the kernel; the decode kernels run every call.
     let usable = tuning.flag_or(Knob::AttentionPrefill, true)
+        && (dtype != DType::Float32 || tuning.flag_or(Knob::AttentionPrefillF32, true))
         && !tuning.batch_invariant()
         && HEAD_DIMS.contains(&d)
         && cache.kv_heads > 0
@@ -325,6 +326,10 @@ mod tests {
         // f32 prompts: the mma.sync kernel's _f32 form.
         let p = prefill_plan(DType::Float32, &cache(8, 128), (2048, 32, 1), true, MMA, &t).unwrap();
         assert_eq!((p.kernel.as_str(), p.wgmma), ("attention_prefill_d128_f32", false));
+        // ... unless attention.prefill_f32 is off (16-bit prompts are not affected)
+        let off = Tuning::parse("attention.prefill_f32=0").unwrap();
+        assert!(prefill_plan(DType::Float32, &cache(8, 128), (2048, 32, 1), true, MMA, &off).is_none());
+        assert!(prefill_plan(DType::BFloat16, &cache(8, 128), (2048, 32, 1), true, MMA, &off).is_some());
         // Decode (one row per sequence), other dtypes and head dims, unaligned tensors, GQA that
         // does not divide: the decode kernels.
         assert!(prefill_plan(DType::BFloat16, &cache(8, 128), (64, 32, 64), true, MMA, &t).is_none());

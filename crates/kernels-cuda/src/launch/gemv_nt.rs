@@ -217,11 +217,12 @@ pub fn gemv_nt(
     if m == 1 {
         // One row whose blocks spill a little past one wave of resident blocks: two rows of W
         // per warp (half the blocks) where those fit in one wave, rather than a short second one.
+        // (a heuristic: where the device cannot say how many blocks fit, the plan stays)
         let blocks = *p.first.last().unwrap_or(&0);
-        if blocks > resident_blocks(stream, &f, &p.kernel)? {
+        if blocks > resident_blocks(stream, &f, &p.kernel).unwrap_or(usize::MAX) {
             if let Some(p2) = plan_rows(dtype, m, &ns, k, a, &ws, fusion, 2) {
                 let f2 = function(stream.context(), &GEMV_NT, &p2.kernel)?;
-                if *p2.first.last().unwrap_or(&0) <= resident_blocks(stream, &f2, &p2.kernel)? {
+                if *p2.first.last().unwrap_or(&0) <= resident_blocks(stream, &f2, &p2.kernel).unwrap_or(0) {
                     (p, f) = (p2, f2);
                 }
             }
