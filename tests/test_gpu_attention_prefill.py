@@ -62,6 +62,7 @@ SPECS = {
     "mma": ",attention.prefill_wgmma=0",
     "pingpong": ",attention.prefill_pingpong=1",
     "cpasync": ",attention.prefill_tma=0",
+    "f32off": ",attention.prefill_f32=0",
 }
 
 
@@ -279,3 +280,11 @@ def test_decode_batches_keep_the_decode_kernels(gpu, rng):
         with tuning.record_launches() as log:
             model.execute(*args)
     assert log.records("attention_prefill") == []
+
+
+def test_f32_prompts_without_the_bf16_staging(gpu, rng):
+    """attention.prefill_f32=0: f32 prompts stay on the f32 decode kernels, to f32's precision."""
+    got, want, log = attend(gpu, rng, DType.float32, RAGGED[0], hkv=2, hq=8, d=64, ps=16, kernel="f32off")
+    assert log.records("attention_prefill") == []
+    err = np.abs(got - want).max()
+    assert err <= 1e-4 * np.abs(want).max(), f"max error {err}"
