@@ -54,7 +54,7 @@ fn attention_decode_kernels_exist_with_their_argument_sizes() {
 
 #[test]
 fn attention_prefill_kernels_exist_with_their_argument_sizes() {
-    check_listed(&ATTENTION_PREFILL, attention_prefill::kernels(), 4);
+    check_listed(&ATTENTION_PREFILL, attention_prefill::kernels(), 6);
 }
 
 #[test]
