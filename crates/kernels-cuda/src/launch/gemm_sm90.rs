@@ -68,11 +68,7 @@ pub fn gemm_bt(
     (m, n, k): (usize, usize, usize),
     epi: &Epilogue,
 ) -> Result<()> {
-    if !matches!(dtype, DType::BFloat16 | DType::Float16) || k % 8 != 0 || (a | w) % 16 != 0 {
-        return Err(Error::Unsupported(format!(
-            "gemm_sm90: W^T products need 16-bit, K % 8 == 0, aligned operands ({dtype}, k={k})"
-        )));
-    }
+    check_bt(dtype, k, a | w)?;
     if m == 0 || n == 0 {
         return Ok(());
     }

@@ -9,10 +9,9 @@
 //! A launch may also fold in the RMSNorm of A's rows and the gated MLP's `act(gate) * up`
 //! ([`Fusion`]), which saves a decoder layer's norm, up and mul launches.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig};
 use max_graph::DType;
 use max_graph::ops::reduction::RmsNormParams;
 
@@ -176,24 +175,6 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     all
 }
 
-/// Blocks of this kernel (WARPS warps each) that fit on the device at once, cached per device
-/// and kernel.
-fn resident_blocks(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str) -> Result<usize> {
-    type Cache = Mutex<Option<HashMap<(usize, String), usize>>>;
-    static CACHE: Cache = Mutex::new(None);
-    let key = (stream.context().ordinal(), name.to_string());
-    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(v);
-    }
-    let per_sm = f
-        .occupancy_max_active_blocks_per_multiprocessor((WARPS * 32) as u32, 0, None)
-        .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
-        .max(1) as usize;
-    let v = per_sm * super::sm_count(stream)?;
-    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
-    Ok(v)
-}
-
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch (see
 /// [`plan`]); `Unsupported` when no kernel takes it. A bias or residual in `epi` is indexed as
 /// for the first part: pass one part with them. `weights_constant`: no kernel writes the
@@ -219,10 +200,12 @@ pub fn gemv_nt(
         // per warp (half the blocks) where those fit in one wave, rather than a short second one.
         // (a heuristic: where the device cannot say how many blocks fit, the plan stays)
         let blocks = *p.first.last().unwrap_or(&0);
-        if blocks > resident_blocks(stream, &f, &p.kernel).unwrap_or(usize::MAX) {
+        if blocks > super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(usize::MAX) {
             if let Some(p2) = plan_rows(dtype, m, &ns, k, a, &ws, fusion, 2) {
                 let f2 = function(stream.context(), &GEMV_NT, &p2.kernel)?;
-                if *p2.first.last().unwrap_or(&0) <= resident_blocks(stream, &f2, &p2.kernel).unwrap_or(0) {
+                if *p2.first.last().unwrap_or(&0)
+                    <= super::resident_blocks(stream, &f2, &p2.kernel, (WARPS * 32) as u32, 0).unwrap_or(0)
+                {
                     (p, f) = (p2, f2);
                 }
             }

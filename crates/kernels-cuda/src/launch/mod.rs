@@ -245,6 +245,32 @@ pub(crate) fn sm_count(stream: &Arc<CudaStream>) -> Result<usize> {
     Ok(device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as usize)
 }
 
+/// Blocks of `threads` threads and `smem` bytes of dynamic shared memory of this kernel that
+/// fit on the stream's device at once (per SM times SMs), cached per device, kernel and shape.
+pub(crate) fn resident_blocks(
+    stream: &Arc<CudaStream>,
+    f: &cudarc::driver::CudaFunction,
+    name: &str,
+    threads: u32,
+    smem: u32,
+) -> Result<usize> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    type Cache = Mutex<Option<HashMap<(usize, String, u32, u32), usize>>>;
+    static CACHE: Cache = Mutex::new(None);
+    let key = (stream.context().ordinal(), name.to_string(), threads, smem);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(v);
+    }
+    let per_sm = f
+        .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
+        .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+        .max(1) as usize;
+    let v = per_sm * sm_count(stream)?;
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
+    Ok(v)
+}
+
 /// The stream's device's L2 cache size in bytes.
 pub(crate) fn l2_bytes(stream: &Arc<CudaStream>) -> Result<usize> {
     Ok(device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?.max(0) as usize)

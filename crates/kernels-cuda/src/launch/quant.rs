@@ -326,21 +326,9 @@ unsafe fn launch_qv(
 const MAGIC: u32 = 0x4B00_0000;
 
 /// Blocks of 256 threads with `smem` bytes of this kernel that fit on the device at once (per
-/// SM times SMs), cached per device, kernel and shared-memory size: the persistent grid.
+/// SM times SMs): the persistent grid.
 fn resident_blocks(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, smem: u32) -> Result<usize> {
-    type Cache = Mutex<Option<HashMap<(usize, String, u32), usize>>>;
-    static CACHE: Cache = Mutex::new(None);
-    let key = (stream.context().ordinal(), name.to_string(), smem);
-    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(v);
-    }
-    let per_sm = f
-        .occupancy_max_active_blocks_per_multiprocessor(256, smem as usize, None)
-        .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
-        .max(1) as usize;
-    let sms = super::sm_count(stream)?;
-    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, per_sm * sms);
-    Ok(per_sm * sms)
+    super::resident_blocks(stream, f, name, 256, smem)
 }
 
 /// The many-rows path: for chunks of nc weight columns, `decode(n0, nc, wt)` writes W^T's
