@@ -168,3 +168,57 @@ def test_one_row_past_a_wave_takes_two_rows_per_warp(rng, hopper):
             (out,) = execute(model, hopper, a, wv)
         assert [r["kernel"] for r in log.records("gemv_nt")] == [kernel]
         check(out, *product(a, wv), dtype, f"n={n}")
+
+
+@pytest.mark.parametrize(
+    "dtype,m,n,k,kernel",
+    [
+        # Llama-3.2-1B's down and output projections at one row: 512 blocks of a warp per row
+        (DType.bfloat16, 1, 2048, 8192, "skinny_nt_bf16_m1_vec_ks2"),
+        (DType.bfloat16, 1, 2048, 2048, "skinny_nt_bf16_m1_vec_ks2"),
+        # the last block's second row group past N (its warps add zeros and meet the barrier)
+        (DType.bfloat16, 1, 2047, 8192, "skinny_nt_bf16_m1_vec_ks2"),
+        # few rows: four warps a row, the last part shorter (20 steps of 256 columns: 5 each,
+        # the last with a partial step)
+        (DType.float16, 1, 300, 5000, "skinny_nt_f16_m1_vec_ks4"),
+        (DType.bfloat16, 1, 77, 4096, "skinny_nt_bf16_m1_vec_ks4"),
+        (DType.float16, 1, 1500, 4096, "skinny_nt_f16_m1_vec_ks2"),
+        # too short a K for parts of one group of steps each; too many rows for one wave
+        (DType.bfloat16, 1, 2048, 768, "skinny_nt_bf16_m1_vec"),
+        (DType.bfloat16, 1, 4096, 4096, "skinny_nt_bf16_m1_vec"),
+    ],
+)
+def test_few_rows_of_long_k_split_over_warps(rng, hopper, dtype, m, n, k, kernel):
+    """Plain products whose blocks of a warp per row fill at most half a wave take K split over
+    two or four warps (`_ks`), each summing a run of whole steps, added in order; with a bias
+    and a residual in the epilogue. Against float64."""
+    with Graph("ks", input_types=[TensorType(dtype, (m, k), GPU), TensorType(dtype, (m, n), GPU)]) as g:
+        x, res = g.inputs
+        w, bias = rand(rng, (n, k), dtype), rand(rng, (n,), dtype)
+        g.output(ops.matmul(x, ops.constant(w, dtype, GPU).T) + ops.constant(bias, dtype, GPU) + res)
+    model = session(hopper).load(g)
+    a, r = rand(rng, (m, k), dtype), rand(rng, (m, n), dtype)
+    with tuning.record_launches() as log:
+        (out,) = execute(model, hopper, a, r)
+    assert [rec["kernel"] for rec in log.records("gemv_nt")] == [kernel]
+    ref, mag = product(a, w)
+    ref = ref + bias.astype(np.float64) + r.astype(np.float64)
+    check(out, ref, mag + np.abs(bias.astype(np.float64)) + np.abs(r.astype(np.float64)), dtype, f"m={m} n={n} k={k}")
+
+
+def test_split_k_stays_off_under_batch_invariance(rng, hopper):
+    """`numerics.batch_invariant`: one warp per row whatever the row count (the split changes the
+    order of a row's sums)."""
+    dtype, n, k = DType.bfloat16, 2048, 8192
+    with Graph("ks", input_types=[TensorType(dtype, ("m", k), GPU), TensorType(dtype, (n, k), GPU)]) as g:
+        x, w = g.inputs
+        g.output(ops.matmul(x, ops.transpose(w, 0, 1)))
+    wv = rand(rng, (n, k), dtype)
+    with tuning.override("numerics.batch_invariant=1"):
+        model = session(hopper).load(g)
+        a = rand(rng, (3, k), dtype)
+        with tuning.record_launches() as log:
+            (one,) = execute(model, hopper, a[:1], wv)
+            (three,) = execute(model, hopper, a, wv)
+    assert [rec["kernel"] for rec in log.records("gemv_nt")] == ["skinny_nt_bf16_m1_vec", "skinny_nt_bf16_m4_vec"]
+    np.testing.assert_array_equal(one[0], three[0])

@@ -32,6 +32,11 @@
 // they are whole, `(A / rms * g) @ W^T = (A * g) @ W^T / rms`. Nothing is rounded to T on the
 // way, so it matches the separate rms_norm's values to rounding, not bit for bit (16-bit types).
 //
+// `_ks<KS>` (plain `vec` products of one row of A, 16-bit types): KS warps of a block share its rows, each summing a run of
+// whole steps of K, and the rows' first warp adds the parts in order through shared memory:
+// for products of few rows of long K (Llama-3.2-1B's down projection, 2,048 rows of 8,192),
+// whose single warps per row leave the SMs with too few loads in flight.
+//
 // `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
 // Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
 // act(gate) and up to T before their product, as the separate gate, up and mul steps do.
@@ -98,8 +103,10 @@ __device__ __forceinline__ void inv_rms(float (&inv)[MR], const NtArgs& p, const
 
 // The first group of steps of a warp's rows of W (those at `base`, zero for the rows past N),
 // or, with EARLY, the same loads kept ahead of the griddepcontrol.wait that follows them.
+// Rows are k apart; columns from `end` on read as zero.
 template <typename T, int R, int RW, int U, bool VEC, bool EARLY>
-__device__ __forceinline__ void load_w(u32 (&raw)[U][RW][4], const T* W, const T* W2, i64 base, i64 k, int wrows) {
+__device__ __forceinline__ void load_w(u32 (&raw)[U][RW][4], const T* W, const T* W2, i64 base, i64 k, i64 end,
+                                       int wrows) {
     constexpr i64 STEP = 32 * (16 / sizeof(T));
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -107,7 +114,7 @@ __device__ __forceinline__ void load_w(u32 (&raw)[U][RW][4], const T* W, const T
         for (int r = 0; r < RW; ++r) {
             if (r % R < wrows) {
                 const T* row = r < R ? W + r * k : W2 + (r - R) * k;
-                load_row<T, VEC, EARLY>(raw[u][r], row, base + u * STEP, k);
+                load_row<T, VEC, EARLY>(raw[u][r], row, base + u * STEP, end);
             } else {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) raw[u][r][i] = 0;
@@ -130,9 +137,10 @@ __device__ __forceinline__ void prefetch_w(const T* W, const T* W2, i64 base, i6
         }
 }
 
-template <typename T, int MR, bool VEC, bool NORM, bool GATED, bool POST = false>
+template <typename T, int MR, bool VEC, bool NORM, bool GATED, bool POST = false, int KS = 1>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     static_assert(!POST || NORM, "_postnorm is a norm fold");
+    static_assert(KS == 1 || (!NORM && !GATED && NT_WARPS % KS == 0), "_ks: plain products");
     constexpr bool PRE = NORM && !POST;  // the first pass over A (`_norm`)
     constexpr int V = 16 / sizeof(T);
     constexpr int R = MR;                   // rows of the result per warp
@@ -141,11 +149,15 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     constexpr bool TWO = U > 1 && VEC;      // two groups of U / 2 steps in turn (below)
     constexpr int H = TWO ? U / 2 : U;      // steps per group
     constexpr i64 STEP = 32 * V;
-    const int lane = threadIdx.x % 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int s = 0;
     while (s + 1 < p.segs && (i64)blockIdx.x >= p.first[s + 1]) ++s;
     const i64 n = p.n[s];
-    const i64 row0 = (((i64)blockIdx.x - p.first[s]) * NT_WARPS + threadIdx.x / 32) * R;
+    const i64 row0 = (((i64)blockIdx.x - p.first[s]) * (NT_WARPS / KS) + warp / KS) * R;
+    // `_ks`: KS warps share the rows, part `warp % KS` taking K's whole steps [k0, k1).
+    const i64 per = KS == 1 ? 0 : ((p.k + STEP - 1) / STEP + KS - 1) / KS * STEP;
+    const i64 k0 = KS == 1 ? 0 : min(p.k, (warp % KS) * per);
+    const i64 k1 = KS == 1 ? p.k : min(p.k, k0 + per);
     const T* W = reinterpret_cast<const T*>(p.w[s]) + row0 * p.k;
     const T* W2 = GATED ? reinterpret_cast<const T*>(p.w[1]) + row0 * p.k : W;
     const T* A = reinterpret_cast<const T*>(p.a);
@@ -164,20 +176,22 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
         // (f32 rows: no early prefetch; at m1 it made ptxas spill, and f32 weights are rare)
         if constexpr (sizeof(T) == 2) prefetch_w<T, R, RW, (TWO ? 2 : 1) * H>(W, W2, lane * V, p.k, wrows);
     } else {
-        load_w<T, R, RW, H, VEC, true>(raw, W, W2, lane * V, p.k, wrows);
-        if constexpr (TWO) load_w<T, R, RW, H, VEC, true>(nxt, W, W2, lane * V + G, p.k, wrows);
+        load_w<T, R, RW, H, VEC, true>(raw, W, W2, k0 + lane * V, p.k, k1, wrows);
+        if constexpr (TWO) load_w<T, R, RW, H, VEC, true>(nxt, W, W2, k0 + lane * V + G, p.k, k1, wrows);
     }
     pdl_wait();
     pdl_launch_dependents();  // this grid's loads are issued: the next kernel may start its own
-    if (wrows == 0) return;   // whole warps: no shuffle below misses a lane
+    // whole warps: no shuffle below misses a lane (`_ks`: the block's barrier below counts every
+    // warp, so those past N add zeros instead)
+    if (KS == 1 && wrows == 0) return;
     float inv[MR];
     float sq[MR];  // _postnorm: the lane's share of each row's sum of squares
 #pragma unroll
     for (int m = 0; m < MR; ++m) sq[m] = 0.f;
     if constexpr (PRE) {
         inv_rms<T, MR, VEC>(inv, p, A, rows, lane);
-        load_w<T, R, RW, H, VEC, false>(raw, W, W2, lane * V, p.k, wrows);
-        if constexpr (TWO) load_w<T, R, RW, H, VEC, false>(nxt, W, W2, lane * V + G, p.k, wrows);
+        load_w<T, R, RW, H, VEC, false>(raw, W, W2, lane * V, p.k, p.k, wrows);
+        if constexpr (TWO) load_w<T, R, RW, H, VEC, false>(nxt, W, W2, lane * V + G, p.k, p.k, wrows);
     }
     float acc[MR][RW];
 #pragma unroll
@@ -189,7 +203,7 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
 #pragma unroll
         for (int u = 0; u < H; ++u) {
             const i64 col = base + u * STEP;
-            if (col < p.k) {
+            if (col < (KS == 1 ? p.k : k1)) {
                 float b[RW][V];
 #pragma unroll
                 for (int r = 0; r < RW; ++r) Unpack<T>::go(w[u][r], b[r]);
@@ -233,15 +247,15 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     // as soon as its sums are taken, so the warp keeps the other one in flight while it adds
     // (the same sums in the same order as one group of U steps at a time). With U = 1 (RW = 8),
     // and for element loads (`any`, registers), one group of U steps, refilled after its sums.
-    for (i64 base = lane * V; base < p.k; base += (TWO ? 2 : 1) * G) {
+    for (i64 base = k0 + lane * V; base < k1; base += (TWO ? 2 : 1) * G) {
         group(raw, base);
         if constexpr (TWO) {
-            if (base + 2 * G < p.k) load_w<T, R, RW, H, VEC, false>(raw, W, W2, base + 2 * G, p.k, wrows);
-            if (base + G >= p.k) break;
+            if (base + 2 * G < k1) load_w<T, R, RW, H, VEC, false>(raw, W, W2, base + 2 * G, p.k, k1, wrows);
+            if (base + G >= k1) break;
             group(nxt, base + G);
-            if (base + 3 * G < p.k) load_w<T, R, RW, H, VEC, false>(nxt, W, W2, base + 3 * G, p.k, wrows);
+            if (base + 3 * G < k1) load_w<T, R, RW, H, VEC, false>(nxt, W, W2, base + 3 * G, p.k, k1, wrows);
         } else {
-            if (base + G < p.k) load_w<T, R, RW, H, VEC, false>(raw, W, W2, base + G, p.k, wrows);
+            if (base + G < k1) load_w<T, R, RW, H, VEC, false>(raw, W, W2, base + G, p.k, k1, wrows);
         }
     }
 #pragma unroll
@@ -250,6 +264,26 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
         for (int r = 0; r < RW; ++r)
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc[m][r] += __shfl_xor_sync(0xffffffffu, acc[m][r], off);
+    if constexpr (KS > 1) {
+        // The parts' sums added in part order by the rows' first warp.
+        __shared__ float part[NT_WARPS][MR][R];
+        if (lane == 0)
+#pragma unroll
+            for (int m = 0; m < MR; ++m)
+#pragma unroll
+                for (int r = 0; r < R; ++r) part[warp][m][r] = acc[m][r];
+        __syncthreads();
+        if (warp % KS != 0 || wrows == 0) return;
+#pragma unroll
+        for (int m = 0; m < MR; ++m)
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                float sum = part[warp][m][r];
+#pragma unroll
+                for (int q = 1; q < KS; ++q) sum += part[warp + q][m][r];
+                acc[m][r] = sum;
+            }
+    }
     if constexpr (POST) {
 #pragma unroll
         for (int m = 0; m < MR; ++m) {
@@ -282,6 +316,11 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
         skinny_nt_##NAME##_m##MR##_any##SUFFIX(NtArgs p) {                                              \
         nt_kernel<T, MR, false, NORM, GATED, POST>(p);                                                  \
     }
+// `_ks`: plain vec products whose rows are too few to fill the device, K split over KS warps.
+#define NT_KS(T, NAME, MR, KS)                                                                          \
+    extern "C" __global__ void __launch_bounds__(NT_WARPS * 32) skinny_nt_##NAME##_m##MR##_vec_ks##KS(NtArgs p) { \
+        nt_kernel<T, MR, true, false, false, false, KS>(p);                                             \
+    }
 #define NT_VARIANTS(T, NAME, MR)                                                                        \
     NT_ENTRY(T, NAME, MR, , false, false, false)                                                        \
     NT_ENTRY(T, NAME, MR, _norm, true, false, false)                                                    \
@@ -298,3 +337,8 @@ NT_ENTRIES(f16, f16)
 NT_ENTRIES(float, f32)
 NT_POSTS(bf16, bf16)
 NT_POSTS(f16, f16)
+// (`_ks`: one row of the 16-bit types, where the runtime's plain products of few rows land)
+NT_KS(bf16, bf16, 1, 2)
+NT_KS(bf16, bf16, 1, 4)
+NT_KS(f16, f16, 1, 2)
+NT_KS(f16, f16, 1, 4)

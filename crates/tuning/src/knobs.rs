@@ -221,6 +221,9 @@ declare! {
     GemvMmaMinRows: "gemv_mma.min_rows", None, Kind::Int { min: 1, max: 17, step: 1 }, "2";
     /// Warps sharing a tile of 16 weight rows in gemv_mma.cu, each taking every n-th chunk of K.
     GemvMmaParts: "gemv_mma.parts", None, Kind::OneOf(&[1, 2, 4, 8]), "";
+    /// Warps sharing a weight row in gemv_nt.cu's one-row plain products, each summing a run of
+    /// K (unset: 2 or 4 where a warp per row fills at most half a wave of resident blocks).
+    GemvNtSplitK: "gemv_nt.split_k", None, Kind::OneOf(&[1, 2, 4]), "";
 
     // ---- launches ------------------------------------------------------------------------
     /// Launches under programmatic stream serialization for every kernel that waits for its

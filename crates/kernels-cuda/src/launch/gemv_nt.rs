@@ -6,6 +6,9 @@
 //! past one wave of resident blocks (an H200, the Llama-3-8B shape's q, k and v at batch 1:
 //! 1,536 blocks of one row where 1,188 of the folded-norm kernel fit; decode 207.4 -> 212.9
 //! tok/s, Llama-3.2-1B unchanged).
+//! Plain products whose blocks fill at most half a wave take K split over 2 or 4 warps per row
+//! (`_ks`, [`plan_ks`]): an H200's SMs hold 40 warps of the one-row kernel, and a product of
+//! 2,048 rows (Llama-3.2-1B's down projection) gave them 16, too few loads in flight.
 //! A launch may also fold in the RMSNorm of A's rows and the gated MLP's `act(gate) * up`
 //! ([`Fusion`]), which saves a decoder layer's norm, up and mul launches.
 
@@ -132,6 +135,28 @@ fn plan_rows(
     Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}"), first, threads: (WARPS * 32) as u32 })
 }
 
+/// `base` (a plain `vec` plan of one row of a 16-bit A) with K split over `ks` warps per row
+/// (`_ks<ks>`: a block's warps take WARPS / ks rows of W), or None when a part would get fewer
+/// than [`KS_MIN_STEPS`] of K's 512-byte steps.
+pub fn plan_ks(base: &Plan, dtype: DType, m: usize, ns: &[usize], k: usize, ks: usize) -> Option<Plan> {
+    if !base.kernel.ends_with("_m1_vec") || !matches!(ks, 2 | 4) || m != 1 || dtype.size_in_bytes() != 2 {
+        return None;
+    }
+    let steps = k.div_ceil(512 / dtype.size_in_bytes());
+    if steps / ks < KS_MIN_STEPS {
+        return None;
+    }
+    let per_block = WARPS / ks;
+    let mut first = vec![0usize];
+    for &n in ns {
+        first.push(first.last()? + n.div_ceil(per_block));
+    }
+    Some(Plan { kernel: format!("{}_ks{ks}", base.kernel), first, threads: base.threads })
+}
+
+/// The fewest steps of K (512 bytes of each row) a `_ks` part takes: one group of a warp's loads.
+const KS_MIN_STEPS: usize = 4;
+
 /// The per-segment arrays of a GEMV launch's arguments (gemv_nt.cu's and gemv_mma.cu's): each
 /// part's weight, output and rows, a gated pair's up weight as the second weight, and the first
 /// block (or tile) of each segment, then the total.
@@ -168,6 +193,11 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
                 let post: &[&str] = if dtype == "f32" { &[] } else { &["_postnorm", "_postnorm_gated"] };
                 for fused in ["", "_norm", "_gated", "_norm_gated"].iter().chain(post) {
                     all.push((GEMV_NT, format!("skinny_nt_{dtype}_m{mr}_{kind}{fused}"), size_of::<NtArgs>()));
+                }
+                if kind == "vec" && mr == 1 && dtype != "f32" {
+                    for ks in [2, 4] {
+                        all.push((GEMV_NT, format!("skinny_nt_{dtype}_m1_vec_ks{ks}"), size_of::<NtArgs>()));
+                    }
                 }
             }
         }
@@ -208,6 +238,29 @@ pub fn gemv_nt(
                 {
                     (p, f) = (p2, f2);
                 }
+            }
+        }
+    }
+    let t = max_tuning::current();
+    if *fusion == Fusion::default() && !t.batch_invariant() {
+        // Few rows of long K: the most warps per row whose blocks still fit in one wave (or
+        // `gemv_nt.split_k`). Batch-invariant numerics keep one warp per row: the split changes
+        // the order of a row's sums.
+        let chosen = t.int(max_tuning::Knob::GemvNtSplitK);
+        let blocks = *p.first.last().unwrap_or(&0);
+        let wave = super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(0);
+        for ks in chosen.map_or(vec![4, 2], |c| vec![c]) {
+            let Some(p2) = plan_ks(&p, dtype, m, &ns, k, ks) else { continue };
+            if chosen.is_none() && blocks * ks > wave {
+                continue;
+            }
+            let f2 = function(stream.context(), &GEMV_NT, &p2.kernel)?;
+            if chosen.is_some()
+                || *p2.first.last().unwrap_or(&0)
+                    <= super::resident_blocks(stream, &f2, &p2.kernel, (WARPS * 32) as u32, 0).unwrap_or(0)
+            {
+                (p, f) = (p2, f2);
+                break;
             }
         }
     }
@@ -272,6 +325,36 @@ mod tests {
         assert!(plan(DType::BFloat16, 5, &[7], 64, 0, &[0], &NONE).is_none());
         assert!(plan(DType::Int32, 1, &[7], 64, 0, &[0], &NONE).is_none());
         assert!(plan(DType::BFloat16, 1, &[0], 64, 0, &[0], &NONE).is_none());
+    }
+
+    #[test]
+    fn split_k_plans_share_rows_among_warps() {
+        // Llama-3.2-1B's down projection at one row: 512 blocks of a warp per row; K over two
+        // warps, 1,024 blocks of two rows each; over four, 2,048 blocks of one row
+        let p = plan(DType::BFloat16, 1, &[2048], 8192, 0, &[0], &NONE).unwrap();
+        let two = plan_ks(&p, DType::BFloat16, 1, &[2048], 8192, 2).unwrap();
+        assert_eq!((two.kernel.as_str(), two.first), ("skinny_nt_bf16_m1_vec_ks2", vec![0, 1024]));
+        let four = plan_ks(&p, DType::BFloat16, 1, &[2048], 8192, 4).unwrap();
+        assert_eq!((four.kernel.as_str(), four.first), ("skinny_nt_bf16_m1_vec_ks4", vec![0, 2048]));
+        // siblings
+        let p = plan(DType::Float16, 1, &[100, 30], 4096, 0, &[0, 0], &NONE).unwrap();
+        let two = plan_ks(&p, DType::Float16, 1, &[100, 30], 4096, 2).unwrap();
+        assert_eq!((two.kernel.as_str(), two.first), ("skinny_nt_f16_m1_vec_ks2", vec![0, 50, 65]));
+        // a part needs one group of steps (4 x 512 bytes); more rows of A, f32, element loads
+        // and fused forms keep their kernels
+        assert!(plan_ks(&p, DType::Float16, 1, &[100, 30], 1024 * 4, 4).is_some());
+        assert!(plan_ks(&p, DType::Float16, 1, &[100, 30], 1024 * 4 - 256, 4).is_none());
+        assert!(plan_ks(&p, DType::Float16, 1, &[100, 30], 4096, 3).is_none());
+        let three = plan(DType::Float16, 3, &[100], 4096, 0, &[0], &NONE).unwrap();
+        assert!(plan_ks(&three, DType::Float16, 3, &[100], 4096, 2).is_none());
+        let f32 = plan(DType::Float32, 1, &[7], 4096, 0, &[0], &NONE).unwrap();
+        assert!(plan_ks(&f32, DType::Float32, 1, &[7], 4096, 2).is_none());
+        let any = plan(DType::BFloat16, 1, &[7], 4097, 0, &[0], &NONE).unwrap();
+        assert!(plan_ks(&any, DType::BFloat16, 1, &[7], 4097, 2).is_none());
+        let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
+        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None };
+        let normed = plan(DType::BFloat16, 1, &[2048], 8192, 0, &[0], &norm).unwrap();
+        assert!(plan_ks(&normed, DType::BFloat16, 1, &[2048], 8192, 2).is_none());
     }
 
     #[test]
