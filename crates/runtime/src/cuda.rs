@@ -20,6 +20,19 @@ pub struct CudaDevice {
     pub name: String,
 }
 
+impl CudaDevice {
+    /// Whether the wgmma kernels (the Hopper GEMMs and convolution) run here: they use sm_90a's
+    /// features (wgmma, setmaxnreg) and trap on any other target, later ones included.
+    pub fn wgmma(&self) -> bool {
+        wgmma_arch(&self.arch)
+    }
+}
+
+/// [`CudaDevice::wgmma`] for an architecture name as `arch_name` spells it.
+pub fn wgmma_arch(arch: &str) -> bool {
+    arch == "sm_90a"
+}
+
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "CudaDevice({}, {}, {})", self.ordinal, self.name, self.arch)
@@ -252,4 +265,15 @@ pub(crate) fn forbid_in_capture(what: &str) -> Result<()> {
         return Err(Error::Value(format!("{what} needs the host and cannot be part of a CUDA graph")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn wgmma_kernels_take_sm_90a_only() {
+        assert!(super::wgmma_arch("sm_90a"));
+        for other in ["sm_80", "sm_89", "sm_100a", "sm_103a", "sm_120"] {
+            assert!(!super::wgmma_arch(other), "{other}");
+        }
+    }
 }

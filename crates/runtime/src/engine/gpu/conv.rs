@@ -44,10 +44,6 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
     }
 }
 
-fn hopper(dev: &CudaDevice) -> bool {
-    dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10")
-}
-
 /// Whether a 16-bit NHWC/RSCF conv2d may take the Hopper implicit-GEMM kernel
 /// (launch/conv_sm90.rs, which still checks the shape): on sm_90a unless the tuning knob `conv.sm90` is off.
 fn sm90_enabled(dev: &CudaDevice, dtype: DType) -> bool {
@@ -123,7 +119,7 @@ fn forward_epi(
     }
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_forward_epi(&dev.stream, x.dtype(), hopper(dev), ptrs, g, epi).map_err(Error::from)
+    conv_forward_epi(&dev.stream, x.dtype(), dev.wgmma(), ptrs, g, epi).map_err(Error::from)
 }
 
 fn transpose(
@@ -161,5 +157,5 @@ fn transpose(
     };
     dev.bind()?;
     let ptrs = (x.addr(), filter.addr(), bias.map_or(0, |b| b.addr()), out.addr());
-    conv_transpose(&dev.stream, x.dtype(), hopper(dev), ptrs, g).map_err(Error::from)
+    conv_transpose(&dev.stream, x.dtype(), dev.wgmma(), ptrs, g).map_err(Error::from)
 }

@@ -129,7 +129,7 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     if mma_rows(dev, dtype, a.addr(), &parts_of(&ws[..1], outs), (rows, k), &epi, Some(ws[1].addr()), consts)? {
         return Ok(());
     }
-    if hopper(dev) && !max_tuning::current().batch_invariant() {
+    if dev.wgmma() && !max_tuning::current().batch_invariant() {
         // One launch of the Hopper GEMM over both weights, act(gate) * up in its epilogue.
         let ptrs = (a.addr(), ws[0].addr(), ws[1].addr(), outs[0].addr());
         match gemm_sm90::gemm_bt_gated(&dev.stream, dtype, ptrs, (rows, ns[0], k), &epi) {
@@ -200,7 +200,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     if invariant_rows(dev, dtype, a.addr(), &parts, (rows, k), epi, (&plain, consts))? {
         return Ok(());
     }
-    let hopper = hopper(dev);
+    let hopper = dev.wgmma();
     let invariant = max_tuning::current().batch_invariant();
     if hopper && !invariant && ws.len() > 1 && ws.len() <= gemm_sm90::SIBLINGS && epi.is_identity() {
         // Sibling products (q, k and v) in one launch of the Hopper GEMM.
@@ -228,11 +228,6 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
         matmul(dev, a, &wt, out, epi)?;
     }
     Ok(())
-}
-
-/// Hopper (or later): the wgmma GEMM's devices.
-fn hopper(dev: &CudaDevice) -> bool {
-    dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10")
 }
 
 /// One launch of the tensor-core GEMV (gemv_mma.cu: 2-16 rows by default, 16-bit types) for
@@ -319,7 +314,7 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
         max_kernels_cuda::launch::matmul(&dev.stream, out.dtype(), (pa, pb, pc), (m, n, k), count, (sa, sb, m * n), &e)
             .map_err(Error::from)
     };
-    let hopper = dev.arch.starts_with("sm_90") || dev.arch.starts_with("sm_10");
+    let hopper = dev.wgmma();
     // Batched A with one shared B folds into the rows of a single GEMM.
     let rows = if nb == 1 && na == batch { m * batch } else { m };
     let sm90 = hopper
