@@ -212,3 +212,29 @@ def test_request_and_registry_values():
         SamplingParams(stop_token_ids=[-1])
     with pytest.raises(ValueError, match="cannot import 'no_such_module_here'"):
         PIPELINE_REGISTRY.load_custom(["no_such_module_here"])
+
+
+def test_kv_cache_format(llama):
+    """`kv_cache_format` (`--kv-cache-format`): the activations' dtype loads; another dtype, or
+    one the engine does not take, is an error naming it (never silently ignored)."""
+    pipe = _load(llama, kv_cache_format="float32")
+    assert pipe.model.kv_params.dtype.name == "float32"
+    with pytest.raises(ValueError, match="--kv-cache-format bfloat16: the KV cache holds the activations' dtype, "
+                                         "float32"):
+        _load(llama, kv_cache_format="bfloat16")
+    with pytest.raises(NotImplementedError, match="float8 KV caches are not supported yet"):
+        PipelineConfig(model_path=str(llama), kv_cache_format="float8_e4m3fn")
+    with pytest.raises(ValueError, match="kv_cache_format must be float32, bfloat16 or float16, got 'int8'"):
+        PipelineConfig(model_path=str(llama), kv_cache_format="int8")
+
+
+def test_kv_cache_format_flag_reaches_the_config():
+    import argparse
+
+    from max.entrypoints.cli.options import add_model_flags, pipeline_config
+
+    p = argparse.ArgumentParser()
+    add_model_flags(p)
+    cfg = pipeline_config(p.parse_args(["--model-path", "m", "--kv-cache-format", "bfloat16"]))
+    assert cfg.model.kv_cache.kv_cache_format == "bfloat16"
+    assert pipeline_config(p.parse_args(["--model-path", "m"])).model.kv_cache.kv_cache_format is None

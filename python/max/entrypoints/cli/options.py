@@ -59,6 +59,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="queue each decode call's next step before reading its tokens back "
                         "(default: on for GPUs)")
     g.add_argument("--kv-cache-page-size", type=int, default=128, help="tokens per KV-cache page")
+    g.add_argument("--kv-cache-format", default=None, choices=["float32", "bfloat16", "float16", "float8_e4m3fn"],
+                   help="the KV cache's dtype (default: the activations'; another dtype than theirs is an error)")
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
     g.add_argument("--device-memory-utilization", type=float, default=0.9,
                    help="fraction of free GPU memory the KV cache may use")
@@ -83,6 +85,7 @@ def pipeline_config(args: argparse.Namespace) -> Any:
         "enable_chunked_prefill": args.enable_chunked_prefill,
         "enable_overlap_scheduler": args.enable_overlap_scheduler,
         "kv_cache_page_size": args.kv_cache_page_size,
+        "kv_cache_format": args.kv_cache_format,
         "enable_prefix_caching": args.enable_prefix_caching,
         "device_memory_utilization": args.device_memory_utilization,
         "chat_template": args.chat_template,

@@ -43,7 +43,7 @@ class KVCacheConfig:
     enable_kvcache_swapping_to_host: bool = False
     device_memory_utilization: float = 0.9
     host_kvcache_swap_space_gb: float = 50.0
-    kv_cache_format: str | None = None
+    kv_cache_format: str | DType | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.kv_cache_page_size <= 65536:
@@ -52,6 +52,21 @@ class KVCacheConfig:
             raise ValueError(f"device_memory_utilization must be in (0, 1], got {self.device_memory_utilization}")
         if self.enable_kvcache_swapping_to_host:
             raise NotImplementedError("swapping KV-cache pages to host memory is not supported yet")
+        self.cache_dtype()  # a bad kv_cache_format fails here, with the values it may take
+
+    def cache_dtype(self) -> DType | None:
+        """The KV cache's dtype `kv_cache_format` names (None: the model's activation dtype).
+        float8_e4m3fn, which MAX also takes, is not supported yet."""
+        fmt = self.kv_cache_format
+        if fmt is None or isinstance(fmt, DType) and fmt in (DType.float32, DType.bfloat16, DType.float16):
+            return fmt
+        name = str(fmt).lower()
+        for d in (DType.float32, DType.bfloat16, DType.float16):
+            if name == d.name:
+                return d
+        if name == "float8_e4m3fn":
+            raise NotImplementedError("kv_cache_format float8_e4m3fn: float8 KV caches are not supported yet")
+        raise ValueError(f"kv_cache_format must be float32, bfloat16 or float16, got {fmt!r}")
 
 
 @dataclass(kw_only=True)

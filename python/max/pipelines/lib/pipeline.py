@@ -132,7 +132,8 @@ class TextGenerationPipeline:
         raw = read_weights(source.weight_files)
         page_size = int(mc.kv_cache.kv_cache_page_size)
         self.model = DecoderModel(arch.pipeline_model, source, raw, self.session, self.devices,
-                                  encoding=mc.quantization_encoding, max_seq_len=self.max_length, page_size=page_size)
+                                  encoding=mc.quantization_encoding, max_seq_len=self.max_length, page_size=page_size,
+                                  cache_dtype=mc.kv_cache.cache_dtype())
         check_special_ids(tokenizer, self.model.vocab_size)
         from max.pipelines.lib.weights import weight_bytes
 
