@@ -32,10 +32,10 @@
 // they are whole, `(A / rms * g) @ W^T = (A * g) @ W^T / rms`. Nothing is rounded to T on the
 // way, so it matches the separate rms_norm's values to rounding, not bit for bit (16-bit types).
 //
-// `_ks<KS>` (plain `vec` products of one row of A, 16-bit types): KS warps of a block share its rows, each summing a run of
-// whole steps of K, and the rows' first warp adds the parts in order through shared memory:
-// for products of few rows of long K (Llama-3.2-1B's down projection, 2,048 rows of 8,192),
-// whose single warps per row leave the SMs with too few loads in flight.
+// `_ks<KS>` (plain `vec` products of one row of A, 16-bit types): KS warps of a block share its
+// rows, each summing a run of whole steps of K, and the rows' first warp adds the parts in order
+// through shared memory: for products of few rows of long K (Llama-3.2-1B's down projection,
+// 2,048 rows of 8,192), whose single warps per row leave the SMs with too few loads in flight.
 //
 // `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
 // Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
