@@ -190,8 +190,9 @@ def test_one_row_past_a_wave_takes_two_rows_per_warp(rng, hopper):
 )
 def test_few_rows_of_long_k_split_over_warps(rng, hopper, dtype, m, n, k, kernel):
     """Plain products whose blocks of a warp per row fill at most half a wave take K split over
-    two or four warps (`_ks`), each summing a run of whole steps, added in order; with a bias
-    and a residual in the epilogue. Against float64."""
+    two or four warps (`_ks`), each summing a run of whole steps, added in order; a bias and a
+    residual added after the product (the graph's epilogue fusion decides where). Against
+    float64."""
     with Graph("ks", input_types=[TensorType(dtype, (m, k), GPU), TensorType(dtype, (m, n), GPU)]) as g:
         x, res = g.inputs
         w, bias = rand(rng, (n, k), dtype), rand(rng, (n,), dtype)

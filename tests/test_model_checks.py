@@ -215,15 +215,19 @@ def test_request_and_registry_values():
 
 
 def test_kv_cache_format(llama):
-    """`kv_cache_format` (`--kv-cache-format`): the activations' dtype loads; another dtype, or
-    one the engine does not take, is an error naming it (never silently ignored)."""
+    """`kv_cache_format` (`--kv-cache-format`) of a decoder: the activations' dtype loads; another
+    dtype, or one the engine does not take, is an error naming it (never silently ignored)."""
+    from max.dtype import DType
+
     pipe = _load(llama, kv_cache_format="float32")
     assert pipe.model.kv_params.dtype.name == "float32"
-    with pytest.raises(ValueError, match="--kv-cache-format bfloat16: the KV cache holds the activations' dtype, "
-                                         "float32"):
+    assert _load(llama, kv_cache_format=DType.float32).model.kv_params.dtype.name == "float32"
+    with pytest.raises(ValueError, match=r"kv_cache_format \(--kv-cache-format\) bfloat16: the KV cache holds the "
+                                         "activations' dtype, float32"):
         _load(llama, kv_cache_format="bfloat16")
-    with pytest.raises(NotImplementedError, match="float8 KV caches are not supported yet"):
-        PipelineConfig(model_path=str(llama), kv_cache_format="float8_e4m3fn")
+    for f8 in ("float8_e4m3fn", DType.float8_e4m3fn):
+        with pytest.raises(NotImplementedError, match="float8 KV caches are not supported yet"):
+            PipelineConfig(model_path=str(llama), kv_cache_format=f8)
     with pytest.raises(ValueError, match="kv_cache_format must be float32, bfloat16 or float16, got 'int8'"):
         PipelineConfig(model_path=str(llama), kv_cache_format="int8")
 

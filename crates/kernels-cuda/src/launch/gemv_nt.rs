@@ -136,8 +136,8 @@ fn plan_rows(
 }
 
 /// `base` (a plain `vec` plan of one row of a 16-bit A) with K split over `ks` warps per row
-/// (`_ks<ks>`: a block's warps take WARPS / ks rows of W), or None when a part would get fewer
-/// than [`KS_MIN_STEPS`] of K's 512-byte steps.
+/// (`_ks<ks>`: a block's warps take WARPS / ks rows of W), or None when K's 512-byte steps
+/// over `ks` (rounded down) are fewer than [`KS_MIN_STEPS`] or the grid is too large.
 pub fn plan_ks(base: &Plan, dtype: DType, m: usize, ns: &[usize], k: usize, ks: usize) -> Option<Plan> {
     if !base.kernel.ends_with("_m1_vec") || !matches!(ks, 2 | 4) || m != 1 || dtype.size_in_bytes() != 2 {
         return None;
@@ -150,6 +150,9 @@ pub fn plan_ks(base: &Plan, dtype: DType, m: usize, ns: &[usize], k: usize, ks: 
     let mut first = vec![0usize];
     for &n in ns {
         first.push(first.last()? + n.div_ceil(per_block));
+    }
+    if *first.last()? > i32::MAX as usize {
+        return None;
     }
     Some(Plan { kernel: format!("{}_ks{ks}", base.kernel), first, threads: base.threads })
 }
@@ -351,6 +354,11 @@ mod tests {
         assert!(plan_ks(&f32, DType::Float32, 1, &[7], 4096, 2).is_none());
         let any = plan(DType::BFloat16, 1, &[7], 4097, 0, &[0], &NONE).unwrap();
         assert!(plan_ks(&any, DType::BFloat16, 1, &[7], 4097, 2).is_none());
+        // a grid past i32::MAX blocks
+        let huge = 2_200_000_000usize;
+        let p = plan(DType::BFloat16, 1, &[huge], 4096, 0, &[0], &NONE).unwrap();
+        assert!(plan_ks(&p, DType::BFloat16, 1, &[huge], 4096, 4).is_none());
+        assert_eq!(plan_ks(&p, DType::BFloat16, 1, &[huge], 4096, 2).unwrap().first, vec![0, huge / 2]);
         let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
         let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None };
         let normed = plan(DType::BFloat16, 1, &[2048], 8192, 0, &[0], &norm).unwrap();

@@ -60,7 +60,7 @@ class KVCacheConfig:
         fmt = self.kv_cache_format
         if fmt is None or isinstance(fmt, DType) and fmt in (DType.float32, DType.bfloat16, DType.float16):
             return fmt
-        name = str(fmt).lower()
+        name = (fmt.name if isinstance(fmt, DType) else str(fmt)).lower()
         for d in (DType.float32, DType.bfloat16, DType.float16):
             if name == d.name:
                 return d

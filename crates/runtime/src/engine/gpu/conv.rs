@@ -48,7 +48,7 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
 /// (launch/conv_sm90.rs, which still checks the shape): on sm_90a unless the tuning knob `conv.sm90` is off.
 fn sm90_enabled(dev: &CudaDevice, dtype: DType) -> bool {
     matches!(dtype, DType::BFloat16 | DType::Float16)
-        && dev.arch == "sm_90a"
+        && dev.wgmma()
         && max_tuning::current().flag_or(max_tuning::Knob::ConvSm90, true)
 }
 
