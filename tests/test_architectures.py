@@ -118,6 +118,19 @@ def test_decoder_matches_reference(device, checkpoints, case, fmt):
         assert p.model.model._core.num_cuda_graphs >= 1
 
 
+@pytest.mark.parametrize("kv_format", ["bfloat16", "float16"])
+def test_a_16_bit_cache_under_float32_activations(device, checkpoints, kv_format):
+    """`kv_cache_format` (`--kv-cache-format`) other than the activations' dtype: keys, values and
+    queries are rounded to the cache's dtype on their way into the cache and attention (whose
+    output comes back to float32); the model still decodes like the float64 reference, to
+    16-bit precision."""
+    ckpt = checkpoints("llama")
+    p = _pipeline(ckpt, "safetensors", device, kv_cache_format=kv_format)
+    assert p.model.dtype.name == "float32" and p.model.kv_params.dtype.name == kv_format
+    prompt = np.random.default_rng(12).integers(5, ckpt["config"]["vocab_size"], 13).tolist()
+    _decode_like_reference(p, ckpt, "safetensors", prompt, 6, 2e-2, f"llama/{kv_format} cache")
+
+
 @pytest.mark.parametrize("case", ["llama", "gemma2", "gemma3", "qwen3", "mistral", "phi3", "olmo2", "smollm3"])
 def test_ragged_batch_decodes_like_each_alone(device, checkpoints, case):
     ckpt = checkpoints(case)

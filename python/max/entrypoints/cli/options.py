@@ -60,7 +60,7 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                         "(default: on for GPUs)")
     g.add_argument("--kv-cache-page-size", type=int, default=128, help="tokens per KV-cache page")
     g.add_argument("--kv-cache-format", default=None, choices=["float32", "bfloat16", "float16", "float8_e4m3fn"],
-                   help="the KV cache's dtype (default: the activations'; another dtype than theirs is an error)")
+                   help="the KV cache's dtype (default: the activations'); float8_e4m3fn is not supported yet")
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
     g.add_argument("--device-memory-utilization", type=float, default=0.9,
                    help="fraction of free GPU memory the KV cache may use")

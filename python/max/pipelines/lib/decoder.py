@@ -141,17 +141,11 @@ class DecoderModel:
             if new is not None:
                 weights[new] = data
         self.dtype = choose_dtype(fmt, self.config, encoding, self.device, weights)
-        if cache_dtype is not None and cache_dtype != self.dtype:
-            hint = (" (a GGUF model's bfloat16 cache comes with --quantization-encoding bfloat16, which runs its "
-                    "activations in bfloat16 on a GPU)" if fmt == "gguf" else "")
-            raise ValueError(f"kv_cache_format (--kv-cache-format) {cache_dtype.name}: the KV cache holds the "
-                             f"activations' dtype, "
-                             f"{self.dtype.name} for this model on {self.device.label}{hint}")
         kv_heads, head_dim, layers = arch.kv_geometry(self.config)
         check_layers(weights, layers)
         check_vocabulary(weights)
         self.kv_params = KVCacheParams(
-            dtype=self.dtype,
+            dtype=cache_dtype or self.dtype,
             n_kv_heads=kv_heads,
             head_dim=head_dim,
             num_layers=layers,
