@@ -167,14 +167,30 @@ def read_into_page_cache(files: list[Path]) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-def load(path: Path, max_length: int, max_batch: int, tiny: bool):
+# Pipeline settings a --compare variant may set beside tuning knobs (PipelineConfig fields).
+CONFIG_SETTINGS = ("kv_cache_format", "quantization_encoding")
+
+
+def split_settings(spec: str) -> tuple[str, dict[str, str]]:
+    """A --compare variant's tuning knobs (a spec for tuning.override) and its pipeline settings."""
+    knobs, config = [], {}
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        if key.strip() in CONFIG_SETTINGS:
+            config[key.strip()] = value.strip()
+        else:
+            knobs.append(item)
+    return ",".join(knobs), config
+
+
+def load(path: Path, max_length: int, max_batch: int, tiny: bool, **config: str):
     from max.driver import DeviceSpec
     from max.pipelines import PipelineConfig
     from max.pipelines.lib.pipeline import load_pipeline
 
     device = DeviceSpec.cpu() if tiny else DeviceSpec.accelerator(0)
     return load_pipeline(PipelineConfig(model_path=str(path), max_length=max_length, max_batch_size=max_batch,
-                                        device_specs=[device]))
+                                        device_specs=[device], **config))
 
 
 def prefill_groups(ctxs: list, budget: int) -> list[list]:
@@ -250,6 +266,7 @@ def decode_row(model: Model, p, batch: int, args, weights: int) -> dict:
     kv = batch * (args.prompt + args.steps / 2) * kv_bytes_per_token(p)  # KV read per step, mean context
     return {
         "model": model.name, "measure": "decode", "batch": batch, "prompt": args.prompt, "steps": args.steps,
+        "kv_cache": p.model.kv_params.dtype.name,
         "decode_tok_s": round(batch * args.steps / decode_s, 1),
         "ms_per_step": round(decode_s / args.steps * 1000, 3),
         "prefill_tok_s": round(batch * args.prompt / prefill_s, 1),
@@ -369,9 +386,10 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         variants = [("default", "")] + [(c, c) for c in compared] if compared else [(None, "")]
         decoded: dict[str | None, dict[int, dict]] = {}
         for label, spec in variants:
-            with tuning.override(spec or None):
+            knobs, config = split_settings(spec)
+            with tuning.override(knobs or None):
                 t = time.perf_counter()
-                p = load(path, max_length, max(args.batch), args.tiny)
+                p = load(path, max_length, max(args.batch), args.tiny, **config)
                 p.warm_up()
                 what = "" if label is None else f" ({label})"
                 print(f"{model.name}: {origin}; loaded and warmed up in {time.perf_counter() - t:.1f} s{what}", flush=True)
@@ -437,7 +455,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes of every model kind on the CPU")
     ap.add_argument("--compare", default="", metavar="KNOB=VALUE[,...][;...]",
                     help="measure decode with the default settings and with each ';'-separated set of tuning "
-                    "knobs (one more load of each model per set), side by side: e.g. launch.pdl=0")
+                    "knobs (one more load of each model per set), side by side: e.g. launch.pdl=0; a set may "
+                    f"also name pipeline settings ({', '.join(CONFIG_SETTINGS)}), e.g. kv_cache_format=bfloat16")
     args = ap.parse_args()
     args.variants = [x for x in args.compare.split(";") if x]
     if len(set(args.variants)) != len(args.variants) or "default" in args.variants:

@@ -64,6 +64,26 @@ def test_llm_gpu_tiny_flow(tmp_path):
     assert list(tmp_path.glob("tmp*")) == []  # the models were deleted
 
 
+def test_llm_gpu_compare_takes_pipeline_settings(tmp_path):
+    """--compare variants may set PipelineConfig fields beside tuning knobs: a bfloat16 KV cache
+    under the tiny 8B-shaped Q4_0 model's float32 activations."""
+    env = {**os.environ, "MAX_BENCH_OUT": str(tmp_path / "out"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "llm_gpu.py"), "--tiny", "--dir", str(tmp_path),
+           "--models", "llama-3-8b-q4_0", "--steps", "2", "--prefill-prompt", "0", "--ttft", "",
+           "--compare", "kv_cache_format=bfloat16,launch.pdl=0"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads((tmp_path / "out" / "llm_gpu_tiny-cpu.json").read_text())["rows"]
+    caches = {(row.get("variant"), row["batch"]): row["kv_cache"] for row in rows if row["measure"] == "decode"}
+    assert caches == {("default", 1): "float32", ("default", 2): "float32",
+                      ("kv_cache_format=bfloat16,launch.pdl=0", 1): "bfloat16",
+                      ("kv_cache_format=bfloat16,launch.pdl=0", 2): "bfloat16"}
+    compared = [row for row in rows if row["measure"] == "compare"]
+    assert [row["settings"] for row in compared] == ["kv_cache_format=bfloat16,launch.pdl=0"] * 2
+    assert all(row["decode_tok_s_variant"] > 0 for row in compared)
+
+
 def test_profile_llm_summary():
     # benchmarks/profile_llm.py's per-device figures from kernel spans (device, name, start us,
     # end us) over 2 steps of 100 us: overlapping kernels count once in the busy time
