@@ -525,7 +525,7 @@ pub fn launch(stream: &Arc<CudaStream>, spec: &FusedSpec, out: u64, shape: &[usi
     let fam = family(spec)?;
     let contig = inputs.iter().all(|i| i.same_layout || i.scalar);
     // The vector form needs every streamed pointer 16-byte aligned.
-    let vectorized = contig && out % 16 == 0 && inputs.iter().all(|i| i.scalar || i.ptr % 16 == 0);
+    let vectorized = contig && out.is_multiple_of(16) && inputs.iter().all(|i| i.scalar || i.ptr % 16 == 0);
     let out_dtype = spec.nodes.last().map(|nd| nd.dtype).unwrap_or(DType::Float32);
     let widest = spec.inputs.iter().chain(std::iter::once(&out_dtype)).map(|d| d.size_in_bytes()).max().unwrap_or(4);
     let streamed = inputs.iter().filter(|i| !i.scalar).count();

@@ -82,7 +82,7 @@ pub fn ensure_nvrtc() -> Result<()> {
     let explicit =
         max_tuning::current().text(max_tuning::Knob::NvrtcLibrary).filter(|p| !p.is_empty()).map(PathBuf::from);
     if let Some(explicit) = explicit {
-        let path = PathBuf::from(explicit);
+        let path = explicit;
         if let Some(builtins) = path.parent().and_then(|d| find_in(d, "libnvrtc-builtins")) {
             open(&mut st, &builtins)?;
         }

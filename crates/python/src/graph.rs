@@ -185,27 +185,27 @@ fn attr_from_py(v: &Bound<'_, PyAny>) -> PyResult<Attr> {
     if v.is_instance_of::<PyString>() {
         return Ok(Attr::Str(v.extract()?));
     }
-    if let Ok(t) = v.cast::<PyTuple>() {
-        if let Ok(tag) = t.get_item(0).and_then(|x| x.extract::<String>()) {
-            match tag.as_str() {
-                "dims" => return Ok(Attr::Dims(dims_from_py(&t.get_item(1)?)?)),
-                "dtype" => {
-                    let code: i64 = t.get_item(1)?.extract()?;
-                    return DType::from_code(code).map(Attr::DType).map_err(|e| PyValueError::new_err(e.to_string()));
-                }
-                "device" => return Ok(Attr::Device(device_from_py(&t.get_item(1)?)?)),
-                "types" => {
-                    let mut out = Vec::new();
-                    for ty in t.get_item(1)?.try_iter()? {
-                        out.push(type_from_py(&ty?)?);
-                    }
-                    return Ok(Attr::Types(out));
-                }
-                "data" => {
-                    return Ok(Attr::Data(Arc::new(t.get_item(1)?.cast::<PyBytes>()?.as_bytes().to_vec())));
-                }
-                _ => {}
+    if let Ok(t) = v.cast::<PyTuple>()
+        && let Ok(tag) = t.get_item(0).and_then(|x| x.extract::<String>())
+    {
+        match tag.as_str() {
+            "dims" => return Ok(Attr::Dims(dims_from_py(&t.get_item(1)?)?)),
+            "dtype" => {
+                let code: i64 = t.get_item(1)?.extract()?;
+                return DType::from_code(code).map(Attr::DType).map_err(|e| PyValueError::new_err(e.to_string()));
             }
+            "device" => return Ok(Attr::Device(device_from_py(&t.get_item(1)?)?)),
+            "types" => {
+                let mut out = Vec::new();
+                for ty in t.get_item(1)?.try_iter()? {
+                    out.push(type_from_py(&ty?)?);
+                }
+                return Ok(Attr::Types(out));
+            }
+            "data" => {
+                return Ok(Attr::Data(Arc::new(t.get_item(1)?.cast::<PyBytes>()?.as_bytes().to_vec())));
+            }
+            _ => {}
         }
     }
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {

@@ -53,7 +53,7 @@ pub struct Tuning {
 impl Default for Tuning {
     /// Every entry at its declared default.
     fn default() -> Tuning {
-        let values = DECLS.iter().map(|d| parse::default_of(d)).collect();
+        let values = DECLS.iter().map(parse::default_of).collect();
         Tuning { values, set: vec![false; DECLS.len()] }
     }
 }

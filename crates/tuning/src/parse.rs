@@ -61,7 +61,7 @@ pub(crate) fn value(decl: &Decl, text: &str) -> Result<Value, String> {
         Kind::Flag => parse_flag(text).map(Value::Flag).ok_or_else(bad),
         Kind::Int { min, max, step } => {
             let n: usize = text.parse().map_err(|_| bad())?;
-            if n < *min || n > *max || n % step != 0 {
+            if n < *min || n > *max || !n.is_multiple_of(*step) {
                 return Err(bad());
             }
             Ok(Value::Int(n))

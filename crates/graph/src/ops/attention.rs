@@ -233,13 +233,13 @@ fn rope(ctx: &Ctx) -> Result<Vec<Type>> {
             ctx.value_err("freqs_cis", format!("must be [positions, rotary_dim], got {}", shape_str(&freqs.shape)))
         );
     }
-    if let (Some(r), Some(d)) = (freqs.shape[1].as_static(), x.shape[2].as_static()) {
-        if r % 2 != 0 || r > d || r == 0 {
-            return Err(ctx.value_err(
-                "freqs_cis",
-                format!("its rotary dim {r} must be even, positive and at most the head dim {d}"),
-            ));
-        }
+    if let (Some(r), Some(d)) = (freqs.shape[1].as_static(), x.shape[2].as_static())
+        && (r % 2 != 0 || r > d || r == 0)
+    {
+        return Err(ctx.value_err(
+            "freqs_cis",
+            format!("its rotary dim {r} must be even, positive and at most the head dim {d}"),
+        ));
     }
     let positions = index(ctx, 2, 1)?;
     ctx.same_dim("positions", "one position per row", &positions.shape[0], &x.shape[0])?;
@@ -262,10 +262,10 @@ fn blocks<'a>(ctx: &Ctx<'a>, i: usize, dtype: DType) -> Result<&'a TensorType> {
 }
 
 fn check_layer(ctx: &Ctx, b: &TensorType, layer: usize) -> Result<()> {
-    if let Some(n) = b.shape[2].as_static() {
-        if layer as i64 >= n {
-            return Err(ctx.index_err("layer", format!("layer {layer} is out of range for a cache of {n} layers")));
-        }
+    if let Some(n) = b.shape[2].as_static()
+        && layer as i64 >= n
+    {
+        return Err(ctx.index_err("layer", format!("layer {layer} is out of range for a cache of {n} layers")));
     }
     Ok(())
 }
@@ -300,10 +300,10 @@ fn paged_attention(ctx: &Ctx) -> Result<Vec<Type>> {
     let q = activation(ctx, 1, 3)?;
     let b = blocks(ctx, 2, q.dtype)?;
     ctx.same_dim("q", "head dim", &q.shape[2], &b.shape[5])?;
-    if let (Some(hq), Some(hkv)) = (q.shape[1].as_static(), b.shape[4].as_static()) {
-        if hkv == 0 || hq % hkv != 0 {
-            return Err(ctx.value_err("q", format!("its {hq} heads are not a multiple of the cache's {hkv} kv heads")));
-        }
+    if let (Some(hq), Some(hkv)) = (q.shape[1].as_static(), b.shape[4].as_static())
+        && (hkv == 0 || hq % hkv != 0)
+    {
+        return Err(ctx.value_err("q", format!("its {hq} heads are not a multiple of the cache's {hkv} kv heads")));
     }
     let offsets = index(ctx, 3, 1)?;
     let lengths = index(ctx, 4, 1)?;

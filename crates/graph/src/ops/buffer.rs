@@ -230,12 +230,12 @@ fn store_slice(ctx: &Ctx) -> Result<Vec<Type>> {
         let dim = &dest.shape[axis];
         match index {
             Index::At(i) => {
-                if let (Some(n), Some(v)) = (dim.as_static(), i.as_static()) {
-                    if v < -n || v >= n {
-                        return Err(
-                            ctx.index_err("indices", format!("index {v} is out of range for axis {axis} of size {n}"))
-                        );
-                    }
+                if let (Some(n), Some(v)) = (dim.as_static(), i.as_static())
+                    && (v < -n || v >= n)
+                {
+                    return Err(
+                        ctx.index_err("indices", format!("index {v} is out of range for axis {axis} of size {n}"))
+                    );
                 }
             }
             Index::Tensor(j) => {

@@ -180,13 +180,12 @@ fn per_device(ctx: &Ctx) -> Result<Vec<Type>> {
         }
         (OpKind::ReducescatterSum, Some(a)) => {
             let d = &first.shape[a];
-            if let Some(size) = d.as_static() {
-                if size % n as i64 != 0 {
-                    return Err(ctx.value_err(
-                        "axis",
-                        format!("dimension {a} of size {size} does not split into {n} equal pieces"),
-                    ));
-                }
+            if let Some(size) = d.as_static()
+                && size % n as i64 != 0
+            {
+                return Err(
+                    ctx.value_err("axis", format!("dimension {a} of size {size} does not split into {n} equal pieces"))
+                );
             }
             let mut s = first.shape.clone();
             s[a] = d.floordiv(&Dim::stat(n as i64)).map_err(|e| ctx.value_err("axis", e.to_string()))?;

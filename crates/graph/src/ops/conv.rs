@@ -73,13 +73,13 @@ pub(super) fn conv_inputs<'a>(ctx: &Ctx<'a>) -> Result<(&'a TensorType, &'a Tens
     let idx: Vec<usize> = (0..ctx.inputs.len()).collect();
     ctx.same_device(&idx)?;
     for (i, t) in [(1, Some(f)), (2, bias)] {
-        if let Some(t) = t {
-            if t.dtype != x.dtype {
-                return Err(ctx.type_err(
-                    &ctx.arg(i),
-                    format!("dtype {} differs from x's {}; cast them to one dtype first", t.dtype, x.dtype),
-                ));
-            }
+        if let Some(t) = t
+            && t.dtype != x.dtype
+        {
+            return Err(ctx.type_err(
+                &ctx.arg(i),
+                format!("dtype {} differs from x's {}; cast them to one dtype first", t.dtype, x.dtype),
+            ));
         }
     }
     Ok((x, f, bias))
@@ -93,13 +93,13 @@ pub(super) fn check_rank(ctx: &Ctx, arg: &str, t: &TensorType, rank: usize, what
 }
 
 pub(super) fn check_bias(ctx: &Ctx, bias: Option<&TensorType>, out_channels: &Dim) -> Result<()> {
-    if let Some(b) = bias {
-        if b.rank() != 1 || &b.shape[0] != out_channels {
-            return Err(ctx.value_err(
-                "bias",
-                format!("shape {} must be [{out_channels}], the output channels", shape_str(&b.shape)),
-            ));
-        }
+    if let Some(b) = bias
+        && (b.rank() != 1 || &b.shape[0] != out_channels)
+    {
+        return Err(ctx.value_err(
+            "bias",
+            format!("shape {} must be [{out_channels}], the output channels", shape_str(&b.shape)),
+        ));
     }
     Ok(())
 }
@@ -285,12 +285,10 @@ fn conv(ctx: &Ctx) -> Result<Vec<Type>> {
             format!("x has {channels} input channels but the {layout} filter holds {fc} per group, times groups={groups} is {expected} (insert a rebind if they are equal at run time)"),
         ));
     }
-    if let Some(n) = fo.as_static() {
-        if n % groups != 0 {
-            return Err(
-                ctx.value_err("filter", format!("its {n} output channels are not divisible by groups={groups}"))
-            );
-        }
+    if let Some(n) = fo.as_static()
+        && n % groups != 0
+    {
+        return Err(ctx.value_err("filter", format!("its {n} output channels are not divisible by groups={groups}")));
     }
     let mut shape = vec![batch];
     for i in 0..p.nd {

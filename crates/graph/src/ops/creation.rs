@@ -77,10 +77,10 @@ fn constant_external(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     match ctx.types("type")? {
         [Type::Tensor(t)] => {
-            if let Some(align) = ctx.opt_int("align")? {
-                if align <= 0 || (align & (align - 1)) != 0 {
-                    return Err(ctx.value_err("align", format!("must be a positive power of two, got {align}")));
-                }
+            if let Some(align) = ctx.opt_int("align")?
+                && (align <= 0 || (align & (align - 1)) != 0)
+            {
+                return Err(ctx.value_err("align", format!("must be a positive power of two, got {align}")));
             }
             one(t.clone())
         }
@@ -121,10 +121,10 @@ fn rebind(ctx: &Ctx) -> Result<Vec<Type>> {
         ));
     }
     for (i, (a, b)) in x.shape.iter().zip(shape).enumerate() {
-        if let (Some(p), Some(q)) = (a.as_static(), b.as_static()) {
-            if p != q {
-                return Err(ctx.value_err("shape", format!("dimension {i} is {p} and can never be {q}")));
-            }
+        if let (Some(p), Some(q)) = (a.as_static(), b.as_static())
+            && p != q
+        {
+            return Err(ctx.value_err("shape", format!("dimension {i} is {p} and can never be {q}")));
         }
     }
     one(x.with_shape(shape.to_vec()))

@@ -139,12 +139,11 @@ fn scatter(ctx: &Ctx) -> Result<Vec<Type>> {
                 format!("must have the shape of updates: dimension {d} is {ix} in indices and {u} in updates (insert a rebind if they are equal at run time)"),
             ));
         }
-        if d != axis {
-            if let (Some(a), Some(b)) = (u.as_static(), input.shape[d].as_static()) {
-                if a > b {
-                    return Err(ctx.value_err("updates", format!("dimension {d} is {a}, larger than the input's {b}")));
-                }
-            }
+        if d != axis
+            && let (Some(a), Some(b)) = (u.as_static(), input.shape[d].as_static())
+            && a > b
+        {
+            return Err(ctx.value_err("updates", format!("dimension {d} is {a}, larger than the input's {b}")));
         }
     }
     one(input.clone())

@@ -187,13 +187,13 @@ pub(super) fn fold(ctx: &Ctx) -> Result<Vec<Type>> {
     let kernel = &p.kernel;
     let kernel_elems = dim_ok(ctx, "kernel_size", kernel[0].mul(&kernel[1]))?;
     let packed = &x.shape[1];
-    if let (Some(ck), Some(k)) = (packed.as_static(), kernel_elems.as_static()) {
-        if ck % k != 0 {
-            return Err(ctx.value_err(
-                "input",
-                format!("dimension 1 ({ck}) must be a multiple of the kernel size {} * {} = {k}", kernel[0], kernel[1]),
-            ));
-        }
+    if let (Some(ck), Some(k)) = (packed.as_static(), kernel_elems.as_static())
+        && ck % k != 0
+    {
+        return Err(ctx.value_err(
+            "input",
+            format!("dimension 1 ({ck}) must be a multiple of the kernel size {} * {} = {k}", kernel[0], kernel[1]),
+        ));
     }
     let channels = dim_ok(ctx, "input", packed.floordiv(&kernel_elems))?;
 

@@ -173,12 +173,10 @@ fn gptq(ctx: &Ctx, lhs: &TensorType, rhs: &TensorType) -> Result<Vec<Type>> {
         return Err(ctx.type_err("lhs", format!("must be bfloat16 for GPTQ, got {}", lhs.dtype)));
     }
     let k = &lhs.shape[lhs.rank() - 1];
-    if let Some(kv) = k.as_static() {
-        if kv % group != 0 {
-            return Err(
-                ctx.value_err("lhs", format!("last dimension {kv} is not a multiple of the group size {group}"))
-            );
-        }
+    if let Some(kv) = k.as_static()
+        && kv % group != 0
+    {
+        return Err(ctx.value_err("lhs", format!("last dimension {kv} is not a multiple of the group size {group}")));
     }
     let desc_act = ctx.boolean("desc_act", false)?;
     let want = if desc_act { 3 } else { 2 };

@@ -152,10 +152,10 @@ fn top_k(ctx: &Ctx) -> Result<Vec<Type>> {
     if k < 0 {
         return Err(ctx.value_err("k", format!("must not be negative, got {k}")));
     }
-    if let Some(n) = x.shape[axis].as_static() {
-        if k > n {
-            return Err(ctx.value_err("k", format!("k ({k}) cannot be larger than the size {n} of axis {axis}")));
-        }
+    if let Some(n) = x.shape[axis].as_static()
+        && k > n
+    {
+        return Err(ctx.value_err("k", format!("k ({k}) cannot be larger than the size {n} of axis {axis}")));
     }
     let mut shape = x.shape.clone();
     shape[axis] = Dim::stat(k);

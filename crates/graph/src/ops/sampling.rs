@@ -65,10 +65,10 @@ fn apply_penalties(ctx: &Ctx) -> Result<Vec<Type>> {
     let batch = &logits.shape[0];
     input(ctx, 1, DType::Int64, 1, "[tokens], every row's history one after another")?;
     let offsets = input(ctx, 2, DType::UInt32, 1, "[batch + 1]")?;
-    if let Some(n) = offsets.shape[0].as_static() {
-        if n == 0 {
-            return Err(ctx.value_err("offsets", "must hold batch + 1 values, got none"));
-        }
+    if let Some(n) = offsets.shape[0].as_static()
+        && n == 0
+    {
+        return Err(ctx.value_err("offsets", "must hold batch + 1 values, got none"));
     }
     let rows = offsets.shape[0].sub(&Dim::stat(1)).map_err(|e| ctx.value_err("offsets", e.to_string()))?;
     ctx.same_dim("offsets", "batch + 1 offsets for the rows of logits", &rows, batch)?;

@@ -263,7 +263,7 @@ pub fn rope_kv_store(
 /// buffer starts on 16 bytes.
 fn vec_ok(ve: usize, dim: usize, rot: usize, interleaved: bool, ptrs: &[u64]) -> bool {
     let rot_piece = if interleaved { ve } else { 2 * ve };
-    dim % ve == 0 && rot % rot_piece == 0 && rot <= dim && ptrs.iter().all(|p| p % 16 == 0)
+    dim.is_multiple_of(ve) && rot.is_multiple_of(rot_piece) && rot <= dim && ptrs.iter().all(|p| p % 16 == 0)
 }
 
 #[repr(C)]

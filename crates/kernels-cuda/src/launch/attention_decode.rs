@@ -134,7 +134,7 @@ fn plan_with(
     let bytes = cache.head_dim * dtype.size_in_bytes();
     let lpk = bytes / 16;
     let group = q_heads / cache.kv_heads.max(1);
-    if bytes % 16 != 0 || !lpk.is_power_of_two() || lpk > 32 || group == 0 || group > MAX_GROUP {
+    if !bytes.is_multiple_of(16) || !lpk.is_power_of_two() || lpk > 32 || group == 0 || group > MAX_GROUP {
         return None;
     }
     if cache.page_size >= MAX_PAGE_SIZE {

@@ -371,7 +371,7 @@ pub fn conv_forward_epi(
 /// Whether the GEMM of a conv on the GEMM path writes the output itself (one group, F a
 /// multiple of the GEMM's alignment), so that it can apply a fused epilogue.
 fn epilogue_fits(dtype: DType, g: &ConvGeo) -> bool {
-    g.groups == 1 && (g.fg as usize) % gemm_align(dtype) == 0
+    g.groups == 1 && (g.fg as usize).is_multiple_of(gemm_align(dtype))
 }
 
 /// conv2d_transpose into `out` (channels-last or channels-first as `g.channels_last`).

@@ -158,7 +158,7 @@ pub fn conv2d_with(
     epi: &Epilogue,
     knobs: &Knobs,
 ) -> Result<Outcome> {
-    if sh.c % 8 != 0 {
+    if !sh.c.is_multiple_of(8) {
         return pad::conv2d(stream, dtype, ptrs, sh, epi, knobs);
     }
     run(stream, dtype, ptrs, sh, epi, knobs)

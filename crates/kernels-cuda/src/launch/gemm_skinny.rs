@@ -212,7 +212,7 @@ pub fn plan(
         Path::Simt => {
             let mt = rows.next_power_of_two().min(16);
             let v = 16 / elem;
-            let vec = n % v == 0 && b % 16 == 0 && (batch == 1 || (strides.1 * elem) % 16 == 0);
+            let vec = n % v == 0 && b % 16 == 0 && (batch == 1 || (strides.1 * elem).is_multiple_of(16));
             let kind = if vec { "vec" } else { "any" };
             let kernel = format!("skinny_simt_{name}_m{mt}_{kind}");
             (kernel, SIMT_THREADS, 0, mt, 32 * v, (SIMT_K_ALIGN, SIMT_MIN_K), SIMT_BLOCKS_PER_SM)

@@ -53,9 +53,13 @@ pub fn suitable(dtype: DType, m: usize, n: usize, k: usize, a: u64, b: u64) -> b
     let t = max_tuning::current();
     let rows = match t.int(max_tuning::Knob::GemmMinM).filter(|_| t.is_set(max_tuning::Knob::GemmMinM)) {
         Some(min) => m >= min,
-        None => m >= MIN_M && (m >= TRANSPOSE_MIN_M || n % 8 == 0),
+        None => m >= MIN_M && (m >= TRANSPOSE_MIN_M || n.is_multiple_of(8)),
     };
-    matches!(dtype, DType::BFloat16 | DType::Float16) && k % 8 == 0 && k > 0 && rows && (a | b) % 16 == 0
+    matches!(dtype, DType::BFloat16 | DType::Float16)
+        && k.is_multiple_of(8)
+        && k > 0
+        && rows
+        && (a | b).is_multiple_of(16)
 }
 
 /// C = epilogue(A @ W^T) for A [m, k] at `a` and W [n, k] at `w` (a linear layer's weight as
@@ -113,7 +117,8 @@ pub fn gemm_bt_gated(
 }
 
 fn check_bt(dtype: DType, k: usize, addrs: u64) -> Result<()> {
-    if !matches!(dtype, DType::BFloat16 | DType::Float16) || k % 8 != 0 || k == 0 || addrs % 16 != 0 {
+    if !matches!(dtype, DType::BFloat16 | DType::Float16) || !k.is_multiple_of(8) || k == 0 || !addrs.is_multiple_of(16)
+    {
         return Err(Error::Unsupported(format!(
             "gemm_sm90: W^T products need 16-bit, K % 8 == 0, aligned operands ({dtype}, k={k})"
         )));

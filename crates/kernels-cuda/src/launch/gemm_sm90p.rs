@@ -124,7 +124,7 @@ fn smem_bytes(bm: usize, bn: usize, staged: bool) -> u32 {
 /// vector (n % 8 == 0, C 16-byte aligned, batches n * rows elements apart) and the fragment
 /// math's 32-bit pairs (`pairs`: bias and residual 4-byte aligned).
 fn staged_ok(n: usize, c: u64, pairs: bool) -> bool {
-    pairs && n % 8 == 0 && c % 16 == 0
+    pairs && n.is_multiple_of(8) && c.is_multiple_of(16)
 }
 
 /// The kernel entry for a tile of `bm` x `bn`: `_m64` for 64-row tiles, `_st` with the staged
@@ -386,9 +386,11 @@ fn launch_with(
     let p = plan_for(rows_a, n, k, z, sms, n_major, knobs, ops)
         .ok_or_else(|| Error::Unsupported("gemm_sm90p: problem too large for one launch".into()))?;
     let pairs = if out.f32 {
-        out.ldc % 2 == 0 && c % 8 == 0 && epi.residual % 8 == 0
+        out.ldc.is_multiple_of(2) && c % 8 == 0 && epi.residual.is_multiple_of(8)
     } else {
-        parts.iter().all(|&(_, c, n)| n % 2 == 0 && c % 4 == 0) && epi.bias % 4 == 0 && epi.residual % 4 == 0
+        parts.iter().all(|&(_, c, n)| n % 2 == 0 && c % 4 == 0)
+            && epi.bias.is_multiple_of(4)
+            && epi.residual.is_multiple_of(4)
     };
     // (The 64-row tiles have no staged form: their stores are a small part of their time.)
     let staged = !out.f32

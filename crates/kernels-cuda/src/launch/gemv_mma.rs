@@ -109,7 +109,7 @@ pub fn plan(
         || m < s.min_rows.max(1)
         || m > MAX_M
         || k == 0
-        || k % 8 != 0
+        || !k.is_multiple_of(8)
         || ns.is_empty()
         || ns.len() > SEGS
     {

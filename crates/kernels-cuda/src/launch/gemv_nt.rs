@@ -114,7 +114,7 @@ fn plan_rows(
     let elem = dtype.size_in_bytes();
     let extra = fusion.norm.map_or(0, |n| n.gamma) | fusion.gated_up.unwrap_or(0);
     let aligned = ws.iter().fold(a | extra, |acc, w| acc | w) % 16 == 0;
-    let vec = k % (16 / elem) == 0 && aligned;
+    let vec = k.is_multiple_of(16 / elem) && aligned;
     let mr = m.next_power_of_two().max(min_mr);
     // rows of W per warp: the kernel's R
     let per_block = WARPS * mr;
@@ -233,14 +233,14 @@ pub fn gemv_nt(
         // per warp (half the blocks) where those fit in one wave, rather than a short second one.
         // (a heuristic: where the device cannot say how many blocks fit, the plan stays)
         let blocks = *p.first.last().unwrap_or(&0);
-        if blocks > super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(usize::MAX) {
-            if let Some(p2) = plan_rows(dtype, m, &ns, k, a, &ws, fusion, 2) {
-                let f2 = function(stream.context(), &GEMV_NT, &p2.kernel)?;
-                if *p2.first.last().unwrap_or(&0)
-                    <= super::resident_blocks(stream, &f2, &p2.kernel, (WARPS * 32) as u32, 0).unwrap_or(0)
-                {
-                    (p, f) = (p2, f2);
-                }
+        if blocks > super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(usize::MAX)
+            && let Some(p2) = plan_rows(dtype, m, &ns, k, a, &ws, fusion, 2)
+        {
+            let f2 = function(stream.context(), &GEMV_NT, &p2.kernel)?;
+            if *p2.first.last().unwrap_or(&0)
+                <= super::resident_blocks(stream, &f2, &p2.kernel, (WARPS * 32) as u32, 0).unwrap_or(0)
+            {
+                (p, f) = (p2, f2);
             }
         }
     }

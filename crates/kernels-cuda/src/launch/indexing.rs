@@ -106,7 +106,7 @@ fn wide(row: usize, elem: usize, ptrs: &[u64]) -> (usize, usize) {
         if w <= elem {
             break;
         }
-        if (row * elem) % w == 0 && ptrs.iter().all(|p| p % w as u64 == 0) {
+        if (row * elem).is_multiple_of(w) && ptrs.iter().all(|p| p % w as u64 == 0) {
             return (row * elem / w, w);
         }
     }

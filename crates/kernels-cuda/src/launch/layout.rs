@@ -262,10 +262,10 @@ fn widen(
         if w <= elem {
             break;
         }
-        let ok = (shape[last] * elem) % w == 0
-            && src % w as u64 == 0
-            && dst % w as u64 == 0
-            && sa[..last].iter().chain(&sb[..last]).all(|s| (s.unsigned_abs() * elem) % w == 0);
+        let ok = (shape[last] * elem).is_multiple_of(w)
+            && src.is_multiple_of(w as u64)
+            && dst.is_multiple_of(w as u64)
+            && sa[..last].iter().chain(&sb[..last]).all(|s| (s.unsigned_abs() * elem).is_multiple_of(w));
         if ok {
             let f = (w / elem) as isize;
             shape[last] /= f as usize;

@@ -208,7 +208,7 @@ pub fn fold_path(
         || t.batch_invariant()
         || k == 0
         || k % 32 != 0
-        || (norm && (lhs | fold.norm.gamma) % 16 != 0)
+        || (norm && !(lhs | fold.norm.gamma).is_multiple_of(16))
         || (fold.gated && !pair)
         || total >= i32::MAX as usize
     {

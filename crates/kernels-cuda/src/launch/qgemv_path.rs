@@ -54,7 +54,7 @@ pub(super) const SMALL_WEIGHTS_Q6K: usize = 4096 * 6144;
 /// and its K split follows the grid) nor the dequantize + GEMM paths (bf16 weights, a
 /// different order).
 pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPath {
-    let aligned = (p.lhs | p.w) % 16 == 0 && p.row_bytes % 16 == 0;
+    let aligned = (p.lhs | p.w).is_multiple_of(16) && p.row_bytes.is_multiple_of(16);
     let invariant = t.batch_invariant();
     // Unless the knobs say otherwise: 1-8 rows of at least SMALL_WEIGHTS weights take the
     // tensor-core kernel; 1-2 rows of fewer take qgemv.cu (the tensor-core kernel's lhs
@@ -77,7 +77,7 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     }
     if p.m > GEMV_MAX_ROWS && !invariant {
         // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
-        let wgmma = arch_major == 9 && p.k % 8 == 0 && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
+        let wgmma = arch_major == 9 && p.k.is_multiple_of(8) && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
         return if wgmma { QPath::Wgmma } else { QPath::Gemm };
     }
     let stream = matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)

@@ -124,7 +124,7 @@ impl Reader {
             strides,
             dims,
             access,
-            fast: fast::is_fast(dtype) && (ptr as usize) % dtype.size_in_bytes() == 0,
+            fast: fast::is_fast(dtype) && (ptr as usize).is_multiple_of(dtype.size_in_bytes()),
             count: buf.num_elements(),
         })
     }
@@ -296,7 +296,7 @@ impl<'a> Plan<'a> {
             out_shape,
             out_dtype,
             out_ptr: out.addr() as usize,
-            out_fast: fast::is_fast(out_dtype) && out.addr() as usize % out_dtype.size_in_bytes() == 0,
+            out_fast: fast::is_fast(out_dtype) && (out.addr() as usize).is_multiple_of(out_dtype.size_in_bytes()),
         })
     }
 

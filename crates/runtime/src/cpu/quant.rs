@@ -50,7 +50,7 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
 /// A host buffer's f32 values, borrowed when aligned.
 fn f32s(b: &Buffer) -> Cow<'_, [f32]> {
     let raw = bytes(b);
-    if (b.addr() as usize) % std::mem::align_of::<f32>() == 0 {
+    if (b.addr() as usize).is_multiple_of(std::mem::align_of::<f32>()) {
         // SAFETY: aligned, and raw holds raw.len() / 4 whole f32 values.
         Cow::Borrowed(unsafe { std::slice::from_raw_parts(raw.as_ptr().cast::<f32>(), raw.len() / 4) })
     } else {
@@ -62,7 +62,7 @@ fn f32s(b: &Buffer) -> Cow<'_, [f32]> {
 fn with_f32_out(out: &Buffer, f: impl FnOnce(&mut [f32])) {
     // SAFETY: out is this step's own output buffer.
     let raw = unsafe { bytes_mut(out) };
-    if (out.addr() as usize) % std::mem::align_of::<f32>() == 0 {
+    if (out.addr() as usize).is_multiple_of(std::mem::align_of::<f32>()) {
         // SAFETY: aligned, and raw holds raw.len() / 4 whole f32 values.
         f(unsafe { std::slice::from_raw_parts_mut(raw.as_mut_ptr().cast::<f32>(), raw.len() / 4) });
     } else {

@@ -41,16 +41,16 @@ pub(crate) fn output(state: &State, v: ValueId, shape: &[usize]) -> Result<Buffe
         Type::Tensor(t) | Type::Buffer(t) => t,
         Type::Chain => return Buffer::empty(max_graph::DType::Bool, &[0], &Device::Cpu),
     };
-    if let Some(b) = state.preset.and_then(|p| p.get(&v)) {
-        if b.shape() == shape {
-            return Ok(b.clone());
-        }
+    if let Some(b) = state.preset.and_then(|p| p.get(&v))
+        && b.shape() == shape
+    {
+        return Ok(b.clone());
     }
     let device = device_of(state.model, ty)?;
-    if let Some(Slot::Arena(offset)) = state.plan.slots.get(&v) {
-        if let Some(arena) = state.arenas.get(&t.device.to_string()) {
-            return Ok(Buffer::in_storage(arena, *offset, t.dtype, shape.to_vec(), Stream::default_for(&device)));
-        }
+    if let Some(Slot::Arena(offset)) = state.plan.slots.get(&v)
+        && let Some(arena) = state.arenas.get(&t.device.to_string())
+    {
+        return Ok(Buffer::in_storage(arena, *offset, t.dtype, shape.to_vec(), Stream::default_for(&device)));
     }
     Buffer::for_result(t.dtype, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>(), &device)
 }
@@ -132,30 +132,31 @@ fn run_step(state: &mut State, step: &Step) -> Result<()> {
         StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => step,
     };
     if step.outputs.first().and_then(|v| state.plan.slots.get(v)) == Some(&Slot::View) && inputs[0].is_contiguous() {
-        if let StepKind::Op(op) = &step.kind {
-            if op.kind == OpKind::Rebind {
-                // rebind still checks the shape at run time
-                super::control::run(state, step, op, &inputs)?;
-            }
+        if let StepKind::Op(op) = &step.kind
+            && op.kind == OpKind::Rebind
+        {
+            // rebind still checks the shape at run time
+            super::control::run(state, step, op, &inputs)?;
         }
         let view = inputs[0].reshaped(shape_of(state, step.outputs[0])?)?;
         state.env.insert(step.outputs[0], view);
         return Ok(());
     }
-    if let StepKind::Op(op) = &step.kind {
-        if let Some(outs) = super::control::run(state, step, op, &inputs)? {
-            for (v, b) in step.outputs.iter().zip(outs) {
-                state.env.insert(*v, b);
-            }
-            return Ok(());
+    if let StepKind::Op(op) = &step.kind
+        && let Some(outs) = super::control::run(state, step, op, &inputs)?
+    {
+        for (v, b) in step.outputs.iter().zip(outs) {
+            state.env.insert(*v, b);
         }
+        return Ok(());
     }
     // A data-dependent op whose result shape is not known yet (nonzero with an unbound count
     // symbol) allocates its result itself; see run_dynamic_step.
-    if let StepKind::Op(op) = &step.kind {
-        if super::host_dispatch::data_dependent(op.kind) && step.outputs.iter().any(|v| shape_of(state, *v).is_err()) {
-            return run_dynamic_step(state, step, op, &inputs);
-        }
+    if let StepKind::Op(op) = &step.kind
+        && super::host_dispatch::data_dependent(op.kind)
+        && step.outputs.iter().any(|v| shape_of(state, *v).is_err())
+    {
+        return run_dynamic_step(state, step, op, &inputs);
     }
     let outputs: Vec<Buffer> =
         step.outputs.iter().map(|&v| output(state, v, &shape_of(state, v)?)).collect::<Result<_>>()?;

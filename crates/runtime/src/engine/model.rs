@@ -155,10 +155,11 @@ impl Model {
         }
         let given: Vec<(DType, Vec<usize>)> = inputs.iter().map(|b| (b.dtype(), b.shape().to_vec())).collect();
         let plan = self.plan_for(&given)?;
-        if self.use_graphs && self.devices.iter().any(|d| !d.is_host()) {
-            if let Some(outputs) = super::cuda_graphs::execute(self, &given, &plan, &inputs)? {
-                return Ok(outputs);
-            }
+        if self.use_graphs
+            && self.devices.iter().any(|d| !d.is_host())
+            && let Some(outputs) = super::cuda_graphs::execute(self, &given, &plan, &inputs)?
+        {
+            return Ok(outputs);
         }
         let mut arenas: HashMap<String, Arc<Storage>> = HashMap::new();
         for (key, &size) in &plan.arenas {

@@ -154,10 +154,10 @@ fn collect_shapes(
     shapes: &mut HashMap<ValueId, Vec<usize>>,
 ) -> Result<()> {
     for step in &body.steps {
-        if let StepKind::Op(op) = &step.kind {
-            if op.kind == max_graph::OpKind::Rebind {
-                bind_rebind(op, step, b, shapes)?;
-            }
+        if let StepKind::Op(op) = &step.kind
+            && op.kind == max_graph::OpKind::Rebind
+        {
+            bind_rebind(op, step, b, shapes)?;
         }
         for v in &step.outputs {
             if let Some(s) = eval(program, b, *v)? {
@@ -188,10 +188,10 @@ fn bind_rebind(
         return Ok(());
     };
     for (d, &n) in target.iter().zip(actual) {
-        if let Some(name) = d.as_symbol() {
-            if b.get(name).is_none() {
-                b.bind(name, n as i64, "rebind")?;
-            }
+        if let Some(name) = d.as_symbol()
+            && b.get(name).is_none()
+        {
+            b.bind(name, n as i64, "rebind")?;
         }
     }
     Ok(())

@@ -89,7 +89,7 @@ pub(crate) fn run_awake<R: Send>(pool: &ThreadPool, f: impl FnOnce() -> R + Send
             std::hint::spin_loop();
             // Long without work (a serial stretch, or a busy machine that keeps this thread
             // off the core): back to rayon's sleep, woken by new work as usual.
-            if idle % 64 == 0 && last.elapsed() > MAX_IDLE_SPIN {
+            if idle.is_multiple_of(64) && last.elapsed() > MAX_IDLE_SPIN {
                 return;
             }
         }

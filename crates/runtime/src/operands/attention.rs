@@ -15,5 +15,5 @@ pub(crate) fn query_shape(name: &str, q: &Buffer) -> Result<[usize; 3]> {
 /// Whether `heads` query heads of `dim` values read layer `layer` of cache `c` (a whole number
 /// of query heads per kv head).
 pub(crate) fn fits_cache(c: &CacheLayout, heads: usize, dim: usize, layer: usize) -> bool {
-    dim == c.head_dim && c.kv_heads != 0 && heads % c.kv_heads == 0 && layer < c.layers
+    dim == c.head_dim && c.kv_heads != 0 && heads.is_multiple_of(c.kv_heads) && layer < c.layers
 }

@@ -31,10 +31,10 @@ pub(crate) fn conv_weights<'a>(op: &Op, inputs: &'a [Buffer], x: &Buffer) -> Res
     };
     let bias = inputs.get(2);
     for (what, t) in [("filter", Some(filter)), ("bias", bias)] {
-        if let Some(t) = t {
-            if t.dtype() != x.dtype() {
-                return Err(Error::Value(format!("{name}: {what} is {}, expected {} like x", t.dtype(), x.dtype())));
-            }
+        if let Some(t) = t
+            && t.dtype() != x.dtype()
+        {
+            return Err(Error::Value(format!("{name}: {what} is {}, expected {} like x", t.dtype(), x.dtype())));
         }
     }
     Ok((filter, bias))
@@ -57,10 +57,10 @@ pub(crate) fn check_out(name: &str, out: &Buffer, want: &[usize]) -> Result<()> 
 }
 
 fn check_bias(name: &str, bias: Option<&Buffer>, f: usize) -> Result<()> {
-    if let Some(b) = bias {
-        if b.shape() != [f] {
-            return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
-        }
+    if let Some(b) = bias
+        && b.shape() != [f]
+    {
+        return Err(Error::Value(format!("{name}: bias has shape {:?}, expected [{f}]", b.shape())));
     }
     Ok(())
 }

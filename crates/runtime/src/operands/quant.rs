@@ -12,7 +12,7 @@ use crate::{Buffer, Error, Result};
 /// Elements per row for rows of `row_bytes` bytes, which must be whole blocks.
 pub(crate) fn row_elements(op: &Op, enc: Encoding, row_bytes: usize) -> Result<usize> {
     let (elems, bytes) = enc.block();
-    if row_bytes % bytes != 0 {
+    if !row_bytes.is_multiple_of(bytes) {
         return Err(Error::Value(format!(
             "{}: rows of {row_bytes} bytes are not whole {enc:?} blocks of {bytes} bytes",
             op.kind.name()

@@ -95,7 +95,7 @@ impl MappedFile {
         }
         let addr = self.map.as_ptr() as u64 + offset as u64;
         let item = dtype.size_in_bytes();
-        if addr % item as u64 != 0 {
+        if !addr.is_multiple_of(item as u64) {
             let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
             let copy = Buffer::empty(dtype, &dims, &Device::Cpu)?;
             // SAFETY: the source range lies in the map (checked above); the fresh buffer holds
@@ -136,7 +136,7 @@ pub fn dequantize(raw: &Buffer, encoding: &str) -> Result<Buffer> {
         )));
     }
     let row = raw.shape()[raw.rank() - 1];
-    if row % bytes != 0 {
+    if !row.is_multiple_of(bytes) {
         return Err(Error::Value(format!(
             "dequantize: rows of {row} bytes are not a whole number of {encoding} blocks ({bytes} bytes)"
         )));

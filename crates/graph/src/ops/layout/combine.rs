@@ -227,10 +227,10 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
                 return Err(ctx.value_err("repeats", format!("must be positive, got {n}")));
             }
             let dim = shape[axis].mul(&Dim::stat(n)).map_err(dim_err(ctx, "repeats"))?;
-            if let (Some(want), Some(got)) = (out_dim.as_ref().and_then(Dim::as_static), dim.as_static()) {
-                if want != got {
-                    return Err(ctx.value_err("out_dim", format!("{want} contradicts the repeated size {got}")));
-                }
+            if let (Some(want), Some(got)) = (out_dim.as_ref().and_then(Dim::as_static), dim.as_static())
+                && want != got
+            {
+                return Err(ctx.value_err("out_dim", format!("{want} contradicts the repeated size {got}")));
             }
             dim
         }
@@ -244,13 +244,14 @@ pub fn repeat_interleave(ctx: &Ctx) -> Result<Vec<Type>> {
                     ctx.value_err("repeats", format!("must be a scalar or rank 1, got shape {}", shape_str(&r.shape)))
                 );
             }
-            if let (Some(len), Some(size)) = (r.shape.first().and_then(Dim::as_static), shape[axis].as_static()) {
-                if len != 1 && len != size {
-                    return Err(ctx.value_err(
-                        "repeats",
-                        format!("has {len} counts for a dimension of size {size} (expected 1 or {size})"),
-                    ));
-                }
+            if let (Some(len), Some(size)) = (r.shape.first().and_then(Dim::as_static), shape[axis].as_static())
+                && len != 1
+                && len != size
+            {
+                return Err(ctx.value_err(
+                    "repeats",
+                    format!("has {len} counts for a dimension of size {size} (expected 1 or {size})"),
+                ));
             }
             out_dim.ok_or_else(|| ctx.value_err("out_dim", "out_dim must be given when repeats is a tensor"))?
         }

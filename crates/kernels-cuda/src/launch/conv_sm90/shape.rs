@@ -73,10 +73,10 @@ pub fn unsuitable(
     if dims.iter().any(|&d| d > I32) || sh.p.saturating_mul(sh.q) > I32 || sh.r.saturating_mul(sh.s) > I32 {
         return why("extents past 2^31");
     }
-    if sh.c % 8 != 0 || sh.k % 8 != 0 {
+    if !sh.c.is_multiple_of(8) || !sh.k.is_multiple_of(8) {
         return why("input or output channels not a multiple of 8 (TMA strides are multiples of 16 bytes)");
     }
-    if (x | f) % 16 != 0 || (out | bias | epi.bias | epi.residual) % 4 != 0 {
+    if (x | f) % 16 != 0 || !(out | bias | epi.bias | epi.residual).is_multiple_of(4) {
         return why("misaligned operands");
     }
     if sh.stride.iter().any(|&s| s > 8) {

@@ -75,7 +75,7 @@ pub(super) fn row_kernel(op: &str, dtype: DType, n: usize, ptrs: &[u64]) -> Resu
 /// Whether rows of `bytes` are whole 16-byte vectors at 16-byte aligned addresses, at most
 /// `most` bytes (what a cached kernel's threads hold).
 fn fits(bytes: usize, most: usize, ptrs: &[u64]) -> bool {
-    bytes % 16 == 0 && bytes <= most && ptrs.iter().all(|p| p % 16 == 0)
+    bytes.is_multiple_of(16) && bytes <= most && ptrs.iter().all(|p| p % 16 == 0)
 }
 
 /// softmax (or logsoftmax) of `x` along the axis into `out`, both [outer, n, inner] of `dtype`

@@ -136,7 +136,7 @@ fn check<T>(name: &str, b: &Buffer) -> Result<()> {
             size_of::<T>()
         )));
     }
-    if b.num_elements() > 0 && (b.addr() as usize) % align_of::<T>() != 0 {
+    if b.num_elements() > 0 && !(b.addr() as usize).is_multiple_of(align_of::<T>()) {
         return Err(Error::Value(format!("{name}: a {} tensor is not aligned to its element size", b.dtype())));
     }
     Ok(())

@@ -59,7 +59,7 @@ pub unsafe fn scores(
     scores: &mut [f32],
 ) {
     let keys = rows.len();
-    assert!(q.len() >= heads * d && scores.len() >= heads * keys && d % 8 == 0);
+    assert!(q.len() >= heads * d && scores.len() >= heads * keys && d.is_multiple_of(8));
     let row_bytes = heads.div_ceil(group) * d * 4;
     let sv = _mm256_set1_ps(scale);
     for blk in (0..keys).step_by(8) {
@@ -87,7 +87,7 @@ pub unsafe fn scores(
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn weighted_sum(w: &[f32], rows: &[*const f32], heads: usize, group: usize, d: usize, acc: &mut [f32]) {
     let keys = rows.len();
-    assert!(w.len() >= heads * keys && acc.len() >= heads * d && d % 8 == 0);
+    assert!(w.len() >= heads * keys && acc.len() >= heads * d && d.is_multiple_of(8));
     let row_bytes = heads.div_ceil(group) * d * 4;
     for kb in (0..keys).step_by(KEY_BLOCK) {
         let ke = (kb + KEY_BLOCK).min(keys);

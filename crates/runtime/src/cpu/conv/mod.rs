@@ -94,7 +94,7 @@ fn with_acc<T: Typed>(
         && TypeId::of::<T>() == TypeId::of::<T::W>()
         && out.num_elements() == len
         && len > 0
-        && (out.addr() as usize) % align_of::<T::W>() == 0;
+        && (out.addr() as usize).is_multiple_of(align_of::<T::W>());
     if !direct {
         let mut acc = vec![T::W::default(); len];
         run(&mut acc);

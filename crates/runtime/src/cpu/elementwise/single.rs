@@ -223,7 +223,7 @@ impl<'r> Single<'r> {
         let mut inputs = Vec::with_capacity(readers.len());
         for r in readers {
             let ty = ty_of(r.dtype)?;
-            if (r.ptr as usize) % r.dtype.size_in_bytes() != 0 || r.count == 0 {
+            if !(r.ptr as usize).is_multiple_of(r.dtype.size_in_bytes()) || r.count == 0 {
                 return None;
             }
             let source = match r.access {
@@ -261,7 +261,7 @@ impl<'r> Single<'r> {
         let last = nodes.last_mut()?;
         last.scalar = false;
         let out_ty = ty_of(out.dtype())?;
-        if out_ty != last.ty || out.addr() as usize % out.dtype().size_in_bytes() != 0 {
+        if out_ty != last.ty || !(out.addr() as usize).is_multiple_of(out.dtype().size_in_bytes()) {
             return None;
         }
         Some(Single {

@@ -184,10 +184,10 @@ pub(super) fn masked_scatter(op: &Op, input: &Buffer, mask: &Buffer, updates: &B
     })
     .map_err(|e| Error::Value(format!("{name}: {e}")))?;
     let count = positions.len();
-    if let Some(n) = out_dim(op)?.as_static() {
-        if n != count as i64 {
-            return Err(Error::Value(format!("{name}: the mask has {count} true elements but out_dim is {n}")));
-        }
+    if let Some(n) = out_dim(op)?.as_static()
+        && n != count as i64
+    {
+        return Err(Error::Value(format!("{name}: the mask has {count} true elements but out_dim is {n}")));
     }
     if updates.num_elements() < count {
         return Err(Error::Value(format!(

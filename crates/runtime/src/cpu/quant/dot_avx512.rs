@@ -47,7 +47,7 @@ static Q6SC: [[u16; 32]; 4] = [q6sc_idx(0), q6sc_idx(1), q6sc_idx(2), q6sc_idx(3
 /// values of `enc`, and `a` holds rows `r0..r0 + R`.
 fn check(enc: Encoding, w: &[u8], row_bytes: usize, a: &QAct, r0: usize, wr: usize, rr: usize) {
     let (elems, bytes) = enc.block();
-    assert!(a.k % elems == 0 && row_bytes == a.k / elems * bytes, "qmatmul tile: rows do not match");
+    assert!(a.k.is_multiple_of(elems) && row_bytes == a.k / elems * bytes, "qmatmul tile: rows do not match");
     assert!(w.len() >= wr * row_bytes && (r0 + rr) * a.k <= a.qs.len(), "qmatmul tile: out of bounds");
 }
 

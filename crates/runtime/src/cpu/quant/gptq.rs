@@ -28,7 +28,7 @@ impl<'a> Gptq<'a> {
         let &[rows, n] = rhs.shape() else {
             return Err(Error::Value(format!("{name}: GPTQ weights must be a matrix, got shape {:?}", rhs.shape())));
         };
-        if group == 0 || k % group != 0 || k % 8 != 0 {
+        if group == 0 || !k.is_multiple_of(group) || !k.is_multiple_of(8) {
             return Err(Error::Value(format!("{name}: K = {k} is not a multiple of the group size {group}")));
         }
         let want = k / 2 + 2 * (k / group);

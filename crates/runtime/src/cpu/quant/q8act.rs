@@ -26,7 +26,7 @@ impl QAct {
     /// `block` of `sub`.
     #[cfg_attr(not(test), allow(dead_code))] // the benchmark and tests quantize one plane
     pub fn new(a: &[f32], rows: usize, k: usize, block: usize, sub: usize) -> QAct {
-        debug_assert!(k % block == 0 && block % sub == 0 && a.len() == rows * k);
+        debug_assert!(k.is_multiple_of(block) && block.is_multiple_of(sub) && a.len() == rows * k);
         let mut q = QAct {
             k,
             block,
@@ -58,7 +58,7 @@ impl QAct {
     /// to that of the row within `max|x| / 64516` per value (the residual's half step), against
     /// `max|x| / 254` for one plane: 16-bit activations from the 8-bit kernels.
     pub fn two_planes(a: &[f32], rows: usize, k: usize, block: usize, sub: usize) -> QAct {
-        debug_assert!(k % block == 0 && block % sub == 0 && a.len() == rows * k);
+        debug_assert!(k.is_multiple_of(block) && block.is_multiple_of(sub) && a.len() == rows * k);
         let (nb, ns) = (k / block, k / sub);
         let mut q = QAct {
             k,
@@ -119,7 +119,8 @@ fn quantize_row(x: &[f32], block: usize, sub: usize, qs: &mut [i8], d: &mut [f32
         fn avx2(x: &[f32], block: usize, sub: usize, qs: &mut [i8], d: &mut [f32], sums: &mut [i32]) {
             body(x, block, sub, qs, d, sums)
         }
-        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && block % 16 == 0 && sub % 16 == 0 {
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && block.is_multiple_of(16) && sub.is_multiple_of(16)
+        {
             // SAFETY: the CPU has these extensions.
             return unsafe { avx512(x, block, sub, qs, d, sums) };
         }

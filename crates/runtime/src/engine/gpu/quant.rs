@@ -25,10 +25,11 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
     if op.attrs.0.contains_key(crate::engine::passes::RESIDUAL) {
         return with_residual(dev, op, inputs, outputs);
     }
-    if let [lhs, weights @ ..] = inputs {
-        if weights.len() > 1 && weights.len() == outputs.len() {
-            return siblings(dev, op, lhs, weights, outputs);
-        }
+    if let [lhs, weights @ ..] = inputs
+        && weights.len() > 1
+        && weights.len() == outputs.len()
+    {
+        return siblings(dev, op, lhs, weights, outputs);
     }
     match quant_call(op, inputs, outputs, "GPU")? {
         (QuantCall::Dequantize { enc, x }, out) => dequantize(dev, op, enc, x, out),

@@ -147,36 +147,38 @@ fn match_chain(
         Operand::Input(c.inputs.len())
     };
     // 1. bias: a vector of the product's dtype broadcast along its last axis
-    if let Some(s) = single(c.result) {
-        if let Some(b) = partner(&body.steps[s], OpKind::Add, c.result) {
-            let is_bias = tensor(types, b).is_some_and(|t| {
-                t.dtype == out.dtype
-                    && t.device == out.device
-                    && !t.shape.is_empty()
-                    && t.shape.len() <= out.shape.len()
-                    && t.shape[t.shape.len() - 1] == n
-                    && t.shape[..t.shape.len() - 1].iter().all(|d| *d == Dim::stat(1))
-            });
-            if is_bias && same_type(body.steps[s].outputs[0]) {
-                c.bias = Some(c.inputs.len());
-                let operand = input(&mut c, b);
-                last = node(&mut c, OpKind::Add, vec![last, operand]);
-                c.members.push(s);
-                c.result = body.steps[s].outputs[0];
-            }
+    if let Some(s) = single(c.result)
+        && let Some(b) = partner(&body.steps[s], OpKind::Add, c.result)
+    {
+        let is_bias = tensor(types, b).is_some_and(|t| {
+            t.dtype == out.dtype
+                && t.device == out.device
+                && !t.shape.is_empty()
+                && t.shape.len() <= out.shape.len()
+                && t.shape[t.shape.len() - 1] == n
+                && t.shape[..t.shape.len() - 1].iter().all(|d| *d == Dim::stat(1))
+        });
+        if is_bias && same_type(body.steps[s].outputs[0]) {
+            c.bias = Some(c.inputs.len());
+            let operand = input(&mut c, b);
+            last = node(&mut c, OpKind::Add, vec![last, operand]);
+            c.members.push(s);
+            c.result = body.steps[s].outputs[0];
         }
     }
     // 2. activation
     if let Some(s) = single(c.result) {
         let step = &body.steps[s];
-        if let StepKind::Op(a) = &step.kind {
-            if is_activation(a) && step.inputs == [c.result] && same_type(step.outputs[0]) {
-                c.act = Some(a.clone());
-                c.tail.nodes.push((a.clone(), vec![last], ty.clone()));
-                last = Operand::Node(c.tail.nodes.len() - 1);
-                c.members.push(s);
-                c.result = step.outputs[0];
-            }
+        if let StepKind::Op(a) = &step.kind
+            && is_activation(a)
+            && step.inputs == [c.result]
+            && same_type(step.outputs[0])
+        {
+            c.act = Some(a.clone());
+            c.tail.nodes.push((a.clone(), vec![last], ty.clone()));
+            last = Operand::Node(c.tail.nodes.len() - 1);
+            c.members.push(s);
+            c.result = step.outputs[0];
         }
     }
     // 3. clamp: max(v, a) maps [lo, hi] to [max(lo, a), max(hi, a)], min(v, b) to
@@ -202,40 +204,40 @@ fn match_chain(
         }
     }
     // 4. residual: a tensor of exactly the product's type, or one times a scalar constant
-    if let Some(s) = single(c.result) {
-        if let Some(r) = partner(&body.steps[s], OpKind::Add, c.result) {
-            let scaled = producer.get(&r).copied().filter(|&p| allowed.beta && !removed[p] && free(r)).and_then(|p| {
-                let m = &body.steps[p];
-                let [x, y] = m.inputs[..] else { return None };
-                let StepKind::Op(op) = &m.kind else { return None };
-                if op.kind != OpKind::Mul || m.outputs.len() != 1 || !same_type(r) {
-                    return None;
-                }
-                match (scalar(x), scalar(y)) {
-                    (None, Some(b)) if same_type(x) => Some((p, x, y, b, false)),
-                    (Some(b), None) if same_type(y) => Some((p, y, x, b, true)),
-                    _ => None,
-                }
-            });
-            if same_type(body.steps[s].outputs[0]) && (scaled.is_some() || same_type(r)) {
-                let operand = match scaled {
-                    Some((p, res, k, beta, beta_first)) => {
-                        c.residual = Some(c.inputs.len());
-                        let ro = input(&mut c, res);
-                        let ko = input(&mut c, k);
-                        c.beta = Some(beta);
-                        c.members.push(p);
-                        node(&mut c, OpKind::Mul, if beta_first { vec![ko, ro] } else { vec![ro, ko] })
-                    }
-                    None => {
-                        c.residual = Some(c.inputs.len());
-                        input(&mut c, r)
-                    }
-                };
-                node(&mut c, OpKind::Add, vec![last, operand]);
-                c.members.push(s);
-                c.result = body.steps[s].outputs[0];
+    if let Some(s) = single(c.result)
+        && let Some(r) = partner(&body.steps[s], OpKind::Add, c.result)
+    {
+        let scaled = producer.get(&r).copied().filter(|&p| allowed.beta && !removed[p] && free(r)).and_then(|p| {
+            let m = &body.steps[p];
+            let [x, y] = m.inputs[..] else { return None };
+            let StepKind::Op(op) = &m.kind else { return None };
+            if op.kind != OpKind::Mul || m.outputs.len() != 1 || !same_type(r) {
+                return None;
             }
+            match (scalar(x), scalar(y)) {
+                (None, Some(b)) if same_type(x) => Some((p, x, y, b, false)),
+                (Some(b), None) if same_type(y) => Some((p, y, x, b, true)),
+                _ => None,
+            }
+        });
+        if same_type(body.steps[s].outputs[0]) && (scaled.is_some() || same_type(r)) {
+            let operand = match scaled {
+                Some((p, res, k, beta, beta_first)) => {
+                    c.residual = Some(c.inputs.len());
+                    let ro = input(&mut c, res);
+                    let ko = input(&mut c, k);
+                    c.beta = Some(beta);
+                    c.members.push(p);
+                    node(&mut c, OpKind::Mul, if beta_first { vec![ko, ro] } else { vec![ro, ko] })
+                }
+                None => {
+                    c.residual = Some(c.inputs.len());
+                    input(&mut c, r)
+                }
+            };
+            node(&mut c, OpKind::Add, vec![last, operand]);
+            c.members.push(s);
+            c.result = body.steps[s].outputs[0];
         }
     }
     (!c.members.is_empty()).then_some(c)

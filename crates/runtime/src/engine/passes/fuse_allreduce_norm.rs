@@ -29,10 +29,13 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     // the rms_norm steps reading each value as their input
     let mut norms_of: HashMap<ValueId, Vec<usize>> = HashMap::new();
     for (i, s) in body.steps.iter().enumerate() {
-        if let StepKind::Op(op) = &s.kind {
-            if op.kind == OpKind::RmsNorm && s.inputs.len() == 2 && s.outputs.len() == 1 && s.bodies.is_empty() {
-                norms_of.entry(s.inputs[0]).or_default().push(i);
-            }
+        if let StepKind::Op(op) = &s.kind
+            && op.kind == OpKind::RmsNorm
+            && s.inputs.len() == 2
+            && s.outputs.len() == 1
+            && s.bodies.is_empty()
+        {
+            norms_of.entry(s.inputs[0]).or_default().push(i);
         }
     }
     let mut gone = vec![false; body.steps.len()];

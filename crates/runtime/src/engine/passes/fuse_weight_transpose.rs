@@ -51,10 +51,12 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     // value -> (its transpose's input, the transpose op)
     let mut transposed: HashMap<ValueId, (ValueId, Op)> = HashMap::new();
     for step in &body.steps {
-        if let StepKind::Op(op) = &step.kind {
-            if step.inputs.len() == 1 && rank2(types, step.inputs[0]) && swaps_axes(op) {
-                transposed.insert(step.outputs[0], (step.inputs[0], op.clone()));
-            }
+        if let StepKind::Op(op) = &step.kind
+            && step.inputs.len() == 1
+            && rank2(types, step.inputs[0])
+            && swaps_axes(op)
+        {
+            transposed.insert(step.outputs[0], (step.inputs[0], op.clone()));
         }
     }
     if transposed.is_empty() {

@@ -21,10 +21,10 @@ pub(in crate::engine::gpu) fn fused(dev: &CudaDevice, c: &ConvEpilogue, inputs: 
         return Err(Error::Value(format!("{name}: expected x, filter and an optional bias")));
     };
     for (what, t) in [("x", Some(x)), ("filter", Some(filter)), ("bias", conv_bias.first())] {
-        if let Some(t) = t {
-            if t.dtype() != out.dtype() {
-                return Err(Error::Value(format!("{name}: {what} is {}, expected {}", t.dtype(), out.dtype())));
-            }
+        if let Some(t) = t
+            && t.dtype() != out.dtype()
+        {
+            return Err(Error::Value(format!("{name}: {what} is {}, expected {}", t.dtype(), out.dtype())));
         }
     }
     let conv_bias = conv_bias.first();
