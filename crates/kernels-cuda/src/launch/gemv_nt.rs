@@ -117,14 +117,7 @@ fn plan_rows(
     let vec = k.is_multiple_of(16 / elem) && aligned;
     let mr = m.next_power_of_two().max(min_mr);
     // rows of W per warp: the kernel's R
-    let per_block = WARPS * mr;
-    let mut first = vec![0usize];
-    for &n in ns {
-        first.push(first.last()? + n.div_ceil(per_block));
-    }
-    if *first.last()? > i32::MAX as usize {
-        return None;
-    }
+    let first = block_ranges(ns, WARPS * mr)?;
     let kind = if vec { "vec" } else { "any" };
     let norm = match fusion.norm {
         Some(n) if n.post && elem == 2 => "_postnorm",
@@ -135,25 +128,28 @@ fn plan_rows(
     Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}"), first, threads: (WARPS * 32) as u32 })
 }
 
+/// The first block of each segment of `ns` rows, `rows_per_block` a block, then the total;
+/// None past an i32 grid.
+fn block_ranges(ns: &[usize], rows_per_block: usize) -> Option<Vec<usize>> {
+    let mut first = vec![0usize];
+    for &n in ns {
+        first.push(first.last()? + n.div_ceil(rows_per_block));
+    }
+    (*first.last()? <= i32::MAX as usize).then_some(first)
+}
+
 /// `base` (a plain `vec` plan of one row of a 16-bit A) with K split over `ks` warps per row
 /// (`_ks<ks>`: a block's warps take WARPS / ks rows of W), or None when K's 512-byte steps
 /// over `ks` (rounded down) are fewer than [`KS_MIN_STEPS`] or the grid is too large.
-pub fn plan_ks(base: &Plan, dtype: DType, m: usize, ns: &[usize], k: usize, ks: usize) -> Option<Plan> {
-    if !base.kernel.ends_with("_m1_vec") || !matches!(ks, 2 | 4) || m != 1 || dtype.size_in_bytes() != 2 {
+pub fn plan_ks(base: &Plan, dtype: DType, ns: &[usize], k: usize, ks: usize) -> Option<Plan> {
+    if !base.kernel.ends_with("_m1_vec") || !matches!(ks, 2 | 4) || dtype.size_in_bytes() != 2 {
         return None;
     }
     let steps = k.div_ceil(512 / dtype.size_in_bytes());
     if steps / ks < KS_MIN_STEPS {
         return None;
     }
-    let per_block = WARPS / ks;
-    let mut first = vec![0usize];
-    for &n in ns {
-        first.push(first.last()? + n.div_ceil(per_block));
-    }
-    if *first.last()? > i32::MAX as usize {
-        return None;
-    }
+    let first = block_ranges(ns, WARPS / ks)?;
     Some(Plan { kernel: format!("{}_ks{ks}", base.kernel), first, threads: base.threads })
 }
 
@@ -253,7 +249,7 @@ pub fn gemv_nt(
         let blocks = *p.first.last().unwrap_or(&0);
         let wave = super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(0);
         for ks in chosen.map_or(vec![4, 2], |c| vec![c]) {
-            let Some(p2) = plan_ks(&p, dtype, m, &ns, k, ks) else { continue };
+            let Some(p2) = plan_ks(&p, dtype, &ns, k, ks) else { continue };
             if chosen.is_none() && blocks * ks > wave {
                 continue;
             }
@@ -335,34 +331,34 @@ mod tests {
         // Llama-3.2-1B's down projection at one row: 512 blocks of a warp per row; K over two
         // warps, 1,024 blocks of two rows each; over four, 2,048 blocks of one row
         let p = plan(DType::BFloat16, 1, &[2048], 8192, 0, &[0], &NONE).unwrap();
-        let two = plan_ks(&p, DType::BFloat16, 1, &[2048], 8192, 2).unwrap();
+        let two = plan_ks(&p, DType::BFloat16, &[2048], 8192, 2).unwrap();
         assert_eq!((two.kernel.as_str(), two.first), ("skinny_nt_bf16_m1_vec_ks2", vec![0, 1024]));
-        let four = plan_ks(&p, DType::BFloat16, 1, &[2048], 8192, 4).unwrap();
+        let four = plan_ks(&p, DType::BFloat16, &[2048], 8192, 4).unwrap();
         assert_eq!((four.kernel.as_str(), four.first), ("skinny_nt_bf16_m1_vec_ks4", vec![0, 2048]));
         // siblings
         let p = plan(DType::Float16, 1, &[100, 30], 4096, 0, &[0, 0], &NONE).unwrap();
-        let two = plan_ks(&p, DType::Float16, 1, &[100, 30], 4096, 2).unwrap();
+        let two = plan_ks(&p, DType::Float16, &[100, 30], 4096, 2).unwrap();
         assert_eq!((two.kernel.as_str(), two.first), ("skinny_nt_f16_m1_vec_ks2", vec![0, 50, 65]));
         // a part needs one group of steps (4 x 512 bytes); more rows of A, f32, element loads
         // and fused forms keep their kernels
-        assert!(plan_ks(&p, DType::Float16, 1, &[100, 30], 1024 * 4, 4).is_some());
-        assert!(plan_ks(&p, DType::Float16, 1, &[100, 30], 1024 * 4 - 256, 4).is_none());
-        assert!(plan_ks(&p, DType::Float16, 1, &[100, 30], 4096, 3).is_none());
+        assert!(plan_ks(&p, DType::Float16, &[100, 30], 1024 * 4, 4).is_some());
+        assert!(plan_ks(&p, DType::Float16, &[100, 30], 1024 * 4 - 256, 4).is_none());
+        assert!(plan_ks(&p, DType::Float16, &[100, 30], 4096, 3).is_none());
         let three = plan(DType::Float16, 3, &[100], 4096, 0, &[0], &NONE).unwrap();
-        assert!(plan_ks(&three, DType::Float16, 3, &[100], 4096, 2).is_none());
+        assert!(plan_ks(&three, DType::Float16, &[100], 4096, 2).is_none());
         let f32 = plan(DType::Float32, 1, &[7], 4096, 0, &[0], &NONE).unwrap();
-        assert!(plan_ks(&f32, DType::Float32, 1, &[7], 4096, 2).is_none());
+        assert!(plan_ks(&f32, DType::Float32, &[7], 4096, 2).is_none());
         let any = plan(DType::BFloat16, 1, &[7], 4097, 0, &[0], &NONE).unwrap();
-        assert!(plan_ks(&any, DType::BFloat16, 1, &[7], 4097, 2).is_none());
+        assert!(plan_ks(&any, DType::BFloat16, &[7], 4097, 2).is_none());
         // a grid past i32::MAX blocks
         let huge = 2_200_000_000usize;
         let p = plan(DType::BFloat16, 1, &[huge], 4096, 0, &[0], &NONE).unwrap();
-        assert!(plan_ks(&p, DType::BFloat16, 1, &[huge], 4096, 4).is_none());
-        assert_eq!(plan_ks(&p, DType::BFloat16, 1, &[huge], 4096, 2).unwrap().first, vec![0, huge / 2]);
+        assert!(plan_ks(&p, DType::BFloat16, &[huge], 4096, 4).is_none());
+        assert_eq!(plan_ks(&p, DType::BFloat16, &[huge], 4096, 2).unwrap().first, vec![0, huge / 2]);
         let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
         let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None };
         let normed = plan(DType::BFloat16, 1, &[2048], 8192, 0, &[0], &norm).unwrap();
-        assert!(plan_ks(&normed, DType::BFloat16, 1, &[2048], 8192, 2).is_none());
+        assert!(plan_ks(&normed, DType::BFloat16, &[2048], 8192, 2).is_none());
     }
 
     #[test]

@@ -58,8 +58,8 @@ class KVCacheConfig:
         """The KV cache's dtype `kv_cache_format` names (None: the model's activation dtype).
         float8_e4m3fn, which MAX also takes, is not supported yet."""
         fmt = self.kv_cache_format
-        if fmt is None or isinstance(fmt, DType) and fmt in (DType.float32, DType.bfloat16, DType.float16):
-            return fmt
+        if fmt is None:
+            return None
         name = (fmt.name if isinstance(fmt, DType) else str(fmt)).lower()
         for d in (DType.float32, DType.bfloat16, DType.float16):
             if name == d.name:
