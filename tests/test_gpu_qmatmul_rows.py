@@ -225,3 +225,41 @@ def test_gpu_mma_weight_stages_change_no_bits(hopper, rng, enc, m, k):
     check(outs[None], lhs, decode(enc, w), f32_bound)
     for st in (2, 3, 4):
         np.testing.assert_array_equal(outs[st], outs[None])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m,k", [(1, 4096), (1, 14336), (2, 1280), (3, 640), (8, 2048)])
+def test_gpu_mma_clusters_change_no_bits(hopper, rng, enc, m, k):
+    """The two CTAs of a thread block cluster share the tensor-core GEMV's lhs preparation
+    (`qgemv.cluster=2`; unset: where K times the kernel's rows is at least 12288): each turns a
+    run of whole 32-element units into fragments and copies it into the other's shared memory.
+    Both sizes give the same bits, within the f32 bound (units split unevenly: 20 over two
+    CTAs of 10, 24 of 12, 40 of 20, ...), and a grid of one block takes no cluster, nor Q4_K's
+    kernels for 1-2 rows (built without)."""
+    if k == 640 and enc != Q.Q4_1:
+        # (Q4_0 rows are 16-byte aligned at multiples of 8 units only, Q4_K's are super-blocks)
+        k = 1024 if enc == Q.Q4_0 else 768
+    n = 2000
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    model = product_model(hopper, enc, m, k, n)
+    outs = {}
+    rows = {1: 1, 2: 2, 3: 4}.get(m, 8)
+    for c in (None, 1, 2):
+        with tuning.override(**({"qgemv.cluster": c} if c else {})), tuning.record_launches() as log:
+            (outs[c],) = execute(model, [lhs, w], hopper)
+        (rec,) = log.records("qgemv")
+        # (Q4_K's 1-2-row kernels are built without clusters)
+        want = 1 if enc == Q.Q4_K and m <= 2 else c or (2 if k * rows >= 12288 else 1)
+        assert rec["mma"] == 1 and rec["cluster"] == want and rec["blocks"] % want == 0, rec
+    check(outs[None], lhs, decode(enc, w), f32_bound)
+    for c in (1, 2):
+        np.testing.assert_array_equal(outs[c], outs[None])
+    # one tile of 16 rows at one K part: a grid of one block, no cluster
+    small = weights(rng, enc, 16, k)
+    with tuning.override(**{"qgemv.cluster": 2, "qgemv.split": 1}), tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, 16), [lhs, small], hopper)
+    (rec,) = log.records("qgemv")
+    assert rec["blocks"] == 1 and rec["cluster"] == 1, rec
+    check(out, lhs, decode(enc, small), f32_bound)

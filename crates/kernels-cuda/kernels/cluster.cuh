@@ -53,3 +53,47 @@ __device__ __forceinline__ u64 cluster_ld_u64(const u64* v, u32 rank) {
     return *v;
 #endif
 }
+// The address of `p` (this CTA's shared memory) in CTA `rank`'s shared memory, for
+// cluster_st_*: the same offset in that CTA's window of the cluster's shared memory.
+__device__ __forceinline__ u32 cluster_map(const void* p, u32 rank) {
+#if __CUDA_ARCH__ >= 900
+    u32 ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"((u32)__cvta_generic_to_shared(p)), "r"(rank));
+    return ra;
+#else
+    return (u32)__cvta_generic_to_shared(p);
+#endif
+}
+// Stores to another CTA's shared memory (an address from cluster_map); visible to its threads
+// after a cluster barrier (cluster_sync*).
+__device__ __forceinline__ void cluster_st_u32(u32 addr, u32 v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+#else
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_st_v4(u32 addr, uint4 v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+#else
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+#endif
+}
+// The two halves of cluster_sync_aligned, apart: every CTA arrives (here: it has started, so
+// its shared memory may be written by the others after the matching wait), and waits.
+__device__ __forceinline__ void cluster_arrive_relaxed_aligned() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait_aligned() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#else
+    __syncthreads();
+#endif
+}

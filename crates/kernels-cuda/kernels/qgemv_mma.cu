@@ -19,7 +19,10 @@
 // Q4_K multiply the unit's sum of lhs (2^e * sum(x')).
 //
 // Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
-// (qm_prep, while the first weight copies are in flight), then each warp walks its own tiles of
+// (qm_prep, while the first weight copies are in flight; launched in clusters, each CTA of a
+// cluster prepares a run of whole units and copies it into the others' shared memory through
+// DSMEM, `qgemv.cluster`: at long K or many rows, where the preparation is a large part of
+// every CTA's work), then each warp walks its own tiles of
 // 16 weight rows (the mma's M) through a private ring of QmSegs::stages stages, each filled by one 2-D
 // TMA copy of 16 rows x 256 elements onto the stage's mbarrier, so warps never wait on each
 // other. Tiles go round-robin over the grid's warps; S = 1, 2, 4 or 8 warps of a block share a
@@ -52,7 +55,6 @@
 // H200, 32000 x 4096 at M = 1 (73.7 MB of Q4_0): 24.5 us back to back, 0.73-0.75 of the
 // device copy rate, against 40 us for qgemv_stream.cu.
 
-#define QM_WARPS 8
 #define QM_CHUNK 256  // K elements per stage: 8 units of 32 (one Q4_K super-block)
 #define QM_UNITS (QM_CHUNK / 32)
 
@@ -103,110 +105,6 @@ __device__ __forceinline__ int qm_seg(const QmSegs& sg, int tile) {
 #pragma unroll
     for (int i = 1; i < QM_SEGS; ++i) s += (i < sg.count && tile >= sg.first[i]) ? 1 : 0;
     return s;
-}
-
-// Shared memory: the lhs fragments [units][MR][3 columns][4 lanes][2 words] (96 bytes per unit
-// and row), the per-unit terms [units][MR] (QmMeta), 128 zero bytes (the fragments of unused
-// columns), then, 128-byte aligned, per warp QmSegs::stages stages, their mbarriers and the group sums.
-struct QmMeta {
-    float s;   // 2^e
-    int x;     // sum of x'
-    float xf;  // 2^e * sum of x'
-    int xh;    // sum of x' over the unit's elements 0..15
-};
-
-// 2^n for -126 <= n <= 127.
-__device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127) << 23); }
-
-// Warp `warp`'s share of the lhs fragments: per iteration four (unit, row) pairs, lanes 8i..8i+7
-// the i-th, lane q of them elements 4q..4q+3 (one 16-byte load). Fragment register 0 of lane t
-// of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
-// one piece are one 32-bit store.
-template <int MR, typename T>
-__device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, int m, u8* frag, QmMeta* meta, int warp,
-                                        int lane, const QNorm& nm, const float* inv) {
-    const int pairs = k / 32 * MR, q = lane % 8;
-    const T* __restrict__ gamma = (const T*)nm.gamma;
-    // Four iterations' loads are issued before any is used.
-    for (int b0 = 4 * warp; b0 < pairs; b0 += 16 * QM_WARPS) {
-        float xv[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
-            const int u = pr / MR, r = pr % MR;
-            if (pr < pairs && (MR <= 2 || r < m)) {  // rows from m on (MR = 4 at m = 3): zero fragments
-                ld4(lhs + (i64)r * k + 32 * u + 4 * q, xv[i]);
-            } else {
-                xv[i][0] = xv[i][1] = xv[i][2] = xv[i][3] = 0.f;
-            }
-        }
-        if (gamma) {
-            // The folded RMSNorm: each element as the rms_norm kernel would have stored it.
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
-                if (pr < pairs && (MR <= 2 || pr % MR < m)) {
-                    float g[4];
-                    ld4(gamma + 32 * (pr / MR) + 4 * q, g);
-                    const float iv = inv[pr % MR];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) xv[i][j] = qn_apply<T>(xv[i][j], iv, g[j], nm);
-                }
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int pr = b0 + 4 * QM_WARPS * i + lane / 8;
-            const bool ok = pr < pairs;
-            const float4 x = make_float4(xv[i][0], xv[i][1], xv[i][2], xv[i][3]);
-            // Largest |x| of the unit, inf when it holds an inf or NaN.
-            auto mag = [](float v) { return fabsf(v) <= 3.40282347e38f ? fabsf(v) : __int_as_float(0x7F800000); };
-            float amax = fmaxf(fmaxf(mag(x.x), mag(x.y)), fmaxf(mag(x.z), mag(x.w)));
-#pragma unroll
-            for (int off = 4; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-            int xq[4] = {0, 0, 0, 0};
-            float s = 1.f;
-            if (amax == __int_as_float(0x7F800000)) {
-                s = __int_as_float(0x7FC00000);  // the unit's products are NaN
-            } else if (amax > 0.f) {
-                // amax in [2^E, 2^(E+1)); x' = x * 2^(20 - E), scaled in two exact steps (a
-                // power of two may be out of f32's range, each half is not).
-                const u32 ab = __float_as_uint(amax);
-                const int big = ab >= 0x00800000u ? (int)(ab >> 23) - 127 : ilogbf(amax);
-                const int a = (20 - big) / 2, b = 20 - big - a;
-                const float fa = qm_pow2(a), fb = qm_pow2(b);
-                const float xs[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-                for (int j = 0; j < 4; ++j) xq[j] = min(__float2int_rn(xs[j] * fa * fb), (1 << 21) - 1);
-                s = qm_pow2(-a) * qm_pow2(-b);
-            }
-            int half = xq[0] + xq[1] + xq[2] + xq[3];
-#pragma unroll
-            for (int off = 2; off > 0; off /= 2) half += __shfl_xor_sync(0xFFFFFFFFu, half, off);
-            const int sum = half + __shfl_xor_sync(0xFFFFFFFFu, half, 4);
-            if (ok) {
-                u32 hi = 0, mid = 0, lo = 0;
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    hi |= ((u32)(xq[j] >> 14) & 0xFFu) << (8 * j);
-                    mid |= ((u32)(xq[j] >> 7) & 0x7Fu) << (8 * j);
-                    lo |= ((u32)xq[j] & 0x7Fu) << (8 * j);
-                }
-                u32* f = (u32*)(frag + pr * 96 + (q % 4) * 8 + (q / 4) * 4);
-                f[0] = hi;
-                f[8] = mid;
-                f[16] = lo;
-                if (q == 0) {
-                    QmMeta mt;
-                    mt.s = s;
-                    mt.x = sum;
-                    mt.xf = (float)sum * s;
-                    mt.xh = half;  // lane q = 0: elements 0..15
-                    meta[pr] = mt;
-                }
-            }
-        }
-    }
 }
 
 // D = A (16 x 32 u8, row) * B (32 x 8 s8, col), s32.
@@ -310,6 +208,14 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     u8* zero = (u8*)(meta + units * MR);
     u8* stages = qm_smem + ((units * MR * 112 + 128 + 127) & ~127);  // TMA destinations: 128-byte aligned
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    // Launched in clusters (launch/qgemv_mma.rs, `qgemv.cluster`), the CTAs of a cluster share
+    // the lhs preparation: each prepares a run of whole units and copies it into the others'
+    // shared memory. This arrival says the CTA has started (its shared memory may be written
+    // once the others have waited for it).
+    // (Q4_K's 1-2-row kernels are never launched in clusters: its super-block scales leave them
+    // no register for this at four blocks an SM.)
+    constexpr bool CL = !(E == ENC_Q4_K && MR <= 2);
+    if (CL && qm_csize() > 1) cluster_arrive_relaxed_aligned();
     const int nst = sg.stages;
     u8* ring = stages + warp * (nst * Q::STAGE);
     u64* full = (u64*)(stages + QM_WARPS * nst * Q::STAGE) + warp * nst;
@@ -373,17 +279,24 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     }
 
     for (int i = tid; i < 128 / 4; i += blockDim.x) ((u32*)zero)[i] = 0u;
-    // The folded RMSNorm's inverse rms of each lhs row: warp r takes row r.
-    __shared__ float qm_inv[MR];
+    // The folded RMSNorm's inverse rms of each lhs row: rows of up to 1024 elements a warp each
+    // (warp r row r, summing as the rms_norm kernel does), longer ones every warp a part.
+    __shared__ float qm_inv[MR], qm_part[QM_WARPS * MR];
     if (sg.norm.gamma) {
-        if (warp < m) {
-            const float v = qn_inv_rms<T>(lhs + (i64)warp * k, k, sg.norm.eps, lane);
-            if (lane == 0) qm_inv[warp] = v;
+        if (k <= 1024) {
+            if (warp < m) {
+                const float v = qn_inv_rms<T>(lhs + (i64)warp * k, k, sg.norm.eps, lane);
+                if (lane == 0) qm_inv[warp] = v;
+            }
+            __syncthreads();
+        } else {
+            qn_inv_rms_block<T, MR, QM_WARPS>(lhs, k, m, sg.norm.eps, warp, lane, qm_part, qm_inv);
         }
-        __syncthreads();
     }
-    qm_prep<MR, T>(lhs, k, m, frag, meta, warp, lane, sg.norm, qm_inv);
+    // This CTA's run of units, prepared here, then copied to the cluster's other CTAs.
+    qm_prep<MR, T, CL>(lhs, k, m, frag, meta, warp, lane, sg.norm, qm_inv);
     __syncthreads();
+    if (CL && qm_csize() > 1) qm_share<MR>(frag, meta, units, tid);
     if (!early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
     // Lane (g, t) in column group c (lhs rows 2c, 2c + 1; one mma each, the same weights): B
@@ -572,8 +485,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 
 // Four blocks of 8 warps per SM at 1-2 rows: 64 registers (at 3-4 rows the fragments' shared
 // memory allows two: 128; at 5-8 one). `res` (added to the result) with one segment only.
+#define QM_MIN_BLOCKS(E, MR) (MR > 4 ? 1 : MR > 2 ? 2 : 4)
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, MR > 4 ? 1 : MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(       \
+    extern "C" __global__ void __launch_bounds__(256, QM_MIN_BLOCKS(E, MR)) qgemv_mma_##NAME##_m##MR##TS(  \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \

@@ -99,6 +99,43 @@ template <typename T> __device__ __forceinline__ float qn_inv_rms(const T* row, 
     return 1.0f / sqrtf(s / (float)k + eps);
 }
 
+// The inverse rms of each of the m (<= MR) rows of lhs [m, k] (k a whole number of
+// 16-byte vectors) into inv[MR], by all NW warps of the block: warp w sums 16-byte vectors w * 32 +
+// lane + 32 NW j of each row (four loads in flight), the warps' sums join in order through
+// part[NW * MR]. Every thread of the block calls it (two barriers).
+template <typename T, int MR, int NW>
+__device__ __forceinline__ void qn_inv_rms_block(const T* __restrict__ lhs, int k, int m, float eps, int warp, int lane,
+                                                 float* part, float* inv) {
+    constexpr int V = 16 / sizeof(T);
+    const int nv = k / V;
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+        if (r >= m) break;
+        const T* row = lhs + (i64)r * k;
+        float s = 0.f;
+#pragma unroll 4
+        for (int v = warp * 32 + lane; v < nv; v += 32 * NW) {
+#pragma unroll
+            for (int h = 0; h < V / 4; ++h) {
+                float a[4];
+                ld4(row + V * v + 4 * h, a);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) s += a[j] * a[j];
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xFFFFFFFFu, s, off);
+        if (lane == 0) part[warp * MR + r] = s;
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < m) {
+        float s = 0.f;
+        for (int w = 0; w < NW; ++w) s += part[w * MR + threadIdx.x];
+        inv[threadIdx.x] = 1.0f / sqrtf(s / (float)k + eps);
+    }
+    __syncthreads();
+}
+
 // x normalised by `inv` and times the weight g (as stored in T), rounded as rms_norm rounds.
 template <typename T>
 __device__ __forceinline__ float qn_apply(float x, float inv, float g, const QNorm& nm) {

@@ -115,10 +115,17 @@ pub const QUANT: Family = Family {
     name: "quant",
     source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/quant.cu")),
 };
-/// qmatmul with 1 to 4 lhs rows over 4-bit weights on integer tensor cores (sm_90).
+/// qmatmul with 1 to 8 lhs rows over 4-bit weights (one row of Q6_K) on integer tensor cores
+/// (sm_90), in clusters that share the lhs preparation (cluster.cuh and qgemv_mma_prep.cuh in
+/// front).
 pub const QGEMV_MMA: Family = Family {
     name: "qgemv_mma",
-    source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/qgemv_mma.cu")),
+    source: concat!(
+        include_str!("../kernels/cluster.cuh"),
+        include_str!("../kernels/quant_common.cuh"),
+        include_str!("../kernels/qgemv_mma_prep.cuh"),
+        include_str!("../kernels/qgemv_mma.cu")
+    ),
 };
 /// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings; qgemv_stream.cu
 /// for the word-decoded ones on sm_90). One family per encoding and activation type, named

@@ -267,6 +267,10 @@ declare! {
     /// Weight stages in flight per warp of the tensor-core GEMV (unset: 2, or more where they
     /// cost no block per SM, as at long K).
     QgemvStages: "qgemv.stages", None, Kind::OneOf(&[2, 3, 4]), "";
+    /// CTAs per thread block cluster of the tensor-core GEMV, which share the lhs preparation
+    /// (each prepares half into both CTAs' shared memory; unset: 2 where K times the rows is
+    /// 12288 or more, else 1; Q4_K's 1-2-row kernels never).
+    QgemvCluster: "qgemv.cluster", None, Kind::OneOf(&[1, 2]), "";
     /// At most this many blocks for the streaming and tensor-core GEMVs.
     QgemvGrid: "qgemv.grid", None, count(1), "";
     /// The quantized GEMVs (tensor-core and CUDA-core) launch under programmatic stream serialization.

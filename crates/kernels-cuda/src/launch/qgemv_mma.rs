@@ -90,6 +90,33 @@ fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) ->
     (split, tiles.div_ceil(QM_WARPS / split).min(resident).min(cap))
 }
 
+/// Every CTA of qgemv_mma.cu turns the whole lhs (K x its rows) into fragments before its first
+/// tile; in clusters of two CTAs, each does half and copies it into the other's shared memory.
+/// That pays from this many elements (K times the kernel's rows) on: an H200, the 8B-shaped Q4_0
+/// model's products in one process (ncu, us a call, one CTA / clusters of two): the down
+/// projection at one row (K = 14336) 20.96 / 19.68, q/k/v 13.76 / 13.25, gate/up (K = 4096)
+/// 29.25 / 29.66, o 10.27 / 10.66; decode at 8 rows (K = 4096) 1,115 -> 1,170 tok/s, at one row
+/// 366.4 / 365.0. Clusters of four or eight measured 0.85x at one row: the persistent grid (as
+/// many blocks as fit) loses co-resident blocks to the clusters' placement.
+const CLUSTER_MIN_PREP: usize = 12 * 1024;
+
+/// (CTAs per cluster, blocks) for a grid of `blocks` (mma_grid's) with `resident` fitting at
+/// once and `prep` lhs elements to prepare (K times the kernel's rows): two where `prep` is at
+/// least CLUSTER_MIN_PREP (`qgemv.cluster` forces 1 or 2), none for a grid of one block or a
+/// kernel built without (`clusters` false: Q4_K's at 1-2 rows, whose registers leave no room);
+/// the grid becomes a multiple of the cluster, rounded up where that still fits at once, else down.
+fn mma_cluster(
+    (blocks, resident): (usize, usize),
+    prep: usize,
+    clusters: bool,
+    tuning: &max_tuning::Tuning,
+) -> (usize, usize) {
+    let want = tuning.int(max_tuning::Knob::QgemvCluster).unwrap_or(if prep >= CLUSTER_MIN_PREP { 2 } else { 1 });
+    let c = if blocks < 2 || !clusters { 1 } else { want.clamp(1, 2) };
+    let up = blocks.next_multiple_of(c);
+    (c, if up <= resident.max(c) { up } else { blocks / c * c })
+}
+
 /// (stages, shared memory, resident blocks) of qgemv_mma.cu's launch `name` (its encoding and
 /// rows) for m rows of K (see pick_stages), worked out once per device, kernel, K and
 /// `qgemv.stages`.
@@ -227,6 +254,8 @@ pub(super) fn qgemv_mma(
         }
     }
     let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
+    let clusters = !(enc == Encoding::Q4K && m <= 2);
+    let (cluster, blocks) = mma_cluster((blocks, resident), k * mma_rows(m), clusters, tuning);
     let mut maps = QmMaps([TmaMap([0; 16]), TmaMap([0; 16]), TmaMap([0; 16])]);
     let box_rows = if fold.gated { 8 } else { 16 };
     for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
@@ -254,13 +283,23 @@ pub(super) fn qgemv_mma(
     // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n of dtype; lhs holds
     // m x k of dtype (res m x n); the rows and k fit in i32 (select_path; k is bounded by the fragment budget).
     unsafe {
-        super::super::launch_ex(stream, &f, (blocks as u32, 256, smem), &mut params, pdl, "cuLaunchKernelEx(qgemv_mma)")
+        let dims = (blocks as u32, 256, smem);
+        super::super::launch_ex_cluster(
+            stream,
+            &f,
+            dims,
+            &mut params,
+            pdl,
+            cluster as u32,
+            "cuLaunchKernelEx(qgemv_mma)",
+        )
     }?;
     super::super::record::record("qgemv", || {
         let fields = vec![
             ("mma", 1),
             ("split", split as i64),
             ("blocks", blocks as i64),
+            ("cluster", cluster as i64),
             ("pdl", pdl.on() as i64),
             ("segments", parts.len() as i64),
             ("early", segs.early as i64),
@@ -317,6 +356,25 @@ mod tests {
         // a forced count the block cannot hold is not taken
         let tight = |st: usize| (st <= 2).then_some(132);
         assert_eq!(pick_stages(tight, Some(4)), 2);
+    }
+
+    #[test]
+    fn clusters_of_two_where_the_lhs_preparation_is_long() {
+        let cl = |blocks, resident, prep, spec: &str| {
+            mma_cluster((blocks, resident), prep, true, &Tuning::parse(spec).unwrap())
+        };
+        // one row of K = 4096: none; K = 14336, or 8 rows of 4096: two
+        assert_eq!(cl(528, 528, 4096, ""), (1, 528));
+        assert_eq!(cl(263, 264, 14336, ""), (2, 264));
+        assert_eq!(cl(125, 132, 8 * 4096, ""), (2, 126));
+        // rounded up within the resident blocks, down past them
+        assert_eq!(cl(263, 263, 14336, ""), (2, 262));
+        assert_eq!(cl(263, 263, 4096, "qgemv.cluster=2"), (2, 262));
+        assert_eq!(cl(100, 528, 14336, "qgemv.cluster=1"), (1, 100));
+        // a grid of one block, or a kernel without clusters: none
+        assert_eq!(cl(1, 528, 14336, "qgemv.cluster=2"), (1, 1));
+        let forced = Tuning::parse("qgemv.cluster=2").unwrap();
+        assert_eq!(mma_cluster((263, 264), 14336, false, &forced), (1, 263));
     }
 
     #[test]
