@@ -331,20 +331,40 @@ template <typename T, int G, int U, int NT> __device__ __forceinline__ void page
         for (u32 t0 = rel0; t0 < rel1; t0 += step) {
             uint4 kr[U], vr[U];
             u32 ok = 0;
+            // The lane group's U keys t0 + gi + ngroups u. Where they share one page (pages of a
+            // power of two keys, a split's steps aligned to them: the usual case), one lookup
+            // and address serve all U, each the one before plus ngroups rows; else each key
+            // finds its own page.
+            const u32 first = t0 + gi, last = first + ngroups * (U - 1);
+            if (pow2 && last < rel1 && (first >> shift) == (last >> shift)) {
+                const u32 page = pid[first >> shift];
+                const bool good = page < pages;
+                const T* at = cache + (good ? page * page_stride + (u64)(first & (ps32 - 1)) * rowlen : 0);
+                const u64 next = (u64)ngroups * rowlen;
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                kr[u] = make_uint4(0, 0, 0, 0);
-                vr[u] = make_uint4(0, 0, 0, 0);
-                const u32 rel = t0 + gi + ngroups * u;
-                if (rel < rel1) {
-                    const u32 pw = pow2 ? rel >> shift : rel / ps32;
-                    const u32 slot = rel - pw * ps32;
-                    const u32 page = pid[pw];
-                    if (page < pages) {
-                        const T* at = cache + page * page_stride + (u64)slot * rowlen;
-                        kr[u] = __ldg(reinterpret_cast<const uint4*>(at));
-                        vr[u] = __ldg(reinterpret_cast<const uint4*>(at + value_off));
-                        ok |= 1u << u;
+                for (int u = 0; u < U; ++u) {
+                    const uint4* kp = reinterpret_cast<const uint4*>(at + u * next);
+                    const uint4* vp = reinterpret_cast<const uint4*>(at + u * next + value_off);
+                    kr[u] = good ? __ldg(kp) : make_uint4(0, 0, 0, 0);
+                    vr[u] = good ? __ldg(vp) : make_uint4(0, 0, 0, 0);
+                }
+                ok = good ? (1u << U) - 1 : 0u;
+            } else {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    kr[u] = make_uint4(0, 0, 0, 0);
+                    vr[u] = make_uint4(0, 0, 0, 0);
+                    const u32 rel = first + ngroups * u;
+                    if (rel < rel1) {
+                        const u32 pw = pow2 ? rel >> shift : rel / ps32;
+                        const u32 slot = rel - pw * ps32;
+                        const u32 page = pid[pw];
+                        if (page < pages) {
+                            const T* at = cache + page * page_stride + (u64)slot * rowlen;
+                            kr[u] = __ldg(reinterpret_cast<const uint4*>(at));
+                            vr[u] = __ldg(reinterpret_cast<const uint4*>(at + value_off));
+                            ok |= 1u << u;
+                        }
                     }
                 }
             }
