@@ -188,14 +188,14 @@ def profiled(sink: list, sync):
             sink.append((int(e.device_index), e.name, float(e.time_range.start), float(e.time_range.end)))
 
 
-def load(path: Path, max_length: int, batch: int, gpus: list[int] | None):
+def load(path: Path, max_length: int, batch: int, gpus: list[int] | None, **config: str):
     from max.driver import DeviceSpec
     from max.pipelines import PipelineConfig
     from max.pipelines.lib.pipeline import load_pipeline
 
     specs = [DeviceSpec.cpu()] if gpus is None else [DeviceSpec.accelerator(i) for i in gpus]
     return load_pipeline(PipelineConfig(model_path=str(path), max_length=max_length, max_batch_size=batch,
-                                        device_specs=specs))
+                                        device_specs=specs, **config))
 
 
 def profile_model(name: str, tmp: Path, args) -> dict:
@@ -206,7 +206,14 @@ def profile_model(name: str, tmp: Path, args) -> dict:
     if llm_gpu.prepare(model, path, args.tiny) is None:
         raise SystemExit(f"{name}: no room to write it")
     gpus = None if args.tiny else args.gpus
-    p = load(path, args.prompt + args.steps + 8, args.batch, gpus)
+    from max import tuning
+
+    knobs, config = llm_gpu.split_settings(args.settings)
+    with tuning.override(knobs or None):
+        return profile_loaded(name, load(path, args.prompt + args.steps + 8, args.batch, gpus, **config), gpus, args)
+
+
+def profile_loaded(name: str, p, gpus: list[int] | None, args) -> dict:
     p.warm_up()
     if gpus is None:
         sync = lambda: None  # noqa: E731
@@ -232,6 +239,7 @@ def profile_model(name: str, tmp: Path, args) -> dict:
                                  prefill_ctx=ctx if args.prefill else None, decode_ctx=None if args.prefill else ctx)
     del p
     return {"model": name, "measure": "prefill" if args.prefill else "decode", "tp": len(gpus or [0]),
+            "settings": args.settings,
             "batch": batch, "prompt": args.prompt, "steps": 1 if args.prefill else steps,
             "wall_ms": round((pre if args.prefill else dec) * 1e3, 3),
             "devices": summarize(kernels, 1 if args.prefill else steps, pre if args.prefill else dec, args.top)}
@@ -249,6 +257,8 @@ def main() -> None:
     ap.add_argument("--timeline", type=int, default=0, help="print this many kernels of one step in launch order")
     ap.add_argument("--keep-models", type=Path, default=None, help="write (or find) the models here and keep them")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes on the CPU, without the profiler")
+    ap.add_argument("--settings", default="", help="tuning knobs and pipeline settings as llm_gpu.py's --compare "
+                    "variants take them, e.g. kv_cache_format=bfloat16,attention.splits=4")
     args = ap.parse_args()
     args.gpus = [int(g) for g in args.gpus.split(",") if g]
     args.prompt = args.prompt or (16 if args.tiny else 512)
@@ -268,7 +278,7 @@ def main() -> None:
     import torch
 
     device = torch.cuda.get_device_name()
-    key = lambda r: (r["model"], r["measure"], r["tp"], r["batch"], r["prompt"])  # noqa: E731
+    key = lambda r: (r["model"], r["measure"], r["tp"], r["batch"], r["prompt"], r.get("settings", ""))  # noqa: E731
     try:
         old = json.loads(result_path("profile_llm", device).read_text()).get("rows", [])
     except (OSError, ValueError):
