@@ -264,8 +264,8 @@ declare! {
     QgemvStream: "qgemv.stream", None, Kind::Flag, "";
     /// Warps sharing one tile of the tensor-core GEMV.
     QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";
-    /// Weight stages in flight per warp of the tensor-core GEMV (unset: 2, or more where they
-    /// cost no block per SM, as at long K).
+    /// Weight stages in flight per warp of the tensor-core GEMV (unset: 3 at one lhs row, else 2,
+    /// or more where they cost no block per SM, as at long K).
     QgemvStages: "qgemv.stages", None, Kind::OneOf(&[2, 3, 4]), "";
     /// CTAs per thread block cluster of the tensor-core GEMV, which share the lhs preparation
     /// (each prepares half into both CTAs' shared memory; unset: 2 where K times the rows is
