@@ -104,7 +104,8 @@ const CLUSTER_MIN_PREP: usize = 12 * 1024;
 /// once and `prep` lhs elements to prepare (K times the kernel's rows): two where `prep` is at
 /// least CLUSTER_MIN_PREP (`qgemv.cluster` forces 1 or 2), none for a grid of one block or a
 /// kernel built without (`clusters` false: Q4_K's at 1-2 rows, whose registers leave no room);
-/// the grid becomes a multiple of the cluster, rounded up where that still fits at once, else down.
+/// the grid becomes a multiple of the cluster, rounded up where that still fits at once (and
+/// within `qgemv.grid`), else down.
 fn mma_cluster(
     (blocks, resident): (usize, usize),
     prep: usize,
@@ -113,8 +114,9 @@ fn mma_cluster(
 ) -> (usize, usize) {
     let want = tuning.int(max_tuning::Knob::QgemvCluster).unwrap_or(if prep >= CLUSTER_MIN_PREP { 2 } else { 1 });
     let c = if blocks < 2 || !clusters { 1 } else { want.clamp(1, 2) };
+    let limit = resident.min(tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX));
     let up = blocks.next_multiple_of(c);
-    (c, if up <= resident.max(c) { up } else { blocks / c * c })
+    (c, if up <= limit.max(c) { up } else { blocks / c * c })
 }
 
 /// (stages, shared memory, resident blocks) of qgemv_mma.cu's launch `name` (its encoding and
@@ -378,6 +380,8 @@ mod tests {
         assert_eq!(cl(263, 263, 14336, ""), (2, 262));
         assert_eq!(cl(263, 263, 4096, "qgemv.cluster=2"), (2, 262));
         assert_eq!(cl(100, 528, 14336, "qgemv.cluster=1"), (1, 100));
+        // a grid capped by qgemv.grid stays within it
+        assert_eq!(cl(3, 528, 14336, "qgemv.grid=3"), (2, 2));
         // a grid of one block, or a kernel without clusters: none
         assert_eq!(cl(1, 528, 14336, "qgemv.cluster=2"), (1, 1));
         let forced = Tuning::parse("qgemv.cluster=2").unwrap();
