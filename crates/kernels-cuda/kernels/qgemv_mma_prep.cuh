@@ -31,10 +31,6 @@ __device__ __forceinline__ u32 qm_csize() {
 // 2^n for -126 <= n <= 127.
 __device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127) << 23); }
 
-// Warp `warp`'s share of the lhs fragments: per iteration four (unit, row) pairs, lanes 8i..8i+7
-// the i-th, lane q of them elements 4q..4q+3 (one 16-byte load). Fragment register 0 of lane t
-// of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
-// one piece are one 32-bit store.
 // The run of whole units [u0, u1) of K's `units` that this CTA of its cluster prepares.
 __device__ __forceinline__ int2 qm_units(int units) {
     const int csize = (int)qm_csize(), per = (units + csize - 1) / csize;
@@ -42,7 +38,12 @@ __device__ __forceinline__ int2 qm_units(int units) {
     return make_int2(u0, min(units, u0 + per));
 }
 
-// The pairs of this CTA's units (qm_units; CL false: a kernel never launched in clusters, every unit).
+// Warp `warp`'s share of the lhs fragments: per iteration four (unit, row) pairs, lanes 8i..8i+7
+// the i-th, lane q of them elements 4q..4q+3 (one 16-byte load). Fragment register 0 of lane t
+// of a column holds elements 4t..4t+3, register 1 elements 16+4t..19+4t: the four quants of
+// one piece are one 32-bit store.
+// Only the pairs of this CTA's units (qm_units), or every unit where CL is false (a kernel never
+// launched in clusters).
 template <int MR, typename T, bool CL>
 __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, int m, u8* frag, QmMeta* meta, int warp,
                                         int lane, const QNorm& nm, const float* inv) {
