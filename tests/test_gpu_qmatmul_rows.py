@@ -233,10 +233,10 @@ def test_gpu_mma_weight_stages_change_no_bits(hopper, rng, enc, m, k):
 def test_gpu_mma_clusters_change_no_bits(hopper, rng, enc, m, k):
     """The two CTAs of a thread block cluster share the tensor-core GEMV's lhs preparation
     (`qgemv.cluster=2`; unset: where K times the kernel's rows is at least 12288): each turns a
-    run of whole 32-element units into fragments and copies it into the other's shared memory.
-    Both sizes give the same bits, within the f32 bound (units split unevenly: 20 over two
-    CTAs of 10, 24 of 12, 40 of 20, ...), and a grid of one block takes no cluster, nor Q4_K's
-    kernels for 1-2 rows (built without)."""
+    run of whole 32-element units into fragments and copies it into the other's shared memory
+    (20 to 448 units: runs of 10 to 224). Both sizes give the same bits, within the
+    f32 bound, and a grid of one block takes no cluster, nor Q4_K's kernels for 1-2 rows (built
+    without)."""
     if k == 640 and enc != Q.Q4_1:
         # (Q4_0 rows are 16-byte aligned at multiples of 8 units only, Q4_K's are super-blocks)
         k = 1024 if enc == Q.Q4_0 else 768
@@ -245,7 +245,7 @@ def test_gpu_mma_clusters_change_no_bits(hopper, rng, enc, m, k):
     lhs = rng.standard_normal((m, k)).astype(np.float32)
     model = product_model(hopper, enc, m, k, n)
     outs = {}
-    rows = {1: 1, 2: 2, 3: 4}.get(m, 8)
+    rows = {1: 1, 2: 2, 3: 4, 4: 4}.get(m, 8)  # the kernel's lhs rows
     for c in (None, 1, 2):
         with tuning.override(**({"qgemv.cluster": c} if c else {})), tuning.record_launches() as log:
             (outs[c],) = execute(model, [lhs, w], hopper)

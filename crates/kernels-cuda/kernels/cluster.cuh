@@ -2,8 +2,9 @@
 // cluster.cuh: the thread block cluster of the running CTA: its rank and size, its barriers and
 // reads of another CTA's shared memory (DSMEM). sources.rs puts this file, after prelude.cuh, in
 // front of the families that use clusters (the Hopper GEMMs, conv2d and attention through
-// sm90_pipe.cuh, and sampling). Before sm_90 there are no clusters: a CTA is a cluster of one
-// (rank 0, size 1, its barrier the block's, a read its own shared memory).
+// sm90_pipe.cuh, sampling, and the tensor-core quantized GEMV). Before sm_90 there are no
+// clusters: a CTA is a cluster of one (rank 0, size 1, its barrier the block's, a read its own
+// shared memory).
 
 __device__ __forceinline__ u32 cluster_rank() {
 #if __CUDA_ARCH__ >= 900
@@ -54,25 +55,19 @@ __device__ __forceinline__ u64 cluster_ld_u64(const u64* v, u32 rank) {
 #endif
 }
 // The address of `p` (this CTA's shared memory) in CTA `rank`'s shared memory, for
-// cluster_st_*: the same offset in that CTA's window of the cluster's shared memory.
+// cluster_st_v4: the same offset in that CTA's window of the cluster's shared memory.
 __device__ __forceinline__ u32 cluster_map(const void* p, u32 rank) {
 #if __CUDA_ARCH__ >= 900
     u32 ra;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"((u32)__cvta_generic_to_shared(p)), "r"(rank));
+    const u32 local = (u32)__cvta_generic_to_shared(p);
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(local), "r"(rank));
     return ra;
 #else
     return (u32)__cvta_generic_to_shared(p);
 #endif
 }
-// Stores to another CTA's shared memory (an address from cluster_map); visible to its threads
+// A store to another CTA's shared memory (an address from cluster_map); visible to its threads
 // after a cluster barrier (cluster_sync*).
-__device__ __forceinline__ void cluster_st_u32(u32 addr, u32 v) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-#else
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-#endif
-}
 __device__ __forceinline__ void cluster_st_v4(u32 addr, uint4 v) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),

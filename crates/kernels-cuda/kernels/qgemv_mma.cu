@@ -485,9 +485,8 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 
 // Four blocks of 8 warps per SM at 1-2 rows: 64 registers (at 3-4 rows the fragments' shared
 // memory allows two: 128; at 5-8 one). `res` (added to the result) with one segment only.
-#define QM_MIN_BLOCKS(E, MR) (MR > 4 ? 1 : MR > 2 ? 2 : 4)
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, QM_MIN_BLOCKS(E, MR)) qgemv_mma_##NAME##_m##MR##TS(  \
+    extern "C" __global__ void __launch_bounds__(256, MR > 4 ? 1 : MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(  \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \

@@ -18,14 +18,22 @@ struct QmMeta {
 // The CTA's rank in its cluster and the cluster's size (cluster.cuh's, but free to be read
 // again where needed rather than held in a register through the kernel).
 __device__ __forceinline__ u32 qm_crank() {
+#if __CUDA_ARCH__ >= 900
     u32 r;
     asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
+#else
+    return 0;
+#endif
 }
 __device__ __forceinline__ u32 qm_csize() {
+#if __CUDA_ARCH__ >= 900
     u32 r;
     asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
     return r;
+#else
+    return 1;
+#endif
 }
 
 // 2^n for -126 <= n <= 127.

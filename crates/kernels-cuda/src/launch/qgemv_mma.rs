@@ -95,8 +95,9 @@ fn mma_grid(n: usize, k: usize, resident: usize, tuning: &max_tuning::Tuning) ->
 /// That pays from this many elements (K times the kernel's rows) on: an H200, the 8B-shaped Q4_0
 /// model's products in one process (ncu, us a call, one CTA / clusters of two): the down
 /// projection at one row (K = 14336) 20.96 / 19.68, q/k/v 13.76 / 13.25, gate/up (K = 4096)
-/// 29.25 / 29.66, o 10.27 / 10.66; decode at 8 rows (K = 4096) 1,115 -> 1,170 tok/s, at one row
-/// 366.4 / 365.0. Clusters of four or eight measured 0.85x at one row: the persistent grid (as
+/// 29.25 / 29.66, o 10.27 / 10.66; decode at 8 rows (K = 4096) 1,115 -> 1,170 tok/s. Every
+/// one-row product in clusters (q/k/v's gain included) decoded at 365.2 tok/s against 371.1 with
+/// this threshold. Clusters of four or eight measured 0.85x at one row: the persistent grid (as
 /// many blocks as fit) loses co-resident blocks to the clusters' placement.
 const CLUSTER_MIN_PREP: usize = 12 * 1024;
 
