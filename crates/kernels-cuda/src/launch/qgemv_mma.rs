@@ -157,7 +157,7 @@ fn mma_stages(
 /// device's block cannot hold st): at long K the lhs fragments hold an SM to 1-2 blocks and
 /// leave room for more bytes in flight. At one row a third stage pays even where it costs a
 /// block per SM (K = 4096: four blocks of two stages, three of three; an H200, the 8B-shaped
-/// Q4_0 model's decode at one sequence 371.1 -> 379.5 tok/s). `forced` (`qgemv.stages`) wins
+/// Q4_0 model's decode at one sequence 368.0 -> 382.1 tok/s). `forced` (`qgemv.stages`) wins
 /// where the device allows it.
 fn pick_stages(resident: impl Fn(usize) -> Option<usize>, forced: Option<usize>, one_row: bool) -> usize {
     if let Some(st) = forced.filter(|st| (2..=QM_MAX_ST).contains(st) && resident(*st).is_some()) {
