@@ -215,7 +215,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     // (Q4_K's 1-2-row kernels are never launched in clusters: its super-block scales leave them
     // no register for this at four blocks an SM.)
     constexpr bool CL = !(E == ENC_Q4_K && MR <= 2);
-    if (CL && qm_csize() > 1) cluster_arrive_relaxed_aligned();
+    if (CL && cluster_size() > 1) cluster_arrive_relaxed_aligned();
     const int nst = sg.stages;
     u8* ring = stages + warp * (nst * Q::STAGE);
     u64* full = (u64*)(stages + QM_WARPS * nst * Q::STAGE) + warp * nst;
@@ -296,7 +296,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     // This CTA's run of units, prepared here, then copied to the cluster's other CTAs.
     qm_prep<MR, T, CL>(lhs, k, m, frag, meta, warp, lane, sg.norm, qm_inv);
     __syncthreads();
-    if (CL && qm_csize() > 1) qm_share<MR>(frag, meta, units, tid);
+    if (CL && cluster_size() > 1) qm_share<MR>(frag, meta, units, tid);
     if (!early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
     // Lane (g, t) in column group c (lhs rows 2c, 2c + 1; one mma each, the same weights): B
@@ -486,7 +486,7 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 // Four blocks of 8 warps per SM at 1-2 rows: 64 registers (at 3-4 rows the fragments' shared
 // memory allows two: 128; at 5-8 one). `res` (added to the result) with one segment only.
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, MR > 4 ? 1 : MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(  \
+    extern "C" __global__ void __launch_bounds__(256, MR > 4 ? 1 : MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(       \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \

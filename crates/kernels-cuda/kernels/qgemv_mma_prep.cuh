@@ -15,34 +15,13 @@ struct QmMeta {
     int xh;    // sum of x' over the unit's elements 0..15
 };
 
-// The CTA's rank in its cluster and the cluster's size (cluster.cuh's, but free to be read
-// again where needed rather than held in a register through the kernel).
-__device__ __forceinline__ u32 qm_crank() {
-#if __CUDA_ARCH__ >= 900
-    u32 r;
-    asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-#else
-    return 0;
-#endif
-}
-__device__ __forceinline__ u32 qm_csize() {
-#if __CUDA_ARCH__ >= 900
-    u32 r;
-    asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-    return r;
-#else
-    return 1;
-#endif
-}
-
 // 2^n for -126 <= n <= 127.
 __device__ __forceinline__ float qm_pow2(int n) { return __int_as_float((n + 127) << 23); }
 
 // The run of whole units [u0, u1) of K's `units` that this CTA of its cluster prepares.
 __device__ __forceinline__ int2 qm_units(int units) {
-    const int csize = (int)qm_csize(), per = (units + csize - 1) / csize;
-    const int u0 = min(units, (int)qm_crank() * per);
+    const int csize = (int)cluster_size(), per = (units + csize - 1) / csize;
+    const int u0 = min(units, (int)cluster_rank() * per);
     return make_int2(u0, min(units, u0 + per));
 }
 
@@ -147,7 +126,7 @@ __device__ __forceinline__ void qm_prep(const T* __restrict__ lhs, int k, int m,
 // after it. Every thread of the block calls it, after the block's barrier that follows qm_prep.
 template <int MR> __device__ __forceinline__ void qm_share(const u8* frag, const QmMeta* meta, int units, int tid) {
     cluster_wait_aligned();
-    const int csize = (int)qm_csize(), crank = (int)qm_crank();
+    const int csize = (int)cluster_size(), crank = (int)cluster_rank();
     const int2 us = qm_units(units);
     const int fv = (us.y - us.x) * MR * 96 / 16, mv = (us.y - us.x) * MR;  // 16-byte vectors
     const uint4* fsrc = (const uint4*)(frag + us.x * MR * 96);

@@ -114,7 +114,7 @@ fn mma_cluster(
     tuning: &max_tuning::Tuning,
 ) -> (usize, usize) {
     let want = tuning.int(max_tuning::Knob::QgemvCluster).unwrap_or(if prep >= CLUSTER_MIN_PREP { 2 } else { 1 });
-    let c = if blocks < 2 || !clusters { 1 } else { want.clamp(1, 2) };
+    let c = if blocks < 2 || !clusters { 1 } else { want };
     let limit = resident.min(tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX));
     let up = blocks.next_multiple_of(c);
     (c, if up <= limit.max(c) { up } else { blocks / c * c })
