@@ -120,6 +120,48 @@ fn mma_cluster(
     (c, if up <= limit.max(c) { up } else { blocks / c * c })
 }
 
+/// Blocks of `f` (256 threads, `smem` bytes) resident at once in clusters of two (cached per
+/// device, kernel and smem): twice the driver's count of co-resident clusters, or `resident`
+/// (without clusters) where it cannot say or answers far below that. Each SM of a GPC may hold
+/// several blocks, but a cluster's two must be placed in one GPC at once: a persistent grid of
+/// more would leave clusters waiting for a whole round of tiles.
+fn resident_in_pairs(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, smem: u32, resident: usize) -> usize {
+    type Cache = Mutex<Option<HashMap<(usize, String, u32), usize>>>;
+    static CACHE: Cache = Mutex::new(None);
+    let key = (stream.context().ordinal(), name.to_string(), smem);
+    if let Some(&v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return v;
+    }
+    let fallback = resident / 2 * 2;
+    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: fallback.max(2) as u32,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 256,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr as *mut _,
+        numAttrs: 1,
+    };
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
+    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, f.cu_function(), &cfg) };
+    let v = match r.result() {
+        Ok(()) if 2 * count as usize * 4 >= fallback * 3 => (2 * count as usize).min(fallback),
+        _ => fallback,
+    };
+    CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
+    v
+}
+
 /// (stages, shared memory, resident blocks) of qgemv_mma.cu's launch `name` (its encoding and
 /// rows) for m rows of K (see pick_stages), worked out once per device, kernel, K and
 /// `qgemv.stages`.
@@ -262,7 +304,10 @@ pub(super) fn qgemv_mma(
     }
     let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
     let clusters = !(enc == Encoding::Q4K && m <= 2);
-    let (cluster, blocks) = mma_cluster((blocks, resident), k * mma_rows(m), clusters, tuning);
+    let (cluster, mut blocks) = mma_cluster((blocks, resident), k * mma_rows(m), clusters, tuning);
+    if cluster == 2 {
+        blocks = blocks.min(resident_in_pairs(stream, &f, &name, smem, resident).max(2));
+    }
     let mut maps = QmMaps([TmaMap([0; 16]), TmaMap([0; 16]), TmaMap([0; 16])]);
     let box_rows = if fold.gated { 8 } else { 16 };
     for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
