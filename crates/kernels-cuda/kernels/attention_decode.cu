@@ -256,9 +256,51 @@ __device__ __forceinline__ void decode_finish(const DecodeArgs& da, const DecSpl
     if (threadIdx.x == 0) *counter = 0u;
 }
 
+// The V partial sums x[0 .. V) of each lane (V a power of two up to 32) summed over the warp's
+// 32 lanes, every lane getting all V sums: a reduce-scatter (at level L, lanes whose bit L is
+// set keep the upper half of their values and add the partner's upper half, the others the
+// lower; V - 1 shuffles in all), the remaining levels on the one value left, then an
+// all-gather (V shuffles), where a plain butterfly takes 5 V. Sum j ends in the lanes whose
+// low log2(V) bits are j's bits reversed.
+template <int N> struct DecRs {
+    static __device__ __forceinline__ void run(float* x, int lane, int level) {
+        const bool up = (lane >> level) & 1;
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+            const float keep = up ? x[i + N / 2] : x[i];
+            const float send = up ? x[i] : x[i + N / 2];
+            x[i] = keep + __shfl_xor_sync(FULL_MASK, send, 1 << level);
+        }
+        DecRs<N / 2>::run(x, lane, level + 1);
+    }
+};
+template <> struct DecRs<1> {
+    static __device__ __forceinline__ void run(float* x, int, int level) {
+#pragma unroll
+        for (int l = level; l < 5; ++l) x[0] += __shfl_xor_sync(FULL_MASK, x[0], 1 << l);
+    }
+};
+__host__ __device__ constexpr int dec_brev(int j, int bits) {
+    int r = 0;
+    for (int b = 0; b < bits; ++b) r |= ((j >> b) & 1) << (bits - 1 - b);
+    return r;
+}
+template <int V> __device__ __forceinline__ void dec_warp_sums(float (&x)[V], int lane) {
+    constexpr int BITS = V >= 32 ? 5 : V >= 16 ? 4 : V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
+    static_assert(V == 1 << BITS, "V is a power of two up to 32");
+    float r[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) r[j] = x[j];
+    DecRs<V>::run(r, lane, 0);
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] = __shfl_sync(FULL_MASK, r[0], dec_brev(j, BITS));
+}
+
 // G: the kernel's query heads per kv head (a power of two >= the call's group); U: keys (and
-// values) a lane group loads at once; NT: threads of the block.
-template <typename T, int G, int U, int NT> __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
+// values) a lane group loads at once; NT: threads of the block. WIDE: a key row is the whole
+// warp (lpk 32; G U a power of two): the scores' sums over it by dec_warp_sums.
+template <typename T, int G, int U, int NT, bool WIDE = false>
+__device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     constexpr int VE = 16 / sizeof(T);
     const AttnArgs& a = da.a;
     extern __shared__ __align__(16) float red[];  // [NT / 32][G][2 + dim]: the warps' (m, l, acc)
@@ -382,11 +424,15 @@ template <typename T, int G, int U, int NT> __device__ __forceinline__ void page
                     sc[g][u] = d;
                 }
             }
-            for (int o = 1; o < lpk; o <<= 1)
+            if constexpr (WIDE) {
+                dec_warp_sums<G * U>(*reinterpret_cast<float(*)[G * U]>(&sc[0][0]), lane);
+            } else {
+                for (int o = 1; o < lpk; o <<= 1)
 #pragma unroll
-                for (int g = 0; g < G; ++g)
+                    for (int g = 0; g < G; ++g)
 #pragma unroll
-                    for (int u = 0; u < U; ++u) sc[g][u] += __shfl_xor_sync(FULL_MASK, sc[g][u], o);
+                        for (int u = 0; u < U; ++u) sc[g][u] += __shfl_xor_sync(FULL_MASK, sc[g][u], o);
+            }
             // Online softmax of the lane group (base 2), then p x v.
 #pragma unroll
             for (int g = 0; g < G; ++g) {
@@ -464,10 +510,11 @@ template <typename T> __device__ __forceinline__ void attention_combine(const De
 // U: keys (and values) in flight per lane group, fewer where the heads' queries and
 // accumulators (2 x G x VE registers) leave less room, and as many fewer in the f32 kernels'
 // blocks as they have more threads: launch/attention_decode.rs's block_plan says the same.
-#define DECODE_G(NAME, T, G, U, NT, MINB)                                                                    \
+#define DECODE_GW(NAME, T, G, U, NT, MINB, WIDE)                                                             \
     extern "C" __global__ void __launch_bounds__(NT, MINB) paged_decode_##NAME##_g##G(DecodeArgs a) {       \
-        paged_decode<T, G, U, NT>(a);                                                                        \
+        paged_decode<T, G, U, NT, WIDE>(a);                                                                  \
     }
+#define DECODE_G(NAME, T, G, U, NT, MINB) DECODE_GW(NAME, T, G, U, NT, MINB, false)
 #define DECODE(NAME, T, U1, U4, U8, NT, NT8, MINB)                                                           \
     DECODE_G(NAME, T, 1, U1, NT, MINB)                                                                       \
     DECODE_G(NAME, T, 2, U1, NT, MINB)                                                                       \
@@ -483,7 +530,7 @@ DECODE(f16, f16, 8, 6, 3, DEC_THREADS, DEC_THREADS, 2)
 DECODE(bf16, bf16, 8, 6, 3, DEC_THREADS, DEC_THREADS, 2)
 // f32 rows of a whole warp (128 dims): 128-thread blocks, as measured faster there (an H200,
 // 8B-shaped Q4_0 decode at 512 tokens: 14.6 us a layer against 16.8 with 512 threads).
-DECODE_G(f32_wide, float, 1, 8, DEC_THREADS, 2)
-DECODE_G(f32_wide, float, 2, 8, DEC_THREADS, 2)
-DECODE_G(f32_wide, float, 4, 8, DEC_THREADS, 2)
-DECODE_G(f32_wide, float, 8, 4, DEC_THREADS, 2)
+DECODE_GW(f32_wide, float, 1, 8, DEC_THREADS, 2, true)
+DECODE_GW(f32_wide, float, 2, 8, DEC_THREADS, 2, true)
+DECODE_GW(f32_wide, float, 4, 8, DEC_THREADS, 2, true)
+DECODE_GW(f32_wide, float, 8, 4, DEC_THREADS, 2, true)
