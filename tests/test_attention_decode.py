@@ -213,3 +213,42 @@ def test_bad_pages_and_lengths_are_skipped(gpu, rng, dtype):
     visible[1][112:128] = False
     want = _reference(q, keys, values, cached, [1, 1, 1], scale, "causal", None, 0.0, hq // hkv, visible)
     np.testing.assert_allclose(out, want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32])
+@pytest.mark.parametrize("made_lengths", [False, True])
+def test_index_inputs_read_before_the_wait(gpu, rng, dtype, made_lengths):
+    """After a kernel of its program (here the query's), an attention whose row offsets, cache
+    lengths and lookup table are program inputs reads them before it waits for that kernel;
+    lengths a kernel of the program makes are read after it. Replayed as a CUDA graph whose
+    inputs change between calls (each replay's inputs are staged before it)."""
+    hkv, hq, d, ps, width = 8, 32, 128, 16, 64
+    case = Case(rng, dtype, hkv, d, ps, [width * ps] * 2, width, layers=1, layer=0)
+    ref = DeviceRef.from_device(gpu)
+    types = [
+        TensorType(dtype, [2, hq, d], ref),
+        BufferType(dtype, case.blocks.shape, ref),
+        TensorType(DType.uint32, [3], ref),
+        TensorType(DType.uint32, [2], ref),
+        TensorType(DType.uint32, [2, width], ref),
+    ]
+
+    def body(q, cache, offsets, lengths, table):
+        q = q * 2  # a kernel before the attention
+        if made_lengths:
+            lengths = lengths + 0
+        return kernels.paged_attention(q, cache, offsets, lengths, table, layer=0, scale=d**-0.5)
+
+    session = engine.InferenceSession(devices=[driver.CPU(), gpu])
+    model = session.load(Graph("decode_early", body, input_types=types))
+    launches = []  # the stepwise first call's and the capture's (replays launch nothing)
+    with tuning.override(cuda_graphs="always"):
+        for cached in ([3, 1000], [700, 1], [1023, 65], [128, 512]):
+            q = rng.standard_normal((2, hq, d)).astype(NP[dtype])
+            out, log = _run(model, gpu, q, case, cached, [1, 1])
+            launches += log.records("attention")
+            keys = [case.rows(b, 0, c + 1) for b, c in enumerate(cached)]
+            values = [case.rows(b, 1, c + 1) for b, c in enumerate(cached)]
+            want = _reference(q * 2, keys, values, cached, [1, 1], d**-0.5, "causal", None, 0.0, hq // hkv)
+            np.testing.assert_allclose(out, want, rtol=TOL[dtype], atol=TOL[dtype])
+    assert launches and all(r["early"] == (0 if made_lengths else 1) for r in launches), launches

@@ -48,6 +48,10 @@ struct DecodeArgs {
     u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
     i64 splits;
     i32 lpk, group;
+    // The row offsets, cache lengths and lookup table are read before griddepcontrol.wait: no
+    // kernel the stream's previous one may still be running wrote them (the engine's
+    // passes/mark_early_index.rs)
+    i32 early, pad;
 };
 
 #define DEC_LOG2E 1.4426950408889634f
@@ -144,7 +148,9 @@ struct DecSplit {
 
 // The block's split, for splits of whole `step`s of keys; false when the split has no keys (the
 // block then leaves: without tickets attention_combine reads every share, so it leaves an empty
-// one first). Every thread of the block (NT of them) calls it (it has a barrier).
+// one first, decode_empty_share, after griddepcontrol.wait). Every thread of the block (NT of
+// them) calls it (it has a barrier). Its loads bypass L1 (with DecodeArgs::early they may come
+// before the wait).
 template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, DecSplit& sp) {
     const AttnArgs& a = da.a;
     __shared__ i64 seq[4];  // b, offsets[b], q_len, cached
@@ -161,9 +167,9 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
         const u32* offsets = (const u32*)a.offsets;
         const u32* lengths = (const u32*)a.lengths;
         for (i64 t = threadIdx.x; t < a.batch; t += NT) {
-            const i64 o0 = offsets[t], o1 = t + 1 < a.batch ? (i64)offsets[t + 1] : -1;
-            const i64 end = offsets[a.batch];
-            const i64 len = lengths[t];
+            const i64 o0 = __ldcg(offsets + t), o1 = t + 1 < a.batch ? (i64)__ldcg(offsets + t + 1) : -1;
+            const i64 end = __ldcg(offsets + a.batch);
+            const i64 len = __ldcg(lengths + t);
             const bool starts = t == 0 || o0 <= i;
             const bool ends = t + 1 == a.batch || o1 > i;
             if (starts && ends) {
@@ -189,20 +195,30 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     sp.active = n == 0 ? 1 : (n + per - 1) / per;
     sp.tickets = S > 1 && da.counters != 0;
     sp.direct = S == 1 || (sp.tickets && sp.active == 1);
-    if (sp.s >= sp.active) {
-        if (!sp.tickets) {
-            float* part_ml = (float*)da.partial + a.tokens * a.q_heads * S * a.dim;
-            for (int g = threadIdx.x; g < da.group; g += NT) {
-                const i64 at = ((i * a.q_heads + sp.h0 + g) * S + sp.s) * 2;
-                part_ml[at] = NEG_INF;
-                part_ml[at + 1] = 0.f;
-            }
-        }
-        return false;
-    }
+    if (sp.s >= sp.active) return false;
     sp.kb = lo + sp.s * per;
     sp.ke = sp.kb + per < hi ? sp.kb + per : hi;
     return true;
+}
+
+// A block whose split has no keys leaves an empty share where attention_combine reads every
+// share (no tickets); called after griddepcontrol.wait.
+template <int NT> __device__ __forceinline__ void decode_empty_share(const DecodeArgs& da, const DecSplit& sp) {
+    if (sp.tickets) return;
+    const AttnArgs& a = da.a;
+    float* part_ml = (float*)da.partial + a.tokens * a.q_heads * da.splits * a.dim;
+    for (int g = threadIdx.x; g < da.group; g += NT) {
+        const i64 at = ((sp.i * a.q_heads + sp.h0 + g) * da.splits + sp.s) * 2;
+        part_ml[at] = NEG_INF;
+        part_ml[at + 1] = 0.f;
+    }
+}
+
+// griddepcontrol.wait, then launch_dependents (the kernels start waiting for the previous
+// kernel's completion and memory here; the next kernel may launch from here).
+__device__ __forceinline__ void decode_wait() {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
 // The warps' partial results red [NT / 32][G][2 + dim] (max, sum, values per head, G >= the
@@ -316,27 +332,33 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     // natural units: it applies log2 e itself).
     const bool capped = a.softcap > 0.f;
     const float qmul = capped ? a.scale : a.scale * DEC_LOG2E;
+    const float inv_cap = capped ? 1.f / a.softcap : 0.f, cap_log2e = a.softcap * DEC_LOG2E;
 
     // Launched under programmatic serialization: nothing the previous kernel may write (the
-    // query, the cache) is read before this.
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    // query, the cache) is read before decode_wait. With DecodeArgs::early the split and the
+    // first window of page ids come before it.
+    const bool early = da.early != 0;
+    if (!early) decode_wait();
 
     // The query pieces of this lane, for the group's heads (loads in flight with the search).
     float qf[G][VE];
+    auto load_q = [&]() {
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-        uint4 raw = make_uint4(0, 0, 0, 0);
-        if (g < group) raw = __ldg(reinterpret_cast<const uint4*>((const T*)a.q + (i * a.q_heads + h0 + g) * dim) + sub);
-        unpack16<T>(raw, qf[g]);
-    }
+        for (int g = 0; g < G; ++g) {
+            uint4 raw = make_uint4(0, 0, 0, 0);
+            if (g < group)
+                raw = __ldg(reinterpret_cast<const uint4*>((const T*)a.q + (i * a.q_heads + h0 + g) * dim) + sub);
+            unpack16<T>(raw, qf[g]);
+        }
+    };
+    if (!early) load_q();
     const int step = ngroups * U;
     DecSplit sp;
-    if (!decode_split<NT>(da, step, sp)) return;
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-        for (int e = 0; e < VE; ++e) qf[g][e] *= qmul;
+    if (!decode_split<NT>(da, step, sp)) {
+        if (early) decode_wait();
+        decode_empty_share<NT>(da, sp);
+        return;
+    }
     const i64 b = sp.b, kb = sp.kb, ke = sp.ke, ps = a.page_size;
 
     const u64 rowlen = (u64)a.kv_heads * dim;
@@ -360,14 +382,29 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
 #pragma unroll
         for (int e = 0; e < VE; ++e) acc[g][e] = 0.f;
     }
-    for (i64 w0 = kb; w0 < ke;) {
+    // The page ids of the window of keys from w0 into pid (every thread calls it: barriers).
+    auto stage_window = [&](i64 w0) {
         const i64 p0 = w0 / ps;
         const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
         const int np = (int)((w1 - 1) / ps - p0 + 1);
         __syncthreads();  // the previous window's page ids are no longer read
 #pragma unroll 4
-        for (int t = threadIdx.x; t < np; t += NT) pid[t] = table[p0 + t];
+        for (int t = threadIdx.x; t < np; t += NT) pid[t] = __ldcg(table + p0 + t);
         __syncthreads();
+    };
+    if (early) {
+        stage_window(kb);
+        decode_wait();
+        load_q();
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int e = 0; e < VE; ++e) qf[g][e] *= qmul;
+    for (i64 w0 = kb; w0 < ke;) {
+        const i64 p0 = w0 / ps;
+        const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
+        if (!early || w0 != kb) stage_window(w0);
         // keys of this window relative to its first page's first key
         const u32 rel0 = (u32)(w0 - p0 * ps), rel1 = (u32)(w1 - p0 * ps);
         for (u32 t0 = rel0; t0 < rel1; t0 += step) {
@@ -433,15 +470,21 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
 #pragma unroll
                         for (int u = 0; u < U; ++u) sc[g][u] += __shfl_xor_sync(FULL_MASK, sc[g][u], o);
             }
-            // Online softmax of the lane group (base 2), then p x v.
+            // The softcap in one block the kernel skips with one branch (not a branch around each
+            // score: a taken branch per score costs an instruction fetch each, in code a warp
+            // runs once), then the online softmax of the lane group (base 2), then p x v.
+            if (capped) {
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+#pragma unroll
+                    for (int u = 0; u < U; ++u) sc[g][u] = cap_log2e * tanhf(sc[g][u] * inv_cap);
+            }
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 float mx = NEG_INF;
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
-                    float v = sc[g][u];
-                    if (capped) v = a.softcap * tanhf(v / a.softcap) * DEC_LOG2E;
-                    sc[g][u] = (ok >> u) & 1u ? v : NEG_INF;
+                    sc[g][u] = (ok >> u) & 1u ? sc[g][u] : NEG_INF;
                     mx = fmaxf(mx, sc[g][u]);
                 }
                 const float mn = fmaxf(m[g], mx), base = mn == NEG_INF ? 0.f : mn;

@@ -105,19 +105,22 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
 
     const AttnArgs& a = da.a;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const bool capped = a.softcap > 0.f;
+    const float inv_cap = capped ? 1.f / a.softcap : 0.f;
     const int g = lane / 4, c = lane % 4;  // an mma fragment's row (group) and column pair
     const i64 pair = blockIdx.x / da.splits;
     const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * da.group;
 
     // Launched under programmatic serialization: nothing the previous kernel may write (the
-    // query, the cache) is read before this.
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    // query, the cache) is read before decode_wait. With DecodeArgs::early the split and the
+    // warp's first page ids come before it.
+    const bool early = da.early != 0;
+    if (!early) decode_wait();
 
     // Q^T as the B operand of S^T = K Q^T (loads in flight with the search): for k step k,
     // lane holds head g's dims 16k + 2c, +1 and 16k + 8 + 2c, +1; heads past the group are 0.
     u32 qb[DK][2];
-    {
+    auto load_q = [&]() {
         const bool has = g < da.group;
         const u32* qrow = reinterpret_cast<const u32*>((const T*)a.q + (i * a.q_heads + h0 + (has ? g : 0)) * D);
 #pragma unroll
@@ -125,9 +128,14 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
             qb[k][0] = has ? __ldg(qrow + 8 * k + c) : 0u;
             qb[k][1] = has ? __ldg(qrow + 8 * k + 4 + c) : 0u;
         }
-    }
+    };
+    if (!early) load_q();
     DecSplit sp;
-    if (!decode_split<DEC_THREADS>(da, DEC_WARPS * DM_KEYS, sp)) return;
+    if (!decode_split<DEC_THREADS>(da, DEC_WARPS * DM_KEYS, sp)) {
+        if (early) decode_wait();
+        decode_empty_share<DEC_THREADS>(da, sp);
+        return;
+    }
 
     // This warp's keys [wlo, whi): a quarter of the split in whole tiles.
     const i64 wper = ((sp.ke - sp.kb + DEC_WARPS - 1) / DEC_WARPS + DM_KEYS - 1) / DM_KEYS * DM_KEYS;
@@ -149,8 +157,12 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     i64 wp0 = wlo / ps;
     u32 cur = 0xffffffffu, nxt = 0xffffffffu;
     if (tiles > 0) {
-        if (wp0 + lane < a.width) cur = __ldg(table + wp0 + lane);
-        if (wp0 + 32 + lane < a.width) nxt = __ldg(table + wp0 + 32 + lane);
+        if (wp0 + lane < a.width) cur = __ldcg(table + wp0 + lane);
+        if (wp0 + 32 + lane < a.width) nxt = __ldcg(table + wp0 + 32 + lane);
+    }
+    if (early) {
+        decode_wait();
+        load_q();
     }
 
     const u32 ring = (u32)__cvta_generic_to_shared(dm_buf + warp * WARP_BYTES);
@@ -230,11 +242,13 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         }
         float x[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            float v = s4[e] * a.scale;
-            if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
-            x[e] = (vm >> (g + 8 * (e >> 1))) & 1u ? v : NEG_INF;
+        for (int e = 0; e < 4; ++e) x[e] = s4[e] * a.scale;
+        if (capped) {  // one branch for the four scores (see attention_decode.cu's kernel)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[e] = a.softcap * tanhf(x[e] * inv_cap);
         }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = (vm >> (g + 8 * (e >> 1))) & 1u ? x[e] : NEG_INF;
         float mx0 = fmaxf(x[0], x[2]), mx1 = fmaxf(x[1], x[3]);
 #pragma unroll
         for (int off = 4; off < 32; off <<= 1) {

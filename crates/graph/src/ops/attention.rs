@@ -128,7 +128,16 @@ pub struct AttentionParams {
     pub mask: Mask,
     /// tanh soft-capping of the scores (`cap * tanh(s / cap)`), 0 for none.
     pub softcap: f32,
+    /// Set by the engine (attribute [`EARLY_INDEX`]): no kernel of the program writes the row
+    /// offsets, cache lengths or lookup table, and a kernel of the program runs before this op,
+    /// so a kernel may read them before it waits for the previous kernel of its stream.
+    pub early_index: bool,
 }
+
+/// The attribute the engine sets on a paged_attention whose row offsets, cache lengths and
+/// lookup table are program inputs no kernel writes, and that follows a kernel of its program
+/// (see [`AttentionParams::early_index`]).
+pub const EARLY_INDEX: &str = "early_index";
 
 impl AttentionParams {
     pub fn from_attrs(attrs: &Attrs) -> std::result::Result<AttentionParams, String> {
@@ -159,7 +168,12 @@ impl AttentionParams {
             },
             Some(other) => return Err(format!("mask: expected a string, got {other}")),
         };
-        Ok(AttentionParams { layer, scale: scale as f32, mask, softcap: softcap as f32 })
+        let early_index = match attrs.get(EARLY_INDEX) {
+            None => false,
+            Some(Attr::Bool(b)) => *b,
+            Some(other) => return Err(format!("{EARLY_INDEX}: expected a bool, got {other}")),
+        };
+        Ok(AttentionParams { layer, scale: scale as f32, mask, softcap: softcap as f32, early_index })
     }
 }
 

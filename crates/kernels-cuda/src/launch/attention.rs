@@ -400,7 +400,7 @@ pub fn paged_attention(
     if let Some(plan) = split_plan(dtype, &cache, q_heads, tokens, width).filter(|_| aligned) {
         let scratch = split_scratch_bytes(&plan, tokens, q_heads, cache.head_dim);
         if scratch == 0 || ptrs.partial != 0 {
-            return super::attention_decode::launch(stream, dtype, args, plan, ptrs.partial);
+            return super::attention_decode::launch(stream, dtype, args, plan, ptrs.partial, p.early_index);
         }
     }
     if tasks > u32::MAX as usize {

@@ -57,6 +57,8 @@ struct DecodeArgs {
     splits: i64,
     lpk: i32,
     group: i32,
+    early: i32,
+    pad: i32,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `DecodeArgs`.
 unsafe impl DeviceRepr for DecodeArgs {}
@@ -173,8 +175,17 @@ pub fn split_scratch_bytes(plan: &SplitPlan, tokens: usize, q_heads: usize, dim:
 }
 
 /// Launches the decode form for `a` (its query and cache 16-byte aligned), with `partial`
-/// scratch of [`split_scratch_bytes`] when the plan splits.
-pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: SplitPlan, partial: u64) -> Result<()> {
+/// scratch of [`split_scratch_bytes`] when the plan splits. `early`: the row offsets, cache
+/// lengths and lookup table may be read before the kernel waits for the stream's previous
+/// kernel (`AttentionParams::early_index`).
+pub(super) fn launch(
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    a: AttnArgs,
+    plan: SplitPlan,
+    partial: u64,
+    early: bool,
+) -> Result<()> {
     let dt = super::attention::short(dtype)?;
     let dim = a.dim as usize;
     let pairs = a.tokens as usize * a.kv_heads as usize;
@@ -197,8 +208,16 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
     // The last split of each (row, kv head) merges the shares when the stream has ticket
     // counters for them; otherwise attention_combine does.
     let counters = if plan.splits > 1 { super::tickets::for_stream(stream, pairs)?.unwrap_or(0) } else { 0 };
-    let mut args =
-        DecodeArgs { a, partial, counters, splits: plan.splits as i64, lpk: plan.lpk as i32, group: plan.group as i32 };
+    let mut args = DecodeArgs {
+        a,
+        partial,
+        counters,
+        splits: plan.splits as i64,
+        lpk: plan.lpk as i32,
+        group: plan.group as i32,
+        early: early as i32,
+        pad: 0,
+    };
     let pdl = Pdl::of(&ATTENTION_DECODE, &name, Some(max_tuning::Knob::AttentionPdl));
     let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
     crate::allow_smem(stream.context(), &f, smem as u32)?;
@@ -218,8 +237,12 @@ pub(super) fn launch(stream: &Arc<CudaStream>, dtype: DType, a: AttnArgs, plan: 
         )
     }?;
     super::record::record("attention", || {
-        let fields =
-            vec![("splits", plan.splits as i64), ("group", plan.kernel_group as i64), ("pdl", pdl.on() as i64)];
+        let fields = vec![
+            ("splits", plan.splits as i64),
+            ("group", plan.kernel_group as i64),
+            ("pdl", pdl.on() as i64),
+            ("early", early as i64),
+        ];
         (name.clone(), fields)
     });
     if plan.splits > 1 && counters == 0 {

@@ -8,7 +8,8 @@
 //! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
 //! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`); the residual adds
 //! after an allreduce join it first (`fuse_allreduce_residual`, before the epilogues), the
-//! RMSNorms after it last (`fuse_allreduce_norm`).
+//! RMSNorms after it last (`fuse_allreduce_norm`). Last, the paged attentions whose index
+//! inputs no kernel of the program writes are marked to read them early (`mark_early_index`).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -32,6 +33,7 @@ mod fuse_qmatmul_residual;
 mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
+mod mark_early_index;
 mod siblings;
 #[cfg(test)]
 mod test_util;
@@ -75,6 +77,7 @@ pub fn lower(graph: &Graph) -> Program {
     if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
         fuse_rope_store::fuse(&mut body, &types);
     }
+    mark_early_index::mark(&mut body, &types);
     Program { types, body }
 }
 

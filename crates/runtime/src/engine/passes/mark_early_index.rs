@@ -1,0 +1,170 @@
+//! Marks the paged attentions whose index inputs a kernel may read before it waits for the
+//! previous kernel of its stream (attribute `max_graph::ops::attention::EARLY_INDEX`). A kernel
+//! launched under programmatic stream serialization starts while the stream's previous kernel
+//! drains, so it must wait before reading anything that kernel may write; the decode attention
+//! reads the row offsets, the cache lengths and the lookup table first, in two dependent round
+//! trips, and can take them before the wait when (1) all three are immutable program inputs,
+//! which no kernel of the program writes, and (2) a kernel of the program runs before it (its
+//! query comes from one, through views at most), so the previous kernel of the stream is not
+//! one of an earlier execution that may have written them. GPU attentions at the top level only.
+
+use std::collections::{HashMap, HashSet};
+
+use max_graph::attrs::Attr;
+use max_graph::ops::attention::EARLY_INDEX;
+use max_graph::ops::{Family, OpKind};
+use max_graph::{DeviceKind, Type, ValueId};
+
+use crate::engine::program::{Body, Step, StepKind};
+
+/// Whether running `step` on the GPU launches a kernel (views and host-side work do not).
+fn launches(step: &Step) -> bool {
+    match &step.kind {
+        StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => true,
+        StepKind::Op(op) => {
+            step.bodies.is_empty()
+                && matches!(
+                    op.kind.family(),
+                    Family::Elementwise
+                        | Family::Reduction
+                        | Family::Linalg
+                        | Family::Conv
+                        | Family::Quant
+                        | Family::Attention
+                        | Family::Sampling
+                )
+        }
+    }
+}
+
+/// Marks every eligible paged attention of `body`.
+pub fn mark(body: &mut Body, types: &[Type]) {
+    let producer = super::producers(body);
+    let fixed: HashSet<ValueId> = body.args.iter().copied().filter(|&v| matches!(types[v], Type::Tensor(_))).collect();
+    let mut marks = Vec::new();
+    for (s, step) in body.steps.iter().enumerate() {
+        let StepKind::Op(op) = &step.kind else { continue };
+        if op.kind != OpKind::PagedAttention || step.inputs.len() != 6 {
+            continue;
+        }
+        let on_gpu =
+            matches!(&types[step.inputs[1]], Type::Tensor(t) | Type::Buffer(t) if t.device.kind == DeviceKind::Gpu);
+        if on_gpu
+            && step.inputs[3..6].iter().all(|v| fixed.contains(v))
+            && after_kernel(body, &producer, step.inputs[1], s)
+        {
+            marks.push(s);
+        }
+    }
+    for s in marks {
+        if let StepKind::Op(op) = &mut body.steps[s].kind {
+            op.attrs.0.insert(EARLY_INDEX.into(), Attr::Bool(true));
+        }
+    }
+}
+
+/// Whether `v`, an input of step `s`, comes from a kernel-launching step before `s`, through
+/// layout steps (views) at most.
+fn after_kernel(body: &Body, producer: &HashMap<ValueId, usize>, mut v: ValueId, s: usize) -> bool {
+    for _ in 0..8 {
+        let Some(&p) = producer.get(&v) else { return false };
+        let step = &body.steps[p];
+        if p >= s {
+            return false;
+        }
+        if launches(step) {
+            return true;
+        }
+        match &step.kind {
+            StepKind::Op(op) if op.kind.family() == Family::Layout && !step.inputs.is_empty() => v = step.inputs[0],
+            _ => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use max_graph::attrs::Attrs;
+    use max_graph::ops::Op;
+    use max_graph::{DType, DeviceRef, Dim, TensorType};
+
+    use super::*;
+
+    fn ty(gpu: bool, dtype: DType, shape: &[i64]) -> TensorType {
+        let device = if gpu { DeviceRef::gpu(0) } else { DeviceRef::CPU };
+        TensorType { dtype, shape: shape.iter().map(|&d| Dim::stat(d)).collect(), device }
+    }
+
+    fn step(kind: OpKind, inputs: Vec<ValueId>, outputs: Vec<ValueId>) -> Step {
+        let attrs = if kind == OpKind::PagedAttention {
+            Attrs::new().with("layer", Attr::Int(0)).with("scale", Attr::Float(0.5))
+        } else {
+            Attrs::new()
+        };
+        Step { kind: StepKind::Op(Op { kind, attrs }), inputs, outputs, bodies: vec![] }
+    }
+
+    /// %0 chain, %1 x, %2 blocks, %3 offsets, %4 lengths, %5 table (program inputs);
+    /// %6 q = x * x (a kernel), %7 q reshaped (a view), %8 lengths + lengths (a kernel),
+    /// %9 the attention of %7 (or of x itself with `q_input`) over %4 (or %8 with
+    /// `lengths_made`).
+    fn case(gpu: bool, q_input: bool, lengths_made: bool, table_buffer: bool) -> (Body, Vec<Type>) {
+        let u = |n| Type::Tensor(ty(gpu, DType::UInt32, &[n]));
+        let types = vec![
+            Type::Chain,
+            Type::Tensor(ty(gpu, DType::BFloat16, &[1, 4, 8])),
+            Type::Buffer(ty(gpu, DType::BFloat16, &[4, 2, 1, 16, 2, 8])),
+            u(2),
+            u(1),
+            if table_buffer {
+                Type::Buffer(ty(gpu, DType::UInt32, &[1, 4]))
+            } else {
+                Type::Tensor(ty(gpu, DType::UInt32, &[1, 4]))
+            },
+            Type::Tensor(ty(gpu, DType::BFloat16, &[1, 4, 8])),
+            Type::Tensor(ty(gpu, DType::BFloat16, &[4, 8])),
+            u(1),
+            Type::Tensor(ty(gpu, DType::BFloat16, &[1, 4, 8])),
+        ];
+        let q = if q_input { 1 } else { 7 };
+        let lengths = if lengths_made { 8 } else { 4 };
+        let steps = vec![
+            step(OpKind::Mul, vec![1, 1], vec![6]),
+            step(OpKind::Reshape, vec![6], vec![7]),
+            step(OpKind::Add, vec![4, 4], vec![8]),
+            step(OpKind::PagedAttention, vec![0, q, 2, 3, lengths, 5], vec![9]),
+        ];
+        (Body { args: vec![0, 1, 2, 3, 4, 5], steps, results: vec![9] }, types)
+    }
+
+    fn marked(body: &Body) -> bool {
+        match &body.steps[3].kind {
+            StepKind::Op(op) => op.attrs.get(EARLY_INDEX).is_some(),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn index_inputs_of_the_program_after_a_kernel_are_read_early() {
+        let (mut body, types) = case(true, false, false, false);
+        mark(&mut body, &types);
+        assert!(marked(&body));
+        let StepKind::Op(op) = &body.steps[3].kind else { unreachable!() };
+        assert!(max_graph::ops::attention::AttentionParams::from_attrs(&op.attrs).unwrap().early_index);
+    }
+
+    #[test]
+    fn made_or_mutable_indices_a_first_kernel_or_the_host_are_not() {
+        for (gpu, q_input, lengths_made, table_buffer) in [
+            (true, true, false, false),
+            (true, false, true, false),
+            (true, false, false, true),
+            (false, false, false, false),
+        ] {
+            let (mut body, types) = case(gpu, q_input, lengths_made, table_buffer);
+            mark(&mut body, &types);
+            assert!(!marked(&body), "gpu {gpu} q_input {q_input} lengths_made {lengths_made} buffer {table_buffer}");
+        }
+    }
+}
