@@ -217,12 +217,15 @@ def test_bad_pages_and_lengths_are_skipped(gpu, rng, dtype):
 
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32])
 @pytest.mark.parametrize("made_lengths", [False, True])
-def test_index_inputs_read_before_the_wait(gpu, rng, dtype, made_lengths):
+@pytest.mark.parametrize("ps,width,splits", [(16, 64, ""), (1, 1100, "1")])
+def test_index_inputs_read_before_the_wait(gpu, rng, dtype, made_lengths, ps, width, splits):
     """After a kernel of its program (here the query's), an attention whose row offsets, cache
     lengths and lookup table are program inputs reads them before it waits for that kernel;
     lengths a kernel of the program makes are read after it. Replayed as a CUDA graph whose
-    inputs change between calls (each replay's inputs are staged before it)."""
-    hkv, hq, d, ps, width = 8, 32, 128, 16, 64
+    inputs change between calls (each replay's inputs are staged before it). Pages of one token
+    under one split: a sequence's page ids span two windows (the first staged before the wait,
+    the second in the key loop)."""
+    hkv, hq, d = 8, 32, 128
     case = Case(rng, dtype, hkv, d, ps, [width * ps] * 2, width, layers=1, layer=0)
     ref = DeviceRef.from_device(gpu)
     types = [
@@ -242,7 +245,7 @@ def test_index_inputs_read_before_the_wait(gpu, rng, dtype, made_lengths):
     session = engine.InferenceSession(devices=[driver.CPU(), gpu])
     model = session.load(Graph("decode_early", body, input_types=types))
     launches = []  # the stepwise first call's and the capture's (replays launch nothing)
-    with tuning.override(cuda_graphs="always"):
+    with tuning.override("attention.splits=" + splits if splits else None, cuda_graphs="always"):
         for cached in ([3, 1000], [700, 1], [1023, 65], [128, 512]):
             q = rng.standard_normal((2, hq, d)).astype(NP[dtype])
             out, log = _run(model, gpu, q, case, cached, [1, 1])

@@ -48,9 +48,9 @@ struct DecodeArgs {
     u64 counters;  // u32 per (row, kv head), zero between launches: the merge's tickets (0: none)
     i64 splits;
     i32 lpk, group;
-    // The row offsets, cache lengths and lookup table are read before griddepcontrol.wait: no
-    // kernel the stream's previous one may still be running wrote them (the engine's
-    // passes/mark_early_index.rs)
+    // Read the row offsets, cache lengths and lookup table before griddepcontrol.wait: no kernel
+    // of the program writes them, and the stream's previous kernel is one of the program (the
+    // engine's passes/mark_early_index.rs)
     i32 early, pad;
 };
 
@@ -340,7 +340,8 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     const bool early = da.early != 0;
     if (!early) decode_wait();
 
-    // The query pieces of this lane, for the group's heads (loads in flight with the search).
+    // The query pieces of this lane, for the group's heads (in flight with the search; with
+    // DecodeArgs::early after it, once the wait is over).
     float qf[G][VE];
     auto load_q = [&]() {
 #pragma unroll
@@ -393,7 +394,7 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
         __syncthreads();
     };
     if (early) {
-        stage_window(kb);
+        if (kb < ke) stage_window(kb);  // (as the loop: no page id read for a split of no keys)
         decode_wait();
         load_q();
     }

@@ -117,7 +117,8 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     const bool early = da.early != 0;
     if (!early) decode_wait();
 
-    // Q^T as the B operand of S^T = K Q^T (loads in flight with the search): for k step k,
+    // Q^T as the B operand of S^T = K Q^T (in flight with the search; with DecodeArgs::early
+    // after it, once the wait is over): for k step k,
     // lane holds head g's dims 16k + 2c, +1 and 16k + 8 + 2c, +1; heads past the group are 0.
     u32 qb[DK][2];
     auto load_q = [&]() {

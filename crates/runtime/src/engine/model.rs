@@ -83,6 +83,7 @@ impl Model {
         progress.finish();
         let mut program = program;
         pool.install(|| fold_constants(&mut program, devices, &mut fixed))?;
+        passes::mark_early_index(&mut program);
         // Constants and weights are never written again: kernels may keep forms derived from them.
         for buf in fixed.values() {
             buf.storage().freeze();

@@ -105,41 +105,59 @@ mod tests {
         Step { kind: StepKind::Op(Op { kind, attrs }), inputs, outputs, bodies: vec![] }
     }
 
+    /// Where the attention's query comes from.
+    #[derive(Clone, Copy, Debug)]
+    enum Q {
+        /// x * x reshaped: a kernel through a view
+        KernelView,
+        /// x itself
+        Input,
+        /// x reshaped: a view of an input, no kernel
+        InputView,
+    }
+
     /// %0 chain, %1 x, %2 blocks, %3 offsets, %4 lengths, %5 table (program inputs);
-    /// %6 q = x * x (a kernel), %7 q reshaped (a view), %8 lengths + lengths (a kernel),
-    /// %9 the attention of %7 (or of x itself with `q_input`) over %4 (or %8 with
-    /// `lengths_made`).
-    fn case(gpu: bool, q_input: bool, lengths_made: bool, table_buffer: bool) -> (Body, Vec<Type>) {
+    /// %6 x * x (a kernel), %7 %6 reshaped, %8 lengths + lengths, %9 offsets + offsets (kernels),
+    /// %10 x reshaped (a view); the attention (the last step, result %11) of the query `q` over
+    /// offsets %3 (%9 with `made` 3), lengths %4 (%8 with `made` 4) and the table %5.
+    fn case(gpu: bool, q: Q, made: usize, table_buffer: bool) -> (Body, Vec<Type>) {
         let u = |n| Type::Tensor(ty(gpu, DType::UInt32, &[n]));
+        let act = |shape: &[i64]| Type::Tensor(ty(gpu, DType::BFloat16, shape));
+        let table = ty(gpu, DType::UInt32, &[1, 4]);
         let types = vec![
             Type::Chain,
-            Type::Tensor(ty(gpu, DType::BFloat16, &[1, 4, 8])),
+            act(&[1, 4, 8]),
             Type::Buffer(ty(gpu, DType::BFloat16, &[4, 2, 1, 16, 2, 8])),
             u(2),
             u(1),
-            if table_buffer {
-                Type::Buffer(ty(gpu, DType::UInt32, &[1, 4]))
-            } else {
-                Type::Tensor(ty(gpu, DType::UInt32, &[1, 4]))
-            },
-            Type::Tensor(ty(gpu, DType::BFloat16, &[1, 4, 8])),
-            Type::Tensor(ty(gpu, DType::BFloat16, &[4, 8])),
+            if table_buffer { Type::Buffer(table) } else { Type::Tensor(table) },
+            act(&[4, 8]),
+            act(&[1, 4, 8]),
             u(1),
-            Type::Tensor(ty(gpu, DType::BFloat16, &[1, 4, 8])),
+            u(2),
+            act(&[1, 4, 8]),
+            act(&[1, 4, 8]),
         ];
-        let q = if q_input { 1 } else { 7 };
-        let lengths = if lengths_made { 8 } else { 4 };
+        let q = match q {
+            Q::KernelView => 7,
+            Q::Input => 1,
+            Q::InputView => 10,
+        };
+        let offsets = if made == 3 { 9 } else { 3 };
+        let lengths = if made == 4 { 8 } else { 4 };
         let steps = vec![
             step(OpKind::Mul, vec![1, 1], vec![6]),
             step(OpKind::Reshape, vec![6], vec![7]),
             step(OpKind::Add, vec![4, 4], vec![8]),
-            step(OpKind::PagedAttention, vec![0, q, 2, 3, lengths, 5], vec![9]),
+            step(OpKind::Add, vec![3, 3], vec![9]),
+            step(OpKind::Reshape, vec![1], vec![10]),
+            step(OpKind::PagedAttention, vec![0, q, 2, offsets, lengths, 5], vec![11]),
         ];
-        (Body { args: vec![0, 1, 2, 3, 4, 5], steps, results: vec![9] }, types)
+        (Body { args: vec![0, 1, 2, 3, 4, 5], steps, results: vec![11] }, types)
     }
 
     fn marked(body: &Body) -> bool {
-        match &body.steps[3].kind {
+        match &body.steps.last().unwrap().kind {
             StepKind::Op(op) => op.attrs.get(EARLY_INDEX).is_some(),
             _ => false,
         }
@@ -147,24 +165,26 @@ mod tests {
 
     #[test]
     fn index_inputs_of_the_program_after_a_kernel_are_read_early() {
-        let (mut body, types) = case(true, false, false, false);
+        let (mut body, types) = case(true, Q::KernelView, 0, false);
         mark(&mut body, &types);
         assert!(marked(&body));
-        let StepKind::Op(op) = &body.steps[3].kind else { unreachable!() };
+        let StepKind::Op(op) = &body.steps.last().unwrap().kind else { unreachable!() };
         assert!(max_graph::ops::attention::AttentionParams::from_attrs(&op.attrs).unwrap().early_index);
     }
 
     #[test]
     fn made_or_mutable_indices_a_first_kernel_or_the_host_are_not() {
-        for (gpu, q_input, lengths_made, table_buffer) in [
-            (true, true, false, false),
-            (true, false, true, false),
-            (true, false, false, true),
-            (false, false, false, false),
+        for (gpu, q, made, table_buffer) in [
+            (true, Q::Input, 0, false),
+            (true, Q::InputView, 0, false),
+            (true, Q::KernelView, 3, false),
+            (true, Q::KernelView, 4, false),
+            (true, Q::KernelView, 0, true),
+            (false, Q::KernelView, 0, false),
         ] {
-            let (mut body, types) = case(gpu, q_input, lengths_made, table_buffer);
+            let (mut body, types) = case(gpu, q, made, table_buffer);
             mark(&mut body, &types);
-            assert!(!marked(&body), "gpu {gpu} q_input {q_input} lengths_made {lengths_made} buffer {table_buffer}");
+            assert!(!marked(&body), "gpu {gpu} q {q:?} made {made} table buffer {table_buffer}");
         }
     }
 }

@@ -8,8 +8,9 @@
 //! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
 //! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`); the residual adds
 //! after an allreduce join it first (`fuse_allreduce_residual`, before the epilogues), the
-//! RMSNorms after it last (`fuse_allreduce_norm`). Last, the paged attentions whose index
-//! inputs no kernel of the program writes are marked to read them early (`mark_early_index`).
+//! RMSNorms after it last (`fuse_allreduce_norm`). Once a model's constants are folded, the
+//! paged attentions whose index inputs no kernel of the program writes are marked to read them
+//! early (`mark_early_index`, which `Model::load` runs).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -45,6 +46,13 @@ pub(crate) use fuse_qmatmul_residual::RESIDUAL;
 
 pub(crate) use dce::{dce, free_uses};
 
+/// Marks the paged attentions of `program` that may read their index inputs before waiting for
+/// the previous kernel (see mark_early_index.rs). Run on the program as it will execute (after
+/// constant folding, which removes steps: a kernel the mark relied on must still run).
+pub fn mark_early_index(program: &mut Program) {
+    mark_early_index::mark(&mut program.body, &program.types);
+}
+
 /// Lowers `graph`'s body: duplicates merged, dead code removed, elementwise chains fused.
 pub fn lower(graph: &Graph) -> Program {
     let types: Vec<Type> = graph.values.iter().map(|v| v.ty.clone()).collect();
@@ -77,7 +85,6 @@ pub fn lower(graph: &Graph) -> Program {
     if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
         fuse_rope_store::fuse(&mut body, &types);
     }
-    mark_early_index::mark(&mut body, &types);
     Program { types, body }
 }
 
