@@ -23,8 +23,8 @@
 // loads U keys AND their U values at once (values do not depend on the scores), then scores
 // them, and keeps its own online softmax: no barrier in the key loop, warps run free.
 // The f32 kernels for rows of up to 16 lanes (64 dims) run blocks of 512 threads (256 at 8
-// heads per kv head, for registers) whose
-// lane groups load a quarter (a half) of the keys the 128-thread blocks of the 16-bit ones do: the same keys per step and bytes in flight per block,
+// heads per kv head, for registers) whose lane groups load a quarter (a half) of the keys the
+// 128-thread blocks of the 16-bit ones do: the same keys per step and bytes in flight per block,
 // but four warps per scheduler, each with a quarter of the instruction chain (at decode's short
 // splits the kernel is bound by that chain's latency, not by memory). The softmax runs in base 2
 // with the scale (and log2 e) folded into the query; its maxima go back to natural units for the
@@ -121,7 +121,8 @@ __device__ __forceinline__ void merge_shares(const DecodeArgs& da, i64 i, i64 h0
         for (int s0 = 0; s0 < shares; s0 += 8) {
             float4 v[8];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) v[u] = s0 + u < shares ? __ldcg(src + (s0 + u) * quads) : make_float4(0, 0, 0, 0);
+            for (int u = 0; u < 8; ++u)
+                v[u] = s0 + u < shares ? __ldcg(src + (s0 + u) * quads) : make_float4(0, 0, 0, 0);
 #pragma unroll
             for (int u = 0; u < 8; ++u) {
                 // A weight of 0 (an empty share, whose values may never have been written) adds
