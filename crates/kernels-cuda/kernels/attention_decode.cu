@@ -218,8 +218,8 @@ template <int NT> __device__ __forceinline__ void decode_empty_share(const Decod
 // griddepcontrol.wait, then launch_dependents (the kernels start waiting for the previous
 // kernel's completion and memory here; the next kernel may launch from here).
 __device__ __forceinline__ void decode_wait() {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    pdl_wait();  // (prelude.cuh: nothing before sm_90, which has no programmatic launches)
+    pdl_launch_dependents();
 }
 
 // The warps' partial results red [NT / 32][G][2 + dim] (max, sum, values per head, G >= the
@@ -547,7 +547,7 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
 // there are no ticket counters (empty shares weigh 0).
 template <typename T> __device__ __forceinline__ void attention_combine(const DecodeArgs& da) {
     __shared__ float wts[DEC_MAXG * DEC_MAX_SPLITS];
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    pdl_wait();
     const i64 pair = blockIdx.x, kvh = pair % da.a.kv_heads, i = pair / da.a.kv_heads;
     merge_shares<T, DEC_THREADS>(da, i, kvh * da.group, da.splits, wts);
 }

@@ -29,6 +29,20 @@ fn small_families_compile_to_cubins_for_sm90a() {
     }
 }
 
+/// The decode step's attention families build for GPUs before Hopper too (sm_80): their
+/// programmatic-launch waits compile to nothing there (prelude.cuh's pdl_wait), where a bare
+/// `griddepcontrol` is rejected by the assembler.
+#[test]
+fn decode_attention_compiles_for_sm80() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for family in [&sources::ATTENTION_DECODE, &sources::ATTENTION] {
+        let cubin = compile(family, "sm_80", Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin is not an ELF image", family.name);
+    }
+}
+
 #[test]
 fn every_cast_pair_is_a_kernel() {
     if !nvrtc_or_skip() {
