@@ -16,16 +16,20 @@ fn nvrtc_or_skip() -> bool {
     }
 }
 
+/// Each family compiles to an ELF cubin for `arch` (NVRTC's own assembler).
+fn assert_cubins(families: &[&sources::Family], arch: &str) {
+    for family in families {
+        let cubin = compile(family, arch, Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin for {arch} is not an ELF image", family.name);
+    }
+}
+
 /// Every family's PTX is compiled (and assembled by ptxas) in tests/ptxas.rs; here the cubin
 /// target, which runs NVRTC's own assembler, on the smaller families.
 #[test]
 fn small_families_compile_to_cubins_for_sm90a() {
-    if !nvrtc_or_skip() {
-        return;
-    }
-    for family in [&sources::FILL, &sources::CAST] {
-        let cubin = compile(family, "sm_90a", Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin is not an ELF image", family.name);
+    if nvrtc_or_skip() {
+        assert_cubins(&[&sources::FILL, &sources::CAST], "sm_90a");
     }
 }
 
@@ -34,12 +38,8 @@ fn small_families_compile_to_cubins_for_sm90a() {
 /// `griddepcontrol` is rejected by the assembler.
 #[test]
 fn decode_attention_compiles_for_sm80() {
-    if !nvrtc_or_skip() {
-        return;
-    }
-    for family in [&sources::ATTENTION_DECODE, &sources::ATTENTION] {
-        let cubin = compile(family, "sm_80", Target::Cubin).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(&cubin[..4], b"\x7fELF", "{} cubin is not an ELF image", family.name);
+    if nvrtc_or_skip() {
+        assert_cubins(&[&sources::ATTENTION_DECODE, &sources::ATTENTION], "sm_80");
     }
 }
 

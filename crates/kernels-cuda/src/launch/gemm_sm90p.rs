@@ -24,7 +24,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{self, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
 use cudarc::driver::{CudaFunction, CudaStream, result};
 use max_graph::DType;
 
@@ -176,51 +175,15 @@ fn max_clusters(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, cluster:
     let v = if cluster == 1 {
         sms
     } else {
-        let mut attr = cluster_attr(cluster);
-        let cfg = config(stream, (cluster * fallback) as u32, smem, &mut attr, cluster);
-        let mut count: std::ffi::c_int = 0;
-        // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
-        let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, f.cu_function(), &cfg) };
-        match r.result() {
+        match crate::launch::active_clusters(stream, f, cluster, cluster * fallback, (THREADS, smem)) {
             // Fewer than SMs / cluster when some GPC has an odd SM left over; an answer far
             // below that would mean the query misread the launch, and is not trusted.
-            Ok(()) if count as usize * 4 >= fallback * 3 => (count as usize).min(fallback),
+            Some(count) if count * 4 >= fallback * 3 => count.min(fallback),
             _ => fallback,
         }
     };
     CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
     Ok(v)
-}
-
-fn cluster_attr(cluster: usize) -> CUlaunchAttribute {
-    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attr: CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = cluster as u32;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    attr
-}
-
-fn config(
-    stream: &Arc<CudaStream>,
-    grid: u32,
-    smem: u32,
-    attr: &mut CUlaunchAttribute,
-    cluster: usize,
-) -> CUlaunchConfig {
-    CUlaunchConfig {
-        gridDimX: grid,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: THREADS,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem,
-        hStream: stream.cu_stream(),
-        attrs: if cluster > 1 { attr as *mut _ } else { std::ptr::null_mut() },
-        numAttrs: if cluster > 1 { 1 } else { 0 },
-    }
 }
 
 /// Runs the kernel: A [rows_a, k] per batch (`z` batches at `a`, or one), B at `b` either

@@ -271,6 +271,41 @@ pub(crate) fn resident_blocks(
     Ok(v)
 }
 
+/// Clusters of `cluster` consecutive blocks (`threads` threads and `smem` bytes of dynamic
+/// shared memory each) of this kernel the driver says the stream's device holds at once, asked
+/// for a grid of `grid` blocks; None where it cannot say. Callers decide what to trust.
+pub(crate) fn active_clusters(
+    stream: &Arc<CudaStream>,
+    f: &cudarc::driver::CudaFunction,
+    cluster: usize,
+    grid: usize,
+    (threads, smem): (u32, u32),
+) -> Option<usize> {
+    use cudarc::driver::sys;
+    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster as u32;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid as u32,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr as *mut _,
+        numAttrs: 1,
+    };
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
+    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, f.cu_function(), &cfg) };
+    r.result().ok().map(|()| count.max(0) as usize)
+}
+
 /// The stream's device's L2 cache size in bytes.
 pub(crate) fn l2_bytes(stream: &Arc<CudaStream>) -> Result<usize> {
     Ok(device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?.max(0) as usize)

@@ -133,29 +133,8 @@ fn resident_in_pairs(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, sme
         return v;
     }
     let fallback = resident / 2 * 2;
-    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = 2;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: fallback.max(2) as u32,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: 256,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem,
-        hStream: stream.cu_stream(),
-        attrs: &mut attr as *mut _,
-        numAttrs: 1,
-    };
-    let mut count: std::ffi::c_int = 0;
-    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
-    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, f.cu_function(), &cfg) };
-    let v = match r.result() {
-        Ok(()) if 2 * count as usize * 4 >= fallback * 3 => (2 * count as usize).min(fallback),
+    let v = match crate::launch::active_clusters(stream, f, 2, fallback.max(2), (256, smem)) {
+        Some(count) if 2 * count * 4 >= fallback * 3 => (2 * count).min(fallback),
         _ => fallback,
     };
     CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);

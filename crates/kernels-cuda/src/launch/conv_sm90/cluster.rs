@@ -25,7 +25,6 @@ pub(super) fn cluster_pays(tiles: usize, sms: usize) -> bool {
 /// driver cannot say or holds far fewer than one per SM pair (a persistent grid larger than that
 /// would leave clusters waiting for a whole round).
 pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32, trio: bool) -> Result<usize> {
-    use cudarc::driver::sys;
     use std::collections::HashMap;
     use std::sync::Mutex;
     // (device, shared memory, 192-row form) -> clusters
@@ -44,29 +43,9 @@ pub(super) fn max_clusters(stream: &Arc<CudaStream>, dtype: DType, smem: u32, tr
     let func = function(stream.context(), family, &name)?;
     crate::allow_smem(stream.context(), &func, smem)?;
     let sms = sm_count(stream)?;
-    // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = 2;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: (sms / 2 * 2) as u32,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: if trio { 512 } else { 384 },
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem,
-        hStream: stream.cu_stream(),
-        attrs: &mut attr as *mut _,
-        numAttrs: 1,
-    };
-    let mut count: std::ffi::c_int = 0;
-    // SAFETY: `cfg` and the attribute it points at outlive the call; the function is loaded.
-    let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut count, func.cu_function(), &cfg) };
-    let v = match r.result() {
-        Ok(()) if count as usize * 4 >= sms / 2 * 3 => (count as usize).min(sms / 2),
+    let threads = if trio { 512 } else { 384 };
+    let v = match crate::launch::active_clusters(stream, &func, 2, sms / 2 * 2, (threads, smem)) {
+        Some(count) if count * 4 >= sms / 2 * 3 => count.min(sms / 2),
         _ => 0,
     };
     CACHE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, v);
