@@ -64,7 +64,7 @@ pub fn mark(body: &mut Body, types: &[Type]) {
 }
 
 /// Whether `v`, an input of step `s`, comes from a kernel-launching step before `s`, through
-/// layout steps (views) at most.
+/// views (plan.rs's `is_view`: the same memory, another shape) at most.
 fn after_kernel(body: &Body, producer: &HashMap<ValueId, usize>, mut v: ValueId, s: usize) -> bool {
     for _ in 0..8 {
         let Some(&p) = producer.get(&v) else { return false };
@@ -75,10 +75,10 @@ fn after_kernel(body: &Body, producer: &HashMap<ValueId, usize>, mut v: ValueId,
         if launches(step) {
             return true;
         }
-        match &step.kind {
-            StepKind::Op(op) if op.kind.family() == Family::Layout && !step.inputs.is_empty() => v = step.inputs[0],
-            _ => return false,
+        if !crate::engine::plan::is_view(step) {
+            return false;
         }
+        v = step.inputs[0];
     }
     false
 }
