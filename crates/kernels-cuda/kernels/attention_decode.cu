@@ -156,11 +156,15 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     const AttnArgs& a = da.a;
     __shared__ i64 seq[4];  // b, offsets[b], q_len, cached
     const i64 S = da.splits;
-    sp.s = blockIdx.x % S;
-    sp.pair = blockIdx.x / S;
-    const i64 kvh = sp.pair % a.kv_heads;
-    sp.i = sp.pair / a.kv_heads;
-    sp.h0 = kvh * da.group;
+    // 32-bit index arithmetic: the grid, the splits and the keys of a table are below 2^31
+    // (launch/attention_decode.rs), and a 64-bit division is a ~80-instruction call.
+    {
+        const u32 s32 = (u32)S, kv = (u32)a.kv_heads, pair = blockIdx.x / s32, row = pair / kv;
+        sp.s = blockIdx.x - pair * s32;
+        sp.pair = pair;
+        sp.i = row;
+        sp.h0 = (i64)(pair - row * kv) * da.group;
+    }
     const i64 i = sp.i;
     // The sequence of row i: the last b with offsets[b] <= i (0 if none). Thread t looks at
     // sequences t, t + 128, ...; exactly one of them matches when the offsets rise.
@@ -191,8 +195,8 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     if (hi > table_keys) hi = table_keys;  // keys past the lookup table have no page
     if (lo > hi) lo = hi;
     // This sequence's splits: whole steps of keys each, as few as the length needs.
-    const i64 n = hi - lo;
-    const i64 per = ((n + S - 1) / S + step - 1) / step * step;
+    const u32 n = (u32)(hi - lo), s32 = (u32)S, st = (u32)step;
+    const u32 per = ((n + s32 - 1) / s32 + st - 1) / st * st;
     sp.active = n == 0 ? 1 : (n + per - 1) / per;
     sp.tickets = S > 1 && da.counters != 0;
     sp.direct = S == 1 || (sp.tickets && sp.active == 1);
@@ -327,8 +331,8 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     const int ngroups = NT / lpk, gi = threadIdx.x / lpk, sub = threadIdx.x % lpk;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const i64 dim = a.dim;
-    const i64 pair = blockIdx.x / da.splits;
-    const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * group;
+    const u32 pair = blockIdx.x / (u32)da.splits, row = pair / (u32)a.kv_heads;  // (see decode_split)
+    const i64 kvh = pair - row * (u32)a.kv_heads, i = row, h0 = kvh * group;
     // Scores come out in base 2 and scaled (the softcap, when there is one, needs them in
     // natural units: it applies log2 e itself).
     const bool capped = a.softcap > 0.f;
@@ -386,9 +390,9 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     }
     // The page ids of the window of keys from w0 into pid (every thread calls it: barriers).
     auto stage_window = [&](i64 w0) {
-        const i64 p0 = w0 / ps;
+        const i64 p0 = (u32)w0 / ps32;
         const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
-        const int np = (int)((w1 - 1) / ps - p0 + 1);
+        const int np = (int)((u32)(w1 - 1) / ps32 - p0 + 1);
         __syncthreads();  // the previous window's page ids are no longer read
 #pragma unroll 4
         for (int t = threadIdx.x; t < np; t += NT) pid[t] = __ldcg(table + p0 + t);
@@ -404,7 +408,7 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
 #pragma unroll
         for (int e = 0; e < VE; ++e) qf[g][e] *= qmul;
     for (i64 w0 = kb; w0 < ke;) {
-        const i64 p0 = w0 / ps;
+        const i64 p0 = (u32)w0 / ps32;
         const i64 w1 = (p0 + DEC_WINDOW) * ps < ke ? (p0 + DEC_WINDOW) * ps : ke;
         if (!early || w0 != kb) stage_window(w0);
         // keys of this window relative to its first page's first key

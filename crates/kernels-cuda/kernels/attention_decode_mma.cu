@@ -108,8 +108,8 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     const bool capped = a.softcap > 0.f;
     const float inv_cap = capped ? 1.f / a.softcap : 0.f;
     const int g = lane / 4, c = lane % 4;  // an mma fragment's row (group) and column pair
-    const i64 pair = blockIdx.x / da.splits;
-    const i64 kvh = pair % a.kv_heads, i = pair / a.kv_heads, h0 = kvh * da.group;
+    const u32 pair = blockIdx.x / (u32)da.splits, row = pair / (u32)a.kv_heads;  // (see decode_split)
+    const i64 kvh = pair - row * (u32)a.kv_heads, i = row, h0 = kvh * da.group;
 
     // Launched under programmatic serialization: nothing the previous kernel may write (the
     // query, the cache) is read before decode_wait. With DecodeArgs::early the split and the
@@ -155,7 +155,7 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     const u32 pages = a.pages < (i64)0xffffffff ? (u32)a.pages : 0xffffffffu;
 
     // The page ids of pages wp0 + lane (cur) and wp0 + 32 + lane (nxt); past the table: none.
-    i64 wp0 = wlo / ps;
+    i64 wp0 = (u32)wlo / (u32)ps;  // keys and pages of a table fit 32 bits (see decode_split)
     u32 cur = 0xffffffffu, nxt = 0xffffffffu;
     if (tiles > 0) {
         if (wp0 + lane < a.width) cur = __ldcg(table + wp0 + lane);

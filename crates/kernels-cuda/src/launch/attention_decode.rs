@@ -139,7 +139,9 @@ fn plan_with(
     if !bytes.is_multiple_of(16) || !lpk.is_power_of_two() || lpk > 32 || group == 0 || group > MAX_GROUP {
         return None;
     }
-    if cache.page_size >= MAX_PAGE_SIZE {
+    // Key offsets within a window are 32-bit, and so is the kernels' index arithmetic over a
+    // sequence's keys (lookup tables of fewer than 2^31 keys).
+    if cache.page_size >= MAX_PAGE_SIZE || width.saturating_mul(cache.page_size) > i32::MAX as usize {
         return None;
     }
     if group * cache.kv_heads != q_heads {
@@ -347,8 +349,11 @@ mod tests {
         // SmolLM2's f32 rows: 16 lanes a key, 32 lane groups of 2 keys: 64 keys a step.
         let p = plan(DType::Float32, &cache(3, 64, 128), 9, 1, 5).unwrap();
         assert_eq!((p.lpk, p.kernel_group, p.step, p.splits, p.mma), (16, 4, 64, 10, false));
-        // Pages too large for the 32-bit offsets of a window take the general form.
+        // Pages too large for the 32-bit offsets of a window take the general form, and so do
+        // tables of 2^31 keys or more.
         assert!(plan(DType::Float32, &cache(3, 64, MAX_PAGE_SIZE), 9, 1, 1).is_none());
+        assert!(plan(DType::Float32, &cache(3, 64, 1 << 16), 9, 1, 1 << 15).is_none());
+        assert!(plan(DType::Float32, &cache(3, 64, 1 << 16), 9, 1, (1 << 15) - 1).is_some());
     }
 
     #[test]
