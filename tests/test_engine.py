@@ -202,6 +202,20 @@ def test_devices_and_errors():
         session().load(42)
 
 
+def test_a_panic_in_the_engine_is_a_runtime_error(rng):
+    """A bug that panics inside load, execute or a weight reader reaches Python as a
+    RuntimeError naming the call (not pyo3's PanicException, which `except Exception` misses),
+    and the process, with the models it holds, stays usable."""
+    from max._core import engine as core
+
+    model = session().load(build(lambda x: x * 2, cpu_type(DType.float32, [3])))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"internal error in _panic_under_guard .*: boom 7"):
+            core._panic_under_guard("boom 7")
+    x = rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_array_equal(model.execute(driver.Buffer.from_numpy(x))[0].to_numpy(), x * 2)
+
+
 def test_cpu_two_threads_share_a_model(rng):
     g = build(lambda x: ops.tanh(x) * 3 - x, cpu_type(DType.float64, ("n",)))
     model = session().load(g)

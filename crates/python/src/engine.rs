@@ -11,7 +11,7 @@ use pyo3::types::PyDict;
 
 use crate::buffer::PyBuffer;
 use crate::device::extract_device;
-use crate::errors::PyResultExt;
+use crate::errors::{PyResultExt, detached};
 use crate::graph::{PyGraphIR, type_to_py};
 
 #[pyclass(frozen, module = "max._core.engine", name = "Model")]
@@ -37,7 +37,7 @@ impl PyModel {
             w.insert(k.extract()?, v.cast::<PyBuffer>()?.get().inner.clone());
         }
         let g = graph.inner.clone();
-        let model = py.detach(move || Model::load(&g, &devices, &w, num_threads)).py()?;
+        let model = detached(py, "InferenceSession.load", move || Model::load(&g, &devices, &w, num_threads))?;
         Ok(PyModel { inner: Arc::new(model) })
     }
 
@@ -46,7 +46,7 @@ impl PyModel {
         let bufs: Vec<Buffer> =
             inputs.iter().map(|b| Ok(b.cast::<PyBuffer>()?.get().inner.clone())).collect::<PyResult<_>>()?;
         let model = self.inner.clone();
-        let outs = py.detach(move || model.execute(bufs)).py()?;
+        let outs = detached(py, "Model.execute", move || model.execute(bufs))?;
         outs.into_iter().map(|b| PyBuffer::wrap(py, b)).collect()
     }
 
@@ -103,7 +103,15 @@ fn _lowered_steps(graph: PyRef<'_, PyGraphIR>) -> PyResult<Vec<String>> {
     Ok(program.body.steps.iter().map(|s| s.name()).collect())
 }
 
+/// Panics with `message` under the guard that load, execute and the weight readers run under
+/// (errors::detached), for the test that a bug's panic reaches Python as a RuntimeError.
+#[pyfunction]
+fn _panic_under_guard(py: Python<'_>, message: String) -> PyResult<()> {
+    detached(py, "_panic_under_guard", move || -> Result<(), max_runtime::Error> { panic!("{message}") })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyModel>()?;
+    m.add_function(wrap_pyfunction!(_panic_under_guard, m)?)?;
     m.add_function(wrap_pyfunction!(_lowered_steps, m)?)
 }

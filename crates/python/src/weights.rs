@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::buffer::PyBuffer;
 use crate::dtype;
-use crate::errors::PyResultExt;
+use crate::errors::{PyResultExt, detached};
 
 /// A safetensors file, mapped and parsed.
 #[pyclass(frozen, module = "max._core.weights", name = "SafetensorsFile")]
@@ -23,7 +23,7 @@ struct PySafetensorsFile {
 impl PySafetensorsFile {
     #[new]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<PySafetensorsFile> {
-        Ok(PySafetensorsFile { inner: py.detach(|| SafetensorsFile::open(&path)).py()? })
+        Ok(PySafetensorsFile { inner: detached(py, "safetensors open", || SafetensorsFile::open(&path))? })
     }
 
     #[getter]
@@ -110,7 +110,7 @@ fn value_to_py(py: Python<'_>, v: &MetaValue) -> PyResult<Py<PyAny>> {
 impl PyGgufFile {
     #[new]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<PyGgufFile> {
-        Ok(PyGgufFile { inner: py.detach(|| GgufFile::open(&path)).py()? })
+        Ok(PyGgufFile { inner: detached(py, "GGUF open", || GgufFile::open(&path))? })
     }
 
     #[getter]
@@ -181,7 +181,7 @@ impl PyGgufFile {
 #[pyfunction]
 fn dequantize(py: Python<'_>, raw: PyRef<'_, PyBuffer>, encoding: &str) -> PyResult<Py<PyBuffer>> {
     let b = raw.inner.clone();
-    let out = py.detach(|| max_runtime::weights::dequantize(&b, encoding)).py()?;
+    let out = detached(py, "dequantize", || max_runtime::weights::dequantize(&b, encoding))?;
     PyBuffer::wrap(py, out)
 }
 
