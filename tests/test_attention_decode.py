@@ -1,5 +1,6 @@
 """paged_attention's decode form on the GPU (attention_decode.cu) against numpy float64, on
-fresh random caches: every dtype, query heads per kv head of 1 to 8 (the kernel's head groups
+fresh random caches: every dtype (f32 rows on the tensor cores, read as bf16, and on the CUDA
+cores), query heads per kv head of 1 to 8 (the kernel's head groups
 and the padded ones), head dims 32 to 256, page sizes that are and are not powers of two,
 contexts that are not whole steps or pages, sequences of very different lengths in one batch,
 lookup tables much wider than any sequence, every mask and softcap, short multi-row chunks,
@@ -22,6 +23,15 @@ pytestmark = pytest.mark.gpu
 
 NP = {DType.float32: np.float32, DType.float16: np.float16, DType.bfloat16: ml_dtypes.bfloat16}
 TOL = {DType.float32: 1e-4, DType.float16: 6e-3, DType.bfloat16: 4e-2}
+
+
+def _tol(dtype, d, f32_mma=True):
+    """The bound for `dtype` rows of `d` dims: f32 rows of whole k steps up to 128 dims that may
+    be read as bf16 (`f32_as_bf16`, `f32_mma`) run on the tensor cores, their query, keys and
+    values rounded to bf16 as they are read: bf16's bound."""
+    if dtype == DType.float32 and f32_mma and d % 16 == 0 and d <= 128:
+        return TOL[DType.bfloat16]
+    return TOL[dtype]
 DTYPES = list(NP)
 BAD = 0xFFFFFFFF
 
@@ -80,7 +90,7 @@ class Case:
         return np.concatenate(got)[:n].astype(np.float64) if got else np.zeros((0,) + self.blocks.shape[4:])
 
 
-def _model(gpu, dtype, hq, case, mask, window, softcap, scale):
+def _model(gpu, dtype, hq, case, mask, window, softcap, scale, f32_as_bf16=True):
     ref = DeviceRef.from_device(gpu)
     types = [
         TensorType(dtype, ["t", hq, case.blocks.shape[-1]], ref),
@@ -91,9 +101,8 @@ def _model(gpu, dtype, hq, case, mask, window, softcap, scale):
     ]
 
     def body(q, cache, offsets, lengths, table):
-        return kernels.paged_attention(
-            q, cache, offsets, lengths, table, layer=case.layer, scale=scale, mask=mask, window=window, softcap=softcap
-        )
+        return kernels.paged_attention(q, cache, offsets, lengths, table, layer=case.layer, scale=scale, mask=mask,
+                                       window=window, softcap=softcap, f32_as_bf16=f32_as_bf16)
 
     return engine.InferenceSession(devices=[driver.CPU(), gpu]).load(Graph("decode", body, input_types=types))
 
@@ -109,17 +118,19 @@ def _run(model, gpu, q, case, cached, qlens, table=None):
     return out.astype(np.float64), log
 
 
-def _check(gpu, rng, dtype, hkv, hq, d, ps, cached, qlens, width, mask="causal", window=None, softcap=0.0, layers=2):
+def _check(gpu, rng, dtype, hkv, hq, d, ps, cached, qlens, width, mask="causal", window=None, softcap=0.0, layers=2,
+           f32_mma=True):
     totals = [c + n for c, n in zip(cached, qlens)]
     case = Case(rng, dtype, hkv, d, ps, totals, width, layers=layers, layer=layers - 1)
     scale = d**-0.5
-    model = _model(gpu, dtype, hq, case, mask, window, softcap, scale)
+    model = _model(gpu, dtype, hq, case, mask, window, softcap, scale, f32_as_bf16=f32_mma)
     q = rng.standard_normal((sum(qlens), hq, d)).astype(NP[dtype])
     out, log = _run(model, gpu, q, case, cached, qlens)
     keys = [case.rows(b, 0, t) for b, t in enumerate(totals)]
     values = [case.rows(b, 1, t) for b, t in enumerate(totals)]
     want = _reference(q, keys, values, cached, qlens, scale, mask, window, softcap, hq // hkv)
-    np.testing.assert_allclose(out, want, rtol=TOL[dtype], atol=TOL[dtype])
+    tol = _tol(dtype, d, f32_mma)
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
     return log
 
 
@@ -141,7 +152,16 @@ def test_decode_over_very_different_lengths(gpu, rng, dtype, hkv, hq, d, ps):
     cached = [0, 46, 301, 1013, 5]
     log = _check(gpu, rng, dtype, hkv, hq, d, ps, cached, [1] * len(cached), width=-(-4100 // ps))
     if not (dtype == DType.float32 and d == 256):
-        assert log.last("attention")["kernel"].startswith("paged_decode_")
+        kernel = log.last("attention")["kernel"]
+        assert kernel.startswith("paged_decode_mma_" if d % 16 == 0 else "paged_decode_"), kernel
+    if dtype == DType.float32 and d < 256:
+        # f32 attention not allowed to read bf16: the CUDA-core f32 kernels, exact to f32's bound
+        log = _check(gpu, rng, dtype, hkv, hq, d, ps, cached, [1] * len(cached), width=-(-4100 // ps),
+                     f32_mma=False)
+        assert log.last("attention")["kernel"].startswith("paged_decode_f32"), log.last("attention")
+        with tuning.override("attention.decode_f32_mma=0"):  # and with the knob off
+            log = _check(gpu, rng, dtype, hkv, hq, d, ps, cached[:2], [1, 1], width=-(-4100 // ps))
+        assert log.last("attention")["kernel"].startswith("paged_decode_f32"), log.last("attention")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -212,7 +232,7 @@ def test_bad_pages_and_lengths_are_skipped(gpu, rng, dtype):
     visible[0][48:64] = False
     visible[1][112:128] = False
     want = _reference(q, keys, values, cached, [1, 1, 1], scale, "causal", None, 0.0, hq // hkv, visible)
-    np.testing.assert_allclose(out, want, rtol=TOL[dtype], atol=TOL[dtype])
+    np.testing.assert_allclose(out, want, rtol=_tol(dtype, d), atol=_tol(dtype, d))
 
 
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float32])
@@ -240,7 +260,9 @@ def test_index_inputs_read_before_the_wait(gpu, rng, dtype, made_lengths, ps, wi
         q = q * 2  # a kernel before the attention
         if made_lengths:
             lengths = lengths + 0
-        return kernels.paged_attention(q, cache, offsets, lengths, table, layer=0, scale=d**-0.5)
+        # (f32: the tensor-core kernel with pages of 16, the CUDA-core one with pages of 1)
+        return kernels.paged_attention(q, cache, offsets, lengths, table, layer=0, scale=d**-0.5,
+                                       f32_as_bf16=ps == 16)
 
     session = engine.InferenceSession(devices=[driver.CPU(), gpu])
     model = session.load(Graph("decode_early", body, input_types=types))
@@ -253,5 +275,6 @@ def test_index_inputs_read_before_the_wait(gpu, rng, dtype, made_lengths, ps, wi
             keys = [case.rows(b, 0, c + 1) for b, c in enumerate(cached)]
             values = [case.rows(b, 1, c + 1) for b, c in enumerate(cached)]
             want = _reference(q * 2, keys, values, cached, [1, 1], d**-0.5, "causal", None, 0.0, hq // hkv)
-            np.testing.assert_allclose(out, want, rtol=TOL[dtype], atol=TOL[dtype])
+            tol = _tol(dtype, d, ps == 16)
+            np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
     assert launches and all(r["early"] == (0 if made_lengths else 1) for r in launches), launches

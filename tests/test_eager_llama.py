@@ -182,10 +182,11 @@ def test_eager_decode_steps_reuse_their_compiled_ops(rng):
     table = freqs(HEAD_DIM, MAX_SEQ, THETA)
     cache = PagedKVCache(_kv_params(DType.float32, DeviceRef.CPU()), PAGES, device)
     cache.add_sequence()
-    block(Tensor.constant(rng.standard_normal((2, HIDDEN)), dtype=DType.float32), cache.step([2]), table)
-    block(Tensor.constant(rng.standard_normal((1, HIDDEN)), dtype=DType.float32), cache.step([1]), table)
+    x = lambda n: Tensor.constant(rng.standard_normal((n, HIDDEN)), dtype=DType.float32, device=device)  # noqa: E731
+    block(x(2), cache.step([2]), table)
+    block(x(1), cache.step([1]), table)
     before = compiled.STATS["compiled"]
-    block(Tensor.constant(rng.standard_normal((1, HIDDEN)), dtype=DType.float32), cache.step([1]), table)
+    block(x(1), cache.step([1]), table)
     assert compiled.STATS["compiled"] == before
     assert cache.lengths == [4]
 
@@ -202,3 +203,26 @@ def test_cache_buffer_cannot_be_staged():
     x = Tensor.zeros([2, HIDDEN], dtype=DType.float32)
     with pytest.raises(TypeError, match="MutableBuffer"):
         F.functional(lambda v: block.self_attn(v, step, freqs(HEAD_DIM, MAX_SEQ, THETA)))(x)
+
+
+def test_quantized_projections_let_float32_attention_read_bfloat16():
+    """AttentionWithRope lets its float32 paged attention read bfloat16 (``f32_as_bf16``, the
+    GPU's tensor-core decode kernel) only when a projection is GGUF-quantized, whose products
+    carry bfloat16's error anyway; float32 projections keep float32 attention."""
+    from max.graph.quantization import QuantizationEncoding
+
+    ref = DeviceRef.CPU()
+    kv_params = _kv_params(DType.float32, ref)
+    rope = RotaryEmbedding(HIDDEN, HEADS, THETA, MAX_SEQ, HEAD_DIM, interleaved=False)
+    types = [TensorType(DType.float32, ["tokens", HIDDEN], ref), TensorType(DType.uint32, ["offsets"], ref),
+             *kv_params.get_symbolic_inputs()[0]]
+    for encoding in (None, QuantizationEncoding.Q4_0):
+        attn = AttentionWithRope(rope=rope, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, hidden_size=HIDDEN,
+                                 kv_params=kv_params, devices=[ref], dtype=DType.float32, head_dim=HEAD_DIM,
+                                 quantization_encoding=encoding)
+        attn.state_dict()  # names the weights (q_proj.weight, ...)
+        with Graph("attention", input_types=types) as g:
+            x, offsets, *cache = g.inputs
+            g.output(attn(LAYER, x.tensor, PagedCacheValues.from_values(cache), rope.freqs_cis_on(ref), offsets.tensor))
+        ops = [line for line in str(g).splitlines() if "paged_attention(" in line]
+        assert len(ops) == 1 and ("f32_as_bf16=true" in ops[0]) == (encoding is not None), ops

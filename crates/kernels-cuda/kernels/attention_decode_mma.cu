@@ -1,9 +1,11 @@
 #line 1 "attention_decode_mma.cu"
 // attention_decode_mma.cu: the decode form of paged_attention on tensor cores, for f16/bf16
 // caches with head dims D of 16 to 256 (after attention_decode.cu, whose DecodeArgs,
-// decode_split and decode_finish it shares with the CUDA-core kernel). One block of DEC_WARPS
-// warps per (query row, kv head, split); the kv head's query heads (up to DM_HEADS) share every
-// key and value load.
+// decode_split and decode_finish it shares with the CUDA-core kernel), and for f32 caches of up
+// to 128 dims (`_f32`: the query, keys and values rounded to bf16 as they become mma fragments,
+// as the f32 prefill kernels stage them; the output f32). One block of DEC_WARPS warps per
+// (query row, kv head, split); the kv head's query heads (up to DM_HEADS) share every key and
+// value load.
 //
 // A decode step reads every key and value once and does two multiply-adds per byte, so the
 // kernel is shaped to keep as many bytes in flight as the memory system needs (at ~4.5 TB/s and
@@ -39,6 +41,13 @@ template <bool BF16> struct DmElem {
 };
 template <> struct DmElem<true> {
     typedef bf16 T;
+};
+// The cache's (and the query's and output's) element: the mma's 16-bit type, or f32 (F32).
+template <bool F32, typename T> struct DmStore {
+    typedef T S;
+};
+template <typename T> struct DmStore<true, T> {
+    typedef float S;
 };
 
 __device__ __forceinline__ void dm_cp16(u32 dst, const void* src, bool valid) {
@@ -89,15 +98,22 @@ template <bool BF16> __device__ __forceinline__ u32 dm_pack(float lo, float hi) 
     return r;
 }
 
-template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(const DecodeArgs& da) {
-    typedef typename DmElem<BF16>::T T;
-    constexpr int CPR = D / 8;                         // 16-byte chunks of a row
-    constexpr int ROW = D * 2 + 16;                    // bytes of a padded row in shared memory
-    constexpr int TILE = DM_KEYS * ROW;                // bytes of a tile's keys (or values)
-    constexpr int RING = DM_STAGES * 2 * TILE;         // a warp's ring of tiles
+template <int D, bool BF16, bool F32> __device__ __forceinline__ void paged_decode_mma(const DecodeArgs& da) {
+    typedef typename DmElem<BF16>::T T;                // the mma's operands
+    typedef typename DmStore<F32, T>::S S;             // the cache's, query's and output's elements
+    constexpr int CPR = D * (int)sizeof(S) / 16;       // 16-byte chunks of a row
+    constexpr int EPC = 16 / (int)sizeof(S);           // elements per chunk
+    // Bytes of a padded row in shared memory: keys and values 4 banks apart row to row (the 8
+    // rows an ldmatrix reads, or f32 values' 32-bit fragment loads, on distinct banks); f32
+    // keys 8 banks apart (their fragments are 8-byte loads, a half warp each).
+    constexpr int ROWK = D * (int)sizeof(S) + (F32 ? 32 : 16), ROWV = D * (int)sizeof(S) + 16;
+    constexpr int TILEK = DM_KEYS * ROWK, TILEV = DM_KEYS * ROWV;  // a tile's keys, its values
+    constexpr int SLOT = TILEK + TILEV;                // one ring slot: a tile's keys, then values
+    constexpr int RING = DM_STAGES * SLOT;             // a warp's ring of tiles
     constexpr int WARP_BYTES = RING + DM_KEYS * 16;    // and its P^T: 16 keys x 8 heads
     constexpr int KPP = CPR < 32 ? 32 / CPR : 1;       // keys a warp copies per pass
     constexpr int PASSES = DM_KEYS / KPP;              // copies per lane per tile's keys (or values)
+    static_assert(CPR <= 32 && CPR * KPP == 32, "a warp copies whole rows");
     constexpr int DK = D / 16;                         // k steps of S^T, m tiles of O^T
     static_assert(D % 16 == 0 && D <= 256, "head dims of 16 to 256, whole k steps");
     static_assert(DEC_WARPS * DM_HEADS * (2 + D) * 4 <= DEC_WARPS * WARP_BYTES, "red fits in the rings");
@@ -123,11 +139,23 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     u32 qb[DK][2];
     auto load_q = [&]() {
         const bool has = g < da.group;
-        const u32* qrow = reinterpret_cast<const u32*>((const T*)a.q + (i * a.q_heads + h0 + (has ? g : 0)) * D);
+        const S* qs = (const S*)a.q + (i * a.q_heads + h0 + (has ? g : 0)) * D;
+        if constexpr (F32) {  // rounded to bf16 here (pairs of f32 loads)
+            const float2* q2 = reinterpret_cast<const float2*>(qs);
 #pragma unroll
-        for (int k = 0; k < DK; ++k) {
-            qb[k][0] = has ? __ldg(qrow + 8 * k + c) : 0u;
-            qb[k][1] = has ? __ldg(qrow + 8 * k + 4 + c) : 0u;
+            for (int k = 0; k < DK; ++k) {
+                const float2 x = has ? __ldg(q2 + 8 * k + c) : make_float2(0.f, 0.f);
+                const float2 y = has ? __ldg(q2 + 8 * k + 4 + c) : make_float2(0.f, 0.f);
+                qb[k][0] = dm_pack<BF16>(x.x, x.y);
+                qb[k][1] = dm_pack<BF16>(y.x, y.y);
+            }
+        } else {
+            const u32* qrow = reinterpret_cast<const u32*>(qs);
+#pragma unroll
+            for (int k = 0; k < DK; ++k) {
+                qb[k][0] = has ? __ldg(qrow + 8 * k + c) : 0u;
+                qb[k][1] = has ? __ldg(qrow + 8 * k + 4 + c) : 0u;
+            }
         }
     };
     if (!early) load_q();
@@ -151,7 +179,7 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     const u64 head_off = (u64)a.layer * page_elems + (u64)kvh * D;
     const u64 value_off = (u64)a.layers * page_elems;  // keys -> values of one page
     const u32* table = (const u32*)a.table + sp.b * a.width;
-    const T* cache = (const T*)a.blocks;
+    const S* cache = (const S*)a.blocks;
     const u32 pages = a.pages < (i64)0xffffffff ? (u32)a.pages : 0xffffffffu;
 
     // The page ids of pages wp0 + lane (cur) and wp0 + 32 + lane (nxt); past the table: none.
@@ -195,16 +223,15 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         const bool ok = k0 + kl < whi && page < pages;
         const u64 off = ok ? (u64)page * page_stride + head_off + (u64)slot * rowlen : 0;
         const u32 vm = __ballot_sync(FULL_MASK, ok) & ((1u << DM_KEYS) - 1);
-        const u32 kdst = ring + (u32)(t % DM_STAGES) * 2 * TILE;
+        const u32 kdst = ring + (u32)(t % DM_STAGES) * SLOT;
 #pragma unroll
         for (int p = 0; p < PASSES; ++p) {
             const int k = p * KPP + lane / CPR % KPP, ch = lane % CPR;
             const u64 at = __shfl_sync(FULL_MASK, off, k);
             const bool v = (vm >> k) & 1u;
-            const T* src = cache + at + ch * 8;
-            const u32 dst = kdst + (u32)(k * ROW + ch * 16);
-            dm_cp16(dst, src, v);
-            dm_cp16(dst + TILE, src + value_off, v);
+            const S* src = cache + at + ch * EPC;
+            dm_cp16(kdst + (u32)(k * ROWK + ch * 16), src, v);
+            dm_cp16(kdst + (u32)(TILEK + k * ROWV + ch * 16), src + value_off, v);
         }
         return vm;
     };
@@ -215,8 +242,12 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
     float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;  // heads 2c and 2c + 1
     // ldmatrix row addresses: K as A (matrices: keys 0-7 | 8-15 x dims 0-7, then dims 8-15),
     // V^T as A (matrices: keys 0-7 x dims 0-7 | 8-15, then keys 8-15).
-    const u32 kaddr = (u32)(((lane & 7) + ((lane >> 3) & 1) * 8) * ROW + (lane >> 4) * 16);
-    const u32 vaddr = (u32)(((lane & 7) + (lane >> 4) * 8) * ROW + ((lane >> 3) & 1) * 16);
+    // (f32 rows: the same fragments from four 8-byte loads (keys) or eight 4-byte loads
+    // (values) per lane, rounded to bf16 pairs: key g, g + 8 x dims 2c, 2c + 1 (+ 8); dim g,
+    // g + 8 x keys 2c, 2c + 1 (+ 8).)
+    const u32 kaddr = (u32)(((lane & 7) + ((lane >> 3) & 1) * 8) * ROWK + (lane >> 4) * 16);
+    const u32 vaddr = (u32)(((lane & 7) + (lane >> 4) * 8) * ROWV + ((lane >> 3) & 1) * 16);
+    constexpr int RWK = ROWK / 4, RWV = ROWV / 4;  // f32 rows in words
 
     u32 vms[DM_STAGES - 1];
 #pragma unroll
@@ -233,12 +264,23 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         vms[DM_STAGES - 2] = issue(t + DM_STAGES - 1);
         dm_commit();
 
-        const u32 kt = ring + (u32)(t % DM_STAGES) * 2 * TILE, vt = kt + TILE;
+        const u32 kt = ring + (u32)(t % DM_STAGES) * SLOT, vt = kt + TILEK;
+        const float* kf = reinterpret_cast<const float*>(dm_buf + warp * WARP_BYTES + t % DM_STAGES * SLOT);
+        const float* vf = kf + TILEK / 4;
         float s4[4] = {0.f, 0.f, 0.f, 0.f};  // keys g, g + 8 x heads 2c, 2c + 1
 #pragma unroll
         for (int k = 0; k < DK; ++k) {
             u32 af[4];
-            dm_ldsm(af, kt + kaddr + k * 32);
+            if constexpr (F32) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float* k0 = kf + (g + 8 * (r & 1)) * RWK + 16 * k + 8 * (r >> 1) + 2 * c;
+                    const float2 x = *reinterpret_cast<const float2*>(k0);
+                    af[r] = dm_pack<BF16>(x.x, x.y);
+                }
+            } else {
+                dm_ldsm(af, kt + kaddr + k * 32);
+            }
             dm_mma<BF16>(s4, af, qb[k][0], qb[k][1]);
         }
         float x[4];
@@ -280,7 +322,15 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
 #pragma unroll
         for (int k = 0; k < DK; ++k) {
             u32 af[4];
-            dm_ldsm_t(af, vt + vaddr + k * 32);
+            if constexpr (F32) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float* v0 = vf + (2 * c + 8 * (r >> 1)) * RWV + 16 * k + 8 * (r & 1) + g;
+                    af[r] = dm_pack<BF16>(v0[0], v0[RWV]);
+                }
+            } else {
+                dm_ldsm_t(af, vt + vaddr + k * 32);
+            }
             dm_mma<BF16>(o[k], af, pb[0], pb[1]);
         }
     }
@@ -310,20 +360,26 @@ template <int D, bool BF16> __device__ __forceinline__ void paged_decode_mma(con
         r1p[2 + 16 * k + g + 8] = o[k][3];
     }
     __syncthreads();
-    decode_finish<T, DEC_THREADS>(da, sp, red, DM_HEADS);
+    decode_finish<S, DEC_THREADS>(da, sp, red, DM_HEADS);
 }
 
-#define DECODE_MMA(D, NAME, BF16)                                                                  \
+#define DECODE_MMA(D, NAME, BF16, F32)                                                             \
     extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1) paged_decode_mma_d##D##_##NAME(   \
         DecodeArgs a) {                                                                            \
-        paged_decode_mma<D, BF16>(a);                                                              \
+        paged_decode_mma<D, BF16, F32>(a);                                                         \
     }
-#define DECODE_MMA_DIMS(NAME, BF16) \
-    DECODE_MMA(16, NAME, BF16)      \
-    DECODE_MMA(32, NAME, BF16)      \
-    DECODE_MMA(64, NAME, BF16)      \
-    DECODE_MMA(128, NAME, BF16)     \
-    DECODE_MMA(256, NAME, BF16)
+#define DECODE_MMA_DIMS(NAME, BF16)    \
+    DECODE_MMA(16, NAME, BF16, false)  \
+    DECODE_MMA(32, NAME, BF16, false)  \
+    DECODE_MMA(64, NAME, BF16, false)  \
+    DECODE_MMA(128, NAME, BF16, false) \
+    DECODE_MMA(256, NAME, BF16, false)
 
 DECODE_MMA_DIMS(f16, false)
 DECODE_MMA_DIMS(bf16, true)
+// f32 caches, rounded to bf16 as the fragments are read (launch/attention_decode.rs:
+// `attention.decode_f32_mma`); rows of up to 128 dims (a warp copies a row in one pass).
+DECODE_MMA(16, f32, true, true)
+DECODE_MMA(32, f32, true, true)
+DECODE_MMA(64, f32, true, true)
+DECODE_MMA(128, f32, true, true)

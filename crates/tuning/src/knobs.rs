@@ -285,6 +285,10 @@ declare! {
     AttentionSplits: "attention.splits", None, Kind::Int { min: 1, max: 64, step: 1 }, "";
     /// paged_attention's decode form launches under programmatic stream serialization.
     AttentionPdl: "attention.pdl", None, Kind::Flag, "1";
+    /// f32 attention that may read bf16 (`f32_as_bf16`: quantized GGUF models, f32 activations on
+    /// the GPU) of head dims 16 to 128 takes the tensor-core decode kernel, the query, keys and
+    /// values rounded to bf16 as it reads them (off: the CUDA-core f32 kernels).
+    AttentionDecodeF32Mma: "attention.decode_f32_mma", None, Kind::Flag, "1";
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
     QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
 

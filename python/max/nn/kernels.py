@@ -83,6 +83,7 @@ def paged_attention(
     mask: str = "causal",
     window: int | None = None,
     softcap: float = 0.0,
+    f32_as_bf16: bool = False,
 ) -> TensorValue:
     """Attention of the new tokens' queries ``q [tokens, q_heads, head_dim]`` over their
     sequences' cached keys and values of layer `layer`. Sequence ``b`` has
@@ -90,7 +91,10 @@ def paged_attention(
     ``input_row_offsets[b]:input_row_offsets[b + 1]`` of `q`, at the following positions; its
     pages are ``lookup_table[b]``. `mask`: "causal", "sliding_window" (the last `window`
     positions) or "null" (every position of the sequence). `softcap` > 0 caps the scores with
-    ``softcap * tanh(s / softcap)``. Query head ``h`` reads kv head ``h // (q_heads // kv_heads)``."""
+    ``softcap * tanh(s / softcap)``. Query head ``h`` reads kv head ``h // (q_heads // kv_heads)``.
+    `f32_as_bf16`: float32 queries, keys and values may be read as bfloat16 (on a GPU the
+    tensor-core decode kernel takes them), for models whose products carry bfloat16's error
+    anyway (quantized projections); without it float32 attention keeps float32 products."""
     b = _buffer("paged_attention", blocks)
     g = b._graph
     args = [
@@ -103,6 +107,8 @@ def paged_attention(
     attrs: dict[str, Any] = {"layer": int(layer), "scale": float(scale), "mask": mask, "softcap": float(softcap)}
     if window is not None:
         attrs["window"] = int(window)
+    if f32_as_bf16:
+        attrs["f32_as_bf16"] = True
     out, chain = stage("paged_attention", [g._current_chain, *args], attrs, graph=g)
     g._current_chain = chain  # type: ignore[assignment]
     return out  # type: ignore[return-value]

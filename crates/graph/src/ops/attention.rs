@@ -132,12 +132,20 @@ pub struct AttentionParams {
     /// offsets, cache lengths or lookup table, and a kernel of the program runs before this op,
     /// so a kernel may read them before it waits for the previous kernel of its stream.
     pub early_index: bool,
+    /// f32 queries, keys and values may be read as bf16 (attribute [`F32_AS_BF16`]; on a GPU
+    /// the tensor-core decode kernel takes them): for models whose products carry bf16's error
+    /// anyway (quantized projections). Without it f32 attention keeps f32 products.
+    pub f32_as_bf16: bool,
 }
 
 /// The attribute the engine sets on a paged_attention whose row offsets, cache lengths and
 /// lookup table are program inputs no kernel writes, and that follows a kernel of its program
 /// (see [`AttentionParams::early_index`]).
 pub const EARLY_INDEX: &str = "early_index";
+
+/// paged_attention's attribute allowing f32 inputs to be read as bf16 (see
+/// [`AttentionParams::f32_as_bf16`]).
+pub const F32_AS_BF16: &str = "f32_as_bf16";
 
 impl AttentionParams {
     pub fn from_attrs(attrs: &Attrs) -> std::result::Result<AttentionParams, String> {
@@ -173,7 +181,12 @@ impl AttentionParams {
             Some(Attr::Bool(b)) => *b,
             Some(other) => return Err(format!("{EARLY_INDEX}: expected a bool, got {other}")),
         };
-        Ok(AttentionParams { layer, scale: scale as f32, mask, softcap: softcap as f32, early_index })
+        let f32_as_bf16 = match attrs.get(F32_AS_BF16) {
+            None => false,
+            Some(Attr::Bool(b)) => *b,
+            Some(other) => return Err(format!("{F32_AS_BF16}: expected a bool, got {other}")),
+        };
+        Ok(AttentionParams { layer, scale: scale as f32, mask, softcap: softcap as f32, early_index, f32_as_bf16 })
     }
 }
 

@@ -311,17 +311,18 @@ pub fn prefill_plan(
 }
 
 /// Bytes of scratch [`paged_attention`] needs for a call (`AttentionPtrs::partial`): none when
-/// the prefill kernel or a single split runs it.
+/// the prefill kernel or a single split runs it. `f32_as_bf16`: `AttentionParams::f32_as_bf16`.
 pub fn scratch_bytes(
     dtype: DType,
     cache: &CacheLayout,
     (tokens, q_heads, batch, width): (usize, usize, usize, usize),
     (q, blocks, out): (u64, u64, u64),
+    f32_as_bf16: bool,
 ) -> usize {
     if prefill_plan(dtype, cache, (tokens, q_heads, batch), (q, blocks, out), (false, false)).is_some() {
         return 0;
     }
-    split_plan(dtype, cache, q_heads, tokens, width)
+    split_plan(dtype, cache, q_heads, tokens, width, f32_as_bf16)
         .map_or(0, |plan| split_scratch_bytes(&plan, tokens, q_heads, cache.head_dim))
 }
 
@@ -397,7 +398,7 @@ pub fn paged_attention(
     }
     let tasks = tokens * q_heads;
     let aligned = [ptrs.q, ptrs.blocks].iter().all(|p| p % 16 == 0);
-    if let Some(plan) = split_plan(dtype, &cache, q_heads, tokens, width).filter(|_| aligned) {
+    if let Some(plan) = split_plan(dtype, &cache, q_heads, tokens, width, p.f32_as_bf16).filter(|_| aligned) {
         let scratch = split_scratch_bytes(&plan, tokens, q_heads, cache.head_dim);
         if scratch == 0 || ptrs.partial != 0 {
             return super::attention_decode::launch(stream, dtype, args, plan, ptrs.partial, p.early_index);

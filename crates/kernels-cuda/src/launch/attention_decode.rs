@@ -78,15 +78,21 @@ pub struct SplitPlan {
     pub step: usize,
     /// Splits of each (row, kv head): the grid is rows x kv heads x splits.
     pub splits: usize,
-    /// The tensor-core kernel (f16/bf16 rows of 16 to 256 dims) rather than the CUDA-core one.
+    /// The tensor-core kernel (f16/bf16 rows of 16 to 256 dims, f32 ones of up to 128 with
+    /// `attention.decode_f32_mma`) rather than the CUDA-core one.
     pub mma: bool,
 }
 
-/// Dynamic shared memory of the tensor-core kernel: per warp a ring of tiles of keys and values
-/// (rows padded by 16 bytes) and a 16 x 8 tile of probabilities.
-fn mma_smem(dim: usize) -> usize {
-    (THREADS / 32) * (MMA_STAGES * 2 * MMA_KEYS * (dim * 2 + 16) + MMA_KEYS * 16)
+/// Dynamic shared memory of the tensor-core kernel for `elem`-byte cache elements: per warp a
+/// ring of tiles of keys and values (rows padded by 16 bytes, f32 keys by 32) and a 16 x 8 tile
+/// of probabilities.
+fn mma_smem(dim: usize, elem: usize) -> usize {
+    let (key_row, value_row) = (dim * elem + if elem == 4 { 32 } else { 16 }, dim * elem + 16);
+    (THREADS / 32) * (MMA_STAGES * MMA_KEYS * (key_row + value_row) + MMA_KEYS * 16)
 }
+
+/// The most head dims of the f32 tensor-core kernels (a warp copies a row in one pass).
+const MMA_F32_MAX_DIM: usize = 128;
 
 /// Threads of a CUDA-core kernel's block, the keys (and values) each of its lane groups loads
 /// at once (NT and U in attention_decode.cu's DECODE) and its name's dtype part: fewer keys
@@ -116,22 +122,33 @@ fn block_plan(dtype: DType, kernel_group: usize, lpk: usize) -> (usize, usize, &
 /// Batch-invariant (`numerics.batch_invariant`): one split. A split's keys are a share of the
 /// sequence's length over the call's split count, which follows the batch (rows x kv heads)
 /// and the table's width; unsplit, a (row, kv head) block walks its keys in one fixed order
-/// and writes the output directly, whatever else is in the batch.
-pub fn split_plan(dtype: DType, cache: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
+/// and writes the output directly, whatever else is in the batch. f32 rows go to the tensor
+/// cores only where the call allows reading them as bf16 (`AttentionParams::f32_as_bf16`) and
+/// `attention.decode_f32_mma` is on.
+pub fn split_plan(
+    dtype: DType,
+    cache: &CacheLayout,
+    q_heads: usize,
+    tokens: usize,
+    width: usize,
+    f32_as_bf16: bool,
+) -> Option<SplitPlan> {
     let t = max_tuning::current();
     let chosen = if t.batch_invariant() { Some(1) } else { t.int(max_tuning::Knob::AttentionSplits) };
-    plan_with(dtype, cache, q_heads, tokens, width, chosen)
+    let f32_mma = f32_as_bf16 && t.flag_or(max_tuning::Knob::AttentionDecodeF32Mma, true);
+    plan_with(dtype, cache, q_heads, tokens, width, (chosen, f32_mma))
 }
 
 /// [`split_plan`] with `chosen` splits (clamped to 1..=MAX_SPLITS), or the plan's own number
-/// for None; never more than the table holds steps.
+/// for None, never more than the table holds steps; f32 rows on the tensor cores when
+/// `f32_mma` (`attention.decode_f32_mma`).
 fn plan_with(
     dtype: DType,
     cache: &CacheLayout,
     q_heads: usize,
     tokens: usize,
     width: usize,
-    chosen: Option<usize>,
+    (chosen, f32_mma): (Option<usize>, bool),
 ) -> Option<SplitPlan> {
     let bytes = cache.head_dim * dtype.size_in_bytes();
     let lpk = bytes / 16;
@@ -147,13 +164,15 @@ fn plan_with(
     if group * cache.kv_heads != q_heads {
         return None;
     }
-    let mma = dtype.size_in_bytes() == 2 && cache.head_dim.is_multiple_of(16);
+    let f32_mma = f32_mma && dtype == DType::Float32 && cache.head_dim <= MMA_F32_MAX_DIM;
+    let mma = (dtype.size_in_bytes() == 2 || f32_mma) && cache.head_dim.is_multiple_of(16);
     let max_keys = (width * cache.page_size).max(1);
     let pairs = (tokens * cache.kv_heads).max(1);
     let (kernel_group, step, wanted) = if mma {
         // As many splits as keep one wave of resident blocks: a second, partial wave would
         // stream with a fraction of the bytes in flight.
-        let per_sm = (SMEM_PER_SM / (mma_smem(cache.head_dim) + MMA_SMEM_EXTRA)).clamp(1, MMA_MOST_PER_SM);
+        let smem = mma_smem(cache.head_dim, dtype.size_in_bytes()) + MMA_SMEM_EXTRA;
+        let per_sm = (SMEM_PER_SM / smem).clamp(1, MMA_MOST_PER_SM);
         (MAX_GROUP, THREADS / 32 * MMA_KEYS, (SMS * per_sm / pairs).max(1))
     } else {
         let kernel_group = group.next_power_of_two();
@@ -198,7 +217,7 @@ pub(super) fn launch(
     // The CUDA-core kernel's dynamic shared memory holds the warps' (max, sum, values) for
     // its heads; the tensor-core kernel's its warps' rings (red at the end).
     let (name, smem, threads) = if plan.mma {
-        (format!("paged_decode_mma_d{dim}_{dt}"), mma_smem(dim), THREADS)
+        (format!("paged_decode_mma_d{dim}_{dt}"), mma_smem(dim, dtype.size_in_bytes()), THREADS)
     } else {
         let (threads, _, kind) = block_plan(dtype, plan.kernel_group, plan.lpk);
         (
@@ -280,8 +299,8 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     for g in [1, 2, 4, 8] {
         all.push((ATTENTION_DECODE, format!("paged_decode_f32_wide_g{g}"), size_of::<DecodeArgs>()));
     }
-    for dt in ["f16", "bf16"] {
-        for d in [16, 32, 64, 128, 256] {
+    for dt in ["f16", "bf16", "f32"] {
+        for d in [16, 32, 64, 128, 256].into_iter().filter(|&d| dt != "f32" || d <= MMA_F32_MAX_DIM) {
             all.push((ATTENTION_DECODE, format!("paged_decode_mma_d{d}_{dt}"), size_of::<DecodeArgs>()));
         }
     }
@@ -297,7 +316,7 @@ mod tests {
     }
 
     fn plan(dtype: DType, c: &CacheLayout, q_heads: usize, tokens: usize, width: usize) -> Option<SplitPlan> {
-        plan_with(dtype, c, q_heads, tokens, width, None)
+        plan_with(dtype, c, q_heads, tokens, width, (None, false))
     }
 
     #[test]
@@ -359,13 +378,13 @@ mod tests {
     #[test]
     fn the_knob_bounds_the_splits() {
         let c = cache(8, 128, 128);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, Some(4)).unwrap().splits, 4);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, (Some(4), false)).unwrap().splits, 4);
         // The knob sets the count, past one wave of blocks too (8 sequences: 4 of the plan's).
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 8, 64, Some(12)).unwrap().splits, 12);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, Some(1000)).unwrap().splits, MAX_SPLITS);
-        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, Some(0)).unwrap().splits, 1);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 8, 64, (Some(12), false)).unwrap().splits, 12);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 1024, (Some(1000), false)).unwrap().splits, MAX_SPLITS);
+        assert_eq!(plan_with(DType::BFloat16, &c, 32, 1, 64, (Some(0), false)).unwrap().splits, 1);
         // Never more splits than steps in the table (192 keys: 3 steps of 64).
-        assert_eq!(plan_with(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12, Some(64)).unwrap().splits, 3);
+        assert_eq!(plan_with(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12, (Some(64), false)).unwrap().splits, 3);
     }
 
     #[test]
@@ -375,11 +394,22 @@ mod tests {
                 assert!(plan(dt, &cache(2, d, 16), 8, 1, 4).unwrap().mma, "{dt:?} d{d}");
             }
             assert!(!plan(DType::Float32, &cache(2, d, 16), 8, 1, 4).is_some_and(|p| p.mma));
+            // f32 rows of up to 128 dims with `attention.decode_f32_mma`
+            let f32 = plan_with(DType::Float32, &cache(2, d, 16), 8, 1, 4, (None, true));
+            assert_eq!(f32.is_some_and(|p| p.mma), d <= MMA_F32_MAX_DIM, "f32 d{d}");
         }
         assert!(!plan(DType::BFloat16, &cache(2, 8, 16), 2, 1, 4).unwrap().mma);
         // Every head dim's rings fit a block (227 KiB with the static arrays).
-        assert!(mma_smem(256) + MMA_SMEM_EXTRA - 1024 <= 227 * 1024);
-        assert_eq!(mma_smem(128), 4 * (3 * 2 * 16 * 272 + 256));
+        assert!(mma_smem(256, 2) + MMA_SMEM_EXTRA - 1024 <= 227 * 1024);
+        assert!(mma_smem(MMA_F32_MAX_DIM, 4) + MMA_SMEM_EXTRA - 1024 <= 227 * 1024);
+        assert_eq!(mma_smem(128, 2), 4 * (3 * 2 * 16 * 272 + 256));
+        assert_eq!(mma_smem(128, 4), 4 * (3 * 16 * (544 + 528) + 256));
+        // The 8B shape's f32 rows: one block an SM, so 16 splits of 8 pairs fill the wave;
+        // SmolLM2's: two an SM, as many splits as the table's 16 steps.
+        let p = plan_with(DType::Float32, &cache(8, 128, 128), 32, 1, 64, (None, true)).unwrap();
+        assert_eq!((p.step, p.splits, p.mma), (64, 16, true));
+        let p = plan_with(DType::Float32, &cache(3, 64, 16), 9, 1, 64, (None, true)).unwrap();
+        assert_eq!((p.step, p.splits, p.mma), (64, 16, true));
     }
 
     #[test]

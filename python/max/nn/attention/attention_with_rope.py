@@ -151,7 +151,14 @@ class AttentionWithRope(Module):
             layer=layer_idx, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads, head_dim=self.head_dim,
             interleaved=self.rope.interleaved, scale=self.scale, mask=op_mask(self.mask_variant),
             window=self.local_window_size, softcap=self.softcap, qk_norm=qk_norm,
+            f32_as_bf16=self._quantized(),
         )
+
+    def _quantized(self) -> bool:
+        """Whether a projection's weight is GGUF-quantized: its products then carry bfloat16's
+        error, so a float32 attention may read its inputs as bfloat16 (faster on a GPU)."""
+        projs = ("qkv_proj",) if self.stacked_qkv else ("q_proj", "k_proj", "v_proj", "o_proj")
+        return any(getattr(getattr(self, name, None), "quantization_encoding", None) is not None for name in projs)
 
 
 def rope_attention(
@@ -172,12 +179,14 @@ def rope_attention(
     window: int | None = None,
     softcap: float = 0.0,
     qk_norm: Callable[[TensorValue, TensorValue], tuple[TensorValue, TensorValue]] | None = None,
+    f32_as_bf16: bool = False,
 ) -> TensorValue:
     """The attention of ragged tokens ``x [tokens, hidden]`` over the paged cache, as graph ops:
     `qkv` projects x to ``q [tokens, n_heads * head_dim]`` and ``k``, ``v [tokens, n_kv_heads *
     head_dim]``; per head, `qk_norm` (optional) and the rotary embedding at each token's
-    position; k and v written to the cache of `layer`; attention over the cache; `out` projects
-    the heads back. The math of ``AttentionWithRope`` and of the eager attention module alike."""
+    position; k and v written to the cache of `layer`; attention over the cache (`f32_as_bf16`:
+    see ``kernels.paged_attention``); `out` projects the heads back. The math of
+    ``AttentionWithRope`` and of the eager attention module alike."""
     if not isinstance(layer, int):
         raise TypeError("AttentionWithRope: layer_idx must be a Python int (the layer's index in the cache)")
     if kv_collection.positions is None or kv_collection.slots is None:
@@ -208,6 +217,7 @@ def rope_attention(
         mask=mask,
         window=window,
         softcap=softcap,
+        f32_as_bf16=f32_as_bf16,
     )
     attn = attn.reshape([tokens, n_heads * head_dim])
     if attn.dtype != x.dtype:

@@ -168,8 +168,13 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             if rows != batch {
                 return Err(Error::Value(format!("{name}: lookup_table has {rows} rows for {batch} sequences")));
             }
-            let bytes =
-                k::scratch_bytes(q.dtype(), &c, (tokens, q_heads, batch, width), (q.addr(), blocks.addr(), out.addr()));
+            let bytes = k::scratch_bytes(
+                q.dtype(),
+                &c,
+                (tokens, q_heads, batch, width),
+                (q.addr(), blocks.addr(), out.addr()),
+                p.f32_as_bf16,
+            );
             // the stream's workspace (launch/scratch.rs), or memory of its own where that has none
             let shared =
                 if bytes > 0 { max_kernels_cuda::launch::scratch::for_stream(&dev.stream, bytes)? } else { None };
