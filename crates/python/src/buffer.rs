@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PySequence, PyTuple};
 
 use crate::device::{PyDevice, PyStream, device_to_py, extract_device};
-use crate::errors::PyResultExt;
+use crate::errors::{PyResultExt, detached};
 use crate::index::{parse_index, parse_scalar, scalar_to_py};
 use crate::{dlpack, dtype, numpy_interop};
 
@@ -99,9 +99,9 @@ impl PyBuffer {
                 Device::Cpu => Device::accelerator(0).py()?,
                 gpu => gpu,
             };
-            py.detach(|| Buffer::pinned(dtype, &shape, &gpu)).py()?
+            detached(py, "Buffer (pinned)", || Buffer::pinned(dtype, &shape, &gpu))?
         } else {
-            py.detach(|| Buffer::empty_on(dtype, &shape, &stream)).py()?
+            detached(py, "Buffer", || Buffer::empty_on(dtype, &shape, &stream))?
         };
         Ok(PyBuffer { inner })
     }
@@ -118,7 +118,7 @@ impl PyBuffer {
         let dtype = dtype::extract(dtype, "Buffer.zeros(dtype)")?;
         let shape = shape_arg(shape, "Buffer.zeros")?;
         let device = placement(device, None)?.device();
-        Ok(PyBuffer { inner: py.detach(|| Buffer::zeros(dtype, &shape, &device)).py()? })
+        Ok(PyBuffer { inner: detached(py, "Buffer.zeros", || Buffer::zeros(dtype, &shape, &device))? })
     }
 
     /// A rank-0 buffer holding `value`.
@@ -138,7 +138,7 @@ impl PyBuffer {
             ))
         })?;
         let device = placement(device, None)?.device();
-        let b = py.detach(|| Buffer::empty(dtype, &[], &device)).py()?;
+        let b = detached(py, "Buffer.scalar", || Buffer::empty(dtype, &[], &device))?;
         b.fill(value).py()?;
         Ok(PyBuffer { inner: b })
     }
@@ -276,14 +276,14 @@ impl PyBuffer {
     /// The single element as a Python bool, int or float.
     fn item(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let b = self.inner.clone();
-        let s = py.detach(move || b.item()).py()?;
+        let s = detached(py, "Buffer.item", move || b.item())?;
         scalar_to_py(py, s)
     }
 
     /// A contiguous copy on the same device.
     fn contiguous(&self, py: Python<'_>) -> PyResult<PyBuffer> {
         let b = self.inner.clone();
-        Ok(PyBuffer { inner: py.detach(move || b.contiguous()).py()? })
+        Ok(PyBuffer { inner: detached(py, "Buffer.contiguous", move || b.contiguous())? })
     }
 
     /// A deep copy: on `device` (default: this buffer's), or on the device of `stream`.
@@ -304,7 +304,7 @@ impl PyBuffer {
             None => self.inner.stream().clone(),
         };
         let b = self.inner.clone();
-        Ok(PyBuffer { inner: py.detach(move || b.copy_to_stream(&dest)).py()? })
+        Ok(PyBuffer { inner: detached(py, "Buffer.copy", move || b.copy_to_stream(&dest))? })
     }
 
     /// This buffer on a device or stream (copied only when the device differs), or a list of
@@ -317,10 +317,10 @@ impl PyBuffer {
                 if stream.device() == *b.device() {
                     return b.with_stream(&stream).py();
                 }
-                return py.detach(move || b.copy_to_stream(&stream)).py();
+                return detached(py, "Buffer.to (stream)", move || b.copy_to_stream(&stream));
             }
             let device = extract_device(t, "Buffer.to(device)")?;
-            py.detach(move || b.to(&device)).py()
+            detached(py, "Buffer.to", move || b.to(&device))
         };
         if target.cast::<PyDevice>().is_ok() || target.cast::<PyStream>().is_ok() {
             return PyBuffer::wrap(py, one(target)?)?.into_py_any(py);
@@ -355,14 +355,14 @@ impl PyBuffer {
             .inner
             .clone();
         let dst = self.inner.clone();
-        py.detach(move || dst.inplace_copy_from(&src)).py()
+        detached(py, "Buffer.inplace_copy_from", move || dst.inplace_copy_from(&src))
     }
 
     /// A converted copy with every element cast to `dtype` (same device).
     fn _cast(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<PyBuffer> {
         let d = dtype::extract(dtype, "cast(dtype)")?;
         let b = self.inner.clone();
-        Ok(PyBuffer { inner: py.detach(move || b.cast(d)).py()? })
+        Ok(PyBuffer { inner: detached(py, "Buffer cast", move || b.cast(d))? })
     }
 
     fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<PyBuffer> {
@@ -373,7 +373,7 @@ impl PyBuffer {
     fn __setitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let view = self.inner.index(&parse_index(key)?).py()?;
         if let Some(s) = parse_scalar(value)? {
-            return py.detach(move || view.fill(s)).py();
+            return detached(py, "Buffer.__setitem__", move || view.fill(s));
         }
         let src = PyBuffer::coerce(py, value)?;
         if src.shape() != view.shape() {
@@ -384,7 +384,7 @@ impl PyBuffer {
             )));
         }
         let src = if src.dtype() == view.dtype() { src } else { src.cast(view.dtype()).py()? };
-        py.detach(move || view.inplace_copy_from(&src)).py()
+        detached(py, "Buffer.__setitem__", move || view.inplace_copy_from(&src))
     }
 
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
@@ -407,23 +407,23 @@ impl PyBuffer {
                     )));
                 }
                 let b = buf.clone();
-                buf = py.detach(move || b.copy_to(&Device::Cpu)).py()?;
+                buf = detached(py, "Buffer.__dlpack__", move || b.copy_to(&Device::Cpu))?;
             }
         }
         if copy == Some(true) && buf.storage().addr() == self.inner.storage().addr() {
             let b = buf.clone();
-            buf = py.detach(move || b.contiguous()).py()?;
+            buf = detached(py, "Buffer.__dlpack__", move || b.contiguous())?;
         }
         if let Stream::Cuda { .. } = buf.stream() {
             buf.mark_exported();
             match stream.filter(|s| !s.is_none()) {
                 // No stream named: make the data ready for anyone.
-                None => py.detach(|| buf.synchronize()).py()?,
+                None => detached(py, "Buffer.__dlpack__", || buf.synchronize())?,
                 Some(s) => {
                     let handle: i64 = s.extract()?;
                     if handle != -1 {
                         let b = buf.clone();
-                        py.detach(move || b.stream().make_wait(handle as u64)).py()?;
+                        detached(py, "Buffer.__dlpack__", move || b.stream().make_wait(handle as u64))?;
                     }
                 }
             }

@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::PyResultExt;
+use crate::errors::{PyResultExt, detached};
 
 /// A device that holds buffers and runs compiled models: the host (`CPU`) or an NVIDIA GPU
 /// (`Accelerator`). Devices compare equal when they name the same hardware.
@@ -154,7 +154,7 @@ impl PyAccelerator {
     #[pyo3(signature = (id = -1))]
     fn new(py: Python<'_>, id: i64) -> PyResult<PyClassInitializer<PyAccelerator>> {
         let id = if id < 0 { 0 } else { id };
-        let device = py.detach(move || Device::accelerator(id)).py()?;
+        let device = detached(py, "Accelerator", move || Device::accelerator(id))?;
         Ok(PyClassInitializer::from(PyDevice { inner: device }).add_subclass(PyAccelerator))
     }
 }
@@ -223,7 +223,7 @@ fn accelerator_architecture_name(py: Python<'_>) -> PyResult<String> {
         let why = cuda_unavailable_reason().unwrap_or_default();
         return Err(PyRuntimeError::new_err(format!("no accelerator is available: {why}")));
     }
-    py.detach(|| Device::accelerator(0)?.architecture_name()).py()
+    detached(py, "accelerator_architecture_name", || Device::accelerator(0)?.architecture_name())
 }
 
 /// Why there is no accelerator (None when there is one).

@@ -103,8 +103,9 @@ fn _lowered_steps(graph: PyRef<'_, PyGraphIR>) -> PyResult<Vec<String>> {
     Ok(program.body.steps.iter().map(|s| s.name()).collect())
 }
 
-/// Panics with `message` under the guard that load, execute and the weight readers run under
-/// (errors::detached), for the test that a bug's panic reaches Python as a RuntimeError.
+/// Panics with `message` under the guard every call into the runtime runs under (load,
+/// execute, the weight readers, buffer copies: errors::detached), for the test that a bug's
+/// panic reaches Python as a RuntimeError.
 #[pyfunction]
 fn _panic_under_guard(py: Python<'_>, message: String) -> PyResult<()> {
     detached(py, "_panic_under_guard", move || -> Result<(), max_runtime::Error> { panic!("{message}") })

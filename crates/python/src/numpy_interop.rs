@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::dtype;
-use crate::errors::PyResultExt;
+use crate::errors::{PyResultExt, detached};
 
 /// numpy's type string for the bits of one element.
 fn typestr(d: DType) -> &'static str {
@@ -64,7 +64,7 @@ pub fn to_numpy(py: Python<'_>, buf: &Buffer) -> PyResult<Py<PyAny>> {
         buf.clone()
     } else {
         let b = buf.clone();
-        py.detach(move || b.copy_to(&Device::Cpu)).py()?
+        detached(py, "Buffer.to_numpy", move || b.copy_to(&Device::Cpu))?
     };
     let np = py.import("numpy")?;
     let ts = typestr(host.dtype());
