@@ -20,17 +20,20 @@
 //   - per tile, on mma.sync m16n8k16 with the tile's keys as M and the query heads as N (so a
 //     group of 4 or 8 heads wastes at most half of the tensor core, never 3/4 as heads-as-M
 //     would):
-//        S^T = K Q^T     K rows from ldmatrix are the row-major A; the query, loaded once into
-//                        registers, is the col-major B;
+//        S^T = K Q^T     K rows from ldmatrix are the row-major A (f32 rows: the same
+//                        fragments from 8-byte shared loads, rounded to bf16 pairs); the
+//                        query, loaded once into registers, is the col-major B;
 //        online softmax  per head over the tile's keys: a head's scores sit in the 8 lanes of
 //                        equal lane % 4, three shuffles for the max; the sums stay per lane
 //                        until the end;
-//        O^T += V^T P^T  V rows through ldmatrix.trans are the row-major A; P^T goes through
-//                        256 bytes of shared memory and comes back by ldmatrix.trans as B.
+//        O^T += V^T P^T  V rows through ldmatrix.trans are the row-major A (f32 rows: 4-byte
+//                        shared loads, rounded); P^T goes through 256 bytes of shared memory
+//                        and comes back by ldmatrix.trans as B.
 // Rows in shared memory are padded to D * 2 + 16 bytes, so the 8 rows an ldmatrix reads fall on
-// 8 different bank groups. Keys past the split's end or on a bad page are copied as zeros
-// (cp.async with no source bytes) and scored -inf, so they weigh exactly 0. Page indices within
-// a window are u32: page sizes below 2^26 tokens.
+// 8 different bank groups (f32: keys to D * 4 + 32, values to D * 4 + 16, see ROWK). Keys past
+// the split's end or on a bad page are copied as zeros (cp.async with no source bytes) and
+// scored -inf, so they weigh exactly 0. Page indices within a window are u32: page sizes below
+// 2^26 tokens.
 
 #define DM_KEYS 16   // keys per tile (the M of S^T and the K of O^T)
 #define DM_STAGES 3  // tiles in a warp's ring; launch/attention_decode.rs: MMA_STAGES

@@ -186,7 +186,8 @@ pub const ATTENTION: Family = Family {
     source: concat!(include_str!("../kernels/attention_args.cuh"), include_str!("../kernels/attention.cu")),
 };
 /// paged_attention's decode form: the CUDA-core kernel and the shared split/merge code
-/// (attention_decode.cu), the tensor-core kernel for 16-bit caches (attention_decode_mma.cu).
+/// (attention_decode.cu), the tensor-core kernel for 16-bit caches and f32 ones read as bf16
+/// (attention_decode_mma.cu).
 pub const ATTENTION_DECODE: Family = Family {
     name: "attention_decode",
     source: concat!(

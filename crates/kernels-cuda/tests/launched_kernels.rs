@@ -49,7 +49,7 @@ fn attention_kernels_exist_with_their_argument_sizes() {
 
 #[test]
 fn attention_decode_kernels_exist_with_their_argument_sizes() {
-    check_listed(&ATTENTION_DECODE, attention_decode::kernels(), 29);
+    check_listed(&ATTENTION_DECODE, attention_decode::kernels(), 33);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Launching paged_attention's decode form (attention_decode.cu's CUDA-core kernel,
-//! attention_decode_mma.cu's tensor-core kernel for f16/bf16 rows of 16 to 256 dims): the plan
+//! attention_decode_mma.cu's tensor-core kernel for f16/bf16 rows of 16 to 256 dims and f32
+//! rows of up to 128 read as bf16, `AttentionParams::f32_as_bf16`): the plan
 //! (the kernel, lanes per key row, its head group, keys per step, splits) is a pure function of
 //! the call's shapes, so a CUDA graph keeps one grid whatever the sequences' lengths; the kernel
 //! itself works out how many of the splits each sequence needs.
