@@ -1,7 +1,7 @@
 """paged_attention's decode form on the GPU (attention_decode.cu) against numpy float64, on
 fresh random caches: every dtype (f32 rows on the tensor cores, read as bf16, and on the CUDA
 cores), query heads per kv head of 1 to 8 (the kernel's head groups
-and the padded ones), head dims 32 to 256, page sizes that are and are not powers of two,
+and the padded ones), head dims 16 to 256, page sizes that are and are not powers of two,
 contexts that are not whole steps or pages, sequences of very different lengths in one batch,
 lookup tables much wider than any sequence, every mask and softcap, short multi-row chunks,
 CUDA-graph replays whose lengths change between calls, page sizes down to 1 token (the
@@ -144,6 +144,7 @@ def _check(gpu, rng, dtype, hkv, hq, d, ps, cached, qlens, width, mask="causal",
         (4, 8, 32, 128),  # 2, dim 32
         (2, 14, 128, 16),  # 7, run by the kernel of 8
         (1, 8, 256, 64),  # 8, dim 256 (a warp a 16-bit row; the general form for float32)
+        (2, 4, 16, 16),  # 2, dim 16 (one k step)
     ],
 )
 def test_decode_over_very_different_lengths(gpu, rng, dtype, hkv, hq, d, ps):
@@ -184,7 +185,7 @@ def test_long_contexts_and_the_split_knob(gpu, rng, splits):
         _check(gpu, rng, DType.bfloat16, 8, 32, 128, 64, [16383, 4095, 70, 9000], [1, 1, 1, 1], width=260, layers=1)
 
 
-@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16])
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16, DType.float32])
 @pytest.mark.parametrize("ps", [1, 3, 16])
 @pytest.mark.parametrize("splits", ["1", ""])
 def test_page_id_windows_and_split_edges(gpu, rng, dtype, ps, splits):
