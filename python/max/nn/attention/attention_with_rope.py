@@ -157,7 +157,7 @@ class AttentionWithRope(Module):
     def _quantized(self) -> bool:
         """Whether a projection's weight is GGUF-quantized: its products then carry bfloat16's
         error, so a float32 attention may read its inputs as bfloat16 (faster on a GPU)."""
-        projs = ("qkv_proj",) if self.stacked_qkv else ("q_proj", "k_proj", "v_proj", "o_proj")
+        projs = ("qkv_proj", "o_proj") if self.stacked_qkv else ("q_proj", "k_proj", "v_proj", "o_proj")
         return any(getattr(getattr(self, name, None), "quantization_encoding", None) is not None for name in projs)
 
 
