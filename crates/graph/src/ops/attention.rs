@@ -54,6 +54,15 @@ fn float_attr(attrs: &Attrs, key: &str, default: Option<f64>) -> std::result::Re
     }
 }
 
+/// A flag, `default` when absent.
+fn bool_attr(attrs: &Attrs, key: &str, default: bool) -> std::result::Result<bool, String> {
+    match attrs.get(key) {
+        None => Ok(default),
+        Some(Attr::Bool(b)) => Ok(*b),
+        Some(other) => Err(format!("{key}: expected a bool, got {other}")),
+    }
+}
+
 /// rope's attribute.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RopeParams {
@@ -62,12 +71,7 @@ pub struct RopeParams {
 
 impl RopeParams {
     pub fn from_attrs(attrs: &Attrs) -> std::result::Result<RopeParams, String> {
-        let interleaved = match attrs.get("interleaved") {
-            None => true,
-            Some(Attr::Bool(b)) => *b,
-            Some(other) => return Err(format!("interleaved: expected a bool, got {other}")),
-        };
-        Ok(RopeParams { interleaved })
+        Ok(RopeParams { interleaved: bool_attr(attrs, "interleaved", true)? })
     }
 }
 
@@ -176,16 +180,8 @@ impl AttentionParams {
             },
             Some(other) => return Err(format!("mask: expected a string, got {other}")),
         };
-        let early_index = match attrs.get(EARLY_INDEX) {
-            None => false,
-            Some(Attr::Bool(b)) => *b,
-            Some(other) => return Err(format!("{EARLY_INDEX}: expected a bool, got {other}")),
-        };
-        let f32_as_bf16 = match attrs.get(F32_AS_BF16) {
-            None => false,
-            Some(Attr::Bool(b)) => *b,
-            Some(other) => return Err(format!("{F32_AS_BF16}: expected a bool, got {other}")),
-        };
+        let early_index = bool_attr(attrs, EARLY_INDEX, false)?;
+        let f32_as_bf16 = bool_attr(attrs, F32_AS_BF16, false)?;
         Ok(AttentionParams { layer, scale: scale as f32, mask, softcap: softcap as f32, early_index, f32_as_bf16 })
     }
 }
