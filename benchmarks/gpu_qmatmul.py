@@ -6,7 +6,9 @@ encodings: the time per call, the effective weight-read bandwidth (quantized wei
 time), and that bandwidth as a fraction of the device's copy rate measured in the same run (a
 1 GiB device-to-device copy, read + write bytes / time; `of_copy_rate`). Prefill (M = 512, the
 8B shapes in Q4_0): the bf16 wgmma path (qmatmul_sm90.rs) against the f32 SIMT GEMM
-(`gpu_us_simt`, qmatmul.wgmma=0), in TFLOP/s.
+(`gpu_us_simt`, qmatmul.wgmma=0), in TFLOP/s. `--rows 16,64` (decode batches, `--encodings`
+Q4_0 by default): the 8B shapes at those M only; where qgemm_sm90.cu takes them (9-64 rows) also
+`gpu_us_dequant`, the bf16 dequantize + GEMM path it replaced (qmatmul.qgemm=0).
 
 Two times per shape: `wall_us`, calls back to back from Python (the engine's per-call host
 overhead included), and `gpu_us`, the GPU time per call with the host out of the way
@@ -27,6 +29,7 @@ numpy and torch.
 
     python benchmarks/gpu_qmatmul.py
     python benchmarks/gpu_qmatmul.py --shapes 576x1536,2048x2048 --encodings Q4_0,Q4_1   # M = 1 only
+    python benchmarks/gpu_qmatmul.py --rows 16,32,64 --encodings Q4_0,Q4_1
 """
 
 from __future__ import annotations
@@ -84,7 +87,12 @@ def parse_cases() -> tuple[str, list[tuple[Q, int, int, int]]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="", help="NxK,... at M = 1 instead of the built-in cases")
     ap.add_argument("--encodings", default="Q4_0", help="with --shapes: comma-separated (default Q4_0)")
+    ap.add_argument("--rows", default="", help="M,... : the 8B shapes at these many-row counts only")
     args = ap.parse_args()
+    if args.rows:
+        ms = [int(v) for v in args.rows.split(",") if v]
+        encs = [Q(e) for e in args.encodings.split(",")]
+        return "gpu_qmatmul_rows", [(enc, m, n, k) for enc in encs for m in ms for n, k in LLAMA8B]
     if not args.shapes:
         return "gpu_qmatmul", CASES
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
@@ -138,6 +146,8 @@ def main() -> None:
         # prefill: the f32 SIMT GEMM).
         variants = {}
         specs = VARIANTS if m == 1 else {"simt": "qmatmul.wgmma=0"} if m > 8 else {}
+        if 8 < m <= 64:  # the dequantize + GEMM path that qgemm_sm90.cu replaced there
+            specs = {**specs, "dequant": "qmatmul.qgemm=0"}
         for name, spec in specs.items():
             with tuning.override(spec):
                 (vout,) = model.execute(x, w)
@@ -152,6 +162,8 @@ def main() -> None:
         if m > 8:
             variants["tflops"] = round(2 * m * n * k / ours / 1e12, 1)
             variants["tflops_simt"] = round(2 * m * n * k / variants["gpu_us_simt"] / 1e6, 2)
+            if "gpu_us_dequant" in variants:
+                variants["speedup_vs_dequant"] = round(variants["gpu_us_dequant"] / (ours * 1e6), 2)
         rows.append({
             "encoding": enc.value, "m": m, "n": n, "k": k, "weight_MB": round(weight_bytes / 1e6, 2),
             "wall_us": round(wall * 1e6, 1), "gpu_us": round(ours * 1e6, 1),

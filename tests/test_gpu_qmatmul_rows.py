@@ -104,32 +104,36 @@ def test_gpu_qmatmul_many_rows_with_residual(hopper, rng, enc, m):
     res = (rng.standard_normal((m, n)) * 10).astype(np.float32)
     with tuning.record_launches() as log:
         (out,) = execute(product_model(hopper, enc, m, k, n, residual=True), [lhs, w, res], hopper)
-    assert log.count("gemm_sm90p", f32=1) == 1 and log.count("fused") == 0, log.records()
+    kernel = "qgemm" if enc == Q.Q4_0 and m <= 64 else "gemm_sm90p"
+    assert log.count(kernel) == 1 and log.count("fused") == 0, log.records()
     check(out, lhs, decode(enc, w), bf16_bound, plus=res)
 
 
 @pytest.mark.gpu
 def test_gpu_qmatmul_many_rows_siblings(hopper, rng):
-    """A layer's q/k/v of one activation on 64 rows: each sibling its own GEMM, each right."""
+    """A layer's q/k/v of one activation on 64 rows: one launch of the GEMM decoding Q4_0 in its
+    mainloop for the three (segments of its blocks), each product right."""
     enc, k, ns, m = Q.Q4_0, 1024, (1024, 256, 256), 64
     ws = [weights(rng, enc, n, k) for n in ns]
     lhs = rng.standard_normal((m, k)).astype(np.float32)
     outs, log = sibling_products(hopper, enc, ws, lhs)
-    assert log.count("gemm_sm90p", f32=1, bm=64) == len(ns), log.records()
+    (rec,) = log.records("qgemm")
+    assert rec["segments"] == len(ns), log.records()
     for out, w in zip(outs, ws):
         check(out, lhs, decode(enc, w), bf16_bound)
 
 
 @pytest.mark.gpu
 def test_gpu_qmatmul_weight_chunks_on_tensor_cores(hopper, rng):
-    """More weight rows than one bf16 scratch chunk holds (32768 rows of K = 4096, 256 MB): the
+    """More weight rows than one bf16 scratch chunk holds (32768 rows of K = 4096, 256 MB) on the
+    dequantize + GEMM path (`qmatmul.qgemm=0`; 16 rows would take qgemm_sm90.cu): the
     GEMM of each chunk writes its column range of the result (rows N apart) and adds that range
     of the residual."""
     enc, k, n, m = Q.Q4_0, 4096, 32768 + 300, 16
     w = weights(rng, enc, n, k)
     lhs = rng.standard_normal((m, k)).astype(np.float32)
     res = rng.standard_normal((m, n)).astype(np.float32)
-    with tuning.record_launches() as log:
+    with tuning.override(**{"qmatmul.qgemm": False}), tuning.record_launches() as log:
         (out,) = execute(product_model(hopper, enc, m, k, n, residual=True), [lhs, w, res], hopper)
     assert log.count("gemm_sm90p", f32=1) == 2, log.records()
     check(out, lhs, decode(enc, w), bf16_bound, plus=res)
@@ -145,6 +149,78 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
         (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
     assert log.count("gemm_sm90p") == 0, log.records()
     check(out, lhs, decode(enc, w), f32_bound)
+
+
+# -- 9 to 64 rows of Q4_0 / Q4_1 on Hopper: the quants decoded in the GEMM's mainloop ------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [9, 17, 40, 64])
+@pytest.mark.parametrize("n, blocks", [(300, 36), (4096, 128), (1024, 448)])
+def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks):
+    """qgemm_sm90.cu against the float64 product: N not a multiple of its 128-row blocks, K of a
+    partial 256-element chunk (Q4_1's 36 blocks; Q4_0's rows are whole 16 bytes only at whole
+    chunks), every split-K plan (3 blocks over 5 chunks, 32 over 16, 8 over 56), M below and at
+    the 64-row tile, and lhs rows of very different scales."""
+    if enc == Q.Q4_0 and blocks % 8:
+        blocks = blocks // 8 * 8
+    k = k_of(enc, blocks)
+    w = weights(rng, enc, n, k)
+    lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
+    with tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+    (rec,) = log.records("qgemm")
+    assert rec["blocks"] == -(-n // 128) * rec["splits"] and log.count("gemm_sm90p") == 0, log.records()
+    check(out, lhs, decode(enc, w), bf16_bound)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [16, 64])
+def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
+    """The residual in qgemm's store, and its products against the dequantize + GEMM path's (the
+    same bf16 weights and lhs, f32 sums in another order): within the f32 rounding of K terms."""
+    enc, k, n = Q.Q4_0, 2048, 640
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    res = (rng.standard_normal((m, n)) * 10).astype(np.float32)
+    model = product_model(hopper, enc, m, k, n, residual=True)
+    with tuning.record_launches() as log:
+        (got,) = execute(model, [lhs, w, res], hopper)
+    assert log.count("qgemm") == 1 and log.count("fused") == 0, log.records()
+    check(got, lhs, decode(enc, w), bf16_bound, plus=res)
+    with tuning.override(**{"qmatmul.qgemm": False}):
+        (old,) = execute(product_model(hopper, enc, m, k, n, residual=True), [lhs, w, res], hopper)
+    lhs16 = lhs.astype(np.float64)
+    scale = np.abs(lhs16) @ np.abs(decode(enc, w).astype(np.float64)).T + np.abs(res)
+    assert (np.abs(got.astype(np.float64) - old) <= 4 * k * 2.0**-24 * scale + 1e-30).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [9, 40])
+def test_gpu_qgemm_gated_pair(hopper, rng, m):
+    """silu(x W_gate^T) * (x W_up^T) of a quantized MLP on many rows (the folded gated step):
+    one qgemm launch storing the product of the two, each block 64 rows of both weights, to the
+    bf16 bounds of the two products carried through silu and the product."""
+    from test_gpu_qmatmul_norm import normed_products
+
+    enc, k, n = Q.Q4_0, 1024, 640
+    ws = [weights(rng, enc, n, k) for _ in range(2)]
+    x = (rng.standard_normal((m, k)) / 8).astype(np.float32)
+    with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True}):
+        model = normed_products(hopper, enc, DType.float32, None, ws, m, gated=True)
+        with tuning.record_launches() as log:
+            (out,) = execute(model, [x], hopper)
+    (rec,) = log.records("qgemm")
+    assert rec["gated"] == 1 and log.count("fused") == 0, log.records()
+    x64 = x.astype(np.float64)
+    (g, u), (eg, eu) = zip(*[(x64 @ w.T, bf16_bound(x64, w, k)) for w in (decode(enc, w).astype(np.float64) for w in ws)])
+    silu = g / (1 + np.exp(-g))
+    ref = silu * u
+    tol = 1.1 * eg * np.abs(u) + np.abs(silu) * eu + eg * eu + 2.0**-21 * np.abs(ref)
+    err = np.abs(out.astype(np.float64) - ref)
+    bad = err > tol + 1e-30
+    assert not bad.any(), f"{bad.sum()} of {bad.size} wrong; worst {err.max()}"
 
 
 # -- 1 to 8 rows: the GEMV kernels -------------------------------------------------------------

@@ -127,6 +127,18 @@ pub const QGEMV_MMA: Family = Family {
         include_str!("../kernels/qgemv_mma.cu")
     ),
 };
+/// qmatmul with 9 to 64 lhs rows over 4-bit weights on Hopper (sm_90a): the quants decoded
+/// into wgmma's register A operand in the GEMM's mainloop (sm90_pipe.cuh and the encodings in
+/// front).
+pub const QGEMM_SM90: Family = Family {
+    name: "qgemm_sm90",
+    source: concat!(
+        include_str!("../kernels/cluster.cuh"),
+        include_str!("../kernels/sm90_pipe.cuh"),
+        include_str!("../kernels/quant_common.cuh"),
+        include_str!("../kernels/qgemm_sm90.cu")
+    ),
+};
 /// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings; qgemv_stream.cu
 /// for the word-decoded ones on sm_90). One family per encoding and activation type, named
 /// `qgemv_<enc>_<f32|bf16|f16>` ([`qgemv`] finds it), so that a model compiles only the kernels
@@ -280,6 +292,7 @@ const SINGLE: &[Family] = &[
     POOL,
     QUANT,
     QGEMV_MMA,
+    QGEMM_SM90,
     REDUCTION,
     NORM,
     SCAN,

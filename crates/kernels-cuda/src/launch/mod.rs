@@ -19,6 +19,7 @@ pub mod gemm_sm90p;
 pub mod gemv_mma;
 pub mod gemv_nt;
 pub mod gptq;
+pub mod qgemm_sm90;
 pub mod qmatmul_sm90;
 pub mod quant;
 pub mod random;

@@ -113,6 +113,13 @@ pub fn qmatmul_siblings(
     {
         return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
     }
+    // 9 to 64 rows where each part takes qgemm_sm90.cu: one launch (and one bf16 lhs) for all.
+    if m > GEMV_MAX_ROWS
+        && (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len())
+        && parts.iter().all(takes(QPath::Qgemm, false))
+    {
+        return super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, false, (m, k, row_bytes));
+    }
     let general = takes(QPath::General, false);
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
     if m == 0
@@ -253,6 +260,31 @@ pub fn qmatmul_folded(
         Some(_) => qgemv_segments(stream, enc, dtype, lhs, parts, fold, dims)?,
         None => return Ok(false),
     }
+    Ok(true)
+}
+
+/// silu(lhs @ gate^T) * (lhs @ up^T) into the gate part's output in one launch of
+/// qgemm_sm90.cu, for 9 to 64 rows where both weights take it (`parts`: gate, then up, of
+/// equal rows): Ok(false), launching nothing, where they do not (the caller runs the products
+/// and the elementwise step).
+pub fn qmatmul_gated(
+    stream: &Arc<CudaStream>,
+    enc: Encoding,
+    dtype: DType,
+    lhs: u64,
+    parts: &[(u64, u64, usize)],
+    (m, k, row_bytes): (usize, usize, usize),
+) -> Result<bool> {
+    act_suffix(dtype)?;
+    let tuning = max_tuning::current();
+    let arch = arch_major(stream)?;
+    let takes = |&(w, _, n): &(u64, u64, usize)| {
+        n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, &tuning) == QPath::Qgemm
+    };
+    if m <= GEMV_MAX_ROWS || parts.len() != 2 || parts[0].2 != parts[1].2 || !parts.iter().all(takes) {
+        return Ok(false);
+    }
+    super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, true, (m, k, row_bytes))?;
     Ok(true)
 }
 

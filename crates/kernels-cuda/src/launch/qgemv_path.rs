@@ -32,6 +32,9 @@ pub enum QPath {
     Wgmma,
     /// Dequantize to f32 scratch, then the f32 GEMM (more than 8 rows elsewhere).
     Gemm,
+    /// qgemm_sm90.cu: the quants decoded in the wgmma GEMM's mainloop (9-64 rows of Q4_0 /
+    /// Q4_1 on sm_90; `qmatmul.qgemm`).
+    Qgemm,
 }
 
 /// Weights (n x k) below which 1-2 rows take qgemv.cu by default. An H200, gpu_qmatmul.py
@@ -78,7 +81,16 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     if p.m > GEMV_MAX_ROWS && !invariant {
         // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
         let wgmma = arch_major == 9 && p.k.is_multiple_of(8) && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
-        return if wgmma { QPath::Wgmma } else { QPath::Gemm };
+        let qgemm = wgmma
+            && super::super::qgemm_sm90::takes(p.enc, p.m, p.n, p.k, p.row_bytes, p.w)
+            && t.flag_or(max_tuning::Knob::QmatmulQgemm, true);
+        return if qgemm {
+            QPath::Qgemm
+        } else if wgmma {
+            QPath::Wgmma
+        } else {
+            QPath::Gemm
+        };
     }
     let stream = matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
         && aligned
@@ -131,7 +143,11 @@ mod tests {
         let q6_odd = QProblem { k: 4352, row_bytes: 17 * 210, ..q6_out };
         assert_eq!(path(&q6_odd, 9, ""), QPath::General);
         assert_eq!(path(&problem(Encoding::Q4_0, 1), 8, ""), QPath::General);
-        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, ""), QPath::Qgemm);
+        assert_eq!(path(&problem(Encoding::Q4_1, 64), 9, ""), QPath::Qgemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 65), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q4K, 16), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, "qmatmul.qgemm=0"), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q6K, 512), 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 8, ""), QPath::Gemm);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 10, ""), QPath::Gemm);

@@ -30,7 +30,7 @@ pub use path::{QPath, QProblem, select_path};
 #[path = "qgemv_fold.rs"]
 mod fold;
 use fold::QvSegs;
-pub use fold::{QFold, QNorm, QV_SEGS, fold_path, qmatmul_folded, qmatmul_siblings};
+pub use fold::{QFold, QNorm, QV_SEGS, fold_path, qmatmul_folded, qmatmul_gated, qmatmul_siblings};
 
 /// The kernel-name suffix of an encoding (`q4_0`, `q4_k`, ...).
 fn suffix(enc: Encoding) -> String {
@@ -56,6 +56,9 @@ pub fn families(enc: Encoding, dtype: DType) -> Result<Vec<&'static crate::sourc
     let mut out = vec![sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &QUANT];
     if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K) {
         out.push(&QGEMV_MMA);
+    }
+    if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1) {
+        out.push(&crate::sources::QGEMM_SM90);
     }
     Ok(out)
 }
@@ -178,6 +181,9 @@ pub fn qmatmul_add(
         }
         QPath::Wgmma => {
             return super::qmatmul_sm90::qmatmul(stream, enc, t, (lhs, w, out), res, (m, n, k, row_bytes));
+        }
+        QPath::Qgemm => {
+            return super::qgemm_sm90::qgemm(stream, enc, t, lhs, &[(w, out, n)], res, false, (m, k, row_bytes));
         }
         QPath::Gemm => {}
     }

@@ -154,6 +154,10 @@ fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> R
         }
         None => x.addr(),
     };
+    // (many rows of a gated pair: the qmatmul with silu * mul in its store, where it applies)
+    if gated.is_some() && k::qmatmul_gated(&dev.stream, enc, x.dtype(), lhs, &one, dims)? {
+        return Ok(());
+    }
     k::qmatmul_siblings(&dev.stream, enc, x.dtype(), lhs, &parts, dims)?;
     match gated {
         Some(act) => {

@@ -1,0 +1,394 @@
+#line 1 "qgemm_sm90.cu"
+// qgemm_sm90.cu: qmatmul for 9 to 64 lhs rows over 4-bit GGUF weights (Q4_0, Q4_1) on Hopper
+// (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
+// (+ res), where the path before dequantized every weight matrix into a bf16 scratch (14 GB of
+// writes and reads a decode step of an 8B model at 64 sequences) and ran the wgmma GEMM on it.
+//
+// The product is computed transposed, D = W L^T: the weights are wgmma's A operand (64 weight
+// rows a consumer warpgroup, the M of m64n64k16), decoded into registers in the A fragment
+// layout (mma.sync's: lane (g, t) of warp w holds rows 16 w + g and + 8, k 2t, 2t + 1, 2t + 8,
+// 2t + 9 of each 16-element step), and the lhs rows are B (N = 64, K-major, 128-byte swizzled
+// boxes of 64 x 64 bf16 loaded by TMA). Rows of lhs past m and weight rows past n read as zeros
+// and are never stored.
+//
+// Decode. A 32-element block's quants sit in 16 bytes, element i in the low nibble of byte i and
+// element i + 16 in its high nibble; lane t's bytes 2t, 2t + 1, 2t + 8 and 2t + 9 (two aligned
+// 16-bit loads) hold its elements of both 16-element steps of the block: low nibbles the first,
+// high nibbles the second. Each nibble q becomes the float 128 + q by one byte permute (q as
+// the mantissa bits under the exponent byte 0x43), and one fma gives the weight exactly as the
+// dequantize kernels compute it in f32: Q4_0 (128 + q) d - 136 d = (q - 8) d (136 d is exact: an
+// f16 scale times 2^7 + 2^3); Q4_1 (q d) + m from q = (128 + q) - 128. The weights are then
+// rounded to bf16 in pairs, as dequant_rows_bf16_* rounds them, and the lhs is the bf16 the
+// launcher rounds it to: the products are those of the dequantize + GEMM path, summed in another
+// order.
+//
+// Block: 3 warpgroups, two blocks an SM (80 registers a thread, 2-4 stages within 113 KiB) up
+// to NL = 32, one (4 stages) at 64.
+// Warpgroup 0 is the producer (one thread): for each 256-element chunk of K (one stage) it loads
+// the lhs boxes (4 x 64 columns x NL rows, NL = 16, 32 or 64: the fewest that hold m) and, for
+// each consumer, its 64 weight rows x the chunk's bytes (144 for Q4_0, 160 for Q4_1: a 2-D TMA
+// box of the weights as bytes [n, row_bytes]) onto the stage's full barrier. Warpgroups 1 and 2
+// each own 64 weight rows of the block's 128: per group of 2-4 blocks of the chunk, decode (two
+// rows x 8 elements a lane a block), fence, two RS wgmmas a block, commit and wait; the other
+// warpgroups' MMAs overlap a warpgroup's decode. A stage is released once its last group has
+// retired.
+//
+// Segments (QgArgs: sibling products of one lhs, each its weights, output and blocks) and the
+// gated pair (each block 64 rows of the gate's weights and the same rows of the up's, a warp's
+// 16 MMA rows 8 of each, so a lane holds gate and up of the same outputs and stores
+// silu(gate) * up, rounded as quant_common.cuh's qn_gated rounds it).
+//
+// Split-K (p.splits > 1): blockIdx.x = tile * splits + split; split s takes chunks [s * per,
+// (s + 1) * per). Each writes its f32 partial tile (64 x 128, fragment order, 16-byte stores) to
+// the workspace, fences and bumps the tile's ticket counter; the block that brings it to
+// `splits` reads the parts back in order 0, 1, ... (deterministic), leaves the counter at zero
+// and stores. The epilogue adds the residual (same type and layout as out) in f32 and rounds
+// once to OT.
+
+#define QG_BK 256  // K elements per stage: 8 blocks of 32
+#define QG_ROWS 64  // weight rows per consumer warpgroup (wgmma's M)
+
+// NL: lhs rows of the tile (wgmma's N: 16, 32 or 64, the fewest that hold m).
+template <int E, int NL> struct Qg {
+    enum {
+        SLOT = QG_BK / 32 * Enc<E>::BYTES,  // a weight row's bytes in a stage: 144 (Q4_0), 160 (Q4_1)
+        BOX = NL * 128,  // one swizzled lhs box: NL rows x 64 bf16
+        LHS = 4 * BOX,
+        RAW = 2 * QG_ROWS * SLOT,
+        STAGE = (LHS + RAW + 1023) / 1024 * 1024,
+        // NL 16 and 32: as many stages as let two blocks share an SM (113 KiB each with the
+        // alignment slack and barriers), at most 4; NL 64 (one block an SM: its 32 accumulators
+        // and the split-K sums do not fit 80 registers), 4
+        BLOCKS = NL == 64 ? 1 : 2,
+        FIT2 = (113 * 1024 - 1152) / STAGE,
+        STAGES = BLOCKS == 1 || FIT2 > 4 ? 4 : FIT2,
+    };
+};
+
+// Sibling products of one lhs (a layer's q/k/v, its gate and up) in one launch: segment s
+// has its own weights (map s), output out[s] of n[s] columns and the blocks first[s] ..
+// first[s + 1] - 1. Gated: one segment, map 0 the gate's weights and map 1 the up's, each block
+// 64 rows of both (the same 64 output columns), out[0] = silu(gate product) * up product.
+#define QG_SEGS 3
+struct QgMaps {
+    TmaMap m[QG_SEGS];
+};
+struct QgArgs {
+    void* out[QG_SEGS];  // OT [m, n[s]]
+    const void* res;  // OT [m, n[0]] (one segment), or null
+    float* ws;  // split-K: f32 partial tiles [tiles][splits][256 x NL / 2]
+    unsigned int* counters;  // split-K: one ticket counter per tile, zero at launch
+    int n[QG_SEGS];
+    int first[QG_SEGS + 1];
+    int count, gated;
+    int m;
+    int chunks;  // 256-element chunks of K
+    int splits, per;  // K parts per tile and chunks per part
+};
+
+// The segment of block tile `tile`.
+__device__ __forceinline__ int qg_seg(const QgArgs& p, int tile) {
+    int s = 0;
+#pragma unroll
+    for (int i = 1; i < QG_SEGS; ++i) s += (i < p.count && tile >= p.first[i]) ? 1 : 0;
+    return s;
+}
+
+// m64nNk16, A (4 registers of bf16 pairs) from registers, B K-major from shared memory, N / 2
+// accumulators a thread.
+#define QG_RS(SHAPE, REGS, OUTS, A0, IB, IS)                                                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                    \
+                 "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " REGS ", {%" A0 "}, %" IB \
+                 ", p, 1, 1, 0;\n}\n"                                                                   \
+                 : OUTS                                                                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+#define QG_OUTS8 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+template <int N> __device__ __forceinline__ void qg_wgmma(float* d, const u32 (&a)[4], u64 desc_b);
+template <> __device__ __forceinline__ void qg_wgmma<16>(float* d, const u32 (&a)[4], u64 desc_b) {
+    QG_RS("m64n16k16", "{%0, %1, %2, %3, %4, %5, %6, %7}",
+          QG_OUTS8, "8, %9, %10, %11", "12", "13");
+}
+template <> __device__ __forceinline__ void qg_wgmma<32>(float* d, const u32 (&a)[4], u64 desc_b) {
+    QG_RS("m64n32k16", PW_REGS16, PW_OUTS16, "16, %17, %18, %19", "20", "21");
+}
+template <> __device__ __forceinline__ void qg_wgmma<64>(float* d, const u32 (&a)[4], u64 desc_b) {
+    QG_RS("m64n64k16", PW_REGS32, PW_OUTS32, "32, %33, %34, %35", "36", "37");
+}
+
+// mma.m16n8k16 (bf16, f32 accumulators d[0..3]) and the 4 8x8 matrices of ldmatrix.x4 at the
+// shared address `at` (of lane l: row l % 8 of matrix l / 8).
+__device__ __forceinline__ void qg_mma(float* d, const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void qg_ldsm4(u32 (&b)[4], u32 at) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(at));
+}
+
+// The float 128 + (byte j of v), for a byte below 128: the byte as mantissa bits 16..22 under
+// the exponent byte 0x43 (one permute).
+__device__ __forceinline__ float qg_128(u32 v, int j) { return __uint_as_float(__byte_perm(v, 0x43u, 0x4055u | (j << 8))); }
+
+__device__ __forceinline__ u32 qg_u16(const u8* p) { return *(const u16*)p; }
+
+// One block of rows g (b0) and g + 8 (b1) for lane t: the A fragments of its two 16-element steps.
+template <int E> __device__ __forceinline__ void qg_decode(const u8* b0, const u8* b1, int t, u32 (&lo)[4], u32 (&hi)[4]) {
+    constexpr int QS = E == ENC_Q4_0 ? 2 : 4;  // quants after the f16 scale (and Q4_1's min)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const u8* b = r ? b1 : b0;
+        const u32 x = qg_u16(b + QS + 2 * t) | (qg_u16(b + QS + 8 + 2 * t) << 16);
+        const u32 l = x & 0x0F0F0F0Fu, h = (x >> 4) & 0x0F0F0F0Fu;
+        const float d = h2f(qg_u16(b));
+        float w[8];
+        if (E == ENC_Q4_0) {
+            const float c = -136.f * d;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                w[j] = fmaf(qg_128(l, j), d, c);
+                w[4 + j] = fmaf(qg_128(h, j), d, c);
+            }
+        } else {
+            const float mn = h2f(qg_u16(b + 2));
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                w[j] = fmaf(qg_128(l, j) - 128.f, d, mn);
+                w[4 + j] = fmaf(qg_128(h, j) - 128.f, d, mn);
+            }
+        }
+        // a0 / a1: k 2t, 2t + 1 of row g / g + 8; a2 / a3: k 2t + 8, 2t + 9
+        lo[r] = pack2<bf16>(w[0], w[1]);
+        lo[2 + r] = pack2<bf16>(w[2], w[3]);
+        hi[r] = pack2<bf16>(w[4], w[5]);
+        hi[2 + r] = pack2<bf16>(w[6], w[7]);
+    }
+}
+
+// Element (col, row) of out [m, n] (lhs row col, weight row row), plus the residual's.
+template <typename OT> __device__ __forceinline__ void qg_store(OT* out, const OT* res, int m, int n, int col, int row, float v) {
+    if (col >= m || row >= n) return;
+    const i64 at = (i64)col * n + row;
+    if (res) v += to_f32(res[at]);
+    out[at] = FromF32<OT>::go(v);
+}
+template <>
+__device__ __forceinline__ void qg_store<float>(float* out, const float* res, int m, int n, int col, int row, float v) {
+    if (col >= m || row >= n) return;
+    const i64 at = (i64)col * n + row;
+    if (res) v += res[at];
+    out[at] = v;
+}
+
+template <int E, int NL, typename OT, bool GT>
+__device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* maps, const QgArgs& p) {
+    using G = Qg<E, NL>;
+    constexpr int SLOT = G::SLOT, BOX = G::BOX, LHS = G::LHS, STAGE = G::STAGE, QG_STAGES = G::STAGES;
+    static_assert(QG_STAGES >= 2, "two stages at least");
+    constexpr int BYTES = Enc<E>::BYTES;
+    constexpr int NACC = NL / 2;  // accumulators a thread
+    // blocks decoded before their MMAs are issued (one wait per group), as the registers a
+    // thread allow (80 at two blocks an SM)
+    constexpr int QG_GROUP = NL == 32 ? 2 : 4;
+    // mma.sync (m16n8k16, each warp its 16 weight rows) up to NL = 32; wgmma at 64
+    constexpr bool MS = NL <= 32;
+    extern __shared__ u8 raw_smem[];
+    // (offset from raw_smem, so that the compiler keeps to shared-memory loads)
+    u8* smem = raw_smem + ((1024u - (s_addr(raw_smem) & 1023u)) & 1023u);
+    u64* full = (u64*)(smem + QG_STAGES * STAGE);
+    u64* empty = full + QG_STAGES;
+    int* last_flag = (int*)(empty + QG_STAGES);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int tile = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
+    const int c0 = split * p.per, c1 = min(p.chunks, c0 + p.per);
+    // The block's segment and its block within it (selected, not indexed: a dynamic index into
+    // the parameters would copy them to local memory), computed where used.
+    auto seg_of = [&]() { return qg_seg(p, tile); };
+    auto local = [&](int seg) { return tile - (seg == 0 ? 0 : seg == 1 ? p.first[1] : p.first[2]); };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < QG_STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    // One block an SM: the consumers take the producer's registers (their 32 accumulators).
+    constexpr bool MOVE_REGS = G::BLOCKS == 1;
+    if (wg == 0) {
+        if (MOVE_REGS) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            const int seg = seg_of(), lt = local(seg);
+            const TmaMap* map_w = seg == 0 ? &maps->m[0] : seg == 1 ? &maps->m[1] : &maps->m[2];
+            int stage = 0;
+            u32 phase = 0;
+            for (int c = c0; c < c1; ++c) {
+                mbar_wait(&empty[stage], phase ^ 1);
+                u8* sl = smem + stage * STAGE;
+                mbar_expect_tx(&full[stage], LHS + 2 * QG_ROWS * SLOT);
+#pragma unroll
+                for (int b = 0; b < QG_BK / 64; ++b) tma_load_2d(sl + b * BOX, map_l, &full[stage], c * QG_BK + 64 * b, 0);
+                u8* sw = sl + LHS;
+                if (GT) {
+                    // consumer h: 32 rows of the gate, then the same rows of the up weights
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int q = 0; q < 2; ++q)
+                            tma_load_2d(sw + (2 * h + q) * (QG_ROWS / 2) * SLOT, &maps->m[q], &full[stage], c * SLOT,
+                                        lt * QG_ROWS + h * (QG_ROWS / 2));
+                } else {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        tma_load_2d(sw + h * QG_ROWS * SLOT, map_w, &full[stage], c * SLOT,
+                                    lt * 2 * QG_ROWS + h * QG_ROWS);
+                }
+                if (++stage == QG_STAGES) stage = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+    if (MOVE_REGS) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = wg - 1;  // consumer warpgroup: weight rows cw * 64 .. of the block's 128
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    float d[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) d[i] = 0.f;
+    int stage = 0;
+    u32 phase = 0;
+    for (int c = c0; c < c1; ++c) {
+        mbar_wait(&full[stage], phase);
+        const u8* sl = smem + stage * STAGE;
+        // rows g and g + 8 of the warp's 16; gated, gate row and up row 8 warp + g
+        const u8* sw = sl + LHS + cw * QG_ROWS * SLOT;
+        const u8* r0 = sw + (GT ? 8 * warp + g : 16 * warp + g) * SLOT;
+        const u8* r1 = r0 + (GT ? QG_ROWS / 2 : 8) * SLOT;
+        if (MS) {
+            // mma.sync: each block's two 16-element steps against the lhs fragments of every
+            // pair of 8-row lhs tiles (ldmatrix from the swizzled boxes: 16-byte chunk c of
+            // lhs row n at c ^ (n % 8)); the next block's decode overlaps these MMAs.
+            const u32 lb = s_addr(sl);
+            const int ln = ((lane >> 4) << 3) + (lane & 7), lc = (lane >> 3) & 1;
+#pragma unroll
+            for (int j = 0; j < QG_BK / 32; ++j) {
+                u32 a[2][4];
+                qg_decode<E>(r0 + j * BYTES, r1 + j * BYTES, t, a[0], a[1]);
+#pragma unroll
+                for (int kk = 0; kk < 2; ++kk) {
+                    const int k16 = 2 * j + kk, ch = (k16 % 4) * 2 + lc;
+#pragma unroll
+                    for (int q = 0; q < NL / 16; ++q) {
+                        const int n = 16 * q + ln;
+                        u32 b[4];
+                        qg_ldsm4(b, lb + (k16 / 4) * BOX + n * 128 + ((ch ^ (n & 7)) << 4));
+                        qg_mma(&d[8 * q], a[kk], b[0], b[1]);
+                        qg_mma(&d[8 * q + 4], a[kk], b[2], b[3]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j0 = 0; j0 < QG_BK / 32; j0 += QG_GROUP) {
+                u32 a[QG_GROUP][2][4];
+#pragma unroll
+                for (int j = 0; j < QG_GROUP; ++j)
+                    qg_decode<E>(r0 + (j0 + j) * BYTES, r1 + (j0 + j) * BYTES, t, a[j][0], a[j][1]);
+                wgmma_fence();
+#pragma unroll
+                for (int j = 0; j < QG_GROUP; ++j) {
+                    // block j0 + j: k 32 (j0 + j) .., in box (j0 + j) / 2 at 16-element steps
+                    // 2 ((j0 + j) % 2) and + 1
+                    const int b = j0 + j;
+                    const u64 desc = sw128_desc(sl + (b / 2) * BOX) + 2 * (2 * (b % 2));
+                    qg_wgmma<NL>(d, a[j][0], desc);
+                    qg_wgmma<NL>(d, a[j][1], desc + 2);
+                }
+                wgmma_commit();
+                // (Waiting here, not one group later: a decode defining the next group's
+                // registers while one is in flight makes ptxas serialize every wgmma; the other
+                // consumer warpgroup's MMAs overlap this one's decode.)
+                wgmma_wait0();
+            }
+        }
+        // Every MMA that read the stage has retired: hand it back to the producer.
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[stage]);
+        if (++stage == QG_STAGES) stage = 0, phase ^= 1;
+    }
+    const int ctid = threadIdx.x - 128;  // 0..255 over both consumers
+    if (p.splits > 1) {
+        constexpr int TILE = 256 * NACC;  // f32 of a partial tile
+        float* slot = p.ws + (i64)tile * p.splits * TILE;
+        float* mine = slot + (i64)split * TILE + ctid * 4;
+#pragma unroll
+        for (int j = 0; j < NACC / 4; ++j) st_cg4(mine + j * 1024, d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+        __threadfence();
+        named_sync(1, 256);
+        if (ctid == 0) {
+            unsigned int* counter = p.counters + tile;
+            const bool last = atomicAdd(counter, 1u) == (unsigned int)(p.splits - 1);
+            if (last) *counter = 0u;
+            *last_flag = last;
+        }
+        named_sync(1, 256);
+        if (!*last_flag) return;
+        __threadfence();
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) d[i] = 0.f;
+        for (int s = 0; s < p.splits; ++s) {
+            const float* part = slot + (i64)s * TILE + ctid * 4;
+#pragma unroll
+            for (int j = 0; j < NACC / 4; ++j) ld_cg4_add(part + j * 1024, d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+        }
+    }
+    // d[4 j + e]: weight row (e < 2 ? g : g + 8) of the warp's 16 (gated: the gate's and the
+    // up's row 8 warp + g), lhs row 8 j + 2 t + e % 2
+    const int seg = seg_of(), lt = local(seg);
+    OT* out = (OT*)(seg == 0 ? p.out[0] : seg == 1 ? p.out[1] : p.out[2]);
+    const OT* res = (const OT*)p.res;
+    const int n = seg == 0 ? p.n[0] : seg == 1 ? p.n[1] : p.n[2];
+    if (GT) {
+        const int row = lt * QG_ROWS + cw * (QG_ROWS / 2) + 8 * warp + g;
+#pragma unroll
+        for (int j = 0; j < NACC / 4; ++j) {
+            const int col = 8 * j + 2 * t;
+            qg_store<OT>(out, nullptr, p.m, n, col, row, qn_gated<OT>(d[4 * j], d[4 * j + 2]));
+            qg_store<OT>(out, nullptr, p.m, n, col + 1, row, qn_gated<OT>(d[4 * j + 1], d[4 * j + 3]));
+        }
+        return;
+    }
+    const int row = lt * 2 * QG_ROWS + cw * QG_ROWS + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < NACC / 4; ++j) {
+        const int col = 8 * j + 2 * t;
+        qg_store<OT>(out, res, p.m, n, col, row, d[4 * j]);
+        qg_store<OT>(out, res, p.m, n, col + 1, row, d[4 * j + 1]);
+        qg_store<OT>(out, res, p.m, n, col, row + 8, d[4 * j + 2]);
+        qg_store<OT>(out, res, p.m, n, col + 1, row + 8, d[4 * j + 3]);
+    }
+}
+
+// qgemm_sm90_<enc>_n<NL>[_gt]_<f32|bf16|f16>: NL lhs rows at most (16, 32, 64), the gated pair,
+// the result's (and residual's) type; lhs is bf16.
+#define QGEMM_ENTRY(NAME, E, NL, OT, GT)                                                             \
+    extern "C" __global__ void __launch_bounds__(384, Qg<E, NL>::BLOCKS)                            \
+        NAME(const __grid_constant__ TmaMap map_l, const __grid_constant__ QgMaps maps, QgArgs p) {  \
+        QGEMM_BODY(E, NL, OT, GT)                                                                    \
+    }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QGEMM_BODY(E, NL, OT, GT) qgemm_sm90<E, NL, OT, GT>(&map_l, &maps, p);
+#else
+#define QGEMM_BODY(E, NL, OT, GT) asm volatile("trap;");
+#endif
+#define QGEMM_TYPES(ENC, E, NL)                                             \
+    QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_f32, E, NL, float, false)         \
+    QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_bf16, E, NL, bf16, false)         \
+    QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_f16, E, NL, f16, false)           \
+    QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_f32, E, NL, float, true)       \
+    QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_bf16, E, NL, bf16, true)       \
+    QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_f16, E, NL, f16, true)
+QGEMM_TYPES(q4_0, ENC_Q4_0, 16) QGEMM_TYPES(q4_0, ENC_Q4_0, 32) QGEMM_TYPES(q4_0, ENC_Q4_0, 64)
+QGEMM_TYPES(q4_1, ENC_Q4_1, 16) QGEMM_TYPES(q4_1, ENC_Q4_1, 32) QGEMM_TYPES(q4_1, ENC_Q4_1, 64)
