@@ -179,7 +179,7 @@ def test_eager_decode_steps_reuse_their_compiled_ops(rng):
     sequence stays within its first page, so the page table keeps its width) compiles nothing."""
     device = driver.CPU()
     block = _eager_block(DType.float32, device, _weights(rng, DType.float32))
-    table = freqs(HEAD_DIM, MAX_SEQ, THETA)
+    table = freqs(HEAD_DIM, MAX_SEQ, THETA).to(device)
     cache = PagedKVCache(_kv_params(DType.float32, DeviceRef.CPU()), PAGES, device)
     cache.add_sequence()
     x = lambda n: Tensor.constant(rng.standard_normal((n, HIDDEN)), dtype=DType.float32, device=device)  # noqa: E731

@@ -75,7 +75,8 @@ def test_gpu_qmatmul_16_bit_lhs(hopper, rng, enc, dtype, m):
         k, n = blocks * enc.elements_per_block, 333
         w = weights(rng, enc, n, k)
         lhs = activations(rng, dtype, m, k, enc=enc)
-        with tuning.record_launches() as log:
+        # (qmatmul.qgemm forced: past 32 rows these weights keep the dequantize path by default)
+        with tuning.override(**{"qmatmul.qgemm": True}), tuning.record_launches() as log:
             (out,) = execute(model(hopper, enc, dtype, m, k, n), [lhs, w], hopper)
         mma = m <= 8 and enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K) or m == 1 and enc == Q.Q6_K
         if mma and blocks * enc.block_size % 16 == 0:

@@ -116,7 +116,8 @@ def test_gpu_qmatmul_many_rows_siblings(hopper, rng):
     enc, k, ns, m = Q.Q4_0, 1024, (1024, 256, 256), 64
     ws = [weights(rng, enc, n, k) for n in ns]
     lhs = rng.standard_normal((m, k)).astype(np.float32)
-    outs, log = sibling_products(hopper, enc, ws, lhs)
+    with tuning.override(**{"qmatmul.qgemm": True}):  # (weights this small take it up to 32 rows)
+        outs, log = sibling_products(hopper, enc, ws, lhs)
     (rec,) = log.records("qgemm")
     assert rec["segments"] == len(ns), log.records()
     for out, w in zip(outs, ws):
@@ -168,7 +169,8 @@ def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks
     k = k_of(enc, blocks)
     w = weights(rng, enc, n, k)
     lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
-    with tuning.record_launches() as log:
+    # (forced: past 32 rows weights below 1536 x 1536 keep the dequantize path by default)
+    with tuning.override(**{"qmatmul.qgemm": True}), tuning.record_launches() as log:
         (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
     (rec,) = log.records("qgemm")
     assert rec["blocks"] == -(-n // 128) * rec["splits"] and log.count("gemm_sm90p") == 0, log.records()
@@ -185,7 +187,7 @@ def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
     lhs = rng.standard_normal((m, k)).astype(np.float32)
     res = (rng.standard_normal((m, n)) * 10).astype(np.float32)
     model = product_model(hopper, enc, m, k, n, residual=True)
-    with tuning.record_launches() as log:
+    with tuning.override(**{"qmatmul.qgemm": True}), tuning.record_launches() as log:
         (got,) = execute(model, [lhs, w, res], hopper)
     assert log.count("qgemm") == 1 and log.count("fused") == 0, log.records()
     check(got, lhs, decode(enc, w), bf16_bound, plus=res)
@@ -207,7 +209,7 @@ def test_gpu_qgemm_gated_pair(hopper, rng, m):
     enc, k, n = Q.Q4_0, 1024, 640
     ws = [weights(rng, enc, n, k) for _ in range(2)]
     x = (rng.standard_normal((m, k)) / 8).astype(np.float32)
-    with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True}):
+    with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True, "qmatmul.qgemm": True}):
         model = normed_products(hopper, enc, DType.float32, None, ws, m, gated=True)
         with tuning.record_launches() as log:
             (out,) = execute(model, [x], hopper)

@@ -292,8 +292,9 @@ declare! {
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
     QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
     /// qmatmul on 9 to 64 rows of Q4_0 / Q4_1 weights (rows of whole 16 bytes) on sm_90: the
-    /// GEMM that decodes the quants in its mainloop (off: the bf16 dequantize + wgmma GEMM).
-    QmatmulQgemm: "qmatmul.qgemm", None, Kind::Flag, "1";
+    /// GEMM that decodes the quants in its mainloop (off: the bf16 dequantize + wgmma GEMM);
+    /// unset, 9-32 rows, or 33-64 rows of at least 1536 x 1536 weights.
+    QmatmulQgemm: "qmatmul.qgemm", None, Kind::Flag, "";
 
     // ---- numerics ------------------------------------------------------------------------
     /// Batch-invariant results on the GPU: each row of a product, an attention call or a norm

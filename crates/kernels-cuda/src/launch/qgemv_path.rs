@@ -49,6 +49,14 @@ pub(super) const SMALL_WEIGHTS: usize = 3072 * 2048;
 /// model's output projection) 182 / 291.
 pub(super) const SMALL_WEIGHTS_Q6K: usize = 4096 * 6144;
 
+/// Weights (n x k) below which 33-64 rows keep the bf16 dequantize + GEMM path instead of
+/// qgemm_sm90.cu, whose 64-row kernel has more fixed cost a launch (its split-K sums, a block an
+/// SM): an H200, SmolLM2-135M Q4_1 (its 576 x 1536 down projection the only one of 16-byte
+/// rows) at 64 sequences 19,490 tok/s with the dequantize path, 19,007 with qgemm (at 16
+/// sequences 5,704 and 5,939); an 8B model's 1024 x 4096 k/v projections at 64 rows 21.0 us
+/// against 17.1.
+pub(super) const QGEMM_SMALL_WEIGHTS: usize = 1536 * 1536;
+
 /// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
 ///
 /// Batch-invariant (`numerics.batch_invariant`), every row count takes qgemv_stream.cu or
@@ -81,9 +89,12 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     if p.m > GEMV_MAX_ROWS && !invariant {
         // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
         let wgmma = arch_major == 9 && p.k.is_multiple_of(8) && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
-        let qgemm = wgmma
-            && super::super::qgemm_sm90::takes(p.enc, p.m, p.n, p.k, p.row_bytes, p.w)
-            && t.flag_or(max_tuning::Knob::QmatmulQgemm, true);
+        // (unless the knob says otherwise, small weights at 33-64 rows keep the dequantize
+        // path: QGEMM_SMALL_WEIGHTS)
+        let wanted = t
+            .flag(max_tuning::Knob::QmatmulQgemm)
+            .unwrap_or(p.m <= 32 || p.n.saturating_mul(p.k) >= QGEMM_SMALL_WEIGHTS);
+        let qgemm = wgmma && super::super::qgemm_sm90::takes(p.enc, p.m, p.n, p.k, p.row_bytes, p.w) && wanted;
         return if qgemm {
             QPath::Qgemm
         } else if wgmma {
@@ -148,6 +159,11 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4_0, 65), 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4K, 16), 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, "qmatmul.qgemm=0"), QPath::Wgmma);
+        // SmolLM2's down projection (576 x 1536, Q4_1): qgemm up to 32 rows only
+        let down = QProblem { n: 576, k: 1536, row_bytes: 1536 / 32 * 20, ..problem(Encoding::Q4_1, 32) };
+        assert_eq!(path(&down, 9, ""), QPath::Qgemm);
+        assert_eq!(path(&QProblem { m: 64, ..down }, 9, ""), QPath::Wgmma);
+        assert_eq!(path(&QProblem { m: 64, ..down }, 9, "qmatmul.qgemm=1"), QPath::Qgemm);
         assert_eq!(path(&problem(Encoding::Q6K, 512), 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 8, ""), QPath::Gemm);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 10, ""), QPath::Gemm);
