@@ -6,11 +6,11 @@
 
 use max_kernels_cuda::ensure_nvrtc;
 use max_kernels_cuda::launch::{
-    allreduce_p2p, attention, attention_decode, attention_prefill, fft, gemv_mma, gemv_nt, random, sampling,
+    allreduce_p2p, attention, attention_decode, attention_prefill, fft, gemv_mma, gemv_nt, qgemm_sm90, random, sampling,
 };
 use max_kernels_cuda::sources::{
     self, ALLREDUCE_P2P, ATTENTION, ATTENTION_DECODE, ATTENTION_PREFILL, ATTENTION_PREFILL_SM90, FFT, Family, GEMV_MMA,
-    GEMV_NT, RANDOM, SAMPLING,
+    GEMV_NT, QGEMM_SM90, RANDOM, SAMPLING,
 };
 
 mod common;
@@ -60,6 +60,24 @@ fn attention_prefill_kernels_exist_with_their_argument_sizes() {
 #[test]
 fn attention_prefill_sm90_kernels_exist_with_their_argument_sizes() {
     check_listed(&ATTENTION_PREFILL_SM90, attention_prefill::kernels_sm90(), 12);
+}
+
+#[test]
+fn qgemm_kernels_exist_with_their_three_argument_sizes() {
+    // (three parameters: the lhs map and the weight maps, 64-byte aligned, then the arguments)
+    let listed = qgemm_sm90::kernels();
+    assert_eq!(listed.len(), 36);
+    if check_listed(&QGEMM_SM90, vec![], 0).is_none() {
+        return;
+    }
+    let ptx = String::from_utf8(common::ptx(&QGEMM_SM90, "sm_90a").unwrap_or_else(|e| panic!("{e}"))).unwrap();
+    for (name, [map, maps, args]) in listed {
+        let entry = format!(
+            ".entry {name}(\n\t.param .align 64 .b8 {name}_param_0[{map}],\n\t.param .align 64 .b8 \
+             {name}_param_1[{maps}],\n\t.param .align 8 .b8 {name}_param_2[{args}]\n)"
+        );
+        assert!(ptx.contains(&entry), "missing or different: {entry}");
+    }
 }
 
 #[test]

@@ -252,6 +252,23 @@ pub fn qgemm(
     Ok(())
 }
 
+/// Every kernel name the launcher can form, with the byte sizes of its three parameters (the
+/// lhs map, the weight maps, the arguments): for the compile tests.
+pub fn kernels() -> Vec<(String, [usize; 3])> {
+    let sizes = [size_of::<TmaMap>(), size_of::<QgMaps>(), size_of::<QgArgs>()];
+    let mut all = Vec::new();
+    for enc in ["q4_0", "q4_1"] {
+        for nl in [16, 32, 64] {
+            for gt in ["", "_gt"] {
+                for t in ["f32", "bf16", "f16"] {
+                    all.push((format!("qgemm_sm90_{enc}_n{nl}{gt}_{t}"), sizes));
+                }
+            }
+        }
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +304,17 @@ mod tests {
         assert_eq!((tile_rows(9), tile_rows(16), tile_rows(17), tile_rows(33), tile_rows(64)), (16, 16, 32, 64, 64));
         assert_eq!(slot(Encoding::Q4_0), 144);
         assert_eq!(slot(Encoding::Q4_1), 160);
+    }
+
+    #[test]
+    fn arguments_match_the_kernel_layout() {
+        // qgemm_sm90.cu's QgArgs: out[3], res, ws, counters, n[3], first[4], count, gated, m,
+        // chunks, splits, per; QgMaps: three 128-byte maps
+        assert_eq!(std::mem::offset_of!(QgArgs, n), 48);
+        assert_eq!(std::mem::offset_of!(QgArgs, first), 60);
+        assert_eq!(std::mem::offset_of!(QgArgs, per), 96);
+        assert_eq!(size_of::<QgArgs>(), 104);
+        assert_eq!((size_of::<QgMaps>(), std::mem::align_of::<QgMaps>()), (384, 64));
     }
 
     #[test]
