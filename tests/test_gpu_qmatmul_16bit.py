@@ -120,7 +120,10 @@ def test_gpu_qmatmul_16_bit_many_rows_simt_and_weight_chunks(hopper, rng, dtype)
     w = weights(rng, enc, n, k)
     lhs = activations(rng, dtype, m, k)
     res = activations(rng, dtype, m, n)
-    (out,) = execute(model(hopper, enc, dtype, m, k, n, residual=True), [lhs, w, res], hopper)
+    # (qmatmul.qgemm=0: 16 rows of these weights would take qgemm_sm90.cu)
+    with tuning.override(**{"qmatmul.qgemm": False}), tuning.record_launches() as log:
+        (out,) = execute(model(hopper, enc, dtype, m, k, n, residual=True), [lhs, w, res], hopper)
+    assert log.count("gemm_sm90p", f32=1) == 2 and log.count("qgemm") == 0, log.records()
     check(out, lhs, decode(enc, w), dtype, bf16_bound, plus=res)
 
 

@@ -158,12 +158,13 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [9, 17, 40, 64])
-@pytest.mark.parametrize("n, blocks", [(300, 36), (4096, 128), (1024, 448)])
+@pytest.mark.parametrize("n, blocks", [(300, 36), (4096, 128), (1024, 448), (17000, 16)])
 def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks):
     """qgemm_sm90.cu against the float64 product: N not a multiple of its 128-row blocks, K of a
     partial 256-element chunk (Q4_1's 36 blocks; Q4_0's rows are whole 16 bytes only at whole
-    chunks), every split-K plan (3 blocks over 5 chunks, 32 over 16, 8 over 56), M below and at
-    the 64-row tile, and lhs rows of very different scales."""
+    chunks), split-K plans (3 blocks over 4-5 chunks, 32 over 16, 8 over 56) and none (133
+    blocks, as many as the SMs hold), M below and at the 64-row tile, and lhs rows of very
+    different scales."""
     if enc == Q.Q4_0 and blocks % 8:
         blocks = blocks // 8 * 8
     k = k_of(enc, blocks)
@@ -174,6 +175,7 @@ def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks
         (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
     (rec,) = log.records("qgemm")
     assert rec["blocks"] == -(-n // 128) * rec["splits"] and log.count("gemm_sm90p") == 0, log.records()
+    assert (rec["splits"] == 1) == (n == 17000), rec
     check(out, lhs, decode(enc, w), bf16_bound)
 
 
@@ -191,22 +193,25 @@ def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
         (got,) = execute(model, [lhs, w, res], hopper)
     assert log.count("qgemm") == 1 and log.count("fused") == 0, log.records()
     check(got, lhs, decode(enc, w), bf16_bound, plus=res)
-    with tuning.override(**{"qmatmul.qgemm": False}):
+    with tuning.override(**{"qmatmul.qgemm": False}), tuning.record_launches() as log:
         (old,) = execute(product_model(hopper, enc, m, k, n, residual=True), [lhs, w, res], hopper)
+    assert log.count("qgemm") == 0 and log.count("gemm_sm90p", f32=1) == 1, log.records()
     lhs16 = lhs.astype(np.float64)
     scale = np.abs(lhs16) @ np.abs(decode(enc, w).astype(np.float64)).T + np.abs(res)
     assert (np.abs(got.astype(np.float64) - old) <= 4 * k * 2.0**-24 * scale + 1e-30).all()
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [9, 40])
-def test_gpu_qgemm_gated_pair(hopper, rng, m):
+@pytest.mark.parametrize("m", [9, 24, 40])
+@pytest.mark.parametrize("n", [600, 17000])
+def test_gpu_qgemm_gated_pair(hopper, rng, m, n):
     """silu(x W_gate^T) * (x W_up^T) of a quantized MLP on many rows (the folded gated step):
-    one qgemm launch storing the product of the two, each block 64 rows of both weights, to the
-    bf16 bounds of the two products carried through silu and the product."""
+    one qgemm launch storing the product of the two, each block 64 rows of both weights (N not
+    a multiple of them; split over K or, at N = 17000, not), to the bf16 bounds of the two
+    products carried through silu and the product."""
     from test_gpu_qmatmul_norm import normed_products
 
-    enc, k, n = Q.Q4_0, 1024, 640
+    enc, k = Q.Q4_0, 1024
     ws = [weights(rng, enc, n, k) for _ in range(2)]
     x = (rng.standard_normal((m, k)) / 8).astype(np.float32)
     with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True, "qmatmul.qgemm": True}):
@@ -215,6 +220,7 @@ def test_gpu_qgemm_gated_pair(hopper, rng, m):
             (out,) = execute(model, [x], hopper)
     (rec,) = log.records("qgemm")
     assert rec["gated"] == 1 and log.count("fused") == 0, log.records()
+    assert (rec["splits"] == 1) == (n == 17000), rec
     x64 = x.astype(np.float64)
     (g, u), (eg, eu) = zip(*[(x64 @ w.T, bf16_bound(x64, w, k)) for w in (decode(enc, w).astype(np.float64) for w in ws)])
     silu = g / (1 + np.exp(-g))

@@ -4,12 +4,14 @@
 // (+ res), where the path before dequantized every weight matrix into a bf16 scratch (14 GB of
 // writes and reads a decode step of an 8B model at 64 sequences) and ran the wgmma GEMM on it.
 //
-// The product is computed transposed, D = W L^T: the weights are wgmma's A operand (64 weight
-// rows a consumer warpgroup, the M of m64n64k16), decoded into registers in the A fragment
-// layout (mma.sync's: lane (g, t) of warp w holds rows 16 w + g and + 8, k 2t, 2t + 1, 2t + 8,
-// 2t + 9 of each 16-element step), and the lhs rows are B (N = 64, K-major, 128-byte swizzled
-// boxes of 64 x 64 bf16 loaded by TMA). Rows of lhs past m and weight rows past n read as zeros
-// and are never stored.
+// The product is computed transposed, D = W L^T: the weights are the MMA's A operand, decoded
+// into registers in the A fragment layout (lane (g, t) of warp w holds rows 16 w + g and + 8,
+// k 2t, 2t + 1, 2t + 8, 2t + 9 of each 16-element step: mma.sync's m16n8k16 layout, which is
+// also a warp's share of wgmma's m64nNk16 with A from registers), and the lhs rows are B
+// (NL = 16, 32 or 64 of them, the fewest that hold m: K-major, 128-byte swizzled boxes of
+// NL x 64 bf16 loaded by TMA). Up to NL = 32 each warp runs mma.sync over its 16 weight rows
+// with B fragments by ldmatrix; at NL = 64 each warpgroup runs RS wgmma m64n64k16 over its 64.
+// Rows of lhs past m and weight rows past n read as zeros and are never stored.
 //
 // Decode. A 32-element block's quants sit in 16 bytes, element i in the low nibble of byte i and
 // element i + 16 in its high nibble; lane t's bytes 2t, 2t + 1, 2t + 8 and 2t + 9 (two aligned
@@ -23,15 +25,18 @@
 // order.
 //
 // Block: 3 warpgroups, two blocks an SM (80 registers a thread, 2-4 stages within 113 KiB) up
-// to NL = 32, one (4 stages) at 64.
+// to NL = 32, one (4 stages, the consumers' registers raised to 232) at 64.
 // Warpgroup 0 is the producer (one thread): for each 256-element chunk of K (one stage) it loads
-// the lhs boxes (4 x 64 columns x NL rows, NL = 16, 32 or 64: the fewest that hold m) and, for
-// each consumer, its 64 weight rows x the chunk's bytes (144 for Q4_0, 160 for Q4_1: a 2-D TMA
-// box of the weights as bytes [n, row_bytes]) onto the stage's full barrier. Warpgroups 1 and 2
-// each own 64 weight rows of the block's 128: per group of 2-4 blocks of the chunk, decode (two
-// rows x 8 elements a lane a block), fence, two RS wgmmas a block, commit and wait; the other
-// warpgroups' MMAs overlap a warpgroup's decode. A stage is released once its last group has
-// retired.
+// the lhs boxes (4 x 64 columns x NL rows) and, for each consumer, its 64 weight rows x the
+// chunk's bytes (144 for Q4_0, 160 for Q4_1: a 2-D TMA box of the weights as bytes [n,
+// row_bytes]; two boxes of 32 rows for the gated pair) onto the stage's full barrier.
+// Warpgroups 1 and 2 each own 64 weight rows of the block's 128. mma.sync: per block of the
+// chunk a warp decodes its two rows x 8 elements a lane, then loads the lhs fragments and runs
+// the MMAs of both 16-element steps (the scoreboard overlaps the next block's decode with
+// them). wgmma: per group of 4 blocks, decode, fence, two RS wgmmas a block, commit and wait
+// (a decode defining the next group's registers while one is in flight makes ptxas serialize
+// every wgmma); the other warpgroup's MMAs overlap a warpgroup's decode. A stage is released
+// once every MMA that read it has retired.
 //
 // Segments (QgArgs: sibling products of one lhs, each its weights, output and blocks) and the
 // gated pair (each block 64 rows of the gate's weights and the same rows of the up's, a warp's
@@ -39,7 +44,7 @@
 // silu(gate) * up, rounded as quant_common.cuh's qn_gated rounds it).
 //
 // Split-K (p.splits > 1): blockIdx.x = tile * splits + split; split s takes chunks [s * per,
-// (s + 1) * per). Each writes its f32 partial tile (64 x 128, fragment order, 16-byte stores) to
+// (s + 1) * per). Each writes its f32 partial tile (NL x 128, fragment order, 16-byte stores) to
 // the workspace, fences and bumps the tile's ticket counter; the block that brings it to
 // `splits` reads the parts back in order 0, 1, ... (deterministic), leaves the counter at zero
 // and stores. The epilogue adds the residual (same type and layout as out) in f32 and rounds
@@ -80,7 +85,8 @@ struct QgArgs {
     unsigned int* counters;  // split-K: one ticket counter per tile, zero at launch
     int n[QG_SEGS];
     int first[QG_SEGS + 1];
-    int count, gated;
+    int count;
+    int gated;  // (the launch's; the kernels take it from their name, `_gt`)
     int m;
     int chunks;  // 256-element chunks of K
     int splits, per;  // K parts per tile and chunks per part
@@ -190,11 +196,11 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
     static_assert(QG_STAGES >= 2, "two stages at least");
     constexpr int BYTES = Enc<E>::BYTES;
     constexpr int NACC = NL / 2;  // accumulators a thread
-    // blocks decoded before their MMAs are issued (one wait per group), as the registers a
-    // thread allow (80 at two blocks an SM)
-    constexpr int QG_GROUP = NL == 32 ? 2 : 4;
+    // wgmma (NL = 64): blocks decoded before their MMAs are issued (one wait per group)
+    constexpr int QG_GROUP = 4;
     // mma.sync (m16n8k16, each warp its 16 weight rows) up to NL = 32; wgmma at 64
     constexpr bool MS = NL <= 32;
+    static_assert(MS || NL == 64, "wgmma at 64 lhs rows");
     extern __shared__ u8 raw_smem[];
     // (offset from raw_smem, so that the compiler keeps to shared-memory loads)
     u8* smem = raw_smem + ((1024u - (s_addr(raw_smem) & 1023u)) & 1023u);

@@ -128,8 +128,8 @@ pub const QGEMV_MMA: Family = Family {
     ),
 };
 /// qmatmul with 9 to 64 lhs rows over 4-bit weights on Hopper (sm_90a): the quants decoded
-/// into wgmma's register A operand in the GEMM's mainloop (sm90_pipe.cuh and the encodings in
-/// front).
+/// into the MMA's register A operand (mma.sync, or wgmma at 64 rows) in the GEMM's mainloop
+/// (sm90_pipe.cuh and the encodings in front).
 pub const QGEMM_SM90: Family = Family {
     name: "qgemm_sm90",
     source: concat!(

@@ -1,7 +1,8 @@
 //! qmatmul with 9 to [`MAX_ROWS`] lhs rows over Q4_0 / Q4_1 weights on Hopper (sm_90a):
-//! kernels/qgemm_sm90.cu decodes the quants into wgmma's register operand in its mainloop,
-//! where the path before ([`super::qmatmul_sm90`]) dequantized whole matrices into a bf16
-//! scratch and ran the GEMM on it. The lhs is rounded to bf16 first (in place when it is bf16);
+//! kernels/qgemm_sm90.cu decodes the quants into the tensor-core MMA's register operand in its
+//! mainloop (mma.sync up to 32 lhs rows, wgmma at 64), where the path before
+//! ([`super::qmatmul_sm90`]) dequantized whole matrices into a bf16 scratch and ran the GEMM
+//! on it. The lhs is rounded to bf16 first (in place when it is bf16);
 //! the result and residual keep the activations' type.
 //!
 //! Work: blocks of 128 weight rows, each over a run of K's 256-element chunks; split-K where
@@ -37,16 +38,20 @@ fn tile_rows(m: usize) -> usize {
 }
 
 /// Whether the kernel takes a product of `m` rows over `w` [n, row_bytes] of `enc`: 4-bit
-/// encodings of 32-element blocks, rows of whole 16 bytes at a 16-byte aligned address (TMA),
-/// at most MAX_ROWS rows, sizes within i32.
+/// encodings of 32-element blocks, K whole blocks (and not zero), rows of whole 16 bytes at a
+/// 16-byte aligned address (TMA), at most MAX_ROWS rows, sizes within i32 (K with its last
+/// chunk's coordinates).
 pub fn takes(enc: Encoding, m: usize, n: usize, k: usize, row_bytes: usize, w: u64) -> bool {
+    let (elems, bytes) = enc.block();
     matches!(enc, Encoding::Q4_0 | Encoding::Q4_1)
         && (1..=MAX_ROWS).contains(&m)
+        && k > 0
+        && k.is_multiple_of(elems)
+        && row_bytes == k / elems * bytes
         && row_bytes.is_multiple_of(16)
         && w.is_multiple_of(16)
-        && row_bytes == k / enc.block().0 * enc.block().1
         && n < i32::MAX as usize
-        && k < i32::MAX as usize
+        && k <= i32::MAX as usize - BK
 }
 
 /// A weight row's bytes in one stage (qgemm_sm90.cu's Qg::SLOT).
@@ -326,5 +331,8 @@ mod tests {
         assert!(!takes(Encoding::Q4_0, 16, 4096, 4096, q40(4096), 0x1008));
         assert!(takes(Encoding::Q4_1, 16, 300, 384, 384 / 32 * 20, 0x1000));
         assert!(!takes(Encoding::Q4K, 16, 4096, 4096, 4096 / 256 * 144, 0x1000));
+        // K of whole blocks only, and not zero
+        assert!(!takes(Encoding::Q4_0, 16, 4096, 4104, q40(4096), 0x1000));
+        assert!(!takes(Encoding::Q4_0, 16, 4096, 0, 0, 0x1000));
     }
 }

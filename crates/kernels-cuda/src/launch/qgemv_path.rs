@@ -32,7 +32,7 @@ pub enum QPath {
     Wgmma,
     /// Dequantize to f32 scratch, then the f32 GEMM (more than 8 rows elsewhere).
     Gemm,
-    /// qgemm_sm90.cu: the quants decoded in the wgmma GEMM's mainloop (9-64 rows of Q4_0 /
+    /// qgemm_sm90.cu: the quants decoded in a tensor-core GEMM's mainloop (9-64 rows of Q4_0 /
     /// Q4_1 on sm_90; `qmatmul.qgemm`).
     Qgemm,
 }
@@ -53,8 +53,8 @@ pub(super) const SMALL_WEIGHTS_Q6K: usize = 4096 * 6144;
 /// qgemm_sm90.cu, whose 64-row kernel has more fixed cost a launch (its split-K sums, a block an
 /// SM): an H200, SmolLM2-135M Q4_1 (its 576 x 1536 down projection the only one of 16-byte
 /// rows) at 64 sequences 19,490 tok/s with the dequantize path, 19,007 with qgemm (at 16
-/// sequences 5,704 and 5,939); an 8B model's 1024 x 4096 k/v projections at 64 rows 21.0 us
-/// against 17.1.
+/// sequences 5,704 and 5,939); an 8B model's 1024 x 4096 k/v projections at 64 rows 21.3 us
+/// against 17.6.
 pub(super) const QGEMM_SMALL_WEIGHTS: usize = 1536 * 1536;
 
 /// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
