@@ -222,7 +222,8 @@ def test_gpu_qgemm_gated_pair(hopper, rng, m, n):
     assert rec["gated"] == 1 and log.count("fused") == 0, log.records()
     assert (rec["splits"] == 1) == (n == 17000), rec
     x64 = x.astype(np.float64)
-    (g, u), (eg, eu) = zip(*[(x64 @ w.T, bf16_bound(x64, w, k)) for w in (decode(enc, w).astype(np.float64) for w in ws)])
+    w64 = [decode(enc, w).astype(np.float64) for w in ws]
+    (g, u), (eg, eu) = zip(*[(x64 @ w.T, bf16_bound(x64, w, k)) for w in w64])
     silu = g / (1 + np.exp(-g))
     ref = silu * u
     tol = 1.1 * eg * np.abs(u) + np.abs(silu) * eu + eg * eu + 2.0**-21 * np.abs(ref)

@@ -137,12 +137,15 @@ __device__ __forceinline__ void qg_ldsm4(u32 (&b)[4], u32 at) {
 
 // The float 128 + (byte j of v), for a byte below 128: the byte as mantissa bits 16..22 under
 // the exponent byte 0x43 (one permute).
-__device__ __forceinline__ float qg_128(u32 v, int j) { return __uint_as_float(__byte_perm(v, 0x43u, 0x4055u | (j << 8))); }
+__device__ __forceinline__ float qg_128(u32 v, int j) {
+    return __uint_as_float(__byte_perm(v, 0x43u, 0x4055u | (j << 8)));
+}
 
 __device__ __forceinline__ u32 qg_u16(const u8* p) { return *(const u16*)p; }
 
 // One block of rows g (b0) and g + 8 (b1) for lane t: the A fragments of its two 16-element steps.
-template <int E> __device__ __forceinline__ void qg_decode(const u8* b0, const u8* b1, int t, u32 (&lo)[4], u32 (&hi)[4]) {
+template <int E>
+__device__ __forceinline__ void qg_decode(const u8* b0, const u8* b1, int t, u32 (&lo)[4], u32 (&hi)[4]) {
     constexpr int QS = E == ENC_Q4_0 ? 2 : 4;  // quants after the f16 scale (and Q4_1's min)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -175,7 +178,8 @@ template <int E> __device__ __forceinline__ void qg_decode(const u8* b0, const u
 }
 
 // Element (col, row) of out [m, n] (lhs row col, weight row row), plus the residual's.
-template <typename OT> __device__ __forceinline__ void qg_store(OT* out, const OT* res, int m, int n, int col, int row, float v) {
+template <typename OT>
+__device__ __forceinline__ void qg_store(OT* out, const OT* res, int m, int n, int col, int row, float v) {
     if (col >= m || row >= n) return;
     const i64 at = (i64)col * n + row;
     if (res) v += to_f32(res[at]);
@@ -236,7 +240,8 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
                 u8* sl = smem + stage * STAGE;
                 mbar_expect_tx(&full[stage], LHS + 2 * QG_ROWS * SLOT);
 #pragma unroll
-                for (int b = 0; b < QG_BK / 64; ++b) tma_load_2d(sl + b * BOX, map_l, &full[stage], c * QG_BK + 64 * b, 0);
+                for (int b = 0; b < QG_BK / 64; ++b)
+                    tma_load_2d(sl + b * BOX, map_l, &full[stage], c * QG_BK + 64 * b, 0);
                 u8* sw = sl + LHS;
                 if (GT) {
                     // consumer h: 32 rows of the gate, then the same rows of the up weights
@@ -347,7 +352,8 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
         for (int s = 0; s < p.splits; ++s) {
             const float* part = slot + (i64)s * TILE + ctid * 4;
 #pragma unroll
-            for (int j = 0; j < NACC / 4; ++j) ld_cg4_add(part + j * 1024, d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+            for (int j = 0; j < NACC / 4; ++j)
+                ld_cg4_add(part + j * 1024, d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
         }
     }
     // d[4 j + e]: weight row (e < 2 ? g : g + 8) of the warp's 16 (gated: the gate's and the
