@@ -86,7 +86,6 @@ struct QgArgs {
     int n[QG_SEGS];
     int first[QG_SEGS + 1];
     int count;
-    int gated;  // (the launch's; the kernels take it from their name, `_gt`)
     int m;
     int chunks;  // 256-element chunks of K
     int splits, per;  // K parts per tile and chunks per part
@@ -100,25 +99,14 @@ __device__ __forceinline__ int qg_seg(const QgArgs& p, int tile) {
     return s;
 }
 
-// m64nNk16, A (4 registers of bf16 pairs) from registers, B K-major from shared memory, N / 2
+// m64n64k16, A (4 registers of bf16 pairs) from registers, B K-major from shared memory, 32
 // accumulators a thread.
-#define QG_RS(SHAPE, REGS, OUTS, A0, IB, IS)                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                    \
-                 "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " REGS ", {%" A0 "}, %" IB \
-                 ", p, 1, 1, 0;\n}\n"                                                                   \
-                 : OUTS                                                                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
-#define QG_OUTS8 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-template <int N> __device__ __forceinline__ void qg_wgmma(float* d, const u32 (&a)[4], u64 desc_b);
-template <> __device__ __forceinline__ void qg_wgmma<16>(float* d, const u32 (&a)[4], u64 desc_b) {
-    QG_RS("m64n16k16", "{%0, %1, %2, %3, %4, %5, %6, %7}",
-          QG_OUTS8, "8, %9, %10, %11", "12", "13");
-}
-template <> __device__ __forceinline__ void qg_wgmma<32>(float* d, const u32 (&a)[4], u64 desc_b) {
-    QG_RS("m64n32k16", PW_REGS16, PW_OUTS16, "16, %17, %18, %19", "20", "21");
-}
-template <> __device__ __forceinline__ void qg_wgmma<64>(float* d, const u32 (&a)[4], u64 desc_b) {
-    QG_RS("m64n64k16", PW_REGS32, PW_OUTS32, "32, %33, %34, %35", "36", "37");
+__device__ __forceinline__ void qg_wgmma(float* d, const u32 (&a)[4], u64 desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " PW_REGS32
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : PW_OUTS32
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
 // mma.m16n8k16 (bf16, f32 accumulators d[0..3]) and the 4 8x8 matrices of ldmatrix.x4 at the
@@ -277,7 +265,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
         const u8* sw = sl + LHS + cw * QG_ROWS * SLOT;
         const u8* r0 = sw + (GT ? 8 * warp + g : 16 * warp + g) * SLOT;
         const u8* r1 = r0 + (GT ? QG_ROWS / 2 : 8) * SLOT;
-        if (MS) {
+        if constexpr (MS) {
             // mma.sync: each block's two 16-element steps against the lhs fragments of every
             // pair of 8-row lhs tiles (ldmatrix from the swizzled boxes: 16-byte chunk c of
             // lhs row n at c ^ (n % 8)); the next block's decode overlaps these MMAs.
@@ -314,8 +302,8 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
                     // 2 ((j0 + j) % 2) and + 1
                     const int b = j0 + j;
                     const u64 desc = sw128_desc(sl + (b / 2) * BOX) + 2 * (2 * (b % 2));
-                    qg_wgmma<NL>(d, a[j][0], desc);
-                    qg_wgmma<NL>(d, a[j][1], desc + 2);
+                    qg_wgmma(d, a[j][0], desc);
+                    qg_wgmma(d, a[j][1], desc + 2);
                 }
                 wgmma_commit();
                 // (Waiting here, not one group later: a decode defining the next group's

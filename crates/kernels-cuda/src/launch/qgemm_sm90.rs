@@ -101,7 +101,6 @@ struct QgArgs {
     n: [i32; SEGS],
     first: [i32; SEGS + 1],
     count: i32,
-    gated: i32,
     m: i32,
     chunks: i32,
     splits: i32,
@@ -132,12 +131,8 @@ pub fn qgemm(
         let what = format!("{} with {m} rows, {} parts of {k} columns", enc.name(), parts.len());
         return Err(Error::Unsupported(format!("qgemm_sm90: {what}")));
     }
-    let tname = match dtype {
-        DType::Float32 => "f32",
-        DType::BFloat16 => "bf16",
-        DType::Float16 => "f16",
-        other => return Err(Error::Unsupported(format!("qgemm_sm90 with {other} activations"))),
-    };
+    super::quant::act_suffix(dtype)?;
+    let tname = super::cast_name(dtype).unwrap_or_default();
     let nl = tile_rows(m);
     let gt = if gated { "_gt" } else { "" };
     let name = format!("qgemm_sm90_{}_n{nl}{gt}_{tname}", enc.name().to_ascii_lowercase());
@@ -196,15 +191,7 @@ pub fn qgemm(
     let box_rows = if gated { BLOCK_ROWS / 4 } else { BLOCK_ROWS / 2 };
     let mut maps = QgMaps([TmaMap([0; 16]); SEGS]);
     for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
-        *map = tma::tiled(
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-            w,
-            &[row_bytes as u64, n as u64],
-            &[row_bytes as u64],
-            &[slot(enc) as u32, box_rows as u32],
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
-        )
-        .map_err(Error::driver("cuTensorMapEncodeTiled(qgemm weights)"))?;
+        *map = super::quant::weight_map(w, row_bytes, n, slot(enc) as u32, box_rows as u32)?;
     }
     let (mut out, mut n) = ([0u64; SEGS], [0i32; SEGS]);
     for (i, &(_, o, rows)) in segs.iter().enumerate() {
@@ -218,7 +205,6 @@ pub fn qgemm(
         n,
         first,
         count: segs.len() as i32,
-        gated: gated as i32,
         m: m as i32,
         chunks: chunks as i32,
         splits: splits as i32,
@@ -313,12 +299,12 @@ mod tests {
 
     #[test]
     fn arguments_match_the_kernel_layout() {
-        // qgemm_sm90.cu's QgArgs: out[3], res, ws, counters, n[3], first[4], count, gated, m,
-        // chunks, splits, per; QgMaps: three 128-byte maps
+        // qgemm_sm90.cu's QgArgs: out[3], res, ws, counters, n[3], first[4], count, m, chunks,
+        // splits, per; QgMaps: three 128-byte maps
         assert_eq!(std::mem::offset_of!(QgArgs, n), 48);
         assert_eq!(std::mem::offset_of!(QgArgs, first), 60);
-        assert_eq!(std::mem::offset_of!(QgArgs, per), 96);
-        assert_eq!(size_of::<QgArgs>(), 104);
+        assert_eq!(std::mem::offset_of!(QgArgs, per), 92);
+        assert_eq!(size_of::<QgArgs>(), 96);
         assert_eq!((size_of::<QgMaps>(), std::mem::align_of::<QgMaps>()), (384, 64));
     }
 

@@ -81,6 +81,19 @@ impl QvSegs {
     }
 }
 
+/// Whether every part `(w, out, n)` (n > 0) of `base`'s product takes `path`, each in a launch of
+/// `rows` weight rows (the size rules of a launch of all of them), or of its own n (None).
+fn all_take(
+    base: &QProblem,
+    parts: &[(u64, u64, usize)],
+    rows: Option<usize>,
+    path: QPath,
+    arch: u32,
+    t: &max_tuning::Tuning,
+) -> bool {
+    parts.iter().all(|&(w, _, n)| n > 0 && select_path(&QProblem { n: rows.unwrap_or(n), w, ..*base }, arch, t) == path)
+}
+
 /// Sibling qmatmuls: `lhs` [m, k] of `dtype` times each part's weights (`n` rows of
 /// `row_bytes`, one encoding) into its own output [m, n] of `dtype`. One qgemv_mma.cu or
 /// qgemv.cu launch serves them all when that is the kernel each of them would take; otherwise
@@ -99,34 +112,21 @@ pub fn qmatmul_siblings(
     // The tensor-core launch: each part's weights as a launch of all of them sees it (the size
     // rule reads the total); the general one: where each part alone would take that kernel.
     let total: usize = parts.iter().map(|p| p.2).sum();
-    let takes = |path: QPath, all: bool| {
-        move |&(w, _, n): &(u64, u64, usize)| {
-            let rows = if all { total } else { n };
-            n > 0 && select_path(&QProblem { enc, m, n: rows, k, row_bytes, lhs, w }, arch, t) == path
-        }
-    };
-    if m > 0
-        && k > 0
-        && (2..=QM_SEGS).contains(&parts.len())
-        && parts.iter().all(takes(QPath::Mma, true))
-        && total < i32::MAX as usize
-    {
+    let base = QProblem { enc, m, n: 0, k, row_bytes, lhs, w: 0 };
+    let takes = |path: QPath, all: bool| all_take(&base, parts, all.then_some(total), path, arch, t);
+    if m > 0 && k > 0 && (2..=QM_SEGS).contains(&parts.len()) && takes(QPath::Mma, true) && total < i32::MAX as usize {
         return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
     }
     // 9 to 64 rows where each part takes qgemm_sm90.cu: one launch (and one bf16 lhs) for all.
-    if m > GEMV_MAX_ROWS
-        && (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len())
-        && parts.iter().all(takes(QPath::Qgemm, false))
-    {
+    if m > GEMV_MAX_ROWS && (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len()) && takes(QPath::Qgemm, false) {
         return super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, false, (m, k, row_bytes));
     }
-    let general = takes(QPath::General, false);
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
     if m == 0
         || k == 0
         || parts.len() < 2
         || parts.len() > QV_SEGS
-        || !parts.iter().all(general)
+        || !takes(QPath::General, false)
         || groups > i32::MAX as usize
     {
         for &(w, out, n) in parts {
@@ -222,11 +222,8 @@ pub fn fold_path(
         return None;
     }
     // Every part takes `path` in a launch of `rows` weight rows.
-    let all = |path: QPath, rows: usize| {
-        parts.iter().all(|&(w, _, n)| {
-            n > 0 && select_path(&QProblem { enc, m, n: rows, k, row_bytes, lhs, w }, arch, t) == path
-        })
-    };
+    let base = QProblem { enc, m, n: 0, k, row_bytes, lhs, w: 0 };
+    let all = |path: QPath, rows: usize| all_take(&base, parts, Some(rows), path, arch, t);
     if parts.len() <= QM_SEGS && all(QPath::Mma, total) {
         return Some(QPath::Mma);
     }
@@ -278,10 +275,9 @@ pub fn qmatmul_gated(
     act_suffix(dtype)?;
     let tuning = max_tuning::current();
     let arch = arch_major(stream)?;
-    let takes = |&(w, _, n): &(u64, u64, usize)| {
-        n > 0 && select_path(&QProblem { enc, m, n, k, row_bytes, lhs, w }, arch, &tuning) == QPath::Qgemm
-    };
-    if m <= GEMV_MAX_ROWS || parts.len() != 2 || parts[0].2 != parts[1].2 || !parts.iter().all(takes) {
+    let base = QProblem { enc, m, n: 0, k, row_bytes, lhs, w: 0 };
+    let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
+    if m <= GEMV_MAX_ROWS || !pair || !all_take(&base, parts, None, QPath::Qgemm, arch, &tuning) {
         return Ok(false);
     }
     super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, true, (m, k, row_bytes))?;

@@ -57,10 +57,10 @@ fn auto_split(tiles: usize, chunks: usize, slots: usize) -> usize {
     split
 }
 
-/// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of `rows` (16, or 8 for a
-/// gated pair) rows x `chunk` bytes
-/// (qgemv_mma.cu's QmMap); out-of-range rows and bytes read as zeros.
-fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32, rows: u32) -> Result<TmaMap> {
+/// The weights as a 2-D TMA tensor of bytes [n, row_bytes] in boxes of `rows` rows x `chunk`
+/// bytes (qgemv_mma.cu's QmMap: 16 rows, or 8 for a gated pair; qgemm_sm90.cu's: 64 or 32);
+/// out-of-range rows and bytes read as zeros.
+pub(crate) fn weight_map(w: u64, row_bytes: usize, n: usize, chunk: u32, rows: u32) -> Result<TmaMap> {
     tma::tiled(
         sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         w,

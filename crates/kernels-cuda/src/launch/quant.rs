@@ -20,6 +20,7 @@ pub use max_graph::ops::quant::Encoding;
 #[path = "qgemv_mma.rs"]
 mod mma;
 pub use mma::QM_SEGS;
+pub(crate) use mma::weight_map;
 use mma::{QM_PREP_BUDGET, mma_gemv_smem, qgemv_mma};
 
 #[path = "qgemv_path.rs"]
