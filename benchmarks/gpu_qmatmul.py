@@ -92,7 +92,9 @@ def parse_cases() -> tuple[str, list[tuple[Q, int, int, int]]]:
     if args.rows:
         ms = [int(v) for v in args.rows.split(",") if v]
         encs = [Q(e) for e in args.encodings.split(",")]
-        return "gpu_qmatmul_rows", [(enc, m, n, k) for enc in encs for m in ms for n, k in LLAMA8B]
+        # (Q6_K: also the output projection, Q6_K in the common GGUF files)
+        shapes = {enc: LLAMA8B + ([VOCAB8B] if enc == Q.Q6_K else []) for enc in encs}
+        return "gpu_qmatmul_rows", [(enc, m, n, k) for enc in encs for m in ms for n, k in shapes[enc]]
     if not args.shapes:
         return "gpu_qmatmul", CASES
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]

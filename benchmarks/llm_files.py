@@ -52,6 +52,7 @@ BLOCKS = {
     "Q4_0": (32, 18, (0,), 0.02),
     "Q4_1": (32, 20, (0, 2), 0.02),
     "Q8_0": (32, 34, (0,), 0.002),
+    "Q4_K": (256, 144, (0, 2), 2e-4),
     "Q6_K": (256, 210, (208,), 1e-4),
 }
 
@@ -260,7 +261,8 @@ def write_gguf_model(path: Path, shape: dict, types: dict[str, str], seed: int =
     writer.add_rope_dimension_count(h // heads)
     writer.add_vocab_size(shape["vocab_size"])
     file_type = {"Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
-                 "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}[types["linear"]]
+                 "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+                 "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}[types["linear"]]
     writer.add_file_type(file_type)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     _add_vocabulary(writer, shape["vocab_size"])

@@ -85,7 +85,8 @@ def test_gpu_qmatmul_many_rows_on_tensor_cores(hopper, rng, enc, m):
     n = 300
     w = weights(rng, enc, n, k)
     lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
-    with tuning.record_launches() as log:
+    # (qmatmul.qgemm=0: up to 64 rows of Q4_K would take qgemm_sm90.cu)
+    with tuning.override(**{"qmatmul.qgemm": False}), tuning.record_launches() as log:
         (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
     # (up to 64 rows the 64-row tile's _f32 kernels)
     assert log.count("gemm_sm90p", f32=1, bm=64 if m <= 64 else 128) == 1, log.records()
@@ -152,7 +153,7 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
     check(out, lhs, decode(enc, w), f32_bound)
 
 
-# -- 9 to 64 rows of Q4_0 / Q4_1 on Hopper: the quants decoded in the GEMM's mainloop ------------
+# -- 9 to 64 rows of Q4_0 / Q4_1 / Q4_K / Q6_K on Hopper: the quants decoded in the GEMM's mainloop
 
 
 @pytest.mark.gpu
@@ -180,6 +181,47 @@ def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_K, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [9, 17, 40, 64])
+@pytest.mark.parametrize("n, blocks", [(300, 8), (4096, 16), (1024, 56), (17000, 16)])
+def test_gpu_qgemm_decodes_super_blocks_in_the_mainloop(hopper, rng, enc, m, n, blocks):
+    """The super-block encodings in qgemm_sm90.cu (one 256-element super-block a stage): Q4_K's
+    packed 6-bit scales and mins, Q6_K's split 6-bit quants and 16-element scales, its 210-byte
+    super-blocks read from boxes at every offset into their 16 bytes (8 and more super-blocks:
+    rows of whole 16 bytes), against the float64 product; the same split-K plans and M as
+    above."""
+    k = k_of(enc, blocks)
+    w = weights(rng, enc, n, k)
+    lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
+    with tuning.override(**{"qmatmul.qgemm": True}), tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+    (rec,) = log.records("qgemm")
+    assert rec["blocks"] == -(-n // 128) * rec["splits"] and log.count("gemm_sm90p") == 0, log.records()
+    assert (rec["splits"] == 1) == (n == 17000), rec
+    check(out, lhs, decode(enc, w), bf16_bound)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_K, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [16, 64])
+def test_gpu_qgemm_super_blocks_match_the_dequantize_path(hopper, rng, enc, m):
+    """Q4_K and Q6_K decoded in the mainloop against the dequantize + GEMM path, which rounds
+    the same f32 weights to bf16: within the f32 rounding of K terms (a weight decoded to
+    another value would differ by a bf16 step of it)."""
+    k, n = 4096, 640
+    w = weights(rng, enc, n, k)
+    lhs = rng.standard_normal((m, k)).astype(np.float32)
+    outs = []
+    for on in (True, False):
+        with tuning.override(**{"qmatmul.qgemm": on}), tuning.record_launches() as log:
+            (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+        assert log.count("qgemm") == on and log.count("gemm_sm90p", f32=1) == (not on), log.records()
+        outs.append(out.astype(np.float64))
+    scale = np.abs(lhs.astype(np.float64)) @ np.abs(decode(enc, w).astype(np.float64)).T
+    assert (np.abs(outs[0] - outs[1]) <= 4 * k * 2.0**-24 * scale + 1e-30).all()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("m", [16, 64])
 def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
     """The residual in qgemm's store, and its products against the dequantize + GEMM path's (the
@@ -202,18 +244,20 @@ def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q6_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [9, 24, 40])
 @pytest.mark.parametrize("n", [600, 17000])
-def test_gpu_qgemm_gated_pair(hopper, rng, m, n):
+def test_gpu_qgemm_gated_pair(hopper, rng, enc, m, n):
     """silu(x W_gate^T) * (x W_up^T) of a quantized MLP on many rows (the folded gated step):
     one qgemm launch storing the product of the two, each block 64 rows of both weights (N not
     a multiple of them; split over K or, at N = 17000, not), to the bf16 bounds of the two
     products carried through silu and the product."""
     from test_gpu_qmatmul_norm import normed_products
 
-    enc, k = Q.Q4_0, 1024
+    k = 2048  # (Q6_K: rows of whole 16 bytes)
     ws = [weights(rng, enc, n, k) for _ in range(2)]
-    x = (rng.standard_normal((m, k)) / 8).astype(np.float32)
+    # (Q6_K's random blocks decode to weights ~500 times Q4_0's: products in silu's bend alike)
+    x = (rng.standard_normal((m, k)) / (8 if enc == Q.Q4_0 else 4096)).astype(np.float32)
     with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True, "qmatmul.qgemm": True}):
         model = normed_products(hopper, enc, DType.float32, None, ws, m, gated=True)
         with tuning.record_launches() as log:

@@ -1,6 +1,6 @@
 #line 1 "qgemm_sm90.cu"
-// qgemm_sm90.cu: qmatmul for 9 to 64 lhs rows over 4-bit GGUF weights (Q4_0, Q4_1) on Hopper
-// (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
+// qgemm_sm90.cu: qmatmul for 9 to 64 lhs rows over GGUF weights (Q4_0, Q4_1, Q4_K, Q6_K) on
+// Hopper (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
 // (+ res), where the path before dequantized every weight matrix into a bf16 scratch (14 GB of
 // writes and reads a decode step of an 8B model at 64 sequences) and ran the wgmma GEMM on it.
 //
@@ -23,13 +23,22 @@
 // rounded to bf16 in pairs, as dequant_rows_bf16_* rounds them, and the lhs is the bf16 the
 // launcher rounds it to: the products are those of the dequantize + GEMM path, summed in another
 // order.
+// The super-block encodings (one 256-element super-block a stage) decode each 32-element
+// sub-block j the same way: Q4_K's pair j / 2 of sub-blocks shares 32 quant bytes (j even the
+// low nibbles), lane t's bytes 2t, 2t + 1, 2t + 8, 2t + 9 of each 16-byte half; the weight is
+// (q d sc) - dmin m, one fma of exact terms as the dequantize's mul and sub round it. Q6_K's
+// 6-bit quants join a nibble of ql and two bits of qh per byte lane (masks, a shift, an or),
+// one int8 scale a 16-element step: (128 + q) (d sc) - 160 (d sc) = (q - 32) d sc exactly.
+// Q6_K's 210-byte super-blocks are not whole 16 bytes: chunk c is read as a 224-byte box from
+// the 16 bytes at or below its start and begins (210 c) % 16 bytes into it.
 //
 // Block: 3 warpgroups, two blocks an SM (80 registers a thread, 2-4 stages within 113 KiB) up
-// to NL = 32, one (4 stages, the consumers' registers raised to 232) at 64.
+// to NL = 32, one (3-4 stages, the consumers' registers raised to 232) at 64.
 // Warpgroup 0 is the producer (one thread): for each 256-element chunk of K (one stage) it loads
 // the lhs boxes (4 x 64 columns x NL rows) and, for each consumer, its 64 weight rows x the
-// chunk's bytes (144 for Q4_0, 160 for Q4_1: a 2-D TMA box of the weights as bytes [n,
-// row_bytes]; two boxes of 32 rows for the gated pair) onto the stage's full barrier.
+// chunk's bytes (144 for Q4_0 and Q4_K, 160 for Q4_1, 224 for Q6_K's 210: a 2-D TMA box of the
+// weights as bytes [n, row_bytes]; two boxes of 32 rows for the gated pair) onto the stage's
+// full barrier.
 // Warpgroups 1 and 2 each own 64 weight rows of the block's 128. mma.sync: per block of the
 // chunk a warp decodes its two rows x 8 elements a lane, then loads the lhs fragments and runs
 // the MMAs of both 16-element steps (the scoreboard overlaps the next block's decode with
@@ -50,23 +59,34 @@
 // and stores. The epilogue adds the residual (same type and layout as out) in f32 and rounds
 // once to OT.
 
-#define QG_BK 256  // K elements per stage: 8 blocks of 32
+#define QG_BK 256  // K elements per stage: 8 blocks of 32, or one super-block
 #define QG_ROWS 64  // weight rows per consumer warpgroup (wgmma's M)
+
+// A chunk's bytes in a weight row and the 16 bytes its box starts at or below: chunk c of a
+// row begins (c * CHUNK) % 16 bytes into its box (0 but for Q6_K's 210-byte super-blocks).
+template <int E> struct QgChunk {
+    enum {
+        BYTES = QG_BK / Enc<E>::ELEMS * Enc<E>::BYTES,
+        // (chunks start on multiples of ALIGN bytes: at most 16 - ALIGN bytes into their box)
+        ALIGN = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : BYTES % 4 == 0 ? 4 : 2,
+        SLOT = (BYTES + 16 - ALIGN + 15) / 16 * 16,  // the box: 144 (Q4_0, Q4_K), 160, 224 (Q6_K)
+    };
+};
 
 // NL: lhs rows of the tile (wgmma's N: 16, 32 or 64, the fewest that hold m).
 template <int E, int NL> struct Qg {
     enum {
-        SLOT = QG_BK / 32 * Enc<E>::BYTES,  // a weight row's bytes in a stage: 144 (Q4_0), 160 (Q4_1)
+        SLOT = QgChunk<E>::SLOT,  // a weight row's bytes in a stage
         BOX = NL * 128,  // one swizzled lhs box: NL rows x 64 bf16
         LHS = 4 * BOX,
         RAW = 2 * QG_ROWS * SLOT,
         STAGE = (LHS + RAW + 1023) / 1024 * 1024,
         // NL 16 and 32: as many stages as let two blocks share an SM (113 KiB each with the
         // alignment slack and barriers), at most 4; NL 64 (one block an SM: its 32 accumulators
-        // and the split-K sums do not fit 80 registers), 4
+        // and the split-K sums do not fit 80 registers), as many as fit 227 KiB, at most 4
         BLOCKS = NL == 64 ? 1 : 2,
-        FIT2 = (113 * 1024 - 1152) / STAGE,
-        STAGES = BLOCKS == 1 || FIT2 > 4 ? 4 : FIT2,
+        FIT = ((BLOCKS == 1 ? 227 : 113) * 1024 - 1152) / STAGE,
+        STAGES = FIT > 4 ? 4 : FIT,
     };
 };
 
@@ -131,32 +151,71 @@ __device__ __forceinline__ float qg_128(u32 v, int j) {
 
 __device__ __forceinline__ u32 qg_u16(const u8* p) { return *(const u16*)p; }
 
-// One block of rows g (b0) and g + 8 (b1) for lane t: the A fragments of its two 16-element steps.
-template <int E>
-__device__ __forceinline__ void qg_decode(const u8* b0, const u8* b1, int t, u32 (&lo)[4], u32 (&hi)[4]) {
-    constexpr int QS = E == ENC_Q4_0 ? 2 : 4;  // quants after the f16 scale (and Q4_1's min)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const u8* b = r ? b1 : b0;
+// Lane t's weights of 32-element block j of a chunk whose row bytes start at s: w[0..3] k 2t,
+// 2t + 1, 2t + 8, 2t + 9 of the block's first 16-element step, w[4..7] of its second.
+template <int E> __device__ __forceinline__ void qg_weights(const u8* s, int j, int t, float (&w)[8]) {
+    if constexpr (E == ENC_Q4_0 || E == ENC_Q4_1) {
+        constexpr int QS = E == ENC_Q4_0 ? 2 : 4;  // quants after the f16 scale (and Q4_1's min)
+        const u8* b = s + j * Enc<E>::BYTES;
         const u32 x = qg_u16(b + QS + 2 * t) | (qg_u16(b + QS + 8 + 2 * t) << 16);
         const u32 l = x & 0x0F0F0F0Fu, h = (x >> 4) & 0x0F0F0F0Fu;
         const float d = h2f(qg_u16(b));
-        float w[8];
         if (E == ENC_Q4_0) {
             const float c = -136.f * d;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                w[j] = fmaf(qg_128(l, j), d, c);
-                w[4 + j] = fmaf(qg_128(h, j), d, c);
+            for (int i = 0; i < 4; ++i) {
+                w[i] = fmaf(qg_128(l, i), d, c);
+                w[4 + i] = fmaf(qg_128(h, i), d, c);
             }
         } else {
             const float mn = h2f(qg_u16(b + 2));
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                w[j] = fmaf(qg_128(l, j) - 128.f, d, mn);
-                w[4 + j] = fmaf(qg_128(h, j) - 128.f, d, mn);
+            for (int i = 0; i < 4; ++i) {
+                w[i] = fmaf(qg_128(l, i) - 128.f, d, mn);
+                w[4 + i] = fmaf(qg_128(h, i) - 128.f, d, mn);
             }
         }
+    } else if constexpr (E == ENC_Q4_K) {
+        // d, dmin, 12 bytes of 6-bit scales and mins, then 32 quant bytes per pair of blocks
+        const u8* q = s + 16 + 32 * (j / 2);
+        const int sh = 4 * (j & 1);
+        const u32 x0 = qg_u16(q + 2 * t) | (qg_u16(q + 8 + 2 * t) << 16);
+        const u32 x1 = qg_u16(q + 16 + 2 * t) | (qg_u16(q + 24 + 2 * t) << 16);
+        const u32 l = (x0 >> sh) & 0x0F0F0F0Fu, h = (x1 >> sh) & 0x0F0F0F0Fu;
+        u32 sc, m;
+        scale_min(j, s + 4, sc, m);
+        const float d1 = __fmul_rn(h2f(qg_u16(s)), (float)sc), m1 = __fmul_rn(h2f(qg_u16(s + 2)), (float)m);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            w[i] = fmaf(qg_128(l, i) - 128.f, d1, -m1);
+            w[4 + i] = fmaf(qg_128(h, i) - 128.f, d1, -m1);
+        }
+    } else {
+        static_assert(E == ENC_Q6_K, "Q4_0, Q4_1, Q4_K, Q6_K");
+        // ql [128], qh [64], int8 scales [16], d: block j is quarter p of half hf
+        const int hf = j / 4, p = j % 4;
+        const u8* ql = s + 64 * hf + 32 * (p & 1);
+        const u8* qh = s + 128 + 32 * hf;
+        const float d = h2f(qg_u16(s + 208));
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            const u32 x = qg_u16(ql + 16 * kk + 2 * t) | (qg_u16(ql + 16 * kk + 8 + 2 * t) << 16);
+            const u32 y = qg_u16(qh + 16 * kk + 2 * t) | (qg_u16(qh + 16 * kk + 8 + 2 * t) << 16);
+            const u32 q = ((x >> (4 * (p >> 1))) & 0x0F0F0F0Fu) | (((y >> (2 * p)) & 0x03030303u) << 4);
+            const float ds = __fmul_rn(d, (float)(i8)s[192 + 8 * hf + 2 * p + kk]), c = -160.f * ds;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[4 * kk + i] = fmaf(qg_128(q, i), ds, c);
+        }
+    }
+}
+
+// Block j of rows g (s0) and g + 8 (s1) for lane t: the A fragments of its two 16-element steps.
+template <int E>
+__device__ __forceinline__ void qg_decode(const u8* s0, const u8* s1, int j, int t, u32 (&lo)[4], u32 (&hi)[4]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float w[8];
+        qg_weights<E>(r ? s1 : s0, j, t, w);
         // a0 / a1: k 2t, 2t + 1 of row g / g + 8; a2 / a3: k 2t + 8, 2t + 9
         lo[r] = pack2<bf16>(w[0], w[1]);
         lo[2 + r] = pack2<bf16>(w[2], w[3]);
@@ -186,7 +245,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
     using G = Qg<E, NL>;
     constexpr int SLOT = G::SLOT, BOX = G::BOX, LHS = G::LHS, STAGE = G::STAGE, QG_STAGES = G::STAGES;
     static_assert(QG_STAGES >= 2, "two stages at least");
-    constexpr int BYTES = Enc<E>::BYTES;
+    constexpr int CHUNK = QgChunk<E>::BYTES;
     constexpr int NACC = NL / 2;  // accumulators a thread
     // wgmma (NL = 64): blocks decoded before their MMAs are issued (one wait per group)
     constexpr int QG_GROUP = 4;
@@ -231,19 +290,19 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
                 for (int b = 0; b < QG_BK / 64; ++b)
                     tma_load_2d(sl + b * BOX, map_l, &full[stage], c * QG_BK + 64 * b, 0);
                 u8* sw = sl + LHS;
+                const int x = c * CHUNK & ~15;  // the chunk's box
                 if (GT) {
                     // consumer h: 32 rows of the gate, then the same rows of the up weights
 #pragma unroll
                     for (int h = 0; h < 2; ++h)
 #pragma unroll
                         for (int q = 0; q < 2; ++q)
-                            tma_load_2d(sw + (2 * h + q) * (QG_ROWS / 2) * SLOT, &maps->m[q], &full[stage], c * SLOT,
+                            tma_load_2d(sw + (2 * h + q) * (QG_ROWS / 2) * SLOT, &maps->m[q], &full[stage], x,
                                         lt * QG_ROWS + h * (QG_ROWS / 2));
                 } else {
 #pragma unroll
                     for (int h = 0; h < 2; ++h)
-                        tma_load_2d(sw + h * QG_ROWS * SLOT, map_w, &full[stage], c * SLOT,
-                                    lt * 2 * QG_ROWS + h * QG_ROWS);
+                        tma_load_2d(sw + h * QG_ROWS * SLOT, map_w, &full[stage], x, lt * 2 * QG_ROWS + h * QG_ROWS);
                 }
                 if (++stage == QG_STAGES) stage = 0, phase ^= 1;
             }
@@ -263,7 +322,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
         const u8* sl = smem + stage * STAGE;
         // rows g and g + 8 of the warp's 16; gated, gate row and up row 8 warp + g
         const u8* sw = sl + LHS + cw * QG_ROWS * SLOT;
-        const u8* r0 = sw + (GT ? 8 * warp + g : 16 * warp + g) * SLOT;
+        const u8* r0 = sw + (GT ? 8 * warp + g : 16 * warp + g) * SLOT + (c * CHUNK & 15);
         const u8* r1 = r0 + (GT ? QG_ROWS / 2 : 8) * SLOT;
         if constexpr (MS) {
             // mma.sync: each block's two 16-element steps against the lhs fragments of every
@@ -274,7 +333,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
 #pragma unroll
             for (int j = 0; j < QG_BK / 32; ++j) {
                 u32 a[2][4];
-                qg_decode<E>(r0 + j * BYTES, r1 + j * BYTES, t, a[0], a[1]);
+                qg_decode<E>(r0, r1, j, t, a[0], a[1]);
 #pragma unroll
                 for (int kk = 0; kk < 2; ++kk) {
                     const int k16 = 2 * j + kk, ch = (k16 % 4) * 2 + lc;
@@ -294,7 +353,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
                 u32 a[QG_GROUP][2][4];
 #pragma unroll
                 for (int j = 0; j < QG_GROUP; ++j)
-                    qg_decode<E>(r0 + (j0 + j) * BYTES, r1 + (j0 + j) * BYTES, t, a[j][0], a[j][1]);
+                    qg_decode<E>(r0, r1, j0 + j, t, a[j][0], a[j][1]);
                 wgmma_fence();
 #pragma unroll
                 for (int j = 0; j < QG_GROUP; ++j) {
@@ -392,3 +451,5 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
     QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_f16, E, NL, f16, true)
 QGEMM_TYPES(q4_0, ENC_Q4_0, 16) QGEMM_TYPES(q4_0, ENC_Q4_0, 32) QGEMM_TYPES(q4_0, ENC_Q4_0, 64)
 QGEMM_TYPES(q4_1, ENC_Q4_1, 16) QGEMM_TYPES(q4_1, ENC_Q4_1, 32) QGEMM_TYPES(q4_1, ENC_Q4_1, 64)
+QGEMM_TYPES(q4_k, ENC_Q4_K, 16) QGEMM_TYPES(q4_k, ENC_Q4_K, 32) QGEMM_TYPES(q4_k, ENC_Q4_K, 64)
+QGEMM_TYPES(q6_k, ENC_Q6_K, 16) QGEMM_TYPES(q6_k, ENC_Q6_K, 32) QGEMM_TYPES(q6_k, ENC_Q6_K, 64)

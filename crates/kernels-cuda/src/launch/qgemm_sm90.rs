@@ -1,4 +1,4 @@
-//! qmatmul with 9 to [`MAX_ROWS`] lhs rows over Q4_0 / Q4_1 weights on Hopper (sm_90a):
+//! qmatmul with 9 to [`MAX_ROWS`] lhs rows over Q4_0 / Q4_1 / Q4_K / Q6_K weights on Hopper (sm_90a):
 //! kernels/qgemm_sm90.cu decodes the quants into the tensor-core MMA's register operand in its
 //! mainloop (mma.sync up to 32 lhs rows, wgmma at 64), where the path before
 //! ([`super::qmatmul_sm90`]) dequantized whole matrices into a bf16 scratch and ran the GEMM
@@ -37,13 +37,13 @@ fn tile_rows(m: usize) -> usize {
     }
 }
 
-/// Whether the kernel takes a product of `m` rows over `w` [n, row_bytes] of `enc`: 4-bit
-/// encodings of 32-element blocks, K whole blocks (and not zero), rows of whole 16 bytes at a
-/// 16-byte aligned address (TMA), at most MAX_ROWS rows, sizes within i32 (K with its last
-/// chunk's coordinates).
+/// Whether the kernel takes a product of `m` rows over `w` [n, row_bytes] of `enc`: Q4_0, Q4_1,
+/// Q4_K or Q6_K, K whole blocks (and not zero), rows of whole 16 bytes at a 16-byte aligned
+/// address (TMA; Q6_K: K a multiple of 2048), at most MAX_ROWS rows, sizes within i32 (K with
+/// its last chunk's coordinates).
 pub fn takes(enc: Encoding, m: usize, n: usize, k: usize, row_bytes: usize, w: u64) -> bool {
     let (elems, bytes) = enc.block();
-    matches!(enc, Encoding::Q4_0 | Encoding::Q4_1)
+    matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K)
         && (1..=MAX_ROWS).contains(&m)
         && k > 0
         && k.is_multiple_of(elems)
@@ -54,10 +54,14 @@ pub fn takes(enc: Encoding, m: usize, n: usize, k: usize, row_bytes: usize, w: u
         && k <= i32::MAX as usize - BK
 }
 
-/// A weight row's bytes in one stage (qgemm_sm90.cu's Qg::SLOT).
+/// A weight row's bytes in one stage, the box it is read in (qgemm_sm90.cu's QgChunk::SLOT):
+/// the chunk's bytes, plus the most a chunk starts into the 16 bytes at or below it (Q6_K's
+/// 210-byte super-blocks: 14, a 224-byte box).
 fn slot(enc: Encoding) -> usize {
     let (elems, bytes) = enc.block();
-    BK / elems * bytes
+    let chunk = BK / elems * bytes;
+    let align = [16, 8, 4, 2].into_iter().find(|a| chunk.is_multiple_of(*a)).unwrap_or(1);
+    (chunk + 16 - align).next_multiple_of(16)
 }
 
 /// Dynamic shared memory for `nl` lhs rows: the stages (lhs boxes and both consumers' weight
@@ -68,10 +72,11 @@ fn smem_bytes(enc: Encoding, nl: usize) -> usize {
 }
 
 /// Stages of `stage` bytes (qgemm_sm90.cu's Qg::STAGES): at 16 and 32 lhs rows as many as let
-/// two blocks share an SM (113 KiB each with the alignment slack and barriers), at most
-/// MAX_STAGES; at 64, one block an SM, MAX_STAGES.
+/// two blocks share an SM (113 KiB each with the alignment slack and barriers), at 64 (one
+/// block an SM) as many as fit 227 KiB; at most MAX_STAGES.
 fn stages(nl: usize, stage: usize) -> usize {
-    if blocks_per_sm(nl) == 1 { MAX_STAGES } else { ((113 * 1024 - 1152) / stage).min(MAX_STAGES) }
+    let kib = if blocks_per_sm(nl) == 1 { 227 } else { 113 };
+    ((kib * 1024 - 1152) / stage).min(MAX_STAGES)
 }
 
 /// Blocks an SM holds at once (qgemm_sm90.cu's Qg::BLOCKS, its launch bound).
@@ -248,7 +253,7 @@ pub fn qgemm(
 pub fn kernels() -> Vec<(String, [usize; 3])> {
     let sizes = [size_of::<TmaMap>(), size_of::<QgMaps>(), size_of::<QgArgs>()];
     let mut all = Vec::new();
-    for enc in ["q4_0", "q4_1"] {
+    for enc in ["q4_0", "q4_1", "q4_k", "q6_k"] {
         for nl in [16, 32, 64] {
             for gt in ["", "_gt"] {
                 for t in ["f32", "bf16", "f16"] {
@@ -281,7 +286,7 @@ mod tests {
 
     #[test]
     fn the_stages_fit_a_block() {
-        for enc in [Encoding::Q4_0, Encoding::Q4_1] {
+        for enc in [Encoding::Q4_0, Encoding::Q4_1, Encoding::Q4K, Encoding::Q6K] {
             for m in [9, 16, 17, 32, 33, 64] {
                 // two blocks an SM (228 KiB, 1 KiB reserved a block) below 33 rows, two stages
                 // at least; one block of 227 KiB at most above
@@ -295,6 +300,11 @@ mod tests {
         assert_eq!((tile_rows(9), tile_rows(16), tile_rows(17), tile_rows(33), tile_rows(64)), (16, 16, 32, 64, 64));
         assert_eq!(slot(Encoding::Q4_0), 144);
         assert_eq!(slot(Encoding::Q4_1), 160);
+        assert_eq!(slot(Encoding::Q4K), 144);
+        // 210 bytes starting up to 14 bytes into a 16-byte aligned box
+        assert_eq!(slot(Encoding::Q6K), 224);
+        let q6k_64 = (64 * BK * 2 + BLOCK_ROWS * 224).next_multiple_of(1024);
+        assert_eq!((stages(64, q6k_64), stages(16, (16 * BK * 2 + BLOCK_ROWS * 224).next_multiple_of(1024))), (3, 3));
     }
 
     #[test]
@@ -316,7 +326,13 @@ mod tests {
         assert!(!takes(Encoding::Q4_0, 16, 576, 576, q40(576), 0x1000));
         assert!(!takes(Encoding::Q4_0, 16, 4096, 4096, q40(4096), 0x1008));
         assert!(takes(Encoding::Q4_1, 16, 300, 384, 384 / 32 * 20, 0x1000));
-        assert!(!takes(Encoding::Q4K, 16, 4096, 4096, 4096 / 256 * 144, 0x1000));
+        assert!(takes(Encoding::Q4K, 16, 4096, 4096, 4096 / 256 * 144, 0x1000));
+        assert!(takes(Encoding::Q4K, 16, 4096, 1280, 1280 / 256 * 144, 0x1000));
+        // Q6_K: rows of whole 16 bytes from K = 2048 (8 super-blocks) on
+        assert!(takes(Encoding::Q6K, 64, 128_256, 4096, 4096 / 256 * 210, 0x1000));
+        assert!(takes(Encoding::Q6K, 9, 4096, 14336, 14336 / 256 * 210, 0x1000));
+        assert!(!takes(Encoding::Q6K, 16, 4096, 1280, 1280 / 256 * 210, 0x1000));
+        assert!(!takes(Encoding::Q8_0, 16, 4096, 4096, 4096 / 32 * 34, 0x1000));
         // K of whole blocks only, and not zero
         assert!(!takes(Encoding::Q4_0, 16, 4096, 4104, q40(4096), 0x1000));
         assert!(!takes(Encoding::Q4_0, 16, 4096, 0, 0, 0x1000));
