@@ -82,9 +82,8 @@ def test_gpu_qmatmul_16_bit_lhs(hopper, rng, enc, dtype, m):
         if mma and blocks * enc.block_size % 16 == 0:
             assert log.count("qgemv", mma=1) == 1, log.records()
         if m > 8:
-            # (rows of whole 16 bytes of Q4_0 / Q4_1 / Q4_K / Q6_K: the GEMM decoding the quants
-            # in its mainloop)
-            qgemm = enc in (Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q6_K) and blocks * enc.block_size % 16 == 0
+            # (rows of whole 16 bytes: the GEMM decoding the quants in its mainloop)
+            qgemm = blocks * enc.block_size % 16 == 0
             assert log.count("qgemm" if qgemm else "gemm_sm90p") == 1, log.records()
         check(out, lhs, decode(enc, w), dtype, bf16_bound if m > 8 else f32_bound)
 

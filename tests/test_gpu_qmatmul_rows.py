@@ -85,7 +85,7 @@ def test_gpu_qmatmul_many_rows_on_tensor_cores(hopper, rng, enc, m):
     n = 300
     w = weights(rng, enc, n, k)
     lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
-    # (qmatmul.qgemm=0: up to 64 rows of Q4_K would take qgemm_sm90.cu)
+    # (qmatmul.qgemm=0: up to 64 rows of whole 16-byte rows would take qgemm_sm90.cu)
     with tuning.override(**{"qmatmul.qgemm": False}), tuning.record_launches() as log:
         (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
     # (up to 64 rows the 64-row tile's _f32 kernels)
@@ -153,20 +153,20 @@ def test_gpu_qmatmul_many_rows_simt_fallback(hopper, rng):
     check(out, lhs, decode(enc, w), f32_bound)
 
 
-# -- 9 to 64 rows of Q4_0 / Q4_1 / Q4_K / Q6_K on Hopper: the quants decoded in the GEMM's mainloop
+# -- 9 to 64 rows on Hopper: the quants decoded in the GEMM's mainloop -----------------------------
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1], ids=lambda e: e.value)
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q4_1, Q.Q8_0], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [9, 17, 40, 64])
 @pytest.mark.parametrize("n, blocks", [(300, 36), (4096, 128), (1024, 448), (17000, 16)])
 def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks):
     """qgemm_sm90.cu against the float64 product: N not a multiple of its 128-row blocks, K of a
-    partial 256-element chunk (Q4_1's 36 blocks; Q4_0's rows are whole 16 bytes only at whole
-    chunks), split-K plans (3 blocks over 4-5 chunks, 32 over 16, 8 over 56) and none (133
+    partial 256-element chunk (Q4_1's 36 blocks; Q4_0's and Q8_0's rows are whole 16 bytes only
+    at whole chunks), split-K plans (3 blocks over 4-5 chunks, 32 over 16, 8 over 56) and none (133
     blocks, as many as the SMs hold), M below and at the 64-row tile, and lhs rows of very
     different scales."""
-    if enc == Q.Q4_0 and blocks % 8:
+    if enc != Q.Q4_1 and blocks % 8:
         blocks = blocks // 8 * 8
     k = k_of(enc, blocks)
     w = weights(rng, enc, n, k)
@@ -181,12 +181,12 @@ def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("enc", [Q.Q4_K, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("enc", [Q.Q4_K, Q.Q5_K, Q.Q6_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [9, 17, 40, 64])
 @pytest.mark.parametrize("n, blocks", [(300, 8), (4096, 16), (1024, 56), (17000, 16)])
 def test_gpu_qgemm_decodes_super_blocks_in_the_mainloop(hopper, rng, enc, m, n, blocks):
     """The super-block encodings in qgemm_sm90.cu (one 256-element super-block a stage): Q4_K's
-    packed 6-bit scales and mins, Q6_K's split 6-bit quants and 16-element scales, its 210-byte
+    packed 6-bit scales and mins (Q5_K's also its fifth bits), Q6_K's split 6-bit quants and 16-element scales, its 210-byte
     super-blocks read from boxes at every offset into their 16 bytes (8 and more super-blocks:
     rows of whole 16 bytes), against the float64 product; the same split-K plans and M as
     above."""
@@ -202,10 +202,10 @@ def test_gpu_qgemm_decodes_super_blocks_in_the_mainloop(hopper, rng, enc, m, n, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("enc", [Q.Q4_K, Q.Q6_K], ids=lambda e: e.value)
-@pytest.mark.parametrize("m", [16, 64])
-def test_gpu_qgemm_super_blocks_match_the_dequantize_path(hopper, rng, enc, m):
-    """Q4_K and Q6_K decoded in the mainloop against the dequantize + GEMM path, which rounds
+@pytest.mark.parametrize("enc", [Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [16, 32, 64])
+def test_gpu_qgemm_matches_the_dequantize_path(hopper, rng, enc, m):
+    """Q8_0, Q4_K, Q5_K and Q6_K decoded in the mainloop against the dequantize + GEMM path, which rounds
     the same f32 weights to bf16: within the f32 rounding of K terms (a weight decoded to
     another value would differ by a bf16 step of it)."""
     k, n = 4096, 640
@@ -219,6 +219,34 @@ def test_gpu_qgemm_super_blocks_match_the_dequantize_path(hopper, rng, enc, m):
         outs.append(out.astype(np.float64))
     scale = np.abs(lhs.astype(np.float64)) @ np.abs(decode(enc, w).astype(np.float64)).T
     assert (np.abs(outs[0] - outs[1]) <= 4 * k * 2.0**-24 * scale + 1e-30).all()
+
+
+def bf16_round(x):
+    """float32 rounded to bfloat16 (to nearest, ties to even) and back, for finite x."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.gpu
+@encodings
+@pytest.mark.parametrize("path", ["qgemm", "dequantize"])
+@pytest.mark.parametrize("m", [16, 64])
+def test_gpu_many_rows_decode_each_weight_as_the_host(hopper, rng, enc, path, m):
+    """One-hot lhs rows read single weights back, so both many-row paths (the quants decoded in
+    qgemm_sm90.cu's mainloop; the bf16 dequantize before the GEMM) must give every weight
+    exactly: the host's dequantized value rounded to bf16 (K = 2048: rows of whole 16 bytes in
+    every encoding)."""
+    k, n = 2048, 300
+    w = weights(rng, enc, n, k)
+    cols = rng.choice(k, size=m, replace=False)
+    lhs = np.zeros((m, k), np.float32)
+    lhs[np.arange(m), cols] = 1.0
+    with tuning.override(**{"qmatmul.qgemm": path == "qgemm"}), tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+    assert log.count("qgemm") == (path == "qgemm") and log.count("gemm_sm90p") == (path != "qgemm"), log.records()
+    want = bf16_round(decode(enc, w))[:, cols].T
+    bad = out != want  # (values: a -0.0 weight comes back as the sum's +0.0)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, e.g. {out[bad][:4]} against {want[bad][:4]}"
 
 
 @pytest.mark.gpu
@@ -244,7 +272,7 @@ def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q5_K, Q.Q6_K], ids=lambda e: e.value)
 @pytest.mark.parametrize("m", [9, 24, 40])
 @pytest.mark.parametrize("n", [600, 17000])
 def test_gpu_qgemm_gated_pair(hopper, rng, enc, m, n):
@@ -256,7 +284,7 @@ def test_gpu_qgemm_gated_pair(hopper, rng, enc, m, n):
 
     k = 2048  # (Q6_K: rows of whole 16 bytes)
     ws = [weights(rng, enc, n, k) for _ in range(2)]
-    # (Q6_K's random blocks decode to weights ~500 times Q4_0's: products in silu's bend alike)
+    # (the K-quants' random blocks decode to weights ~500 times Q4_0's: products in silu's bend alike)
     x = (rng.standard_normal((m, k)) / (8 if enc == Q.Q4_0 else 4096)).astype(np.float32)
     with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True, "qmatmul.qgemm": True}):
         model = normed_products(hopper, enc, DType.float32, None, ws, m, gated=True)

@@ -1,6 +1,6 @@
 #line 1 "qgemm_sm90.cu"
-// qgemm_sm90.cu: qmatmul for 9 to 64 lhs rows over GGUF weights (Q4_0, Q4_1, Q4_K, Q6_K) on
-// Hopper (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
+// qgemm_sm90.cu: qmatmul for 9 to 64 lhs rows over GGUF weights (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
+// Q6_K) on Hopper (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
 // (+ res), where the path before dequantized every weight matrix into a bf16 scratch (14 GB of
 // writes and reads a decode step of an 8B model at 64 sequences) and ran the wgmma GEMM on it.
 //
@@ -23,10 +23,13 @@
 // rounded to bf16 in pairs, as dequant_rows_bf16_* rounds them, and the lhs is the bf16 the
 // launcher rounds it to: the products are those of the dequantize + GEMM path, summed in another
 // order.
+// Q8_0's signed bytes become floats by the same permute under 2^23 (2^23 + (q ^ 128), less
+// 2^23 + 128), then q d as the dequantize rounds it.
 // The super-block encodings (one 256-element super-block a stage) decode each 32-element
 // sub-block j the same way: Q4_K's pair j / 2 of sub-blocks shares 32 quant bytes (j even the
 // low nibbles), lane t's bytes 2t, 2t + 1, 2t + 8, 2t + 9 of each 16-byte half; the weight is
-// (q d sc) - dmin m, one fma of exact terms as the dequantize's mul and sub round it. Q6_K's
+// (q d sc) - dmin m, one fma of exact terms as the dequantize's mul and sub round it (Q5_K: q's
+// fifth bit is bit j of the same lanes' qh bytes). Q6_K's
 // 6-bit quants join a nibble of ql and two bits of qh per byte lane (masks, a shift, an or),
 // one int8 scale a 16-element step: (128 + q) (d sc) - 160 (d sc) = (q - 32) d sc exactly.
 // Q6_K's 210-byte super-blocks are not whole 16 bytes: chunk c is read as a 224-byte box from
@@ -36,7 +39,8 @@
 // to NL = 32, one (3-4 stages, the consumers' registers raised to 232) at 64.
 // Warpgroup 0 is the producer (one thread): for each 256-element chunk of K (one stage) it loads
 // the lhs boxes (4 x 64 columns x NL rows) and, for each consumer, its 64 weight rows x the
-// chunk's bytes (144 for Q4_0 and Q4_K, 160 for Q4_1, 224 for Q6_K's 210: a 2-D TMA box of the
+// chunk's bytes (144 for Q4_0 and Q4_K, 160 for Q4_1, 176 for Q5_K, 272 for Q8_0, 224 for
+// Q6_K's 210: a 2-D TMA box of the
 // weights as bytes [n, row_bytes]; two boxes of 32 rows for the gated pair) onto the stage's
 // full barrier.
 // Warpgroups 1 and 2 each own 64 weight rows of the block's 128. mma.sync: per block of the
@@ -69,9 +73,16 @@ template <int E> struct QgChunk {
         BYTES = QG_BK / Enc<E>::ELEMS * Enc<E>::BYTES,
         // (chunks start on multiples of ALIGN bytes: at most 16 - ALIGN bytes into their box)
         ALIGN = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : BYTES % 4 == 0 ? 4 : 2,
-        SLOT = (BYTES + 16 - ALIGN + 15) / 16 * 16,  // the box: 144 (Q4_0, Q4_K), 160, 224 (Q6_K)
+        SLOT = (BYTES + 16 - ALIGN + 15) / 16 * 16,  // the box (Q6_K: 224)
     };
 };
+
+// A box of weight rows from byte x (a multiple of 16) of each: boxes wider than TMA's 256
+// elements (Q8_0's 272 bytes) through a 3-D map of the same bytes, [n][row_bytes / 16][16].
+template <int E> __device__ __forceinline__ void qg_load_w(void* dst, const TmaMap* map, u64* bar, int x, int row) {
+    if constexpr (QgChunk<E>::SLOT > 256) tma_load_3d(dst, map, bar, 0, x / 16, row);
+    else tma_load_2d(dst, map, bar, x, row);
+}
 
 // NL: lhs rows of the tile (wgmma's N: 16, 32 or 64, the fewest that hold m).
 template <int E, int NL> struct Qg {
@@ -83,8 +94,9 @@ template <int E, int NL> struct Qg {
         STAGE = (LHS + RAW + 1023) / 1024 * 1024,
         // NL 16 and 32: as many stages as let two blocks share an SM (113 KiB each with the
         // alignment slack and barriers), at most 4; NL 64 (one block an SM: its 32 accumulators
-        // and the split-K sums do not fit 80 registers), as many as fit 227 KiB, at most 4
-        BLOCKS = NL == 64 ? 1 : 2,
+        // and the split-K sums do not fit 80 registers; nor do Q5_K's decode and NL 32's 16),
+        // as many as fit 227 KiB, at most 4
+        BLOCKS = NL == 64 || (NL == 32 && E == ENC_Q5_K) ? 1 : 2,
         FIT = ((BLOCKS == 1 ? 227 : 113) * 1024 - 1152) / STAGE,
         STAGES = FIT > 4 ? 4 : FIT,
     };
@@ -151,6 +163,12 @@ __device__ __forceinline__ float qg_128(u32 v, int j) {
 
 __device__ __forceinline__ u32 qg_u16(const u8* p) { return *(const u16*)p; }
 
+// The signed byte j of v as a float, exactly: 2^23 + (byte ^ 128) by one permute under the
+// exponent byte 0x4B, less 2^23 + 128.
+__device__ __forceinline__ float qg_s8(u32 v, int j) {
+    return __uint_as_float(__byte_perm(v ^ 0x80808080u, 0x4B000000u, 0x7440u | j)) - 8388736.f;
+}
+
 // Lane t's weights of 32-element block j of a chunk whose row bytes start at s: w[0..3] k 2t,
 // 2t + 1, 2t + 8, 2t + 9 of the block's first 16-element step, w[4..7] of its second.
 template <int E> __device__ __forceinline__ void qg_weights(const u8* s, int j, int t, float (&w)[8]) {
@@ -175,13 +193,30 @@ template <int E> __device__ __forceinline__ void qg_weights(const u8* s, int j, 
                 w[4 + i] = fmaf(qg_128(h, i) - 128.f, d, mn);
             }
         }
-    } else if constexpr (E == ENC_Q4_K) {
-        // d, dmin, 12 bytes of 6-bit scales and mins, then 32 quant bytes per pair of blocks
-        const u8* q = s + 16 + 32 * (j / 2);
+    } else if constexpr (E == ENC_Q8_0) {
+        const u8* b = s + j * Enc<E>::BYTES;
+        const float d = h2f(qg_u16(b));
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            const u32 x = qg_u16(b + 2 + 16 * kk + 2 * t) | (qg_u16(b + 10 + 16 * kk + 2 * t) << 16);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[4 * kk + i] = __fmul_rn(qg_s8(x, i), d);
+        }
+    } else if constexpr (E == ENC_Q4_K || E == ENC_Q5_K) {
+        // d, dmin, 12 bytes of 6-bit scales and mins, (Q5_K: 32 bytes of fifth bits,) then 32
+        // quant bytes per pair of blocks
+        constexpr int QS = E == ENC_Q4_K ? 16 : 48;
+        const u8* q = s + QS + 32 * (j / 2);
         const int sh = 4 * (j & 1);
         const u32 x0 = qg_u16(q + 2 * t) | (qg_u16(q + 8 + 2 * t) << 16);
         const u32 x1 = qg_u16(q + 16 + 2 * t) | (qg_u16(q + 24 + 2 * t) << 16);
-        const u32 l = (x0 >> sh) & 0x0F0F0F0Fu, h = (x1 >> sh) & 0x0F0F0F0Fu;
+        u32 l = (x0 >> sh) & 0x0F0F0F0Fu, h = (x1 >> sh) & 0x0F0F0F0Fu;
+        if constexpr (E == ENC_Q5_K) {
+            const u32 y0 = qg_u16(s + 16 + 2 * t) | (qg_u16(s + 24 + 2 * t) << 16);
+            const u32 y1 = qg_u16(s + 32 + 2 * t) | (qg_u16(s + 40 + 2 * t) << 16);
+            l |= ((y0 >> j) & 0x01010101u) << 4;
+            h |= ((y1 >> j) & 0x01010101u) << 4;
+        }
         u32 sc, m;
         scale_min(j, s + 4, sc, m);
         const float d1 = __fmul_rn(h2f(qg_u16(s)), (float)sc), m1 = __fmul_rn(h2f(qg_u16(s + 2)), (float)m);
@@ -191,7 +226,7 @@ template <int E> __device__ __forceinline__ void qg_weights(const u8* s, int j, 
             w[4 + i] = fmaf(qg_128(h, i) - 128.f, d1, -m1);
         }
     } else {
-        static_assert(E == ENC_Q6_K, "Q4_0, Q4_1, Q4_K, Q6_K");
+        static_assert(E == ENC_Q6_K, "Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K");
         // ql [128], qh [64], int8 scales [16], d: block j is quarter p of half hf
         const int hf = j / 4, p = j % 4;
         const u8* ql = s + 64 * hf + 32 * (p & 1);
@@ -297,12 +332,12 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
                     for (int h = 0; h < 2; ++h)
 #pragma unroll
                         for (int q = 0; q < 2; ++q)
-                            tma_load_2d(sw + (2 * h + q) * (QG_ROWS / 2) * SLOT, &maps->m[q], &full[stage], x,
-                                        lt * QG_ROWS + h * (QG_ROWS / 2));
+                            qg_load_w<E>(sw + (2 * h + q) * (QG_ROWS / 2) * SLOT, &maps->m[q], &full[stage], x,
+                                         lt * QG_ROWS + h * (QG_ROWS / 2));
                 } else {
 #pragma unroll
                     for (int h = 0; h < 2; ++h)
-                        tma_load_2d(sw + h * QG_ROWS * SLOT, map_w, &full[stage], x, lt * 2 * QG_ROWS + h * QG_ROWS);
+                        qg_load_w<E>(sw + h * QG_ROWS * SLOT, map_w, &full[stage], x, lt * 2 * QG_ROWS + h * QG_ROWS);
                 }
                 if (++stage == QG_STAGES) stage = 0, phase ^= 1;
             }
@@ -451,5 +486,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
     QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_f16, E, NL, f16, true)
 QGEMM_TYPES(q4_0, ENC_Q4_0, 16) QGEMM_TYPES(q4_0, ENC_Q4_0, 32) QGEMM_TYPES(q4_0, ENC_Q4_0, 64)
 QGEMM_TYPES(q4_1, ENC_Q4_1, 16) QGEMM_TYPES(q4_1, ENC_Q4_1, 32) QGEMM_TYPES(q4_1, ENC_Q4_1, 64)
+QGEMM_TYPES(q8_0, ENC_Q8_0, 16) QGEMM_TYPES(q8_0, ENC_Q8_0, 32) QGEMM_TYPES(q8_0, ENC_Q8_0, 64)
 QGEMM_TYPES(q4_k, ENC_Q4_K, 16) QGEMM_TYPES(q4_k, ENC_Q4_K, 32) QGEMM_TYPES(q4_k, ENC_Q4_K, 64)
+QGEMM_TYPES(q5_k, ENC_Q5_K, 16) QGEMM_TYPES(q5_k, ENC_Q5_K, 32) QGEMM_TYPES(q5_k, ENC_Q5_K, 64)
 QGEMM_TYPES(q6_k, ENC_Q6_K, 16) QGEMM_TYPES(q6_k, ENC_Q6_K, 32) QGEMM_TYPES(q6_k, ENC_Q6_K, 64)

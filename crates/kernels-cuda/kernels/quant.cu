@@ -80,8 +80,8 @@ __device__ __forceinline__ void dequant_t(const u8* __restrict__ w, float* __res
 
 // 8 consecutive elements e .. e + 7 of the block at b (e % 8 == 0: they lie in one block, every
 // block holds a multiple of 32) rounded to bf16 and packed as one 16-byte vector. The values are
-// deq_elem's, operation for operation; the 32-element encodings read their quants as 16- or
-// 32-bit words (their blocks start on 2 or 4 bytes: rows of whole blocks from an aligned base).
+// deq_elem's, operation for operation; the encodings read their quants as 16- or 32-bit words
+// (their blocks start on 2 or 4 bytes: rows of whole blocks from an aligned base).
 __device__ __forceinline__ u32 bf16_pair(float lo, float hi) {
     return (u32)FromF32<bf16>::go(lo).bits | ((u32)FromF32<bf16>::go(hi).bits << 16);
 }
@@ -137,6 +137,67 @@ template <> __device__ __forceinline__ uint4 deq8<ENC_Q8_0>(const u8* b, int e) 
     for (int i = 0; i < 4; ++i) {
         const float x0 = (float)(i8)byte_of(lo, hi, 2 * i), x1 = (float)(i8)byte_of(lo, hi, 2 * i + 1);
         p[i] = bf16_pair(__fmul_rn(x0, d), __fmul_rn(x1, d));
+    }
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+
+// The super-block encodings: 8 elements of one 32-element sub-block (Q6_K: of one 16-element
+// scale group), their quant bytes as two 16-bit-load words, the rest as deq_elem.
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q4_K>(const u8* b, int e) {
+    const int sb = e / 32, l = e % 32;
+    u32 sc, m, lo, hi;
+    scale_min(sb, b + 4, sc, m);
+    const float d1 = __fmul_rn(f16_at(b, 0), (float)sc), m1 = __fmul_rn(f16_at(b, 2), (float)m);
+    bytes8_u16(b + 16 + 32 * (sb / 2) + l, lo, hi);
+    const int sh = 4 * (sb & 1);
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u32 q0 = (byte_of(lo, hi, 2 * i) >> sh) & 0xF, q1 = (byte_of(lo, hi, 2 * i + 1) >> sh) & 0xF;
+        p[i] = bf16_pair(__fsub_rn(__fmul_rn(d1, (float)q0), m1), __fsub_rn(__fmul_rn(d1, (float)q1), m1));
+    }
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q5_K>(const u8* b, int e) {
+    const int sb = e / 32, l = e % 32;
+    u32 sc, m, lo, hi, hlo, hhi;
+    scale_min(sb, b + 4, sc, m);
+    const float d1 = __fmul_rn(f16_at(b, 0), (float)sc), m1 = __fmul_rn(f16_at(b, 2), (float)m);
+    bytes8_u16(b + 48 + 32 * (sb / 2) + l, lo, hi);
+    bytes8_u16(b + 16 + l, hlo, hhi);
+    const int sh = 4 * (sb & 1);
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float v[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int j = 2 * i + h;
+            const u32 q = ((byte_of(lo, hi, j) >> sh) & 0xF) | (((byte_of(hlo, hhi, j) >> sb) & 1) << 4);
+            v[h] = __fsub_rn(__fmul_rn(d1, (float)q), m1);
+        }
+        p[i] = bf16_pair(v[0], v[1]);
+    }
+    return make_uint4(p[0], p[1], p[2], p[3]);
+}
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q6_K>(const u8* b, int e) {
+    const int h = e / 128, q4 = (e % 128) / 32, l = e % 32;
+    u32 lo, hi, hlo, hhi;
+    bytes8_u16(b + 64 * h + 32 * (q4 & 1) + l, lo, hi);
+    bytes8_u16(b + 128 + 32 * h + l, hlo, hhi);
+    const float ds = __fmul_rn(f16_at(b, 208), (float)(i8)b[192 + e / 16]);
+    const int sh = 4 * (q4 >> 1);
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float v[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int j = 2 * i + k;
+            const u32 nib = (byte_of(lo, hi, j) >> sh) & 0xF, top = (byte_of(hlo, hhi, j) >> (2 * q4)) & 3;
+            v[k] = __fmul_rn(ds, (float)((int)(nib | (top << 4)) - 32));
+        }
+        p[i] = bf16_pair(v[0], v[1]);
     }
     return make_uint4(p[0], p[1], p[2], p[3]);
 }

@@ -1,4 +1,4 @@
-//! qmatmul with 9 to [`MAX_ROWS`] lhs rows over Q4_0 / Q4_1 / Q4_K / Q6_K weights on Hopper (sm_90a):
+//! qmatmul with 9 to [`MAX_ROWS`] lhs rows over GGUF block weights on Hopper (sm_90a):
 //! kernels/qgemm_sm90.cu decodes the quants into the tensor-core MMA's register operand in its
 //! mainloop (mma.sync up to 32 lhs rows, wgmma at 64), where the path before
 //! ([`super::qmatmul_sm90`]) dequantized whole matrices into a bf16 scratch and ran the GEMM
@@ -37,13 +37,15 @@ fn tile_rows(m: usize) -> usize {
     }
 }
 
-/// Whether the kernel takes a product of `m` rows over `w` [n, row_bytes] of `enc`: Q4_0, Q4_1,
-/// Q4_K or Q6_K, K whole blocks (and not zero), rows of whole 16 bytes at a 16-byte aligned
-/// address (TMA; Q6_K: K a multiple of 2048), at most MAX_ROWS rows, sizes within i32 (K with
-/// its last chunk's coordinates).
+/// Whether the kernel takes a product of `m` rows over `w` [n, row_bytes] of `enc` (every GGUF
+/// block encoding): K whole blocks (and not zero), rows of whole 16 bytes at a 16-byte aligned
+/// address (TMA; Q4_0 and Q8_0: K a multiple of 256, Q6_K of 2048), at most MAX_ROWS rows,
+/// sizes within i32 (K with its last chunk's coordinates).
 pub fn takes(enc: Encoding, m: usize, n: usize, k: usize, row_bytes: usize, w: u64) -> bool {
+    use Encoding::*;
     let (elems, bytes) = enc.block();
-    matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K)
+    let kernel = matches!(enc, Q4_0 | Q4_1 | Q8_0 | Q4K | Q5K | Q6K);
+    kernel
         && (1..=MAX_ROWS).contains(&m)
         && k > 0
         && k.is_multiple_of(elems)
@@ -68,20 +70,21 @@ fn slot(enc: Encoding) -> usize {
 /// rows, whole KiB), the alignment slack and the barriers.
 fn smem_bytes(enc: Encoding, nl: usize) -> usize {
     let stage = (nl * BK * 2 + BLOCK_ROWS * slot(enc)).next_multiple_of(1024);
-    stages(nl, stage) * stage + 1024 + 128
+    stages(enc, nl, stage) * stage + 1024 + 128
 }
 
-/// Stages of `stage` bytes (qgemm_sm90.cu's Qg::STAGES): at 16 and 32 lhs rows as many as let
-/// two blocks share an SM (113 KiB each with the alignment slack and barriers), at 64 (one
-/// block an SM) as many as fit 227 KiB; at most MAX_STAGES.
-fn stages(nl: usize, stage: usize) -> usize {
-    let kib = if blocks_per_sm(nl) == 1 { 227 } else { 113 };
+/// Stages of `stage` bytes (qgemm_sm90.cu's Qg::STAGES): with two blocks an SM as many as let
+/// them share it (113 KiB each with the alignment slack and barriers), with one as many as fit
+/// 227 KiB; at most MAX_STAGES.
+fn stages(enc: Encoding, nl: usize, stage: usize) -> usize {
+    let kib = if blocks_per_sm(enc, nl) == 1 { 227 } else { 113 };
     ((kib * 1024 - 1152) / stage).min(MAX_STAGES)
 }
 
-/// Blocks an SM holds at once (qgemm_sm90.cu's Qg::BLOCKS, its launch bound).
-fn blocks_per_sm(nl: usize) -> usize {
-    if nl == 64 { 1 } else { 2 }
+/// Blocks an SM holds at once (qgemm_sm90.cu's Qg::BLOCKS, its launch bound): one at 64 lhs
+/// rows, and for Q5_K at 32 (their registers exceed two blocks' 80 a thread).
+fn blocks_per_sm(enc: Encoding, nl: usize) -> usize {
+    if nl == 64 || (nl == 32 && enc == Encoding::Q5K) { 1 } else { 2 }
 }
 
 /// (K parts, chunks per part) for `tiles` blocks of weight rows over `chunks` chunks of K with
@@ -90,6 +93,25 @@ pub fn plan(tiles: usize, chunks: usize, slots: usize) -> (usize, usize) {
     let want = (slots / tiles.max(1)).clamp(1, chunks.max(1));
     let per = chunks.div_ceil(want).max(1);
     (chunks.div_ceil(per).max(1), per)
+}
+
+/// The TMA map of `n` weight rows of `row_bytes` (a multiple of 16) read in boxes of `rows` rows
+/// x `slot` bytes: qgemv_mma's 2-D map of bytes, or where the box is wider than TMA's 256
+/// elements (Q8_0's 272 bytes) a 3-D map of the same bytes as [n][row_bytes / 16][16]
+/// (qgemm_sm90.cu's qg_load_w).
+fn weight_map(w: u64, row_bytes: usize, n: usize, slot: usize, rows: usize) -> Result<TmaMap> {
+    if slot <= 256 {
+        return super::quant::weight_map(w, row_bytes, n, slot as u32, rows as u32);
+    }
+    tma::tiled(
+        sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        w,
+        &[16, (row_bytes / 16) as u64, n as u64],
+        &[16, row_bytes as u64],
+        &[16, (slot / 16) as u32, rows as u32],
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+    )
+    .map_err(Error::driver("cuTensorMapEncodeTiled(qgemm weights)"))
 }
 
 /// Sibling products in one launch (qgemm_sm90.cu's QG_SEGS).
@@ -155,7 +177,7 @@ pub fn qgemm(
     }
     first[segs.len()..].fill(tiles as i32);
     let chunks = k.div_ceil(BK);
-    let (splits, per) = plan(tiles, chunks, super::sm_count(stream)? * blocks_per_sm(nl));
+    let (splits, per) = plan(tiles, chunks, super::sm_count(stream)? * blocks_per_sm(enc, nl));
     // Split-K needs a ticket counter per tile (the stream's, else zeroed in the workspace).
     let tickets = if splits > 1 { super::tickets::for_stream(stream, tiles)? } else { None };
     let counters_bytes = if splits > 1 && tickets.is_none() { (tiles * 4).next_multiple_of(256) } else { 0 };
@@ -196,7 +218,7 @@ pub fn qgemm(
     let box_rows = if gated { BLOCK_ROWS / 4 } else { BLOCK_ROWS / 2 };
     let mut maps = QgMaps([TmaMap([0; 16]); SEGS]);
     for (map, &(w, _, n)) in maps.0.iter_mut().zip(parts) {
-        *map = super::quant::weight_map(w, row_bytes, n, slot(enc) as u32, box_rows as u32)?;
+        *map = weight_map(w, row_bytes, n, slot(enc), box_rows)?;
     }
     let (mut out, mut n) = ([0u64; SEGS], [0i32; SEGS]);
     for (i, &(_, o, rows)) in segs.iter().enumerate() {
@@ -253,7 +275,7 @@ pub fn qgemm(
 pub fn kernels() -> Vec<(String, [usize; 3])> {
     let sizes = [size_of::<TmaMap>(), size_of::<QgMaps>(), size_of::<QgArgs>()];
     let mut all = Vec::new();
-    for enc in ["q4_0", "q4_1", "q4_k", "q6_k"] {
+    for enc in ["q4_0", "q4_1", "q8_0", "q4_k", "q5_k", "q6_k"] {
         for nl in [16, 32, 64] {
             for gt in ["", "_gt"] {
                 for t in ["f32", "bf16", "f16"] {
@@ -286,25 +308,27 @@ mod tests {
 
     #[test]
     fn the_stages_fit_a_block() {
-        for enc in [Encoding::Q4_0, Encoding::Q4_1, Encoding::Q4K, Encoding::Q6K] {
+        for enc in Encoding::ALL {
             for m in [9, 16, 17, 32, 33, 64] {
                 // two blocks an SM (228 KiB, 1 KiB reserved a block) below 33 rows, two stages
                 // at least; one block of 227 KiB at most above
                 let nl = tile_rows(m);
-                let blocks = blocks_per_sm(nl);
+                let blocks = blocks_per_sm(enc, nl);
                 assert!(blocks * (smem_bytes(enc, nl) + 1024) <= 228 * 1024, "{enc:?} {m}");
                 assert!(smem_bytes(enc, nl) <= 227 * 1024, "{enc:?} {m}");
-                assert!(stages(nl, (nl * BK * 2 + BLOCK_ROWS * slot(enc)).next_multiple_of(1024)) >= 2);
+                assert!(stages(enc, nl, (nl * BK * 2 + BLOCK_ROWS * slot(enc)).next_multiple_of(1024)) >= 2);
             }
         }
         assert_eq!((tile_rows(9), tile_rows(16), tile_rows(17), tile_rows(33), tile_rows(64)), (16, 16, 32, 64, 64));
         assert_eq!(slot(Encoding::Q4_0), 144);
         assert_eq!(slot(Encoding::Q4_1), 160);
         assert_eq!(slot(Encoding::Q4K), 144);
+        assert_eq!((slot(Encoding::Q5K), slot(Encoding::Q8_0)), (176, 272));
         // 210 bytes starting up to 14 bytes into a 16-byte aligned box
         assert_eq!(slot(Encoding::Q6K), 224);
         let q6k_64 = (64 * BK * 2 + BLOCK_ROWS * 224).next_multiple_of(1024);
-        assert_eq!((stages(64, q6k_64), stages(16, (16 * BK * 2 + BLOCK_ROWS * 224).next_multiple_of(1024))), (3, 3));
+        let q6k_16 = (16 * BK * 2 + BLOCK_ROWS * 224).next_multiple_of(1024);
+        assert_eq!((stages(Encoding::Q6K, 64, q6k_64), stages(Encoding::Q6K, 16, q6k_16)), (3, 3));
     }
 
     #[test]
@@ -332,7 +356,9 @@ mod tests {
         assert!(takes(Encoding::Q6K, 64, 128_256, 4096, 4096 / 256 * 210, 0x1000));
         assert!(takes(Encoding::Q6K, 9, 4096, 14336, 14336 / 256 * 210, 0x1000));
         assert!(!takes(Encoding::Q6K, 16, 4096, 1280, 1280 / 256 * 210, 0x1000));
-        assert!(!takes(Encoding::Q8_0, 16, 4096, 4096, 4096 / 32 * 34, 0x1000));
+        assert!(takes(Encoding::Q8_0, 16, 4096, 4096, 4096 / 32 * 34, 0x1000));
+        assert!(!takes(Encoding::Q8_0, 16, 4096, 4000, 4000 / 32 * 34, 0x1000));
+        assert!(takes(Encoding::Q5K, 40, 1024, 512, 512 / 256 * 176, 0x1000));
         // K of whole blocks only, and not zero
         assert!(!takes(Encoding::Q4_0, 16, 4096, 4104, q40(4096), 0x1000));
         assert!(!takes(Encoding::Q4_0, 16, 4096, 0, 0, 0x1000));

@@ -32,8 +32,8 @@ pub enum QPath {
     Wgmma,
     /// Dequantize to f32 scratch, then the f32 GEMM (more than 8 rows elsewhere).
     Gemm,
-    /// qgemm_sm90.cu: the quants decoded in a tensor-core GEMM's mainloop (9-64 rows of Q4_0 /
-    /// Q4_1 / Q4_K / Q6_K on sm_90; `qmatmul.qgemm`).
+    /// qgemm_sm90.cu: the quants decoded in a tensor-core GEMM's mainloop (9-64 rows of every
+    /// GGUF encoding in 16-byte rows on sm_90; `qmatmul.qgemm`).
     Qgemm,
 }
 
@@ -159,7 +159,9 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4_0, 65), 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4K, 16), 9, ""), QPath::Qgemm);
         assert_eq!(path(&problem(Encoding::Q6K, 64), 9, ""), QPath::Qgemm);
-        assert_eq!(path(&problem(Encoding::Q8_0, 16), 9, ""), QPath::Wgmma);
+        assert_eq!(path(&problem(Encoding::Q8_0, 16), 9, ""), QPath::Qgemm);
+        let q6_odd = QProblem { k: 4352, row_bytes: 17 * 210, ..problem(Encoding::Q6K, 16) };
+        assert_eq!(path(&q6_odd, 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, "qmatmul.qgemm=0"), QPath::Wgmma);
         // SmolLM2's down projection (576 x 1536, Q4_1): qgemm up to 32 rows only
         let down = QProblem { n: 576, k: 1536, row_bytes: 1536 / 32 * 20, ..problem(Encoding::Q4_1, 32) };

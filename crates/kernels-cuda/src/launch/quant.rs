@@ -57,8 +57,8 @@ pub fn families(enc: Encoding, dtype: DType) -> Result<Vec<&'static crate::sourc
     let mut out = vec![sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &QUANT];
     if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K) {
         out.push(&QGEMV_MMA);
-        out.push(&crate::sources::QGEMM_SM90);
     }
+    out.push(&crate::sources::QGEMM_SM90);
     Ok(out)
 }
 
