@@ -45,8 +45,9 @@ def hopper(gpu):
 @pytest.fixture
 def qgemv_kernels_of_any_size():
     """The tensor-core and streaming quantized GEMVs for weights of any size (by default 1-2
-    rows of small weights take qgemv.cu): tests of those kernels at small shapes."""
-    with tuning.override(**{"qgemv.mma": True, "qgemv.stream": True}):
+    rows of small weights take qgemv.cu), and for 4-8 rows (by default of large weights on
+    qgemm_sm90.cu): tests of those kernels at small shapes."""
+    with tuning.override(**{"qgemv.mma": True, "qgemv.stream": True, "qmatmul.qgemm_min_rows": 9}):
         yield
 
 

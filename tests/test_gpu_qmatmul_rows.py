@@ -272,21 +272,47 @@ def test_gpu_qgemm_with_residual_matches_the_dequantize_path(hopper, rng, m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q8_0, Q.Q4_K, Q.Q6_K], ids=lambda e: e.value)
+@pytest.mark.parametrize("m", [1, 2, 5, 8])
+def test_gpu_qgemm_on_few_rows(hopper, rng, enc, m):
+    """1-8 rows on qgemm_sm90.cu where `qmatmul.qgemm_min_rows` sends them there (its 16-row
+    tile, the rows past m reading zeros): one launch, against the float64 product, and its
+    siblings as one launch."""
+    k, n = 4096, 1000
+    w = weights(rng, enc, n, k)
+    lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
+    with tuning.override(**{"qmatmul.qgemm_min_rows": 1}), tuning.record_launches() as log:
+        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
+    (rec,) = log.records("qgemm")
+    assert rec["rows"] == 16 and log.count("qgemv") == 0, log.records()
+    check(out, lhs, decode(enc, w), bf16_bound)
+    ws = [weights(rng, enc, rows, k) for rows in (512, 128, 128)]
+    # (forced: below 9 rows weights under 1536 x 1536 keep the GEMVs by default)
+    with tuning.override(**{"qmatmul.qgemm_min_rows": 1, "qmatmul.qgemm": True}):
+        outs, log = sibling_products(hopper, enc, ws, lhs)
+    (rec,) = log.records("qgemm")
+    assert rec["segments"] == 3 and log.count("qgemv") == 0, log.records()
+    for out, w in zip(outs, ws):
+        check(out, lhs, decode(enc, w), bf16_bound)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("enc", [Q.Q4_0, Q.Q5_K, Q.Q6_K], ids=lambda e: e.value)
-@pytest.mark.parametrize("m", [9, 24, 40])
+@pytest.mark.parametrize("m", [4, 9, 24, 40])
 @pytest.mark.parametrize("n", [600, 17000])
 def test_gpu_qgemm_gated_pair(hopper, rng, enc, m, n):
     """silu(x W_gate^T) * (x W_up^T) of a quantized MLP on many rows (the folded gated step):
     one qgemm launch storing the product of the two, each block 64 rows of both weights (N not
-    a multiple of them; split over K or, at N = 17000, not), to the bf16 bounds of the two
-    products carried through silu and the product."""
+    a multiple of them; split over K or, at N = 17000, not; 4 rows by `qmatmul.qgemm_min_rows`),
+    to the bf16 bounds of the two products carried through silu and the product."""
     from test_gpu_qmatmul_norm import normed_products
 
     k = 2048  # (Q6_K: rows of whole 16 bytes)
     ws = [weights(rng, enc, n, k) for _ in range(2)]
     # (the K-quants' random blocks decode to weights ~500 times Q4_0's: products in silu's bend alike)
     x = (rng.standard_normal((m, k)) / (8 if enc == Q.Q4_0 else 4096)).astype(np.float32)
-    with tuning.override(**{"fusion.quantized": True, "fusion.gated_gemv": True, "qmatmul.qgemm": True}):
+    knobs = {"fusion.quantized": True, "fusion.gated_gemv": True, "qmatmul.qgemm": True, "qmatmul.qgemm_min_rows": 1}
+    with tuning.override(**knobs):
         model = normed_products(hopper, enc, DType.float32, None, ws, m, gated=True)
         with tuning.record_launches() as log:
             (out,) = execute(model, [x], hopper)

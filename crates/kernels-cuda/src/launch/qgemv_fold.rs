@@ -117,8 +117,8 @@ pub fn qmatmul_siblings(
     if m > 0 && k > 0 && (2..=QM_SEGS).contains(&parts.len()) && takes(QPath::Mma, true) && total < i32::MAX as usize {
         return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
     }
-    // 9 to 64 rows where each part takes qgemm_sm90.cu: one launch (and one bf16 lhs) for all.
-    if m > GEMV_MAX_ROWS && (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len()) && takes(QPath::Qgemm, false) {
+    // Rows where each part takes qgemm_sm90.cu: one launch (and one bf16 lhs) for all.
+    if (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len()) && takes(QPath::Qgemm, false) {
         return super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, false, (m, k, row_bytes));
     }
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
@@ -261,9 +261,9 @@ pub fn qmatmul_folded(
 }
 
 /// silu(lhs @ gate^T) * (lhs @ up^T) into the gate part's output in one launch of
-/// qgemm_sm90.cu, for 9 to 64 rows where both weights take it (`parts`: gate, then up, of
-/// equal rows): Ok(false), launching nothing, where they do not (the caller runs the products
-/// and the elementwise step).
+/// qgemm_sm90.cu, where both weights take it (`parts`: gate, then up, of equal rows; 9 to 64
+/// rows, fewer with `qmatmul.qgemm_min_rows`): Ok(false), launching nothing, where they do
+/// not (the caller runs the products and the elementwise step).
 pub fn qmatmul_gated(
     stream: &Arc<CudaStream>,
     enc: Encoding,
@@ -277,7 +277,7 @@ pub fn qmatmul_gated(
     let arch = arch_major(stream)?;
     let base = QProblem { enc, m, n: 0, k, row_bytes, lhs, w: 0 };
     let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
-    if m <= GEMV_MAX_ROWS || !pair || !all_take(&base, parts, None, QPath::Qgemm, arch, &tuning) {
+    if !pair || !all_take(&base, parts, None, QPath::Qgemm, arch, &tuning) {
         return Ok(false);
     }
     super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, true, (m, k, row_bytes))?;

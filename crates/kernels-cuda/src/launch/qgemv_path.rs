@@ -57,6 +57,14 @@ pub(super) const SMALL_WEIGHTS_Q6K: usize = 4096 * 6144;
 /// against 17.6.
 pub(super) const QGEMM_SMALL_WEIGHTS: usize = 1536 * 1536;
 
+/// The fewest rows that take qgemm_sm90.cu by default (`qmatmul.qgemm_min_rows`; below 9 rows
+/// only weights of at least QGEMM_SMALL_WEIGHTS). An H200, `llm_gpu.py --compare
+/// 'qmatmul.qgemm_min_rows=2;qmatmul.qgemm_min_rows=4'` against the GEMVs, tok/s: 8B-shaped Q4_0
+/// at 2 sequences 609 / 545 (qgemm from 2), at 4 974 / 1,048 / 1,056, at 8 1,259 / 2,001 /
+/// 1,985; 8B-shaped Q4_K at 4 844 / 908, at 8 1,059 / 1,746; SmolLM2-135M Q4_1 (its 576 x 1536
+/// down projection, small weights) at 4 3,235 / 3,085 on qgemm, hence the size rule.
+pub(super) const QGEMM_MIN_ROWS: usize = 4;
+
 /// The path for `p` on a device of compute capability `arch_major` under the tuning knobs.
 ///
 /// Batch-invariant (`numerics.batch_invariant`), every row count takes qgemv_stream.cu or
@@ -73,6 +81,11 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     // qgemv.cu's whole run there); 3-8 rows of fewer keep the streaming kernel.
     let few = p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
     let small = p.m <= 2 && few;
+    // (qgemm_sm90.cu from QGEMM_MIN_ROWS rows, as past 8 rows below)
+    let qgemm_from = t.int(max_tuning::Knob::QmatmulQgemmMinRows).unwrap_or(QGEMM_MIN_ROWS);
+    if !invariant && (qgemm_from..=GEMV_MAX_ROWS).contains(&p.m) && qgemm_takes(p, arch_major, t) {
+        return QPath::Qgemm;
+    }
     let few_mma = if p.enc == Encoding::Q6K { p.n.saturating_mul(p.k) < SMALL_WEIGHTS_Q6K } else { few };
     let wanted = t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few_mma);
     let mma = !invariant
@@ -89,13 +102,7 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     if p.m > GEMV_MAX_ROWS && !invariant {
         // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
         let wgmma = arch_major == 9 && p.k.is_multiple_of(8) && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
-        // (unless the knob says otherwise, small weights at 33-64 rows keep the dequantize
-        // path: QGEMM_SMALL_WEIGHTS)
-        let wanted = t
-            .flag(max_tuning::Knob::QmatmulQgemm)
-            .unwrap_or(p.m <= 32 || p.n.saturating_mul(p.k) >= QGEMM_SMALL_WEIGHTS);
-        let qgemm = wgmma && super::super::qgemm_sm90::takes(p.enc, p.m, p.n, p.k, p.row_bytes, p.w) && wanted;
-        return if qgemm {
+        return if qgemm_takes(p, arch_major, t) {
             QPath::Qgemm
         } else if wgmma {
             QPath::Wgmma
@@ -110,6 +117,17 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
         && t.flag(max_tuning::Knob::QgemvStream).unwrap_or(!small)
         && arch_major >= 9;
     if stream { QPath::Stream } else { QPath::General }
+}
+
+/// Whether qgemm_sm90.cu takes `p` (sm_90a, the Hopper paths on, `qmatmul.qgemm`; unless the
+/// knob says otherwise, small weights at 33-64 rows keep the dequantize path and at 8 rows or
+/// fewer the GEMVs: QGEMM_SMALL_WEIGHTS).
+fn qgemm_takes(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> bool {
+    let wgmma = arch_major == 9 && p.k.is_multiple_of(8) && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
+    let any_size = (GEMV_MAX_ROWS + 1..=32).contains(&p.m);
+    let wanted =
+        t.flag(max_tuning::Knob::QmatmulQgemm).unwrap_or(any_size || p.n.saturating_mul(p.k) >= QGEMM_SMALL_WEIGHTS);
+    wgmma && wanted && super::super::qgemm_sm90::takes(p.enc, p.m, p.n, p.k, p.row_bytes, p.w)
 }
 
 #[cfg(test)]
@@ -134,15 +152,17 @@ mod tests {
         assert_eq!(path(&problem(Encoding::Q4_0, 1), 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4K, 2), 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Mma);
-        assert_eq!(path(&problem(Encoding::Q4_1, 4), 9, ""), QPath::Mma);
-        assert_eq!(path(&problem(Encoding::Q4_0, 5), 9, ""), QPath::Mma);
-        assert_eq!(path(&problem(Encoding::Q4K, 8), 9, ""), QPath::Mma);
+        // (4-8 rows of these weights take qgemm by default: the GEMVs' choices with it off)
+        let gemv = "qmatmul.qgemm_min_rows=9";
+        assert_eq!(path(&problem(Encoding::Q4_1, 4), 9, gemv), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 5), 9, gemv), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4K, 8), 9, gemv), QPath::Mma);
         // 8 rows of K = 14336 (an 8B model's down projection): the fragments exceed the budget
         let down = QProblem { k: 14336, row_bytes: 14336 / 32 * 18, ..problem(Encoding::Q4_0, 8) };
-        assert_eq!(path(&down, 9, ""), QPath::Stream);
-        assert_eq!(path(&QProblem { m: 4, ..down }, 9, ""), QPath::Stream);
+        assert_eq!(path(&down, 9, gemv), QPath::Stream);
+        assert_eq!(path(&QProblem { m: 4, ..down }, 9, gemv), QPath::Stream);
         assert_eq!(path(&QProblem { m: 2, ..down }, 9, ""), QPath::Mma);
-        assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0"), QPath::Stream);
+        assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0,qmatmul.qgemm_min_rows=9"), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
         // Q6_K: one row of large weights on the tensor cores (rows of whole 16 bytes: 8
         // super-blocks), more rows or small weights on qgemv.cu
@@ -163,6 +183,18 @@ mod tests {
         let q6_odd = QProblem { k: 4352, row_bytes: 17 * 210, ..problem(Encoding::Q6K, 16) };
         assert_eq!(path(&q6_odd, 9, ""), QPath::Wgmma);
         assert_eq!(path(&problem(Encoding::Q4_0, 9), 9, "qmatmul.qgemm=0"), QPath::Wgmma);
+        // from 4 rows (qmatmul.qgemm_min_rows) of weights of at least QGEMM_SMALL_WEIGHTS, not
+        // batch-invariant
+        assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, ""), QPath::Qgemm);
+        assert_eq!(path(&problem(Encoding::Q4K, 8), 9, ""), QPath::Qgemm);
+        assert_eq!(path(&problem(Encoding::Q4_0, 3), 9, ""), QPath::Mma);
+        assert_eq!(path(&problem(Encoding::Q4_0, 8), 9, "qmatmul.qgemm_min_rows=9"), QPath::Mma);
+        let smol_down = QProblem { n: 576, k: 1536, row_bytes: 1536 / 32 * 20, ..problem(Encoding::Q4_1, 8) };
+        assert_ne!(path(&smol_down, 9, ""), QPath::Qgemm);
+        assert_eq!(path(&smol_down, 9, "qmatmul.qgemm=1"), QPath::Qgemm);
+        assert_eq!(path(&problem(Encoding::Q6K, 1), 9, "qmatmul.qgemm_min_rows=1"), QPath::Qgemm);
+        let spec = "qmatmul.qgemm_min_rows=1,numerics.batch_invariant=1";
+        assert_eq!(path(&problem(Encoding::Q4_0, 1), 9, spec), QPath::Stream);
         // SmolLM2's down projection (576 x 1536, Q4_1): qgemm up to 32 rows only
         let down = QProblem { n: 576, k: 1536, row_bytes: 1536 / 32 * 20, ..problem(Encoding::Q4_1, 32) };
         assert_eq!(path(&down, 9, ""), QPath::Qgemm);
@@ -217,6 +249,7 @@ mod tests {
         let p = problem(Encoding::Q4_0, 1);
         assert_eq!(path(&p, 9, "qgemv.mma=0"), QPath::Stream);
         assert_eq!(path(&p, 9, "qgemv.mma=0,qgemv.stream=0"), QPath::General);
-        assert_eq!(path(&problem(Encoding::Q8_0, 4), 9, "qgemv.stream=off"), QPath::General);
+        let q8 = problem(Encoding::Q8_0, 4);
+        assert_eq!(path(&q8, 9, "qgemv.stream=off,qmatmul.qgemm_min_rows=9"), QPath::General);
     }
 }
