@@ -127,10 +127,11 @@ def model_path(model: Model, tmp: Path, tiny: bool) -> Path:
 
 
 def prepare(model: Model, path: Path, tiny: bool) -> str | None:
-    """Writes the model at `path` unless it is there; says where it came from ("real file" or
-    "random, written in N s"), or returns None when the disk lacks room for it."""
+    """Writes the model at `path` unless it is there; says where it came from ("real file", "random,
+    kept" from an earlier run, or "random, written in N s"), or returns None when the disk lacks
+    room for it."""
     if path.exists():
-        return "real file"
+        return "real file" if model.real_file and path == REPO / model.real_file else "random, kept"
     shape = llm_files.SHAPES[model.shape]
     shape = llm_files.tiny(shape) if tiny else shape
     need, free = file_bytes(model, shape), shutil.disk_usage(path.parent).free
