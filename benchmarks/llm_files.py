@@ -261,7 +261,7 @@ def write_gguf_model(path: Path, shape: dict, types: dict[str, str], seed: int =
     writer.add_rope_dimension_count(h // heads)
     writer.add_vocab_size(shape["vocab_size"])
     file_type = {"Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
-                 "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+                 "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_S,
                  "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}[types["linear"]]
     writer.add_file_type(file_type)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)

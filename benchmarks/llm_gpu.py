@@ -105,7 +105,8 @@ MODELS = {m.name: m for m in [
           target_ttft_s=5.0),
     Model("llama-3-8b-q4_0", "llama-3-8b", {"linear": "Q4_0", "embed": "Q4_0", "output": "Q6_K"},
           llama_cpp_decode={1: 337, 64: 4983}, llama_cpp_prefill={512: 11100, 2048: 11900}, target_decode={1: 600}),
-    # (Q4_K_M-like: the common GGUF files' Q4_K linear layers, Q6_K output)
+    # (Q4_K_S-like: Q4_K linear layers, Q6_K output; a Q4_K_M file also has Q6_K in v and half
+    # the down projections)
     Model("llama-3-8b-q4_k", "llama-3-8b", {"linear": "Q4_K", "embed": "Q4_K", "output": "Q6_K"}),
 ]}
 

@@ -1,6 +1,7 @@
 #line 1 "qgemm_sm90.cu"
-// qgemm_sm90.cu: qmatmul for 9 to 64 lhs rows over GGUF weights (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
-// Q6_K) on Hopper (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
+// qgemm_sm90.cu: qmatmul for up to 64 lhs rows (9 and more, or from 4 for large weights:
+// launch/qgemv_path.rs) over GGUF weights (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K) on Hopper
+// (sm_90a), decoding the quants in the GEMM's mainloop: out [m, n] = lhs [m, k] @ dequantize(w)^T
 // (+ res), where the path before dequantized every weight matrix into a bf16 scratch (14 GB of
 // writes and reads a decode step of an 8B model at 64 sequences) and ran the wgmma GEMM on it.
 //

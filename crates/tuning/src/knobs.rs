@@ -291,13 +291,15 @@ declare! {
     AttentionDecodeF32Mma: "attention.decode_f32_mma", None, Kind::Flag, "1";
     /// qmatmul on more than 8 rows on sm_90: bf16 weights and the wgmma GEMM (off: f32 SIMT).
     QmatmulWgmma: "qmatmul.wgmma", None, Kind::Flag, "1";
-    /// qmatmul on 9 to 64 rows of GGUF weights (rows of whole 16 bytes) on sm_90: the GEMM that
-    /// decodes the quants in its mainloop (off: the bf16 dequantize + wgmma GEMM); unset, 9-32
-    /// rows, or 33-64 rows of at least 1536 x 1536 weights.
+    /// qmatmul on 9 to 64 rows (from `qmatmul.qgemm_min_rows`) of GGUF weights (rows of whole 16
+    /// bytes) on sm_90: the GEMM that decodes the quants in its mainloop (off: the bf16
+    /// dequantize + wgmma GEMM, and the GEMVs below 9 rows); unset, 9-32 rows, or 4-8 and 33-64
+    /// rows of at least 1536 x 1536 weights.
     QmatmulQgemm: "qmatmul.qgemm", None, Kind::Flag, "";
-    /// The fewest lhs rows qmatmul runs on qgemm_sm90.cu (where `qmatmul.qgemm` takes them);
-    /// fewer keep the GEMV kernels. Unset, 4 (below 9 rows only weights of at least 1536 x 1536).
-    QmatmulQgemmMinRows: "qmatmul.qgemm_min_rows", None, Kind::Int { min: 1, max: 65, step: 1 }, "";
+    /// The fewest lhs rows qmatmul runs on qgemm_sm90.cu (where `qmatmul.qgemm` takes them; from
+    /// 9 rows on it takes them whatever this says); fewer keep the GEMV kernels. Unset, 4 (below
+    /// 9 rows only weights of at least 1536 x 1536).
+    QmatmulQgemmMinRows: "qmatmul.qgemm_min_rows", None, Kind::Int { min: 1, max: 9, step: 1 }, "";
 
     // ---- numerics ------------------------------------------------------------------------
     /// Batch-invariant results on the GPU: each row of a product, an attention call or a norm

@@ -1,4 +1,5 @@
-//! qmatmul with 9 to [`MAX_ROWS`] lhs rows over GGUF block weights on Hopper (sm_90a):
+//! qmatmul with up to [`MAX_ROWS`] lhs rows (9 and more; from 4 by default for large weights:
+//! qgemv_path.rs) over GGUF block weights on Hopper (sm_90a):
 //! kernels/qgemm_sm90.cu decodes the quants into the tensor-core MMA's register operand in its
 //! mainloop (mma.sync up to 32 lhs rows, wgmma at 64), where the path before
 //! ([`super::qmatmul_sm90`]) dequantized whole matrices into a bf16 scratch and ran the GEMM
@@ -54,6 +55,7 @@ pub fn takes(enc: Encoding, m: usize, n: usize, k: usize, row_bytes: usize, w: u
         && w.is_multiple_of(16)
         && n < i32::MAX as usize
         && k <= i32::MAX as usize - BK
+        && row_bytes <= i32::MAX as usize - slot(enc)
 }
 
 /// A weight row's bytes in one stage, the box it is read in (qgemm_sm90.cu's QgChunk::SLOT):

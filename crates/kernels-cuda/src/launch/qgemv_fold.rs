@@ -117,8 +117,9 @@ pub fn qmatmul_siblings(
     if m > 0 && k > 0 && (2..=QM_SEGS).contains(&parts.len()) && takes(QPath::Mma, true) && total < i32::MAX as usize {
         return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
     }
-    // Rows where each part takes qgemm_sm90.cu: one launch (and one bf16 lhs) for all.
-    if (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len()) && takes(QPath::Qgemm, false) {
+    // Rows where each part takes qgemm_sm90.cu in a launch of all of them (the size rules read
+    // the total, as for the tensor-core GEMV): one launch (and one bf16 lhs) for all.
+    if (2..=super::super::qgemm_sm90::SEGS).contains(&parts.len()) && takes(QPath::Qgemm, true) {
         return super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, false, (m, k, row_bytes));
     }
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
@@ -277,7 +278,8 @@ pub fn qmatmul_gated(
     let arch = arch_major(stream)?;
     let base = QProblem { enc, m, n: 0, k, row_bytes, lhs, w: 0 };
     let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
-    if !pair || !all_take(&base, parts, None, QPath::Qgemm, arch, &tuning) {
+    let total = parts.iter().map(|p| p.2).sum();
+    if !pair || !all_take(&base, parts, Some(total), QPath::Qgemm, arch, &tuning) {
         return Ok(false);
     }
     super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, true, (m, k, row_bytes))?;

@@ -33,7 +33,8 @@ pub enum QPath {
     /// Dequantize to f32 scratch, then the f32 GEMM (more than 8 rows elsewhere).
     Gemm,
     /// qgemm_sm90.cu: the quants decoded in a tensor-core GEMM's mainloop (9-64 rows of every
-    /// GGUF encoding in 16-byte rows on sm_90; `qmatmul.qgemm`).
+    /// GGUF encoding in 16-byte rows on sm_90, 4-8 of large weights; `qmatmul.qgemm`,
+    /// `qmatmul.qgemm_min_rows`).
     Qgemm,
 }
 

@@ -49,16 +49,18 @@ pub fn act_suffix(dtype: DType) -> Result<&'static str> {
     }
 }
 
-/// The kernel families a qmatmul of `enc` with `dtype` activations may launch, whatever its
-/// rows: the decode GEMVs (qgemv's family of the pair, qgemv_mma for the 4-bit encodings and
-/// Q6_K) and
-/// quant's dequantize kernels of the many-rows path; for [`crate::prefetch`].
-pub fn families(enc: Encoding, dtype: DType) -> Result<Vec<&'static crate::sources::Family>> {
+/// The kernel families a qmatmul of `enc` with `dtype` activations may launch on a device of
+/// `arch` (`arch_name`), whatever its rows: the decode GEMVs (qgemv's family of the pair,
+/// qgemv_mma for the 4-bit encodings and Q6_K), quant's dequantize kernels of the many-rows
+/// path and, on sm_90a, qgemm_sm90; for [`crate::prefetch`].
+pub fn families(enc: Encoding, dtype: DType, arch: &str) -> Result<Vec<&'static crate::sources::Family>> {
     let mut out = vec![sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &QUANT];
     if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K) {
         out.push(&QGEMV_MMA);
     }
-    out.push(&crate::sources::QGEMM_SM90);
+    if arch == "sm_90a" {
+        out.push(&crate::sources::QGEMM_SM90);
+    }
     Ok(out)
 }
 

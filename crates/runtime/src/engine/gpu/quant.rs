@@ -287,7 +287,7 @@ fn collect(
         let (Some(enc), Some(lhs)) = (enc, lhs) else { continue };
         let Ok(Device::Cuda(dev)) = crate::engine::model::resolve_device(devices, lhs.device) else { continue };
         // An activation dtype the kernels do not take fails at launch, with its message.
-        if let Ok(families) = k::families(enc, lhs.dtype) {
+        if let Ok(families) = k::families(enc, lhs.dtype, &dev.arch) {
             out.extend(families.into_iter().map(|f| (dev.arch.clone(), f)));
         }
     }
