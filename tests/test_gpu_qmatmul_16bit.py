@@ -67,10 +67,11 @@ def activations(rng, dtype, m, k, scale=1.0, enc=None):
 @pytest.mark.gpu
 @encodings
 @dtypes
-@pytest.mark.parametrize("m", [1, 2, 4, 8, 64])
+@pytest.mark.parametrize("m", [1, 2, 4, 8, 16, 24, 64])
 def test_gpu_qmatmul_16_bit_lhs(hopper, rng, enc, dtype, m):
-    """Every encoding at 1, 2, 4, 8 and 64 rows: 16-byte aligned rows of K = 4096 (the 8B model's)
-    and an odd number of blocks (rows not 16-byte aligned: the general GEMV)."""
+    """Every encoding at 1, 2, 4, 8, 16, 24 and 64 rows (qgemm's 16-, 32- and 64-row tiles past 8
+    rows): 16-byte aligned rows of K = 4096 (the 8B model's) and an odd number of blocks (rows
+    not 16-byte aligned: the general GEMV, or the dequantize path past 8 rows)."""
     for blocks in (4096 // enc.elements_per_block, 37 if enc.elements_per_block == 32 else 3):
         k, n = blocks * enc.elements_per_block, 333
         w = weights(rng, enc, n, k)
