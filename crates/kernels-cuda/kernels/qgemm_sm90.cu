@@ -467,7 +467,8 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
 }
 
 // qgemm_sm90_<enc>_n<NL>[_gt]_<f32|bf16|f16>: NL lhs rows at most (16, 32, 64), the gated pair,
-// the result's (and residual's) type; lhs is bf16.
+// the result's (and residual's) type; lhs is bf16. One family per encoding: QG_NAME (q4_0, ...)
+// and QG_E (ENC_Q4_0, ...) are defined in front (sources.rs).
 #define QGEMM_ENTRY(NAME, E, NL, OT, GT)                                                             \
     extern "C" __global__ void __launch_bounds__(384, Qg<E, NL>::BLOCKS)                            \
         NAME(const __grid_constant__ TmaMap map_l, const __grid_constant__ QgMaps maps, QgArgs p) {  \
@@ -485,9 +486,7 @@ __device__ __forceinline__ void qgemm_sm90(const TmaMap* map_l, const QgMaps* ma
     QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_f32, E, NL, float, true)       \
     QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_bf16, E, NL, bf16, true)       \
     QGEMM_ENTRY(qgemm_sm90_##ENC##_n##NL##_gt_f16, E, NL, f16, true)
-QGEMM_TYPES(q4_0, ENC_Q4_0, 16) QGEMM_TYPES(q4_0, ENC_Q4_0, 32) QGEMM_TYPES(q4_0, ENC_Q4_0, 64)
-QGEMM_TYPES(q4_1, ENC_Q4_1, 16) QGEMM_TYPES(q4_1, ENC_Q4_1, 32) QGEMM_TYPES(q4_1, ENC_Q4_1, 64)
-QGEMM_TYPES(q8_0, ENC_Q8_0, 16) QGEMM_TYPES(q8_0, ENC_Q8_0, 32) QGEMM_TYPES(q8_0, ENC_Q8_0, 64)
-QGEMM_TYPES(q4_k, ENC_Q4_K, 16) QGEMM_TYPES(q4_k, ENC_Q4_K, 32) QGEMM_TYPES(q4_k, ENC_Q4_K, 64)
-QGEMM_TYPES(q5_k, ENC_Q5_K, 16) QGEMM_TYPES(q5_k, ENC_Q5_K, 32) QGEMM_TYPES(q5_k, ENC_Q5_K, 64)
-QGEMM_TYPES(q6_k, ENC_Q6_K, 16) QGEMM_TYPES(q6_k, ENC_Q6_K, 32) QGEMM_TYPES(q6_k, ENC_Q6_K, 64)
+// (one more level, so that QG_NAME and QG_E expand before the pasting)
+#define QGEMM_ENC(ENC, E) QGEMM_TYPES(ENC, E, 16) QGEMM_TYPES(ENC, E, 32) QGEMM_TYPES(ENC, E, 64)
+#define QGEMM_ENC_(ENC, E) QGEMM_ENC(ENC, E)
+QGEMM_ENC_(QG_NAME, QG_E)

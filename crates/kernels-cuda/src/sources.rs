@@ -127,18 +127,45 @@ pub const QGEMV_MMA: Family = Family {
         include_str!("../kernels/qgemv_mma.cu")
     ),
 };
-/// qmatmul with 9 to 64 lhs rows over 4-bit weights on Hopper (sm_90a): the quants decoded
+/// qmatmul with up to 64 lhs rows over GGUF weights on Hopper (sm_90a): the quants decoded
 /// into the MMA's register A operand (mma.sync, or wgmma at 64 rows) in the GEMM's mainloop
-/// (sm90_pipe.cuh and the encodings in front).
-pub const QGEMM_SM90: Family = Family {
-    name: "qgemm_sm90",
-    source: concat!(
-        include_str!("../kernels/cluster.cuh"),
-        include_str!("../kernels/sm90_pipe.cuh"),
-        include_str!("../kernels/quant_common.cuh"),
-        include_str!("../kernels/qgemm_sm90.cu")
-    ),
-};
+/// (sm90_pipe.cuh and the encodings in front). One family per encoding (`QG_NAME`, `QG_E`), as
+/// for QGEMV: a model compiles the encodings it has.
+macro_rules! qgemm_family {
+    ($enc:ident, $e:ident) => {
+        Family {
+            name: concat!("qgemm_sm90_", stringify!($enc)),
+            source: concat!(
+                "#define QG_NAME ",
+                stringify!($enc),
+                "\n#define QG_E ",
+                stringify!($e),
+                "\n",
+                include_str!("../kernels/cluster.cuh"),
+                include_str!("../kernels/sm90_pipe.cuh"),
+                include_str!("../kernels/quant_common.cuh"),
+                include_str!("../kernels/qgemm_sm90.cu")
+            ),
+        }
+    };
+}
+pub const QGEMM_SM90: [Family; 6] = [
+    qgemm_family!(q4_0, ENC_Q4_0),
+    qgemm_family!(q4_1, ENC_Q4_1),
+    qgemm_family!(q8_0, ENC_Q8_0),
+    qgemm_family!(q4_k, ENC_Q4_K),
+    qgemm_family!(q5_k, ENC_Q5_K),
+    qgemm_family!(q6_k, ENC_Q6_K),
+];
+
+/// The qgemm_sm90 family of the encoding `enc` (`q4_0`, `q4_k`, ...: the kernel names' spelling).
+pub fn qgemm(enc: &str) -> crate::Result<&'static Family> {
+    let name = format!("qgemm_sm90_{enc}");
+    QGEMM_SM90
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| crate::Error::Unsupported(format!("no kernel family {name}")))
+}
 /// qmatmul with up to 8 lhs rows: decode in registers (GGUF block encodings; qgemv_stream.cu
 /// for the word-decoded ones on sm_90). One family per encoding and activation type, named
 /// `qgemv_<enc>_<f32|bf16|f16>` ([`qgemv`] finds it), so that a model compiles only the kernels
@@ -269,7 +296,7 @@ pub const SORT: Family = Family {
     source: concat!(include_str!("../kernels/reduction_common.cuh"), include_str!("../kernels/sort.cu")),
 };
 
-/// Every family but the split ones (QGEMV), which [`ALL`] appends.
+/// Every family but the split ones (QGEMV, QGEMM_SM90), which [`ALL`] appends.
 const SINGLE: &[Family] = &[
     CAST,
     FILL,
@@ -292,7 +319,6 @@ const SINGLE: &[Family] = &[
     POOL,
     QUANT,
     QGEMV_MMA,
-    QGEMM_SM90,
     REDUCTION,
     NORM,
     SCAN,
@@ -306,7 +332,8 @@ const SINGLE: &[Family] = &[
     RANDOM,
 ];
 
-const ALL_FAMILIES: [Family; SINGLE.len() + QGEMV.len()] = joined(SINGLE, &QGEMV);
+const SPLIT: [Family; QGEMV.len() + QGEMM_SM90.len()] = joined(&QGEMV, &QGEMM_SM90);
+const ALL_FAMILIES: [Family; SINGLE.len() + SPLIT.len()] = joined(SINGLE, &SPLIT);
 
 /// Every family, for ahead-of-time compile checks.
 pub const ALL: &[Family] = &ALL_FAMILIES;

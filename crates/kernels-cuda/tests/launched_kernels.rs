@@ -64,19 +64,22 @@ fn attention_prefill_sm90_kernels_exist_with_their_argument_sizes() {
 
 #[test]
 fn qgemm_kernels_exist_with_their_three_argument_sizes() {
-    // (three parameters: the lhs map and the weight maps, 64-byte aligned, then the arguments)
-    let listed = qgemm_sm90::kernels();
-    assert_eq!(listed.len(), 108);
-    if check_listed(&QGEMM_SM90, vec![], 0).is_none() {
-        return;
-    }
-    let ptx = String::from_utf8(common::ptx(&QGEMM_SM90, "sm_90a").unwrap_or_else(|e| panic!("{e}"))).unwrap();
-    for (name, [map, maps, args]) in listed {
-        let entry = format!(
-            ".entry {name}(\n\t.param .align 64 .b8 {name}_param_0[{map}],\n\t.param .align 64 .b8 \
-             {name}_param_1[{maps}],\n\t.param .align 8 .b8 {name}_param_2[{args}]\n)"
-        );
-        assert!(ptx.contains(&entry), "missing or different: {entry}");
+    // (three parameters: the lhs map and the weight maps, 64-byte aligned, then the arguments;
+    // one family per encoding)
+    assert_eq!(QGEMM_SM90.len(), 6);
+    for family in &QGEMM_SM90 {
+        let enc = family.name.strip_prefix("qgemm_sm90_").unwrap();
+        let listed = qgemm_sm90::kernels(enc);
+        assert_eq!(listed.len(), 18);
+        let Some(ptx) = check_listed(family, vec![], 0) else { return };
+        assert_eq!(ptx.matches(".entry ").count(), listed.len(), "{}", family.name);
+        for (name, [map, maps, args]) in listed {
+            let entry = format!(
+                ".entry {name}(\n\t.param .align 64 .b8 {name}_param_0[{map}],\n\t.param .align 64 .b8 \
+                 {name}_param_1[{maps}],\n\t.param .align 8 .b8 {name}_param_2[{args}]\n)"
+            );
+            assert!(ptx.contains(&entry), "missing or different: {entry}");
+        }
     }
 }
 

@@ -18,7 +18,6 @@ use max_graph::DType;
 use super::conv::Scratch;
 use super::quant::Encoding;
 use super::tma::{self, TmaMap};
-use crate::sources::QGEMM_SM90;
 use crate::{Error, Result, function};
 
 /// The most lhs rows one launch takes (the kernel's wgmma N).
@@ -165,7 +164,7 @@ pub fn qgemm(
     let nl = tile_rows(m);
     let gt = if gated { "_gt" } else { "" };
     let name = format!("qgemm_sm90_{}_n{nl}{gt}_{tname}", enc.name().to_ascii_lowercase());
-    let f = function(stream.context(), &QGEMM_SM90, &name)?;
+    let f = function(stream.context(), crate::sources::qgemm(&enc.name().to_ascii_lowercase())?, &name)?;
     let smem = smem_bytes(enc, nl) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     // Blocks of BLOCK_ROWS weight rows of each segment (gated: BLOCK_ROWS / 2 of each weight).
@@ -272,17 +271,16 @@ pub fn qgemm(
     Ok(())
 }
 
-/// Every kernel name the launcher can form, with the byte sizes of its three parameters (the
-/// lhs map, the weight maps, the arguments): for the compile tests.
-pub fn kernels() -> Vec<(String, [usize; 3])> {
+/// Every kernel name the launcher can form for the encoding `enc` (`q4_0`, ...: its family's),
+/// with the byte sizes of its three parameters (the lhs map, the weight maps, the arguments):
+/// for the compile tests.
+pub fn kernels(enc: &str) -> Vec<(String, [usize; 3])> {
     let sizes = [size_of::<TmaMap>(), size_of::<QgMaps>(), size_of::<QgArgs>()];
     let mut all = Vec::new();
-    for enc in ["q4_0", "q4_1", "q8_0", "q4_k", "q5_k", "q6_k"] {
-        for nl in [16, 32, 64] {
-            for gt in ["", "_gt"] {
-                for t in ["f32", "bf16", "f16"] {
-                    all.push((format!("qgemm_sm90_{enc}_n{nl}{gt}_{t}"), sizes));
-                }
+    for nl in [16, 32, 64] {
+        for gt in ["", "_gt"] {
+            for t in ["f32", "bf16", "f16"] {
+                all.push((format!("qgemm_sm90_{enc}_n{nl}{gt}_{t}"), sizes));
             }
         }
     }

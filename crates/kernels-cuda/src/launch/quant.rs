@@ -59,7 +59,7 @@ pub fn families(enc: Encoding, dtype: DType, arch: &str) -> Result<Vec<&'static 
         out.push(&QGEMV_MMA);
     }
     if arch == "sm_90a" {
-        out.push(&crate::sources::QGEMM_SM90);
+        out.push(crate::sources::qgemm(&suffix(enc))?);
     }
     Ok(out)
 }
