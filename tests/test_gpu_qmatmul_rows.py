@@ -168,10 +168,15 @@ def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks
     different scales."""
     if enc != Q.Q4_1 and blocks % 8:
         blocks = blocks // 8 * 8
-    k = k_of(enc, blocks)
+    qgemm_against_float64(hopper, rng, enc, m, n, k_of(enc, blocks))
+
+
+def qgemm_against_float64(hopper, rng, enc, m, n, k):
+    """One qgemm launch of m rows over random n x k weights of `enc` (forced: past 32 rows
+    weights below 1536 x 1536 keep the dequantize path by default), its blocks and split-K plan
+    (split unless n = 17000 fills the SMs) and its product against float64."""
     w = weights(rng, enc, n, k)
     lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
-    # (forced: past 32 rows weights below 1536 x 1536 keep the dequantize path by default)
     with tuning.override(**{"qmatmul.qgemm": True}), tuning.record_launches() as log:
         (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
     (rec,) = log.records("qgemm")
@@ -186,19 +191,11 @@ def test_gpu_qgemm_decodes_quants_in_the_mainloop(hopper, rng, enc, m, n, blocks
 @pytest.mark.parametrize("n, blocks", [(300, 8), (4096, 16), (1024, 56), (17000, 16)])
 def test_gpu_qgemm_decodes_super_blocks_in_the_mainloop(hopper, rng, enc, m, n, blocks):
     """The super-block encodings in qgemm_sm90.cu (one 256-element super-block a stage): Q4_K's
-    packed 6-bit scales and mins (Q5_K's also its fifth bits), Q6_K's split 6-bit quants and 16-element scales, its 210-byte
-    super-blocks read from boxes at every offset into their 16 bytes (8 and more super-blocks:
-    rows of whole 16 bytes), against the float64 product; the same split-K plans and M as
-    above."""
-    k = k_of(enc, blocks)
-    w = weights(rng, enc, n, k)
-    lhs = (rng.standard_normal((m, k)) * rng.choice([1e-3, 1.0, 50.0], size=(m, 1))).astype(np.float32)
-    with tuning.override(**{"qmatmul.qgemm": True}), tuning.record_launches() as log:
-        (out,) = execute(product_model(hopper, enc, m, k, n), [lhs, w], hopper)
-    (rec,) = log.records("qgemm")
-    assert rec["blocks"] == -(-n // 128) * rec["splits"] and log.count("gemm_sm90p") == 0, log.records()
-    assert (rec["splits"] == 1) == (n == 17000), rec
-    check(out, lhs, decode(enc, w), bf16_bound)
+    packed 6-bit scales and mins (Q5_K's also its fifth bits), Q6_K's split 6-bit quants and
+    16-element scales, its 210-byte super-blocks read from boxes at every offset into their 16
+    bytes (8 and more super-blocks: rows of whole 16 bytes), against the float64 product; the
+    same split-K plans and M as above."""
+    qgemm_against_float64(hopper, rng, enc, m, n, k_of(enc, blocks))
 
 
 @pytest.mark.gpu

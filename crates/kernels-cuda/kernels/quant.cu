@@ -143,28 +143,14 @@ template <> __device__ __forceinline__ uint4 deq8<ENC_Q8_0>(const u8* b, int e) 
 
 // The super-block encodings: 8 elements of one 32-element sub-block (Q6_K: of one 16-element
 // scale group), their quant bytes as two 16-bit-load words, the rest as deq_elem.
-template <> __device__ __forceinline__ uint4 deq8<ENC_Q4_K>(const u8* b, int e) {
+// Q4_K and Q5_K (its fifth bits from the 32 qh bytes at 16, its quants after them at 48).
+template <int E> __device__ __forceinline__ uint4 deq8_k45(const u8* b, int e) {
     const int sb = e / 32, l = e % 32;
-    u32 sc, m, lo, hi;
+    u32 sc, m, lo, hi, hlo = 0, hhi = 0;
     scale_min(sb, b + 4, sc, m);
     const float d1 = __fmul_rn(f16_at(b, 0), (float)sc), m1 = __fmul_rn(f16_at(b, 2), (float)m);
-    bytes8_u16(b + 16 + 32 * (sb / 2) + l, lo, hi);
-    const int sh = 4 * (sb & 1);
-    u32 p[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const u32 q0 = (byte_of(lo, hi, 2 * i) >> sh) & 0xF, q1 = (byte_of(lo, hi, 2 * i + 1) >> sh) & 0xF;
-        p[i] = bf16_pair(__fsub_rn(__fmul_rn(d1, (float)q0), m1), __fsub_rn(__fmul_rn(d1, (float)q1), m1));
-    }
-    return make_uint4(p[0], p[1], p[2], p[3]);
-}
-template <> __device__ __forceinline__ uint4 deq8<ENC_Q5_K>(const u8* b, int e) {
-    const int sb = e / 32, l = e % 32;
-    u32 sc, m, lo, hi, hlo, hhi;
-    scale_min(sb, b + 4, sc, m);
-    const float d1 = __fmul_rn(f16_at(b, 0), (float)sc), m1 = __fmul_rn(f16_at(b, 2), (float)m);
-    bytes8_u16(b + 48 + 32 * (sb / 2) + l, lo, hi);
-    bytes8_u16(b + 16 + l, hlo, hhi);
+    bytes8_u16(b + (E == ENC_Q5_K ? 48 : 16) + 32 * (sb / 2) + l, lo, hi);
+    if (E == ENC_Q5_K) bytes8_u16(b + 16 + l, hlo, hhi);
     const int sh = 4 * (sb & 1);
     u32 p[4];
 #pragma unroll
@@ -180,6 +166,8 @@ template <> __device__ __forceinline__ uint4 deq8<ENC_Q5_K>(const u8* b, int e) 
     }
     return make_uint4(p[0], p[1], p[2], p[3]);
 }
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q4_K>(const u8* b, int e) { return deq8_k45<ENC_Q4_K>(b, e); }
+template <> __device__ __forceinline__ uint4 deq8<ENC_Q5_K>(const u8* b, int e) { return deq8_k45<ENC_Q5_K>(b, e); }
 template <> __device__ __forceinline__ uint4 deq8<ENC_Q6_K>(const u8* b, int e) {
     const int h = e / 128, q4 = (e % 128) / 32, l = e % 32;
     u32 lo, hi, hlo, hhi;
