@@ -411,6 +411,17 @@ def test_gpu_qmatmul_4bit_one_to_eight_rows(gpu, rng, enc, k, kernel):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("k", [1152, 4224])
+def test_gpu_qmatmul_q4_1_half_chunk(gpu, rng, k):
+    """Q4_1 rows start on 16 bytes at any K of whole 128 elements, so qgemv_mma.cu's last
+    256-element chunk may hold 4 units (two pairs at one lhs row); one to eight rows."""
+    with tuning.override(**{"qgemv.mma": True}), tuning.record_launches() as log:
+        run_qmatmul(gpu, rng, Q.Q4_1, k, 45, [(1, 1), (2, 1), (1, 2), (1, 4), (1, 8)])
+    launches = log.records("qgemv")
+    assert launches and all(r["mma"] == 1 for r in launches), launches
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("enc", FOUR_BIT, ids=lambda e: e.value)
 @pytest.mark.parametrize("scale", [1e-30, 1e-3, 1e25])
 def test_gpu_qmatmul_4bit_lhs_magnitudes(gpu, rng, enc, scale):

@@ -18,6 +18,13 @@
 // (deterministic). Q4_0's "q - 8" is folded in as -8 * sum(x') per unit; the mins of Q4_1 and
 // Q4_K multiply the unit's sum of lhs (2^e * sum(x')).
 //
+// One lhs row fills three of the mma's 8 B columns, so a lane's C holds one piece of a column
+// group or nothing, and the join and scaling after each mma ran on lanes with nothing to do.
+// Q4_0 and Q4_1 at one row take units in pairs: the first unit's pieces in B columns 0..2, a
+// second mma over the next unit's quants with its pieces in columns 4..6 accumulating into the
+// same C; lanes t = 0, 1 then join and scale the first unit, t = 2, 3 the second (one join and
+// one scaling a pair per lane instead of one a unit). (Q4_K's one-row kernels spilled so.)
+//
 // Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
 // (qm_prep, while the first weight copies are in flight; launched in clusters, each CTA of a
 // cluster prepares a run of whole units and copies it into the others' shared memory through
@@ -115,6 +122,14 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u3
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 
+// D = A * B + D.
+__device__ __forceinline__ void mma_u8s8_acc(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 __device__ __forceinline__ float qm_h2f(u32 bits) {
     float r;
     asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"((u16)bits));
@@ -201,6 +216,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #if __CUDA_ARCH__ >= 900
     typedef Qm<E> Q;
     constexpr int CG = (MR + 1) / 2;  // mma column groups: two lhs rows each
+    // One lhs row of Q4_0 or Q4_1: units in pairs, the second's sums in the C columns the first
+    // leaves empty (see the header).
+    constexpr bool PAIRS = MR == 1 && (E == ENC_Q4_0 || E == ENC_Q4_1);
     extern __shared__ __align__(128) u8 qm_smem[];
     const int units = k / 32;
     u8* frag = qm_smem;
@@ -316,10 +334,22 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
         bsrc[c] = bcol ? frag + br * 96 + bp * 32 + t * 8 : zero;
         bstride[c] = bcol ? MR * 96 : 0;
         crow[c] = min(2 * c + t / 2, MR - 1);
-        const bool lead = t % 2 == 0 && 2 * c + t / 2 < m;
+        // (units in pairs: both halves of the quad are row 0, of the pair's two units)
+        const bool lead = t % 2 == 0 && (PAIRS || 2 * c + t / 2 < m);
         xk_mul[c] = (E == ENC_Q4_0 && lead) ? -8 : 0;
         min_mul[c] = lead ? 1.f : 0.f;
     }
+
+    // PAIRS (Q4_0 and Q4_1 at one lhs row): two units a step, the first unit's pieces in B columns 0..2 of one
+    // mma, the second's in columns 4..6 of a second mma into the same C (see the header).
+    // Lanes t = 0, 1 then hold the first unit's sums, t = 2, 3 the second's.
+    const u8* bpair[2];
+    int bpstride[2];
+    const int second = t / 2;
+    bpair[0] = g < 3 ? frag + g * 32 + t * 8 : zero;
+    bpstride[0] = g < 3 ? 96 : 0;
+    bpair[1] = g >= 4 && g < 7 ? frag + 96 + (g - 4) * 32 + t * 8 : zero;
+    bpstride[1] = g >= 4 && g < 7 ? 96 : 0;
 
     float acc[CG][2];
 #pragma unroll
@@ -414,9 +444,43 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                     }
                 }
             };
+            // Units j and j + 1 of the chunk (j even) at one lhs row. (A chunk's units come in
+            // pairs: rows on 16 bytes make K / 32 a multiple of 8 for Q4_0, of 4 for Q4_1.)
+            auto pair = [&](int j) {
+                const int u = u0 + j;
+                const u32 qa = qm_word<E>(r0, j, t), qb = qm_word<E>(r1, j, t);
+                const u32 qa1 = qm_word<E>(r0, j + 1, t), qb1 = qm_word<E>(r1, j + 1, t);
+                const uint2 b0 = *(const uint2*)(bpair[0] + u * bpstride[0]);
+                const uint2 b1 = *(const uint2*)(bpair[1] + u * bpstride[1]);
+                int c[4];
+                mma_u8s8(c, qa & 0x0F0F0F0Fu, qb & 0x0F0F0F0Fu, (qa >> 4) & 0x0F0F0F0Fu, (qb >> 4) & 0x0F0F0F0Fu, b0.x,
+                         b0.y);
+                mma_u8s8_acc(c, qa1 & 0x0F0F0F0Fu, qb1 & 0x0F0F0F0Fu, (qa1 >> 4) & 0x0F0F0F0Fu,
+                             (qb1 >> 4) & 0x0F0F0F0Fu, b1.x, b1.y);
+                const int mine = j + second;  // the lane's unit of the chunk
+                const QmMeta mt = meta[u0 + mine];
+                float v[2];
+                qm_join(c, m0, m1, mt.x * xk_mul[0], mt.s, v);
+                const float xm = mt.xf * min_mul[0];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u8* blk = (h ? r1 : r0) + Enc<E>::BYTES * mine;
+                    acc[0][h] = fmaf(v[h], qm_f16(blk), acc[0][h]);
+                    if (E == ENC_Q4_1) acc[0][h] = fmaf(qm_f16(blk + 2), xm, acc[0][h]);
+                }
+            };
             // Whole chunks without a bound check per unit, so loads of later units can be
             // scheduled ahead of earlier units' arithmetic.
-            if (u0 + QM_UNITS <= units) {
+            if (PAIRS) {
+                if (u0 + QM_UNITS <= units) {
+#pragma unroll
+                    for (int j = 0; j < QM_UNITS; j += 2) pair(j);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < QM_UNITS; j += 2)
+                        if (u0 + j < units) pair(j);
+                }
+            } else if (u0 + QM_UNITS <= units) {
 #pragma unroll 4
                 for (int j = 0; j < QM_UNITS; ++j) unit(j);
             } else {
