@@ -20,10 +20,10 @@
 //
 // One lhs row fills three of the mma's 8 B columns, so a lane's C holds one piece of a column
 // group or nothing, and the join and scaling after each mma ran on lanes with nothing to do.
-// Q4_0 and Q4_1 at one row take units in pairs: the first unit's pieces in B columns 0..2, a
-// second mma over the next unit's quants with its pieces in columns 4..6 accumulating into the
-// same C; lanes t = 0, 1 then join and scale the first unit, t = 2, 3 the second (one join and
-// one scaling a pair per lane instead of one a unit). (Q4_K's one-row kernels spilled so.)
+// Q4_0, Q4_1 and Q4_K at one row take units in pairs: the first unit's pieces in B columns
+// 0..2, a second mma over the next unit's quants with its pieces in columns 4..6 accumulating
+// into the same C; lanes t = 0, 1 then join and scale the first unit, t = 2, 3 the second (one
+// join and one scaling a pair per lane instead of one a unit).
 //
 // Work. A block of 8 warps first turns the whole lhs into B fragments in shared memory
 // (qm_prep, while the first weight copies are in flight; launched in clusters, each CTA of a
@@ -216,9 +216,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #if __CUDA_ARCH__ >= 900
     typedef Qm<E> Q;
     constexpr int CG = (MR + 1) / 2;  // mma column groups: two lhs rows each
-    // One lhs row of Q4_0 or Q4_1: units in pairs, the second's sums in the C columns the first
+    // One lhs row of Q4_0, Q4_1 or Q4_K: units in pairs, the second's sums in the C columns the first
     // leaves empty (see the header).
-    constexpr bool PAIRS = MR == 1 && (E == ENC_Q4_0 || E == ENC_Q4_1);
+    constexpr bool PAIRS = MR == 1 && (E == ENC_Q4_0 || E == ENC_Q4_1 || E == ENC_Q4_K);
     extern __shared__ __align__(128) u8 qm_smem[];
     const int units = k / 32;
     u8* frag = qm_smem;
@@ -382,7 +382,36 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #pragma unroll
             for (int c = 0; c < CG; ++c) aq[c][0] = aq[c][1] = am[c][0] = am[c][1] = 0.f;
 #pragma unroll
-            for (int p = 0; p < 4; ++p) {
+            for (int p = 0; p < 4 && PAIRS; ++p) {
+                // sub-blocks 2p (low nibbles) and 2p + 1 (high) as a pair of units
+                u32 wa[2], wb[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u8* q = (h ? r1 : r0) + 16 + 32 * p + 4 * t;
+                    wa[h] = *(const u32*)q;
+                    wb[h] = *(const u32*)(q + 16);
+                }
+                const int u = u0 + 2 * p;
+                const uint2 b0 = *(const uint2*)(bpair[0] + u * bpstride[0]);
+                const uint2 b1 = *(const uint2*)(bpair[1] + u * bpstride[1]);
+                int c[4];
+                mma_u8s8(c, wa[0] & 0x0F0F0F0Fu, wa[1] & 0x0F0F0F0Fu, wb[0] & 0x0F0F0F0Fu, wb[1] & 0x0F0F0F0Fu, b0.x,
+                         b0.y);
+                mma_u8s8_acc(c, (wa[0] >> 4) & 0x0F0F0F0Fu, (wa[1] >> 4) & 0x0F0F0F0Fu, (wb[0] >> 4) & 0x0F0F0F0Fu,
+                             (wb[1] >> 4) & 0x0F0F0F0Fu, b1.x, b1.y);
+                const QmMeta mt = meta[u + second];
+                float v[2];
+                qm_join(c, m0, m1, 0, mt.s, v);
+                const float xm = mt.xf * min_mul[0];
+                const int jb = 2 * (p % 2) + second;  // the lane's sub-block's byte in sc[h][p / 2]
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    aq[0][h] = fmaf(v[h], qm_byte(sc[h][p / 2], jb), aq[0][h]);
+                    am[0][h] = fmaf(qm_byte(mn[h][p / 2], jb), xm, am[0][h]);
+                }
+            }
+#pragma unroll
+            for (int p = 0; p < 4 && !PAIRS; ++p) {
                 u32 wa[2], wb[2];
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -547,10 +576,13 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #endif
 }
 
-// Four blocks of 8 warps per SM at 1-2 rows: 64 registers (at 3-4 rows the fragments' shared
-// memory allows two: 128; at 5-8 one). `res` (added to the result) with one segment only.
+// Three blocks of 8 warps per SM at one row (80 registers: the pairs of units; the launcher's
+// three weight stages hold a K = 4096 block to three anyway), four at two rows (64), two at
+// 3-4 rows (the fragments' shared memory allows two: 128), one at 5-8. `res` (added to the
+// result) with one segment only.
+#define QM_BLOCKS(MR) (MR > 4 ? 1 : MR > 2 ? 2 : MR == 1 ? 3 : 4)
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, MR > 4 ? 1 : MR > 2 ? 2 : 4) qgemv_mma_##NAME##_m##MR##TS(       \
+    extern "C" __global__ void __launch_bounds__(256, QM_BLOCKS(MR)) qgemv_mma_##NAME##_m##MR##TS(        \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \
