@@ -419,7 +419,7 @@ def test_gpu_mma_clusters_change_no_bits(hopper, rng, enc, m, k):
     (`qgemv.cluster=2`; unset: where K times the kernel's rows is at least 12288): each turns a
     run of whole 32-element units into fragments and copies it into the other's shared memory
     (20 to 448 units: runs of 10 to 224). Both sizes give the same bits, within the
-    f32 bound, and a grid of one block takes no cluster, nor Q4_K's kernels for 1-2 rows (built
+    f32 bound, and a grid of one block takes no cluster, nor Q4_K's kernels for 2 rows (built
     without)."""
     if k == 640 and enc != Q.Q4_1:
         # (Q4_0 rows are 16-byte aligned at multiples of 8 units only, Q4_K's are super-blocks)
@@ -434,8 +434,8 @@ def test_gpu_mma_clusters_change_no_bits(hopper, rng, enc, m, k):
         with tuning.override(**({"qgemv.cluster": c} if c else {})), tuning.record_launches() as log:
             (outs[c],) = execute(model, [lhs, w], hopper)
         (rec,) = log.records("qgemv")
-        # (Q4_K's 1-2-row kernels are built without clusters)
-        want = 1 if enc == Q.Q4_K and m <= 2 else c or (2 if k * rows >= 12288 else 1)
+        # (Q4_K's 2-row kernels are built without clusters)
+        want = 1 if enc == Q.Q4_K and m == 2 else c or (2 if k * rows >= 12288 else 1)
         assert rec["mma"] == 1 and rec["cluster"] == want and rec["blocks"] % want == 0, rec
     check(outs[None], lhs, decode(enc, w), f32_bound)
     for c in (1, 2):

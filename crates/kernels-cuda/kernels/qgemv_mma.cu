@@ -230,9 +230,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     // the lhs preparation: each prepares a run of whole units and copies it into the others'
     // shared memory. This arrival says the CTA has started (its shared memory may be written
     // once the others have waited for it).
-    // (Q4_K's 1-2-row kernels are never launched in clusters: its super-block scales leave them
+    // (Q4_K's 2-row kernels are never launched in clusters: its super-block scales leave them
     // no register for this at four blocks an SM.)
-    constexpr bool CL = !(E == ENC_Q4_K && MR <= 2);
+    constexpr bool CL = !(E == ENC_Q4_K && MR == 2);
     if (CL && cluster_size() > 1) cluster_arrive_relaxed_aligned();
     const int nst = sg.stages;
     u8* ring = stages + warp * (nst * Q::STAGE);
@@ -340,9 +340,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
         min_mul[c] = lead ? 1.f : 0.f;
     }
 
-    // PAIRS (Q4_0 and Q4_1 at one lhs row): two units a step, the first unit's pieces in B columns 0..2 of one
-    // mma, the second's in columns 4..6 of a second mma into the same C (see the header).
-    // Lanes t = 0, 1 then hold the first unit's sums, t = 2, 3 the second's.
+    // PAIRS: two units a step, the first unit's pieces in B columns 0..2 of one mma, the
+    // second's in columns 4..6 of a second mma into the same C; lanes t = 0, 1 then hold the
+    // first unit's sums, t = 2, 3 the second's (`second`: the lane's unit of the pair).
     const u8* bpair[2];
     int bpstride[2];
     const int second = t / 2;
@@ -576,10 +576,10 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #endif
 }
 
-// Three blocks of 8 warps per SM at one row (80 registers: the pairs of units; the launcher's
-// three weight stages hold a K = 4096 block to three anyway), four at two rows (64), two at
-// 3-4 rows (the fragments' shared memory allows two: 128), one at 5-8. `res` (added to the
-// result) with one segment only.
+// Three blocks of 8 warps per SM at one row (80 registers, for the pairs of units; Q6_K's
+// kernel too: the launcher's three weight stages at one row hold a block to three anyway), four
+// at two rows (64), two at 3-4 rows (the fragments' shared memory allows two: 128), one at 5-8.
+// `res` (added to the result) with one segment only.
 #define QM_BLOCKS(MR) (MR > 4 ? 1 : MR > 2 ? 2 : MR == 1 ? 3 : 4)
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
     extern "C" __global__ void __launch_bounds__(256, QM_BLOCKS(MR)) qgemv_mma_##NAME##_m##MR##TS(        \

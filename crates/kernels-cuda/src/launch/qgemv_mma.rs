@@ -104,7 +104,7 @@ const CLUSTER_MIN_PREP: usize = 12 * 1024;
 /// (CTAs per cluster, blocks) for a grid of `blocks` (mma_grid's) with `resident` fitting at
 /// once and `prep` lhs elements to prepare (K times the kernel's rows): two where `prep` is at
 /// least CLUSTER_MIN_PREP (`qgemv.cluster` forces 1 or 2), none for a grid of one block or a
-/// kernel built without (`clusters` false: Q4_K's at 1-2 rows, whose registers leave no room);
+/// kernel built without (`clusters` false: Q4_K's at 2 rows, whose registers leave no room);
 /// the grid becomes a multiple of the cluster, rounded up where that still fits at once (and
 /// within `qgemv.grid`), else down.
 fn mma_cluster(
@@ -176,10 +176,11 @@ fn mma_stages(
 /// Weight stages per warp: 2 (3 for one lhs row where the block holds them), or the most up to
 /// QM_MAX_ST that keep the resident blocks that count allows (`resident(st)`, None where the
 /// device's block cannot hold st): at long K the lhs fragments hold an SM to 1-2 blocks and
-/// leave room for more bytes in flight. At one row a third stage pays even where it costs a
-/// block per SM (K = 4096: four blocks of two stages, three of three; an H200, the 8B-shaped
-/// Q4_0 model's decode at one sequence 368.0 -> 382.1 tok/s). `forced` (`qgemv.stages`) wins
-/// where the device allows it.
+/// leave room for more bytes in flight. At one row a third stage paid even where it cost a
+/// block per SM (K = 4096: four blocks of two stages, three of three, when the one-row kernels
+/// held 64 registers; an H200, the 8B-shaped Q4_0 model's decode at one sequence 368.0 -> 382.1
+/// tok/s; at 80 registers they hold three blocks whatever the stages). `forced`
+/// (`qgemv.stages`) wins where the device allows it.
 fn pick_stages(resident: impl Fn(usize) -> Option<usize>, forced: Option<usize>, one_row: bool) -> usize {
     if let Some(st) = forced.filter(|st| (2..=QM_MAX_ST).contains(st) && resident(*st).is_some()) {
         return st;
@@ -282,7 +283,7 @@ pub(super) fn qgemv_mma(
         }
     }
     let (split, blocks) = mma_grid(segs.tiles() * 16, k, resident, tuning);
-    let clusters = !(enc == Encoding::Q4K && m <= 2);
+    let clusters = !(enc == Encoding::Q4K && m == 2);
     let (cluster, mut blocks) = mma_cluster((blocks, resident), k * mma_rows(m), clusters, tuning);
     if cluster == 2 {
         blocks = blocks.min(resident_in_pairs(stream, &f, &name, smem, resident).max(2));
