@@ -382,8 +382,8 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #pragma unroll
             for (int c = 0; c < CG; ++c) aq[c][0] = aq[c][1] = am[c][0] = am[c][1] = 0.f;
 #pragma unroll
-            for (int p = 0; p < 4 && PAIRS; ++p) {
-                // sub-blocks 2p (low nibbles) and 2p + 1 (high) as a pair of units
+            for (int p = 0; p < 4; ++p) {
+                // sub-blocks 2p (low nibbles) and 2p + 1 (high)
                 u32 wa[2], wb[2];
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -391,52 +391,46 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
                     wa[h] = *(const u32*)q;
                     wb[h] = *(const u32*)(q + 16);
                 }
-                const int u = u0 + 2 * p;
-                const uint2 b0 = *(const uint2*)(bpair[0] + u * bpstride[0]);
-                const uint2 b1 = *(const uint2*)(bpair[1] + u * bpstride[1]);
-                int c[4];
-                mma_u8s8(c, wa[0] & 0x0F0F0F0Fu, wa[1] & 0x0F0F0F0Fu, wb[0] & 0x0F0F0F0Fu, wb[1] & 0x0F0F0F0Fu, b0.x,
-                         b0.y);
-                mma_u8s8_acc(c, (wa[0] >> 4) & 0x0F0F0F0Fu, (wa[1] >> 4) & 0x0F0F0F0Fu, (wb[0] >> 4) & 0x0F0F0F0Fu,
-                             (wb[1] >> 4) & 0x0F0F0F0Fu, b1.x, b1.y);
-                const QmMeta mt = meta[u + second];
-                float v[2];
-                qm_join(c, m0, m1, 0, mt.s, v);
-                const float xm = mt.xf * min_mul[0];
-                const int jb = 2 * (p % 2) + second;  // the lane's sub-block's byte in sc[h][p / 2]
+                if (PAIRS) {
+                    // as a pair of units
+                    const int u = u0 + 2 * p;
+                    const uint2 b0 = *(const uint2*)(bpair[0] + u * bpstride[0]);
+                    const uint2 b1 = *(const uint2*)(bpair[1] + u * bpstride[1]);
+                    int c[4];
+                    mma_u8s8(c, wa[0] & 0x0F0F0F0Fu, wa[1] & 0x0F0F0F0Fu, wb[0] & 0x0F0F0F0Fu,
+                             wb[1] & 0x0F0F0F0Fu, b0.x, b0.y);
+                    mma_u8s8_acc(c, (wa[0] >> 4) & 0x0F0F0F0Fu, (wa[1] >> 4) & 0x0F0F0F0Fu,
+                                 (wb[0] >> 4) & 0x0F0F0F0Fu, (wb[1] >> 4) & 0x0F0F0F0Fu, b1.x, b1.y);
+                    const QmMeta mt = meta[u + second];
+                    float v[2];
+                    qm_join(c, m0, m1, 0, mt.s, v);
+                    const float xm = mt.xf * min_mul[0];
+                    const int jb = 2 * (p % 2) + second;  // the lane's sub-block's byte in sc[h][p / 2]
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    aq[0][h] = fmaf(v[h], qm_byte(sc[h][p / 2], jb), aq[0][h]);
-                    am[0][h] = fmaf(qm_byte(mn[h][p / 2], jb), xm, am[0][h]);
-                }
-            }
+                    for (int h = 0; h < 2; ++h) {
+                        aq[0][h] = fmaf(v[h], qm_byte(sc[h][p / 2], jb), aq[0][h]);
+                        am[0][h] = fmaf(qm_byte(mn[h][p / 2], jb), xm, am[0][h]);
+                    }
+                } else {
 #pragma unroll
-            for (int p = 0; p < 4 && !PAIRS; ++p) {
-                u32 wa[2], wb[2];
+                    for (int hi = 0; hi < 2; ++hi) {
+                        const int j = 2 * p + hi, u = u0 + j;
+                        const int sh = 4 * hi;
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const u8* q = (h ? r1 : r0) + 16 + 32 * p + 4 * t;
-                    wa[h] = *(const u32*)q;
-                    wb[h] = *(const u32*)(q + 16);
-                }
+                        for (int cg = 0; cg < CG; ++cg) {
+                            const uint2 b = *(const uint2*)(bsrc[cg] + u * bstride[cg]);
+                            const QmMeta mt = meta[u * MR + crow[cg]];
+                            int c[4];
+                            mma_u8s8(c, (wa[0] >> sh) & 0x0F0F0F0Fu, (wa[1] >> sh) & 0x0F0F0F0Fu,
+                                     (wb[0] >> sh) & 0x0F0F0F0Fu, (wb[1] >> sh) & 0x0F0F0F0Fu, b.x, b.y);
+                            float v[2];
+                            qm_join(c, m0, m1, 0, mt.s, v);
+                            const float xm = mt.xf * min_mul[cg];
 #pragma unroll
-                for (int hi = 0; hi < 2; ++hi) {
-                    const int j = 2 * p + hi, u = u0 + j;
-                    const int sh = 4 * hi;
-#pragma unroll
-                    for (int cg = 0; cg < CG; ++cg) {
-                        const uint2 b = *(const uint2*)(bsrc[cg] + u * bstride[cg]);
-                        const QmMeta mt = meta[u * MR + crow[cg]];
-                        int c[4];
-                        mma_u8s8(c, (wa[0] >> sh) & 0x0F0F0F0Fu, (wa[1] >> sh) & 0x0F0F0F0Fu,
-                                 (wb[0] >> sh) & 0x0F0F0F0Fu, (wb[1] >> sh) & 0x0F0F0F0Fu, b.x, b.y);
-                        float v[2];
-                        qm_join(c, m0, m1, 0, mt.s, v);
-                        const float xm = mt.xf * min_mul[cg];
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            aq[cg][h] = fmaf(v[h], qm_byte(sc[h][j / 4], j % 4), aq[cg][h]);
-                            am[cg][h] = fmaf(qm_byte(mn[h][j / 4], j % 4), xm, am[cg][h]);
+                            for (int h = 0; h < 2; ++h) {
+                                aq[cg][h] = fmaf(v[h], qm_byte(sc[h][j / 4], j % 4), aq[cg][h]);
+                                am[cg][h] = fmaf(qm_byte(mn[h][j / 4], j % 4), xm, am[cg][h]);
+                            }
                         }
                     }
                 }
