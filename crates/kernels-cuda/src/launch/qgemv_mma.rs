@@ -41,6 +41,14 @@ fn slot_bytes(enc: Encoding) -> usize {
     (QM_CHUNK / elems * bytes).next_multiple_of(16)
 }
 
+/// Whether rows of `row_bytes` hold K elements of `enc` in whole blocks, on 16 bytes (TMA's
+/// boxes): then a 256-element chunk holds whole pairs of 32-element units (K / 32 a multiple of
+/// 8 for Q4_0, of 4 for Q4_1; Q4_K and Q6_K whole super-blocks), as the one-row kernels take them.
+fn rows_fit(enc: Encoding, k: usize, row_bytes: usize) -> bool {
+    let (elems, bytes) = enc.block();
+    k > 0 && k.is_multiple_of(elems) && row_bytes == k / elems * bytes && row_bytes.is_multiple_of(16)
+}
+
 /// K parts per tile (a power of two up to 8 and at most `chunks`) for `tiles` tiles over
 /// `slots` resident warps: 8 when even that keeps to one part per warp, else the largest up to 4
 /// that keeps to two. Parts interleave K's chunks, so more parts read each row in longer runs;
@@ -268,6 +276,12 @@ pub(super) fn qgemv_mma(
     if parts.is_empty() || parts.len() > QM_SEGS || (res != 0 && parts.len() > 1) || bad_pair {
         return Err(Error::Unsupported(format!("qgemv_mma: {} sibling products", parts.len())));
     }
+    if !rows_fit(enc, k, row_bytes) {
+        return Err(Error::Unsupported(format!(
+            "qgemv_mma: {} weight rows of {row_bytes} bytes for K = {k} (whole blocks, a multiple of 16 bytes)",
+            suffix(enc)
+        )));
+    }
     let name = format!("qgemv_mma_{}_m{}{}", suffix(enc), mma_rows(m), act_suffix(dtype)?);
     let f = function(stream.context(), &QGEMV_MMA, &name)?;
     let (stages, smem, resident) = mma_stages(stream, &f, &name, (enc, m, k), tuning)?;
@@ -349,6 +363,17 @@ mod tests {
     use max_tuning::Tuning;
 
     use super::*;
+
+    #[test]
+    fn weight_rows_hold_whole_blocks_on_16_bytes() {
+        assert!(rows_fit(Encoding::Q4_0, 4096, 4096 / 32 * 18));
+        assert!(!rows_fit(Encoding::Q4_0, 1152, 1152 / 32 * 18)); // 648 bytes
+        assert!(rows_fit(Encoding::Q4_1, 1152, 1152 / 32 * 20));
+        assert!(!rows_fit(Encoding::Q4_1, 1152, 1152 / 32 * 20 + 16)); // padded rows
+        assert!(rows_fit(Encoding::Q4K, 4096, 16 * 144));
+        assert!(!rows_fit(Encoding::Q4K, 4000, 4000 / 32 * 18));
+        assert!(!rows_fit(Encoding::Q4_0, 0, 0));
+    }
 
     #[test]
     fn mma_segments_tile_the_launch_in_order() {
