@@ -419,6 +419,7 @@ def test_gpu_qmatmul_q4_1_half_chunk(gpu, rng, k):
         run_qmatmul(gpu, rng, Q.Q4_1, k, 45, [(1, 1), (2, 1), (1, 2), (1, 4), (1, 8)])
     launches = log.records("qgemv")
     assert launches and all(r["mma"] == 1 for r in launches), launches
+    assert any(r["kernel"] == "qgemv_mma_q4_1_m1" for r in launches), launches  # the pairs
 
 
 @pytest.mark.gpu
