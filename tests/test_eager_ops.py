@@ -163,6 +163,25 @@ def test_mixing_dtypes_without_a_cast_raises():
     assert (a + Tensor.ones([2, 3], dtype=DType.float64).cast(DType.float32)).to_numpy().sum() == 12
 
 
+def test_integer_constants_must_fit():
+    """Tensor.constant and Tensor.full check integer values as ops.constant does: a value out
+    of the dtype's range, or a float with a fraction (or NaN), raises instead of wrapping."""
+    with pytest.raises(ValueError, match=r"Tensor.full: value: 300 does not fit in uint8 \(range 0..255\)"):
+        Tensor.full([2], 300, dtype=DType.uint8)
+    with pytest.raises(ValueError, match="Tensor.constant: value: -1 does not fit in uint32"):
+        Tensor.constant([-1], dtype=DType.uint32)
+    with pytest.raises(ValueError, match=r"Tensor.constant: value: 1099511627776 does not fit in int32"):
+        Tensor.constant([2**40], dtype=DType.int32)
+    with pytest.raises(ValueError, match="non-integral values cannot be loaded as int32"):
+        Tensor.constant([1.7, -2.9], dtype=DType.int32)
+    with pytest.raises(ValueError, match="non-integral values cannot be loaded as int16"):
+        Tensor.full([3], float("nan"), dtype=DType.int16)
+    assert Tensor.full([2], 255, dtype=DType.uint8).to_numpy().tolist() == [255, 255]
+    assert Tensor.constant([-2.0, 3.0], dtype=DType.int8).to_numpy().tolist() == [-2, 3]
+    assert Tensor.constant(np.array([1, 2], dtype=np.int64), dtype=DType.uint16).to_numpy().tolist() == [1, 2]
+    assert np.isnan(Tensor.full([1], float("nan"), dtype=DType.float32).to_numpy()).all()
+
+
 def test_mixing_devices_without_a_move_raises(gpu):
     from max.driver import CPU
 

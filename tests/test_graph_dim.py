@@ -121,3 +121,18 @@ def test_algebraic_dims_survive_reshape_concat_and_slice():
         assert head.shape == [n * 4 + 1, 4]
         assert ops.concat([head, x], axis=0).shape == [n * 6 + 2, 4]
         assert x[:, ::2].shape == [n * 2 + 1, 2]
+
+
+def test_sizes_out_of_range():
+    """A dim beyond int64 raises ValueError naming it; a tensor or buffer type refuses a negative
+    static size when it is built (not first at execute), while -1 stays a dim reshape takes."""
+    from max.dtype import DType
+    from max.graph import BufferType, DeviceRef, TensorType
+
+    with pytest.raises(ValueError, match="dimension 1180591620717411303424 is outside the int64 range"):
+        Dim(2**70)
+    with pytest.raises(ValueError, match=r"TensorType: shape \[-2, 3\]: dim 0 is -2; sizes are >= 0"):
+        TensorType(DType.float32, (-2, 3), DeviceRef.CPU())
+    with pytest.raises(ValueError, match="BufferType: .*dim 1 is -1"):
+        BufferType(DType.float32, ("n", -1), DeviceRef.CPU())
+    assert Dim(-1) == -1 and TensorType(DType.float32, ("n", 0), DeviceRef.CPU()).rank == 2

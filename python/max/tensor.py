@@ -15,6 +15,7 @@ from max import driver
 from max.dtype import DType
 from max.graph import ops
 from max.graph.shape import Shape
+from max.graph.ops.creation import check_fits
 from max.graph.type import DeviceRef, TensorType
 from max._eager import compiled, creation, dispatch
 from max._eager import graph_fns as _g
@@ -144,7 +145,9 @@ class Tensor:
             d, dev = defaults(dtype or value.dtype, device or value.device)
             return value.cast(d).to(dev)
         dtype, device = defaults(dtype, device)
-        return cls(storage=creation.buffer(creation.host_values(value), dtype, device))
+        arr = creation.host_values(value)
+        check_fits(arr, dtype, "Tensor.constant: value")
+        return cls(storage=creation.buffer(arr, dtype, device))
 
     @classmethod
     def from_dlpack(cls, array: Any) -> Tensor:
@@ -173,6 +176,7 @@ class Tensor:
         """A tensor of `shape` filled with `value` (dtype and device default to the current defaults)."""
         dtype, device = defaults(dtype, device)
         dims = creation.static_shape(shape, "full")
+        check_fits(np.asarray(value), dtype, "Tensor.full: value")
         return creation.make(dims, dtype, device, lambda: np.full(dims, value))
 
     @classmethod

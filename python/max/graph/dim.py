@@ -20,7 +20,10 @@ def _core(value: Any) -> _CoreDim:
     if isinstance(value, bool):
         raise TypeError(f"Unsupported dimension type {value!r} ({type(value)})")
     if isinstance(value, (int, np.integer)):
-        return _CoreDim.static(int(value))
+        n = int(value)
+        if not -(2**63) <= n < 2**63:
+            raise ValueError(f"dimension {n} is outside the int64 range")
+        return _CoreDim.static(n)
     if isinstance(value, str):
         return _CoreDim.symbol(value)
     raise TypeError(f"Unsupported dimension type {value!r} ({type(value)})")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from max.dtype import DType
-from max.graph.dim import Dim
+from max.graph.dim import Dim, StaticDim
 from max.graph.shape import Shape, ShapeLike
 
 
@@ -138,6 +138,10 @@ class _ShapedType(Type):
             raise TypeError(f"{type(self).__name__}: dtype must be a max.dtype.DType, got {dtype!r}")
         self.dtype = dtype
         self.shape = shape if isinstance(shape, Shape) else Shape(shape)
+        for i, d in enumerate(self.shape):
+            if isinstance(d, StaticDim) and int(d) < 0:
+                dims = ", ".join(str(x) for x in self.shape)
+                raise ValueError(f"{type(self).__name__}: shape [{dims}]: dim {i} is {int(d)}; sizes are >= 0")
         self.device = _device_arg(device)
         self._layout = _layout
 

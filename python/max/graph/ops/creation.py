@@ -41,23 +41,34 @@ def _default_dtype(value: Any, arr: np.ndarray) -> DType:
         raise TypeError(f"constant: value: numpy dtype {arr.dtype} has no max.dtype.DType") from None
 
 
+def check_fits(arr: np.ndarray, dtype: DType, who: str) -> None:
+    """ValueError (naming `who`) unless every value of `arr` is exactly representable in an
+    integral `dtype`: integers within its range, floats finite and integral. Other dtypes take
+    any values (floats round)."""
+    if not dtype.is_integral() or not arr.size:
+        return
+    lo, hi = _INT_RANGE[dtype]
+    if arr.dtype.kind in "fc":
+        wide = arr.astype(np.float64) if arr.dtype.kind == "f" else arr.astype(np.complex128)
+        if arr.dtype.kind == "c" and np.any(wide.imag != 0):
+            raise ValueError(f"{who}: complex values cannot be loaded as {dtype.name}")
+        wide = np.real(wide)
+        if not np.all(np.isfinite(wide)) or np.any(wide != np.trunc(wide)):
+            raise ValueError(f"{who}: non-integral values cannot be loaded as {dtype.name}")
+        vmin, vmax = wide.min(), wide.max()
+    else:
+        vmin, vmax = int(arr.min()), int(arr.max())
+    if vmin < lo or vmax > hi:
+        bad = vmin if vmin < lo else vmax
+        raise ValueError(f"{who}: {bad} does not fit in {dtype.name} (range {lo}..{hi})")
+
+
 def _encode(arr: np.ndarray, dtype: DType) -> bytes:
     """The array's elements as `dtype`, little-endian, with the engine's cast rules."""
     from max import driver
 
     src_dtype = DType.from_numpy(arr.dtype)
-    if dtype.is_integral() and arr.size:
-        lo, hi = _INT_RANGE[dtype]
-        if src_dtype.is_float():
-            wide = arr.astype(np.float64)
-            if not np.all(np.isfinite(wide)) or np.any(wide != np.trunc(wide)):
-                raise ValueError(f"constant: value: non-integral values cannot be loaded as {dtype.name}")
-            vmin, vmax = wide.min(), wide.max()
-        else:
-            vmin, vmax = int(arr.min()), int(arr.max())
-        if vmin < lo or vmax > hi:
-            bad = vmin if vmin < lo else vmax
-            raise ValueError(f"constant: value: {bad} does not fit in {dtype.name} (range {lo}..{hi})")
+    check_fits(arr, dtype, "constant: value")
     buf = driver.Buffer.from_numpy(np.ascontiguousarray(arr))
     if src_dtype != dtype:
         buf = buf._cast(dtype)
