@@ -258,6 +258,17 @@ __device__ u32 top_p_threshold(Row& r, float m, u32 thr, float top_p, float* exp
     return kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh, x);
 }
 
+// The greedy pick of a row: the first index of its largest value (NaN as -inf).
+__device__ u32 greedy_row(const Row& r, Best* bsh, Xchg& x) {
+    Best best{NEG_INF, NONE};
+    for_slice(r, [&](u32 j, float v) {
+        v = isnan(v) ? NEG_INF : v;
+        if (better(v, j, best)) best = Best{v, j};
+    });
+    best = cluster_best(block_best(best, bsh), bsh, x);
+    return best.i == NONE ? 0 : best.i;
+}
+
 // `keys`, `exps`: room for the slice's keys and exps, or null.
 __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh,
                           u64* ssh, Xchg& x) {
@@ -269,7 +280,11 @@ __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p,
     });
     b = cluster_best(block_best(b, bsh), bsh, x);  // (its barriers publish the keys too)
     r.keys = keys;
-    // Nothing above -inf (token 0), or +inf values, which win every draw: the first of them.
+    // A temperature so small that logits / temperature overflow (or +inf logits): the greedy
+    // pick of the logits themselves, the limit as the temperature goes to 0 (math.rs). (b.v is
+    // the cluster's: every thread takes the same branch.)
+    if (b.v == -NEG_INF) return greedy_row(r, bsh, x);
+    // Nothing above -inf: token 0.
     if (!isfinite(b.v)) return b.i == NONE ? 0 : b.i;
     const float m = b.v;
     const u32 first = b.i, top = key_of(m);
@@ -291,17 +306,6 @@ __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p,
     });
     b = cluster_best(block_best(b, bsh), bsh, x);
     return b.i == NONE ? first : b.i;
-}
-
-// The greedy pick of a row: the first index of its largest value (NaN as -inf).
-__device__ u32 greedy_row(const Row& r, Best* bsh, Xchg& x) {
-    Best best{NEG_INF, NONE};
-    for_slice(r, [&](u32 j, float v) {
-        v = isnan(v) ? NEG_INF : v;
-        if (better(v, j, best)) best = Best{v, j};
-    });
-    best = cluster_best(block_best(best, bsh), bsh, x);
-    return best.i == NONE ? 0 : best.i;
 }
 
 // One cluster per row (rows cluster, + clusters, ...); dynamic shared memory: slice * 4 bytes
