@@ -133,6 +133,18 @@ def test_requests_that_used_to_fail_inside(server):
     status, err = server.post_raw("/v1/completions", b'{"prompt": "' + b"word " * 4000 + b'", "max_tokens": 2}')
     assert status == 400 and err["error"]["code"] == "context_length_exceeded"
     assert "characters" in err["error"]["message"]
+    # tool schemas nested 300 levels deep (Python's recursion gave a 500)
+    deep = '{"type": "object", "properties": {"a": ' * 300 + '{"type": "object"}' + "}}" * 300
+    body = '{"model": "smollm", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}], '
+    body += '"tools": [{"type": "function", "function": {"name": "f", "parameters": ' + deep + "}}]}"
+    status, err = server.post_raw("/v1/chat/completions", body.encode())
+    assert status == 400 and "tools is nested more than 64 levels" in err["error"]["message"], err
+    # a temperature whose quotients overflow float32 samples greedily (it gave token 0)
+    hot = client.completions.create(model="smollm", prompt="The capital of France is", max_tokens=4,
+                                    temperature=1e-40)
+    cold = client.completions.create(model="smollm", prompt="The capital of France is", max_tokens=4,
+                                     temperature=0)
+    assert hot.choices[0].text == cold.choices[0].text
     _works(server)
 
 

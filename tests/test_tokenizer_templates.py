@@ -293,6 +293,26 @@ def test_templates_cannot_build_huge_things(template, needle):
     assert len(render_chat_template(ok, [{"role": "user", "content": "hi"}])) == 1_000_000
 
 
+def test_deeply_nested_inputs_are_refused():
+    """Tools, documents, template variables or messages nested past 64 levels raise a
+    ChatTemplateError naming the argument (they overflowed Python's recursion before)."""
+    deep: dict = {"a": 1}
+    for _ in range(600):
+        deep = {"a": deep}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": deep}}]
+    user = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ChatTemplateError, match="tools is nested more than 64 levels deep"):
+        render_chat_template("{{ messages[0].content }}", user, tools=tools)
+    with pytest.raises(ChatTemplateError, match="chat_template_kwargs is nested more than 64"):
+        render_chat_template("{{ x }}", user, x=deep)
+    with pytest.raises(ChatTemplateError, match="a message is nested"):
+        render_chat_template("{{ messages[0].content }}", [{"role": "user", "content": "hi", "meta": deep}])
+    ok: dict = {"a": 1}
+    for _ in range(40):
+        ok = {"a": ok}
+    assert render_chat_template("{{ x.a.a.a }}", user, x=ok) == "{'a': " * 38 + "1" + "}" * 38
+
+
 def test_bounded_filters_and_operators_still_work():
     """The size-checked filters and ``~`` give what Jinja's own give, and a long message is not
     refused: the limit grows with the inputs."""

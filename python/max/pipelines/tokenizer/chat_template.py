@@ -349,8 +349,14 @@ def select_chat_template(
 _REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
 
-def _plain_data(value: Any) -> Any:
-    """Rebuild ``value`` from plain JSON-like types, so the sandbox sees no foreign objects."""
+# How deeply a template's inputs may nest (tool schemas nest a few levels; JSON parsers stop
+# near 1000, and Python's recursion before that).
+MAX_DEPTH = 64
+
+
+def _plain_data(value: Any, what: str = "the input", depth: int = 0) -> Any:
+    """Rebuild ``value`` from plain JSON-like types, so the sandbox sees no foreign objects;
+    ChatTemplateError (naming `what`) past MAX_DEPTH levels of nesting."""
     if value is None or type(value) in (str, int, float, bool):
         return value
     if isinstance(value, str):
@@ -361,18 +367,24 @@ def _plain_data(value: Any) -> Any:
         return int.__int__(value)
     if isinstance(value, float):
         return float.__float__(value)
+    if depth >= MAX_DEPTH:
+        raise ChatTemplateError(f"{what} is nested more than {MAX_DEPTH} levels deep")
+
+    def inner(v: Any) -> Any:
+        return _plain_data(v, what, depth + 1)
+
     if isinstance(value, Mapping):
-        return {_plain_data(k): _plain_data(v) for k, v in value.items()}
+        return {inner(k): inner(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain_data(v) for v in value]
+        return [inner(v) for v in value]
     if isinstance(value, tuple):
-        return tuple(_plain_data(v) for v in value)
+        return tuple(inner(v) for v in value)
     dump = getattr(value, "model_dump", None)
     if callable(dump):  # pydantic models
-        return _plain_data(dump())
+        return _plain_data(dump(), what, depth)
     item = getattr(value, "item", None)
     if callable(item) and type(value).__module__ == "numpy":  # numpy scalars
-        return _plain_data(item())
+        return _plain_data(item(), what, depth)
     # Anything else is shown to the template as an inert placeholder.
     return f"<{type(value).__name__}>"
 
@@ -387,7 +399,7 @@ def _prepare_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             raise ChatTemplateError(f"each chat message must be a dict, got {type(message).__name__}")
         # Keys set to None are dropped: templates test for a key's presence.
         message = {k: v for k, v in message.items() if v is not None}
-        message = _plain_data(message)
+        message = _plain_data(message, "a message")
         reasoning = next((message[k] for k in _REASONING_KEYS if message.get(k) is not None), None)
         if reasoning is not None:
             message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
@@ -429,11 +441,11 @@ def render_chat_template(
 
     variables: dict[str, Any] = dict(special_tokens or {})
     variables.update(template_kwargs)
-    variables = _plain_data(variables)
+    variables = _plain_data(variables, "chat_template_kwargs")
     inputs = dict(
         messages=_prepare_messages(messages),
-        tools=_plain_data(list(tools)) if tools is not None else None,
-        documents=_plain_data(list(documents)) if documents is not None else None,
+        tools=_plain_data(list(tools), "tools") if tools is not None else None,
+        documents=_plain_data(list(documents), "documents") if documents is not None else None,
     )
     size = len(json.dumps([inputs, variables], default=str, ensure_ascii=False))
     budget = _budget.set([MAX_LOOP_ITEMS, MAX_BUILT + 2 * size])
