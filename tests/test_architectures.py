@@ -177,6 +177,18 @@ def test_bert_embeddings_match_reference(device, tmp_path):
         np.testing.assert_allclose(p.encode([text])[0], vec, rtol=1e-4, atol=1e-5)
 
 
+def test_bert_refuses_block_encodings(tmp_path):
+    """An encoder model runs in a float dtype: a GGUF block encoding (or float8) is refused, not
+    silently run as float32."""
+    from max.interfaces import PipelineTask
+
+    ckpt = write_checkpoint("bert", tmp_path, seed=9)
+    for enc in ("q4_k", "float8_e4m3fn"):
+        with pytest.raises(ValueError, match=f"--quantization-encoding {enc}: an encoder model runs in float32"):
+            load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), quantization_encoding=enc),
+                          task=PipelineTask.EMBEDDINGS_GENERATION)
+
+
 def test_token_ids_outside_the_vocabulary_are_refused(device, checkpoints):
     ckpt = checkpoints("llama")
     p = _pipeline(ckpt, "safetensors", device)

@@ -202,6 +202,37 @@ def test_bert_files_are_checked(tmp_path):
         load()
 
 
+def test_quantization_encoding_must_match_the_weights():
+    """--quantization-encoding: a GGUF block encoding the file's weights do not use, or an
+    encoding no pipeline loads (GPTQ, float8), is refused instead of silently ignored; a float
+    encoding sets the activations' dtype; a block encoding needs a GGUF file."""
+    import numpy as np
+
+    from max import driver
+    from max.dtype import DType
+    from max.graph.quantization import QuantizationEncoding as Q
+    from max.graph.weights import WeightData
+    from max.pipelines.lib.decoder import choose_dtype
+
+    def w(name, enc):
+        data = WeightData.from_numpy(np.zeros((2, 18), np.uint8), name)
+        data.quantization_encoding = enc
+        return data
+
+    weights = {"a": w("a", Q.Q4_1), "b": w("b", Q.Q8_0), "norm": w("norm", None)}
+    cpu = driver.CPU()
+    assert choose_dtype("gguf", {}, "q4_1", cpu, weights) == DType.float32
+    assert choose_dtype("gguf", {}, "Q8_0", cpu, weights) == DType.float32
+    assert choose_dtype("gguf", {}, "bfloat16", cpu, weights) == DType.bfloat16
+    with pytest.raises(ValueError, match=r"q4_k: the GGUF file's weights are not in it \(their block encodings: Q4_1, Q8_0\)"):
+        choose_dtype("gguf", {}, "q4_k", cpu, weights)
+    for enc in ("gptq", "float8_e4m3fn"):
+        with pytest.raises(ValueError, match=f"{enc}: models with such weights are not supported"):
+            choose_dtype("gguf", {}, enc, cpu, weights)
+    with pytest.raises(ValueError, match="q4_0 needs a GGUF file; this model is safetensors"):
+        choose_dtype("safetensors", {}, "q4_0", cpu, {})
+
+
 def test_request_and_registry_values():
     for bad in ({"temperature": math.inf}, {"repetition_penalty": math.inf}, {"repetition_penalty": math.nan}):
         with pytest.raises(ValueError, match="must be a finite number"):

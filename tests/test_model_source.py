@@ -63,6 +63,24 @@ def test_resolve_errors(tmp_path):
         resolve(str(text))
 
 
+def test_weight_paths_that_would_be_ignored_are_refused(tmp_path):
+    """A GGUF model path holds the weights: another --weight-path is refused rather than
+    silently ignored; so are several GGUF weight files, or GGUF mixed with safetensors (the
+    paths are checked before any file is read)."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")
+    st = tmp_path / "model.safetensors"
+    st.write_bytes(b"{}")
+    with pytest.raises(ValueError, match="is a GGUF file, which holds the weights itself; --weight-path .*other.gguf"):
+        resolve(str(model), [other])
+    with pytest.raises(ValueError, match="a GGUF model is one file"):
+        resolve(str(tmp_path), [model, other])
+    with pytest.raises(ValueError, match="do not mix"):
+        resolve(str(tmp_path), [model, st])
+
+
 def test_a_gguf_with_inconsistent_heads_is_a_clear_error(tmp_path):
     path = tmp_path / "bad.gguf"
     w = gguf.GGUFWriter(str(path), "llama")

@@ -80,10 +80,18 @@ def choose_dtype(fmt: str, config: dict[str, Any], encoding: Any, device: driver
 
     if encoding is not None:
         enc = SupportedEncoding.parse(encoding)
+        if enc in (SupportedEncoding.float8_e4m3fn, SupportedEncoding.float4_e2m1fnx2, SupportedEncoding.gptq):
+            raise ValueError(f"--quantization-encoding {enc.value}: models with such weights are not supported yet "
+                             "(float32, bfloat16, float16, or a GGUF file's block encoding)")
         if enc.quantization_encoding is None:
             return enc.dtype
         if fmt != "gguf":
             raise ValueError(f"--quantization-encoding {enc.value} needs a GGUF file; this model is {fmt}")
+        used = {w.quantization_encoding for w in weights.values() if w.quantization_encoding is not None}
+        if enc.quantization_encoding not in used:
+            names = ", ".join(sorted(e.value for e in used)) or "none (float weights only)"
+            raise ValueError(f"--quantization-encoding {enc.value}: the GGUF file's weights are not in it "
+                             f"(their block encodings: {names}); a GGUF file is run as it is stored")
         return DType.float32
     if fmt == "gguf" or device.is_host:
         return DType.float32

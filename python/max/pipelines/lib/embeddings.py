@@ -76,7 +76,12 @@ class EmbeddingsPipeline:
         enc = mc.quantization_encoding
         from max.pipelines.lib.registry import SupportedEncoding
 
-        self.dtype = SupportedEncoding.parse(enc).dtype if enc is not None else DType.float32
+        parsed = SupportedEncoding.parse(enc) if enc is not None else SupportedEncoding.float32
+        floats = (SupportedEncoding.float32, SupportedEncoding.bfloat16, SupportedEncoding.float16)
+        if parsed not in floats:
+            raise ValueError(f"--quantization-encoding {parsed.value}: an encoder model runs in float32, bfloat16 or "
+                             "float16")
+        self.dtype = parsed.dtype
         config = source.config
         limit = int(config.get("max_position_embeddings", 512))
         self.max_seq_length = min(limit, int(settings["max_seq_length"] or limit))

@@ -97,10 +97,17 @@ def resolve(model_path: str, weight_path: list[Path] | None = None) -> ModelSour
     if path.is_file():
         if path.suffix.lower() != ".gguf":
             raise ValueError(f"{path} is a file but not a .gguf file; pass a GGUF file or a model directory")
+        others = [p for p in weights if p.resolve() != path.resolve()]
+        if others:
+            raise ValueError(f"--model-path {path} is a GGUF file, which holds the weights itself; --weight-path "
+                             f"{', '.join(map(str, others))} would be ignored: pass the weights by one path or the other")
         return _from_gguf(str(model_path), path, None)
     if not path.is_dir():
         raise ValueError(f"model path {path} is neither a file nor a directory")
     ggufs = [p for p in weights if p.suffix.lower() == ".gguf"]
+    if len(ggufs) > 1 or (ggufs and len(weights) > len(ggufs)):
+        raise ValueError(f"--weight-path: {', '.join(map(str, weights))}: a GGUF model is one file (split GGUF files "
+                         "are not supported), and GGUF and safetensors weights do not mix")
     if not weights:
         config_file = path / "config.json"
         if not config_file.is_file():
