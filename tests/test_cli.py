@@ -109,7 +109,7 @@ def test_prompt_longer_than_max_length():
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (["--temperature", "-1"], "temperature must be a finite number >= 0"),
+    (["--temperature", "-1"], "temperature must be a number >= 0 within float32"),
     (["--top-p", "0"], "top_p must be in (0, 1]"),
     (["--top-p", "1.5"], "top_p must be in (0, 1]"),
     (["--min-p", "2"], "min_p must be in [0, 1]"),

@@ -234,9 +234,12 @@ def test_quantization_encoding_must_match_the_weights():
 
 
 def test_request_and_registry_values():
-    for bad in ({"temperature": math.inf}, {"repetition_penalty": math.inf}, {"repetition_penalty": math.nan}):
-        with pytest.raises(ValueError, match="must be a finite number"):
+    for bad in ({"temperature": math.inf}, {"temperature": 1e39}, {"repetition_penalty": math.inf},
+                {"repetition_penalty": math.nan}, {"repetition_penalty": 1e300}, {"repetition_penalty": 1e-300}):
+        # (the samplers take them as float32: 1e300 was inf there, 1e-300 zero)
+        with pytest.raises(ValueError, match=r"must be a number .* within float32's"):
             SamplingParams(**bad)
+    assert SamplingParams(temperature=1e-40, repetition_penalty=1e-30).repetition_penalty == 1e-30
     with pytest.raises(ValueError, match="top_k must be a 64-bit integer"):
         SamplingParams(top_k=2**63)
     with pytest.raises(ValueError, match="stop_token_ids must be token ids"):

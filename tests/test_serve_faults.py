@@ -63,7 +63,8 @@ def test_max_tokens_past_the_context(server):
 @pytest.mark.parametrize("bad", [{"temperature": -1}, {"temperature": 3}, {"top_p": 0}, {"top_p": 1.5},
                                  {"max_tokens": 0}, {"n": 0}, {"n": 129}, {"frequency_penalty": 9}, {"seed": -4},
                                  {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}},
-                                 {"logprobs": 6}, {"logprobs": -1}])
+                                 {"logprobs": 6}, {"logprobs": -1}, {"extra_body": {"repetition_penalty": 1e300}},
+                                 {"extra_body": {"repetition_penalty": 1e-300}}])
 def test_bad_sampling_values(server, bad):
     e = _error(server, openai.BadRequestError, **bad)
     name = next(iter(bad["extra_body"])) if "extra_body" in bad else next(iter(bad))
@@ -76,7 +77,10 @@ def test_bad_choice_and_logprob_requests(server):
     e = _error(server, openai.BadRequestError, n=13)
     assert e.param == "n" and "12" in e.message
     e = _error(server, openai.BadRequestError, prompt=["a", "b", "c"], n=5)
-    assert e.param == "n" and "15" in e.message
+    assert e.param == "n" and "15" in e.message and "3 prompts x n = 5" in e.message
+    # many prompts at n = 1 name the prompts, refused before they are tokenised
+    e = _error(server, openai.BadRequestError, prompt=["hi"] * 5000)
+    assert e.param == "prompt" and "5000 prompts x n = 1" in e.message
     # The model computes the last position's logits only: no log-probabilities for the prompt.
     e = _error(server, openai.BadRequestError, logprobs=1, echo=True)
     assert e.param == "echo"
@@ -295,3 +299,32 @@ def test_a_request_body_past_the_limit_is_answered_413():
     assert run([], chunked)[0]["status"] == 413 and not seen
     sent = run([(b"content-length", b"10")], [{"type": "http.request", "body": b"1234567890", "more_body": False}])
     assert sent[0]["status"] == 200 and seen[-1]["body"] == b"1234567890"
+
+
+def test_a_request_cancelled_on_disconnect_logs_nothing():
+    """A non-streamed request whose client goes away is cancelled: its gather of choices ends
+    with a CancelledError that is retrieved, not logged by asyncio as never retrieved."""
+    import asyncio
+    import gc
+
+    from max.serve.openai_routes import _while_connected
+
+    class Gone:
+        async def is_disconnected(self) -> bool:
+            return True
+
+    async def main():
+        logged = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: logged.append(ctx))
+        gather = asyncio.gather(asyncio.sleep(30), asyncio.sleep(30))
+        ident = id(gather)
+        out = await _while_connected(Gone(), gather)
+        del gather
+        await asyncio.sleep(0.05)
+        gc.collect()
+        await asyncio.sleep(0)
+        # (other tests' leftovers may be collected here too: only this gather's count)
+        return out, [c["message"] for c in logged if id(c.get("future")) == ident or "_Gathering" in c["message"]]
+
+    out, logged = asyncio.run(main())
+    assert out is None and logged == []

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import enum
-import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+# The samplers take temperatures and penalties as float32.
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_TINY = float(np.finfo(np.float32).tiny)
 
 RequestID = str
 
@@ -73,14 +76,15 @@ class SamplingParams:
     def validate(self) -> None:
         """Raises ValueError naming the first out-of-range parameter."""
         checks = [
-            (not (0 <= self.temperature < math.inf),
-             f"temperature must be a finite number >= 0, got {self.temperature}"),
+            (not (0 <= self.temperature <= _F32_MAX),
+             f"temperature must be a number >= 0 within float32's range, got {self.temperature}"),
             (not (0 < self.top_p <= 1), f"top_p must be in (0, 1], got {self.top_p}"),
             (not (0 <= self.min_p <= 1), f"min_p must be in [0, 1], got {self.min_p}"),
             (not (-2 <= self.frequency_penalty <= 2), f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}"),
             (not (-2 <= self.presence_penalty <= 2), f"presence_penalty must be in [-2, 2], got {self.presence_penalty}"),
-            (not (0 < self.repetition_penalty < math.inf),
-             f"repetition_penalty must be a finite number > 0, got {self.repetition_penalty}"),
+            (not (_F32_TINY <= self.repetition_penalty <= _F32_MAX),
+             f"repetition_penalty must be a number > 0 within float32's normal range "
+             f"[{_F32_TINY:.7g}, {_F32_MAX:.7g}], got {self.repetition_penalty}"),
             (self.max_new_tokens is not None and self.max_new_tokens < 0,
              f"max_new_tokens must be >= 0, got {self.max_new_tokens}"),
             (self.min_new_tokens < 0, f"min_new_tokens must be >= 0, got {self.min_new_tokens}"),

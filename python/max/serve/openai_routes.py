@@ -32,6 +32,13 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def _retrieve(task: asyncio.Future) -> None:
+    """Marks a finished future's outcome as seen: a gather cancelled on a disconnect ends with a
+    CancelledError as its exception, which asyncio would otherwise log as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 async def _while_connected(request: Request, coro: Any) -> Any:
     """Awaits `coro`, cancelling it when the client disconnects (then returns None)."""
     task = asyncio.ensure_future(coro)
@@ -41,10 +48,10 @@ async def _while_connected(request: Request, coro: Any) -> Any:
             if done:
                 return task.result()
             if await request.is_disconnected():
-                task.cancel()
                 return None
     finally:
         if not task.done():
+            task.add_done_callback(_retrieve)
             task.cancel()
 
 
@@ -110,10 +117,14 @@ def _log_probabilities(top: int | None) -> int:
     return 0 if top is None else max(1, top)
 
 
-def _admit(svc: GenerationService, count: int) -> None:
+def _admit(svc: GenerationService, n: int, prompts: int = 1) -> None:
+    """Admits `prompts` x `n` choices, or refuses them (a 400 naming the argument that asks for
+    too many) when the server could never hold them at once."""
+    count = n * prompts
     if count > svc.capacity:
-        raise APIError(400, f"the request asks for {count} choices in all; this server takes at most {svc.capacity} "
-                            "requests at a time", param="n")
+        asked = f"{prompts} prompts x n = {n}" if prompts > 1 else f"n = {n}"
+        raise APIError(400, f"the request asks for {count} choices in all ({asked}); this server takes at most "
+                            f"{svc.capacity} requests at a time", param="prompt" if prompts > n else "n")
     svc.admit(count)
 
 
@@ -134,11 +145,13 @@ def openai_router(state: ServerState) -> APIRouter:
         prompts = req.prompts()
         if req.stream and len(prompts) > 1:
             raise APIError(400, "streaming takes a single prompt", param="prompt")
+        if len(prompts) * req.n > svc.capacity:  # (before tokenizing them all)
+            _admit(svc, req.n, len(prompts))
         ctxs = [svc.context(await svc.tokenize(p), sampling, _log_probabilities(top)) for p in prompts]
         echoes = [(p if isinstance(p, str) else svc.tokenizer.decode_sync(p)) if req.echo else "" for p in prompts]
         rid, created, name = f"cmpl-{uuid.uuid4().hex}", int(time.time()), req.model or state.model_name
         n = req.n
-        _admit(svc, len(ctxs) * n)
+        _admit(svc, n, len(ctxs))
         # Choice i is choice i % n of prompt i // n.
         streams = [s for ctx in ctxs for s in svc.choices(ctx, n)]
         lps = [LogProbRenderer(svc.tokenizer, top) if top is not None else None for _ in streams]
