@@ -176,6 +176,15 @@ def test_integer_constants_must_fit():
         Tensor.constant([1.7, -2.9], dtype=DType.int32)
     with pytest.raises(ValueError, match="non-integral values cannot be loaded as int16"):
         Tensor.full([3], float("nan"), dtype=DType.int16)
+    with pytest.raises(ValueError, match="9223372036854775808 does not fit in int64"):
+        Tensor.full([1], 2.0**63, dtype=DType.int64)  # (float(2**63 - 1) rounds up to 2**63)
+    with pytest.raises(ValueError, match="does not fit in uint64"):
+        Tensor.full([1], 2.0**64, dtype=DType.uint64)
+    import ml_dtypes
+
+    with pytest.raises(ValueError, match="non-integral values cannot be loaded as int32"):
+        Tensor.constant(np.array([2.5], ml_dtypes.bfloat16), dtype=DType.int32)
+    assert Tensor.full([1], -(2.0**63), dtype=DType.int64).to_numpy().tolist() == [-(2**63)]
     assert Tensor.full([2], 255, dtype=DType.uint8).to_numpy().tolist() == [255, 255]
     assert Tensor.constant([-2.0, 3.0], dtype=DType.int8).to_numpy().tolist() == [-2, 3]
     assert Tensor.constant(np.array([1, 2], dtype=np.int64), dtype=DType.uint16).to_numpy().tolist() == [1, 2]

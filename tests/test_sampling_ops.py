@@ -121,10 +121,8 @@ def _exact(x, t, k, p, mp, seed) -> int:
         z = _canon(x / F32(t))
     first = int(np.argmax(z))
     m = z[first]
-    if m == np.inf:  # the quotients overflow: greedy over the logits
+    if not np.isfinite(m):  # quotients that overflow, or nothing above -inf: greedy over the logits
         return _greedy(x)
-    if not np.isfinite(m):
-        return first
     keys, top, n = _key(z), int(_key(m)), len(z)
     thr = 0
     if 1 < k < n:
@@ -312,19 +310,20 @@ def test_a_temperature_that_overflows_the_logits_is_greedy(device, rng):
     """A temperature so small that logits / temperature overflow float32 (1e-40 is a valid,
     denormal one) samples as its limit does, the greedy pick of the logits, whatever top_k,
     top_p and min_p say; not the first index whose quotient overflowed (the lowest positive
-    logit's)."""
+    logit's), nor token 0 where every quotient went to -inf."""
     b, vocab = 8, 2000
     x = (rng.standard_normal((b, vocab)) * 3).astype(F32)
     x[:, 1] = 0.5  # an early positive logit, below each row's largest
     x[3, 1500] = np.inf
     x[4, 7] = x[4, 1800] = x[4].max() + 1  # a tie: the lower index
-    t = np.array([1e-40, 1e-38, 1e-44, 1e-40, 1e-40, 1e-30, 1e-39, 1e-41], F32)
+    x[5] = -np.abs(x[5]) - 1  # every logit negative: every quotient overflows to -inf
+    t = np.array([1e-40, 1e-38, 1e-44, 1e-40, 1e-40, 1e-40, 1e-39, 1e-41], F32)
     k = np.array([0, 5, 0, 0, 50, 0, 2, 0])
     p = np.array([1.0, 0.9, 0.5, 1.0, 1.0, 0.8, 1.0, 0.0])
     mp = np.array([0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.5, 0.0])
     out = _sample(device, x, t, k, p, mp, rng.integers(0, 2**63, b, dtype=np.uint64))
     assert list(out) == [_greedy(r) for r in x]
-    assert out[3] == 1500 and out[4] == 7 and all(o != 1 for o in out)
+    assert out[3] == 1500 and out[4] == 7 and out[5] == int(np.argmax(x[5])) != 0 and all(o != 1 for o in out)
 
 
 def _wilson_hilferty(df: int, z: float = 4.753) -> float:

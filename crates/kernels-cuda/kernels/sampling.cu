@@ -6,7 +6,9 @@
 // One cluster of up to 8 CTAs of 1024 threads per row of logits [B, V] (f32),
 // each CTA a slice of the row (sampling_reduce.cuh says how they agree), writing one
 // int64 token. A greedy row (temperature <= 0 or NaN, or top_k == 1) is an argmax of the
-// logits. Otherwise, with z = canon(x / temperature) (NaN -> -inf, -0 -> +0) and m = max z:
+// logits, and so is a row whose m (below) is not finite (a temperature so small that the
+// quotients overflow). Otherwise, with z = canon(x / temperature) (NaN -> -inf, -0 -> +0) and
+// m = max z:
 //   1. the keep threshold, as an order-preserving u32 key of the values (key_of), is the
 //      largest of: the k-th largest z for 1 < top_k < V (the largest key K with at least k
 //      keys >= K); the key of m + ln(min_p) for min_p > 0; and for top_p < 1 the largest key
@@ -280,12 +282,11 @@ __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p,
     });
     b = cluster_best(block_best(b, bsh), bsh, x);  // (its barriers publish the keys too)
     r.keys = keys;
-    // A temperature so small that logits / temperature overflow (or +inf logits): the greedy
-    // pick of the logits themselves, the limit as the temperature goes to 0 (math.rs). (b.v is
-    // the cluster's: every thread takes the same branch.)
-    if (b.v == -NEG_INF) return greedy_row(r, bsh, x);
-    // Nothing above -inf: token 0.
-    if (!isfinite(b.v)) return b.i == NONE ? 0 : b.i;
+    // A temperature so small that logits / temperature overflow (to +inf, or all to -inf), +inf
+    // logits, or nothing above -inf: the greedy pick of the logits themselves, the limit as the
+    // temperature goes to 0 (sample.rs; token 0 when nothing beats -inf). (b.v is the
+    // cluster's: every thread takes the same branch.)
+    if (!isfinite(b.v)) return greedy_row(r, bsh, x);
     const float m = b.v;
     const u32 first = b.i, top = key_of(m);
     u32 thr = 0;

@@ -6,7 +6,8 @@
 //! - `sample_tokens(logits [B, V] float32, temperature [B] float32, top_k [B] int64,
 //!   top_p [B] float32, min_p [B] float32, seed [B] uint64) -> [B] int64`. Row `b` is greedy
 //!   (the index of its largest logit, the lowest on ties, NaN counting as -inf) when
-//!   `temperature[b] <= 0` (or NaN) or `top_k[b] == 1`. Otherwise `z = logits[b] /
+//!   `temperature[b] <= 0` (or NaN) or `top_k[b] == 1`, or when no `z` (below) is finite (a
+//!   temperature so small that the quotients overflow). Otherwise `z = logits[b] /
 //!   temperature[b]` and the row keeps the `z_i >= thr`, where `thr` is the largest of: the
 //!   k-th largest `z` when `1 < k < V` (ties kept), `max(z) + ln(min_p)` when `min_p > 0`, and,
 //!   when `top_p < 1`, the top-p threshold over what those two keep (the smallest set of the

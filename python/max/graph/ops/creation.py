@@ -48,14 +48,19 @@ def check_fits(arr: np.ndarray, dtype: DType, who: str) -> None:
     if not dtype.is_integral() or not arr.size:
         return
     lo, hi = _INT_RANGE[dtype]
-    if arr.dtype.kind in "fc":
-        wide = arr.astype(np.float64) if arr.dtype.kind == "f" else arr.astype(np.complex128)
-        if arr.dtype.kind == "c" and np.any(wide.imag != 0):
-            raise ValueError(f"{who}: complex values cannot be loaded as {dtype.name}")
-        wide = np.real(wide)
+    try:
+        floating = DType.from_numpy(arr.dtype).is_float()  # (bfloat16 and float8 arrays too)
+    except ValueError:
+        floating = arr.dtype.kind in "fc"
+    if floating:
+        if arr.dtype.kind == "c":
+            if np.any(arr.imag != 0):
+                raise ValueError(f"{who}: complex values cannot be loaded as {dtype.name}")
+            arr = arr.real
+        wide = arr.astype(np.float64)
         if not np.all(np.isfinite(wide)) or np.any(wide != np.trunc(wide)):
             raise ValueError(f"{who}: non-integral values cannot be loaded as {dtype.name}")
-        vmin, vmax = wide.min(), wide.max()
+        vmin, vmax = int(wide.min()), int(wide.max())  # (integral: exact as Python ints)
     else:
         vmin, vmax = int(arr.min()), int(arr.max())
     if vmin < lo or vmax > hi:

@@ -78,7 +78,7 @@ class EmbeddingsPipeline:
 
         parsed = SupportedEncoding.parse(enc) if enc is not None else SupportedEncoding.float32
         floats = (SupportedEncoding.float32, SupportedEncoding.bfloat16, SupportedEncoding.float16)
-        if parsed not in floats:
+        if parsed not in floats and source.format != "gguf":  # (a GGUF file is refused below)
             raise ValueError(f"--quantization-encoding {parsed.value}: an encoder model runs in float32, bfloat16 or "
                              "float16")
         self.dtype = parsed.dtype

@@ -47,15 +47,12 @@ pub fn sample_row(x: &[f32], p: &RowParams) -> usize {
     }
     let z: Vec<f32> = x.iter().map(|&v| canon(v / p.temperature)).collect();
     let (m, first) = argmax(&z);
-    if m == f32::INFINITY {
-        // A temperature so small that logits / temperature overflow (or +inf logits): the limit
-        // of sampling as the temperature goes to 0, the greedy pick of the logits themselves
-        // (the first overflowing index would be the lowest positive logit's, not the largest).
-        return argmax(x).1;
-    }
     if !m.is_finite() {
-        // Nothing above -inf: token 0.
-        return first;
+        // A temperature so small that logits / temperature overflow to +inf (or -inf, all of
+        // them negative), +inf logits, or nothing above -inf: the limit of sampling as the
+        // temperature goes to 0, the greedy pick of the logits themselves (token 0 when nothing
+        // beats -inf; the first overflowing index would be the lowest positive logit's).
+        return argmax(x).1;
     }
     let top = key(m);
     // The keep threshold as a key: values with key >= thr are kept; 0 keeps everything.
