@@ -279,8 +279,11 @@ template <typename T> __device__ __forceinline__ void rope_kv_store_vec(const Ro
     const u32 qi = (u32)a.q_heads * per_head, ki = (u32)a.kv_heads * per_head;
     const u32 per_token = qi + ki + (u32)a.kv_heads * per_v;
     const i64 qw = a.q_heads * a.dim, kw = a.kv_heads * a.dim, total = a.tokens * per_token;
-    pdl_wait();
+    // The next kernel (the attention) may launch before this one waits: what it reads before its
+    // own wait, no kernel of the step writes (launch/pdl.rs), and its blocks are then resident and
+    // their first copies in flight while the product ahead of this store drains.
     pdl_launch_dependents();
+    pdl_wait();
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
         const i64 t = e / per_token;
         const u32 c = (u32)(e - t * per_token);

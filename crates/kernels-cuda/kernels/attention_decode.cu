@@ -144,6 +144,7 @@ __device__ __forceinline__ void merge_shares(const DecodeArgs& da, i64 i, i64 h0
 // [kb, ke) of its split.
 struct DecSplit {
     i64 i, h0, s, pair, b, kb, ke, active;
+    i64 cached;  // keys of the sequence stored before this launch's rows: below it, no store of the step
     bool tickets, direct;
 };
 
@@ -188,6 +189,7 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     __syncthreads();
     const i64 cached = seq[3], total = cached + seq[2], pos = cached + (i - seq[1]);
     sp.b = seq[0];
+    sp.cached = cached;
     i64 lo = 0, hi = pos + 1 < total ? pos + 1 : total;
     if (a.mask == 1) lo = pos + 1 - a.window > 0 ? pos + 1 - a.window : 0;
     if (a.mask == 2) hi = total;

@@ -131,8 +131,8 @@ template <int D, bool BF16, bool F32> __device__ __forceinline__ void paged_deco
     const i64 kvh = pair - row * (u32)a.kv_heads, i = row, h0 = kvh * da.group;
 
     // Launched under programmatic serialization: nothing the previous kernel may write (the
-    // query, the cache) is read before decode_wait. With DecodeArgs::early the split and the
-    // warp's first page ids come before it.
+    // query, the cache) is read before decode_wait. With DecodeArgs::early the split, the
+    // warp's first page ids and the copies of its first tiles of older keys come before it.
     const bool early = da.early != 0;
     if (!early) decode_wait();
 
@@ -192,10 +192,6 @@ template <int D, bool BF16, bool F32> __device__ __forceinline__ void paged_deco
         if (wp0 + lane < a.width) cur = __ldcg(table + wp0 + lane);
         if (wp0 + 32 + lane < a.width) nxt = __ldcg(table + wp0 + 32 + lane);
     }
-    if (early) {
-        decode_wait();
-        load_q();
-    }
 
     const u32 ring = (u32)__cvta_generic_to_shared(dm_buf + warp * WARP_BYTES);
     const u32 ptile = ring + RING;
@@ -252,12 +248,26 @@ template <int D, bool BF16, bool F32> __device__ __forceinline__ void paged_deco
     const u32 vaddr = (u32)(((lane & 7) + (lane >> 4) * 8) * ROWV + ((lane >> 3) & 1) * 16);
     constexpr int RWK = ROWK / 4, RWV = ROWV / 4;  // f32 rows in words
 
+    // The first tiles' copies. With DecodeArgs::early, those of tiles whose keys all lie below
+    // sp.cached go before the wait: such keys were stored by an earlier execution of the program
+    // (this step's stores write its own rows' keys, at cached and past it), and the stream's
+    // previous kernel is one of this execution (passes/mark_early_index.rs), so the cache's
+    // bytes there are final; at decode's short splits that is every copy of the block, whose
+    // round trip then overlaps the kernels ahead of it.
     u32 vms[DM_STAGES - 1];
+    bool waited = !early;
 #pragma unroll
     for (int t = 0; t < DM_STAGES - 1; ++t) {
+        const i64 end = wlo + (i64)(t + 1) * DM_KEYS;
+        if (!waited && t < tiles && (end < whi ? end : whi) > sp.cached) {
+            decode_wait();  // (uniform in the warp: wlo, whi and tiles are the warp's)
+            waited = true;
+        }
         vms[t] = issue(t);
         dm_commit();
     }
+    if (!waited) decode_wait();
+    if (early) load_q();
     for (int t = 0; t < tiles; ++t) {
         dm_wait<DM_STAGES - 2>();  // this lane's copies of tile t have landed
         __syncwarp();              // and every lane's; tile t - 1's slot and P^T are free
