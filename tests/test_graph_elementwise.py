@@ -107,6 +107,20 @@ def test_comparisons_and_logic():
             ops.is_nan(ops.cast(f, DType.int32))
 
 
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "acos", "atanh", "erf",
+                                  "gelu", "sigmoid", "silu"])
+def test_maps_of_real_numbers_need_a_floating_point_tensor(name):
+    """As MAX documents for sqrt, tanh and acos: an integer or bool tensor is refused (its result
+    would be truncated), every floating-point dtype accepted."""
+    op = getattr(ops, name)
+    with graph((DType.int32, (3,)), (DType.uint8, (3,)), (DType.bool, (3,))) as g:
+        for x in g.inputs:
+            with pytest.raises(TypeError, match=f"{name}: x: expected a floating-point tensor, got {x.dtype.name.lower()}; cast"):
+                op(x)
+        for dt in (DType.float16, DType.bfloat16, DType.float32, DType.float64):
+            assert op(ops.cast(g.inputs[0], dt)).type == TensorType(dt, [3], CPU)
+
+
 def test_where():
     with graph((DType.bool, ("n", 1)), (DType.float32, (4,))) as g:
         c, x = g.inputs

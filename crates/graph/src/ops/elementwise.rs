@@ -39,10 +39,30 @@ pub fn infer(ctx: &Ctx) -> Result<Vec<Type>> {
             if !["none", "tanh", "quick"].contains(&approx) {
                 return Err(ctx.value_err("approximate", format!("must be 'none', 'tanh' or 'quick', got {approx:?}")));
             }
-            numeric_unary(ctx)
+            float_unary(ctx)
         }
+        Exp | Log | Log1p | Sqrt | Rsqrt | Sin | Cos | Tanh | Acos | Atanh | Erf | Sigmoid | Silu => float_unary(ctx),
         _ => numeric_unary(ctx),
     }
+}
+
+/// A unary map defined on real numbers (exp, sqrt, tanh, ...): a floating-point input, as MAX
+/// requires; on an integer tensor the result would be truncated (exp([1, 2]) = [2, 7]).
+fn float_unary(ctx: &Ctx) -> Result<Vec<Type>> {
+    require_float(ctx, 0)?;
+    unary(ctx, None)
+}
+
+/// Input `i` has a floating-point dtype, or a type error naming the op and the dtype.
+fn require_float(ctx: &Ctx, i: usize) -> Result<()> {
+    let t = ctx.tensor(i)?;
+    if !t.dtype.is_float() {
+        return Err(ctx.type_err(
+            &ctx.arg(i),
+            format!("expected a floating-point tensor, got {}; cast it first (e.g. to float32)", t.dtype),
+        ));
+    }
+    Ok(())
 }
 
 fn require_bool(ctx: &Ctx, i: usize) -> Result<()> {
