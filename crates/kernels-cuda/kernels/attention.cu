@@ -236,7 +236,17 @@ struct RopeStoreArgs {
     i64 page_size, layers, pages, layer;
     i32 interleaved, freqs_f32;
     i32 vec;  // rope_kv_store_vec's layout holds (launch/attention.rs: vec_ok)
+    // The next kernel may launch before this one waits (passes/mark_early_index.rs: it is the
+    // decode attention over this cache, and the kernel before this one does not touch the cache)
+    i32 early_next;
 };
+
+// griddepcontrol.wait, with the next kernel's launch allowed before it (early_next) or after.
+__device__ __forceinline__ void rope_store_wait(const RopeStoreArgs& a) {
+    if (a.early_next) pdl_launch_dependents();
+    pdl_wait();
+    if (!a.early_next) pdl_launch_dependents();
+}
 
 template <typename T> union Piece {
     uint4 u;
@@ -279,11 +289,9 @@ template <typename T> __device__ __forceinline__ void rope_kv_store_vec(const Ro
     const u32 qi = (u32)a.q_heads * per_head, ki = (u32)a.kv_heads * per_head;
     const u32 per_token = qi + ki + (u32)a.kv_heads * per_v;
     const i64 qw = a.q_heads * a.dim, kw = a.kv_heads * a.dim, total = a.tokens * per_token;
-    // The next kernel (the attention) may launch before this one waits: what it reads before its
-    // own wait, no kernel of the step writes (launch/pdl.rs), and its blocks are then resident and
-    // their first copies in flight while the product ahead of this store drains.
-    pdl_launch_dependents();
-    pdl_wait();
+    // With early_next the attention after this store launches before the store waits: its
+    // blocks are then resident, their first copies in flight, while the product ahead drains.
+    rope_store_wait(a);
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
         const i64 t = e / per_token;
         const u32 c = (u32)(e - t * per_token);
@@ -363,8 +371,7 @@ template <typename T> __device__ __forceinline__ void rope_kv_store(const RopeSt
     // May launch under PDL (launch/pdl.rs). Nothing useful is constant before the wait: the
     // freqs row a thread needs depends on its token's position, which an earlier step may
     // write, and the whole table (positions x rot) is far too big to prefetch.
-    pdl_wait();
-    pdl_launch_dependents();
+    rope_store_wait(a);
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
         const i64 t = e / width, c = e % width;
         const u32 p = ((const u32*)a.pos)[t];

@@ -50,7 +50,8 @@ struct DecodeArgs {
     i32 lpk, group;
     // Read the row offsets, cache lengths and lookup table before griddepcontrol.wait: no kernel
     // of the program writes them, and the stream's previous kernel is one of the program (the
-    // engine's passes/mark_early_index.rs)
+    // engine's passes/mark_early_index.rs); the tensor-core kernel also copies keys below the
+    // cached length then (stored by earlier steps; a step stores at the cached length and past)
     i32 early, pad;
 };
 

@@ -340,11 +340,15 @@ template <typename T> __device__ __forceinline__ float epilogue(const Epilogue& 
 // programmatic stream serialization begins while the stream's previous kernel still drains, so
 // every thread calls pdl_wait() before it reads anything an earlier kernel may write and
 // before its first global store (and before any early return: the grid's completion must imply
-// the previous grid's, for the kernel after it). Only constants (weights, tables) may be read
-// before it. pdl_launch_dependents() lets the next kernel's grid start once every block of this
-// one has called it (or exited); the next kernel still waits for this one's completion and
-// memory, so it only moves the next kernel's launch and prologue earlier. Both are no-ops in a
-// grid launched without the attribute, and compile to nothing before sm_90.
+// the previous grid's, for the kernel after it). Only what no unfinished kernel writes may be
+// read before it: constants (weights, tables), and where the engine marks it, a program's
+// immutable inputs and a decode attention's keys of earlier steps (passes/mark_early_index.rs).
+// pdl_launch_dependents() lets the next kernel's grid start once every block of this one has
+// called it (or exited); the next kernel still waits for this one's completion and memory, so
+// it only moves the next kernel's launch and prologue earlier. Kernels call it after their
+// wait, so that when a kernel starts every kernel two or more before it has finished; only
+// rope_kv_store with early_next calls it first (the marking pass checks what that allows).
+// Both are no-ops in a grid launched without the attribute, and compile to nothing before sm_90.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");

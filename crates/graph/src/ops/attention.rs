@@ -83,10 +83,19 @@ impl RopeParams {
 pub struct KvStoreParams {
     pub layer: usize,
     pub rope: Option<RopeParams>,
+    /// Set by the engine (attribute [`EARLY_NEXT`]) on a store with its rope folded in: the next
+    /// kernel of its stream is a paged_attention with [`AttentionParams::early_index`] over the
+    /// same cache, and the kernel before the store is one of its program that does not touch
+    /// the cache, so the store may let that attention launch before it waits itself.
+    pub early_next: bool,
 }
 
 /// The attribute that marks a kv_cache_store with its rope folded in (its value: `interleaved`).
 pub const STORE_ROPE: &str = "rope_interleaved";
+
+/// The attribute the engine sets on a store whose next kernel may launch before the store's
+/// own wait (see [`KvStoreParams::early_next`]).
+pub const EARLY_NEXT: &str = "early_next";
 
 impl KvStoreParams {
     pub fn from_attrs(attrs: &Attrs) -> std::result::Result<KvStoreParams, String> {
@@ -97,7 +106,8 @@ impl KvStoreParams {
             Some(Attr::Bool(interleaved)) => Some(RopeParams { interleaved: *interleaved }),
             Some(other) => return Err(format!("{STORE_ROPE}: expected a bool, got {other}")),
         };
-        Ok(KvStoreParams { layer, rope })
+        let early_next = bool_attr(attrs, EARLY_NEXT, false)?;
+        Ok(KvStoreParams { layer, rope, early_next })
     }
 }
 
@@ -134,7 +144,9 @@ pub struct AttentionParams {
     pub softcap: f32,
     /// Set by the engine (attribute [`EARLY_INDEX`]): no kernel of the program writes the row
     /// offsets, cache lengths or lookup table, and a kernel of the program runs before this op,
-    /// so a kernel may read them before it waits for the previous kernel of its stream.
+    /// so a kernel may read them before it waits for the previous kernel of its stream, and the
+    /// keys below a sequence's cached length too (stored by earlier steps; a step stores its
+    /// rows at the cached length and past it).
     pub early_index: bool,
     /// f32 queries, keys and values may be read as bf16 (attribute [`F32_AS_BF16`]; on a GPU
     /// the tensor-core decode kernel takes them): for models whose products carry bf16's error

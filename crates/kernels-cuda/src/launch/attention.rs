@@ -172,6 +172,7 @@ struct RopeStoreArgs {
     interleaved: i32,
     freqs_f32: i32,
     vec: i32,
+    early_next: i32,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `RopeStoreArgs`.
 unsafe impl DeviceRepr for RopeStoreArgs {}
@@ -190,10 +191,20 @@ pub struct RopeStorePtrs {
     pub positions: u64,
 }
 
+/// How a [`rope_kv_store`] rotates and launches: the rotation's layout, whether freqs_cis is f32
+/// (else q's type), and `early_next`: the next kernel may launch before this one waits for the
+/// one before it (`KvStoreParams::early_next`: what that kernel reads before its own wait, no
+/// unfinished kernel writes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RopeStoreFlags {
+    pub interleaved: bool,
+    pub freqs_f32: bool,
+    pub early_next: bool,
+}
+
 /// rope of q into `q_out` and of k into the cache of `layer`, v copied beside it, in one launch:
 /// what rope, rope and kv_cache_store compute one after the other (`s.heads` is q's head count;
 /// k and v have the cache's).
-#[allow(clippy::too_many_arguments)]
 pub fn rope_kv_store(
     stream: &Arc<CudaStream>,
     dtype: DType,
@@ -201,9 +212,9 @@ pub fn rope_kv_store(
     s: RopeShape,
     cache: CacheLayout,
     layer: usize,
-    interleaved: bool,
-    freqs_f32: bool,
+    flags: RopeStoreFlags,
 ) -> Result<()> {
+    let RopeStoreFlags { interleaved, freqs_f32, early_next } = flags;
     let n = s.tokens * (s.heads + 2 * cache.kv_heads) * s.dim;
     if n == 0 {
         return Ok(());
@@ -239,6 +250,7 @@ pub fn rope_kv_store(
         interleaved: interleaved as i32,
         freqs_f32: freqs_f32 as i32,
         vec: vec as i32,
+        early_next: early_next as i32,
     };
     let name = format!("rope_kv_store_{}", short(dtype)?);
     let f = function(stream.context(), &ATTENTION, &name)?;

@@ -2,7 +2,10 @@
 //! kernel drains. A grid launched under programmatic stream serialization begins before the
 //! kernel ahead of it has finished, so it must execute griddepcontrol.wait (prelude.cuh's
 //! `pdl_wait`) in every thread before it reads anything an earlier kernel may write and before
-//! its first global store; a kernel without the wait must never get the attribute.
+//! its first global store; a kernel without the wait must never get the attribute. Before the
+//! wait a kernel reads constants only, or what the engine's passes/mark_early_index.rs marks as
+//! final (a decode attention's index inputs and keys of earlier steps). Kernels let the next one
+//! launch after their wait, except rope_kv_store where that pass marks `early_next`.
 //!
 //! That rule is structural: the launch helpers ([`super::launch_ex`], [`launch_pdl`]) take a
 //! [`Pdl`], and the only way to make one that is on is [`Pdl::of`], which consults

@@ -117,8 +117,8 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
                 freqs: freqs.addr(),
                 positions: positions.addr(),
             };
-            k::rope_kv_store(&dev.stream, q.dtype(), ptrs, shape, c, p.layer, rope.interleaved, freqs_f32)
-                .map_err(Error::from)
+            let flags = k::RopeStoreFlags { interleaved: rope.interleaved, freqs_f32, early_next: p.early_next };
+            k::rope_kv_store(&dev.stream, q.dtype(), ptrs, shape, c, p.layer, flags).map_err(Error::from)
         }
         (OpKind::KvCacheStore, [_, blocks, kk, v, slots], _) => {
             let p: KvStoreParams = attrs(name, KvStoreParams::from_attrs(&op.attrs))?;

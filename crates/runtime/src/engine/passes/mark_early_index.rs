@@ -7,11 +7,23 @@
 //! which no kernel of the program writes, and (2) a kernel of the program runs before it (its
 //! query comes from one, through views at most), so the previous kernel of the stream is not
 //! one of an earlier execution that may have written them. GPU attentions at the top level only.
+//! With the mark, the tensor-core decode kernel also copies keys below a sequence's cached
+//! length before its wait: they were stored by earlier steps, and a step's store writes its own
+//! rows' positions, at the cached length and past it (the paged cache's contract: new tokens
+//! are appended).
+//!
+//! A fused rope + KV-cache store right before such an attention (on the same cache) is marked
+//! too (`max_graph::ops::attention::EARLY_NEXT`) when the kernel before the store is one of the
+//! program that does not touch the cache: the store then lets the attention launch before it
+//! waits itself, so the attention's early reads overlap the product ahead of the store. That
+//! puts the attention's reads beside two unfinished kernels, the store (writing positions at
+//! and past the cached length) and the one before it (not touching the cache); every other
+//! kernel lets its successor launch only after its own wait, so all earlier ones are done.
 
 use std::collections::{HashMap, HashSet};
 
 use max_graph::attrs::Attr;
-use max_graph::ops::attention::EARLY_INDEX;
+use max_graph::ops::attention::{EARLY_INDEX, EARLY_NEXT, STORE_ROPE};
 use max_graph::ops::{Family, OpKind};
 use max_graph::{DeviceKind, Type, ValueId};
 
@@ -56,11 +68,51 @@ pub fn mark(body: &mut Body, types: &[Type]) {
             marks.push(s);
         }
     }
+    let stores: Vec<usize> = marks.iter().filter_map(|&s| store_before(body, types, s)).collect();
     for s in marks {
         if let StepKind::Op(op) = &mut body.steps[s].kind {
             op.attrs.0.insert(EARLY_INDEX.into(), Attr::Bool(true));
         }
     }
+    for s in stores {
+        if let StepKind::Op(op) = &mut body.steps[s].kind {
+            op.attrs.0.insert(EARLY_NEXT.into(), Attr::Bool(true));
+        }
+    }
+}
+
+/// The launching step before step `s` (over views, which launch nothing), if the steps between
+/// are views and that step launches a GPU kernel.
+fn kernel_before(body: &Body, types: &[Type], s: usize) -> Option<usize> {
+    let mut p = s;
+    while p > 0 {
+        p -= 1;
+        let step = &body.steps[p];
+        if crate::engine::plan::is_view(step) {
+            continue;
+        }
+        let on_gpu = step
+            .outputs
+            .iter()
+            .any(|&v| matches!(&types[v], Type::Tensor(t) | Type::Buffer(t) if t.device.kind == DeviceKind::Gpu));
+        return (launches(step) && on_gpu).then_some(p);
+    }
+    None
+}
+
+/// The fused rope + store that attention `s` may let launch it early: the kernel right before
+/// `s`, a kv_cache_store with its rope folded in over the attention's cache, whose own previous
+/// kernel is one of the program that does not take the cache as an input.
+fn store_before(body: &Body, types: &[Type], s: usize) -> Option<usize> {
+    let blocks = body.steps[s].inputs[2];
+    let p = kernel_before(body, types, s)?;
+    let store = &body.steps[p];
+    let StepKind::Op(op) = &store.kind else { return None };
+    if op.kind != OpKind::KvCacheStore || op.attrs.get(STORE_ROPE).is_none() || store.inputs.get(1) != Some(&blocks) {
+        return None;
+    }
+    let pp = kernel_before(body, types, p)?;
+    (!body.steps[pp].inputs.contains(&blocks)).then_some(p)
 }
 
 /// Whether `v`, an input of step `s`, comes from a kernel-launching step before `s`, through
@@ -185,6 +237,81 @@ mod tests {
             let (mut body, types) = case(gpu, q, made, table_buffer);
             mark(&mut body, &types);
             assert!(!marked(&body), "gpu {gpu} q {q:?} made {made} table buffer {table_buffer}");
+        }
+    }
+
+    /// %0 chain, %1 x, %2 blocks, %3 offsets, %4 lengths, %5 table, %6 slots, %7 freqs,
+    /// %8 positions (program inputs); `first` (the step before the store): x * x (a kernel), a
+    /// plain store into the cache, or nothing (k, q and v are x); %9 its result, %10 the
+    /// rotated store's chain, %11 rope(q), %12 the attention's result, %13 the first store's
+    /// chain.
+    fn store_case(first: Option<OpKind>, table_buffer: bool) -> (Body, Vec<Type>) {
+        let u = |n| Type::Tensor(ty(true, DType::UInt32, &[n]));
+        let act = Type::Tensor(ty(true, DType::BFloat16, &[1, 4, 8]));
+        let table = ty(true, DType::UInt32, &[1, 4]);
+        let types = vec![
+            Type::Chain,
+            act.clone(),
+            Type::Buffer(ty(true, DType::BFloat16, &[4, 2, 1, 16, 4, 8])),
+            u(2),
+            u(1),
+            if table_buffer { Type::Buffer(table) } else { Type::Tensor(table) },
+            u(1),
+            Type::Tensor(ty(true, DType::Float32, &[64, 8])),
+            u(1),
+            act.clone(),
+            Type::Chain,
+            act.clone(),
+            act,
+            Type::Chain,
+        ];
+        let with = |kind, attrs: Attrs, inputs, outputs| Step {
+            kind: StepKind::Op(Op { kind, attrs: attrs.with("layer", Attr::Int(0)) }),
+            inputs,
+            outputs,
+            bodies: vec![],
+        };
+        let mut steps = Vec::new();
+        let (mut chain, mut x) = (0, 1);
+        match first {
+            Some(OpKind::Mul) => {
+                steps.push(step(OpKind::Mul, vec![1, 1], vec![9]));
+                x = 9;
+            }
+            Some(OpKind::KvCacheStore) => {
+                steps.push(with(OpKind::KvCacheStore, Attrs::new(), vec![0, 2, 1, 1, 6], vec![13]));
+                chain = 13;
+            }
+            _ => {}
+        }
+        let rope = Attrs::new().with(STORE_ROPE, Attr::Bool(false));
+        steps.push(with(OpKind::KvCacheStore, rope, vec![chain, 2, x, x, 6, x, 7, 8], vec![10, 11]));
+        steps.push(step(OpKind::PagedAttention, vec![10, 11, 2, 3, 4, 5], vec![12]));
+        (Body { args: vec![0, 1, 2, 3, 4, 5, 6, 7, 8], steps, results: vec![12] }, types)
+    }
+
+    fn store_marked(body: &Body) -> bool {
+        let store = &body.steps[body.steps.len() - 2];
+        let StepKind::Op(op) = &store.kind else { return false };
+        max_graph::ops::attention::KvStoreParams::from_attrs(&op.attrs).unwrap().early_next
+    }
+
+    #[test]
+    fn a_rotated_store_after_a_kernel_that_leaves_the_cache_alone_launches_the_attention_early() {
+        let (mut body, types) = store_case(Some(OpKind::Mul), false);
+        mark(&mut body, &types);
+        assert!(marked(&body) && store_marked(&body));
+    }
+
+    #[test]
+    fn a_store_after_another_store_first_in_the_program_or_before_a_late_attention_does_not() {
+        for (first, table_buffer, attention) in
+            [(Some(OpKind::KvCacheStore), false, true), (None, false, true), (Some(OpKind::Mul), true, false)]
+        {
+            let (mut body, types) = store_case(first, table_buffer);
+            mark(&mut body, &types);
+            assert_eq!(marked(&body), attention, "first {first:?} table buffer {table_buffer}");
+            assert!(!store_marked(&body), "first {first:?} table buffer {table_buffer}");
         }
     }
 }
