@@ -209,6 +209,23 @@ def test_item_and_conversions():
     assert Tensor.from_dlpack(np.arange(3.0)).dtype == DType.float64
 
 
+def test_tensors_passed_by_keyword_take_their_own_values(rng):
+    """Tensors given by keyword are the op's own inputs, eagerly, under lazy() and in a graph
+    function staged twice (the compiled-graph cache), beside positional ones."""
+    xa, xb, xc = rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal(4)
+    a, b, c = (Tensor.constant(x, dtype=DType.float32) for x in (xa, xb, xc))
+    f32 = lambda x: x.astype(np.float32).astype(np.float64)  # noqa: E731
+    for _ in range(2):
+        np.testing.assert_allclose(F.sub(a, rhs=b).to_numpy(), f32(xa) - f32(xb), rtol=1e-6)
+        np.testing.assert_allclose(F.sub(lhs=b, rhs=a).to_numpy(), f32(xb) - f32(xa), rtol=1e-6)
+        got = F.where(a > 0, x=b, y=c).to_numpy()
+        np.testing.assert_allclose(got, np.where(f32(xa) > 0, f32(xb), f32(xc)), rtol=1e-6)
+        np.testing.assert_allclose(a.clip(min=b).to_numpy(), np.maximum(f32(xa), f32(xb)), rtol=1e-6)
+        with F.lazy():
+            lazy = F.sub(a, rhs=b)
+        np.testing.assert_allclose(lazy.to_numpy(), f32(xa) - f32(xb), rtol=1e-6)
+
+
 def test_lazy_defers_until_needed():
     with F.lazy():
         x = Tensor.ones([3]) * 2

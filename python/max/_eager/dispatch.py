@@ -91,6 +91,15 @@ def _substitute(a: Any, values: list, pos: list) -> Any:
     return a
 
 
+def _call(fn: Any, args: tuple, kwargs: dict, values: list) -> Any:
+    """`fn(*args, **kwargs)` with the Tensors of args, then of kwargs, replaced by `values` in
+    that order (the order `_freeze` and `_collect` found them)."""
+    pos = [0]
+    a = _substitute(args, values, pos)
+    k = _substitute(kwargs, values, pos)
+    return fn(*a, **k)
+
+
 def _flatten_result(out: Any) -> tuple[list, Any]:
     if isinstance(out, Value):
         return [out], None
@@ -172,6 +181,9 @@ def _collect(a: Any, srcs: list, graph_values: list) -> None:
     elif isinstance(a, dict):
         for x in a.values():
             _collect(x, srcs, graph_values)
+    elif isinstance(a, slice):
+        for x in (a.start, a.stop, a.step):
+            _collect(x, srcs, graph_values)
 
 
 def _in_user_graph(fn: Any, args: tuple, kwargs: dict, srcs: list, graph_values: list) -> Any:
@@ -187,7 +199,7 @@ def _in_user_graph(fn: Any, args: tuple, kwargs: dict, srcs: list, graph_values:
         with graph:
             values.append(ops.constant(s.storage, s.dtype, s.type.device))
     with graph:
-        return fn(*_substitute(args, values, [0]), **_substitute(kwargs, values, [0]))
+        return _call(fn, args, kwargs, values)
 
 
 def _eager(fn: Any, args: tuple, kwargs: dict, srcs: list, key: Any) -> Any:
@@ -200,7 +212,7 @@ def _eager(fn: Any, args: tuple, kwargs: dict, srcs: list, key: Any) -> Any:
         g = Graph(f"eager_{_name(fn)}", input_types=types)
         with g:
             values = [v.tensor if not isinstance(v, BufferValue) else v for v in g.inputs]
-            out = fn(*_substitute(args, values, [0]), **_substitute(kwargs, values, [0]))
+            out = _call(fn, args, kwargs, values)
             flat, structure = _flatten_result(out)
             g.output(*flat)
         entry = compiled.compile_graph(g, structure)
@@ -212,7 +224,7 @@ def _stage(ctx: Any, fn: Any, args: tuple, kwargs: dict, srcs: list, key: Any) -
     check_eager_only(srcs, _name(fn))
     values = [ctx.value_of(s) for s in srcs]
     with ctx.graph:
-        out = fn(*_substitute(args, values, [0]), **_substitute(kwargs, values, [0]))
+        out = _call(fn, args, kwargs, values)
     ctx.record(None if key is None else (key, tuple(v._id for v in values)))
     flat, structure = _flatten_result(out)
     tensors = [ctx.create_unrealized(v) for v in flat]
