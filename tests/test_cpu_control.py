@@ -91,6 +91,25 @@ def test_range_shape_to_tensor_rebind(rng):
     np.testing.assert_allclose(e, x * 2)
 
 
+@pytest.mark.parametrize("dtype, start, step, stop, good, bad", [
+    (DType.int32, 0, 1, 3, 3, 4),
+    (DType.int64, 10, -3, 0, 4, 1),
+    (DType.uint32, 2, 5, 13, 3, 2),
+    (DType.float32, 10.0, -2.5, 0.0, 4, -1.0),
+])
+def test_range_asserts_out_dim_at_run_time(dtype, start, step, stop, good, bad):
+    """A run-time stop whose element count differs from out_dim is an error (MAX asserts
+    out_dim at execution), and the model stays usable."""
+    with Graph("r", input_types=[TensorType(dtype, [], CPU)]) as g:
+        g.output(ops.range(start, g.inputs[0], step, out_dim=good, dtype=dtype, device=CPU))
+    model = session().load(g)
+    want = np.arange(start, stop, step, dtype=dtype.to_numpy()).tolist()
+    assert model.execute(np.array(stop, dtype.to_numpy()))[0].to_numpy().tolist() == want
+    with pytest.raises(ValueError, match=f"range: out_dim is {good}, but start, stop and step give"):
+        model.execute(np.array(bad, dtype.to_numpy()))
+    assert model.execute(np.array(stop, dtype.to_numpy()))[0].to_numpy().tolist() == want
+
+
 def test_rebind_checks_at_run_time():
     with Graph("rb", input_types=[TensorType(DType.float32, ("n",), CPU)]) as g:
         g.output(g.inputs[0].rebind([4], message="expected four") + 1)

@@ -63,6 +63,8 @@ def test_range():
             ops.range(0, 10, 0, dtype=DType.int32, device=CPU)
         with pytest.raises(ValueError, match="must be zero or have the sign of step"):
             ops.range(0, 10, -1, dtype=DType.int32, device=CPU)
+        with pytest.raises(ValueError, match="range: out_dim is 4, but start, stop and step give 5 elements"):
+            ops.range(0, 5, 1, out_dim=4, dtype=DType.int32, device=CPU)
 
 
 def test_shape_to_tensor_cast_rebind():

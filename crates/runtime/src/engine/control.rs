@@ -240,22 +240,41 @@ fn range(state: &State, step: &Step, inputs: &[Buffer]) -> Result<Buffer> {
             Scalar::Float(v) => Canon::F(v),
         })
     };
-    let (start, delta) = (read(&inputs[0])?, read(&inputs[2])?);
+    let (start, stop, delta) = (read(&inputs[0])?, read(&inputs[1])?, read(&inputs[2])?);
     let n = shape[0];
+    // out_dim is asserted here, as MAX asserts it at execution: the elements start, stop and
+    // step give, ceil((stop - start) / step) and at least 0.
+    let f = |c: Canon| match c {
+        Canon::F(x) => x,
+        Canon::I(x) => x as f64,
+        Canon::U(x) => x as f64,
+    };
+    let count = match (start, stop, delta) {
+        (_, _, Canon::I(0) | Canon::U(0)) => None,
+        (_, _, Canon::F(d)) if d == 0.0 => None,
+        (Canon::I(a), Canon::I(b), Canon::I(d)) => {
+            let (span, d) = (b as i128 - a as i128, d as i128);
+            Some(if (span > 0) != (d > 0) || span == 0 { 0 } else { (span + d - d.signum()) / d })
+        }
+        (Canon::U(a), Canon::U(b), Canon::U(d)) => {
+            Some(if b <= a { 0 } else { ((b - a) as i128 + d as i128 - 1) / d as i128 })
+        }
+        (a, b, d) => Some(((f(b) - f(a)) / f(d)).ceil().max(0.0) as i128),
+    };
+    match count {
+        None => return Err(Error::Value("range: step must be non-zero".into())),
+        Some(c) if c != n as i128 => {
+            return Err(Error::Value(format!("range: out_dim is {n}, but start, stop and step give {c} elements")));
+        }
+        Some(_) => {}
+    }
     let host = Buffer::empty(t.dtype, &[n as i64], &Device::Cpu)?;
     for i in 0..n {
         let v = match (start, delta) {
             (Canon::F(a), Canon::F(d)) => Scalar::Float(a + i as f64 * d),
             (Canon::I(a), Canon::I(d)) => Scalar::Int(a.wrapping_add((i as i64).wrapping_mul(d))),
             (Canon::U(a), Canon::U(d)) => Scalar::UInt(a.wrapping_add((i as u64).wrapping_mul(d))),
-            (a, d) => {
-                let f = |c: Canon| match c {
-                    Canon::F(x) => x,
-                    Canon::I(x) => x as f64,
-                    Canon::U(x) => x as f64,
-                };
-                Scalar::Float(f(a) + i as f64 * f(d))
-            }
+            (a, d) => Scalar::Float(f(a) + i as f64 * f(d)),
         };
         host.index(&[IndexItem::At(i as i64)])?.fill(v)?;
     }

@@ -151,6 +151,10 @@ def range(  # noqa: A001 - MAX's name
 ) -> TensorValue:
     """`start`, `start + step`, ... up to (not including) `stop`, as a rank-1 tensor."""
     length = Dim(out_dim) if out_dim is not None else _range_length(start, stop, step)
+    if out_dim is not None and isinstance(length, StaticDim):
+        known = _range_length(start, stop, step)
+        if isinstance(known, StaticDim) and int(known) != int(length):
+            raise ValueError(f"range: out_dim is {int(length)}, but start, stop and step give {int(known)} elements")
     if length is None:
         raise ValueError("range: out_dim is required when start, stop or step is only known at run time")
     where = DeviceRef.from_device(device)
