@@ -189,6 +189,11 @@ def test_integer_constants_must_fit():
     assert Tensor.constant([-2.0, 3.0], dtype=DType.int8).to_numpy().tolist() == [-2, 3]
     assert Tensor.constant(np.array([1, 2], dtype=np.int64), dtype=DType.uint16).to_numpy().tolist() == [1, 2]
     assert np.isnan(Tensor.full([1], float("nan"), dtype=DType.float32).to_numpy()).all()
+    # bool takes 0 and 1 (or bools), as MAX's "does not fit within the dtype" asks
+    for bad, shown in ((2, "2"), ([0, -1], "-1"), (0.5, "0.5"), (float("nan"), "nan")):
+        with pytest.raises(ValueError, match=f"Tensor.full: value: {shown} does not fit in bool"):
+            Tensor.full([2], bad, dtype=DType.bool)
+    assert Tensor.constant([0.0, 1.0, 1], dtype=DType.bool).to_numpy().tolist() == [False, True, True]
 
 
 def test_mixing_devices_without_a_move_raises(gpu):

@@ -128,6 +128,11 @@ def test_where():
         assert ops.where(c, 1.5, x).dtype is DType.float32
         with pytest.raises(TypeError, match="where: condition: expected a bool tensor"):
             ops.where(x, x, x)
+        i = ops.cast(x, DType.int32)
+        # dtypes that do not promote: the error names y, and the inputs by their own names
+        with pytest.raises(ValueError, match=r"where: y: cannot combine float32 and int32.*"
+                                             r"condition=bool\[n, 1\].*x=float32\[4\].*y=int32\[4\]"):
+            ops.where(c, x, i)
 
 
 def test_elementwise_max_min_and_gelu_modes():

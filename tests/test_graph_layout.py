@@ -239,6 +239,9 @@ def test_pad():
         raises(ValueError, lambda: ops.pad(x, [1, 2, 0, 0], mode="reflect"), "pad: mode:")
         raises(ValueError, lambda: ops.pad(x, [1, 2, 0, 0], value=const([1.0, 2.0], DType.float32)), "pad: value:")
         raises(ValueError, lambda: ops.pad(i, [1, 2, 0, 0], value=1.5), "pad: value:")
+        # paddings whose sum (or the padded size) passes 2^63 - 1 (they wrapped to a negative dim)
+        raises(ValueError, lambda: ops.pad(x, [0, 0, 2**62, 2**62]), "pad: paddings:", "overflows a 64-bit")
+        raises(ValueError, lambda: ops.pad(x, [0, 0, 2**63 - 2, 0]), "pad: paddings:", "overflows a 64-bit")
 
 
 def test_repeat_interleave():

@@ -37,7 +37,7 @@ pub enum DimKind {
     Algebraic,
 }
 
-fn overflow() -> GraphError {
+pub(crate) fn overflow() -> GraphError {
     GraphError::Value("dimension arithmetic overflows a 64-bit integer".into())
 }
 

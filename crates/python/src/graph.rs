@@ -324,13 +324,16 @@ impl PyGraphIR {
         }
     }
 
-    /// The dtype code two values of a binary op `name` are computed in.
-    fn promote(&self, name: &str, a: usize, b: usize) -> PyResult<u8> {
-        let (ta, tb) = match (self.inner.ty(a), self.inner.ty(b)) {
-            (Some(x), Some(y)) => (x, y),
-            _ => return Err(PyValueError::new_err("promote: no such value")),
-        };
-        promote_operands(op_kind(name)?, ta, tb).map(|d| d.code()).map_err(graph_err)
+    /// The dtype code two values of a binary op `name` are computed in (`first`: where's
+    /// condition, for the error's names).
+    #[pyo3(signature = (name, a, b, first=None))]
+    fn promote(&self, name: &str, a: usize, b: usize, first: Option<usize>) -> PyResult<u8> {
+        let ids: Vec<usize> = first.into_iter().chain([a, b]).collect();
+        let mut types = Vec::with_capacity(ids.len());
+        for v in ids {
+            types.push(self.inner.ty(v).ok_or_else(|| PyValueError::new_err("promote: no such value"))?.clone());
+        }
+        promote_operands(op_kind(name)?, &types).map(|d| d.code()).map_err(graph_err)
     }
 
     fn inputs(&self) -> Vec<usize> {

@@ -88,30 +88,35 @@ fn binary(ctx: &Ctx, out: Option<DType>) -> Result<Vec<Type>> {
     let (a, b) = (ctx.tensor(0)?, ctx.tensor(1)?);
     let device = ctx.same_device(&[0, 1])?;
     if a.dtype != b.dtype {
-        return Err(dtype_mismatch(ctx, a.dtype, b.dtype));
+        return Err(dtype_mismatch(ctx, 1, a.dtype, b.dtype));
     }
     let shape = broadcast_shapes(ctx, &a.shape, &b.shape, (&ctx.arg(0), &ctx.arg(1)))?;
     one(TensorType { dtype: out.unwrap_or(a.dtype), shape, device })
 }
 
-fn dtype_mismatch(ctx: &Ctx, a: DType, b: DType) -> crate::error::GraphError {
+/// The error for operands of dtypes `a` and `b`, naming input `arg` (the second operand).
+fn dtype_mismatch(ctx: &Ctx, arg: usize, a: DType, b: DType) -> crate::error::GraphError {
     match promote::promote(a, b) {
-        Some(p) => ctx.type_err(&ctx.arg(1), format!("operands must share a dtype: cast both to {p} first")),
+        Some(p) => ctx.type_err(&ctx.arg(arg), format!("operands must share a dtype: cast both to {p} first")),
         None => ctx.value_err(
-            &ctx.arg(1),
+            &ctx.arg(arg),
             format!("cannot combine {a} and {b}: neither converts to the other without losing values; insert an explicit cast"),
         ),
     }
 }
 
-/// The dtype two operands of `kind` are computed in (the promotion rule of crate::promote),
-/// or an error naming the op and both operands.
-pub fn promote_operands(kind: OpKind, a: &Type, b: &Type) -> Result<DType> {
-    let inputs = [a.clone(), b.clone()];
+/// The dtype the last two of `inputs` (the op's inputs in order: where's condition first) are
+/// computed in as operands of `kind` (the promotion rule of crate::promote), or an error naming
+/// the op and the operands.
+pub fn promote_operands(kind: OpKind, inputs: &[Type]) -> Result<DType> {
     let attrs = crate::attrs::Attrs::new();
-    let ctx = Ctx { kind, inputs: &inputs, attrs: &attrs };
-    let (ta, tb) = (ctx.tensor(0)?, ctx.tensor(1)?);
-    let p = promote::promote(ta.dtype, tb.dtype).ok_or_else(|| dtype_mismatch(&ctx, ta.dtype, tb.dtype))?;
+    let ctx = Ctx { kind, inputs, attrs: &attrs };
+    let n = inputs.len();
+    if n < 2 {
+        return Err(crate::error::GraphError::Value(format!("{}: needs two operands to promote", ctx.name())));
+    }
+    let (ta, tb) = (ctx.tensor(n - 2)?, ctx.tensor(n - 1)?);
+    let p = promote::promote(ta.dtype, tb.dtype).ok_or_else(|| dtype_mismatch(&ctx, n - 1, ta.dtype, tb.dtype))?;
     Ok(if kind == OpKind::Div { promote::true_division_dtype(p) } else { p })
 }
 
@@ -123,7 +128,7 @@ fn infer_where(ctx: &Ctx) -> Result<Vec<Type>> {
     }
     let device = ctx.same_device(&[0, 1, 2])?;
     if x.dtype != y.dtype {
-        return Err(dtype_mismatch(ctx, x.dtype, y.dtype));
+        return Err(dtype_mismatch(ctx, 2, x.dtype, y.dtype));
     }
     let s = broadcast_shapes(ctx, &c.shape, &x.shape, ("condition", "x"))?;
     let shape = broadcast_shapes(ctx, &s, &y.shape, ("condition and x", "y"))?;

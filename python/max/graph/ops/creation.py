@@ -43,8 +43,14 @@ def _default_dtype(value: Any, arr: np.ndarray) -> DType:
 
 def check_fits(arr: np.ndarray, dtype: DType, who: str) -> None:
     """ValueError (naming `who`) unless every value of `arr` is exactly representable in an
-    integral `dtype`: integers within its range, floats finite and integral. Other dtypes take
-    any values (floats round)."""
+    integral `dtype`: integers within its range, floats finite and integral; bool takes 0 and 1
+    (or bools). Other dtypes take any values (floats round)."""
+    if dtype is DType.bool and arr.size and arr.dtype != np.bool_:
+        flat = arr.reshape(-1)
+        bad = flat[(flat != 0) & (flat != 1)]
+        if bad.size:
+            raise ValueError(f"{who}: {bad[0].item()!r} does not fit in bool (0, 1, True or False)")
+        return
     if not dtype.is_integral() or not arr.size:
         return
     lo, hi = _INT_RANGE[dtype]

@@ -240,7 +240,7 @@ def where(condition: Any, x: Any, y: Any) -> TensorValue:
     else:
         x = as_tensor(x, like=y, op="where", arg="x")
     ir = x._graph._ir
-    target = ir.promote("where", x._id, y._id)
+    target = ir.promote("where", x._id, y._id, cond._id)
     if ir.value_summary(x._id)[1] != target:
         x = stage1("cast", [x], {"dtype": ("dtype", target)})
     if ir.value_summary(y._id)[1] != target:

@@ -188,7 +188,10 @@ pub fn pad(ctx: &Ctx) -> Result<Vec<Type>> {
         .shape
         .iter()
         .zip(paddings.chunks(2))
-        .map(|(d, p)| d.add(&Dim::stat(p[0] + p[1])))
+        .map(|(d, p)| match p[0].checked_add(p[1]) {
+            Some(both) => d.add(&Dim::stat(both)),
+            None => Err(crate::dim::overflow()),
+        })
         .collect::<std::result::Result<Vec<_>, _>>();
     one(x.with_shape(out.map_err(dim_err(ctx, "paddings"))?))
 }
