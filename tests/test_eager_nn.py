@@ -2,6 +2,7 @@
 under F.functional compiles one graph and gives the eager numbers."""
 
 import numpy as np
+import pytest
 
 import max.functional as F
 from max import engine
@@ -107,3 +108,32 @@ def test_rotary_embeddings_match_numpy(rng):
         got = cls(table)(Tensor.constant(x, dtype=DType.float32), start_pos=4).to_numpy()
         want = _rope_ref(x, table.to_numpy().astype(np.float64), 4, interleaved)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_module_state_dict_transforms_and_compile_weights_are_checked(rng):
+    """state_dict gives every parameter by name (what load_state_dict takes back); a transform
+    must return Tensors; compile's `weights` must name every parameter, nothing else, with the
+    parameters' shapes and dtypes."""
+    lin = Linear(5, 3)
+    state = lin.state_dict()
+    assert set(state) == {"weight", "bias"} and list(state["weight"].shape) == [3, 5]
+    w = rng.standard_normal((3, 5)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    lin.load_state_dict({"weight": w, "bias": b})
+    np.testing.assert_array_equal(lin.state_dict()["weight"].to_numpy(), w)
+    with pytest.raises(TypeError, match="apply_to_parameters: the function returned int for parameter 'weight'"):
+        Linear(2, 3).apply_to_parameters(lambda n, t: 5)
+    seq = Sequential(Linear(2, 3), Linear(3, 1))
+    with pytest.raises(TypeError, match="returned NoneType for parameter '1.bias'"):
+        seq.apply_to_parameters(lambda n, t: None if n == "1.bias" else t)
+
+    t = TensorType(DType.float32, [2, 5], device=DeviceRef.CPU())
+    with pytest.raises(KeyError, match="Linear.compile: no weight given for 'bias'"):
+        lin.compile(t, weights={"weight": w})
+    with pytest.raises(ValueError, match="Linear.compile: weights that match no parameter: extra"):
+        lin.compile(t, weights={"weight": w, "bias": b, "extra": b})
+    with pytest.raises(ValueError, match=r"weight 'weight': the module expects float32\[3, 5\], got float64\[3, 5\]"):
+        lin.compile(t, weights={"weight": w.astype(np.float64), "bias": b})
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    out = lin.compile(t, weights={"weight": 2 * w, "bias": b})(Tensor.constant(x))
+    np.testing.assert_allclose(out.to_numpy(), x @ (2 * w).T + b, rtol=1e-5, atol=1e-5)

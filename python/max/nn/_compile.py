@@ -51,6 +51,15 @@ def compile_module(module: Any, input_types: Sequence[Any], weights: Mapping[str
         if not isinstance(t, TensorType):
             raise TypeError(f"{type(module).__name__}.compile: input_types[{i}] must be a TensorType, got {t!r}")
     params = dict(module.parameters)
+    who = f"{type(module).__name__}.compile"
+    if weights is not None:
+        # As load_state_dict: a weight for every parameter, and none that matches no parameter.
+        missing = [n for n in params if n not in weights]
+        if missing:
+            raise KeyError(f"{who}: no weight given for {', '.join(map(repr, missing))}")
+        unused = sorted(set(weights) - set(params))
+        if unused:
+            raise ValueError(f"{who}: weights that match no parameter: {', '.join(unused)}")
     graph = Graph(type(module).__name__, input_types=list(input_types))
     ctx = GraphContext(graph)
     registry: dict[str, driver.Buffer] = {}
@@ -59,10 +68,14 @@ def compile_module(module: Any, input_types: Sequence[Any], weights: Mapping[str
             ptype = p.type
             value = graph.add_weight(Weight(name, ptype.dtype, ptype.shape, ptype.device))
             ctx.bind(p, value)
-            source = weights[name] if weights is not None and name in weights else p
-            if weights is not None and name not in weights and p.state is not None:
-                raise KeyError(f"{type(module).__name__}.compile: no weight given for {name!r}")
-            registry[name] = _weight_buffer(name, source)
+            buf = _weight_buffer(name, weights[name] if weights is not None else p)
+            want = [int(d) for d in ptype.shape]
+            if buf.dtype != ptype.dtype or list(buf.shape) != want:
+                raise ValueError(
+                    f"{who}: weight {name!r}: the module expects {ptype.dtype.name}{want}, "
+                    f"got {buf.dtype.name}{list(buf.shape)}"
+                )
+            registry[name] = buf
         inputs = [ctx.create_unrealized(v.tensor) for v in graph.inputs]
         out = module.forward(*inputs)
         flat = list(out) if isinstance(out, (list, tuple)) else [out]

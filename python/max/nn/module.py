@@ -63,16 +63,29 @@ class Module(_GraphModule):
         return out
 
     def apply_to_local_parameters(self, f: Callable[[str, Tensor], Tensor]) -> None:
-        """Replaces each local parameter by ``f(name, tensor)``."""
+        """Replaces each local parameter by ``f(name, tensor)``, which must be a Tensor."""
         for name, t in self.local_parameters:
-            setattr(self, name, f(name, t))
+            setattr(self, name, _checked(f, name, t))
 
     def apply_to_parameters(self, f: Callable[[str, Tensor], Tensor]) -> None:
-        """Replaces each parameter of the tree by ``f(qualified_name, tensor)``."""
-        self.apply_to_local_parameters(f)
+        """Replaces each parameter of the tree by ``f(qualified_name, tensor)``, which must be a
+        Tensor (a value of another kind would drop the parameter from the tree)."""
+        self._apply_tree(lambda n, t: _checked(f, n, t))
+
+    def _apply_tree(self, f: Callable[[str, Tensor], Tensor]) -> None:
+        for name, t in self.local_parameters:
+            setattr(self, name, f(name, t))
         for name, child in self.children:
             if isinstance(child, Module):
-                child.apply_to_parameters(lambda n, t, p=name: f(f"{p}.{n}", t))
+                child._apply_tree(lambda n, t, p=name: f(f"{p}.{n}", t))
+
+    def state_dict(self, auto_initialize: bool = True) -> dict[str, Any]:
+        """Every parameter by qualified name (what ``load_state_dict`` takes back); a tree of
+        graph layers holding ``Weight``s answers as ``max.nn.legacy`` modules do."""
+        params = dict(self.parameters)
+        if not params and self.raw_state_dict():
+            return super().state_dict(auto_initialize)
+        return params
 
     def map_parameters(self, f: Callable[[str, Tensor], Tensor]) -> Module:
         """A copy of the tree with parameters ``f(name, tensor)``; this one is unchanged."""
@@ -146,6 +159,16 @@ class Module(_GraphModule):
         if sum(len(f) for f in fields) < 70 and not any("\n" in f for f in fields):
             return f"{type(self).__name__}({', '.join(fields)})"
         return f"{type(self).__name__}(\n    " + ",\n    ".join(fields) + "\n)"
+
+
+def _checked(f: Callable[[str, Tensor], Any], name: str, t: Tensor) -> Tensor:
+    new = f(name, t)
+    if not isinstance(new, Tensor):
+        raise TypeError(
+            f"apply_to_parameters: the function returned {type(new).__name__} for parameter {name!r}, not a "
+            "Tensor (load_state takes any DLPack array)"
+        )
+    return new
 
 
 def _as_tensor(value: Any) -> Tensor:
