@@ -54,7 +54,7 @@ fn float_unary(ctx: &Ctx) -> Result<Vec<Type>> {
 }
 
 /// Input `i` has a floating-point dtype, or a type error naming the op and the dtype.
-fn require_float(ctx: &Ctx, i: usize) -> Result<()> {
+pub(super) fn require_float(ctx: &Ctx, i: usize) -> Result<()> {
     let t = ctx.tensor(i)?;
     if !t.dtype.is_float() {
         return Err(ctx.type_err(

@@ -123,6 +123,7 @@ fn reduce(ctx: &Ctx, out_dtype: Option<DType>) -> Result<Vec<Type>> {
 
 fn softmax(ctx: &Ctx) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
+    super::elementwise::require_float(ctx, 0)?;
     let x = ctx.tensor(0)?;
     // A scalar is a one-element distribution (MAX stages it); its only axes are -1 and 0.
     if x.rank() == 0 {

@@ -1,5 +1,8 @@
 """Ops you can add while staging a graph (``max.graph.ops``), one module per family; random
-tensors are the submodule ``ops.random`` (``ops.random.set_seed``, ``ops.random.uniform``, ...)."""
+tensors are the submodule ``ops.random`` (``ops.random.set_seed``, ``ops.random.uniform``, ...).
+``TensorType``, ``DeviceRef`` and ``Callable`` are here too, as MAX lists them."""
+
+from collections.abc import Callable
 
 from max.graph.ops import allreduce, random, reducescatter
 from max.graph.ops.buffer import *  # noqa: F403
@@ -26,8 +29,14 @@ from max.graph.ops.quant import *  # noqa: F403
 from max.graph.ops.quant import __all__ as _quant
 from max.graph.ops.reduction import *  # noqa: F403
 from max.graph.ops.reduction import __all__ as _reduction
+from max.graph.ops.resize import *  # noqa: F403
+from max.graph.ops.resize import __all__ as _resize
+from max.graph.ops.window import *  # noqa: F403
+from max.graph.ops.window import __all__ as _window
+from max.graph.type import DeviceRef, TensorType
 
 __all__ = sorted(
     {"allreduce", "reducescatter", *_buffer, *_collective, *_control, *_conv, *_creation, *_elementwise,
-     *_indexing, *_irfft, *_layout, *_linalg, *_quant, *_reduction}
+     *_indexing, *_irfft, *_layout, *_linalg, *_quant, *_reduction, *_resize, *_window,
+     "Callable", "DeviceRef", "TensorType"}
 )
