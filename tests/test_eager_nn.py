@@ -137,3 +137,20 @@ def test_module_state_dict_transforms_and_compile_weights_are_checked(rng):
     x = rng.standard_normal((2, 5)).astype(np.float32)
     out = lin.compile(t, weights={"weight": 2 * w, "bias": b})(Tensor.constant(x))
     np.testing.assert_allclose(out.to_numpy(), x @ (2 * w).T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_constructor_and_argument_errors_name_what_is_wrong():
+    from max import random
+
+    for bad in (0, -1, 2.5, "4", True):
+        with pytest.raises(ValueError, match="Linear: in_dim must be a positive int"):
+            Linear(bad, 3)
+    with pytest.raises(ValueError, match="Linear: out_dim must be a positive int, got 0"):
+        Linear(3, 0)
+    for bad in ("a", 1.5, True):
+        with pytest.raises(TypeError, match="random.set_seed: the seed must be an int"):
+            random.set_seed(bad)
+    random.set_seed(np.int64(7))
+    r = RotaryEmbedding(freqs(8, 16))
+    with pytest.raises(ValueError, match="RotaryEmbedding: start_pos must not be negative, got -1"):
+        r(Tensor.ones([1, 2, 1, 8]), start_pos=-1)

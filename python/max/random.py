@@ -26,6 +26,8 @@ _GOLDEN = 0x9E3779B97F4A7C15
 
 def set_seed(value: int) -> None:
     """Restarts the global random stream from `value` (an int64)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"random.set_seed: the seed must be an int, got {type(value).__name__}")
     value = int(value)
     if not -(2**63) <= value < 2**63:
         raise ValueError(f"random.set_seed: the seed must fit in int64, got {value}")

@@ -12,7 +12,7 @@ from typing import Any
 
 from max import functional as F
 from max import random
-from max.graph.dim import Dim
+from max.graph.dim import Dim, StaticDim
 from max.graph.shape import Shape
 from max.nn import _dual, kernels
 from max.nn import embedding as _embedding
@@ -33,6 +33,9 @@ class Linear(Module):
         return _dual.route(cls, _linear.Linear, args, kwargs, 2, keys)
 
     def __init__(self, in_dim: Any, out_dim: Any, *, bias: bool = True) -> None:
+        for name, v in (("in_dim", in_dim), ("out_dim", out_dim)):
+            if isinstance(v, bool) or not isinstance(v, (int, StaticDim)) and not hasattr(v, "__index__") or int(v) <= 0:
+                raise ValueError(f"Linear: {name} must be a positive int, got {v!r}")
         bound = 1.0 / math.sqrt(int(in_dim))
         self.weight = random.uniform([out_dim, in_dim], range=(-bound, bound))
         self.bias: Tensor | int = random.uniform([out_dim], range=(-bound, bound)) if bias else 0
