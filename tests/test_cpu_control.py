@@ -110,6 +110,25 @@ def test_range_asserts_out_dim_at_run_time(dtype, start, step, stop, good, bad):
     assert model.execute(np.array(stop, dtype.to_numpy()))[0].to_numpy().tolist() == want
 
 
+def test_range_binds_a_new_out_dim_from_its_values():
+    """An out_dim symbol no input gives is the count start, stop and step give at run time,
+    and later ops see it; one an input binds is asserted instead."""
+    with Graph("r", input_types=[TensorType(DType.int32, [], CPU)]) as g:
+        r = ops.range(1, g.inputs[0], 2, out_dim="n", dtype=DType.int32, device=CPU)
+        g.output(r, r * 3)
+    model = session().load(g)
+    for stop in (8, 1, 0, 13):
+        a, b = (o.to_numpy() for o in model.execute(np.array(stop, np.int32)))
+        assert a.tolist() == list(range(1, stop, 2)) and b.tolist() == [3 * v for v in range(1, stop, 2)]
+    with Graph("r2", input_types=[TensorType(DType.int32, [], CPU), TensorType(DType.float32, ["n"], CPU)]) as g:
+        r = ops.range(0, g.inputs[0], 1, out_dim="n", dtype=DType.int32, device=CPU)
+        g.output(r.cast(DType.float32) + g.inputs[1])
+    model = session().load(g)
+    assert model.execute(np.array(3, np.int32), np.ones(3, np.float32))[0].to_numpy().tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match="range: out_dim is 3, but start, stop and step give 4 elements"):
+        model.execute(np.array(4, np.int32), np.ones(3, np.float32))
+
+
 def test_rebind_checks_at_run_time():
     with Graph("rb", input_types=[TensorType(DType.float32, ("n",), CPU)]) as g:
         g.output(g.inputs[0].rebind([4], message="expected four") + 1)

@@ -82,7 +82,7 @@ pub(crate) fn run(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) ->
             write_into(&view, &inputs[2])?;
             vec![chain()?]
         }
-        OpKind::Range => vec![range(state, step, inputs)?],
+        OpKind::Range => vec![range(state, step, op, inputs)?],
         OpKind::ShapeToTensor => {
             let Some(Attr::Dims(dims)) = op.attrs.get("shape") else {
                 return Err(Error::Value("shape_to_tensor: missing shape".into()));
@@ -226,12 +226,13 @@ fn store_slice_items(state: &State, op: &Op, tensors: &[Buffer]) -> Result<Vec<I
     Ok(items)
 }
 
-/// range: start + i * step for i in 0..n, computed in f64 (floats) or i64 (integers).
-fn range(state: &State, step: &Step, inputs: &[Buffer]) -> Result<Buffer> {
-    let shape = shape_of(state, step.outputs[0])?;
+/// range: start + i * step for i in 0..n, computed in f64 (floats) or i64 (integers). An
+/// out_dim that is a symbol no input binds is bound here, to the count the values give.
+fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<Buffer> {
     let Type::Tensor(t) = &state.model.program.types[step.outputs[0]] else {
         return Err(Error::Value("range: result is not a tensor".into()));
     };
+    let t = t.clone();
     let read = |b: &Buffer| -> Result<Canon> {
         Ok(match b.item()? {
             Scalar::Bool(v) => Canon::U(v as u64),
@@ -241,7 +242,6 @@ fn range(state: &State, step: &Step, inputs: &[Buffer]) -> Result<Buffer> {
         })
     };
     let (start, stop, delta) = (read(&inputs[0])?, read(&inputs[1])?, read(&inputs[2])?);
-    let n = shape[0];
     // out_dim is asserted here, as MAX asserts it at execution: the elements start, stop and
     // step give, ceil((stop - start) / step) and at least 0.
     let f = |c: Canon| match c {
@@ -261,6 +261,16 @@ fn range(state: &State, step: &Step, inputs: &[Buffer]) -> Result<Buffer> {
         }
         (a, b, d) => Some(((f(b) - f(a)) / f(d)).ceil().max(0.0) as i128),
     };
+    let shape = match shape_of(state, step.outputs[0]) {
+        Ok(shape) => shape,
+        Err(e) => {
+            let (Some(name), Some(c)) = (t.shape[0].as_symbol(), count) else { return Err(e) };
+            let c = i64::try_from(c).map_err(|_| Error::Value(format!("range: {c} elements")))?;
+            state.bindings.bind(name, c, &format!("the result of {}", op.kind.name()))?;
+            shape_of(state, step.outputs[0])?
+        }
+    };
+    let n = shape[0];
     match count {
         None => return Err(Error::Value("range: step must be non-zero".into())),
         Some(c) if c != n as i128 => {
