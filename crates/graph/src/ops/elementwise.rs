@@ -167,7 +167,7 @@ mod tests {
     fn mixed_dtypes_are_rejected_with_the_rule() {
         let err = run(OpKind::Add, &[t(DType::Int32, &["2"]), t(DType::Float32, &["2"])]).unwrap_err();
         assert!(err.to_string().contains("insert an explicit cast"), "{err}");
-        let p = promote_operands(OpKind::Div, &t(DType::Int32, &["2"]), &t(DType::Int16, &["2"])).unwrap();
+        let p = promote_operands(OpKind::Div, &[t(DType::Int32, &["2"]), t(DType::Int16, &["2"])]).unwrap();
         assert_eq!(p, DType::Float64);
     }
 
