@@ -194,6 +194,8 @@ def test_integer_constants_must_fit():
         with pytest.raises(ValueError, match=f"Tensor.full: value: {shown} does not fit in bool"):
             Tensor.full([2], bad, dtype=DType.bool)
     assert Tensor.constant([0.0, 1.0, 1], dtype=DType.bool).to_numpy().tolist() == [False, True, True]
+    with pytest.raises(ValueError, match="Tensor.constant: value: nested lists must be rectangular"):
+        Tensor.constant([[1, 2], [3]])
 
 
 def test_mixing_devices_without_a_move_raises(gpu):

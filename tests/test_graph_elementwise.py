@@ -77,7 +77,7 @@ def test_weak_scalars_and_arrays():
         assert (h + np.float64(2)).dtype is DType.float16
         assert (i + True).dtype is DType.int32
         assert (b + 127).dtype is DType.int8
-        with pytest.raises(ValueError, match="add: rhs: .*Python float cannot be converted to int32"):
+        with pytest.raises(ValueError, match="add: rhs: a Python float does not combine with a tensor of int32"):
             i + 2.5
         with pytest.raises(ValueError, match="add: rhs: the Python int 300 does not fit in int8"):
             b + 300
@@ -119,6 +119,21 @@ def test_maps_of_real_numbers_need_a_floating_point_tensor(name):
                 op(x)
         for dt in (DType.float16, DType.bfloat16, DType.float32, DType.float64):
             assert op(ops.cast(g.inputs[0], dt)).type == TensorType(dt, [3], CPU)
+
+
+def test_array_operands_name_the_op_and_argument():
+    """An array or list beside a tensor that cannot take the tensor's dtype is reported as the
+    op's argument (it was reported as ``constant: value``), floats beside integer tensors too."""
+    with graph((DType.int32, (2,))) as g:
+        (i,) = g.inputs
+        with pytest.raises(ValueError, match="add: rhs: non-integral values cannot be loaded as int32"):
+            ops.add(i, np.array([1.5, 2.5]))
+        with pytest.raises(ValueError, match="div: rhs: a Python float does not combine with a tensor of int32"):
+            ops.div(i, 2.0)
+        with pytest.raises(ValueError, match="mul: rhs: nested lists must be rectangular"):
+            ops.mul(i, [[1, 2], [3]])
+        with pytest.raises(ValueError, match="constant: value: nested lists must be rectangular"):
+            ops.constant([[1, 2], [3]], DType.int32, device=CPU)
 
 
 def test_where():

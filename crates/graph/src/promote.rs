@@ -89,7 +89,7 @@ pub fn scalar_fits(dtype: DType, value: Scalar) -> Result<(), String> {
     match value {
         Scalar::Bool(_) => Ok(()),
         Scalar::Float(_) if !dtype.is_float() => Err(format!(
-            "a Python float cannot be converted to {dtype} without losing its fraction; cast the tensor to a float type first"
+            "a Python float does not combine with a tensor of {dtype} (floats never convert to integers implicitly); cast the tensor to a float type first, or pass an int"
         )),
         Scalar::Float(_) => Ok(()),
         Scalar::Int(v) => {

@@ -98,7 +98,11 @@ def host_values(value: Any) -> np.ndarray:
             return np.from_dlpack(value)
         except (BufferError, TypeError, RuntimeError):
             return np.asarray(value)
-    return np.asarray(value)
+    try:
+        return np.asarray(value)
+    except ValueError:
+        raise ValueError("Tensor.constant: value: nested lists must be rectangular (every row of a level the same "
+                         "length)") from None
 
 
 def buffer(arr: np.ndarray, dtype: DType, device: driver.Device) -> driver.Buffer:

@@ -69,6 +69,19 @@ def _is_scalar(x: Any) -> bool:
     )
 
 
+def _constant(op: str, arg: str, x: Any, dtype: Any, device: Any) -> TensorValue:
+    """ops.constant for argument `arg` of `op`: its errors name them rather than constant."""
+    from max.graph.ops.creation import constant
+
+    try:
+        return constant(x, dtype, device)
+    except (ValueError, TypeError) as e:
+        msg = str(e)
+        if op and msg.startswith("constant: value: "):
+            raise type(e)(f"{op}: {arg}: {msg[len('constant: value: '):]}") from None
+        raise
+
+
 def as_tensor(
     x: Any,
     *,
@@ -108,11 +121,11 @@ def as_tensor(
             value = x.item() if isinstance(x, (np.generic, np.ndarray)) else x
             check_scalar(op, arg, target.value, value)
             with like._graph:
-                return constant(value, target, where)
+                return _constant(op, arg, value, target, where)
         if isinstance(x, (np.ndarray, list, tuple)) or hasattr(x, "__dlpack__"):
             with like._graph:
-                return constant(x, target, where)
+                return _constant(op, arg, x, target, where)
     if _is_scalar(x) or isinstance(x, (np.ndarray, list, tuple)) or hasattr(x, "__dlpack__"):
         with (graph or Graph.current):
-            return constant(x, dtype, device)
+            return _constant(op, arg, x, dtype, device)
     raise TypeError(f"{op}: {arg} must be a tensor value, a number, an array or a Dim, got {type(x).__name__}")

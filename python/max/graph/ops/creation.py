@@ -26,7 +26,12 @@ def _host_array(value: Any) -> np.ndarray:
 
         buf = value if isinstance(value, driver.Buffer) else driver.Buffer.from_dlpack(value)
         return buf.to(driver.CPU()).to_numpy() if not buf.dtype.is_float8() else buf.to_numpy()
-    return np.asarray(value)
+    try:
+        return np.asarray(value)
+    except ValueError:
+        raise ValueError(
+            "constant: value: nested lists must be rectangular (every row of a level the same length)"
+        ) from None
 
 
 def _default_dtype(value: Any, arr: np.ndarray) -> DType:
