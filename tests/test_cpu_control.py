@@ -110,6 +110,29 @@ def test_range_asserts_out_dim_at_run_time(dtype, start, step, stop, good, bad):
     assert model.execute(np.array(stop, dtype.to_numpy()))[0].to_numpy().tolist() == want
 
 
+@pytest.mark.parametrize("start, stop, step, dtype", [
+    (0, 0.3, 0.1, DType.float32), (0, 2.2, 0.1, DType.float32), (1, 1.3, 0.1, DType.float32),
+    (0, 1.0, 0.1, DType.float16), (0, 0.7, 0.1, DType.float16), (0, 0.6, 0.2, DType.bfloat16),
+    (5.0, -1.0, -0.7, DType.float32),
+])
+def test_float_ranges_keep_the_count_their_builder_gave(start, stop, step, dtype):
+    """The count comes from the Python bounds; the run-time check of out_dim sees them rounded
+    to the dtype (0.3 / 0.1 in float32 is above 3) and must not refuse the range for that."""
+    with Graph("r", input_types=[]) as g:
+        g.output(ops.range(start, stop, step, dtype=dtype, device=CPU))
+    (out,) = run(g)
+    want = np.arange(start, stop, step)
+    assert len(out) == len(want)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2 if dtype is not DType.float32 else 1e-6)
+
+
+def test_integer_range_counts_are_exact():
+    with Graph("r", input_types=[]) as g:
+        g.output(ops.range(0, 2**60 + 1, 2**60, dtype=DType.int64, device=CPU))
+    (out,) = run(g)
+    assert out.tolist() == [0, 2**60]  # (float division would count 1)
+
+
 def test_range_binds_a_new_out_dim_from_its_values():
     """An out_dim symbol no input gives is the count start, stop and step give at run time,
     and later ops see it; one an input binds is asserted instead."""

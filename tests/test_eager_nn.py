@@ -151,6 +151,22 @@ def test_constructor_and_argument_errors_name_what_is_wrong():
         with pytest.raises(TypeError, match="random.set_seed: the seed must be an int"):
             random.set_seed(bad)
     random.set_seed(np.int64(7))
+    random.set_seed(random.seed())  # the seed as random.seed() gives it, a scalar int64 Tensor
+    with pytest.raises(TypeError, match="a tensor seed must be one integer"):
+        random.set_seed(Tensor.ones([2]))
     r = RotaryEmbedding(freqs(8, 16))
-    with pytest.raises(ValueError, match="RotaryEmbedding: start_pos must not be negative, got -1"):
-        r(Tensor.ones([1, 2, 1, 8]), start_pos=-1)
+    for neg in (-1, np.int64(-1)):
+        with pytest.raises(ValueError, match="RotaryEmbedding: start_pos must not be negative, got -1"):
+            r(Tensor.ones([1, 2, 1, 8]), start_pos=neg)
+    assert list(F.hann_window(0, device=CPU()).shape) == [0]
+
+
+def test_state_dict_of_a_tree_mixing_tensors_and_graph_layers_has_both():
+    from max.nn import Module
+
+    class Mixed(Module):
+        def __init__(self):
+            self.scale = Tensor.ones([3])
+            self.proj = legacy.Linear(3, 2, DType.float32, DeviceRef.CPU())
+
+    assert set(Mixed().state_dict()) == {"scale", "proj.weight"}

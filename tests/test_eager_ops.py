@@ -233,6 +233,20 @@ def test_tensors_passed_by_keyword_take_their_own_values(rng):
         np.testing.assert_allclose(lazy.to_numpy(), f32(xa) - f32(xb), rtol=1e-6)
 
 
+def test_tensors_in_a_namedtuple_beside_an_unhashable_argument_keep_their_order():
+    """A namedtuple is an atom to the dispatcher (as to its cache key): Tensors inside it are
+    not substituted, so the ones after it must not shift (an unhashable argument takes the
+    uncached path, which collects the Tensors again)."""
+    from collections import namedtuple
+
+    from max._eager.dispatch import apply
+
+    P = namedtuple("P", "p q")
+    a, b = Tensor.constant([1.0, 2.0]), Tensor.constant([10.0, 20.0])
+    out = apply(lambda pr, z, extra: pr.p - pr.q + z, (P(a, b), b, {1: [set()]}))
+    assert out.to_numpy().tolist() == [1.0, 2.0]
+
+
 def test_lazy_defers_until_needed():
     with F.lazy():
         x = Tensor.ones([3]) * 2

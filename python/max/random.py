@@ -26,6 +26,11 @@ _GOLDEN = 0x9E3779B97F4A7C15
 
 def set_seed(value: int) -> None:
     """Restarts the global random stream from `value` (an int64)."""
+    item = getattr(value, "item", None)
+    if not hasattr(value, "__index__") and callable(item) and getattr(value, "dtype", None) is not None:
+        if not value.dtype.is_integral() or list(getattr(value, "shape", [])) not in ([], [1]):
+            raise TypeError(f"random.set_seed: a tensor seed must be one integer, got {value.dtype} {list(value.shape)}")
+        value = item()  # a scalar integer Tensor (random.seed()'s)
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"random.set_seed: the seed must be an int, got {type(value).__name__}")
     value = int(value)

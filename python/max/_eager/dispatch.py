@@ -171,17 +171,21 @@ def _general(fn: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _collect(a: Any, srcs: list, graph_values: list) -> None:
-    if isinstance(a, Tensor) or type(a) is MutableBuffer:
+    """The Tensors (and graph values) of `a`, in `_substitute`'s order: it walks the same
+    containers (exactly list, tuple, dict and slice; a subclass such as a namedtuple is an atom
+    to both, as to `_freeze`)."""
+    t = type(a)
+    if isinstance(a, Tensor) or t is MutableBuffer:
         srcs.append(a)
     elif isinstance(a, Value):
         graph_values.append(a)
-    elif isinstance(a, (list, tuple)):
+    elif t is list or t is tuple:
         for x in a:
             _collect(x, srcs, graph_values)
-    elif isinstance(a, dict):
+    elif t is dict:
         for x in a.values():
             _collect(x, srcs, graph_values)
-    elif isinstance(a, slice):
+    elif t is slice:
         for x in (a.start, a.stop, a.step):
             _collect(x, srcs, graph_values)
 

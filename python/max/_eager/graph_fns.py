@@ -4,7 +4,6 @@ like any graph op): reductions over all elements (``axis=None``), ``split`` by c
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from max.dtype import DType
@@ -84,16 +83,9 @@ def clip(x: TensorValue, min: Any = None, max: Any = None) -> TensorValue:  # no
 
 
 def hann_window(window_length: int, device: Any, periodic: bool = True, dtype: DType = DType.float32) -> TensorValue:
-    """``0.5 - 0.5 cos(2 pi n / N)`` for n < window_length; N is window_length (periodic) or
-    window_length - 1 (symmetric)."""
-    if window_length <= 0:
-        raise ValueError(f"hann_window: window_length must be positive, got {window_length}")
-    if window_length == 1:
-        return ops.constant([1.0], dtype, device)
-    n = ops.range(0, window_length, 1, dtype=DType.float32, device=device)
-    denom = window_length if periodic else window_length - 1
-    w = 0.5 - 0.5 * ops.cos(n * (2.0 * math.pi / denom))
-    return ops.cast(w, dtype)
+    """ops.hann_window: ``0.5 - 0.5 cos(2 pi n / N)`` for n < window_length; N is window_length
+    (periodic) or window_length - 1 (symmetric); length 1 gives [1], 0 an empty tensor."""
+    return ops.hann_window(window_length, device, periodic=periodic, dtype=dtype)
 
 
 def complex_mul(lhs: TensorValue, rhs: TensorValue) -> TensorValue:

@@ -34,7 +34,8 @@ class Linear(Module):
 
     def __init__(self, in_dim: Any, out_dim: Any, *, bias: bool = True) -> None:
         for name, v in (("in_dim", in_dim), ("out_dim", out_dim)):
-            if isinstance(v, bool) or not isinstance(v, (int, StaticDim)) and not hasattr(v, "__index__") or int(v) <= 0:
+            ok = not isinstance(v, bool) and (isinstance(v, (int, StaticDim)) or hasattr(v, "__index__"))
+            if not ok or int(v) <= 0:
                 raise ValueError(f"Linear: {name} must be a positive int, got {v!r}")
         bound = 1.0 / math.sqrt(int(in_dim))
         self.weight = random.uniform([out_dim, in_dim], range=(-bound, bound))

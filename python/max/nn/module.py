@@ -82,9 +82,9 @@ class Module(_GraphModule):
     def state_dict(self, auto_initialize: bool = True) -> dict[str, Any]:
         """Every parameter by qualified name (what ``load_state_dict`` takes back); a tree of
         graph layers holding ``Weight``s answers as ``max.nn.legacy`` modules do."""
-        params = dict(self.parameters)
-        if not params and self.raw_state_dict():
-            return super().state_dict(auto_initialize)
+        params: dict[str, Any] = dict(self.parameters)
+        if self.raw_state_dict():  # graph layers' Weights inside (a tree mixing both kinds too)
+            return {**super().state_dict(auto_initialize), **params}
         return params
 
     def map_parameters(self, f: Callable[[str, Tensor], Tensor]) -> Module:

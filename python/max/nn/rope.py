@@ -67,7 +67,7 @@ class RotaryEmbedding(Module):
         """`x` ([batch, seq_len, heads, head_dim]) rotated by its positions from `start_pos`."""
         if x.rank != 4:
             raise ValueError(f"{type(self).__name__}: x must be [batch, seq_len, heads, head_dim], got {list(x.shape)}")
-        if isinstance(start_pos, int) and not isinstance(start_pos, bool) and start_pos < 0:
+        if isinstance(start_pos, (int, np.integer)) and not isinstance(start_pos, bool) and start_pos < 0:
             raise ValueError(f"{type(self).__name__}: start_pos must not be negative, got {start_pos}")
         fn = _rotate_interleaved if self._interleaved else _rotate_halves
         return apply(fn, (x, self.weight, start_pos))

@@ -243,7 +243,9 @@ fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<B
     };
     let (start, stop, delta) = (read(&inputs[0])?, read(&inputs[1])?, read(&inputs[2])?);
     // out_dim is asserted here, as MAX asserts it at execution: the elements start, stop and
-    // step give, ceil((stop - start) / step) and at least 0.
+    // step give, ceil((stop - start) / step) and at least 0. Float bounds arrive rounded to the
+    // result's dtype (0.1 in float32 is not the 0.1 the graph's builder counted with), so a float
+    // range accepts every count within that rounding: `slack` is how far the quotient may move.
     let f = |c: Canon| match c {
         Canon::F(x) => x,
         Canon::I(x) => x as f64,
@@ -261,6 +263,29 @@ fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<B
         }
         (a, b, d) => Some(((f(b) - f(a)) / f(d)).ceil().max(0.0) as i128),
     };
+    let slack = match (start, stop, delta) {
+        (Canon::F(_), _, _) | (_, Canon::F(_), _) | (_, _, Canon::F(_)) if f(delta) != 0.0 => {
+            let eps = match t.dtype {
+                DType::Float64 => f64::EPSILON,
+                DType::Float32 => f32::EPSILON as f64,
+                DType::Float16 => 1.0 / 1024.0,
+                _ => 1.0 / 128.0, // bfloat16 and narrower
+            };
+            2.0 * eps * (f(start).abs() + f(stop).abs() + f(delta).abs()) / f(delta).abs()
+        }
+        _ => 0.0,
+    };
+    let within = |n: usize| {
+        count.is_some_and(|c| {
+            if slack == 0.0 {
+                return c == n as i128;
+            }
+            let q = (f(stop) - f(start)) / f(delta);
+            let lo = (q - slack).ceil().max(0.0) as i128;
+            let hi = (q + slack).ceil().max(0.0) as i128;
+            (lo..=hi).contains(&(n as i128))
+        })
+    };
     let shape = match shape_of(state, step.outputs[0]) {
         Ok(shape) => shape,
         Err(e) => {
@@ -273,7 +298,7 @@ fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<B
     let n = shape[0];
     match count {
         None => return Err(Error::Value("range: step must be non-zero".into())),
-        Some(c) if c != n as i128 => {
+        Some(c) if !within(n) => {
             return Err(Error::Value(format!("range: out_dim is {n}, but start, stop and step give {c} elements")));
         }
         Some(_) => {}

@@ -151,6 +151,8 @@ def _range_length(start: Any, stop: Any, step: Any) -> Dim | None:
             raise ValueError("range: step must be non-zero")
         if (b - a) * s < 0:
             raise ValueError(f"range: stop - start ({b} - {a}) must be zero or have the sign of step ({s})")
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b, s)):
+            return Dim(max(0, -((a - b) // s)))  # exact ceil((b - a) / s) for ints of any size
         return Dim(max(0, math.ceil((b - a) / s)))
     if isinstance(s, int) and s > 0 and isinstance(stop, (Dim, int)) and isinstance(start, (Dim, int)):
         return (Dim(stop) - Dim(start) + (s - 1)) // s
