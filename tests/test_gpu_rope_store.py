@@ -146,3 +146,51 @@ def test_rope_store_pieces_at_the_edges(rng, gpu, dtype, interleaved):
     untouched[slots[slots < PAGES * PAGE]] = False
     flat = lambda a: a[:, :, 1].transpose(0, 2, 1, 3, 4).reshape(PAGES * PAGE, 2, HKV, d)  # noqa: E731
     assert np.array_equal(flat(ca)[untouched].view(bits), flat(blocks)[untouched].view(bits))
+
+
+def decode_layer(stores_before: bool):
+    """A decoder layer's attention as the models stage it (rope_attention: q/k/v products, ropes,
+    store, paged attention, output product) on GPU types; `stores_before`: q, k and v are inputs
+    and another store into the same cache comes right before the layer's."""
+    from max.graph import ops
+    from max.nn.attention.attention_with_rope import rope_attention
+    from max.nn.kv_cache.cache_params import PagedCacheValues
+
+    bf, u32, hidden = DType.bfloat16, DType.uint32, HQ * D
+    types = [
+        TensorType(bf, ["t", hidden], GPU),
+        BufferType(bf, [PAGES, 2, LAYERS, PAGE, HKV, D], GPU),
+        TensorType(u32, ["b"], GPU),
+        TensorType(u32, ["b", 4], GPU),
+        TensorType(u32, ["t"], GPU),
+        TensorType(u32, ["t"], GPU),
+        TensorType(u32, ["b1"], GPU),
+        TensorType(DType.float32, [NPOS, D], GPU),
+        TensorType(bf, [hidden, hidden], GPU),
+        TensorType(bf, [HKV * D, hidden], GPU),
+        TensorType(bf, ["t", HKV, D], GPU),
+    ]
+
+    def body(x, cache, lengths, table, positions, slots, offsets, freqs, w, wkv, other):
+        def qkv(x):
+            if stores_before:
+                kernels.kv_cache_store(cache, other, other, slots, 0)
+                return x, ops.reshape(other, ["t", HKV * D]), ops.reshape(other, ["t", HKV * D])
+            return x @ w.T, x @ wkv.T, x @ wkv.T
+
+        kv = PagedCacheValues(cache, lengths, table, None, positions, slots)
+        return rope_attention(x, qkv, lambda a: a @ w.T, kv, freqs, offsets, layer=1, n_heads=HQ,
+                              n_kv_heads=HKV, head_dim=D, interleaved=False, scale=D**-0.5)
+
+    return Graph("layer", body, input_types=types)
+
+
+def test_the_store_lets_the_attention_launch_early_only_after_a_kernel_leaving_the_cache():
+    """passes/mark_early_index.rs on a layer as the models stage it: the attention reads its
+    index inputs and older keys early, and the fused store before it lets it launch before the
+    store waits (the kernel before the store, the product, does not touch the cache). With
+    another store right before the layer's, the store waits first."""
+    steps = [s for s in _core.engine._lowered_steps(decode_layer(False)._ir, marks=True) if "+early" in s]
+    assert steps == ["kv_cache_store+early_next", "paged_attention+early_index"]
+    steps = [s for s in _core.engine._lowered_steps(decode_layer(True)._ir, marks=True) if "+early" in s]
+    assert steps == ["paged_attention+early_index"]

@@ -96,11 +96,29 @@ impl PyModel {
 
 /// The step names of `graph` as compiled, before any plan (e.g. `conv[conv2d+bias+relu]` for a
 /// fused convolution): what the fusion passes did, whatever devices the graph names (tests).
+/// With `marks`, the load's PDL marks too (passes/mark_early_index.rs), as `+` and the
+/// attribute's name after a marked step's.
 #[pyfunction]
-fn _lowered_steps(graph: PyRef<'_, PyGraphIR>) -> PyResult<Vec<String>> {
+#[pyo3(signature = (graph, marks=false))]
+fn _lowered_steps(graph: PyRef<'_, PyGraphIR>, marks: bool) -> PyResult<Vec<String>> {
+    use max_graph::ops::attention::{EARLY_INDEX, EARLY_NEXT};
     graph.inner.verify().map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let program = max_runtime::engine::passes::lower(&graph.inner);
-    Ok(program.body.steps.iter().map(|s| s.name()).collect())
+    let mut program = max_runtime::engine::passes::lower(&graph.inner);
+    if marks {
+        max_runtime::engine::passes::mark_early_index(&mut program);
+    }
+    let name = |s: &max_runtime::engine::program::Step| {
+        let mut n = s.name();
+        if let max_runtime::engine::program::StepKind::Op(op) = &s.kind {
+            for key in [EARLY_INDEX, EARLY_NEXT] {
+                if op.attrs.get(key).is_some() {
+                    n = format!("{n}+{key}");
+                }
+            }
+        }
+        n
+    };
+    Ok(program.body.steps.iter().map(name).collect())
 }
 
 /// Panics with `message` under the guard every call into the runtime runs under (load,

@@ -251,6 +251,7 @@ fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<B
         Canon::I(x) => x as f64,
         Canon::U(x) => x as f64,
     };
+    let quotient = (f(stop) - f(start)) / f(delta);
     let count = match (start, stop, delta) {
         (_, _, Canon::I(0) | Canon::U(0)) => None,
         (_, _, Canon::F(d)) if d == 0.0 => None,
@@ -261,7 +262,7 @@ fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<B
         (Canon::U(a), Canon::U(b), Canon::U(d)) => {
             Some(if b <= a { 0 } else { ((b - a) as i128 + d as i128 - 1) / d as i128 })
         }
-        (a, b, d) => Some(((f(b) - f(a)) / f(d)).ceil().max(0.0) as i128),
+        _ => Some(quotient.ceil().max(0.0) as i128),
     };
     let slack = match (start, stop, delta) {
         (Canon::F(_), _, _) | (_, Canon::F(_), _) | (_, _, Canon::F(_)) if f(delta) != 0.0 => {
@@ -280,9 +281,8 @@ fn range(state: &mut State, step: &Step, op: &Op, inputs: &[Buffer]) -> Result<B
             if slack == 0.0 {
                 return c == n as i128;
             }
-            let q = (f(stop) - f(start)) / f(delta);
-            let lo = (q - slack).ceil().max(0.0) as i128;
-            let hi = (q + slack).ceil().max(0.0) as i128;
+            let lo = (quotient - slack).ceil().max(0.0) as i128;
+            let hi = (quotient + slack).ceil().max(0.0) as i128;
             (lo..=hi).contains(&(n as i128))
         })
     };

@@ -81,14 +81,15 @@ pub fn mark(body: &mut Body, types: &[Type]) {
     }
 }
 
-/// The launching step before step `s` (over views, which launch nothing), if the steps between
-/// are views and that step launches a GPU kernel.
+/// The launching step before step `s` (over views and chain creations, which launch nothing),
+/// if the steps between are such and that step launches a GPU kernel.
 fn kernel_before(body: &Body, types: &[Type], s: usize) -> Option<usize> {
     let mut p = s;
     while p > 0 {
         p -= 1;
         let step = &body.steps[p];
-        if crate::engine::plan::is_view(step) {
+        let chain = matches!(&step.kind, StepKind::Op(op) if op.kind == OpKind::ChainCreate);
+        if crate::engine::plan::is_view(step) || chain {
             continue;
         }
         let on_gpu = step
