@@ -15,6 +15,7 @@ from max import driver
 from max.dtype import DType
 from max.graph.type import DeviceRef, TensorType
 from max._eager.context import CURRENT, StagingContext
+from max.graph.ops.creation import nested_array
 
 _DTYPE: contextvars.ContextVar[DType | None] = contextvars.ContextVar("max_default_dtype", default=None)
 _DEVICE: contextvars.ContextVar[Any] = contextvars.ContextVar("max_default_device", default=None)
@@ -98,11 +99,7 @@ def host_values(value: Any) -> np.ndarray:
             return np.from_dlpack(value)
         except (BufferError, TypeError, RuntimeError):
             return np.asarray(value)
-    try:
-        return np.asarray(value)
-    except ValueError:
-        raise ValueError("Tensor.constant: value: nested lists must be rectangular (every row of a level the same "
-                         "length)") from None
+    return nested_array(value, "Tensor.constant: value")
 
 
 def buffer(arr: np.ndarray, dtype: DType, device: driver.Device) -> driver.Buffer:

@@ -26,12 +26,15 @@ def _host_array(value: Any) -> np.ndarray:
 
         buf = value if isinstance(value, driver.Buffer) else driver.Buffer.from_dlpack(value)
         return buf.to(driver.CPU()).to_numpy() if not buf.dtype.is_float8() else buf.to_numpy()
+    return nested_array(value, "constant: value")
+
+
+def nested_array(value: Any, who: str) -> np.ndarray:
+    """np.asarray(value), a ragged nested list being a ValueError naming `who`."""
     try:
         return np.asarray(value)
     except ValueError:
-        raise ValueError(
-            "constant: value: nested lists must be rectangular (every row of a level the same length)"
-        ) from None
+        raise ValueError(f"{who}: nested lists must be rectangular (every row of a level the same length)") from None
 
 
 def _default_dtype(value: Any, arr: np.ndarray) -> DType:
