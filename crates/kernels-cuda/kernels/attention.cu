@@ -24,13 +24,6 @@ struct RopeArgs {
     i32 interleaved, freqs_f32;
 };
 
-// One pair (xa, xb) rotated by (c, s), with the same rounding wherever a rope is computed (the
-// fused and unfused forms agree bit for bit).
-__device__ __forceinline__ void rotate_pair(float xa, float xb, float c, float s, float& oa, float& ob) {
-    oa = __fmaf_rn(xa, c, -__fmul_rn(xb, s));
-    ob = __fmaf_rn(xb, c, __fmul_rn(xa, s));
-}
-
 // Dim k of the head row x rotated to position p (rot: the rotary dims; k past them passes
 // through; a position past the table's npos rows gives NaN).
 template <typename T>

@@ -227,6 +227,14 @@ template <typename D, typename S> __device__ __forceinline__ D convert(S x) {
     return Convert<D, Kind<D>::value, S, Kind<S>::value>::go(x);
 }
 
+// One rope pair (xa, xb) rotated by (c, s), with the same rounding wherever a rope is computed
+// (attention.cu's rope kernels, the q/k/v products' folded rope in quant_common.cuh): the fused
+// and unfused forms agree bit for bit.
+__device__ __forceinline__ void rotate_pair(float xa, float xb, float c, float s, float& oa, float& ob) {
+    oa = __fmaf_rn(xa, c, -__fmul_rn(xb, s));
+    ob = __fmaf_rn(xb, c, __fmul_rn(xa, s));
+}
+
 // GEMM epilogue, shared by every matmul kernel so that a fused matmul means the same thing on
 // every path: out[idx] = beta * residual[idx] + clamp(act(acc + bias[col])), each part optional
 // (a zero pointer skips it; `clamp` is 0 unless the bounds apply), computed in f32 and rounded

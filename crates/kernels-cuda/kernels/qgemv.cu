@@ -33,6 +33,9 @@
 // warp decodes one row of the gate weights and the same row of the up weights (its two rows)
 // and the store rounds as the separate products and the fused silu * mul would
 // (quant_common.cuh's qn_gated).
+//
+// A folded rope + KV-cache store (QvSegs::rope, quant_common.cuh's QRope; segments q, k, v): a
+// warp's two rows are a rotated pair, stored rotated into q_out and the cache by lane 0.
 
 #define QV_WARPS 8
 #define QV_CW 2        // weight rows per warp
@@ -269,7 +272,7 @@ __device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW]
 template <int E, int MR, typename T>
 __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
                                       i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk, const QNorm& nm,
-                                      i64 cstride, bool gated) {
+                                      i64 cstride, bool gated, const QRope& rope, int seg) {
     extern __shared__ __align__(16) u8 qv_smem[];
     __shared__ float qv_inv[MR];
     typedef Qv<E, MR, T> S;
@@ -376,6 +379,12 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
 
 #pragma unroll
     for (int s = 0; s < S::ST - 1; ++s) stage(s);
+    // A folded rope (QRope) at one row: what the store of the warp's pair needs comes in beside
+    // the first stages' copies, into shared memory (at two rows, at the store: registers).
+    __shared__ QRopeAt qv_rope[MR == 1 ? QV_WARPS : 1];
+    if constexpr (MR == 1) {
+        if (rope.on && lane == 0 && row0 < n) qv_rope[warp] = qrope_at<T>(rope, seg, 0, row0);
+    }
     for (i64 ch = 0; ch < chunks; ++ch) {
         cp_async_wait<S::ST - 2>();  // chunk ch has landed (this thread's copies) ...
         __syncthreads();             // ... everyone's, and stage (ch - 1) % ST is no longer read
@@ -411,6 +420,30 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
         }
         return;
     }
+    if constexpr (MR <= 2) {
+        if (rope.on) {
+            // The warp's rows row0 (even) and row0 + 1 are a rotated pair (QRope); the segment
+            // waits in shared memory with the addresses.
+            const int sg = (int)out_at[2];
+            __syncwarp();  // (qv_rope's entry is the warp's own)
+#pragma unroll
+            for (int r = 0; r < MR; ++r) {
+                float v[QV_CW];
+#pragma unroll
+                for (int c = 0; c < QV_CW; ++c) {
+                    v[c] = acc[c][r];
+#pragma unroll
+                    for (int off = 16; off > 0; off /= 2) v[c] += __shfl_xor_sync(0xFFFFFFFFu, v[c], off);
+                }
+                if (lane == 0 && r < m && row0 + 1 < n) {
+                    const QRopeAt a = MR == 1 ? qv_rope[warp] : qrope_at<T>(rope, sg, r, row0);
+                    qrope_store<T>(rope, a, sg, r, row0, n, v[0], v[1]);
+                    qrope_store<T>(rope, a, sg, r, row0 + 1, n, v[1], v[0]);
+                }
+            }
+            return;
+        }
+    }
 #pragma unroll
     for (int c = 0; c < QV_CW; ++c)
 #pragma unroll
@@ -442,6 +475,7 @@ struct QvSegs {
     // silu(w[0] product) * (w[1] product) into out[0] (one segment of n rows; a block per
     // QV_WARPS output rows, each warp a row of both weights), or 0
     i32 gated, pad2;
+    QRope rope;  // segments q, k, v: the rope and the cache store in the products' store (rope.on)
 };
 
 #define QV_BOUNDS(E, MR) __launch_bounds__(256, Words<E>::FAST && E != ENC_Q6_K && MR <= 2 ? 0 : 1)
@@ -450,6 +484,7 @@ struct QvSegs {
         qgemv_##NAME##_m##MR##TS(const T* lhs, QvSegs segs, i64 m, i64 k, i64 row_bytes, u32 magic) {      \
         u64 w = segs.w[0], out = segs.out[0], res = segs.res[0];                                          \
         i64 n = segs.n[0], first = 0;                                                                     \
+        int seg = 0;                                                                                      \
         _Pragma("unroll") for (int s = 1; s < QV_SEGS; ++s) {                                             \
             if (s < segs.count && (i64)blockIdx.x >= segs.first[s]) {                                     \
                 w = segs.w[s];                                                                            \
@@ -457,14 +492,15 @@ struct QvSegs {
                 res = segs.res[s];                                                                        \
                 n = segs.n[s];                                                                            \
                 first = segs.first[s];                                                                    \
+                seg = s;                                                                                  \
             }                                                                                             \
         }                                                                                                 \
-        __shared__ u64 seg_out[2];                                                                        \
-        if (threadIdx.x == 0) seg_out[0] = out, seg_out[1] = res;                                         \
+        __shared__ u64 seg_out[3];                                                                        \
+        if (threadIdx.x == 0) seg_out[0] = out, seg_out[1] = res, seg_out[2] = (u64)seg;                  \
         const bool gated = segs.gated != 0;                                                               \
         const i64 cstride = gated ? (i64)(segs.w[1] - segs.w[0]) : row_bytes;                             \
         qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first,     \
-                        segs.norm, cstride, gated);                                                       \
+                        segs.norm, cstride, gated, segs.rope, seg);                                       \
     }
 #define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
 // One encoding and activation type per compile: sources.rs builds a family qgemv_<enc>_<type>

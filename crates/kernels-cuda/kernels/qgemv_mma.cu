@@ -48,6 +48,9 @@
 // products and the fused silu * mul would (quant_common.cuh's qn_gated).
 // A folded RMSNorm (QmSegs::norm) normalises the lhs in qm_prep: warp r first sums the squares
 // of lhs row r, and every element is rounded to T as the rms_norm kernel stores it.
+// A folded rope + KV-cache store (QmSegs::rope, quant_common.cuh's QRope; segments q, k, v):
+// the tile's sums are stored rotated into q_out and the cache instead of the outputs, each
+// row's pair partner (the adjacent row) taken from lane g ^ 1 with one shuffle.
 //
 // Q6_K (one lhs row): the 6-bit quants q (0..63) go into the mma as bytes (low nibbles and
 // high bits joined: two masks, a shift and an or per 4 quants), and one scale covers 16
@@ -104,6 +107,8 @@ struct QmSegs {
     // rows of each weight (maps of 8-row boxes), or 0
     int gated;
     int stages;  // weight stages per warp, 2..QM_MAX_ST
+    int pad;
+    QRope rope;  // segments q, k, v: the rope and the cache store in the products' store (rope.on)
 };
 
 // The segment of tile `tile` (first[0] = 0 <= tile < first[count]).
@@ -354,6 +359,9 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     float acc[CG][2];
 #pragma unroll
     for (int c = 0; c < CG; ++c) acc[c][0] = acc[c][1] = 0.f;
+    // A folded rope (QRope; one or two lhs rows). (What its stores read besides the products
+    // comes in at the store: held in registers through the loop it made these kernels spill.)
+    const bool rope = MR <= 2 && sg.rope.on;
     int tile_it = 0, cur_tile = gid;
     u32 phase = 0;
     for (int it = 0, buf = 0; it < items; ++it) {
@@ -546,7 +554,21 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #pragma unroll
             for (int cg = 0; cg < CG; ++cg) {
                 const int r = 2 * cg + t / 2;  // the lane's lhs row
-                if (gated && part == 0 && t % 2 == 0 && r < m) {
+                // With a folded rope (QRope) row g's pair is row g ^ 1, in lane (g ^ 1, t).
+                float pair[2] = {0.f, 0.f};
+                if (rope) {
+                    pair[0] = __shfl_xor_sync(0xFFFFFFFFu, acc[cg][0], 4);
+                    pair[1] = __shfl_xor_sync(0xFFFFFFFFu, acc[cg][1], 4);
+                }
+                if (rope && part == 0 && t % 2 == 0 && r < m) {
+                    const int seg = qm_seg(sg, tile), n = sg.n[seg];
+                    const int row = (tile - sg.first[seg]) * 16 + g;
+                    if (row < n)
+                        qrope_store<T>(sg.rope, qrope_at<T>(sg.rope, seg, r, row), seg, r, row, n, acc[cg][0], pair[0]);
+                    if (row + 8 < n)
+                        qrope_store<T>(sg.rope, qrope_at<T>(sg.rope, seg, r, row + 8), seg, r, row + 8, n, acc[cg][1],
+                                       pair[1]);
+                } else if (gated && part == 0 && t % 2 == 0 && r < m) {
                     // acc[cg][0] is gate row `row`, acc[cg][1] the same row of up
                     const int n = sg.n[0], row = tile * 8 + g;
                     if (row < n)

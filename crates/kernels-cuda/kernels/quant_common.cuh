@@ -151,6 +151,73 @@ template <typename T> __device__ __forceinline__ float qn_gated(float gate, floa
     return round_t<T>(g * epi_sigmoid(g)) * round_t<T>(up);
 }
 
+// The decode step's rope and KV-cache store folded into the store of its q/k/v products
+// (launch/qgemv_fold.rs `QRope`, passes/fuse_qkv_rope_store.rs): the launch's segments are q, k
+// and v, one token per lhs row; q's elements rotate into q_out, k's into the cache, v's are
+// copied into it, as attention.cu's rope_kv_store does with the products' stored values.
+// Interleaved ropes only (a pair is two adjacent output rows, which one warp holds). on == 0:
+// the plain products.
+struct QRope {
+    u64 q_out;   // T [m, q rows]
+    u64 blocks;  // the paged cache [pages, 2, layers, page_size, kv rows]
+    u64 slots, freqs, pos;
+    i64 npos, page_size, layers, pages, layer;
+    int dim, rot, freqs_f32, on;
+};
+
+// What qrope_store needs besides the products, for rows of one rotated pair: the pair's
+// (cos, sin) at the token's position (`bad`: past the table) and the token's slot. The kernels
+// read it once the previous kernel is done and well before their stores, which then wait on
+// no global load.
+struct QRopeAt {
+    float c, s;
+    u32 slot;
+    int bad;
+};
+
+template <typename T> __device__ __forceinline__ QRopeAt qrope_at(const QRope& rp, int seg, i64 r, i64 row) {
+    QRopeAt a = {1.f, 0.f, 0u, 0};
+    const i64 d = row % rp.dim;
+    if (seg < 2 && d < rp.rot) {
+        const u32 p = ((const u32*)rp.pos)[r];
+        a.bad = (i64)p >= rp.npos;  // past the table: NaN, as rope_at
+        if (!a.bad) {
+            const i64 at = (i64)p * rp.rot + (d & ~(i64)1);
+            a.c = rp.freqs_f32 ? ((const float*)rp.freqs)[at] : to_f32(((const T*)rp.freqs)[at]);
+            a.s = rp.freqs_f32 ? ((const float*)rp.freqs)[at + 1] : to_f32(((const T*)rp.freqs)[at + 1]);
+        }
+    }
+    if (seg > 0) a.slot = ((const u32*)rp.slots)[r];
+    return a;
+}
+
+// Element `row` of lhs row r of segment seg (n rows) as the unfused steps leave it, from the
+// product's x and y, that of its pair's other row (row ^ 1; every pair of rotated dims is
+// adjacent and begins on an even row), and the pair's QRopeAt.
+template <typename T>
+__device__ __forceinline__ void qrope_store(const QRope& rp, const QRopeAt& a, int seg, i64 r, i64 row, i64 n, float x,
+                                            float y) {
+    x = round_t<T>(x);  // the products' stored values
+    y = round_t<T>(y);
+    const i64 d = row % rp.dim;
+    float o = x;
+    if (seg < 2 && d < rp.rot) {
+        float oa, ob;
+        if (d % 2 == 0) rotate_pair(x, y, a.c, a.s, oa, ob);
+        else rotate_pair(y, x, a.c, a.s, ob, oa);
+        o = a.bad ? nan32(false) : oa;
+    }
+    if (seg == 0) {
+        ((T*)rp.q_out)[r * n + row] = FromF32<T>::go(o);
+        return;
+    }
+    const i64 slot = a.slot;
+    if (slot >= rp.pages * rp.page_size) return;  // no page: not stored, as kv_cache_store
+    const i64 page = slot / rp.page_size, off = slot % rp.page_size;
+    T* keys = (T*)rp.blocks + ((page * 2) * rp.layers + rp.layer) * rp.page_size * n + off * n;
+    keys[(seg == 2 ? rp.layers * rp.page_size * n : 0) + row] = FromF32<T>::go(o);
+}
+
 #define ENCODINGS(X) X(q4_0, ENC_Q4_0) X(q4_1, ENC_Q4_1) X(q8_0, ENC_Q8_0) X(q4_k, ENC_Q4_K) X(q5_k, ENC_Q5_K) X(q6_k, ENC_Q6_K)
 
 // cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in groups.

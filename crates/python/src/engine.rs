@@ -110,7 +110,7 @@ fn _lowered_steps(graph: PyRef<'_, PyGraphIR>, marks: bool) -> PyResult<Vec<Stri
     let name = |s: &max_runtime::engine::program::Step| {
         let mut n = s.name();
         if let max_runtime::engine::program::StepKind::Op(op) = &s.kind {
-            for key in [EARLY_INDEX, EARLY_NEXT] {
+            for key in [EARLY_INDEX, EARLY_NEXT, max_runtime::engine::passes::ROPE_STORE] {
                 if op.attrs.get(key).is_some() {
                     n = format!("{n}+{key}");
                 }

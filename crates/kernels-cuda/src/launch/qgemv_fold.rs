@@ -25,13 +25,72 @@ impl QNorm {
     }
 }
 
-/// What a decode GEMV launch folds around its products: an RMSNorm of the lhs ([`QNorm`]) and
-/// the gated MLP's `silu(gate) * up` (two parts, gate then up, of equal rows, stored into the
-/// first part's output).
+/// The decode step's rope and KV-cache store folded into the store of a layer's q/k/v products
+/// (quant_common.cuh's `QRope`, passes/fuse_qkv_rope_store.rs): the launch's three parts are q,
+/// k and v, one token per lhs row; q is stored rotated into `q_out`, k rotated and v as it is
+/// into `layer` of the paged cache at each token's slot, as rope_kv_store stores them.
+/// Interleaved ropes only. `on` 0: the plain products.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QRope {
+    q_out: u64,
+    blocks: u64,
+    slots: u64,
+    freqs: u64,
+    pos: u64,
+    npos: i64,
+    page_size: i64,
+    layers: i64,
+    pages: i64,
+    layer: i64,
+    dim: i32,
+    rot: i32,
+    freqs_f32: i32,
+    on: i32,
+}
+
+impl QRope {
+    /// The rope with table `freqs` ([npos, rot] of (cos, sin) pairs; f32 when `freqs_f32`, else
+    /// the activations' type) at each token's position (`positions`, u32), q into `q_out`, k and
+    /// v into the cache `blocks` of `layout` at each token's slot (`slots`, u32).
+    pub fn new(
+        (q_out, blocks, slots, freqs, positions): (u64, u64, u64, u64, u64),
+        layout: &max_graph::ops::attention::CacheLayout,
+        layer: usize,
+        (npos, rot, freqs_f32): (usize, usize, bool),
+    ) -> QRope {
+        QRope {
+            q_out,
+            blocks,
+            slots,
+            freqs,
+            pos: positions,
+            npos: npos as i64,
+            page_size: layout.page_size as i64,
+            layers: layout.layers as i64,
+            pages: layout.pages as i64,
+            layer: layer as i64,
+            dim: layout.head_dim as i32,
+            rot: rot as i32,
+            freqs_f32: freqs_f32 as i32,
+            on: 1,
+        }
+    }
+
+    /// Whether the rope and store are folded in.
+    pub fn on(&self) -> bool {
+        self.on != 0
+    }
+}
+
+/// What a decode GEMV launch folds around its products: an RMSNorm of the lhs ([`QNorm`]), the
+/// gated MLP's `silu(gate) * up` (two parts, gate then up, of equal rows, stored into the
+/// first part's output) and the rope + KV-cache store of q/k/v ([`QRope`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QFold {
     pub norm: QNorm,
     pub gated: bool,
+    pub rope: QRope,
 }
 
 /// Products of one lhs that one qgemv.cu launch serves at most (QV_SEGS).
@@ -51,6 +110,7 @@ pub(super) struct QvSegs {
     norm: QNorm,
     gated: i32,
     pad2: i32,
+    rope: QRope,
 }
 // SAFETY: plain-old-data with the layout of qgemv.cu's `QvSegs`.
 unsafe impl cudarc::driver::DeviceRepr for QvSegs {}
@@ -70,6 +130,7 @@ impl QvSegs {
             norm,
             gated: 0,
             pad2: 0,
+            rope: QRope::default(),
         };
         let mut first = 0usize;
         for (i, &(w, out, n)) in parts.iter().take(QV_SEGS).enumerate() {
@@ -167,6 +228,7 @@ fn qgemv_segments(
     crate::allow_smem(stream.context(), &f, smem)?;
     let cfg = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
     let mut segs = QvSegs::new(if fold.gated { &parts[..1] } else { parts }, 0, fold.norm);
+    segs.rope = fold.rope;
     if fold.gated {
         (segs.w[1], segs.gated) = (parts[1].0, 1);
     }
@@ -184,6 +246,7 @@ fn qgemv_segments(
             ("segments", segments),
             ("norm", norm),
             ("gated", gated),
+            ("rope", fold.rope.on() as i64),
             ("pdl", pdl as i64),
         ];
         (name.clone(), fields)
@@ -198,8 +261,9 @@ fn qgemv_segments(
 /// again; the persistent tensor-core grid does so once per block, so no limit there); else, for
 /// weights too small for the tensor-core kernel by default (select_path's size rule), that
 /// kernel all the same. A norm needs lhs
-/// and its weight 16-byte aligned; a gated pair two parts of equal rows. None: run the steps,
-/// always when batch-invariant (1-2 rows folded, more not: a norm summed two ways).
+/// and its weight 16-byte aligned; a gated pair two parts of equal rows; a rope three parts
+/// (q, k, v) of whole pairs of rows and no gate. None: run the steps, always when
+/// batch-invariant (1-2 rows folded, more not: a norm summed two ways).
 pub fn fold_path(
     enc: Encoding,
     lhs: u64,
@@ -212,7 +276,9 @@ pub fn fold_path(
     let total: usize = parts.iter().map(|p| p.2).sum();
     let norm = fold.norm.gamma != 0;
     let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
+    let rope = fold.rope.on();
     if !(1..=2).contains(&m)
+        || (rope && (fold.gated || parts.len() != 3 || parts.iter().any(|p| p.2 % 2 != 0)))
         || t.batch_invariant()
         || k == 0
         || k % 32 != 0
@@ -297,7 +363,8 @@ mod tests {
         // qgemv.cu's QvSegs: w, out, res, n (4 each), first[4], count, pad, then QNorm
         assert_eq!(std::mem::offset_of!(QvSegs, norm), 152);
         assert_eq!(std::mem::offset_of!(QvSegs, gated), 176);
-        assert_eq!(std::mem::size_of::<QvSegs>(), 184);
+        assert_eq!(std::mem::offset_of!(QvSegs, rope), 184);
+        assert_eq!(std::mem::size_of::<QvSegs>(), 280);
         assert_eq!(std::mem::size_of::<QNorm>(), 24);
     }
 
@@ -308,7 +375,7 @@ mod tests {
             let (elems, bytes) = enc.block();
             let parts = [(0x10_0000, 0x20_0000, n), (0x30_0000, 0x40_0000, n)];
             let tuning = Tuning::parse(spec).unwrap();
-            let fold = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, gated: false };
+            let fold = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, ..QFold::default() };
             fold_path(enc, 0x1000, &fold, &parts, (m, k, k / elems * bytes), 9, &tuning)
         };
         assert_eq!(norm(Encoding::Q4_0, 1, 4096, 4096, ""), Some(QPath::Mma));
@@ -327,7 +394,7 @@ mod tests {
         assert_eq!(norm(Encoding::Q8_0, 1, 512, 8192, ""), None);
         assert_eq!(norm(Encoding::Q8_0, 1, 512, 512, ""), Some(QPath::General));
         let p = (Encoding::Q4_0, (1, 4096, 4096 / 32 * 18));
-        let norm = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, gated: false };
+        let norm = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, ..QFold::default() };
         assert_eq!(fold_path(p.0, 0x1008, &norm, &[(0x10_0000, 0, 64)], p.1, 9, &t), None);
         // a gated pair: two parts of equal rows; no row limit without a norm
         let gated = QFold { gated: true, ..QFold::default() };
@@ -346,5 +413,31 @@ mod tests {
         assert_eq!(fold_path(p.0, 0x1000, &norm, &qkv, small, 9, &t), Some(QPath::Mma));
         let no_mma = Tuning::parse("qgemv.mma=0").unwrap();
         assert_eq!(fold_path(p.0, 0x1000, &norm, &qkv, small, 9, &no_mma), None);
+    }
+
+    #[test]
+    fn a_rope_folds_into_three_products_of_one_or_two_rows() {
+        let t = Tuning::parse("").unwrap();
+        let layout =
+            max_graph::ops::attention::CacheLayout { pages: 4, layers: 2, page_size: 16, kv_heads: 8, head_dim: 128 };
+        let rope = QRope::new((1, 2, 3, 4, 5), &layout, 1, (4096, 128, true));
+        assert!(rope.on() && !QRope::default().on());
+        let fold = QFold { rope, ..QFold::default() };
+        let normed = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, ..fold };
+        let qkv = [(0x10_0000, 0x20_0000, 4096), (0x30_0000, 0x40_0000, 1024), (0x50_0000, 0x60_0000, 1024)];
+        let q4 = |m: usize, k: usize| (m, k, k / 32 * 18);
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &fold, &qkv, q4(1, 4096), 9, &t), Some(QPath::Mma));
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &normed, &qkv, q4(2, 4096), 9, &t), Some(QPath::Mma));
+        // SmolLM2's q/k/v: K = 576, Q4_1 rows of 360 bytes (not whole 16 bytes): the general kernel
+        let small = [(0x10_0000, 0x20_0000, 576), (0x30_0000, 0x40_0000, 192), (0x50_0000, 0x60_0000, 192)];
+        let q41 = (1, 576, 576 / 32 * 20);
+        assert_eq!(fold_path(Encoding::Q4_1, 0x1000, &normed, &small, q41, 9, &t), Some(QPath::General));
+        // three rows, two parts, a gated pair, odd rows: the steps
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &fold, &qkv, q4(3, 4096), 9, &t), None);
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &fold, &qkv[..2], q4(1, 4096), 9, &t), None);
+        let gated = QFold { gated: true, ..fold };
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &gated, &qkv, q4(1, 4096), 9, &t), None);
+        let odd = [qkv[0], qkv[1], (0x50_0000, 0x60_0000, 1023)];
+        assert_eq!(fold_path(Encoding::Q4_0, 0x1000, &fold, &odd, q4(1, 4096), 9, &t), None);
     }
 }

@@ -220,6 +220,8 @@ struct QmSegs {
     early: i32,
     gated: i32,
     stages: i32,
+    pad: i32,
+    rope: QRope,
 }
 // SAFETY: plain-old-data with the layout of qgemv_mma.cu's `QmSegs`.
 unsafe impl cudarc::driver::DeviceRepr for QmSegs {}
@@ -236,6 +238,8 @@ impl QmSegs {
             early: 0,
             gated: 0,
             stages: 2,
+            pad: 0,
+            rope: QRope::default(),
         };
         let mut first = 0usize;
         for (i, &(_, out, n)) in parts.iter().take(QM_SEGS).enumerate() {
@@ -288,6 +292,7 @@ pub(super) fn qgemv_mma(
     crate::allow_smem(stream.context(), &f, smem)?;
     let mut segs = QmSegs::new(if fold.gated { &parts[..1] } else { parts });
     segs.norm = fold.norm;
+    segs.rope = fold.rope;
     segs.stages = stages as i32;
     if fold.gated {
         // tiles of 8 rows of each weight (the count in units of 16 rows for the grid below)
@@ -351,6 +356,7 @@ pub(super) fn qgemv_mma(
             ("early", segs.early as i64),
             ("norm", (fold.norm.gamma != 0) as i64),
             ("gated", segs.gated as i64),
+            ("rope", segs.rope.on() as i64),
             ("stages", stages as i64),
         ];
         (name.clone(), fields)
@@ -390,7 +396,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(QmSegs, norm), 56);
         assert_eq!(std::mem::offset_of!(QmSegs, early), 80);
         assert_eq!(std::mem::offset_of!(QmSegs, stages), 88);
-        assert_eq!(std::mem::size_of::<QmSegs>(), 96);
+        assert_eq!(std::mem::offset_of!(QmSegs, rope), 96);
+        assert_eq!(std::mem::size_of::<QRope>(), 96);
+        assert_eq!(std::mem::size_of::<QmSegs>(), 192);
     }
 
     #[test]

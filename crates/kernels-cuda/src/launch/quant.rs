@@ -31,7 +31,7 @@ pub use path::{QPath, QProblem, select_path};
 #[path = "qgemv_fold.rs"]
 mod fold;
 use fold::QvSegs;
-pub use fold::{QFold, QNorm, QV_SEGS, fold_path, qmatmul_folded, qmatmul_gated, qmatmul_siblings};
+pub use fold::{QFold, QNorm, QRope, QV_SEGS, fold_path, qmatmul_folded, qmatmul_gated, qmatmul_siblings};
 
 /// The kernel-name suffix of an encoding (`q4_0`, `q4_k`, ...).
 fn suffix(enc: Encoding) -> String {

@@ -66,59 +66,8 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
             k::rope(&dev.stream, x.dtype(), ptrs, shape, p.interleaved, freqs_f32).map_err(Error::from)
         }
         (OpKind::KvCacheStore, [_, blocks, kk, v, slots, q, freqs, positions], [_, q_out]) => {
-            let p: KvStoreParams = attrs(name, KvStoreParams::from_attrs(&op.attrs))?;
-            let Some(rope) = p.rope else {
-                return Err(Error::Value(format!("{name}: q, freqs_cis and positions come only with a folded rope")));
-            };
-            let c = layout(name, blocks, kk.dtype())?;
-            let tokens = slots.num_elements();
-            index(name, "slots", slots, tokens)?;
-            index(name, "positions", positions, tokens)?;
-            let &[_, q_heads, _] = q.shape() else {
-                return Err(Error::Value(format!("{name}: q must be [tokens, heads, dim], got {:?}", q.shape())));
-            };
-            let kv = [tokens, c.kv_heads, c.head_dim];
-            for (what, t, shape) in [("k", kk, kv), ("v", v, kv), ("q", q, [tokens, q_heads, c.head_dim])] {
-                if t.shape() != shape || t.dtype() != blocks.dtype() {
-                    return Err(Error::Value(format!(
-                        "{name}: {what} is {} {:?}, which does not fit the cache",
-                        t.dtype(),
-                        t.shape()
-                    )));
-                }
-            }
-            if q_out.shape() != q.shape() || q_out.dtype() != q.dtype() {
-                return Err(Error::Value(format!("{name}: rope(q) is {:?}, q {:?}", q_out.shape(), q.shape())));
-            }
-            let &[npos, rot] = freqs.shape() else {
-                return Err(Error::Value(format!("{name}: freqs_cis must be [positions, rot]")));
-            };
-            if rot % 2 != 0 || rot > c.head_dim || rot == 0 {
-                return Err(Error::Value(format!(
-                    "{name}: rotary dim {rot} must be even, positive and at most {}",
-                    c.head_dim
-                )));
-            }
-            let freqs_f32 = freqs.dtype() == DType::Float32;
-            if !freqs_f32 && freqs.dtype() != q.dtype() {
-                return Err(Error::Value(format!("{name}: freqs_cis must be float32 or {}", q.dtype())));
-            }
-            if p.layer >= c.layers {
-                return Err(Error::Value(format!("{name}: layer {} of a cache of {} layers", p.layer, c.layers)));
-            }
-            let shape = RopeShape { tokens, heads: q_heads, dim: c.head_dim, rot, positions: npos };
-            let ptrs = k::RopeStorePtrs {
-                q: q.addr(),
-                q_out: q_out.addr(),
-                k: kk.addr(),
-                v: v.addr(),
-                blocks: blocks.addr(),
-                slots: slots.addr(),
-                freqs: freqs.addr(),
-                positions: positions.addr(),
-            };
-            let flags = k::RopeStoreFlags { interleaved: rope.interleaved, freqs_f32, early_next: p.early_next };
-            k::rope_kv_store(&dev.stream, q.dtype(), ptrs, shape, c, p.layer, flags).map_err(Error::from)
+            let c = rope_store_call(op, [blocks, kk, v, slots, q, freqs, positions], q_out)?;
+            k::rope_kv_store(&dev.stream, q.dtype(), c.ptrs, c.shape, c.cache, c.layer, c.flags).map_err(Error::from)
         }
         (OpKind::KvCacheStore, [_, blocks, kk, v, slots], _) => {
             let p: KvStoreParams = attrs(name, KvStoreParams::from_attrs(&op.attrs))?;
@@ -196,4 +145,76 @@ pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffe
         }
         _ => Err(Error::Value(format!("{name}: unexpected inputs or outputs for this op"))),
     }
+}
+
+/// A kv_cache_store with its rope folded in, checked (as the CPU checks it): what its launch
+/// takes. Also the rope + store folded into q/k/v products (quant.rs), whose outputs come as
+/// views of q's, k's and v's shapes.
+pub(crate) struct RopeStoreCall {
+    pub ptrs: k::RopeStorePtrs,
+    pub shape: RopeShape,
+    pub cache: CacheLayout,
+    pub layer: usize,
+    pub flags: k::RopeStoreFlags,
+}
+
+pub(crate) fn rope_store_call(
+    op: &Op,
+    [blocks, kk, v, slots, q, freqs, positions]: [&Buffer; 7],
+    q_out: &Buffer,
+) -> Result<RopeStoreCall> {
+    let name = op.kind.name();
+    let p: KvStoreParams = attrs(name, KvStoreParams::from_attrs(&op.attrs))?;
+    let Some(rope) = p.rope else {
+        return Err(Error::Value(format!("{name}: q, freqs_cis and positions come only with a folded rope")));
+    };
+    let c = layout(name, blocks, kk.dtype())?;
+    let tokens = slots.num_elements();
+    index(name, "slots", slots, tokens)?;
+    index(name, "positions", positions, tokens)?;
+    let &[_, q_heads, _] = q.shape() else {
+        return Err(Error::Value(format!("{name}: q must be [tokens, heads, dim], got {:?}", q.shape())));
+    };
+    let kv = [tokens, c.kv_heads, c.head_dim];
+    for (what, t, shape) in [("k", kk, kv), ("v", v, kv), ("q", q, [tokens, q_heads, c.head_dim])] {
+        if t.shape() != shape || t.dtype() != blocks.dtype() {
+            return Err(Error::Value(format!(
+                "{name}: {what} is {} {:?}, which does not fit the cache",
+                t.dtype(),
+                t.shape()
+            )));
+        }
+    }
+    if q_out.shape() != q.shape() || q_out.dtype() != q.dtype() {
+        return Err(Error::Value(format!("{name}: rope(q) is {:?}, q {:?}", q_out.shape(), q.shape())));
+    }
+    let &[npos, rot] = freqs.shape() else {
+        return Err(Error::Value(format!("{name}: freqs_cis must be [positions, rot]")));
+    };
+    if rot % 2 != 0 || rot > c.head_dim || rot == 0 {
+        return Err(Error::Value(format!(
+            "{name}: rotary dim {rot} must be even, positive and at most {}",
+            c.head_dim
+        )));
+    }
+    let freqs_f32 = freqs.dtype() == DType::Float32;
+    if !freqs_f32 && freqs.dtype() != q.dtype() {
+        return Err(Error::Value(format!("{name}: freqs_cis must be float32 or {}", q.dtype())));
+    }
+    if p.layer >= c.layers {
+        return Err(Error::Value(format!("{name}: layer {} of a cache of {} layers", p.layer, c.layers)));
+    }
+    let shape = RopeShape { tokens, heads: q_heads, dim: c.head_dim, rot, positions: npos };
+    let ptrs = k::RopeStorePtrs {
+        q: q.addr(),
+        q_out: q_out.addr(),
+        k: kk.addr(),
+        v: v.addr(),
+        blocks: blocks.addr(),
+        slots: slots.addr(),
+        freqs: freqs.addr(),
+        positions: positions.addr(),
+    };
+    let flags = k::RopeStoreFlags { interleaved: rope.interleaved, freqs_f32, early_next: p.early_next };
+    Ok(RopeStoreCall { ptrs, shape, cache: c, layer: p.layer, flags })
 }

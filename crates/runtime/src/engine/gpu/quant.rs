@@ -19,8 +19,12 @@ use crate::{Buffer, Device, Error, Result};
 use max_graph::ops::quant::Encoding;
 
 pub(crate) fn run(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    if let Some((store, product)) = crate::engine::passes::split_rope_store(op) {
+        return with_rope_store(dev, &store, &product, inputs, outputs);
+    }
     if op.attrs.0.contains_key(crate::engine::passes::NORM) || op.attrs.0.contains_key(crate::engine::passes::GATED) {
-        return folded(dev, op, inputs, outputs);
+        folded(dev, op, inputs, outputs, k::QRope::default())?;
+        return Ok(());
     }
     if op.attrs.0.contains_key(crate::engine::passes::RESIDUAL) {
         return with_residual(dev, op, inputs, outputs);
@@ -65,6 +69,54 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
     k::qmatmul_add(&dev.stream, enc, lhs.dtype(), ptrs, res.addr(), (m, n, kk, row_bytes)).map_err(Error::from)
 }
 
+/// q/k/v products with the layer's rope + KV-cache store folded in
+/// (engine/passes/fuse_qkv_rope_store.rs): the product step's inputs, then the store's chain,
+/// blocks, slots, freqs_cis and positions; its outputs (q, k and v first), then the store's
+/// chain and rope(q). One GEMV launch where a kernel takes it (launch::quant::fold_path with a
+/// `QRope`); otherwise the product step, then the rope + store launch through its outputs.
+fn with_rope_store(dev: &CudaDevice, store: &Op, product: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+    let name = store.kind.name();
+    let bad =
+        || Error::Value(format!("{name}: the inputs and outputs of q/k/v products with their store do not match"));
+    let (Some(pin), Some(pout)) = (inputs.len().checked_sub(5), outputs.len().checked_sub(2)) else {
+        return Err(bad());
+    };
+    let ((pin, [_, blocks, slots, freqs, positions]), (pout, [_, q_out])) =
+        ((&inputs[..pin], &inputs[pin..]), (&outputs[..pout], &outputs[pout..]))
+    else {
+        return Err(bad());
+    };
+    let [q, kk, v, ..] = pout else { return Err(bad()) };
+    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
+    let (blocks, slots, freqs, positions) = (packed(blocks)?, packed(slots)?, packed(freqs)?, packed(positions)?);
+    // The products' outputs seen as the store sees them: q as rope(q), k and v as the cache's rows.
+    let c = max_graph::ops::attention::CacheLayout::from_shape(blocks.shape())
+        .map_err(|m| Error::Value(format!("{name}: {m}")))?;
+    let kv = vec![slots.num_elements(), c.kv_heads, c.head_dim];
+    let view = |b: &Buffer, shape: Vec<usize>| b.reshaped(shape).map_err(|e| Error::Value(format!("{name}: {e}")));
+    let (qv, kv3, vv) = (view(q, q_out.shape().to_vec())?, view(kk, kv.clone())?, view(v, kv)?);
+    let call = super::attention::rope_store_call(store, [&blocks, &kv3, &vv, &slots, &qv, &freqs, &positions], q_out)?;
+    if call.flags.interleaved && crate::engine::passes::split_qgated(product).is_none() {
+        let ptrs = (q_out.addr(), blocks.addr(), slots.addr(), freqs.addr(), positions.addr());
+        let sh = call.shape;
+        let rope = k::QRope::new(ptrs, &call.cache, call.layer, (sh.positions, sh.rot, call.flags.freqs_f32));
+        if folded(dev, product, pin, pout, rope)? {
+            return Ok(());
+        }
+    }
+    run(dev, product, pin, pout)?;
+    max_kernels_cuda::launch::attention::rope_kv_store(
+        &dev.stream,
+        q.dtype(),
+        call.ptrs,
+        call.shape,
+        call.cache,
+        call.layer,
+        call.flags,
+    )
+    .map_err(Error::from)
+}
+
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each
 /// weight into its output, each pair checked as a qmatmul of its own, launched together.
 fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs: &[Buffer]) -> Result<()> {
@@ -79,8 +131,9 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
 /// any; outputs the products (a pair's one), the gate and up values if gated, the normalised
 /// x if normed. One GEMV launch where a kernel takes the problem
 /// (max_kernels_cuda::launch::quant::fold_path); otherwise the steps it replaced, through
-/// those scratch values.
-fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
+/// those scratch values. With `rope` (on: plain or normed q/k/v products, with_rope_store),
+/// Ok(false) launches nothing where no kernel takes it all.
+fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer], rope: k::QRope) -> Result<bool> {
     let (norm, op) = match crate::engine::passes::split_qnorm(op) {
         Some((norm, product)) => (Some(norm), product),
         None => (None, op.clone()),
@@ -134,15 +187,18 @@ fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> R
     if gated.is_some() && (results[0].dtype() != products[0].dtype() || results[0].shape() != products[0].shape()) {
         return Err(bad());
     }
-    let Some((enc, parts, dims)) = sibling_parts(&op, &x, weights, products)? else { return Ok(()) };
+    let Some((enc, parts, dims)) = sibling_parts(&op, &x, weights, products)? else { return Ok(true) };
     dev.bind()?;
-    let fold = k::QFold { norm: qnorm, gated: gated.is_some() };
+    let fold = k::QFold { norm: qnorm, gated: gated.is_some(), rope };
     let mut one = parts.clone();
     if gated.is_some() {
         one[0].1 = results[0].addr();
     }
     if k::qmatmul_folded(&dev.stream, enc, x.dtype(), x.addr(), &one, fold, dims)? {
-        return Ok(());
+        return Ok(true);
+    }
+    if fold.rope.on() {
+        return Ok(false);
     }
     // The steps it replaced: the norm into its value, the products, the fused silu * mul.
     let lhs = match &norm_of {
@@ -156,16 +212,14 @@ fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> R
     };
     // (many rows of a gated pair: the qmatmul with silu * mul in its store, where it applies)
     if gated.is_some() && k::qmatmul_gated(&dev.stream, enc, x.dtype(), lhs, &one, dims)? {
-        return Ok(());
+        return Ok(true);
     }
     k::qmatmul_siblings(&dev.stream, enc, x.dtype(), lhs, &parts, dims)?;
-    match gated {
-        Some(act) => {
-            let group = crate::engine::passes::gated_group(act, results[0].dtype(), results[0].shape());
-            super::run_fused(dev, &group, scratch, &results[0])
-        }
-        None => Ok(()),
+    if let Some(act) = gated {
+        let group = crate::engine::passes::gated_group(act, results[0].dtype(), results[0].shape());
+        super::run_fused(dev, &group, scratch, &results[0])?;
     }
+    Ok(true)
 }
 
 type Parts = (Encoding, Vec<(u64, u64, usize)>, (usize, usize, usize));

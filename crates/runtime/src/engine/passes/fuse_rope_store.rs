@@ -33,7 +33,7 @@ fn rope_of(step: &Step) -> Option<&max_graph::Op> {
 
 /// The top-level steps reading each value (a read inside a control-flow body counts for the
 /// step that holds it).
-fn readers(body: &Body) -> HashMap<ValueId, Vec<usize>> {
+pub(super) fn readers(body: &Body) -> HashMap<ValueId, Vec<usize>> {
     fn reads(b: &Body, out: &mut Vec<ValueId>) {
         for s in &b.steps {
             out.extend(&s.inputs);

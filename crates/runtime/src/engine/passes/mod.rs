@@ -6,7 +6,8 @@
 //! (`fuse_qmatmul_residual`) or joined into one step per activation (`fuse_sibling_qmatmul`),
 //! and on the GPU the gated MLP's gate, up and mul joined into one product
 //! (`fuse_gated_gemv`), RMSNorms folded into the products they feed (`fuse_norm_gemv`) and
-//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`); the residual adds
+//! the ropes of q and k folded into the KV-cache store (`fuse_rope_store`) and that store into
+//! the quantized q/k/v products (`fuse_qkv_rope_store`); the residual adds
 //! after an allreduce join it first (`fuse_allreduce_residual`, before the epilogues), the
 //! RMSNorms after it last (`fuse_allreduce_norm`). Once a model's constants are folded, the
 //! paged attentions whose index inputs no kernel of the program writes are marked to read them
@@ -30,6 +31,7 @@ mod fuse_elementwise;
 mod fuse_gated_gemv;
 mod fuse_matmul_epilogue;
 mod fuse_norm_gemv;
+mod fuse_qkv_rope_store;
 mod fuse_qmatmul_residual;
 mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
@@ -42,6 +44,8 @@ mod test_util;
 pub(crate) use fuse_allreduce_residual::{residual_add, split_residual};
 pub(crate) use fuse_gated_gemv::{GATED, gated_group, split_qgated};
 pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
+pub use fuse_qkv_rope_store::ROPE_STORE;
+pub(crate) use fuse_qkv_rope_store::split_rope_store;
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
 
 pub(crate) use dce::{dce, free_uses};
@@ -84,6 +88,9 @@ pub fn lower(graph: &Graph) -> Program {
     }
     if tuning.flag_or(max_tuning::Knob::FusionRopeStore, true) {
         fuse_rope_store::fuse(&mut body, &types);
+        if tuning.flag_or(max_tuning::Knob::FusionQkvRopeStore, true) {
+            fuse_qkv_rope_store::fuse(&mut body, &types);
+        }
     }
     Program { types, body }
 }

@@ -1,0 +1,134 @@
+//! A layer's q/k/v products take its rope + KV-cache store (fuse_rope_store's step) into their
+//! store: `kv_cache_store[rope](chain, blocks, k, v, slots, q, freqs, positions)` whose q, k and
+//! v are (through views at most) the three outputs of one quantized sibling step becomes that
+//! step with the attribute [`ROPE_STORE`], the store's attributes as `kv_cache_store.<name>`,
+//! inputs `[x, W_q, W_k, W_v, (gamma), chain, blocks, slots, freqs, positions]` and outputs
+//! `[q, k, v, (normalised x), chain, rope(q)]` (the products' own outputs, then the store's).
+//! The GPU runs it as one GEMV launch at 1-2 tokens (launch/qgemv_fold.rs `QRope`: the
+//! products are stored rotated into rope(q) and the cache instead of their outputs), otherwise
+//! as the product step and the rope + store launch through those outputs. Only interleaved
+//! ropes fuse (a rotated pair is two adjacent rows of the product, which one warp holds), of
+//! GPU-placed products without a residual or gate whose outputs nothing else reads; the step
+//! takes the store's place. Top level only.
+
+use std::collections::HashMap;
+
+use max_graph::attrs::{Attr, Attrs};
+use max_graph::ops::attention::STORE_ROPE;
+use max_graph::ops::{Op, OpKind};
+use max_graph::{DeviceKind, Type, ValueId};
+
+use crate::engine::plan::is_view;
+use crate::engine::program::{Body, Step, StepKind};
+
+/// The attribute of a qmatmul step with a folded rope + KV-cache store.
+pub const ROPE_STORE: &str = "rope_store";
+
+/// The kv_cache_store folded into a qmatmul step's `op` and the product's own op, or None.
+pub fn split_rope_store(op: &Op) -> Option<(Op, Op)> {
+    if !matches!(op.attrs.get(ROPE_STORE), Some(Attr::Bool(true))) {
+        return None;
+    }
+    let (mut store, mut product) = (Attrs::new(), Attrs::new());
+    for (key, v) in &op.attrs.0 {
+        match key.strip_prefix("kv_cache_store.") {
+            Some(name) => store = store.with(name, v.clone()),
+            None if key == ROPE_STORE => {}
+            None => product = product.with(key, v.clone()),
+        }
+    }
+    Some((Op { kind: OpKind::KvCacheStore, attrs: store }, Op { kind: op.kind, attrs: product }))
+}
+
+/// Where the store's input `v` comes from: the product step, its output and the view steps
+/// between (each view's output read by nothing but the next step).
+fn source(
+    body: &Body,
+    producer: &HashMap<ValueId, usize>,
+    readers: &HashMap<ValueId, Vec<usize>>,
+    mut v: ValueId,
+    mut reader: usize,
+) -> Option<(usize, ValueId, Vec<usize>)> {
+    let mut views = vec![];
+    for _ in 0..4 {
+        if readers.get(&v).is_none_or(|r| r != &[reader]) || body.results.contains(&v) {
+            return None;
+        }
+        let p = *producer.get(&v)?;
+        if !is_view(&body.steps[p]) {
+            return Some((p, v, views));
+        }
+        views.push(p);
+        (v, reader) = (body.steps[p].inputs[0], p);
+    }
+    None
+}
+
+/// A sibling qmatmul step of exactly three products that may take a store: GPU-placed, not
+/// gated, without a residual or a store already; the number of its leading outputs.
+fn products(step: &Step, types: &[Type]) -> Option<usize> {
+    let StepKind::Op(op) = &step.kind else { return None };
+    let keys = [super::GATED, super::RESIDUAL, ROPE_STORE];
+    if op.kind != OpKind::QMatmul || keys.iter().any(|k| op.attrs.0.contains_key(*k)) || !step.bodies.is_empty() {
+        return None;
+    }
+    let normed = usize::from(op.attrs.0.contains_key(super::NORM));
+    let gpu = step.outputs.iter().all(|&v| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu));
+    (gpu && step.outputs.len() == 3 + normed && step.inputs.len() == 4 + normed).then_some(3)
+}
+
+/// Folds each eligible rope + store of `body` into its q/k/v products.
+pub fn fuse(body: &mut Body, types: &[Type]) {
+    let readers = super::fuse_rope_store::readers(body);
+    let producer = super::producers(body);
+    let mut gone = vec![false; body.steps.len()];
+    for s in 0..body.steps.len() {
+        let store = &body.steps[s];
+        let StepKind::Op(sop) = &store.kind else { continue };
+        let interleaved = matches!(sop.attrs.get(STORE_ROPE), Some(Attr::Bool(true)));
+        if sop.kind != OpKind::KvCacheStore || !interleaved || store.inputs.len() != 8 || store.outputs.len() != 2 {
+            continue;
+        }
+        let [chain, blocks, k, v, slots, q, freqs, positions] = store.inputs[..] else { continue };
+        let on_gpu = matches!(&types[blocks], Type::Buffer(t) | Type::Tensor(t) if t.device.kind == DeviceKind::Gpu);
+        let found: Option<Vec<_>> = [q, k, v].iter().map(|&x| source(body, &producer, &readers, x, s)).collect();
+        let Some(found) = found.filter(|_| on_gpu) else { continue };
+        let p = found[0].0;
+        let Some(n) = products(&body.steps[p], types) else { continue };
+        if gone[p] || found.iter().any(|f| f.0 != p) {
+            continue;
+        }
+        // the product outputs of q, k and v, in that order
+        let outs = &body.steps[p].outputs;
+        let order: Vec<usize> = found.iter().filter_map(|f| outs[..n].iter().position(|&o| o == f.1)).collect();
+        if order.len() != 3 || order[0] == order[1] || order[1] == order[2] || order[0] == order[2] {
+            continue;
+        }
+        let (product, store) = (&body.steps[p], &body.steps[s]);
+        let StepKind::Op(pop) = &product.kind else { continue };
+        let mut op = pop.clone();
+        op.attrs.0.insert(ROPE_STORE.into(), Attr::Bool(true));
+        for (key, value) in &sop.attrs.0 {
+            op.attrs.0.insert(format!("kv_cache_store.{key}"), value.clone());
+        }
+        let mut inputs: Vec<ValueId> = vec![product.inputs[0]];
+        inputs.extend(order.iter().map(|&i| product.inputs[1 + i]));
+        inputs.extend(&product.inputs[1 + n..]);
+        inputs.extend([chain, blocks, slots, freqs, positions]);
+        let mut outputs: Vec<ValueId> = order.iter().map(|&i| product.outputs[i]).collect();
+        outputs.extend(&product.outputs[n..]);
+        outputs.extend(&store.outputs);
+        for f in &found {
+            for &view in &f.2 {
+                gone[view] = true;
+            }
+        }
+        gone[p] = true;
+        body.steps[s] = Step { kind: StepKind::Op(op), inputs, outputs, bodies: vec![] };
+    }
+    super::drop_marked(body, &gone);
+}
+
+#[cfg(test)]
+#[path = "fuse_qkv_rope_store_tests.rs"]
+mod tests;

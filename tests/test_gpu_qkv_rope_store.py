@@ -1,0 +1,207 @@
+"""A layer's rope + KV-cache store folded into its quantized q/k/v products
+(engine/passes/fuse_qkv_rope_store.rs; qgemv_mma.cu and qgemv.cu store the products rotated into
+rope(q) and the cache, launch/qgemv_fold.rs `QRope`): one launch at 1-2 tokens instead of two.
+Checked: which steps the pass leaves (any machine); on a GPU, the tensor-core and the general
+GEMV, f32 and bf16 activations, with and without a folded norm, at 1-2 tokens (one launch,
+recorded with rope=1) and at 3-5 (the products, then rope_kv_store), and an encoding no folding
+kernel takes (Q8_0 on the streaming GEMV): rope(q) and the cache bit for bit the unfused
+graph's (fusion.qkv_rope_store=0) and within rounding of numpy float64 over the host's
+dequantized weights; slots past the cache and positions past the table as the unfused store
+treats them."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from engine_util import session
+from test_gpu_rope_store import rope_ref
+from test_quant import host_dequantize, random_blocks
+from max import _core, driver, tuning
+from max.dtype import DType
+from max.graph import BufferType, DeviceRef, Graph, TensorType, Weight, ops
+from max.graph.quantization import QuantizationEncoding as Q
+from max.nn import kernels
+
+NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16}
+BITS = {DType.float32: np.uint32, DType.bfloat16: np.uint16}
+PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS, EPS = 6, 2, 8, 4, 2, 64, 64, 1e-5
+
+
+def layer(where: DeviceRef, enc, dtype, ws, norm=True, interleaved=True):
+    """x [t, K] (rms_norm'd with gamma when `norm`) times W_q, W_k, W_v (`ws`, raw blocks), the
+    products' ropes and their store into layer 1 of the cache; the graph's result is rope(q)."""
+    weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
+    k = ws[0].shape[1] // enc.block_size * enc.elements_per_block
+    types = [
+        TensorType(dtype, ["t", k], where),
+        BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], where),
+        TensorType(DType.float32, [NPOS, D], where),
+        TensorType(DType.uint32, ["t"], where),
+        TensorType(DType.uint32, ["t"], where),
+        TensorType(dtype, [k], where),
+    ]
+    with Graph("qkv_rope_store", input_types=types) as g:
+        x, cache, freqs, pos, slots, gamma = g.inputs
+        if norm:
+            x = kernels.rms_norm(x, gamma, EPS)
+        q, kk, v = (ops.qmatmul(enc, None, x, w) for w in weights)
+        q = kernels.rope(ops.reshape(q, ["t", HQ, D]), freqs, pos, interleaved=interleaved)
+        kk = kernels.rope(ops.reshape(kk, ["t", HKV, D]), freqs, pos, interleaved=interleaved)
+        kernels.kv_cache_store(cache, kk, ops.reshape(v, ["t", HKV, D]), slots, 1)
+        g.output(q)
+    return g
+
+
+def raw_weights(rng, enc, k):
+    return [random_blocks(rng, enc, n, k // enc.elements_per_block) for n in (HQ * D, HKV * D, HKV * D)]
+
+
+def test_the_store_folds_into_the_gpu_products(rng):
+    ws = raw_weights(rng, Q.Q4_0, 1024)
+
+    def steps(where=DeviceRef.GPU(), interleaved=True, **knobs):
+        skip = ("constant", "constant_external", "chain_create", "reshape")
+        with tuning.override(**knobs):
+            g = layer(where, Q.Q4_0, DType.float32, ws, interleaved=interleaved)
+            return [s for s in _core.engine._lowered_steps(g._ir) if s not in skip]
+
+    assert steps() == ["qmatmul+rope_store"]
+    assert steps(**{"fusion.qkv_rope_store": False}) == ["qmatmul", "kv_cache_store"]
+    # a rotation of halves (a pair 32 rows apart: other warps) and the host keep the store
+    assert steps(interleaved=False) == ["qmatmul", "kv_cache_store"]
+    host = steps(DeviceRef.CPU())
+    assert "kv_cache_store" in host and not any("rope_store" in s for s in host), host
+
+
+def reference(enc, dtype, ws, x, gamma, norm, freqs, pos):
+    """rope(q), k rotated and v in float64 from the host's dequantized weights; and each
+    element's scale (sum of |x| |w| over K, a rotated element's with its pair's), for the bound."""
+    n = x.astype(np.float64)
+    if norm:
+        n = n / np.sqrt(np.mean(n * n, -1, keepdims=True) + EPS) * gamma.astype(np.float64)
+    n = n.astype(NP[dtype]).astype(np.float64)  # the norm's stored values
+    outs, scales = [], []
+    f64 = freqs.astype(np.float64)
+    for w, heads, rotate in zip(ws, (HQ, HKV, HKV), (True, True, False)):
+        wd = host_dequantize(enc, w).astype(np.float64)
+        y = (n @ wd.T).reshape(len(x), heads, D)
+        s = (np.abs(n) @ np.abs(wd).T).reshape(len(x), heads, D)
+        if rotate:
+            y = rope_ref(y, f64, pos, True)
+            s = s + s.reshape(len(x), heads, D // 2, 2)[..., ::-1].reshape(len(x), heads, D)
+        outs.append(y)
+        scales.append(s)
+    return outs, scales
+
+
+def run(model, gpu, x, blocks, freqs, pos, slots, gamma):
+    cache = driver.Buffer.from_numpy(blocks.copy()).to(gpu)
+    args = [driver.Buffer.from_numpy(np.ascontiguousarray(a)).to(gpu) for a in (x, freqs, pos, slots, gamma)]
+    with tuning.record_launches() as log:
+        (q_out,) = model.execute(args[0], cache, *args[1:])
+    return q_out.to_numpy(), cache.to(driver.CPU()).to_numpy(), log
+
+
+# (encoding, K, the GEMV): Q4_0 and Q4_K rows on 16 bytes take the tensor-core kernel, or with
+# qgemv.mma=0 the general one; Q4_1 at K = 576 (SmolLM2's 360-byte rows) the general one; Q8_0
+# the streaming kernel (qgemv.stream), which folds nothing: the products, then rope_kv_store.
+CASES = [(Q.Q4_0, 1024, "mma"), (Q.Q4_0, 1024, "general"), (Q.Q4_K, 1024, "mma"), (Q.Q4_1, 576, "general"),
+         (Q.Q8_0, 1024, "stream")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enc,k,kernel", CASES, ids=lambda c: getattr(c, "value", str(c)))
+@pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("norm", [True, False], ids=["norm", "plain"])
+def test_folded_store_is_the_unfused_one(hopper, rng, enc, k, kernel, dtype, norm):
+    ws = raw_weights(rng, enc, k)
+    registry = {f"w{i}": w for i, w in enumerate(ws)}
+    knobs = {"fusion.quantized": True, "qgemv.mma": kernel == "mma", "qgemv.stream": kernel == "stream"}
+    with tuning.override(**knobs):
+        fused = session(hopper).load(layer(DeviceRef.GPU(), enc, dtype, ws, norm), weights_registry=registry)
+        with tuning.override(**{"fusion.qkv_rope_store": False}):
+            plain = session(hopper).load(layer(DeviceRef.GPU(), enc, dtype, ws, norm), weights_registry=registry)
+        angles = rng.uniform(0, 2 * np.pi, (NPOS, D // 2))
+        freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, D).astype(np.float32)
+        gamma = (1 + rng.standard_normal(k) / 4).astype(NP[dtype])
+        for t in (1, 2, 3, 5):
+            x = (rng.standard_normal((t, k)) * 2).astype(NP[dtype])
+            pos = rng.integers(0, NPOS, t).astype(np.uint32)
+            slots = rng.permutation(PAGES * PAGE)[:t].astype(np.uint32)
+            blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, D)).astype(NP[dtype])
+            qa, ca, log = run(fused, hopper, x, blocks, freqs, pos, slots, gamma)
+            qb, cb, _ = run(plain, hopper, x, blocks, freqs, pos, slots, gamma)
+            one = t <= 2 and kernel != "stream"
+            launches = (log.count("qgemv", rope=1), log.count("rope_kv_store"))
+            assert launches == ((1, 0) if one else (0, 1)), log.records()
+            bits = BITS[dtype]
+            assert np.array_equal(qa.view(bits), qb.view(bits)), f"rope(q), t={t}"
+            assert np.array_equal(ca.view(bits), cb.view(bits)), f"cache, t={t}"
+            (want_q, want_k, want_v), scales = reference(enc, dtype, ws, x, gamma, norm, freqs, pos)
+            rel = 2.0**-6 if dtype is DType.bfloat16 else 2.0**-16
+            got_k = np.stack([ca[s // PAGE, 0, 1, s % PAGE] for s in slots]).astype(np.float64)
+            got_v = np.stack([ca[s // PAGE, 1, 1, s % PAGE] for s in slots]).astype(np.float64)
+            for what, got, want, scale in zip("qkv", (qa.astype(np.float64), got_k, got_v), (want_q, want_k, want_v),
+                                              scales):
+                err = np.abs(got - want)
+                assert (err <= rel * scale + 1e-30).all(), f"{what}, t={t}: worst {err.max()}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["mma", "general"])
+def test_folded_store_at_the_edges(hopper, rng, kernel):
+    """Positions past the table (NaN in rope(q) and the keys) and a slot past the cache (k and v
+    not stored, q still written), one launch: bit for bit the unfused graph's."""
+    enc, k, dtype = Q.Q4_0, 1024, DType.bfloat16
+    ws = raw_weights(rng, enc, k)
+    registry = {f"w{i}": w for i, w in enumerate(ws)}
+    with tuning.override(**{"fusion.quantized": True, "qgemv.mma": kernel == "mma"}):
+        fused = session(hopper).load(layer(DeviceRef.GPU(), enc, dtype, ws), weights_registry=registry)
+        with tuning.override(**{"fusion.qkv_rope_store": False}):
+            plain = session(hopper).load(layer(DeviceRef.GPU(), enc, dtype, ws), weights_registry=registry)
+        freqs = rng.uniform(-1, 1, (NPOS, D)).astype(np.float32)
+        gamma = (1 + rng.standard_normal(k) / 4).astype(NP[dtype])
+        x = rng.standard_normal((2, k)).astype(NP[dtype])
+        pos = np.array([NPOS + 5, 3], np.uint32)
+        slots = np.array([7, PAGES * PAGE], np.uint32)
+        blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, D)).astype(NP[dtype])
+        qa, ca, log = run(fused, hopper, x, blocks, freqs, pos, slots, gamma)
+        qb, cb, _ = run(plain, hopper, x, blocks, freqs, pos, slots, gamma)
+    assert log.count("qgemv", rope=1) == 1 and log.count("rope_kv_store") == 0, log.records()
+    assert np.array_equal(qa.view(np.uint16), qb.view(np.uint16))
+    assert np.array_equal(ca.view(np.uint16), cb.view(np.uint16))
+    assert np.isnan(qa[0].astype(np.float32)).all() and not np.isnan(qa[1].astype(np.float32)).any()
+    assert np.isnan(ca[0, 0, 1, 7].astype(np.float32)).all()  # token 0's keys: past the table
+    changed = (ca.view(np.uint16) != blocks.view(np.uint16)).reshape(PAGES, 2, LAYERS, PAGE, -1).any(-1)
+    assert changed.sum() == 2 and changed[0, 0, 1, 7] and changed[0, 1, 1, 7]  # only token 0's k and v
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hidden", [64, 256])
+def test_a_random_gguf_llama_decodes_the_same_greedy_tokens_with_and_without_the_fold(hopper, tmp_path, hidden):
+    """Q4_0 at hidden 64 (36-byte rows: the general GEMV folds) and 256 (the tensor-core one)."""
+    from max.driver import DeviceSpec
+    from max.interfaces import SamplingParams
+    from max.pipelines import PipelineConfig
+    from max.pipelines.lib.generate import Generator
+    from max.pipelines.lib.pipeline import load_pipeline
+    from reference.checkpoints import write_checkpoint
+    from test_tensor_parallel import assert_greedy_agrees
+
+    sizes = {"hidden_size": hidden, "intermediate_size": 2 * hidden}
+    ckpt = write_checkpoint(directory=tmp_path, seed=13, arch="llama", gguf_quant="Q4_0", config_overrides=sizes)
+    kw = dict(model_path=str(ckpt["gguf"]), max_length=64, kv_cache_page_size=16,
+              device_specs=[DeviceSpec.accelerator(hopper.id)])
+    with tuning.record_launches() as log:
+        fused = load_pipeline(PipelineConfig(**kw))
+        sp = SamplingParams(top_k=1, max_new_tokens=16, ignore_eos=True)
+        prompt = np.random.default_rng(7).integers(5, ckpt["config"]["vocab_size"], 12).tolist()
+        gen = Generator(fused)
+        tokens = list(gen.run([gen.context(prompt, sp)])[0].tokens)
+    assert log.count("qgemv", rope=1) > 0 and log.count("rope_kv_store") > 0, log.records("qgemv")
+    with tuning.override(**{"fusion.qkv_rope_store": False}):
+        plain = load_pipeline(PipelineConfig(**kw))
+    decisive = assert_greedy_agrees(fused, plain, prompt, tokens, rel=1e-2)
+    assert len(decisive) >= len(tokens) // 2, (decisive, tokens)
