@@ -24,20 +24,21 @@ from max.graph import BufferType, DeviceRef, Graph, TensorType, Weight, ops
 from max.graph.quantization import QuantizationEncoding as Q
 from max.nn import kernels
 
-NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16}
-BITS = {DType.float32: np.uint32, DType.bfloat16: np.uint16}
+NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}
+BITS = {DType.float32: np.uint32, DType.bfloat16: np.uint16, DType.float16: np.uint16}
 PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS, EPS = 6, 2, 8, 4, 2, 64, 64, 1e-5
 
 
-def layer(where: DeviceRef, enc, dtype, ws, norm=True, interleaved=True):
+def layer(where: DeviceRef, enc, dtype, ws, norm=True, interleaved=True, rot=D, freqs_dtype=DType.float32):
     """x [t, K] (rms_norm'd with gamma when `norm`) times W_q, W_k, W_v (`ws`, raw blocks), the
-    products' ropes and their store into layer 1 of the cache; the graph's result is rope(q)."""
+    products' ropes (the first `rot` dims of each head) and their store into layer 1 of the
+    cache; the graph's result is rope(q)."""
     weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
     k = ws[0].shape[1] // enc.block_size * enc.elements_per_block
     types = [
         TensorType(dtype, ["t", k], where),
         BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], where),
-        TensorType(DType.float32, [NPOS, D], where),
+        TensorType(freqs_dtype, [NPOS, rot], where),
         TensorType(DType.uint32, ["t"], where),
         TensorType(DType.uint32, ["t"], where),
         TensorType(dtype, [k], where),
@@ -73,6 +74,31 @@ def test_the_store_folds_into_the_gpu_products(rng):
     assert steps(interleaved=False) == ["qmatmul", "kv_cache_store"]
     host = steps(DeviceRef.CPU())
     assert "kv_cache_store" in host and not any("rope_store" in s for s in host), host
+
+
+def test_the_folded_store_lets_the_attention_launch_early():
+    """passes/mark_early_index.rs on a quantized layer as the models stage it (rope_attention,
+    interleaved): the attention reads its index inputs early and the products with the store
+    folded in are marked to let it launch early where the store runs apart (3+ tokens)."""
+    from max.nn.attention.attention_with_rope import rope_attention
+    from max.nn.kv_cache.cache_params import PagedCacheValues
+
+    gpu, f32, u32, k = DeviceRef.GPU(), DType.float32, DType.uint32, 1024
+    ws = raw_weights(np.random.default_rng(0), Q.Q4_0, k)
+    wo = random_blocks(np.random.default_rng(1), Q.Q4_0, k, HQ * D // 32)
+    weights = [Weight(f"w{i}", DType.uint8, w.shape, gpu, quantization_encoding=Q.Q4_0) for i, w in enumerate(ws)]
+    w_out = Weight("wo", DType.uint8, wo.shape, gpu, quantization_encoding=Q.Q4_0)
+    types = [TensorType(f32, ["t", k], gpu), BufferType(f32, [PAGES, 2, LAYERS, PAGE, HKV, D], gpu),
+             TensorType(u32, ["b"], gpu), TensorType(u32, ["b", 4], gpu), TensorType(u32, ["t"], gpu),
+             TensorType(u32, ["t"], gpu), TensorType(u32, ["b1"], gpu), TensorType(f32, [NPOS, D], gpu)]
+    with Graph("layer", input_types=types) as g:
+        x, cache, lengths, table, positions, slots, offsets, freqs = g.inputs
+        kv = PagedCacheValues(cache, lengths, table, None, positions, slots)
+        g.output(rope_attention(x, lambda a: tuple(ops.qmatmul(Q.Q4_0, None, a, w) for w in weights),
+                                lambda a: ops.qmatmul(Q.Q4_0, None, a, w_out), kv, freqs, offsets, layer=1,
+                                n_heads=HQ, n_kv_heads=HKV, head_dim=D, interleaved=True, scale=D**-0.5))
+    steps = [s for s in _core.engine._lowered_steps(g._ir, marks=True) if "+" in s]
+    assert steps == ["qmatmul+rope_store+early_next", "paged_attention+early_index"], steps
 
 
 def reference(enc, dtype, ws, x, gamma, norm, freqs, pos):
@@ -147,6 +173,74 @@ def test_folded_store_is_the_unfused_one(hopper, rng, enc, k, kernel, dtype, nor
                                               scales):
                 err = np.abs(got - want)
                 assert (err <= rel * scale + 1e-30).all(), f"{what}, t={t}: worst {err.max()}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["mma", "general"])
+@pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
+def test_partial_rotation_and_a_table_of_the_activations_type(hopper, rng, kernel, dtype):
+    """Rotary dims 32 of 64 (the rest passed through) and freqs_cis of the activations' dtype,
+    at one and two tokens: one launch, bit for bit the unfused graph's."""
+    enc, k, rot = Q.Q4_0, 1024, 32
+    ws = raw_weights(rng, enc, k)
+    registry = {f"w{i}": w for i, w in enumerate(ws)}
+    with tuning.override(**{"fusion.quantized": True, "qgemv.mma": kernel == "mma"}):
+        g = layer(DeviceRef.GPU(), enc, dtype, ws, rot=rot, freqs_dtype=dtype)
+        fused = session(hopper).load(g, weights_registry=registry)
+        with tuning.override(**{"fusion.qkv_rope_store": False}):
+            g = layer(DeviceRef.GPU(), enc, dtype, ws, rot=rot, freqs_dtype=dtype)
+            plain = session(hopper).load(g, weights_registry=registry)
+        angles = rng.uniform(0, 2 * np.pi, (NPOS, rot // 2))
+        freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, rot).astype(NP[dtype])
+        gamma = (1 + rng.standard_normal(k) / 4).astype(NP[dtype])
+        for t in (1, 2):
+            x = rng.standard_normal((t, k)).astype(NP[dtype])
+            pos = rng.integers(0, NPOS, t).astype(np.uint32)
+            slots = rng.permutation(PAGES * PAGE)[:t].astype(np.uint32)
+            blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, D)).astype(NP[dtype])
+            qa, ca, log = run(fused, hopper, x, blocks, freqs, pos, slots, gamma)
+            qb, cb, _ = run(plain, hopper, x, blocks, freqs, pos, slots, gamma)
+            assert log.count("qgemv", rope=1) == 1 and log.count("rope_kv_store") == 0, log.records()
+            assert np.array_equal(qa.view(np.uint16), qb.view(np.uint16)), f"rope(q), t={t}"
+            assert np.array_equal(ca.view(np.uint16), cb.view(np.uint16)), f"cache, t={t}"
+
+
+@pytest.mark.gpu
+def test_products_viewed_as_more_tokens_are_not_folded(hopper, rng):
+    """One row of products viewed as two tokens (W_q, W_k and W_v of twice the heads' rows; a
+    valid graph): the store's rows are not the products' rows, so the products run, then the
+    store, as the unfused graph does."""
+    enc, k, dtype, gpu = Q.Q4_0, 1024, DType.float32, DeviceRef.GPU()
+    ws = [random_blocks(rng, enc, 2 * n, k // 32) for n in (HQ * D, HKV * D, HKV * D)]
+    registry = {f"w{i}": w for i, w in enumerate(ws)}
+    weights = [Weight(f"w{i}", DType.uint8, w.shape, gpu, quantization_encoding=enc) for i, w in enumerate(ws)]
+    types = [TensorType(dtype, [1, k], gpu), BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], gpu),
+             TensorType(DType.float32, [NPOS, D], gpu), TensorType(DType.uint32, [2], gpu),
+             TensorType(DType.uint32, [2], gpu), TensorType(dtype, [k], gpu)]
+
+    def build():
+        with Graph("stretched", input_types=types) as g:
+            x, cache, freqs, pos, slots, _ = g.inputs
+            q, kk, v = (ops.qmatmul(enc, None, x, w) for w in weights)
+            q = kernels.rope(ops.reshape(q, [2, HQ, D]), freqs, pos, interleaved=True)
+            kk = kernels.rope(ops.reshape(kk, [2, HKV, D]), freqs, pos, interleaved=True)
+            kernels.kv_cache_store(cache, kk, ops.reshape(v, [2, HKV, D]), slots, 1)
+            g.output(q)
+        return g
+
+    with tuning.override(**{"fusion.quantized": True, "qgemv.mma": True}):
+        fused = session(hopper).load(build(), weights_registry=registry)
+        with tuning.override(**{"fusion.qkv_rope_store": False}):
+            plain = session(hopper).load(build(), weights_registry=registry)
+        freqs = rng.uniform(-1, 1, (NPOS, D)).astype(np.float32)
+        x = rng.standard_normal((1, k)).astype(np.float32)
+        pos, slots = np.array([3, 9], np.uint32), np.array([5, 40], np.uint32)
+        blocks = rng.standard_normal((PAGES, 2, LAYERS, PAGE, HKV, D)).astype(np.float32)
+        qa, ca, log = run(fused, hopper, x, blocks, freqs, pos, slots, np.ones(k, np.float32))
+        qb, cb, _ = run(plain, hopper, x, blocks, freqs, pos, slots, np.ones(k, np.float32))
+    assert log.count("qgemv", rope=1) == 0 and log.count("rope_kv_store") == 1, log.records()
+    assert np.array_equal(qa.view(np.uint32), qb.view(np.uint32))
+    assert np.array_equal(ca.view(np.uint32), cb.view(np.uint32))
 
 
 @pytest.mark.gpu

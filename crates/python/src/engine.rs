@@ -115,6 +115,10 @@ fn _lowered_steps(graph: PyRef<'_, PyGraphIR>, marks: bool) -> PyResult<Vec<Stri
                     n = format!("{n}+{key}");
                 }
             }
+            // (a store folded into q/k/v products keeps its attributes under a prefix)
+            if op.attrs.get(&format!("kv_cache_store.{EARLY_NEXT}")).is_some() {
+                n = format!("{n}+{EARLY_NEXT}");
+            }
         }
         n
     };

@@ -262,7 +262,8 @@ fn qgemv_segments(
 /// weights too small for the tensor-core kernel by default (select_path's size rule), that
 /// kernel all the same. A norm needs lhs
 /// and its weight 16-byte aligned; a gated pair two parts of equal rows; a rope three parts
-/// (q, k, v) of whole pairs of rows and no gate. None: run the steps, always when
+/// (q, k, v) of whole pairs of rows, an even head dim (a pair's rows begin on even rows) and no
+/// gate. None: run the steps, always when
 /// batch-invariant (1-2 rows folded, more not: a norm summed two ways).
 pub fn fold_path(
     enc: Encoding,
@@ -278,7 +279,7 @@ pub fn fold_path(
     let pair = parts.len() == 2 && parts[0].2 == parts[1].2;
     let rope = fold.rope.on();
     if !(1..=2).contains(&m)
-        || (rope && (fold.gated || parts.len() != 3 || parts.iter().any(|p| p.2 % 2 != 0)))
+        || (rope && (fold.gated || parts.len() != 3 || fold.rope.dim % 2 != 0 || parts.iter().any(|p| p.2 % 2 != 0)))
         || t.batch_invariant()
         || k == 0
         || k % 32 != 0

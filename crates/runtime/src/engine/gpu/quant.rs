@@ -96,7 +96,14 @@ fn with_rope_store(dev: &CudaDevice, store: &Op, product: &Op, inputs: &[Buffer]
     let view = |b: &Buffer, shape: Vec<usize>| b.reshaped(shape).map_err(|e| Error::Value(format!("{name}: {e}")));
     let (qv, kv3, vv) = (view(q, q_out.shape().to_vec())?, view(kk, kv.clone())?, view(v, kv)?);
     let call = super::attention::rope_store_call(store, [&blocks, &kv3, &vv, &slots, &qv, &freqs, &positions], q_out)?;
-    if call.flags.interleaved && crate::engine::passes::split_qgated(product).is_none() {
+    // The kernels store rows r < m at token r, each product's n rows as heads x head_dim: only
+    // products of exactly the store's shapes (a graph may view other shapes as them), and pairs
+    // on even rows.
+    let (tokens, dim) = (call.shape.tokens, call.cache.head_dim);
+    let rows =
+        |b: &Buffer, heads: usize| b.shape().last() == Some(&(heads * dim)) && b.num_elements() == tokens * heads * dim;
+    let fits = rows(q, call.shape.heads) && rows(kk, call.cache.kv_heads) && rows(v, call.cache.kv_heads);
+    if call.flags.interleaved && fits && dim % 2 == 0 && crate::engine::passes::split_qgated(product).is_none() {
         let ptrs = (q_out.addr(), blocks.addr(), slots.addr(), freqs.addr(), positions.addr());
         let sh = call.shape;
         let rope = k::QRope::new(ptrs, &call.cache, call.layer, (sh.positions, sh.rot, call.flags.freqs_f32));

@@ -58,6 +58,10 @@ fn source(
         if !is_view(&body.steps[p]) {
             return Some((p, v, views));
         }
+        // (a rebind checks and binds shapes as it runs: it stays, and so does the store)
+        if matches!(&body.steps[p].kind, StepKind::Op(op) if op.kind == OpKind::Rebind) {
+            return None;
+        }
         views.push(p);
         (v, reader) = (body.steps[p].inputs[0], p);
     }

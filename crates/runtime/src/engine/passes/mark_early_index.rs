@@ -19,6 +19,10 @@
 //! puts the attention's reads beside two unfinished kernels, the store (writing positions at
 //! and past the cached length) and the one before it (not touching the cache); every other
 //! kernel lets its successor launch only after its own wait, so all earlier ones are done.
+//! q/k/v products with that store folded in (passes/fuse_qkv_rope_store.rs) are marked alike
+//! (`kv_cache_store.early_next`): where their store runs as a launch of its own after the
+//! products (more than two tokens), the kernels before it are the step's own products; where
+//! it is folded, the product lets the attention launch only after its own wait, as above.
 
 use std::collections::{HashMap, HashSet};
 
@@ -76,7 +80,12 @@ pub fn mark(body: &mut Body, types: &[Type]) {
     }
     for s in stores {
         if let StepKind::Op(op) = &mut body.steps[s].kind {
-            op.attrs.0.insert(EARLY_NEXT.into(), Attr::Bool(true));
+            // (a store folded into q/k/v products keeps its attributes under a prefix)
+            let key = match op.attrs.0.contains_key(super::ROPE_STORE) {
+                true => format!("kv_cache_store.{EARLY_NEXT}"),
+                false => EARLY_NEXT.to_string(),
+            };
+            op.attrs.0.insert(key, Attr::Bool(true));
         }
     }
 }
@@ -103,12 +112,18 @@ fn kernel_before(body: &Body, types: &[Type], s: usize) -> Option<usize> {
 
 /// The fused rope + store that attention `s` may let launch it early: the kernel right before
 /// `s`, a kv_cache_store with its rope folded in over the attention's cache, whose own previous
-/// kernel is one of the program that does not take the cache as an input.
+/// kernel is one of the program that does not take the cache as an input; or q/k/v products
+/// with that store folded in (passes/fuse_qkv_rope_store.rs), where it runs as a launch of its
+/// own after theirs (more than two tokens): the kernels before it are the step's own products.
 fn store_before(body: &Body, types: &[Type], s: usize) -> Option<usize> {
     let blocks = body.steps[s].inputs[2];
     let p = kernel_before(body, types, s)?;
     let store = &body.steps[p];
     let StepKind::Op(op) = &store.kind else { return None };
+    let n = store.inputs.len();
+    if op.attrs.0.contains_key(super::ROPE_STORE) {
+        return (n >= 5 && store.inputs[n - 4] == blocks).then_some(p);
+    }
     if op.kind != OpKind::KvCacheStore || op.attrs.get(STORE_ROPE).is_none() || store.inputs.get(1) != Some(&blocks) {
         return None;
     }
