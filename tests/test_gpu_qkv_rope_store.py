@@ -278,7 +278,8 @@ def test_folded_store_at_the_edges(hopper, rng, kernel):
 @pytest.mark.gpu
 @pytest.mark.parametrize("hidden", [64, 256])
 def test_a_random_gguf_llama_decodes_the_same_greedy_tokens_with_and_without_the_fold(hopper, tmp_path, hidden):
-    """Q4_0 at hidden 64 (36-byte rows: the general GEMV folds) and 256 (the tensor-core one)."""
+    """Q4_0 at hidden 64 (36-byte rows: the general GEMV folds) and 256 (the tensor-core one);
+    the logits of every step equal bit for bit."""
     from max.driver import DeviceSpec
     from max.interfaces import SamplingParams
     from max.pipelines import PipelineConfig
@@ -300,5 +301,6 @@ def test_a_random_gguf_llama_decodes_the_same_greedy_tokens_with_and_without_the
     assert log.count("qgemv", rope=1) > 0 and log.count("rope_kv_store") > 0, log.records("qgemv")
     with tuning.override(**{"fusion.qkv_rope_store": False}):
         plain = load_pipeline(PipelineConfig(**kw))
-    decisive = assert_greedy_agrees(fused, plain, prompt, tokens, rel=1e-2)
+    # the same products and the same rotation either way: every step's logits bit for bit
+    decisive = assert_greedy_agrees(fused, plain, prompt, tokens, rel=0.0)
     assert len(decisive) >= len(tokens) // 2, (decisive, tokens)
