@@ -116,14 +116,15 @@ pub const QUANT: Family = Family {
     source: concat!(include_str!("../kernels/quant_common.cuh"), include_str!("../kernels/quant.cu")),
 };
 /// qmatmul with 1 to 8 lhs rows over 4-bit weights (one row of Q6_K) on integer tensor cores
-/// (sm_90), in clusters that share the lhs preparation (cluster.cuh and qgemv_mma_prep.cuh in
-/// front).
+/// (sm_90), in clusters that share the lhs preparation (cluster.cuh, qgemv_mma_prep.cuh and
+/// qgemv_mma_unit.cuh in front).
 pub const QGEMV_MMA: Family = Family {
     name: "qgemv_mma",
     source: concat!(
         include_str!("../kernels/cluster.cuh"),
         include_str!("../kernels/quant_common.cuh"),
         include_str!("../kernels/qgemv_mma_prep.cuh"),
+        include_str!("../kernels/qgemv_mma_unit.cuh"),
         include_str!("../kernels/qgemv_mma.cu")
     ),
 };
