@@ -27,9 +27,9 @@ def _count_tokens(pipeline):
     model = pipeline.model
     original = model.execute_all
 
-    def counted(tokens, offsets, cache):
+    def counted(tokens, offsets, cache, **kw):
         seen.append(len(tokens))
-        return original(tokens, offsets, cache)
+        return original(tokens, offsets, cache, **kw)
 
     model.execute_all = counted
     return seen, lambda: setattr(model, "execute_all", original)

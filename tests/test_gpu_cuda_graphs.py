@@ -76,16 +76,33 @@ def test_opt_out_gives_the_same_values(rng, gpu):
 
 
 def test_each_input_shape_gets_its_own_graph(rng, gpu):
+    w = rng.standard_normal((5, 3)).astype(np.float32)
+
     def fn(x):
-        return ops.exp(x) * 2 + 1
+        return (ops.exp(x) * 2 + 1) @ ops.constant(w, DType.float32, GPU)
 
     g = Graph("dyn", fn, input_types=[TensorType(DType.float32, ("n", 5), GPU)])
     model = load(g, gpu)
     for n in [3, 7, 3, 7, 3, 7]:
         x = rng.standard_normal((n, 5)).astype(np.float32)
         (got,) = run(model, x, gpu)
-        np.testing.assert_allclose(got, np.exp(x) * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose(got, (np.exp(x.astype(np.float64)) * 2 + 1) @ w, rtol=1e-5, atol=1e-5)
     assert model._core.num_cuda_graphs == 2
+
+
+def test_a_single_step_plan_runs_step_by_step(rng, gpu):
+    """One kernel: a graph would replace its launch with its own and add the staging copies,
+    so the plan is never captured (unless cuda_graphs=always); the values are the same."""
+    g = Graph("one", lambda x: ops.exp(x) * 2 + 1, input_types=[TensorType(DType.float32, (8, 5), GPU)])
+    model, forced = load(g, gpu), load(g, gpu)
+    for _ in range(3):
+        x = rng.standard_normal((8, 5)).astype(np.float32)
+        (a,) = run(model, x, gpu)
+        with tuning.override(cuda_graphs="always"):  # (read as a plan is first executed)
+            (b,) = run(forced, x, gpu)
+        np.testing.assert_allclose(a, np.exp(x) * 2 + 1, rtol=1e-6)
+        np.testing.assert_array_equal(a, b)
+    assert model._core.num_cuda_graphs == 0 and forced._core.num_cuda_graphs == 1
 
 
 def test_host_transfers_keep_a_plan_step_by_step(rng, gpu):

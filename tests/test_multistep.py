@@ -15,6 +15,7 @@ from max.pipelines.lib import multistep
 from max.pipelines.lib.context import TextContext
 from max.pipelines.lib.pipeline import load_pipeline
 from models import smollm2_gguf
+from reference.checkpoints import write_checkpoint
 
 MAX_LENGTH = 256
 
@@ -87,6 +88,26 @@ def test_steps_stop_at_max_length(pipeline):
     (single,), _ = _generate(pipeline, _contexts(prompts, sp), 1)
     (multi,), _ = _generate(pipeline, _contexts(prompts, sp), 8)
     assert multi == single and len(multi) == 6
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_one_copy_of_the_inputs_per_call_and_device(tmp_path, monkeypatch, devices):
+    """The steps a call queues after its first move their inputs (cache inputs, row offsets,
+    seeds) to each device in one copy; the tokens stay those of single steps, seeded sampling
+    included, on one device and split over two simulated ones (a sampler per device)."""
+    ckpt = write_checkpoint(directory=tmp_path, seed=21, arch="llama")
+    sp = SamplingParams(temperature=0.9, top_k=20, seed=77, max_new_tokens=13, ignore_eos=True)
+    prompts = [np.random.default_rng(5).integers(5, ckpt["config"]["vocab_size"], n) for n in (7, 12)]
+    p = load_pipeline(PipelineConfig(model_path=str(ckpt["hf_dir"]), max_length=64, quantization_encoding="float32",
+                                     device_specs=[DeviceSpec.cpu(i) for i in range(devices)], kv_cache_page_size=16))
+    single, _ = _generate(p, [TextContext(max_length=64, tokens=t, sampling_params=sp) for t in prompts], 1)
+    copies = []
+    real = multistep.upload
+    monkeypatch.setattr(multistep, "upload", lambda arrays, d: copies.append(len(arrays)) or real(arrays, d))
+    multi, sizes = _generate(p, [TextContext(max_length=64, tokens=t, sampling_params=sp) for t in prompts], 5)
+    assert multi == single and max(sizes) == 5
+    # per call of 5 steps: one copy per device of the row offsets and 4 steps' 5 arrays each
+    assert copies and copies[:devices] == [1 + 5 * 4] * devices
 
 
 def test_plan_takes_one_step_when_the_host_is_needed_between_steps():

@@ -44,10 +44,10 @@ class HostTokens:
         self.pipeline, self.inner, self.count, self.steps = pipeline, pipeline.model.execute_all, 0, 0
 
     def __enter__(self):
-        def execute(tokens, *rest):
+        def execute(tokens, *rest, **kw):
             self.count += isinstance(tokens, np.ndarray)
             self.steps += 1
-            return self.inner(tokens, *rest)
+            return self.inner(tokens, *rest, **kw)
 
         self.pipeline.model.execute_all = execute
         return self

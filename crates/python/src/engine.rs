@@ -41,12 +41,20 @@ impl PyModel {
         Ok(PyModel { inner: Arc::new(model) })
     }
 
-    /// Runs the model on Buffers (already converted and on the right devices).
-    fn execute(&self, py: Python<'_>, inputs: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<Py<PyBuffer>>> {
+    /// Runs the model on Buffers (already converted and on the right devices); with
+    /// `reuse_results`, a replayed CUDA graph's results are its own buffers, which its next
+    /// replay overwrites (Model::execute_with).
+    #[pyo3(signature = (inputs, reuse_results = false))]
+    fn execute(
+        &self,
+        py: Python<'_>,
+        inputs: Vec<Bound<'_, PyAny>>,
+        reuse_results: bool,
+    ) -> PyResult<Vec<Py<PyBuffer>>> {
         let bufs: Vec<Buffer> =
             inputs.iter().map(|b| Ok(b.cast::<PyBuffer>()?.get().inner.clone())).collect::<PyResult<_>>()?;
         let model = self.inner.clone();
-        let outs = detached(py, "Model.execute", move || model.execute(bufs))?;
+        let outs = detached(py, "Model.execute", move || model.execute_with(bufs, reuse_results))?;
         outs.into_iter().map(|b| PyBuffer::wrap(py, b)).collect()
     }
 

@@ -124,6 +124,15 @@ class Model:
             raise ValueError(f"{self.name}: the model takes {len(self._input_types)} inputs but {len(args)} were given")
         return self._core.execute([self._convert(i, a) for i, a in enumerate(args)])
 
+    def _execute_reusing(self, *args: Any) -> list[driver.Buffer]:
+        """As ``execute``, except that a plan replayed as a CUDA graph returns the graph's own
+        result buffers instead of fresh copies: the model's next execution overwrites them (in
+        stream order), so every use of them must be queued on their devices before it (a
+        decode step's logits, sampled at once: one copy fewer a step)."""
+        if len(args) != len(self._input_types):
+            raise ValueError(f"{self.name}: the model takes {len(self._input_types)} inputs but {len(args)} were given")
+        return self._core.execute([self._convert(i, a) for i, a in enumerate(args)], reuse_results=True)
+
     def __call__(self, *args: Any, **kwargs: Any) -> list[driver.Buffer]:
         bound = self.signature.bind(*args, **kwargs)
         return self.execute(*bound.args)

@@ -212,7 +212,20 @@ class PagedKVCacheManager:
         """The cache inputs of one step over `batches` (one batch per replica; one replica here)."""
         if len(batches) != 1:
             raise NotImplementedError("PagedKVCacheManager: one replica (data_parallel_degree=1) is supported")
-        ctxs = list(batches[0])
+        arrays = self.runtime_arrays(batches[0])
+        return self.runtime_inputs_from([upload(arrays, device) for device in self.devices])
+
+    def runtime_inputs_from(self, per_device: Sequence[Sequence[driver.Buffer]]) -> list[RaggedKVCacheInputs]:
+        """The cache inputs of a step whose ``runtime_arrays`` each device holds (in that order):
+        for a caller that moves several steps' arrays to the devices in one copy."""
+        if len(per_device) != len(self._blocks):
+            raise ValueError(f"{len(per_device)} devices' arrays for a cache on {len(self._blocks)}")
+        return [RaggedKVCacheInputs(blocks, *arrays) for blocks, arrays in zip(self._blocks, per_device)]
+
+    def runtime_arrays(self, ctxs: Sequence[CacheContext]) -> list[np.ndarray]:
+        """The host arrays of one step's cache inputs over `ctxs`: the cache lengths, the page
+        table, and each new token's position and cache slot."""
+        ctxs = list(ctxs)
         ps = self.page_size
         lengths = np.empty(len(ctxs), np.uint32)
         table = np.zeros((len(ctxs), self.max_pages_per_seq), np.uint32)
@@ -234,10 +247,7 @@ class PagedKVCacheManager:
                 pos = np.arange(start, start + n, dtype=np.int64)
                 positions.append(pos)
                 slots.append(np.asarray(pages, np.int64)[pos // ps] * ps + pos % ps)
-        pos_all = _flat_u32(positions)
-        slot_all = _flat_u32(slots)
-        return [RaggedKVCacheInputs(blocks, *upload([lengths, table, pos_all, slot_all], device))
-                for blocks, device in zip(self._blocks, self.devices)]
+        return [lengths, table, _flat_u32(positions), _flat_u32(slots)]
 
     # -- introspection ----------------------------------------------------------------------
 

@@ -166,6 +166,11 @@ fn capturable(model: &Model, plan: &Plan) -> std::result::Result<Vec<Arc<CudaDev
 /// Launch overhead saved (a few microseconds per step) against the staging copies (inputs
 /// and results moved once more at ~1.5 TB/s, read plus write): capture when the copies cost at
 /// most about a quarter of the launches saved, i.e. up to ~1 MiB of inputs and results per step.
+/// A plan of one step saves no launch (the graph's replaces the kernel's) and would only add
+/// the copies, each a further operation on the stream: never captured. (A decode step's
+/// sampler, one kernel over the step's logits, ran as a graph at an H200 after a copy of the
+/// logits, a launch staging its small inputs and, on the next step, a copy of the ids out: three
+/// operations of 1-2.5 us each on the device between two steps.)
 fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
     if max_tuning::current().choice(max_tuning::Knob::CudaGraphs) == Some("always") {
         return true;
@@ -188,7 +193,7 @@ fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
         .sum();
     let input_bytes: usize =
         inputs.iter().zip(&model.input_types).filter(|(_, ty)| !in_place(ty)).map(|(b, _)| b.nbytes()).sum();
-    input_bytes + result_bytes <= steps << 20
+    steps >= 2 && input_bytes + result_bytes <= steps << 20
 }
 
 /// A buffer input: the graph reads and writes the caller's buffer rather than a staged copy.
@@ -298,7 +303,9 @@ fn same_buffers(c: &Captured, inputs: &[Buffer]) -> bool {
     })
 }
 
-fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
+/// Stages the inputs, launches the graph and hands out its results: fresh copies, or with
+/// `reuse` the graph's own result buffers (Model::execute_with).
+fn replay(c: &Captured, inputs: &[Buffer], reuse: bool) -> Result<Vec<Buffer>> {
     stage(c, inputs)?;
     let origin = &c.devs[0];
     // The graph's collectives are enqueued like any other call on their communicators: one at
@@ -314,6 +321,9 @@ fn replay(c: &Captured, inputs: &[Buffer]) -> Result<Vec<Buffer>> {
     fork(origin, &c.devs[1..])?;
     for comms in &c.comms {
         crate::nccl::watch_replay(comms, origin)?;
+    }
+    if reuse {
+        return Ok(c.results.clone());
     }
     c.results
         .iter()
@@ -367,12 +377,14 @@ fn not_captured(model: &Model, why: &str) -> GraphState {
     GraphState::Stepwise
 }
 
-/// Runs `plan` through a CUDA graph when it can; `None` means: run it step by step.
+/// Runs `plan` through a CUDA graph when it can; `None` means: run it step by step. `reuse`:
+/// a replay's results are the graph's own buffers (Model::execute_with).
 pub(crate) fn execute(
     model: &Model,
     key: &[(max_graph::DType, Vec<usize>)],
     plan: &Plan,
     inputs: &[Buffer],
+    reuse: bool,
 ) -> Result<Option<Vec<Buffer>>> {
     let mut graphs = model.graphs.lock().unwrap_or_else(|p| p.into_inner());
     let ready = match graphs.get(key) {
@@ -418,5 +430,5 @@ pub(crate) fn execute(
     };
     drop(graphs);
     let c = ready.lock().unwrap_or_else(|p| p.into_inner());
-    replay(&c, inputs).map(Some)
+    replay(&c, inputs, reuse).map(Some)
 }

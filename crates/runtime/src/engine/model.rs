@@ -142,6 +142,15 @@ impl Model {
 
     /// Runs the model; inputs must be on the devices of the graph's input types.
     pub fn execute(&self, inputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
+        self.execute_with(inputs, false)
+    }
+
+    /// As `execute`; with `reuse_results`, a replayed CUDA graph returns its own result buffers
+    /// instead of fresh copies of them, which the graph's next replay overwrites (stream
+    /// ordered): for a caller that queues every use of the results on their devices' streams
+    /// before it executes the model again (a decode step's logits, sampled at once), and so
+    /// saves a copy of them each step.
+    pub fn execute_with(&self, inputs: Vec<Buffer>, reuse_results: bool) -> Result<Vec<Buffer>> {
         for (i, (buf, ty)) in inputs.iter().zip(&self.input_types).enumerate() {
             let want = tensor_device(&self.devices, ty)?;
             if *buf.device() != want {
@@ -158,7 +167,7 @@ impl Model {
         let plan = self.plan_for(&given)?;
         if self.use_graphs
             && self.devices.iter().any(|d| !d.is_host())
-            && let Some(outputs) = super::cuda_graphs::execute(self, &given, &plan, &inputs)?
+            && let Some(outputs) = super::cuda_graphs::execute(self, &given, &plan, &inputs, reuse_results)?
         {
             return Ok(outputs);
         }

@@ -212,15 +212,21 @@ class DecoderModel:
         """The logits ``[batch, vocab]`` (on the model's first device) of one step."""
         return self.execute_all(tokens, offsets, cache_inputs)[0]
 
-    def execute_all(self, tokens: np.ndarray | driver.Buffer | Sequence[driver.Buffer], offsets: np.ndarray,
-                    cache_inputs: Sequence[driver.Buffer]) -> list[driver.Buffer]:
+    def execute_all(self, tokens: np.ndarray | driver.Buffer | Sequence[driver.Buffer],
+                    offsets: np.ndarray | Sequence[driver.Buffer],
+                    cache_inputs: Sequence[driver.Buffer], reuse_results: bool = False) -> list[driver.Buffer]:
         """The logits of one step on each device of the model (one buffer on one device).
         Token ids from the host are checked here: a captured decode graph's embedding lookup
         cannot report a bad one. Ids already on the devices are the sampler's (a multi-step
         decode; one buffer per device, or one on the first device, copied to the others) and in
-        range by construction."""
+        range by construction; their row offsets may be on the devices too (one buffer per
+        device: a multi-step decode moves every step's inputs there in one copy). With
+        `reuse_results`, the logits may be buffers the model's next step overwrites
+        (``Model._execute_reusing``): for a caller that queues their sampling first."""
         devices = self.devices if self.signals else [self.device]
         if isinstance(tokens, np.ndarray):
+            if not isinstance(offsets, np.ndarray):
+                raise TypeError("row offsets of host token ids must be a host array")
             if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
                 bad = int(tokens[(tokens < 0) | (tokens >= self.vocab_size)][0])
                 raise ValueError(f"token id {bad} is outside the model's vocabulary of {self.vocab_size}")
@@ -229,8 +235,14 @@ class DecoderModel:
         else:
             ids = list(tokens) if isinstance(tokens, (list, tuple)) else [tokens]
             ids += [ids[0].to(d) for d in devices[len(ids):]]
-            offs = [upload([offsets], d)[0] for d in devices]
-        return list(self.model.execute(*ids, *offs, *cache_inputs, *self._signal_buffers))
+            if isinstance(offsets, np.ndarray):
+                offs = [upload([offsets], d)[0] for d in devices]
+            elif len(offsets) == len(devices):
+                offs = list(offsets)
+            else:
+                raise ValueError(f"{len(offsets)} copies of the row offsets for {len(devices)} devices")
+        run = self.model._execute_reusing if reuse_results else self.model.execute
+        return list(run(*ids, *offs, *cache_inputs, *self._signal_buffers))
 
 
 def device_refs(devices: Sequence[driver.Device]) -> list[DeviceRef]:

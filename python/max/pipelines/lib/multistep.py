@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from max import driver
-from max.pipelines.lib.sampler import PerDevice, first_copy
+from max.driver._upload import upload
+from max.pipelines.lib.sampler import PerDevice, ReplicatedSampler, first_copy, seeds_of
 
 
 @dataclass
@@ -70,21 +71,47 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
 def queue_step(pipeline: Any, ctxs: Sequence[Any], prev: PerDevice, k: int) -> PerDevice:
     """Queues step k + 1 of a call (k >= 1) after the step whose sampled ids (one per context, in
     order) are `prev`; its ids, on the device."""
-    # before step k+1 a context holds k more tokens, all but the newest cached
-    views = [Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + k - 1, c.end_idx + k) for c in ctxs]
-    caches = pipeline.kv_manager.get_runtime_inputs([views])
-    offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
-    logits = pipeline.run_step(prev, offsets, [b for cache in caches for b in cache])
-    return pipeline.sampler.sample_on_device(logits, views, list(range(len(ctxs))))
+    return queue_steps(pipeline, ctxs, prev, k, 1)[0]
+
+
+def queue_steps(pipeline: Any, ctxs: Sequence[Any], prev: PerDevice, k: int, count: int) -> list[PerDevice]:
+    """Queues steps k + 1 .. k + `count` of a call (k >= 1), the first after the step whose
+    sampled ids (one per context, in order) are `prev`; each step's ids, on the device. Every
+    step's inputs (cache lengths, page table, positions and slots, the row offsets, the
+    sampling seeds) go to each device in one copy (``upload``): each copy is an operation of
+    its own on the device's stream, between the steps' kernels."""
+    # before step j+1 a context holds j more tokens, all but the newest cached
+    steps = [[Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + j - 1, c.end_idx + j) for c in ctxs]
+             for j in range(k, k + count)]
+    rows = list(range(len(ctxs)))
+    kv, devices = pipeline.kv_manager, list(getattr(pipeline.model, "devices", []))
+    if not devices or not hasattr(kv, "runtime_arrays") or list(getattr(kv, "devices", [])) != devices:
+        out: list[PerDevice] = []
+        for views in steps:
+            caches = kv.get_runtime_inputs([views])
+            offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
+            logits = pipeline.run_step(out[-1] if out else prev, offsets, [b for cache in caches for b in cache])
+            out.append(pipeline.sampler.sample_on_device(logits, views, rows))
+        return out
+    arrays = [np.arange(len(ctxs) + 1, dtype=np.uint32)]
+    for views in steps:
+        arrays += [*kv.runtime_arrays(views), seeds_of(views)]
+    moved = [upload(arrays, d) for d in devices]  # per device: offsets, then 5 arrays a step
+    replicated = isinstance(pipeline.sampler, ReplicatedSampler)
+    out = []
+    for i, views in enumerate(steps):
+        at = 1 + 5 * i
+        caches = kv.runtime_inputs_from([m[at:at + 4] for m in moved])
+        logits = pipeline.run_step(out[-1] if out else prev, [m[0] for m in moved], [b for cache in caches for b in cache])
+        seeds = [m[at + 4] for m in moved]
+        out.append(pipeline.sampler.sample_on_device(logits, views, rows, seeds if replicated else seeds[0]))
+    return out
 
 
 def run_more(pipeline: Any, ctxs: Sequence[Any], first: PerDevice, steps: int) -> list[PerDevice]:
     """Queues steps 2..`steps` after a first step whose sampled ids (one per context, in order)
     are `first`; returns every step's ids, still on the device."""
-    out = [first]
-    for k in range(1, steps):
-        out.append(queue_step(pipeline, ctxs, out[-1], k))
-    return out
+    return [first, *queue_steps(pipeline, ctxs, first, 1, steps - 1)] if steps > 1 else [first]
 
 
 def state(ctxs: Sequence[Any], kv: Any) -> list[tuple]:
@@ -141,4 +168,4 @@ def _gathered(pipeline: Any, ids: Sequence[PerDevice]) -> driver.Buffer:
     return every
 
 
-__all__ = ["Ahead", "Queued", "plan", "queue_step", "read_back", "read_later", "run_more", "state"]
+__all__ = ["Ahead", "Queued", "plan", "queue_step", "queue_steps", "read_back", "read_later", "run_more", "state"]

@@ -257,10 +257,12 @@ class TextGenerationPipeline:
                 self._queued = multistep.Queued(multistep.state(sampled, self.kv_manager), nxt)
         return outputs
 
-    def run_step(self, tokens: Any, offsets: np.ndarray, cache_inputs: list[driver.Buffer]) -> Any:
+    def run_step(self, tokens: Any, offsets: Any, cache_inputs: list[driver.Buffer]) -> Any:
         """One step's logits, for the sampler: on the model's device, or one copy per device of a
-        tensor-parallel model (each device samples its own copy of the next tokens)."""
-        every = self.model.execute_all(tokens, offsets, cache_inputs)
+        tensor-parallel model (each device samples its own copy of the next tokens). They may
+        be the step graph's own result buffers, which the next step overwrites: every use of
+        them (sampling, log-probabilities) is queued before the next step."""
+        every = self.model.execute_all(tokens, offsets, cache_inputs, reuse_results=True)
         return every if isinstance(self.sampler, ReplicatedSampler) else every[0]
 
     def _alloc(self, ctxs: list[TextContext], steps: int) -> int:

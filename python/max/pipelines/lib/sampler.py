@@ -50,6 +50,11 @@ def step_seed(ctx: Any) -> int:
     return splitmix64(base ^ splitmix64(generated))
 
 
+def seeds_of(ctxs: Sequence[Any]) -> np.ndarray:
+    """The seeds of the contexts' next draws (``step_seed``), as the sampler's uint64 input."""
+    return np.array([step_seed(c) for c in ctxs], np.uint64)
+
+
 def choice_seed(seed: int, index: int) -> int:
     """The seed of choice `index` of a request for several choices (OpenAI's ``n``) with
     `seed`: choice 0 keeps it, so ``n=1`` is unchanged; the others get seeds mixed from it and
@@ -123,9 +128,11 @@ class Sampler:
         """``sample_on_device``'s token ids as a host array."""
         return (tokens if self.device.is_host else tokens.to(driver.CPU())).to_numpy()
 
-    def sample_on_device(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int]) -> driver.Buffer:
+    def sample_on_device(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int],
+                         seeds: driver.Buffer | None = None) -> driver.Buffer:
         """As ``sample``, leaving the ``[rows]`` int64 token ids on the device (for a later
-        graph over them, such as the log-probabilities')."""
+        graph over them, such as the log-probabilities'). `seeds`: ``seeds(ctxs)`` already on
+        the device (a multi-step decode moves its steps' inputs there in one copy)."""
         sps = [c.sampling_params for c in ctxs]
         penalized = any(sp.has_penalties for sp in sps)
         every = not penalized and list(rows) == list(range(int(logits.shape[0])))
@@ -133,7 +140,7 @@ class Sampler:
             logits,
             None if every else self._put(np.asarray(rows, np.int64)),
             *self._row_params(sps),
-            self._put(np.array([step_seed(c) for c in ctxs], np.uint64)),
+            self._put(seeds_of(ctxs)) if seeds is None else seeds,
         ]
         if penalized:
             histories = [np.asarray(c.tokens, np.int64) for c in ctxs]
@@ -171,10 +178,13 @@ class ReplicatedSampler:
         return self.samplers[0].to_host(first_copy(tokens))
 
     def sample_on_device(self, logits: Sequence[driver.Buffer], ctxs: Sequence[Any],
-                         rows: Sequence[int]) -> list[driver.Buffer]:
+                         rows: Sequence[int], seeds: Sequence[driver.Buffer] | None = None) -> list[driver.Buffer]:
         if len(logits) != len(self.samplers):
             raise ValueError(f"{len(logits)} copies of the logits for {len(self.samplers)} devices")
-        return [s.sample_on_device(x, ctxs, rows) for s, x in zip(self.samplers, logits)]
+        per_device = [None] * len(self.samplers) if seeds is None else list(seeds)
+        if len(per_device) != len(self.samplers):
+            raise ValueError(f"{len(per_device)} copies of the seeds for {len(self.samplers)} devices")
+        return [s.sample_on_device(x, ctxs, rows, z) for s, x, z in zip(self.samplers, logits, per_device)]
 
 
 def first_copy(x: PerDevice) -> driver.Buffer:
@@ -182,4 +192,5 @@ def first_copy(x: PerDevice) -> driver.Buffer:
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
-__all__ = ["PerDevice", "ReplicatedSampler", "Sampler", "choice_seed", "first_copy", "splitmix64", "step_seed"]
+__all__ = ["PerDevice", "ReplicatedSampler", "Sampler", "choice_seed", "first_copy", "seeds_of", "splitmix64",
+           "step_seed"]

@@ -73,11 +73,15 @@ fn contiguous(b: &Buffer) -> Result<Buffer> {
     if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }
 }
 
-/// Room for `n` resolved rows plus the error word after them (set to "no error").
+/// Room for `n` resolved rows plus the error word after them (set to "no error"; not inside a
+/// CUDA graph capture, where nothing reads it: `gather_index_error`, and a scatter's check
+/// ends the capture).
 fn rows_buffer(dev: &CudaDevice, n: usize, like: &Buffer) -> Result<(Buffer, u64)> {
     let rows = Buffer::empty_on(DType::Int64, &[n as i64 + 1], like.stream())?;
     let err = rows.addr() + 8 * n as u64;
-    max_kernels_cuda::launch::fill(&dev.stream, err, 1, 8, u64::MAX).map_err(Error::from)?;
+    if !crate::cuda::capturing() {
+        max_kernels_cuda::launch::fill(&dev.stream, err, 1, 8, u64::MAX).map_err(Error::from)?;
+    }
     Ok((rows, err))
 }
 
