@@ -123,8 +123,9 @@ def test_folded_norm_matches_float64(hopper, rng, enc, k, kernel, dtype, sibling
 @pytest.mark.gpu
 @dtypes
 def test_unfolded_shapes_run_the_norm_then_the_products(hopper, rng, dtype):
-    """Three rows, and Q8_0 (the streaming GEMV, which has no norm): the rms_norm kernel into
-    the step's scratch value, then the plain products."""
+    """Three rows, and Q8_0 siblings (the streaming GEMV, which folds a norm into one product
+    of one chunk of K only): the rms_norm kernel into the step's scratch value, then the plain
+    products."""
     for enc, m in ((Q.Q4_0, 3), (Q.Q8_0, 1)):
         x, gamma, ws = inputs(rng, enc, dtype, 1024, (256, 64))
         x = np.concatenate([x, x[:1] * 2])[:m]

@@ -256,7 +256,8 @@ fn qgemv_segments(
 
 /// The kernel that runs the products of `lhs` by `parts` (one encoding, `m` rows) with `fold`
 /// in one launch, for 1-2 rows (3-4 rows are not folded): qgemv_mma.cu where each part takes it
-/// (at most QM_SEGS); else qgemv.cu where each part takes it (at most QV_SEGS) and, folding a
+/// (at most QM_SEGS); else qgemv_stream.cu for one part of K at most one chunk (a norm only)
+/// where it takes the rows; else qgemv.cu where each part takes it (at most QV_SEGS) and, folding a
 /// norm, K is at most `fusion.norm_gemv_max_k` (every block of 16 weight rows sums the squares
 /// again; the persistent tensor-core grid does so once per block, so no limit there); else, for
 /// weights too small for the tensor-core kernel by default (select_path's size rule), that
@@ -295,6 +296,11 @@ pub fn fold_path(
     if parts.len() <= QM_SEGS && all(QPath::Mma, total) {
         return Some(QPath::Mma);
     }
+    // One product of a single chunk of K on the streaming kernel (a vocabulary projection after
+    // the final norm): it stages the lhs once, normalised.
+    if parts.len() == 1 && !fold.gated && !rope && k <= QV_CHUNK && all(QPath::Stream, total) {
+        return Some(QPath::Stream);
+    }
     let max_k = t.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
     if parts.len() <= QV_SEGS && (!norm || k <= max_k) && all(QPath::General, total) {
         return Some(QPath::General);
@@ -322,6 +328,10 @@ pub fn qmatmul_folded(
     let dims = (m, k, row_bytes);
     match fold_path(enc, lhs, &fold, parts, dims, arch_major(stream)?, &tuning) {
         Some(QPath::Mma) => qgemv_mma(stream, enc, dtype, lhs, parts, 0, fold, dims, &tuning)?,
+        Some(QPath::Stream) => {
+            let (w, out, n) = parts[0];
+            qgemv_stream(stream, enc, dtype, (lhs, w, out, 0), (m, n, k, row_bytes), fold.norm, &tuning)?;
+        }
         Some(_) => qgemv_segments(stream, enc, dtype, lhs, parts, fold, dims)?,
         None => return Ok(false),
     }
@@ -367,6 +377,25 @@ mod tests {
         assert_eq!(std::mem::offset_of!(QvSegs, rope), 184);
         assert_eq!(std::mem::size_of::<QvSegs>(), 280);
         assert_eq!(std::mem::size_of::<QNorm>(), 24);
+    }
+
+    #[test]
+    fn a_vocabulary_projection_folds_its_norm_into_the_streaming_gemv() {
+        let t = Tuning::parse("").unwrap();
+        let fold = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, ..QFold::default() };
+        // SmolLM2's tied Q8_0 embeddings as its output projection: 49152 rows of 612 bytes
+        let head = |m: usize, k: usize, n: usize, w: u64| {
+            fold_path(Encoding::Q8_0, 0x1000, &fold, &[(w, 0x4000_0000, n)], (m, k, k / 32 * 34), 9, &t)
+        };
+        assert_eq!(head(1, 576, 49152, 0x10_0000), Some(QPath::Stream));
+        assert_eq!(head(2, 960, 49152, 0x10_0000), Some(QPath::Stream));
+        // past one chunk of K the streaming kernel has no norm; the general one folds it to
+        // fusion.norm_gemv_max_k
+        assert_eq!(head(1, 2048, 49152, 0x10_0000), None);
+        // weights off 16 bytes: the general kernel
+        assert_eq!(head(1, 576, 49152, 0x10_0008), Some(QPath::General));
+        // small weights keep the general kernel
+        assert_eq!(head(1, 576, 1000, 0x10_0000), Some(QPath::General));
     }
 
     #[test]

@@ -22,8 +22,8 @@ pub struct QProblem {
 pub enum QPath {
     /// qgemv_mma.cu: integer tensor cores, 1-8 rows of Q4_0/Q4_1/Q4_K, one of Q6_K (`qgemv.mma`).
     Mma,
-    /// qgemv_stream.cu: persistent, precomputed copy offsets, word-decoded encodings over 16-byte
-    /// aligned rows (`qgemv.stream`).
+    /// qgemv_stream.cu: persistent, bulk copies, word-decoded encodings over rows of whole 4-byte
+    /// words (off 16 bytes for large weights only; `qgemv.stream`).
     Stream,
     /// qgemv.cu: every encoding, up to 8 rows.
     General,
@@ -111,8 +111,13 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
             QPath::Gemm
         };
     }
+    // The streaming kernel copies rows of whole 4-byte words too (their heads and tails off 16
+    // bytes word by word), but takes such rows for large weights only (a vocabulary projection
+    // of K = 576, Q8_0 rows of 612 bytes, where qgemv.cu's block per 16 rows ran in several
+    // waves of round trips to memory); small ones keep qgemv.cu whatever `qgemv.stream` says.
+    let words = (p.lhs | p.w).is_multiple_of(16) && p.row_bytes.is_multiple_of(4) && !few;
     let stream = matches!(p.enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q8_0 | Encoding::Q4K)
-        && aligned
+        && (aligned || words)
         && p.n < i32::MAX as usize
         && p.k < i32::MAX as usize
         && t.flag(max_tuning::Knob::QgemvStream).unwrap_or(!small)
@@ -226,6 +231,26 @@ mod tests {
         assert_eq!(path(&p, 9, "qgemv.mma=0"), QPath::Stream);
         let q8 = QProblem { n: 1024, k: 1024, row_bytes: 1024 / 32 * 34, ..problem(Encoding::Q8_0, 1) };
         assert_eq!(path(&q8, 9, ""), QPath::General);
+    }
+
+    #[test]
+    fn large_weights_of_rows_off_16_bytes_stream_from_one_row() {
+        // SmolLM2's Q8_0 output projection (49152 x 576, rows of 612 bytes): the streaming
+        // kernel at every row count; its Q4_1 products (360-byte rows, small) keep qgemv.cu
+        let head = QProblem { n: 49152, k: 576, row_bytes: 612, ..problem(Encoding::Q8_0, 1) };
+        for m in [1, 2, 3, 8] {
+            assert_eq!(path(&QProblem { m, ..head }, 9, ""), QPath::Stream, "{m} rows");
+        }
+        assert_eq!(path(&head, 9, "qgemv.stream=0"), QPath::General);
+        assert_eq!(path(&head, 8, ""), QPath::General);
+        let small = QProblem { n: 576, k: 576, row_bytes: 360, ..problem(Encoding::Q4_1, 1) };
+        for m in [1, 3, 8] {
+            assert_eq!(path(&QProblem { m, ..small }, 9, "qmatmul.qgemm_min_rows=9"), QPath::General, "{m} rows");
+        }
+        // rows of whole 2-byte units only (Q4_0 at K = 32 x odd) never stream
+        let odd = QProblem { n: 49152, k: 1056, row_bytes: 1056 / 32 * 18, ..problem(Encoding::Q4_0, 1) };
+        assert_eq!(path(&QProblem { m: 1, ..odd }, 9, "qgemv.mma=0"), QPath::General);
+        assert_eq!(path(&QProblem { m: 1, ..odd }, 9, "qgemv.mma=0,qgemv.stream=1"), QPath::General);
     }
 
     #[test]

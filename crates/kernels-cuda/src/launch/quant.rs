@@ -28,6 +28,10 @@ mod path;
 use path::SMALL_WEIGHTS;
 pub use path::{QPath, QProblem, select_path};
 
+#[path = "qgemv_stream.rs"]
+mod stream_gemv;
+use stream_gemv::qgemv_stream;
+
 #[path = "qgemv_fold.rs"]
 mod fold;
 use fold::QvSegs;
@@ -240,58 +244,35 @@ fn qgemv(
     streaming: bool,
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
+    if streaming {
+        qgemv_stream(stream, enc, dtype, (lhs, w, out, res), (m, n, k, row_bytes), QNorm::default(), tuning)?;
+        return Ok(());
+    }
     let mr = rows_variant(m);
-    let name = format!("qgemv_{}{}_m{mr}{}", if streaming { "s_" } else { "" }, suffix(enc), act_suffix(dtype)?);
+    let name = format!("qgemv_{}_m{mr}{}", suffix(enc), act_suffix(dtype)?);
     let f = function(stream.context(), sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &name)?;
     let (elems, bytes) = enc.block();
     let slot = (QV_CHUNK / elems * bytes + 32).next_multiple_of(16);
     // A ring of stages, each the lhs chunk and the weight slots of the block's rows (Qv in
-    // qgemv.cu; Qs in qgemv_stream.cu, which adds an mbarrier per stage).
-    let (stages, rows_per_block, bar) = match (streaming, mr) {
-        (false, _) => (qv_stages(mr, k), QV_ROWS_PER_BLOCK, 0),
-        (true, 1 | 2) => (3, 32, 8),
-        (true, 4) => (3, 16, 8),
-        (true, _) => (2, 16, 8),
-    };
+    // qgemv.cu).
     let lhs_bytes = mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes();
-    let smem = (stages * (lhs_bytes + rows_per_block * slot + bar)) as u32;
+    let smem = (qv_stages(mr, k) * (lhs_bytes + QV_ROWS_PER_BLOCK * slot)) as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
-    let groups = n.div_ceil(rows_per_block);
-    if groups > i32::MAX as usize {
+    let blocks = n.div_ceil(QV_ROWS_PER_BLOCK);
+    if blocks > i32::MAX as usize {
         return Err(Error::Unsupported(format!("qmatmul with {n} weight rows")));
     }
-    let blocks = if streaming {
-        // qgemv.grid=n caps the grid (tests: several row groups per block).
-        let cap = tuning.int(max_tuning::Knob::QgemvGrid);
-        groups.min(resident_blocks(stream, &f, &name, smem)?).min(cap.unwrap_or(usize::MAX))
-    } else {
-        groups
-    };
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
-    let rb = row_bytes as i64;
-    let mut pdl = false;
-    if streaming {
-        let (ms, ns, ks) = (m as i32, n as i32, k as i32);
-        let mut l = stream.launch_builder(&f);
-        l.arg(&lhs).arg(&w).arg(&out).arg(&ms).arg(&ns).arg(&ks).arg(&rb).arg(&MAGIC).arg(&res);
-        // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res)
-        // m x n of dtype; the int arguments fit (select_path).
-        unsafe { l.launch(cfg) }.map_err(Error::driver("cuLaunchKernel(qgemv)"))?;
-    } else {
-        let segs = QvSegs::new(&[(w, out, n)], res, QNorm::default());
-        let family = sources::qgemv(&suffix(enc), act_suffix(dtype)?)?;
-        // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res)
-        // m x n of dtype.
-        pdl = unsafe { launch_qv(stream, (family, &name, &f), cfg, (lhs, segs, m as i64, k as i64, rb), tuning) }?;
-    }
+    let segs = QvSegs::new(&[(w, out, n)], res, QNorm::default());
+    let family = sources::qgemv(&suffix(enc), act_suffix(dtype)?)?;
+    // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res) m x n
+    // of dtype.
+    let pdl = unsafe {
+        launch_qv(stream, (family, &name, &f), cfg, (lhs, segs, m as i64, k as i64, row_bytes as i64), tuning)
+    }?;
     super::record::record("qgemv", || {
-        let fields = vec![
-            ("mma", 0),
-            ("streaming", streaming as i64),
-            ("blocks", blocks as i64),
-            ("segments", 1),
-            ("pdl", pdl as i64),
-        ];
+        let fields =
+            vec![("mma", 0), ("streaming", 0), ("blocks", blocks as i64), ("segments", 1), ("pdl", pdl as i64)];
         (name.clone(), fields)
     });
     Ok(())
