@@ -19,8 +19,8 @@
 //   b, b + gridDim.x, ...; the ring of stages runs on across groups, so the next group's first
 //   chunks are in flight while this group's last one is decoded (with K = 4096 a group is four
 //   chunks, and a block per group filled and drained the ring each time). Where K is one chunk
-//   (K <= 1024) every item has the same lhs: it is staged once, into every stage, and the
-//   items copy weights only; a folded RMSNorm (QNorm, K <= 1024 only) normalises it then, as
+//   (K <= 1024) every item has the same lhs: it is staged once, in front of the stages, which
+//   then hold weights only; a folded RMSNorm (QNorm, K <= 1024 only) normalises it then, as
 //   qgemv.cu does. qgemv.cu's block per 16 rows ran a vocabulary projection (49152 x 576) in
 //   six waves of four blocks an SM, each a full round trip to memory.
 // - Launched under PDL (launch/pdl.rs): before griddepcontrol.wait only the first group's
@@ -33,9 +33,10 @@
 // The streaming kernel's block: 8 warps of CW weight rows each (4 for up to two lhs rows, which
 // halves the per-row share of each step's fixed costs: waits, the barrier, issuing copies);
 // a ring of ST stages, each the lhs chunk ([MR][32 lanes][Lhs<T>::LD] T) and ROWS weight slots
-// of `slot` bytes (a launch parameter: a chunk's bytes plus 32, rounded to 16), then an mbarrier
-// per stage. launch/quant.rs (qgemv_stream) sizes it the same way. 16-bit lhs and out: kernel
-// suffix _bf16 / _f16 (as in qgemv.cu).
+// of `slot` bytes (a launch parameter: the bytes of a row's chunk, or of the whole row where it
+// is shorter, plus 32, rounded to 16), then an mbarrier per stage; where K is one chunk, one lhs
+// area in front and stages of weight slots only. launch/qgemv_stream.rs sizes it the same way.
+// 16-bit lhs and out: kernel suffix _bf16 / _f16 (as in qgemv.cu).
 template <int E, int MR, typename T> struct Qs {
     enum {
         CW = MR <= 2 ? 4 : 2,
@@ -55,12 +56,15 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
     typedef Qs<E, MR, T> S;
     enum { LD = Lhs<T>::LD, VEC = Lhs<T>::VEC };
     enum { CW = S::CW, ROWS = S::ROWS };
-    const int buf_bytes = S::LHS + ROWS * slot;
-    u64* full = (u64*)(qv_smem + S::ST * buf_bytes);  // one mbarrier per stage
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int sb = lane % (Enc<E>::ELEMS / 32);
     const int chunks = (k + QV_CHUNK - 1) / QV_CHUNK;
-    const bool once = chunks == 1;  // the lhs staged once, into every stage
+    const bool once = chunks == 1;  // the lhs staged once, in front of the stages
+    if (nm.gamma && !once) __trap();  // (launch/qgemv_stream.rs folds a norm over one chunk only)
+    // stage s: [lhs chunk, unless once] [ROWS weight slots] at ring + s * buf_bytes
+    const int lhs_bytes = once ? 0 : S::LHS, buf_bytes = lhs_bytes + ROWS * slot;
+    u8* ring = qv_smem + (once ? S::LHS : 0);
+    u64* full = (u64*)(ring + S::ST * buf_bytes);  // one mbarrier per stage
     const int groups = (n + ROWS - 1) / ROWS;
     const int my_groups = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int items = my_groups * chunks;
@@ -83,7 +87,7 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
     auto stage = [&]() {
         if (st_g < groups) {
             const int k0 = st_ch * QV_CHUNK;
-            u8* sbase = qv_smem + st_buf * buf_bytes;
+            u8* sbase = ring + st_buf * buf_bytes;
             T* ls = (T*)sbase;
             if (!once && lhs_thread) {
                 const bool lok = lhs_t < k - k0;
@@ -101,10 +105,13 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
                 // [a, va) head, [va, vb) the aligned middle, [vb, a + len) tail
                 const u64 va = min((a + 15) & ~15ull, a + len);
                 const u64 vb = max((a + len) & ~15ull, va);
-                u8* dst = sbase + S::LHS + (warp * CW + pc) * slot + (a & 15);  // where byte a lands
+                u8* dst = sbase + lhs_bytes + (warp * CW + pc) * slot + (a & 15);  // where byte a lands
                 if (part == 0) {
                     const u32 bar = smem_u32(&full[st_buf]);
                     const u32 bytes = (u32)(vb - va);
+                    // the slot's earlier bytes came by cp.async (generic proxy) as heads and tails
+                    // of other rows: ordered before this bulk copy (async proxy) overwrites them
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                     mbar_expect(bar, bytes);
                     if (bytes)
                         asm volatile(
@@ -140,8 +147,8 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
     pdl_wait();
     pdl_launch_dependents();
     if (once) {
-        // The lhs (normalised and rounded to T as rms_norm stores it, with a folded norm) into
-        // every stage; the loop's first barrier publishes it.
+        // The lhs (normalised and rounded to T as rms_norm stores it, with a folded norm) in
+        // front of the stages; the loop's first barrier publishes it.
         if (nm.gamma) {
             if (warp < m) {
                 const float v = qn_inv_rms<T>(lhs + (i64)warp * k, k, nm.eps, lane);
@@ -165,11 +172,9 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
                     for (int j = 0; j < 4; ++j)
                         v[4 * h + j] = FromF32<T>::go(ok && nm.gamma ? qn_apply<T>(x[j], qs_inv[r], g[j], nm) : x[j]);
                 }
-                for (int s = 0; s < S::ST; ++s) {
-                    T* d = (T*)(qv_smem + s * buf_bytes) + r * 32 * LD + lhs_dst;
+                T* d = (T*)qv_smem + r * 32 * LD + lhs_dst;
 #pragma unroll
-                    for (int j = 0; j < VEC; ++j) d[j] = v[j];
-                }
+                for (int j = 0; j < VEC; ++j) d[j] = v[j];
             }
         }
     }
@@ -192,15 +197,15 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
         __syncthreads();  // everyone's copies too; every warp is past step it - 1, whose stage is refilled now
         stage();
         if (ch * QV_CHUNK + 32 * lane < k) {
-            const u8* sbase = qv_smem + buf * buf_bytes;
+            const u8* sbase = ring + buf * buf_bytes;
             const u8* bb[CW];
 #pragma unroll
             for (int c = 0; c < CW; ++c) {
-                // the chunk starts (row * row_bytes + its offset) % 16 bytes into its slot
-                const u64 at = (u64)((i64)(g * ROWS + warp * CW + c) * row_bytes + (i64)ch * Chunk<E>::BYTES);
-                bb[c] = sbase + S::LHS + (warp * CW + c) * slot + (at & 15) + lane_bytes;
+                // the chunk lies (its address % 16) bytes into its slot, as stage() put it
+                const u64 at = (u64)(w + (i64)(g * ROWS + warp * CW + c) * row_bytes + (i64)ch * Chunk<E>::BYTES);
+                bb[c] = sbase + lhs_bytes + (warp * CW + c) * slot + (at & 15) + lane_bytes;
             }
-            chunk_dot<E, MR, CW, T>((const T*)sbase + lane * LD, bb, sb, magic, acc);
+            chunk_dot<E, MR, CW, T>((const T*)(once ? qv_smem : sbase) + lane * LD, bb, sb, magic, acc);
         }
         if (++ch == chunks) {
             const int row0 = g * ROWS + warp * CW;

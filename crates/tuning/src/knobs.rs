@@ -263,7 +263,8 @@ declare! {
     /// 3072 x 2048 elements and more; 1: whatever their size).
     QgemvMma: "qgemv.mma", None, Kind::Flag, "";
     /// The streaming GEMV (qgemv_stream.cu) on sm_90 (off: qgemv.cu's general kernel; unset: not
-    /// for 1-2 rows of fewer than 3072 x 2048 weights).
+    /// for 1-2 rows of fewer than 3072 x 2048 weights). Rows not on 16 bytes (whole 4-byte words)
+    /// take it for single products of at least that many weights only.
     QgemvStream: "qgemv.stream", None, Kind::Flag, "";
     /// Warps sharing one tile of the tensor-core GEMV.
     QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";

@@ -302,7 +302,10 @@ pub fn fold_path(
         return Some(QPath::Stream);
     }
     let max_k = t.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
-    if parts.len() <= QV_SEGS && (!norm || k <= max_k) && all(QPath::General, total) {
+    // (Rows off 16 bytes stream only as single products of large weights: several parts whose
+    // total is large keep the general kernel's one launch.)
+    let general = all(QPath::General, total) || (!row_bytes.is_multiple_of(16) && all(QPath::Stream, total));
+    if parts.len() <= QV_SEGS && (!norm || k <= max_k) && general {
         return Some(QPath::General);
     }
     // Small weights whose norm the general kernel does not fold (K past its limit): the
@@ -396,6 +399,13 @@ mod tests {
         assert_eq!(head(1, 576, 49152, 0x10_0008), Some(QPath::General));
         // small weights keep the general kernel
         assert_eq!(head(1, 576, 1000, 0x10_0000), Some(QPath::General));
+        // several parts of rows off 16 bytes whose total is large (Qwen2.5-0.5B's Q8_0 gate/up,
+        // 4864 x 896 each, 952-byte rows; its q/k/v with a rope): the general kernel's one launch
+        let gated = QFold { gated: true, ..fold };
+        let pair = [(0x10_0000, 0x4000_0000, 4864), (0x20_0000, 0x5000_0000, 4864)];
+        assert_eq!(fold_path(Encoding::Q8_0, 0x1000, &gated, &pair, (1, 896, 952), 9, &t), Some(QPath::General));
+        let qkv = [(0x10_0000, 0x4000_0000, 4096), (0x20_0000, 0x5000_0000, 2048), (0x30_0000, 0x6000_0000, 2048)];
+        assert_eq!(fold_path(Encoding::Q8_0, 0x1000, &fold, &qkv, (1, 896, 952), 9, &t), Some(QPath::General));
     }
 
     #[test]
@@ -419,8 +429,8 @@ mod tests {
         assert_eq!(norm(Encoding::Q6K, 2, 4096, 4096, ""), None);
         assert_eq!(norm(Encoding::Q6K, 2, 4096, 4096, "fusion.norm_gemv_max_k=4096"), Some(QPath::General));
         assert_eq!(norm(Encoding::Q4_0, 3, 4096, 4096, ""), None);
-        // Q8_0 takes the streaming kernel, which has no norm, from 3072 x 2048 weights (the
-        // parts together); below, the general one
+        // Q8_0 siblings take the streaming kernel, which folds a norm into single products
+        // only, from 3072 x 2048 weights (the parts together); below, the general one
         assert_eq!(norm(Encoding::Q8_0, 1, 512, 8192, ""), None);
         assert_eq!(norm(Encoding::Q8_0, 1, 512, 512, ""), Some(QPath::General));
         let p = (Encoding::Q4_0, (1, 4096, 4096 / 32 * 18));

@@ -31,11 +31,14 @@ pub(super) fn qgemv_stream(
     norm: QNorm,
     tuning: &max_tuning::Tuning,
 ) -> Result<bool> {
-    if norm.gamma != 0 && k > QV_CHUNK {
-        return Err(Error::Unsupported(format!("qgemv_stream: a folded norm over K = {k} (at most {QV_CHUNK})")));
+    if norm.gamma != 0 && (k > QV_CHUNK || !norm.gamma.is_multiple_of(16)) {
+        return Err(Error::Unsupported(format!(
+            "qgemv_stream: a folded norm over K = {k} (at most {QV_CHUNK}, its weight on 16 bytes)"
+        )));
     }
-    let bad = !(lhs | w).is_multiple_of(16) || !row_bytes.is_multiple_of(4);
-    if bad || n > i32::MAX as usize || k > i32::MAX as usize || m > GEMV_MAX_ROWS {
+    let bad = !(lhs | w).is_multiple_of(16) || !row_bytes.is_multiple_of(4) || !k.is_multiple_of(32);
+    // (rows in i32 with a group of 32 to spare: the kernel counts groups of rows in int)
+    if bad || n > i32::MAX as usize - 64 || k > i32::MAX as usize || m > GEMV_MAX_ROWS {
         return Err(Error::Unsupported(format!("qgemv_stream: {m} x {n} x {k} of {row_bytes}-byte rows")));
     }
     let mr = rows_variant(m);
@@ -45,7 +48,12 @@ pub(super) fn qgemv_stream(
     let (stages, rows_per_block) = layout(mr);
     let slot = slot_bytes(enc, row_bytes);
     let lhs_bytes = mr * 32 * lhs_ld(dtype) * dtype.size_in_bytes();
-    let smem = (stages * (lhs_bytes + rows_per_block * slot + 8)) as u32;
+    // stages of [lhs chunk, weight slots] and their mbarriers; K of one chunk: one lhs in front
+    let smem = if k <= QV_CHUNK {
+        lhs_bytes + stages * (rows_per_block * slot + 8)
+    } else {
+        stages * (lhs_bytes + rows_per_block * slot + 8)
+    } as u32;
     crate::allow_smem(stream.context(), &f, smem)?;
     // qgemv.grid=n caps the grid (tests: several row groups per block).
     let cap = tuning.int(max_tuning::Knob::QgemvGrid).unwrap_or(usize::MAX);
