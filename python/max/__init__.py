@@ -5,11 +5,17 @@
 ``Tensor`` is importable from here (``from max import functional as F, Tensor``, as MAX's docs
 write it); it is loaded on first use so that ``import max`` stays light."""
 
+import atexit
 from typing import Any
 
 from max._core import __version__
+from max._core.driver import _settle_background_compiles
 
 __all__ = ["Tensor", "__version__"]
+
+# A model's load compiles its kernel families in the background; an exit during such a compile
+# crashes in the compiler's teardown, so the interpreter's exit waits for those in flight.
+atexit.register(_settle_background_compiles)
 
 
 def __getattr__(name: str) -> Any:

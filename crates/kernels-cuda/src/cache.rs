@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use sha2::{Digest, Sha256};
 
@@ -125,13 +125,59 @@ pub fn warm_cache(arch: &str, only: Option<&[String]>) -> Result<()> {
 /// returns at once: a model's loader calls it with the families its kernels will need, so that
 /// NVRTC runs while the weights load rather than at each family's first launch. A caller that
 /// drops the handles drops the errors too: the first launch then compiles again and reports.
+///
+/// A process should call [`settle`] before it exits (the Python package does, from an `atexit`
+/// handler): NVRTC torn down under a running compile crashed exits (SIGSEGV, LLVM's "out of
+/// memory", glibc's "free(): invalid pointer") after short runs.
 pub fn prefetch(arch: &str, families: &[&'static Family]) -> Vec<std::thread::JoinHandle<Result<()>>> {
     let spawn = |family: &'static Family| {
         let arch = arch.to_string();
-        std::thread::Builder::new()
-            .name(format!("nvrtc-{}", family.name))
-            .spawn(move || compiled(family, &arch, Target::Cubin).map(drop))
+        let flight = Flight::enter();
+        std::thread::Builder::new().name(format!("nvrtc-{}", family.name)).spawn(move || {
+            let _flight = flight;
+            if STOPPING.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            compiled(family, &arch, Target::Cubin).map(drop)
+        })
     };
     // A family whose thread cannot start compiles at its first launch, as it would have anyway.
     families.iter().filter_map(|f| spawn(f).ok()).collect()
+}
+
+/// Background compiles started by [`prefetch`] and not yet finished; [`settle`] waits for none.
+static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+static SETTLED: Condvar = Condvar::new();
+/// Set by [`settle`]: background threads that have not started compiling leave at once.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+/// One background compile counted in IN_FLIGHT from before its thread starts until it ends
+/// (dropped on the thread, or with the closure if the thread never started).
+struct Flight;
+
+impl Flight {
+    fn enter() -> Flight {
+        *IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Flight
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut n = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            SETTLED.notify_all();
+        }
+    }
+}
+
+/// Stops [`prefetch`]'s threads from starting compiles and waits for those already compiling to
+/// finish (their results stay in the cache), for a process about to exit: later prefetches
+/// compile nothing (their families compile at their first launch).
+pub fn settle() {
+    STOPPING.store(true, Ordering::Release);
+    let mut n = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+    while *n > 0 {
+        n = SETTLED.wait(n).unwrap_or_else(|p| p.into_inner());
+    }
 }

@@ -12,7 +12,7 @@ mod library;
 mod modules;
 pub mod sources;
 
-pub use cache::{CacheStats, cache_dir, cache_stats, prefetch, warm_cache};
+pub use cache::{CacheStats, cache_dir, cache_stats, prefetch, settle, warm_cache};
 pub use compile::{Target, compile};
 pub use error::Error;
 pub use library::{add_search_dir, ensure_nvrtc, nvrtc_version};

@@ -86,3 +86,46 @@ fn prefetched_families_are_in_the_cache() {
     assert_eq!(after.memory_hits - before.memory_hits, 2);
     assert_eq!(after.compiles + after.disk_hits, before.compiles + before.disk_hits);
 }
+
+/// A process that exits while prefetch's background compiles run, after `settle` (which the
+/// Python package calls at exit): nothing is compiling once it returns (the cache directory
+/// stays as it is), some compile had begun, and the exit is clean. Without it, NVRTC torn down
+/// under a running compile crashed such exits (SIGSEGV, or LLVM's "out of memory", about one
+/// exit in four). Runs itself as the child, on a fresh cache directory.
+#[test]
+fn exit_after_settle_is_clean_and_compiles_nothing_after_it() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let listing = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    if let Some(dir) = std::env::var_os("MAX_TEST_EXIT_CHILD") {
+        let dir = std::path::PathBuf::from(dir);
+        drop(prefetch("sm_90a", &[&sources::FILL, &sources::COPY_STRIDED, &sources::CAST]));
+        std::thread::sleep(std::time::Duration::from_millis(100)); // the threads are compiling
+        max_kernels_cuda::settle();
+        let settled = listing(&dir);
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        assert!(!settled.is_empty(), "no compile had finished when settle returned");
+        assert_eq!(listing(&dir), settled, "a compile went on after settle");
+        return; // the test harness exits at once
+    }
+    for i in 0..2 {
+        let dir = std::env::temp_dir().join(format!("max-exit-compiles-{}-{i}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["exit_after_settle_is_clean_and_compiles_nothing_after_it", "--exact", "--quiet"])
+            .env("MAX_TEST_EXIT_CHILD", &dir)
+            .env("MAX_KERNEL_CACHE_DIR", &dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(status.success(), "the child exited with {status}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Private hooks into the kernel compiler, for tests and CI: compile every family for an
 //! architecture without a GPU, read the compiled-kernel cache's counters.
 
-use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, sources, warm_cache};
+use max_kernels_cuda::{Target, cache_dir, cache_stats, compile, nvrtc_version, settle, sources, warm_cache};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -76,7 +76,16 @@ fn _nvrtc_version() -> PyResult<(i32, i32)> {
     nvrtc_version().map_err(kernel_err)
 }
 
+/// Waits for the kernel compiles a model's load started in the background (and starts no
+/// more): the package's exit handler, since NVRTC torn down under a running compile crashes the
+/// exiting process.
+#[pyfunction]
+fn _settle_background_compiles(py: Python<'_>) {
+    py.detach(settle)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_settle_background_compiles, m)?)?;
     m.add_function(wrap_pyfunction!(_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_kernel_cache_dir, m)?)?;
