@@ -317,6 +317,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a
     __shared__ u64 ssh[SEL_MAX_CANDS * WARPS + 1];  // block_sum's WARPS + 1, kary_select's
     __shared__ u64 xb[2][XSLOTS];
     Xchg x{xb, 0u};
+    // Launched under PDL after the product that writes the logits (launch/sampling.rs): nothing
+    // is read before the wait.
+    pdl_wait();
+    pdl_launch_dependents();
     const u32 size = cluster_size(), rank = cluster_rank();
     const i64 clusters = gridDim.x / size;
     const u32 lo = (u32)min((i64)rank * a.slice, a.vocab), hi = (u32)min(lo + a.slice, a.vocab);

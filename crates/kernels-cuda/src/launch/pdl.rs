@@ -69,6 +69,8 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     ("norm", &["rms_norm_"]),
     // the peer-to-peer allreduce of a decode step (waits before it reads its input)
     ("allreduce_p2p", &["allreduce_p2p_"]),
+    // a decode step's sampler, after its output projection (waits before it reads anything)
+    ("sampling", &["sample_tokens"]),
 ];
 
 /// Whether `kernel` of the family named `family` is declared to wait (see [`DECLARED`]).

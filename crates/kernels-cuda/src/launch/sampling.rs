@@ -152,7 +152,7 @@ pub fn sample_tokens(stream: &Arc<CudaStream>, p: SamplePtrs, batch: usize, voca
             &f,
             (grid, SAMPLE_THREADS, smem),
             &mut params,
-            super::Pdl::OFF,
+            super::Pdl::of(&SAMPLING, "sample_tokens", None),
             pl.cluster as u32,
             "cuLaunchKernelEx(sample_tokens)",
         )
