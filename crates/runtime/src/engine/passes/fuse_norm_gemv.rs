@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use max_graph::attrs::{Attr, Attrs};
+use max_graph::attrs::Attr;
 use max_graph::ops::reduction::RmsNormParams;
 use max_graph::ops::{Op, OpKind};
 use max_graph::{DType, DeviceKind, Type};
@@ -37,15 +37,7 @@ pub fn split_qnorm(op: &Op) -> Option<(Op, Op)> {
     if !matches!(op.attrs.get(NORM), Some(Attr::Bool(true))) {
         return None;
     }
-    let mut norm = Attrs::new();
-    let mut product = Attrs::new();
-    for (key, v) in &op.attrs.0 {
-        match key.strip_prefix("rms_norm.") {
-            Some(name) => norm = norm.with(name, v.clone()),
-            None if key == NORM => {}
-            None => product = product.with(key, v.clone()),
-        }
-    }
+    let (norm, product) = super::split_prefixed(op, NORM, "rms_norm.");
     Some((Op { kind: OpKind::RmsNorm, attrs: norm }, Op { kind: op.kind, attrs: product }))
 }
 

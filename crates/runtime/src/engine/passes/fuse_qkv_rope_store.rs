@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use max_graph::attrs::{Attr, Attrs};
+use max_graph::attrs::Attr;
 use max_graph::ops::attention::STORE_ROPE;
 use max_graph::ops::{Op, OpKind};
 use max_graph::{DeviceKind, Type, ValueId};
@@ -29,14 +29,7 @@ pub fn split_rope_store(op: &Op) -> Option<(Op, Op)> {
     if !matches!(op.attrs.get(ROPE_STORE), Some(Attr::Bool(true))) {
         return None;
     }
-    let (mut store, mut product) = (Attrs::new(), Attrs::new());
-    for (key, v) in &op.attrs.0 {
-        match key.strip_prefix("kv_cache_store.") {
-            Some(name) => store = store.with(name, v.clone()),
-            None if key == ROPE_STORE => {}
-            None => product = product.with(key, v.clone()),
-        }
-    }
+    let (store, product) = super::split_prefixed(op, ROPE_STORE, "kv_cache_store.");
     Some((Op { kind: OpKind::KvCacheStore, attrs: store }, Op { kind: op.kind, attrs: product }))
 }
 
@@ -68,17 +61,17 @@ fn source(
     None
 }
 
-/// A sibling qmatmul step of exactly three products that may take a store: GPU-placed, not
-/// gated, without a residual or a store already; the number of its leading outputs.
-fn products(step: &Step, types: &[Type]) -> Option<usize> {
-    let StepKind::Op(op) = &step.kind else { return None };
+/// Whether `step` is a sibling qmatmul step of exactly three products (its first three
+/// outputs) that may take a store: GPU-placed, not gated, without a residual or a store already.
+fn products(step: &Step, types: &[Type]) -> bool {
+    let StepKind::Op(op) = &step.kind else { return false };
     let keys = [super::GATED, super::RESIDUAL, ROPE_STORE];
     if op.kind != OpKind::QMatmul || keys.iter().any(|k| op.attrs.0.contains_key(*k)) || !step.bodies.is_empty() {
-        return None;
+        return false;
     }
     let normed = usize::from(op.attrs.0.contains_key(super::NORM));
     let gpu = step.outputs.iter().all(|&v| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu));
-    (gpu && step.outputs.len() == 3 + normed && step.inputs.len() == 4 + normed).then_some(3)
+    gpu && step.outputs.len() == 3 + normed && step.inputs.len() == 4 + normed
 }
 
 /// Folds each eligible rope + store of `body` into its q/k/v products.
@@ -98,13 +91,12 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let found: Option<Vec<_>> = [q, k, v].iter().map(|&x| source(body, &producer, &readers, x, s)).collect();
         let Some(found) = found.filter(|_| on_gpu) else { continue };
         let p = found[0].0;
-        let Some(n) = products(&body.steps[p], types) else { continue };
-        if gone[p] || found.iter().any(|f| f.0 != p) {
+        if !products(&body.steps[p], types) || gone[p] || found.iter().any(|f| f.0 != p) {
             continue;
         }
         // the product outputs of q, k and v, in that order
         let outs = &body.steps[p].outputs;
-        let order: Vec<usize> = found.iter().filter_map(|f| outs[..n].iter().position(|&o| o == f.1)).collect();
+        let order: Vec<usize> = found.iter().filter_map(|f| outs[..3].iter().position(|&o| o == f.1)).collect();
         if order.len() != 3 || order[0] == order[1] || order[1] == order[2] || order[0] == order[2] {
             continue;
         }
@@ -117,10 +109,10 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         }
         let mut inputs: Vec<ValueId> = vec![product.inputs[0]];
         inputs.extend(order.iter().map(|&i| product.inputs[1 + i]));
-        inputs.extend(&product.inputs[1 + n..]);
+        inputs.extend(&product.inputs[4..]);
         inputs.extend([chain, blocks, slots, freqs, positions]);
         let mut outputs: Vec<ValueId> = order.iter().map(|&i| product.outputs[i]).collect();
-        outputs.extend(&product.outputs[n..]);
+        outputs.extend(&product.outputs[3..]);
         outputs.extend(&store.outputs);
         for f in &found {
             for &view in &f.2 {

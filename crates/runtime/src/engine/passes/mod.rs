@@ -114,6 +114,25 @@ fn lower_block(graph: &Graph, b: BlockId) -> Body {
 }
 
 /// The step of `body` (top level) that makes each value.
+/// The attributes of a step that carries a folded op's under `prefix` (`rms_norm.`,
+/// `kv_cache_store.`) with `flag` marking the fold: (the folded op's, without the prefix; the
+/// rest but `flag`), for the kernels that run the two apart.
+fn split_prefixed(
+    op: &max_graph::ops::Op,
+    flag: &str,
+    prefix: &str,
+) -> (max_graph::attrs::Attrs, max_graph::attrs::Attrs) {
+    let (mut folded, mut rest) = (max_graph::attrs::Attrs::new(), max_graph::attrs::Attrs::new());
+    for (key, v) in &op.attrs.0 {
+        match key.strip_prefix(prefix) {
+            Some(name) => folded = folded.with(name, v.clone()),
+            None if key == flag => {}
+            None => rest = rest.with(key, v.clone()),
+        }
+    }
+    (folded, rest)
+}
+
 fn producers(body: &Body) -> HashMap<ValueId, usize> {
     body.steps.iter().enumerate().flat_map(|(i, s)| s.outputs.iter().map(move |v| (*v, i))).collect()
 }
