@@ -97,7 +97,10 @@ pub(crate) fn compiled(family: &Family, arch: &str, target: Target) -> Result<Ar
             bytes
         }
         None => {
-            let bytes = compile(family, arch, target)?;
+            let bytes = {
+                let _flight = Flight::enter(); // (an exit's settle waits for it)
+                compile(family, arch, target)?
+            };
             COMPILES.fetch_add(1, Ordering::Relaxed);
             if let Some(f) = &file {
                 // A read-only or full disk only means the next process compiles again.
@@ -171,13 +174,23 @@ impl Drop for Flight {
     }
 }
 
-/// Stops [`prefetch`]'s threads from starting compiles and waits for those already compiling to
-/// finish (their results stay in the cache), for a process about to exit: later prefetches
-/// compile nothing (their families compile at their first launch).
+/// Stops [`prefetch`]'s threads from starting compiles and waits for the compiles in flight
+/// (prefetched or at a first launch) to finish, for a process about to exit: later prefetches
+/// compile nothing (their families compile at their first launch). The wait gives up after
+/// SETTLE_LIMIT (an interrupted process stays interruptible; a child forked mid-compile, whose
+/// count no thread brings down, does not hang).
 pub fn settle() {
     STOPPING.store(true, Ordering::Release);
+    let deadline = std::time::Instant::now() + SETTLE_LIMIT;
     let mut n = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
     while *n > 0 {
-        n = SETTLED.wait(n).unwrap_or_else(|p| p.into_inner());
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        n = SETTLED.wait_timeout(n, left).unwrap_or_else(|p| p.into_inner()).0;
     }
 }
+
+/// How long [`settle`] waits at most: past one family's compile on a few cores.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(90);

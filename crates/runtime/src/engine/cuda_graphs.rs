@@ -67,6 +67,9 @@ pub(crate) struct Captured {
     inputs: Vec<Input>,
     /// Where each result is when a replay finishes.
     results: Vec<Buffer>,
+    /// Per result: whether it is a buffer of the graph's own (a step's output), which a reusing
+    /// replay may hand out; an input or a constant returned as a result is copied all the same.
+    own: Vec<bool>,
     /// Memory the graph's kernels address; kept alive with the graph.
     _arenas: HashMap<String, Arc<Storage>>,
 }
@@ -171,9 +174,9 @@ fn capturable(model: &Model, plan: &Plan) -> std::result::Result<Vec<Arc<CudaDev
 /// sampler, one kernel over the step's logits, ran as a graph at an H200 after a copy of the
 /// logits, a launch staging its small inputs and, on the next step, a copy of the ids out: three
 /// operations of 1-2.5 us each on the device between two steps.)
-fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
+fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> std::result::Result<(), &'static str> {
     if max_tuning::current().choice(max_tuning::Knob::CudaGraphs) == Some("always") {
-        return true;
+        return Ok(());
     }
     let body = &model.program.body;
     let steps = body
@@ -193,7 +196,13 @@ fn worth_it(model: &Model, plan: &Plan, inputs: &[Buffer]) -> bool {
         .sum();
     let input_bytes: usize =
         inputs.iter().zip(&model.input_types).filter(|(_, ty)| !in_place(ty)).map(|(b, _)| b.nbytes()).sum();
-    steps >= 2 && input_bytes + result_bytes <= steps << 20
+    if steps < 2 {
+        Err("it has one step (a graph would save no launch)")
+    } else if input_bytes + result_bytes > steps << 20 {
+        Err("its inputs and results are too large to stage")
+    } else {
+        Ok(())
+    }
 }
 
 /// A buffer input: the graph reads and writes the caller's buffer rather than a staged copy.
@@ -275,12 +284,14 @@ fn capture(model: &Model, plan: &Plan, inputs: &[Buffer], devs: &[Arc<CudaDevice
     joined?;
     bound?;
     let graph = ended?.ok_or_else(|| Error::Value("the captured CUDA graph is empty".into()))?;
-    let results = body
+    let results: Vec<Buffer> = body
         .results
         .iter()
         .map(|v| state.env.get(v).cloned().ok_or_else(|| Error::Value(format!("output %{v} was not computed"))))
         .collect::<Result<_>>()?;
-    Ok(Captured { graph, devs: devs.to_vec(), comms, p2p, inputs: staged, results, _arenas: arenas })
+    let own =
+        body.results.iter().zip(&results).map(|(v, r)| preset.get(v).is_some_and(|p| p.addr() == r.addr())).collect();
+    Ok(Captured { graph, devs: devs.to_vec(), comms, p2p, inputs: staged, results, own, _arenas: arenas })
 }
 
 /// `others`' streams wait for what `origin`'s stream has queued so far.
@@ -322,12 +333,13 @@ fn replay(c: &Captured, inputs: &[Buffer], reuse: bool) -> Result<Vec<Buffer>> {
     for comms in &c.comms {
         crate::nccl::watch_replay(comms, origin)?;
     }
-    if reuse {
-        return Ok(c.results.clone());
-    }
     c.results
         .iter()
-        .map(|r| {
+        .zip(&c.own)
+        .map(|(r, &own)| {
+            if reuse && own {
+                return Ok(r.clone());
+            }
             let out = fresh_like(r)?;
             out.inplace_copy_from(r)?;
             Ok(out)
@@ -390,8 +402,10 @@ pub(crate) fn execute(
     let ready = match graphs.get(key) {
         None => {
             let next = match capturable(model, plan) {
-                Ok(_) if worth_it(model, plan, inputs) => GraphState::Warm,
-                Ok(_) => not_captured(model, "its inputs and results are too large to stage"),
+                Ok(_) => match worth_it(model, plan, inputs) {
+                    Ok(()) => GraphState::Warm,
+                    Err(why) => not_captured(model, why),
+                },
                 Err(why) => not_captured(model, &why),
             };
             graphs.insert(key.to_vec(), next);

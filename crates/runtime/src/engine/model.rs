@@ -146,6 +146,7 @@ impl Model {
     }
 
     /// As `execute`; with `reuse_results`, a replayed CUDA graph returns its own result buffers
+    /// (those its steps write; an input or a constant returned as a result is still copied)
     /// instead of fresh copies of them, which the graph's next replay overwrites (stream
     /// ordered): for a caller that queues every use of the results on their devices' streams
     /// before it executes the model again (a decode step's logits, sampled at once), and so
