@@ -111,24 +111,6 @@ def test_one_copy_of_the_inputs_per_call_and_device(tmp_path, monkeypatch, devic
     assert copies and copies[:devices] == [2 + 4 * 4] * devices
 
 
-def test_uploads_keep_within_the_staged_size(monkeypatch):
-    """Arrays past UPLOAD_PIECE bytes in all go in several uploads, each within it (whole
-    arrays, 16-byte aligned), and come back in order with their values."""
-    from max import driver
-
-    rng = np.random.default_rng(4)
-    arrays = [rng.integers(0, 1 << 30, n).astype(np.uint32) for n in (5, 300, 7, 260, 1, 100)]
-    sizes = []
-    real = multistep.upload
-    monkeypatch.setattr(multistep, "upload", lambda a, d: sizes.append(sum(-(-x.nbytes // 16) * 16 for x in a))
-                        or real(a, d))
-    monkeypatch.setattr(multistep, "UPLOAD_PIECE", 1200)
-    got = multistep._upload_in_pieces(arrays, driver.CPU())
-    assert len(sizes) > 1 and max(sizes) <= 1200, sizes
-    for g, a in zip(got, arrays, strict=True):
-        np.testing.assert_array_equal(g.to_numpy(), a)
-
-
 def test_plan_takes_one_step_when_the_host_is_needed_between_steps():
     def ctx(n=1, **sp):
         c = TextContext(max_length=100, tokens=np.arange(1, 6), sampling_params=SamplingParams(**sp))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from max import driver
-from max.driver._upload import upload
+from max.driver._upload import PIECE, pieces, upload
 from max.dtype import DType
 
 
@@ -22,6 +22,21 @@ def test_packed_arrays_round_trip(device, rng):
     assert [b.device for b in got] == [device] * len(arrays)
     for a, b in zip(arrays, got):
         assert b.shape == a.shape and b.is_contiguous
+        np.testing.assert_array_equal(b.to_numpy(), a)
+
+
+def test_large_uploads_go_in_pieces_within_the_staged_size(device, rng):
+    """Arrays past PIECE bytes in all are copied in groups, each within PIECE once 16-byte
+    aligned (an array larger than that alone), in order; every array arrives whole."""
+    sizes = [5, 300, 7, 260, 1, 100, 2000, 0]
+    groups = pieces(sizes, 1200)
+    assert [i for g in groups for i in g] == list(range(len(sizes)))
+    for g in groups:
+        assert len(g) == 1 or sum(-(-sizes[i] // 16) * 16 for i in g) <= 1200, groups
+    assert len(groups) > 2 and [6] in groups
+    assert pieces([PIECE // 2, PIECE // 2, 1]) == [[0, 1], [2]]
+    arrays = [rng.integers(0, 256, n, dtype=np.uint8) for n in (PIECE // 2, PIECE // 2 + 16, 3, PIECE + 5)]
+    for a, b in zip(arrays, upload(arrays, device), strict=True):
         np.testing.assert_array_equal(b.to_numpy(), a)
 
 

@@ -148,13 +148,14 @@ pub fn prefetch(arch: &str, families: &[&'static Family]) -> Vec<std::thread::Jo
     families.iter().filter_map(|f| spawn(f).ok()).collect()
 }
 
-/// Background compiles started by [`prefetch`] and not yet finished; [`settle`] waits for none.
+/// Compiles in flight (on [`prefetch`]'s threads, or at a family's first launch); [`settle`]
+/// waits until there are none.
 static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
 static SETTLED: Condvar = Condvar::new();
 /// Set by [`settle`]: background threads that have not started compiling leave at once.
 static STOPPING: AtomicBool = AtomicBool::new(false);
-/// One background compile counted in IN_FLIGHT from before its thread starts until it ends
-/// (dropped on the thread, or with the closure if the thread never started).
+/// One compile counted in IN_FLIGHT while it lasts (a prefetch's from before its thread starts:
+/// dropped on the thread, or with the closure if the thread never started).
 struct Flight;
 
 impl Flight {

@@ -104,7 +104,7 @@ fn exit_after_settle_is_clean_and_compiles_nothing_after_it() {
         names.sort();
         names
     };
-    if let Some(dir) = std::env::var_os("MAX_TEST_EXIT_CHILD") {
+    if let Some(dir) = std::env::var_os("COMPILE_TESTS_EXIT_CHILD") {
         let dir = std::path::PathBuf::from(dir);
         drop(prefetch("sm_90a", &[&sources::FILL, &sources::COPY_STRIDED, &sources::CAST]));
         std::thread::sleep(std::time::Duration::from_millis(100)); // the threads are compiling
@@ -120,7 +120,7 @@ fn exit_after_settle_is_clean_and_compiles_nothing_after_it() {
         let _ = std::fs::remove_dir_all(&dir);
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["exit_after_settle_is_clean_and_compiles_nothing_after_it", "--exact", "--quiet"])
-            .env("MAX_TEST_EXIT_CHILD", &dir)
+            .env("COMPILE_TESTS_EXIT_CHILD", &dir)
             .env("MAX_KERNEL_CACHE_DIR", &dir)
             .stdout(std::process::Stdio::null())
             .status()

@@ -78,22 +78,14 @@ def queue_steps(pipeline: Any, ctxs: Sequence[Any], prev: PerDevice, k: int, cou
     """Queues steps k + 1 .. k + `count` of a call (k >= 1), the first after the step whose
     sampled ids (one per context, in order) are `prev`; each step's ids, on the device. Every
     step's inputs (cache lengths, page table, positions and slots, the row offsets, the
-    sampling seeds) go to each device in one copy (``upload``; pieces of at most UPLOAD_PIECE
-    bytes, the page table shared by the steps once): each copy is an operation of its own on
-    the device's stream, between the steps' kernels."""
+    sampling seeds) go to each device in one copy (``upload``; the page table the steps share
+    once): each copy is an operation of its own on the device's stream, between the steps'
+    kernels."""
     # before step j+1 a context holds j more tokens, all but the newest cached
     steps = [[Ahead(c.request_id, c.sampling_params, c.prompt_length, c.end_idx + j - 1, c.end_idx + j) for c in ctxs]
              for j in range(k, k + count)]
     rows = list(range(len(ctxs)))
-    kv, devices = pipeline.kv_manager, list(getattr(pipeline.model, "devices", []))
-    if not devices or not hasattr(kv, "runtime_arrays") or list(getattr(kv, "devices", [])) != devices:
-        out: list[PerDevice] = []
-        for views in steps:
-            caches = kv.get_runtime_inputs([views])
-            offsets = np.arange(len(ctxs) + 1, dtype=np.uint32)
-            logits = pipeline.run_step(out[-1] if out else prev, offsets, [b for cache in caches for b in cache])
-            out.append(pipeline.sampler.sample_on_device(logits, views, rows))
-        return out
+    kv = pipeline.kv_manager
     arrays = [np.arange(len(ctxs) + 1, dtype=np.uint32)]
     at: list[list[int]] = []  # per step: where its cache inputs and seeds are in `arrays`
     tables: list[int] = []
@@ -108,7 +100,7 @@ def queue_steps(pipeline: Any, ctxs: Sequence[Any], prev: PerDevice, k: int, cou
             arrays.append(table)
         at.append([len(arrays), t, len(arrays) + 1, len(arrays) + 2, len(arrays) + 3])
         arrays += [lengths, positions, slots, seeds_of(views)]
-    moved = [_upload_in_pieces(arrays, d) for d in devices]
+    moved = [upload(arrays, d) for d in kv.devices]  # (the model's devices, in its order)
     replicated = isinstance(pipeline.sampler, ReplicatedSampler)
     out = []
     for views, (lengths, table, positions, slots, seeds) in zip(steps, at):
@@ -117,27 +109,6 @@ def queue_steps(pipeline: Any, ctxs: Sequence[Any], prev: PerDevice, k: int, cou
         dev_seeds = [m[seeds] for m in moved]
         out.append(pipeline.sampler.sample_on_device(logits, views, rows, dev_seeds if replicated else dev_seeds[0]))
     return out
-
-
-#: The most bytes one upload packs: a host-to-device copy up to this size goes through the
-#: runtime's pinned staging ring; a larger one through the driver, which waits for the stream's
-#: queued work (the steps already queued) before it returns.
-UPLOAD_PIECE = 1 << 20
-
-
-def _upload_in_pieces(arrays: Sequence[np.ndarray], device: driver.Device) -> list[driver.Buffer]:
-    """``upload`` of `arrays` to `device` in as few copies as keep each within UPLOAD_PIECE."""
-    out: list[driver.Buffer] = []
-    piece: list[np.ndarray] = []
-    size = 0
-    for a in arrays:
-        padded = -(-a.nbytes // 16) * 16
-        if piece and size + padded > UPLOAD_PIECE:
-            out += upload(piece, device)
-            piece, size = [], 0
-        piece.append(a)
-        size += padded
-    return out + (upload(piece, device) if piece else [])
 
 
 def run_more(pipeline: Any, ctxs: Sequence[Any], first: PerDevice, steps: int) -> list[PerDevice]:

@@ -131,7 +131,7 @@ class Sampler:
     def sample_on_device(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int],
                          seeds: driver.Buffer | None = None) -> driver.Buffer:
         """As ``sample``, leaving the ``[rows]`` int64 token ids on the device (for a later
-        graph over them, such as the log-probabilities'). `seeds`: ``seeds(ctxs)`` already on
+        graph over them, such as the log-probabilities'). `seeds`: ``seeds_of(ctxs)`` already on
         the device (a multi-step decode moves its steps' inputs there in one copy)."""
         sps = [c.sampling_params for c in ctxs]
         penalized = any(sp.has_penalties for sp in sps)
