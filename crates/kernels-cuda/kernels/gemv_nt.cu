@@ -37,6 +37,13 @@
 // through shared memory: for products of few rows of long K (Llama-3.2-1B's down projection,
 // 2,048 rows of 8,192), whose single warps per row leave the SMs with too few loads in flight.
 //
+// `_rope` (one row of A, `vec`, 16-bit types; segments q, k and v of heads x dim rows) folds the decode step's
+// rope and KV-cache store into the products' store (passes/fuse_qkv_rope_store.rs, NtRope): a
+// warp owns the two rows of one rotated pair (a neox rotation's dims j and j + rot / 2, an
+// interleaved one's 2j and 2j + 1; dims past `rot` and v's rows in adjacent pairs), rounds both
+// sums to T as the products would store them, and writes q's rotated into q_out, k's rotated and
+// v's as they are into the paged cache at the token's slot, as attention.cu's rope_kv_store does.
+//
 // `_gated` is the gated MLP's first half, `act(A @ Wg^T) * (A @ Wu^T)` with Wg = w[0] and
 // Wu = w[1] (one segment): a warp owns the same R rows of both weights, and the store rounds
 // act(gate) and up to T before their product, as the separate gate, up and mul steps do.
@@ -46,6 +53,15 @@
 // Up to NT_SEGS products of one A by different weights (a layer's q, k and v projections; its
 // gate and up projections) run as one launch: segment s owns blocks [first[s], first[s + 1]).
 #define NT_SEGS 4
+
+// The rope + KV-cache store of `_rope` (NtArgs::rope): q_out [1, q rows]; the paged cache
+// [pages, 2, layers, page_size, kv rows]; the token's slot and position (u32), the table freqs
+// [npos, rot] of (cos, sin) pairs (f32 when freqs_f32, else T).
+struct NtRope {
+    u64 q_out, blocks, slots, freqs, pos;
+    i64 npos, page_size, layers, pages, layer;
+    i32 dim, rot, freqs_f32, interleaved;
+};
 
 struct NtArgs {
     u64 a;
@@ -60,7 +76,75 @@ struct NtArgs {
     float offset;  // _norm: added to every weight
     i32 mbc;       // _norm: the weight multiplies before the rounding to T (rms_norm's option)
     i32 pad;
+    NtRope rope;   // _rope
 };
+
+// Pair t of a segment's rows (heads x dim): its rows a and b, the pair's frequency j, and
+// whether it rotates (q's and k's pairs within the rotary dims; v's never).
+__device__ __forceinline__ void nt_rope_pair(const NtRope& rp, int seg, i64 t, i64& a, i64& b, int& j, bool& rot) {
+    const i64 half = rp.dim / 2, base = t / half * rp.dim;
+    const int jj = (int)(t % half);
+    if (rp.interleaved || 2 * jj >= rp.rot) {
+        // adjacent rows: an interleaved pair, or (neox, dims past rot) two passed through
+        const int first = rp.interleaved ? 2 * jj : rp.rot + 2 * (jj - rp.rot / 2);
+        a = base + first;
+        b = a + 1;
+        rot = rp.interleaved && 2 * jj < rp.rot;
+    } else {
+        a = base + jj;
+        b = a + rp.rot / 2;
+        rot = true;
+    }
+    j = jj;
+    rot = rot && seg < 2;
+}
+
+// What a pair's store needs besides its sums, read once the previous kernel is done and before
+// the products: the pair's (cos, sin) at the token's position (`bad`: past the table) and the
+// token's slot.
+struct NtRopeAt {
+    float c, s;
+    u32 slot;
+    int bad;
+};
+
+template <typename T> __device__ __forceinline__ NtRopeAt nt_rope_at(const NtRope& rp, int seg, int j, bool rot) {
+    NtRopeAt at = {1.f, 0.f, 0u, 0};
+    if (rot) {
+        const u32 p = ((const u32*)rp.pos)[0];
+        at.bad = (i64)p >= rp.npos;  // past the table: NaN, as rope_at
+        if (!at.bad) {
+            const i64 f = (i64)p * rp.rot + 2 * j;
+            at.c = rp.freqs_f32 ? ((const float*)rp.freqs)[f] : to_f32(((const T*)rp.freqs)[f]);
+            at.s = rp.freqs_f32 ? ((const float*)rp.freqs)[f + 1] : to_f32(((const T*)rp.freqs)[f + 1]);
+        }
+    }
+    if (seg > 0) at.slot = ((const u32*)rp.slots)[0];
+    return at;
+}
+
+// Rows a and b of segment seg (n rows) from the products' stored values x and y: q's into
+// q_out, k's and v's into the cache at the token's slot (none past the cache's slots).
+template <typename T>
+__device__ __forceinline__ void nt_rope_store(const NtRope& rp, const NtRopeAt& at, bool rot, int seg, i64 a, i64 b,
+                                              i64 n, float x, float y) {
+    float oa = x, ob = y;
+    if (rot) {
+        rotate_pair(x, y, at.c, at.s, oa, ob);
+        if (at.bad) oa = ob = nan32(false);
+    }
+    T* dst;
+    if (seg == 0) {
+        dst = (T*)rp.q_out;
+    } else {
+        const i64 slot = at.slot;
+        if (slot >= rp.pages * rp.page_size) return;  // no page: not stored, as kv_cache_store
+        const i64 page = slot / rp.page_size, off = slot % rp.page_size;
+        dst = (T*)rp.blocks + ((page * 2 + (seg == 2)) * rp.layers + rp.layer) * rp.page_size * n + off * n;
+    }
+    dst[a] = FromF32<T>::go(oa);
+    dst[b] = FromF32<T>::go(ob);
+}
 
 // V = 16 / sizeof(T) elements of A at [col, col + V) into 4 words, cached in L1 (re-read by
 // every warp of the block), zero past K.
@@ -137,14 +221,16 @@ __device__ __forceinline__ void prefetch_w(const T* W, const T* W2, i64 base, i6
         }
 }
 
-template <typename T, int MR, bool VEC, bool NORM, bool GATED, bool POST = false, int KS = 1>
+template <typename T, int MR, bool VEC, bool NORM, bool GATED, bool POST = false, int KS = 1, bool ROPE = false>
 __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     static_assert(!POST || NORM, "_postnorm is a norm fold");
+    static_assert(!ROPE || (MR == 1 && VEC && !GATED && KS == 1), "_rope: one row, plain or normed");
     static_assert(KS == 1 || (!NORM && !GATED && NT_WARPS % KS == 0), "_ks: plain products");
     constexpr bool PRE = NORM && !POST;  // the first pass over A (`_norm`)
     constexpr int V = 16 / sizeof(T);
     constexpr int R = MR;                   // rows of the result per warp
-    constexpr int RW = GATED ? 2 * R : R;   // rows of W per warp: the gate's, then the up's
+    constexpr int RW = GATED || ROPE ? 2 * R : R;  // rows of W per warp: the gate's, then the up's
+                                                   // (_rope: a rotated pair's two)
     constexpr int U = 8 / RW;               // steps in flight: 8 vectors per lane
     constexpr bool TWO = U > 1 && VEC;      // two groups of U / 2 steps in turn (below)
     constexpr int H = TWO ? U / 2 : U;      // steps per group
@@ -158,12 +244,20 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     const i64 per = KS == 1 ? 0 : ((p.k + STEP - 1) / STEP + KS - 1) / KS * STEP;
     const i64 k0 = KS == 1 ? 0 : min(p.k, (warp % KS) * per);
     const i64 k1 = KS == 1 ? p.k : min(p.k, k0 + per);
-    const T* W = reinterpret_cast<const T*>(p.w[s]) + row0 * p.k;
-    const T* W2 = GATED ? reinterpret_cast<const T*>(p.w[1]) + row0 * p.k : W;
+    // _rope: the warp's pair of rows (pair index row0; rows past the segment's pairs: none)
+    i64 ra = row0, rb = row0;
+    int fj = 0;
+    bool frot = false;
+    if constexpr (ROPE) {
+        if (row0 < n / 2) nt_rope_pair(p.rope, s, row0, ra, rb, fj, frot);
+    }
+    const T* W = reinterpret_cast<const T*>(p.w[s]) + ra * p.k;
+    const T* W2 = GATED ? reinterpret_cast<const T*>(p.w[1]) + row0 * p.k
+                        : (ROPE ? reinterpret_cast<const T*>(p.w[s]) + rb * p.k : W);
     const T* A = reinterpret_cast<const T*>(p.a);
     const T* gamma = reinterpret_cast<const T*>(p.gamma);
     const int rows = (int)min((i64)MR, p.m);
-    const int wrows = (int)max((i64)0, min((i64)R, n - row0));  // 0: a warp past N
+    const int wrows = (int)max((i64)0, min((i64)R, (ROPE ? n / 2 : n) - row0));  // 0: a warp past N
     // Programmatic dependent launch: a launch goes under PDL only when its weights are constants
     // (no earlier kernel writes them; launch/pdl.rs: launch_weights_early), so the first group
     // of steps is loaded before the wait, its DRAM latency hidden behind
@@ -184,6 +278,8 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     // whole warps: no shuffle below misses a lane (`_ks`: the block's barrier below counts every
     // warp, so those past N add zeros instead)
     if (KS == 1 && wrows == 0) return;
+    NtRopeAt rat{};
+    if constexpr (ROPE) rat = nt_rope_at<T>(p.rope, s, fj, frot);
     float inv[MR];
     float sq[MR];  // _postnorm: the lane's share of each row's sum of squares
 #pragma unroll
@@ -294,6 +390,13 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
             for (int r = 0; r < RW; ++r) acc[m][r] *= scale;
         }
     }
+    if constexpr (ROPE) {
+        // (identity epilogue: the products' stored values, rounded to T)
+        if (lane == 0 && rows > 0)
+            nt_rope_store<T>(p.rope, rat, frot, s, ra, rb, n, round_to<T>(epilogue<T>(p.epi, acc[0][0], ra, ra)),
+                             round_to<T>(epilogue<T>(p.epi, acc[0][1], rb, rb)));
+        return;
+    }
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
@@ -315,6 +418,11 @@ __device__ __forceinline__ void nt_kernel(const NtArgs& p) {
     extern "C" __global__ void __launch_bounds__(NT_WARPS * 32)                                         \
         skinny_nt_##NAME##_m##MR##_any##SUFFIX(NtArgs p) {                                              \
         nt_kernel<T, MR, false, NORM, GATED, POST>(p);                                                  \
+    }
+// `_rope`: one row of a 16-bit type, vec, with the rope + KV-cache store (plain, _norm, _postnorm).
+#define NT_ROPE(T, NAME, SUFFIX, NORM, POST)                                                            \
+    extern "C" __global__ void __launch_bounds__(NT_WARPS * 32) skinny_nt_##NAME##_m1_vec##SUFFIX##_rope(NtArgs p) { \
+        nt_kernel<T, 1, true, NORM, false, POST, 1, true>(p);                                           \
     }
 // `_ks`: plain vec products whose rows are too few to fill the device, K split over KS warps.
 #define NT_KS(T, NAME, MR, KS)                                                                          \
@@ -342,3 +450,9 @@ NT_KS(bf16, bf16, 1, 2)
 NT_KS(bf16, bf16, 1, 4)
 NT_KS(f16, f16, 1, 2)
 NT_KS(f16, f16, 1, 4)
+NT_ROPE(bf16, bf16, , false, false)
+NT_ROPE(bf16, bf16, _norm, true, false)
+NT_ROPE(bf16, bf16, _postnorm, true, true)
+NT_ROPE(f16, f16, , false, false)
+NT_ROPE(f16, f16, _norm, true, false)
+NT_ROPE(f16, f16, _postnorm, true, true)

@@ -128,6 +128,11 @@ fn _lowered_steps(graph: PyRef<'_, PyGraphIR>, marks: bool) -> PyResult<Vec<Stri
                 n = format!("{n}+{EARLY_NEXT}");
             }
         }
+        if let max_runtime::engine::program::StepKind::Gemm(g) = &s.kind
+            && g.rope_store.as_ref().is_some_and(|op| op.attrs.get(EARLY_NEXT).is_some())
+        {
+            n = format!("{n}+{EARLY_NEXT}");
+        }
         n
     };
     Ok(program.body.steps.iter().map(name).collect())

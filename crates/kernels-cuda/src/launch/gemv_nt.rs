@@ -10,7 +10,9 @@
 //! (`_ks`, [`plan_ks`]): an H200's SMs hold 40 warps of the one-row kernel, and a product of
 //! 2,048 rows (Llama-3.2-1B's down projection) gave them 16, too few loads in flight.
 //! A launch may also fold in the RMSNorm of A's rows and the gated MLP's `act(gate) * up`
-//! ([`Fusion`]), which saves a decoder layer's norm, up and mul launches.
+//! ([`Fusion`]), which saves a decoder layer's norm, up and mul launches, and at one row the
+//! decode step's rope + KV-cache store into its q/k/v products ([`NtRope`]), which saves the
+//! rope_kv_store launch between them and the attention.
 
 use std::sync::Arc;
 
@@ -50,6 +52,7 @@ struct NtArgs {
     offset: f32,
     mbc: i32,
     pad: i32,
+    rope: NtRope,
 }
 // SAFETY: plain-old-data with the layout of the kernel's `NtArgs`.
 unsafe impl DeviceRepr for NtArgs {}
@@ -66,13 +69,41 @@ pub struct NormPrologue {
     pub post: bool,
 }
 
-/// What a launch computes besides the plain products (both optional).
+/// The decode step's rope + KV-cache store folded into one row's q/k/v products of a 16-bit type (the kernel's
+/// `NtRope`, `_rope`): the three parts' sums are stored as rope_kv_store stores them, q's
+/// rotated into `q_out` [1, q rows], k's rotated and v's as they are into `layer` of the paged
+/// cache `blocks` [pages, 2, layers, page_size, kv rows] at the token's slot (`slots`, u32); the
+/// rotation of the first `rot` dims of each `dim`-row head at the token's position (`pos`, u32)
+/// from the table `freqs` [npos, rot] of (cos, sin) pairs (f32 when `freqs_f32`, else the
+/// activations' type), in halves (neox) or adjacent pairs (`interleaved`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NtRope {
+    pub q_out: u64,
+    pub blocks: u64,
+    pub slots: u64,
+    pub freqs: u64,
+    pub pos: u64,
+    pub npos: i64,
+    pub page_size: i64,
+    pub layers: i64,
+    pub pages: i64,
+    pub layer: i64,
+    pub dim: i32,
+    pub rot: i32,
+    pub freqs_f32: i32,
+    pub interleaved: i32,
+}
+
+/// What a launch computes besides the plain products (all optional).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Fusion {
     pub norm: Option<NormPrologue>,
     /// The up weight of a gated product: one part (W_gate, C, n) gives `C = act(A @ W_gate^T) *
     /// (A @ W_up^T)` with the epilogue's activation (and nothing else) on the gate.
     pub gated_up: Option<u64>,
+    /// The rope + KV-cache store of three parts q, k, v at one row (identity epilogue).
+    pub rope: Option<NtRope>,
 }
 
 /// The kernel and grid for one launch.
@@ -111,13 +142,32 @@ fn plan_rows(
     if fusion.gated_up.is_some() && ns.len() != 1 {
         return None;
     }
+    if let Some(r) = &fusion.rope {
+        // one row of three parts of whole heads, pairs of whole rotary dims
+        let (dim, rot) = (r.dim as usize, r.rot as usize);
+        let heads = |n: usize| dim > 0 && n.is_multiple_of(dim);
+        // (16-bit types: f32 products read their weights transposed, gemm_skinny.cu)
+        let one = m == 1 && min_mr == 1 && dtype.size_in_bytes() == 2;
+        if !one || ns.len() != 3 || fusion.gated_up.is_some() || !ns.iter().all(|&n| heads(n)) {
+            return None;
+        }
+        if !dim.is_multiple_of(2) || !rot.is_multiple_of(2) || rot == 0 || rot > dim {
+            return None;
+        }
+    }
     let elem = dtype.size_in_bytes();
     let extra = fusion.norm.map_or(0, |n| n.gamma) | fusion.gated_up.unwrap_or(0);
     let aligned = ws.iter().fold(a | extra, |acc, w| acc | w) % 16 == 0;
     let vec = k.is_multiple_of(16 / elem) && aligned;
     let mr = m.next_power_of_two().max(min_mr);
-    // rows of W per warp: the kernel's R
-    let first = block_ranges(ns, WARPS * mr)?;
+    if fusion.rope.is_some() && !vec {
+        return None;
+    }
+    // rows of W per warp: the kernel's R (_rope: a pair of rows per warp)
+    let first = match fusion.rope {
+        Some(_) => block_ranges(&ns.iter().map(|n| n / 2).collect::<Vec<_>>(), WARPS)?,
+        None => block_ranges(ns, WARPS * mr)?,
+    };
     let kind = if vec { "vec" } else { "any" };
     let norm = match fusion.norm {
         Some(n) if n.post && elem == 2 => "_postnorm",
@@ -125,7 +175,12 @@ fn plan_rows(
         None => "",
     };
     let gated = if fusion.gated_up.is_some() { "_gated" } else { "" };
-    Some(Plan { kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}"), first, threads: (WARPS * 32) as u32 })
+    let rope = if fusion.rope.is_some() { "_rope" } else { "" };
+    Some(Plan {
+        kernel: format!("skinny_nt_{name}_m{mr}_{kind}{norm}{gated}{rope}"),
+        first,
+        threads: (WARPS * 32) as u32,
+    })
 }
 
 /// The first block of each segment of `ns` rows, `rows_per_block` a block, then the total;
@@ -198,6 +253,11 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
                         all.push((GEMV_NT, format!("skinny_nt_{dtype}_m1_vec_ks{ks}"), size_of::<NtArgs>()));
                     }
                 }
+                if kind == "vec" && mr == 1 && dtype != "f32" {
+                    for norm in ["", "_norm", "_postnorm"] {
+                        all.push((GEMV_NT, format!("skinny_nt_{dtype}_m1_vec{norm}_rope"), size_of::<NtArgs>()));
+                    }
+                }
             }
         }
     }
@@ -220,6 +280,9 @@ pub fn gemv_nt(
 ) -> Result<()> {
     let ns: Vec<usize> = parts.iter().map(|p| p.2).collect();
     let ws: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    if fusion.rope.is_some() && !epi.is_identity() {
+        return Err(Error::Unsupported("gemv_nt: a folded rope + store takes the plain products".into()));
+    }
     let p = plan(dtype, m, &ns, k, a, &ws, fusion)
         .ok_or_else(|| Error::Unsupported(format!("gemv_nt: no kernel for {dtype} with m={m}, n={ns:?}, k={k}")))?;
     let mut f = function(stream.context(), &GEMV_NT, &p.kernel)?;
@@ -279,6 +342,7 @@ pub fn gemv_nt(
         offset: 0.0,
         mbc: 0,
         pad: 0,
+        rope: fusion.rope.unwrap_or_default(),
     };
     if let Some(norm) = fusion.norm {
         args.gamma = norm.gamma;
@@ -298,7 +362,11 @@ pub fn gemv_nt(
         super::pdl::launch_weights_early(stream, (&GEMV_NT, &p.kernel, &f), cfg, &args, weights_constant, what)
     }?;
     super::record::record("gemv_nt", || {
-        (p.kernel.clone(), vec![("blocks", blocks as i64), ("segs", parts.len() as i64), ("pdl", pdl as i64)])
+        let rope = fusion.rope.is_some() as i64;
+        (
+            p.kernel.clone(),
+            vec![("blocks", blocks as i64), ("segs", parts.len() as i64), ("pdl", pdl as i64), ("rope", rope)],
+        )
     });
     Ok(())
 }
@@ -307,7 +375,7 @@ pub fn gemv_nt(
 mod tests {
     use super::*;
 
-    const NONE: Fusion = Fusion { norm: None, gated_up: None };
+    const NONE: Fusion = Fusion { norm: None, gated_up: None, rope: None };
 
     #[test]
     fn kernels_by_rows_dtype_and_alignment() {
@@ -356,7 +424,7 @@ mod tests {
         assert!(plan_ks(&p, DType::BFloat16, &[huge], 4096, 4).is_none());
         assert_eq!(plan_ks(&p, DType::BFloat16, &[huge], 4096, 2).unwrap().first, vec![0, huge / 2]);
         let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
-        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None };
+        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None, rope: None };
         let normed = plan(DType::BFloat16, 1, &[2048], 8192, 0, &[0], &norm).unwrap();
         assert!(plan_ks(&normed, DType::BFloat16, &[2048], 8192, 2).is_none());
     }
@@ -375,21 +443,49 @@ mod tests {
     #[test]
     fn fused_kernels_take_the_norm_and_gate_suffixes() {
         let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
-        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None };
+        let norm = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: None, rope: None };
         assert_eq!(plan(DType::BFloat16, 1, &[576], 576, 0, &[0], &norm).unwrap().kernel, "skinny_nt_bf16_m1_vec_norm");
         // a misaligned norm weight: element loads
-        let odd = Fusion { norm: Some(NormPrologue { gamma: 66, params, post: false }), gated_up: None };
+        let odd = Fusion { norm: Some(NormPrologue { gamma: 66, params, post: false }), gated_up: None, rope: None };
         assert_eq!(plan(DType::BFloat16, 2, &[8], 576, 0, &[0], &odd).unwrap().kernel, "skinny_nt_bf16_m2_any_norm");
-        let gated = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: Some(128) };
+        let gated =
+            Fusion { norm: Some(NormPrologue { gamma: 64, params, post: false }), gated_up: Some(128), rope: None };
         let p = plan(DType::Float32, 3, &[1536], 576, 0, &[0], &gated).unwrap();
         assert_eq!((p.kernel.as_str(), p.first), ("skinny_nt_f32_m4_vec_norm_gated", vec![0, 96]));
         // one gated part per launch
         assert!(plan(DType::BFloat16, 1, &[8, 8], 64, 0, &[0, 0], &gated).is_none());
         // the scale after the products: 16-bit types (f32 keeps the first pass)
-        let post = |gated_up| Fusion { norm: Some(NormPrologue { gamma: 64, params, post: true }), gated_up };
+        let post =
+            |gated_up| Fusion { norm: Some(NormPrologue { gamma: 64, params, post: true }), gated_up, rope: None };
         let name = |d, m, f: &Fusion| plan(d, m, &[4096], 4096, 0, &[0], f).unwrap().kernel;
         assert_eq!(name(DType::BFloat16, 1, &post(None)), "skinny_nt_bf16_m1_vec_postnorm");
         assert_eq!(name(DType::Float16, 3, &post(Some(128))), "skinny_nt_f16_m4_vec_postnorm_gated");
         assert_eq!(name(DType::Float32, 2, &post(None)), "skinny_nt_f32_m2_vec_norm");
+    }
+
+    #[test]
+    fn a_rope_and_store_fold_into_one_row_of_whole_heads() {
+        let rope = NtRope { dim: 64, rot: 64, ..NtRope::default() };
+        let fold = Fusion { rope: Some(rope), ..Fusion::default() };
+        // Llama-3.2-1B's q, k, v at one row: a warp per pair of rows, 4 pairs per block
+        let p = plan(DType::BFloat16, 1, &[2048, 512, 512], 2048, 0, &[0, 0, 0], &fold).unwrap();
+        assert_eq!((p.kernel.as_str(), p.first), ("skinny_nt_bf16_m1_vec_rope", vec![0, 256, 320, 384]));
+        let params = RmsNormParams { epsilon: 1e-5, weight_offset: 0.0, multiply_before_cast: true };
+        let post = Fusion { norm: Some(NormPrologue { gamma: 64, params, post: true }), ..fold };
+        let name = |d, f: &Fusion| plan(d, 1, &[256, 128, 128], 576, 0, &[0; 3], f).map(|p| p.kernel);
+        assert_eq!(name(DType::BFloat16, &post).as_deref(), Some("skinny_nt_bf16_m1_vec_postnorm_rope"));
+        assert_eq!(name(DType::Float16, &post).as_deref(), Some("skinny_nt_f16_m1_vec_postnorm_rope"));
+        assert_eq!(name(DType::Float32, &post), None);
+        // not taken: two rows, two parts, a part of partial heads, misaligned rows, odd or
+        // empty rotations
+        assert!(plan(DType::BFloat16, 2, &[256, 128, 128], 576, 0, &[0; 3], &fold).is_none());
+        assert!(plan(DType::BFloat16, 1, &[256, 128], 576, 0, &[0; 2], &fold).is_none());
+        assert!(plan(DType::BFloat16, 1, &[256, 96, 128], 576, 0, &[0; 3], &fold).is_none());
+        assert!(plan(DType::BFloat16, 1, &[256, 128, 128], 577, 0, &[0; 3], &fold).is_none());
+        for rot in [0, 31, 66] {
+            let f = Fusion { rope: Some(NtRope { rot, ..rope }), ..Fusion::default() };
+            assert!(plan(DType::BFloat16, 1, &[256, 128, 128], 576, 0, &[0; 3], &f).is_none(), "rot {rot}");
+        }
+        assert!(kernels().iter().any(|k| k.1 == "skinny_nt_f16_m1_vec_postnorm_rope"));
     }
 }

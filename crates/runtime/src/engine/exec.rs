@@ -235,6 +235,22 @@ pub(crate) fn run_host_kernel(types: &[Type], step: &Step, inputs: &[Buffer], ou
             cpu::elementwise::run(&crate::shared::Fused::single(op, ty, inputs.len()), inputs, &outputs[0])
         }
         StepKind::Op(op) => super::host_dispatch::run_cpu(op, inputs, outputs),
+        StepKind::Gemm(g @ GemmEpilogue { rope_store: Some(store), .. }) => {
+            // the products, then the store (with its ropes) through their outputs
+            let missing = || Error::Value(format!("{}: missing inputs or outputs", g.name()));
+            let (pin, pout) = (inputs.len().checked_sub(5).ok_or_else(missing)?, outputs.len().checked_sub(2));
+            let pout = pout.filter(|&p| p >= 3).ok_or_else(missing)?;
+            let product = Step { kind: StepKind::Gemm(GemmEpilogue { rope_store: None, ..g.clone() }), ..step.clone() };
+            run_host_kernel(types, &product, &inputs[..pin], &outputs[..pout])?;
+            let [chain, blocks, slots, freqs, positions] = &inputs[pin..] else { return Err(missing()) };
+            // (the products' outputs as the store sees them: q as rope(q), k and v as cache rows)
+            let c = max_graph::ops::attention::CacheLayout::from_shape(blocks.shape()).map_err(Error::Value)?;
+            let kv = vec![slots.num_elements(), c.kv_heads, c.head_dim];
+            let q = outputs[0].reshaped(outputs[pout + 1].shape().to_vec())?;
+            let (kk, v) = (outputs[1].reshaped(kv.clone())?, outputs[2].reshaped(kv)?);
+            let store_in = [chain, blocks, &kk, &v, slots, &q, freqs, positions].map(|b| b.clone());
+            super::host_dispatch::run_cpu(store, &store_in, &outputs[pout..])
+        }
         StepKind::Gemm(g) if g.norm.is_some() || g.gated.is_some() => run_host_folded(types, g, inputs, outputs),
         StepKind::Gemm(g @ GemmEpilogue { b_transpose: Some(op), .. }) => {
             // inputs [a, W_1 .. W_n, bias?, residual?] with W_i [n_i, k]: transpose each W_i here

@@ -107,6 +107,12 @@ pub struct GemmEpilogue {
     /// GEMVs may read it before the kernel ahead of them has finished (launch/pdl.rs). False
     /// for a weight computed at run time, whose product then launches after its producer ends.
     pub const_weights: bool,
+    /// The decode step's rope + KV-cache store of the q, k and v this step's three sibling
+    /// products make (passes/fuse_qkv_rope_store.rs): the kv_cache_store op with its folded
+    /// ropes. The step's inputs end with the store's chain, blocks, slots, freqs_cis and
+    /// positions, its outputs with the store's chain and rope(q); the products' own outputs are
+    /// written only where the store runs apart.
+    pub rope_store: Option<Op>,
 }
 
 impl GemmEpilogue {
@@ -122,6 +128,7 @@ impl GemmEpilogue {
             norm_post: false,
             gated: None,
             const_weights: false,
+            rope_store: None,
         }
     }
 
@@ -157,6 +164,9 @@ impl GemmEpilogue {
         }
         if self.residual {
             parts.push("residual".into());
+        }
+        if self.rope_store.is_some() {
+            parts.push("rope_store".into());
         }
         format!("gemm[{}]", parts.join("+"))
     }

@@ -28,13 +28,16 @@ pub(super) fn act_of(op: &Op) -> Result<Act> {
 
 /// A `Gemm` step: inputs are `[a, b, bias?, residual?]`, or `[a, W_1 .. W_n]` for n > 1 sibling
 /// products of one `a` (one output each, no epilogue) when the weights are read as stored; a
-/// folded rms_norm or gated pair is [`folded`]'s.
+/// folded rms_norm or gated pair is [`folded`]'s, a folded rope + KV-cache store matmul_rope.rs's.
 pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
     // the kernels read every operand (x, the weights, bias, residual, the norm weight) as dense
     // rows: a strided view is copied first
     let dense: Vec<Buffer> =
         inputs.iter().map(|b| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }).collect::<Result<_>>()?;
     let inputs = &dense[..];
+    if let Some(store) = &g.rope_store {
+        return super::matmul_rope::with_rope_store(dev, g, store, inputs, outputs);
+    }
     if g.norm.is_some() || g.gated.is_some() {
         return folded(dev, g, inputs, outputs);
     }
@@ -90,7 +93,7 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     if g.gated.is_some() && ns[0] != ns[1] {
         return Err(Error::Value(format!("gated matmul: the gate has {} rows, the up weight {}", ns[0], ns[1])));
     }
-    let fusion = Fusion { norm, gated_up: g.gated.as_ref().map(|_| ws[1].addr()) };
+    let fusion = Fusion { norm, gated_up: g.gated.as_ref().map(|_| ws[1].addr()), rope: None };
     let consts = g.const_weights;
     let rows = a.num_elements() / k.max(1);
     let dtype = outs[0].dtype();

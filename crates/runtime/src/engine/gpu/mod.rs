@@ -10,6 +10,7 @@ mod fft;
 mod indexing;
 mod layout;
 mod matmul;
+mod matmul_rope;
 mod quant;
 pub(crate) use quant::prefetch as prefetch_quant_kernels;
 mod random;

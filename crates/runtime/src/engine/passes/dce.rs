@@ -17,8 +17,11 @@ pub(crate) fn dce(body: &mut Body) {
     let mut keep = vec![false; body.steps.len()];
     for (i, step) in body.steps.iter().enumerate().rev() {
         // (a product with a KV-cache store folded in stores as the store did)
-        let effects = matches!(&step.kind,
-            StepKind::Op(op) if has_effects(op.kind) || op.attrs.0.contains_key(super::ROPE_STORE));
+        let effects = match &step.kind {
+            StepKind::Op(op) => has_effects(op.kind) || op.attrs.0.contains_key(super::ROPE_STORE),
+            StepKind::Gemm(g) => g.rope_store.is_some(),
+            _ => false,
+        };
         if effects || step.outputs.iter().any(|v| needed.contains(v)) {
             keep[i] = true;
             needed.extend(step.inputs.iter().copied());

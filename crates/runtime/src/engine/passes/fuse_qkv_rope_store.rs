@@ -7,9 +7,12 @@
 //! The GPU runs it as one GEMV launch at 1-2 tokens (launch/qgemv_fold.rs `QRope`: the
 //! products are stored rotated into rope(q) and the cache instead of their outputs), otherwise
 //! as the product step and the rope + store launch through those outputs. Only interleaved
-//! ropes fuse (a rotated pair is two adjacent rows of the product, which one warp holds), of
-//! GPU-placed products without a residual or gate whose outputs nothing else reads; the step
-//! takes the store's place. Top level only.
+//! ropes fuse into quantized products (a rotated pair is two adjacent rows of the product,
+//! which one warp holds), of GPU-placed products without a residual or gate whose outputs
+//! nothing else reads; the step takes the store's place. Sibling 16-bit or f32 products read as
+//! stored (a `Gemm` step of three weights, with a folded norm at most) take the store as
+//! [`GemmEpilogue::rope_store`], with either rotation (gemv_nt.cu's warps hold a pair of rows
+//! wherever they lie: launch/gemv_nt.rs `NtRope`). Top level only.
 
 use std::collections::HashMap;
 
@@ -19,7 +22,7 @@ use max_graph::ops::{Op, OpKind};
 use max_graph::{DeviceKind, Type, ValueId};
 
 use crate::engine::plan::is_view;
-use crate::engine::program::{Body, Step, StepKind};
+use crate::engine::program::{Body, GemmEpilogue, Step, StepKind};
 
 /// The attribute of a qmatmul step with a folded rope + KV-cache store.
 pub const ROPE_STORE: &str = "rope_store";
@@ -61,17 +64,30 @@ fn source(
     None
 }
 
-/// Whether `step` is a sibling qmatmul step of exactly three products (its first three
-/// outputs) that may take a store: GPU-placed, not gated, without a residual or a store already.
-fn products(step: &Step, types: &[Type]) -> bool {
-    let StepKind::Op(op) = &step.kind else { return false };
-    let keys = [super::GATED, super::RESIDUAL, ROPE_STORE];
-    if op.kind != OpKind::QMatmul || keys.iter().any(|k| op.attrs.0.contains_key(*k)) || !step.bodies.is_empty() {
-        return false;
-    }
-    let normed = usize::from(op.attrs.0.contains_key(super::NORM));
+/// Whether `step` is a step of exactly three sibling products (its first three outputs) that
+/// may take a store: GPU-placed, not gated, without a residual or a store already; a qmatmul
+/// step (for interleaved ropes only) or products read as stored with no epilogue.
+fn products(step: &Step, types: &[Type], interleaved: bool) -> bool {
+    let normed = match &step.kind {
+        StepKind::Op(op) => {
+            let keys = [super::GATED, super::RESIDUAL, ROPE_STORE];
+            if op.kind != OpKind::QMatmul || keys.iter().any(|k| op.attrs.0.contains_key(*k)) || !interleaved {
+                return false;
+            }
+            op.attrs.0.contains_key(super::NORM)
+        }
+        StepKind::Gemm(g) => {
+            let plain = !g.bias && !g.residual && g.act.is_none() && g.tail.nodes.is_empty();
+            if g.b_transpose.is_none() || g.gated.is_some() || g.rope_store.is_some() || !plain {
+                return false;
+            }
+            g.norm.is_some()
+        }
+        _ => return false,
+    };
+    let normed = usize::from(normed);
     let gpu = step.outputs.iter().all(|&v| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu));
-    gpu && step.outputs.len() == 3 + normed && step.inputs.len() == 4 + normed
+    step.bodies.is_empty() && gpu && step.outputs.len() == 3 + normed && step.inputs.len() == 4 + normed
 }
 
 /// Folds each eligible rope + store of `body` into its q/k/v products.
@@ -83,7 +99,8 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let store = &body.steps[s];
         let StepKind::Op(sop) = &store.kind else { continue };
         let interleaved = matches!(sop.attrs.get(STORE_ROPE), Some(Attr::Bool(true)));
-        if sop.kind != OpKind::KvCacheStore || !interleaved || store.inputs.len() != 8 || store.outputs.len() != 2 {
+        let roped = sop.attrs.get(STORE_ROPE).is_some();
+        if sop.kind != OpKind::KvCacheStore || !roped || store.inputs.len() != 8 || store.outputs.len() != 2 {
             continue;
         }
         let [chain, blocks, k, v, slots, q, freqs, positions] = store.inputs[..] else { continue };
@@ -91,7 +108,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         let found: Option<Vec<_>> = [q, k, v].iter().map(|&x| source(body, &producer, &readers, x, s)).collect();
         let Some(found) = found.filter(|_| on_gpu) else { continue };
         let p = found[0].0;
-        if !products(&body.steps[p], types) || gone[p] || found.iter().any(|f| f.0 != p) {
+        if !products(&body.steps[p], types, interleaved) || gone[p] || found.iter().any(|f| f.0 != p) {
             continue;
         }
         // the product outputs of q, k and v, in that order
@@ -101,12 +118,18 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
             continue;
         }
         let (product, store) = (&body.steps[p], &body.steps[s]);
-        let StepKind::Op(pop) = &product.kind else { continue };
-        let mut op = pop.clone();
-        op.attrs.0.insert(ROPE_STORE.into(), Attr::Bool(true));
-        for (key, value) in &sop.attrs.0 {
-            op.attrs.0.insert(format!("kv_cache_store.{key}"), value.clone());
-        }
+        let kind = match &product.kind {
+            StepKind::Op(pop) => {
+                let mut op = pop.clone();
+                op.attrs.0.insert(ROPE_STORE.into(), Attr::Bool(true));
+                for (key, value) in &sop.attrs.0 {
+                    op.attrs.0.insert(format!("kv_cache_store.{key}"), value.clone());
+                }
+                StepKind::Op(op)
+            }
+            StepKind::Gemm(g) => StepKind::Gemm(GemmEpilogue { rope_store: Some(sop.clone()), ..g.clone() }),
+            _ => continue,
+        };
         let mut inputs: Vec<ValueId> = vec![product.inputs[0]];
         inputs.extend(order.iter().map(|&i| product.inputs[1 + i]));
         inputs.extend(&product.inputs[4..]);
@@ -120,7 +143,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
             }
         }
         gone[p] = true;
-        body.steps[s] = Step { kind: StepKind::Op(op), inputs, outputs, bodies: vec![] };
+        body.steps[s] = Step { kind, inputs, outputs, bodies: vec![] };
     }
     super::drop_marked(body, &gone);
 }

@@ -20,9 +20,10 @@
 //! and past the cached length) and the one before it (not touching the cache); every other
 //! kernel lets its successor launch only after its own wait, so all earlier ones are done.
 //! q/k/v products with that store folded in (passes/fuse_qkv_rope_store.rs) are marked alike
-//! (`kv_cache_store.early_next`): where their store runs as a launch of its own after the
-//! products (more than two tokens), the kernels before it are the step's own products; where
-//! it is folded, the product lets the attention launch only after its own wait, as above.
+//! (`kv_cache_store.early_next`, or the early_next of a `Gemm` step's `rope_store`): where
+//! their store runs as a launch of its own after the products (more tokens than the folding
+//! kernels take), the kernels before it are the step's own products; where it is folded, the
+//! product lets the attention launch only after its own wait, as above.
 
 use std::collections::{HashMap, HashSet};
 
@@ -79,13 +80,21 @@ pub fn mark(body: &mut Body, types: &[Type]) {
         }
     }
     for s in stores {
-        if let StepKind::Op(op) = &mut body.steps[s].kind {
-            // (a store folded into q/k/v products keeps its attributes under a prefix)
-            let key = match op.attrs.0.contains_key(super::ROPE_STORE) {
-                true => format!("kv_cache_store.{EARLY_NEXT}"),
-                false => EARLY_NEXT.to_string(),
-            };
-            op.attrs.0.insert(key, Attr::Bool(true));
+        match &mut body.steps[s].kind {
+            StepKind::Op(op) => {
+                // (a store folded into quantized q/k/v products keeps its attributes under a prefix)
+                let key = match op.attrs.0.contains_key(super::ROPE_STORE) {
+                    true => format!("kv_cache_store.{EARLY_NEXT}"),
+                    false => EARLY_NEXT.to_string(),
+                };
+                op.attrs.0.insert(key, Attr::Bool(true));
+            }
+            StepKind::Gemm(g) => {
+                if let Some(op) = &mut g.rope_store {
+                    op.attrs.0.insert(EARLY_NEXT.into(), Attr::Bool(true));
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -119,11 +128,16 @@ fn store_before(body: &Body, types: &[Type], s: usize) -> Option<usize> {
     let blocks = body.steps[s].inputs[2];
     let p = kernel_before(body, types, s)?;
     let store = &body.steps[p];
-    let StepKind::Op(op) = &store.kind else { return None };
     let n = store.inputs.len();
-    if op.attrs.0.contains_key(super::ROPE_STORE) {
+    let folded = match &store.kind {
+        StepKind::Op(op) => op.attrs.0.contains_key(super::ROPE_STORE),
+        StepKind::Gemm(g) => g.rope_store.is_some(),
+        _ => return None,
+    };
+    if folded {
         return (n >= 5 && store.inputs[n - 4] == blocks).then_some(p);
     }
+    let StepKind::Op(op) = &store.kind else { return None };
     if op.kind != OpKind::KvCacheStore || op.attrs.get(STORE_ROPE).is_none() || store.inputs.get(1) != Some(&blocks) {
         return None;
     }

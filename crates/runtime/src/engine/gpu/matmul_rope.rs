@@ -1,0 +1,125 @@
+//! A `Gemm` step of q/k/v products with the decode step's rope + KV-cache store folded in
+//! (`GemmEpilogue::rope_store`, passes/fuse_qkv_rope_store.rs) on the GPU: at one token one
+//! gemv_nt.cu launch stores the products rotated into rope(q) and the cache (launch/gemv_nt.rs
+//! `NtRope`); otherwise the products (matmul.rs), then the rope + store launch through their
+//! outputs, as the two steps ran before the pass joined them.
+
+use max_graph::ops::Op;
+use max_graph::ops::attention::CacheLayout;
+use max_graph::ops::reduction::RmsNormParams;
+use max_kernels_cuda::launch::epilogue::Epilogue;
+use max_kernels_cuda::launch::gemv_nt::{self, Fusion, NormPrologue, NtRope};
+
+use super::super::program::GemmEpilogue;
+use super::attention::RopeStoreCall;
+use crate::cuda::CudaDevice;
+use crate::{Buffer, Error, Result};
+
+/// Inputs: the products' (x, W_q, W_k, W_v, the norm weight if any), then the store's chain,
+/// blocks, slots, freqs_cis and positions; outputs: q, k and v (and the normalised x), then the
+/// store's chain and rope(q). All dense (matmul.rs `fused`).
+pub(super) fn with_rope_store(
+    dev: &CudaDevice,
+    g: &GemmEpilogue,
+    store: &Op,
+    inputs: &[Buffer],
+    outputs: &[Buffer],
+) -> Result<()> {
+    let name = store.kind.name();
+    let bad =
+        || Error::Value(format!("{name}: the inputs and outputs of q/k/v products with their store do not match"));
+    let (Some(pin), Some(pout)) = (inputs.len().checked_sub(5), outputs.len().checked_sub(2)) else {
+        return Err(bad());
+    };
+    let ((pin, [_, blocks, slots, freqs, positions]), (pout, [_, q_out])) =
+        ((&inputs[..pin], &inputs[pin..]), (&outputs[..pout], &outputs[pout..]))
+    else {
+        return Err(bad());
+    };
+    let [q, kk, v, ..] = pout else { return Err(bad()) };
+    let plain = GemmEpilogue { rope_store: None, ..g.clone() };
+    // The products' outputs seen as the store sees them: q as rope(q), k and v as the cache's rows.
+    let c = CacheLayout::from_shape(blocks.shape()).map_err(|m| Error::Value(format!("{name}: {m}")))?;
+    let kv = vec![slots.num_elements(), c.kv_heads, c.head_dim];
+    let view = |b: &Buffer, shape: Vec<usize>| b.reshaped(shape).map_err(|e| Error::Value(format!("{name}: {e}")));
+    let (qv, kv3, vv) = (view(q, q_out.shape().to_vec())?, view(kk, kv.clone())?, view(v, kv)?);
+    let call = super::attention::rope_store_call(store, [blocks, &kv3, &vv, slots, &qv, freqs, positions], q_out)?;
+    let addrs = (q_out.addr(), blocks.addr(), slots.addr(), freqs.addr(), positions.addr());
+    if call.shape.tokens == 1 && folded(dev, &plain, pin, pout, &call, addrs)? {
+        return Ok(());
+    }
+    super::matmul::fused(dev, &plain, pin, pout)?;
+    let (ptrs, shape, cache, flags) = (call.ptrs, call.shape, call.cache, call.flags);
+    max_kernels_cuda::launch::attention::rope_kv_store(&dev.stream, q.dtype(), ptrs, shape, cache, call.layer, flags)
+        .map_err(Error::from)
+}
+
+/// One gemv_nt launch of the products with the store in their epilogue, where a kernel takes
+/// them (one row of x, products of exactly the store's heads); Ok(false) launches nothing.
+fn folded(
+    dev: &CudaDevice,
+    g: &GemmEpilogue,
+    inputs: &[Buffer],
+    outputs: &[Buffer],
+    call: &RopeStoreCall,
+    (q_out, blocks, slots, freqs, positions): (u64, u64, u64, u64, u64),
+) -> Result<bool> {
+    let (Some(x), Some(ws), Some(outs)) = (inputs.first(), inputs.get(1..4), outputs.get(..3)) else {
+        return Ok(false);
+    };
+    let k = *x.shape().last().unwrap_or(&0);
+    let rows = x.num_elements() / k.max(1);
+    let dim = call.cache.head_dim;
+    let heads = [call.shape.heads, call.cache.kv_heads, call.cache.kv_heads];
+    let fits = ws.iter().zip(outs).zip(heads).all(|((w, o), h)| {
+        w.shape() == [h * dim, k] && o.num_elements() == h * dim && w.dtype() == x.dtype() && o.dtype() == x.dtype()
+    });
+    if rows != 1 || !fits || g.bias || g.residual || g.act.is_some() || g.gated.is_some() {
+        return Ok(false);
+    }
+    let norm = match (&g.norm, inputs.get(4)) {
+        (Some(op), Some(gamma)) => {
+            let params = RmsNormParams::from_attrs(&op.attrs).map_err(|m| Error::Value(format!("rms_norm: {m}")))?;
+            if gamma.shape() != [k] || gamma.dtype() != x.dtype() {
+                return Err(Error::Value(format!(
+                    "rms_norm: the weight {:?} does not match {:?}",
+                    gamma.shape(),
+                    x.shape()
+                )));
+            }
+            Some(NormPrologue { gamma: gamma.addr(), params, post: g.norm_post })
+        }
+        (Some(_), None) => return Ok(false),
+        (None, _) => None,
+    };
+    let (cache, s) = (&call.cache, &call.shape);
+    let rope = NtRope {
+        q_out,
+        blocks,
+        slots,
+        freqs,
+        pos: positions,
+        npos: s.positions as i64,
+        page_size: cache.page_size as i64,
+        layers: cache.layers as i64,
+        pages: cache.pages as i64,
+        layer: call.layer as i64,
+        dim: dim as i32,
+        rot: s.rot as i32,
+        freqs_f32: call.flags.freqs_f32 as i32,
+        interleaved: call.flags.interleaved as i32,
+    };
+    let fusion = Fusion { norm, gated_up: None, rope: Some(rope) };
+    let ns: Vec<usize> = heads.iter().map(|h| h * dim).collect();
+    let addrs: Vec<u64> = ws.iter().map(|w| w.addr()).collect();
+    let dtype = x.dtype();
+    if gemv_nt::plan(dtype, rows, &ns, k, x.addr(), &addrs, &fusion).is_none() {
+        return Ok(false);
+    }
+    let parts: Vec<(u64, u64, usize)> =
+        ws.iter().zip(outs).zip(&ns).map(|((w, o), &n)| (w.addr(), o.addr(), n)).collect();
+    dev.bind()?;
+    let epi = Epilogue::default();
+    gemv_nt::gemv_nt(&dev.stream, dtype, x.addr(), &parts, (rows, k), &epi, &fusion, g.const_weights)?;
+    Ok(true)
+}
