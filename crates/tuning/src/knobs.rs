@@ -118,8 +118,9 @@ declare! {
     /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
     /// the GPU.
     FusionRopeStore: "fusion.rope_store", None, Kind::Flag, "1";
-    /// Folds a layer's fused rope + KV-cache store (interleaved ropes) into the store of its
-    /// quantized q/k/v products: one launch at 1-2 tokens on the GPU.
+    /// Folds a layer's fused rope + KV-cache store into the store of its q/k/v products: one
+    /// launch on the GPU at 1-2 tokens of quantized products (interleaved ropes), at one token
+    /// of 16-bit products read as stored (either rotation).
     FusionQkvRopeStore: "fusion.qkv_rope_store", None, Kind::Flag, "1";
     /// Fills recycled host blocks with NaN-like bytes before reuse (finds reads of stale data).
     HostPoolPoison: "host_pool.poison", None, Kind::Flag, "0";
