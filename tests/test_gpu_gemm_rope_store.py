@@ -6,8 +6,9 @@ and f16 (f32 products read their weights transposed, so their store stays apart)
 without a folded norm (before or after the products), rotations of halves (neox) and of
 adjacent pairs, whole and partial: at one token one launch, at 2-3 tokens the
 products and then rope_kv_store, and either way rope(q) and the cache bit for bit the unfused
-graph's (fusion.qkv_rope_store=0) and within rounding of numpy float64; a slot past the cache
-and a position past the table as the unfused store treats them."""
+graph's (fusion.qkv_rope_store=0; its products' plain launch not splitting K, which the folded
+one never does) and within rounding of numpy float64; a slot past the cache and a position past
+the table as the unfused store treats them."""
 
 from __future__ import annotations
 
@@ -146,21 +147,26 @@ def run(model, gpu, x, blocks, freqs, pos, slots, gamma):
     return q_out.to_numpy(), cache.to(driver.CPU()).to_numpy(), log
 
 
+# (rotation of adjacent pairs, rotary dims, a table of the activations' type)
+ROPES = [(False, D, False), (True, D, False), (False, 32, False), (True, 32, True), (False, D, True)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("interleaved,rot", [(False, D), (True, D), (False, 32)], ids=["neox", "pairs", "neox32"])
+@pytest.mark.parametrize("interleaved,rot,act_freqs", ROPES, ids=["neox", "pairs", "neox32", "pairs32_t", "neox_t"])
 @pytest.mark.parametrize("dtype", [DType.bfloat16, DType.float16], ids=lambda d: d.name)
 @pytest.mark.parametrize("norm", ["norm", "postnorm", "plain"])
-def test_folded_store_is_the_unfused_one(hopper, rng, interleaved, rot, dtype, norm):
+def test_folded_store_is_the_unfused_one(hopper, rng, interleaved, rot, act_freqs, dtype, norm):
     # K = 2048 folds the norm after the products (fusion.norm_gemv_max_k) for 16-bit types
     k = 2048 if norm == "postnorm" else 576
     ws = weights(rng, k)
+    freqs_dtype = dtype if act_freqs else DType.float32
     load = lambda: session(hopper).load(  # noqa: E731
-        layer(DeviceRef.GPU(), dtype, ws, norm != "plain", interleaved, rot=rot))
+        layer(DeviceRef.GPU(), dtype, ws, norm != "plain", interleaved, rot=rot, freqs_dtype=freqs_dtype))
     fused = load()
     with tuning.override(**{"fusion.qkv_rope_store": False}):
         plain = load()
     angles = rng.uniform(0, 2 * np.pi, (NPOS, rot // 2))
-    freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, rot).astype(np.float32)
+    freqs = np.stack([np.cos(angles), np.sin(angles)], -1).reshape(NPOS, rot).astype(NP[freqs_dtype])
     gamma = (1 + rng.standard_normal(k) / 4).astype(NP[dtype])
     for t in (1, 2, 3):
         x = (rng.standard_normal((t, k)) * 2).astype(NP[dtype])

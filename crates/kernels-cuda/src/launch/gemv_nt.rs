@@ -148,7 +148,9 @@ fn plan_rows(
         let heads = |n: usize| dim > 0 && n.is_multiple_of(dim);
         // (16-bit types: f32 products read their weights transposed, gemm_skinny.cu)
         let one = m == 1 && min_mr == 1 && dtype.size_in_bytes() == 2;
-        if !one || ns.len() != 3 || fusion.gated_up.is_some() || !ns.iter().all(|&n| heads(n)) {
+        // (k and v: rows of the cache alike)
+        let kv = ns.len() == 3 && ns[1] == ns[2];
+        if !one || !kv || fusion.gated_up.is_some() || !ns.iter().all(|&n| heads(n)) {
             return None;
         }
         if !dim.is_multiple_of(2) || !rot.is_multiple_of(2) || rot == 0 || rot > dim {
@@ -481,6 +483,7 @@ mod tests {
         assert!(plan(DType::BFloat16, 2, &[256, 128, 128], 576, 0, &[0; 3], &fold).is_none());
         assert!(plan(DType::BFloat16, 1, &[256, 128], 576, 0, &[0; 2], &fold).is_none());
         assert!(plan(DType::BFloat16, 1, &[256, 96, 128], 576, 0, &[0; 3], &fold).is_none());
+        assert!(plan(DType::BFloat16, 1, &[256, 128, 64], 576, 0, &[0; 3], &fold).is_none());
         assert!(plan(DType::BFloat16, 1, &[256, 128, 128], 577, 0, &[0; 3], &fold).is_none());
         for rot in [0, 31, 66] {
             let f = Fusion { rope: Some(NtRope { rot, ..rope }), ..Fusion::default() };

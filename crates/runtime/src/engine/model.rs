@@ -278,7 +278,9 @@ fn fold_constants(program: &mut Program, devices: &[Device], fixed: &mut HashMap
             && !step.inputs.is_empty()
             && step.inputs.iter().all(|v| fixed.contains_key(v))
             && match &step.kind {
-                StepKind::Fused(_) | StepKind::Gemm(_) | StepKind::Conv(_) => true,
+                // (a product with a KV-cache store folded in stores into the cache)
+                StepKind::Gemm(g) => g.rope_store.is_none(),
+                StepKind::Fused(_) | StepKind::Conv(_) => true,
                 StepKind::Op(op) => !matches!(
                     op.kind,
                     OpKind::Constant

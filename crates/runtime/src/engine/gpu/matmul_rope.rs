@@ -2,7 +2,9 @@
 //! (`GemmEpilogue::rope_store`, passes/fuse_qkv_rope_store.rs) on the GPU: at one token one
 //! gemv_nt.cu launch stores the products rotated into rope(q) and the cache (launch/gemv_nt.rs
 //! `NtRope`); otherwise the products (matmul.rs), then the rope + store launch through their
-//! outputs, as the two steps ran before the pass joined them.
+//! outputs, as the two steps ran before the pass joined them. The folded launch sums each row
+//! of W in one warp, as the unfused products do unless their plain launch splits K over warps
+//! (gemv_nt.rs `plan_ks`: few rows of long K, no norm folded), whose rounding then differs.
 
 use max_graph::ops::Op;
 use max_graph::ops::attention::CacheLayout;

@@ -137,3 +137,68 @@ fn host_steps_halves_rotations_shared_values_and_split_products_stay_apart() {
         assert!(b.steps.iter().all(|s| matches!(&s.kind, StepKind::Op(op) if split_rope_store(op).is_none())));
     }
 }
+
+/// `case(c)` with its q/k/v products as 16-bit products read as stored (a `Gemm` step, `edit`
+/// applied to its epilogue) instead of a qmatmul step.
+fn gemm_case(c: Case, edit: impl Fn(&mut GemmEpilogue)) -> (Body, Vec<Type>) {
+    let (mut b, types) = case(c);
+    let p = b.steps.iter().position(|s| s.inputs.len() >= 4).unwrap();
+    let transpose = Op { kind: OpKind::Transpose, attrs: Attrs::new() };
+    let mut g = GemmEpilogue::new(false, None, false, crate::engine::program::Fused { nodes: vec![] }, Some(transpose));
+    if c.norm {
+        g.norm = Some(Op { kind: OpKind::RmsNorm, attrs: Attrs::new().with("epsilon", Attr::Float(1e-5)) });
+    }
+    edit(&mut g);
+    b.steps[p].kind = StepKind::Gemm(g);
+    (b, types)
+}
+
+fn gemm_store(b: &Body) -> Option<&Op> {
+    b.steps.iter().find_map(|s| match &s.kind {
+        StepKind::Gemm(g) => g.rope_store.as_ref(),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_store_of_either_rotation_folds_into_products_read_as_stored() {
+    for (neox, norm, shuffled) in [(true, false, false), (false, false, true), (true, true, true), (false, true, false)]
+    {
+        let (mut b, types) = gemm_case(Case { neox, norm, shuffled, ..Case::default() }, |_| {});
+        fuse(&mut b, &types);
+        assert_eq!(b.steps.len(), 3, "neox {neox} norm {norm}");
+        let s = &b.steps[1];
+        let (mut ins, mut outs) = (vec![0, 1, 2, 3], vec![9, 10, 11]);
+        if norm {
+            ins.push(4);
+            outs.push(12);
+        }
+        ins.extend([16, 5, 6, 7, 8]);
+        outs.extend([17, 18]);
+        assert_eq!((&s.inputs, &s.outputs), (&ins, &outs), "neox {neox} norm {norm}");
+        let p = KvStoreParams::from_attrs(&gemm_store(&b).unwrap().attrs).unwrap();
+        assert_eq!(p.rope.map(|r| r.interleaved), Some(!neox));
+        let StepKind::Gemm(g) = &s.kind else { unreachable!() };
+        assert_eq!(g.norm.is_some(), norm);
+    }
+}
+
+#[test]
+fn products_with_an_epilogue_or_not_read_as_stored_keep_their_store() {
+    let edits: [fn(&mut GemmEpilogue); 4] = [
+        |g| g.bias = true,
+        |g| g.residual = true,
+        |g| g.act = Some(Op { kind: OpKind::Silu, attrs: Attrs::new() }),
+        |g| g.b_transpose = None,
+    ];
+    for (i, edit) in edits.into_iter().enumerate() {
+        let (mut b, types) = gemm_case(Case { neox: true, ..Case::default() }, edit);
+        fuse(&mut b, &types);
+        assert!(gemm_store(&b).is_none() && b.steps.len() == 7, "edit {i}");
+    }
+    for c in [Case { cpu: true, ..Case::default() }, Case { k_read_twice: true, ..Case::default() }] {
+        let (mut b, types) = gemm_case(c, |_| {});
+        fuse(&mut b, &types);
+        assert!(gemm_store(&b).is_none());
+    }
+}
