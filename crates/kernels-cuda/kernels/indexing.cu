@@ -12,6 +12,9 @@
 //   gather_rows_<w>_<i>  out[o, j, :] = in[o * src_rows + rows[j], :] with rows of `row`
 //                        elements: one thread per output element, consecutive threads along a
 //                        row (coalesced on both sides).
+//   gather_idx_<w>_<idx>_<i>  gather_rows with the resolution of one index component inline
+//                        (i32, i64, u32 or u64 indices: a plain gather's, one launch instead of
+//                        two): the same rows, the same row 0 and error word for a bad index.
 //   scatter_claim        later duplicates win, deterministically: every update first claims its
 //   scatter_nd_claim     target with atomicMax(winner[target], u + 1) (order-independent), then
 //                        only the update whose number is the winner writes. Skipped (winner is
@@ -114,6 +117,49 @@ GATHER_ROWS(b16, u16)
 GATHER_ROWS(b32, u32)
 GATHER_ROWS(b64, u64)
 GATHER_ROWS(b128, b128)
+
+// ---- gather_idx --------------------------------------------------------------------------
+
+// out[o, j, :] = in[o * src_rows + row(raw[j]), :]: row() as resolve's for one component of
+// extent src_rows (negative from the end; out of range: row 0, and index j recorded in err by
+// the thread of its first element).
+template <typename T, typename I, typename C>
+__device__ __forceinline__ void gather_idx(const T* __restrict__ src, T* __restrict__ dst, const I* __restrict__ raw,
+                                           u64 total, u64 n, u64 src_rows, u64 row, unsigned long long* err) {
+    const C all = (C)total, count = (C)n, len = (C)row;
+    const i64 d = (i64)src_rows;
+    for (C i = (C)blockIdx.x * (C)blockDim.x + (C)threadIdx.x; i < all; i += (C)gridDim.x * (C)blockDim.x) {
+        const C t = i / len;
+        const C r = i - t * len;
+        const C o = t / count;
+        const C j = t - o * count;
+        const i64 x = index_value<I>(raw[j]);
+        const bool bad = x < -d || x >= d;
+        if (bad && r == 0 && o == 0) atomicMin(err, (unsigned long long)j);
+        const i64 at = bad ? 0 : (x < 0 ? x + d : x);
+        dst[i] = src[((i64)o * d + at) * (i64)row + (i64)r];
+    }
+}
+
+#define GATHER_IDX(W, T, N, I)                                                                  \
+    extern "C" __global__ void gather_idx_##W##_##N##_i32(const T* __restrict__ src, T* __restrict__ dst, \
+                                                          const I* __restrict__ raw, u64 total, u64 n,   \
+                                                          u64 src_rows, u64 row, unsigned long long* err) { \
+        gather_idx<T, I, u32>(src, dst, raw, total, n, src_rows, row, err);                     \
+    }                                                                                           \
+    extern "C" __global__ void gather_idx_##W##_##N##_i64(const T* __restrict__ src, T* __restrict__ dst, \
+                                                          const I* __restrict__ raw, u64 total, u64 n,   \
+                                                          u64 src_rows, u64 row, unsigned long long* err) { \
+        gather_idx<T, I, u64>(src, dst, raw, total, n, src_rows, row, err);                     \
+    }
+#define GATHER_IDX_ALL(W, T) GATHER_IDX(W, T, i32, i32) GATHER_IDX(W, T, i64, i64) GATHER_IDX(W, T, u32, u32) \
+    GATHER_IDX(W, T, u64, u64)
+
+GATHER_IDX_ALL(b8, u8)
+GATHER_IDX_ALL(b16, u16)
+GATHER_IDX_ALL(b32, u32)
+GATHER_IDX_ALL(b64, u64)
+GATHER_IDX_ALL(b128, b128)
 
 // ---- scatter -----------------------------------------------------------------------------
 

@@ -146,6 +146,54 @@ pub fn gather_rows(
     Ok(())
 }
 
+/// The index dtypes [`gather_index`] takes.
+pub fn gather_index_takes(dtype: DType) -> bool {
+    gather_index_name(dtype).is_some()
+}
+
+fn gather_index_name(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::Int32 => "i32",
+        DType::Int64 => "i64",
+        DType::UInt32 => "u32",
+        DType::UInt64 => "u64",
+        _ => return None,
+    })
+}
+
+/// [`resolve`] of one component of extent `src_rows` and [`gather_rows`] in one launch
+/// (`gather_idx_*`): `dst[o, j, :] = src[o * src_rows + row(raw[j]), :]` for n indices of
+/// `dtype` at `raw`, a bad one making its row 0 and lowering the u64 at `err` (set to u64::MAX
+/// by the caller) to its position. Ok(false), nothing launched, for index dtypes it does not
+/// take (those other than i32, i64, u32 and u64).
+#[allow(clippy::too_many_arguments)]
+pub fn gather_index(
+    stream: &Arc<CudaStream>,
+    (src, dst, raw): (u64, u64, u64),
+    dtype: DType,
+    (outer, n, src_rows): (usize, usize, usize),
+    row: usize,
+    elem: usize,
+    err: u64,
+) -> Result<bool> {
+    let Some(idx) = gather_index_name(dtype) else { return Ok(false) };
+    let (row, elem) = wide(row, elem, &[src, dst]);
+    let total = outer as u64 * n as u64 * row as u64;
+    if total == 0 {
+        return Ok(true);
+    }
+    let name = format!("gather_idx_{}_{idx}_{}", wide_suffix(elem)?, index_suffix(total));
+    let f = function(stream.context(), &INDEXING, &name)?;
+    let (n, src_rows, row) = (n as u64, src_rows as u64, row as u64);
+    let mut launch = stream.launch_builder(&f);
+    launch.arg(&src).arg(&dst).arg(&raw).arg(&total).arg(&n).arg(&src_rows).arg(&row).arg(&err);
+    // SAFETY: gather_idx_* takes (const T*, T*, const I*, u64, u64, u64, u64, u64*); raw holds
+    // n indices of the kernel's type, src outer * src_rows rows and dst outer * n rows of `row`
+    // elements, err one u64 (the caller's contract); out-of-range indices read row 0.
+    unsafe { launch.launch(grid_for(total)) }.map_err(Error::driver("cuLaunchKernel(gather_idx)"))?;
+    Ok(true)
+}
+
 /// scatter's geometry: the updates' shape, the output's row-major strides, the axis and the
 /// output's extent along it.
 fn scatter_geo(ushape: &[usize], out_shape: &[usize], axis: usize) -> Result<ScatterGeo> {

@@ -1,5 +1,6 @@
 //! GPU kernels of the indexing ops. gather and gather_nd: the index vectors are resolved into
-//! source row numbers on the device (`resolve`), then one row gather copies them. scatter and
+//! source row numbers on the device (`resolve`), then one row gather copies them (a gather of
+//! i32, i64, u32 or u64 indices in one launch that resolves them as it copies: `gather_idx`). scatter and
 //! scatter_nd: the input is copied into the result, the indices resolved, and the updates
 //! written in two phases so that, as on the CPU, the last update to a place wins
 //! deterministically (see kernels/indexing.cu).
@@ -139,10 +140,19 @@ fn gather(
         return Ok(());
     }
     let (input, indices) = (contiguous(input)?, contiguous(indices)?);
-    let (rows, err) = rows_buffer(dev, n, out)?;
     let s = &dev.stream;
-    ki::resolve(s, indices.addr(), indices.dtype(), rows.addr(), n as u64, &[dim], (1, 0), err).map_err(Error::from)?;
-    ki::gather_rows(s, input.addr(), out.addr(), rows.addr(), (outer, n, dim), row, e).map_err(Error::from)?;
+    // One launch that resolves the indices as it copies (the common index dtypes), else the
+    // resolution into row numbers, then the row gather.
+    let one = ki::gather_index_takes(indices.dtype());
+    let (rows, err) = rows_buffer(dev, if one { 0 } else { n }, out)?;
+    if one {
+        let ptrs = (input.addr(), out.addr(), indices.addr());
+        ki::gather_index(s, ptrs, indices.dtype(), (outer, n, dim), row, e, err).map_err(Error::from)?;
+    } else {
+        let (raw, rows) = (indices.addr(), rows.addr());
+        ki::resolve(s, raw, indices.dtype(), rows, n as u64, &[dim], (1, 0), err).map_err(Error::from)?;
+        ki::gather_rows(s, input.addr(), out.addr(), rows, (outer, n, dim), row, e).map_err(Error::from)?;
+    }
     if gather_index_error(dev, err)? {
         return on_host(op, inputs, outputs);
     }
