@@ -314,3 +314,7 @@ fn run_host_folded(types: &[Type], g: &GemmEpilogue, inputs: &[Buffer], outputs:
     run_host_kernel(types, &step(plain), &[a.clone(), wu.clone()], std::slice::from_ref(up))?;
     cpu::elementwise::run(mul, &[gate.clone(), up.clone()], out)
 }
+
+#[cfg(test)]
+#[path = "exec_tests.rs"]
+mod tests;
