@@ -12,21 +12,17 @@ the table as the unfused store treats them."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from engine_util import session
+from test_gpu_qkv_rope_store import BITS, D, EPS, HKV, HQ, LAYERS, NP, NPOS, PAGE, PAGES
+from test_gpu_qkv_rope_store import run as run_qkv
 from test_gpu_rope_store import rope_ref
 from max import _core, tuning
-from max import driver
 from max.dtype import DType
 from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
 from max.nn import kernels
-
-NP = {DType.float32: np.float32, DType.bfloat16: ml_dtypes.bfloat16, DType.float16: np.float16}
-BITS = {DType.float32: np.uint32, DType.bfloat16: np.uint16, DType.float16: np.uint16}
-PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS, EPS = 6, 2, 8, 4, 2, 64, 64, 1e-5
 # the products' plain kernel at one row without a split of K (gemv_nt.split_k), so that the
 # unfused graph's sums are the fused launch's
 PLAIN_SUMS = {"gemv_nt.split_k": 1}
@@ -139,12 +135,10 @@ def reference(dtype, ws, x, gamma, norm, freqs, pos, interleaved):
     return outs, scales
 
 
-def run(model, gpu, x, blocks, freqs, pos, slots, gamma):
-    cache = driver.Buffer.from_numpy(blocks.copy()).to(gpu)
-    args = [driver.Buffer.from_numpy(np.ascontiguousarray(a)).to(gpu) for a in (x, freqs, pos, slots, gamma)]
-    with tuning.override(**PLAIN_SUMS), tuning.record_launches() as log:
-        (q_out,) = model.execute(args[0], cache, *args[1:])
-    return q_out.to_numpy(), cache.to(driver.CPU()).to_numpy(), log
+def run(model, gpu, *args):
+    """test_gpu_qkv_rope_store's run (rope(q), the cache, the launches) with PLAIN_SUMS."""
+    with tuning.override(**PLAIN_SUMS):
+        return run_qkv(model, gpu, *args)
 
 
 # (rotation of adjacent pairs, rotary dims, a table of the activations' type)

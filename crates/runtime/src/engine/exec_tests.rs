@@ -7,24 +7,9 @@ use max_graph::ops::attention::STORE_ROPE;
 use max_graph::ops::{Op, OpKind};
 
 use super::*;
-use crate::cpu::attention::{slice, slice_mut};
+use crate::cpu::attention::slice;
+use crate::cpu::attention::tests::{buf, noise};
 use crate::engine::program::{Fused, GemmEpilogue, Step, StepKind};
-
-fn buf<T: Copy>(dtype: DType, shape: &[usize], data: &[T]) -> Buffer {
-    let b = Buffer::empty(dtype, &shape.iter().map(|&d| d as i64).collect::<Vec<_>>(), &Device::Cpu).unwrap();
-    slice_mut::<T>("test", &b).unwrap().copy_from_slice(data);
-    b
-}
-
-fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 #[test]
 fn a_folded_rope_store_runs_on_the_host_as_the_products_then_the_store() {

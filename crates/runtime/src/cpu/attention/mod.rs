@@ -8,7 +8,7 @@ mod paged_avx2;
 mod rope;
 mod store;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use half::{bf16, f16};
 use max_graph::DType;

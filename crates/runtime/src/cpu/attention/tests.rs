@@ -9,7 +9,8 @@ use max_graph::ops::{Op, OpKind};
 use super::run;
 use crate::Buffer;
 
-fn buf<T: Copy>(dtype: DType, shape: &[usize], data: &[T]) -> Buffer {
+/// A host buffer of `shape` holding `data` (shared with engine/exec_tests.rs).
+pub(crate) fn buf<T: Copy>(dtype: DType, shape: &[usize], data: &[T]) -> Buffer {
     let b = Buffer::empty(dtype, &shape.iter().map(|&d| d as i64).collect::<Vec<_>>(), &Device::Cpu).unwrap();
     let dst = super::slice_mut::<T>("test", &b).unwrap();
     dst.copy_from_slice(data);
@@ -21,7 +22,7 @@ fn chain() -> Buffer {
 }
 
 /// A small deterministic pseudo-random sequence in [-1, 1).
-fn noise(n: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {

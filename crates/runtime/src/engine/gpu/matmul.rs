@@ -30,18 +30,14 @@ pub(super) fn act_of(op: &Op) -> Result<Act> {
 /// products of one `a` (one output each, no epilogue) when the weights are read as stored; a
 /// folded rms_norm or gated pair is [`folded`]'s, a folded rope + KV-cache store matmul_rope.rs's.
 pub(super) fn fused(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    // a folded store writes the cache in place (inputs [.., chain, blocks, slots, freqs, positions])
-    if g.rope_store.is_some() && inputs.len() >= 4 && !inputs[inputs.len() - 4].is_contiguous() {
-        return Err(Error::Value(format!("{}: the KV cache must be a contiguous buffer", g.name())));
+    if let Some(store) = &g.rope_store {
+        return super::matmul_rope::with_rope_store(dev, g, store, inputs, outputs);
     }
     // the kernels read every operand (x, the weights, bias, residual, the norm weight) as dense
     // rows: a strided view is copied first
     let dense: Vec<Buffer> =
         inputs.iter().map(|b| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() }).collect::<Result<_>>()?;
     let inputs = &dense[..];
-    if let Some(store) = &g.rope_store {
-        return super::matmul_rope::with_rope_store(dev, g, store, inputs, outputs);
-    }
     if g.norm.is_some() || g.gated.is_some() {
         return folded(dev, g, inputs, outputs);
     }

@@ -7,19 +7,18 @@
 //! (gemv_nt.rs `plan_ks`: few rows of long K, no norm folded), whose rounding then differs.
 
 use max_graph::ops::Op;
-use max_graph::ops::attention::CacheLayout;
 use max_graph::ops::reduction::RmsNormParams;
 use max_kernels_cuda::launch::epilogue::Epilogue;
 use max_kernels_cuda::launch::gemv_nt::{self, Fusion, NormPrologue, NtRope};
 
 use super::super::program::GemmEpilogue;
-use super::attention::RopeStoreCall;
+use super::folded_store::FoldedStore;
 use crate::cuda::CudaDevice;
 use crate::{Buffer, Error, Result};
 
 /// Inputs: the products' (x, W_q, W_k, W_v, the norm weight if any), then the store's chain,
 /// blocks, slots, freqs_cis and positions; outputs: q, k and v (and the normalised x), then the
-/// store's chain and rope(q). All dense (matmul.rs `fused`).
+/// store's chain and rope(q) (folded_store.rs), as given (matmul.rs `fused` runs this first).
 pub(super) fn with_rope_store(
     dev: &CudaDevice,
     g: &GemmEpilogue,
@@ -27,45 +26,28 @@ pub(super) fn with_rope_store(
     inputs: &[Buffer],
     outputs: &[Buffer],
 ) -> Result<()> {
-    let name = store.kind.name();
-    let bad =
-        || Error::Value(format!("{name}: the inputs and outputs of q/k/v products with their store do not match"));
-    let (Some(pin), Some(pout)) = (inputs.len().checked_sub(5), outputs.len().checked_sub(2)) else {
-        return Err(bad());
-    };
-    let ((pin, [_, blocks, slots, freqs, positions]), (pout, [_, q_out])) =
-        ((&inputs[..pin], &inputs[pin..]), (&outputs[..pout], &outputs[pout..]))
-    else {
-        return Err(bad());
-    };
-    let [q, kk, v, ..] = pout else { return Err(bad()) };
+    let f = FoldedStore::new(store, inputs, outputs)?;
     let plain = GemmEpilogue { rope_store: None, ..g.clone() };
-    // The products' outputs seen as the store sees them: q as rope(q), k and v as the cache's rows.
-    let c = CacheLayout::from_shape(blocks.shape()).map_err(|m| Error::Value(format!("{name}: {m}")))?;
-    let kv = vec![slots.num_elements(), c.kv_heads, c.head_dim];
-    let view = |b: &Buffer, shape: Vec<usize>| b.reshaped(shape).map_err(|e| Error::Value(format!("{name}: {e}")));
-    let (qv, kv3, vv) = (view(q, q_out.shape().to_vec())?, view(kk, kv.clone())?, view(v, kv)?);
-    let call = super::attention::rope_store_call(store, [blocks, &kv3, &vv, slots, &qv, freqs, positions], q_out)?;
-    let addrs = (q_out.addr(), blocks.addr(), slots.addr(), freqs.addr(), positions.addr());
-    if call.shape.tokens == 1 && folded(dev, &plain, pin, pout, &call, addrs)? {
-        return Ok(());
+    if f.call.shape.tokens == 1 {
+        // (the kernel reads x, the weights and the norm weight as dense rows)
+        let dense: Vec<Buffer> = f
+            .inputs
+            .iter()
+            .map(|b| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() })
+            .collect::<Result<_>>()?;
+        if folded(dev, &plain, &f, &dense)? {
+            return Ok(());
+        }
     }
-    super::matmul::fused(dev, &plain, pin, pout)?;
-    let (ptrs, shape, cache, flags) = (call.ptrs, call.shape, call.cache, call.flags);
-    max_kernels_cuda::launch::attention::rope_kv_store(&dev.stream, q.dtype(), ptrs, shape, cache, call.layer, flags)
-        .map_err(Error::from)
+    super::matmul::fused(dev, &plain, f.inputs, f.outputs)?;
+    f.launch(dev)
 }
 
 /// One gemv_nt launch of the products with the store in their epilogue, where a kernel takes
 /// them (one row of x, products of exactly the store's heads); Ok(false) launches nothing.
-fn folded(
-    dev: &CudaDevice,
-    g: &GemmEpilogue,
-    inputs: &[Buffer],
-    outputs: &[Buffer],
-    call: &RopeStoreCall,
-    (q_out, blocks, slots, freqs, positions): (u64, u64, u64, u64, u64),
-) -> Result<bool> {
+fn folded(dev: &CudaDevice, g: &GemmEpilogue, f: &FoldedStore, inputs: &[Buffer]) -> Result<bool> {
+    let (outputs, call) = (f.outputs, &f.call);
+    let (q_out, blocks, slots, freqs, positions) = f.addrs();
     let (Some(x), Some(ws), Some(outs)) = (inputs.first(), inputs.get(1..4), outputs.get(..3)) else {
         return Ok(false);
     };

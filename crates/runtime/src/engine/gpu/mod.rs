@@ -7,6 +7,7 @@ mod attention;
 pub(crate) mod collective;
 mod conv;
 mod fft;
+mod folded_store;
 mod indexing;
 mod layout;
 mod matmul;

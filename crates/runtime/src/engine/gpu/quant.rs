@@ -75,27 +75,10 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
 /// chain and rope(q). One GEMV launch where a kernel takes it (launch::quant::fold_path with a
 /// `QRope`); otherwise the product step, then the rope + store launch through its outputs.
 fn with_rope_store(dev: &CudaDevice, store: &Op, product: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
-    let name = store.kind.name();
-    let bad =
-        || Error::Value(format!("{name}: the inputs and outputs of q/k/v products with their store do not match"));
-    let (Some(pin), Some(pout)) = (inputs.len().checked_sub(5), outputs.len().checked_sub(2)) else {
-        return Err(bad());
+    let f = super::folded_store::FoldedStore::new(store, inputs, outputs)?;
+    let (call, [q, kk, v, ..]) = (&f.call, f.outputs) else {
+        return Err(Error::Value(format!("{}: q/k/v products without three outputs", store.kind.name())));
     };
-    let ((pin, [_, blocks, slots, freqs, positions]), (pout, [_, q_out])) =
-        ((&inputs[..pin], &inputs[pin..]), (&outputs[..pout], &outputs[pout..]))
-    else {
-        return Err(bad());
-    };
-    let [q, kk, v, ..] = pout else { return Err(bad()) };
-    let packed = |b: &Buffer| if b.is_contiguous() { Ok(b.clone()) } else { b.contiguous() };
-    let (blocks, slots, freqs, positions) = (packed(blocks)?, packed(slots)?, packed(freqs)?, packed(positions)?);
-    // The products' outputs seen as the store sees them: q as rope(q), k and v as the cache's rows.
-    let c = max_graph::ops::attention::CacheLayout::from_shape(blocks.shape())
-        .map_err(|m| Error::Value(format!("{name}: {m}")))?;
-    let kv = vec![slots.num_elements(), c.kv_heads, c.head_dim];
-    let view = |b: &Buffer, shape: Vec<usize>| b.reshaped(shape).map_err(|e| Error::Value(format!("{name}: {e}")));
-    let (qv, kv3, vv) = (view(q, q_out.shape().to_vec())?, view(kk, kv.clone())?, view(v, kv)?);
-    let call = super::attention::rope_store_call(store, [&blocks, &kv3, &vv, &slots, &qv, &freqs, &positions], q_out)?;
     // The kernels store rows r < m at token r, each product's n rows as heads x head_dim: only
     // products of exactly the store's shapes (a graph may view other shapes as them), and pairs
     // on even rows.
@@ -104,24 +87,14 @@ fn with_rope_store(dev: &CudaDevice, store: &Op, product: &Op, inputs: &[Buffer]
         |b: &Buffer, heads: usize| b.shape().last() == Some(&(heads * dim)) && b.num_elements() == tokens * heads * dim;
     let fits = rows(q, call.shape.heads) && rows(kk, call.cache.kv_heads) && rows(v, call.cache.kv_heads);
     if call.flags.interleaved && fits && dim % 2 == 0 && crate::engine::passes::split_qgated(product).is_none() {
-        let ptrs = (q_out.addr(), blocks.addr(), slots.addr(), freqs.addr(), positions.addr());
         let sh = call.shape;
-        let rope = k::QRope::new(ptrs, &call.cache, call.layer, (sh.positions, sh.rot, call.flags.freqs_f32));
-        if folded(dev, product, pin, pout, rope)? {
+        let rope = k::QRope::new(f.addrs(), &call.cache, call.layer, (sh.positions, sh.rot, call.flags.freqs_f32));
+        if folded(dev, product, f.inputs, f.outputs, rope)? {
             return Ok(());
         }
     }
-    run(dev, product, pin, pout)?;
-    max_kernels_cuda::launch::attention::rope_kv_store(
-        &dev.stream,
-        q.dtype(),
-        call.ptrs,
-        call.shape,
-        call.cache,
-        call.layer,
-        call.flags,
-    )
-    .map_err(Error::from)
+    run(dev, product, f.inputs, f.outputs)?;
+    f.launch(dev)
 }
 
 /// A step of sibling qmatmuls (engine/passes/fuse_sibling_qmatmul.rs): `lhs` times each

@@ -84,6 +84,19 @@ fn case(c: Case) -> (Body, Vec<Type>) {
     (Body { args: (0..9).collect(), steps, results }, types)
 }
 
+/// The folded step's inputs and outputs: weights and products in the order q, k, v whatever the
+/// sibling step's order, the norm's (with one), then the store's.
+fn folded_io(norm: bool) -> (Vec<ValueId>, Vec<ValueId>) {
+    let (mut ins, mut outs) = (vec![0, 1, 2, 3], vec![9, 10, 11]);
+    if norm {
+        ins.push(4);
+        outs.push(12);
+    }
+    ins.extend([16, 5, 6, 7, 8]);
+    outs.extend([17, 18]);
+    (ins, outs)
+}
+
 fn kinds(b: &Body) -> Vec<OpKind> {
     b.steps
         .iter()
@@ -101,14 +114,7 @@ fn the_store_folds_into_the_products_in_its_place() {
         fuse(&mut b, &types);
         assert_eq!(kinds(&b), [OpKind::ChainCreate, OpKind::QMatmul, OpKind::Exp], "shuffled {shuffled} norm {norm}");
         let s = &b.steps[1];
-        // weights and products in the order q, k, v whatever the sibling step's order
-        let (mut ins, mut outs) = (vec![0, 1, 2, 3], vec![9, 10, 11]);
-        if norm {
-            ins.push(4);
-            outs.push(12);
-        }
-        ins.extend([16, 5, 6, 7, 8]);
-        outs.extend([17, 18]);
+        let (ins, outs) = folded_io(norm);
         assert_eq!((&s.inputs, &s.outputs), (&ins, &outs), "shuffled {shuffled} norm {norm}");
         let StepKind::Op(op) = &s.kind else { unreachable!() };
         let (store, product) = split_rope_store(op).unwrap();
@@ -168,13 +174,7 @@ fn a_store_of_either_rotation_folds_into_products_read_as_stored() {
         fuse(&mut b, &types);
         assert_eq!(b.steps.len(), 3, "neox {neox} norm {norm}");
         let s = &b.steps[1];
-        let (mut ins, mut outs) = (vec![0, 1, 2, 3], vec![9, 10, 11]);
-        if norm {
-            ins.push(4);
-            outs.push(12);
-        }
-        ins.extend([16, 5, 6, 7, 8]);
-        outs.extend([17, 18]);
+        let (ins, outs) = folded_io(norm);
         assert_eq!((&s.inputs, &s.outputs), (&ins, &outs), "neox {neox} norm {norm}");
         let p = KvStoreParams::from_attrs(&gemm_store(&b).unwrap().attrs).unwrap();
         assert_eq!(p.rope.map(|r| r.interleaved), Some(!neox));
