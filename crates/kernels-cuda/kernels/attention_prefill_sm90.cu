@@ -339,17 +339,25 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     auto release_v = [&](int t) {
         if (lane == 0) mbar_arrive(&empty_v[stage_of(t)]);
     };
-    // Whether every key of tile t (below k_end) has a page, the same in every lane of the warp:
-    // lane i reads the table entries of the tile's pages i, i + 32, ... (issued ahead of the
-    // tile's S; the softmax uses it). The producer finds the same pages for its loads.
+    // Whether every key of tile t (below k_end) has a page: lane i reads the table entry of the
+    // tile's page i (tile_page; pages of under 4 keys also i + 32, ...), and the warp votes
+    // (tile_paged) when the tile's softmax needs it. The loads go out a tile ahead, before the
+    // previous tile's softmax, and nothing uses their values until the vote, so no warp waits on
+    // them. The producer finds the same pages for its loads.
     const PfKv kv = pf_kv<D>(a, tile);
-    auto tile_paged = [&](int t) -> bool {
+    auto tile_page = [&](int t) -> u32 {  // the lane's page id (0: none of its own), or one past the cache
         const u32 k0 = k_begin + (u32)t * FA_KEYS;
         const u64 last = ((u64)k0 + FA_KEYS < (u64)k_end ? (u64)k0 + FA_KEYS : (u64)k_end) - 1;
-        bool ok = true;
-        for (u64 pg = k0 / kv.ps + (u32)lane; pg <= last / kv.ps; pg += 32) ok = ok && kv.table[pg] < kv.pages;
-        return __all_sync(FULL_MASK, ok);
+        u64 pg = k0 / kv.ps + (u32)lane;
+        if (pg > last / kv.ps) return 0u;
+        u32 id = kv.table[pg];
+        for (pg += 32; pg <= last / kv.ps; pg += 32) {
+            const u32 more = kv.table[pg];
+            if (more >= kv.pages) id = more;
+        }
+        return id;
     };
+    auto tile_paged = [&](u32 id) -> bool { return __all_sync(FULL_MASK, id < kv.pages); };
     auto skip = [&](int t) { wait_k(t), release_k(t), wait_v(t), release_v(t); };
     auto k_smem = [&](int t) { return skv + (u32)stage_of(t) * (2 * KV_BYTES); };
 
@@ -456,32 +464,34 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         float sc[FA_KEYS / 2];
         u32 pa[FA_KEYS / 16][4];
         float alpha[2];
+        u32 pid = tile_page(t_lo), pid_next = 0u;  // (in flight while Q lands)
         mbar_wait(qbar, 0);
         if (FaOverlap<D, CAP>::on) {
             // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
             // softmax while that P V finishes (FlashAttention-3's intra-warpgroup overlap): O is
             // rescaled by tile t's alpha only once tile t - 1's P V has retired.
-            bool paged = tile_paged(t_lo);
             take_turn();
             wait_k(t_lo);
             qk(sc, t_lo);
             pass_turn(false);
+            if (t_lo + 1 < t_hi) pid_next = tile_page(t_lo + 1);
             wgmma_wait0();
             fa_fence_regs<FA_KEYS / 2>(sc);
-            softmax(sc, t_lo, paged, alpha);  // O is still 0: nothing to rescale
+            softmax(sc, t_lo, tile_paged(pid), alpha);  // O is still 0: nothing to rescale
             release_k(t_lo);
             pack(sc, pa);
             for (t = t_lo + 1; t < t_hi; ++t) {
-                paged = tile_paged(t);
+                pid = pid_next;
                 take_turn();
                 wait_k(t);
                 qk(sc, t);
                 wait_v(t - 1);
                 pv(pa, t - 1);
                 pass_turn(false);
+                if (t + 1 < t_hi) pid_next = tile_page(t + 1);
                 wgmma_wait1();  // S of tile t (the older group) has landed
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, paged, alpha);
+                softmax(sc, t, tile_paged(pid), alpha);
                 release_k(t);
                 wgmma_wait0();  // P V of tile t - 1 too
                 fa_fence_regs<D / 2>(o);
@@ -499,12 +509,13 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         } else {
             // One tile at a time: S, softmax, P V.
             for (t = t_lo; t < t_hi; ++t) {
-                const bool paged = tile_paged(t);
+                if (t > t_lo) pid = pid_next;
                 wait_k(t);
                 qk(sc, t);
+                if (t + 1 < t_hi) pid_next = tile_page(t + 1);
                 wgmma_wait0();
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, paged, alpha);
+                softmax(sc, t, tile_paged(pid), alpha);
                 release_k(t);
                 rescale(alpha);
                 pack(sc, pa);
