@@ -339,11 +339,12 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     auto release_v = [&](int t) {
         if (lane == 0) mbar_arrive(&empty_v[stage_of(t)]);
     };
-    // Whether every key of tile t (below k_end) has a page: lane i reads the table entry of the
-    // tile's page i (tile_page; pages of under 4 keys also i + 32, ...), and the warp votes
-    // (tile_paged) when the tile's softmax needs it. The loads go out a tile ahead, before the
-    // previous tile's softmax, and nothing uses their values until the vote, so no warp waits on
-    // them. The producer finds the same pages for its loads.
+    // Whether every key of tile t (below k_end) has a page. First, before the loop (while Q
+    // lands), one pass over the pages of the warp's tiles [t_lo, t_hi) (lane i: pages i, i + 32,
+    // ..., eight loads in flight): where all have one (all_paged, the usual case) no tile is
+    // checked again. Otherwise lane i reads the table entry of a tile's page i (tile_page; pages
+    // of under 4 keys also i + 32, ...) a tile ahead, and the warp votes (tile_paged) at the
+    // tile's softmax. The producer finds the same pages for its loads.
     const PfKv kv = pf_kv<D>(a, tile);
     auto tile_page = [&](int t) -> u32 {  // the lane's page id (0: none of its own), or one past the cache
         const u32 k0 = k_begin + (u32)t * FA_KEYS;
@@ -358,6 +359,14 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         return id;
     };
     auto tile_paged = [&](u32 id) -> bool { return __all_sync(FULL_MASK, id < kv.pages); };
+    auto range_paged = [&](int t0, int t1) -> bool {  // every tile of [t0, t1) (t0 < t1)
+        const u32 k0 = k_begin + (u32)t0 * FA_KEYS;
+        const u64 end = (u64)k_begin + (u64)t1 * FA_KEYS, last = (end < (u64)k_end ? end : (u64)k_end) - 1;
+        u32 worst = 0u;
+#pragma unroll 8
+        for (u64 pg = k0 / kv.ps + (u32)lane; pg <= last / kv.ps; pg += 32) worst = max(worst, kv.table[pg]);
+        return __all_sync(FULL_MASK, worst < kv.pages);
+    };
     auto skip = [&](int t) { wait_k(t), release_k(t), wait_v(t), release_v(t); };
     auto k_smem = [&](int t) { return skv + (u32)stage_of(t) * (2 * KV_BYTES); };
 
@@ -464,7 +473,9 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         float sc[FA_KEYS / 2];
         u32 pa[FA_KEYS / 16][4];
         float alpha[2];
-        u32 pid = tile_page(t_lo), pid_next = 0u;  // (in flight while Q lands)
+        const bool all_paged = range_paged(t_lo, t_hi);
+        u32 pid = all_paged ? 0u : tile_page(t_lo), pid_next = 0u;
+        auto paged = [&](u32 id) { return all_paged || tile_paged(id); };  // (all_paged: the warp's alike)
         mbar_wait(qbar, 0);
         if (FaOverlap<D, CAP>::on) {
             // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
@@ -474,10 +485,10 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
             wait_k(t_lo);
             qk(sc, t_lo);
             pass_turn(false);
-            if (t_lo + 1 < t_hi) pid_next = tile_page(t_lo + 1);
+            if (!all_paged && t_lo + 1 < t_hi) pid_next = tile_page(t_lo + 1);
             wgmma_wait0();
             fa_fence_regs<FA_KEYS / 2>(sc);
-            softmax(sc, t_lo, tile_paged(pid), alpha);  // O is still 0: nothing to rescale
+            softmax(sc, t_lo, paged(pid), alpha);  // O is still 0: nothing to rescale
             release_k(t_lo);
             pack(sc, pa);
             for (t = t_lo + 1; t < t_hi; ++t) {
@@ -488,10 +499,10 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                 wait_v(t - 1);
                 pv(pa, t - 1);
                 pass_turn(false);
-                if (t + 1 < t_hi) pid_next = tile_page(t + 1);
+                if (!all_paged && t + 1 < t_hi) pid_next = tile_page(t + 1);
                 wgmma_wait1();  // S of tile t (the older group) has landed
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, tile_paged(pid), alpha);
+                softmax(sc, t, paged(pid), alpha);
                 release_k(t);
                 wgmma_wait0();  // P V of tile t - 1 too
                 fa_fence_regs<D / 2>(o);
@@ -512,10 +523,10 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
                 if (t > t_lo) pid = pid_next;
                 wait_k(t);
                 qk(sc, t);
-                if (t + 1 < t_hi) pid_next = tile_page(t + 1);
+                if (!all_paged && t + 1 < t_hi) pid_next = tile_page(t + 1);
                 wgmma_wait0();
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, tile_paged(pid), alpha);
+                softmax(sc, t, paged(pid), alpha);
                 release_k(t);
                 rescale(alpha);
                 pack(sc, pa);
