@@ -49,10 +49,12 @@
 //   stage's K is refilled while its V is still being read, and K arrives well ahead of its S,
 //   V ahead of its P V. The tiles a consumer's rows see are a run; the others it only waits for
 //   and releases, so the barriers' phases stay in step. Which keys of a tile have a page (a key
-//   without one is masked) each consumer warp reads from the page table itself, one entry per
-//   page and lane and a vote: no shared-memory word passes from producer threads to consumer
+//   without one is masked) each consumer warp reads from the page table itself: once for all
+//   its tiles before its loop (a lane per page, a vote), and tile by tile, a tile ahead, only
+//   where a page is missing. No shared-memory word passes from producer threads to consumer
 //   threads beside the tiles, which only the tensor cores read (compute-sanitizer's racecheck
-//   does not take mbarrier phases as ordering threads' accesses, and flagged such words).
+//   does not take mbarrier phases as ordering threads' accesses, and flagged such words); a
+//   check before every tile's S cost 5-13% (benchmarks/history-3.md).
 // Finally O / l is stored; a row with no visible key stores 0, as the reference does.
 //
 // Shared tiles (Q, K, V) are the wgmma canonical layout with the 128-byte swizzle: rows of
