@@ -16,41 +16,24 @@ import numpy as np
 import pytest
 
 from engine_util import session
-from test_gpu_qkv_rope_store import BITS, D, EPS, HKV, HQ, LAYERS, NP, NPOS, PAGE, PAGES
+from test_gpu_qkv_rope_store import D, HKV, HQ, LAYERS, NP, NPOS, PAGE, PAGES
+from test_gpu_qkv_rope_store import attention_layer_steps, check, normed, products_reference, qkv_rope_store_graph
 from test_gpu_qkv_rope_store import run as run_qkv
-from test_gpu_rope_store import rope_ref
 from max import _core, tuning
 from max.dtype import DType
-from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
-from max.nn import kernels
+from max.graph import DeviceRef, ops
 # the products' plain kernel at one row without a split of K (gemv_nt.split_k), so that the
 # unfused graph's sums are the fused launch's
 PLAIN_SUMS = {"gemv_nt.split_k": 1}
 
 
 def layer(where, dtype, ws, norm=True, interleaved=False, rot=D, freqs_dtype=DType.float32):
-    """x [t, K] (rms_norm'd with gamma when `norm`) times W_q, W_k, W_v ([n, K] as stored), the
-    products' ropes (the first `rot` dims of each head) and their store into layer 1 of the
-    cache; the graph's result is rope(q)."""
-    k = ws[0].shape[1]
-    types = [
-        TensorType(dtype, ["t", k], where),
-        BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], where),
-        TensorType(freqs_dtype, [NPOS, rot], where),
-        TensorType(DType.uint32, ["t"], where),
-        TensorType(DType.uint32, ["t"], where),
-        TensorType(dtype, [k], where),
-    ]
-    with Graph("gemm_rope_store", input_types=types) as g:
-        x, cache, freqs, pos, slots, gamma = g.inputs
-        if norm:
-            x = kernels.rms_norm(x, gamma, EPS)
-        q, kk, v = (ops.matmul(x, ops.transpose(ops.constant(w, dtype, where), 0, 1)) for w in ws)
-        q = kernels.rope(ops.reshape(q, ["t", HQ, D]), freqs, pos, interleaved=interleaved)
-        kk = kernels.rope(ops.reshape(kk, ["t", HKV, D]), freqs, pos, interleaved=interleaved)
-        kernels.kv_cache_store(cache, kk, ops.reshape(v, ["t", HKV, D]), slots, 1)
-        g.output(q)
-    return g
+    """qkv_rope_store_graph over the 16-bit products of `ws` ([n, K] as stored)."""
+    def products(x):
+        return [ops.matmul(x, ops.transpose(ops.constant(w, dtype, where), 0, 1)) for w in ws]
+
+    return qkv_rope_store_graph("gemm_rope_store", where, dtype, ws[0].shape[1], products, norm, interleaved, rot,
+                                freqs_dtype)
 
 
 def weights(rng, k):
@@ -87,52 +70,22 @@ def test_the_folded_store_lets_the_attention_launch_early():
     """passes/mark_early_index.rs on a bf16 layer as the models stage it (rope_attention, a
     rotation of halves): the attention reads its index inputs early and the products with the
     store folded in are marked to let it launch early where the store runs apart."""
-    from max.nn.attention.attention_with_rope import rope_attention
-    from max.nn.kv_cache.cache_params import PagedCacheValues
-
-    gpu, bf16, u32, k = DeviceRef.GPU(), DType.bfloat16, DType.uint32, 256
+    gpu, bf16, k = DeviceRef.GPU(), DType.bfloat16, 256
     ws = weights(np.random.default_rng(0), k)
     wo = (np.random.default_rng(1).standard_normal((k, HQ * D)) / 16).astype(np.float32)
-    types = [TensorType(bf16, ["t", k], gpu), BufferType(bf16, [PAGES, 2, LAYERS, PAGE, HKV, D], gpu),
-             TensorType(u32, ["b"], gpu), TensorType(u32, ["b", 4], gpu), TensorType(u32, ["t"], gpu),
-             TensorType(u32, ["t"], gpu), TensorType(u32, ["b1"], gpu), TensorType(DType.float32, [NPOS, D], gpu)]
-    with Graph("layer", input_types=types) as g:
-        x, cache, lengths, table, positions, slots, offsets, freqs = g.inputs
-        kv = PagedCacheValues(cache, lengths, table, None, positions, slots)
-        const = [ops.transpose(ops.constant(w, bf16, gpu), 0, 1) for w in (*ws, wo)]
-        g.output(rope_attention(x, lambda a: tuple(ops.matmul(a, w) for w in const[:3]),
-                                lambda a: ops.matmul(a, const[3]), kv, freqs, offsets, layer=1,
-                                n_heads=HQ, n_kv_heads=HKV, head_dim=D, interleaved=False, scale=D**-0.5))
-    steps = [s for s in lowered(g, marks=True) if "+" in s]
+
+    def const(w):
+        return ops.transpose(ops.constant(w, bf16, gpu), 0, 1)
+
+    steps = attention_layer_steps(bf16, k, lambda a: tuple(ops.matmul(a, const(w)) for w in ws),
+                                  lambda a: ops.matmul(a, const(wo)), interleaved=False)
     assert steps == ["gemm[matmul_wt+rope_store]+early_next", "paged_attention+early_index"], steps
 
 
 def reference(dtype, ws, x, gamma, norm, freqs, pos, interleaved):
-    """rope(q), k rotated and v in float64 over the weights as stored in `dtype`; and each
-    element's scale (sum of |x| |w| over K, a rotated element's with its pair's), for the bound."""
-    n = x.astype(np.float64)
-    if norm:
-        n = n / np.sqrt(np.mean(n * n, -1, keepdims=True) + EPS) * gamma.astype(np.float64)
-    outs, scales = [], []
-    f64 = freqs.astype(np.float64)
-    rot = freqs.shape[1]
-    for w, heads, rotate in zip(ws, (HQ, HKV, HKV), (True, True, False)):
-        wd = w.astype(NP[dtype]).astype(np.float64)
-        y = (n @ wd.T).reshape(len(x), heads, D)
-        s = (np.abs(n) @ np.abs(wd).T).reshape(len(x), heads, D)
-        if rotate:
-            y = rope_ref(y, f64, pos, interleaved)
-            partner = s.copy()
-            if interleaved:
-                pairs = s[..., :rot].reshape(len(x), heads, rot // 2, 2)
-                partner[..., :rot] = pairs[..., ::-1].reshape(len(x), heads, rot)
-            else:
-                h = rot // 2
-                partner[..., :h], partner[..., h:rot] = s[..., h:rot], s[..., :h]
-            s = s + np.where(np.arange(D) < rot, partner, 0)
-        outs.append(y)
-        scales.append(s)
-    return outs, scales
+    """products_reference over the weights as stored in `dtype`."""
+    dense = [w.astype(NP[dtype]).astype(np.float64) for w in ws]
+    return products_reference(normed(x, gamma, norm), dense, freqs, pos, interleaved)
 
 
 def run(model, gpu, *args):
@@ -175,17 +128,9 @@ def test_folded_store_is_the_unfused_one(hopper, rng, interleaved, rot, act_freq
             names = [r["kernel"] for r in log.records() if r.get("family") == "gemv_nt"]
             want = {"norm": "_vec_norm_rope", "postnorm": "_postnorm_rope", "plain": "_vec_rope"}[norm]
             assert names[0].endswith(want), names
-        bits = BITS[dtype]
-        assert np.array_equal(qa.view(bits), qb.view(bits)), f"rope(q), t={t}"
-        assert np.array_equal(ca.view(bits), cb.view(bits)), f"cache, t={t}"
-        (want_q, want_k, want_v), scales = reference(dtype, ws, x, gamma, norm != "plain", freqs, pos, interleaved)
         rel = {DType.bfloat16: 2.0**-6, DType.float16: 2.0**-9}[dtype]
-        got_k = np.stack([ca[s // PAGE, 0, 1, s % PAGE] for s in slots]).astype(np.float64)
-        got_v = np.stack([ca[s // PAGE, 1, 1, s % PAGE] for s in slots]).astype(np.float64)
-        for what, got, want, scale in zip("qkv", (qa.astype(np.float64), got_k, got_v), (want_q, want_k, want_v),
-                                          scales):
-            err = np.abs(got - want)
-            assert (err <= rel * scale + 1e-30).all(), f"{what}, t={t}: worst {err.max()}"
+        ref = reference(dtype, ws, x, gamma, norm != "plain", freqs, pos, interleaved)
+        check(dtype, t, slots, (qa, ca), (qb, cb), ref, rel)
 
 
 @pytest.mark.gpu

@@ -29,12 +29,11 @@ BITS = {DType.float32: np.uint32, DType.bfloat16: np.uint16, DType.float16: np.u
 PAGES, LAYERS, PAGE, HQ, HKV, D, NPOS, EPS = 6, 2, 8, 4, 2, 64, 64, 1e-5
 
 
-def layer(where: DeviceRef, enc, dtype, ws, norm=True, interleaved=True, rot=D, freqs_dtype=DType.float32):
-    """x [t, K] (rms_norm'd with gamma when `norm`) times W_q, W_k, W_v (`ws`, raw blocks), the
-    products' ropes (the first `rot` dims of each head) and their store into layer 1 of the
-    cache; the graph's result is rope(q)."""
-    weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
-    k = ws[0].shape[1] // enc.block_size * enc.elements_per_block
+def qkv_rope_store_graph(name, where, dtype, k, products, norm=True, interleaved=True, rot=D,
+                         freqs_dtype=DType.float32):
+    """x [t, K] (rms_norm'd with gamma when `norm`), its q, k and v (`products(x)`, called inside
+    the graph), their ropes (the first `rot` dims of each head) and their store into layer 1 of
+    the cache; the graph's result is rope(q)."""
     types = [
         TensorType(dtype, ["t", k], where),
         BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], where),
@@ -43,16 +42,44 @@ def layer(where: DeviceRef, enc, dtype, ws, norm=True, interleaved=True, rot=D, 
         TensorType(DType.uint32, ["t"], where),
         TensorType(dtype, [k], where),
     ]
-    with Graph("qkv_rope_store", input_types=types) as g:
+    with Graph(name, input_types=types) as g:
         x, cache, freqs, pos, slots, gamma = g.inputs
         if norm:
             x = kernels.rms_norm(x, gamma, EPS)
-        q, kk, v = (ops.qmatmul(enc, None, x, w) for w in weights)
+        q, kk, v = products(x)
         q = kernels.rope(ops.reshape(q, ["t", HQ, D]), freqs, pos, interleaved=interleaved)
         kk = kernels.rope(ops.reshape(kk, ["t", HKV, D]), freqs, pos, interleaved=interleaved)
         kernels.kv_cache_store(cache, kk, ops.reshape(v, ["t", HKV, D]), slots, 1)
         g.output(q)
     return g
+
+
+def attention_layer_steps(dtype, k, qkv, out, interleaved):
+    """The marked steps (those joined with "+") of a layer as the models stage it: `qkv(x)` and
+    `out(a)` its products (called inside the graph), rope_attention over layer 1 of a paged
+    cache on the GPU."""
+    from max.nn.attention.attention_with_rope import rope_attention
+    from max.nn.kv_cache.cache_params import PagedCacheValues
+
+    gpu, u32 = DeviceRef.GPU(), DType.uint32
+    types = [TensorType(dtype, ["t", k], gpu), BufferType(dtype, [PAGES, 2, LAYERS, PAGE, HKV, D], gpu),
+             TensorType(u32, ["b"], gpu), TensorType(u32, ["b", 4], gpu), TensorType(u32, ["t"], gpu),
+             TensorType(u32, ["t"], gpu), TensorType(u32, ["b1"], gpu), TensorType(DType.float32, [NPOS, D], gpu)]
+    with Graph("layer", input_types=types) as g:
+        x, cache, lengths, table, positions, slots, offsets, freqs = g.inputs
+        kv = PagedCacheValues(cache, lengths, table, None, positions, slots)
+        g.output(rope_attention(x, qkv, out, kv, freqs, offsets, layer=1, n_heads=HQ, n_kv_heads=HKV,
+                                head_dim=D, interleaved=interleaved, scale=D**-0.5))
+    return [s for s in _core.engine._lowered_steps(g._ir, marks=True) if "+" in s]
+
+
+def layer(where: DeviceRef, enc, dtype, ws, norm=True, interleaved=True, rot=D, freqs_dtype=DType.float32):
+    """qkv_rope_store_graph over the quantized products of `ws` (raw blocks)."""
+    weights = [Weight(f"w{i}", DType.uint8, w.shape, where, quantization_encoding=enc) for i, w in enumerate(ws)]
+    k = ws[0].shape[1] // enc.block_size * enc.elements_per_block
+    return qkv_rope_store_graph("qkv_rope_store", where, dtype, k,
+                                lambda x: [ops.qmatmul(enc, None, x, w) for w in weights],
+                                norm, interleaved, rot, freqs_dtype)
 
 
 def raw_weights(rng, enc, k):
@@ -80,46 +107,69 @@ def test_the_folded_store_lets_the_attention_launch_early():
     """passes/mark_early_index.rs on a quantized layer as the models stage it (rope_attention,
     interleaved): the attention reads its index inputs early and the products with the store
     folded in are marked to let it launch early where the store runs apart (3+ tokens)."""
-    from max.nn.attention.attention_with_rope import rope_attention
-    from max.nn.kv_cache.cache_params import PagedCacheValues
-
-    gpu, f32, u32, k = DeviceRef.GPU(), DType.float32, DType.uint32, 1024
+    gpu, k = DeviceRef.GPU(), 1024
     ws = raw_weights(np.random.default_rng(0), Q.Q4_0, k)
     wo = random_blocks(np.random.default_rng(1), Q.Q4_0, k, HQ * D // 32)
     weights = [Weight(f"w{i}", DType.uint8, w.shape, gpu, quantization_encoding=Q.Q4_0) for i, w in enumerate(ws)]
     w_out = Weight("wo", DType.uint8, wo.shape, gpu, quantization_encoding=Q.Q4_0)
-    types = [TensorType(f32, ["t", k], gpu), BufferType(f32, [PAGES, 2, LAYERS, PAGE, HKV, D], gpu),
-             TensorType(u32, ["b"], gpu), TensorType(u32, ["b", 4], gpu), TensorType(u32, ["t"], gpu),
-             TensorType(u32, ["t"], gpu), TensorType(u32, ["b1"], gpu), TensorType(f32, [NPOS, D], gpu)]
-    with Graph("layer", input_types=types) as g:
-        x, cache, lengths, table, positions, slots, offsets, freqs = g.inputs
-        kv = PagedCacheValues(cache, lengths, table, None, positions, slots)
-        g.output(rope_attention(x, lambda a: tuple(ops.qmatmul(Q.Q4_0, None, a, w) for w in weights),
-                                lambda a: ops.qmatmul(Q.Q4_0, None, a, w_out), kv, freqs, offsets, layer=1,
-                                n_heads=HQ, n_kv_heads=HKV, head_dim=D, interleaved=True, scale=D**-0.5))
-    steps = [s for s in _core.engine._lowered_steps(g._ir, marks=True) if "+" in s]
+    steps = attention_layer_steps(DType.float32, k, lambda a: tuple(ops.qmatmul(Q.Q4_0, None, a, w) for w in weights),
+                                  lambda a: ops.qmatmul(Q.Q4_0, None, a, w_out), interleaved=True)
     assert steps == ["qmatmul+rope_store+early_next", "paged_attention+early_index"], steps
 
 
-def reference(enc, dtype, ws, x, gamma, norm, freqs, pos):
-    """rope(q), k rotated and v in float64 from the host's dequantized weights; and each
-    element's scale (sum of |x| |w| over K, a rotated element's with its pair's), for the bound."""
+def normed(x, gamma, norm):
+    """x in float64, rms_norm'd with gamma when `norm`."""
     n = x.astype(np.float64)
     if norm:
         n = n / np.sqrt(np.mean(n * n, -1, keepdims=True) + EPS) * gamma.astype(np.float64)
-    n = n.astype(NP[dtype]).astype(np.float64)  # the norm's stored values
+    return n
+
+
+def products_reference(n, dense, freqs, pos, interleaved):
+    """rope(q), k rotated (the first freqs.shape[1] dims of each head) and v in float64 from the
+    lhs `n` and the float64 weights `dense`; and each element's scale (sum of |x| |w| over K, a
+    rotated element's with its pair's), for the bound."""
     outs, scales = [], []
     f64 = freqs.astype(np.float64)
-    for w, heads, rotate in zip(ws, (HQ, HKV, HKV), (True, True, False)):
-        wd = host_dequantize(enc, w).astype(np.float64)
-        y = (n @ wd.T).reshape(len(x), heads, D)
-        s = (np.abs(n) @ np.abs(wd).T).reshape(len(x), heads, D)
+    rot = freqs.shape[1]
+    for wd, heads, rotate in zip(dense, (HQ, HKV, HKV), (True, True, False)):
+        y = (n @ wd.T).reshape(len(n), heads, D)
+        s = (np.abs(n) @ np.abs(wd).T).reshape(len(n), heads, D)
         if rotate:
-            y = rope_ref(y, f64, pos, True)
-            s = s + s.reshape(len(x), heads, D // 2, 2)[..., ::-1].reshape(len(x), heads, D)
+            y = rope_ref(y, f64, pos, interleaved)
+            partner = s.copy()
+            if interleaved:
+                pairs = s[..., :rot].reshape(len(n), heads, rot // 2, 2)
+                partner[..., :rot] = pairs[..., ::-1].reshape(len(n), heads, rot)
+            else:
+                h = rot // 2
+                partner[..., :h], partner[..., h:rot] = s[..., h:rot], s[..., :h]
+            s = s + np.where(np.arange(D) < rot, partner, 0)
         outs.append(y)
         scales.append(s)
     return outs, scales
+
+
+def reference(enc, dtype, ws, x, gamma, norm, freqs, pos):
+    """products_reference over the host's dequantized weights and the norm's values as stored."""
+    n = normed(x, gamma, norm).astype(NP[dtype]).astype(np.float64)
+    return products_reference(n, [host_dequantize(enc, w).astype(np.float64) for w in ws], freqs, pos, True)
+
+
+def check(dtype, t, slots, fused, plain, ref, rel):
+    """rope(q) and the cache of the fused graph (`fused`: q, cache) bit for bit the unfused
+    graph's (`plain`), and within `rel` of each element's scale of the float64 `ref` (rope(q), k
+    and v, their scales) at the tokens' `slots` of layer 1."""
+    (qa, ca), (qb, cb) = fused, plain
+    bits = BITS[dtype]
+    assert np.array_equal(qa.view(bits), qb.view(bits)), f"rope(q), t={t}"
+    assert np.array_equal(ca.view(bits), cb.view(bits)), f"cache, t={t}"
+    wants, scales = ref
+    got_k = np.stack([ca[s // PAGE, 0, 1, s % PAGE] for s in slots]).astype(np.float64)
+    got_v = np.stack([ca[s // PAGE, 1, 1, s % PAGE] for s in slots]).astype(np.float64)
+    for what, got, want, scale in zip("qkv", (qa.astype(np.float64), got_k, got_v), wants, scales):
+        err = np.abs(got - want)
+        assert (err <= rel * scale + 1e-30).all(), f"{what}, t={t}: worst {err.max()}"
 
 
 def run(model, gpu, x, blocks, freqs, pos, slots, gamma):
@@ -165,17 +215,8 @@ def test_folded_store_is_the_unfused_one(hopper, rng, enc, k, kernel, dtype, nor
             one = kernel != "stream" and (t == 1 or (t == 2 and not (enc == Q.Q6_K and norm)))
             launches = (log.count("qgemv", rope=1), log.count("rope_kv_store"))
             assert launches == ((1, 0) if one else (0, 1)), log.records()
-            bits = BITS[dtype]
-            assert np.array_equal(qa.view(bits), qb.view(bits)), f"rope(q), t={t}"
-            assert np.array_equal(ca.view(bits), cb.view(bits)), f"cache, t={t}"
-            (want_q, want_k, want_v), scales = reference(enc, dtype, ws, x, gamma, norm, freqs, pos)
             rel = 2.0**-6 if dtype is DType.bfloat16 else 2.0**-16
-            got_k = np.stack([ca[s // PAGE, 0, 1, s % PAGE] for s in slots]).astype(np.float64)
-            got_v = np.stack([ca[s // PAGE, 1, 1, s % PAGE] for s in slots]).astype(np.float64)
-            for what, got, want, scale in zip("qkv", (qa.astype(np.float64), got_k, got_v), (want_q, want_k, want_v),
-                                              scales):
-                err = np.abs(got - want)
-                assert (err <= rel * scale + 1e-30).all(), f"{what}, t={t}: worst {err.max()}"
+            check(dtype, t, slots, (qa, ca), (qb, cb), reference(enc, dtype, ws, x, gamma, norm, freqs, pos), rel)
 
 
 @pytest.mark.gpu

@@ -95,6 +95,37 @@ pub struct NtRope {
     pub interleaved: i32,
 }
 
+impl NtRope {
+    /// The rope with table `freqs` ([npos, rot] of (cos, sin) pairs; f32 when `freqs_f32`, else
+    /// the activations' type) at the token's position (`positions`, u32), q into `q_out`, k and v
+    /// into the cache `blocks` of `layout` at the token's slot (`slots`, u32), as
+    /// qgemv_fold.rs's `QRope::new` takes them; rotating adjacent pairs when `interleaved`.
+    pub fn new(
+        (q_out, blocks, slots, freqs, positions): (u64, u64, u64, u64, u64),
+        layout: &max_graph::ops::attention::CacheLayout,
+        layer: usize,
+        (npos, rot, freqs_f32): (usize, usize, bool),
+        interleaved: bool,
+    ) -> NtRope {
+        NtRope {
+            q_out,
+            blocks,
+            slots,
+            freqs,
+            pos: positions,
+            npos: npos as i64,
+            page_size: layout.page_size as i64,
+            layers: layout.layers as i64,
+            pages: layout.pages as i64,
+            layer: layer as i64,
+            dim: layout.head_dim as i32,
+            rot: rot as i32,
+            freqs_f32: freqs_f32 as i32,
+            interleaved: interleaved as i32,
+        }
+    }
+}
+
 /// What a launch computes besides the plain products (all optional).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Fusion {
@@ -378,6 +409,31 @@ mod tests {
     use super::*;
 
     const NONE: Fusion = Fusion { norm: None, gated_up: None, rope: None };
+
+    #[test]
+    fn a_rope_from_the_store_call_carries_its_layout() {
+        let layout =
+            max_graph::ops::attention::CacheLayout { pages: 9, layers: 3, page_size: 16, kv_heads: 2, head_dim: 64 };
+        let r = NtRope::new((1, 2, 3, 4, 5), &layout, 2, (4096, 32, true), false);
+        let want = NtRope {
+            q_out: 1,
+            blocks: 2,
+            slots: 3,
+            freqs: 4,
+            pos: 5,
+            npos: 4096,
+            page_size: 16,
+            layers: 3,
+            pages: 9,
+            layer: 2,
+            dim: 64,
+            rot: 32,
+            freqs_f32: 1,
+            interleaved: 0,
+        };
+        assert_eq!(r, want);
+        assert_eq!(NtRope::new((1, 2, 3, 4, 5), &layout, 2, (4096, 32, false), true).interleaved, 1);
+    }
 
     #[test]
     fn kernels_by_rows_dtype_and_alignment() {

@@ -47,7 +47,6 @@ pub(super) fn with_rope_store(
 /// them (one row of x, products of exactly the store's heads); Ok(false) launches nothing.
 fn folded(dev: &CudaDevice, g: &GemmEpilogue, f: &FoldedStore, inputs: &[Buffer]) -> Result<bool> {
     let (outputs, call) = (f.outputs, &f.call);
-    let (q_out, blocks, slots, freqs, positions) = f.addrs();
     let (Some(x), Some(ws), Some(outs)) = (inputs.first(), inputs.get(1..4), outputs.get(..3)) else {
         return Ok(false);
     };
@@ -76,23 +75,14 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, f: &FoldedStore, inputs: &[Buffer]
         (Some(_), None) => return Ok(false),
         (None, _) => None,
     };
-    let (cache, s) = (&call.cache, &call.shape);
-    let rope = NtRope {
-        q_out,
-        blocks,
-        slots,
-        freqs,
-        pos: positions,
-        npos: s.positions as i64,
-        page_size: cache.page_size as i64,
-        layers: cache.layers as i64,
-        pages: cache.pages as i64,
-        layer: call.layer as i64,
-        dim: dim as i32,
-        rot: s.rot as i32,
-        freqs_f32: call.flags.freqs_f32 as i32,
-        interleaved: call.flags.interleaved as i32,
-    };
+    let s = &call.shape;
+    let rope = NtRope::new(
+        f.addrs(),
+        &call.cache,
+        call.layer,
+        (s.positions, s.rot, call.flags.freqs_f32),
+        call.flags.interleaved,
+    );
     let fusion = Fusion { norm, gated_up: None, rope: Some(rope) };
     let ns: Vec<usize> = heads.iter().map(|h| h * dim).collect();
     let addrs: Vec<u64> = ws.iter().map(|w| w.addr()).collect();
