@@ -50,8 +50,8 @@
 //   V ahead of its P V. The tiles a consumer's rows see are a run; the others it only waits for
 //   and releases, so the barriers' phases stay in step. Which keys of a tile have a page (a key
 //   without one is masked) each consumer warp reads from the page table itself: once for all
-//   its tiles before its loop (a lane per page, a vote); where a page is missing, the softmax
-//   looks up each key's. No shared-memory word passes from producer threads to consumer
+//   its tiles before its loop (a lane per page, a vote), and tile by tile, a tile ahead, only
+//   where a page is missing. No shared-memory word passes from producer threads to consumer
 //   threads beside the tiles, which only the tensor cores read (compute-sanitizer's racecheck
 //   does not take mbarrier phases as ordering threads' accesses, and flagged such words); a
 //   check before every tile's S cost 5-13% (benchmarks/history-3.md).
@@ -341,13 +341,27 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
     auto release_v = [&](int t) {
         if (lane == 0) mbar_arrive(&empty_v[stage_of(t)]);
     };
-    // Whether every key of the warp's tiles [t0, t1) (below k_end) has a page: one pass over
-    // their pages before the loop, while Q lands (lane i: pages i, i + 32, ..., eight loads in
-    // flight), and a vote. Where one lacks a page the softmax looks up each key's page instead
-    // (its `paged` false), which masks exactly the keys without one. The producer finds the
-    // same pages for its loads.
+    // Whether every key of tile t (below k_end) has a page. First, before the loop (while Q
+    // lands), one pass over the pages of the warp's tiles [t_lo, t_hi) (lane i: pages i, i + 32,
+    // ..., eight loads in flight): where all have one (all_paged, the usual case) no tile is
+    // checked again. Otherwise lane i reads the table entry of a tile's page i (tile_page; pages
+    // of under 4 keys also i + 32, ...) a tile ahead, and the warp votes (tile_paged) at the
+    // tile's softmax. The producer finds the same pages for its loads.
     const PfKv kv = pf_kv<D>(a, tile);
-    auto range_paged = [&](int t0, int t1) -> bool {
+    auto tile_page = [&](int t) -> u32 {  // the lane's page id (0: none of its own), or one past the cache
+        const u32 k0 = k_begin + (u32)t * FA_KEYS;
+        const u64 last = ((u64)k0 + FA_KEYS < (u64)k_end ? (u64)k0 + FA_KEYS : (u64)k_end) - 1;
+        u64 pg = k0 / kv.ps + (u32)lane;
+        if (pg > last / kv.ps) return 0u;
+        u32 id = kv.table[pg];
+        for (pg += 32; pg <= last / kv.ps; pg += 32) {
+            const u32 more = kv.table[pg];
+            if (more >= kv.pages) id = more;
+        }
+        return id;
+    };
+    auto tile_paged = [&](u32 id) -> bool { return __all_sync(FULL_MASK, id < kv.pages); };
+    auto range_paged = [&](int t0, int t1) -> bool {  // every tile of [t0, t1) (t0 < t1)
         const u32 k0 = k_begin + (u32)t0 * FA_KEYS;
         const u64 end = (u64)k_begin + (u64)t1 * FA_KEYS, last = (end < (u64)k_end ? end : (u64)k_end) - 1;
         u32 worst = 0u;
@@ -461,7 +475,9 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         float sc[FA_KEYS / 2];
         u32 pa[FA_KEYS / 16][4];
         float alpha[2];
-        const bool paged = range_paged(t_lo, t_hi);  // (the warp's alike)
+        const bool all_paged = range_paged(t_lo, t_hi);
+        u32 pid = all_paged ? 0u : tile_page(t_lo), pid_next = 0u;
+        auto paged = [&](u32 id) { return all_paged || tile_paged(id); };  // (all_paged: the warp's alike)
         mbar_wait(qbar, 0);
         if (FaOverlap<D, CAP>::on) {
             // Tile t's S = Q K^T runs on the tensor cores together with tile t - 1's P V, and its
@@ -471,21 +487,24 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
             wait_k(t_lo);
             qk(sc, t_lo);
             pass_turn(false);
+            if (!all_paged && t_lo + 1 < t_hi) pid_next = tile_page(t_lo + 1);
             wgmma_wait0();
             fa_fence_regs<FA_KEYS / 2>(sc);
-            softmax(sc, t_lo, paged, alpha);  // O is still 0: nothing to rescale
+            softmax(sc, t_lo, paged(pid), alpha);  // O is still 0: nothing to rescale
             release_k(t_lo);
             pack(sc, pa);
             for (t = t_lo + 1; t < t_hi; ++t) {
+                pid = pid_next;
                 take_turn();
                 wait_k(t);
                 qk(sc, t);
                 wait_v(t - 1);
                 pv(pa, t - 1);
                 pass_turn(false);
+                if (!all_paged && t + 1 < t_hi) pid_next = tile_page(t + 1);
                 wgmma_wait1();  // S of tile t (the older group) has landed
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, paged, alpha);
+                softmax(sc, t, paged(pid), alpha);
                 release_k(t);
                 wgmma_wait0();  // P V of tile t - 1 too
                 fa_fence_regs<D / 2>(o);
@@ -503,11 +522,13 @@ __device__ __forceinline__ void attention_prefill_sm90(const PrefillArgs& p) {
         } else {
             // One tile at a time: S, softmax, P V.
             for (t = t_lo; t < t_hi; ++t) {
+                if (t > t_lo) pid = pid_next;
                 wait_k(t);
                 qk(sc, t);
+                if (!all_paged && t + 1 < t_hi) pid_next = tile_page(t + 1);
                 wgmma_wait0();
                 fa_fence_regs<FA_KEYS / 2>(sc);
-                softmax(sc, t, paged, alpha);
+                softmax(sc, t, paged(pid), alpha);
                 release_k(t);
                 rescale(alpha);
                 pack(sc, pa);
