@@ -493,13 +493,14 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
 #endif
 }
 
-// Three blocks of 8 warps per SM at one row (80 registers, for the pairs of units; Q6_K's
-// kernel too: the launcher's three weight stages at one row hold a block to three anyway), four
-// at two rows (64), two at 3-4 rows (the fragments' shared memory allows two: 128), one at 5-8.
-// `res` (added to the result) with one segment only.
-#define QM_BLOCKS(MR) (MR > 4 ? 1 : MR > 2 ? 2 : MR == 1 ? 3 : 4)
+// Three blocks of 8 warps per SM at one row (80 registers, for the pairs of units), four at two
+// rows (64), two at 3-4 rows (the fragments' shared memory allows two: 128), one at 5-8. Q6_K's
+// one-row kernel two (128: the launcher's three weight stages of 224-byte slots hold a block to
+// two at any K, and its stage reads each half's words once, in registers). `res` (added to the
+// result) with one segment only.
+#define QM_BLOCKS(E, MR) (E == ENC_Q6_K ? 2 : MR > 4 ? 1 : MR > 2 ? 2 : MR == 1 ? 3 : 4)
 #define QGEMV_MMA1(NAME, E, MR, T, TS)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, QM_BLOCKS(MR)) qgemv_mma_##NAME##_m##MR##TS(        \
+    extern "C" __global__ void __launch_bounds__(256, QM_BLOCKS(E, MR)) qgemv_mma_##NAME##_m##MR##TS(     \
         const __grid_constant__ QmMaps maps, const __grid_constant__ QmSegs segs, const T* lhs, int m, int k, \
         int split, const T* res) {                                                                        \
         qgemv_mma<E, MR, T>(maps, segs, lhs, m, k, split, res);                                           \
