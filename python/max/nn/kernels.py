@@ -89,7 +89,8 @@ def paged_attention(
     sequences' cached keys and values of layer `layer`. Sequence ``b`` has
     ``cache_lengths[b]`` tokens cached before this step and rows
     ``input_row_offsets[b]:input_row_offsets[b + 1]`` of `q`, at the following positions; its
-    pages are ``lookup_table[b]``. `mask`: "causal", "sliding_window" (the last `window`
+    pages are ``lookup_table[b]`` (a page id at or past the cache's pages holds no keys: those
+    positions are left out). `mask`: "causal", "sliding_window" (the last `window`
     positions) or "null" (every position of the sequence). `softcap` > 0 caps the scores with
     ``softcap * tanh(s / softcap)``. Query head ``h`` reads kv head ``h // (q_heads // kv_heads)``.
     `f32_as_bf16`: float32 queries, keys and values may be read as bfloat16 (on a GPU the
@@ -114,4 +115,93 @@ def paged_attention(
     return out  # type: ignore[return-value]
 
 
-__all__ = ["kv_cache_store", "paged_attention", "rms_norm", "rope"]
+def flash_attention_gpu(
+    q: Any,
+    k: Any,
+    v: Any,
+    mask_variant: Any,
+    scale: float,
+    local_window_size: int = -1,
+    valid_length: Any = None,
+    *,
+    key_mask: Any = None,
+) -> TensorValue:
+    """Attention of ``q [batch, q_len, heads, head_dim]`` over ``k``, ``v [batch, kv_len,
+    kv_heads, head_dim]`` (``heads`` a multiple of ``kv_heads``: query head ``h`` reads kv head
+    ``h // (heads // kv_heads)``), returning ``[batch, q_len, heads, head_dim]``.
+
+    `mask_variant` (an ``AttentionMaskVariant`` or its value): ``NULL_MASK`` (every key),
+    ``CAUSAL_MASK`` or ``SLIDING_WINDOW_CAUSAL_MASK`` (the last `local_window_size` keys up to
+    the query's own). Query ``i`` sits at key position ``i + max(kv_len - q_len, 0)`` (the
+    queries are the last rows of the keys' sequence). `scale` multiplies the scores before the
+    softmax. `valid_length` (``[batch]`` uint32) hides keys at and past ``valid_length[b]``;
+    `key_mask` (``[batch, kv_len]``, true or nonzero keeps a key) hides any keys. A query row
+    that sees no key gets zeros.
+
+    Staged as one attention over a scratch paged cache of one key per page: the keys and values
+    are copied into it (one kv_cache_store) and the hidden keys get no page, so the GPU runs its
+    tensor-core prefill kernels (bfloat16 and float16, head dims 64 and 128) and any device the
+    same math as ``paged_attention``."""
+    from max.dtype import DType
+    from max.graph import BufferType, Dim, StaticDim, ops
+
+    from max.nn.attention.mask_config import AttentionMaskVariant, op_mask
+
+    g = graph_of(q, k, v)
+    qt = as_tensor(q, graph=g, op="flash_attention_gpu", arg="q")
+    kt = as_tensor(k, graph=g, op="flash_attention_gpu", arg="k")
+    vt = as_tensor(v, graph=g, op="flash_attention_gpu", arg="v")
+    for name, t in (("q", qt), ("k", kt), ("v", vt)):
+        if t.rank != 4:
+            raise ValueError(f"flash_attention_gpu: {name} must be [batch, seq_len, heads, head_dim], got {t.shape}")
+    if kt.shape != vt.shape or kt.dtype != vt.dtype:
+        raise ValueError(f"flash_attention_gpu: k {kt.dtype} {kt.shape} and v {vt.dtype} {vt.shape} must match")
+    if kt.dtype != qt.dtype or qt.shape[0] != kt.shape[0] or qt.shape[3] != kt.shape[3]:
+        raise ValueError(
+            f"flash_attention_gpu: q {qt.dtype} {qt.shape} and k {kt.dtype} {kt.shape} must share the dtype, "
+            "the batch and the head dim"
+        )
+    variant = AttentionMaskVariant(mask_variant)
+    window = None
+    if variant == AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK:
+        if local_window_size < 1:
+            raise ValueError(f"flash_attention_gpu: a sliding window needs local_window_size >= 1, got {local_window_size}")
+        window = int(local_window_size)
+    mask = op_mask(variant)
+    batch, q_len, heads, dim = qt.shape
+    kv_len, kv_heads = kt.shape[1], kt.shape[2]
+    dev = qt.device
+    pages = Dim(batch) * Dim(kv_len)
+    blocks = ops.buffer_create(BufferType(qt.dtype, [pages, 2, 1, 1, kv_heads, dim], dev))
+    slots = ops.range(0, pages, 1, out_dim=pages, dtype=DType.uint32, device=dev)
+    kv_cache_store(blocks, kt.reshape([pages, kv_heads, dim]), vt.reshape([pages, kv_heads, dim]), slots, 0)
+    table = slots.reshape([batch, kv_len])
+    keep = None
+    if valid_length is not None:
+        lengths = as_tensor(valid_length, graph=g, op="flash_attention_gpu", arg="valid_length")
+        key = ops.range(0, kv_len, 1, out_dim=kv_len, dtype=DType.uint32, device=dev)
+        keep = ops.unsqueeze(key, 0) < ops.unsqueeze(lengths.cast(DType.uint32), 1)
+    if key_mask is not None:
+        km = as_tensor(key_mask, graph=g, op="flash_attention_gpu", arg="key_mask")
+        km = km if km.dtype == DType.bool else km != ops.constant(0, km.dtype, dev)
+        keep = km if keep is None else ops.logical_and(keep, km)
+    if keep is not None:
+        no_page = ops.constant(0xFFFFFFFF, DType.uint32, dev)  # past every page: the key is skipped
+        table = ops.where(keep, table, no_page)
+    rows = Dim(batch) * Dim(q_len)
+    offsets = ops.range(0, rows + 1, q_len, out_dim=Dim(batch) + 1, dtype=DType.uint32, device=dev)
+    if Dim(kv_len) == Dim(q_len):
+        before = ops.constant(0, DType.uint32, dev)
+    elif isinstance(Dim(kv_len), StaticDim) and isinstance(Dim(q_len), StaticDim):
+        before = ops.constant(max(int(kv_len) - int(q_len), 0), DType.uint32, dev)
+    else:
+        diff = ops.shape_to_tensor([kv_len]) - ops.shape_to_tensor([q_len])
+        before = ops.max(diff, 0).cast(DType.uint32).reshape([])
+    cached = ops.broadcast_to(before, [batch])
+    out = paged_attention(
+        qt.reshape([rows, heads, dim]), blocks, offsets, cached, table, layer=0, scale=scale, mask=mask, window=window
+    )
+    return out.reshape([batch, q_len, heads, dim])
+
+
+__all__ = ["flash_attention_gpu", "kv_cache_store", "paged_attention", "rms_norm", "rope"]

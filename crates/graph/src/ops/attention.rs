@@ -18,7 +18,8 @@
 //! - `paged_attention(chain, q [T, Hq, D], blocks, input_row_offsets [B+1], cache_lengths [B],
 //!   lookup_table [B, P])`: sequence `b`'s queries are rows `offsets[b]..offsets[b+1]` at
 //!   positions `cache_lengths[b] + i`; its keys are positions `0..cache_lengths[b] + q_len`
-//!   found through the page ids of `lookup_table[b]`. Query head `h` reads kv head
+//!   found through the page ids of `lookup_table[b]` (a page id at or past the cache's pages
+//!   holds no keys: its positions are left out, a way to mask keys). Query head `h` reads kv head
 //!   `h / (Hq / Hkv)`. Returns `[T, Hq, D]` and a chain. Attributes: `layer`, `scale`,
 //!   `mask` ("causal", "sliding_window" with `window`, or "null" for no mask over the whole
 //!   cached sequence) and `softcap` (tanh soft-capping of the scores, 0 for none).

@@ -22,11 +22,14 @@ pub(crate) struct Batch<'a> {
     pub width: usize,
     /// The sequence of each query row.
     pub seq_of_row: Vec<u32>,
+    /// Whether a sequence's table holds a page id past the cache among the pages it uses: those
+    /// keys are left out (as the GPU kernels leave them out; a way to mask keys).
+    pub holes: Vec<bool>,
 }
 
 /// Checks the ragged batch against `tokens` query rows and the cache, as the CUDA kernel's
-/// caller does too: offsets ascending from 0 to `tokens`, every sequence's pages within the
-/// table and every page id within the cache.
+/// caller does too: offsets ascending from 0 to `tokens` and every sequence's pages within the
+/// table. A page id past the cache holds no keys: its positions are skipped.
 pub(crate) fn batch<'a>(
     name: &str,
     tokens: usize,
@@ -55,6 +58,7 @@ pub(crate) fn batch<'a>(
         )));
     }
     let mut seq_of_row = Vec::with_capacity(tokens);
+    let mut holes = Vec::with_capacity(batch);
     for b in 0..batch {
         let q_len = (offsets_v[b + 1] - offsets_v[b]) as usize;
         let total = lengths_v[b] as usize + q_len;
@@ -65,12 +69,10 @@ pub(crate) fn batch<'a>(
                 c.page_size
             )));
         }
-        if let Some(&bad) = table_v[b * width..b * width + pages].iter().find(|&&p| p as usize >= c.pages) {
-            return Err(Error::Value(format!("{name}: sequence {b} uses page {bad} of a cache of {} pages", c.pages)));
-        }
+        holes.push(table_v[b * width..b * width + pages].iter().any(|&p| p as usize >= c.pages));
         seq_of_row.extend(std::iter::repeat_n(b as u32, q_len));
     }
-    Ok(Batch { offsets: offsets_v, lengths: lengths_v, table: table_v, width, seq_of_row })
+    Ok(Batch { offsets: offsets_v, lengths: lengths_v, table: table_v, width, seq_of_row, holes })
 }
 
 /// `sum(a[i] * b[i])` in eight partial sums (vectorisable).
@@ -174,13 +176,18 @@ impl<T: Act> Call<'_, T> {
 
     /// Calls `f(jj, row)` for positions `lo + jj` in `lo..hi` of sequence `b` with the whole
     /// cache row of keys (`kv` 0) or values (1): page by page (one table lookup each), asking
-    /// for rows `AHEAD` positions on within the page if `ahead`.
+    /// for rows `AHEAD` positions on within the page if `ahead`; positions whose page id is past
+    /// the cache are skipped.
     #[inline(always)]
     fn rows(&self, b: usize, lo: usize, hi: usize, kv: usize, ahead: bool, mut f: impl FnMut(usize, &[T])) {
         let (ps, row) = (self.c.page_size, self.c.kv_heads * self.c.head_dim);
         let mut j = lo;
         while j < hi {
             let end = ((j / ps + 1) * ps).min(hi);
+            if self.bt.table[b * self.bt.width + j / ps] as usize >= self.c.pages {
+                j = end;
+                continue;
+            }
             let base = self.at(b, j, kv);
             let page = &self.cache[base..base + (end - j) * row];
             for (t, r) in page.chunks_exact(row).enumerate() {
@@ -215,7 +222,9 @@ impl<T: Act> Call<'_, T> {
             return;
         }
         let qv: Vec<f32> = self.q[i * heads * d..][..heads * d].iter().map(|v| v.load()).collect();
-        let mut scores = vec![0f32; heads * keys];
+        // keys without a page keep a score of -inf (weight 0)
+        let holes = bt.holes[b];
+        let mut scores = vec![if holes { f32::NEG_INFINITY } else { 0f32 }; heads * keys];
         #[cfg(target_arch = "x86_64")]
         let rows = |kv: usize| {
             let mut rows = Vec::with_capacity(keys);
@@ -224,7 +233,7 @@ impl<T: Act> Call<'_, T> {
         };
         // float32 caches on AVX2: the blocked loops of paged_avx2.rs.
         #[cfg(target_arch = "x86_64")]
-        let blocked = fast && d % 8 == 0 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
+        let blocked = fast && !holes && d % 8 == 0 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
         #[cfg(not(target_arch = "x86_64"))]
         let blocked = false;
         let mut buf = Vec::new();
@@ -248,10 +257,15 @@ impl<T: Act> Call<'_, T> {
             });
         }
         if p.softcap > 0.0 {
-            scores.iter_mut().for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
+            // (keys without a page stay at -inf)
+            scores.iter_mut().filter(|s| s.is_finite()).for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
         }
         for (h, s) in scores.chunks_exact_mut(keys).enumerate() {
             let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if m == f32::NEG_INFINITY {
+                s.fill(0.0); // every key of the share left out: no weight (ml keeps -inf, 0)
+                continue;
+            }
             s.iter_mut().for_each(|s| *s = exp_nonpositive(*s - m));
             (ml[h], ml[heads + h]) = (m, s.iter().sum());
         }

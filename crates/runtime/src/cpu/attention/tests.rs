@@ -114,9 +114,50 @@ fn bad_slots_and_pages_are_errors() {
     let out = Buffer::empty(DType::BFloat16, &[1, 1, 2], &Device::Cpu).unwrap();
     let offsets = buf::<u32>(DType::UInt32, &[2], &[0, 1]);
     let lengths = buf::<u32>(DType::UInt32, &[1], &[4]);
-    let tab = buf::<u32>(DType::UInt32, &[1, 2], &[0, 3]);
+    // a sequence longer than its table
+    let tab = buf::<u32>(DType::UInt32, &[1, 1], &[0]);
     let e = run(&attn, &[chain(), q, blocks, offsets, lengths, tab], &[out, chain()]).unwrap_err();
-    assert!(e.to_string().contains("uses page 3"), "{e}");
+    assert!(e.to_string().contains("more than its 1 pages"), "{e}");
+}
+
+#[test]
+fn keys_of_pages_past_the_cache_are_left_out() {
+    // one kv head of dim 2, pages of 4 tokens; keys are zero, so every present key weighs the
+    // same and the result is the mean of the present values
+    let mut cache = vec![0f32; 2 * 2 * 4 * 2];
+    for t in 0..4 {
+        for (page, base) in [(0usize, 1.0f32), (1, 10.0)] {
+            let at = ((page * 2 + 1) * 4 + t) * 2; // values of `page`, token t
+            cache[at] = base + t as f32;
+            cache[at + 1] = -(base + t as f32);
+        }
+    }
+    let blocks = buf::<f32>(DType::Float32, &[2, 2, 1, 4, 1, 2], &cache);
+    let attn = Op {
+        kind: OpKind::PagedAttention,
+        attrs: Attrs::new().with("layer", Attr::Int(0)).with("scale", Attr::Float(1.0)),
+    };
+    let q = buf::<f32>(DType::Float32, &[1, 1, 2], &[1.0, 1.0]);
+    let offsets = buf::<u32>(DType::UInt32, &[2], &[0, 1]);
+    let lengths = buf::<u32>(DType::UInt32, &[1], &[7]);
+    let mean = |table: [u32; 2]| {
+        let out = Buffer::empty(DType::Float32, &[1, 1, 2], &Device::Cpu).unwrap();
+        let tab = buf::<u32>(DType::UInt32, &[1, 2], &table);
+        run(
+            &attn,
+            &[chain(), q.clone(), blocks.clone(), offsets.clone(), lengths.clone(), tab],
+            &[out.clone(), chain()],
+        )
+        .unwrap();
+        super::slice::<f32>("test", &out).unwrap().to_vec()
+    };
+    // both pages: keys 0..8 (1, 2, 3, 4, 10, 11, 12, 13)
+    assert_eq!(mean([0, 1]), vec![7.0, -7.0]);
+    // the second page past the cache: keys 0..4 only; the first: keys 4..8 only
+    assert_eq!(mean([0, 9]), vec![2.5, -2.5]);
+    assert_eq!(mean([u32::MAX, 1]), vec![11.5, -11.5]);
+    // no page at all: a row with no visible key gets zeros
+    assert_eq!(mean([2, u32::MAX]), vec![0.0, 0.0]);
 }
 
 #[test]
