@@ -144,23 +144,3 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError):
         stage((2, 4, 3, 8), (2, 4, 2, 8), (2, 4, 2, 8))  # 3 query heads over 2 kv heads
 
-
-@pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16])
-def test_fused_attention_of_projections(device, rng, dtype):
-    """The layers' fused path (MultiheadAttention and BERT on a GPU): [batch, seq, heads * dim]
-    projections with a padding mask, against float64."""
-    from max.nn.attention.multihead_attention import fused_attention
-
-    b, s, h, d = 3, 40, 2, 64
-    np_t = NP[dtype]
-    q, k, v = (rng.standard_normal((b, s, h * d)).astype(np_t) for _ in range(3))
-    keep = np.arange(s)[None, :] < np.array([40, 7, 1])[:, None]
-    ref = DeviceRef.from_device(device)
-    types = [TensorType(dtype, x.shape, ref) for x in (q, k, v)] + [TensorType(DType.bool, keep.shape, ref)]
-    graph = Graph("fused", lambda q_, k_, v_, m: fused_attention(q_, k_, v_, h, 0.125, m), input_types=types)
-    devices = [driver.CPU()] if device.is_host else [driver.CPU(), device]
-    model = engine.InferenceSession(devices=devices).load(graph)
-    got = model.execute(*(driver.Buffer.from_numpy(np.ascontiguousarray(x)).to(device) for x in (q, k, v, keep)))
-    got = got[0].to_numpy().astype(np.float64).reshape(b, s, h, d)
-    split = [x.reshape(b, s, h, d) for x in (q, k, v)]
-    np.testing.assert_allclose(got, reference(*split, 0.125, "null", -1, keep), rtol=TOL[dtype], atol=TOL[dtype])

@@ -1,8 +1,5 @@
 """``MultiheadAttention``: attention without a cache over padded ``[batch, seq, hidden]``
-inputs (encoders such as BERT), with an optional additive or boolean padding mask. On a GPU,
-16-bit heads of 64 or 128 dims without an additive mask take one fused attention
-(``max.nn.kernels.flash_attention_gpu``, the tensor-core prefill kernels); the rest is staged
-as matmul, softmax and matmul."""
+inputs (encoders such as BERT), with an optional additive or boolean padding mask."""
 
 from __future__ import annotations
 
@@ -16,25 +13,6 @@ from max.dtype import DType
 from max.graph import DeviceRef, TensorValue, ops
 from max.nn.layer import Module
 from max.nn.linear import Linear
-
-
-def fused_attention_fits(x: TensorValue, head_dim: int) -> bool:
-    """Whether attention over `x`'s heads of `head_dim` takes the fused kernels: a GPU, a 16-bit
-    type and a head dim the tensor-core prefill kernels take."""
-    return x.device.is_gpu() and x.dtype in (DType.bfloat16, DType.float16) and head_dim in (64, 128)
-
-
-def fused_attention(q: TensorValue, k: TensorValue, v: TensorValue, heads: int, scale: float,
-                    keep: TensorValue | None) -> TensorValue:
-    """Attention of ``[batch, seq, heads * head_dim]`` projections over every key (those where
-    `keep` ``[batch, seq]`` is false hidden), as ``[batch, seq, heads * head_dim]``."""
-    from max.nn.attention.mask_config import AttentionMaskVariant
-    from max.nn.kernels import flash_attention_gpu
-
-    b, s, hidden = q.shape
-    q, k, v = (t.reshape([b, s, heads, int(hidden) // heads]) for t in (q, k, v))
-    out = flash_attention_gpu(q, k, v, AttentionMaskVariant.NULL_MASK, scale, key_mask=keep)
-    return out.reshape([b, s, hidden])
 
 
 class MultiheadAttention(Module):
@@ -85,11 +63,6 @@ class MultiheadAttention(Module):
             q, k, v = qkv[..., :h], qkv[..., h : 2 * h], qkv[..., 2 * h :]
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        if fused_attention_fits(x, self.head_dim) and (attention_mask is None or attention_mask.rank == 2):
-            keep = None
-            if attention_mask is not None:
-                keep = attention_mask if attention_mask.dtype == DType.bool else attention_mask.cast(DType.bool)
-            return self.o_proj(fused_attention(q, k, v, self.n_heads, self.scale, keep))
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
         scores = (q @ k.permute([0, 1, 3, 2])).cast(DType.float32) * self.scale
         if attention_mask is not None:
@@ -105,4 +78,4 @@ class MultiheadAttention(Module):
         return self.o_proj(out)
 
 
-__all__ = ["MultiheadAttention", "fused_attention", "fused_attention_fits"]
+__all__ = ["MultiheadAttention"]

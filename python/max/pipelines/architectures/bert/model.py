@@ -1,7 +1,6 @@
 """The BERT encoder of sentence-transformers models (all-MiniLM-L6-v2 and the like): word,
 position and token-type embeddings, post-norm encoder layers (self-attention over the padded
-batch with its padding masked: one fused attention on a GPU for 16-bit heads of 64 or 128
-dims; exact-erf GELU feed-forward), then mean (or CLS / max) pooling
+batch with its padding masked, exact-erf GELU feed-forward), then mean (or CLS / max) pooling
 over the real tokens and optional L2 normalisation. Module names follow the checkpoint's
 (``embeddings.word_embeddings``, ``encoder.layer.0.attention.self.query`` ...)."""
 
@@ -15,7 +14,6 @@ import numpy as np
 from max.dtype import DType
 from max.graph import DeviceRef, TensorValue, ops
 from max.nn import Embedding, LayerList, LayerNorm, Linear, Module
-from max.nn.attention.multihead_attention import fused_attention, fused_attention_fits
 
 
 class _Namespace(Module):
@@ -33,11 +31,8 @@ class BertSelfAttention(Module):
     def _split(self, t: TensorValue, b: Any, s: Any) -> TensorValue:
         return t.reshape([b, s, self.heads, self.head_dim]).permute([0, 2, 1, 3])
 
-    def __call__(self, x: TensorValue, mask_add: TensorValue, keep: TensorValue) -> TensorValue:
+    def __call__(self, x: TensorValue, mask_add: TensorValue) -> TensorValue:
         b, s, hidden = x.shape
-        if fused_attention_fits(x, self.head_dim):
-            q, k, v = (f(x) for f in (self.query, self.key, self.value))
-            return fused_attention(q, k, v, self.heads, 1.0 / math.sqrt(self.head_dim), keep)
         q, k, v = (self._split(f(x), b, s) for f in (self.query, self.key, self.value))
         scores = (q @ k.permute([0, 1, 3, 2])).cast(DType.float32) * (1.0 / math.sqrt(self.head_dim)) + mask_add
         probs = ops.softmax(scores).cast(x.dtype)
@@ -61,8 +56,8 @@ class BertLayer(Module):
             raise NotImplementedError(f"BERT hidden_act {act!r} is not supported")
         self.act = act
 
-    def __call__(self, x: TensorValue, mask_add: TensorValue, keep: TensorValue) -> TensorValue:
-        a = self.attention.output.dense(self.attention.self(x, mask_add, keep))
+    def __call__(self, x: TensorValue, mask_add: TensorValue) -> TensorValue:
+        a = self.attention.output.dense(self.attention.self(x, mask_add))
         h = self.attention.output.LayerNorm(a + x)
         f = self.intermediate.dense(h)
         if self.act == "relu":
@@ -107,9 +102,8 @@ class BertEncoder(Module):
         h = e.LayerNorm(h)
         keep = attention_mask.cast(DType.float32)
         mask_add = ops.unsqueeze(ops.unsqueeze((keep - 1.0) * 1e30, 1), 1)  # [b, 1, 1, s]: 0 or -1e30
-        keys = attention_mask != ops.constant(0, attention_mask.dtype, dev)  # [b, s]: the keys attended
         for layer in self.encoder.layer:
-            h = layer(h, mask_add, keys)
+            h = layer(h, mask_add)
         h = h.cast(DType.float32)
         if self.pooling == "cls":
             pooled = h[:, 0, :]
