@@ -141,6 +141,6 @@ def test_bad_inputs_raise_clear_errors():
         stage((2, 4, 2, 8), (2, 4, 1, 8), (2, 4, 1, 8), mask="sliding_window_causal")
     with pytest.raises(NotImplementedError, match="chunked_causal"):
         stage((2, 4, 2, 8), (2, 4, 1, 8), (2, 4, 1, 8), mask="chunked_causal")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a multiple"):
         stage((2, 4, 3, 8), (2, 4, 2, 8), (2, 4, 2, 8))  # 3 query heads over 2 kv heads
 

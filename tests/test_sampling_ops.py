@@ -278,6 +278,28 @@ def test_rows_shorter_than_a_cluster_and_rows_streamed(device, rng, vocab):
     assert out[2] == _greedy(x[2]) == vocab - 1
 
 
+@pytest.mark.parametrize("vocab", [32000, 128256])
+def test_top_p_after_top_k_and_min_p_ties_and_all(device, rng, vocab):
+    """top_p over the values top-k or min-p keep: few, tied at the threshold in large numbers
+    (half or a third of the row), and none cut (no threshold): the exact tokens in every case."""
+    b = 8
+    x = (rng.standard_normal((b, vocab)) * 2).astype(F32)
+    x[1, : vocab // 2] = 3.0  # half the row tied at the top: top-k 10 keeps all of them
+    x[2, rng.permutation(vocab)[: vocab // 3]] = 2.5
+    x[2, :5] = 4.0  # five above a third of the row, tied
+    t = [0.8, 1.0, 1.0, 0.6, 1.3, 0.9, 1.0, 0.7]
+    k = [50, 10, 20, 1000, 0, 2, vocab // 2, 40]
+    p = [0.9, 0.5, 0.95, 0.8, 0.9, 0.7, 0.99, 0.0]
+    mp = [0.0, 0.0, 0.0, 0.0, 0.05, 0.0, 0.0, 0.1]
+    seed = rng.integers(0, 2**63, b, dtype=np.uint64)
+    model = _session(device).load(_sample_graph(device, vocab))
+    for _ in range(2):  # new draws: the same tokens as the reference each time
+        seed = seed + np.uint64(1)
+        out = _sample(device, x, t, k, p, mp, seed, model)
+        for r in range(b):
+            assert out[r] == _exact(x[r], t[r], k[r], p[r], mp[r], int(seed[r])), f"row {r}"
+
+
 def test_no_top_k_for_k_at_most_0_or_at_least_vocab(device, rng):
     b, vocab = 64, 500
     x = (rng.standard_normal((1, vocab)) * 2).astype(F32).repeat(b, 0)

@@ -161,6 +161,9 @@ def flash_attention_gpu(
             f"flash_attention_gpu: q {qt.dtype} {qt.shape} and k {kt.dtype} {kt.shape} must share the dtype, "
             "the batch and the head dim"
         )
+    heads_q, heads_kv = qt.shape[2], kt.shape[2]
+    if isinstance(heads_q, StaticDim) and isinstance(heads_kv, StaticDim) and int(heads_q) % max(int(heads_kv), 1):
+        raise ValueError(f"flash_attention_gpu: q's {int(heads_q)} heads are not a multiple of k's {int(heads_kv)}")
     variant = AttentionMaskVariant(mask_variant)
     window = None
     if variant == AttentionMaskVariant.SLIDING_WINDOW_CAUSAL_MASK:

@@ -258,7 +258,10 @@ impl<T: Act> Call<'_, T> {
         }
         if p.softcap > 0.0 {
             // (keys without a page stay at -inf)
-            scores.iter_mut().filter(|s| s.is_finite()).for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
+            scores
+                .iter_mut()
+                .filter(|s| **s != f32::NEG_INFINITY)
+                .for_each(|s| *s = p.softcap * (*s / p.softcap).tanh());
         }
         for (h, s) in scores.chunks_exact_mut(keys).enumerate() {
             let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
