@@ -124,8 +124,15 @@ template <class Body> __device__ __forceinline__ void for_keys(const Row& r, Bod
 
 // body(key, w) over this thread's elements of the CTA's slice, w = weight(z - m): the exps
 // from shared memory when kept there (top_p_threshold wrote them), else computed.
+// With exps but no keys, exps holds r.len (key, exp) pairs of kept values (top_p_threshold).
 template <class Body> __device__ __forceinline__ void for_weights(const Row& r, float m, Body body) {
-    if (r.exps) {
+    if (r.exps && !r.keys) {
+        const float2* list = reinterpret_cast<const float2*>(r.exps);
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) {
+            const float2 p = list[j];
+            body(__float_as_uint(p.x), (u64)fmul(p.y, 1099511627776.f));
+        }
+    } else if (r.exps) {
 #pragma unroll 4
         for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(r.keys[j], (u64)fmul(r.exps[j], 1099511627776.f));
     } else {
@@ -244,20 +251,57 @@ __device__ u32 kth_largest(const Row& r, u64 k, u64* sh, Xchg& x) {
 // The top-p threshold over the values with key >= thr: the largest key t such that the weights
 // of the kept values with key >= t sum to at least top_p times the kept total. 0xffffffff when
 // top_p <= 0 (the caller caps it at the key of m).
-// `exps`: room for the slice's exps (with keys kept), or null.
+// `exps`: room for the slice's exps (its keys are kept too), or null. Where a threshold is set
+// (top-k, min-p) the kept values are usually few: each CTA then lists its kept (key, exp) pairs
+// there (in any order: the sums are exact), and the selection's passes walk that list instead of
+// the whole slice; a CTA whose kept values overflow half the room writes the slice's exps.
 __device__ u32 top_p_threshold(Row& r, float m, u32 thr, float top_p, float* exps, u64* sh, Xchg& x) {
     __shared__ u64 total[1];
+    __shared__ u32 kept[1];
+    const bool listed = exps != nullptr && thr > 0;
     u64 s = 0;
-    for_keys(r, [&](u32 j, u32 key) {
-        const float e = key >= thr ? exp_neg(fsub(z_of_key(key), m)) : 0.f;
-        if (exps) exps[j - r.lo] = e;
-        s += (u64)fmul(e, 1099511627776.f);
-    });
-    s = block_sum(s, sh);  // (its barriers publish the exps too)
+    if (!listed) {
+        for_keys(r, [&](u32 j, u32 key) {
+            const float e = key >= thr ? exp_neg(fsub(z_of_key(key), m)) : 0.f;
+            if (exps) exps[j - r.lo] = e;
+            s += (u64)fmul(e, 1099511627776.f);
+        });
+    } else {
+        if (threadIdx.x == 0) kept[0] = 0;
+        __syncthreads();
+        float2* list = reinterpret_cast<float2*>(exps);
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) {
+            const u32 key = r.keys[j];
+            if (key >= thr) {
+                const float e = exp_neg(fsub(z_of_key(key), m));
+                const u32 at = atomicAdd(kept, 1u);
+                if (at < r.len / 2) list[at] = make_float2(__uint_as_float(key), e);
+                s += (u64)fmul(e, 1099511627776.f);
+            }
+        }
+    }
+    s = block_sum(s, sh);  // (its barriers publish the exps, the list and its length too)
     r.exps = exps;
+    // (the slice's keys and length wait in shared memory while r is the list: registers are
+    // short here)
+    __shared__ const u32* slice_keys;
+    __shared__ u32 slice_len;
+    if (threadIdx.x == 0) slice_keys = r.keys, slice_len = r.len;
+    if (listed && kept[0] <= r.len / 2) {
+        r.keys = nullptr, r.len = kept[0];  // for_weights: the list
+    } else if (listed) {
+        __syncthreads();  // every thread has read kept[0] before the list is overwritten
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) {
+            const u32 key = r.keys[j];
+            exps[j] = key >= thr ? exp_neg(fsub(z_of_key(key), m)) : 0.f;
+        }
+        __syncthreads();
+    }
     cluster_add(s, 1, total, x);
     const double target = __dmul_rn((double)top_p, __ull2double_rn(total[0]));
-    return kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh, x);
+    const u32 t = kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh, x);
+    r.keys = slice_keys, r.len = slice_len;  // the slice again (kary_select's barriers published them)
+    return t;
 }
 
 // The greedy pick of a row: the first index of its largest value (NaN as -inf).
