@@ -1,8 +1,9 @@
 """paged_attention's tensor-core prefill kernels against numpy float64 on fresh random inputs:
 ragged batches mixing 1-row sequences with long ones (row counts that are not multiples of 64
 or 128, cached prefixes of every size), GQA 4:1 and 1:1, head dims 64 and 128, pages of
-16/64/128 tokens in random order, every mask, softcap, bf16, f16 and f32 (whose kernel rounds Q,
-K and V to bf16 as it stages them: the mma.sync kernel's f32 form whatever the knobs). Every case runs three
+16/64/128 tokens in random order, every mask, softcap, bf16, f16 and f32 read as bf16
+(`f32_as_bf16`: the kernel rounds Q, K and V to bf16 as it stages them: the mma.sync kernel's f32
+form whatever the knobs; without it f32 prompts keep f32 products on the decode kernels). Every case runs three
 times (`kernel`): with the default choice (the wgmma kernel of attention_prefill_sm90.cu on an
 sm_90a GPU, attention_prefill.cu's mma.sync kernel elsewhere), with attention.prefill_wgmma=0
 (the mma.sync kernel everywhere) and with attention.prefill_pingpong=1 (the wgmma kernel's
@@ -62,12 +63,13 @@ SPECS = {
     "mma": ",attention.prefill_wgmma=0",
     "pingpong": ",attention.prefill_pingpong=1",
     "cpasync": ",attention.prefill_tma=0",
-    "f32off": ",attention.prefill_f32=0",
+    "f32off": ",attention.prefill_f32=0,attention.decode_f32_mma=0",
 }
 
 
 def attend(
-    gpu, rng, dtype, seqs, *, hkv, hq, d, ps, kernel, mask="causal", window=None, softcap=0.0, layers=2, layer=1
+    gpu, rng, dtype, seqs, *, hkv, hq, d, ps, kernel, mask="causal", window=None, softcap=0.0, layers=2, layer=1,
+    f32_as_bf16=True,
 ):
     """Runs paged_attention over a cache holding `seqs` (cached, rows) with pages shuffled
     across sequences, on the prefill kernel `kernel` picks (see KERNELS); returns (got, want,
@@ -94,7 +96,8 @@ def attend(
 
     def body(q, cache, offsets, lengths, tab):
         return kernels.paged_attention(
-            q, cache, offsets, lengths, tab, layer=layer, scale=scale, mask=mask, window=window, softcap=softcap
+            q, cache, offsets, lengths, tab, layer=layer, scale=scale, mask=mask, window=window, softcap=softcap,
+            f32_as_bf16=f32_as_bf16 and dtype is DType.float32,
         )
 
     graph = Graph("prefill", body, input_types=types)
@@ -283,8 +286,18 @@ def test_decode_batches_keep_the_decode_kernels(gpu, rng):
 
 
 def test_f32_prompts_without_the_bf16_staging(gpu, rng):
-    """attention.prefill_f32=0: f32 prompts stay on the f32 decode kernels, to f32's precision."""
+    """attention.prefill_f32=0 (and decode_f32_mma=0): f32 prompts that may read bf16 stay on the
+    f32 decode kernels, to f32's precision."""
     got, want, log = attend(gpu, rng, DType.float32, RAGGED[0], hkv=2, hq=8, d=64, ps=16, kernel="f32off")
+    assert log.records("attention_prefill") == []
+    err = np.abs(got - want).max()
+    assert err <= 1e-4 * np.abs(want).max(), f"max error {err}"
+
+
+def test_f32_prompts_not_read_as_bf16_keep_f32(gpu, rng):
+    """Without f32_as_bf16 f32 prompts stay on the f32 decode kernels whatever the knobs."""
+    got, want, log = attend(gpu, rng, DType.float32, RAGGED[0], hkv=2, hq=8, d=128, ps=64, kernel="default",
+                            f32_as_bf16=False)
     assert log.records("attention_prefill") == []
     err = np.abs(got - want).max()
     assert err <= 1e-4 * np.abs(want).max(), f"max error {err}"

@@ -241,8 +241,8 @@ declare! {
     /// sm_90) for paged attention over prompts: 16-bit, and f32 with Q, K and V rounded to bf16
     /// by attention_prefill.cu's `_f32` kernels (off: the decode kernels run every call).
     AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
-    /// f32 prompts take the tensor-core prefill kernel, Q, K and V rounded to bf16 as it stages
-    /// them (about 2^-8 of each value: the precision quantized models' prompt products already
+    /// f32 prompts that may read bf16 (`f32_as_bf16`, as for the decode kernel above) take the
+    /// tensor-core prefill kernel, Q, K and V rounded to bf16 as it stages them (about 2^-8 of each value: the precision quantized models' prompt products already
     /// have; 4.5x SmolLM2 Q4_1's 2,048-token prefill on an H200); off, the f32 decode kernels
     /// attend every query row in f32.
     AttentionPrefillF32: "attention.prefill_f32", None, Kind::Flag, "1";

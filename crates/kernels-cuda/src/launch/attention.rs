@@ -310,14 +310,19 @@ pub use super::attention_decode::{SplitPlan, split_plan, split_scratch_bytes};
 
 /// The tensor-core prefill plan of a call over tensors at `q`, `blocks` and `out` (under the
 /// current tuning), or None when the decode kernels take it; `(sm90, softcap)` pick among the
-/// prefill kernels (whether one runs does not depend on them).
+/// prefill kernels (whether one runs does not depend on them). f32 calls take it only where
+/// they may be read as bf16 (`f32_as_bf16`, `AttentionParams::f32_as_bf16`).
 pub fn prefill_plan(
     dtype: DType,
     cache: &CacheLayout,
     (tokens, q_heads, batch): (usize, usize, usize),
     (q, blocks, out): (u64, u64, u64),
     (sm90, softcap): (bool, bool),
+    f32_as_bf16: bool,
 ) -> Option<PrefillPlan> {
+    if dtype == DType::Float32 && !f32_as_bf16 {
+        return None;
+    }
     let aligned = (q | blocks) % 16 == 0 && out % 4 == 0;
     prefill::prefill_plan(dtype, cache, (tokens, q_heads, batch), aligned, (sm90, softcap), &max_tuning::current())
 }
@@ -331,7 +336,7 @@ pub fn scratch_bytes(
     (q, blocks, out): (u64, u64, u64),
     f32_as_bf16: bool,
 ) -> usize {
-    if prefill_plan(dtype, cache, (tokens, q_heads, batch), (q, blocks, out), (false, false)).is_some() {
+    if prefill_plan(dtype, cache, (tokens, q_heads, batch), (q, blocks, out), (false, false), f32_as_bf16).is_some() {
         return 0;
     }
     split_plan(dtype, cache, q_heads, tokens, width, f32_as_bf16)
@@ -402,9 +407,10 @@ pub fn paged_attention(
     };
     // The device is asked for its architecture only when a prefill kernel takes the call.
     let ptrs3 = (ptrs.q, ptrs.blocks, ptrs.out);
-    if prefill_plan(dtype, &cache, (tokens, q_heads, batch), ptrs3, (false, false)).is_some() {
+    let rows = (tokens, q_heads, batch);
+    if prefill_plan(dtype, &cache, rows, ptrs3, (false, false), p.f32_as_bf16).is_some() {
         let kind = (prefill::is_sm90(stream)?, p.softcap > 0.0);
-        if let Some(plan) = prefill_plan(dtype, &cache, (tokens, q_heads, batch), ptrs3, kind) {
+        if let Some(plan) = prefill_plan(dtype, &cache, rows, ptrs3, kind, p.f32_as_bf16) {
             return prefill::launch(stream, &plan, args, dtype, &cache);
         }
     }
