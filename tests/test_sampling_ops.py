@@ -300,6 +300,22 @@ def test_top_p_after_top_k_and_min_p_ties_and_all(device, rng, vocab):
             assert out[r] == _exact(x[r], t[r], k[r], p[r], mp[r], int(seed[r])), f"row {r}"
 
 
+@pytest.mark.parametrize("b", [32, 64])
+def test_top_p_after_top_k_at_larger_batches(device, rng, b):
+    """At 32 and 64 rows of 128,256 logits a GPU CTA's slice has no room for its exps (64: nor
+    its keys, read from the logits at every pass): top-p after top-k or min-p walks the list of
+    kept values, or (more kept values than the list holds) the slice; the exact tokens."""
+    vocab = 128256
+    x = (rng.standard_normal((b, vocab)) * 2).astype(F32)
+    cfg = [(0.8, 50, 0.9, 0.0), (1.0, 20000, 0.9, 0.0), (1.0, 0, 0.95, 1e-4), (0.7, 400, 0.5, 0.0),
+           (1.3, 2, 0.7, 0.0), (1.0, 0, 0.9, 0.0), (0.9, 1000, 0.99, 0.02), (1.0, 60000, 0.3, 0.0)]
+    t, k, p, mp = (np.array([c[i] for c in cfg] * (b // len(cfg))) for i in range(4))
+    seed = rng.integers(0, 2**63, b, dtype=np.uint64)
+    out = _sample(device, x, t, k, p, mp, seed)
+    for r in range(b):
+        assert out[r] == _exact(x[r], t[r], int(k[r]), p[r], mp[r], int(seed[r])), f"row {r}"
+
+
 def test_no_top_k_for_k_at_most_0_or_at_least_vocab(device, rng):
     b, vocab = 64, 500
     x = (rng.standard_normal((1, vocab)) * 2).astype(F32).repeat(b, 0)

@@ -24,7 +24,8 @@
 // flight per thread: for_row) and keeps each CTA's slice of keys in shared memory when it fits
 // (SampleArgs::cached), so the later passes neither read the row again nor divide, and the
 // top-p total keeps the weights' exps there too; a slice too large for shared memory is
-// streamed from global memory at every pass.
+// streamed from global memory at every pass (sample_tokens_streamed). After a top-k or min-p
+// threshold, top-p's passes walk a list of the few kept values instead (top_p_threshold).
 // Host and device agree exactly because every float operation is one IEEE operation in the
 // order of math.rs: the __f*_rn intrinsics keep NVRTC from contracting a * b + c into an FMA,
 // and ln and exp are our own (math.rs), not the CUDA math library's.
@@ -44,15 +45,19 @@ struct SampleArgs {
 #define CACHE_KEYS 1
 #define CACHE_EXPS 2
 
-// A row, the CTA's slice of it [lo, lo + len) and, when kept, the slice's keys and exps.
+// A row, the CTA's slice of it [lo, lo + len) and what of the slice shared memory keeps
+// (`cached`: CACHE_KEYS, CACHE_EXPS): its keys at slice_keys[0, len), its exps after them
+// (slice_exps; no pointers: registers are short).
 struct Row {
     const float* x;
     u32 n;
     float temp;
     u32 lo, len;
-    const u32* keys;
-    const float* exps;
+    u32 cached;
 };
+
+extern __shared__ u32 slice_keys[];
+__device__ __forceinline__ float* slice_exps(const Row& r) { return reinterpret_cast<float*>(slice_keys + r.len); }
 
 __device__ __forceinline__ float z_of(const Row& r, float x) { return canon(__fdiv_rn(x, r.temp)); }
 // The z of a key (key_of is a bijection; z has no NaN and no -0).
@@ -114,27 +119,32 @@ template <class Body> __device__ __forceinline__ void for_slice(const Row& r, Bo
 // body(j, key of z_j) over this thread's elements of the CTA's slice: from shared memory when
 // the slice's keys are kept there, else from the logits.
 template <class Body> __device__ __forceinline__ void for_keys(const Row& r, Body body) {
-    if (r.keys) {
+    if (r.cached & CACHE_KEYS) {
 #pragma unroll 4
-        for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(r.lo + j, r.keys[j]);
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(r.lo + j, slice_keys[j]);
     } else {
         for_slice(r, [&](u32 j, float x) { body(j, key_of(z_of(r, x))); });
     }
 }
 
-// body(key, w) over this thread's elements of the CTA's slice, w = weight(z - m): the exps
-// from shared memory when kept there (top_p_threshold wrote them), else computed.
-// With exps but no keys, exps holds r.len (key, exp) pairs of kept values (top_p_threshold).
-template <class Body> __device__ __forceinline__ void for_weights(const Row& r, float m, Body body) {
-    if (r.exps && !r.keys) {
-        const float2* list = reinterpret_cast<const float2*>(r.exps);
-        for (u32 j = threadIdx.x; j < r.len; j += THREADS) {
-            const float2 p = list[j];
+// Top-p's list of kept (key, exp) pairs of a CTA (top_p_threshold), kept_n of them.
+#define LIST_PAIRS 4096
+__shared__ float2 kept_list[LIST_PAIRS];
+__shared__ u32 kept_n;
+
+// body(key, w) over this thread's elements of the CTA's slice, w = weight(z - m): the list's
+// pairs (LIST), or the exps from shared memory when kept there (CACHE_EXPS: top_p_threshold
+// wrote them), else computed.
+template <class Body> __device__ __forceinline__ void for_weights(const Row& r, float m, bool list, Body body) {
+    if (list) {
+        for (u32 j = threadIdx.x; j < kept_n; j += THREADS) {
+            const float2 p = kept_list[j];
             body(__float_as_uint(p.x), (u64)fmul(p.y, 1099511627776.f));
         }
-    } else if (r.exps) {
+    } else if (r.cached & CACHE_EXPS) {
+        const float* exps = slice_exps(r);
 #pragma unroll 4
-        for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(r.keys[j], (u64)fmul(r.exps[j], 1099511627776.f));
+        for (u32 j = threadIdx.x; j < r.len; j += THREADS) body(slice_keys[j], (u64)fmul(exps[j], 1099511627776.f));
     } else {
         for_keys(r, [&](u32, u32 key) { body(key, weight(fsub(z_of_key(key), m))); });
     }
@@ -192,7 +202,7 @@ __device__ __forceinline__ void select_sums(Acc (&acc)[WEIGHTED ? 8 : 16], u64* 
 }
 
 template <bool WEIGHTED, class Ok>
-__device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xchg& x) {
+__device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xchg& x, bool list = false) {
     constexpr int BITS = Sel<WEIGHTED>::BITS, CANDS = Sel<WEIGHTED>::CANDS;
     __shared__ u64 tot[SEL_MAX_CANDS];
     u32 t = 0;
@@ -203,7 +213,7 @@ __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xch
             u64 acc[8];  // acc[j]: the weight of the values with d >= j + 1 (acc[7]: 0)
 #pragma unroll
             for (int j = 0; j < 8; ++j) acc[j] = 0;
-            for_weights(r, m, [&](u32 key, u64 w) {
+            for_weights(r, m, list, [&](u32 key, u64 w) {
                 if (key >= t && key >= floor) {
                     const u32 d = min((key - t) >> shift, last);
 #pragma unroll
@@ -250,58 +260,54 @@ __device__ u32 kth_largest(const Row& r, u64 k, u64* sh, Xchg& x) {
 
 // The top-p threshold over the values with key >= thr: the largest key t such that the weights
 // of the kept values with key >= t sum to at least top_p times the kept total. 0xffffffff when
-// top_p <= 0 (the caller caps it at the key of m).
-// `exps`: room for the slice's exps (its keys are kept too), or null. Where a threshold is set
-// (top-k, min-p) the kept values are usually few: each CTA then lists its kept (key, exp) pairs
-// there (in any order: the sums are exact), and the selection's passes walk that list instead of
-// the whole slice; a CTA whose kept values overflow half the room writes the slice's exps.
-__device__ u32 top_p_threshold(Row& r, float m, u32 thr, float top_p, float* exps, u64* sh, Xchg& x) {
+// top_p <= 0 (the caller caps it at the key of m). Where a threshold is set (top-k, min-p) the
+// kept values are usually few: each CTA then lists its kept (key, exp) pairs (kept_list; in any
+// order: the sums are exact), and the selection's passes walk that list instead of the whole
+// slice. Otherwise (or when a CTA's kept values overflow the list) the passes read the slice's
+// exps from shared memory where they fit (CACHE_EXPS), else compute them.
+__device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64* sh, Xchg& x) {
     __shared__ u64 total[1];
-    __shared__ u32 kept[1];
-    const bool listed = exps != nullptr && thr > 0;
+    const bool listed = thr > 0;
     u64 s = 0;
     if (!listed) {
+        float* exps = (r.cached & CACHE_EXPS) ? slice_exps(r) : nullptr;
         for_keys(r, [&](u32 j, u32 key) {
             const float e = key >= thr ? exp_neg(fsub(z_of_key(key), m)) : 0.f;
             if (exps) exps[j - r.lo] = e;
             s += (u64)fmul(e, 1099511627776.f);
         });
     } else {
-        if (threadIdx.x == 0) kept[0] = 0;
+        if (threadIdx.x == 0) kept_n = 0;
         __syncthreads();
-        float2* list = reinterpret_cast<float2*>(exps);
-        for (u32 j = threadIdx.x; j < r.len; j += THREADS) {
-            const u32 key = r.keys[j];
+        const auto add = [&](u32 key) {
             if (key >= thr) {
                 const float e = exp_neg(fsub(z_of_key(key), m));
-                const u32 at = atomicAdd(kept, 1u);
-                if (at < r.len / 2) list[at] = make_float2(__uint_as_float(key), e);
+                const u32 at = atomicAdd(&kept_n, 1u);
+                if (at < LIST_PAIRS) kept_list[at] = make_float2(__uint_as_float(key), e);
                 s += (u64)fmul(e, 1099511627776.f);
             }
+        };
+        if (r.cached & CACHE_KEYS) {
+            for (u32 j = threadIdx.x; j < r.len; j += THREADS) add(slice_keys[j]);
+        } else {
+            const float* xs = r.x + r.lo;
+            for (u32 j = threadIdx.x; j < r.len; j += THREADS) add(key_of(z_of(r, __ldg(xs + j))));
         }
     }
     s = block_sum(s, sh);  // (its barriers publish the exps, the list and its length too)
-    r.exps = exps;
-    // (the slice's keys and length wait in shared memory while r is the list: registers are
-    // short here)
-    __shared__ const u32* slice_keys;
-    __shared__ u32 slice_len;
-    if (threadIdx.x == 0) slice_keys = r.keys, slice_len = r.len;
-    if (listed && kept[0] <= r.len / 2) {
-        r.keys = nullptr, r.len = kept[0];  // for_weights: the list
-    } else if (listed) {
-        __syncthreads();  // every thread has read kept[0] before the list is overwritten
+    const bool list = listed && kept_n <= LIST_PAIRS;
+    if (listed && !list && (r.cached & CACHE_EXPS)) {
+        float* exps = slice_exps(r);
         for (u32 j = threadIdx.x; j < r.len; j += THREADS) {
-            const u32 key = r.keys[j];
+            const u32 key = slice_keys[j];
             exps[j] = key >= thr ? exp_neg(fsub(z_of_key(key), m)) : 0.f;
         }
         __syncthreads();
     }
     cluster_add(s, 1, total, x);
     const double target = __dmul_rn((double)top_p, __ull2double_rn(total[0]));
-    const u32 t = kary_select<true>(r, m, thr, [&](u64 w) { return __ull2double_rn(w) >= target; }, sh, x);
-    r.keys = slice_keys, r.len = slice_len;  // the slice again (kary_select's barriers published them)
-    return t;
+    const auto ok = [&](u64 w) { return __ull2double_rn(w) >= target; };
+    return kary_select<true>(r, m, thr, ok, sh, x, list);
 }
 
 // The greedy pick of a row: the first index of its largest value (NaN as -inf).
@@ -315,17 +321,15 @@ __device__ u32 greedy_row(const Row& r, Best* bsh, Xchg& x) {
     return best.i == NONE ? 0 : best.i;
 }
 
-// `keys`, `exps`: room for the slice's keys and exps, or null.
-__device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh,
-                          u64* ssh, Xchg& x) {
+// r.cached: what shared memory may keep of the slice.
+__device__ u32 sample_row(const Row& r, i64 top_k, float top_p, float min_p, u64 seed, Best* bsh, u64* ssh, Xchg& x) {
     Best b{NEG_INF, NONE};
     for_slice(r, [&](u32 j, float v) {
         const float z = z_of(r, v);
-        if (keys) keys[j - r.lo] = key_of(z);
+        if (r.cached & CACHE_KEYS) slice_keys[j - r.lo] = key_of(z);
         if (better(z, j, b)) b = Best{z, j};
     });
     b = cluster_best(block_best(b, bsh), bsh, x);  // (its barriers publish the keys too)
-    r.keys = keys;
     // A temperature so small that logits / temperature overflow (to +inf, or all to -inf), +inf
     // logits, or nothing above -inf: the greedy pick of the logits themselves, the limit as the
     // temperature goes to 0 (sample.rs; token 0 when nothing beats -inf). (b.v is the
@@ -337,7 +341,7 @@ __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p,
     if (top_k > 1 && top_k < (i64)r.n) thr = kth_largest(r, (u64)top_k, ssh, x);
     if (min_p > 0.f) thr = max(thr, key_of(canon(fadd(m, ln_f32(min_p)))));
     thr = min(thr, top);
-    if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, exps, ssh, x)), top);
+    if (top_p < 1.f) thr = min(max(thr, top_p_threshold(r, m, thr, top_p, ssh, x)), top);
     // The largest value's draw bounds the winner's from below: values more than GUMBEL_BOUND
     // under it cannot win, and their noise is skipped (math.rs: the same token, fewer draws).
     const float floor_s = fadd(m, gumbel(seed, first));
@@ -354,9 +358,10 @@ __device__ u32 sample_row(Row r, u32* keys, float* exps, i64 top_k, float top_p,
 }
 
 // One cluster per row (rows cluster, + clusters, ...); dynamic shared memory: slice * 4 bytes
-// for CACHE_KEYS, twice that with CACHE_EXPS.
-extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a) {
-    extern __shared__ u32 keys[];
+// for CACHE_KEYS, twice that with CACHE_EXPS. Two entries: sample_tokens for slices whose keys
+// stay in shared memory (CACHE_KEYS), sample_tokens_streamed for slices read from the logits
+// at every pass; each compiled without the other's paths (registers are short).
+template <bool CACHED> __device__ __forceinline__ void sample_rows(const SampleArgs& a) {
     __shared__ Best bsh[WARPS + 1];
     __shared__ u64 ssh[SEL_MAX_CANDS * WARPS + 1];  // block_sum's WARPS + 1, kary_select's
     __shared__ u64 xb[2][XSLOTS];
@@ -370,20 +375,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a
     const u32 lo = (u32)min((i64)rank * a.slice, a.vocab), hi = (u32)min(lo + a.slice, a.vocab);
     for (i64 b = blockIdx.x / size; b < a.batch; b += clusters) {
         Row r{(const float*)a.logits + b * a.vocab, (u32)a.vocab, ((const float*)a.temperature)[b], lo, hi - lo,
-              nullptr, nullptr};
+              CACHED ? (u32)a.cached | CACHE_KEYS : 0u};
         const i64 top_k = ((const i64*)a.top_k)[b];
         u32 token;
         if (!(r.temp > 0.f) || top_k == 1) {
             token = greedy_row(r, bsh, x);
         } else {
             const float top_p = ((const float*)a.top_p)[b], min_p = ((const float*)a.min_p)[b];
-            u32* ks = (a.cached & CACHE_KEYS) ? keys : nullptr;
-            float* es = (a.cached & CACHE_EXPS) ? (float*)(keys + a.slice) : nullptr;
-            const u64 seed = ((const u64*)a.seed)[b];
-            token = sample_row(r, ks, es, top_k, top_p, min_p, seed, bsh, ssh, x);
+            token = sample_row(r, top_k, top_p, min_p, ((const u64*)a.seed)[b], bsh, ssh, x);
         }
         if (rank == 0 && threadIdx.x == 0) ((i64*)a.out)[b] = token;
         __syncthreads();  // the keys of this row are read before the next row's are written
     }
     cluster_sync_aligned();  // no CTA leaves while another may still read its exchange buffers
 }
+
+extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens(SampleArgs a) { sample_rows<true>(a); }
+extern "C" __global__ void __launch_bounds__(THREADS) sample_tokens_streamed(SampleArgs a) { sample_rows<false>(a); }

@@ -119,6 +119,9 @@ pub fn sample_tokens(stream: &Arc<CudaStream>, p: SamplePtrs, batch: usize, voca
     let fixed = f.shared_size_bytes().map_err(Error::driver("cuFuncGetAttribute"))?;
     let budget = (optin.max(0) as usize).saturating_sub(fixed.max(0) as usize + 1024);
     let pl = plan(batch, vocab, super::sm_count(stream)?, budget, clusters);
+    // (both entries have the same static shared memory: the budget holds for either)
+    let name = if pl.keys { "sample_tokens" } else { "sample_tokens_streamed" };
+    let f = if pl.keys { f } else { function(ctx, &SAMPLING, name)? };
     let smem = (pl.slice * 4 * (pl.keys as usize + pl.exps as usize)) as u32;
     crate::allow_smem(ctx, &f, smem)?;
     let mut args = SampleArgs {
@@ -152,7 +155,7 @@ pub fn sample_tokens(stream: &Arc<CudaStream>, p: SamplePtrs, batch: usize, voca
             &f,
             (grid, SAMPLE_THREADS, smem),
             &mut params,
-            super::Pdl::of(&SAMPLING, "sample_tokens", None),
+            super::Pdl::of(&SAMPLING, name, None),
             pl.cluster as u32,
             "cuLaunchKernelEx(sample_tokens)",
         )
@@ -244,7 +247,10 @@ pub fn apply_penalties(
 /// compile checks in tests/.
 #[doc(hidden)]
 pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
-    let mut all = vec![(SAMPLING, "sample_tokens".to_string(), size_of::<SampleArgs>())];
+    let mut all = vec![];
+    for name in ["sample_tokens", "sample_tokens_streamed"] {
+        all.push((SAMPLING, name.to_string(), size_of::<SampleArgs>()));
+    }
     for name in ["penalties_clear", "penalties_count", "penalties_apply"] {
         all.push((SAMPLING, name.to_string(), size_of::<PenaltyArgs>()));
     }
