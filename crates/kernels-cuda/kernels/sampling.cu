@@ -127,10 +127,13 @@ template <class Body> __device__ __forceinline__ void for_keys(const Row& r, Bod
     }
 }
 
-// Top-p's list of kept (key, exp) pairs of a CTA (top_p_threshold), kept_n of them.
+// Top-p's list of kept (key, exp) pairs of a CTA (top_p_threshold), kept_n of them; or top-k's
+// list of the keys still in play (kary_select), in the same room.
 #define LIST_PAIRS 4096
+#define LIST_KEYS (2 * LIST_PAIRS)
 __shared__ float2 kept_list[LIST_PAIRS];
 __shared__ u32 kept_n;
+#define kept_keys reinterpret_cast<u32*>(kept_list)
 
 // body(key, w) over this thread's elements of the CTA's slice, w = weight(z - m): the list's
 // pairs (LIST), or the exps from shared memory when kept there (CACHE_EXPS: top_p_threshold
@@ -158,7 +161,9 @@ template <class Body> __device__ __forceinline__ void for_weights(const Row& r, 
 // each thread keeps its sums in registers (no shared atomics, whose bins a row's values crowd
 // into), block and cluster reductions join them, and t moves to the largest c_j whose sum
 // meets `ok`. The same key as a bisection, in 8 passes (counts, 4 bits) or 11 (weights, 3 bits:
-// seven u64 sums a thread) instead of 32.
+// seven u64 sums a thread) instead of 32. Counts: once at most LIST_KEYS of the row's values
+// are at or above t, each CTA lists their keys and the later passes count the list. Weights:
+// `list` says top_p_threshold listed the kept (key, exp) pairs, which the passes walk.
 template <bool WEIGHTED> struct Sel {
     enum { BITS = WEIGHTED ? 3 : 4, CANDS = (1 << BITS) - 1 };
 };
@@ -206,6 +211,7 @@ __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xch
     constexpr int BITS = Sel<WEIGHTED>::BITS, CANDS = Sel<WEIGHTED>::CANDS;
     __shared__ u64 tot[SEL_MAX_CANDS];
     u32 t = 0;
+    u64 n_ge = r.n;  // counts: the row's values with key >= t (floor is 0 there)
     for (int hi = 32; hi > 0; hi -= BITS) {
         const int shift = hi > BITS ? hi - BITS : 0;
         const u32 last = (1u << (hi - shift)) - 1;  // the largest candidate index this pass
@@ -225,14 +231,19 @@ __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xch
             // Counts by d in 16-bit fields, four a word (a thread counts fewer than 2^16
             // values: rows are shorter than 2^24, blocks 2^10 threads).
             u64 bins[4] = {0, 0, 0, 0};
-            for_keys(r, [&](u32, u32 key) {
+            const auto count = [&](u32 key) {
                 if (key >= t && key >= floor) {
                     const u32 d = min((key - t) >> shift, last);
                     const u64 one = 1ull << (16 * (d & 3));
 #pragma unroll
                     for (int q = 0; q < 4; ++q) bins[q] += (d >> 2) == (u32)q ? one : 0ull;
                 }
-            });
+            };
+            if (list) {
+                for (u32 j = threadIdx.x; j < kept_n; j += THREADS) count(kept_keys[j]);
+            } else {
+                for_keys(r, [&](u32, u32 key) { count(key); });
+            }
             u32 acc[16];  // acc[j]: the count of the values with d >= j + 1 (acc[15]: 0)
             u32 run = 0;
             acc[15] = 0;
@@ -248,7 +259,21 @@ __device__ u32 kary_select(const Row& r, float m, u32 floor, Ok ok, u64* sh, Xch
         for (u32 j = 1; j <= last; ++j)
             if (ok(tot[j - 1])) pick = j;
         t += pick << shift;
+        if constexpr (!WEIGHTED) n_ge = pick ? tot[pick - 1] : n_ge;
         __syncthreads();  // sh and tot are free for the next pass
+        if constexpr (!WEIGHTED) {
+            // Few values left at or above t (the whole cluster's, so no CTA's overflow): the
+            // later passes count the list of their keys instead of the slice.
+            if (!list && shift > 0 && n_ge <= LIST_KEYS) {
+                if (threadIdx.x == 0) kept_n = 0;
+                __syncthreads();
+                for_keys(r, [&](u32, u32 key) {
+                    if (key >= t) kept_keys[atomicAdd(&kept_n, 1u)] = key;
+                });
+                __syncthreads();
+                list = true;
+            }
+        }
     }
     return t;
 }
