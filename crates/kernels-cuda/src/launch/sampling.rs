@@ -76,7 +76,8 @@ pub struct SamplePtrs {
 /// How sample_tokens splits its rows: `cluster` CTAs per row (1 before sm_90), each taking
 /// `slice` elements (a multiple of 4, so 16-byte aligned rows stay aligned per slice), and
 /// what of a slice fits the shared memory a CTA may have: its keys (4 bytes an element), and
-/// with them the top-p weights' exps (4 more).
+/// with them the top-p weights' exps (4 more). Slices whose keys do not fit run the
+/// `sample_tokens_streamed` entry, which reads them from the logits at every pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct SamplePlan {
     cluster: usize,
