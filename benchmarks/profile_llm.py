@@ -47,8 +47,8 @@ def union_us(spans: list[tuple[float, float]]) -> float:
 
 def step_slices(ks: list[tuple[str, float, float]], steps: int) -> list[list[tuple[str, float, float]]]:
     """The kernels of each step in launch order: a step ends with its sampler's kernel
-    (`sample_tokens` or `sample_tokens_streamed`, once a step) when there are `steps` of those, else every step is
-    len(ks) / steps kernels when that divides; otherwise none."""
+    (`sample_tokens` or `sample_tokens_streamed`, once a step) when there are `steps` of those,
+    else every step is len(ks) / steps kernels when that divides; otherwise none."""
     ordered = sorted(ks, key=lambda k: k[1])
     ends = [i for i, k in enumerate(ordered) if k[0].startswith("sample_tokens")]
     if len(ends) == steps and steps:

@@ -312,6 +312,7 @@ __device__ u32 top_p_threshold(const Row& r, float m, u32 thr, float top_p, u64*
                 s += (u64)fmul(e, 1099511627776.f);
             }
         };
+        // (plain loops, not for_keys: its unrolled logits pass with this body spills registers)
         if (r.cached & CACHE_KEYS) {
             for (u32 j = threadIdx.x; j < r.len; j += THREADS) add(slice_keys[j]);
         } else {

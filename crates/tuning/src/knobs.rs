@@ -242,9 +242,10 @@ declare! {
     /// by attention_prefill.cu's `_f32` kernels (off: the decode kernels run every call).
     AttentionPrefill: "attention.prefill", None, Kind::Flag, "1";
     /// f32 prompts that may read bf16 (`f32_as_bf16`, as for the decode kernel above) take the
-    /// tensor-core prefill kernel, Q, K and V rounded to bf16 as it stages them (about 2^-8 of each value: the precision quantized models' prompt products already
-    /// have; 4.5x SmolLM2 Q4_1's 2,048-token prefill on an H200); off, the f32 decode kernels
-    /// attend every query row in f32.
+    /// tensor-core prefill kernel, Q, K and V rounded to bf16 as it stages them (about 2^-8 of
+    /// each value: the precision quantized models' prompt products already have; 4.5x SmolLM2
+    /// Q4_1's 2,048-token prefill on an H200); off, the f32 decode kernels attend every query
+    /// row in f32.
     AttentionPrefillF32: "attention.prefill_f32", None, Kind::Flag, "1";
     /// On sm_90, the wgmma prefill kernel (attention_prefill_sm90.cu) for the calls it is
     /// compiled for (off: attention_prefill.cu's mma.sync kernel).

@@ -248,14 +248,9 @@ pub fn apply_penalties(
 /// compile checks in tests/.
 #[doc(hidden)]
 pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
-    let mut all = vec![];
-    for name in ["sample_tokens", "sample_tokens_streamed"] {
-        all.push((SAMPLING, name.to_string(), size_of::<SampleArgs>()));
-    }
-    for name in ["penalties_clear", "penalties_count", "penalties_apply"] {
-        all.push((SAMPLING, name.to_string(), size_of::<PenaltyArgs>()));
-    }
-    all
+    let sample = ["sample_tokens", "sample_tokens_streamed"].map(|n| (n, size_of::<SampleArgs>()));
+    let penalties = ["penalties_clear", "penalties_count", "penalties_apply"].map(|n| (n, size_of::<PenaltyArgs>()));
+    sample.into_iter().chain(penalties).map(|(n, size)| (SAMPLING, n.to_string(), size)).collect()
 }
 
 #[cfg(test)]
