@@ -5,7 +5,8 @@ loads before the wait. PDL moves launches, never arithmetic, so everything here 
 bit for bit with the knob on and off: a random bf16 Llama's greedy tokens and log-probabilities
 (decode at one row and three, replayed from CUDA graphs), and a decoder layer's W^T products in
 every fused form (``_norm``, ``_gated``, residual epilogue) at 1-4 rows, bf16 and f32, with K
-that takes the vector and the element loads. Skips without a GPU."""
+that takes the vector and the element loads; and from 17 rows the Hopper GEMM, which loads its
+first stages of constant weights before its wait. Skips without a GPU."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from max import tuning
 from max.dtype import DType
-from test_gpu_norm_gemv import as_np, layer, run, weights
+from test_gpu_norm_gemv import as_np, check, layer, reference, run, weights
 
 pytestmark = pytest.mark.gpu
 OFF = {"launch.pdl": False}
@@ -128,3 +129,40 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
         outs.append(out)
     assert np.isfinite(outs[0]).all()
     assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), enc
+
+
+def test_hopper_gemm_streams_constant_weights_before_its_wait(rng, gpu):
+    """From 17 rows a layer's W^T products run on the Hopper GEMM (64- and 128-row tiles), each
+    right after the kernel that writes its A (a norm, the gated product). Under PDL with
+    constant weights (`gemm.early_weights`) its producer issues the first stages' weight loads
+    before griddepcontrol.wait and A's after it: the same bits with it on, off and without
+    PDL, within float64's bounds, and the launches say which way they went."""
+    from engine_util import session
+
+    k = 1024  # 16 k-tiles: the ring (9 or 7 stages) wraps after the early ones
+    ws = weights(rng, DType.bfloat16, k, 1024, 256, 2816)
+    specs = ({}, {"gemm.early_weights": False}, OFF)
+    models = []
+    for spec in specs:
+        with tuning.override(**spec):
+            models.append(session(gpu).load(layer(DType.bfloat16, k, ws)))
+    for m in (17, 64, 200):
+        x = rng.standard_normal((m, k)).astype(as_np(DType.bfloat16))
+        h = rng.standard_normal((m, k)).astype(as_np(DType.bfloat16))
+        outs = []
+        for spec, model in zip(specs, models):
+            with tuning.override(**spec):
+                with tuning.record_launches() as log:  # step by step (recorded), then replayed
+                    outs.append(run(model, gpu, x, h))
+                outs.append(run(model, gpu, x, h))
+            gemms = log.records("gemm_sm90p")
+            if not gemms:
+                pytest.skip("the Hopper GEMM does not run on this GPU")
+            early = {r["early_b"] for r in gemms}
+            assert early == ({1} if not spec else {0}), (spec, gemms)
+        for got in outs[1:]:
+            for i, (u, v) in enumerate(zip(outs[0], got)):
+                assert np.array_equal(u.view(np.uint16), v.view(np.uint16)), f"m={m} output {i}"
+        refs, bounds = reference(x, h, ws)
+        for i, (o, r, b) in enumerate(zip(outs[0], refs, bounds)):
+            check(o, r, b, DType.bfloat16, f"m={m} output {i}")

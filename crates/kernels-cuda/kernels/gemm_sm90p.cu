@@ -164,69 +164,112 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMaps* m
     // The peer's barriers must be initialised before anything is multicast or arrived on them.
     if (CL > 1) cluster_sync();
     else __syncthreads();
-    if (p.pdl) {
-        // Launched under programmatic stream serialization (gemm.pdl), the grid may start while
-        // the stream's previous kernel drains: nothing in global memory (A, the epilogue's
-        // inputs, C, the workspace and counters) is read or written before this wait; the setup
-        // above touches shared memory and the parameters only. The next such grid may launch.
+    // Launched under programmatic stream serialization (gemm.pdl), the grid may start while the
+    // stream's previous kernel drains: nothing in global memory that a kernel writes (A, the
+    // epilogue's inputs, C, the workspace and counters) is read or written before the wait; the
+    // setup above touches shared memory and the parameters only. With p.early_b (B is a
+    // constant: a layer's weights) the producer issues B's loads of its first unit's first
+    // STAGES k-tiles before it waits, so the weights stream while the kernel ahead finishes.
+    // The next such grid may launch once this one has waited. (The launcher sets early_b only
+    // with pdl and for Bt, a layer's weight as stored: the N-major kernels are compiled without
+    // the early loads, which made their 256-column forms spill.)
+    const bool early_b = !TB && p.early_b;
+    if (p.pdl && !early_b) {
         pdl_wait();
         pdl_launch_dependents();
     }
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        // Stage s's A tile (this CTA's share of it, multicast to its cluster row).
+        auto load_a = [&](int s, const Work& w, int kt) {
+            u8* sa = smem + s * STAGE_BYTES;
+            if (CN > 1) {
+                // Rows rn * BM / CN .. of the A tile (boxes of BM / CN rows).
+                tma_load_3d_mc(sa + rn * (A_BYTES / CN), map_a, &full[s], kt * P_BK, w.mt * BM + rn * (BM / CN), w.z,
+                               (u16)mask_a);
+            } else {
+                tma_load_3d(sa, map_a, &full[s], kt * P_BK, w.mt * BM, w.z);
+            }
+        };
+        // Stage s's B tile (this CTA's share of it, multicast to its cluster column).
+        auto load_b = [&](int s, const Work& w, int kt) {
+            u8* sb = smem + s * STAGE_BYTES + A_BYTES;
+            const int seg = GT ? 0 : seg_of(p, w.nt);
+            const TmaMap* map_b = &maps_b->m[seg];
+            const int nt = w.nt - p.seg_tiles[seg];  // the column tile within its segment
+            if (GT) {
+                // Each consumer's WN rows: WN / 2 rows of Wg, then the same rows of Wu (boxes
+                // of WN / 2 rows; rows of 128 bytes).
+                constexpr int H = WN / 2;
+#pragma unroll
+                for (int q = 0; q < BN / WN; ++q)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        tma_load_3d(sb + (q * WN + h * H) * 128, &maps_b->m[h], &full[s], kt * P_BK,
+                                    nt * (BN / 2) + q * H, w.z);
+            } else if (TB) {
+                // B [K, N]: BN / 64 boxes of 64 columns x 64 rows; this CTA loads its share
+                // (boxes rm, rm + CM, ...) for its cluster column.
+                for (int j = rm; j < BN / 64; j += CM) {
+                    if (CM > 1)
+                        tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[s], nt * BN + 64 * j, kt * P_BK, w.z,
+                                       (u16)mask_b);
+                    else
+                        tma_load_3d(sb + j * (P_BK * 128), map_b, &full[s], nt * BN + 64 * j, kt * P_BK, w.z);
+                }
+            } else if (CM > 1) {
+                // Bt [N, K]: rows rm * BN / CM .. of the column tile (boxes of BN / CM rows).
+                tma_load_3d_mc(sb + rm * (B_BYTES / CM), map_b, &full[s], kt * P_BK, nt * BN + rm * (BN / CM), w.z,
+                               (u16)mask_b);
+            } else {
+                tma_load_3d(sb, map_b, &full[s], kt * P_BK, nt * BN, w.z);
+            }
+        };
         if (tid == 0) {
             int stage = 0;
             u32 phase = 0;
             int step = 0;
             Work w;
-            while (next_unit(p, cid, clusters, rank, CL, step, w)) {
-                const int seg = GT ? 0 : seg_of(p, w.nt);
-                const TmaMap* map_b = &maps_b->m[seg];
-                const int nt = w.nt - p.seg_tiles[seg];  // the column tile within its segment
-                for (int kt = w.k0; kt < w.k1; ++kt) {
-                    // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
-                    mbar_wait(&empty[stage], phase ^ 1);
-                    u8* sa = smem + stage * STAGE_BYTES;
-                    u8* sb = sa + A_BYTES;
-                    mbar_expect_tx(&full[stage], STAGE_BYTES);
-                    if (CN > 1) {
-                        // Rows rn * BM / CN .. of the A tile (boxes of BM / CN rows).
-                        tma_load_3d_mc(sa + rn * (A_BYTES / CN), map_a, &full[stage], kt * P_BK,
-                                       w.mt * BM + rn * (BM / CN), w.z, (u16)mask_a);
-                    } else {
-                        tma_load_3d(sa, map_a, &full[stage], kt * P_BK, w.mt * BM, w.z);
+            // The first unit's k-tiles whose stage (the ring's first ones, free at launch)
+            // was armed and given its B before the wait.
+            int pre = 0;
+            if (early_b) {
+                int s0 = 0;
+                if (next_unit(p, cid, clusters, rank, CL, s0, w)) {
+                    pre = min(STAGES, w.k1 - w.k0);
+                    for (int i = 0; i < pre; ++i) {
+                        mbar_expect_tx(&full[i], STAGE_BYTES);
+                        load_b(i, w, w.k0 + i);
                     }
-                    if (GT) {
-                        // Each consumer's WN rows: WN / 2 rows of Wg, then the same rows of Wu
-                        // (boxes of WN / 2 rows; rows of 128 bytes).
-                        constexpr int H = WN / 2;
-#pragma unroll
-                        for (int q = 0; q < BN / WN; ++q)
-#pragma unroll
-                            for (int h = 0; h < 2; ++h)
-                                tma_load_3d(sb + (q * WN + h * H) * 128, &maps_b->m[h], &full[stage], kt * P_BK,
-                                            nt * (BN / 2) + q * H, w.z);
-                    } else if (TB) {
-                        // B [K, N]: BN / 64 boxes of 64 columns x 64 rows; this CTA loads its
-                        // share (boxes rm, rm + CM, ...) for its cluster column.
-                        for (int j = rm; j < BN / 64; j += CM) {
-                            if (CM > 1)
-                                tma_load_3d_mc(sb + j * (P_BK * 128), map_b, &full[stage], nt * BN + 64 * j, kt * P_BK, w.z, (u16)mask_b);
-                            else
-                                tma_load_3d(sb + j * (P_BK * 128), map_b, &full[stage], nt * BN + 64 * j, kt * P_BK, w.z);
-                        }
-                    } else if (CM > 1) {
-                        // Bt [N, K]: rows rm * BN / CM .. of the column tile (boxes of BN / CM rows).
-                        tma_load_3d_mc(sb + rm * (B_BYTES / CM), map_b, &full[stage], kt * P_BK, nt * BN + rm * (BN / CM), w.z, (u16)mask_b);
+                }
+                pdl_wait();
+                pdl_launch_dependents();
+            }
+            while (next_unit(p, cid, clusters, rank, CL, step, w)) {
+                for (int kt = w.k0; kt < w.k1; ++kt) {
+                    if (pre > 0) {
+                        --pre;
+                        load_a(stage, w, kt);
                     } else {
-                        tma_load_3d(sb, map_b, &full[stage], kt * P_BK, nt * BN, w.z);
+                        // Plain (.acquire.cta) even when the peer arrives: see mbar_arrive_cluster.
+                        mbar_wait(&empty[stage], phase ^ 1);
+                        mbar_expect_tx(&full[stage], STAGE_BYTES);
+                        load_a(stage, w, kt);
+                        load_b(stage, w, kt);
                     }
                     if (++stage == STAGES) stage = 0, phase ^= 1;
                 }
             }
+        } else if (early_b) {
+            pdl_wait();
+            pdl_launch_dependents();
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        if (early_b) {
+            pdl_wait();
+            pdl_launch_dependents();
+        }
         // 128-row tiles: consumer 0 takes rows 0..63 of each tile, consumer 1 rows 64..127, each
         // over all BN columns. 64-row tiles: both take the 64 rows, consumer c columns
         // c * WN .. c * WN + WN - 1, reading the B tile from that column on: K-major Bt rows

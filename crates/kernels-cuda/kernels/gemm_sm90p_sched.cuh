@@ -26,7 +26,7 @@ struct GemmPArgs {
     i32 cn;          // CTAs of a cluster along N (1 or 2; the cluster's CL / cn along M)
     i32 ldc;         // f32-output kernels: elements between rows of C and of the residual
     i32 pdl;         // nonzero: launched under PDL, waits for the previous grid after its setup
-    i32 pad;
+    i32 early_b;     // with pdl: B is a constant, its first stages are loaded before the wait
     i32 segs;                    // B operands side by side along N (1 to GP_SEGS; gated: 2)
     i32 seg_tiles[GP_SEGS + 1];  // each segment's first column tile; [segs] = n_tiles
     i64 seg_n[GP_SEGS];          // each segment's columns (of its B and its C)

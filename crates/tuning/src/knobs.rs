@@ -216,8 +216,11 @@ declare! {
     GemmTranspose: "gemm.transpose", None, Kind::Flag, "0";
     /// The Hopper GEMM's 16-bit-output kernels launch under programmatic stream serialization:
     /// the grid sets up (barriers, descriptors) while the previous kernel drains and waits
-    /// before its first load.
+    /// before its first load (of A: constant weights may come first, `gemm.early_weights`).
     GemmPdl: "gemm.pdl", None, Kind::Flag, "1";
+    /// Under `gemm.pdl`, a product whose B is a constant (a layer's weight) loads its first
+    /// stages of B before it waits for the previous kernel; A and everything else after.
+    GemmEarlyWeights: "gemm.early_weights", None, Kind::Flag, "1";
     /// Rows up to which 16-bit skinny products take the SIMT kernel rather than mma.sync.
     GemmSkinnySimtM: "gemm.skinny_simt_m", None, Kind::Int { min: 0, max: 16, step: 1 }, "";
     /// Rows from which 16-bit W^T products of up to 16 rows stream the weights into mma.sync

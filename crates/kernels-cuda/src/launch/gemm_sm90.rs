@@ -64,6 +64,8 @@ pub fn suitable(dtype: DType, m: usize, n: usize, k: usize, a: u64, b: u64) -> b
 
 /// C = epilogue(A @ W^T) for A [m, k] at `a` and W [n, k] at `w` (a linear layer's weight as
 /// stored: the K-major B operand the kernel reads without a transpose), any m >= 1.
+/// `weights_constant`: no kernel writes W, so under PDL the kernel streams its first stages of
+/// W before it waits for the kernel ahead (`gemm.early_weights`).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_bt(
     stream: &Arc<CudaStream>,
@@ -71,29 +73,31 @@ pub fn gemm_bt(
     (a, w, c): (u64, u64, u64),
     (m, n, k): (usize, usize, usize),
     epi: &Epilogue,
+    weights_constant: bool,
 ) -> Result<()> {
     check_bt(dtype, k, a | w)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
-    gemm_sm90p::launch(stream, dtype, (a, w, c), (m, n, k), 1, 1, false, epi)
+    gemm_sm90p::launch(stream, dtype, (a, w, c), (m, n, k), (1, 1, false), epi, weights_constant)
 }
 
 /// `A @ W_s^T` for several weights W_s [n_s, k] (16-bit, as stored) in one launch, each into
 /// its own C [m, n_s]: `parts` are `(w, c, n_s)`, at most [`SIBLINGS`] of them (a layer's q, k
-/// and v projections); an identity epilogue.
+/// and v projections); an identity epilogue. `weights_constant` as for [`gemm_bt`].
 pub fn gemm_bt_siblings(
     stream: &Arc<CudaStream>,
     dtype: DType,
     a: u64,
     parts: &[(u64, u64, usize)],
     (m, k): (usize, usize),
+    weights_constant: bool,
 ) -> Result<()> {
     check_bt(dtype, k, parts.iter().fold(a, |acc, p| acc | p.0))?;
     if m == 0 || parts.iter().all(|p| p.2 == 0) {
         return Ok(());
     }
-    gemm_sm90p::launch_segments(stream, dtype, a, parts, (m, k))
+    gemm_sm90p::launch_segments(stream, dtype, a, parts, (m, k), weights_constant)
 }
 
 /// The most weights [`gemm_bt_siblings`] takes.
@@ -102,18 +106,20 @@ pub const SIBLINGS: usize = gemm_sm90p::SEGS;
 /// C [m, n] = act(A @ Wg^T) * (A @ Wu^T) in one launch (a gated MLP's first half) for A [m, k]
 /// and Wg, Wu [n, k] as stored (16-bit), `epi` an activation at most (applied to the gate); the
 /// product rounds act(gate) and up to the type first, as the separate steps would.
+/// `weights_constant` as for [`gemm_bt`].
 pub fn gemm_bt_gated(
     stream: &Arc<CudaStream>,
     dtype: DType,
     (a, wg, wu, c): (u64, u64, u64, u64),
     (m, n, k): (usize, usize, usize),
     epi: &Epilogue,
+    weights_constant: bool,
 ) -> Result<()> {
     check_bt(dtype, k, a | wg | wu)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
-    gemm_sm90p::launch_gated(stream, dtype, (a, wg, wu, c), (m, n, k), epi)
+    gemm_sm90p::launch_gated(stream, dtype, (a, wg, wu, c), (m, n, k), epi, weights_constant)
 }
 
 fn check_bt(dtype: DType, k: usize, addrs: u64) -> Result<()> {
@@ -175,7 +181,7 @@ pub fn gemm(
     }
     // B [k, n] (n_major) or Bt [n, k] at `ptr`, batch_b of them.
     let launch_b = |ptr: u64, n_major: bool| -> Result<()> {
-        gemm_sm90p::launch(stream, dtype, (a, ptr, c), (rows_a, n, k), z, batch_b, n_major, epi)
+        gemm_sm90p::launch(stream, dtype, (a, ptr, c), (rows_a, n, k), (z, batch_b, n_major), epi, false)
     };
     if n_major {
         return launch_b(b, true);

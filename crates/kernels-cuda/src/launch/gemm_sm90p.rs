@@ -63,7 +63,7 @@ struct GemmPArgs {
     cn: i32,
     ldc: i32,
     pdl: i32,
-    pad: i32,
+    early_b: i32,
     segs: i32,
     seg_tiles: [i32; SEGS + 1],
     seg_n: [i64; SEGS],
@@ -188,29 +188,33 @@ fn max_clusters(stream: &Arc<CudaStream>, f: &CudaFunction, name: &str, cluster:
 
 /// Runs the kernel: A [rows_a, k] per batch (`z` batches at `a`, or one), B at `b` either
 /// [k, n] (`n_major`) or transposed [n, k], `batch_b` of them, C [rows_a, n] per batch at `c`.
+/// `b_constant`: no kernel writes B (a layer's weight), so under PDL the kernel loads its first
+/// stages of B before it waits for the kernel ahead.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     stream: &Arc<CudaStream>,
     dtype: DType,
     (a, b, c): (u64, u64, u64),
     (rows_a, n, k): (usize, usize, usize),
-    z: usize,
-    batch_b: usize,
-    n_major: bool,
+    (z, batch_b, n_major): (usize, usize, bool),
     epi: &Epilogue,
+    b_constant: bool,
 ) -> Result<()> {
     let out = COut { f32: false, ldc: n };
-    launch_out(stream, dtype, (a, b, c), (rows_a, n, k), (z, batch_b, n_major), epi, out, Operands::One)
+    let batches = (z, batch_b, n_major);
+    launch_out(stream, dtype, (a, b, c), (rows_a, n, k), batches, epi, (out, b_constant), Operands::One)
 }
 
 /// One launch for several weights Wt [n_s, k] (16-bit, K-major) read against the same A [rows,
 /// k]: `parts` are `(w, c, n_s)`, each product into its own C [rows, n_s]; an identity epilogue.
+/// `b_constant` as for [`launch`].
 pub(crate) fn launch_segments(
     stream: &Arc<CudaStream>,
     dtype: DType,
     a: u64,
     parts: &[(u64, u64, usize)],
     (rows, k): (usize, usize),
+    b_constant: bool,
 ) -> Result<()> {
     let Some(&(w0, c0, n0)) = parts.first() else { return Ok(()) };
     if parts.len() > SEGS || parts.iter().any(|&(_, _, n)| n == 0 || n > i32::MAX as usize) {
@@ -218,23 +222,25 @@ pub(crate) fn launch_segments(
     }
     let out = COut { f32: false, ldc: n0 };
     let epi = Epilogue::default();
-    launch_out(stream, dtype, (a, w0, c0), (rows, n0, k), (1, 1, false), &epi, out, Operands::Segments(parts))
+    let (dims, batches) = ((rows, n0, k), (1, 1, false));
+    launch_out(stream, dtype, (a, w0, c0), dims, batches, &epi, (out, b_constant), Operands::Segments(parts))
 }
 
 /// C [rows, n] = act(A @ Wg^T) * (A @ Wu^T) in one launch (the gated kernels): A [rows, k], Wg
-/// and Wu [n, k] (16-bit, K-major), `epi` an activation at most.
+/// and Wu [n, k] (16-bit, K-major), `epi` an activation at most; `b_constant` as for [`launch`].
 pub(crate) fn launch_gated(
     stream: &Arc<CudaStream>,
     dtype: DType,
     (a, wg, wu, c): (u64, u64, u64, u64),
     (rows, n, k): (usize, usize, usize),
     epi: &Epilogue,
+    b_constant: bool,
 ) -> Result<()> {
     if !epi.act_only() || n > (i32::MAX / 2) as usize {
         return Err(Error::Unsupported("gemm_sm90p: a gated product takes an activation of the gate only".into()));
     }
     let out = COut { f32: false, ldc: n };
-    launch_out(stream, dtype, (a, wg, c), (rows, n, k), (1, 1, false), epi, out, Operands::Gated(wu))
+    launch_out(stream, dtype, (a, wg, c), (rows, n, k), (1, 1, false), epi, (out, b_constant), Operands::Gated(wu))
 }
 
 /// Where the kernel stores C: f32 (the `_f32` kernels: bf16 operands, Bt [N, K], an epilogue of
@@ -259,7 +265,8 @@ pub(crate) fn launch_f32(
         return Err(Error::Unsupported("gemm_sm90p: f32 results take a residual at most, rows < 2^31 apart".into()));
     }
     let out = COut { f32: true, ldc };
-    launch_out(stream, DType::BFloat16, (a, b, c), (rows_a, n, k), (1, 1, false), epi, out, Operands::One)
+    // (B is a chunk of weights the dequantize kernel ahead has just written.)
+    launch_out(stream, DType::BFloat16, (a, b, c), (rows_a, n, k), (1, 1, false), epi, (out, false), Operands::One)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -270,7 +277,7 @@ fn launch_out(
     (rows_a, n, k): (usize, usize, usize),
     batches: (usize, usize, bool),
     epi: &Epilogue,
-    out: COut,
+    out: (COut, bool),
     ops: Operands,
 ) -> Result<()> {
     let mut knobs = Knobs::from_tuning(&max_tuning::current());
@@ -330,7 +337,7 @@ fn launch_with(
     (z, batch_b, n_major): (usize, usize, bool),
     epi: &Epilogue,
     knobs: Knobs,
-    out: COut,
+    (out, b_constant): (COut, bool),
     ops: Operands,
 ) -> Result<()> {
     let sms = super::sm_count(stream)?;
@@ -481,7 +488,7 @@ fn launch_with(
         cn: p.cluster_n as i32,
         ldc: out.ldc as i32,
         pdl: pdl.on() as i32,
-        pad: 0,
+        early_b: (pdl.on() && b_constant && !n_major && knobs.early_b.unwrap_or(true)) as i32,
         segs: segs as i32,
         seg_tiles,
         seg_n,
@@ -522,6 +529,7 @@ fn launch_with(
                 ("f32", out.f32 as i64),
                 ("grid", grid as i64),
                 ("pdl", pdl.on() as i64),
+                ("early_b", args.early_b as i64),
                 ("segs", segs as i64),
                 ("gated", gated as i64),
             ];

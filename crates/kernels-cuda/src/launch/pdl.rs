@@ -57,7 +57,8 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     ("qgemv_q6_k_f32", &["qgemv_q6_k_m"]),
     ("qgemv_q6_k_bf16", &["qgemv_q6_k_m"]),
     ("qgemv_q6_k_f16", &["qgemv_q6_k_m"]),
-    // the Hopper GEMM (all entries: barrier setup, then the wait when args.pdl is set)
+    // the Hopper GEMM (all entries: barrier setup, then the wait when args.pdl is set; with
+    // args.early_b, which the launcher sets for constant weights only, their first stages first)
     ("gemm_sm90p_bf16", &["gemm_sm90p_"]),
     ("gemm_sm90p_f16", &["gemm_sm90p_"]),
     ("conv_sm90_bf16", &["conv_sm90_"]),

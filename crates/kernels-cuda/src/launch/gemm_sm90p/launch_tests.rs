@@ -4,9 +4,10 @@ use super::*;
 
 #[test]
 fn argument_layout_is_the_kernels() {
-    // 3 u64 and 3 i64, then 16 i32 (pdl and its pad last), segs and 5 segment tiles, 4
+    // 3 u64 and 3 i64, then 16 i32 (pdl and early_b last), segs and 5 segment tiles, 4
     // segment widths and 4 C addresses: the Epilogue at byte 200, as in
     // gemm_sm90p_sched.cuh's GemmPArgs; four 128-byte maps for TmaMaps
+    assert_eq!(std::mem::offset_of!(GemmPArgs, early_b), 108);
     assert_eq!(std::mem::offset_of!(GemmPArgs, segs), 112);
     assert_eq!(std::mem::offset_of!(GemmPArgs, seg_n), 136);
     assert_eq!(std::mem::offset_of!(GemmPArgs, epi), 200);

@@ -22,6 +22,8 @@ pub struct Knobs {
     pub tail: Option<bool>,
     /// The staged epilogue (`Some(true)`) or the direct one.
     pub staged: Option<bool>,
+    /// Constant B loaded before the PDL wait (`gemm.early_weights`; on when unset).
+    pub early_b: Option<bool>,
 }
 
 impl Knobs {
@@ -37,6 +39,7 @@ impl Knobs {
             group_m: t.int(Knob::GemmGroupM),
             tail: t.flag(Knob::GemmTail),
             staged: t.choice(Knob::GemmEpilogue).map(|s| s == "staged"),
+            early_b: t.flag(Knob::GemmEarlyWeights),
         }
     }
 }

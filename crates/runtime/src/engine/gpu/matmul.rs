@@ -135,7 +135,7 @@ fn folded(dev: &CudaDevice, g: &GemmEpilogue, inputs: &[Buffer], outputs: &[Buff
     if dev.wgmma() && !max_tuning::current().batch_invariant() {
         // One launch of the Hopper GEMM over both weights, act(gate) * up in its epilogue.
         let ptrs = (a.addr(), ws[0].addr(), ws[1].addr(), outs[0].addr());
-        match gemm_sm90::gemm_bt_gated(&dev.stream, dtype, ptrs, (rows, ns[0], k), &epi) {
+        match gemm_sm90::gemm_bt_gated(&dev.stream, dtype, ptrs, (rows, ns[0], k), &epi, consts) {
             Err(max_kernels_cuda::Error::Unsupported(_)) => {}
             r => return r.map_err(Error::from),
         }
@@ -207,7 +207,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     let invariant = max_tuning::current().batch_invariant();
     if hopper && !invariant && ws.len() > 1 && ws.len() <= gemm_sm90::SIBLINGS && epi.is_identity() {
         // Sibling products (q, k and v) in one launch of the Hopper GEMM.
-        match gemm_sm90::gemm_bt_siblings(&dev.stream, dtype, a.addr(), &parts, (rows, k)) {
+        match gemm_sm90::gemm_bt_siblings(&dev.stream, dtype, a.addr(), &parts, (rows, k), consts) {
             Err(max_kernels_cuda::Error::Unsupported(_)) => {}
             r => return r.map_err(Error::from),
         }
@@ -215,7 +215,7 @@ fn matmul_wt(dev: &CudaDevice, a: &Buffer, ws: &[Buffer], outs: &[Buffer], epi: 
     for ((w, out), &n) in ws.iter().zip(outs).zip(&ns) {
         if hopper {
             let ptrs = (a.addr(), w.addr(), out.addr());
-            match max_kernels_cuda::launch::gemm_sm90::gemm_bt(&dev.stream, dtype, ptrs, (rows, n, k), epi) {
+            match max_kernels_cuda::launch::gemm_sm90::gemm_bt(&dev.stream, dtype, ptrs, (rows, n, k), epi, consts) {
                 Err(max_kernels_cuda::Error::Unsupported(_)) => {}
                 r => {
                     r.map_err(Error::from)?;
