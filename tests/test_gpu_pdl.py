@@ -131,7 +131,15 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
     assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), enc
 
 
-def test_hopper_gemm_streams_constant_weights_before_its_wait(rng, gpu):
+# Plans forced past the default one: clusters multicasting B (along M) and A (along N) before
+# and after the wait, split-K, and a small grid whose CTAs take several units each (the ring
+# runs on across units after the early stages).
+PLANS = [{}, {"gemm.cluster": 2}, {"gemm.cluster": 2, "gemm.cluster_n": 2},
+         {"gemm.splitk": 3}, {"gemm.grid": 8}]
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "default")
+def test_hopper_gemm_streams_constant_weights_before_its_wait(rng, gpu, plan):
     """From 17 rows a layer's W^T products run on the Hopper GEMM (64- and 128-row tiles), each
     right after the kernel that writes its A (a norm, the gated product). Under PDL with
     constant weights (`gemm.early_weights`) its producer issues the first stages' weight loads
@@ -139,18 +147,18 @@ def test_hopper_gemm_streams_constant_weights_before_its_wait(rng, gpu):
     PDL, within float64's bounds, and the launches say which way they went."""
     from engine_util import session
 
-    k = 1024  # 16 k-tiles: the ring (9 or 7 stages) wraps after the early ones
+    k = 1024  # 16 k-tiles: past the ring's 7, 9 or 12 stages where a unit takes all of K
     ws = weights(rng, DType.bfloat16, k, 1024, 256, 2816)
-    specs = ({}, {"gemm.early_weights": False}, OFF)
+    specs = [{**plan, **s} for s in ({}, {"gemm.early_weights": False}, OFF)]
     models = []
     for spec in specs:
         with tuning.override(**spec):
             models.append(session(gpu).load(layer(DType.bfloat16, k, ws)))
-    for m in (17, 64, 200):
+    for m in (17, 64, 200) if not plan else (64, 200):
         x = rng.standard_normal((m, k)).astype(as_np(DType.bfloat16))
         h = rng.standard_normal((m, k)).astype(as_np(DType.bfloat16))
         outs = []
-        for spec, model in zip(specs, models):
+        for i, (spec, model) in enumerate(zip(specs, models)):
             with tuning.override(**spec):
                 with tuning.record_launches() as log:  # step by step (recorded), then replayed
                     outs.append(run(model, gpu, x, h))
@@ -159,10 +167,10 @@ def test_hopper_gemm_streams_constant_weights_before_its_wait(rng, gpu):
             if not gemms:
                 pytest.skip("the Hopper GEMM does not run on this GPU")
             early = {r["early_b"] for r in gemms}
-            assert early == ({1} if not spec else {0}), (spec, gemms)
+            assert early == ({1} if i == 0 else {0}), (spec, gemms)
         for got in outs[1:]:
-            for i, (u, v) in enumerate(zip(outs[0], got)):
-                assert np.array_equal(u.view(np.uint16), v.view(np.uint16)), f"m={m} output {i}"
+            for j, (u, v) in enumerate(zip(outs[0], got)):
+                assert np.array_equal(u.view(np.uint16), v.view(np.uint16)), f"m={m} output {j}"
         refs, bounds = reference(x, h, ws)
-        for i, (o, r, b) in enumerate(zip(outs[0], refs, bounds)):
-            check(o, r, b, DType.bfloat16, f"m={m} output {i}")
+        for j, (o, r, b) in enumerate(zip(outs[0], refs, bounds)):
+            check(o, r, b, DType.bfloat16, f"m={m} output {j}")

@@ -236,7 +236,7 @@ __device__ __forceinline__ void gemm_sm90p(const TmaMap* map_a, const TmaMaps* m
             if (early_b) {
                 int s0 = 0;
                 if (next_unit(p, cid, clusters, rank, CL, s0, w)) {
-                    pre = min(STAGES, w.k1 - w.k0);
+                    pre = max(0, min(STAGES, w.k1 - w.k0));
                     for (int i = 0; i < pre; ++i) {
                         mbar_expect_tx(&full[i], STAGE_BYTES);
                         load_b(i, w, w.k0 + i);

@@ -504,7 +504,8 @@ fn launch_with(
     // SAFETY: the parameters match the kernel's (TmaMap, TmaMaps, GemmPArgs) by value and live
     // across the call (the driver copies them); the maps describe live allocations, C holds
     // z batches of rows_a x n, the workspace covers every tile's partials and counter; under
-    // PDL the kernel waits (args.pdl) before it touches global memory.
+    // PDL the kernel waits (args.pdl) before it touches global memory, except B's first stages
+    // with args.early_b, set only for a B that no kernel writes (`b_constant`).
     let launched = unsafe {
         super::launch_ex_cluster(stream, &f, (grid, THREADS, smem), &mut params, pdl, p.cluster as u32, LAUNCH)
     };

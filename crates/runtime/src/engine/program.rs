@@ -106,6 +106,8 @@ pub struct GemmEpilogue {
     /// (passes/siblings.rs: `hoist_constants`): no kernel of the program writes it, so the GPU's
     /// GEMVs may read it before the kernel ahead of them has finished (launch/pdl.rs). False
     /// for a weight computed at run time, whose product then launches after its producer ends.
+    /// The Hopper GEMM relies on it too (its first stages of B before the wait). A runner that
+    /// copies a weight into a fresh buffer before the product must not pass it on.
     pub const_weights: bool,
     /// The decode step's rope + KV-cache store of the q, k and v this step's three sibling
     /// products make (passes/fuse_qkv_rope_store.rs): the kv_cache_store op with its folded

@@ -305,6 +305,7 @@ fn every_gemm_knob_changes_the_plan() {
     assert_eq!(from("gemm.epilogue=staged").staged, Some(true));
     assert_eq!(from("gemm.epilogue=direct").staged, Some(false));
     assert_eq!(from("gemm.grid=8").grid, Some(8));
+    assert_eq!((from("").early_b, from("gemm.early_weights=0").early_b), (Some(true), Some(false)));
 }
 
 #[test]
