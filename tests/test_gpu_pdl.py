@@ -131,9 +131,10 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
     assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), enc
 
 
-# Plans forced past the default one: clusters multicasting B (along M) and A (along N) before
-# and after the wait, split-K, and a small grid whose CTAs take several units each (the ring
-# runs on across units after the early stages).
+# Plans forced past the default one: clusters of two CTAs multicasting B (along M) or A (along
+# N: `gemm.cluster` counts all of a cluster's CTAs) before and after the wait, split-K, and a
+# small grid whose CTAs take several units each (the ring runs on across units after the
+# early stages).
 PLANS = [{}, {"gemm.cluster": 2}, {"gemm.cluster": 2, "gemm.cluster_n": 2},
          {"gemm.splitk": 3}, {"gemm.grid": 8}]
 
