@@ -131,12 +131,26 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
     assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), enc
 
 
-# Plans forced past the default one: clusters of two CTAs multicasting B (along M) or A (along
-# N: `gemm.cluster` counts all of a cluster's CTAs) before and after the wait, split-K, and a
-# small grid whose CTAs take several units each (the ring runs on across units after the
-# early stages).
+# Plans forced past the default one: clusters of two CTAs along M multicasting B, clusters of
+# two by two (two along N multicasting A; the gated products, which multicast no B, one by two)
+# before and after the wait, split-K, and a small grid whose CTAs take several units each (the
+# ring runs on across units after the early stages).
 PLANS = [{}, {"gemm.cluster": 2}, {"gemm.cluster": 2, "gemm.cluster_n": 2},
          {"gemm.splitk": 3}, {"gemm.grid": 8}]
+
+
+def _ran_as_forced(plan, gemms):
+    """Whether every launch took the forced plan (the records' cluster, splits and grid)."""
+    if "gemm.splitk" in plan:
+        return all(r["splits"] == plan["gemm.splitk"] for r in gemms)
+    if "gemm.grid" in plan:
+        g = plan["gemm.grid"]
+        return all(r["grid"] <= g for r in gemms) and any(r["grid"] == g for r in gemms)
+    if "gemm.cluster" in plan:
+        cn = plan.get("gemm.cluster_n", 1)
+        return all((r["cluster"], r["cluster_n"]) == ((1 if r["gated"] else plan["gemm.cluster"]) * cn, cn)
+                   for r in gemms)
+    return True
 
 
 @pytest.mark.parametrize("plan", PLANS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "default")
@@ -169,6 +183,7 @@ def test_hopper_gemm_streams_constant_weights_before_its_wait(rng, gpu, plan):
                 pytest.skip("the Hopper GEMM does not run on this GPU")
             early = {r["early_b"] for r in gemms}
             assert early == ({1} if i == 0 else {0}), (spec, gemms)
+            assert _ran_as_forced(plan, gemms), (spec, gemms)
         for got in outs[1:]:
             for j, (u, v) in enumerate(zip(outs[0], got)):
                 assert np.array_equal(u.view(np.uint16), v.view(np.uint16)), f"m={m} output {j}"
