@@ -41,6 +41,9 @@ runs.
     python benchmarks/llm_gpu.py --compare launch.pdl=0 --models llama-3.2-1b-bf16 --batch 1 --ttft ""
                                            # decode with the default settings and with the knobs
                                            # given (here: without programmatic dependent launch)
+    python benchmarks/llm_gpu.py --compare 'a=1;a=2' --rounds 3 ...
+                                           # the default and each variant in turn, three times
+                                           # over (rows per round; the comparison on medians)
 
 `--tiny` runs the same flow on the CPU with 2-layer models of hidden size 256 (each kind: tied and
 untied bf16 safetensors, Q4_1 and Q4_0/Q6_K GGUF), batches 1 and 2, short prompts, and time to
@@ -195,6 +198,13 @@ def load(path: Path, max_length: int, max_batch: int, tiny: bool, **config: str)
     device = DeviceSpec.cpu() if tiny else DeviceSpec.accelerator(0)
     return load_pipeline(PipelineConfig(model_path=str(path), max_length=max_length, max_batch_size=max_batch,
                                         device_specs=[device], **config))
+
+
+def median_row(rows: list[dict]) -> dict:
+    """The decode figures (tok/s, ms per step) of a variant's rounds: their medians (of an
+    even count, the mean of the middle two)."""
+    return {key: round(float(np.median([r[key] for r in rows])), digits)
+            for key, digits in (("decode_tok_s", 1), ("ms_per_step", 3))}
 
 
 def prefill_groups(ctxs: list, budget: int) -> list[list]:
@@ -382,14 +392,16 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
         tag = {"weights": origin.split(",")[0]}
         max_length = max(args.prompt + args.steps, args.prefill_prompt) + 8
         weights = llm_files.streamed_bytes(weight_files(path))
-        # --compare: the model is loaded and measured twice, with the default settings, then
-        # with each set of knobs given (knobs are read as the graphs are lowered and the decode
-        # graphs captured, so each load runs inside its own settings); then one row per variant
-        # and batch size with both figures.
+        # --compare: the model is loaded and measured with the default settings, then with each
+        # set of knobs given (knobs are read as the graphs are lowered and the decode graphs
+        # captured, so each load runs inside its own settings), --rounds times over in turn, so
+        # that a drift of the machine meets every variant alike; then one row per variant and
+        # batch size with the medians of both figures over the rounds.
         compared = args.variants
         variants = [("default", "")] + [(c, c) for c in compared] if compared else [(None, "")]
-        decoded: dict[str | None, dict[int, dict]] = {}
-        for label, spec in variants:
+        rounds = args.rounds if compared else 1
+        decoded: dict[str | None, dict[int, list[dict]]] = {}
+        for rnd, (label, spec) in ((r, v) for r in range(rounds) for v in variants):
             knobs, config = split_settings(spec)
             with tuning.override(knobs or None):
                 t = time.perf_counter()
@@ -398,21 +410,23 @@ def run_model(model: Model, tmp: Path, args) -> Iterator[dict]:
                 what = "" if label is None else f" ({label})"
                 print(f"{model.name}: {origin}; loaded and warmed up in {time.perf_counter() - t:.1f} s{what}", flush=True)
                 vtag = tag if label is None else tag | {"variant": label}
+                if rounds > 1:
+                    vtag = vtag | {"round": rnd}
                 for b in args.batch:
                     row = decode_row(model, p, b, args, weights) | vtag
-                    decoded.setdefault(label, {})[b] = row
+                    decoded.setdefault(label, {}).setdefault(b, []).append(row)
                     yield row
-                if args.prefill_prompt and label in (None, "default"):
+                if args.prefill_prompt and label in (None, "default") and rnd == 0:
                     yield prefill_row(model, p, args.prefill_prompt, args.repeats) | vtag
                 del p  # the GPU memory goes back before the next load or `max generate`
                 gc.collect()
         for c in compared:
             for b in args.batch:
-                on, off = decoded["default"][b], decoded[c][b]
+                on, off = median_row(decoded["default"][b]), median_row(decoded[c][b])
                 yield {"model": model.name, "measure": "compare", "batch": b, "settings": c,
                        "decode_tok_s_default": on["decode_tok_s"], "decode_tok_s_variant": off["decode_tok_s"],
                        "ms_per_step_default": on["ms_per_step"], "ms_per_step_variant": off["ms_per_step"],
-                       "speedup": round(on["decode_tok_s"] / off["decode_tok_s"], 3)} | tag
+                       "speedup": round(on["decode_tok_s"] / off["decode_tok_s"], 3), "rounds": rounds} | tag
         if model.name in args.ttft:
             yield ttft_row(model, path, args.prompt, args.ttft_runs, args.tiny) | tag
     finally:
@@ -461,7 +475,11 @@ def parse_args() -> argparse.Namespace:
                     help="measure decode with the default settings and with each ';'-separated set of tuning "
                     "knobs (one more load of each model per set), side by side: e.g. launch.pdl=0; a set may "
                     f"also name pipeline settings ({', '.join(CONFIG_SETTINGS)}), e.g. kv_cache_format=bfloat16")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --compare: measure the default and every variant in turn this many times over")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds: at least 1 (got {args.rounds})")
     args.variants = [x for x in args.compare.split(";") if x]
     if len(set(args.variants)) != len(args.variants) or "default" in args.variants:
         ap.error(f"--compare: each variant once, none called 'default' (got {args.variants})")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -82,6 +84,28 @@ def test_llm_gpu_compare_takes_pipeline_settings(tmp_path):
     compared = [row for row in rows if row["measure"] == "compare"]
     assert [row["settings"] for row in compared] == ["kv_cache_format=bfloat16,launch.pdl=0"] * 2
     assert all(row["decode_tok_s_variant"] > 0 for row in compared)
+
+
+def test_llm_gpu_compare_rounds_alternate(tmp_path):
+    """--rounds: the default and each variant loaded and measured in turn, twice over; a row per
+    variant, batch and round, and the comparison on the medians of the rounds."""
+    env = {**os.environ, "MAX_BENCH_OUT": str(tmp_path / "out"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "llm_gpu.py"), "--tiny", "--dir", str(tmp_path),
+           "--models", "llama-3-8b-bf16", "--batch", "1", "--steps", "2", "--prefill-prompt", "0", "--ttft", "",
+           "--compare", "launch.pdl=0", "--rounds", "2"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads((tmp_path / "out" / "llm_gpu_tiny-cpu.json").read_text())["rows"]
+    decoded = [(row["variant"], row["round"]) for row in rows if row["measure"] == "decode"]
+    assert decoded == [("default", 0), ("launch.pdl=0", 0), ("default", 1), ("launch.pdl=0", 1)]
+    (cmp,) = [row for row in rows if row["measure"] == "compare"]
+    for side, label in (("default", "default"), ("variant", "launch.pdl=0")):
+        tok = [row["decode_tok_s"] for row in rows if row["measure"] == "decode" and row["variant"] == label]
+        assert cmp[f"decode_tok_s_{side}"] == pytest.approx(sum(tok) / 2, abs=0.06)
+    assert cmp["rounds"] == 2
+    bad = subprocess.run(cmd[:-1] + ["0"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--rounds" in bad.stderr
 
 
 def test_profile_llm_summary():
