@@ -43,7 +43,8 @@ runs.
                                            # given (here: without programmatic dependent launch)
     python benchmarks/llm_gpu.py --compare 'a=1;a=2' --rounds 3 ...
                                            # the default and each variant in turn, three times
-                                           # over (rows per round; the comparison on medians)
+                                           # over (rows per round; the comparison on medians;
+                                           # its `speedup`: default tok/s / the variant's)
 
 `--tiny` runs the same flow on the CPU with 2-layer models of hidden size 256 (each kind: tied and
 untied bf16 safetensors, Q4_1 and Q4_0/Q6_K GGUF), batches 1 and 2, short prompts, and time to
@@ -373,7 +374,8 @@ def show(row: dict) -> None:
               f"exit at {row['exit_s']:.2f} s; target {fig('target_ttft_s', '.1f', ' s')})", flush=True)
     elif row["measure"] == "compare":
         print(f"{name} B={row['batch']:<3d} decode {row['decode_tok_s_default']:9.1f} tok/s by default, "
-              f"{row['decode_tok_s_variant']:9.1f} with {row['settings']} ({row['speedup']:.3f}x)", flush=True)
+              f"{row['decode_tok_s_variant']:9.1f} with {row['settings']} (default / variant {row['speedup']:.3f}x)",
+              flush=True)
     else:
         print(f"{name} {row}", flush=True)
 

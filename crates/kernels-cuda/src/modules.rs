@@ -12,7 +12,8 @@ use crate::cache::compiled;
 use crate::{Error, Result, Target, sources::Family};
 
 type Modules = HashMap<(usize, &'static str), Arc<CudaModule>>;
-type Functions = HashMap<(usize, String), CudaFunction>;
+/// Each function handle with the carveout last asked for it (None: the driver's choice).
+type Functions = HashMap<(usize, String), (CudaFunction, Option<u32>)>;
 static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
 static FUNCTIONS: Mutex<Option<Functions>> = Mutex::new(None);
 
@@ -43,16 +44,34 @@ fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
     Ok(lock().get_or_insert_with(HashMap::new).entry(key).or_insert(m).clone())
 }
 
-/// The kernel `name` of `family` on the device of `ctx`, compiling and loading on first use.
+/// The kernel `name` of `family` on the device of `ctx`, compiling and loading on first use,
+/// with the preferred shared-memory carveout of `launch.smem_carveout` (asked again when the
+/// knob changed since: a scoped override in a benchmark's comparison).
 pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<CudaFunction> {
     // Generated families reuse kernel names (`fused`), so the family is part of the key.
     let key = (ctx.ordinal(), format!("{}::{name}", family.name));
-    if let Some(f) = FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(f.clone());
+    let carveout = shared_carveout(&max_tuning::current());
+    let lock = || FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let known = lock().get_or_insert_with(HashMap::new).get(&key).cloned();
+    let (f, fresh) = match known {
+        Some((f, applied)) if applied == carveout => return Ok(f),
+        Some((f, _)) => (f, false),
+        None => (module(ctx, family)?.load_function(name).map_err(Error::driver("cuModuleGetFunction"))?, true),
+    };
+    if carveout.is_some() || !fresh {
+        // -1: cudaSharedmemCarveoutDefault
+        let value = carveout.map_or(-1, |c| c as i32);
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, value)
+            .map_err(Error::driver("cuFuncSetAttribute"))?;
     }
-    let f = module(ctx, family)?.load_function(name).map_err(Error::driver("cuModuleGetFunction"))?;
-    FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, f.clone());
+    lock().get_or_insert_with(HashMap::new).insert(key, (f.clone(), carveout));
     Ok(f)
+}
+
+/// The carveout (percent of the most shared memory an SM gives) that `launch.smem_carveout`
+/// asks of every kernel: 100 for `shared`, None (the driver's choice) for `driver`.
+pub fn shared_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
+    (tuning.choice(max_tuning::Knob::LaunchSmemCarveout) != Some("driver")).then_some(100)
 }
 
 /// Lets `f` launch with `smem` bytes of dynamic shared memory. Past the 48 KiB any kernel may

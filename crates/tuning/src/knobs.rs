@@ -238,6 +238,12 @@ declare! {
     /// norms, rope/store and attention, the quantized GEMVs, conv_sm90, the Hopper GEMM); off: none
     /// does. conv.pdl, gemm.pdl, qgemv.pdl and attention.pdl turn it off for their families only.
     LaunchPdl: "launch.pdl", None, Kind::Flag, "1";
+    /// Every kernel's preferred shared-memory carveout: `shared`, all of the SM's unified
+    /// memory that shared memory may take (the rest L1); `driver`, as the driver picks per
+    /// kernel. An SM holds blocks of kernels with one carveout at a time, so under `driver` a
+    /// kernel that starts early under PDL finds no room beside a predecessor that asked for
+    /// another. The one-row GEMVs of many waves of blocks (vocabulary projections) prefer L1.
+    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["shared", "driver"]), "shared";
 
     // ---- attention ---------------------------------------------------------------------------
     /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on

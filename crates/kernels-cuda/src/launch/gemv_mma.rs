@@ -207,7 +207,7 @@ pub fn gemv_mma(
     // A or writes C, and reads W before it only under PDL with constant weights.
     let pdl = unsafe {
         let what = "cuLaunchKernelEx(gemv_mma)";
-        super::pdl::launch_weights_early(stream, (&GEMV_MMA, &p.kernel, &f), cfg, &args, weights_constant, what)
+        super::pdl::launch_weights_early(stream, (&GEMV_MMA, &p.kernel, &f), cfg, &args, (weights_constant, None), what)
     }?;
     super::record::record("gemv_mma", || {
         let shape = vec![("blocks", p.blocks as i64), ("parts", p.parts as i64), ("pdl", pdl as i64)];

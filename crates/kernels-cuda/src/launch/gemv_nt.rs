@@ -297,6 +297,22 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
     all
 }
 
+/// Waves of resident blocks past which a launch keeps the L1 (see [`wide_carveout`]).
+const WIDE_WAVES: usize = 4;
+
+/// The launch's own carveout: 0 (all L1) for a grid of more than [`WIDE_WAVES`] waves of
+/// `resident()` blocks while every kernel asks for all of the shared memory
+/// (`launch.smem_carveout=shared`), else the function's. Such a product (a vocabulary
+/// projection) runs its blocks in many generations, and each block's warps read A through L1
+/// again; with the L1 that the shared carveout leaves (28 KiB of an H200's 256), an H200 ran
+/// Llama-3.2-1B's 128,256 x 2,048 at one row in 145.9 us instead of 129.6 (8B's x 4,096: 266.3
+/// against 251.5), while the layers' products ran alike. Its neighbours in a decode step are
+/// small kernels: it loses nothing by not sharing their SMs.
+fn wide_carveout(tuning: &max_tuning::Tuning, blocks: usize, resident: impl FnOnce() -> usize) -> Option<u32> {
+    let shared = crate::modules::shared_carveout(tuning).is_some();
+    (shared && blocks > WIDE_WAVES.saturating_mul(resident())).then_some(0)
+}
+
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch (see
 /// [`plan`]); `Unsupported` when no kernel takes it. A bias or residual in `epi` is indexed as
 /// for the first part: pass one part with them. `weights_constant`: no kernel writes the
@@ -386,13 +402,17 @@ pub fn gemv_nt(
     }
     let blocks = *p.first.last().unwrap_or(&0) as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
+    let carveout = wide_carveout(&t, blocks as usize, || {
+        super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(usize::MAX)
+    });
     // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and
     // each C_s m x n_s elements of `dtype` (the caller's contract); every skinny_nt kernel
     // waits (griddepcontrol.wait) before it reads A or writes C, and reads W before it only
     // under PDL with constant weights.
     let pdl = unsafe {
         let what = "cuLaunchKernelEx(gemv_nt)";
-        super::pdl::launch_weights_early(stream, (&GEMV_NT, &p.kernel, &f), cfg, &args, weights_constant, what)
+        let early = (weights_constant, carveout);
+        super::pdl::launch_weights_early(stream, (&GEMV_NT, &p.kernel, &f), cfg, &args, early, what)
     }?;
     super::record::record("gemv_nt", || {
         let rope = fusion.rope.is_some() as i64;
@@ -409,6 +429,19 @@ mod tests {
     use super::*;
 
     const NONE: Fusion = Fusion { norm: None, gated_up: None, rope: None };
+
+    #[test]
+    fn only_grids_of_many_waves_keep_the_l1_and_only_under_the_shared_carveout() {
+        let shared = max_tuning::Tuning::parse("").unwrap();
+        let driver = max_tuning::Tuning::parse("launch.smem_carveout=driver").unwrap();
+        // Llama-3.2-1B's vocabulary projection at one row: 32,064 blocks of 4 warps
+        assert_eq!(wide_carveout(&shared, 32_064, || 2_112), Some(0));
+        assert_eq!(wide_carveout(&shared, 4 * 2_112, || 2_112), None);
+        assert_eq!(wide_carveout(&shared, 3_584, || 2_112), None);
+        assert_eq!(wide_carveout(&driver, 32_064, || 2_112), None);
+        // a device that cannot say how many blocks fit
+        assert_eq!(wide_carveout(&shared, 32_064, || usize::MAX), None);
+    }
 
     #[test]
     fn a_rope_from_the_store_call_carries_its_layout() {

@@ -351,9 +351,28 @@ pub(crate) unsafe fn launch_ex_cluster(
     cluster: u32,
     what: &'static str,
 ) -> Result<()> {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { launch_ex_carveout(stream, f, (grid, block, smem), params, (pdl, cluster), None, what) }
+}
+
+/// [`launch_ex_cluster`] with this launch's own preferred shared-memory carveout (percent of
+/// the most an SM gives, cuLaunchKernelEx's PREFERRED_SHARED_MEMORY_CARVEOUT) over the
+/// function's (`launch.smem_carveout`, modules.rs) where `carveout` is given.
+///
+/// # Safety
+/// As [`launch_ex`].
+pub(crate) unsafe fn launch_ex_carveout(
+    stream: &Arc<CudaStream>,
+    f: &cudarc::driver::CudaFunction,
+    (grid, block, smem): (u32, u32, u32),
+    params: &mut [*mut std::ffi::c_void],
+    (pdl, cluster): (Pdl, u32),
+    carveout: Option<u32>,
+    what: &'static str,
+) -> Result<()> {
     use cudarc::driver::sys;
     // SAFETY: an all-zero launch attribute is valid plain data; the fields are set below.
-    let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    let mut attrs: [sys::CUlaunchAttribute; 3] = unsafe { std::mem::zeroed() };
     let mut n = 0;
     if pdl.on() {
         attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -365,6 +384,11 @@ pub(crate) unsafe fn launch_ex_cluster(
         attrs[n].value.clusterDim.x = cluster;
         attrs[n].value.clusterDim.y = 1;
         attrs[n].value.clusterDim.z = 1;
+        n += 1;
+    }
+    if let Some(c) = carveout {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+        attrs[n].value.sharedMemCarveout = c.min(100);
         n += 1;
     }
     let cfg = sys::CUlaunchConfig {

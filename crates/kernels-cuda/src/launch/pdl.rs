@@ -122,13 +122,14 @@ pub(crate) unsafe fn launch_pdl<A: DeviceRepr + Copy>(
     what: &'static str,
 ) -> Result<bool> {
     // SAFETY: the caller's contract.
-    unsafe { launch_as(stream, f, cfg, args, Pdl::of(family, kernel, family_knob), what) }
+    unsafe { launch_as(stream, f, cfg, args, (Pdl::of(family, kernel, family_knob), None), what) }
 }
 
 /// [`launch_pdl`] for the GEMVs that read their weights before griddepcontrol.wait (gemv_nt.cu,
 /// gemv_mma.cu): under PDL only when `weights_constant` (nothing an earlier kernel writes them);
 /// otherwise a plain launch, which starts once the previous kernel has finished, so those early
-/// reads see what it wrote.
+/// reads see what it wrote. `carveout`: the launch's own preferred shared-memory carveout
+/// (percent; None: the function's).
 ///
 /// # Safety
 /// As for [`launch_pdl`].
@@ -137,15 +138,16 @@ pub(crate) unsafe fn launch_weights_early<A: DeviceRepr + Copy>(
     (family, kernel, f): (&Family, &str, &CudaFunction),
     cfg: LaunchConfig,
     args: &A,
-    weights_constant: bool,
+    (weights_constant, carveout): (bool, Option<u32>),
     what: &'static str,
 ) -> Result<bool> {
     let pdl = if weights_constant { Pdl::of(family, kernel, None) } else { Pdl::OFF };
     // SAFETY: the caller's contract.
-    unsafe { launch_as(stream, f, cfg, args, pdl, what) }
+    unsafe { launch_as(stream, f, cfg, args, (pdl, carveout), what) }
 }
 
-/// One launch of `f` with its argument struct, under `pdl`; returns whether PDL was on.
+/// One launch of `f` with its argument struct, under `pdl`, with `carveout` (None: the
+/// function's); returns whether PDL was on.
 ///
 /// # Safety
 /// As for [`launch_pdl`]; `pdl` on only for a kernel that waits.
@@ -154,7 +156,7 @@ unsafe fn launch_as<A: DeviceRepr + Copy>(
     f: &CudaFunction,
     cfg: LaunchConfig,
     args: &A,
-    pdl: Pdl,
+    (pdl, carveout): (Pdl, Option<u32>),
     what: &'static str,
 ) -> Result<bool> {
     let mut copy = *args;
@@ -162,7 +164,8 @@ unsafe fn launch_as<A: DeviceRepr + Copy>(
     debug_assert_eq!((cfg.grid_dim.1, cfg.grid_dim.2, cfg.block_dim.1, cfg.block_dim.2), (1, 1, 1, 1));
     // SAFETY: the caller's contract; `copy` lives across the call (the driver copies it).
     unsafe {
-        super::launch_ex(stream, f, (cfg.grid_dim.0, cfg.block_dim.0, cfg.shared_mem_bytes), &mut params, pdl, what)
+        let dims = (cfg.grid_dim.0, cfg.block_dim.0, cfg.shared_mem_bytes);
+        super::launch_ex_carveout(stream, f, dims, &mut params, (pdl, 1), carveout, what)
     }?;
     Ok(pdl.on())
 }
