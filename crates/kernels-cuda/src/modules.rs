@@ -74,6 +74,13 @@ pub fn shared_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
     (tuning.choice(max_tuning::Knob::LaunchSmemCarveout) != Some("driver")).then_some(100)
 }
 
+/// A launch's own carveout for a kernel that keeps its reuse in L1 while every kernel asks for
+/// all of the shared memory: 0 (all L1, or the least shared memory the launch needs) under
+/// `shared`, None (the function's, the driver's choice) under `driver`.
+pub fn l1_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
+    shared_carveout(tuning).map(|_| 0)
+}
+
 /// Lets `f` launch with `smem` bytes of dynamic shared memory. Past the 48 KiB any kernel may
 /// take, the kernel's allowance is raised to the most the device gives one block (less the
 /// kernel's static shared memory): one value per kernel whatever the launch asks, so threads

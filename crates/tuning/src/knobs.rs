@@ -242,8 +242,9 @@ declare! {
     /// memory that shared memory may take (the rest L1); `driver`, as the driver picks per
     /// kernel. An SM holds blocks of kernels with one carveout at a time, so under `driver` a
     /// kernel that starts early under PDL finds no room beside a predecessor that asked for
-    /// another. The one-row GEMVs of many waves of blocks (vocabulary projections) prefer L1.
-    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["shared", "driver"]), "shared";
+    /// another. Under `shared` the kernels that keep their reuse in L1 (the tensor-core GEMVs of
+    /// 2-16 rows, the one-row GEMVs of many waves of blocks) ask for all of the L1 instead.
+    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["shared", "driver"]), "driver";
 
     // ---- attention ---------------------------------------------------------------------------
     /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on

@@ -309,8 +309,8 @@ const WIDE_WAVES: usize = 4;
 /// against 251.5), while the layers' products ran alike. Its neighbours in a decode step are
 /// small kernels: it loses nothing by not sharing their SMs.
 fn wide_carveout(tuning: &max_tuning::Tuning, blocks: usize, resident: impl FnOnce() -> usize) -> Option<u32> {
-    let shared = crate::modules::shared_carveout(tuning).is_some();
-    (shared && blocks > WIDE_WAVES.saturating_mul(resident())).then_some(0)
+    let l1 = crate::modules::l1_carveout(tuning)?;
+    (blocks > WIDE_WAVES.saturating_mul(resident())).then_some(l1)
 }
 
 /// Runs C_s = epilogue(A @ W_s^T) for each (W_s, C_s, n_s) of `parts` in one launch (see
@@ -432,8 +432,8 @@ mod tests {
 
     #[test]
     fn only_grids_of_many_waves_keep_the_l1_and_only_under_the_shared_carveout() {
-        let shared = max_tuning::Tuning::parse("").unwrap();
-        let driver = max_tuning::Tuning::parse("launch.smem_carveout=driver").unwrap();
+        let shared = max_tuning::Tuning::parse("launch.smem_carveout=shared").unwrap();
+        let driver = max_tuning::Tuning::parse("").unwrap();
         // Llama-3.2-1B's vocabulary projection at one row: 32,064 blocks of 4 warps
         assert_eq!(wide_carveout(&shared, 32_064, || 2_112), Some(0));
         assert_eq!(wide_carveout(&shared, 4 * 2_112, || 2_112), None);
