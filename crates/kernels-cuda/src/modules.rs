@@ -71,7 +71,7 @@ pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<C
 /// The carveout (percent of the most shared memory an SM gives) that `launch.smem_carveout`
 /// asks of every kernel: 100 for `shared`, None (the driver's choice) for `driver`.
 pub fn shared_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
-    (tuning.choice(max_tuning::Knob::LaunchSmemCarveout) != Some("driver")).then_some(100)
+    (tuning.choice(max_tuning::Knob::LaunchSmemCarveout) == Some("shared")).then_some(100)
 }
 
 /// A launch's own carveout for a kernel that keeps its reuse in L1 while every kernel asks for
