@@ -53,19 +53,26 @@ pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<C
     let carveout = shared_carveout(&max_tuning::current());
     let lock = || FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner());
     let known = lock().get_or_insert_with(HashMap::new).get(&key).cloned();
-    let (f, fresh) = match known {
+    let f = match known {
         Some((f, applied)) if applied == carveout => return Ok(f),
-        Some((f, _)) => (f, false),
-        None => (module(ctx, family)?.load_function(name).map_err(Error::driver("cuModuleGetFunction"))?, true),
+        Some((f, _)) => f,
+        // (loaded without holding FUNCTIONS: a first use may compile the family)
+        None => module(ctx, family)?.load_function(name).map_err(Error::driver("cuModuleGetFunction"))?,
     };
-    if carveout.is_some() || !fresh {
+    // The attribute is set and recorded under one lock, so what the cache says is what the
+    // function has, whichever thread got here first; a new entry has the driver's choice.
+    let mut functions = lock();
+    let entry = functions.get_or_insert_with(HashMap::new).entry(key).or_insert((f, None));
+    if entry.1 != carveout {
         // -1: cudaSharedmemCarveoutDefault
         let value = carveout.map_or(-1, |c| c as i32);
-        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, value)
+        entry
+            .0
+            .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, value)
             .map_err(Error::driver("cuFuncSetAttribute"))?;
+        entry.1 = carveout;
     }
-    lock().get_or_insert_with(HashMap::new).insert(key, (f.clone(), carveout));
-    Ok(f)
+    Ok(entry.0.clone())
 }
 
 /// The carveout (percent of the most shared memory an SM gives) that `launch.smem_carveout`

@@ -243,7 +243,8 @@ declare! {
     /// kernel. An SM holds blocks of kernels with one carveout at a time, so under `driver` a
     /// kernel that starts early under PDL finds no room beside a predecessor that asked for
     /// another. Under `shared` the kernels that keep their reuse in L1 (the tensor-core GEMVs of
-    /// 2-16 rows, the one-row GEMVs of many waves of blocks) ask for all of the L1 instead.
+    /// 2-16 rows, the CUDA-core GEMVs of more than 4 waves of blocks: vocabulary projections) ask
+    /// for all of the L1 instead.
     LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["shared", "driver"]), "driver";
 
     // ---- attention ---------------------------------------------------------------------------

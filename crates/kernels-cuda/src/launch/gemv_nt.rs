@@ -301,7 +301,7 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
 const WIDE_WAVES: usize = 4;
 
 /// The launch's own carveout: 0 (all L1) for a grid of more than [`WIDE_WAVES`] waves of
-/// `resident()` blocks while every kernel asks for all of the shared memory
+/// `resident()` blocks (whatever its rows) while every kernel asks for all of the shared memory
 /// (`launch.smem_carveout=shared`), else the function's. Such a product (a vocabulary
 /// projection) runs its blocks in many generations, and each block's warps read A through L1
 /// again; with the L1 that the shared carveout leaves (28 KiB of an H200's 256), an H200 ran
