@@ -50,7 +50,7 @@ fn module(ctx: &Arc<CudaContext>, family: &Family) -> Result<Arc<CudaModule>> {
 pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<CudaFunction> {
     // Generated families reuse kernel names (`fused`), so the family is part of the key.
     let key = (ctx.ordinal(), format!("{}::{name}", family.name));
-    let carveout = shared_carveout(&max_tuning::current());
+    let carveout = function_carveout(&max_tuning::current(), family, name);
     let lock = || FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner());
     let known = lock().get_or_insert_with(HashMap::new).get(&key).cloned();
     let f = match known {
@@ -76,16 +76,36 @@ pub fn function(ctx: &Arc<CudaContext>, family: &Family, name: &str) -> Result<C
 }
 
 /// The carveout (percent of the most shared memory an SM gives) that `launch.smem_carveout`
-/// asks of every kernel: 100 for `shared`, None (the driver's choice) for `driver`.
-pub fn shared_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
-    (tuning.choice(max_tuning::Knob::LaunchSmemCarveout) == Some("shared")).then_some(100)
+/// asks for the function `name` of `family`: 100 for every kernel under `shared`, and under
+/// `one_row` for the one-row GEMVs ([`one_row_gemv`]); None (the driver's choice) otherwise.
+pub fn function_carveout(tuning: &max_tuning::Tuning, family: &Family, name: &str) -> Option<u32> {
+    match tuning.choice(max_tuning::Knob::LaunchSmemCarveout) {
+        Some("shared") => Some(100),
+        Some("one_row") if one_row_gemv(family, name) => Some(100),
+        _ => None,
+    }
 }
 
-/// A launch's own carveout for a kernel that keeps its reuse in L1 while every kernel asks for
-/// all of the shared memory: 0 (all L1, or the least shared memory the launch needs) under
-/// `shared`, None (the function's, the driver's choice) under `driver`.
-pub fn l1_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
-    shared_carveout(tuning).map(|_| 0)
+/// The GEMV kernels that take one lhs row and nothing else (`_m1` in their names: gemv_nt.cu's
+/// `skinny_nt_*_m1_*`, qgemv.cu's and qgemv_stream.cu's `qgemv_*_m1`, qgemv_mma.cu's
+/// `qgemv_mma_*_m1`): the products of a decode step at one sequence.
+pub fn one_row_gemv(family: &Family, name: &str) -> bool {
+    let gemv = family.name == crate::sources::GEMV_NT.name || family.name.starts_with("qgemv_");
+    gemv && (name.ends_with("_m1") || name.contains("_m1_"))
+}
+
+/// A launch's own carveout for a kernel of one query row beside the one-row GEMVs (the decode
+/// attention at one sequence): 100 under `one_row`, so that it shares SMs with them as under
+/// `shared`; None (the function's) otherwise.
+pub fn one_row_carveout(tuning: &max_tuning::Tuning) -> Option<u32> {
+    (tuning.choice(max_tuning::Knob::LaunchSmemCarveout) == Some("one_row")).then_some(100)
+}
+
+/// A launch's own carveout for a kernel that keeps its reuse in L1 while its function asks for
+/// all of the shared memory ([`function_carveout`]): 0 (all L1, or the least shared memory the
+/// launch needs) there, None (the function's, the driver's choice) otherwise.
+pub fn l1_carveout(tuning: &max_tuning::Tuning, family: &Family, name: &str) -> Option<u32> {
+    function_carveout(tuning, family, name).map(|_| 0)
 }
 
 /// Lets `f` launch with `smem` bytes of dynamic shared memory. Past the 48 KiB any kernel may
@@ -114,4 +134,39 @@ pub fn allow_smem(ctx: &Arc<CudaContext>, f: &CudaFunction, smem: u32) -> Result
     }
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most)
         .map_err(Error::driver("cuFuncSetAttribute"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::{ATTENTION_DECODE, GEMV_MMA, GEMV_NT, QGEMV_MMA};
+
+    #[test]
+    fn the_knob_picks_the_functions_that_ask_for_the_shared_memory() {
+        let t = |spec: &str| max_tuning::Tuning::parse(spec).unwrap();
+        let (shared, one_row, driver) = (t("launch.smem_carveout=shared"), t("launch.smem_carveout=one_row"), t(""));
+        let q4 = crate::sources::qgemv("q4_1", "").unwrap();
+        for (family, name, one) in [
+            (&GEMV_NT, "skinny_nt_bf16_m1_vec_postnorm_rope", true),
+            (&GEMV_NT, "skinny_nt_bf16_m1_vec", true),
+            (&GEMV_NT, "skinny_nt_bf16_m2_any", false),
+            (q4, "qgemv_q4_1_m1", true),
+            (q4, "qgemv_s_q4_1_m1_bf16", true),
+            (q4, "qgemv_q4_1_m8", false),
+            (&QGEMV_MMA, "qgemv_mma_q4_0_m1", true),
+            (&QGEMV_MMA, "qgemv_mma_q4_0_m4", false),
+            (&GEMV_MMA, "gemv_mma_bf16_n1", false),
+            (&ATTENTION_DECODE, "paged_decode_mma_d128_bf16", false),
+            (&crate::sources::GEMM_SM90P_BF16, "gemm_sm90p_bf16_t_m128_n128", false),
+        ] {
+            assert_eq!(function_carveout(&shared, family, name), Some(100), "{name}");
+            assert_eq!(function_carveout(&one_row, family, name), one.then_some(100), "{name}");
+            assert_eq!(function_carveout(&driver, family, name), None, "{name}");
+            assert_eq!(l1_carveout(&one_row, family, name), one.then_some(0), "{name}");
+        }
+        assert_eq!(
+            (one_row_carveout(&one_row), one_row_carveout(&shared), one_row_carveout(&driver)),
+            (Some(100), None, None)
+        );
+    }
 }

@@ -238,14 +238,16 @@ declare! {
     /// norms, rope/store and attention, the quantized GEMVs, conv_sm90, the Hopper GEMM); off: none
     /// does. conv.pdl, gemm.pdl, qgemv.pdl and attention.pdl turn it off for their families only.
     LaunchPdl: "launch.pdl", None, Kind::Flag, "1";
-    /// Every kernel's preferred shared-memory carveout: `shared`, all of the SM's unified
-    /// memory that shared memory may take (the rest L1); `driver`, as the driver picks per
-    /// kernel. An SM holds blocks of kernels with one carveout at a time, so under `driver` a
-    /// kernel that starts early under PDL finds no room beside a predecessor that asked for
-    /// another. Under `shared` the kernels that keep their reuse in L1 (the tensor-core GEMVs of
-    /// 2-16 rows, the CUDA-core GEMVs of more than 4 waves of blocks: vocabulary projections) ask
-    /// for all of the L1 instead.
-    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["shared", "driver"]), "driver";
+    /// The kernels' preferred shared-memory carveout: `shared`, every kernel asks for all of the
+    /// SM's unified memory that shared memory may take (the rest L1); `one_row`, only the
+    /// one-row GEMVs and the decode attention launched for one query row (a decode step at one
+    /// sequence); `driver`, as the driver picks per kernel. An SM holds blocks of kernels with
+    /// one carveout at a time, so under `driver` a kernel that starts early under PDL finds no
+    /// room beside a predecessor that asked for another. Where a kernel asks for the shared
+    /// memory, those that keep their reuse in L1 (the tensor-core GEMVs of 2-16 rows, the
+    /// CUDA-core GEMVs of more than 4 waves of blocks: vocabulary projections) ask for all of
+    /// the L1 at their launches instead.
+    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["one_row", "shared", "driver"]), "driver";
 
     // ---- attention ---------------------------------------------------------------------------
     /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on

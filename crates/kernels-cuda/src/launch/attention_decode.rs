@@ -248,13 +248,17 @@ pub(super) fn launch(
     // the call (the driver copies it); its pointers describe buffers holding what the shapes
     // say, `partial` holds split_scratch_bytes when the plan splits, and the kernel waits
     // (griddepcontrol.wait) before reading anything.
+    // One query row (a decode step at one sequence) sits between one-row GEMVs, which ask for
+    // all of the shared memory under `launch.smem_carveout=one_row`: so does this launch.
+    let carveout = if a.tokens == 1 { crate::modules::one_row_carveout(&max_tuning::current()) } else { None };
     unsafe {
-        super::launch_ex(
+        super::launch_ex_carveout(
             stream,
             &f,
             (blocks as u32, threads as u32, smem as u32),
             &mut params,
-            pdl,
+            (pdl, 1),
+            carveout,
             "cuLaunchKernelEx(paged_decode)",
         )
     }?;

@@ -208,7 +208,7 @@ pub fn gemv_mma(
     // Every warp reads the whole of A (up to 16 rows of K) through L1: under the shared carveout
     // (`launch.smem_carveout=shared`) the launch keeps the L1. An H200 ran 16 x 4,096 x 11,008 at
     // 23.8 TFLOP/s with the carveout every kernel asked for against 34.5 with the driver's.
-    let early = (weights_constant, crate::modules::l1_carveout(&t));
+    let early = (weights_constant, crate::modules::l1_carveout(&t, &GEMV_MMA, &p.kernel));
     let pdl = unsafe {
         let what = "cuLaunchKernelEx(gemv_mma)";
         super::pdl::launch_weights_early(stream, (&GEMV_MMA, &p.kernel, &f), cfg, &args, early, what)

@@ -301,15 +301,21 @@ pub fn kernels() -> Vec<(crate::sources::Family, String, usize)> {
 const WIDE_WAVES: usize = 4;
 
 /// The launch's own carveout: 0 (all L1) for a grid of more than [`WIDE_WAVES`] waves of
-/// `resident()` blocks (whatever its rows) while every kernel asks for all of the shared memory
-/// (`launch.smem_carveout=shared`), else the function's. Such a product (a vocabulary
+/// `resident()` blocks (whatever its rows) of a `kernel` whose function asks for all of the
+/// shared memory (`launch.smem_carveout`: every kernel under `shared`, the one-row ones under
+/// `one_row`), else the function's. Such a product (a vocabulary
 /// projection) runs its blocks in many generations, and each block's warps read A through L1
 /// again; with the L1 that the shared carveout leaves (28 KiB of an H200's 256), an H200 ran
 /// Llama-3.2-1B's 128,256 x 2,048 at one row in 145.9 us instead of 129.6 (8B's x 4,096: 266.3
 /// against 251.5), while the layers' products ran alike. Its neighbours in a decode step are
 /// small kernels: it loses nothing by not sharing their SMs.
-fn wide_carveout(tuning: &max_tuning::Tuning, blocks: usize, resident: impl FnOnce() -> usize) -> Option<u32> {
-    let l1 = crate::modules::l1_carveout(tuning)?;
+fn wide_carveout(
+    tuning: &max_tuning::Tuning,
+    kernel: &str,
+    blocks: usize,
+    resident: impl FnOnce() -> usize,
+) -> Option<u32> {
+    let l1 = crate::modules::l1_carveout(tuning, &GEMV_NT, kernel)?;
     (blocks > WIDE_WAVES.saturating_mul(resident())).then_some(l1)
 }
 
@@ -402,7 +408,7 @@ pub fn gemv_nt(
     }
     let blocks = *p.first.last().unwrap_or(&0) as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.threads, 1, 1), shared_mem_bytes: 0 };
-    let carveout = wide_carveout(&t, blocks as usize, || {
+    let carveout = wide_carveout(&t, &p.kernel, blocks as usize, || {
         super::resident_blocks(stream, &f, &p.kernel, (WARPS * 32) as u32, 0).unwrap_or(usize::MAX)
     });
     // SAFETY: the argument struct matches the kernel's; A holds m x k, each W_s n_s x k and
@@ -433,14 +439,19 @@ mod tests {
     #[test]
     fn only_grids_of_many_waves_keep_the_l1_and_only_under_the_shared_carveout() {
         let shared = max_tuning::Tuning::parse("launch.smem_carveout=shared").unwrap();
+        let one_row = max_tuning::Tuning::parse("launch.smem_carveout=one_row").unwrap();
         let driver = max_tuning::Tuning::parse("").unwrap();
+        let (m1, m2) = ("skinny_nt_bf16_m1_vec_postnorm", "skinny_nt_bf16_m2_any");
         // Llama-3.2-1B's vocabulary projection at one row: 32,064 blocks of 4 warps
-        assert_eq!(wide_carveout(&shared, 32_064, || 2_112), Some(0));
-        assert_eq!(wide_carveout(&shared, 4 * 2_112, || 2_112), None);
-        assert_eq!(wide_carveout(&shared, 3_584, || 2_112), None);
-        assert_eq!(wide_carveout(&driver, 32_064, || 2_112), None);
+        assert_eq!(wide_carveout(&shared, m1, 32_064, || 2_112), Some(0));
+        assert_eq!(wide_carveout(&one_row, m1, 32_064, || 2_112), Some(0));
+        assert_eq!(wide_carveout(&shared, m2, 32_064, || 2_112), Some(0));
+        assert_eq!(wide_carveout(&one_row, m2, 32_064, || 2_112), None);
+        assert_eq!(wide_carveout(&shared, m1, 4 * 2_112, || 2_112), None);
+        assert_eq!(wide_carveout(&shared, m1, 3_584, || 2_112), None);
+        assert_eq!(wide_carveout(&driver, m1, 32_064, || 2_112), None);
         // a device that cannot say how many blocks fit
-        assert_eq!(wide_carveout(&shared, 32_064, || usize::MAX), None);
+        assert_eq!(wide_carveout(&shared, m1, 32_064, || usize::MAX), None);
     }
 
     #[test]
