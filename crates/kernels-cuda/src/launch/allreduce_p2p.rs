@@ -222,6 +222,10 @@ pub fn allreduce_p2p(
     // Every rank's function first: a rank launched before another's failed would wait for it
     // until its timeout.
     let fs = streams.iter().map(|s| function(s.context(), &ALLREDUCE_P2P, name)).collect::<Result<Vec<_>>>()?;
+    // The sum and norm of one row (a decode step at one sequence) sits between one-row GEMVs,
+    // which ask for all of the shared memory under `launch.smem_carveout=one_row`: so does it.
+    let one_row = norm.as_ref().is_some_and(|n| n.k == count);
+    let carveout = if one_row { crate::modules::one_row_carveout(&max_tuning::current()) } else { None };
     for (i, (stream, f)) in streams.iter().zip(&fs).enumerate() {
         let args = ArArgs {
             input: ins[i],
@@ -256,7 +260,8 @@ pub fn allreduce_p2p(
                     mbc: p.multiply_before_cast as i32,
                     pad: 0,
                 };
-                unsafe { super::pdl::launch_pdl(stream, (&ALLREDUCE_P2P, name, f), cfg, &args, None, what) }?
+                let knobs = (None, carveout);
+                unsafe { super::pdl::launch_pdl_carveout(stream, (&ALLREDUCE_P2P, name, f), cfg, &args, knobs, what) }?
             }
         };
     }

@@ -122,7 +122,24 @@ pub(crate) unsafe fn launch_pdl<A: DeviceRepr + Copy>(
     what: &'static str,
 ) -> Result<bool> {
     // SAFETY: the caller's contract.
-    unsafe { launch_as(stream, f, cfg, args, (Pdl::of(family, kernel, family_knob), None), what) }
+    unsafe { launch_pdl_carveout(stream, (family, kernel, f), cfg, args, (family_knob, None), what) }
+}
+
+/// [`launch_pdl`] with the launch's own preferred shared-memory carveout (None: the
+/// function's).
+///
+/// # Safety
+/// As for [`launch_pdl`].
+pub(crate) unsafe fn launch_pdl_carveout<A: DeviceRepr + Copy>(
+    stream: &Arc<CudaStream>,
+    (family, kernel, f): (&Family, &str, &CudaFunction),
+    cfg: LaunchConfig,
+    args: &A,
+    (family_knob, carveout): (Option<Knob>, Option<u32>),
+    what: &'static str,
+) -> Result<bool> {
+    // SAFETY: the caller's contract.
+    unsafe { launch_as(stream, f, cfg, args, (Pdl::of(family, kernel, family_knob), carveout), what) }
 }
 
 /// [`launch_pdl`] for the GEMVs that read their weights before griddepcontrol.wait (gemv_nt.cu,
