@@ -144,7 +144,8 @@ mod tests {
     #[test]
     fn the_knob_picks_the_functions_that_ask_for_the_shared_memory() {
         let t = |spec: &str| max_tuning::Tuning::parse(spec).unwrap();
-        let (shared, one_row, driver) = (t("launch.smem_carveout=shared"), t("launch.smem_carveout=one_row"), t(""));
+        let (shared, one_row, driver) =
+            (t("launch.smem_carveout=shared"), t("launch.smem_carveout=one_row"), t("launch.smem_carveout=driver"));
         let q4 = crate::sources::qgemv("q4_1", "").unwrap();
         for (family, name, one) in [
             (&GEMV_NT, "skinny_nt_bf16_m1_vec_postnorm_rope", true),
@@ -168,5 +169,6 @@ mod tests {
             (one_row_carveout(&one_row), one_row_carveout(&shared), one_row_carveout(&driver)),
             (Some(100), None, None)
         );
+        assert_eq!(one_row_carveout(&t("")), Some(100), "one_row is the default");
     }
 }

@@ -247,7 +247,7 @@ declare! {
     /// memory, those that keep their reuse in L1 (the tensor-core GEMVs of 2-16 rows, the
     /// CUDA-core GEMVs of more than 4 waves of blocks: vocabulary projections) ask for all of
     /// the L1 at their launches instead.
-    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["one_row", "shared", "driver"]), "driver";
+    LaunchSmemCarveout: "launch.smem_carveout", None, Kind::Choice(&["one_row", "shared", "driver"]), "one_row";
 
     // ---- attention ---------------------------------------------------------------------------
     /// The tensor-core prefill kernels (attention_prefill.cu, and attention_prefill_sm90.cu on

@@ -439,8 +439,8 @@ mod tests {
     #[test]
     fn only_grids_of_many_waves_keep_the_l1_and_only_under_the_shared_carveout() {
         let shared = max_tuning::Tuning::parse("launch.smem_carveout=shared").unwrap();
-        let one_row = max_tuning::Tuning::parse("launch.smem_carveout=one_row").unwrap();
-        let driver = max_tuning::Tuning::parse("").unwrap();
+        let one_row = max_tuning::Tuning::parse("").unwrap();
+        let driver = max_tuning::Tuning::parse("launch.smem_carveout=driver").unwrap();
         let (m1, m2) = ("skinny_nt_bf16_m1_vec_postnorm", "skinny_nt_bf16_m2_any");
         // Llama-3.2-1B's vocabulary projection at one row: 32,064 blocks of 4 warps
         assert_eq!(wide_carveout(&shared, m1, 32_064, || 2_112), Some(0));
