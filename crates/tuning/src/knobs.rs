@@ -115,6 +115,11 @@ declare! {
     /// The RMSNorms of longer 16-bit rows fold too, the one-launch GEMV applying their scale
     /// after the products (one pass over the row, not bit for bit the rms_norm kernel's values).
     FusionNormGemvPost: "fusion.norm_gemv_post", None, Kind::Flag, "1";
+    /// The most weight rows (output columns, all of a launch's products together) a product
+    /// may have for an RMSNorm to fold into it: every warp of a folded GEMV reads the norm's
+    /// weight and the row beside its own weight rows, which a vocabulary projection's
+    /// 100,000-odd rows pay more for than one separate norm launch costs.
+    FusionNormGemvMaxN: "fusion.norm_gemv_max_n", None, count(1), "65536";
     /// Folds the ropes of an attention layer's q and k into its KV-cache store: one launch on
     /// the GPU.
     FusionRopeStore: "fusion.rope_store", None, Kind::Flag, "1";

@@ -10,7 +10,8 @@
 //! longer 16-bit rows (with `fusion.norm_gemv_post`) have the scale applied after the products,
 //! since a first pass over them costs every warp more than the separate norm launch saves
 //! (except a norm of an allreduce's sum, which joins the allreduce: fuse_allreduce_norm,
-//! unless `fusion.allreduce_norm` is off).
+//! unless `fusion.allreduce_norm` is off). Products of more than `fusion.norm_gemv_max_n` weight
+//! rows (vocabulary projections) keep the norm apart.
 //!
 //! GPU-placed quantized products (a qmatmul step, siblings included, without a fused residual)
 //! fold the same way: the op carries the attribute [`NORM`] and the norm's own attributes as
@@ -58,6 +59,16 @@ fn foldable_qmatmul(s: &Step, types: &[Type], quantized: bool) -> bool {
         && on_gpu
 }
 
+/// Whether the product's weights (every input after the lhs, rows first) have at most `max_n`
+/// rows together (or rows not all known).
+fn few_weight_rows(s: &Step, types: &[Type], max_n: usize) -> bool {
+    let rows = s.inputs[1..].iter().map(|&w| match &types[w] {
+        Type::Tensor(t) => t.shape.first().and_then(|d| d.as_static()),
+        _ => None,
+    });
+    rows.sum::<Option<i64>>().is_none_or(|n| usize::try_from(n).is_ok_and(|n| n <= max_n))
+}
+
 /// Folds every eligible rms_norm into the product after it.
 pub fn fuse(body: &mut Body, types: &[Type]) {
     let tuning = max_tuning::current();
@@ -65,6 +76,7 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
     let quantized = tuning.flag_or(max_tuning::Knob::FusionQuantized, true);
     let post = tuning.flag_or(max_tuning::Knob::FusionNormGemvPost, true);
     let joins_allreduce = tuning.flag_or(max_tuning::Knob::FusionAllreduceNorm, true);
+    let max_n = tuning.int(max_tuning::Knob::FusionNormGemvMaxN).unwrap_or(65_536);
     let mut uses = HashMap::new();
     super::count_uses(body, &mut uses);
     let producer = super::producers(body);
@@ -76,6 +88,9 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
             StepKind::Gemm(g) if g.b_transpose.is_some() && g.norm.is_none() && s.bodies.is_empty() => {}
             _ if quant => {}
             _ => continue,
+        }
+        if !few_weight_rows(s, types, max_n) {
+            continue;
         }
         let a = s.inputs[0];
         let Some(&p) = producer.get(&a) else { continue };

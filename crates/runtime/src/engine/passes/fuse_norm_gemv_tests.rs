@@ -107,6 +107,13 @@ fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
         let p = lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()));
         assert_eq!(names(&p)[..2], ["rms_norm", "gemm[matmul_wt]"]);
     }
+    // products of more weight rows than fusion.norm_gemv_max_n keep the norm apart: q, k and
+    // v (40 rows) here, not gate and up (32)
+    {
+        let _wide = max_tuning::scoped("fusion.norm_gemv_max_n=36").unwrap();
+        let p = lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()));
+        assert_eq!(names(&p), ["rms_norm", "gemm[matmul_wt]", expect[1], expect[2]]);
+    }
     // the knobs turn each fold off (here: a concurrent test would see the override)
     {
         let _off = max_tuning::scoped("fusion.norm_gemv=0").unwrap();
