@@ -87,10 +87,12 @@ pub fn function_carveout(tuning: &max_tuning::Tuning, family: &Family, name: &st
 }
 
 /// The GEMV kernels that take one lhs row and nothing else (`_m1` in their names: gemv_nt.cu's
-/// `skinny_nt_*_m1_*`, qgemv.cu's and qgemv_stream.cu's `qgemv_*_m1`, qgemv_mma.cu's
-/// `qgemv_mma_*_m1`): the products of a decode step at one sequence.
+/// `skinny_nt_*_m1_*`, gemm_skinny.cu's `skinny_simt_*_m1_*`, qgemv.cu's and qgemv_stream.cu's
+/// `qgemv_*_m1`, qgemv_mma.cu's `qgemv_mma_*_m1`, quant.cu's `gptq_gemv_m1`): the products of a
+/// decode step at one sequence.
 pub fn one_row_gemv(family: &Family, name: &str) -> bool {
-    let gemv = family.name == crate::sources::GEMV_NT.name || family.name.starts_with("qgemv_");
+    use crate::sources::{GEMM_SKINNY, GEMV_NT, QUANT};
+    let gemv = [GEMV_NT.name, GEMM_SKINNY.name, QUANT.name].contains(&family.name) || family.name.starts_with("qgemv_");
     gemv && (name.ends_with("_m1") || name.contains("_m1_"))
 }
 
@@ -146,19 +148,26 @@ mod tests {
         let t = |spec: &str| max_tuning::Tuning::parse(spec).unwrap();
         let (shared, one_row, driver) =
             (t("launch.smem_carveout=shared"), t("launch.smem_carveout=one_row"), t("launch.smem_carveout=driver"));
-        let q4 = crate::sources::qgemv("q4_1", "").unwrap();
+        let (q4, q4_bf16) =
+            (crate::sources::qgemv("q4_1", "").unwrap(), crate::sources::qgemv("q4_1", "_bf16").unwrap());
         for (family, name, one) in [
             (&GEMV_NT, "skinny_nt_bf16_m1_vec_postnorm_rope", true),
             (&GEMV_NT, "skinny_nt_bf16_m1_vec", true),
             (&GEMV_NT, "skinny_nt_bf16_m2_any", false),
+            (&GEMV_NT, "skinny_nt_bf16_m16_any", false),
+            (&crate::sources::GEMM_SKINNY, "skinny_simt_f32_m1_vec", true),
+            (&crate::sources::GEMM_SKINNY, "skinny_simt_f32_m16_vec", false),
+            (&crate::sources::QUANT, "gptq_gemv_m1", true),
+            (&crate::sources::QUANT, "dequantize_q4_1", false),
             (q4, "qgemv_q4_1_m1", true),
-            (q4, "qgemv_s_q4_1_m1_bf16", true),
+            (q4_bf16, "qgemv_s_q4_1_m1_bf16", true),
             (q4, "qgemv_q4_1_m8", false),
+            (&QGEMV_MMA, "qgemv_mma_q4_0_m16_bf16", false),
             (&QGEMV_MMA, "qgemv_mma_q4_0_m1", true),
             (&QGEMV_MMA, "qgemv_mma_q4_0_m4", false),
             (&GEMV_MMA, "gemv_mma_bf16_n1", false),
             (&ATTENTION_DECODE, "paged_decode_mma_d128_bf16", false),
-            (&crate::sources::GEMM_SM90P_BF16, "gemm_sm90p_bf16_t_m128_n128", false),
+            (&crate::sources::GEMM_SM90P_BF16, "gemm_sm90p_bf16_t_m64_n128", false),
         ] {
             assert_eq!(function_carveout(&shared, family, name), Some(100), "{name}");
             assert_eq!(function_carveout(&one_row, family, name), one.then_some(100), "{name}");

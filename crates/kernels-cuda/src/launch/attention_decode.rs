@@ -243,14 +243,14 @@ pub(super) fn launch(
     let pdl = Pdl::of(&ATTENTION_DECODE, &name, Some(max_tuning::Knob::AttentionPdl));
     let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
     crate::allow_smem(stream.context(), &f, smem as u32)?;
+    // One query row (a decode step at one sequence) sits between one-row GEMVs, which ask for
+    // all of the shared memory under `launch.smem_carveout=one_row`: so does this launch.
+    let carveout = if a.tokens == 1 { crate::modules::one_row_carveout(&max_tuning::current()) } else { None };
     let mut params: [*mut std::ffi::c_void; 1] = [&mut args as *mut DecodeArgs as *mut _];
     // SAFETY: the one parameter is the #[repr(C)] twin of the kernel's DecodeArgs, live across
     // the call (the driver copies it); its pointers describe buffers holding what the shapes
     // say, `partial` holds split_scratch_bytes when the plan splits, and the kernel waits
     // (griddepcontrol.wait) before reading anything.
-    // One query row (a decode step at one sequence) sits between one-row GEMVs, which ask for
-    // all of the shared memory under `launch.smem_carveout=one_row`: so does this launch.
-    let carveout = if a.tokens == 1 { crate::modules::one_row_carveout(&max_tuning::current()) } else { None };
     unsafe {
         super::launch_ex_carveout(
             stream,

@@ -437,7 +437,7 @@ mod tests {
     const NONE: Fusion = Fusion { norm: None, gated_up: None, rope: None };
 
     #[test]
-    fn only_grids_of_many_waves_keep_the_l1_and_only_under_the_shared_carveout() {
+    fn only_grids_of_many_waves_keep_the_l1_and_only_where_the_function_asks_for_the_shared_memory() {
         let shared = max_tuning::Tuning::parse("launch.smem_carveout=shared").unwrap();
         let one_row = max_tuning::Tuning::parse("").unwrap();
         let driver = max_tuning::Tuning::parse("launch.smem_carveout=driver").unwrap();

@@ -59,10 +59,14 @@ fn foldable_qmatmul(s: &Step, types: &[Type], quantized: bool) -> bool {
         && on_gpu
 }
 
-/// Whether the product's weights (every input after the lhs, rows first) have at most `max_n`
-/// rows together (or rows not all known).
+/// Whether the product's weights (its inputs after the lhs, up to a bias or residual; rows
+/// first) have at most `max_n` rows together (or rows not all known).
 fn few_weight_rows(s: &Step, types: &[Type], max_n: usize) -> bool {
-    let rows = s.inputs[1..].iter().map(|&w| match &types[w] {
+    let weights = match &s.kind {
+        StepKind::Gemm(g) => g.weights(s.outputs.len() - g.scratch()),
+        _ => s.inputs.len() - 1, // (a foldable qmatmul: x then its weights)
+    };
+    let rows = s.inputs.iter().skip(1).take(weights).map(|&w| match &types[w] {
         Type::Tensor(t) => t.shape.first().and_then(|d| d.as_static()),
         _ => None,
     });

@@ -113,6 +113,8 @@ fn norms_and_the_gated_pair_fold_into_the_gpu_products_and_run_on_the_host() {
         let _wide = max_tuning::scoped("fusion.norm_gemv_max_n=36").unwrap();
         let p = lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()));
         assert_eq!(names(&p), ["rms_norm", "gemm[matmul_wt]", expect[1], expect[2]]);
+        let _limit = max_tuning::scoped("fusion.norm_gemv_max_n=40").unwrap();
+        assert_eq!(names(&lower(&layer(DeviceRef::gpu(0), DType::BFloat16, Twist::default()))), expect);
     }
     // the knobs turn each fold off (here: a concurrent test would see the override)
     {
@@ -338,6 +340,11 @@ fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
     assert_eq!(shared.iter().map(|s| s.3).collect::<Vec<_>>(), [true, false, true]);
     let host = qsteps(&lower(&qlayer(DeviceRef::CPU, false)));
     assert!(host.iter().all(|s| !s.3 && !s.4), "{host:?}");
+    // products of more weight rows than fusion.norm_gemv_max_n keep the norm apart
+    {
+        let _wide = max_tuning::scoped("fusion.norm_gemv_max_n=1").unwrap();
+        assert!(qsteps(&lower(&qlayer(DeviceRef::gpu(0), false))).iter().all(|s| !s.3));
+    }
     // the row limit is the launch's for quantized products
     {
         let _short = max_tuning::scoped("fusion.norm_gemv_max_k=8").unwrap();
