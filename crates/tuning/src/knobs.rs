@@ -246,9 +246,10 @@ declare! {
     /// The kernels' preferred shared-memory carveout: `shared`, every kernel asks for all of the
     /// SM's unified memory that shared memory may take (the rest L1); `one_row`, only the
     /// one-row GEMVs (the `_m1` kernels) and the launches for one row of the decode attention
-    /// and of the two-GPU allreduce with its norm (a decode step at one sequence); `driver`, as the driver picks per kernel. An SM holds blocks of kernels with
-    /// one carveout at a time, so under `driver` a kernel that starts early under PDL finds no
-    /// room beside a predecessor that asked for another. Where a kernel asks for the shared
+    /// and of the two-GPU allreduce with its norm (a decode step at one sequence); `driver`, as
+    /// the driver picks per kernel. An SM holds blocks of kernels with one carveout at a time,
+    /// so under `driver` a kernel that starts early under PDL finds no room beside a
+    /// predecessor that asked for another. Where a kernel asks for the shared
     /// memory, those that keep their reuse in L1 (the tensor-core GEMVs of 2-16 rows, the
     /// CUDA-core GEMVs of more than 4 waves of blocks: vocabulary projections) ask for all of
     /// the L1 at their launches instead.

@@ -206,8 +206,10 @@ pub fn gemv_mma(
     // a multiple of 8 (plan); every gemv_mma kernel waits (griddepcontrol.wait) before it reads
     // A or writes C, and reads W before it only under PDL with constant weights.
     // Every warp reads the whole of A (up to 16 rows of K) through L1: under the shared carveout
-    // (`launch.smem_carveout=shared`) the launch keeps the L1. An H200 ran 16 x 4,096 x 11,008 at
-    // 23.8 TFLOP/s with the carveout every kernel asked for against 34.5 with the driver's.
+    // (`launch.smem_carveout=shared`) the launch asks for all of the L1. An H200 ran
+    // 16 x 4,096 x 11,008 at 23.8 TFLOP/s with the shared carveout against 34.5 with the
+    // driver's; asking for the L1 at the launch got 16 x 4,096 x 4,096 only to 25.9 against 31.6
+    // (the reason `shared` is not the default).
     let early = (weights_constant, crate::modules::l1_carveout(&t, &GEMV_MMA, &p.kernel));
     let pdl = unsafe {
         let what = "cuLaunchKernelEx(gemv_mma)";
