@@ -94,8 +94,9 @@ def test_layer_products_equal_with_and_without_pdl(rng, gpu, dtype, k):
 @pytest.mark.parametrize("enc,m", [("Q8_0", 1), ("Q6_K", 2), ("Q4_0", 4)])
 def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
     """Two qmatmuls in a row through the CUDA-core GEMV (qgemv.cu), the second reading what the
-    first wrote just before it: under PDL each prefetches its first weight stages into L2,
-    then waits before it reads its lhs. The same bits with the knob on and off, and the
+    first wrote just before it: under PDL each copies its first weight stages (constants) into
+    shared memory before it waits (`qgemv.early_weights`; off, it prefetches them into L2),
+    then reads its lhs. The same bits with early copies, without them and without PDL, and the
     launches say which way they went."""
     from engine_util import session
     from test_quant import execute, random_blocks
@@ -114,7 +115,7 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
         w1, w2 = (Weight(name, DType.uint8, w.shape, where, quantization_encoding=enc) for name, w in ws.items())
         g.output(ops.qmatmul(enc, None, ops.qmatmul(enc, None, g.inputs[0], w1), w2))
     outs = []
-    for spec in ({}, OFF):
+    for spec, pdl, early in (({}, 1, 1), ({"qgemv.early_weights": False}, 1, 0), (OFF, 0, 0)):
         with tuning.override(**spec):
             model = session(gpu).load(g, weights_registry=ws)
             x = np.random.default_rng(7).standard_normal((m, k)).astype(np.float32)
@@ -122,13 +123,51 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
                 (first,) = execute(model, [x], gpu)
             simt = [r for r in log.records("qgemv") if r["mma"] == 0 and r["streaming"] == 0]
             assert len(simt) == 2, log.records("qgemv")
-            assert {r["pdl"] for r in simt} == {0 if spec else 1}, simt
+            assert {(r["pdl"], r["early"]) for r in simt} == {(pdl, early)}, simt
             for _ in range(2):
                 (out,) = execute(model, [x], gpu)
                 assert np.array_equal(out.view(np.uint8), first.view(np.uint8)), enc
         outs.append(out)
     assert np.isfinite(outs[0]).all()
-    assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), enc
+    for other in outs[1:]:
+        assert np.array_equal(outs[0].view(np.uint8), other.view(np.uint8)), enc
+
+
+def test_quantized_weights_computed_at_run_time_are_not_read_before_the_wait(rng, gpu):
+    """A qmatmul whose weights are a graph input (not one of the program's constants: a kernel
+    could write them) copies nothing before griddepcontrol.wait; one of constant weights beside
+    it does, and both equal the host's results."""
+    from engine_util import session
+    from test_quant import execute, random_blocks
+
+    from max.graph import DeviceRef, Graph, TensorType, Weight, ops
+    from max.graph.quantization import QuantizationEncoding as Q
+
+    enc, k, n = Q.Q4_0, 1088, 333
+    wc = random_blocks(rng, enc, n, k // enc.elements_per_block)
+    wi = random_blocks(rng, enc, n, k // enc.elements_per_block)
+    where = DeviceRef.GPU()
+    types = [TensorType(DType.float32, (1, k), where), TensorType(DType.uint8, wi.shape, where)]
+    with Graph("inputs", input_types=types) as g:
+        w = Weight("wc", DType.uint8, wc.shape, where, quantization_encoding=enc)
+        x, wv = g.inputs
+        g.output(ops.qmatmul(enc, None, x, w), ops.qmatmul(enc, None, x, wv))
+    model = session(gpu).load(g, weights_registry={"wc": wc})
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    with tuning.record_launches() as log:
+        const_out, input_out = execute(model, [x, wi], gpu)
+    simt = [r for r in log.records("qgemv") if r["mma"] == 0 and r["streaming"] == 0]
+    assert sorted(r["early"] for r in simt) == [0, 1], simt
+    with Graph("host", input_types=[TensorType(DType.float32, (1, k), DeviceRef.CPU()),
+                                    TensorType(DType.uint8, wi.shape, DeviceRef.CPU())]) as h:
+        hx, hw = h.inputs
+        hc = Weight("wc", DType.uint8, wc.shape, DeviceRef.CPU(), quantization_encoding=enc)
+        h.output(ops.qmatmul(enc, None, hx, hc), ops.qmatmul(enc, None, hx, hw))
+    from max import driver
+
+    host = session().load(h, weights_registry={"wc": wc})
+    for got, want in zip((const_out, input_out), execute(host, [x, wi], driver.CPU())):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 # Plans forced past the default one: clusters of two CTAs along M multicasting B, clusters of

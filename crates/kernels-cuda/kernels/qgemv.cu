@@ -272,7 +272,7 @@ __device__ __forceinline__ void chunk_dot(const T* lr, const u8* const (&bb)[CW]
 template <int E, int MR, typename T>
 __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __restrict__ w, const u64* out_at,
                                       i64 m, i64 n, i64 k, i64 row_bytes, u32 magic, i64 blk, const QNorm& nm,
-                                      i64 cstride, bool gated, const QRope& rope, int seg) {
+                                      i64 cstride, bool gated, const QRope& rope, int seg, bool early) {
     extern __shared__ __align__(16) u8 qv_smem[];
     __shared__ float qv_inv[MR];
     typedef Qv<E, MR, T> S;
@@ -290,10 +290,11 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     // multiple of 16 bytes).
     const bool aligned = Chunk<E>::BYTES % 16 == 0 && row_bytes % 16 == 0 && (((u64)w | (u64)cstride) & 15) == 0;
 
-    // Issues the copies of chunk ch (if it exists) into stage ch % ST; one cp.async group per
-    // thread either way, so group counting stays uniform.
-    auto stage = [&](i64 ch) {
-        if (ch < chunks) {
+    // Issues the copies of chunk ch (if it exists) into stage ch % ST: its lhs (`lhs_on`) and its
+    // weights (`w_on`); one cp.async group per thread either way, so group counting stays
+    // uniform.
+    auto stage = [&](i64 ch, bool lhs_on, bool w_on) {
+        if (ch < chunks && lhs_on) {
             const int buf = (int)(ch % S::ST);
             T* ls = (T*)(qv_smem + buf * S::BUF);
             u8* slots = qv_smem + buf * S::BUF + S::LHS;
@@ -329,6 +330,9 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
                     for (int j = 0; j < VEC; ++j) d[j] = ok ? lhs[r * k + k0 + t + j] : FromF32<T>::go(0.f);
                 }
             }
+        }
+        if (ch < chunks && w_on) {
+            u8* slots = qv_smem + (int)(ch % S::ST) * S::BUF + S::LHS;
             const i64 b0 = ch * Chunk<E>::BYTES, blen = min((i64)Chunk<E>::BYTES, row_bytes - b0);
             u8* mine = slots + warp * QV_CW * Chunk<E>::SLOT;
             if (aligned) {
@@ -353,11 +357,17 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
 #pragma unroll
         for (int r = 0; r < MR; ++r) acc[c][r] = 0.f;
 
-    // Programmatic dependent launch (launch/pdl.rs): the bytes of the warp's rows that the first
-    // stages copy are asked into L2 (a hint: L2 is where every SM's stores land, so a weight
-    // an earlier kernel still writes is read right after the wait all the same), then the
-    // kernel waits for the previous one before it reads the lhs or stores.
-    {
+    // Programmatic dependent launch (launch/pdl.rs). With `early` (the weights are constants: no
+    // kernel of the program writes them) the first ST - 1 stages' weight copies go out before
+    // the wait, their cp.async groups ahead of the stages' lhs groups, so only the lhs is read
+    // once the previous kernel is done (at K <= 1024 every byte of the block's weights is in
+    // shared memory by then). Otherwise those bytes are only asked into L2 (a hint: L2 is where
+    // every SM's stores land, so a weight an earlier kernel still writes is read right after the
+    // wait all the same). Either way the kernel waits before it reads the lhs or stores.
+    if (early) {
+#pragma unroll
+        for (int s = 0; s < S::ST - 1; ++s) stage(s, false, true);
+    } else {
         const i64 pre = min(row_bytes, (i64)(S::ST - 1) * Chunk<E>::BYTES);
 #pragma unroll
         for (int c = 0; c < QV_CW; ++c)
@@ -378,7 +388,7 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     }
 
 #pragma unroll
-    for (int s = 0; s < S::ST - 1; ++s) stage(s);
+    for (int s = 0; s < S::ST - 1; ++s) stage(s, true, !early);
     // A folded rope (QRope) at one row: what the store of the warp's pair needs comes in beside
     // the first stages' copies, into shared memory (at two rows, at the store: registers).
     __shared__ QRopeAt qv_rope[MR == 1 ? QV_WARPS : 1];
@@ -386,9 +396,9 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
         if (rope.on && lane == 0 && row0 < n) qv_rope[warp] = qrope_at<T>(rope, seg, 0, row0);
     }
     for (i64 ch = 0; ch < chunks; ++ch) {
-        cp_async_wait<S::ST - 2>();  // chunk ch has landed (this thread's copies) ...
+        cp_async_wait<S::ST - 2>();  // chunk ch has landed (this thread's copies; `early`'s group is older) ...
         __syncthreads();             // ... everyone's, and stage (ch - 1) % ST is no longer read
-        stage(ch + S::ST - 1);
+        stage(ch + S::ST - 1, true, true);
         const int buf = (int)(ch % S::ST);
         const i64 k0 = ch * QV_CHUNK, b0 = ch * Chunk<E>::BYTES;
         if (k0 + 32 * lane >= k) continue;
@@ -470,7 +480,8 @@ struct QvSegs {
     u64 res[QV_SEGS];  // T [m, n] added to the product (a residual), or 0
     i64 n[QV_SEGS];
     i32 first[QV_SEGS];
-    i32 count, pad;
+    i32 count;
+    i32 early;   // the first stages' weight copies before griddepcontrol.wait (constant weights)
     QNorm norm;  // the RMSNorm folded into the lhs (quant_common.cuh), or gamma 0
     // silu(w[0] product) * (w[1] product) into out[0] (one segment of n rows; a block per
     // QV_WARPS output rows, each warp a row of both weights), or 0
@@ -500,7 +511,7 @@ struct QvSegs {
         const bool gated = segs.gated != 0;                                                               \
         const i64 cstride = gated ? (i64)(segs.w[1] - segs.w[0]) : row_bytes;                             \
         qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first,     \
-                        segs.norm, cstride, gated, segs.rope, seg);                                       \
+                        segs.norm, cstride, gated, segs.rope, seg, segs.early != 0);                                       \
     }
 #define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
 // One encoding and activation type per compile: sources.rs builds a family qgemv_<enc>_<type>

@@ -85,12 +85,17 @@ impl QRope {
 
 /// What a decode GEMV launch folds around its products: an RMSNorm of the lhs ([`QNorm`]), the
 /// gated MLP's `silu(gate) * up` (two parts, gate then up, of equal rows, stored into the
-/// first part's output) and the rope + KV-cache store of q/k/v ([`QRope`]).
+/// first part's output) and the rope + KV-cache store of q/k/v ([`QRope`]); and whether the
+/// weights are constants.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QFold {
     pub norm: QNorm,
     pub gated: bool,
     pub rope: QRope,
+    /// No kernel of the program writes the weights (the engine's `const_weights`): under PDL
+    /// the GEMVs may copy their first stages of them before they wait for the previous kernel
+    /// (`qgemv.early_weights`).
+    pub consts: bool,
 }
 
 /// Products of one lhs that one qgemv.cu launch serves at most (QV_SEGS).
@@ -106,7 +111,8 @@ pub(super) struct QvSegs {
     n: [i64; QV_SEGS],
     first: [i32; QV_SEGS],
     count: i32,
-    pad: i32,
+    /// The first stages' weight copies before griddepcontrol.wait (set by `launch_qv`).
+    pub(super) early: i32,
     norm: QNorm,
     gated: i32,
     pad2: i32,
@@ -126,7 +132,7 @@ impl QvSegs {
             n: [0; QV_SEGS],
             first: [0; QV_SEGS],
             count: 0,
-            pad: 0,
+            early: 0,
             norm,
             gated: 0,
             pad2: 0,
@@ -166,17 +172,19 @@ pub fn qmatmul_siblings(
     lhs: u64,
     parts: &[(u64, u64, usize)],
     (m, k, row_bytes): (usize, usize, usize),
+    consts: bool,
 ) -> Result<()> {
     let tuning = max_tuning::current();
     let arch = arch_major(stream)?;
     let t = &tuning;
+    let plain = QFold { consts, ..QFold::default() };
     // The tensor-core launch: each part's weights as a launch of all of them sees it (the size
     // rule reads the total); the general one: where each part alone would take that kernel.
     let total: usize = parts.iter().map(|p| p.2).sum();
     let base = QProblem { enc, m, n: 0, k, row_bytes, lhs, w: 0 };
     let takes = |path: QPath, all: bool| all_take(&base, parts, all.then_some(total), path, arch, t);
     if m > 0 && k > 0 && (2..=QM_SEGS).contains(&parts.len()) && takes(QPath::Mma, true) && total < i32::MAX as usize {
-        return qgemv_mma(stream, enc, dtype, lhs, parts, 0, QFold::default(), (m, k, row_bytes), &tuning);
+        return qgemv_mma(stream, enc, dtype, lhs, parts, 0, plain, (m, k, row_bytes), &tuning);
     }
     // Rows where each part takes qgemm_sm90.cu in a launch of all of them (the size rules read
     // the total, as for the tensor-core GEMV): one launch (and one bf16 lhs) for all.
@@ -192,13 +200,13 @@ pub fn qmatmul_siblings(
         || groups > i32::MAX as usize
     {
         for &(w, out, n) in parts {
-            qmatmul(stream, enc, dtype, (lhs, w, out), (m, n, k, row_bytes))?;
+            qmatmul(stream, enc, dtype, (lhs, w, out), (m, n, k, row_bytes), consts)?;
         }
         return Ok(());
     }
     // (more than GEMV_MAX_ROWS rows only batch-invariant)
     row_groups(dtype, k, lhs, parts, 0, m, GEMV_MAX_ROWS, |lhs, parts, _, rows| {
-        qgemv_segments(stream, enc, dtype, lhs, parts, QFold::default(), (rows, k, row_bytes))
+        qgemv_segments(stream, enc, dtype, lhs, parts, plain, (rows, k, row_bytes))
     })
 }
 
@@ -236,7 +244,8 @@ fn qgemv_segments(
     let args = (lhs, segs, m as i64, k as i64, row_bytes as i64);
     // SAFETY: lhs holds m x k of dtype; each segment's w holds n rows of row_bytes and its out
     // m x n of dtype; the segments' blocks tile the grid (QvSegs::new).
-    let pdl = unsafe { super::launch_qv(stream, (family, &name, &f), cfg, args, &max_tuning::current()) }?;
+    let tuning = max_tuning::current();
+    let pdl = unsafe { super::launch_qv(stream, (family, &name, &f), cfg, (args, fold.consts), &tuning) }?;
     super::super::record::record("qgemv", || {
         let (segments, norm, gated) = (parts.len() as i64, (fold.norm.gamma != 0) as i64, fold.gated as i64);
         let fields = vec![
@@ -247,7 +256,8 @@ fn qgemv_segments(
             ("norm", norm),
             ("gated", gated),
             ("rope", fold.rope.on() as i64),
-            ("pdl", pdl as i64),
+            ("pdl", pdl.0 as i64),
+            ("early", pdl.1 as i64),
         ];
         (name.clone(), fields)
     });

@@ -326,9 +326,10 @@ pub(super) fn qgemv_mma(
     // Programmatic stream serialization: the grid may launch while the previous kernel drains
     // (the kernel waits with griddepcontrol.wait before touching anything it may have written).
     let pdl = super::super::pdl::Pdl::with(tuning, &QGEMV_MMA, &name, Some(max_tuning::Knob::QgemvPdl));
-    // The first weight stages before the wait (the weights are constants): only worth it, and
-    // only meaningful, when the grid may start early.
-    segs.early = (pdl.on() && tuning.flag_or(max_tuning::Knob::QgemvEarlyWeights, true)) as i32;
+    // The first weight stages before the wait, where the weights are constants (no kernel of
+    // the program writes them): only worth it, and only meaningful, when the grid may start
+    // early.
+    segs.early = (pdl.on() && fold.consts && tuning.flag_or(max_tuning::Knob::QgemvEarlyWeights, true)) as i32;
     // SAFETY: the parameters match the kernel's (QmMaps, QmSegs, lhs, m, k, split, res) by value
     // and live across the call (the driver copies them); each map describes its part's n rows
     // of row_bytes (k elements, 16-byte aligned rows) and its out holds m x n of dtype; lhs holds

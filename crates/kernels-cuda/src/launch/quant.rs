@@ -140,13 +140,15 @@ pub fn qmatmul(
     dtype: DType,
     ptrs: (u64, u64, u64),
     dims: (usize, usize, usize, usize),
+    consts: bool,
 ) -> Result<()> {
-    qmatmul_add(stream, enc, dtype, ptrs, 0, dims)
+    qmatmul_add(stream, enc, dtype, ptrs, 0, dims, consts)
 }
 
 /// [`qmatmul`] plus `res` (`dtype` [m, n], 0 for none) added to the result: a residual
 /// connection fused into the product (the GEMV kernels add it as they store, before rounding
-/// to `dtype`; the GEMM paths in their store).
+/// to `dtype`; the GEMM paths in their store). `consts`: no kernel of the program writes `w`
+/// (QFold::consts).
 pub fn qmatmul_add(
     stream: &Arc<CudaStream>,
     enc: Encoding,
@@ -154,6 +156,7 @@ pub fn qmatmul_add(
     (lhs, w, out): (u64, u64, u64),
     res: u64,
     (m, n, k, row_bytes): (usize, usize, usize, usize),
+    consts: bool,
 ) -> Result<()> {
     act_suffix(dtype)?;
     if m == 0 || n == 0 {
@@ -172,7 +175,8 @@ pub fn qmatmul_add(
     match path {
         QPath::Mma => {
             let parts = [(w, out, n)];
-            return qgemv_mma(stream, enc, t, lhs, &parts, res, QFold::default(), (m, k, row_bytes), &tuning);
+            let fold = QFold { consts, ..QFold::default() };
+            return qgemv_mma(stream, enc, t, lhs, &parts, res, fold, (m, k, row_bytes), &tuning);
         }
         QPath::Stream | QPath::General => {
             // More than GEMV_MAX_ROWS rows come here only batch-invariant (select_path): one
@@ -181,7 +185,7 @@ pub fn qmatmul_add(
             let parts = [(w, out, n)];
             return row_groups(dtype, k, lhs, &parts, res, m, GEMV_MAX_ROWS, |lhs, parts, res, rows| {
                 let (w, out, n) = parts[0];
-                qgemv(stream, enc, t, (lhs, w, out, res), (rows, n, k, row_bytes), streaming, &tuning)
+                qgemv(stream, enc, t, (lhs, w, out, res), (rows, n, k, row_bytes), (streaming, consts), &tuning)
             });
         }
         QPath::Wgmma => {
@@ -241,7 +245,7 @@ fn qgemv(
     dtype: DType,
     (lhs, w, out, res): (u64, u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
-    streaming: bool,
+    (streaming, consts): (bool, bool),
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
     if streaming {
@@ -267,19 +271,20 @@ fn qgemv(
     let family = sources::qgemv(&suffix(enc), act_suffix(dtype)?)?;
     // SAFETY: lhs holds m x k of dtype, w n rows of row_bytes (k elements), out (and res) m x n
     // of dtype.
-    let pdl = unsafe {
-        launch_qv(stream, (family, &name, &f), cfg, (lhs, segs, m as i64, k as i64, row_bytes as i64), tuning)
-    }?;
+    let args = (lhs, segs, m as i64, k as i64, row_bytes as i64);
+    let (pdl, early) = unsafe { launch_qv(stream, (family, &name, &f), cfg, (args, consts), tuning) }?;
     super::record::record("qgemv", || {
-        let fields =
-            vec![("mma", 0), ("streaming", 0), ("blocks", blocks as i64), ("segments", 1), ("pdl", pdl as i64)];
+        let (pdl, early) = (pdl as i64, early as i64);
+        let fields = vec![("mma", 0), ("streaming", 0), ("blocks", blocks as i64), ("segments", 1), ("pdl", pdl), ("early", early)];
         (name.clone(), fields)
     });
     Ok(())
 }
 
 /// Launches a qgemv.cu kernel with its arguments (lhs, segments, m, k, row bytes) under PDL
-/// where the knobs allow it (`launch.pdl`, `qgemv.pdl`); returns whether it did.
+/// where the knobs allow it (`launch.pdl`, `qgemv.pdl`), its first weight stages copied before
+/// the wait where the weights are constants (`consts`) and `qgemv.early_weights` allows it;
+/// returns whether PDL was on, and whether the early copies were.
 ///
 /// # Safety
 /// `segs` describes weights of `row_bytes` rows and outputs that `cfg`'s grid covers, lhs holds
@@ -288,10 +293,16 @@ unsafe fn launch_qv(
     stream: &Arc<CudaStream>,
     (family, name, f): (&sources::Family, &str, &CudaFunction),
     cfg: LaunchConfig,
-    (lhs, segs, m, k, row_bytes): (u64, QvSegs, i64, i64, i64),
+    ((lhs, segs, m, k, row_bytes), consts): ((u64, QvSegs, i64, i64, i64), bool),
     tuning: &max_tuning::Tuning,
-) -> Result<bool> {
-    let (mut lhs, mut segs, mut m, mut k, mut rb, mut magic) = (lhs, segs, m, k, row_bytes, MAGIC);
+) -> Result<(bool, bool)> {
+    // Every qgemv.cu kernel waits (griddepcontrol.wait) before it reads the lhs or stores; only
+    // its first stages' weight copies (the weights are constants; `qgemv.early_weights`), or
+    // L2 prefetches of them, come before.
+    let pdl = super::pdl::Pdl::with(tuning, family, name, Some(max_tuning::Knob::QgemvPdl));
+    let mut segs = segs;
+    segs.early = (pdl.on() && consts && tuning.flag_or(max_tuning::Knob::QgemvEarlyWeights, true)) as i32;
+    let (mut lhs, mut m, mut k, mut rb, mut magic) = (lhs, m, k, row_bytes, MAGIC);
     let mut params: [*mut std::ffi::c_void; 6] = [
         &mut lhs as *mut u64 as *mut _,
         &mut segs as *mut QvSegs as *mut _,
@@ -300,14 +311,11 @@ unsafe fn launch_qv(
         &mut rb as *mut i64 as *mut _,
         &mut magic as *mut u32 as *mut _,
     ];
-    // Every qgemv.cu kernel waits (griddepcontrol.wait) before it reads the lhs or stores; only
-    // L2 prefetches of its weights come before.
-    let pdl = super::pdl::Pdl::with(tuning, family, name, Some(max_tuning::Knob::QgemvPdl));
     let dims = (cfg.grid_dim.0, cfg.block_dim.0, cfg.shared_mem_bytes);
     // SAFETY: the parameters match the kernel's (lhs, QvSegs, m, k, row_bytes, magic) by value
     // and live across the call (the driver copies them); the caller's contract for the memory.
     unsafe { super::launch_ex(stream, f, dims, &mut params, pdl, "cuLaunchKernelEx(qgemv)") }?;
-    Ok(pdl.on())
+    Ok((pdl.on(), segs.early != 0))
 }
 
 /// 2^23's bit pattern, as an argument rather than a constant (see byte_float in qgemv.cu).

@@ -66,7 +66,8 @@ fn with_residual(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer
     let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
     let ptrs = (lhs.addr(), rhs.addr(), out.addr());
-    k::qmatmul_add(&dev.stream, enc, lhs.dtype(), ptrs, res.addr(), (m, n, kk, row_bytes)).map_err(Error::from)
+    let consts = crate::engine::passes::const_weights(op);
+    k::qmatmul_add(&dev.stream, enc, lhs.dtype(), ptrs, res.addr(), (m, n, kk, row_bytes), consts).map_err(Error::from)
 }
 
 /// q/k/v products with the layer's rope + KV-cache store folded in
@@ -103,7 +104,8 @@ fn siblings(dev: &CudaDevice, op: &Op, lhs: &Buffer, weights: &[Buffer], outputs
     let lhs = if lhs.is_contiguous() { lhs.clone() } else { lhs.contiguous()? };
     let Some((enc, parts, dims)) = sibling_parts(op, &lhs, weights, outputs)? else { return Ok(()) };
     dev.bind()?;
-    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims).map_err(Error::from)
+    let consts = crate::engine::passes::const_weights(op);
+    k::qmatmul_siblings(&dev.stream, enc, lhs.dtype(), lhs.addr(), &parts, dims, consts).map_err(Error::from)
 }
 
 /// A qmatmul step with a folded rms_norm and/or a gated pair (engine/passes/fuse_norm_gemv.rs,
@@ -169,7 +171,8 @@ fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer], rope
     }
     let Some((enc, parts, dims)) = sibling_parts(&op, &x, weights, products)? else { return Ok(true) };
     dev.bind()?;
-    let fold = k::QFold { norm: qnorm, gated: gated.is_some(), rope };
+    let consts = crate::engine::passes::const_weights(&op);
+    let fold = k::QFold { norm: qnorm, gated: gated.is_some(), rope, consts };
     let mut one = parts.clone();
     if gated.is_some() {
         one[0].1 = results[0].addr();
@@ -194,7 +197,7 @@ fn folded(dev: &CudaDevice, op: &Op, inputs: &[Buffer], outputs: &[Buffer], rope
     if gated.is_some() && k::qmatmul_gated(&dev.stream, enc, x.dtype(), lhs, &one, dims)? {
         return Ok(true);
     }
-    k::qmatmul_siblings(&dev.stream, enc, x.dtype(), lhs, &parts, dims)?;
+    k::qmatmul_siblings(&dev.stream, enc, x.dtype(), lhs, &parts, dims, consts)?;
     if let Some(act) = gated {
         let group = crate::engine::passes::gated_group(act, results[0].dtype(), results[0].shape());
         super::run_fused(dev, &group, scratch, &results[0])?;
@@ -238,7 +241,8 @@ fn qmatmul(dev: &CudaDevice, op: &Op, enc: Encoding, lhs: &Buffer, rhs: &Buffer,
     let (m, n, kk, row_bytes) = qmatmul_geometry(op, enc, lhs, rhs, out)?;
     dev.bind()?;
     let ptrs = (lhs.addr(), rhs.addr(), out.addr());
-    k::qmatmul(&dev.stream, enc, lhs.dtype(), ptrs, (m, n, kk, row_bytes)).map_err(Error::from)
+    let consts = crate::engine::passes::const_weights(op);
+    k::qmatmul(&dev.stream, enc, lhs.dtype(), ptrs, (m, n, kk, row_bytes), consts).map_err(Error::from)
 }
 
 /// GPTQ: the checks of crates/runtime/src/cpu/quant/gptq.rs, then the device kernels.

@@ -47,6 +47,7 @@ pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
 pub use fuse_qkv_rope_store::ROPE_STORE;
 pub(crate) use fuse_qkv_rope_store::split_rope_store;
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
+pub(crate) use fuse_sibling_qmatmul::const_weights;
 
 pub(crate) use dce::{dce, free_uses};
 
