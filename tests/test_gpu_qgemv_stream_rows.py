@@ -73,6 +73,8 @@ def test_rows_off_16_bytes_match_float64(hopper, rng, enc, k):
         lhs = rng.standard_normal((m, k)).astype(np.float32)
         out, recs = run(hopper, product(hopper, enc, k, N, m, DType.float32), w, [lhs])
         assert [r["streaming"] for r in recs] == [1], recs
+        # the first stages of constant weights copied before the PDL wait where K is one chunk
+        assert [r["early"] for r in recs] == [int(k <= 1024)], recs
         check_product(out, lhs, deq, enc, hopper, bf16=False)
 
 
@@ -92,15 +94,19 @@ def test_16_bit_activations_and_a_residual(hopper, rng, dtype, enc, k):
 
 def test_a_capped_grid_gives_the_same_bits(hopper, rng):
     """Three blocks take every row group of 12289 rows in turn (qgemv.grid=3): the ring runs on
-    across groups; the bits equal the full grid's."""
+    across groups; the bits equal the full grid's, with the first stages copied before the PDL
+    wait (the default) and after it (qgemv.early_weights=0)."""
     enc, k = Q.Q8_0, 576
     w = quantized(rng, enc, N, k)
     lhs = rng.standard_normal((2, k)).astype(np.float32)
-    full, _ = run(hopper, product(hopper, enc, k, N, 2, DType.float32), w, [lhs])
-    with tuning.override(**{"qgemv.grid": 3}):
-        capped, recs = run(hopper, product(hopper, enc, k, N, 2, DType.float32), w, [lhs])
-    assert recs[0]["blocks"] == 3, recs
-    np.testing.assert_array_equal(capped, full)
+    full, recs = run(hopper, product(hopper, enc, k, N, 2, DType.float32), w, [lhs])
+    assert recs[0]["early"] == 1, recs
+    for spec in ({"qgemv.grid": 3}, {"qgemv.grid": 3, "qgemv.early_weights": False}, {"qgemv.early_weights": False}):
+        with tuning.override(**spec):
+            got, recs = run(hopper, product(hopper, enc, k, N, 2, DType.float32), w, [lhs])
+        assert recs[0]["blocks"] == spec.get("qgemv.grid", recs[0]["blocks"]), recs
+        assert recs[0]["early"] == int("qgemv.early_weights" not in spec), recs
+        np.testing.assert_array_equal(got, full)
 
 
 @pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16, DType.float16], ids=lambda d: d.name)

@@ -191,9 +191,10 @@ __device__ __forceinline__ void qgemv_mma(const QmMaps& maps, const QmSegs& sg, 
     };
     // Launched with programmatic stream serialization (launch/quant.rs), this grid may start
     // while the previous kernel of the stream finishes: nothing that kernel may write is read
-    // (nor out written) before griddepcontrol.wait. The weights are constants: with `early`
-    // the first stages' copies go out before the wait (an L2 prefetch of them there made the
-    // kernel 14% slower on its own; in a chain the previous kernel's tail hides the copies).
+    // (nor out written) before griddepcontrol.wait. With `early` (the launch sets it only for
+    // constant weights, which no kernel of the program writes) the first stages' copies go out
+    // before the wait (an L2 prefetch of them there made the kernel 14% slower on its own; in a
+    // chain the previous kernel's tail hides the copies).
     const bool early = sg.early != 0;
     if (!early) asm volatile("griddepcontrol.wait;\n" ::: "memory");
     for (int s = 0; s < nst; ++s) stage(s);

@@ -23,8 +23,9 @@
 //   then hold weights only; a folded RMSNorm (QNorm, K <= 1024 only) normalises it then, as
 //   qgemv.cu does. qgemv.cu's block per 16 rows ran a vocabulary projection (49152 x 576) in
 //   six waves of four blocks an SM, each a full round trip to memory.
-// - Launched under PDL (launch/pdl.rs): before griddepcontrol.wait only the first group's
-//   weight bytes are asked into L2.
+// - Launched under PDL (launch/pdl.rs): before griddepcontrol.wait the first group's weight
+//   bytes are asked into L2; or, with `early` (constant weights) where K is one chunk (the
+//   stages then hold weights only), the first ST - 1 stages are copied in full before it.
 //
 // The __syncthreads after the waits of step it (the stage's mbarrier, this thread's cp.async
 // group) publishes every thread's lhs and edge copies and tells every warp that the stage
@@ -49,7 +50,7 @@ template <int E, int MR, typename T> struct Qs {
 template <int E, int MR, typename T>
 __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __restrict__ w, T* __restrict__ out, int m,
                                         int n, int k, i64 row_bytes, u32 magic, const T* __restrict__ res,
-                                        const QNorm& nm, int slot) {
+                                        const QNorm& nm, int slot, bool early) {
 #if __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) u8 qv_smem[];
     __shared__ float qs_inv[MR];
@@ -133,8 +134,15 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
         if (++st_buf == S::ST) st_buf = 0;
     };
 
-    // Before the wait: the first group's first chunks into L2 (the weights are constants; a hint).
-    if ((int)blockIdx.x < groups) {
+    // Before the wait: the first stages of weights, where they hold nothing else (`early`: no
+    // kernel of the program writes the weights); else the first group's first chunks into L2
+    // (a hint).
+    const bool pre = early && once;
+    if (pre) {
+        __syncthreads();  // the mbarriers' initialisation, before any copy completes on them
+#pragma unroll
+        for (int s = 0; s < S::ST - 1; ++s) stage();
+    } else if ((int)blockIdx.x < groups) {
         const i64 pre = min(row_bytes, (i64)(S::ST - 1) * Chunk<E>::BYTES);
 #pragma unroll
         for (int c = 0; c < CW; ++c) {
@@ -180,8 +188,10 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
     }
     __syncthreads();  // the mbarriers' initialisation, before any copy completes on them
 
+    if (!pre) {
 #pragma unroll
-    for (int s = 0; s < S::ST - 1; ++s) stage();
+        for (int s = 0; s < S::ST - 1; ++s) stage();
+    }
     float acc[CW][MR];
 #pragma unroll
     for (int c = 0; c < CW; ++c)
@@ -236,8 +246,8 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
 #define QGEMV_S(NAME, E, MR, T, TS)                                                                       \
     extern "C" __global__ void __launch_bounds__(256, MR >= 4 ? 1 : 0)                                    \
         qgemv_s_##NAME##_m##MR##TS(const T* lhs, const u8* w, T* out, int m, int n, int k, i64 row_bytes, \
-                                   u32 magic, const T* res, QNorm norm, int slot) {                       \
-        qgemv_s<E, MR, T>(lhs, w, out, m, n, k, row_bytes, magic, res, norm, slot);                       \
+                                   u32 magic, const T* res, QNorm norm, int slot, int early) {            \
+        qgemv_s<E, MR, T>(lhs, w, out, m, n, k, row_bytes, magic, res, norm, slot, early != 0);           \
     }
 #define QGEMV_S_T(NAME, E, T, TS) \
     QGEMV_S(NAME, E, 1, T, TS) QGEMV_S(NAME, E, 2, T, TS) QGEMV_S(NAME, E, 4, T, TS) QGEMV_S(NAME, E, 8, T, TS)

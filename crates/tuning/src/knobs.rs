@@ -300,8 +300,9 @@ declare! {
     QgemvGrid: "qgemv.grid", None, count(1), "";
     /// The quantized GEMVs (tensor-core and CUDA-core) launch under programmatic stream serialization.
     QgemvPdl: "qgemv.pdl", None, Kind::Flag, "1";
-    /// The tensor-core GEMV requests its first weight stages before it waits for the previous
-    /// kernel (weights are constants; the lhs is read after the wait). Needs `qgemv.pdl`.
+    /// The quantized GEMVs copy their first stages of constant weights (no kernel of the
+    /// program writes them) before they wait for the previous kernel; the lhs is read after the
+    /// wait. Needs `qgemv.pdl`.
     QgemvEarlyWeights: "qgemv.early_weights", None, Kind::Flag, "1";
 
     // ---- attention -----------------------------------------------------------------------

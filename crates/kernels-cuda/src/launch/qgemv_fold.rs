@@ -343,7 +343,8 @@ pub fn qmatmul_folded(
         Some(QPath::Mma) => qgemv_mma(stream, enc, dtype, lhs, parts, 0, fold, dims, &tuning)?,
         Some(QPath::Stream) => {
             let (w, out, n) = parts[0];
-            qgemv_stream(stream, enc, dtype, (lhs, w, out, 0), (m, n, k, row_bytes), fold.norm, &tuning)?;
+            let (dims, norm) = ((m, n, k, row_bytes), (fold.norm, fold.consts));
+            qgemv_stream(stream, enc, dtype, (lhs, w, out, 0), dims, norm, &tuning)?;
         }
         Some(_) => qgemv_segments(stream, enc, dtype, lhs, parts, fold, dims)?,
         None => return Ok(false),

@@ -21,14 +21,15 @@ fn slot_bytes(enc: Encoding, row_bytes: usize) -> usize {
 
 /// `lhs` [m, k] (m <= 8, `dtype`) times the weights `w` (n rows of `row_bytes`, whole 4-byte
 /// words; w and lhs 16-byte aligned) into `out` [m, n], plus `res` unless 0, on qgemv_stream.cu;
-/// `norm` (gamma 0: none) normalises the lhs first, only where K is at most one chunk (1024).
+/// `norm` (gamma 0: none) normalises the lhs first, only where K is at most one chunk (1024);
+/// `consts`: no kernel of the program writes `w` (QFold::consts).
 pub(super) fn qgemv_stream(
     stream: &Arc<CudaStream>,
     enc: Encoding,
     dtype: DType,
     (lhs, w, out, res): (u64, u64, u64, u64),
     (m, n, k, row_bytes): (usize, usize, usize, usize),
-    norm: QNorm,
+    (norm, consts): (QNorm, bool),
     tuning: &max_tuning::Tuning,
 ) -> Result<bool> {
     if norm.gamma != 0 && (k > QV_CHUNK || !norm.gamma.is_multiple_of(16)) {
@@ -61,7 +62,13 @@ pub(super) fn qgemv_stream(
     let (mut lhs, mut w, mut out, mut res, mut norm) = (lhs, w, out, res, norm);
     let (mut ms, mut ns, mut ks, mut rb, mut magic, mut sl) =
         (m as i32, n as i32, k as i32, row_bytes as i64, MAGIC, slot as i32);
-    let mut params: [*mut std::ffi::c_void; 11] = [
+    // The kernel waits (griddepcontrol.wait) before it reads the lhs or stores; only its first
+    // stages of constant weights where K is one chunk (`qgemv.early_weights`), or L2 prefetches
+    // of them, come before.
+    let pdl = super::super::pdl::Pdl::with(tuning, family, &name, Some(max_tuning::Knob::QgemvPdl));
+    let early = pdl.on() && consts && k <= QV_CHUNK && tuning.flag_or(max_tuning::Knob::QgemvEarlyWeights, true);
+    let mut early_arg = early as i32;
+    let mut params: [*mut std::ffi::c_void; 12] = [
         &mut lhs as *mut u64 as *mut _,
         &mut w as *mut u64 as *mut _,
         &mut out as *mut u64 as *mut _,
@@ -73,13 +80,11 @@ pub(super) fn qgemv_stream(
         &mut res as *mut u64 as *mut _,
         &mut norm as *mut QNorm as *mut _,
         &mut sl as *mut i32 as *mut _,
+        &mut early_arg as *mut i32 as *mut _,
     ];
-    // The kernel waits (griddepcontrol.wait) before it reads the lhs or stores; only L2
-    // prefetches of its weights come before.
-    let pdl = super::super::pdl::Pdl::with(tuning, family, &name, Some(max_tuning::Knob::QgemvPdl));
     let dims = (blocks as u32, 256, smem);
     // SAFETY: the parameters match qgemv_s's (lhs, w, out, m, n, k, row_bytes, magic, res,
-    // QNorm, slot) by value and live across the call; lhs holds m x k of dtype, w n rows of
+    // QNorm, slot, early) by value and live across the call; lhs holds m x k of dtype, w n rows of
     // row_bytes (k elements), out (and res) m x n of dtype; the shared memory is the layout's.
     unsafe { super::super::launch_ex(stream, &f, dims, &mut params, pdl, "cuLaunchKernelEx(qgemv_s)") }?;
     super::super::record::record("qgemv", || {
@@ -90,6 +95,7 @@ pub(super) fn qgemv_stream(
             ("segments", 1),
             ("norm", (norm.gamma != 0) as i64),
             ("pdl", pdl.on() as i64),
+            ("early", early as i64),
         ];
         (name.clone(), fields)
     });

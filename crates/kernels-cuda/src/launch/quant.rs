@@ -249,7 +249,8 @@ fn qgemv(
     tuning: &max_tuning::Tuning,
 ) -> Result<()> {
     if streaming {
-        qgemv_stream(stream, enc, dtype, (lhs, w, out, res), (m, n, k, row_bytes), QNorm::default(), tuning)?;
+        let norm = (QNorm::default(), consts);
+        qgemv_stream(stream, enc, dtype, (lhs, w, out, res), (m, n, k, row_bytes), norm, tuning)?;
         return Ok(());
     }
     let mr = rows_variant(m);
