@@ -396,7 +396,7 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
         if (rope.on && lane == 0 && row0 < n) qv_rope[warp] = qrope_at<T>(rope, seg, 0, row0);
     }
     for (i64 ch = 0; ch < chunks; ++ch) {
-        cp_async_wait<S::ST - 2>();  // chunk ch has landed (this thread's copies; `early`'s group is older) ...
+        cp_async_wait<S::ST - 2>();  // chunk ch has landed (this thread's copies; `early`'s are older) ...
         __syncthreads();             // ... everyone's, and stage (ch - 1) % ST is no longer read
         stage(ch + S::ST - 1, true, true);
         const int buf = (int)(ch % S::ST);
@@ -511,7 +511,7 @@ struct QvSegs {
         const bool gated = segs.gated != 0;                                                               \
         const i64 cstride = gated ? (i64)(segs.w[1] - segs.w[0]) : row_bytes;                             \
         qgemv<E, MR, T>(lhs, (const u8*)w, seg_out, m, n, k, row_bytes, magic, (i64)blockIdx.x - first,     \
-                        segs.norm, cstride, gated, segs.rope, seg, segs.early != 0);                                       \
+                        segs.norm, cstride, gated, segs.rope, seg, segs.early != 0);                      \
     }
 #define QGEMV_T(NAME, E, T, TS) QGEMV(NAME, E, 1, T, TS) QGEMV(NAME, E, 2, T, TS) QGEMV(NAME, E, 4, T, TS) QGEMV(NAME, E, 8, T, TS)
 // One encoding and activation type per compile: sources.rs builds a family qgemv_<enc>_<type>

@@ -276,7 +276,14 @@ fn qgemv(
     let (pdl, early) = unsafe { launch_qv(stream, (family, &name, &f), cfg, (args, consts), tuning) }?;
     super::record::record("qgemv", || {
         let (pdl, early) = (pdl as i64, early as i64);
-        let fields = vec![("mma", 0), ("streaming", 0), ("blocks", blocks as i64), ("segments", 1), ("pdl", pdl), ("early", early)];
+        let fields = vec![
+            ("mma", 0),
+            ("streaming", 0),
+            ("blocks", blocks as i64),
+            ("segments", 1),
+            ("pdl", pdl),
+            ("early", early),
+        ];
         (name.clone(), fields)
     });
     Ok(())
