@@ -91,7 +91,7 @@ def test_layer_products_equal_with_and_without_pdl(rng, gpu, dtype, k):
                 assert np.array_equal(u.view(np.uint8), v.view(np.uint8)), f"k={k} m={m} output {i}"
 
 
-@pytest.mark.parametrize("enc,m", [("Q8_0", 1), ("Q6_K", 2), ("Q4_0", 4)])
+@pytest.mark.parametrize("enc,m", [("Q8_0", 1), ("Q6_K", 2), ("Q4_0", 4), ("Q4_1", 8)])
 def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
     """Two qmatmuls in a row through the CUDA-core GEMV (qgemv.cu), the second reading what the
     first wrote just before it: under PDL each copies its first weight stages (constants) into
@@ -133,10 +133,12 @@ def test_quantized_products_equal_with_and_without_pdl(rng, gpu, enc, m):
         assert np.array_equal(outs[0].view(np.uint8), other.view(np.uint8)), enc
 
 
-def test_quantized_weights_computed_at_run_time_are_not_read_before_the_wait(rng, gpu):
-    """A qmatmul whose weights are a graph input (not one of the program's constants: a kernel
-    could write them) copies nothing before griddepcontrol.wait; one of constant weights beside
-    it does, and both equal the host's results."""
+def test_quantized_weights_of_a_graph_input_are_not_read_before_the_wait(rng, gpu):
+    """A qmatmul whose weights are a graph input (not a fixed value of the model: what a kernel
+    computes reaches a product the same way) copies nothing before griddepcontrol.wait; one of
+    constant weights beside it does, and both equal the host's results. (Weights computed
+    inside the program: the marks' unit tests, fuse_sibling_qmatmul.rs and
+    confirm_const_weights.rs.)"""
     from engine_util import session
     from test_quant import execute, random_blocks
 

@@ -360,8 +360,8 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     // Programmatic dependent launch (launch/pdl.rs). With `early` (the weights are constants: no
     // kernel of the program writes them) the first ST - 1 stages' weight copies go out before
     // the wait, their cp.async groups ahead of the stages' lhs groups, so only the lhs is read
-    // once the previous kernel is done (at K <= 1024 every byte of the block's weights is in
-    // shared memory by then). Otherwise those bytes are only asked into L2 (a hint: L2 is where
+    // once the previous kernel is done (at K <= 1024 the copies of every byte of the block's
+    // weights are issued by then). Otherwise those bytes are only asked into L2 (a hint: L2 is where
     // every SM's stores land, so a weight an earlier kernel still writes is read right after the
     // wait all the same). Either way the kernel waits before it reads the lhs or stores.
     if (early) {

@@ -143,13 +143,14 @@ __device__ __forceinline__ void qgemv_s(const T* __restrict__ lhs, const u8* __r
 #pragma unroll
         for (int s = 0; s < S::ST - 1; ++s) stage();
     } else if ((int)blockIdx.x < groups) {
-        const i64 pre = min(row_bytes, (i64)(S::ST - 1) * Chunk<E>::BYTES);
+        const i64 pre_bytes = min(row_bytes, (i64)(S::ST - 1) * Chunk<E>::BYTES);
 #pragma unroll
         for (int c = 0; c < CW; ++c) {
             const i64 row = (i64)blockIdx.x * ROWS + warp * CW + c;
             if (row < n)
-                for (i64 o = (i64)lane * 128; o < pre + 127; o += 32 * 128)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(w + row * row_bytes + min(o, pre - 1)) : "memory");
+                for (i64 o = (i64)lane * 128; o < pre_bytes + 127; o += 32 * 128)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(w + row * row_bytes + min(o, pre_bytes - 1))
+                                 : "memory");
         }
     }
     pdl_wait();

@@ -37,8 +37,8 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     ("attention_decode", &["paged_decode_", "attention_combine_"]),
     ("qgemv_mma", &["qgemv_mma_"]),
     // the CUDA-core quantized GEMVs (qgemv.cu, one family per encoding and activation type,
-    // and qgemv_stream.cu's qgemv_s_ for the word-decoded encodings; their weights are only
-    // prefetched into L2 before the wait)
+    // and qgemv_stream.cu's qgemv_s_ for the word-decoded encodings; before the wait they copy
+    // only constant weights (QvSegs::early, qgemv_s's `early`), else prefetch them into L2)
     ("qgemv_q4_0_f32", &["qgemv_q4_0_m", "qgemv_s_q4_0_m"]),
     ("qgemv_q4_0_bf16", &["qgemv_q4_0_m", "qgemv_s_q4_0_m"]),
     ("qgemv_q4_0_f16", &["qgemv_q4_0_m", "qgemv_s_q4_0_m"]),

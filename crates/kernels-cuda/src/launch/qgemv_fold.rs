@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn segments_match_the_kernel_layout() {
-        // qgemv.cu's QvSegs: w, out, res, n (4 each), first[4], count, pad, then QNorm
+        // qgemv.cu's QvSegs: w, out, res, n (4 each), first[4], count, early, then QNorm
         assert_eq!(std::mem::offset_of!(QvSegs, norm), 152);
         assert_eq!(std::mem::offset_of!(QvSegs, gated), 176);
         assert_eq!(std::mem::offset_of!(QvSegs, rope), 184);

@@ -134,8 +134,8 @@ mod tests {
 
     #[test]
     fn products_of_constant_weights_are_marked_and_computed_weights_are_not() {
-        // GPU products: joined, lone (another encoding) and with a residual input after the
-        // weight, all of constant weights
+        // GPU products of constant weights: two joined, and one of another encoding with a
+        // residual input after its weight
         let (mut b, mut types) = body(DeviceKind::Gpu, &["q4_1", "q4_1", "q6_k"]);
         b.steps[5].inputs.push(0);
         fuse(&mut b, &types);

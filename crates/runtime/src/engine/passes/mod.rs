@@ -11,7 +11,8 @@
 //! after an allreduce join it first (`fuse_allreduce_residual`, before the epilogues), the
 //! RMSNorms after it last (`fuse_allreduce_norm`). Once a model's constants are folded, the
 //! paged attentions whose index inputs no kernel of the program writes are marked to read them
-//! early (`mark_early_index`, which `Model::load` runs).
+//! early (`mark_early_index`, which `Model::load` runs), and the products keep their
+//! constant-weights marks only where their weights are fixed values (`confirm_const_weights`).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use max_graph::{Type, ValueId};
 
 use super::program::{Body, Program, Step, StepKind};
 
+mod confirm_const_weights;
 mod cse;
 mod dce;
 mod epilogue_chain;
@@ -56,6 +58,13 @@ pub(crate) use dce::{dce, free_uses};
 /// constant folding, which removes steps: a kernel the mark relied on must still run).
 pub fn mark_early_index(program: &mut Program) {
     mark_early_index::mark(&mut program.body, &program.types);
+}
+
+/// Drops the constant-weights marks of `program`'s products whose weights are not all `fixed`
+/// (see confirm_const_weights.rs). Run on the program as it will execute (after constant
+/// folding).
+pub fn confirm_const_weights(program: &mut Program, fixed: &dyn Fn(ValueId) -> bool) {
+    confirm_const_weights::confirm(&mut program.body, &program.types, fixed);
 }
 
 /// Lowers `graph`'s body: duplicates merged, dead code removed, elementwise chains fused.
