@@ -137,8 +137,7 @@ def test_quantized_weights_of_a_graph_input_are_not_read_before_the_wait(rng, gp
     """A qmatmul whose weights are a graph input (not a fixed value of the model: what a kernel
     computes reaches a product the same way) copies nothing before griddepcontrol.wait; one of
     constant weights beside it does, and both equal the host's results. (Weights computed
-    inside the program: the marks' unit tests, fuse_sibling_qmatmul.rs and
-    confirm_const_weights.rs.)"""
+    inside the program: the marks' unit test, mark_const_weights.rs.)"""
     from engine_util import session
     from test_quant import execute, random_blocks
 

@@ -84,7 +84,7 @@ impl Model {
         let mut program = program;
         pool.install(|| fold_constants(&mut program, devices, &mut fixed))?;
         passes::mark_early_index(&mut program);
-        passes::confirm_const_weights(&mut program, &|v| fixed.contains_key(&v));
+        passes::mark_const_weights(&mut program, &|v| fixed.contains_key(&v));
         // Constants and weights are never written again: kernels may keep forms derived from them.
         for buf in fixed.values() {
             buf.storage().freeze();

@@ -321,8 +321,7 @@ fn norms_fold_into_gpu_qmatmuls_and_their_siblings() {
     let (norm, product) = split_qnorm(o).unwrap();
     assert_eq!(norm.kind, OpKind::RmsNorm);
     assert_eq!(norm.attrs.get("epsilon"), Some(&Attr::Float(1e-5)));
-    // (the product keeps its own attributes: its weights are the layer's constants)
-    assert_eq!(product.attrs.0.keys().collect::<Vec<_>>(), ["const_weights", "encoding"]);
+    assert_eq!(product.attrs.0.keys().collect::<Vec<_>>(), ["encoding"]);
     // the knob, a norm with a second reader, and host products keep the norms apart
     {
         let _off = max_tuning::scoped("fusion.norm_gemv=0").unwrap();

@@ -6,12 +6,7 @@
 //! product of another encoding (a mixed-type file's v projection) starts a new group; the step
 //! takes the place of the first, where every sibling's inputs already exist (the activation is
 //! shared and the weights are constants). Each product keeps its own output value.
-//!
-//! Every GPU-placed qmatmul step whose weights are constants (a step of siblings has no other)
-//! is then marked [`CONST_WEIGHTS`]: no kernel of the program writes them, so its GEMV may copy
-//! them before it waits for the previous kernel (`max_kernels_cuda::launch::quant::QFold::consts`).
 
-use max_graph::attrs::Attr;
 use max_graph::ops::OpKind;
 use max_graph::{DeviceKind, Type, ValueId};
 use max_kernels_cuda::launch::quant::QV_SEGS;
@@ -19,16 +14,7 @@ use max_kernels_cuda::launch::quant::QV_SEGS;
 use super::siblings;
 use crate::engine::program::{Body, Step, StepKind};
 
-/// The attribute of a qmatmul step whose weights are constants of the program.
-pub const CONST_WEIGHTS: &str = "const_weights";
-
-/// Whether `op` (a qmatmul step's, or the product's op of one with folded steps) was marked
-/// [`CONST_WEIGHTS`].
-pub fn const_weights(op: &max_graph::ops::Op) -> bool {
-    matches!(op.attrs.get(CONST_WEIGHTS), Some(Attr::Bool(true)))
-}
-
-/// Fuses the sibling qmatmuls of `body` (top level only) and marks those of constant weights.
+/// Fuses the sibling qmatmuls of `body` (top level only).
 pub fn fuse(body: &mut Body, types: &[Type]) {
     let constants = siblings::hoist_constants(body);
     let on_gpu = |v: ValueId| matches!(&types[v], Type::Tensor(t) if t.device.kind == DeviceKind::Gpu);
@@ -43,14 +29,6 @@ pub fn fuse(body: &mut Body, types: &[Type]) {
         _ => false,
     };
     siblings::join(body, eligible, same_encoding, QV_SEGS);
-    for step in body.steps.iter_mut() {
-        // (a joined step's weights are all constants: only those join)
-        if eligible(step)
-            && let StepKind::Op(op) = &mut step.kind
-        {
-            op.attrs.0.insert(CONST_WEIGHTS.into(), Attr::Bool(true));
-        }
-    }
 }
 
 #[cfg(test)]
@@ -121,34 +99,5 @@ mod tests {
         let (mut b, types) = body(DeviceKind::Cpu, &["q4_1", "q4_1"]);
         fuse(&mut b, &types);
         assert_eq!(products(&b).len(), 2);
-        assert!(marks(&b).iter().all(|m| !m), "host products are not marked");
-    }
-
-    fn marks(b: &Body) -> Vec<bool> {
-        let of = |s: &Step| match &s.kind {
-            StepKind::Op(op) if op.kind == OpKind::QMatmul => Some(const_weights(op)),
-            _ => None,
-        };
-        b.steps.iter().filter_map(of).collect()
-    }
-
-    #[test]
-    fn products_of_constant_weights_are_marked_and_computed_weights_are_not() {
-        // GPU products of constant weights: two joined, and one of another encoding with a
-        // residual input after its weight
-        let (mut b, mut types) = body(DeviceKind::Gpu, &["q4_1", "q4_1", "q6_k"]);
-        b.steps[5].inputs.push(0);
-        fuse(&mut b, &types);
-        assert_eq!(marks(&b), vec![true, true]);
-        // a weight computed at run time (a product's output used as the weight): not marked,
-        // while the product of a constant weight beside it is
-        let (mut b, t) = body(DeviceKind::Gpu, &["q4_1"]);
-        types = t;
-        types.push(tensor(DeviceKind::Gpu, DType::UInt8));
-        b.steps.push(step(OpKind::Add, "", vec![1, 1], 3));
-        types.push(tensor(DeviceKind::Gpu, DType::Float32));
-        b.steps.push(step(OpKind::QMatmul, "q4_1", vec![0, 3], 4));
-        fuse(&mut b, &types);
-        assert_eq!(marks(&b), vec![true, false]);
     }
 }

@@ -11,8 +11,8 @@
 //! after an allreduce join it first (`fuse_allreduce_residual`, before the epilogues), the
 //! RMSNorms after it last (`fuse_allreduce_norm`). Once a model's constants are folded, the
 //! paged attentions whose index inputs no kernel of the program writes are marked to read them
-//! early (`mark_early_index`, which `Model::load` runs), and the products keep their
-//! constant-weights marks only where their weights are fixed values (`confirm_const_weights`).
+//! early (`mark_early_index`, which `Model::load` runs), and so are the products whose weights
+//! are all fixed values of the model (`mark_const_weights`).
 //! The IR does not depend on the passes.
 
 use std::collections::HashMap;
@@ -22,7 +22,6 @@ use max_graph::{Type, ValueId};
 
 use super::program::{Body, Program, Step, StepKind};
 
-mod confirm_const_weights;
 mod cse;
 mod dce;
 mod epilogue_chain;
@@ -38,6 +37,7 @@ mod fuse_qmatmul_residual;
 mod fuse_rope_store;
 mod fuse_sibling_qmatmul;
 mod fuse_weight_transpose;
+mod mark_const_weights;
 mod mark_early_index;
 mod siblings;
 #[cfg(test)]
@@ -49,7 +49,7 @@ pub(crate) use fuse_norm_gemv::{NORM, split_qnorm};
 pub use fuse_qkv_rope_store::ROPE_STORE;
 pub(crate) use fuse_qkv_rope_store::split_rope_store;
 pub(crate) use fuse_qmatmul_residual::RESIDUAL;
-pub(crate) use fuse_sibling_qmatmul::const_weights;
+pub(crate) use mark_const_weights::const_weights;
 
 pub(crate) use dce::{dce, free_uses};
 
@@ -60,11 +60,11 @@ pub fn mark_early_index(program: &mut Program) {
     mark_early_index::mark(&mut program.body, &program.types);
 }
 
-/// Drops the constant-weights marks of `program`'s products whose weights are not all `fixed`
-/// (see confirm_const_weights.rs). Run on the program as it will execute (after constant
-/// folding).
-pub fn confirm_const_weights(program: &mut Program, fixed: &dyn Fn(ValueId) -> bool) {
-    confirm_const_weights::confirm(&mut program.body, &program.types, fixed);
+/// Marks `program`'s products whose weights are all `fixed` values of the model, so their GEMVs
+/// may copy them before waiting for the previous kernel (see mark_const_weights.rs). Run on the
+/// program as it will execute (after constant folding).
+pub fn mark_const_weights(program: &mut Program, fixed: &dyn Fn(ValueId) -> bool) {
+    mark_const_weights::mark(&mut program.body, &program.types, fixed);
 }
 
 /// Lowers `graph`'s body: duplicates merged, dead code removed, elementwise chains fused.

@@ -9,7 +9,7 @@
 //! piece: a slice of the whole weight moved to its device, staged where the layer first uses
 //! it). [`hoist_constants`] moves such steps to the top first: they read nothing computed at run time
 //! (and are folded when the model loads, but for a slice of a device weight too large to fold or
-//! a transfer that fails there: confirm_const_weights.rs), so every sibling's weight exists at the
+//! a transfer that fails there: mark_const_weights.rs), so every sibling's weight exists at the
 //! first product.
 
 use std::collections::{HashMap, HashSet};
