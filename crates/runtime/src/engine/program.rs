@@ -80,6 +80,10 @@ pub(crate) fn has_effects(kind: OpKind) -> bool {
 /// `bias`, the residual if `residual`, and the norm weight if `norm`. Outputs are the results,
 /// then the normalised `a` if `norm`, then the gate and up products if `gated`: those are
 /// written only where the GPU cannot run the step as one kernel (and on the host).
+/// Outputs of a `Gemm` step after its products' for a folded rope + KV-cache store
+/// (`GemmEpilogue::rope_store`): the store's chain and rope(q).
+pub const ROPE_STORE_OUTPUTS: usize = 2;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmEpilogue {
     pub bias: bool,
@@ -138,6 +142,13 @@ impl GemmEpilogue {
     /// gate and up products).
     pub fn scratch(&self) -> usize {
         usize::from(self.norm.is_some()) + 2 * usize::from(self.gated.is_some())
+    }
+
+    /// Weights after `a` in a step with `outputs` outputs in all: its results, then the
+    /// [`scratch`](Self::scratch) outputs, then a folded store's ([`ROPE_STORE_OUTPUTS`]).
+    pub fn step_weights(&self, outputs: usize) -> usize {
+        let store = if self.rope_store.is_some() { ROPE_STORE_OUTPUTS } else { 0 };
+        self.weights(outputs.saturating_sub(self.scratch() + store))
     }
 
     /// Weights after `a` in a step with `results` results.

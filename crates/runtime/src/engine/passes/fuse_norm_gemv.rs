@@ -63,7 +63,7 @@ fn foldable_qmatmul(s: &Step, types: &[Type], quantized: bool) -> bool {
 /// first) have at most `max_n` rows together (or rows not all known).
 fn few_weight_rows(s: &Step, types: &[Type], max_n: usize) -> bool {
     let weights = match &s.kind {
-        StepKind::Gemm(g) => g.weights(s.outputs.len() - g.scratch()),
+        StepKind::Gemm(g) => g.step_weights(s.outputs.len()),
         _ => s.inputs.len() - 1, // (a foldable qmatmul: x then its weights)
     };
     let rows = s.inputs.iter().skip(1).take(weights).map(|&w| match &types[w] {

@@ -33,7 +33,7 @@ pub fn mark(body: &mut Body, types: &[Type], fixed: &dyn Fn(ValueId) -> bool) {
         }
         match &mut step.kind {
             StepKind::Gemm(g) if g.const_weights => {
-                let weights = g.weights(step.outputs.len().saturating_sub(g.scratch()));
+                let weights = g.step_weights(step.outputs.len());
                 g.const_weights = step.inputs.iter().skip(1).take(weights).all(|&v| fixed(v));
             }
             StepKind::Op(op) if op.kind == OpKind::QMatmul => {
@@ -113,5 +113,26 @@ mod tests {
         // a step unmarked, whatever it came with; nested steps: unmarked
         assert_eq!(body.steps.iter().map(marked).collect::<Vec<_>>(), [true, false, true, false, true]);
         assert!(!marked(&body.steps[4].bodies[0].steps[0]));
+    }
+
+    #[test]
+    fn a_folded_stores_inputs_are_not_taken_for_weights() {
+        // %0 f32 x, %1 %2 %3 bf16 W_q W_k W_v, %4 bf16 norm weight, %5..%9 the store's chain,
+        // blocks, slots, freqs_cis and positions (computed at run time); outputs q, k, v, the
+        // normalised x, the store's chain and rope(q)
+        let types = vec![tensor(DType::BFloat16); 16];
+        let wt = Op { kind: OpKind::Transpose, attrs: Attrs::new() };
+        let mut g = GemmEpilogue::new(false, None, false, Fused { nodes: vec![] }, Some(wt));
+        g.norm = Some(Op { kind: OpKind::RmsNorm, attrs: Attrs::new() });
+        g.rope_store = Some(Op { kind: OpKind::KvCacheStore, attrs: Attrs::new() });
+        g.const_weights = true;
+        let step =
+            Step { kind: StepKind::Gemm(g), inputs: (0..10).collect(), outputs: (10..16).collect(), bodies: vec![] };
+        let mut body = Body { args: vec![0], steps: vec![step], results: vec![10] };
+        mark(&mut body, &types, &|v| (1..=4).contains(&v));
+        assert!(marked(&body.steps[0]));
+        // W_v computed at run time unmarks it
+        mark(&mut body, &types, &|v| (1..=2).contains(&v) || v == 4);
+        assert!(!marked(&body.steps[0]));
     }
 }
