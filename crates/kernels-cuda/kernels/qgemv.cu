@@ -27,7 +27,9 @@
 //
 // A folded RMSNorm (QvSegs::norm): warp r first sums the squares of lhs row r, and each stage
 // stores the lhs chunk normalised and rounded to T as the rms_norm kernel would have (plain
-// loads instead of cp.async for the lhs; it is a few KiB and in L2).
+// loads instead of cp.async for the lhs; it is a few KiB and in L2). At f32 a lane's loads of
+// 1024 elements of the row go out at once, with its thread's gamma of the first chunk beside
+// them at 1-2 rows, so the first stage waits one round trip after griddepcontrol.wait.
 //
 // Gated (QvSegs::gated): the gated MLP's silu(x W_gate^T) * (x W_up^T) in one launch; each
 // warp decodes one row of the gate weights and the same row of the up weights (its two rows)
@@ -290,6 +292,13 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     // multiple of 16 bytes).
     const bool aligned = Chunk<E>::BYTES % 16 == 0 && row_bytes % 16 == 0 && (((u64)w | (u64)cstride) & 15) == 0;
 
+    // A folded norm at 1-2 rows of f32: chunk 0's gamma elements of this thread, loaded after
+    // the wait beside the inverse rms's loads (PRE), so that the first stage's normalising
+    // waits only for its lhs, which those loads just brought into L1 (16-bit rows: registers
+    // would spill).
+    constexpr bool PRE = MR <= 2 && sizeof(T) == 4;
+    float pre_g[VEC];
+
     // Issues the copies of chunk ch (if it exists) into stage ch % ST: its lhs (`lhs_on`) and its
     // weights (`w_on`); one cp.async group per thread either way, so group counting stays
     // uniform.
@@ -318,7 +327,12 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
                         float x[4] = {0.f, 0.f, 0.f, 0.f}, g[4] = {0.f, 0.f, 0.f, 0.f};
                         if (ok) {
                             ld4(lhs + r * k + k0 + t + 4 * h, x);
-                            ld4(gamma + k0 + t + 4 * h, g);
+                            if (PRE && ch == 0) {
+#pragma unroll
+                                for (int j = 0; j < 4; ++j) g[j] = pre_g[4 * h + j];
+                            } else {
+                                ld4(gamma + k0 + t + 4 * h, g);
+                            }
                         }
 #pragma unroll
                         for (int j = 0; j < 4; ++j) d[4 * h + j] = FromF32<T>::go(ok ? qn_apply<T>(x[j], iv, g[j], nm) : 0.f);
@@ -364,8 +378,10 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     // weights are issued by then). Otherwise those bytes are only asked into L2 (a hint: L2 is where
     // every SM's stores land, so a weight an earlier kernel still writes is read right after the
     // wait all the same). Either way the kernel waits before it reads the lhs or stores.
+    // The prologue's loops stay loops: each unrolled copy of `stage` is a few hundred
+    // instructions, and a block at K <= 1024 runs its code once.
     if (early) {
-#pragma unroll
+#pragma unroll 1
         for (int s = 0; s < S::ST - 1; ++s) stage(s, false, true);
     } else {
         const i64 pre = min(row_bytes, (i64)(S::ST - 1) * Chunk<E>::BYTES);
@@ -378,16 +394,28 @@ __device__ __forceinline__ void qgemv(const T* __restrict__ lhs, const u8* __res
     pdl_wait();
     pdl_launch_dependents();
     if (nm.gamma) {
+        if (PRE) {
+            // (zeros where the stage's `ok` is false: it does not read them there)
+            const int t = VEC * (int)threadIdx.x;
+            const bool in = !(VEC * QV_WARPS * 32 > QV_CHUNK && t >= QV_CHUNK) && t < k;
+#pragma unroll
+            for (int h = 0; h < VEC / 4; ++h) {
+                float g[4] = {0.f, 0.f, 0.f, 0.f};
+                if (in) ld4((const T*)nm.gamma + t + 4 * h, g);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) pre_g[4 * h + j] = g[j];
+            }
+        }
         // The folded RMSNorm's inverse rms of each lhs row (warp r takes row r), before the
         // first stage normalises its lhs chunk.
         if (warp < m) {
-            const float v = qn_inv_rms<T>(lhs + warp * k, (int)k, nm.eps, lane);
+            const float v = qn_inv_rms<T, sizeof(T) == 4 ? 8 : 2>(lhs + warp * k, (int)k, nm.eps, lane);
             if (lane == 0) qv_inv[warp] = v;
         }
         __syncthreads();
     }
 
-#pragma unroll
+#pragma unroll 1
     for (int s = 0; s < S::ST - 1; ++s) stage(s, true, !early);
     // A folded rope (QRope) at one row: what the store of the warp's pair needs comes in beside
     // the first stages' copies, into shared memory (at two rows, at the store: registers).
