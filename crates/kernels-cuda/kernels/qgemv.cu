@@ -27,9 +27,10 @@
 //
 // A folded RMSNorm (QvSegs::norm): warp r first sums the squares of lhs row r, and each stage
 // stores the lhs chunk normalised and rounded to T as the rms_norm kernel would have (plain
-// loads instead of cp.async for the lhs; it is a few KiB and in L2). At f32 a lane's loads of
-// 1024 elements of the row go out at once, with its thread's gamma of the first chunk beside
-// them at 1-2 rows, so the first stage waits one round trip after griddepcontrol.wait.
+// loads instead of cp.async for the lhs; it is a few KiB and in L2). At f32 the warp's loads of
+// 1024 elements of its row (8 vectors a lane) go out at once, with each thread's gamma of the
+// first chunk beside them at 1-2 rows, so at K <= 1024 the first stage waits one round trip
+// after griddepcontrol.wait.
 //
 // Gated (QvSegs::gated): the gated MLP's silu(x W_gate^T) * (x W_up^T) in one launch; each
 // warp decodes one row of the gate weights and the same row of the up weights (its two rows)

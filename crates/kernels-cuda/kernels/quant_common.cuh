@@ -86,7 +86,10 @@ template <> __device__ __forceinline__ void vec_f32<float>(const uint4& v, float
 template <> __device__ __forceinline__ void vec_f32<bf16>(const uint4& v, float (&x)[8]) {
     const u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) x[2 * i] = __uint_as_float(w[i] << 16), x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    for (int i = 0; i < 4; ++i) {
+        x[2 * i] = __uint_as_float(w[i] << 16);
+        x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
 }
 template <> __device__ __forceinline__ void vec_f32<f16>(const uint4& v, float (&x)[8]) {
     const u32 w[4] = {v.x, v.y, v.z, v.w};
@@ -98,8 +101,9 @@ template <> __device__ __forceinline__ void vec_f32<f16>(const uint4& v, float (
 // of the calling warp: the squares summed in rms_norm_cached_warp's order (each lane its
 // 16-byte vectors in turn, then a butterfly), so rows that kernel takes get its very value.
 // A lane loads U of its vectors at once (as raw words, the ones past k as zeros, which add
-// nothing) before it sums them: one round trip per 32 * U vectors, at U registers of 16 bytes
-// (qgemv.cu: 1024 elements of f32; kernels short of registers keep U = 1).
+// nothing) before it sums them: one round trip per 32 * U vectors of the warp, at U registers
+// of 16 bytes a lane (qgemv.cu: U = 8 for f32, 1024 elements a round trip, and U = 2 for 16-bit
+// rows, 512; kernels short of registers keep U = 1).
 template <typename T, int U = 1> __device__ __forceinline__ float qn_inv_rms(const T* row, int k, float eps, int lane) {
     constexpr int V = 16 / sizeof(T);
     float s = 0.f;

@@ -75,15 +75,15 @@ pub(crate) fn has_effects(kind: OpKind) -> bool {
     )
 }
 
+/// Outputs of a `Gemm` step after its products' for a folded rope + KV-cache store
+/// (`GemmEpilogue::rope_store`): the store's chain and rope(q).
+pub const ROPE_STORE_OUTPUTS: usize = 2;
+
 /// The fused form of a matmul and the elementwise ops applied to its result. Step inputs are
 /// `[a, b]` (`[a, W_1 .. W_n]` for siblings, `[a, W_gate, W_up]` when `gated`), then the bias if
 /// `bias`, the residual if `residual`, and the norm weight if `norm`. Outputs are the results,
 /// then the normalised `a` if `norm`, then the gate and up products if `gated`: those are
 /// written only where the GPU cannot run the step as one kernel (and on the host).
-/// Outputs of a `Gemm` step after its products' for a folded rope + KV-cache store
-/// (`GemmEpilogue::rope_store`): the store's chain and rope(q).
-pub const ROPE_STORE_OUTPUTS: usize = 2;
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmEpilogue {
     pub bias: bool,
