@@ -367,3 +367,32 @@ __device__ __forceinline__ void pdl_launch_dependents() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+
+// 16 bytes of T elements packed in 4 words -> their V = 16 / sizeof(T) floats, in order.
+template <typename T> struct Unpack;
+template <> struct Unpack<float> {
+    static __device__ __forceinline__ void go(const u32* w, float* f) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) f[i] = bits_f32(w[i]);
+    }
+};
+template <> struct Unpack<bf16> {
+    static __device__ __forceinline__ void go(const u32* w, float* f) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            f[2 * i] = bits_f32(w[i] << 16);
+            f[2 * i + 1] = bits_f32(w[i] & 0xFFFF0000u);
+        }
+    }
+};
+template <> struct Unpack<f16> {
+    // The hardware conversion is exact for every finite value and infinity; a NaN stays a NaN
+    // (its sign does not matter inside a sum).
+    static __device__ __forceinline__ void go(const u32* w, float* f) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}"
+                : "=f"(f[2 * i]), "=f"(f[2 * i + 1]) : "r"(w[i]));
+        }
+    }
+};

@@ -78,25 +78,6 @@ struct QNorm {
     int pad;
 };
 
-// The 16 bytes v as 16 / sizeof(T) floats, in order.
-template <typename T> __device__ __forceinline__ void vec_f32(const uint4& v, float (&x)[16 / sizeof(T)]);
-template <> __device__ __forceinline__ void vec_f32<float>(const uint4& v, float (&x)[4]) {
-    x[0] = __uint_as_float(v.x), x[1] = __uint_as_float(v.y), x[2] = __uint_as_float(v.z), x[3] = __uint_as_float(v.w);
-}
-template <> __device__ __forceinline__ void vec_f32<bf16>(const uint4& v, float (&x)[8]) {
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        x[2 * i] = __uint_as_float(w[i] << 16);
-        x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
-}
-template <> __device__ __forceinline__ void vec_f32<f16>(const uint4& v, float (&x)[8]) {
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) x[2 * i] = h2f(w[i]), x[2 * i + 1] = h2f(w[i] >> 16);
-}
-
 // The inverse rms of one lhs row of k elements (k % 32 == 0, 16-byte aligned), for every lane
 // of the calling warp: the squares summed in rms_norm_cached_warp's order (each lane its
 // 16-byte vectors in turn, then a butterfly), so rows that kernel takes get its very value.
@@ -108,16 +89,17 @@ template <typename T, int U = 1> __device__ __forceinline__ float qn_inv_rms(con
     constexpr int V = 16 / sizeof(T);
     float s = 0.f;
     for (int base = lane * V; base < k; base += 32 * V * U) {
-        uint4 raw[U];
+        u32 raw[U][4];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int col = base + 32 * V * u;
-            raw[u] = col < k ? *(const uint4*)(row + col) : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 v = col < k ? *(const uint4*)(row + col) : make_uint4(0u, 0u, 0u, 0u);
+            raw[u][0] = v.x, raw[u][1] = v.y, raw[u][2] = v.z, raw[u][3] = v.w;
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             float a[V];
-            vec_f32<T>(raw[u], a);
+            Unpack<T>::go(raw[u], a);
 #pragma unroll
             for (int e = 0; e < V; ++e) s += a[e] * a[e];
         }

@@ -1,7 +1,7 @@
 #line 1 "skinny_rows.cuh"
 // skinny_rows.cuh: reading 16-byte pieces of a row for the skinny products (gemm_skinny.cu
-// reads rows of B, gemv_nt.cu rows of W): a streaming load, its unpacking to floats, and a
-// row piece with zeros past the row's end.
+// reads rows of B, gemv_nt.cu rows of W): a streaming load and a row piece with zeros past
+// the row's end (prelude.cuh's Unpack turns the pieces into floats).
 
 // 16 bytes of one B row as 4 words, through the read-only path without L1 allocation (B is
 // read once); the 256-byte L2 prefetch hint keeps DRAM bursts long.
@@ -16,35 +16,6 @@ template <bool EARLY = false> __device__ __forceinline__ void ld_stream16(u32* w
             : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
     }
 }
-
-// V = 16 / sizeof(T) columns of B packed in 4 words -> V floats.
-template <typename T> struct Unpack;
-template <> struct Unpack<float> {
-    static __device__ __forceinline__ void go(const u32* w, float* f) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) f[i] = bits_f32(w[i]);
-    }
-};
-template <> struct Unpack<bf16> {
-    static __device__ __forceinline__ void go(const u32* w, float* f) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            f[2 * i] = bits_f32(w[i] << 16);
-            f[2 * i + 1] = bits_f32(w[i] & 0xFFFF0000u);
-        }
-    }
-};
-template <> struct Unpack<f16> {
-    // The hardware conversion is exact for every finite value and infinity; a NaN stays a NaN
-    // (its sign does not matter inside a sum).
-    static __device__ __forceinline__ void go(const u32* w, float* f) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}"
-                : "=f"(f[2 * i]), "=f"(f[2 * i + 1]) : "r"(w[i]));
-        }
-    }
-};
 
 // Columns [col, col + V) of one B row into 4 words, zero past N. VEC: one 16-byte load (the
 // caller guarantees N % V == 0 and 16-byte alignment, so a vector is all in or all out).

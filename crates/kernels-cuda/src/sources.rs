@@ -93,12 +93,8 @@ pub const GEMV_MMA: Family = Family {
         include_str!("../kernels/gemv_mma.cu")
     ),
 };
-/// allreduce.sum of small tensors over the GPUs of a process through their signal buffers
-/// (kernels/skinny_rows.cuh in front for its vector unpacking).
-pub const ALLREDUCE_P2P: Family = Family {
-    name: "allreduce_p2p",
-    source: concat!(include_str!("../kernels/skinny_rows.cuh"), include_str!("../kernels/allreduce_p2p.cu")),
-};
+/// allreduce.sum of small tensors over the GPUs of a process through their signal buffers.
+pub const ALLREDUCE_P2P: Family = Family { name: "allreduce_p2p", source: include_str!("../kernels/allreduce_p2p.cu") };
 /// conv2d/conv3d (im2col, direct), conv2d_transpose (col2im, direct).
 pub const CONV: Family = Family {
     name: "conv",
