@@ -52,7 +52,11 @@ struct DecodeArgs {
     // of the program writes them, and the stream's previous kernel is one of the program (the
     // engine's passes/mark_early_index.rs); the tensor-core kernel also copies keys below the
     // cached length then (stored by earlier steps; a step stores at the cached length and past)
-    i32 early, pad;
+    i32 early;
+    // Whole steps of keys a split takes at least (the tensor-core kernel at one query row: 2,
+    // so that each warp walks two tiles; launch/attention_decode.rs MMA_MIN_STEPS): shorter
+    // sequences use fewer of the plan's splits.
+    i32 min_steps;
 };
 
 #define DEC_LOG2E 1.4426950408889634f
@@ -199,7 +203,7 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     if (lo > hi) lo = hi;
     // This sequence's splits: whole steps of keys each, as few as the length needs.
     const u32 n = (u32)(hi - lo), s32 = (u32)S, st = (u32)step;
-    const u32 per = ((n + s32 - 1) / s32 + st - 1) / st * st;
+    const u32 per = max(((n + s32 - 1) / s32 + st - 1) / st, (u32)da.min_steps) * st;
     sp.active = n == 0 ? 1 : (n + per - 1) / per;
     sp.tickets = S > 1 && da.counters != 0;
     sp.direct = S == 1 || (sp.tickets && sp.active == 1);
@@ -210,7 +214,11 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
 }
 
 // A block whose split has no keys leaves an empty share where attention_combine reads every
-// share (no tickets); called after griddepcontrol.wait.
+// share (no tickets); called after griddepcontrol.wait. With tickets it writes nothing, and
+// leaves without waiting (with DecodeArgs::early it has not waited yet): the merge counts only
+// the splits with keys, and split 0 of every (row, kv head) has some (`active` >= 1), so the
+// grid lets the next kernel launch only once its blocks with keys have waited. Empty blocks
+// that waited held their SM's shared memory until the previous kernel was done.
 template <int NT> __device__ __forceinline__ void decode_empty_share(const DecodeArgs& da, const DecSplit& sp) {
     if (sp.tickets) return;
     const AttnArgs& a = da.a;
@@ -364,6 +372,7 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     const int step = ngroups * U;
     DecSplit sp;
     if (!decode_split<NT>(da, step, sp)) {
+        if (sp.tickets) return;  // nothing to write: see decode_empty_share
         if (early) decode_wait();
         decode_empty_share<NT>(da, sp);
         return;
