@@ -54,8 +54,8 @@ struct DecodeArgs {
     // cached length then (stored by earlier steps; a step stores at the cached length and past)
     i32 early;
     // Whole steps of keys a split takes at least (the tensor-core kernel at one query row: 2,
-    // so that each warp walks two tiles; launch/attention_decode.rs MMA_MIN_STEPS): shorter
-    // sequences use fewer of the plan's splits.
+    // so that each warp of a whole split walks two tiles; launch/attention_decode.rs
+    // MMA_MIN_STEPS): shorter sequences use fewer of the plan's splits.
     i32 min_steps;
 };
 
@@ -153,11 +153,15 @@ struct DecSplit {
     bool tickets, direct;
 };
 
-// The block's split, for splits of whole `step`s of keys; false when the split has no keys (the
-// block then leaves: without tickets attention_combine reads every share, so it leaves an empty
-// one first, decode_empty_share, after griddepcontrol.wait). Every thread of the block (NT of
-// them) calls it (it has a barrier). Its loads bypass L1 (with DecodeArgs::early they may come
-// before the wait).
+// The block's split, for splits of whole `step`s of keys; false when the split is past the ones
+// the sequence uses (`active`; split 0 is always used, even by a sequence of no keys). The
+// block then leaves: with tickets at once, without waiting for the previous kernel (the merge
+// counts the used splits only; every (row, kv head)'s split 0 waits, so the grid still lets the
+// next kernel launch only after a wait, and its completion implies the previous grid's);
+// without tickets attention_combine reads every share, so it leaves an empty one first,
+// decode_empty_share, after griddepcontrol.wait. Every thread of the block (NT of them) calls
+// it (it has a barrier). Its loads bypass L1 (with DecodeArgs::early they may come before the
+// wait).
 template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, DecSplit& sp) {
     const AttnArgs& a = da.a;
     __shared__ i64 seq[4];  // b, offsets[b], q_len, cached
@@ -213,14 +217,11 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     return true;
 }
 
-// A block whose split has no keys leaves an empty share where attention_combine reads every
-// share (no tickets); called after griddepcontrol.wait. With tickets it writes nothing, and
-// leaves without waiting (with DecodeArgs::early it has not waited yet): the merge counts only
-// the splits with keys, and split 0 of every (row, kv head) has some (`active` >= 1), so the
-// grid lets the next kernel launch only once its blocks with keys have waited. Empty blocks
-// that waited held their SM's shared memory until the previous kernel was done.
+// A block of an unused split leaves an empty share where attention_combine reads every share
+// (no tickets); called after griddepcontrol.wait. (With tickets such blocks leave at once: see
+// decode_split. When they waited first, they held their SM's shared memory until the previous
+// kernel was done.)
 template <int NT> __device__ __forceinline__ void decode_empty_share(const DecodeArgs& da, const DecSplit& sp) {
-    if (sp.tickets) return;
     const AttnArgs& a = da.a;
     float* part_ml = (float*)da.partial + a.tokens * a.q_heads * da.splits * a.dim;
     for (int g = threadIdx.x; g < da.group; g += NT) {
@@ -372,7 +373,7 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     const int step = ngroups * U;
     DecSplit sp;
     if (!decode_split<NT>(da, step, sp)) {
-        if (sp.tickets) return;  // nothing to write: see decode_empty_share
+        if (sp.tickets) return;  // nothing to write: see decode_split
         if (early) decode_wait();
         decode_empty_share<NT>(da, sp);
         return;

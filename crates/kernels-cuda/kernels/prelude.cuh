@@ -347,8 +347,10 @@ template <typename T> __device__ __forceinline__ float epilogue(const Epilogue& 
 // Programmatic dependent launch (launch/pdl.rs). A kernel the launcher may start under
 // programmatic stream serialization begins while the stream's previous kernel still drains, so
 // every thread calls pdl_wait() before it reads anything an earlier kernel may write and
-// before its first global store (and before any early return: the grid's completion must imply
-// the previous grid's, for the kernel after it). Only what no unfinished kernel writes may be
+// before its first global store, and before any early return (the grid's completion must imply
+// the previous grid's, for the kernel after it), except blocks that read and write nothing of
+// the sort in a grid where other blocks always wait: the decode attention's splits without keys
+// (attention_decode.cu, decode_split). Only what no unfinished kernel writes may be
 // read before it: constants (weights, tables), and where the engine marks it, a program's
 // immutable inputs and a decode attention's keys of earlier steps (passes/mark_early_index.rs).
 // pdl_launch_dependents() lets the next kernel's grid start once every block of this one has

@@ -47,13 +47,13 @@ const MMA_STAGES: usize = 3;
 const SMEM_PER_SM: usize = 228 * 1024;
 const MMA_SMEM_EXTRA: usize = MAX_GROUP * MAX_SPLITS * 4 + 64 + 1024;
 /// Steps of keys (THREADS / 32 warps x MMA_KEYS) a split of the tensor-core kernel takes at
-/// least in a call of one query row, so that each warp walks two tiles: a sequence shorter than
-/// the plan's splits x 2 steps uses fewer splits (the rest of the grid leaves at once). An H200,
-/// decode at one sequence after 512-token prompts (513-576 keys: 5 splits of 128 keys instead
-/// of 9-10 of 64), this rule against one step, two processes each: SmolLM2-135M Q4_1 1,859 /
-/// 1,867 tok/s against 1,815 / 1,828, Llama-3.2-1B-shaped bf16 1,074 / 1,075 against 1,069 /
-/// 1,065. At 8 sequences it cost SmolLM2 0.6-0.7% (4,789 against 4,822: 120 blocks instead of
-/// 240), so more rows keep one step.
+/// least in a call of one query row, so that each warp of a whole split walks two tiles: a
+/// sequence shorter than the plan's splits x 2 steps uses fewer splits (the rest of the grid
+/// leaves at once). An H200, decode at one sequence after 512-token prompts (513-576 keys: 5
+/// splits of 128 keys instead of 9-10 of 64), this rule against one step, two processes each:
+/// SmolLM2-135M Q4_1 1,859 / 1,867 tok/s against 1,815 / 1,828, Llama-3.2-1B-shaped bf16 1,074
+/// / 1,075 against 1,069 / 1,065. At 8 sequences it cost SmolLM2 0.6-0.7% (4,789 against 4,822:
+/// 120 blocks instead of 240), so more rows keep one step.
 const MMA_MIN_STEPS: usize = 2;
 /// The most tensor-core blocks an SM holds (registers: see the ptxas table).
 const MMA_MOST_PER_SM: usize = 4;
