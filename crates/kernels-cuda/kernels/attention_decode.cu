@@ -159,7 +159,7 @@ struct DecSplit {
 // counts the used splits only; every (row, kv head)'s split 0 waits, so the grid still lets the
 // next kernel launch only after a wait, and its completion implies the previous grid's);
 // without tickets attention_combine reads every share, so it leaves an empty one first,
-// decode_empty_share, after griddepcontrol.wait. Every thread of the block (NT of them) calls
+// decode_unused_split, after griddepcontrol.wait. Every thread of the block (NT of them) calls
 // it (it has a barrier). Its loads bypass L1 (with DecodeArgs::early they may come before the
 // wait).
 template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs& da, i64 step, DecSplit& sp) {
@@ -217,11 +217,21 @@ template <int NT> __device__ __forceinline__ bool decode_split(const DecodeArgs&
     return true;
 }
 
-// A block of an unused split leaves an empty share where attention_combine reads every share
-// (no tickets); called after griddepcontrol.wait. (With tickets such blocks leave at once: see
-// decode_split. When they waited first, they held their SM's shared memory until the previous
-// kernel was done.)
-template <int NT> __device__ __forceinline__ void decode_empty_share(const DecodeArgs& da, const DecSplit& sp) {
+// griddepcontrol.wait, then launch_dependents (the kernels start waiting for the previous
+// kernel's completion and memory here; the next kernel may launch from here).
+__device__ __forceinline__ void decode_wait() {
+    pdl_wait();  // (prelude.cuh: nothing before sm_90, which has no programmatic launches)
+    pdl_launch_dependents();
+}
+
+// What a block of an unused split does before it leaves (decode_split false): with tickets
+// nothing, at once (see decode_split; when such blocks waited first, they held their SM's
+// shared memory until the previous kernel was done); without tickets it leaves an empty share,
+// which attention_combine reads, after griddepcontrol.wait (`waited`: already done).
+template <int NT>
+__device__ __forceinline__ void decode_unused_split(const DecodeArgs& da, const DecSplit& sp, bool waited) {
+    if (sp.tickets) return;
+    if (!waited) decode_wait();
     const AttnArgs& a = da.a;
     float* part_ml = (float*)da.partial + a.tokens * a.q_heads * da.splits * a.dim;
     for (int g = threadIdx.x; g < da.group; g += NT) {
@@ -229,13 +239,6 @@ template <int NT> __device__ __forceinline__ void decode_empty_share(const Decod
         part_ml[at] = NEG_INF;
         part_ml[at + 1] = 0.f;
     }
-}
-
-// griddepcontrol.wait, then launch_dependents (the kernels start waiting for the previous
-// kernel's completion and memory here; the next kernel may launch from here).
-__device__ __forceinline__ void decode_wait() {
-    pdl_wait();  // (prelude.cuh: nothing before sm_90, which has no programmatic launches)
-    pdl_launch_dependents();
 }
 
 // The warps' partial results red [NT / 32][G][2 + dim] (max, sum, values per head, G >= the
@@ -373,9 +376,7 @@ __device__ __forceinline__ void paged_decode(const DecodeArgs& da) {
     const int step = ngroups * U;
     DecSplit sp;
     if (!decode_split<NT>(da, step, sp)) {
-        if (sp.tickets) return;  // nothing to write: see decode_split
-        if (early) decode_wait();
-        decode_empty_share<NT>(da, sp);
+        decode_unused_split<NT>(da, sp, !early);
         return;
     }
     const i64 b = sp.b, kb = sp.kb, ke = sp.ke, ps = a.page_size;

@@ -164,9 +164,7 @@ template <int D, bool BF16, bool F32> __device__ __forceinline__ void paged_deco
     if (!early) load_q();
     DecSplit sp;
     if (!decode_split<DEC_THREADS>(da, DEC_WARPS * DM_KEYS, sp)) {
-        if (sp.tickets) return;  // nothing to write: see decode_split
-        if (early) decode_wait();
-        decode_empty_share<DEC_THREADS>(da, sp);
+        decode_unused_split<DEC_THREADS>(da, sp, !early);
         return;
     }
 

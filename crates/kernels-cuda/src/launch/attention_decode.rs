@@ -91,6 +91,9 @@ pub struct SplitPlan {
     /// The tensor-core kernel (f16/bf16 rows of 16 to 256 dims, f32 ones of up to 128 with
     /// `attention.decode_f32_mma`) rather than the CUDA-core one.
     pub mma: bool,
+    /// Steps a split takes at least (MMA_MIN_STEPS for the tensor-core kernel at one query
+    /// row, else 1): a sequence uses as many of the splits as that leaves it.
+    pub min_steps: usize,
 }
 
 /// Dynamic shared memory of the tensor-core kernel for `elem`-byte cache elements: per warp a
@@ -196,7 +199,8 @@ fn plan_with(
         let splits = chosen.map_or(wanted.min(DEFAULT_SPLITS), |n| n.clamp(1, MAX_SPLITS));
         max_keys.div_ceil(step).min(splits).max(1)
     };
-    Some(SplitPlan { lpk, group, kernel_group, step, splits, mma })
+    let min_steps = if mma && tokens == 1 { MMA_MIN_STEPS } else { 1 };
+    Some(SplitPlan { lpk, group, kernel_group, step, splits, mma, min_steps })
 }
 
 /// Bytes of f32 scratch the decode form needs for a call (0 with one split): every share's
@@ -247,7 +251,7 @@ pub(super) fn launch(
         lpk: plan.lpk as i32,
         group: plan.group as i32,
         early: early as i32,
-        min_steps: if plan.mma && a.tokens == 1 { MMA_MIN_STEPS as i32 } else { 1 },
+        min_steps: plan.min_steps as i32,
     };
     let pdl = Pdl::of(&ATTENTION_DECODE, &name, Some(max_tuning::Knob::AttentionPdl));
     let f = function(stream.context(), &ATTENTION_DECODE, &name)?;
@@ -337,7 +341,10 @@ mod tests {
     fn one_sequence_splits_by_the_table_width() {
         // 8B-shaped decode over an 8k table: the tensor-core kernel, 4 warps of 16-key tiles.
         let p = plan(DType::BFloat16, &cache(8, 128, 128), 32, 1, 64).unwrap();
-        assert_eq!(p, SplitPlan { lpk: 16, group: 4, kernel_group: 8, step: 64, splits: 32, mma: true });
+        let want = SplitPlan { lpk: 16, group: 4, kernel_group: 8, step: 64, splits: 32, mma: true, min_steps: 2 };
+        assert_eq!(p, want);
+        // More query rows: splits of one step at least (two cost 8 sequences of SmolLM2 0.6%).
+        assert_eq!(plan(DType::BFloat16, &cache(8, 128, 128), 32, 8, 64).unwrap().min_steps, 1);
         // A table of 192 keys: no more splits than steps.
         assert_eq!(plan(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12).unwrap().splits, 3);
         // SmolLM2-shaped: 3 kv heads of 64 dims, 9 query heads; 16 steps in the table.
