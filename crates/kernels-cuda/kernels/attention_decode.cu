@@ -53,8 +53,8 @@ struct DecodeArgs {
     // engine's passes/mark_early_index.rs); the tensor-core kernel also copies keys below the
     // cached length then (stored by earlier steps; a step stores at the cached length and past)
     i32 early;
-    // Whole steps of keys a split takes at least (the tensor-core kernel at one query row: 2,
-    // so that each warp of a whole split walks two tiles; launch/attention_decode.rs
+    // Whole steps of keys a split takes at least (the tensor-core kernel at one query row of up
+    // to 64 dims: 2, so that each warp of a whole split walks two tiles; launch/attention_decode.rs
     // MMA_MIN_STEPS): shorter sequences use fewer of the plan's splits.
     i32 min_steps;
 };

@@ -53,8 +53,12 @@ const MMA_SMEM_EXTRA: usize = MAX_GROUP * MAX_SPLITS * 4 + 64 + 1024;
 /// splits of 128 keys instead of 9-10 of 64), this rule against one step, two processes each:
 /// SmolLM2-135M Q4_1 1,859 / 1,867 tok/s against 1,815 / 1,828, Llama-3.2-1B-shaped bf16 1,074
 /// / 1,075 against 1,069 / 1,065. At 8 sequences it cost SmolLM2 0.6-0.7% (4,789 against 4,822:
-/// 120 blocks instead of 240), so more rows keep one step.
+/// 120 blocks instead of 240), so more rows keep one step. Rows of more than
+/// MMA_MIN_STEPS_DIM dims keep one step too: the Llama-3-8B-shaped Q4_0 model (128 dims, f32
+/// cache) decoded at 433.5 / 434.4 tok/s with two steps and 439.2 / 440.1 with one; and four
+/// steps at 64 dims cost the 1B-shaped model 2.7% (1,042 / 1,047 against 1,071 / 1,075).
 const MMA_MIN_STEPS: usize = 2;
+const MMA_MIN_STEPS_DIM: usize = 64;
 /// The most tensor-core blocks an SM holds (registers: see the ptxas table).
 const MMA_MOST_PER_SM: usize = 4;
 
@@ -92,7 +96,8 @@ pub struct SplitPlan {
     /// `attention.decode_f32_mma`) rather than the CUDA-core one.
     pub mma: bool,
     /// Steps a split takes at least (MMA_MIN_STEPS for the tensor-core kernel at one query
-    /// row, else 1): a sequence uses as many of the splits as that leaves it.
+    /// row of up to MMA_MIN_STEPS_DIM dims, else 1): a sequence uses as many of the splits as
+    /// that leaves it.
     pub min_steps: usize,
 }
 
@@ -199,7 +204,7 @@ fn plan_with(
         let splits = chosen.map_or(wanted.min(DEFAULT_SPLITS), |n| n.clamp(1, MAX_SPLITS));
         max_keys.div_ceil(step).min(splits).max(1)
     };
-    let min_steps = if mma && tokens == 1 { MMA_MIN_STEPS } else { 1 };
+    let min_steps = if mma && tokens == 1 && cache.head_dim <= MMA_MIN_STEPS_DIM { MMA_MIN_STEPS } else { 1 };
     Some(SplitPlan { lpk, group, kernel_group, step, splits, mma, min_steps })
 }
 
@@ -341,10 +346,15 @@ mod tests {
     fn one_sequence_splits_by_the_table_width() {
         // 8B-shaped decode over an 8k table: the tensor-core kernel, 4 warps of 16-key tiles.
         let p = plan(DType::BFloat16, &cache(8, 128, 128), 32, 1, 64).unwrap();
-        let want = SplitPlan { lpk: 16, group: 4, kernel_group: 8, step: 64, splits: 32, mma: true, min_steps: 2 };
+        let want = SplitPlan { lpk: 16, group: 4, kernel_group: 8, step: 64, splits: 32, mma: true, min_steps: 1 };
         assert_eq!(p, want);
-        // More query rows: splits of one step at least (two cost 8 sequences of SmolLM2 0.6%).
-        assert_eq!(plan(DType::BFloat16, &cache(8, 128, 128), 32, 8, 64).unwrap().min_steps, 1);
+        // 64 dims at one row: splits of two steps at least; more query rows: one (two cost 8
+        // sequences of SmolLM2 0.6%).
+        assert_eq!(plan(DType::BFloat16, &cache(8, 64, 128), 32, 1, 64).unwrap().min_steps, 2);
+        // SmolLM2's GGUF: f32 rows read as bf16; its f32 rows on the CUDA-core kernel: one.
+        assert_eq!(plan_with(DType::Float32, &cache(3, 64, 16), 9, 1, 64, (None, true)).unwrap().min_steps, 2);
+        assert_eq!(plan(DType::Float32, &cache(3, 64, 16), 9, 1, 64).unwrap().min_steps, 1);
+        assert_eq!(plan(DType::BFloat16, &cache(8, 64, 128), 32, 8, 64).unwrap().min_steps, 1);
         // A table of 192 keys: no more splits than steps.
         assert_eq!(plan(DType::BFloat16, &cache(8, 128, 16), 32, 1, 12).unwrap().splits, 3);
         // SmolLM2-shaped: 3 kv heads of 64 dims, 9 query heads; 16 steps in the table.
