@@ -6,8 +6,10 @@ hung, and the server stays up. The burst size is ``MAX_SERVE_BURST`` (default 10
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
+import urllib.request
 
 import openai
 import pytest
@@ -64,7 +66,8 @@ def test_max_tokens_past_the_context(server):
                                  {"max_tokens": 0}, {"n": 0}, {"n": 129}, {"frequency_penalty": 9}, {"seed": -4},
                                  {"extra_body": {"top_k": 0}}, {"extra_body": {"min_p": 2}},
                                  {"logprobs": 6}, {"logprobs": -1}, {"extra_body": {"repetition_penalty": 1e300}},
-                                 {"extra_body": {"repetition_penalty": 1e-300}}])
+                                 {"extra_body": {"repetition_penalty": 1e-300}}, {"extra_body": {"top_k": -5}},
+                                 {"logit_bias": {"1000": 100}}])
 def test_bad_sampling_values(server, bad):
     e = _error(server, openai.BadRequestError, **bad)
     name = next(iter(bad["extra_body"])) if "extra_body" in bad else next(iter(bad))
@@ -150,6 +153,48 @@ def test_requests_that_used_to_fail_inside(server):
                                      temperature=0)
     assert hot.choices[0].text == cold.choices[0].text
     _works(server)
+
+
+def test_fields_of_the_wrong_type_or_shape(server):
+    """Values OpenAI refuses are refused here too (they were coerced or ignored), each a 400
+    naming its field."""
+    for path, body, param in [
+        ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "stream": "yes"}, "stream"),
+        ("/v1/completions", {"prompt": "Hi", "max_tokens": "2"}, "max_tokens"),
+        ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "stream_options": {"include_usage": True}},
+         "stream_options"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": None}], "max_tokens": 2},
+         "messages.0.content"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text"}]}], "max_tokens": 2},
+         "messages.0.content"),
+    ]:
+        status, err = server.post_raw(path, json.dumps(body).encode())
+        assert status == 400 and err["error"]["param"] == param, (body, err)
+    _works(server)
+
+
+def test_developer_messages_are_system_messages(server):
+    client = server.client()
+    used = [client.chat.completions.create(model="smollm", max_tokens=1, temperature=0, messages=[
+        {"role": role, "content": "You are terse."}, {"role": "user", "content": "Hi"}]).usage.prompt_tokens
+        for role in ("system", "developer")]
+    assert used[0] == used[1]
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/completions", {"prompt": "Hi", "max_tokens": 3}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}),
+])
+def test_streams_with_usage_give_every_chunk_a_usage_field(server, path, body):
+    body = {**body, "model": "smollm", "stream": True, "stream_options": {"include_usage": True}}
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        events = [line[6:] for line in r.read().decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all("usage" in c for c in chunks), chunks
+    assert all(c["usage"] is None for c in chunks[:-1]) and chunks[-1]["usage"]["completion_tokens"] >= 1
 
 
 @pytest.mark.parametrize("n", [1, 3])

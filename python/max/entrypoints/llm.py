@@ -25,6 +25,19 @@ from max.pipelines.lib.model_source import resolve
 from max.pipelines.lib.pipeline import load_pipeline
 
 
+def _prompt_list(prompts: Any) -> list[Any]:
+    """`prompts` as a list of prompts (strings or lists of token ids); TypeError otherwise."""
+    def is_ids(p: Any) -> bool:
+        return isinstance(p, (list, tuple, np.ndarray)) and all(isinstance(t, (int, np.integer)) for t in p)
+
+    if isinstance(prompts, str) or (is_ids(prompts) and len(prompts) > 0):
+        return [prompts]
+    if isinstance(prompts, (list, tuple)) and all(isinstance(p, str) or is_ids(p) for p in prompts):
+        return list(prompts)
+    raise TypeError(f"LLM.generate: prompts must be a string, a list of token ids, or a list of either; got "
+                    f"{type(prompts).__name__}")
+
+
 class LLM:
     """A model loaded once, for generating text (or embeddings) from Python."""
 
@@ -55,9 +68,9 @@ class LLM:
         use_tqdm: bool = True,
         sampling_params: SamplingParams | None = None,
     ) -> list[str]:
-        """The continuation of each prompt (a string, or a list of token ids)."""
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]  # type: ignore[list-item]
+        """The text each prompt continues with; a prompt is a string or a list of token ids
+        (``prompts`` one prompt or a list of them)."""
+        prompts = _prompt_list(prompts)
         sp = sampling_params or SamplingParams(top_k=1)
         if max_new_tokens is not None:
             sp = SamplingParams(**{**sp.__dict__, "max_new_tokens": max_new_tokens})

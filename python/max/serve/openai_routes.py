@@ -174,7 +174,8 @@ def openai_router(state: ServerState) -> APIRouter:
                 if not (text or d.finish_reason or (lps[i] is not None and d.logprobs)):
                     return []
                 return [_sse({"id": rid, "object": "text_completion", "created": created, "model": name,
-                              "choices": [choice(i, text, d.finish_reason, d.logprobs)]})]
+                              "choices": [choice(i, text, d.finish_reason, d.logprobs)],
+                              **({"usage": None} if include_usage else {})})]
 
             def tail() -> list[bytes]:
                 return [_sse({"id": rid, "object": "text_completion", "created": created, "model": name,
@@ -207,9 +208,12 @@ def openai_router(state: ServerState) -> APIRouter:
             r = lps[i]
             return None if r is None else r.chat(items)
 
+        # with include_usage, every chunk but the last has "usage": null (OpenAI's stream format)
+        no_usage = {"usage": None} if req.stream and req.stream_options and req.stream_options.include_usage else {}
+
         def chunk(i: int, delta: dict[str, Any], reason: str | None, lp: Any = None) -> dict[str, Any]:
             return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": name,
-                    "choices": [{"index": i, "delta": delta, "logprobs": lp, "finish_reason": reason}]}
+                    "choices": [{"index": i, "delta": delta, "logprobs": lp, "finish_reason": reason}], **no_usage}
 
         if req.stream:
             used, started = [0], [False] * len(streams)

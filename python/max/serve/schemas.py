@@ -1,13 +1,14 @@
 """Request bodies of the OpenAI routes as pydantic models, their sampling fields turned into
 ``SamplingParams`` and their log-probability fields into a count of alternatives (out-of-range
 values become a 400 naming the field). Unknown fields are accepted and ignored, as OpenAI
-clients send fields a server may not know."""
+clients send fields a server may not know; booleans and integers must be JSON's (a string is
+not coerced), as OpenAI requires."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from max.interfaces import SamplingParams
 from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
@@ -19,7 +20,7 @@ N_LIMIT = 128  # OpenAI's largest n
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class _Common(BaseModel):
@@ -28,22 +29,23 @@ class _Common(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str | None = None
-    max_tokens: int | None = None
+    max_tokens: StrictInt | None = None
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = None
+    top_k: StrictInt | None = None
     min_p: float | None = None
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     repetition_penalty: float | None = None
-    seed: int | None = None
+    seed: StrictInt | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
-    ignore_eos: bool = False
-    min_tokens: int = 0
-    n: int = 1
-    stream: bool = False
+    ignore_eos: StrictBool = False
+    min_tokens: StrictInt = 0
+    n: StrictInt = 1
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
+    logit_bias: dict[str, float] | None = None
     user: str | None = None
 
     def limit(self) -> int | None:
@@ -63,8 +65,12 @@ class _Common(BaseModel):
             raise APIError(400, f"min_tokens must be >= 0, got {self.min_tokens}", param="min_tokens")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise APIError(400, f"temperature must be in [0, 2], got {self.temperature}", param="temperature")
-        if self.top_k is not None and self.top_k == 0:
-            raise APIError(400, "top_k must be -1 (all tokens) or positive, got 0", param="top_k")
+        if self.top_k is not None and self.top_k < 1 and self.top_k != -1:
+            raise APIError(400, f"top_k must be -1 (all tokens) or positive, got {self.top_k}", param="top_k")
+        if self.logit_bias:
+            raise APIError(400, "logit_bias is not supported by this server", param="logit_bias")
+        if self.stream_options is not None and not self.stream:
+            raise APIError(400, "stream_options is only allowed when stream is true", param="stream_options")
         if self.stop_token_ids and any(t < 0 for t in self.stop_token_ids):
             raise APIError(400, "stop_token_ids must be non-negative token ids", param="stop_token_ids")
         stop = [self.stop] if isinstance(self.stop, str) else self.stop
@@ -94,8 +100,8 @@ class CompletionRequest(_Common):
     """``POST /v1/completions``: a prompt as text, token ids, or a list of either."""
 
     prompt: Union[str, list[str], TokenIds, list[TokenIds]]
-    echo: bool = False
-    logprobs: int | None = None
+    echo: StrictBool = False
+    logprobs: StrictInt | None = None
     suffix: str | None = None
 
     def logprobs_count(self) -> int | None:
@@ -133,9 +139,9 @@ class ChatCompletionRequest(_Common):
     """``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = None
+    max_completion_tokens: StrictInt | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
@@ -172,19 +178,26 @@ class ChatCompletionRequest(_Common):
         return (self.top_logprobs or 0) if self.logprobs else None
 
     def plain_messages(self) -> list[dict[str, Any]]:
-        """Messages with text content only (a list of text parts is joined)."""
+        """Messages with text content only (a list of text parts is joined); the developer role
+        is OpenAI's name for the system message."""
         out = []
         for i, m in enumerate(self.messages):
             content = m.content
+            where = f"messages.{i}.content"
+            if content is None and m.role in ("system", "developer", "user"):
+                raise APIError(400, f"messages[{i}]: a {m.role} message needs content", param=where)
             if isinstance(content, list):
                 texts = []
                 for part in content:
                     if part.get("type") != "text":
                         raise APIError(400, f"messages[{i}]: content of type {part.get('type')!r} is not supported "
-                                            "(text only)", param=f"messages.{i}.content")
-                    texts.append(str(part.get("text", "")))
+                                            "(text only)", param=where)
+                    if not isinstance(part.get("text"), str):
+                        raise APIError(400, f"messages[{i}]: a text part needs a string 'text'", param=where)
+                    texts.append(part["text"])
                 content = "".join(texts)
-            out.append({"role": m.role, "content": content or ""})
+            role = "system" if m.role == "developer" else m.role
+            out.append({"role": role, "content": content or ""})
         return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -101,6 +102,9 @@ def _generate(args: argparse.Namespace) -> int:
     sampling = _sampling(args)
     if not args.prompt and not args.messages:
         raise ValueError("give a --prompt (or --messages)")
+    if args.system is not None and not args.chat:
+        raise ValueError("--system applies to --chat prompts: add --chat (or put the system message in --messages)")
+    _check_warmups(args)
     if args.max_new_tokens is not None and args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
     config = pipeline_config(args)
@@ -154,6 +158,11 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_warmups(args: argparse.Namespace) -> None:
+    if args.num_warmups < 0:
+        raise ValueError(f"--num-warmups must be >= 0, got {args.num_warmups}")
+
+
 def _placement(pipeline: Any) -> str:
     """Where a text-generation pipeline runs: its device, its tensor-parallel devices, or its
     data-parallel replicas and theirs."""
@@ -165,11 +174,14 @@ def _placement(pipeline: Any) -> str:
 
 
 def _encode(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from max.interfaces import PipelineTask
     from max.pipelines.lib.pipeline import load_pipeline
 
     if not args.prompt:
         raise ValueError("give at least one --prompt to embed")
+    _check_warmups(args)
     config = pipeline_config(args)
     config.pool_embeddings = args.pool_embeddings
     t0 = time.perf_counter()
@@ -180,7 +192,10 @@ def _encode(args: argparse.Namespace) -> int:
     t1 = time.perf_counter()
     vectors = pipeline.encode(args.prompt)
     took = time.perf_counter() - t1
-    for v in vectors:
+    for i, v in enumerate(vectors):
+        if not np.isfinite(v).all():
+            raise ValueError(f"prompt {i}'s embedding has non-finite values (NaN or infinity), which JSON cannot "
+                             "hold: the model's weights or activations overflow")
         sys.stdout.write(json.dumps([float(x) for x in v.reshape(-1)]) + "\n")
     sys.stdout.flush()
     print(f"[max] {pipeline.source.architecture} on {pipeline.device.label}: load {load:.2f} s | "
@@ -234,6 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\n[max] interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of stdout left (`max generate ... | head`): stop quietly, and keep Python's
+        # own flush at exit from failing on the closed pipe too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError, NotImplementedError, TypeError,
             RuntimeError, MemoryError, KeyError) as e:
         name = type(e).__name__

@@ -97,8 +97,12 @@ def pipeline_config(args: argparse.Namespace) -> Any:
 
 def load_messages(value: str) -> list[dict[str, Any]]:
     """Chat messages from JSON text or a JSON file: a list of {"role", "content"} objects."""
+    from max.pipelines.lib.tokenizer_factory import looks_like_path
+
     p = Path(value).expanduser()
     text = p.read_text() if len(value) < 4096 and p.is_file() else value
+    if text is value and not value.lstrip().startswith(("[", "{")) and looks_like_path(value):
+        raise ValueError(f"--messages: no such file {value!r} (and not JSON text)")
     try:
         messages = json.loads(text)
     except ValueError as e:
@@ -106,3 +110,4 @@ def load_messages(value: str) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
         raise ValueError('--messages: expected a JSON list of {"role": ..., "content": ...} objects')
     return messages
+

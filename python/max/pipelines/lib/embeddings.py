@@ -1,5 +1,6 @@
 """``EmbeddingsPipeline``: an encoder model (sentence-transformers BERT) turning prompts into
-vectors. Prompts are tokenized (truncated to the model's ``max_seq_length``), grouped into
+vectors. Prompts are tokenized (truncated to the model's ``max_seq_length``, or to the config's
+``max_length`` when it is set), grouped into
 batches padded to their longest prompt (the padding masked out of attention and pooling), and
 the pooled, normalised vectors come back as float32 numpy rows."""
 
@@ -85,6 +86,10 @@ class EmbeddingsPipeline:
         config = source.config
         limit = int(config.get("max_position_embeddings", 512))
         self.max_seq_length = min(limit, int(settings["max_seq_length"] or limit))
+        if pipeline_config.max_length is not None:  # prompts are truncated to it, as to max_seq_length
+            if pipeline_config.max_length > limit:
+                raise ValueError(f"max_length {pipeline_config.max_length} exceeds the model's {limit} positions")
+            self.max_seq_length = int(pipeline_config.max_length)
         self.max_batch_size = int(pipeline_config.max_batch_size or 32)
         if source.format == "gguf":
             raise NotImplementedError(f"{source.model_path}: encoder models (BERT) load from a safetensors directory, "

@@ -107,11 +107,16 @@ class Generator:
         decode = lambda ids: self.tokenizer.decode_sync(ids, skip_special_tokens=True)  # noqa: E731
         from max.pipelines.tokenizer import StreamingDecoder
 
-        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop)) for ctx in contexts)
+        # max_new_tokens 0: nothing to generate, so the model does not run for them
+        done: dict[str, GenerationResult] = {
+            c.request_id: GenerationResult(c.request_id, c.prompt_tokens.copy(), [], "", "length", None,
+                                           [] if c.log_probabilities > 0 else None)
+            for c in contexts if c.sampling_params.max_new_tokens == 0}
+        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop))
+                        for ctx in contexts if ctx.request_id not in done)
         order = [c.request_id for c in contexts]
         running: list[_Running] = []
-        done: dict[str, GenerationResult] = {}
-        stats = self.stats = GenerationStats(prompt_tokens=int(sum(c.prompt_length for c in contexts)))
+        stats = self.stats = GenerationStats(prompt_tokens=int(sum(r.ctx.prompt_length for r in waiting)))
         t_start = time.perf_counter()
         t_prefill_end: float | None = None
         kv = p.kv_manager

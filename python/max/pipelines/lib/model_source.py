@@ -179,6 +179,9 @@ def gguf_to_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
 
     for key in ("embedding_length", "attention.head_count", "block_count"):
         if get(key) is None:
+            if arch not in GGUF_ARCHITECTURES:
+                raise ValueError(f"unsupported GGUF architecture {arch!r} (its file lacks {arch}.{key}); supported: "
+                                 f"{', '.join(sorted(GGUF_ARCHITECTURES))}")
             raise ValueError(f"the GGUF file lacks {arch}.{key}")
     hidden = _number(get("embedding_length"), f"{arch}.embedding_length")
     heads = _number(get("attention.head_count"), f"{arch}.attention.head_count", per_layer=True)

@@ -9,11 +9,15 @@ from typing import Any
 
 
 def chat_template_text(value: Any) -> str | None:
+    """The template's text: the file `value` names, else `value` itself (a value that can only
+    be a path, such as ``tmpl/chat.jinja``, and names no file is an error)."""
     if value is None:
         return None
     p = Path(str(value)).expanduser()
     if len(str(value)) < 4096 and p.is_file():
         return p.read_text()
+    if isinstance(value, Path) or looks_like_path(str(value)):
+        raise FileNotFoundError(f"chat template: no such file {str(value)!r}")
     return str(value)
 
 
@@ -27,4 +31,13 @@ def text_tokenizer(source: Any, pipeline_config: Any) -> Any:
     return TextTokenizer(str(source.directory), max_length=max_length, chat_template=template)
 
 
-__all__ = ["chat_template_text", "text_tokenizer"]
+def looks_like_path(value: str) -> bool:
+    """Whether a flag's value that takes text or a file names a file: one line, no template or
+    JSON syntax, and a path separator or a file suffix."""
+    v = value.strip()
+    if not v or "\n" in v or "{" in v or len(v) >= 4096:
+        return False
+    return "/" in v or "\\" in v or Path(v).suffix.lower() in (".json", ".jinja", ".jinja2", ".j2", ".txt", ".tmpl")
+
+
+__all__ = ["chat_template_text", "looks_like_path", "text_tokenizer"]
