@@ -227,7 +227,8 @@ def test_burst_beyond_capacity_is_answered_or_refused(server):
             try:
                 r = await client.completions.create(model="smollm", prompt=f"Request {i}:", max_tokens=2, temperature=0)
                 return r.choices[0].finish_reason
-            except openai.RateLimitError:
+            except openai.RateLimitError as e:
+                assert e.response.headers.get("retry-after") == "1"
                 return 429
             except openai.InternalServerError as e:
                 return e.status_code

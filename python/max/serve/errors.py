@@ -55,7 +55,10 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
-        return error_response(exc.status, exc.message, param=exc.param, code=exc.code, type=exc.type)
+        response = error_response(exc.status, exc.message, param=exc.param, code=exc.code, type=exc.type)
+        if exc.status in (429, 503):  # full or stopping: clients' retry logic reads when to come back
+            response.headers["retry-after"] = "1"
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
