@@ -214,6 +214,20 @@ def test_item_and_conversions():
     assert np.asarray(x).tolist() == [[0, 1, 2], [3, 4, 5]]
     assert np.from_dlpack(x).tolist() == [[0, 1, 2], [3, 4, 5]]
     assert Tensor.from_dlpack(np.arange(3.0)).dtype == DType.float64
+    assert bool(Tensor.ones([1])) and not bool(Tensor.zeros([1, 1]))
+    with pytest.raises(TypeError, match=r"truth value of a tensor of 2 elements \(shape \[2\]\) is ambiguous"):
+        bool(Tensor.ones([2]))
+    with pytest.raises(TypeError, match="indices must be ints"):
+        Tensor.ones([3])[1.5]
+
+
+def test_permute_takes_dims_as_arguments_a_list_or_a_keyword():
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor.constant(x)
+    for got in (t.permute(2, 0, 1), t.permute([2, 0, 1]), t.permute(dims=[2, 0, 1])):
+        np.testing.assert_array_equal(got.to_numpy(), x.transpose(2, 0, 1))
+    with pytest.raises(TypeError, match="dims"):
+        t.permute([2, 0, 1], order=[0, 1, 2])
 
 
 def test_tensors_passed_by_keyword_take_their_own_values(rng):

@@ -270,6 +270,9 @@ class Tensor:
     __str__ = __repr__
 
     def __bool__(self) -> bool:
+        if self.num_elements() != 1:
+            raise TypeError(f"the truth value of a tensor of {self.num_elements()} elements (shape "
+                            f"{[int(d) for d in self.shape]}) is ambiguous: reduce it first (e.g. with .max() or .min())")
         return bool(self.item())
 
     def __float__(self) -> float:
@@ -401,8 +404,12 @@ class Tensor:
         """The tensor with dims `dim1` and `dim2` swapped."""
         return _apply(ops.transpose, (self, dim1, dim2))
 
-    def permute(self, *dims: Any) -> Tensor:
-        """Reorders the dims: ``permute([0, 2, 1])`` or ``permute(0, 2, 1)``."""
+    def permute(self, *dims: Any, **kwargs: Any) -> Tensor:
+        """Reorders the dims: ``permute([0, 2, 1])``, ``permute(dims=[0, 2, 1])`` or ``permute(0, 2, 1)``."""
+        if kwargs:
+            if set(kwargs) != {"dims"} or dims:
+                raise TypeError(f"Tensor.permute takes the dims (or dims=[...]), got {dims} and {sorted(kwargs)}")
+            dims = (kwargs["dims"],)
         order = list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else list(dims)
         return _apply(ops.permute, (self, order))
 

@@ -189,10 +189,15 @@ _HAS_START, _HAS_STOP, _TENSOR_START, _TENSOR_STOP = 1, 2, 4, 8
 
 def _index_dim(value: Any, what: str, op: str, arg: str) -> Dim:
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{op}: {arg}: boolean {what}s are not supported, got {value!r}")
+        raise TypeError(f"{op}: {arg}: boolean {_plural(what)} are not supported, got {value!r}")
     if isinstance(value, (int, np.integer, Dim)):
         return Dim(value)
-    raise TypeError(f"{op}: {arg}: {what}s must be ints, Dims or scalar tensors, got {value!r} ({type(value).__name__})")
+    raise TypeError(f"{op}: {arg}: {_plural(what)} must be ints, Dims or scalar tensors, got {value!r} "
+                    f"({type(value).__name__})")
+
+
+def _plural(word: str) -> str:
+    return word[:-2] + "ices" if word.endswith("ex") else word + "s"
 
 
 def _slice_attrs(indices: Any, op: str = "slice_tensor", arg: str = "indices") -> tuple[dict[str, Any], list[TensorValue]]:
