@@ -329,6 +329,20 @@ def test_cpu_memory_plan_of_a_50_layer_mlp_is_near_the_lower_bound(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2**61, 2), (2**62, 2), (2**32, 2**31, 2)])
+def test_a_value_larger_than_any_memory_is_refused(shape):
+    # Its bytes once multiplied out past 2^64 to a few, and the process crashed writing them.
+    s = engine.InferenceSession(devices=[driver.CPU()])
+    with Graph("huge", input_types=[cpu_type(DType.float32, (2,))]) as g:
+        g.output(ops.exp(ops.broadcast_to(g.inputs[0].tensor, shape))[:1])
+    with pytest.raises(MemoryError, match=r"needs more than 281474976710656 bytes"):
+        s.load(g).execute(driver.Buffer.from_numpy(np.ones(2, np.float32)))
+    with Graph("small", input_types=[cpu_type(DType.float32, (2,))]) as g:
+        g.output(ops.exp(ops.broadcast_to(g.inputs[0].tensor, (3, 2)))[:1])
+    out = s.load(g).execute(driver.Buffer.from_numpy(np.zeros(2, np.float32)))[0]
+    np.testing.assert_array_equal(out.to_numpy(), np.ones((1, 2), np.float32))
+
+
 def test_gpu_transfers_inside_a_graph(rng, gpu):
     here = DeviceRef.from_device(gpu)
     with Graph("t", input_types=[TensorType(DType.float32, (4, 4), CPU)]) as graph:

@@ -53,8 +53,27 @@ fn device_key(t: &Type) -> String {
     }
 }
 
-fn bytes(dtype: DType, shape: &[usize]) -> usize {
-    shape.iter().product::<usize>() * dtype.size_in_bytes()
+/// More bytes than any machine's memory holds (256 TiB): a value of more is refused before
+/// anything is allocated, and the arena's offsets (at most the sum of its values' sizes) stay
+/// far from overflowing.
+const MOST_BYTES: u128 = 1 << 48;
+
+/// The bytes of a `dtype` tensor of `shape`; an error naming it where they pass MOST_BYTES
+/// (a static shape of 2^62 elements multiplied out to a few bytes and ran off the arena).
+fn bytes(dtype: DType, shape: &[usize]) -> Result<usize> {
+    let n = if shape.contains(&0) {
+        0
+    } else {
+        // each factor is below 2^64 and the product so far at most MOST_BYTES + 1: no overflow
+        shape.iter().fold(dtype.size_in_bytes() as u128, |acc, &d| (acc * d as u128).min(MOST_BYTES + 1))
+    };
+    if n > MOST_BYTES {
+        return Err(Error::OutOfMemory(format!(
+            "a {dtype} tensor of shape {shape:?} needs more than {MOST_BYTES} bytes (256 TiB), more than any \
+             memory holds"
+        )));
+    }
+    Ok(n as usize)
 }
 
 /// Builds the plan for `program` under `bindings` (from the inputs).
@@ -112,7 +131,7 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
                 (true, Some(shape), Type::Tensor(t)) => {
                     let entry = per_device.entry(device_key(ty)).or_default();
                     entry.0.push(*v);
-                    entry.1.push(Interval { size: bytes(t.dtype, shape), first: first[v], last: last[v] });
+                    entry.1.push(Interval { size: bytes(t.dtype, shape)?, first: first[v], last: last[v] });
                 }
                 _ => {
                     slots.insert(*v, Slot::Own);
@@ -123,6 +142,12 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
     let mut arenas = HashMap::new();
     let mut report = String::new();
     for (device, (values, intervals)) in per_device {
+        let total: u128 = intervals.iter().map(|iv| iv.size as u128).sum();
+        if total > (usize::MAX / 4) as u128 {
+            return Err(Error::OutOfMemory(format!(
+                "the graph's intermediate values on {device} need {total} bytes in all, more than any memory holds"
+            )));
+        }
         let p = memory::plan(&intervals);
         for (v, off) in values.iter().zip(&p.offsets) {
             slots.insert(*v, Slot::Arena(*off));
@@ -136,7 +161,8 @@ pub fn build(program: &Program, mut bindings: Bindings) -> Result<Plan> {
         ));
         arenas.insert(device, p.arena);
     }
-    let elements = shapes.values().map(|s| s.iter().product::<usize>()).sum();
+    let elements =
+        shapes.values().map(|s| s.iter().fold(1usize, |a, &d| a.saturating_mul(d))).fold(0, usize::saturating_add);
     Ok(Plan { bindings, shapes, slots, arenas, report, elements })
 }
 
