@@ -246,6 +246,8 @@ def test_request_and_registry_values():
         SamplingParams(stop_token_ids=[-1])
     with pytest.raises(ValueError, match="cannot import 'no_such_module_here'"):
         PIPELINE_REGISTRY.load_custom(["no_such_module_here"])
+    with pytest.raises(ValueError, match="no such directory '/no/such/dir'"):
+        PIPELINE_REGISTRY.load_custom(["/no/such/dir:mod"])
 
 
 def test_kv_cache_format(llama):

@@ -90,7 +90,7 @@ class Generator:
         max_length = self.pipeline.max_length
         if len(ids) >= max_length:
             raise ValueError(
-                f"the prompt is {len(ids)} tokens long; with --max-length {max_length} no token is left to generate"
+                f"the prompt is {len(ids)} tokens long; with max_length {max_length} no token is left to generate"
             )
         kwargs: dict[str, Any] = {"request_id": request_id} if request_id else {}
         return TextContext(max_length=max_length, tokens=ids, sampling_params=sampling,

@@ -165,11 +165,14 @@ class PipelineRegistry:
 
     def load_custom(self, specs: Sequence[str]) -> None:
         """Registers the ``ARCHITECTURES`` list of each module (``module`` or ``path:module``)."""
+        import os
         import sys
 
         for spec in specs:
             path, _, module = spec.rpartition(":")
             if path:
+                if not os.path.isdir(path):
+                    raise ValueError(f"--custom-architectures {spec}: no such directory {path!r}")
                 sys.path.insert(0, path)
             try:
                 mod = importlib.import_module(module)
