@@ -161,6 +161,7 @@ def test_fields_of_the_wrong_type_or_shape(server):
     for path, body, param in [
         ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "stream": "yes"}, "stream"),
         ("/v1/completions", {"prompt": "Hi", "max_tokens": "2"}, "max_tokens"),
+        ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "temperature": "0.5"}, "temperature"),
         ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "stream_options": {"include_usage": True}},
          "stream_options"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": None}], "max_tokens": 2},

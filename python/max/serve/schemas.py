@@ -1,14 +1,14 @@
 """Request bodies of the OpenAI routes as pydantic models, their sampling fields turned into
 ``SamplingParams`` and their log-probability fields into a count of alternatives (out-of-range
 values become a 400 naming the field). Unknown fields are accepted and ignored, as OpenAI
-clients send fields a server may not know; booleans and integers must be JSON's (a string is
+clients send fields a server may not know; booleans and numbers must be JSON's (a string is
 not coerced), as OpenAI requires."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 from max.interfaces import SamplingParams
 from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
@@ -30,13 +30,13 @@ class _Common(BaseModel):
 
     model: str | None = None
     max_tokens: StrictInt | None = None
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: StrictFloat | None = None
+    top_p: StrictFloat | None = None
     top_k: StrictInt | None = None
-    min_p: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    repetition_penalty: float | None = None
+    min_p: StrictFloat | None = None
+    frequency_penalty: StrictFloat | None = None
+    presence_penalty: StrictFloat | None = None
+    repetition_penalty: StrictFloat | None = None
     seed: StrictInt | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
