@@ -398,3 +398,11 @@ def test_no_template(smollm_metadata):
         tok.apply_chat_template([{"role": "user", "content": "hi"}])
     with pytest.raises(ValueError, match="empty"):
         render_chat_template("x", [])
+
+
+def test_the_documented_module_path_names_the_same_tokenizers():
+    import max.pipelines.lib.tokenizer as documented
+    import max.pipelines.tokenizer as ours
+
+    for name in ("TextTokenizer", "IdentityPipelineTokenizer", "max_tokens_to_generate", "run_with_default_executor"):
+        assert getattr(documented, name) is getattr(ours, name)
