@@ -79,6 +79,14 @@ def test_smollm_round_trip(smollm, text):
     assert smollm.decode_sync(ids) == text
 
 
+def test_ids_that_no_tokenizer_has_are_named(smollm):
+    for bad in (-1, 2**40):
+        with pytest.raises(ValueError, match=f"token id {bad} is not a token id"):
+            smollm.decode_sync([5, bad])
+        with pytest.raises(ValueError, match=f"token id {bad} is not a token id"):
+            smollm.encode_sync([bad])
+
+
 def test_smollm_skip_special_tokens(smollm):
     ids = smollm.encode_sync("<|im_start|>assistant\nHi!<|im_end|>")
     assert smollm.decode_sync(ids, skip_special_tokens=True) == "assistant\nHi!"

@@ -141,7 +141,11 @@ def _id_list(encoded: Any) -> list[int]:
         raise ValueError(f"expected a 1-D sequence of token ids, got shape {array.shape}")
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"token ids must be integers, got dtype {array.dtype}")
-    return [int(i) for i in array.tolist()]
+    ids = [int(i) for i in array.tolist()]
+    bad = next((i for i in ids if not 0 <= i < 2**32), None)
+    if bad is not None:  # (the tokenizers library's own message is an OverflowError naming no id)
+        raise ValueError(f"token id {bad} is not a token id (ids are 0 <= id < 2**32)")
+    return ids
 
 
 class TextTokenizer:
