@@ -208,16 +208,16 @@ def openai_router(state: ServerState) -> APIRouter:
             r = lps[i]
             return None if r is None else r.chat(items)
 
-        # with include_usage, every chunk but the last has "usage": null (OpenAI's stream format)
-        no_usage = {"usage": None} if req.stream and req.stream_options and req.stream_options.include_usage else {}
+        # (stream_options come with stream only); every chunk but the last then has "usage": null
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
         def chunk(i: int, delta: dict[str, Any], reason: str | None, lp: Any = None) -> dict[str, Any]:
             return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": name,
-                    "choices": [{"index": i, "delta": delta, "logprobs": lp, "finish_reason": reason}], **no_usage}
+                    "choices": [{"index": i, "delta": delta, "logprobs": lp, "finish_reason": reason}],
+                    **({"usage": None} if include_usage else {})}
 
         if req.stream:
             used, started = [0], [False] * len(streams)
-            include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
             def render(i: int, d: Delta) -> list[bytes]:
                 used[0] += len(d.token_ids)

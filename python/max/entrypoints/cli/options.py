@@ -110,4 +110,3 @@ def load_messages(value: str) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
         raise ValueError('--messages: expected a JSON list of {"role": ..., "content": ...} objects')
     return messages
-
