@@ -116,10 +116,22 @@ class Generator:
                         for ctx in contexts if ctx.request_id not in done)
         order = [c.request_id for c in contexts]
         running: list[_Running] = []
-        stats = self.stats = GenerationStats(prompt_tokens=int(sum(r.ctx.prompt_length for r in waiting)))
+        self.stats = GenerationStats(prompt_tokens=int(sum(r.ctx.prompt_length for r in waiting)))
         t_start = time.perf_counter()
+        try:
+            self._loop(waiting, running, done, on_text, t_start)
+        except BaseException:
+            # a request that failed (or an interrupt) gives its pages back: the pipeline stays usable
+            for r in running:
+                p.release(r.ctx.request_id)
+            raise
+        return [done[i] for i in order]
+
+    def _loop(self, waiting: deque[_Running], running: list[_Running], done: dict[str, GenerationResult],
+              on_text: Callable[[TextContext, str], None] | None, t_start: float) -> None:
+        """``run``'s steps until every request is done (results into `done`)."""
+        p, kv, stats = self.pipeline, self.pipeline.kv_manager, self.stats
         t_prefill_end: float | None = None
-        kv = p.kv_manager
         while waiting or running:
             # Admit waiting requests while their prompt's pages fit.
             while waiting and len(running) < p.max_batch_size:
@@ -183,7 +195,6 @@ class Generator:
             stats.prefill_seconds = end - t_start
         else:
             stats.decode_seconds = end - t_decode_start
-        return [done[i] for i in order]
 
     def _plan_step(self, running: list[_Running]) -> list[_Running]:
         """This step's batch: every decoding request, then prompt chunks within the budget."""

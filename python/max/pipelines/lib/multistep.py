@@ -61,7 +61,7 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
                 or sp.has_penalties:
             return 1
         # tokens this context may still add: the step's own plus one per further step
-        room = max_length - ctx.end_idx
+        room = min(max_length, int(ctx.max_length)) - ctx.end_idx
         if sp.max_new_tokens is not None:
             room = min(room, sp.max_new_tokens - (ctx.end_idx - ctx.prompt_length))
         steps = min(steps, room)

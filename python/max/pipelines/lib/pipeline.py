@@ -185,8 +185,15 @@ class TextGenerationPipeline:
         back to back on the device (``multistep``) and each output carries one token per step,
         up to the context's stop."""
         ctxs: list[TextContext] = list(inputs.batch.values())
+        # A context with no room for a token (its prompt fills its max_length or the pipeline's,
+        # or max_new_tokens is 0) ends at once, without running the model.
+        outputs: dict[str, TextGenerationOutput] = {}
+        for ctx in [c for c in ctxs if self._room(c) <= 0]:
+            ctx.status = GenerationStatus.MAXIMUM_LENGTH
+            outputs[ctx.request_id] = TextGenerationOutput(ctx.request_id, [], ctx.status, None)
+        ctxs = [c for c in ctxs if c.request_id not in outputs]
         if not ctxs:
-            return {}
+            return outputs
         queued, self._queued = self._queued, None
         steps = multistep.plan(ctxs, inputs.num_steps, self.max_length)
         # One step more, queued for the next call (the overlap scheduler), for calls of several
@@ -212,7 +219,6 @@ class TextGenerationPipeline:
         finishing = [i for i, ctx in enumerate(ctxs) if ctx.active_idx == ctx.end_idx]
         for ctx in ctxs:
             ctx.commit()
-        outputs: dict[str, TextGenerationOutput] = {}
         if finishing:
             sampled = [ctxs[i] for i in finishing]
             lps = None
@@ -304,6 +310,18 @@ class TextGenerationPipeline:
         eos = not (sp.ignore_eos or ctx.ignore_eos) and token in (ctx.eos_token_ids or self.eos_token_ids)
         return eos or bool(sp.stop_token_ids) and token in sp.stop_token_ids
 
+    def _limit(self, ctx: TextContext) -> int:
+        """The most tokens `ctx` may hold, prompt included: its max_length and the pipeline's."""
+        return min(self.max_length, int(ctx.max_length))
+
+    def _room(self, ctx: TextContext) -> int:
+        """How many more tokens `ctx` may generate (its window, then its max_new_tokens)."""
+        room = self._limit(ctx) - ctx.end_idx
+        sp = ctx.sampling_params
+        if sp.max_new_tokens is not None:
+            room = min(room, sp.max_new_tokens - (ctx.end_idx - ctx.prompt_length))
+        return room
+
     def _status(self, ctx: TextContext, token: int, end: int | None = None) -> GenerationStatus:
         """`ctx`'s status once it holds `end` tokens (default: as it is), `token` the last."""
         sp = ctx.sampling_params
@@ -313,16 +331,16 @@ class TextGenerationPipeline:
             return GenerationStatus.END_OF_SEQUENCE
         if sp.max_new_tokens is not None and generated >= sp.max_new_tokens:
             return GenerationStatus.MAXIMUM_LENGTH
-        if end >= self.max_length:
+        if end >= self._limit(ctx):
             return GenerationStatus.MAXIMUM_LENGTH
         return GenerationStatus.ACTIVE
 
 
 def load_pipeline(pipeline_config: PipelineConfig, task: PipelineTask = PipelineTask.TEXT_GENERATION,
-                  registry: Any = None) -> Any:
+                  registry: Any = None, architecture: str | None = None) -> Any:
     """The pipeline for the config's model: the architecture from its config.json or GGUF
-    metadata, the tokenizer from its files; with data_parallel_degree > 1, that many replicas
-    (``data_parallel.DataParallelPipeline``)."""
+    metadata (or the registered one `architecture` names), the tokenizer from its files; with
+    data_parallel_degree > 1, that many replicas (``data_parallel.DataParallelPipeline``)."""
     from max.pipelines.lib.registry import PIPELINE_REGISTRY
 
     registry = registry or PIPELINE_REGISTRY
@@ -330,7 +348,7 @@ def load_pipeline(pipeline_config: PipelineConfig, task: PipelineTask = Pipeline
         registry.load_custom(pipeline_config.custom_architectures)
     mc = pipeline_config.model
     source = resolve(mc.model_path, mc.weight_path)
-    arch = registry.architecture_for(source, task)
+    arch = registry.architecture_for(source, task, architecture)
     tokenizer = arch.tokenizer(source, pipeline_config)
     degree = int(mc.data_parallel_degree)
     if task == PipelineTask.EMBEDDINGS_GENERATION:
