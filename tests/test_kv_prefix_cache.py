@@ -135,3 +135,34 @@ def test_page_pool_counts_references():
     assert pool.match(names[:1]) == [a] and pool.num_cached == 0
     # Equal names need equal prefixes: the second page after a different first page differs.
     assert page_names(np.r_[np.arange(1, 5), np.arange(4, 8)], PS, 2)[1] != names[1]
+
+
+def test_a_failed_alloc_leaves_the_request_as_it_was(rng):
+    kv = _manager(5)
+    prompt = rng.integers(0, 1000, 9)  # two full pages, named once computed
+    a = _ctx(prompt)
+    _prefill(kv, a)
+    kv.release(a.request_id)  # (its full pages stay cached)
+    free = kv.free_pages
+    b = _ctx(np.concatenate([prompt[:8], rng.integers(0, 1000, 20)]))  # would share 2 pages, needs 7
+    with pytest.raises(KVCacheExhaustedError):
+        kv.alloc(b)
+    # not moved past the prefix it no longer shares, holding nothing, the shared pages cached again
+    assert (b.start_idx, b.active_idx, b.end_idx) == (0, 28, 28)
+    assert kv.get_req_blocks(b.request_id) == [] and kv.free_pages == free
+    assert kv.get_metrics()["prefix_hit_tokens"] == 0
+    # and the cached prefix is still there for a request that fits
+    c = _ctx(np.concatenate([prompt[:8], rng.integers(0, 1000, 3)]))
+    kv.alloc(c)
+    assert c.start_idx == 8 and kv.get_metrics()["prefix_hit_tokens"] == 8
+
+
+def test_runtime_inputs_for_more_steps_than_allocated_are_refused(rng):
+    kv = _manager(16, prefix=False)
+    ctx = _ctx(rng.integers(0, 1000, 6))
+    kv.alloc(ctx, num_steps=1)  # 6 tokens: 2 pages of 4
+    kv.get_runtime_inputs([[ctx]], num_steps=3)  # 8 positions: the 2 pages hold them
+    with pytest.raises(RuntimeError, match="too few for 4 steps"):
+        kv.get_runtime_inputs([[ctx]], num_steps=4)
+    with pytest.raises(ValueError, match="num_steps"):
+        kv.get_runtime_inputs([[ctx]], num_steps=0)

@@ -132,10 +132,22 @@ class PagedKVCacheManager:
         if data.request_id not in self._pages:
             self.claim(data.request_id)
         pages = self._pages[data.request_id]
+        window = None
         if self.enable_prefix_caching and not pages and data.start_idx == 0:
+            window = (data.start_idx, data.active_idx)
             self._reuse_prefix(data)
         more = self._need(data, num_steps) - len(pages)
         if more > self._pool.num_available:
+            if window is not None and pages:
+                # the shared prefix goes back and the request's window with it: a failed alloc
+                # leaves the request as it was (holding no pages, its prompt still to compute)
+                self._metrics["prefix_hit_tokens"] -= self._cached.pop(data.request_id, 0)
+                self._names.pop(data.request_id, None)
+                for page in reversed(pages):
+                    self._pool.give_back(page)
+                pages.clear()
+                data.set_token_indices(start_idx=window[0], active_idx=window[1])
+                more = self._need(data, num_steps)
             raise KVCacheExhaustedError(
                 f"the KV cache is full: request {data.request_id!r} needs {more} more pages of {self.page_size} "
                 f"tokens, {self._pool.num_available} of {self.total_num_pages} are free"
@@ -212,6 +224,14 @@ class PagedKVCacheManager:
         """The cache inputs of one step over `batches` (one batch per replica; one replica here)."""
         if len(batches) != 1:
             raise NotImplementedError("PagedKVCacheManager: one replica (data_parallel_degree=1) is supported")
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be at least 1, got {num_steps}")
+        for ctx in batches[0]:
+            pages = self._pages.get(ctx.request_id)
+            tokens = ctx.start_idx + ctx.active_length + num_steps - 1
+            if pages is not None and -(-tokens // self.page_size) > len(pages):
+                raise RuntimeError(f"request {ctx.request_id!r} has {len(pages)} pages of {self.page_size} tokens, "
+                                   f"too few for {num_steps} steps ({tokens} positions; call alloc with num_steps)")
         arrays = self.runtime_arrays(batches[0])
         return self.runtime_inputs_from([upload(arrays, device) for device in self.devices])
 
