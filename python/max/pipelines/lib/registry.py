@@ -106,17 +106,34 @@ class PipelineRegistry:
 
     def __init__(self, architectures: Sequence[SupportedArchitecture] = ()) -> None:
         self.architectures: dict[str, SupportedArchitecture] = {}
+        # entries whose name an entry of another task already has, by (name, task)
+        self._tasked: dict[tuple[str, PipelineTask], SupportedArchitecture] = {}
         self._gguf: dict[str, str] = {}
         for a in architectures:
             self.register(a)
 
     def register(self, architecture: SupportedArchitecture, *, allow_override: bool = False) -> None:
-        """Adds an architecture; ValueError when its name is taken, unless `allow_override`."""
-        if architecture.name in self.architectures and not allow_override:
-            raise ValueError(f"architecture {architecture.name!r} is already registered")
-        self.architectures[architecture.name] = architecture
+        """Adds an architecture; ValueError when its name is taken for the same task, unless
+        `allow_override`. A name taken by an entry of another task goes into a second table keyed
+        by (name, task), which lookups with a task consult."""
+        name, task = architecture.name, architecture.task
+        first = self.architectures.get(name)
+        if first is not None and first.task != task:
+            if (name, task) in self._tasked and not allow_override:
+                raise ValueError(f"architecture {name!r} is already registered for {task.value}")
+            self._tasked[(name, task)] = architecture
+            return
+        if first is not None and not allow_override:
+            raise ValueError(f"architecture {name!r} is already registered")
+        self.architectures[name] = architecture
         for g in architecture.gguf_names:
-            self._gguf[g] = architecture.name
+            self._gguf[g] = name
+
+    def _of_task(self, arch: SupportedArchitecture | None, task: PipelineTask | None) -> SupportedArchitecture | None:
+        """`arch`, or the entry of its name registered for `task` when that is another task."""
+        if arch is None or task is None or arch.task == task:
+            return arch
+        return self._tasked.get((arch.name, task))
 
     def names(self) -> list[str]:
         """The registered architecture names, sorted."""
@@ -127,15 +144,24 @@ class PipelineRegistry:
         """The entry for an architecture name (or for a resolved model source)."""
         if name is None:
             name = getattr(huggingface_repo, "architecture", huggingface_repo)
-        arch = self.architectures.get(str(name)) if name else None
-        if arch is not None and task is not None and arch.task != task:
-            return None
-        return arch
+        return self._of_task(self.architectures.get(str(name)) if name else None, task)
 
-    def architecture_for(self, source: Any, task: PipelineTask | None = None) -> SupportedArchitecture:
-        """The entry for a model source; ValueError listing the supported ones otherwise."""
+    def architecture_for(self, source: Any, task: PipelineTask | None = None,
+                         override: str | None = None) -> SupportedArchitecture:
+        """The entry for a model source (or the registered architecture `override` names);
+        ValueError listing the supported ones otherwise."""
+        if override is not None:
+            found = self.architectures.get(override)
+            if found is None:
+                raise ValueError(f"override_architecture {override!r} is not a registered architecture; "
+                                 f"registered: {', '.join(self.names())}")
+            arch = self._of_task(found, task)
+            if arch is None:
+                raise ValueError(f"architecture {override!r} is a {found.task.value} architecture, "
+                                 f"not a {task.value if task else ''} one")
+            return arch
         name = source.architecture
-        arch = self.architectures.get(name)
+        arch = self._of_task(self.architectures.get(name), task) or self.architectures.get(name)
         if arch is None and name.startswith("gguf:"):
             arch = self.architectures.get(self._gguf.get(name[5:], ""))
         if arch is None:
@@ -154,14 +180,23 @@ class PipelineRegistry:
         """(tokenizer, pipeline) for the config's model."""
         from max.pipelines.lib.pipeline import load_pipeline
 
-        pipeline = load_pipeline(pipeline_config, task=task, registry=self)
+        pipeline = load_pipeline(pipeline_config, task=task, registry=self, architecture=override_architecture)
         return pipeline.tokenizer, pipeline
 
     def retrieve_factory(self, pipeline_config: PipelineConfig, task: PipelineTask = PipelineTask.TEXT_GENERATION,
-                         **kwargs: Any) -> tuple[Any, Callable[[], Any]]:
-        """(tokenizer, a function returning the pipeline) for `pipeline_config`."""
-        tokenizer, pipeline = self.retrieve(pipeline_config, task)
-        return tokenizer, lambda: pipeline
+                         override_architecture: str | None = None, **kwargs: Any) -> tuple[Any, Callable[[], Any]]:
+        """(tokenizer, a function that loads a new pipeline at each call) for `pipeline_config`:
+        the model is loaded when the function is called, not here."""
+        from max.pipelines.lib.model_source import resolve
+        from max.pipelines.lib.pipeline import load_pipeline
+
+        if pipeline_config.custom_architectures:
+            self.load_custom(pipeline_config.custom_architectures)
+        mc = pipeline_config.model
+        source = resolve(mc.model_path, mc.weight_path)
+        tokenizer = self.architecture_for(source, task, override_architecture).tokenizer(source, pipeline_config)
+        return tokenizer, lambda: load_pipeline(pipeline_config, task=task, registry=self,
+                                                architecture=override_architecture)
 
     def load_custom(self, specs: Sequence[str]) -> None:
         """Registers the ``ARCHITECTURES`` list of each module (``module`` or ``path:module``)."""

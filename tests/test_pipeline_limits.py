@@ -1,0 +1,123 @@
+"""The text-generation pipeline's limits and the registry's lookups on a tiny random Llama
+checkpoint (CPU): a context's own max_length bounds what ``execute`` generates (one step or
+several), a context with no room ends without running the model, a request that fails in the
+offline API gives its cache pages back, and the registry keeps same-named architectures of
+different tasks apart, honours override_architecture and loads lazily in retrieve_factory."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from max.driver import DeviceSpec
+from max.entrypoints.llm import LLM
+from max.interfaces import GenerationStatus, PipelineTask, SamplingParams, TextGenerationInputs
+from max.pipelines import PipelineConfig
+from max.pipelines.lib.context import TextContext
+from max.pipelines.lib.pipeline import load_pipeline
+from max.pipelines.lib.registry import PipelineRegistry
+from max.pipelines.lib.registry import PIPELINE_REGISTRY
+from reference.checkpoints import write_checkpoint
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llama")
+    write_checkpoint("llama", d, seed=5)
+    return str(d / "hf")
+
+
+def _config(model_dir, **kw):
+    return PipelineConfig(model_path=model_dir, device_specs=[DeviceSpec.cpu()], **kw)
+
+
+@pytest.fixture(scope="module")
+def pipeline(model_dir):
+    return load_pipeline(_config(model_dir, max_length=64, max_batch_size=4))
+
+
+def _run(pipeline, ctx, num_steps=1):
+    tokens = []
+    while not ctx.is_done:
+        tokens += pipeline.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=num_steps))[ctx.request_id].tokens
+    pipeline.release(ctx.request_id)
+    return tokens
+
+
+def _ctx(n, max_length=64, **sp):
+    return TextContext(max_length=max_length, tokens=np.arange(1, n + 1) % 300,
+                       sampling_params=SamplingParams(top_k=1, ignore_eos=True, **sp))
+
+
+@pytest.mark.parametrize("num_steps", [1, 8])
+def test_a_context_stops_at_its_own_max_length(pipeline, num_steps):
+    ctx = _ctx(5, max_length=8)
+    tokens = _run(pipeline, ctx, num_steps)
+    assert len(tokens) == 3 and ctx.end_idx == 8 and ctx.status == GenerationStatus.MAXIMUM_LENGTH
+    # the same tokens as a context the pipeline's own max_length bounds, cut at 3
+    assert tokens == _run(pipeline, _ctx(5, max_new_tokens=3), num_steps)
+
+
+def test_a_context_without_room_ends_without_running_the_model(pipeline):
+    calls = []
+    original = pipeline.model.execute_all
+    pipeline.model.execute_all = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        full = _ctx(64)  # the prompt fills the pipeline's window
+        none = _ctx(3, max_new_tokens=0)
+        out = pipeline.execute(TextGenerationInputs([{full.request_id: full, none.request_id: none}]))
+    finally:
+        pipeline.model.execute_all = original
+    assert calls == []
+    for ctx in (full, none):
+        assert out[ctx.request_id].tokens == [] and ctx.status == GenerationStatus.MAXIMUM_LENGTH
+        assert not pipeline.kv_manager.contains(ctx.request_id)
+    # beside a context that runs, only that one does
+    live = _ctx(4, max_new_tokens=2)
+    out = pipeline.execute(TextGenerationInputs([{live.request_id: live, none.request_id: none}]))
+    assert len(out[live.request_id].tokens) == 1 and out[none.request_id].tokens == []
+    _run(pipeline, live)
+
+
+def test_a_failed_request_gives_its_pages_back(model_dir):
+    llm = LLM(_config(model_dir, max_length=32, max_batch_size=2))
+    kv = llm._pipeline.kv_manager
+    free = kv.free_pages
+    for _ in range(3):
+        with pytest.raises(ValueError, match="outside the model's vocabulary"):
+            llm.generate([[1, 2, 99999]], max_new_tokens=3)
+        assert kv.free_pages == free
+    (text,) = llm.generate(["hello"], max_new_tokens=3)
+    assert isinstance(text, str)
+
+
+def test_same_named_architectures_of_other_tasks_and_overrides(model_dir):
+    llama = PIPELINE_REGISTRY.architectures["LlamaForCausalLM"]
+    reg = PipelineRegistry([llama])
+    emb = dataclasses.replace(llama, task=PipelineTask.EMBEDDINGS_GENERATION)
+    reg.register(emb)
+    assert reg.retrieve_architecture("LlamaForCausalLM", task=PipelineTask.EMBEDDINGS_GENERATION) is emb
+    assert reg.retrieve_architecture("LlamaForCausalLM", task=PipelineTask.TEXT_GENERATION) is llama
+    assert reg.retrieve_architecture("LlamaForCausalLM") is llama
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register(emb)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register(llama)
+    with pytest.raises(ValueError, match="'NoSuchArchitecture' is not a registered architecture"):
+        PIPELINE_REGISTRY.retrieve(_config(model_dir, max_length=16), override_architecture="NoSuchArchitecture")
+    with pytest.raises(ValueError, match="BertModel.*not a text_generation"):
+        PIPELINE_REGISTRY.retrieve(_config(model_dir, max_length=16), override_architecture="BertModel")
+
+
+def test_retrieve_factory_loads_a_pipeline_at_each_call(model_dir, monkeypatch):
+    import max.pipelines.lib.pipeline as pl
+
+    loads = []
+    original = pl.DecoderModel.__init__
+    monkeypatch.setattr(pl.DecoderModel, "__init__", lambda self, *a, **k: loads.append(1) or original(self, *a, **k))
+    tokenizer, factory = PIPELINE_REGISTRY.retrieve_factory(_config(model_dir, max_length=16))
+    assert loads == [] and tokenizer.encode_sync("hello").size > 0
+    a, b = factory(), factory()
+    assert a is not b and a.kv_manager is not b.kv_manager and len(loads) == 2
