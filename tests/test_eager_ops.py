@@ -198,6 +198,30 @@ def test_integer_constants_must_fit():
         Tensor.constant([[1, 2], [3]])
 
 
+def test_creation_keeps_the_dtype_and_exact_values():
+    """float8 tensors are made as float8 (their numpy form is bits: values go through float32
+    and the driver's cast), integer ranges past 2**53 are exact, and a filled tensor is made
+    without a wider temporary (checked through the array handed over: of the tensor's dtype)."""
+    for dt in (DType.float8_e4m3fn, DType.float8_e5m2):
+        t = Tensor.constant([1.5, 2.0, -0.5], dtype=dt)
+        assert t.dtype == dt and t.cast(DType.float32).to_numpy().tolist() == [1.5, 2.0, -0.5]
+        for made in (Tensor.full([2], 3.0, dtype=dt), Tensor.ones([2], dtype=dt), Tensor.zeros_like(t)):
+            assert made.dtype == dt
+        assert (Tensor.zeros_like(t) + t).cast(DType.float32).to_numpy().tolist() == [1.5, 2.0, -0.5]
+    big = Tensor.arange(2**60, 2**60 + 4, dtype=DType.int64).to_numpy().tolist()
+    assert big == [2**60 + i for i in range(4)]
+    assert Tensor.arange(2**63, 2**63 + 3, dtype=DType.uint64).to_numpy().tolist() == [2**63 + i for i in range(3)]
+    assert Tensor.arange(5, 0, -2, dtype=DType.int8).to_numpy().tolist() == [5, 3, 1]
+    assert Tensor.arange(0.0, 1.0, 0.25, dtype=DType.float32).to_numpy().tolist() == [0.0, 0.25, 0.5, 0.75]
+    with pytest.raises(ValueError, match="Tensor.arange: values: 300 does not fit in int8"):
+        Tensor.arange(298, 301, dtype=DType.int8)
+    from max._eager import creation
+
+    assert creation.filled((3,), 0, DType.uint8).dtype == np.uint8
+    assert creation.filled((3,), 7, DType.bfloat16).dtype == DType.bfloat16.to_numpy()
+    assert creation.filled((3,), 7, DType.float8_e5m2).dtype == np.float32  # (bits in numpy: cast)
+
+
 def test_mixing_devices_without_a_move_raises(gpu):
     from max.driver import CPU
 

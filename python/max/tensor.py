@@ -177,7 +177,7 @@ class Tensor:
         dtype, device = defaults(dtype, device)
         dims = creation.static_shape(shape, "full")
         check_fits(np.asarray(value), dtype, "Tensor.full: value")
-        return creation.make(dims, dtype, device, lambda: np.full(dims, value))
+        return creation.make(dims, dtype, device, lambda: creation.filled(dims, value, dtype), fresh=True)
 
     @classmethod
     def zeros(cls, shape: Iterable[Any], *, dtype: DType | None = None, device: Any = None) -> Tensor:
@@ -213,7 +213,9 @@ class Tensor:
         if step == 0:
             raise ValueError("Tensor.arange: step must be non-zero")
         dtype, device = defaults(dtype, device)
-        vals = np.arange(start, stop, step, dtype=np.float64)
+        vals = creation.arange(start, stop, step, dtype)
+        if vals.size:
+            check_fits(vals[[0, -1]], dtype, "Tensor.arange: values")
         return creation.make(vals.shape, dtype, device, lambda: vals)
 
     @classmethod

@@ -84,10 +84,13 @@ def defaults_like(like: Any) -> Iterator[None]:
 
 
 def numpy_dtype(dtype: DType) -> np.dtype | None:
+    """The numpy dtype holding `dtype`'s values, or None (float8 and narrower floats, whose
+    numpy form is their bits as unsigned integers)."""
     try:
-        return np.dtype(dtype.to_numpy())
+        nd = np.dtype(dtype.to_numpy())
     except (TypeError, ValueError, KeyError, AttributeError):
         return None
+    return None if dtype.is_float() and nd.kind in "iu" else nd
 
 
 def host_values(value: Any) -> np.ndarray:
@@ -102,11 +105,13 @@ def host_values(value: Any) -> np.ndarray:
     return nested_array(value, "Tensor.constant: value")
 
 
-def buffer(arr: np.ndarray, dtype: DType, device: driver.Device) -> driver.Buffer:
-    """A new Buffer of `dtype` on `device` holding `arr`'s values (always a copy)."""
+def buffer(arr: np.ndarray, dtype: DType, device: driver.Device, fresh: bool = False) -> driver.Buffer:
+    """A new Buffer of `dtype` on `device` holding `arr`'s values: a copy, unless `fresh` says
+    that `arr` is a temporary nobody else holds (then, of the right dtype, it is taken over)."""
     np_dt = numpy_dtype(dtype)
     if np_dt is not None:
-        buf = driver.Buffer.from_numpy(np.array(arr, dtype=np_dt, order="C", copy=True))
+        taken = fresh and arr.dtype == np_dt and arr.flags.c_contiguous and arr.flags.writeable
+        buf = driver.Buffer.from_numpy(arr if taken else np.array(arr, dtype=np_dt, order="C", copy=True))
     else:
         buf = driver.Buffer.from_numpy(np.array(arr, dtype=np.float32, order="C", copy=True))._cast(dtype)
     return buf if device.is_host else buf.to(device)
@@ -124,12 +129,32 @@ def static_shape(shape: Any, op: str) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def make(shape: tuple[int, ...], dtype: DType, device: driver.Device, values: Callable[[], np.ndarray]) -> Any:
-    """A tensor from host values made by `values()`; deferred under ``F.lazy()``."""
+def make(shape: tuple[int, ...], dtype: DType, device: driver.Device, values: Callable[[], np.ndarray],
+         fresh: bool = False) -> Any:
+    """A tensor from host values made by `values()` (`fresh`: a new array each call, which the
+    tensor may take over); deferred under ``F.lazy()``."""
     from max.tensor import Tensor
 
     ctx = CURRENT.get()
     if isinstance(ctx, StagingContext) and not ctx.realize_on_exit:
         ttype = TensorType(dtype, shape, DeviceRef.from_device(device))
-        return ctx.deferred_source(ttype, lambda: buffer(values(), dtype, device))
-    return Tensor(storage=buffer(values(), dtype, device))
+        return ctx.deferred_source(ttype, lambda: buffer(values(), dtype, device, fresh))
+    return Tensor(storage=buffer(values(), dtype, device, fresh))
+
+
+def filled(shape: tuple[int, ...], value: Any, dtype: DType) -> np.ndarray:
+    """A host array of `shape` filled with `value`, in `dtype`'s numpy form where it has one
+    (no wider temporary), else float32 (which the driver casts)."""
+    return np.full(shape, value, dtype=numpy_dtype(dtype) or np.float32)
+
+
+def arange(start: Any, stop: Any, step: Any, dtype: DType) -> np.ndarray:
+    """numpy.arange's values for `dtype`: exact (in int64 or uint64) for an integral dtype and
+    integer bounds (float64 holds integers exactly only up to 2**53), else in float64."""
+    ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, stop, step))
+    if ints and dtype.is_integral():
+        lo, hi = min(int(start), int(stop)), max(int(start), int(stop))
+        for wide in (np.int64, np.uint64):  # (the caller checks that the values fit `dtype`)
+            if np.iinfo(wide).min <= lo and hi <= np.iinfo(wide).max:
+                return np.arange(start, stop, step, dtype=wide)
+    return np.arange(start, stop, step, dtype=np.float64)
