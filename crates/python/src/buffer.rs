@@ -8,7 +8,7 @@ use pyo3::types::{PyList, PySequence, PyTuple};
 
 use crate::device::{PyDevice, PyStream, device_to_py, extract_device};
 use crate::errors::{PyResultExt, detached};
-use crate::index::{parse_index, parse_scalar, scalar_to_py};
+use crate::index::{check_fits, parse_index, parse_scalar, scalar_to_py};
 use crate::{dlpack, dtype, numpy_interop};
 
 /// A typed, shaped block of memory on a device: `Buffer(dtype, shape, device)`,
@@ -137,6 +137,7 @@ impl PyBuffer {
                 value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
             ))
         })?;
+        check_fits(value, dtype, "Buffer.scalar: value")?;
         let device = placement(device, None)?.device();
         let b = detached(py, "Buffer.scalar", || Buffer::empty(dtype, &[], &device))?;
         b.fill(value).py()?;
@@ -160,7 +161,9 @@ impl PyBuffer {
         Ok(PyBuffer { inner: dlpack::import(array, copy)? })
     }
 
-    /// Maps a file into a host buffer (numpy.memmap underneath; `mode` as numpy takes it).
+    /// Maps a file into a host buffer (numpy.memmap underneath; `mode` as numpy takes it, except
+    /// that a read-only mapping ("r", "readonly") is mapped copy-on-write: pages are read from the
+    /// file as they are touched, never copied up front, and the file is never written).
     #[staticmethod]
     #[pyo3(signature = (filename, dtype, shape, mode = "copyonwrite", offset = 0))]
     fn mmap(
@@ -179,7 +182,7 @@ impl PyBuffer {
                 .code(),))?;
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item("dtype", bits.call_method0("to_numpy")?)?;
-        kw.set_item("mode", mode)?;
+        kw.set_item("mode", if matches!(mode, "r" | "readonly") { "c" } else { mode })?;
         kw.set_item("offset", offset)?;
         kw.set_item("shape", PyTuple::new(py, &dims)?)?;
         let mm = py.import("numpy")?.call_method("memmap", (filename,), Some(&kw))?;
@@ -308,8 +311,24 @@ impl PyBuffer {
     }
 
     /// This buffer on a device or stream (copied only when the device differs), or a list of
-    /// buffers for a sequence of devices or streams.
-    fn to(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    /// buffers for a sequence of devices or streams: one argument, positional or by the name
+    /// MAX documents for its kind (`device`, `devices`, `stream`, `streams`).
+    #[pyo3(signature = (device = None, *, devices = None, stream = None, streams = None))]
+    fn to(
+        &self,
+        py: Python<'_>,
+        device: Option<&Bound<'_, PyAny>>,
+        devices: Option<&Bound<'_, PyAny>>,
+        stream: Option<&Bound<'_, PyAny>>,
+        streams: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let given: Vec<&Bound<'_, PyAny>> = [device, devices, stream, streams].into_iter().flatten().collect();
+        let [target] = given[..] else {
+            return Err(PyTypeError::new_err(format!(
+                "Buffer.to takes one target (a device, devices, a stream or streams), got {}",
+                given.len()
+            )));
+        };
         let one = |t: &Bound<'_, PyAny>| -> PyResult<Buffer> {
             let b = self.inner.clone();
             if let Ok(s) = t.cast::<PyStream>() {
@@ -373,9 +392,21 @@ impl PyBuffer {
     fn __setitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let view = self.inner.index(&parse_index(key)?).py()?;
         if let Some(s) = parse_scalar(value)? {
+            check_fits(s, view.dtype(), "Buffer.__setitem__: value")?;
             return detached(py, "Buffer.__setitem__", move || view.fill(s));
         }
-        let src = PyBuffer::coerce(py, value)?;
+        let src = if value.is_instance_of::<pyo3::types::PyList>() || value.is_instance_of::<PyTuple>() {
+            numpy_interop::from_numpy(&py.import("numpy")?.call_method1("asarray", (value,))?)?
+        } else {
+            PyBuffer::coerce(py, value)?
+        };
+        if !view.is_contiguous() {
+            return Err(PyValueError::new_err(format!(
+                "Buffer.__setitem__: the selection {:?} is not contiguous: an array can be assigned to a \
+                 contiguous selection only (a scalar to any)",
+                view.shape()
+            )));
+        }
         if src.shape() != view.shape() {
             return Err(PyValueError::new_err(format!(
                 "cannot assign a value of shape {:?} to a selection of shape {:?}",

@@ -180,9 +180,14 @@ impl PyStream {
         py.detach(move || s.synchronize()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// Later work on this stream waits for what is queued now on `other` (a stream, or a
-    /// device's default stream).
-    fn wait_for(&self, other: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Later work on this stream waits for what is queued now on `stream` (a stream, or a
+    /// device's default stream; by name `stream` or `device`, as MAX documents).
+    #[pyo3(signature = (stream = None, *, device = None))]
+    fn wait_for(&self, stream: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let other = match (stream, device) {
+            (Some(o), None) | (None, Some(o)) => o,
+            _ => return Err(PyTypeError::new_err("wait_for takes one stream or device")),
+        };
         let other = match other.cast::<PyStream>() {
             Ok(s) => s.get().inner.clone(),
             Err(_) => Stream::default_for(&extract_device(other, "wait_for(stream or device)")?),

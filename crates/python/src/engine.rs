@@ -54,7 +54,17 @@ impl PyModel {
         let bufs: Vec<Buffer> =
             inputs.iter().map(|b| Ok(b.cast::<PyBuffer>()?.get().inner.clone())).collect::<PyResult<_>>()?;
         let model = self.inner.clone();
-        let outs = detached(py, "Model.execute", move || model.execute_with(bufs, reuse_results))?;
+        let outs = detached(py, "Model.execute", move || {
+            let mut outs = model.execute_with(bufs, reuse_results)?;
+            // A value returned twice (`[y, y]`, or two results folded into one) comes back as
+            // separate buffers: writing one must not change the other.
+            for i in 1..outs.len() {
+                if outs[..i].iter().any(|o| o.addr() == outs[i].addr() && o.nbytes() > 0) {
+                    outs[i] = outs[i].copy_to_stream(outs[i].stream())?;
+                }
+            }
+            Ok(outs)
+        })?;
         outs.into_iter().map(|b| PyBuffer::wrap(py, b)).collect()
     }
 

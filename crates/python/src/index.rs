@@ -1,7 +1,7 @@
 //! Python index expressions and scalar values, turned into the runtime's types.
 
 use max_runtime::{IndexItem, Scalar};
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyEllipsis, PyFloat, PySlice, PyTuple};
 
@@ -50,6 +50,52 @@ pub fn parse_index(key: &Bound<'_, PyAny>) -> PyResult<Vec<IndexItem>> {
 }
 
 /// A Python bool, int or float (numpy scalars included) as a Scalar; None if it is not one.
+/// ValueError (naming `who`) unless `value` is exactly an element of an integral or bool
+/// `dtype` (an integer in its range; a float that is finite and whole; 0 or 1 for bool), as
+/// ``Tensor.full`` and ``ops.constant`` check. Float dtypes take any value (rounding as IEEE).
+pub fn check_fits(value: Scalar, dtype: max_runtime::DType, who: &str) -> PyResult<()> {
+    use max_runtime::DType as D;
+    let (lo, hi): (i128, i128) = match dtype {
+        D::Bool => (0, 1),
+        D::Int8 => (i8::MIN.into(), i8::MAX.into()),
+        D::Int16 => (i16::MIN.into(), i16::MAX.into()),
+        D::Int32 => (i32::MIN.into(), i32::MAX.into()),
+        D::Int64 => (i64::MIN.into(), i64::MAX.into()),
+        D::UInt8 => (0, u8::MAX.into()),
+        D::UInt16 => (0, u16::MAX.into()),
+        D::UInt32 => (0, u32::MAX.into()),
+        D::UInt64 => (0, u64::MAX.into()),
+        _ => return Ok(()),
+    };
+    let v: Option<i128> = match value {
+        Scalar::Bool(b) => Some(b as i128),
+        Scalar::Int(i) => Some(i.into()),
+        Scalar::UInt(u) => Some(u.into()),
+        Scalar::Float(f) => {
+            if !f.is_finite() || f.fract() != 0.0 {
+                return Err(PyValueError::new_err(format!(
+                    "{who}: {f} is not a whole number, so it does not fit in {}",
+                    dtype.name()
+                )));
+            }
+            // (a whole f64 beyond i128 is far outside every range)
+            (f.abs() < 1.7e38).then_some(f as i128)
+        }
+    };
+    match v {
+        Some(v) if (lo..=hi).contains(&v) => Ok(()),
+        _ => {
+            let shown = match value {
+                Scalar::Float(f) => format!("{f}"),
+                Scalar::Int(i) => i.to_string(),
+                Scalar::UInt(u) => u.to_string(),
+                Scalar::Bool(b) => b.to_string(),
+            };
+            Err(PyValueError::new_err(format!("{who}: {shown} does not fit in {} (range {lo}..{hi})", dtype.name())))
+        }
+    }
+}
+
 pub fn parse_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
     // Arrays (numpy, Buffer, torch) are not scalars, except numpy's 0-d ones.
     if let Ok(ndim) = obj.getattr("ndim").and_then(|n| n.extract::<usize>()) {
