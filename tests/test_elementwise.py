@@ -91,6 +91,16 @@ def test_unary_at_chunk_boundaries(rng, name, dtype, device):
         check(out, UNARY[name](x.astype(np.float64)), dtype)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+def test_acos_clamps_to_its_domain(rng, dtype, device):
+    """As MAX documents: inputs outside [-1, 1] are clamped to it; NaN stays NaN."""
+    g = build(lambda x: ops.acos(x), on(device, dtype, ("n",)))
+    x = np.concatenate([values(rng, dtype, (64,), -3, 3), np.array([np.nan, np.inf, -np.inf, 1.0, -1.0])])
+    x = x.astype(np_type(dtype))
+    (out,) = run(g, x, device=device)
+    check(out, np.arccos(np.clip(x.astype(np.float64), -1, 1)), dtype)
+    assert np.isnan(out[64].astype(np.float64)) and not np.isnan(out[65:].astype(np.float64)).any()
+
 
 @pytest.mark.parametrize("mode", sorted(GELU))
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)

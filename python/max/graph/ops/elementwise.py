@@ -154,8 +154,10 @@ def tanh(x: Any) -> TensorValue:
 
 
 def acos(x: Any) -> TensorValue:
-    """Elementwise arc cosine, in radians in [0, pi] (NaN outside [-1, 1])."""
-    return _unary("acos", x)
+    """Elementwise arc cosine, in radians in [0, pi]; inputs outside [-1, 1] are clamped to it
+    (NaN stays NaN), as MAX documents."""
+    t = as_tensor(x, op="acos", arg="x")
+    return _unary("acos", min(max(t, -1), 1) if t.dtype.is_float() else t)  # (others: _unary's error)
 
 
 def atanh(x: Any) -> TensorValue:
