@@ -19,9 +19,11 @@
 //! an `Error::Value` naming the op. Input views may be strided; outputs are contiguous.
 
 use max_graph::DeviceKind;
+use max_graph::attrs::Attr;
 use max_graph::ops::{Op, OpKind};
 
-use crate::{Buffer, Result};
+use crate::shared::Dynamic;
+use crate::{Buffer, Device, Result};
 
 mod band;
 mod combine;
@@ -53,6 +55,55 @@ pub fn run(op: &Op, inputs: &[Buffer], outputs: &[Buffer]) -> Result<()> {
         Slice => layout::slice_tensor(&k),
         _ => Err(k.err("not a layout op")),
     }
+}
+
+/// repeat_interleave with a tensor of counts whose result size along the axis is a symbol not
+/// bound yet (a data-dependent `out_dim`): the size is the sum of the counts (one per element
+/// along the axis, or one for every element), the result is allocated with it, filled by the
+/// kernel above, and the symbol is bound to it.
+pub fn repeat_interleave_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {
+    let k = Kernel { op, inputs, outputs: &[] };
+    let x = k.input(0)?;
+    let axis = match k.opt_int("axis")? {
+        Some(a) => Some(k.axis("axis", a, x.rank())?),
+        None => None,
+    };
+    let d = axis.map_or(x.num_elements(), |a| x.shape()[a]);
+    let mut counts = read_ints(&k, k.input(1)?, "repeats")?;
+    if counts.len() == 1 {
+        counts = vec![counts[0]; d];
+    }
+    if counts.len() != d {
+        return Err(
+            k.err(format!("repeats has {} counts for a dimension of size {d} (expected 1 or {d})", counts.len()))
+        );
+    }
+    if let Some(bad) = counts.iter().find(|n| **n < 0) {
+        return Err(k.err(format!("repeats must be non-negative, got {bad}")));
+    }
+    let total = counts
+        .iter()
+        .try_fold(0i64, |acc, n| acc.checked_add(*n))
+        .ok_or_else(|| k.err("the repeated size overflows"))?;
+    let mut shape: Vec<i64> = x.shape().iter().map(|&n| n as i64).collect();
+    match axis {
+        Some(a) => shape[a] = total,
+        None => shape = vec![total],
+    }
+    let bound = match op.attrs.get("out_dim") {
+        Some(Attr::Dims(dims)) if dims.len() == 1 => match (dims[0].as_symbol(), dims[0].as_static()) {
+            (Some(s), _) => vec![(s.to_string(), total)],
+            (None, Some(n)) if n == total => vec![],
+            (None, Some(n)) => return Err(k.err(format!("the counts repeat to {total} elements but out_dim is {n}"))),
+            (None, None) => {
+                return Err(k.err(format!("out_dim {} must be a plain symbol (or a static size)", dims[0])));
+            }
+        },
+        _ => return Err(k.err("a tensor of counts needs out_dim, the repeated size")),
+    };
+    let out = Buffer::empty(x.dtype(), &shape, &Device::Cpu)?;
+    run(op, inputs, std::slice::from_ref(&out))?;
+    Ok((vec![out], bound))
 }
 
 impl Kernel<'_> {

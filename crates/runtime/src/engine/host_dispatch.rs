@@ -74,11 +74,11 @@ fn add_in_place(out: &Buffer, res: &Buffer) -> Result<()> {
     Ok(())
 }
 
-/// Ops whose result shape depends on the input values (nonzero's count of non-zero elements).
-/// When such a result's shape cannot be evaluated before the step runs, the executor calls
-/// `run_dynamic` instead of `run_cpu`.
+/// Ops whose result shape depends on the input values (nonzero's count of non-zero elements,
+/// repeat_interleave's sum of a tensor of counts). When such a result's shape cannot be
+/// evaluated before the step runs, the executor calls `run_dynamic` instead of `run_cpu`.
 pub fn data_dependent(kind: OpKind) -> bool {
-    matches!(kind, OpKind::NonZero)
+    matches!(kind, OpKind::NonZero | OpKind::RepeatInterleave)
 }
 
 pub use crate::shared::Dynamic;
@@ -87,6 +87,7 @@ pub use crate::shared::Dynamic;
 pub fn run_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> {
     match op.kind {
         OpKind::NonZero => cpu::indexing::nonzero_dynamic(op, inputs),
+        OpKind::RepeatInterleave => cpu::layout::repeat_interleave_dynamic(op, inputs),
         _ => Err(Error::Value(format!("{}: not a data-dependent op", op.kind.name()))),
     }
 }
