@@ -139,6 +139,46 @@ def test_module_state_dict_transforms_and_compile_weights_are_checked(rng):
     np.testing.assert_allclose(out.to_numpy(), x @ (2 * w).T + b, rtol=1e-5, atol=1e-5)
 
 
+def test_containers_copy_load_and_change_as_documented(rng):
+    """map_parameters copies the whole tree (a Sequential's or ModuleList's children too) and
+    leaves the original alone; a load_state_dict that fails changes nothing; ModuleList takes
+    the list operations, renaming its children by index; RoPE's start_pos takes None and str."""
+    from max.nn import ModuleList
+
+    seq = Sequential(Linear(2, 3), Linear(3, 1))
+    before = {n: t.to_numpy().copy() for n, t in seq.parameters}
+    zeroed = seq.map_parameters(lambda n, t: t * 0)
+    assert zeroed[0] is not seq[0] and not zeroed[0].weight.to_numpy().any()
+    for n, t in seq.parameters:
+        np.testing.assert_array_equal(t.to_numpy(), before[n])
+    ml = ModuleList([Linear(2, 2)])
+    ml.map_parameters(lambda n, t: t * 0)
+    assert ml[0].weight.to_numpy().any()
+
+    lin = Linear(2, 3)
+    w = lin.weight.to_numpy().copy()
+    for bad in ({"weight": np.ones((3, 2), np.float32), "bias": np.ones(4, np.float32)},
+                {"weight": np.ones((3, 2), np.float32)}):
+        with pytest.raises((ValueError, KeyError), match="bias"):
+            lin.load_state_dict(bad)
+        np.testing.assert_array_equal(lin.weight.to_numpy(), w)
+
+    a, b, c = Linear(1, 1), Linear(1, 2), Linear(2, 1)
+    ml = ModuleList([a])
+    ml.extend([c])
+    ml.insert(1, b)
+    assert list(ml) == [a, b, c] and [n for n, _ in ml.children] == ["0", "1", "2"]
+    assert [n for n, _ in ml.parameters][:4] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert ml.pop(0) is a and list(ml) == [b, c] and b in ml and a not in ml
+    ml[1] = a
+    del ml[0]
+    assert list(ml) == [a] and [n for n, _ in ml.children] == ["0"]
+
+    x = Tensor.constant(rng.standard_normal((1, 2, 1, 8)), dtype=DType.float32)
+    rope = RotaryEmbedding(freqs(8, 16))
+    np.testing.assert_array_equal(rope(x, None).to_numpy(), rope(x, 0).to_numpy())
+
+
 def test_constructor_and_argument_errors_name_what_is_wrong():
     from max import random
 

@@ -166,3 +166,14 @@ def test_runtime_inputs_for_more_steps_than_allocated_are_refused(rng):
         kv.get_runtime_inputs([[ctx]], num_steps=4)
     with pytest.raises(ValueError, match="num_steps"):
         kv.get_runtime_inputs([[ctx]], num_steps=0)
+
+
+def test_documented_helpers_and_names():
+    from max.kv_cache import KVCacheStrategy
+    from max.kv_cache.registry import estimate_kv_cache_size, infer_optimal_batch_size
+
+    params = KVCacheParams(DType.float32, n_kv_heads=2, head_dim=4, num_layers=3, page_size=PS)
+    per_seq = estimate_kv_cache_size(params, 1, 64)
+    assert infer_optimal_batch_size(params, 64, 5 * per_seq, [None]) == 5  # (devices, as documented)
+    assert KVCacheStrategy.MODEL_DEFAULT.kernel_substring() == "model_default"
+    assert KVCacheStrategy.PAGED.kernel_substring() == "paged"

@@ -186,6 +186,28 @@ def test_multihead_attention_with_padding_mask(device, rng):
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
+def test_multihead_attention_with_a_square_additive_mask(device, rng):
+    """A rank-2 float mask is additive over [seq, seq] (a causal one), broadcast over batch and
+    heads; a rank-2 bool or integer one is the [batch, seq] keep mask (above)."""
+    ref = DeviceRef.from_device(device)
+    mha = nn.MultiheadAttention(2, 16, devices=[ref])
+    vals = {n: rng.standard_normal(w.shape).astype(np.float32) * 0.3 for n, w in mha.raw_state_dict().items()}
+    mha.load_state_dict(vals)
+    g = Graph("mha", lambda x, m: mha(x, m), input_types=[
+        TensorType(DType.float32, [3, 5, 16], ref), TensorType(DType.float32, [5, 5], ref)])
+    x = rng.standard_normal((3, 5, 16)).astype(np.float32)
+    mask = np.triu(np.full((5, 5), -1e9, np.float32), 1)
+    (out,) = _run(device, mha, g, x, mask)
+    x64 = x.astype(np.float64)
+    q, k, v = (((x64 @ vals[f"{n}.weight"].T)).reshape(3, 5, 2, 8).transpose(0, 2, 1, 3)
+               for n in ("q_proj", "k_proj", "v_proj"))
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(8) + mask
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    want = (p @ v).transpose(0, 2, 1, 3).reshape(3, 5, 16) @ vals["o_proj.weight"].T
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_rotary_embedding_padded_call(device, rng):
     ref = DeviceRef.from_device(device)
     for interleaved in (True, False):

@@ -28,8 +28,10 @@ def load_kv_manager(params: KVCacheParams, max_batch_size: int | None, max_seq_l
     return PagedKVCacheManager(params, session, int(pages), max_seq_len=max_seq_len, **kwargs)
 
 
-def infer_optimal_batch_size(params: KVCacheParams, max_seq_len: int, available_cache_memory: int, **kwargs: Any) -> int:
-    return PagedKVCacheManager.infer_optimal_batch_size(params, max_seq_len, available_cache_memory)
+def infer_optimal_batch_size(params: KVCacheParams, max_seq_len: int, available_cache_memory: int,
+                             devices: Any = None, **kwargs: Any) -> int:
+    """How many sequences of `max_seq_len` tokens fit `available_cache_memory` bytes of cache."""
+    return PagedKVCacheManager.infer_optimal_batch_size(params, max_seq_len, available_cache_memory, devices)
 
 
 __all__ = [

@@ -155,11 +155,57 @@ class ModuleList(Module):
         setattr(self, str(len(self._items)), module)
         self._items.append(module)
 
+    def extend(self, modules: Iterable[Any]) -> None:
+        """Appends each of `modules`."""
+        for m in modules:
+            self.append(m)
+
+    def insert(self, index: int, module: Any) -> None:
+        """Puts `module` before position `index`; the modules after it are renamed by their new
+        indices (as a list's items move)."""
+        items = list(self._items)
+        items.insert(index, module)
+        self._rename(items)
+
+    def pop(self, index: int = -1) -> Any:
+        """Removes and returns the module at `index`; the ones after it are renamed."""
+        items = list(self._items)
+        out = items.pop(index)
+        self._rename(items)
+        return out
+
+    def __setitem__(self, index: int, module: Any) -> None:
+        items = list(self._items)
+        items[index] = module
+        self._rename(items)
+
+    def __delitem__(self, index: int | slice) -> None:
+        items = list(self._items)
+        del items[index]
+        self._rename(items)
+
+    def _rename(self, items: list[Any]) -> None:
+        """Holds `items`, named "0", "1", ... again."""
+        for i in range(len(self._items)):
+            if str(i) in vars(self):
+                object.__delattr__(self, str(i))
+        object.__setattr__(self, "_items", [])
+        self.extend(items)
+
+    def _clone(self) -> ModuleList:
+        # (the copy's children are clones: its list must hold them, not the originals)
+        new = super()._clone()
+        object.__setattr__(new, "_items", [getattr(new, str(i)) for i in range(len(self._items))])
+        return new  # type: ignore[return-value]
+
     def _attrs(self) -> Iterable[tuple[str, Any]]:
         return ((str(i), m) for i, m in enumerate(self._items))
 
     def __getitem__(self, i: int) -> Any:
         return self._items[i]
+
+    def __contains__(self, module: Any) -> bool:
+        return any(m is module for m in self._items)
 
     def __len__(self) -> int:
         return len(self._items)

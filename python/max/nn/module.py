@@ -129,7 +129,10 @@ class Module(_GraphModule):
                 )
             return new.to(old.device)
 
-        self.apply_to_parameters(load)
+        # every value checked (and moved) before any parameter changes: a load that fails
+        # leaves the module as it was
+        loaded = {name: load(name, old) for name, old in params.items()}
+        self.apply_to_parameters(lambda name, _: loaded[name])
 
     def to(self, device: Any) -> Module:
         """Moves every parameter to `device`; returns the module."""

@@ -63,8 +63,13 @@ class RotaryEmbedding(Module):
         """The number of positions the table covers."""
         return int(self.weight.shape[0])
 
-    def forward(self, x: Any, start_pos: int | str | Dim = 0) -> Any:
-        """`x` ([batch, seq_len, heads, head_dim]) rotated by its positions from `start_pos`."""
+    def forward(self, x: Any, start_pos: int | str | Dim | None = 0) -> Any:
+        """`x` ([batch, seq_len, heads, head_dim]) rotated by its positions from `start_pos`
+        (None: 0; a string names a symbolic dim, as a ``Dim``)."""
+        if start_pos is None:
+            start_pos = 0
+        elif isinstance(start_pos, str):
+            start_pos = Dim(start_pos)
         if x.rank != 4:
             raise ValueError(f"{type(self).__name__}: x must be [batch, seq_len, heads, head_dim], got {list(x.shape)}")
         if isinstance(start_pos, (int, np.integer)) and not isinstance(start_pos, bool) and start_pos < 0:

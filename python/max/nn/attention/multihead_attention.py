@@ -52,9 +52,9 @@ class MultiheadAttention(Module):
         return t.reshape([b, s, self.n_heads, self.head_dim]).permute([0, 2, 1, 3])
 
     def __call__(self, x: TensorValue, attention_mask: TensorValue | None = None, **kwargs: Any) -> TensorValue:
-        """`x` is ``[batch, seq, hidden]``; `attention_mask` is ``[batch, seq]`` (1/True keeps a
-        key, 0/False masks it) or an additive float mask broadcastable to ``[batch, heads, seq,
-        seq]``."""
+        """`x` is ``[batch, seq, hidden]``; `attention_mask` is a bool or integer ``[batch, seq]``
+        (1/True keeps a key, 0/False masks it) or an additive float mask broadcastable to
+        ``[batch, heads, seq, seq]`` (a rank-2 float mask is ``[seq, seq]``, as a causal one)."""
         if x.rank != 3:
             raise ValueError(f"MultiheadAttention: expected x of shape [batch, seq, hidden], got {x.shape}")
         if self.stacked_qkv:
@@ -66,7 +66,7 @@ class MultiheadAttention(Module):
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
         scores = (q @ k.permute([0, 1, 3, 2])).cast(DType.float32) * self.scale
         if attention_mask is not None:
-            if attention_mask.rank == 2:
+            if attention_mask.rank == 2 and not attention_mask.dtype.is_float():
                 keep = attention_mask if attention_mask.dtype == DType.bool else attention_mask.cast(DType.bool)
                 add = ops.where(keep, 0.0, ops.constant(np.float32(-1e30), DType.float32, x.device))
                 scores = scores + ops.unsqueeze(ops.unsqueeze(add, 1), 1)

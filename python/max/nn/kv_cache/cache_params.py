@@ -23,8 +23,8 @@ class KVCacheStrategy(str, enum.Enum):
     PAGED = "paged"
 
     def kernel_substring(self) -> str:
-        """The kernel-name fragment of this strategy, as MAX spells it (``"paged"``)."""
-        return "paged"
+        """The string representation of the strategy's value (``"paged"``, ``"model_default"``)."""
+        return str(self.value)
 
     def uses_opaque(self) -> bool:
         """Whether the cache is passed to kernels as an opaque value (never, here)."""
