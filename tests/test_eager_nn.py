@@ -210,3 +210,25 @@ def test_state_dict_of_a_tree_mixing_tensors_and_graph_layers_has_both():
             self.proj = legacy.Linear(3, 2, DType.float32, DeviceRef.CPU())
 
     assert set(Mixed().state_dict()) == {"scale", "proj.weight"}
+
+
+def test_module_paths_as_max_documents_them():
+    """MAX 26.7's paths: max.nn.norm.rms_norm (RMSNorm, GemmaRMSNorm, rms_norm), max.nn.sequential
+    (Sequential, ModuleList) and max.nn.rope.rope hold the eager modules; the graph layers keep
+    theirs under max.nn.legacy."""
+    import max.nn as nn
+    from max.nn.legacy.norm import LayerNorm as LegacyLayerNorm
+    from max.nn.legacy.norm import RMSNorm as LegacyRMSNorm
+    from max.nn.legacy.sequential import Sequential as LegacySequential
+    from max.nn.norm import GemmaRMSNorm as G
+    from max.nn.norm.rms_norm import GemmaRMSNorm, RMSNorm as R, rms_norm
+    from max.nn.rope.rope import TransposedRotaryEmbedding as T
+    from max.nn.sequential import ModuleList as ML, Sequential as S
+
+    assert (R, GemmaRMSNorm, G, S, ML, T) == (nn.RMSNorm, nn.GemmaRMSNorm, nn.GemmaRMSNorm, nn.Sequential,
+                                              nn.ModuleList, TransposedRotaryEmbedding)
+    assert rms_norm is nn.rms_norm
+    assert list(S(Linear(5, 10), Linear(10, 5))(Tensor.ones([5])).shape) == [5]
+    assert list(R(8).weight.shape) == [8]
+    assert LegacyRMSNorm.__module__ == LegacyLayerNorm.__module__ == "max.nn._legacy_norm"
+    assert LegacySequential.__module__ == "max.nn._legacy_sequential"

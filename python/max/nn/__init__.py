@@ -31,7 +31,7 @@ from max.nn.layer import Layer, LayerList, Shardable, add_layer_hook, clear_hook
 from max.nn.layers import Embedding, GemmaRMSNorm, Linear, ModuleList, RMSNorm, Sequential, rms_norm
 from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig
 from max.nn.module import Module, module_dataclass
-from max.nn.norm import LayerNorm
+from max.nn._legacy_norm import LayerNorm
 from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding
 from max.nn.rotary_embedding import (
     Llama3RopeScalingParams,

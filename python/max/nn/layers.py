@@ -17,8 +17,8 @@ from max.graph.shape import Shape
 from max.nn import _dual, kernels
 from max.nn import embedding as _embedding
 from max.nn import linear as _linear
-from max.nn import norm as _norm
-from max.nn import sequential as _sequential
+from max.nn import _legacy_norm as _norm
+from max.nn import _legacy_sequential as _sequential
 from max.nn.module import Module
 from max.tensor import Tensor
 from max._eager.dispatch import apply

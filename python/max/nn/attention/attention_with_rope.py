@@ -20,7 +20,7 @@ from max.nn.attention.mask_config import AttentionMaskVariant, op_mask
 from max.nn.kv_cache.cache_params import KVCacheParams, PagedCacheValues
 from max.nn.layer import Module
 from max.nn.linear import Linear
-from max.nn.norm import RMSNorm
+from max.nn._legacy_norm import RMSNorm
 from max.nn.rotary_embedding import RotaryEmbedding
 
 

@@ -5,8 +5,10 @@ submodules (``max.nn.legacy.linear``, ``.norm``, ``.attention``, ...) are ``max.
 import sys as _sys
 
 from max.graph.sharding import ShardingStrategy
-from max.nn import attention, comm, embedding, kernels, kv_cache, layer, linear, norm, rotary_embedding, sampling_ops
-from max.nn import sequential, transformer
+from max.nn import attention, comm, embedding, kernels, kv_cache, layer, linear, rotary_embedding, sampling_ops
+from max.nn import transformer
+from max.nn import _legacy_norm as norm
+from max.nn import _legacy_sequential as sequential
 from max.nn.attention import (
     AttentionMaskVariant,
     AttentionWithRope,
@@ -25,9 +27,9 @@ from max.nn.kv_cache import (
 )
 from max.nn.layer import Layer, LayerList, Module, Shardable, add_layer_hook, clear_hooks
 from max.nn.linear import MLP, ColumnParallelLinear, DistributedGemmConfig, Linear
-from max.nn.norm import GemmaRMSNorm, LayerNorm, RMSNorm
+from max.nn._legacy_norm import GemmaRMSNorm, LayerNorm, RMSNorm
 from max.nn.rotary_embedding import Llama3RopeScalingParams, Llama3RotaryEmbedding, RotaryEmbedding
-from max.nn.sequential import Sequential
+from max.nn._legacy_sequential import Sequential
 from max.nn.transformer import (
     DistributedTransformer,
     DistributedTransformerBlock,
@@ -37,11 +39,13 @@ from max.nn.transformer import (
     TransformerBlock,
 )
 
+# the graph layers' own modules, where max.nn's name now holds the eager ones (MAX 26.7)
+_LEGACY = {"norm": "_legacy_norm", "sequential": "_legacy_sequential"}
 for _name in ["attention", "comm", "embedding", "kernels", "kv_cache", "layer", "linear", "norm", "rotary_embedding",
               "sequential", "transformer", "attention.attention_with_rope", "attention.multihead_attention",
               "attention.mask_config", "kv_cache.cache_params", "transformer.transformer", "transformer.distributed_transformer",
               "attention.tensor_parallel"]:
-    _sys.modules[f"{__name__}.{_name}"] = _sys.modules[f"max.nn.{_name}"]
+    _sys.modules[f"{__name__}.{_name}"] = _sys.modules[f"max.nn.{_LEGACY.get(_name, _name)}"]
 
 __all__ = [
     "MLP", "Allreduce", "ColumnParallelLinear", "DistributedGemmConfig", "DistributedTransformer",
