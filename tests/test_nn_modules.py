@@ -226,3 +226,15 @@ def test_rotary_embedding_padded_call(device, rng):
             a, b = x64[..., :8], x64[..., 8:]
             want = np.concatenate([a * c - b * s, b * c + a * s], -1)
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_numbered_mask_variants_stand_for_the_named_ones():
+    """MHAMaskVariant has MAX's numbers; anything taking an AttentionMaskVariant takes it too."""
+    from max.nn.attention import AttentionMaskVariant as A, MHAMaskVariant as M
+    from max.nn.attention.mask_config import op_mask
+
+    assert [m.value for m in M] == ["0", "1", "2", "3", "4"]
+    assert A(M.CAUSAL_MASK) is A.CAUSAL_MASK and A("4") is A.SLIDING_WINDOW_CAUSAL_MASK
+    assert op_mask(M.NULL_MASK) == "null" and op_mask(M.SLIDING_WINDOW_CAUSAL_MASK) == "sliding_window"
+    with pytest.raises(ValueError, match="CAUSAL_ALIBI_MASK"):
+        A(M.CAUSAL_ALIBI_MASK)

@@ -5,6 +5,18 @@ from __future__ import annotations
 import enum
 
 
+class MHAMaskVariant(str, enum.Enum):
+    """The mask variants of the multi-head attention kernels, numbered as MAX numbers them;
+    wherever an ``AttentionMaskVariant`` is taken, one of these (or its number) stands for the
+    variant of the same name."""
+
+    CAUSAL_MASK = "0"
+    CAUSAL_ALIBI_MASK = "1"
+    NULL_MASK = "2"
+    CHUNKED_CAUSAL_MASK = "3"
+    SLIDING_WINDOW_CAUSAL_MASK = "4"
+
+
 class AttentionMaskVariant(str, enum.Enum):
     """Which positions a query sees: all earlier ones (causal), the last few (sliding window),
     every one (null), or earlier ones within its chunk (chunked causal, not supported)."""
@@ -15,8 +27,14 @@ class AttentionMaskVariant(str, enum.Enum):
     SLIDING_WINDOW_CAUSAL_MASK = "sliding_window_causal"
     TENSOR_MASK = "tensor_mask"
 
-
-MHAMaskVariant = AttentionMaskVariant
+    @classmethod
+    def _missing_(cls, value: object) -> AttentionMaskVariant | None:
+        # an MHAMaskVariant (or its number): the variant of the same name (ALiBi has none)
+        try:
+            numbered = MHAMaskVariant(value)
+        except ValueError:
+            return None
+        return cls.__members__.get(numbered.name)
 
 
 def op_mask(variant: AttentionMaskVariant | str) -> str:
