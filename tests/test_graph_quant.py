@@ -50,7 +50,7 @@ def test_block_parameters(encoding):
 def test_gptq_has_no_blocks():
     assert Q.GPTQ.is_gguf is False
     assert Q.GPTQ.name == "gptq"
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="GPTQ is not a block encoding"):
         Q.GPTQ.block_size
 
 

@@ -65,7 +65,7 @@ class Graph:
                 result = forward(*self._inputs, *args, **kwargs)
                 if result is None:
                     self.output()
-                elif isinstance(result, (Value, int, float)) or hasattr(result, "__dlpack__"):
+                elif _one_output(result):
                     self.output(result)
                 else:
                     self.output(*result)
@@ -101,16 +101,24 @@ class Graph:
         return [_from_core(self._ir.value_type(i)) for i in ids]
 
     def add_weight(self, weight: Any, force_initial_weight_on_host: bool = True) -> TensorValue:
-        """Adds a Weight to the graph (once per name) and returns its value."""
+        """Adds a Weight to the graph (once per name) and returns its value: the value it has
+        already for the same weight (or an identical one); ValueError for another weight of
+        that name (another type, quantization encoding or alignment)."""
+        from max.graph.weight import Weight
+
+        if not isinstance(weight, Weight):
+            raise TypeError(f"Graph {self.name!r}: add_weight expects a Weight, got {type(weight).__name__}")
         existing = self._weights.get(weight.name)
         if existing is not None:
-            if existing[0] is not weight and existing[0].type != weight.type:
-                raise ValueError(
-                    f"Graph {self.name!r}: a weight named {weight.name!r} already exists with type {existing[0].type}"
-                )
+            old = existing[0]
+            differ = [what for what, a, b in (("type", old.type, weight.type),
+                                              ("quantization_encoding", old.quantization_encoding,
+                                               weight.quantization_encoding),
+                                              ("align", old.align, weight.align)) if a != b]
+            if old is not weight and differ:
+                raise ValueError(f"Graph {self.name!r}: a weight named {weight.name!r} already exists with another "
+                                 f"{' and '.join(differ)} ({old.type}, {old.quantization_encoding}, align {old.align})")
             return existing[1]
-        if not isinstance(weight.type, TensorType):
-            raise TypeError(f"Graph {self.name!r}: add_weight expects a Weight, got {type(weight).__name__}")
         attrs = {"name": weight.name, "type": ("types", [weight.type._core()]), "align": weight.align}
         (vid,) = self._ir.add_op_to_body("constant_external", attrs)
         value = Value._from_id(self, vid)
@@ -162,3 +170,15 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {self._ir.num_nodes} ops)"
+
+
+def _one_output(result: Any) -> bool:
+    """Whether what a graph's `forward` returned is one output (a value, weight, shape, dim,
+    number or array, as ``Graph.output`` takes one) rather than a sequence of them."""
+    from max.graph.dim import Dim
+    from max.graph.shape import Shape
+    from max.graph.weight import Weight
+
+    if isinstance(result, (Value, Weight, Shape, Dim, int, float)) or hasattr(result, "__dlpack__"):
+        return True
+    return type(result).__module__ == "numpy" and not hasattr(result, "__len__")  # (a numpy scalar)

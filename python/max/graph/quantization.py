@@ -44,8 +44,13 @@ class QuantizationEncoding(enum.Enum):
 
     @property
     def block_parameters(self) -> BlockParameters:
-        """Elements per block and bytes per block; KeyError for GPTQ, which has no blocks."""
-        return _BLOCK_PARAMETERS[self]
+        """Elements per block and bytes per block; a ValueError for GPTQ, which has no blocks (its
+        settings are a QuantizationConfig's)."""
+        found = _BLOCK_PARAMETERS.get(self)
+        if found is None:
+            raise ValueError(f"{self._name_} is not a block encoding: it has no block parameters "
+                             "(its group size and bit width are a QuantizationConfig's)")
+        return found
 
     @property
     def block_size(self) -> int:

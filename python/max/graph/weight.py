@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from max.dtype import DType
+from max.graph.dim import StaticDim
 from max.graph.shape import Shape, ShapeLike
 from max.graph.type import DeviceRef, TensorType
 
@@ -32,6 +33,13 @@ class Weight:
         self.name = name
         self._dtype = dtype
         self._shape = Shape(shape)
+        for i, d in enumerate(self._shape):
+            if not isinstance(d, StaticDim) or int(d) < 0:  # (its data comes from a file: static sizes)
+                raise ValueError(f"Weight {name!r}: dim {i} of shape {list(self._shape)} must be a static size >= 0, "
+                                 f"got {d}")
+        if align is not None and (isinstance(align, bool) or not isinstance(align, int) or align < 1
+                                  or align & (align - 1)):
+            raise ValueError(f"Weight {name!r}: align must be a positive power of two, got {align!r}")
         self._device = DeviceRef.from_device(device) if device is not None else DeviceRef.CPU()
         self.quantization_encoding = quantization_encoding
         self.align = align
@@ -138,9 +146,12 @@ class Weight:
         return self._value()
 
     def __getattr__(self, name: str) -> Any:
-        # Methods and operators of TensorValue act on the weight's value in the current graph.
-        if name.startswith("__"):
-            raise AttributeError(name)
+        # Methods and operators of TensorValue act on the weight's value in the current graph;
+        # other names are no attribute of a weight (hasattr answers without staging anything).
+        from max.graph.value import TensorValue
+
+        if name.startswith("__") or not hasattr(TensorValue, name):
+            raise AttributeError(f"'Weight' object has no attribute {name!r}")
         return getattr(self._value(), name)
 
     def __repr__(self) -> str:
