@@ -198,6 +198,39 @@ def test_integer_constants_must_fit():
         Tensor.constant([[1, 2], [3]])
 
 
+def test_constants_refuse_what_is_not_a_number_or_does_not_fit():
+    """None and complex values are refused, and a finite float that would round to inf is an
+    error for a constant (as MAX documents); beside a tensor a float operand rounds as numpy's
+    weak scalars do. from_numpy copies, a 0-d array stays 0-d."""
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    for make in (lambda: Tensor.constant(None), lambda: Tensor.constant([1.0, None]),
+                 lambda: Tensor.full((2,), None)):
+        with pytest.raises(TypeError, match="values must be numbers, got None"):
+            make()
+    with pytest.raises(ValueError, match="complex values cannot be loaded as float32"):
+        Tensor.constant(1 + 2j)
+    with pytest.raises(ValueError, match=r"70000.0 does not fit in float16 \(largest finite value 65504.0\)"):
+        Tensor.constant(70000.0, dtype=DType.float16)
+    with pytest.raises(ValueError, match="1e\\+39 does not fit in float32"):
+        Tensor.full((2,), 1e39, dtype=DType.float32)
+    with pytest.raises(ValueError, match="does not fit in bfloat16"):
+        Tensor.constant([3.4e38], dtype=DType.bfloat16)
+    assert Tensor.constant([65519.0], dtype=DType.float16).to_numpy().tolist() == [65504.0]  # rounds down
+    assert np.isinf(Tensor.constant([np.inf], dtype=DType.float16).to_numpy()).all()  # inf is a value
+    cpu = DeviceRef.CPU()
+    with Graph("g", input_types=[TensorType(DType.float16, [2], cpu)]) as g:
+        with pytest.raises(ValueError, match="constant: value: 10000000000.0 does not fit in float16"):
+            ops.constant(1e10, DType.float16, cpu)
+        assert (g.inputs[0].tensor + 1e10).dtype is DType.float16
+    a = np.array(2.0, np.float32)
+    assert list(Tensor.from_numpy(a).shape) == []
+    b = np.ones(3, np.float32)
+    t = Tensor.from_numpy(b)
+    b[0] = 5
+    assert t.to_numpy().tolist() == [1, 1, 1]
+
+
 def test_creation_keeps_the_dtype_and_exact_values():
     """float8 tensors are made as float8 (their numpy form is bits: values go through float32
     and the driver's cast), integer ranges past 2**53 are exact, and a filled tensor is made
@@ -291,3 +324,17 @@ def test_lazy_defers_until_needed():
         assert not x.real
     assert not x.real
     assert x.to_numpy().tolist() == [2.0, 2.0, 2.0] and x.real
+
+
+def test_sums_and_means_of_bool_tensors_count():
+    """As numpy: a bool tensor's sum and running sum count its True values (int64), its mean is
+    the fraction of them (float32); comparisons' results sum the same way."""
+    a = np.array([[True, True, False], [True, True, True]])
+    t = Tensor.constant(a, dtype=DType.bool)
+    s = F.sum(t, None)
+    assert s.dtype == DType.int64 and s.to_numpy().tolist() == [5]
+    assert t.sum().to_numpy().reshape(-1).tolist() == [2, 3]
+    assert F.cumsum(t).to_numpy().tolist() == np.cumsum(a, axis=-1).tolist()
+    np.testing.assert_allclose(F.mean(t, None).to_numpy(), [5 / 6], rtol=1e-6)
+    x = Tensor.constant([0.5, 2.0, 3.0, 1.5])
+    assert (x > 1).sum().to_numpy().reshape(-1).tolist() == [3]

@@ -161,7 +161,7 @@ class Tensor:
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> Tensor:
         """A tensor holding a copy of `array`'s values (dtype and shape from the array)."""
-        return cls(storage=driver.Buffer.from_numpy(np.ascontiguousarray(array)))
+        return cls(storage=driver.Buffer.from_numpy(np.array(array, order="C", copy=True)))  # (0-d stays 0-d)
 
     @classmethod
     def from_graph_value(cls, value: Any) -> Tensor:

@@ -17,16 +17,29 @@ def _flat(x: TensorValue, axis: int | None) -> tuple[TensorValue, int]:
     return x, axis
 
 
+def _as_number(v: TensorValue, dtype: DType) -> TensorValue:
+    """A bool tensor as `dtype` (True 1, False 0), for sums and means that count, as numpy's do."""
+    return ops.cast(v, dtype) if v.dtype == DType.bool else v
+
+
 def sum(x: Any, axis: int | None = -1) -> TensorValue:  # noqa: A001 - MAX's name
-    """Sum along `axis` (kept, size 1); `axis=None` sums every element into shape [1]."""
+    """Sum along `axis` (kept, size 1); `axis=None` sums every element into shape [1]. A bool
+    tensor's sum counts its True values (int64)."""
     v, a = _flat(x, axis)
-    return ops.sum(v, a)
+    return ops.sum(_as_number(v, DType.int64), a)
 
 
 def mean(x: Any, axis: int | None = -1) -> TensorValue:
-    """Mean along `axis`, which stays with size 1; ``axis=None`` averages every element into shape [1]."""
+    """Mean along `axis`, which stays with size 1; ``axis=None`` averages every element into
+    shape [1]. A bool tensor's mean is the fraction of True values (float32)."""
     v, a = _flat(x, axis)
-    return ops.mean(v, a)
+    return ops.mean(_as_number(v, DType.float32), a)
+
+
+def cumsum(x: Any, axis: int = -1, exclusive: bool = False, reverse: bool = False) -> TensorValue:
+    """ops.cumsum; a bool tensor's running sum counts its True values (int64)."""
+    t = ops.constant(x) if not isinstance(x, TensorValue) else x
+    return ops.cumsum(_as_number(t, DType.int64), axis, exclusive=exclusive, reverse=reverse)
 
 
 def argmax(x: Any, axis: int | None = -1) -> TensorValue:

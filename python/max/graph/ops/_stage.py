@@ -74,7 +74,7 @@ def _constant(op: str, arg: str, x: Any, dtype: Any, device: Any) -> TensorValue
     from max.graph.ops.creation import constant
 
     try:
-        return constant(x, dtype, device)
+        return constant(x, dtype, device, _operand=True)  # (a float operand may round to inf)
     except (ValueError, TypeError) as e:
         msg = str(e)
         if op and msg.startswith("constant: value: "):

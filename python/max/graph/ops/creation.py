@@ -49,10 +49,48 @@ def _default_dtype(value: Any, arr: np.ndarray) -> DType:
         raise TypeError(f"constant: value: numpy dtype {arr.dtype} has no max.dtype.DType") from None
 
 
-def check_fits(arr: np.ndarray, dtype: DType, who: str) -> None:
+def _float_type(dtype: DType) -> Any:
+    """The numpy (or ml_dtypes) type holding a float `dtype`'s values, or None."""
+    if dtype in (DType.float16, DType.float32, DType.float64):
+        return dtype.to_numpy()
+    import ml_dtypes
+
+    return getattr(ml_dtypes, dtype.name, None)
+
+
+def _check_float_fits(arr: np.ndarray, dtype: DType, who: str) -> None:
+    """ValueError unless every finite value of `arr` stays finite when rounded to float `dtype`
+    (as MAX documents for constants: a value that does not fit is an error, not inf); complex
+    values only with a zero imaginary part."""
+    if arr.dtype.kind == "c":
+        if np.any(arr.imag != 0):
+            raise ValueError(f"{who}: complex values cannot be loaded as {dtype.name}")
+        arr = arr.real
+    target = _float_type(dtype)
+    if target is None or arr.dtype == target:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        wide = arr.astype(np.float64).reshape(-1)
+        finite = wide[np.isfinite(wide)]
+        bad = finite[~np.isfinite(finite.astype(target).astype(np.float64))]
+    if bad.size:
+        from max.dtype import finfo
+
+        raise ValueError(f"{who}: {bad[0].item()!r} does not fit in {dtype.name} "
+                         f"(largest finite value {finfo(dtype).max!r})")
+
+
+def check_fits(arr: np.ndarray, dtype: DType, who: str, floats: bool = True) -> None:
     """ValueError (naming `who`) unless every value of `arr` is exactly representable in an
     integral `dtype`: integers within its range, floats finite and integral; bool takes 0 and 1
-    (or bools). Other dtypes take any values (floats round)."""
+    (or bools). Float dtypes take any value that stays finite when rounded to them (inf and NaN
+    too; any value at all without `floats`: an operand beside a tensor rounds as numpy's weak
+    scalars do). Non-numeric values (None) are a TypeError."""
+    if arr.dtype == object:
+        odd = [v for v in arr.reshape(-1).tolist() if not isinstance(v, (bool, int, float, complex, np.number))]
+        raise TypeError(f"{who}: values must be numbers, got {odd[0]!r}" if odd else f"{who}: values must be numbers")
+    if dtype.is_float() and arr.size:
+        return _check_float_fits(arr, dtype, who) if floats else None
     if dtype is DType.bool and arr.size and arr.dtype != np.bool_:
         flat = arr.reshape(-1)
         bad = flat[(flat != 0) & (flat != 1)]
@@ -82,12 +120,12 @@ def check_fits(arr: np.ndarray, dtype: DType, who: str) -> None:
         raise ValueError(f"{who}: {bad} does not fit in {dtype.name} (range {lo}..{hi})")
 
 
-def _encode(arr: np.ndarray, dtype: DType) -> bytes:
+def _encode(arr: np.ndarray, dtype: DType, floats: bool = True) -> bytes:
     """The array's elements as `dtype`, little-endian, with the engine's cast rules."""
     from max import driver
 
     src_dtype = DType.from_numpy(arr.dtype)
-    check_fits(arr, dtype, "constant: value")
+    check_fits(arr, dtype, "constant: value", floats)
     buf = driver.Buffer.from_numpy(np.ascontiguousarray(arr))
     if src_dtype != dtype:
         buf = buf._cast(dtype)
@@ -96,10 +134,11 @@ def _encode(arr: np.ndarray, dtype: DType) -> bytes:
     return buf.view(DType.uint8, [buf.num_elements * dtype.size_in_bytes]).to_numpy().tobytes()
 
 
-def constant(value: Any, dtype: DType | None = None, device: Any = None) -> TensorValue:
+def constant(value: Any, dtype: DType | None = None, device: Any = None, *, _operand: bool = False) -> TensorValue:
     """A tensor holding `value` (a number, nested list, numpy array or DLPack array), loaded
     as `dtype` (default: the value's own type; Python floats give float32, ints int64).
-    Integers that do not fit `dtype` are an error; floats are rounded to it."""
+    Values that do not fit `dtype` are an error (integers out of its range, finite floats that
+    would round to inf); floats are rounded to it."""
     arr = _host_array(value)
     if arr.dtype == object:
         raise TypeError(f"constant: value must be numeric, got {type(value).__name__}")
@@ -107,7 +146,7 @@ def constant(value: Any, dtype: DType | None = None, device: Any = None) -> Tens
         dtype = _default_dtype(value, arr)
     if not isinstance(dtype, DType):
         raise TypeError(f"constant: dtype must be a max.dtype.DType, got {dtype!r}")
-    data = _encode(arr, dtype)
+    data = _encode(arr, dtype, floats=not _operand)
     attrs = {
         "data": ("data", data),
         "dtype": dtype_attr(dtype),
