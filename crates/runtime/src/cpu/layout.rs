@@ -69,22 +69,8 @@ pub fn repeat_interleave_dynamic(op: &Op, inputs: &[Buffer]) -> Result<Dynamic> 
         None => None,
     };
     let d = axis.map_or(x.num_elements(), |a| x.shape()[a]);
-    let mut counts = read_ints(&k, k.input(1)?, "repeats")?;
-    if counts.len() == 1 {
-        counts = vec![counts[0]; d];
-    }
-    if counts.len() != d {
-        return Err(
-            k.err(format!("repeats has {} counts for a dimension of size {d} (expected 1 or {d})", counts.len()))
-        );
-    }
-    if let Some(bad) = counts.iter().find(|n| **n < 0) {
-        return Err(k.err(format!("repeats must be non-negative, got {bad}")));
-    }
-    let total = counts
-        .iter()
-        .try_fold(0i64, |acc, n| acc.checked_add(*n))
-        .ok_or_else(|| k.err("the repeated size overflows"))?;
+    let (_, total) = layout::repeat_counts(&k, read_ints(&k, k.input(1)?, "repeats")?, d)?;
+    let total = total.and_then(|n| i64::try_from(n).ok()).ok_or_else(|| k.err("the repeated size overflows"))?;
     let mut shape: Vec<i64> = x.shape().iter().map(|&n| n as i64).collect();
     match axis {
         Some(a) => shape[a] = total,

@@ -186,6 +186,25 @@ pub(crate) enum Repeat {
 }
 
 /// repeat_interleave's input, result and checked plan.
+/// The counts of a repeat_interleave with a tensor of counts over a dimension of `d` elements:
+/// one per element (a single count stands for every element), checked, and their sum (None when
+/// it overflows).
+pub(crate) fn repeat_counts(k: &Kernel, mut counts: Vec<i64>, d: usize) -> Result<(Vec<i64>, Option<usize>)> {
+    if counts.len() == 1 {
+        counts = vec![counts[0]; d];
+    }
+    if counts.len() != d {
+        return Err(
+            k.err(format!("repeats has {} counts for a dimension of size {d} (expected 1 or {d})", counts.len()))
+        );
+    }
+    if let Some(bad) = counts.iter().find(|n| **n < 0) {
+        return Err(k.err(format!("repeats must be non-negative, got {bad}")));
+    }
+    let total = counts.iter().try_fold(0usize, |acc, n| acc.checked_add(*n as usize));
+    Ok((counts, total))
+}
+
 pub(crate) fn repeat_plan<'a>(c: &impl Copier<'a>) -> Result<(&'a Buffer, &'a Buffer, Repeat)> {
     let k = c.kernel();
     let x = k.input(0)?;
@@ -218,19 +237,7 @@ pub(crate) fn repeat_plan<'a>(c: &impl Copier<'a>) -> Result<(&'a Buffer, &'a Bu
         return Ok((x, out, Repeat::View(r)));
     };
     let d = shape[axis];
-    let mut counts = c.ints(counts, "repeats")?;
-    if counts.len() == 1 {
-        counts = vec![counts[0]; d];
-    }
-    if counts.len() != d {
-        return Err(
-            k.err(format!("repeats has {} counts for a dimension of size {d} (expected 1 or {d})", counts.len()))
-        );
-    }
-    if let Some(bad) = counts.iter().find(|n| **n < 0) {
-        return Err(k.err(format!("repeats must be non-negative, got {bad}")));
-    }
-    let total = counts.iter().try_fold(0usize, |acc, n| acc.checked_add(*n as usize));
+    let (counts, total) = repeat_counts(k, c.ints(counts, "repeats")?, d)?;
     want[axis] = total.unwrap_or(usize::MAX);
     if want != out.shape() {
         return Err(k.err(format!(

@@ -15,7 +15,7 @@ use crate::{Buffer, Result};
 mod combine;
 mod slice;
 
-pub(crate) use combine::{Pad, Repeat, concat, pad_plan, repeat_plan, split, stack, tile};
+pub(crate) use combine::{Pad, Repeat, concat, pad_plan, repeat_counts, repeat_plan, split, stack, tile};
 pub(crate) use slice::slice_tensor;
 
 /// What a backend supplies to the layout ops.
