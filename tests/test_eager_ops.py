@@ -338,3 +338,14 @@ def test_sums_and_means_of_bool_tensors_count():
     np.testing.assert_allclose(F.mean(t, None).to_numpy(), [5 / 6], rtol=1e-6)
     x = Tensor.constant([0.5, 2.0, 3.0, 1.5])
     assert (x > 1).sum().to_numpy().reshape(-1).tolist() == [3]
+
+
+def test_clip_names_its_own_bounds():
+    t = Tensor.constant([-5, 0, 7], dtype=DType.int32)
+    with pytest.raises(ValueError, match="clip: min: a Python float does not combine with a tensor of int32"):
+        t.clip(min=-1.5)
+    with pytest.raises(ValueError, match="clip: max: a Python float does not combine"):
+        t.clip(max=2.5)
+    assert t.clip(min=-1, max=3).to_numpy().tolist() == [-1, 0, 3]
+    f = Tensor.constant([-2.0, 0.5, 9.0])
+    assert f.clip(min=Tensor.constant([0.0, 0.0, 0.0]), max=1.0).to_numpy().tolist() == [0.0, 0.5, 1.0]

@@ -88,10 +88,12 @@ def split(x: TensorValue, split_size_or_sections: int | list[int], axis: int = 0
 
 def clip(x: TensorValue, min: Any = None, max: Any = None) -> TensorValue:  # noqa: A002
     """`x` with values below `min` raised to it and values above `max` lowered to it."""
+    from max.graph.ops._stage import as_tensor
+
     if min is not None:
-        x = ops.max(x, min)
+        x = ops.max(x, as_tensor(min, like=x, op="clip", arg="min"))
     if max is not None:
-        x = ops.min(x, max)
+        x = ops.min(x, as_tensor(max, like=x, op="clip", arg="max"))
     return x
 
 
