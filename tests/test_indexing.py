@@ -1,13 +1,13 @@
-"""The indexing ops on each device: gather, gather_nd, scatter, scatter_nd, masked_scatter and
-nonzero against numpy, bit for bit (random bit patterns, NaN payloads included), for every dtype
-and index dtype, with negative indices, many duplicates in scatters (the last update in
-row-major order wins), large and odd sizes, symbolic dims, and the run-time out-of-range errors
-(one message on every device)."""
+"""The indexing ops on each device: gather, gather_nd, scatter, scatter_nd, masked_scatter,
+nonzero and repeat_interleave with a data-dependent size against numpy, bit for bit (random bit
+patterns, NaN payloads included), for every dtype and index dtype, with negative indices, many
+duplicates in scatters (the last update in row-major order wins), large and odd sizes, symbolic
+dims, and the run-time out-of-range errors (one message on every device)."""
 
 import numpy as np
 import pytest
 
-from bitexact import Model, check, rand, t
+from bitexact import Model, check, rand, same, t
 from helpers import VALUE_TYPES
 from max.dtype import DType
 from max.graph import ops
@@ -326,3 +326,30 @@ def test_nonzero_count_must_agree_with_its_dim(device):
     assert out.tolist() == [[1], [3]]
     with pytest.raises(ValueError, match="nonzero: the input has 2 non-zero elements"):
         model.run(np.array([0, 5, 0, 7], np.int32), np.zeros(3, np.int32))
+
+
+# repeat_interleave whose size is data-dependent (as nonzero's count is)
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.int16, DType.bool], ids=str)
+def test_repeat_interleave_with_a_data_dependent_size(rng, device, dtype):
+    """A tensor of counts with a symbolic out_dim: the size is known only from the counts (as
+    nonzero's count is); the symbol is bound to their sum, and a later op can use it."""
+
+    def fn(x, r, one):
+        y = ops.repeat_interleave(x, r, 0, out_dim="n")
+        return [y, ops.repeat_interleave(x, one, None, out_dim="m"), ops.concat([y, y], axis=0)]
+
+    model = Model(fn, [t(dtype, 4, 3), t(DType.int64, 4), t(DType.int32, 1)], device)
+    for counts, k in (([2, 0, 3, 1], 2), ([0, 0, 0, 0], 0), ([5, 1, 1, 1], 3)):
+        x = rand(rng, dtype, (4, 3))
+        r = np.array(counts, np.int64)
+        y, flat, both = model.run(x, r, np.array([k], np.int32))
+        same(y, np.repeat(x, r, 0))
+        same(flat, np.repeat(x, k))
+        same(both, np.concatenate([np.repeat(x, r, 0)] * 2))
+    with pytest.raises(ValueError, match="repeats must be non-negative, got -1"):
+        model.run(rand(rng, dtype, (4, 3)), np.array([1, -1, 0, 0], np.int64), np.array([1], np.int32))
+    with pytest.raises(ValueError, match="has 2 counts for a dimension of size 4"):
+        Model(lambda x, r: ops.repeat_interleave(x, r, 0, out_dim="n"), [t(dtype, 4, 3), t(DType.int64, 2)],
+              device).run(rand(rng, dtype, (4, 3)), np.array([1, 2], np.int64))

@@ -339,30 +339,6 @@ def test_repeat_interleave_tensor(rng, device, dtype):
         model.run(x, np.array([-1, total + 1, 0]), np.array([3], np.int32))
 
 
-@pytest.mark.parametrize("dtype", [DType.float32, DType.int16, DType.bool], ids=str)
-def test_repeat_interleave_with_a_data_dependent_size(rng, device, dtype):
-    """A tensor of counts with a symbolic out_dim: the size is known only from the counts (as
-    nonzero's count is); the symbol is bound to their sum, and a later op can use it."""
-
-    def fn(x, r, one):
-        y = ops.repeat_interleave(x, r, 0, out_dim="n")
-        return [y, ops.repeat_interleave(x, one, None, out_dim="m"), ops.concat([y, y], axis=0)]
-
-    model = Model(fn, [t(dtype, 4, 3), t(DType.int64, 4), t(DType.int32, 1)], device)
-    for counts, k in (([2, 0, 3, 1], 2), ([0, 0, 0, 0], 0), ([5, 1, 1, 1], 3)):
-        x = rand(rng, dtype, (4, 3))
-        r = np.array(counts, np.int64)
-        y, flat, both = model.run(x, r, np.array([k], np.int32))
-        same(y, np.repeat(x, r, 0))
-        same(flat, np.repeat(x, k))
-        same(both, np.concatenate([np.repeat(x, r, 0)] * 2))
-    with pytest.raises(ValueError, match="repeats must be non-negative, got -1"):
-        model.run(rand(rng, dtype, (4, 3)), np.array([1, -1, 0, 0], np.int64), np.array([1], np.int32))
-    with pytest.raises(ValueError, match="has 2 counts for a dimension of size 4"):
-        Model(lambda x, r: ops.repeat_interleave(x, r, 0, out_dim="n"), [t(dtype, 4, 3), t(DType.int64, 2)],
-              device).run(rand(rng, dtype, (4, 3)), np.array([1, 2], np.int64))
-
-
 @pytest.mark.parametrize("rdtype", [DType.int8, DType.uint16, DType.int32, DType.uint64], ids=str)
 @pytest.mark.parametrize("dtype, shape", [(DType.float16, (4, 5)), (DType.bfloat16, (300, 1024))], ids=["small", "2KiB_rows"])
 def test_repeat_interleave_count_dtypes(rng, device, rdtype, dtype, shape):
