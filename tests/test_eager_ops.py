@@ -349,3 +349,17 @@ def test_clip_names_its_own_bounds():
     assert t.clip(min=-1, max=3).to_numpy().tolist() == [-1, 0, 3]
     f = Tensor.constant([-2.0, 0.5, 9.0])
     assert f.clip(min=Tensor.constant([0.0, 0.0, 0.0]), max=1.0).to_numpy().tolist() == [0.0, 0.5, 1.0]
+
+
+def test_a_failing_lazy_tensor_does_not_block_the_others():
+    """Under F.lazy, realizing a tensor computes what is pending together; when that fails, the
+    tensor asked for is computed alone and the failing one raises when it is asked for."""
+    x = Tensor.constant([[0.0, 1.0], [2.0, 3.0]])
+    with F.lazy():
+        a = Tensor.ones([2]) + 1
+        bad = F.gather(x, Tensor.constant([5], dtype=DType.int64) * 1, 0)
+        assert a.to_numpy().tolist() == [2.0, 2.0]
+        c = a + Tensor.ones([2]) * 3
+        assert c.to_numpy().tolist() == [5.0, 5.0]
+        with pytest.raises(ValueError, match="gather: index 5 is out of range"):
+            bad.to_numpy()

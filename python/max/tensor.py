@@ -22,6 +22,7 @@ from max._eager import graph_fns as _g
 from max._eager.context import (
     RealizationContext,
     RealizationState,
+    StagingContext,
     current as current_realization_context,
     realization_context,
 )
@@ -106,7 +107,11 @@ class Tensor:
 
     def _realize(self) -> Tensor:
         if self.state is not None:
-            self.state.ctx.realize()
+            ctx = self.state.ctx
+            if isinstance(ctx, StagingContext):
+                ctx.realize(self)
+            else:
+                ctx.realize()
             if self.state is not None:
                 raise RuntimeError("the tensor's realization context did not realize it")
         return self

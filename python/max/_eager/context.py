@@ -144,7 +144,11 @@ class StagingContext(RealizationContext):
         else:
             self._tape.append(entry)
 
-    def realize(self) -> list[Tensor]:
+    def realize(self, need: Tensor | None = None) -> list[Tensor]:
+        """Computes the live unrealized tensors together. When that fails and `need` (the
+        tensor asked for) is one of several, `need` alone is computed, and the others stay
+        pending: an error of one of them (an index out of range) is raised when it is asked for,
+        not for every tensor of the context."""
         live = []
         for r in self._unrealized:
             t = r()
@@ -153,6 +157,16 @@ class StagingContext(RealizationContext):
         if not live:
             self._reset()
             return []
+        try:
+            return self._compute(live, reset=True)
+        except Exception:
+            if need is None or len(live) == 1 or not any(t is need for t in live):
+                raise
+            return self._compute([need], reset=False)
+
+    def _compute(self, live: list[Tensor], reset: bool) -> list[Tensor]:
+        """Runs the graph with `live`'s values as outputs and gives each its buffer; `reset`
+        starts a new graph after (the others pending otherwise stay in this one)."""
         values = [t.state.value for t in live]
         key = None
         if self._cacheable:
@@ -169,7 +183,8 @@ class StagingContext(RealizationContext):
             t.storage = b
             t.state = None
             t._k = k
-        self._reset()
+        if reset:
+            self._reset()
         return live
 
     def __exit__(self, *exc: Any) -> None:
