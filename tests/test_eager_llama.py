@@ -69,13 +69,13 @@ def _kv_params(dtype: DType, ref: DeviceRef) -> KVCacheParams:
                          page_size=PAGE)
 
 
-def _graph_block(dtype: DType, device: driver.Device, state: dict) -> engine.Model:
+def _graph_block(dtype: DType, device: driver.Device, state: dict, clip_qkv: float | None = None) -> engine.Model:
     """The decoder layer as llama3's build() makes it, in a graph of one block."""
     ref = DeviceRef.from_device(device)
     kv_params = _kv_params(dtype, ref)
     rope = RotaryEmbedding(HIDDEN, HEADS, THETA, MAX_SEQ, HEAD_DIM, interleaved=False)
     attn = AttentionWithRope(rope=rope, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, hidden_size=HIDDEN,
-                             kv_params=kv_params, devices=[ref], dtype=dtype, head_dim=HEAD_DIM)
+                             kv_params=kv_params, devices=[ref], dtype=dtype, head_dim=HEAD_DIM, clip_qkv=clip_qkv)
     mlp = MLP(dtype, None, HIDDEN, FFN, [ref])
     block = TransformerBlock(attn, mlp, RMSNorm(HIDDEN, dtype, EPS), RMSNorm(HIDDEN, dtype, EPS))
     block.load_state_dict(state)
@@ -102,9 +102,10 @@ def _host(x: Tensor | driver.Buffer) -> np.ndarray:
     return (buf if buf.device.is_host else buf.to(driver.CPU())).to_numpy()
 
 
-def _reference_block(state: dict, xs: np.ndarray, hist: list, lens: list[int], n: list[int]) -> np.ndarray:
+def _reference_block(state: dict, xs: np.ndarray, hist: list, lens: list[int], n: list[int],
+                     clip: float = np.inf) -> np.ndarray:
     """The block in float64 with Hugging Face's RoPE (dim i with dim i + head_dim/2); `hist`
-    collects each sequence's keys and values across steps."""
+    collects each sequence's keys and values across steps; q, k and v clamped to [-clip, clip]."""
     f = {k: v.astype(np.float64) for k, v in state.items()}
 
     def norm(x, w):
@@ -123,9 +124,10 @@ def _reference_block(state: dict, xs: np.ndarray, hist: list, lens: list[int], n
     for s, (cached, count) in enumerate(zip(lens, n)):
         rows = slice(row, row + count)
         pos = np.arange(cached, cached + count, dtype=np.float64)
-        q = rope((h_in[rows] @ f["self_attn.q_proj.weight"].T).reshape(count, HEADS, HEAD_DIM), pos)
-        k = rope((h_in[rows] @ f["self_attn.k_proj.weight"].T).reshape(count, KV_HEADS, HEAD_DIM), pos)
-        v = (h_in[rows] @ f["self_attn.v_proj.weight"].T).reshape(count, KV_HEADS, HEAD_DIM)
+        proj = {w: np.clip(h_in[rows] @ f[f"self_attn.{w}_proj.weight"].T, -clip, clip) for w in "qkv"}
+        q = rope(proj["q"].reshape(count, HEADS, HEAD_DIM), pos)
+        k = rope(proj["k"].reshape(count, KV_HEADS, HEAD_DIM), pos)
+        v = proj["v"].reshape(count, KV_HEADS, HEAD_DIM)
         hist[s][0].extend(k)
         hist[s][1].extend(v)
         keys, values = np.stack(hist[s][0]), np.stack(hist[s][1])
@@ -172,6 +174,35 @@ def test_eager_llama_block_matches_the_graph_block_bit_for_bit(device, rng, dtyp
         np.testing.assert_allclose(got.astype(np.float64), ref, rtol=tol, atol=tol)
     # A decode step reads the cache: the cached positions hold the rotated keys, not zeros.
     assert np.count_nonzero(cache.blocks.to_numpy()[:, 0, LAYER]) > 0
+
+
+def test_clip_qkv_clamps_the_projections(rng):
+    """AttentionWithRope(clip_qkv=c) clamps q, k and v to [-c, c] before the rope (OLMo's
+    attention), against the float64 block with the same clamp; c at about the projections'
+    median magnitude clamps half of them."""
+    device = driver.CPU()
+    state = _weights(rng, DType.float32)
+    clip = 0.05
+    model = _graph_block(DType.float32, device, state, clip_qkv=clip)
+    cache = PagedKVCache(_kv_params(DType.float32, DeviceRef.CPU()), PAGES, device)
+    for _ in PROMPTS:
+        cache.add_sequence()
+    blocks = Tensor.zeros(cache.blocks.shape, dtype=DType.float32, device=device).storage
+    hist: list = [([], []) for _ in PROMPTS]
+    for step, n in enumerate(STEPS[:2]):
+        lens = cache.lengths
+        idx = cache.step(n).arrays()
+        x = rng.standard_normal((sum(n), HIDDEN)).astype(np.float32)
+        index = [driver.Buffer.from_numpy(idx[k]) for k in ("cache_lengths", "lookup_table", "positions", "slots")]
+        got = _host(model.execute(driver.Buffer.from_numpy(x), driver.Buffer.from_numpy(idx["input_row_offsets"]),
+                                  blocks, *index)[0])
+        ref = _reference_block(state, x, hist, lens, n, clip)
+        np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2e-4, atol=2e-4)
+        if step == 0:  # (the clamp matters at this c: without it the first step differs)
+            unclipped = _reference_block(state, x, [([], []) for _ in PROMPTS], lens, n)
+            assert np.abs(unclipped - ref).max() > 1e-2
+    with pytest.raises(ValueError, match="clip_qkv must be positive"):
+        _graph_block(DType.float32, device, state, clip_qkv=0.0)
 
 
 def test_eager_decode_steps_reuse_their_compiled_ops(rng):

@@ -59,8 +59,9 @@ class AttentionWithRope(Module):
     ) -> None:
         super().__init__()
         object.__setattr__(self, "_sharding_strategy", sharding_strategy)
-        if clip_qkv is not None:
-            raise NotImplementedError("AttentionWithRope: clip_qkv is not supported")
+        if clip_qkv is not None and not clip_qkv > 0:
+            raise ValueError(f"AttentionWithRope: clip_qkv must be positive, got {clip_qkv}")
+        self.clip_qkv = clip_qkv
         self.rope = rope
         self.n_heads = int(num_attention_heads)
         self.n_kv_heads = int(num_key_value_heads)
@@ -134,8 +135,15 @@ class AttentionWithRope(Module):
         if self.stacked_qkv:
             q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
             qkv = self.qkv_proj(x)
-            return qkv[:, :q_dim], qkv[:, q_dim : q_dim + kv_dim], qkv[:, q_dim + kv_dim :]
-        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+            q, k, v = qkv[:, :q_dim], qkv[:, q_dim : q_dim + kv_dim], qkv[:, q_dim + kv_dim :]
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        c = self.__dict__.get("clip_qkv")
+        if c is None:
+            return q, k, v
+        # clip_qkv: the projections clamped to [-c, c] before the rope, as OLMo's attention does
+        q, k, v = (ops.min(ops.max(t, -c), c) for t in (q, k, v))
+        return q, k, v
 
     def __call__(
         self,
