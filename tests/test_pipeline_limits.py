@@ -121,3 +121,49 @@ def test_retrieve_factory_loads_a_pipeline_at_each_call(model_dir, monkeypatch):
     assert loads == [] and tokenizer.encode_sync("hello").size > 0
     a, b = factory(), factory()
     assert a is not b and a.kv_manager is not b.kv_manager and len(loads) == 2
+
+
+def _first_tokens(pipeline, sp, n=1):
+    ctx = TextContext(max_length=64, tokens=np.array([5, 17, 42, 99, 7]), sampling_params=sp)
+    return _run(pipeline, ctx)[:n], ctx
+
+
+def test_min_new_tokens_masks_the_tokens_that_would_end_the_request(model_dir, pipeline):
+    """Before min_new_tokens an EOS or stop token may not be chosen (MAX's --enable-min-tokens:
+    it "blocks the model from generating stopping tokens"); with enable_min_tokens off it ends the
+    request at once, and with enable_penalties off penalties change nothing."""
+    greedy = SamplingParams(top_k=1, max_new_tokens=4, ignore_eos=True)
+    (first,), _ = _first_tokens(pipeline, greedy)
+    for stop in (dict(stop_token_ids=[first]), dict()):
+        sp = SamplingParams(top_k=1, max_new_tokens=4, min_new_tokens=3, **stop)
+        ctx = TextContext(max_length=64, tokens=np.array([5, 17, 42, 99, 7]), sampling_params=sp,
+                          eos_token_ids=set() if stop else {first})
+        tokens = _run(pipeline, ctx)
+        assert first not in tokens[:3] and len(tokens) >= 3, tokens
+    off = load_pipeline(_config(model_dir, max_length=64, max_batch_size=4, enable_min_tokens=False,
+                                enable_penalties=False))
+    sp = SamplingParams(top_k=1, max_new_tokens=4, min_new_tokens=3, stop_token_ids=[first])
+    assert _first_tokens(off, sp, 4)[0] == [first]
+    plain = _first_tokens(off, SamplingParams(top_k=1, max_new_tokens=6, ignore_eos=True), 6)[0]
+    penalized = SamplingParams(top_k=1, max_new_tokens=6, ignore_eos=True, frequency_penalty=2.0,
+                               repetition_penalty=1.5)
+    assert _first_tokens(off, penalized, 6)[0] == plain
+
+
+def test_parameters_of_the_wrong_type_are_named():
+    for kw, shown in ((dict(seed=1.5), "seed must be an integer, got 1.5"),
+                      (dict(max_new_tokens=2.5), "max_new_tokens must be an integer"),
+                      (dict(top_k=None), "top_k must be an integer, got None"),
+                      (dict(min_new_tokens=True), "min_new_tokens must be an integer, got True"),
+                      (dict(stop_token_ids=7), "stop_token_ids must be a list of token ids, got 7"),
+                      (dict(stop_token_ids=[1.5]), "stop_token_ids must be integer token ids, got 1.5"),
+                      (dict(temperature="0.5"), "temperature must be a number, got '0.5'")):
+        with pytest.raises(ValueError, match=shown):
+            SamplingParams(**kw)
+    assert SamplingParams(seed=np.uint64(2**63), top_k=np.int64(5)).top_k == 5
+    for bad in (-3, 25, 1.5):
+        with pytest.raises(ValueError, match=r"log_probabilities must be an integer in \[0, 20\]"):
+            TextContext(max_length=8, tokens=np.array([1]), log_probabilities=bad)
+    with pytest.raises(ValueError, match="log_probabilities_echo .* is not supported"):
+        TextContext(max_length=8, tokens=np.array([1]), log_probabilities=1, log_probabilities_echo=True)
+    assert TextGenerationInputs([]).batch == {}

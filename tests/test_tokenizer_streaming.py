@@ -137,3 +137,17 @@ def test_max_tokens_to_generate():
     assert max_tokens_to_generate(10, None, 5) == 5
     assert max_tokens_to_generate(120, 100) == 0
     assert max_tokens_to_generate(10, None) is None
+
+
+def test_stop_strings_count_from_min_tokens():
+    """A stop string in text generated before min_tokens ids does not stop the stream (it is
+    printed); from min_tokens on it does."""
+    from max.pipelines.tokenizer.streaming import StreamingDecoder
+
+    decode = lambda ids: "".join("xbyz"[i] for i in ids)  # noqa: E731
+    d = StreamingDecoder(decode, ["b"], min_tokens=3)
+    out = [d.push([0]), d.push([0, 1]), d.push([0, 1, 2]), d.push([0, 1, 2, 1])]
+    assert [o.stopped for o in out] == [False, False, False, True]
+    assert "".join(o.text for o in out) == "xby"
+    early = StreamingDecoder(decode, ["b"])
+    assert early.push([0]).text == "x" and early.push([0, 1]).stopped

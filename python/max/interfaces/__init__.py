@@ -74,7 +74,8 @@ class SamplingParams:
         self.validate()
 
     def validate(self) -> None:
-        """Raises ValueError naming the first out-of-range parameter."""
+        """Raises ValueError naming the first out-of-range (or mistyped) parameter."""
+        self._check_types()
         checks = [
             (not (0 <= self.temperature <= _F32_MAX),
              f"temperature must be a number >= 0 within float32's range, got {self.temperature}"),
@@ -100,6 +101,32 @@ class SamplingParams:
             self.stop = [self.stop]
         if self.stop is not None and any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop must be a list of non-empty strings")
+
+    def _check_types(self) -> None:
+        """ValueError naming a parameter of the wrong type: integers (not bools or floats) for
+        top_k, max_new_tokens, min_new_tokens, seed and stop_token_ids, real numbers for the
+        rest."""
+        def whole(v: object) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+        ints = {"top_k": self.top_k, "min_new_tokens": self.min_new_tokens}
+        if self.max_new_tokens is not None:
+            ints["max_new_tokens"] = self.max_new_tokens
+        if self.seed is not None:
+            ints["seed"] = self.seed
+        for name, v in ints.items():
+            if not whole(v):
+                raise ValueError(f"{name} must be an integer, got {v!r}")
+        if self.stop_token_ids is not None:
+            if isinstance(self.stop_token_ids, (str, bytes)) or not hasattr(self.stop_token_ids, "__iter__"):
+                raise ValueError(f"stop_token_ids must be a list of token ids, got {self.stop_token_ids!r}")
+            bad = [t for t in self.stop_token_ids if not whole(t)]
+            if bad:
+                raise ValueError(f"stop_token_ids must be integer token ids, got {bad[0]!r}")
+        for name in ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{name} must be a number, got {v!r}")
 
     @property
     def greedy(self) -> bool:
@@ -166,8 +193,8 @@ class TextGenerationInputs:
 
     @property
     def batch(self) -> dict[RequestID, Any]:
-        """The first (usually only) batch: request id -> context."""
-        return self.batches[0]
+        """The first (usually only) batch: request id -> context (empty without batches)."""
+        return self.batches[0] if self.batches else {}
 
 
 @dataclass

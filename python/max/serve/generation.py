@@ -172,7 +172,9 @@ class GenerationService:
         loop = asyncio.get_running_loop()
         ticket = Ticket(ctx, loop)
         sp = ctx.sampling_params
-        decoder = self.tokenizer.streaming_decoder(sp.stop, skip_special_tokens=True)
+        cfg = getattr(self.pipeline, "pipeline_config", None)
+        least = sp.min_new_tokens if cfg is None or cfg.sampling.enable_min_tokens else 0
+        decoder = self.tokenizer.streaming_decoder(sp.stop, skip_special_tokens=True, min_tokens=least)
         generated: list[int] = []
         m = self.metrics
         m.input_tokens.inc(ctx.prompt_length)

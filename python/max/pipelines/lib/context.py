@@ -31,6 +31,14 @@ class TextContext:
     status: GenerationStatus = GenerationStatus.ACTIVE
 
     def __post_init__(self) -> None:
+        from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
+
+        lp = self.log_probabilities
+        if isinstance(lp, bool) or not isinstance(lp, (int, np.integer)) or not 0 <= lp <= TOP_LOGPROBS_LIMIT:
+            raise ValueError(f"log_probabilities must be an integer in [0, {TOP_LOGPROBS_LIMIT}] (the most likely "
+                             f"tokens reported beside each token), got {lp!r}")
+        if self.log_probabilities_echo:
+            raise ValueError("log_probabilities_echo (log-probabilities of the prompt's tokens) is not supported")
         self.tokens = np.asarray(self.tokens, dtype=np.int64).reshape(-1)
         if self.tokens.size == 0:
             raise ValueError("the prompt is empty: at least one token is needed")

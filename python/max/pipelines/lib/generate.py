@@ -112,7 +112,10 @@ class Generator:
             c.request_id: GenerationResult(c.request_id, c.prompt_tokens.copy(), [], "", "length", None,
                                            [] if c.log_probabilities > 0 else None)
             for c in contexts if c.sampling_params.max_new_tokens == 0}
-        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop))
+        cfg = getattr(p, "pipeline_config", None)
+        least = (lambda c: c.sampling_params.min_new_tokens) if cfg is None or cfg.sampling.enable_min_tokens \
+            else (lambda c: 0)
+        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop, least(ctx)))
                         for ctx in contexts if ctx.request_id not in done)
         order = [c.request_id for c in contexts]
         running: list[_Running] = []

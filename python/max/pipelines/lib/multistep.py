@@ -58,8 +58,8 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
     for ctx in ctxs:
         sp = ctx.sampling_params
         if ctx.active_length != 1 or ctx.active_idx != ctx.end_idx or ctx.log_probabilities > 0 \
-                or sp.has_penalties:
-            return 1
+                or sp.has_penalties or ctx.end_idx - ctx.prompt_length < sp.min_new_tokens:
+            return 1  # (min_new_tokens: each step masks the tokens that may not end it yet)
         # tokens this context may still add: the step's own plus one per further step
         room = min(max_length, int(ctx.max_length)) - ctx.end_idx
         if sp.max_new_tokens is not None:
@@ -137,7 +137,9 @@ class Queued:
         """Whether the step is the one `ctxs` would run next: the same contexts in the same
         order and state, each with just its last token to process."""
         return all(c.active_length == 1 and c.active_idx == c.end_idx and c.log_probabilities == 0
-                   and not c.sampling_params.has_penalties for c in ctxs) and state(ctxs, kv) == self.after
+                   and not c.sampling_params.has_penalties
+                   and c.end_idx - c.prompt_length >= c.sampling_params.min_new_tokens
+                   for c in ctxs) and state(ctxs, kv) == self.after
 
 
 def read_back(pipeline: Any, ids: Sequence[PerDevice]) -> np.ndarray:

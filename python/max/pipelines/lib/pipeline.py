@@ -144,6 +144,8 @@ class TextGenerationPipeline:
         self.sampler: Sampler | ReplicatedSampler = (
             ReplicatedSampler(self.session, self.devices) if self.model.signals is not None
             else Sampler(self.session, self.device))
+        self.sampler.penalties = bool(pipeline_config.sampling.enable_penalties)
+        self._min_tokens = bool(pipeline_config.sampling.enable_min_tokens)
         self.logprobs = LogProbGraph(self.session, self.device, self.model.vocab_size)
         overlap = pipeline_config.enable_overlap_scheduler
         self._overlap = not self.device.is_host if overlap is None else bool(overlap)
@@ -225,7 +227,8 @@ class TextGenerationPipeline:
             if first is not None:
                 on_device = first  # the previous call's step ahead: every context decodes
             else:
-                on_device = self.sampler.sample_on_device(logits, sampled, finishing)
+                on_device = self.sampler.sample_on_device(logits, sampled, finishing,
+                                                          blocked=self._blocked(sampled, finishing))
                 lps = self.logprobs.compute(first_copy(logits), finishing, first_copy(on_device)) \
                     if any(c.log_probabilities > 0 for c in sampled) else None
             ahead = ahead if len(sampled) == len(ctxs) else 0
@@ -305,10 +308,25 @@ class TextGenerationPipeline:
         """Whether `token`, as generated token number `generated` of `ctx`, ends it: an end of
         sequence (unless ignored) or a stop token, once ``min_new_tokens`` allows."""
         sp = ctx.sampling_params
-        if generated < sp.min_new_tokens:
+        if self._min_tokens and generated < sp.min_new_tokens:
             return False
-        eos = not (sp.ignore_eos or ctx.ignore_eos) and token in (ctx.eos_token_ids or self.eos_token_ids)
-        return eos or bool(sp.stop_token_ids) and token in sp.stop_token_ids
+        return token in self._stoppers(ctx)
+
+    def _stoppers(self, ctx: TextContext) -> set[int]:
+        """The token ids that end `ctx`: its end-of-sequence ids (unless ignored) and stop ids."""
+        sp = ctx.sampling_params
+        eos = set() if sp.ignore_eos or ctx.ignore_eos else set(ctx.eos_token_ids or self.eos_token_ids)
+        return eos | set(sp.stop_token_ids or ())
+
+    def _blocked(self, ctxs: list[TextContext], rows: list[int]) -> list[tuple[int, int]]:
+        """(logits row, token id) of the tokens that may not be sampled now: the ones that would
+        end a context before its ``min_new_tokens`` (with ``enable_min_tokens``)."""
+        if not self._min_tokens:
+            return []
+        vocab = int(self.model.vocab_size)
+        return [(row, t) for ctx, row in zip(ctxs, rows)
+                if ctx.end_idx - ctx.prompt_length < ctx.sampling_params.min_new_tokens
+                for t in sorted(self._stoppers(ctx)) if 0 <= t < vocab]
 
     def _limit(self, ctx: TextContext) -> int:
         """The most tokens `ctx` may hold, prompt included: its max_length and the pipeline's."""

@@ -102,6 +102,15 @@ class Sampler:
             picked = apply_penalties(ops.gather(logits, rows, axis=0), toks, offs, plen, freq, pres, rep)
             g.output(sample_tokens(picked, t, k, tp, mp, seed))
         self._penalized = session.load(g)
+        # Tokens a row may not produce yet (EOS and stop tokens before min_new_tokens): their
+        # logits become -inf before sampling.
+        block_types = [TensorType(DType.float32, ["rows", "vocab"], ref), TensorType(DType.int64, ["blocked", 2], ref)]
+        with Graph("block_tokens", input_types=block_types) as g:
+            logits, at = (v.tensor for v in g.inputs)
+            g.output(ops.scatter_nd(logits, ops.broadcast_to(ops.constant(-np.inf, DType.float32, ref), [at.shape[0]]),
+                                    at))
+        self._block = session.load(g)
+        self.penalties = True  # (PipelineConfig.enable_penalties)
         self._last_params: tuple[tuple, list[driver.Buffer]] | None = None
 
     def _row_params(self, sps: Sequence[Any]) -> list[driver.Buffer]:
@@ -129,12 +138,16 @@ class Sampler:
         return (tokens if self.device.is_host else tokens.to(driver.CPU())).to_numpy()
 
     def sample_on_device(self, logits: driver.Buffer, ctxs: Sequence[Any], rows: Sequence[int],
-                         seeds: driver.Buffer | None = None) -> driver.Buffer:
+                         seeds: driver.Buffer | None = None,
+                         blocked: Sequence[tuple[int, int]] = ()) -> driver.Buffer:
         """As ``sample``, leaving the ``[rows]`` int64 token ids on the device (for a later
         graph over them, such as the log-probabilities'). `seeds`: ``seeds_of(ctxs)`` already on
-        the device (a multi-step decode moves its steps' inputs there in one copy)."""
+        the device (a multi-step decode moves its steps' inputs there in one copy). `blocked`:
+        (row of `logits`, token id) pairs that may not be chosen."""
         sps = [c.sampling_params for c in ctxs]
-        penalized = any(sp.has_penalties for sp in sps)
+        if blocked:
+            logits = self._block.execute(logits, self._put(np.asarray(blocked, np.int64).reshape(-1, 2)))[0]
+        penalized = self.penalties and any(sp.has_penalties for sp in sps)
         every = not penalized and list(rows) == list(range(int(logits.shape[0])))
         args = [
             logits,
@@ -171,6 +184,16 @@ class ReplicatedSampler:
         self.samplers = [Sampler(session, d) for d in devices]
         self.device = devices[0]
 
+    @property
+    def penalties(self) -> bool:
+        """Whether penalties apply (``PipelineConfig.enable_penalties``), on every device."""
+        return self.samplers[0].penalties
+
+    @penalties.setter
+    def penalties(self, on: bool) -> None:
+        for s in self.samplers:
+            s.penalties = on
+
     def sample(self, logits: Sequence[driver.Buffer], ctxs: Sequence[Any], rows: Sequence[int]) -> np.ndarray:
         return self.to_host(self.sample_on_device(logits, ctxs, rows))
 
@@ -178,13 +201,14 @@ class ReplicatedSampler:
         return self.samplers[0].to_host(first_copy(tokens))
 
     def sample_on_device(self, logits: Sequence[driver.Buffer], ctxs: Sequence[Any],
-                         rows: Sequence[int], seeds: Sequence[driver.Buffer] | None = None) -> list[driver.Buffer]:
+                         rows: Sequence[int], seeds: Sequence[driver.Buffer] | None = None,
+                         blocked: Sequence[tuple[int, int]] = ()) -> list[driver.Buffer]:
         if len(logits) != len(self.samplers):
             raise ValueError(f"{len(logits)} copies of the logits for {len(self.samplers)} devices")
         per_device = [None] * len(self.samplers) if seeds is None else list(seeds)
         if len(per_device) != len(self.samplers):
             raise ValueError(f"{len(per_device)} copies of the seeds for {len(self.samplers)} devices")
-        return [s.sample_on_device(x, ctxs, rows, z) for s, x, z in zip(self.samplers, logits, per_device)]
+        return [s.sample_on_device(x, ctxs, rows, z, blocked) for s, x, z in zip(self.samplers, logits, per_device)]
 
 
 def first_copy(x: PerDevice) -> driver.Buffer:

@@ -180,19 +180,25 @@ class StreamingDecoder:
     """Token ids in, printable text out, honouring stop strings.
 
     ``push(ids)`` takes the whole list of generated ids so far; ``finish(ids)``
-    returns the rest at the end of generation.
+    returns the rest at the end of generation.  Stop strings are looked for only
+    once ``min_tokens`` ids have been generated (text before that never stops).
     """
 
-    def __init__(self, decode: Callable[[list[int]], str], stop_strings: Iterable[str] | None = None) -> None:
+    def __init__(self, decode: Callable[[list[int]], str], stop_strings: Iterable[str] | None = None,
+                 min_tokens: int = 0) -> None:
         self.detokenizer = IncrementalDetokenizer(decode)
         self.stops = StopStringMatcher(stop_strings)
+        self.min_tokens = int(min_tokens)
 
     @property
     def stopped(self) -> bool:
         return self.stops.stopped
 
     def push(self, token_ids: Sequence[int]) -> StreamDelta:
-        return self.stops.push(self.detokenizer.step(token_ids))
+        text = self.detokenizer.step(token_ids)
+        if len(token_ids) < self.min_tokens:  # (too early to stop: printed as it comes)
+            return StreamDelta(text)
+        return self.stops.push(text)
 
     def finish(self, token_ids: Sequence[int] | None = None) -> StreamDelta:
         if self.stops.stopped:

@@ -350,11 +350,12 @@ class TextTokenizer:
         )
 
     def streaming_decoder(
-        self, stop_strings: Iterable[str] | None = None, skip_special_tokens: bool = True
+        self, stop_strings: Iterable[str] | None = None, skip_special_tokens: bool = True, min_tokens: int = 0
     ) -> StreamingDecoder:
-        """Incremental detokenizer plus stop-string handling (see ``streaming.StreamingDecoder``)."""
+        """Incremental detokenizer plus stop-string handling (see ``streaming.StreamingDecoder``;
+        stop strings count from `min_tokens` generated tokens on)."""
         return StreamingDecoder(
-            lambda ids: self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens), stop_strings
+            lambda ids: self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens), stop_strings, min_tokens
         )
 
     # ------------------------------------------------------------------
