@@ -41,7 +41,8 @@ def pipeline(model_dir):
 def _run(pipeline, ctx, num_steps=1):
     tokens = []
     while not ctx.is_done:
-        tokens += pipeline.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=num_steps))[ctx.request_id].tokens
+        out = pipeline.execute(TextGenerationInputs([{ctx.request_id: ctx}], num_steps=num_steps))
+        tokens += out[ctx.request_id].tokens
     pipeline.release(ctx.request_id)
     return tokens
 
