@@ -49,7 +49,6 @@ pub fn parse_index(key: &Bound<'_, PyAny>) -> PyResult<Vec<IndexItem>> {
     }
 }
 
-/// A Python bool, int or float (numpy scalars included) as a Scalar; None if it is not one.
 /// ValueError (naming `who`) unless `value` is exactly an element of an integral or bool
 /// `dtype` (an integer in its range; a float that is finite and whole; 0 or 1 for bool), as
 /// ``Tensor.full`` and ``ops.constant`` check. Float dtypes take any value (rounding as IEEE).
@@ -96,6 +95,7 @@ pub fn check_fits(value: Scalar, dtype: max_runtime::DType, who: &str) -> PyResu
     }
 }
 
+/// A Python bool, int or float (numpy scalars included) as a Scalar; None if it is not one.
 pub fn parse_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
     // Arrays (numpy, Buffer, torch) are not scalars, except numpy's 0-d ones.
     if let Ok(ndim) = obj.getattr("ndim").and_then(|n| n.extract::<usize>()) {

@@ -38,7 +38,9 @@ def mean(x: Any, axis: int | None = -1) -> TensorValue:
 
 def cumsum(x: Any, axis: int = -1, exclusive: bool = False, reverse: bool = False) -> TensorValue:
     """ops.cumsum; a bool tensor's running sum counts its True values (int64)."""
-    t = ops.constant(x) if not isinstance(x, TensorValue) else x
+    from max.graph.ops._stage import as_tensor
+
+    t = as_tensor(x, op="cumsum", arg="x")
     return ops.cumsum(_as_number(t, DType.int64), axis, exclusive=exclusive, reverse=reverse)
 
 

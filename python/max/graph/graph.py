@@ -179,6 +179,6 @@ def _one_output(result: Any) -> bool:
     from max.graph.shape import Shape
     from max.graph.weight import Weight
 
-    if isinstance(result, (Value, Weight, Shape, Dim, int, float)) or hasattr(result, "__dlpack__"):
-        return True
-    return type(result).__module__ == "numpy" and not hasattr(result, "__len__")  # (a numpy scalar)
+    import numpy as np
+
+    return isinstance(result, (Value, Weight, Shape, Dim, int, float, np.generic)) or hasattr(result, "__dlpack__")

@@ -113,9 +113,9 @@ class Generator:
                                            [] if c.log_probabilities > 0 else None)
             for c in contexts if c.sampling_params.max_new_tokens == 0}
         cfg = getattr(p, "pipeline_config", None)
-        least = (lambda c: c.sampling_params.min_new_tokens) if cfg is None or cfg.sampling.enable_min_tokens \
-            else (lambda c: 0)
-        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop, least(ctx)))
+        enforce = cfg is None or cfg.sampling.enable_min_tokens  # (stop strings count from min_new_tokens)
+        waiting = deque(_Running(ctx, StreamingDecoder(decode, ctx.sampling_params.stop,
+                                                       ctx.sampling_params.min_new_tokens if enforce else 0))
                         for ctx in contexts if ctx.request_id not in done)
         order = [c.request_id for c in contexts]
         running: list[_Running] = []

@@ -50,6 +50,11 @@ class Ahead:
     active_length: int = 1
 
 
+def min_tokens_pending(ctx: Any) -> bool:
+    """Whether `ctx` has generated fewer than its min_new_tokens (its ending tokens are masked)."""
+    return ctx.end_idx - ctx.prompt_length < ctx.sampling_params.min_new_tokens
+
+
 def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
     """How many steps to run for `ctxs` (at least 1) when `requested` are asked for."""
     if requested <= 1:
@@ -58,7 +63,7 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
     for ctx in ctxs:
         sp = ctx.sampling_params
         if ctx.active_length != 1 or ctx.active_idx != ctx.end_idx or ctx.log_probabilities > 0 \
-                or sp.has_penalties or ctx.end_idx - ctx.prompt_length < sp.min_new_tokens:
+                or sp.has_penalties or min_tokens_pending(ctx):
             return 1  # (min_new_tokens: each step masks the tokens that may not end it yet)
         # tokens this context may still add: the step's own plus one per further step
         room = min(max_length, int(ctx.max_length)) - ctx.end_idx
@@ -137,8 +142,7 @@ class Queued:
         """Whether the step is the one `ctxs` would run next: the same contexts in the same
         order and state, each with just its last token to process."""
         return all(c.active_length == 1 and c.active_idx == c.end_idx and c.log_probabilities == 0
-                   and not c.sampling_params.has_penalties
-                   and c.end_idx - c.prompt_length >= c.sampling_params.min_new_tokens
+                   and not c.sampling_params.has_penalties and not min_tokens_pending(c)
                    for c in ctxs) and state(ctxs, kv) == self.after
 
 

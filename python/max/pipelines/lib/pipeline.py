@@ -324,8 +324,7 @@ class TextGenerationPipeline:
         if not self._min_tokens:
             return []
         vocab = int(self.model.vocab_size)
-        return [(row, t) for ctx, row in zip(ctxs, rows)
-                if ctx.end_idx - ctx.prompt_length < ctx.sampling_params.min_new_tokens
+        return [(row, t) for ctx, row in zip(ctxs, rows) if multistep.min_tokens_pending(ctx)
                 for t in sorted(self._stoppers(ctx)) if 0 <= t < vocab]
 
     def _limit(self, ctx: TextContext) -> int:

@@ -185,7 +185,6 @@ pub(crate) enum Repeat {
     Rows { outer: usize, d: usize, inner: usize, counts: Vec<i64> },
 }
 
-/// repeat_interleave's input, result and checked plan.
 /// The counts of a repeat_interleave with a tensor of counts over a dimension of `d` elements:
 /// one per element (a single count stands for every element), checked, and their sum (None when
 /// it overflows).
@@ -205,6 +204,7 @@ pub(crate) fn repeat_counts(k: &Kernel, mut counts: Vec<i64>, d: usize) -> Resul
     Ok((counts, total))
 }
 
+/// repeat_interleave's input, result and checked plan.
 pub(crate) fn repeat_plan<'a>(c: &impl Copier<'a>) -> Result<(&'a Buffer, &'a Buffer, Repeat)> {
     let k = c.kernel();
     let x = k.input(0)?;
