@@ -12,8 +12,16 @@ from max.graph import DeviceRef, Graph, TensorType
 from max.nn import legacy
 from max.nn import GemmaRMSNorm, Linear, RMSNorm, Sequential
 from max.nn.rope import RotaryEmbedding, TransposedRotaryEmbedding, freqs
-from max.tensor import Tensor
+from max.tensor import Tensor, default_device, default_dtype
 from max._eager import compiled
+
+
+@pytest.fixture(autouse=True)
+def _host_defaults():
+    """These tests state the host's eager defaults (float32 on the CPU); on a machine with a GPU
+    the defaults are bfloat16 on the GPU, so each test pins them (device cases pass their own)."""
+    with default_device(CPU()), default_dtype(DType.float32):
+        yield
 
 
 def _mlp():

@@ -8,9 +8,18 @@ import pytest
 
 import max.functional as F
 from max.dtype import DType
-from max.tensor import Tensor
+from max.driver import CPU
+from max.tensor import Tensor, default_device, default_dtype
 
 _erf = np.vectorize(math.erf)
+
+
+@pytest.fixture(autouse=True)
+def _host_defaults():
+    """These tests state the host's eager defaults (float32 on the CPU); on a machine with a GPU
+    the defaults are bfloat16 on the GPU, so each test pins them (device cases pass their own)."""
+    with default_device(CPU()), default_dtype(DType.float32):
+        yield
 
 
 def _sigmoid(x):
@@ -256,8 +265,6 @@ def test_creation_keeps_the_dtype_and_exact_values():
 
 
 def test_mixing_devices_without_a_move_raises(gpu):
-    from max.driver import CPU
-
     with pytest.raises(TypeError, match="devices differ"):
         Tensor.ones([4], device=CPU()) + Tensor.ones([4], dtype=DType.float32, device=gpu)
 
