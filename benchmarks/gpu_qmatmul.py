@@ -16,8 +16,9 @@ overhead included), and `gpu_us`, the GPU time per call with the host out of the
 `gpu_us`. Successive timed calls read different copies of the weights, more of them than the
 L2 cache holds, so every call reads its weights from memory. `gpu_us_<variant>` (with
 `rel_err_<variant>`) times each kernel on the same weights, whichever the default picks: `mma`
-the integer tensor-core qgemv_mma.cu (qgemv.mma=1; 4-bit encodings), `stream` qgemv_stream.cu's
-CUDA-core kernel (qgemv.mma=0,qgemv.stream=1), `general` qgemv.cu's
+the integer tensor-core qgemv_mma.cu (qgemv.mma=1; 4-bit encodings; for one row of short Q8_0
+rows qgemv_mma_tile.cu), `stream` qgemv_stream.cu's CUDA-core kernel
+(qgemv.mma=0,qgemv.stream=1), `general` qgemv.cu's
 (qgemv.mma=0,qgemv.stream=0), and `no_pdl` the default kernel launched without programmatic
 stream serialization (qgemv.pdl=0), so that back-to-back calls do not overlap. Each variant is
 a tuning spec applied with max.tuning.override.

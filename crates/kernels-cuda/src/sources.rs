@@ -113,7 +113,7 @@ pub const QUANT: Family = Family {
 };
 /// qmatmul with 1 to 8 lhs rows over 4-bit weights (one row of Q6_K) on integer tensor cores
 /// (sm_90), in clusters that share the lhs preparation (cluster.cuh, qgemv_mma_prep.cuh and
-/// qgemv_mma_unit.cuh in front).
+/// qgemv_mma_unit.cuh in front); one row of short Q8_0 rows a tile at a time (qgemv_mma_tile.cu).
 pub const QGEMV_MMA: Family = Family {
     name: "qgemv_mma",
     source: concat!(
@@ -121,7 +121,8 @@ pub const QGEMV_MMA: Family = Family {
         include_str!("../kernels/quant_common.cuh"),
         include_str!("../kernels/qgemv_mma_prep.cuh"),
         include_str!("../kernels/qgemv_mma_unit.cuh"),
-        include_str!("../kernels/qgemv_mma.cu")
+        include_str!("../kernels/qgemv_mma.cu"),
+        include_str!("../kernels/qgemv_mma_tile.cu")
     ),
 };
 /// qmatmul with up to 64 lhs rows over GGUF weights on Hopper (sm_90a): the quants decoded

@@ -280,8 +280,9 @@ declare! {
     AttentionPrefillRows: "attention.prefill_rows", None, count(1), "8";
 
     // ---- quantized GEMV ------------------------------------------------------------------
-    /// The tensor-core GEMV (qgemv_mma.cu) for 1-8 rows of Q4_0/Q4_1/Q4_K (unset: for weights of
-    /// 3072 x 2048 elements and more; 1: whatever their size).
+    /// The tensor-core GEMVs (qgemv_mma.cu) for 1-8 rows of Q4_0/Q4_1/Q4_K, one of Q6_K, and one
+    /// row of short Q8_0 rows (qgemv_mma_tile.cu) (unset: for weights of 3072 x 2048 elements
+    /// and more; 1: whatever their size).
     QgemvMma: "qgemv.mma", None, Kind::Flag, "";
     /// The streaming GEMV (qgemv_stream.cu) on sm_90 (off: qgemv.cu's general kernel; unset: not
     /// for 1-2 rows of fewer than 3072 x 2048 weights). Rows not on 16 bytes (whole 4-byte words)

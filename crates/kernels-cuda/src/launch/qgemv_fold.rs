@@ -306,6 +306,11 @@ pub fn fold_path(
     if parts.len() <= QM_SEGS && all(QPath::Mma, total) {
         return Some(QPath::Mma);
     }
+    // One row of a single product of short Q8_0 rows (a vocabulary projection after the final
+    // norm): the tile kernel, which normalises the lhs as it prepares it.
+    if parts.len() == 1 && !fold.gated && !rope && all(QPath::MmaTile, total) {
+        return Some(QPath::MmaTile);
+    }
     // One product of a single chunk of K on the streaming kernel (a vocabulary projection after
     // the final norm): it stages the lhs once, normalised.
     if parts.len() == 1 && !fold.gated && !rope && k <= QV_CHUNK && all(QPath::Stream, total) {
@@ -314,7 +319,8 @@ pub fn fold_path(
     let max_k = t.int(max_tuning::Knob::FusionNormGemvMaxK).unwrap_or(1024);
     // (Rows off 16 bytes stream only as single products of large weights: several parts whose
     // total is large keep the general kernel's one launch.)
-    let general = all(QPath::General, total) || (!row_bytes.is_multiple_of(16) && all(QPath::Stream, total));
+    let general = all(QPath::General, total)
+        || (!row_bytes.is_multiple_of(16) && (all(QPath::Stream, total) || all(QPath::MmaTile, total)));
     if parts.len() <= QV_SEGS && (!norm || k <= max_k) && general {
         return Some(QPath::General);
     }
@@ -341,6 +347,11 @@ pub fn qmatmul_folded(
     let dims = (m, k, row_bytes);
     match fold_path(enc, lhs, &fold, parts, dims, arch_major(stream)?, &tuning) {
         Some(QPath::Mma) => qgemv_mma(stream, enc, dtype, lhs, parts, 0, fold, dims, &tuning)?,
+        Some(QPath::MmaTile) => {
+            let (w, out, n) = parts[0];
+            let (ptrs, norm) = ((lhs, w, out, 0), (fold.norm, fold.consts));
+            qgemv_mma_tile(stream, dtype, ptrs, (n, k, row_bytes), norm, &tuning)?;
+        }
         Some(QPath::Stream) => {
             let (w, out, n) = parts[0];
             let (dims, norm) = ((m, n, k, row_bytes), (fold.norm, fold.consts));
@@ -394,14 +405,15 @@ mod tests {
     }
 
     #[test]
-    fn a_vocabulary_projection_folds_its_norm_into_the_streaming_gemv() {
+    fn a_vocabulary_projection_folds_its_norm_into_the_tile_or_streaming_gemv() {
         let t = Tuning::parse("").unwrap();
         let fold = QFold { norm: QNorm { gamma: 0x2000, ..QNorm::default() }, ..QFold::default() };
         // SmolLM2's tied Q8_0 embeddings as its output projection: 49152 rows of 612 bytes
         let head = |m: usize, k: usize, n: usize, w: u64| {
             fold_path(Encoding::Q8_0, 0x1000, &fold, &[(w, 0x4000_0000, n)], (m, k, k / 32 * 34), 9, &t)
         };
-        assert_eq!(head(1, 576, 49152, 0x10_0000), Some(QPath::Stream));
+        assert_eq!(head(1, 576, 49152, 0x10_0000), Some(QPath::MmaTile));
+        assert_eq!(head(1, 960, 49152, 0x10_0000), Some(QPath::MmaTile));
         assert_eq!(head(2, 960, 49152, 0x10_0000), Some(QPath::Stream));
         // past one chunk of K the streaming kernel has no norm; the general one folds it to
         // fusion.norm_gemv_max_k

@@ -22,6 +22,9 @@ pub struct QProblem {
 pub enum QPath {
     /// qgemv_mma.cu: integer tensor cores, 1-8 rows of Q4_0/Q4_1/Q4_K, one of Q6_K (`qgemv.mma`).
     Mma,
+    /// qgemv_mma_tile.cu: integer tensor cores, one row of Q8_0 whose rows of K <= 960 (off 16
+    /// bytes too) go 16 at a time in one bulk copy (`qgemv.mma`).
+    MmaTile,
     /// qgemv_stream.cu: persistent, bulk copies, word-decoded encodings over rows of whole 4-byte
     /// words (off 16 bytes for large weights only; `qgemv.stream`).
     Stream,
@@ -102,6 +105,9 @@ pub fn select_path(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> QPa
     if mma {
         return QPath::Mma;
     }
+    if !invariant && super::mma_tile::takes(p, arch_major, t) {
+        return QPath::MmaTile;
+    }
     if p.m > GEMV_MAX_ROWS && !invariant {
         // (The wgmma kernels exist for sm_90a only; K is whole blocks, a multiple of 8.)
         let wgmma = arch_major == 9 && p.k.is_multiple_of(8) && t.flag_or(max_tuning::Knob::QmatmulWgmma, true);
@@ -172,6 +178,12 @@ mod tests {
         assert_eq!(path(&QProblem { m: 2, ..down }, 9, ""), QPath::Mma);
         assert_eq!(path(&problem(Encoding::Q4_0, 4), 9, "qgemv.mma=0,qmatmul.qgemm_min_rows=9"), QPath::Stream);
         assert_eq!(path(&problem(Encoding::Q8_0, 1), 9, ""), QPath::Stream);
+        // one row of short Q8_0 rows (a vocabulary projection of K = 576): the tile kernel
+        let head = QProblem { n: 49152, k: 576, row_bytes: 612, ..problem(Encoding::Q8_0, 1) };
+        assert_eq!(path(&head, 9, ""), QPath::MmaTile);
+        assert_eq!(path(&head, 9, "qgemv.mma=0"), QPath::Stream);
+        assert_eq!(path(&QProblem { m: 2, ..head }, 9, ""), QPath::Stream);
+        assert_eq!(path(&head, 9, "numerics.batch_invariant=1"), QPath::Stream);
         // Q6_K: one row of large weights on the tensor cores (rows of whole 16 bytes: 8
         // super-blocks), from 4096 x 4096 on; more rows or smaller weights on qgemv.cu
         let q6_out = QProblem { n: 128_256, ..problem(Encoding::Q6K, 1) };
@@ -241,12 +253,14 @@ mod tests {
     #[test]
     fn large_weights_of_rows_off_16_bytes_stream_from_one_row() {
         // SmolLM2's Q8_0 output projection (49152 x 576, rows of 612 bytes): the streaming
-        // kernel at every row count; its Q4_1 products (360-byte rows, small) keep qgemv.cu
+        // kernel from two rows (one takes the tile kernel); its Q4_1 products (360-byte rows,
+        // small) keep qgemv.cu
         let head = QProblem { n: 49152, k: 576, row_bytes: 612, ..problem(Encoding::Q8_0, 1) };
-        for m in [1, 2, 3, 8] {
+        for m in [2, 3, 8] {
             assert_eq!(path(&QProblem { m, ..head }, 9, ""), QPath::Stream, "{m} rows");
         }
-        assert_eq!(path(&head, 9, "qgemv.stream=0"), QPath::General);
+        assert_eq!(path(&head, 9, "qgemv.mma=0"), QPath::Stream);
+        assert_eq!(path(&head, 9, "qgemv.mma=0,qgemv.stream=0"), QPath::General);
         assert_eq!(path(&head, 8, ""), QPath::General);
         let small = QProblem { n: 576, k: 576, row_bytes: 360, ..problem(Encoding::Q4_1, 1) };
         for m in [1, 3, 8] {

@@ -28,6 +28,10 @@ mod path;
 use path::SMALL_WEIGHTS;
 pub use path::{QPath, QProblem, select_path};
 
+#[path = "qgemv_mma_tile.rs"]
+mod mma_tile;
+use mma_tile::qgemv_mma_tile;
+
 #[path = "qgemv_stream.rs"]
 mod stream_gemv;
 use stream_gemv::qgemv_stream;
@@ -59,7 +63,7 @@ pub fn act_suffix(dtype: DType) -> Result<&'static str> {
 /// path and, on sm_90a, qgemm_sm90; for [`crate::prefetch`].
 pub fn families(enc: Encoding, dtype: DType, arch: &str) -> Result<Vec<&'static crate::sources::Family>> {
     let mut out = vec![sources::qgemv(&suffix(enc), act_suffix(dtype)?)?, &QUANT];
-    if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K) {
+    if matches!(enc, Encoding::Q4_0 | Encoding::Q4_1 | Encoding::Q4K | Encoding::Q6K | Encoding::Q8_0) {
         out.push(&QGEMV_MMA);
     }
     if arch == "sm_90a" {
@@ -177,6 +181,10 @@ pub fn qmatmul_add(
             let parts = [(w, out, n)];
             let fold = QFold { consts, ..QFold::default() };
             return qgemv_mma(stream, enc, t, lhs, &parts, res, fold, (m, k, row_bytes), &tuning);
+        }
+        QPath::MmaTile => {
+            let ptrs = (lhs, w, out, res);
+            return qgemv_mma_tile(stream, t, ptrs, (n, k, row_bytes), (QNorm::default(), consts), &tuning);
         }
         QPath::Stream | QPath::General => {
             // More than GEMV_MAX_ROWS rows come here only batch-invariant (select_path): one
