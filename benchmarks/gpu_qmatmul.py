@@ -70,6 +70,7 @@ VARIANTS = {  # each GEMV kernel, as tuning specs (docs/configuration.md)
     "no_pdl": "qgemv.pdl=0",
     "mma_2_stages": "qgemv.mma=1,qgemv.stages=2",
     "mma_4_stages": "qgemv.mma=1,qgemv.stages=4",
+    "mma_1_stage": "qgemv.mma=1,qgemv.stages=1",  # (the Q8_0 tile kernel only)
 }
 
 

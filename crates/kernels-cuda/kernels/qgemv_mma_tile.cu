@@ -12,8 +12,9 @@
 // 960, a stage at most QT_MAX_TILE bytes). A last tile of fewer rows copies its bytes up to the
 // last whole 16 in bulk and the rest (under 16 bytes, whole words) with plain loads. Each warp
 // walks its own tiles (round-robin over the grid's warps) through a private ring of `stages`
-// stages, one mbarrier each, refilled as soon as the warp has read it; with `early` (constant
-// weights) the first stages go out before griddepcontrol.wait.
+// stages (one by default: two blocks of 8 warps an SM at K = 576), one mbarrier each, refilled
+// as soon as the warp has read it; with `early` (constant weights) the first stages go out
+// before griddepcontrol.wait.
 //
 // The lhs: qgemv_mma.cu's fixed point (qm_prep, run by every CTA: three int8 pieces per element
 // and a power-of-two scale per 32-element unit), normalised first where an RMSNorm is folded in

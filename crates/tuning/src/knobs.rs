@@ -291,8 +291,9 @@ declare! {
     /// Warps sharing one tile of the tensor-core GEMV.
     QgemvSplit: "qgemv.split", None, Kind::OneOf(&[1, 2, 4, 8]), "";
     /// Weight stages in flight per warp of the tensor-core GEMV (unset: 3 at one lhs row, else 2,
-    /// or more where they cost no block per SM, as at long K).
-    QgemvStages: "qgemv.stages", None, Kind::OneOf(&[2, 3, 4]), "";
+    /// or more where they cost no block per SM, as at long K); the Q8_0 tile kernel's are whole
+    /// tiles of 16 rows, 1 (unset) or 2.
+    QgemvStages: "qgemv.stages", None, Kind::OneOf(&[1, 2, 3, 4]), "";
     /// CTAs per thread block cluster of the tensor-core GEMV, which share the lhs preparation
     /// (each prepares half into both CTAs' shared memory; unset: 2 where K times the rows is
     /// 12288 or more, else 1; Q4_K's 1-2-row kernels never).
