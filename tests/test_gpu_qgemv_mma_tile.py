@@ -1,9 +1,9 @@
 """The tensor-core GEMV for one row of short Q8_0 rows (kernels/qgemv_mma_tile.cu): a tile of 16
 rows (rows off 16 bytes allowed) is one bulk copy, the lhs goes through qgemv_mma.cu's fixed
 point, the signed quants into integer mmas. Checked on a Hopper GPU with fresh random inputs
-against numpy float64: K = 64 to 960 (rows 4 or 12 bytes off 16, and on 16), a last tile of one
-to fifteen rows (its tail words copied beside the bulk copy), f32 / bf16 / f16 activations with a
-residual, a capped grid (several tiles per warp, the ring wrapping) equal bit for bit to the full
+against numpy float64: K = 64 to 960 (rows 4, 8 or 12 bytes off 16, and on 16), last tiles of one
+to sixteen rows (tail words copied beside the bulk copy, or none), f32 / bf16 / f16 activations
+with a residual, a capped grid (several tiles per warp, the ring wrapping) equal bit for bit to the full
 grid with and without the early copies, and the folded RMSNorm of a vocabulary projection equal
 bit for bit to the rms_norm kernel followed by the product."""
 
@@ -19,9 +19,10 @@ from max.graph.quantization import QuantizationEncoding as Q
 pytestmark = pytest.mark.gpu
 
 # (K, rows): SmolLM2's output projection's K (612-byte rows, 4 bytes off 16), Qwen2.5-0.5B's
-# (952, 8 off), one chunk of qgemv.cu (1020, 12 off), a row of 64 (68 bytes); rows leaving a last
-# tile of 1, 3, 15 and 16 rows
-CASES = [(576, 12289), (896, 7683), (960, 8207), (64, 4096 * 24 + 1)]
+# (952, 8 off), one chunk of qgemv.cu (1020, 12 off), a row of 64 (68 bytes), rows on 16 bytes
+# (K = 512: 544); last tiles of 1, 3, 15, 1 and 16 rows (tails of 1, 2, 1 and 1 words after the
+# bulk copy, none), and of 3 and 4 rows of 612 bytes (a tail of 3 words; the bulk copy alone)
+CASES = [(576, 12289), (896, 7683), (960, 8207), (64, 4096 * 24 + 1), (512, 12288), (576, 12291), (576, 12292)]
 
 
 def test_one_row_matches_float64(hopper, rng):

@@ -26,7 +26,9 @@
 // it), then applies 2^e and the block's f16 scale. Lane (g, t) reads rows g and g + 8; unit j's
 // quants start 34 j + 2 bytes into its row, so an even unit's words lie 2 bytes past a word
 // boundary (each joined from two aligned loads) and an odd unit's on one (row_bytes is a
-// multiple of 4). Summation order is fixed: the result is deterministic.
+// multiple of 4). Summation order is fixed: the result is deterministic. As in qgemv_mma.cu, a
+// unit of the lhs holding an inf or NaN makes every product NaN (its scale is NaN).
+// __launch_bounds__(256, 2): two blocks an SM at K = 576 (one stage each: the launcher's default).
 
 #define QT_WARPS 8        // launch/qgemv_mma_tile.rs: QT_WARPS
 #define QT_MAX_TILE 16384  // launch/qgemv_mma_tile.rs: QT_MAX_TILE
@@ -165,7 +167,7 @@ __device__ __forceinline__ void qgemv_mma_tile(const u8* __restrict__ w, T* __re
 }
 
 #define QGEMV_MMA_TILE(T, TS)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(256, 1) qgemv_mma_tile_q8_0_m1##TS(                            \
+    extern "C" __global__ void __launch_bounds__(256, 2) qgemv_mma_tile_q8_0_m1##TS(                            \
         const u8* w, T* out, const T* lhs, const T* res, int n, int k, int row_bytes, int stages, int early,    \
         QNorm norm) {                                                                                           \
         qgemv_mma_tile<T>(w, out, lhs, res, n, k, row_bytes, stages, early, norm);                              \

@@ -192,10 +192,16 @@ pub fn qmatmul_siblings(
         return super::super::qgemm_sm90::qgemm(stream, enc, dtype, lhs, parts, 0, false, (m, k, row_bytes));
     }
     let groups: usize = parts.iter().map(|p| p.2.div_ceil(QV_ROWS_PER_BLOCK)).sum();
-    // (a part that alone would take the Q8_0 tile kernel runs in the general kernel's launch of
-    // all of them: one launch, as before that kernel)
+    // (a part of small weights that the Q8_0 tile kernel takes alone, under `qgemv.mma`, runs in
+    // the general kernel's launch of all of them, as before that kernel; large ones streamed
+    // alone before it and take it alone now)
     let general = parts.iter().all(|&(w, _, n)| {
-        n > 0 && matches!(select_path(&QProblem { n, w, ..base }, arch, t), QPath::General | QPath::MmaTile)
+        n > 0
+            && match select_path(&QProblem { n, w, ..base }, arch, t) {
+                QPath::General => true,
+                QPath::MmaTile => n.saturating_mul(k) < SMALL_WEIGHTS,
+                _ => false,
+            }
     });
     if m == 0 || k == 0 || parts.len() < 2 || parts.len() > QV_SEGS || !general || groups > i32::MAX as usize {
         for &(w, out, n) in parts {

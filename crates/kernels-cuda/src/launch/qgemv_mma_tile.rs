@@ -10,11 +10,22 @@ const QT_WARPS: usize = 8;
 const QT_MAX_TILE: usize = 16 * 1024;
 
 /// Whether `p` (not batch-invariant: the caller checks) takes the tile kernel on a device of
-/// compute capability `arch_major`: where it fits (`fits`), on sm_90 and later, for weights of
-/// at least SMALL_WEIGHTS (`qgemv.mma` forces it either way).
+/// compute capability `arch_major`: where it fits (`fits`), on sm_90 and later with a block's
+/// shared memory for one stage (`block_smem`), for weights of at least SMALL_WEIGHTS
+/// (`qgemv.mma` forces it either way).
 pub(super) fn takes(p: &QProblem, arch_major: u32, t: &max_tuning::Tuning) -> bool {
     let few = p.n.saturating_mul(p.k) < SMALL_WEIGHTS;
-    fits(p) && arch_major >= 9 && t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few)
+    fits(p)
+        && arch_major >= 9
+        && smem(p.k, p.row_bytes, 1) <= block_smem(arch_major)
+        && t.flag(max_tuning::Knob::QgemvMma).unwrap_or(!few)
+}
+
+/// The dynamic shared memory a block of the tile kernel may ask for on a device of compute
+/// capability `arch_major`, with room for its static part: 227 KiB on sm_90 and sm_100, 99 KiB
+/// on the others (sm_120's 101,376 bytes a block; a stage at K = 768 or more does not fit there).
+fn block_smem(arch_major: u32) -> usize {
+    (if matches!(arch_major, 9 | 10) { 227 * 1024 } else { 99 * 1024 }) - 64
 }
 
 /// Whether the kernel can run `p`: one lhs row of Q8_0 whose rows are whole blocks of a K that
@@ -144,6 +155,10 @@ mod tests {
         assert!(!takes(&QProblem { enc: Encoding::Q4_0, row_bytes: 18 * 18, ..head(49152, 576) }, 9, &t));
         assert!(!takes(&QProblem { w: 0x10_0008, ..head(49152, 576) }, 9, &t));
         assert!(!takes(&head(49152, 576), 8, &t));
+        // a device of 99 KiB a block (sm_120): K = 576 fits one stage, 768 and more do not
+        assert!(takes(&head(49152, 576), 12, &t));
+        assert!(!takes(&head(49152, 768), 12, &t));
+        assert!(takes(&head(49152, 960), 10, &t));
         assert!(!takes(&head(49152, 576), 9, &Tuning::parse("qgemv.mma=0").unwrap()));
     }
 
