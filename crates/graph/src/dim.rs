@@ -96,6 +96,12 @@ impl Dim {
         }
     }
 
+    /// The canonical terms: each a product of atoms with their powers, and its coefficient
+    /// (the sum of the terms is the expression).
+    pub fn terms(&self) -> impl Iterator<Item = (&[(Atom, u32)], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
     pub fn is_static(&self) -> bool {
         self.kind() == DimKind::Static
     }
@@ -187,8 +193,9 @@ impl Dim {
             let mut out = Vec::with_capacity(self.terms.len());
             let mut exact = true;
             for (m, c) in &self.terms {
-                match (divide_monomial(m, den_m), c % den_c == 0) {
-                    (Some(q), true) => out.push((q, c / den_c)),
+                // (c % den_c overflows only for i64::MIN // -1, whose quotient does not fit)
+                match (divide_monomial(m, den_m), c.checked_rem(*den_c).ok_or_else(overflow)? == 0) {
+                    (Some(q), true) => out.push((q, c.checked_div(*den_c).ok_or_else(overflow)?)),
                     _ => {
                         exact = false;
                         break;
@@ -325,6 +332,16 @@ mod tests {
 
     fn s(n: &str) -> Dim {
         Dim::sym(n).unwrap()
+    }
+
+    #[test]
+    fn an_exact_division_that_overflows_is_an_error() {
+        let x = s("x");
+        let big = x.mul(&Dim::stat(i64::MIN)).unwrap();
+        assert!(big.floordiv(&Dim::stat(-1)).is_err());
+        let sum = x.add(&Dim::stat(i64::MIN)).unwrap();
+        assert!(sum.floordiv(&Dim::stat(-1)).is_err());
+        assert_eq!(big.floordiv(&Dim::stat(2)).unwrap(), x.mul(&Dim::stat(i64::MIN / 2)).unwrap());
     }
 
     #[test]

@@ -96,6 +96,13 @@ impl PyDim {
         Ok(PyDim { inner: out })
     }
 
+    /// The canonical terms as data: a list of (coefficient, [(atom, power)]), an atom being a
+    /// symbol's name or (numerator, denominator) terms of a floor division (max.graph.dim
+    /// rebuilds a pickled dim from it).
+    fn terms<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        dim_terms(py, &self.inner)
+    }
+
     fn __eq__(&self, o: &Bound<'_, PyAny>) -> bool {
         o.cast::<PyDim>().is_ok_and(|o| o.get().inner == self.inner)
     }
@@ -114,6 +121,24 @@ impl PyDim {
     fn __repr__(&self) -> String {
         self.inner.repr()
     }
+}
+
+fn dim_terms<'py>(py: Python<'py>, d: &Dim) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (atoms, coeff) in d.terms() {
+        let list = PyList::empty(py);
+        for (atom, power) in atoms {
+            let a = match atom {
+                max_graph::dim::Atom::Sym(name) => name.to_string().into_pyobject(py)?.into_any(),
+                max_graph::dim::Atom::FloorDiv(num, den) => {
+                    (dim_terms(py, num)?, dim_terms(py, den)?).into_pyobject(py)?.into_any()
+                }
+            };
+            list.append((a, *power))?;
+        }
+        out.append((coeff, list))?;
+    }
+    Ok(out)
 }
 
 fn device_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DeviceRef> {

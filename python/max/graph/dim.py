@@ -103,13 +103,36 @@ class Dim:
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    def __lt__(self, other: DimLike) -> bool:
+    def _order(self, other: Any, op: str) -> tuple[int, int]:
+        """Both values, for ordering two static dims (or a static dim and an int)."""
         a, b = self._d.value, self._other(other)
         if a is None or b is None or b.value is None:
-            raise TypeError(f"only static dims can be ordered: {self!r} < {other!r}")
-        return a < b.value
+            raise TypeError(f"only static dims can be ordered: {self!r} {op} {other!r}")
+        return a, b.value
+
+    def __lt__(self, other: DimLike) -> bool:
+        a, b = self._order(other, "<")
+        return a < b
+
+    def __le__(self, other: DimLike) -> bool:
+        a, b = self._order(other, "<=")
+        return a <= b
+
+    def __gt__(self, other: DimLike) -> bool:
+        a, b = self._order(other, ">")
+        return a > b
+
+    def __ge__(self, other: DimLike) -> bool:
+        a, b = self._order(other, ">=")
+        return a >= b
 
     def __hash__(self) -> int:
+        # Equal to what it compares equal to: a static dim hashes as its int, a symbolic one as
+        # its name.
+        if self._d.value is not None:
+            return hash(self._d.value)
+        if self._d.name is not None:
+            return hash(self._d.name)
         return hash(self._d)
 
     def __int__(self) -> int:
@@ -131,11 +154,29 @@ class Dim:
         return True
 
     def __reduce__(self):
-        return (_rebuild, (self._d.value if self._d.value is not None else str(self),))
+        if self._d.value is not None:
+            return (_rebuild, (self._d.value,))
+        if self._d.name is not None:
+            return (_rebuild, (self._d.name,))
+        return (_from_terms, (self._d.terms(),))
 
 
 def _rebuild(value: Any) -> Dim:
     return Dim(value)
+
+
+def _from_terms(terms: list) -> Dim:
+    """The dim whose canonical terms are `terms` (``_CoreDim.terms``): rebuilt by the same
+    arithmetic, which gives the same canonical form."""
+    out = Dim(0)
+    for coeff, atoms in terms:
+        term = Dim(coeff)
+        for atom, power in atoms:
+            base = Dim(atom) if isinstance(atom, str) else _from_terms(atom[0]) // _from_terms(atom[1])
+            for _ in range(power):
+                term = term * base
+        out = out + term
+    return out
 
 
 class StaticDim(Dim):
