@@ -32,6 +32,33 @@ def test_constants():
             ops.constant(1, "int32", CPU)
 
 
+def test_constants_of_wide_ints_and_numpy_scalars():
+    """Python ints past int64 go to float dtypes (2**64 fits float32) and are range errors for
+    integer ones; a list mixing them with small ints keeps every value exact (numpy would round
+    it through float64); numpy scalars keep their own dtype, as arrays do."""
+    from max import engine
+
+    session = engine.InferenceSession(devices=[driver.CPU()])
+
+    def value(v, dtype=None):
+        return session.load(Graph("c", lambda: ops.constant(v, dtype, CPU))).execute()[0].to_numpy()
+
+    assert value(2**64, DType.float32) == np.float32(2**64)
+    assert value([[1, 2**64], [3, 4]], DType.float64).tolist() == [[1.0, 2.0**64], [3.0, 4.0]]
+    assert value([2**64 - 1, 1], DType.uint64).tolist() == [2**64 - 1, 1]
+    assert value([2**63 + 1, 1], DType.uint64).tolist() == [2**63 + 1, 1]
+    for v, dtype, bad in ((2**64, DType.uint64, 2**64), ([2**63, 1], None, 2**63), ([1, 2**70], DType.int64, 2**70)):
+        with pytest.raises(ValueError, match=rf"constant: value: {bad} does not fit in (u?int64)"):
+            value(v, dtype)
+    with pytest.raises(ValueError, match="does not fit in float32"):
+        value(2**1100, DType.float32)
+    for scalar in (np.uint64(2**64 - 1), np.float64(0.1), np.int8(-2), np.float16(1.5)):
+        out = value(scalar)
+        assert out.dtype == scalar.dtype and out == scalar
+    with Graph("w", input_types=[TensorType(DType.float32, [2], CPU)]) as g:
+        assert (g.inputs[0].tensor * 2**70).dtype is DType.float32
+
+
 def test_constant_data_is_exact():
     with Graph("c") as g:
         v = ops.constant(np.array([[1, -2], [3, 4]], np.int64), DType.int16, CPU)

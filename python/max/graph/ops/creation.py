@@ -37,8 +37,18 @@ def nested_array(value: Any, who: str) -> np.ndarray:
         raise ValueError(f"{who}: nested lists must be rectangular (every row of a level the same length)") from None
 
 
+def _python_ints(value: Any) -> bool:
+    """Whether `value` is a Python int or a (nested) list or tuple of only Python ints."""
+    if isinstance(value, (list, tuple)):
+        return all(_python_ints(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _default_dtype(value: Any, arr: np.ndarray) -> DType:
-    python_like = not isinstance(value, np.ndarray) and not hasattr(value, "__dlpack__")
+    # (numpy scalars keep their type, as arrays do)
+    python_like = not isinstance(value, (np.ndarray, np.generic)) and not hasattr(value, "__dlpack__")
+    if python_like and arr.dtype.kind == "u" and _python_ints(value):
+        return DType.int64  # (numpy holds a Python int past int64 as uint64: range-checked)
     if python_like and arr.dtype.kind == "f":
         return DType.float32
     if python_like and arr.dtype.kind in "iu":
@@ -134,14 +144,35 @@ def _encode(arr: np.ndarray, dtype: DType, floats: bool = True) -> bytes:
     return buf.view(DType.uint8, [buf.num_elements * dtype.size_in_bytes]).to_numpy().tobytes()
 
 
+def _wide_ints(flat: list, shape: tuple, value: Any, dtype: DType | None) -> np.ndarray:
+    """Python ints that numpy holds as objects (2**64 and more) or rounds to float64 (a list
+    mixing ints past int64 with others), exactly: as float64 for a float `dtype`, else as
+    `dtype` (int64 by default) when each fits, or the range error of the first that does not.
+    Anything else held as objects is a TypeError."""
+    if not flat or not all(isinstance(v, int) and not isinstance(v, bool) for v in flat):
+        raise TypeError(f"constant: value must be numeric, got {type(value).__name__}")
+    if dtype is not None and dtype.is_float():
+        try:
+            return np.array(flat, dtype=np.float64).reshape(shape)
+        except OverflowError:
+            raise ValueError(f"constant: value: {max(flat, key=abs)} does not fit in {dtype.name}") from None
+    target = dtype if dtype is not None and dtype.is_integral() else DType.int64
+    lo, hi = _INT_RANGE[target]
+    bad = next((v for v in flat if not lo <= v <= hi), None)
+    if bad is not None:
+        raise ValueError(f"constant: value: {bad} does not fit in {target.name} (range {lo}..{hi})")
+    return np.array(flat, dtype=target.to_numpy()).reshape(shape)
+
+
 def constant(value: Any, dtype: DType | None = None, device: Any = None, *, _operand: bool = False) -> TensorValue:
     """A tensor holding `value` (a number, nested list, numpy array or DLPack array), loaded
     as `dtype` (default: the value's own type; Python floats give float32, ints int64).
     Values that do not fit `dtype` are an error (integers out of its range, finite floats that
     would round to inf); floats are rounded to it."""
     arr = _host_array(value)
-    if arr.dtype == object:
-        raise TypeError(f"constant: value must be numeric, got {type(value).__name__}")
+    if arr.dtype == object or (arr.dtype.kind == "f" and _python_ints(value)):
+        flat = np.array(value, dtype=object).reshape(-1).tolist() if arr.dtype.kind == "f" else arr.reshape(-1).tolist()
+        arr = _wide_ints(flat, arr.shape, value, dtype)
     if dtype is None:
         dtype = _default_dtype(value, arr)
     if not isinstance(dtype, DType):
