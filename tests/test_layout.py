@@ -395,6 +395,20 @@ def test_slice_static_symbolic_and_negative_steps(rng, device, dtype):
     check(fn, [t(dtype, "batch", 5, 6)], [(rand(rng, dtype, (n, 5, 6)),) for n in (2, 5)], ref, device)
 
 
+def test_slice_steps_near_the_int64_range(rng, device):
+    """Steps of +-(2**63 - 1) and -2**63 select one element (or none), as numpy does, on static
+    and symbolic dims."""
+    big = [-(2**63), 2**63 - 1, -(2**63 - 1), 2**62]
+
+    def fn(x):
+        return [x[::s] for s in big] + [x[1:, ::s] for s in big] + [x[2:0:s] for s in big]
+
+    def ref(x):
+        return [x[::s] for s in big] + [x[1:, ::s] for s in big] + [x[2:0:s] for s in big]
+
+    check(fn, [t(DType.float32, "batch", 4)], [(rand(rng, DType.float32, (n, 4)),) for n in (3, 5)], ref, device)
+
+
 @dtypes
 @pytest.mark.parametrize("host_indices", [False, True], ids=["indices_on_device", "indices_on_host"])
 def test_slice_scalar_tensor_indices(rng, device, dtype, host_indices):

@@ -286,9 +286,17 @@ fn slice_len(ctx: &Ctx, s: &Slice, dim: &Dim, axis: usize) -> Result<Dim> {
         ends.push(at);
     }
     let (start, stop) = (&ends[0], &ends[1]);
-    let stride = Dim::stat(s.step.abs());
+    // |step| (i64::MIN's as i64::MAX: a span is at most a dim, so both select its first element)
+    let stride = Dim::stat(s.step.unsigned_abs().min(i64::MAX as u64) as i64);
     let span = if s.step > 0 { stop.sub(start) } else { start.sub(stop) }.map_err(&err)?;
-    let len = span.add(&stride).and_then(|d| d.sub(&one)).and_then(|d| d.floordiv(&stride)).map_err(&err)?;
+    // ceil(span / stride): (span + stride - 1) // stride, or for steps past 2^32, where span +
+    // stride may overflow (at once, or once a symbolic span is bound), (span - 1) // stride + 1
+    let len = if s.step.unsigned_abs() <= 1 << 32 {
+        span.add(&stride).and_then(|d| d.sub(&one)).and_then(|d| d.floordiv(&stride))
+    } else {
+        span.sub(&one).and_then(|d| d.floordiv(&stride)).and_then(|d| d.add(&one))
+    }
+    .map_err(&err)?;
     Ok(if len.as_static().is_some_and(|v| v < 0) { Dim::stat(0) } else { len })
 }
 

@@ -76,8 +76,8 @@ impl<'a, C: Copier<'a>> Walk<'_, 'a, C> {
         }
         let [first, last] = ends;
         let span = if step > 0 { last - first } else { first - last };
-        let s = step.abs();
-        let count = if span <= 0 { 0 } else { (span + s - 1) / s };
+        // ceil(span / |step|), without overflow for steps near the int64 range
+        let count = if span <= 0 { 0 } else { ((span - 1) as u64 / step.unsigned_abs() + 1) as i64 };
         Ok((first, count as usize))
     }
 }
@@ -119,7 +119,8 @@ pub(crate) fn slice_tensor<'a>(c: &impl Copier<'a>) -> Result<()> {
                     offset += first as isize * strides[axis];
                 }
                 v.shape.push(count);
-                v.strides.push(strides[axis] * s.step as isize);
+                // (one element or none: any stride; a step near the int64 range would overflow)
+                v.strides.push(if count > 1 { strides[axis] * s.step as isize } else { 0 });
                 axis += 1;
             }
             Index::NewAxis => {
