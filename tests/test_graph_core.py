@@ -116,3 +116,28 @@ def test_text_form_names_every_op_and_type():
     assert text.startswith("graph @text(%0: float32[batch, 3] on cpu:0) -> (float32[batch, 3] on cpu:0)")
     assert "relu(" in text and "mul(" in text and "output %" in text
     g._verify()
+
+
+def test_shapes_types_and_devices_name_what_is_wrong():
+    """A shape that is not a sequence, a negative static dim in a rebind, a negative device id
+    and T of a tensor of rank under 2 are errors naming the argument; Shape.is_static says no
+    to a negative size."""
+    with pytest.raises(TypeError, match="a shape is a sequence of dims, got int 3"):
+        Shape(3)
+    with pytest.raises(TypeError, match="TensorType: shape must be a sequence of dims, got 5"):
+        TensorType(DType.float32, 5, DeviceRef.CPU())
+    with pytest.raises(ValueError, match="DeviceRef id must be >= 0, got -1"):
+        DeviceRef.GPU(-1)
+    assert not Shape.is_static(Shape([-1, 4])) and Shape.is_static(Shape([0, 4]))
+    with Graph("g", input_types=[TensorType(DType.float32, (), DeviceRef.CPU()),
+                                 TensorType(DType.float32, (3,), DeviceRef.CPU())]) as g:
+        s, v = (i.tensor for i in g.inputs)
+        with pytest.raises(TypeError, match="rebind: shape: expected a sequence of dims, got 3"):
+            v.rebind(3)
+        for bad in ((-1,), [-(2**63)]):
+            with pytest.raises(ValueError, match="rebind: shape: static dimensions must be non-negative"):
+                v.rebind(bad)
+        assert v.rebind(iter([3])).shape == [3]
+        for t, rank in ((s, 0), (v, 1)):
+            with pytest.raises(IndexError, match=f"T swaps the last two dims; a tensor of rank {rank}"):
+                t.T

@@ -397,3 +397,18 @@ def test_device_eager_tensors_equal_the_cpus(device):
     assert all(t.device == device for t in dev)
     np.testing.assert_array_equal(bits(host(dev[0]._realize().storage, DType.bfloat16)), bits(cpu[0]))
     np.testing.assert_allclose(dev[1].to(driver.CPU()).to_numpy(), cpu[1], rtol=1e-6, atol=1e-6)
+
+
+def test_arguments_of_the_wrong_kind_are_named():
+    from max import random
+
+    with pytest.raises(TypeError, match="random.uniform: shape must be a sequence of dims, got 3"):
+        random.uniform(3)
+    with pytest.raises(ValueError, match=r"random.uniform: range must be \(min, max\), got 1"):
+        random.uniform((2,), range=1)
+    with pytest.raises(TypeError, match="random.uniform: range's min must be a number, got 'a'"):
+        random.uniform((2,), range=("a", 1))
+    with pytest.raises(TypeError, match="random.gaussian: mean must be a number, got 'a'"):
+        random.gaussian((2,), mean="a")
+    with pytest.raises(TypeError, match="random.gaussian: std must be a number, got None"):
+        random.gaussian((2,), std=None)

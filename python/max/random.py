@@ -67,6 +67,13 @@ def _draw(seed: Any, *, name: str, shape: tuple[int, ...], dtype: DType, device:
     return draw(name, seed, TensorType(dtype, shape, device), params)
 
 
+def _number(op: str, arg: str, value: Any) -> float:
+    """`value` as a float, or a TypeError naming the argument."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"random.{op}: {arg} must be a number, got {value!r}")
+    return float(value)
+
+
 def _make(shape: Iterable[Any], dtype: DType | None, device: Any, op: str, name: str, params: dict) -> Any:
     from max import driver
     from max.graph.type import DeviceRef
@@ -76,6 +83,8 @@ def _make(shape: Iterable[Any], dtype: DType | None, device: Any, op: str, name:
     dtype, device = creation.defaults(dtype, device)
     if not (dtype.is_float() if hasattr(dtype, "is_float") else "float" in dtype.name):
         raise TypeError(f"random.{op}: dtype must be a floating-point type, got {dtype}")
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise TypeError(f"random.{op}: shape must be a sequence of dims, got {shape!r}")
     dims = creation.static_shape(shape, op)
     key = Tensor(storage=driver.Buffer.from_numpy(np.array(_next_key(), dtype=np.uint64)))
     kwargs = {"name": name, "shape": dims, "dtype": dtype, "device": DeviceRef.from_device(device), "params": params}
@@ -85,11 +94,11 @@ def _make(shape: Iterable[Any], dtype: DType | None, device: Any, op: str, name:
 def uniform(shape: Iterable[Any] = (), range: tuple[float, float] = (0, 1), *, dtype: DType | None = None,  # noqa: A002
             device: Any = None, low: float | None = None, high: float | None = None) -> Any:
     """Values uniform in [range[0], range[1]) (``low``/``high`` override the bounds)."""
-    if len(tuple(range)) != 2:
+    if isinstance(range, (str, bytes)) or not isinstance(range, Iterable) or len(tuple(range)) != 2:
         raise ValueError(f"random.uniform: range must be (min, max), got {range!r}")
     lo, hi = range
-    lo = lo if low is None else low
-    hi = hi if high is None else high
+    lo = _number("uniform", "range's min" if low is None else "low", lo if low is None else low)
+    hi = _number("uniform", "range's max" if high is None else "high", hi if high is None else high)
     if not lo < hi:
         raise ValueError(f"random.uniform: the range must have min < max, got ({lo}, {hi})")
     return _make(shape, dtype, device, "uniform", "random_uniform", {"low": float(lo), "high": float(hi)})
@@ -98,6 +107,7 @@ def uniform(shape: Iterable[Any] = (), range: tuple[float, float] = (0, 1), *, d
 def gaussian(shape: Iterable[Any] = (), mean: float = 0.0, std: float = 1.0, *, dtype: DType | None = None,
              device: Any = None) -> Any:
     """Values from the normal distribution N(mean, std**2)."""
+    mean, std = _number("gaussian", "mean", mean), _number("gaussian", "std", std)
     if not std > 0:
         raise ValueError(f"random.gaussian: std must be positive, got {std}")
     return _make(shape, dtype, device, "gaussian", "random_normal", {"mean": float(mean), "std": float(std)})

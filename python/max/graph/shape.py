@@ -16,6 +16,8 @@ class Shape(list):
     def __init__(self, dims: ShapeLike = ()) -> None:
         if isinstance(dims, (str, bytes)):
             raise TypeError(f"a shape is a sequence of dims, got the string {dims!r}")
+        if not isinstance(dims, Iterable):
+            raise TypeError(f"a shape is a sequence of dims, got {type(dims).__name__} {dims!r}")
         super().__init__(d if isinstance(d, Dim) else Dim(d) for d in dims)
 
     @property
@@ -39,8 +41,8 @@ class Shape(list):
 
     @staticmethod
     def is_static(shape: Shape) -> TypeGuard[list[StaticDim]]:
-        """Whether every dim of `shape` is a StaticDim (a known integer)."""
-        return all(isinstance(d, StaticDim) for d in shape)
+        """Whether every dim of `shape` is a StaticDim (a known integer) of a valid size (>= 0)."""
+        return all(isinstance(d, StaticDim) and d.dim >= 0 for d in shape)
 
     def __getitem__(self, index: Any) -> Any:
         out = super().__getitem__(index)

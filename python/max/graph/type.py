@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,8 @@ class DeviceRef:
         object.__setattr__(self, "device_type", DeviceKind(self.device_type))
         if not isinstance(self.id, int) or isinstance(self.id, bool):
             raise TypeError(f"DeviceRef id must be an int, got {self.id!r}")
+        if self.id < 0:
+            raise ValueError(f"DeviceRef id must be >= 0, got {self.id}")
 
     @staticmethod
     def CPU(id: int = 0) -> DeviceRef:  # noqa: N802 - MAX's name
@@ -137,6 +140,8 @@ class _ShapedType(Type):
         if not isinstance(dtype, DType):
             raise TypeError(f"{type(self).__name__}: dtype must be a max.dtype.DType, got {dtype!r}")
         self.dtype = dtype
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+            raise TypeError(f"{type(self).__name__}: shape must be a sequence of dims, got {shape!r}")
         self.shape = shape if isinstance(shape, Shape) else Shape(shape)
         for i, d in enumerate(self.shape):
             if isinstance(d, StaticDim) and int(d) < 0:

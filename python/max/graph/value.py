@@ -125,6 +125,8 @@ class TensorValue(_ShapedValue):
         """The tensor with its last two dimensions swapped."""
         from max.graph import ops
 
+        if self.rank < 2:
+            raise IndexError(f"T swaps the last two dims; a tensor of rank {self.rank} ({self.type}) has fewer")
         return ops.transpose(self, -1, -2)
 
     def argmax(self, axis: int = -1) -> TensorValue:

@@ -206,8 +206,16 @@ def cast(x: Any, dtype: DType) -> TensorValue:
 
 def rebind(x: Any, shape: Iterable[Any], message: str = "", layout: FilterLayout | None = None) -> TensorValue:
     """`x` with its shape asserted (at run time) to be `shape`."""
+    from max.graph.ops.layout import _dims
+
     t = as_tensor(x, op="rebind", arg="x")
-    return stage1("rebind", [t], {"shape": dims_attr(shape), "message": message})
+    if isinstance(shape, Iterable) and not isinstance(shape, (str, bytes)):
+        shape = list(shape)
+    dims = _dims("rebind", "shape", shape)
+    negative = [d.value for d in dims[1] if d.value is not None and d.value < 0]
+    if negative:
+        raise ValueError(f"rebind: shape: static dimensions must be non-negative, got {negative[0]} in {shape}")
+    return stage1("rebind", [t], {"shape": dims, "message": message})
 
 
 def _range_length(start: Any, stop: Any, step: Any) -> Dim | None:
