@@ -57,6 +57,11 @@ def test_constants_of_wide_ints_and_numpy_scalars():
         assert out.dtype == scalar.dtype and out == scalar
     with Graph("w", input_types=[TensorType(DType.float32, [2], CPU)]) as g:
         assert (g.inputs[0].tensor * 2**70).dtype is DType.float32
+        # a shape's dims are int64, an empty shape's too (an empty list stays float32)
+        from max.graph import Shape
+
+        assert ops.constant(Shape([])).dtype is DType.int64 and ops.constant(Shape([2, 3])).dtype is DType.int64
+        assert ops.constant([]).dtype is DType.float32
 
 
 def test_constant_data_is_exact():

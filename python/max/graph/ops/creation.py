@@ -11,6 +11,7 @@ import numpy as np
 
 from max.dtype import DType
 from max.graph.dim import Dim, StaticDim
+from max.graph.shape import Shape
 from max.graph.ops._stage import as_tensor, device_attr, dims_attr, dtype_attr, stage1, types_attr
 from max.graph.type import DeviceRef, FilterLayout, TensorType
 from max.graph.value import TensorValue
@@ -46,6 +47,8 @@ def _python_ints(value: Any) -> bool:
 
 def _default_dtype(value: Any, arr: np.ndarray) -> DType:
     # (numpy scalars keep their type, as arrays do)
+    if isinstance(value, Shape):
+        return DType.int64  # (a shape's dims, an empty one's too)
     python_like = not isinstance(value, (np.ndarray, np.generic)) and not hasattr(value, "__dlpack__")
     if python_like and arr.dtype.kind == "u" and _python_ints(value):
         return DType.int64  # (numpy holds a Python int past int64 as uint64: range-checked)
@@ -170,7 +173,7 @@ def constant(value: Any, dtype: DType | None = None, device: Any = None, *, _ope
     Values that do not fit `dtype` are an error (integers out of its range, finite floats that
     would round to inf); floats are rounded to it."""
     arr = _host_array(value)
-    if arr.dtype == object or (arr.dtype.kind == "f" and _python_ints(value)):
+    if arr.dtype == object or (arr.size and arr.dtype.kind == "f" and _python_ints(value)):
         flat = np.array(value, dtype=object).reshape(-1).tolist() if arr.dtype.kind == "f" else arr.reshape(-1).tolist()
         arr = _wide_ints(flat, arr.shape, value, dtype)
     if dtype is None:
