@@ -151,7 +151,8 @@ def _wide_ints(flat: list, shape: tuple, value: Any, dtype: DType | None) -> np.
     """Python ints that numpy holds as objects (2**64 and more) or rounds to float64 (a list
     mixing ints past int64 with others), exactly: as float64 for a float `dtype`, else as
     `dtype` (int64 by default) when each fits, or the range error of the first that does not.
-    Anything else held as objects is a TypeError."""
+    Anything else held as objects (but static dims, as their ints) is a TypeError."""
+    flat = [int(v) if isinstance(v, StaticDim) else v for v in flat]
     if not flat or not all(isinstance(v, int) and not isinstance(v, bool) for v in flat):
         raise TypeError(f"constant: value must be numeric, got {type(value).__name__}")
     if dtype is not None and dtype.is_float():
