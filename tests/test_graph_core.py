@@ -141,3 +141,16 @@ def test_shapes_types_and_devices_name_what_is_wrong():
         for t, rank in ((s, 0), (v, 1)):
             with pytest.raises(IndexError, match=f"T swaps the last two dims; a tensor of rank {rank}"):
                 t.T
+
+
+def test_the_always_ready_chain_is_created_once_and_never_advanced():
+    from max import engine
+
+    with Graph("g", input_types=[BufferType(DType.float32, (2, 3), CPU)]) as g:
+        ready = g.always_ready_chain
+        g.inputs[0].buffer[0] = np.ones(3, np.float32)
+        assert g.always_ready_chain._id == ready._id
+        g.output()
+    b = driver.Buffer.from_numpy(np.zeros((2, 3), np.float32))
+    engine.InferenceSession(devices=[driver.CPU()]).load(g).execute(b)
+    assert b.to_numpy().tolist() == [[1, 1, 1], [0, 0, 0]]

@@ -53,6 +53,7 @@ class Graph:
         self._ir = GraphIR(name)
         self._weights: dict[str, tuple[Any, TensorValue]] = {}
         self._chain: _ChainValue | None = None
+        self._ready: _ChainValue | None = None
         self._subgraphs: dict[str, Graph] = {}
         self._input_types = list(input_types)
         for t in self._input_types:
@@ -143,8 +144,13 @@ class Graph:
 
     @property
     def always_ready_chain(self) -> _ChainValue:
-        """A chain value that is always ready: side-effecting ops may start from it."""
-        return self._current_chain
+        """A chain value that is always ready: side-effecting ops may start from it. Created once
+        per graph and never advanced by the graph's own side effects (those follow the current
+        chain)."""
+        if self._ready is None:
+            (cid,) = self._ir.add_op("chain_create", [], None)
+            self._ready = Value._from_id(self, cid)  # type: ignore[assignment]
+        return self._ready  # type: ignore[return-value]
 
     @property
     def _current_chain(self) -> _ChainValue:
