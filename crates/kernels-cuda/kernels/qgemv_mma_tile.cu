@@ -33,20 +33,6 @@
 #define QT_WARPS 8        // launch/qgemv_mma_tile.rs: QT_WARPS
 #define QT_MAX_TILE 16384  // launch/qgemv_mma_tile.rs: QT_MAX_TILE
 
-// D = A (16 x 32 s8, row) * B (32 x 8 s8, col), s32; and D += A * B.
-__device__ __forceinline__ void mma_s8s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %10, %10, %10};\n"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
-}
-__device__ __forceinline__ void mma_s8s8_acc(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // out [n] = lhs [k] @ dequantize(w)^T (+ res), w [n, row_bytes] of Q8_0; lhs, out, res of T.
 // Shared memory (launch/qgemv_mma_tile.rs sizes it): the lhs fragments [units][3][4][2 words]
 // and per-unit terms (qgemv_mma_prep.cuh), 128 zero bytes, then, 128-byte aligned, each warp's

@@ -6,21 +6,24 @@
 #define QM_CHUNK 256  // K elements per stage: 8 units of 32 (one Q4_K super-block)
 #define QM_UNITS (QM_CHUNK / 32)
 
-// D = A (16 x 32 u8, row) * B (32 x 8 s8, col), s32.
-__device__ __forceinline__ void mma_u8s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %10, %10, %10};\n"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
-}
-
-// D = A * B + D.
-__device__ __forceinline__ void mma_u8s8_acc(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+// D = A (16 x 32 of AT, row) * B (32 x 8 s8, col), s32 (mma_<AT>s8), and D += A * B
+// (mma_<AT>s8_acc): A u8 for the 4-bit and 6-bit quants, s8 for Q8_0's (qgemv_mma_tile.cu).
+#define QM_MMA(AT)                                                                                                \
+    __device__ __forceinline__ void mma_##AT##s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {   \
+        asm("mma.sync.aligned.m16n8k32.row.col.s32." #AT ".s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, " \
+            "{%10, %10, %10, %10};\n"                                                                            \
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                                      \
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));                                      \
+    }                                                                                                             \
+    __device__ __forceinline__ void mma_##AT##s8_acc(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,       \
+                                                     u32 b1) {                                                   \
+        asm("mma.sync.aligned.m16n8k32.row.col.s32." #AT ".s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, " \
+            "{%0, %1, %2, %3};\n"                                                                                \
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                                      \
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));                                              \
+    }
+QM_MMA(u8)
+QM_MMA(s8)
 
 __device__ __forceinline__ float qm_h2f(u32 bits) {
     float r;
