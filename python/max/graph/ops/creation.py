@@ -155,12 +155,12 @@ def _wide_ints(flat: list, shape: tuple, value: Any, dtype: DType | None) -> np.
     flat = [int(v) if isinstance(v, StaticDim) else v for v in flat]
     if not flat or not all(isinstance(v, int) and not isinstance(v, bool) for v in flat):
         raise TypeError(f"constant: value must be numeric, got {type(value).__name__}")
-    if dtype is not None and dtype.is_float():
+    if isinstance(dtype, DType) and dtype.is_float():
         try:
             return np.array(flat, dtype=np.float64).reshape(shape)
         except OverflowError:
             raise ValueError(f"constant: value: {max(flat, key=abs)} does not fit in {dtype.name}") from None
-    target = dtype if dtype is not None and dtype.is_integral() else DType.int64
+    target = dtype if isinstance(dtype, DType) and dtype.is_integral() else DType.int64
     lo, hi = _INT_RANGE[target]
     bad = next((v for v in flat if not lo <= v <= hi), None)
     if bad is not None:
@@ -173,6 +173,8 @@ def constant(value: Any, dtype: DType | None = None, device: Any = None, *, _ope
     as `dtype` (default: the value's own type; Python floats give float32, ints int64).
     Values that do not fit `dtype` are an error (integers out of its range, finite floats that
     would round to inf); floats are rounded to it."""
+    if dtype is not None and not isinstance(dtype, DType):
+        raise TypeError(f"constant: dtype must be a max.dtype.DType, got {dtype!r}")
     arr = _host_array(value)
     if arr.dtype == object or (arr.size and arr.dtype.kind == "f" and _python_ints(value)):
         flat = np.array(value, dtype=object).reshape(-1).tolist() if arr.dtype.kind == "f" else arr.reshape(-1).tolist()
