@@ -60,6 +60,9 @@ def test_static_arithmetic_and_conversions():
         int(Dim("a"))
     with pytest.raises(ValueError, match="division by zero"):
         Dim("a") // 0
+    for zero in (lambda: Dim(7) // 0, lambda: 7 // Dim(0), lambda: Dim("a") // Dim(0)):
+        with pytest.raises(ZeroDivisionError, match="dimension division by zero"):
+            zero()
     with pytest.raises(ValueError, match="overflows"):
         Dim(2**62) * 4
 

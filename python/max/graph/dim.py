@@ -29,6 +29,17 @@ def _core(value: Any) -> _CoreDim:
     raise TypeError(f"Unsupported dimension type {value!r} ({type(value)})")
 
 
+class DimDivisionByZero(ZeroDivisionError, ValueError):
+    """A dim divided by zero: a ZeroDivisionError, as Python's ints raise (and a ValueError, as
+    the other errors of dim arithmetic are)."""
+
+
+def _floordiv(a: _CoreDim, b: _CoreDim) -> Dim:
+    if b.value == 0:
+        raise DimDivisionByZero(f"dimension division by zero: {a} // 0")
+    return _wrap(a.floordiv(b))
+
+
 def _wrap(d: _CoreDim) -> Dim:
     cls = (StaticDim, SymbolicDim, AlgebraicDim)[d.kind]
     obj = object.__new__(cls)
@@ -87,11 +98,11 @@ class Dim:
 
     def __floordiv__(self, other: DimLike) -> Dim:
         o = self._other(other)
-        return NotImplemented if o is None else _wrap(self._d.floordiv(o))
+        return NotImplemented if o is None else _floordiv(self._d, o)
 
     def __rfloordiv__(self, other: DimLike) -> Dim:
         o = self._other(other)
-        return NotImplemented if o is None else _wrap(o.floordiv(self._d))
+        return NotImplemented if o is None else _floordiv(o, self._d)
 
     def __neg__(self) -> Dim:
         return _wrap(self._d.neg())
