@@ -9,7 +9,7 @@
 // Sixteen rows of whole 34-byte blocks are 16 x row_bytes = 17 K bytes, whole 16-byte pieces,
 // and contiguous: a tile of 16 rows (the mma's M) is one 1-D bulk copy (cp.async.bulk) into a
 // stage, on 16 bytes where the weights are (launch/qgemv_mma_tile.rs: K a multiple of 64 up to
-// 960, a stage at most QT_MAX_TILE bytes). A last tile of fewer rows copies its bytes up to the
+// 960, a stage at most 16 KiB). A last tile of fewer rows copies its bytes up to the
 // last whole 16 in bulk and the rest (under 16 bytes, whole words) with plain loads. Each warp
 // walks its own tiles (round-robin over the grid's warps) through a private ring of `stages`
 // stages (one by default: two blocks of 8 warps an SM at K = 576), one mbarrier each, refilled
@@ -30,8 +30,7 @@
 // unit of the lhs holding an inf or NaN makes every product NaN (its scale is NaN).
 // __launch_bounds__(256, 2): two blocks an SM at K = 576 (one stage each: the launcher's default).
 
-#define QT_WARPS 8        // launch/qgemv_mma_tile.rs: QT_WARPS
-#define QT_MAX_TILE 16384  // launch/qgemv_mma_tile.rs: QT_MAX_TILE
+#define QT_WARPS 8  // launch/qgemv_mma_tile.rs: QT_WARPS
 
 // out [n] = lhs [k] @ dequantize(w)^T (+ res), w [n, row_bytes] of Q8_0; lhs, out, res of T.
 // Shared memory (launch/qgemv_mma_tile.rs sizes it): the lhs fragments [units][3][4][2 words]

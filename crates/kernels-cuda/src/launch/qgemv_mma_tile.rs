@@ -4,8 +4,8 @@
 
 use super::*;
 
-/// Matches QT_WARPS and QT_MAX_TILE in qgemv_mma_tile.cu: warps of a block, and the bytes of a
-/// stage (a tile of 16 weight rows) at most.
+/// Warps of a block (QT_WARPS in qgemv_mma_tile.cu), and the bytes of a stage (a tile of 16
+/// weight rows) at most.
 const QT_WARPS: usize = 8;
 const QT_MAX_TILE: usize = 16 * 1024;
 
@@ -75,8 +75,8 @@ pub(super) fn qgemv_mma_tile(
     // each. An H200, SmolLM2-135M Q4_1 at one sequence, three alternating rounds in one process:
     // 1,878.9 / 1,860.7 / 1,876.9 tok/s against 1,858.6 / 1,853.6 / 1,809.5 with two stages;
     // 49152 x 576 alone 10.9 us against 11.3.
-    let fits = |st: usize| crate::allow_smem(stream.context(), &f, smem(k, row_bytes, st) as u32).is_ok();
-    let stages = tuning.int(max_tuning::Knob::QgemvStages).filter(|st| (1..=2).contains(st) && fits(*st)).unwrap_or(1);
+    let holds = |st: usize| crate::allow_smem(stream.context(), &f, smem(k, row_bytes, st) as u32).is_ok();
+    let stages = tuning.int(max_tuning::Knob::QgemvStages).filter(|st| (1..=2).contains(st) && holds(*st)).unwrap_or(1);
     let bytes = smem(k, row_bytes, stages) as u32;
     crate::allow_smem(stream.context(), &f, bytes)?;
     let tiles = n.div_ceil(16);
