@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from max.entrypoints.cli.benchmark import add_benchmark_parser, run_benchmark
-from max.entrypoints.cli.options import add_model_flags, load_messages, pipeline_config
+from max.entrypoints.cli.options import add_model_flags, given_dests, load_messages, pipeline_config
 from max.entrypoints.cli.serve import add_serve_parser, run_serve
 
 
@@ -182,8 +182,7 @@ def _encode(args: argparse.Namespace) -> int:
     if not args.prompt:
         raise ValueError("give at least one --prompt to embed")
     _check_warmups(args)
-    config = pipeline_config(args)
-    config.pool_embeddings = args.pool_embeddings
+    config = pipeline_config(args, pool_embeddings=args.pool_embeddings)
     t0 = time.perf_counter()
     pipeline = load_pipeline(config, task=PipelineTask.EMBEDDINGS_GENERATION)
     load = time.perf_counter() - t0
@@ -242,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if getattr(args, "config_file", None) is not None:
+        args._given = given_dests(parser, argv)
     handlers = {"generate": _generate, "encode": _encode, "list": _list, "warm-cache": _warm_cache,
                 "serve": run_serve, "benchmark": run_benchmark}
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,10 @@ def parse_devices(value: str) -> list[DeviceSpec]:
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model-path", "--model", dest="model_path", required=True,
-                   help="a local Hugging Face model directory or a .gguf file")
+    g.add_argument("--model-path", "--model", dest="model_path", default=None,
+                   help="a local Hugging Face model directory or a .gguf file (required, here or in --config-file)")
+    g.add_argument("--config-file", default=None,
+                   help="a YAML file of PipelineConfig settings (max_length: 4096, ...); flags given win over it")
     g.add_argument("--weight-path", action="append", default=[], help="weight files to use instead of the directory's")
     g.add_argument("--quantization-encoding", default=None,
                    help="float32, bfloat16, float16 (safetensors), or the GGUF file's block encoding")
@@ -70,8 +73,12 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False)
 
 
-def pipeline_config(args: argparse.Namespace) -> Any:
+def pipeline_config(args: argparse.Namespace, **extra: Any) -> Any:
+    """The ``PipelineConfig`` of parsed model flags (and `extra` keyword arguments, named as their
+    flags' dests). With ``--config-file``, the file's settings win over the flags' defaults and
+    the flags given on the command line (``args._given``, see given_dests) win over the file."""
     from max.pipelines import PipelineConfig
+    from max.pipelines.lib.config_file import read_config_file
 
     kw: dict[str, Any] = {
         "model_path": args.model_path,
@@ -91,8 +98,42 @@ def pipeline_config(args: argparse.Namespace) -> Any:
         "chat_template": args.chat_template,
         "custom_architectures": args.custom_architectures,
         "trust_remote_code": args.trust_remote_code,
+        **extra,
     }
-    return PipelineConfig(**kw)
+    if args.config_file is not None:
+        from_file = read_config_file(args.config_file)
+        given = getattr(args, "_given", set())
+        dest = {"device_specs": "devices"}
+        kw = {k: v for k, v in kw.items() if dest.get(k, k) in given or k not in from_file}
+        kw["config_file"] = args.config_file
+    elif args.model_path is None:
+        raise ValueError("give --model-path (a model directory or a .gguf file)")
+    config = PipelineConfig(**kw)
+    if not config.model.model_path:
+        raise ValueError(f"give --model-path, or model_path in --config-file {args.config_file!r}")
+    return config
+
+
+def given_dests(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> set[str]:
+    """The dests that `argv` sets explicitly, as opposed to the parsers' defaults: `argv` parsed
+    again with every default (of `parser` and its subcommands' parsers) suppressed."""
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+    saved = [(p, p._defaults, [(a, a.default) for a in p._actions]) for p in parsers]
+    try:
+        for p in parsers:
+            p._defaults = {}
+            for a in p._actions:
+                a.default = argparse.SUPPRESS
+        ns, _ = parser.parse_known_args(argv)
+    finally:
+        for p, defaults, actions in saved:
+            p._defaults = defaults
+            for a, default in actions:
+                a.default = default
+    return set(vars(ns))
 
 
 def load_messages(value: str) -> list[dict[str, Any]]:

@@ -36,9 +36,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port must be in [0, 65535], got {args.port}")
-    config = pipeline_config(args)
-    config.model.served_model_name = args.served_model_name
-    settings = ServeSettings(host=args.host, port=args.port, served_model_name=args.served_model_name,
+    config = pipeline_config(args, served_model_name=args.served_model_name)
+    settings = ServeSettings(host=args.host, port=args.port, served_model_name=config.model.served_model_name,
                              max_queue_size=args.max_queue_size, shutdown_timeout=args.shutdown_timeout,
                              log_level=args.log_level)
     return run(config, settings)

@@ -124,8 +124,16 @@ class PipelineConfig:
     call's first step, which the device runs while the host hands the tokens out (used when the
     next call is for the same requests in the same state, else dropped; the tokens are the same
     either way). None (the default) turns it on for accelerators; the CPU's steps are the host's
-    own work."""
+    own work.
 
+    ``config_file`` (with ``section_name``) reads settings from a YAML file (see config_file.py);
+    the keyword arguments given here win over the file's. ``pdl_level``, ``zmq_endpoint_base``,
+    ``use_vendor_blas`` and ``use_experimental_kernels`` are taken for compatibility and change
+    nothing: launch overlap (PDL) is the ``launch.pdl`` tuning knob's, and there are no vendor BLAS
+    or experimental kernels to pick."""
+
+    config_file: str | None = None
+    section_name: str | None = None
     max_length: int | None = None
     pipeline_role: PipelineRole = PipelineRole.PrefillAndDecode
     max_batch_size: int | None = None
@@ -143,6 +151,8 @@ class PipelineConfig:
     chat_template: str | Path | None = None
     use_experimental_kernels: str = "false"
     use_vendor_blas: str = "false"
+    pdl_level: str = "0"
+    zmq_endpoint_base: str = ""
     custom_architectures: list[str] = field(default_factory=list)
     execute_empty_batches: bool = False
     max_batch_total_tokens: int | None = None
@@ -160,6 +170,16 @@ class PipelineConfig:
     speculative: Any = None
 
     def __init__(self, **kwargs: Any) -> None:
+        if kwargs.get("config_file") is not None:
+            from max.pipelines.lib.config_file import read_config_file
+
+            kwargs["config_file"] = str(kwargs["config_file"])
+            from_file = read_config_file(kwargs["config_file"], kwargs.get("section_name"))
+            from_file.pop("config_file", None)
+            from_file.pop("section_name", None)
+            kwargs = {**from_file, **kwargs}
+        elif kwargs.get("section_name") is not None:
+            raise ValueError("PipelineConfig: section_name needs a config_file")
         own = {f.name: f for f in dataclasses.fields(PipelineConfig)}
         model_fields = {f.name for f in dataclasses.fields(MAXModelConfig)}
         kv_fields = {f.name for f in dataclasses.fields(KVCacheConfig)}
