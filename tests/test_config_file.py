@@ -124,3 +124,62 @@ def test_cli_errors_without_a_model_or_with_a_bad_file(tmp_path):
     assert r.returncode == 2 and "model_path in --config-file" in r.stderr, r.stderr
     r = _max("generate", "--config-file", str(tmp_path / "missing.yaml"), "--prompt", "hi")
     assert r.returncode == 2 and "missing.yaml" in r.stderr and "FileNotFoundError" in r.stderr, r.stderr
+
+
+# MAX's flags for the pipeline settings (its generate/serve/encode pages), besides those the
+# commands have their own help for.
+MAX_SETTING_FLAGS = [
+    "--allow-safetensors-weights-fp32-bf6-bidirectional-cast", "--cache-strategy", "--ce-delay-ms", "--defer-resolve",
+    "--device-graph-capture", "--enable-echo", "--enable-in-flight-batching", "--enable-kvcache-swapping-to-host",
+    "--enable-min-tokens", "--enable-penalties", "--enable-prioritize-first-decode", "--enable-structured-output",
+    "--enable-variable-logits", "--ep-size", "--execute-empty-batches", "--force", "--force-download",
+    "--gpu-profiling", "--host-kvcache-swap-space-gb", "--huggingface-model-revision",
+    "--huggingface-weight-revision", "--kvcache-ce-watermark", "--max-batch-total-tokens", "--max-num-steps",
+    "--max-queue-size-tg", "--min-batch-size-tg", "--pipeline-role", "--pool-embeddings", "--rope-type",
+    "--section-name", "--served-model-name", "--use-experimental-kernels", "--use-legacy-module", "--use-subgraphs",
+    "--use-vendor-blas", "--vision-config-overrides", "--zmq-endpoint-base", "--config-file",
+]
+
+
+@pytest.mark.parametrize("command", ["generate", "encode", "serve", "warm-cache"])
+def test_every_setting_has_its_flag(command):
+    from max.entrypoints.cli import _parser
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    flags = {s for a in sub._actions for s in a.option_strings}
+    assert [f for f in MAX_SETTING_FLAGS if f not in flags] == []
+
+
+def test_setting_flags_reach_the_config_and_are_checked(tmp_path):
+    from max.nn.kv_cache import KVCacheStrategy
+
+    _, config = _cli_config(["generate", "--model-path", "m.gguf", "--max-num-steps", "4", "--enable-echo",
+                             "--no-enable-penalties", "--cache-strategy", "PAGED", "--ce-delay-ms", "1.5",
+                             "--vision-config-overrides", '{"a": 1}', "--use-vendor-blas", "true"])
+    assert (config.max_num_steps, config.enable_echo, config.ce_delay_ms, config.use_vendor_blas) == (4, True, 1.5,
+                                                                                                       "true")
+    assert config.sampling.enable_penalties is False
+    assert config.model.kv_cache.cache_strategy is KVCacheStrategy.PAGED
+    assert config.model.vision_config_overrides == {"a": 1}
+    for flags, needle in [(["--pipeline-role", "prefill_only"], "disaggregated prefill"),
+                          (["--ep-size", "2"], "expert parallelism"),
+                          (["--enable-structured-output"], "structured output"),
+                          (["--force-download"], "nothing is downloaded"),
+                          (["--rope-type", "neox"], "cannot be overridden"),
+                          (["--enable-kvcache-swapping-to-host"], "swapping KV-cache pages")]:
+        with pytest.raises(NotImplementedError, match=needle):
+            _cli_config(["serve", "--model-path", "m.gguf", *flags])
+    path = _write(tmp_path, "a:\n  max_num_steps: 2\n  model_path: m.gguf\n")
+    _, config = _cli_config(["generate", "--config-file", str(path), "--section-name", "a"])
+    assert (config.max_num_steps, config.section_name) == (2, "a")
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--cache-strategy", "bogus"], "'bogus' is not one of model_default, paged"),
+    (["--vision-config-overrides", "[1]"], "expected a JSON object"),
+    (["--max-num-steps", "x"], "invalid int value"),
+])
+def test_bad_setting_flags(flags, needle):
+    r = _max("generate", "--model-path", "m.gguf", "--prompt", "hi", *flags)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from max.entrypoints.cli.benchmark import add_benchmark_parser, run_benchmark
+from max.entrypoints.cli.config_flags import add_config_flags
 from max.entrypoints.cli.options import add_model_flags, given_dests, load_messages, pipeline_config
 from max.entrypoints.cli.serve import add_serve_parser, run_serve
 
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--num-warmups", type=int, default=0, help="runs before the timed one")
     s.add_argument("--detokenize", action=argparse.BooleanOptionalAction, default=True,
                    help="print text (default) or token ids")
+    add_config_flags(g)
 
     e = sub.add_parser("encode", help="print embeddings, one JSON list per prompt",
                        description="Embed prompts with a local encoder model (e.g. all-MiniLM-L6-v2).")
@@ -66,12 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--prompt", action="append", default=[], help="text to embed (repeatable)")
     e.add_argument("--num-warmups", type=int, default=0)
     e.add_argument("--pool-embeddings", action=argparse.BooleanOptionalAction, default=True)
+    add_config_flags(e)
 
     lst = sub.add_parser("list", help="list the supported architectures")
     lst.add_argument("--json", action="store_true", help="as JSON")
 
     w = sub.add_parser("warm-cache", help="load a model once so its kernels are compiled and cached")
     add_model_flags(w)
+    add_config_flags(w)
     add_serve_parser(sub)
     add_benchmark_parser(sub)
     return p

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from max.driver import DeviceSpec
+from max.entrypoints.cli.config_flags import config_kwargs
 
 
 def parse_devices(value: str) -> list[DeviceSpec]:
@@ -100,15 +101,16 @@ def pipeline_config(args: argparse.Namespace, **extra: Any) -> Any:
         "trust_remote_code": args.trust_remote_code,
         **extra,
     }
+    more = config_kwargs(args)
     if args.config_file is not None:
-        from_file = read_config_file(args.config_file)
-        given = getattr(args, "_given", set())
+        from_file = read_config_file(args.config_file, more.get("section_name"))
+        given: set[str] = getattr(args, "_given", set())
         dest = {"device_specs": "devices"}
         kw = {k: v for k, v in kw.items() if dest.get(k, k) in given or k not in from_file}
         kw["config_file"] = args.config_file
     elif args.model_path is None:
         raise ValueError("give --model-path (a model directory or a .gguf file)")
-    config = PipelineConfig(**kw)
+    config = PipelineConfig(**{**kw, **more})
     if not config.model.model_path:
         raise ValueError(f"give --model-path, or model_path in --config-file {args.config_file!r}")
     return config

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from max.entrypoints.cli.config_flags import add_config_flags
 from max.entrypoints.cli.options import add_model_flags, pipeline_config
 
 
@@ -25,6 +26,7 @@ def add_serve_parser(sub: Any) -> None:
                         "(default 4 x --max-batch-size)")
     g.add_argument("--shutdown-timeout", type=int, default=30,
                    help="seconds in-flight requests may take to finish after SIGINT/SIGTERM")
+    add_config_flags(s)
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -94,6 +94,12 @@ class MAXModelConfig:
         if isinstance(self.weight_path, (str, Path)):
             self.weight_path = [Path(self.weight_path)]
         self.weight_path = [Path(p) for p in self.weight_path]
+        if self.force_download:
+            raise NotImplementedError("force_download: models are read from disk (a local directory, a .gguf file or "
+                                      "the Hugging Face cache); nothing is downloaded")
+        if self.rope_type is not None:
+            raise NotImplementedError(f"rope_type {self.rope_type!r}: the rotary embedding comes from the model's "
+                                      "architecture and weight format and cannot be overridden")
         if int(self.data_parallel_degree) < 1:
             raise ValueError(f"--data-parallel-degree must be at least 1, got {self.data_parallel_degree}")
 
@@ -220,6 +226,14 @@ class PipelineConfig:
             raise NotImplementedError("speculative decoding is not supported")
         if self.lora is not None:
             raise NotImplementedError("LoRA adapters are not supported")
+        if self.pipeline_role != PipelineRole.PrefillAndDecode:
+            raise NotImplementedError(f"pipeline_role {PipelineRole(self.pipeline_role).value}: disaggregated prefill "
+                                      "and decode are not supported (every pipeline does both)")
+        if self.ep_size != 1:
+            raise NotImplementedError(f"ep_size {self.ep_size}: expert parallelism is not supported")
+        if self.sampling.enable_structured_output:
+            raise NotImplementedError("enable_structured_output: structured output (JSON schemas, grammars) is not "
+                                      "supported yet")
 
     # MAX exposes the model's fields on the pipeline config too.
     @property
