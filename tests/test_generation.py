@@ -71,6 +71,17 @@ def test_chunked_prefill_and_batching_match_single_runs(pipeline):
     assert chunked == alone[1]
 
 
+def test_a_later_request_may_end_first(pipeline):
+    """Requests of one run that end in another order than they were given (a later one with
+    fewer tokens to make) are each handed their own result (taking a finished request out of
+    the running ones compared contexts by their token arrays, which raised)."""
+    gen = Generator(pipeline)
+    ctxs = [gen.context(p, SamplingParams(top_k=1, max_new_tokens=n, ignore_eos=True))
+            for p, n in [("The capital of France is", 9), ("Once upon a time", 2), ("def f(x):", 5)]]
+    results = gen.run(ctxs)
+    assert [len(r.tokens) for r in results] == [9, 2, 5]
+
+
 def test_step_logits_of_a_batch_equal_each_alone(pipeline):
     """Ragged prefill of three prompts in one step: each row's logits equal its own run."""
     from max.pipelines.lib.context import TextContext

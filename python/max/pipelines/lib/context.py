@@ -13,9 +13,10 @@ import numpy as np
 from max.interfaces import GenerationStatus, SamplingParams, new_request_id
 
 
-@dataclass
+@dataclass(eq=False)
 class TextContext:
-    """A request being generated."""
+    """A request being generated. Contexts compare (and hash) by identity: each is one request's
+    mutable state."""
 
     max_length: int
     tokens: np.ndarray

@@ -55,7 +55,7 @@ class GenerationStats:
         return self.decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
 
-@dataclass
+@dataclass(eq=False)
 class _Running:
     ctx: TextContext
     decoder: Any
