@@ -164,7 +164,6 @@ def test_setting_flags_reach_the_config_and_are_checked(tmp_path):
     assert config.model.vision_config_overrides == {"a": 1}
     for flags, needle in [(["--pipeline-role", "prefill_only"], "disaggregated prefill"),
                           (["--ep-size", "2"], "expert parallelism"),
-                          (["--enable-structured-output"], "structured output"),
                           (["--force-download"], "nothing is downloaded"),
                           (["--rope-type", "neox"], "cannot be overridden"),
                           (["--enable-kvcache-swapping-to-host"], "swapping KV-cache pages")]:

@@ -113,6 +113,21 @@ class GenerationService:
         except ValueError as e:
             raise APIError(400, f"cannot render the chat template: {e}", param="messages") from None
 
+    async def check_schema(self, schema: str | None) -> str | None:
+        """`schema` (a request's ``response_format``), or a 400 when the pipeline was built
+        without structured output or cannot take it (compiled off the event loop)."""
+        if schema is None:
+            return None
+        grammars = getattr(self.pipeline, "grammars", None)
+        if grammars is None:
+            raise APIError(400, "response_format json_object or json_schema (structured output) needs the server "
+                                "started with --enable-structured-output", param="response_format")
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, grammars.check, schema)
+        except ValueError as e:
+            raise APIError(400, str(e), param="response_format") from None
+        return schema
+
     def context(self, ids: np.ndarray, sampling: SamplingParams, log_probabilities: int = 0) -> TextContext:
         """A context for `ids`, or a 400 when the prompt and `max_tokens` do not fit the window.
         `log_probabilities` > 0 asks for each token's log-probability and that many of the most
@@ -157,7 +172,8 @@ class GenerationService:
             if sp.seed is not None:
                 sp = dataclasses.replace(sp, seed=choice_seed(sp.seed, i))
             ctxs.append(TextContext(max_length=ctx.max_length, tokens=ctx.tokens.copy(), sampling_params=sp,
-                                    eos_token_ids=ctx.eos_token_ids, log_probabilities=ctx.log_probabilities))
+                                    eos_token_ids=ctx.eos_token_ids, log_probabilities=ctx.log_probabilities,
+                                    json_schema=ctx.json_schema))
         if n == 1 or not self.pipeline.kv_manager.enable_prefix_caching:
             return [self.stream(c) for c in ctxs]
         cached = asyncio.Event()

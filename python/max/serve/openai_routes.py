@@ -197,8 +197,10 @@ def openai_router(state: ServerState) -> APIRouter:
         req.check_unsupported()
         sampling = req.sampling_params()
         top = req.logprobs_count()
+        schema = await svc.check_schema(req.json_schema())
         text = svc.chat_prompt(req.plain_messages(), tools=req.tools, options=req.chat_template_kwargs)
         ctx = svc.context(await svc.tokenize(text, add_special_tokens=False), sampling, _log_probabilities(top))
+        ctx.json_schema = schema
         rid, created, name = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model or state.model_name
         _admit(svc, req.n)
         streams = svc.choices(ctx, req.n)

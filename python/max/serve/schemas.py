@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from max.interfaces import SamplingParams
 from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
+from max.pipelines.lib.structured import schema_text
 from max.serve.errors import APIError
 
 TokenIds = list[int]
@@ -154,17 +155,36 @@ class ChatCompletionRequest(_Common):
         return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
 
     def check_unsupported(self) -> None:
-        """A 400 for what this server would otherwise silently ignore: structured output
-        (``response_format`` other than text) and forced tool calls (``tool_choice`` other
-        than auto or none: tools are shown to the model through its chat template, and its
-        answer comes back as text)."""
-        kind = (self.response_format or {}).get("type", "text")
-        if kind != "text":
-            raise APIError(400, f"response_format {kind!r} (structured output) is not supported; only 'text'",
-                           param="response_format")
+        """A 400 for what this server would otherwise silently ignore: forced tool calls
+        (``tool_choice`` other than auto or none: tools are shown to the model through its chat
+        template, and its answer comes back as text)."""
         if self.tool_choice not in (None, "auto", "none"):
             raise APIError(400, "tool_choice must be 'auto' or 'none': forcing a tool call is not supported",
                            param="tool_choice")
+
+    def json_schema(self) -> str | None:
+        """The JSON schema ``response_format`` asks the answer to follow (``json_object``: any
+        JSON object; ``json_schema``: its ``schema``), as JSON text; None for plain text."""
+        fmt = self.response_format
+        if fmt is None:
+            return None
+        kind = fmt.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return '{"type": "object"}'
+        if kind != "json_schema":
+            raise APIError(400, f"response_format type must be text, json_object or json_schema, got {kind!r}",
+                           param="response_format")
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise APIError(400, "response_format json_schema needs json_schema.schema, a JSON schema object",
+                           param="response_format")
+        try:
+            return schema_text(schema)
+        except ValueError as e:
+            raise APIError(400, str(e), param="response_format") from None
 
     def logprobs_count(self) -> int | None:
         """How many of the most likely tokens to report at each position (``top_logprobs``,

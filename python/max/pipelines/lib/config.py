@@ -231,9 +231,6 @@ class PipelineConfig:
                                       "and decode are not supported (every pipeline does both)")
         if self.ep_size != 1:
             raise NotImplementedError(f"ep_size {self.ep_size}: expert parallelism is not supported")
-        if self.sampling.enable_structured_output:
-            raise NotImplementedError("enable_structured_output: structured output (JSON schemas, grammars) is not "
-                                      "supported yet")
 
     # MAX exposes the model's fields on the pipeline config too.
     @property

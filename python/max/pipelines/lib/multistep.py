@@ -7,7 +7,7 @@ of adding to it, which is most of a small model's time per token.
 The extra steps are planned before the first one runs (``plan``): every context must sample at
 the first step (no prompt chunk pending, a single new token each, so that the prompt's first
 token is never held back), none may need its token history on the host (penalties) or
-log-probabilities, and the count shrinks so that no context runs past its ``max_new_tokens`` or
+log-probabilities or a schema's mask (structured output), and the count shrinks so that no context runs past its ``max_new_tokens`` or
 the pipeline's ``max_length``. Tokens past a stop (end of sequence, a stop token) are dropped by
 the caller's bookkeeping; the cache positions they wrote are never read.
 
@@ -63,8 +63,8 @@ def plan(ctxs: Sequence[Any], requested: int, max_length: int) -> int:
     for ctx in ctxs:
         sp = ctx.sampling_params
         if ctx.active_length != 1 or ctx.active_idx != ctx.end_idx or ctx.log_probabilities > 0 \
-                or sp.has_penalties or min_tokens_pending(ctx):
-            return 1  # (min_new_tokens: each step masks the tokens that may not end it yet)
+                or sp.has_penalties or min_tokens_pending(ctx) or ctx.json_schema is not None:
+            return 1  # (min_new_tokens, a schema: each step masks tokens by the ones before)
         # tokens this context may still add: the step's own plus one per further step
         room = min(max_length, int(ctx.max_length)) - ctx.end_idx
         if sp.max_new_tokens is not None:
@@ -143,7 +143,7 @@ class Queued:
         order and state, each with just its last token to process."""
         return all(c.active_length == 1 and c.active_idx == c.end_idx and c.log_probabilities == 0
                    and not c.sampling_params.has_penalties and not min_tokens_pending(c)
-                   for c in ctxs) and state(ctxs, kv) == self.after
+                   and c.json_schema is None for c in ctxs) and state(ctxs, kv) == self.after
 
 
 def read_back(pipeline: Any, ids: Sequence[PerDevice]) -> np.ndarray:

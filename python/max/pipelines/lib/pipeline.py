@@ -23,6 +23,7 @@ from max.pipelines.lib import multistep
 from max.pipelines.lib.logprobs import LogProbGraph
 from max.pipelines.lib.model_source import ModelSource, resolve
 from max.pipelines.lib.sampler import ReplicatedSampler, Sampler, first_copy
+from max.pipelines.lib.structured import Grammars
 from max.pipelines.lib.weights import read_weights
 
 
@@ -147,6 +148,9 @@ class TextGenerationPipeline:
         self.sampler.penalties = bool(pipeline_config.sampling.enable_penalties)
         self._min_tokens = bool(pipeline_config.sampling.enable_min_tokens)
         self.logprobs = LogProbGraph(self.session, self.device, self.model.vocab_size)
+        self.grammars: Grammars | None = None
+        if pipeline_config.sampling.enable_structured_output:
+            self.grammars = Grammars(tokenizer, self.model.vocab_size, self.session, self.devices)
         overlap = pipeline_config.enable_overlap_scheduler
         self._overlap = not self.device.is_host if overlap is None else bool(overlap)
         self._queued: multistep.Queued | None = None
@@ -175,6 +179,8 @@ class TextGenerationPipeline:
     def release(self, request_id: Any) -> None:
         if self.kv_manager.contains(request_id):
             self.kv_manager.release(request_id)
+        if self.grammars is not None:
+            self.grammars.release(request_id)
 
     def execute(self, inputs: TextGenerationInputs) -> dict[str, TextGenerationOutput]:
         """One step over the batch: each context processes its pending tokens (a prompt chunk
@@ -227,7 +233,8 @@ class TextGenerationPipeline:
             if first is not None:
                 on_device = first  # the previous call's step ahead: every context decodes
             else:
-                on_device = self.sampler.sample_on_device(logits, sampled, finishing,
+                masked = self._grammar_masked(logits, sampled, finishing)
+                on_device = self.sampler.sample_on_device(masked, sampled, finishing,
                                                           blocked=self._blocked(sampled, finishing))
                 lps = self.logprobs.compute(first_copy(logits), finishing, first_copy(on_device)) \
                     if any(c.log_probabilities > 0 for c in sampled) else None
@@ -258,6 +265,9 @@ class TextGenerationPipeline:
                     self.kv_manager.step([[ctx]])
                     ctx.commit()
                 ctx.append(kept[-1])
+                if ctx.json_schema is not None and self.grammars is not None \
+                        and self.grammars.advance(ctx, kept) and not status.is_done:
+                    status = GenerationStatus.END_OF_SEQUENCE  # the schema's text is complete
                 ctx.status = status
                 lp = [lps.for_row(row, tokens[0], ctx.log_probabilities)] \
                     if lps is not None and ctx.log_probabilities > 0 else None
@@ -265,6 +275,16 @@ class TextGenerationPipeline:
             if nxt is not None:  # (no request ended: none of its tokens may)
                 self._queued = multistep.Queued(multistep.state(sampled, self.kv_manager), nxt)
         return outputs
+
+    def _grammar_masked(self, logits: Any, ctxs: list[TextContext], rows: list[int]) -> Any:
+        """`logits` with the tokens the structured contexts' schemas do not allow next at -inf
+        (``structured.Grammars``); as they are when no context has a schema."""
+        if not any(c.json_schema is not None for c in ctxs):
+            return logits
+        if self.grammars is None:
+            raise ValueError("a request with a JSON schema (structured output) needs a pipeline built with "
+                             "enable_structured_output (--enable-structured-output)")
+        return self.grammars.mask(logits, ctxs, rows)
 
     def run_step(self, tokens: Any, offsets: Any, cache_inputs: list[driver.Buffer]) -> Any:
         """One step's logits, for the sampler: on the model's device, or one copy per device of a

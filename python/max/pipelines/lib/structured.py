@@ -1,0 +1,151 @@
+"""Structured output (``PipelineConfig(enable_structured_output=True)``, ``--enable-structured-output``):
+a context with a ``json_schema`` may only produce text that the schema accepts.
+
+llguidance compiles the schema into a matcher over the model's tokenizer; before each sampling
+step the matcher gives the tokens that may come next (a bit per token of the vocabulary), the
+logits of every other token become -inf on the device (``mask``), and the chosen token moves the
+matcher on (``advance``). Once the schema's text is complete the matcher allows only the end of
+sequence, and a matcher that can take nothing more ends its request. Such contexts run one step
+per ``execute`` (each step's tokens depend on the previous token, known on the host). Token ids
+past the tokenizer's vocabulary (the padding of an embedding table) are never allowed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from max import driver, engine
+from max.dtype import DType
+from max.graph import DeviceRef, Graph, TensorType, ops
+
+#: How the JSON may be laid out: whitespace between tokens, at most 20 characters of it at each
+#: place (enough to indent nested objects; unbounded whitespace lets a sampled model pad its
+#: answer until max_tokens). A schema's own "x-guidance" options override these.
+JSON_OPTIONS = {"whitespace_pattern": r"[\x20\x0A\x0D\x09]{0,20}"}
+
+#: The largest schema text taken (a schema is compiled on the host, per request).
+MAX_SCHEMA_BYTES = 1 << 20
+
+
+def _llguidance() -> Any:
+    try:
+        import llguidance
+    except ImportError:
+        raise RuntimeError("structured output needs the llguidance package: pip install llguidance") from None
+    return llguidance
+
+
+def schema_text(schema: Any) -> str:
+    """A JSON schema (a mapping, or its JSON text) as the text a context carries; ValueError
+    when it is neither."""
+    if isinstance(schema, (bytes, str)):
+        try:
+            schema = json.loads(schema)
+        except ValueError as e:
+            raise ValueError(f"the JSON schema is not valid JSON ({e})") from None
+    if not isinstance(schema, dict):
+        raise ValueError(f"a JSON schema must be an object, got {type(schema).__name__}")
+    text = json.dumps(schema)
+    if len(text) > MAX_SCHEMA_BYTES:
+        raise ValueError(f"the JSON schema is {len(text)} bytes, more than the {MAX_SCHEMA_BYTES} taken")
+    return text
+
+
+class Grammars:
+    """The matchers of a pipeline's structured contexts, and the graph that masks their logits."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, session: engine.InferenceSession,
+                 devices: Sequence[driver.Device]) -> None:
+        ll = _llguidance()
+        delegate = getattr(tokenizer, "delegate", None)
+        if delegate is None or not hasattr(delegate, "to_str"):
+            raise NotImplementedError("structured output needs a tokenizer of the tokenizers library (tokenizer.json "
+                                      "or a GGUF's vocabulary)")
+        eos = sorted(getattr(tokenizer, "eos_token_ids", None) or ([tokenizer.eos] if tokenizer.eos is not None else []))
+        if not eos:
+            raise ValueError("structured output needs the tokenizer's end-of-sequence token, and it has none")
+        self.vocab_size = int(vocab_size)
+        self._tokenizer = ll.LLTokenizer(delegate.to_str(), n_vocab=self.vocab_size, eos_token=eos)
+        self._ll = ll
+        self._eos = eos
+        self._matchers: dict[Any, Any] = {}
+        self._mask: dict[int, engine.Model] = {}
+        for d in devices:
+            ref = DeviceRef.from_device(d)
+            types = [TensorType(DType.float32, ["rows", "vocab"], ref), TensorType(DType.bool, ["rows", "vocab"], ref)]
+            with Graph("grammar_mask", input_types=types) as g:
+                logits, allowed = (v.tensor for v in g.inputs)
+                g.output(ops.where(allowed, logits, ops.constant(-np.inf, DType.float32, ref)))
+            self._mask[id(d)] = session.load(g)
+        self._devices = list(devices)
+
+    def check(self, schema: str) -> None:
+        """ValueError naming what is wrong when `schema` (JSON text) is not one the matcher takes."""
+        is_error, messages = self._ll.LLMatcher.validate_grammar_with_warnings(self._grammar(schema), self._tokenizer)
+        if is_error:
+            raise ValueError(f"the JSON schema is not supported: {'; '.join(map(str, messages)) or 'invalid'}")
+
+    def _grammar(self, schema: str) -> str:
+        try:
+            return self._ll.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
+        except Exception as e:  # noqa: BLE001 - llguidance's own error type, re-raised as a ValueError
+            raise ValueError(f"the JSON schema is not supported: {e}") from None
+
+    def matcher(self, ctx: Any) -> Any:
+        """`ctx`'s matcher, made at its first use. A schema it cannot take (callers check
+        schemas first, ``check``) gives a matcher in its error state, which allows only the end
+        of sequence: the request ends instead of the step failing for the whole batch."""
+        m = self._matchers.get(ctx.request_id)
+        if m is None:
+            try:
+                grammar = self._grammar(ctx.json_schema)
+            except ValueError:
+                grammar = self._ll.LLMatcher.grammar_from_lark("start: /[/")  # (an error state)
+            m = self._ll.LLMatcher(self._tokenizer, grammar, log_level=0)
+            self._matchers[ctx.request_id] = m
+        return m
+
+    def mask(self, logits: Any, ctxs: Sequence[Any], rows: Sequence[int]) -> Any:
+        """`logits` (one buffer, or one per device) with every token the contexts' matchers do
+        not allow next set to -inf in their rows (`rows[i]` for `ctxs[i]`)."""
+        from llguidance.numpy import fill_next_token_bitmask
+
+        copies = logits if isinstance(logits, (list, tuple)) else [logits]
+        n, vocab = (int(s) for s in copies[0].shape)
+        allowed = np.ones((n, vocab), np.bool_)
+        words = (self.vocab_size + 31) // 32
+        bits = np.zeros((1, words), np.int32)
+        for ctx, row in zip(ctxs, rows):
+            if ctx.json_schema is None:
+                continue
+            m = self.matcher(ctx)
+            bits[:] = 0
+            fill_next_token_bitmask(m, bits, 0)
+            unpacked = np.unpackbits(bits.view(np.uint8), bitorder="little")[:vocab].astype(np.bool_)
+            if not unpacked.any():  # a matcher that is done or failed: only the end of sequence
+                unpacked[[t for t in self._eos if t < vocab]] = True
+            allowed[row, :vocab] = unpacked
+            allowed[row, self.vocab_size:] = False
+        out = []
+        for d, x in zip(self._devices, copies):
+            mask = driver.Buffer.from_numpy(allowed)
+            out.append(self._mask[id(d)].execute(x, mask if d.is_host else mask.to(d))[0])
+        return out if isinstance(logits, (list, tuple)) else out[0]
+
+    def advance(self, ctx: Any, tokens: Sequence[int]) -> bool:
+        """Moves `ctx`'s matcher past its new `tokens`; whether it can take no more (the request
+        then ends): the schema's text is complete, or the matcher is in its error state."""
+        m = self.matcher(ctx)
+        for t in tokens:
+            if not m.consume_token(int(t)):
+                return True  # (a token the mask did not allow: an end of sequence after an error)
+        return bool(m.is_stopped() or m.is_error())
+
+    def release(self, request_id: Any) -> None:
+        self._matchers.pop(request_id, None)
+
+
+__all__ = ["Grammars", "MAX_SCHEMA_BYTES", "schema_text"]
