@@ -90,6 +90,42 @@ def test_float64_to_narrow_types_round_once(device):
     assert b._cast(DType.bfloat16).to_numpy().astype(np.float64).tolist()[1] == 1 + 2**-7
 
 
+def _nearest_bf16(v: int) -> int:
+    """The bfloat16 nearest the integer `v` (ties to even), exactly."""
+    m = abs(v)
+    shift = max(0, m.bit_length() - 8)
+    q, r = m >> shift, m & ((1 << shift) - 1)
+    if shift and (r > 1 << (shift - 1) or (r == 1 << (shift - 1) and q & 1)):
+        q += 1
+    return (q << shift) * (-1 if v < 0 else 1)
+
+
+def test_64_bit_integers_to_bfloat16_round_once(rng, device):
+    """Integers with more than 53 significant bits just above a bfloat16 halfway point round up:
+    through float64 they would land on the halfway point first and round to even (down)."""
+    from max.graph import DeviceRef, Graph, TensorType, ops
+    from max import engine
+
+    near = [(q << s) + (1 << (s - 1)) + d for q in (128, 129, 200, 255) for s in (47, 52, 55) for d in (-1, 1, 3)]
+    cases = {
+        np.int64: near + [-x for x in near] + rng.integers(-2**63, 2**63 - 1, 64, dtype=np.int64).tolist()
+        + [2**62 + 2**54 + 1, -2**63, 2**63 - 1],
+        np.uint64: [x * 2 for x in near] + rng.integers(0, 2**64 - 1, 64, dtype=np.uint64).tolist()
+        + [2**63 + 2**55 + 1, 2**64 - 1],
+    }
+    for np_type, values in cases.items():
+        a = np.array(values, np_type)
+        want = [_nearest_bf16(int(v)) for v in values]
+        got = on(device, a)._cast(DType.bfloat16).to(driver.CPU()).to_numpy().astype(np.float64)
+        assert [int(x) for x in got] == want, np_type
+        ref = DeviceRef.from_device(device)
+        with Graph("cast", input_types=[TensorType(DType.from_numpy(a.dtype), [len(a)], ref)]) as g:
+            g.output(ops.cast(g.inputs[0].tensor, DType.bfloat16))
+        model = engine.InferenceSession(devices=[driver.CPU(), device]).load(g)
+        out = model.execute(on(device, a))[0].to(driver.CPU()).to_numpy().astype(np.float64)
+        assert [int(x) for x in out] == want, np_type
+
+
 def test_unsupported_cast_is_a_value_error():
     with pytest.raises(ValueError, match="cast from float32 to float4_e2m1fn is not supported"):
         driver.Buffer(DType.float32, [3])._cast(DType.float4_e2m1fn)

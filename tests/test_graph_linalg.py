@@ -103,3 +103,24 @@ def test_outer_dtypes_and_devices():
     check(stage(lambda a: ops.outer(a, [1, 2]), T(I32, 3)), I32, [3, 2])
     fails(ValueError, "outer", "rhs", ops.outer, T(F32, 3), T(F32, 4, device=DeviceRef.GPU()))
     fails(ValueError, "outer", "rhs", ops.outer, T(DType.int64, 3), T(DType.uint64, 4))
+
+
+@pytest.mark.parametrize(("lhs", "rhs"), [
+    ((0, 2, 3), (3, 2)), ((2, 0, 2, 3), (3, 2)), ((3,), (0, 3, 2)), ((0, 2, 3), (3,)), ((2, 3), (0, 3, 4)),
+    ((1, 2, 3), (0, 3, 4)), ((0, 1, 2, 3), (5, 3, 4)), ((0, 2, 3), (0, 3, 2)), ((2, 0), (0, 3)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_matmul_with_an_empty_batch_runs(device, lhs, rhs, dtype):
+    """A batch dim of 0 against a broadcast one (or none) gives an empty result (it crashed the
+    process: the output batch was taken as 1); K = 0 gives zeros."""
+    from max import driver, engine
+    from max.graph import Graph, TensorType
+
+    a, b = np.ones(lhs, dtype), np.ones(rhs, dtype)
+    ref = DeviceRef.from_device(device)
+    dt = DType.from_numpy(np.dtype(dtype))
+    with Graph("mm", input_types=[TensorType(dt, lhs, ref), TensorType(dt, rhs, ref)]) as g:
+        g.output(ops.matmul(g.inputs[0].tensor, g.inputs[1].tensor))
+    model = engine.InferenceSession(devices=[driver.CPU(), device]).load(g)
+    out = model.execute(driver.Buffer.from_numpy(a).to(device), driver.Buffer.from_numpy(b).to(device))[0]
+    np.testing.assert_array_equal(out.to(driver.CPU()).to_numpy(), a @ b)

@@ -5,7 +5,8 @@
 // 16- and 8-bit float types are stored as raw bits and converted with PTX or integer code.
 // Every conversion below matches crates/runtime/src/cpu/cast.rs bit for bit:
 //   * float -> float goes through f64 (exact for every source), then rounds once to nearest-even;
-//     narrow targets round through an f32 rounded-to-odd, which makes the double rounding exact.
+//     narrow targets round through an f32 rounded-to-odd, which makes the double rounding exact;
+//     int -> float rounds once too (the narrow targets through an f32 rounded to odd from the int).
 //   * NaN becomes the target's canonical quiet NaN with the sign kept.
 //   * float -> int truncates toward zero, saturates at the target's range, NaN -> 0.
 //   * int -> int wraps (two's complement); anything -> bool is `x != 0` (NaN is true).
@@ -34,6 +35,19 @@ __device__ __forceinline__ float bits_f32(u32 b) { return __uint_as_float(b); }
 __device__ __forceinline__ float f64_to_f32_odd(double v) {
     float t = __double2float_rz(v);
     if (!isnan(v) && (double)t != v) t = bits_f32(f32_bits(t) | 1u);
+    return t;
+}
+
+// An integer -> f32 rounded to odd, as f64_to_f32_odd (through f64 a 64-bit integer would be
+// rounded twice before a narrow target's rounding).
+__device__ __forceinline__ float i64_to_f32_odd(i64 x) {
+    float t = __ll2float_rz(x);
+    if ((i64)t != x) t = bits_f32(f32_bits(t) | 1u);
+    return t;
+}
+__device__ __forceinline__ float u64_to_f32_odd(u64 x) {
+    float t = __ull2float_rz(x);
+    if ((u64)t != x) t = bits_f32(f32_bits(t) | 1u);
     return t;
 }
 
@@ -210,8 +224,14 @@ template <typename D, typename S> struct Convert<D, 1, S, 0> { static __device__
 template <typename D, typename S> struct Convert<D, 2, S, 0> { static __device__ D go(S x) { return float_to_int<D>(to_f64(x)); } };
 template <typename D, typename S> struct Convert<D, 3, S, 0> { static __device__ D go(S x) { return to_f64(x) != 0.0; } };
 // signed / unsigned / bool source
+// (the narrow targets: through an f32 rounded to odd from the integer)
 template <typename D, typename S, int SK> struct IntToFloat {
-    static __device__ D go(S x) { return FromF64<D>::go(SK == 1 ? (double)(i64)x : (double)(u64)x); }
+    static __device__ D go(S x) {
+        return FromF32<D>::go(SK == 1 ? i64_to_f32_odd((i64)x) : u64_to_f32_odd((u64)x));
+    }
+};
+template <typename S, int SK> struct IntToFloat<double, S, SK> {
+    static __device__ double go(S x) { return SK == 1 ? (double)(i64)x : (double)(u64)x; }
 };
 template <typename S, int SK> struct IntToFloat<float, S, SK> {
     static __device__ float go(S x) { return SK == 1 ? (float)(i64)x : (float)(u64)x; }

@@ -2,6 +2,8 @@
 //! bit for bit (see the header of prelude.cuh):
 //!   * float -> float through f64 (exact for every source), rounded once to nearest-even; the
 //!     narrow targets round through an f32 rounded-to-odd, which keeps that single rounding exact;
+//!   * int -> float rounds once to nearest-even; the narrow targets through an f32 rounded to
+//!     odd from the integer itself (through f64 a 64-bit integer would be rounded twice);
 //!   * NaN becomes the target's canonical quiet NaN, sign kept;
 //!   * float -> int truncates, saturates, NaN -> 0 (Rust's `as`); int -> int wraps;
 //!   * anything -> bool is `x != 0`, NaN included;
@@ -41,6 +43,41 @@ pub fn f64_to_f32_odd(v: f64) -> f32 {
         t = f32::from_bits(t.to_bits() | 1);
     }
     t
+}
+
+/// An integer -> f32 rounded to odd (truncate toward zero; set the last bit if anything was
+/// dropped), as f64_to_f32_odd.
+#[inline]
+pub(crate) fn int_to_f32_odd(i: i128) -> f32 {
+    let mut t = i as f32;
+    if (t as i128).abs() > i.abs() {
+        t = f32::from_bits(t.to_bits() - 1);
+    }
+    if t as i128 != i {
+        t = f32::from_bits(t.to_bits() | 1);
+    }
+    t
+}
+
+/// A non-NaN f32 rounded to odd -> bf16, to nearest-even (inf stays inf).
+#[inline]
+pub(crate) fn bf16_from_f32_odd(t: f32) -> bf16 {
+    let b = t.to_bits();
+    let abs = b & 0x7FFF_FFFF;
+    if abs == 0x7F80_0000 {
+        return bf16::from_bits((b >> 16) as u16);
+    }
+    let r = abs + 0x7FFF + ((abs >> 16) & 1);
+    bf16::from_bits((((b >> 31) << 15) | (r >> 16)) as u16)
+}
+
+/// A value rounded to odd in f32, for the narrow float targets (NaN stays NaN).
+fn to_f32_odd(c: Canon) -> f32 {
+    match c {
+        Canon::F(v) => f64_to_f32_odd(v),
+        Canon::I(i) => int_to_f32_odd(i as i128),
+        Canon::U(u) => int_to_f32_odd(u as i128),
+    }
 }
 
 /// f32 magnitude bits -> a small float's magnitude (mbits mantissa bits, bias), nearest-even.
@@ -137,7 +174,7 @@ impl Elem for f16 {
         if v.is_nan() {
             return f16::from_bits(((v.is_sign_negative() as u16) << 15) | 0x7E00);
         }
-        f16::from_f32(f64_to_f32_odd(v))
+        f16::from_f32(to_f32_odd(c))
     }
 }
 
@@ -150,13 +187,7 @@ impl Elem for bf16 {
         if v.is_nan() {
             return bf16::from_bits(((v.is_sign_negative() as u16) << 15) | 0x7FC0);
         }
-        let b = f64_to_f32_odd(v).to_bits();
-        let abs = b & 0x7FFF_FFFF;
-        if abs == 0x7F80_0000 {
-            return bf16::from_bits((b >> 16) as u16);
-        }
-        let r = abs + 0x7FFF + ((abs >> 16) & 1);
-        bf16::from_bits((((b >> 31) << 15) | (r >> 16)) as u16)
+        bf16_from_f32_odd(to_f32_odd(c))
     }
 }
 
@@ -173,7 +204,7 @@ impl Elem for F8E4m3 {
         if !v.is_finite() {
             return F8E4m3(s | 0x7F);
         }
-        let m = round_f32_to_small(f64_to_f32_odd(v).to_bits() & 0x7FFF_FFFF, 3, 7);
+        let m = round_f32_to_small(to_f32_odd(c).to_bits() & 0x7FFF_FFFF, 3, 7);
         F8E4m3(s | if m > 0x7E { 0x7F } else { m as u8 })
     }
 }
@@ -196,7 +227,7 @@ impl Elem for F8E5m2 {
         if v.is_infinite() {
             return F8E5m2(s | 0x7C);
         }
-        let m = round_f32_to_small(f64_to_f32_odd(v).to_bits() & 0x7FFF_FFFF, 2, 15);
+        let m = round_f32_to_small(to_f32_odd(c).to_bits() & 0x7FFF_FFFF, 2, 15);
         F8E5m2(s | if m >= 0x7C { 0x7C } else { m as u8 })
     }
 }

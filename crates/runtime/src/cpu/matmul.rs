@@ -83,10 +83,21 @@ pub fn run(lhs: &Buffer, rhs: &Buffer, out: &Buffer) -> Result<()> {
             .map(|i| {
                 let da = if i + a.batch.len() >= rank { a.batch[i + a.batch.len() - rank] } else { 1 };
                 let db = if i + b.batch.len() >= rank { b.batch[i + b.batch.len() - rank] } else { 1 };
-                da.max(db)
+                if da == 1 { db } else { da } // (a 0 against a 1 is 0: no batches)
             })
             .collect()
     };
+    if out_batch.iter().product::<usize>() * m * n != out.num_elements() {
+        return Err(Error::Value(format!(
+            "matmul: shapes {:?} and {:?} do not give the output's {:?}",
+            lhs.shape(),
+            rhs.shape(),
+            out.shape()
+        )));
+    }
+    if out.num_elements() == 0 {
+        return Ok(());
+    }
     let (oa, ob) = (batch_offsets(&a, &out_batch), batch_offsets(&b, &out_batch));
     let dtype = out.dtype();
     match dtype {

@@ -7,6 +7,7 @@ use half::{bf16, f16};
 use max_graph::DType;
 
 use super::{Arg, Lane};
+use crate::cpu::cast::{bf16_from_f32_odd, int_to_f32_odd};
 
 /// A lane element type: f64, i64, u64 or bool.
 pub trait Wide: Copy + Default + Send + Sync + 'static {
@@ -165,21 +166,16 @@ impl Fast for bf16 {
         if v.is_nan() {
             return bf16::from_bits(((v.is_sign_negative() as u16) << 15) | 0x7FC0);
         }
-        let b = f64_to_f32_odd(v).to_bits();
-        let abs = b & 0x7FFF_FFFF;
-        if abs == 0x7F80_0000 {
-            return bf16::from_bits((b >> 16) as u16);
-        }
-        let r = abs + 0x7FFF + ((abs >> 16) & 1);
-        bf16::from_bits((((b >> 31) << 15) | (r >> 16)) as u16)
+        bf16_from_f32_odd(f64_to_f32_odd(v))
     }
+    // (through an f32 rounded to odd from the integer: through f64, 64-bit ones would round twice)
     #[inline(always)]
     fn from_i(v: i64) -> bf16 {
-        Self::from_f(v as f64)
+        bf16_from_f32_odd(int_to_f32_odd(v as i128))
     }
     #[inline(always)]
     fn from_u(v: u64) -> bf16 {
-        Self::from_f(v as f64)
+        bf16_from_f32_odd(int_to_f32_odd(v as i128))
     }
 }
 

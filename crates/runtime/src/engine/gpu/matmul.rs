@@ -309,6 +309,9 @@ pub(super) fn matmul(dev: &CudaDevice, a: &Buffer, b: &Buffer, out: &Buffer, epi
     if k != k2 {
         return Err(Error::Value(format!("matmul: shapes {:?} and {:?} do not contract", a.shape(), b.shape())));
     }
+    if out.num_elements() == 0 {
+        return Ok(()); // (a batch, M or N of 0: nothing to write)
+    }
     let batch = out.num_elements() / (m * n).max(1);
     let (na, nb) = (ba.iter().product::<usize>(), bb.iter().product::<usize>());
     let width = out.dtype().size_in_bytes() as u64;
