@@ -375,3 +375,68 @@ def test_a_request_cancelled_on_disconnect_logs_nothing():
 
     out, logged = asyncio.run(main())
     assert out is None and logged == []
+
+
+def test_more_client_mistakes_are_400s(server):
+    """Found by probing: each was a 500, ran, or held the server up."""
+    client = server.client()
+    t0 = time.time()
+    with pytest.raises(openai.BadRequestError, match="300 messages cannot fit") as info:  # (rendered at once before)
+        client.chat.completions.create(model="smollm", max_tokens=2, messages=[{"role": "user", "content": ""}] * 300)
+    assert info.value.param == "messages" and time.time() - t0 < 10
+    for kwargs in [{"tools": 5}, {"documents": True}]:
+        with pytest.raises(openai.BadRequestError, match="cannot render the chat template") as info:
+            client.chat.completions.create(model="smollm", max_tokens=2, messages=[{"role": "user", "content": "Hi"}],
+                                           extra_body={"chat_template_kwargs": kwargs})
+        assert info.value.param == "messages"
+    for body, param in [({"prompt": [True, False]}, "prompt"), ({"prompt": [1.0, 2.0]}, "prompt"),
+                        ({"prompt": "Hi", "stop_token_ids": [True]}, "stop_token_ids")]:
+        status, err = server.post_raw("/v1/completions", json.dumps({"max_tokens": 2, **body}).encode())
+        assert status == 400 and err["error"]["param"].startswith(param), (body, err)
+    _works(server)
+
+
+def test_a_stream_whose_client_leaves_while_queued_is_cancelled():
+    import threading
+
+    s = ServerProcess(smollm2_gguf(), "--max-length", "512", "--max-batch-size", "1", "--max-queue-size", "1")
+    try:
+        busy = threading.Thread(target=lambda: s.client().completions.create(
+            model=str(smollm2_gguf()), prompt="Go", max_tokens=480, extra_body={"ignore_eos": True}))
+        busy.start()
+        s.wait_for(lambda m: m["maxserve_num_requests_running"] == 1, timeout=30)
+        with pytest.raises(openai.APITimeoutError):  # queued behind the busy one: no first token yet
+            for _ in s.client(timeout=1).completions.create(model=str(smollm2_gguf()), prompt="Queued",
+                                                           max_tokens=50, stream=True):
+                pass
+        m = s.wait_for(lambda m: m["maxserve_num_requests_in_flight"] == 1, timeout=5)
+        assert m["maxserve_num_requests_in_flight"] == 1 and m["maxserve_num_requests_queued"] == 0, m
+        busy.join(120)
+    finally:
+        assert s.stop() == 0, s.errors()
+
+
+def test_sigterm_past_the_shutdown_timeout_aborts_the_rest():
+    """Requests still running when the shutdown timeout ends finish as aborted: a stream gets
+    its last chunk and [DONE], a whole response its JSON; the server exits 0 and logs nothing."""
+    import signal
+    import threading
+
+    s = ServerProcess(smollm2_gguf(), "--max-length", "512", "--shutdown-timeout", "1")
+    try:
+        whole: list = []
+        t = threading.Thread(target=lambda: whole.append(s.client().completions.create(
+            model=str(smollm2_gguf()), prompt="Go", max_tokens=480, extra_body={"ignore_eos": True})))
+        t.start()
+        chunks = iter(s.client().completions.create(model=str(smollm2_gguf()), prompt="Once upon a time",
+                                                    max_tokens=480, stream=True, extra_body={"ignore_eos": True}))
+        next(chunks)
+        s.proc.send_signal(signal.SIGTERM)
+        rest = list(chunks)
+        t.join(60)
+        assert rest[-1].choices[0].finish_reason == "abort"
+        assert whole and whole[0].choices[0].finish_reason == "abort"
+        assert s.proc.wait(30) == 0
+        assert "Traceback" not in s.errors(), s.errors()
+    finally:
+        s.stop()

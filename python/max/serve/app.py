@@ -123,6 +123,7 @@ def create_app(state: ServerState, worker: Any = None, body_idle_s: float = BODY
                 state.embeddings.close()
 
     app = FastAPI(title="MAX-compatible server", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.model_worker = worker
     install_error_handlers(app)
     app.include_router(openai_router(state))
     app.include_router(embeddings_router(state))

@@ -106,12 +106,26 @@ class GenerationService:
                                 f"tokens (at most {MAX_CHARS_PER_TOKEN * self.max_length} characters)", param=param,
                            code="context_length_exceeded")
 
-    def chat_prompt(self, messages: list[dict[str, Any]], tools: Any = None, options: dict[str, Any] | None = None) -> str:
-        self.check_text_length(sum(len(str(m.get("content") or "")) for m in messages), "messages")
-        try:
-            return self.tokenizer.apply_chat_template(messages, tools=tools, chat_template_options=options)
-        except ValueError as e:
-            raise APIError(400, f"cannot render the chat template: {e}", param="messages") from None
+    async def chat_prompt(self, messages: list[dict[str, Any]], tools: Any = None,
+                          options: dict[str, Any] | None = None) -> str:
+        """The prompt text of `messages` (a 400 when they cannot fit the context: more messages
+        than its tokens, or too much text; or when the template fails on what the request gave
+        it). Large conversations are rendered off the event loop."""
+        if len(messages) > self.max_length:
+            raise APIError(400, f"{len(messages)} messages cannot fit this model's context of {self.max_length} tokens",
+                           param="messages", code="context_length_exceeded")
+        chars = sum(len(str(m.get("content") or "")) for m in messages)
+        self.check_text_length(chars, "messages")
+
+        def render() -> str:
+            try:
+                return self.tokenizer.apply_chat_template(messages, tools=tools, chat_template_options=options)
+            except (ValueError, TypeError) as e:  # (TypeError: values of the wrong kind, e.g. tools: 5)
+                raise APIError(400, f"cannot render the chat template: {e}", param="messages") from None
+
+        if chars > 4096 or len(messages) > 64:
+            return await asyncio.get_running_loop().run_in_executor(None, render)
+        return render()
 
     async def check_schema(self, schema: str | None) -> str | None:
         """`schema` (a request's ``response_format``), or a 400 when the pipeline was built

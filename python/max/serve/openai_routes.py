@@ -86,10 +86,22 @@ async def _merge(streams: list[AsyncIterator[Delta]]) -> AsyncIterator[tuple[int
             await s.aclose()  # type: ignore[attr-defined]
 
 
-async def _start_stream(deltas: AsyncIterator[tuple[int, Delta]], render: Callable[[int, Delta], list[bytes]],
-                        tail: Callable[[], list[bytes]]) -> StreamingResponse:
-    """Waits for the first delta (errors before it keep their status), then streams."""
-    first = await deltas.__anext__()
+async def _start_stream(request: Request, deltas: AsyncIterator[tuple[int, Delta]],
+                        render: Callable[[int, Delta], list[bytes]], tail: Callable[[], list[bytes]]) -> Response:
+    """Waits for the first delta (errors before it keep their status), then streams. A client
+    that leaves before the first delta (its request queued, or in a long prefill) has its
+    requests cancelled: nothing was sent that would show it left."""
+    task = asyncio.ensure_future(deltas.__anext__())
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=0.5)
+        if done:
+            first = task.result()
+            break
+        if await request.is_disconnected():
+            task.cancel()  # (the streams' own clean-up cancels their requests)
+            await asyncio.gather(task, return_exceptions=True)
+            await deltas.aclose()  # type: ignore[attr-defined]
+            return Response(status_code=499)
 
     async def body() -> AsyncIterator[bytes]:
         try:
@@ -181,7 +193,7 @@ def openai_router(state: ServerState) -> APIRouter:
                 return [_sse({"id": rid, "object": "text_completion", "created": created, "model": name,
                               "choices": [], "usage": _usage(prompt_tokens, used[0])})] if include_usage else []
 
-            return await _start_stream(_merge(streams), render, tail)
+            return await _start_stream(request, _merge(streams), render, tail)
         outcomes = await _while_connected(request, asyncio.gather(*(svc.complete(s) for s in streams)))
         if outcomes is None:
             return Response(status_code=499)
@@ -198,7 +210,7 @@ def openai_router(state: ServerState) -> APIRouter:
         sampling = req.sampling_params()
         top = req.logprobs_count()
         schema = await svc.check_schema(req.json_schema())
-        text = svc.chat_prompt(req.plain_messages(), tools=req.tools, options=req.chat_template_kwargs)
+        text = await svc.chat_prompt(req.plain_messages(), tools=req.tools, options=req.chat_template_kwargs)
         ctx = svc.context(await svc.tokenize(text, add_special_tokens=False), sampling, _log_probabilities(top))
         ctx.json_schema = schema
         rid, created, name = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model or state.model_name
@@ -237,7 +249,7 @@ def openai_router(state: ServerState) -> APIRouter:
                 return [_sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": name,
                               "choices": [], "usage": _usage(ctx.prompt_length, used[0])})] if include_usage else []
 
-            return await _start_stream(_merge(streams), render, tail)
+            return await _start_stream(request, _merge(streams), render, tail)
         outcomes = await _while_connected(request, asyncio.gather(*(svc.complete(s) for s in streams)))
         if outcomes is None:
             return Response(status_code=499)

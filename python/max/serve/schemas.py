@@ -15,7 +15,7 @@ from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
 from max.pipelines.lib.structured import schema_text
 from max.serve.errors import APIError
 
-TokenIds = list[int]
+TokenIds = list[StrictInt]
 
 N_LIMIT = 128  # OpenAI's largest n
 
@@ -40,7 +40,7 @@ class _Common(BaseModel):
     repetition_penalty: StrictFloat | None = None
     seed: StrictInt | None = None
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[StrictInt] | None = None
     ignore_eos: StrictBool = False
     min_tokens: StrictInt = 0
     n: StrictInt = 1

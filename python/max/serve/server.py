@@ -20,6 +20,11 @@ from max.serve.metrics import ServerMetrics
 from max.serve.state import ServerState
 
 
+#: Seconds after the shutdown timeout that uvicorn cuts the connections still open (the
+#: requests have ended as aborted by then; this is for their last bytes).
+_CUT_AFTER = 5
+
+
 @dataclass
 class ServeSettings:
     """Server settings that are not the pipeline's."""
@@ -71,13 +76,23 @@ def build(config: Any, settings: ServeSettings) -> tuple[Any, Any]:
     return create_app(state, worker), pipeline
 
 
-async def _serve(server: Any, host: str) -> None:
+async def _serve(server: Any, host: str, worker: Any = None, shutdown_timeout: float = 30.0) -> None:
+    """Runs `server`; once a signal asks it to stop, the requests in flight have
+    `shutdown_timeout` seconds to finish, then the model worker ends them as aborted (streams
+    get their last chunk with finish_reason "abort" and [DONE]) before uvicorn, whose own limit
+    is a little longer, would cut their connections."""
     task = asyncio.create_task(server.serve())
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
         port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
         print(f"Server ready on http://{host}:{port}", flush=True)
+    while not task.done() and not server.should_exit:
+        await asyncio.wait({task}, timeout=0.1)
+    if not task.done() and worker is not None:
+        done, _ = await asyncio.wait({task}, timeout=shutdown_timeout)
+        if not done:
+            worker.stop(timeout=0)  # (ends every request as cancelled; the app's shutdown joins it)
     await task
 
 
@@ -92,14 +107,15 @@ def run(config: Any, settings: ServeSettings) -> int:
     level = settings.log_level.lower()
     logging.basicConfig(level=getattr(logging, level.upper(), logging.WARNING))
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level=level,
-                                           timeout_graceful_shutdown=settings.shutdown_timeout,
+                                           timeout_graceful_shutdown=settings.shutdown_timeout + _CUT_AFTER,
                                            access_log=level in ("debug", "info")))
     # uvicorn handles SIGINT/SIGTERM while it serves (graceful shutdown), then raises the signal
     # again for the handlers that were there before: these make that a clean exit.
     stopped: list[int] = []
     previous = {sig: signal.signal(sig, lambda num, frame: stopped.append(num)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        asyncio.run(_serve(server, settings.host))
+        worker = getattr(app.state, "model_worker", None)
+        asyncio.run(_serve(server, settings.host, worker, settings.shutdown_timeout))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

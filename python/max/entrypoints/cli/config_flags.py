@@ -64,7 +64,8 @@ def _flag_kwargs(hint: Any) -> dict[str, Any] | None:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
         if len(rest) != 1:
-            return {"type": str} if all(a in (str, DType) or getattr(a, "__name__", "") == "Path" for a in rest) else None
+            textual = all(a in (str, DType) or getattr(a, "__name__", "") == "Path" for a in rest)
+            return {"type": str} if textual else None
         hint = rest[0]
     if hint is bool:
         return {"action": argparse.BooleanOptionalAction}

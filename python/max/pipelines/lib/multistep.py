@@ -6,10 +6,11 @@ of adding to it, which is most of a small model's time per token.
 
 The extra steps are planned before the first one runs (``plan``): every context must sample at
 the first step (no prompt chunk pending, a single new token each, so that the prompt's first
-token is never held back), none may need its token history on the host (penalties) or
-log-probabilities or a schema's mask (structured output), and the count shrinks so that no context runs past its ``max_new_tokens`` or
-the pipeline's ``max_length``. Tokens past a stop (end of sequence, a stop token) are dropped by
-the caller's bookkeeping; the cache positions they wrote are never read.
+token is never held back), none may need its token history on the host (penalties),
+log-probabilities or a schema's mask (structured output), and the count shrinks so that no
+context runs past its ``max_new_tokens`` or the pipeline's ``max_length``. Tokens past a stop
+(end of sequence, a stop token) are dropped by the caller's bookkeeping; the cache positions
+they wrote are never read.
 
 The overlap scheduler (``PipelineConfig.enable_overlap_scheduler``) queues one step more than
 a call of several steps returns (``Queued``), behind the call's last step and before its tokens

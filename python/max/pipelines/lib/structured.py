@@ -64,7 +64,9 @@ class Grammars:
         if delegate is None or not hasattr(delegate, "to_str"):
             raise NotImplementedError("structured output needs a tokenizer of the tokenizers library (tokenizer.json "
                                       "or a GGUF's vocabulary)")
-        eos = sorted(getattr(tokenizer, "eos_token_ids", None) or ([tokenizer.eos] if tokenizer.eos is not None else []))
+        eos = sorted(getattr(tokenizer, "eos_token_ids", None) or [])
+        if not eos and tokenizer.eos is not None:
+            eos = [tokenizer.eos]
         if not eos:
             raise ValueError("structured output needs the tokenizer's end-of-sequence token, and it has none")
         self.vocab_size = int(vocab_size)
