@@ -256,6 +256,17 @@ def test_empty_axis(device):
         run(lambda x: ops.mean(x, -1), [(DType.int32, (2, "n"))], np.zeros((2, 0), np.int32), device=device)
 
 
+@pytest.mark.parametrize("op,name", [(ops.max, "max"), (ops.min, "min"), (ops.argmax, "argmax"),
+                                     (ops.argmin, "argmin")])
+def test_an_extreme_of_a_static_empty_axis_fails_at_staging(op, name):
+    from max.graph import DeviceRef, Graph, TensorType
+
+    with Graph("g", input_types=[TensorType(DType.float32, (2, 0, 3), DeviceRef.CPU())]) as g:
+        with pytest.raises(ValueError, match=rf"^{name}: .*cannot reduce axis 1 of size 0 \(shape \[2, 0, 3\]\)"):
+            op(g.inputs[0].tensor, axis=1)
+        op(g.inputs[0].tensor, axis=2)  # (another axis is fine: the result is empty)
+
+
 # -- softmax, logsoftmax, layer_norm ----------------------------------------------------------
 
 

@@ -116,6 +116,11 @@ fn reduce(ctx: &Ctx, out_dtype: Option<DType>) -> Result<Vec<Type>> {
     ctx.expect_inputs(1)?;
     let x = ctx.tensor(0)?;
     let axis = axis_attr(ctx, x.rank())?;
+    let extreme = matches!(ctx.kind, OpKind::ReduceMax | OpKind::ReduceMin | OpKind::ArgMax | OpKind::ArgMin);
+    if extreme && x.shape[axis].as_static() == Some(0) {
+        // (sum and mean of nothing are 0 and NaN; an extreme of nothing has no value)
+        return Err(ctx.value_err("x", format!("cannot reduce axis {axis} of size 0 (shape {})", shape_str(&x.shape))));
+    }
     let mut shape = x.shape.clone();
     shape[axis] = Dim::stat(1);
     one(TensorType { dtype: out_dtype.unwrap_or(x.dtype), shape, device: x.device })
