@@ -113,6 +113,37 @@ def test_a_matcher_in_error_ends_its_request(pipeline):
     assert len(ok.tokens) == 8
 
 
+def test_the_serving_scheduler_releases_matchers(pipeline):
+    """The server's scheduler hands finished and removed requests to the pipeline's release, which
+    drops their matchers (they were kept for the server's lifetime)."""
+    from max.interfaces import TextGenerationInputs
+    from max.serve.scheduler import Scheduler
+
+    gen = Generator(pipeline)
+    sched = Scheduler(pipeline.kv_manager, 4, 512, on_done=pipeline.release)
+    ctxs = []
+    for i in range(3):
+        ctx = gen.context(_prompt(pipeline, f"Person number {i} as JSON."), SamplingParams(top_k=1, max_new_tokens=80),
+                          add_special_tokens=False)
+        ctx.json_schema = schema_text(PERSON)
+        sched.add(ctx)
+        ctxs.append(ctx)
+    for step in range(200):
+        if not sched.has_work:
+            break
+        batch = sched.schedule()
+        outs = pipeline.execute(TextGenerationInputs([{c.request_id: c for c in batch}]))
+        if step == 2:
+            assert len(pipeline.grammars._matchers) == 3
+            sched.remove(ctxs[1].request_id)
+        for c in batch:
+            if c.request_id in outs and outs[c.request_id].is_done:
+                sched.finish(c)
+    assert not sched.has_work and pipeline.grammars._matchers == {}
+    for c in (ctxs[0], ctxs[2]):
+        _check_person(pipeline.tokenizer.decode_sync(c.generated_tokens, skip_special_tokens=True))
+
+
 @pytest.fixture(scope="module")
 def server():
     s = ServerProcess(smollm2_gguf(), "--max-length", "512", "--max-batch-size", "4", "--served-model-name", "smollm",
@@ -133,6 +164,10 @@ def test_serve_response_format(server):
     text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
         model="smollm", messages=msgs, max_tokens=120, response_format=fmt, stream=True) if c.choices)
     _check_person(text)
+    r = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=120, response_format=fmt,
+                                       logprobs=True, top_logprobs=2)
+    _check_person(r.choices[0].message.content)  # (the schema's end, a text token, keeps its log-probability)
+    assert "".join(t.token for t in r.choices[0].logprobs.content) == r.choices[0].message.content
     r = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=120,
                                        response_format={"type": "json_object"})
     assert isinstance(json.loads(r.choices[0].message.content), dict)

@@ -233,8 +233,9 @@ class GenerationService:
                         and new[-1] in sp.stop_token_ids:
                     text_ids = generated[:-1]  # like EOS, a stop token is not part of the text
                 lps = token_log_probs(new, item.log_probabilities, ctx.log_probabilities)
-                if item.status == GenerationStatus.END_OF_SEQUENCE:
-                    lps = lps[:-1]  # the EOS or stop token id that ended the request
+                if item.status == GenerationStatus.END_OF_SEQUENCE and new \
+                        and (new[-1] in ctx.eos_token_ids or new[-1] in (sp.stop_token_ids or ())):
+                    lps = lps[:-1]  # the EOS or stop token id that ended the request (a schema's end is text)
                 delta = decoder.push(text_ids) if not item.status.is_done else decoder.finish(text_ids)
                 if delta.stopped:
                     done = True
