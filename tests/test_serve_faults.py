@@ -384,6 +384,9 @@ def test_more_client_mistakes_are_400s(server):
     with pytest.raises(openai.BadRequestError, match="300 messages cannot fit") as info:  # (rendered at once before)
         client.chat.completions.create(model="smollm", max_tokens=2, messages=[{"role": "user", "content": ""}] * 300)
     assert info.value.param == "messages" and time.time() - t0 < 10
+    status, err = server.post_raw("/v1/chat/completions", json.dumps(
+        {"max_tokens": 2, "messages": [{"role": "user", "content": ""}] * 70000}).encode())
+    assert status == 400 and "at most 65536" in err["error"]["message"] and err["error"]["param"] == "messages", err
     for kwargs in [{"tools": 5}, {"documents": True}]:
         with pytest.raises(openai.BadRequestError, match="cannot render the chat template") as info:
             client.chat.completions.create(model="smollm", max_tokens=2, messages=[{"role": "user", "content": "Hi"}],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from max.interfaces import SamplingParams
 from max.pipelines.lib.logprobs import TOP_LOGPROBS_LIMIT
@@ -16,6 +16,9 @@ from max.pipelines.lib.structured import schema_text
 from max.serve.errors import APIError
 
 TokenIds = list[StrictInt]
+#: The most messages a chat request may have (more cannot fit any context: each message takes
+#: tokens; a model's context is checked after the template renders them).
+MAX_MESSAGES = 65536
 
 N_LIMIT = 128  # OpenAI's largest n
 
@@ -141,6 +144,15 @@ class ChatCompletionRequest(_Common):
 
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: StrictInt | None = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _not_too_many(cls, value: Any) -> Any:
+        # before the messages are validated one by one (two million of them took 10 s)
+        if isinstance(value, list) and len(value) > MAX_MESSAGES:
+            raise ValueError(f"{len(value)} messages; at most {MAX_MESSAGES} are taken")
+        return value
+
     logprobs: StrictBool | None = None
     top_logprobs: StrictInt | None = None
     tools: list[dict[str, Any]] | None = None
