@@ -102,14 +102,15 @@ def test_a_pipeline_without_structured_output_refuses_schemas():
 
 
 def test_a_matcher_in_error_ends_its_request(pipeline):
-    """A schema the matcher cannot take that reached the pipeline unchecked ends its request
-    (only the end of sequence is allowed) instead of failing the step for the whole batch."""
+    """A schema the matcher cannot take that reached the pipeline unchecked ends its request as
+    cancelled (only the end of sequence is allowed) instead of failing the step for the whole
+    batch; so does a matcher that fails mid-way (a parser limit)."""
     gen = Generator(pipeline)
     ctx = gen.context("Hello", SamplingParams(top_k=1, max_new_tokens=8))
     ctx.json_schema = schema_text({"type": "object", "properties": {"a": {"$ref": "#/missing"}}})
     plain = gen.context("Hello", SamplingParams(top_k=1, max_new_tokens=8, ignore_eos=True))
     bad, ok = gen.run([ctx, plain])
-    assert bad.finish_reason == "stop" and len(bad.tokens) == 1
+    assert bad.finish_reason == "cancelled" and len(bad.tokens) == 1
     assert len(ok.tokens) == 8
 
 
@@ -177,5 +178,18 @@ def test_serve_response_format(server):
         with pytest.raises(openai.BadRequestError, match=needle) as info:
             client.chat.completions.create(model="smollm", messages=msgs, max_tokens=4, response_format=fmt)
         assert info.value.param == "response_format"
+    r = client.completions.create(model="smollm", prompt=["A number:", "Another:"], max_tokens=8,
+                                  extra_body={"response_format": {"type": "json_schema", "json_schema": {
+                                      "schema": {"type": "integer", "minimum": 0, "maximum": 999}}}})
+    for choice in r.choices:
+        assert choice.finish_reason == "stop" and 0 <= json.loads(choice.text) <= 999, choice
+    wide = {"type": "object", "additionalProperties": False,
+            "properties": {f"p{i}": {"type": "string"} for i in range(1000)}}
+    r = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=40, response_format={
+        "type": "json_schema", "json_schema": {"schema": wide}})
+    if r.choices[0].finish_reason == "stop":  # (else the parser's limit ended it: never "stop" with bad JSON)
+        json.loads(r.choices[0].message.content)
+    else:
+        assert r.choices[0].finish_reason in ("abort", "length"), r.choices[0]
     r = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=3, response_format={"type": "text"})
     assert r.choices[0].finish_reason in ("length", "stop")

@@ -127,9 +127,10 @@ class GenerationService:
             return await asyncio.get_running_loop().run_in_executor(None, render)
         return render()
 
-    async def check_schema(self, schema: str | None) -> str | None:
-        """`schema` (a request's ``response_format``), or a 400 when the pipeline was built
-        without structured output or cannot take it (compiled off the event loop)."""
+    async def compile_schema(self, schema: str | None) -> Any:
+        """A matcher of `schema` (a request's ``response_format``), compiled off the event loop
+        (None without a schema), or a 400 when the pipeline was built without structured
+        output or cannot take the schema."""
         if schema is None:
             return None
         grammars = getattr(self.pipeline, "grammars", None)
@@ -137,10 +138,9 @@ class GenerationService:
             raise APIError(400, "response_format json_object or json_schema (structured output) needs the server "
                                 "started with --enable-structured-output", param="response_format")
         try:
-            await asyncio.get_running_loop().run_in_executor(None, grammars.check, schema)
+            return await asyncio.get_running_loop().run_in_executor(None, grammars.compile, schema)
         except ValueError as e:
             raise APIError(400, str(e), param="response_format") from None
-        return schema
 
     def context(self, ids: np.ndarray, sampling: SamplingParams, log_probabilities: int = 0) -> TextContext:
         """A context for `ids`, or a 400 when the prompt and `max_tokens` do not fit the window.
@@ -187,7 +187,8 @@ class GenerationService:
                 sp = dataclasses.replace(sp, seed=choice_seed(sp.seed, i))
             ctxs.append(TextContext(max_length=ctx.max_length, tokens=ctx.tokens.copy(), sampling_params=sp,
                                     eos_token_ids=ctx.eos_token_ids, log_probabilities=ctx.log_probabilities,
-                                    json_schema=ctx.json_schema))
+                                    json_schema=ctx.json_schema,
+                                    _matcher=None if ctx.matcher is None else ctx.matcher.deep_copy()))
         if n == 1 or not self.pipeline.kv_manager.enable_prefix_caching:
             return [self.stream(c) for c in ctxs]
         cached = asyncio.Event()

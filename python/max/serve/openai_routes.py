@@ -159,7 +159,13 @@ def openai_router(state: ServerState) -> APIRouter:
             raise APIError(400, "streaming takes a single prompt", param="prompt")
         if len(prompts) * req.n > svc.capacity:  # (before tokenizing them all)
             _admit(svc, req.n, len(prompts))
+        schema = req.json_schema()
+        first = await svc.compile_schema(schema)
+        matchers = [first] + [None if first is None else first.deep_copy() for _ in prompts[1:]]
         ctxs = [svc.context(await svc.tokenize(p), sampling, _log_probabilities(top)) for p in prompts]
+        for ctx, matcher in zip(ctxs, matchers):
+            ctx.json_schema = schema
+            ctx.set_matcher(matcher)
         echoes = [(p if isinstance(p, str) else svc.tokenizer.decode_sync(p)) if req.echo else "" for p in prompts]
         rid, created, name = f"cmpl-{uuid.uuid4().hex}", int(time.time()), req.model or state.model_name
         n = req.n
@@ -209,10 +215,12 @@ def openai_router(state: ServerState) -> APIRouter:
         req.check_unsupported()
         sampling = req.sampling_params()
         top = req.logprobs_count()
-        schema = await svc.check_schema(req.json_schema())
+        schema = req.json_schema()
+        matcher = await svc.compile_schema(schema)
         text = await svc.chat_prompt(req.plain_messages(), tools=req.tools, options=req.chat_template_kwargs)
         ctx = svc.context(await svc.tokenize(text, add_special_tokens=False), sampling, _log_probabilities(top))
         ctx.json_schema = schema
+        ctx.set_matcher(matcher)
         rid, created, name = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model or state.model_name
         _admit(svc, req.n)
         streams = svc.choices(ctx, req.n)

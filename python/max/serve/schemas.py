@@ -44,6 +44,7 @@ class _Common(BaseModel):
     seed: StrictInt | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[StrictInt] | None = None
+    response_format: dict[str, Any] | None = None
     ignore_eos: StrictBool = False
     min_tokens: StrictInt = 0
     n: StrictInt = 1
@@ -98,6 +99,30 @@ class _Common(BaseModel):
             public = {"max_new_tokens": self.limit_name(), "min_new_tokens": "min_tokens"}.get(field, field)
             message = str(e).replace(field, public, 1) if field != public else str(e)
             raise APIError(400, message, param=public if field in kw else None) from None
+
+    def json_schema(self) -> str | None:
+        """The JSON schema ``response_format`` asks the answer to follow (``json_object``: any
+        JSON object; ``json_schema``: its ``schema``), as JSON text; None for plain text."""
+        fmt = self.response_format
+        if fmt is None:
+            return None
+        kind = fmt.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return '{"type": "object"}'
+        if kind != "json_schema":
+            raise APIError(400, f"response_format type must be text, json_object or json_schema, got {kind!r}",
+                           param="response_format")
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise APIError(400, "response_format json_schema needs json_schema.schema, a JSON schema object",
+                           param="response_format")
+        try:
+            return schema_text(schema)
+        except ValueError as e:
+            raise APIError(400, str(e), param="response_format") from None
 
 
 class CompletionRequest(_Common):
@@ -157,7 +182,6 @@ class ChatCompletionRequest(_Common):
     top_logprobs: StrictInt | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
     def limit(self) -> int | None:
@@ -173,30 +197,6 @@ class ChatCompletionRequest(_Common):
         if self.tool_choice not in (None, "auto", "none"):
             raise APIError(400, "tool_choice must be 'auto' or 'none': forcing a tool call is not supported",
                            param="tool_choice")
-
-    def json_schema(self) -> str | None:
-        """The JSON schema ``response_format`` asks the answer to follow (``json_object``: any
-        JSON object; ``json_schema``: its ``schema``), as JSON text; None for plain text."""
-        fmt = self.response_format
-        if fmt is None:
-            return None
-        kind = fmt.get("type")
-        if kind == "text":
-            return None
-        if kind == "json_object":
-            return '{"type": "object"}'
-        if kind != "json_schema":
-            raise APIError(400, f"response_format type must be text, json_object or json_schema, got {kind!r}",
-                           param="response_format")
-        spec = fmt.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
-        if not isinstance(schema, dict):
-            raise APIError(400, "response_format json_schema needs json_schema.schema, a JSON schema object",
-                           param="response_format")
-        try:
-            return schema_text(schema)
-        except ValueError as e:
-            raise APIError(400, str(e), param="response_format") from None
 
     def logprobs_count(self) -> int | None:
         """How many of the most likely tokens to report at each position (``top_logprobs``,

@@ -29,6 +29,7 @@ class TextContext:
     json_schema: str | None = None
     sampling_params: SamplingParams = field(default_factory=SamplingParams)
     model_name: str = ""
+    _matcher: Any = field(default=None, repr=False)
     status: GenerationStatus = GenerationStatus.ACTIVE
 
     def __post_init__(self) -> None:
@@ -135,10 +136,22 @@ class TextContext:
         token again, prompt and generated, before the next one is sampled."""
         self._start, self._active = 0, self.end_idx
 
+    @property
+    def matcher(self) -> Any:
+        """The structured-output matcher of `json_schema`, once one is set (``set_matcher``)."""
+        return self._matcher
+
+    def set_matcher(self, matcher: Any) -> None:
+        """Gives the context a compiled matcher of its `json_schema` (the pipeline compiles one
+        otherwise)."""
+        self._matcher = matcher
+
     def __getstate__(self) -> dict[str, Any]:
         # copies and pickles carry the tokens alone: no spare room, none shared with this one
+        # (and no matcher: the pipeline compiles the schema again)
         state = dict(self.__dict__)
         state["_buf"] = state["_view"] = None
+        state["_matcher"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -265,9 +265,12 @@ class TextGenerationPipeline:
                     self.kv_manager.step([[ctx]])
                     ctx.commit()
                 ctx.append(kept[-1])
-                if ctx.json_schema is not None and self.grammars is not None \
-                        and self.grammars.advance(ctx, kept) and not status.is_done:
-                    status = GenerationStatus.END_OF_SEQUENCE  # the schema's text is complete
+                if ctx.json_schema is not None and self.grammars is not None:
+                    state = self.grammars.advance(ctx, kept)
+                    if state == "error":
+                        status = GenerationStatus.CANCELLED
+                    elif state == "done" and not status.is_done:
+                        status = GenerationStatus.END_OF_SEQUENCE  # the schema's text is complete
                 ctx.status = status
                 lp = [lps.for_row(row, tokens[0], ctx.log_probabilities)] \
                     if lps is not None and ctx.log_probabilities > 0 else None

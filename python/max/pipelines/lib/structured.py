@@ -4,14 +4,15 @@ a context with a ``json_schema`` may only produce text that the schema accepts.
 llguidance compiles the schema into a matcher over the model's tokenizer; before each sampling
 step the matcher gives the tokens that may come next (a bit per token of the vocabulary), the
 logits of every other token become -inf on the device (``mask``), and the chosen token moves the
-matcher on (``advance``). Once the schema's text is complete the matcher allows only the end of
-sequence, and a matcher that can take nothing more ends its request. Such contexts run one step
+matcher on (``advance``). Once the schema's text is complete the request ends; a matcher that
+fails (a parser limit a very large schema reaches) ends it as cancelled. Such contexts run one step
 per ``execute`` (each step's tokens depend on the previous token, known on the host). Token ids
 past the tokenizer's vocabulary (the padding of an embedding table) are never allowed."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ import numpy as np
 from max import driver, engine
 from max.dtype import DType
 from max.graph import DeviceRef, Graph, TensorType, ops
+
+log = logging.getLogger("max.pipelines")
 
 #: How the JSON may be laid out: whitespace between tokens, at most 20 characters of it at each
 #: place (enough to indent nested objects; unbounded whitespace lets a sampled model pad its
@@ -84,11 +87,21 @@ class Grammars:
             self._mask[id(d)] = session.load(g)
         self._devices = list(devices)
 
-    def check(self, schema: str) -> None:
-        """ValueError naming what is wrong when `schema` (JSON text) is not one the matcher takes."""
+    def compile(self, schema: str) -> Any:
+        """A matcher for `schema` (JSON text), compiled here (the server calls this off its event
+        loop and hands the matcher to the context, ``TextContext.set_matcher``, so the model's
+        thread never compiles a schema); ValueError naming what is wrong with it."""
         is_error, messages = self._ll.LLMatcher.validate_grammar_with_warnings(self._grammar(schema), self._tokenizer)
         if is_error:
             raise ValueError(f"the JSON schema is not supported: {'; '.join(map(str, messages)) or 'invalid'}")
+        m = self._ll.LLMatcher(self._tokenizer, self._grammar(schema), log_level=0)
+        if m.is_error():
+            raise ValueError(f"the JSON schema is not supported: {m.get_error()}")
+        return m
+
+    def check(self, schema: str) -> None:
+        """ValueError naming what is wrong when `schema` (JSON text) is not one the matcher takes."""
+        self.compile(schema)
 
     def _grammar(self, schema: str) -> str:
         try:
@@ -97,16 +110,19 @@ class Grammars:
             raise ValueError(f"the JSON schema is not supported: {e}") from None
 
     def matcher(self, ctx: Any) -> Any:
-        """`ctx`'s matcher, made at its first use. A schema it cannot take (callers check
-        schemas first, ``check``) gives a matcher in its error state, which allows only the end
-        of sequence: the request ends instead of the step failing for the whole batch."""
+        """`ctx`'s matcher: the one it carries (``ctx.matcher``), else one compiled now from its
+        schema. A schema it cannot take (callers check schemas first) gives a matcher in its
+        error state, which allows only the end of sequence: the request ends (``advance``)
+        instead of the step failing for the whole batch."""
         m = self._matchers.get(ctx.request_id)
         if m is None:
-            try:
-                grammar = self._grammar(ctx.json_schema)
-            except ValueError:
-                grammar = self._ll.LLMatcher.grammar_from_lark("start: /[/")  # (an error state)
-            m = self._ll.LLMatcher(self._tokenizer, grammar, log_level=0)
+            m = getattr(ctx, "matcher", None)
+            if m is None:
+                try:
+                    grammar = self._grammar(ctx.json_schema)
+                except ValueError:
+                    grammar = self._ll.LLMatcher.grammar_from_lark("start: /[/")  # (an error state)
+                m = self._ll.LLMatcher(self._tokenizer, grammar, log_level=0)
             self._matchers[ctx.request_id] = m
         return m
 
@@ -137,14 +153,19 @@ class Grammars:
             out.append(self._mask[id(d)].execute(x, mask if d.is_host else mask.to(d))[0])
         return out if isinstance(logits, (list, tuple)) else out[0]
 
-    def advance(self, ctx: Any, tokens: Sequence[int]) -> bool:
-        """Moves `ctx`'s matcher past its new `tokens`; whether it can take no more (the request
-        then ends): the schema's text is complete, or the matcher is in its error state."""
+    def advance(self, ctx: Any, tokens: Sequence[int]) -> str | None:
+        """Moves `ctx`'s matcher past its new `tokens`: None while the schema's text goes on,
+        "done" once it is complete (the request then ends), "error" when the matcher failed
+        (a limit of its parser, such as its items per row, reached by a large schema: the
+        request ends as cancelled, its text incomplete)."""
         m = self.matcher(ctx)
         for t in tokens:
             if not m.consume_token(int(t)):
-                return True  # (a token the mask did not allow: an end of sequence after an error)
-        return bool(m.is_stopped() or m.is_error())
+                break
+        if m.is_error():
+            log.warning("structured output: request %s stopped: %s", ctx.request_id, m.get_error())
+            return "error"
+        return "done" if m.is_stopped() else None
 
     def release(self, request_id: Any) -> None:
         self._matchers.pop(request_id, None)
