@@ -55,18 +55,61 @@ def test_a_section_of_a_larger_file(tmp_path):
 
 
 @pytest.mark.parametrize("text,error,needle", [
+    ("max_length: 5\nmax_length: 6\n", ValueError, "'max_length' is given twice"),
+    ("small:\n  max_length: 5\nsmall:\n  max_batch_size: 3\n", ValueError, "'small' is given twice"),
+    ("max_length: .inf\n", ValueError, "max_length must be an integer, got inf"),
+    ("max_length: 1.5\n", ValueError, "max_length must be an integer, got 1.5"),
+    ("max_length: sixty\n", ValueError, "max_length must be an integer, got 'sixty'"),
+    ("enable_prefix_caching: maybe\n", ValueError, "enable_prefix_caching must be true or false"),
+    ("custom_architectures: mymodule\n", ValueError, "custom_architectures must be a list of text"),
+    ("cache_strategy: bogus\n", ValueError, "cache_strategy must be one of model_default, paged"),
+    ("sampling: 5\n", ValueError, "sampling must be a mapping of its settings, got 5"),
+    ("model: 5\n", ValueError, "model must be the model's path or a mapping of its settings"),
+    ("device_specs: cpu\n", ValueError, "give the devices as devices: cpu, gpu or gpu:0,1"),
+    ("chat_template: 5\n", ValueError, "chat_template must be text or null"),
+    ("gpu_profiling: loud\n", ValueError, "gpu_profiling must be off, on or detailed"),
+    ("huggingface_model_revision: v2\n", NotImplementedError, "other revisions are not supported"),
     ("- 1\n- 2\n", ValueError, "expected a mapping of settings, got list"),
     ("max_length: [1\n", ValueError, "is not valid YAML"),
     ("max_lenght: 5\n", TypeError, "unknown arguments: max_lenght"),
     ("max_length: 5\nmax-length: 6\n", ValueError, "'max_length' is given twice"),
-    ("1: 5\n", ValueError, "setting names must be strings"),
+    ("1: 5\n", ValueError, "setting names must be text"),
     ("devices: gpu:x\n", ValueError, "devices: bad device list 'gpu:x'"),
-    ("devices: 3\n", ValueError, "devices must be a string"),
+    ("devices: 3\n", ValueError, "devices must be text"),
     ("max_length: 0\n", ValueError, "max_length must be positive"),
 ])
 def test_bad_files_are_named(tmp_path, text, error, needle):
     with pytest.raises(error, match=needle.replace("(", r"\(").replace("[", r"\[")):
         PipelineConfig(config_file=_write(tmp_path, text))
+
+
+def test_values_take_the_conversions_of_max_config_files(tmp_path):
+    path = _write(tmp_path, "max_length: '64'\nenable_prefix_caching: 'false'\nenable_structured_output: 'no'\n"
+                            "device_memory_utilization: '0.5'\nmax_batch_size: 4.0\nweight_path: w.gguf\n"
+                            "use_vendor_blas: false\ncache_strategy: PAGED\nprofiling:\n  gpu_profiling: 'on'\n")
+    config = PipelineConfig(config_file=path, model_path="m.gguf")
+    assert (config.max_length, config.max_batch_size, config.use_vendor_blas) == (64, 4, "false")
+    kv = config.model.kv_cache
+    assert (kv.enable_prefix_caching, kv.device_memory_utilization, kv.cache_strategy.value) == (False, 0.5, "paged")
+    assert config.sampling.enable_structured_output is False and config.profiling.gpu_profiling == "on"
+    assert [str(p) for p in config.model.weight_path] == ["w.gguf"]
+
+
+def test_a_file_model_name_does_not_beat_a_given_model_path(tmp_path):
+    path = _write(tmp_path, "model_name: from_file.gguf\n")
+    assert PipelineConfig(config_file=path).model.model_path == "from_file.gguf"
+    assert PipelineConfig(config_file=path, model_path="mine.gguf").model.model_path == "mine.gguf"
+    assert PipelineConfig(config_file=path, model_name="mine.gguf").model.model_path == "mine.gguf"
+
+
+def test_an_alias_bomb_gives_a_short_error(tmp_path):
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]"
+               for p, c in zip("abcdefgh", "bcdefghi")]
+    path = _write(tmp_path, "s:\n" + "".join(f"  {line}\n" for line in levels) + "devices: *i\n")
+    with pytest.raises(ValueError) as info:
+        PipelineConfig(config_file=path)
+    assert "devices must be text" in str(info.value) and len(str(info.value)) < 1000
 
 
 def test_an_empty_file_and_a_missing_one(tmp_path):
@@ -149,6 +192,10 @@ def test_every_setting_has_its_flag(command):
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]
     flags = {s for a in sub._actions for s in a.option_strings}
     assert [f for f in MAX_SETTING_FLAGS if f not in flags] == []
+    text = sub.format_help()
+    assert "CONFIG__" not in text and "PipelineConfig." not in text
+    _, config = _cli_config([command, "--model-path", "m.gguf", "--gpu-profiling", "detailed"])
+    assert config.profiling.gpu_profiling == "detailed"
 
 
 def test_setting_flags_reach_the_config_and_are_checked(tmp_path):

@@ -23,6 +23,26 @@ _SKIP = {"model", "draft_model", "sampling", "profiling", "lora", "speculative",
          "device_specs", "weight_path", "quantization_encoding", "model_path"}
 _PREFIX = "config__"
 
+#: What the settings that change something here do (flag help).
+_HELP = {
+    "section_name": "the section of --config-file to read",
+    "max_num_steps": "decode steps per scheduler call (default: 8 on a GPU, 1 on the CPU)",
+    "pool_embeddings": "mean-pool an encoder's token embeddings (encode)",
+    "served_model_name": "the model name clients use",
+    "enable_structured_output": "JSON-schema structured output (response_format; needs llguidance)",
+    "enable_penalties": "apply frequency/presence/repetition penalties (default on)",
+    "enable_min_tokens": "honour min_tokens (default on)",
+    "cache_strategy": "model_default or paged (both: the paged cache)",
+    "pipeline_role": "only prefill_and_decode is supported",
+    "ep_size": "expert parallelism: only 1 is supported",
+    "force_download": "not supported: nothing is downloaded",
+    "rope_type": "not supported: the model decides its rotary embedding",
+    "enable_kvcache_swapping_to_host": "not supported",
+    "huggingface_model_revision": "only main (the local Hugging Face cache's)",
+    "huggingface_weight_revision": "only main (the local Hugging Face cache's)",
+}
+_NO_EFFECT = "taken for compatibility with MAX; no effect here"
+
 
 def _configs() -> list[type]:
     from max.pipelines.lib.config import KVCacheConfig, MAXModelConfig, PipelineConfig, ProfilingConfig, SamplingConfig
@@ -96,8 +116,11 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             if kw is None:
                 continue
             have.add(f.name)
-            group.add_argument(flag, dest=_PREFIX + f.name, default=argparse.SUPPRESS, help=f"{cls.__name__}.{f.name}",
-                               **kw)
+            kw.setdefault("metavar", f.name.upper())
+            if kw.get("action") is not None:
+                kw.pop("metavar")
+            group.add_argument(flag, dest=_PREFIX + f.name, default=argparse.SUPPRESS,
+                               help=_HELP.get(f.name, _NO_EFFECT), **kw)
 
 
 def config_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -94,6 +94,10 @@ class MAXModelConfig:
         if isinstance(self.weight_path, (str, Path)):
             self.weight_path = [Path(self.weight_path)]
         self.weight_path = [Path(p) for p in self.weight_path]
+        for which in ("huggingface_model_revision", "huggingface_weight_revision"):
+            if getattr(self, which) != "main":
+                raise NotImplementedError(f"{which} {getattr(self, which)!r}: models are read as they are on disk "
+                                          "(the Hugging Face cache's main revision); other revisions are not supported")
         if self.force_download:
             raise NotImplementedError("force_download: models are read from disk (a local directory, a .gguf file or "
                                       "the Hugging Face cache); nothing is downloaded")
@@ -176,6 +180,9 @@ class PipelineConfig:
     speculative: Any = None
 
     def __init__(self, **kwargs: Any) -> None:
+        if "model_name" in kwargs:  # (MAX's other name for model_path, which wins when both are given)
+            name = kwargs.pop("model_name")
+            kwargs.setdefault("model_path", name)
         if kwargs.get("config_file") is not None:
             from max.pipelines.lib.config_file import read_config_file
 
@@ -193,8 +200,8 @@ class PipelineConfig:
         model_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in model_fields and k not in own}
         kv_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in kv_fields}
         sampling_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in sampling_fields and k not in own}
-        if "model_name" in kwargs:
-            model_kw["model_path"] = kwargs.pop("model_name")
+        profiling_fields = {f.name for f in dataclasses.fields(ProfilingConfig)}
+        profiling_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in profiling_fields and k not in own}
         unknown = [k for k in kwargs if k not in own]
         if unknown:
             raise TypeError(f"PipelineConfig: unknown arguments: {', '.join(sorted(unknown))}")
@@ -213,6 +220,8 @@ class PipelineConfig:
             self.model = dataclasses.replace(base, **model_kw)
         if sampling_kw:
             self.sampling = dataclasses.replace(self.sampling, **sampling_kw)
+        if profiling_kw:
+            self.profiling = dataclasses.replace(self.profiling, **profiling_kw)
         self._validate()
 
     def _validate(self) -> None:
@@ -229,6 +238,8 @@ class PipelineConfig:
         if self.pipeline_role != PipelineRole.PrefillAndDecode:
             raise NotImplementedError(f"pipeline_role {PipelineRole(self.pipeline_role).value}: disaggregated prefill "
                                       "and decode are not supported (every pipeline does both)")
+        if self.profiling.gpu_profiling not in ("off", "on", "detailed"):
+            raise ValueError(f"gpu_profiling must be off, on or detailed, got {self.profiling.gpu_profiling!r}")
         if self.ep_size != 1:
             raise NotImplementedError(f"ep_size {self.ep_size}: expert parallelism is not supported")
 
