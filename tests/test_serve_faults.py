@@ -400,20 +400,24 @@ def test_more_client_mistakes_are_400s(server):
 
 
 def test_a_stream_whose_client_leaves_while_queued_is_cancelled():
-    s = ServerProcess(smollm2_gguf(), "--max-length", "2048", "--max-batch-size", "1", "--max-queue-size", "1")
+    s = ServerProcess(smollm2_gguf(), "--max-length", "4096", "--max-batch-size", "1", "--max-queue-size", "1")
+    busy = None
     try:
-        busy = s.client().completions.create(model=str(smollm2_gguf()), prompt="Go", max_tokens=2000, stream=True,
+        busy = s.client().completions.create(model=str(smollm2_gguf()), prompt="Go", max_tokens=4000, stream=True,
                                              extra_body={"ignore_eos": True})
         next(iter(busy))  # (it holds the only place in the batch for a while)
         with pytest.raises(openai.APITimeoutError):  # queued behind the busy one: no first token yet
             for _ in s.client(timeout=1).completions.create(model=str(smollm2_gguf()), prompt="Queued",
                                                            max_tokens=50, stream=True):
                 pass
-        m = s.wait_for(lambda m: m["maxserve_num_requests_in_flight"] == 1, timeout=5)
+        # (the queue's gauge follows at the worker's next step)
+        m = s.wait_for(lambda m: m["maxserve_num_requests_in_flight"] == 1 and m["maxserve_num_requests_queued"] == 0,
+                       timeout=10)
         assert m["maxserve_num_requests_in_flight"] == 1 and m["maxserve_num_requests_queued"] == 0, m
         assert m["maxserve_num_requests_running"] == 1, m  # (the busy one is still going)
-        busy.close()
     finally:
+        if busy is not None:
+            busy.close()
         assert s.stop() == 0, s.errors()
 
 
@@ -432,6 +436,7 @@ def test_sigterm_past_the_shutdown_timeout_aborts_the_rest():
         chunks = iter(s.client().completions.create(model=str(smollm2_gguf()), prompt="Once upon a time",
                                                     max_tokens=480, stream=True, extra_body={"ignore_eos": True}))
         next(chunks)
+        s.wait_for(lambda m: m["maxserve_num_requests_running"] == 2, timeout=30)
         s.proc.send_signal(signal.SIGTERM)
         rest = list(chunks)
         t.join(60)
