@@ -30,7 +30,7 @@ log = logging.getLogger("max.pipelines")
 JSON_OPTIONS = {"whitespace_pattern": r"[\x20\x0A\x0D\x09]{0,20}"}
 
 #: The largest schema text taken (a schema is compiled on the host, per request).
-MAX_SCHEMA_BYTES = 1 << 20
+SCHEMA_BYTES_LIMIT = 1 << 20
 
 
 def _llguidance() -> Any:
@@ -52,8 +52,8 @@ def schema_text(schema: Any) -> str:
     if not isinstance(schema, dict):
         raise ValueError(f"a JSON schema must be an object, got {type(schema).__name__}")
     text = json.dumps(schema)
-    if len(text) > MAX_SCHEMA_BYTES:
-        raise ValueError(f"the JSON schema is {len(text)} bytes, more than the {MAX_SCHEMA_BYTES} taken")
+    if len(text) > SCHEMA_BYTES_LIMIT:
+        raise ValueError(f"the JSON schema is {len(text)} bytes, more than the {SCHEMA_BYTES_LIMIT} taken")
     return text
 
 
@@ -171,4 +171,4 @@ class Grammars:
         self._matchers.pop(request_id, None)
 
 
-__all__ = ["Grammars", "MAX_SCHEMA_BYTES", "schema_text"]
+__all__ = ["Grammars", "SCHEMA_BYTES_LIMIT", "schema_text"]
