@@ -91,9 +91,6 @@ class Grammars:
         """A matcher for `schema` (JSON text), compiled here (the server calls this off its event
         loop and hands the matcher to the context, ``TextContext.set_matcher``, so the model's
         thread never compiles a schema); ValueError naming what is wrong with it."""
-        is_error, messages = self._ll.LLMatcher.validate_grammar_with_warnings(self._grammar(schema), self._tokenizer)
-        if is_error:
-            raise ValueError(f"the JSON schema is not supported: {'; '.join(map(str, messages)) or 'invalid'}")
         m = self._ll.LLMatcher(self._tokenizer, self._grammar(schema), log_level=0)
         if m.is_error():
             raise ValueError(f"the JSON schema is not supported: {m.get_error()}")
