@@ -370,3 +370,42 @@ def test_a_failing_lazy_tensor_does_not_block_the_others():
         assert c.to_numpy().tolist() == [5.0, 5.0]
         with pytest.raises(ValueError, match="gather: index 5 is out of range"):
             bad.to_numpy()
+
+
+def test_scalar_zero_signs_and_nans_are_not_confused_by_the_op_cache():
+    """-0.0 == 0.0 (and hash alike): a cache keyed by the value gave `t * -0.0` the graph of
+    `t * 0.0`, whichever ran first."""
+    t = Tensor.constant([1.0, -2.0])
+    for first, second in [(0.0, -0.0), (-0.0, 0.0)]:
+        for z in (first, second, np.float32(first), np.float32(second)):
+            got = (t * z).to_numpy()
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(np.array([1.0, -2.0], np.float32) * z))
+    assert np.isnan((t + float("nan")).to_numpy()).all() and np.isnan((t + float("nan")).to_numpy()).all()
+
+
+def test_bfloat16_tensors_from_host_values_round_once():
+    """Values just above a bfloat16 tie (through float32 they land on it and round to even)."""
+    v, f = 2**28 + 2**20 + 1, 1 + 2**-8 + 2**-30
+    assert Tensor.constant([v], dtype=DType.bfloat16).item() == 2**28 + 2**21
+    assert Tensor.full([2], v, dtype=DType.bfloat16).to_numpy().astype(np.float64).tolist() == [2**28 + 2**21] * 2
+    assert Tensor.arange(v, v + 1, dtype=DType.bfloat16).item() == 2**28 + 2**21
+    assert Tensor.constant([f], dtype=DType.bfloat16).item() == 1 + 2**-7
+    assert Tensor.constant(np.array([f]), dtype=DType.bfloat16).item() == 1 + 2**-7
+    assert Tensor.full([1], 1.625 + 2**-30, dtype=DType.float8_e5m2).item() == 1.75  # (above the tie 1.625)
+
+
+def test_float_arrays_do_not_become_integers():
+    ti = Tensor.constant([1, 2], dtype=DType.int32)
+    for rhs in ([1.0, 2.0], np.array([3.0, 4.0], np.float32), [1, 2.5]):
+        with pytest.raises(ValueError, match="float values do not combine with a tensor of int32"):
+            ti + rhs
+    assert (ti + [10, 20]).to_numpy().tolist() == [11, 22]
+    assert (ti + np.array([1, 1], np.int64)).dtype == DType.int32
+
+
+@pytest.mark.parametrize("axis", [5, -3])
+def test_split_by_size_names_a_bad_axis(axis):
+    with pytest.raises(IndexError, match=f"split: axis {axis} is out of range for a tensor of rank 2"):
+        Tensor.ones([4, 2]).split(2, axis=axis)
+    with pytest.raises(IndexError, match="rank 0"):
+        Tensor.constant(1.0).split(1)

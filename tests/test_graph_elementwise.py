@@ -126,8 +126,9 @@ def test_array_operands_name_the_op_and_argument():
     op's argument (it was reported as ``constant: value``), floats beside integer tensors too."""
     with graph((DType.int32, (2,))) as g:
         (i,) = g.inputs
-        with pytest.raises(ValueError, match="add: rhs: non-integral values cannot be loaded as int32"):
-            ops.add(i, np.array([1.5, 2.5]))
+        for floats in (np.array([1.5, 2.5]), np.array([1.0, 2.0]), [1.0, 2]):  # (whole floats too, as scalars)
+            with pytest.raises(ValueError, match="add: rhs: float values do not combine with a tensor of int32"):
+                ops.add(i, floats)
         with pytest.raises(ValueError, match="div: rhs: a Python float does not combine with a tensor of int32"):
             ops.div(i, 2.0)
         with pytest.raises(ValueError, match="mul: rhs: nested lists must be rectangular"):

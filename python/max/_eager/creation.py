@@ -1,5 +1,6 @@
 """Making tensors from host data: default dtype/device, and host buffers of any dtype
-(numpy lacks bfloat16 and float8, so those are made in float32 and cast by the driver).
+(numpy lacks bfloat16 and float8, so those are made in int64 or float64 and cast by the engine,
+which rounds once).
 Under ``F.lazy()`` filled tensors are deferred: their memory is only made if they are used."""
 
 from __future__ import annotations
@@ -109,12 +110,20 @@ def buffer(arr: np.ndarray, dtype: DType, device: driver.Device, fresh: bool = F
     """A new Buffer of `dtype` on `device` holding `arr`'s values: a copy, unless `fresh` says
     that `arr` is a temporary nobody else holds (then, of the right dtype, it is taken over)."""
     np_dt = numpy_dtype(dtype)
-    if np_dt is not None:
+    if np_dt is not None and (arr.dtype == np_dt or not _rounds_twice(dtype)):
         taken = fresh and arr.dtype == np_dt and arr.flags.c_contiguous and arr.flags.writeable
         buf = driver.Buffer.from_numpy(arr if taken else np.array(arr, dtype=np_dt, order="C", copy=True))
     else:
-        buf = driver.Buffer.from_numpy(np.array(arr, dtype=np.float32, order="C", copy=True))._cast(dtype)
+        # the engine's cast from the values as they are (ints, or floats widened exactly):
+        # ml_dtypes rounds a float64 or an int to bfloat16 through float32, twice
+        wide = arr if arr.dtype.kind in "iu" else arr.astype(np.float64)
+        buf = driver.Buffer.from_numpy(np.ascontiguousarray(wide))._cast(dtype)
     return buf if device.is_host else buf.to(device)
+
+
+def _rounds_twice(dtype: DType) -> bool:
+    """Whether numpy (ml_dtypes) conversions to `dtype` may round twice: bfloat16 and float8."""
+    return dtype.is_float() and dtype not in (DType.float16, DType.float32, DType.float64)
 
 
 def static_shape(shape: Any, op: str) -> tuple[int, ...]:
@@ -144,8 +153,25 @@ def make(shape: tuple[int, ...], dtype: DType, device: driver.Device, values: Ca
 
 def filled(shape: tuple[int, ...], value: Any, dtype: DType) -> np.ndarray:
     """A host array of `shape` filled with `value`, in `dtype`'s numpy form where it has one
-    (no wider temporary), else float32 (which the driver casts)."""
-    return np.full(shape, value, dtype=numpy_dtype(dtype) or np.float32)
+    (no wider temporary), else float32 (which the driver casts); bfloat16 and float8 values are
+    rounded once by the engine's cast first (numpy's conversions would round twice)."""
+    np_dt = numpy_dtype(dtype)
+    if np_dt is None or _rounds_twice(dtype):
+        value = _rounded(value, dtype)  # (then exact in float32 and bfloat16: no second rounding)
+    return np.full(shape, value, dtype=np_dt or np.float32)
+
+
+def _rounded(value: Any, dtype: DType) -> Any:
+    """`value` rounded once to float `dtype` by the engine's cast, as a float64 (exact)."""
+    whole = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if whole and -2**63 <= value < 2**64:
+        src = np.array([value], np.int64 if value < 2**63 else np.uint64)
+    else:
+        try:
+            src = np.array([value], np.float64)
+        except (TypeError, ValueError, OverflowError):
+            return value  # (np.full names what is wrong with it)
+    return driver.Buffer.from_numpy(src)._cast(dtype)._cast(DType.float64).to_numpy()[0]
 
 
 def arange(start: Any, stop: Any, step: Any, dtype: DType) -> np.ndarray:

@@ -47,7 +47,7 @@ def _freeze(a: Any, srcs: list, flags: list) -> Any:
         srcs.append(a)
         return a._key()
     if t in _NUMBERS:
-        return (t, a)
+        return (t, a.hex()) if t is float else (t, a)  # (-0.0 == 0.0 and NaN != NaN: floats by their bits)
     if t is list or t is tuple:
         return (t, tuple(_freeze(x, srcs, flags) for x in a))
     if t is dict:
@@ -62,7 +62,7 @@ def _freeze(a: Any, srcs: list, flags: list) -> Any:
     if isinstance(a, driver.Device):
         return ("device", DeviceRef.from_device(a))
     if isinstance(a, np.generic):
-        return (t, a.item())
+        return (t, a.tobytes())
     if isinstance(a, np.ndarray) and a.size <= 64:
         return ("ndarray", a.dtype.str, a.shape, a.tobytes())
     try:
@@ -134,7 +134,9 @@ def apply(fn: Any, args: tuple, kwargs: dict | None = None) -> Any:
                     break
                 bufs.append(s)
                 parts.append(a._k or a._key())
-            elif t is float or t is int or t is bool:
+            elif t is float:
+                parts.append((t, a.hex()))  # (-0.0 == 0.0 and NaN != NaN: keyed by its bits)
+            elif t is int or t is bool:
                 parts.append((t, a))
             else:
                 break

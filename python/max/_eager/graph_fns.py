@@ -77,6 +77,9 @@ def split(x: TensorValue, split_size_or_sections: int | list[int], axis: int = 0
     last piece holds what is left)."""
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
+        rank = x.rank
+        if isinstance(axis, bool) or not isinstance(axis, int) or rank == 0 or not -rank <= axis < rank:
+            raise IndexError(f"split: axis {axis!r} is out of range for a tensor of rank {rank}")
         dim = x.shape[axis]
         if not isinstance(dim, StaticDim):
             raise ValueError(f"split: axis {axis} of shape {list(x.shape)} is symbolic; give the sizes as a list")

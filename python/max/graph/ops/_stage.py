@@ -82,6 +82,20 @@ def _constant(op: str, arg: str, x: Any, dtype: Any, device: Any) -> TensorValue
         raise
 
 
+def _holds_floats(x: Any) -> bool:
+    """Whether an array-like operand holds floats (or complex numbers): its numpy dtype's."""
+    try:
+        arr = x if isinstance(x, np.ndarray) else (np.asarray(x) if isinstance(x, (list, tuple)) else np.from_dlpack(x))
+    except (TypeError, ValueError, BufferError, RuntimeError):
+        return False  # (the constant's own conversion names what is wrong)
+    if arr.dtype.kind in "fc":
+        return True
+    try:
+        return DType.from_numpy(arr.dtype).is_float()  # (bfloat16 and float8 arrays)
+    except ValueError:
+        return False
+
+
 def as_tensor(
     x: Any,
     *,
@@ -123,6 +137,10 @@ def as_tensor(
             with like._graph:
                 return _constant(op, arg, value, target, where)
         if isinstance(x, (np.ndarray, list, tuple)) or hasattr(x, "__dlpack__"):
+            if not target.is_float() and _holds_floats(x):
+                raise ValueError(f"{op}: {arg}: float values do not combine with a tensor of {target.name} (floats never "
+                                 "convert to integers implicitly); cast the tensor to a float type first, or pass "
+                                 "integers")
             with like._graph:
                 return _constant(op, arg, x, target, where)
     if _is_scalar(x) or isinstance(x, (np.ndarray, list, tuple)) or hasattr(x, "__dlpack__"):
