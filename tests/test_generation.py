@@ -159,6 +159,41 @@ def test_llm_offline_api():
         llm.encode(["hi"])
 
 
+def test_llm_takes_the_sampling_parameters_own_limit():
+    """A SamplingParams' max_new_tokens wins over the method's default (it was replaced by 100)."""
+    llm = LLM(PipelineConfig(model_path=str(smollm2_gguf()), max_length=256))
+    llm.generate(["Once upon a time"], sampling_params=SamplingParams(top_k=1, max_new_tokens=3, ignore_eos=True))
+    assert len(llm.last_results[0].tokens) == 3
+    llm.chat([{"role": "user", "content": "Tell me a story."}], sampling_params=SamplingParams(
+        top_k=1, max_new_tokens=4, ignore_eos=True))
+    assert len(llm.last_results[0].tokens) == 4
+    llm.generate(["Once upon a time"], max_new_tokens=2, sampling_params=SamplingParams(top_k=1, ignore_eos=True))
+    assert len(llm.last_results[0].tokens) == 2
+
+
+def test_eos_sequences_end_a_request(pipeline):
+    sp = SamplingParams(top_k=1, max_new_tokens=12, ignore_eos=False)
+    gen = Generator(pipeline)
+    free = gen.run([gen.context("The capital of France is", sp)])[0].tokens
+    gen = Generator(pipeline)
+    ctx = gen.context("The capital of France is", sp)
+    ctx.eos_sequences = [[99999, 99998], free[3:5]]
+    (r,) = gen.run([ctx])
+    assert r.tokens == free[:5] and r.finish_reason == "stop"
+
+
+def test_contexts_sharing_a_request_id_are_refused(pipeline):
+    gen = Generator(pipeline)
+    sp = SamplingParams(top_k=1, max_new_tokens=2)
+    with pytest.raises(ValueError, match="share the request id 'same'"):
+        gen.run([gen.context("Hi", sp, request_id="same"), gen.context("Bye", sp, request_id="same")])
+    with pytest.raises(ValueError, match="ignore_eos must be true or false"):
+        SamplingParams(ignore_eos="false")
+    from max.pipelines.core import TextContext
+
+    assert TextContext is type(gen.context("Hi", sp))
+
+
 def test_seeded_sampling_is_reproducible_and_seeds_differ(pipeline):
     def text(seed, **kw):
         gen = Generator(pipeline)

@@ -69,6 +69,7 @@ def test_minilm_matches_the_reference(device, minilm_reference):
     llm = LLM(PipelineConfig(model_path=str(d), device_specs=_spec(device)))
     together = llm.encode(SENTENCES)
     assert together.shape == (len(SENTENCES), 384) and together.dtype == np.float32
+    assert llm.encode([]).shape == (0, 384)  # (it was (0, 0))
     for i, s in enumerate(SENTENCES):
         assert _cos(together[i], want[i]) >= 0.9999, s
         alone = llm.encode([s])[0]

@@ -8,7 +8,7 @@
 
 ``generate`` takes text prompts (or token-id lists) and returns the generated texts; a
 ``SamplingParams`` chooses how tokens are picked (default greedy here, for reproducible
-offline runs). ``chat`` applies the model's chat template first. For embedding models
+offline runs; its own ``max_new_tokens``, when set, wins over the argument's). ``chat`` applies the model's chat template first. For embedding models
 (``BertModel``), ``encode`` returns one vector per prompt."""
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ def _prompt_list(prompts: Any) -> list[Any]:
         return list(prompts)
     raise TypeError(f"LLM.generate: prompts must be a string, a list of token ids, or a list of either; got "
                     f"{type(prompts).__name__}")
+
+
+def _with_limit(sampling_params: SamplingParams | None, max_new_tokens: int | None) -> SamplingParams:
+    """The sampling parameters of a call: `sampling_params` (default greedy) with its own
+    max_new_tokens, or `max_new_tokens` where it sets none."""
+    sp = sampling_params or SamplingParams(top_k=1)
+    if sp.max_new_tokens is None and max_new_tokens is not None:
+        sp = SamplingParams(**{**sp.__dict__, "max_new_tokens": max_new_tokens})
+    return sp
 
 
 class LLM:
@@ -71,9 +80,7 @@ class LLM:
         """The text each prompt continues with; a prompt is a string or a list of token ids
         (``prompts`` one prompt or a list of them)."""
         prompts = _prompt_list(prompts)
-        sp = sampling_params or SamplingParams(top_k=1)
-        if max_new_tokens is not None:
-            sp = SamplingParams(**{**sp.__dict__, "max_new_tokens": max_new_tokens})
+        sp = _with_limit(sampling_params, max_new_tokens)
         gen = self._generator()
         ctxs = [gen.context(p, sp) for p in prompts]
         self.last_results = gen.run(ctxs)
@@ -86,9 +93,7 @@ class LLM:
         convs = [messages] if messages and isinstance(messages[0], dict) else messages
         prompts = [self.tokenizer.apply_chat_template(list(c)) for c in convs]
         gen = self._generator()
-        sp = sampling_params or SamplingParams(top_k=1)
-        if max_new_tokens is not None:
-            sp = SamplingParams(**{**sp.__dict__, "max_new_tokens": max_new_tokens})
+        sp = _with_limit(sampling_params, max_new_tokens)
         ctxs = [gen.context(p, sp, add_special_tokens=False) for p in prompts]
         self.last_results = gen.run(ctxs)
         return [r.text for r in self.last_results]

@@ -104,8 +104,8 @@ class SamplingParams:
 
     def _check_types(self) -> None:
         """ValueError naming a parameter of the wrong type: integers (not bools or floats) for
-        top_k, max_new_tokens, min_new_tokens, seed and stop_token_ids, real numbers for the
-        rest."""
+        top_k, max_new_tokens, min_new_tokens, seed and stop_token_ids, bools for ignore_eos
+        and detokenize, real numbers for the rest."""
         def whole(v: object) -> bool:
             return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
@@ -123,6 +123,9 @@ class SamplingParams:
             bad = [t for t in self.stop_token_ids if not whole(t)]
             if bad:
                 raise ValueError(f"stop_token_ids must be integer token ids, got {bad[0]!r}")
+        for name in ("ignore_eos", "detokenize"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"):
             v = getattr(self, name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):

@@ -102,6 +102,7 @@ class EmbeddingsPipeline:
                 weights[new] = data
         check_encoder(config, weights)
         self.vocab_size = int(config["vocab_size"])
+        self.hidden_size = int(config["hidden_size"])
         self.module = arch.pipeline_model.build(config, self.dtype, ref, pooling=settings["pooling"],
                                                 normalize=settings["normalize"])
         expected = self.module.raw_state_dict()
@@ -145,7 +146,7 @@ class EmbeddingsPipeline:
         """``[len(prompts), hidden]`` float32; prompts of similar length share a batch."""
         tokens = [self.tokenize(p) for p in prompts]
         order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
-        out = np.zeros((len(tokens), 0), np.float32)
+        out = np.zeros((len(tokens), self.hidden_size), np.float32)
         rows: dict[int, np.ndarray] = {}
         for start in range(0, len(order), self.max_batch_size):
             chunk = order[start : start + self.max_batch_size]

@@ -104,6 +104,10 @@ class Generator:
         """Generates every context to completion; `on_text(ctx, delta)` receives printable text
         as it is produced. Results come back in the order of `contexts`."""
         p = self.pipeline
+        request_ids = [c.request_id for c in contexts]
+        if len(set(request_ids)) != len(request_ids):
+            twice = next(i for i in request_ids if request_ids.count(i) > 1)
+            raise ValueError(f"two contexts share the request id {twice!r}: each request needs its own")
         decode = lambda ids: self.tokenizer.decode_sync(ids, skip_special_tokens=True)  # noqa: E731
         from max.pipelines.tokenizer import StreamingDecoder
 

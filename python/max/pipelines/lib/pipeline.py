@@ -258,6 +258,8 @@ class TextGenerationPipeline:
                     kept.append(token)
                     end += 1
                     status = self._status(ctx, token, end)
+                    if not status.is_done and ctx.eos_sequences and self._ends_a_sequence(ctx, kept, end):
+                        status = GenerationStatus.END_OF_SEQUENCE
                     if status.is_done:
                         break
                 if len(kept) > 1:  # each token but the last was processed by the step after it
@@ -334,6 +336,23 @@ class TextGenerationPipeline:
         if self._min_tokens and generated < sp.min_new_tokens:
             return False
         return token in self._stoppers(ctx)
+
+    def _ends_a_sequence(self, ctx: TextContext, kept: list[int], end: int) -> bool:
+        """Whether `ctx`'s generated tokens, with `kept` (its newest, not yet appended; `end`
+        tokens in all) after them, end with one of its ``eos_sequences`` (once min_new_tokens
+        allows, and unless EOS is ignored)."""
+        sp = ctx.sampling_params
+        generated = end - ctx.prompt_length
+        if sp.ignore_eos or ctx.ignore_eos or (self._min_tokens and generated < sp.min_new_tokens):
+            return False
+        for seq in ctx.eos_sequences:
+            n = len(seq)
+            if n == 0 or n > generated:
+                continue
+            tail = kept[-n:] if len(kept) >= n else [*ctx.tokens[ctx.end_idx - (n - len(kept)):].tolist(), *kept]
+            if [int(t) for t in seq] == tail:
+                return True
+        return False
 
     def _stoppers(self, ctx: TextContext) -> set[int]:
         """The token ids that end `ctx`: its end-of-sequence ids (unless ignored) and stop ids."""
