@@ -110,3 +110,24 @@ def test_scheduler_and_worker_import_without_the_serve_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "needs fastapi"
+
+
+def test_offline_generation_waits_and_preempts_within_a_small_cache(pipeline, rng):
+    """Generator.run (``max generate``, ``LLM.generate``) schedules as the server does: with 16
+    pages for six requests of ~5 pages each, requests wait for pages, a growing one preempts the
+    newest, and each gets the tokens it gets alone (it admitted them all and failed)."""
+    ctxs = _contexts(pipeline, rng, 6, 40)
+    alone = []
+    for c in ctxs:
+        gen = Generator(pipeline)
+        alone.append(gen.run([gen.context(c.tokens.copy(), c.sampling_params)])[0].tokens)
+    pipeline.kv_manager.reset_prefix_cache()
+    old = pipeline.max_batch_size
+    pipeline.max_batch_size = 6  # (more than the cache holds at once)
+    try:
+        gen = Generator(pipeline)
+        together = [r.tokens for r in gen.run([gen.context(c.tokens.copy(), c.sampling_params) for c in ctxs])]
+    finally:
+        pipeline.max_batch_size = old
+    assert together == alone
+    assert pipeline.kv_manager.get_num_used_pages() == 0

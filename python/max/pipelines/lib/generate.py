@@ -136,91 +136,90 @@ class Generator:
 
     def _loop(self, waiting: deque[_Running], running: list[_Running], done: dict[str, GenerationResult],
               on_text: Callable[[TextContext, str], None] | None, t_start: float) -> None:
-        """``run``'s steps until every request is done (results into `done`)."""
-        p, kv, stats = self.pipeline, self.pipeline.kv_manager, self.stats
+        """``run``'s steps until every request is done (results into `done`). The serving
+        scheduler picks each step's batch: requests join while the cache holds their pages,
+        prompts go in chunks within the step's token budget, and when a decode needs a page and
+        none is free the newest request gives its pages back and is recomputed later (the same
+        tokens). `running` follows the scheduler's running requests (``run`` releases them on
+        an error)."""
+        from max.serve.scheduler import Scheduler
+
+        p, stats = self.pipeline, self.stats
+        cfg = p.pipeline_config
+        sched = Scheduler(p.kv_manager, p.max_batch_size, cfg.max_batch_input_tokens, cfg.enable_chunked_prefill)
+        records = {r.ctx.request_id: r for r in waiting}
+        for r in waiting:
+            sched.add(r.ctx)
+        waiting.clear()
         t_prefill_end: float | None = None
-        while waiting or running:
-            # Admit waiting requests while their prompt's pages fit.
-            while waiting and len(running) < p.max_batch_size:
-                need = -(-(waiting[0].ctx.prompt_length + 1) // kv.page_size)
-                reserved = sum(max(0, -(-(r.ctx.end_idx + 1) // kv.page_size) - len(kv.get_req_blocks(r.ctx.request_id)))
-                               for r in running if kv.contains(r.ctx.request_id))
-                if running and need + reserved > kv.free_pages:
-                    break
-                if need > kv.total_num_pages:
-                    raise KVCacheExhaustedError(f"a prompt needs {need} pages; the cache has {kv.total_num_pages}")
-                running.append(waiting.popleft())
-            batch = self._plan_step(running)
+        while sched.has_work:
+            batch = [records[c.request_id] for c in sched.schedule()]
+            running[:] = [records[rid] for rid in sched.running]
+            if not batch:
+                ctx = next(iter(sched.running.values()), None) or sched.waiting[0]
+                raise KVCacheExhaustedError(f"request {ctx.request_id} ({ctx.end_idx} tokens) needs more KV-cache pages "
+                                            f"than the cache's {p.kv_manager.total_num_pages}: give the cache more "
+                                            "memory (--device-memory-utilization) or lower --max-length")
             # several decode steps at once when nobody waits to join the batch
-            steps = 1 if waiting else p.decode_steps
+            steps = 1 if sched.waiting else p.decode_steps
             outputs = p.execute(TextGenerationInputs([{r.ctx.request_id: r.ctx for r in batch}], num_steps=steps))
             stats.steps += 1
             now = time.perf_counter()
             for r in batch:
                 out = outputs.get(r.ctx.request_id)
-                if out is None:
-                    continue
-                new = len(out.tokens)
-                if r.first_token_at is None:
-                    r.first_token_at = now - t_start
-                    if stats.first_token_seconds is None:
-                        stats.first_token_seconds = r.first_token_at
-                    new -= 1
-                stats.decode_tokens += new
-                stats.generated_tokens += len(out.tokens)
-                if out.log_probabilities:
-                    r.log_probabilities.extend(out.log_probabilities)
-                generated = r.ctx.generated_tokens.tolist()
-                delta = r.decoder.push(generated)
-                if delta.text:
-                    r.text.append(delta.text)
-                    if on_text:
-                        on_text(r.ctx, delta.text)
-                if delta.stopped:
-                    r.stop_reason = "stop"
-                    r.ctx.status = GenerationStatus.END_OF_SEQUENCE
-            if t_prefill_end is None and all(r.first_token_at is not None for r in running) and not waiting:
+                if out is not None:
+                    self._took(r, out, now - t_start, on_text)
+            if t_prefill_end is None and not sched.waiting and all(
+                    records[rid].first_token_at is not None for rid in sched.running):
                 t_prefill_end = now
                 stats.prefill_seconds = now - t_start
                 t_decode_start = now
-            for r in list(running):
+            for r in batch:
                 if r.ctx.is_done:
-                    if r.stop_reason is None:
-                        tail = r.decoder.finish(r.ctx.generated_tokens.tolist())
-                        if tail.text:
-                            r.text.append(tail.text)
-                            if on_text:
-                                on_text(r.ctx, tail.text)
+                    self._finish(r, done, on_text)
+                    sched.finish(r.ctx)
                     p.release(r.ctx.request_id)
-                    running.remove(r)
-                    done[r.ctx.request_id] = GenerationResult(
-                        r.ctx.request_id, r.ctx.prompt_tokens.copy(), r.ctx.generated_tokens.tolist(),
-                        "".join(r.text), _finish_reason(r.ctx.status, r.stop_reason is not None), r.first_token_at,
-                        r.log_probabilities if r.ctx.log_probabilities > 0 else None)
+            running[:] = [records[rid] for rid in sched.running]
         end = time.perf_counter()
         if t_prefill_end is None:
             stats.prefill_seconds = end - t_start
         else:
             stats.decode_seconds = end - t_decode_start
 
-    def _plan_step(self, running: list[_Running]) -> list[_Running]:
-        """This step's batch: every decoding request, then prompt chunks within the budget."""
-        budget = int(self.pipeline.pipeline_config.max_batch_input_tokens)
-        chunked = bool(self.pipeline.pipeline_config.enable_chunked_prefill)
-        batch = [r for r in running if not r.ctx.needs_prefill]
-        budget -= len(batch)
-        for r in running:
-            if not r.ctx.needs_prefill:
-                continue
-            pending = r.ctx.end_idx - r.ctx.start_idx
-            if budget <= 0 and batch:
-                break
-            if pending > budget and batch and not chunked:
-                break
-            r.ctx.chunk(max(1, budget) if chunked else pending)
-            budget -= r.ctx.active_length
-            batch.append(r)
-        return batch
+    def _took(self, r: _Running, out: Any, at: float, on_text: Callable[[TextContext, str], None] | None) -> None:
+        """A step's output for `r`: timings, log-probabilities, text (and a stop string)."""
+        stats = self.stats
+        new = len(out.tokens)
+        if r.first_token_at is None:
+            r.first_token_at = at
+            if stats.first_token_seconds is None:
+                stats.first_token_seconds = at
+            new -= 1
+        stats.decode_tokens += new
+        stats.generated_tokens += len(out.tokens)
+        if out.log_probabilities:
+            r.log_probabilities.extend(out.log_probabilities)
+        delta = r.decoder.push(r.ctx.generated_tokens.tolist())
+        if delta.text:
+            r.text.append(delta.text)
+            if on_text:
+                on_text(r.ctx, delta.text)
+        if delta.stopped:
+            r.stop_reason = "stop"
+            r.ctx.status = GenerationStatus.END_OF_SEQUENCE
+
+    def _finish(self, r: _Running, done: dict[str, GenerationResult],
+                on_text: Callable[[TextContext, str], None] | None) -> None:
+        if r.stop_reason is None:
+            tail = r.decoder.finish(r.ctx.generated_tokens.tolist())
+            if tail.text:
+                r.text.append(tail.text)
+                if on_text:
+                    on_text(r.ctx, tail.text)
+        done[r.ctx.request_id] = GenerationResult(
+            r.ctx.request_id, r.ctx.prompt_tokens.copy(), r.ctx.generated_tokens.tolist(), "".join(r.text),
+            _finish_reason(r.ctx.status, r.stop_reason is not None), r.first_token_at,
+            r.log_probabilities if r.ctx.log_probabilities > 0 else None)
 
 
 __all__ = ["GenerationResult", "GenerationStats", "Generator"]
