@@ -151,3 +151,20 @@ def test_stop_strings_count_from_min_tokens():
     assert "".join(o.text for o in out) == "xby"
     early = StreamingDecoder(decode, ["b"])
     assert early.push([0]).text == "x" and early.push([0, 1]).stopped
+
+
+def test_a_stop_string_begun_before_min_tokens_stops_once_it_completes():
+    """"Elara" over tokens " El" (before the minimum) and "ara" (at it) stops the stream, its
+    start held back (it was printed, and the stop string then never matched)."""
+    from max.pipelines.tokenizer.streaming import StreamingDecoder
+
+    pieces = [" king", " El", "ara", " was"]
+    decode = lambda ids: "".join(pieces[i] for i in ids)  # noqa: E731
+    d = StreamingDecoder(decode, ["Elara"], min_tokens=3)
+    out = [d.push(list(range(n))) for n in (1, 2, 3)]
+    assert [o.stopped for o in out] == [False, False, True]
+    assert "".join(o.text for o in out) == " king "
+    complete_early = StreamingDecoder(decode, ["Elara"], min_tokens=4)  # (completed before the minimum: text)
+    out = [complete_early.push(list(range(n))) for n in (1, 2, 3, 4)]
+    assert not any(o.stopped for o in out) and "".join(o.text for o in out) + complete_early.finish().text == \
+        " king Elara was"

@@ -151,7 +151,10 @@ class StopStringMatcher:
         self.stopped = False
         self.stop_string: str | None = None
 
-    def push(self, delta: str) -> StreamDelta:
+    def push(self, delta: str, may_stop: bool = True) -> StreamDelta:
+        """What of `delta` may be printed. With `may_stop` false (before min_new_tokens) a
+        whole stop string is ordinary text, but a tail that may begin one is still held back,
+        so that a stop string begun before the minimum and completed after it is found."""
         if self.stopped:
             return StreamDelta("", True, self.stop_string)
         if not self.stop_strings:
@@ -159,7 +162,7 @@ class StopStringMatcher:
         buffer = self._pending + delta
         # Only the held-back part and the new text can hold the start of a stop
         # string: anything printed earlier ended in no possible stop prefix.
-        found = find_stop_string(buffer, self.stop_strings)
+        found = find_stop_string(buffer, self.stop_strings) if may_stop else None
         if found is not None:
             index, stop = found
             self._pending = ""
@@ -180,8 +183,9 @@ class StreamingDecoder:
     """Token ids in, printable text out, honouring stop strings.
 
     ``push(ids)`` takes the whole list of generated ids so far; ``finish(ids)``
-    returns the rest at the end of generation.  Stop strings are looked for only
-    once ``min_tokens`` ids have been generated (text before that never stops).
+    returns the rest at the end of generation.  Stops happen only once ``min_tokens``
+    ids have been generated (a stop string completed before that is text), but one begun
+    before and completed after stops.
     """
 
     def __init__(self, decode: Callable[[list[int]], str], stop_strings: Iterable[str] | None = None,
@@ -196,9 +200,7 @@ class StreamingDecoder:
 
     def push(self, token_ids: Sequence[int]) -> StreamDelta:
         text = self.detokenizer.step(token_ids)
-        if len(token_ids) < self.min_tokens:  # (too early to stop: printed as it comes)
-            return StreamDelta(text)
-        return self.stops.push(text)
+        return self.stops.push(text, may_stop=len(token_ids) >= self.min_tokens)
 
     def finish(self, token_ids: Sequence[int] | None = None) -> StreamDelta:
         if self.stops.stopped:
