@@ -43,6 +43,12 @@ def test_messages_and_templates_given_as_text_still_work():
     msgs = json.dumps([{"role": "user", "content": "What is the capital of France?"}])
     r = _generate("--messages", msgs, "--max-new-tokens", "12", "--top-k", "1")
     assert r.returncode == 0 and "Paris" in r.stdout, r.stderr
+    parts = json.dumps([{"role": "user", "content": [{"type": "text", "text": "What is the capital "},
+                                                    {"type": "text", "text": "of France?"}]}])
+    r2 = _generate("--messages", parts, "--max-new-tokens", "12", "--top-k", "1")  # (OpenAI's text parts)
+    assert r2.returncode == 0 and r2.stdout == r.stdout, r2.stderr
+    assert "content parts must be" in _error(_generate("--messages", json.dumps(
+        [{"role": "user", "content": [{"type": "image_url"}]}])))
     template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     r = _generate("--prompt", "The capital of France is", "--chat", "--chat-template", template,
                   "--max-new-tokens", "4", "--top-k", "1")

@@ -152,4 +152,18 @@ def load_messages(value: str) -> list[dict[str, Any]]:
         raise ValueError(f"--messages: not valid JSON ({e})") from None
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
         raise ValueError('--messages: expected a JSON list of {"role": ..., "content": ...} objects')
-    return messages
+    return [{**m, "content": _text_of(m["content"], i)} for i, m in enumerate(messages)]
+
+
+def _text_of(content: Any, i: int) -> Any:
+    """A message's content as text: a list of OpenAI-style text parts joined (as the server
+    does); other content as it is."""
+    if not isinstance(content, list):
+        return content
+    texts = []
+    for part in content:
+        if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            raise ValueError(f"--messages: message {i}: content parts must be {{\"type\": \"text\", \"text\": ...}} "
+                             f"(text only), got {str(part)[:80]}")
+        texts.append(part["text"])
+    return "".join(texts)

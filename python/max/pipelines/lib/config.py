@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,10 @@ class PipelineConfig:
         self._validate()
 
     def _validate(self) -> None:
+        for name in ("max_length", "max_batch_size", "max_batch_input_tokens", "max_num_steps"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+                raise ValueError(f"{name} must be an integer, got {v!r}")
         if self.max_length is not None and self.max_length < 1:
             raise ValueError(f"max_length must be positive, got {self.max_length}")
         if self.max_batch_size is not None and self.max_batch_size < 1:
