@@ -8,7 +8,8 @@
 
 ``generate`` takes text prompts (or token-id lists) and returns the generated texts; a
 ``SamplingParams`` chooses how tokens are picked (default greedy here, for reproducible
-offline runs; its own ``max_new_tokens``, when set, wins over the argument's). ``chat`` applies the model's chat template first. For embedding models
+offline runs; its own ``max_new_tokens``, when set, wins over the argument's). ``chat``
+applies the model's chat template first. For embedding models
 (``BertModel``), ``encode`` returns one vector per prompt."""
 
 from __future__ import annotations

@@ -138,9 +138,9 @@ def as_tensor(
                 return _constant(op, arg, value, target, where)
         if isinstance(x, (np.ndarray, list, tuple)) or hasattr(x, "__dlpack__"):
             if not target.is_float() and _holds_floats(x):
-                raise ValueError(f"{op}: {arg}: float values do not combine with a tensor of {target.name} (floats never "
-                                 "convert to integers implicitly); cast the tensor to a float type first, or pass "
-                                 "integers")
+                raise ValueError(f"{op}: {arg}: float values do not combine with a tensor of {target.name} "
+                                 "(floats never convert to integers implicitly); cast the tensor to a float type "
+                                 "first, or pass integers")
             with like._graph:
                 return _constant(op, arg, x, target, where)
     if _is_scalar(x) or isinstance(x, (np.ndarray, list, tuple)) or hasattr(x, "__dlpack__"):

@@ -157,9 +157,9 @@ class Generator:
             running[:] = [records[rid] for rid in sched.running]
             if not batch:
                 ctx = next(iter(sched.running.values()), None) or sched.waiting[0]
-                raise KVCacheExhaustedError(f"request {ctx.request_id} ({ctx.end_idx} tokens) needs more KV-cache pages "
-                                            f"than the cache's {p.kv_manager.total_num_pages}: give the cache more "
-                                            "memory (--device-memory-utilization) or lower --max-length")
+                raise KVCacheExhaustedError(f"request {ctx.request_id} ({ctx.end_idx} tokens) needs more KV-cache "
+                                            f"pages than the cache's {p.kv_manager.total_num_pages}: give the cache "
+                                            "more memory (--device-memory-utilization) or lower --max-length")
             # several decode steps at once when nobody waits to join the batch
             steps = 1 if sched.waiting else p.decode_steps
             outputs = p.execute(TextGenerationInputs([{r.ctx.request_id: r.ctx for r in batch}], num_steps=steps))
