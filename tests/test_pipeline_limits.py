@@ -124,6 +124,17 @@ def test_retrieve_factory_loads_a_pipeline_at_each_call(model_dir, monkeypatch):
     assert a is not b and a.kv_manager is not b.kv_manager and len(loads) == 2
 
 
+def test_registry_retrieves_task_tokenizer_and_context_type(model_dir):
+    from max.pipelines.lib.context import EmbeddingContext
+
+    config = _config(model_dir, max_length=16)
+    assert PIPELINE_REGISTRY.retrieve_pipeline_task(config) == PipelineTask.TEXT_GENERATION
+    assert PIPELINE_REGISTRY.retrieve_tokenizer(config).encode_sync("hello").size > 0
+    assert PIPELINE_REGISTRY.retrieve_context_type(config) is TextContext
+    assert PIPELINE_REGISTRY.retrieve_context_type(config, override_architecture="BertModel",
+                                                   task=PipelineTask.EMBEDDINGS_GENERATION) is EmbeddingContext
+
+
 def _first_tokens(pipeline, sp, n=1):
     ctx = TextContext(max_length=64, tokens=np.array([5, 17, 42, 99, 7]), sampling_params=sp)
     return _run(pipeline, ctx)[:n], ctx

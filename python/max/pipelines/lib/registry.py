@@ -187,16 +187,39 @@ class PipelineRegistry:
                          override_architecture: str | None = None, **kwargs: Any) -> tuple[Any, Callable[[], Any]]:
         """(tokenizer, a function that loads a new pipeline at each call) for `pipeline_config`:
         the model is loaded when the function is called, not here."""
-        from max.pipelines.lib.model_source import resolve
         from max.pipelines.lib.pipeline import load_pipeline
+
+        tokenizer = self.retrieve_tokenizer(pipeline_config, override_architecture, task)
+        return tokenizer, lambda: load_pipeline(pipeline_config, task=task, registry=self,
+                                                architecture=override_architecture)
+
+    def _source(self, pipeline_config: PipelineConfig) -> Any:
+        """The config's model source (its custom architectures registered first)."""
+        from max.pipelines.lib.model_source import resolve
 
         if pipeline_config.custom_architectures:
             self.load_custom(pipeline_config.custom_architectures)
         mc = pipeline_config.model
-        source = resolve(mc.model_path, mc.weight_path)
-        tokenizer = self.architecture_for(source, task, override_architecture).tokenizer(source, pipeline_config)
-        return tokenizer, lambda: load_pipeline(pipeline_config, task=task, registry=self,
-                                                architecture=override_architecture)
+        return resolve(mc.model_path, mc.weight_path)
+
+    def retrieve_pipeline_task(self, pipeline_config: PipelineConfig) -> PipelineTask:
+        """The task of the config's model's architecture (ValueError for an unsupported one)."""
+        return self.architecture_for(self._source(pipeline_config)).task
+
+    def retrieve_tokenizer(self, pipeline_config: PipelineConfig, override_architecture: str | None = None,
+                           task: PipelineTask | None = None) -> Any:
+        """The tokenizer of the config's model (nothing else is loaded)."""
+        source = self._source(pipeline_config)
+        return self.architecture_for(source, task, override_architecture).tokenizer(source, pipeline_config)
+
+    def retrieve_context_type(self, pipeline_config: PipelineConfig, override_architecture: str | None = None,
+                              task: PipelineTask | None = None) -> type:
+        """The request context class of the config's model: ``TextContext``, or
+        ``EmbeddingContext`` for an embedding model."""
+        from max.pipelines.lib.context import EmbeddingContext, TextContext
+
+        arch = self.architecture_for(self._source(pipeline_config), task, override_architecture)
+        return EmbeddingContext if arch.task == PipelineTask.EMBEDDINGS_GENERATION else TextContext
 
     def load_custom(self, specs: Sequence[str]) -> None:
         """Registers the ``ARCHITECTURES`` list of each module (``module`` or ``path:module``)."""
