@@ -222,9 +222,10 @@ def test_setting_flags_reach_the_config_and_are_checked(tmp_path):
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (["--cache-strategy", "bogus"], "'bogus' is not one of model_default, paged"),
+    (["--cache-strategy", "bogus"], "cache_strategy must be one of model_default, paged, got 'bogus'"),
     (["--vision-config-overrides", "[1]"], "expected a JSON object"),
-    (["--max-num-steps", "x"], "invalid int value"),
+    (["--max-num-steps", "x"], "max_num_steps must be an integer, got 'x'"),
+    (["--in-dtype", "float7"], "in_dtype must be a dtype name, got 'float7'"),
 ])
 def test_bad_setting_flags(flags, needle):
     r = _max("generate", "--model-path", "m.gguf", "--prompt", "hi", *flags)

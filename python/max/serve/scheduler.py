@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,11 +36,8 @@ class Scheduler:
     """Chooses each step's batch from the waiting and running requests."""
 
     def __init__(self, kv_manager: Any, max_batch_size: int, max_batch_input_tokens: int,
-                 enable_chunked_prefill: bool = True, on_done: Callable[[str], None] | None = None) -> None:
-        """`on_done(request_id)`: a request finished or was removed (the pipeline's ``release``,
-        which drops what it keeps per request beyond the cache's pages, e.g. a schema's matcher)."""
+                 enable_chunked_prefill: bool = True) -> None:
         self.kv = kv_manager
-        self.on_done = on_done
         self.max_batch_size = int(max_batch_size)
         self.max_batch_input_tokens = int(max_batch_input_tokens)
         self.chunked = bool(enable_chunked_prefill)
@@ -62,21 +58,19 @@ class Scheduler:
         """Drops a request wherever it is and releases its pages; the context, or None."""
         ctx = self.running.pop(request_id, None)
         if ctx is not None:
-            self._release(ctx, done=True)
+            self._release(ctx)
             return ctx
         for i, ctx in enumerate(self.waiting):
             if ctx.request_id == request_id:
                 del self.waiting[i]
                 self._arrived.pop(request_id, None)
-                self._release(ctx, done=True)
+                self._release(ctx)
                 return ctx
         return None
 
-    def _release(self, ctx: TextContext, done: bool = False) -> None:
+    def _release(self, ctx: TextContext) -> None:
         if self.kv.contains(ctx.request_id):
             self.kv.release(ctx.request_id)
-        if done and self.on_done is not None:
-            self.on_done(ctx.request_id)
 
     # -- one step ---------------------------------------------------------------------------
 
@@ -173,7 +167,7 @@ class Scheduler:
     def finish(self, ctx: TextContext) -> None:
         """A request is done: it leaves the running set and its pages are released."""
         self.running.pop(ctx.request_id, None)
-        self._release(ctx, done=True)
+        self._release(ctx)
 
 
 __all__ = ["Scheduler", "SchedulerStats"]

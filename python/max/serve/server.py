@@ -68,7 +68,7 @@ def build(config: Any, settings: ServeSettings) -> tuple[Any, Any]:
 
         pipeline.warm_up()
         scheduler = Scheduler(pipeline.kv_manager, pipeline.max_batch_size, config.max_batch_input_tokens,
-                              config.enable_chunked_prefill, on_done=pipeline.release)
+                              config.enable_chunked_prefill)
         worker = ModelWorker(pipeline, scheduler, on_step=metrics.on_step)
         metrics.worker = worker
         state.generation = GenerationService(pipeline, worker, metrics, capacity=batch + queue)

@@ -8,7 +8,6 @@ reach ``PipelineConfig``, which checks them (``config_kwargs``), and they win ov
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import enum
 import json
 import types
@@ -16,6 +15,7 @@ import typing
 from typing import Any
 
 from max.dtype import DType
+from max.pipelines.lib.config_values import coerce, setting_types
 
 #: Fields that are not settings (nested configs, the config file itself) or that the commands
 #: take through other flags (--devices, --config-file, --served-model-name on serve, ...).
@@ -44,28 +44,17 @@ _HELP = {
 _NO_EFFECT = "taken for compatibility with MAX; no effect here"
 
 
-def _configs() -> list[type]:
-    from max.pipelines.lib.config import KVCacheConfig, MAXModelConfig, PipelineConfig, ProfilingConfig, SamplingConfig
+def _parse(name: str, hint: Any) -> Any:
+    """An argparse type for setting `name`: its text converted as a config file's value is
+    (config_values.coerce)."""
+    def parse(text: str) -> Any:
+        try:
+            return coerce(name, text, hint, "--" + name.replace("_", "-"))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-    return [PipelineConfig, MAXModelConfig, KVCacheConfig, SamplingConfig, ProfilingConfig]
-
-
-def _enum_type(cls: type[enum.Enum]) -> Any:
-    def parse(value: str) -> enum.Enum:
-        for member in cls:
-            if value.lower() in (str(member.value).lower(), member.name.lower()):
-                return member
-        raise argparse.ArgumentTypeError(f"{value!r} is not one of {', '.join(str(m.value) for m in cls)}")
-
-    parse.__name__ = cls.__name__
+    parse.__name__ = name
     return parse
-
-
-def _dtype(value: str) -> DType:
-    try:
-        return DType[value.lower()]
-    except KeyError:
-        raise argparse.ArgumentTypeError(f"unknown dtype {value!r}") from None
 
 
 def _json_object(value: str) -> dict[str, Any]:
@@ -78,49 +67,35 @@ def _json_object(value: str) -> dict[str, Any]:
     return obj
 
 
-def _flag_kwargs(hint: Any) -> dict[str, Any] | None:
-    """argparse keyword arguments for a field of type `hint`, or None where there is no flag."""
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) != 1:
-            textual = all(a in (str, DType) or getattr(a, "__name__", "") == "Path" for a in rest)
-            return {"type": str} if textual else None
-        hint = rest[0]
-    if hint is bool:
+def _flag_kwargs(name: str, hint: Any) -> dict[str, Any] | None:
+    """argparse keyword arguments for setting `name` of type `hint`, or None for no flag."""
+    rest = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = rest[0] if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(rest) == 1 else hint
+    if base is bool:
         return {"action": argparse.BooleanOptionalAction}
-    if hint in (int, float, str):
-        return {"type": hint}
-    if hint is DType:
-        return {"type": _dtype, "metavar": "DTYPE"}
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return {"type": _enum_type(hint), "metavar": "{" + ",".join(str(m.value) for m in hint) + "}"}
-    if typing.get_origin(hint) is dict:
+    if typing.get_origin(base) is dict:
         return {"type": _json_object, "metavar": "JSON"}
-    if typing.get_origin(hint) is list:
-        return {"action": "append"}
-    return None
+    if typing.get_origin(base) is list or base is Any:
+        return None
+    if base is DType:
+        return {"type": _parse(name, hint), "metavar": "DTYPE"}
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        return {"type": _parse(name, hint), "metavar": "{" + ",".join(str(m.value) for m in base) + "}"}
+    return {"type": _parse(name, hint), "metavar": name.upper()}
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """Add the flags of the settings `parser` has no flag for (call it after the parser's own)."""
     have = {a.dest for a in parser._actions} | {s for a in parser._actions for s in a.option_strings}
     group = parser.add_argument_group("more pipeline settings (MAX's PipelineConfig fields; see docs/models.md)")
-    for cls in _configs():
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            if f.name in _SKIP or f.name in have or flag in have:
-                continue
-            kw = _flag_kwargs(hints[f.name])
-            if kw is None:
-                continue
-            have.add(f.name)
-            kw.setdefault("metavar", f.name.upper())
-            if kw.get("action") is not None:
-                kw.pop("metavar")
-            group.add_argument(flag, dest=_PREFIX + f.name, default=argparse.SUPPRESS,
-                               help=_HELP.get(f.name, _NO_EFFECT), **kw)
+    for name, hint in setting_types().items():
+        flag = "--" + name.replace("_", "-")
+        if name in _SKIP or name in have or flag in have:
+            continue
+        kw = _flag_kwargs(name, hint)
+        if kw is not None:
+            group.add_argument(flag, dest=_PREFIX + name, default=argparse.SUPPRESS,
+                               help=_HELP.get(name, _NO_EFFECT), **kw)
 
 
 def config_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -102,15 +102,21 @@ def pipeline_config(args: argparse.Namespace, **extra: Any) -> Any:
         **extra,
     }
     more = config_kwargs(args)
-    if args.config_file is not None:
-        from_file = read_config_file(args.config_file, more.get("section_name"))
+    section = more.pop("section_name", None)
+    if args.config_file is not None:  # (read here, once: its keys decide which defaults it overrides)
+        from_file = read_config_file(args.config_file, section)
+        from_file.pop("config_file", None)
+        from_file.pop("section_name", None)
         given: set[str] = getattr(args, "_given", set())
         dest = {"device_specs": "devices"}
-        kw = {k: v for k, v in kw.items() if dest.get(k, k) in given or k not in from_file}
-        kw["config_file"] = args.config_file
+        kw = {**from_file, **{k: v for k, v in kw.items() if dest.get(k, k) in given or k not in from_file}}
     elif args.model_path is None:
         raise ValueError("give --model-path (a model directory or a .gguf file)")
+    elif section is not None:
+        raise ValueError("--section-name needs a --config-file")
     config = PipelineConfig(**{**kw, **more})
+    if args.config_file is not None:
+        config.config_file, config.section_name = str(args.config_file), section
     if not config.model.model_path:
         raise ValueError(f"give --model-path, or model_path in --config-file {args.config_file!r}")
     return config

@@ -191,13 +191,11 @@ class DataParallelPipeline:
     def release(self, request_id: Any) -> None:
         if self.kv_manager.replica_of(request_id) is not None:
             self.kv_manager.release(request_id)
-        for r in self.replicas:
-            if r.grammars is not None:
-                r.grammars.release(request_id)
 
     @property
     def grammars(self) -> Any:
-        """The first replica's (each replica has its own matchers; ``check`` is the same)."""
+        """The first replica's (schemas compile alike for every replica; a context carries its
+        own matcher)."""
         return self.replicas[0].grammars
 
     def execute(self, inputs: TextGenerationInputs) -> dict[str, TextGenerationOutput]:

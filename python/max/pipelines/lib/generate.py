@@ -177,8 +177,7 @@ class Generator:
             for r in batch:
                 if r.ctx.is_done:
                     self._finish(r, done, on_text)
-                    sched.finish(r.ctx)
-                    p.release(r.ctx.request_id)
+                    sched.finish(r.ctx)  # (its pages go back)
             running[:] = [records[rid] for rid in sched.running]
         end = time.perf_counter()
         if t_prefill_end is None:

@@ -179,8 +179,6 @@ class TextGenerationPipeline:
     def release(self, request_id: Any) -> None:
         if self.kv_manager.contains(request_id):
             self.kv_manager.release(request_id)
-        if self.grammars is not None:
-            self.grammars.release(request_id)
 
     def execute(self, inputs: TextGenerationInputs) -> dict[str, TextGenerationOutput]:
         """One step over the batch: each context processes its pending tokens (a prompt chunk

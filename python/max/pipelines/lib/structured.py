@@ -7,7 +7,8 @@ logits of every other token become -inf on the device (``mask``), and the chosen
 matcher on (``advance``). Once the schema's text is complete the request ends; a matcher that
 fails (a parser limit a very large schema reaches) ends it as cancelled. Such contexts run one step
 per ``execute`` (each step's tokens depend on the previous token, known on the host). Token ids
-past the tokenizer's vocabulary (the padding of an embedding table) are never allowed."""
+past the tokenizer's vocabulary (the padding of an embedding table) are never allowed. A
+context carries its own matcher (``TextContext.matcher``), so it goes when the context does."""
 
 from __future__ import annotations
 
@@ -76,16 +77,17 @@ class Grammars:
         self._tokenizer = ll.LLTokenizer(delegate.to_str(), n_vocab=self.vocab_size, eos_token=eos)
         self._ll = ll
         self._eos = eos
-        self._matchers: dict[Any, Any] = {}
-        self._mask: dict[int, engine.Model] = {}
-        for d in devices:
-            ref = DeviceRef.from_device(d)
-            types = [TensorType(DType.float32, ["rows", "vocab"], ref), TensorType(DType.bool, ["rows", "vocab"], ref)]
-            with Graph("grammar_mask", input_types=types) as g:
-                logits, allowed = (v.tensor for v in g.inputs)
-                g.output(ops.where(allowed, logits, ops.constant(-np.inf, DType.float32, ref)))
-            self._mask[id(d)] = session.load(g)
         self._devices = list(devices)
+        self._mask = [self._mask_model(session, d) for d in self._devices]
+
+    @staticmethod
+    def _mask_model(session: engine.InferenceSession, device: driver.Device) -> engine.Model:
+        ref = DeviceRef.from_device(device)
+        types = [TensorType(DType.float32, ["rows", "vocab"], ref), TensorType(DType.bool, ["rows", "vocab"], ref)]
+        with Graph("grammar_mask", input_types=types) as g:
+            logits, allowed = (v.tensor for v in g.inputs)
+            g.output(ops.where(allowed, logits, ops.constant(-np.inf, DType.float32, ref)))
+        return session.load(g)
 
     def compile(self, schema: str) -> Any:
         """A matcher for `schema` (JSON text), compiled here (the server calls this off its event
@@ -96,10 +98,6 @@ class Grammars:
             raise ValueError(f"the JSON schema is not supported: {m.get_error()}")
         return m
 
-    def check(self, schema: str) -> None:
-        """ValueError naming what is wrong when `schema` (JSON text) is not one the matcher takes."""
-        self.compile(schema)
-
     def _grammar(self, schema: str) -> str:
         try:
             return self._ll.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
@@ -107,21 +105,17 @@ class Grammars:
             raise ValueError(f"the JSON schema is not supported: {e}") from None
 
     def matcher(self, ctx: Any) -> Any:
-        """`ctx`'s matcher: the one it carries (``ctx.matcher``), else one compiled now from its
-        schema. A schema it cannot take (callers check schemas first) gives a matcher in its
-        error state, which allows only the end of sequence: the request ends (``advance``)
-        instead of the step failing for the whole batch."""
-        m = self._matchers.get(ctx.request_id)
-        if m is None:
-            m = getattr(ctx, "matcher", None)
-            if m is None:
-                try:
-                    grammar = self._grammar(ctx.json_schema)
-                except ValueError:
-                    grammar = self._ll.LLMatcher.grammar_from_lark("start: /[/")  # (an error state)
-                m = self._ll.LLMatcher(self._tokenizer, grammar, log_level=0)
-            self._matchers[ctx.request_id] = m
-        return m
+        """`ctx`'s matcher (it lives on the context: ``ctx.matcher``), compiled now from its
+        schema when it has none yet. A schema it cannot take (callers compile schemas first)
+        gives a matcher in its error state, which allows only the end of sequence: the request
+        ends (``advance``) instead of the step failing for the whole batch."""
+        if ctx.matcher is None:
+            try:
+                grammar = self._grammar(ctx.json_schema)
+            except ValueError:
+                grammar = self._ll.LLMatcher.grammar_from_lark("start: /[/")  # (an error state)
+            ctx.set_matcher(self._ll.LLMatcher(self._tokenizer, grammar, log_level=0))
+        return ctx.matcher
 
     def mask(self, logits: Any, ctxs: Sequence[Any], rows: Sequence[int]) -> Any:
         """`logits` (one buffer, or one per device) with every token the contexts' matchers do
@@ -142,12 +136,11 @@ class Grammars:
             unpacked = np.unpackbits(bits.view(np.uint8), bitorder="little")[:vocab].astype(np.bool_)
             if not unpacked.any():  # a matcher that is done or failed: only the end of sequence
                 unpacked[[t for t in self._eos if t < vocab]] = True
-            allowed[row, :vocab] = unpacked
-            allowed[row, self.vocab_size:] = False
+            allowed[row] = unpacked
         out = []
-        for d, x in zip(self._devices, copies):
+        for d, model, x in zip(self._devices, self._mask, copies):
             mask = driver.Buffer.from_numpy(allowed)
-            out.append(self._mask[id(d)].execute(x, mask if d.is_host else mask.to(d))[0])
+            out.append(model.execute(x, mask if d.is_host else mask.to(d))[0])
         return out if isinstance(logits, (list, tuple)) else out[0]
 
     def advance(self, ctx: Any, tokens: Sequence[int]) -> str | None:
@@ -163,9 +156,5 @@ class Grammars:
             log.warning("structured output: request %s stopped: %s", ctx.request_id, m.get_error())
             return "error"
         return "done" if m.is_stopped() else None
-
-    def release(self, request_id: Any) -> None:
-        self._matchers.pop(request_id, None)
-
 
 __all__ = ["Grammars", "SCHEMA_BYTES_LIMIT", "schema_text"]
